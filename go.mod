@@ -1,0 +1,3 @@
+module ubatch
+
+go 1.26.8
