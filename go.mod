@@ -1,3 +1,8 @@
 module ubatch
 
 go 1.26.8
+
+require (
+	github.com/ardanlabs/jinja v1.8.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+)
