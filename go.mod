@@ -3,6 +3,6 @@ module ubatch
 go 1.26.8
 
 require (
-	github.com/ardanlabs/jinja v1.8.0 // indirect
+	github.com/ardanlabs/jinja v1.8.0
 	golang.org/x/sys v0.50.0 // indirect
 )

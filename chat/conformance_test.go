@@ -1,0 +1,173 @@
+package chat
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// knownMismatches lists template.conversation cases where the engine cannot
+// reproduce Jinja2's output, each with the cause.
+var knownMismatches = map[string]string{}
+
+// sharedDir returns <repo root>/../shared, skipping the test when absent.
+func sharedDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Skip("no go.mod above the package directory; cannot locate ../shared")
+		}
+		dir = parent
+	}
+	shared := filepath.Join(dir, "..", "shared")
+	if _, err := os.Stat(shared); err != nil {
+		t.Skipf("shared test data not found at %s: %v", shared, err)
+	}
+	return shared
+}
+
+type conversation struct {
+	Name                string            `json:"name"`
+	BOS                 string            `json:"bos_token"`
+	EOS                 string            `json:"eos_token"`
+	AddGenerationPrompt bool              `json:"add_generation_prompt"`
+	Tools               []json.RawMessage `json:"tools"`
+	Messages            []json.RawMessage `json:"messages"`
+}
+
+// messagesOf keeps each field as raw JSON so nested objects keep their
+// document order, as they do in Python.
+func (c conversation) messagesOf(t *testing.T) []map[string]any {
+	t.Helper()
+	out := make([]map[string]any, len(c.Messages))
+	for i, raw := range c.Messages {
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &fields); err != nil {
+			t.Fatalf("conversation %s message %d: %v", c.Name, i, err)
+		}
+		m := make(map[string]any, len(fields))
+		for k, v := range fields {
+			m[k] = v
+		}
+		out[i] = m
+	}
+	return out
+}
+
+func (c conversation) options() Options {
+	var tools []any
+	for _, tl := range c.Tools {
+		tools = append(tools, tl)
+	}
+	return Options{
+		BOS:                 c.BOS,
+		EOS:                 c.EOS,
+		AddGenerationPrompt: c.AddGenerationPrompt,
+		Tools:               tools,
+		Now:                 func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) },
+	}
+}
+
+func TestConformance(t *testing.T) {
+	dir := filepath.Join(sharedDir(t), "templates")
+	raw, err := os.ReadFile(filepath.Join(dir, "conversations.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var convs []conversation
+	if err := json.Unmarshal(raw, &convs); err != nil {
+		t.Fatalf("conversations.json: %v", err)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.jinja"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no templates in %s: %v", dir, err)
+	}
+
+	var pass, fail, known, cases int
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".jinja")
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl, parseErr := Parse(string(src))
+		for _, c := range convs {
+			id := name + "." + c.Name
+			base := filepath.Join(dir, "expected", id)
+			want, txtErr := os.ReadFile(base + ".txt")
+			_, errErr := os.Stat(base + ".error")
+			if txtErr != nil && errErr != nil {
+				continue // no expectation recorded for this pair
+			}
+			cases++
+			t.Run(id, func(t *testing.T) {
+				ok := checkCase(t, tmpl, parseErr, c, want, txtErr == nil)
+				reason, isKnown := knownMismatches[id]
+				switch {
+				case ok && isKnown:
+					t.Errorf("listed as a known mismatch (%s) but now matches: remove it", reason)
+				case ok:
+					pass++
+				case isKnown:
+					known++
+					t.Skipf("known engine mismatch: %s", reason)
+				default:
+					fail++
+					t.Error("output differs from Jinja2's (see log)")
+				}
+			})
+		}
+	}
+	t.Logf("%d cases: %d match, %d known mismatches, %d unexpected failures", cases, pass, known, fail)
+}
+
+// checkCase reports whether the case behaves as Jinja2 did, logging the
+// difference (without failing) when it does not.
+func checkCase(t *testing.T, tmpl *Template, parseErr error, c conversation, want []byte, wantText bool) bool {
+	t.Helper()
+	if parseErr != nil {
+		if !wantText {
+			return true
+		}
+		t.Logf("parse: %v", parseErr)
+		return false
+	}
+	got, err := tmpl.Render(c.messagesOf(t), c.options())
+	if !wantText {
+		if err == nil {
+			t.Logf("rendered without error, want an error; got:\n%s", got)
+			return false
+		}
+		return true
+	}
+	if err != nil {
+		t.Logf("render: %v", err)
+		return false
+	}
+	if got != string(want) {
+		t.Logf("mismatch at byte %d\n--- got:\n%s\n--- want:\n%s", firstDiff(got, string(want)), got, want)
+		return false
+	}
+	return true
+}
+
+func firstDiff(a, b string) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}

@@ -1,0 +1,192 @@
+// Package chat renders OpenAI-style chat messages into a model's prompt text
+// with the model's Jinja chat template (GGUF metadata key
+// tokenizer.chat_template), configured as Hugging Face transformers
+// configures Jinja2 for apply_chat_template.
+package chat
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ardanlabs/jinja"
+)
+
+// DefaultTimeout is the render deadline used when Options.Timeout is zero.
+// Real chat templates render in well under a millisecond.
+const DefaultTimeout = 5 * time.Second
+
+// ErrTimeout is returned (wrapped) when rendering exceeds its deadline.
+var ErrTimeout = errors.New("chat: template rendering timed out")
+
+// reserved are the variables Render itself defines; Options.Vars may not
+// redefine them (Python would reject the duplicate keyword argument too).
+var reserved = map[string]bool{
+	"messages": true, "tools": true, "documents": true,
+	"add_generation_prompt": true, "bos_token": true, "eos_token": true,
+}
+
+// Template is a compiled chat template. It is immutable after Parse and safe
+// for concurrent use by several goroutines.
+type Template struct {
+	src  string
+	tmpl *jinja.Template
+}
+
+// Parse compiles a chat template. The dialect is Hugging Face's: trim_blocks
+// and lstrip_blocks on, {% generation %} renders its body, and Render adds
+// raise_exception(msg) (failing with *TemplateError), strftime_now(fmt) and a
+// sandbox-bounded range(); tojson is the engine's (no HTML escaping, Python's
+// separators). A syntax error is returned as an error, never a panic.
+func Parse(src string) (t *Template, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			t, err = nil, fmt.Errorf("chat: parsing template: engine panic: %v", r)
+		}
+	}()
+	tmpl, err := jinja.Compile(src)
+	if err != nil {
+		return nil, fmt.Errorf("chat: parsing template: %w", err)
+	}
+	return &Template{src: src, tmpl: tmpl}, nil
+}
+
+// Source returns the template text given to Parse.
+func (t *Template) Source() string { return t.src }
+
+// Options are the per-render inputs besides the messages.
+type Options struct {
+	// BOS and EOS are the model's special token texts, exposed to the
+	// template as bos_token and eos_token.
+	BOS, EOS string
+	// AddGenerationPrompt appends the header that starts the assistant's
+	// turn.
+	AddGenerationPrompt bool
+	// Tools are the tool definitions (OpenAI format), exposed as tools; nil
+	// exposes tools as none, as transformers does. Elements may be
+	// json.RawMessage to keep the request's key order in tojson output.
+	Tools []any
+	// Vars are extra template variables (e.g. enable_thinking). They may not
+	// redefine messages, tools, documents, add_generation_prompt, bos_token
+	// or eos_token.
+	Vars map[string]any
+	// Now is the clock strftime_now reads; nil means time.Now.
+	Now func() time.Time
+	// Timeout bounds the render; zero means DefaultTimeout, negative means
+	// no deadline.
+	Timeout time.Duration
+}
+
+// Render renders messages to the prompt text.
+//
+// Each message is a JSON-decoded OpenAI chat message: role, content (a string,
+// null, or a list of parts such as {"type":"text","text":...}), and optional
+// name, tool_calls, tool_call_id, reasoning_content and so on; the template
+// decides what it uses. Values are converted as JSON data (see toValue): map
+// keys are sorted, while json.RawMessage values keep their document order and
+// structs their field order. A message that violates the template's rules
+// fails with a *TemplateError.
+//
+// The engine has no cancellation: when the deadline passes Render returns an
+// error wrapping ErrTimeout, but the abandoned render keeps its goroutine
+// until it finishes. Panics inside the engine are returned as errors.
+func (t *Template) Render(messages []map[string]any, opts Options) (string, error) {
+	if t == nil || t.tmpl == nil {
+		return "", errors.New("chat: Render on a nil Template")
+	}
+	data, err := renderData(messages, opts)
+	if err != nil {
+		return "", err
+	}
+	timeout := opts.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	if timeout < 0 {
+		return t.renderSafely(data)
+	}
+
+	type result struct {
+		out string
+		err error
+	}
+	// Buffered so that an abandoned render can still deliver and exit.
+	done := make(chan result, 1)
+	go func() {
+		out, err := t.renderSafely(data)
+		done <- result{out, err}
+	}()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		return r.out, r.err
+	case <-timer.C:
+		return "", fmt.Errorf("%w after %v", ErrTimeout, timeout)
+	}
+}
+
+// renderSafely runs the engine, turning a panic into an error.
+func (t *Template) renderSafely(data map[string]jinja.Value) (out string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out = ""
+			err = fmt.Errorf("chat: template engine panic: %v", r)
+		}
+	}()
+	out, err = t.tmpl.RenderValues(data)
+	if err != nil {
+		var te *TemplateError
+		if errors.As(err, &te) {
+			return "", err
+		}
+		return "", fmt.Errorf("chat: rendering template: %w", err)
+	}
+	return out, nil
+}
+
+// renderData builds the template's variables from the messages and options.
+func renderData(messages []map[string]any, opts Options) (map[string]jinja.Value, error) {
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	data := globals(now)
+	for k, v := range opts.Vars {
+		if reserved[k] {
+			return nil, fmt.Errorf("chat: Vars may not redefine %q", k)
+		}
+		val, err := toValue(v, 0)
+		if err != nil {
+			return nil, fmt.Errorf("chat: variable %q: %w", k, err)
+		}
+		data[k] = val
+	}
+
+	msgs := make([]jinja.Value, len(messages))
+	for i, m := range messages {
+		if m == nil {
+			return nil, fmt.Errorf("chat: message %d is null", i)
+		}
+		v, err := toValue(m, 0)
+		if err != nil {
+			return nil, fmt.Errorf("chat: message %d: %w", i, err)
+		}
+		msgs[i] = v
+	}
+	data["messages"] = jinja.NewList(msgs)
+
+	data["tools"] = jinja.None()
+	if opts.Tools != nil {
+		v, err := toValue(opts.Tools, 0)
+		if err != nil {
+			return nil, fmt.Errorf("chat: tools: %w", err)
+		}
+		data["tools"] = v
+	}
+	data["documents"] = jinja.None()
+	data["add_generation_prompt"] = jinja.NewBool(opts.AddGenerationPrompt)
+	data["bos_token"] = jinja.NewString(opts.BOS)
+	data["eos_token"] = jinja.NewString(opts.EOS)
+	return data, nil
+}
