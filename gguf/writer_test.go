@@ -266,7 +266,9 @@ func TestWriterErrors(t *testing.T) {
 		{"no dims", func(w *Writer) error { return w.AddTensor("t", quant.F32, nil, nil) }, "0 dimensions"},
 		{"five dims", func(w *Writer) error { return w.AddTensor("t", quant.F32, []uint64{1, 1, 1, 1, 1}, make([]byte, 4)) }, "5 dimensions"},
 		{"empty name", func(w *Writer) error { return w.AddTensor("", quant.F32, []uint64{1}, make([]byte, 4)) }, "empty tensor name"},
-		{"long name", func(w *Writer) error { return w.AddTensor(strings.Repeat("n", 64), quant.F32, []uint64{1}, make([]byte, 4)) }, "at most 63"},
+		{"long name", func(w *Writer) error {
+			return w.AddTensor(strings.Repeat("n", 64), quant.F32, []uint64{1}, make([]byte, 4))
+		}, "at most 63"},
 		{"duplicate", func(w *Writer) error {
 			if err := w.AddTensor("t", quant.F32, []uint64{1}, make([]byte, 4)); err != nil {
 				return err
