@@ -138,9 +138,12 @@ func placeTensors(f *File, data []byte) error {
 		}
 		start, c1 := bits.Add64(f.DataOffset, t.Offset, 0)
 		end, c2 := bits.Add64(start, t.Size, 0)
-		if c1 != 0 || c2 != 0 || end > size {
+		if c1 != 0 || c2 != 0 {
+			return fmt.Errorf("tensor %q data offset %d with size %d lies beyond any possible file: offset bogus", t.Name, t.Offset, t.Size)
+		}
+		if end > size {
 			return fmt.Errorf("tensor %q data [%d, %d) lies outside the file (size %d): file truncated or offset bogus",
-				t.Name, f.DataOffset+t.Offset, f.DataOffset+t.Offset+t.Size, size)
+				t.Name, start, end, size)
 		}
 		t.Data = data[start:end:end]
 	}
@@ -360,6 +363,9 @@ func (d *decoder) tensorInfo() (TensorInfo, error) {
 	name, err := d.str("tensor name")
 	if err != nil {
 		return TensorInfo{}, err
+	}
+	if name == "" {
+		return TensorInfo{}, errors.New("empty tensor name")
 	}
 	if len(name) > maxNameLen {
 		return TensorInfo{}, fmt.Errorf("tensor name %q is %d bytes long (ggml allows at most %d)", name, len(name), maxNameLen)
