@@ -1,0 +1,208 @@
+package quant
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// Block sizes in bytes of the supported block formats (ggml's sizeof(block_*)).
+const (
+	q8_0Bytes = 34  // f16 d, int8 qs[32]
+	q4_0Bytes = 18  // f16 d, uint8 qs[16]
+	q4_KBytes = 144 // f16 d, f16 dmin, uint8 scales[12], uint8 qs[128]
+	q5_KBytes = 176 // f16 d, f16 dmin, uint8 scales[12], uint8 qh[32], uint8 qs[128]
+	q6_KBytes = 210 // uint8 ql[128], uint8 qh[64], int8 scales[16], f16 d
+	q8_KBytes = 292 // f32 d, int8 qs[256], int16 bsums[16]
+)
+
+func le16(b []byte) uint16 { return binary.LittleEndian.Uint16(b) }
+
+func f16At(b []byte) float32 { return f16Table[binary.LittleEndian.Uint16(b)] }
+
+func f32At(b []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b)) }
+
+// checkLens validates a (packed bytes, element count) pair for type t.
+func checkLens(t Type, nBytes, nElems int) error {
+	bs := t.BlockSize()
+	if bs == 0 {
+		return fmt.Errorf("quant: unknown type %v", t)
+	}
+	if nElems%bs != 0 {
+		return fmt.Errorf("quant: %d elements is not a multiple of the %v block size %d", nElems, t, bs)
+	}
+	if want := t.RowSize(nElems); nBytes != want {
+		return fmt.Errorf("quant: %d elements of %v take %d bytes, got %d", nElems, t, want, nBytes)
+	}
+	return nil
+}
+
+// Dequantize converts len(dst) elements of type t, packed in src, to float32. len(dst) must be a
+// multiple of t.BlockSize() and len(src) must equal t.RowSize(len(dst)). Supported types: F32,
+// F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K and Q8_K.
+func Dequantize(t Type, src []byte, dst []float32) error {
+	if err := checkLens(t, len(src), len(dst)); err != nil {
+		return err
+	}
+	switch t {
+	case F32:
+		for i := range dst {
+			dst[i] = f32At(src[4*i:])
+		}
+	case F16:
+		for i := range dst {
+			dst[i] = f16At(src[2*i:])
+		}
+	case BF16:
+		for i := range dst {
+			dst[i] = BF16ToF32(le16(src[2*i:]))
+		}
+	case Q8_0:
+		dequantQ8_0(src, dst)
+	case Q4_0:
+		dequantQ4_0(src, dst)
+	case Q4_K:
+		dequantQ4_K(src, dst)
+	case Q5_K:
+		dequantQ5_K(src, dst)
+	case Q6_K:
+		dequantQ6_K(src, dst)
+	case Q8_K:
+		dequantQ8_K(src, dst)
+	default:
+		return fmt.Errorf("quant: dequantizing %v is not supported", t)
+	}
+	return nil
+}
+
+// dequantQ8_0 expands len(dst)/32 Q8_0 blocks: value = d * qs[i].
+func dequantQ8_0(src []byte, dst []float32) {
+	for b := 0; b < len(dst)/32; b++ {
+		blk := src[b*q8_0Bytes : (b+1)*q8_0Bytes]
+		d := f16At(blk)
+		qs := blk[2:34]
+		y := dst[b*32 : b*32+32]
+		for i := range y {
+			y[i] = float32(int8(qs[i])) * d
+		}
+	}
+}
+
+// dequantQ4_0 expands Q4_0 blocks: element j is the low nibble of qs[j], element j+16 the high
+// nibble, value = (q - 8) * d.
+func dequantQ4_0(src []byte, dst []float32) {
+	for b := 0; b < len(dst)/32; b++ {
+		blk := src[b*q4_0Bytes : (b+1)*q4_0Bytes]
+		d := f16At(blk)
+		qs := blk[2:18]
+		y := dst[b*32 : b*32+32]
+		for j := 0; j < 16; j++ {
+			y[j] = float32(int(qs[j]&0xf)-8) * d
+			y[j+16] = float32(int(qs[j]>>4)-8) * d
+		}
+	}
+}
+
+// scaleMinK4 unpacks the 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes of a
+// Q4_K/Q5_K super-block: sub-blocks 0-3 use the low 6 bits of bytes j and j+4; sub-blocks 4-7 keep
+// their low 4 bits in byte j+4 and their top 2 bits in the spare high bits of bytes j-4 and j.
+func scaleMinK4(j int, s []byte) (sc, m uint8) {
+	if j < 4 {
+		return s[j] & 63, s[j+4] & 63
+	}
+	return s[j+4]&0xf | (s[j-4]>>6)<<4, s[j+4]>>4 | (s[j]>>6)<<4
+}
+
+// dequantQ4_K expands Q4_K super-blocks. Each group of 64 elements uses 32 bytes of qs: the low
+// nibbles are sub-block 2g, the high nibbles sub-block 2g+1; value = d*sc*q - dmin*m.
+func dequantQ4_K(src []byte, dst []float32) {
+	for b := 0; b < len(dst)/QK_K; b++ {
+		blk := src[b*q4_KBytes : (b+1)*q4_KBytes]
+		d, dmin := f16At(blk), f16At(blk[2:])
+		scales := blk[4:16]
+		qs := blk[16:144]
+		y := dst[b*QK_K : (b+1)*QK_K]
+		for g := 0; g < 4; g++ {
+			sc1, m1 := scaleMinK4(2*g, scales)
+			sc2, m2 := scaleMinK4(2*g+1, scales)
+			d1, mm1 := d*float32(sc1), dmin*float32(m1)
+			d2, mm2 := d*float32(sc2), dmin*float32(m2)
+			q := qs[32*g : 32*g+32]
+			lo := y[64*g : 64*g+32]
+			hi := y[64*g+32 : 64*g+64]
+			for l := range q {
+				lo[l] = d1*float32(q[l]&0xf) - mm1
+				hi[l] = d2*float32(q[l]>>4) - mm2
+			}
+		}
+	}
+}
+
+// dequantQ5_K expands Q5_K super-blocks: as Q4_K with a fifth bit per element taken from qh; for
+// group g, bit 2g of qh[l] belongs to element 64g+l and bit 2g+1 to element 64g+32+l.
+func dequantQ5_K(src []byte, dst []float32) {
+	for b := 0; b < len(dst)/QK_K; b++ {
+		blk := src[b*q5_KBytes : (b+1)*q5_KBytes]
+		d, dmin := f16At(blk), f16At(blk[2:])
+		scales := blk[4:16]
+		qh := blk[16:48]
+		qs := blk[48:176]
+		y := dst[b*QK_K : (b+1)*QK_K]
+		for g := 0; g < 4; g++ {
+			sc1, m1 := scaleMinK4(2*g, scales)
+			sc2, m2 := scaleMinK4(2*g+1, scales)
+			d1, mm1 := d*float32(sc1), dmin*float32(m1)
+			d2, mm2 := d*float32(sc2), dmin*float32(m2)
+			q := qs[32*g : 32*g+32]
+			lo := y[64*g : 64*g+32]
+			hi := y[64*g+32 : 64*g+64]
+			sh := uint(2 * g)
+			for l := range q {
+				h := qh[l] >> sh
+				lo[l] = d1*float32(q[l]&0xf|(h&1)<<4) - mm1
+				hi[l] = d2*float32(q[l]>>4|(h&2)<<3) - mm2
+			}
+		}
+	}
+}
+
+// dequantQ6_K expands Q6_K super-blocks. Each half (128 elements) uses 64 bytes of ql, 32 of qh and
+// 8 scales; for l < 32 the four elements l, l+32, l+64, l+96 take the low nibbles of ql[l] and
+// ql[l+32], then their high nibbles, with bit pairs 0-1, 2-3, 4-5, 6-7 of qh[l] on top;
+// value = d * scale[16-element group] * (q - 32).
+func dequantQ6_K(src []byte, dst []float32) {
+	for b := 0; b < len(dst)/QK_K; b++ {
+		blk := src[b*q6_KBytes : (b+1)*q6_KBytes]
+		d := f16At(blk[208:])
+		for h := 0; h < 2; h++ {
+			ql := blk[64*h : 64*h+64]
+			qh := blk[128+32*h : 128+32*h+32]
+			sc := blk[192+8*h : 192+8*h+8]
+			y := dst[b*QK_K+128*h : b*QK_K+128*h+128]
+			for l := 0; l < 32; l++ {
+				is := l / 16
+				q1 := int(ql[l]&0xf|(qh[l]&3)<<4) - 32
+				q2 := int(ql[l+32]&0xf|((qh[l]>>2)&3)<<4) - 32
+				q3 := int(ql[l]>>4|((qh[l]>>4)&3)<<4) - 32
+				q4 := int(ql[l+32]>>4|((qh[l]>>6)&3)<<4) - 32
+				y[l] = d * float32(int8(sc[is])) * float32(q1)
+				y[l+32] = d * float32(int8(sc[is+2])) * float32(q2)
+				y[l+64] = d * float32(int8(sc[is+4])) * float32(q3)
+				y[l+96] = d * float32(int8(sc[is+6])) * float32(q4)
+			}
+		}
+	}
+}
+
+// dequantQ8_K expands Q8_K super-blocks: value = d * qs[i] (bsums are redundant and ignored).
+func dequantQ8_K(src []byte, dst []float32) {
+	for b := 0; b < len(dst)/QK_K; b++ {
+		blk := src[b*q8_KBytes : (b+1)*q8_KBytes]
+		d := f32At(blk)
+		qs := blk[4 : 4+QK_K]
+		y := dst[b*QK_K : (b+1)*QK_K]
+		for i := range y {
+			y[i] = d * float32(int8(qs[i]))
+		}
+	}
+}

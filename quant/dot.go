@@ -1,0 +1,251 @@
+package quant
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// MaxCols is the largest number of activation rows (columns of the product) a DotFunc handles in
+// one call.
+const MaxCols = 4
+
+// DotFunc computes out[j] = Σ_i W[i]·X_j[i] for j in [0, nx): W is one weight row of k elements of
+// the weight type (k a multiple of its block size) packed in w, and X_j is activation row j, k
+// elements of the matching ActType packed in x[j*xStride:] (xStride in bytes). 1 <= nx <= MaxCols
+// and len(out) >= nx. The weight blocks are decoded once for all nx columns. Inputs shorter than
+// the shape requires make it panic with an index error; it never allocates.
+type DotFunc func(k int, w []byte, x []byte, xStride int, nx int, out []float32)
+
+// ActType is the type activations are converted to before a dot with weights of type w: Q8_0 for
+// Q4_0 and Q8_0; Q8_K for Q4_K, Q5_K and Q6_K; F32 for F32, F16 and BF16. It is only meaningful
+// for types with DotGo(w) != nil; for any other type it returns F32.
+func ActType(w Type) Type {
+	switch w {
+	case Q4_0, Q8_0:
+		return Q8_0
+	case Q4_K, Q5_K, Q6_K:
+		return Q8_K
+	}
+	return F32
+}
+
+// QuantizeAct converts one activation row x (len k, a multiple of ActType(w).BlockSize()) into
+// dst, which must hold at least ActType(w).RowSize(k) bytes. For an F32 ActType the bytes are the
+// float32s little-endian. It does not allocate; a k that is not a multiple of the block size or a
+// short dst is a programming error and panics with a descriptive message.
+func QuantizeAct(w Type, x []float32, dst []byte) {
+	at := ActType(w)
+	k := len(x)
+	if bs := at.BlockSize(); k%bs != 0 {
+		panic(fmt.Sprintf("quant.QuantizeAct: %d activations is not a multiple of the %v block size %d", k, at, bs))
+	}
+	n := at.RowSize(k)
+	if len(dst) < n {
+		panic(fmt.Sprintf("quant.QuantizeAct: dst holds %d bytes, %d %v activations need %d", len(dst), k, at, n))
+	}
+	dst = dst[:n]
+	switch at {
+	case Q8_0:
+		quantizeQ8_0(x, dst)
+	case Q8_K:
+		quantizeQ8_K(x, dst)
+	default:
+		for i, f := range x {
+			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(f))
+		}
+	}
+}
+
+// DotGo returns the pure-Go DotFunc for weight type t, or nil if t has no dot product.
+func DotGo(t Type) DotFunc {
+	switch t {
+	case F32:
+		return dotF32Go
+	case F16:
+		return dotF16Go
+	case BF16:
+		return dotBF16Go
+	case Q8_0:
+		return dotQ8_0Go
+	case Q4_0:
+		return dotQ4_0Go
+	case Q4_K:
+		return dotQ4_KGo
+	case Q5_K:
+		return dotQ5_KGo
+	case Q6_K:
+		return dotQ6_KGo
+	}
+	return nil
+}
+
+// Dot returns the dot product of one weight row w (k elements of type t) with one activation row x
+// (k elements of ActType(t), as written by QuantizeAct), using the pure-Go kernels. It panics if t
+// has no dot product or the inputs are too short.
+func Dot(t Type, k int, w []byte, x []byte) float32 {
+	var out [1]float32
+	// Direct calls (not through DotGo) keep out on the stack.
+	switch t {
+	case F32:
+		dotF32Go(k, w, x, 0, 1, out[:])
+	case F16:
+		dotF16Go(k, w, x, 0, 1, out[:])
+	case BF16:
+		dotBF16Go(k, w, x, 0, 1, out[:])
+	case Q8_0:
+		dotQ8_0Go(k, w, x, 0, 1, out[:])
+	case Q4_0:
+		dotQ4_0Go(k, w, x, 0, 1, out[:])
+	case Q4_K:
+		dotQ4_KGo(k, w, x, 0, 1, out[:])
+	case Q5_K:
+		dotQ5_KGo(k, w, x, 0, 1, out[:])
+	case Q6_K:
+		dotQ6_KGo(k, w, x, 0, 1, out[:])
+	default:
+		panic(fmt.Sprintf("quant.Dot: no dot product for %v", t))
+	}
+	return out[0]
+}
+
+// dotI8 is the integer dot product of w with the int8 values stored as bytes in x[:len(w)].
+func dotI8(w []int8, x []byte) int32 {
+	x = x[:len(w)]
+	var s0, s1, s2, s3 int32
+	i := 0
+	for ; i+4 <= len(w); i += 4 {
+		s0 += int32(w[i]) * int32(int8(x[i]))
+		s1 += int32(w[i+1]) * int32(int8(x[i+1]))
+		s2 += int32(w[i+2]) * int32(int8(x[i+2]))
+		s3 += int32(w[i+3]) * int32(int8(x[i+3]))
+	}
+	for ; i < len(w); i++ {
+		s0 += int32(w[i]) * int32(int8(x[i]))
+	}
+	return s0 + s1 + s2 + s3
+}
+
+// dotF32Chunk is Σ w[i]·x_i with x_i the float32 little-endian at x[4i:]; four partial sums keep
+// the float adds from serialising on one register.
+func dotF32Chunk(w []float32, x []byte) float32 {
+	x = x[:4*len(w)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(w); i += 4 {
+		xb := x[4*i : 4*i+16]
+		s0 += w[i] * math.Float32frombits(binary.LittleEndian.Uint32(xb[0:]))
+		s1 += w[i+1] * math.Float32frombits(binary.LittleEndian.Uint32(xb[4:]))
+		s2 += w[i+2] * math.Float32frombits(binary.LittleEndian.Uint32(xb[8:]))
+		s3 += w[i+3] * math.Float32frombits(binary.LittleEndian.Uint32(xb[12:]))
+	}
+	for ; i < len(w); i++ {
+		s0 += w[i] * f32At(x[4*i:])
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// floatChunk is how many weights the float kernels decode at a time.
+const floatChunk = 64
+
+// dotFloatGo is the shared body of the F32/F16/BF16 kernels (wt is one of those): each chunk of
+// weights is expanded to float32 once and dotted with every column. The decoder is chosen by a
+// switch rather than passed as a func value so the chunk buffer stays on the stack.
+func dotFloatGo(wt Type, k int, w []byte, x []byte, xStride int, nx int, out []float32) {
+	var acc [MaxCols]float32
+	var wf [floatChunk]float32
+	for i0 := 0; i0 < k; i0 += floatChunk {
+		n := min(floatChunk, k-i0)
+		switch wt {
+		case F32:
+			decodeF32(wf[:n], w[4*i0:4*(i0+n)])
+		case F16:
+			decodeF16(wf[:n], w[2*i0:2*(i0+n)])
+		default:
+			decodeBF16(wf[:n], w[2*i0:2*(i0+n)])
+		}
+		for j := 0; j < nx; j++ {
+			off := j*xStride + 4*i0
+			acc[j] += dotF32Chunk(wf[:n], x[off:off+4*n])
+		}
+	}
+	copy(out[:nx], acc[:nx])
+}
+
+func decodeF32(dst []float32, src []byte) {
+	src = src[:4*len(dst)]
+	for i := range dst {
+		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+	}
+}
+
+func decodeF16(dst []float32, src []byte) {
+	src = src[:2*len(dst)]
+	for i := range dst {
+		dst[i] = f16Table[binary.LittleEndian.Uint16(src[2*i:])]
+	}
+}
+
+func decodeBF16(dst []float32, src []byte) {
+	src = src[:2*len(dst)]
+	for i := range dst {
+		dst[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(src[2*i:])) << 16)
+	}
+}
+
+// dotF32Go is the DotFunc for F32 weights with F32 activations.
+func dotF32Go(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
+	dotFloatGo(F32, k, w, x, xStride, nx, out)
+}
+
+// dotF16Go is the DotFunc for F16 weights with F32 activations.
+func dotF16Go(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
+	dotFloatGo(F16, k, w, x, xStride, nx, out)
+}
+
+// dotBF16Go is the DotFunc for BF16 weights with F32 activations.
+func dotBF16Go(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
+	dotFloatGo(BF16, k, w, x, xStride, nx, out)
+}
+
+// dotQ8_0Go is the DotFunc for Q8_0 weights with Q8_0 activations: per 32-element block the
+// integer dot of the quants times d_w*d_x, summed in float32.
+func dotQ8_0Go(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
+	var acc [MaxCols]float32
+	var wq [32]int8
+	for b := 0; b < k/32; b++ {
+		blk := w[b*q8_0Bytes : (b+1)*q8_0Bytes]
+		dw := f16At(blk)
+		for i, q := range blk[2:34] {
+			wq[i] = int8(q)
+		}
+		for j := 0; j < nx; j++ {
+			off := j*xStride + b*q8_0Bytes
+			xb := x[off : off+q8_0Bytes]
+			acc[j] += float32(dotI8(wq[:], xb[2:34])) * (dw * f16At(xb))
+		}
+	}
+	copy(out[:nx], acc[:nx])
+}
+
+// dotQ4_0Go is the DotFunc for Q4_0 weights with Q8_0 activations: the nibbles are decoded to
+// q-8 in [-8, 7] once per block, then dotted with each column like Q8_0.
+func dotQ4_0Go(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
+	var acc [MaxCols]float32
+	var wq [32]int8
+	for b := 0; b < k/32; b++ {
+		blk := w[b*q4_0Bytes : (b+1)*q4_0Bytes]
+		dw := f16At(blk)
+		qs := blk[2:18]
+		for i, q := range qs {
+			wq[i] = int8(q&0xf) - 8
+			wq[i+16] = int8(q>>4) - 8
+		}
+		for j := 0; j < nx; j++ {
+			off := j*xStride + b*q8_0Bytes
+			xb := x[off : off+q8_0Bytes]
+			acc[j] += float32(dotI8(wq[:], xb[2:34])) * (dw * f16At(xb))
+		}
+	}
+	copy(out[:nx], acc[:nx])
+}

@@ -1,0 +1,120 @@
+package quant
+
+import "encoding/binary"
+
+// q8KCol splits one Q8_K activation super-block (q8_KBytes bytes) into its scale, quants and
+// the group sums of 32 elements (bsums[2s] + bsums[2s+1]) used for the K-quant min corrections.
+func q8KCol(xb []byte) (d float32, qs []byte, sums32 [8]int32) {
+	xb = xb[:q8_KBytes]
+	bs := xb[4+QK_K : q8_KBytes]
+	for s := 0; s < 8; s++ {
+		sums32[s] = int32(int16(binary.LittleEndian.Uint16(bs[4*s:]))) +
+			int32(int16(binary.LittleEndian.Uint16(bs[4*s+2:])))
+	}
+	return f32At(xb), xb[4 : 4+QK_K], sums32
+}
+
+// dotKScaleMin accumulates one Q4_K/Q5_K super-block into acc for each column: with the levels
+// wq (0..nmax), 6-bit scales sc and mins m per 32-element sub-block, the block contributes
+// d*dx*Σ_s sc[s]·(wq·xq)_s − dmin*dx*Σ_s m[s]·Σ_s xq — integer sums, then two float scalings.
+func dotKScaleMin(wq *[QK_K]int8, sc, m *[8]uint8, d, dmin float32, x []byte, off, xStride, nx int, acc *[MaxCols]float32) {
+	for j := 0; j < nx; j++ {
+		o := j*xStride + off
+		dx, xq, sums := q8KCol(x[o : o+q8_KBytes])
+		var isum, msum int32
+		for s := 0; s < 8; s++ {
+			isum += int32(sc[s]) * dotI8(wq[32*s:32*s+32], xq[32*s:32*s+32])
+			msum += int32(m[s]) * sums[s]
+		}
+		acc[j] += d*dx*float32(isum) - dmin*dx*float32(msum)
+	}
+}
+
+// dotQ4_KGo is the DotFunc for Q4_K weights with Q8_K activations.
+func dotQ4_KGo(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
+	var acc [MaxCols]float32
+	var wq [QK_K]int8
+	var sc, m [8]uint8
+	for b := 0; b < k/QK_K; b++ {
+		blk := w[b*q4_KBytes : (b+1)*q4_KBytes]
+		d, dmin := f16At(blk), f16At(blk[2:])
+		for s := 0; s < 8; s++ {
+			sc[s], m[s] = scaleMinK4(s, blk[4:16])
+		}
+		qs := blk[16:144]
+		for g := 0; g < 4; g++ {
+			q := qs[32*g : 32*g+32]
+			lo := wq[64*g : 64*g+32]
+			hi := wq[64*g+32 : 64*g+64]
+			for l := range q {
+				lo[l] = int8(q[l] & 0xf)
+				hi[l] = int8(q[l] >> 4)
+			}
+		}
+		dotKScaleMin(&wq, &sc, &m, d, dmin, x, b*q8_KBytes, xStride, nx, &acc)
+	}
+	copy(out[:nx], acc[:nx])
+}
+
+// dotQ5_KGo is the DotFunc for Q5_K weights with Q8_K activations.
+func dotQ5_KGo(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
+	var acc [MaxCols]float32
+	var wq [QK_K]int8
+	var sc, m [8]uint8
+	for b := 0; b < k/QK_K; b++ {
+		blk := w[b*q5_KBytes : (b+1)*q5_KBytes]
+		d, dmin := f16At(blk), f16At(blk[2:])
+		for s := 0; s < 8; s++ {
+			sc[s], m[s] = scaleMinK4(s, blk[4:16])
+		}
+		qh := blk[16:48]
+		qs := blk[48:176]
+		for g := 0; g < 4; g++ {
+			q := qs[32*g : 32*g+32]
+			lo := wq[64*g : 64*g+32]
+			hi := wq[64*g+32 : 64*g+64]
+			sh := uint(2 * g)
+			for l := range q {
+				h := qh[l] >> sh
+				lo[l] = int8(q[l]&0xf | (h&1)<<4)
+				hi[l] = int8(q[l]>>4 | (h&2)<<3)
+			}
+		}
+		dotKScaleMin(&wq, &sc, &m, d, dmin, x, b*q8_KBytes, xStride, nx, &acc)
+	}
+	copy(out[:nx], acc[:nx])
+}
+
+// dotQ6_KGo is the DotFunc for Q6_K weights with Q8_K activations: levels q-32 in [-32, 31] with an
+// int8 scale per 16 elements; per super-block d*dx*Σ_g sc[g]·(wq·xq)_g.
+func dotQ6_KGo(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
+	var acc [MaxCols]float32
+	var wq [QK_K]int8
+	for b := 0; b < k/QK_K; b++ {
+		blk := w[b*q6_KBytes : (b+1)*q6_KBytes]
+		d := f16At(blk[208:])
+		sc := blk[192:208]
+		for h := 0; h < 2; h++ {
+			ql := blk[64*h : 64*h+64]
+			qh := blk[128+32*h : 128+32*h+32]
+			y := wq[128*h : 128*h+128]
+			for l := 0; l < 32; l++ {
+				y[l] = int8(ql[l]&0xf|(qh[l]&3)<<4) - 32
+				y[l+32] = int8(ql[l+32]&0xf|((qh[l]>>2)&3)<<4) - 32
+				y[l+64] = int8(ql[l]>>4|((qh[l]>>4)&3)<<4) - 32
+				y[l+96] = int8(ql[l+32]>>4|((qh[l]>>6)&3)<<4) - 32
+			}
+		}
+		for j := 0; j < nx; j++ {
+			o := j*xStride + b*q8_KBytes
+			xb := x[o : o+q8_KBytes]
+			xq := xb[4 : 4+QK_K]
+			var isum int32
+			for g := 0; g < 16; g++ {
+				isum += int32(int8(sc[g])) * dotI8(wq[16*g:16*g+16], xq[16*g:16*g+16])
+			}
+			acc[j] += d * f32At(xb) * float32(isum)
+		}
+	}
+	copy(out[:nx], acc[:nx])
+}

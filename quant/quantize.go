@@ -1,0 +1,165 @@
+package quant
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// Quantize packs len(src) float32 values into dst as type t, following ggml's reference
+// quantizers (quantize_row_*_ref; no importance matrix). len(src) must be a multiple of
+// t.BlockSize() and len(dst) must equal t.RowSize(len(src)). Supported types: F32, F16, BF16,
+// Q8_0, Q4_0, Q4_K, Q5_K, Q6_K and Q8_K. Non-finite inputs give unspecified (but well-formed)
+// blocks for the quantized types.
+func Quantize(t Type, src []float32, dst []byte) error {
+	if err := checkLens(t, len(dst), len(src)); err != nil {
+		return err
+	}
+	switch t {
+	case F32:
+		for i, f := range src {
+			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(f))
+		}
+	case F16:
+		for i, f := range src {
+			binary.LittleEndian.PutUint16(dst[2*i:], F32ToF16(f))
+		}
+	case BF16:
+		for i, f := range src {
+			binary.LittleEndian.PutUint16(dst[2*i:], F32ToBF16(f))
+		}
+	case Q8_0:
+		quantizeQ8_0(src, dst)
+	case Q4_0:
+		quantizeQ4_0(src, dst)
+	case Q4_K:
+		quantizeQ4_K(src, dst)
+	case Q5_K:
+		quantizeQ5_K(src, dst)
+	case Q6_K:
+		quantizeQ6_K(src, dst)
+	case Q8_K:
+		quantizeQ8_K(src, dst)
+	default:
+		return fmt.Errorf("quant: quantizing to %v is not supported", t)
+	}
+	return nil
+}
+
+// nearestInt rounds f to the nearest integer, ties to even, exactly like ggml's nearest_int: adding
+// 1.5*2^23 pushes the fraction out of the float32 mantissa. Valid for |f| <= 2^22; larger or
+// non-finite inputs give an arbitrary int (callers clamp), never a panic.
+func nearestInt(f float32) int32 {
+	v := f + 12582912
+	return int32(math.Float32bits(v)&0x007fffff) - 0x00400000
+}
+
+// roundAway rounds half away from zero like C's roundf, clamped to the int32 range so that
+// out-of-range or NaN inputs stay defined.
+func roundAway(f float32) int32 {
+	r := math.Round(float64(f))
+	if !(r > -2147483648) {
+		return math.MinInt32
+	}
+	if r > 2147483647 {
+		return math.MaxInt32
+	}
+	return int32(r)
+}
+
+// quantizeQ8_0 follows quantize_row_q8_0_ref: d = amax/127, q = round(x/d) (half away from zero).
+func quantizeQ8_0(src []float32, dst []byte) {
+	for b := 0; b < len(src)/32; b++ {
+		x := src[b*32 : b*32+32]
+		blk := dst[b*q8_0Bytes : (b+1)*q8_0Bytes]
+		var amax float32
+		for _, v := range x {
+			amax = max(amax, abs32(v))
+		}
+		d := amax / 127
+		var id float32
+		if d != 0 {
+			id = 1 / d
+		}
+		binary.LittleEndian.PutUint16(blk, F32ToF16(d))
+		qs := blk[2:34]
+		for i, v := range x {
+			qs[i] = byte(int8(clamp32(roundAway(v*id), -128, 127)))
+		}
+	}
+}
+
+// quantizeQ4_0 follows quantize_row_q4_0_ref: d = max/-8 where max is the value of largest
+// magnitude (so it maps to q=0), q = min(15, trunc(x/d + 8.5)).
+func quantizeQ4_0(src []float32, dst []byte) {
+	for b := 0; b < len(src)/32; b++ {
+		x := src[b*32 : b*32+32]
+		blk := dst[b*q4_0Bytes : (b+1)*q4_0Bytes]
+		var amax, mx float32
+		for _, v := range x {
+			if a := abs32(v); a > amax {
+				amax, mx = a, v
+			}
+		}
+		d := mx / -8
+		var id float32
+		if d != 0 {
+			id = 1 / d
+		}
+		binary.LittleEndian.PutUint16(blk, F32ToF16(d))
+		qs := blk[2:18]
+		for j := 0; j < 16; j++ {
+			q0 := truncQ4(x[j]*id + 8.5)
+			q1 := truncQ4(x[j+16]*id + 8.5)
+			qs[j] = q0 | q1<<4
+		}
+	}
+}
+
+// truncQ4 truncates toward zero and clamps to [0, 15]; the argument is x/d + 8.5, which is >= 0.5
+// for in-range data, so truncation is rounding to nearest.
+func truncQ4(f float32) byte {
+	if !(f > 0) {
+		return 0
+	}
+	if f >= 15 {
+		return 15
+	}
+	return byte(f)
+}
+
+// quantizeQ8_K follows quantize_row_q8_K_ref: the value of largest magnitude maps to -127,
+// q = min(127, nearest(x * -127/max)), d = 1/iscale, and bsums[g] = Σ qs[16g:16g+16].
+func quantizeQ8_K(src []float32, dst []byte) {
+	for b := 0; b < len(src)/QK_K; b++ {
+		x := src[b*QK_K : (b+1)*QK_K]
+		blk := dst[b*q8_KBytes : (b+1)*q8_KBytes]
+		qs := blk[4 : 4+QK_K]
+		var amax, mx float32
+		for _, v := range x {
+			if a := abs32(v); a > amax {
+				amax, mx = a, v
+			}
+		}
+		if amax == 0 {
+			clear(blk)
+			continue
+		}
+		iscale := -127 / mx
+		for i, v := range x {
+			qs[i] = byte(int8(clamp32(nearestInt(iscale*v), -128, 127)))
+		}
+		for g := 0; g < QK_K/16; g++ {
+			var s int16
+			for _, q := range qs[16*g : 16*g+16] {
+				s += int16(int8(q))
+			}
+			binary.LittleEndian.PutUint16(blk[4+QK_K+2*g:], uint16(s))
+		}
+		binary.LittleEndian.PutUint32(blk, math.Float32bits(1/iscale))
+	}
+}
+
+func abs32(f float32) float32 { return math.Float32frombits(math.Float32bits(f) &^ (1 << 31)) }
+
+func clamp32(v, lo, hi int32) int32 { return min(max(v, lo), hi) }
