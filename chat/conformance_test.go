@@ -9,9 +9,34 @@ import (
 	"time"
 )
 
+// Causes of the cases the engine (ardanlabs/jinja v1.8.0) cannot reproduce.
+// None of them can be fixed from outside the engine: they are in its core
+// evaluation (for loops, the + operator, string values), not in a filter
+// or global that Render can supply.
+const (
+	noneNotIterable = "Jinja2 raises TypeError iterating over tools=None; the engine iterates none as an empty list and renders an empty tool list"
+	undefinedPlus   = "Jinja2 raises UndefinedError on 'text' + undefined (the template needs the custom variables functions and datetime); the engine concatenates undefined as an empty string"
+	markupEscaping  = "Jinja2's |safe returns Markup, and Markup + str HTML-escapes the str (the tool JSON becomes &#34;...); the engine has no Markup type, so |safe is the identity"
+)
+
 // knownMismatches lists template.conversation cases where the engine cannot
-// reproduce Jinja2's output, each with the cause.
-var knownMismatches = map[string]string{}
+// reproduce Jinja2's behaviour, each with the cause.
+var knownMismatches = map[string]string{
+	"CohereForAI-c4ai-command-r-plus-tool_use.chat":          noneNotIterable,
+	"CohereForAI-c4ai-command-r-plus-tool_use.nosystem":      noneNotIterable,
+	"CohereForAI-c4ai-command-r-plus-tool_use.finished":      noneNotIterable,
+	"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.chat":     noneNotIterable,
+	"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.nosystem": noneNotIterable,
+	"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.finished": noneNotIterable,
+	"NousResearch-Hermes-3-Llama-3.1-8B-tool_use.chat":       noneNotIterable,
+	"NousResearch-Hermes-3-Llama-3.1-8B-tool_use.nosystem":   noneNotIterable,
+	"NousResearch-Hermes-3-Llama-3.1-8B-tool_use.finished":   noneNotIterable,
+	"fireworks-ai-llama-3-firefunction-v2.chat":              undefinedPlus,
+	"fireworks-ai-llama-3-firefunction-v2.nosystem":          undefinedPlus,
+	"fireworks-ai-llama-3-firefunction-v2.finished":          undefinedPlus,
+	"fireworks-ai-llama-3-firefunction-v2.tools":             undefinedPlus,
+	"meetkai-functionary-medium-v3.1.tools":                  markupEscaping,
+}
 
 // sharedDir returns <repo root>/../shared, skipping the test when absent.
 func sharedDir(t *testing.T) string {
@@ -128,6 +153,9 @@ func TestConformance(t *testing.T) {
 				}
 			})
 		}
+	}
+	if cases == 0 {
+		t.Fatalf("no expected outputs found under %s/expected", dir)
 	}
 	t.Logf("%d cases: %d match, %d known mismatches, %d unexpected failures", cases, pass, known, fail)
 }

@@ -37,7 +37,8 @@ func globals(now func() time.Time) map[string]jinja.Value {
 			}
 			return jinja.NewString(strftime(now(), args[0].AsString())), nil
 		}),
-		"range": jinja.NewCallable("range", boundedRange),
+		"range":      jinja.NewCallable("range", boundedRange),
+		tojsonFilter: jinja.NewCallable("tojson", tojson),
 	}
 }
 

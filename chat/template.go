@@ -35,16 +35,17 @@ type Template struct {
 
 // Parse compiles a chat template. The dialect is Hugging Face's: trim_blocks
 // and lstrip_blocks on, {% generation %} renders its body, and Render adds
-// raise_exception(msg) (failing with *TemplateError), strftime_now(fmt) and a
-// sandbox-bounded range(); tojson is the engine's (no HTML escaping, Python's
-// separators). A syntax error is returned as an error, never a panic.
+// raise_exception(msg) (failing with *TemplateError), strftime_now(fmt), a
+// sandbox-bounded range() and transformers' tojson (indent, separators,
+// sort_keys, ensure_ascii; insertion order kept). A syntax error is returned
+// as an error, never a panic.
 func Parse(src string) (t *Template, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			t, err = nil, fmt.Errorf("chat: parsing template: engine panic: %v", r)
 		}
 	}()
-	tmpl, err := jinja.Compile(src)
+	tmpl, err := jinja.Compile(renameFilter(src, "tojson", tojsonFilter))
 	if err != nil {
 		return nil, fmt.Errorf("chat: parsing template: %w", err)
 	}
