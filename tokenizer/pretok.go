@@ -1,0 +1,260 @@
+package tokenizer
+
+import "unicode"
+
+// A matcher emulates one pre-tokenizer regex (an alternation tried leftmost-first, with
+// backtracking where the regex has it) at position pos of rs[:end]: it returns the length in
+// runes of the match starting at pos, or 0 if the regex does not match there. Lookahead such as
+// (?!\S) sees end as the end of input, as the regex engine does on each fragment.
+type matcher func(rs []rune, pos, end int) int
+
+// preTokenizer is a BPE pre-tokenizer: each pass splits every fragment produced by the previous
+// pass into the regex matches and the unmatched runs between them (both kept), exactly as
+// llama.cpp's unicode_regex_split does with its list of regexes.
+type preTokenizer struct {
+	passes       []matcher
+	ignoreMerges bool
+}
+
+var (
+	preDefault = preTokenizer{passes: []matcher{matchPunctRun("$+<=>^~|"), matchGPT2, matchNumberRun, matchThreeDigits}}
+	preGPT2    = preTokenizer{passes: []matcher{matchGPT2}}
+	preLlama3  = preTokenizer{passes: []matcher{matchLlama3(3)}, ignoreMerges: true}
+	preDBRX    = preTokenizer{passes: []matcher{matchLlama3(3)}}
+	preQwen2   = preTokenizer{passes: []matcher{matchLlama3(1)}}
+	preStar    = preTokenizer{passes: []matcher{matchOneNumber, matchGPT2}}
+	preFalcon  = preTokenizer{passes: []matcher{matchPunctRun("$+<=>^~|`"), matchGPT2, matchThreeDigits}}
+	preDSCoder = preTokenizer{passes: []matcher{matchNewline, matchSpaceThen(isLetter), matchSpaceThen(unicode.IsPunct), matchCJK, matchOneNumber}}
+)
+
+// preTokenizers maps tokenizer.ggml.pre names to pre-tokenizers (llama.cpp's grouping).
+var preTokenizers = map[string]preTokenizer{
+	"": preDefault, "default": preDefault,
+
+	"llama3": preLlama3, "llama-v3": preLlama3, "llama-bpe": preLlama3, "falcon3": preLlama3,
+	"falcon-h1": preLlama3, "pixtral": preLlama3, "midm-2.0": preLlama3, "lfm2": preLlama3,
+	"jina-v5-nano": preLlama3,
+	"dbrx": preDBRX, "smaug-bpe": preDBRX, "glm4": preDBRX, "chatglm-bpe": preDBRX,
+
+	"qwen2": preQwen2, "deepseek-r1-qwen": preQwen2, "kormo": preQwen2, "f2llmv2": preQwen2,
+	"stablelm2": preQwen2, "hunyuan": preQwen2, "solar-open": preQwen2, "megrez": preQwen2,
+	"grok-2": preQwen2,
+
+	"gpt-2": preGPT2, "phi-2": preGPT2, "jina-es": preGPT2, "jina-de": preGPT2, "gigachat": preGPT2,
+	"jina-v2-es": preGPT2, "jina-v2-de": preGPT2, "a.x-4.0": preGPT2, "mellum": preGPT2,
+	"modern-bert": preGPT2, "mpt": preGPT2, "olmo": preGPT2, "jais": preGPT2, "trillion": preGPT2,
+	"granite-docling": preGPT2, "exaone4": preGPT2, "jina-v1-en": preGPT2, "jina-v2-code": preGPT2,
+	"roberta-bpe": preGPT2,
+
+	"starcoder": preStar, "refact": preStar, "command-r": preStar, "smollm": preStar,
+	"codeshell": preStar, "exaone": preStar, "minerva-7b": preStar, "mellum2": preStar,
+
+	"falcon":         preFalcon,
+	"deepseek-coder": preDSCoder,
+}
+
+// Character classes of the regexes. \s is Unicode White_Space, which is what unicode.IsSpace
+// tests; \p{L} and \p{N} are the general categories.
+func isSpace(r rune) bool  { return unicode.IsSpace(r) }
+func isLetter(r rune) bool { return unicode.IsLetter(r) }
+func isNumber(r rune) bool { return unicode.IsNumber(r) }
+
+// isOther is [^\s\p{L}\p{N}].
+func isOther(r rune) bool { return !unicode.IsSpace(r) && !unicode.IsLetter(r) && !unicode.IsNumber(r) }
+
+// run returns how many runes from pos on satisfy class.
+func run(rs []rune, pos, end int, class func(rune) bool) int {
+	i := pos
+	for i < end && class(rs[i]) {
+		i++
+	}
+	return i - pos
+}
+
+// contraction matches 's|'t|'re|'ve|'m|'ll|'d, ASCII case-insensitively when fold is set.
+func contraction(rs []rune, pos, end int, fold bool) int {
+	if rs[pos] != '\'' || pos+1 >= end {
+		return 0
+	}
+	low := func(r rune) rune {
+		if fold && r >= 'A' && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return r
+	}
+	switch low(rs[pos+1]) {
+	case 's', 't', 'm', 'd':
+		return 2
+	}
+	if pos+2 < end {
+		a, b := low(rs[pos+1]), low(rs[pos+2])
+		if (a == 'r' || a == 'v') && b == 'e' || a == 'l' && b == 'l' {
+			return 3
+		}
+	}
+	return 0
+}
+
+// matchGPT2 is 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)
+func matchGPT2(rs []rune, pos, end int) int {
+	if n := contraction(rs, pos, end, false); n > 0 {
+		return n
+	}
+	start := pos
+	if rs[pos] == ' ' && pos+1 < end && !isSpace(rs[pos+1]) {
+		start = pos + 1 // the optional space, taken whenever a non-space follows
+	}
+	for _, class := range []func(rune) bool{isLetter, isNumber, isOther} {
+		if class(rs[start]) {
+			return start - pos + run(rs, start, end, class)
+		}
+	}
+	// rs[pos] is whitespace: \s+(?!\S) backtracks to leave the last space before a non-space
+	// to the next match; a lone space before a non-space does not match at all.
+	k := run(rs, pos, end, isSpace)
+	if pos+k < end {
+		return k - 1
+	}
+	return k
+}
+
+// matchLlama3 is llama3's regex with \p{N}{1,digits} (digits = 1 gives Qwen2's):
+// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+func matchLlama3(digits int) matcher {
+	return func(rs []rune, pos, end int) int {
+		if n := contraction(rs, pos, end, true); n > 0 {
+			return n
+		}
+		r := rs[pos]
+		if isLetter(r) {
+			return run(rs, pos, end, isLetter)
+		}
+		if r != '\r' && r != '\n' && !isNumber(r) && pos+1 < end && isLetter(rs[pos+1]) {
+			return 1 + run(rs, pos+1, end, isLetter)
+		}
+		if isNumber(r) {
+			return min(digits, run(rs, pos, end, isNumber))
+		}
+		start := pos
+		if r == ' ' && pos+1 < end && isOther(rs[pos+1]) {
+			start = pos + 1
+		}
+		if isOther(rs[start]) {
+			i := start + run(rs, start, end, isOther)
+			for i < end && (rs[i] == '\r' || rs[i] == '\n') {
+				i++
+			}
+			return i - pos
+		}
+		// r is whitespace. \s*[\r\n]+ ends at the last line break of the whitespace run.
+		k := run(rs, pos, end, isSpace)
+		for i := pos + k - 1; i >= pos; i-- {
+			if rs[i] == '\r' || rs[i] == '\n' {
+				return i + 1 - pos
+			}
+		}
+		if pos+k < end && k > 1 {
+			return k - 1 // \s+(?!\S)
+		}
+		return k // \s+
+	}
+}
+
+// matchPunctRun is [\p{P}<extra>]+.
+func matchPunctRun(extra string) matcher {
+	class := func(r rune) bool {
+		if unicode.IsPunct(r) {
+			return true
+		}
+		for _, e := range extra {
+			if r == e {
+				return true
+			}
+		}
+		return false
+	}
+	return func(rs []rune, pos, end int) int { return run(rs, pos, end, class) }
+}
+
+// matchNumberRun is \p{N}+.
+func matchNumberRun(rs []rune, pos, end int) int { return run(rs, pos, end, isNumber) }
+
+// matchOneNumber is \p{N}.
+func matchOneNumber(rs []rune, pos, end int) int {
+	if isNumber(rs[pos]) {
+		return 1
+	}
+	return 0
+}
+
+// matchThreeDigits is [0-9][0-9][0-9].
+func matchThreeDigits(rs []rune, pos, end int) int {
+	if pos+3 <= end && isASCIIDigit(rs[pos]) && isASCIIDigit(rs[pos+1]) && isASCIIDigit(rs[pos+2]) {
+		return 3
+	}
+	return 0
+}
+
+func isASCIIDigit(r rune) bool { return r >= '0' && r <= '9' }
+
+// matchNewline is [\r\n].
+func matchNewline(rs []rune, pos, end int) int {
+	if rs[pos] == '\r' || rs[pos] == '\n' {
+		return 1
+	}
+	return 0
+}
+
+// matchSpaceThen is \s?<class>+.
+func matchSpaceThen(class func(rune) bool) matcher {
+	return func(rs []rune, pos, end int) int {
+		start := pos
+		if isSpace(rs[pos]) && pos+1 < end && class(rs[pos+1]) {
+			start = pos + 1
+		}
+		if n := run(rs, start, end, class); n > 0 {
+			return start - pos + n
+		}
+		return 0
+	}
+}
+
+// matchCJK is [一-龥ࠀ-一가-퟿]+ (U+4E00–U+9FA5, U+0800–U+4E00, U+AC00–U+D7FF).
+func matchCJK(rs []rune, pos, end int) int {
+	return run(rs, pos, end, func(r rune) bool {
+		return r >= 0x0800 && r <= 0x9FA5 || r >= 0xAC00 && r <= 0xD7FF
+	})
+}
+
+// split runs the passes over rs and returns the end offsets (in runes) of the resulting pieces,
+// appended to ends[:0]; tmp is scratch space. Both are returned for reuse.
+func (p *preTokenizer) split(rs []rune, ends, tmp []int32) ([]int32, []int32) {
+	ends = append(ends[:0], int32(len(rs)))
+	for _, m := range p.passes {
+		tmp = tmp[:0]
+		start := 0
+		for _, e := range ends {
+			end := int(e)
+			pos, unmatched := start, start
+			for pos < end {
+				n := m(rs, pos, end)
+				if n <= 0 {
+					pos++
+					continue
+				}
+				if unmatched < pos {
+					tmp = append(tmp, int32(pos))
+				}
+				pos += n
+				tmp = append(tmp, int32(pos))
+				unmatched = pos
+			}
+			if unmatched < end {
+				tmp = append(tmp, int32(end))
+			}
+			start = end
+		}
+		ends, tmp = tmp, ends
+	}
+	return ends, tmp
+}
