@@ -53,6 +53,15 @@ type testTensor struct {
 	dims []uint64
 }
 
+// size is the data size in bytes of the tensor.
+func (tt testTensor) size() uint64 {
+	rows := uint64(1)
+	for _, d := range tt.dims[1:] {
+		rows *= d
+	}
+	return uint64(tt.typ.RowSize(int(tt.dims[0]))) * rows
+}
+
 var testTensors = []testTensor{
 	{"f32", quant.F32, []uint64{8, 3}},
 	{"f16", quant.F16, []uint64{5}},
@@ -80,11 +89,7 @@ func buildTestFile(t testing.TB, align uint32) ([]byte, map[string][]byte) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	datas := map[string][]byte{}
 	for _, tt := range testTensors {
-		rows := uint64(1)
-		for _, d := range tt.dims[1:] {
-			rows *= d
-		}
-		data := make([]byte, uint64(tt.typ.RowSize(int(tt.dims[0])))*rows)
+		data := make([]byte, tt.size())
 		for i := range data {
 			data[i] = byte(rng.Uint32())
 		}
