@@ -1,0 +1,64 @@
+package sample
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// benchRow returns a realistic 32000-entry logits row (llama.cpp's output for a real prompt
+// position of the synthetic Llama-vocabulary model) or, without the shared data, a random one.
+func benchRow(b *testing.B, n int) []float32 {
+	if n == 32000 {
+		if _, err := os.Stat(filepath.Join(refDir, "synth-tiny-q8_0.json")); err == nil {
+			_, rows := loadReference(b, "synth-tiny-q8_0")
+			return rows[len(rows)-1]
+		}
+	}
+	return randomLogits(1, n)
+}
+
+func benchSample(b *testing.B, n int, mod func(*Params)) {
+	logits := benchRow(b, n)
+	p := DefaultParams()
+	p.Seed = 3
+	mod(&p)
+	s := mustNew(b, p, n)
+	for i := range 64 {
+		s.Accept(int32(i * 13 % n))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Sample(logits)
+	}
+}
+
+func BenchmarkSampleDefault32k(b *testing.B)  { benchSample(b, 32000, func(*Params) {}) }
+func BenchmarkSampleDefault150k(b *testing.B) { benchSample(b, 150000, func(*Params) {}) }
+func BenchmarkSampleGreedy32k(b *testing.B) {
+	benchSample(b, 32000, func(p *Params) { p.Temperature = 0 })
+}
+func BenchmarkSampleTopPOnly32k(b *testing.B) {
+	benchSample(b, 32000, func(p *Params) { p.TopK = 0; p.MinP = 0 })
+}
+func BenchmarkSampleTopPOnlyRandom32k(b *testing.B) {
+	logits := randomLogits(2, 32000)
+	p := DefaultParams()
+	p.TopK, p.MinP = 0, 0
+	s := mustNew(b, p, len(logits))
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Sample(logits)
+	}
+}
+func BenchmarkSamplePenalties32k(b *testing.B) {
+	benchSample(b, 32000, func(p *Params) { p.RepeatPenalty = 1.1; p.FrequencyPenalty = 0.1; p.PresencePenalty = 0.1 })
+}
+
+func BenchmarkLogProbs32k(b *testing.B) {
+	logits := benchRow(b, 32000)
+	b.ReportAllocs()
+	for b.Loop() {
+		LogProbs(logits, 7, 5)
+	}
+}

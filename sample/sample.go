@@ -1,0 +1,316 @@
+// Package sample draws the next token from a row of logits the way llama.cpp's common sampler
+// chain does: penalties (repeat, frequency, presence over the last N accepted tokens), top-k,
+// top-p, min-p, temperature, then a draw from the resulting distribution. A temperature <= 0
+// selects greedily (argmax after penalties, ties broken towards the lowest token id).
+//
+// A Sampler belongs to one sequence: it owns its random generator, its penalty history and its
+// scratch buffers, so it is not safe for concurrent use; use one Sampler per sequence.
+package sample
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// Params configures a Sampler. The zero value is not the llama.cpp default; start from
+// DefaultParams and override fields.
+type Params struct {
+	Temperature      float32 // <= 0 selects greedily; llama.cpp default 0.8
+	TopK             int     // keep the K most likely tokens; <= 0 disables (default 40)
+	TopP             float32 // nucleus mass in (0, 1]; 1 disables (default 0.95)
+	MinP             float32 // keep tokens with p >= MinP * p_max, in [0, 1]; 0 disables (default 0.05)
+	RepeatPenalty    float32 // > 0; 1 disables (default 1)
+	RepeatLastN      int     // penalty window in tokens; 0 disables penalties, -1 = whole history (default 64)
+	FrequencyPenalty float32 // subtracted once per occurrence in the window
+	PresencePenalty  float32 // subtracted once if the token occurs in the window
+	Seed             uint64  // seeds this sampler's own PCG generator
+	IgnoreTokens     []int32 // token ids that are never sampled (e.g. EOS with ignore_eos)
+}
+
+// DefaultParams returns llama.cpp's default sampling settings (penalties off).
+func DefaultParams() Params {
+	return Params{
+		Temperature:   0.8,
+		TopK:          40,
+		TopP:          0.95,
+		MinP:          0.05,
+		RepeatPenalty: 1,
+		RepeatLastN:   64,
+	}
+}
+
+// candidate is one surviving token during sampling. logit is reused to hold the unnormalised
+// weight in the final draw, which keeps the scratch buffer at one slice.
+type candidate struct {
+	id    int32
+	logit float32
+}
+
+// Sampler samples tokens for one sequence. Create it with New.
+type Sampler struct {
+	p       Params
+	vocab   int
+	pcg     *rand.PCG
+	rng     *rand.Rand
+	ignore  []int32 // sorted, deduplicated copy of p.IgnoreTokens
+	penalty bool    // whether any penalty is active, so Accept must keep history
+
+	// hist holds the penalty window. With RepeatLastN > 0 it grows to RepeatLastN entries and
+	// then becomes a ring overwritten at histPos; with -1 it grows without bound.
+	hist    []int32
+	histPos int
+	// counts[t] is the number of occurrences of token t in hist. It is allocated only when
+	// penalties are active, and is dense so Accept is O(1) whatever the window size.
+	counts []int32
+
+	cand       []candidate
+	bucketMass [numBuckets]float64 // top-p scratch, see topPBuckets
+}
+
+// numBuckets is the resolution of the top-p mass histogram: finer buckets leave fewer
+// candidates to sort in the one bucket that straddles the nucleus boundary.
+const numBuckets = 1024
+
+// New validates p and returns a Sampler for logits rows of vocabSize entries.
+func New(p Params, vocabSize int) (*Sampler, error) {
+	if vocabSize <= 0 {
+		return nil, fmt.Errorf("sample: vocabulary size must be positive, got %d", vocabSize)
+	}
+	if err := p.validate(vocabSize); err != nil {
+		return nil, err
+	}
+	s := &Sampler{p: p, vocab: vocabSize}
+	s.ignore = slices.Clone(p.IgnoreTokens)
+	slices.Sort(s.ignore)
+	s.ignore = slices.Compact(s.ignore)
+	s.penalty = p.RepeatLastN != 0 &&
+		(p.RepeatPenalty != 1 || p.FrequencyPenalty != 0 || p.PresencePenalty != 0)
+	if s.penalty {
+		s.counts = make([]int32, vocabSize)
+	}
+	s.pcg = rand.NewPCG(p.Seed, seedStream(p.Seed))
+	s.rng = rand.New(s.pcg)
+	return s, nil
+}
+
+// seedStream derives PCG's second seed word from the user seed so that a single uint64 seed
+// yields distinct, well-mixed streams (splitmix64 finaliser).
+func seedStream(seed uint64) uint64 {
+	z := seed + 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+func finite(f float32) bool {
+	return !math.IsNaN(float64(f)) && !math.IsInf(float64(f), 0)
+}
+
+func (p *Params) validate(vocab int) error {
+	switch {
+	case !finite(p.Temperature):
+		return fmt.Errorf("sample: temperature must be a finite number, got %v", p.Temperature)
+	case !(p.TopP > 0 && p.TopP <= 1):
+		return fmt.Errorf("sample: top_p must be in (0, 1] (1 disables it), got %v", p.TopP)
+	case !(p.MinP >= 0 && p.MinP <= 1):
+		return fmt.Errorf("sample: min_p must be in [0, 1] (0 disables it), got %v", p.MinP)
+	case !(p.RepeatPenalty > 0) || !finite(p.RepeatPenalty):
+		return fmt.Errorf("sample: repeat_penalty must be a finite number > 0 (1 disables it), got %v", p.RepeatPenalty)
+	case p.RepeatLastN < -1:
+		return fmt.Errorf("sample: repeat_last_n must be >= -1 (-1 = whole history, 0 disables), got %d", p.RepeatLastN)
+	case !finite(p.FrequencyPenalty):
+		return fmt.Errorf("sample: frequency_penalty must be a finite number, got %v", p.FrequencyPenalty)
+	case !finite(p.PresencePenalty):
+		return fmt.Errorf("sample: presence_penalty must be a finite number, got %v", p.PresencePenalty)
+	}
+	for _, t := range p.IgnoreTokens {
+		if t < 0 || int(t) >= vocab {
+			return fmt.Errorf("sample: ignored token %d outside the vocabulary [0, %d)", t, vocab)
+		}
+	}
+	return nil
+}
+
+// Params returns the parameters the sampler was created with.
+func (s *Sampler) Params() Params { return s.p }
+
+// Accept records tok (a prompt token or a generated one) in the penalty history. Tokens outside
+// [0, vocabSize) are ignored, since no logit exists to penalise. When no penalty is active the
+// call does nothing.
+func (s *Sampler) Accept(tok int32) {
+	if !s.penalty || tok < 0 || int(tok) >= s.vocab {
+		return
+	}
+	n := s.p.RepeatLastN
+	if n < 0 || len(s.hist) < n {
+		s.hist = append(s.hist, tok)
+		s.counts[tok]++
+		return
+	}
+	old := s.hist[s.histPos]
+	s.counts[old]--
+	s.hist[s.histPos] = tok
+	s.counts[tok]++
+	s.histPos++
+	if s.histPos == n {
+		s.histPos = 0
+	}
+}
+
+// Reset forgets the penalty history and re-seeds the generator, so the sampler repeats the
+// sequence of draws it produced after New.
+func (s *Sampler) Reset() {
+	for _, t := range s.hist {
+		s.counts[t] = 0
+	}
+	s.hist = s.hist[:0]
+	s.histPos = 0
+	s.pcg.Seed(s.p.Seed, seedStream(s.p.Seed))
+}
+
+// Sample picks the next token from logits, one entry per token id. It does not modify logits.
+// A row shorter than the vocabulary only offers its own ids; a longer one is accepted too (the
+// scratch buffer grows once). NaN logits are never chosen. Sample returns -1 only when no token
+// can be chosen: an empty row, or every token ignored or NaN. It allocates nothing once the
+// scratch buffer has been sized by the first call.
+func (s *Sampler) Sample(logits []float32) int32 {
+	if s.p.Temperature <= 0 && !s.penalty && len(s.ignore) == 0 {
+		return argmax(logits)
+	}
+	c, maxL := s.prepare(logits)
+	if s.p.Temperature <= 0 {
+		return argmaxCand(c)
+	}
+	return s.sampleDist(c, maxL)
+}
+
+// argmax returns the index of the largest non-NaN value, the lowest index among ties, or -1.
+func argmax(x []float32) int32 {
+	first := 0
+	for first < len(x) && x[first] != x[first] {
+		first++
+	}
+	if first == len(x) {
+		return -1
+	}
+	best, bv := first, x[first]
+	// NaN compares false, so the hot loop needs no NaN test of its own.
+	for i := first + 1; i < len(x); i++ {
+		if x[i] > bv {
+			best, bv = i, x[i]
+		}
+	}
+	return int32(best)
+}
+
+// argmaxCand is argmax over candidates in ascending id order.
+func argmaxCand(c []candidate) int32 {
+	best := int32(-1)
+	var bv float32
+	for _, x := range c {
+		if best < 0 || x.logit > bv {
+			best, bv = x.id, x.logit
+		}
+	}
+	return best
+}
+
+// prepare copies the samplable entries of logits into the scratch buffer, in ascending id order,
+// applies the penalties, and returns them with their largest logit. Ignored tokens and NaN never
+// appear; -Inf only when nothing else is left, so the caller still gets a token as argmax over
+// the raw row would give. The result is empty only when no token can be chosen.
+func (s *Sampler) prepare(logits []float32) ([]candidate, float32) {
+	if cap(s.cand) < len(logits) {
+		s.cand = make([]candidate, max(len(logits), s.vocab))
+	}
+	c := s.cand[:len(logits)]
+	negInf := float32(math.Inf(-1))
+	maxL := negInf
+	n, sawNegInf := 0, false
+	ig := s.ignore
+	for i, v := range logits {
+		// ig is sorted, so one cursor skips the ignored ids without a lookup per token.
+		if len(ig) > 0 && int(ig[0]) == i {
+			ig = ig[1:]
+			continue
+		}
+		if v != v {
+			continue
+		}
+		if v == negInf {
+			sawNegInf = true
+			continue
+		}
+		c[n] = candidate{id: int32(i), logit: v}
+		n++
+		if v > maxL {
+			maxL = v
+		}
+	}
+	if n == 0 && sawNegInf {
+		for i, v := range logits {
+			if v == negInf && !s.ignored(int32(i)) {
+				c[n] = candidate{id: int32(i), logit: v}
+				n++
+			}
+		}
+		return c[:n], negInf
+	}
+	c = c[:n]
+	if s.penalty && n > 0 {
+		maxL = s.applyPenalties(c, maxL)
+	}
+	return c, maxL
+}
+
+func (s *Sampler) ignored(t int32) bool {
+	_, found := slices.BinarySearch(s.ignore, t)
+	return found
+}
+
+// applyPenalties adjusts c (ascending ids) for every distinct token in the window, as llama.cpp
+// does: the repeat penalty divides positive logits and multiplies negative ones, then
+// count*frequency + presence is subtracted. It returns the new largest logit given the old one.
+func (s *Sampler) applyPenalties(c []candidate, maxL float32) float32 {
+	rp, fp, pp := s.p.RepeatPenalty, s.p.FrequencyPenalty, s.p.PresencePenalty
+	newMax, rescan := maxL, false
+	for _, t := range s.hist {
+		n := s.counts[t]
+		if n <= 0 {
+			continue // already handled: counts are negated while in use to mark them
+		}
+		s.counts[t] = -n
+		i, found := slices.BinarySearchFunc(c, t, func(x candidate, t int32) int { return int(x.id) - int(t) })
+		if !found {
+			continue // ignored, NaN or beyond the row
+		}
+		l := c[i].logit
+		if l == maxL {
+			rescan = true // the maximum may have moved to an unpenalised token
+		}
+		if l <= 0 {
+			l *= rp
+		} else {
+			l /= rp
+		}
+		l -= float32(n)*fp + pp
+		c[i].logit = l
+		newMax = max(newMax, l)
+	}
+	for _, t := range s.hist {
+		if n := s.counts[t]; n < 0 {
+			s.counts[t] = -n
+		}
+	}
+	if rescan {
+		newMax = c[0].logit
+		for _, x := range c[1:] {
+			if x.logit > newMax {
+				newMax = x.logit
+			}
+		}
+	}
+	return newMax
+}

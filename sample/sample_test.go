@@ -1,0 +1,562 @@
+package sample
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// probsToLogits returns log(p) for each probability, a row whose softmax is p.
+func probsToLogits(p []float64) []float32 {
+	l := make([]float32, len(p))
+	for i, v := range p {
+		l[i] = float32(math.Log(v))
+	}
+	return l
+}
+
+func randomLogits(seed uint64, n int) []float32 {
+	r := rand.New(rand.NewPCG(seed, 1))
+	l := make([]float32, n)
+	for i := range l {
+		l[i] = float32(r.NormFloat64() * 3)
+	}
+	return l
+}
+
+func mustNew(t testing.TB, p Params, vocab int) *Sampler {
+	t.Helper()
+	s, err := New(p, vocab)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return s
+}
+
+// onlyParams returns parameters with every filter and penalty off at temperature temp.
+func onlyParams(temp float32) Params {
+	return Params{Temperature: temp, TopP: 1, RepeatPenalty: 1, RepeatLastN: 64}
+}
+
+func TestNewValidation(t *testing.T) {
+	nan := float32(math.NaN())
+	inf := float32(math.Inf(1))
+	mod := func(f func(*Params)) Params { p := DefaultParams(); f(&p); return p }
+	tests := []struct {
+		name    string
+		p       Params
+		vocab   int
+		wantErr string
+	}{
+		{name: "defaults", p: DefaultParams(), vocab: 10},
+		{name: "greedy negative temperature", p: mod(func(p *Params) { p.Temperature = -1 }), vocab: 10},
+		{name: "top_k negative means off", p: mod(func(p *Params) { p.TopK = -1 }), vocab: 10},
+		{name: "top_p one", p: mod(func(p *Params) { p.TopP = 1 }), vocab: 10},
+		{name: "zero vocab", p: DefaultParams(), vocab: 0, wantErr: "vocabulary size"},
+		{name: "top_p zero", p: mod(func(p *Params) { p.TopP = 0 }), vocab: 10, wantErr: "top_p"},
+		{name: "top_p above one", p: mod(func(p *Params) { p.TopP = 1.5 }), vocab: 10, wantErr: "top_p"},
+		{name: "top_p NaN", p: mod(func(p *Params) { p.TopP = nan }), vocab: 10, wantErr: "top_p"},
+		{name: "min_p negative", p: mod(func(p *Params) { p.MinP = -0.1 }), vocab: 10, wantErr: "min_p"},
+		{name: "min_p above one", p: mod(func(p *Params) { p.MinP = 2 }), vocab: 10, wantErr: "min_p"},
+		{name: "temperature NaN", p: mod(func(p *Params) { p.Temperature = nan }), vocab: 10, wantErr: "temperature"},
+		{name: "temperature Inf", p: mod(func(p *Params) { p.Temperature = inf }), vocab: 10, wantErr: "temperature"},
+		{name: "repeat penalty zero", p: mod(func(p *Params) { p.RepeatPenalty = 0 }), vocab: 10, wantErr: "repeat_penalty"},
+		{name: "repeat penalty Inf", p: mod(func(p *Params) { p.RepeatPenalty = inf }), vocab: 10, wantErr: "repeat_penalty"},
+		{name: "repeat last n", p: mod(func(p *Params) { p.RepeatLastN = -2 }), vocab: 10, wantErr: "repeat_last_n"},
+		{name: "frequency Inf", p: mod(func(p *Params) { p.FrequencyPenalty = inf }), vocab: 10, wantErr: "frequency_penalty"},
+		{name: "presence NaN", p: mod(func(p *Params) { p.PresencePenalty = nan }), vocab: 10, wantErr: "presence_penalty"},
+		{name: "ignored token too large", p: mod(func(p *Params) { p.IgnoreTokens = []int32{10} }), vocab: 10, wantErr: "ignored token 10"},
+		{name: "ignored token negative", p: mod(func(p *Params) { p.IgnoreTokens = []int32{-1} }), vocab: 10, wantErr: "ignored token -1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(tc.p, tc.vocab)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.wantErr != "" && err == nil:
+				t.Fatalf("expected error containing %q", tc.wantErr)
+			case tc.wantErr != "" && !strings.Contains(err.Error(), tc.wantErr):
+				t.Fatalf("error %q does not mention %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestGreedy(t *testing.T) {
+	nan := float32(math.NaN())
+	negInf := float32(math.Inf(-1))
+	tests := []struct {
+		name   string
+		p      Params
+		accept []int32
+		logits []float32
+		want   int32
+	}{
+		{name: "plain argmax", p: onlyParams(0), logits: []float32{1, 3, 2}, want: 1},
+		{name: "tie goes to lowest id", p: onlyParams(0), logits: []float32{1, 5, 5, 5}, want: 1},
+		{name: "negative temperature", p: onlyParams(-2), logits: []float32{-4, -1, -3}, want: 1},
+		{name: "NaN skipped", p: onlyParams(0), logits: []float32{nan, 1, 0}, want: 1},
+		{name: "all NaN", p: onlyParams(0), logits: []float32{nan, nan}, want: -1},
+		{name: "empty row", p: onlyParams(0), logits: nil, want: -1},
+		{name: "all -Inf", p: onlyParams(0), logits: []float32{negInf, negInf}, want: 0},
+		{name: "ignored argmax", p: withIgnore(onlyParams(0), 1), logits: []float32{1, 3, 2}, want: 2},
+		{name: "everything ignored", p: withIgnore(onlyParams(0), 0, 1), logits: []float32{1, 3}, want: -1},
+		{name: "all -Inf but one ignored", p: withIgnore(onlyParams(0), 0), logits: []float32{negInf, negInf}, want: 1},
+		{
+			name:   "repeat penalty moves argmax",
+			p:      Params{Temperature: 0, TopP: 1, RepeatPenalty: 2, RepeatLastN: 8},
+			accept: []int32{1},
+			logits: []float32{1, 3, 2}, // 3/2 = 1.5 < 2
+			want:   2,
+		},
+		{
+			name:   "presence penalty moves argmax",
+			p:      Params{Temperature: 0, TopP: 1, RepeatPenalty: 1, RepeatLastN: 8, PresencePenalty: 1.5},
+			accept: []int32{1, 1},
+			logits: []float32{1, 3, 2},
+			want:   2,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := mustNew(t, tc.p, max(len(tc.logits), 4))
+			for _, a := range tc.accept {
+				s.Accept(a)
+			}
+			if got := s.Sample(tc.logits); got != tc.want {
+				t.Fatalf("Sample = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func withIgnore(p Params, ids ...int32) Params {
+	p.IgnoreTokens = ids
+	return p
+}
+
+func TestTopKOneIsGreedy(t *testing.T) {
+	for seed := range uint64(20) {
+		logits := randomLogits(seed, 3000)
+		p := DefaultParams()
+		p.TopK, p.Seed, p.Temperature = 1, seed, 1.5
+		s := mustNew(t, p, len(logits))
+		if got, want := s.Sample(logits), argmax(logits); got != want {
+			t.Fatalf("seed %d: top-k 1 sampled %d, argmax is %d", seed, got, want)
+		}
+	}
+}
+
+// support returns the sorted set of ids a filter keeps from the candidates of logits.
+func support(c []candidate) []int32 {
+	ids := make([]int32, len(c))
+	for i, x := range c {
+		ids[i] = x.id
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func fullCands(logits []float32) []candidate {
+	c := make([]candidate, len(logits))
+	for i, v := range logits {
+		c[i] = candidate{int32(i), v}
+	}
+	return c
+}
+
+func rangeIDs(n int) []int32 {
+	ids := make([]int32, n)
+	for i := range ids {
+		ids[i] = int32(i)
+	}
+	return ids
+}
+
+func TestTopK(t *testing.T) {
+	logits := randomLogits(7, 5000)
+	for _, k := range []int{1, 2, 40, 1000, 4999} {
+		c := fullCands(logits)
+		selectTop(c, k)
+		got := support(c[:k])
+		order := make([]int32, len(logits))
+		copy(order, rangeIDs(len(logits)))
+		slices.SortFunc(order, func(a, b int32) int { return cmpCand(candidate{a, logits[a]}, candidate{b, logits[b]}) })
+		want := slices.Clone(order[:k])
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("k=%d: selected set differs from the k best", k)
+		}
+	}
+}
+
+func TestTopP(t *testing.T) {
+	probs := []float64{0.05, 0.5, 0.15, 0.3} // sorted: 1 (0.5), 3 (0.3), 2 (0.15), 0 (0.05)
+	flat := make([]float64, 1000)
+	for i := range flat {
+		flat[i] = 1.0 / 1000
+	}
+	tests := []struct {
+		name  string
+		probs []float64
+		p     float64
+		want  []int32
+	}{
+		{name: "head alone reaches p", probs: probs, p: 0.45, want: []int32{1}},
+		{name: "two tokens", probs: probs, p: 0.7, want: []int32{1, 3}},
+		{name: "three tokens", probs: probs, p: 0.85, want: []int32{1, 2, 3}},
+		{name: "all tokens", probs: probs, p: 0.99, want: []int32{0, 1, 2, 3}},
+		{name: "flat needs growing head", probs: flat, p: 0.4004, want: rangeIDs(401)},
+		{name: "flat whole vocabulary", probs: flat, p: 0.9995, want: rangeIDs(1000)},
+	}
+	for _, tc := range tests {
+		for _, sorted := range []bool{false, true} {
+			t.Run(tc.name, func(t *testing.T) {
+				logits := probsToLogits(tc.probs)
+				c := fullCands(logits)
+				maxL := slices.Max(logits)
+				var got []candidate
+				if sorted {
+					slices.SortFunc(c, cmpCand)
+					got = topPSorted(c, maxL, tc.p)
+				} else {
+					s := mustNew(t, onlyParams(1), len(logits))
+					got = s.topPBuckets(c, maxL, tc.p)
+				}
+				if ids := support(got); !slices.Equal(ids, tc.want) {
+					t.Fatalf("sorted=%v: kept %v, want %v", sorted, ids, tc.want)
+				}
+			})
+		}
+	}
+}
+
+// TestTopPBucketsMatchesSort compares the bucketed nucleus with the sorted definition on large
+// random rows, including rows with many exact ties.
+func TestTopPBucketsMatchesSort(t *testing.T) {
+	tests := []struct {
+		name   string
+		logits []float32
+	}{
+		{name: "normal", logits: randomLogits(1, 20000)},
+		{name: "quantised ties", logits: quantise(randomLogits(2, 20000), 0.5)},
+		{name: "all equal", logits: make([]float32, 5000)},
+		{name: "one outlier", logits: append(make([]float32, 5000), 12)},
+	}
+	s := mustNew(t, onlyParams(1), 1)
+	for _, tc := range tests {
+		for _, p := range []float64{0.05, 0.5, 0.9, 0.95, 0.999} {
+			t.Run(tc.name, func(t *testing.T) {
+				maxL := slices.Max(tc.logits)
+				ref := fullCands(tc.logits)
+				slices.SortFunc(ref, cmpCand)
+				want := support(topPSorted(ref, maxL, p))
+				got := support(s.topPBuckets(fullCands(tc.logits), maxL, p))
+				if !slices.Equal(got, want) {
+					t.Fatalf("p=%v: buckets kept %d tokens, sorting keeps %d", p, len(got), len(want))
+				}
+			})
+		}
+	}
+}
+
+func quantise(l []float32, step float32) []float32 {
+	for i, v := range l {
+		l[i] = float32(math.Round(float64(v/step))) * step
+	}
+	return l
+}
+
+func TestMinP(t *testing.T) {
+	probs := []float64{0.05, 0.5, 0.15, 0.3}
+	tests := []struct {
+		name string
+		minP float32
+		want []int32
+	}{
+		{name: "loose keeps all", minP: 0.05, want: []int32{0, 1, 2, 3}},
+		{name: "drops tail", minP: 0.2, want: []int32{1, 2, 3}},
+		{name: "half of max", minP: 0.5, want: []int32{1, 3}},
+		{name: "only max", minP: 0.7, want: []int32{1}},
+		{name: "one keeps max", minP: 1, want: []int32{1}},
+	}
+	for _, tc := range tests {
+		for _, sorted := range []bool{false, true} {
+			t.Run(tc.name, func(t *testing.T) {
+				logits := probsToLogits(probs)
+				c := fullCands(logits)
+				if sorted {
+					slices.SortFunc(c, cmpCand)
+				}
+				th := slices.Max(logits) + float32(math.Log(float64(tc.minP)))
+				if ids := support(minP(c, th, sorted)); !slices.Equal(ids, tc.want) {
+					t.Fatalf("sorted=%v: kept %v, want %v", sorted, ids, tc.want)
+				}
+			})
+		}
+	}
+}
+
+// TestFiltersBoundSampling checks, end to end, that draws only ever land in the set the chain
+// keeps and that every member of that set is reachable.
+func TestFiltersBoundSampling(t *testing.T) {
+	probs := []float64{0.05, 0.5, 0.15, 0.3, 0}
+	tests := []struct {
+		name string
+		mod  func(*Params)
+		want []int32
+	}{
+		{name: "top-k 2", mod: func(p *Params) { p.TopK = 2 }, want: []int32{1, 3}},
+		{name: "top-p 0.7", mod: func(p *Params) { p.TopP = 0.7 }, want: []int32{1, 3}},
+		{name: "min-p 0.2", mod: func(p *Params) { p.MinP = 0.2 }, want: []int32{1, 2, 3}},
+		{name: "top-k 3 then top-p 0.5", mod: func(p *Params) { p.TopK = 3; p.TopP = 0.5 }, want: []int32{1}},
+		// Top-p runs before min-p, as in llama.cpp: top-p 0.6 keeps {1,3} (mass 0.8) and min-p
+		// 0.5 keeps both. The other order would renormalise {1,3} to 0.625/0.375 and keep {1}.
+		{name: "top-p before min-p", mod: func(p *Params) { p.TopP = 0.6; p.MinP = 0.5 }, want: []int32{1, 3}},
+		{name: "ignore", mod: func(p *Params) { p.IgnoreTokens = []int32{1, 3} }, want: []int32{0, 2}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := onlyParams(1)
+			p.Seed = 42
+			tc.mod(&p)
+			s := mustNew(t, p, len(probs))
+			logits := probsToLogits(probs)
+			seen := map[int32]bool{}
+			for range 2000 {
+				seen[s.Sample(logits)] = true
+			}
+			var got []int32
+			for id := range seen {
+				got = append(got, id)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("sampled ids %v, want exactly %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPenalties(t *testing.T) {
+	logits := []float32{2, -2, 1, 0.5, 3}
+	tests := []struct {
+		name   string
+		p      Params
+		accept []int32
+		want   []float32
+	}{
+		{
+			name:   "repeat divides positive, multiplies negative",
+			p:      Params{RepeatPenalty: 2, RepeatLastN: 64},
+			accept: []int32{0, 1, 0},
+			want:   []float32{1, -4, 1, 0.5, 3},
+		},
+		{
+			name:   "frequency counts occurrences, presence once",
+			p:      Params{RepeatPenalty: 1, RepeatLastN: 64, FrequencyPenalty: 0.5, PresencePenalty: 0.25},
+			accept: []int32{2, 2, 2, 4},
+			want:   []float32{2, -2, 1 - 1.5 - 0.25, 0.5, 3 - 0.5 - 0.25},
+		},
+		{
+			name:   "window forgets old tokens",
+			p:      Params{RepeatPenalty: 1, RepeatLastN: 2, FrequencyPenalty: 1},
+			accept: []int32{0, 0, 3, 4},
+			want:   []float32{2, -2, 1, -0.5, 2},
+		},
+		{
+			name:   "whole history",
+			p:      Params{RepeatPenalty: 1, RepeatLastN: -1, FrequencyPenalty: 1},
+			accept: []int32{0, 0, 3, 4, 0},
+			want:   []float32{-1, -2, 1, -0.5, 2},
+		},
+		{
+			name:   "window zero disables",
+			p:      Params{RepeatPenalty: 3, RepeatLastN: 0, FrequencyPenalty: 1},
+			accept: []int32{0, 1},
+			want:   logits,
+		},
+		{
+			name:   "out of range tokens ignored",
+			p:      Params{RepeatPenalty: 1, RepeatLastN: 4, PresencePenalty: 1},
+			accept: []int32{-1, 99, 3},
+			want:   []float32{2, -2, 1, -0.5, 3},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.p.TopP = 1
+			s := mustNew(t, tc.p, len(logits))
+			for _, a := range tc.accept {
+				s.Accept(a)
+			}
+			for round := range 2 { // a second pass checks the counts survive the marking
+				c, _ := s.prepare(logits)
+				got := make([]float32, len(c))
+				for _, x := range c {
+					got[x.id] = x.logit
+				}
+				for i := range got {
+					if math.Abs(float64(got[i]-tc.want[i])) > 1e-6 {
+						t.Fatalf("round %d: penalised logits %v, want %v", round, got, tc.want)
+					}
+				}
+			}
+			s.Reset()
+			c, _ := s.prepare(logits)
+			for _, x := range c {
+				if x.logit != logits[x.id] {
+					t.Fatalf("after Reset token %d still penalised: %v", x.id, x.logit)
+				}
+			}
+		})
+	}
+}
+
+func TestSampleKeepsLogits(t *testing.T) {
+	logits := randomLogits(3, 1000)
+	orig := slices.Clone(logits)
+	p := DefaultParams()
+	p.RepeatPenalty, p.FrequencyPenalty = 1.3, 0.2
+	s := mustNew(t, p, len(logits))
+	for i := range 50 {
+		s.Accept(int32(i))
+		s.Sample(logits)
+	}
+	if !slices.Equal(logits, orig) {
+		t.Fatal("Sample modified its input")
+	}
+}
+
+func drawSeq(t *testing.T, s *Sampler, logits []float32, n int) []int32 {
+	t.Helper()
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = s.Sample(logits)
+		s.Accept(out[i])
+	}
+	return out
+}
+
+func TestSeeds(t *testing.T) {
+	logits := randomLogits(11, 2000)
+	p := DefaultParams()
+	p.Temperature, p.TopK, p.RepeatPenalty = 1.5, 200, 1.1
+	p.Seed = 1
+	a := drawSeq(t, mustNew(t, p, len(logits)), logits, 100)
+	b := drawSeq(t, mustNew(t, p, len(logits)), logits, 100)
+	if !slices.Equal(a, b) {
+		t.Fatal("same seed gave different sequences")
+	}
+	p.Seed = 2
+	c := drawSeq(t, mustNew(t, p, len(logits)), logits, 100)
+	if slices.Equal(a, c) {
+		t.Fatal("different seeds gave the same sequence")
+	}
+	s := mustNew(t, p, len(logits))
+	first := drawSeq(t, s, logits, 100)
+	s.Reset()
+	if again := drawSeq(t, s, logits, 100); !slices.Equal(first, again) {
+		t.Fatal("Reset did not restart the sequence")
+	}
+}
+
+// TestDistribution draws many tokens with a fixed seed and compares the frequencies with the
+// distribution the chain should produce. With 200000 draws the standard error of each frequency
+// is below 0.0012, so a tolerance of 0.006 is about five standard errors.
+func TestDistribution(t *testing.T) {
+	probs := []float64{0.1, 0.2, 0.3, 0.4}
+	pow := func(e float64) []float64 {
+		out := make([]float64, len(probs))
+		var z float64
+		for i, p := range probs {
+			out[i] = math.Pow(p, e)
+			z += out[i]
+		}
+		for i := range out {
+			out[i] /= z
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		mod  func(*Params)
+		want []float64
+	}{
+		{name: "temperature 1", mod: func(p *Params) {}, want: probs},
+		{name: "temperature 0.5 squares", mod: func(p *Params) { p.Temperature = 0.5 }, want: pow(2)},
+		{name: "temperature 2 roots", mod: func(p *Params) { p.Temperature = 2 }, want: pow(0.5)},
+		{name: "top-k renormalises", mod: func(p *Params) { p.TopK = 2 }, want: []float64{0, 0, 3.0 / 7, 4.0 / 7}},
+	}
+	const draws = 200000
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := onlyParams(1)
+			p.Seed = 1234
+			tc.mod(&p)
+			s := mustNew(t, p, len(probs))
+			logits := probsToLogits(probs)
+			counts := make([]int, len(probs))
+			for range draws {
+				counts[s.Sample(logits)]++
+			}
+			for i, c := range counts {
+				if f := float64(c) / draws; math.Abs(f-tc.want[i]) > 0.006 {
+					t.Errorf("token %d: frequency %.4f, want %.4f", i, f, tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestInfiniteLogit(t *testing.T) {
+	inf := float32(math.Inf(1))
+	s := mustNew(t, DefaultParams(), 4)
+	for range 20 {
+		if got := s.Sample([]float32{1, inf, 2, inf}); got != 1 {
+			t.Fatalf("Sample = %d, want the first +Inf token 1", got)
+		}
+	}
+}
+
+func TestShortAndLongRows(t *testing.T) {
+	s := mustNew(t, DefaultParams(), 8)
+	if got := s.Sample([]float32{0, 10}); got != 1 {
+		t.Fatalf("short row: Sample = %d, want 1", got)
+	}
+	long := make([]float32, 20)
+	long[17] = 50
+	if got := s.Sample(long); got != 17 {
+		t.Fatalf("long row: Sample = %d, want 17", got)
+	}
+}
+
+func TestSampleAllocs(t *testing.T) {
+	logits := randomLogits(5, 32000)
+	tests := []struct {
+		name string
+		mod  func(*Params)
+	}{
+		{name: "default", mod: func(p *Params) {}},
+		{name: "greedy", mod: func(p *Params) { p.Temperature = 0 }},
+		{name: "top-p only", mod: func(p *Params) { p.TopK = 0; p.MinP = 0 }},
+		{name: "penalties", mod: func(p *Params) { p.RepeatPenalty = 1.1; p.FrequencyPenalty = 0.1; p.IgnoreTokens = []int32{2} }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := DefaultParams()
+			tc.mod(&p)
+			s := mustNew(t, p, len(logits))
+			for i := range 64 {
+				s.Accept(int32(i * 7))
+			}
+			s.Sample(logits)
+			if n := testing.AllocsPerRun(20, func() { s.Sample(logits) }); n != 0 {
+				t.Fatalf("Sample allocates %.1f times per call", n)
+			}
+		})
+	}
+}
