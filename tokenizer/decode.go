@@ -9,8 +9,12 @@ import (
 // the other 68 bytes map in order to U+0100 onwards, so every byte has a visible character.
 var byteUnicode, unicodeByte = buildByteUnicode()
 
-func buildByteUnicode() (enc [256]string, dec map[rune]byte) {
-	dec = make(map[rune]byte, 256)
+// unicodeByte[r] is the byte that character r stands for, or -1; every mapped character is
+// below U+0144.
+func buildByteUnicode() (enc [256]string, dec [0x144]int16) {
+	for i := range dec {
+		dec[i] = -1
+	}
 	next := rune(256)
 	for b := range 256 {
 		r := rune(b)
@@ -19,7 +23,7 @@ func buildByteUnicode() (enc [256]string, dec map[rune]byte) {
 			next++
 		}
 		enc[b] = string(r)
-		dec[r] = byte(b)
+		dec[r] = int16(b)
 	}
 	return enc, dec
 }
@@ -56,8 +60,8 @@ func (t *Tokenizer) buildPieces() {
 // is kept as its own UTF-8 (llama.cpp writes an "[UNK_BYTE_…]" marker instead).
 func appendByteDecoded(dst []byte, text string) []byte {
 	for _, r := range text {
-		if b, ok := unicodeByte[r]; ok {
-			dst = append(dst, b)
+		if r < rune(len(unicodeByte)) && unicodeByte[r] >= 0 {
+			dst = append(dst, byte(unicodeByte[r]))
 		} else {
 			dst = utf8.AppendRune(dst, r)
 		}

@@ -34,7 +34,7 @@ var preTokenizers = map[string]preTokenizer{
 	"llama3": preLlama3, "llama-v3": preLlama3, "llama-bpe": preLlama3, "falcon3": preLlama3,
 	"falcon-h1": preLlama3, "pixtral": preLlama3, "midm-2.0": preLlama3, "lfm2": preLlama3,
 	"jina-v5-nano": preLlama3,
-	"dbrx": preDBRX, "smaug-bpe": preDBRX, "glm4": preDBRX, "chatglm-bpe": preDBRX,
+	"dbrx":         preDBRX, "smaug-bpe": preDBRX, "glm4": preDBRX, "chatglm-bpe": preDBRX,
 
 	"qwen2": preQwen2, "deepseek-r1-qwen": preQwen2, "kormo": preQwen2, "f2llmv2": preQwen2,
 	"stablelm2": preQwen2, "hunyuan": preQwen2, "solar-open": preQwen2, "megrez": preQwen2,
