@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/bits"
 	"sort"
+	"strings"
 
 	"ubatch/quant"
 )
@@ -293,13 +294,7 @@ func (d *decoder) array(level int) (any, error) {
 	}
 	switch t {
 	case typeString:
-		out := make([]string, n)
-		for i := range out {
-			if out[i], err = d.str("array string"); err != nil {
-				return nil, fmt.Errorf("element %d: %w", i, err)
-			}
-		}
-		return out, nil
+		return d.strings(n)
 	case typeArray:
 		if n > 0 && level+1 > maxArrayDepth {
 			return nil, fmt.Errorf("arrays nested deeper than %d levels at offset %d", maxArrayDepth, d.off)
@@ -347,6 +342,43 @@ func (d *decoder) array(level int) (any, error) {
 	default: // typeFloat64
 		return decodeArray(p, 8, func(b []byte) float64 { return math.Float64frombits(le.Uint64(b)) }), nil
 	}
+}
+
+// strings reads n length-prefixed strings. They share one backing allocation: vocabularies hold
+// tens of thousands of short strings, and one allocation each would dominate parsing time.
+func (d *decoder) strings(n uint64) ([]string, error) {
+	start := d.off
+	total := uint64(0)
+	for i := range n {
+		s, err := d.u64("array string length")
+		if err == nil && s > d.left() {
+			err = fmt.Errorf("array string length %d at offset %d exceeds the %d bytes left in the file", s, d.off-8, d.left())
+		}
+		if err != nil {
+			return nil, fmt.Errorf("element %d: %w", i, err)
+		}
+		d.off += s
+		total += s
+	}
+	var sb strings.Builder
+	sb.Grow(int(total))
+	d.off = start
+	for range n {
+		s, _ := d.u64("")
+		p, _ := d.take(s, "")
+		sb.Write(p)
+	}
+	all := sb.String()
+	out := make([]string, n)
+	d.off = start
+	pos := uint64(0)
+	for i := range out {
+		s, _ := d.u64("")
+		out[i] = all[pos : pos+s]
+		pos += s
+		d.off += s
+	}
+	return out, nil
 }
 
 // decodeArray decodes len(p)/size elements of size bytes each with get.

@@ -127,3 +127,17 @@ func TestStories260K(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 }
+
+// BenchmarkOpen measures mapping and parsing a model with a 32000-token vocabulary (metadata
+// decoding dominates; tensor data is not touched).
+func BenchmarkOpen(b *testing.B) {
+	path := filepath.Join(sharedDir(b), "models", "synth-tiny-q4_k_m.gguf")
+	b.ReportAllocs()
+	for b.Loop() {
+		f, err := Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
+}
