@@ -199,3 +199,12 @@ func firstDiff(a, b string) int {
 	}
 	return n
 }
+
+func readShared(t *testing.T, shared, rel string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(shared, filepath.FromSlash(rel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}

@@ -162,7 +162,8 @@ func floatValue(f float64) (jinja.Value, error) {
 }
 
 // numberValue maps a JSON number as Python's json module does: no fraction
-// or exponent means int, anything else float.
+// or exponent means int, anything else float. Integers outside int64, which
+// Python keeps exact, become the nearest float.
 func numberValue(n json.Number) (jinja.Value, error) {
 	s := string(n)
 	if !strings.ContainsAny(s, ".eE") {
