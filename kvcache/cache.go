@@ -1,0 +1,493 @@
+// Package kvcache is a paged, multi-sequence key/value cache for transformer attention, with
+// copy-on-write sharing between sequences and automatic prefix caching across requests.
+//
+// # Layout
+//
+// Memory is a pool of NumBlocks blocks of BlockSize cells; cell c lives in block c/BlockSize at
+// offset c%BlockSize. For every layer the cache holds a K and a V array of shape
+// [NumBlocks*BlockSize][KVDim] (row-major: cell c's row starts at c*KVDim), as float32 or IEEE
+// half (uint16 bits). BlockSize defaults to 16: small enough that prompts sharing a prefix share
+// all but at most 15 of its cells and that a sequence's partially filled last block wastes at
+// most 15 cells, large enough that the per-block bookkeeping (a refcount, a hash, LRU links, one
+// table entry per sequence) is negligible next to 16 cells × layers × KVDim × 2 values on a CPU.
+//
+// # Bookkeeping
+//
+// Everything is plain slices, in the spirit of llama.cpp's llama-kv-cells.h. Per cell: its
+// position (-1 = empty) and token id. Per block: a refcount (the number of sequence block tables
+// that hold it), a chained content hash and LRU links. Per sequence: a block table and nCells,
+// the logical length; the sequence's cells are the first nCells slots of its table, in order,
+// and may contain holes (empty cells) after SeqRemove or SeqShift. A sequence never holds the
+// same block twice; len(table) == ceil(nCells/BlockSize); when nCells > 0 its last slot is not
+// empty (trailing holes are trimmed).
+//
+// Blocks are shared by refcount: SeqCopy and tokens decoded for several sequences at once make
+// tables point at the same blocks, and a sequence about to change a block that other tables
+// also hold copies it first (copy-on-write), so what one sequence sees never changes because of
+// another.
+//
+// # Prefix caching
+//
+// A full block whose cells hold positions i*BlockSize.. (i = its index in the table) of a
+// sequence whose earlier blocks are hashed likewise gets a chained hash (hash of the parent
+// block's hash and its BlockSize token ids) and is registered in a prefix index. When its
+// refcount drops to 0 it is not freed but kept, with its K/V, in an LRU list of cached blocks;
+// MatchPrefix/AttachPrefix let a new sequence start from such blocks (or from live ones) instead
+// of recomputing them. Allocation takes free (never used or unhashed) blocks first and then
+// evicts the least recently used cached block. A block's hash is dropped as soon as its content
+// changes (a write into it, a removed cell, a shift).
+//
+// # Concurrency
+//
+// A Cache is not safe for concurrent use: one goroutine (the scheduler) owns it. Between two
+// mutating calls, the K/V slices may be read concurrently, and the cells returned by the last
+// Reserve written concurrently (distinct cells), by forward-pass workers.
+package kvcache
+
+import (
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"math"
+)
+
+// DType is the element type of the stored K and V rows.
+type DType int
+
+const (
+	F32 DType = iota // float32
+	F16              // IEEE 754 half precision, stored as its uint16 bits
+)
+
+func (d DType) String() string {
+	switch d {
+	case F32:
+		return "F32"
+	case F16:
+		return "F16"
+	}
+	return fmt.Sprintf("DType(%d)", int(d))
+}
+
+// DefaultBlockSize is the block size used when Config.BlockSize is 0.
+const DefaultBlockSize = 16
+
+// Config describes a cache. All counts must be positive (BlockSize 0 means DefaultBlockSize).
+type Config struct {
+	NLayers, KVDim       int // KVDim = n_kv_heads * head_dim
+	BlockSize, NumBlocks int
+	DType                DType
+	MaxSeqs              int // sequence ids are in [0, MaxSeqs)
+	// ShiftK re-rotates one cell's key row (KVDim floats, all kv heads) by delta positions; set
+	// by the model (RoPE). Needed by SeqShift; nil -> SeqShift returns an error.
+	ShiftK func(k []float32, delta int32)
+}
+
+// ErrKVFull reports that an operation needs more blocks than are free or evictable. The cache
+// is left unchanged. Callers test for it with errors.Is.
+var ErrKVFull = errors.New("kvcache: not enough free blocks")
+
+// Cache is a paged KV cache. See the package documentation for layout and semantics.
+type Cache struct {
+	cfg Config
+	bs  int32 // BlockSize
+
+	k32, v32 [][]float32 // per layer, [NumBlocks*BlockSize][KVDim]; nil unless DType == F32
+	k16, v16 [][]uint16  // likewise for F16
+
+	// Per cell.
+	pos []int32 // -1 = empty
+	tok []int32
+
+	// Per block.
+	ref     []int32
+	hash    []uint64 // chained hash; meaningful only when hashed
+	parent  []uint64 // the parent hash the block's hash was chained from, to verify matches
+	hashed  []bool   // hash describes the block's current content (full, canonical positions)
+	indexed []bool   // the block is the prefix index entry for its hash
+	prev    []int32  // LRU links of cached blocks, -1 at the ends
+	next    []int32
+
+	free             []int32 // stack of blocks with refcount 0 that hold nothing reusable
+	lruHead, lruTail int32   // least and most recently used cached block, -1 if none
+	nCached          int
+	index            map[uint64]int32
+
+	seqs []seqState
+
+	seed   maphash.Seed
+	hashFn func(seed maphash.Seed, parent uint64, toks []int32) uint64 // replaceable in tests
+
+	sim    simScratch
+	rowBuf []float32 // one K row as float32, for SeqShift on F16 storage
+	fill   []int32   // per block, for Stats
+}
+
+type seqState struct {
+	table          []int32
+	n              int32 // logical length in cells, holes included
+	posMin, posMax int32 // over non-empty cells; -1 when the sequence is empty
+}
+
+// New allocates a cache. It returns an error for a non-positive count, an unknown DType or a
+// size whose cell indices would not fit in int32.
+func New(cfg Config) (*Cache, error) {
+	if cfg.BlockSize == 0 {
+		cfg.BlockSize = DefaultBlockSize
+	}
+	switch {
+	case cfg.NLayers <= 0:
+		return nil, fmt.Errorf("kvcache: NLayers %d must be positive", cfg.NLayers)
+	case cfg.KVDim <= 0:
+		return nil, fmt.Errorf("kvcache: KVDim %d must be positive", cfg.KVDim)
+	case cfg.BlockSize < 0:
+		return nil, fmt.Errorf("kvcache: BlockSize %d must be positive", cfg.BlockSize)
+	case cfg.NumBlocks <= 0:
+		return nil, fmt.Errorf("kvcache: NumBlocks %d must be positive", cfg.NumBlocks)
+	case cfg.MaxSeqs <= 0:
+		return nil, fmt.Errorf("kvcache: MaxSeqs %d must be positive", cfg.MaxSeqs)
+	case cfg.MaxSeqs > math.MaxInt32:
+		return nil, fmt.Errorf("kvcache: MaxSeqs %d does not fit in int32", cfg.MaxSeqs)
+	case cfg.DType != F32 && cfg.DType != F16:
+		return nil, fmt.Errorf("kvcache: unsupported DType %v", cfg.DType)
+	}
+	if int64(cfg.NumBlocks)*int64(cfg.BlockSize) > math.MaxInt32 {
+		return nil, fmt.Errorf("kvcache: %d blocks of %d cells exceed the int32 cell index range",
+			cfg.NumBlocks, cfg.BlockSize)
+	}
+	nCells := cfg.NumBlocks * cfg.BlockSize
+	if nCells > math.MaxInt/cfg.KVDim/2/cfg.NLayers {
+		return nil, fmt.Errorf("kvcache: %d cells of %d values in %d layers overflow int", nCells, cfg.KVDim, cfg.NLayers)
+	}
+	c := &Cache{
+		cfg:     cfg,
+		bs:      int32(cfg.BlockSize),
+		pos:     make([]int32, nCells),
+		tok:     make([]int32, nCells),
+		ref:     make([]int32, cfg.NumBlocks),
+		hash:    make([]uint64, cfg.NumBlocks),
+		parent:  make([]uint64, cfg.NumBlocks),
+		hashed:  make([]bool, cfg.NumBlocks),
+		indexed: make([]bool, cfg.NumBlocks),
+		prev:    make([]int32, cfg.NumBlocks),
+		next:    make([]int32, cfg.NumBlocks),
+		free:    make([]int32, 0, cfg.NumBlocks),
+		index:   make(map[uint64]int32, cfg.NumBlocks),
+		seqs:    make([]seqState, cfg.MaxSeqs),
+		seed:    maphash.MakeSeed(),
+		hashFn:  chainHash,
+		rowBuf:  make([]float32, cfg.KVDim),
+		fill:    make([]int32, cfg.NumBlocks),
+	}
+	c.sim.init(cfg.MaxSeqs, cfg.NumBlocks)
+	n := nCells * cfg.KVDim
+	switch cfg.DType {
+	case F32:
+		c.k32, c.v32 = make([][]float32, cfg.NLayers), make([][]float32, cfg.NLayers)
+		for l := range cfg.NLayers {
+			c.k32[l], c.v32[l] = make([]float32, n), make([]float32, n)
+		}
+	case F16:
+		c.k16, c.v16 = make([][]uint16, cfg.NLayers), make([][]uint16, cfg.NLayers)
+		for l := range cfg.NLayers {
+			c.k16[l], c.v16[l] = make([]uint16, n), make([]uint16, n)
+		}
+	}
+	c.Clear()
+	return c, nil
+}
+
+// Config returns the configuration, with defaults applied.
+func (c *Cache) Config() Config { return c.cfg }
+
+// KF32 returns layer's K storage, [NumBlocks*BlockSize][KVDim] row-major, or nil if the DType is
+// not F32 or layer is out of range. VF32, KF16 and VF16 are the same for V and for F16 storage.
+func (c *Cache) KF32(layer int) []float32 { return at(c.k32, layer) }
+
+// VF32 returns layer's V storage; see KF32.
+func (c *Cache) VF32(layer int) []float32 { return at(c.v32, layer) }
+
+// KF16 returns layer's K storage as IEEE half bits; see KF32.
+func (c *Cache) KF16(layer int) []uint16 { return at(c.k16, layer) }
+
+// VF16 returns layer's V storage as IEEE half bits; see KF32.
+func (c *Cache) VF16(layer int) []uint16 { return at(c.v16, layer) }
+
+func at[T any](s [][]T, i int) []T {
+	if i < 0 || i >= len(s) {
+		return nil
+	}
+	return s[i]
+}
+
+// Blocks returns seq's block table (nil for an unknown seq). The slice is a read-only view,
+// valid until the next mutating call.
+func (c *Cache) Blocks(seq int) []int32 {
+	if seq < 0 || seq >= len(c.seqs) {
+		return nil
+	}
+	return c.seqs[seq].table
+}
+
+// SeqCells returns seq's logical length in cells, holes included: its cells are the first
+// SeqCells(seq) slots of Blocks(seq). 0 for an unknown seq.
+func (c *Cache) SeqCells(seq int) int {
+	if seq < 0 || seq >= len(c.seqs) {
+		return 0
+	}
+	return int(c.seqs[seq].n)
+}
+
+// Pos returns the position stored in cell, or -1 if the cell is empty or out of range. Only
+// cells within some sequence's first SeqCells slots are meaningful: cells past a sequence's end
+// may hold stale positions.
+func (c *Cache) Pos(cell int32) int32 {
+	if cell < 0 || int(cell) >= len(c.pos) {
+		return -1
+	}
+	return c.pos[cell]
+}
+
+// Token returns the token id recorded for cell (meaningful when Pos(cell) >= 0), or -1 if cell
+// is out of range.
+func (c *Cache) Token(cell int32) int32 {
+	if cell < 0 || int(cell) >= len(c.tok) {
+		return -1
+	}
+	return c.tok[cell]
+}
+
+// SeqPosMax returns the largest position among seq's cells, -1 if it has none.
+func (c *Cache) SeqPosMax(seq int) int32 {
+	if seq < 0 || seq >= len(c.seqs) {
+		return -1
+	}
+	return c.seqs[seq].posMax
+}
+
+// SeqPosMin returns the smallest position among seq's cells, -1 if it has none.
+func (c *Cache) SeqPosMin(seq int) int32 {
+	if seq < 0 || seq >= len(c.seqs) {
+		return -1
+	}
+	return c.seqs[seq].posMin
+}
+
+// Stats is a snapshot of block usage. Used+Cached+Free == Total.
+type Stats struct {
+	BlockSize int
+	Total     int // NumBlocks
+	Used      int // refcount > 0
+	Shared    int // refcount > 1 (a subset of Used)
+	Cached    int // refcount 0, content kept for prefix reuse (evictable)
+	Free      int // refcount 0, nothing reusable
+	UsedCells int // distinct non-empty cells visible to at least one sequence
+}
+
+// Stats counts blocks and cells. It costs O(NumBlocks*BlockSize) and allocates nothing.
+func (c *Cache) Stats() Stats {
+	st := Stats{BlockSize: int(c.bs), Total: len(c.ref), Cached: c.nCached, Free: len(c.free)}
+	clear(c.fill)
+	for s := range c.seqs {
+		sq := &c.seqs[s]
+		for i, b := range sq.table {
+			c.fill[b] = max(c.fill[b], min(c.bs, sq.n-int32(i)*c.bs))
+		}
+	}
+	for b, r := range c.ref {
+		if r > 0 {
+			st.Used++
+		}
+		if r > 1 {
+			st.Shared++
+		}
+		base := int32(b) * c.bs
+		for j := range c.fill[b] {
+			if c.pos[base+j] >= 0 {
+				st.UsedCells++
+			}
+		}
+	}
+	return st
+}
+
+// Clear empties every sequence and forgets the prefix cache: all blocks become free.
+func (c *Cache) Clear() {
+	for s := range c.seqs {
+		c.seqs[s] = seqState{table: c.seqs[s].table[:0], posMin: -1, posMax: -1}
+	}
+	c.free = c.free[:0]
+	for b := len(c.ref) - 1; b >= 0; b-- {
+		c.ref[b] = 0
+		c.hashed[b], c.indexed[b] = false, false
+		c.prev[b], c.next[b] = -1, -1
+		c.free = append(c.free, int32(b)) // block 0 on top: allocation goes in address order
+	}
+	for i := range c.pos {
+		c.pos[i] = -1
+	}
+	clear(c.index)
+	c.lruHead, c.lruTail, c.nCached = -1, -1, 0
+}
+
+// available is the number of blocks an allocation may take (free, then evicted cached ones).
+func (c *Cache) available() int { return len(c.free) + c.nCached }
+
+// alloc takes a free block, or evicts the least recently used cached one; the caller has checked
+// available() and sets the refcount. The block's cells are marked empty.
+func (c *Cache) alloc() int32 {
+	var b int32
+	if n := len(c.free); n > 0 {
+		b = c.free[n-1]
+		c.free = c.free[:n-1]
+	} else {
+		b = c.lruHead
+		c.lruRemove(b)
+		c.unhash(b)
+	}
+	base := b * c.bs
+	for j := range c.bs {
+		c.pos[base+j] = -1
+	}
+	return b
+}
+
+// release drops one reference to b. A block left unreferenced is kept as a cached block when it
+// is (or can become) the index entry for its hash, and freed otherwise.
+func (c *Cache) release(b int32) {
+	c.ref[b]--
+	if c.ref[b] > 0 {
+		return
+	}
+	if c.hashed[b] && !c.indexed[b] {
+		if _, taken := c.index[c.hash[b]]; !taken {
+			c.index[c.hash[b]] = b
+			c.indexed[b] = true
+		}
+	}
+	if c.indexed[b] {
+		c.lruPush(b)
+		return
+	}
+	c.hashed[b] = false
+	c.free = append(c.free, b)
+}
+
+// unhash forgets b's content hash, removing it from the prefix index. b must not be cached.
+func (c *Cache) unhash(b int32) {
+	if c.indexed[b] {
+		delete(c.index, c.hash[b])
+		c.indexed[b] = false
+	}
+	c.hashed[b] = false
+}
+
+func (c *Cache) lruPush(b int32) {
+	c.prev[b], c.next[b] = c.lruTail, -1
+	if c.lruTail >= 0 {
+		c.next[c.lruTail] = b
+	} else {
+		c.lruHead = b
+	}
+	c.lruTail = b
+	c.nCached++
+}
+
+func (c *Cache) lruRemove(b int32) {
+	p, n := c.prev[b], c.next[b]
+	if p >= 0 {
+		c.next[p] = n
+	} else {
+		c.lruHead = n
+	}
+	if n >= 0 {
+		c.prev[n] = p
+	} else {
+		c.lruTail = p
+	}
+	c.prev[b], c.next[b] = -1, -1
+	c.nCached--
+}
+
+// copyCells copies the first count cells of block src (K, V for every layer, position, token)
+// into block dst.
+func (c *Cache) copyCells(src, dst, count int32) {
+	s, d := int(src*c.bs), int(dst*c.bs)
+	copy(c.pos[d:d+int(count)], c.pos[s:s+int(count)])
+	copy(c.tok[d:d+int(count)], c.tok[s:s+int(count)])
+	kv := c.cfg.KVDim
+	s, d, m := s*kv, d*kv, int(count)*kv
+	for l := range c.k32 {
+		copy(c.k32[l][d:d+m], c.k32[l][s:s+m])
+		copy(c.v32[l][d:d+m], c.v32[l][s:s+m])
+	}
+	for l := range c.k16 {
+		copy(c.k16[l][d:d+m], c.k16[l][s:s+m])
+		copy(c.v16[l][d:d+m], c.v16[l][s:s+m])
+	}
+}
+
+// cowBlock makes seq's table slot bi hold a block seq may modify: if the block is shared, its
+// first count cells are copied to a new block that replaces it in seq's table. The caller has
+// checked availability. It returns the block now at slot bi.
+func (c *Cache) cowBlock(seq int, bi int, count int32) int32 {
+	b := c.seqs[seq].table[bi]
+	if c.ref[b] <= 1 {
+		return b
+	}
+	nb := c.alloc()
+	c.copyCells(b, nb, count)
+	c.ref[b]--
+	c.ref[nb] = 1
+	c.seqs[seq].table[bi] = nb
+	return nb
+}
+
+// freeSeq releases all of seq's blocks, last first, so that when they become cached the blocks
+// deepest into the sequence (the least likely to be shared by a future prompt) are evicted first.
+func (c *Cache) freeSeq(seq int) {
+	sq := &c.seqs[seq]
+	for i := len(sq.table) - 1; i >= 0; i-- {
+		c.release(sq.table[i])
+	}
+	sq.table = sq.table[:0]
+	sq.n, sq.posMin, sq.posMax = 0, -1, -1
+}
+
+// trim drops seq's trailing empty slots and the blocks no longer covered, then recomputes its
+// position range.
+func (c *Cache) trim(seq int) {
+	sq := &c.seqs[seq]
+	n := sq.n
+	for n > 0 && c.pos[sq.table[(n-1)/c.bs]*c.bs+(n-1)%c.bs] < 0 {
+		n--
+	}
+	keep := int((n + c.bs - 1) / c.bs)
+	for i := len(sq.table) - 1; i >= keep; i-- {
+		c.release(sq.table[i])
+	}
+	sq.table = sq.table[:keep]
+	sq.n = n
+	c.updateRange(seq)
+}
+
+// updateRange recomputes seq's position range from its cells.
+func (c *Cache) updateRange(seq int) {
+	sq := &c.seqs[seq]
+	sq.posMin, sq.posMax = -1, -1
+	for i := range sq.n {
+		p := c.pos[sq.table[i/c.bs]*c.bs+i%c.bs]
+		if p < 0 {
+			continue
+		}
+		if sq.posMin < 0 || p < sq.posMin {
+			sq.posMin = p
+		}
+		sq.posMax = max(sq.posMax, p)
+	}
+}
+
+// cellOf returns the cell index of seq's slot i (i < nCells).
+func (c *Cache) cellOf(seq int, i int32) int32 {
+	return c.seqs[seq].table[i/c.bs]*c.bs + i%c.bs
+}

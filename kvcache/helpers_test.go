@@ -1,0 +1,285 @@
+package kvcache
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"testing"
+
+	"ubatch/quant"
+)
+
+// addShift is a stand-in for RoPE re-rotation in tests: it adds delta to every key value, so a
+// test can tell exactly which cells were shifted and by how much.
+func addShift(k []float32, delta int32) {
+	for i := range k {
+		k[i] += float32(delta)
+	}
+}
+
+func newCache(t testing.TB, cfg Config) *Cache {
+	t.Helper()
+	if cfg.NLayers == 0 {
+		cfg.NLayers = 2
+	}
+	if cfg.KVDim == 0 {
+		cfg.KVDim = 3
+	}
+	if cfg.MaxSeqs == 0 {
+		cfg.MaxSeqs = 4
+	}
+	if cfg.ShiftK == nil {
+		cfg.ShiftK = addShift
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New(%+v): %v", cfg, err)
+	}
+	return c
+}
+
+// writeKV stores the value k (plus the layer number) in every K element of cell and its negation
+// in every V element, as a forward pass would write one row per layer.
+func writeKV(c *Cache, cell int32, k float32) {
+	kv := c.cfg.KVDim
+	for l := range c.cfg.NLayers {
+		val := k + float32(l)
+		row := int(cell) * kv
+		for d := range kv {
+			switch c.cfg.DType {
+			case F32:
+				c.KF32(l)[row+d], c.VF32(l)[row+d] = val, -val
+			case F16:
+				c.KF16(l)[row+d], c.VF16(l)[row+d] = quant.F32ToF16(val), quant.F32ToF16(-val)
+			}
+		}
+	}
+}
+
+// readKV returns the value writeKV stored in cell, or an error if the layers and elements do not
+// agree (a partial copy or a shift that missed a layer).
+func readKV(c *Cache, cell int32) (k float32, err error) {
+	kv := c.cfg.KVDim
+	row := int(cell) * kv
+	get := func(l, d int) (float32, float32) {
+		if c.cfg.DType == F16 {
+			return quant.F16ToF32(c.KF16(l)[row+d]), quant.F16ToF32(c.VF16(l)[row+d])
+		}
+		return c.KF32(l)[row+d], c.VF32(l)[row+d]
+	}
+	k, _ = get(0, 0)
+	for l := range c.cfg.NLayers {
+		for d := range kv {
+			kk, vv := get(l, d)
+			if kk != k+float32(l) {
+				return 0, fmt.Errorf("cell %d layer %d elem %d: K %v, want %v", cell, l, d, kk, k+float32(l))
+			}
+			if _, v00 := get(0, 0); vv != v00-float32(l) {
+				return 0, fmt.Errorf("cell %d layer %d elem %d: V %v, want %v", cell, l, d, vv, v00-float32(l))
+			}
+		}
+	}
+	return k, nil
+}
+
+// entry is what a sequence sees in one of its non-empty cells.
+type entry struct {
+	Pos, Tok int32
+	K, V     float32 // layer 0, element 0
+}
+
+func (e entry) String() string { return fmt.Sprintf("{p%d t%d k%g v%g}", e.Pos, e.Tok, e.K, e.V) }
+
+// visible lists seq's non-empty cells in slot order, as the attention would read them.
+func visible(t testing.TB, c *Cache, seq int) []entry {
+	t.Helper()
+	var out []entry
+	blocks := c.Blocks(seq)
+	bs := int32(c.Config().BlockSize)
+	for i := range int32(c.SeqCells(seq)) {
+		cell := blocks[i/bs]*bs + i%bs
+		p := c.Pos(cell)
+		if p < 0 {
+			continue
+		}
+		k, err := readKV(c, cell)
+		if err != nil {
+			t.Fatalf("seq %d slot %d: %v", seq, i, err)
+		}
+		var v float32
+		if c.cfg.DType == F16 {
+			v = quant.F16ToF32(c.VF16(0)[int(cell)*c.cfg.KVDim])
+		} else {
+			v = c.VF32(0)[int(cell)*c.cfg.KVDim]
+		}
+		out = append(out, entry{Pos: p, Tok: c.Token(cell), K: k, V: v})
+	}
+	return out
+}
+
+// reserve decodes toks for seqs at consecutive positions from p0, writing K = kBase+i for token
+// i, and fails the test on error.
+func reserve(t testing.TB, c *Cache, seqs []int32, p0 int32, kBase float32, toks ...int32) []int32 {
+	t.Helper()
+	cells, err := tryReserve(c, seqs, p0, kBase, toks...)
+	if err != nil {
+		t.Fatalf("Reserve(seqs %v, pos %d.., %d tokens): %v", seqs, p0, len(toks), err)
+	}
+	return cells
+}
+
+func tryReserve(c *Cache, seqs []int32, p0 int32, kBase float32, toks ...int32) ([]int32, error) {
+	pos := make([]int32, len(toks))
+	ss := make([][]int32, len(toks))
+	for i := range toks {
+		pos[i] = p0 + int32(i)
+		ss[i] = seqs
+	}
+	cells := make([]int32, len(toks))
+	if err := c.Reserve(toks, pos, ss, cells); err != nil {
+		return nil, err
+	}
+	for i, cell := range cells {
+		writeKV(c, cell, kBase+float32(i))
+	}
+	return cells, nil
+}
+
+func seqRange(n int32) []int32 {
+	s := make([]int32, n)
+	for i := range s {
+		s[i] = int32(i)
+	}
+	return s
+}
+
+// snapshot is a deep copy of a cache's state (everything but dry-run scratch).
+type snapshot struct {
+	Pos, Tok, Ref, Prev, Next, Free []int32
+	Hash, Parent                    []uint64
+	Hashed, Indexed                 []bool
+	Head, Tail                      int32
+	NCached                         int
+	Index                           map[uint64]int32
+	Seqs                            []seqState
+	K32, V32                        [][]float32
+	K16, V16                        [][]uint16
+}
+
+func takeSnapshot(c *Cache) snapshot {
+	s := snapshot{
+		Pos: slices.Clone(c.pos), Tok: slices.Clone(c.tok), Ref: slices.Clone(c.ref),
+		Prev: slices.Clone(c.prev), Next: slices.Clone(c.next), Free: slices.Clone(c.free),
+		Hash: slices.Clone(c.hash), Parent: slices.Clone(c.parent),
+		Hashed: slices.Clone(c.hashed), Indexed: slices.Clone(c.indexed),
+		Head: c.lruHead, Tail: c.lruTail, NCached: c.nCached, Index: maps.Clone(c.index),
+	}
+	for _, sq := range c.seqs {
+		s.Seqs = append(s.Seqs, seqState{table: slices.Clone(sq.table), n: sq.n, posMin: sq.posMin, posMax: sq.posMax})
+	}
+	for l := range c.k32 {
+		s.K32 = append(s.K32, slices.Clone(c.k32[l]))
+		s.V32 = append(s.V32, slices.Clone(c.v32[l]))
+	}
+	for l := range c.k16 {
+		s.K16 = append(s.K16, slices.Clone(c.k16[l]))
+		s.V16 = append(s.V16, slices.Clone(c.v16[l]))
+	}
+	return s
+}
+
+func (s snapshot) equal(o snapshot) bool { return reflect.DeepEqual(s, o) }
+
+// checkInvariants verifies the bookkeeping against its definition: refcounts equal table
+// occurrences, every block is in exactly one of used / LRU / free, the index and LRU agree, table
+// lengths match nCells, trailing slots are non-empty and the cached position ranges are right.
+func checkInvariants(t testing.TB, c *Cache) {
+	t.Helper()
+	nb := len(c.ref)
+	bs := c.bs
+	count := make([]int32, nb)
+	for s, sq := range c.seqs {
+		if want := int((sq.n + bs - 1) / bs); len(sq.table) != want {
+			t.Fatalf("seq %d: %d blocks for %d cells, want %d", s, len(sq.table), sq.n, want)
+		}
+		seen := map[int32]bool{}
+		for _, b := range sq.table {
+			if seen[b] {
+				t.Fatalf("seq %d holds block %d twice: %v", s, b, sq.table)
+			}
+			seen[b] = true
+			count[b]++
+		}
+		if sq.n > 0 && c.pos[c.cellOf(s, sq.n-1)] < 0 {
+			t.Fatalf("seq %d: trailing slot %d is empty", s, sq.n-1)
+		}
+		lo, hi := int32(-1), int32(-1)
+		for i := range sq.n {
+			if p := c.pos[c.cellOf(s, i)]; p >= 0 {
+				if lo < 0 || p < lo {
+					lo = p
+				}
+				hi = max(hi, p)
+			}
+		}
+		if lo != sq.posMin || hi != sq.posMax {
+			t.Fatalf("seq %d: cached range [%d, %d], actual [%d, %d]", s, sq.posMin, sq.posMax, lo, hi)
+		}
+	}
+	inLRU := make([]bool, nb)
+	n := 0
+	prev := int32(-1)
+	for b := c.lruHead; b >= 0; b = c.next[b] {
+		if inLRU[b] || c.prev[b] != prev {
+			t.Fatalf("LRU list broken at block %d", b)
+		}
+		inLRU[b] = true
+		prev = b
+		n++
+	}
+	if prev != c.lruTail || n != c.nCached {
+		t.Fatalf("LRU: tail %d / %d cached, walked to %d / %d", c.lruTail, c.nCached, prev, n)
+	}
+	inFree := make([]bool, nb)
+	for _, b := range c.free {
+		if inFree[b] {
+			t.Fatalf("block %d twice in the free list", b)
+		}
+		inFree[b] = true
+	}
+	for b := range nb {
+		if c.ref[b] != count[b] {
+			t.Fatalf("block %d: refcount %d, held by %d tables", b, c.ref[b], count[b])
+		}
+		states := 0
+		for _, in := range []bool{c.ref[b] > 0, inLRU[b], inFree[b]} {
+			if in {
+				states++
+			}
+		}
+		if states != 1 {
+			t.Fatalf("block %d: ref %d, in LRU %v, free %v", b, c.ref[b], inLRU[b], inFree[b])
+		}
+		if inLRU[b] && !c.indexed[b] {
+			t.Fatalf("cached block %d is not indexed", b)
+		}
+		if inFree[b] && c.hashed[b] {
+			t.Fatalf("free block %d is hashed", b)
+		}
+		if c.indexed[b] {
+			if !c.hashed[b] || c.index[c.hash[b]] != int32(b) {
+				t.Fatalf("block %d marked indexed but the index disagrees", b)
+			}
+		}
+	}
+	for h, b := range c.index {
+		if !c.indexed[b] || c.hash[b] != h {
+			t.Fatalf("index entry %x -> block %d not marked", h, b)
+		}
+	}
+	st := c.Stats()
+	if st.Used+st.Cached+st.Free != st.Total {
+		t.Fatalf("stats do not add up: %+v", st)
+	}
+}

@@ -1,0 +1,122 @@
+package kvcache
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/maphash"
+)
+
+// rootHash is the parent hash of a sequence's first block.
+const rootHash uint64 = 0
+
+// chainHash hashes a block's token ids chained to its parent block's hash. The seed is made in
+// New, so hashes differ between caches and processes and cannot be precomputed by a client.
+func chainHash(seed maphash.Seed, parent uint64, toks []int32) uint64 {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	var buf [8]byte
+	binary.LittleEndian.PutUint64(buf[:], parent)
+	h.Write(buf[:])
+	for _, t := range toks {
+		binary.LittleEndian.PutUint32(buf[:4], uint32(t))
+		h.Write(buf[:4])
+	}
+	return h.Sum64()
+}
+
+// hashBlock gives the full block at slot bi of seq's table its chained hash and registers it in
+// the prefix index, if its cells hold positions bi*BlockSize.. in order and the block before it
+// is hashed (so the whole prefix is the canonical run 0, 1, ... from the sequence start). An
+// index entry already held by another block with the same hash is left alone.
+func (c *Cache) hashBlock(seq, bi int) {
+	sq := &c.seqs[seq]
+	b := sq.table[bi]
+	base := b * c.bs
+	first := int32(bi) * c.bs
+	for j := range c.bs {
+		if c.pos[base+j] != first+j {
+			return
+		}
+	}
+	parent := rootHash
+	if bi > 0 {
+		pb := sq.table[bi-1]
+		if !c.hashed[pb] {
+			return
+		}
+		parent = c.hash[pb]
+	}
+	h := c.hashFn(c.seed, parent, c.tok[base:base+c.bs])
+	c.hash[b], c.parent[b], c.hashed[b] = h, parent, true
+	if _, taken := c.index[h]; !taken {
+		c.index[h] = b
+		c.indexed[b] = true
+	}
+}
+
+// lookup returns the indexed block holding tokens as block number i of a sequence whose
+// previous block has hash parent, with the hash it was found under. The block's tokens,
+// positions and parent hash are checked, so a hash collision yields no match.
+func (c *Cache) lookup(i int32, parent uint64, tokens []int32) (b int32, h uint64, ok bool) {
+	h = c.hashFn(c.seed, parent, tokens)
+	b, ok = c.index[h]
+	if !ok || c.parent[b] != parent {
+		return 0, 0, false
+	}
+	base, first := b*c.bs, i*c.bs
+	for j, t := range tokens {
+		if c.tok[base+int32(j)] != t || c.pos[base+int32(j)] != first+int32(j) {
+			return 0, 0, false
+		}
+	}
+	return b, h, true
+}
+
+// MatchPrefix reports how many leading tokens (a multiple of BlockSize) are available as cached
+// or live full blocks with matching chained hashes and verified token ids.
+func (c *Cache) MatchPrefix(tokens []int32) int {
+	parent, n := rootHash, 0
+	for i := int32(0); n+int(c.bs) <= len(tokens); i++ {
+		_, h, ok := c.lookup(i, parent, tokens[n:n+int(c.bs)])
+		if !ok {
+			break
+		}
+		parent = h
+		n += int(c.bs)
+	}
+	return n
+}
+
+// AttachPrefix makes the empty sequence seq start with the blocks MatchPrefix(tokens) would
+// count (refcount++, taken out of the LRU list if they were cached) and returns the number of
+// tokens covered, a multiple of BlockSize. The caller then decodes tokens[n:] from position n.
+// A caller that needs logits for the last prompt token must leave it out of tokens, so that at
+// least one token remains to decode.
+func (c *Cache) AttachPrefix(seq int, tokens []int32) (int, error) {
+	if seq < 0 || seq >= len(c.seqs) {
+		return 0, fmt.Errorf("kvcache: AttachPrefix: sequence id %d outside [0, %d)", seq, len(c.seqs))
+	}
+	sq := &c.seqs[seq]
+	if sq.n != 0 {
+		return 0, fmt.Errorf("kvcache: AttachPrefix: sequence %d is not empty (%d cells)", seq, sq.n)
+	}
+	parent, n := rootHash, 0
+	for i := int32(0); n+int(c.bs) <= len(tokens); i++ {
+		b, h, ok := c.lookup(i, parent, tokens[n:n+int(c.bs)])
+		if !ok {
+			break
+		}
+		if c.ref[b] == 0 {
+			c.lruRemove(b)
+		}
+		c.ref[b]++
+		sq.table = append(sq.table, b)
+		parent = h
+		n += int(c.bs)
+	}
+	sq.n = int32(n)
+	if n > 0 {
+		sq.posMin, sq.posMax = 0, int32(n-1)
+	}
+	return n, nil
+}
