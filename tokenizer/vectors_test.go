@@ -1,8 +1,11 @@
 package tokenizer
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -29,6 +32,48 @@ func TestVocabVectors(t *testing.T) {
 				t.Errorf("case %d %q:\n got %v\nwant %v", i, c.text, got, c.want)
 			}
 			t.Logf("%s: %d/%d vectors pass", name, pass, len(cases))
+		})
+	}
+}
+
+// TestReferencePrompts checks Encode (BOS added, special text not parsed) against the prompt
+// tokens llama.cpp produced for the reference runs, and the streaming decoder against llama.cpp's
+// greedy continuation text.
+func TestReferencePrompts(t *testing.T) {
+	shared := sharedDir(t)
+	files, _ := filepath.Glob(filepath.Join(shared, "reference", "*.json"))
+	if len(files) == 0 {
+		t.Skip("no reference outputs in shared/reference")
+	}
+	for _, path := range files {
+		name := strings.TrimSuffix(filepath.Base(path), ".json")
+		t.Run(name, func(t *testing.T) {
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ref struct {
+				Prompt       string  `json:"prompt"`
+				PromptTokens []int32 `json:"prompt_tokens"`
+				Greedy       []int32 `json:"greedy_tokens"`
+				GreedyText   string  `json:"greedy_text"`
+			}
+			if err := json.Unmarshal(raw, &ref); err != nil {
+				t.Fatal(err)
+			}
+			tk := loadShared(t, name+".gguf")
+			if got := tk.Encode(ref.Prompt, true, false); !slices.Equal(got, ref.PromptTokens) {
+				t.Errorf("Encode(%q) = %v, want %v", ref.Prompt, got, ref.PromptTokens)
+			}
+			s := tk.NewStream()
+			var text strings.Builder
+			for _, id := range ref.Greedy {
+				text.WriteString(s.Add(id))
+			}
+			text.WriteString(s.Flush())
+			if text.String() != ref.GreedyText {
+				t.Errorf("streamed greedy text %q, want %q", text.String(), ref.GreedyText)
+			}
 		})
 	}
 }
