@@ -1,0 +1,261 @@
+// Package hub turns the model a user asked for into a local GGUF file: a path on disk, a
+// Hugging Face file (hf://ORG/REPO/PATH.gguf, downloaded once into a cache), or, when nothing
+// is given, the small stories260K demo model.
+//
+// The cache keeps the hub's layout so it stays readable and easy to fill by hand:
+// $UBATCH_HOME/ORG/REPO/PATH.gguf, with UBATCH_HOME defaulting to ~/.cache/ubatch.
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Options controls where Resolve looks and how it downloads. The zero value is usable.
+type Options struct {
+	Home       string                  // cache dir; "" = $UBATCH_HOME or ~/.cache/ubatch
+	Endpoint   string                  // hub base URL; "" = $HF_ENDPOINT or https://huggingface.co
+	Client     *http.Client            // nil = http.DefaultClient
+	Progress   func(done, total int64) // called during a download, at most every 100ms and once at the end; total < 0 if unknown
+	Logger     *slog.Logger            // nil = discard
+	SearchFrom string                  // where the walk for shared/models starts; "" = working directory
+	// IdleTimeout aborts a download that receives no data for this long, so a stalled
+	// connection cannot hang the caller forever; 0 = 60s.
+	IdleTimeout time.Duration
+}
+
+const (
+	defaultEndpoint = "https://huggingface.co"
+	defaultIdle     = 60 * time.Second
+
+	demoFile = "stories260K.gguf"
+	demoRef  = "hf://ggml-org/models/tinyllamas/stories260K.gguf"
+
+	howTo = "pass -m PATH.gguf or -m hf://ORG/REPO/FILE.gguf"
+)
+
+// Resolve turns a model argument into a local file path.
+//
+//   - "" selects the demo model stories260K.gguf: from the cache (the hub layout
+//     $UBATCH_HOME/ggml-org/models/tinyllamas/stories260K.gguf, or a file placed by hand at
+//     $UBATCH_HOME/stories260K.gguf), else from a shared/models folder found by walking up from
+//     SearchFrom (checking <dir>/shared/models and <dir>/../shared/models), else by downloading
+//     ggml-org/models tinyllamas/stories260K.gguf into the cache.
+//   - "hf://ORG/REPO/PATH.gguf" downloads ENDPOINT/ORG/REPO/resolve/main/PATH.gguf into
+//     $UBATCH_HOME/ORG/REPO/PATH.gguf unless it is already there.
+//   - anything else is a local path that must name an existing file.
+//
+// Downloads are written to a temporary file beside the destination, checked (size against the
+// server's Content-Length and X-Linked-Size, GGUF magic) and renamed into place, so a failed or
+// cancelled download leaves nothing behind.
+func Resolve(ctx context.Context, arg string, opts Options) (string, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case arg == "":
+		return o.resolveDemo(ctx)
+	case strings.HasPrefix(arg, "hf://"):
+		ref, err := parseRef(arg)
+		if err != nil {
+			return "", err
+		}
+		return o.fetch(ctx, ref)
+	default:
+		return resolveLocal(arg)
+	}
+}
+
+// resolved is Options with every default filled in.
+type resolved struct {
+	Options
+	homeErr error // why Home is unknown, reported only when the cache is needed
+}
+
+func (opts Options) withDefaults() (*resolved, error) {
+	o := &resolved{Options: opts}
+	if o.Home == "" {
+		o.Home = os.Getenv("UBATCH_HOME")
+	}
+	if o.Home == "" {
+		if h, err := os.UserHomeDir(); err == nil {
+			o.Home = filepath.Join(h, ".cache", "ubatch")
+		} else {
+			o.homeErr = fmt.Errorf("no cache directory: set UBATCH_HOME (%w)", err)
+		}
+	}
+	if o.Endpoint == "" {
+		o.Endpoint = os.Getenv("HF_ENDPOINT")
+	}
+	if o.Endpoint == "" {
+		o.Endpoint = defaultEndpoint
+	}
+	u, err := url.Parse(o.Endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("hub endpoint %q is not an http(s) URL", o.Endpoint)
+	}
+	if o.Client == nil {
+		o.Client = http.DefaultClient
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = defaultIdle
+	}
+	return o, nil
+}
+
+// ref names one file in a hub repository.
+type ref struct {
+	org, repo string
+	file      string // slash-separated path inside the repository
+}
+
+func (r ref) String() string { return "hf://" + r.org + "/" + r.repo + "/" + r.file }
+
+// parseRef validates "hf://ORG/REPO/PATH.gguf". Every component must be a plain name so the
+// cache path cannot escape the cache directory.
+func parseRef(arg string) (ref, error) {
+	bad := func(why string) (ref, error) {
+		return ref{}, fmt.Errorf("bad model reference %q: %s (want hf://ORG/REPO/PATH.gguf)", arg, why)
+	}
+	parts := strings.Split(strings.TrimPrefix(arg, "hf://"), "/")
+	if len(parts) < 3 {
+		return bad("it needs an organisation, a repository and a file")
+	}
+	for _, p := range parts {
+		switch {
+		case p == "":
+			return bad("empty path component")
+		case p == "." || p == "..":
+			return bad("relative path component " + p)
+		case strings.ContainsAny(p, "\\?#%:") || strings.ContainsFunc(p, isControl):
+			return bad(fmt.Sprintf("unsupported character in %q", p))
+		}
+	}
+	r := ref{org: parts[0], repo: parts[1], file: strings.Join(parts[2:], "/")}
+	if !strings.EqualFold(path.Ext(r.file), ".gguf") {
+		return bad("the file must be a .gguf")
+	}
+	return r, nil
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+// cachePath is where r lives in the cache.
+func (o *resolved) cachePath(r ref) (string, error) {
+	if o.homeErr != nil {
+		return "", o.homeErr
+	}
+	return filepath.Join(o.Home, r.org, r.repo, filepath.FromSlash(r.file)), nil
+}
+
+// url is r's download address on the hub.
+func (o *resolved) url(r ref) string {
+	u, _ := url.Parse(o.Endpoint) // validated in withDefaults
+	elems := append([]string{r.org, r.repo, "resolve", "main"}, strings.Split(r.file, "/")...)
+	return u.JoinPath(elems...).String()
+}
+
+// fetch returns the cached copy of r, downloading it first if needed.
+func (o *resolved) fetch(ctx context.Context, r ref) (string, error) {
+	dest, err := o.cachePath(r)
+	if err != nil {
+		return "", err
+	}
+	if isFile(dest) {
+		o.Logger.Debug("model found in cache", "model", r.String(), "path", dest)
+		return dest, nil
+	}
+	src := o.url(r)
+	o.Logger.Info("downloading model", "model", r.String(), "url", src, "path", dest)
+	if err := o.download(ctx, src, dest); err != nil {
+		return "", fmt.Errorf("download %s: %w", r, err)
+	}
+	return dest, nil
+}
+
+func (o *resolved) resolveDemo(ctx context.Context) (string, error) {
+	r, _ := parseRef(demoRef)
+	if o.homeErr == nil {
+		hubLayout, _ := o.cachePath(r)
+		for _, p := range []string{hubLayout, filepath.Join(o.Home, demoFile)} {
+			if isFile(p) {
+				return p, nil
+			}
+		}
+	}
+	if p, ok := o.findShared(); ok {
+		o.Logger.Debug("demo model found in shared/models", "path", p)
+		return p, nil
+	}
+	p, err := o.fetch(ctx, r)
+	if err != nil {
+		return "", fmt.Errorf("no model: %s (offline? put the file in $UBATCH_HOME = %s): %w", howTo, o.Home, err)
+	}
+	return p, nil
+}
+
+// findShared walks from SearchFrom up to the filesystem root looking for
+// shared/models/stories260K.gguf beside or above each directory.
+func (o *resolved) findShared() (string, bool) {
+	dir := o.SearchFrom
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", false
+		}
+		dir = wd
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", false
+	}
+	for {
+		for _, base := range []string{dir, filepath.Join(dir, "..")} {
+			p := filepath.Join(base, "shared", "models", demoFile)
+			if isFile(p) {
+				return p, true
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", false
+		}
+		dir = parent
+	}
+}
+
+func resolveLocal(p string) (string, error) {
+	fi, err := os.Stat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		hint := ""
+		if !filepath.IsAbs(p) && strings.Count(p, "/") >= 2 && strings.HasSuffix(strings.ToLower(p), ".gguf") {
+			hint = fmt.Sprintf(" (for a Hugging Face file use hf://%s)", p)
+		}
+		return "", fmt.Errorf("model file %q not found%s: %s", p, hint, howTo)
+	case err != nil:
+		return "", fmt.Errorf("model file %q: %w", p, err)
+	case fi.IsDir():
+		return "", fmt.Errorf("model path %q is a directory, not a file: %s", p, howTo)
+	}
+	return p, nil
+}
+
+func isFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
+}
