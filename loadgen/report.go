@@ -51,11 +51,11 @@ func (r Result) WriteText(w io.Writer) {
 	tw.Flush()
 }
 
-// formatDuration prints latencies the way the perf README does: seconds with
-// two decimals from one second up, milliseconds below.
+// formatDuration prints latencies the way the perf README does ("0.95 s",
+// "80 ms"): seconds with two decimals from 200 ms up, milliseconds below.
 func formatDuration(d time.Duration) string {
 	switch {
-	case d >= time.Second:
+	case d >= 200*time.Millisecond:
 		return fmt.Sprintf("%.2f s", d.Seconds())
 	case d >= 10*time.Millisecond:
 		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))

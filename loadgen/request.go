@@ -213,7 +213,7 @@ func (c *client) do(ctx context.Context, r Request) outcome {
 }
 
 // drainTimeout bounds reading the rest of a response after [DONE].
-const drainTimeout = 100 * time.Millisecond
+const drainTimeout = 200 * time.Millisecond
 
 func hasText(c completionChunk) bool {
 	for _, ch := range c.Choices {
