@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"ubatch/hub"
+	"ubatch/kvcache"
+	"ubatch/model"
+	"ubatch/model/llama"
+	"ubatch/sample"
+)
+
+// modelFlags are the flags every model-running command shares, named as in llama.cpp.
+type modelFlags struct {
+	path      string
+	ctx       int
+	threads   int
+	batch     int
+	ubatch    int
+	kvType    string
+	blockSize int
+}
+
+func (f *modelFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.path, "m", "", "model: a GGUF path or hf://ORG/REPO/FILE.gguf (default: the demo model stories260K.gguf)")
+	fs.IntVar(&f.ctx, "c", 0, "KV cache size in tokens, shared by all sequences (0 = the model's training context, at most 4096)")
+	fs.IntVar(&f.threads, "t", 0, "worker threads (0 = all cores)")
+	fs.IntVar(&f.batch, "b", 2048, "logical batch size: most tokens one decode call takes")
+	fs.IntVar(&f.ubatch, "ub", 512, "physical batch size: most tokens one forward pass computes")
+	fs.StringVar(&f.kvType, "kv-type", "f16", "KV cache element type: f16 or f32")
+	fs.IntVar(&f.blockSize, "kv-block", 16, "KV cache block size in tokens")
+}
+
+func (f *modelFlags) options(nSeq int) (llama.Options, error) {
+	o := llama.Options{NCtx: f.ctx, NBatch: f.batch, NUBatch: f.ubatch, NSeqMax: nSeq, Threads: f.threads, BlockSize: f.blockSize}
+	switch f.kvType {
+	case "f16":
+		o.KVType = kvcache.F16
+	case "f32":
+		o.KVType = kvcache.F32
+	default:
+		return o, fmt.Errorf("-kv-type %q: use f16 or f32", f.kvType)
+	}
+	return o, nil
+}
+
+// open resolves, maps and pre-faults the model, reporting progress on stderr when it takes a while.
+func (f *modelFlags) open(ctx context.Context, stderr io.Writer) (*model.Model, time.Duration, error) {
+	start := time.Now()
+	path, err := hub.Resolve(ctx, f.path, hub.Options{Progress: hub.ProgressPrinter(stderr, "download"), Logger: slog.Default()})
+	if err != nil {
+		return nil, 0, err
+	}
+	m, err := model.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	var progress func(done, total int64)
+	if m.Size > 256<<20 {
+		progress = hub.ProgressPrinter(stderr, "load")
+	}
+	m.Prefetch(progress)
+	slog.Info("model loaded", "path", path, "arch", "llama", "dim", m.LLM.Dim, "layers", m.LLM.NLayers,
+		"heads", m.LLM.NHeads, "kv_heads", m.LLM.NKVHeads, "vocab", m.LLM.Vocab, "size_mib", m.Size>>20)
+	return m, time.Since(start), nil
+}
+
+// samplingFlags are llama.cpp's sampling flags.
+type samplingFlags struct {
+	temp, topP, minP, repeatPenalty, freqPenalty, presPenalty float64
+	topK, repeatLastN                                         int
+	seed                                                      uint64
+	ignoreEOS                                                 bool
+}
+
+func (s *samplingFlags) register(fs *flag.FlagSet) {
+	d := sample.DefaultParams()
+	fs.Float64Var(&s.temp, "temp", float64(d.Temperature), "temperature; 0 = greedy")
+	fs.IntVar(&s.topK, "top-k", d.TopK, "top-k sampling (0 = off)")
+	fs.Float64Var(&s.topP, "top-p", float64(d.TopP), "top-p (nucleus) sampling (1 = off)")
+	fs.Float64Var(&s.minP, "min-p", float64(d.MinP), "min-p sampling (0 = off)")
+	fs.Float64Var(&s.repeatPenalty, "repeat-penalty", float64(d.RepeatPenalty), "penalty for repeated tokens (1 = off)")
+	fs.IntVar(&s.repeatLastN, "repeat-last-n", d.RepeatLastN, "tokens of history the penalties look at (-1 = all)")
+	fs.Float64Var(&s.freqPenalty, "frequency-penalty", 0, "frequency penalty (0 = off)")
+	fs.Float64Var(&s.presPenalty, "presence-penalty", 0, "presence penalty (0 = off)")
+	fs.Uint64Var(&s.seed, "seed", uint64(time.Now().UnixNano()), "random seed (default: from the clock)")
+	fs.BoolVar(&s.ignoreEOS, "ignore-eos", false, "keep generating past the end-of-generation token")
+}
+
+func (s *samplingFlags) params() sample.Params {
+	return sample.Params{
+		Temperature: float32(s.temp), TopK: s.topK, TopP: float32(s.topP), MinP: float32(s.minP),
+		RepeatPenalty: float32(s.repeatPenalty), RepeatLastN: s.repeatLastN,
+		FrequencyPenalty: float32(s.freqPenalty), PresencePenalty: float32(s.presPenalty), Seed: s.seed,
+	}
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"ubatch/gguf"
+	"ubatch/hub"
+)
+
+func cmdInfo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("info", "info [-m MODEL] [--tensors]", stderr)
+	path := fs.String("m", "", "GGUF file (default: the demo model)")
+	tensors := fs.Bool("tensors", false, "list every tensor")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	p, err := hub.Resolve(ctx, *path, hub.Options{})
+	if err != nil {
+		return err
+	}
+	f, err := gguf.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fmt.Fprintf(stdout, "file: %s\nGGUF version %d, %d metadata keys, %d tensors, alignment %d\n\n", p, f.Version, len(f.Metadata), len(f.Tensors), f.Alignment)
+	for _, kv := range f.Metadata {
+		fmt.Fprintf(stdout, "%-45s %s\n", kv.Key, summarize(kv.Value))
+	}
+	var total uint64
+	counts := map[string]int{}
+	for _, t := range f.Tensors {
+		total += t.Size
+		counts[t.Type.String()]++
+		if *tensors {
+			fmt.Fprintf(stdout, "%-32s %-5s %v\n", t.Name, t.Type, t.Dims)
+		}
+	}
+	fmt.Fprintf(stdout, "\ntensor data: %.2f MiB; types: %v\n", float64(total)/(1<<20), counts)
+	return nil
+}
+
+// summarize prints a metadata value, eliding long arrays and strings.
+func summarize(v any) string {
+	switch x := v.(type) {
+	case string:
+		if len(x) > 80 {
+			return fmt.Sprintf("%q... (%d bytes)", x[:77], len(x))
+		}
+		return fmt.Sprintf("%q", x)
+	case []string:
+		if len(x) > 6 {
+			return fmt.Sprintf("%q ... (%d strings)", x[:6], len(x))
+		}
+		return fmt.Sprintf("%q", x)
+	}
+	s := fmt.Sprint(v)
+	if len(s) > 100 {
+		s = s[:97] + "..."
+	}
+	return s
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"ubatch/batch"
+	"ubatch/model"
+	"ubatch/model/llama"
+	"ubatch/sample"
+)
+
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("run", "run [-m MODEL] [-p PROMPT] [-n N] [sampling flags]", stderr)
+	var mf modelFlags
+	var sf samplingFlags
+	mf.register(fs)
+	sf.register(fs)
+	prompt := fs.String("p", "Once upon a time", "prompt text (special-token text such as <s> is parsed as those tokens)")
+	n := fs.Int("n", 128, "number of tokens to generate (-1 = until end of generation or a full context)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	m, loadTime, err := mf.open(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	opts, err := mf.options(1)
+	if err != nil {
+		return err
+	}
+	lctx, err := llama.NewContext(m.LLM, opts)
+	if err != nil {
+		return err
+	}
+	defer lctx.Close()
+	toks, err := promptTokens(m, *prompt, lctx.Options().NCtx)
+	if err != nil {
+		return err
+	}
+	smp, err := sample.New(sf.params(), m.LLM.Vocab)
+	if err != nil {
+		return err
+	}
+	for _, t := range toks {
+		smp.Accept(t)
+	}
+	fmt.Fprint(stdout, *prompt)
+
+	var b batch.Batch
+	t0 := time.Now()
+	if err := prefill(lctx, &b, toks, 0); err != nil {
+		return err
+	}
+	tPrompt := time.Since(t0)
+	logits := lctx.Logits(b.Len() - 1)
+	stream := m.Vocab.NewStream()
+	pos := int32(len(toks))
+	limit := *n
+	if limit < 0 {
+		limit = lctx.Options().NCtx
+	}
+	gen := 0
+	t1 := time.Now()
+	for gen < limit && int(pos) < lctx.Options().NCtx {
+		if ctx.Err() != nil {
+			break
+		}
+		tok := smp.Sample(logits)
+		smp.Accept(tok)
+		gen++
+		if m.Vocab.IsEOG(tok) && !sf.ignoreEOS {
+			break
+		}
+		fmt.Fprint(stdout, stream.Add(tok))
+		if gen == limit {
+			break
+		}
+		b.Clear()
+		b.Add(tok, pos, seq0, true)
+		if err := lctx.Decode(&b); err != nil {
+			return err
+		}
+		logits = lctx.Logits(0)
+		pos++
+	}
+	fmt.Fprintln(stdout, stream.Flush())
+	tGen := time.Since(t1)
+	printPerf(stderr, loadTime, len(toks), tPrompt, gen, tGen)
+	return nil
+}
+
+var seq0 = []int32{0}
+
+// promptTokens tokenizes a prompt (BOS as the model says) and checks it fits the context.
+func promptTokens(m *model.Model, prompt string, nCtx int) ([]int32, error) {
+	toks := m.Vocab.Encode(prompt, true, true)
+	if len(toks) == 0 || (len(toks) == 1 && prompt == "") {
+		return nil, fmt.Errorf("the prompt is empty: pass text with -p")
+	}
+	if len(toks) >= nCtx {
+		return nil, fmt.Errorf("the prompt is %d tokens, but the context holds %d: shorten it or raise -c", len(toks), nCtx)
+	}
+	return toks, nil
+}
+
+// prefill decodes toks for sequence 0 from position pos0 in batches of n_batch tokens; only the
+// last token's logits are kept.
+func prefill(lctx *llama.Context, b *batch.Batch, toks []int32, pos0 int32) error {
+	nb := lctx.Options().NBatch
+	for start := 0; start < len(toks); start += nb {
+		end := min(start+nb, len(toks))
+		b.Clear()
+		for i := start; i < end; i++ {
+			b.Add(toks[i], pos0+int32(i), seq0, i == len(toks)-1)
+		}
+		if err := lctx.Decode(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// printPerf prints timings in the spirit of llama.cpp's llama_perf_context_print.
+func printPerf(w io.Writer, load time.Duration, nPrompt int, tPrompt time.Duration, nGen int, tGen time.Duration) {
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	per := func(d time.Duration, n int) (float64, float64) {
+		if n == 0 {
+			return 0, 0
+		}
+		return ms(d) / float64(n), float64(n) / d.Seconds()
+	}
+	fmt.Fprintf(w, "\nperf:        load time = %10.2f ms\n", ms(load))
+	a, b := per(tPrompt, nPrompt)
+	fmt.Fprintf(w, "perf: prompt eval time = %10.2f ms / %5d tokens (%8.2f ms per token, %8.2f tokens per second)\n", ms(tPrompt), nPrompt, a, b)
+	a, b = per(tGen, nGen)
+	fmt.Fprintf(w, "perf:        eval time = %10.2f ms / %5d tokens (%8.2f ms per token, %8.2f tokens per second)\n", ms(tGen), nGen, a, b)
+	fmt.Fprintf(w, "perf:       total time = %10.2f ms / %5d tokens\n", ms(load+tPrompt+tGen), nPrompt+nGen)
+}

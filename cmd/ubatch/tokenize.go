@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"ubatch/gguf"
+	"ubatch/hub"
+	"ubatch/tokenizer"
+)
+
+func cmdTokenize(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("tokenize", "tokenize [-m MODEL] -p TEXT [--ids] [--no-bos] [--parse-special]", stderr)
+	path := fs.String("m", "", "model or vocab-only GGUF (default: the demo model)")
+	text := fs.String("p", "", "text to tokenize")
+	idsOnly := fs.Bool("ids", false, "print only the ids, as a list")
+	noBOS := fs.Bool("no-bos", false, "do not add BOS/EOS even if the vocabulary asks for them")
+	special := fs.Bool("parse-special", false, "treat special-token text such as <s> as those tokens")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	p, err := hub.Resolve(ctx, *path, hub.Options{})
+	if err != nil {
+		return err
+	}
+	f, err := gguf.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		return err
+	}
+	ids := tok.Encode(*text, !*noBOS, *special)
+	if *idsOnly {
+		s := make([]string, len(ids))
+		for i, id := range ids {
+			s[i] = strconv.Itoa(int(id))
+		}
+		fmt.Fprintf(stdout, "[%s]\n", strings.Join(s, ", "))
+		return nil
+	}
+	for _, id := range ids {
+		fmt.Fprintf(stdout, "%6d -> %q\n", id, tok.Token(id))
+	}
+	return nil
+}

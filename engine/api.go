@@ -1,0 +1,108 @@
+// Package engine schedules many generation requests onto one model context with continuous
+// batching: one goroutine owns all scheduling state and, every step, packs one decode token for
+// each running sequence plus prompt chunks of sequences still prefilling into a single batch.
+package engine
+
+import (
+	"errors"
+	"time"
+
+	"ubatch/sample"
+)
+
+// Policy orders sequences of equal priority when prompt chunks compete for the token budget.
+type Policy string
+
+const (
+	FCFS Policy = "fcfs" // first come, first served
+	SJF  Policy = "sjf"  // shortest remaining prompt first
+)
+
+// Priority of a request: higher runs first and is preempted last.
+type Priority int
+
+const (
+	PriorityLow    Priority = -1
+	PriorityNormal Priority = 0
+	PriorityHigh   Priority = 1
+)
+
+// Config tunes the scheduler.
+type Config struct {
+	BatchSize  int    // token budget per step (default 512, at most the context's n_batch)
+	ChunkSize  int    // most prompt tokens of one sequence per step (default 256)
+	MaxRunning int    // concurrent sequences (default: the context's n_seq_max)
+	MaxQueue   int    // waiting requests beyond which Submit returns ErrQueueFull (default 64)
+	Policy     Policy // default FCFS
+	IsEOG      func(tok int32) bool
+	Observer   Observer // metrics sink; nil = none
+}
+
+// Request is one generation job. Prompt is already tokenized (BOS included as the model wants).
+type Request struct {
+	Prompt      []int32
+	MaxTokens   int // tokens to generate; <= 0 means until end of generation or a full context
+	Sampling    sample.Params
+	IgnoreEOS   bool
+	Priority    Priority
+	Logprobs    bool // report each chosen token's log-probability
+	TopLogprobs int  // and this many top alternatives (needs Logprobs)
+}
+
+// Output is one event of a request's stream: a generated token, or the final event (Done).
+type Output struct {
+	Token   int32
+	LogProb float32
+	Top     []sample.TokenLogProb // len Request.TopLogprobs
+	Done    bool
+	Finish  FinishReason // set when Done
+	Err     error        // set when Finish == FinishError
+	Usage   Usage        // filled on the final event
+}
+
+// FinishReason says why generation ended, with OpenAI's words where they exist.
+type FinishReason string
+
+const (
+	FinishStop      FinishReason = "stop"      // end-of-generation token (or the client's stop string)
+	FinishLength    FinishReason = "length"    // MaxTokens reached or the context is full
+	FinishCancelled FinishReason = "cancelled" // the client went away
+	FinishError     FinishReason = "error"
+)
+
+// Usage counts a request's tokens.
+type Usage struct {
+	PromptTokens     int
+	CachedTokens     int // prompt tokens served from the prefix cache (not computed)
+	CompletionTokens int
+	QueueTime        time.Duration // from Submit to admission
+	TimeToFirstToken time.Duration // from Submit to the first generated token
+}
+
+// Errors Submit returns.
+var (
+	ErrQueueFull  = errors.New("engine: too many waiting requests")
+	ErrClosed     = errors.New("engine: shut down")
+	ErrPromptSize = errors.New("engine: prompt does not fit the context")
+)
+
+// StepInfo describes one forward pass, for metrics.
+type StepInfo struct {
+	Tokens, Budget   int // tokens in the batch and the budget
+	DecodeTokens     int
+	PrefillTokens    int
+	Duration         time.Duration
+	Running, Waiting int
+	KVUsed, KVTotal  int // blocks
+	KVCached         int // blocks kept only for prefix reuse
+}
+
+// Observer receives scheduler events; calls come from the engine goroutine and must not block.
+type Observer interface {
+	Step(StepInfo)
+	Admitted(queueWait time.Duration, promptTokens, cachedTokens int)
+	Token(first bool, sinceLast time.Duration) // sinceLast: since the previous token (first: since Submit)
+	Finished(reason FinishReason, promptTokens, completionTokens int)
+	Preempted()
+	Rejected()
+}

@@ -1,0 +1,228 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"ubatch/batch"
+	"ubatch/kvcache"
+	"ubatch/sample"
+)
+
+// Decoder is the model side of the engine: llama.Context implements it. Tests use fakes, so
+// scheduling is tested without a model.
+type Decoder interface {
+	Decode(b *batch.Batch) error
+	Logits(i int) []float32 // logits of batch token i from the last Decode
+	KV() *kvcache.Cache
+}
+
+// Limits are the decoder's sizes the scheduler must respect.
+type Limits struct {
+	NCtx    int // KV cells in total; also the longest sequence
+	NSeqMax int // sequence ids in [0, NSeqMax)
+	NBatch  int // most tokens per Decode
+	Vocab   int
+}
+
+// Stats is a snapshot of the scheduler, published after every step.
+type Stats struct {
+	Running, Waiting int
+	KV               kvcache.Stats
+	Steps            uint64
+	Preemptions      uint64
+	PromptComputed   uint64 // prompt tokens run through the model
+	PromptCached     uint64 // prompt tokens taken from the prefix cache
+	Generated        uint64
+}
+
+// Engine is the continuous-batching scheduler. Create it with New, start Run in its own goroutine,
+// then Submit requests from any goroutine.
+type Engine struct {
+	dec      Decoder
+	kv       *kvcache.Cache
+	lim      Limits
+	cfg      Config
+	incoming chan *seqState
+	queued   atomic.Int64 // requests submitted but not yet admitted
+	closed   atomic.Bool
+	arrivals atomic.Uint64
+
+	// Owned by the Run goroutine.
+	waiting []*seqState
+	running []*seqState
+	freeIDs []int32
+	b       batch.Batch
+	inBatch []*seqState // sequences with a logits row in b, by row order
+	stats   Stats
+
+	mu        sync.Mutex
+	published Stats
+	stopped   chan struct{}
+}
+
+// New makes an engine over d. It does not start it: call Run.
+func New(d Decoder, lim Limits, cfg Config) (*Engine, error) {
+	if lim.NCtx <= 0 || lim.NSeqMax <= 0 || lim.NBatch <= 0 || lim.Vocab <= 0 {
+		return nil, fmt.Errorf("engine: bad limits %+v", lim)
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 512
+	}
+	cfg.BatchSize = min(cfg.BatchSize, lim.NBatch)
+	if cfg.ChunkSize <= 0 {
+		cfg.ChunkSize = 256
+	}
+	if cfg.MaxRunning <= 0 || cfg.MaxRunning > lim.NSeqMax {
+		cfg.MaxRunning = lim.NSeqMax
+	}
+	cfg.MaxRunning = min(cfg.MaxRunning, cfg.BatchSize)
+	if cfg.MaxQueue <= 0 {
+		cfg.MaxQueue = 64
+	}
+	switch cfg.Policy {
+	case "":
+		cfg.Policy = FCFS
+	case FCFS, SJF:
+	default:
+		return nil, fmt.Errorf("engine: unknown policy %q (use fcfs or sjf)", cfg.Policy)
+	}
+	if cfg.IsEOG == nil {
+		cfg.IsEOG = func(int32) bool { return false }
+	}
+	e := &Engine{dec: d, kv: d.KV(), lim: lim, cfg: cfg, stopped: make(chan struct{})}
+	e.incoming = make(chan *seqState, cfg.MaxQueue)
+	for id := lim.NSeqMax - 1; id >= 0; id-- {
+		e.freeIDs = append(e.freeIDs, int32(id))
+	}
+	e.publish()
+	return e, nil
+}
+
+// Config returns the effective configuration.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Submit queues a request. It fails at once with ErrQueueFull when MaxQueue requests are already
+// waiting, ErrPromptSize when the prompt cannot fit the context, ErrClosed after shutdown.
+// Cancelling ctx (the client went away) cancels the request.
+func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
+	if e.closed.Load() {
+		return nil, ErrClosed
+	}
+	if len(req.Prompt) == 0 {
+		return nil, fmt.Errorf("%w: empty prompt", ErrPromptSize)
+	}
+	if len(req.Prompt) >= e.lim.NCtx {
+		return nil, fmt.Errorf("%w: %d prompt tokens, the context holds %d", ErrPromptSize, len(req.Prompt), e.lim.NCtx)
+	}
+	for _, t := range req.Prompt {
+		if t < 0 || int(t) >= e.lim.Vocab {
+			return nil, fmt.Errorf("engine: prompt token %d is outside the vocabulary (%d)", t, e.lim.Vocab)
+		}
+	}
+	smp, err := sample.New(req.Sampling, e.lim.Vocab)
+	if err != nil {
+		return nil, err
+	}
+	if e.queued.Add(1) > int64(e.cfg.MaxQueue) {
+		e.queued.Add(-1)
+		if e.cfg.Observer != nil {
+			e.cfg.Observer.Rejected()
+		}
+		return nil, ErrQueueFull
+	}
+	s := &seqState{
+		id: -1, req: req, ctx: ctx, stream: newStream(), sampler: smp,
+		tokens: append([]int32(nil), req.Prompt...), nPrompt: len(req.Prompt),
+		submitted: time.Now(), arrival: e.arrivals.Add(1),
+	}
+	for _, t := range req.Prompt {
+		smp.Accept(t)
+	}
+	select {
+	case e.incoming <- s:
+		return s.stream, nil
+	default: // unreachable while queued bounds the channel, but never block a handler
+		e.queued.Add(-1)
+		return nil, ErrQueueFull
+	}
+}
+
+// Stats returns the snapshot published after the latest step.
+func (e *Engine) Stats() Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.published
+}
+
+func (e *Engine) publish() {
+	e.stats.Running, e.stats.Waiting = len(e.running), len(e.waiting)+len(e.incoming)
+	e.stats.KV = e.kv.Stats()
+	e.mu.Lock()
+	e.published = e.stats
+	e.mu.Unlock()
+}
+
+// Run is the step loop; it owns all scheduling state. It returns when ctx ends, after finishing
+// every outstanding request with ErrClosed. Let in-flight requests drain before cancelling ctx
+// for a graceful shutdown.
+func (e *Engine) Run(ctx context.Context) error {
+	defer close(e.stopped)
+	for {
+		if len(e.running) == 0 && len(e.waiting) == 0 {
+			e.publish()
+			select {
+			case s := <-e.incoming:
+				e.enqueue(s)
+			case <-ctx.Done():
+				e.shutdown()
+				return ctx.Err()
+			}
+		}
+		if ctx.Err() != nil {
+			e.shutdown()
+			return ctx.Err()
+		}
+		for drained := false; !drained; {
+			select {
+			case s := <-e.incoming:
+				e.enqueue(s)
+			default:
+				drained = true
+			}
+		}
+		e.step()
+		e.publish()
+	}
+}
+
+// Done is closed when Run has returned.
+func (e *Engine) Done() <-chan struct{} { return e.stopped }
+
+func (e *Engine) enqueue(s *seqState) {
+	e.waiting = append(e.waiting, s)
+}
+
+func (e *Engine) shutdown() {
+	e.closed.Store(true)
+	for drained := false; !drained; {
+		select {
+		case s := <-e.incoming:
+			e.enqueue(s)
+		default:
+			drained = true
+		}
+	}
+	for _, s := range e.running {
+		e.finish(s, FinishError, ErrClosed)
+	}
+	for _, s := range e.waiting {
+		e.queued.Add(-1)
+		e.finish(s, FinishError, ErrClosed)
+	}
+	e.running, e.waiting = nil, nil
+	e.publish()
+}

@@ -1,0 +1,294 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"ubatch/kvcache"
+	"ubatch/sample"
+)
+
+// seqState is one request as the scheduler tracks it. tokens holds the whole history that must be
+// in the KV cache (prompt, then generated tokens); nKV of them are there already. A sequence with
+// more than one token to compute is prefilling; with exactly one, it is decoding.
+type seqState struct {
+	id        int32 // KV sequence id; -1 while waiting
+	ids       [1]int32
+	req       Request
+	ctx       context.Context
+	stream    *Stream
+	sampler   *sample.Sampler
+	tokens    []int32
+	nPrompt   int
+	nKV       int
+	generated int
+	cached    int // prompt tokens taken from the prefix cache at the latest admission
+	chunk     int // tokens of this sequence in the current batch
+
+	arrival   uint64 // submission order
+	submitted time.Time
+	lastToken time.Time
+	usage     Usage
+	counted   bool // admitted at least once (queue time recorded)
+}
+
+func (s *seqState) remaining() int { return len(s.tokens) - s.nKV }
+
+// before orders sequences for service: higher priority first, then earlier arrival.
+func before(a, b *seqState) int {
+	if a.req.Priority != b.req.Priority {
+		return cmp.Compare(b.req.Priority, a.req.Priority)
+	}
+	return cmp.Compare(a.arrival, b.arrival)
+}
+
+// step runs one scheduling round: reap cancelled requests, admit waiting ones, build a batch under
+// the token budget (preempting when the KV cache cannot hold it), decode and sample.
+func (e *Engine) step() {
+	e.reap()
+	e.admit()
+	if len(e.running) == 0 {
+		return
+	}
+	for !e.buildBatch() {
+		if !e.preempt() {
+			return
+		}
+	}
+	start := time.Now()
+	err := e.dec.Decode(&e.b)
+	if err != nil {
+		// The batch fitted (checked above), so this is a model failure: fail its sequences.
+		for _, s := range e.running {
+			if s.chunk > 0 {
+				e.finish(s, FinishError, fmt.Errorf("decode: %w", err))
+			}
+		}
+		e.running = slices.DeleteFunc(e.running, func(s *seqState) bool { return s.id < 0 })
+		return
+	}
+	info := StepInfo{Tokens: e.b.Len(), Budget: e.cfg.BatchSize, Duration: time.Since(start)}
+	e.stats.Steps++
+	row := 0
+	for _, s := range e.running {
+		if s.chunk == 0 {
+			continue
+		}
+		if s.remaining() == 1 && s.nKV >= s.nPrompt {
+			info.DecodeTokens++
+		} else {
+			info.PrefillTokens += s.chunk
+			e.stats.PromptComputed += uint64(min(s.chunk, max(0, s.nPrompt-s.nKV)))
+		}
+		s.nKV += s.chunk
+		if s.nKV == len(s.tokens) {
+			e.emit(s, e.dec.Logits(row+s.chunk-1))
+		}
+		row += s.chunk
+	}
+	e.running = slices.DeleteFunc(e.running, func(s *seqState) bool { return s.id < 0 })
+	info.Running, info.Waiting = len(e.running), len(e.waiting)
+	st := e.kv.Stats()
+	info.KVUsed, info.KVTotal, info.KVCached = st.Used, st.Total, st.Cached
+	if e.cfg.Observer != nil {
+		e.cfg.Observer.Step(info)
+	}
+}
+
+// reap finishes requests whose client went away or that were cancelled, freeing their blocks.
+func (e *Engine) reap() {
+	gone := func(s *seqState) bool {
+		if s.stream.cancelled.Load() {
+			e.finish(s, s.stream.cancelReason(), nil)
+			return true
+		}
+		if s.ctx.Err() != nil {
+			e.finish(s, FinishCancelled, nil)
+			return true
+		}
+		return false
+	}
+	e.running = slices.DeleteFunc(e.running, gone)
+	e.waiting = slices.DeleteFunc(e.waiting, func(s *seqState) bool {
+		if gone(s) {
+			e.queued.Add(-1)
+			return true
+		}
+		return false
+	})
+}
+
+// admit moves waiting requests (priority, then arrival order) into running while sequence slots
+// and KV blocks allow, starting each from its longest cached prefix.
+func (e *Engine) admit() {
+	slices.SortStableFunc(e.waiting, before)
+	bs := e.kv.Config().BlockSize
+	for len(e.waiting) > 0 && len(e.running) < e.cfg.MaxRunning && len(e.freeIDs) > 0 {
+		s := e.waiting[0]
+		st := e.kv.Stats()
+		// Leave room for the uncached part of the prompt plus one block of generation, counting
+		// blocks that only hold cached prefixes as reclaimable.
+		cached := e.kv.MatchPrefix(s.tokens[:len(s.tokens)-1])
+		need := (len(s.tokens)-cached+bs-1)/bs + 1
+		if need > st.Free+st.Cached && len(e.running) > 0 {
+			return
+		}
+		id := e.freeIDs[len(e.freeIDs)-1]
+		e.freeIDs = e.freeIDs[:len(e.freeIDs)-1]
+		n, err := e.kv.AttachPrefix(int(id), s.tokens[:len(s.tokens)-1])
+		if err != nil {
+			n = 0
+		}
+		s.id, s.nKV, s.cached = id, n, n
+		e.stats.PromptCached += uint64(min(n, s.nPrompt))
+		e.waiting = e.waiting[1:]
+		e.queued.Add(-1)
+		if !s.counted {
+			s.counted = true
+			s.usage.QueueTime = time.Since(s.submitted)
+			s.usage.CachedTokens = min(n, s.nPrompt)
+			if e.cfg.Observer != nil {
+				e.cfg.Observer.Admitted(s.usage.QueueTime, s.nPrompt, s.usage.CachedTokens)
+			}
+		}
+		e.running = append(e.running, s)
+	}
+}
+
+// buildBatch packs one decode token per decoding sequence, then prompt chunks, under the budget.
+// It reports false when the KV cache cannot hold the batch.
+func (e *Engine) buildBatch() bool {
+	e.b.Clear()
+	budget := e.cfg.BatchSize
+	slices.SortStableFunc(e.running, before)
+	for _, s := range e.running {
+		s.chunk = 0
+		if s.remaining() == 1 && budget > 0 {
+			s.chunk = 1
+			budget--
+		}
+	}
+	prefill := e.inBatch[:0]
+	for _, s := range e.running {
+		if s.remaining() > 1 {
+			prefill = append(prefill, s)
+		}
+	}
+	if e.cfg.Policy == SJF {
+		slices.SortStableFunc(prefill, func(a, b *seqState) int {
+			if a.req.Priority != b.req.Priority {
+				return cmp.Compare(b.req.Priority, a.req.Priority)
+			}
+			return cmp.Compare(a.remaining(), b.remaining())
+		})
+	}
+	for _, s := range prefill {
+		if budget == 0 {
+			break
+		}
+		s.chunk = min(s.remaining(), e.cfg.ChunkSize, budget)
+		budget -= s.chunk
+	}
+	e.inBatch = prefill[:0]
+	// Tokens go in in running order so logits rows can be matched back in step.
+	for _, s := range e.running {
+		for i := range s.chunk {
+			p := s.nKV + i
+			e.b.Add(s.tokens[p], int32(p), s.seqIDs(), p == len(s.tokens)-1)
+		}
+	}
+	return e.b.Len() == 0 || e.kv.CanReserve(e.b.Pos, e.b.Seqs)
+}
+
+func (s *seqState) seqIDs() []int32 {
+	s.ids[0] = s.id
+	return s.ids[:]
+}
+
+// preempt frees the KV blocks of the lowest-priority, newest running sequence and puts it back in
+// the waiting queue to be recomputed later (its full blocks stay in the prefix cache, so the
+// recompute is often cheap). With a single sequence left that still does not fit, that sequence
+// has outgrown the cache and ends with FinishLength. It reports whether a retry can help.
+func (e *Engine) preempt() bool {
+	if len(e.running) == 0 {
+		return false
+	}
+	victim := slices.MaxFunc(e.running, before)
+	e.running = slices.DeleteFunc(e.running, func(s *seqState) bool { return s == victim })
+	if len(e.running) == 0 {
+		e.finish(victim, FinishLength, nil)
+		return false
+	}
+	e.kv.SeqFree(int(victim.id))
+	e.freeIDs = append(e.freeIDs, victim.id)
+	victim.id, victim.nKV, victim.chunk = -1, 0, 0
+	e.waiting = append(e.waiting, victim)
+	e.queued.Add(1)
+	e.stats.Preemptions++
+	if e.cfg.Observer != nil {
+		e.cfg.Observer.Preempted()
+	}
+	return true
+}
+
+// emit samples the next token of s from logits, streams it and ends s when it is done.
+func (e *Engine) emit(s *seqState, logits []float32) {
+	tok := s.sampler.Sample(logits)
+	s.sampler.Accept(tok)
+	now := time.Now()
+	out := Output{Token: tok}
+	if s.req.Logprobs {
+		out.LogProb, out.Top = sample.LogProbs(logits, tok, s.req.TopLogprobs)
+	}
+	first := s.generated == 0
+	if e.cfg.Observer != nil {
+		since := now.Sub(s.lastToken)
+		if first {
+			since = now.Sub(s.submitted)
+		}
+		e.cfg.Observer.Token(first, since)
+	}
+	if first {
+		s.usage.TimeToFirstToken = now.Sub(s.submitted)
+	}
+	s.lastToken = now
+	s.generated++
+	e.stats.Generated++
+	eog := e.cfg.IsEOG(tok) && !s.req.IgnoreEOS
+	if !eog {
+		s.stream.push(out)
+		s.tokens = append(s.tokens, tok)
+	}
+	switch {
+	case eog:
+		e.finish(s, FinishStop, nil)
+	case s.req.MaxTokens > 0 && s.generated >= s.req.MaxTokens:
+		e.finish(s, FinishLength, nil)
+	case len(s.tokens) >= e.lim.NCtx:
+		e.finish(s, FinishLength, nil)
+	}
+}
+
+// finish ends s: frees its sequence (full blocks stay cached for reuse) and sends the final output.
+func (e *Engine) finish(s *seqState, reason FinishReason, err error) {
+	if s.id >= 0 {
+		e.kv.SeqFree(int(s.id))
+		e.freeIDs = append(e.freeIDs, s.id)
+		s.id = -1
+	}
+	if errors.Is(err, kvcache.ErrKVFull) {
+		reason = FinishLength
+	} else if err != nil {
+		reason = FinishError
+	}
+	s.usage.PromptTokens = s.nPrompt
+	s.usage.CompletionTokens = s.generated
+	if e.cfg.Observer != nil {
+		e.cfg.Observer.Finished(reason, s.nPrompt, s.generated)
+	}
+	s.stream.push(Output{Done: true, Finish: reason, Err: err, Usage: s.usage})
+}

@@ -1,0 +1,162 @@
+package llama_test
+
+import (
+	"math"
+	"testing"
+
+	"ubatch/batch"
+	"ubatch/gguf"
+	"ubatch/internal/testdata"
+	"ubatch/kvcache"
+	"ubatch/model/llama"
+)
+
+func open(t *testing.T, name string, opts llama.Options) *llama.Context {
+	t.Helper()
+	f, err := gguf.Open(testdata.Model(t, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	m, err := llama.Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := llama.NewContext(m, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// promptLogits decodes toks as sequence 0 in one batch and returns every position's logits.
+func promptLogits(t *testing.T, c *llama.Context, toks []int32) [][]float32 {
+	t.Helper()
+	var b batch.Batch
+	for i, tok := range toks {
+		b.Add(tok, int32(i), []int32{0}, true)
+	}
+	if err := c.Decode(&b); err != nil {
+		t.Fatal(err)
+	}
+	rows := make([][]float32, len(toks))
+	for i := range toks {
+		rows[i] = append([]float32(nil), c.Logits(i)...)
+	}
+	return rows
+}
+
+func argmax(x []float32) int32 {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+// relRMS is ||a-b|| / ||b||.
+func relRMS(a, b []float32) float64 {
+	var num, den float64
+	for i := range b {
+		d := float64(a[i] - b[i])
+		num += d * d
+		den += float64(b[i]) * float64(b[i])
+	}
+	return math.Sqrt(num / den)
+}
+
+// rmsDiff is the root mean square of a-b.
+func rmsDiff(a, b []float32) float64 {
+	var s float64
+	for i := range b {
+		d := float64(a[i] - b[i])
+		s += d * d
+	}
+	return math.Sqrt(s / float64(len(b)))
+}
+
+func TestStoriesGreedyMatchesLlamaCpp(t *testing.T) {
+	ref := testdata.LoadReference(t, "stories260K")
+	for _, kv := range []struct {
+		name string
+		typ  kvcache.DType
+	}{{"f16-kv", kvcache.F16}, {"f32-kv", kvcache.F32}} {
+		t.Run(kv.name, func(t *testing.T) {
+			c := open(t, "stories260K.gguf", llama.Options{NCtx: 256, KVType: kv.typ, Threads: 2})
+			rows := promptLogits(t, c, ref.PromptTokens)
+			for i, row := range rows {
+				want := ref.Logits[i*ref.NVocab : (i+1)*ref.NVocab]
+				// The reference keeps K/V in F16; with an F32 cache the logits differ by ~1e-3.
+				if e := relRMS(row, want); e > 3e-3 {
+					t.Errorf("position %d: logits relative RMS error %.2e > 3e-3", i, e)
+				}
+			}
+			tok := argmax(rows[len(rows)-1])
+			var got []int32
+			var b batch.Batch
+			for pos := int32(len(ref.PromptTokens)); len(got) < len(ref.GreedyTokens); pos++ {
+				got = append(got, tok)
+				b.Clear()
+				b.Add(tok, pos, []int32{0}, true)
+				if err := c.Decode(&b); err != nil {
+					t.Fatal(err)
+				}
+				tok = argmax(c.Logits(0))
+			}
+			for i := range got {
+				if got[i] != ref.GreedyTokens[i] {
+					t.Fatalf("greedy token %d = %d, llama.cpp has %d (got %v)", i, got[i], ref.GreedyTokens[i], got[:i+1])
+				}
+			}
+		})
+	}
+}
+
+// TestSynthLogitsMatchLlamaCpp compares every prompt position's logits with llama.cpp's for each
+// quantization of the synthetic model. Tolerance is the relative RMS error of the logit vector.
+// llama.cpp rounds activations to 8 bits before every quantized matmul (Q8_0 blocks of 32 for
+// Q4_0/Q8_0 weights, Q8_K blocks of 256 for K-quants); on this random-weight model that rounding
+// alone moves its logits by about 2% (measured: ubatch with exact float32 activations over the
+// same dequantized Q8_0 and Q4_0 weights lands 2.2% and 2.4% from the reference). Both engines
+// round, not bit-identically (summation order, inputs differing in the last ulp), so the bounds sit
+// a little above the measured differences: F16 0.17%, Q8_0 2.6%, Q4_0 2.7%, Q4_K_M 3.4%,
+// Q6_K 3.5%, Q5_K_M 4.0%. Top-1 must agree wherever llama.cpp's top-2 margin is clear, i.e. more
+// than four times the RMS difference between the two logit vectors.
+func TestSynthLogitsMatchLlamaCpp(t *testing.T) {
+	cases := []struct {
+		name   string
+		maxRel float64
+	}{
+		{"synth-tiny-f16", 0.005},
+		{"synth-tiny-q8_0", 0.03},
+		{"synth-tiny-q4_0", 0.035},
+		{"synth-tiny-q4_k_m", 0.045},
+		{"synth-tiny-q6_k", 0.045},
+		{"synth-tiny-q5_k_m", 0.05},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ref := testdata.LoadReference(t, tc.name)
+			c := open(t, tc.name+".gguf", llama.Options{NCtx: 64, Threads: 2})
+			rows := promptLogits(t, c, ref.PromptTokens)
+			worst := 0.0
+			for i, row := range rows {
+				want := ref.Logits[i*ref.NVocab : (i+1)*ref.NVocab]
+				e := relRMS(row, want)
+				worst = max(worst, e)
+				if e > tc.maxRel {
+					t.Errorf("position %d: logits relative RMS error %.4f > %.4f", i, e, tc.maxRel)
+				}
+				top := ref.Top10[i]
+				margin := top[0][1] - top[1][1]
+				if margin > 4*rmsDiff(row, want) && argmax(row) != int32(top[0][0]) {
+					t.Errorf("position %d: top-1 %d, llama.cpp %d (margin %.3f)", i, argmax(row), int32(top[0][0]), margin)
+				}
+			}
+			t.Logf("worst relative RMS error %.5f over %d positions", worst, len(rows))
+		})
+	}
+}

@@ -1,0 +1,107 @@
+// Package ops holds the float kernels of the forward pass (normalisation, rotary embedding,
+// softmax, activation functions, vector arithmetic) and the worker pool that runs them in parallel.
+package ops
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// Task is work split into n independent pieces. Do runs piece i on worker w (0 <= w < Pool.Size()),
+// so a task may keep per-worker scratch buffers indexed by w. Implementations are usually
+// long-lived structs whose fields are set before Run: passing them as an interface allocates
+// nothing, unlike a fresh closure per call.
+type Task interface {
+	Do(i, w int)
+}
+
+// Pool is a fixed set of worker goroutines that execute Tasks. The caller of Run works too, so a
+// pool of size n starts n-1 goroutines. Run calls must not overlap (one forward pass at a time).
+type Pool struct {
+	size  int
+	wake  []chan struct{}
+	wg    sync.WaitGroup
+	task  Task
+	n     int64
+	next  atomic.Int64
+	close sync.Once
+}
+
+// NewPool starts a pool with n workers; n <= 0 means runtime.NumCPU().
+func NewPool(n int) *Pool {
+	if n <= 0 {
+		n = runtime.NumCPU()
+	}
+	p := &Pool{size: n, wake: make([]chan struct{}, n)}
+	for w := 1; w < n; w++ {
+		p.wake[w] = make(chan struct{}, 1)
+		go p.worker(w)
+	}
+	return p
+}
+
+// Size is the number of workers, the caller included.
+func (p *Pool) Size() int { return p.size }
+
+// Run executes t.Do(i, w) for every i in [0, n) and returns when all are done. Pieces are handed
+// out dynamically, so uneven pieces still keep every core busy.
+func (p *Pool) Run(n int, t Task) {
+	if n <= 0 {
+		return
+	}
+	if n == 1 || p.size == 1 {
+		for i := 0; i < n; i++ {
+			t.Do(i, 0)
+		}
+		return
+	}
+	p.task, p.n = t, int64(n)
+	p.next.Store(0)
+	helpers := min(p.size, n) - 1
+	p.wg.Add(helpers)
+	for w := 1; w <= helpers; w++ {
+		p.wake[w] <- struct{}{}
+	}
+	p.drain(0)
+	p.wg.Wait()
+	p.task = nil
+}
+
+func (p *Pool) drain(w int) {
+	for {
+		i := p.next.Add(1) - 1
+		if i >= p.n {
+			return
+		}
+		p.task.Do(int(i), w)
+	}
+}
+
+func (p *Pool) worker(w int) {
+	for range p.wake[w] {
+		p.drain(w)
+		p.wg.Done()
+	}
+}
+
+// Close stops the worker goroutines. The pool must not be used afterwards.
+func (p *Pool) Close() {
+	p.close.Do(func() {
+		for w := 1; w < p.size; w++ {
+			close(p.wake[w])
+		}
+	})
+}
+
+// Split divides [0, n) into parts pieces of nearly equal size, each a multiple of align where
+// possible, and returns piece i as [lo, hi).
+func Split(n, parts, align, i int) (lo, hi int) {
+	if align < 1 {
+		align = 1
+	}
+	units := (n + align - 1) / align
+	lo = units * i / parts * align
+	hi = units * (i + 1) / parts * align
+	return min(lo, n), min(hi, n)
+}
