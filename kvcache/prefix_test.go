@@ -1,0 +1,290 @@
+package kvcache
+
+import (
+	"hash/maphash"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestMatchPrefix(t *testing.T) {
+	prompt := []int32{10, 11, 12, 13, 14, 15, 16, 17, 18, 19} // blocks of 4: two full, one partial
+	tests := []struct {
+		name  string
+		query []int32
+		want  int
+	}{
+		{name: "same prompt", query: prompt, want: 8},
+		{name: "longer prompt", query: append(slices.Clone(prompt), 1, 2, 3, 4, 5), want: 8},
+		{name: "prompt up to the full blocks", query: prompt[:8], want: 8},
+		{name: "one token short of the second block", query: prompt[:7], want: 4},
+		{name: "second block differs", query: []int32{10, 11, 12, 13, 14, 15, 16, 99}, want: 4},
+		{name: "first token differs", query: []int32{9, 11, 12, 13, 14, 15, 16, 17}, want: 0},
+		{name: "shorter than a block", query: prompt[:3], want: 0},
+		{name: "empty", query: nil, want: 0},
+	}
+	for _, live := range []bool{true, false} {
+		for _, tc := range tests {
+			name := tc.name
+			if !live {
+				name = "cached/" + name
+			}
+			t.Run(name, func(t *testing.T) {
+				c := newCache(t, Config{BlockSize: 4, NumBlocks: 8})
+				tenTokens(t, c, 0)
+				if !live {
+					c.SeqFree(0)
+				}
+				if got := c.MatchPrefix(tc.query); got != tc.want {
+					t.Fatalf("MatchPrefix = %d, want %d", got, tc.want)
+				}
+			})
+		}
+	}
+}
+
+func TestAttachPrefixReusesCachedBlocks(t *testing.T) {
+	c := newCache(t, Config{BlockSize: 4, NumBlocks: 8, MaxSeqs: 2})
+	tenTokens(t, c, 0)
+	orig := visible(t, c, 0)
+	c.SeqFree(0)
+	if st := c.Stats(); st.Used != 0 || st.Cached != 2 || st.Free != 6 {
+		t.Fatalf("after free: %+v", st)
+	}
+	prompt := []int32{10, 11, 12, 13, 14, 15, 16, 17, 18, 19}
+	// Leaving the last token out, as a caller needing its logits does.
+	n, err := c.AttachPrefix(1, prompt[:len(prompt)-1])
+	if err != nil || n != 8 {
+		t.Fatalf("AttachPrefix = %d, %v; want 8", n, err)
+	}
+	if st := c.Stats(); st.Used != 2 || st.Cached != 0 || st.UsedCells != 8 {
+		t.Fatalf("after attach: %+v", st)
+	}
+	if got := visible(t, c, 1); !slices.Equal(got, orig[:8]) {
+		t.Fatalf("attached seq sees %v, want %v", got, orig[:8])
+	}
+	if c.SeqPosMin(1) != 0 || c.SeqPosMax(1) != 7 || c.SeqCells(1) != 8 {
+		t.Fatalf("range [%d, %d], %d cells", c.SeqPosMin(1), c.SeqPosMax(1), c.SeqCells(1))
+	}
+	// Decoding continues at position n in a new block.
+	reserve(t, c, []int32{1}, 8, 500, 18, 19)
+	if st := c.Stats(); st.Used != 3 {
+		t.Fatalf("after decoding the rest: %+v", st)
+	}
+	checkInvariants(t, c)
+}
+
+func TestAttachPrefixSharesLiveBlocks(t *testing.T) {
+	c := newCache(t, Config{BlockSize: 4, NumBlocks: 8, MaxSeqs: 2})
+	tenTokens(t, c, 0)
+	n, err := c.AttachPrefix(1, []int32{10, 11, 12, 13, 14, 15, 16, 17, 99})
+	if err != nil || n != 8 {
+		t.Fatalf("AttachPrefix = %d, %v", n, err)
+	}
+	if st := c.Stats(); st.Used != 3 || st.Shared != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	// Seq 0 keeps writing in its own partial block; seq 1 writes after the shared blocks.
+	seq0 := visible(t, c, 0)
+	reserve(t, c, []int32{1}, 8, 700, 99)
+	reserve(t, c, []int32{0}, 10, 800, 20)
+	if got := visible(t, c, 0); !slices.Equal(got[:10], seq0) || got[10] != (entry{10, 20, 800, -800}) {
+		t.Fatalf("seq 0: %v", got)
+	}
+	if got := visible(t, c, 1); !slices.Equal(got[:8], seq0[:8]) || got[8] != (entry{8, 99, 700, -700}) {
+		t.Fatalf("seq 1: %v", got)
+	}
+	checkInvariants(t, c)
+}
+
+func TestAttachPrefixErrors(t *testing.T) {
+	c := newCache(t, Config{BlockSize: 4, NumBlocks: 8, MaxSeqs: 2})
+	tenTokens(t, c, 0)
+	tests := []struct {
+		name    string
+		seq     int
+		wantErr string
+	}{
+		{name: "not empty", seq: 0, wantErr: "sequence 0 is not empty"},
+		{name: "out of range", seq: 2, wantErr: "sequence id 2 outside"},
+		{name: "negative", seq: -1, wantErr: "sequence id -1 outside"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := takeSnapshot(c)
+			if _, err := c.AttachPrefix(tc.seq, []int32{10, 11, 12, 13}); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error %v, want %q", err, tc.wantErr)
+			}
+			if !before.equal(takeSnapshot(c)) {
+				t.Fatalf("failed AttachPrefix changed the cache")
+			}
+		})
+	}
+	// A miss attaches nothing and leaves the sequence empty.
+	if n, err := c.AttachPrefix(1, []int32{1, 2, 3, 4}); n != 0 || err != nil || c.SeqCells(1) != 0 || c.SeqPosMax(1) != -1 {
+		t.Fatalf("miss: %d, %v, %d cells", n, err, c.SeqCells(1))
+	}
+}
+
+func TestPrefixEvictionLRU(t *testing.T) {
+	a, b, cc, d, e := []int32{1, 1, 1, 1}, []int32{2, 2, 2, 2}, []int32{3, 3, 3, 3}, []int32{4, 4, 4, 4}, []int32{5, 5, 5, 5}
+	c := newCache(t, Config{BlockSize: 4, NumBlocks: 3, MaxSeqs: 2})
+	for _, p := range [][]int32{a, b, cc} {
+		reserve(t, c, []int32{0}, 0, 0, p...)
+		c.SeqFree(0)
+	}
+	if st := c.Stats(); st.Cached != 3 || st.Free != 0 {
+		t.Fatalf("three cached prompts: %+v", st)
+	}
+	// Using a makes it the most recently used: LRU order is now b, c, a.
+	if n, err := c.AttachPrefix(1, a); n != 4 || err != nil {
+		t.Fatalf("attach a: %d %v", n, err)
+	}
+	c.SeqFree(1)
+	steps := []struct {
+		name    string
+		prompt  []int32
+		evicted []int32
+		kept    [][]int32
+	}{
+		{name: "d evicts b", prompt: d, evicted: b, kept: [][]int32{a, cc}},
+		{name: "e evicts c", prompt: e, evicted: cc, kept: [][]int32{a, d}},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			reserve(t, c, []int32{0}, 0, 0, st.prompt...)
+			c.SeqFree(0)
+			if c.MatchPrefix(st.evicted) != 0 {
+				t.Fatalf("%v still cached", st.evicted)
+			}
+			for _, p := range st.kept {
+				if c.MatchPrefix(p) != 4 {
+					t.Fatalf("%v evicted", p)
+				}
+			}
+			checkInvariants(t, c)
+		})
+	}
+}
+
+func TestFreeBlocksBeforeEviction(t *testing.T) {
+	c := newCache(t, Config{BlockSize: 4, NumBlocks: 4, MaxSeqs: 2})
+	reserve(t, c, []int32{0}, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9) // 2 full blocks + 1 partial
+	c.SeqFree(0)                                               // 2 cached, 2 free
+	reserve(t, c, []int32{1}, 0, 0, 9, 9, 9, 9, 9, 9, 9, 9)    // 2 blocks: must take the free ones
+	if got := c.MatchPrefix([]int32{1, 2, 3, 4, 5, 6, 7, 8}); got != 8 {
+		t.Fatalf("cached prefix evicted while free blocks existed: MatchPrefix = %d", got)
+	}
+	// The next block must evict; the deepest block of the freed sequence goes first.
+	reserve(t, c, []int32{1}, 8, 0, 9)
+	if got := c.MatchPrefix([]int32{1, 2, 3, 4, 5, 6, 7, 8}); got != 4 {
+		t.Fatalf("MatchPrefix = %d, want 4 (second block evicted before the first)", got)
+	}
+	checkInvariants(t, c)
+}
+
+func TestPrefixHashVerification(t *testing.T) {
+	constant := func(maphash.Seed, uint64, []int32) uint64 { return 42 }
+	zero := func(maphash.Seed, uint64, []int32) uint64 { return 0 }
+	tokensOnly := func(seed maphash.Seed, _ uint64, toks []int32) uint64 { return chainHash(seed, 0, toks) }
+	tests := []struct {
+		name   string
+		hash   func(maphash.Seed, uint64, []int32) uint64
+		stored [][]int32 // prompts decoded, one sequence each
+		query  []int32
+		want   int
+	}{
+		{name: "real hash matches", hash: chainHash, stored: [][]int32{{1, 2, 3, 4, 5, 6, 7, 8}}, query: []int32{1, 2, 3, 4, 5, 6, 7, 8}, want: 8},
+		{name: "colliding hash, tokens differ", hash: constant, stored: [][]int32{{1, 2, 3, 4}}, query: []int32{5, 6, 7, 8}, want: 0},
+		{name: "colliding hash, second level", hash: constant, stored: [][]int32{{1, 2, 3, 4, 5, 6, 7, 8}}, query: []int32{1, 2, 3, 4, 5, 6, 7, 8}, want: 4},
+		// Block [5 6 7 8] was computed after [1 2 3 4], not after [9 9 9 9]: same tokens, other K/V.
+		{name: "same block tokens, other parent", hash: tokensOnly,
+			stored: [][]int32{{1, 2, 3, 4, 5, 6, 7, 8}, {9, 9, 9, 9}}, query: []int32{9, 9, 9, 9, 5, 6, 7, 8}, want: 4},
+		// With a hash of 0 for everything, block 0 also matches as block 1 on hash, parent and
+		// tokens: only its positions tell it apart.
+		{name: "positions verified", hash: zero, stored: [][]int32{{1, 2, 3, 4}}, query: []int32{1, 2, 3, 4, 1, 2, 3, 4}, want: 4},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCache(t, Config{BlockSize: 4, NumBlocks: 8, MaxSeqs: 3})
+			c.hashFn = tc.hash
+			for s, p := range tc.stored {
+				reserve(t, c, []int32{int32(s)}, 0, 0, p...)
+			}
+			if got := c.MatchPrefix(tc.query); got != tc.want {
+				t.Fatalf("MatchPrefix = %d, want %d", got, tc.want)
+			}
+			n, err := c.AttachPrefix(len(tc.stored), tc.query)
+			if err != nil || n != tc.want {
+				t.Fatalf("AttachPrefix = %d, %v; want %d", n, err, tc.want)
+			}
+			checkInvariants(t, c)
+		})
+	}
+}
+
+func TestNonCanonicalBlocksAreNotHashed(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, c *Cache)
+		query []int32
+		want  int
+	}{
+		{name: "sequence starting at position 4", setup: func(t *testing.T, c *Cache) {
+			reserve(t, c, []int32{0}, 4, 0, 1, 2, 3, 4)
+		}, query: []int32{1, 2, 3, 4}, want: 0},
+		{name: "block after a hole", setup: func(t *testing.T, c *Cache) {
+			reserve(t, c, []int32{0}, 0, 0, 1, 2, 3)
+			if err := c.SeqRemove(0, 1, 2); err != nil {
+				t.Fatal(err)
+			}
+			reserve(t, c, []int32{0}, 3, 0, 4, 5, 6, 7, 8)
+		}, query: []int32{1, 2, 3, 4, 5, 6, 7, 8}, want: 0},
+		{name: "rewritten after suffix removal", setup: func(t *testing.T, c *Cache) {
+			reserve(t, c, []int32{0}, 0, 0, 1, 2, 3, 4, 5)
+			if err := c.SeqRemove(0, 2, -1); err != nil {
+				t.Fatal(err)
+			}
+			reserve(t, c, []int32{0}, 2, 0, 7, 7)
+		}, query: []int32{1, 2, 7, 7}, want: 4},
+		{name: "old content gone after rewrite", setup: func(t *testing.T, c *Cache) {
+			reserve(t, c, []int32{0}, 0, 0, 1, 2, 3, 4, 5)
+			if err := c.SeqRemove(0, 2, -1); err != nil {
+				t.Fatal(err)
+			}
+			reserve(t, c, []int32{0}, 2, 0, 7)
+		}, query: []int32{1, 2, 3, 4}, want: 0},
+		{name: "cleared", setup: func(t *testing.T, c *Cache) {
+			reserve(t, c, []int32{0}, 0, 0, 1, 2, 3, 4)
+			c.Clear()
+		}, query: []int32{1, 2, 3, 4}, want: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCache(t, Config{BlockSize: 4, NumBlocks: 8})
+			tc.setup(t, c)
+			if got := c.MatchPrefix(tc.query); got != tc.want {
+				t.Fatalf("MatchPrefix = %d, want %d", got, tc.want)
+			}
+			checkInvariants(t, c)
+		})
+	}
+}
+
+func TestDuplicateBlockTakesOverIndexOnRelease(t *testing.T) {
+	c := newCache(t, Config{BlockSize: 4, NumBlocks: 8, MaxSeqs: 2})
+	p := []int32{1, 2, 3, 4, 5}
+	reserve(t, c, []int32{0}, 0, 0, p...)
+	reserve(t, c, []int32{1}, 0, 0, p...) // same content, separate blocks
+	if err := c.SeqRemove(0, 1, 2); err != nil { // seq 0's block loses its hash and index entry
+		t.Fatal(err)
+	}
+	c.SeqFree(1) // seq 1's block, hashed but not indexed until now, becomes the cached copy
+	if got := c.MatchPrefix(p); got != 4 {
+		t.Fatalf("MatchPrefix = %d, want 4", got)
+	}
+	if st := c.Stats(); st.Cached != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	checkInvariants(t, c)
+}
