@@ -275,7 +275,7 @@ func TestDuplicateBlockTakesOverIndexOnRelease(t *testing.T) {
 	c := newCache(t, Config{BlockSize: 4, NumBlocks: 8, MaxSeqs: 2})
 	p := []int32{1, 2, 3, 4, 5}
 	reserve(t, c, []int32{0}, 0, 0, p...)
-	reserve(t, c, []int32{1}, 0, 0, p...) // same content, separate blocks
+	reserve(t, c, []int32{1}, 0, 0, p...)        // same content, separate blocks
 	if err := c.SeqRemove(0, 1, 2); err != nil { // seq 0's block loses its hash and index entry
 		t.Fatal(err)
 	}
