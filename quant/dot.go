@@ -109,21 +109,24 @@ func Dot(t Type, k int, w []byte, x []byte) float32 {
 	return out[0]
 }
 
-// dotI8 is the integer dot product of w with the int8 values stored as bytes in x[:len(w)].
-func dotI8(w []int8, x []byte) int32 {
-	x = x[:len(w)]
-	var s0, s1, s2, s3 int32
-	i := 0
-	for ; i+4 <= len(w); i += 4 {
-		s0 += int32(w[i]) * int32(int8(x[i]))
-		s1 += int32(w[i+1]) * int32(int8(x[i+1]))
-		s2 += int32(w[i+2]) * int32(int8(x[i+2]))
-		s3 += int32(w[i+3]) * int32(int8(x[i+3]))
+// dot32 is the integer dot product of 32 int8 weights with 32 int8 activations (stored as bytes).
+// Fixed-size arrays let the compiler drop all bounds checks; one accumulator suffices because
+// integer adds have single-cycle latency.
+func dot32(w *[32]int8, x *[32]byte) int32 {
+	var s int32
+	for i := 0; i < 32; i += 2 {
+		s += int32(w[i])*int32(int8(x[i])) + int32(w[i+1])*int32(int8(x[i+1]))
 	}
-	for ; i < len(w); i++ {
-		s0 += int32(w[i]) * int32(int8(x[i]))
+	return s
+}
+
+// dot16 is dot32 for 16 elements (the Q6_K scale groups).
+func dot16(w *[16]int8, x *[16]byte) int32 {
+	var s int32
+	for i := 0; i < 16; i += 2 {
+		s += int32(w[i])*int32(int8(x[i])) + int32(w[i+1])*int32(int8(x[i+1]))
 	}
-	return s0 + s1 + s2 + s3
+	return s
 }
 
 // dotF32Chunk is Σ w[i]·x_i with x_i the float32 little-endian at x[4i:]; four partial sums keep
@@ -222,7 +225,7 @@ func dotQ8_0Go(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
 		for j := 0; j < nx; j++ {
 			off := j*xStride + b*q8_0Bytes
 			xb := x[off : off+q8_0Bytes]
-			acc[j] += float32(dotI8(wq[:], xb[2:34])) * (dw * f16At(xb))
+			acc[j] += float32(dot32(&wq, (*[32]byte)(xb[2:34]))) * (dw * f16At(xb))
 		}
 	}
 	copy(out[:nx], acc[:nx])
@@ -244,7 +247,7 @@ func dotQ4_0Go(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
 		for j := 0; j < nx; j++ {
 			off := j*xStride + b*q8_0Bytes
 			xb := x[off : off+q8_0Bytes]
-			acc[j] += float32(dotI8(wq[:], xb[2:34])) * (dw * f16At(xb))
+			acc[j] += float32(dot32(&wq, (*[32]byte)(xb[2:34]))) * (dw * f16At(xb))
 		}
 	}
 	copy(out[:nx], acc[:nx])

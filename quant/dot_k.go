@@ -23,7 +23,7 @@ func dotKScaleMin(wq *[QK_K]int8, sc, m *[8]uint8, d, dmin float32, x []byte, of
 		dx, xq, sums := q8KCol(x[o : o+q8_KBytes])
 		var isum, msum int32
 		for s := 0; s < 8; s++ {
-			isum += int32(sc[s]) * dotI8(wq[32*s:32*s+32], xq[32*s:32*s+32])
+			isum += int32(sc[s]) * dot32((*[32]int8)(wq[32*s:32*s+32]), (*[32]byte)(xq[32*s:32*s+32]))
 			msum += int32(m[s]) * sums[s]
 		}
 		acc[j] += d*dx*float32(isum) - dmin*dx*float32(msum)
@@ -111,7 +111,7 @@ func dotQ6_KGo(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
 			xq := xb[4 : 4+QK_K]
 			var isum int32
 			for g := 0; g < 16; g++ {
-				isum += int32(int8(sc[g])) * dotI8(wq[16*g:16*g+16], xq[16*g:16*g+16])
+				isum += int32(int8(sc[g])) * dot16((*[16]int8)(wq[16*g:16*g+16]), (*[16]byte)(xq[16*g:16*g+16]))
 			}
 			acc[j] += d * f32At(xb) * float32(isum)
 		}

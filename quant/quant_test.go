@@ -273,3 +273,36 @@ func TestNearestInt(t *testing.T) {
 		})
 	}
 }
+
+func TestRoundAway(t *testing.T) {
+	tests := []struct {
+		name string
+		in   float32
+		want int32
+	}{
+		{"zero", 0, 0},
+		{"half away up", 0.5, 1},
+		{"half away down", -0.5, -1},
+		{"two and a half", 2.5, 3},
+		{"just below half", 0.49999997, 0},
+		{"negative just below half", -0.49999997, 0},
+		{"plain", -126.7, -127},
+		{"large integer", 1 << 24, math.MaxInt32},
+		{"huge negative", -1e30, math.MinInt32},
+		{"nan", float32(math.NaN()), 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := roundAway(tc.in); got != tc.want {
+				t.Errorf("roundAway(%v) = %d, want %d", tc.in, got, tc.want)
+			}
+		})
+	}
+	r := rand.New(rand.NewPCG(4, 4))
+	for i := 0; i < 100000; i++ {
+		f := float32(r.NormFloat64() * 100)
+		if got, want := roundAway(f), int32(math.Round(float64(f))); got != want {
+			t.Fatalf("roundAway(%v) = %d, math.Round gives %d", f, got, want)
+		}
+	}
+}

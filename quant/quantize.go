@@ -54,17 +54,26 @@ func nearestInt(f float32) int32 {
 	return int32(math.Float32bits(v)&0x007fffff) - 0x00400000
 }
 
-// roundAway rounds half away from zero like C's roundf, clamped to the int32 range so that
-// out-of-range or NaN inputs stay defined.
+// roundAway rounds half away from zero like C's roundf. Inputs beyond ±2^23 (already integers)
+// saturate and NaN gives 0, so callers that clamp get a defined result.
 func roundAway(f float32) int32 {
-	r := math.Round(float64(f))
-	if !(r > -2147483648) {
-		return math.MinInt32
+	if !(abs32(f) < 1<<23) {
+		switch {
+		case f > 0:
+			return math.MaxInt32
+		case f < 0:
+			return math.MinInt32
+		}
+		return 0
 	}
-	if r > 2147483647 {
-		return math.MaxInt32
+	i := int32(f) // truncates toward zero
+	r := f - float32(i)
+	if r >= 0.5 {
+		i++
+	} else if r <= -0.5 {
+		i--
 	}
-	return int32(r)
+	return i
 }
 
 // quantizeQ8_0 follows quantize_row_q8_0_ref: d = amax/127, q = round(x/d) (half away from zero).
