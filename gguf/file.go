@@ -57,6 +57,9 @@ func (t *TensorInfo) NumElements() uint64 {
 
 // Rows is the number of rows: the product of all dimensions but the first.
 func (t *TensorInfo) Rows() uint64 {
+	if len(t.Dims) == 0 {
+		return 1
+	}
 	n := uint64(1)
 	for _, d := range t.Dims[1:] {
 		n *= d
@@ -65,7 +68,8 @@ func (t *TensorInfo) Rows() uint64 {
 }
 
 // File is a parsed GGUF file. Its metadata and tensor infos are plain Go values; tensor data
-// points into the file image, so the File must stay open while tensors are in use.
+// points into the file image, so the File must stay open while tensors are in use. A File is
+// not modified after parsing, so concurrent readers are safe (Close excepted).
 type File struct {
 	Version  uint32
 	Metadata []KV // in file order; keys are unique

@@ -136,39 +136,48 @@ func (w *Writer) WriteTo(out io.Writer) (int64, error) {
 		hdr = append(hdr, make([]byte, alignUp(uint64(len(hdr)), align)-uint64(len(hdr)))...)
 	}
 
-	bw := bufio.NewWriterSize(out, 1<<20)
-	n, err := bw.Write(hdr)
-	written := int64(n)
+	cw := &countingWriter{w: out}
+	bw := bufio.NewWriterSize(cw, 1<<20)
+	_, err := bw.Write(hdr)
 	pos := uint64(0) // offset within the data section
 	for _, t := range w.tensors {
 		if err != nil {
 			break
 		}
-		n, err = bw.Write(make([]byte, t.Offset-pos))
-		written += int64(n)
-		if err != nil {
+		if _, err = bw.Write(make([]byte, t.Offset-pos)); err != nil {
 			break
 		}
-		n, err = bw.Write(t.Data)
-		written += int64(n)
+		_, err = bw.Write(t.Data)
 		pos = t.Offset + t.Size
 	}
 	if err == nil && len(w.tensors) > 0 {
 		// llama.cpp pads the last tensor too, so the file size is a multiple of the alignment.
-		n, err = bw.Write(make([]byte, alignUp(pos, align)-pos))
-		written += int64(n)
+		_, err = bw.Write(make([]byte, alignUp(pos, align)-pos))
 	}
 	if err == nil {
 		err = bw.Flush()
 	}
 	if err != nil {
-		return written, fmt.Errorf("gguf: write: %w", err)
+		return cw.n, fmt.Errorf("gguf: write: %w", err)
 	}
-	return written, nil
+	return cw.n, nil
+}
+
+// countingWriter counts the bytes that reach w, so WriteTo reports what was actually written.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // WriteFile writes the file to a temporary file next to path and renames it over path, so path
-// never holds a partial file.
+// never holds a partial file. Rewriting a file that is open (tensor data taken from its mapping)
+// is safe: the old mapping keeps the replaced file's contents.
 func (w *Writer) WriteFile(path string) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {

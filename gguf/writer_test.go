@@ -2,6 +2,7 @@ package gguf
 
 import (
 	"bytes"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -370,5 +371,58 @@ func TestSetFromFilter(t *testing.T) {
 	}
 	if !reflect.DeepEqual(g.Metadata, want) {
 		t.Errorf("got keys %v", g.Metadata)
+	}
+}
+
+// failingWriter accepts limit bytes, then fails.
+type failingWriter struct{ limit int }
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if len(p) > w.limit {
+		n := w.limit
+		w.limit = 0
+		return n, errors.New("disk full")
+	}
+	w.limit -= len(p)
+	return len(p), nil
+}
+
+func TestWriteErrors(t *testing.T) {
+	img, _ := buildTestFile(t, 0)
+	f, err := Parse(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := NewWriter()
+	if err := w.SetFrom(f, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, ti := range f.Tensors {
+		if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, ti.Data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, limit := range []int{0, 100, len(img) / 2, len(img) - 1} {
+		n, err := w.WriteTo(&failingWriter{limit: limit})
+		if err == nil || !strings.Contains(err.Error(), "disk full") || n > int64(limit) {
+			t.Errorf("limit %d: wrote %d, err %v", limit, n, err)
+		}
+	}
+
+	dir := t.TempDir()
+	if err := w.WriteFile(filepath.Join(dir, "missing", "x.gguf")); err == nil {
+		t.Error("WriteFile into a missing directory succeeded")
+	}
+	bad := NewWriter()
+	nested := []any{[]int32{1}}
+	if err := bad.Set("k", nested); err != nil {
+		t.Fatal(err)
+	}
+	nested[0] = int32(1) // changed after Set: must be caught, not panic
+	if err := bad.WriteFile(filepath.Join(dir, "bad.gguf")); err == nil || !strings.Contains(err.Error(), "only arrays") {
+		t.Errorf("WriteFile with a corrupted value: %v", err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("WriteFile left files behind: %v", left)
 	}
 }
