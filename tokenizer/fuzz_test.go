@@ -69,4 +69,3 @@ func FuzzEncodeBPE(f *testing.F) {
 		}
 	})
 }
-
