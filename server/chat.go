@@ -1,0 +1,267 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"ubatch/chat"
+	"ubatch/engine"
+)
+
+// chatRequest is the body of POST /v1/chat/completions.
+type chatRequest struct {
+	samplingFields
+	Model               string          `json:"model"`
+	Messages            json.RawMessage `json:"messages"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	N                   *int            `json:"n"`
+	Stream              bool            `json:"stream"`
+	StreamOptions       *streamOptions  `json:"stream_options"`
+	Logprobs            json.RawMessage `json:"logprobs"`
+	TopLogprobs         *int            `json:"top_logprobs"`
+	Tools               json.RawMessage `json:"tools"`
+	ChatTemplateKwargs  map[string]any  `json:"chat_template_kwargs"` // llama.cpp: extra template variables
+	User                string          `json:"user"`
+}
+
+type chatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// chatDelta is a streamed message fragment; absent fields are omitted, as OpenAI does.
+type chatDelta struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+type chatLogprobs struct {
+	Content []chatTokenLogprob `json:"content"`
+}
+
+type chatTokenLogprob struct {
+	Token       string           `json:"token"`
+	Logprob     float64          `json:"logprob"`
+	Bytes       []int            `json:"bytes"`
+	TopLogprobs []chatTopLogprob `json:"top_logprobs"`
+}
+
+type chatTopLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float64 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
+}
+
+type chatChoice struct {
+	Index        int           `json:"index"`
+	Message      *chatMessage  `json:"message,omitempty"`
+	Delta        *chatDelta    `json:"delta,omitempty"`
+	Logprobs     *chatLogprobs `json:"logprobs"`
+	FinishReason *string       `json:"finish_reason"`
+}
+
+type chatResponse struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []chatChoice `json:"choices"`
+	Usage   any          `json:"usage,omitempty"` // as in completionResponse
+}
+
+func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
+	var req chatRequest
+	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	g, prompt, err := s.chatParams(&req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	gen, err := s.generate(r.Context(), [][]int32{prompt}, g)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer gen.cancel()
+	resp := chatResponse{ID: "chatcmpl-" + rand.Text(), Created: time.Now().Unix(), Model: s.cfg.ModelID}
+	if !req.Stream {
+		res, err := gen.collect(r.Context())
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		resp.Object = "chat.completion"
+		usages := make([]engine.Usage, len(res))
+		for i, c := range res {
+			ch := chatChoice{Index: i, Message: &chatMessage{Role: "assistant", Content: c.text.String()}, FinishReason: &c.finish}
+			if g.logprobs {
+				ch.Logprobs = s.chatLogprobs(c.tokens)
+			}
+			resp.Choices = append(resp.Choices, ch)
+			usages[i] = c.usage
+		}
+		u := gen.usageOf(usages)
+		resp.Usage = &u
+		writeJSON(w, http.StatusOK, resp)
+		return
+	}
+	resp.Object = "chat.completion.chunk"
+	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	if includeUsage {
+		resp.Usage = jsonNull
+	}
+	started := make([]bool, g.n)
+	empty := ""
+	s.stream(r.Context(), w, gen, func(sse *sseWriter, ev seqEvent) error {
+		// Each choice opens with the assistant role, as OpenAI's streams do.
+		if !started[ev.index] {
+			started[ev.index] = true
+			resp.Choices = []chatChoice{{Index: ev.index, Delta: &chatDelta{Role: "assistant", Content: &empty}}}
+			if err := sse.send(resp); err != nil {
+				return err
+			}
+		}
+		if ev.text != "" || len(ev.tokens) > 0 {
+			ch := chatChoice{Index: ev.index, Delta: &chatDelta{Content: &ev.text}}
+			if g.logprobs {
+				ch.Logprobs = s.chatLogprobs(ev.tokens)
+			}
+			resp.Choices = []chatChoice{ch}
+			if err := sse.send(resp); err != nil {
+				return err
+			}
+		}
+		if !ev.done {
+			return nil
+		}
+		resp.Choices = []chatChoice{{Index: ev.index, Delta: &chatDelta{}, FinishReason: &ev.finish}}
+		return sse.send(resp)
+	}, func(sse *sseWriter, u usageJSON) error {
+		if !includeUsage {
+			return nil
+		}
+		resp.Choices, resp.Usage = []chatChoice{}, &u
+		return sse.send(resp)
+	})
+}
+
+// chatParams validates a chat request, renders its messages with the chat template and tokenizes
+// the result (special-token text parsed; BOS added when the model wants it and the template did
+// not already write it).
+func (s *Server) chatParams(req *chatRequest) (genParams, []int32, error) {
+	g, err := req.params(openAIDefaults(), s.cfg.Model.Vocab.EOG())
+	if err != nil {
+		return g, nil, err
+	}
+	if err := g.setMaxTokens(req.MaxTokens, req.MaxCompletionTokens); err != nil {
+		return g, nil, err
+	}
+	if err := g.setN(req.N, 1); err != nil {
+		return g, nil, err
+	}
+	if g.logprobs, _, err = parseLogprobs(req.Logprobs); err != nil {
+		return g, nil, err
+	}
+	if req.TopLogprobs != nil {
+		if *req.TopLogprobs < 0 || *req.TopLogprobs > maxTopLogprobs {
+			return g, nil, badRequest("top_logprobs", "top_logprobs must be in [0, %d], got %d", maxTopLogprobs, *req.TopLogprobs)
+		}
+		if !g.logprobs {
+			return g, nil, badRequest("top_logprobs", "top_logprobs needs logprobs: true")
+		}
+		g.topLogprobs = *req.TopLogprobs
+	}
+	msgs, err := parseMessages(req.Messages)
+	if err != nil {
+		return g, nil, err
+	}
+	var tools []any
+	if !isNull(req.Tools) {
+		var list []json.RawMessage
+		if err := json.Unmarshal(req.Tools, &list); err != nil {
+			return g, nil, badRequest("tools", "tools must be a list of tool objects")
+		}
+		for _, t := range list {
+			tools = append(tools, t)
+		}
+	}
+	text, err := s.tmpl.Render(msgs, chat.Options{
+		BOS: s.bosText, EOS: s.eosText, AddGenerationPrompt: true, Tools: tools, Vars: req.ChatTemplateKwargs,
+	})
+	if err != nil {
+		if errors.Is(err, chat.ErrTimeout) {
+			return g, nil, internalError(err)
+		}
+		return g, nil, badRequest("messages", "the chat template rejected the messages: %v", err)
+	}
+	v := s.cfg.Model.Vocab
+	toks := v.Encode(text, false, true)
+	if v.AddBOS() && v.BOS() >= 0 && (s.bosText == "" || !strings.HasPrefix(text, s.bosText)) {
+		toks = append([]int32{v.BOS()}, toks...)
+	}
+	if len(toks) == 0 {
+		return g, nil, badRequest("messages", "the rendered conversation is empty")
+	}
+	return g, toks, nil
+}
+
+// parseMessages checks the messages' shape (a non-empty list of objects with a string role); the
+// template decides what else it needs.
+func parseMessages(raw json.RawMessage) ([]map[string]any, error) {
+	if isNull(raw) {
+		return nil, badRequest("messages", "messages is required")
+	}
+	var msgs []map[string]any
+	if err := json.Unmarshal(raw, &msgs); err != nil {
+		return nil, badRequest("messages", "messages must be a list of message objects")
+	}
+	if len(msgs) == 0 {
+		return nil, badRequest("messages", "messages is empty")
+	}
+	for i, m := range msgs {
+		if m == nil {
+			return nil, badRequest("messages", "messages[%d] is null", i)
+		}
+		if role, ok := m["role"].(string); !ok || role == "" {
+			return nil, badRequest("messages", "messages[%d] has no role", i)
+		}
+		switch c := m["content"].(type) {
+		case nil, string, []any:
+		default:
+			return nil, badRequest("messages", "messages[%d].content must be a string, a list of parts or null, got %T", i, c)
+		}
+	}
+	return msgs, nil
+}
+
+func (s *Server) chatLogprobs(toks []genToken) *chatLogprobs {
+	lp := &chatLogprobs{Content: []chatTokenLogprob{}}
+	for _, t := range toks {
+		e := chatTokenLogprob{Token: s.pieceText(t.id), Logprob: finiteLogprob(t.logprob),
+			Bytes: s.pieceBytes(t.id), TopLogprobs: []chatTopLogprob{}}
+		for _, a := range t.top {
+			e.TopLogprobs = append(e.TopLogprobs, chatTopLogprob{Token: s.pieceText(a.Token),
+				Logprob: finiteLogprob(a.LogProb), Bytes: s.pieceBytes(a.Token)})
+		}
+		lp.Content = append(lp.Content, e)
+	}
+	return lp
+}
+
+// pieceBytes is a token's text as a list of byte values (JSON would turn a []byte into base64).
+func (s *Server) pieceBytes(id int32) []int {
+	p := s.cfg.Model.Vocab.Piece(id)
+	out := make([]int, len(p))
+	for i, b := range p {
+		out[i] = int(b)
+	}
+	return out
+}

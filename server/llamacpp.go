@@ -1,0 +1,235 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"ubatch/engine"
+	"ubatch/sample"
+)
+
+// llamaCompletionRequest is the body of llama.cpp's POST /completion. Absent sampling fields take
+// llama.cpp's defaults (sample.DefaultParams); n_predict absent or -1 generates until the end of
+// generation or a full context.
+type llamaCompletionRequest struct {
+	samplingFields
+	Prompt       json.RawMessage `json:"prompt"`
+	Stream       bool            `json:"stream"`
+	ReturnTokens bool            `json:"return_tokens"` // include each chunk's token ids
+}
+
+// llamaTimings is llama.cpp's timings object. prompt_* describe the prompt tokens actually
+// computed (cached ones excluded); predicted_* the generation after the first token's prefill.
+type llamaTimings struct {
+	CacheN              int     `json:"cache_n"`
+	PromptN             int     `json:"prompt_n"`
+	PromptMS            float64 `json:"prompt_ms"`
+	PromptPerTokenMS    float64 `json:"prompt_per_token_ms"`
+	PromptPerSecond     float64 `json:"prompt_per_second"`
+	PredictedN          int     `json:"predicted_n"`
+	PredictedMS         float64 `json:"predicted_ms"`
+	PredictedPerTokenMS float64 `json:"predicted_per_token_ms"`
+	PredictedPerSecond  float64 `json:"predicted_per_second"`
+}
+
+// llamaCompletion is one /completion response object: a partial chunk while streaming (Stop
+// false), or the final object with the summary fields.
+type llamaCompletion struct {
+	Content         string        `json:"content"`
+	Tokens          []int32       `json:"tokens"`
+	Stop            bool          `json:"stop"`
+	Model           string        `json:"model,omitempty"`
+	TokensPredicted int           `json:"tokens_predicted,omitempty"`
+	TokensEvaluated int           `json:"tokens_evaluated,omitempty"`
+	TokensCached    int           `json:"tokens_cached,omitempty"`
+	StopType        string        `json:"stop_type,omitempty"` // "eos", "limit" or "word"
+	StoppingWord    string        `json:"stopping_word,omitempty"`
+	Truncated       *bool         `json:"truncated,omitempty"`
+	Timings         *llamaTimings `json:"timings,omitempty"`
+}
+
+func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
+	var req llamaCompletionRequest
+	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	g, err := req.params(sample.DefaultParams(), s.cfg.Model.Vocab.EOG())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	g.keepTokens = req.ReturnTokens
+	inputs, err := parsePrompts(req.Prompt)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if len(inputs) != 1 {
+		writeError(w, badRequest("prompt", "/completion takes one prompt, got %d", len(inputs)))
+		return
+	}
+	prompt, err := s.promptTokens(inputs[0])
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	gen, err := s.generate(r.Context(), [][]int32{prompt}, g)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer gen.cancel()
+	if !req.Stream {
+		res, err := gen.collect(r.Context())
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		c := res[0]
+		final := s.llamaFinal(c.finish, c.stopWord, c.usage, c.genTime)
+		final.Content = c.text.String()
+		final.Tokens = tokenIDs(c.tokens)
+		writeJSON(w, http.StatusOK, final)
+		return
+	}
+	sse := startSSE(w)
+	var tokens []int32
+	for {
+		select {
+		case ev, ok := <-gen.events:
+			if !ok {
+				return // llama.cpp's stream has no [DONE]: the stop:true object ends it
+			}
+			if ev.err != nil {
+				sse.sendError(ev.err)
+				return
+			}
+			tokens = tokenIDs(ev.tokens)
+			if ev.done {
+				final := s.llamaFinal(ev.finish, ev.stopWord, ev.usage, ev.genTime)
+				if ev.text != "" {
+					// The last text goes out in its own chunk so that the final object stays a summary.
+					if sse.send(llamaCompletion{Content: ev.text, Tokens: tokens}) != nil {
+						return
+					}
+				}
+				final.Tokens = []int32{} // the tokens went out with the text
+				if sse.send(final) != nil {
+					return
+				}
+				continue
+			}
+			if sse.send(llamaCompletion{Content: ev.text, Tokens: tokens}) != nil {
+				return
+			}
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+func tokenIDs(toks []genToken) []int32 {
+	ids := make([]int32, len(toks))
+	for i, t := range toks {
+		ids[i] = t.id
+	}
+	return ids
+}
+
+// llamaFinal builds the stop:true summary object.
+func (s *Server) llamaFinal(finish, stopWord string, u engine.Usage, genTime time.Duration) llamaCompletion {
+	stopType := "limit"
+	switch {
+	case stopWord != "":
+		stopType = "word"
+	case finish == "stop":
+		stopType = "eos"
+	}
+	computed := u.PromptTokens - u.CachedTokens
+	promptTime := u.TimeToFirstToken - u.QueueTime
+	t := &llamaTimings{CacheN: u.CachedTokens, PromptN: computed, PromptMS: ms(promptTime),
+		PredictedN: u.CompletionTokens, PredictedMS: ms(genTime)}
+	if computed > 0 && promptTime > 0 {
+		t.PromptPerTokenMS = t.PromptMS / float64(computed)
+		t.PromptPerSecond = float64(computed) / promptTime.Seconds()
+	}
+	if u.CompletionTokens > 0 && genTime > 0 {
+		t.PredictedPerTokenMS = t.PredictedMS / float64(u.CompletionTokens)
+		t.PredictedPerSecond = float64(u.CompletionTokens) / genTime.Seconds()
+	}
+	f := false
+	return llamaCompletion{
+		Stop: true, Model: s.cfg.ModelID, TokensPredicted: u.CompletionTokens, TokensEvaluated: u.PromptTokens,
+		TokensCached: u.CachedTokens, StopType: stopType, StoppingWord: stopWord, Truncated: &f, Timings: t,
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// tokenizeRequest is the body of POST /tokenize.
+type tokenizeRequest struct {
+	Content      *string `json:"content"`
+	AddSpecial   bool    `json:"add_special"`
+	ParseSpecial *bool   `json:"parse_special"` // default true, as in llama.cpp
+	WithPieces   bool    `json:"with_pieces"`
+}
+
+// tokenPiece is a token with its text: a string when the piece is valid UTF-8, else its bytes.
+type tokenPiece struct {
+	ID    int32 `json:"id"`
+	Piece any   `json:"piece"`
+}
+
+func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
+	var req tokenizeRequest
+	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if req.Content == nil {
+		writeError(w, badRequest("content", "content is required"))
+		return
+	}
+	parse := req.ParseSpecial == nil || *req.ParseSpecial
+	toks := s.cfg.Model.Vocab.Encode(*req.Content, req.AddSpecial, parse)
+	if !req.WithPieces {
+		writeJSON(w, http.StatusOK, map[string]any{"tokens": append([]int32{}, toks...)})
+		return
+	}
+	out := make([]tokenPiece, len(toks))
+	for i, t := range toks {
+		p := s.cfg.Model.Vocab.Piece(t)
+		out[i].ID = t
+		if utf8.Valid(p) {
+			out[i].Piece = string(p)
+		} else {
+			out[i].Piece = s.pieceBytes(t)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tokens": out})
+}
+
+// detokenizeRequest is the body of POST /detokenize.
+type detokenizeRequest struct {
+	Tokens []int32 `json:"tokens"`
+}
+
+func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
+	var req detokenizeRequest
+	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	v := s.cfg.Model.Vocab
+	for _, t := range req.Tokens {
+		if t < 0 || int(t) >= v.VocabSize() {
+			writeError(w, badRequest("tokens", "token id %d is outside the vocabulary [0, %d)", t, v.VocabSize()))
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"content": strings.ToValidUTF8(v.Decode(req.Tokens), "\uFFFD")})
+}

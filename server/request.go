@@ -1,0 +1,319 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+
+	"ubatch/engine"
+	"ubatch/sample"
+)
+
+// Limits on request fields, so that one request cannot monopolise the server.
+const (
+	maxN           = 64 // sequences per request (n times the number of prompts)
+	maxStopStrings = 16
+	maxStopLen     = 256 // bytes per stop string
+	maxTopLogprobs = 20
+)
+
+// decodeBody reads the JSON request body into v. Errors are reported as 413 (body over limit) or
+// 400 naming the offending field where the decoder knows it. Unknown fields are ignored, since
+// OpenAI clients send many that do not apply here.
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error",
+				code: "request_too_large", message: fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)}
+		}
+		return badRequest("", "reading the request body: %v", err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return badRequest("", "the request body is empty: send a JSON object")
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		var te *json.UnmarshalTypeError
+		var se *json.SyntaxError
+		switch {
+		case errors.As(err, &te) && te.Field != "":
+			return badRequest(te.Field, "field %q: expected %s, got JSON %s", te.Field, te.Type, te.Value)
+		case errors.As(err, &te):
+			return badRequest("", "the request body must be a JSON object, got JSON %s", te.Value)
+		case errors.As(err, &se):
+			return badRequest("", "malformed JSON at byte %d: %v", se.Offset, err)
+		}
+		return badRequest("", "malformed JSON: %v", err)
+	}
+	return nil
+}
+
+// isNull reports whether a raw field is absent or JSON null.
+func isNull(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) == 0 || string(t) == "null"
+}
+
+// promptInput is one prompt: text to tokenize, or token ids given by the client.
+type promptInput struct {
+	text   string
+	tokens []int32
+	isText bool
+}
+
+// parsePrompts accepts OpenAI's prompt forms: a string, a list of token ids, a list of strings or
+// a list of token-id lists. Each element is one prompt.
+func parsePrompts(raw json.RawMessage) ([]promptInput, error) {
+	if isNull(raw) {
+		return nil, badRequest("prompt", "prompt is required")
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []promptInput{{text: s, isText: true}}, nil
+	}
+	var toks []int32
+	if json.Unmarshal(raw, &toks) == nil {
+		return []promptInput{{tokens: toks}}, nil
+	}
+	var list []json.RawMessage
+	if json.Unmarshal(raw, &list) != nil {
+		return nil, badRequest("prompt", "prompt must be a string, a list of token ids, or a list of those")
+	}
+	if len(list) == 0 {
+		return nil, badRequest("prompt", "prompt is an empty list")
+	}
+	out := make([]promptInput, 0, len(list))
+	for i, el := range list {
+		if json.Unmarshal(el, &s) == nil {
+			out = append(out, promptInput{text: s, isText: true})
+			continue
+		}
+		if err := json.Unmarshal(el, &toks); err != nil || toks == nil {
+			return nil, badRequest("prompt", "prompt[%d] must be a string or a list of token ids", i)
+		}
+		out = append(out, promptInput{tokens: toks})
+	}
+	return out, nil
+}
+
+// parseStop accepts a string or a list of strings. Empty strings are dropped: they would match
+// before any text.
+func parseStop(raw json.RawMessage) ([]string, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var one string
+	var list []string
+	if json.Unmarshal(raw, &one) == nil {
+		list = []string{one}
+	} else if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, badRequest("stop", "stop must be a string or a list of strings")
+	}
+	if len(list) > maxStopStrings {
+		return nil, badRequest("stop", "stop has %d strings, at most %d are allowed", len(list), maxStopStrings)
+	}
+	out := list[:0]
+	for _, s := range list {
+		if len(s) > maxStopLen {
+			return nil, badRequest("stop", "a stop string is %d bytes long, at most %d are allowed", len(s), maxStopLen)
+		}
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// parsePriority accepts "low", "normal", "high" or an integer (higher runs first).
+func parsePriority(raw json.RawMessage) (engine.Priority, error) {
+	if isNull(raw) {
+		return engine.PriorityNormal, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		switch strings.ToLower(s) {
+		case "low":
+			return engine.PriorityLow, nil
+		case "normal", "":
+			return engine.PriorityNormal, nil
+		case "high":
+			return engine.PriorityHigh, nil
+		}
+		return 0, badRequest("priority", "priority %q: use \"low\", \"normal\", \"high\" or an integer", s)
+	}
+	var n int
+	if err := json.Unmarshal(raw, &n); err != nil || n < -1000 || n > 1000 {
+		return 0, badRequest("priority", "priority must be \"low\", \"normal\", \"high\" or an integer in [-1000, 1000]")
+	}
+	return engine.Priority(n), nil
+}
+
+// parseLogprobs reads a logprobs field that may be a bool (chat) or an integer number of top
+// alternatives (completions). It returns whether log-probabilities are wanted and, for the
+// integer form, how many alternatives.
+func parseLogprobs(raw json.RawMessage) (on bool, top int, err error) {
+	if isNull(raw) {
+		return false, 0, nil
+	}
+	if json.Unmarshal(raw, &on) == nil {
+		return on, 0, nil
+	}
+	if err := json.Unmarshal(raw, &top); err != nil || top < 0 || top > maxTopLogprobs {
+		return false, 0, badRequest("logprobs", "logprobs must be a boolean or an integer in [0, %d]", maxTopLogprobs)
+	}
+	return true, top, nil
+}
+
+// samplingFields are the sampling and generation fields all completion routes share (OpenAI's
+// and llama.cpp's names). A nil pointer means the field was absent.
+type samplingFields struct {
+	Temperature      *float64        `json:"temperature"`
+	TopP             *float64        `json:"top_p"`
+	TopK             *int            `json:"top_k"`
+	MinP             *float64        `json:"min_p"`
+	RepeatPenalty    *float64        `json:"repeat_penalty"`
+	RepeatLastN      *int            `json:"repeat_last_n"`
+	FrequencyPenalty *float64        `json:"frequency_penalty"`
+	PresencePenalty  *float64        `json:"presence_penalty"`
+	Seed             *int64          `json:"seed"`
+	Stop             json.RawMessage `json:"stop"`
+	NPredict         *int            `json:"n_predict"`
+	IgnoreEOS        bool            `json:"ignore_eos"`
+	CachePrompt      *bool           `json:"cache_prompt"` // accepted; prefix caching is always on
+	Priority         json.RawMessage `json:"priority"`
+}
+
+// genParams is a validated generation request for one prompt.
+type genParams struct {
+	maxTokens    int  // 0: until end of generation or a full context
+	noGeneration bool // n_predict 0: evaluate nothing, return an empty completion
+	sampling     sample.Params
+	ignoreEOS    bool
+	priority     engine.Priority
+	logprobs     bool
+	topLogprobs  int
+	stop         []string
+	n            int  // independent sequences per prompt
+	keepTokens   bool // report token ids with the text even without logprobs
+}
+
+// openAIDefaults are the sampling settings of OpenAI's API when a field is absent: plain sampling
+// from the softmax at temperature 1, no truncation, no penalties.
+func openAIDefaults() sample.Params {
+	return sample.Params{Temperature: 1, TopP: 1, RepeatPenalty: 1, RepeatLastN: 64}
+}
+
+// params validates f over defaults d; eog lists the end-of-generation tokens that ignore_eos bans.
+func (f *samplingFields) params(d sample.Params, eog []int32) (genParams, error) {
+	g := genParams{sampling: d, ignoreEOS: f.IgnoreEOS, n: 1}
+	p := &g.sampling
+	if v := f.Temperature; v != nil {
+		if *v < 0 || *v > 100 {
+			return g, badRequest("temperature", "temperature must be in [0, 100] (0 = greedy), got %v", *v)
+		}
+		p.Temperature = float32(*v)
+	}
+	if v := f.TopP; v != nil {
+		if *v <= 0 || *v > 1 {
+			return g, badRequest("top_p", "top_p must be in (0, 1] (1 disables it), got %v", *v)
+		}
+		p.TopP = float32(*v)
+	}
+	if v := f.TopK; v != nil {
+		if *v < 0 {
+			return g, badRequest("top_k", "top_k must be >= 0 (0 disables it), got %d", *v)
+		}
+		p.TopK = *v
+	}
+	if v := f.MinP; v != nil {
+		if *v < 0 || *v > 1 {
+			return g, badRequest("min_p", "min_p must be in [0, 1] (0 disables it), got %v", *v)
+		}
+		p.MinP = float32(*v)
+	}
+	if v := f.RepeatPenalty; v != nil {
+		if *v <= 0 || *v > 100 {
+			return g, badRequest("repeat_penalty", "repeat_penalty must be in (0, 100] (1 disables it), got %v", *v)
+		}
+		p.RepeatPenalty = float32(*v)
+	}
+	if v := f.RepeatLastN; v != nil {
+		if *v < -1 {
+			return g, badRequest("repeat_last_n", "repeat_last_n must be >= -1 (-1 = whole history, 0 disables), got %d", *v)
+		}
+		p.RepeatLastN = *v
+	}
+	if v := f.FrequencyPenalty; v != nil {
+		if *v < -2 || *v > 2 {
+			return g, badRequest("frequency_penalty", "frequency_penalty must be in [-2, 2], got %v", *v)
+		}
+		p.FrequencyPenalty = float32(*v)
+	}
+	if v := f.PresencePenalty; v != nil {
+		if *v < -2 || *v > 2 {
+			return g, badRequest("presence_penalty", "presence_penalty must be in [-2, 2], got %v", *v)
+		}
+		p.PresencePenalty = float32(*v)
+	}
+	switch {
+	case f.Seed == nil || *f.Seed == -1: // llama.cpp's "random"
+		p.Seed = rand.Uint64()
+	case *f.Seed < 0:
+		return g, badRequest("seed", "seed must be >= 0 (or -1 for a random seed), got %d", *f.Seed)
+	default:
+		p.Seed = uint64(*f.Seed)
+	}
+	if v := f.NPredict; v != nil {
+		if *v < -1 {
+			return g, badRequest("n_predict", "n_predict must be >= -1 (-1 = until the end of generation), got %d", *v)
+		}
+		g.maxTokens = max(*v, 0)
+		g.noGeneration = *v == 0
+	}
+	var err error
+	if g.stop, err = parseStop(f.Stop); err != nil {
+		return g, err
+	}
+	if g.priority, err = parsePriority(f.Priority); err != nil {
+		return g, err
+	}
+	if g.ignoreEOS {
+		p.IgnoreTokens = append([]int32(nil), eog...)
+	}
+	return g, nil
+}
+
+// setMaxTokens applies OpenAI's max_tokens / max_completion_tokens (the newer name wins).
+func (g *genParams) setMaxTokens(maxTokens, maxCompletion *int) error {
+	for _, f := range []struct {
+		name string
+		v    *int
+	}{{"max_tokens", maxTokens}, {"max_completion_tokens", maxCompletion}} {
+		if f.v == nil {
+			continue
+		}
+		if *f.v < 1 {
+			return badRequest(f.name, "%s must be >= 1, got %d", f.name, *f.v)
+		}
+		g.maxTokens, g.noGeneration = *f.v, false
+	}
+	return nil
+}
+
+// setN applies OpenAI's n (independent sequences per prompt).
+func (g *genParams) setN(n *int, prompts int) error {
+	if n == nil {
+		return nil
+	}
+	if *n < 1 || *n*prompts > maxN {
+		return badRequest("n", "n must be in [1, %d] (per prompt: %d prompts given), got %d", maxN/max(prompts, 1), prompts, *n)
+	}
+	g.n = *n
+	return nil
+}

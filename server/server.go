@@ -1,0 +1,228 @@
+// Package server exposes an engine over HTTP: OpenAI's completions, chat completions and models
+// routes, llama.cpp's /completion, /tokenize, /detokenize and /health, and Prometheus metrics.
+// Handlers tokenize, submit to the continuous-batching engine and stream results back as
+// server-sent events; every request's sequences are cancelled when its client goes away.
+package server
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"ubatch/chat"
+	"ubatch/engine"
+	"ubatch/model"
+)
+
+// DefaultMaxBodyBytes bounds request bodies when Config.MaxBodyBytes is 0.
+const DefaultMaxBodyBytes = 4 << 20
+
+// Config configures a Server. Model and Engine are required; the engine must have been built over
+// a context of Model and be running (Run) while the server serves.
+type Config struct {
+	Model  *model.Model
+	Engine *engine.Engine
+	// APIKey, when non-empty, is required as "Authorization: Bearer KEY" on every route but /health.
+	APIKey string
+	// MaxBodyBytes bounds request bodies (413 beyond it); 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Logger receives one debug record per request and warnings; nil means slog.Default().
+	Logger *slog.Logger
+	// Metrics, when set, also records per-request figures (time per output token); it should be
+	// the engine's Observer too.
+	Metrics *Metrics
+	// Gatherer is what GET /metrics exposes; nil means the route answers 404.
+	Gatherer prometheus.Gatherer
+	// ModelID is the model name the API reports; "" means the model file's base name.
+	ModelID string
+}
+
+// Server is the HTTP front end. Create it with New; it is safe for concurrent use.
+type Server struct {
+	cfg     Config
+	tmpl    *chat.Template
+	bosText string
+	eosText string
+	created int64 // Unix time the server was created, reported as the model's creation time
+	routes  map[string]map[string]http.HandlerFunc
+	metrics http.Handler
+}
+
+// New validates cfg and builds the server. The chat template comes from the model's
+// tokenizer.chat_template; when it is absent or does not parse, ChatML (chat.Fallback) is used.
+func New(cfg Config) (*Server, error) {
+	if cfg.Model == nil || cfg.Model.Vocab == nil {
+		return nil, errors.New("server: Config.Model is required")
+	}
+	if cfg.Engine == nil {
+		return nil, errors.New("server: Config.Engine is required")
+	}
+	if cfg.MaxBodyBytes < 0 {
+		return nil, fmt.Errorf("server: MaxBodyBytes %d is negative", cfg.MaxBodyBytes)
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.ModelID == "" {
+		cfg.ModelID = filepath.Base(cfg.Model.Path)
+	}
+	s := &Server{cfg: cfg, created: time.Now().Unix()}
+	v := cfg.Model.Vocab
+	if v.BOS() >= 0 {
+		s.bosText = v.Token(v.BOS())
+	}
+	if v.EOS() >= 0 {
+		s.eosText = v.Token(v.EOS())
+	}
+	if src := cfg.Model.ChatTemplate(); src != "" {
+		t, err := chat.Parse(src)
+		if err != nil {
+			cfg.Logger.Warn("the model's chat template does not parse; using ChatML", "err", err)
+		}
+		s.tmpl = t
+	}
+	if s.tmpl == nil {
+		s.tmpl = chat.Fallback()
+	}
+	if cfg.Gatherer != nil {
+		s.metrics = promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{ErrorLog: slogPrinter{cfg.Logger}})
+	}
+	s.routes = map[string]map[string]http.HandlerFunc{
+		"/v1/completions":      {http.MethodPost: s.handleCompletions},
+		"/v1/chat/completions": {http.MethodPost: s.handleChatCompletions},
+		"/v1/models":           {http.MethodGet: s.handleModels},
+		"/completion":          {http.MethodPost: s.handleLlamaCompletion},
+		"/tokenize":            {http.MethodPost: s.handleTokenize},
+		"/detokenize":          {http.MethodPost: s.handleDetokenize},
+		"/health":              {http.MethodGet: s.handleHealth},
+		"/metrics":             {http.MethodGet: s.handleMetrics},
+	}
+	return s, nil
+}
+
+// Handler returns the server's HTTP handler: routing, API-key check and request logging.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+		s.serve(rec, r)
+		s.cfg.Logger.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status,
+			"bytes", rec.bytes, "duration", time.Since(start), "remote", r.RemoteAddr)
+	})
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	methods, ok := s.routes[r.URL.Path]
+	if !ok {
+		writeError(w, notFound(fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)))
+		return
+	}
+	// /health answers without a key so that load balancers can probe it.
+	if r.URL.Path != "/health" && !s.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="ubatch"`)
+		writeError(w, &apiError{status: http.StatusUnauthorized, typ: "authentication_error",
+			code: "invalid_api_key", message: "invalid or missing API key: send Authorization: Bearer KEY"})
+		return
+	}
+	h, ok := methods[r.Method]
+	if !ok && r.Method == http.MethodHead {
+		h, ok = methods[http.MethodGet]
+	}
+	if !ok {
+		allow := make([]string, 0, len(methods))
+		for m := range methods {
+			allow = append(allow, m)
+		}
+		sort.Strings(allow)
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, &apiError{status: http.StatusMethodNotAllowed, typ: "invalid_request_error",
+			code: "method_not_allowed", message: fmt.Sprintf("%s %s is not supported: use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))})
+		return
+	}
+	h(w, r)
+}
+
+// authorized checks the bearer token in constant time.
+func (s *Server) authorized(r *http.Request) bool {
+	if s.cfg.APIKey == "" {
+		return true
+	}
+	auth := r.Header.Get("Authorization")
+	const prefix = "Bearer "
+	if len(auth) < len(prefix) || !strings.EqualFold(auth[:len(prefix)], prefix) {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(auth[len(prefix):])), []byte(s.cfg.APIKey)) == 1
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	if s.metrics == nil {
+		writeError(w, notFound("metrics are not enabled on this server"))
+		return
+	}
+	if s.cfg.Metrics != nil {
+		// Engine gauges are otherwise only updated by steps, and an idle engine takes none.
+		s.cfg.Metrics.ObserveStats(s.cfg.Engine.Stats())
+	}
+	s.metrics.ServeHTTP(w, r)
+}
+
+type modelJSON struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"object": "list",
+		"data":   []modelJSON{{ID: s.cfg.ModelID, Object: "model", Created: s.created, OwnedBy: "ubatch"}},
+	})
+}
+
+// recorder remembers the status and size of a response for the request log. It forwards Flush
+// (through Unwrap) so that streaming keeps working behind it.
+type recorder struct {
+	http.ResponseWriter
+	status      int
+	bytes       int
+	wroteHeader bool
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.wroteHeader {
+		r.status, r.wroteHeader = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	r.wroteHeader = true
+	n, err := r.ResponseWriter.Write(p)
+	r.bytes += n
+	return n, err
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// slogPrinter adapts a slog.Logger to promhttp's Println-style error log.
+type slogPrinter struct{ l *slog.Logger }
+
+func (p slogPrinter) Println(v ...any) { p.l.Error(fmt.Sprint(v...)) }

@@ -1,0 +1,52 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// sseWriter writes server-sent events, one `data: JSON` event per chunk, flushing each so that
+// clients see tokens as they are generated.
+type sseWriter struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+// startSSE sends the 200 status and event-stream headers. After it, errors can only be reported
+// as events.
+func startSSE(w http.ResponseWriter) *sseWriter {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // keep reverse proxies from buffering the stream
+	w.WriteHeader(http.StatusOK)
+	s := &sseWriter{w: w, rc: http.NewResponseController(w)}
+	s.rc.Flush()
+	return s
+}
+
+// send writes v as one event. An error means the client is gone.
+func (s *sseWriter) send(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return s.raw(b)
+}
+
+// done writes OpenAI's end-of-stream marker.
+func (s *sseWriter) done() error { return s.raw([]byte("[DONE]")) }
+
+// sendError reports a failure that happened after the stream started, as an OpenAI error object.
+func (s *sseWriter) sendError(err error) error { return s.send(toAPIError(err).body()) }
+
+func (s *sseWriter) raw(b []byte) error {
+	buf := make([]byte, 0, len(b)+8)
+	buf = append(buf, "data: "...)
+	buf = append(buf, b...)
+	buf = append(buf, "\n\n"...)
+	if _, err := s.w.Write(buf); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
