@@ -1,9 +1,11 @@
 package chat
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ardanlabs/jinja"
@@ -13,6 +15,66 @@ import (
 // Hugging Face renders chat templates in, refuses larger ranges with the same
 // limit; it also keeps a hostile template from allocating without bound.
 const maxRange = 100_000
+
+// maxMacroDepth bounds macro recursion. Jinja2 itself fails at a few
+// hundred levels (Python's recursion limit); legitimate templates recurse
+// only as deep as the JSON schemas they print.
+const maxMacroDepth = 1000
+
+// DefaultMaxSteps bounds the loop iterations plus macro calls of one render
+// when Options.MaxSteps is zero. Real templates take hundreds to thousands;
+// this many take the engine seconds.
+const DefaultMaxSteps = 10_000_000
+
+// errAbandoned stops a render whose caller has stopped waiting.
+var errAbandoned = errors.New("chat: render abandoned after its deadline")
+
+// guard enforces the limits of one render through the calls instrument
+// inserts into the template. Only the rendering goroutine touches depth and
+// steps; cancelled is set by the goroutine that gave up waiting.
+type guard struct {
+	cancelled atomic.Bool
+	maxSteps  int
+	depth     int
+	steps     int
+}
+
+func (g *guard) tick() error {
+	if g.cancelled.Load() {
+		return errAbandoned
+	}
+	g.steps++
+	if g.steps > g.maxSteps {
+		return fmt.Errorf("chat: template exceeded %d loop iterations and macro calls", g.maxSteps)
+	}
+	return nil
+}
+
+func (g *guard) enter() error {
+	if err := g.tick(); err != nil {
+		return err
+	}
+	g.depth++
+	if g.depth > maxMacroDepth {
+		return fmt.Errorf("chat: template macros nested deeper than %d calls", maxMacroDepth)
+	}
+	return nil
+}
+
+func (g *guard) leave() { g.depth-- }
+
+func (g *guard) callables() map[string]jinja.Value {
+	wrap := func(name string, fn func() error) jinja.Value {
+		return jinja.NewCallable(name, func([]jinja.Value, map[string]jinja.Value) (jinja.Value, error) {
+			return jinja.NewString(""), fn()
+		})
+	}
+	return map[string]jinja.Value{
+		enterFunc: wrap(enterFunc, g.enter),
+		leaveFunc: wrap(leaveFunc, func() error { g.leave(); return nil }),
+		tickFunc:  wrap(tickFunc, g.tick),
+	}
+}
 
 // TemplateError is the error a template raises itself through
 // raise_exception(msg), e.g. when a conversation breaks the model's role
@@ -26,10 +88,12 @@ func (e *TemplateError) Error() string {
 }
 
 // globals returns the functions Hugging Face transformers adds to the Jinja
-// environment, bound to the clock now. They shadow the engine's builtins of
-// the same names because render-time variables are looked up first.
-func globals(now func() time.Time) map[string]jinja.Value {
-	return map[string]jinja.Value{
+// environment, bound to the clock now, plus the guard's hooks. They shadow
+// the engine's builtins of the same names because render-time variables are
+// looked up first.
+func globals(now func() time.Time, g *guard) map[string]jinja.Value {
+	m := g.callables()
+	for k, v := range map[string]jinja.Value{
 		"raise_exception": jinja.NewCallable("raise_exception", raiseException),
 		"strftime_now": jinja.NewCallable("strftime_now", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 			if len(args) != 1 || !args[0].IsString() {
@@ -39,7 +103,10 @@ func globals(now func() time.Time) map[string]jinja.Value {
 		}),
 		"range":      jinja.NewCallable("range", boundedRange),
 		tojsonFilter: jinja.NewCallable("tojson", tojson),
+	} {
+		m[k] = v
 	}
+	return m
 }
 
 func raiseException(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {

@@ -45,7 +45,7 @@ func Parse(src string) (t *Template, err error) {
 			t, err = nil, fmt.Errorf("chat: parsing template: engine panic: %v", r)
 		}
 	}()
-	tmpl, err := jinja.Compile(renameFilter(src, "tojson", tojsonFilter))
+	tmpl, err := jinja.Compile(instrument(src))
 	if err != nil {
 		return nil, fmt.Errorf("chat: parsing template: %w", err)
 	}
@@ -76,6 +76,9 @@ type Options struct {
 	// Timeout bounds the render; zero means DefaultTimeout, negative means
 	// no deadline.
 	Timeout time.Duration
+	// MaxSteps bounds the loop iterations plus macro calls; zero means
+	// DefaultMaxSteps.
+	MaxSteps int
 }
 
 // Render renders messages to the prompt text.
@@ -88,14 +91,20 @@ type Options struct {
 // structs their field order. A message that violates the template's rules
 // fails with a *TemplateError.
 //
-// The engine has no cancellation: when the deadline passes Render returns an
-// error wrapping ErrTimeout, but the abandoned render keeps its goroutine
-// until it finishes. Panics inside the engine are returned as errors.
+// Rendering is bounded: at most maxMacroDepth nested macro calls, at most
+// opts.MaxSteps loop iterations plus macro calls, and opts.Timeout. When the
+// deadline passes Render returns an error wrapping ErrTimeout at once; the
+// render itself, which the engine cannot interrupt, stops at its next loop
+// iteration or macro call. Panics inside the engine are returned as errors.
 func (t *Template) Render(messages []map[string]any, opts Options) (string, error) {
 	if t == nil || t.tmpl == nil {
 		return "", errors.New("chat: Render on a nil Template")
 	}
-	data, err := renderData(messages, opts)
+	g := &guard{maxSteps: opts.MaxSteps}
+	if g.maxSteps <= 0 {
+		g.maxSteps = DefaultMaxSteps
+	}
+	data, err := renderData(messages, opts, g)
 	if err != nil {
 		return "", err
 	}
@@ -123,6 +132,8 @@ func (t *Template) Render(messages []map[string]any, opts Options) (string, erro
 	case r := <-done:
 		return r.out, r.err
 	case <-timer.C:
+		// The render stops at its next loop iteration or macro call.
+		g.cancelled.Store(true)
 		return "", fmt.Errorf("%w after %v", ErrTimeout, timeout)
 	}
 }
@@ -147,12 +158,12 @@ func (t *Template) renderSafely(data map[string]jinja.Value) (out string, err er
 }
 
 // renderData builds the template's variables from the messages and options.
-func renderData(messages []map[string]any, opts Options) (map[string]jinja.Value, error) {
+func renderData(messages []map[string]any, opts Options, g *guard) (map[string]jinja.Value, error) {
 	now := opts.Now
 	if now == nil {
 		now = time.Now
 	}
-	data := globals(now)
+	data := globals(now, g)
 	for k, v := range opts.Vars {
 		if reserved[k] {
 			return nil, fmt.Errorf("chat: Vars may not redefine %q", k)

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -132,6 +134,23 @@ func TestRenderTimeout(t *testing.T) {
 	out, err := tmpl.Render(nil, Options{Timeout: -1})
 	if err != nil || out != "done" {
 		t.Fatalf("without deadline: got (%q, %v)", out, err)
+	}
+}
+
+// TestAbandonedRenderStops checks that a render that would run for hours
+// stops soon after its caller's deadline instead of burning a core.
+func TestAbandonedRenderStops(t *testing.T) {
+	tmpl := mustParse(t, `{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}`)
+	before := runtime.NumGoroutine()
+	if _, err := tmpl.Render(nil, Options{Timeout: 20 * time.Millisecond, MaxSteps: math.MaxInt}); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("got %v, want ErrTimeout", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			t.Fatalf("render goroutine still running 5s after the deadline (%d goroutines, %d before)", runtime.NumGoroutine(), before)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -83,30 +83,6 @@ func TestTojsonErrors(t *testing.T) {
 	}
 }
 
-func TestRenameFilter(t *testing.T) {
-	tests := []struct {
-		name, src, want string
-	}{
-		{name: "expression", src: `{{ x | tojson }}`, want: `{{ x | T }}`},
-		{name: "statement and trim markers", src: `{%- set y = x|tojson(indent=2) -%}`, want: `{%- set y = x|T(indent=2) -%}`},
-		{name: "several in one tag", src: `{{ a|tojson ~ b | tojson }}`, want: `{{ a|T ~ b | T }}`},
-		{name: "string literals untouched", src: `{{ "|tojson" ~ '|tojson' ~ "\"|tojson" }}`, want: `{{ "|tojson" ~ '|tojson' ~ "\"|tojson" }}`},
-		{name: "text and comments untouched", src: `a | tojson {# x|tojson #}`, want: `a | tojson {# x|tojson #}`},
-		{name: "raw block untouched", src: `{% raw %}{{ x|tojson }}{% endraw %}{{ x|tojson }}`, want: `{% raw %}{{ x|tojson }}{% endraw %}{{ x|T }}`},
-		{name: "longer names untouched", src: `{{ x|tojsonx }}{{ x.tojson }}`, want: `{{ x|tojsonx }}{{ x.tojson }}`},
-		{name: "closer inside a string", src: `{{ "}}" | tojson }}`, want: `{{ "}}" | T }}`},
-		{name: "unclosed tag left for the parser", src: `{{ x | tojson `, want: `{{ x | tojson `},
-		{name: "lone braces", src: `{ {x} }{`, want: `{ {x} }{`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := renameFilter(tt.src, "tojson", "T"); got != tt.want {
-				t.Errorf("got  %q\nwant %q", got, tt.want)
-			}
-		})
-	}
-}
-
 // renderExpr renders {{ expr }} with d bound to data.
 func renderExpr(t *testing.T, expr string, data any) string {
 	t.Helper()
