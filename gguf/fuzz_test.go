@@ -82,3 +82,52 @@ func rewrite(t *testing.T, f *File) []byte {
 	}
 	return buf.Bytes()
 }
+
+// FuzzRoundTrip writes fuzzed keys, strings, numbers and tensor bytes and expects Parse to return
+// them unchanged.
+func FuzzRoundTrip(f *testing.F) {
+	f.Add("general.name", "stories", uint64(7), float64(-0.5), []byte{1, 2, 3, 4})
+	f.Add("", "", uint64(0), float64(0), []byte{})
+	f.Fuzz(func(t *testing.T, key, s string, u uint64, x float64, b []byte) {
+		w := NewWriter()
+		want := []KV{
+			{key + ".s", s},
+			{key + ".u", u},
+			{key + ".i", int32(u)},
+			{key + ".f", float32(x)},
+			{key + ".a", []string{s, key, s}},
+			{key + ".b", b},
+			{key + ".n", []any{[]uint16{uint16(u)}, []string{s}}},
+		}
+		for _, kv := range want {
+			if err := w.Set(kv.Key, kv.Value); err != nil {
+				t.Fatal(err)
+			}
+		}
+		dims := []uint64{uint64(len(b))}
+		if err := w.AddTensor("t", quant.I8, dims, b); err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if _, err := w.WriteTo(&buf); err != nil {
+			t.Fatal(err)
+		}
+		file, err := Parse(buf.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := file.String(key + ".s")
+		u2, _ := file.Uint(key + ".u")
+		a, _ := file.Strings(key + ".a")
+		raw, _ := file.Value(key + ".b")
+		if got != s || u2 != u || len(a) != 3 || a[1] != key || !bytes.Equal(raw.([]byte), b) {
+			t.Fatalf("values differ after round trip")
+		}
+		if f32, _ := file.Float(key + ".f"); f32 == f32 && float32(f32) != float32(x) {
+			t.Fatalf("float %v became %v", float32(x), f32)
+		}
+		if ti, ok := file.Tensor("t"); !ok || !bytes.Equal(ti.Data, b) {
+			t.Fatal("tensor data differs")
+		}
+	})
+}
