@@ -68,26 +68,18 @@ type conversation struct {
 	EOS                 string            `json:"eos_token"`
 	AddGenerationPrompt bool              `json:"add_generation_prompt"`
 	Tools               []json.RawMessage `json:"tools"`
-	Messages            []json.RawMessage `json:"messages"`
+	Messages            json.RawMessage   `json:"messages"`
 }
 
-// messagesOf keeps each field as raw JSON so nested objects keep their
-// document order, as they do in Python.
+// messagesOf decodes the messages as a server would, keeping nested
+// objects in document order as Python does.
 func (c conversation) messagesOf(t *testing.T) []map[string]any {
 	t.Helper()
-	out := make([]map[string]any, len(c.Messages))
-	for i, raw := range c.Messages {
-		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &fields); err != nil {
-			t.Fatalf("conversation %s message %d: %v", c.Name, i, err)
-		}
-		m := make(map[string]any, len(fields))
-		for k, v := range fields {
-			m[k] = v
-		}
-		out[i] = m
+	msgs, err := MessagesFromJSON(c.Messages)
+	if err != nil {
+		t.Fatalf("conversation %s: %v", c.Name, err)
 	}
-	return out
+	return msgs
 }
 
 func (c conversation) options() Options {

@@ -7,6 +7,7 @@ package chat
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ardanlabs/jinja"
@@ -68,8 +69,9 @@ type Options struct {
 	// json.RawMessage to keep the request's key order in tojson output.
 	Tools []any
 	// Vars are extra template variables (e.g. enable_thinking). They may not
-	// redefine messages, tools, documents, add_generation_prompt, bos_token
-	// or eos_token.
+	// redefine messages, tools, documents, add_generation_prompt, bos_token,
+	// eos_token or the package's internal __chat_* names; as in Jinja2 they
+	// may shadow the global functions.
 	Vars map[string]any
 	// Now is the clock strftime_now reads; nil means time.Now.
 	Now func() time.Time
@@ -165,7 +167,7 @@ func renderData(messages []map[string]any, opts Options, g *guard) (map[string]j
 	}
 	data := globals(now, g)
 	for k, v := range opts.Vars {
-		if reserved[k] {
+		if reserved[k] || strings.HasPrefix(k, "__chat_") {
 			return nil, fmt.Errorf("chat: Vars may not redefine %q", k)
 		}
 		val, err := toValue(v, 0)

@@ -77,6 +77,7 @@ func TestRenderInputErrors(t *testing.T) {
 	}{
 		{name: "var redefines messages", opts: Options{Vars: map[string]any{"messages": 1}}},
 		{name: "var redefines bos_token", opts: Options{Vars: map[string]any{"bos_token": "x"}}},
+		{name: "var redefines an internal hook", opts: Options{Vars: map[string]any{"__chat_tick": "x"}}},
 		{name: "null message", msgs: []map[string]any{nil}},
 		{name: "unconvertible content", msgs: []map[string]any{{"role": "user", "content": make(chan int)}}},
 		{name: "unconvertible tool", opts: Options{Tools: []any{func() {}}}},
@@ -172,6 +173,25 @@ func TestRenderConcurrent(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+func TestMessagesFromJSON(t *testing.T) {
+	msgs, err := MessagesFromJSON([]byte(`[{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": {"z": 1, "a": 2}}}]}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := mustParse(t, `{{ messages[0].role }} {{ messages[0].tool_calls[0].function | tojson }}`).Render(msgs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `assistant {"name": "f", "arguments": {"z": 1, "a": 2}}`; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	for _, bad := range []string{`{"role": "user"}`, `[1]`, `[null]`, `[{"role": }]`, ``} {
+		if _, err := MessagesFromJSON([]byte(bad)); err == nil {
+			t.Errorf("MessagesFromJSON(%q) succeeded, want an error", bad)
+		}
 	}
 }
 

@@ -251,3 +251,26 @@ func decodeNext(dec *json.Decoder, depth int) (jinja.Value, error) {
 	}
 	return jinja.Value{}, fmt.Errorf("chat: unexpected JSON token %v", tok)
 }
+
+// MessagesFromJSON decodes a JSON array of chat messages (the "messages" of
+// an OpenAI chat request) for Render. Each message's fields stay raw JSON, so
+// nested objects such as tool calls keep their key order; the message's own
+// keys are a Go map and therefore iterate sorted.
+func MessagesFromJSON(data []byte) ([]map[string]any, error) {
+	var raw []map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("chat: messages must be a JSON array of objects: %w", err)
+	}
+	msgs := make([]map[string]any, len(raw))
+	for i, m := range raw {
+		if m == nil {
+			return nil, fmt.Errorf("chat: message %d is null", i)
+		}
+		msg := make(map[string]any, len(m))
+		for k, v := range m {
+			msg[k] = v
+		}
+		msgs[i] = msg
+	}
+	return msgs, nil
+}
