@@ -104,8 +104,10 @@ func (t *Tokenizer) Piece(id int32) []byte {
 
 // Decode concatenates the pieces of ids. As llama.cpp's detokenizer does for vocabularies that
 // add a space prefix (SPM), one leading space of the first token is dropped, so that
-// Decode(Encode(s, false, false)) == s. Unlike llama.cpp it does not "clean up" spaces before
-// punctuation, so that Decode agrees with the streaming decoder. Out-of-range ids decode to nothing.
+// Decode(Encode(s, false, false)) == s; a leading BOS is that first token, so the space after it
+// stays (Decode(Encode("Hi", true, false)) == " Hi"), again as in llama.cpp. Unlike llama.cpp it
+// does not "clean up" spaces before punctuation, so that Decode agrees with the streaming
+// decoder. Control tokens and out-of-range ids decode to nothing.
 func (t *Tokenizer) Decode(ids []int32) string {
 	var sb strings.Builder
 	for i, id := range ids {

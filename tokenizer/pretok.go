@@ -133,7 +133,7 @@ func matchLlama3(digits int) matcher {
 			return 1 + run(rs, pos+1, end, isLetter)
 		}
 		if isNumber(r) {
-			return min(digits, run(rs, pos, end, isNumber))
+			return run(rs, pos, min(end, pos+digits), isNumber)
 		}
 		start := pos
 		if r == ' ' && pos+1 < end && isOther(rs[pos+1]) {

@@ -294,3 +294,51 @@ func TestStream(t *testing.T) {
 		t.Error("second Flush not empty")
 	}
 }
+
+// TestDecodeLeadingSpace pins llama.cpp's detokenizer rule: with a space prefix (SPM), the first
+// token loses one leading space, and a leading BOS consumes the rule.
+func TestDecodeLeadingSpace(t *testing.T) {
+	spm := loadShared(t, "vocab/ggml-vocab-llama-spm.gguf")
+	gpt := loadShared(t, "vocab/ggml-vocab-gpt-2.gguf")
+	tests := []struct {
+		name string
+		tk   *Tokenizer
+		ids  []int32
+		want string
+	}{
+		{"spm first token stripped", spm, spm.Encode("Hello world", false, false), "Hello world"},
+		{"spm only one space stripped", spm, spm.Encode("  Hi", false, false), "  Hi"},
+		{"spm after BOS kept", spm, spm.Encode("Hello", true, false), " Hello"},
+		{"bpe never stripped", gpt, gpt.Encode(" Hello", false, false), " Hello"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.tk.Decode(tc.ids); got != tc.want {
+				t.Fatalf("Decode(%v) = %q, want %q", tc.ids, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestConcurrentEncode(t *testing.T) {
+	tk := loadShared(t, "vocab/ggml-vocab-llama3.gguf")
+	text := benchPrompt()
+	want := tk.Encode(text, true, true)
+	errs := make(chan string, 4)
+	for range 4 {
+		go func() {
+			for range 20 {
+				if got := tk.Encode(text, true, true); !slices.Equal(got, want) {
+					errs <- "concurrent Encode differs"
+					return
+				}
+			}
+			errs <- ""
+		}()
+	}
+	for range 4 {
+		if e := <-errs; e != "" {
+			t.Fatal(e)
+		}
+	}
+}
