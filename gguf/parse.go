@@ -1,12 +1,13 @@
 package gguf
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"math/bits"
-	"sort"
+	"slices"
 	"strings"
 
 	"ubatch/quant"
@@ -20,6 +21,11 @@ const (
 	minKVSize         = 8 + 4 + 1         // key length, value type, smallest value
 	minTensorInfoSize = 8 + 4 + 8 + 4 + 8 // name length, n_dims, one dim, type, offset
 )
+
+// maxPrealloc caps capacity reserved from a header count: in a multi-gigabyte model a corrupt
+// count passes the size bound yet would reserve gigabytes; beyond the cap, growth follows the
+// entries actually parsed.
+const maxPrealloc = 4096
 
 // Parse parses a GGUF image held in memory. The returned File's tensor Data slices alias data;
 // data must not be modified while the File is in use. Every malformed input yields an error that
@@ -68,8 +74,8 @@ func parse(data []byte) (*File, error) {
 	f := &File{
 		Version:  version,
 		Size:     uint64(len(data)),
-		Metadata: make([]KV, 0, nKV),
-		keys:     make(map[string]int, nKV),
+		Metadata: make([]KV, 0, min(nKV, maxPrealloc)),
+		keys:     make(map[string]int, min(nKV, maxPrealloc)),
 	}
 	for i := range nKV {
 		kv, err := d.kv()
@@ -89,8 +95,8 @@ func parse(data []byte) (*File, error) {
 	if nTensors > d.left()/minTensorInfoSize {
 		return nil, fmt.Errorf("tensor count %d is impossible: only %d bytes follow the metadata", nTensors, d.left())
 	}
-	f.Tensors = make([]TensorInfo, 0, nTensors)
-	f.tensors = make(map[string]int, nTensors)
+	f.Tensors = make([]TensorInfo, 0, min(nTensors, maxPrealloc))
+	f.tensors = make(map[string]int, min(nTensors, maxPrealloc))
 	for i := range nTensors {
 		ti, err := d.tensorInfo()
 		if err != nil {
@@ -148,7 +154,12 @@ func placeTensors(f *File, data []byte) error {
 		}
 		t.Data = data[start:end:end]
 	}
-	sort.Slice(order, func(a, b int) bool { return f.Tensors[order[a]].Offset < f.Tensors[order[b]].Offset })
+	// Ties broken by size so the result does not depend on sort order: an empty tensor may share
+	// its offset with the next one.
+	slices.SortFunc(order, func(a, b int) int {
+		ta, tb := &f.Tensors[a], &f.Tensors[b]
+		return cmp.Or(cmp.Compare(ta.Offset, tb.Offset), cmp.Compare(ta.Size, tb.Size))
+	})
 	for k := 1; k < len(order); k++ {
 		prev, cur := &f.Tensors[order[k-1]], &f.Tensors[order[k]]
 		if prev.Offset+prev.Size > cur.Offset {
