@@ -163,7 +163,7 @@ func placeTensors(f *File, data []byte) error {
 	for k := 1; k < len(order); k++ {
 		prev, cur := &f.Tensors[order[k-1]], &f.Tensors[order[k]]
 		if prev.Offset+prev.Size > cur.Offset {
-			return fmt.Errorf("tensor %q data [%d, %d) overlaps tensor %q data starting at %d",
+			return fmt.Errorf("tensor %q data [%d, %d) overlaps tensor %q data starting at %d (offsets within the data section)",
 				prev.Name, prev.Offset, prev.Offset+prev.Size, cur.Name, cur.Offset)
 		}
 	}

@@ -122,6 +122,8 @@ func TestParseAccepts(t *testing.T) {
 		{"minimal v3", header(3, 0, 0)},
 		{"minimal v2", header(2, 0, 0)},
 		{"zero-element tensor", withData(cat(header(3, 1, 0), tensorb("t", []uint64{0, 3}, uint32(quant.F32), 0)), 32, 0)},
+		{"empty tensor sharing an offset", withData(cat(header(3, 2, 0),
+			tensorb("b", []uint64{16}, uint32(quant.F32), 0), tensorb("e", []uint64{0}, uint32(quant.F32), 0)), 32, 64)},
 		{"known but unsupported type", withData(cat(header(3, 1, 0), tensorb("t", []uint64{32}, uint32(quant.Q4_1), 0)), 32, 20)},
 		{"alignment 1", cat(header(3, 1, 1), kvb("general.alignment", typeUint32, u32b(1)), tensorb("t", []uint64{1}, uint32(quant.I8), 0), []byte{7})},
 		{"max nesting", func() []byte {
