@@ -46,6 +46,11 @@ type fakeServer struct {
 	inflight    int
 	maxInflight int
 
+	// sent holds, per streamed request, its arrival time followed by the
+	// time each text chunk's write began: the latencies the server really
+	// produced, for checking the client's measurements against.
+	sent []servedStream
+
 	conns atomic.Int32 // new connections accepted
 }
 
@@ -68,6 +73,7 @@ func (f *fakeServer) start(t *testing.T) *httptest.Server {
 }
 
 func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
 	raw, err := io.ReadAll(r.Body)
 	if err != nil {
 		return
@@ -128,10 +134,17 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !sleep(ttft) {
 			return
 		}
+		times := []time.Time{arrived}
+		defer func() {
+			f.mu.Lock()
+			f.sent = append(f.sent, servedStream{long: mode == "long", times: times})
+			f.mu.Unlock()
+		}()
 		for i := range f.textChunks {
 			if i > 0 && !sleep(f.gap) {
 				return
 			}
+			times = append(times, time.Now())
 			send(text(fmt.Sprintf("t%d", i)))
 			if i == 1 {
 				send(text(""))
@@ -153,7 +166,8 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "plain404":
 		http.Error(w, "no such thing", http.StatusNotFound)
 	case "errevent":
-		sse()
+		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8") // parameters are fine
+		w.WriteHeader(http.StatusOK)
 		send(text("a"))
 		send(`{"error":{"code":500,"message":"decode failed"}}`)
 	case "truncate":
@@ -173,6 +187,38 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.Error(w, "unknown mode "+mode, http.StatusBadRequest)
 	}
+}
+
+type servedStream struct {
+	long  bool
+	times []time.Time
+}
+
+// served summarizes the latencies the server produced for complete streams
+// since the last call, as the client would measure them with zero latency,
+// and forgets them.
+func (f *fakeServer) served() (short, long, gaps Percentiles) {
+	f.mu.Lock()
+	sent := f.sent
+	f.sent = nil
+	f.mu.Unlock()
+	var s, l, g []time.Duration
+	for _, st := range sent {
+		times := st.times
+		if len(times) != f.textChunks+1 {
+			continue
+		}
+		ttft := times[1].Sub(times[0])
+		if st.long {
+			l = append(l, ttft)
+		} else {
+			s = append(s, ttft)
+		}
+		for i := 2; i < len(times); i++ {
+			g = append(g, times[i].Sub(times[i-1]))
+		}
+	}
+	return computePercentiles(s), computePercentiles(l), computePercentiles(g)
 }
 
 // reqs builds requests whose prompts start with the given modes; the rest of

@@ -76,8 +76,8 @@ type Result struct {
 // text chunks.
 //
 // Run returns an error for an invalid cfg or empty reqs. If ctx is cancelled
-// it stops all clients, aborting their requests, and returns the metrics of
-// the requests that finished together with ctx.Err(). Run leaves no
+// before the run is over it stops all clients, aborting their requests, and
+// returns the metrics of the requests that finished together with ctx.Err(). Run leaves no
 // goroutines or idle connections behind.
 func Run(ctx context.Context, cfg Config, reqs []Request) (Result, error) {
 	endpoint, err := cfg.validate(reqs)
@@ -130,7 +130,13 @@ func Run(ctx context.Context, cfg Config, reqs []Request) (Result, error) {
 	}
 	wg.Wait()
 	res := summarize(outcomes, time.Since(start))
-	return res, ctx.Err()
+	// A cancel that came after the last request finished spoils nothing.
+	for _, o := range outcomes {
+		if o.status == statusNotRun || o.status == statusCancelled {
+			return res, ctx.Err()
+		}
+	}
+	return res, nil
 }
 
 // validate checks cfg and reqs and returns the completions endpoint.
