@@ -8,26 +8,29 @@ import (
 func TestExpNeg(t *testing.T) {
 	tests := []struct {
 		name   string
-		lo, hi float64
+		lo, hi float32
 	}{
 		{name: "near zero", lo: -1, hi: 0},
-		{name: "logit range", lo: -60, hi: 0},
-		{name: "deep tail", lo: -699, hi: -600},
+		{name: "logit range", lo: -30, hi: 0},
+		{name: "down to the cutoff", lo: expCutoff, hi: -30},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			const steps = 100000
+			const steps = 200000
 			for i := 0; i <= steps; i++ {
-				x := tc.lo + (tc.hi-tc.lo)*float64(i)/steps
-				got, want := expNeg(x), math.Exp(x)
-				if rel := math.Abs(got-want) / want; rel > 1e-8 {
+				x := tc.lo + (tc.hi-tc.lo)*float32(i)/steps
+				got, want := float64(expNeg(x)), math.Exp(float64(x))
+				if rel := math.Abs(got-want) / want; rel > 3e-7 {
 					t.Fatalf("expNeg(%v) = %v, want %v (relative error %g)", x, got, want, rel)
+				}
+				if w := widen(expNeg(x)); w != got {
+					t.Fatalf("widen(%v) = %v, want %v", expNeg(x), w, got)
 				}
 			}
 		})
 	}
-	for _, x := range []float64{-700.5, -1e6, math.Inf(-1)} {
-		if got := expNeg(x); got != 0 {
+	for _, x := range []float32{expCutoff - 0.001, -700.5, -1e30, float32(math.Inf(-1))} {
+		if got := expNeg(x); got != 0 || widen(got) != 0 {
 			t.Fatalf("expNeg(%v) = %v, want 0", x, got)
 		}
 	}

@@ -29,7 +29,7 @@ func LogProbs(logits []float32, tok int32, n int) (float32, []TokenLogProb) {
 	var z float64
 	for _, v := range logits {
 		if v == v {
-			z += math.Exp(float64(v - maxL))
+			z += widen(expNeg(v - maxL))
 		}
 	}
 	logZ := float64(maxL) + math.Log(z)

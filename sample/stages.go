@@ -57,12 +57,12 @@ func (s *Sampler) sampleDist(c []candidate, maxL float32) int32 {
 func topPSorted(c []candidate, maxL float32, p float64) []candidate {
 	var z float64
 	for _, x := range c {
-		z += expNeg(float64(x.logit - maxL))
+		z += widen(expNeg(x.logit - maxL))
 	}
 	target := p * z
 	var cum float64
 	for i, x := range c {
-		cum += expNeg(float64(x.logit - maxL))
+		cum += widen(expNeg(x.logit - maxL))
 		if cum >= target {
 			return c[:i+1]
 		}
@@ -92,7 +92,7 @@ func (s *Sampler) topPBuckets(c []candidate, maxL float32, p float64) []candidat
 	clear(mass[:])
 	var z float64
 	for _, x := range c {
-		w := expNeg(float64(x.logit - maxL))
+		w := widen(expNeg(x.logit - maxL))
 		mass[bucket(x.logit)] += w
 		z += w
 	}
@@ -124,7 +124,7 @@ func (s *Sampler) topPBuckets(c []candidate, maxL float32, p float64) []candidat
 	border := c[head:end]
 	slices.SortFunc(border, cmpCand)
 	for i, x := range border {
-		cum += expNeg(float64(x.logit - maxL))
+		cum += widen(expNeg(x.logit - maxL))
 		if cum >= target {
 			return c[:head+i+1]
 		}
@@ -160,17 +160,28 @@ func (s *Sampler) draw(c []candidate, maxL float32) int32 {
 	if len(c) == 1 {
 		return c[0].id
 	}
-	invT := 1 / float64(s.p.Temperature)
+	invT := float32(1 / float64(s.p.Temperature))
+	if math.IsInf(float64(invT), 0) {
+		// A temperature too small for float32 is greedy; it would also turn the maximum's
+		// 0 * Inf into NaN below.
+		best := c[0]
+		for _, x := range c[1:] {
+			if better(x, best) {
+				best = x
+			}
+		}
+		return best.id
+	}
 	var z float64
 	for i := range c {
-		w := expNeg(float64(c[i].logit-maxL) * invT)
-		c[i].logit = float32(w)
-		z += w
+		w := expNeg((c[i].logit - maxL) * invT)
+		c[i].logit = w
+		z += widen(w)
 	}
 	u := s.rng.Float64() * z
 	var cum float64
 	for _, x := range c {
-		cum += float64(x.logit)
+		cum += widen(x.logit)
 		if u < cum {
 			return x.id
 		}
