@@ -2,6 +2,14 @@
 // with the model's Jinja chat template (GGUF metadata key
 // tokenizer.chat_template), configured as Hugging Face transformers
 // configures Jinja2 for apply_chat_template.
+//
+// The engine is github.com/ardanlabs/jinja. Where it differs from Jinja2 and
+// the difference cannot be repaired from outside it: none prints as "" (not
+// "None") and floats print in Go's %g form ("1", not "1.0"); iterating over
+// none yields nothing instead of failing; undefined values concatenate as ""
+// instead of failing; |safe does not make Markup, so Markup's HTML escaping
+// on + never happens; and filters Jinja2 has but chat templates rarely use
+// (format, truncate, groupby, wordwrap, ...) are missing.
 package chat
 
 import (
@@ -20,11 +28,15 @@ const DefaultTimeout = 5 * time.Second
 // ErrTimeout is returned (wrapped) when rendering exceeds its deadline.
 var ErrTimeout = errors.New("chat: template rendering timed out")
 
-// reserved are the variables Render itself defines; Options.Vars may not
-// redefine them (Python would reject the duplicate keyword argument too).
-var reserved = map[string]bool{
-	"messages": true, "tools": true, "documents": true,
-	"add_generation_prompt": true, "bos_token": true, "eos_token": true,
+// reserved reports whether Render itself defines the variable name, so that
+// Options.Vars may not redefine it (Python would reject the duplicate keyword
+// argument too), or whether it is one of the package's internal hooks.
+func reserved(name string) bool {
+	switch name {
+	case "messages", "tools", "documents", "add_generation_prompt", "bos_token", "eos_token":
+		return true
+	}
+	return strings.HasPrefix(name, "__chat_")
 }
 
 // Template is a compiled chat template. It is immutable after Parse and safe
@@ -167,7 +179,7 @@ func renderData(messages []map[string]any, opts Options, g *guard) (map[string]j
 	}
 	data := globals(now, g)
 	for k, v := range opts.Vars {
-		if reserved[k] || strings.HasPrefix(k, "__chat_") {
+		if reserved(k) {
 			return nil, fmt.Errorf("chat: Vars may not redefine %q", k)
 		}
 		val, err := toValue(v, 0)
