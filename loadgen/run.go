@@ -54,8 +54,9 @@ type Result struct {
 	OutputTokens       int           `json:"output_tokens"`
 	OutputTokensPerSec float64       `json:"output_tokens_per_sec"`
 
-	// TTFT is the time from sending a request to its first non-empty text
-	// chunk, over all requests; TTFTShort and TTFTLong split it by kind.
+	// TTFT is the time from sending a request (connecting included, if it
+	// needs a new connection) to its first non-empty text chunk, over all
+	// requests; TTFTShort and TTFTLong split it by kind.
 	TTFT      Percentiles `json:"ttft"`
 	TTFTShort Percentiles `json:"ttft_short"`
 	TTFTLong  Percentiles `json:"ttft_long"`
@@ -77,8 +78,8 @@ type Result struct {
 //
 // Run returns an error for an invalid cfg or empty reqs. If ctx is cancelled
 // before the run is over it stops all clients, aborting their requests, and
-// returns the metrics of the requests that finished together with ctx.Err(). Run leaves no
-// goroutines or idle connections behind.
+// returns the metrics of the requests that finished together with
+// ctx.Err(). Run leaves no goroutines or idle connections behind.
 func Run(ctx context.Context, cfg Config, reqs []Request) (Result, error) {
 	endpoint, err := cfg.validate(reqs)
 	if err != nil {
