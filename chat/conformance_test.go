@@ -39,7 +39,7 @@ var knownMismatches = map[string]string{
 }
 
 // sharedDir returns <repo root>/../shared, skipping the test when absent.
-func sharedDir(t *testing.T) string {
+func sharedDir(t testing.TB) string {
 	t.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
@@ -192,7 +192,7 @@ func firstDiff(a, b string) int {
 	return n
 }
 
-func readShared(t *testing.T, shared, rel string) string {
+func readShared(t testing.TB, shared, rel string) string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(shared, filepath.FromSlash(rel)))
 	if err != nil {

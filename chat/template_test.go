@@ -261,3 +261,25 @@ func TestRealTemplateWithToolCall(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRender renders a shipped template with tools, as a server would
+// per request.
+func BenchmarkRender(b *testing.B) {
+	for _, name := range []string{"meta-llama-Llama-3.1-8B-Instruct", "Qwen-Qwen3-0.6B", "openai-gpt-oss-120b"} {
+		b.Run(name, func(b *testing.B) {
+			dir := sharedDir(b)
+			tmpl, err := Parse(readShared(b, dir, "templates/"+name+".jinja"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			msgs := []map[string]any{{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "What is the weather in Paris?"}}
+			opts := Options{AddGenerationPrompt: true, Tools: []any{json.RawMessage(`{"type": "function", "function": {"name": "get_weather", "description": "Get the weather.", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}`)}}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := tmpl.Render(msgs, opts); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
