@@ -43,7 +43,9 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 		var se *json.SyntaxError
 		switch {
 		case errors.As(err, &te) && te.Field != "":
-			return badRequest(te.Field, "field %q: expected %s, got JSON %s", te.Field, te.Type, te.Value)
+			// The decoder names fields of embedded structs with the Go struct's name first.
+			field := strings.TrimPrefix(te.Field, "samplingFields.")
+			return badRequest(field, "field %q: expected %s, got JSON %s", field, te.Type, te.Value)
 		case errors.As(err, &te):
 			return badRequest("", "the request body must be a JSON object, got JSON %s", te.Value)
 		case errors.As(err, &se):

@@ -1,0 +1,326 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"ubatch/engine"
+	"ubatch/kvcache"
+	"ubatch/model"
+	"ubatch/model/llama"
+)
+
+// sharedDir returns <repo root>/../shared, skipping the test when it is absent.
+func sharedDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test directory")
+		}
+		dir = parent
+	}
+	shared := filepath.Join(dir, "..", "shared")
+	if _, err := os.Stat(filepath.Join(shared, "models", "stories260K.gguf")); err != nil {
+		t.Skipf("shared test data not found (%s/models/stories260K.gguf): %v", shared, err)
+	}
+	return shared
+}
+
+// envOptions size a test server; zero fields take small defaults.
+type envOptions struct {
+	nCtx, nSeq, maxQueue, maxRunning, batch int
+	apiKey                                  string
+	maxBody                                 int64
+}
+
+// testEnv is a real engine over stories260K behind an httptest server.
+type testEnv struct {
+	t       testing.TB
+	model   *model.Model
+	eng     *engine.Engine
+	srv     *Server
+	ts      *httptest.Server
+	reg     *prometheus.Registry
+	metrics *Metrics
+	client  *http.Client
+}
+
+func newEnv(t testing.TB, o envOptions) *testEnv {
+	t.Helper()
+	shared := sharedDir(t)
+	m, err := model.Open(filepath.Join(shared, "models", "stories260K.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.nCtx == 0 {
+		o.nCtx = 512
+	}
+	if o.nSeq == 0 {
+		o.nSeq = 8
+	}
+	lctx, err := llama.NewContext(m.LLM, llama.Options{NCtx: o.nCtx, NBatch: 512, NUBatch: 512, NSeqMax: o.nSeq, KVType: kvcache.F32, Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	met := NewMetrics(reg)
+	opts := lctx.Options()
+	eng, err := engine.New(lctx, engine.Limits{NCtx: opts.NCtx, NSeqMax: opts.NSeqMax, NBatch: opts.NBatch, Vocab: m.LLM.Vocab},
+		engine.Config{BatchSize: o.batch, MaxRunning: o.maxRunning, MaxQueue: o.maxQueue, IsEOG: m.Vocab.IsEOG, Observer: met})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go eng.Run(ctx)
+	srv, err := New(Config{Model: m, Engine: eng, APIKey: o.apiKey, MaxBodyBytes: o.maxBody, Metrics: met, Gatherer: reg, ModelID: "stories"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	e := &testEnv{t: t, model: m, eng: eng, srv: srv, ts: ts, reg: reg, metrics: met,
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 60 * time.Second}}
+	t.Cleanup(func() {
+		e.client.CloseIdleConnections()
+		ts.Close()
+		cancel()
+		<-eng.Done()
+		lctx.Close()
+		m.Close()
+	})
+	return e
+}
+
+// post sends body (a value to encode, or a string sent as is) and returns the response; the
+// caller closes its body.
+func (e *testEnv) post(ctx context.Context, path string, body any, header ...string) *http.Response {
+	e.t.Helper()
+	var raw []byte
+	switch b := body.(type) {
+	case string:
+		raw = []byte(b)
+	default:
+		var err error
+		if raw, err = json.Marshal(b); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.ts.URL+path, bytes.NewReader(raw))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		e.t.Fatalf("POST %s: %v", path, err)
+	}
+	return resp
+}
+
+// postJSON posts body, checks the status and decodes the JSON response into out.
+func (e *testEnv) postJSON(path string, body any, wantStatus int, out any) {
+	e.t.Helper()
+	resp := e.post(context.Background(), path, body)
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != wantStatus {
+		e.t.Fatalf("POST %s: status %d, want %d: %s", path, resp.StatusCode, wantStatus, data)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			e.t.Fatalf("POST %s: decoding %s: %v", path, data, err)
+		}
+	}
+}
+
+// sseEvents reads a whole event stream and returns the data payloads.
+func sseEvents(t testing.TB, r io.Reader) []string {
+	t.Helper()
+	var out []string
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			continue
+		}
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			t.Fatalf("unexpected SSE line %q", line)
+		}
+		out = append(out, data)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("reading the event stream: %v", err)
+	}
+	return out
+}
+
+// streamCompletion posts a streaming /v1/completions request and returns the concatenated text,
+// the finish reason and the raw events.
+func (e *testEnv) streamCompletion(body map[string]any) (string, string, []string) {
+	e.t.Helper()
+	body["stream"] = true
+	resp := e.post(context.Background(), "/v1/completions", body)
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(resp.Body)
+		e.t.Fatalf("status %d: %s", resp.StatusCode, data)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		e.t.Fatalf("Content-Type %q, want text/event-stream", ct)
+	}
+	events := sseEvents(e.t, resp.Body)
+	var text strings.Builder
+	finish := ""
+	for _, ev := range events {
+		if ev == "[DONE]" {
+			continue
+		}
+		var ch struct {
+			Choices []completionChoice `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(ev), &ch); err != nil {
+			e.t.Fatalf("bad chunk %q: %v", ev, err)
+		}
+		for _, x := range ch.Choices {
+			text.WriteString(x.Text)
+			if x.FinishReason != nil {
+				finish = *x.FinishReason
+			}
+		}
+	}
+	return text.String(), finish, events
+}
+
+// complete runs a non-streaming /v1/completions request.
+func (e *testEnv) complete(body map[string]any) completionResult {
+	e.t.Helper()
+	var res completionResult
+	e.postJSON("/v1/completions", body, http.StatusOK, &res)
+	return res
+}
+
+// completionResult decodes a /v1/completions response.
+type completionResult struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Model   string `json:"model"`
+	Choices []struct {
+		Text         string              `json:"text"`
+		Index        int                 `json:"index"`
+		FinishReason string              `json:"finish_reason"`
+		Logprobs     *completionLogprobs `json:"logprobs"`
+	} `json:"choices"`
+	Usage usageJSON `json:"usage"`
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// kvUsed returns the engine's used KV blocks.
+func (e *testEnv) kvUsed() int { return e.eng.Stats().KV.Used }
+
+// streamText posts a streaming /v1/completions request with client and returns the text, the
+// finish reason and every chunk's text. It reports errors instead of failing, so goroutines can
+// use it.
+func streamText(ctx context.Context, client *http.Client, url string, body map[string]any) (text, finish string, chunks []string, err error) {
+	body["stream"] = true
+	raw, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/completions", bytes.NewReader(raw))
+	if err != nil {
+		return "", "", nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", "", nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(resp.Body)
+		return "", "", nil, fmt.Errorf("status %d: %s", resp.StatusCode, data)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	var sb strings.Builder
+	sawDone := false
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if data == "[DONE]" {
+			sawDone = true
+			continue
+		}
+		var ch struct {
+			Choices []completionChoice `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &ch); err != nil {
+			return "", "", nil, fmt.Errorf("bad chunk %q: %v", data, err)
+		}
+		for _, c := range ch.Choices {
+			sb.WriteString(c.Text)
+			chunks = append(chunks, c.Text)
+			if c.FinishReason != nil {
+				finish = *c.FinishReason
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", "", nil, err
+	}
+	if !sawDone {
+		return "", "", nil, fmt.Errorf("stream ended without [DONE]")
+	}
+	return sb.String(), finish, chunks, nil
+}
+
+// metricValue reads a counter's or gauge's current value.
+func metricValue(t testing.TB, m prometheus.Metric) float64 {
+	t.Helper()
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case d.Counter != nil:
+		return d.Counter.GetValue()
+	case d.Gauge != nil:
+		return d.Gauge.GetValue()
+	}
+	t.Fatalf("metric %v is neither a counter nor a gauge", m.Desc())
+	return 0
+}
