@@ -68,7 +68,8 @@ func BenchmarkStream(b *testing.B) {
 // TestEncodeSpeed guards against slow or super-linear encoding. A 4000-character prompt must
 // encode quickly (the target is well under 10 ms; the bound is loose for loaded or -race runs),
 // and long single words (one SPM symbol run, one BPE pre-token) must scale near-linearly:
-// quadrupling the length may cost at most 10x (a quadratic algorithm costs 16x).
+// quadrupling the length may cost at most 12x (a quadratic algorithm costs 16x). Under the race
+// detector the timings are only logged.
 func TestEncodeSpeed(t *testing.T) {
 	best := func(f func()) time.Duration {
 		d := time.Hour
@@ -84,7 +85,7 @@ func TestEncodeSpeed(t *testing.T) {
 		tk := loadShared(t, "vocab/ggml-vocab-"+name+".gguf")
 		d := best(func() { tk.Encode(prompt, false, false) })
 		t.Logf("%s prompt (%d bytes): %v", name, len(prompt), d)
-		if d > 200*time.Millisecond {
+		if d > 200*time.Millisecond && !raceEnabled {
 			t.Errorf("%s: 4000-character prompt took %v", name, d)
 		}
 		for _, unit := range []string{"abcdefghij", "1234567890", "          ", "ab ab ab\n\n"} {
@@ -93,7 +94,7 @@ func TestEncodeSpeed(t *testing.T) {
 			ds := best(func() { tk.Encode(small, false, false) })
 			dl := best(func() { tk.Encode(large, false, false) })
 			t.Logf("%s %q x500: %v, x2000: %v", name, unit, ds, dl)
-			if dl > 10*ds && dl > 5*time.Millisecond {
+			if dl > 12*ds && dl > 5*time.Millisecond && !raceEnabled {
 				t.Errorf("%s %q: 4x longer input took %.1fx longer (%v vs %v)", name, unit, float64(dl)/float64(ds), dl, ds)
 			}
 		}
