@@ -3,7 +3,7 @@ package kvcache
 import (
 	"fmt"
 	"maps"
-	"reflect"
+	"math"
 	"slices"
 	"testing"
 
@@ -189,7 +189,24 @@ func takeSnapshot(c *Cache) snapshot {
 	return s
 }
 
-func (s snapshot) equal(o snapshot) bool { return reflect.DeepEqual(s, o) }
+func (s snapshot) equal(o snapshot) bool {
+	eqSeqs := slices.EqualFunc(s.Seqs, o.Seqs, func(a, b seqState) bool {
+		return slices.Equal(a.table, b.table) && a.n == b.n && a.posMin == b.posMin && a.posMax == b.posMax
+	})
+	return eqSeqs && slices.Equal(s.Pos, o.Pos) && slices.Equal(s.Tok, o.Tok) && slices.Equal(s.Ref, o.Ref) &&
+		slices.Equal(s.Prev, o.Prev) && slices.Equal(s.Next, o.Next) && slices.Equal(s.Free, o.Free) &&
+		slices.Equal(s.Hash, o.Hash) && slices.Equal(s.Parent, o.Parent) && slices.Equal(s.Hashed, o.Hashed) &&
+		slices.Equal(s.Indexed, o.Indexed) && s.Head == o.Head && s.Tail == o.Tail && s.NCached == o.NCached &&
+		maps.Equal(s.Index, o.Index) &&
+		slices.EqualFunc(s.K32, o.K32, bitsEqual) && slices.EqualFunc(s.V32, o.V32, bitsEqual) &&
+		slices.EqualFunc(s.K16, o.K16, slices.Equal) && slices.EqualFunc(s.V16, o.V16, slices.Equal)
+}
+
+// bitsEqual compares float slices bit for bit (unwritten cells are zero, never NaN, but a bitwise
+// comparison is what "unchanged" means).
+func bitsEqual(a, b []float32) bool {
+	return slices.EqualFunc(a, b, func(x, y float32) bool { return math.Float32bits(x) == math.Float32bits(y) })
+}
 
 // checkInvariants verifies the bookkeeping against its definition: refcounts equal table
 // occurrences, every block is in exactly one of used / LRU / free, the index and LRU agree, table

@@ -19,9 +19,10 @@ type simScratch struct {
 	tokStamp uint32
 	seqTok   []uint32 // per seq: tokStamp of the last token listing it, to catch duplicates
 
-	blkEpoch []uint32
-	ref      []int32 // per real block: refcount after the steps planned so far
-	vref     []int32 // refcounts of the blocks planned so far
+	blkEpoch   []uint32
+	ref        []int32  // per real block: refcount after the steps planned so far
+	blkWritten []uint32 // per real block: epoch of the last dry run that planned a write into it
+	vref       []int32  // refcounts of the blocks planned so far
 }
 
 func (s *simScratch) init(nSeqs, nBlocks int) {
@@ -33,6 +34,7 @@ func (s *simScratch) init(nSeqs, nBlocks int) {
 	s.seqTok = make([]uint32, nSeqs)
 	s.blkEpoch = make([]uint32, nBlocks)
 	s.ref = make([]int32, nBlocks)
+	s.blkWritten = make([]uint32, nBlocks)
 }
 
 func (s *simScratch) begin() {
@@ -40,6 +42,7 @@ func (s *simScratch) begin() {
 	if s.epoch == 0 { // wrapped: old stamps could look current
 		clear(s.seqEpoch)
 		clear(s.blkEpoch)
+		clear(s.blkWritten)
 		s.epoch = 1
 	}
 	s.vref = s.vref[:0]
@@ -156,10 +159,20 @@ func (c *Cache) planReserve(pos []int32, seqs [][]int32) (need int, err error) {
 			tail = nb + int32(len(sm.vref))
 			sm.vref = append(sm.vref, k)
 		} else if r := c.simRef(tail); r > k {
-			need++ // copy-on-write: the block is also held by sequences not written by this token
+			// Copy-on-write: the block is also held by sequences this token does not belong to.
+			// Its cells reserved earlier in this micro-batch have no K/V yet (the forward pass
+			// writes them after Reserve), so the copy would miss them.
+			if tail >= nb || sm.blkWritten[tail] == sm.epoch {
+				return 0, fmt.Errorf("kvcache: token %d: sequence %d diverges from sequences it shares a block with "+
+					"inside that block, after tokens written to it in this micro-batch; decode the shared tokens "+
+					"in an earlier micro-batch", i, first)
+			}
+			need++
 			c.setSimRef(tail, r-k)
 			tail = nb + int32(len(sm.vref))
 			sm.vref = append(sm.vref, k)
+		} else if tail < nb {
+			sm.blkWritten[tail] = sm.epoch
 		}
 		for _, s := range ss {
 			sm.n[s]++

@@ -1,0 +1,432 @@
+package kvcache
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// refModel is the reference for the randomized test: what each sequence sees, as a plain list of
+// entries in history order, plus a lineage id telling which sequences are known to share their
+// whole history (and may therefore be decoded together).
+type refModel struct {
+	seqs    [][]entry
+	lineage []int
+	nextLin int
+}
+
+func (m *refModel) fresh(s int) {
+	m.nextLin++
+	m.lineage[s] = m.nextLin
+}
+
+func posMax(es []entry) int32 {
+	p := int32(-1)
+	for _, e := range es {
+		p = max(p, e.Pos)
+	}
+	return p
+}
+
+// kOf is the key a forward pass would compute for token tok at pos after history: a function of
+// the whole visible history, as real attention output is. It stays small so that shifts and F16
+// storage keep it exact.
+func kOf(history []entry, pos, tok int32) float32 {
+	h := uint32(2166136261)
+	mix := func(v int32) {
+		for range 4 {
+			h ^= uint32(v) & 0xff
+			h *= 16777619
+			v >>= 8
+		}
+	}
+	for _, e := range history {
+		mix(e.Pos)
+		mix(e.Tok)
+	}
+	mix(pos)
+	mix(tok)
+	return float32(h&0x3ff) + 1
+}
+
+type randTest struct {
+	t     *testing.T
+	rng   *rand.Rand
+	c     *Cache
+	m     refModel
+	docs  [][]int32
+	doc   []int // per seq: the document its tokens follow, so prompts repeat and prefixes hit
+	log   []string
+	stats map[string]int // outcome counts, logged to show what the run exercised
+}
+
+func (r *randTest) fatalf(format string, args ...any) {
+	r.t.Helper()
+	tail := r.log[max(0, len(r.log)-15):]
+	r.t.Fatalf("%s\nlast operations:\n  %s", fmt.Sprintf(format, args...), fmt.Sprint(tail))
+}
+
+func (r *randTest) check() {
+	r.t.Helper()
+	for s := range r.m.seqs {
+		got := visible(r.t, r.c, s)
+		if !slices.Equal(got, r.m.seqs[s]) {
+			r.fatalf("seq %d sees\n  %v\nreference\n  %v", s, got, r.m.seqs[s])
+		}
+		if r.c.SeqPosMax(s) != posMax(r.m.seqs[s]) {
+			r.fatalf("seq %d: SeqPosMax %d, reference %d", s, r.c.SeqPosMax(s), posMax(r.m.seqs[s]))
+		}
+	}
+	checkInvariants(r.t, r.c)
+	if st := r.c.Stats(); st.Shared > 0 {
+		r.stats["checks with shared blocks"]++
+	}
+}
+
+// expectFailure checks that an operation failed, with ErrKVFull or with another error as
+// wantFull says, and changed nothing.
+func (r *randTest) expectFailure(what string, err error, before snapshot, wantFull bool) {
+	r.t.Helper()
+	if err == nil {
+		r.fatalf("%s: succeeded, want an error", what)
+	}
+	if errors.Is(err, ErrKVFull) != wantFull {
+		r.fatalf("%s: error %v (ErrKVFull wanted: %v)", what, err, wantFull)
+	}
+	if !before.equal(takeSnapshot(r.c)) {
+		r.fatalf("%s: failed with %v but changed the cache", what, err)
+	}
+}
+
+func (r *randTest) randSeq() int { return r.rng.IntN(len(r.m.seqs)) }
+
+// randPos is a position around seq's range, sometimes -1 (meaning "unbounded" in ranges).
+func (r *randTest) randPos(s int) int32 {
+	if r.rng.IntN(5) == 0 {
+		return -1
+	}
+	return int32(r.rng.IntN(int(posMax(r.m.seqs[s])) + 4))
+}
+
+func (r *randTest) tokenFor(s int, pos int32) int32 {
+	if r.rng.IntN(12) == 0 {
+		return int32(r.rng.IntN(50))
+	}
+	d := r.docs[r.doc[s]]
+	return d[int(pos)%len(d)]
+}
+
+// opReserve decodes a micro-batch of one to three runs, each a few tokens for one sequence or
+// for a group known to share its history.
+func (r *randTest) opReserve() {
+	var toks, pos []int32
+	var seqs [][]int32
+	next := slices.Clone(r.m.seqs) // the reference state after the runs planned so far
+	lin := slices.Clone(r.m.lineage)
+	var keys []float32
+	// A sequence leaving, within this micro-batch, a group it was decoded with earlier in it may
+	// be refused (when that needs a copy of a block holding this batch's tokens).
+	lastGroup := map[int32][]int32{}
+	diverges := false
+	for range 1 + r.rng.IntN(3) {
+		s := r.randSeq()
+		group := []int32{int32(s)}
+		for o := range next {
+			if o != s && r.rng.IntN(3) == 0 && (lin[o] == lin[s] || len(next[o])+len(next[s]) == 0) {
+				group = append(group, int32(o))
+			}
+		}
+		for _, o := range group {
+			for _, x := range lastGroup[o] {
+				diverges = diverges || !slices.Contains(group, x)
+			}
+		}
+		for _, o := range group {
+			lastGroup[o] = group
+		}
+		p := posMax(next[s]) + 1
+		if len(next[s]) == 0 {
+			p = int32(r.rng.IntN(2)) * int32(r.rng.IntN(6))
+			r.doc[s] = r.rng.IntN(len(r.docs))
+			for _, o := range group {
+				r.doc[o] = r.doc[s]
+			}
+		}
+		r.m.nextLin++
+		for range 1 + r.rng.IntN(6) {
+			tok := r.tokenFor(s, p)
+			k := kOf(next[s], p, tok)
+			for _, o := range group {
+				next[o] = append(slices.Clone(next[o]), entry{p, tok, k, -k})
+				lin[o] = r.m.nextLin
+			}
+			toks, pos, seqs, keys = append(toks, tok), append(pos, p), append(seqs, group), append(keys, k)
+			p++
+		}
+	}
+	r.log = append(r.log, fmt.Sprintf("Reserve(pos %v seqs %v)", pos, seqs))
+	before := takeSnapshot(r.c)
+	can := r.c.CanReserve(pos, seqs)
+	cells := make([]int32, len(toks))
+	err := r.c.Reserve(toks, pos, seqs, cells)
+	if can != (err == nil) {
+		r.fatalf("CanReserve %v but Reserve error %v", can, err)
+	}
+	if err != nil {
+		full := errors.Is(err, ErrKVFull)
+		if !full && (!diverges || !strings.Contains(err.Error(), "diverges")) {
+			r.fatalf("Reserve: %v", err)
+		}
+		r.expectFailure("Reserve", err, before, full)
+		r.stats[map[bool]string{true: "reserve full", false: "reserve diverge"}[full]]++
+		return
+	}
+	r.stats["reserve ok"]++
+	for i, cell := range cells {
+		writeKV(r.c, cell, keys[i])
+	}
+	r.m.seqs, r.m.lineage = next, lin
+}
+
+// opReserveInvalid decodes one token at a wrong position, or for two sequences whose visible
+// histories differ; both must be refused without change.
+func (r *randTest) opReserveInvalid() {
+	s := r.randSeq()
+	if len(r.m.seqs[s]) == 0 {
+		return
+	}
+	group := []int32{int32(s)}
+	p := posMax(r.m.seqs[s]) + 1
+	if o := r.randSeq(); o != s && !slices.Equal(r.m.seqs[o], r.m.seqs[s]) && r.rng.IntN(2) == 0 {
+		group = append(group, int32(o))
+	} else {
+		p += 1 + int32(r.rng.IntN(3))
+	}
+	r.log = append(r.log, fmt.Sprintf("invalid Reserve(pos %d seqs %v)", p, group))
+	before := takeSnapshot(r.c)
+	err := r.c.Reserve([]int32{1}, []int32{p}, [][]int32{group}, make([]int32, 1))
+	r.expectFailure("invalid Reserve", err, before, false)
+}
+
+func (r *randTest) opRemove() {
+	s := r.randSeq()
+	p0, p1 := r.randPos(s), r.randPos(s)
+	target := s
+	if r.rng.IntN(5) == 0 {
+		target = -1
+	}
+	r.log = append(r.log, fmt.Sprintf("SeqRemove(%d, %d, %d)", target, p0, p1))
+	before := takeSnapshot(r.c)
+	if err := r.c.SeqRemove(target, p0, p1); err != nil {
+		r.expectFailure("SeqRemove", err, before, true)
+		r.stats["remove full"]++
+		return
+	}
+	r.stats["remove ok"]++
+	rg := makeRange(p0, p1)
+	for o := range r.m.seqs {
+		if target >= 0 && o != target {
+			continue
+		}
+		kept := slices.DeleteFunc(slices.Clone(r.m.seqs[o]), func(e entry) bool { return rg.has(e.Pos) })
+		if len(kept) != len(r.m.seqs[o]) {
+			r.m.seqs[o] = kept
+			r.m.fresh(o)
+		}
+	}
+}
+
+func (r *randTest) opCopy() {
+	src, dst := r.randSeq(), r.randSeq()
+	p0, p1 := int32(-1), r.randPos(src)
+	if r.rng.IntN(6) == 0 {
+		p0 = r.randPos(src)
+	}
+	r.log = append(r.log, fmt.Sprintf("SeqCopy(%d, %d, %d, %d)", src, dst, p0, p1))
+	before := takeSnapshot(r.c)
+	err := r.c.SeqCopy(src, dst, p0, p1)
+	rg := makeRange(p0, p1)
+	es := r.m.seqs[src]
+	n := 0
+	for n < len(es) && rg.has(es[n].Pos) {
+		n++
+	}
+	isPrefix := !slices.ContainsFunc(es[n:], func(e entry) bool { return rg.has(e.Pos) })
+	hasBelowP0 := len(es) > 0 && slices.ContainsFunc(es, func(e entry) bool { return e.Pos < rg.p0 })
+	switch {
+	case src == dst:
+		if err != nil {
+			r.fatalf("SeqCopy onto itself: %v", err)
+		}
+	case len(r.m.seqs[dst]) > 0:
+		r.expectFailure("SeqCopy to a non-empty sequence", err, before, false)
+	case rg.empty() || len(es) == 0:
+		if err != nil || !before.equal(takeSnapshot(r.c)) {
+			r.fatalf("no-op SeqCopy: %v", err)
+		}
+	case hasBelowP0, !isPrefix:
+		r.expectFailure("SeqCopy", err, before, false)
+	case err != nil:
+		r.fatalf("SeqCopy: %v", err)
+	default:
+		r.m.seqs[dst] = slices.Clone(es[:n])
+		r.doc[dst] = r.doc[src]
+		if n == len(es) {
+			r.m.lineage[dst] = r.m.lineage[src]
+		} else {
+			r.m.fresh(dst)
+		}
+	}
+}
+
+func (r *randTest) opShift() {
+	s := r.randSeq()
+	p0, p1 := r.randPos(s), r.randPos(s)
+	delta := int32(r.rng.IntN(11) - 5)
+	r.log = append(r.log, fmt.Sprintf("SeqShift(%d, %d, %d, %d)", s, p0, p1, delta))
+	before := takeSnapshot(r.c)
+	if err := r.c.SeqShift(s, p0, p1, delta); err != nil {
+		r.expectFailure("SeqShift", err, before, true)
+		r.stats["shift full"]++
+		return
+	}
+	r.stats["shift ok"]++
+	rg := makeRange(p0, p1)
+	if delta == 0 || rg.empty() {
+		return
+	}
+	var out []entry
+	changed := false
+	for _, e := range r.m.seqs[s] {
+		if rg.has(e.Pos) {
+			changed = true
+			e.Pos += delta
+			e.K += float32(delta)
+			if e.Pos < 0 {
+				continue
+			}
+		}
+		out = append(out, e)
+	}
+	if changed {
+		r.m.seqs[s] = out
+		r.m.fresh(s)
+	}
+}
+
+func (r *randTest) opAttach() {
+	s := r.randSeq()
+	d := r.docs[r.rng.IntN(len(r.docs))]
+	toks := d[:r.rng.IntN(len(d)+1)]
+	r.log = append(r.log, fmt.Sprintf("AttachPrefix(%d, %d tokens)", s, len(toks)))
+	match := r.c.MatchPrefix(toks)
+	before := takeSnapshot(r.c)
+	n, err := r.c.AttachPrefix(s, toks)
+	if len(r.m.seqs[s]) > 0 {
+		r.expectFailure("AttachPrefix", err, before, false)
+		return
+	}
+	if n > 0 {
+		r.stats["attach hit"]++
+	}
+	if err != nil || n != match || n%int(r.c.bs) != 0 || n > len(toks) {
+		r.fatalf("AttachPrefix = %d, %v; MatchPrefix said %d", n, err, match)
+	}
+	var es []entry
+	for i := range int32(n) {
+		k := kOf(es, i, toks[i])
+		es = append(es, entry{i, toks[i], k, -k})
+	}
+	r.m.seqs[s] = es
+	r.m.fresh(s)
+	r.doc[s] = slices.IndexFunc(r.docs, func(x []int32) bool { return &x[0] == &d[0] })
+}
+
+func (r *randTest) opFree() {
+	s := r.randSeq()
+	switch r.rng.IntN(6) {
+	case 0:
+		r.log = append(r.log, fmt.Sprintf("SeqKeep(%d)", s))
+		r.c.SeqKeep(s)
+		for o := range r.m.seqs {
+			if o != s {
+				r.m.seqs[o] = nil
+				r.m.fresh(o)
+			}
+		}
+	case 1:
+		r.log = append(r.log, "Clear")
+		r.c.Clear()
+		for o := range r.m.seqs {
+			r.m.seqs[o] = nil
+			r.m.fresh(o)
+		}
+	default:
+		r.log = append(r.log, fmt.Sprintf("SeqFree(%d)", s))
+		r.c.SeqFree(s)
+		r.m.seqs[s] = nil
+		r.m.fresh(s)
+	}
+}
+
+func TestRandomOpsAgainstReference(t *testing.T) {
+	tests := []struct {
+		name  string
+		dtype DType
+		seeds int
+		ops   int
+	}{
+		{name: "f32", dtype: F32, seeds: 20, ops: 300},
+		{name: "f16", dtype: F16, seeds: 5, ops: 300},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			stats := map[string]int{}
+			defer func() { t.Logf("outcomes: %v", stats) }()
+			for seed := range uint64(tc.seeds) {
+				rng := rand.New(rand.NewPCG(seed, 0x5eed))
+				const nSeq = 4
+				r := &randTest{
+					t:   t,
+					rng: rng,
+					c:   newCache(t, Config{NLayers: 2, KVDim: 2, BlockSize: 4, NumBlocks: 18, MaxSeqs: nSeq, DType: tc.dtype}),
+					m:   refModel{seqs: make([][]entry, nSeq), lineage: make([]int, nSeq)},
+					doc: make([]int, nSeq),
+				}
+				for range 3 {
+					d := make([]int32, 16+rng.IntN(16))
+					for i := range d {
+						d[i] = int32(rng.IntN(50))
+					}
+					r.docs = append(r.docs, d)
+				}
+				r.stats = stats
+				for s := range nSeq {
+					r.m.fresh(s)
+				}
+				for range tc.ops {
+					switch x := rng.IntN(100); {
+					case x < 40:
+						r.opReserve()
+					case x < 45:
+						r.opReserveInvalid()
+					case x < 60:
+						r.opRemove()
+					case x < 70:
+						r.opCopy()
+					case x < 80:
+						r.opShift()
+					case x < 92:
+						r.opAttach()
+					default:
+						r.opFree()
+					}
+					r.check()
+				}
+			}
+		})
+	}
+}
