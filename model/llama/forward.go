@@ -107,7 +107,11 @@ func (c *Context) matmul(n int, x []float32, ws []*Weight, outs [][]float32) {
 			nAct++
 			c.quantize(n, x[:n*w.Cols], w.Type, w.Cols, c.xq[slot])
 		}
+		// Small products are not worth waking the other workers for.
 		chunks := max(1, min(4*c.pool.Size(), w.Rows/16))
+		if w.Rows*w.Cols*n < 1<<16 {
+			chunks = 1
+		}
 		t.jobs[j] = mmJob{w: w, xq: c.xq[slot], out: outs[j], chunks: chunks}
 		t.total += chunks
 	}

@@ -174,7 +174,7 @@ func weight(f *gguf.File, name string, cols, rows int) (Weight, error) {
 	if len(t.Dims) != 2 || int(t.Dims[0]) != cols || (rows >= 0 && int(t.Dims[1]) != rows) {
 		return Weight{}, fmt.Errorf("tensor %q has shape %v, want [%d %d]", name, t.Dims, cols, rows)
 	}
-	dot := quant.DotGo(t.Type)
+	dot := quant.Kernel(t.Type)
 	if !t.Type.Supported() || dot == nil {
 		return Weight{}, fmt.Errorf("tensor %q has type %v, which ubatch does not support yet (use F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K)", name, t.Type)
 	}

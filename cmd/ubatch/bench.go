@@ -1,0 +1,281 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"ubatch/batch"
+	"ubatch/model"
+	"ubatch/model/llama"
+)
+
+// cmdBench measures throughput like llama-bench (pp/tg for one sequence) or, with --batched, like
+// llama-batched-bench (B sequences, each a prompt then generated tokens). `bench serve` drives an
+// HTTP server instead.
+func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "serve" {
+		return benchServe(ctx, args[1:], stdout, stderr)
+	}
+	fs := newFlags("bench", "bench [-m MODEL] [-p 128] [-n 32] [-r 3] [--json]\n       ubatch bench --batched [-m MODEL] [-npp 128] [-ntg 32] [-npl 1,2,4,8,16] [--json]\n       ubatch bench serve -h", stderr)
+	var mf modelFlags
+	mf.register(fs)
+	pp := fs.String("p", "128", "prompt lengths to test (comma-separated; 0 skips the pp test)")
+	tg := fs.String("n", "32", "generation lengths to test (comma-separated; 0 skips the tg test)")
+	reps := fs.Int("r", 3, "repetitions of each test (after one warm-up run)")
+	batched := fs.Bool("batched", false, "llama-batched-bench mode: -npl sequences each with an -npp prompt and -ntg generated tokens")
+	npp := fs.String("npp", "128", "batched mode: prompt tokens per sequence (comma-separated)")
+	ntg := fs.String("ntg", "32", "batched mode: generated tokens per sequence (comma-separated)")
+	npl := fs.String("npl", "1,2,4,8,16", "batched mode: numbers of parallel sequences (comma-separated)")
+	asJSON := fs.Bool("json", false, "print JSON: llama-bench's array of rows, or in batched mode one llama-batched-bench object per line")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	m, _, err := mf.open(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if *batched {
+		lists, err := intLists(*npp, *ntg, *npl)
+		if err != nil {
+			return err
+		}
+		return benchBatched(ctx, m, &mf, lists[0], lists[1], lists[2], *asJSON, stdout, stderr)
+	}
+	lists, err := intLists(*pp, *tg)
+	if err != nil {
+		return err
+	}
+	if *reps < 1 {
+		return fmt.Errorf("-r must be at least 1")
+	}
+	return benchSingle(ctx, m, &mf, lists[0], lists[1], *reps, *asJSON, stdout, stderr)
+}
+
+func intLists(specs ...string) ([][]int, error) {
+	var out [][]int
+	for _, spec := range specs {
+		var l []int
+		for _, f := range strings.Split(spec, ",") {
+			v, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || v < 0 {
+				return nil, fmt.Errorf("bad number %q in list %q", f, spec)
+			}
+			l = append(l, v)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// benchRow carries llama-bench's JSON field names.
+type benchRow struct {
+	ModelFilename string    `json:"model_filename"`
+	ModelType     string    `json:"model_type"`
+	ModelSize     int64     `json:"model_size"`
+	ModelNParams  int64     `json:"model_n_params"`
+	NBatch        int       `json:"n_batch"`
+	NUBatch       int       `json:"n_ubatch"`
+	NThreads      int       `json:"n_threads"`
+	TypeK         string    `json:"type_k"`
+	TypeV         string    `json:"type_v"`
+	NPrompt       int       `json:"n_prompt"`
+	NGen          int       `json:"n_gen"`
+	TestTime      string    `json:"test_time"`
+	AvgNs         int64     `json:"avg_ns"`
+	StddevNs      int64     `json:"stddev_ns"`
+	AvgTs         float64   `json:"avg_ts"`
+	StddevTs      float64   `json:"stddev_ts"`
+	SamplesNs     []int64   `json:"samples_ns"`
+	SamplesTs     []float64 `json:"samples_ts"`
+	PeakRSS       int64     `json:"peak_rss_bytes"`
+}
+
+func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs []int, reps int, asJSON bool, stdout, stderr io.Writer) error {
+	opts, err := mf.options(1)
+	if err != nil {
+		return err
+	}
+	need := 0
+	for _, v := range append(append([]int{}, pps...), tgs...) {
+		need = max(need, v)
+	}
+	if opts.NCtx == 0 {
+		opts.NCtx = need + opts.BlockSize
+	}
+	lctx, err := llama.NewContext(m.LLM, opts)
+	if err != nil {
+		return err
+	}
+	defer lctx.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	var rows []benchRow
+	var tests [][2]int
+	for _, p := range pps {
+		if p > 0 {
+			tests = append(tests, [2]int{p, 0})
+		}
+	}
+	for _, g := range tgs {
+		if g > 0 {
+			tests = append(tests, [2]int{0, g})
+		}
+	}
+	if !asJSON {
+		fmt.Fprintf(stdout, "| %-28s | %10s | %8s | %7s | %8s | %20s |\n", "model", "size", "params", "threads", "test", "t/s")
+		fmt.Fprintf(stdout, "|%s|%s|%s|%s|%s|%s|\n", strings.Repeat("-", 30), strings.Repeat("-", 12), strings.Repeat("-", 10), strings.Repeat("-", 9), strings.Repeat("-", 10), strings.Repeat("-", 22))
+	}
+	var b batch.Batch
+	for _, tc := range tests {
+		run := func() (time.Duration, error) {
+			lctx.KV().Clear()
+			start := time.Now()
+			if tc[0] > 0 {
+				toks := make([]int32, tc[0])
+				for i := range toks {
+					toks[i] = rng.Int32N(int32(m.LLM.Vocab))
+				}
+				if err := prefill(lctx, &b, toks, 0); err != nil {
+					return 0, err
+				}
+			}
+			for i := range tc[1] {
+				b.Clear()
+				b.Add(rng.Int32N(int32(m.LLM.Vocab)), int32(i), seq0, true)
+				if err := lctx.Decode(&b); err != nil {
+					return 0, err
+				}
+			}
+			return time.Since(start), nil
+		}
+		if _, err := run(); err != nil { // warm-up
+			return err
+		}
+		row := newBenchRow(m, lctx, tc[0], tc[1])
+		for range reps {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			d, err := run()
+			if err != nil {
+				return err
+			}
+			row.SamplesNs = append(row.SamplesNs, d.Nanoseconds())
+			row.SamplesTs = append(row.SamplesTs, float64(tc[0]+tc[1])/d.Seconds())
+		}
+		row.AvgNs, row.StddevNs = meanStd64(row.SamplesNs)
+		row.AvgTs, row.StddevTs = meanStd(row.SamplesTs)
+		row.PeakRSS = peakRSS()
+		rows = append(rows, row)
+		if !asJSON {
+			name := fmt.Sprintf("pp%d", tc[0])
+			if tc[1] > 0 {
+				name = fmt.Sprintf("tg%d", tc[1])
+			}
+			fmt.Fprintf(stdout, "| %-28s | %6.2f MiB | %8s | %7d | %8s | %10.2f ± %7.2f |\n",
+				truncate(row.ModelFilename, 28), float64(row.ModelSize)/(1<<20), humanCount(row.ModelNParams), row.NThreads, name, row.AvgTs, row.StddevTs)
+		}
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	fmt.Fprintf(stdout, "\npeak RSS: %.1f MiB (model file %.1f MiB)\n", float64(peakRSS())/(1<<20), float64(m.Size)/(1<<20))
+	return nil
+}
+
+func newBenchRow(m *model.Model, lctx *llama.Context, np, ng int) benchRow {
+	var size, params int64
+	for _, t := range m.File.Tensors {
+		size += int64(t.Size)
+		params += int64(t.NumElements())
+	}
+	o := lctx.Options()
+	kv := "f16"
+	if o.KVType != 0 {
+		kv = "f32"
+	}
+	return benchRow{
+		ModelFilename: m.Path, ModelType: fmt.Sprintf("llama %s", humanCount(params)), ModelSize: size, ModelNParams: params,
+		NBatch: o.NBatch, NUBatch: o.NUBatch, NThreads: threads(o.Threads), TypeK: kv, TypeV: kv,
+		NPrompt: np, NGen: ng, TestTime: time.Now().UTC().Format(time.RFC3339),
+	}
+}
+
+func threads(t int) int {
+	if t <= 0 {
+		return runtime.NumCPU()
+	}
+	return t
+}
+
+func meanStd(x []float64) (float64, float64) {
+	var s float64
+	for _, v := range x {
+		s += v
+	}
+	mean := s / float64(len(x))
+	if len(x) < 2 {
+		return mean, 0
+	}
+	var ss float64
+	for _, v := range x {
+		ss += (v - mean) * (v - mean)
+	}
+	return mean, math.Sqrt(ss / float64(len(x)-1))
+}
+
+func meanStd64(x []int64) (int64, int64) {
+	f := make([]float64, len(x))
+	for i, v := range x {
+		f[i] = float64(v)
+	}
+	m, s := meanStd(f)
+	return int64(m), int64(s)
+}
+
+func humanCount(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.2f B", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.2f M", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.2f K", float64(n)/1e3)
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n+3:]
+}
+
+// peakRSS returns the process's peak resident set size (VmHWM) in bytes, 0 if unknown.
+func peakRSS() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"time"
+
+	"ubatch/batch"
+	"ubatch/model"
+	"ubatch/model/llama"
+)
+
+// batchedRow carries llama-batched-bench's JSON keys.
+type batchedRow struct {
+	PP      int     `json:"pp"`
+	TG      int     `json:"tg"`
+	PL      int     `json:"pl"`
+	NKV     int     `json:"n_kv"`
+	TPP     float64 `json:"t_pp"`
+	SpeedPP float64 `json:"speed_pp"`
+	TTG     float64 `json:"t_tg"`
+	SpeedTG float64 `json:"speed_tg"`
+	T       float64 `json:"t"`
+	Speed   float64 `json:"speed"`
+}
+
+// benchBatched runs, for every (pp, tg, pl): pl sequences each decode their own pp-token prompt
+// (one logical batch), then tg steps that each decode one token for every sequence.
+func benchBatched(ctx context.Context, m *model.Model, mf *modelFlags, npp, ntg, npl []int, asJSON bool, stdout, stderr io.Writer) error {
+	maxPL, maxLen := 0, 0
+	for _, v := range npl {
+		maxPL = max(maxPL, v)
+	}
+	for _, p := range npp {
+		for _, g := range ntg {
+			maxLen = max(maxLen, p+g)
+		}
+	}
+	if maxPL == 0 || maxLen == 0 {
+		return fmt.Errorf("-npl, and -npp or -ntg, need a positive value")
+	}
+	opts, err := mf.options(maxPL)
+	if err != nil {
+		return err
+	}
+	if opts.NCtx == 0 {
+		perSeq := (maxLen + opts.BlockSize - 1) / opts.BlockSize * opts.BlockSize
+		opts.NCtx = maxPL * perSeq
+	}
+	lctx, err := llama.NewContext(m.LLM, opts)
+	if err != nil {
+		return err
+	}
+	defer lctx.Close()
+	if !asJSON {
+		o := lctx.Options()
+		fmt.Fprintf(stdout, "main: n_kv_max = %d, n_batch = %d, n_ubatch = %d, n_threads = %d, kv block = %d\n\n", o.NCtx, o.NBatch, o.NUBatch, threads(o.Threads), o.BlockSize)
+		fmt.Fprintf(stdout, "|%6s |%6s |%4s |%6s |%8s |%8s |%8s |%8s |%8s |%8s |\n", "PP", "TG", "B", "N_KV", "T_PP s", "S_PP t/s", "T_TG s", "S_TG t/s", "T s", "S t/s")
+		fmt.Fprintf(stdout, "|-------|-------|-----|-------|---------|---------|---------|---------|---------|---------|\n")
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	var b batch.Batch
+	seqs := make([]int32, maxPL)
+	for i := range seqs {
+		seqs[i] = int32(i)
+	}
+	decodeAll := func(tokens, pos []int32, seqOf []int, logits []bool) error {
+		nb := lctx.Options().NBatch
+		for start := 0; start < len(tokens); start += nb {
+			b.Clear()
+			for i := start; i < min(start+nb, len(tokens)); i++ {
+				b.Add(tokens[i], pos[i], seqs[seqOf[i]:seqOf[i]+1], logits[i])
+			}
+			if err := lctx.Decode(&b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	warm := true
+	for _, pp := range npp {
+		for _, tg := range ntg {
+			for _, pl := range npl {
+				if pl == 0 || pp+tg == 0 {
+					continue
+				}
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				measure := func() (tPP, tTG time.Duration, err error) {
+					lctx.KV().Clear()
+					var tokens, pos []int32
+					var seqOf []int
+					var logits []bool
+					for s := range pl {
+						for i := range pp {
+							tokens = append(tokens, rng.Int32N(int32(m.LLM.Vocab)))
+							pos = append(pos, int32(i))
+							seqOf = append(seqOf, s)
+							logits = append(logits, i == pp-1)
+						}
+					}
+					t0 := time.Now()
+					if err := decodeAll(tokens, pos, seqOf, logits); err != nil {
+						return 0, 0, err
+					}
+					tPP = time.Since(t0)
+					t1 := time.Now()
+					for step := range tg {
+						tokens, pos, seqOf, logits = tokens[:0], pos[:0], seqOf[:0], logits[:0]
+						for s := range pl {
+							tokens = append(tokens, rng.Int32N(int32(m.LLM.Vocab)))
+							pos = append(pos, int32(pp+step))
+							seqOf = append(seqOf, s)
+							logits = append(logits, true)
+						}
+						if err := decodeAll(tokens, pos, seqOf, logits); err != nil {
+							return 0, 0, err
+						}
+					}
+					return tPP, time.Since(t1), nil
+				}
+				if warm { // the first run pages the weights in and sizes the buffers
+					warm = false
+					if _, _, err := measure(); err != nil {
+						return err
+					}
+				}
+				tPP, tTG, err := measure()
+				if err != nil {
+					return err
+				}
+				r := batchedRow{PP: pp, TG: tg, PL: pl, NKV: pl * (pp + tg), TPP: tPP.Seconds(), TTG: tTG.Seconds()}
+				if pp > 0 {
+					r.SpeedPP = float64(pl*pp) / r.TPP
+				}
+				if tg > 0 {
+					r.SpeedTG = float64(pl*tg) / r.TTG
+				}
+				r.T = r.TPP + r.TTG
+				r.Speed = float64(r.NKV) / r.T
+				if asJSON {
+					line, _ := json.Marshal(r)
+					fmt.Fprintln(stdout, string(line))
+				} else {
+					fmt.Fprintf(stdout, "|%6d |%6d |%4d |%6d |%8.3f |%8.2f |%8.3f |%8.2f |%8.3f |%8.2f |\n",
+						r.PP, r.TG, r.PL, r.NKV, r.TPP, r.SpeedPP, r.TTG, r.SpeedTG, r.T, r.Speed)
+				}
+			}
+		}
+	}
+	if !asJSON {
+		fmt.Fprintf(stdout, "\npeak RSS: %.1f MiB (model file %.1f MiB)\n", float64(peakRSS())/(1<<20), float64(m.Size)/(1<<20))
+	} else {
+		fmt.Fprintf(stderr, "peak RSS: %.1f MiB\n", float64(peakRSS())/(1<<20))
+	}
+	return nil
+}

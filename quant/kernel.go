@@ -1,0 +1,23 @@
+package quant
+
+// asmKernels holds the assembly DotFuncs usable on this CPU. Files for each architecture fill
+// it from init functions after checking CPU features (package-level variables are initialised
+// before any init runs); it is read-only afterwards.
+var asmKernels = map[Type]DotFunc{}
+
+// Kernel returns the fastest DotFunc for weight type t on this machine: an assembly kernel when
+// the CPU supports one, else the pure-Go twin from DotGo. nil if t is unsupported.
+func Kernel(t Type) DotFunc {
+	if k := asmKernels[t]; k != nil {
+		return k
+	}
+	return DotGo(t)
+}
+
+// KernelName says which implementation Kernel(t) returns ("avx2" or "go"), for logs and benchmarks.
+func KernelName(t Type) string {
+	if asmKernels[t] != nil {
+		return "avx2"
+	}
+	return "go"
+}
