@@ -1,5 +1,7 @@
 package quant
 
+import "golang.org/x/sys/cpu"
+
 // asmKernels holds the assembly DotFuncs usable on this CPU. Files for each architecture fill
 // it from init functions after checking CPU features (package-level variables are initialised
 // before any init runs); it is read-only afterwards.
@@ -21,3 +23,7 @@ func KernelName(t Type) string {
 	}
 	return "go"
 }
+
+// hasAVX2 reports whether the CPU has everything the amd64 kernels use: AVX2, FMA and F16C
+// (always false on other architectures, whose builds carry no assembly).
+var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C && cpu.X86.HasBMI2
