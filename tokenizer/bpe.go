@@ -27,7 +27,7 @@ func (s *scratch) byteBuf() []byte { return s.cpt[:0] }
 
 // encodeWord appends the tokens of one byte-encoded pre-tokenizer word.
 func (t *Tokenizer) encodeWord(word string, out []int32, s *scratch) []int32 {
-	if t.ignore {
+	if t.pre.ignoreMerges {
 		if id, ok := t.ids[word]; ok {
 			return append(out, id)
 		}

@@ -35,8 +35,8 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 }
 
 // VocabFromGGUF reads the tokenizer metadata of f, filling what is absent with llama.cpp's
-// defaults: SPM has BOS 1, EOS 2, UNK 0, adds BOS and a space prefix; BPE has BOS = EOS = 11,
-// no UNK, and adds BOS only for llama3-style pre-tokenizers. A default id outside the vocabulary,
+// defaults: SPM has BOS 1, EOS 2, UNK 0, adds BOS and a space prefix; BPE has BOS = EOS = 11
+// (no BOS for glm4), no UNK, and adds BOS only for llama3-style pre-tokenizers. A default id outside the vocabulary,
 // or a stored one (e.g. 0xFFFFFFFF for "none"), leaves the id at its default or -1.
 func VocabFromGGUF(f *gguf.File) (Vocab, error) {
 	v := Vocab{BOS: -1, EOS: -1, UNK: -1, PAD: -1, EOT: -1}
@@ -73,8 +73,11 @@ func VocabFromGGUF(f *gguf.File) (Vocab, error) {
 			return v, missingOrMistyped(f, keyMerges, "a string array")
 		}
 		v.BOS, v.EOS = 11, 11
-		if p, ok := preTokenizers[v.Pre]; ok && p.ignoreMerges {
-			v.AddBOS = true // llama.cpp's llama3 family defaults to adding BOS
+		if p, ok := preTokenizers[v.Pre]; ok {
+			v.AddBOS = p.addBOS // the llama3 family adds BOS by default
+			if p.noBOS {
+				v.BOS = -1
+			}
 		}
 	default:
 		return v, fmt.Errorf("tokenizer: unsupported %s %q (want \"llama\" or \"gpt2\")", keyModel, v.Model)

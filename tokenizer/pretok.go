@@ -13,14 +13,17 @@ type matcher func(rs []rune, pos, end int) int
 // llama.cpp's unicode_regex_split does with its list of regexes.
 type preTokenizer struct {
 	passes       []matcher
-	ignoreMerges bool
+	ignoreMerges bool // a pre-token that is itself a token skips the merges
+	addBOS       bool // llama.cpp's default for add_bos_token with this pre-tokenizer
+	noBOS        bool // llama.cpp's default BOS id is "none" instead of 11
 }
 
 var (
 	preDefault = preTokenizer{passes: []matcher{matchPunctRun("$+<=>^~|"), matchGPT2, matchNumberRun, matchThreeDigits}}
 	preGPT2    = preTokenizer{passes: []matcher{matchGPT2}}
-	preLlama3  = preTokenizer{passes: []matcher{matchLlama3(3)}, ignoreMerges: true}
+	preLlama3  = preTokenizer{passes: []matcher{matchLlama3(3)}, ignoreMerges: true, addBOS: true}
 	preDBRX    = preTokenizer{passes: []matcher{matchLlama3(3)}}
+	preGLM4    = preTokenizer{passes: []matcher{matchLlama3(3)}, noBOS: true}
 	preQwen2   = preTokenizer{passes: []matcher{matchLlama3(1)}}
 	preStar    = preTokenizer{passes: []matcher{matchOneNumber, matchGPT2}}
 	preFalcon  = preTokenizer{passes: []matcher{matchPunctRun("$+<=>^~|`"), matchGPT2, matchThreeDigits}}
@@ -34,7 +37,7 @@ var preTokenizers = map[string]preTokenizer{
 	"llama3": preLlama3, "llama-v3": preLlama3, "llama-bpe": preLlama3, "falcon3": preLlama3,
 	"falcon-h1": preLlama3, "pixtral": preLlama3, "midm-2.0": preLlama3, "lfm2": preLlama3,
 	"jina-v5-nano": preLlama3,
-	"dbrx":         preDBRX, "smaug-bpe": preDBRX, "glm4": preDBRX, "chatglm-bpe": preDBRX,
+	"dbrx":         preDBRX, "smaug-bpe": preDBRX, "glm4": preGLM4, "chatglm-bpe": preGLM4,
 
 	"qwen2": preQwen2, "deepseek-r1-qwen": preQwen2, "kormo": preQwen2, "f2llmv2": preQwen2,
 	"stablelm2": preQwen2, "hunyuan": preQwen2, "solar-open": preQwen2, "megrez": preQwen2,

@@ -59,9 +59,8 @@ type Vocab struct {
 // Tokenizer encodes and decodes text for one vocabulary. It is immutable after New and safe for
 // concurrent use.
 type Tokenizer struct {
-	spm    bool
-	pre    preTokenizer // BPE only
-	ignore bool         // BPE: a pre-token that is itself a token skips the merges (llama3)
+	spm bool
+	pre preTokenizer // BPE only
 
 	tokens []string
 	scores []float32
@@ -117,7 +116,6 @@ func New(v Vocab) (*Tokenizer, error) {
 			return nil, fmt.Errorf("tokenizer: unknown or unsupported BPE pre-tokenizer %q", v.Pre)
 		}
 		t.pre = pre
-		t.ignore = pre.ignoreMerges
 		if len(v.Merges) == 0 {
 			return nil, fmt.Errorf("tokenizer: gpt2 vocabulary has no merges")
 		}
