@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // referenceGreedy returns llama.cpp's greedy continuation of "Once upon a time" for stories260K.
@@ -44,5 +45,208 @@ func TestCompletionGreedyMatchesReference(t *testing.T) {
 	}
 	if res.Object != "text_completion" || res.Model != "stories" || !strings.HasPrefix(res.ID, "cmpl-") {
 		t.Fatalf("response header fields: %+v", res)
+	}
+}
+
+func TestCompletionStopStrings(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	prompt, full := referenceGreedy(t)
+	tests := []struct {
+		name string
+		stop any
+		want string
+	}{
+		{name: "single string", stop: "Lily", want: full[:strings.Index(full, "Lily")]},
+		{name: "list, earliest wins", stop: []string{"park", "girl"}, want: full[:strings.Index(full, "girl")]},
+		{name: "spans tokens", stop: "tle gi", want: full[:strings.Index(full, "tle gi")]},
+		{name: "never matches", stop: []string{"dragon"}, want: ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			body := map[string]any{"prompt": prompt, "max_tokens": 30, "temperature": 0, "stop": tc.stop}
+			res := e.complete(body)
+			c := res.Choices[0]
+			wantFinish := "stop"
+			if tc.want == "" {
+				tc.want, wantFinish = c.Text, "length"
+				if !strings.HasPrefix(full, c.Text) || len(c.Text) < 20 {
+					t.Fatalf("text %q is not llama.cpp's greedy text", c.Text)
+				}
+			}
+			if c.Text != tc.want || c.FinishReason != wantFinish {
+				t.Fatalf("text %q finish %q, want %q finish %q", c.Text, c.FinishReason, tc.want, wantFinish)
+			}
+			if wantFinish == "stop" && (res.Usage.CompletionTokens == 0 || res.Usage.CompletionTokens >= 30) {
+				t.Fatalf("completion tokens %d after a stop string", res.Usage.CompletionTokens)
+			}
+			text, finish, _ := e.streamCompletion(body)
+			if text != tc.want || finish != wantFinish {
+				t.Fatalf("streamed text %q finish %q, want %q finish %q", text, finish, tc.want, wantFinish)
+			}
+		})
+	}
+	waitFor(t, 5*time.Second, "KV released after stop-string cancellations", func() bool { return e.kvUsed() == 0 })
+}
+
+func TestCompletionNAndPromptLists(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	greedy := e.complete(map[string]any{"prompt": "The cat sat", "max_tokens": 10, "temperature": 0})
+	t.Run("greedy n=3 gives identical choices", func(t *testing.T) {
+		res := e.complete(map[string]any{"prompt": "The cat sat", "max_tokens": 10, "temperature": 0, "n": 3})
+		if len(res.Choices) != 3 {
+			t.Fatalf("%d choices", len(res.Choices))
+		}
+		for i, c := range res.Choices {
+			if c.Index != i || c.Text != greedy.Choices[0].Text {
+				t.Fatalf("choice %d: index %d text %q, want %q", i, c.Index, c.Text, greedy.Choices[0].Text)
+			}
+		}
+		if res.Usage.PromptTokens != greedy.Usage.PromptTokens || res.Usage.CompletionTokens != 30 {
+			t.Fatalf("usage %+v: prompt counted once (%d), completions summed (30)", res.Usage, greedy.Usage.PromptTokens)
+		}
+	})
+	t.Run("sampled n=4 with a seed is reproducible and varied", func(t *testing.T) {
+		body := map[string]any{"prompt": "The cat sat", "max_tokens": 12, "temperature": 1.5, "seed": 7, "n": 4}
+		a, b := e.complete(body), e.complete(body)
+		distinct := map[string]bool{}
+		for i := range a.Choices {
+			if a.Choices[i].Text != b.Choices[i].Text {
+				t.Fatalf("choice %d differs between runs with one seed: %q vs %q", i, a.Choices[i].Text, b.Choices[i].Text)
+			}
+			distinct[a.Choices[i].Text] = true
+		}
+		if len(distinct) < 2 {
+			t.Fatalf("4 sampled sequences are all %q: they are not independent", a.Choices[0].Text)
+		}
+	})
+	t.Run("list of prompts and token ids", func(t *testing.T) {
+		toks := e.model.Vocab.Encode("The cat sat", true, true)
+		res := e.complete(map[string]any{"prompt": []any{"Once upon a time", toks}, "max_tokens": 10, "temperature": 0, "n": 2})
+		if len(res.Choices) != 4 || res.Choices[2].Text != greedy.Choices[0].Text || res.Choices[3].Text != greedy.Choices[0].Text {
+			t.Fatalf("choices %+v: want 4, the last two %q", res.Choices, greedy.Choices[0].Text)
+		}
+		if res.Choices[0].Text == res.Choices[2].Text {
+			t.Fatal("the two prompts gave one text")
+		}
+	})
+	t.Run("streamed n=2 interleaves choices", func(t *testing.T) {
+		_, _, events := e.streamCompletion(map[string]any{"prompt": "The cat sat", "max_tokens": 10, "temperature": 0, "n": 2})
+		texts := map[int]string{}
+		finished := map[int]bool{}
+		for _, ev := range events[:len(events)-1] {
+			var ch completionResult
+			if err := json.Unmarshal([]byte(ev), &ch); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range ch.Choices {
+				texts[c.Index] += c.Text
+				if c.FinishReason != "" {
+					finished[c.Index] = true
+				}
+			}
+		}
+		if texts[0] != greedy.Choices[0].Text || texts[1] != greedy.Choices[0].Text || !finished[0] || !finished[1] {
+			t.Fatalf("texts %v finished %v", texts, finished)
+		}
+	})
+}
+
+func TestCompletionLogprobs(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	res := e.complete(map[string]any{"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0, "logprobs": 3})
+	c := res.Choices[0]
+	lp := c.Logprobs
+	if lp == nil || len(lp.Tokens) != 8 || len(lp.TokenLogprobs) != 8 || len(lp.TopLogprobs) != 8 || len(lp.TextOffset) != 8 {
+		t.Fatalf("logprobs %+v: want 8 entries in each list", lp)
+	}
+	if strings.Join(lp.Tokens, "") != c.Text {
+		t.Fatalf("tokens %q do not spell the text %q", lp.Tokens, c.Text)
+	}
+	for i := range lp.Tokens {
+		if len(lp.TopLogprobs[i]) != 3 {
+			t.Fatalf("token %d: %d alternatives, want 3", i, len(lp.TopLogprobs[i]))
+		}
+		best := -1e9
+		for _, v := range lp.TopLogprobs[i] {
+			best = max(best, v)
+		}
+		// Greedy picks the most likely token, so its log-probability is the best alternative's.
+		if lp.TokenLogprobs[i] > 0 || lp.TokenLogprobs[i] != best || lp.TopLogprobs[i][lp.Tokens[i]] != best {
+			t.Fatalf("token %d (%q): logprob %v, alternatives %v", i, lp.Tokens[i], lp.TokenLogprobs[i], lp.TopLogprobs[i])
+		}
+		if !strings.HasPrefix(c.Text[lp.TextOffset[i]:], lp.Tokens[i]) {
+			t.Fatalf("text_offset %d of token %q is wrong in %q", lp.TextOffset[i], lp.Tokens[i], c.Text)
+		}
+	}
+	plain := e.complete(map[string]any{"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0})
+	if plain.Choices[0].Logprobs != nil || plain.Choices[0].Text != c.Text {
+		t.Fatalf("without logprobs: %+v", plain.Choices[0])
+	}
+}
+
+// TestCompletionStreamFormat checks the chunk sequence: text chunks with usage null, a final
+// chunk with finish_reason, a usage chunk with no choices, then [DONE].
+func TestCompletionStreamFormat(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	want := e.complete(map[string]any{"prompt": "Once upon a time", "max_tokens": 12, "temperature": 0})
+	_, _, events := e.streamCompletion(map[string]any{"prompt": "Once upon a time", "max_tokens": 12, "temperature": 0,
+		"stream_options": map[string]any{"include_usage": true}})
+	if len(events) < 4 || events[len(events)-1] != "[DONE]" {
+		t.Fatalf("events %q: want chunks then [DONE]", events)
+	}
+	var text strings.Builder
+	for i, ev := range events[:len(events)-2] {
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(ev), &raw); err != nil {
+			t.Fatal(err)
+		}
+		if string(raw["usage"]) != "null" || string(raw["object"]) != `"text_completion"` {
+			t.Fatalf("chunk %d %s: want usage null and object text_completion", i, ev)
+		}
+		var ch completionResult
+		json.Unmarshal([]byte(ev), &ch)
+		if len(ch.Choices) != 1 {
+			t.Fatalf("chunk %d has %d choices", i, len(ch.Choices))
+		}
+		text.WriteString(ch.Choices[0].Text)
+		last := i == len(events)-3
+		if (ch.Choices[0].FinishReason != "") != last {
+			t.Fatalf("chunk %d finish_reason %q (last chunk: %v)", i, ch.Choices[0].FinishReason, last)
+		}
+	}
+	if text.String() != want.Choices[0].Text {
+		t.Fatalf("streamed %q, want %q", text.String(), want.Choices[0].Text)
+	}
+	var final completionResult
+	if err := json.Unmarshal([]byte(events[len(events)-2]), &final); err != nil {
+		t.Fatal(err)
+	}
+	if len(final.Choices) != 0 || final.Usage != want.Usage {
+		t.Fatalf("usage chunk %s, want no choices and usage %+v", events[len(events)-2], want.Usage)
+	}
+	_, _, plain := e.streamCompletion(map[string]any{"prompt": "Once upon a time", "max_tokens": 3})
+	for _, ev := range plain[:len(plain)-1] {
+		if strings.Contains(ev, `"usage"`) {
+			t.Fatalf("chunk %s has usage although include_usage was not set", ev)
+		}
+	}
+}
+
+func TestModels(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	resp, err := e.client.Get(e.ts.URL + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Object string      `json:"object"`
+		Data   []modelJSON `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		t.Fatal(err)
+	}
+	if list.Object != "list" || len(list.Data) != 1 || list.Data[0].ID != "stories" || list.Data[0].OwnedBy != "ubatch" || list.Data[0].Object != "model" {
+		t.Fatalf("models %+v", list)
 	}
 }
