@@ -17,13 +17,13 @@ func q8KCol(xb []byte) (d float32, qs []byte, sums32 [8]int32) {
 // dotKScaleMin accumulates one Q4_K/Q5_K super-block into acc for each column: with the levels
 // wq (0..nmax), 6-bit scales sc and mins m per 32-element sub-block, the block contributes
 // d*dx*Σ_s sc[s]·(wq·xq)_s − dmin*dx*Σ_s m[s]·Σ_s xq — integer sums, then two float scalings.
-func dotKScaleMin(wq *[QK_K]int8, sc, m *[8]uint8, d, dmin float32, x []byte, off, xStride, nx int, acc *[MaxCols]float32) {
+func dotKScaleMin(wq *[QK_K]byte, sc, m *[8]uint8, d, dmin float32, x []byte, off, xStride, nx int, acc *[MaxCols]float32) {
 	for j := 0; j < nx; j++ {
 		o := j*xStride + off
 		dx, xq, sums := q8KCol(x[o : o+q8_KBytes])
 		var isum, msum int32
 		for s := 0; s < 8; s++ {
-			isum += int32(sc[s]) * dot32((*[32]int8)(wq[32*s:32*s+32]), (*[32]byte)(xq[32*s:32*s+32]))
+			isum += int32(sc[s]) * dot32((*[32]byte)(wq[32*s:32*s+32]), (*[32]byte)(xq[32*s:32*s+32]))
 			msum += int32(m[s]) * sums[s]
 		}
 		acc[j] += d*dx*float32(isum) - dmin*dx*float32(msum)
@@ -33,7 +33,7 @@ func dotKScaleMin(wq *[QK_K]int8, sc, m *[8]uint8, d, dmin float32, x []byte, of
 // dotQ4_KGo is the DotFunc for Q4_K weights with Q8_K activations.
 func dotQ4_KGo(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
 	var acc [MaxCols]float32
-	var wq [QK_K]int8
+	var wq [QK_K]byte // levels as int8 bit patterns
 	var sc, m [8]uint8
 	for b := 0; b < k/QK_K; b++ {
 		blk := w[b*q4_KBytes : (b+1)*q4_KBytes]
@@ -47,8 +47,8 @@ func dotQ4_KGo(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
 			lo := wq[64*g : 64*g+32]
 			hi := wq[64*g+32 : 64*g+64]
 			for l := range q {
-				lo[l] = int8(q[l] & 0xf)
-				hi[l] = int8(q[l] >> 4)
+				lo[l] = q[l] & 0xf
+				hi[l] = q[l] >> 4
 			}
 		}
 		dotKScaleMin(&wq, &sc, &m, d, dmin, x, b*q8_KBytes, xStride, nx, &acc)
@@ -59,7 +59,7 @@ func dotQ4_KGo(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
 // dotQ5_KGo is the DotFunc for Q5_K weights with Q8_K activations.
 func dotQ5_KGo(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
 	var acc [MaxCols]float32
-	var wq [QK_K]int8
+	var wq [QK_K]byte // levels as int8 bit patterns
 	var sc, m [8]uint8
 	for b := 0; b < k/QK_K; b++ {
 		blk := w[b*q5_KBytes : (b+1)*q5_KBytes]
@@ -76,8 +76,8 @@ func dotQ5_KGo(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
 			sh := uint(2 * g)
 			for l := range q {
 				h := qh[l] >> sh
-				lo[l] = int8(q[l]&0xf | (h&1)<<4)
-				hi[l] = int8(q[l]>>4 | (h&2)<<3)
+				lo[l] = q[l]&0xf | (h&1)<<4
+				hi[l] = q[l]>>4 | (h&2)<<3
 			}
 		}
 		dotKScaleMin(&wq, &sc, &m, d, dmin, x, b*q8_KBytes, xStride, nx, &acc)
@@ -89,7 +89,7 @@ func dotQ5_KGo(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
 // int8 scale per 16 elements; per super-block d*dx*Σ_g sc[g]·(wq·xq)_g.
 func dotQ6_KGo(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
 	var acc [MaxCols]float32
-	var wq [QK_K]int8
+	var wq [QK_K]byte // levels as int8 bit patterns
 	for b := 0; b < k/QK_K; b++ {
 		blk := w[b*q6_KBytes : (b+1)*q6_KBytes]
 		d := f16At(blk[208:])
@@ -99,10 +99,11 @@ func dotQ6_KGo(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
 			qh := blk[128+32*h : 128+32*h+32]
 			y := wq[128*h : 128*h+128]
 			for l := 0; l < 32; l++ {
-				y[l] = int8(ql[l]&0xf|(qh[l]&3)<<4) - 32
-				y[l+32] = int8(ql[l+32]&0xf|((qh[l]>>2)&3)<<4) - 32
-				y[l+64] = int8(ql[l]>>4|((qh[l]>>4)&3)<<4) - 32
-				y[l+96] = int8(ql[l+32]>>4|((qh[l]>>6)&3)<<4) - 32
+				// Wrapping byte subtraction gives the int8 bit pattern of q-32.
+				y[l] = (ql[l]&0xf | (qh[l]&3)<<4) - 32
+				y[l+32] = (ql[l+32]&0xf | ((qh[l]>>2)&3)<<4) - 32
+				y[l+64] = (ql[l]>>4 | ((qh[l]>>4)&3)<<4) - 32
+				y[l+96] = (ql[l+32]>>4 | ((qh[l]>>6)&3)<<4) - 32
 			}
 		}
 		for j := 0; j < nx; j++ {
@@ -111,7 +112,7 @@ func dotQ6_KGo(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
 			xq := xb[4 : 4+QK_K]
 			var isum int32
 			for g := 0; g < 16; g++ {
-				isum += int32(int8(sc[g])) * dot16((*[16]int8)(wq[16*g:16*g+16]), (*[16]byte)(xq[16*g:16*g+16]))
+				isum += int32(int8(sc[g])) * dot16((*[16]byte)(wq[16*g:16*g+16]), (*[16]byte)(xq[16*g:16*g+16]))
 			}
 			acc[j] += d * f32At(xb) * float32(isum)
 		}
