@@ -26,6 +26,12 @@
 // also hold copies it first (copy-on-write), so what one sequence sees never changes because of
 // another.
 //
+// # Reading for attention
+//
+// A token of sequence s at position p attends to every cell among the first SeqCells(s) slots of
+// Blocks(s) whose Pos is in [0, p]; slot i is cell Blocks(s)[i/BlockSize]*BlockSize +
+// i%BlockSize. Empty cells (holes) have Pos -1.
+//
 // # Prefix caching
 //
 // A full block whose cells hold positions i*BlockSize.. (i = its index in the table) of a
@@ -34,8 +40,12 @@
 // refcount drops to 0 it is not freed but kept, with its K/V, in an LRU list of cached blocks;
 // MatchPrefix/AttachPrefix let a new sequence start from such blocks (or from live ones) instead
 // of recomputing them. Allocation takes free (never used or unhashed) blocks first and then
-// evicts the least recently used cached block. A block's hash is dropped as soon as its content
-// changes (a write into it, a removed cell, a shift).
+// evicts the least recently used cached block; a freed sequence releases its blocks last first,
+// so its deepest blocks are evicted before its prompt's first ones. A block's hash is dropped as
+// soon as its content changes (a write into it, a removed cell, a shift). A match is verified
+// beyond the 64-bit hash: the block's token ids, positions and parent hash must all agree. When
+// two live blocks have the same content only one is in the index; the other takes its place when
+// released, if the entry is free by then.
 //
 // # Concurrency
 //

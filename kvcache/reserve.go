@@ -203,6 +203,14 @@ func (c *Cache) CanReserve(pos []int32, seqs [][]int32) bool {
 // have identical tables and lengths (or all be empty). A block that other sequences also hold
 // is copied before being written (copy-on-write).
 //
+// Because K/V of this micro-batch's tokens are written only after Reserve returns, a sequence
+// may not leave, inside a partially filled block, sequences it shared that block with when that
+// block received tokens of this same micro-batch (e.g. a token for seqs {0,1} at position 5
+// followed by a token for seq {0} alone at position 6, with blocks of 16): the copy would lack
+// them. Reserve refuses that with a validation error; decode the shared tokens in an earlier
+// micro-batch. Diverging at a block boundary, or from a block filled by earlier micro-batches,
+// is fine.
+//
 // Reserve is atomic: validation errors are returned, and ErrKVFull when too few blocks are
 // free or evictable, before anything changes. A block filled by Reserve is registered in the
 // prefix index right away, so its K/V must be written before the next call that could hand it to
