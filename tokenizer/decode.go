@@ -109,7 +109,12 @@ func (t *Tokenizer) Piece(id int32) []byte {
 // does not "clean up" spaces before punctuation, so that Decode agrees with the streaming
 // decoder. Control tokens and out-of-range ids decode to nothing.
 func (t *Tokenizer) Decode(ids []int32) string {
+	size := 0
+	for _, id := range ids {
+		size += len(t.Piece(id))
+	}
 	var sb strings.Builder
+	sb.Grow(size)
 	for i, id := range ids {
 		p := t.Piece(id)
 		if i == 0 && t.addSP && len(p) > 0 && p[0] == ' ' {
