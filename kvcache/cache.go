@@ -114,6 +114,7 @@ type Cache struct {
 	hash    []uint64 // chained hash; meaningful only when hashed
 	parent  []uint64 // the parent hash the block's hash was chained from, to verify matches
 	hashed  []bool   // hash describes the block's current content (full, canonical positions)
+	rotated []bool   // holds keys re-rotated by SeqShift: only approximately what a fresh decode gives, so never hashed
 	indexed []bool   // the block is the prefix index entry for its hash
 	prev    []int32  // LRU links of cached blocks, -1 at the ends
 	next    []int32
@@ -178,6 +179,7 @@ func New(cfg Config) (*Cache, error) {
 		hash:    make([]uint64, cfg.NumBlocks),
 		parent:  make([]uint64, cfg.NumBlocks),
 		hashed:  make([]bool, cfg.NumBlocks),
+		rotated: make([]bool, cfg.NumBlocks),
 		indexed: make([]bool, cfg.NumBlocks),
 		prev:    make([]int32, cfg.NumBlocks),
 		next:    make([]int32, cfg.NumBlocks),
@@ -329,7 +331,7 @@ func (c *Cache) Clear() {
 	c.free = c.free[:0]
 	for b := len(c.ref) - 1; b >= 0; b-- {
 		c.ref[b] = 0
-		c.hashed[b], c.indexed[b] = false, false
+		c.hashed[b], c.indexed[b], c.rotated[b] = false, false, false
 		c.prev[b], c.next[b] = -1, -1
 		c.free = append(c.free, int32(b)) // block 0 on top: allocation goes in address order
 	}
@@ -359,6 +361,7 @@ func (c *Cache) alloc() int32 {
 	for j := range c.bs {
 		c.pos[base+j] = -1
 	}
+	c.rotated[b] = false
 	return b
 }
 
@@ -425,6 +428,7 @@ func (c *Cache) copyCells(src, dst, count int32) {
 	s, d := int(src*c.bs), int(dst*c.bs)
 	copy(c.pos[d:d+int(count)], c.pos[s:s+int(count)])
 	copy(c.tok[d:d+int(count)], c.tok[s:s+int(count)])
+	c.rotated[dst] = c.rotated[src]
 	kv := c.cfg.KVDim
 	s, d, m := s*kv, d*kv, int(count)*kv
 	for l := range c.k32 {

@@ -158,7 +158,7 @@ func seqRange(n int32) []int32 {
 type snapshot struct {
 	Pos, Tok, Ref, Prev, Next, Free []int32
 	Hash, Parent                    []uint64
-	Hashed, Indexed                 []bool
+	Hashed, Indexed, Rotated        []bool
 	Head, Tail                      int32
 	NCached                         int
 	Index                           map[uint64]int32
@@ -172,7 +172,7 @@ func takeSnapshot(c *Cache) snapshot {
 		Pos: slices.Clone(c.pos), Tok: slices.Clone(c.tok), Ref: slices.Clone(c.ref),
 		Prev: slices.Clone(c.prev), Next: slices.Clone(c.next), Free: slices.Clone(c.free),
 		Hash: slices.Clone(c.hash), Parent: slices.Clone(c.parent),
-		Hashed: slices.Clone(c.hashed), Indexed: slices.Clone(c.indexed),
+		Hashed: slices.Clone(c.hashed), Indexed: slices.Clone(c.indexed), Rotated: slices.Clone(c.rotated),
 		Head: c.lruHead, Tail: c.lruTail, NCached: c.nCached, Index: maps.Clone(c.index),
 	}
 	for _, sq := range c.seqs {
@@ -196,7 +196,7 @@ func (s snapshot) equal(o snapshot) bool {
 	return eqSeqs && slices.Equal(s.Pos, o.Pos) && slices.Equal(s.Tok, o.Tok) && slices.Equal(s.Ref, o.Ref) &&
 		slices.Equal(s.Prev, o.Prev) && slices.Equal(s.Next, o.Next) && slices.Equal(s.Free, o.Free) &&
 		slices.Equal(s.Hash, o.Hash) && slices.Equal(s.Parent, o.Parent) && slices.Equal(s.Hashed, o.Hashed) &&
-		slices.Equal(s.Indexed, o.Indexed) && s.Head == o.Head && s.Tail == o.Tail && s.NCached == o.NCached &&
+		slices.Equal(s.Indexed, o.Indexed) && slices.Equal(s.Rotated, o.Rotated) && s.Head == o.Head && s.Tail == o.Tail && s.NCached == o.NCached &&
 		maps.Equal(s.Index, o.Index) &&
 		slices.EqualFunc(s.K32, o.K32, bitsEqual) && slices.EqualFunc(s.V32, o.V32, bitsEqual) &&
 		slices.EqualFunc(s.K16, o.K16, slices.Equal) && slices.EqualFunc(s.V16, o.V16, slices.Equal)

@@ -26,11 +26,15 @@ func chainHash(seed maphash.Seed, parent uint64, toks []int32) uint64 {
 
 // hashBlock gives the full block at slot bi of seq's table its chained hash and registers it in
 // the prefix index, if its cells hold positions bi*BlockSize.. in order and the block before it
-// is hashed (so the whole prefix is the canonical run 0, 1, ... from the sequence start). An
-// index entry already held by another block with the same hash is left alone.
+// is hashed (so the whole prefix is the canonical run 0, 1, ... from the sequence start), and no
+// key in it was re-rotated by SeqShift. An index entry already held by another block with the
+// same hash is left alone.
 func (c *Cache) hashBlock(seq, bi int) {
 	sq := &c.seqs[seq]
 	b := sq.table[bi]
+	if c.rotated[b] {
+		return
+	}
 	base := b * c.bs
 	first := int32(bi) * c.bs
 	for j := range c.bs {

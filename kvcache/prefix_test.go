@@ -254,6 +254,23 @@ func TestNonCanonicalBlocksAreNotHashed(t *testing.T) {
 			}
 			reserve(t, c, []int32{0}, 2, 0, 7)
 		}, query: []int32{1, 2, 3, 4}, want: 0},
+		{name: "shifted into canonical positions", setup: func(t *testing.T, c *Cache) {
+			reserve(t, c, []int32{0}, 2, 0, 1, 2)
+			if err := c.SeqShift(0, -1, -1, -2); err != nil {
+				t.Fatal(err)
+			}
+			reserve(t, c, []int32{0}, 2, 0, 3, 4)
+		}, query: []int32{1, 2, 3, 4}, want: 0},
+		{name: "copy of a shifted block", setup: func(t *testing.T, c *Cache) {
+			reserve(t, c, []int32{0}, 2, 0, 1, 2)
+			if err := c.SeqShift(0, -1, -1, -2); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.SeqCopy(0, 1, -1, -1); err != nil {
+				t.Fatal(err)
+			}
+			reserve(t, c, []int32{1}, 2, 0, 3, 4) // copy-on-write of the shifted block
+		}, query: []int32{1, 2, 3, 4}, want: 0},
 		{name: "cleared", setup: func(t *testing.T, c *Cache) {
 			reserve(t, c, []int32{0}, 0, 0, 1, 2, 3, 4)
 			c.Clear()
@@ -261,7 +278,7 @@ func TestNonCanonicalBlocksAreNotHashed(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newCache(t, Config{BlockSize: 4, NumBlocks: 8})
+			c := newCache(t, Config{BlockSize: 4, NumBlocks: 8, MaxSeqs: 2})
 			tc.setup(t, c)
 			if got := c.MatchPrefix(tc.query); got != tc.want {
 				t.Fatalf("MatchPrefix = %d, want %d", got, tc.want)
