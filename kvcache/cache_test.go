@@ -166,7 +166,14 @@ func TestReserveValidation(t *testing.T) {
 			}
 			cells := make([]int32, n)
 			can := c.CanReserve(tc.pos, tc.seqs)
+			checkErr := c.CheckReserve(tc.pos, tc.seqs)
+			if can != (checkErr == nil) {
+				t.Fatalf("CanReserve %v but CheckReserve %v", can, checkErr)
+			}
 			err := c.Reserve(tc.tokens, tc.pos, tc.seqs, cells)
+			if checkErr != nil && (err == nil || err.Error() != checkErr.Error()) {
+				t.Fatalf("CheckReserve says %v, Reserve %v", checkErr, err)
+			}
 			if tc.wantErr == "" {
 				if err != nil || !can {
 					t.Fatalf("Reserve: %v (CanReserve %v)", err, can)
@@ -264,6 +271,9 @@ func TestReserveCountsCopyOnWriteWithinBatch(t *testing.T) {
 	before := takeSnapshot(c)
 	if c.CanReserve(pos, seqs) {
 		t.Fatalf("CanReserve true with no free block")
+	}
+	if err := c.CheckReserve(pos, seqs); !errors.Is(err, ErrKVFull) {
+		t.Fatalf("CheckReserve = %v, want ErrKVFull", err)
 	}
 	err := c.Reserve([]int32{5, 6}, pos, seqs, make([]int32, 2))
 	if !errors.Is(err, ErrKVFull) {

@@ -186,10 +186,24 @@ func (c *Cache) planReserve(pos []int32, seqs [][]int32) (need int, err error) {
 
 // CanReserve reports whether Reserve would succeed for a micro-batch with these positions and
 // sequence ids: the batch is valid for the cache's current state and enough free or evictable
-// blocks exist, counting copy-on-write copies. Call Reserve to learn why a batch is invalid.
+// blocks exist, counting copy-on-write copies. It is false for an invalid batch too; use
+// CheckReserve to tell the two apart.
 func (c *Cache) CanReserve(pos []int32, seqs [][]int32) bool {
+	return c.CheckReserve(pos, seqs) == nil
+}
+
+// CheckReserve is CanReserve with the reason: nil if Reserve would succeed, the validation error
+// Reserve would return, or an error wrapping ErrKVFull. It changes nothing.
+func (c *Cache) CheckReserve(pos []int32, seqs [][]int32) error {
 	need, err := c.planReserve(pos, seqs)
-	return err == nil && need <= c.available()
+	if err != nil {
+		return err
+	}
+	if avail := c.available(); need > avail {
+		return fmt.Errorf("%w: micro-batch of %d tokens needs %d blocks, %d available",
+			ErrKVFull, len(pos), need, avail)
+	}
+	return nil
 }
 
 // Reserve gives every token of a micro-batch its cell, in order, and records its position and
@@ -223,13 +237,8 @@ func (c *Cache) Reserve(tokens, pos []int32, seqs [][]int32, cells []int32) erro
 	if len(cells) < len(tokens) {
 		return fmt.Errorf("kvcache: cells has room for %d of %d tokens", len(cells), len(tokens))
 	}
-	need, err := c.planReserve(pos, seqs)
-	if err != nil {
+	if err := c.CheckReserve(pos, seqs); err != nil {
 		return err
-	}
-	if avail := c.available(); need > avail {
-		return fmt.Errorf("%w: micro-batch of %d tokens needs %d blocks, %d available",
-			ErrKVFull, len(tokens), need, avail)
 	}
 	for i, p := range pos {
 		ss := seqs[i]
