@@ -111,7 +111,7 @@ func Dot(t Type, k int, w []byte, x []byte) float32 {
 
 // dot16 is the integer dot product of 16 int8 weights with 16 int8 activations, both stored as
 // bytes (two's complement). Fully unrolled over fixed-size arrays: constant offsets and no bounds
-// checks make it about 25% faster than the loop form.
+// checks made it measurably faster than the loop form.
 func dot16(w, x *[16]byte) int32 {
 	return int32(int8(w[0]))*int32(int8(x[0])) + int32(int8(w[1]))*int32(int8(x[1])) +
 		int32(int8(w[2]))*int32(int8(x[2])) + int32(int8(w[3]))*int32(int8(x[3])) +

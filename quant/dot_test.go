@@ -99,6 +99,9 @@ func TestDotMatchesDequantized(t *testing.T) {
 				if got := Dot(tc.typ, k, wq, xq[j*stride:]); got != single[j] {
 					t.Errorf("Dot = %v, DotFunc = %v", got, single[j])
 				}
+				if n := testing.AllocsPerRun(5, func() { Dot(tc.typ, k, wq, xq[j*stride:]) }); n != 0 {
+					t.Errorf("Dot allocates %v times", n)
+				}
 			}
 			for nx := 2; nx <= MaxCols; nx++ {
 				out := make([]float32, nx+1)
