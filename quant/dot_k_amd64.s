@@ -1,0 +1,431 @@
+// AVX2 dot kernels for the K-quants (Q4_K, Q5_K, Q6_K weights) against Q8_K activations. See
+// dot_k_amd64.go for the Go side and dot_k.go for the pure-Go twins these must agree with.
+//
+// Each kernel runs over nb super-blocks of one weight row and nx (1..4) activation columns at
+// x, x+xStride, x+2*xStride, x+3*xStride. A weight super-block is decoded once (levels to bytes,
+// scales to int16) and then applied to every column: VPMADDUBSW multiplies the unsigned levels
+// with the signed Q8_K quants into int16 pair sums, VPMADDWD multiplies those with the broadcast
+// sub-block scale into int32, and each column keeps an int32 sum (Y4..Y7) per super-block that is
+// converted and folded into a float32 accumulator (Y0..Y3) with d·dx. The mins (Q4_K, Q5_K) and
+// Q6_K's -32 offset come from the Q8_K bsums (sums of 16 quants) with one VPMADDWD per column.
+// The accumulators are reduced identically whatever nx is, so column j of an nx-column call
+// equals a one-column call bit for bit.
+//
+// Layouts (ggml-common.h): Q4_K d f16, dmin f16, scales[12], qs[128] (144 bytes); Q5_K adds
+// qh[32] before qs (176 bytes); Q6_K ql[128], qh[64], scales int8[16], d f16 (210 bytes);
+// Q8_K d f32, qs int8[256], bsums int16[16] (292 bytes, quants at +4, bsums at +260).
+//
+// Registers: DI weight block, SI column-0 activation block, R8 xStride, R9 3*xStride, CX blocks
+// left. Locals: 0(SP) holds the eight 6-bit scales of the current Q4_K/Q5_K block as int16.
+// Integer overflow: Q4_K/Q5_K levels <= 31 give VPMADDUBSW pair sums |.| <= 2*31*128 and Q6_K
+// levels <= 63 give <= 2*63*128 = 16128, all inside int16 (no saturation); the int32 sums are
+// far from overflow.
+
+#include "textflag.h"
+
+// Activation column addresses (add a constant offset in front).
+#define C0 (SI)
+#define C1 (SI)(R8*1)
+#define C2 (SI)(R8*2)
+#define C3 (SI)(R9*1)
+
+// KARGS loads the arguments shared by all kernels.
+#define KARGS \
+	MOVQ nb+0(FP), CX; \
+	MOVQ w+8(FP), DI; \
+	MOVQ x+16(FP), SI; \
+	MOVQ xStride+24(FP), R8; \
+	LEAQ (R8)(R8*2), R9; \
+	VPXOR Y0, Y0, Y0; \
+	VPXOR Y1, Y1, Y1; \
+	VPXOR Y2, Y2, Y2; \
+	VPXOR Y3, Y3, Y3
+
+// BCAST8 sets ymm to the byte b repeated (clobbers AX).
+#define BCAST8(b, xmm, ymm) \
+	MOVL $b, AX; \
+	VMOVD AX, xmm; \
+	VPBROADCASTD xmm, ymm
+
+// KDISPATCH jumps to the loop for nx = 1, 2, 3 or 4 (the Go side guarantees 1 <= nx <= 4).
+#define KDISPATCH(l1, l2, l3, l4) \
+	MOVQ nx+32(FP), AX; \
+	CMPQ AX, $2; \
+	JB l1; \
+	JEQ l2; \
+	CMPQ AX, $4; \
+	JB l3; \
+	JMP l4
+
+// KNEXT advances to the next super-block and loops back to l while blocks remain.
+#define KNEXT(wbytes, l) \
+	ADDQ $wbytes, DI; \
+	ADDQ $292, SI; \
+	DECQ CX; \
+	JNZ l
+
+#define ZERO1 VPXOR Y4, Y4, Y4
+#define ZERO2 ZERO1; VPXOR Y5, Y5, Y5
+#define ZERO3 ZERO2; VPXOR Y6, Y6, Y6
+#define ZERO4 ZERO3; VPXOR Y7, Y7, Y7
+
+// KSCALES unpacks the 12-byte 6-bit scales/mins of a Q4_K/Q5_K block (as ggml's utmp trick):
+// the eight scales go to 0(SP) as int16 and the eight mins stay in R10 as bytes.
+#define KSCALES \
+	MOVL 4(DI), AX; \
+	MOVL 8(DI), BX; \
+	MOVL 12(DI), DX; \
+	MOVL DX, R10; \
+	SHRL $4, R10; \
+	ANDL $0x0f0f0f0f, R10; \
+	MOVL BX, R11; \
+	SHRL $2, R11; \
+	ANDL $0x30303030, R11; \
+	ORL R11, R10; \
+	ANDL $0x3f3f3f3f, BX; \
+	SHLQ $32, R10; \
+	ORQ BX, R10; \
+	ANDL $0x0f0f0f0f, DX; \
+	MOVL AX, BX; \
+	SHRL $2, BX; \
+	ANDL $0x30303030, BX; \
+	ORL BX, DX; \
+	ANDL $0x3f3f3f3f, AX; \
+	SHLQ $32, DX; \
+	ORQ AX, DX; \
+	VMOVQ DX, X8; \
+	VPMOVZXBW X8, X8; \
+	VMOVDQU X8, 0(SP)
+
+// KSCALE_BCAST broadcasts the scales of sub-blocks 2g and 2g+1 to Y10 and Y11.
+#define KSCALE_BCAST(g) \
+	VPBROADCASTW (4*g)(SP), Y10; \
+	VPBROADCASTW (4*g+2)(SP), Y11
+
+// KCOL adds group g's (64 elements: levels Y8 for sub-block 2g, Y9 for 2g+1) scaled dot with
+// column col to the int32 sums in sumi.
+#define KCOL(g, col, sumi) \
+	VPMADDUBSW (4+64*g)col, Y8, Y12; \
+	VPMADDWD Y10, Y12, Y12; \
+	VPADDD Y12, sumi, sumi; \
+	VPMADDUBSW (36+64*g)col, Y9, Y12; \
+	VPMADDWD Y11, Y12, Y12; \
+	VPADDD Y12, sumi, sumi
+
+// Q4K_LOAD decodes group g of a Q4_K block: low nibbles to Y8, high nibbles to Y9 (Y15 = 0x0f).
+#define Q4K_LOAD(g) \
+	VMOVDQU (16+32*g)(DI), Y8; \
+	VPSRLW $4, Y8, Y9; \
+	VPAND Y15, Y8, Y8; \
+	VPAND Y15, Y9, Y9; \
+	KSCALE_BCAST(g)
+
+// Q5K_LOAD is Q4K_LOAD for Q5_K, adding bit 2g (to Y8) and 2g+1 (to Y9) of qh as bit 4 of the
+// level. Y13 holds qh shifted right by 2g (Y14 = 0x10, Y15 = 0x0f); it is shifted on for g+1.
+#define Q5K_LOAD(g) \
+	VMOVDQU (48+32*g)(DI), Y8; \
+	VPSRLW $4, Y8, Y9; \
+	VPAND Y15, Y8, Y8; \
+	VPAND Y15, Y9, Y9; \
+	VPSLLW $4, Y13, Y12; \
+	VPAND Y14, Y12, Y12; \
+	VPOR Y12, Y8, Y8; \
+	VPSLLW $3, Y13, Y12; \
+	VPAND Y14, Y12, Y12; \
+	VPOR Y12, Y9, Y9; \
+	VPSRLW $2, Y13, Y13; \
+	KSCALE_BCAST(g)
+
+#define Q4K_G1(g) Q4K_LOAD(g); KCOL(g, C0, Y4)
+#define Q4K_G2(g) Q4K_G1(g); KCOL(g, C1, Y5)
+#define Q4K_G3(g) Q4K_G2(g); KCOL(g, C2, Y6)
+#define Q4K_G4(g) Q4K_G3(g); KCOL(g, C3, Y7)
+#define Q5K_G1(g) Q5K_LOAD(g); KCOL(g, C0, Y4)
+#define Q5K_G2(g) Q5K_G1(g); KCOL(g, C1, Y5)
+#define Q5K_G3(g) Q5K_G2(g); KCOL(g, C2, Y6)
+#define Q5K_G4(g) Q5K_G3(g); KCOL(g, C3, Y7)
+
+// KM_HDR prepares the end of a Q4_K/Q5_K block: Y9 = d, Y10 = dmin (from the f16 header), Y8 =
+// the mins as int16, each twice (m0 m0 m1 m1 ...) to pair with the 16 bsums.
+#define KM_HDR \
+	MOVL (DI), AX; \
+	VMOVD AX, X9; \
+	VCVTPH2PS X9, X9; \
+	VMOVSHDUP X9, X10; \
+	VBROADCASTSS X9, Y9; \
+	VBROADCASTSS X10, Y10; \
+	VMOVQ R10, X8; \
+	VPUNPCKLBW X8, X8, X8; \
+	VPMOVZXBW X8, Y8
+
+// KM_END folds one column's block sums into acc: acc += d·dx·sumi − dmin·dx·Σ m·bsums.
+#define KM_END(col, sumi, acc) \
+	VPMADDWD 260 col, Y8, Y12; \
+	VBROADCASTSS 0 col, Y11; \
+	VCVTDQ2PS Y12, Y12; \
+	VMULPS Y11, Y10, Y13; \
+	VFNMADD231PS Y12, Y13, acc; \
+	VMULPS Y11, Y9, Y11; \
+	VCVTDQ2PS sumi, sumi; \
+	VFMADD231PS sumi, Y11, acc
+
+#define KM_END1 KM_HDR; KM_END(C0, Y4, Y0)
+#define KM_END2 KM_END1; KM_END(C1, Y5, Y1)
+#define KM_END3 KM_END2; KM_END(C2, Y6, Y2)
+#define KM_END4 KM_END3; KM_END(C3, Y7, Y3)
+
+// KSTORE reduces Y0..Y3 to one float each and stores the first nx of them to out.
+#define KSTORE(ret) \
+	VEXTRACTF128 $1, Y0, X8; \
+	VADDPS X8, X0, X0; \
+	VEXTRACTF128 $1, Y1, X8; \
+	VADDPS X8, X1, X1; \
+	VEXTRACTF128 $1, Y2, X8; \
+	VADDPS X8, X2, X2; \
+	VEXTRACTF128 $1, Y3, X8; \
+	VADDPS X8, X3, X3; \
+	VHADDPS X1, X0, X0; \
+	VHADDPS X3, X2, X2; \
+	VHADDPS X2, X0, X0; \
+	MOVQ out+40(FP), DI; \
+	MOVQ nx+32(FP), DX; \
+	VMOVSS X0, (DI); \
+	CMPQ DX, $2; \
+	JB ret; \
+	VEXTRACTPS $1, X0, 4(DI); \
+	JEQ ret; \
+	VEXTRACTPS $2, X0, 8(DI); \
+	CMPQ DX, $4; \
+	JB ret; \
+	VEXTRACTPS $3, X0, 12(DI)
+
+// func dotQ4KAVX2(nb int, w *byte, x *byte, xStride int, nx int, out *float32)
+TEXT ·dotQ4KAVX2(SB), NOSPLIT, $16-48
+	KARGS
+	BCAST8(0x0f0f0f0f, X15, Y15)
+	KDISPATCH(q4k1, q4k2, q4k3, q4k4)
+
+q4k1:
+	KSCALES
+	ZERO1
+	Q4K_G1(0); Q4K_G1(1); Q4K_G1(2); Q4K_G1(3)
+	KM_END1
+	KNEXT(144, q4k1)
+	JMP q4kdone
+
+q4k2:
+	KSCALES
+	ZERO2
+	Q4K_G2(0); Q4K_G2(1); Q4K_G2(2); Q4K_G2(3)
+	KM_END2
+	KNEXT(144, q4k2)
+	JMP q4kdone
+
+q4k3:
+	KSCALES
+	ZERO3
+	Q4K_G3(0); Q4K_G3(1); Q4K_G3(2); Q4K_G3(3)
+	KM_END3
+	KNEXT(144, q4k3)
+	JMP q4kdone
+
+q4k4:
+	KSCALES
+	ZERO4
+	Q4K_G4(0); Q4K_G4(1); Q4K_G4(2); Q4K_G4(3)
+	KM_END4
+	KNEXT(144, q4k4)
+
+q4kdone:
+	KSTORE(q4kret)
+
+q4kret:
+	VZEROUPPER
+	RET
+
+// func dotQ5KAVX2(nb int, w *byte, x *byte, xStride int, nx int, out *float32)
+TEXT ·dotQ5KAVX2(SB), NOSPLIT, $16-48
+	KARGS
+	BCAST8(0x0f0f0f0f, X15, Y15)
+	BCAST8(0x10101010, X14, Y14)
+	KDISPATCH(q5k1, q5k2, q5k3, q5k4)
+
+q5k1:
+	KSCALES
+	ZERO1
+	VMOVDQU 16(DI), Y13
+	Q5K_G1(0); Q5K_G1(1); Q5K_G1(2); Q5K_G1(3)
+	KM_END1
+	KNEXT(176, q5k1)
+	JMP q5kdone
+
+q5k2:
+	KSCALES
+	ZERO2
+	VMOVDQU 16(DI), Y13
+	Q5K_G2(0); Q5K_G2(1); Q5K_G2(2); Q5K_G2(3)
+	KM_END2
+	KNEXT(176, q5k2)
+	JMP q5kdone
+
+q5k3:
+	KSCALES
+	ZERO3
+	VMOVDQU 16(DI), Y13
+	Q5K_G3(0); Q5K_G3(1); Q5K_G3(2); Q5K_G3(3)
+	KM_END3
+	KNEXT(176, q5k3)
+	JMP q5kdone
+
+q5k4:
+	KSCALES
+	ZERO4
+	VMOVDQU 16(DI), Y13
+	Q5K_G4(0); Q5K_G4(1); Q5K_G4(2); Q5K_G4(3)
+	KM_END4
+	KNEXT(176, q5k4)
+
+q5kdone:
+	KSTORE(q5kret)
+
+q5kret:
+	VZEROUPPER
+	RET
+
+// Q6_K. Registers: Y8 qh (32 bytes of the current 128-element half), Y9 ql, Y10 levels (0..63),
+// Y11 scales, Y12 temp, Y13 = 0x30, Y14 = the half's eight int8 scales as int16 in both lanes,
+// Y15 = 0x0f.
+
+// Q6K_HALF loads half h's qh and scales.
+#define Q6K_HALF(h) \
+	VMOVDQU (128+32*h)(DI), Y8; \
+	VPMOVSXBW (192+8*h)(DI), X14; \
+	VPERMQ $0x44, Y14, Y14
+
+// Q6K_LOW / Q6K_HIGH decode sub-block s (32 elements) of a half into Y10 from the low/high
+// nibbles of ql at qloff and the qh bits selected by shifting qh (shl/shr by n) into bits 4-5;
+// Y11 gets the int16 scales of its two 16-element groups (low lane, high lane).
+#define Q6K_LOW(qloff, sh, n, s) \
+	VMOVDQU qloff(DI), Y9; \
+	VPAND Y15, Y9, Y10; \
+	sh $n, Y8, Y12; \
+	VPAND Y13, Y12, Y12; \
+	VPOR Y12, Y10, Y10; \
+	VPSHUFB q6kshuf<>+(32*s)(SB), Y14, Y11
+
+#define Q6K_HIGH(sh, n, s) \
+	VPSRLW $4, Y9, Y10; \
+	VPAND Y15, Y10, Y10; \
+	sh $n, Y8, Y12; \
+	VPAND Y13, Y12, Y12; \
+	VPOR Y12, Y10, Y10; \
+	VPSHUFB q6kshuf<>+(32*s)(SB), Y14, Y11
+
+// Q6COL adds the scaled dot of the levels Y10 with 32 quants of column col at off to sumi.
+#define Q6COL(off, col, sumi) \
+	VPMADDUBSW off col, Y10, Y12; \
+	VPMADDWD Y11, Y12, Y12; \
+	VPADDD Y12, sumi, sumi
+
+#define Q6C1(off) Q6COL(off, C0, Y4)
+#define Q6C2(off) Q6C1(off); Q6COL(off, C1, Y5)
+#define Q6C3(off) Q6C2(off); Q6COL(off, C2, Y6)
+#define Q6C4(off) Q6C3(off); Q6COL(off, C3, Y7)
+
+// Q6K_H runs half h (elements 128h..128h+127) for the columns handled by cols. Sub-block 0 is
+// ql[0:32] low nibbles with qh bits 0-1, 1 is ql[32:64] low with bits 2-3, 2 is ql[0:32] high with
+// bits 4-5, 3 is ql[32:64] high with bits 6-7 (VPSRLW $0 would do for 2; VPSLLW $0 is the same).
+#define Q6K_H(h, cols) \
+	Q6K_HALF(h); \
+	Q6K_LOW((64*h), VPSLLW, 4, 0); \
+	cols((4+128*h)); \
+	Q6K_HIGH(VPSLLW, 0, 2); \
+	cols((68+128*h)); \
+	Q6K_LOW((64*h+32), VPSLLW, 2, 1); \
+	cols((36+128*h)); \
+	Q6K_HIGH(VPSRLW, 2, 3); \
+	cols((100+128*h))
+
+// Q6_HDR sets Y9 = d and Y8 = the 16 scales as int16 (pairing with the 16 bsums).
+#define Q6_HDR \
+	MOVWLZX 208(DI), AX; \
+	VMOVD AX, X9; \
+	VCVTPH2PS X9, X9; \
+	VBROADCASTSS X9, Y9; \
+	VPMOVSXBW 192(DI), Y8
+
+// Q6_END folds one column's block sum into acc: acc += d·dx·(sumi − 32·Σ sc·bsums).
+#define Q6_END(col, sumi, acc) \
+	VPMADDWD 260 col, Y8, Y12; \
+	VPSLLD $5, Y12, Y12; \
+	VPSUBD Y12, sumi, sumi; \
+	VBROADCASTSS 0 col, Y11; \
+	VMULPS Y11, Y9, Y11; \
+	VCVTDQ2PS sumi, sumi; \
+	VFMADD231PS sumi, Y11, acc
+
+#define Q6_END1 Q6_HDR; Q6_END(C0, Y4, Y0)
+#define Q6_END2 Q6_END1; Q6_END(C1, Y5, Y1)
+#define Q6_END3 Q6_END2; Q6_END(C2, Y6, Y2)
+#define Q6_END4 Q6_END3; Q6_END(C3, Y7, Y3)
+
+// func dotQ6KAVX2(nb int, w *byte, x *byte, xStride int, nx int, out *float32)
+TEXT ·dotQ6KAVX2(SB), NOSPLIT, $0-48
+	KARGS
+	BCAST8(0x0f0f0f0f, X15, Y15)
+	BCAST8(0x30303030, X13, Y13)
+	KDISPATCH(q6k1, q6k2, q6k3, q6k4)
+
+q6k1:
+	ZERO1
+	Q6K_H(0, Q6C1); Q6K_H(1, Q6C1)
+	Q6_END1
+	KNEXT(210, q6k1)
+	JMP q6kdone
+
+q6k2:
+	ZERO2
+	Q6K_H(0, Q6C2); Q6K_H(1, Q6C2)
+	Q6_END2
+	KNEXT(210, q6k2)
+	JMP q6kdone
+
+q6k3:
+	ZERO3
+	Q6K_H(0, Q6C3); Q6K_H(1, Q6C3)
+	Q6_END3
+	KNEXT(210, q6k3)
+	JMP q6kdone
+
+q6k4:
+	ZERO4
+	Q6K_H(0, Q6C4); Q6K_H(1, Q6C4)
+	Q6_END4
+	KNEXT(210, q6k4)
+
+q6kdone:
+	KSTORE(q6kret)
+
+q6kret:
+	VZEROUPPER
+	RET
+
+// q6kshuf picks, for sub-block s of a Q6_K half, int16 scale 2s into every word of the low lane
+// and scale 2s+1 into every word of the high lane (VPSHUFB byte indices 4s,4s+1 / 4s+2,4s+3).
+DATA q6kshuf<>+0(SB)/8, $0x0100010001000100
+DATA q6kshuf<>+8(SB)/8, $0x0100010001000100
+DATA q6kshuf<>+16(SB)/8, $0x0302030203020302
+DATA q6kshuf<>+24(SB)/8, $0x0302030203020302
+DATA q6kshuf<>+32(SB)/8, $0x0504050405040504
+DATA q6kshuf<>+40(SB)/8, $0x0504050405040504
+DATA q6kshuf<>+48(SB)/8, $0x0706070607060706
+DATA q6kshuf<>+56(SB)/8, $0x0706070607060706
+DATA q6kshuf<>+64(SB)/8, $0x0908090809080908
+DATA q6kshuf<>+72(SB)/8, $0x0908090809080908
+DATA q6kshuf<>+80(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA q6kshuf<>+88(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA q6kshuf<>+96(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA q6kshuf<>+104(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA q6kshuf<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA q6kshuf<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL q6kshuf<>(SB), RODATA|NOPTR, $128
