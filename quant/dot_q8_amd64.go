@@ -1,0 +1,80 @@
+package quant
+
+// AVX2 kernels for the 32-element block formats Q4_0 and Q8_0 (both dotted with Q8_0
+// activations). The assembly (dot_q8_amd64.s) follows ggml's AVX2 scheme: weights are expanded to
+// 32 signed bytes per block, the activation bytes take the weights' signs (vpsignb) so that
+// vpmaddubsw can multiply |w| (unsigned) by ±x (signed), vpmaddwd sums the 16-bit pairs into
+// int32s, and each block's integer sums are converted to float and accumulated with the product
+// of the two f16 scales (vcvtph2ps). With four columns the four blocks' int32 vectors are first
+// reduced horizontally into one vector (lane j = column j), so one conversion and one FMA serve
+// all four columns.
+//
+// Exactness: the integer part is exact for activation quants in [-127, 127], which is all that
+// QuantizeAct produces. A quant of -128 (never written by QuantizeAct) whose weight is negative
+// is negated in 8 bits and stays -128, as in ggml. The float part sums in a different order than
+// the Go twins, so results agree with them to float32 rounding (see kernels_amd64_test.go).
+
+func init() {
+	if hasAVX2 {
+		asmKernels[Q4_0] = dotQ4_0AVX2
+		asmKernels[Q8_0] = dotQ8_0AVX2
+	}
+}
+
+//go:noescape
+func dotQ4_0AVX2Asm(nb int, w, x *byte, xStride, nx int, out *float32)
+
+//go:noescape
+func dotQ8_0AVX2Asm(nb int, w, x *byte, xStride, nx int, out *float32)
+
+// checkDotArgs panics with an index error unless w holds rowBytes bytes, each of the nx columns
+// x[j*xStride:] holds xRow bytes and out holds nx floats, or if nx > MaxCols; the assembly reads
+// exactly these ranges, so this is what keeps it in bounds. It reports whether there is anything
+// to compute (nx >= 1; like the Go twins, nx <= 0 computes nothing).
+func checkDotArgs(rowBytes, xRow int, w, x []byte, xStride, nx int, out []float32) bool {
+	if nx > MaxCols {
+		var cols [MaxCols]float32
+		_ = cols[nx-1] // index error, like the Go twins' accumulator arrays
+	}
+	// Indexes, not slice expressions: slicing may run up to the capacity.
+	if rowBytes > 0 {
+		_ = w[rowBytes-1]
+	}
+	if nx < 1 {
+		return false
+	}
+	_ = out[nx-1]
+	if xRow > 0 {
+		for j := 0; j < nx; j++ {
+			_ = x[j*xStride]
+			_ = x[j*xStride+xRow-1]
+		}
+	}
+	return true
+}
+
+// dotQ4_0AVX2 is the DotFunc for Q4_0 weights with Q8_0 activations.
+func dotQ4_0AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
+	nb := k / 32
+	if !checkDotArgs(nb*q4_0Bytes, nb*q8_0Bytes, w, x, xStride, nx, out) {
+		return
+	}
+	if nb == 0 {
+		clear(out[:nx])
+		return
+	}
+	dotQ4_0AVX2Asm(nb, &w[0], &x[0], xStride, nx, &out[0])
+}
+
+// dotQ8_0AVX2 is the DotFunc for Q8_0 weights with Q8_0 activations.
+func dotQ8_0AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
+	nb := k / 32
+	if !checkDotArgs(nb*q8_0Bytes, nb*q8_0Bytes, w, x, xStride, nx, out) {
+		return
+	}
+	if nb == 0 {
+		clear(out[:nx])
+		return
+	}
+	dotQ8_0AVX2Asm(nb, &w[0], &x[0], xStride, nx, &out[0])
+}
