@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Task is work split into n independent pieces. Do runs piece i on worker w (0 <= w < Pool.Size()),
@@ -16,16 +17,25 @@ type Task interface {
 	Do(i, w int)
 }
 
+// spinFor is how long an idle worker polls for new work before it parks. A forward pass issues
+// hundreds of Runs per token with only microseconds of serial work between them; waking a parked
+// goroutine costs tens of microseconds, so workers stay hot between Runs of one pass and park
+// once the engine goes idle.
+const spinFor = 200 * time.Microsecond
+
 // Pool is a fixed set of worker goroutines that execute Tasks. The caller of Run works too, so a
 // pool of size n starts n-1 goroutines. Run calls must not overlap (one forward pass at a time).
 type Pool struct {
-	size  int
-	wake  []chan struct{}
-	wg    sync.WaitGroup
-	task  Task
-	n     int64
-	next  atomic.Int64
-	close sync.Once
+	size     int
+	gen      atomic.Uint64 // bumped by every Run; workers watch it
+	pending  atomic.Int64  // helpers that have not finished the current Run
+	next     atomic.Int64
+	n        int64
+	task     Task
+	sleeping []atomic.Bool
+	wake     []chan struct{}
+	closed   atomic.Bool
+	close    sync.Once
 }
 
 // NewPool starts a pool with n workers; n <= 0 means runtime.NumCPU().
@@ -33,7 +43,7 @@ func NewPool(n int) *Pool {
 	if n <= 0 {
 		n = runtime.NumCPU()
 	}
-	p := &Pool{size: n, wake: make([]chan struct{}, n)}
+	p := &Pool{size: n, wake: make([]chan struct{}, n), sleeping: make([]atomic.Bool, n)}
 	for w := 1; w < n; w++ {
 		p.wake[w] = make(chan struct{}, 1)
 		go p.worker(w)
@@ -58,13 +68,17 @@ func (p *Pool) Run(n int, t Task) {
 	}
 	p.task, p.n = t, int64(n)
 	p.next.Store(0)
-	helpers := min(p.size, n) - 1
-	p.wg.Add(helpers)
-	for w := 1; w <= helpers; w++ {
-		p.wake[w] <- struct{}{}
+	p.pending.Store(int64(p.size - 1))
+	p.gen.Add(1)
+	for w := 1; w < p.size; w++ {
+		if p.sleeping[w].CompareAndSwap(true, false) {
+			p.wake[w] <- struct{}{}
+		}
 	}
 	p.drain(0)
-	p.wg.Wait()
+	for p.pending.Load() != 0 {
+		runtime.Gosched()
+	}
 	p.task = nil
 }
 
@@ -79,17 +93,45 @@ func (p *Pool) drain(w int) {
 }
 
 func (p *Pool) worker(w int) {
-	for range p.wake[w] {
+	var seen uint64 // the generation at construction: a Run may start before this goroutine does
+	for {
+		start := time.Now()
+		for spins := 0; p.gen.Load() == seen; spins++ {
+			if spins&63 == 63 && time.Since(start) > spinFor {
+				p.sleeping[w].Store(true)
+				if p.gen.Load() != seen || p.closed.Load() {
+					// Work (or Close) arrived while parking: un-park, unless Run already
+					// claimed us, in which case its wake-up token must be consumed.
+					if !p.sleeping[w].CompareAndSwap(true, false) {
+						<-p.wake[w]
+					}
+				} else {
+					<-p.wake[w]
+				}
+				start = time.Now()
+			}
+			if p.closed.Load() {
+				return
+			}
+			runtime.Gosched()
+		}
+		if p.closed.Load() {
+			return
+		}
+		seen = p.gen.Load()
 		p.drain(w)
-		p.wg.Done()
+		p.pending.Add(-1)
 	}
 }
 
 // Close stops the worker goroutines. The pool must not be used afterwards.
 func (p *Pool) Close() {
 	p.close.Do(func() {
+		p.closed.Store(true)
 		for w := 1; w < p.size; w++ {
-			close(p.wake[w])
+			if p.sleeping[w].CompareAndSwap(true, false) {
+				p.wake[w] <- struct{}{}
+			}
 		}
 	})
 }

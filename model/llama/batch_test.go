@@ -1,0 +1,108 @@
+package llama_test
+
+import (
+	"testing"
+
+	"ubatch/batch"
+	"ubatch/kvcache"
+	"ubatch/model/llama"
+)
+
+// aloneLogits runs one sequence's whole history through a fresh context, one batch, and returns
+// the logits at every position.
+func aloneLogits(t *testing.T, model string, kv kvcache.DType, toks []int32) [][]float32 {
+	c := open(t, model, llama.Options{NCtx: 256, KVType: kv, Threads: 2})
+	return promptLogits(t, c, toks)
+}
+
+// TestBatchedEqualsAlone decodes several sequences together — mixed prompt lengths, prefill
+// chunks of some sequences in the same batch as decode tokens of others, a prompt shared by three
+// sequences decoded once — and checks every logit row against the same sequence run alone.
+func TestBatchedEqualsAlone(t *testing.T) {
+	cases := []struct {
+		name   string
+		model  string
+		kv     kvcache.DType
+		maxRel float64
+	}{
+		{"stories-f32", "stories260K.gguf", kvcache.F32, 1e-4},
+		{"stories-f16", "stories260K.gguf", kvcache.F16, 1e-4},
+		{"synth-q4_k_m", "synth-tiny-q4_k_m.gguf", kvcache.F16, 1e-4},
+		{"synth-q8_0", "synth-tiny-q8_0.gguf", kvcache.F16, 1e-4},
+	}
+	hist := [][]int32{ // each sequence's full token history
+		{1, 403, 407, 261, 378, 432, 383, 286, 261, 376},
+		{1, 300, 301, 302, 303, 304, 305, 306},
+		{1, 410, 411, 412, 413, 414, 415},
+		{1, 410, 411, 412, 413, 420},
+		{1, 410, 411, 412, 413, 430, 431},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := open(t, tc.model, llama.Options{NCtx: 256, NSeqMax: 5, NUBatch: 8, KVType: tc.kv, Threads: 2})
+			got := make([][][]float32, len(hist))
+			for s := range hist {
+				got[s] = make([][]float32, len(hist[s]))
+			}
+			var b batch.Batch
+			run := func(add func()) {
+				b.Clear()
+				add()
+				if err := c.Decode(&b); err != nil {
+					t.Fatal(err)
+				}
+				for i := range b.Len() {
+					for _, s := range b.Seqs[i] {
+						got[s][b.Pos[i]] = append([]float32(nil), c.Logits(i)...)
+					}
+				}
+			}
+			// 1: seq 1 prefills 3 tokens alone.
+			run(func() {
+				for p := range 3 {
+					b.Add(hist[1][p], int32(p), []int32{1}, true)
+				}
+			})
+			// 2: the shared prefix of seqs 2-4 once, with all three ids, plus seq 1's next 2 tokens.
+			run(func() {
+				for p := range 5 {
+					b.Add(hist[2][p], int32(p), []int32{2, 3, 4}, true)
+				}
+				for p := 3; p < 5; p++ {
+					b.Add(hist[1][p], int32(p), []int32{1}, true)
+				}
+			})
+			if st := c.KV().Stats(); st.Shared != 1 || st.Used != 2 {
+				t.Errorf("after the shared prefix: want seqs 2-4 on one shared block (2 used: seq 1's and the shared one), got %+v", st)
+			}
+			// 3: seq 0's whole prompt (split over two micro-batches of 8), decode tokens of 1-4.
+			run(func() {
+				for p := range hist[0] {
+					b.Add(hist[0][p], int32(p), []int32{0}, true)
+				}
+				b.Add(hist[1][5], 5, []int32{1}, true)
+				for s := 2; s <= 4; s++ {
+					b.Add(hist[s][5], 5, []int32{int32(s)}, true)
+				}
+			})
+			// 4: the remaining tokens, one decode step each.
+			run(func() {
+				b.Add(hist[1][6], 6, []int32{1}, true)
+				b.Add(hist[2][6], 6, []int32{2}, true)
+				b.Add(hist[4][6], 6, []int32{4}, true)
+			})
+			run(func() { b.Add(hist[1][7], 7, []int32{1}, true) })
+			for s, h := range hist {
+				want := aloneLogits(t, tc.model, tc.kv, h)
+				for p := range h {
+					if got[s][p] == nil {
+						t.Fatalf("seq %d pos %d was never decoded", s, p)
+					}
+					if e := relRMS(got[s][p], want[p]); e > tc.maxRel {
+						t.Errorf("seq %d pos %d: batched vs alone relative RMS %.2e > %.0e", s, p, e, tc.maxRel)
+					}
+				}
+			}
+		})
+	}
+}
