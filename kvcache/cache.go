@@ -35,7 +35,8 @@
 // # Prefix caching
 //
 // A full block whose cells hold positions i*BlockSize.. (i = its index in the table) of a
-// sequence whose earlier blocks are hashed likewise gets a chained hash (hash of the parent
+// sequence whose earlier blocks are hashed likewise, and none of whose keys was re-rotated by
+// SeqShift (only approximately what a fresh decode computes), gets a chained hash (hash of the parent
 // block's hash and its BlockSize token ids) and is registered in a prefix index. When its
 // refcount drops to 0 it is not freed but kept, with its K/V, in an LRU list of cached blocks;
 // MatchPrefix/AttachPrefix let a new sequence start from such blocks (or from live ones) instead
