@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"ubatch/engine"
+	"ubatch/model/llama"
+	"ubatch/server"
+)
+
+// cmdServe loads a model, starts the continuous-batching engine and serves the OpenAI and
+// llama.cpp HTTP APIs until ctx ends (SIGINT/SIGTERM), then drains in-flight requests.
+func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", "serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [-c CTX] [-np 16] [flags]", stderr)
+	var mf modelFlags
+	mf.register(fs)
+	host := fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
+	port := fs.Int("port", 8080, "TCP port to listen on (0 = any free port; the log says which)")
+	var np int
+	fs.IntVar(&np, "np", 16, "most sequences decoded together; each of a request's n choices is one (llama.cpp's --parallel)")
+	fs.IntVar(&np, "parallel", 16, "same as -np")
+	batchSize := fs.Int("batch-size", 512, "token budget of one engine step: one decode token per running sequence plus prompt chunks (at most -b)")
+	chunkSize := fs.Int("chunk-size", 256, "most prompt tokens of one sequence per step, so long prompts do not stall other streams")
+	maxQueue := fs.Int("max-queue", 64, "requests waiting for a free sequence slot; beyond it requests get 429 with Retry-After")
+	policy := fs.String("policy", "fcfs", "order of prompt chunks of equal priority: fcfs (arrival order) or sjf (shortest remaining prompt first)")
+	apiKey := fs.String("api-key", "", "require \"Authorization: Bearer KEY\" on every route but /health (default: no key)")
+	alias := fs.String("alias", "", "model id the API reports (default: the model file name)")
+	maxBody := fs.Int64("max-body", server.DefaultMaxBodyBytes, "largest request body in bytes (413 beyond it)")
+	grace := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may run before their connections are closed")
+	verbose := fs.Bool("v", false, "log every request (debug level)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := checkServeFlags(np, *batchSize, *chunkSize, *maxQueue, *port, *maxBody, *policy); err != nil {
+		fmt.Fprintln(stderr, err)
+		fs.Usage()
+		return errUsage
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	m, _, err := mf.open(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	opts, err := mf.options(np)
+	if err != nil {
+		return err
+	}
+	lctx, err := llama.NewContext(m.LLM, opts)
+	if err != nil {
+		return err
+	}
+	defer lctx.Close()
+	opts = lctx.Options()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := server.NewMetrics(reg)
+	eng, err := engine.New(lctx,
+		engine.Limits{NCtx: opts.NCtx, NSeqMax: opts.NSeqMax, NBatch: opts.NBatch, Vocab: m.LLM.Vocab},
+		engine.Config{BatchSize: *batchSize, ChunkSize: *chunkSize, MaxRunning: np, MaxQueue: *maxQueue,
+			Policy: engine.Policy(*policy), IsEOG: m.Vocab.IsEOG, Observer: metrics})
+	if err != nil {
+		return err
+	}
+	// The engine outlives ctx: it must keep serving in-flight requests while the HTTP server drains.
+	engCtx, stopEngine := context.WithCancel(context.Background())
+	defer func() {
+		stopEngine()
+		<-eng.Done()
+	}()
+	go eng.Run(engCtx)
+
+	srv, err := server.New(server.Config{Model: m, Engine: eng, APIKey: *apiKey, MaxBodyBytes: *maxBody,
+		Logger: logger, Metrics: metrics, Gatherer: reg, ModelID: *alias})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
+	if err != nil {
+		return err
+	}
+	cfg := eng.Config()
+	logger.Info("listening", "url", "http://"+ln.Addr().String(), "n_ctx", opts.NCtx, "parallel", cfg.MaxRunning,
+		"batch_size", cfg.BatchSize, "chunk_size", cfg.ChunkSize, "max_queue", cfg.MaxQueue, "policy", cfg.Policy,
+		"kv_type", mf.kvType, "api_key", *apiKey != "")
+	if err := server.Serve(ctx, ln, srv.Handler(), *grace, logger); err != nil {
+		return err
+	}
+	logger.Info("server stopped")
+	return nil
+}
+
+func checkServeFlags(np, batchSize, chunkSize, maxQueue, port int, maxBody int64, policy string) error {
+	switch {
+	case np < 1:
+		return fmt.Errorf("-np %d: need at least one sequence", np)
+	case batchSize < 1:
+		return fmt.Errorf("--batch-size %d: must be positive", batchSize)
+	case chunkSize < 1:
+		return fmt.Errorf("--chunk-size %d: must be positive", chunkSize)
+	case maxQueue < 1:
+		return fmt.Errorf("--max-queue %d: must be positive", maxQueue)
+	case port < 0 || port > 65535:
+		return fmt.Errorf("--port %d: must be in [0, 65535]", port)
+	case maxBody < 1:
+		return fmt.Errorf("--max-body %d: must be positive", maxBody)
+	case policy != string(engine.FCFS) && policy != string(engine.SJF):
+		return fmt.Errorf("--policy %q: use fcfs or sjf", policy)
+	}
+	return nil
+}
