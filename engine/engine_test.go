@@ -1,0 +1,383 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"ubatch/batch"
+	"ubatch/kvcache"
+	"ubatch/sample"
+)
+
+const vocab = 64
+
+// next is the fake model: the greedy successor of token tok at position pos. It depends only on
+// (tok, pos), so a sequence's greedy continuation is fixed however it is batched or recomputed.
+func next(tok, pos int32) int32 { return (tok*7 + pos*3 + 1) % vocab }
+
+// fakeDecoder stands in for the model: it reserves KV cells like the real one, records every
+// batch, and produces logits peaked at next(tok, pos).
+type fakeDecoder struct {
+	kv      *kvcache.Cache
+	logits  [][]float32
+	mu      sync.Mutex
+	batches []int // tokens per batch
+	delay   time.Duration
+	cells   []int32
+}
+
+func newFake(t *testing.T, blocks, blockSize, seqs int) *fakeDecoder {
+	t.Helper()
+	kv, err := kvcache.New(kvcache.Config{NLayers: 1, KVDim: 2, BlockSize: blockSize, NumBlocks: blocks, DType: kvcache.F32, MaxSeqs: seqs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fakeDecoder{kv: kv}
+}
+
+func (f *fakeDecoder) KV() *kvcache.Cache { return f.kv }
+
+func (f *fakeDecoder) Decode(b *batch.Batch) error {
+	if err := b.Validate(vocab, 1<<20); err != nil {
+		return err
+	}
+	f.cells = append(f.cells[:0], make([]int32, b.Len())...)
+	if err := f.kv.Reserve(b.Tokens, b.Pos, b.Seqs, f.cells); err != nil {
+		return err
+	}
+	f.logits = f.logits[:0]
+	for i := range b.Len() {
+		row := make([]float32, vocab)
+		row[next(b.Tokens[i], b.Pos[i])] = 10
+		f.logits = append(f.logits, row)
+	}
+	f.mu.Lock()
+	f.batches = append(f.batches, b.Len())
+	f.mu.Unlock()
+	time.Sleep(f.delay)
+	return nil
+}
+
+func (f *fakeDecoder) Logits(i int) []float32 { return f.logits[i] }
+
+func (f *fakeDecoder) maxBatch() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := 0
+	for _, n := range f.batches {
+		m = max(m, n)
+	}
+	return m
+}
+
+// expected is the greedy continuation of prompt under the fake model.
+func expected(prompt []int32, n int) []int32 {
+	var out []int32
+	tok, pos := prompt[len(prompt)-1], int32(len(prompt)-1)
+	for range n {
+		tok = next(tok, pos)
+		pos++
+		out = append(out, tok)
+	}
+	return out
+}
+
+func start(t *testing.T, d *fakeDecoder, lim Limits, cfg Config) *Engine {
+	t.Helper()
+	e, err := New(d, lim, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go e.Run(ctx)
+	t.Cleanup(func() {
+		cancel()
+		<-e.Done()
+	})
+	return e
+}
+
+func greedy() sample.Params { return sample.Params{Temperature: 0, TopP: 1, RepeatPenalty: 1} }
+
+// collect reads a stream to its end.
+func collect(t *testing.T, s *Stream) ([]int32, Output) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var toks []int32
+	var last Output
+	for {
+		o, err := s.Recv(ctx)
+		if errors.Is(err, io.EOF) {
+			return toks, last
+		}
+		if err != nil {
+			t.Fatalf("recv: %v", err)
+		}
+		if o.Done {
+			last = o
+			continue
+		}
+		toks = append(toks, o.Token)
+	}
+}
+
+func prompt(n int, seed int32) []int32 {
+	p := make([]int32, n)
+	for i := range p {
+		p[i] = (seed*13 + int32(i)*5) % vocab
+	}
+	return p
+}
+
+func equal(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestConcurrentRequestsMatchAlone(t *testing.T) {
+	tests := []struct {
+		name      string
+		blocks    int
+		batchSize int
+		chunk     int
+		policy    Policy
+	}{
+		{"roomy", 64, 64, 16, FCFS},
+		{"small budget", 64, 8, 4, FCFS},
+		{"sjf", 64, 16, 8, SJF},
+		{"tiny cache preempts", 9, 32, 8, FCFS},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newFake(t, tc.blocks, 4, 8)
+			e := start(t, d, Limits{NCtx: tc.blocks * 4, NSeqMax: 8, NBatch: 64, Vocab: vocab},
+				Config{BatchSize: tc.batchSize, ChunkSize: tc.chunk, Policy: tc.policy, MaxQueue: 32})
+			var wg sync.WaitGroup
+			for i := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					p := prompt(3+i*2, int32(i))
+					s, err := e.Submit(context.Background(), Request{Prompt: p, MaxTokens: 12, Sampling: greedy()})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					got, last := collect(t, s)
+					if want := expected(p, 12); !equal(got, want) {
+						t.Errorf("request %d: got %v, want %v (finish %s %v)", i, got, want, last.Finish, last.Err)
+					}
+					if last.Finish != FinishLength || last.Usage.CompletionTokens != 12 || last.Usage.PromptTokens != len(p) {
+						t.Errorf("request %d: final %+v", i, last)
+					}
+				}()
+			}
+			wg.Wait()
+			if m := d.maxBatch(); m > tc.batchSize {
+				t.Errorf("a batch had %d tokens, budget %d", m, tc.batchSize)
+			}
+			if d.maxBatch() < 2 {
+				t.Errorf("sequences were never batched together")
+			}
+			waitIdle(t, e)
+			if tc.name == "tiny cache preempts" && e.Stats().Preemptions == 0 {
+				t.Errorf("expected preemptions with %d blocks", tc.blocks)
+			}
+		})
+	}
+}
+
+// waitIdle waits until no sequence holds KV blocks.
+func waitIdle(t *testing.T, e *Engine) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := e.Stats()
+		if st.Running == 0 && st.Waiting == 0 && st.KV.Used == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("engine not idle: %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestChunkedPrefillKeepsDecodersGoing(t *testing.T) {
+	d := newFake(t, 64, 4, 4)
+	e := start(t, d, Limits{NCtx: 256, NSeqMax: 4, NBatch: 64, Vocab: vocab}, Config{BatchSize: 6, ChunkSize: 4})
+	short, err := e.Submit(context.Background(), Request{Prompt: prompt(2, 1), MaxTokens: 30, Sampling: greedy()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Let the short request start decoding, then send a long prompt.
+	ctx := context.Background()
+	if _, err := short.Recv(ctx); err != nil {
+		t.Fatal(err)
+	}
+	long, err := e.Submit(ctx, Request{Prompt: prompt(100, 2), MaxTokens: 2, Sampling: greedy()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := collect(t, short)
+	if len(got) != 29 {
+		t.Fatalf("short request produced %d more tokens, want 29", len(got))
+	}
+	collect(t, long)
+	// The long prompt needs 25 chunks of 4; had it stalled the short sequence, the short one would
+	// have finished after it. Every batch stayed within the budget.
+	if m := d.maxBatch(); m > 6 {
+		t.Fatalf("batch of %d tokens exceeds budget 6", m)
+	}
+}
+
+func TestPriorityAdmittedFirst(t *testing.T) {
+	d := newFake(t, 64, 4, 1)
+	d.delay = time.Millisecond
+	e := start(t, d, Limits{NCtx: 256, NSeqMax: 1, NBatch: 64, Vocab: vocab}, Config{MaxQueue: 8})
+	ctx := context.Background()
+	blocker, err := e.Submit(ctx, Request{Prompt: prompt(2, 1), MaxTokens: 20, Sampling: greedy()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := blocker.Recv(ctx); err != nil {
+		t.Fatal(err)
+	}
+	low, _ := e.Submit(ctx, Request{Prompt: prompt(2, 2), MaxTokens: 2, Sampling: greedy(), Priority: PriorityLow})
+	high, _ := e.Submit(ctx, Request{Prompt: prompt(2, 3), MaxTokens: 2, Sampling: greedy(), Priority: PriorityHigh})
+	var order []string
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for name, s := range map[string]*Stream{"low": low, "high": high} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			collect(t, s)
+			mu.Lock()
+			order = append(order, name)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if len(order) != 2 || order[0] != "high" {
+		t.Fatalf("finish order %v, want high first", order)
+	}
+}
+
+func TestQueueFullAndPromptTooLong(t *testing.T) {
+	d := newFake(t, 16, 4, 1)
+	d.delay = 2 * time.Millisecond
+	e := start(t, d, Limits{NCtx: 64, NSeqMax: 1, NBatch: 64, Vocab: vocab}, Config{MaxQueue: 2})
+	ctx := context.Background()
+	if _, err := e.Submit(ctx, Request{Prompt: prompt(64, 1), Sampling: greedy()}); !errors.Is(err, ErrPromptSize) {
+		t.Fatalf("64-token prompt in a 64-cell context: err %v, want ErrPromptSize", err)
+	}
+	if _, err := e.Submit(ctx, Request{Prompt: nil, Sampling: greedy()}); !errors.Is(err, ErrPromptSize) {
+		t.Fatalf("empty prompt: err %v", err)
+	}
+	var streams []*Stream
+	var full bool
+	for range 10 {
+		s, err := e.Submit(ctx, Request{Prompt: prompt(4, 1), MaxTokens: 40, Sampling: greedy()})
+		if errors.Is(err, ErrQueueFull) {
+			full = true
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, s)
+	}
+	if !full {
+		t.Fatal("the bounded queue never answered ErrQueueFull")
+	}
+	for _, s := range streams {
+		s.Cancel(FinishCancelled)
+	}
+	for _, s := range streams {
+		if _, last := collect(t, s); last.Finish != FinishCancelled {
+			t.Errorf("cancelled stream finished with %q", last.Finish)
+		}
+	}
+	waitIdle(t, e)
+}
+
+func TestCancelFreesBlocks(t *testing.T) {
+	d := newFake(t, 32, 4, 4)
+	d.delay = time.Millisecond
+	e := start(t, d, Limits{NCtx: 128, NSeqMax: 4, NBatch: 64, Vocab: vocab}, Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := e.Submit(ctx, Request{Prompt: prompt(10, 1), MaxTokens: 100, Sampling: greedy()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := s.Recv(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e.Stats().KV.Used == 0 {
+		t.Fatal("a running sequence holds no blocks")
+	}
+	cancel() // the client went away
+	_, last := collect(t, s)
+	if last.Finish != FinishCancelled {
+		t.Fatalf("finish %q, want cancelled", last.Finish)
+	}
+	waitIdle(t, e)
+}
+
+func TestPrefixCacheAcrossRequests(t *testing.T) {
+	d := newFake(t, 64, 4, 2)
+	e := start(t, d, Limits{NCtx: 256, NSeqMax: 2, NBatch: 64, Vocab: vocab}, Config{})
+	p := prompt(30, 5)
+	run := func() ([]int32, Output) {
+		s, err := e.Submit(context.Background(), Request{Prompt: p, MaxTokens: 5, Sampling: greedy()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return collect(t, s)
+	}
+	first, o1 := run()
+	computed := e.Stats().PromptComputed
+	second, o2 := run()
+	if !equal(first, second) || !equal(first, expected(p, 5)) {
+		t.Fatalf("outputs differ: %v vs %v", first, second)
+	}
+	if o1.Usage.CachedTokens != 0 || o2.Usage.CachedTokens != 28 {
+		t.Fatalf("cached tokens %d then %d, want 0 then 28 (7 full blocks of 4)", o1.Usage.CachedTokens, o2.Usage.CachedTokens)
+	}
+	if again := e.Stats().PromptComputed - computed; again != 2 {
+		t.Fatalf("second run computed %d prompt tokens, want 2", again)
+	}
+}
+
+func TestEndOfGeneration(t *testing.T) {
+	d := newFake(t, 32, 4, 2)
+	p := []int32{5}
+	stop := expected(p, 3)[2] // the third generated token ends generation
+	e := start(t, d, Limits{NCtx: 128, NSeqMax: 2, NBatch: 64, Vocab: vocab},
+		Config{IsEOG: func(tok int32) bool { return tok == stop }})
+	s, _ := e.Submit(context.Background(), Request{Prompt: p, MaxTokens: 10, Sampling: greedy()})
+	got, last := collect(t, s)
+	if len(got) != 2 || last.Finish != FinishStop || last.Usage.CompletionTokens != 3 {
+		t.Fatalf("got %v, final %+v; want 2 tokens then stop", got, last)
+	}
+	s, _ = e.Submit(context.Background(), Request{Prompt: p, MaxTokens: 10, Sampling: greedy(), IgnoreEOS: true})
+	got, last = collect(t, s)
+	if len(got) != 10 || last.Finish != FinishLength {
+		t.Fatalf("ignore_eos: got %d tokens, finish %s", len(got), last.Finish)
+	}
+}
