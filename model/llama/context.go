@@ -143,8 +143,8 @@ func (c *Context) Decode(b *batch.Batch) error {
 	if err := b.Validate(c.m.Vocab, c.opts.NSeqMax); err != nil {
 		return err
 	}
-	if !c.kv.CanReserve(b.Pos, b.Seqs) {
-		return fmt.Errorf("%w: %d tokens do not fit (%+v)", kvcache.ErrKVFull, b.Len(), c.kv.Stats())
+	if err := c.kv.CheckReserve(b.Pos, b.Seqs); err != nil {
+		return err
 	}
 	c.outRows, c.nOut = b.OutputRows(c.outRows)
 	if need := c.nOut * c.m.Vocab; cap(c.logits) < need {
