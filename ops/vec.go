@@ -2,8 +2,13 @@ package ops
 
 import "ubatch/quant"
 
-// DotF32 returns Σ x[i]·y[i] over len(x) elements; len(y) >= len(x).
-func DotF32(x, y []float32) float32 {
+// Vector kernels used by attention over the KV cache. DotF32, DotF16, AxpyF32 and AxpyF16 are
+// defined per architecture: with AVX2/FMA/F16C assembly on amd64 (vec_amd64.go), as the pure-Go
+// functions below elsewhere (vec_other.go). The Go versions are also the reference the assembly is
+// tested against.
+
+// dotF32Go returns Σ x[i]·y[i] over len(x) elements; len(y) >= len(x).
+func dotF32Go(x, y []float32) float32 {
 	y = y[:len(x)]
 	var s0, s1, s2, s3 float32
 	i := 0
@@ -19,8 +24,8 @@ func DotF32(x, y []float32) float32 {
 	return s0 + s1 + s2 + s3
 }
 
-// DotF16 returns Σ x[i]·half(y[i]) over len(x) elements; len(y) >= len(x).
-func DotF16(x []float32, y []uint16) float32 {
+// dotF16Go returns Σ x[i]·half(y[i]) over len(x) elements; len(y) >= len(x).
+func dotF16Go(x []float32, y []uint16) float32 {
 	y = y[:len(x)]
 	var s0, s1 float32
 	i := 0
@@ -34,16 +39,16 @@ func DotF16(x []float32, y []uint16) float32 {
 	return s0 + s1
 }
 
-// AxpyF32 computes y[i] += a·x[i] over len(y) elements.
-func AxpyF32(a float32, x, y []float32) {
+// axpyF32Go computes y[i] += a·x[i] over len(y) elements.
+func axpyF32Go(a float32, x, y []float32) {
 	x = x[:len(y)]
 	for i := range y {
 		y[i] += a * x[i]
 	}
 }
 
-// AxpyF16 computes y[i] += a·half(x[i]) over len(y) elements.
-func AxpyF16(a float32, x []uint16, y []float32) {
+// axpyF16Go computes y[i] += a·half(x[i]) over len(y) elements.
+func axpyF16Go(a float32, x []uint16, y []float32) {
 	x = x[:len(y)]
 	for i := range y {
 		y[i] += a * quant.F16ToF32(x[i])
