@@ -27,8 +27,11 @@ func TestBatchedEqualsAlone(t *testing.T) {
 	}{
 		{"stories-f32", "stories260K.gguf", kvcache.F32, 1e-4},
 		{"stories-f16", "stories260K.gguf", kvcache.F16, 1e-4},
-		{"synth-q4_k_m", "synth-tiny-q4_k_m.gguf", kvcache.F16, 1e-4},
-		{"synth-q8_0", "synth-tiny-q8_0.gguf", kvcache.F16, 1e-4},
+		// Quantized models re-round activations to 8 bits before every matmul: a last-ulp
+		// difference between kernel paths for different column counts can flip one rounding and
+		// move the logits by ~0.5%. The bound is well inside the Engine-core tolerance (3-5%).
+		{"synth-q4_k_m", "synth-tiny-q4_k_m.gguf", kvcache.F16, 1e-2},
+		{"synth-q8_0", "synth-tiny-q8_0.gguf", kvcache.F16, 1e-2},
 	}
 	hist := [][]int32{ // each sequence's full token history
 		{1, 403, 407, 261, 378, 432, 383, 286, 261, 376},

@@ -66,6 +66,7 @@ type Context struct {
 	mm   matmulTask
 	qa   quantTask
 	attn attnTask
+	sw   swigluTask
 }
 
 // NewContext allocates a Context: the KV cache for opts.NCtx cells and scratch for NUBatch tokens.

@@ -37,7 +37,7 @@ func (c *Context) forward(ub *batch.UBatch) {
 		ops.Add(c.x[:n*dim], c.tmp[:n*dim])
 		c.norm(n, l.FFNNorm)
 		c.matmul(n, c.xn, []*Weight{&l.Gate, &l.Up}, [][]float32{c.gate, c.up})
-		ops.SwiGLU(c.gate[:n*m.FFN], c.gate[:n*m.FFN], c.up[:n*m.FFN])
+		c.swiglu(n * m.FFN)
 		c.matmul(n, c.gate, []*Weight{&l.Down}, [][]float32{c.tmp})
 		ops.Add(c.x[:n*dim], c.tmp[:n*dim])
 	}
@@ -173,6 +173,28 @@ func (t *matmulTask) Do(i, _ int) {
 		quant.MatMul(w.dot, w.Type, w.Cols, w.Data, job.xq, t.n, job.out, w.Rows, r0, r1)
 		return
 	}
+}
+
+// swiglu computes gate = silu(gate)·up over the first n elements, in parallel: at prompt sizes
+// the exponentials are a noticeable share of a layer.
+func (c *Context) swiglu(n int) {
+	t := &c.sw
+	t.gate, t.up, t.n = c.gate[:n], c.up[:n], n
+	t.parts = 1
+	if n >= 1<<14 {
+		t.parts = 4 * c.pool.Size()
+	}
+	c.pool.Run(t.parts, t)
+}
+
+type swigluTask struct {
+	gate, up []float32
+	n, parts int
+}
+
+func (t *swigluTask) Do(i, _ int) {
+	lo, hi := ops.Split(t.n, t.parts, 8, i)
+	ops.SwiGLU(t.gate[lo:hi], t.gate[lo:hi], t.up[lo:hi])
 }
 
 // attention computes c.att for every token of ub from the cache; piece i is (token, kv head).
