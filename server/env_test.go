@@ -65,6 +65,8 @@ type testEnv struct {
 	reg     *prometheus.Registry
 	metrics *Metrics
 	client  *http.Client
+	// stopEngine ends the engine's Run loop (as `ubatch serve` does after draining).
+	stopEngine func()
 }
 
 func newEnv(t testing.TB, o envOptions) *testEnv {
@@ -100,7 +102,8 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 	}
 	ts := httptest.NewServer(srv.Handler())
 	e := &testEnv{t: t, model: m, eng: eng, srv: srv, ts: ts, reg: reg, metrics: met,
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 60 * time.Second}}
+		client:     &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 60 * time.Second},
+		stopEngine: func() { cancel(); <-eng.Done() }}
 	t.Cleanup(func() {
 		e.client.CloseIdleConnections()
 		ts.Close()

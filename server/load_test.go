@@ -220,9 +220,13 @@ func TestBurstWithDisconnectsLeaksNothing(t *testing.T) {
 		prompt     string
 		maxTokens  int
 	}
+	longest := 40
+	if raceEnabled {
+		longest = 12
+	}
 	jobs := make([]job, 200)
 	for i := range jobs {
-		jobs[i] = job{stream: rng.IntN(2) == 0, prompt: storyPrompts[rng.IntN(len(storyPrompts))], maxTokens: 4 + rng.IntN(40)}
+		jobs[i] = job{stream: rng.IntN(2) == 0, prompt: storyPrompts[rng.IntN(len(storyPrompts))], maxTokens: 4 + rng.IntN(longest)}
 		if rng.IntN(3) == 0 {
 			jobs[i].cancelWait = time.Duration(rng.IntN(30)) * time.Millisecond
 		}
@@ -264,6 +268,9 @@ func TestBurstWithDisconnectsLeaksNothing(t *testing.T) {
 		if code != http.StatusOK {
 			t.Errorf("%d responses with status %d", n, code)
 		}
+	}
+	if t.Failed() {
+		t.Fatalf("engine state after the failed burst: %+v", e.eng.Stats())
 	}
 	waitFor(t, 10*time.Second, "KV blocks and sequences released", func() bool {
 		st := e.eng.Stats()

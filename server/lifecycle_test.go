@@ -1,0 +1,108 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestEngineShutdown checks what clients see when the engine stops: a running stream ends with
+// an error event (no [DONE]), and new requests get 503.
+func TestEngineShutdown(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	resp := e.post(context.Background(), "/v1/completions", map[string]any{
+		"prompt": "Once upon a time", "max_tokens": 450, "ignore_eos": true, "stream": true,
+	})
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	if !sc.Scan() {
+		t.Fatal("no first event")
+	}
+	e.stopEngine()
+	var last string
+	for sc.Scan() {
+		if line := sc.Text(); line != "" {
+			last = line
+		}
+	}
+	var body errorBody
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(last, "data: ")), &body); err != nil || body.Error.Code == nil || *body.Error.Code != "shutting_down" {
+		t.Fatalf("last event %q: want an error event with code shutting_down", last)
+	}
+	after := e.post(context.Background(), "/v1/completions", map[string]any{"prompt": "x", "max_tokens": 2})
+	defer after.Body.Close()
+	checkError(t, after, http.StatusServiceUnavailable, "server_error")
+}
+
+// TestPriorityOrdersTheQueue holds the single sequence slot with one request, queues a low then
+// a high priority request, and checks that the high one is served first.
+func TestPriorityOrdersTheQueue(t *testing.T) {
+	e := newEnv(t, envOptions{maxRunning: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	blocker := e.post(ctx, "/v1/completions", map[string]any{"prompt": "Once upon a time", "max_tokens": 450, "ignore_eos": true, "stream": true})
+	defer blocker.Body.Close()
+	readChunks(t, blocker.Body, 1)
+	var mu sync.Mutex
+	var order []string
+	var wg sync.WaitGroup
+	// The low request is long, so that served in the wrong order the high one would end last by
+	// a wide margin, and served right it ends first by one.
+	for i, p := range []any{"low", 5} {
+		body := map[string]any{"prompt": "The cat sat", "max_tokens": 8, "priority": p, "ignore_eos": true}
+		if p == "low" {
+			body["max_tokens"] = 200
+		}
+		wg.Go(func() {
+			raw, _ := json.Marshal(body)
+			resp, err := e.client.Post(e.ts.URL+"/v1/completions", "application/json", strings.NewReader(string(raw)))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			mu.Lock()
+			order = append(order, strings.TrimSpace(string(mustJSON(p))))
+			mu.Unlock()
+		})
+		// Both must be waiting before the slot frees up.
+		waitFor(t, 5*time.Second, "the request to queue", func() bool { return e.eng.Stats().Waiting >= i+1 })
+	}
+	cancel()
+	wg.Wait()
+	if len(order) != 2 || order[0] != "5" {
+		t.Fatalf("completion order %v: the priority-5 request should finish before the low one", order)
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// TestLenientRequests checks that fields OpenAI clients send but ubatch does not use are ignored,
+// and that /v1 requests without a temperature sample (OpenAI's default is 1, not greedy).
+func TestLenientRequests(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	res := e.complete(map[string]any{"prompt": "The cat", "max_tokens": 4, "user": "u1", "cache_prompt": false,
+		"suffix": nil, "best_of": 1, "response_format": map[string]any{"type": "text"}, "model": "whatever"})
+	if res.Model != "stories" || len(res.Choices) != 1 {
+		t.Fatalf("response %+v", res)
+	}
+	defaults := e.complete(map[string]any{"prompt": "The cat"})
+	if defaults.Usage.CompletionTokens > openAIMaxTokensDefault {
+		t.Fatalf("%d tokens without max_tokens; OpenAI's default is %d", defaults.Usage.CompletionTokens, openAIMaxTokensDefault)
+	}
+	texts := map[string]bool{}
+	for seed := range 4 {
+		r := e.complete(map[string]any{"prompt": "The cat", "max_tokens": 16, "seed": seed})
+		texts[r.Choices[0].Text] = true
+	}
+	if len(texts) < 2 {
+		t.Fatalf("4 seeds without temperature gave one text: the /v1 default is not sampling")
+	}
+}
