@@ -60,29 +60,56 @@ func (s *Server) generate(ctx context.Context, prompts [][]int32, g genParams) (
 		close(events)
 		return gen, nil
 	}
-	streams := make([]*engine.Stream, 0, total)
-	for _, p := range prompts {
-		for j := range g.n {
-			req := engine.Request{
-				Prompt: p, MaxTokens: g.maxTokens, Sampling: g.sampling, IgnoreEOS: g.ignoreEOS,
-				Priority: g.priority, Logprobs: g.logprobs, TopLogprobs: g.topLogprobs,
+	streams := make([]*engine.Stream, total)
+	firsts := make([]*engine.Output, total)
+	fail := func(err error) (*generation, error) {
+		for _, st := range streams {
+			if st != nil {
+				st.Cancel(engine.FinishCancelled)
 			}
-			// Independent sequences of one request need distinct random streams.
-			req.Sampling.Seed += uint64(j)
-			st, err := s.cfg.Engine.Submit(ctx, req)
+		}
+		cancel()
+		return nil, err
+	}
+	submit := func(i int) error {
+		req := engine.Request{
+			Prompt: prompts[i/g.n], MaxTokens: g.maxTokens, Sampling: g.sampling, IgnoreEOS: g.ignoreEOS,
+			Priority: g.priority, Logprobs: g.logprobs, TopLogprobs: g.topLogprobs,
+		}
+		// Independent sequences of one request need distinct random streams.
+		req.Sampling.Seed += uint64(i % g.n)
+		st, err := s.cfg.Engine.Submit(ctx, req)
+		streams[i] = st
+		return err
+	}
+	// With n > 1 the first sequence of each prompt goes alone until its prompt is in the KV
+	// cache (its first token arrives); the others then start from its cached full blocks instead
+	// of all computing the same prompt in the same step.
+	share := g.n > 1
+	for i := range total {
+		if i%g.n == 0 || !share {
+			if err := submit(i); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	if share {
+		for i := 0; i < total; i += g.n {
+			o, err := streams[i].Recv(ctx)
 			if err != nil {
-				for _, st := range streams {
-					st.Cancel(engine.FinishCancelled)
-				}
-				cancel()
-				return nil, err
+				return fail(err)
 			}
-			streams = append(streams, st)
+			firsts[i] = &o
+			for j := i + 1; j < i+g.n; j++ {
+				if err := submit(j); err != nil {
+					return fail(err)
+				}
+			}
 		}
 	}
 	var wg sync.WaitGroup
 	for i, st := range streams {
-		wg.Go(func() { s.relay(ctx, i, st, g, events) })
+		wg.Go(func() { s.relay(ctx, i, st, firsts[i], g, events) })
 	}
 	go func() {
 		wg.Wait()
@@ -91,9 +118,10 @@ func (s *Server) generate(ctx context.Context, prompts [][]int32, g genParams) (
 	return gen, nil
 }
 
-// relay reads one sequence's outputs, turns them into text events and sends them on out until the
-// sequence is done or ctx ends (then the sequence is cancelled).
-func (s *Server) relay(ctx context.Context, index int, st *engine.Stream, g genParams, out chan<- seqEvent) {
+// relay reads one sequence's outputs (starting with first, when generate already received it),
+// turns them into text events and sends them on out until the sequence is done or ctx ends (then
+// the sequence is cancelled).
+func (s *Server) relay(ctx context.Context, index int, st *engine.Stream, first *engine.Output, g genParams, out chan<- seqEvent) {
 	ts := newTextStream(s.cfg.Model.Vocab, g.stop)
 	send := func(e seqEvent) bool {
 		e.index = index
@@ -108,9 +136,15 @@ func (s *Server) relay(ctx context.Context, index int, st *engine.Stream, g genP
 		}
 	}
 	kept := 0
-	var first time.Time
+	var firstAt time.Time
 	for {
-		o, err := st.Recv(ctx)
+		var o engine.Output
+		var err error
+		if first != nil {
+			o, first = *first, nil
+		} else {
+			o, err = st.Recv(ctx)
+		}
 		if err != nil {
 			st.Cancel(engine.FinishCancelled)
 			return
@@ -130,13 +164,13 @@ func (s *Server) relay(ctx context.Context, index int, st *engine.Stream, g genP
 			case o.Finish == engine.FinishCancelled:
 				ev.err = errNoOutput
 			}
-			ev.genTime = sinceOrZero(first)
-			s.observeSequence(first, ev.usage.CompletionTokens)
+			ev.genTime = sinceOrZero(firstAt)
+			s.observeSequence(firstAt, ev.usage.CompletionTokens)
 			send(ev)
 			return
 		}
 		if kept == 0 {
-			first = time.Now()
+			firstAt = time.Now()
 		}
 		kept++
 		text, toks, word := ts.add(genToken{id: o.Token, logprob: o.LogProb, top: o.Top})
@@ -148,9 +182,9 @@ func (s *Server) relay(ctx context.Context, index int, st *engine.Stream, g genP
 				return
 			}
 			usage.CompletionTokens = kept
-			s.observeSequence(first, kept)
+			s.observeSequence(firstAt, kept)
 			send(seqEvent{text: text, tokens: toks, done: true, finish: "stop", stopWord: word,
-				usage: usage, genTime: sinceOrZero(first)})
+				usage: usage, genTime: sinceOrZero(firstAt)})
 			return
 		}
 		if text == "" && (len(toks) == 0 || !g.logprobs && !g.keepTokens) {
@@ -232,21 +266,16 @@ func (gen *generation) collect(ctx context.Context) ([]*choiceResult, error) {
 }
 
 // usageOf sums token counts over a generation's sequences. Prompt tokens count once per prompt
-// (its n sequences share it); cached tokens are the fewest any of a prompt's sequences reused, so
-// the figure never overstates what the cache saved; completion tokens add up.
+// (its n sequences share it), and so do cached tokens: those the prompt's first sequence took from
+// the prefix cache (the others reuse that sequence's blocks); completion tokens add up.
 func (gen *generation) usageOf(seqs []engine.Usage) usageJSON {
 	var u usageJSON
 	for i, n := range gen.prompts {
 		u.PromptTokens += n
-		cached := -1
+		u.PromptTokensDetails.CachedTokens += seqs[i*gen.n].CachedTokens
 		for j := range gen.n {
-			su := seqs[i*gen.n+j]
-			u.CompletionTokens += su.CompletionTokens
-			if cached < 0 || su.CachedTokens < cached {
-				cached = su.CachedTokens
-			}
+			u.CompletionTokens += seqs[i*gen.n+j].CompletionTokens
 		}
-		u.PromptTokensDetails.CachedTokens += max(cached, 0)
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	return u

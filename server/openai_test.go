@@ -129,6 +129,22 @@ func TestCompletionNAndPromptLists(t *testing.T) {
 			t.Fatal("the two prompts gave one text")
 		}
 	})
+	t.Run("n sequences compute their prompt once", func(t *testing.T) {
+		prompt := strings.Repeat("The little dog ran to the big red ball in the park. ", 12)
+		st0 := e.eng.Stats()
+		res := e.complete(map[string]any{"prompt": prompt, "max_tokens": 4, "temperature": 0, "n": 4})
+		computed := int(e.eng.Stats().PromptComputed - st0.PromptComputed)
+		n := res.Usage.PromptTokens
+		// The first sequence computes the prompt; the others only its last, partial block.
+		if n < 100 || computed > n+3*16 {
+			t.Fatalf("4 sequences of a %d-token prompt computed %d prompt tokens", n, computed)
+		}
+		for _, c := range res.Choices[1:] {
+			if c.Text != res.Choices[0].Text {
+				t.Fatalf("greedy choices differ: %q vs %q", c.Text, res.Choices[0].Text)
+			}
+		}
+	})
 	t.Run("streamed n=2 interleaves choices", func(t *testing.T) {
 		_, _, events := e.streamCompletion(map[string]any{"prompt": "The cat sat", "max_tokens": 10, "temperature": 0, "n": 2})
 		texts := map[int]string{}
