@@ -1,13 +1,14 @@
 package quant
 
 // AVX2 kernels for the 32-element block formats Q4_0 and Q8_0 (both dotted with Q8_0
-// activations). The assembly (dot_q8_amd64.s) follows ggml's AVX2 scheme: weights are expanded to
-// 32 signed bytes per block, the activation bytes take the weights' signs (vpsignb) so that
-// vpmaddubsw can multiply |w| (unsigned) by ±x (signed), vpmaddwd sums the 16-bit pairs into
-// int32s, and each block's integer sums are converted to float and accumulated with the product
-// of the two f16 scales (vcvtph2ps). With four columns the four blocks' int32 vectors are first
-// reduced horizontally into one vector (lane j = column j), so one conversion and one FMA serve
-// all four columns.
+// activations). The assembly (dot_q8_amd64.s) follows ggml's AVX2 scheme for the products: weights
+// are expanded to 32 signed bytes per block, the activation bytes take the weights' signs
+// (vpsignb) so that vpmaddubsw can multiply |w| (unsigned) by ±x (signed), and vpmaddwd sums the
+// 16-bit pairs into int32s. Blocks are taken four at a time: each is decoded once for all nx
+// columns, and per column the four blocks' integer vectors are reduced horizontally into one
+// (lane i = block i), so that one conversion and one FMA with the four blocks' scale products
+// (f16 scales converted with vcvtph2ps) serve four blocks. Leftover blocks (nb%4) take one
+// conversion and FMA each.
 //
 // Exactness: the integer part is exact for activation quants in [-127, 127], which is all that
 // QuantizeAct produces. A quant of -128 (never written by QuantizeAct) whose weight is negative

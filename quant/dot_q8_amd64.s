@@ -5,123 +5,194 @@
 // func dotQ4_0AVX2Asm(nb int, w, x *byte, xStride, nx int, out *float32)
 // func dotQ8_0AVX2Asm(nb int, w, x *byte, xStride, nx int, out *float32)
 //
-// nb >= 1 blocks; 1 <= nx <= 4. Registers:
-//	SI weight block, DI column 0's activation block (column j is at DI + j*R8), R9 = 3*R8,
-//	CX blocks left, DX out
-//	Y0 signed weight bytes, Y1 their absolute values, Y2-Y5 per-column products,
-//	Y6 block scales [s0 s1 s2 s3 | s0 s1 s2 s3] with s_j = d_w*d_xj, Y7 scratch,
-//	Y8-Y11 accumulators, Y13 int16 ones, Y14 int8 eights, Y15 0x0f bytes.
+// nb >= 1 blocks; 1 <= nx <= 4. The main loop takes four blocks at a time: their weights are
+// decoded once into Y0-Y7, then for each column the four blocks' integer dot products are reduced
+// horizontally into one vector whose lanes are the four blocks (in each 128-bit half), converted
+// to float and fused-multiply-added with the four blocks' scale products d_w*d_x. The remaining
+// nb%4 blocks are done one at a time (ggml's scheme: one conversion and FMA per block and column).
+// Both loops accumulate into Y12-Y15 (columns 0-3), whose eight lanes sum to the result.
+//
+// Registers: SI weight block; DI, R10, R12, R13 the activation blocks of columns 0-3; CX
+// iterations left; R11 nx; DX out; AX, BX scratch.
 
-// Q4W expands the Q4_0 block at SI: Y0 = nibbles-8 (low nibbles are elements 0-15, high
-// nibbles 16-31), Y1 = |Y0|.
-#define Q4W \
-	VMOVDQU     2(SI), X0;     \
-	VPSRLW      $4, X0, X1;    \
-	VINSERTI128 $1, X1, Y0, Y0; \
-	VPAND       Y15, Y0, Y0;   \
-	VPSUBB      Y14, Y0, Y0;   \
-	VPSIGNB     Y0, Y0, Y1
+// Q4_0 nibble expansion: both halves of a register get the 16 quant bytes, the upper half is
+// shifted right by 4, and masking leaves the low nibbles (elements 0-15) in the lower half and the
+// high nibbles (elements 16-31) in the upper half.
+DATA q4shift<>+0(SB)/8, $0
+DATA q4shift<>+8(SB)/8, $0
+DATA q4shift<>+16(SB)/8, $4
+DATA q4shift<>+24(SB)/8, $4
+GLOBL q4shift<>(SB), RODATA|NOPTR, $32
 
-// Q8W loads the Q8_0 block at SI: Y0 = quants, Y1 = |Y0| (-128 becomes unsigned 128).
-#define Q8W \
-	VMOVDQU 2(SI), Y0; \
-	VPSIGNB Y0, Y0, Y1
+DATA mask0f<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA mask0f<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA mask0f<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA mask0f<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL mask0f<>(SB), RODATA|NOPTR, $32
 
-// PROD16 leaves in t the 16 int16 pair sums of the weights times the 32 quants at addr.
-#define PROD16(addr, t) \
-	VMOVDQU    addr, t;   \
-	VPSIGNB    Y0, t, t;  \
-	VPMADDUBSW t, Y1, t
+DATA eights<>+0(SB)/8, $0x0808080808080808
+DATA eights<>+8(SB)/8, $0x0808080808080808
+DATA eights<>+16(SB)/8, $0x0808080808080808
+DATA eights<>+24(SB)/8, $0x0808080808080808
+GLOBL eights<>(SB), RODATA|NOPTR, $32
 
-// PROD32 leaves in t the 8 int32 partial sums of the weights times the 32 quants at addr.
-#define PROD32(addr, t) \
-	PROD16(addr, t); \
-	VPMADDWD Y13, t, t
+DATA ones16<>+0(SB)/8, $0x0001000100010001
+DATA ones16<>+8(SB)/8, $0x0001000100010001
+DATA ones16<>+16(SB)/8, $0x0001000100010001
+DATA ones16<>+24(SB)/8, $0x0001000100010001
+GLOBL ones16<>(SB), RODATA|NOPTR, $32
 
-// COL accumulates one column: acc += float(Σ of the 8 int32 partial sums) * s_imm.
-#define COL(addr, t, acc, imm) \
-	PROD32(addr, t);       \
-	VCVTDQ2PS   t, t;      \
-	VPERMILPS   imm, Y6, Y7; \
-	VFMADD231PS Y7, t, acc
+// Q4DEC decodes the Q4_0 block at off(SI): w = quants-8 as signed bytes, a = |w|.
+#define Q4DEC(off, w, a) \
+	VBROADCASTI128 off+2(SI), w;   \
+	VPSRLVQ        q4shift<>(SB), w, w; \
+	VPAND          mask0f<>(SB), w, w;  \
+	VPSUBB         eights<>(SB), w, w;  \
+	VPSIGNB        w, w, a
 
-// SCALES converts the f16 scales gathered in AX (column j's in bits 16j..16j+15) and the weight
-// scale at SI into Y6 = [s0 s1 s2 s3 | s0 s1 s2 s3].
-#define SCALES \
-	VMOVQ        AX, X6;     \
-	VPBROADCASTQ X6, X6;     \
-	VCVTPH2PS    X6, Y6;     \
-	VPBROADCASTW (SI), X7;   \
-	VCVTPH2PS    X7, Y7;     \
-	VMULPS       Y7, Y6, Y6
+// Q8DEC loads the Q8_0 block at off(SI): w = quants, a = |w| (-128 becomes unsigned 128).
+#define Q8DEC(off, w, a) \
+	VMOVDQU off+2(SI), w; \
+	VPSIGNB w, w, a
 
-#define GATHER1 \
+// PROD16 leaves in t the 16 int16 pair sums of the weights (w, a = |w|) times the 32 activation
+// quants at addr: the quants take the weights' signs so that vpmaddubsw multiplies unsigned |w|
+// by signed ±x.
+#define PROD16(addr, w, a, t) \
+	VMOVDQU    addr, t;  \
+	VPSIGNB    w, t, t;  \
+	VPMADDUBSW t, a, t
+
+// PROD32 is PROD16 summed further into 8 int32s.
+#define PROD32(addr, w, a, t) \
+	PROD16(addr, w, a, t); \
+	VPMADDWD ones16<>(SB), t, t
+
+// GATHER4(P, stride) packs the f16 scales of four blocks stride bytes apart at P into AX (block i
+// in bits 16i..16i+15).
+#define GATHER4(P, stride) \
+	MOVWLZX (P), AX;            \
+	MOVWLZX stride(P), BX;      \
+	SHLL    $16, BX;            \
+	ORL     BX, AX;             \
+	MOVWLZX 2*stride(P), BX;    \
+	SHLQ    $32, BX;            \
+	ORQ     BX, AX;             \
+	MOVWLZX 3*stride(P), BX;    \
+	SHLQ    $48, BX;            \
+	ORQ     BX, AX
+
+// HALVES converts the four f16s in AX into [h0 h1 h2 h3 | h0 h1 h2 h3] in Y (low half X).
+#define HALVES(X, Y) \
+	VMOVQ        AX, X; \
+	VPBROADCASTQ X, X;  \
+	VCVTPH2PS    X, Y
+
+// COL4_Q4 accumulates one column (activation blocks at P) over the four Q4_0 blocks in Y0-Y7
+// into acc, using the weight scales in Y11. Q4_0 products are at most 8*128 in magnitude, so the
+// 16-bit sums of up to 8 of them in the reduction cannot overflow.
+#define COL4_Q4(P, acc) \
+	PROD16(2(P), Y0, Y1, Y8);    \
+	PROD16(36(P), Y2, Y3, Y9);   \
+	VPHADDW Y9, Y8, Y8;          \
+	PROD16(70(P), Y4, Y5, Y9);   \
+	PROD16(104(P), Y6, Y7, Y10); \
+	VPHADDW Y10, Y9, Y9;         \
+	VPHADDW Y9, Y8, Y8;          \
+	VPMADDWD ones16<>(SB), Y8, Y8; \
+	VCVTDQ2PS Y8, Y8;            \
+	GATHER4(P, 34);              \
+	HALVES(X9, Y9);              \
+	VMULPS Y11, Y9, Y9;          \
+	VFMADD231PS Y9, Y8, acc
+
+// COL4_Q8 is COL4_Q4 for Q8_0 weights, whose pair sums need 32 bits before the reduction.
+#define COL4_Q8(P, acc) \
+	PROD32(2(P), Y0, Y1, Y8);    \
+	PROD32(36(P), Y2, Y3, Y9);   \
+	VPHADDD Y9, Y8, Y8;          \
+	PROD32(70(P), Y4, Y5, Y9);   \
+	PROD32(104(P), Y6, Y7, Y10); \
+	VPHADDD Y10, Y9, Y9;         \
+	VPHADDD Y9, Y8, Y8;          \
+	VCVTDQ2PS Y8, Y8;            \
+	GATHER4(P, 34);              \
+	HALVES(X9, Y9);              \
+	VMULPS Y11, Y9, Y9;          \
+	VFMADD231PS Y9, Y8, acc
+
+// COL1 accumulates one column over the single block in Y0/Y1: the 8 int32 partial sums are
+// converted and multiplied by lane imm of the scale products in Y3.
+#define COL1(P, acc, imm) \
+	PROD32(2(P), Y0, Y1, Y2); \
+	VCVTDQ2PS   Y2, Y2;       \
+	VPERMILPS   imm, Y3, Y4;  \
+	VFMADD231PS Y4, Y2, acc
+
+// SCALE1 computes Y3 = [s0 s1 s2 s3 | s0 s1 s2 s3], s_j = d_w*d_xj, for one block from the
+// column scales gathered in AX.
+#define SCALE1 \
+	HALVES(X3, Y3);          \
+	VPBROADCASTW (SI), X4;   \
+	VCVTPH2PS    X4, Y4;     \
+	VMULPS       Y4, Y3, Y3
+
+#define GATHER1_1 \
 	MOVWLZX (DI), AX
 
-#define GATHER2 \
-	GATHER1;                  \
-	MOVWLZX (DI)(R8*1), BX;   \
-	SHLL    $16, BX;          \
+#define GATHER1_2 \
+	GATHER1_1;          \
+	MOVWLZX (R10), BX;  \
+	SHLL    $16, BX;    \
 	ORL     BX, AX
 
-#define GATHER3 \
-	GATHER2;                  \
-	MOVWLZX (DI)(R8*2), BX;   \
-	SHLQ    $32, BX;          \
+#define GATHER1_3 \
+	GATHER1_2;          \
+	MOVWLZX (R12), BX;  \
+	SHLQ    $32, BX;    \
 	ORQ     BX, AX
 
-#define GATHER4 \
-	GATHER3;                  \
-	MOVWLZX (DI)(R9*1), BX;   \
-	SHLQ    $48, BX;          \
+#define GATHER1_4 \
+	GATHER1_3;          \
+	MOVWLZX (R13), BX;  \
+	SHLQ    $48, BX;    \
 	ORQ     BX, AX
 
-// HSUM stores the sum of the 8 floats of acc (whose low half is accx) at dst.
+// ADVANCE(wb, xb) moves the weight pointer by wb bytes and the column pointers by xb.
+#define ADVANCE(wb, xb) \
+	ADDQ $wb, SI;  \
+	ADDQ $xb, DI;  \
+	ADDQ $xb, R10; \
+	ADDQ $xb, R12; \
+	ADDQ $xb, R13
+
+// HSUM stores the sum of the 8 floats of acc (low half accx) at dst.
 #define HSUM(acc, accx, dst) \
-	VEXTRACTF128 $1, acc, X7;   \
-	VADDPS       X7, accx, X7;  \
-	VMOVHLPS     X7, X7, X12;   \
-	VADDPS       X12, X7, X7;   \
-	VMOVSHDUP    X7, X12;       \
-	VADDSS       X12, X7, X7;   \
-	VMOVSS       X7, dst
+	VEXTRACTF128 $1, acc, X0;  \
+	VADDPS       X0, accx, X0; \
+	VMOVHLPS     X0, X0, X1;   \
+	VADDPS       X1, X0, X0;   \
+	VMOVSHDUP    X0, X1;       \
+	VADDSS       X1, X0, X0;   \
+	VMOVSS       X0, dst
 
 #define PROLOGUE \
-	MOVQ         nb+0(FP), CX;      \
-	MOVQ         w+8(FP), SI;       \
-	MOVQ         x+16(FP), DI;      \
-	MOVQ         xStride+24(FP), R8; \
-	MOVQ         nx+32(FP), R11;    \
-	MOVQ         out+40(FP), DX;    \
-	LEAQ         (R8)(R8*2), R9;    \
-	MOVL         $0x0f0f0f0f, AX;   \
-	VMOVD        AX, X15;           \
-	VPBROADCASTD X15, Y15;          \
-	MOVL         $0x08080808, AX;   \
-	VMOVD        AX, X14;           \
-	VPBROADCASTD X14, Y14;          \
-	MOVL         $0x00010001, AX;   \
-	VMOVD        AX, X13;           \
-	VPBROADCASTD X13, Y13;          \
-	VPXOR        Y8, Y8, Y8;        \
-	VPXOR        Y9, Y9, Y9;        \
-	VPXOR        Y10, Y10, Y10;     \
-	VPXOR        Y11, Y11, Y11
-
-// NEXT advances to the next block (WB weight bytes per block) and loops to label.
-#define NEXT(WB, label) \
-	ADDQ $WB, SI; \
-	ADDQ $34, DI; \
-	DECQ CX;      \
-	JNZ  label
-
-// FINISH4 stores the four column sums of the lane-per-column accumulator Y8.
-#define FINISH4 \
-	VEXTRACTF128 $1, Y8, X7; \
-	VADDPS       X7, X8, X8; \
-	VMOVUPS      X8, (DX);   \
-	VZEROUPPER;              \
-	RET
+	MOVQ   nb+0(FP), CX;        \
+	MOVQ   w+8(FP), SI;         \
+	MOVQ   x+16(FP), DI;        \
+	MOVQ   xStride+24(FP), R8;  \
+	MOVQ   nx+32(FP), R11;      \
+	MOVQ   out+40(FP), DX;      \
+	LEAQ   (DI)(R8*1), R10;     \
+	LEAQ   (DI)(R8*2), R12;     \
+	LEAQ   (R10)(R8*2), R13;    \
+	VXORPS Y12, Y12, Y12;       \
+	VXORPS Y13, Y13, Y13;       \
+	VXORPS Y14, Y14, Y14;       \
+	VXORPS Y15, Y15, Y15;       \
+	MOVQ   CX, R9;              \
+	ANDQ   $3, R9;              \
+	SHRQ   $2, CX
 
 TEXT ·dotQ4_0AVX2Asm(SB), NOSPLIT, $0-48
 	PROLOGUE
@@ -133,59 +204,158 @@ TEXT ·dotQ4_0AVX2Asm(SB), NOSPLIT, $0-48
 	JEQ  q4x2
 
 q4x1:
-	Q4W
-	GATHER1
-	SCALES
-	COL(2(DI), Y2, Y8, $0x00)
-	NEXT(18, q4x1)
-	HSUM(Y8, X8, (DX))
+	TESTQ CX, CX
+	JZ    q4x1r
+
+q4x1l4:
+	Q4DEC(0, Y0, Y1)
+	Q4DEC(18, Y2, Y3)
+	Q4DEC(36, Y4, Y5)
+	Q4DEC(54, Y6, Y7)
+	GATHER4(SI, 18)
+	HALVES(X11, Y11)
+	COL4_Q4(DI, Y12)
+	ADVANCE(72, 136)
+	DECQ CX
+	JNZ  q4x1l4
+
+q4x1r:
+	TESTQ R9, R9
+	JZ    q4x1d
+
+q4x1l1:
+	Q4DEC(0, Y0, Y1)
+	GATHER1_1
+	SCALE1
+	COL1(DI, Y12, $0x00)
+	ADVANCE(18, 34)
+	DECQ R9
+	JNZ  q4x1l1
+
+q4x1d:
+	HSUM(Y12, X12, 0(DX))
 	VZEROUPPER
 	RET
 
 q4x2:
-	Q4W
-	GATHER2
-	SCALES
-	COL(2(DI), Y2, Y8, $0x00)
-	COL(2(DI)(R8*1), Y3, Y9, $0x55)
-	NEXT(18, q4x2)
-	HSUM(Y8, X8, (DX))
-	HSUM(Y9, X9, 4(DX))
+	TESTQ CX, CX
+	JZ    q4x2r
+
+q4x2l4:
+	Q4DEC(0, Y0, Y1)
+	Q4DEC(18, Y2, Y3)
+	Q4DEC(36, Y4, Y5)
+	Q4DEC(54, Y6, Y7)
+	GATHER4(SI, 18)
+	HALVES(X11, Y11)
+	COL4_Q4(DI, Y12)
+	COL4_Q4(R10, Y13)
+	ADVANCE(72, 136)
+	DECQ CX
+	JNZ  q4x2l4
+
+q4x2r:
+	TESTQ R9, R9
+	JZ    q4x2d
+
+q4x2l1:
+	Q4DEC(0, Y0, Y1)
+	GATHER1_2
+	SCALE1
+	COL1(DI, Y12, $0x00)
+	COL1(R10, Y13, $0x55)
+	ADVANCE(18, 34)
+	DECQ R9
+	JNZ  q4x2l1
+
+q4x2d:
+	HSUM(Y12, X12, 0(DX))
+	HSUM(Y13, X13, 4(DX))
 	VZEROUPPER
 	RET
 
 q4x3:
-	Q4W
-	GATHER3
-	SCALES
-	COL(2(DI), Y2, Y8, $0x00)
-	COL(2(DI)(R8*1), Y3, Y9, $0x55)
-	COL(2(DI)(R8*2), Y4, Y10, $0xaa)
-	NEXT(18, q4x3)
-	HSUM(Y8, X8, (DX))
-	HSUM(Y9, X9, 4(DX))
-	HSUM(Y10, X10, 8(DX))
+	TESTQ CX, CX
+	JZ    q4x3r
+
+q4x3l4:
+	Q4DEC(0, Y0, Y1)
+	Q4DEC(18, Y2, Y3)
+	Q4DEC(36, Y4, Y5)
+	Q4DEC(54, Y6, Y7)
+	GATHER4(SI, 18)
+	HALVES(X11, Y11)
+	COL4_Q4(DI, Y12)
+	COL4_Q4(R10, Y13)
+	COL4_Q4(R12, Y14)
+	ADVANCE(72, 136)
+	DECQ CX
+	JNZ  q4x3l4
+
+q4x3r:
+	TESTQ R9, R9
+	JZ    q4x3d
+
+q4x3l1:
+	Q4DEC(0, Y0, Y1)
+	GATHER1_3
+	SCALE1
+	COL1(DI, Y12, $0x00)
+	COL1(R10, Y13, $0x55)
+	COL1(R12, Y14, $0xaa)
+	ADVANCE(18, 34)
+	DECQ R9
+	JNZ  q4x3l1
+
+q4x3d:
+	HSUM(Y12, X12, 0(DX))
+	HSUM(Y13, X13, 4(DX))
+	HSUM(Y14, X14, 8(DX))
 	VZEROUPPER
 	RET
 
 q4x4:
-	// The per-column int16 sums are reduced to one vector, lane j = column j (per 128-bit
-	// half); Q4_0 products are at most 8*128 in magnitude, so 16-bit sums of 8 cannot overflow.
-	Q4W
-	PROD16(2(DI), Y2)
-	PROD16(2(DI)(R8*1), Y3)
-	PROD16(2(DI)(R8*2), Y4)
-	PROD16(2(DI)(R9*1), Y5)
-	VPHADDW     Y3, Y2, Y2
-	VPHADDW     Y5, Y4, Y4
-	VPHADDW     Y4, Y2, Y2
-	VPMADDWD    Y13, Y2, Y2
-	VCVTDQ2PS   Y2, Y2
-	GATHER4
-	SCALES
-	VFMADD231PS Y6, Y2, Y8
-	NEXT(18, q4x4)
-	FINISH4
+	TESTQ CX, CX
+	JZ    q4x4r
+
+q4x4l4:
+	Q4DEC(0, Y0, Y1)
+	Q4DEC(18, Y2, Y3)
+	Q4DEC(36, Y4, Y5)
+	Q4DEC(54, Y6, Y7)
+	GATHER4(SI, 18)
+	HALVES(X11, Y11)
+	COL4_Q4(DI, Y12)
+	COL4_Q4(R10, Y13)
+	COL4_Q4(R12, Y14)
+	COL4_Q4(R13, Y15)
+	ADVANCE(72, 136)
+	DECQ CX
+	JNZ  q4x4l4
+
+q4x4r:
+	TESTQ R9, R9
+	JZ    q4x4d
+
+q4x4l1:
+	Q4DEC(0, Y0, Y1)
+	GATHER1_4
+	SCALE1
+	COL1(DI, Y12, $0x00)
+	COL1(R10, Y13, $0x55)
+	COL1(R12, Y14, $0xaa)
+	COL1(R13, Y15, $0xff)
+	ADVANCE(18, 34)
+	DECQ R9
+	JNZ  q4x4l1
+
+q4x4d:
+	HSUM(Y12, X12, 0(DX))
+	HSUM(Y13, X13, 4(DX))
+	HSUM(Y14, X14, 8(DX))
+	HSUM(Y15, X15, 12(DX))
+	VZEROUPPER
+	RET
 
 TEXT ·dotQ8_0AVX2Asm(SB), NOSPLIT, $0-48
 	PROLOGUE
@@ -197,54 +367,155 @@ TEXT ·dotQ8_0AVX2Asm(SB), NOSPLIT, $0-48
 	JEQ  q8x2
 
 q8x1:
-	Q8W
-	GATHER1
-	SCALES
-	COL(2(DI), Y2, Y8, $0x00)
-	NEXT(34, q8x1)
-	HSUM(Y8, X8, (DX))
+	TESTQ CX, CX
+	JZ    q8x1r
+
+q8x1l4:
+	Q8DEC(0, Y0, Y1)
+	Q8DEC(34, Y2, Y3)
+	Q8DEC(68, Y4, Y5)
+	Q8DEC(102, Y6, Y7)
+	GATHER4(SI, 34)
+	HALVES(X11, Y11)
+	COL4_Q8(DI, Y12)
+	ADVANCE(136, 136)
+	DECQ CX
+	JNZ  q8x1l4
+
+q8x1r:
+	TESTQ R9, R9
+	JZ    q8x1d
+
+q8x1l1:
+	Q8DEC(0, Y0, Y1)
+	GATHER1_1
+	SCALE1
+	COL1(DI, Y12, $0x00)
+	ADVANCE(34, 34)
+	DECQ R9
+	JNZ  q8x1l1
+
+q8x1d:
+	HSUM(Y12, X12, 0(DX))
 	VZEROUPPER
 	RET
 
 q8x2:
-	Q8W
-	GATHER2
-	SCALES
-	COL(2(DI), Y2, Y8, $0x00)
-	COL(2(DI)(R8*1), Y3, Y9, $0x55)
-	NEXT(34, q8x2)
-	HSUM(Y8, X8, (DX))
-	HSUM(Y9, X9, 4(DX))
+	TESTQ CX, CX
+	JZ    q8x2r
+
+q8x2l4:
+	Q8DEC(0, Y0, Y1)
+	Q8DEC(34, Y2, Y3)
+	Q8DEC(68, Y4, Y5)
+	Q8DEC(102, Y6, Y7)
+	GATHER4(SI, 34)
+	HALVES(X11, Y11)
+	COL4_Q8(DI, Y12)
+	COL4_Q8(R10, Y13)
+	ADVANCE(136, 136)
+	DECQ CX
+	JNZ  q8x2l4
+
+q8x2r:
+	TESTQ R9, R9
+	JZ    q8x2d
+
+q8x2l1:
+	Q8DEC(0, Y0, Y1)
+	GATHER1_2
+	SCALE1
+	COL1(DI, Y12, $0x00)
+	COL1(R10, Y13, $0x55)
+	ADVANCE(34, 34)
+	DECQ R9
+	JNZ  q8x2l1
+
+q8x2d:
+	HSUM(Y12, X12, 0(DX))
+	HSUM(Y13, X13, 4(DX))
 	VZEROUPPER
 	RET
 
 q8x3:
-	Q8W
-	GATHER3
-	SCALES
-	COL(2(DI), Y2, Y8, $0x00)
-	COL(2(DI)(R8*1), Y3, Y9, $0x55)
-	COL(2(DI)(R8*2), Y4, Y10, $0xaa)
-	NEXT(34, q8x3)
-	HSUM(Y8, X8, (DX))
-	HSUM(Y9, X9, 4(DX))
-	HSUM(Y10, X10, 8(DX))
+	TESTQ CX, CX
+	JZ    q8x3r
+
+q8x3l4:
+	Q8DEC(0, Y0, Y1)
+	Q8DEC(34, Y2, Y3)
+	Q8DEC(68, Y4, Y5)
+	Q8DEC(102, Y6, Y7)
+	GATHER4(SI, 34)
+	HALVES(X11, Y11)
+	COL4_Q8(DI, Y12)
+	COL4_Q8(R10, Y13)
+	COL4_Q8(R12, Y14)
+	ADVANCE(136, 136)
+	DECQ CX
+	JNZ  q8x3l4
+
+q8x3r:
+	TESTQ R9, R9
+	JZ    q8x3d
+
+q8x3l1:
+	Q8DEC(0, Y0, Y1)
+	GATHER1_3
+	SCALE1
+	COL1(DI, Y12, $0x00)
+	COL1(R10, Y13, $0x55)
+	COL1(R12, Y14, $0xaa)
+	ADVANCE(34, 34)
+	DECQ R9
+	JNZ  q8x3l1
+
+q8x3d:
+	HSUM(Y12, X12, 0(DX))
+	HSUM(Y13, X13, 4(DX))
+	HSUM(Y14, X14, 8(DX))
 	VZEROUPPER
 	RET
 
 q8x4:
-	// Q8_0 pair sums need 32 bits, so the reduction to one vector happens after vpmaddwd.
-	Q8W
-	PROD32(2(DI), Y2)
-	PROD32(2(DI)(R8*1), Y3)
-	PROD32(2(DI)(R8*2), Y4)
-	PROD32(2(DI)(R9*1), Y5)
-	VPHADDD     Y3, Y2, Y2
-	VPHADDD     Y5, Y4, Y4
-	VPHADDD     Y4, Y2, Y2
-	VCVTDQ2PS   Y2, Y2
-	GATHER4
-	SCALES
-	VFMADD231PS Y6, Y2, Y8
-	NEXT(34, q8x4)
-	FINISH4
+	TESTQ CX, CX
+	JZ    q8x4r
+
+q8x4l4:
+	Q8DEC(0, Y0, Y1)
+	Q8DEC(34, Y2, Y3)
+	Q8DEC(68, Y4, Y5)
+	Q8DEC(102, Y6, Y7)
+	GATHER4(SI, 34)
+	HALVES(X11, Y11)
+	COL4_Q8(DI, Y12)
+	COL4_Q8(R10, Y13)
+	COL4_Q8(R12, Y14)
+	COL4_Q8(R13, Y15)
+	ADVANCE(136, 136)
+	DECQ CX
+	JNZ  q8x4l4
+
+q8x4r:
+	TESTQ R9, R9
+	JZ    q8x4d
+
+q8x4l1:
+	Q8DEC(0, Y0, Y1)
+	GATHER1_4
+	SCALE1
+	COL1(DI, Y12, $0x00)
+	COL1(R10, Y13, $0x55)
+	COL1(R12, Y14, $0xaa)
+	COL1(R13, Y15, $0xff)
+	ADVANCE(34, 34)
+	DECQ R9
+	JNZ  q8x4l1
+
+q8x4d:
+	HSUM(Y12, X12, 0(DX))
+	HSUM(Y13, X13, 4(DX))
+	HSUM(Y14, X14, 8(DX))
+	HSUM(Y15, X15, 12(DX))
+	VZEROUPPER
+	RET
