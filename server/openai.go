@@ -60,7 +60,13 @@ type completionResponse struct {
 	Usage any `json:"usage,omitempty"`
 }
 
-var jsonNull = json.RawMessage("null")
+// jsonNull is the usage value of non-final chunks when the client asked for usage.
+const jsonNull = rawJSON("null")
+
+// rawJSON is JSON text embedded as is.
+type rawJSON string
+
+func (r rawJSON) MarshalJSON() ([]byte, error) { return []byte(r), nil }
 
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	var req completionRequest

@@ -308,13 +308,17 @@ func (g *genParams) setMaxTokens(maxTokens, maxCompletion *int) error {
 	return nil
 }
 
-// setN applies OpenAI's n (independent sequences per prompt).
+// setN applies OpenAI's n (independent sequences per prompt) and bounds the request's total
+// number of sequences.
 func (g *genParams) setN(n *int, prompts int) error {
+	if prompts > maxN {
+		return badRequest("prompt", "%d prompts in one request, at most %d are allowed", prompts, maxN)
+	}
 	if n == nil {
 		return nil
 	}
 	if *n < 1 || *n*prompts > maxN {
-		return badRequest("n", "n must be in [1, %d] (per prompt: %d prompts given), got %d", maxN/max(prompts, 1), prompts, *n)
+		return badRequest("n", "n must be in [1, %d] (per prompt: %d prompts given), got %d", maxN/prompts, prompts, *n)
 	}
 	g.n = *n
 	return nil
