@@ -96,6 +96,7 @@ func parsePrompts(raw json.RawMessage) ([]promptInput, error) {
 			out = append(out, promptInput{text: s, isText: true})
 			continue
 		}
+		var toks []int32 // fresh each time: Unmarshal would reuse the previous backing array
 		if err := json.Unmarshal(el, &toks); err != nil || toks == nil {
 			return nil, badRequest("prompt", "prompt[%d] must be a string or a list of token ids", i)
 		}
