@@ -20,7 +20,11 @@ import (
 // cmdServe loads a model, starts the continuous-batching engine and serves the OpenAI and
 // llama.cpp HTTP APIs until ctx ends (SIGINT/SIGTERM), then drains in-flight requests.
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", "serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [-c CTX] [-np 16] [flags]", stderr)
+	fs := newFlags("serve", "serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [-c CTX] [-np 16] [flags]\n\n"+
+		"Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models (OpenAI);\n"+
+		"POST /completion, POST /tokenize, POST /detokenize, GET /health (llama.cpp); GET /metrics (Prometheus).\n"+
+		"Requests may set \"priority\": \"low\"|\"normal\"|\"high\" or an integer (higher is served first).\n"+
+		"SIGINT/SIGTERM stops accepting connections, lets running requests finish, then exits.", stderr)
 	var mf modelFlags
 	mf.register(fs)
 	host := fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
