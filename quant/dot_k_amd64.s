@@ -16,7 +16,7 @@
 // Q8_K d f32, qs int8[256], bsums int16[16] (292 bytes, quants at +4, bsums at +260).
 //
 // Registers: DI weight block, SI column-0 activation block, R8 xStride, R9 3*xStride, CX blocks
-// left. Locals: 0(SP) holds the eight 6-bit scales of the current Q4_K/Q5_K block as int16.
+// left; Y15 = 0x0f bytes.
 // Integer overflow: Q4_K/Q5_K levels <= 31 give VPMADDUBSW pair sums |.| <= 2*31*128 and Q6_K
 // levels <= 63 give <= 2*63*128 = 16128, all inside int16 (no saturation); the int32 sums are
 // far from overflow.
@@ -69,38 +69,36 @@
 #define ZERO3 ZERO2; VPXOR Y6, Y6, Y6
 #define ZERO4 ZERO3; VPXOR Y7, Y7, Y7
 
-// KSCALES unpacks the 12-byte 6-bit scales/mins of a Q4_K/Q5_K block (as ggml's utmp trick):
-// the eight scales go to 0(SP) as int16 and the eight mins stay in R10 as bytes.
+// KSCALES unpacks the 12-byte 6-bit scales/mins of a Q4_K/Q5_K block (bytes b0..b11) with
+// 64-bit masks (R11 = 0x3f.., R12 = 0x30.., R13 = 0x0f..) into Y14 = bytes [s0..s3 m0..m3 s4..s7
+// m4..m7] in both lanes, from which VPSHUFB picks zero-extended int16 scales and mins:
+// s_j, m_j = b_j&63, b_{j+4}&63 (j < 4) and b_{j+4}&15 | b_{j-4}>>6<<4, b_{j+4}>>4 | b_j>>6<<4.
 #define KSCALES \
-	MOVL 4(DI), AX; \
-	MOVL 8(DI), BX; \
-	MOVL 12(DI), DX; \
-	MOVL DX, R10; \
-	SHRL $4, R10; \
-	ANDL $0x0f0f0f0f, R10; \
-	MOVL BX, R11; \
-	SHRL $2, R11; \
-	ANDL $0x30303030, R11; \
-	ORL R11, R10; \
-	ANDL $0x3f3f3f3f, BX; \
-	SHLQ $32, R10; \
+	MOVQ 4(DI), AX; \
+	MOVL 12(DI), BX; \
+	MOVQ AX, DX; \
+	ANDQ R11, DX; \
+	SHRQ $2, AX; \
+	ANDQ R12, AX; \
+	MOVQ BX, R10; \
+	SHLQ $28, R10; \
 	ORQ BX, R10; \
-	ANDL $0x0f0f0f0f, DX; \
-	MOVL AX, BX; \
-	SHRL $2, BX; \
-	ANDL $0x30303030, BX; \
-	ORL BX, DX; \
-	ANDL $0x3f3f3f3f, AX; \
-	SHLQ $32, DX; \
-	ORQ AX, DX; \
-	VMOVQ DX, X8; \
-	VPMOVZXBW X8, X8; \
-	VMOVDQU X8, 0(SP)
+	ANDQ R13, R10; \
+	ORQ R10, AX; \
+	VMOVQ DX, X14; \
+	VPINSRQ $1, AX, X14, X14; \
+	VPERMQ $0x44, Y14, Y14
 
-// KSCALE_BCAST broadcasts the scales of sub-blocks 2g and 2g+1 to Y10 and Y11.
+// KMASKS loads the constants KSCALES uses.
+#define KMASKS \
+	MOVQ $0x3f3f3f3f3f3f3f3f, R11; \
+	MOVQ $0x3030303030303030, R12; \
+	MOVQ $0x0f0f0f0f0f0f0f0f, R13
+
+// KSCALE_BCAST broadcasts the int16 scales of sub-blocks 2g and 2g+1 to Y10 and Y11.
 #define KSCALE_BCAST(g) \
-	VPBROADCASTW (4*g)(SP), Y10; \
-	VPBROADCASTW (4*g+2)(SP), Y11
+	VPSHUFB ksc<>+(64*g)(SB), Y14, Y10; \
+	VPSHUFB ksc<>+(64*g+32)(SB), Y14, Y11
 
 // KCOL adds group g's (64 elements: levels Y8 for sub-block 2g, Y9 for 2g+1) scaled dot with
 // column col to the int32 sums in sumi.
@@ -121,17 +119,17 @@
 	KSCALE_BCAST(g)
 
 // Q5K_LOAD is Q4K_LOAD for Q5_K, adding bit 2g (to Y8) and 2g+1 (to Y9) of qh as bit 4 of the
-// level. Y13 holds qh shifted right by 2g (Y14 = 0x10, Y15 = 0x0f); it is shifted on for g+1.
+// level. Y13 holds qh shifted right by 2g (Y15 = 0x0f); it is shifted on for g+1.
 #define Q5K_LOAD(g) \
 	VMOVDQU (48+32*g)(DI), Y8; \
 	VPSRLW $4, Y8, Y9; \
 	VPAND Y15, Y8, Y8; \
 	VPAND Y15, Y9, Y9; \
 	VPSLLW $4, Y13, Y12; \
-	VPAND Y14, Y12, Y12; \
+	VPAND kbit4<>(SB), Y12, Y12; \
 	VPOR Y12, Y8, Y8; \
 	VPSLLW $3, Y13, Y12; \
-	VPAND Y14, Y12, Y12; \
+	VPAND kbit4<>(SB), Y12, Y12; \
 	VPOR Y12, Y9, Y9; \
 	VPSRLW $2, Y13, Y13; \
 	KSCALE_BCAST(g)
@@ -154,9 +152,7 @@
 	VMOVSHDUP X9, X10; \
 	VBROADCASTSS X9, Y9; \
 	VBROADCASTSS X10, Y10; \
-	VMOVQ R10, X8; \
-	VPUNPCKLBW X8, X8, X8; \
-	VPMOVZXBW X8, Y8
+	VPSHUFB kmins<>(SB), Y14, Y8
 
 // KM_END folds one column's block sums into acc: acc += d·dx·sumi − dmin·dx·Σ m·bsums.
 #define KM_END(col, sumi, acc) \
@@ -200,8 +196,9 @@
 	VEXTRACTPS $3, X0, 12(DI)
 
 // func dotQ4KAVX2(nb int, w *byte, x *byte, xStride int, nx int, out *float32)
-TEXT ·dotQ4KAVX2(SB), NOSPLIT, $16-48
+TEXT ·dotQ4KAVX2(SB), NOSPLIT, $0-48
 	KARGS
+	KMASKS
 	BCAST8(0x0f0f0f0f, X15, Y15)
 	KDISPATCH(q4k1, q4k2, q4k3, q4k4)
 
@@ -244,10 +241,10 @@ q4kret:
 	RET
 
 // func dotQ5KAVX2(nb int, w *byte, x *byte, xStride int, nx int, out *float32)
-TEXT ·dotQ5KAVX2(SB), NOSPLIT, $16-48
+TEXT ·dotQ5KAVX2(SB), NOSPLIT, $0-48
 	KARGS
+	KMASKS
 	BCAST8(0x0f0f0f0f, X15, Y15)
-	BCAST8(0x10101010, X14, Y14)
 	KDISPATCH(q5k1, q5k2, q5k3, q5k4)
 
 q5k1:
@@ -302,22 +299,26 @@ q5kret:
 	VPMOVSXBW (192+8*h)(DI), X14; \
 	VPERMQ $0x44, Y14, Y14
 
+// Q6B0..Q6B3 put bits 2s, 2s+1 of each qh byte at bits 4-5 of Y12 for sub-block s.
+#define Q6B0 VPSLLW $4, Y8, Y12; VPAND Y13, Y12, Y12
+#define Q6B1 VPSLLW $2, Y8, Y12; VPAND Y13, Y12, Y12
+#define Q6B2 VPAND Y13, Y8, Y12
+#define Q6B3 VPSRLW $2, Y8, Y12; VPAND Y13, Y12, Y12
+
 // Q6K_LOW / Q6K_HIGH decode sub-block s (32 elements) of a half into Y10 from the low/high
-// nibbles of ql at qloff and the qh bits selected by shifting qh (shl/shr by n) into bits 4-5;
+// nibbles of ql (loaded from qloff into Y9 by Q6K_LOW) and the qh bits from bits (a Q6Bs);
 // Y11 gets the int16 scales of its two 16-element groups (low lane, high lane).
-#define Q6K_LOW(qloff, sh, n, s) \
+#define Q6K_LOW(qloff, bits, s) \
 	VMOVDQU qloff(DI), Y9; \
 	VPAND Y15, Y9, Y10; \
-	sh $n, Y8, Y12; \
-	VPAND Y13, Y12, Y12; \
+	bits; \
 	VPOR Y12, Y10, Y10; \
 	VPSHUFB q6kshuf<>+(32*s)(SB), Y14, Y11
 
-#define Q6K_HIGH(sh, n, s) \
+#define Q6K_HIGH(bits, s) \
 	VPSRLW $4, Y9, Y10; \
 	VPAND Y15, Y10, Y10; \
-	sh $n, Y8, Y12; \
-	VPAND Y13, Y12, Y12; \
+	bits; \
 	VPOR Y12, Y10, Y10; \
 	VPSHUFB q6kshuf<>+(32*s)(SB), Y14, Y11
 
@@ -334,16 +335,16 @@ q5kret:
 
 // Q6K_H runs half h (elements 128h..128h+127) for the columns handled by cols. Sub-block 0 is
 // ql[0:32] low nibbles with qh bits 0-1, 1 is ql[32:64] low with bits 2-3, 2 is ql[0:32] high with
-// bits 4-5, 3 is ql[32:64] high with bits 6-7 (VPSRLW $0 would do for 2; VPSLLW $0 is the same).
+// bits 4-5, 3 is ql[32:64] high with bits 6-7.
 #define Q6K_H(h, cols) \
 	Q6K_HALF(h); \
-	Q6K_LOW((64*h), VPSLLW, 4, 0); \
+	Q6K_LOW((64*h), Q6B0, 0); \
 	cols((4+128*h)); \
-	Q6K_HIGH(VPSLLW, 0, 2); \
+	Q6K_HIGH(Q6B2, 2); \
 	cols((68+128*h)); \
-	Q6K_LOW((64*h+32), VPSLLW, 2, 1); \
+	Q6K_LOW((64*h+32), Q6B1, 1); \
 	cols((36+128*h)); \
-	Q6K_HIGH(VPSRLW, 2, 3); \
+	Q6K_HIGH(Q6B3, 3); \
 	cols((100+128*h))
 
 // Q6_HDR sets Y9 = d and Y8 = the 16 scales as int16 (pairing with the 16 bsums).
@@ -429,3 +430,34 @@ DATA q6kshuf<>+104(SB)/8, $0x0d0c0d0c0d0c0d0c
 DATA q6kshuf<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
 DATA q6kshuf<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
 GLOBL q6kshuf<>(SB), RODATA|NOPTR, $128
+
+// ksc picks int16 scale j (byte j of Y14 for j < 4, byte j+4 otherwise; index 0x80 gives a zero
+// high byte) into every word, for j = 0..7 at ksc+32j; kmins picks the mins twice each (m0 m0 m1
+// m1 m2 m2 m3 m3 | m4 m4 ... m7 m7) to pair with the 16 bsums.
+#define KSC(j, v) \
+	DATA ksc<>+(32*j)(SB)/8, $v; \
+	DATA ksc<>+(32*j+8)(SB)/8, $v; \
+	DATA ksc<>+(32*j+16)(SB)/8, $v; \
+	DATA ksc<>+(32*j+24)(SB)/8, $v
+
+KSC(0, 0x8000800080008000)
+KSC(1, 0x8001800180018001)
+KSC(2, 0x8002800280028002)
+KSC(3, 0x8003800380038003)
+KSC(4, 0x8008800880088008)
+KSC(5, 0x8009800980098009)
+KSC(6, 0x800a800a800a800a)
+KSC(7, 0x800b800b800b800b)
+GLOBL ksc<>(SB), RODATA|NOPTR, $256
+
+DATA kmins<>+0(SB)/8, $0x8005800580048004
+DATA kmins<>+8(SB)/8, $0x8007800780068006
+DATA kmins<>+16(SB)/8, $0x800d800d800c800c
+DATA kmins<>+24(SB)/8, $0x800f800f800e800e
+GLOBL kmins<>(SB), RODATA|NOPTR, $32
+
+DATA kbit4<>+0(SB)/8, $0x1010101010101010
+DATA kbit4<>+8(SB)/8, $0x1010101010101010
+DATA kbit4<>+16(SB)/8, $0x1010101010101010
+DATA kbit4<>+24(SB)/8, $0x1010101010101010
+GLOBL kbit4<>(SB), RODATA|NOPTR, $32
