@@ -70,7 +70,7 @@ func SoftmaxInPlace(x []float32) {
 	}
 	var sum float32
 	for i, v := range x {
-		e := float32(math.Exp(float64(v - mx)))
+		e := ExpNeg(v - mx)
 		x[i] = e
 		sum += e
 	}
@@ -85,9 +85,17 @@ func SwiGLU(dst, gate, up []float32) {
 	up = up[:len(gate)]
 	dst = dst[:len(gate)]
 	for i, g := range gate {
-		dst[i] = g / (1 + float32(math.Exp(float64(-g)))) * up[i]
+		// sigmoid(g) from e^-|g| <= 1, which ExpNeg computes without math.Exp.
+		e := ExpNeg(-abs(g))
+		sig := 1 / (1 + e)
+		if g < 0 {
+			sig = e * sig
+		}
+		dst[i] = g * sig * up[i]
 	}
 }
+
+func abs(x float32) float32 { return math.Float32frombits(math.Float32bits(x) &^ (1 << 31)) }
 
 // Add writes dst[i] += x[i].
 func Add(dst, x []float32) {

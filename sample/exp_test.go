@@ -3,38 +3,19 @@ package sample
 import (
 	"math"
 	"testing"
+
+	"ubatch/ops"
 )
 
-func TestExpNeg(t *testing.T) {
-	tests := []struct {
-		name   string
-		lo, hi float32
-	}{
-		{name: "near zero", lo: -1, hi: 0},
-		{name: "logit range", lo: -30, hi: 0},
-		{name: "down to the cutoff", lo: expCutoff, hi: -30},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			const steps = 200000
-			for i := 0; i <= steps; i++ {
-				x := tc.lo + (tc.hi-tc.lo)*float32(i)/steps
-				got, want := float64(expNeg(x)), math.Exp(float64(x))
-				if rel := math.Abs(got-want) / want; rel > 3e-7 {
-					t.Fatalf("expNeg(%v) = %v, want %v (relative error %g)", x, got, want, rel)
-				}
-				if w := widen(expNeg(x)); w != got {
-					t.Fatalf("widen(%v) = %v, want %v", expNeg(x), w, got)
-				}
-			}
-		})
-	}
-	for _, x := range []float32{expCutoff - 0.001, -700.5, -1e30, float32(math.Inf(-1))} {
-		if got := expNeg(x); got != 0 || widen(got) != 0 {
-			t.Fatalf("expNeg(%v) = %v, want 0", x, got)
+// TestWiden checks widen against the float64 conversion for every kind of ExpNeg result.
+func TestWiden(t *testing.T) {
+	for x := float32(-70); x <= 0; x += 0.001 {
+		e := ops.ExpNeg(x)
+		if got, want := widen(e), float64(e); got != want {
+			t.Fatalf("widen(%v) = %v, want %v", e, got, want)
 		}
 	}
-	if got := expNeg(0); got != 1 {
-		t.Fatalf("expNeg(0) = %v, want exactly 1", got)
+	if widen(0) != 0 || widen(1) != 1 || math.IsNaN(widen(0.5)) {
+		t.Fatal("widen of exact values")
 	}
 }

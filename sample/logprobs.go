@@ -3,6 +3,8 @@ package sample
 import (
 	"math"
 	"slices"
+
+	"ubatch/ops"
 )
 
 // TokenLogProb is one token with its log-probability.
@@ -29,7 +31,7 @@ func LogProbs(logits []float32, tok int32, n int) (float32, []TokenLogProb) {
 	var z float64
 	for _, v := range logits {
 		if v == v {
-			z += widen(expNeg(v - maxL))
+			z += widen(ops.ExpNeg(v - maxL))
 		}
 	}
 	logZ := float64(maxL) + math.Log(z)

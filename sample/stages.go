@@ -3,6 +3,8 @@ package sample
 import (
 	"math"
 	"slices"
+
+	"ubatch/ops"
 )
 
 // better orders candidates by descending logit, then ascending id, so that every selection and
@@ -57,12 +59,12 @@ func (s *Sampler) sampleDist(c []candidate, maxL float32) int32 {
 func topPSorted(c []candidate, maxL float32, p float64) []candidate {
 	var z float64
 	for _, x := range c {
-		z += widen(expNeg(x.logit - maxL))
+		z += widen(ops.ExpNeg(x.logit - maxL))
 	}
 	target := p * z
 	var cum float64
 	for i, x := range c {
-		cum += widen(expNeg(x.logit - maxL))
+		cum += widen(ops.ExpNeg(x.logit - maxL))
 		if cum >= target {
 			return c[:i+1]
 		}
@@ -92,7 +94,7 @@ func (s *Sampler) topPBuckets(c []candidate, maxL float32, p float64) []candidat
 	clear(mass[:])
 	var z float64
 	for _, x := range c {
-		w := widen(expNeg(x.logit - maxL))
+		w := widen(ops.ExpNeg(x.logit - maxL))
 		mass[bucket(x.logit)] += w
 		z += w
 	}
@@ -124,7 +126,7 @@ func (s *Sampler) topPBuckets(c []candidate, maxL float32, p float64) []candidat
 	border := c[head:end]
 	slices.SortFunc(border, cmpCand)
 	for i, x := range border {
-		cum += widen(expNeg(x.logit - maxL))
+		cum += widen(ops.ExpNeg(x.logit - maxL))
 		if cum >= target {
 			return c[:head+i+1]
 		}
@@ -174,7 +176,7 @@ func (s *Sampler) draw(c []candidate, maxL float32) int32 {
 	}
 	var z float64
 	for i := range c {
-		w := expNeg((c[i].logit - maxL) * invT)
+		w := ops.ExpNeg((c[i].logit - maxL) * invT)
 		c[i].logit = w
 		z += widen(w)
 	}

@@ -55,7 +55,8 @@ type Context struct {
 	ropeCS                             []float32 // [token][rope.TableLen()]
 	cells                              []int32   // KV cell of each token
 	workerScores                       [][]float32
-	workerCells                        [][]int32
+	vis                                []int32   // visible KV cells of every token, flat
+	visOff                             []int32   // token t's cells are vis[visOff[t]:visOff[t+1]]
 	kvRow                              []float32 // F16 cache conversions
 
 	logits  []float32 // [nOut][Vocab] from the last Decode
@@ -93,6 +94,7 @@ func NewContext(m *Model, opts Options) (*Context, error) {
 	c.gate, c.up = f(m.FFN), f(m.FFN)
 	c.ropeCS = f(c.rope.TableLen())
 	c.cells = make([]int32, n)
+	c.visOff = make([]int32, n+1)
 	c.kvRow = make([]float32, m.KVDim())
 	maxAct := 0
 	for _, w := range m.allWeights() {
@@ -104,7 +106,6 @@ func NewContext(m *Model, opts Options) (*Context, error) {
 	rep := m.NHeads / m.NKVHeads
 	for range c.pool.Size() {
 		c.workerScores = append(c.workerScores, make([]float32, rep*opts.NCtx))
-		c.workerCells = append(c.workerCells, make([]int32, opts.NCtx))
 	}
 	return c, nil
 }

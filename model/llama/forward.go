@@ -22,6 +22,7 @@ func (c *Context) forward(ub *batch.UBatch) {
 		}
 		c.rope.Table(c.ropeCS[i*tl:(i+1)*tl], float64(ub.Pos[i]))
 	}
+	c.visibleCells(ub)
 	for li := range m.Layers {
 		l := &m.Layers[li]
 		c.norm(n, l.AttnNorm)
@@ -197,6 +198,27 @@ func (t *swigluTask) Do(i, _ int) {
 	ops.SwiGLU(t.gate[lo:hi], t.gate[lo:hi], t.up[lo:hi])
 }
 
+// visibleCells lists, for every token of ub, the KV cells it attends to: those among its (first)
+// sequence's cells at a position <= its own. Every layer and head reuses the list.
+func (c *Context) visibleCells(ub *batch.UBatch) {
+	bs := int32(c.opts.BlockSize)
+	c.vis = c.vis[:0]
+	for t := range ub.Tokens {
+		c.visOff[t] = int32(len(c.vis))
+		seq, pos := int(ub.Seqs[t][0]), ub.Pos[t]
+		nCells := int32(c.kv.SeqCells(seq))
+		for bi, b := range c.kv.Blocks(seq) {
+			for o := int32(0); o < bs && int32(bi)*bs+o < nCells; o++ {
+				cell := b*bs + o
+				if p := c.kv.Pos(cell); p >= 0 && p <= pos {
+					c.vis = append(c.vis, cell)
+				}
+			}
+		}
+	}
+	c.visOff[len(ub.Tokens)] = int32(len(c.vis))
+}
+
 // attention computes c.att for every token of ub from the cache; piece i is (token, kv head).
 func (c *Context) attention(layer int, ub *batch.UBatch) {
 	a := &c.attn
@@ -219,19 +241,8 @@ func (a *attnTask) Do(i, w int) {
 	c, m := a.c, a.c.m
 	t, g := i/m.NKVHeads, i%m.NKVHeads
 	hd, kvDim, rep := m.HeadDim, m.KVDim(), m.NHeads/m.NKVHeads
-	seq, pos := int(a.ub.Seqs[t][0]), a.ub.Pos[t]
-	bs := c.opts.BlockSize
 
-	vis := c.workerCells[w][:0]
-	nCells := c.kv.SeqCells(seq)
-	for bi, b := range c.kv.Blocks(seq) {
-		for o := 0; o < bs && bi*bs+o < nCells; o++ {
-			cell := b*int32(bs) + int32(o)
-			if p := c.kv.Pos(cell); p >= 0 && p <= pos {
-				vis = append(vis, cell)
-			}
-		}
-	}
+	vis := c.vis[c.visOff[t]:c.visOff[t+1]]
 	nv := len(vis)
 	scores := c.workerScores[w][:rep*nv]
 	q := c.q[t*m.Dim+g*rep*hd:]
