@@ -76,8 +76,10 @@ func (p *Pool) Run(n int, t Task) {
 		}
 	}
 	p.drain(0)
-	for p.pending.Load() != 0 {
-		runtime.Gosched()
+	for spins := 1; p.pending.Load() != 0; spins++ {
+		if spins%64 == 0 {
+			runtime.Gosched()
+		}
 	}
 	p.task = nil
 }
@@ -113,7 +115,11 @@ func (p *Pool) worker(w int) {
 			if p.closed.Load() {
 				return
 			}
-			runtime.Gosched()
+			// Yield now and then only: a Gosched per poll costs a trip through the scheduler's
+			// locks, while other goroutines (HTTP handlers) still get the CPU regularly.
+			if spins&15 == 15 {
+				runtime.Gosched()
+			}
 		}
 		if p.closed.Load() {
 			return

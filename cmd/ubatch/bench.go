@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -36,8 +37,20 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	ntg := fs.String("ntg", "32", "batched mode: generated tokens per sequence (comma-separated)")
 	npl := fs.String("npl", "1,2,4,8,16", "batched mode: numbers of parallel sequences (comma-separated)")
 	asJSON := fs.Bool("json", false, "print JSON: llama-bench's array of rows, or in batched mode one llama-batched-bench object per line")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measurements to this file (inspect with go tool pprof)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	m, _, err := mf.open(ctx, stderr)
 	if err != nil {
