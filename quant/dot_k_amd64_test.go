@@ -171,8 +171,8 @@ func kqMag(t testing.TB, typ Type, k int, w, x []byte) float64 {
 
 // kqCheck runs the assembly and Go kernels on one weight row and nx columns and reports any
 // column outside the tolerance, any write past out[:nx], and any column that differs from a
-// one-column assembly call.
-func kqCheck(t testing.TB, kk kqKernel, k int, w, xs []byte, stride, nx int) {
+// one-column assembly call. It returns the largest |asm − go|/S seen.
+func kqCheck(t testing.TB, kk kqKernel, k int, w, xs []byte, stride, nx int) (worst float64) {
 	t.Helper()
 	var got, want [MaxCols + 1]float32
 	got[nx], want[nx] = -7, -7
@@ -190,9 +190,13 @@ func kqCheck(t testing.TB, kk kqKernel, k int, w, xs []byte, stride, nx int) {
 		if math.IsNaN(mag) || mag > 1e30 {
 			continue
 		}
-		if d := math.Abs(g - wv); !(d <= kqTol*mag) {
+		d := math.Abs(g - wv)
+		if !(d <= kqTol*mag) {
 			t.Fatalf("%v k=%d nx=%d column %d: asm %v, go %v (|diff| %.3g > %.0e·S, S = %.3g)",
 				kk.typ, k, nx, j, got[j], want[j], d, kqTol, mag)
+		}
+		if mag > 0 {
+			worst = max(worst, d/mag)
 		}
 		var one [1]float32
 		kk.asm(k, w, xs[j*stride:], 0, 1, one[:])
@@ -200,6 +204,7 @@ func kqCheck(t testing.TB, kk kqKernel, k int, w, xs []byte, stride, nx int) {
 			t.Fatalf("%v k=%d nx=%d column %d: %v, one-column call %v", kk.typ, k, nx, j, got[j], one[0])
 		}
 	}
+	return worst
 }
 
 func TestDotKAVX2MatchesGo(t *testing.T) {
@@ -216,11 +221,13 @@ func TestDotKAVX2MatchesGo(t *testing.T) {
 					w := kqWeights(t, kk.typ, k, nRows, rawW, seed)
 					stride := Q8_K.RowSize(k) + 44 // padded rows check that xStride is honoured
 					xs := kqActs(kk.typ, k, MaxCols, stride, rawX, seed)
+					var worst float64
 					for row := 0; row < nRows; row++ {
 						for nx := 1; nx <= MaxCols; nx++ {
-							kqCheck(t, kk, k, w[row*rb:(row+1)*rb], xs, stride, nx)
+							worst = max(worst, kqCheck(t, kk, k, w[row*rb:(row+1)*rb], xs, stride, nx))
 						}
 					}
+					t.Logf("largest |asm-go|/S %.2g (tolerance %.0e)", worst, kqTol)
 				})
 			}
 		}
