@@ -163,15 +163,14 @@
 	VBROADCASTSS X10, Y10; \
 	VPSHUFB kmins<>(SB), Y14, Y8
 
-// KM_END folds one column's block sums into acc: acc += d·dx·sumi − dmin·dx·Σ m·bsums.
+// KM_END folds one column's block sums into acc: acc += dx·(d·sumi − dmin·Σ m·bsums).
 #define KM_END(col, sumi, acc) \
 	VPMADDWD 260 col, Y8, Y12; \
-	VBROADCASTSS 0 col, Y11; \
-	VCVTDQ2PS Y12, Y12; \
-	VMULPS Y11, Y10, Y13; \
-	VFNMADD231PS Y12, Y13, acc; \
-	VMULPS Y11, Y9, Y11; \
 	VCVTDQ2PS sumi, sumi; \
+	VCVTDQ2PS Y12, Y12; \
+	VMULPS sumi, Y9, sumi; \
+	VFNMADD231PS Y12, Y10, sumi; \
+	VBROADCASTSS 0 col, Y11; \
 	VFMADD231PS sumi, Y11, acc
 
 #define KM_END1 KM_HDR; KM_END(C0, Y4, Y0)
@@ -356,18 +355,18 @@ q5kret:
 	Q6K_HIGH(Q6B3, 3); \
 	cols((100+128*h))
 
-// Q6_HDR sets Y9 = d and Y8 = the 16 scales as int16 (pairing with the 16 bsums).
+// Q6_HDR sets Y9 = d and Y8 = 32 times the 16 scales as int16 (pairing with the 16 bsums).
 #define Q6_HDR \
 	MOVWLZX 208(DI), AX; \
 	VMOVD AX, X9; \
 	VCVTPH2PS X9, X9; \
 	VBROADCASTSS X9, Y9; \
-	VPMOVSXBW 192(DI), Y8
+	VPMOVSXBW 192(DI), Y8; \
+	VPSLLW $5, Y8, Y8
 
-// Q6_END folds one column's block sum into acc: acc += d·dx·(sumi − 32·Σ sc·bsums).
+// Q6_END folds one column's block sum into acc: acc += d·dx·(sumi − Σ 32·sc·bsums).
 #define Q6_END(col, sumi, acc) \
 	VPMADDWD 260 col, Y8, Y12; \
-	VPSLLD $5, Y12, Y12; \
 	VPSUBD Y12, sumi, sumi; \
 	VBROADCASTSS 0 col, Y11; \
 	VMULPS Y11, Y9, Y11; \
