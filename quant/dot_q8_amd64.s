@@ -137,27 +137,6 @@ GLOBL ones16<>(SB), RODATA|NOPTR, $32
 	VCVTPH2PS    X4, Y4;     \
 	VMULPS       Y4, Y3, Y3
 
-#define GATHER1_1 \
-	MOVWLZX (DI), AX
-
-#define GATHER1_2 \
-	GATHER1_1;          \
-	MOVWLZX (R10), BX;  \
-	SHLL    $16, BX;    \
-	ORL     BX, AX
-
-#define GATHER1_3 \
-	GATHER1_2;          \
-	MOVWLZX (R12), BX;  \
-	SHLQ    $32, BX;    \
-	ORQ     BX, AX
-
-#define GATHER1_4 \
-	GATHER1_3;          \
-	MOVWLZX (R13), BX;  \
-	SHLQ    $48, BX;    \
-	ORQ     BX, AX
-
 // ADVANCE(wb, xb) moves the weight pointer by wb bytes and the column pointers by xb.
 #define ADVANCE(wb, xb) \
 	ADDQ $wb, SI;  \
@@ -196,326 +175,170 @@ GLOBL ones16<>(SB), RODATA|NOPTR, $32
 
 TEXT ·dotQ4_0AVX2Asm(SB), NOSPLIT, $0-48
 	PROLOGUE
-	CMPQ R11, $4
-	JEQ  q4x4
-	CMPQ R11, $3
-	JEQ  q4x3
+	TESTQ CX, CX
+	JZ    q4r
+
+q4l4:
+	Q4DEC(0, Y0, Y1)
+	Q4DEC(18, Y2, Y3)
+	Q4DEC(36, Y4, Y5)
+	Q4DEC(54, Y6, Y7)
+	GATHER4(SI, 18)
+	HALVES(X11, Y11)
+	COL4_Q4(DI, Y12)
 	CMPQ R11, $2
-	JEQ  q4x2
-
-q4x1:
-	TESTQ CX, CX
-	JZ    q4x1r
-
-q4x1l4:
-	Q4DEC(0, Y0, Y1)
-	Q4DEC(18, Y2, Y3)
-	Q4DEC(36, Y4, Y5)
-	Q4DEC(54, Y6, Y7)
-	GATHER4(SI, 18)
-	HALVES(X11, Y11)
-	COL4_Q4(DI, Y12)
-	ADVANCE(72, 136)
-	DECQ CX
-	JNZ  q4x1l4
-
-q4x1r:
-	TESTQ R9, R9
-	JZ    q4x1d
-
-q4x1l1:
-	Q4DEC(0, Y0, Y1)
-	GATHER1_1
-	SCALE1
-	COL1(DI, Y12, $0x00)
-	ADVANCE(18, 34)
-	DECQ R9
-	JNZ  q4x1l1
-
-q4x1d:
-	HSUM(Y12, X12, 0(DX))
-	VZEROUPPER
-	RET
-
-q4x2:
-	TESTQ CX, CX
-	JZ    q4x2r
-
-q4x2l4:
-	Q4DEC(0, Y0, Y1)
-	Q4DEC(18, Y2, Y3)
-	Q4DEC(36, Y4, Y5)
-	Q4DEC(54, Y6, Y7)
-	GATHER4(SI, 18)
-	HALVES(X11, Y11)
-	COL4_Q4(DI, Y12)
+	JLT  q4c4
 	COL4_Q4(R10, Y13)
-	ADVANCE(72, 136)
-	DECQ CX
-	JNZ  q4x2l4
-
-q4x2r:
-	TESTQ R9, R9
-	JZ    q4x2d
-
-q4x2l1:
-	Q4DEC(0, Y0, Y1)
-	GATHER1_2
-	SCALE1
-	COL1(DI, Y12, $0x00)
-	COL1(R10, Y13, $0x55)
-	ADVANCE(18, 34)
-	DECQ R9
-	JNZ  q4x2l1
-
-q4x2d:
-	HSUM(Y12, X12, 0(DX))
-	HSUM(Y13, X13, 4(DX))
-	VZEROUPPER
-	RET
-
-q4x3:
-	TESTQ CX, CX
-	JZ    q4x3r
-
-q4x3l4:
-	Q4DEC(0, Y0, Y1)
-	Q4DEC(18, Y2, Y3)
-	Q4DEC(36, Y4, Y5)
-	Q4DEC(54, Y6, Y7)
-	GATHER4(SI, 18)
-	HALVES(X11, Y11)
-	COL4_Q4(DI, Y12)
-	COL4_Q4(R10, Y13)
+	CMPQ R11, $3
+	JLT  q4c4
 	COL4_Q4(R12, Y14)
-	ADVANCE(72, 136)
-	DECQ CX
-	JNZ  q4x3l4
-
-q4x3r:
-	TESTQ R9, R9
-	JZ    q4x3d
-
-q4x3l1:
-	Q4DEC(0, Y0, Y1)
-	GATHER1_3
-	SCALE1
-	COL1(DI, Y12, $0x00)
-	COL1(R10, Y13, $0x55)
-	COL1(R12, Y14, $0xaa)
-	ADVANCE(18, 34)
-	DECQ R9
-	JNZ  q4x3l1
-
-q4x3d:
-	HSUM(Y12, X12, 0(DX))
-	HSUM(Y13, X13, 4(DX))
-	HSUM(Y14, X14, 8(DX))
-	VZEROUPPER
-	RET
-
-q4x4:
-	TESTQ CX, CX
-	JZ    q4x4r
-
-q4x4l4:
-	Q4DEC(0, Y0, Y1)
-	Q4DEC(18, Y2, Y3)
-	Q4DEC(36, Y4, Y5)
-	Q4DEC(54, Y6, Y7)
-	GATHER4(SI, 18)
-	HALVES(X11, Y11)
-	COL4_Q4(DI, Y12)
-	COL4_Q4(R10, Y13)
-	COL4_Q4(R12, Y14)
+	CMPQ R11, $4
+	JLT  q4c4
 	COL4_Q4(R13, Y15)
+
+q4c4:
 	ADVANCE(72, 136)
 	DECQ CX
-	JNZ  q4x4l4
+	JNZ  q4l4
 
-q4x4r:
+q4r:
 	TESTQ R9, R9
-	JZ    q4x4d
+	JZ    q4d
 
-q4x4l1:
+q4l1:
 	Q4DEC(0, Y0, Y1)
-	GATHER1_4
+	MOVWLZX (DI), AX
+	CMPQ    R11, $2
+	JLT     q4g1
+	MOVWLZX (R10), BX
+	SHLL    $16, BX
+	ORL     BX, AX
+	CMPQ    R11, $3
+	JLT     q4g1
+	MOVWLZX (R12), BX
+	SHLQ    $32, BX
+	ORQ     BX, AX
+	CMPQ    R11, $4
+	JLT     q4g1
+	MOVWLZX (R13), BX
+	SHLQ    $48, BX
+	ORQ     BX, AX
+
+q4g1:
 	SCALE1
 	COL1(DI, Y12, $0x00)
+	CMPQ R11, $2
+	JLT  q4c1
 	COL1(R10, Y13, $0x55)
+	CMPQ R11, $3
+	JLT  q4c1
 	COL1(R12, Y14, $0xaa)
+	CMPQ R11, $4
+	JLT  q4c1
 	COL1(R13, Y15, $0xff)
+
+q4c1:
 	ADVANCE(18, 34)
 	DECQ R9
-	JNZ  q4x4l1
+	JNZ  q4l1
 
-q4x4d:
-	HSUM(Y12, X12, 0(DX))
+q4d:
+	HSUM(Y12, X12, (DX))
+	CMPQ R11, $2
+	JLT  q4ret
 	HSUM(Y13, X13, 4(DX))
+	CMPQ R11, $3
+	JLT  q4ret
 	HSUM(Y14, X14, 8(DX))
+	CMPQ R11, $4
+	JLT  q4ret
 	HSUM(Y15, X15, 12(DX))
+
+q4ret:
 	VZEROUPPER
 	RET
 
 TEXT ·dotQ8_0AVX2Asm(SB), NOSPLIT, $0-48
 	PROLOGUE
-	CMPQ R11, $4
-	JEQ  q8x4
-	CMPQ R11, $3
-	JEQ  q8x3
+	TESTQ CX, CX
+	JZ    q8r
+
+q8l4:
+	Q8DEC(0, Y0, Y1)
+	Q8DEC(34, Y2, Y3)
+	Q8DEC(68, Y4, Y5)
+	Q8DEC(102, Y6, Y7)
+	GATHER4(SI, 34)
+	HALVES(X11, Y11)
+	COL4_Q8(DI, Y12)
 	CMPQ R11, $2
-	JEQ  q8x2
-
-q8x1:
-	TESTQ CX, CX
-	JZ    q8x1r
-
-q8x1l4:
-	Q8DEC(0, Y0, Y1)
-	Q8DEC(34, Y2, Y3)
-	Q8DEC(68, Y4, Y5)
-	Q8DEC(102, Y6, Y7)
-	GATHER4(SI, 34)
-	HALVES(X11, Y11)
-	COL4_Q8(DI, Y12)
-	ADVANCE(136, 136)
-	DECQ CX
-	JNZ  q8x1l4
-
-q8x1r:
-	TESTQ R9, R9
-	JZ    q8x1d
-
-q8x1l1:
-	Q8DEC(0, Y0, Y1)
-	GATHER1_1
-	SCALE1
-	COL1(DI, Y12, $0x00)
-	ADVANCE(34, 34)
-	DECQ R9
-	JNZ  q8x1l1
-
-q8x1d:
-	HSUM(Y12, X12, 0(DX))
-	VZEROUPPER
-	RET
-
-q8x2:
-	TESTQ CX, CX
-	JZ    q8x2r
-
-q8x2l4:
-	Q8DEC(0, Y0, Y1)
-	Q8DEC(34, Y2, Y3)
-	Q8DEC(68, Y4, Y5)
-	Q8DEC(102, Y6, Y7)
-	GATHER4(SI, 34)
-	HALVES(X11, Y11)
-	COL4_Q8(DI, Y12)
+	JLT  q8c4
 	COL4_Q8(R10, Y13)
-	ADVANCE(136, 136)
-	DECQ CX
-	JNZ  q8x2l4
-
-q8x2r:
-	TESTQ R9, R9
-	JZ    q8x2d
-
-q8x2l1:
-	Q8DEC(0, Y0, Y1)
-	GATHER1_2
-	SCALE1
-	COL1(DI, Y12, $0x00)
-	COL1(R10, Y13, $0x55)
-	ADVANCE(34, 34)
-	DECQ R9
-	JNZ  q8x2l1
-
-q8x2d:
-	HSUM(Y12, X12, 0(DX))
-	HSUM(Y13, X13, 4(DX))
-	VZEROUPPER
-	RET
-
-q8x3:
-	TESTQ CX, CX
-	JZ    q8x3r
-
-q8x3l4:
-	Q8DEC(0, Y0, Y1)
-	Q8DEC(34, Y2, Y3)
-	Q8DEC(68, Y4, Y5)
-	Q8DEC(102, Y6, Y7)
-	GATHER4(SI, 34)
-	HALVES(X11, Y11)
-	COL4_Q8(DI, Y12)
-	COL4_Q8(R10, Y13)
+	CMPQ R11, $3
+	JLT  q8c4
 	COL4_Q8(R12, Y14)
-	ADVANCE(136, 136)
-	DECQ CX
-	JNZ  q8x3l4
-
-q8x3r:
-	TESTQ R9, R9
-	JZ    q8x3d
-
-q8x3l1:
-	Q8DEC(0, Y0, Y1)
-	GATHER1_3
-	SCALE1
-	COL1(DI, Y12, $0x00)
-	COL1(R10, Y13, $0x55)
-	COL1(R12, Y14, $0xaa)
-	ADVANCE(34, 34)
-	DECQ R9
-	JNZ  q8x3l1
-
-q8x3d:
-	HSUM(Y12, X12, 0(DX))
-	HSUM(Y13, X13, 4(DX))
-	HSUM(Y14, X14, 8(DX))
-	VZEROUPPER
-	RET
-
-q8x4:
-	TESTQ CX, CX
-	JZ    q8x4r
-
-q8x4l4:
-	Q8DEC(0, Y0, Y1)
-	Q8DEC(34, Y2, Y3)
-	Q8DEC(68, Y4, Y5)
-	Q8DEC(102, Y6, Y7)
-	GATHER4(SI, 34)
-	HALVES(X11, Y11)
-	COL4_Q8(DI, Y12)
-	COL4_Q8(R10, Y13)
-	COL4_Q8(R12, Y14)
+	CMPQ R11, $4
+	JLT  q8c4
 	COL4_Q8(R13, Y15)
+
+q8c4:
 	ADVANCE(136, 136)
 	DECQ CX
-	JNZ  q8x4l4
+	JNZ  q8l4
 
-q8x4r:
+q8r:
 	TESTQ R9, R9
-	JZ    q8x4d
+	JZ    q8d
 
-q8x4l1:
+q8l1:
 	Q8DEC(0, Y0, Y1)
-	GATHER1_4
+	MOVWLZX (DI), AX
+	CMPQ    R11, $2
+	JLT     q8g1
+	MOVWLZX (R10), BX
+	SHLL    $16, BX
+	ORL     BX, AX
+	CMPQ    R11, $3
+	JLT     q8g1
+	MOVWLZX (R12), BX
+	SHLQ    $32, BX
+	ORQ     BX, AX
+	CMPQ    R11, $4
+	JLT     q8g1
+	MOVWLZX (R13), BX
+	SHLQ    $48, BX
+	ORQ     BX, AX
+
+q8g1:
 	SCALE1
 	COL1(DI, Y12, $0x00)
+	CMPQ R11, $2
+	JLT  q8c1
 	COL1(R10, Y13, $0x55)
+	CMPQ R11, $3
+	JLT  q8c1
 	COL1(R12, Y14, $0xaa)
+	CMPQ R11, $4
+	JLT  q8c1
 	COL1(R13, Y15, $0xff)
+
+q8c1:
 	ADVANCE(34, 34)
 	DECQ R9
-	JNZ  q8x4l1
+	JNZ  q8l1
 
-q8x4d:
-	HSUM(Y12, X12, 0(DX))
+q8d:
+	HSUM(Y12, X12, (DX))
+	CMPQ R11, $2
+	JLT  q8ret
 	HSUM(Y13, X13, 4(DX))
+	CMPQ R11, $3
+	JLT  q8ret
 	HSUM(Y14, X14, 8(DX))
+	CMPQ R11, $4
+	JLT  q8ret
 	HSUM(Y15, X15, 12(DX))
+
+q8ret:
 	VZEROUPPER
 	RET
