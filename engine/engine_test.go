@@ -106,7 +106,7 @@ func greedy() sample.Params { return sample.Params{Temperature: 0, TopP: 1, Repe
 // collect reads a stream to its end.
 func collect(t *testing.T, s *Stream) ([]int32, Output) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var toks []int32
 	var last Output
@@ -379,5 +379,45 @@ func TestEndOfGeneration(t *testing.T) {
 	got, last = collect(t, s)
 	if len(got) != 10 || last.Finish != FinishLength {
 		t.Fatalf("ignore_eos: got %d tokens, finish %s", len(got), last.Finish)
+	}
+}
+
+func TestBurstWithCommonPrefixComputesItOnce(t *testing.T) {
+	d := newFake(t, 128, 4, 8)
+	e := start(t, d, Limits{NCtx: 512, NSeqMax: 8, NBatch: 64, Vocab: vocab}, Config{BatchSize: 16, ChunkSize: 8})
+	common := prompt(40, 9)
+	var wg sync.WaitGroup
+	var cached sync.Map
+	for i := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := append(append([]int32(nil), common...), int32(i), int32(i+1))
+			s, err := e.Submit(context.Background(), Request{Prompt: p, MaxTokens: 3, Sampling: greedy()})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			got, last := collect(t, s)
+			if !equal(got, expected(p, 3)) {
+				t.Errorf("request %d: %v", i, got)
+			}
+			cached.Store(i, last.Usage.CachedTokens)
+		}()
+	}
+	wg.Wait()
+	// 6 prompts of 42 tokens: the 40 common tokens hold 10 full blocks, computed once.
+	if got := e.Stats().PromptComputed; got > 40+6*2+8 {
+		t.Fatalf("computed %d prompt tokens for 6 prompts sharing 40 tokens", got)
+	}
+	n := 0
+	cached.Range(func(_, v any) bool {
+		if v.(int) == 40 {
+			n++
+		}
+		return true
+	})
+	if n != 5 {
+		t.Fatalf("%d requests started from the 40 cached tokens, want 5", n)
 	}
 }

@@ -127,8 +127,12 @@ func (e *Engine) reap() {
 func (e *Engine) admit() {
 	slices.SortStableFunc(e.waiting, before)
 	bs := e.kv.Config().BlockSize
-	for len(e.waiting) > 0 && len(e.running) < e.cfg.MaxRunning && len(e.freeIDs) > 0 {
-		s := e.waiting[0]
+	for i := 0; i < len(e.waiting) && len(e.running) < e.cfg.MaxRunning && len(e.freeIDs) > 0; {
+		s := e.waiting[i]
+		if e.prefixInFlight(s, bs) {
+			i++ // admit it once the running sequence has computed the shared blocks
+			continue
+		}
 		st := e.kv.Stats()
 		// Leave room for the uncached part of the prompt plus one block of generation, counting
 		// blocks that only hold cached prefixes as reclaimable.
@@ -145,7 +149,7 @@ func (e *Engine) admit() {
 		}
 		s.id, s.nKV, s.cached = id, n, n
 		e.stats.PromptCached += uint64(min(n, s.nPrompt))
-		e.waiting = e.waiting[1:]
+		e.waiting = slices.Delete(e.waiting, i, i+1)
 		e.queued.Add(-1)
 		if !s.counted {
 			s.counted = true
@@ -157,6 +161,27 @@ func (e *Engine) admit() {
 		}
 		e.running = append(e.running, s)
 	}
+}
+
+// prefixInFlight reports whether a running sequence is still computing full KV blocks that s
+// shares with it (the same leading tokens). Admitting s now would compute those blocks a second
+// time; a step or two later they are in the prefix cache and s starts from them. This is what
+// makes a burst of requests with one system prompt compute that prompt once.
+func (e *Engine) prefixInFlight(s *seqState, bs int) bool {
+	for _, r := range e.running {
+		if r.remaining() <= 1 {
+			continue // decoding: its prompt blocks are all computed
+		}
+		n := min(len(s.tokens)-1, r.nPrompt)
+		common := 0
+		for common < n && s.tokens[common] == r.tokens[common] {
+			common++
+		}
+		if shared := common / bs * bs; shared > 0 && shared > r.nKV/bs*bs {
+			return true
+		}
+	}
+	return false
 }
 
 // buildBatch packs one decode token per decoding sequence, then prompt chunks, under the budget.
