@@ -36,16 +36,12 @@ func cmdBatched(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer m.Close()
-	opts, err := mf.options(*np)
-	if err != nil {
-		return err
-	}
 	toks := m.Vocab.Encode(*prompt, true, true)
-	if opts.NCtx == 0 {
-		// Room for the shared prompt once and every sequence's own tokens, in whole blocks.
-		opts.NCtx = len(toks) + *np*(*n+opts.BlockSize) + opts.BlockSize
-	}
-	lctx, err := llama.NewContext(m.LLM, opts)
+	lctx, err := mf.newContext(m, *np, func(o *llama.Options) {
+		if o.NCtx == 0 { // room for the shared prompt once and every sequence's own tokens
+			o.NCtx = len(toks) + *np*(*n+o.BlockSize) + o.BlockSize
+		}
+	})
 	if err != nil {
 		return err
 	}

@@ -114,18 +114,15 @@ type benchRow struct {
 }
 
 func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs []int, reps int, asJSON bool, stdout, stderr io.Writer) error {
-	opts, err := mf.options(1)
-	if err != nil {
-		return err
-	}
 	need := 0
 	for _, v := range append(append([]int{}, pps...), tgs...) {
 		need = max(need, v)
 	}
-	if opts.NCtx == 0 {
-		opts.NCtx = need + opts.BlockSize
-	}
-	lctx, err := llama.NewContext(m.LLM, opts)
+	lctx, err := mf.newContext(m, 1, func(o *llama.Options) {
+		if o.NCtx == 0 {
+			o.NCtx = need + o.BlockSize
+		}
+	})
 	if err != nil {
 		return err
 	}

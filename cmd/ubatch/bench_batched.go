@@ -42,15 +42,11 @@ func benchBatched(ctx context.Context, m *model.Model, mf *modelFlags, npp, ntg,
 	if maxPL == 0 || maxLen == 0 {
 		return fmt.Errorf("-npl, and -npp or -ntg, need a positive value")
 	}
-	opts, err := mf.options(maxPL)
-	if err != nil {
-		return err
-	}
-	if opts.NCtx == 0 {
-		perSeq := (maxLen + opts.BlockSize - 1) / opts.BlockSize * opts.BlockSize
-		opts.NCtx = maxPL * perSeq
-	}
-	lctx, err := llama.NewContext(m.LLM, opts)
+	lctx, err := mf.newContext(m, maxPL, func(o *llama.Options) {
+		if o.NCtx == 0 {
+			o.NCtx = maxPL * ((maxLen + o.BlockSize - 1) / o.BlockSize * o.BlockSize)
+		}
+	})
 	if err != nil {
 		return err
 	}

@@ -49,6 +49,19 @@ func (f *modelFlags) options(nSeq int) (llama.Options, error) {
 	return o, nil
 }
 
+// newContext makes a context for nSeq sequences over m with the flags' options; fit, when not
+// nil, adjusts them first (e.g. sizes the KV cache for the job when -c was not given).
+func (f *modelFlags) newContext(m *model.Model, nSeq int, fit func(*llama.Options)) (*llama.Context, error) {
+	o, err := f.options(nSeq)
+	if err != nil {
+		return nil, err
+	}
+	if fit != nil {
+		fit(&o)
+	}
+	return llama.NewContext(m.LLM, o)
+}
+
 // open resolves, maps and pre-faults the model, reporting progress on stderr when it takes a while.
 func (f *modelFlags) open(ctx context.Context, stderr io.Writer) (*model.Model, time.Duration, error) {
 	start := time.Now()

@@ -30,11 +30,7 @@ func cmdLogits(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer m.Close()
-	opts, err := mf.options(1)
-	if err != nil {
-		return err
-	}
-	lctx, err := llama.NewContext(m.LLM, opts)
+	lctx, err := mf.newContext(m, 1, nil)
 	if err != nil {
 		return err
 	}

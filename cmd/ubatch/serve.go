@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"ubatch/engine"
-	"ubatch/model/llama"
 	"ubatch/server"
 )
 
@@ -60,16 +59,12 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer m.Close()
-	opts, err := mf.options(np)
-	if err != nil {
-		return err
-	}
-	lctx, err := llama.NewContext(m.LLM, opts)
+	lctx, err := mf.newContext(m, np, nil)
 	if err != nil {
 		return err
 	}
 	defer lctx.Close()
-	opts = lctx.Options()
+	opts := lctx.Options()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
