@@ -342,3 +342,188 @@ q8d:
 q8ret:
 	VZEROUPPER
 	RET
+
+// ---- 8-row tiles for MatMul (see matmulQ4_0Tiled in dot_q8_amd64.go) ----
+//
+// A tile holds 8 Q4_0 rows repacked so that one register holds the same four elements of all 8
+// rows (dword lane r = row r): per block of 576 bytes (64-byte aligned in a 64-byte aligned tile),
+// 8 chunks of 32 bytes with elements 4c..4c+3 of each row as signed q-8 (chunk c), the same 8
+// chunks as absolute values, the 8 rows' f16 scales (16 bytes) and 48 bytes of padding. A dot product over a chunk is then a broadcast of 4 activation bytes, a
+// vpsignb and a vpmaddubsw whose 16-bit sums accumulate across the block without any horizontal
+// reduction (at most 16 products of |w| <= 8 and |x| <= 128 per lane: no overflow).
+
+// RDEC expands the Q4_0 quants (16 bytes) at addr into 32 signed bytes q-8 in w.
+#define RDEC(addr, w) \
+	VBROADCASTI128 addr, w;              \
+	VPSRLVQ        q4shift<>(SB), w, w;  \
+	VPAND          mask0f<>(SB), w, w;   \
+	VPSUBB         eights<>(SB), w, w
+
+// RSTORE stores chunk c (register y) and its absolute value.
+#define RSTORE(y, c) \
+	VMOVDQU y, 32*c(DI);    \
+	VPSIGNB y, y, y;        \
+	VMOVDQU y, 256+32*c(DI)
+
+// func q4RepackAVX2(nb int, w *byte, rowStride int, dst *byte)
+TEXT ·q4RepackAVX2(SB), NOSPLIT, $0-32
+	MOVQ nb+0(FP), CX
+	MOVQ w+8(FP), SI
+	MOVQ rowStride+16(FP), R8
+	MOVQ dst+24(FP), DI
+	LEAQ (R8)(R8*2), R9
+	LEAQ (SI)(R8*4), R10
+
+rploop:
+	MOVW (SI), AX
+	MOVW AX, 512(DI)
+	MOVW (SI)(R8*1), AX
+	MOVW AX, 514(DI)
+	MOVW (SI)(R8*2), AX
+	MOVW AX, 516(DI)
+	MOVW (SI)(R9*1), AX
+	MOVW AX, 518(DI)
+	MOVW (R10), AX
+	MOVW AX, 520(DI)
+	MOVW (R10)(R8*1), AX
+	MOVW AX, 522(DI)
+	MOVW (R10)(R8*2), AX
+	MOVW AX, 524(DI)
+	MOVW (R10)(R9*1), AX
+	MOVW AX, 526(DI)
+	RDEC(2(SI), Y0)
+	RDEC(2(SI)(R8*1), Y1)
+	RDEC(2(SI)(R8*2), Y2)
+	RDEC(2(SI)(R9*1), Y3)
+	RDEC(2(R10), Y4)
+	RDEC(2(R10)(R8*1), Y5)
+	RDEC(2(R10)(R8*2), Y6)
+	RDEC(2(R10)(R9*1), Y7)
+
+	// 8x8 transpose of dwords: after the unpacks, Y0-Y3 hold dwords 0-3 (low halves) and 4-7
+	// (high halves) of rows 0-3, Y4-Y7 the same for rows 4-7.
+	VPUNPCKLDQ  Y1, Y0, Y8
+	VPUNPCKHDQ  Y1, Y0, Y9
+	VPUNPCKLDQ  Y3, Y2, Y10
+	VPUNPCKHDQ  Y3, Y2, Y11
+	VPUNPCKLDQ  Y5, Y4, Y12
+	VPUNPCKHDQ  Y5, Y4, Y13
+	VPUNPCKLDQ  Y7, Y6, Y14
+	VPUNPCKHDQ  Y7, Y6, Y15
+	VPUNPCKLQDQ Y10, Y8, Y0
+	VPUNPCKHQDQ Y10, Y8, Y1
+	VPUNPCKLQDQ Y11, Y9, Y2
+	VPUNPCKHQDQ Y11, Y9, Y3
+	VPUNPCKLQDQ Y14, Y12, Y4
+	VPUNPCKHQDQ Y14, Y12, Y5
+	VPUNPCKLQDQ Y15, Y13, Y6
+	VPUNPCKHQDQ Y15, Y13, Y7
+	VPERM2I128  $0x20, Y4, Y0, Y8
+	VPERM2I128  $0x31, Y4, Y0, Y12
+	VPERM2I128  $0x20, Y5, Y1, Y9
+	VPERM2I128  $0x31, Y5, Y1, Y13
+	VPERM2I128  $0x20, Y6, Y2, Y10
+	VPERM2I128  $0x31, Y6, Y2, Y14
+	VPERM2I128  $0x20, Y7, Y3, Y11
+	VPERM2I128  $0x31, Y7, Y3, Y15
+	RSTORE(Y8, 0)
+	RSTORE(Y9, 1)
+	RSTORE(Y10, 2)
+	RSTORE(Y11, 3)
+	RSTORE(Y12, 4)
+	RSTORE(Y13, 5)
+	RSTORE(Y14, 6)
+	RSTORE(Y15, 7)
+	ADDQ $18, SI
+	ADDQ $18, R10
+	ADDQ $576, DI
+	DECQ CX
+	JNZ  rploop
+	VZEROUPPER
+	RET
+
+// TCH accumulates chunk c of the tile block at SI times the 4 activation bytes at 2+4c(P) into
+// the 16-bit sums in Y3.
+#define TCH(c, P) \
+	VPBROADCASTD 2+4*c(P), Y2;    \
+	VPSIGNB      32*c(SI), Y2, Y2; \
+	VMOVDQU      256+32*c(SI), Y1; \
+	VPMADDUBSW   Y2, Y1, Y2;      \
+	VPADDW       Y2, Y3, Y3
+
+// TCOL accumulates the tile block at SI times the activation block at P into acc (lane r = row
+// r), with the rows' scales in Y7.
+#define TCOL(P, acc) \
+	VPBROADCASTD 2(P), Y2;        \
+	VPSIGNB      (SI), Y2, Y2;    \
+	VMOVDQU      256(SI), Y1;     \
+	VPMADDUBSW   Y2, Y1, Y3;      \
+	TCH(1, P);                    \
+	TCH(2, P);                    \
+	TCH(3, P);                    \
+	TCH(4, P);                    \
+	TCH(5, P);                    \
+	TCH(6, P);                    \
+	TCH(7, P);                    \
+	VPMADDWD     ones16<>(SB), Y3, Y3; \
+	VCVTDQ2PS    Y3, Y3;          \
+	VPBROADCASTW (P), X2;         \
+	VCVTPH2PS    X2, Y2;          \
+	VMULPS       Y7, Y2, Y2;      \
+	VFMADD231PS  Y2, Y3, acc
+
+// func q4TileAVX2(nb int, tile, x *byte, xStride, nx int, out *float32, outStride int)
+// out[j*outStride+r] = row r of the tile · activation row j, for r < 8 and j < nx (1..4).
+TEXT ·q4TileAVX2(SB), NOSPLIT, $0-56
+	MOVQ   nb+0(FP), CX
+	MOVQ   tile+8(FP), SI
+	MOVQ   x+16(FP), DI
+	MOVQ   xStride+24(FP), R8
+	MOVQ   nx+32(FP), R11
+	MOVQ   out+40(FP), DX
+	MOVQ   outStride+48(FP), R9
+	LEAQ   (DI)(R8*1), R10
+	LEAQ   (DI)(R8*2), R12
+	LEAQ   (R10)(R8*2), R13
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+	VXORPS Y14, Y14, Y14
+	VXORPS Y15, Y15, Y15
+
+tloop:
+	VCVTPH2PS 512(SI), Y7
+	TCOL(DI, Y12)
+	CMPQ      R11, $2
+	JLT       tnext
+	TCOL(R10, Y13)
+	CMPQ      R11, $3
+	JLT       tnext
+	TCOL(R12, Y14)
+	CMPQ      R11, $4
+	JLT       tnext
+	TCOL(R13, Y15)
+
+tnext:
+	ADDQ $576, SI
+	ADDQ $34, DI
+	ADDQ $34, R10
+	ADDQ $34, R12
+	ADDQ $34, R13
+	DECQ CX
+	JNZ  tloop
+
+	VMOVUPS Y12, (DX)
+	CMPQ    R11, $2
+	JLT     tdone
+	VMOVUPS Y13, (DX)(R9*4)
+	CMPQ    R11, $3
+	JLT     tdone
+	VMOVUPS Y14, (DX)(R9*8)
+	CMPQ    R11, $4
+	JLT     tdone
+	LEAQ    (R9)(R9*2), R9
+	VMOVUPS Y15, (DX)(R9*4)
+
+tdone:
+	VZEROUPPER
+	RET
