@@ -82,14 +82,15 @@ func dotQ8_0AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) 
 	dotQ8_0AVX2Asm(nb, &w[0], &x[0], xStride, nx, &out[0])
 }
 
-// ---- 8-row tiles: MatMul's fast path for Q4_0 with several tokens ----
+// ---- 8-row tiles: MatMul's fast path for Q4_0 and Q8_0 with several tokens ----
 //
 // The single-row kernels spend most of their time reducing each block's 32 products to one number
-// per column (the per-block scales forbid summing across blocks first). matmulQ4_0Tiled instead
+// per column (the per-block scales forbid summing across blocks first). matmulTiled instead
 // repacks 8 weight rows at a time into a tile in which a register holds the same 4 elements of all
-// 8 rows (q4RepackAVX2), so that the products of a block accumulate vertically, one lane per row,
-// and a block costs one conversion and one FMA per column for 8 rows (q4TileAVX2). The tile lives
-// in a stack buffer and is applied to every token before the next 8 rows are repacked.
+// 8 rows (q4RepackAVX2, q8RepackAVX2), so that the products of a block accumulate vertically, one
+// lane per row, and a block costs one conversion and one FMA per column for 8 rows (q4TileAVX2,
+// q8TileAVX2). The tile lives in a stack buffer and is applied to every token before the next 8
+// rows are repacked.
 
 const (
 	tileRows = 8
@@ -103,7 +104,7 @@ const (
 	tileMaxBytes = 128<<10 - 64
 	// tileMinTokens is the fewest tokens for which repacking pays for itself: repacking 8 rows
 	// costs about as much as 1.4 tile products of 4 tokens, and a tile product is about twice as
-	// fast as the single-row kernel.
+	// fast as the single-row kernels.
 	tileMinTokens = 8
 )
 
@@ -113,12 +114,18 @@ func q4RepackAVX2(nb int, w *byte, rowStride int, dst *byte)
 //go:noescape
 func q4TileAVX2(nb int, tile, x *byte, xStride, nx int, out *float32, outStride int)
 
-// asmQ4_0 is the DotFunc that the tiled path stands in for.
-var asmQ4_0 DotFunc = dotQ4_0AVX2
+//go:noescape
+func q8RepackAVX2(nb int, w *byte, rowStride int, dst *byte)
+
+//go:noescape
+func q8TileAVX2(nb int, tile, x *byte, xStride, nx int, out *float32, outStride int)
+
+// asmQ4_0 and asmQ8_0 are the DotFuncs that the tiles stand in for.
+var asmQ4_0, asmQ8_0 DotFunc = dotQ4_0AVX2, dotQ8_0AVX2
 
 func init() {
 	if hasAVX2 {
-		tiledMatMul = matmulQ4_0Tiled
+		tiledMatMul = matmulTiled
 	}
 }
 
@@ -130,63 +137,81 @@ func funcPC(f DotFunc) uintptr {
 	return **(**uintptr)(unsafe.Pointer(&f))
 }
 
-// matmulQ4_0Tiled computes MatMul's rows [r0, r0+8n) for the largest n it can with 8-row tiles and
+// tileAlign is the offset from p to the next 64-byte boundary.
+func tileAlign(p *byte) uintptr { return (64 - uintptr(unsafe.Pointer(p))%64) % 64 }
+
+// matmulTiled computes MatMul's rows [r0, r0+8n) for the largest n it can with 8-row tiles and
 // returns r0+8n, the first row left to the caller. It does nothing (returns r0) unless dot is the
-// assembly Q4_0 kernel, there are enough tokens and the tile fits its buffer. MatMul has checked
-// the shapes.
-func matmulQ4_0Tiled(dot DotFunc, wt Type, k int, w []byte, xq []byte, nTok int, out []float32, outStride int, r0, r1 int) int {
+// assembly Q4_0 or Q8_0 kernel, there are enough tokens and the tile fits its buffer. MatMul has
+// checked the shapes.
+func matmulTiled(dot DotFunc, wt Type, k int, w []byte, xq []byte, nTok int, out []float32, outStride int, r0, r1 int) int {
 	nb := k / 32
-	if wt != Q4_0 || nTok < tileMinTokens || r1-r0 < tileRows || nb == 0 || nb*tileBlockBytes > tileMaxBytes ||
-		funcPC(dot) != funcPC(asmQ4_0) {
+	q8 := wt == Q8_0
+	switch {
+	case nTok < tileMinTokens || r1-r0 < tileRows || nb == 0 || nb*tileBlockBytes > tileMaxBytes:
+		return r0
+	case !(wt == Q4_0 && funcPC(dot) == funcPC(asmQ4_0)) && !(q8 && funcPC(dot) == funcPC(asmQ8_0)):
 		return r0
 	}
 	var buf [tileMaxBytes + 64]byte
-	// The tile is 64-byte aligned so that no load of a chunk crosses a cache line (the offset is
-	// recomputed for every call: a stack copy would keep it only modulo the stack's alignment).
-	rowBytes, xRow := nb*q4_0Bytes, nb*q8_0Bytes
+	rowBytes, xRow := wt.RowSize(k), nb*q8_0Bytes
 	r := r0
 	for ; r+tileRows <= r1; r += tileRows {
 		_ = w[(r+tileRows)*rowBytes-1]
-		q4RepackAVX2(nb, &w[r*rowBytes], rowBytes, &buf[tileAlign(&buf[0])])
+		// The tile is 64-byte aligned so that no chunk load crosses a cache line (the offset is
+		// recomputed for every call: a stack copy keeps it only modulo the stack's alignment).
+		if q8 {
+			q8RepackAVX2(nb, &w[r*rowBytes], rowBytes, &buf[tileAlign(&buf[0])])
+		} else {
+			q4RepackAVX2(nb, &w[r*rowBytes], rowBytes, &buf[tileAlign(&buf[0])])
+		}
 		for t0 := 0; t0 < nTok; t0 += MaxCols {
 			nx := min(MaxCols, nTok-t0)
 			_ = xq[(t0+nx)*xRow-1]
 			_ = out[(t0+nx-1)*outStride+r+tileRows-1]
-			q4TileAVX2(nb, &buf[tileAlign(&buf[0])], &xq[t0*xRow], xRow, nx, &out[t0*outStride+r], outStride)
+			if q8 {
+				q8TileAVX2(nb, &buf[tileAlign(&buf[0])], &xq[t0*xRow], xRow, nx, &out[t0*outStride+r], outStride)
+			} else {
+				q4TileAVX2(nb, &buf[tileAlign(&buf[0])], &xq[t0*xRow], xRow, nx, &out[t0*outStride+r], outStride)
+			}
 		}
 	}
 	return r
 }
 
-// tileAlign is the offset from p to the next 64-byte boundary.
-func tileAlign(p *byte) uintptr { return (64 - uintptr(unsafe.Pointer(p))%64) % 64 }
-
-// q4RepackGo is the pure-Go twin of q4RepackAVX2: 8 Q4_0 rows of nb blocks, rowStride bytes apart
-// in w, into a tile of nb*tileBlockBytes bytes.
-func q4RepackGo(nb int, w []byte, rowStride int, dst []byte) {
+// tileRepackGo is the pure-Go twin of q4RepackAVX2 (wt Q4_0) and q8RepackAVX2 (wt Q8_0): 8 rows
+// of nb blocks, rowStride bytes apart in w, into a tile of nb*tileBlockBytes bytes.
+func tileRepackGo(wt Type, nb int, w []byte, rowStride int, dst []byte) {
+	bs := wt.TypeSize()
 	for b := 0; b < nb; b++ {
 		d := dst[b*tileBlockBytes : (b+1)*tileBlockBytes]
 		for r := 0; r < tileRows; r++ {
-			blk := w[r*rowStride+b*q4_0Bytes : r*rowStride+(b+1)*q4_0Bytes]
+			blk := w[r*rowStride+b*bs : r*rowStride+(b+1)*bs]
 			d[tileScaleOff+2*r], d[tileScaleOff+2*r+1] = blk[0], blk[1]
 			for i := 0; i < 32; i++ {
-				var q byte
-				if i < 16 {
-					q = blk[2+i] & 0xf
-				} else {
-					q = blk[2+i-16] >> 4
+				var v int8
+				switch {
+				case wt == Q8_0:
+					v = int8(blk[2+i])
+				case i < 16:
+					v = int8(blk[2+i]&0xf) - 8
+				default:
+					v = int8(blk[2+i-16]>>4) - 8
 				}
-				v := int8(q) - 8
 				o := 32*(i/4) + 4*r + i%4
 				d[o] = byte(v)
-				d[o+tileRows*32] = byte(max(v, -v))
+				d[o+tileRows*32] = byte(v) // |v| below; -128 stays 0x80, i.e. unsigned 128
+				if v < 0 {
+					d[o+tileRows*32] = byte(-v)
+				}
 			}
 		}
 	}
 }
 
-// q4TileGo is the pure-Go twin of q4TileAVX2 (out index j*outStride+r for row r < 8, column j).
-func q4TileGo(nb int, tile, x []byte, xStride, nx int, out []float32, outStride int) {
+// tileProductGo is the pure-Go twin of q4TileAVX2 and q8TileAVX2: out[j*outStride+r] = row r of
+// the tile · activation row j.
+func tileProductGo(nb int, tile, x []byte, xStride, nx int, out []float32, outStride int) {
 	for j := 0; j < nx; j++ {
 		var acc [tileRows]float32
 		for b := 0; b < nb; b++ {

@@ -173,6 +173,187 @@ GLOBL ones16<>(SB), RODATA|NOPTR, $32
 	ANDQ   $3, R9;              \
 	SHRQ   $2, CX
 
+// ---- 8-row tiles for MatMul (see matmulTiled in dot_q8_amd64.go) ----
+//
+// A tile holds 8 Q4_0 or Q8_0 rows repacked so that one register holds the same four elements of
+// all 8 rows (dword lane r = row r): per block of 576 bytes (64-byte aligned in a 64-byte aligned
+// tile), 8 chunks of 32 bytes with elements 4c..4c+3 of each row as signed bytes (chunk c), the
+// same 8 chunks as absolute values, the 8 rows' f16 scales (16 bytes) and 48 bytes of padding.
+// A dot product over a chunk is then a broadcast of 4 activation bytes, a vpsignb and a
+// vpmaddubsw, and the products of a block accumulate vertically without horizontal reductions.
+
+// RDEC4 expands the Q4_0 quants (16 bytes) at addr into 32 signed bytes q-8 in w.
+#define RDEC4(addr, w) \
+	VBROADCASTI128 addr, w;              \
+	VPSRLVQ        q4shift<>(SB), w, w;  \
+	VPAND          mask0f<>(SB), w, w;   \
+	VPSUBB         eights<>(SB), w, w
+
+#define RDEC8(addr, w) \
+	VMOVDQU addr, w
+
+// REPACK_SCALES copies the f16 scales of the 8 rows (at SI and R10, stride R8, R9 = 3*R8).
+#define REPACK_SCALES \
+	MOVW (SI), AX;         \
+	MOVW AX, 512(DI);      \
+	MOVW (SI)(R8*1), AX;   \
+	MOVW AX, 514(DI);      \
+	MOVW (SI)(R8*2), AX;   \
+	MOVW AX, 516(DI);      \
+	MOVW (SI)(R9*1), AX;   \
+	MOVW AX, 518(DI);      \
+	MOVW (R10), AX;        \
+	MOVW AX, 520(DI);      \
+	MOVW (R10)(R8*1), AX;  \
+	MOVW AX, 522(DI);      \
+	MOVW (R10)(R8*2), AX;  \
+	MOVW AX, 524(DI);      \
+	MOVW (R10)(R9*1), AX;  \
+	MOVW AX, 526(DI)
+
+// REPACK_QUANTS(DEC) decodes the 8 rows' quants with DEC into Y0-Y7, transposes them as 8x8
+// dwords and stores the chunks and their absolute values at DI.
+#define REPACK_QUANTS(DEC) \
+	DEC(2(SI), Y0);                 \
+	DEC(2(SI)(R8*1), Y1);           \
+	DEC(2(SI)(R8*2), Y2);           \
+	DEC(2(SI)(R9*1), Y3);           \
+	DEC(2(R10), Y4);                \
+	DEC(2(R10)(R8*1), Y5);          \
+	DEC(2(R10)(R8*2), Y6);          \
+	DEC(2(R10)(R9*1), Y7);          \
+	VPUNPCKLDQ  Y1, Y0, Y8;         \
+	VPUNPCKHDQ  Y1, Y0, Y9;         \
+	VPUNPCKLDQ  Y3, Y2, Y10;        \
+	VPUNPCKHDQ  Y3, Y2, Y11;        \
+	VPUNPCKLDQ  Y5, Y4, Y12;        \
+	VPUNPCKHDQ  Y5, Y4, Y13;        \
+	VPUNPCKLDQ  Y7, Y6, Y14;        \
+	VPUNPCKHDQ  Y7, Y6, Y15;        \
+	VPUNPCKLQDQ Y10, Y8, Y0;        \
+	VPUNPCKHQDQ Y10, Y8, Y1;        \
+	VPUNPCKLQDQ Y11, Y9, Y2;        \
+	VPUNPCKHQDQ Y11, Y9, Y3;        \
+	VPUNPCKLQDQ Y14, Y12, Y4;       \
+	VPUNPCKHQDQ Y14, Y12, Y5;       \
+	VPUNPCKLQDQ Y15, Y13, Y6;       \
+	VPUNPCKHQDQ Y15, Y13, Y7;       \
+	VPERM2I128  $0x20, Y4, Y0, Y8;  \
+	VPERM2I128  $0x31, Y4, Y0, Y12; \
+	VPERM2I128  $0x20, Y5, Y1, Y9;  \
+	VPERM2I128  $0x31, Y5, Y1, Y13; \
+	VPERM2I128  $0x20, Y6, Y2, Y10; \
+	VPERM2I128  $0x31, Y6, Y2, Y14; \
+	VPERM2I128  $0x20, Y7, Y3, Y11; \
+	VPERM2I128  $0x31, Y7, Y3, Y15; \
+	RSTORE(Y8, 0);                  \
+	RSTORE(Y9, 1);                  \
+	RSTORE(Y10, 2);                 \
+	RSTORE(Y11, 3);                 \
+	RSTORE(Y12, 4);                 \
+	RSTORE(Y13, 5);                 \
+	RSTORE(Y14, 6);                 \
+	RSTORE(Y15, 7)
+
+// RSTORE stores chunk c (register y) and its absolute value.
+#define RSTORE(y, c) \
+	VMOVDQU y, 32*c(DI);    \
+	VPSIGNB y, y, y;        \
+	VMOVDQU y, 256+32*c(DI)
+
+#define REPACK_PROLOGUE \
+	MOVQ nb+0(FP), CX;          \
+	MOVQ w+8(FP), SI;           \
+	MOVQ rowStride+16(FP), R8;  \
+	MOVQ dst+24(FP), DI;        \
+	LEAQ (R8)(R8*2), R9;        \
+	LEAQ (SI)(R8*4), R10
+
+// TPROD leaves in Y2 the 16-bit pair sums of chunk c of the tile block at SI times the 4
+// activation bytes at 2+4c(P).
+#define TPROD(c, P) \
+	VPBROADCASTD 2+4*c(P), Y2;        \
+	VPSIGNB      32*c(SI), Y2, Y2;    \
+	VMOVDQU      256+32*c(SI), Y1;    \
+	VPMADDUBSW   Y2, Y1, Y2
+
+// TCH4 adds chunk c to the 16-bit sums in Y3: Q4_0 products are at most 8*128 in magnitude, so
+// 16 of them per lane fit.
+#define TCH4(c, P) \
+	TPROD(c, P); \
+	VPADDW Y2, Y3, Y3
+
+// TCH8 adds chunk c to the 32-bit sums in Y3 (Q8_0 pair sums need 32 bits).
+#define TCH8(c, P) \
+	TPROD(c, P);                    \
+	VPMADDWD ones16<>(SB), Y2, Y2;  \
+	VPADDD   Y2, Y3, Y3
+
+// TSCALE converts the block sums in Y3 to float and accumulates them into acc with the scale
+// products (rows' scales in Y7 times the column's scale at P).
+#define TSCALE(P, acc) \
+	VCVTDQ2PS    Y3, Y3;      \
+	VPBROADCASTW (P), X2;     \
+	VCVTPH2PS    X2, Y2;      \
+	VMULPS       Y7, Y2, Y2;  \
+	VFMADD231PS  Y2, Y3, acc
+
+// TCOL4 / TCOL8 accumulate the tile block at SI times the activation block at P into acc (lane
+// r = row r).
+#define TCOL4(P, acc) \
+	TPROD(0, P);                    \
+	VMOVDQA  Y2, Y3;                \
+	TCH4(1, P);                     \
+	TCH4(2, P);                     \
+	TCH4(3, P);                     \
+	TCH4(4, P);                     \
+	TCH4(5, P);                     \
+	TCH4(6, P);                     \
+	TCH4(7, P);                     \
+	VPMADDWD ones16<>(SB), Y3, Y3;  \
+	TSCALE(P, acc)
+
+#define TCOL8(P, acc) \
+	TPROD(0, P);                    \
+	VPMADDWD ones16<>(SB), Y2, Y3;  \
+	TCH8(1, P);                     \
+	TCH8(2, P);                     \
+	TCH8(3, P);                     \
+	TCH8(4, P);                     \
+	TCH8(5, P);                     \
+	TCH8(6, P);                     \
+	TCH8(7, P);                     \
+	TSCALE(P, acc)
+
+#define TILE_PROLOGUE \
+	MOVQ   nb+0(FP), CX;          \
+	MOVQ   tile+8(FP), SI;        \
+	MOVQ   x+16(FP), DI;          \
+	MOVQ   xStride+24(FP), R8;    \
+	MOVQ   nx+32(FP), R11;        \
+	MOVQ   out+40(FP), DX;        \
+	MOVQ   outStride+48(FP), R9;  \
+	LEAQ   (DI)(R8*1), R10;       \
+	LEAQ   (DI)(R8*2), R12;       \
+	LEAQ   (R10)(R8*2), R13;      \
+	VXORPS Y12, Y12, Y12;         \
+	VXORPS Y13, Y13, Y13;         \
+	VXORPS Y14, Y14, Y14;         \
+	VXORPS Y15, Y15, Y15
+
+#define TILE_ADVANCE \
+	ADDQ $576, SI; \
+	ADDQ $34, DI;  \
+	ADDQ $34, R10; \
+	ADDQ $34, R12; \
+	ADDQ $34, R13; \
+	DECQ CX
+
+// TILE_STORE1 stores column 0's 8 row results; the others follow under nx checks.
+#define TILE_STORE1 \
+	VMOVUPS Y12, (DX)
+
+
 TEXT ·dotQ4_0AVX2Asm(SB), NOSPLIT, $0-48
 	PROLOGUE
 	TESTQ CX, CX
@@ -343,187 +524,96 @@ q8ret:
 	VZEROUPPER
 	RET
 
-// ---- 8-row tiles for MatMul (see matmulQ4_0Tiled in dot_q8_amd64.go) ----
-//
-// A tile holds 8 Q4_0 rows repacked so that one register holds the same four elements of all 8
-// rows (dword lane r = row r): per block of 576 bytes (64-byte aligned in a 64-byte aligned tile),
-// 8 chunks of 32 bytes with elements 4c..4c+3 of each row as signed q-8 (chunk c), the same 8
-// chunks as absolute values, the 8 rows' f16 scales (16 bytes) and 48 bytes of padding. A dot product over a chunk is then a broadcast of 4 activation bytes, a
-// vpsignb and a vpmaddubsw whose 16-bit sums accumulate across the block without any horizontal
-// reduction (at most 16 products of |w| <= 8 and |x| <= 128 per lane: no overflow).
-
-// RDEC expands the Q4_0 quants (16 bytes) at addr into 32 signed bytes q-8 in w.
-#define RDEC(addr, w) \
-	VBROADCASTI128 addr, w;              \
-	VPSRLVQ        q4shift<>(SB), w, w;  \
-	VPAND          mask0f<>(SB), w, w;   \
-	VPSUBB         eights<>(SB), w, w
-
-// RSTORE stores chunk c (register y) and its absolute value.
-#define RSTORE(y, c) \
-	VMOVDQU y, 32*c(DI);    \
-	VPSIGNB y, y, y;        \
-	VMOVDQU y, 256+32*c(DI)
-
 // func q4RepackAVX2(nb int, w *byte, rowStride int, dst *byte)
 TEXT ·q4RepackAVX2(SB), NOSPLIT, $0-32
-	MOVQ nb+0(FP), CX
-	MOVQ w+8(FP), SI
-	MOVQ rowStride+16(FP), R8
-	MOVQ dst+24(FP), DI
-	LEAQ (R8)(R8*2), R9
-	LEAQ (SI)(R8*4), R10
+	REPACK_PROLOGUE
 
-rploop:
-	MOVW (SI), AX
-	MOVW AX, 512(DI)
-	MOVW (SI)(R8*1), AX
-	MOVW AX, 514(DI)
-	MOVW (SI)(R8*2), AX
-	MOVW AX, 516(DI)
-	MOVW (SI)(R9*1), AX
-	MOVW AX, 518(DI)
-	MOVW (R10), AX
-	MOVW AX, 520(DI)
-	MOVW (R10)(R8*1), AX
-	MOVW AX, 522(DI)
-	MOVW (R10)(R8*2), AX
-	MOVW AX, 524(DI)
-	MOVW (R10)(R9*1), AX
-	MOVW AX, 526(DI)
-	RDEC(2(SI), Y0)
-	RDEC(2(SI)(R8*1), Y1)
-	RDEC(2(SI)(R8*2), Y2)
-	RDEC(2(SI)(R9*1), Y3)
-	RDEC(2(R10), Y4)
-	RDEC(2(R10)(R8*1), Y5)
-	RDEC(2(R10)(R8*2), Y6)
-	RDEC(2(R10)(R9*1), Y7)
-
-	// 8x8 transpose of dwords: after the unpacks, Y0-Y3 hold dwords 0-3 (low halves) and 4-7
-	// (high halves) of rows 0-3, Y4-Y7 the same for rows 4-7.
-	VPUNPCKLDQ  Y1, Y0, Y8
-	VPUNPCKHDQ  Y1, Y0, Y9
-	VPUNPCKLDQ  Y3, Y2, Y10
-	VPUNPCKHDQ  Y3, Y2, Y11
-	VPUNPCKLDQ  Y5, Y4, Y12
-	VPUNPCKHDQ  Y5, Y4, Y13
-	VPUNPCKLDQ  Y7, Y6, Y14
-	VPUNPCKHDQ  Y7, Y6, Y15
-	VPUNPCKLQDQ Y10, Y8, Y0
-	VPUNPCKHQDQ Y10, Y8, Y1
-	VPUNPCKLQDQ Y11, Y9, Y2
-	VPUNPCKHQDQ Y11, Y9, Y3
-	VPUNPCKLQDQ Y14, Y12, Y4
-	VPUNPCKHQDQ Y14, Y12, Y5
-	VPUNPCKLQDQ Y15, Y13, Y6
-	VPUNPCKHQDQ Y15, Y13, Y7
-	VPERM2I128  $0x20, Y4, Y0, Y8
-	VPERM2I128  $0x31, Y4, Y0, Y12
-	VPERM2I128  $0x20, Y5, Y1, Y9
-	VPERM2I128  $0x31, Y5, Y1, Y13
-	VPERM2I128  $0x20, Y6, Y2, Y10
-	VPERM2I128  $0x31, Y6, Y2, Y14
-	VPERM2I128  $0x20, Y7, Y3, Y11
-	VPERM2I128  $0x31, Y7, Y3, Y15
-	RSTORE(Y8, 0)
-	RSTORE(Y9, 1)
-	RSTORE(Y10, 2)
-	RSTORE(Y11, 3)
-	RSTORE(Y12, 4)
-	RSTORE(Y13, 5)
-	RSTORE(Y14, 6)
-	RSTORE(Y15, 7)
+r4loop:
+	REPACK_SCALES
+	REPACK_QUANTS(RDEC4)
 	ADDQ $18, SI
 	ADDQ $18, R10
 	ADDQ $576, DI
 	DECQ CX
-	JNZ  rploop
+	JNZ  r4loop
 	VZEROUPPER
 	RET
 
-// TCH accumulates chunk c of the tile block at SI times the 4 activation bytes at 2+4c(P) into
-// the 16-bit sums in Y3.
-#define TCH(c, P) \
-	VPBROADCASTD 2+4*c(P), Y2;    \
-	VPSIGNB      32*c(SI), Y2, Y2; \
-	VMOVDQU      256+32*c(SI), Y1; \
-	VPMADDUBSW   Y2, Y1, Y2;      \
-	VPADDW       Y2, Y3, Y3
+// func q8RepackAVX2(nb int, w *byte, rowStride int, dst *byte)
+TEXT ·q8RepackAVX2(SB), NOSPLIT, $0-32
+	REPACK_PROLOGUE
 
-// TCOL accumulates the tile block at SI times the activation block at P into acc (lane r = row
-// r), with the rows' scales in Y7.
-#define TCOL(P, acc) \
-	VPBROADCASTD 2(P), Y2;        \
-	VPSIGNB      (SI), Y2, Y2;    \
-	VMOVDQU      256(SI), Y1;     \
-	VPMADDUBSW   Y2, Y1, Y3;      \
-	TCH(1, P);                    \
-	TCH(2, P);                    \
-	TCH(3, P);                    \
-	TCH(4, P);                    \
-	TCH(5, P);                    \
-	TCH(6, P);                    \
-	TCH(7, P);                    \
-	VPMADDWD     ones16<>(SB), Y3, Y3; \
-	VCVTDQ2PS    Y3, Y3;          \
-	VPBROADCASTW (P), X2;         \
-	VCVTPH2PS    X2, Y2;          \
-	VMULPS       Y7, Y2, Y2;      \
-	VFMADD231PS  Y2, Y3, acc
+r8loop:
+	REPACK_SCALES
+	REPACK_QUANTS(RDEC8)
+	ADDQ $34, SI
+	ADDQ $34, R10
+	ADDQ $576, DI
+	DECQ CX
+	JNZ  r8loop
+	VZEROUPPER
+	RET
 
 // func q4TileAVX2(nb int, tile, x *byte, xStride, nx int, out *float32, outStride int)
 // out[j*outStride+r] = row r of the tile · activation row j, for r < 8 and j < nx (1..4).
 TEXT ·q4TileAVX2(SB), NOSPLIT, $0-56
-	MOVQ   nb+0(FP), CX
-	MOVQ   tile+8(FP), SI
-	MOVQ   x+16(FP), DI
-	MOVQ   xStride+24(FP), R8
-	MOVQ   nx+32(FP), R11
-	MOVQ   out+40(FP), DX
-	MOVQ   outStride+48(FP), R9
-	LEAQ   (DI)(R8*1), R10
-	LEAQ   (DI)(R8*2), R12
-	LEAQ   (R10)(R8*2), R13
-	VXORPS Y12, Y12, Y12
-	VXORPS Y13, Y13, Y13
-	VXORPS Y14, Y14, Y14
-	VXORPS Y15, Y15, Y15
+	TILE_PROLOGUE
 
-tloop:
+t4loop:
 	VCVTPH2PS 512(SI), Y7
-	TCOL(DI, Y12)
+	TCOL4(DI, Y12)
 	CMPQ      R11, $2
-	JLT       tnext
-	TCOL(R10, Y13)
+	JLT       t4next
+	TCOL4(R10, Y13)
 	CMPQ      R11, $3
-	JLT       tnext
-	TCOL(R12, Y14)
+	JLT       t4next
+	TCOL4(R12, Y14)
 	CMPQ      R11, $4
-	JLT       tnext
-	TCOL(R13, Y15)
+	JLT       t4next
+	TCOL4(R13, Y15)
 
-tnext:
-	ADDQ $576, SI
-	ADDQ $34, DI
-	ADDQ $34, R10
-	ADDQ $34, R12
-	ADDQ $34, R13
-	DECQ CX
-	JNZ  tloop
+t4next:
+	TILE_ADVANCE
+	JNZ t4loop
+	JMP tilestore<>(SB)
 
+// func q8TileAVX2(nb int, tile, x *byte, xStride, nx int, out *float32, outStride int)
+TEXT ·q8TileAVX2(SB), NOSPLIT, $0-56
+	TILE_PROLOGUE
+
+t8loop:
+	VCVTPH2PS 512(SI), Y7
+	TCOL8(DI, Y12)
+	CMPQ      R11, $2
+	JLT       t8next
+	TCOL8(R10, Y13)
+	CMPQ      R11, $3
+	JLT       t8next
+	TCOL8(R12, Y14)
+	CMPQ      R11, $4
+	JLT       t8next
+	TCOL8(R13, Y15)
+
+t8next:
+	TILE_ADVANCE
+	JNZ t8loop
+	JMP tilestore<>(SB)
+
+// tilestore stores the nx (R11) columns' results from Y12-Y15 at DX, R9 floats apart, and
+// returns from the tile function that jumped here.
+TEXT tilestore<>(SB), NOSPLIT|NOFRAME, $0
 	VMOVUPS Y12, (DX)
 	CMPQ    R11, $2
-	JLT     tdone
+	JLT     tsdone
 	VMOVUPS Y13, (DX)(R9*4)
 	CMPQ    R11, $3
-	JLT     tdone
+	JLT     tsdone
 	VMOVUPS Y14, (DX)(R9*8)
 	CMPQ    R11, $4
-	JLT     tdone
+	JLT     tsdone
 	LEAQ    (R9)(R9*2), R9
 	VMOVUPS Y15, (DX)(R9*4)
 
-tdone:
+tsdone:
 	VZEROUPPER
 	RET

@@ -18,8 +18,9 @@ var tiledMatMul func(dot DotFunc, wt Type, k int, w []byte, xq []byte, nTok int,
 // per group, and the rows are taken in blocks of about matmulBlockBytes that are applied to every
 // token group before the next block is touched, so each weight byte is read from memory once per
 // call however many tokens there are (later groups find the block in cache). With several tokens
-// and the assembly Q4_0 kernel, rows are instead taken 8 at a time through tiledMatMul (see
-// matmulQ4_0Tiled), which computes the same dot products summed in another order.
+// and the assembly Q4_0 or Q8_0 kernel, rows are instead taken 8 at a time through tiledMatMul
+// (see matmulTiled in dot_q8_amd64.go), which computes the same dot products summed in another
+// order.
 //
 // Only out[t*outStride+r] for r in [r0, r1) is written (and, transiently, read), so goroutines may
 // run MatMul on disjoint row ranges of the same out concurrently; outStride must be >= r1 when
