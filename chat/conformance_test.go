@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"ubatch/internal/testdata"
 )
 
 // Causes of the cases the engine (ardanlabs/jinja v1.8.0) cannot reproduce.
@@ -36,30 +38,6 @@ var knownMismatches = map[string]string{
 	"fireworks-ai-llama-3-firefunction-v2.finished":          undefinedPlus,
 	"fireworks-ai-llama-3-firefunction-v2.tools":             undefinedPlus,
 	"meetkai-functionary-medium-v3.1.tools":                  markupEscaping,
-}
-
-// sharedDir returns <repo root>/../shared, skipping the test when absent.
-func sharedDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("no go.mod above the package directory; cannot locate ../shared")
-		}
-		dir = parent
-	}
-	shared := filepath.Join(dir, "..", "shared")
-	if _, err := os.Stat(shared); err != nil {
-		t.Skipf("shared test data not found at %s: %v", shared, err)
-	}
-	return shared
 }
 
 type conversation struct {
@@ -97,11 +75,8 @@ func (c conversation) options() Options {
 }
 
 func TestConformance(t *testing.T) {
-	dir := filepath.Join(sharedDir(t), "templates")
-	raw, err := os.ReadFile(filepath.Join(dir, "conversations.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := testdata.Path(t, "templates")
+	raw := testdata.ReadFile(t, "templates/conversations.json")
 	var convs []conversation
 	if err := json.Unmarshal(raw, &convs); err != nil {
 		t.Fatalf("conversations.json: %v", err)
@@ -190,13 +165,4 @@ func firstDiff(a, b string) int {
 		}
 	}
 	return n
-}
-
-func readShared(t testing.TB, shared, rel string) string {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(shared, filepath.FromSlash(rel)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(data)
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"ubatch/internal/testdata"
 )
 
 func TestParseErrors(t *testing.T) {
@@ -240,8 +242,7 @@ func TestFallback(t *testing.T) {
 // TestRealTemplateWithToolCall renders an assistant tool call and a tool
 // result through a shipped template, checking the parts the server relies on.
 func TestRealTemplateWithToolCall(t *testing.T) {
-	dir := sharedDir(t)
-	src := readShared(t, dir, "templates/Qwen-Qwen2.5-7B-Instruct.jinja")
+	src := string(testdata.ReadFile(t, "templates/Qwen-Qwen2.5-7B-Instruct.jinja"))
 	msgs := []map[string]any{
 		{"role": "user", "content": "Weather in Paris?"},
 		{"role": "assistant", "content": nil, "tool_calls": json.RawMessage(`[{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]`)},
@@ -267,8 +268,7 @@ func TestRealTemplateWithToolCall(t *testing.T) {
 func BenchmarkRender(b *testing.B) {
 	for _, name := range []string{"meta-llama-Llama-3.1-8B-Instruct", "Qwen-Qwen3-0.6B", "openai-gpt-oss-120b"} {
 		b.Run(name, func(b *testing.B) {
-			dir := sharedDir(b)
-			tmpl, err := Parse(readShared(b, dir, "templates/"+name+".jinja"))
+			tmpl, err := Parse(string(testdata.ReadFile(b, "templates/"+name+".jinja")))
 			if err != nil {
 				b.Fatal(err)
 			}

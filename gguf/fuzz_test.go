@@ -108,14 +108,7 @@ func FuzzRoundTrip(f *testing.F) {
 		if err := w.AddTensor("t", quant.I8, dims, b); err != nil {
 			t.Fatal(err)
 		}
-		var buf bytes.Buffer
-		if _, err := w.WriteTo(&buf); err != nil {
-			t.Fatal(err)
-		}
-		file, err := Parse(buf.Bytes())
-		if err != nil {
-			t.Fatal(err)
-		}
+		file := reparse(t, w)
 		got, _ := file.String(key + ".s")
 		u2, _ := file.Uint(key + ".u")
 		a, _ := file.Strings(key + ".a")

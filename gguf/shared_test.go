@@ -1,51 +1,28 @@
 package gguf
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
+	"ubatch/internal/testdata"
 	"ubatch/quant"
 )
 
-// sharedDir locates the read-only test data folder: <repo root>/../shared, where the repo root is
-// the nearest ancestor of the package directory holding go.mod. It skips the test when absent.
-func sharedDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("no go.mod above the package directory: cannot locate ../shared test data")
-		}
-		dir = parent
-	}
-	shared := filepath.Join(dir, "..", "shared")
-	if _, err := os.Stat(shared); err != nil {
-		t.Skipf("shared test data not available at %s: %v", shared, err)
-	}
-	return shared
-}
-
+// sharedFiles lists every GGUF in shared/models and shared/models/vocab, skipping the test when
+// there is none.
 func sharedFiles(t *testing.T) []string {
-	shared := sharedDir(t)
-	models, _ := filepath.Glob(filepath.Join(shared, "models", "*.gguf"))
-	vocabs, _ := filepath.Glob(filepath.Join(shared, "models", "vocab", "*.gguf"))
+	models, _ := filepath.Glob(testdata.Model(t, "*.gguf"))
+	vocabs, _ := filepath.Glob(testdata.Model(t, "vocab/*.gguf"))
 	files := append(models, vocabs...)
 	if len(files) == 0 {
-		t.Skipf("no .gguf files under %s/models", shared)
+		t.Skipf("no .gguf files under %s", testdata.Path(t, "models"))
 	}
 	return files
 }
 
-// TestSharedFiles opens every real GGUF in the shared data and checks structural invariants.
-func TestSharedFiles(t *testing.T) {
+// forSharedFiles runs fn in a subtest per real GGUF in the shared data (see sharedFiles), with the
+// file opened.
+func forSharedFiles(t *testing.T, fn func(t *testing.T, path string, f *File)) {
 	for _, path := range sharedFiles(t) {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			f, err := Open(path)
@@ -53,34 +30,41 @@ func TestSharedFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			if f.Version != 3 {
-				t.Errorf("version %d, want 3", f.Version)
-			}
-			if f.Architecture() == "" {
-				t.Error("no general.architecture")
-			}
-			if _, ok := f.Strings("tokenizer.ggml.tokens"); !ok {
-				t.Error("no tokenizer.ggml.tokens string array")
-			}
-			if f.DataOffset%f.Alignment != 0 {
-				t.Errorf("data offset %d not aligned to %d", f.DataOffset, f.Alignment)
-			}
-			for i := range f.Tensors {
-				ti := &f.Tensors[i]
-				want := uint64(ti.Type.RowSize(int(ti.Dims[0]))) * ti.Rows()
-				if uint64(len(ti.Data)) != want || ti.Size != want {
-					t.Errorf("tensor %s %s %v: len(Data)=%d Size=%d, want %d", ti.Name, ti.Type, ti.Dims, len(ti.Data), ti.Size, want)
-				}
-				if got, ok := f.Tensor(ti.Name); !ok || got != ti {
-					t.Errorf("Tensor(%q) does not find it", ti.Name)
-				}
-			}
+			fn(t, path, f)
 		})
 	}
 }
 
+// TestSharedFiles opens every real GGUF in the shared data and checks structural invariants.
+func TestSharedFiles(t *testing.T) {
+	forSharedFiles(t, func(t *testing.T, _ string, f *File) {
+		if f.Version != 3 {
+			t.Errorf("version %d, want 3", f.Version)
+		}
+		if f.Architecture() == "" {
+			t.Error("no general.architecture")
+		}
+		if _, ok := f.Strings("tokenizer.ggml.tokens"); !ok {
+			t.Error("no tokenizer.ggml.tokens string array")
+		}
+		if f.DataOffset%f.Alignment != 0 {
+			t.Errorf("data offset %d not aligned to %d", f.DataOffset, f.Alignment)
+		}
+		for i := range f.Tensors {
+			ti := &f.Tensors[i]
+			want := uint64(ti.Type.RowSize(int(ti.Dims[0]))) * ti.Rows()
+			if uint64(len(ti.Data)) != want || ti.Size != want {
+				t.Errorf("tensor %s %s %v: len(Data)=%d Size=%d, want %d", ti.Name, ti.Type, ti.Dims, len(ti.Data), ti.Size, want)
+			}
+			if got, ok := f.Tensor(ti.Name); !ok || got != ti {
+				t.Errorf("Tensor(%q) does not find it", ti.Name)
+			}
+		}
+	})
+}
+
 func TestStories260K(t *testing.T) {
-	f, err := Open(filepath.Join(sharedDir(t), "models", "stories260K.gguf"))
+	f, err := Open(testdata.Model(t, "stories260K.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +115,7 @@ func TestStories260K(t *testing.T) {
 // BenchmarkOpen measures mapping and parsing a model with a 32000-token vocabulary (metadata
 // decoding dominates; tensor data is not touched).
 func BenchmarkOpen(b *testing.B) {
-	path := filepath.Join(sharedDir(b), "models", "synth-tiny-q4_k_m.gguf")
+	path := testdata.Model(b, "synth-tiny-q4_k_m.gguf")
 	b.ReportAllocs()
 	for b.Loop() {
 		f, err := Open(path)

@@ -221,13 +221,9 @@ func TestAccessors(t *testing.T) {
 	}
 }
 
-func TestWriterSetReplacesInPlace(t *testing.T) {
-	w := NewWriter()
-	for _, kv := range []KV{{"a", uint32(1)}, {"b", "x"}, {"c", true}, {"b", []string{"y"}}} {
-		if err := w.Set(kv.Key, kv.Value); err != nil {
-			t.Fatal(err)
-		}
-	}
+// reparse writes w to memory and parses the result.
+func reparse(t testing.TB, w *Writer) *File {
+	t.Helper()
 	var buf bytes.Buffer
 	if _, err := w.WriteTo(&buf); err != nil {
 		t.Fatal(err)
@@ -236,6 +232,17 @@ func TestWriterSetReplacesInPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return f
+}
+
+func TestWriterSetReplacesInPlace(t *testing.T) {
+	w := NewWriter()
+	for _, kv := range []KV{{"a", uint32(1)}, {"b", "x"}, {"c", true}, {"b", []string{"y"}}} {
+		if err := w.Set(kv.Key, kv.Value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := reparse(t, w)
 	want := []KV{{"a", uint32(1)}, {"b", []string{"y"}}, {"c", true}}
 	if !reflect.DeepEqual(f.Metadata, want) {
 		t.Errorf("got %v, want %v", f.Metadata, want)
@@ -297,52 +304,45 @@ func TestWriterErrors(t *testing.T) {
 // TestRewriteShared copies each real model through the Writer and expects the same file back:
 // same metadata, tensors and, since llama.cpp's layout rules are followed, the same bytes.
 func TestRewriteShared(t *testing.T) {
-	for _, path := range sharedFiles(t) {
-		t.Run(filepath.Base(path), func(t *testing.T) {
-			f, err := Open(path)
-			if err != nil {
+	forSharedFiles(t, func(t *testing.T, path string, f *File) {
+		w := NewWriter()
+		if err := w.SetFrom(f, nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, ti := range f.Tensors {
+			if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, ti.Data); err != nil {
 				t.Fatal(err)
 			}
-			defer f.Close()
-			w := NewWriter()
-			if err := w.SetFrom(f, nil); err != nil {
-				t.Fatal(err)
-			}
-			for _, ti := range f.Tensors {
-				if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, ti.Data); err != nil {
-					t.Fatal(err)
-				}
-			}
-			out := filepath.Join(t.TempDir(), "copy.gguf")
-			if err := w.WriteFile(out); err != nil {
-				t.Fatal(err)
-			}
-			orig, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := os.ReadFile(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(f.Tensors) == 0 {
-				// Writers disagree on padding a file without tensors: allow trailing zeros.
-				orig = bytes.TrimRight(orig, "\x00")
-				got = got[:min(len(got), len(orig))]
-			}
-			if !bytes.Equal(orig, got) {
-				t.Errorf("rewritten file differs from the original (%d vs %d bytes)", len(got), len(orig))
-			}
-			g, err := Open(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer g.Close()
-			if !reflect.DeepEqual(g.Metadata, f.Metadata) || len(g.Tensors) != len(f.Tensors) {
-				t.Error("metadata or tensor count differs after rewrite")
-			}
-		})
-	}
+		}
+		out := filepath.Join(t.TempDir(), "copy.gguf")
+		if err := w.WriteFile(out); err != nil {
+			t.Fatal(err)
+		}
+		orig, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(f.Tensors) == 0 {
+			// Writers disagree on padding a file without tensors: allow trailing zeros.
+			orig = bytes.TrimRight(orig, "\x00")
+			got = got[:min(len(got), len(orig))]
+		}
+		if !bytes.Equal(orig, got) {
+			t.Errorf("rewritten file differs from the original (%d vs %d bytes)", len(got), len(orig))
+		}
+		g, err := Open(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		if !reflect.DeepEqual(g.Metadata, f.Metadata) || len(g.Tensors) != len(f.Tensors) {
+			t.Error("metadata or tensor count differs after rewrite")
+		}
+	})
 }
 
 func TestSetFromFilter(t *testing.T) {
@@ -355,14 +355,7 @@ func TestSetFromFilter(t *testing.T) {
 	if err := w.SetFrom(f, func(k string) bool { return strings.HasPrefix(k, "a.") }); err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	if _, err := w.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	g, err := Parse(buf.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := reparse(t, w)
 	var want []KV
 	for _, kv := range allValues {
 		if strings.HasPrefix(kv.Key, "a.") {

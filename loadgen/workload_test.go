@@ -6,34 +6,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"ubatch/internal/testdata"
 )
 
-// sharedDir returns <repo root>/../shared, skipping the test when absent.
-func sharedDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-	shared := filepath.Join(dir, "..", "shared")
-	if _, err := os.Stat(shared); err != nil {
-		t.Skipf("shared test data not available at %s: %v", shared, err)
-	}
-	return shared
-}
-
 func TestLoadWorkloadShipped(t *testing.T) {
-	shared := sharedDir(t)
+	dir := testdata.Path(t, "perf/workloads")
 	tests := []struct {
 		name      string
 		file      string
@@ -46,7 +24,7 @@ func TestLoadWorkloadShipped(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			reqs, err := LoadWorkload(filepath.Join(shared, "perf", "workloads", tt.file))
+			reqs, err := LoadWorkload(filepath.Join(dir, tt.file))
 			if err != nil {
 				t.Fatal(err)
 			}

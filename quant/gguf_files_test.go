@@ -2,42 +2,18 @@ package quant_test
 
 import (
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"ubatch/gguf"
+	"ubatch/internal/testdata"
 	"ubatch/quant"
 )
 
-// sharedModels returns the shared test-model directory (<repo root>/../shared/models), skipping
-// the test when it is absent.
-func sharedModels(t *testing.T) string {
+// openModel opens shared/models/NAME for the rest of the test, skipping it when the shared data
+// is absent.
+func openModel(t *testing.T, name string) *gguf.File {
 	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("no go.mod above the test directory; cannot locate ../shared")
-		}
-		dir = parent
-	}
-	models := filepath.Join(dir, "..", "shared", "models")
-	if _, err := os.Stat(models); err != nil {
-		t.Skipf("shared test models not available at %s: %v", models, err)
-	}
-	return models
-}
-
-func openModel(t *testing.T, dir, name string) *gguf.File {
-	t.Helper()
-	f, err := gguf.Open(filepath.Join(dir, name))
+	f, err := gguf.Open(testdata.Model(t, name))
 	if err != nil {
 		t.Fatalf("open %s: %v", name, err)
 	}
@@ -85,8 +61,7 @@ func relRMS(ref, got []float32) float64 {
 // quantizers (no importance matrix) on the F32 originals, so our result must sit much closer to
 // llama.cpp's than either is to the original.
 func TestLlamaCppFiles(t *testing.T) {
-	dir := sharedModels(t)
-	ref := openModel(t, dir, "synth-tiny-f16.gguf")
+	ref := openModel(t, "synth-tiny-f16.gguf")
 	// Measured: relative RMS vs F16 Q8_0 5.35e-3, Q4_0 8.59e-2, Q4_K 7.12e-2, Q5_K 3.61e-2,
 	// Q6_K 1.77e-2; identical bytes after requantizing Q8_0 98.3%, Q4_0 99.9%, Q4_K 98.5-98.8%,
 	// Q5_K 96.0%, Q6_K 98.5%. The remaining bytes differ because llama.cpp started from F32 and we
@@ -110,7 +85,7 @@ func TestLlamaCppFiles(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f := openModel(t, dir, tc.file)
+			f := openModel(t, tc.file)
 			typ, data, got := dequantTensor(t, f, tc.tensor)
 			if typ != tc.typ {
 				t.Fatalf("%s in %s is %v, expected %v", tc.tensor, tc.file, typ, tc.typ)

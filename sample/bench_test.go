@@ -4,15 +4,18 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"ubatch/internal/testdata"
 )
 
 // benchRow returns a realistic 32000-entry logits row (llama.cpp's output for a real prompt
 // position of the synthetic Llama-vocabulary model) or, without the shared data, a random one.
 func benchRow(b *testing.B, n int) []float32 {
 	if n == 32000 {
-		if _, err := os.Stat(filepath.Join(refDir, "synth-tiny-q8_0.json")); err == nil {
-			_, rows := loadReference(b, "synth-tiny-q8_0")
-			return rows[len(rows)-1]
+		dir, ok := testdata.Lookup()
+		if _, err := os.Stat(filepath.Join(dir, "reference", "synth-tiny-q8_0.json")); ok && err == nil {
+			ref := testdata.LoadReference(b, "synth-tiny-q8_0")
+			return ref.Row(len(ref.PromptTokens) - 1)
 		}
 	}
 	return randomLogits(1, n)

@@ -9,8 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,34 +17,11 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"ubatch/engine"
+	"ubatch/internal/testdata"
 	"ubatch/kvcache"
 	"ubatch/model"
 	"ubatch/model/llama"
 )
-
-// sharedDir returns <repo root>/../shared, skipping the test when it is absent.
-func sharedDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-	shared := filepath.Join(dir, "..", "shared")
-	if _, err := os.Stat(filepath.Join(shared, "models", "stories260K.gguf")); err != nil {
-		t.Skipf("shared test data not found (%s/models/stories260K.gguf): %v", shared, err)
-	}
-	return shared
-}
 
 // envOptions size a test server; zero fields take small defaults.
 type envOptions struct {
@@ -71,8 +46,7 @@ type testEnv struct {
 
 func newEnv(t testing.TB, o envOptions) *testEnv {
 	t.Helper()
-	shared := sharedDir(t)
-	m, err := model.Open(filepath.Join(shared, "models", "stories260K.gguf"))
+	m, err := model.Open(testdata.Model(t, "stories260K.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}

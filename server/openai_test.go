@@ -2,20 +2,17 @@ package server
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"ubatch/internal/testdata"
 )
 
 // referenceGreedy returns llama.cpp's greedy continuation of "Once upon a time" for stories260K.
 func referenceGreedy(t *testing.T) (prompt, text string) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(sharedDir(t), "reference", "stories260K.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := testdata.ReadFile(t, "reference/stories260K.json")
 	var ref struct {
 		Prompt     string `json:"prompt"`
 		GreedyText string `json:"greedy_text"`

@@ -1,17 +1,17 @@
 package server
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
+	"ubatch/internal/testdata"
 	"ubatch/model"
 )
 
 func openStories(t *testing.T) *model.Model {
 	t.Helper()
-	m, err := model.Open(filepath.Join(sharedDir(t), "models", "stories260K.gguf"))
+	m, err := model.Open(testdata.Model(t, "stories260K.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}

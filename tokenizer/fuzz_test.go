@@ -1,16 +1,17 @@
 package tokenizer
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"ubatch/internal/testdata"
 )
 
 // addVectorSeeds adds every llama.cpp test string as a fuzz seed.
 func addVectorSeeds(f *testing.F) {
 	f.Helper()
-	path := filepath.Join(sharedDir(f), "models", "vocab", "ggml-vocab-llama-spm.gguf")
+	path := testdata.Model(f, "vocab/ggml-vocab-llama-spm.gguf")
 	for _, c := range readVectors(f, path) {
 		f.Add(c.text)
 	}

@@ -2,39 +2,14 @@ package tokenizer
 
 import (
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"ubatch/gguf"
+	"ubatch/internal/testdata"
 )
-
-// sharedDir locates the read-only test data folder <repo root>/../shared, where the repo root is
-// the nearest ancestor of the package directory holding go.mod, and skips the test when absent.
-func sharedDir(tb testing.TB) string {
-	tb.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			tb.Skip("no go.mod above the package directory: cannot locate ../shared test data")
-		}
-		dir = parent
-	}
-	shared := filepath.Join(dir, "..", "shared")
-	if _, err := os.Stat(shared); err != nil {
-		tb.Skipf("shared test data not available at %s: %v", shared, err)
-	}
-	return shared
-}
 
 var (
 	loadMu sync.Mutex
@@ -45,7 +20,7 @@ var (
 // "vocab/ggml-vocab-gpt-2.gguf" or "stories260K.gguf".
 func loadShared(tb testing.TB, rel string) *Tokenizer {
 	tb.Helper()
-	path := filepath.Join(sharedDir(tb), "models", rel)
+	path := testdata.Model(tb, rel)
 	loadMu.Lock()
 	defer loadMu.Unlock()
 	if tk, ok := loaded[path]; ok {

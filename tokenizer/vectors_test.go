@@ -7,13 +7,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"ubatch/internal/testdata"
 )
 
 // TestVocabVectors runs every llama.cpp test vector of every vocabulary in shared/models/vocab:
 // no BOS/EOS, special-token text not parsed.
 func TestVocabVectors(t *testing.T) {
-	shared := sharedDir(t)
-	files, _ := filepath.Glob(filepath.Join(shared, "models", "vocab", "*.gguf"))
+	files, _ := filepath.Glob(testdata.Model(t, "vocab/*.gguf"))
 	if len(files) == 0 {
 		t.Skip("no vocab files in shared/models/vocab")
 	}
@@ -40,8 +41,7 @@ func TestVocabVectors(t *testing.T) {
 // tokens llama.cpp produced for the reference runs, and the streaming decoder against llama.cpp's
 // greedy continuation text.
 func TestReferencePrompts(t *testing.T) {
-	shared := sharedDir(t)
-	files, _ := filepath.Glob(filepath.Join(shared, "reference", "*.json"))
+	files, _ := filepath.Glob(testdata.Path(t, "reference/*.json"))
 	if len(files) == 0 {
 		t.Skip("no reference outputs in shared/reference")
 	}

@@ -12,25 +12,52 @@ import (
 	"testing"
 )
 
-// Dir returns the shared folder, or skips the test when it cannot be found.
-func Dir(t testing.TB) string {
-	t.Helper()
+// Lookup returns the shared folder ($UBATCH_SHARED, else ../shared beside the repository) and
+// whether it is present, for code that falls back to other data instead of skipping.
+func Lookup() (string, bool) {
 	if d := os.Getenv("UBATCH_SHARED"); d != "" {
-		return d
+		return d, true
 	}
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Dir(filepath.Dir(filepath.Dir(file))) // internal/testdata -> repo root
 	d := filepath.Join(filepath.Dir(root), "shared")
-	if _, err := os.Stat(filepath.Join(d, "models")); err != nil {
-		t.Skipf("shared test data not found at %s (set UBATCH_SHARED to its path): %v", d, err)
+	_, err := os.Stat(filepath.Join(d, "models"))
+	return d, err == nil
+}
+
+// Dir returns the shared folder, or skips the test when it cannot be found.
+func Dir(t testing.TB) string {
+	t.Helper()
+	d, ok := Lookup()
+	if !ok {
+		t.Skipf("shared test data not found at %s (set UBATCH_SHARED to its path)", d)
 	}
 	return d
 }
 
-// Model returns the path of a file in shared/models.
+// Path returns the path of REL (slash-separated, e.g. "templates/x.jinja") under the shared
+// folder, skipping the test when the folder is absent.
+func Path(t testing.TB, rel string) string {
+	t.Helper()
+	return filepath.Join(Dir(t), filepath.FromSlash(rel))
+}
+
+// Model returns the path of a file in shared/models (NAME may be slash-separated, e.g.
+// "vocab/ggml-vocab-gpt-2.gguf").
 func Model(t testing.TB, name string) string {
 	t.Helper()
-	return filepath.Join(Dir(t), "models", name)
+	return Path(t, "models/"+name)
+}
+
+// ReadFile returns the contents of REL under the shared folder (see Path); a missing file fails
+// the test.
+func ReadFile(t testing.TB, rel string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(Path(t, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 // Reference is llama.cpp's result for one model (shared/reference/NAME.json).
@@ -49,19 +76,12 @@ type Reference struct {
 // LoadReference reads shared/reference/NAME.json and its logits file.
 func LoadReference(t testing.TB, name string) *Reference {
 	t.Helper()
-	dir := filepath.Join(Dir(t), "reference")
-	raw, err := os.ReadFile(filepath.Join(dir, name+".json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := ReadFile(t, "reference/"+name+".json")
 	var r Reference
 	if err := json.Unmarshal(raw, &r); err != nil {
 		t.Fatalf("%s.json: %v", name, err)
 	}
-	lr, err := os.ReadFile(filepath.Join(dir, r.LogitsFile))
-	if err != nil {
-		t.Fatal(err)
-	}
+	lr := ReadFile(t, "reference/"+r.LogitsFile)
 	if len(lr) != 4*len(r.PromptTokens)*r.NVocab {
 		t.Fatalf("%s: %d bytes, want %d", r.LogitsFile, len(lr), 4*len(r.PromptTokens)*r.NVocab)
 	}
@@ -70,4 +90,9 @@ func LoadReference(t testing.TB, name string) *Reference {
 		r.Logits[i] = math.Float32frombits(binary.LittleEndian.Uint32(lr[4*i:]))
 	}
 	return &r
+}
+
+// Row returns the logits of prompt position I.
+func (r *Reference) Row(i int) []float32 {
+	return r.Logits[i*r.NVocab : (i+1)*r.NVocab]
 }
