@@ -9,8 +9,8 @@ import "unsafe"
 // 16-bit pairs into int32s. Blocks are taken four at a time: each is decoded once for all nx
 // columns, and per column the four blocks' integer vectors are reduced horizontally into one
 // (lane i = block i), so that one conversion and one FMA with the four blocks' scale products
-// (f16 scales converted with vcvtph2ps) serve four blocks. Leftover blocks (nb%4) take one
-// conversion and FMA each.
+// (f16 scales converted with vcvtph2ps) serve four blocks. Leftover blocks (nb%4) go through the
+// same code padded with zero blocks (dotQTail).
 //
 // Exactness: the integer part is exact for activation quants in [-127, 127], which is all that
 // QuantizeAct produces. A quant of -128 (never written by QuantizeAct) whose weight is negative
@@ -62,11 +62,15 @@ func dotQ4_0AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) 
 	if !checkDotArgs(nb*q4_0Bytes, nb*q8_0Bytes, w, x, xStride, nx, out) {
 		return
 	}
-	if nb == 0 {
+	nb4 := nb &^ 3
+	if nb4 > 0 {
+		dotQ4_0AVX2Asm(nb4, &w[0], &x[0], xStride, nx, &out[0])
+	} else {
 		clear(out[:nx])
-		return
 	}
-	dotQ4_0AVX2Asm(nb, &w[0], &x[0], xStride, nx, &out[0])
+	if nb4 < nb {
+		dotQTail(false, nb4, nb, w, x, xStride, nx, out)
+	}
 }
 
 // dotQ8_0AVX2 is the DotFunc for Q8_0 weights with Q8_0 activations.
@@ -75,11 +79,38 @@ func dotQ8_0AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) 
 	if !checkDotArgs(nb*q8_0Bytes, nb*q8_0Bytes, w, x, xStride, nx, out) {
 		return
 	}
-	if nb == 0 {
+	nb4 := nb &^ 3
+	if nb4 > 0 {
+		dotQ8_0AVX2Asm(nb4, &w[0], &x[0], xStride, nx, &out[0])
+	} else {
 		clear(out[:nx])
-		return
 	}
-	dotQ8_0AVX2Asm(nb, &w[0], &x[0], xStride, nx, &out[0])
+	if nb4 < nb {
+		dotQTail(true, nb4, nb, w, x, xStride, nx, out)
+	}
+}
+
+// dotQTail adds blocks [nb4, nb) (fewer than 4) of a Q4_0 (or, if q8, Q8_0) row to out: the
+// assembly takes four blocks at a time, so they are copied to four-block buffers padded with zero
+// blocks (zero scales and quants, which add nothing).
+func dotQTail(q8 bool, nb4, nb int, w []byte, x []byte, xStride int, nx int, out []float32) {
+	var wb [4 * q8_0Bytes]byte
+	var xb [MaxCols * 4 * q8_0Bytes]byte
+	var res [MaxCols]float32
+	const xs = 4 * q8_0Bytes
+	for j := 0; j < nx; j++ {
+		copy(xb[j*xs:(j+1)*xs], x[j*xStride+nb4*q8_0Bytes:j*xStride+nb*q8_0Bytes])
+	}
+	if q8 {
+		copy(wb[:], w[nb4*q8_0Bytes:nb*q8_0Bytes])
+		dotQ8_0AVX2Asm(4, &wb[0], &xb[0], xs, nx, &res[0])
+	} else {
+		copy(wb[:], w[nb4*q4_0Bytes:nb*q4_0Bytes])
+		dotQ4_0AVX2Asm(4, &wb[0], &xb[0], xs, nx, &res[0])
+	}
+	for j := 0; j < nx; j++ {
+		out[j] += res[j]
+	}
 }
 
 // ---- 8-row tiles: MatMul's fast path for Q4_0 and Q8_0 with several tokens ----
@@ -94,25 +125,39 @@ func dotQ8_0AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) 
 
 const (
 	tileRows = 8
-	// tileBlockBytes is one block of a tile: 8 chunks of signed quants, the same as absolute
-	// values, 8 f16 scales and padding to a multiple of 64 bytes (tileScaleOff is where the scales
-	// are).
-	tileBlockBytes = 576
-	tileScaleOff   = 2 * tileRows * 32
+	// A tile block holds 8 chunks of quants (Q4_0: raw nibbles; Q8_0: signed quants followed by
+	// their absolute values), the 8 rows' f16 scales and padding to a multiple of 64 bytes.
+	tileBlock4, tileScales4 = 320, 256
+	tileBlock8, tileScales8 = 576, 512
 	// tileMaxBytes bounds a tile; with its alignment slack the stack buffer is 128 KiB, the most
-	// the compiler keeps on the stack. Rows of up to 227 blocks (k <= 7264) fit.
+	// the compiler keeps on the stack. Q8_0 rows of up to 227 blocks (k <= 7264) and Q4_0 rows of
+	// up to 409 (k <= 13088) fit.
 	tileMaxBytes = 128<<10 - 64
+	// tileSumsLen is the length of the stack buffer of Q4_0 activation sums (4 per block and
+	// token group): 64 token groups at k=2048, 23 at 5632, at least 10.
+	tileSumsLen = 16 << 10
 	// tileMinTokens is the fewest tokens for which repacking pays for itself: repacking 8 rows
-	// costs about as much as 1.4 tile products of 4 tokens, and a tile product is about twice as
+	// costs about as much as 1.5 tile products of 4 tokens, and a tile product is about twice as
 	// fast as the single-row kernels.
 	tileMinTokens = 8
 )
+
+// tileBlock returns the bytes per block and the scales' offset in a tile of wt (Q4_0 or Q8_0).
+func tileBlock(wt Type) (block, scales int) {
+	if wt == Q8_0 {
+		return tileBlock8, tileScales8
+	}
+	return tileBlock4, tileScales4
+}
 
 //go:noescape
 func q4RepackAVX2(nb int, w *byte, rowStride int, dst *byte)
 
 //go:noescape
-func q4TileAVX2(nb int, tile, x *byte, xStride, nx int, out *float32, outStride int)
+func q4TileAVX2(nb int, tile, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
+
+//go:noescape
+func q4SumsAVX2(nb int, x *byte, xStride, nx int, dst *int32)
 
 //go:noescape
 func q8RepackAVX2(nb int, w *byte, rowStride int, dst *byte)
@@ -147,32 +192,47 @@ func tileAlign(p *byte) uintptr { return (64 - uintptr(unsafe.Pointer(p))%64) % 
 func matmulTiled(dot DotFunc, wt Type, k int, w []byte, xq []byte, nTok int, out []float32, outStride int, r0, r1 int) int {
 	nb := k / 32
 	q8 := wt == Q8_0
+	bb, _ := tileBlock(wt)
 	switch {
-	case nTok < tileMinTokens || r1-r0 < tileRows || nb == 0 || nb*tileBlockBytes > tileMaxBytes:
+	case nTok < tileMinTokens || r1-r0 < tileRows || nb == 0 || nb*bb > tileMaxBytes:
 		return r0
 	case !(wt == Q4_0 && funcPC(dot) == funcPC(asmQ4_0)) && !(q8 && funcPC(dot) == funcPC(asmQ8_0)):
 		return r0
 	}
 	var buf [tileMaxBytes + 64]byte
+	var sums [tileSumsLen]int32
 	rowBytes, xRow := wt.RowSize(k), nb*q8_0Bytes
+	// Tokens are taken in chunks whose Q4_0 activation sums fit in sums; each chunk repacks the
+	// tiles again (a chunk has at least 10 token groups, so that costs little).
+	chunk := tileSumsLen / (MaxCols * nb) * MaxCols
 	r := r0
-	for ; r+tileRows <= r1; r += tileRows {
-		_ = w[(r+tileRows)*rowBytes-1]
-		// The tile is 64-byte aligned so that no chunk load crosses a cache line (the offset is
-		// recomputed for every call: a stack copy keeps it only modulo the stack's alignment).
-		if q8 {
-			q8RepackAVX2(nb, &w[r*rowBytes], rowBytes, &buf[tileAlign(&buf[0])])
-		} else {
-			q4RepackAVX2(nb, &w[r*rowBytes], rowBytes, &buf[tileAlign(&buf[0])])
+	for c0 := 0; c0 < nTok; c0 += chunk {
+		cn := min(chunk, nTok-c0)
+		_ = xq[(c0+cn)*xRow-1]
+		if !q8 {
+			for g := 0; g*MaxCols < cn; g++ {
+				q4SumsAVX2(nb, &xq[(c0+g*MaxCols)*xRow], xRow, min(MaxCols, cn-g*MaxCols), &sums[g*MaxCols*nb])
+			}
 		}
-		for t0 := 0; t0 < nTok; t0 += MaxCols {
-			nx := min(MaxCols, nTok-t0)
-			_ = xq[(t0+nx)*xRow-1]
-			_ = out[(t0+nx-1)*outStride+r+tileRows-1]
+		for r = r0; r+tileRows <= r1; r += tileRows {
+			_ = w[(r+tileRows)*rowBytes-1]
+			// The tile is 64-byte aligned so that no chunk load crosses a cache line (the offset
+			// is recomputed for every call: a stack copy keeps it only modulo the stack's
+			// alignment).
 			if q8 {
-				q8TileAVX2(nb, &buf[tileAlign(&buf[0])], &xq[t0*xRow], xRow, nx, &out[t0*outStride+r], outStride)
+				q8RepackAVX2(nb, &w[r*rowBytes], rowBytes, &buf[tileAlign(&buf[0])])
 			} else {
-				q4TileAVX2(nb, &buf[tileAlign(&buf[0])], &xq[t0*xRow], xRow, nx, &out[t0*outStride+r], outStride)
+				q4RepackAVX2(nb, &w[r*rowBytes], rowBytes, &buf[tileAlign(&buf[0])])
+			}
+			for t0 := c0; t0 < c0+cn; t0 += MaxCols {
+				nx := min(MaxCols, c0+cn-t0)
+				_ = out[(t0+nx-1)*outStride+r+tileRows-1]
+				if q8 {
+					q8TileAVX2(nb, &buf[tileAlign(&buf[0])], &xq[t0*xRow], xRow, nx, &out[t0*outStride+r], outStride)
+				} else {
+					q4TileAVX2(nb, &buf[tileAlign(&buf[0])], &xq[t0*xRow], xRow, nx, &out[t0*outStride+r], outStride,
+						&sums[(t0-c0)*nb])
+				}
 			}
 		}
 	}
@@ -180,29 +240,28 @@ func matmulTiled(dot DotFunc, wt Type, k int, w []byte, xq []byte, nTok int, out
 }
 
 // tileRepackGo is the pure-Go twin of q4RepackAVX2 (wt Q4_0) and q8RepackAVX2 (wt Q8_0): 8 rows
-// of nb blocks, rowStride bytes apart in w, into a tile of nb*tileBlockBytes bytes.
+// of nb blocks, rowStride bytes apart in w, into a tile of nb tile blocks.
 func tileRepackGo(wt Type, nb int, w []byte, rowStride int, dst []byte) {
 	bs := wt.TypeSize()
+	bb, so := tileBlock(wt)
 	for b := 0; b < nb; b++ {
-		d := dst[b*tileBlockBytes : (b+1)*tileBlockBytes]
+		d := dst[b*bb : (b+1)*bb]
 		for r := 0; r < tileRows; r++ {
 			blk := w[r*rowStride+b*bs : r*rowStride+(b+1)*bs]
-			d[tileScaleOff+2*r], d[tileScaleOff+2*r+1] = blk[0], blk[1]
+			d[so+2*r], d[so+2*r+1] = blk[0], blk[1]
 			for i := 0; i < 32; i++ {
-				var v int8
-				switch {
-				case wt == Q8_0:
-					v = int8(blk[2+i])
-				case i < 16:
-					v = int8(blk[2+i]&0xf) - 8
-				default:
-					v = int8(blk[2+i-16]>>4) - 8
-				}
 				o := 32*(i/4) + 4*r + i%4
-				d[o] = byte(v)
-				d[o+tileRows*32] = byte(v) // |v| below; -128 stays 0x80, i.e. unsigned 128
-				if v < 0 {
-					d[o+tileRows*32] = byte(-v)
+				switch {
+				case wt == Q4_0 && i < 16:
+					d[o] = blk[2+i] & 0xf
+				case wt == Q4_0:
+					d[o] = blk[2+i-16] >> 4
+				default:
+					v := int8(blk[2+i])
+					d[o], d[o+tileRows*32] = byte(v), byte(v)
+					if v < 0 {
+						d[o+tileRows*32] = byte(-v) // -128 stays 0x80, i.e. unsigned 128
+					}
 				}
 			}
 		}
@@ -211,21 +270,39 @@ func tileRepackGo(wt Type, nb int, w []byte, rowStride int, dst []byte) {
 
 // tileProductGo is the pure-Go twin of q4TileAVX2 and q8TileAVX2: out[j*outStride+r] = row r of
 // the tile · activation row j.
-func tileProductGo(nb int, tile, x []byte, xStride, nx int, out []float32, outStride int) {
+func tileProductGo(wt Type, nb int, tile, x []byte, xStride, nx int, out []float32, outStride int) {
+	bb, so := tileBlock(wt)
 	for j := 0; j < nx; j++ {
 		var acc [tileRows]float32
 		for b := 0; b < nb; b++ {
-			d := tile[b*tileBlockBytes : (b+1)*tileBlockBytes]
+			d := tile[b*bb : (b+1)*bb]
 			xb := x[j*xStride+b*q8_0Bytes : j*xStride+(b+1)*q8_0Bytes]
 			dx := f16At(xb)
 			for r := 0; r < tileRows; r++ {
 				var s int32
 				for i := 0; i < 32; i++ {
-					s += int32(int8(d[32*(i/4)+4*r+i%4])) * int32(int8(xb[2+i]))
+					q := int32(int8(d[32*(i/4)+4*r+i%4]))
+					if wt == Q4_0 {
+						q -= 8
+					}
+					s += q * int32(int8(xb[2+i]))
 				}
-				acc[r] += float32(s) * (f16At(d[tileScaleOff+2*r:]) * dx)
+				acc[r] += float32(s) * (f16At(d[so+2*r:]) * dx)
 			}
 		}
 		copy(out[j*outStride:j*outStride+tileRows], acc[:])
+	}
+}
+
+// q4SumsGo is the pure-Go twin of q4SumsAVX2.
+func q4SumsGo(nb int, x []byte, xStride, nx int, dst []int32) {
+	for b := 0; b < nb; b++ {
+		for j := 0; j < nx; j++ {
+			var s int32
+			for _, q := range x[j*xStride+b*q8_0Bytes+2 : j*xStride+(b+1)*q8_0Bytes] {
+				s += int32(int8(q))
+			}
+			dst[4*b+j] = 8 * s
+		}
 	}
 }

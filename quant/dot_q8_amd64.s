@@ -2,22 +2,16 @@
 
 // Q4_0 x Q8_0 and Q8_0 x Q8_0 dot products with AVX2, FMA and F16C (see dot_q8_amd64.go).
 //
-// func dotQ4_0AVX2Asm(nb int, w, x *byte, xStride, nx int, out *float32)
-// func dotQ8_0AVX2Asm(nb int, w, x *byte, xStride, nx int, out *float32)
+// func dotQ4_0AVX2Asm(nb int, w, x *byte, xStride, nx int, out *float32)  (and dotQ8_0AVX2Asm)
 //
-// nb >= 1 blocks; 1 <= nx <= 4. The main loop takes four blocks at a time: their weights are
-// decoded once into Y0-Y7, then for each column the four blocks' integer dot products are reduced
-// horizontally into one vector whose lanes are the four blocks (in each 128-bit half), converted
-// to float and fused-multiply-added with the four blocks' scale products d_w*d_x. The remaining
-// nb%4 blocks are done one at a time (ggml's scheme: one conversion and FMA per block and column).
-// Both loops accumulate into Y12-Y15 (columns 0-3), whose eight lanes sum to the result.
-//
-// Registers: SI weight block; DI, R10, R12, R13 the activation blocks of columns 0-3; CX
-// iterations left; R11 nx; DX out; AX, BX scratch.
+// nb >= 4 blocks, a multiple of 4; 1 <= nx <= 4. The loop decodes four blocks into Y0-Y7, then
+// per column reduces the four blocks' integer products into one vector (lane = block, per 128-bit
+// half), converted and fused-multiply-added with the scale products d_w*d_x. Accumulators: Y12-Y15
+// (columns 0-3, eight lanes summed at the end). SI weights; DI, R10, R12, R13 columns 0-3; CX
+// iterations; R11 nx; DX out.
 
-// Q4_0 nibble expansion: both halves of a register get the 16 quant bytes, the upper half is
-// shifted right by 4, and masking leaves the low nibbles (elements 0-15) in the lower half and the
-// high nibbles (elements 16-31) in the upper half.
+// Q4_0 nibble expansion: both halves get the 16 quant bytes, the upper half is shifted right by 4,
+// masking leaves elements 0-15 (low nibbles) in the lower half and 16-31 in the upper half.
 DATA q4shift<>+0(SB)/8, $0
 DATA q4shift<>+8(SB)/8, $0
 DATA q4shift<>+16(SB)/8, $4
@@ -100,11 +94,7 @@ GLOBL ones16<>(SB), RODATA|NOPTR, $32
 	VPHADDW Y10, Y9, Y9;         \
 	VPHADDW Y9, Y8, Y8;          \
 	VPMADDWD ones16<>(SB), Y8, Y8; \
-	VCVTDQ2PS Y8, Y8;            \
-	GATHER4(P, 34);              \
-	HALVES(X9, Y9);              \
-	VMULPS Y11, Y9, Y9;          \
-	VFMADD231PS Y9, Y8, acc
+	COL4_TAIL(P, acc)
 
 // COL4_Q8 is COL4_Q4 for Q8_0 weights, whose pair sums need 32 bits before the reduction.
 #define COL4_Q8(P, acc) \
@@ -115,27 +105,15 @@ GLOBL ones16<>(SB), RODATA|NOPTR, $32
 	PROD32(104(P), Y6, Y7, Y10); \
 	VPHADDD Y10, Y9, Y9;         \
 	VPHADDD Y9, Y8, Y8;          \
+	COL4_TAIL(P, acc)
+
+// COL4_TAIL converts the four blocks' sums in Y8 and accumulates them with their scales.
+#define COL4_TAIL(P, acc) \
 	VCVTDQ2PS Y8, Y8;            \
 	GATHER4(P, 34);              \
 	HALVES(X9, Y9);              \
 	VMULPS Y11, Y9, Y9;          \
 	VFMADD231PS Y9, Y8, acc
-
-// COL1 accumulates one column over the single block in Y0/Y1: the 8 int32 partial sums are
-// converted and multiplied by lane imm of the scale products in Y3.
-#define COL1(P, acc, imm) \
-	PROD32(2(P), Y0, Y1, Y2); \
-	VCVTDQ2PS   Y2, Y2;       \
-	VPERMILPS   imm, Y3, Y4;  \
-	VFMADD231PS Y4, Y2, acc
-
-// SCALE1 computes Y3 = [s0 s1 s2 s3 | s0 s1 s2 s3], s_j = d_w*d_xj, for one block from the
-// column scales gathered in AX.
-#define SCALE1 \
-	HALVES(X3, Y3);          \
-	VPBROADCASTW (SI), X4;   \
-	VCVTPH2PS    X4, Y4;     \
-	VMULPS       Y4, Y3, Y3
 
 // ADVANCE(wb, xb) moves the weight pointer by wb bytes and the column pointers by xb.
 #define ADVANCE(wb, xb) \
@@ -169,51 +147,49 @@ GLOBL ones16<>(SB), RODATA|NOPTR, $32
 	VXORPS Y13, Y13, Y13;       \
 	VXORPS Y14, Y14, Y14;       \
 	VXORPS Y15, Y15, Y15;       \
-	MOVQ   CX, R9;              \
-	ANDQ   $3, R9;              \
 	SHRQ   $2, CX
 
 // ---- 8-row tiles for MatMul (see matmulTiled in dot_q8_amd64.go) ----
 //
-// A tile holds 8 Q4_0 or Q8_0 rows repacked so that one register holds the same four elements of
-// all 8 rows (dword lane r = row r): per block of 576 bytes (64-byte aligned in a 64-byte aligned
-// tile), 8 chunks of 32 bytes with elements 4c..4c+3 of each row as signed bytes (chunk c), the
-// same 8 chunks as absolute values, the 8 rows' f16 scales (16 bytes) and 48 bytes of padding.
-// A dot product over a chunk is then a broadcast of 4 activation bytes, a vpsignb and a
-// vpmaddubsw, and the products of a block accumulate vertically without horizontal reductions.
+// A tile holds 8 rows repacked so that chunk c (32 bytes) holds elements 4c..4c+3 of row r in
+// dword lane r: the products of a block accumulate vertically, one lane per row. Blocks are
+// multiples of 64 bytes in a 64-byte aligned tile. Q8_0 (576 bytes): 8 chunks of signed quants,
+// the same as absolute values (vpsignb + vpmaddubsw as above), the 8 f16 scales at 512, padding.
+// Q4_0 (320 bytes): 8 chunks of raw nibbles q in [0, 15], multiplied by the activations directly;
+// Σ(q-8)·x is completed by subtracting 8·Σx from q4SumsAVX2. Scales at 256, padding.
 
-// RDEC4 expands the Q4_0 quants (16 bytes) at addr into 32 signed bytes q-8 in w.
+// RDEC4 expands the Q4_0 quants (16 bytes) at addr into 32 bytes q in [0, 15] in w.
 #define RDEC4(addr, w) \
 	VBROADCASTI128 addr, w;              \
 	VPSRLVQ        q4shift<>(SB), w, w;  \
-	VPAND          mask0f<>(SB), w, w;   \
-	VPSUBB         eights<>(SB), w, w
+	VPAND          mask0f<>(SB), w, w
 
 #define RDEC8(addr, w) \
 	VMOVDQU addr, w
 
-// REPACK_SCALES copies the f16 scales of the 8 rows (at SI and R10, stride R8, R9 = 3*R8).
-#define REPACK_SCALES \
+// REPACK_SCALES(off) copies the f16 scales of the 8 rows (at SI and R10, stride R8, R9 = 3*R8)
+// to off(DI).
+#define REPACK_SCALES(off) \
 	MOVW (SI), AX;         \
-	MOVW AX, 512(DI);      \
+	MOVW AX, off+0(DI);      \
 	MOVW (SI)(R8*1), AX;   \
-	MOVW AX, 514(DI);      \
+	MOVW AX, off+2(DI);      \
 	MOVW (SI)(R8*2), AX;   \
-	MOVW AX, 516(DI);      \
+	MOVW AX, off+4(DI);      \
 	MOVW (SI)(R9*1), AX;   \
-	MOVW AX, 518(DI);      \
+	MOVW AX, off+6(DI);      \
 	MOVW (R10), AX;        \
-	MOVW AX, 520(DI);      \
+	MOVW AX, off+8(DI);      \
 	MOVW (R10)(R8*1), AX;  \
-	MOVW AX, 522(DI);      \
+	MOVW AX, off+10(DI);      \
 	MOVW (R10)(R8*2), AX;  \
-	MOVW AX, 524(DI);      \
+	MOVW AX, off+12(DI);      \
 	MOVW (R10)(R9*1), AX;  \
-	MOVW AX, 526(DI)
+	MOVW AX, off+14(DI)
 
-// REPACK_QUANTS(DEC) decodes the 8 rows' quants with DEC into Y0-Y7, transposes them as 8x8
-// dwords and stores the chunks and their absolute values at DI.
-#define REPACK_QUANTS(DEC) \
+// REPACK_QUANTS(DEC, ST) decodes the 8 rows' quants with DEC into Y0-Y7, transposes them as 8x8
+// dwords and stores the chunks at DI with ST.
+#define REPACK_QUANTS(DEC, ST) \
 	DEC(2(SI), Y0);                 \
 	DEC(2(SI)(R8*1), Y1);           \
 	DEC(2(SI)(R8*2), Y2);           \
@@ -246,17 +222,20 @@ GLOBL ones16<>(SB), RODATA|NOPTR, $32
 	VPERM2I128  $0x31, Y6, Y2, Y14; \
 	VPERM2I128  $0x20, Y7, Y3, Y11; \
 	VPERM2I128  $0x31, Y7, Y3, Y15; \
-	RSTORE(Y8, 0);                  \
-	RSTORE(Y9, 1);                  \
-	RSTORE(Y10, 2);                 \
-	RSTORE(Y11, 3);                 \
-	RSTORE(Y12, 4);                 \
-	RSTORE(Y13, 5);                 \
-	RSTORE(Y14, 6);                 \
-	RSTORE(Y15, 7)
+	ST(Y8, 0);                  \
+	ST(Y9, 1);                  \
+	ST(Y10, 2);                 \
+	ST(Y11, 3);                 \
+	ST(Y12, 4);                 \
+	ST(Y13, 5);                 \
+	ST(Y14, 6);                 \
+	ST(Y15, 7)
 
-// RSTORE stores chunk c (register y) and its absolute value.
-#define RSTORE(y, c) \
+// RSTORE4 stores chunk c (register y); RSTORE8 also its absolute value.
+#define RSTORE4(y, c) \
+	VMOVDQU y, 32*c(DI)
+
+#define RSTORE8(y, c) \
 	VMOVDQU y, 32*c(DI);    \
 	VPSIGNB y, y, y;        \
 	VMOVDQU y, 256+32*c(DI)
@@ -269,23 +248,29 @@ GLOBL ones16<>(SB), RODATA|NOPTR, $32
 	LEAQ (R8)(R8*2), R9;        \
 	LEAQ (SI)(R8*4), R10
 
-// TPROD leaves in Y2 the 16-bit pair sums of chunk c of the tile block at SI times the 4
+// TPROD8 leaves in Y2 the 16-bit pair sums of Q8_0 chunk c of the tile block at SI times the 4
 // activation bytes at 2+4c(P).
-#define TPROD(c, P) \
+#define TPROD8(c, P) \
 	VPBROADCASTD 2+4*c(P), Y2;        \
 	VPSIGNB      32*c(SI), Y2, Y2;    \
 	VMOVDQU      256+32*c(SI), Y1;    \
 	VPMADDUBSW   Y2, Y1, Y2
 
-// TCH4 adds chunk c to the 16-bit sums in Y3: Q4_0 products are at most 8*128 in magnitude, so
-// 16 of them per lane fit.
+// TPROD4 is TPROD8 for a Q4_0 chunk (raw nibbles times the activations).
+#define TPROD4(c, P) \
+	VPBROADCASTD 2+4*c(P), Y2;  \
+	VMOVDQU      32*c(SI), Y1;  \
+	VPMADDUBSW   Y2, Y1, Y2
+
+// TCH4 adds Q4_0 chunk c to the 16-bit sums in Y3: 16 products of q <= 15 and |x| <= 128 per
+// lane fit.
 #define TCH4(c, P) \
-	TPROD(c, P); \
+	TPROD4(c, P); \
 	VPADDW Y2, Y3, Y3
 
-// TCH8 adds chunk c to the 32-bit sums in Y3 (Q8_0 pair sums need 32 bits).
+// TCH8 adds Q8_0 chunk c to the 32-bit sums in Y3 (Q8_0 pair sums need 32 bits).
 #define TCH8(c, P) \
-	TPROD(c, P);                    \
+	TPROD8(c, P);                   \
 	VPMADDWD ones16<>(SB), Y2, Y2;  \
 	VPADDD   Y2, Y3, Y3
 
@@ -299,9 +284,9 @@ GLOBL ones16<>(SB), RODATA|NOPTR, $32
 	VFMADD231PS  Y2, Y3, acc
 
 // TCOL4 / TCOL8 accumulate the tile block at SI times the activation block at P into acc (lane
-// r = row r).
-#define TCOL4(P, acc) \
-	TPROD(0, P);                    \
+// r = row r). TCOL4 subtracts 8·Σx, the int32 at S.
+#define TCOL4(P, S, acc) \
+	TPROD4(0, P);                   \
 	VMOVDQA  Y2, Y3;                \
 	TCH4(1, P);                     \
 	TCH4(2, P);                     \
@@ -311,10 +296,12 @@ GLOBL ones16<>(SB), RODATA|NOPTR, $32
 	TCH4(6, P);                     \
 	TCH4(7, P);                     \
 	VPMADDWD ones16<>(SB), Y3, Y3;  \
+	VPBROADCASTD S, Y2;             \
+	VPSUBD   Y2, Y3, Y3;            \
 	TSCALE(P, acc)
 
 #define TCOL8(P, acc) \
-	TPROD(0, P);                    \
+	TPROD8(0, P);                   \
 	VPMADDWD ones16<>(SB), Y2, Y3;  \
 	TCH8(1, P);                     \
 	TCH8(2, P);                     \
@@ -341,23 +328,16 @@ GLOBL ones16<>(SB), RODATA|NOPTR, $32
 	VXORPS Y14, Y14, Y14;         \
 	VXORPS Y15, Y15, Y15
 
-#define TILE_ADVANCE \
-	ADDQ $576, SI; \
+#define TILE_ADVANCE(bb) \
+	ADDQ $bb, SI;  \
 	ADDQ $34, DI;  \
 	ADDQ $34, R10; \
 	ADDQ $34, R12; \
 	ADDQ $34, R13; \
 	DECQ CX
 
-// TILE_STORE1 stores column 0's 8 row results; the others follow under nx checks.
-#define TILE_STORE1 \
-	VMOVUPS Y12, (DX)
-
-
 TEXT ·dotQ4_0AVX2Asm(SB), NOSPLIT, $0-48
 	PROLOGUE
-	TESTQ CX, CX
-	JZ    q4r
 
 q4l4:
 	Q4DEC(0, Y0, Y1)
@@ -382,48 +362,6 @@ q4c4:
 	DECQ CX
 	JNZ  q4l4
 
-q4r:
-	TESTQ R9, R9
-	JZ    q4d
-
-q4l1:
-	Q4DEC(0, Y0, Y1)
-	MOVWLZX (DI), AX
-	CMPQ    R11, $2
-	JLT     q4g1
-	MOVWLZX (R10), BX
-	SHLL    $16, BX
-	ORL     BX, AX
-	CMPQ    R11, $3
-	JLT     q4g1
-	MOVWLZX (R12), BX
-	SHLQ    $32, BX
-	ORQ     BX, AX
-	CMPQ    R11, $4
-	JLT     q4g1
-	MOVWLZX (R13), BX
-	SHLQ    $48, BX
-	ORQ     BX, AX
-
-q4g1:
-	SCALE1
-	COL1(DI, Y12, $0x00)
-	CMPQ R11, $2
-	JLT  q4c1
-	COL1(R10, Y13, $0x55)
-	CMPQ R11, $3
-	JLT  q4c1
-	COL1(R12, Y14, $0xaa)
-	CMPQ R11, $4
-	JLT  q4c1
-	COL1(R13, Y15, $0xff)
-
-q4c1:
-	ADVANCE(18, 34)
-	DECQ R9
-	JNZ  q4l1
-
-q4d:
 	HSUM(Y12, X12, (DX))
 	CMPQ R11, $2
 	JLT  q4ret
@@ -441,8 +379,6 @@ q4ret:
 
 TEXT ·dotQ8_0AVX2Asm(SB), NOSPLIT, $0-48
 	PROLOGUE
-	TESTQ CX, CX
-	JZ    q8r
 
 q8l4:
 	Q8DEC(0, Y0, Y1)
@@ -467,48 +403,6 @@ q8c4:
 	DECQ CX
 	JNZ  q8l4
 
-q8r:
-	TESTQ R9, R9
-	JZ    q8d
-
-q8l1:
-	Q8DEC(0, Y0, Y1)
-	MOVWLZX (DI), AX
-	CMPQ    R11, $2
-	JLT     q8g1
-	MOVWLZX (R10), BX
-	SHLL    $16, BX
-	ORL     BX, AX
-	CMPQ    R11, $3
-	JLT     q8g1
-	MOVWLZX (R12), BX
-	SHLQ    $32, BX
-	ORQ     BX, AX
-	CMPQ    R11, $4
-	JLT     q8g1
-	MOVWLZX (R13), BX
-	SHLQ    $48, BX
-	ORQ     BX, AX
-
-q8g1:
-	SCALE1
-	COL1(DI, Y12, $0x00)
-	CMPQ R11, $2
-	JLT  q8c1
-	COL1(R10, Y13, $0x55)
-	CMPQ R11, $3
-	JLT  q8c1
-	COL1(R12, Y14, $0xaa)
-	CMPQ R11, $4
-	JLT  q8c1
-	COL1(R13, Y15, $0xff)
-
-q8c1:
-	ADVANCE(34, 34)
-	DECQ R9
-	JNZ  q8l1
-
-q8d:
 	HSUM(Y12, X12, (DX))
 	CMPQ R11, $2
 	JLT  q8ret
@@ -529,11 +423,11 @@ TEXT ·q4RepackAVX2(SB), NOSPLIT, $0-32
 	REPACK_PROLOGUE
 
 r4loop:
-	REPACK_SCALES
-	REPACK_QUANTS(RDEC4)
+	REPACK_SCALES(256)
+	REPACK_QUANTS(RDEC4, RSTORE4)
 	ADDQ $18, SI
 	ADDQ $18, R10
-	ADDQ $576, DI
+	ADDQ $320, DI
 	DECQ CX
 	JNZ  r4loop
 	VZEROUPPER
@@ -544,8 +438,8 @@ TEXT ·q8RepackAVX2(SB), NOSPLIT, $0-32
 	REPACK_PROLOGUE
 
 r8loop:
-	REPACK_SCALES
-	REPACK_QUANTS(RDEC8)
+	REPACK_SCALES(512)
+	REPACK_QUANTS(RDEC8, RSTORE8)
 	ADDQ $34, SI
 	ADDQ $34, R10
 	ADDQ $576, DI
@@ -554,26 +448,29 @@ r8loop:
 	VZEROUPPER
 	RET
 
-// func q4TileAVX2(nb int, tile, x *byte, xStride, nx int, out *float32, outStride int)
-// out[j*outStride+r] = row r of the tile · activation row j, for r < 8 and j < nx (1..4).
-TEXT ·q4TileAVX2(SB), NOSPLIT, $0-56
+// func q4TileAVX2(nb int, tile, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
+// out[j*outStride+r] = row r of the tile · activation row j, for r < 8 and j < nx (1..4); sums
+// holds 8·Σx of block b of column j at index 4b+j (see q4SumsAVX2).
+TEXT ·q4TileAVX2(SB), NOSPLIT, $0-64
 	TILE_PROLOGUE
+	MOVQ sums+56(FP), BX
 
 t4loop:
-	VCVTPH2PS 512(SI), Y7
-	TCOL4(DI, Y12)
+	VCVTPH2PS 256(SI), Y7
+	TCOL4(DI, (BX), Y12)
 	CMPQ      R11, $2
 	JLT       t4next
-	TCOL4(R10, Y13)
+	TCOL4(R10, 4(BX), Y13)
 	CMPQ      R11, $3
 	JLT       t4next
-	TCOL4(R12, Y14)
+	TCOL4(R12, 8(BX), Y14)
 	CMPQ      R11, $4
 	JLT       t4next
-	TCOL4(R13, Y15)
+	TCOL4(R13, 12(BX), Y15)
 
 t4next:
-	TILE_ADVANCE
+	ADDQ $16, BX
+	TILE_ADVANCE(320)
 	JNZ t4loop
 	JMP tilestore<>(SB)
 
@@ -595,7 +492,7 @@ t8loop:
 	TCOL8(R13, Y15)
 
 t8next:
-	TILE_ADVANCE
+	TILE_ADVANCE(576)
 	JNZ t8loop
 	JMP tilestore<>(SB)
 
@@ -615,5 +512,46 @@ TEXT tilestore<>(SB), NOSPLIT|NOFRAME, $0
 	VMOVUPS Y15, (DX)(R9*4)
 
 tsdone:
+	VZEROUPPER
+	RET
+
+// func q4SumsAVX2(nb int, x *byte, xStride, nx int, dst *int32)
+// dst[4b+j] = 8·Σ of the 32 quants of block b of activation row j, for b < nb and j < nx.
+TEXT ·q4SumsAVX2(SB), NOSPLIT, $0-40
+	MOVQ         nb+0(FP), CX
+	MOVQ         x+8(FP), SI
+	MOVQ         xStride+16(FP), R8
+	MOVQ         nx+24(FP), R11
+	MOVQ         dst+32(FP), DI
+	MOVL         $0x01010101, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x00080008, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+
+sblock:
+	MOVQ SI, R10
+	XORQ AX, AX
+
+scol:
+	VMOVDQU      2(R10), Y0
+	VPMADDUBSW   Y0, Y15, Y0
+	VPMADDWD     Y14, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPADDD       X1, X0, X0
+	VPSHUFD      $0x4e, X0, X1
+	VPADDD       X1, X0, X0
+	VPSHUFD      $0xb1, X0, X1
+	VPADDD       X1, X0, X0
+	VMOVD        X0, (DI)(AX*4)
+	ADDQ         R8, R10
+	INCQ         AX
+	CMPQ         AX, R11
+	JLT          scol
+	ADDQ         $34, SI
+	ADDQ         $16, DI
+	DECQ         CX
+	JNZ          sblock
 	VZEROUPPER
 	RET

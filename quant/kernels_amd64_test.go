@@ -358,12 +358,13 @@ func TestAsmKernelsBounds(t *testing.T) {
 func TestAsmKernelsNoAlloc(t *testing.T) {
 	for _, typ := range asmTypes {
 		asm := requireAsm(t, typ)
-		const k = 256
-		w := make([]byte, typ.RowSize(k))
-		x := make([]byte, MaxCols*ActType(typ).RowSize(k))
-		out := make([]float32, MaxCols)
-		if n := testing.AllocsPerRun(20, func() { asm(k, w, x, ActType(typ).RowSize(k), MaxCols, out) }); n != 0 {
-			t.Errorf("%v: %v allocations per call", typ, n)
+		for _, k := range []int{256, 256 + 3*32 + 7*typ.BlockSize()%32} { // with a tail for every type
+			w := make([]byte, typ.RowSize(k))
+			x := make([]byte, MaxCols*ActType(typ).RowSize(k))
+			out := make([]float32, MaxCols)
+			if n := testing.AllocsPerRun(20, func() { asm(k, w, x, ActType(typ).RowSize(k), MaxCols, out) }); n != 0 {
+				t.Errorf("%v k=%d: %v allocations per call", typ, k, n)
+			}
 		}
 	}
 }

@@ -29,32 +29,44 @@ func tileRowsFixture(t testing.TB, r *rand.Rand, typ Type, nb, rowStride int) []
 
 // repackAsm runs the assembly repack for typ into a 64-byte aligned tile.
 func repackAsm(typ Type, nb int, w []byte, rowStride int) []byte {
-	buf := make([]byte, nb*tileBlockBytes+64)
+	bb, _ := tileBlock(typ)
+	buf := make([]byte, nb*bb+64)
 	tile := buf[tileAlign(&buf[0]):]
 	if typ == Q8_0 {
 		q8RepackAVX2(nb, &w[0], rowStride, &tile[0])
 	} else {
 		q4RepackAVX2(nb, &w[0], rowStride, &tile[0])
 	}
-	return tile[:nb*tileBlockBytes]
+	return tile[:nb*bb]
 }
 
-func tileAsm(typ Type, nb int, tile, x []byte, xStride, nx int, out []float32, outStride int) {
+// tileAsm runs the assembly tile product (for Q4_0 with the activation sums of q4SumsAVX2, which
+// it checks against q4SumsGo).
+func tileAsm(t testing.TB, typ Type, nb int, tile, x []byte, xStride, nx int, out []float32, outStride int) {
 	if typ == Q8_0 {
 		q8TileAVX2(nb, &tile[0], &x[0], xStride, nx, &out[0], outStride)
-	} else {
-		q4TileAVX2(nb, &tile[0], &x[0], xStride, nx, &out[0], outStride)
+		return
 	}
+	sums, want := make([]int32, 4*nb), make([]int32, 4*nb)
+	q4SumsAVX2(nb, &x[0], xStride, nx, &sums[0])
+	q4SumsGo(nb, x, xStride, nx, want)
+	for i := range sums {
+		if i%4 < nx && sums[i] != want[i] {
+			t.Fatalf("activation sum %d (block %d column %d) = %d, Go twin %d", i, i/4, i%4, sums[i], want[i])
+		}
+	}
+	q4TileAVX2(nb, &tile[0], &x[0], xStride, nx, &out[0], outStride, &sums[0])
 }
 
 func repackBoth(t testing.TB, typ Type, nb int, w []byte, rowStride int) []byte {
 	t.Helper()
 	got := repackAsm(typ, nb, w, rowStride)
-	want := make([]byte, nb*tileBlockBytes)
+	bb, _ := tileBlock(typ)
+	want := make([]byte, nb*bb)
 	tileRepackGo(typ, nb, w, rowStride, want)
 	for i := range got {
 		if got[i] != want[i] {
-			b, o := i/tileBlockBytes, i%tileBlockBytes
+			b, o := i/bb, i%bb
 			t.Fatalf("%v nb=%d: repacked byte %d (block %d offset %d) = %#x, Go twin %#x", typ, nb, i, b, o, got[i], want[i])
 		}
 	}
@@ -71,8 +83,8 @@ func checkTile(t testing.TB, typ Type, nb int, w []byte, rowStride int, tile, x 
 	for i := range got {
 		got[i], want[i] = sentinel, sentinel
 	}
-	tileAsm(typ, nb, tile, x, xStride, nx, got, outStride)
-	tileProductGo(nb, tile, x, xStride, nx, want, outStride)
+	tileAsm(t, typ, nb, tile, x, xStride, nx, got, outStride)
+	tileProductGo(typ, nb, tile, x, xStride, nx, want, outStride)
 	k := nb * 32
 	for i := range got {
 		j, r := i/outStride, i%outStride
@@ -106,7 +118,8 @@ func TestTileMatchesGo(t *testing.T) {
 	for _, typ := range tileTypes {
 		requireAsm(t, typ)
 		r := rand.New(rand.NewPCG(11, uint64(typ)))
-		for _, nb := range []int{1, 2, 3, 7, 64, 176, tileMaxBytes / tileBlockBytes} {
+		bb, _ := tileBlock(typ)
+		for _, nb := range []int{1, 2, 3, 7, 64, 176, tileMaxBytes / bb} {
 			rowStride := typ.RowSize(nb*32) + r.IntN(3)*typ.TypeSize()
 			w := tileRowsFixture(t, r, typ, nb, rowStride)
 			tile := repackBoth(t, typ, nb, w, rowStride)
@@ -159,6 +172,30 @@ func TestMatMulTiledDispatch(t *testing.T) {
 	}
 }
 
+// TestMatMulTiledChunks runs Q4_0 rows of the largest k the tiles take, with more tokens than fit
+// in one chunk of activation sums, against the Go kernel.
+func TestMatMulTiledChunks(t *testing.T) {
+	dot := requireAsm(t, Q4_0)
+	nb := tileMaxBytes / tileBlock4
+	k, nRows, nTok := 32*nb, 16, 45
+	if chunk := tileSumsLen / (MaxCols * nb) * MaxCols; nTok <= chunk {
+		t.Fatalf("%d tokens fit in one chunk of %d", nTok, chunk)
+	}
+	f := newMatmulFixture(t, Q4_0, k, nRows, nTok)
+	out := make([]float32, nTok*nRows)
+	MatMul(dot, Q4_0, k, f.w, f.xq, nTok, out, nRows, 0, nRows)
+	for tok := 0; tok < nTok; tok++ {
+		for r := 0; r < nRows; r++ {
+			row, x := f.w[r*f.rowBytes:(r+1)*f.rowBytes], f.xq[tok*f.xRow:(tok+1)*f.xRow]
+			want := Dot(Q4_0, k, row, x)
+			mag := absDot(t, Q4_0, k, row, x)
+			if d := math.Abs(float64(out[tok*nRows+r]) - float64(want)); d > asmRelTol*mag+asmAbsTol {
+				t.Fatalf("tok %d row %d: %v, want %v (|diff| %.3g, Σ|terms| %.3g)", tok, r, out[tok*nRows+r], want, d, mag)
+			}
+		}
+	}
+}
+
 func TestMatMulTiledNoAlloc(t *testing.T) {
 	for _, typ := range tileTypes {
 		dot := requireAsm(t, typ)
@@ -184,7 +221,8 @@ func fuzzTile(f *testing.F, typ Type) {
 			t.Skip("no AVX2")
 		}
 		nx := 1 + int(nxb)%MaxCols
-		nb := min(len(data)/(tileRows*typ.TypeSize()+nx*q8_0Bytes), tileMaxBytes/tileBlockBytes)
+		bb, _ := tileBlock(typ)
+		nb := min(len(data)/(tileRows*typ.TypeSize()+nx*q8_0Bytes), tileMaxBytes/bb)
 		if nb == 0 {
 			return
 		}
@@ -232,9 +270,15 @@ func BenchmarkTile(b *testing.B) {
 			b.Run(fmt.Sprintf("%v/product/k=%d", typ, k), func(b *testing.B) {
 				b.ReportAllocs()
 				best := time.Duration(math.MaxInt64)
+				sums := make([]int32, 4*nb)
+				q4SumsGo(nb, x, nb*q8_0Bytes, MaxCols, sums)
 				for b.Loop() {
 					t0 := time.Now()
-					tileAsm(typ, nb, tile, x, nb*q8_0Bytes, MaxCols, out, tileRows)
+					if typ == Q8_0 {
+						q8TileAVX2(nb, &tile[0], &x[0], nb*q8_0Bytes, MaxCols, &out[0], tileRows)
+					} else {
+						q4TileAVX2(nb, &tile[0], &x[0], nb*q8_0Bytes, MaxCols, &out[0], tileRows, &sums[0])
+					}
 					best = min(best, time.Since(t0))
 				}
 				flops := float64(2 * tileRows * MaxCols * k)
