@@ -136,11 +136,18 @@ const (
 	// tileSumsLen is the length of the stack buffer of Q4_0 activation sums (4 per block and
 	// token group): 64 token groups at k=2048, 23 at 5632, at least 10.
 	tileSumsLen = 16 << 10
-	// tileMinTokens is the fewest tokens for which repacking pays for itself: repacking 8 rows
-	// costs about as much as 1.5 tile products of 4 tokens, and a tile product is about twice as
-	// fast as the single-row kernels.
-	tileMinTokens = 8
 )
+
+// tileMinTokens is the fewest tokens for which repacking rows of wt into tiles pays for itself
+// (measured with BenchmarkMatMulSquare's shapes): Q4_0 tiles are cheap to make and their product
+// is 2.5 times as fast as the single-row kernel's, while a Q8_0 repack costs about two tile
+// products of 4 tokens, which are only 1.6 times as fast.
+func tileMinTokens(wt Type) int {
+	if wt == Q8_0 {
+		return 8
+	}
+	return 2
+}
 
 // tileBlock returns the bytes per block and the scales' offset in a tile of wt (Q4_0 or Q8_0).
 func tileBlock(wt Type) (block, scales int) {
@@ -194,7 +201,7 @@ func matmulTiled(dot DotFunc, wt Type, k int, w []byte, xq []byte, nTok int, out
 	q8 := wt == Q8_0
 	bb, _ := tileBlock(wt)
 	switch {
-	case nTok < tileMinTokens || r1-r0 < tileRows || nb == 0 || nb*bb > tileMaxBytes:
+	case nTok < tileMinTokens(wt) || r1-r0 < tileRows || nb == 0 || nb*bb > tileMaxBytes:
 		return r0
 	case !(wt == Q4_0 && funcPC(dot) == funcPC(asmQ4_0)) && !(q8 && funcPC(dot) == funcPC(asmQ8_0)):
 		return r0

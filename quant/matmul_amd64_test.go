@@ -101,5 +101,5 @@ func TestMatMulAsmNoAlloc(t *testing.T) {
 
 // tiled reports whether MatMul computes row r of rows [r0, r1) with the 8-row tiles.
 func tiled(typ Type, impl string, nTok, r0, r1, r int) bool {
-	return (typ == Q4_0 || typ == Q8_0) && impl == "asm" && hasAVX2 && nTok >= tileMinTokens && r < r0+(r1-r0)/tileRows*tileRows
+	return (typ == Q4_0 || typ == Q8_0) && impl == "asm" && hasAVX2 && nTok >= tileMinTokens(typ) && r < r0+(r1-r0)/tileRows*tileRows
 }

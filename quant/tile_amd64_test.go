@@ -151,7 +151,7 @@ func TestMatMulTiledDispatch(t *testing.T) {
 			tiled bool
 		}{
 			{"asm", asm, 8, true},
-			{"asm few tokens", asm, tileMinTokens - 1, false},
+			{"asm few tokens", asm, tileMinTokens(typ) - 1, false},
 			{"go", DotGo(typ), 8, false},
 			{"wrapped asm", func(k int, w, x []byte, s, nx int, o []float32) { asm(k, w, x, s, nx, o) }, 8, false},
 		} {
