@@ -131,10 +131,13 @@ const (
 	tileBlock8, tileScales8 = 576, 512
 	// tileMaxBytes bounds a tile; with its alignment slack the stack buffer is 128 KiB, the most
 	// the compiler keeps on the stack. Q8_0 rows of up to 227 blocks (k <= 7264) and Q4_0 rows of
-	// up to 409 (k <= 13088) fit.
-	tileMaxBytes = 128<<10 - 64
+	// up to 409 (k <= 13088) fit. Smaller tiles (up to tileSmallBytes) use smaller buffers, which
+	// cost less to zero on every call.
+	tileMaxBytes   = 128<<10 - 64
+	tileSmallBytes = 40<<10 - 64
 	// tileSumsLen is the length of the stack buffer of Q4_0 activation sums (4 per block and
-	// token group): 64 token groups at k=2048, 23 at 5632, at least 10.
+	// token group): 64 token groups at k=2048, 23 at 5632, at least 10; a quarter of that with
+	// small tiles.
 	tileSumsLen = 16 << 10
 )
 
@@ -198,26 +201,38 @@ func tileAlign(p *byte) uintptr { return (64 - uintptr(unsafe.Pointer(p))%64) % 
 // checked the shapes.
 func matmulTiled(dot DotFunc, wt Type, k int, w []byte, xq []byte, nTok int, out []float32, outStride int, r0, r1 int) int {
 	nb := k / 32
-	q8 := wt == Q8_0
 	bb, _ := tileBlock(wt)
 	switch {
 	case nTok < tileMinTokens(wt) || r1-r0 < tileRows || nb == 0 || nb*bb > tileMaxBytes:
 		return r0
-	case !(wt == Q4_0 && funcPC(dot) == funcPC(asmQ4_0)) && !(q8 && funcPC(dot) == funcPC(asmQ8_0)):
+	case !(wt == Q4_0 && funcPC(dot) == funcPC(asmQ4_0)) && !(wt == Q8_0 && funcPC(dot) == funcPC(asmQ8_0)):
 		return r0
+	case nb*bb <= tileSmallBytes:
+		var buf [tileSmallBytes + 64]byte
+		var sums [tileSumsLen / 4]int32
+		return tileRows8(wt, nb, w, xq, nTok, out, outStride, r0, r1, buf[:], sums[:])
 	}
 	var buf [tileMaxBytes + 64]byte
 	var sums [tileSumsLen]int32
-	rowBytes, xRow := wt.RowSize(k), nb*q8_0Bytes
+	return tileRows8(wt, nb, w, xq, nTok, out, outStride, r0, r1, buf[:], sums[:])
+}
+
+// tileRows8 is matmulTiled's loop, with buf (64 bytes more than the tile) and sums (Q4_0
+// activation sums, at least 4*nb) from the caller's stack.
+func tileRows8(wt Type, nb int, w, xq []byte, nTok int, out []float32, outStride, r0, r1 int, buf []byte, sums []int32) int {
+	q8 := wt == Q8_0
+	bb, _ := tileBlock(wt)
+	rowBytes, xRow := wt.RowSize(32*nb), nb*q8_0Bytes
 	// Tokens are taken in chunks whose Q4_0 activation sums fit in sums; each chunk repacks the
 	// tiles again (a chunk has at least 10 token groups, so that costs little).
-	chunk := tileSumsLen / (MaxCols * nb) * MaxCols
+	chunk := len(sums) / (MaxCols * nb) * MaxCols
 	r := r0
 	for c0 := 0; c0 < nTok; c0 += chunk {
 		cn := min(chunk, nTok-c0)
 		_ = xq[(c0+cn)*xRow-1]
 		if !q8 {
 			for g := 0; g*MaxCols < cn; g++ {
+				_ = sums[g*MaxCols*nb+4*nb-1]
 				q4SumsAVX2(nb, &xq[(c0+g*MaxCols)*xRow], xRow, min(MaxCols, cn-g*MaxCols), &sums[g*MaxCols*nb])
 			}
 		}
@@ -226,19 +241,21 @@ func matmulTiled(dot DotFunc, wt Type, k int, w []byte, xq []byte, nTok int, out
 			// The tile is 64-byte aligned so that no chunk load crosses a cache line (the offset
 			// is recomputed for every call: a stack copy keeps it only modulo the stack's
 			// alignment).
+			tile := buf[tileAlign(&buf[0]):]
+			_ = tile[nb*bb-1]
 			if q8 {
-				q8RepackAVX2(nb, &w[r*rowBytes], rowBytes, &buf[tileAlign(&buf[0])])
+				q8RepackAVX2(nb, &w[r*rowBytes], rowBytes, &tile[0])
 			} else {
-				q4RepackAVX2(nb, &w[r*rowBytes], rowBytes, &buf[tileAlign(&buf[0])])
+				q4RepackAVX2(nb, &w[r*rowBytes], rowBytes, &tile[0])
 			}
 			for t0 := c0; t0 < c0+cn; t0 += MaxCols {
 				nx := min(MaxCols, c0+cn-t0)
 				_ = out[(t0+nx-1)*outStride+r+tileRows-1]
 				if q8 {
-					q8TileAVX2(nb, &buf[tileAlign(&buf[0])], &xq[t0*xRow], xRow, nx, &out[t0*outStride+r], outStride)
+					q8TileAVX2(nb, &tile[0], &xq[t0*xRow], xRow, nx, &out[t0*outStride+r], outStride)
 				} else {
-					q4TileAVX2(nb, &buf[tileAlign(&buf[0])], &xq[t0*xRow], xRow, nx, &out[t0*outStride+r], outStride,
-						&sums[(t0-c0)*nb])
+					_ = sums[(t0-c0)*nb+4*nb-1]
+					q4TileAVX2(nb, &tile[0], &xq[t0*xRow], xRow, nx, &out[t0*outStride+r], outStride, &sums[(t0-c0)*nb])
 				}
 			}
 		}

@@ -172,25 +172,43 @@ func TestMatMulTiledDispatch(t *testing.T) {
 	}
 }
 
-// TestMatMulTiledChunks runs Q4_0 rows of the largest k the tiles take, with more tokens than fit
-// in one chunk of activation sums, against the Go kernel.
+// TestMatMulTiledChunks runs small and large tiles (stack buffers), with more tokens than fit in
+// one chunk of activation sums, against the Go kernels.
 func TestMatMulTiledChunks(t *testing.T) {
-	dot := requireAsm(t, Q4_0)
-	nb := tileMaxBytes / tileBlock4
-	k, nRows, nTok := 32*nb, 16, 45
-	if chunk := tileSumsLen / (MaxCols * nb) * MaxCols; nTok <= chunk {
-		t.Fatalf("%d tokens fit in one chunk of %d", nTok, chunk)
-	}
-	f := newMatmulFixture(t, Q4_0, k, nRows, nTok)
-	out := make([]float32, nTok*nRows)
-	MatMul(dot, Q4_0, k, f.w, f.xq, nTok, out, nRows, 0, nRows)
-	for tok := 0; tok < nTok; tok++ {
-		for r := 0; r < nRows; r++ {
-			row, x := f.w[r*f.rowBytes:(r+1)*f.rowBytes], f.xq[tok*f.xRow:(tok+1)*f.xRow]
-			want := Dot(Q4_0, k, row, x)
-			mag := absDot(t, Q4_0, k, row, x)
-			if d := math.Abs(float64(out[tok*nRows+r]) - float64(want)); d > asmRelTol*mag+asmAbsTol {
-				t.Fatalf("tok %d row %d: %v, want %v (|diff| %.3g, Σ|terms| %.3g)", tok, r, out[tok*nRows+r], want, d, mag)
+	for _, c := range []struct {
+		typ        Type
+		nb, nTok   int
+		small      bool
+		wantChunks int
+	}{
+		{Q4_0, tileMaxBytes / tileBlock4, 45, false, 2},
+		{Q4_0, 64, 70, true, 2},
+		{Q8_0, 64, 70, true, 2},
+		{Q8_0, 200, 9, false, 1},
+	} {
+		dot := requireAsm(t, c.typ)
+		bb, _ := tileBlock(c.typ)
+		sumsLen := tileSumsLen
+		if c.small {
+			sumsLen /= 4
+		}
+		chunk := sumsLen / (MaxCols * c.nb) * MaxCols
+		if small := c.nb*bb <= tileSmallBytes; small != c.small || (c.nTok+chunk-1)/chunk != c.wantChunks {
+			t.Fatalf("%v nb=%d: small tile %v, %d chunks of %d tokens: not the case meant", c.typ, c.nb, small, (c.nTok+chunk-1)/chunk, chunk)
+		}
+		k, nRows := 32*c.nb, 16
+		f := newMatmulFixture(t, c.typ, k, nRows, c.nTok)
+		out := make([]float32, c.nTok*nRows)
+		MatMul(dot, c.typ, k, f.w, f.xq, c.nTok, out, nRows, 0, nRows)
+		for tok := 0; tok < c.nTok; tok++ {
+			for r := 0; r < nRows; r++ {
+				row, x := f.w[r*f.rowBytes:(r+1)*f.rowBytes], f.xq[tok*f.xRow:(tok+1)*f.xRow]
+				want := Dot(c.typ, k, row, x)
+				mag := absDot(t, c.typ, k, row, x)
+				if d := math.Abs(float64(out[tok*nRows+r]) - float64(want)); d > asmRelTol*mag+asmAbsTol {
+					t.Fatalf("%v nb=%d tok %d row %d: %v, want %v (|diff| %.3g, Σ|terms| %.3g)",
+						c.typ, c.nb, tok, r, out[tok*nRows+r], want, d, mag)
+				}
 			}
 		}
 	}
@@ -199,10 +217,12 @@ func TestMatMulTiledChunks(t *testing.T) {
 func TestMatMulTiledNoAlloc(t *testing.T) {
 	for _, typ := range tileTypes {
 		dot := requireAsm(t, typ)
-		f := newMatmulFixture(t, typ, 2048, 24, 9)
-		out := make([]float32, 9*24)
-		if n := testing.AllocsPerRun(10, func() { MatMul(dot, typ, 2048, f.w, f.xq, 9, out, 24, 0, 24) }); n != 0 {
-			t.Errorf("%v: tiled MatMul allocates %v times per call", typ, n)
+		for _, k := range []int{2048, 5632} { // small and large tiles
+			f := newMatmulFixture(t, typ, k, 24, 9)
+			out := make([]float32, 9*24)
+			if n := testing.AllocsPerRun(10, func() { MatMul(dot, typ, k, f.w, f.xq, 9, out, 24, 0, 24) }); n != 0 {
+				t.Errorf("%v k=%d: tiled MatMul allocates %v times per call", typ, k, n)
+			}
 		}
 	}
 }
