@@ -49,6 +49,10 @@ type Engine struct {
 	incoming chan *seqState
 	queued   atomic.Int64 // requests submitted but not yet admitted
 	closed   atomic.Bool
+	// sendMu orders Submit's send after its closed check against shutdown setting closed (read
+	// locked by Submit, write locked by shutdown), so that every request sent to incoming is
+	// either received by Run or drained by shutdown, never left there unanswered.
+	sendMu   sync.RWMutex
 	arrivals atomic.Uint64
 
 	// Owned by the Run goroutine.
@@ -142,6 +146,12 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	for _, t := range req.Prompt {
 		smp.Accept(t)
 	}
+	e.sendMu.RLock()
+	defer e.sendMu.RUnlock()
+	if e.closed.Load() { // shut down since the check above: shutdown may have drained incoming
+		e.queued.Add(-1)
+		return nil, ErrClosed
+	}
 	select {
 	case e.incoming <- s:
 		return s.stream, nil
@@ -207,7 +217,9 @@ func (e *Engine) enqueue(s *seqState) {
 }
 
 func (e *Engine) shutdown() {
+	e.sendMu.Lock() // waits for Submits between their closed check and their send
 	e.closed.Store(true)
+	e.sendMu.Unlock()
 	for drained := false; !drained; {
 		select {
 		case s := <-e.incoming:
