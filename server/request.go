@@ -318,8 +318,9 @@ func (g *genParams) setN(n *int, prompts int) error {
 	if n == nil {
 		return nil
 	}
-	if *n < 1 || *n*prompts > maxN {
-		return badRequest("n", "n must be in [1, %d] (per prompt: %d prompts given), got %d", maxN/prompts, prompts, *n)
+	// Compare n with the per-prompt limit: n*prompts would overflow for a huge n and pass.
+	if limit := maxN / max(prompts, 1); *n < 1 || *n > limit {
+		return badRequest("n", "n must be in [1, %d] (per prompt: %d prompts given), got %d", limit, prompts, *n)
 	}
 	g.n = *n
 	return nil

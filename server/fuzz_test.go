@@ -1,0 +1,254 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"testing"
+	"time"
+
+	"ubatch/sample"
+)
+
+// fuzzDeadline bounds one fuzz input's request. The engine's context holds 64 tokens, so any
+// generation ends quickly whatever the body asks for; far longer means a hang.
+const fuzzDeadline = 30 * time.Second
+
+// newFuzzEnv is the server the fuzz targets share across inputs: stories260K behind a running
+// engine with a 64-cell context (a bound on every generation) and a queue deep enough for the
+// most sequences a request may ask for.
+func newFuzzEnv(f *testing.F) *testEnv {
+	return newEnv(f, envOptions{nCtx: 64, nSeq: 4, maxQueue: 2 * maxN})
+}
+
+// fuzzSeeds are bodies every target starts from: valid requests of each route's forms and
+// near misses.
+var fuzzSeeds = []string{
+	`{"prompt": "Once upon a time", "max_tokens": 3, "temperature": 0}`,
+	`{"prompt": ["a", [1, 2, 3]], "n": 2, "max_tokens": 2, "stream": true, "stream_options": {"include_usage": true}}`,
+	`{"prompt": [[5, 6], [7]], "logprobs": 3, "max_tokens": 2, "stop": ["the", ""], "priority": "high"}`,
+	`{"prompt": "x", "n_predict": 0, "seed": -1, "top_k": 5, "top_p": 0.5, "min_p": 0.1, "priority": -3}`,
+	`{"prompt": "x", "max_tokens": 2, "logprobs": true, "top_logprobs": 20, "ignore_eos": true, "stop": "a"}`,
+	`{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2, "stream": true}`,
+	`{"messages": [{"role": "system", "content": null}, {"role": "user", "content": [{"type": "text", "text": "Hi"}]}], ` +
+		`"n": 3, "max_completion_tokens": 2, "tools": [{"type": "function"}], "chat_template_kwargs": {"x": 1}}`,
+	`{"prompt": "Hi", "n_predict": 2, "stream": true, "return_tokens": true, "repeat_penalty": 1.1, "repeat_last_n": -1}`,
+	`{"prompt": [1, 2], "n_predict": -1, "frequency_penalty": 2, "presence_penalty": -2, "cache_prompt": true}`,
+	`{"prompt": "x", "n": 64, "max_tokens": 1}`,
+	// n times the prompt count used to overflow past the limit, then panic or spin in generate.
+	`{"prompt": ["a", "b"], "n": 9223372036854775807, "max_tokens": 1}`,
+	`{"prompt": ["a", "b", "c", "d"], "n": 4611686018427387905, "max_tokens": 1}`,
+	`{"prompt": [], "max_tokens": 1}`, `{"prompt": [[]]}`, `{"prompt": [99999]}`, `{"prompt": null}`,
+	`{"messages": []}`, `{"messages": [null]}`, `{"messages": [{"role": 5}]}`, `[1]`, `"x"`, `null`, ``, `{`,
+	`{"temperature": "hot"}`, `{"prompt": "x", "temperature": 1e400}`, `{"prompt": "x", "max_tokens": 0}`,
+}
+
+func FuzzCompletions(f *testing.F) {
+	fuzzRoute(f, "/v1/completions", func(s *Server, body []byte) error {
+		var req completionRequest
+		if err := decodeBytes(body, &req); err != nil {
+			return err
+		}
+		g, prompts, err := s.completionParams(&req)
+		if err == nil {
+			err = checkGen(s, g, prompts)
+		}
+		return err
+	})
+}
+
+func FuzzChatCompletions(f *testing.F) {
+	fuzzRoute(f, "/v1/chat/completions", func(s *Server, body []byte) error {
+		var req chatRequest
+		if err := decodeBytes(body, &req); err != nil {
+			return err
+		}
+		g, prompt, err := s.chatParams(&req)
+		if err == nil {
+			err = checkGen(s, g, [][]int32{prompt})
+		}
+		return err
+	})
+}
+
+func FuzzLlamaCompletion(f *testing.F) {
+	fuzzRoute(f, "/completion", func(s *Server, body []byte) error {
+		// The handler's parsing steps, in its order.
+		var req llamaCompletionRequest
+		if err := decodeBytes(body, &req); err != nil {
+			return err
+		}
+		g, err := req.params(sample.DefaultParams(), s.cfg.Model.Vocab.EOG())
+		if err != nil {
+			return err
+		}
+		inputs, err := parsePrompts(req.Prompt)
+		if err != nil {
+			return err
+		}
+		if len(inputs) != 1 {
+			return nil
+		}
+		prompt, err := s.promptTokens(inputs[0])
+		if err == nil {
+			err = checkGen(s, g, [][]int32{prompt})
+		}
+		return err
+	})
+}
+
+// decodeBytes runs decodeBody over body.
+func decodeBytes(body []byte, v any) error {
+	r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+	return decodeBody(httptest.NewRecorder(), r, DefaultMaxBodyBytes, v)
+}
+
+// errInvariant marks a parsed request that breaks a limit the handlers rely on.
+var errInvariant = errors.New("invariant broken")
+
+// checkGen checks what the parsers accepted: the limits the generation relies on hold.
+func checkGen(s *Server, g genParams, prompts [][]int32) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{errInvariant}, args...)...)
+	}
+	switch {
+	case len(prompts) == 0 || len(prompts) > maxN:
+		return bad("%d prompts", len(prompts))
+	case g.n < 1 || g.n > maxN/len(prompts):
+		return bad("n=%d with %d prompts: more than %d sequences", g.n, len(prompts), maxN)
+	case g.maxTokens < 0 || g.topLogprobs < 0 || g.topLogprobs > maxTopLogprobs || g.topLogprobs > 0 && !g.logprobs:
+		return bad("max tokens %d, logprobs %v top %d", g.maxTokens, g.logprobs, g.topLogprobs)
+	case len(g.stop) > maxStopStrings:
+		return bad("%d stop strings", len(g.stop))
+	}
+	for _, st := range g.stop {
+		if st == "" || len(st) > maxStopLen {
+			return bad("stop string %q", st)
+		}
+	}
+	for i, p := range prompts {
+		if len(p) == 0 {
+			return bad("prompt %d is empty", i)
+		}
+		for _, tok := range p {
+			if tok < 0 || int(tok) >= s.cfg.Model.Vocab.VocabSize() {
+				return bad("prompt %d has token %d", i, tok)
+			}
+		}
+	}
+	return nil
+}
+
+// fuzzRoute fuzzes the JSON body of one route: parse checks what the route's parsers accept
+// (they must reject bad input with a 400, never panic, and accept only requests within the
+// limits), then the whole handler serves the body against the real engine: it must answer in
+// time, with a well-formed response, and leave no sequence behind.
+func fuzzRoute(f *testing.F, path string, parse func(*Server, []byte) error) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	e := newFuzzEnv(f)
+	h := e.srv.Handler()
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if err := parse(e.srv, body); err != nil {
+			var ae *apiError
+			if errors.Is(err, errInvariant) || !errors.As(err, &ae) || ae.status != http.StatusBadRequest && ae.status != http.StatusInternalServerError {
+				t.Fatalf("parsing %q: %v", body, err)
+			}
+		}
+		status, ctype, resp := serveFuzz(t, h, path, body)
+		checkFuzzResponse(t, body, status, ctype, resp)
+		deadline := time.Now().Add(fuzzDeadline)
+		for st := e.eng.Stats(); st.Running > 0 || st.Waiting > 0 || st.KV.Used > 0; st = e.eng.Stats() {
+			if time.Now().After(deadline) {
+				t.Fatalf("body %q: the engine kept sequences after the response: %+v", body, st)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+}
+
+// serveFuzz runs the handler on body, failing with the goroutine stacks if it hangs and with
+// the stack of a panic.
+func serveFuzz(t *testing.T, h http.Handler, path string, body []byte) (int, string, []byte) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, path, bytes.NewReader(body))
+	rec := httptest.NewRecorder()
+	done := make(chan string, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- fmt.Sprintf("%v\n%s", p, debug.Stack())
+				return
+			}
+			done <- ""
+		}()
+		h.ServeHTTP(rec, req)
+	}()
+	select {
+	case p := <-done:
+		if p != "" {
+			t.Fatalf("POST %s %q panicked: %s", path, body, p)
+		}
+	case <-time.After(fuzzDeadline):
+		buf := make([]byte, 1<<20)
+		t.Fatalf("POST %s %q: no answer after %v\n%s", path, body, fuzzDeadline, buf[:runtime.Stack(buf, true)])
+	}
+	return rec.Code, rec.Header().Get("Content-Type"), rec.Body.Bytes()
+}
+
+// checkFuzzResponse checks a response's shape: a JSON error with a client-error status, a JSON
+// object, or an event stream of JSON objects without error events.
+func checkFuzzResponse(t *testing.T, body []byte, status int, ctype string, resp []byte) {
+	t.Helper()
+	switch status {
+	case http.StatusOK:
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusTooManyRequests:
+		var eb errorBody
+		if err := json.Unmarshal(resp, &eb); err != nil || eb.Error.Message == "" {
+			t.Fatalf("body %q: status %d with a malformed error %q", body, status, resp)
+		}
+		return
+	default:
+		t.Fatalf("body %q: status %d: %s", body, status, resp)
+	}
+	if ctype != "text/event-stream" {
+		var v map[string]any
+		if err := json.Unmarshal(resp, &v); err != nil {
+			t.Fatalf("body %q: response is not a JSON object: %v: %q", body, err, resp)
+		}
+		return
+	}
+	sc := bufio.NewScanner(bytes.NewReader(resp))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			continue
+		}
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			t.Fatalf("body %q: SSE line %q", body, line)
+		}
+		if data == "[DONE]" {
+			continue
+		}
+		var v map[string]any
+		if err := json.Unmarshal([]byte(data), &v); err != nil {
+			t.Fatalf("body %q: event %q is not a JSON object: %v", body, data, err)
+		}
+		if _, isErr := v["error"]; isErr {
+			t.Fatalf("body %q: error event %s", body, data)
+		}
+	}
+}
