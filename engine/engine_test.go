@@ -42,7 +42,7 @@ func newFake(t *testing.T, blocks, blockSize, seqs int) *fakeDecoder {
 func (f *fakeDecoder) KV() *kvcache.Cache { return f.kv }
 
 func (f *fakeDecoder) Decode(b *batch.Batch) error {
-	if err := b.Validate(vocab, 1<<20); err != nil {
+	if err := b.Validate(vocab, f.kv.Config().MaxSeqs); err != nil {
 		return err
 	}
 	f.cells = append(f.cells[:0], make([]int32, b.Len())...)
@@ -162,6 +162,7 @@ func TestConcurrentRequestsMatchAlone(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newFake(t, tc.blocks, 4, 8)
+			d.delay = 200 * time.Microsecond // keep the 8 requests overlapping, so they batch and compete for blocks
 			e := start(t, d, Limits{NCtx: tc.blocks * 4, NSeqMax: 8, NBatch: 64, Vocab: vocab},
 				Config{BatchSize: tc.batchSize, ChunkSize: tc.chunk, Policy: tc.policy, MaxQueue: 32})
 			var wg sync.WaitGroup
