@@ -87,7 +87,7 @@ func quantizeQ8_0(src []float32, dst []byte) {
 		binary.LittleEndian.PutUint16(blk, F32ToF16(d))
 		qs := blk[2:34]
 		for i, v := range x {
-			qs[i] = byte(int8(clamp32(roundAway(v*id), -128, 127)))
+			qs[i] = byte(int8(roundAway127(v * id)))
 		}
 	}
 }
@@ -161,6 +161,16 @@ func quantizeQ8_K(src []float32, dst []byte) {
 		}
 		binary.LittleEndian.PutUint32(blk, math.Float32bits(1/iscale))
 	}
+}
+
+// roundAway127 rounds f, |f| <= 127.5, half away from zero like roundf, clamped to [-128, 127].
+// Activations are quantized once per matmul input, so this avoids roundAway's float64 path:
+// with |f| < 128, f ± 0.5 is exact in float32 and truncation then rounds.
+func roundAway127(f float32) int32 {
+	if f >= 0 {
+		return min(int32(f+0.5), 127)
+	}
+	return max(int32(f-0.5), -128)
 }
 
 func abs32(f float32) float32 { return math.Float32frombits(math.Float32bits(f) &^ (1 << 31)) }
