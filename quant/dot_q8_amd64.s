@@ -340,6 +340,9 @@ TEXT ·dotQ4_0AVX2Asm(SB), NOSPLIT, $0-48
 	PROLOGUE
 
 q4l4:
+	// Decode streams each weight once: fetch 4 KiB ahead, as the K-quant kernels do.
+	PREFETCHT0 4096(SI)
+	PREFETCHT0 4160(SI)
 	Q4DEC(0, Y0, Y1)
 	Q4DEC(18, Y2, Y3)
 	Q4DEC(36, Y4, Y5)
@@ -381,6 +384,9 @@ TEXT ·dotQ8_0AVX2Asm(SB), NOSPLIT, $0-48
 	PROLOGUE
 
 q8l4:
+	PREFETCHT0 4096(SI)
+	PREFETCHT0 4160(SI)
+	PREFETCHT0 4224(SI)
 	Q8DEC(0, Y0, Y1)
 	Q8DEC(34, Y2, Y3)
 	Q8DEC(68, Y4, Y5)
