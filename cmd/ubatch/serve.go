@@ -31,10 +31,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var np int
 	fs.IntVar(&np, "np", 16, "most sequences decoded together; each of a request's n choices is one (llama.cpp's --parallel)")
 	fs.IntVar(&np, "parallel", 16, "same as -np")
-	batchSize := fs.Int("batch-size", 512, "token budget of one engine step: one decode token per running sequence plus prompt chunks (at most -b)")
-	chunkSize := fs.Int("chunk-size", 256, "most prompt tokens of one sequence per step, so long prompts do not stall other streams")
+	// The defaults favour latency on a CPU: a step's time grows with its tokens, and every running
+	// stream waits for the whole step, so small steps keep inter-token gaps short while long
+	// prompts arrive. For throughput on prompt-heavy loads raise both (e.g. 512 and 256).
+	batchSize := fs.Int("batch-size", 96, "token budget of one engine step: one decode token per running sequence plus prompt chunks (at most -b); smaller = steadier streams, larger = faster prompts")
+	chunkSize := fs.Int("chunk-size", 32, "most prompt tokens of one sequence per step, so long prompts do not stall other streams")
 	maxQueue := fs.Int("max-queue", 64, "requests waiting for a free sequence slot; beyond it requests get 429 with Retry-After")
-	policy := fs.String("policy", "fcfs", "order of prompt chunks of equal priority: fcfs (arrival order) or sjf (shortest remaining prompt first)")
+	policy := fs.String("policy", "sjf", "order of prompt chunks of equal priority: sjf (shortest remaining prompt first, so short requests are not stuck behind long ones) or fcfs (arrival order)")
 	apiKey := fs.String("api-key", "", "require \"Authorization: Bearer KEY\" on every route but /health (default: no key)")
 	alias := fs.String("alias", "", "model id the API reports (default: the model file name)")
 	maxBody := fs.Int64("max-body", server.DefaultMaxBodyBytes, "largest request body in bytes (413 beyond it)")
