@@ -144,12 +144,15 @@ const (
 // tileMinTokens is the fewest tokens for which repacking rows of wt into tiles pays for itself
 // (measured with BenchmarkMatMulSquare's shapes): Q4_0 tiles are cheap to make and their product
 // is 2.5 times as fast as the single-row kernel's, while a Q8_0 repack costs about two tile
-// products of 4 tokens, which are only 1.6 times as fast.
+// products of 4 tokens, which are only 1.6 times as fast. With weights streamed from memory
+// (a 1.1B model), the prefetching single-row kernel keeps 2 and 3 tokens faster than Q4_0 tiles:
+// batched decode of tinyllama Q4_0 at B=2 went from 17-20 to 20-23 tokens/s with the threshold
+// at 4 (`ubatch bench --batched -npp 16 -ntg 32 -npl 2,3`, two runs each).
 func tileMinTokens(wt Type) int {
 	if wt == Q8_0 {
 		return 8
 	}
-	return 2
+	return 4
 }
 
 // tileBlock returns the bytes per block and the scales' offset in a tile of wt (Q4_0 or Q8_0).
