@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"time"
 
 	"ubatch/hub"
@@ -87,21 +88,22 @@ func (f *modelFlags) open(ctx context.Context, stderr io.Writer) (*model.Model, 
 type samplingFlags struct {
 	temp, topP, minP, repeatPenalty, freqPenalty, presPenalty float64
 	topK, repeatLastN                                         int
-	seed                                                      uint64
+	seed                                                      int64
 	ignoreEOS                                                 bool
 }
 
 func (s *samplingFlags) register(fs *flag.FlagSet) {
 	d := sample.DefaultParams()
-	fs.Float64Var(&s.temp, "temp", float64(d.Temperature), "temperature; 0 = greedy")
+	f64 := func(x float32) float64 { return math.Round(float64(x)*1e6) / 1e6 } // 0.05, not 0.0500000007
+	fs.Float64Var(&s.temp, "temp", f64(d.Temperature), "temperature; 0 = greedy")
 	fs.IntVar(&s.topK, "top-k", d.TopK, "top-k sampling (0 = off)")
-	fs.Float64Var(&s.topP, "top-p", float64(d.TopP), "top-p (nucleus) sampling (1 = off)")
-	fs.Float64Var(&s.minP, "min-p", float64(d.MinP), "min-p sampling (0 = off)")
-	fs.Float64Var(&s.repeatPenalty, "repeat-penalty", float64(d.RepeatPenalty), "penalty for repeated tokens (1 = off)")
+	fs.Float64Var(&s.topP, "top-p", f64(d.TopP), "top-p (nucleus) sampling (1 = off)")
+	fs.Float64Var(&s.minP, "min-p", f64(d.MinP), "min-p sampling (0 = off)")
+	fs.Float64Var(&s.repeatPenalty, "repeat-penalty", f64(d.RepeatPenalty), "penalty for repeated tokens (1 = off)")
 	fs.IntVar(&s.repeatLastN, "repeat-last-n", d.RepeatLastN, "tokens of history the penalties look at (-1 = all)")
 	fs.Float64Var(&s.freqPenalty, "frequency-penalty", 0, "frequency penalty (0 = off)")
 	fs.Float64Var(&s.presPenalty, "presence-penalty", 0, "presence penalty (0 = off)")
-	fs.Uint64Var(&s.seed, "seed", uint64(time.Now().UnixNano()), "random seed (default: from the clock)")
+	fs.Int64Var(&s.seed, "seed", -1, "random seed; -1 = from the clock")
 	fs.BoolVar(&s.ignoreEOS, "ignore-eos", false, "keep generating past the end-of-generation token")
 }
 
@@ -109,6 +111,13 @@ func (s *samplingFlags) params() sample.Params {
 	return sample.Params{
 		Temperature: float32(s.temp), TopK: s.topK, TopP: float32(s.topP), MinP: float32(s.minP),
 		RepeatPenalty: float32(s.repeatPenalty), RepeatLastN: s.repeatLastN,
-		FrequencyPenalty: float32(s.freqPenalty), PresencePenalty: float32(s.presPenalty), Seed: s.seed,
+		FrequencyPenalty: float32(s.freqPenalty), PresencePenalty: float32(s.presPenalty), Seed: s.seedValue(),
 	}
+}
+
+func (s *samplingFlags) seedValue() uint64 {
+	if s.seed < 0 {
+		return uint64(time.Now().UnixNano())
+	}
+	return uint64(s.seed)
 }
