@@ -164,13 +164,12 @@ func quantizeQ8_K(src []float32, dst []byte) {
 }
 
 // roundAway127 rounds f, |f| <= 127.5, half away from zero like roundf, clamped to [-128, 127].
-// Activations are quantized once per matmul input, so this avoids roundAway's float64 path:
-// with |f| < 128, f ± 0.5 is exact in float32 and truncation then rounds.
+// Activations are quantized once per matmul input, so this avoids roundAway's float64 path and
+// any branch on the sign (unpredictable on activations): with |f| < 128, f ± 0.5 (the half taking
+// f's sign bit) is exact in float32 and truncation then rounds.
 func roundAway127(f float32) int32 {
-	if f >= 0 {
-		return min(int32(f+0.5), 127)
-	}
-	return max(int32(f-0.5), -128)
+	half := math.Float32frombits(0x3f000000 | math.Float32bits(f)&0x80000000)
+	return min(max(int32(f+half), -128), 127)
 }
 
 func abs32(f float32) float32 { return math.Float32frombits(math.Float32bits(f) &^ (1 << 31)) }
