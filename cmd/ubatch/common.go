@@ -29,7 +29,7 @@ type modelFlags struct {
 
 func (f *modelFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.path, "m", "", "model: a GGUF path or hf://ORG/REPO/FILE.gguf (default: the demo model stories260K.gguf)")
-	fs.IntVar(&f.ctx, "c", 0, "KV cache size in tokens, shared by all sequences (0 = the model's training context, at most 4096)")
+	fs.IntVar(&f.ctx, "c", 0, "KV cache size in tokens, shared by all sequences (0 = the model's training context, at most 4096; for serve, room for every parallel sequence: up to 2048 tokens each within 2 GiB)")
 	fs.IntVar(&f.threads, "t", 0, "worker threads (0 = all cores)")
 	fs.IntVar(&f.batch, "b", 2048, "logical batch size: most tokens one decode call takes")
 	fs.IntVar(&f.ubatch, "ub", 512, "physical batch size: most tokens one forward pass computes")

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"ubatch/engine"
+	"ubatch/model/llama"
 	"ubatch/server"
 )
 
@@ -62,7 +63,11 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer m.Close()
-	lctx, err := mf.newContext(m, np, nil)
+	lctx, err := mf.newContext(m, np, func(o *llama.Options) {
+		if o.NCtx == 0 { // no -c: room for every slot, as llama.cpp's server gives n_ctx per slot
+			o.NCtx = serveKVCells(m.LLM, np)
+		}
+	})
 	if err != nil {
 		return err
 	}
@@ -125,4 +130,11 @@ func checkServeFlags(np, batchSize, chunkSize, maxQueue, port int, maxBody int64
 		return fmt.Errorf("--policy %q: use fcfs or sjf", policy)
 	}
 	return nil
+}
+
+// serveKVCells sizes the default KV cache of the server: each of np sequences may reach the
+// model's training context (at most 2048 tokens), within 2 GiB of F16 K and V.
+func serveKVCells(m *llama.Model, np int) int {
+	perCell := 2 * 2 * m.NLayers * m.KVDim() // K and V, F16
+	return max(512, min(np*min(m.CtxTrain, 2048), (2<<30)/perCell))
 }
