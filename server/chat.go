@@ -15,18 +15,11 @@ import (
 // chatRequest is the body of POST /v1/chat/completions.
 type chatRequest struct {
 	samplingFields
-	Model               string          `json:"model"`
-	Messages            json.RawMessage `json:"messages"`
-	MaxTokens           *int            `json:"max_tokens"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	N                   *int            `json:"n"`
-	Stream              bool            `json:"stream"`
-	StreamOptions       *streamOptions  `json:"stream_options"`
-	Logprobs            json.RawMessage `json:"logprobs"`
-	TopLogprobs         *int            `json:"top_logprobs"`
-	Tools               json.RawMessage `json:"tools"`
-	ChatTemplateKwargs  map[string]any  `json:"chat_template_kwargs"` // llama.cpp: extra template variables
-	User                string          `json:"user"`
+	openAIFields
+	Messages           json.RawMessage `json:"messages"`
+	TopLogprobs        *int            `json:"top_logprobs"`
+	Tools              json.RawMessage `json:"tools"`
+	ChatTemplateKwargs map[string]any  `json:"chat_template_kwargs"` // llama.cpp: extra template variables
 }
 
 type chatMessage struct {

@@ -18,19 +18,24 @@ type streamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
 }
 
-// completionRequest is the body of POST /v1/completions.
-type completionRequest struct {
-	samplingFields
+// openAIFields are the request fields /v1/completions and /v1/chat/completions share.
+type openAIFields struct {
 	Model               string          `json:"model"`
-	Prompt              json.RawMessage `json:"prompt"`
 	MaxTokens           *int            `json:"max_tokens"`
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
 	N                   *int            `json:"n"`
 	Stream              bool            `json:"stream"`
 	StreamOptions       *streamOptions  `json:"stream_options"`
 	Logprobs            json.RawMessage `json:"logprobs"`
-	Echo                bool            `json:"echo"`
 	User                string          `json:"user"`
+}
+
+// completionRequest is the body of POST /v1/completions.
+type completionRequest struct {
+	samplingFields
+	openAIFields
+	Prompt json.RawMessage `json:"prompt"`
+	Echo   bool            `json:"echo"`
 }
 
 // completionLogprobs is the legacy completions logprobs object: parallel lists, one entry per
