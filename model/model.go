@@ -39,10 +39,12 @@ func Open(path string) (*Model, error) {
 		return nil, fmt.Errorf("model %s: %w", path, err)
 	}
 	if m.Vocab, err = tokenizer.FromGGUF(f); err != nil {
+		m.LLM.Close()
 		f.Close()
 		return nil, fmt.Errorf("model %s: tokenizer: %w", path, err)
 	}
 	if m.Vocab.VocabSize() != m.LLM.Vocab {
+		m.LLM.Close()
 		f.Close()
 		return nil, fmt.Errorf("model %s: tokenizer has %d tokens but token_embd has %d rows", path, m.Vocab.VocabSize(), m.LLM.Vocab)
 	}
@@ -59,21 +61,27 @@ func (m *Model) ChatTemplate() string {
 	return s
 }
 
-// Close unmaps the file; the Model must not be used afterwards.
-func (m *Model) Close() error { return m.File.Close() }
+// Close frees the packed weights and unmaps the file; the Model must not be used afterwards.
+func (m *Model) Close() error {
+	err := m.LLM.Close()
+	if ferr := m.File.Close(); err == nil {
+		err = ferr
+	}
+	return err
+}
 
-// Prefetch reads every tensor once, page by page, so that the first forward pass does not stall
-// on page faults. progress (may be nil) is called with bytes done and total as it goes.
+// Prefetch reads every weight matrix once, page by page, so that the first forward pass does not
+// stall on page faults. progress (may be nil) is called with bytes done and total as it goes.
 func (m *Model) Prefetch(progress func(done, total int64)) {
 	var total, done int64
-	for i := range m.File.Tensors {
-		total += int64(len(m.File.Tensors[i].Data))
+	tensors := m.LLM.Tensors()
+	for _, t := range tensors {
+		total += int64(len(t))
 	}
 	const page, report = 4096, 32 << 20
 	var sink byte
 	next := int64(report)
-	for i := range m.File.Tensors {
-		data := m.File.Tensors[i].Data
+	for _, data := range tensors {
 		for off := 0; off < len(data); off += page {
 			sink += data[off]
 		}

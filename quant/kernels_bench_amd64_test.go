@@ -15,14 +15,6 @@ var benchImpls = []struct {
 	get  func(Type) DotFunc
 }{
 	{"asm", func(t Type) DotFunc { return asmKernels[t] }},
-	// asm-rows is the assembly kernel behind a wrapper, which MatMul does not replace by tiles.
-	{"asm-rows", func(t Type) DotFunc {
-		k := asmKernels[t]
-		if k == nil {
-			return nil
-		}
-		return func(n int, w, x []byte, s, nx int, out []float32) { k(n, w, x, s, nx, out) }
-	}},
 	{"go", DotGo},
 }
 

@@ -7,20 +7,14 @@ import "fmt"
 // L1), large enough that the per-block overhead is nothing.
 const matmulBlockBytes = 96 << 10
 
-// tiledMatMul, when set (by the amd64 kernels' init), may compute a leading part of MatMul's rows
-// with a multi-row kernel equivalent to dot; it returns the first row it left undone.
-var tiledMatMul func(dot DotFunc, wt Type, k int, w []byte, xq []byte, nTok int, out []float32, outStride int, r0, r1 int) int
-
 // MatMul computes out[t*outStride+r] = dot(row r of w, activation row t) for r in [r0, r1) and t in
 // [0, nTok), using the DotFunc dot for weight type wt. w holds weight rows of wt.RowSize(k) bytes
 // each (at least r1 of them); xq holds nTok activation rows of ActType(wt).RowSize(k) bytes each,
 // as written by QuantizeAct. Tokens are taken MaxCols at a time so each weight row is decoded once
 // per group, and the rows are taken in blocks of about matmulBlockBytes that are applied to every
 // token group before the next block is touched, so each weight byte is read from memory once per
-// call however many tokens there are (later groups find the block in cache). With several tokens
-// and the assembly Q4_0 or Q8_0 kernel, rows are instead taken 8 at a time through tiledMatMul
-// (see matmulTiled in dot_q8_amd64.go), which computes the same dot products summed in another
-// order.
+// call however many tokens there are (later groups find the block in cache). Q4_0 and Q8_0
+// weights packed by PackRows go through MatMulPacked instead.
 //
 // Only out[t*outStride+r] for r in [r0, r1) is written (and, transiently, read), so goroutines may
 // run MatMul on disjoint row ranges of the same out concurrently; outStride must be >= r1 when
@@ -41,12 +35,6 @@ func MatMul(dot DotFunc, wt Type, k int, w []byte, xq []byte, nTok int, out []fl
 		panic(fmt.Sprintf("quant.MatMul: %d activation rows of %d bytes do not fit in %d bytes", nTok, xRow, len(xq)))
 	case (nTok > 1 && outStride < r1) || len(out) < (nTok-1)*outStride+r1:
 		panic(fmt.Sprintf("quant.MatMul: out of %d floats with stride %d cannot hold %d tokens x %d rows", len(out), outStride, nTok, r1))
-	}
-
-	if tiledMatMul != nil {
-		if r0 = tiledMatMul(dot, wt, k, w, xq, nTok, out, outStride, r0, r1); r0 >= r1 {
-			return
-		}
 	}
 
 	// A DotFunc writes its nx results contiguously, but our outputs for one weight row are

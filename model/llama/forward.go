@@ -170,6 +170,11 @@ func (t *matmulTask) Do(i, _ int) {
 			continue
 		}
 		w := job.w
+		if w.packed {
+			r0, r1 := ops.Split(w.Rows, job.chunks, quant.PanelRows, i)
+			quant.MatMulPacked(w.Type, w.Cols, w.Data, job.xq, t.n, job.out, w.Rows, r0, r1)
+			return
+		}
 		r0, r1 := ops.Split(w.Rows, job.chunks, 4, i)
 		quant.MatMul(w.dot, w.Type, w.Cols, w.Data, job.xq, t.n, job.out, w.Rows, r0, r1)
 		return

@@ -24,13 +24,16 @@ type Config struct {
 func (c Config) KVDim() int { return c.NKVHeads * c.HeadDim }
 
 // Weight is a 2-D weight matrix of Rows rows, each Cols elements of Type, row-major as in the
-// GGUF file (GGUF dims [Cols, Rows]). Data is a slice of the memory-mapped file.
+// GGUF file (GGUF dims [Cols, Rows]). Data is a slice of the memory-mapped file, or, once packed
+// (Q4_0 and Q8_0 where the CPU has panel kernels, see Model.pack), the same bytes rearranged
+// into 8-row panels for quant.MatMulPacked.
 type Weight struct {
 	Name       string
 	Type       quant.Type
 	Rows, Cols int
 	Data       []byte
 	dot        quant.DotFunc
+	packed     bool
 }
 
 // RowBytes is the size of one row in bytes.
@@ -51,13 +54,16 @@ type Model struct {
 	OutNorm []float32
 	Output  Weight // output.weight, or token_embd when tied
 	Layers  []Layer
+
+	packed []byte // the buffer of packed weights (see pack), freed by Close
 }
 
 // Architectures lists the general.architecture values this package runs.
 var Architectures = []string{"llama"}
 
-// Load builds a Model over an open GGUF file. The weights stay in the file's mapping: f must
-// stay open while the Model is used.
+// Load builds a Model over an open GGUF file. The weights stay in the file's mapping, except
+// those it packs (see pack): f must stay open while the Model is used, and Close frees the
+// packed weights.
 func Load(f *gguf.File) (*Model, error) {
 	arch := f.Architecture()
 	if arch != "llama" {
@@ -161,6 +167,10 @@ func Load(f *gguf.File) (*Model, error) {
 				return nil, err
 			}
 		}
+	}
+	if err := m.pack(); err != nil {
+		m.Close()
+		return nil, err
 	}
 	return m, nil
 }

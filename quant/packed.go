@@ -1,0 +1,218 @@
+package quant
+
+import "fmt"
+
+// Packed weights: Q4_0 and Q8_0 matrices rearranged once, at load time, into panels of 8 rows so
+// that a kernel holds the same few elements of all 8 rows in one register. The products of a block
+// then accumulate vertically, one 32-bit lane per row, and a block costs one conversion and one
+// FMA per token for 8 rows instead of a horizontal reduction per row (what the single-row kernels
+// spend most of their time on). Packing keeps every byte: a packed matrix is exactly as large as
+// the file's, and panel p occupies the bytes of rows [8p, 8p+8), so row ranges that are multiples
+// of 8 keep their offsets.
+//
+// Panel layout, for nb blocks of 32 elements per row:
+//
+//	quants: nb blocks of QB bytes; in block b, chunk c (32 bytes) holds in dword lane r four bytes
+//	        of row r's block b. Q8_0 (QB=256): chunk c in 0..7 holds quants 4c..4c+3. Q4_0
+//	        (QB=128): chunk c in 0..3 holds the file's quant bytes 4c..4c+3, whose low nibbles are
+//	        elements 4c..4c+3 and high nibbles elements 16+4c..16+4c+3.
+//	scales: nb blocks of 16 bytes: the 8 rows' f16 scales of block b, row r at 2r.
+
+// PanelRows is the number of rows in a panel of packed weights.
+const PanelRows = 8
+
+// The panel kernels compute out[j*outStride+r] = row r of the panel at w (nb blocks) · activation
+// row j (Q8_0 blocks at x[j*xStride:]) for r < 8 and j < nx (1 <= nx <= MaxCols), and write
+// nothing else. For Q4_0, sums[4b+j] must hold 8·Σ of the quants of block b of activation row j
+// (q4SumsGo). panelKernel picks the assembly (panelAVX2) when hasPanelAsm, else the Go twin
+// panelProductGo; both are called directly so that the callers' stack buffers stay on the stack.
+
+// hasPanelAsm is set by init where the assembly panel kernels run; tests clear it to run the Go
+// twins through the same code.
+var hasPanelAsm bool
+
+func panelKernel(wt Type, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
+	if hasPanelAsm {
+		panelAVX2(wt, nb, w, x, xStride, nx, out, outStride, sums)
+		return
+	}
+	panelProductGo(wt, nb, w, x, xStride, nx, out, outStride)
+}
+
+// q4SumsKernel is q4SumsGo, in assembly where there is a panel kernel.
+func q4SumsKernel(nb int, x []byte, xStride, nx int, dst []int32) {
+	if hasPanelAsm {
+		q4Sums(nb, x, xStride, nx, dst)
+		return
+	}
+	q4SumsGo(nb, x, xStride, nx, dst)
+}
+
+// CanPack reports whether weights of type wt with rows rows of k elements can be packed and
+// multiplied by MatMulPacked with a fast kernel on this CPU. Without one (no AVX2, or another
+// architecture), weights are better left as they are for the single-row kernels.
+func CanPack(wt Type, k, rows int) bool {
+	return hasPanelAsm && (wt == Q4_0 || wt == Q8_0) && k > 0 && k%32 == 0 && k <= maxPackedK && rows > 0 && rows%PanelRows == 0
+}
+
+// PackRows rearranges rows of Q4_0 or Q8_0 weights (k elements each, the row count a multiple of
+// 8) from the file layout in src into panels in dst; len(dst) must equal len(src).
+func PackRows(wt Type, k int, dst, src []byte) error {
+	if wt != Q4_0 && wt != Q8_0 {
+		return fmt.Errorf("quant.PackRows: %v weights cannot be packed", wt)
+	}
+	rowBytes := wt.RowSize(k)
+	panel := PanelRows * rowBytes
+	switch {
+	case k <= 0 || k%32 != 0:
+		return fmt.Errorf("quant.PackRows: rows of %d elements are not whole blocks", k)
+	case len(src)%panel != 0 || len(dst) != len(src):
+		return fmt.Errorf("quant.PackRows: %d bytes are not a whole number of 8-row panels of %d bytes (dst %d)", len(src), panel, len(dst))
+	}
+	nb, bs := k/32, wt.TypeSize()
+	qb := bs - 2 // quant bytes per block and row: 16 or 32
+	for p := 0; p < len(src); p += panel {
+		s, d := src[p:p+panel], dst[p:p+panel]
+		scales := d[nb*PanelRows*qb:]
+		for b := 0; b < nb; b++ {
+			q := d[b*PanelRows*qb : (b+1)*PanelRows*qb]
+			for r := 0; r < PanelRows; r++ {
+				blk := s[r*rowBytes+b*bs : r*rowBytes+(b+1)*bs]
+				copy(scales[16*b+2*r:16*b+2*r+2], blk[:2])
+				for c := 0; c < qb/4; c++ {
+					copy(q[32*c+4*r:32*c+4*r+4], blk[2+4*c:6+4*c])
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// panelProductGo is the pure-Go twin of the assembly panel kernels (see panelKernel).
+func panelProductGo(wt Type, nb int, w, x []byte, xStride, nx int, out []float32, outStride int) {
+	qb := 32 * PanelRows // Q8_0 quant bytes per block
+	if wt == Q4_0 {
+		qb = 16 * PanelRows
+	}
+	scales := w[nb*qb:]
+	for j := 0; j < nx; j++ {
+		var acc [PanelRows]float32
+		for b := 0; b < nb; b++ {
+			q := w[b*qb : (b+1)*qb]
+			xb := x[j*xStride+b*q8_0Bytes : j*xStride+(b+1)*q8_0Bytes]
+			dx := f16At(xb)
+			for r := 0; r < PanelRows; r++ {
+				var s int32
+				for i := 0; i < 32; i++ {
+					s += panelQuant(wt, q, r, i) * int32(int8(xb[2+i]))
+				}
+				acc[r] += float32(s) * (f16At(scales[16*b+2*r:]) * dx)
+			}
+		}
+		copy(out[j*outStride:j*outStride+PanelRows], acc[:])
+	}
+}
+
+// panelQuant is element i of row r in the packed block q of wt.
+func panelQuant(wt Type, q []byte, r, i int) int32 {
+	if wt == Q8_0 {
+		return int32(int8(q[32*(i/4)+4*r+i%4]))
+	}
+	v := q[32*(i%16/4)+4*r+i%4]
+	if i >= 16 {
+		v >>= 4
+	}
+	return int32(v&0xf) - 8
+}
+
+// q4SumsGo is the pure-Go twin of q4SumsAVX2: dst[4b+j] = 8·Σ of the 32 quants of block b of
+// activation row j (at x[j*xStride:]), for b < nb and j < nx.
+func q4SumsGo(nb int, x []byte, xStride, nx int, dst []int32) {
+	for b := 0; b < nb; b++ {
+		for j := 0; j < nx; j++ {
+			var s int32
+			for _, q := range x[j*xStride+b*q8_0Bytes+2 : j*xStride+(b+1)*q8_0Bytes] {
+				s += int32(int8(q))
+			}
+			dst[4*b+j] = 8 * s
+		}
+	}
+}
+
+// panelBlockBytes is how many packed weight bytes MatMulPacked applies to every token before the
+// next panels: they stay in L2 while the tokens' activations stream past.
+const panelBlockBytes = 64 << 10
+
+// MatMulPacked is MatMul for weights packed by PackRows: out[t*outStride+r] = row r · activation
+// row t for r in [r0, r1) and t in [0, nTok). r0 and r1 must be multiples of 8; xq holds nTok
+// Q8_0 activation rows (QuantizeAct). Like MatMul it writes only those outputs, so goroutines may
+// share out with disjoint row ranges, and it does not allocate. Shapes that do not fit panic.
+func MatMulPacked(wt Type, k int, w []byte, xq []byte, nTok int, out []float32, outStride int, r0, r1 int) {
+	if r1 <= r0 || nTok <= 0 {
+		return
+	}
+	rowBytes, xRow := wt.RowSize(k), (k/32)*q8_0Bytes
+	switch {
+	case (wt != Q4_0 && wt != Q8_0) || k <= 0 || k%32 != 0 || k > maxPackedK:
+		panic(fmt.Sprintf("quant.MatMulPacked: %d elements of %v are not packed weights", k, wt))
+	case r0 < 0 || r0%PanelRows != 0 || r1%PanelRows != 0 || len(w) < r1*rowBytes:
+		panic(fmt.Sprintf("quant.MatMulPacked: rows [%d, %d) of %d bytes are not whole panels of %d weight bytes", r0, r1, rowBytes, len(w)))
+	case len(xq) < nTok*xRow:
+		panic(fmt.Sprintf("quant.MatMulPacked: %d activation rows of %d bytes do not fit in %d bytes", nTok, xRow, len(xq)))
+	case (nTok > 1 && outStride < r1) || len(out) < (nTok-1)*outStride+r1:
+		panic(fmt.Sprintf("quant.MatMulPacked: out of %d floats with stride %d cannot hold %d tokens x %d rows", len(out), outStride, nTok, r1))
+	}
+	groups := (nTok + MaxCols - 1) / MaxCols
+	if wt == Q8_0 || 4*(k/32)*groups <= smallSums {
+		var sums [smallSums]int32 // zeroing 4 KiB is cheap next to one token's matmul
+		matmulPanels(wt, k, w, xq, nTok, out, outStride, r0, r1, sums[:])
+		return
+	}
+	var sums [largeSums]int32
+	matmulPanels(wt, k, w, xq, nTok, out, outStride, r0, r1, sums[:])
+}
+
+// Capacities of MatMulPacked's stack buffers of Q4_0 activation sums (4 per block and group of
+// 4 tokens): the large one holds 23 groups at k=5632, 64 at k=2048.
+const smallSums, largeSums = 1 << 10, 16 << 10
+
+// maxPackedK is the longest row MatMulPacked takes: one group of Q4_0 sums must fit largeSums.
+const maxPackedK = 32 * largeSums / 4
+
+// matmulPanels is MatMulPacked's loop, with a buffer for Q4_0 activation sums from the caller's
+// stack. Tokens are taken in chunks whose sums fit in it; within a chunk, blocks of panels of about
+// panelBlockBytes are applied to every token group before the next block is touched.
+func matmulPanels(wt Type, k int, w, xq []byte, nTok int, out []float32, outStride, r0, r1 int, sums []int32) {
+	nb := k / 32
+	rowBytes, xRow := wt.RowSize(k), nb*q8_0Bytes
+	panel := PanelRows * rowBytes
+	chunk := nTok
+	if wt == Q4_0 {
+		chunk = len(sums) / (MaxCols * nb) * MaxCols
+	}
+	blockRows := max(1, panelBlockBytes/panel) * PanelRows
+	for c0 := 0; c0 < nTok; c0 += chunk {
+		c1 := min(nTok, c0+chunk)
+		if wt == Q4_0 {
+			for t0 := c0; t0 < c1; t0 += MaxCols {
+				g := (t0 - c0) / MaxCols * 4 * nb
+				q4SumsKernel(nb, xq[t0*xRow:], xRow, min(MaxCols, c1-t0), sums[g:g+4*nb])
+			}
+		}
+		for rb := r0; rb < r1; rb += blockRows {
+			re := min(r1, rb+blockRows)
+			for t0 := c0; t0 < c1; t0 += MaxCols {
+				nx := min(MaxCols, c1-t0)
+				x := xq[t0*xRow : (t0+nx)*xRow]
+				s := sums
+				if wt == Q4_0 {
+					s = sums[(t0-c0)/MaxCols*4*nb:]
+				}
+				for r := rb; r < re; r += PanelRows {
+					o := out[t0*outStride+r : (t0+nx-1)*outStride+r+PanelRows]
+					panelKernel(wt, nb, w[r*rowBytes:r*rowBytes+panel], x, xRow, nx, o, outStride, s)
+				}
+			}
+		}
+	}
+}

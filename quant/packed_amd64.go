@@ -1,0 +1,37 @@
+package quant
+
+//go:noescape
+func q8PanelAVX2(nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
+
+//go:noescape
+func q4PanelAVX2(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
+
+//go:noescape
+func q4SumsAVX2(nb int, x *byte, xStride, nx int, dst *int32)
+
+func init() {
+	if hasAVX2 {
+		hasPanelAsm = true
+	}
+}
+
+// panelAVX2 is the panelKernel for AVX2. The index expressions check the ranges the assembly
+// reads and writes (see panelKernel); MatMulPacked has checked the shapes, so they cost little.
+func panelAVX2(wt Type, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
+	_ = w[PanelRows*nb*wt.TypeSize()-1]
+	_ = x[(nx-1)*xStride+nb*q8_0Bytes-1]
+	_ = out[(nx-1)*outStride+PanelRows-1]
+	if wt == Q8_0 {
+		q8PanelAVX2(nb, &w[0], &x[0], xStride, nx, &out[0], outStride)
+		return
+	}
+	_ = sums[4*nb-1]
+	q4PanelAVX2(nb, &w[0], &x[0], xStride, nx, &out[0], outStride, &sums[0])
+}
+
+// q4Sums is the q4SumsFunc for AVX2.
+func q4Sums(nb int, x []byte, xStride, nx int, dst []int32) {
+	_ = x[(nx-1)*xStride+nb*q8_0Bytes-1]
+	_ = dst[4*nb-1]
+	q4SumsAVX2(nb, &x[0], xStride, nx, &dst[0])
+}

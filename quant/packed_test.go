@@ -1,0 +1,187 @@
+package quant
+
+import (
+	"fmt"
+	"math"
+	"testing"
+)
+
+// Tests of packed weights on every platform: PackRows and the Go panel kernel against the
+// single-row Go kernel on the unpacked rows.
+
+// packFixture packs f's weights (nRows a multiple of 8).
+func packFixture(t testing.TB, f *matmulFixture) []byte {
+	t.Helper()
+	p := make([]byte, len(f.w))
+	if err := PackRows(f.typ, f.k, p, f.w); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// packTol bounds |packed - Go kernel|: the panels sum the same exact integer block products in
+// another order (per block, then over blocks), so only float32 rounding differs.
+func packTol(f *matmulFixture, r, tok int) float64 {
+	var mag float64
+	w, x := f.w[r*f.rowBytes:(r+1)*f.rowBytes], f.xq[tok*f.xRow:(tok+1)*f.xRow]
+	for b := 0; b < f.k/32; b++ {
+		bw, bx := w[b*f.typ.TypeSize():], x[b*q8_0Bytes:]
+		for i := 0; i < 32; i++ {
+			q := panelQuantRow(f.typ, bw, i)
+			mag += math.Abs(float64(f16At(bw)) * float64(f16At(bx)) * float64(q) * float64(int8(bx[2+i])))
+		}
+	}
+	return 1e-5*mag + 1e-30
+}
+
+// panelQuantRow is element i of a file-layout Q4_0 or Q8_0 block as an integer weight.
+func panelQuantRow(wt Type, blk []byte, i int) int32 {
+	if wt == Q8_0 {
+		return int32(int8(blk[2+i]))
+	}
+	v := blk[2+i%16]
+	if i >= 16 {
+		v >>= 4
+	}
+	return int32(v&0xf) - 8
+}
+
+func TestPackRowsErrors(t *testing.T) {
+	cases := []struct {
+		name     string
+		wt       Type
+		k        int
+		src, dst int
+	}{
+		{"F16 weights", F16, 32, 8 * 64, 8 * 64},
+		{"partial block", Q8_0, 48, 8 * Q8_0.RowSize(32), 8 * Q8_0.RowSize(32)},
+		{"seven rows", Q4_0, 64, 7 * Q4_0.RowSize(64), 7 * Q4_0.RowSize(64)},
+		{"short dst", Q8_0, 64, 8 * Q8_0.RowSize(64), 8*Q8_0.RowSize(64) - 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if err := PackRows(c.wt, c.k, make([]byte, c.dst), make([]byte, c.src)); err == nil {
+				t.Fatal("no error")
+			}
+		})
+	}
+}
+
+// TestPackedLayout checks single elements and scales of a packed panel against the file layout.
+func TestPackedLayout(t *testing.T) {
+	for _, typ := range []Type{Q4_0, Q8_0} {
+		f := newMatmulFixture(t, typ, 96, 16, 1)
+		p := packFixture(t, f)
+		nb, qb := 3, 8*(typ.TypeSize()-2)
+		for r := 0; r < 16; r++ {
+			panel := p[r/8*8*f.rowBytes:]
+			for b := 0; b < nb; b++ {
+				blk := f.w[r*f.rowBytes+b*typ.TypeSize():]
+				if got, want := f16At(panel[nb*qb+16*b+2*(r%8):]), f16At(blk); got != want {
+					t.Fatalf("%v row %d block %d: scale %v, want %v", typ, r, b, got, want)
+				}
+				for i := 0; i < 32; i++ {
+					if got, want := panelQuant(typ, panel[b*qb:], r%8, i), panelQuantRow(typ, blk, i); got != want {
+						t.Fatalf("%v row %d block %d element %d: %d, want %d", typ, r, b, i, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestMatMulPacked runs MatMulPacked with the CPU's kernel and with the Go twin over token counts
+// that leave partial groups, several panel blocks and row ranges, against the Go row kernel.
+func TestMatMulPacked(t *testing.T) {
+	const sentinel = float32(-777)
+	cases := []struct {
+		name        string
+		typ         Type
+		k, nRows    int
+		nTok        int
+		r0, r1, pad int
+	}{
+		{"q8 one token", Q8_0, 256, 24, 1, 0, 24, 0},
+		{"q4 one token", Q4_0, 256, 24, 1, 0, 24, 0},
+		{"q8 partial groups", Q8_0, 2048, 40, 7, 8, 40, 3},
+		{"q4 partial groups", Q4_0, 2048, 40, 7, 8, 40, 3},
+		{"q8 several panel blocks", Q8_0, 1024, 272, 5, 0, 272, 0},
+		{"q4 several panel blocks", Q4_0, 2048, 272, 6, 16, 264, 1},
+		{"q4 sums in chunks", Q4_0, 5632, 16, 97, 0, 16, 0},
+		{"q4 small sums", Q4_0, 32, 8, 100, 0, 8, 0},
+	}
+	kernels := []struct {
+		name string
+		asm  bool
+	}{{"go", false}, {"cpu", true}}
+	for _, c := range cases {
+		f := newMatmulFixture(t, c.typ, c.k, c.nRows, c.nTok)
+		p := packFixture(t, f)
+		stride := c.nRows + c.pad
+		for _, kn := range kernels {
+			t.Run(fmt.Sprintf("%s/%s", c.name, kn.name), func(t *testing.T) {
+				if kn.asm && !hasPanelAsm {
+					t.Skip("no assembly panel kernel on this CPU")
+				}
+				defer func(asm bool) { hasPanelAsm = asm }(hasPanelAsm)
+				hasPanelAsm = kn.asm
+				out := make([]float32, (c.nTok-1)*stride+c.nRows)
+				for i := range out {
+					out[i] = sentinel
+				}
+				MatMulPacked(c.typ, c.k, p, f.xq, c.nTok, out, stride, c.r0, c.r1)
+				for i, v := range out {
+					tok, r := i/stride, i%stride
+					if tok >= c.nTok || r < c.r0 || r >= c.r1 {
+						if v != sentinel {
+							t.Fatalf("out[%d] (token %d, row %d) outside the range was written", i, tok, r)
+						}
+						continue
+					}
+					want := f.want(r, tok)
+					if d := math.Abs(float64(v) - float64(want)); !(d <= packTol(f, r, tok)) {
+						t.Fatalf("token %d row %d: %v, want %v (|diff| %.3g)", tok, r, v, want, d)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestMatMulPackedNoAlloc(t *testing.T) {
+	for _, typ := range []Type{Q4_0, Q8_0} {
+		for _, nTok := range []int{1, 9, 200} {
+			f := newMatmulFixture(t, typ, 2048, 16, nTok)
+			p := packFixture(t, f)
+			out := make([]float32, nTok*16)
+			if n := testing.AllocsPerRun(5, func() { MatMulPacked(typ, 2048, p, f.xq, nTok, out, 16, 0, 16) }); n != 0 {
+				t.Errorf("%v %d tokens: MatMulPacked allocates %v times per call", typ, nTok, n)
+			}
+		}
+	}
+}
+
+func TestMatMulPackedPanics(t *testing.T) {
+	f := newMatmulFixture(t, Q8_0, 64, 16, 2)
+	p := packFixture(t, f)
+	cases := []struct {
+		name   string
+		typ    Type
+		r0, r1 int
+		w      []byte
+	}{
+		{"F32 weights", F32, 0, 16, p},
+		{"range not whole panels", Q8_0, 4, 16, p},
+		{"short weights", Q8_0, 0, 16, p[:len(p)-1]},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("no panic")
+				}
+			}()
+			MatMulPacked(c.typ, 64, c.w, f.xq, 2, make([]float32, 32), 16, c.r0, c.r1)
+		})
+	}
+}
