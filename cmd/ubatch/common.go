@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	"ubatch/hub"
@@ -120,4 +122,24 @@ func (s *samplingFlags) seedValue() uint64 {
 		return uint64(time.Now().UnixNano())
 	}
 	return uint64(s.seed)
+}
+
+// startCPUProfile starts writing a CPU profile to path (nothing when path is ""); the returned
+// func stops it and closes the file.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

@@ -22,6 +22,7 @@ func open(t *testing.T, name string, opts llama.Options) *llama.Context {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { m.Close() })
 	c, err := llama.NewContext(m, opts)
 	if err != nil {
 		t.Fatal(err)
