@@ -1,6 +1,9 @@
 package quant
 
-import "fmt"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
 // Packed weights: Q4_0 and Q8_0 matrices rearranged once, at load time, into panels of 8 rows so
 // that a kernel holds the same few elements of all 8 rows in one register. The products of a block
@@ -80,7 +83,7 @@ func PackRows(wt Type, k int, dst, src []byte) error {
 				blk := s[r*rowBytes+b*bs : r*rowBytes+(b+1)*bs]
 				copy(scales[16*b+2*r:16*b+2*r+2], blk[:2])
 				for c := 0; c < qb/4; c++ {
-					copy(q[32*c+4*r:32*c+4*r+4], blk[2+4*c:6+4*c])
+					binary.LittleEndian.PutUint32(q[32*c+4*r:], binary.LittleEndian.Uint32(blk[2+4*c:]))
 				}
 			}
 		}

@@ -45,7 +45,8 @@ type typeInfo struct {
 	supported bool
 }
 
-var types = map[Type]typeInfo{
+// types is indexed by Type (an array, not a map: RowSize and TypeSize sit on hot paths).
+var types = [...]typeInfo{
 	F32:  {"F32", 1, 4, true},
 	F16:  {"F16", 1, 2, true},
 	BF16: {"BF16", 1, 2, true},
@@ -68,20 +69,28 @@ var types = map[Type]typeInfo{
 	F64:  {"F64", 1, 8, false},
 }
 
+// info is t's entry in types; the zero typeInfo (blockSize 0) for an unknown t.
+func (t Type) info() typeInfo {
+	if int(t) < len(types) {
+		return types[t]
+	}
+	return typeInfo{}
+}
+
 // Known reports whether ggml defines t with a layout ubatch knows (it may still be unsupported).
-func (t Type) Known() bool { _, ok := types[t]; return ok }
+func (t Type) Known() bool { return t.info().blockSize != 0 }
 
 // Supported reports whether ubatch can dequantize and compute with t.
-func (t Type) Supported() bool { return types[t].supported }
+func (t Type) Supported() bool { return t.info().supported }
 
 // BlockSize is the number of elements in one block of t (1 for plain types); 0 if unknown.
-func (t Type) BlockSize() int { return types[t].blockSize }
+func (t Type) BlockSize() int { return t.info().blockSize }
 
 // TypeSize is the number of bytes in one block of t; 0 if unknown.
-func (t Type) TypeSize() int { return types[t].typeSize }
+func (t Type) TypeSize() int { return t.info().typeSize }
 
 func (t Type) String() string {
-	if ti, ok := types[t]; ok {
+	if ti := t.info(); ti.blockSize != 0 {
 		return ti.name
 	}
 	return fmt.Sprintf("type(%d)", uint32(t))
@@ -89,7 +98,7 @@ func (t Type) String() string {
 
 // RowSize is the number of bytes that n elements of t occupy. n must be a multiple of BlockSize.
 func (t Type) RowSize(n int) int {
-	ti := types[t]
+	ti := t.info()
 	if ti.blockSize == 0 {
 		return 0
 	}
@@ -99,8 +108,8 @@ func (t Type) RowSize(n int) int {
 // ParseType maps a name such as "q4_0" or "Q4_K" to its Type.
 func ParseType(s string) (Type, error) {
 	for t, ti := range types {
-		if strings.EqualFold(ti.name, s) {
-			return t, nil
+		if ti.blockSize != 0 && strings.EqualFold(ti.name, s) {
+			return Type(t), nil
 		}
 	}
 	return 0, fmt.Errorf("unknown tensor type %q", s)
