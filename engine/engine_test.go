@@ -357,11 +357,13 @@ func TestPrefixCacheAcrossRequests(t *testing.T) {
 	if !equal(first, second) || !equal(first, expected(p, 5)) {
 		t.Fatalf("outputs differ: %v vs %v", first, second)
 	}
-	if o1.Usage.CachedTokens != 0 || o2.Usage.CachedTokens != 28 {
-		t.Fatalf("cached tokens %d then %d, want 0 then 28 (7 full blocks of 4)", o1.Usage.CachedTokens, o2.Usage.CachedTokens)
+	// 7 full blocks of 4, then the first cell of the 8th, which the first run filled with prompt
+	// and generated tokens (a partial match); the last prompt token is computed for its logits.
+	if o1.Usage.CachedTokens != 0 || o2.Usage.CachedTokens != 29 {
+		t.Fatalf("cached tokens %d then %d, want 0 then 29", o1.Usage.CachedTokens, o2.Usage.CachedTokens)
 	}
-	if again := e.Stats().PromptComputed - computed; again != 2 {
-		t.Fatalf("second run computed %d prompt tokens, want 2", again)
+	if again := e.Stats().PromptComputed - computed; again != 1 {
+		t.Fatalf("second run computed %d prompt tokens, want 1", again)
 	}
 }
 

@@ -163,8 +163,8 @@ func (e *Engine) admit() {
 	}
 }
 
-// prefixInFlight reports whether a running sequence is still computing full KV blocks that s
-// shares with it (the same leading tokens). Admitting s now would compute those blocks a second
+// prefixInFlight reports whether a running sequence is still computing KV blocks that s shares
+// with it (the same leading tokens), wholly or in part. Admitting s now would compute those blocks a second
 // time; a step or two later they are in the prefix cache and s starts from them. This is what
 // makes a burst of requests with one system prompt compute that prompt once.
 func (e *Engine) prefixInFlight(s *seqState, bs int) bool {
@@ -177,7 +177,13 @@ func (e *Engine) prefixInFlight(s *seqState, bs int) bool {
 		for common < n && s.tokens[common] == r.tokens[common] {
 			common++
 		}
-		if shared := common / bs * bs; shared > 0 && shared > r.nKV/bs*bs {
+		shared := common / bs * bs
+		if common%bs != 0 && shared+bs <= r.nPrompt {
+			// r's prompt fills the block where the two diverge: once it is full, s copies its
+			// first cells (kvcache's partial match) instead of computing them.
+			shared += bs
+		}
+		if shared > 0 && shared > r.nKV/bs*bs {
 			return true
 		}
 	}

@@ -46,7 +46,10 @@
 // soon as its content changes (a write into it, a removed cell, a shift). A match is verified
 // beyond the 64-bit hash: the block's token ids, positions and parent hash must all agree. When
 // two live blocks have the same content only one is in the index; the other takes its place when
-// released, if the entry is free by then.
+// released, if the entry is free by then. Where a prompt diverges inside a block, the first cells
+// of the latest hashed block chained from the same parent (tokens and positions verified) are
+// copied into a new block of the sequence's own: prompts that share a system prompt rarely part
+// at a block boundary.
 //
 // # Concurrency
 //
@@ -124,6 +127,7 @@ type Cache struct {
 	lruHead, lruTail int32   // least and most recently used cached block, -1 if none
 	nCached          int
 	index            map[uint64]int32
+	child            map[uint64]int32 // parent hash -> the latest hashed block chained from it, for partial matches
 
 	seqs []seqState
 
@@ -186,6 +190,7 @@ func New(cfg Config) (*Cache, error) {
 		next:    make([]int32, cfg.NumBlocks),
 		free:    make([]int32, 0, cfg.NumBlocks),
 		index:   make(map[uint64]int32, cfg.NumBlocks),
+		child:   make(map[uint64]int32, cfg.NumBlocks),
 		seqs:    make([]seqState, cfg.MaxSeqs),
 		seed:    maphash.MakeSeed(),
 		hashFn:  chainHash,
@@ -340,6 +345,7 @@ func (c *Cache) Clear() {
 		c.pos[i] = -1
 	}
 	clear(c.index)
+	clear(c.child)
 	c.lruHead, c.lruTail, c.nCached = -1, -1, 0
 }
 
@@ -383,15 +389,21 @@ func (c *Cache) release(b int32) {
 		c.lruPush(b)
 		return
 	}
-	c.hashed[b] = false
+	c.unhash(b)
 	c.free = append(c.free, b)
 }
 
 // unhash forgets b's content hash, removing it from the prefix index. b must not be cached.
 func (c *Cache) unhash(b int32) {
+	if !c.hashed[b] {
+		return
+	}
 	if c.indexed[b] {
 		delete(c.index, c.hash[b])
 		c.indexed[b] = false
+	}
+	if ch, ok := c.child[c.parent[b]]; ok && ch == b {
+		delete(c.child, c.parent[b])
 	}
 	c.hashed[b] = false
 }

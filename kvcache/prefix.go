@@ -52,6 +52,7 @@ func (c *Cache) hashBlock(seq, bi int) {
 	}
 	h := c.hashFn(c.seed, parent, c.tok[base:base+c.bs])
 	c.hash[b], c.parent[b], c.hashed[b] = h, parent, true
+	c.child[parent] = b
 	if _, taken := c.index[h]; !taken {
 		c.index[h] = b
 		c.indexed[b] = true
@@ -76,26 +77,60 @@ func (c *Cache) lookup(i int32, parent uint64, tokens []int32) (b int32, h uint6
 	return b, h, true
 }
 
-// MatchPrefix reports how many leading tokens (a multiple of BlockSize) are available as cached
-// or live full blocks with matching chained hashes and verified token ids.
+// partial finds a block whose first m tokens (0 < m < BlockSize) continue a prefix as block
+// number i, after full blocks ending with hash parent: the latest hashed block chained from parent,
+// with its tokens and positions checked. A new sequence can copy those m cells instead of
+// computing them: prompts that share a system prompt rarely diverge at a block boundary. It
+// returns m = 0 when there is none or when no block is available for the copy (the candidate
+// itself, if cached, must not be the one evicted; taken cached blocks are about to be attached).
+func (c *Cache) partial(i int32, parent uint64, tokens []int32, taken int) (b int32, m int) {
+	b, ok := c.child[parent]
+	if !ok || !c.hashed[b] || c.parent[b] != parent {
+		return 0, 0
+	}
+	base, first := b*c.bs, i*c.bs
+	for m < len(tokens) && m < int(c.bs)-1 && c.tok[base+int32(m)] == tokens[m] && c.pos[base+int32(m)] == first+int32(m) {
+		m++
+	}
+	need := 1
+	if c.ref[b] == 0 {
+		need = 2
+	}
+	if m == 0 || c.available()-taken < need {
+		return 0, 0
+	}
+	return b, m
+}
+
+// MatchPrefix reports how many leading tokens are available from cached or live blocks: full
+// blocks with matching chained hashes and verified token ids, then possibly the first cells of
+// one more block (see partial).
 func (c *Cache) MatchPrefix(tokens []int32) int {
-	parent, n := rootHash, 0
-	for i := int32(0); n+int(c.bs) <= len(tokens); i++ {
-		_, h, ok := c.lookup(i, parent, tokens[n:n+int(c.bs)])
+	parent, n, taken := rootHash, 0, 0
+	for i := int32(0); ; i++ {
+		var b int32
+		var h uint64
+		ok := n+int(c.bs) <= len(tokens)
+		if ok {
+			b, h, ok = c.lookup(i, parent, tokens[n:n+int(c.bs)])
+		}
 		if !ok {
-			break
+			_, m := c.partial(i, parent, tokens[n:], taken)
+			return n + m
+		}
+		if c.ref[b] == 0 {
+			taken++
 		}
 		parent = h
 		n += int(c.bs)
 	}
-	return n
 }
 
-// AttachPrefix makes the empty sequence seq start with the blocks MatchPrefix(tokens) would
-// count (refcount++, taken out of the LRU list if they were cached) and returns the number of
-// tokens covered, a multiple of BlockSize. The caller then decodes tokens[n:] from position n.
-// A caller that needs logits for the last prompt token must leave it out of tokens, so that at
-// least one token remains to decode.
+// AttachPrefix makes the empty sequence seq start with the tokens MatchPrefix(tokens) would
+// count and returns their number: the full blocks are shared (refcount++, taken out of the LRU
+// list if they were cached), the cells of a partial match are copied into a new block of seq's
+// own. The caller then decodes tokens[n:] from position n. A caller that needs logits for the
+// last prompt token must leave it out of tokens, so that at least one token remains to decode.
 func (c *Cache) AttachPrefix(seq int, tokens []int32) (int, error) {
 	if seq < 0 || seq >= len(c.seqs) {
 		return 0, fmt.Errorf("kvcache: AttachPrefix: sequence id %d outside [0, %d)", seq, len(c.seqs))
@@ -105,9 +140,28 @@ func (c *Cache) AttachPrefix(seq int, tokens []int32) (int, error) {
 		return 0, fmt.Errorf("kvcache: AttachPrefix: sequence %d is not empty (%d cells)", seq, sq.n)
 	}
 	parent, n := rootHash, 0
-	for i := int32(0); n+int(c.bs) <= len(tokens); i++ {
-		b, h, ok := c.lookup(i, parent, tokens[n:n+int(c.bs)])
+	for i := int32(0); ; i++ {
+		var b int32
+		var h uint64
+		ok := n+int(c.bs) <= len(tokens)
+		if ok {
+			b, h, ok = c.lookup(i, parent, tokens[n:n+int(c.bs)])
+		}
 		if !ok {
+			if src, m := c.partial(i, parent, tokens[n:], 0); m > 0 {
+				pinned := c.ref[src] == 0
+				if pinned {
+					c.lruRemove(src) // so that alloc cannot evict the block being copied
+				}
+				nb := c.alloc()
+				if pinned {
+					c.lruPush(src)
+				}
+				c.copyCells(src, nb, int32(m))
+				c.ref[nb] = 1
+				sq.table = append(sq.table, nb)
+				n += m
+			}
 			break
 		}
 		if c.ref[b] == 0 {

@@ -17,10 +17,12 @@ func TestMatchPrefix(t *testing.T) {
 		{name: "same prompt", query: prompt, want: 8},
 		{name: "longer prompt", query: append(slices.Clone(prompt), 1, 2, 3, 4, 5), want: 8},
 		{name: "prompt up to the full blocks", query: prompt[:8], want: 8},
-		{name: "one token short of the second block", query: prompt[:7], want: 4},
-		{name: "second block differs", query: []int32{10, 11, 12, 13, 14, 15, 16, 99}, want: 4},
+		// A partial match takes the first cells of a full block (never of the unhashed last one).
+		{name: "one token short of the second block", query: prompt[:7], want: 7},
+		{name: "second block differs", query: []int32{10, 11, 12, 13, 14, 15, 16, 99}, want: 7},
+		{name: "second block differs at once", query: []int32{10, 11, 12, 13, 99, 15, 16, 17}, want: 4},
 		{name: "first token differs", query: []int32{9, 11, 12, 13, 14, 15, 16, 17}, want: 0},
-		{name: "shorter than a block", query: prompt[:3], want: 0},
+		{name: "shorter than a block", query: prompt[:3], want: 3},
 		{name: "empty", query: nil, want: 0},
 	}
 	for _, live := range []bool{true, false} {
@@ -93,6 +95,78 @@ func TestAttachPrefixSharesLiveBlocks(t *testing.T) {
 	}
 	if got := visible(t, c, 1); !slices.Equal(got[:8], seq0[:8]) || got[8] != (entry{8, 99, 700, -700}) {
 		t.Fatalf("seq 1: %v", got)
+	}
+	checkInvariants(t, c)
+}
+
+// TestAttachPrefixPartialBlock attaches a prompt that diverges inside a full block: the matching
+// cells are copied into a block of the new sequence's own, the source keeps its references.
+func TestAttachPrefixPartialBlock(t *testing.T) {
+	tests := []struct {
+		name      string
+		numBlocks int
+		free      bool // free seq 0 first, so that its blocks are cached
+		want      int
+		wantUsed  int
+	}{
+		{name: "live source", numBlocks: 8, want: 6, wantUsed: 4},
+		{name: "cached source", numBlocks: 8, free: true, want: 6, wantUsed: 2},
+		// Three blocks: after attaching block 0, the free third block takes the copy while the
+		// cached source is kept from eviction.
+		{name: "cached source, one free block", numBlocks: 3, free: true, want: 6, wantUsed: 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCache(t, Config{BlockSize: 4, NumBlocks: tc.numBlocks, MaxSeqs: 2})
+			tenTokens(t, c, 0)
+			orig := visible(t, c, 0)
+			src := c.Blocks(0)[1]
+			if tc.free {
+				c.SeqFree(0)
+			}
+			query := []int32{10, 11, 12, 13, 14, 15, 99}
+			if got := c.MatchPrefix(query); got != tc.want {
+				t.Fatalf("MatchPrefix = %d, want %d", got, tc.want)
+			}
+			n, err := c.AttachPrefix(1, query)
+			if err != nil || n != tc.want {
+				t.Fatalf("AttachPrefix = %d, %v; want %d", n, err, tc.want)
+			}
+			if got := visible(t, c, 1); !slices.Equal(got, orig[:6]) {
+				t.Fatalf("attached seq sees %v, want %v", got, orig[:6])
+			}
+			own := c.Blocks(1)[1]
+			if own == src || c.ref[own] != 1 {
+				t.Fatalf("partial block %d (source %d) has %d references, want a copy of its own", own, src, c.ref[own])
+			}
+			if st := c.Stats(); st.Used != tc.wantUsed {
+				t.Fatalf("stats %+v, want %d used blocks", st, tc.wantUsed)
+			}
+			if tc.free && c.hashed[src] != true {
+				t.Fatal("the cached source block was evicted")
+			}
+			// Decoding continues in the copied block, without copy-on-write.
+			reserve(t, c, []int32{1}, 6, 900, 99)
+			if got := visible(t, c, 1); !slices.Equal(got[:6], orig[:6]) || got[6] != (entry{6, 99, 900, -900}) || c.Blocks(1)[1] != own {
+				t.Fatalf("after decoding: %v", got)
+			}
+			checkInvariants(t, c)
+		})
+	}
+}
+
+// TestPartialMatchNeedsABlock checks that a partial match is not offered when the only block a
+// copy could take is the cached source itself.
+func TestPartialMatchNeedsABlock(t *testing.T) {
+	c := newCache(t, Config{BlockSize: 4, NumBlocks: 2, MaxSeqs: 2})
+	reserve(t, c, []int32{0}, 0, 0, 10, 11, 12, 13, 14, 15, 16, 17)
+	c.SeqFree(0)
+	query := []int32{10, 11, 12, 13, 14, 15, 99}
+	if got := c.MatchPrefix(query); got != 4 {
+		t.Fatalf("MatchPrefix = %d, want 4", got)
+	}
+	if n, err := c.AttachPrefix(1, query); err != nil || n != 4 {
+		t.Fatalf("AttachPrefix = %d, %v; want 4", n, err)
 	}
 	checkInvariants(t, c)
 }
@@ -196,7 +270,9 @@ func TestPrefixHashVerification(t *testing.T) {
 	}{
 		{name: "real hash matches", hash: chainHash, stored: [][]int32{{1, 2, 3, 4, 5, 6, 7, 8}}, query: []int32{1, 2, 3, 4, 5, 6, 7, 8}, want: 8},
 		{name: "colliding hash, tokens differ", hash: constant, stored: [][]int32{{1, 2, 3, 4}}, query: []int32{5, 6, 7, 8}, want: 0},
-		{name: "colliding hash, second level", hash: constant, stored: [][]int32{{1, 2, 3, 4, 5, 6, 7, 8}}, query: []int32{1, 2, 3, 4, 5, 6, 7, 8}, want: 4},
+		// The index entry for hash 42 is block 0, whose parent does not match at level 2; the
+		// partial match then finds block 1 through its verified parent, tokens and positions.
+		{name: "colliding hash, second level", hash: constant, stored: [][]int32{{1, 2, 3, 4, 5, 6, 7, 8}}, query: []int32{1, 2, 3, 4, 5, 6, 7, 8}, want: 7},
 		// Block [5 6 7 8] was computed after [1 2 3 4], not after [9 9 9 9]: same tokens, other K/V.
 		{name: "same block tokens, other parent", hash: tokensOnly,
 			stored: [][]int32{{1, 2, 3, 4, 5, 6, 7, 8}, {9, 9, 9, 9}}, query: []int32{9, 9, 9, 9, 5, 6, 7, 8}, want: 4},
