@@ -62,8 +62,9 @@ func (r *Rope) Apply(x []float32, headDim int, cs []float32) {
 	}
 }
 
-// SoftmaxInPlace replaces x with softmax(x) and returns nothing; x must be non-empty.
-func SoftmaxInPlace(x []float32) {
+// softmaxGo replaces x with softmax(x); x must be non-empty. It is the pure-Go twin of
+// SoftmaxInPlace (act_amd64.go, act_other.go) and its fallback.
+func softmaxGo(x []float32) {
 	mx := x[0]
 	for _, v := range x[1:] {
 		mx = max(mx, v)
@@ -80,8 +81,9 @@ func SoftmaxInPlace(x []float32) {
 	}
 }
 
-// SwiGLU writes dst[i] = silu(gate[i]) * up[i]; dst may alias gate.
-func SwiGLU(dst, gate, up []float32) {
+// swigluGo writes dst[i] = silu(gate[i]) * up[i]; dst may alias gate. It is the pure-Go twin of
+// SwiGLU (act_amd64.go, act_other.go) and its fallback.
+func swigluGo(dst, gate, up []float32) {
 	up = up[:len(gate)]
 	dst = dst[:len(gate)]
 	for i, g := range gate {
