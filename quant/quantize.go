@@ -67,8 +67,19 @@ func roundAway(f float32) int32 {
 	return i + int32(up) - int32(down)
 }
 
-// quantizeQ8_0 follows quantize_row_q8_0_ref: d = amax/127, q = round(x/d) (half away from zero).
+// quantizeQ8_0 quantizes the len(src)/32 blocks of src into dst, with the AVX2 kernel when the
+// CPU has one (byte-identical, see quantize_amd64.go).
 func quantizeQ8_0(src []float32, dst []byte) {
+	if hasAVX2 {
+		quantizeQ8_0AVX2(src, dst)
+		return
+	}
+	quantizeQ8_0Go(src, dst)
+}
+
+// quantizeQ8_0Go follows quantize_row_q8_0_ref: d = amax/127, q = round(x/d) (half away from
+// zero). It is the reference twin of the AVX2 kernel.
+func quantizeQ8_0Go(src []float32, dst []byte) {
 	for b := 0; b < len(src)/32; b++ {
 		x := src[b*32 : b*32+32]
 		blk := dst[b*q8_0Bytes : (b+1)*q8_0Bytes]
@@ -87,7 +98,10 @@ func quantizeQ8_0(src []float32, dst []byte) {
 		binary.LittleEndian.PutUint16(blk, F32ToF16(d))
 		qs := blk[2:34]
 		for i, v := range x {
-			qs[i] = byte(int8(roundAway127(v * id)))
+			// The explicit conversion rounds the product: without it GOAMD64=v3 builds fuse it
+			// with roundAway127's addition, which changes the result for products just below
+			// ±0.5 and would break the AVX2 kernel's byte identity.
+			qs[i] = byte(int8(roundAway127(float32(v * id))))
 		}
 	}
 }
