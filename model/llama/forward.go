@@ -251,38 +251,19 @@ func (a *attnTask) Do(i, w int) {
 	nv := len(vis)
 	scores := c.workerScores[w][:rep*nv]
 	q := c.q[t*m.Dim+g*rep*hd:]
+	out := c.att[t*m.Dim+g*rep*hd:][:rep*hd]
 	f16 := c.opts.KVType == kvcache.F16
-	var k32, v32 []float32
-	var k16, v16 []uint16
 	if f16 {
-		k16, v16 = c.kv.KF16(a.layer), c.kv.VF16(a.layer)
+		ops.AttnScoresF16(q[:rep*hd], rep, hd, c.kv.KF16(a.layer)[g*hd:], vis, kvDim, a.scale, scores)
 	} else {
-		k32, v32 = c.kv.KF32(a.layer), c.kv.VF32(a.layer)
-	}
-	for j, cell := range vis {
-		off := int(cell)*kvDim + g*hd
-		for h := range rep {
-			qh := q[h*hd : (h+1)*hd]
-			var s float32
-			if f16 {
-				s = ops.DotF16(qh, k16[off:off+hd])
-			} else {
-				s = ops.DotF32(qh, k32[off:off+hd])
-			}
-			scores[h*nv+j] = s * a.scale
-		}
+		ops.AttnScoresF32(q[:rep*hd], rep, hd, c.kv.KF32(a.layer)[g*hd:], vis, kvDim, a.scale, scores)
 	}
 	for h := range rep {
 		ops.SoftmaxInPlace(scores[h*nv : (h+1)*nv])
-		out := c.att[t*m.Dim+(g*rep+h)*hd:][:hd]
-		clear(out)
-		for j, cell := range vis {
-			off := int(cell)*kvDim + g*hd
-			if f16 {
-				ops.AxpyF16(scores[h*nv+j], v16[off:off+hd], out)
-			} else {
-				ops.AxpyF32(scores[h*nv+j], v32[off:off+hd], out)
-			}
-		}
+	}
+	if f16 {
+		ops.AttnValuesF16(scores, rep, hd, c.kv.VF16(a.layer)[g*hd:], vis, kvDim, out)
+	} else {
+		ops.AttnValuesF32(scores, rep, hd, c.kv.VF32(a.layer)[g*hd:], vis, kvDim, out)
 	}
 }
