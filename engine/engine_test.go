@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -241,6 +242,57 @@ func TestChunkedPrefillKeepsDecodersGoing(t *testing.T) {
 	// have finished after it. Every batch stayed within the budget.
 	if m := d.maxBatch(); m > 6 {
 		t.Fatalf("batch of %d tokens exceeds budget 6", m)
+	}
+}
+
+// TestPrefillChunks checks how prompt chunks fill the step budget: one chunk per prefilling
+// sequence while others decode, the whole budget when nothing decodes.
+func TestPrefillChunks(t *testing.T) {
+	cases := []struct {
+		name        string
+		decoder     bool // a sequence is already decoding when the long prompt arrives
+		wantBatches []int
+	}{
+		// 40 prompt tokens under a budget of 16 with nothing decoding: 16, 16, 8.
+		{name: "alone", wantBatches: []int{16, 16, 8}},
+		// With a decoding sequence: its token plus one 4-token chunk per step (10 steps).
+		{name: "beside a decoder", decoder: true, wantBatches: []int{5, 5, 5, 5, 5, 5, 5, 5, 5, 5}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newFake(t, 64, 4, 2)
+			e := start(t, d, Limits{NCtx: 256, NSeqMax: 2, NBatch: 64, Vocab: vocab}, Config{BatchSize: 16, ChunkSize: 4})
+			ctx := context.Background()
+			if tc.decoder {
+				short, err := e.Submit(ctx, Request{Prompt: prompt(2, 1), MaxTokens: 200, Sampling: greedy()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := short.Recv(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			d.mu.Lock()
+			before := len(d.batches)
+			d.mu.Unlock()
+			long, err := e.Submit(ctx, Request{Prompt: prompt(40, 2), MaxTokens: 2, Sampling: greedy()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := long.Recv(ctx); err != nil { // the first token: the prompt is done
+				t.Fatal(err)
+			}
+			d.mu.Lock()
+			got := slices.Clone(d.batches[before:])
+			d.mu.Unlock()
+			// Steps of the decoder alone may run before the long request is admitted.
+			for tc.decoder && len(got) > 0 && got[0] == 1 {
+				got = got[1:]
+			}
+			if len(got) < len(tc.wantBatches) || !slices.Equal(got[:len(tc.wantBatches)], tc.wantBatches) {
+				t.Fatalf("batches %v, want %v first", got, tc.wantBatches)
+			}
+		})
 	}
 }
 

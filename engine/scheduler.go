@@ -164,7 +164,7 @@ func (e *Engine) admit() {
 }
 
 // prefixInFlight reports whether a running sequence is still computing KV blocks that s shares
-// with it (the same leading tokens), wholly or in part. Admitting s now would compute those blocks a second
+// with it (the same leading tokens). Admitting s now would compute those blocks a second
 // time; a step or two later they are in the prefix cache and s starts from them. This is what
 // makes a burst of requests with one system prompt compute that prompt once.
 func (e *Engine) prefixInFlight(s *seqState, bs int) bool {
@@ -178,9 +178,10 @@ func (e *Engine) prefixInFlight(s *seqState, bs int) bool {
 			common++
 		}
 		shared := common / bs * bs
-		if common%bs != 0 && shared+bs <= r.nPrompt {
-			// r's prompt fills the block where the two diverge: once it is full, s copies its
-			// first cells (kvcache's partial match) instead of computing them.
+		if shared > 0 && common%bs != 0 && shared+bs <= r.nPrompt {
+			// r's prompt also fills the block where the two part: once it is full, s copies its
+			// first cells (kvcache's partial match). Only for prompts that share whole blocks
+			// already, or every prompt sharing just BOS would wait for others' first blocks.
 			shared += bs
 		}
 		if shared > 0 && shared > r.nKV/bs*bs {
@@ -217,12 +218,22 @@ func (e *Engine) buildBatch() bool {
 			return cmp.Compare(a.remaining(), b.remaining())
 		})
 	}
+	decoding := budget < e.cfg.BatchSize
 	for _, s := range prefill {
 		if budget == 0 {
 			break
 		}
 		s.chunk = min(s.remaining(), e.cfg.ChunkSize, budget)
 		budget -= s.chunk
+	}
+	if !decoding {
+		// No stream to keep steady: the chunk limit protects nobody, so prompts take the whole
+		// budget (a burst's shared system prompt is computed in a third of the steps).
+		for _, s := range prefill {
+			extra := min(s.remaining()-s.chunk, budget)
+			s.chunk += extra
+			budget -= extra
+		}
 	}
 	e.inBatch = prefill[:0]
 	// Tokens go in in running order so logits rows can be matched back in step.
