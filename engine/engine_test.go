@@ -264,6 +264,7 @@ func TestPrefillChunks(t *testing.T) {
 			e := start(t, d, Limits{NCtx: 256, NSeqMax: 2, NBatch: 64, Vocab: vocab}, Config{BatchSize: 16, ChunkSize: 4})
 			ctx := context.Background()
 			if tc.decoder {
+				d.delay = time.Millisecond // keeps the short request decoding while the long one prefills
 				short, err := e.Submit(ctx, Request{Prompt: prompt(2, 1), MaxTokens: 200, Sampling: greedy()})
 				if err != nil {
 					t.Fatal(err)
