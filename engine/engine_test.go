@@ -393,6 +393,52 @@ func TestCancelFreesBlocks(t *testing.T) {
 	waitIdle(t, e)
 }
 
+// TestBurstPartingMidBlock sends a burst whose prompts share 42 tokens (10 blocks of 4 and half
+// of the 11th): the first request computes them, then all others are admitted in one step, each
+// copying the shared cells of the 11th block from the first request's.
+func TestBurstPartingMidBlock(t *testing.T) {
+	d := newFake(t, 128, 4, 8)
+	d.delay = time.Millisecond
+	e := start(t, d, Limits{NCtx: 512, NSeqMax: 8, NBatch: 64, Vocab: vocab}, Config{BatchSize: 16, ChunkSize: 8})
+	common := prompt(42, 9)
+	const n = 6
+	var wg sync.WaitGroup
+	cached := make([]int, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := append(append([]int32(nil), common...), int32(i), int32(i+1))
+			s, err := e.Submit(context.Background(), Request{Prompt: p, MaxTokens: 3, Sampling: greedy()})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			got, last := collect(t, s)
+			if !equal(got, expected(p, 3)) {
+				t.Errorf("request %d: %v", i, got)
+			}
+			cached[i] = last.Usage.CachedTokens
+		}()
+	}
+	wg.Wait()
+	slices.Sort(cached)
+	if want := []int{0, 42, 42, 42, 42, 42}; !slices.Equal(cached, want) {
+		t.Fatalf("cached tokens %v, want %v", cached, want)
+	}
+	if got := e.Stats().PromptComputed; got != 44+(n-1)*2 {
+		t.Fatalf("computed %d prompt tokens, want %d", got, 44+(n-1)*2)
+	}
+	// The followers' 2-token remainders all go into the step after the first prompt is done
+	// (with the first request's decode token): one batch of 1 + 5*2 tokens.
+	d.mu.Lock()
+	batches := slices.Clone(d.batches)
+	d.mu.Unlock()
+	if !slices.Contains(batches, 1+(n-1)*2) {
+		t.Fatalf("batches %v: the followers were not admitted together", batches)
+	}
+}
+
 func TestPrefixCacheAcrossRequests(t *testing.T) {
 	d := newFake(t, 64, 4, 2)
 	e := start(t, d, Limits{NCtx: 256, NSeqMax: 2, NBatch: 64, Vocab: vocab}, Config{})

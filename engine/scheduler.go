@@ -129,14 +129,14 @@ func (e *Engine) admit() {
 	bs := e.kv.Config().BlockSize
 	for i := 0; i < len(e.waiting) && len(e.running) < e.cfg.MaxRunning && len(e.freeIDs) > 0; {
 		s := e.waiting[i]
-		if e.prefixInFlight(s, bs) {
+		cached := e.kv.MatchPrefix(s.tokens[:len(s.tokens)-1])
+		if e.prefixInFlight(s, bs, cached) {
 			i++ // admit it once the running sequence has computed the shared blocks
 			continue
 		}
 		st := e.kv.Stats()
 		// Leave room for the uncached part of the prompt plus one block of generation, counting
 		// blocks that only hold cached prefixes as reclaimable.
-		cached := e.kv.MatchPrefix(s.tokens[:len(s.tokens)-1])
 		need := (len(s.tokens)-cached+bs-1)/bs + 1
 		if need > st.Free+st.Cached && len(e.running) > 0 {
 			return
@@ -166,8 +166,10 @@ func (e *Engine) admit() {
 // prefixInFlight reports whether a running sequence is still computing KV blocks that s shares
 // with it (the same leading tokens). Admitting s now would compute those blocks a second
 // time; a step or two later they are in the prefix cache and s starts from them. This is what
-// makes a burst of requests with one system prompt compute that prompt once.
-func (e *Engine) prefixInFlight(s *seqState, bs int) bool {
+// makes a burst of requests with one system prompt compute that prompt once. cached is how many
+// of s's tokens the KV cache can already provide (MatchPrefix): a sequence that computes no more
+// of the common prefix than that is no reason to wait.
+func (e *Engine) prefixInFlight(s *seqState, bs, cached int) bool {
 	for _, r := range e.running {
 		if r.remaining() <= 1 {
 			continue // decoding: its prompt blocks are all computed
@@ -176,6 +178,9 @@ func (e *Engine) prefixInFlight(s *seqState, bs int) bool {
 		common := 0
 		for common < n && s.tokens[common] == r.tokens[common] {
 			common++
+		}
+		if common <= cached {
+			continue
 		}
 		shared := common / bs * bs
 		if shared > 0 && common%bs != 0 && shared+bs <= r.nPrompt {
