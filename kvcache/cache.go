@@ -128,6 +128,7 @@ type Cache struct {
 	nCached          int
 	index            map[uint64]int32
 	child            map[uint64]int32 // parent hash -> the latest hashed block chained from it, for partial matches
+	matched          []int32          // scratch of match
 
 	seqs []seqState
 

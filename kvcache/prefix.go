@@ -102,12 +102,15 @@ func (c *Cache) partial(i int32, parent uint64, tokens []int32, taken int) (b in
 	return b, m
 }
 
-// MatchPrefix reports how many leading tokens are available from cached or live blocks: full
-// blocks with matching chained hashes and verified token ids, then possibly the first cells of
-// one more block (see partial).
-func (c *Cache) MatchPrefix(tokens []int32) int {
-	parent, n, taken := rootHash, 0, 0
+// match finds the longest prefix of tokens the cache can provide: the full blocks with matching
+// chained hashes and verified token ids, appended to c.matched, then possibly the first m cells of
+// one more block src (see partial), which is kept available even when the matched blocks that are
+// cached leave the pool.
+func (c *Cache) match(tokens []int32) (src int32, m int) {
+	c.matched = c.matched[:0]
+	parent, taken := rootHash, 0
 	for i := int32(0); ; i++ {
+		n := len(c.matched) * int(c.bs)
 		var b int32
 		var h uint64
 		ok := n+int(c.bs) <= len(tokens)
@@ -115,15 +118,22 @@ func (c *Cache) MatchPrefix(tokens []int32) int {
 			b, h, ok = c.lookup(i, parent, tokens[n:n+int(c.bs)])
 		}
 		if !ok {
-			_, m := c.partial(i, parent, tokens[n:], taken)
-			return n + m
+			return c.partial(i, parent, tokens[n:], taken)
 		}
 		if c.ref[b] == 0 {
 			taken++
 		}
+		c.matched = append(c.matched, b)
 		parent = h
-		n += int(c.bs)
 	}
+}
+
+// MatchPrefix reports how many leading tokens are available from cached or live blocks: full
+// blocks with matching chained hashes and verified token ids, then possibly the first cells of
+// one more block (see partial).
+func (c *Cache) MatchPrefix(tokens []int32) int {
+	_, m := c.match(tokens)
+	return len(c.matched)*int(c.bs) + m
 }
 
 // AttachPrefix makes the empty sequence seq start with the tokens MatchPrefix(tokens) would
@@ -139,38 +149,28 @@ func (c *Cache) AttachPrefix(seq int, tokens []int32) (int, error) {
 	if sq.n != 0 {
 		return 0, fmt.Errorf("kvcache: AttachPrefix: sequence %d is not empty (%d cells)", seq, sq.n)
 	}
-	parent, n := rootHash, 0
-	for i := int32(0); ; i++ {
-		var b int32
-		var h uint64
-		ok := n+int(c.bs) <= len(tokens)
-		if ok {
-			b, h, ok = c.lookup(i, parent, tokens[n:n+int(c.bs)])
-		}
-		if !ok {
-			if src, m := c.partial(i, parent, tokens[n:], 0); m > 0 {
-				pinned := c.ref[src] == 0
-				if pinned {
-					c.lruRemove(src) // so that alloc cannot evict the block being copied
-				}
-				nb := c.alloc()
-				if pinned {
-					c.lruPush(src)
-				}
-				c.copyCells(src, nb, int32(m))
-				c.ref[nb] = 1
-				sq.table = append(sq.table, nb)
-				n += m
-			}
-			break
-		}
+	src, m := c.match(tokens)
+	for _, b := range c.matched {
 		if c.ref[b] == 0 {
 			c.lruRemove(b)
 		}
 		c.ref[b]++
 		sq.table = append(sq.table, b)
-		parent = h
-		n += int(c.bs)
+	}
+	n := len(c.matched) * int(c.bs)
+	if m > 0 {
+		pinned := c.ref[src] == 0
+		if pinned {
+			c.lruRemove(src) // so that alloc cannot evict the block being copied
+		}
+		nb := c.alloc()
+		if pinned {
+			c.lruPush(src)
+		}
+		c.copyCells(src, nb, int32(m))
+		c.ref[nb] = 1
+		sq.table = append(sq.table, nb)
+		n += m
 	}
 	sq.n = int32(n)
 	if n > 0 {
