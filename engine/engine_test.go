@@ -393,15 +393,10 @@ func TestCancelFreesBlocks(t *testing.T) {
 	waitIdle(t, e)
 }
 
-// TestBurstPartingMidBlock sends a burst whose prompts share 42 tokens (10 blocks of 4 and half
-// of the 11th): the first request computes them, then all others are admitted in one step, each
-// copying the shared cells of the 11th block from the first request's.
-func TestBurstPartingMidBlock(t *testing.T) {
-	d := newFake(t, 128, 4, 8)
-	d.delay = time.Millisecond
-	e := start(t, d, Limits{NCtx: 512, NSeqMax: 8, NBatch: 64, Vocab: vocab}, Config{BatchSize: 16, ChunkSize: 8})
-	common := prompt(42, 9)
-	const n = 6
+// burst submits n requests at once, each common plus two tokens of its own, checks their greedy
+// outputs and returns how many prompt tokens each took from the prefix cache, sorted.
+func burst(t *testing.T, e *Engine, common []int32, n int) []int {
+	t.Helper()
 	var wg sync.WaitGroup
 	cached := make([]int, n)
 	for i := range n {
@@ -423,6 +418,18 @@ func TestBurstPartingMidBlock(t *testing.T) {
 	}
 	wg.Wait()
 	slices.Sort(cached)
+	return cached
+}
+
+// TestBurstPartingMidBlock sends a burst whose prompts share 42 tokens (10 blocks of 4 and half
+// of the 11th): the first request computes them, then all others are admitted in one step, each
+// copying the shared cells of the 11th block from the first request's.
+func TestBurstPartingMidBlock(t *testing.T) {
+	d := newFake(t, 128, 4, 8)
+	d.delay = time.Millisecond
+	e := start(t, d, Limits{NCtx: 512, NSeqMax: 8, NBatch: 64, Vocab: vocab}, Config{BatchSize: 16, ChunkSize: 8})
+	const n = 6
+	cached := burst(t, e, prompt(42, 9), n)
 	if want := []int{0, 42, 42, 42, 42, 42}; !slices.Equal(cached, want) {
 		t.Fatalf("cached tokens %v, want %v", cached, want)
 	}
@@ -487,39 +494,12 @@ func TestEndOfGeneration(t *testing.T) {
 func TestBurstWithCommonPrefixComputesItOnce(t *testing.T) {
 	d := newFake(t, 128, 4, 8)
 	e := start(t, d, Limits{NCtx: 512, NSeqMax: 8, NBatch: 64, Vocab: vocab}, Config{BatchSize: 16, ChunkSize: 8})
-	common := prompt(40, 9)
-	var wg sync.WaitGroup
-	var cached sync.Map
-	for i := range 6 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p := append(append([]int32(nil), common...), int32(i), int32(i+1))
-			s, err := e.Submit(context.Background(), Request{Prompt: p, MaxTokens: 3, Sampling: greedy()})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			got, last := collect(t, s)
-			if !equal(got, expected(p, 3)) {
-				t.Errorf("request %d: %v", i, got)
-			}
-			cached.Store(i, last.Usage.CachedTokens)
-		}()
-	}
-	wg.Wait()
+	cached := burst(t, e, prompt(40, 9), 6)
 	// 6 prompts of 42 tokens: the 40 common tokens hold 10 full blocks, computed once.
 	if got := e.Stats().PromptComputed; got > 40+6*2+8 {
 		t.Fatalf("computed %d prompt tokens for 6 prompts sharing 40 tokens", got)
 	}
-	n := 0
-	cached.Range(func(_, v any) bool {
-		if v.(int) == 40 {
-			n++
-		}
-		return true
-	})
-	if n != 5 {
-		t.Fatalf("%d requests started from the 40 cached tokens, want 5", n)
+	if want := []int{0, 40, 40, 40, 40, 40}; !slices.Equal(cached, want) {
+		t.Fatalf("cached tokens %v, want %v", cached, want)
 	}
 }
