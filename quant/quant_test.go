@@ -304,3 +304,49 @@ func TestRoundAway(t *testing.T) {
 		}
 	}
 }
+
+// TestRoundAway127 checks the branch-free rounding against roundf's definition (half away from
+// zero) on every float32 within a few ulps of the half-integers in [-128.5, 128.5], and clamping.
+func TestRoundAway127(t *testing.T) {
+	want := func(f float32) int32 {
+		r := math.Trunc(float64(f) + math.Copysign(0.5, float64(f)))
+		if math.Abs(float64(f)-math.Trunc(float64(f))) < 0.5 {
+			r = math.Trunc(float64(f))
+		}
+		return int32(min(max(r, -128), 127))
+	}
+	for k := -129; k <= 128; k++ {
+		mid := float32(k) + 0.5
+		for _, f := range []float32{mid, float32(k), -float32(k)} {
+			x := f
+			for range 4 {
+				x = math.Nextafter32(x, float32(math.Inf(-1)))
+			}
+			for range 9 {
+				if math.Abs(float64(x)) <= 128.5 {
+					if got := roundAway127(x); got != want(x) {
+						t.Fatalf("roundAway127(%v) = %d, want %d", x, got, want(x))
+					}
+				}
+				x = math.Nextafter32(x, float32(math.Inf(1)))
+			}
+		}
+	}
+	for _, c := range []struct {
+		name string
+		f    float32
+		want int32
+	}{
+		{"just below a half", 0.49999997, 0},
+		{"just above minus a half", -0.49999997, 0},
+		{"half", 0.5, 1},
+		{"minus half", -0.5, -1},
+		{"clamped high", 127.5, 127},
+		{"clamped low", -128.5, -128},
+		{"zero", 0, 0},
+	} {
+		if got := roundAway127(c.f); got != c.want {
+			t.Errorf("%s: roundAway127(%v) = %d, want %d", c.name, c.f, got, c.want)
+		}
+	}
+}

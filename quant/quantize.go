@@ -179,10 +179,11 @@ func quantizeQ8_K(src []float32, dst []byte) {
 
 // roundAway127 rounds f, |f| <= 127.5, half away from zero like roundf, clamped to [-128, 127].
 // Activations are quantized once per matmul input, so this avoids roundAway's float64 path and
-// any branch on the sign (unpredictable on activations): with |f| < 128, f ± 0.5 (the half taking
-// f's sign bit) is exact in float32 and truncation then rounds.
+// any branch on the sign (unpredictable on activations): it adds the largest float32 below 0.5,
+// with f's sign, and truncates. Adding 0.5 itself would round 0.49999997 up (its sum with 0.5
+// is not a float32 and rounds to 1); with 0.49999997 every |f| <= 127.5 rounds as roundf does.
 func roundAway127(f float32) int32 {
-	half := math.Float32frombits(0x3f000000 | math.Float32bits(f)&0x80000000)
+	half := math.Float32frombits(0x3effffff | math.Float32bits(f)&0x80000000)
 	return min(max(int32(f+half), -128), 127)
 }
 

@@ -5,7 +5,7 @@ package quant
 // float32 operations, each exactly rounded: amax as the maximum of the magnitudes (VMAXPS; the
 // order does not matter for a maximum), d = amax/127 and id = 1/d with one VDIVSS each (id = 0
 // when d == 0), x*id (VMULPS, rounded before the next step, as the Go twin's explicit float32
-// conversion guarantees at every GOAMD64 level), + 0.5 with x's sign (VADDPS; the product has
+// conversion guarantees at every GOAMD64 level), + 0.49999997 with x's sign (VADDPS, as roundAway127; the product has
 // x's sign whenever it is not NaN), truncation (VCVTTPS2DQ) and clamping to [-128, 127] (the
 // signed saturation of VPACKSSDW/VPACKSSWB). Out-of-range and NaN products, which arise when 1/d
 // overflows to +Inf for a tiny subnormal d or when the row holds ±Inf, convert to INT32_MIN in

@@ -4,14 +4,14 @@
 //
 // func quantizeQ8_0AVX2Asm(nb int, src *float32, dst *byte)
 //
-// One 32-float block per iteration: Y0-Y3 the inputs, Y4-Y7 their magnitudes (then the ±0.5
-// halves), Y8/Y9 the running maxima. Constants: Y15 |x| mask, Y14 0.5, Y13 the VPERMD order,
-// Y12 zero, X10 1 (X11 is scratch). SI src, DI dst, CX blocks left.
+// One 32-float block per iteration: Y0-Y3 the inputs, Y4-Y7 their magnitudes (then the signed
+// halves), Y8/Y9 the running maxima. Constants: Y15 |x| mask, Y14 0.49999997 (the "half" of
+// roundAway127), Y13 the VPERMD order, Y12 zero, X10 1 (X11 is scratch). SI src, DI dst, CX blocks left.
 
 DATA q8absmask<>+0(SB)/4, $0x7fffffff
 GLOBL q8absmask<>(SB), RODATA|NOPTR, $4
 
-DATA q8half<>+0(SB)/4, $0x3f000000
+DATA q8half<>+0(SB)/4, $0x3effffff
 GLOBL q8half<>(SB), RODATA|NOPTR, $4
 
 DATA q8f127<>+0(SB)/4, $0x42fe0000
