@@ -61,7 +61,6 @@ func (s *Server) generate(ctx context.Context, prompts [][]int32, g genParams) (
 		return gen, nil
 	}
 	streams := make([]*engine.Stream, total)
-	firsts := make([]*engine.Output, total)
 	fail := func(err error) (*generation, error) {
 		for _, st := range streams {
 			if st != nil {
@@ -82,34 +81,16 @@ func (s *Server) generate(ctx context.Context, prompts [][]int32, g genParams) (
 		streams[i] = st
 		return err
 	}
-	// With n > 1 the first sequence of each prompt goes alone until its prompt is in the KV
-	// cache (its first token arrives); the others then start from its cached full blocks instead
-	// of all computing the same prompt in the same step.
-	share := g.n > 1
+	// With n > 1 the engine computes each prompt once: the other sequences wait until the first
+	// has the prompt in the KV cache and start from it.
 	for i := range total {
-		if i%g.n == 0 || !share {
-			if err := submit(i); err != nil {
-				return fail(err)
-			}
-		}
-	}
-	if share {
-		for i := 0; i < total; i += g.n {
-			o, err := streams[i].Recv(ctx)
-			if err != nil {
-				return fail(err)
-			}
-			firsts[i] = &o
-			for j := i + 1; j < i+g.n; j++ {
-				if err := submit(j); err != nil {
-					return fail(err)
-				}
-			}
+		if err := submit(i); err != nil {
+			return fail(err)
 		}
 	}
 	var wg sync.WaitGroup
 	for i, st := range streams {
-		wg.Go(func() { s.relay(ctx, i, st, firsts[i], g, events) })
+		wg.Go(func() { s.relay(ctx, i, st, g, events) })
 	}
 	go func() {
 		wg.Wait()
@@ -118,10 +99,9 @@ func (s *Server) generate(ctx context.Context, prompts [][]int32, g genParams) (
 	return gen, nil
 }
 
-// relay reads one sequence's outputs (starting with first, when generate already received it),
-// turns them into text events and sends them on out until the sequence is done or ctx ends (then
+// relay reads one sequence's outputs, turns them into text events and sends them on out until the sequence is done or ctx ends (then
 // the sequence is cancelled).
-func (s *Server) relay(ctx context.Context, index int, st *engine.Stream, first *engine.Output, g genParams, out chan<- seqEvent) {
+func (s *Server) relay(ctx context.Context, index int, st *engine.Stream, g genParams, out chan<- seqEvent) {
 	ts := newTextStream(s.cfg.Model.Vocab, g.stop)
 	send := func(e seqEvent) bool {
 		e.index = index
@@ -138,13 +118,7 @@ func (s *Server) relay(ctx context.Context, index int, st *engine.Stream, first 
 	kept := 0
 	var firstAt time.Time
 	for {
-		var o engine.Output
-		var err error
-		if first != nil {
-			o, first = *first, nil
-		} else {
-			o, err = st.Recv(ctx)
-		}
+		o, err := st.Recv(ctx)
 		if err != nil {
 			st.Cancel(engine.FinishCancelled)
 			return
