@@ -99,8 +99,8 @@ func (s *Server) generate(ctx context.Context, prompts [][]int32, g genParams) (
 	return gen, nil
 }
 
-// relay reads one sequence's outputs, turns them into text events and sends them on out until the sequence is done or ctx ends (then
-// the sequence is cancelled).
+// relay reads one sequence's outputs, turns them into text events and sends them on out until
+// the sequence is done or ctx ends (then the sequence is cancelled).
 func (s *Server) relay(ctx context.Context, index int, st *engine.Stream, g genParams, out chan<- seqEvent) {
 	ts := newTextStream(s.cfg.Model.Vocab, g.stop)
 	send := func(e seqEvent) bool {
