@@ -5,13 +5,13 @@ import (
 	"fmt"
 )
 
-// Packed weights: Q4_0 and Q8_0 matrices rearranged once, at load time, into panels of 8 rows so
-// that a kernel holds the same few elements of all 8 rows in one register. The products of a block
-// then accumulate vertically, one 32-bit lane per row, and a block costs one conversion and one
-// FMA per token for 8 rows instead of a horizontal reduction per row (what the single-row kernels
-// spend most of their time on). Packing keeps every byte: a packed matrix is exactly as large as
-// the file's, and panel p occupies the bytes of rows [8p, 8p+8), so row ranges that are multiples
-// of 8 keep their offsets.
+// Packed weights: Q4_0 and Q8_0 (and, see packed_k.go, Q4_K and Q6_K) matrices rearranged once, at
+// load time, into panels of 8 rows so that a kernel holds the same few elements of all 8 rows in
+// one register. The products of a block then accumulate vertically, one 32-bit lane per row, and a
+// block costs one conversion and one FMA per token for 8 rows instead of a horizontal reduction
+// per row (what the single-row kernels spend most of their time on). Packing keeps every byte: a
+// packed matrix is exactly as large as the file's, and panel p occupies the bytes of rows
+// [8p, 8p+8), so row ranges that are multiples of 8 keep their offsets.
 //
 // Panel layout, for nb blocks of 32 elements per row:
 //
@@ -24,11 +24,12 @@ import (
 // PanelRows is the number of rows in a panel of packed weights.
 const PanelRows = 8
 
-// The panel kernels compute out[j*outStride+r] = row r of the panel at w (nb blocks) · activation
-// row j (Q8_0 blocks at x[j*xStride:]) for r < 8 and j < nx (1 <= nx <= MaxCols), and write
-// nothing else. For Q4_0, sums[4b+j] must hold 8·Σ of the quants of block b of activation row j
-// (q4SumsGo). panelKernel picks the assembly (panelAVX2) when hasPanelAsm, else the Go twin
-// panelProductGo; both are called directly so that the callers' stack buffers stay on the stack.
+// The panel kernels compute out[j*outStride+r] = row r of the panel at w (nb blocks, or for Q4_K
+// and Q6_K nb super-blocks) · activation row j (ActType(wt) blocks at x[j*xStride:]) for r < 8 and
+// j < nx (1 <= nx <= MaxCols), and write nothing else. For Q4_0, sums[4b+j] must hold 8·Σ of the
+// quants of block b of activation row j (q4SumsGo); the other types take no sums. panelKernel
+// picks the assembly (panelAVX2) when hasPanelAsm, else the Go twin (panelProductGo, panelQ4KGo,
+// panelQ6KGo); all are called directly so that the callers' stack buffers stay on the stack.
 
 // hasPanelAsm is set by init where the assembly panel kernels run; tests clear it to run the Go
 // twins through the same code.
@@ -39,7 +40,14 @@ func panelKernel(wt Type, nb int, w, x []byte, xStride, nx int, out []float32, o
 		panelAVX2(wt, nb, w, x, xStride, nx, out, outStride, sums)
 		return
 	}
-	panelProductGo(wt, nb, w, x, xStride, nx, out, outStride)
+	switch wt {
+	case Q4_K:
+		panelQ4KGo(nb, w, x, xStride, nx, out, outStride)
+	case Q6_K:
+		panelQ6KGo(nb, w, x, xStride, nx, out, outStride)
+	default:
+		panelProductGo(wt, nb, w, x, xStride, nx, out, outStride)
+	}
 }
 
 // q4SumsKernel is q4SumsGo, in assembly where there is a panel kernel.
@@ -55,12 +63,25 @@ func q4SumsKernel(nb int, x []byte, xStride, nx int, dst []int32) {
 // multiplied by MatMulPacked with a fast kernel on this CPU. Without one (no AVX2, or another
 // architecture), weights are better left as they are for the single-row kernels.
 func CanPack(wt Type, k, rows int) bool {
-	return hasPanelAsm && (wt == Q4_0 || wt == Q8_0) && k > 0 && k%32 == 0 && k <= maxPackedK && rows > 0 && rows%PanelRows == 0
+	return hasPanelAsm && packable(wt, k) && rows > 0 && rows%PanelRows == 0
 }
 
-// PackRows rearranges rows of Q4_0 or Q8_0 weights (k elements each, the row count a multiple of
-// 8) from the file layout in src into panels in dst; len(dst) must equal len(src).
+// packable reports whether rows of k elements of wt have a panel layout and kernels: Q4_0 and Q8_0
+// in whole blocks, Q4_K and Q6_K in whole super-blocks, at most maxPackedK elements.
+func packable(wt Type, k int) bool {
+	switch wt {
+	case Q4_0, Q8_0, Q4_K, Q6_K:
+		return k > 0 && k%wt.BlockSize() == 0 && k <= maxPackedK
+	}
+	return false
+}
+
+// PackRows rearranges rows of Q4_0, Q8_0, Q4_K or Q6_K weights (k elements each, the row count a
+// multiple of 8) from the file layout in src into panels in dst; len(dst) must equal len(src).
 func PackRows(wt Type, k int, dst, src []byte) error {
+	if wt == Q4_K || wt == Q6_K {
+		return packKRows(wt, k, dst, src)
+	}
 	if wt != Q4_0 && wt != Q8_0 {
 		return fmt.Errorf("quant.PackRows: %v weights cannot be packed", wt)
 	}
@@ -148,15 +169,16 @@ const panelBlockBytes = 64 << 10
 
 // MatMulPacked is MatMul for weights packed by PackRows: out[t*outStride+r] = row r · activation
 // row t for r in [r0, r1) and t in [0, nTok). r0 and r1 must be multiples of 8; xq holds nTok
-// Q8_0 activation rows (QuantizeAct). Like MatMul it writes only those outputs, so goroutines may
-// share out with disjoint row ranges, and it does not allocate. Shapes that do not fit panic.
+// activation rows of ActType(wt) (QuantizeAct). Like MatMul it writes only those outputs, so
+// goroutines may share out with disjoint row ranges, and it does not allocate. Shapes that do not
+// fit panic.
 func MatMulPacked(wt Type, k int, w []byte, xq []byte, nTok int, out []float32, outStride int, r0, r1 int) {
 	if r1 <= r0 || nTok <= 0 {
 		return
 	}
-	rowBytes, xRow := wt.RowSize(k), (k/32)*q8_0Bytes
+	rowBytes, xRow := wt.RowSize(k), ActType(wt).RowSize(k)
 	switch {
-	case (wt != Q4_0 && wt != Q8_0) || k <= 0 || k%32 != 0 || k > maxPackedK:
+	case !packable(wt, k):
 		panic(fmt.Sprintf("quant.MatMulPacked: %d elements of %v are not packed weights", k, wt))
 	case r0 < 0 || r0%PanelRows != 0 || r1%PanelRows != 0 || len(w) < r1*rowBytes:
 		panic(fmt.Sprintf("quant.MatMulPacked: rows [%d, %d) of %d bytes are not whole panels of %d weight bytes", r0, r1, rowBytes, len(w)))
@@ -164,6 +186,10 @@ func MatMulPacked(wt Type, k int, w []byte, xq []byte, nTok int, out []float32, 
 		panic(fmt.Sprintf("quant.MatMulPacked: %d activation rows of %d bytes do not fit in %d bytes", nTok, xRow, len(xq)))
 	case (nTok > 1 && outStride < r1) || len(out) < (nTok-1)*outStride+r1:
 		panic(fmt.Sprintf("quant.MatMulPacked: out of %d floats with stride %d cannot hold %d tokens x %d rows", len(out), outStride, nTok, r1))
+	}
+	if wt == Q4_K || wt == Q6_K {
+		matmulPanels(wt, k, w, xq, nTok, out, outStride, r0, r1, nil)
+		return
 	}
 	groups := (nTok + MaxCols - 1) / MaxCols
 	if wt == Q8_0 || 4*(k/32)*groups <= smallSums {
@@ -183,11 +209,12 @@ const smallSums, largeSums = 1 << 10, 16 << 10
 const maxPackedK = 32 * largeSums / 4
 
 // matmulPanels is MatMulPacked's loop, with a buffer for Q4_0 activation sums from the caller's
-// stack. Tokens are taken in chunks whose sums fit in it; within a chunk, blocks of panels of about
-// panelBlockBytes are applied to every token group before the next block is touched.
+// stack (nil for the other types). Tokens are taken in chunks whose sums fit in it; within a
+// chunk, blocks of panels of about panelBlockBytes are applied to every token group before the
+// next block is touched.
 func matmulPanels(wt Type, k int, w, xq []byte, nTok int, out []float32, outStride, r0, r1 int, sums []int32) {
-	nb := k / 32
-	rowBytes, xRow := wt.RowSize(k), nb*q8_0Bytes
+	nb := k / wt.BlockSize()
+	rowBytes, xRow := wt.RowSize(k), ActType(wt).RowSize(k)
 	panel := PanelRows * rowBytes
 	chunk := nTok
 	if wt == Q4_0 {

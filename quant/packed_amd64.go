@@ -19,10 +19,17 @@ func init() {
 // reads and writes (see panelKernel); MatMulPacked has checked the shapes, so they cost little.
 func panelAVX2(wt Type, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
 	_ = w[PanelRows*nb*wt.TypeSize()-1]
-	_ = x[(nx-1)*xStride+nb*q8_0Bytes-1]
+	_ = x[(nx-1)*xStride+nb*ActType(wt).TypeSize()-1]
 	_ = out[(nx-1)*outStride+PanelRows-1]
-	if wt == Q8_0 {
+	switch wt {
+	case Q8_0:
 		q8PanelAVX2(nb, &w[0], &x[0], xStride, nx, &out[0], outStride)
+		return
+	case Q4_K:
+		q4KPanelAVX2(nb, &w[0], &x[0], xStride, nx, &out[0], outStride)
+		return
+	case Q6_K:
+		q6KPanelAVX2(nb, &w[0], &x[0], xStride, nx, &out[0], outStride)
 		return
 	}
 	_ = sums[4*nb-1]

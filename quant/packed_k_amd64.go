@@ -1,0 +1,13 @@
+package quant
+
+// AVX2 kernels for packed Q4_K and Q6_K panels (packed_k_amd64.s; layout in packed_k.go, Go
+// twins panelQ4KGo and panelQ6KGo): 8 rows of nb super-blocks at w times nx (1..MaxCols) Q8_K
+// activation rows at x, x+xStride, ..., results to out[j*outStride+r]. panelAVX2 checks the
+// ranges before calling them. Like the row kernels, they take the Q4_K mins and the Q6_K level
+// offset from the Q8_K bsums, so activation blocks must be well formed (QuantizeAct).
+
+//go:noescape
+func q4KPanelAVX2(nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
+
+//go:noescape
+func q6KPanelAVX2(nb int, w, x *byte, xStride, nx int, out *float32, outStride int)

@@ -1,0 +1,457 @@
+#include "textflag.h"
+
+// Kernels for packed Q4_K and Q6_K panels (layout in packed_k.go): 8 rows times nx (1..4) columns
+// of Q8_K activations. A chunk of 32 bytes holds the same 4 elements of the 8 rows, one row per
+// dword lane; VPMADDUBSW with 4 broadcast activation bytes leaves each row's two pair sums in its
+// lane, so a sub-block's products accumulate vertically in 16 bits and one VPMADDWD by the 8 rows'
+// scale pairs (sc, sc) per lane widens and scales them. Per super-block and column the 8 rows'
+// integer sums are converted once and folded into one float accumulator per column. Each chunk is
+// decoded once for all nx columns; each nx has its own fully unrolled loop.
+//
+// GP registers: CX super-blocks left; SI the panel's current super-block; DI, R10, R12, R13 the
+// current Q8_K blocks of columns 0-3 (R8 apart); R11 nx; DX out; R9 outStride at the end.
+//
+// Exactness: the integer sums are exact for any activation quants (-128 included). Q4_K: a word
+// sums 16 products of levels <= 15 with |x| <= 128, |.| <= 30720; times a 6-bit scale and summed
+// over a super-block far inside int32. Q6_K: a word sums 4 products of levels <= 63, |.| <= 32256;
+// then times an int8 scale. Mins and the Q6_K offset come from the bsums (16 quants each, so
+// |bsum| <= 2048). No VPMADDUBSW saturates (|pair| <= 2·63·128).
+//
+// Only VEX encodable forms are used (shifts take register sources): the kernels need AVX2, FMA
+// and F16C, nothing of AVX-512.
+
+// Software prefetch distance in bytes ahead of the current super-block (see dot_k_amd64.s KPF):
+// the panels are streamed once per token group, in order.
+#define KPF 4096
+
+#define KP_PROLOGUE \
+	MOVQ nb+0(FP), CX;       \
+	MOVQ w+8(FP), SI;        \
+	MOVQ x+16(FP), DI;       \
+	MOVQ xStride+24(FP), R8; \
+	MOVQ nx+32(FP), R11;     \
+	MOVQ out+40(FP), DX;     \
+	LEAQ (DI)(R8*1), R10;    \
+	LEAQ (DI)(R8*2), R12;    \
+	LEAQ (R10)(R8*2), R13
+
+// KP_NEXT advances the weights by wbytes and the four columns by one Q8_K block and counts down.
+#define KP_NEXT(wbytes) \
+	ADDQ $wbytes, SI; \
+	ADDQ $292, DI;    \
+	ADDQ $292, R10;   \
+	ADDQ $292, R12;   \
+	ADDQ $292, R13;   \
+	DECQ CX
+
+// KP_STORE stores the nx (R11) columns' results from a0..a3 at DX, outStride floats apart.
+#define KP_STORE(a0, a1, a2, a3, done) \
+	MOVQ    outStride+48(FP), R9; \
+	VMOVUPS a0, (DX);             \
+	CMPQ    R11, $2;              \
+	JLT     done;                 \
+	VMOVUPS a1, (DX)(R9*4);       \
+	CMPQ    R11, $3;              \
+	JLT     done;                 \
+	VMOVUPS a2, (DX)(R9*8);       \
+	CMPQ    R11, $4;              \
+	JLT     done;                 \
+	LEAQ    (R9)(R9*2), R9;       \
+	VMOVUPS a3, (DX)(R9*4)
+
+// ---------------------------------------------------------------------------------------------
+// Q4_K. Y0-Y3: 16-bit sums of the current sub-block for columns 0-3 (at the end of a super-block
+// the min sums); Y4-Y7: the super-block's int32 sums Σ sc·dot; Y8-Y11: float results; Y12, Y13:
+// a chunk's low and high nibbles (scratch at sub-block ends); Y14: scratch, the sub-block's scale
+// pairs; Y15: 0x0f bytes. The 128-byte frame holds the super-block's scale/min vectors U_0..U_3,
+// unpacked once per super-block.
+
+// K4W decodes chunk c of sub-block s: Y12 = levels of elements 32s+4c.., Y13 of 32s+16+4c...
+#define K4W(s, c) \
+	VMOVDQU 128+128*s+32*c(SI), Y12; \
+	VPSRLW  $4, Y12, Y13;            \
+	VPAND   Y15, Y12, Y12;           \
+	VPAND   Y15, Y13, Y13
+
+// K4XF / K4X add chunk c of sub-block s times column P's activations to the 16-bit sums acc
+// (K4XF starts them, for the first chunk).
+#define K4XF(s, c, P, acc) \
+	VPBROADCASTD 4+32*s+4*c(P), Y14;  \
+	VPMADDUBSW   Y14, Y12, acc;       \
+	VPBROADCASTD 20+32*s+4*c(P), Y14; \
+	VPMADDUBSW   Y14, Y13, Y14;       \
+	VPADDW       Y14, acc, acc
+
+#define K4X(s, c, P, acc) \
+	VPBROADCASTD 4+32*s+4*c(P), Y14;  \
+	VPMADDUBSW   Y14, Y12, Y14;       \
+	VPADDW       Y14, acc, acc;       \
+	VPBROADCASTD 20+32*s+4*c(P), Y14; \
+	VPMADDUBSW   Y14, Y13, Y14;       \
+	VPADDW       Y14, acc, acc
+
+#define K4F1(s, c) K4XF(s, c, DI, Y0)
+#define K4F2(s, c) K4F1(s, c); K4XF(s, c, R10, Y1)
+#define K4F3(s, c) K4F2(s, c); K4XF(s, c, R12, Y2)
+#define K4F4(s, c) K4F3(s, c); K4XF(s, c, R13, Y3)
+
+#define K4C1(s, c) K4X(s, c, DI, Y0)
+#define K4C2(s, c) K4C1(s, c); K4X(s, c, R10, Y1)
+#define K4C3(s, c) K4C2(s, c); K4X(s, c, R12, Y2)
+#define K4C4(s, c) K4C3(s, c); K4X(s, c, R13, Y3)
+
+// K4UNPACK decodes the scale/min vectors U_0..U_3 (see packed_k.go) of the super-block to the
+// frame at 32q(SP) (Y12-Y14 scratch): byte 4r+v of U_q is [sc_2q, m_2q, sc_2q+1, m_2q+1][v] of
+// row r, so VPSHUFB with k4dup picks the 8 rows' pairs (sc, sc) or (m, m) of one sub-block.
+#define K4UNPACK \
+	VMOVDQU 96(SI), Y14;            \
+	VPAND   32(SI), Y15, Y12;       \
+	VPSLLW  $4, Y14, Y13;           \
+	VPAND   k4m30<>(SB), Y13, Y13;  \
+	VPOR    Y13, Y12, Y12;          \
+	VMOVDQU Y12, 0(SP);             \
+	VMOVDQU 32(SI), Y12;            \
+	VPSRLW  $4, Y12, Y12;           \
+	VPAND   Y15, Y12, Y12;          \
+	VPSLLW  $2, Y14, Y13;           \
+	VPAND   k4m30<>(SB), Y13, Y13;  \
+	VPOR    Y13, Y12, Y12;          \
+	VMOVDQU Y12, 32(SP);            \
+	VPAND   64(SI), Y15, Y12;       \
+	VPAND   k4m30<>(SB), Y14, Y13;  \
+	VPOR    Y13, Y12, Y12;          \
+	VMOVDQU Y12, 64(SP);            \
+	VMOVDQU 64(SI), Y12;            \
+	VPSRLW  $4, Y12, Y12;           \
+	VPAND   Y15, Y12, Y12;          \
+	VPSRLW  $2, Y14, Y13;           \
+	VPAND   k4m30<>(SB), Y13, Y13;  \
+	VPOR    Y13, Y12, Y12;          \
+	VMOVDQU Y12, 96(SP)
+
+// Sub-block ends: scale the 16-bit sums acc by the pairs in Y14 into the int32 sums iacc (K4SF
+// for sub-block 0 sets them).
+#define K4SF1 VPMADDWD Y14, Y0, Y4
+#define K4SF2 K4SF1; VPMADDWD Y14, Y1, Y5
+#define K4SF3 K4SF2; VPMADDWD Y14, Y2, Y6
+#define K4SF4 K4SF3; VPMADDWD Y14, Y3, Y7
+
+#define K4SA(acc, iacc) VPMADDWD Y14, acc, acc; VPADDD acc, iacc, iacc
+#define K4S1 K4SA(Y0, Y4)
+#define K4S2 K4S1; K4SA(Y1, Y5)
+#define K4S3 K4S2; K4SA(Y2, Y6)
+#define K4S4 K4S3; K4SA(Y3, Y7)
+
+// K4SUB runs sub-block s for the columns of F (first chunk) and C (the others), then scales with
+// S; its scale pairs are picked from U_(s/2), loaded from uoff(SP), with v (0 for even s, 2 for
+// odd s).
+#define K4SUB(s, uoff, v, F, C, S) \
+	PREFETCHT0 KPF+128+128*s(SI);        \
+	PREFETCHT0 KPF+192+128*s(SI);        \
+	K4W(s, 0);                           \
+	F(s, 0);                             \
+	K4W(s, 1);                           \
+	C(s, 1);                             \
+	K4W(s, 2);                           \
+	C(s, 2);                             \
+	K4W(s, 3);                           \
+	C(s, 3);                             \
+	VMOVDQU uoff(SP), Y12;               \
+	VPSHUFB k4dup<>+32*v(SB), Y12, Y14;  \
+	S
+
+// Min sums: macc = Σ_s (m_s, m_s)·(bsum_2s, bsum_2s+1) per lane, with the pairs in Y13.
+#define K4MF(s, P, macc) \
+	VPBROADCASTD 260+4*s(P), Y14; \
+	VPMADDWD     Y13, Y14, macc
+
+#define K4MA(s, P, macc) \
+	VPBROADCASTD 260+4*s(P), Y14; \
+	VPMADDWD     Y13, Y14, Y14;   \
+	VPADDD       Y14, macc, macc
+
+#define K4MF1(s) K4MF(s, DI, Y0)
+#define K4MF2(s) K4MF1(s); K4MF(s, R10, Y1)
+#define K4MF3(s) K4MF2(s); K4MF(s, R12, Y2)
+#define K4MF4(s) K4MF3(s); K4MF(s, R13, Y3)
+
+#define K4M1(s) K4MA(s, DI, Y0)
+#define K4M2(s) K4M1(s); K4MA(s, R10, Y1)
+#define K4M3(s) K4M2(s); K4MA(s, R12, Y2)
+#define K4M4(s) K4M3(s); K4MA(s, R13, Y3)
+
+#define K4MINS(MF, M) \
+	VMOVDQU 0(SP), Y12;                 \
+	VPSHUFB k4dup<>+32(SB), Y12, Y13;    \
+	MF(0);                               \
+	VPSHUFB k4dup<>+96(SB), Y12, Y13;    \
+	M(1);                                \
+	VMOVDQU 32(SP), Y12;                 \
+	VPSHUFB k4dup<>+32(SB), Y12, Y13;    \
+	M(2);                                \
+	VPSHUFB k4dup<>+96(SB), Y12, Y13;    \
+	M(3);                                \
+	VMOVDQU 64(SP), Y12;                 \
+	VPSHUFB k4dup<>+32(SB), Y12, Y13;    \
+	M(4);                                \
+	VPSHUFB k4dup<>+96(SB), Y12, Y13;    \
+	M(5);                                \
+	VMOVDQU 96(SP), Y12;                 \
+	VPSHUFB k4dup<>+32(SB), Y12, Y13;    \
+	M(6);                                \
+	VPSHUFB k4dup<>+96(SB), Y12, Y13;    \
+	M(7)
+
+// K4FOLD folds column P's super-block sums into facc: facc += dx·(d·iacc − dmin·macc), with the
+// 8 rows' d in Y12 and dmin in Y13.
+#define K4FOLD(P, macc, iacc, facc) \
+	VCVTDQ2PS    iacc, iacc;       \
+	VCVTDQ2PS    macc, macc;       \
+	VMULPS       Y12, iacc, iacc;  \
+	VFNMADD231PS Y13, macc, iacc;  \
+	VBROADCASTSS (P), Y14;         \
+	VFMADD231PS  Y14, iacc, facc
+
+#define K4FOLD1 K4FOLD(DI, Y0, Y4, Y8)
+#define K4FOLD2 K4FOLD1; K4FOLD(R10, Y1, Y5, Y9)
+#define K4FOLD3 K4FOLD2; K4FOLD(R12, Y2, Y6, Y10)
+#define K4FOLD4 K4FOLD3; K4FOLD(R13, Y3, Y7, Y11)
+
+// K4BLOCK runs one super-block for the column sets given and counts down.
+#define K4BLOCK(F, C, SF, S, MF, M, FOLD) \
+	K4UNPACK;                    \
+	K4SUB(0, 0, 0, F, C, SF);    \
+	K4SUB(1, 0, 2, F, C, S);     \
+	K4SUB(2, 32, 0, F, C, S);    \
+	K4SUB(3, 32, 2, F, C, S);    \
+	K4SUB(4, 64, 0, F, C, S);    \
+	K4SUB(5, 64, 2, F, C, S);    \
+	K4SUB(6, 96, 0, F, C, S);    \
+	K4SUB(7, 96, 2, F, C, S);    \
+	K4MINS(MF, M);               \
+	VCVTPH2PS  (SI), Y12;        \
+	VCVTPH2PS  16(SI), Y13;      \
+	FOLD;                        \
+	PREFETCHT0 KPF(SI);          \
+	PREFETCHT0 KPF+64(SI);       \
+	KP_NEXT(1152)
+
+// func q4KPanelAVX2(nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
+TEXT ·q4KPanelAVX2(SB), NOSPLIT, $128-56
+	KP_PROLOGUE
+	VXORPS       Y8, Y8, Y8
+	VXORPS       Y9, Y9, Y9
+	VXORPS       Y10, Y10, Y10
+	VXORPS       Y11, Y11, Y11
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	CMPQ         R11, $2
+	JLT          k4n1
+	JEQ          k4n2
+	CMPQ         R11, $3
+	JEQ          k4n3
+
+k4n4:
+	K4BLOCK(K4F4, K4C4, K4SF4, K4S4, K4MF4, K4M4, K4FOLD4)
+	JNZ k4n4
+	JMP k4done
+
+k4n3:
+	K4BLOCK(K4F3, K4C3, K4SF3, K4S3, K4MF3, K4M3, K4FOLD3)
+	JNZ k4n3
+	JMP k4done
+
+k4n2:
+	K4BLOCK(K4F2, K4C2, K4SF2, K4S2, K4MF2, K4M2, K4FOLD2)
+	JNZ k4n2
+	JMP k4done
+
+k4n1:
+	K4BLOCK(K4F1, K4C1, K4SF1, K4S1, K4MF1, K4M1, K4FOLD1)
+	JNZ k4n1
+
+k4done:
+	KP_STORE(Y8, Y9, Y10, Y11, k4ret)
+
+k4ret:
+	VZEROUPPER
+	RET
+
+// ---------------------------------------------------------------------------------------------
+// Q6_K. Y0-Y3: the super-block's int32 sums for columns 0-3; Y4-Y7: float results; Y8: the scale
+// pairs (sc_2i, sc_2i+1) per lane of the current group pair, then 32 times them; Y9: the current
+// group's scale pair (sc, sc); Y10, Y11: two level vectors; Y12, Y13: scratch; Y14: the 8 rows' d
+// at the end of a super-block; Y15: 0x3f bytes.
+
+// Q6DA decodes the levels of elements 16u+0..3 (Y10) and 16u+4..7 (Y11) of unit u; Q6DB those of
+// 16u+8..11 (Y10) and 16u+12..15 (Y11), the latter from bits 6-7 of the three chunks.
+#define Q6DA(u) \
+	VPAND 144+96*u(SI), Y15, Y10; \
+	VPAND 176+96*u(SI), Y15, Y11
+
+#define Q6DB(u) \
+	VPAND  208+96*u(SI), Y15, Y10; \
+	VPANDN 144+96*u(SI), Y15, Y11; \
+	VPSRLW $2, Y11, Y11;           \
+	VPANDN 176+96*u(SI), Y15, Y12; \
+	VPOR   Y12, Y11, Y11;          \
+	VPSRLW $2, Y11, Y11;           \
+	VPANDN 208+96*u(SI), Y15, Y12; \
+	VPOR   Y12, Y11, Y11;          \
+	VPSRLW $2, Y11, Y11
+
+// Q6X adds the two level vectors times column P's 8 activations at off, scaled by Y9, to acc.
+#define Q6X(off, P, acc) \
+	VPBROADCASTD off(P), Y12;   \
+	VPMADDUBSW   Y12, Y10, Y12; \
+	VPBROADCASTD 4+off(P), Y13; \
+	VPMADDUBSW   Y13, Y11, Y13; \
+	VPADDW       Y13, Y12, Y12; \
+	VPMADDWD     Y9, Y12, Y12;  \
+	VPADDD       Y12, acc, acc
+
+#define Q6C1(off) Q6X(off, DI, Y0)
+#define Q6C2(off) Q6C1(off); Q6X(off, R10, Y1)
+#define Q6C3(off) Q6C2(off); Q6X(off, R12, Y2)
+#define Q6C4(off) Q6C3(off); Q6X(off, R13, Y3)
+
+// Q6UNIT runs unit (group) u for the columns of C.
+#define Q6UNIT(u, C) \
+	Q6DA(u);      \
+	C(4+16*u);    \
+	Q6DB(u);      \
+	C(12+16*u)
+
+// Q6O subtracts Σ 32·sc·bsum of group pair i (32 times the scale pairs in Y8) from acc.
+#define Q6O(i, P, acc) \
+	VPBROADCASTD 260+4*i(P), Y12; \
+	VPMADDWD     Y8, Y12, Y12;    \
+	VPSUBD       Y12, acc, acc
+
+#define Q6O1(i) Q6O(i, DI, Y0)
+#define Q6O2(i) Q6O1(i); Q6O(i, R10, Y1)
+#define Q6O3(i) Q6O2(i); Q6O(i, R12, Y2)
+#define Q6O4(i) Q6O3(i); Q6O(i, R13, Y3)
+
+// Q6PAIR runs groups u0 = 2i and u1 = 2i+1.
+#define Q6PAIR(i, u0, u1, C, O) \
+	PREFETCHT0 KPF+144+192*i(SI);    \
+	PREFETCHT0 KPF+208+192*i(SI);    \
+	PREFETCHT0 KPF+272+192*i(SI);    \
+	VPMOVSXBW  16+16*i(SI), Y8;      \
+	VPSHUFB    q6dup<>+0(SB), Y8, Y9;  \
+	Q6UNIT(u0, C);                   \
+	VPSHUFB    q6dup<>+32(SB), Y8, Y9; \
+	Q6UNIT(u1, C);                   \
+	VPSLLW     $5, Y8, Y8;           \
+	O(i)
+
+#define Q6Z1 VPXOR Y0, Y0, Y0
+#define Q6Z2 Q6Z1; VPXOR Y1, Y1, Y1
+#define Q6Z3 Q6Z2; VPXOR Y2, Y2, Y2
+#define Q6Z4 Q6Z3; VPXOR Y3, Y3, Y3
+
+// Q6FOLD folds column P's super-block sum into facc: facc += iacc·(d·dx), d in Y14.
+#define Q6FOLD(P, iacc, facc) \
+	VCVTDQ2PS    iacc, iacc;      \
+	VBROADCASTSS (P), Y12;        \
+	VMULPS       Y14, Y12, Y12;   \
+	VFMADD231PS  Y12, iacc, facc
+
+#define Q6FOLD1 Q6FOLD(DI, Y0, Y4)
+#define Q6FOLD2 Q6FOLD1; Q6FOLD(R10, Y1, Y5)
+#define Q6FOLD3 Q6FOLD2; Q6FOLD(R12, Y2, Y6)
+#define Q6FOLD4 Q6FOLD3; Q6FOLD(R13, Y3, Y7)
+
+#define Q6BLOCK(Z, C, O, FOLD) \
+	Z;                              \
+	Q6PAIR(0, 0, 1, C, O);          \
+	Q6PAIR(1, 2, 3, C, O);          \
+	Q6PAIR(2, 4, 5, C, O);          \
+	Q6PAIR(3, 6, 7, C, O);          \
+	Q6PAIR(4, 8, 9, C, O);          \
+	Q6PAIR(5, 10, 11, C, O);        \
+	Q6PAIR(6, 12, 13, C, O);        \
+	Q6PAIR(7, 14, 15, C, O);        \
+	VCVTPH2PS  (SI), Y14;           \
+	FOLD;                           \
+	PREFETCHT0 KPF(SI);             \
+	PREFETCHT0 KPF+64(SI);          \
+	PREFETCHT0 KPF+128(SI);         \
+	KP_NEXT(1680)
+
+// func q6KPanelAVX2(nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
+TEXT ·q6KPanelAVX2(SB), NOSPLIT, $0-56
+	KP_PROLOGUE
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VXORPS       Y7, Y7, Y7
+	MOVL         $0x3f3f3f3f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	CMPQ         R11, $2
+	JLT          q6n1
+	JEQ          q6n2
+	CMPQ         R11, $3
+	JEQ          q6n3
+
+q6n4:
+	Q6BLOCK(Q6Z4, Q6C4, Q6O4, Q6FOLD4)
+	JNZ q6n4
+	JMP q6done
+
+q6n3:
+	Q6BLOCK(Q6Z3, Q6C3, Q6O3, Q6FOLD3)
+	JNZ q6n3
+	JMP q6done
+
+q6n2:
+	Q6BLOCK(Q6Z2, Q6C2, Q6O2, Q6FOLD2)
+	JNZ q6n2
+	JMP q6done
+
+q6n1:
+	Q6BLOCK(Q6Z1, Q6C1, Q6O1, Q6FOLD1)
+	JNZ q6n1
+
+q6done:
+	KP_STORE(Y4, Y5, Y6, Y7, q6ret)
+
+q6ret:
+	VZEROUPPER
+	RET
+
+// k4dup+32v picks byte 4r+v of each row's dword (lane-local r) into both words of the dword as
+// an int16 (the high bytes zero): v = 0, 2 give the scales of sub-blocks 2q, 2q+1 from U_q, v = 1,
+// 3 their mins.
+#define K4DUP(v, lo, hi) \
+	DATA k4dup<>+(32*v)(SB)/8, $lo;    \
+	DATA k4dup<>+(32*v+8)(SB)/8, $hi;  \
+	DATA k4dup<>+(32*v+16)(SB)/8, $lo; \
+	DATA k4dup<>+(32*v+24)(SB)/8, $hi
+
+K4DUP(0, 0x8004800480008000, 0x800c800c80088008)
+K4DUP(1, 0x8005800580018001, 0x800d800d80098009)
+K4DUP(2, 0x8006800680028002, 0x800e800e800a800a)
+K4DUP(3, 0x8007800780038003, 0x800f800f800b800b)
+GLOBL k4dup<>(SB), RODATA|NOPTR, $128
+
+DATA k4m30<>+0(SB)/8, $0x3030303030303030
+DATA k4m30<>+8(SB)/8, $0x3030303030303030
+DATA k4m30<>+16(SB)/8, $0x3030303030303030
+DATA k4m30<>+24(SB)/8, $0x3030303030303030
+GLOBL k4m30<>(SB), RODATA|NOPTR, $32
+
+// q6dup duplicates word 0 (+0) or word 1 (+32) of every dword: (sc_2i, sc_2i+1) to (sc_2i, sc_2i)
+// or (sc_2i+1, sc_2i+1).
+DATA q6dup<>+0(SB)/8, $0x0504050401000100
+DATA q6dup<>+8(SB)/8, $0x0d0c0d0c09080908
+DATA q6dup<>+16(SB)/8, $0x0504050401000100
+DATA q6dup<>+24(SB)/8, $0x0d0c0d0c09080908
+DATA q6dup<>+32(SB)/8, $0x0706070603020302
+DATA q6dup<>+40(SB)/8, $0x0f0e0f0e0b0a0b0a
+DATA q6dup<>+48(SB)/8, $0x0706070603020302
+DATA q6dup<>+56(SB)/8, $0x0f0e0f0e0b0a0b0a
+GLOBL q6dup<>(SB), RODATA|NOPTR, $64
