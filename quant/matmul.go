@@ -13,8 +13,8 @@ const matmulBlockBytes = 96 << 10
 // as written by QuantizeAct. Tokens are taken MaxCols at a time so each weight row is decoded once
 // per group, and the rows are taken in blocks of about matmulBlockBytes that are applied to every
 // token group before the next block is touched, so each weight byte is read from memory once per
-// call however many tokens there are (later groups find the block in cache). Q4_0 and Q8_0
-// weights packed by PackRows go through MatMulPacked instead.
+// call however many tokens there are (later groups find the block in cache). Q4_0, Q8_0,
+// Q4_K and Q6_K weights packed by PackRows go through MatMulPacked instead.
 //
 // Only out[t*outStride+r] for r in [r0, r1) is written (and, transiently, read), so goroutines may
 // run MatMul on disjoint row ranges of the same out concurrently; outStride must be >= r1 when

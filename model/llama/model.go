@@ -25,7 +25,7 @@ func (c Config) KVDim() int { return c.NKVHeads * c.HeadDim }
 
 // Weight is a 2-D weight matrix of Rows rows, each Cols elements of Type, row-major as in the
 // GGUF file (GGUF dims [Cols, Rows]). Data is a slice of the memory-mapped file, or, once packed
-// (Q4_0 and Q8_0 where the CPU has panel kernels, see Model.pack), the same bytes rearranged
+// (Q4_0, Q8_0, Q4_K and Q6_K where the CPU has panel kernels, see Model.pack), the same bytes rearranged
 // into 8-row panels for quant.MatMulPacked.
 type Weight struct {
 	Name       string

@@ -7,7 +7,7 @@ import (
 	"ubatch/quant"
 )
 
-// pack rearranges every Q4_0 and Q8_0 projection into 8-row panels (quant.PackRows) where the CPU
+// pack rearranges every Q4_0, Q8_0, Q4_K and Q6_K projection into 8-row panels (quant.PackRows) where the CPU
 // has panel kernels, which multiply them 1.5-2.5 times as fast as the single-row kernels read the
 // file layout. The panels live in one buffer outside the Go heap, as large as the originals; each
 // original is released from memory once packed, so the model still occupies about the file's

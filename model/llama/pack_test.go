@@ -10,7 +10,7 @@ import (
 	"ubatch/quant"
 )
 
-// TestPackedModel loads Q4_0 and Q8_0 models, checks which weights were packed, and compares the
+// TestPackedModel loads models of every packable type, checks which weights were packed, and compares the
 // logits of the packed model with those of the same model pointed back at the file's rows (the
 // single-row kernels). The panels sum the same integer block products in another order, so
 // most positions agree to float32 rounding; but the activations are re-rounded to 8 bits before
@@ -24,6 +24,8 @@ func TestPackedModel(t *testing.T) {
 	}{
 		{"q4_0", "synth-tiny-q4_0.gguf"},
 		{"q8_0", "synth-tiny-q8_0.gguf"},
+		{"q4_k_m", "synth-tiny-q4_k_m.gguf"},
+		{"q6_k", "synth-tiny-q6_k.gguf"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
