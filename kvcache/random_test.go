@@ -332,6 +332,9 @@ func (r *randTest) opAttach() {
 	if n > 0 {
 		r.stats["attach hit"]++
 	}
+	if n%int(r.c.bs) != 0 {
+		r.stats["attach partial"]++
+	}
 	if err != nil || n != match || n > len(toks) {
 		r.fatalf("AttachPrefix = %d, %v; MatchPrefix said %d", n, err, match)
 	}
