@@ -24,7 +24,11 @@ type Model struct {
 }
 
 // Open maps path and prepares the model. Errors name the file and say what is wrong with it.
-func Open(path string) (*Model, error) {
+func Open(path string) (*Model, error) { return OpenWithProgress(path, nil) }
+
+// OpenWithProgress is Open, calling progress (when not nil) with bytes done and total while the
+// weights are packed (see llama.LoadWithProgress).
+func OpenWithProgress(path string, progress func(done, total int64)) (*Model, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w (pass a GGUF file with -m)", path, err)
@@ -34,7 +38,7 @@ func Open(path string) (*Model, error) {
 		return nil, fmt.Errorf("model %s: %w", path, err)
 	}
 	m := &Model{Path: path, Size: st.Size(), File: f}
-	if m.LLM, err = llama.Load(f); err != nil {
+	if m.LLM, err = llama.LoadWithProgress(f, progress); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("model %s: %w", path, err)
 	}
@@ -70,11 +74,12 @@ func (m *Model) Close() error {
 	return err
 }
 
-// Prefetch reads every weight matrix once, page by page, so that the first forward pass does not
-// stall on page faults. progress (may be nil) is called with bytes done and total as it goes.
+// Prefetch reads every weight matrix still in the file mapping once, page by page, so that the
+// first forward pass does not stall on page faults (packed weights are in memory already).
+// progress (may be nil) is called with bytes done and total as it goes.
 func (m *Model) Prefetch(progress func(done, total int64)) {
 	var total, done int64
-	tensors := m.LLM.Tensors()
+	tensors := m.LLM.FileTensors()
 	for _, t := range tensors {
 		total += int64(len(t))
 	}

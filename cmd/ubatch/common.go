@@ -72,15 +72,21 @@ func (f *modelFlags) open(ctx context.Context, stderr io.Writer) (*model.Model, 
 	if err != nil {
 		return nil, 0, err
 	}
-	m, err := model.Open(path)
+	big := false
+	if st, err := os.Stat(path); err == nil && st.Size() > 256<<20 {
+		big = true
+	}
+	progress := func(label string) func(done, total int64) {
+		if !big {
+			return nil
+		}
+		return hub.ProgressPrinter(stderr, label)
+	}
+	m, err := model.OpenWithProgress(path, progress("pack"))
 	if err != nil {
 		return nil, 0, err
 	}
-	var progress func(done, total int64)
-	if m.Size > 256<<20 {
-		progress = hub.ProgressPrinter(stderr, "load")
-	}
-	m.Prefetch(progress)
+	m.Prefetch(progress("load"))
 	slog.Info("model loaded", "path", path, "arch", "llama", "dim", m.LLM.Dim, "layers", m.LLM.NLayers,
 		"heads", m.LLM.NHeads, "kv_heads", m.LLM.NKVHeads, "vocab", m.LLM.Vocab, "size_mib", m.Size>>20)
 	return m, time.Since(start), nil

@@ -64,7 +64,11 @@ var Architectures = []string{"llama"}
 // Load builds a Model over an open GGUF file. The weights stay in the file's mapping, except
 // those it packs (see pack): f must stay open while the Model is used, and Close frees the
 // packed weights.
-func Load(f *gguf.File) (*Model, error) {
+func Load(f *gguf.File) (*Model, error) { return LoadWithProgress(f, nil) }
+
+// LoadWithProgress is Load, calling progress (when not nil) with bytes done and total while it
+// packs weights, the part of loading that takes a while for a large model.
+func LoadWithProgress(f *gguf.File, progress func(done, total int64)) (*Model, error) {
 	arch := f.Architecture()
 	if arch != "llama" {
 		return nil, fmt.Errorf("unsupported architecture %q: ubatch runs %v models", arch, Architectures)
@@ -168,7 +172,7 @@ func Load(f *gguf.File) (*Model, error) {
 			}
 		}
 	}
-	if err := m.pack(); err != nil {
+	if err := m.pack(progress); err != nil {
 		m.Close()
 		return nil, err
 	}

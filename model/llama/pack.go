@@ -2,6 +2,8 @@ package llama
 
 import (
 	"fmt"
+	"runtime"
+	"sync"
 
 	"ubatch/internal/mem"
 	"ubatch/quant"
@@ -12,8 +14,9 @@ import (
 // file layout. The panels live in one buffer outside the Go heap, as large as the originals; each
 // original is released from memory once packed, so the model still occupies about the file's
 // size. The token embedding stays in the file (it is read a row at a time), and so does an output
-// matrix tied to it.
-func (m *Model) pack() error {
+// matrix tied to it. Each matrix is packed by all cores; progress (may be nil) is called with the
+// bytes packed so far and the total after each.
+func (m *Model) pack(progress func(done, total int64)) error {
 	var ws []*Weight
 	total := 0
 	add := func(w *Weight) {
@@ -39,14 +42,42 @@ func (m *Model) pack() error {
 		return fmt.Errorf("allocating %d MiB for packed weights: %w", total>>20, err)
 	}
 	m.packed = buf
+	done := 0
 	for _, w := range ws {
 		dst := buf[:len(w.Data):len(w.Data)]
 		buf = buf[len(w.Data):]
-		if err := quant.PackRows(w.Type, w.Cols, dst, w.Data); err != nil {
+		if err := packParallel(w, dst); err != nil {
 			return fmt.Errorf("tensor %q: %w", w.Name, err)
 		}
 		mem.Release(w.Data)
 		w.Data, w.packed = dst, true
+		done += len(dst)
+		if progress != nil {
+			progress(int64(done), int64(total))
+		}
+	}
+	return nil
+}
+
+// packParallel packs w into dst, its panels split among the cores (panels are independent).
+func packParallel(w *Weight, dst []byte) error {
+	panel := quant.PanelRows * w.RowBytes()
+	panels := len(w.Data) / panel
+	parts := min(runtime.GOMAXPROCS(0), panels)
+	if parts <= 1 {
+		return quant.PackRows(w.Type, w.Cols, dst, w.Data)
+	}
+	errs := make([]error, parts)
+	var wg sync.WaitGroup
+	for i := range parts {
+		lo, hi := panels*i/parts*panel, panels*(i+1)/parts*panel
+		wg.Go(func() { errs[i] = quant.PackRows(w.Type, w.Cols, dst[lo:hi], w.Data[lo:hi]) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -58,17 +89,19 @@ func (m *Model) Close() error {
 	return mem.Free(buf)
 }
 
-// Tensors returns the weight matrices the forward pass reads (packed or in the file), for
-// prefetching.
-func (m *Model) Tensors() [][]byte {
+// FileTensors returns the weight matrices the forward pass reads from the file mapping (not
+// packed), for prefetching.
+func (m *Model) FileTensors() [][]byte {
 	out := [][]byte{m.Embd.Data}
-	if &m.Output.Data[0] != &m.Embd.Data[0] {
+	if &m.Output.Data[0] != &m.Embd.Data[0] && !m.Output.packed {
 		out = append(out, m.Output.Data)
 	}
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		for _, w := range []*Weight{&l.Wq, &l.Wk, &l.Wv, &l.Wo, &l.Gate, &l.Up, &l.Down} {
-			out = append(out, w.Data)
+			if !w.packed {
+				out = append(out, w.Data)
+			}
 		}
 	}
 	return out
