@@ -35,8 +35,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// The defaults favour latency on a CPU: a step's time grows with its tokens, and every running
 	// stream waits for the whole step, so small steps keep inter-token gaps short while long
 	// prompts arrive. For throughput on prompt-heavy loads raise both (e.g. 512 and 256).
-	batchSize := fs.Int("batch-size", 96, "token budget of one engine step: one decode token per running sequence plus prompt chunks (at most -b); smaller = steadier streams, larger = faster prompts")
-	chunkSize := fs.Int("chunk-size", 32, "most prompt tokens of one sequence per step, so long prompts do not stall other streams")
+	batchSize := fs.Int("batch-size", 192, "token budget of one engine step: one decode token per running sequence plus prompt chunks (at most -b); smaller = steadier streams, larger = faster prompts")
+	chunkSize := fs.Int("chunk-size", 48, "most prompt tokens of one sequence per step, so long prompts do not stall other streams")
 	maxQueue := fs.Int("max-queue", 64, "requests waiting for a free sequence slot; beyond it requests get 429 with Retry-After")
 	policy := fs.String("policy", "sjf", "order of prompt chunks of equal priority: sjf (shortest remaining prompt first, so short requests are not stuck behind long ones) or fcfs (arrival order)")
 	apiKey := fs.String("api-key", "", "require \"Authorization: Bearer KEY\" on every route but /health (default: no key)")
