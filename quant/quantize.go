@@ -126,8 +126,10 @@ func quantizeQ4_0(src []float32, dst []byte) {
 		binary.LittleEndian.PutUint16(blk, F32ToF16(d))
 		qs := blk[2:18]
 		for j := 0; j < 16; j++ {
-			q0 := truncQ4(x[j]*id + 8.5)
-			q1 := truncQ4(x[j+16]*id + 8.5)
+			// The conversions round the products first, as the reference does: without them
+			// GOAMD64=v3 may fuse product and sum into one FMA, which rounds differently.
+			q0 := truncQ4(float32(x[j]*id) + 8.5)
+			q1 := truncQ4(float32(x[j+16]*id) + 8.5)
 			qs[j] = q0 | q1<<4
 		}
 	}
