@@ -165,24 +165,18 @@ func TestPackedKLayout(t *testing.T) {
 
 func u16At(b []byte) uint16 { return binary.LittleEndian.Uint16(b) }
 
-type packedKCase struct {
-	name        string
-	typ         Type
-	k, nRows    int
-	nTok        int
-	r0, r1, pad int
-}
-
-func packedKCases() []packedKCase {
-	var cases []packedKCase
+// packedKCases are the Q4_K and Q6_K shapes: every token count up to 9 and 70, row ranges, several
+// panel blocks, ffn_down rows.
+func packedKCases() []packedCase {
+	var cases []packedCase
 	for _, typ := range []Type{Q4_K, Q6_K} {
 		for _, n := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 70} {
-			cases = append(cases, packedKCase{fmt.Sprintf("%v %d tokens", typ, n), typ, 512, 24, n, 0, 24, n % 3})
+			cases = append(cases, packedCase{fmt.Sprintf("%v %d tokens", typ, n), typ, 512, 24, n, 0, 24, n % 3})
 		}
 		cases = append(cases,
-			packedKCase{fmt.Sprintf("%v row range", typ), typ, 768, 40, 7, 8, 32, 3},
-			packedKCase{fmt.Sprintf("%v several panel blocks", typ), typ, 2048, 136, 6, 8, 128, 1},
-			packedKCase{fmt.Sprintf("%v ffn_down rows", typ), typ, 5632, 24, 5, 8, 24, 0},
+			packedCase{fmt.Sprintf("%v row range", typ), typ, 768, 40, 7, 8, 32, 3},
+			packedCase{fmt.Sprintf("%v several panel blocks", typ), typ, 2048, 136, 6, 8, 128, 1},
+			packedCase{fmt.Sprintf("%v ffn_down rows", typ), typ, 5632, 24, 5, 8, 24, 0},
 		)
 	}
 	return cases
@@ -191,43 +185,10 @@ func packedKCases() []packedKCase {
 // TestMatMulPackedK runs MatMulPacked on Q4_K and Q6_K panels with the CPU's kernel and with the
 // Go twin, against the single-row Go kernels on the unpacked rows.
 func TestMatMulPackedK(t *testing.T) {
-	const sentinel = float32(-777)
-	kernels := []struct {
-		name string
-		asm  bool
-	}{{"go", false}, {"cpu", true}}
 	for _, c := range packedKCases() {
-		f := newMatmulFixture(t, c.typ, c.k, c.nRows, c.nTok)
-		p := packFixture(t, f)
-		stride := c.nRows + c.pad
-		for _, kn := range kernels {
-			t.Run(fmt.Sprintf("%s/%s", c.name, kn.name), func(t *testing.T) {
-				if kn.asm && !hasPanelAsm {
-					t.Skip("no assembly panel kernel on this CPU")
-				}
-				defer func(asm bool) { hasPanelAsm = asm }(hasPanelAsm)
-				hasPanelAsm = kn.asm
-				out := make([]float32, (c.nTok-1)*stride+c.nRows)
-				for i := range out {
-					out[i] = sentinel
-				}
-				MatMulPacked(c.typ, c.k, p, f.xq, c.nTok, out, stride, c.r0, c.r1)
-				for i, v := range out {
-					tok, r := i/stride, i%stride
-					if tok >= c.nTok || r < c.r0 || r >= c.r1 {
-						if v != sentinel {
-							t.Fatalf("out[%d] (token %d, row %d) outside the range was written", i, tok, r)
-						}
-						continue
-					}
-					want := f.want(r, tok)
-					tol := 1e-5*kPackMag(c.typ, c.k, f.w[r*f.rowBytes:], f.xq[tok*f.xRow:]) + 1e-30
-					if d := math.Abs(float64(v) - float64(want)); !(d <= tol) {
-						t.Fatalf("token %d row %d: %v, want %v (|diff| %.3g > %.3g)", tok, r, v, want, d, tol)
-					}
-				}
-			})
-		}
+		runMatMulPacked(t, c, func(f *matmulFixture, r, tok int) float64 {
+			return 1e-5*kPackMag(c.typ, c.k, f.w[r*f.rowBytes:], f.xq[tok*f.xRow:]) + 1e-30
+		})
 	}
 }
 

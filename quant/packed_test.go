@@ -90,17 +90,57 @@ func TestPackedLayout(t *testing.T) {
 	}
 }
 
+// packedCase is one MatMulPacked shape: nTok tokens times rows [r0, r1) of an nRows x k matrix,
+// the output rows pad floats longer than nRows.
+type packedCase struct {
+	name        string
+	typ         Type
+	k, nRows    int
+	nTok        int
+	r0, r1, pad int
+}
+
+// runMatMulPacked runs MatMulPacked for c with the Go twins and with the CPU's kernels, checking
+// every output against the single-row Go kernel within tol and that nothing outside the range is
+// written.
+func runMatMulPacked(t *testing.T, c packedCase, tol func(f *matmulFixture, r, tok int) float64) {
+	const sentinel = float32(-777)
+	f := newMatmulFixture(t, c.typ, c.k, c.nRows, c.nTok)
+	p := packFixture(t, f)
+	stride := c.nRows + c.pad
+	for _, asm := range []bool{false, true} {
+		t.Run(fmt.Sprintf("%s/asm=%v", c.name, asm), func(t *testing.T) {
+			if asm && !hasPanelAsm {
+				t.Skip("no assembly panel kernel on this CPU")
+			}
+			defer func(had bool) { hasPanelAsm = had }(hasPanelAsm)
+			hasPanelAsm = asm
+			out := make([]float32, (c.nTok-1)*stride+c.nRows)
+			for i := range out {
+				out[i] = sentinel
+			}
+			MatMulPacked(c.typ, c.k, p, f.xq, c.nTok, out, stride, c.r0, c.r1)
+			for i, v := range out {
+				tok, r := i/stride, i%stride
+				if tok >= c.nTok || r < c.r0 || r >= c.r1 {
+					if v != sentinel {
+						t.Fatalf("out[%d] (token %d, row %d) outside the range was written", i, tok, r)
+					}
+					continue
+				}
+				want := f.want(r, tok)
+				if d, tl := math.Abs(float64(v)-float64(want)), tol(f, r, tok); !(d <= tl) {
+					t.Fatalf("token %d row %d: %v, want %v (|diff| %.3g > %.3g)", tok, r, v, want, d, tl)
+				}
+			}
+		})
+	}
+}
+
 // TestMatMulPacked runs MatMulPacked with the CPU's kernel and with the Go twin over token counts
 // that leave partial groups, several panel blocks and row ranges, against the Go row kernel.
 func TestMatMulPacked(t *testing.T) {
-	const sentinel = float32(-777)
-	cases := []struct {
-		name        string
-		typ         Type
-		k, nRows    int
-		nTok        int
-		r0, r1, pad int
-	}{
+	for _, c := range []packedCase{
 		{"q8 one token", Q8_0, 256, 24, 1, 0, 24, 0},
 		{"q4 one token", Q4_0, 256, 24, 1, 0, 24, 0},
 		{"q8 partial groups", Q8_0, 2048, 40, 7, 8, 40, 3},
@@ -109,42 +149,8 @@ func TestMatMulPacked(t *testing.T) {
 		{"q4 several panel blocks", Q4_0, 2048, 272, 6, 16, 264, 1},
 		{"q4 sums in chunks", Q4_0, 5632, 16, 97, 0, 16, 0},
 		{"q4 small sums", Q4_0, 32, 8, 100, 0, 8, 0},
-	}
-	kernels := []struct {
-		name string
-		asm  bool
-	}{{"go", false}, {"cpu", true}}
-	for _, c := range cases {
-		f := newMatmulFixture(t, c.typ, c.k, c.nRows, c.nTok)
-		p := packFixture(t, f)
-		stride := c.nRows + c.pad
-		for _, kn := range kernels {
-			t.Run(fmt.Sprintf("%s/%s", c.name, kn.name), func(t *testing.T) {
-				if kn.asm && !hasPanelAsm {
-					t.Skip("no assembly panel kernel on this CPU")
-				}
-				defer func(asm bool) { hasPanelAsm = asm }(hasPanelAsm)
-				hasPanelAsm = kn.asm
-				out := make([]float32, (c.nTok-1)*stride+c.nRows)
-				for i := range out {
-					out[i] = sentinel
-				}
-				MatMulPacked(c.typ, c.k, p, f.xq, c.nTok, out, stride, c.r0, c.r1)
-				for i, v := range out {
-					tok, r := i/stride, i%stride
-					if tok >= c.nTok || r < c.r0 || r >= c.r1 {
-						if v != sentinel {
-							t.Fatalf("out[%d] (token %d, row %d) outside the range was written", i, tok, r)
-						}
-						continue
-					}
-					want := f.want(r, tok)
-					if d := math.Abs(float64(v) - float64(want)); !(d <= packTol(f, r, tok)) {
-						t.Fatalf("token %d row %d: %v, want %v (|diff| %.3g)", tok, r, v, want, d)
-					}
-				}
-			})
-		}
+	} {
+		runMatMulPacked(t, c, packTol)
 	}
 }
 
