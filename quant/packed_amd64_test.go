@@ -118,13 +118,14 @@ func FuzzPanelQ4_0(f *testing.F) { fuzzPanel(f, Q4_0) }
 func FuzzPanelQ8_0(f *testing.F) { fuzzPanel(f, Q8_0) }
 
 // BenchmarkMatMulPacked multiplies a 2048x2048 (or, for ffn_down's shape, 2048x5632) packed
-// matrix with nTok tokens on one goroutine, next to MatMul over the same unpacked rows with the
-// single-row assembly kernel. GFLOP/s counts 2·rows·k·nTok; MB/s the weight bytes once per call.
+// matrix of each packable type with nTok tokens on one goroutine, next to MatMul over the same
+// unpacked rows with the single-row assembly kernel. GFLOP/s counts 2·rows·k·nTok; MB/s the
+// weight bytes once per call.
 func BenchmarkMatMulPacked(b *testing.B) {
 	if !hasPanelAsm {
 		b.Skip("no AVX2")
 	}
-	for _, typ := range []Type{Q4_0, Q8_0} {
+	for _, typ := range []Type{Q4_0, Q8_0, Q4_K, Q6_K} {
 		for _, k := range []int{2048, 5632} {
 			const nRows = 2048
 			for _, nTok := range []int{1, 4, 16, 64} {

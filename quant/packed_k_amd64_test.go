@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
-	"time"
 )
 
 // checkPanelK compares the assembly Q4_K/Q6_K panel kernel with its Go twin on one panel (8 rows
@@ -212,43 +211,3 @@ func fuzzPanelK(f *testing.F, typ Type) {
 func FuzzPanelQ4_K(f *testing.F) { fuzzPanelK(f, Q4_K) }
 
 func FuzzPanelQ6_K(f *testing.F) { fuzzPanelK(f, Q6_K) }
-
-// BenchmarkMatMulPackedK multiplies a 2048x2048 (or ffn_down's 2048x5632) packed Q4_K or Q6_K
-// matrix with nTok tokens on one goroutine, next to MatMul over the same unpacked rows with the
-// single-row assembly kernel. GB/s counts the weight bytes once per call, GFLOP/s 2·rows·k·nTok;
-// the best-* metrics are those of the fastest call (see reportBest).
-func BenchmarkMatMulPackedK(b *testing.B) {
-	if !hasPanelAsm {
-		b.Skip("no AVX2")
-	}
-	for _, typ := range []Type{Q4_K, Q6_K} {
-		for _, k := range []int{2048, 5632} {
-			const nRows = 2048
-			for _, nTok := range []int{1, 4, 16, 64} {
-				f := newMatmulFixture(b, typ, k, nRows, nTok)
-				p := packFixture(b, f)
-				out := make([]float32, nTok*nRows)
-				for _, impl := range []string{"packed", "rows"} {
-					b.Run(fmt.Sprintf("%v/k=%d/tok=%d/%s", typ, k, nTok, impl), func(b *testing.B) {
-						b.ReportAllocs()
-						best := time.Duration(math.MaxInt64)
-						for b.Loop() {
-							t0 := time.Now()
-							if impl == "packed" {
-								MatMulPacked(typ, k, p, f.xq, nTok, out, nRows, 0, nRows)
-							} else {
-								MatMul(asmKernels[typ], typ, k, f.w, f.xq, nTok, out, nRows, 0, nRows)
-							}
-							best = min(best, time.Since(t0))
-						}
-						bytes, flops := float64(len(f.w)), 2*float64(k*nRows*nTok)
-						s := b.Elapsed().Seconds()
-						b.ReportMetric(bytes*float64(b.N)/s/1e9, "GB/s")
-						b.ReportMetric(flops*float64(b.N)/s/1e9, "GFLOP/s")
-						reportBest(b, best, bytes, flops)
-					})
-				}
-			}
-		}
-	}
-}

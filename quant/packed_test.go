@@ -155,7 +155,7 @@ func TestMatMulPacked(t *testing.T) {
 }
 
 func TestMatMulPackedNoAlloc(t *testing.T) {
-	for _, typ := range []Type{Q4_0, Q8_0} {
+	for _, typ := range []Type{Q4_0, Q8_0, Q4_K, Q6_K} {
 		for _, nTok := range []int{1, 9, 200} {
 			f := newMatmulFixture(t, typ, 2048, 16, nTok)
 			p := packFixture(t, f)
