@@ -92,9 +92,10 @@ type Config struct {
 	BlockSize, NumBlocks int
 	DType                DType
 	MaxSeqs              int // sequence ids are in [0, MaxSeqs)
-	// ShiftK re-rotates one cell's key row (KVDim floats, all kv heads) by delta positions; set
-	// by the model (RoPE). Needed by SeqShift; nil -> SeqShift returns an error.
-	ShiftK func(k []float32, delta int32)
+	// ShiftK re-rotates one cell's key row of layer l (KVDim floats, all kv heads) by delta
+	// positions; set by the model (RoPE, which may differ per layer). Needed by SeqShift; nil ->
+	// SeqShift returns an error.
+	ShiftK func(l int, k []float32, delta int32)
 }
 
 // ErrKVFull reports that an operation needs more blocks than are free or evictable. The cache

@@ -12,7 +12,7 @@ import (
 
 // addShift is a stand-in for RoPE re-rotation in tests: it adds delta to every key value, so a
 // test can tell exactly which cells were shifted and by how much.
-func addShift(k []float32, delta int32) {
+func addShift(_ int, k []float32, delta int32) {
 	for i := range k {
 		k[i] += float32(delta)
 	}

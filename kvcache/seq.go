@@ -230,12 +230,12 @@ func (c *Cache) SeqShift(seq int, p0, p1, delta int32) error {
 		}
 		c.pos[cell] = np
 		for l := range c.k32 {
-			c.cfg.ShiftK(c.k32[l][cell*kv:(cell+1)*kv], delta)
+			c.cfg.ShiftK(l, c.k32[l][cell*kv:(cell+1)*kv], delta)
 		}
 		for l := range c.k16 {
 			row := c.k16[l][cell*kv : (cell+1)*kv]
 			quant.F16ToF32s(c.rowBuf, row)
-			c.cfg.ShiftK(c.rowBuf, delta)
+			c.cfg.ShiftK(l, c.rowBuf, delta)
 			quant.F32ToF16s(row, c.rowBuf)
 		}
 	}

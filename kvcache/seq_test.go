@@ -332,12 +332,12 @@ func TestSeqShift(t *testing.T) {
 		for _, tc := range tests {
 			t.Run(dt.String()+"/"+tc.name, func(t *testing.T) {
 				var calls []shiftCall
-				shift := func(k []float32, delta int32) {
+				shift := func(l int, k []float32, delta int32) {
 					if len(k) != 3 {
 						t.Errorf("ShiftK got a row of %d values, want KVDim 3", len(k))
 					}
 					calls = append(calls, shiftCall{delta, k[0]})
-					addShift(k, delta)
+					addShift(l, k, delta)
 				}
 				c := newCache(t, Config{BlockSize: 4, NumBlocks: 8, DType: dt, ShiftK: shift})
 				tenTokens(t, c, 0)

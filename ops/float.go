@@ -19,49 +19,6 @@ func RMSNorm(dst, x, w []float32, eps float32) {
 	}
 }
 
-// Rope holds rotary-embedding constants: theta_i = pos * freqScale * base^(-2i/nDims) for the
-// first nDims dimensions of every head (llama rotates all of them). Pairs are adjacent elements
-// (x[2i], x[2i+1]): ggml's "normal" rope, used by llama-family GGUF files.
-type Rope struct {
-	nDims   int
-	invFreq []float32 // base^(-2i/nDims) * freqScale, len nDims/2
-}
-
-// NewRope prepares a Rope. freqScale is 1/linear-scaling-factor (1 when unscaled).
-func NewRope(nDims int, base, freqScale float32) *Rope {
-	r := &Rope{nDims: nDims, invFreq: make([]float32, nDims/2)}
-	for i := range r.invFreq {
-		r.invFreq[i] = float32(math.Pow(float64(base), -2*float64(i)/float64(nDims))) * freqScale
-	}
-	return r
-}
-
-// TableLen is the length of a table filled by Table: a cos and a sin for each rotated pair.
-func (r *Rope) TableLen() int { return r.nDims }
-
-// Table fills cs (len TableLen) with cos, sin pairs for position pos, so that the rotation of
-// all heads of all layers at that position costs no trigonometry.
-func (r *Rope) Table(cs []float32, pos float64) {
-	for i, f := range r.invFreq {
-		s, c := math.Sincos(pos * float64(f))
-		cs[2*i], cs[2*i+1] = float32(c), float32(s)
-	}
-}
-
-// Apply rotates every head of x (a multiple of headDim values, head-major) with the table cs.
-func (r *Rope) Apply(x []float32, headDim int, cs []float32) {
-	cs = cs[:r.nDims]
-	for h := 0; h+headDim <= len(x); h += headDim {
-		head := x[h : h+r.nDims]
-		for i := 0; i < len(cs); i += 2 {
-			c, s := cs[i], cs[i+1]
-			a, b := head[i], head[i+1]
-			head[i] = a*c - b*s
-			head[i+1] = a*s + b*c
-		}
-	}
-}
-
 // softmaxGo replaces x with softmax(x); x must be non-empty. It is the pure-Go twin of
 // SoftmaxInPlace (act_amd64.go, act_other.go) and its fallback.
 func softmaxGo(x []float32) {

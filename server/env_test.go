@@ -20,7 +20,8 @@ import (
 	"ubatch/internal/testdata"
 	"ubatch/kvcache"
 	"ubatch/model"
-	"ubatch/model/llama"
+	_ "ubatch/model/all"
+	"ubatch/runner"
 )
 
 // envOptions size a test server; zero fields take small defaults.
@@ -56,14 +57,14 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 	if o.nSeq == 0 {
 		o.nSeq = 8
 	}
-	lctx, err := llama.NewContext(m.LLM, llama.Options{NCtx: o.nCtx, NBatch: 512, NUBatch: 512, NSeqMax: o.nSeq, KVType: kvcache.F32, Threads: 2})
+	lctx, err := runner.NewContext(m.Graph, runner.Options{NCtx: o.nCtx, NBatch: 512, NUBatch: 512, NSeqMax: o.nSeq, KVType: kvcache.F32, Threads: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
 	met := NewMetrics(reg)
 	opts := lctx.Options()
-	eng, err := engine.New(lctx, engine.Limits{NCtx: opts.NCtx, NSeqMax: opts.NSeqMax, NBatch: opts.NBatch, Vocab: m.LLM.Vocab},
+	eng, err := engine.New(lctx, engine.Limits{NCtx: opts.NCtx, NSeqMax: opts.NSeqMax, NBatch: opts.NBatch, Vocab: m.Hparams().Vocab},
 		engine.Config{BatchSize: o.batch, MaxRunning: o.maxRunning, MaxQueue: o.maxQueue, IsEOG: m.Vocab.IsEOG, Observer: met})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 
 	"ubatch/internal/testdata"
 	"ubatch/model"
+	_ "ubatch/model/all"
 )
 
 func openStories(t *testing.T) *model.Model {

@@ -8,7 +8,7 @@ import (
 
 	"ubatch/batch"
 	"ubatch/kvcache"
-	"ubatch/model/llama"
+	"ubatch/runner"
 	"ubatch/sample"
 	"ubatch/tokenizer"
 )
@@ -37,7 +37,7 @@ func cmdBatched(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	defer m.Close()
 	toks := m.Vocab.Encode(*prompt, true, true)
-	lctx, err := mf.newContext(m, *np, func(o *llama.Options) {
+	lctx, err := mf.newContext(m, *np, func(o *runner.Options) {
 		if o.NCtx == 0 { // room for the shared prompt once and every sequence's own tokens
 			o.NCtx = len(toks) + *np*(*n+o.BlockSize) + o.BlockSize
 		}
@@ -77,7 +77,7 @@ type batchedResult struct {
 }
 
 // runBatched decodes toks once for np sequences, then generates up to n tokens for each.
-func runBatched(ctx context.Context, lctx *llama.Context, vocab *tokenizer.Tokenizer, toks []int32, np, n int, p sample.Params, ignoreEOS bool) (*batchedResult, error) {
+func runBatched(ctx context.Context, lctx *runner.Context, vocab *tokenizer.Tokenizer, toks []int32, np, n int, p sample.Params, ignoreEOS bool) (*batchedResult, error) {
 	all := make([]int32, np)
 	for i := range all {
 		all[i] = int32(i)
@@ -97,7 +97,7 @@ func runBatched(ctx context.Context, lctx *llama.Context, vocab *tokenizer.Token
 	for i := range samplers {
 		pi := p
 		pi.Seed = p.Seed + uint64(i)
-		s, err := sample.New(pi, lctx.Model().Vocab)
+		s, err := sample.New(pi, lctx.Hparams().Vocab)
 		if err != nil {
 			return nil, err
 		}

@@ -15,7 +15,7 @@ import (
 
 	"ubatch/batch"
 	"ubatch/model"
-	"ubatch/model/llama"
+	"ubatch/runner"
 )
 
 // cmdBench measures throughput like llama-bench (pp/tg for one sequence) or, with --batched, like
@@ -111,7 +111,7 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 	for _, v := range append(append([]int{}, pps...), tgs...) {
 		need = max(need, v)
 	}
-	lctx, err := mf.newContext(m, 1, func(o *llama.Options) {
+	lctx, err := mf.newContext(m, 1, func(o *runner.Options) {
 		if o.NCtx == 0 {
 			o.NCtx = need + o.BlockSize
 		}
@@ -145,7 +145,7 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 			if tc[0] > 0 {
 				toks := make([]int32, tc[0])
 				for i := range toks {
-					toks[i] = rng.Int32N(int32(m.LLM.Vocab))
+					toks[i] = rng.Int32N(int32(m.Hparams().Vocab))
 				}
 				if err := prefill(lctx, &b, toks, 0); err != nil {
 					return 0, err
@@ -153,7 +153,7 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 			}
 			for i := range tc[1] {
 				b.Clear()
-				b.Add(rng.Int32N(int32(m.LLM.Vocab)), int32(i), seq0, true)
+				b.Add(rng.Int32N(int32(m.Hparams().Vocab)), int32(i), seq0, true)
 				if err := lctx.Decode(&b); err != nil {
 					return 0, err
 				}
@@ -197,7 +197,7 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 	return nil
 }
 
-func newBenchRow(m *model.Model, lctx *llama.Context, np, ng int) benchRow {
+func newBenchRow(m *model.Model, lctx *runner.Context, np, ng int) benchRow {
 	var size, params int64
 	for _, t := range m.File.Tensors {
 		size += int64(t.Size)

@@ -10,7 +10,7 @@ import (
 
 	"ubatch/batch"
 	"ubatch/model"
-	"ubatch/model/llama"
+	"ubatch/runner"
 )
 
 // batchedRow carries llama-batched-bench's JSON keys.
@@ -42,7 +42,7 @@ func benchBatched(ctx context.Context, m *model.Model, mf *modelFlags, npp, ntg,
 	if maxPL == 0 || maxLen == 0 {
 		return fmt.Errorf("-npl, and -npp or -ntg, need a positive value")
 	}
-	lctx, err := mf.newContext(m, maxPL, func(o *llama.Options) {
+	lctx, err := mf.newContext(m, maxPL, func(o *runner.Options) {
 		if o.NCtx == 0 {
 			o.NCtx = maxPL * ((maxLen + o.BlockSize - 1) / o.BlockSize * o.BlockSize)
 		}
@@ -93,7 +93,7 @@ func benchBatched(ctx context.Context, m *model.Model, mf *modelFlags, npp, ntg,
 					var logits []bool
 					for s := range pl {
 						for i := range pp {
-							tokens = append(tokens, rng.Int32N(int32(m.LLM.Vocab)))
+							tokens = append(tokens, rng.Int32N(int32(m.Hparams().Vocab)))
 							pos = append(pos, int32(i))
 							seqOf = append(seqOf, s)
 							logits = append(logits, i == pp-1)
@@ -108,7 +108,7 @@ func benchBatched(ctx context.Context, m *model.Model, mf *modelFlags, npp, ntg,
 					for step := range tg {
 						tokens, pos, seqOf, logits = tokens[:0], pos[:0], seqOf[:0], logits[:0]
 						for s := range pl {
-							tokens = append(tokens, rng.Int32N(int32(m.LLM.Vocab)))
+							tokens = append(tokens, rng.Int32N(int32(m.Hparams().Vocab)))
 							pos = append(pos, int32(pp+step))
 							seqOf = append(seqOf, s)
 							logits = append(logits, true)

@@ -14,7 +14,8 @@ import (
 	"ubatch/hub"
 	"ubatch/kvcache"
 	"ubatch/model"
-	"ubatch/model/llama"
+	_ "ubatch/model/all"
+	"ubatch/runner"
 	"ubatch/sample"
 )
 
@@ -39,8 +40,8 @@ func (f *modelFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.blockSize, "kv-block", 16, "KV cache block size in tokens")
 }
 
-func (f *modelFlags) options(nSeq int) (llama.Options, error) {
-	o := llama.Options{NCtx: f.ctx, NBatch: f.batch, NUBatch: f.ubatch, NSeqMax: nSeq, Threads: f.threads, BlockSize: f.blockSize}
+func (f *modelFlags) options(nSeq int) (runner.Options, error) {
+	o := runner.Options{NCtx: f.ctx, NBatch: f.batch, NUBatch: f.ubatch, NSeqMax: nSeq, Threads: f.threads, BlockSize: f.blockSize}
 	switch f.kvType {
 	case "f16":
 		o.KVType = kvcache.F16
@@ -54,7 +55,7 @@ func (f *modelFlags) options(nSeq int) (llama.Options, error) {
 
 // newContext makes a context for nSeq sequences over m with the flags' options; fit, when not
 // nil, adjusts them first (e.g. sizes the KV cache for the job when -c was not given).
-func (f *modelFlags) newContext(m *model.Model, nSeq int, fit func(*llama.Options)) (*llama.Context, error) {
+func (f *modelFlags) newContext(m *model.Model, nSeq int, fit func(*runner.Options)) (*runner.Context, error) {
 	o, err := f.options(nSeq)
 	if err != nil {
 		return nil, err
@@ -62,7 +63,7 @@ func (f *modelFlags) newContext(m *model.Model, nSeq int, fit func(*llama.Option
 	if fit != nil {
 		fit(&o)
 	}
-	return llama.NewContext(m.LLM, o)
+	return runner.NewContext(m.Graph, o)
 }
 
 // open resolves, maps and pre-faults the model, reporting progress on stderr when it takes a while.
@@ -87,8 +88,9 @@ func (f *modelFlags) open(ctx context.Context, stderr io.Writer) (*model.Model, 
 		return nil, 0, err
 	}
 	m.Prefetch(progress("load"))
-	slog.Info("model loaded", "path", path, "arch", "llama", "dim", m.LLM.Dim, "layers", m.LLM.NLayers,
-		"heads", m.LLM.NHeads, "kv_heads", m.LLM.NKVHeads, "vocab", m.LLM.Vocab, "size_mib", m.Size>>20)
+	h := m.Hparams()
+	slog.Info("model loaded", "path", path, "arch", m.Arch, "dim", h.Dim, "layers", h.NLayers,
+		"heads", h.NHeads, "kv_heads", h.NKVHeads, "head_dim", h.HeadDim, "vocab", h.Vocab, "size_mib", m.Size>>20)
 	return m, time.Since(start), nil
 }
 

@@ -10,7 +10,7 @@ import (
 	"os"
 
 	"ubatch/batch"
-	"ubatch/model/llama"
+	"ubatch/runner"
 )
 
 func cmdLogits(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -60,17 +60,17 @@ func cmdLogits(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := f.Close(); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "wrote %d x %d logits for %d prompt tokens to %s\n", len(toks), m.LLM.Vocab, len(toks), *out)
+	fmt.Fprintf(stdout, "wrote %d x %d logits for %d prompt tokens to %s\n", len(toks), m.Hparams().Vocab, len(toks), *out)
 	return nil
 }
 
 // promptLogits decodes toks as sequence 0 and returns the logits of every position,
 // row-major [len(toks)][n_vocab].
-func promptLogits(lctx *llama.Context, toks []int32) ([]float32, error) {
+func promptLogits(lctx *runner.Context, toks []int32) ([]float32, error) {
 	if len(toks) > lctx.Options().NCtx {
 		return nil, fmt.Errorf("the prompt is %d tokens, but the context holds %d: shorten it or raise -c", len(toks), lctx.Options().NCtx)
 	}
-	nv := lctx.Model().Vocab
+	nv := lctx.Hparams().Vocab
 	rows := make([]float32, 0, len(toks)*nv)
 	var b batch.Batch
 	nb := lctx.Options().NBatch

@@ -8,7 +8,7 @@ import (
 
 	"ubatch/batch"
 	"ubatch/model"
-	"ubatch/model/llama"
+	"ubatch/runner"
 	"ubatch/sample"
 )
 
@@ -37,7 +37,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	smp, err := sample.New(sf.params(), m.LLM.Vocab)
+	smp, err := sample.New(sf.params(), m.Hparams().Vocab)
 	if err != nil {
 		return err
 	}
@@ -105,7 +105,7 @@ func promptTokens(m *model.Model, prompt string, nCtx int) ([]int32, error) {
 
 // prefill decodes toks for sequence 0 from position pos0 in batches of n_batch tokens; only the
 // last token's logits are kept.
-func prefill(lctx *llama.Context, b *batch.Batch, toks []int32, pos0 int32) error {
+func prefill(lctx *runner.Context, b *batch.Batch, toks []int32, pos0 int32) error {
 	nb := lctx.Options().NBatch
 	for start := 0; start < len(toks); start += nb {
 		end := min(start+nb, len(toks))

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"ubatch/engine"
-	"ubatch/model/llama"
+	"ubatch/runner"
 	"ubatch/server"
 )
 
@@ -69,9 +69,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer m.Close()
-	lctx, err := mf.newContext(m, np, func(o *llama.Options) {
+	lctx, err := mf.newContext(m, np, func(o *runner.Options) {
 		if o.NCtx == 0 { // no -c: room for every slot, as llama.cpp's server gives n_ctx per slot
-			o.NCtx = serveKVCells(m.LLM, np)
+			o.NCtx = serveKVCells(m.Hparams(), np)
 		}
 	})
 	if err != nil {
@@ -84,7 +84,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := server.NewMetrics(reg)
 	eng, err := engine.New(lctx,
-		engine.Limits{NCtx: opts.NCtx, NSeqMax: opts.NSeqMax, NBatch: opts.NBatch, Vocab: m.LLM.Vocab},
+		engine.Limits{NCtx: opts.NCtx, NSeqMax: opts.NSeqMax, NBatch: opts.NBatch, Vocab: m.Hparams().Vocab},
 		engine.Config{BatchSize: *batchSize, ChunkSize: *chunkSize, MaxRunning: np, MaxQueue: *maxQueue,
 			Policy: engine.Policy(*policy), IsEOG: m.Vocab.IsEOG, Observer: metrics})
 	if err != nil {
@@ -140,7 +140,7 @@ func checkServeFlags(np, batchSize, chunkSize, maxQueue, port int, maxBody int64
 
 // serveKVCells sizes the default KV cache of the server: each of np sequences may reach the
 // model's training context (at most 2048 tokens), within 2 GiB of F16 K and V.
-func serveKVCells(m *llama.Model, np int) int {
+func serveKVCells(m *runner.Hparams, np int) int {
 	perCell := 2 * 2 * m.NLayers * m.KVDim() // K and V, F16
 	return max(512, min(np*min(m.CtxTrain, 2048), (2<<30)/perCell))
 }

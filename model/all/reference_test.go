@@ -1,4 +1,4 @@
-package llama_test
+package all_test
 
 import (
 	"math"
@@ -8,22 +8,35 @@ import (
 	"ubatch/gguf"
 	"ubatch/internal/testdata"
 	"ubatch/kvcache"
-	"ubatch/model/llama"
+	"ubatch/model"
+	"ubatch/runner"
 )
 
-func open(t *testing.T, name string, opts llama.Options) *llama.Context {
+// load opens a model from ../shared/models (skipping when absent) with or without packing.
+func load(t *testing.T, name string, noPack bool) *model.Model {
 	t.Helper()
 	f, err := gguf.Open(testdata.Model(t, name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	m, err := llama.Load(f)
+	m, err := model.Load(f, model.LoadOptions{NoPack: noPack})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	c, err := llama.NewContext(m, opts)
+	return m
+}
+
+// open loads a model and makes a context over it.
+func open(t *testing.T, name string, opts runner.Options) *runner.Context {
+	t.Helper()
+	return newContext(t, load(t, name, false), opts)
+}
+
+func newContext(t *testing.T, m *model.Model, opts runner.Options) *runner.Context {
+	t.Helper()
+	c, err := runner.NewContext(m.Graph, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +45,7 @@ func open(t *testing.T, name string, opts llama.Options) *llama.Context {
 }
 
 // promptLogits decodes toks as sequence 0 in one batch and returns every position's logits.
-func promptLogits(t *testing.T, c *llama.Context, toks []int32) [][]float32 {
+func promptLogits(t *testing.T, c *runner.Context, toks []int32) [][]float32 {
 	t.Helper()
 	var b batch.Batch
 	for i, tok := range toks {
@@ -86,7 +99,7 @@ func TestStoriesGreedyMatchesLlamaCpp(t *testing.T) {
 		typ  kvcache.DType
 	}{{"f16-kv", kvcache.F16}, {"f32-kv", kvcache.F32}} {
 		t.Run(kv.name, func(t *testing.T) {
-			c := open(t, "stories260K.gguf", llama.Options{NCtx: 256, KVType: kv.typ, Threads: 2})
+			c := open(t, "stories260K.gguf", runner.Options{NCtx: 256, KVType: kv.typ, Threads: 2})
 			rows := promptLogits(t, c, ref.PromptTokens)
 			for i, row := range rows {
 				want := ref.Logits[i*ref.NVocab : (i+1)*ref.NVocab]
@@ -141,7 +154,7 @@ func TestSynthLogitsMatchLlamaCpp(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ref := testdata.LoadReference(t, tc.name)
-			c := open(t, tc.name+".gguf", llama.Options{NCtx: 64, Threads: 2})
+			c := open(t, tc.name+".gguf", runner.Options{NCtx: 64, Threads: 2})
 			rows := promptLogits(t, c, ref.PromptTokens)
 			worst := 0.0
 			for i, row := range rows {

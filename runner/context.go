@@ -1,4 +1,4 @@
-package llama
+package runner
 
 import (
 	"errors"
@@ -21,9 +21,9 @@ type Options struct {
 	Threads   int           // worker goroutines; 0 = all cores
 }
 
-func (o *Options) defaults(m *Model) {
+func (o *Options) defaults(h *Hparams) {
 	if o.NCtx <= 0 {
-		o.NCtx = min(m.CtxTrain, 4096)
+		o.NCtx = min(h.CtxTrain, 4096)
 	}
 	if o.NBatch <= 0 {
 		o.NBatch = 2048
@@ -38,47 +38,65 @@ func (o *Options) defaults(m *Model) {
 	if o.BlockSize <= 0 {
 		o.BlockSize = 16
 	}
+	if o.NCtx%o.BlockSize != 0 {
+		o.NCtx += o.BlockSize - o.NCtx%o.BlockSize
+	}
 }
 
-// Context runs forward passes of one Model over its own paged KV cache. It is not safe for
-// concurrent use: one goroutine (the engine's step loop, or a CLI) owns it.
+// Scratch holds one micro-batch's activations, row-major [token][width], for up to NUBatch
+// tokens. Families compute in these buffers; the runner's operations take slices of them.
+type Scratch struct {
+	X    []float32 // residual stream [n][Dim]
+	XN   []float32 // normed input of a sub-layer [n][Dim]
+	Q    []float32 // queries [n][QDim]
+	K, V []float32 // keys and values [n][KVDim]
+	Att  []float32 // attention output [n][QDim]
+	Tmp  []float32 // sub-layer output [n][max(Dim, QDim)]
+	Gate []float32 // feed-forward [n][FFN]
+	Up   []float32 // feed-forward [n][FFN]
+	Wide []float32 // output of a fused matrix [n][max(QDim+2·KVDim, 2·FFN)]
+}
+
+// Context runs forward passes of one Graph over its own paged KV cache: it is the only owner of
+// that cache. It is not safe for concurrent use: one goroutine (the engine's step loop, or a CLI)
+// owns it.
 type Context struct {
-	m    *Model
+	g    Graph
+	h    *Hparams
 	opts Options
 	pool *ops.Pool
 	kv   *kvcache.Cache
-	rope *ops.Rope
+	S    Scratch
 
-	// Scratch for one micro-batch of up to NUBatch tokens, row-major [token][...].
-	x, xn, q, k, v, att, tmp, gate, up []float32
-	xq                                 [2][]byte // quantized activations; two slots for differing act types
-	ropeCS                             []float32 // [token][rope.TableLen()]
-	cells                              []int32   // KV cell of each token
-	workerScores                       [][]float32
-	vis                                []int32   // visible KV cells of every token, flat
-	visOff                             []int32   // token t's cells are vis[visOff[t]:visOff[t+1]]
-	kvRow                              []float32 // F16 cache conversions
+	n     int     // tokens of the micro-batch being computed
+	ub    *batch.UBatch
+	cells []int32 // KV cell of each token of ub
+	xq    [2][]byte
+	ropes ropeTables
+	vis   [2]visList // visible KV cells of every token: full history, and one sliding window
+	nVis  int
+	kvRow []float32 // F16 cache conversions
 
-	logits  []float32 // [nOut][Vocab] from the last Decode
-	outRows []int32   // batch index -> logits row, -1 when not wanted
-	nOut    int
-	ubs     []batch.UBatch
+	workerScores [][]float32
+	logits       []float32 // [nOut][Vocab] from the last Decode
+	outRows      []int32   // batch index -> logits row, -1 when not wanted
+	nOut         int
+	ubs          []batch.UBatch
 
 	mm   matmulTask
 	qa   quantTask
 	attn attnTask
-	sw   swigluTask
+	act  actTask
 }
 
-// NewContext allocates a Context: the KV cache for opts.NCtx cells and scratch for NUBatch tokens.
-func NewContext(m *Model, opts Options) (*Context, error) {
-	opts.defaults(m)
-	if opts.NCtx%opts.BlockSize != 0 {
-		opts.NCtx += opts.BlockSize - opts.NCtx%opts.BlockSize
-	}
-	c := &Context{m: m, opts: opts, rope: ops.NewRope(m.RopeDims, m.RopeBase, m.RopeFreqScale)}
+// NewContext allocates a Context for g: the KV cache for opts.NCtx cells and scratch for NUBatch
+// tokens.
+func NewContext(g Graph, opts Options) (*Context, error) {
+	h := g.Hparams()
+	opts.defaults(h)
+	c := &Context{g: g, h: h, opts: opts}
 	kv, err := kvcache.New(kvcache.Config{
-		NLayers: m.NLayers, KVDim: m.KVDim(), BlockSize: opts.BlockSize,
+		NLayers: h.NLayers, KVDim: h.KVDim(), BlockSize: opts.BlockSize,
 		NumBlocks: opts.NCtx / opts.BlockSize, DType: opts.KVType, MaxSeqs: opts.NSeqMax,
 		ShiftK: c.shiftK,
 	})
@@ -89,38 +107,36 @@ func NewContext(m *Model, opts Options) (*Context, error) {
 	c.pool = ops.NewPool(opts.Threads)
 	n := opts.NUBatch
 	f := func(width int) []float32 { return make([]float32, n*width) }
-	c.x, c.xn, c.q, c.att, c.tmp = f(m.Dim), f(m.Dim), f(m.Dim), f(m.Dim), f(m.Dim)
-	c.k, c.v = f(m.KVDim()), f(m.KVDim())
-	c.gate, c.up = f(m.FFN), f(m.FFN)
-	c.ropeCS = f(c.rope.TableLen())
-	c.cells = make([]int32, n)
-	c.visOff = make([]int32, n+1)
-	c.kvRow = make([]float32, m.KVDim())
 	maxAct := 0
-	for _, w := range m.allWeights() {
+	for _, w := range g.Matrices() {
 		maxAct = max(maxAct, quant.ActType(w.Type).RowSize(w.Cols))
 	}
+	qd, kvd := h.QDim(), h.KVDim()
+	wide := max(qd+2*kvd, 2*h.FFN) // fused QKV, fused gate+up
+	c.S = Scratch{
+		X: f(h.Dim), XN: f(max(h.Dim, qd)), Q: f(qd), K: f(kvd), V: f(kvd), Att: f(qd),
+		Tmp: f(max(h.Dim, qd)), Gate: f(h.FFN), Up: f(h.FFN), Wide: f(wide),
+	}
+	c.cells = make([]int32, n)
+	for i := range c.vis {
+		c.vis[i].off = make([]int32, n+1)
+	}
+	c.kvRow = make([]float32, kvd)
 	for i := range c.xq {
 		c.xq[i] = make([]byte, n*maxAct)
 	}
-	rep := m.NHeads / m.NKVHeads
+	rep := h.NHeads / h.NKVHeads
 	for range c.pool.Size() {
 		c.workerScores = append(c.workerScores, make([]float32, rep*opts.NCtx))
 	}
 	return c, nil
 }
 
-func (m *Model) allWeights() []*Weight {
-	ws := []*Weight{&m.Output}
-	for i := range m.Layers {
-		l := &m.Layers[i]
-		ws = append(ws, &l.Wq, &l.Wk, &l.Wv, &l.Wo, &l.Gate, &l.Up, &l.Down)
-	}
-	return ws
-}
+// Graph returns the graph this context runs.
+func (c *Context) Graph() Graph { return c.g }
 
-// Model returns the model this context runs.
-func (c *Context) Model() *Model { return c.m }
+// Hparams returns the graph's hyper-parameters.
+func (c *Context) Hparams() *Hparams { return c.h }
 
 // Options returns the effective options (defaults filled in).
 func (c *Context) Options() Options { return c.opts }
@@ -142,25 +158,29 @@ func (c *Context) Decode(b *batch.Batch) error {
 	if b.Len() > c.opts.NBatch {
 		return fmt.Errorf("%w: %d tokens, n_batch is %d", ErrBatchTooLarge, b.Len(), c.opts.NBatch)
 	}
-	if err := b.Validate(c.m.Vocab, c.opts.NSeqMax); err != nil {
+	if err := b.Validate(c.h.Vocab, c.opts.NSeqMax); err != nil {
 		return err
 	}
 	if err := c.kv.CheckReserve(b.Pos, b.Seqs); err != nil {
 		return err
 	}
 	c.outRows, c.nOut = b.OutputRows(c.outRows)
-	if need := c.nOut * c.m.Vocab; cap(c.logits) < need {
+	if need := c.nOut * c.h.Vocab; cap(c.logits) < need {
 		c.logits = make([]float32, need)
 	}
-	c.logits = c.logits[:c.nOut*c.m.Vocab]
+	c.logits = c.logits[:c.nOut*c.h.Vocab]
 	c.ubs = b.Split(c.opts.NUBatch, c.ubs)
 	for i := range c.ubs {
 		ub := &c.ubs[i]
 		if err := c.kv.Reserve(ub.Tokens, ub.Pos, ub.Seqs, c.cells[:len(ub.Tokens)]); err != nil {
 			return err
 		}
-		c.forward(ub)
+		c.ub, c.n = ub, len(ub.Tokens)
+		c.ropes.reset()
+		c.nVis = 0
+		c.g.Forward(c, ub)
 	}
+	c.ub = nil
 	return nil
 }
 
@@ -171,13 +191,14 @@ func (c *Context) Logits(i int) []float32 {
 		return nil
 	}
 	r := int(c.outRows[i])
-	return c.logits[r*c.m.Vocab : (r+1)*c.m.Vocab]
+	return c.logits[r*c.h.Vocab : (r+1)*c.h.Vocab]
 }
 
-// shiftK re-rotates one cached key row (all kv heads) by delta positions: RoPE rotations compose,
-// so rotating by the difference moves a key to its new position.
-func (c *Context) shiftK(k []float32, delta int32) {
-	cs := make([]float32, c.rope.TableLen())
-	c.rope.Table(cs, float64(delta))
-	c.rope.Apply(k, c.m.HeadDim, cs)
+// shiftK re-rotates one cached key row (all kv heads) of layer l by delta positions: RoPE
+// rotations compose, so rotating by the difference moves a key to its new position.
+func (c *Context) shiftK(l int, k []float32, delta int32) {
+	r := c.g.LayerRope(l)
+	cs := make([]float32, r.TableLen())
+	r.ShiftTable(cs, float64(delta))
+	r.Apply(k, c.h.HeadDim, cs)
 }

@@ -1,17 +1,17 @@
-package llama_test
+package all_test
 
 import (
 	"testing"
 
 	"ubatch/batch"
 	"ubatch/kvcache"
-	"ubatch/model/llama"
+	"ubatch/runner"
 )
 
 // aloneLogits runs one sequence's whole history through a fresh context, one batch, and returns
 // the logits at every position.
 func aloneLogits(t *testing.T, model string, kv kvcache.DType, toks []int32) [][]float32 {
-	c := open(t, model, llama.Options{NCtx: 256, KVType: kv, Threads: 2})
+	c := open(t, model, runner.Options{NCtx: 256, KVType: kv, Threads: 2})
 	return promptLogits(t, c, toks)
 }
 
@@ -42,7 +42,7 @@ func TestBatchedEqualsAlone(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := open(t, tc.model, llama.Options{NCtx: 256, NSeqMax: 5, NUBatch: 8, KVType: tc.kv, Threads: 2})
+			c := open(t, tc.model, runner.Options{NCtx: 256, NSeqMax: 5, NUBatch: 8, KVType: tc.kv, Threads: 2})
 			got := make([][][]float32, len(hist))
 			for s := range hist {
 				got[s] = make([][]float32, len(hist[s]))

@@ -1,15 +1,15 @@
-package llama_test
+package all_test
 
 import (
 	"testing"
 
 	"ubatch/batch"
-	"ubatch/model/llama"
+	"ubatch/runner"
 )
 
 // BenchmarkDecodeStories measures one-token decode steps on the demo model (allocations must be 0).
 func BenchmarkDecodeStories(b *testing.B) {
-	c := open(&testing.T{}, "stories260K.gguf", llama.Options{NCtx: 512})
+	c := open(&testing.T{}, "stories260K.gguf", runner.Options{NCtx: 512})
 	var bt batch.Batch
 	seq := []int32{0}
 	b.ReportAllocs()

@@ -1,0 +1,10 @@
+// Package all links every model family into a program: import it for its side effect,
+//
+//	import _ "ubatch/model/all"
+//
+// so that model.Open finds each family's loader.
+package all
+
+import (
+	_ "ubatch/model/llama"
+)

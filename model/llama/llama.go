@@ -1,0 +1,118 @@
+// Package llama is the llama family (Llama 2/3.x, TinyLlama, Mistral and the like): RMSNorm,
+// rotary embeddings (adjacent pairs; Llama 3.1's per-pair frequency factors in rope_freqs.weight;
+// linear or YaRN scaling), grouped-query attention and a SwiGLU feed-forward.
+package llama
+
+import (
+	"fmt"
+
+	"ubatch/batch"
+	"ubatch/model"
+	"ubatch/ops"
+	"ubatch/runner"
+)
+
+func init() { model.Register("llama", Load) }
+
+// Layer is one transformer block's weights.
+type Layer struct {
+	AttnNorm       []float32
+	Wq, Wk, Wv, Wo runner.Weight
+	FFNNorm        []float32
+	Gate, Up, Down runner.Weight
+}
+
+// Model is a loaded llama model.
+type Model struct {
+	H       runner.Hparams
+	Rope    *ops.Rope
+	Embd    runner.Weight
+	OutNorm []float32
+	Output  *runner.Weight // &Embd when the file has no output.weight (tied)
+	Layers  []Layer
+}
+
+// Load binds a llama file's tensors.
+func Load(b *model.Binder) (runner.Graph, error) {
+	m := &Model{H: b.Hparams()}
+	h := &m.H
+	if b.Err() != nil {
+		return nil, b.Err()
+	}
+	dims := b.Int("rope.dimension_count", h.HeadDim, 2, h.HeadDim)
+	m.Rope = b.Rope(model.RopeOptions{
+		Dims: dims, Base: b.Float("rope.freq_base", 10000, 0, 1e12), Scaled: true,
+		Factors: b.Vector("rope_freqs.weight", dims/2, true),
+	})
+	m.Embd, m.OutNorm, m.Output = BindEmbeddings(b, h)
+	m.Layers = make([]Layer, h.NLayers)
+	for i := range m.Layers {
+		l := &m.Layers[i]
+		p := fmt.Sprintf("blk.%d.", i)
+		l.AttnNorm = b.Vector(p+"attn_norm.weight", h.Dim, false)
+		l.Wq, l.Wk, l.Wv, l.Wo = BindAttention(b, p, h)
+		l.FFNNorm = b.Vector(p+"ffn_norm.weight", h.Dim, false)
+		l.Gate, l.Up, l.Down = BindFFN(b, p, h)
+	}
+	return m, b.Err()
+}
+
+// BindEmbeddings binds token_embd, output_norm and output (token_embd itself when absent), the
+// tensors every decoder-only family has.
+func BindEmbeddings(b *model.Binder, h *runner.Hparams) (embd runner.Weight, outNorm []float32, out *runner.Weight) {
+	embd = b.Weight("token_embd.weight", h.Dim, -1)
+	outNorm = b.Vector("output_norm.weight", h.Dim, false)
+	out = &embd
+	if b.HasTensor("output.weight") {
+		w := b.Weight("output.weight", h.Dim, h.Vocab)
+		out = &w
+	}
+	return embd, outNorm, out
+}
+
+// BindAttention binds a block's separate Q, K, V and output projections (prefix p, "blk.N.").
+func BindAttention(b *model.Binder, p string, h *runner.Hparams) (q, k, v, o runner.Weight) {
+	return b.Weight(p+"attn_q.weight", h.Dim, h.QDim()),
+		b.Weight(p+"attn_k.weight", h.Dim, h.KVDim()),
+		b.Weight(p+"attn_v.weight", h.Dim, h.KVDim()),
+		b.Weight(p+"attn_output.weight", h.QDim(), h.Dim)
+}
+
+// BindFFN binds a block's gate, up and down projections.
+func BindFFN(b *model.Binder, p string, h *runner.Hparams) (gate, up, down runner.Weight) {
+	return b.Weight(p+"ffn_gate.weight", h.Dim, h.FFN),
+		b.Weight(p+"ffn_up.weight", h.Dim, h.FFN),
+		b.Weight(p+"ffn_down.weight", h.FFN, h.Dim)
+}
+
+func (m *Model) Hparams() *runner.Hparams { return &m.H }
+
+func (m *Model) LayerRope(int) *ops.Rope { return m.Rope }
+
+func (m *Model) Matrices() []*runner.Weight {
+	ws := []*runner.Weight{m.Output}
+	for i := range m.Layers {
+		l := &m.Layers[i]
+		ws = append(ws, &l.Wq, &l.Wk, &l.Wv, &l.Wo, &l.Gate, &l.Up, &l.Down)
+	}
+	return ws
+}
+
+func (m *Model) Forward(c *runner.Context, _ *batch.UBatch) {
+	s, h := &c.S, &m.H
+	c.Embed(&m.Embd, 1)
+	for li := range m.Layers {
+		l := &m.Layers[li]
+		c.Norm(s.XN, s.X, l.AttnNorm)
+		c.MatMul3(s.XN, &l.Wq, s.Q, &l.Wk, s.K, &l.Wv, s.V)
+		c.Rope(s.Q, h.NHeads, m.Rope)
+		c.Rope(s.K, h.NKVHeads, m.Rope)
+		c.Attention(li, s.Q, s.K, s.V, s.Att, runner.AttnParams{})
+		c.MatMul(s.Att, &l.Wo, s.Tmp)
+		c.Add(s.X, s.Tmp, h.Dim)
+		c.Norm(s.XN, s.X, l.FFNNorm)
+		c.GatedFFN(runner.SiLU, &l.Gate, &l.Up, &l.Down)
+		c.Add(s.X, s.Tmp, h.Dim)
+	}
+	c.Output(m.OutNorm, m.Output, 0)
+}

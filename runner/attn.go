@@ -1,0 +1,140 @@
+package runner
+
+import (
+	"math"
+
+	"ubatch/kvcache"
+	"ubatch/ops"
+	"ubatch/quant"
+)
+
+// AttnParams describe one layer's self-attention.
+type AttnParams struct {
+	Scale   float32 // multiplies q·k; 0 means 1/sqrt(HeadDim)
+	Softcap float32 // when > 0, scores become Softcap*tanh(score/Softcap) before the softmax (Gemma 2)
+	// Window, when > 0, limits a token at position p to the cells at positions (p-Window, p]:
+	// sliding-window attention (Gemma, Mistral's SWA layers).
+	Window int32
+}
+
+// visList lists, for every token of the micro-batch, the KV cells it attends to: token t's cells
+// are cells[off[t]:off[t+1]].
+type visList struct {
+	window int32
+	cells  []int32
+	off    []int32
+}
+
+// Attention stores the micro-batch's k and v rows ([n][KVDim]) in layer's KV cells, then writes
+// to out ([n][QDim]) the attention of every query head of q ([n][QDim]) over the cells its token
+// sees: its (first) sequence's cells at positions <= its own, within p.Window. Query head h
+// reads kv head h / (NHeads/NKVHeads).
+func (c *Context) Attention(layer int, q, k, v, out []float32, p AttnParams) {
+	c.storeKV(layer, k, v)
+	a := &c.attn
+	a.c, a.layer, a.q, a.out, a.softcap = c, layer, q, out, p.Softcap
+	a.scale = p.Scale
+	if a.scale == 0 {
+		a.scale = float32(1 / math.Sqrt(float64(c.h.HeadDim)))
+	}
+	a.vis = c.visible(p.Window)
+	c.pool.Run(c.n*c.h.NKVHeads, a)
+}
+
+// storeKV copies the micro-batch's K and V rows into their cache cells.
+func (c *Context) storeKV(layer int, k, v []float32) {
+	kvDim := c.h.KVDim()
+	if c.opts.KVType == kvcache.F32 {
+		kc, vc := c.kv.KF32(layer), c.kv.VF32(layer)
+		for i := range c.n {
+			cell := int(c.cells[i])
+			copy(kc[cell*kvDim:(cell+1)*kvDim], k[i*kvDim:(i+1)*kvDim])
+			copy(vc[cell*kvDim:(cell+1)*kvDim], v[i*kvDim:(i+1)*kvDim])
+		}
+		return
+	}
+	kc, vc := c.kv.KF16(layer), c.kv.VF16(layer)
+	for i := range c.n {
+		cell := int(c.cells[i])
+		quant.F32ToF16s(kc[cell*kvDim:(cell+1)*kvDim], k[i*kvDim:(i+1)*kvDim])
+		quant.F32ToF16s(vc[cell*kvDim:(cell+1)*kvDim], v[i*kvDim:(i+1)*kvDim])
+	}
+}
+
+// visible returns the micro-batch's visible-cell lists for window (0: the whole history),
+// building them on first use: every layer and head with that window reuses them. A micro-batch
+// uses at most two windows (full and sliding).
+func (c *Context) visible(window int32) *visList {
+	for i := range c.nVis {
+		if c.vis[i].window == window {
+			return &c.vis[i]
+		}
+	}
+	if c.nVis == len(c.vis) {
+		panic("runner: more than two attention windows in one model")
+	}
+	l := &c.vis[c.nVis]
+	c.nVis++
+	l.window = window
+	ub := c.ub
+	bs := int32(c.opts.BlockSize)
+	l.cells = l.cells[:0]
+	for t := range ub.Tokens {
+		l.off[t] = int32(len(l.cells))
+		seq, pos := int(ub.Seqs[t][0]), ub.Pos[t]
+		lo := int32(math.MinInt32)
+		if window > 0 {
+			lo = pos - window
+		}
+		nCells := int32(c.kv.SeqCells(seq))
+		for bi, b := range c.kv.Blocks(seq) {
+			for o := int32(0); o < bs && int32(bi)*bs+o < nCells; o++ {
+				cell := b*bs + o
+				if p := c.kv.Pos(cell); p >= 0 && p <= pos && p > lo {
+					l.cells = append(l.cells, cell)
+				}
+			}
+		}
+	}
+	l.off[len(ub.Tokens)] = int32(len(l.cells))
+	return l
+}
+
+type attnTask struct {
+	c              *Context
+	vis            *visList
+	layer          int
+	q, out         []float32
+	scale, softcap float32
+}
+
+// Do attends token t's query heads of kv group g to the token's visible cells. Tokens that belong
+// to several sequences share their history, so the first sequence's block table serves them all.
+func (a *attnTask) Do(i, w int) {
+	c, h := a.c, a.c.h
+	t, g := i/h.NKVHeads, i%h.NKVHeads
+	hd, kvDim, rep, qd := h.HeadDim, h.KVDim(), h.NHeads/h.NKVHeads, h.QDim()
+
+	vis := a.vis.cells[a.vis.off[t]:a.vis.off[t+1]]
+	nv := len(vis)
+	scores := c.workerScores[w][:rep*nv]
+	q := a.q[t*qd+g*rep*hd:][:rep*hd]
+	out := a.out[t*qd+g*rep*hd:][:rep*hd]
+	f16 := c.opts.KVType == kvcache.F16
+	if f16 {
+		ops.AttnScoresF16(q, rep, hd, c.kv.KF16(a.layer)[g*hd:], vis, kvDim, a.scale, scores)
+	} else {
+		ops.AttnScoresF32(q, rep, hd, c.kv.KF32(a.layer)[g*hd:], vis, kvDim, a.scale, scores)
+	}
+	if a.softcap > 0 {
+		ops.Softcap(scores, a.softcap)
+	}
+	for hh := range rep {
+		ops.SoftmaxInPlace(scores[hh*nv : (hh+1)*nv])
+	}
+	if f16 {
+		ops.AttnValuesF16(scores, rep, hd, c.kv.VF16(a.layer)[g*hd:], vis, kvDim, out)
+	} else {
+		ops.AttnValuesF32(scores, rep, hd, c.kv.VF32(a.layer)[g*hd:], vis, kvDim, out)
+	}
+}

@@ -1,0 +1,92 @@
+// Package runner runs the forward pass of any model family over a batch: it owns the scratch
+// buffers, the worker pool, the paged KV cache and the logits, and offers the operations a
+// family's layer loop is written in (matmuls with activation quantization, norms, rotary
+// embeddings, attention over KV cells, the output projection). A family (package model/llama,
+// model/qwen2, ...) is its weights plus a Graph that calls these operations layer by layer.
+package runner
+
+import (
+	"fmt"
+
+	"ubatch/batch"
+	"ubatch/ops"
+	"ubatch/quant"
+)
+
+// Hparams are the sizes the runner allocates by. Families fill them from GGUF metadata after
+// validating them (model.Binder).
+type Hparams struct {
+	Dim      int // embedding width (residual stream)
+	NLayers  int
+	NHeads   int // query heads
+	NKVHeads int // key/value heads (grouped-query attention: NHeads is a multiple)
+	HeadDim  int // width of one head, for queries, keys and values alike
+	FFN      int // feed-forward hidden width
+	Vocab    int
+	CtxTrain int     // context length the model was trained with
+	Eps      float32 // RMSNorm epsilon
+}
+
+// QDim is the width of all query heads together: NHeads * HeadDim (not always Dim, e.g. Qwen 3).
+func (h *Hparams) QDim() int { return h.NHeads * h.HeadDim }
+
+// KVDim is the width of one KV-cache row: NKVHeads * HeadDim.
+func (h *Hparams) KVDim() int { return h.NKVHeads * h.HeadDim }
+
+// Graph is one model family's forward pass over loaded weights. It is immutable and may be
+// shared by several Contexts.
+type Graph interface {
+	Hparams() *Hparams
+	// Matrices lists every weight matrix Forward multiplies by (packing, scratch sizing).
+	Matrices() []*Weight
+	// LayerRope is the rotary embedding of layer l's keys, used to shift cached keys.
+	LayerRope(l int) *ops.Rope
+	// Forward computes one micro-batch whose KV cells are reserved (see Context.Decode); it
+	// must end with Context.Output.
+	Forward(c *Context, ub *batch.UBatch)
+}
+
+// Weight is a 2-D weight matrix of Rows rows, each Cols elements of Type, row-major as in the
+// GGUF file (GGUF dims [Cols, Rows]). Data is a slice of the memory-mapped file or, once packed
+// (see Pack), the same bytes rearranged into 8-row panels for quant.MatMulPacked.
+type Weight struct {
+	Name       string
+	Type       quant.Type
+	Rows, Cols int
+	Data       []byte
+	dot        quant.DotFunc
+	packed     bool
+}
+
+// NewWeight checks that ubatch computes with t and that data holds rows x cols elements of it.
+func NewWeight(name string, t quant.Type, rows, cols int, data []byte) (Weight, error) {
+	dot := quant.Kernel(t)
+	if !t.Supported() || dot == nil {
+		return Weight{}, fmt.Errorf("tensor %q has type %v, which ubatch does not support yet", name, t)
+	}
+	if cols%t.BlockSize() != 0 || len(data) != rows*t.RowSize(cols) {
+		return Weight{}, fmt.Errorf("tensor %q: %d bytes do not hold %d rows of %d %v elements", name, len(data), rows, cols, t)
+	}
+	return Weight{Name: name, Type: t, Rows: rows, Cols: cols, Data: data, dot: dot}, nil
+}
+
+// RowBytes is the size of one row in the file layout.
+func (w *Weight) RowBytes() int { return w.Type.RowSize(w.Cols) }
+
+// Packed reports whether Data holds panels (see Pack) rather than the file layout.
+func (w *Weight) Packed() bool { return w.packed }
+
+// Row dequantizes row r into dst (len Cols), from either layout.
+func (w *Weight) Row(r int, dst []float32) {
+	if w.packed {
+		quant.DequantizePackedRow(w.Type, w.Cols, w.Data, r, dst)
+		return
+	}
+	rb := w.RowBytes()
+	if err := quant.Dequantize(w.Type, w.Data[r*rb:(r+1)*rb], dst); err != nil {
+		panic(err) // unreachable: NewWeight checked the type and size
+	}
+}
+
+// SetPacked replaces w's data by its panels (quant.PackRows of the same bytes).
+func (w *Weight) SetPacked(panels []byte) { w.Data, w.packed = panels, true }

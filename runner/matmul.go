@@ -1,0 +1,117 @@
+package runner
+
+import (
+	"ubatch/ops"
+	"ubatch/quant"
+)
+
+// MatMul computes out = x · wᵀ for the micro-batch's rows: x is [n][w.Cols], out [n][w.Rows].
+func (c *Context) MatMul(x []float32, w *Weight, out []float32) {
+	c.mm.jobs[0] = mmJob{w: w, out: out}
+	c.matmul(x, 1)
+}
+
+// MatMul2 is two MatMuls over the same input as one parallel job (e.g. gate and up).
+func (c *Context) MatMul2(x []float32, w0 *Weight, out0 []float32, w1 *Weight, out1 []float32) {
+	c.mm.jobs[0], c.mm.jobs[1] = mmJob{w: w0, out: out0}, mmJob{w: w1, out: out1}
+	c.matmul(x, 2)
+}
+
+// MatMul3 is three MatMuls over the same input as one parallel job (e.g. Q, K and V).
+func (c *Context) MatMul3(x []float32, w0 *Weight, out0 []float32, w1 *Weight, out1 []float32, w2 *Weight, out2 []float32) {
+	c.mm.jobs[0], c.mm.jobs[1], c.mm.jobs[2] = mmJob{w: w0, out: out0}, mmJob{w: w1, out: out1}, mmJob{w: w2, out: out2}
+	c.matmul(x, 3)
+}
+
+// matmul runs the first nJobs of c.mm.jobs, quantizing x once per activation type.
+func (c *Context) matmul(x []float32, nJobs int) {
+	t := &c.mm
+	n := c.n
+	t.n, t.nJobs, t.total = n, nJobs, 0
+	var acts [2]quant.Type
+	nAct := 0
+	for j := range nJobs {
+		job := &t.jobs[j]
+		w := job.w
+		at := quant.ActType(w.Type)
+		slot := -1
+		for s := range nAct {
+			if acts[s] == at {
+				slot = s
+			}
+		}
+		if slot < 0 {
+			slot = nAct
+			acts[slot] = at
+			nAct++
+			c.quantize(x[:n*w.Cols], w.Type, w.Cols, c.xq[slot])
+		}
+		// Small products are not worth waking the other workers for.
+		job.chunks = max(1, min(4*c.pool.Size(), w.Rows/16))
+		if w.Rows*w.Cols*n < 1<<16 {
+			job.chunks = 1
+		}
+		job.xq = c.xq[slot]
+		t.total += job.chunks
+	}
+	c.pool.Run(t.total, t)
+}
+
+// quantize converts the micro-batch's rows of k activations to the activation type of weight
+// type wt.
+func (c *Context) quantize(x []float32, wt quant.Type, k int, dst []byte) {
+	q := &c.qa
+	q.x, q.wt, q.k, q.dst, q.rowBytes = x, wt, k, dst, quant.ActType(wt).RowSize(k)
+	if c.n < 4 {
+		for i := range c.n {
+			q.Do(i, 0)
+		}
+		return
+	}
+	c.pool.Run(c.n, q)
+}
+
+type quantTask struct {
+	x        []float32
+	wt       quant.Type
+	k        int
+	dst      []byte
+	rowBytes int
+}
+
+func (q *quantTask) Do(i, _ int) {
+	quant.QuantizeAct(q.wt, q.x[i*q.k:(i+1)*q.k], q.dst[i*q.rowBytes:(i+1)*q.rowBytes])
+}
+
+type mmJob struct {
+	w      *Weight
+	xq     []byte
+	out    []float32
+	chunks int
+}
+
+// matmulTask splits every job's rows into chunks; piece i is one chunk of one job.
+type matmulTask struct {
+	jobs     [3]mmJob
+	nJobs, n int
+	total    int
+}
+
+func (t *matmulTask) Do(i, _ int) {
+	for j := range t.nJobs {
+		job := &t.jobs[j]
+		if i >= job.chunks {
+			i -= job.chunks
+			continue
+		}
+		w := job.w
+		if w.packed {
+			r0, r1 := ops.Split(w.Rows, job.chunks, quant.PanelRows, i)
+			quant.MatMulPacked(w.Type, w.Cols, w.Data, job.xq, t.n, job.out, w.Rows, r0, r1)
+			return
+		}
+		r0, r1 := ops.Split(w.Rows, job.chunks, 4, i)
+		quant.MatMul(w.dot, w.Type, w.Cols, w.Data, job.xq, t.n, job.out, w.Rows, r0, r1)
+		return
+	}
+}
