@@ -68,7 +68,7 @@ type Context struct {
 	kv   *kvcache.Cache
 	S    Scratch
 
-	n     int     // tokens of the micro-batch being computed
+	n     int // tokens of the micro-batch being computed
 	ub    *batch.UBatch
 	cells []int32 // KV cell of each token of ub
 	xq    [2][]byte

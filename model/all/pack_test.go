@@ -1,7 +1,7 @@
 package all_test
 
 import (
-		"testing"
+	"testing"
 
 	"ubatch/quant"
 	"ubatch/runner"
