@@ -223,7 +223,8 @@ type RopeOptions struct {
 	Factors []float32 // per-pair frequency factors, when the family has them
 	// Scaled applies rope.scaling.* (linear or YaRN); false for layers that are never scaled
 	// (Gemma 3's sliding-window layers).
-	Scaled bool
+	Scaled     bool
+	AttnFactor float32 // scales cos and sin (Phi-3's LongRoPE factor); 0: 1, or YaRN's from the metadata
 }
 
 // Rope builds a rope from o and the metadata's rope.scaling.type, .factor, .original_context_length
@@ -232,7 +233,7 @@ func (b *Binder) Rope(o RopeOptions) *ops.Rope {
 	if b.err != nil {
 		return nil
 	}
-	c := ops.RopeConfig{Dims: o.Dims, Base: o.Base, NEOX: o.NEOX, Factors: o.Factors}
+	c := ops.RopeConfig{Dims: o.Dims, Base: o.Base, NEOX: o.NEOX, Factors: o.Factors, AttnFactor: o.AttnFactor}
 	if o.Scaled {
 		typ := b.String("rope.scaling.type")
 		factor := b.Float("rope.scaling.factor", 1, 0, 1e6)

@@ -6,5 +6,9 @@
 package all
 
 import (
+	_ "ubatch/model/gemma"
 	_ "ubatch/model/llama"
+	_ "ubatch/model/phi3"
+	_ "ubatch/model/qwen2"
+	_ "ubatch/model/qwen3"
 )

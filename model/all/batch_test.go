@@ -32,9 +32,19 @@ func TestBatchedEqualsAlone(t *testing.T) {
 		// move the logits by ~0.5%. The bound is well inside the Engine-core tolerance (3-5%).
 		{"synth-q4_k_m", "synth-tiny-q4_k_m.gguf", kvcache.F16, 1e-2},
 		{"synth-q8_0", "synth-tiny-q8_0.gguf", kvcache.F16, 1e-2},
+		// One model per family: biases, Q/K norms, fused matrices, sliding windows (seq 0's
+		// 30 tokens pass gemma's 16-token window) and soft-caps must all act per token and
+		// per sequence.
+		{"llama3", "arch/synth-llama3-q8_0.gguf", kvcache.F16, 1e-2},
+		{"qwen2", "arch/synth-qwen2-q8_0.gguf", kvcache.F16, 1e-2},
+		{"qwen3", "arch/synth-qwen3-q8_0.gguf", kvcache.F16, 1e-2},
+		{"gemma2", "arch/synth-gemma2-q8_0.gguf", kvcache.F16, 1e-2},
+		{"gemma3", "arch/synth-gemma3-q8_0.gguf", kvcache.F16, 1e-2},
+		{"phi3", "arch/synth-phi3-q8_0.gguf", kvcache.F16, 1e-2},
 	}
 	hist := [][]int32{ // each sequence's full token history
-		{1, 403, 407, 261, 378, 432, 383, 286, 261, 376},
+		{1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 300, 310, 320, 330, 340, 350, 360, 370, 380, 390,
+			400, 401, 402, 404, 405, 406, 408, 409, 420, 421},
 		{1, 300, 301, 302, 303, 304, 305, 306},
 		{1, 410, 411, 412, 413, 414, 415},
 		{1, 410, 411, 412, 413, 420},
@@ -78,7 +88,7 @@ func TestBatchedEqualsAlone(t *testing.T) {
 			if st := c.KV().Stats(); st.Shared != 1 || st.Used != 2 {
 				t.Errorf("after the shared prefix: want seqs 2-4 on one shared block (2 used: seq 1's and the shared one), got %+v", st)
 			}
-			// 3: seq 0's whole prompt (split over two micro-batches of 8), decode tokens of 1-4.
+			// 3: seq 0's whole prompt (split over micro-batches of 8), decode tokens of 1-4.
 			run(func() {
 				for p := range hist[0] {
 					b.Add(hist[0][p], int32(p), []int32{0}, true)

@@ -33,7 +33,13 @@ type Model struct {
 }
 
 // Load binds a llama file's tensors.
-func Load(b *model.Binder) (runner.Graph, error) {
+func Load(b *model.Binder) (runner.Graph, error) { return load(b, false) }
+
+// LoadNEOX binds the tensors of a file laid out as llama's whose rope is NEOX-style: the start
+// of the families that extend the llama block (Qwen 2 and 3).
+func LoadNEOX(b *model.Binder) (*Model, error) { return load(b, true) }
+
+func load(b *model.Binder, neox bool) (*Model, error) {
 	m := &Model{H: b.Hparams()}
 	h := &m.H
 	if b.Err() != nil {
@@ -41,10 +47,13 @@ func Load(b *model.Binder) (runner.Graph, error) {
 	}
 	dims := b.Int("rope.dimension_count", h.HeadDim, 2, h.HeadDim)
 	m.Rope = b.Rope(model.RopeOptions{
-		Dims: dims, Base: b.Float("rope.freq_base", 10000, 0, 1e12), Scaled: true,
+		Dims: dims, Base: b.Float("rope.freq_base", 10000, 0, 1e12), Scaled: true, NEOX: neox,
 		Factors: b.Vector("rope_freqs.weight", dims/2, true),
 	})
 	m.Embd, m.OutNorm, m.Output = BindEmbeddings(b, h)
+	if m.Output == nil {
+		m.Output = &m.Embd
+	}
 	m.Layers = make([]Layer, h.NLayers)
 	for i := range m.Layers {
 		l := &m.Layers[i]
@@ -57,12 +66,12 @@ func Load(b *model.Binder) (runner.Graph, error) {
 	return m, b.Err()
 }
 
-// BindEmbeddings binds token_embd, output_norm and output (token_embd itself when absent), the
-// tensors every decoder-only family has.
+// BindEmbeddings binds token_embd, output_norm and output, the tensors every decoder-only family
+// has; out is nil when the file has no output.weight: the output is tied to token_embd, and the
+// caller points it at its own embedding Weight (so that packing it once serves both).
 func BindEmbeddings(b *model.Binder, h *runner.Hparams) (embd runner.Weight, outNorm []float32, out *runner.Weight) {
 	embd = b.Weight("token_embd.weight", h.Dim, -1)
 	outNorm = b.Vector("output_norm.weight", h.Dim, false)
-	out = &embd
 	if b.HasTensor("output.weight") {
 		w := b.Weight("output.weight", h.Dim, h.Vocab)
 		out = &w
@@ -105,14 +114,21 @@ func (m *Model) Forward(c *runner.Context, _ *batch.UBatch) {
 		l := &m.Layers[li]
 		c.Norm(s.XN, s.X, l.AttnNorm)
 		c.MatMul3(s.XN, &l.Wq, s.Q, &l.Wk, s.K, &l.Wv, s.V)
-		c.Rope(s.Q, h.NHeads, m.Rope)
-		c.Rope(s.K, h.NKVHeads, m.Rope)
-		c.Attention(li, s.Q, s.K, s.V, s.Att, runner.AttnParams{})
-		c.MatMul(s.Att, &l.Wo, s.Tmp)
-		c.Add(s.X, s.Tmp, h.Dim)
+		m.AttentionBlock(c, li)
 		c.Norm(s.XN, s.X, l.FFNNorm)
 		c.GatedFFN(runner.SiLU, &l.Gate, &l.Up, &l.Down)
 		c.Add(s.X, s.Tmp, h.Dim)
 	}
 	c.Output(m.OutNorm, m.Output, 0)
+}
+
+// AttentionBlock rotates Q and K (in Scratch), attends, projects with layer li's output matrix
+// and adds the result to the residual stream.
+func (m *Model) AttentionBlock(c *runner.Context, li int) {
+	s, h := &c.S, &m.H
+	c.Rope(s.Q, h.NHeads, m.Rope)
+	c.Rope(s.K, h.NKVHeads, m.Rope)
+	c.Attention(li, s.Q, s.K, s.V, s.Att, runner.AttnParams{})
+	c.MatMul(s.Att, &m.Layers[li].Wo, s.Tmp)
+	c.Add(s.X, s.Tmp, h.Dim)
 }
