@@ -7,14 +7,24 @@ import (
 	"ubatch/runner"
 )
 
-// BenchmarkDecodeStories measures one-token decode steps on the demo model (allocations must be 0).
-func BenchmarkDecodeStories(b *testing.B) {
-	c := open(&testing.T{}, "stories260K.gguf", runner.Options{NCtx: 512})
+// decodeModels are one model per family, for the decode benchmark and the allocation test.
+var decodeModels = []struct{ name, file string }{
+	{"stories", "stories260K.gguf"},
+	{"llama3", "arch/synth-llama3-q8_0.gguf"},
+	{"qwen2", "arch/synth-qwen2-q8_0.gguf"},
+	{"qwen3", "arch/synth-qwen3-q8_0.gguf"},
+	{"gemma2", "arch/synth-gemma2-q8_0.gguf"},
+	{"gemma3", "arch/synth-gemma3-q8_0.gguf"},
+	{"phi3", "arch/synth-phi3-q8_0.gguf"},
+}
+
+// decodeStep returns a function that decodes one more token of sequence 0, wrapping around
+// before the cache fills.
+func decodeStep(tb testing.TB, c *runner.Context) func() {
 	var bt batch.Batch
 	seq := []int32{0}
-	b.ReportAllocs()
 	pos := int32(0)
-	for b.Loop() {
+	return func() {
 		if pos == 256 {
 			c.KV().Clear()
 			pos = 0
@@ -22,8 +32,36 @@ func BenchmarkDecodeStories(b *testing.B) {
 		bt.Clear()
 		bt.Add(1, pos, seq, true)
 		if err := c.Decode(&bt); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 		pos++
+	}
+}
+
+// TestDecodeAllocatesNothing: a decode step of every family allocates nothing once warm.
+func TestDecodeAllocatesNothing(t *testing.T) {
+	for _, tc := range decodeModels {
+		t.Run(tc.name, func(t *testing.T) {
+			step := decodeStep(t, open(t, tc.file, runner.Options{NCtx: 512, Threads: 2}))
+			for range 40 { // past the sliding windows, and every scratch slice grown
+				step()
+			}
+			if n := testing.AllocsPerRun(50, step); n != 0 {
+				t.Errorf("%.1f allocations per decode step, want 0", n)
+			}
+		})
+	}
+}
+
+// BenchmarkDecode measures one-token decode steps of each family's model.
+func BenchmarkDecode(b *testing.B) {
+	for _, tc := range decodeModels {
+		b.Run(tc.name, func(b *testing.B) {
+			step := decodeStep(b, open(b, tc.file, runner.Options{NCtx: 512}))
+			b.ReportAllocs()
+			for b.Loop() {
+				step()
+			}
+		})
 	}
 }

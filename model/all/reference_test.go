@@ -13,7 +13,7 @@ import (
 )
 
 // load opens a model from ../shared/models (skipping when absent) with or without packing.
-func load(t *testing.T, name string, noPack bool) *model.Model {
+func load(t testing.TB, name string, noPack bool) *model.Model {
 	t.Helper()
 	f, err := gguf.Open(testdata.Model(t, name))
 	if err != nil {
@@ -29,12 +29,12 @@ func load(t *testing.T, name string, noPack bool) *model.Model {
 }
 
 // open loads a model and makes a context over it.
-func open(t *testing.T, name string, opts runner.Options) *runner.Context {
+func open(t testing.TB, name string, opts runner.Options) *runner.Context {
 	t.Helper()
 	return newContext(t, load(t, name, false), opts)
 }
 
-func newContext(t *testing.T, m *model.Model, opts runner.Options) *runner.Context {
+func newContext(t testing.TB, m *model.Model, opts runner.Options) *runner.Context {
 	t.Helper()
 	c, err := runner.NewContext(m.Graph, opts)
 	if err != nil {
