@@ -44,6 +44,8 @@ type Config struct {
 	Gatherer prometheus.Gatherer
 	// ModelID is the model name the API reports; "" means the model file's base name.
 	ModelID string
+	// Embedder, when set, serves POST /v1/embeddings; nil answers 404.
+	Embedder *Embedder
 }
 
 // Server is the HTTP front end. Create it with New; it is safe for concurrent use.
@@ -103,6 +105,7 @@ func New(cfg Config) (*Server, error) {
 		"/v1/completions":      {http.MethodPost: s.handleCompletions},
 		"/v1/chat/completions": {http.MethodPost: s.handleChatCompletions},
 		"/v1/models":           {http.MethodGet: s.handleModels},
+		"/v1/embeddings":       {http.MethodPost: s.handleEmbeddings},
 		"/completion":          {http.MethodPost: s.handleLlamaCompletion},
 		"/tokenize":            {http.MethodPost: s.handleTokenize},
 		"/detokenize":          {http.MethodPost: s.handleDetokenize},

@@ -21,7 +21,8 @@ import (
 // llama.cpp HTTP APIs until ctx ends (SIGINT/SIGTERM), then drains in-flight requests.
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("serve", "serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [-c CTX] [-np 16] [flags]\n\n"+
-		"Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models (OpenAI);\n"+
+		"Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, POST /v1/embeddings\n"+
+		"(with --embeddings) (OpenAI);\n"+
 		"POST /completion, POST /tokenize, POST /detokenize, GET /health (llama.cpp); GET /metrics (Prometheus).\n"+
 		"Requests may set \"priority\": \"low\"|\"normal\"|\"high\" or an integer (higher is served first).\n"+
 		"SIGINT/SIGTERM stops accepting connections, lets running requests finish, then exits.", stderr)
@@ -45,8 +46,15 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	grace := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may run before their connections are closed")
 	verbose := fs.Bool("v", false, "log every request (debug level)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run, until shutdown, to this file (inspect with go tool pprof)")
+	embeddings := fs.Bool("embeddings", false, "serve POST /v1/embeddings from a context of its own (llama.cpp's --embeddings)")
+	pooling := fs.String("pooling", "mean", "how /v1/embeddings pools the tokens' final hidden states: mean or last")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	pool, err := runner.ParsePooling(*pooling)
+	if err != nil {
+		fmt.Fprintln(stderr, "--"+err.Error())
+		return errUsage
 	}
 	if err := checkServeFlags(np, *batchSize, *chunkSize, *maxQueue, *port, *maxBody, *policy); err != nil {
 		fmt.Fprintln(stderr, err)
@@ -98,8 +106,15 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}()
 	go eng.Run(engCtx)
 
+	var emb *server.Embedder
+	if *embeddings {
+		if emb, err = server.NewEmbedder(m, min(m.Hparams().CtxTrain, 2048), mf.threads, pool); err != nil {
+			return err
+		}
+		defer emb.Close()
+	}
 	srv, err := server.New(server.Config{Model: m, Engine: eng, APIKey: *apiKey, MaxBodyBytes: *maxBody,
-		Logger: logger, Metrics: metrics, Gatherer: reg, ModelID: *alias})
+		Logger: logger, Metrics: metrics, Gatherer: reg, ModelID: *alias, Embedder: emb})
 	if err != nil {
 		return err
 	}
