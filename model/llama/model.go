@@ -190,7 +190,7 @@ func weight(f *gguf.File, name string, cols, rows int) (Weight, error) {
 	}
 	dot := quant.Kernel(t.Type)
 	if !t.Type.Supported() || dot == nil {
-		return Weight{}, fmt.Errorf("tensor %q has type %v, which ubatch does not support yet (use F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K)", name, t.Type)
+		return Weight{}, fmt.Errorf("tensor %q has type %v, which ubatch does not support yet (use F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K or IQ4_XS)", name, t.Type)
 	}
 	return Weight{Name: name, Type: t.Type, Rows: int(t.Dims[1]), Cols: cols, Data: t.Data, dot: dot}, nil
 }
