@@ -14,8 +14,12 @@ import (
 // The limit is 6% relative RMS (10% for the Q2_K and Q3_K files, whose 2-3 bit weights make the
 // activation rounding of both engines matter more): llama.cpp itself, run over the same weights
 // dequantized to F32, lands 1.3-2.7% from these references, while a wrong block layout, scale or
-// level table gives errors near 50%. Top-1 must agree where llama.cpp's top-2 margin is more
-// than four times the RMS difference between the logit vectors, and the greedy continuation must
+// level table gives errors near 50%. Top-1 must agree where llama.cpp's top-2 margin is clear:
+// more than six times the RMS difference d between the logit vectors. The difference of two
+// logits' errors has a standard deviation of about √2·d, so 6·d is 4.2 of them: a chance flip
+// over the 363 positions tested is unlikely (about 0.4%), while 4·d (2.8 of them, the bound of
+// the synth-tiny test) was crossed once, at IQ4_XS position 20 where ubatch's top two logits
+// are 0.002 apart and llama.cpp's 0.023 (d = 0.0056). The greedy continuation must
 // follow llama.cpp's token for token up to the first step where ubatch's own choice is a near tie
 // with llama.cpp's token (the continuations may part there, and are not compared further).
 //
@@ -55,13 +59,13 @@ func TestTypesLogitsMatchLlamaCpp(t *testing.T) {
 				}
 				top := ref.Top10[i]
 				margin := top[0][1] - top[1][1]
-				if margin > 4*rmsDiff(row, want) && argmax(row) != int32(top[0][0]) {
-					t.Errorf("position %d: top-1 %d, llama.cpp %d (margin %.3f)", i, argmax(row), int32(top[0][0]), margin)
+				if margin > 6*rmsDiff(row, want) && argmax(row) != int32(top[0][0]) {
+					t.Errorf("position %d: top-1 %d, llama.cpp %d (margin %.3f, RMS difference %.4f)", i, argmax(row), int32(top[0][0]), margin, rmsDiff(row, want))
 				}
 			}
 			t.Logf("worst relative RMS error %.5f over %d positions", worst, len(rows))
 			last := len(rows) - 1
-			tie := 4 * rmsDiff(rows[last], ref.Row(last))
+			tie := 6 * rmsDiff(rows[last], ref.Row(last))
 			n := checkGreedy(t, c, ref.PromptTokens, ref.GreedyTokens, argmax(rows[last]), tie)
 			t.Logf("greedy continuation equal for %d of %d tokens", n, len(ref.GreedyTokens))
 		})
