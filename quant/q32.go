@@ -17,43 +17,37 @@ const (
 var iq4Values = [16]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
 
 // nibbles32 writes the 32 levels of a 4-bit block (16 bytes, element j in the low nibble of
-// qs[j], element j+16 in the high nibble) to l, adding the fifth bit of each element from qh
-// (bit j of the little-endian uint32 qh is element j's bit 4) when q5.
-func nibbles32(l *[32]byte, qs []byte, qh uint32, q5 bool) {
+// qs[j], element j+16 in the high nibble) to l, with bit j of qh (a little-endian uint32 in
+// Q5_0/Q5_1 blocks, 0 otherwise) as element j's bit 4 and bias subtracted (wrapping, so that
+// l holds the int8 bit pattern of level-bias).
+func nibbles32(l *[32]byte, qs []byte, qh uint32, bias byte) {
 	qs = qs[:16]
 	for j, q := range qs {
-		l[j] = q & 0xf
-		l[j+16] = q >> 4
-	}
-	if q5 {
-		for j := range l {
-			l[j] |= byte(qh>>j&1) << 4
-		}
+		l[j] = (q&0xf | byte(qh>>j&1)<<4) - bias
+		l[j+16] = (q>>4 | byte(qh>>(j+16)&1)<<4) - bias
 	}
 }
 
 // levelsQ4_1 decodes the levels 0..15 of a Q4_1 block; value = d*l + m.
-func levelsQ4_1(l *[32]byte, blk []byte) { nibbles32(l, blk[4:20], 0, false) }
+func levelsQ4_1(l *[32]byte, blk []byte) { nibbles32(l, blk[4:20], 0, 0) }
 
 // levelsQ5_0 decodes the levels of a Q5_0 block as int8 bit patterns of l-16 in [-16, 15];
 // value = d*(l-16).
 func levelsQ5_0(l *[32]byte, blk []byte) {
-	nibbles32(l, blk[6:22], binary.LittleEndian.Uint32(blk[2:]), true)
-	for j := range l {
-		l[j] -= 16
-	}
+	nibbles32(l, blk[6:22], binary.LittleEndian.Uint32(blk[2:]), 16)
 }
 
 // levelsQ5_1 decodes the levels 0..31 of a Q5_1 block; value = d*l + m.
 func levelsQ5_1(l *[32]byte, blk []byte) {
-	nibbles32(l, blk[8:24], binary.LittleEndian.Uint32(blk[4:]), true)
+	nibbles32(l, blk[8:24], binary.LittleEndian.Uint32(blk[4:]), 0)
 }
 
 // levelsIQ4NL decodes an IQ4_NL block to its table values (int8 bit patterns); value = d*v.
 func levelsIQ4NL(l *[32]byte, blk []byte) {
-	nibbles32(l, blk[2:18], 0, false)
-	for j := range l {
-		l[j] = byte(iq4Values[l[j]])
+	qs := blk[2:18]
+	for j, q := range qs {
+		l[j] = byte(iq4Values[q&0xf])
+		l[j+16] = byte(iq4Values[q>>4])
 	}
 }
 
