@@ -5,6 +5,8 @@ package quant
 // decoded once for all nx columns, leftover blocks (nb%4) run padded with zero blocks. They
 // compute the same integer block sums as the Go twins in q32.go and differ from them only in the
 // order (and fusing) of the float32 operations; see kernels_amd64_test.go for the tolerance.
+// As in the Q4_0 kernel (and ggml), the signed Q5_0 and IQ4_NL levels give their signs to the
+// activation quants, which is exact for quants in [-127, 127], all that QuantizeAct writes.
 
 func init() {
 	if hasAVX2 {
