@@ -172,28 +172,9 @@ func (s *Server) chatParams(req *chatRequest) (genParams, []int32, error) {
 		}
 		g.topLogprobs = *req.TopLogprobs
 	}
-	msgs, err := parseMessages(req.Messages)
+	text, err := s.renderChat(req.Messages, req.Tools, req.ChatTemplateKwargs)
 	if err != nil {
 		return g, nil, err
-	}
-	var tools []any
-	if !isNull(req.Tools) {
-		var list []json.RawMessage
-		if err := json.Unmarshal(req.Tools, &list); err != nil {
-			return g, nil, badRequest("tools", "tools must be a list of tool objects")
-		}
-		for _, t := range list {
-			tools = append(tools, t)
-		}
-	}
-	text, err := s.tmpl.Render(msgs, chat.Options{
-		BOS: s.bosText, EOS: s.eosText, AddGenerationPrompt: true, Tools: tools, Vars: req.ChatTemplateKwargs,
-	})
-	if err != nil {
-		if errors.Is(err, chat.ErrTimeout) {
-			return g, nil, internalError(err)
-		}
-		return g, nil, badRequest("messages", "the chat template rejected the messages: %v", err)
 	}
 	v := s.cfg.Model.Vocab
 	toks := v.Encode(text, false, true)
@@ -257,4 +238,33 @@ func (s *Server) pieceBytes(id int32) []int {
 		out[i] = int(b)
 	}
 	return out
+}
+
+// renderChat renders the request's messages (and tools, and extra template variables) with the
+// model's chat template, adding the generation prompt.
+func (s *Server) renderChat(messages, toolsRaw json.RawMessage, kwargs map[string]any) (string, error) {
+	msgs, err := parseMessages(messages)
+	if err != nil {
+		return "", err
+	}
+	var tools []any
+	if !isNull(toolsRaw) {
+		var list []json.RawMessage
+		if err := json.Unmarshal(toolsRaw, &list); err != nil {
+			return "", badRequest("tools", "tools must be a list of tool objects")
+		}
+		for _, t := range list {
+			tools = append(tools, t)
+		}
+	}
+	text, err := s.tmpl.Render(msgs, chat.Options{
+		BOS: s.bosText, EOS: s.eosText, AddGenerationPrompt: true, Tools: tools, Vars: kwargs,
+	})
+	if err != nil {
+		if errors.Is(err, chat.ErrTimeout) {
+			return "", internalError(err)
+		}
+		return "", badRequest("messages", "the chat template rejected the messages: %v", err)
+	}
+	return text, nil
 }

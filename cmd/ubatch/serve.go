@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,9 +22,9 @@ import (
 // llama.cpp HTTP APIs until ctx ends (SIGINT/SIGTERM), then drains in-flight requests.
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("serve", "serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [-c CTX] [-np 16] [flags]\n\n"+
-		"Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, POST /v1/embeddings\n"+
-		"(with --embeddings) (OpenAI);\n"+
-		"POST /completion, POST /tokenize, POST /detokenize, GET /health (llama.cpp); GET /metrics (Prometheus).\n"+
+		"Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /v1/models/{id},\n"+
+		"POST /v1/embeddings (with --embeddings) (OpenAI; also without /v1); POST /completion, POST /tokenize,\n"+
+		"POST /detokenize, POST /apply-template, GET /props, GET /health (llama.cpp); GET /metrics (Prometheus).\n"+
 		"Requests may set \"priority\": \"low\"|\"normal\"|\"high\" or an integer (higher is served first).\n"+
 		"SIGINT/SIGTERM stops accepting connections, lets running requests finish, then exits.", stderr)
 	var mf modelFlags
@@ -47,6 +48,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	verbose := fs.Bool("v", false, "log every request (debug level)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run, until shutdown, to this file (inspect with go tool pprof)")
 	embeddings := fs.Bool("embeddings", false, "serve POST /v1/embeddings from a context of its own (llama.cpp's --embeddings)")
+	corsOrigin := fs.String("cors-origin", "", "browser origins allowed to call the API, comma-separated (\"*\" for any; default: pages on localhost only)")
 	pooling := fs.String("pooling", "mean", "how /v1/embeddings pools the tokens' final hidden states: mean or last")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -114,7 +116,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer emb.Close()
 	}
 	srv, err := server.New(server.Config{Model: m, Engine: eng, APIKey: *apiKey, MaxBodyBytes: *maxBody,
-		Logger: logger, Metrics: metrics, Gatherer: reg, ModelID: *alias, Embedder: emb})
+		Logger: logger, Metrics: metrics, Gatherer: reg, ModelID: *alias, Embedder: emb, CORSOrigins: splitList(*corsOrigin)})
 	if err != nil {
 		return err
 	}
@@ -158,4 +160,15 @@ func checkServeFlags(np, batchSize, chunkSize, maxQueue, port int, maxBody int64
 func serveKVCells(m *runner.Hparams, np int) int {
 	perCell := 2 * 2 * m.NLayers * m.KVDim() // K and V, F16
 	return max(512, min(np*min(m.CtxTrain, 2048), (2<<30)/perCell))
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
