@@ -49,9 +49,9 @@ var FileTypes = map[string]uint32{"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 7, "q4_
 
 // Options for Build.
 type Options struct {
-	Arch         string // a family of Archs; "" is llama
-	Shape        Shape  // sizes; the zero Shape is the family's default (Arch.Shape)
-	FileType     string // f32, f16, q8_0, q4_0, q4_k_m
+	Arch         string     // a family of Archs; "" is llama
+	Shape        Shape      // sizes; the zero Shape is the family's default (Arch.Shape)
+	FileType     string     // f32, f16, q8_0, q4_0, q4_k_m
 	Vocab        *gguf.File // tokenizer.* metadata is copied from it; its token count is the vocab size
 	ChatTemplate string     // stored as tokenizer.chat_template when not empty
 	Seed         uint64

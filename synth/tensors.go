@@ -11,10 +11,10 @@ import (
 
 // What a tensor holds, which decides how it is generated.
 const (
-	kindWeight = iota // a 2-D matrix, N(0, 0.02²) (Q and K rows: see qkRows)
-	kindNorm          // a norm weight vector
-	kindBias          // a bias vector
-	kindRopeFreqs     // rope_freqs.weight
+	kindWeight    = iota // a 2-D matrix, N(0, 0.02²) (Q and K rows: see qkRows)
+	kindNorm             // a norm weight vector
+	kindBias             // a bias vector
+	kindRopeFreqs        // rope_freqs.weight
 )
 
 type tensorSpec struct {
