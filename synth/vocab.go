@@ -7,13 +7,13 @@ import (
 	"ubatch/gguf"
 )
 
-// BuiltinVocab returns a SentencePiece vocabulary of size tokens (at least 260) as a metadata-only
+// BuiltinVocab returns a SentencePiece vocabulary of size tokens (at least 261) as a metadata-only
 // GGUF, for models that need no real tokenizer (tests, fixtures): <unk>, <s>, </s>, the 256 byte
-// tokens <0x00>..<0xFF>, then "▁a", "▁b", ... "▁z", "▁aa", ... with decreasing scores, so that any
+// tokens <0x00>..<0xFF>, "▁", then "▁a", "▁b", ... "▁z", "▁aa", ... with decreasing scores, so that any
 // text encodes (by byte fallback where no piece matches).
 func BuiltinVocab(size int) (*gguf.File, error) {
-	if size < 260 || size > 1<<20 {
-		return nil, fmt.Errorf("builtin vocabulary of %d tokens: want 260 to %d", size, 1<<20)
+	if size < 261 || size > 1<<20 {
+		return nil, fmt.Errorf("builtin vocabulary of %d tokens: want 261 to %d", size, 1<<20)
 	}
 	tokens := []string{"<unk>", "<s>", "</s>"}
 	types := []int32{2, 3, 3}
@@ -21,6 +21,8 @@ func BuiltinVocab(size int) (*gguf.File, error) {
 		tokens = append(tokens, fmt.Sprintf("<0x%02X>", b))
 		types = append(types, 6)
 	}
+	tokens = append(tokens, "▁") // a space before a character no piece starts with
+	types = append(types, 1)
 	for i := 0; len(tokens) < size; i++ {
 		tokens = append(tokens, "▁"+letters(i))
 		types = append(types, 1)
@@ -61,4 +63,18 @@ func letters(i int) string {
 		b = append([]byte{byte('a' + (i-1)%26)}, b...)
 	}
 	return string(b)
+}
+
+// Fixture builds a model of the family arch at the mini shape with a 320-token BuiltinVocab,
+// seed 1: a few hundred KB, for tests that need a model of each family without ../shared.
+func Fixture(arch, fileType string) (*gguf.Writer, error) {
+	v, err := BuiltinVocab(320)
+	if err != nil {
+		return nil, err
+	}
+	s, err := ShapeByName("mini")
+	if err != nil {
+		return nil, err
+	}
+	return Build(Options{Arch: arch, Shape: s, FileType: fileType, Vocab: v, Seed: 1, Threads: 1})
 }
