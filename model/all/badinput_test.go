@@ -14,13 +14,50 @@ import (
 // tensor at fault (ARCH in want stands for general.architecture), never panic or load. Cases
 // that need a key or tensor the family does not have are skipped for it.
 func TestBadModelsFail(t *testing.T) {
-	type variantEdit = func(v *variant, h hp)
-	cases := []struct {
-		name  string
-		needs string // a key (without "ARCH.") or tensor the family must have; "" for all
-		edit  variantEdit
-		want  string
-	}{
+	cases := badModels()
+	for _, fx := range fixtures(t) {
+		h := hparamsOf(t, fx)
+		for _, tc := range cases {
+			t.Run(fx.arch.Name+"/"+tc.name, func(t *testing.T) {
+				if tc.needs != "" && !h.has(tc.needs) {
+					t.Skipf("%s has no %s", fx.arch.Name, tc.needs)
+				}
+				v := newVariant(fx.file)
+				tc.edit(v, h)
+				img, err := v.encode()
+				if err != nil {
+					t.Fatalf("the variant does not encode: %v", err)
+				}
+				path := filepath.Join(t.TempDir(), "bad.gguf")
+				if err := os.WriteFile(path, img, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				m, err := model.Open(path)
+				if err == nil {
+					m.Close()
+					t.Fatal("loaded without an error")
+				}
+				want := strings.ReplaceAll(tc.want, "ARCH", fx.arch.GGUF)
+				if !strings.Contains(err.Error(), want) {
+					t.Fatalf("error %q does not contain %q", err, want)
+				}
+				t.Log(err)
+			})
+		}
+	}
+}
+
+// badModel is one inconsistent variant: edit makes it from a valid fixture, and the error must
+// contain want (ARCH standing for general.architecture).
+type badModel struct {
+	name  string
+	needs string // a key (without "ARCH.") or tensor the family must have; "" for all
+	edit  func(v *variant, h hp)
+	want  string
+}
+
+func badModels() []badModel {
+	return []badModel{
 		{"head_count_kv zero", "", func(v *variant, h hp) { v.set(h.key("attention.head_count_kv"), uint32(0)) },
 			"ARCH.attention.head_count_kv = 0 is out of range"},
 		{"head_count_kv does not divide head_count", "", func(v *variant, h hp) { v.set(h.key("attention.head_count_kv"), uint32(3)) },
@@ -89,36 +126,6 @@ func TestBadModelsFail(t *testing.T) {
 		{"vocabulary smaller than token_embd", "", func(v *variant, h hp) {
 			v.set("tokenizer.ggml.tokens", h.tokens[:h.vocab-8])
 		}, "token_embd"},
-	}
-	for _, fx := range fixtures(t) {
-		h := hparamsOf(t, fx)
-		for _, tc := range cases {
-			t.Run(fx.arch.Name+"/"+tc.name, func(t *testing.T) {
-				if tc.needs != "" && !h.has(tc.needs) {
-					t.Skipf("%s has no %s", fx.arch.Name, tc.needs)
-				}
-				v := newVariant(fx.file)
-				tc.edit(v, h)
-				img, err := v.encode()
-				if err != nil {
-					t.Fatalf("the variant does not encode: %v", err)
-				}
-				path := filepath.Join(t.TempDir(), "bad.gguf")
-				if err := os.WriteFile(path, img, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				m, err := model.Open(path)
-				if err == nil {
-					m.Close()
-					t.Fatal("loaded without an error")
-				}
-				want := strings.ReplaceAll(tc.want, "ARCH", fx.arch.GGUF)
-				if !strings.Contains(err.Error(), want) {
-					t.Fatalf("error %q does not contain %q", err, want)
-				}
-				t.Log(err)
-			})
-		}
 	}
 }
 
