@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"ubatch/engine"
+	"ubatch/kvcache"
 	"ubatch/model/llama"
 	"ubatch/server"
 )
@@ -45,6 +48,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	grace := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may run before their connections are closed")
 	verbose := fs.Bool("v", false, "log every request (debug level)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run, until shutdown, to this file (inspect with go tool pprof)")
+	memLimit := fs.String("mem-limit", "", "memory the KV cache may take, e.g. 8G or 512M; -c is refused beyond it (default: what the system has available: MemAvailable, within the cgroup's limit)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -52,6 +56,17 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, err)
 		fs.Usage()
 		return errUsage
+	}
+	kvOpts, err := mf.options(np)
+	if err != nil {
+		return err
+	}
+	budget, budgetSource := int64(-1), ""
+	if *memLimit != "" {
+		if budget, err = parseSize(*memLimit); err != nil {
+			return fmt.Errorf("--mem-limit: %w", err)
+		}
+		budgetSource = "--mem-limit"
 	}
 	level := slog.LevelInfo
 	if *verbose {
@@ -69,11 +84,21 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer m.Close()
-	lctx, err := mf.newContext(m, np, func(o *llama.Options) {
-		if o.NCtx == 0 { // no -c: room for every slot, as llama.cpp's server gives n_ctx per slot
-			o.NCtx = serveKVCells(m.LLM, np)
+	nCtx, what := mf.ctx, fmt.Sprintf("-c %d", mf.ctx)
+	if nCtx == 0 { // no -c: room for every slot, as llama.cpp's server gives n_ctx per slot
+		nCtx = serveKVCells(m.LLM, np)
+		what = fmt.Sprintf("the default -c %d (room for -np %d sequences)", nCtx, np)
+	}
+	if budgetSource == "" { // read now: the model's pages are in memory already
+		if avail, source, ok := availableMemory(os.DirFS("/")); ok {
+			budget, budgetSource = avail, source
 		}
-	})
+	}
+	blockSize := cmp.Or(max(kvOpts.BlockSize, 0), kvcache.DefaultBlockSize)
+	if err := checkKVPool(m.LLM.NLayers, m.LLM.KVDim(), nCtx, blockSize, kvOpts.KVType, budget, budgetSource, what); err != nil {
+		return err
+	}
+	lctx, err := mf.newContext(m, np, func(o *llama.Options) { o.NCtx = nCtx })
 	if err != nil {
 		return err
 	}
