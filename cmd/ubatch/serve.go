@@ -45,14 +45,21 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	apiKey := fs.String("api-key", "", "require \"Authorization: Bearer KEY\" on every route but /health (default: no key)")
 	alias := fs.String("alias", "", "model id the API reports (default: the model file name)")
 	maxBody := fs.Int64("max-body", server.DefaultMaxBodyBytes, "largest request body in bytes (413 beyond it)")
-	grace := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may run before their connections are closed")
+	grace := fs.Duration("shutdown-timeout", server.DefaultGrace, "on SIGINT/SIGTERM, how long in-flight requests may run before they are cut (streams end with an error event)")
+	readTimeout := fs.Duration("read-timeout", server.DefaultReadTimeout, "longest time to read one request, headers and body (a body still arriving then gets 408)")
+	writeTimeout := fs.Duration("write-timeout", server.DefaultWriteTimeout, "longest time one write to a client may take: a response, or one event of a stream (a client that stops reading is cut)")
+	maxConns := fs.Int("max-connections", server.DefaultMaxConnections, "most open connections, idle keep-alive ones included; beyond it new connections get 503 at once")
 	verbose := fs.Bool("v", false, "log every request (debug level)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run, until shutdown, to this file (inspect with go tool pprof)")
 	memLimit := fs.String("mem-limit", "", "memory the KV cache may take, e.g. 8G or 512M; -c is refused beyond it (default: what the system has available: MemAvailable, within the cgroup's limit)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if err := checkServeFlags(np, *batchSize, *chunkSize, *maxQueue, *port, *maxBody, *policy); err != nil {
+	err := checkServeFlags(np, *batchSize, *chunkSize, *maxQueue, *port, *maxBody, *policy)
+	if err == nil {
+		err = checkHTTPFlags(*grace, *readTimeout, *writeTimeout, *maxConns)
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, err)
 		fs.Usage()
 		return errUsage
@@ -136,7 +143,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	logger.Info("listening", "url", "http://"+ln.Addr().String(), "n_ctx", opts.NCtx, "parallel", cfg.MaxRunning,
 		"batch_size", cfg.BatchSize, "chunk_size", cfg.ChunkSize, "max_queue", cfg.MaxQueue, "policy", cfg.Policy,
 		"kv_type", mf.kvType, "api_key", *apiKey != "")
-	if err := server.Serve(ctx, ln, srv.Handler(), *grace, logger); err != nil {
+	scfg := server.ServeConfig{Grace: *grace, ReadTimeout: *readTimeout, WriteTimeout: *writeTimeout,
+		MaxConnections: *maxConns, Logger: logger}
+	if err := server.Serve(ctx, ln, srv.Handler(), scfg); err != nil {
 		return err
 	}
 	logger.Info("server stopped")
@@ -168,4 +177,18 @@ func checkServeFlags(np, batchSize, chunkSize, maxQueue, port int, maxBody int64
 func serveKVCells(m *llama.Model, np int) int {
 	perCell := 2 * 2 * m.NLayers * m.KVDim() // K and V, F16
 	return max(512, min(np*min(m.CtxTrain, 2048), (2<<30)/perCell))
+}
+
+func checkHTTPFlags(grace, readTimeout, writeTimeout time.Duration, maxConns int) error {
+	switch {
+	case grace <= 0:
+		return fmt.Errorf("--shutdown-timeout %v: must be positive", grace)
+	case readTimeout <= 0:
+		return fmt.Errorf("--read-timeout %v: must be positive", readTimeout)
+	case writeTimeout <= 0:
+		return fmt.Errorf("--write-timeout %v: must be positive", writeTimeout)
+	case maxConns < 1:
+		return fmt.Errorf("--max-connections %d: must be positive", maxConns)
+	}
+	return nil
 }
