@@ -174,9 +174,9 @@ func TestAvailableMemory(t *testing.T) {
 	}
 }
 
-// TestServeRefusesBadKVSizes runs `serve` with the sizes of the issue: each must fail before
-// anything is allocated or listened on, with a message that says what fits.
-func TestServeRefusesBadKVSizes(t *testing.T) {
+// TestServeRefusesBadFlags runs `serve` with the KV sizes of the issue and bad HTTP limits: each
+// must fail before anything is allocated or listened on, with a message that says what fits.
+func TestServeRefusesBadFlags(t *testing.T) {
 	model := testdata.Model(t, "stories260K.gguf")
 	tests := []struct {
 		name string
@@ -189,6 +189,9 @@ func TestServeRefusesBadKVSizes(t *testing.T) {
 		{name: "default too large", args: []string{"-np", "16", "--mem-limit", "1M"}, want: "the default -c 32768 (room for -np 16 sequences)"},
 		{name: "F32 in 1M", args: []string{"-c", "1024", "--kv-type", "f32", "--mem-limit", "1M"}, want: "the largest -c that fits is 800"},
 		{name: "bad limit", args: []string{"--mem-limit", "lots"}, want: "--mem-limit: \"lots\" is not a size"},
+		{name: "no connections", args: []string{"--max-connections", "0"}, want: "--max-connections 0: must be positive"},
+		{name: "no read time", args: []string{"--read-timeout", "0s"}, want: "--read-timeout 0s: must be positive"},
+		{name: "negative write time", args: []string{"--write-timeout", "-1s"}, want: "--write-timeout -1s: must be positive"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

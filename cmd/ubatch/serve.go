@@ -27,7 +27,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models (OpenAI);\n"+
 		"POST /completion, POST /tokenize, POST /detokenize, GET /health (llama.cpp); GET /metrics (Prometheus).\n"+
 		"Requests may set \"priority\": \"low\"|\"normal\"|\"high\" or an integer (higher is served first).\n"+
-		"SIGINT/SIGTERM stops accepting connections, lets running requests finish, then exits.", stderr)
+		"SIGINT/SIGTERM stops accepting connections, lets running requests finish (for up to --shutdown-timeout,\n"+
+		"then cuts them: streams end with an error event), then exits.", stderr)
 	var mf modelFlags
 	mf.register(fs)
 	host := fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
@@ -142,7 +143,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg := eng.Config()
 	logger.Info("listening", "url", "http://"+ln.Addr().String(), "n_ctx", opts.NCtx, "parallel", cfg.MaxRunning,
 		"batch_size", cfg.BatchSize, "chunk_size", cfg.ChunkSize, "max_queue", cfg.MaxQueue, "policy", cfg.Policy,
-		"kv_type", mf.kvType, "api_key", *apiKey != "")
+		"kv_type", mf.kvType, "api_key", *apiKey != "", "max_connections", *maxConns)
 	scfg := server.ServeConfig{Grace: *grace, ReadTimeout: *readTimeout, WriteTimeout: *writeTimeout,
 		MaxConnections: *maxConns, Logger: logger}
 	if err := server.Serve(ctx, ln, srv.Handler(), scfg); err != nil {
