@@ -8,6 +8,7 @@
 package sample
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -173,8 +174,8 @@ func (s *Sampler) Reset() {
 // Sample picks the next token from logits, one entry per token id. It does not modify logits.
 // A row shorter than the vocabulary only offers its own ids; a longer one is accepted too (the
 // scratch buffer grows once). NaN logits are never chosen. Sample returns -1 only when no token
-// can be chosen: an empty row, or every token ignored or NaN. It allocates nothing once the
-// scratch buffer has been sized by the first call.
+// can be chosen: an empty row, or every token ignored or NaN (Pick says which). It allocates
+// nothing once the scratch buffer has been sized by the first call.
 func (s *Sampler) Sample(logits []float32) int32 {
 	if s.p.Temperature <= 0 && !s.penalty && len(s.ignore) == 0 {
 		return argmax(logits)
@@ -184,6 +185,28 @@ func (s *Sampler) Sample(logits []float32) int32 {
 		return argmaxCand(c)
 	}
 	return s.sampleDist(c, maxL)
+}
+
+// ErrNoToken is wrapped by Pick's error when no token can be chosen; test for it with errors.Is.
+var ErrNoToken = errors.New("no token can be sampled")
+
+// Pick is Sample with the reason when no token can be chosen, instead of -1: an error wrapping
+// ErrNoToken that says whether the row was empty, its samplable logits were all NaN (a model
+// whose arithmetic broke down, e.g. NaN weights or an overflow), or every token was ignored. The
+// reason costs one pass over the row on that failure only.
+func (s *Sampler) Pick(logits []float32) (int32, error) {
+	if tok := s.Sample(logits); tok >= 0 {
+		return tok, nil
+	}
+	if len(logits) == 0 {
+		return -1, fmt.Errorf("%w: the logits row is empty", ErrNoToken)
+	}
+	for i, v := range logits {
+		if v != v && !s.ignored(int32(i)) {
+			return -1, fmt.Errorf("%w: NaN logits (the model's output is not a number: its weights or arithmetic are broken)", ErrNoToken)
+		}
+	}
+	return -1, fmt.Errorf("%w: every token of the vocabulary is ignored", ErrNoToken)
 }
 
 // argmax returns the index of the largest non-NaN value, the lowest index among ties, or -1.

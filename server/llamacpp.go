@@ -102,6 +102,7 @@ func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
 		select {
 		case ev, ok := <-gen.events:
 			if !ok {
+				sse.endCut(r.Context())
 				return // llama.cpp's stream has no [DONE]: the stop:true object ends it
 			}
 			if ev.err != nil {
@@ -127,6 +128,7 @@ func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-r.Context().Done():
+			sse.endCut(r.Context())
 			return
 		}
 	}

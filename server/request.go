@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"strings"
 
 	"ubatch/engine"
@@ -32,6 +33,10 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 		if errors.As(err, &mbe) {
 			return &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error",
 				code: "request_too_large", message: fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)}
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return &apiError{status: http.StatusRequestTimeout, typ: "invalid_request_error", code: "request_timeout",
+				message: "the request body did not arrive within the server's read deadline: send it whole and at once"}
 		}
 		return badRequest("", "reading the request body: %v", err)
 	}

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"ubatch/engine"
+	"ubatch/kvcache"
 	"ubatch/runner"
 	"ubatch/server"
 )
@@ -26,7 +29,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"POST /v1/embeddings (with --embeddings) (OpenAI; also without /v1); POST /completion, POST /tokenize,\n"+
 		"POST /detokenize, POST /apply-template, GET /props, GET /health (llama.cpp); GET /metrics (Prometheus).\n"+
 		"Requests may set \"priority\": \"low\"|\"normal\"|\"high\" or an integer (higher is served first).\n"+
-		"SIGINT/SIGTERM stops accepting connections, lets running requests finish, then exits.", stderr)
+		"SIGINT/SIGTERM stops accepting connections, lets running requests finish (for up to --shutdown-timeout,\n"+
+		"then cuts them: streams end with an error event), then exits.", stderr)
 	var mf modelFlags
 	mf.register(fs)
 	host := fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
@@ -44,12 +48,16 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	apiKey := fs.String("api-key", "", "require \"Authorization: Bearer KEY\" on every route but /health (default: no key)")
 	alias := fs.String("alias", "", "model id the API reports (default: the model file name)")
 	maxBody := fs.Int64("max-body", server.DefaultMaxBodyBytes, "largest request body in bytes (413 beyond it)")
-	grace := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may run before their connections are closed")
+	grace := fs.Duration("shutdown-timeout", server.DefaultGrace, "on SIGINT/SIGTERM, how long in-flight requests may run before they are cut (streams end with an error event)")
+	readTimeout := fs.Duration("read-timeout", server.DefaultReadTimeout, "longest time to read one request, headers and body (a body still arriving then gets 408)")
+	writeTimeout := fs.Duration("write-timeout", server.DefaultWriteTimeout, "longest time one write to a client may take: a response, or one event of a stream (a client that stops reading is cut)")
+	maxConns := fs.Int("max-connections", server.DefaultMaxConnections, "most open connections, idle keep-alive ones included; beyond it new connections get 503 at once")
 	verbose := fs.Bool("v", false, "log every request (debug level)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run, until shutdown, to this file (inspect with go tool pprof)")
 	embeddings := fs.Bool("embeddings", false, "serve POST /v1/embeddings from a context of its own (llama.cpp's --embeddings)")
 	corsOrigin := fs.String("cors-origin", "", "browser origins allowed to call the API, comma-separated (\"*\" for any; default: pages on localhost only)")
 	pooling := fs.String("pooling", "mean", "how /v1/embeddings pools the tokens' final hidden states: mean or last")
+	memLimit := fs.String("mem-limit", "", "memory the KV cache may take, e.g. 8G or 512M; -c is refused beyond it (default: what the system has available: MemAvailable, within the cgroup's limit)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -58,10 +66,25 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "--"+err.Error())
 		return errUsage
 	}
-	if err := checkServeFlags(np, *batchSize, *chunkSize, *maxQueue, *port, *maxBody, *policy); err != nil {
+	err = checkServeFlags(np, *batchSize, *chunkSize, *maxQueue, *port, *maxBody, *policy)
+	if err == nil {
+		err = checkHTTPFlags(*grace, *readTimeout, *writeTimeout, *maxConns)
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, err)
 		fs.Usage()
 		return errUsage
+	}
+	kvOpts, err := mf.options(np)
+	if err != nil {
+		return err
+	}
+	budget, budgetSource := int64(-1), ""
+	if *memLimit != "" {
+		if budget, err = parseSize(*memLimit); err != nil {
+			return fmt.Errorf("--mem-limit: %w", err)
+		}
+		budgetSource = "--mem-limit"
 	}
 	level := slog.LevelInfo
 	if *verbose {
@@ -79,11 +102,21 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer m.Close()
-	lctx, err := mf.newContext(m, np, func(o *runner.Options) {
-		if o.NCtx == 0 { // no -c: room for every slot, as llama.cpp's server gives n_ctx per slot
-			o.NCtx = serveKVCells(m.Hparams(), np)
+	nCtx, what := mf.ctx, fmt.Sprintf("-c %d", mf.ctx)
+	if nCtx == 0 { // no -c: room for every slot, as llama.cpp's server gives n_ctx per slot
+		nCtx = serveKVCells(m.Hparams(), np)
+		what = fmt.Sprintf("the default -c %d (room for -np %d sequences)", nCtx, np)
+	}
+	if budgetSource == "" { // read now: the model's pages are in memory already
+		if avail, source, ok := availableMemory(os.DirFS("/")); ok {
+			budget, budgetSource = avail, source
 		}
-	})
+	}
+	blockSize := cmp.Or(max(kvOpts.BlockSize, 0), kvcache.DefaultBlockSize)
+	if err := checkKVPool(m.Hparams().NLayers, m.Hparams().KVDim(), nCtx, blockSize, kvOpts.KVType, budget, budgetSource, what); err != nil {
+		return err
+	}
+	lctx, err := mf.newContext(m, np, func(o *runner.Options) { o.NCtx = nCtx })
 	if err != nil {
 		return err
 	}
@@ -127,8 +160,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg := eng.Config()
 	logger.Info("listening", "url", "http://"+ln.Addr().String(), "n_ctx", opts.NCtx, "parallel", cfg.MaxRunning,
 		"batch_size", cfg.BatchSize, "chunk_size", cfg.ChunkSize, "max_queue", cfg.MaxQueue, "policy", cfg.Policy,
-		"kv_type", mf.kvType, "api_key", *apiKey != "")
-	if err := server.Serve(ctx, ln, srv.Handler(), *grace, logger); err != nil {
+		"kv_type", mf.kvType, "api_key", *apiKey != "", "max_connections", *maxConns)
+	scfg := server.ServeConfig{Grace: *grace, ReadTimeout: *readTimeout, WriteTimeout: *writeTimeout,
+		MaxConnections: *maxConns, Logger: logger}
+	if err := server.Serve(ctx, ln, srv.Handler(), scfg); err != nil {
 		return err
 	}
 	logger.Info("server stopped")
@@ -160,6 +195,20 @@ func checkServeFlags(np, batchSize, chunkSize, maxQueue, port int, maxBody int64
 func serveKVCells(m *runner.Hparams, np int) int {
 	perCell := 2 * 2 * m.NLayers * m.KVDim() // K and V, F16
 	return max(512, min(np*min(m.CtxTrain, 2048), (2<<30)/perCell))
+}
+
+func checkHTTPFlags(grace, readTimeout, writeTimeout time.Duration, maxConns int) error {
+	switch {
+	case grace <= 0:
+		return fmt.Errorf("--shutdown-timeout %v: must be positive", grace)
+	case readTimeout <= 0:
+		return fmt.Errorf("--read-timeout %v: must be positive", readTimeout)
+	case writeTimeout <= 0:
+		return fmt.Errorf("--write-timeout %v: must be positive", writeTimeout)
+	case maxConns < 1:
+		return fmt.Errorf("--max-connections %d: must be positive", maxConns)
+	}
+	return nil
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.
