@@ -31,9 +31,9 @@ type stackNode struct{ pos, parent int32 }
 // which means the output so far is a complete sentence. States are interned, so that transitions
 // and token masks computed once are reused whenever the parse comes back to the same state.
 type mstate struct {
-	stacks []int32   // sorted node ids
-	next   []int32   // next state per byte class; -1 = not computed yet, 0 = dead
-	mask   []uint64  // tokens allowed in this state, nil until Mask computes it
+	stacks []int32  // sorted node ids
+	next   []int32  // next state per byte class; -1 = not computed yet, 0 = dead
+	mask   []uint64 // tokens allowed in this state, nil until Mask computes it
 }
 
 // Matcher follows one output through a grammar: it accepts tokens or bytes and tells which
