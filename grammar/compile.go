@@ -7,7 +7,7 @@ import (
 )
 
 // maxElems bounds a compiled grammar's size (large {m,n} repetitions expand into many rules).
-const maxElems = 1 << 22
+const maxElems = 1 << 20
 
 // Element kinds of the compiled program.
 const (
@@ -303,32 +303,8 @@ func (g *Grammar) check() error {
 			}
 		}
 	}
-	// nullable and productive by fixpoint.
-	nullable := make([]bool, n)
-	productive := make([]bool, n)
-	for changed := true; changed; {
-		changed = false
-		for id := range g.rules {
-			for _, a := range g.rules[id].alts {
-				null, prod := true, true
-				for p := a; g.elems[p].op != opEnd; p++ {
-					e := g.elems[p]
-					if e.op == opTerm {
-						null = false
-					} else {
-						null = null && nullable[e.arg]
-						prod = prod && productive[e.arg]
-					}
-				}
-				if null && !nullable[id] {
-					nullable[id], changed = true, true
-				}
-				if prod && !productive[id] {
-					productive[id], changed = true, true
-				}
-			}
-		}
-	}
+	nullable := g.closure(true)
+	productive := g.closure(false)
 	for id := range g.rules {
 		if reach[id] && !productive[id] {
 			return fmt.Errorf("grammar: rule %q can never finish: each of its alternatives recurses without end; add an alternative that ends", g.userName(id))
@@ -371,6 +347,58 @@ func (g *Grammar) check() error {
 		}
 	}
 	return nil
+}
+
+// closure returns, for every rule, whether it derives the empty string (nullable) or, without
+// nullable, whether it derives any string at all. It runs in time linear in the grammar: each
+// alternative counts the references it still waits for, and a rule that becomes true releases
+// the alternatives that use it.
+func (g *Grammar) closure(nullable bool) []bool {
+	type alt struct {
+		rule int32
+		wait int
+	}
+	var alts []alt
+	users := make([][]int32, len(g.rules)) // users[r]: alternatives that reference r, once per reference
+	var queue []int32
+	done := make([]bool, len(g.rules))
+	for id, r := range g.rules {
+		for _, a := range r.alts {
+			ai := int32(len(alts))
+			wait, hasTerm := 0, false
+			for p := a; g.elems[p].op != opEnd; p++ {
+				if e := g.elems[p]; e.op == opRef {
+					wait++
+					users[e.arg] = append(users[e.arg], ai)
+				} else {
+					hasTerm = true
+				}
+			}
+			if nullable && hasTerm {
+				wait = -1 // never nullable
+			}
+			alts = append(alts, alt{int32(id), wait})
+			if wait == 0 && !done[id] {
+				done[id] = true
+				queue = append(queue, int32(id))
+			}
+		}
+	}
+	for len(queue) > 0 {
+		r := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		for _, ai := range users[r] {
+			a := &alts[ai]
+			if a.wait <= 0 {
+				continue
+			}
+			if a.wait--; a.wait == 0 && !done[a.rule] {
+				done[a.rule] = true
+				queue = append(queue, a.rule)
+			}
+		}
+	}
+	return done
 }
 
 // userName is the name of the user rule a (possibly synthetic) rule belongs to: user names

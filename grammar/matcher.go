@@ -34,6 +34,9 @@ type mstate struct {
 	stacks []int32  // sorted node ids
 	next   []int32  // next state per byte class; -1 = not computed yet, 0 = dead
 	mask   []uint64 // tokens allowed in this state, nil until Mask computes it
+	// loop is the set of bytes that lead from this state back to itself, once loopDone.
+	loop     byteSet
+	loopDone bool
 }
 
 // Matcher follows one output through a grammar: it accepts tokens or bytes and tells which
@@ -61,16 +64,16 @@ type Matcher struct {
 	visits    int
 	out       []int32
 	key       []byte
-	dfs       []dfsItem
+	depth     []int32 // fillMask scratch
 	maskBytes int
-}
 
-type dfsItem struct{ node, state int32 }
+	nodeLimit, stateLimit int // maxNodes and maxStates; lowered by tests
+}
 
 // NewMatcher returns a matcher at the start of g. v may be nil when only AcceptBytes and
 // Complete are used; the token methods need it.
 func NewMatcher(g *Grammar, v *Vocab) *Matcher {
-	m := &Matcher{g: g, v: v}
+	m := &Matcher{g: g, v: v, nodeLimit: maxNodes, stateLimit: maxStates}
 	m.Reset()
 	return m
 }
@@ -186,6 +189,10 @@ func (m *Matcher) Mask() []uint64 {
 // rejecting the text (ErrTooAmbiguous), or nil.
 func (m *Matcher) Err() error { return m.err }
 
+// fillMask sets the bits of the tokens allowed in state start: one forward scan of the trie
+// along cached steps, which skips every subtree whose prefix the grammar rejects, and takes a
+// large subtree whole when every byte in it leads from the current state back to itself (inside
+// a JSON string, for instance, nearly the whole vocabulary).
 func (m *Matcher) fillMask(start int32, mask []uint64) {
 	v := m.v
 	if m.accepting(start) {
@@ -193,26 +200,54 @@ func (m *Matcher) fillMask(start int32, mask []uint64) {
 			mask[t>>6] |= 1 << (t & 63)
 		}
 	}
-	dfs := append(m.dfs[:0], dfsItem{0, start})
-	for len(dfs) > 0 {
-		it := dfs[len(dfs)-1]
-		dfs = dfs[:len(dfs)-1]
-		n := v.nodes[it.node]
-		for _, e := range v.edges[n.edgeLo:n.edgeHi] {
-			ns := m.step(it.state, e.b)
-			if ns == 0 {
-				continue
-			}
-			c := v.nodes[e.child]
-			for _, t := range v.toks[c.tokLo:c.tokHi] {
-				mask[t>>6] |= 1 << (t & 63)
-			}
-			if c.edgeHi > c.edgeLo {
-				dfs = append(dfs, dfsItem{e.child, ns})
-			}
+	if cap(m.depth) < v.maxDepth+1 {
+		m.depth = make([]int32, v.maxDepth+1)
+	}
+	at := m.depth[:v.maxDepth+1] // at[d]: the state after the first d bytes of the current path
+	at[0] = start
+	set := func(ts []int32) {
+		for _, t := range ts {
+			mask[t>>6] |= 1 << (t & 63)
 		}
 	}
-	m.dfs = dfs
+	for i, n := int32(1), int32(len(v.nb)); i < n; {
+		s := at[v.ndepth[i]-1]
+		b := v.nb[i]
+		ns := m.states[s].next[m.g.class[b]]
+		if ns < 0 {
+			ns = m.step(s, b)
+		}
+		if ns == 0 {
+			i = v.nend[i]
+			continue
+		}
+		if k := v.nsub[i]; k >= 0 && subset(&v.subBytes[k], m.loopOf(ns)) {
+			set(v.toks[v.ntok[i]:v.ntok[v.nend[i]]])
+			i = v.nend[i]
+			continue
+		}
+		set(v.toks[v.ntok[i]:v.ntok[i+1]])
+		at[v.ndepth[i]] = ns
+		i++
+	}
+}
+
+// loopOf returns the bytes that lead from state s back to s, computing every step of s once.
+func (m *Matcher) loopOf(s int32) *byteSet {
+	if !m.states[s].loopDone {
+		var loop byteSet
+		for b := range 256 {
+			if m.step(s, byte(b)) == s {
+				loop.add(byte(b), byte(b))
+			}
+		}
+		m.states[s].loop, m.states[s].loopDone = loop, true
+	}
+	return &m.states[s].loop
+}
+
+func subset(a, b *byteSet) bool {
+	return a[0]&^b[0]|a[1]&^b[1]|a[2]&^b[2]|a[3]&^b[3] == 0
 }
 
 func (m *Matcher) walk(s int32, b []byte) int32 {
@@ -227,7 +262,7 @@ func (m *Matcher) walk(s int32, b []byte) int32 {
 // moveTo makes s current; when the caches have grown past their limits it rebuilds them around s.
 func (m *Matcher) moveTo(s int32) {
 	m.cur = s
-	if len(m.nodes) > maxNodes || len(m.states) > maxStates {
+	if len(m.nodes) > m.nodeLimit || len(m.states) > m.stateLimit {
 		m.compact()
 	}
 }

@@ -16,19 +16,25 @@ type Vocab struct {
 	eog      []int32 // sorted
 	eogSet   []uint64
 
-	// The trie: node 0 is the root; a node's outgoing edges are edges[edgeLo:edgeHi], sorted by
-	// byte, and the tokens whose text ends at it are toks[tokLo:tokHi].
-	nodes []trieNode
-	edges []trieEdge
-	toks  []int32
+	// The trie, flattened in depth-first order so that a mask is one forward scan: node 0 is
+	// the root; node i (i > 0) is reached from its parent by byte nb[i], lies at depth ndepth[i],
+	// and its subtree is nodes [i, nend[i]). Tokens are listed node by node, so the tokens whose
+	// text ends at node i are toks[ntok[i]:ntok[i+1]] and those of its subtree
+	// toks[ntok[i]:ntok[nend[i]]].
+	nb     []byte
+	ndepth []int32
+	nend   []int32
+	ntok   []int32
+	toks   []int32
+	// subBytes[nsub[i]] holds every byte on an edge below node i, for nodes with at least
+	// minShortcut tokens below them (nsub -1 for the others).
+	nsub     []int32
+	subBytes []byteSet
+	maxDepth int
 }
 
-type trieNode struct{ edgeLo, edgeHi, tokLo, tokHi int32 }
-
-type trieEdge struct {
-	b     byte
-	child int32
-}
+// minShortcut is the subtree size from which a mask tries to take a subtree whole.
+const minShortcut = 16
 
 // NewVocab builds a Vocab from every token's text (pieces[t] for token t; empty for control
 // tokens, which a grammar never allows) and the end-of-generation tokens, which a grammar allows
@@ -55,12 +61,11 @@ func NewVocab(pieces [][]byte, eog []int32) (*Vocab, error) {
 		}
 	}
 	slices.SortStableFunc(order, func(a, b int32) int { return bytes.Compare(v.piece(a), v.piece(b)) })
-	type bnode struct {
-		kids []int32
-		b    byte
-		toks []int32
-	}
-	tree := []bnode{{}}
+	// Nodes are created in depth-first order: every node is created after its parent and
+	// before any node of a later sibling's subtree.
+	var parent []int32
+	v.nb, v.ndepth, parent = []byte{0}, []int32{0}, []int32{-1}
+	nodeToks := [][]int32{nil}
 	path := []int32{0} // path[d] is the node at depth d of the previous token
 	var prev []byte
 	for _, t := range order {
@@ -71,27 +76,41 @@ func NewVocab(pieces [][]byte, eog []int32) (*Vocab, error) {
 		}
 		path = path[:common+1]
 		for _, b := range p[common:] {
-			id := int32(len(tree))
-			tree = append(tree, bnode{b: b})
-			parent := path[len(path)-1]
-			tree[parent].kids = append(tree[parent].kids, id)
+			id := int32(len(v.nb))
+			v.nb = append(v.nb, b)
+			v.ndepth = append(v.ndepth, int32(len(path)))
+			parent = append(parent, path[len(path)-1])
+			nodeToks = append(nodeToks, nil)
 			path = append(path, id)
 		}
 		last := path[len(path)-1]
-		tree[last].toks = append(tree[last].toks, t)
+		nodeToks[last] = append(nodeToks[last], t)
 		prev = p
+		v.maxDepth = max(v.maxDepth, len(p))
 	}
-	v.nodes = make([]trieNode, len(tree))
-	for i, n := range tree {
-		tn := &v.nodes[i]
-		tn.edgeLo = int32(len(v.edges))
-		for _, k := range n.kids {
-			v.edges = append(v.edges, trieEdge{b: tree[k].b, child: k})
+	n := len(v.nb)
+	v.ntok = make([]int32, n+1)
+	for i, ts := range nodeToks {
+		v.toks = append(v.toks, ts...)
+		v.ntok[i+1] = int32(len(v.toks))
+	}
+	// One backward pass sees every subtree before its root.
+	v.nend, v.nsub = make([]int32, n), make([]int32, n)
+	below := make([]byteSet, n)
+	for i := n - 1; i >= 0; i-- {
+		v.nend[i] = max(v.nend[i], int32(i+1))
+		if p := parent[i]; p >= 0 {
+			v.nend[p] = max(v.nend[p], v.nend[i])
+			below[p].add(v.nb[i], v.nb[i])
+			for w := range below[p] {
+				below[p][w] |= below[i][w]
+			}
 		}
-		tn.edgeHi = int32(len(v.edges))
-		tn.tokLo = int32(len(v.toks))
-		v.toks = append(v.toks, n.toks...)
-		tn.tokHi = int32(len(v.toks))
+		v.nsub[i] = -1
+		if v.ntok[v.nend[i]]-v.ntok[i+1] >= minShortcut {
+			v.nsub[i] = int32(len(v.subBytes))
+			v.subBytes = append(v.subBytes, below[i])
+		}
 	}
 	return v, nil
 }
