@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,7 @@ import (
 
 	"ubatch/chat"
 	"ubatch/engine"
+	"ubatch/grammar"
 	"ubatch/model"
 )
 
@@ -55,6 +57,8 @@ type Server struct {
 	created int64 // Unix time the server was created, reported as the model's creation time
 	routes  map[string]map[string]http.HandlerFunc
 	metrics http.Handler
+	// grammarVocab is the model's vocabulary for grammars, built on first use.
+	grammarVocab func() (*grammar.Vocab, error)
 }
 
 // New validates cfg and builds the server. The chat template comes from the model's
@@ -79,6 +83,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.ModelID = filepath.Base(cfg.Model.Path)
 	}
 	s := &Server{cfg: cfg, created: time.Now().Unix()}
+	s.grammarVocab = sync.OnceValues(s.buildGrammarVocab)
 	v := cfg.Model.Vocab
 	if v.BOS() >= 0 {
 		s.bosText = v.Token(v.BOS())
