@@ -10,8 +10,8 @@ import (
 // Limits of one Matcher. Past maxNodes stack nodes or maxStates states its caches are rebuilt
 // from the current state; past maxMaskBytes of cached masks the masks are dropped.
 const (
-	maxNodes     = 1 << 20
-	maxStates    = 1 << 15
+	maxNodes     = 1 << 18
+	maxStates    = 1 << 13
 	maxMaskBytes = 4 << 20
 	// maxVisits bounds the work of one byte step: a grammar so ambiguous that one byte leads to
 	// more parses than this is refused rather than allowed to stall the server.
