@@ -12,7 +12,7 @@ import (
 const (
 	maxNodes     = 1 << 18
 	maxStates    = 1 << 13
-	maxMaskBytes = 4 << 20
+	maxMaskBytes = 2 << 20
 	// maxVisits bounds the work of one byte step: a grammar so ambiguous that one byte leads to
 	// more parses than this is refused rather than allowed to stall the server.
 	maxVisits = 1 << 16

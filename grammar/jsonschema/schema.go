@@ -195,19 +195,14 @@ func (c *converter) visit(s any, name, path string) (string, error) {
 }
 
 func (c *converter) visitObject(s *object, name, path string) (string, error) {
-	validation := 0
 	for _, k := range s.keys {
-		switch {
-		case unsupported[k]:
+		if unsupported[k] {
 			return "", schemaError(path, "keyword %q is not supported", k)
-		case annotations[k]:
-		case objectKeys[k] || arrayKeys[k] || stringKeys[k] || intKeys[k] || otherKeys[k]:
-			validation++
 		}
 	}
 	only := func(k string) error {
 		for _, o := range s.keys {
-			if o != k && !annotations[o] && (objectKeys[o] || arrayKeys[o] || stringKeys[o] || intKeys[o] || otherKeys[o]) {
+			if o != k && (objectKeys[o] || arrayKeys[o] || stringKeys[o] || intKeys[o] || otherKeys[o]) {
 				return schemaError(path, "%q cannot be combined with %q here; wrap them in allOf or move %q into each branch", k, o, o)
 			}
 		}
