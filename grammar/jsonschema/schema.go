@@ -5,12 +5,13 @@
 // Supported: type (one or a list): object, array, string, number, integer, boolean, null;
 // properties, required, additionalProperties (false, true or a schema; absent means no other
 // properties: the grammar may be stricter than the schema, never looser); items, minItems,
-// maxItems; minLength, maxLength, format date, time, date-time and uuid; enum, const; anyOf,
+// maxItems; minLength, maxLength, pattern (RE2 syntax: no lookaround or backreferences; not
+// with the length keywords), format date, time, date-time and uuid; enum, const; anyOf,
 // oneOf (as anyOf: give disjoint branches), allOf with one branch; $ref to "#", "#/$defs/..."
 // or "#/definitions/..." (recursion allowed); integer minimum, maximum, exclusiveMinimum,
 // exclusiveMaximum. Annotations (title, description, default, examples, ...) are ignored.
-// Keywords that would restrict values in a way the grammar does not express (pattern,
-// multipleOf, uniqueItems, not, if, ...) are refused with an error naming them, so that the
+// Keywords that would restrict values in a way the grammar does not express (multipleOf,
+// uniqueItems, not, if, patternProperties, ...) are refused with an error naming them, so that the
 // output never fails validation silently.
 //
 // The output's whitespace is bounded (one space, or a newline and up to 20 blanks, between
@@ -152,13 +153,13 @@ var (
 	annotations = setOf("$schema", "$id", "$comment", "$anchor", "title", "description", "default",
 		"examples", "deprecated", "readOnly", "writeOnly", "contentMediaType", "contentEncoding",
 		"$defs", "definitions", "strict", "name", "nullable", "discriminator", "x-order")
-	unsupported = setOf("pattern", "patternProperties", "multipleOf", "uniqueItems", "not", "if", "then",
+	unsupported = setOf("patternProperties", "multipleOf", "uniqueItems", "not", "if", "then",
 		"else", "contains", "minContains", "maxContains", "prefixItems", "propertyNames",
 		"minProperties", "maxProperties", "dependentRequired", "dependentSchemas", "dependencies",
 		"unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef", "additionalItems")
 	objectKeys = setOf("properties", "required", "additionalProperties")
 	arrayKeys  = setOf("items", "minItems", "maxItems")
-	stringKeys = setOf("minLength", "maxLength", "format")
+	stringKeys = setOf("minLength", "maxLength", "format", "pattern")
 	intKeys    = setOf("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 	otherKeys  = setOf("type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref")
 )

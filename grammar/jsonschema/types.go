@@ -64,6 +64,24 @@ func (c *converter) visitString(s *object, name, path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if pat, ok := s.get("pattern"); ok {
+		ps, isStr := pat.(string)
+		if !isStr {
+			return "", schemaError(path, "pattern must be a string")
+		}
+		for _, k := range []string{"minLength", "maxLength", "format"} {
+			if _, has := s.get(k); has {
+				return "", schemaError(path, "pattern cannot be combined with %s", k)
+			}
+		}
+		expr, err := patternGrammar(ps)
+		if err != nil {
+			return "", schemaError(path, "%v", err)
+		}
+		c.prim("plain-char")
+		c.prim("space")
+		return c.add(name, `"\"" `+expr+` "\"" space`), nil
+	}
 	if f, ok := s.get("format"); ok {
 		fs, _ := f.(string)
 		switch fs {
@@ -207,14 +225,21 @@ func (c *converter) visitProperties(s *object, name, path string) (string, error
 	c.prim("space")
 	var req, opt []string
 	for _, k := range keys {
-		var valRule string
-		if sub, ok := props.get(k); ok {
-			var err error
-			if valRule, err = c.visit(sub, name+"-"+k, path+"/properties/"+k); err != nil {
-				return "", err
+		sub, listed := props.get(k)
+		subPath := path + "/properties/" + k
+		if !listed {
+			// Required but not listed: additionalProperties decides its value.
+			sub, subPath = true, path+"/additionalProperties"
+			if ap, ok := s.get("additionalProperties"); ok {
+				if b, isBool := ap.(bool); isBool && !b {
+					return "", schemaError(path, "required property %q is not in properties, and additionalProperties is false", k)
+				}
+				sub = ap
 			}
-		} else {
-			valRule = c.prim("value")
+		}
+		valRule, err := c.visit(sub, name+"-"+k, subPath)
+		if err != nil {
+			return "", err
 		}
 		var sb strings.Builder
 		encodeString(&sb, k)
