@@ -285,8 +285,8 @@ func (e *Engine) preempt() bool {
 // emit samples the next token of s from logits, streams it and ends s when it is done.
 func (e *Engine) emit(s *seqState, logits []float32) {
 	tok := s.sampler.Sample(logits)
-	if tok < 0 { // every token excluded or NaN logits: nothing can be sampled
-		e.finish(s, FinishError, fmt.Errorf("no token can be sampled (all excluded or NaN logits)"))
+	if tok < 0 { // every token excluded, NaN logits or a grammar dead end: nothing can be sampled
+		e.finish(s, FinishError, s.sampler.Err())
 		return
 	}
 	s.sampler.Accept(tok)

@@ -396,7 +396,7 @@ func TestPenalties(t *testing.T) {
 				s.Accept(a)
 			}
 			for round := range 2 { // a second pass checks the counts survive the marking
-				c, _ := s.prepare(logits)
+				c, _ := s.prepare(logits, nil)
 				got := make([]float32, len(c))
 				for _, x := range c {
 					got[x.id] = x.logit
@@ -408,7 +408,7 @@ func TestPenalties(t *testing.T) {
 				}
 			}
 			s.Reset()
-			c, _ := s.prepare(logits)
+			c, _ := s.prepare(logits, nil)
 			for _, x := range c {
 				if x.logit != logits[x.id] {
 					t.Fatalf("after Reset token %d still penalised: %v", x.id, x.logit)

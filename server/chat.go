@@ -19,6 +19,7 @@ type chatRequest struct {
 	Messages           json.RawMessage `json:"messages"`
 	TopLogprobs        *int            `json:"top_logprobs"`
 	Tools              json.RawMessage `json:"tools"`
+	ResponseFormat     json.RawMessage `json:"response_format"`
 	ChatTemplateKwargs map[string]any  `json:"chat_template_kwargs"` // llama.cpp: extra template variables
 }
 
@@ -171,6 +172,9 @@ func (s *Server) chatParams(req *chatRequest) (genParams, []int32, error) {
 			return g, nil, badRequest("top_logprobs", "top_logprobs needs logprobs: true")
 		}
 		g.topLogprobs = *req.TopLogprobs
+	}
+	if err := s.constrain(&g, &req.samplingFields, req.ResponseFormat); err != nil {
+		return g, nil, err
 	}
 	text, err := s.renderChat(req.Messages, req.Tools, req.ChatTemplateKwargs)
 	if err != nil {

@@ -63,6 +63,10 @@ func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.keepTokens = req.ReturnTokens
+	if err := s.constrain(&g, &req.samplingFields, nil); err != nil {
+		writeError(w, err)
+		return
+	}
 	inputs, err := parsePrompts(req.Prompt)
 	if err != nil {
 		writeError(w, err)

@@ -152,6 +152,9 @@ func (s *Server) completionParams(req *completionRequest) (genParams, [][]int32,
 	if g.logprobs, g.topLogprobs, err = parseLogprobs(req.Logprobs); err != nil {
 		return g, nil, err
 	}
+	if err := s.constrain(&g, &req.samplingFields, nil); err != nil {
+		return g, nil, err
+	}
 	inputs, err := parsePrompts(req.Prompt)
 	if err != nil {
 		return g, nil, err

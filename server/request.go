@@ -195,6 +195,8 @@ type samplingFields struct {
 	IgnoreEOS        bool            `json:"ignore_eos"`
 	CachePrompt      *bool           `json:"cache_prompt"` // accepted; prefix caching is always on
 	Priority         json.RawMessage `json:"priority"`
+	Grammar          *string         `json:"grammar"`     // llama.cpp: GBNF the output must follow
+	JSONSchema       json.RawMessage `json:"json_schema"` // llama.cpp: a JSON Schema the output must follow
 }
 
 // genParams is a validated generation request for one prompt.

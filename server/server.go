@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +20,7 @@ import (
 
 	"ubatch/chat"
 	"ubatch/engine"
+	"ubatch/grammar"
 	"ubatch/model"
 )
 
@@ -59,6 +61,8 @@ type Server struct {
 	created int64 // Unix time the server was created, reported as the model's creation time
 	mux     *http.ServeMux
 	metrics http.Handler
+	// grammarVocab is the model's vocabulary for grammars, built on first use.
+	grammarVocab func() (*grammar.Vocab, error)
 }
 
 // New validates cfg and builds the server. The chat template comes from the model's
@@ -83,6 +87,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.ModelID = filepath.Base(cfg.Model.Path)
 	}
 	s := &Server{cfg: cfg, created: time.Now().Unix()}
+	s.grammarVocab = sync.OnceValues(s.buildGrammarVocab)
 	v := cfg.Model.Vocab
 	if v.BOS() >= 0 {
 		s.bosText = v.Token(v.BOS())
