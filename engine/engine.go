@@ -20,6 +20,16 @@ type Decoder interface {
 	KV() *kvcache.Cache
 }
 
+// kvOwner is what the scheduler asks of the KV cache (*kvcache.Cache, from Decoder.KV): the cache
+// alone does the block arithmetic of admission, prefix sharing and batch capacity.
+type kvOwner interface {
+	CanAdmit(prompt []int32, reserve int) kvcache.Admission
+	Admit(seq int, prompt []int32, reserve int) (int, error)
+	CanReserve(pos []int32, seqs [][]int32) bool
+	SeqFree(seq int)
+	Stats() kvcache.Stats
+}
+
 // Limits are the decoder's sizes the scheduler must respect.
 type Limits struct {
 	NCtx    int // KV cells in total; also the longest sequence
@@ -43,7 +53,7 @@ type Stats struct {
 // then Submit requests from any goroutine.
 type Engine struct {
 	dec      Decoder
-	kv       *kvcache.Cache
+	kv       kvOwner
 	lim      Limits
 	cfg      Config
 	incoming chan *seqState

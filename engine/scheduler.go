@@ -123,34 +123,36 @@ func (e *Engine) reap() {
 }
 
 // admit moves waiting requests (priority, then arrival order) into running while sequence slots
-// and KV blocks allow, starting each from its longest cached prefix.
+// and KV blocks allow, starting each from its longest cached prefix. A request whose prefix a
+// running sequence is still computing waits (the KV cache says so) and later ones may pass it:
+// this is what makes a burst of requests with one system prompt compute that prompt once.
 func (e *Engine) admit() {
 	slices.SortStableFunc(e.waiting, before)
-	bs := e.kv.Config().BlockSize
 	for i := 0; i < len(e.waiting) && len(e.running) < e.cfg.MaxRunning && len(e.freeIDs) > 0; {
 		s := e.waiting[i]
-		cached := e.kv.MatchPrefix(s.tokens[:len(s.tokens)-1])
-		if e.prefixInFlight(s, bs, cached) {
-			i++ // admit it once the running sequence has computed the shared blocks
+		a := e.kv.CanAdmit(s.tokens, 1)
+		if a.Wait {
+			i++
 			continue
 		}
-		st := e.kv.Stats()
-		// Leave room for the uncached part of the prompt plus one block of generation, counting
-		// blocks that only hold cached prefixes as reclaimable.
-		need := (len(s.tokens)-cached+bs-1)/bs + 1
-		if need > st.Free+st.Cached && len(e.running) > 0 {
+		if !a.Fits() && len(e.running) > 0 {
 			return
 		}
 		id := e.freeIDs[len(e.freeIDs)-1]
 		e.freeIDs = e.freeIDs[:len(e.freeIDs)-1]
-		n, err := e.kv.AttachPrefix(int(id), s.tokens[:len(s.tokens)-1])
+		e.waiting = slices.Delete(e.waiting, i, i+1)
+		e.queued.Add(-1)
+		n, err := e.kv.Admit(int(id), s.tokens, 1)
 		if err != nil {
-			n = 0
+			// The cache refused an id the scheduler believed free: a bug, reported to the client
+			// rather than hidden behind a recompute.
+			e.kv.SeqFree(int(id))
+			e.freeIDs = append(e.freeIDs, id)
+			e.finish(s, FinishError, fmt.Errorf("engine: admitting a request: %w", err))
+			continue
 		}
 		s.id, s.nKV, s.cached = id, n, n
 		e.stats.PromptCached += uint64(min(n, s.nPrompt))
-		e.waiting = slices.Delete(e.waiting, i, i+1)
-		e.queued.Add(-1)
 		if !s.counted {
 			s.counted = true
 			s.usage.QueueTime = time.Since(s.submitted)
@@ -161,39 +163,6 @@ func (e *Engine) admit() {
 		}
 		e.running = append(e.running, s)
 	}
-}
-
-// prefixInFlight reports whether a running sequence is still computing KV blocks that s shares
-// with it (the same leading tokens). Admitting s now would compute those blocks a second
-// time; a step or two later they are in the prefix cache and s starts from them. This is what
-// makes a burst of requests with one system prompt compute that prompt once. cached is how many
-// of s's tokens the KV cache can already provide (MatchPrefix): a sequence that computes no more
-// of the common prefix than that is no reason to wait.
-func (e *Engine) prefixInFlight(s *seqState, bs, cached int) bool {
-	for _, r := range e.running {
-		if r.remaining() <= 1 {
-			continue // decoding: its prompt blocks are all computed
-		}
-		n := min(len(s.tokens)-1, r.nPrompt)
-		common := 0
-		for common < n && s.tokens[common] == r.tokens[common] {
-			common++
-		}
-		if common <= cached {
-			continue
-		}
-		shared := common / bs * bs
-		if shared > 0 && common%bs != 0 && shared+bs <= r.nPrompt {
-			// r's prompt also fills the block where the two part: once it is full, s copies its
-			// first cells (kvcache's partial match). Only for prompts that share whole blocks
-			// already, or every prompt sharing just BOS would wait for others' first blocks.
-			shared += bs
-		}
-		if shared > 0 && shared > r.nKV/bs*bs {
-			return true
-		}
-	}
-	return false
 }
 
 // buildBatch packs one decode token per decoding sequence, then prompt chunks, under the budget.

@@ -142,8 +142,9 @@ type Cache struct {
 
 type seqState struct {
 	table          []int32
-	n              int32 // logical length in cells, holes included
-	posMin, posMax int32 // over non-empty cells; -1 when the sequence is empty
+	n              int32   // logical length in cells, holes included
+	posMin, posMax int32   // over non-empty cells; -1 when the sequence is empty
+	intent         []int32 // the tokens Admit started the sequence with (computed or about to be)
 }
 
 // New allocates a cache. It returns an error for a non-positive count, an unknown DType or a
@@ -333,7 +334,7 @@ func (c *Cache) Stats() Stats {
 // Clear empties every sequence and forgets the prefix cache: all blocks become free.
 func (c *Cache) Clear() {
 	for s := range c.seqs {
-		c.seqs[s] = seqState{table: c.seqs[s].table[:0], posMin: -1, posMax: -1}
+		c.seqs[s] = seqState{table: c.seqs[s].table[:0], posMin: -1, posMax: -1, intent: c.seqs[s].intent[:0]}
 	}
 	c.free = c.free[:0]
 	for b := len(c.ref) - 1; b >= 0; b-- {
@@ -479,6 +480,7 @@ func (c *Cache) freeSeq(seq int) {
 		c.release(sq.table[i])
 	}
 	sq.table = sq.table[:0]
+	sq.intent = sq.intent[:0]
 	sq.n, sq.posMin, sq.posMax = 0, -1, -1
 }
 
