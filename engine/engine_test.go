@@ -503,3 +503,35 @@ func TestBurstWithCommonPrefixComputesItOnce(t *testing.T) {
 		t.Fatalf("cached tokens %v, want %v", cached, want)
 	}
 }
+
+// TestIdenticalPromptsShareThePartialBlock is n > 1: identical 44-token prompts submitted together,
+// blocks of 16. The first computes the prompt; the others wait for it and then take 43 tokens
+// from the cache, copying the 11 shared cells of its partly filled third block.
+func TestIdenticalPromptsShareThePartialBlock(t *testing.T) {
+	d := newFake(t, 64, 16, 8)
+	d.delay = time.Millisecond
+	e := start(t, d, Limits{NCtx: 1024, NSeqMax: 8, NBatch: 64, Vocab: vocab}, Config{BatchSize: 64, ChunkSize: 16})
+	p := prompt(44, 3)
+	const n = 6
+	cached := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			s, err := e.Submit(context.Background(), Request{Prompt: p, MaxTokens: 2, Sampling: greedy()})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			got, last := collect(t, s)
+			if !equal(got, expected(p, 2)) {
+				t.Errorf("request %d: %v", i, got)
+			}
+			cached[i] = last.Usage.CachedTokens
+		})
+	}
+	wg.Wait()
+	slices.Sort(cached)
+	if want := []int{0, 43, 43, 43, 43, 43}; !slices.Equal(cached, want) {
+		t.Fatalf("cached tokens %v, want %v", cached, want)
+	}
+}

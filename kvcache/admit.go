@@ -62,33 +62,24 @@ func (c *Cache) Admit(seq int, prompt []int32, reserve int) (int, error) {
 	return n, nil
 }
 
-// inFlight reports whether a live sequence admitted with Admit is still computing blocks of
-// tokens beyond the cached prefix of length cached. Sharing only part of a block is not worth a
-// wait unless whole blocks are shared too, or every prompt sharing just BOS would wait for
-// others' first blocks.
+// inFlight reports whether a live sequence admitted with Admit is still computing tokens it
+// shares with tokens beyond the cached prefix of length cached. Once it has computed them, they
+// are in its blocks, full or not, and a partial match copies the rest of the shared block. Only
+// a share of at least one whole block is worth a wait, or every prompt sharing just BOS would
+// wait for others' first blocks.
 func (c *Cache) inFlight(tokens []int32, cached int) bool {
-	bs := int(c.bs)
 	for s := range c.seqs {
 		sq := &c.seqs[s]
 		in := sq.intent
 		if int(sq.n) >= len(in)-1 {
-			continue // computed all it was admitted with (or admitted without Admit)
+			continue // computed all it was admitted with but the last token (or not admitted by Admit)
 		}
 		n := min(len(tokens), len(in))
 		common := 0
 		for common < n && tokens[common] == in[common] {
 			common++
 		}
-		if common <= cached {
-			continue
-		}
-		shared := common / bs * bs
-		if shared > 0 && common%bs != 0 && shared+bs <= len(in) {
-			// The live sequence also fills the block where the two part: once it is full, a
-			// partial match copies its first cells.
-			shared += bs
-		}
-		if shared > 0 && shared > int(sq.n)/bs*bs {
+		if common > cached && common >= int(c.bs) && int(sq.n) < common {
 			return true
 		}
 	}

@@ -1,6 +1,7 @@
 package kvcache
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -25,8 +26,9 @@ func TestCanAdmitCounts(t *testing.T) {
 			// third copied: 4 blocks for 13 cells, 2 shared, so 2 to allocate out of 8-2.
 			prompt: ten, reserve: 3, want: Admission{Cached: 9 - 1, Need: 2, Avail: 6}},
 		{name: "live prefix", numBlocks: 8, setup: func(t *testing.T, c *Cache) { tenTokens(t, c, 0) },
-			// Live blocks are shared, not taken from the pool: 3 used, 5 available.
-			prompt: ten, reserve: 3, want: Admission{Cached: 8, Need: 2, Avail: 5}},
+			// Live blocks are shared, not taken from the pool: 3 used, 5 available; the first
+			// cell of the live third block is copied.
+			prompt: ten, reserve: 3, want: Admission{Cached: 9, Need: 2, Avail: 5}},
 		{name: "does not fit", numBlocks: 3, setup: func(*testing.T, *Cache) {}, prompt: ten, reserve: 6,
 			want: Admission{Cached: 0, Need: 4, Avail: 3}},
 	}
@@ -83,6 +85,10 @@ func TestCanAdmitWaitsForInFlightPrefix(t *testing.T) {
 		// Parting inside the leader's third block, which the leader fills: wait for it.
 		{name: "parts inside a block the leader fills", computed: 8, prompt: []int32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 60, 61}, wait: true},
 		{name: "leader is decoding", computed: len(leader) - 1, prompt: leader, wait: false},
+		// The leader's prompt ends inside a block: once computed, its cells are copied from the
+		// live block, so the follower waits for them too.
+		{name: "parts after the leader's prompt ends mid-block", computed: 10, prompt: append(slices.Clone(leader), 70), wait: true},
+		{name: "the same prompt, leader half way", computed: 6, prompt: leader, wait: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

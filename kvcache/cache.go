@@ -47,9 +47,12 @@
 // beyond the 64-bit hash: the block's token ids, positions and parent hash must all agree. When
 // two live blocks have the same content only one is in the index; the other takes its place when
 // released, if the entry is free by then. Where a prompt diverges inside a block, the first cells
-// of the latest hashed block chained from the same parent (tokens and positions verified) are
-// copied into a new block of the sequence's own: prompts that share a system prompt rarely part
-// at a block boundary.
+// of a block chained from the same parent (tokens and positions verified) are copied into a new
+// block of the sequence's own: prompts that share a system prompt rarely part at a block
+// boundary. The candidates are the hashed blocks chained from that parent (every one, duplicates
+// included, is on its parent's list of children, so releasing a duplicate never hides the
+// original) and the partly filled blocks live sequences are writing after the same full blocks,
+// so that n copies of one prompt share its last, partial block too.
 //
 // # Concurrency
 //
@@ -114,21 +117,28 @@ type Cache struct {
 	tok []int32
 
 	// Per block.
-	ref     []int32
-	hash    []uint64 // chained hash; meaningful only when hashed
-	parent  []uint64 // the parent hash the block's hash was chained from, to verify matches
-	hashed  []bool   // hash describes the block's current content (full, canonical positions)
-	rotated []bool   // holds keys re-rotated by SeqShift: only approximately what a fresh decode gives, so never hashed
-	indexed []bool   // the block is the prefix index entry for its hash
-	prev    []int32  // LRU links of cached blocks, -1 at the ends
+	ref    []int32
+	hash   []uint64 // chained hash; meaningful only when hashed
+	parent []uint64 // the parent hash the block's hash was chained from, to verify matches
+	hashed []bool   // hash describes the block's current content (full, canonical positions)
+	// stale: the block's K/V may differ from what a fresh decode of its tokens gives (keys
+	// re-rotated by SeqShift, cells whose forward pass failed): never hashed nor copied by a
+	// partial match. Cleared when the block is allocated again.
+	stale   []bool
+	indexed []bool  // the block is the prefix index entry for its hash
+	prev    []int32 // LRU links of cached blocks, -1 at the ends
 	next    []int32
 
 	free             []int32 // stack of blocks with refcount 0 that hold nothing reusable
 	lruHead, lruTail int32   // least and most recently used cached block, -1 if none
 	nCached          int
 	index            map[uint64]int32
-	child            map[uint64]int32 // parent hash -> the latest hashed block chained from it, for partial matches
-	matched          []int32          // scratch of match
+	// child: parent hash -> the latest hashed block chained from it, the head of a list through
+	// sibNext/sibPrev of every hashed block chained from that parent (duplicates included), for
+	// partial matches.
+	child            map[uint64]int32
+	sibNext, sibPrev []int32
+	matched          []int32 // scratch of match
 
 	seqs []seqState
 
@@ -186,7 +196,9 @@ func New(cfg Config) (*Cache, error) {
 		hash:    make([]uint64, cfg.NumBlocks),
 		parent:  make([]uint64, cfg.NumBlocks),
 		hashed:  make([]bool, cfg.NumBlocks),
-		rotated: make([]bool, cfg.NumBlocks),
+		stale:   make([]bool, cfg.NumBlocks),
+		sibNext: make([]int32, cfg.NumBlocks),
+		sibPrev: make([]int32, cfg.NumBlocks),
 		indexed: make([]bool, cfg.NumBlocks),
 		prev:    make([]int32, cfg.NumBlocks),
 		next:    make([]int32, cfg.NumBlocks),
@@ -339,8 +351,9 @@ func (c *Cache) Clear() {
 	c.free = c.free[:0]
 	for b := len(c.ref) - 1; b >= 0; b-- {
 		c.ref[b] = 0
-		c.hashed[b], c.indexed[b], c.rotated[b] = false, false, false
+		c.hashed[b], c.indexed[b], c.stale[b] = false, false, false
 		c.prev[b], c.next[b] = -1, -1
+		c.sibPrev[b], c.sibNext[b] = -1, -1
 		c.free = append(c.free, int32(b)) // block 0 on top: allocation goes in address order
 	}
 	for i := range c.pos {
@@ -370,7 +383,7 @@ func (c *Cache) alloc() int32 {
 	for j := range c.bs {
 		c.pos[base+j] = -1
 	}
-	c.rotated[b] = false
+	c.stale[b] = false
 	return b
 }
 
@@ -404,10 +417,39 @@ func (c *Cache) unhash(b int32) {
 		delete(c.index, c.hash[b])
 		c.indexed[b] = false
 	}
-	if ch, ok := c.child[c.parent[b]]; ok && ch == b {
+	c.unlinkChild(b)
+	c.hashed[b] = false
+}
+
+// linkChild puts the hashed block b at the head of its parent's list of children.
+func (c *Cache) linkChild(b int32) {
+	p := c.parent[b]
+	head, ok := c.child[p]
+	if !ok {
+		head = -1
+	}
+	c.sibPrev[b], c.sibNext[b] = -1, head
+	if head >= 0 {
+		c.sibPrev[head] = b
+	}
+	c.child[p] = b
+}
+
+// unlinkChild removes b from its parent's list of children.
+func (c *Cache) unlinkChild(b int32) {
+	p, n := c.sibPrev[b], c.sibNext[b]
+	switch {
+	case p >= 0:
+		c.sibNext[p] = n
+	case n >= 0:
+		c.child[c.parent[b]] = n
+	default:
 		delete(c.child, c.parent[b])
 	}
-	c.hashed[b] = false
+	if n >= 0 {
+		c.sibPrev[n] = p
+	}
+	c.sibPrev[b], c.sibNext[b] = -1, -1
 }
 
 func (c *Cache) lruPush(b int32) {
@@ -443,7 +485,7 @@ func (c *Cache) copyCells(src, dst, count int32) {
 	s, d := int(src*c.bs), int(dst*c.bs)
 	copy(c.pos[d:d+int(count)], c.pos[s:s+int(count)])
 	copy(c.tok[d:d+int(count)], c.tok[s:s+int(count)])
-	c.rotated[dst] = c.rotated[src]
+	c.stale[dst] = c.stale[src]
 	kv := c.cfg.KVDim
 	s, d, m := s*kv, d*kv, int(count)*kv
 	for l := range c.k32 {

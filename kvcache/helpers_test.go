@@ -172,7 +172,7 @@ func takeSnapshot(c *Cache) snapshot {
 		Pos: slices.Clone(c.pos), Tok: slices.Clone(c.tok), Ref: slices.Clone(c.ref),
 		Prev: slices.Clone(c.prev), Next: slices.Clone(c.next), Free: slices.Clone(c.free),
 		Hash: slices.Clone(c.hash), Parent: slices.Clone(c.parent),
-		Hashed: slices.Clone(c.hashed), Indexed: slices.Clone(c.indexed), Rotated: slices.Clone(c.rotated),
+		Hashed: slices.Clone(c.hashed), Indexed: slices.Clone(c.indexed), Rotated: slices.Clone(c.stale),
 		Head: c.lruHead, Tail: c.lruTail, NCached: c.nCached, Index: maps.Clone(c.index),
 	}
 	for _, sq := range c.seqs {
@@ -293,6 +293,23 @@ func checkInvariants(t testing.TB, c *Cache) {
 	for h, b := range c.index {
 		if !c.indexed[b] || c.hash[b] != h {
 			t.Fatalf("index entry %x -> block %d not marked", h, b)
+		}
+	}
+	// Every hashed block is in its parent's list of children exactly once, no other block is.
+	inList := make([]int, nb)
+	for p, head := range c.child {
+		prev := int32(-1)
+		for b := head; b >= 0; b = c.sibNext[b] {
+			if !c.hashed[b] || c.parent[b] != p || c.sibPrev[b] != prev {
+				t.Fatalf("children of %x: block %d (hashed %v, parent %x, prev %d, want %d)", p, b, c.hashed[b], c.parent[b], c.sibPrev[b], prev)
+			}
+			inList[b]++
+			prev = b
+		}
+	}
+	for b := range nb {
+		if want := map[bool]int{true: 1}[c.hashed[b]]; inList[b] != want {
+			t.Fatalf("block %d (hashed %v) is in %d lists of children", b, c.hashed[b], inList[b])
 		}
 	}
 	st := c.Stats()

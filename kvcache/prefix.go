@@ -32,7 +32,7 @@ func chainHash(seed maphash.Seed, parent uint64, toks []int32) uint64 {
 func (c *Cache) hashBlock(seq, bi int) {
 	sq := &c.seqs[seq]
 	b := sq.table[bi]
-	if c.rotated[b] {
+	if c.stale[b] {
 		return
 	}
 	base := b * c.bs
@@ -52,7 +52,7 @@ func (c *Cache) hashBlock(seq, bi int) {
 	}
 	h := c.hashFn(c.seed, parent, c.tok[base:base+c.bs])
 	c.hash[b], c.parent[b], c.hashed[b] = h, parent, true
-	c.child[parent] = b
+	c.linkChild(b)
 	if _, taken := c.index[h]; !taken {
 		c.index[h] = b
 		c.indexed[b] = true
@@ -77,29 +77,70 @@ func (c *Cache) lookup(i int32, parent uint64, tokens []int32) (b int32, h uint6
 	return b, h, true
 }
 
+// maxSiblings bounds how many hashed blocks chained from one parent a partial match compares
+// (the most recently hashed first), so that a popular parent costs no more than a few blocks.
+const maxSiblings = 8
+
 // partial finds a block whose first m tokens (0 < m < BlockSize) continue a prefix as block
-// number i, after full blocks ending with hash parent: the latest hashed block chained from parent,
-// with its tokens and positions checked. A new sequence can copy those m cells instead of
-// computing them: prompts that share a system prompt rarely diverge at a block boundary. It
-// returns m = 0 when there is none or when no block is available for the copy (the candidate
-// itself, if cached, must not be the one evicted; taken cached blocks are about to be attached).
-func (c *Cache) partial(i int32, parent uint64, tokens []int32, taken int) (b int32, m int) {
-	b, ok := c.child[parent]
-	if !ok || !c.hashed[b] || c.parent[b] != parent {
+// number i, after full blocks ending with hash parent: among the hashed blocks chained from
+// parent and the partially filled blocks that live sequences are writing at slot i after the
+// same full blocks, the one sharing the most leading cells with tokens (tokens and positions
+// checked). A new sequence can copy those m cells instead of computing them: prompts that share a
+// system prompt rarely diverge at a block boundary, and n copies of one prompt share its partly
+// filled last block. It returns m = 0 when there is none or when no block is available for the
+// copy (the candidate itself, if cached, must not be the one evicted; taken cached blocks are
+// about to be attached).
+func (c *Cache) partial(i int32, parent uint64, tokens []int32, taken int) (src int32, m int) {
+	limit := min(len(tokens), int(c.bs)-1)
+	if limit <= 0 {
 		return 0, 0
 	}
-	base, first := b*c.bs, i*c.bs
-	for m < len(tokens) && m < int(c.bs)-1 && c.tok[base+int32(m)] == tokens[m] && c.pos[base+int32(m)] == first+int32(m) {
-		m++
+	try := func(b int32, filled int) {
+		if c.stale[b] {
+			return
+		}
+		k := c.leadingCells(b, i, tokens[:min(limit, filled)])
+		// On a tie prefer a live source: copying it needs no pin.
+		if k > m || (k == m && k > 0 && c.ref[b] > 0 && c.ref[src] == 0) {
+			src, m = b, k
+		}
+	}
+	b, ok := c.child[parent]
+	for n := 0; ok && b >= 0 && n < maxSiblings; n++ {
+		try(b, int(c.bs))
+		b = c.sibNext[b]
+	}
+	for s := range c.seqs {
+		sq := &c.seqs[s]
+		if len(sq.table) <= int(i) || c.hashed[sq.table[i]] {
+			continue
+		}
+		if i == 0 && parent != rootHash {
+			continue
+		}
+		if i > 0 && (!c.hashed[sq.table[i-1]] || c.hash[sq.table[i-1]] != parent) {
+			continue
+		}
+		try(sq.table[i], int(sq.n-i*c.bs))
 	}
 	need := 1
-	if c.ref[b] == 0 {
+	if m > 0 && c.ref[src] == 0 {
 		need = 2
 	}
 	if m == 0 || c.available()-taken < need {
 		return 0, 0
 	}
-	return b, m
+	return src, m
+}
+
+// leadingCells counts the leading cells of block b that hold tokens at positions i*BlockSize..
+func (c *Cache) leadingCells(b, i int32, tokens []int32) int {
+	base, first := b*c.bs, i*c.bs
+	m := 0
+	for m < len(tokens) && c.tok[base+int32(m)] == tokens[m] && c.pos[base+int32(m)] == first+int32(m) {
+		m++
+	}
+	return m
 }
 
 // match finds the longest prefix of tokens the cache can provide: the full blocks with matching

@@ -13,11 +13,15 @@ func TestMatchPrefix(t *testing.T) {
 		name  string
 		query []int32
 		want  int
+		live  int // when the sequence is still live, if different
 	}{
-		{name: "same prompt", query: prompt, want: 8},
-		{name: "longer prompt", query: append(slices.Clone(prompt), 1, 2, 3, 4, 5), want: 8},
+		// The last, partly filled block is copied from while its sequence is live: its cells'
+		// K/V are there. Freed, it holds nothing reusable (only full blocks are hashed).
+		{name: "same prompt", query: prompt, want: 8, live: 10},
+		{name: "longer prompt", query: append(slices.Clone(prompt), 1, 2, 3, 4, 5), want: 8, live: 10},
 		{name: "prompt up to the full blocks", query: prompt[:8], want: 8},
-		// A partial match takes the first cells of a full block (never of the unhashed last one).
+		{name: "one token into the partial block", query: prompt[:9], want: 8, live: 9},
+		// A partial match takes the first cells of a full block.
 		{name: "one token short of the second block", query: prompt[:7], want: 7},
 		{name: "second block differs", query: []int32{10, 11, 12, 13, 14, 15, 16, 99}, want: 7},
 		{name: "second block differs at once", query: []int32{10, 11, 12, 13, 99, 15, 16, 17}, want: 4},
@@ -31,14 +35,18 @@ func TestMatchPrefix(t *testing.T) {
 			if !live {
 				name = "cached/" + name
 			}
+			want := tc.want
+			if live && tc.live != 0 {
+				want = tc.live
+			}
 			t.Run(name, func(t *testing.T) {
 				c := newCache(t, Config{BlockSize: 4, NumBlocks: 8})
 				tenTokens(t, c, 0)
 				if !live {
 					c.SeqFree(0)
 				}
-				if got := c.MatchPrefix(tc.query); got != tc.want {
-					t.Fatalf("MatchPrefix = %d, want %d", got, tc.want)
+				if got := c.MatchPrefix(tc.query); got != want {
+					t.Fatalf("MatchPrefix = %d, want %d", got, want)
 				}
 			})
 		}
@@ -315,7 +323,8 @@ func TestNonCanonicalBlocksAreNotHashed(t *testing.T) {
 				t.Fatal(err)
 			}
 			reserve(t, c, []int32{0}, 3, 0, 4, 5, 6, 7, 8)
-		}, query: []int32{1, 2, 3, 4, 5, 6, 7, 8}, want: 0},
+			// Only the cell before the hole can be copied from the live, unhashed block.
+		}, query: []int32{1, 2, 3, 4, 5, 6, 7, 8}, want: 1},
 		{name: "rewritten after suffix removal", setup: func(t *testing.T, c *Cache) {
 			reserve(t, c, []int32{0}, 0, 0, 1, 2, 3, 4, 5)
 			if err := c.SeqRemove(0, 2, -1); err != nil {
@@ -329,7 +338,8 @@ func TestNonCanonicalBlocksAreNotHashed(t *testing.T) {
 				t.Fatal(err)
 			}
 			reserve(t, c, []int32{0}, 2, 0, 7)
-		}, query: []int32{1, 2, 3, 4}, want: 0},
+			// The kept cells of the live block still match; the removed 3, 4 do not.
+		}, query: []int32{1, 2, 3, 4}, want: 2},
 		{name: "shifted into canonical positions", setup: func(t *testing.T, c *Cache) {
 			reserve(t, c, []int32{0}, 2, 0, 1, 2)
 			if err := c.SeqShift(0, -1, -1, -2); err != nil {
@@ -380,4 +390,25 @@ func TestDuplicateBlockTakesOverIndexOnRelease(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	checkInvariants(t, c)
+}
+
+// TestDuplicateOfPartialSourceKeepsItMatchable is the repeated-prompt bug: a sequence copies the
+// first cells of a cached block, refills the block with the same tokens (a duplicate, hashed but
+// not indexed) and is freed. The duplicate's release must not take the original's place as its
+// parent's child with it: the next identical prompt still copies the cells.
+func TestDuplicateOfPartialSourceKeepsItMatchable(t *testing.T) {
+	c := newCache(t, Config{BlockSize: 4, NumBlocks: 8, MaxSeqs: 2})
+	full := []int32{1, 2, 3, 4, 5, 6, 7, 8}
+	prompt := full[:7]
+	reserve(t, c, []int32{0}, 0, 0, full...)
+	c.SeqFree(0)
+	for round := range 3 {
+		n, err := c.Admit(1, prompt, 1)
+		if err != nil || n != 6 {
+			t.Fatalf("round %d: Admit = %d, %v; want 6 (a block and 2 copied cells)", round, n, err)
+		}
+		reserve(t, c, []int32{1}, 6, 0, full[6:]...) // the same content: a duplicate block
+		c.SeqFree(1)
+		checkInvariants(t, c)
+	}
 }

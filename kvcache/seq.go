@@ -220,7 +220,7 @@ func (c *Cache) SeqShift(seq int, p0, p1, delta int32) error {
 			last = bi
 			b = c.cowBlock(seq, int(bi), min(c.bs, sq.n-bi*c.bs))
 			c.unhash(b)
-			c.rotated[b] = true
+			c.stale[b] = true
 		}
 		cell := int(b*c.bs + i%c.bs)
 		np := p + delta
