@@ -51,7 +51,7 @@ func (c *Cache) hashBlock(seq, bi int) {
 		parent = c.hash[pb]
 	}
 	h := c.hashFn(c.seed, parent, c.tok[base:base+c.bs])
-	c.hash[b], c.parent[b], c.hashed[b] = h, parent, true
+	c.hash[b], c.parent[b], c.hashed[b], c.depth[b] = h, parent, true, int32(bi)
 	c.linkChild(b)
 	if _, taken := c.index[h]; !taken {
 		c.index[h] = b
@@ -193,20 +193,22 @@ func (c *Cache) AttachPrefix(seq int, tokens []int32) (int, error) {
 	src, m := c.match(tokens)
 	for _, b := range c.matched {
 		if c.ref[b] == 0 {
-			c.lruRemove(b)
+			c.cacheRemove(b)
 		}
 		c.ref[b]++
+		c.hits[b]++
 		sq.table = append(sq.table, b)
 	}
 	n := len(c.matched) * int(c.bs)
 	if m > 0 {
+		c.hits[src]++
 		pinned := c.ref[src] == 0
 		if pinned {
-			c.lruRemove(src) // so that alloc cannot evict the block being copied
+			c.cacheRemove(src) // so that alloc cannot evict the block being copied
 		}
 		nb := c.alloc()
 		if pinned {
-			c.lruPush(src)
+			c.cachePush(src) // priced again: it was just used
 		}
 		c.copyCells(src, nb, int32(m))
 		c.ref[nb] = 1

@@ -208,44 +208,101 @@ func TestAttachPrefixErrors(t *testing.T) {
 	}
 }
 
-func TestPrefixEvictionLRU(t *testing.T) {
-	a, b, cc, d, e := []int32{1, 1, 1, 1}, []int32{2, 2, 2, 2}, []int32{3, 3, 3, 3}, []int32{4, 4, 4, 4}, []int32{5, 5, 5, 5}
-	c := newCache(t, Config{BlockSize: 4, NumBlocks: 3, MaxSeqs: 2})
-	for _, p := range [][]int32{a, b, cc} {
-		reserve(t, c, []int32{0}, 0, 0, p...)
-		c.SeqFree(0)
-	}
-	if st := c.Stats(); st.Cached != 3 || st.Free != 0 {
-		t.Fatalf("three cached prompts: %+v", st)
-	}
-	// Using a makes it the most recently used: LRU order is now b, c, a.
-	if n, err := c.AttachPrefix(1, a); n != 4 || err != nil {
-		t.Fatalf("attach a: %d %v", n, err)
-	}
-	c.SeqFree(1)
-	steps := []struct {
+// TestPrefixEviction checks the order in which cached one-block prompts are evicted from a
+// four-block cache (three cached prompts, or two while a third runs): fewer uses first, then the earlier cached; a prompt used often long ago
+// ages out once the cache has turned over enough times.
+func TestPrefixEviction(t *testing.T) {
+	blk := func(v int32) []int32 { return []int32{v, v, v, v} }
+	tests := []struct {
 		name    string
-		prompt  []int32
-		evicted []int32
-		kept    [][]int32
+		uses    []int32 // one-block prompts run in order, each computed or attached, then freed
+		evicted []int32 // prompts (by token) no longer cached at the end
+		kept    []int32
 	}{
-		{name: "d evicts b", prompt: d, evicted: b, kept: [][]int32{a, cc}},
-		{name: "e evicts c", prompt: e, evicted: cc, kept: [][]int32{a, d}},
+		// Equal uses: the earliest cached goes first, as with LRU.
+		{name: "recency breaks ties", uses: []int32{1, 2, 3, 4}, evicted: []int32{1}, kept: []int32{2, 3, 4}},
+		{name: "reuse refreshes", uses: []int32{1, 2, 3, 1, 4}, evicted: []int32{2}, kept: []int32{1, 3, 4}},
+		// 1 used three times outlives 2 and 3, although they are more recent.
+		{name: "frequency beats recency", uses: []int32{1, 1, 1, 2, 3, 4, 5}, evicted: []int32{2, 3}, kept: []int32{1, 4, 5}},
+		// ... but not for ever: one-off prompts raise the clock until 1's three uses are spent.
+		{name: "old frequency ages out", uses: []int32{1, 1, 1, 2, 3, 4, 5, 6, 7, 8, 9}, evicted: []int32{1}, kept: []int32{8, 9}},
 	}
-	for _, st := range steps {
-		t.Run(st.name, func(t *testing.T) {
-			reserve(t, c, []int32{0}, 0, 0, st.prompt...)
-			c.SeqFree(0)
-			if c.MatchPrefix(st.evicted) != 0 {
-				t.Fatalf("%v still cached", st.evicted)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCache(t, Config{BlockSize: 4, NumBlocks: 4, MaxSeqs: 1})
+			for _, u := range tc.uses {
+				p := append(blk(u), 0) // the extra token is computed for its logits; it stays unhashed
+				n, err := c.Admit(0, p, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				reserve(t, c, []int32{0}, int32(n), 0, p[n:]...)
+				c.SeqFree(0)
+				checkInvariants(t, c)
 			}
-			for _, p := range st.kept {
-				if c.MatchPrefix(p) != 4 {
-					t.Fatalf("%v evicted", p)
+			for _, v := range tc.evicted {
+				if c.MatchPrefix(blk(v)) != 0 {
+					t.Errorf("%v still cached", blk(v))
 				}
 			}
-			checkInvariants(t, c)
+			for _, v := range tc.kept {
+				if c.MatchPrefix(blk(v)) != 4 {
+					t.Errorf("%v evicted", blk(v))
+				}
+			}
 		})
+	}
+}
+
+// TestSystemPromptSurvivesOneOffPrompts runs a stream of requests through a 32-block cache:
+// every third shares a 16-token system prompt (4 blocks) and adds 4 tokens of its own, the
+// others are distinct 64-token prompts (16 blocks each). The cache holds one of those with the
+// system prompt, never two: under LRU each second one-off prompt evicted the system prompt.
+// After a warm-up of three requests, every request with the system prompt must find it cached.
+func TestSystemPromptSurvivesOneOffPrompts(t *testing.T) {
+	c := newCache(t, Config{BlockSize: 4, NumBlocks: 32, MaxSeqs: 1})
+	system := make([]int32, 16)
+	for i := range system {
+		system[i] = int32(1 + i)
+	}
+	run := func(p []int32) int {
+		t.Helper()
+		if a := c.CanAdmit(p, 0); !a.Fits() {
+			t.Fatalf("a %d-token prompt does not fit an idle cache: %+v", len(p), a)
+		}
+		n, err := c.Admit(0, p, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reserve(t, c, []int32{0}, int32(n), 0, p[n:]...)
+		c.SeqFree(0)
+		checkInvariants(t, c)
+		return n
+	}
+	var firstOneOff []int32
+	tok := int32(1000)
+	for i := range 3 {
+		run(append(slices.Clone(system), 100+int32(i), 1, 2, 3))
+	}
+	for i := range 30 {
+		if i%3 == 2 {
+			if n := run(append(slices.Clone(system), 200+int32(i), 1, 2, 3)); n < len(system) {
+				t.Fatalf("request %d took %d tokens from the cache, want the %d of the system prompt", i, n, len(system))
+			}
+			continue
+		}
+		p := make([]int32, 64)
+		for j := range p {
+			p[j], tok = tok, tok+1
+		}
+		if firstOneOff == nil {
+			firstOneOff = p
+		}
+		run(p)
+	}
+	// The one-off prompts did pass through: the first is long gone.
+	if n := c.MatchPrefix(firstOneOff); n != 0 {
+		t.Fatalf("the first one-off prompt still has %d cached tokens: the cache held them all", n)
 	}
 }
 

@@ -306,7 +306,7 @@ func (c *Cache) ForgetCells(cells []int32) {
 		}
 		cached := c.ref[b] == 0 && c.indexed[b]
 		if cached {
-			c.lruRemove(b)
+			c.cacheRemove(b)
 		}
 		c.unhash(b)
 		if cached {
