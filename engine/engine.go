@@ -72,6 +72,10 @@ type Engine struct {
 	b       batch.Batch
 	inBatch []*seqState // sequences with a logits row in b, by row order
 	stats   Stats
+	cost    costModel
+	plan    stepPlan         // the budget of the batch in b
+	stepX   [nFeat]float64   // the cost-model features of the batch in b
+	now     func() time.Time // the clock steps are timed with (tests give a fake one)
 
 	mu        sync.Mutex
 	published Stats
@@ -107,7 +111,10 @@ func New(d Decoder, lim Limits, cfg Config) (*Engine, error) {
 	if cfg.IsEOG == nil {
 		cfg.IsEOG = func(int32) bool { return false }
 	}
-	e := &Engine{dec: d, kv: d.KV(), lim: lim, cfg: cfg, stopped: make(chan struct{})}
+	if cfg.TargetITL < 0 {
+		return nil, fmt.Errorf("engine: negative inter-token target %v", cfg.TargetITL)
+	}
+	e := &Engine{dec: d, kv: d.KV(), lim: lim, cfg: cfg, stopped: make(chan struct{}), now: time.Now}
 	e.incoming = make(chan *seqState, cfg.MaxQueue)
 	for id := lim.NSeqMax - 1; id >= 0; id-- {
 		e.freeIDs = append(e.freeIDs, int32(id))

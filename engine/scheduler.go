@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -49,6 +50,7 @@ func before(a, b *seqState) int {
 // step runs one scheduling round: reap cancelled requests, admit waiting ones, build a batch under
 // the token budget (preempting when the KV cache cannot hold it), decode and sample.
 func (e *Engine) step() {
+	began := e.now()
 	e.reap()
 	e.admit()
 	if len(e.running) == 0 {
@@ -59,7 +61,7 @@ func (e *Engine) step() {
 			return
 		}
 	}
-	start := time.Now()
+	start := e.now()
 	err := e.dec.Decode(&e.b)
 	if err != nil {
 		// The batch fitted (checked above), so this is a model failure: fail its sequences.
@@ -71,7 +73,8 @@ func (e *Engine) step() {
 		e.running = slices.DeleteFunc(e.running, func(s *seqState) bool { return s.id < 0 })
 		return
 	}
-	info := StepInfo{Tokens: e.b.Len(), Budget: e.cfg.BatchSize, Duration: time.Since(start)}
+	info := StepInfo{Tokens: e.b.Len(), Budget: e.plan.tokens, Reason: e.plan.reason, Target: e.plan.target,
+		Predicted: e.plan.predicted, Duration: e.now().Sub(start)}
 	e.stats.Steps++
 	row := 0
 	for _, s := range e.running {
@@ -91,12 +94,28 @@ func (e *Engine) step() {
 		row += s.chunk
 	}
 	e.running = slices.DeleteFunc(e.running, func(s *seqState) bool { return s.id < 0 })
+	// The whole step, scheduling and sampling included, is what a stream waits between tokens.
+	info.Elapsed = e.now().Sub(began)
+	e.cost.observe(e.stepX, info.Elapsed.Seconds())
 	info.Running, info.Waiting = len(e.running), len(e.waiting)
 	st := e.kv.Stats()
 	info.KVUsed, info.KVTotal, info.KVCached = st.Used, st.Total, st.Cached
 	if e.cfg.Observer != nil {
 		e.cfg.Observer.Step(info)
 	}
+	e.logStep(info)
+}
+
+// logStep writes the step's budget and why at debug level.
+func (e *Engine) logStep(info StepInfo) {
+	if e.cfg.Logger == nil || !e.cfg.Logger.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	e.cfg.Logger.LogAttrs(context.Background(), slog.LevelDebug, "step",
+		slog.Int("tokens", info.Tokens), slog.Int("decode", info.DecodeTokens), slog.Int("prompt", info.PrefillTokens),
+		slog.Int("budget", info.Budget), slog.String("reason", string(info.Reason)),
+		slog.Duration("target", info.Target), slog.Duration("predicted", info.Predicted),
+		slog.Duration("took", info.Elapsed), slog.Int("running", info.Running), slog.Int("waiting", info.Waiting))
 }
 
 // reap finishes requests whose client went away or that were cancelled, freeing their blocks.
@@ -153,6 +172,9 @@ func (e *Engine) admit() {
 		}
 		s.id, s.nKV, s.cached = id, n, n
 		e.stats.PromptCached += uint64(min(n, s.nPrompt))
+		if e.cfg.Observer != nil {
+			e.cfg.Observer.Lookup(len(s.tokens), n)
+		}
 		if !s.counted {
 			s.counted = true
 			s.usage.QueueTime = time.Since(s.submitted)
@@ -165,17 +187,21 @@ func (e *Engine) admit() {
 	}
 }
 
-// buildBatch packs one decode token per decoding sequence, then prompt chunks, under the budget.
-// It reports false when the KV cache cannot hold the batch.
+// buildBatch packs one decode token per decoding sequence, then prompt chunks, under the step's
+// budget (planStep): with a latency target and sequences decoding, each chunk gets the modelled
+// time left under the target. It reports false when the KV cache cannot hold the batch.
 func (e *Engine) buildBatch() bool {
 	e.b.Clear()
 	budget := e.cfg.BatchSize
 	slices.SortStableFunc(e.running, before)
+	decode, cells := 0, 0.0
 	for _, s := range e.running {
 		s.chunk = 0
 		if s.remaining() == 1 && budget > 0 {
 			s.chunk = 1
 			budget--
+			decode++
+			cells += float64(s.nKV + 1)
 		}
 	}
 	prefill := e.inBatch[:0]
@@ -192,23 +218,44 @@ func (e *Engine) buildBatch() bool {
 			return cmp.Compare(a.remaining(), b.remaining())
 		})
 	}
-	decoding := budget < e.cfg.BatchSize
-	for _, s := range prefill {
+	firstN := 0
+	if len(prefill) > 0 {
+		firstN = prefill[0].nKV
+	}
+	e.plan = e.planStep(decode, cells, firstN)
+	budget = e.plan.tokens - decode
+	prompt := 0
+	for i, s := range prefill {
 		if budget == 0 {
 			break
 		}
-		s.chunk = min(s.remaining(), e.cfg.ChunkSize, budget)
-		budget -= s.chunk
+		limit := min(s.remaining(), e.cfg.ChunkSize, budget)
+		n := limit
+		if e.plan.timed {
+			n = e.cost.chunkFor(s.nKV, e.plan.avail, limit)
+			if i == 0 && e.plan.floor {
+				n = max(n, min(minChunk, limit))
+			}
+			e.plan.avail -= e.cost.promptCost(s.nKV, n)
+		}
+		s.chunk = n
+		budget -= n
+		prompt += n
+		cells += float64(n)*float64(s.nKV) + float64(n)*float64(n+1)/2
 	}
-	if !decoding {
+	if e.plan.reason == BudgetNoDecode {
 		// No stream to keep steady: the chunk limit protects nobody, so prompts take the whole
 		// budget (a burst's shared system prompt is computed in a third of the steps).
 		for _, s := range prefill {
 			extra := min(s.remaining()-s.chunk, budget)
 			s.chunk += extra
 			budget -= extra
+			prompt += extra
+			cells += float64(extra)*float64(s.nKV+s.chunk-extra) + float64(extra)*float64(extra+1)/2
 		}
 	}
+	e.stepX = features(decode, prompt, cells)
+	e.plan.predicted = time.Duration(e.cost.predict(e.stepX) * float64(time.Second))
 	e.inBatch = prefill[:0]
 	// Tokens go in in running order so logits rows can be matched back in step.
 	for _, s := range e.running {
@@ -242,6 +289,7 @@ func (e *Engine) preempt() bool {
 	e.kv.SeqFree(int(victim.id))
 	e.freeIDs = append(e.freeIDs, victim.id)
 	victim.id, victim.nKV, victim.chunk = -1, 0, 0
+	victim.usage.Preemptions++
 	e.waiting = append(e.waiting, victim)
 	e.queued.Add(1)
 	e.stats.Preemptions++
@@ -307,8 +355,9 @@ func (e *Engine) finish(s *seqState, reason FinishReason, err error) {
 	}
 	s.usage.PromptTokens = s.nPrompt
 	s.usage.CompletionTokens = s.generated
+	s.usage.Latency = time.Since(s.submitted)
 	if e.cfg.Observer != nil {
-		e.cfg.Observer.Finished(reason, s.nPrompt, s.generated)
+		e.cfg.Observer.Finished(reason, s.usage)
 	}
 	s.stream.push(Output{Done: true, Finish: reason, Err: err, Usage: s.usage})
 }

@@ -37,6 +37,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// prompts arrive. For throughput on prompt-heavy loads raise both (e.g. 512 and 256).
 	batchSize := fs.Int("batch-size", 192, "token budget of one engine step: one decode token per running sequence plus prompt chunks (at most -b); smaller = steadier streams, larger = faster prompts")
 	chunkSize := fs.Int("chunk-size", 48, "most prompt tokens of one sequence per step, so long prompts do not stall other streams")
+	targetITL := fs.Duration("target-itl", 60*time.Millisecond, "inter-token latency a step should meet while sequences decode: prompt chunks are sized to it from a cost model of steps fitted online (--batch-size and --chunk-size stay upper bounds; 0 = no target)")
 	maxQueue := fs.Int("max-queue", 64, "requests waiting for a free sequence slot; beyond it requests get 429 with Retry-After")
 	policy := fs.String("policy", "sjf", "order of prompt chunks of equal priority: sjf (shortest remaining prompt first, so short requests are not stuck behind long ones) or fcfs (arrival order)")
 	apiKey := fs.String("api-key", "", "require \"Authorization: Bearer KEY\" on every route but /health (default: no key)")
@@ -48,7 +49,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if err := checkServeFlags(np, *batchSize, *chunkSize, *maxQueue, *port, *maxBody, *policy); err != nil {
+	if err := checkServeFlags(np, *batchSize, *chunkSize, *maxQueue, *port, *maxBody, *policy, *targetITL); err != nil {
 		fmt.Fprintln(stderr, err)
 		fs.Usage()
 		return errUsage
@@ -86,7 +87,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	eng, err := engine.New(lctx,
 		engine.Limits{NCtx: opts.NCtx, NSeqMax: opts.NSeqMax, NBatch: opts.NBatch, Vocab: m.LLM.Vocab},
 		engine.Config{BatchSize: *batchSize, ChunkSize: *chunkSize, MaxRunning: np, MaxQueue: *maxQueue,
-			Policy: engine.Policy(*policy), IsEOG: m.Vocab.IsEOG, Observer: metrics})
+			Policy: engine.Policy(*policy), IsEOG: m.Vocab.IsEOG, Observer: metrics, TargetITL: *targetITL, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -109,7 +110,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg := eng.Config()
 	logger.Info("listening", "url", "http://"+ln.Addr().String(), "n_ctx", opts.NCtx, "parallel", cfg.MaxRunning,
-		"batch_size", cfg.BatchSize, "chunk_size", cfg.ChunkSize, "max_queue", cfg.MaxQueue, "policy", cfg.Policy,
+		"batch_size", cfg.BatchSize, "chunk_size", cfg.ChunkSize, "target_itl", cfg.TargetITL, "max_queue", cfg.MaxQueue, "policy", cfg.Policy,
 		"kv_type", mf.kvType, "api_key", *apiKey != "")
 	if err := server.Serve(ctx, ln, srv.Handler(), *grace, logger); err != nil {
 		return err
@@ -118,8 +119,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-func checkServeFlags(np, batchSize, chunkSize, maxQueue, port int, maxBody int64, policy string) error {
+func checkServeFlags(np, batchSize, chunkSize, maxQueue, port int, maxBody int64, policy string, targetITL time.Duration) error {
 	switch {
+	case targetITL < 0:
+		return fmt.Errorf("--target-itl %v: must not be negative (0 = no target)", targetITL)
 	case np < 1:
 		return fmt.Errorf("-np %d: need at least one sequence", np)
 	case batchSize < 1:
