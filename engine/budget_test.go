@@ -174,7 +174,7 @@ func TestBudgetFollowsTarget(t *testing.T) {
 			go e.Run(ctx)
 			var decoders []*Stream
 			for i := range 4 {
-				s, err := e.Submit(ctx, Request{Prompt: prompt(3, int32(i)), MaxTokens: 4000, Sampling: greedy()})
+				s, err := e.Submit(ctx, Request{Prompt: prompt(3, int32(i)), MaxTokens: 1000, Sampling: greedy()})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -73,9 +73,13 @@ type Engine struct {
 	inBatch []*seqState // sequences with a logits row in b, by row order
 	stats   Stats
 	cost    costModel
-	plan    stepPlan         // the budget of the batch in b
-	stepX   [nFeat]float64   // the cost-model features of the batch in b
-	now     func() time.Time // the clock steps are timed with (tests give a fake one)
+	// completionMean is the mean completion length of the finishedN requests that ran to
+	// their end, recent ones weighing most (expectedGrowth).
+	completionMean float64
+	finishedN      int
+	plan           stepPlan         // the budget of the batch in b
+	stepX          [nFeat]float64   // the cost-model features of the batch in b
+	now            func() time.Time // the clock steps are timed with (tests give a fake one)
 
 	mu        sync.Mutex
 	published Stats

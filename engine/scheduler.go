@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"time"
 
@@ -149,7 +150,8 @@ func (e *Engine) admit() {
 	slices.SortStableFunc(e.waiting, before)
 	for i := 0; i < len(e.waiting) && len(e.running) < e.cfg.MaxRunning && len(e.freeIDs) > 0; {
 		s := e.waiting[i]
-		a := e.kv.CanAdmit(s.tokens, 1)
+		growth := e.expectedGrowth(s)
+		a := e.kv.CanAdmit(s.tokens, growth)
 		if a.Wait {
 			i++
 			continue
@@ -161,7 +163,7 @@ func (e *Engine) admit() {
 		e.freeIDs = e.freeIDs[:len(e.freeIDs)-1]
 		e.waiting = slices.Delete(e.waiting, i, i+1)
 		e.queued.Add(-1)
-		n, err := e.kv.Admit(int(id), s.tokens, 1)
+		n, err := e.kv.Admit(int(id), s.tokens, growth)
 		if err != nil {
 			// The cache refused an id the scheduler believed free: a bug, reported to the client
 			// rather than hidden behind a recompute.
@@ -185,6 +187,32 @@ func (e *Engine) admit() {
 		}
 		e.running = append(e.running, s)
 	}
+}
+
+// expectedGrowth is how many more tokens s is expected to generate: what its MaxTokens and the
+// context leave, but no more than growthFactor times the mean completion of the requests
+// finished so far (none yet: the limit itself). Admission sets this much KV aside for every
+// running sequence, so a pool much smaller than the admitted work does not thrash.
+func (e *Engine) expectedGrowth(s *seqState) int {
+	left := e.lim.NCtx - len(s.tokens)
+	if s.req.MaxTokens > 0 {
+		left = min(left, s.req.MaxTokens-s.generated)
+	}
+	if e.finishedN > 0 {
+		left = min(left, int(math.Ceil(growthFactor*e.completionMean)))
+	}
+	return max(left, 1)
+}
+
+// growthFactor sizes the growth set aside for a running sequence past the mean completion, so
+// that most requests finish within it.
+const growthFactor = 1.5
+
+// noteCompletion updates the mean completion length with a request that ran to its end.
+func (e *Engine) noteCompletion(n int) {
+	e.finishedN++
+	w := max(1/float64(e.finishedN), 0.05) // the plain mean at first, then the latest ~20 weigh most
+	e.completionMean += w * (float64(n) - e.completionMean)
 }
 
 // buildBatch packs one decode token per decoding sequence, then prompt chunks, under the step's
@@ -356,6 +384,9 @@ func (e *Engine) finish(s *seqState, reason FinishReason, err error) {
 	s.usage.PromptTokens = s.nPrompt
 	s.usage.CompletionTokens = s.generated
 	s.usage.Latency = time.Since(s.submitted)
+	if reason == FinishStop || reason == FinishLength {
+		e.noteCompletion(s.generated)
+	}
 	if e.cfg.Observer != nil {
 		e.cfg.Observer.Finished(reason, s.usage)
 	}

@@ -1,6 +1,9 @@
 package kvcache
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Admission is CanAdmit's answer: what admitting a prompt into an empty sequence would take now.
 type Admission struct {
@@ -8,8 +11,13 @@ type Admission struct {
 	// Need is the number of blocks to allocate for the prompt's uncached part plus the reserve,
 	// the copy of a partially matched block included.
 	Need int
-	// Avail is the number of blocks free or evictable once the matched cached blocks are attached.
+	// Avail is the number of blocks free or evictable once the matched cached blocks are
+	// attached, less Committed.
 	Avail int
+	// Committed is the number of blocks the live sequences started with Admit are still
+	// expected to take as they grow to their prompt plus reserve: admitting only within what is
+	// left keeps preemption the exception (a watermark, as vLLM's block manager keeps).
+	Committed int
 	// Wait is set when a live sequence admitted earlier is still computing blocks this prompt
 	// shares with it: admitted a step or two later, the prompt takes them from the cache instead
 	// of computing them a second time.
@@ -21,8 +29,9 @@ func (a Admission) Fits() bool { return !a.Wait && a.Need <= a.Avail }
 
 // CanAdmit reports what Admit(seq, prompt, reserve) would take for an empty sequence: the cached
 // prefix it would attach, the blocks it needs for the prompt and reserve more cells (the tokens
-// it is expected to generate), those available, and whether waiting for a sequence that is
-// computing the same prefix would save work. It changes nothing but scratch state.
+// it is expected to generate), those available once the live sequences' own expected growth is
+// set aside, and whether waiting for a sequence that is computing the same prefix would save
+// work. It changes nothing but scratch state.
 func (c *Cache) CanAdmit(prompt []int32, reserve int) Admission {
 	if len(prompt) == 0 {
 		return Admission{}
@@ -36,7 +45,8 @@ func (c *Cache) CanAdmit(prompt []int32, reserve int) Admission {
 			taken++
 		}
 	}
-	a := Admission{Cached: full*int(c.bs) + m, Avail: c.available() - taken}
+	a := Admission{Cached: full*int(c.bs) + m, Committed: c.committed()}
+	a.Avail = c.available() - taken - a.Committed
 	cells := len(prompt) + max(reserve, 0)
 	a.Need = max(0, (cells+int(c.bs)-1)/int(c.bs)-full)
 	a.Wait = c.inFlight(attach, a.Cached)
@@ -59,7 +69,24 @@ func (c *Cache) Admit(seq int, prompt []int32, reserve int) (int, error) {
 	}
 	sq := &c.seqs[seq]
 	sq.intent = append(sq.intent[:0], prompt...)
+	sq.expect = int32(min(len(prompt)+max(reserve, 0), math.MaxInt32))
 	return n, nil
+}
+
+// committed counts the blocks live sequences started with Admit still need to reach the length
+// they were admitted for (their table grows by one block per BlockSize cells; a shared last
+// block is never written by a sequence the scheduler admitted, so no copy is counted).
+func (c *Cache) committed() int {
+	bs := int(c.bs)
+	n := 0
+	for s := range c.seqs {
+		sq := &c.seqs[s]
+		if len(sq.intent) == 0 {
+			continue
+		}
+		n += max(0, (int(sq.expect)+bs-1)/bs-len(sq.table))
+	}
+	return n
 }
 
 // inFlight reports whether a live sequence admitted with Admit is still computing tokens it

@@ -131,3 +131,42 @@ func TestAdmitErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestCanAdmitSetsAsideGrowth: a running sequence admitted for 16 cells (a 5-token prompt and
+// 11 to generate) holds 2 blocks of 4 after its prompt and is expected to take 2 more, which a
+// new admission may not count as available; as it grows, its claim shrinks.
+func TestCanAdmitSetsAsideGrowth(t *testing.T) {
+	c := newCache(t, Config{BlockSize: 4, NumBlocks: 8, MaxSeqs: 2})
+	if _, err := c.Admit(0, []int32{1, 2, 3, 4, 5}, 11); err != nil {
+		t.Fatal(err)
+	}
+	reserve(t, c, []int32{0}, 0, 0, 1, 2, 3, 4, 5)
+	tests := []struct {
+		name      string
+		grow      int // more cells decoded into seq 0 first
+		committed int
+	}{
+		{name: "after the prompt", grow: 0, committed: 2},
+		{name: "one block later", grow: 4, committed: 1},
+		{name: "reached its length", grow: 7, committed: 0},
+		{name: "past its length", grow: 2, committed: 0},
+	}
+	pos := int32(5)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for range tc.grow {
+				reserve(t, c, []int32{0}, pos, 0, 9)
+				pos++
+			}
+			a := c.CanAdmit([]int32{7, 7, 7}, 1)
+			free := 8 - len(c.Blocks(0))
+			if a.Committed != tc.committed || a.Avail != free-tc.committed {
+				t.Fatalf("CanAdmit = %+v, want %d committed of %d free", a, tc.committed, free)
+			}
+		})
+	}
+	c.SeqFree(0)
+	if a := c.CanAdmit([]int32{7, 7, 7}, 1); a.Committed != 0 {
+		t.Fatalf("a freed sequence still claims %d blocks", a.Committed)
+	}
+}

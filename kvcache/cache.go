@@ -160,6 +160,7 @@ type seqState struct {
 	n              int32   // logical length in cells, holes included
 	posMin, posMax int32   // over non-empty cells; -1 when the sequence is empty
 	intent         []int32 // the tokens Admit started the sequence with (computed or about to be)
+	expect         int32   // the cells Admit expects it to reach: intent plus the reserve
 }
 
 // New allocates a cache. It returns an error for a non-positive count, an unknown DType or a
