@@ -42,13 +42,12 @@ func (c *Cache) hashBlock(seq, bi int) {
 			return
 		}
 	}
+	if !c.chained(seq, bi) {
+		return
+	}
 	parent := rootHash
 	if bi > 0 {
-		pb := sq.table[bi-1]
-		if !c.hashed[pb] {
-			return
-		}
-		parent = c.hash[pb]
+		parent = c.hash[sq.table[bi-1]]
 	}
 	h := c.hashFn(c.seed, parent, c.tok[base:base+c.bs])
 	c.hash[b], c.parent[b], c.hashed[b], c.depth[b] = h, parent, true, int32(bi)
@@ -57,6 +56,25 @@ func (c *Cache) hashBlock(seq, bi int) {
 		c.index[h] = b
 		c.indexed[b] = true
 	}
+}
+
+// chained reports whether the first bi blocks of seq's table form an intact hash chain from its
+// start: each hashed, hashed as block number j of its sequence, and chained from the block
+// before it. Only then were the cells after them computed from the canonical history the chain
+// stands for: a block of the chain may keep its hash while an earlier one lost it (a cell
+// removed in the middle) or sit at another slot (a range copy), and what follows it then saw a
+// different history.
+func (c *Cache) chained(seq, bi int) bool {
+	t := c.seqs[seq].table
+	parent := rootHash
+	for j := range bi {
+		b := t[j]
+		if !c.hashed[b] || c.depth[b] != int32(j) || c.parent[b] != parent {
+			return false
+		}
+		parent = c.hash[b]
+	}
+	return true
 }
 
 // lookup returns the indexed block holding tokens as block number i of a sequence whose
@@ -118,7 +136,7 @@ func (c *Cache) partial(i int32, parent uint64, tokens []int32, taken int) (src 
 		if i == 0 && parent != rootHash {
 			continue
 		}
-		if i > 0 && (!c.hashed[sq.table[i-1]] || c.hash[sq.table[i-1]] != parent) {
+		if i > 0 && (c.hash[sq.table[i-1]] != parent || !c.chained(s, int(i))) {
 			continue
 		}
 		try(sq.table[i], int(sq.n-i*c.bs))

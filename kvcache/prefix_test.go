@@ -382,6 +382,17 @@ func TestNonCanonicalBlocksAreNotHashed(t *testing.T) {
 			reserve(t, c, []int32{0}, 3, 0, 4, 5, 6, 7, 8)
 			// Only the cell before the hole can be copied from the live, unhashed block.
 		}, query: []int32{1, 2, 3, 4, 5, 6, 7, 8}, want: 1},
+		// Block 2 is filled after a cell of block 0 was removed, so it saw a history without
+		// it; block 1 keeps its hash (its content was computed before) and seq 1 brings block 0
+		// back. Block 2 must not hang off that chain: 8 tokens match, not 12.
+		{name: "block filled after an earlier hole", setup: func(t *testing.T, c *Cache) {
+			reserve(t, c, []int32{0}, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8)
+			if err := c.SeqRemove(0, 1, 2); err != nil {
+				t.Fatal(err)
+			}
+			reserve(t, c, []int32{0}, 8, 0, 9, 10, 11, 12)
+			reserve(t, c, []int32{1}, 0, 0, 1, 2, 3, 4)
+		}, query: []int32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, want: 8},
 		{name: "rewritten after suffix removal", setup: func(t *testing.T, c *Cache) {
 			reserve(t, c, []int32{0}, 0, 0, 1, 2, 3, 4, 5)
 			if err := c.SeqRemove(0, 2, -1); err != nil {
