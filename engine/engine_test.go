@@ -575,3 +575,65 @@ func TestTinyPoolDoesNotThrash(t *testing.T) {
 		t.Fatalf("%d preemptions for %d requests: admission thrashes the pool", total, n)
 	}
 }
+
+// TestPriorityPreemption: a request of higher priority that finds every sequence slot or the KV
+// pool taken preempts a running one of lower priority (which later resumes with its output
+// unchanged); one of equal priority waits its turn.
+func TestPriorityPreemption(t *testing.T) {
+	tests := []struct {
+		name              string
+		seqs, blocks      int
+		firstPrompt       int
+		first, second     Priority
+		wantSecondFirst   bool
+		wantPreemptedOnce bool
+	}{
+		{name: "slots full", seqs: 1, blocks: 64, firstPrompt: 4, first: PriorityLow, second: PriorityHigh, wantSecondFirst: true, wantPreemptedOnce: true},
+		// Two slots, but the first request's prompt and growth claim 15 of 16 blocks.
+		{name: "kv full", seqs: 2, blocks: 16, firstPrompt: 40, first: PriorityNormal, second: PriorityHigh, wantSecondFirst: true, wantPreemptedOnce: true},
+		{name: "equal priority waits", seqs: 1, blocks: 64, firstPrompt: 4, first: PriorityNormal, second: PriorityNormal},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newFake(t, tc.blocks, 4, tc.seqs)
+			d.delay = time.Millisecond
+			e := start(t, d, Limits{NCtx: tc.blocks * 4, NSeqMax: tc.seqs, NBatch: 64, Vocab: vocab}, Config{MaxQueue: 8})
+			ctx := context.Background()
+			p1, p2 := prompt(tc.firstPrompt, 1), prompt(20, 2)
+			s1, err := e.Submit(ctx, Request{Prompt: p1, MaxTokens: 20, Sampling: greedy(), Priority: tc.first})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s1.Recv(ctx); err != nil {
+				t.Fatal(err)
+			}
+			s2, err := e.Submit(ctx, Request{Prompt: p2, MaxTokens: 4, Sampling: greedy(), Priority: tc.second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var order []int
+			var last [2]Output
+			var got [2][]int32
+			var wg sync.WaitGroup
+			for i, s := range []*Stream{s1, s2} {
+				wg.Go(func() {
+					got[i], last[i] = collect(t, s)
+					mu.Lock()
+					order = append(order, i)
+					mu.Unlock()
+				})
+			}
+			wg.Wait()
+			if !equal(got[0], expected(p1, 20)[1:]) || !equal(got[1], expected(p2, 4)) {
+				t.Fatalf("outputs %v, %v", got[0], got[1])
+			}
+			if secondFirst := order[0] == 1; secondFirst != tc.wantSecondFirst {
+				t.Fatalf("finish order %v", order)
+			}
+			if p := last[0].Usage.Preemptions; (p == 1) != tc.wantPreemptedOnce || last[1].Usage.Preemptions != 0 {
+				t.Fatalf("preemptions: first %d, second %d", p, last[1].Usage.Preemptions)
+			}
+		})
+	}
+}

@@ -148,7 +148,7 @@ func (e *Engine) reap() {
 // this is what makes a burst of requests with one system prompt compute that prompt once.
 func (e *Engine) admit() {
 	slices.SortStableFunc(e.waiting, before)
-	for i := 0; i < len(e.waiting) && len(e.running) < e.cfg.MaxRunning && len(e.freeIDs) > 0; {
+	for i := 0; i < len(e.waiting); {
 		s := e.waiting[i]
 		growth := e.expectedGrowth(s)
 		a := e.kv.CanAdmit(s.tokens, growth)
@@ -156,7 +156,13 @@ func (e *Engine) admit() {
 			i++
 			continue
 		}
-		if !a.Fits() && len(e.running) > 0 {
+		slot := len(e.running) < e.cfg.MaxRunning && len(e.freeIDs) > 0
+		if !slot || (!a.Fits() && len(e.running) > 0) {
+			// Full: a running request of lower priority makes room, or s waits (and so does
+			// everyone behind it, to keep the order).
+			if e.makeRoom(s) {
+				continue
+			}
 			return
 		}
 		id := e.freeIDs[len(e.freeIDs)-1]
@@ -187,6 +193,20 @@ func (e *Engine) admit() {
 		}
 		e.running = append(e.running, s)
 	}
+}
+
+// makeRoom preempts the lowest-priority, newest running sequence if its priority is below s's,
+// and reports whether it did.
+func (e *Engine) makeRoom(s *seqState) bool {
+	if len(e.running) == 0 {
+		return false
+	}
+	victim := slices.MaxFunc(e.running, before)
+	if victim.req.Priority >= s.req.Priority {
+		return false
+	}
+	e.evict(victim)
+	return true
 }
 
 // expectedGrowth is how many more tokens s is expected to generate: what its MaxTokens and the
@@ -309,11 +329,19 @@ func (e *Engine) preempt() bool {
 		return false
 	}
 	victim := slices.MaxFunc(e.running, before)
-	e.running = slices.DeleteFunc(e.running, func(s *seqState) bool { return s == victim })
-	if len(e.running) == 0 {
+	if len(e.running) == 1 {
+		e.running = e.running[:0]
 		e.finish(victim, FinishLength, nil)
 		return false
 	}
+	e.evict(victim)
+	return true
+}
+
+// evict takes the running sequence victim out of the batch and puts it back in the waiting
+// queue, freeing its KV blocks (its full blocks stay in the prefix cache) and its id.
+func (e *Engine) evict(victim *seqState) {
+	e.running = slices.DeleteFunc(e.running, func(s *seqState) bool { return s == victim })
 	e.kv.SeqFree(int(victim.id))
 	e.freeIDs = append(e.freeIDs, victim.id)
 	victim.id, victim.nKV, victim.chunk = -1, 0, 0
@@ -324,7 +352,6 @@ func (e *Engine) preempt() bool {
 	if e.cfg.Observer != nil {
 		e.cfg.Observer.Preempted()
 	}
-	return true
 }
 
 // emit samples the next token of s from logits, streams it and ends s when it is done.
