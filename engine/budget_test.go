@@ -183,6 +183,15 @@ func TestBudgetFollowsTarget(t *testing.T) {
 				}
 				decoders = append(decoders, s)
 			}
+			// Decode-only steps, so that the cost model has seen both kinds (the decoders'
+			// prompts were the steps with prompt tokens) before the long prompt comes.
+			for _, s := range decoders {
+				for range 2 * minFitSteps {
+					if _, err := s.Recv(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
 			long, err := e.Submit(ctx, Request{Prompt: prompt(1500, 9), MaxTokens: 1, Sampling: greedy()})
 			if err != nil {
 				t.Fatal(err)
