@@ -47,7 +47,7 @@ type Config struct {
 // Request is one generation job. Prompt is already tokenized (BOS included as the model wants).
 type Request struct {
 	Prompt      []int32
-	MaxTokens   int // tokens to generate; <= 0 means until end of generation or a full context
+	MaxTokens   int // tokens to generate; <= 0 means until end of generation or the sequence cap (Limits.NCtxSeq)
 	Sampling    sample.Params
 	IgnoreEOS   bool
 	Priority    Priority
@@ -71,7 +71,7 @@ type FinishReason string
 
 const (
 	FinishStop      FinishReason = "stop"      // end-of-generation token (or the client's stop string)
-	FinishLength    FinishReason = "length"    // MaxTokens reached or the context is full
+	FinishLength    FinishReason = "length"    // MaxTokens or the sequence cap reached, or the KV cache outgrown
 	FinishCancelled FinishReason = "cancelled" // the client went away
 	FinishError     FinishReason = "error"
 )

@@ -32,7 +32,10 @@ type kvOwner interface {
 
 // Limits are the decoder's sizes the scheduler must respect.
 type Limits struct {
-	NCtx    int // KV cells in total; also the longest sequence
+	NCtx int // KV cells in total
+	// NCtxSeq is the longest sequence, prompt and generated tokens together (llama.cpp's
+	// n_ctx_seq): the model's training context, say. 0 = NCtx; at most NCtx.
+	NCtxSeq int
 	NSeqMax int // sequence ids in [0, NSeqMax)
 	NBatch  int // most tokens per Decode
 	Vocab   int
@@ -88,8 +91,11 @@ type Engine struct {
 
 // New makes an engine over d. It does not start it: call Run.
 func New(d Decoder, lim Limits, cfg Config) (*Engine, error) {
-	if lim.NCtx <= 0 || lim.NSeqMax <= 0 || lim.NBatch <= 0 || lim.Vocab <= 0 {
+	if lim.NCtx <= 0 || lim.NSeqMax <= 0 || lim.NBatch <= 0 || lim.Vocab <= 0 || lim.NCtxSeq < 0 {
 		return nil, fmt.Errorf("engine: bad limits %+v", lim)
+	}
+	if lim.NCtxSeq == 0 || lim.NCtxSeq > lim.NCtx {
+		lim.NCtxSeq = lim.NCtx
 	}
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 512
@@ -130,8 +136,12 @@ func New(d Decoder, lim Limits, cfg Config) (*Engine, error) {
 // Config returns the effective configuration.
 func (e *Engine) Config() Config { return e.cfg }
 
+// Limits returns the effective limits (NCtxSeq defaulted).
+func (e *Engine) Limits() Limits { return e.lim }
+
 // Submit queues a request. It fails at once with ErrQueueFull when MaxQueue requests are already
-// waiting, ErrPromptSize when the prompt cannot fit the context, ErrClosed after shutdown.
+// waiting, ErrPromptSize when the prompt leaves no room in a sequence (Limits.NCtxSeq) for a
+// generated token, ErrClosed after shutdown.
 // Cancelling ctx (the client went away) cancels the request.
 func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	if e.closed.Load() {
@@ -140,8 +150,9 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	if len(req.Prompt) == 0 {
 		return nil, fmt.Errorf("%w: empty prompt", ErrPromptSize)
 	}
-	if len(req.Prompt) >= e.lim.NCtx {
-		return nil, fmt.Errorf("%w: %d prompt tokens, the context holds %d", ErrPromptSize, len(req.Prompt), e.lim.NCtx)
+	if len(req.Prompt) >= e.lim.NCtxSeq {
+		return nil, fmt.Errorf("%w: %d prompt tokens, but a sequence holds at most %d (n_ctx_seq) with the tokens it generates",
+			ErrPromptSize, len(req.Prompt), e.lim.NCtxSeq)
 	}
 	for _, t := range req.Prompt {
 		if t < 0 || int(t) >= e.lim.Vocab {

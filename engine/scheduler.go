@@ -214,7 +214,7 @@ func (e *Engine) makeRoom(s *seqState) bool {
 // finished so far (none yet: the limit itself). Admission sets this much KV aside for every
 // running sequence, so a pool much smaller than the admitted work does not thrash.
 func (e *Engine) expectedGrowth(s *seqState) int {
-	left := e.lim.NCtx - len(s.tokens)
+	left := e.lim.NCtxSeq - len(s.tokens)
 	if s.req.MaxTokens > 0 {
 		left = min(left, s.req.MaxTokens-s.generated)
 	}
@@ -391,7 +391,7 @@ func (e *Engine) emit(s *seqState, logits []float32) {
 		e.finish(s, FinishStop, nil)
 	case s.req.MaxTokens > 0 && s.generated >= s.req.MaxTokens:
 		e.finish(s, FinishLength, nil)
-	case len(s.tokens) >= e.lim.NCtx:
+	case len(s.tokens) >= e.lim.NCtxSeq:
 		e.finish(s, FinishLength, nil)
 	}
 }

@@ -84,8 +84,15 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := server.NewMetrics(reg)
+	// -c is the KV pool all sequences share; one sequence stops at the context the model was
+	// trained for (its context_length, which a model extended by rope scaling states as such).
+	nCtxSeq := min(opts.NCtx, m.LLM.CtxTrain)
+	if opts.NCtx/np > m.LLM.CtxTrain {
+		logger.Warn("-c gives each of the -np sequences more than the model's training context; "+
+			"sequences stop at n_ctx_seq", "n_ctx", opts.NCtx, "np", np, "n_ctx_train", m.LLM.CtxTrain, "n_ctx_seq", nCtxSeq)
+	}
 	eng, err := engine.New(lctx,
-		engine.Limits{NCtx: opts.NCtx, NSeqMax: opts.NSeqMax, NBatch: opts.NBatch, Vocab: m.LLM.Vocab},
+		engine.Limits{NCtx: opts.NCtx, NCtxSeq: nCtxSeq, NSeqMax: opts.NSeqMax, NBatch: opts.NBatch, Vocab: m.LLM.Vocab},
 		engine.Config{BatchSize: *batchSize, ChunkSize: *chunkSize, MaxRunning: np, MaxQueue: *maxQueue,
 			Policy: engine.Policy(*policy), IsEOG: m.Vocab.IsEOG, Observer: metrics, TargetITL: *targetITL, Logger: logger})
 	if err != nil {
@@ -109,7 +116,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	cfg := eng.Config()
-	logger.Info("listening", "url", "http://"+ln.Addr().String(), "n_ctx", opts.NCtx, "parallel", cfg.MaxRunning,
+	logger.Info("listening", "url", "http://"+ln.Addr().String(), "n_ctx", opts.NCtx, "n_ctx_seq", eng.Limits().NCtxSeq,
+		"parallel", cfg.MaxRunning,
 		"batch_size", cfg.BatchSize, "chunk_size", cfg.ChunkSize, "target_itl", cfg.TargetITL, "max_queue", cfg.MaxQueue, "policy", cfg.Policy,
 		"kv_type", mf.kvType, "api_key", *apiKey != "")
 	if err := server.Serve(ctx, ln, srv.Handler(), *grace, logger); err != nil {
