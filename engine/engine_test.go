@@ -29,6 +29,9 @@ type fakeDecoder struct {
 	batches []int // tokens per batch
 	delay   time.Duration
 	cells   []int32
+	// keepPos: record every batch's positions and tokens in positions.
+	keepPos   bool
+	positions []struct{ pos, tok []int32 }
 }
 
 func newFake(t *testing.T, blocks, blockSize, seqs int) *fakeDecoder {
@@ -58,6 +61,9 @@ func (f *fakeDecoder) Decode(b *batch.Batch) error {
 	}
 	f.mu.Lock()
 	f.batches = append(f.batches, b.Len())
+	if f.keepPos {
+		f.positions = append(f.positions, struct{ pos, tok []int32 }{slices.Clone(b.Pos), slices.Clone(b.Tokens)})
+	}
 	f.mu.Unlock()
 	time.Sleep(f.delay)
 	return nil

@@ -3,7 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 )
 
 // TestSequenceCap: Limits.NCtxSeq caps each sequence (prompt and generated tokens) below the
@@ -69,4 +72,79 @@ func TestLimitsValidation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLongPromptNotStarved: under SJF with an 8-token budget and at most 4 sequences running
+// (so at least 4 tokens of each step go to prompts), three clients keep short prompts coming that
+// would take every step's prompt budget ahead of a long one; the long one must still get a chunk
+// after at most maxPrefillWait steps without one (plus one for its admission). Without the
+// bound it waited 14 steps in a row.
+func TestLongPromptNotStarved(t *testing.T) {
+	d := newFake(t, 256, 4, 8)
+	d.delay = 2 * time.Millisecond // slow steps: the clients resubmit well within one
+	d.keepPos = true
+	e := start(t, d, Limits{NCtx: 1024, NSeqMax: 8, NBatch: 64, Vocab: vocab},
+		Config{BatchSize: 8, ChunkSize: 8, MaxRunning: 4, Policy: SJF, MaxQueue: 64})
+	ctx := context.Background()
+	const mark = vocab - 1 // every token of the long prompt, in no short prompt
+	var wg sync.WaitGroup
+	for c := range 3 { // with the long one, the 4 slots: it is admitted at once
+		wg.Go(func() {
+			for i := range 30 {
+				p := make([]int32, 16)
+				for j := range p {
+					p[j] = int32(c*30+i+j) % mark
+				}
+				s, err := e.Submit(ctx, Request{Prompt: p, MaxTokens: 2, Sampling: greedy()})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				collect(t, s)
+			}
+		})
+	}
+	for deadline := time.Now().Add(5 * time.Second); e.Stats().Generated < 4 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Microsecond) // the short requests are flowing
+	}
+	lp := make([]int32, 120)
+	for i := range lp {
+		lp[i] = mark
+	}
+	d.mu.Lock()
+	from := len(d.positions) // the long request is admitted at one of the next steps
+	d.mu.Unlock()
+	long, err := e.Submit(ctx, Request{Prompt: lp, MaxTokens: 1, Sampling: greedy()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	collect(t, long)
+	wg.Wait()
+	// A batch carries a chunk of the long prompt when it holds the mark at a position a short
+	// request's generated tokens (16, 17) never take.
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	gap, worst, started := 0, 0, false
+	for _, b := range d.positions[from:] {
+		has := false
+		for k, p := range b.pos {
+			has = has || (b.tok[k] == mark && p != 16 && p != 17)
+		}
+		if has {
+			started = true
+			worst, gap = max(worst, gap), 0
+		} else {
+			gap++
+		}
+		if slices.Contains(b.pos, 119) {
+			break
+		}
+	}
+	if !started {
+		t.Fatal("no batch carried the long prompt")
+	}
+	if worst > maxPrefillWait+1 {
+		t.Fatalf("the long prompt was passed over %d steps in a row, bound %d", worst, maxPrefillWait+1)
+	}
+	t.Logf("passed over at most %d steps in a row", worst)
 }

@@ -30,6 +30,8 @@ type seqState struct {
 	generated int
 	cached    int // prompt tokens taken from the prefix cache at the latest admission
 	chunk     int // tokens of this sequence in the current batch
+	// passedOver counts the consecutive steps in which this prefilling sequence got no chunk.
+	passedOver int
 
 	arrival   uint64 // submission order
 	submitted time.Time
@@ -60,6 +62,15 @@ func (e *Engine) step() {
 	for !e.buildBatch() {
 		if !e.preempt() {
 			return
+		}
+	}
+	for _, s := range e.running {
+		switch {
+		case s.remaining() <= 1: // decoding
+		case s.chunk == 0:
+			s.passedOver++
+		default:
+			s.passedOver = 0
 		}
 	}
 	start := e.now()
@@ -235,6 +246,10 @@ func (e *Engine) noteCompletion(n int) {
 	e.completionMean += w * (float64(n) - e.completionMean)
 }
 
+// maxPrefillWait bounds how many consecutive steps a prefilling sequence can be passed over for
+// others of its priority before its chunk comes first.
+const maxPrefillWait = 4
+
 // buildBatch packs one decode token per decoding sequence, then prompt chunks, under the step's
 // budget (planStep): with a latency target and sequences decoding, each chunk gets the modelled
 // time left under the target. It reports false when the KV cache cannot hold the batch.
@@ -258,14 +273,24 @@ func (e *Engine) buildBatch() bool {
 			prefill = append(prefill, s)
 		}
 	}
-	if e.cfg.Policy == SJF {
-		slices.SortStableFunc(prefill, func(a, b *seqState) int {
-			if a.req.Priority != b.req.Priority {
-				return cmp.Compare(b.req.Priority, a.req.Priority)
+	// Priority first; within it, prompts passed over for maxPrefillWait steps go first, the
+	// longest passed over first, so that a stream of short prompts cannot starve a long one
+	// under SJF (or a small budget under FCFS); then the policy. prefill is in running order
+	// (before) already.
+	slices.SortStableFunc(prefill, func(a, b *seqState) int {
+		if a.req.Priority != b.req.Priority {
+			return cmp.Compare(b.req.Priority, a.req.Priority)
+		}
+		if a.passedOver >= maxPrefillWait || b.passedOver >= maxPrefillWait {
+			if c := cmp.Compare(b.passedOver, a.passedOver); c != 0 {
+				return c // the longest passed over first
 			}
+		}
+		if e.cfg.Policy == SJF {
 			return cmp.Compare(a.remaining(), b.remaining())
-		})
-	}
+		}
+		return 0
+	})
 	firstN := 0
 	if len(prefill) > 0 {
 		firstN = prefill[0].nKV
