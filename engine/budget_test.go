@@ -161,9 +161,12 @@ func TestBudgetFollowsTarget(t *testing.T) {
 	var chunks []float64
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d := &timedDecoder{fakeDecoder: newFake(t, 512, 16, 8), clock: &fakeClock{now: time.Unix(0, 0)}}
+			d := &timedDecoder{fakeDecoder: newFake(t, 2048, 16, 8), clock: &fakeClock{now: time.Unix(0, 0)}}
+			// A little real time per step, and decoders that outlast the test however slowly it
+			// runs beside them: the steps checked have all four decoding.
+			d.delay = 20 * time.Microsecond
 			rec := &stepRecorder{}
-			e, err := New(d, Limits{NCtx: 8192, NSeqMax: 8, NBatch: 1024, Vocab: vocab},
+			e, err := New(d, Limits{NCtx: 32768, NSeqMax: 8, NBatch: 1024, Vocab: vocab},
 				Config{BatchSize: 1024, ChunkSize: 1024, TargetITL: tc.target, Observer: rec})
 			if err != nil {
 				t.Fatal(err)
@@ -174,7 +177,7 @@ func TestBudgetFollowsTarget(t *testing.T) {
 			go e.Run(ctx)
 			var decoders []*Stream
 			for i := range 4 {
-				s, err := e.Submit(ctx, Request{Prompt: prompt(3, int32(i)), MaxTokens: 1000, Sampling: greedy()})
+				s, err := e.Submit(ctx, Request{Prompt: prompt(3, int32(i)), MaxTokens: 6000, Sampling: greedy()})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -207,7 +210,7 @@ func TestBudgetFollowsTarget(t *testing.T) {
 			var mixed, prompt int
 			for i, s := range steps {
 				// Only steps whose prompt allowance was used up: the prompt's last chunk may be short.
-				if s.Reason != BudgetTarget || s.DecodeTokens == 0 || s.PrefillTokens < s.Budget-s.DecodeTokens {
+				if s.Reason != BudgetTarget || s.DecodeTokens != 4 || s.PrefillTokens < s.Budget-s.DecodeTokens {
 					continue
 				}
 				mixed++
@@ -219,7 +222,13 @@ func TestBudgetFollowsTarget(t *testing.T) {
 				}
 			}
 			if mixed < 3 {
-				t.Fatalf("only %d steps sized to the target (of %d)", mixed, len(steps))
+				reasons := map[BudgetReason]int{}
+				for _, s := range steps {
+					if s.PrefillTokens > 0 {
+						reasons[s.Reason]++
+					}
+				}
+				t.Fatalf("only %d steps sized to the target (of %d); steps with prompt tokens by reason %v", mixed, len(steps), reasons)
 			}
 			chunks = append(chunks, float64(prompt)/float64(mixed))
 		})
