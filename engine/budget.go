@@ -11,7 +11,7 @@ type BudgetReason string
 const (
 	BudgetNoDecode  BudgetReason = "no_decode"  // nobody decoding: prompts take the whole --batch-size
 	BudgetFixed     BudgetReason = "fixed"      // no latency target: --batch-size and --chunk-size only
-	BudgetLearning  BudgetReason = "learning"   // target set, cost model not fitted yet: --chunk-size per prompt
+	BudgetLearning  BudgetReason = "learning"   // target set, cost model not fitted yet: one --chunk-size of prompt in all
 	BudgetTarget    BudgetReason = "target"     // prompt chunks sized so the step meets the inter-token target
 	BudgetQueue     BudgetReason = "queue"      // as target, relaxed because requests wait for admission
 	BudgetFloor     BudgetReason = "floor"      // decode alone reaches the target: a minimal prompt chunk keeps prompts moving
@@ -28,7 +28,9 @@ const (
 	// forget weights the steps seen: each step's weight decays by this factor per later step,
 	// so the fit follows a machine whose speed changes (an effective window of ~100 steps).
 	forget = 0.99
-	// minFitSteps of each kind (with and without prompt tokens) before the fit is trusted.
+	// minFitSteps steps with prompt tokens, of at least two sizes, and twice as many in all
+	// before the fit is trusted: the prompt-token cost is what plans chunks, so it must have
+	// been seen to vary.
 	minFitSteps = 4
 	// minChunk is the fewest prompt tokens a step carries while prompts wait, even when the
 	// decode tokens alone reach the target: prompts are never starved.
@@ -38,18 +40,21 @@ const (
 // costModel fits step times online by exponentially weighted least squares with non-negative
 // coefficients, and tracks its prediction error.
 type costModel struct {
-	xx               [nFeat][nFeat]float64 // Σ w x xᵀ
-	xy               [nFeat]float64        // Σ w x y
-	theta            [nFeat]float64        // seconds per unit of each feature
-	withPrompt, pure int                   // steps seen with and without prompt tokens
-	errMean, errVar  float64               // exponentially weighted prediction error (seconds)
+	xx                [nFeat][nFeat]float64 // Σ w x xᵀ
+	xy                [nFeat]float64        // Σ w x y
+	theta             [nFeat]float64        // seconds per unit of each feature
+	steps, withPrompt int                   // steps seen, and those with prompt tokens
+	minP, maxP        float64               // fewest and most prompt tokens of those
+	errMean, errVar   float64               // exponentially weighted prediction error (seconds)
 }
 
 func features(decode, prompt int, cells float64) [nFeat]float64 {
 	return [nFeat]float64{1, float64(decode), float64(prompt), cells / cellScale}
 }
 
-func (m *costModel) ready() bool { return m.withPrompt >= minFitSteps && m.pure >= minFitSteps }
+func (m *costModel) ready() bool {
+	return m.withPrompt >= minFitSteps && m.steps >= 2*minFitSteps && m.maxP > m.minP
+}
 
 func (m *costModel) predict(x [nFeat]float64) float64 {
 	t := 0.0
@@ -68,10 +73,13 @@ func (m *costModel) observe(x [nFeat]float64, sec float64) {
 		m.errMean += a * d
 		m.errVar = (1 - a) * (m.errVar + a*d*d)
 	}
-	if x[2] > 0 {
+	m.steps++
+	if p := x[2]; p > 0 {
+		if m.withPrompt == 0 {
+			m.minP, m.maxP = p, p
+		}
+		m.minP, m.maxP = min(m.minP, p), max(m.maxP, p)
 		m.withPrompt++
-	} else {
-		m.pure++
 	}
 	for i := range nFeat {
 		m.xy[i] = forget*m.xy[i] + x[i]*sec
@@ -213,7 +221,10 @@ func (e *Engine) planStep(decode int, cells float64, firstN int) stepPlan {
 		p.reason = BudgetFixed
 		return p
 	case !e.cost.ready():
+		// Nothing known of this machine's steps yet: one chunk of prompt beside the decode
+		// tokens, the smallest step that still teaches the model what prompt tokens cost.
 		p.reason = BudgetLearning
+		p.tokens = min(e.cfg.BatchSize, decode+e.cfg.ChunkSize)
 		return p
 	}
 	p.reason, p.timed = BudgetTarget, true

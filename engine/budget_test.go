@@ -239,3 +239,51 @@ func TestBudgetFollowsTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestLearningStepsStaySmall: until the cost model is fitted, a step beside decoding sequences
+// carries one chunk of prompt tokens in all, however many prompts wait for theirs.
+func TestLearningStepsStaySmall(t *testing.T) {
+	d := &timedDecoder{fakeDecoder: newFake(t, 512, 16, 8), clock: &fakeClock{now: time.Unix(0, 0)}}
+	rec := &stepRecorder{}
+	e, err := New(d, Limits{NCtx: 8192, NSeqMax: 8, NBatch: 512, Vocab: vocab},
+		Config{BatchSize: 256, ChunkSize: 16, TargetITL: 50 * time.Millisecond, Observer: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.now = d.clock.Now
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); <-e.Done() }()
+	go e.Run(ctx)
+	dec, err := e.Submit(ctx, Request{Prompt: prompt(3, 1), MaxTokens: 5000, Sampling: greedy()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dec.Recv(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var longs []*Stream
+	for i := range 4 {
+		s, err := e.Submit(ctx, Request{Prompt: prompt(200, int32(2+i)), MaxTokens: 1, Sampling: greedy()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		longs = append(longs, s)
+	}
+	for _, s := range longs {
+		collect(t, s)
+	}
+	dec.Cancel(FinishCancelled)
+	learning := 0
+	for _, s := range rec.snapshot() {
+		if s.Reason != BudgetLearning {
+			continue
+		}
+		learning++
+		if s.PrefillTokens > 16 || s.Budget != min(256, s.DecodeTokens+16) {
+			t.Fatalf("learning step %+v: more than one 16-token chunk of prompt", s)
+		}
+	}
+	if learning == 0 {
+		t.Fatal("no learning step seen")
+	}
+}
