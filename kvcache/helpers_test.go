@@ -297,6 +297,18 @@ func checkInvariants(t testing.TB, c *Cache) {
 			t.Fatalf("index entry %x -> block %d not marked", h, b)
 		}
 	}
+	checkChildLists(t, c)
+	st := c.Stats()
+	if st.Used+st.Cached+st.Free != st.Total {
+		t.Fatalf("stats do not add up: %+v", st)
+	}
+}
+
+// checkChildLists verifies that every hashed block is in its parent's list of children exactly
+// once, in a well-linked list, and no other block is in one.
+func checkChildLists(t testing.TB, c *Cache) {
+	t.Helper()
+	nb := len(c.ref)
 	// Every hashed block is in its parent's list of children exactly once, no other block is.
 	inList := make([]int, nb)
 	for p, head := range c.child {
@@ -313,9 +325,5 @@ func checkInvariants(t testing.TB, c *Cache) {
 		if want := map[bool]int{true: 1}[c.hashed[b]]; inList[b] != want {
 			t.Fatalf("block %d (hashed %v) is in %d lists of children", b, c.hashed[b], inList[b])
 		}
-	}
-	st := c.Stats()
-	if st.Used+st.Cached+st.Free != st.Total {
-		t.Fatalf("stats do not add up: %+v", st)
 	}
 }
