@@ -79,11 +79,17 @@ func TestConcurrentGreedyStreamsMatchSingle(t *testing.T) {
 
 // TestPreemptionKeepsOutputs runs 4 concurrent 60-token generations in a 128-cell KV cache, which
 // cannot hold them all: the engine must preempt and recompute, and greedy outputs must not change.
+// Admission sets aside each running sequence's expected growth, which it takes from the mean
+// completion seen so far: short requests first make it expect far less than 60 tokens, so it
+// admits more than fits and has to preempt.
 func TestPreemptionKeepsOutputs(t *testing.T) {
 	e := newEnv(t, envOptions{nCtx: 128, nSeq: 4})
 	prompts := storyPrompts[:4]
 	extra := map[string]any{"ignore_eos": true}
 	want := e.singles(prompts, 60, extra)
+	for range 30 {
+		e.complete(map[string]any{"prompt": "Tom", "max_tokens": 1})
+	}
 	before := e.eng.Stats().Preemptions
 	got := e.concurrently(t, prompts, 60, extra)
 	for i := range prompts {

@@ -43,6 +43,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// prompts arrive. For throughput on prompt-heavy loads raise both (e.g. 512 and 256).
 	batchSize := fs.Int("batch-size", 192, "token budget of one engine step: one decode token per running sequence plus prompt chunks (at most -b); smaller = steadier streams, larger = faster prompts")
 	chunkSize := fs.Int("chunk-size", 48, "most prompt tokens of one sequence per step, so long prompts do not stall other streams")
+	targetITL := fs.Duration("target-itl", 60*time.Millisecond, "inter-token latency a step should meet while sequences decode: prompt chunks are sized to it from a cost model of steps fitted online (--batch-size and --chunk-size stay upper bounds; 0 = no target)")
 	maxQueue := fs.Int("max-queue", 64, "requests waiting for a free sequence slot; beyond it requests get 429 with Retry-After")
 	policy := fs.String("policy", "sjf", "order of prompt chunks of equal priority: sjf (shortest remaining prompt first, so short requests are not stuck behind long ones) or fcfs (arrival order)")
 	apiKey := fs.String("api-key", "", "require \"Authorization: Bearer KEY\" on every route but /health (default: no key)")
@@ -66,7 +67,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "--"+err.Error())
 		return errUsage
 	}
-	err = checkServeFlags(np, *batchSize, *chunkSize, *maxQueue, *port, *maxBody, *policy)
+	err = checkServeFlags(np, *batchSize, *chunkSize, *maxQueue, *port, *maxBody, *policy, *targetITL)
 	if err == nil {
 		err = checkHTTPFlags(*grace, *readTimeout, *writeTimeout, *maxConns)
 	}
@@ -126,10 +127,17 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := server.NewMetrics(reg)
+	// -c is the KV pool all sequences share; one sequence stops at the context the model was
+	// trained for (its context_length, which a model extended by rope scaling states as such).
+	nCtxSeq := min(opts.NCtx, m.Hparams().CtxTrain)
+	if opts.NCtx/np > m.Hparams().CtxTrain {
+		logger.Warn("-c gives each of the -np sequences more than the model's training context; "+
+			"sequences stop at n_ctx_seq", "n_ctx", opts.NCtx, "np", np, "n_ctx_train", m.Hparams().CtxTrain, "n_ctx_seq", nCtxSeq)
+	}
 	eng, err := engine.New(lctx,
-		engine.Limits{NCtx: opts.NCtx, NSeqMax: opts.NSeqMax, NBatch: opts.NBatch, Vocab: m.Hparams().Vocab},
+		engine.Limits{NCtx: opts.NCtx, NCtxSeq: nCtxSeq, NSeqMax: opts.NSeqMax, NBatch: opts.NBatch, Vocab: m.Hparams().Vocab},
 		engine.Config{BatchSize: *batchSize, ChunkSize: *chunkSize, MaxRunning: np, MaxQueue: *maxQueue,
-			Policy: engine.Policy(*policy), IsEOG: m.Vocab.IsEOG, Observer: metrics})
+			Policy: engine.Policy(*policy), IsEOG: m.Vocab.IsEOG, Observer: metrics, TargetITL: *targetITL, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -158,8 +166,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	cfg := eng.Config()
-	logger.Info("listening", "url", "http://"+ln.Addr().String(), "n_ctx", opts.NCtx, "parallel", cfg.MaxRunning,
-		"batch_size", cfg.BatchSize, "chunk_size", cfg.ChunkSize, "max_queue", cfg.MaxQueue, "policy", cfg.Policy,
+	logger.Info("listening", "url", "http://"+ln.Addr().String(), "n_ctx", opts.NCtx, "n_ctx_seq", eng.Limits().NCtxSeq,
+		"parallel", cfg.MaxRunning,
+		"batch_size", cfg.BatchSize, "chunk_size", cfg.ChunkSize, "target_itl", cfg.TargetITL, "max_queue", cfg.MaxQueue, "policy", cfg.Policy,
 		"kv_type", mf.kvType, "api_key", *apiKey != "", "max_connections", *maxConns)
 	scfg := server.ServeConfig{Grace: *grace, ReadTimeout: *readTimeout, WriteTimeout: *writeTimeout,
 		MaxConnections: *maxConns, Logger: logger}
@@ -170,8 +179,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-func checkServeFlags(np, batchSize, chunkSize, maxQueue, port int, maxBody int64, policy string) error {
+func checkServeFlags(np, batchSize, chunkSize, maxQueue, port int, maxBody int64, policy string, targetITL time.Duration) error {
 	switch {
+	case targetITL < 0:
+		return fmt.Errorf("--target-itl %v: must not be negative (0 = no target)", targetITL)
 	case np < 1:
 		return fmt.Errorf("-np %d: need at least one sequence", np)
 	case batchSize < 1:
