@@ -70,7 +70,8 @@ func TestServeGracefulShutdown(t *testing.T) {
 // error event (not silence, not [DONE]) and a plain request with a 503, and their sequences must
 // be cancelled, freeing their KV blocks.
 func TestServeGraceExpires(t *testing.T) {
-	e := newEnv(t, envOptions{})
+	// Room for both requests' whole growth, which the admission watermark sets aside.
+	e := newEnv(t, envOptions{nCtx: 1024})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
