@@ -54,7 +54,11 @@
 	VPXOR      Y8, Y8, Y8;    \
 	VPXOR      Y9, Y9, Y9;    \
 	VPXOR      Y10, Y10, Y10; \
-	VPXOR      Y11, Y11, Y11
+	VPXOR      Y11, Y11, Y11; \
+	VPXORD     Y16, Y16, Y16; \
+	VPXORD     Y17, Y17, Y17; \
+	VPXORD     Y18, Y18, Y18; \
+	VPXORD     Y19, Y19, Y19
 
 #define V8_LINES \
 	PREFETCHT0 4224(SI); \
@@ -85,13 +89,14 @@
 	VPAND   Y5, Y0, Y0;   \
 	VPAND   Y5, Y1, Y1
 
-#define V4X(c, P, acc) \
+#define V4X(c, P, acc, acc2) \
 	VPDPBUSD.BCST 2+4*c(P), Y0, acc; \
-	VPDPBUSD.BCST 18+4*c(P), Y1, acc
+	VPDPBUSD.BCST 18+4*c(P), Y1, acc2
 
 // VSCALE subtracts the correction at S from the block's sums in acc, converts them and
 // accumulates them into facc times the row scales (Y7) times column P's scale (as PSCALE).
-#define VSCALE(P, S, acc, facc) \
+#define VSCALE(P, S, acc, acc2, facc) \
+	VPADDD       acc2, acc, acc; \
 	VPSUBD.BCST  S, acc, acc; \
 	VCVTDQ2PS    acc, acc;    \
 	VPBROADCASTW (P), X3;     \
@@ -99,22 +104,26 @@
 	VMULPS       Y7, Y3, Y3;  \
 	VFMADD231PS  Y3, acc, facc
 
-#define VS1 VSCALE(DI, 0(R9), Y8, Y12)
-#define VS2 VS1; VSCALE(R10, 4(R9), Y9, Y13)
-#define VS3 VS2; VSCALE(R12, 8(R9), Y10, Y14)
-#define VS4 VS3; VSCALE(R13, 12(R9), Y11, Y15)
+#define VS1 VSCALE(DI, 0(R9), Y8, Y16, Y12)
+#define VS2 VS1; VSCALE(R10, 4(R9), Y9, Y17, Y13)
+#define VS3 VS2; VSCALE(R12, 8(R9), Y10, Y18, Y14)
+#define VS4 VS3; VSCALE(R13, 12(R9), Y11, Y19, Y15)
 
-#define V8C1(c) V8W(c); V8X(c, DI, Y8)
-#define V8C2(c) V8C1(c); V8X(c, R10, Y9)
-#define V8C3(c) V8C2(c); V8X(c, R12, Y10)
-#define V8C4(c) V8C3(c); V8X(c, R13, Y11)
+// Column sets: chunk c for the first n columns. Two sums per column (Y8-Y11 and Y16-Y19: even and
+// odd Q8_0 chunks, low and high Q4_0 nibbles) halve the chains of dependent VPDPBUSDs.
+#define V8C1(c, a0, a1, a2, a3) V8W(c); V8X(c, DI, a0)
+#define V8C2(c, a0, a1, a2, a3) V8C1(c, a0, a1, a2, a3); V8X(c, R10, a1)
+#define V8C3(c, a0, a1, a2, a3) V8C2(c, a0, a1, a2, a3); V8X(c, R12, a2)
+#define V8C4(c, a0, a1, a2, a3) V8C3(c, a0, a1, a2, a3); V8X(c, R13, a3)
 
-#define V8BLOCK(C) C(0); C(1); C(2); C(3); C(4); C(5); C(6); C(7)
+#define V8E(C, c) C(c, Y8, Y9, Y10, Y11)
+#define V8O(C, c) C(c, Y16, Y17, Y18, Y19)
+#define V8BLOCK(C) V8E(C, 0); V8O(C, 1); V8E(C, 2); V8O(C, 3); V8E(C, 4); V8O(C, 5); V8E(C, 6); V8O(C, 7)
 
-#define V4C1(c) V4W(c); V4X(c, DI, Y8)
-#define V4C2(c) V4C1(c); V4X(c, R10, Y9)
-#define V4C3(c) V4C2(c); V4X(c, R12, Y10)
-#define V4C4(c) V4C3(c); V4X(c, R13, Y11)
+#define V4C1(c) V4W(c); V4X(c, DI, Y8, Y16)
+#define V4C2(c) V4C1(c); V4X(c, R10, Y9, Y17)
+#define V4C3(c) V4C2(c); V4X(c, R12, Y10, Y18)
+#define V4C4(c) V4C3(c); V4X(c, R13, Y11, Y19)
 
 #define V4BLOCK(C) C(0); C(1); C(2); C(3)
 
