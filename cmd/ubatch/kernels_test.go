@@ -1,0 +1,42 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"ubatch/internal/testdata"
+	"ubatch/quant"
+)
+
+// TestKernelsFlag runs bench with each kernel path this CPU has and checks that the output names
+// it and that the start-up choice is back afterwards; a path the CPU lacks is a clear error.
+func TestKernelsFlag(t *testing.T) {
+	model := testdata.Model(t, "stories260K.gguf")
+	start := quant.KernelPath()
+	for _, name := range append([]string{"auto"}, quant.KernelPaths()...) {
+		t.Run(name, func(t *testing.T) {
+			code, out, errs := ubatch(t, "bench", "-m", model, "-p", "8", "-n", "0", "-r", "1", "--kernels", name)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			want := name
+			if name == "auto" {
+				want = quant.KernelPaths()[0]
+			}
+			if !strings.Contains(out, "kernels: "+want+" ") {
+				t.Errorf("bench output does not report kernel path %s:\n%s", want, out)
+			}
+			if quant.KernelPath() != start {
+				t.Errorf("kernel path %s after bench, want the start-up %s back", quant.KernelPath(), start)
+			}
+		})
+	}
+	code, _, errs := ubatch(t, "bench", "-m", model, "-p", "8", "-n", "0", "--kernels", "sse9")
+	if code == 0 || !strings.Contains(errs, `kernel path "sse9" is not available`) {
+		t.Errorf("--kernels sse9: exit %d, stderr %s", code, errs)
+	}
+	code, out, errs := ubatch(t, "info", "-m", model)
+	if code != 0 || !strings.Contains(out, "kernels: "+start+" (CPU has ") {
+		t.Errorf("info: exit %d, does not report the kernel path:\n%s%s", code, out, errs)
+	}
+}
