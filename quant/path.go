@@ -16,9 +16,13 @@ const (
 	pathAVX2                         // AVX2, FMA, F16C (packed_amd64.s, packed_k_amd64.s)
 	pathAVXVNNI                      // AVX2 plus VEX-encoded VPDPBUSD (AVX-VNNI)
 	pathAVX512VNNI                   // AVX2 plus AVX-512 F, VL and VNNI (EVEX VPDPBUSD)
+
+	// pathAVXVNNIEvex runs the avxvnni kernels' code assembled with EVEX VPDPBUSD, so that tests
+	// check it on AVX-512 VNNI CPUs; it is never chosen or offered (see packed_avxvnni_amd64.s).
+	pathAVXVNNIEvex
 )
 
-var pathNames = [...]string{pathGo: "go", pathAVX2: "avx2", pathAVXVNNI: "avxvnni", pathAVX512VNNI: "avx512vnni"}
+var pathNames = [...]string{pathGo: "go", pathAVX2: "avx2", pathAVXVNNI: "avxvnni", pathAVX512VNNI: "avx512vnni", pathAVXVNNIEvex: "avxvnni-evex"}
 
 func (p kernelPath) String() string { return pathNames[p] }
 

@@ -21,9 +21,9 @@ func cpuPaths() []kernelPath {
 
 // panelAsm is the assembly panelKernel of the selected path (panelPathFor).
 func panelAsm(wt Type, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
-	switch panelPathFor(wt) {
-	case pathAVX512VNNI:
-		panelVNNI512(wt, nb, w, x, xStride, nx, out, outStride, sums)
+	switch p := panelPathFor(wt); p {
+	case pathAVX512VNNI, pathAVXVNNI, pathAVXVNNIEvex:
+		panelVNNI(p, wt, nb, w, x, xStride, nx, out, outStride, sums)
 	default:
 		panelAVX2(wt, nb, w, x, xStride, nx, out, outStride, sums)
 	}

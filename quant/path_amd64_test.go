@@ -17,13 +17,22 @@ import (
 var asmPaths = []struct {
 	name string
 	path kernelPath
-}{{"avx2", pathAVX2}, {"avxvnni", pathAVXVNNI}, {"avx512vnni", pathAVX512VNNI}}
+}{{"avx2", pathAVX2}, {"avxvnni", pathAVXVNNI}, {"avx512vnni", pathAVX512VNNI}, {"avxvnni-evex", pathAVXVNNIEvex}}
+
+// pathOnCPU reports whether the CPU runs path p (the EVEX twin of the avxvnni code needs AVX-512
+// VNNI).
+func pathOnCPU(p kernelPath) bool {
+	if p == pathAVXVNNIEvex {
+		p = pathAVX512VNNI
+	}
+	return hasPanelAsm && slices.Contains(cpuPaths(), p)
+}
 
 // forcePath selects p for the rest of t and restores the previous selection afterwards, or skips
 // t if the CPU lacks p.
 func forcePath(t testing.TB, p kernelPath) {
 	t.Helper()
-	if !slices.Contains(cpuPaths(), p) || !hasPanelAsm {
+	if !pathOnCPU(p) {
 		t.Skipf("this CPU lacks the %v kernel path (it has %v)", p, KernelPaths())
 	}
 	old := panelPath
@@ -271,6 +280,7 @@ func TestKernelPathSelection(t *testing.T) {
 		{"avxvnni", has(pathAVXVNNI), pathAVXVNNI},
 		{"avx512vnni", has(pathAVX512VNNI), pathAVX512VNNI},
 		{"go", !hasAVX2, pathGo},
+		{"avxvnni-evex", false, 0},
 		{"sse2", false, 0},
 		{"", false, 0},
 	}
@@ -315,12 +325,12 @@ func fuzzPanelPaths(f *testing.F, typ Type) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte, nxb uint8) {
 		var paths []kernelPath
-		for _, p := range cpuPaths() {
-			if p >= pathAVXVNNI {
-				paths = append(paths, p)
+		for _, ap := range asmPaths {
+			if ap.path >= pathAVXVNNI && pathOnCPU(ap.path) {
+				paths = append(paths, ap.path)
 			}
 		}
-		if len(paths) == 0 || !hasPanelAsm {
+		if len(paths) == 0 {
 			t.Skipf("this CPU has no VNNI kernel path (it has %v)", KernelPaths())
 		}
 		nx := 1 + int(nxb)%MaxCols
