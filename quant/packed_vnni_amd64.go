@@ -13,6 +13,9 @@ func q8PanelVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride in
 func q4PanelVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 
 //go:noescape
+func q4KPanelVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
+
+//go:noescape
 func q8PanelAVXVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 
 //go:noescape
@@ -25,12 +28,16 @@ func q8PanelAVXVNNIEvex(nb int, w, x *byte, xStride, nx int, out *float32, outSt
 func q4PanelAVXVNNIEvex(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 
 // panelVNNI is the panelKernel of VNNI path p for the types hasVNNIPanel reports. Like panelAVX2
-// it checks the ranges the assembly reads and writes. The kernels are called directly, not
+// it checks the ranges the assembly reads and writes (Q4_K takes no sums). The kernels are called directly, not
 // through function values, so that the arguments do not escape.
 func panelVNNI(p kernelPath, wt Type, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
 	_ = w[PanelRows*nb*wt.TypeSize()-1]
-	_ = x[(nx-1)*xStride+nb*q8_0Bytes-1]
+	_ = x[(nx-1)*xStride+nb*ActType(wt).TypeSize()-1]
 	_ = out[(nx-1)*outStride+PanelRows-1]
+	if wt == Q4_K && p == pathAVX512VNNI {
+		q4KPanelVNNI(nb, &w[0], &x[0], xStride, nx, &out[0], outStride)
+		return
+	}
 	_ = sums[4*nb-1]
 	pw, px, po, ps := &w[0], &x[0], &out[0], &sums[0]
 	switch {

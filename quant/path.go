@@ -75,14 +75,17 @@ func PanelKernelPath(t Type) string {
 
 // panelPathFor is the path panelAsm runs for weights of type wt.
 func panelPathFor(wt Type) kernelPath {
-	if panelPath >= pathAVXVNNI && !hasVNNIPanel(wt) {
+	if panelPath >= pathAVXVNNI && !hasVNNIPanel(panelPath, wt) {
 		return pathAVX2
 	}
 	return panelPath
 }
 
-// hasVNNIPanel reports whether wt has VNNI panel kernels (packed_vnni_amd64.s).
-func hasVNNIPanel(wt Type) bool { return wt == Q8_0 || wt == Q4_0 }
+// hasVNNIPanel reports whether VNNI path p has panel kernels for wt: Q8_0 and Q4_0 on all
+// (packed_vnni_amd64.s, packed_avxvnni_amd64.s), Q4_K with AVX-512 (packed_k_vnni_amd64.s).
+func hasVNNIPanel(p kernelPath, wt Type) bool {
+	return wt == Q8_0 || wt == Q4_0 || wt == Q4_K && p == pathAVX512VNNI
+}
 
 // needsSums reports whether panelKernel takes activation sums for weights of type wt on the
 // path it will run: Q4_0 always (its weights are nibbles q-8), Q8_0 on the VNNI paths (whose

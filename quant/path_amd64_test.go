@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -216,6 +217,53 @@ func TestPanelPathsExtremes(t *testing.T) {
 	}
 }
 
+// TestPanelKPathsExtremes is TestPanelKExtremes (packed_k_amd64_test.go) on every path: Q4_K
+// levels 15, scales and mins 63 against activation quants of -128 and 127, exact results.
+func TestPanelKPathsExtremes(t *testing.T) {
+	const nb = 2
+	for _, ap := range asmPaths {
+		for _, xq := range []int8{-128, 127} {
+			t.Run(fmt.Sprintf("%s/Q4_K/%d", ap.name, xq), func(t *testing.T) {
+				forcePath(t, ap.path)
+				bs := Q4_K.TypeSize()
+				w := make([]byte, PanelRows*nb*bs)
+				for i := range w {
+					w[i] = 0xff
+				}
+				for o := 0; o < len(w); o += bs {
+					for _, h := range kqF16Offsets(Q4_K) {
+						binary.LittleEndian.PutUint16(w[o+h:], 0x3c00) // 1.0
+					}
+				}
+				x := make([]byte, MaxCols*nb*q8_KBytes)
+				for b := 0; b < MaxCols*nb; b++ {
+					blk := x[b*q8_KBytes:]
+					binary.LittleEndian.PutUint32(blk, math.Float32bits(1))
+					for i := 0; i < QK_K; i++ {
+						blk[4+i] = byte(xq)
+					}
+				}
+				kqFixBsums(x)
+				xs := float64(xq) * QK_K
+				want := float32(nb * (63*15*xs - 63*xs))
+				p := make([]byte, len(w))
+				if err := PackRows(Q4_K, QK_K*nb, p, w); err != nil {
+					t.Fatal(err)
+				}
+				out := make([]float32, MaxCols*PanelRows)
+				for nx := 1; nx <= MaxCols; nx++ {
+					panelKernel(Q4_K, nb, p, x, nb*q8_KBytes, nx, out, PanelRows, nil)
+					for i, v := range out[:nx*PanelRows] {
+						if v != want {
+							t.Fatalf("nx=%d out[%d] = %v, want %v", nx, i, v, want)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
 // TestMatMulPackedPaths runs MatMulPacked with each path forced (the sums chunking included)
 // against the Go row kernel.
 func TestMatMulPackedPaths(t *testing.T) {
@@ -232,6 +280,11 @@ func TestMatMulPackedPaths(t *testing.T) {
 				{"q4 sums in chunks", Q4_0, 5632, 16, 97, 0, 16, 0},
 			} {
 				runMatMulPacked(t, c, packTol)
+			}
+			for _, c := range packedKCases() {
+				runMatMulPacked(t, c, func(f *matmulFixture, r, tok int) float64 {
+					return 1e-5*kPackMag(c.typ, c.k, f.w[r*f.rowBytes:], f.xq[tok*f.xRow:]) + 1e-30
+				})
 			}
 		})
 	}
@@ -302,7 +355,7 @@ func TestKernelPathSelection(t *testing.T) {
 	for _, typ := range []Type{Q8_0, Q4_0, Q4_K, Q6_K} {
 		panelPath = best
 		want := best
-		if best >= pathAVXVNNI && !hasVNNIPanel(typ) {
+		if best >= pathAVXVNNI && !hasVNNIPanel(best, typ) {
 			want = pathAVX2
 		}
 		if got := PanelKernelPath(typ); got != want.String() {
@@ -351,6 +404,47 @@ func fuzzPanelPaths(f *testing.F, typ Type) {
 }
 
 func FuzzPanelPathsQ8_0(f *testing.F) { fuzzPanelPaths(f, Q8_0) }
+
+// FuzzPanelPathsQ4_K is fuzzPanelK's input preparation (arbitrary weight bytes with finite f16
+// scales, activation scales kept sane, bsums made consistent) with checkPanelPath on every VNNI
+// path the CPU has.
+func FuzzPanelPathsQ4_K(f *testing.F) {
+	const typ = Q4_K
+	r := rand.New(rand.NewPCG(31, uint64(typ)))
+	for _, nb := range []int{1, 2, 3} {
+		nx := []int{1, 4, 3}[nb-1]
+		w := kqWeights(f, typ, QK_K*nb, PanelRows, nb != 2, r.Uint64())
+		x := kqActs(typ, QK_K*nb, nx, Q8_K.RowSize(QK_K*nb), nb == 3, r.Uint64())
+		f.Add(append(w, x...), uint8(nx-1))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, nxb uint8) {
+		if !pathOnCPU(pathAVX512VNNI) {
+			t.Skipf("this CPU lacks the avx512vnni kernel path (it has %v)", KernelPaths())
+		}
+		nx := 1 + int(nxb)%MaxCols
+		nb := min(len(data)/(PanelRows*typ.TypeSize()+nx*q8_KBytes), 6)
+		if nb == 0 {
+			return
+		}
+		rowBytes, xRow := typ.RowSize(QK_K*nb), Q8_K.RowSize(QK_K*nb)
+		w := append([]byte(nil), data[:PanelRows*rowBytes]...)
+		x := append([]byte(nil), data[PanelRows*rowBytes:PanelRows*rowBytes+nx*xRow]...)
+		for o := 0; o < len(w); o += typ.TypeSize() {
+			for _, h := range kqF16Offsets(typ) {
+				sanitizeHalf(w[o+h:])
+			}
+		}
+		for o := 0; o < len(x); o += q8_KBytes {
+			d := math.Float32frombits(binary.LittleEndian.Uint32(x[o:]))
+			if a := math.Abs(float64(d)); !(a == 0 || a >= 1e-20 && a <= 1e4) {
+				binary.LittleEndian.PutUint32(x[o:], math.Float32bits(1))
+			}
+		}
+		kqFixBsums(x)
+		forcePath(t, pathAVX512VNNI)
+		checkPanelPath(t, typ, nb, w, x, xRow, nx, PanelRows+1)
+	})
+}
 
 func FuzzPanelPathsQ4_0(f *testing.F) { fuzzPanelPaths(f, Q4_0) }
 
