@@ -1,8 +1,8 @@
 #include "textflag.h"
 
-// AVX-512 VNNI kernel for packed Q4_K panels (layout in packed_k.go): the AVX2 kernel's
-// computation (q4KPanelAVX2 in packed_k_amd64.s, whose frame, scale unpacking, mins and folding
-// this repeats) with VPDPBUSD for the level products. The levels (0..15) are the unsigned operand
+// AVX-512 VNNI kernels for packed Q4_K and Q6_K panels (layout in packed_k.go; Q6_K below).
+// Q4_K: the AVX2 kernel's computation (q4KPanelAVX2 in packed_k_amd64.s, whose frame, scale
+// unpacking, mins and folding this repeats) with VPDPBUSD for the level products. The levels (0..15) are the unsigned operand
 // and the activations the signed one, embedded-broadcast from memory, so one instruction per
 // nibble half, chunk and column replaces VPMADDUBSW and VPADDW, and the sub-block sums are int32
 // from the start; they are scaled with VPMULLD by the 8 rows' 6-bit scales (one per dword, from
@@ -253,6 +253,156 @@ vk4ret:
 	VZEROUPPER
 	RET
 
+// ---------------------------------------------------------------------------------------------
+// Q6_K: q6KPanelAVX2 (packed_k_amd64.s) with VPDPWSSD, which adds word-pair products to dwords
+// and so fuses VPMADDWD with the VPADDD after it: once per group for the scale pairs, and, with
+// the scale pairs negated, for the level offset, taking the bsums as an embedded broadcast. The
+// integer sums are the AVX2 kernel's exactly (|32·sc| <= 4096 as before; no sum saturates or
+// wraps), and so are the results.
+//
+// Y0-Y3: the super-block's int32 sums for columns 0-3; Y4-Y7: float results; Y8: the scale
+// pairs (sc_2i, sc_2i+1) per lane of the current group pair, then −32 times them; Y9: the current
+// group's scale pair (sc, sc); Y10, Y11: two level vectors; Y12, Y13: scratch; Y14: the 8 rows' d
+// at the end of a super-block; Y15: 0x3f bytes.
+
+// VQ6DA decodes the levels of elements 16u+0..3 (Y10) and 16u+4..7 (Y11) of unit u; VQ6DB those of
+// 16u+8..11 (Y10) and 16u+12..15 (Y11), the latter from bits 6-7 of the three chunks.
+#define VQ6DA(u) \
+	VPAND 144+96*u(SI), Y15, Y10; \
+	VPAND 176+96*u(SI), Y15, Y11
+
+#define VQ6DB(u) \
+	VPAND  208+96*u(SI), Y15, Y10; \
+	VPANDN 144+96*u(SI), Y15, Y11; \
+	VPSRLW $2, Y11, Y11;           \
+	VPANDN 176+96*u(SI), Y15, Y12; \
+	VPOR   Y12, Y11, Y11;          \
+	VPSRLW $2, Y11, Y11;           \
+	VPANDN 208+96*u(SI), Y15, Y12; \
+	VPOR   Y12, Y11, Y11;          \
+	VPSRLW $2, Y11, Y11
+
+// VQ6X adds the two level vectors times column P's 8 activations at off, scaled by Y9, to acc.
+#define VQ6X(off, P, acc) \
+	VPBROADCASTD off(P), Y12;   \
+	VPMADDUBSW   Y12, Y10, Y12; \
+	VPBROADCASTD 4+off(P), Y13; \
+	VPMADDUBSW   Y13, Y11, Y13; \
+	VPADDW       Y13, Y12, Y12; \
+	VPDPWSSD     Y9, Y12, acc
+
+#define VQ6C1(off) VQ6X(off, DI, Y0)
+#define VQ6C2(off) VQ6C1(off); VQ6X(off, R10, Y1)
+#define VQ6C3(off) VQ6C2(off); VQ6X(off, R12, Y2)
+#define VQ6C4(off) VQ6C3(off); VQ6X(off, R13, Y3)
+
+// VQ6UNIT runs unit (group) u for the columns of C.
+#define VQ6UNIT(u, C) \
+	VQ6DA(u);      \
+	C(4+16*u);    \
+	VQ6DB(u);      \
+	C(12+16*u)
+
+// VQ6O subtracts Σ 32·sc·bsum of group pair i from acc: adds the bsum pair times −32 times the
+// scale pairs in Y8.
+#define VQ6O(i, P, acc) VPDPWSSD.BCST 260+4*i(P), Y8, acc
+
+#define VQ6O1(i) VQ6O(i, DI, Y0)
+#define VQ6O2(i) VQ6O1(i); VQ6O(i, R10, Y1)
+#define VQ6O3(i) VQ6O2(i); VQ6O(i, R12, Y2)
+#define VQ6O4(i) VQ6O3(i); VQ6O(i, R13, Y3)
+
+// VQ6PAIR runs groups u0 = 2i and u1 = 2i+1.
+#define VQ6PAIR(i, u0, u1, C, O) \
+	PREFETCHT0 VKPF+144+192*i(SI);    \
+	PREFETCHT0 VKPF+208+192*i(SI);    \
+	PREFETCHT0 VKPF+272+192*i(SI);    \
+	VPMOVSXBW  16+16*i(SI), Y8;      \
+	VPSHUFB    vq6dup<>+0(SB), Y8, Y9;  \
+	VQ6UNIT(u0, C);                   \
+	VPSHUFB    vq6dup<>+32(SB), Y8, Y9; \
+	VQ6UNIT(u1, C);                   \
+	VPSLLW     $5, Y8, Y8;              \
+	VPXOR      Y13, Y13, Y13;           \
+	VPSUBW     Y8, Y13, Y8;             \
+	O(i)
+
+#define VQ6Z1 VPXOR Y0, Y0, Y0
+#define VQ6Z2 VQ6Z1; VPXOR Y1, Y1, Y1
+#define VQ6Z3 VQ6Z2; VPXOR Y2, Y2, Y2
+#define VQ6Z4 VQ6Z3; VPXOR Y3, Y3, Y3
+
+// VQ6FOLD folds column P's super-block sum into facc: facc += iacc·(d·dx), d in Y14.
+#define VQ6FOLD(P, iacc, facc) \
+	VCVTDQ2PS    iacc, iacc;      \
+	VBROADCASTSS (P), Y12;        \
+	VMULPS       Y14, Y12, Y12;   \
+	VFMADD231PS  Y12, iacc, facc
+
+#define VQ6FOLD1 VQ6FOLD(DI, Y0, Y4)
+#define VQ6FOLD2 VQ6FOLD1; VQ6FOLD(R10, Y1, Y5)
+#define VQ6FOLD3 VQ6FOLD2; VQ6FOLD(R12, Y2, Y6)
+#define VQ6FOLD4 VQ6FOLD3; VQ6FOLD(R13, Y3, Y7)
+
+#define VQ6BLOCK(Z, C, O, FOLD) \
+	Z;                              \
+	VQ6PAIR(0, 0, 1, C, O);          \
+	VQ6PAIR(1, 2, 3, C, O);          \
+	VQ6PAIR(2, 4, 5, C, O);          \
+	VQ6PAIR(3, 6, 7, C, O);          \
+	VQ6PAIR(4, 8, 9, C, O);          \
+	VQ6PAIR(5, 10, 11, C, O);        \
+	VQ6PAIR(6, 12, 13, C, O);        \
+	VQ6PAIR(7, 14, 15, C, O);        \
+	VCVTPH2PS  (SI), Y14;           \
+	FOLD;                           \
+	PREFETCHT0 VKPF(SI);             \
+	PREFETCHT0 VKPF+64(SI);          \
+	PREFETCHT0 VKPF+128(SI);         \
+	VK_NEXT(1680)
+
+// func q6KPanelVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
+TEXT ·q6KPanelVNNI(SB), NOSPLIT, $0-56
+	VK_PROLOGUE
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VXORPS       Y7, Y7, Y7
+	MOVL         $0x3f3f3f3f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	CMPQ         R11, $2
+	JLT          vq6n1
+	JEQ          vq6n2
+	CMPQ         R11, $3
+	JEQ          vq6n3
+
+vq6n4:
+	VQ6BLOCK(VQ6Z4, VQ6C4, VQ6O4, VQ6FOLD4)
+	JNZ vq6n4
+	JMP vq6done
+
+vq6n3:
+	VQ6BLOCK(VQ6Z3, VQ6C3, VQ6O3, VQ6FOLD3)
+	JNZ vq6n3
+	JMP vq6done
+
+vq6n2:
+	VQ6BLOCK(VQ6Z2, VQ6C2, VQ6O2, VQ6FOLD2)
+	JNZ vq6n2
+	JMP vq6done
+
+vq6n1:
+	VQ6BLOCK(VQ6Z1, VQ6C1, VQ6O1, VQ6FOLD1)
+	JNZ vq6n1
+
+vq6done:
+	VK_STORE(Y4, Y5, Y6, Y7, vq6ret)
+
+vq6ret:
+	VZEROUPPER
+	RET
+
 // vk4sc+32i picks byte 4r+2i of each row's dword (lane-local r) into the dword's low byte, the
 // others zero: the scales of sub-blocks 2q (i = 0) and 2q+1 (i = 1) from U_q, as int32s.
 #define VK4SC(i, lo, hi) \
@@ -282,3 +432,15 @@ DATA vk4m30<>+8(SB)/8, $0x3030303030303030
 DATA vk4m30<>+16(SB)/8, $0x3030303030303030
 DATA vk4m30<>+24(SB)/8, $0x3030303030303030
 GLOBL vk4m30<>(SB), RODATA|NOPTR, $32
+
+// vq6dup is q6dup of packed_k_amd64.s: it duplicates word 0 (+0) or word 1 (+32) of every dword: (sc_2i, sc_2i+1) to (sc_2i, sc_2i)
+// or (sc_2i+1, sc_2i+1).
+DATA vq6dup<>+0(SB)/8, $0x0504050401000100
+DATA vq6dup<>+8(SB)/8, $0x0d0c0d0c09080908
+DATA vq6dup<>+16(SB)/8, $0x0504050401000100
+DATA vq6dup<>+24(SB)/8, $0x0d0c0d0c09080908
+DATA vq6dup<>+32(SB)/8, $0x0706070603020302
+DATA vq6dup<>+40(SB)/8, $0x0f0e0f0e0b0a0b0a
+DATA vq6dup<>+48(SB)/8, $0x0706070603020302
+DATA vq6dup<>+56(SB)/8, $0x0f0e0f0e0b0a0b0a
+GLOBL vq6dup<>(SB), RODATA|NOPTR, $64

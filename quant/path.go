@@ -82,9 +82,10 @@ func panelPathFor(wt Type) kernelPath {
 }
 
 // hasVNNIPanel reports whether VNNI path p has panel kernels for wt: Q8_0 and Q4_0 on all
-// (packed_vnni_amd64.s, packed_avxvnni_amd64.s), Q4_K with AVX-512 (packed_k_vnni_amd64.s).
+// (packed_vnni_amd64.s, packed_avxvnni_amd64.s), Q4_K and Q6_K with AVX-512
+// (packed_k_vnni_amd64.s).
 func hasVNNIPanel(p kernelPath, wt Type) bool {
-	return wt == Q8_0 || wt == Q4_0 || wt == Q4_K && p == pathAVX512VNNI
+	return wt == Q8_0 || wt == Q4_0 || (wt == Q4_K || wt == Q6_K) && p == pathAVX512VNNI
 }
 
 // needsSums reports whether panelKernel takes activation sums for weights of type wt on the

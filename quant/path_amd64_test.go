@@ -217,22 +217,32 @@ func TestPanelPathsExtremes(t *testing.T) {
 	}
 }
 
-// TestPanelKPathsExtremes is TestPanelKExtremes (packed_k_amd64_test.go) on every path: Q4_K
-// levels 15, scales and mins 63 against activation quants of -128 and 127, exact results.
+// TestPanelKPathsExtremes is TestPanelKExtremes (packed_k_amd64_test.go) on every path: the
+// largest levels, scales and mins (Q4_K levels 15, scales and mins 63; Q6_K levels 63, scales
+// -128) against activation quants of -128 and 127, exact results.
 func TestPanelKPathsExtremes(t *testing.T) {
 	const nb = 2
 	for _, ap := range asmPaths {
-		for _, xq := range []int8{-128, 127} {
-			t.Run(fmt.Sprintf("%s/Q4_K/%d", ap.name, xq), func(t *testing.T) {
+		for _, c := range []struct {
+			typ Type
+			xq  int8
+		}{{Q4_K, -128}, {Q4_K, 127}, {Q6_K, -128}, {Q6_K, 127}} {
+			typ, xq := c.typ, c.xq
+			t.Run(fmt.Sprintf("%s/%v/%d", ap.name, typ, xq), func(t *testing.T) {
 				forcePath(t, ap.path)
-				bs := Q4_K.TypeSize()
+				bs := typ.TypeSize()
 				w := make([]byte, PanelRows*nb*bs)
 				for i := range w {
 					w[i] = 0xff
 				}
 				for o := 0; o < len(w); o += bs {
-					for _, h := range kqF16Offsets(Q4_K) {
+					for _, h := range kqF16Offsets(typ) {
 						binary.LittleEndian.PutUint16(w[o+h:], 0x3c00) // 1.0
+					}
+					if typ == Q6_K {
+						for g := 0; g < 16; g++ {
+							w[o+192+g] = 0x80 // -128
+						}
 					}
 				}
 				x := make([]byte, MaxCols*nb*q8_KBytes)
@@ -246,13 +256,16 @@ func TestPanelKPathsExtremes(t *testing.T) {
 				kqFixBsums(x)
 				xs := float64(xq) * QK_K
 				want := float32(nb * (63*15*xs - 63*xs))
+				if typ == Q6_K {
+					want = float32(nb * -128 * 31 * xs)
+				}
 				p := make([]byte, len(w))
-				if err := PackRows(Q4_K, QK_K*nb, p, w); err != nil {
+				if err := PackRows(typ, QK_K*nb, p, w); err != nil {
 					t.Fatal(err)
 				}
 				out := make([]float32, MaxCols*PanelRows)
 				for nx := 1; nx <= MaxCols; nx++ {
-					panelKernel(Q4_K, nb, p, x, nb*q8_KBytes, nx, out, PanelRows, nil)
+					panelKernel(typ, nb, p, x, nb*q8_KBytes, nx, out, PanelRows, nil)
 					for i, v := range out[:nx*PanelRows] {
 						if v != want {
 							t.Fatalf("nx=%d out[%d] = %v, want %v", nx, i, v, want)
@@ -405,11 +418,10 @@ func fuzzPanelPaths(f *testing.F, typ Type) {
 
 func FuzzPanelPathsQ8_0(f *testing.F) { fuzzPanelPaths(f, Q8_0) }
 
-// FuzzPanelPathsQ4_K is fuzzPanelK's input preparation (arbitrary weight bytes with finite f16
-// scales, activation scales kept sane, bsums made consistent) with checkPanelPath on every VNNI
-// path the CPU has.
-func FuzzPanelPathsQ4_K(f *testing.F) {
-	const typ = Q4_K
+// fuzzPanelKPaths is fuzzPanelK's input preparation (arbitrary weight bytes with finite f16
+// scales, activation scales kept sane, bsums made consistent) with checkPanelPath on the
+// AVX-512 VNNI path, the one with K-quant kernels.
+func fuzzPanelKPaths(f *testing.F, typ Type) {
 	r := rand.New(rand.NewPCG(31, uint64(typ)))
 	for _, nb := range []int{1, 2, 3} {
 		nx := []int{1, 4, 3}[nb-1]
@@ -445,6 +457,10 @@ func FuzzPanelPathsQ4_K(f *testing.F) {
 		checkPanelPath(t, typ, nb, w, x, xRow, nx, PanelRows+1)
 	})
 }
+
+func FuzzPanelPathsQ4_K(f *testing.F) { fuzzPanelKPaths(f, Q4_K) }
+
+func FuzzPanelPathsQ6_K(f *testing.F) { fuzzPanelKPaths(f, Q6_K) }
 
 func FuzzPanelPathsQ4_0(f *testing.F) { fuzzPanelPaths(f, Q4_0) }
 
