@@ -260,7 +260,7 @@ vk4ret:
 // integer sums are the AVX2 kernel's exactly (|32·sc| <= 4096 as before; no sum saturates or
 // wraps), and so are the results.
 //
-// Y0-Y3: the super-block's int32 sums for columns 0-3; Y4-Y7: float results; Y8: the scale
+// Y0-Y3, Y16-Y19, Y20-Y23: the super-block's int32 sums for columns 0-3 (see VQ6C1); Y4-Y7: float results; Y8: the scale
 // pairs (sc_2i, sc_2i+1) per lane of the current group pair, then −32 times them; Y9: the current
 // group's scale pair (sc, sc); Y10, Y11: two level vectors; Y12, Y13: scratch; Y14: the 8 rows' d
 // at the end of a super-block; Y15: 0x3f bytes.
@@ -291,26 +291,29 @@ vk4ret:
 	VPADDW       Y13, Y12, Y12; \
 	VPDPWSSD     Y9, Y12, acc
 
-#define VQ6C1(off) VQ6X(off, DI, Y0)
-#define VQ6C2(off) VQ6C1(off); VQ6X(off, R10, Y1)
-#define VQ6C3(off) VQ6C2(off); VQ6X(off, R12, Y2)
-#define VQ6C4(off) VQ6C3(off); VQ6X(off, R13, Y3)
+// Column sets into the sums a0-a3 of columns 0-3: VPDPWSSD puts its product on the chain of
+// the sum it adds to, so elements 0-7 of a group go to Y0-Y3, elements 8-15 to Y16-Y19 and the
+// level offsets to Y20-Y23, three chains instead of one (latency-bound with one column).
+#define VQ6C1(off, a0, a1, a2, a3) VQ6X(off, DI, a0)
+#define VQ6C2(off, a0, a1, a2, a3) VQ6C1(off, a0, a1, a2, a3); VQ6X(off, R10, a1)
+#define VQ6C3(off, a0, a1, a2, a3) VQ6C2(off, a0, a1, a2, a3); VQ6X(off, R12, a2)
+#define VQ6C4(off, a0, a1, a2, a3) VQ6C3(off, a0, a1, a2, a3); VQ6X(off, R13, a3)
 
 // VQ6UNIT runs unit (group) u for the columns of C.
 #define VQ6UNIT(u, C) \
-	VQ6DA(u);      \
-	C(4+16*u);    \
-	VQ6DB(u);      \
-	C(12+16*u)
+	VQ6DA(u);                        \
+	C(4+16*u, Y0, Y1, Y2, Y3);       \
+	VQ6DB(u);                        \
+	C(12+16*u, Y16, Y17, Y18, Y19)
 
 // VQ6O subtracts Σ 32·sc·bsum of group pair i from acc: adds the bsum pair times −32 times the
 // scale pairs in Y8.
 #define VQ6O(i, P, acc) VPDPWSSD.BCST 260+4*i(P), Y8, acc
 
-#define VQ6O1(i) VQ6O(i, DI, Y0)
-#define VQ6O2(i) VQ6O1(i); VQ6O(i, R10, Y1)
-#define VQ6O3(i) VQ6O2(i); VQ6O(i, R12, Y2)
-#define VQ6O4(i) VQ6O3(i); VQ6O(i, R13, Y3)
+#define VQ6O1(i) VQ6O(i, DI, Y20)
+#define VQ6O2(i) VQ6O1(i); VQ6O(i, R10, Y21)
+#define VQ6O3(i) VQ6O2(i); VQ6O(i, R12, Y22)
+#define VQ6O4(i) VQ6O3(i); VQ6O(i, R13, Y23)
 
 // VQ6PAIR runs groups u0 = 2i and u1 = 2i+1.
 #define VQ6PAIR(i, u0, u1, C, O) \
@@ -327,10 +330,11 @@ vk4ret:
 	VPSUBW     Y8, Y13, Y8;             \
 	O(i)
 
-#define VQ6Z1 VPXOR Y0, Y0, Y0
-#define VQ6Z2 VQ6Z1; VPXOR Y1, Y1, Y1
-#define VQ6Z3 VQ6Z2; VPXOR Y2, Y2, Y2
-#define VQ6Z4 VQ6Z3; VPXOR Y3, Y3, Y3
+#define VQ6ZC(a, b, c) VPXORD a, a, a; VPXORD b, b, b; VPXORD c, c, c
+#define VQ6Z1 VQ6ZC(Y0, Y16, Y20)
+#define VQ6Z2 VQ6Z1; VQ6ZC(Y1, Y17, Y21)
+#define VQ6Z3 VQ6Z2; VQ6ZC(Y2, Y18, Y22)
+#define VQ6Z4 VQ6Z3; VQ6ZC(Y3, Y19, Y23)
 
 // VQ6FOLD folds column P's super-block sum into facc: facc += iacc·(d·dx), d in Y14.
 #define VQ6FOLD(P, iacc, facc) \
@@ -339,10 +343,13 @@ vk4ret:
 	VMULPS       Y14, Y12, Y12;   \
 	VFMADD231PS  Y12, iacc, facc
 
-#define VQ6FOLD1 VQ6FOLD(DI, Y0, Y4)
-#define VQ6FOLD2 VQ6FOLD1; VQ6FOLD(R10, Y1, Y5)
-#define VQ6FOLD3 VQ6FOLD2; VQ6FOLD(R12, Y2, Y6)
-#define VQ6FOLD4 VQ6FOLD3; VQ6FOLD(R13, Y3, Y7)
+// VQ6SUM adds a column's three sums into iacc.
+#define VQ6SUM(iacc, b, c) VPADDD b, iacc, iacc; VPADDD c, iacc, iacc
+
+#define VQ6FOLD1 VQ6SUM(Y0, Y16, Y20); VQ6FOLD(DI, Y0, Y4)
+#define VQ6FOLD2 VQ6FOLD1; VQ6SUM(Y1, Y17, Y21); VQ6FOLD(R10, Y1, Y5)
+#define VQ6FOLD3 VQ6FOLD2; VQ6SUM(Y2, Y18, Y22); VQ6FOLD(R12, Y2, Y6)
+#define VQ6FOLD4 VQ6FOLD3; VQ6SUM(Y3, Y19, Y23); VQ6FOLD(R13, Y3, Y7)
 
 #define VQ6BLOCK(Z, C, O, FOLD) \
 	Z;                              \
