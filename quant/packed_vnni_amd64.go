@@ -30,19 +30,19 @@ func q8PanelAVXVNNIEvex(nb int, w, x *byte, xStride, nx int, out *float32, outSt
 //go:noescape
 func q4PanelAVXVNNIEvex(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 
-// panelVNNI is the panelKernel of VNNI path p for the types hasVNNIPanel reports. Like panelAVX2
-// it checks the ranges the assembly reads and writes (Q4_K and Q6_K take no sums). The kernels are called directly, not
-// through function values, so that the arguments do not escape.
+// panelVNNI is the panelKernel of VNNI path p for the types hasVNNIPanel reports. Like
+// panelAVX2 it checks the ranges the assembly reads and writes (Q4_K and Q6_K take no sums). The
+// kernels are called directly, not through function values, so that the arguments do not escape.
 func panelVNNI(p kernelPath, wt Type, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
 	_ = w[PanelRows*nb*wt.TypeSize()-1]
 	_ = x[(nx-1)*xStride+nb*ActType(wt).TypeSize()-1]
 	_ = out[(nx-1)*outStride+PanelRows-1]
-	if p == pathAVX512VNNI && (wt == Q4_K || wt == Q6_K) {
-		if wt == Q4_K {
-			q4KPanelVNNI(nb, &w[0], &x[0], xStride, nx, &out[0], outStride)
-		} else {
-			q6KPanelVNNI(nb, &w[0], &x[0], xStride, nx, &out[0], outStride)
-		}
+	switch {
+	case wt == Q4_K && p == pathAVX512VNNI:
+		q4KPanelVNNI(nb, &w[0], &x[0], xStride, nx, &out[0], outStride)
+		return
+	case wt == Q6_K && p == pathAVX512VNNI:
+		q6KPanelVNNI(nb, &w[0], &x[0], xStride, nx, &out[0], outStride)
 		return
 	}
 	_ = sums[4*nb-1]
