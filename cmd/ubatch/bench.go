@@ -16,6 +16,7 @@ import (
 	"ubatch/batch"
 	"ubatch/model"
 	"ubatch/ops"
+	"ubatch/quant"
 	"ubatch/runner"
 )
 
@@ -39,9 +40,15 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	asJSON := fs.Bool("json", false, "print JSON: llama-bench's array of rows, or in batched mode one llama-batched-bench object per line")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measurements to this file (inspect with go tool pprof)")
 	membw := fs.Bool("membw", false, "first measure the machine's memory read bandwidth with the same thread count, and report each tg test's share of it")
+	kernels := kernelsFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	restoreKernels, err := useKernels(*kernels)
+	if err != nil {
+		return err
+	}
+	defer restoreKernels()
 	var bandwidth float64
 	if *membw {
 		bandwidth = ops.ReadBandwidth(make([]float32, 128<<20), threads(mf.threads), 5) // 512 MiB
@@ -116,6 +123,7 @@ type benchRow struct {
 	WeightBytes    int64   `json:"weight_bytes_per_token,omitempty"`
 	GBps           float64 `json:"weight_gbps,omitempty"`
 	BandwidthShare float64 `json:"bandwidth_share,omitempty"`
+	KernelPath     string  `json:"kernel_path"`
 }
 
 // weightBytes is what one decode step reads of the weights: every matrix once (a tied
@@ -226,7 +234,7 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)
 	}
-	fmt.Fprintf(stdout, "\npeak RSS: %.1f MiB (model file %.1f MiB)\n", float64(peakRSS())/(1<<20), float64(m.Size)/(1<<20))
+	fmt.Fprintf(stdout, "\npeak RSS: %.1f MiB (model file %.1f MiB)\n%s\n", float64(peakRSS())/(1<<20), float64(m.Size)/(1<<20), modelKernels(m))
 	for _, r := range rows {
 		if r.WeightBytes > 0 {
 			fmt.Fprintf(stdout, "tg%d: %.1f MiB of weights per token, %.1f GB/s", r.NGen, float64(r.WeightBytes)/(1<<20), r.GBps)
@@ -253,7 +261,7 @@ func newBenchRow(m *model.Model, lctx *runner.Context, np, ng int) benchRow {
 	return benchRow{
 		ModelFilename: m.Path, ModelType: fmt.Sprintf("%s %s", m.Arch, humanCount(params)), ModelSize: size, ModelNParams: params,
 		NBatch: o.NBatch, NUBatch: o.NUBatch, NThreads: threads(o.Threads), TypeK: kv, TypeV: kv,
-		NPrompt: np, NGen: ng, TestTime: time.Now().UTC().Format(time.RFC3339),
+		NPrompt: np, NGen: ng, TestTime: time.Now().UTC().Format(time.RFC3339), KernelPath: quant.KernelPath(),
 	}
 }
 
