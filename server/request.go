@@ -211,6 +211,7 @@ type genParams struct {
 	stop         []string
 	n            int  // independent sequences per prompt
 	keepTokens   bool // report token ids with the text even without logprobs
+	tools        *toolMode // chat with tools: the reply is read for tool calls
 }
 
 // openAIDefaults are the sampling settings of OpenAI's API when a field is absent: plain sampling
