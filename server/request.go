@@ -209,8 +209,8 @@ type genParams struct {
 	logprobs     bool
 	topLogprobs  int
 	stop         []string
-	n            int  // independent sequences per prompt
-	keepTokens   bool // report token ids with the text even without logprobs
+	n            int       // independent sequences per prompt
+	keepTokens   bool      // report token ids with the text even without logprobs
 	tools        *toolMode // chat with tools: the reply is read for tool calls
 }
 
