@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -85,5 +86,32 @@ func (e *testEnv) getJSON(path string, out any) {
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		e.t.Fatalf("GET %s: %v", path, err)
+	}
+}
+
+// TestLogitBias: banning the greedy choice's first token changes it, in OpenAI's and llama.cpp's
+// forms; echo false and n_probs 0 (no-op values of unsupported fields) are accepted.
+func TestLogitBiasRequest(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	complete := func(extra map[string]any) []int {
+		body := map[string]any{"prompt": "Once upon a time", "n_predict": 1, "temperature": 0, "echo": false, "n_probs": 0, "return_tokens": true}
+		for k, v := range extra {
+			body[k] = v
+		}
+		var resp struct {
+			Tokens []int `json:"tokens"`
+		}
+		e.postJSON("/completion", body, http.StatusOK, &resp)
+		return resp.Tokens
+	}
+	first := complete(nil)
+	if len(first) != 1 {
+		t.Fatalf("tokens %v", first)
+	}
+	id := strconv.Itoa(first[0])
+	for _, bias := range []any{map[string]any{id: -100}, [][]any{{first[0], false}}} {
+		if got := complete(map[string]any{"logit_bias": bias}); len(got) != 1 || got[0] == first[0] {
+			t.Errorf("logit_bias %v: token %v, the unbiased choice was %d", bias, got, first[0])
+		}
 	}
 }
