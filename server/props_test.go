@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestExtraRoutes(t *testing.T) {
@@ -113,5 +114,27 @@ func TestLogitBiasRequest(t *testing.T) {
 		if got := complete(map[string]any{"logit_bias": bias}); len(got) != 1 || got[0] == first[0] {
 			t.Errorf("logit_bias %v: token %v, the unbiased choice was %d", bias, got, first[0])
 		}
+	}
+}
+
+// TestSlots: a running stream shows up in /slots with its counts; an idle server lists none.
+func TestSlots(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	var idle []map[string]any
+	e.getJSON("/slots", &idle)
+	if len(idle) != 0 {
+		t.Fatalf("idle /slots = %v", idle)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp := e.post(ctx, "/v1/completions", map[string]any{"prompt": "Once upon a time", "max_tokens": 400, "ignore_eos": true, "stream": true})
+	defer resp.Body.Close()
+	var slots []map[string]any
+	waitFor(t, 5*time.Second, "a slot that decodes", func() bool {
+		e.getJSON("/slots", &slots)
+		return len(slots) == 1 && slots[0]["n_decoded"].(float64) > 0
+	})
+	if slots[0]["n_prompt_tokens"].(float64) < 2 || slots[0]["state"] != "decoding" {
+		t.Errorf("slot %v", slots[0])
 	}
 }

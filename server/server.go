@@ -122,6 +122,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /detokenize", s.handleDetokenize)
 	s.mux.HandleFunc("POST /apply-template", s.handleApplyTemplate)
 	s.mux.HandleFunc("GET /props", s.handleProps)
+	s.mux.HandleFunc("GET /slots", s.handleSlots)
 	s.mux.HandleFunc("GET /health", s.handleHealth)
 	s.mux.HandleFunc("GET /metrics", s.handleMetrics)
 	return s, nil
