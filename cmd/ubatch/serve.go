@@ -32,16 +32,14 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"SIGINT/SIGTERM stops accepting connections, lets running requests finish (for up to --shutdown-timeout,\n"+
 		"then cuts them: streams end with an error event), then exits.", stderr)
 	var mf modelFlags
-	mf.register(fs)
+	mf.register(fs, 192)
 	host := fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
 	port := fs.Int("port", 8080, "TCP port to listen on (0 = any free port; the log says which)")
 	var np int
-	fs.IntVar(&np, "np", 16, "most sequences decoded together; each of a request's n choices is one (llama.cpp's --parallel)")
-	fs.IntVar(&np, "parallel", 16, "same as -np")
+	fs.IntVar(&np, "parallel", 16, "most sequences decoded together (-np); each of a request's n choices is one")
 	// The defaults favour latency on a CPU: a step's time grows with its tokens, and every running
 	// stream waits for the whole step, so small steps keep inter-token gaps short while long
 	// prompts arrive. For throughput on prompt-heavy loads raise both (e.g. 512 and 256).
-	batchSize := fs.Int("batch-size", 192, "token budget of one engine step: one decode token per running sequence plus prompt chunks (at most -b); smaller = steadier streams, larger = faster prompts")
 	chunkSize := fs.Int("chunk-size", 48, "most prompt tokens of one sequence per step, so long prompts do not stall other streams")
 	targetITL := fs.Duration("target-itl", 60*time.Millisecond, "inter-token latency a step should meet while sequences decode: prompt chunks are sized to it from a cost model of steps fitted online (--batch-size and --chunk-size stay upper bounds; 0 = no target)")
 	maxQueue := fs.Int("max-queue", 64, "requests waiting for a free sequence slot; beyond it requests get 429 with Retry-After")
@@ -53,13 +51,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	readTimeout := fs.Duration("read-timeout", server.DefaultReadTimeout, "longest time to read one request, headers and body (a body still arriving then gets 408)")
 	writeTimeout := fs.Duration("write-timeout", server.DefaultWriteTimeout, "longest time one write to a client may take: a response, or one event of a stream (a client that stops reading is cut)")
 	maxConns := fs.Int("max-connections", server.DefaultMaxConnections, "most open connections, idle keep-alive ones included; beyond it new connections get 503 at once")
-	verbose := fs.Bool("v", false, "log every request (debug level)")
+	verbose := fs.BoolP("verbose", "v", false, "log every request (debug level)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run, until shutdown, to this file (inspect with go tool pprof)")
 	embeddings := fs.Bool("embeddings", false, "serve POST /v1/embeddings from a context of its own (llama.cpp's --embeddings)")
 	corsOrigin := fs.String("cors-origin", "", "browser origins allowed to call the API, comma-separated (\"*\" for any; default: pages on localhost only)")
 	pooling := fs.String("pooling", "mean", "how /v1/embeddings pools the tokens' final hidden states: mean or last")
 	memLimit := fs.String("mem-limit", "", "memory the KV cache may take, e.g. 8G or 512M; -c is refused beyond it (default: what the system has available: MemAvailable, within the cgroup's limit)")
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, mf.check); err != nil {
 		return err
 	}
 	pool, err := runner.ParsePooling(*pooling)
@@ -67,7 +65,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "--"+err.Error())
 		return errUsage
 	}
-	err = checkServeFlags(np, *batchSize, *chunkSize, *maxQueue, *port, *maxBody, *policy, *targetITL)
+	err = checkServeFlags(np, mf.batch, *chunkSize, *maxQueue, *port, *maxBody, *policy, *targetITL)
 	if err == nil {
 		err = checkHTTPFlags(*grace, *readTimeout, *writeTimeout, *maxConns)
 	}
@@ -136,7 +134,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	eng, err := engine.New(lctx,
 		engine.Limits{NCtx: opts.NCtx, NCtxSeq: nCtxSeq, NSeqMax: opts.NSeqMax, NBatch: opts.NBatch, Vocab: m.Hparams().Vocab},
-		engine.Config{BatchSize: *batchSize, ChunkSize: *chunkSize, MaxRunning: np, MaxQueue: *maxQueue,
+		engine.Config{BatchSize: mf.batch, ChunkSize: *chunkSize, MaxRunning: np, MaxQueue: *maxQueue,
 			Policy: engine.Policy(*policy), IsEOG: m.Vocab.IsEOG, Observer: metrics, TargetITL: *targetITL, Logger: logger})
 	if err != nil {
 		return err
