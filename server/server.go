@@ -47,6 +47,8 @@ type Config struct {
 	ModelID string
 	// Embedder, when set, serves POST /v1/embeddings; nil answers 404.
 	Embedder *Embedder
+	// ChatTemplate, when set, replaces the model's tokenizer.chat_template (Jinja source).
+	ChatTemplate string
 	// CORSOrigins are the browser origins allowed to call the API ("*": any); empty allows only
 	// pages served from localhost.
 	CORSOrigins []string
@@ -95,7 +97,13 @@ func New(cfg Config) (*Server, error) {
 	if v.EOS() >= 0 {
 		s.eosText = v.Token(v.EOS())
 	}
-	if src := cfg.Model.ChatTemplate(); src != "" {
+	if cfg.ChatTemplate != "" {
+		t, err := chat.Parse(cfg.ChatTemplate)
+		if err != nil {
+			return nil, fmt.Errorf("server: the chat template given does not parse: %w", err)
+		}
+		s.tmpl = t
+	} else if src := cfg.Model.ChatTemplate(); src != "" {
 		t, err := chat.Parse(src)
 		if err != nil {
 			cfg.Logger.Warn("the model's chat template does not parse; using ChatML", "err", err)

@@ -55,6 +55,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run, until shutdown, to this file (inspect with go tool pprof)")
 	embeddings := fs.Bool("embeddings", false, "serve POST /v1/embeddings from a context of its own (llama.cpp's --embeddings)")
 	corsOrigin := fs.String("cors-origin", "", "browser origins allowed to call the API, comma-separated (\"*\" for any; default: pages on localhost only)")
+	chatTemplate := fs.String("chat-template", "", "Jinja chat template to use instead of the model's tokenizer.chat_template")
+	chatTemplateFile := fs.String("chat-template-file", "", "read the chat template from this file")
+	fs.Bool("jinja", true, "accepted for llama.cpp compatibility: templates are always rendered with Jinja")
 	pooling := fs.String("pooling", "mean", "how /v1/embeddings pools the tokens' final hidden states: mean or last")
 	memLimit := fs.String("mem-limit", "", "memory the KV cache may take, e.g. 8G or 512M; -c is refused beyond it (default: what the system has available: MemAvailable, within the cgroup's limit)")
 	if err := parse(fs, args, mf.check); err != nil {
@@ -147,6 +150,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}()
 	go eng.Run(engCtx)
 
+	if *chatTemplateFile != "" {
+		data, err := os.ReadFile(*chatTemplateFile)
+		if err != nil {
+			return fmt.Errorf("--chat-template-file: %w", err)
+		}
+		*chatTemplate = string(data)
+	}
 	var emb *server.Embedder
 	if *embeddings {
 		if emb, err = server.NewEmbedder(m, min(m.Hparams().CtxTrain, 2048), mf.threads, pool); err != nil {
@@ -155,7 +165,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer emb.Close()
 	}
 	srv, err := server.New(server.Config{Model: m, Engine: eng, APIKey: *apiKey, MaxBodyBytes: *maxBody,
-		Logger: logger, Metrics: metrics, Gatherer: reg, ModelID: *alias, Embedder: emb, CORSOrigins: splitList(*corsOrigin)})
+		Logger: logger, Metrics: metrics, Gatherer: reg, ModelID: *alias, Embedder: emb, CORSOrigins: splitList(*corsOrigin), ChatTemplate: *chatTemplate})
 	if err != nil {
 		return err
 	}
