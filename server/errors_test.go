@@ -76,6 +76,7 @@ func TestErrorResponses(t *testing.T) {
 		{name: "oversize body", method: "POST", path: "/v1/completions", body: `{"prompt": "` + strings.Repeat("a", 5000) + `"}`, header: auth, status: 413, typ: "invalid_request_error"},
 		{name: "unknown route", method: "GET", path: "/v2/nothing", header: auth, status: 404, typ: "invalid_request_error"},
 		{name: "wrong method", method: "GET", path: "/v1/completions", header: auth, status: 405, typ: "invalid_request_error"},
+		{name: "max_tokens of the wrong type", method: "POST", path: "/v1/completions", body: `{"prompt": "x", "max_tokens": "many"}`, header: auth, status: 400, typ: "invalid_request_error", param: "max_tokens"},
 		{name: "unsupported n_probs", method: "POST", path: "/completion", body: `{"prompt": "x", "n_probs": 5}`, header: auth, status: 400, typ: "invalid_request_error", param: "n_probs"},
 		{name: "unsupported echo", method: "POST", path: "/v1/completions", body: `{"prompt": "x", "echo": true}`, header: auth, status: 400, typ: "invalid_request_error", param: "echo"},
 		{name: "unsupported lora", method: "POST", path: "/v1/chat/completions", body: `{"messages": [{"role": "user", "content": "hi"}], "lora": [{"id": 0, "scale": 1}]}`, header: auth, status: 400, typ: "invalid_request_error", param: "lora"},

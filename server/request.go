@@ -51,7 +51,10 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 		switch {
 		case errors.As(err, &te) && te.Field != "":
 			// The decoder names fields of embedded structs with the Go struct's name first.
-			field := strings.TrimPrefix(te.Field, "samplingFields.")
+			field := te.Field
+			for _, embedded := range []string{"samplingFields.", "openAIFields."} {
+				field = strings.ReplaceAll(field, embedded, "")
+			}
 			return badRequest(field, "field %q: expected %s, got JSON %s", field, te.Type, te.Value)
 		case errors.As(err, &te):
 			return badRequest("", "the request body must be a JSON object, got JSON %s", te.Value)
