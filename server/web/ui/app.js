@@ -171,8 +171,11 @@ function renderLive(s) {
   $("kv-used").style.width = pct(s.kv_used - s.kv_shared, s.kv_total);
   $("kv-cached").style.width = pct(s.kv_cached, s.kv_total);
 
+  // The height scale is the largest batch in view, so that one decode token still shows; a
+  // budget beyond it fills the column.
   const chart = $("chart");
-  const max = Math.max(1, ...s.steps.map((st) => Math.max(st.budget, st.decode + st.prefill)));
+  const max = Math.max(1, ...s.steps.map((st) => st.decode + st.prefill));
+  $("chart-scale").textContent = "scale " + max + " tokens";
   chart.textContent = "";
   for (const st of s.steps) {
     const bar = document.createElement("div");
@@ -180,7 +183,7 @@ function renderLive(s) {
     bar.title = `step ${st.n}: ${st.decode} decode + ${st.prefill} prompt of ${st.budget} (${st.reason}), ${fmt(st.step_ms)} ms`;
     const b = document.createElement("div");
     b.className = "budget";
-    b.style.height = pct(st.budget, max);
+    b.style.height = pct(Math.min(st.budget, max), max);
     const d = document.createElement("div");
     d.className = "decode";
     d.style.height = pct(st.decode, max);
