@@ -86,10 +86,17 @@ type Live struct {
 	last     engine.StepInfo // the latest step, for the queue and KV figures
 	counts   LiveCounts
 	interval time.Duration
+	closed   chan struct{} // closed by Close: streams end
+	close    sync.Once
 }
 
 // NewLive returns an empty hub.
-func NewLive() *Live { return &Live{interval: LivePollInterval} }
+func NewLive() *Live { return &Live{interval: LivePollInterval, closed: make(chan struct{})} }
+
+// Close ends every GET /live stream and refuses new ones (503); the observer methods keep working.
+// Call it when the server starts shutting down: a stream never ends by itself, so an open page
+// would otherwise hold the graceful shutdown for its whole grace period.
+func (l *Live) Close() { l.close.Do(func() { close(l.closed) }) }
 
 // LiveStep is one engine step as the live view shows it; durations are in milliseconds.
 type LiveStep struct {
@@ -265,13 +272,21 @@ func ring[T any](buf []T, n uint64) []T {
 }
 
 // handleLive streams the hub's snapshot as server-sent events: one at once, then one whenever
-// something changed, looked at every poll interval, until the client goes away. The queue and KV
+// something changed, looked at every poll interval, until the client goes away or the hub is
+// closed. The queue and KV
 // figures come from the engine's own statistics, which are current even when it is idle.
 func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
 	l := s.cfg.Live
 	if l == nil {
 		writeError(w, notFound("the live view is not enabled on this server"))
 		return
+	}
+	select {
+	case <-l.closed:
+		writeError(w, &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "shutting_down",
+			message: "the server is shutting down: the live view is closed"})
+		return
+	default:
 	}
 	sse := startSSE(w)
 	tick := time.NewTicker(l.interval)
@@ -292,6 +307,8 @@ func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
 		}
 		select {
 		case <-r.Context().Done():
+			return
+		case <-l.closed:
 			return
 		case <-tick.C:
 		}

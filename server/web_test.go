@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -152,5 +154,50 @@ func TestLiveRings(t *testing.T) {
 	}
 	if s.Counts.Steps != steps || s.Counts.Finished != reqs || s.Seq != steps+reqs {
 		t.Errorf("counts %+v seq %d", s.Counts, s.Seq)
+	}
+}
+
+// TestLiveClose: an open live stream must not hold a graceful shutdown for its grace period once
+// the hub is closed (as `ubatch serve` does when its context ends), and a closed hub answers 503.
+func TestLiveClose(t *testing.T) {
+	e := newEnv(t, envOptions{live: true})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	context.AfterFunc(ctx, e.srv.cfg.Live.Close)
+	served := make(chan error, 1)
+	go func() {
+		served <- Serve(ctx, ln, e.srv.Handler(), ServeConfig{Grace: time.Minute, Logger: slog.New(slog.DiscardHandler)})
+	}()
+	resp, err := e.client.Get("http://" + ln.Addr().String() + "/live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	readLive(t, sc, func(LiveSnapshot) bool { return true })
+	cancel()
+	for sc.Scan() {
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Serve is still waiting for the live stream")
+	}
+	// The hub stays closed: a new stream is refused.
+	r, err := http.Get(e.ts.URL + "/live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("GET /live on a closed hub: status %d, want 503", r.StatusCode)
 	}
 }

@@ -183,6 +183,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"kv_type", mf.kvType, "api_key", *apiKey != "", "max_connections", *maxConns)
 	scfg := server.ServeConfig{Grace: *grace, ReadTimeout: *readTimeout, WriteTimeout: *writeTimeout,
 		MaxConnections: *maxConns, Logger: logger}
+	context.AfterFunc(ctx, live.Close) // open pages' live streams must not hold the graceful shutdown
 	if err := server.Serve(ctx, ln, srv.Handler(), scfg); err != nil {
 		return err
 	}
