@@ -66,14 +66,7 @@ const replyDone = `(() => { const r = document.querySelector('[data-testid="repl
 func TestBrowser(t *testing.T) {
 	e := newEnv(t, envOptions{live: true})
 	ctx := browser(t) // after newEnv: cleanups run last first, so the browser closes its streams before the server closes
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return strings.TrimSpace(s)
-	}
+	text := func(sel string) string { return textOf(t, ctx, sel) }
 
 	if err := chromedp.Do(ctx,
 		chromedp.EmulateViewport(1280, 900),
@@ -147,6 +140,43 @@ func TestBrowser(t *testing.T) {
 	} else {
 		t.Logf("screenshot %s: %d distinct colours", path, n)
 	}
+}
+
+// TestBrowserAPIKey: on a server with an API key the page loads without it, the live view says
+// it is unauthorized, and once the key is typed in the live view connects and a chat goes through.
+func TestBrowserAPIKey(t *testing.T) {
+	e := newEnv(t, envOptions{live: true, apiKey: "sekrit"})
+	ctx := browser(t)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(e.ts.URL+"/"),
+		chromedp.Poll[chromedp.Void](`document.querySelector('[data-testid="live-state"]').textContent.startsWith("401")`,
+			chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.SendKeys(chromedp.CSS(`#key`), "sekrit"),
+		chromedp.Blur(chromedp.CSS(`#key`)), // the key takes effect on change
+		chromedp.Poll[chromedp.Void](`document.querySelector('[data-testid="live-state"]').textContent === "live"`,
+			chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.SendKeys(chromedp.CSS(`#input`), "Once upon a time"),
+		chromedp.Click(chromedp.CSS(`#send`)),
+		chromedp.Poll[chromedp.Void](replyDone, chromedp.WithPollingTimeout(30*time.Second)),
+	); err != nil {
+		t.Fatalf("live view state %q: %v", textOf(t, ctx, `[data-testid="live-state"]`), err)
+	}
+	if errs, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#messages .msg.error').length`)); err != nil || errs > 0 {
+		t.Fatalf("the chat shows an error: %q (%v)", textOf(t, ctx, `#messages`), err)
+	}
+	if textOf(t, ctx, `[data-testid="reply"]`) == "" {
+		t.Fatal("the reply is empty")
+	}
+}
+
+// textOf returns the trimmed text content of the first element sel selects.
+func textOf(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("text of %s: %v", sel, err)
+	}
+	return strings.TrimSpace(s)
 }
 
 // colours counts the distinct colours of img, up to 1000.
