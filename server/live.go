@@ -15,50 +15,50 @@ type Observers []engine.Observer
 var _ engine.Observer = Observers(nil)
 
 // Step implements engine.Observer.
-func (os Observers) Step(info engine.StepInfo) {
-	for _, o := range os {
+func (obs Observers) Step(info engine.StepInfo) {
+	for _, o := range obs {
 		o.Step(info)
 	}
 }
 
 // Admitted implements engine.Observer.
-func (os Observers) Admitted(queueWait time.Duration, promptTokens, cachedTokens int) {
-	for _, o := range os {
+func (obs Observers) Admitted(queueWait time.Duration, promptTokens, cachedTokens int) {
+	for _, o := range obs {
 		o.Admitted(queueWait, promptTokens, cachedTokens)
 	}
 }
 
 // Lookup implements engine.Observer.
-func (os Observers) Lookup(tokens, cached int) {
-	for _, o := range os {
+func (obs Observers) Lookup(tokens, cached int) {
+	for _, o := range obs {
 		o.Lookup(tokens, cached)
 	}
 }
 
 // Token implements engine.Observer.
-func (os Observers) Token(first bool, sinceLast time.Duration) {
-	for _, o := range os {
+func (obs Observers) Token(first bool, sinceLast time.Duration) {
+	for _, o := range obs {
 		o.Token(first, sinceLast)
 	}
 }
 
 // Finished implements engine.Observer.
-func (os Observers) Finished(reason engine.FinishReason, u engine.Usage) {
-	for _, o := range os {
+func (obs Observers) Finished(reason engine.FinishReason, u engine.Usage) {
+	for _, o := range obs {
 		o.Finished(reason, u)
 	}
 }
 
 // Preempted implements engine.Observer.
-func (os Observers) Preempted() {
-	for _, o := range os {
+func (obs Observers) Preempted() {
+	for _, o := range obs {
 		o.Preempted()
 	}
 }
 
 // Rejected implements engine.Observer.
-func (os Observers) Rejected() {
-	for _, o := range os {
+func (obs Observers) Rejected() {
+	for _, o := range obs {
 		o.Rejected()
 	}
 }
@@ -251,7 +251,8 @@ func (l *Live) Seq() uint64 {
 	return l.seq
 }
 
-// Snapshot copies the hub's state.
+// Snapshot copies the hub's state; its queue and KV figures are those of the latest step (GET /live
+// replaces them with the engine's current statistics) and it has no KVShared, which steps do not report.
 func (l *Live) Snapshot() LiveSnapshot {
 	l.mu.Lock()
 	defer l.mu.Unlock()

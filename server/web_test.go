@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"ubatch/engine"
 )
 
@@ -154,6 +156,17 @@ func TestLiveRings(t *testing.T) {
 	}
 	if s.Counts.Steps != steps || s.Counts.Finished != reqs || s.Seq != steps+reqs {
 		t.Errorf("counts %+v seq %d", s.Counts, s.Seq)
+	}
+	// The engine goroutine calls these for every step and token: they must not allocate.
+	obs := Observers{NewMetrics(prometheus.NewRegistry()), l}
+	info := engine.StepInfo{DecodeTokens: 3, PrefillTokens: 40, Budget: 192, Reason: engine.BudgetTarget}
+	if n := testing.AllocsPerRun(100, func() {
+		obs.Step(info)
+		obs.Token(false, time.Millisecond)
+		obs.Lookup(40, 16)
+		obs.Finished(engine.FinishStop, engine.Usage{CompletionTokens: 5})
+	}); n != 0 {
+		t.Errorf("observer calls allocate %v times", n)
 	}
 }
 
