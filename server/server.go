@@ -1,7 +1,8 @@
 // Package server exposes an engine over HTTP: OpenAI's completions, chat completions and models
 // routes, llama.cpp's /completion, /tokenize, /detokenize and /health, and Prometheus metrics.
 // Handlers tokenize, submit to the continuous-batching engine and stream results back as
-// server-sent events; every request's sequences are cancelled when its client goes away.
+// server-sent events; every request's sequences are cancelled when its client goes away. GET / is
+// a built-in web page (package web) whose live view of the batching reads GET /live (a Live hub).
 package server
 
 import (
