@@ -169,6 +169,43 @@ func TestBrowserAPIKey(t *testing.T) {
 	}
 }
 
+// TestBrowserStop: the Stop button aborts a streaming reply; the server sees the client go away
+// and the live view lists the request as cancelled.
+func TestBrowserStop(t *testing.T) {
+	e := newEnv(t, envOptions{live: true})
+	ctx := browser(t)
+	// Click Stop as soon as the first token shows, from inside the page: a long reply from this
+	// tiny model takes a few hundred milliseconds, too short to time a click from here.
+	const clickOnFirstToken = `new MutationObserver((_, obs) => {
+		const r = document.querySelector('[data-testid="reply"]');
+		if (r && r.textContent) { obs.disconnect(); document.getElementById('stop-btn').click(); }
+	}).observe(document.getElementById('messages'), {subtree: true, childList: true, characterData: true})`
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(e.ts.URL+"/"),
+		chromedp.SetValue(chromedp.CSS(`#max_tokens`), "500"),
+		chromedp.SetValue(chromedp.CSS(`#temperature`), "0"),
+		chromedp.Evaluate[chromedp.Void](clickOnFirstToken),
+		chromedp.SendKeys(chromedp.CSS(`#input`), "Once upon a time"),
+		chromedp.Click(chromedp.CSS(`#send`)),
+		chromedp.Poll[chromedp.Void](`document.querySelector('#messages .msg.assistant .meta') !== null`, chromedp.WithPollingTimeout(30*time.Second)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if meta := textOf(t, ctx, `#messages .msg.assistant .meta`); !strings.HasPrefix(meta, "stopped") {
+		t.Fatalf("reply meta %q, want stopped (reply %q)", meta, textOf(t, ctx, `[data-testid="reply"]`))
+	}
+	if err := chromedp.Do(ctx, chromedp.Poll[chromedp.Void](
+		`document.querySelector('[data-testid="req-rows"] tr td:last-child')?.textContent === "cancelled"`,
+		chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Fatalf("the live view does not show the request cancelled: %q (%v)", textOf(t, ctx, `[data-testid="req-rows"]`), err)
+	}
+	if snap := e.srv.cfg.Live.Snapshot(); len(snap.Requests) != 1 || snap.Requests[0].Completion >= 500 {
+		t.Errorf("engine's requests %+v, want one cut short", snap.Requests)
+	} else {
+		t.Logf("stopped after %d tokens", snap.Requests[0].Completion)
+	}
+}
+
 // textOf returns the trimmed text content of the first element sel selects.
 func textOf(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
