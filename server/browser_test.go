@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"image"
 	"image/png"
 	"os"
@@ -142,13 +143,16 @@ func TestBrowser(t *testing.T) {
 	}
 }
 
-// TestBrowserAPIKey: on a server with an API key the page loads without it, the live view says
-// it is unauthorized, and once the key is typed in the live view connects and a chat goes through.
+// TestBrowserAPIKey: on a server with an API key the page loads without it, the live view and a
+// chat say 401, and once the key is typed in the live view connects and a chat goes through
+// without the failed turn in its history.
 func TestBrowserAPIKey(t *testing.T) {
 	e := newEnv(t, envOptions{live: true, apiKey: "sekrit"})
 	ctx := browser(t)
 	if err := chromedp.Do(ctx,
-		chromedp.Navigate(e.ts.URL+"/"),
+		chromedp.Navigate(e.ts.URL+"/?q=Once%20upon%20a%20time"),
+		chromedp.Poll[chromedp.Void](`document.querySelector('#messages .msg.error')?.textContent.includes("401")`,
+			chromedp.WithPollingTimeout(10*time.Second)),
 		chromedp.Poll[chromedp.Void](`document.querySelector('[data-testid="live-state"]').textContent.startsWith("401")`,
 			chromedp.WithPollingTimeout(10*time.Second)),
 		chromedp.SendKeys(chromedp.CSS(`#key`), "sekrit"),
@@ -157,15 +161,31 @@ func TestBrowserAPIKey(t *testing.T) {
 			chromedp.WithPollingTimeout(10*time.Second)),
 		chromedp.SendKeys(chromedp.CSS(`#input`), "Once upon a time"),
 		chromedp.Click(chromedp.CSS(`#send`)),
-		chromedp.Poll[chromedp.Void](replyDone, chromedp.WithPollingTimeout(30*time.Second)),
+		chromedp.Poll[chromedp.Void](`document.querySelectorAll('#messages .msg.user').length === 2 && `+replyDone,
+			chromedp.WithPollingTimeout(30*time.Second)),
+		chromedp.Poll[chromedp.Void](`document.querySelectorAll('[data-testid="req-rows"] tr').length === 1`,
+			chromedp.WithPollingTimeout(10*time.Second)),
 	); err != nil {
-		t.Fatalf("live view state %q: %v", textOf(t, ctx, `[data-testid="live-state"]`), err)
+		t.Fatalf("live view state %q, messages %q: %v", textOf(t, ctx, `[data-testid="live-state"]`), textOf(t, ctx, `#messages`), err)
 	}
-	if errs, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#messages .msg.error').length`)); err != nil || errs > 0 {
-		t.Fatalf("the chat shows an error: %q (%v)", textOf(t, ctx, `#messages`), err)
+	if errs, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#messages .msg.error').length`)); err != nil || errs != 1 {
+		t.Fatalf("%d errors in the chat, want the one before the key (%v): %q", errs, err, textOf(t, ctx, `#messages`))
 	}
 	if textOf(t, ctx, `[data-testid="reply"]`) == "" {
 		t.Fatal("the reply is empty")
+	}
+	// The chat's prompt is that of the one message alone: the failed turn is not in it.
+	resp := e.post(context.Background(), "/v1/chat/completions", map[string]any{"max_tokens": 1,
+		"messages": []map[string]string{{"role": "user", "content": "Once upon a time"}}}, "Authorization", "Bearer sekrit")
+	defer resp.Body.Close()
+	var res struct {
+		Usage usageJSON `json:"usage"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("status %d: %v", resp.StatusCode, err)
+	}
+	if got := e.srv.cfg.Live.Snapshot().Requests[0].Prompt; got != res.Usage.PromptTokens {
+		t.Errorf("the chat's prompt has %d tokens, one user message has %d", got, res.Usage.PromptTokens)
 	}
 }
 

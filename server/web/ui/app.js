@@ -8,6 +8,7 @@ const keyInput = $("key");
 keyInput.value = localStorage.getItem("ubatch.key") || "";
 keyInput.addEventListener("change", () => {
   localStorage.setItem("ubatch.key", keyInput.value);
+  loadModel();
   restartLive();
 });
 
@@ -91,7 +92,7 @@ async function send(text) {
   $("stop-btn").disabled = false;
   $("status").textContent = "generating…";
   const t0 = performance.now();
-  let first = 0, finish = "", usage = null;
+  let first = 0, finish = "", usage = null, failed = false;
   try {
     const resp = await fetch("/v1/chat/completions", { method: "POST", headers: headers(), body: JSON.stringify(body), signal: controller.signal });
     if (!resp.ok) throw new Error(resp.status + ": " + (await errorText(resp)));
@@ -112,9 +113,15 @@ async function send(text) {
     div.dataset.done = "true";
   } catch (err) {
     if (err.name === "AbortError") finish = "stopped";
-    else { div.classList.add("error"); content.textContent += (content.textContent ? "\n" : "") + String(err.message || err); }
+    else {
+      failed = true;
+      div.classList.add("error");
+      content.textContent += (content.textContent ? "\n" : "") + String(err.message || err);
+    }
   } finally {
-    messages.push({ role: "assistant", content: content.textContent });
+    // A failed turn stays on screen but leaves the conversation; a stopped one keeps its text.
+    if (failed) messages.pop();
+    else messages.push({ role: "assistant", content: content.textContent });
     const meta = document.createElement("span");
     meta.className = "meta";
     const parts = [];
