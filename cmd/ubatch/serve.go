@@ -27,7 +27,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlags("serve", "serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [-c CTX] [-np 16] [flags]\n\n"+
 		"Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /v1/models/{id},\n"+
 		"POST /v1/embeddings (with --embeddings) (OpenAI; also without /v1); POST /completion, POST /tokenize,\n"+
-		"POST /detokenize, POST /apply-template, GET /props, GET /health (llama.cpp); GET /metrics (Prometheus).\n"+
+		"POST /detokenize, POST /apply-template, GET /props, GET /health (llama.cpp); GET /metrics (Prometheus);\n"+
+		"GET / (the web page: chat playground and live batching view), GET /live (its event feed).\n"+
 		"Requests may set \"priority\": \"low\"|\"normal\"|\"high\" or an integer (higher is served first).\n"+
 		"SIGINT/SIGTERM stops accepting connections, lets running requests finish (for up to --shutdown-timeout,\n"+
 		"then cuts them: streams end with an error event), then exits.", stderr)
@@ -128,6 +129,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := server.NewMetrics(reg)
+	live := server.NewLive()
 	// -c is the KV pool all sequences share; one sequence stops at the context the model was
 	// trained for (its context_length, which a model extended by rope scaling states as such).
 	nCtxSeq := min(opts.NCtx, m.Hparams().CtxTrain)
@@ -138,7 +140,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	eng, err := engine.New(lctx,
 		engine.Limits{NCtx: opts.NCtx, NCtxSeq: nCtxSeq, NSeqMax: opts.NSeqMax, NBatch: opts.NBatch, Vocab: m.Hparams().Vocab},
 		engine.Config{BatchSize: mf.batch, ChunkSize: *chunkSize, MaxRunning: np, MaxQueue: *maxQueue,
-			Policy: engine.Policy(*policy), IsEOG: m.Vocab.IsEOG, Observer: metrics, TargetITL: *targetITL, Logger: logger})
+			Policy: engine.Policy(*policy), IsEOG: m.Vocab.IsEOG, Observer: server.Observers{metrics, live}, TargetITL: *targetITL, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -165,7 +167,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer emb.Close()
 	}
 	srv, err := server.New(server.Config{Model: m, Engine: eng, APIKey: *apiKey, MaxBodyBytes: *maxBody,
-		Logger: logger, Metrics: metrics, Gatherer: reg, ModelID: *alias, Embedder: emb, CORSOrigins: splitList(*corsOrigin), ChatTemplate: *chatTemplate})
+		Logger: logger, Metrics: metrics, Gatherer: reg, ModelID: *alias, Embedder: emb, CORSOrigins: splitList(*corsOrigin), ChatTemplate: *chatTemplate,
+		Live: live})
 	if err != nil {
 		return err
 	}
@@ -180,6 +183,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"kv_type", mf.kvType, "api_key", *apiKey != "", "max_connections", *maxConns)
 	scfg := server.ServeConfig{Grace: *grace, ReadTimeout: *readTimeout, WriteTimeout: *writeTimeout,
 		MaxConnections: *maxConns, Logger: logger}
+	context.AfterFunc(ctx, live.Close) // open pages' live streams must not hold the graceful shutdown
 	if err := server.Serve(ctx, ln, srv.Handler(), scfg); err != nil {
 		return err
 	}
