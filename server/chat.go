@@ -195,7 +195,7 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 // the result (special-token text parsed; BOS added when the model wants it and the template did
 // not already write it).
 func (s *Server) chatParams(req *chatRequest) (genParams, []int32, error) {
-	g, err := req.params(openAIDefaults(), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
+	g, err := req.params(s.defaults(openAIDefaults()), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
 	if err != nil {
 		return g, nil, err
 	}

@@ -57,7 +57,7 @@ func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	g, err := req.params(sample.DefaultParams(), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
+	g, err := req.params(s.defaults(sample.DefaultParams()), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
 	if err != nil {
 		writeError(w, err)
 		return

@@ -43,7 +43,7 @@ func (s *Server) handleApplyTemplate(w http.ResponseWriter, r *http.Request) {
 
 // handleProps is llama-server's GET /props: the server's defaults, slots, model and template.
 func (s *Server) handleProps(w http.ResponseWriter, r *http.Request) {
-	d := sample.DefaultParams()
+	d := s.defaults(sample.DefaultParams())
 	h := s.cfg.Model.Hparams()
 	cfg := s.cfg.Engine.Config()
 	kv := s.cfg.Engine.Stats().KV

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"ubatch/sample"
 )
 
 func TestExtraRoutes(t *testing.T) {
@@ -136,5 +138,33 @@ func TestSlots(t *testing.T) {
 	})
 	if slots[0]["n_prompt_tokens"].(float64) < 2 || slots[0]["state"] != "decoding" {
 		t.Errorf("slot %v", slots[0])
+	}
+}
+
+// TestServerSamplingDefaults: the server's sampling defaults (serve --temp ...) apply to fields a
+// request leaves out, and /props reports them.
+func TestServerSamplingDefaults(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	d := sample.DefaultParams()
+	d.Temperature, d.TopK = 0, 7
+	e.srv.cfg.Sampling = &d
+	var props struct {
+		Settings struct {
+			Params map[string]float64 `json:"params"`
+		} `json:"default_generation_settings"`
+	}
+	e.getJSON("/props", &props)
+	if props.Settings.Params["temperature"] != 0 || props.Settings.Params["top_k"] != 7 {
+		t.Errorf("/props params %v", props.Settings.Params)
+	}
+	// Greedy by default: two requests without a temperature agree.
+	var a, b struct {
+		Choices []struct{ Text string } `json:"choices"`
+	}
+	body := map[string]any{"prompt": "Once upon a time", "max_tokens": 12}
+	e.postJSON("/v1/completions", body, http.StatusOK, &a)
+	e.postJSON("/v1/completions", body, http.StatusOK, &b)
+	if a.Choices[0].Text != b.Choices[0].Text {
+		t.Errorf("server default temperature 0 not applied: %q vs %q", a.Choices[0].Text, b.Choices[0].Text)
 	}
 }

@@ -334,6 +334,15 @@ func openAIDefaults() sample.Params {
 	return sample.Params{Temperature: 1, TopP: 1, RepeatPenalty: 1, RepeatLastN: 64}
 }
 
+// defaults is the base of a request's sampling: the server's --temp etc. when given, else the
+// API's own (api).
+func (s *Server) defaults(api sample.Params) sample.Params {
+	if s.cfg.Sampling != nil {
+		return *s.cfg.Sampling
+	}
+	return api
+}
+
 // params validates f over defaults d; eog lists the end-of-generation tokens that ignore_eos bans;
 // token ids are checked against vocab.
 func (f *samplingFields) params(d sample.Params, eog []int32, vocab int) (genParams, error) {

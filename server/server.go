@@ -23,6 +23,7 @@ import (
 	"ubatch/engine"
 	"ubatch/grammar"
 	"ubatch/model"
+	"ubatch/sample"
 	"ubatch/server/web"
 )
 
@@ -49,6 +50,10 @@ type Config struct {
 	ModelID string
 	// Embedder, when set, serves POST /v1/embeddings; nil answers 404.
 	Embedder *Embedder
+	// Sampling, when set, is every route's default for the sampling fields a request leaves out
+	// (serve's --temp, --top-k, ...); nil keeps each API's own defaults (OpenAI's plain sampling
+	// at temperature 1 on /v1, llama.cpp's on /completion).
+	Sampling *sample.Params
 	// ChatTemplate, when set, replaces the model's tokenizer.chat_template (Jinja source).
 	ChatTemplate string
 	// CORSOrigins are the browser origins allowed to call the API ("*": any); empty allows only

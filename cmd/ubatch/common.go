@@ -140,6 +140,11 @@ func (s *samplingFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&s.ignoreEOS, "ignore-eos", false, "keep generating past the end-of-generation token")
 }
 
+// names are the sampling flags' names.
+func (s *samplingFlags) names() []string {
+	return []string{"temp", "top-k", "top-p", "min-p", "repeat-penalty", "repeat-last-n", "frequency-penalty", "presence-penalty", "seed", "ignore-eos"}
+}
+
 // check validates the sampling flags before a model is loaded.
 func (s *samplingFlags) check() error {
 	switch {

@@ -18,6 +18,7 @@ import (
 	"ubatch/engine"
 	"ubatch/kvcache"
 	"ubatch/runner"
+	"ubatch/sample"
 	"ubatch/server"
 )
 
@@ -33,7 +34,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"SIGINT/SIGTERM stops accepting connections, lets running requests finish (for up to --shutdown-timeout,\n"+
 		"then cuts them: streams end with an error event), then exits.", stderr)
 	var mf modelFlags
+	var sf samplingFlags
 	mf.register(fs, 192)
+	sf.register(fs)
 	host := fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
 	port := fs.Int("port", 8080, "TCP port to listen on (0 = any free port; the log says which)")
 	var np int
@@ -61,7 +64,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Bool("jinja", true, "accepted for llama.cpp compatibility: templates are always rendered with Jinja")
 	pooling := fs.String("pooling", "mean", "how /v1/embeddings pools the tokens' final hidden states: mean or last")
 	memLimit := fs.String("mem-limit", "", "memory the KV cache may take, e.g. 8G or 512M; -c is refused beyond it (default: what the system has available: MemAvailable, within the cgroup's limit)")
-	if err := parse(fs, args, mf.check); err != nil {
+	if err := parse(fs, args, mf.check, sf.check); err != nil {
 		return err
 	}
 	pool, err := runner.ParsePooling(*pooling)
@@ -159,6 +162,15 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		*chatTemplate = string(data)
 	}
+	// Sampling flags given on the command line become every route's defaults, as in llama-server.
+	var sampling *sample.Params
+	for _, name := range sf.names() {
+		if fs.Changed(name) {
+			p := sf.params()
+			sampling = &p
+			break
+		}
+	}
 	var emb *server.Embedder
 	if *embeddings {
 		if emb, err = server.NewEmbedder(m, min(m.Hparams().CtxTrain, 2048), mf.threads, pool); err != nil {
@@ -168,7 +180,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	srv, err := server.New(server.Config{Model: m, Engine: eng, APIKey: *apiKey, MaxBodyBytes: *maxBody,
 		Logger: logger, Metrics: metrics, Gatherer: reg, ModelID: *alias, Embedder: emb, CORSOrigins: splitList(*corsOrigin), ChatTemplate: *chatTemplate,
-		Live: live})
+		Live: live, Sampling: sampling})
 	if err != nil {
 		return err
 	}
