@@ -168,3 +168,30 @@ func TestServerSamplingDefaults(t *testing.T) {
 		t.Errorf("server default temperature 0 not applied: %q vs %q", a.Choices[0].Text, b.Choices[0].Text)
 	}
 }
+
+// TestNProbs: /completion with n_probs returns llama.cpp's completion_probabilities: each token
+// with its log-probability and the top n, the chosen token first under greedy decoding.
+func TestNProbs(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	var resp struct {
+		Content string `json:"content"`
+		Probs   []struct {
+			ID          int32   `json:"id"`
+			Token       string  `json:"token"`
+			Logprob     float64 `json:"logprob"`
+			TopLogprobs []struct {
+				ID      int32   `json:"id"`
+				Logprob float64 `json:"logprob"`
+			} `json:"top_logprobs"`
+		} `json:"completion_probabilities"`
+	}
+	e.postJSON("/completion", map[string]any{"prompt": "Once upon a time", "n_predict": 5, "temperature": 0, "n_probs": 3}, http.StatusOK, &resp)
+	if len(resp.Probs) != 5 {
+		t.Fatalf("%d probabilities for 5 tokens: %+v", len(resp.Probs), resp)
+	}
+	for i, p := range resp.Probs {
+		if len(p.TopLogprobs) != 3 || p.TopLogprobs[0].ID != p.ID || p.Logprob > 0 || p.TopLogprobs[1].Logprob > p.TopLogprobs[0].Logprob {
+			t.Errorf("token %d: %+v", i, p)
+		}
+	}
+}

@@ -63,7 +63,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 		}
 		return badRequest("", "malformed JSON: %v", err)
 	}
-	return rejectUnsupported(body)
+	return rejectUnsupported(body, v)
 }
 
 // unsupported are request fields of OpenAI's or llama-server's API that this server does not
@@ -81,14 +81,19 @@ var unsupported = map[string]func(json.RawMessage) bool{
 	"logit_bias_eog": nonEmpty, "modalities": notTextOnly,
 }
 
-func rejectUnsupported(body []byte) error {
+// supporter is a request type that implements some fields the unsupported list names for the
+// other routes (llama.cpp's /completion takes n_probs).
+type supporter interface{ supports(field string) bool }
+
+func rejectUnsupported(body []byte, v any) error {
+	sup, _ := v.(supporter)
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(body, &fields) != nil {
 		return nil
 	}
 	var bad []string
 	for k, v := range fields {
-		if asks, ok := unsupported[k]; ok && asks(v) {
+		if asks, ok := unsupported[k]; ok && asks(v) && (sup == nil || !sup.supports(k)) {
 			bad = append(bad, k)
 		}
 	}
