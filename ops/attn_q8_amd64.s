@@ -1,0 +1,267 @@
+#include "textflag.h"
+
+// AVX2/FMA/F16C attention kernels over a Q8_0 KV cache (see attn_q8_amd64.go; hand-written, not
+// generated). A block's 32 int8 are widened 8 at a time (VPMOVSXBD, VCVTDQ2PS); its half scale d
+// is converted (VCVTPH2PS) and broadcast.
+
+// LOADD leaves the half-precision scale at (AX) as float32 in all 8 lanes of Y8; clobbers R15.
+#define LOADD(y, x) \
+	MOVWLZX      (AX), R15; \
+	VMOVD        R15, x;    \
+	VCVTPH2PS    x, x;      \
+	VBROADCASTSS x, y
+
+// SCOREHEAD adds d·(q·k) of one head to acc: the head's 32 queries at (R15), k's four 8-wide
+// chunks in Y9-Y12, d in Y8; advances R15 to the next head.
+#define SCOREHEAD(acc) \
+	VMULPS      (R15), Y9, Y13;   \
+	VFMADD231PS 32(R15), Y10, Y13; \
+	VFMADD231PS 64(R15), Y11, Y13; \
+	VFMADD231PS 96(R15), Y12, Y13; \
+	VFMADD231PS Y13, Y8, acc;      \
+	ADDQ        DX, R15
+
+// STORESCORE writes scale·Σacc to (R15) and advances R15 to the next head's row of out.
+#define STORESCORE(acc, xacc) \
+	VEXTRACTF128 $1, acc, X13;  \
+	VADDPS       xacc, X13, X13; \
+	VHADDPS      X13, X13, X13;  \
+	VHADDPS      X13, X13, X13;  \
+	VMULSS       X14, X13, X13;  \
+	VMOVSS       X13, (R15);     \
+	ADDQ         R10, R15
+
+// func attnScoresQ8AVX2(q *float32, heads, hd int, k *byte, cells *int32, n, strideB, outStride int, scale float32, out *float32)
+// 1 <= heads <= 8, hd > 0 a multiple of 32, n > 0. Head h's sums stay in Yh across a cell's
+// blocks; each block's q·k is scaled by its d before it is added.
+TEXT ·attnScoresQ8AVX2(SB), NOSPLIT, $0-80
+	MOVQ         q+0(FP), SI
+	MOVQ         heads+8(FP), R11
+	MOVQ         hd+16(FP), DX
+	MOVQ         k+24(FP), DI
+	MOVQ         cells+32(FP), BX
+	MOVQ         n+40(FP), CX
+	MOVQ         strideB+48(FP), R8
+	MOVQ         outStride+56(FP), R10
+	VMOVSS       scale+64(FP), X14
+	MOVQ         out+72(FP), R9
+	MOVQ         DX, R12
+	SHRQ         $5, R12   // blocks a head
+	SHLQ         $2, DX    // bytes of one head's queries
+	SHLQ         $2, R10   // bytes of one head's row of out
+
+cell:
+	MOVLQSX (BX), AX
+	IMULQ   R8, AX
+	ADDQ    DI, AX          // the cell's row
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  Y7, Y7, Y7
+	MOVQ    R12, R13
+	MOVQ    SI, R14         // the block's queries of head 0
+
+block:
+	LOADD(Y8, X8)
+	VPMOVSXBD 2(AX), Y9
+	VPMOVSXBD 10(AX), Y10
+	VPMOVSXBD 18(AX), Y11
+	VPMOVSXBD 26(AX), Y12
+	VCVTDQ2PS Y9, Y9
+	VCVTDQ2PS Y10, Y10
+	VCVTDQ2PS Y11, Y11
+	VCVTDQ2PS Y12, Y12
+	MOVQ      R14, R15
+	SCOREHEAD(Y0)
+	CMPQ      R11, $1
+	JEQ       nextblock
+	SCOREHEAD(Y1)
+	CMPQ      R11, $2
+	JEQ       nextblock
+	SCOREHEAD(Y2)
+	CMPQ      R11, $3
+	JEQ       nextblock
+	SCOREHEAD(Y3)
+	CMPQ      R11, $4
+	JEQ       nextblock
+	SCOREHEAD(Y4)
+	CMPQ      R11, $5
+	JEQ       nextblock
+	SCOREHEAD(Y5)
+	CMPQ      R11, $6
+	JEQ       nextblock
+	SCOREHEAD(Y6)
+	CMPQ      R11, $7
+	JEQ       nextblock
+	SCOREHEAD(Y7)
+
+nextblock:
+	ADDQ $34, AX
+	ADDQ $128, R14
+	DECQ R13
+	JNZ  block
+
+	MOVQ R9, R15
+	STORESCORE(Y0, X0)
+	CMPQ R11, $1
+	JEQ  nextcell
+	STORESCORE(Y1, X1)
+	CMPQ R11, $2
+	JEQ  nextcell
+	STORESCORE(Y2, X2)
+	CMPQ R11, $3
+	JEQ  nextcell
+	STORESCORE(Y3, X3)
+	CMPQ R11, $4
+	JEQ  nextcell
+	STORESCORE(Y4, X4)
+	CMPQ R11, $5
+	JEQ  nextcell
+	STORESCORE(Y5, X5)
+	CMPQ R11, $6
+	JEQ  nextcell
+	STORESCORE(Y6, X6)
+	CMPQ R11, $7
+	JEQ  nextcell
+	STORESCORE(Y7, X7)
+
+nextcell:
+	ADDQ $4, R9
+	ADDQ $4, BX
+	DECQ CX
+	JNZ  cell
+	VZEROUPPER
+	RET
+
+// VALCHUNK widens k's chunk c (8 int8 at off(AX)) into Y15 and adds it, times each head's
+// weight·d (Y12-Y14), to the heads' accumulators for that chunk.
+#define VALCHUNK1(off, a0) \
+	VPMOVSXBD   off(AX), Y15; \
+	VCVTDQ2PS   Y15, Y15;     \
+	VFMADD231PS Y15, Y12, a0
+
+#define VALCHUNK2(off, a0, a1) \
+	VALCHUNK1(off, a0); \
+	VFMADD231PS Y15, Y13, a1
+
+#define VALCHUNK3(off, a0, a1, a2) \
+	VALCHUNK2(off, a0, a1); \
+	VFMADD231PS Y15, Y14, a2
+
+// VALROW sets AX to the row of the cell at (BX) (offset to the tile's block) and Y15 to its d.
+#define VALROW \
+	MOVLQSX (BX), AX; \
+	IMULQ   R8, AX;   \
+	ADDQ    DI, AX;   \
+	LOADD(Y15, X15)
+
+// VALSTORE writes a head's four accumulators to (R15) and advances R15 to the next head.
+#define VALSTORE(a0, a1, a2, a3) \
+	VMOVUPS a0, (R15);   \
+	VMOVUPS a1, 32(R15); \
+	VMOVUPS a2, 64(R15); \
+	VMOVUPS a3, 96(R15); \
+	ADDQ    R10, R15
+
+// func attnValuesQ8AVX2(hb int, p *float32, n int, v *byte, cells *int32, strideB int, out *float32, hd int)
+// One tile: hb (1 to 3) heads × one block of 32 values, summed over n > 0 cells in Y0-Y11 (head
+// h's chunk c in Y(4h+c)), then stored. v is at the tile's block of row 0, out at head 0's 32
+// values of the tile, p at head 0's weights (head stride n); hd is out's head stride. Other hb
+// do nothing.
+TEXT ·attnValuesQ8AVX2(SB), NOSPLIT, $0-64
+	MOVQ   hb+0(FP), R11
+	MOVQ   p+8(FP), R14
+	MOVQ   n+16(FP), CX
+	MOVQ   v+24(FP), DI
+	MOVQ   cells+32(FP), BX
+	MOVQ   strideB+40(FP), R8
+	MOVQ   out+48(FP), R9
+	MOVQ   hd+56(FP), R10
+	SHLQ   $2, R10       // bytes of one head's out
+	MOVQ   CX, DX
+	SHLQ   $2, DX        // bytes of one head's weights
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	CMPQ   R11, $1
+	JEQ    v1
+	CMPQ   R11, $2
+	JEQ    v2
+	CMPQ   R11, $3
+	JEQ    v3
+	VZEROUPPER
+	RET
+
+v1:
+	VALROW
+	VBROADCASTSS (R14), Y12
+	VMULPS       Y15, Y12, Y12
+	VALCHUNK1(2, Y0)
+	VALCHUNK1(10, Y1)
+	VALCHUNK1(18, Y2)
+	VALCHUNK1(26, Y3)
+	ADDQ         $4, R14
+	ADDQ         $4, BX
+	DECQ         CX
+	JNZ          v1
+	JMP          vstore
+
+v2:
+	VALROW
+	VBROADCASTSS (R14), Y12
+	VBROADCASTSS (R14)(DX*1), Y13
+	VMULPS       Y15, Y12, Y12
+	VMULPS       Y15, Y13, Y13
+	VALCHUNK2(2, Y0, Y4)
+	VALCHUNK2(10, Y1, Y5)
+	VALCHUNK2(18, Y2, Y6)
+	VALCHUNK2(26, Y3, Y7)
+	ADDQ         $4, R14
+	ADDQ         $4, BX
+	DECQ         CX
+	JNZ          v2
+	JMP          vstore
+
+v3:
+	VALROW
+	VBROADCASTSS (R14), Y12
+	VBROADCASTSS (R14)(DX*1), Y13
+	VBROADCASTSS (R14)(DX*2), Y14
+	VMULPS       Y15, Y12, Y12
+	VMULPS       Y15, Y13, Y13
+	VMULPS       Y15, Y14, Y14
+	VALCHUNK3(2, Y0, Y4, Y8)
+	VALCHUNK3(10, Y1, Y5, Y9)
+	VALCHUNK3(18, Y2, Y6, Y10)
+	VALCHUNK3(26, Y3, Y7, Y11)
+	ADDQ         $4, R14
+	ADDQ         $4, BX
+	DECQ         CX
+	JNZ          v3
+
+vstore:
+	MOVQ R9, R15
+	VALSTORE(Y0, Y1, Y2, Y3)
+	CMPQ R11, $1
+	JEQ  vdone
+	VALSTORE(Y4, Y5, Y6, Y7)
+	CMPQ R11, $2
+	JEQ  vdone
+	VALSTORE(Y8, Y9, Y10, Y11)
+
+vdone:
+	VZEROUPPER
+	RET
