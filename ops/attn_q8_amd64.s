@@ -11,29 +11,27 @@
 	VCVTPH2PS    x, x;      \
 	VBROADCASTSS x, y
 
-// SCOREHEAD adds d·(q·k) of one head to acc: the head's 32 queries at (R15), k's four 8-wide
-// chunks in Y9-Y12, d in Y8; advances R15 to the next head.
+// SCOREHEAD adds q·(d·k) of one head to acc: the head's 32 queries at (R15), k's four 8-wide
+// chunks, already times d, in Y9-Y12; advances R15 to the next head.
 #define SCOREHEAD(acc) \
-	VMULPS      (R15), Y9, Y13;   \
-	VFMADD231PS 32(R15), Y10, Y13; \
-	VFMADD231PS 64(R15), Y11, Y13; \
-	VFMADD231PS 96(R15), Y12, Y13; \
-	VFMADD231PS Y13, Y8, acc;      \
+	VFMADD231PS (R15), Y9, acc;    \
+	VFMADD231PS 32(R15), Y10, acc; \
+	VFMADD231PS 64(R15), Y11, acc; \
+	VFMADD231PS 96(R15), Y12, acc; \
 	ADDQ        DX, R15
 
-// STORESCORE writes scale·Σacc to (R15) and advances R15 to the next head's row of out.
-#define STORESCORE(acc, xacc) \
-	VEXTRACTF128 $1, acc, X13;  \
-	VADDPS       xacc, X13, X13; \
-	VHADDPS      X13, X13, X13;  \
-	VHADDPS      X13, X13, X13;  \
-	VMULSS       X14, X13, X13;  \
-	VMOVSS       X13, (R15);     \
-	ADDQ         R10, R15
+// STORESCORE stores float i of x at (R15) and advances R15 to the next head's row of out; it
+// returns from the loop body (to nextcell) when it was the last head.
+#define STORESCORE(i, x, h) \
+	VEXTRACTPS $i, x, (R15); \
+	ADDQ       R10, R15;     \
+	CMPQ       R11, $h;      \
+	JEQ        nextcell
 
 // func attnScoresQ8AVX2(q *float32, heads, hd int, k *byte, cells *int32, n, strideB, outStride int, scale float32, out *float32)
 // 1 <= heads <= 8, hd > 0 a multiple of 32, n > 0. Head h's sums stay in Yh across a cell's
-// blocks; each block's q·k is scaled by its d before it is added.
+// blocks (each block's k times its d, shared by the heads); the eight heads' sums are then
+// reduced together (three rounds of VHADDPS and a lane swap) and scaled in one register.
 TEXT ·attnScoresQ8AVX2(SB), NOSPLIT, $0-80
 	MOVQ         q+0(FP), SI
 	MOVQ         heads+8(FP), R11
@@ -43,7 +41,7 @@ TEXT ·attnScoresQ8AVX2(SB), NOSPLIT, $0-80
 	MOVQ         n+40(FP), CX
 	MOVQ         strideB+48(FP), R8
 	MOVQ         outStride+56(FP), R10
-	VMOVSS       scale+64(FP), X14
+	VBROADCASTSS scale+64(FP), Y14
 	MOVQ         out+72(FP), R9
 	MOVQ         DX, R12
 	SHRQ         $5, R12   // blocks a head
@@ -75,6 +73,10 @@ block:
 	VCVTDQ2PS Y10, Y10
 	VCVTDQ2PS Y11, Y11
 	VCVTDQ2PS Y12, Y12
+	VMULPS    Y8, Y9, Y9
+	VMULPS    Y8, Y10, Y10
+	VMULPS    Y8, Y11, Y11
+	VMULPS    Y8, Y12, Y12
 	MOVQ      R14, R15
 	SCOREHEAD(Y0)
 	CMPQ      R11, $1
@@ -105,29 +107,28 @@ nextblock:
 	DECQ R13
 	JNZ  block
 
-	MOVQ R9, R15
-	STORESCORE(Y0, X0)
-	CMPQ R11, $1
-	JEQ  nextcell
-	STORESCORE(Y1, X1)
-	CMPQ R11, $2
-	JEQ  nextcell
-	STORESCORE(Y2, X2)
-	CMPQ R11, $3
-	JEQ  nextcell
-	STORESCORE(Y3, X3)
-	CMPQ R11, $4
-	JEQ  nextcell
-	STORESCORE(Y4, X4)
-	CMPQ R11, $5
-	JEQ  nextcell
-	STORESCORE(Y5, X5)
-	CMPQ R11, $6
-	JEQ  nextcell
-	STORESCORE(Y6, X6)
-	CMPQ R11, $7
-	JEQ  nextcell
-	STORESCORE(Y7, X7)
+	// Y0 = hadd(Y0, Y1) etc.: per 128-bit lane [h0 h0 h1 h1] of partial sums; then [h0 h1 h2 h3]
+	// and [h4 .. h7] per lane; the lanes added: the eight heads' sums in Y8.
+	VHADDPS    Y1, Y0, Y0
+	VHADDPS    Y3, Y2, Y2
+	VHADDPS    Y5, Y4, Y4
+	VHADDPS    Y7, Y6, Y6
+	VHADDPS    Y2, Y0, Y0
+	VHADDPS    Y6, Y4, Y4
+	VPERM2F128 $0x20, Y4, Y0, Y8
+	VPERM2F128 $0x31, Y4, Y0, Y9
+	VADDPS     Y9, Y8, Y8
+	VMULPS     Y14, Y8, Y8
+	VEXTRACTF128 $1, Y8, X9
+	MOVQ       R9, R15
+	STORESCORE(0, X8, 1)
+	STORESCORE(1, X8, 2)
+	STORESCORE(2, X8, 3)
+	STORESCORE(3, X8, 4)
+	STORESCORE(0, X9, 5)
+	STORESCORE(1, X9, 6)
+	STORESCORE(2, X9, 7)
+	STORESCORE(3, X9, 8)
 
 nextcell:
 	ADDQ $4, R9
