@@ -85,3 +85,22 @@ func TestKVQ8RefusesSmallHeads(t *testing.T) {
 		t.Fatalf("NewContext with a Q8_0 cache for head dim 8: %v, want an error naming the head dimension and F16", err)
 	}
 }
+
+// TestDecodeAllocatesNothingQ8 is TestDecodeAllocatesNothing with a Q8_0 KV cache (storing rows
+// quantizes them in place; attention reads the blocks), for the families whose heads fit it.
+func TestDecodeAllocatesNothingQ8(t *testing.T) {
+	for _, tc := range decodeModels {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "stories" {
+				t.Skip("stories260K's heads of 8 do not fit Q8_0 blocks (TestKVQ8RefusesSmallHeads)")
+			}
+			step := decodeStep(t, open(t, tc.file, runner.Options{NCtx: 512, KVType: kvcache.Q8_0, Threads: 2}))
+			for range 40 {
+				step()
+			}
+			if n := testing.AllocsPerRun(50, step); n != 0 {
+				t.Errorf("%.1f allocations per decode step, want 0", n)
+			}
+		})
+	}
+}
