@@ -4,12 +4,11 @@
 // generated). A block's 32 int8 are widened 8 at a time (VPMOVSXBD, VCVTDQ2PS); its half scale d
 // is converted (VCVTPH2PS) and broadcast.
 
-// LOADD leaves the half-precision scale at (AX) as float32 in all 8 lanes of Y8; clobbers R15.
+// LOADD leaves the half-precision scale at (AX) as float32 in all 8 lanes of y (x its low half):
+// the half broadcast to 8 words, then converted.
 #define LOADD(y, x) \
-	MOVWLZX      (AX), R15; \
-	VMOVD        R15, x;    \
-	VCVTPH2PS    x, x;      \
-	VBROADCASTSS x, y
+	VPBROADCASTW (AX), x; \
+	VCVTPH2PS    x, y
 
 // SCOREHEAD adds q·(d·k) of one head to acc: the head's 32 queries at (R15), k's four 8-wide
 // chunks, already times d, in Y9-Y12; advances R15 to the next head.
