@@ -16,6 +16,11 @@ func attnScoresQ8AVX2(q *float32, heads, hd int, k *byte, cells *int32, n, strid
 //go:noescape
 func attnValuesQ8AVX2(hb int, p *float32, n int, v *byte, cells *int32, strideB int, out *float32, hd int)
 
+// attnValuesQ8PairAVX2 is attnValuesQ8AVX2 for one head and two consecutive blocks (64 values).
+//
+//go:noescape
+func attnValuesQ8PairAVX2(p *float32, n int, v *byte, cells *int32, strideB int, out *float32)
+
 // q8ValsGroup is the number of heads of the next values tile when heads are left: up to 3 in a
 // tile (12 accumulators, 3 weights and the widened chunk fill the 16 ymm registers), more split
 // as evenly as possible (each tile widens the V blocks again: 2+2 for 4, 3+3+2 for 8).
@@ -46,7 +51,11 @@ func attnValuesQ8(p []float32, heads, hd int, v []byte, cells []int32, strideB i
 	}
 	for h0 := 0; h0 < heads; {
 		hb := q8ValsGroup(heads - h0)
-		for b := range hd / 32 {
+		b := 0
+		for ; hb == 1 && b+2 <= hd/32; b += 2 {
+			attnValuesQ8PairAVX2(&p[h0*n], n, &v[b*q8Block], &cells[0], strideB, &out[h0*hd+b*32])
+		}
+		for ; b < hd/32; b++ {
 			attnValuesQ8AVX2(hb, &p[h0*n], n, &v[b*q8Block], &cells[0], strideB, &out[h0*hd+b*32], hd)
 		}
 		h0 += hb

@@ -265,3 +265,59 @@ vstore:
 vdone:
 	VZEROUPPER
 	RET
+
+// VALCHUNKW is VALCHUNK1 with the weight in w.
+#define VALCHUNKW(off, w, a) \
+	VPMOVSXBD   off(AX), Y15; \
+	VCVTDQ2PS   Y15, Y15;     \
+	VFMADD231PS Y15, w, a
+
+// func attnValuesQ8PairAVX2(p *float32, n int, v *byte, cells *int32, strideB int, out *float32)
+// attnValuesQ8AVX2 for one head and two consecutive blocks (64 values, in Y0-Y7): one pass over
+// the cells for both, halving the per-cell work of finding the row.
+TEXT ·attnValuesQ8PairAVX2(SB), NOSPLIT, $0-48
+	MOVQ   p+0(FP), R14
+	MOVQ   n+8(FP), CX
+	MOVQ   v+16(FP), DI
+	MOVQ   cells+24(FP), BX
+	MOVQ   strideB+32(FP), R8
+	MOVQ   out+40(FP), R9
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+pair:
+	VALROW
+	VPBROADCASTW 34(AX), X13
+	VCVTPH2PS    X13, Y13
+	VBROADCASTSS (R14), Y14
+	VMULPS       Y15, Y14, Y12
+	VMULPS       Y13, Y14, Y13
+	VALCHUNKW(2, Y12, Y0)
+	VALCHUNKW(10, Y12, Y1)
+	VALCHUNKW(18, Y12, Y2)
+	VALCHUNKW(26, Y12, Y3)
+	VALCHUNKW(36, Y13, Y4)
+	VALCHUNKW(44, Y13, Y5)
+	VALCHUNKW(52, Y13, Y6)
+	VALCHUNKW(60, Y13, Y7)
+	ADDQ         $4, R14
+	ADDQ         $4, BX
+	DECQ         CX
+	JNZ          pair
+
+	VMOVUPS Y0, (R9)
+	VMOVUPS Y1, 32(R9)
+	VMOVUPS Y2, 64(R9)
+	VMOVUPS Y3, 96(R9)
+	VMOVUPS Y4, 128(R9)
+	VMOVUPS Y5, 160(R9)
+	VMOVUPS Y6, 192(R9)
+	VMOVUPS Y7, 224(R9)
+	VZEROUPPER
+	RET

@@ -348,7 +348,7 @@ func BenchmarkAttnQ8(b *testing.B) {
 	r := rand.New(rand.NewPCG(11, 12))
 	const kvHeads = 8
 	for _, bc := range []struct{ heads, hd, n int }{
-		{3, 64, 160}, {3, 64, 1000}, {3, 64, 8000}, {8, 64, 1000}, {4, 128, 1000},
+		{1, 128, 1000}, {3, 64, 160}, {3, 64, 1000}, {3, 64, 8000}, {8, 64, 1000}, {4, 128, 1000},
 	} {
 		heads, hd, n := bc.heads, bc.hd, bc.n
 		stride := kvHeads * hd
