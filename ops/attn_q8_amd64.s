@@ -19,6 +19,22 @@
 	VFMADD231PS 96(R15), Y12, acc; \
 	ADDQ        DX, R15
 
+// SCOREHEAD4 is SCOREHEAD with one accumulator per chunk (a0-a3), and SCOREHEAD2 with two: with
+// few heads, one accumulator a head would chain four FMAs a block and wait on their latency.
+#define SCOREHEAD4(a0, a1, a2, a3) \
+	VFMADD231PS (R15), Y9, a0;    \
+	VFMADD231PS 32(R15), Y10, a1; \
+	VFMADD231PS 64(R15), Y11, a2; \
+	VFMADD231PS 96(R15), Y12, a3; \
+	ADDQ        DX, R15
+
+#define SCOREHEAD2(a0, a1) \
+	VFMADD231PS (R15), Y9, a0;    \
+	VFMADD231PS 32(R15), Y10, a1; \
+	VFMADD231PS 64(R15), Y11, a0; \
+	VFMADD231PS 96(R15), Y12, a1; \
+	ADDQ        DX, R15
+
 // STORESCORE stores float i of x at (R15) and advances R15 to the next head's row of out; it
 // returns from the loop body (to nextcell) when it was the last head.
 #define STORESCORE(i, x, h) \
@@ -29,7 +45,8 @@
 
 // func attnScoresQ8AVX2(q *float32, heads, hd int, k *byte, cells *int32, n, strideB, outStride int, scale float32, out *float32)
 // 1 <= heads <= 8, hd > 0 a multiple of 32, n > 0. Head h's sums stay in Yh across a cell's
-// blocks (each block's k times its d, shared by the heads); the eight heads' sums are then
+// blocks (each block's k times its d, shared by the heads; with up to 4 heads, 4 or 2
+// accumulators a head, folded at the end of the cell); the eight heads' sums are then
 // reduced together (three rounds of VHADDPS and a lane swap) and scaled in one register.
 TEXT ·attnScoresQ8AVX2(SB), NOSPLIT, $0-80
 	MOVQ         q+0(FP), SI
@@ -77,6 +94,10 @@ block:
 	VMULPS    Y8, Y11, Y11
 	VMULPS    Y8, Y12, Y12
 	MOVQ      R14, R15
+	CMPQ      R11, $2
+	JLE       few
+	CMPQ      R11, $4
+	JLE       some
 	SCOREHEAD(Y0)
 	CMPQ      R11, $1
 	JEQ       nextblock
@@ -99,12 +120,57 @@ block:
 	CMPQ      R11, $7
 	JEQ       nextblock
 	SCOREHEAD(Y7)
+	JMP       nextblock
+
+few: // 1 or 2 heads: head h's chunk c in Y(4h+c)
+	SCOREHEAD4(Y0, Y1, Y2, Y3)
+	CMPQ      R11, $1
+	JEQ       nextblock
+	SCOREHEAD4(Y4, Y5, Y6, Y7)
+	JMP       nextblock
+
+some: // 3 or 4 heads: head h's even and odd chunks in Y(2h), Y(2h+1)
+	SCOREHEAD2(Y0, Y1)
+	SCOREHEAD2(Y2, Y3)
+	SCOREHEAD2(Y4, Y5)
+	CMPQ      R11, $3
+	JEQ       nextblock
+	SCOREHEAD2(Y6, Y7)
 
 nextblock:
 	ADDQ $34, AX
 	ADDQ $128, R14
 	DECQ R13
 	JNZ  block
+
+	// Fold the few or some heads' accumulators to one a head, in Y0-Y3 (the rest zero).
+	CMPQ   R11, $2
+	JLE    foldfew
+	CMPQ   R11, $4
+	JGT    reduce
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y1
+	VADDPS Y5, Y4, Y2
+	VADDPS Y7, Y6, Y3
+	JMP    foldzero
+
+foldfew:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	VADDPS Y5, Y4, Y4
+	VADDPS Y7, Y6, Y6
+	VADDPS Y6, Y4, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+foldzero:
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+reduce:
 
 	// Y0 = hadd(Y0, Y1) etc.: per 128-bit lane [h0 h0 h1 h1] of partial sums; then [h0 h1 h2 h3]
 	// and [h4 .. h7] per lane; the lanes added: the eight heads' sums in Y8.
