@@ -16,7 +16,7 @@ type Options struct {
 	NBatch    int           // most tokens one Decode call accepts (logical batch)
 	NUBatch   int           // most tokens one forward pass computes (micro-batch)
 	NSeqMax   int           // sequence ids are in [0, NSeqMax)
-	KVType    kvcache.DType // F16 (llama.cpp's default), F32 or Q8_0 (KVDim a multiple of 32)
+	KVType    kvcache.DType // F16 (llama.cpp's default), F32 or Q8_0 (HeadDim a multiple of 32)
 	BlockSize int           // KV block size in cells; 0 = 16
 	Threads   int           // worker goroutines; 0 = all cores
 	// Embeddings makes the tokens that ask for output keep their final-norm hidden state (read
