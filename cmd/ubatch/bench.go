@@ -254,10 +254,7 @@ func newBenchRow(m *model.Model, lctx *runner.Context, np, ng int) benchRow {
 		params += int64(t.NumElements())
 	}
 	o := lctx.Options()
-	kv := "f16"
-	if o.KVType != 0 {
-		kv = "f32"
-	}
+	kv := strings.ToLower(o.KVType.String()) // llama-bench's type_k names: f16, f32, q8_0
 	return benchRow{
 		ModelFilename: m.Path, ModelType: fmt.Sprintf("%s %s", m.Arch, humanCount(params)), ModelSize: size, ModelNParams: params,
 		NBatch: o.NBatch, NUBatch: o.NUBatch, NThreads: threads(o.Threads), TypeK: kv, TypeV: kv,

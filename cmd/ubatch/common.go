@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"ubatch/hub"
@@ -27,6 +28,8 @@ type modelFlags struct {
 	batch     int
 	ubatch    int
 	kvType    string
+	kvTypeK   string // -ctk, an alias of kvType
+	kvTypeV   string // -ctv
 	blockSize int
 }
 
@@ -37,7 +40,10 @@ func (f *modelFlags) register(fs *pflag.FlagSet, batch int) {
 	fs.IntVarP(&f.threads, "threads", "t", 0, "worker threads (0 = all cores)")
 	fs.IntVarP(&f.batch, "batch-size", "b", batch, "logical batch size: most tokens one decode call takes (serve: the token budget of one engine step: one decode token per running sequence plus prompt chunks; smaller = steadier streams, larger = faster prompts)")
 	fs.IntVar(&f.ubatch, "ubatch-size", 512, "physical batch size: most tokens one forward pass computes")
-	fs.StringVar(&f.kvType, "kv-type", "f16", "KV cache element type: f16 or f32")
+	fs.StringVar(&f.kvType, "kv-type", "f16", "KV cache element type: f16, f32 or q8_0 (about half the memory of f16; needs a head dimension that is a multiple of 32)")
+	// llama.cpp sets K and V apart; ubatch stores both alike, so they must agree.
+	fs.StringVar(&f.kvTypeK, "cache-type-k", "", "llama.cpp's -ctk: the same as --kv-type (must equal -ctv if both are given)")
+	fs.StringVar(&f.kvTypeV, "cache-type-v", "", "llama.cpp's -ctv: the same as --kv-type (must equal -ctk if both are given)")
 	fs.IntVar(&f.blockSize, "kv-block", 16, "KV cache block size in tokens")
 }
 
@@ -54,10 +60,9 @@ func (f *modelFlags) check() error {
 		return fmt.Errorf("--ubatch-size %d: must be positive", f.ubatch)
 	case f.blockSize < 1:
 		return fmt.Errorf("--kv-block %d: must be positive", f.blockSize)
-	case f.kvType != "f16" && f.kvType != "f32":
-		return fmt.Errorf("--kv-type %q: use f16 or f32", f.kvType)
 	}
-	return nil
+	_, err := f.kvDType()
+	return err
 }
 
 func (f *modelFlags) options(nSeq int) (runner.Options, error) {
@@ -65,15 +70,41 @@ func (f *modelFlags) options(nSeq int) (runner.Options, error) {
 	if f.ctx < 0 {
 		return o, fmt.Errorf("-c %d: the KV cache size must be positive (or 0 for the default)", f.ctx)
 	}
-	switch f.kvType {
-	case "f16":
-		o.KVType = kvcache.F16
-	case "f32":
-		o.KVType = kvcache.F32
-	default:
-		return o, fmt.Errorf("-kv-type %q: use f16 or f32", f.kvType)
+	kv, err := f.kvDType()
+	o.KVType = kv
+	return o, err
+}
+
+// kvDType is the KV cache type the flags ask for.
+func (f *modelFlags) kvDType() (kvcache.DType, error) {
+	kvType, err := f.cacheType()
+	if err != nil {
+		return 0, err
 	}
-	return o, nil
+	switch kvType {
+	case "f16":
+		return kvcache.F16, nil
+	case "f32":
+		return kvcache.F32, nil
+	case "q8_0":
+		return kvcache.Q8_0, nil
+	}
+	return 0, fmt.Errorf("--kv-type %q: use f16, f32 or q8_0", kvType)
+}
+
+// cacheType reconciles --kv-type with llama.cpp's -ctk/-ctv: either alias, when given, sets the
+// type, and K and V must agree.
+func (f *modelFlags) cacheType() (string, error) {
+	k, v := f.kvTypeK, f.kvTypeV
+	switch {
+	case k != "" && v != "" && k != v:
+		return "", fmt.Errorf("-ctk %q and -ctv %q differ: ubatch stores K and V alike, give one type (e.g. -ctk q8_0 -ctv q8_0)", k, v)
+	case k != "":
+		return strings.ToLower(k), nil
+	case v != "":
+		return strings.ToLower(v), nil
+	}
+	return strings.ToLower(f.kvType), nil
 }
 
 // newContext makes a context for nSeq sequences over m with the flags' options; fit, when not

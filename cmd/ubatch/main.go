@@ -83,7 +83,7 @@ var errUsage = errors.New("usage")
 const version = "ubatch 0.3 (continuous-batching CPU inference server)"
 
 // aliases maps llama.cpp's other names for a flag to the name ubatch registers it under.
-var aliases = map[string]string{"ub": "ubatch-size", "np": "parallel"}
+var aliases = map[string]string{"ub": "ubatch-size", "np": "parallel", "ctk": "cache-type-k", "ctv": "cache-type-v"}
 
 // newFlags makes a FlagSet (spf13/pflag) whose -h output explains the command. Flags take
 // llama.cpp's names: a one-letter shorthand with one dash (-c, -n, -t, -m, -p), long names with

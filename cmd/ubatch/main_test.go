@@ -196,3 +196,38 @@ func TestLlamaCppFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestLogitsWithQ8Cache runs the logits command with llama.cpp's -ctk/-ctv q8_0 on a model whose
+// heads fit Q8_0 blocks: the file must be close to the F16 cache's (model/all bounds it tightly).
+func TestLogitsWithQ8Cache(t *testing.T) {
+	ref := testdata.LoadReference(t, "synth-tiny-f16")
+	model := testdata.Model(t, "synth-tiny-f16.gguf")
+	read := func(args ...string) []float32 {
+		path := filepath.Join(t.TempDir(), "logits.f32")
+		code, _, errs := ubatch(t, append([]string{"logits", "-m", model, "-p", ref.Prompt, "-o", path}, args...)...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]float32, len(raw)/4)
+		for i := range out {
+			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		}
+		return out
+	}
+	f16, q8 := read(), read("-ctk", "q8_0", "-ctv", "q8_0")
+	if len(q8) != len(f16) || len(f16) == 0 {
+		t.Fatalf("%d and %d logits", len(q8), len(f16))
+	}
+	var num, den float64
+	for i := range f16 {
+		num += float64(q8[i]-f16[i]) * float64(q8[i]-f16[i])
+		den += float64(f16[i]) * float64(f16[i])
+	}
+	if e := math.Sqrt(num / den); e > 0.02 || e == 0 {
+		t.Fatalf("Q8_0 cache logits relative RMS %.2e from the F16 cache's, want (0, 2%%]", e)
+	}
+}
