@@ -110,7 +110,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer m.Close()
 	nCtx, what := mf.ctx, fmt.Sprintf("-c %d", mf.ctx)
 	if nCtx == 0 { // no -c: room for every slot, as llama.cpp's server gives n_ctx per slot
-		nCtx = serveKVCells(m.Hparams(), np)
+		nCtx = serveKVCells(m.Hparams(), np, kvOpts.KVType)
 		what = fmt.Sprintf("the default -c %d (room for -np %d sequences)", nCtx, np)
 	}
 	if budgetSource == "" { // read now: the model's pages are in memory already
@@ -226,10 +226,13 @@ func checkServeFlags(np, batchSize, chunkSize, maxQueue, port int, maxBody int64
 }
 
 // serveKVCells sizes the default KV cache of the server: each of np sequences may reach the
-// model's training context (at most 2048 tokens), within 2 GiB of F16 K and V.
-func serveKVCells(m *runner.Hparams, np int) int {
-	perCell := 2 * 2 * m.NLayers * m.KVDim() // K and V, F16
-	return max(512, min(np*min(m.CtxTrain, 2048), (2<<30)/perCell))
+// model's training context (at most 2048 tokens), within 2 GiB of K and V of type dt.
+func serveKVCells(m *runner.Hparams, np int, dt kvcache.DType) int {
+	perCell, err := kvcache.CellBytes(m.NLayers, m.KVDim(), dt)
+	if err != nil || perCell <= 0 {
+		perCell = int64(4 * m.NLayers * m.KVDim()) // F16
+	}
+	return max(512, min(np*min(m.CtxTrain, 2048), int((2<<30)/perCell)))
 }
 
 func checkHTTPFlags(grace, readTimeout, writeTimeout time.Duration, maxConns int) error {
