@@ -96,6 +96,9 @@ type Config struct {
 	// positions; set by the model (RoPE, which may differ per layer). Needed by SeqShift; nil ->
 	// SeqShift returns an error.
 	ShiftK func(l int, k []float32, delta int32)
+	// OnBlock, when set, is called on every prefix-cache change (see BlockEvent), synchronously
+	// from the mutating call, so it must return quickly and must not call the cache.
+	OnBlock func(BlockEvent)
 }
 
 // ErrKVFull reports that an operation needs more blocks than are free or evictable. The cache
@@ -338,6 +341,9 @@ func (c *Cache) Clear() {
 	}
 	c.free = c.free[:0]
 	for b := len(c.ref) - 1; b >= 0; b-- {
+		if c.hashed[b] {
+			c.emitRemoved(int32(b))
+		}
 		c.ref[b] = 0
 		c.hashed[b], c.indexed[b], c.rotated[b] = false, false, false
 		c.prev[b], c.next[b] = -1, -1
@@ -407,6 +413,7 @@ func (c *Cache) unhash(b int32) {
 	if ch, ok := c.child[c.parent[b]]; ok && ch == b {
 		delete(c.child, c.parent[b])
 	}
+	c.emitRemoved(b)
 	c.hashed[b] = false
 }
 

@@ -57,6 +57,7 @@ func (c *Cache) hashBlock(seq, bi int) {
 		c.index[h] = b
 		c.indexed[b] = true
 	}
+	c.emitStored(b, bi)
 }
 
 // lookup returns the indexed block holding tokens as block number i of a sequence whose

@@ -12,13 +12,14 @@ import (
 
 // Options sizes a Context.
 type Options struct {
-	NCtx      int           // KV cells shared by all sequences (llama.cpp's -c); also the longest sequence
-	NBatch    int           // most tokens one Decode call accepts (logical batch)
-	NUBatch   int           // most tokens one forward pass computes (micro-batch)
-	NSeqMax   int           // sequence ids are in [0, NSeqMax)
-	KVType    kvcache.DType // F16 (llama.cpp's default) or F32
-	BlockSize int           // KV block size in cells; 0 = 16
-	Threads   int           // worker goroutines; 0 = all cores
+	NCtx      int                      // KV cells shared by all sequences (llama.cpp's -c); also the longest sequence
+	NBatch    int                      // most tokens one Decode call accepts (logical batch)
+	NUBatch   int                      // most tokens one forward pass computes (micro-batch)
+	NSeqMax   int                      // sequence ids are in [0, NSeqMax)
+	KVType    kvcache.DType            // F16 (llama.cpp's default) or F32
+	BlockSize int                      // KV block size in cells; 0 = 16
+	Threads   int                      // worker goroutines; 0 = all cores
+	OnBlock   func(kvcache.BlockEvent) // prefix-cache events of the KV cache (kvcache.Config.OnBlock); nil = none
 }
 
 func (o *Options) defaults(h *Hparams) {
@@ -98,7 +99,7 @@ func NewContext(g Graph, opts Options) (*Context, error) {
 	kv, err := kvcache.New(kvcache.Config{
 		NLayers: h.NLayers, KVDim: h.KVDim(), BlockSize: opts.BlockSize,
 		NumBlocks: opts.NCtx / opts.BlockSize, DType: opts.KVType, MaxSeqs: opts.NSeqMax,
-		ShiftK: c.shiftK,
+		ShiftK: c.shiftK, OnBlock: opts.OnBlock,
 	})
 	if err != nil {
 		return nil, err
