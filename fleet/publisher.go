@@ -32,7 +32,7 @@ type PublisherConfig struct {
 	Flush     time.Duration // how often block changes are written; 0 = 100 ms
 	Resync    time.Duration // full rewrite of the block set at least this often; 0 = 1 min
 
-	Logger     *slog.Logger         // nil = slog.Default()
+	Logger     *slog.Logger          // nil = slog.Default()
 	Registerer prometheus.Registerer // ubatch_fleet_* metrics; nil = not registered
 }
 
