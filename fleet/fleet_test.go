@@ -26,7 +26,7 @@ type node struct {
 }
 
 func newNode(t *testing.T, blocks int) *node {
-	tr := NewTracker(bs, blocks)
+	tr := NewTracker(blocks)
 	c, err := kvcache.New(kvcache.Config{NLayers: 1, KVDim: 2, BlockSize: bs, NumBlocks: blocks, MaxSeqs: 4,
 		DType: kvcache.F32, OnBlock: tr.OnBlock})
 	if err != nil {
@@ -93,7 +93,7 @@ func TestTrackerFollowsTheCache(t *testing.T) {
 }
 
 func TestTrackerAllocatesNothingPerBlock(t *testing.T) {
-	tr := NewTracker(bs, 16)
+	tr := NewTracker(16)
 	toks := tokens(bs, 1)
 	ev := kvcache.BlockEvent{Kind: kvcache.BlockStored, Hash: 42, Tokens: toks}
 	rm := kvcache.BlockEvent{Kind: kvcache.BlockRemoved, Hash: 42}
@@ -128,7 +128,7 @@ func newFixture(t *testing.T, rs *testredis.Server, blocks int) *fixture {
 	}
 	t.Cleanup(func() { rdb.Close() })
 	f.pub, err = NewPublisher(PublisherConfig{Redis: rdb, Namespace: "test", Tracker: f.node.tr, NodeID: "n1",
-		URL: "http://127.0.0.1:1", Model: "m", MaxBody: 1000, MaxRunning: 4,
+		URL: "http://127.0.0.1:1", Model: "m", BlockSize: bs, MaxBody: 1000, MaxRunning: 4,
 		Load: func() Load { return Load{Running: int(f.load.Load())} },
 		TTL:  2 * time.Second, Heartbeat: 50 * time.Millisecond, Flush: 10 * time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry()})
@@ -259,7 +259,7 @@ func TestDroppedChangesAreRepairedByAResync(t *testing.T) {
 func TestNewPublisherRejectsBadConfig(t *testing.T) {
 	rdb, _ := NewClient("redis://127.0.0.1:1")
 	defer rdb.Close()
-	tr := NewTracker(bs, 1)
+	tr := NewTracker(1)
 	load := func() Load { return Load{} }
 	tests := []struct {
 		name string
@@ -269,7 +269,8 @@ func TestNewPublisherRejectsBadConfig(t *testing.T) {
 		{"no tracker", PublisherConfig{Redis: rdb, Load: load, NodeID: "a", URL: "u"}},
 		{"empty id", PublisherConfig{Redis: rdb, Tracker: tr, Load: load, URL: "u"}},
 		{"id with a colon", PublisherConfig{Redis: rdb, Tracker: tr, Load: load, NodeID: "a:b", URL: "u"}},
-		{"no url", PublisherConfig{Redis: rdb, Tracker: tr, Load: load, NodeID: "a"}},
+		{"no url", PublisherConfig{Redis: rdb, Tracker: tr, Load: load, NodeID: "a", BlockSize: 4}},
+		{"no block size", PublisherConfig{Redis: rdb, Tracker: tr, Load: load, NodeID: "a", URL: "u"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

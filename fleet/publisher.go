@@ -21,6 +21,7 @@ type PublisherConfig struct {
 	NodeID    string
 	URL       string // the node's base URL as routers reach it
 	Model     string
+	BlockSize int // the KV cache's block size, which the routing hashes depend on
 	// MaxBody and MaxRunning are published with the status (routers never forward bodies
 	// larger than MaxBody).
 	MaxBody    int64
@@ -67,6 +68,8 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 		return nil, errors.New("fleet: PublisherConfig needs Redis, Tracker and Load")
 	case !validID(cfg.NodeID):
 		return nil, fmt.Errorf("fleet: node id %q: use 1 to 64 letters, digits, '-', '_' or '.'", cfg.NodeID)
+	case cfg.BlockSize <= 0:
+		return nil, fmt.Errorf("fleet: block size %d must be positive", cfg.BlockSize)
 	case cfg.URL == "":
 		return nil, errors.New("fleet: PublisherConfig.URL (the node's advertised URL) is required")
 	}
@@ -252,7 +255,7 @@ func (p *Publisher) heartbeat(ctx context.Context) {
 }
 
 func (p *Publisher) addStatus(ctx context.Context, pipe redis.Pipeliner, blocks int) {
-	st := Status{ID: p.cfg.NodeID, URL: p.cfg.URL, Model: p.cfg.Model, BlockSize: p.cfg.Tracker.BlockSize(),
+	st := Status{ID: p.cfg.NodeID, URL: p.cfg.URL, Model: p.cfg.Model, BlockSize: p.cfg.BlockSize,
 		MaxBody: p.cfg.MaxBody, MaxRunning: p.cfg.MaxRunning, Load: p.cfg.Load(), Blocks: blocks,
 		TimeMS: time.Now().UnixMilli()}
 	b, _ := json.Marshal(st) // plain fields: cannot fail

@@ -23,8 +23,6 @@ type delta struct {
 // routing hashes, and queues the changes for a Publisher. OnBlock runs on the engine goroutine:
 // it does a map update and a non-blocking channel send, and never waits for Redis.
 type Tracker struct {
-	blockSize int
-
 	mu   sync.Mutex
 	byKV map[uint64]kvEntry // the cache's private hash -> routing hash and blocks holding it
 
@@ -38,18 +36,10 @@ type kvEntry struct {
 	refs    int32
 }
 
-// NewTracker makes a tracker for a cache of blocks of blockSize tokens; capacity (the cache's
-// block count) pre-sizes its map.
-func NewTracker(blockSize, capacity int) *Tracker {
-	return &Tracker{
-		blockSize: blockSize,
-		byKV:      make(map[uint64]kvEntry, capacity),
-		deltas:    make(chan delta, deltaQueue),
-	}
+// NewTracker makes a tracker; capacity (the cache's block count) pre-sizes its map.
+func NewTracker(capacity int) *Tracker {
+	return &Tracker{byKV: make(map[uint64]kvEntry, capacity), deltas: make(chan delta, deltaQueue)}
 }
-
-// BlockSize is the cache's block size, which the routing hashes depend on.
-func (t *Tracker) BlockSize() int { return t.blockSize }
 
 // OnBlock is the kvcache hook. A stored block whose parent is unknown (which cannot happen for
 // a tracker installed from the cache's creation) is not tracked: a routing hash needs the

@@ -27,6 +27,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"SIGINT/SIGTERM stops accepting connections, lets running requests finish, then exits.", stderr)
 	var mf modelFlags
 	mf.register(fs)
+	var ff fleetFlags
+	ff.register(fs)
 	host := fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
 	port := fs.Int("port", 8080, "TCP port to listen on (0 = any free port; the log says which)")
 	var np int
@@ -73,6 +75,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if o.NCtx == 0 { // no -c: room for every slot, as llama.cpp's server gives n_ctx per slot
 			o.NCtx = serveKVCells(m.Hparams(), np)
 		}
+		o.OnBlock = ff.onBlock()
 	})
 	if err != nil {
 		return err
@@ -111,6 +114,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	logger.Info("listening", "url", "http://"+ln.Addr().String(), "n_ctx", opts.NCtx, "parallel", cfg.MaxRunning,
 		"batch_size", cfg.BatchSize, "chunk_size", cfg.ChunkSize, "max_queue", cfg.MaxQueue, "policy", cfg.Policy,
 		"kv_type", mf.kvType, "api_key", *apiKey != "")
+	stopFleet, err := ff.start(ctx, fleetNode{addr: ln.Addr(), model: apiModelID(*alias, m.Path), blockSize: opts.BlockSize,
+		maxBody: *maxBody, maxRunning: cfg.MaxRunning, stats: eng.Stats, reg: reg, logger: logger})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopFleet()
 	if err := server.Serve(ctx, ln, srv.Handler(), *grace, logger); err != nil {
 		return err
 	}
