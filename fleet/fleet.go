@@ -81,6 +81,7 @@ func NewClient(rawURL string) (*redis.Client, error) {
 	opt.ReadTimeout = 500 * time.Millisecond
 	opt.WriteTimeout = 500 * time.Millisecond
 	opt.MaxRetries = -1 // none
+	opt.DialerRetries = 1
 	opt.PoolSize = 8
 	opt.DisableIdentity = true
 	return redis.NewClient(opt), nil

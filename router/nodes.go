@@ -26,6 +26,7 @@ type node struct {
 
 	// guarded by Router.mu
 	healthy   bool
+	probed    bool // had a health check: the first one decides alone
 	okStreak  int // consecutive good health checks while out of rotation
 	badStreak int // consecutive failed health checks while in rotation
 	status    fleet.Status
@@ -108,7 +109,9 @@ func (r *Router) checkHealth(ctx context.Context) {
 			}
 			r.mu.Lock()
 			was := n.healthy
-			if ok {
+			if !n.probed {
+				n.probed, n.healthy = true, ok
+			} else if ok {
 				n.badStreak = 0
 				if !n.healthy {
 					n.okStreak++

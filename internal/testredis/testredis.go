@@ -78,7 +78,12 @@ func newServer(t testing.TB, dir string, args ...string) *Server {
 func (s *Server) start() {
 	s.t.Helper()
 	s.cmd = exec.Command(s.args[0], s.args[1:]...)
-	s.cmd.Stdout, s.cmd.Stderr = os.Stderr, os.Stderr
+	log, err := os.OpenFile(filepath.Join(s.dir, "redis.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer log.Close()
+	s.cmd.Stdout, s.cmd.Stderr = log, log
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("starting redis-server: %v", err)
 	}
