@@ -27,8 +27,8 @@ type node struct {
 	// guarded by Router.mu
 	healthy   bool
 	probed    bool // had a health check: the first one decides alone
-	okStreak  int // consecutive good health checks while out of rotation
-	badStreak int // consecutive failed health checks while in rotation
+	okStreak  int  // consecutive good health checks while out of rotation
+	badStreak int  // consecutive failed health checks while in rotation
 	status    fleet.Status
 	statusAt  time.Time // zero: no status from Redis
 	seen      bool      // listed in Redis at the last refresh (discovery mode)
