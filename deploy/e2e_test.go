@@ -469,8 +469,11 @@ func (f *fleet) testDashboard(t *testing.T) {
 	if f.prom == "" {
 		t.Skip("prometheus is not installed (Debian: apt-get install prometheus)")
 	}
-	// Fresh traffic, so that every rate over the last minute has samples.
-	for i := range 6 {
+	// Prometheus must scrape before and after fresh traffic for rates over the last minute.
+	eventually(t, "Prometheus scraping the live targets", 20*time.Second, func() bool {
+		return f.hasData(t, `count(up == 1) >= 3`)
+	})
+	traffic := func(i int) {
 		f.post(f.entry, "/v1/completions", completion(tenant(3)+fmt.Sprintf("Q %d.", i), 16, i%2 == 0), nil)
 	}
 	exprs := panelExprs(t)
@@ -481,7 +484,8 @@ func (f *fleet) testDashboard(t *testing.T) {
 		}
 	}
 	deadline := time.Now().Add(20 * time.Second)
-	for len(pending) > 0 && time.Now().Before(deadline) {
+	for i := 0; len(pending) > 0 && time.Now().Before(deadline); i++ {
+		traffic(i)
 		for e := range pending {
 			if f.hasData(t, e) {
 				delete(pending, e)
