@@ -87,6 +87,7 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		LoadWeight: *loadWeight, AffinityTTL: *affinity, HealthInterval: *health, StreamIdleTimeout: *idle,
 		Logger: logger, Registerer: reg, Gatherer: reg}
 	if *redisURL != "" {
+		quietRedis(logger)
 		rdb, err := fleet.NewClient(*redisURL)
 		if err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"ubatch/engine"
 	"ubatch/fleet"
@@ -76,6 +77,7 @@ func (f *fleetFlags) start(ctx context.Context, n fleetNode) (stop func(), err e
 		}
 		f.advertise = "http://" + n.addr.String()
 	}
+	quietRedis(n.logger)
 	rdb, err := fleet.NewClient(f.redis)
 	if err != nil {
 		return nil, err
@@ -110,3 +112,15 @@ func apiModelID(alias, path string) string {
 	}
 	return filepath.Base(path)
 }
+
+// redisLog sends go-redis's own messages (a failed dial on every retry while Redis is down) to
+// the debug level: the fleet code already logs each outage once, with what to do.
+type redisLog struct{ l *slog.Logger }
+
+func (r redisLog) Printf(ctx context.Context, format string, v ...any) {
+	r.l.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
+}
+
+// quietRedis installs redisLog as go-redis's process-wide logger (a library setting: only the
+// commands, which own the process, call it).
+func quietRedis(l *slog.Logger) { redis.SetLogger(redisLog{l}) }
