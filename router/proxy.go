@@ -75,6 +75,7 @@ type attempt struct {
 	status int
 	header http.Header
 	body   []byte
+	node   string
 }
 
 // route sends the request to the best node, then to the next ones while they fail before the
@@ -108,13 +109,14 @@ func (r *Router) route(w http.ResponseWriter, req *http.Request, body []byte, p 
 			r.recent.add(c.n, prefixhash.Chain(nil, p.tokens, bs))
 		}
 		last = r.try(w, req, body, p, c.n)
+		last.node = c.n.label
 		if last.done {
 			return
 		}
 	}
 	if last.status != 0 {
 		copyHeader(w.Header(), last.header)
-		w.Header().Set(NodeHeader, d.order[0].n.label)
+		w.Header().Set(NodeHeader, last.node)
 		w.WriteHeader(last.status)
 		w.Write(last.body)
 		return
@@ -149,7 +151,7 @@ func (r *Router) try(w http.ResponseWriter, req *http.Request, body []byte, p pa
 	start := time.Now()
 	resp, err := r.client.Do(out)
 	if err != nil {
-		return r.failed(req, n, ctx, "connect")
+		return r.failed(ctx, req, n, "connect")
 	}
 	defer resp.Body.Close()
 	r.m.ttfb.WithLabelValues(n.label).Observe(time.Since(start).Seconds())
@@ -158,11 +160,11 @@ func (r *Router) try(w http.ResponseWriter, req *http.Request, body []byte, p pa
 	ct := resp.Header.Get("Content-Type")
 	isSSE := strings.HasPrefix(ct, "text/event-stream")
 	if resp.StatusCode == http.StatusOK && isSSE {
-		return r.stream(w, req, resp, p, n, ctx, idle)
+		return r.stream(ctx, w, req, resp, p, n, idle)
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 	if err != nil {
-		return r.failed(req, n, ctx, "garbage")
+		return r.failed(ctx, req, n, "garbage")
 	}
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests:
@@ -191,7 +193,7 @@ var errIdle = errors.New("the node sent nothing for too long")
 
 // failed handles a transport error: a client that went away ends the request; otherwise the
 // node leaves rotation and the next one is tried.
-func (r *Router) failed(req *http.Request, n *node, ctx context.Context, kind string) attempt {
+func (r *Router) failed(ctx context.Context, req *http.Request, n *node, kind string) attempt {
 	if req.Context().Err() != nil {
 		return attempt{done: true}
 	}
@@ -206,12 +208,12 @@ func (r *Router) failed(req *http.Request, n *node, ctx context.Context, kind st
 // stream passes an event stream through, whole events at a time. Until the first event has
 // arrived nothing is written, so a node failing before it is retried; after it, a broken stream
 // ends with an error event in OpenAI's shape.
-func (r *Router) stream(w http.ResponseWriter, req *http.Request, resp *http.Response, p parsed, n *node,
-	ctx context.Context, idle *time.Timer) attempt {
+func (r *Router) stream(ctx context.Context, w http.ResponseWriter, req *http.Request, resp *http.Response, p parsed,
+	n *node, idle *time.Timer) attempt {
 	br := bufio.NewReaderSize(resp.Body, 32<<10)
 	ev, err := readEvent(br)
 	if err != nil {
-		return r.failed(req, n, ctx, "garbage")
+		return r.failed(ctx, req, n, "garbage")
 	}
 	copyHeader(w.Header(), resp.Header)
 	w.Header().Del("Content-Length")
