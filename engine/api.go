@@ -5,6 +5,7 @@ package engine
 
 import (
 	"errors"
+	"log/slog"
 	"time"
 
 	"ubatch/sample"
@@ -36,12 +37,17 @@ type Config struct {
 	Policy     Policy // default FCFS
 	IsEOG      func(tok int32) bool
 	Observer   Observer // metrics sink; nil = none
+	// TargetITL is the inter-token latency a step should meet while sequences decode: prompt
+	// chunks are sized to it from a cost model of steps fitted online. 0 = no target (prompt
+	// chunks of ChunkSize within BatchSize).
+	TargetITL time.Duration
+	Logger    *slog.Logger // step log at debug level; nil = none
 }
 
 // Request is one generation job. Prompt is already tokenized (BOS included as the model wants).
 type Request struct {
 	Prompt      []int32
-	MaxTokens   int // tokens to generate; <= 0 means until end of generation or a full context
+	MaxTokens   int // tokens to generate; <= 0 means until end of generation or the sequence cap (Limits.NCtxSeq)
 	Sampling    sample.Params
 	IgnoreEOS   bool
 	Priority    Priority
@@ -65,7 +71,7 @@ type FinishReason string
 
 const (
 	FinishStop      FinishReason = "stop"      // end-of-generation token (or the client's stop string)
-	FinishLength    FinishReason = "length"    // MaxTokens reached or the context is full
+	FinishLength    FinishReason = "length"    // MaxTokens or the sequence cap reached, or the KV cache outgrown
 	FinishCancelled FinishReason = "cancelled" // the client went away
 	FinishError     FinishReason = "error"
 )
@@ -77,6 +83,8 @@ type Usage struct {
 	CompletionTokens int
 	QueueTime        time.Duration // from Submit to admission
 	TimeToFirstToken time.Duration // from Submit to the first generated token
+	Latency          time.Duration // from Submit to the final event
+	Preemptions      int           // times the request was preempted (its KV freed, recomputed later)
 }
 
 // Errors Submit returns.
@@ -88,10 +96,14 @@ var (
 
 // StepInfo describes one forward pass, for metrics.
 type StepInfo struct {
-	Tokens, Budget   int // tokens in the batch and the budget
+	Tokens, Budget   int           // tokens in the batch and the step's token budget
+	Reason           BudgetReason  // what set Budget
+	Target           time.Duration // the step-time target in force (relaxed under a queue), 0 if none
+	Predicted        time.Duration // the cost model's time for the batch (0 before it is fitted)
 	DecodeTokens     int
 	PrefillTokens    int
-	Duration         time.Duration
+	Duration         time.Duration // the forward pass
+	Elapsed          time.Duration // the whole step, scheduling and sampling included
 	Running, Waiting int
 	KVUsed, KVTotal  int // blocks
 	KVCached         int // blocks kept only for prefix reuse
@@ -100,9 +112,12 @@ type StepInfo struct {
 // Observer receives scheduler events; calls come from the engine goroutine and must not block.
 type Observer interface {
 	Step(StepInfo)
-	Admitted(queueWait time.Duration, promptTokens, cachedTokens int)
+	Admitted(queueWait time.Duration, promptTokens, cachedTokens int) // a request's first admission
+	// Lookup reports every admission's prefix-cache lookup, re-admissions after a preemption
+	// included: tokens to be in the KV cache, of which cached were found there.
+	Lookup(tokens, cached int)
 	Token(first bool, sinceLast time.Duration) // sinceLast: since the previous token (first: since Submit)
-	Finished(reason FinishReason, promptTokens, completionTokens int)
+	Finished(reason FinishReason, u Usage)
 	Preempted()
 	Rejected()
 }

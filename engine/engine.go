@@ -12,7 +12,7 @@ import (
 	"ubatch/sample"
 )
 
-// Decoder is the model side of the engine: llama.Context implements it. Tests use fakes, so
+// Decoder is the model side of the engine: runner.Context implements it. Tests use fakes, so
 // scheduling is tested without a model.
 type Decoder interface {
 	Decode(b *batch.Batch) error
@@ -20,9 +20,22 @@ type Decoder interface {
 	KV() *kvcache.Cache
 }
 
+// kvOwner is what the scheduler asks of the KV cache (*kvcache.Cache, from Decoder.KV): the cache
+// alone does the block arithmetic of admission, prefix sharing and batch capacity.
+type kvOwner interface {
+	CanAdmit(prompt []int32, reserve int) kvcache.Admission
+	Admit(seq int, prompt []int32, reserve int) (int, error)
+	CanReserve(pos []int32, seqs [][]int32) bool
+	SeqFree(seq int)
+	Stats() kvcache.Stats
+}
+
 // Limits are the decoder's sizes the scheduler must respect.
 type Limits struct {
-	NCtx    int // KV cells in total; also the longest sequence
+	NCtx int // KV cells in total
+	// NCtxSeq is the longest sequence, prompt and generated tokens together (llama.cpp's
+	// n_ctx_seq): the model's training context, say. 0 = NCtx; at most NCtx.
+	NCtxSeq int
 	NSeqMax int // sequence ids in [0, NSeqMax)
 	NBatch  int // most tokens per Decode
 	Vocab   int
@@ -43,7 +56,7 @@ type Stats struct {
 // then Submit requests from any goroutine.
 type Engine struct {
 	dec      Decoder
-	kv       *kvcache.Cache
+	kv       kvOwner
 	lim      Limits
 	cfg      Config
 	incoming chan *seqState
@@ -62,6 +75,14 @@ type Engine struct {
 	b       batch.Batch
 	inBatch []*seqState // sequences with a logits row in b, by row order
 	stats   Stats
+	cost    costModel
+	// completionMean is the mean completion length of the finishedN requests that ran to
+	// their end, recent ones weighing most (expectedGrowth).
+	completionMean float64
+	finishedN      int
+	plan           stepPlan         // the budget of the batch in b
+	stepX          [nFeat]float64   // the cost-model features of the batch in b
+	now            func() time.Time // the clock steps are timed with (tests give a fake one)
 
 	mu        sync.Mutex
 	published Stats
@@ -70,8 +91,11 @@ type Engine struct {
 
 // New makes an engine over d. It does not start it: call Run.
 func New(d Decoder, lim Limits, cfg Config) (*Engine, error) {
-	if lim.NCtx <= 0 || lim.NSeqMax <= 0 || lim.NBatch <= 0 || lim.Vocab <= 0 {
+	if lim.NCtx <= 0 || lim.NSeqMax <= 0 || lim.NBatch <= 0 || lim.Vocab <= 0 || lim.NCtxSeq < 0 {
 		return nil, fmt.Errorf("engine: bad limits %+v", lim)
+	}
+	if lim.NCtxSeq == 0 || lim.NCtxSeq > lim.NCtx {
+		lim.NCtxSeq = lim.NCtx
 	}
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 512
@@ -97,7 +121,10 @@ func New(d Decoder, lim Limits, cfg Config) (*Engine, error) {
 	if cfg.IsEOG == nil {
 		cfg.IsEOG = func(int32) bool { return false }
 	}
-	e := &Engine{dec: d, kv: d.KV(), lim: lim, cfg: cfg, stopped: make(chan struct{})}
+	if cfg.TargetITL < 0 {
+		return nil, fmt.Errorf("engine: negative inter-token target %v", cfg.TargetITL)
+	}
+	e := &Engine{dec: d, kv: d.KV(), lim: lim, cfg: cfg, stopped: make(chan struct{}), now: time.Now}
 	e.incoming = make(chan *seqState, cfg.MaxQueue)
 	for id := lim.NSeqMax - 1; id >= 0; id-- {
 		e.freeIDs = append(e.freeIDs, int32(id))
@@ -109,8 +136,12 @@ func New(d Decoder, lim Limits, cfg Config) (*Engine, error) {
 // Config returns the effective configuration.
 func (e *Engine) Config() Config { return e.cfg }
 
+// Limits returns the effective limits (NCtxSeq defaulted).
+func (e *Engine) Limits() Limits { return e.lim }
+
 // Submit queues a request. It fails at once with ErrQueueFull when MaxQueue requests are already
-// waiting, ErrPromptSize when the prompt cannot fit the context, ErrClosed after shutdown.
+// waiting, ErrPromptSize when the prompt leaves no room in a sequence (Limits.NCtxSeq) for a
+// generated token, ErrClosed after shutdown.
 // Cancelling ctx (the client went away) cancels the request.
 func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	if e.closed.Load() {
@@ -119,8 +150,9 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	if len(req.Prompt) == 0 {
 		return nil, fmt.Errorf("%w: empty prompt", ErrPromptSize)
 	}
-	if len(req.Prompt) >= e.lim.NCtx {
-		return nil, fmt.Errorf("%w: %d prompt tokens, the context holds %d", ErrPromptSize, len(req.Prompt), e.lim.NCtx)
+	if len(req.Prompt) >= e.lim.NCtxSeq {
+		return nil, fmt.Errorf("%w: %d prompt tokens, but a sequence holds at most %d (n_ctx_seq) with the tokens it generates",
+			ErrPromptSize, len(req.Prompt), e.lim.NCtxSeq)
 	}
 	for _, t := range req.Prompt {
 		if t < 0 || int(t) >= e.lim.Vocab {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -28,6 +29,8 @@ type seqState struct {
 	generated int
 	cached    int // prompt tokens taken from the prefix cache at the latest admission
 	chunk     int // tokens of this sequence in the current batch
+	// passedOver counts the consecutive steps in which this prefilling sequence got no chunk.
+	passedOver int
 
 	arrival   uint64 // submission order
 	submitted time.Time
@@ -49,6 +52,7 @@ func before(a, b *seqState) int {
 // step runs one scheduling round: reap cancelled requests, admit waiting ones, build a batch under
 // the token budget (preempting when the KV cache cannot hold it), decode and sample.
 func (e *Engine) step() {
+	began := e.now()
 	e.reap()
 	e.admit()
 	if len(e.running) == 0 {
@@ -59,7 +63,16 @@ func (e *Engine) step() {
 			return
 		}
 	}
-	start := time.Now()
+	for _, s := range e.running {
+		switch {
+		case s.remaining() <= 1: // decoding
+		case s.chunk == 0:
+			s.passedOver++
+		default:
+			s.passedOver = 0
+		}
+	}
+	start := e.now()
 	err := e.dec.Decode(&e.b)
 	if err != nil {
 		// The batch fitted (checked above), so this is a model failure: fail its sequences.
@@ -71,7 +84,8 @@ func (e *Engine) step() {
 		e.running = slices.DeleteFunc(e.running, func(s *seqState) bool { return s.id < 0 })
 		return
 	}
-	info := StepInfo{Tokens: e.b.Len(), Budget: e.cfg.BatchSize, Duration: time.Since(start)}
+	info := StepInfo{Tokens: e.b.Len(), Budget: e.plan.tokens, Reason: e.plan.reason, Target: e.plan.target,
+		Predicted: e.plan.predicted, Duration: e.now().Sub(start)}
 	e.stats.Steps++
 	row := 0
 	for _, s := range e.running {
@@ -91,12 +105,28 @@ func (e *Engine) step() {
 		row += s.chunk
 	}
 	e.running = slices.DeleteFunc(e.running, func(s *seqState) bool { return s.id < 0 })
+	// The whole step, scheduling and sampling included, is what a stream waits between tokens.
+	info.Elapsed = e.now().Sub(began)
+	e.cost.observe(e.stepX, info.Elapsed.Seconds())
 	info.Running, info.Waiting = len(e.running), len(e.waiting)
 	st := e.kv.Stats()
 	info.KVUsed, info.KVTotal, info.KVCached = st.Used, st.Total, st.Cached
 	if e.cfg.Observer != nil {
 		e.cfg.Observer.Step(info)
 	}
+	e.logStep(info)
+}
+
+// logStep writes the step's budget and why at debug level.
+func (e *Engine) logStep(info StepInfo) {
+	if e.cfg.Logger == nil || !e.cfg.Logger.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	e.cfg.Logger.LogAttrs(context.Background(), slog.LevelDebug, "step",
+		slog.Int("tokens", info.Tokens), slog.Int("decode", info.DecodeTokens), slog.Int("prompt", info.PrefillTokens),
+		slog.Int("budget", info.Budget), slog.String("reason", string(info.Reason)),
+		slog.Duration("target", info.Target), slog.Duration("predicted", info.Predicted),
+		slog.Duration("took", info.Elapsed), slog.Int("running", info.Running), slog.Int("waiting", info.Waiting))
 }
 
 // reap finishes requests whose client went away or that were cancelled, freeing their blocks.
@@ -122,91 +152,25 @@ func (e *Engine) reap() {
 	})
 }
 
-// admit moves waiting requests (priority, then arrival order) into running while sequence slots
-// and KV blocks allow, starting each from its longest cached prefix.
-func (e *Engine) admit() {
-	slices.SortStableFunc(e.waiting, before)
-	bs := e.kv.Config().BlockSize
-	for i := 0; i < len(e.waiting) && len(e.running) < e.cfg.MaxRunning && len(e.freeIDs) > 0; {
-		s := e.waiting[i]
-		cached := e.kv.MatchPrefix(s.tokens[:len(s.tokens)-1])
-		if e.prefixInFlight(s, bs, cached) {
-			i++ // admit it once the running sequence has computed the shared blocks
-			continue
-		}
-		st := e.kv.Stats()
-		// Leave room for the uncached part of the prompt plus one block of generation, counting
-		// blocks that only hold cached prefixes as reclaimable.
-		need := (len(s.tokens)-cached+bs-1)/bs + 1
-		if need > st.Free+st.Cached && len(e.running) > 0 {
-			return
-		}
-		id := e.freeIDs[len(e.freeIDs)-1]
-		e.freeIDs = e.freeIDs[:len(e.freeIDs)-1]
-		n, err := e.kv.AttachPrefix(int(id), s.tokens[:len(s.tokens)-1])
-		if err != nil {
-			n = 0
-		}
-		s.id, s.nKV, s.cached = id, n, n
-		e.stats.PromptCached += uint64(min(n, s.nPrompt))
-		e.waiting = slices.Delete(e.waiting, i, i+1)
-		e.queued.Add(-1)
-		if !s.counted {
-			s.counted = true
-			s.usage.QueueTime = time.Since(s.submitted)
-			s.usage.CachedTokens = min(n, s.nPrompt)
-			if e.cfg.Observer != nil {
-				e.cfg.Observer.Admitted(s.usage.QueueTime, s.nPrompt, s.usage.CachedTokens)
-			}
-		}
-		e.running = append(e.running, s)
-	}
-}
+// maxPrefillWait bounds how many consecutive steps a prefilling sequence can be passed over for
+// others of its priority before its chunk comes first.
+const maxPrefillWait = 4
 
-// prefixInFlight reports whether a running sequence is still computing KV blocks that s shares
-// with it (the same leading tokens). Admitting s now would compute those blocks a second
-// time; a step or two later they are in the prefix cache and s starts from them. This is what
-// makes a burst of requests with one system prompt compute that prompt once. cached is how many
-// of s's tokens the KV cache can already provide (MatchPrefix): a sequence that computes no more
-// of the common prefix than that is no reason to wait.
-func (e *Engine) prefixInFlight(s *seqState, bs, cached int) bool {
-	for _, r := range e.running {
-		if r.remaining() <= 1 {
-			continue // decoding: its prompt blocks are all computed
-		}
-		n := min(len(s.tokens)-1, r.nPrompt)
-		common := 0
-		for common < n && s.tokens[common] == r.tokens[common] {
-			common++
-		}
-		if common <= cached {
-			continue
-		}
-		shared := common / bs * bs
-		if shared > 0 && common%bs != 0 && shared+bs <= r.nPrompt {
-			// r's prompt also fills the block where the two part: once it is full, s copies its
-			// first cells (kvcache's partial match). Only for prompts that share whole blocks
-			// already, or every prompt sharing just BOS would wait for others' first blocks.
-			shared += bs
-		}
-		if shared > 0 && shared > r.nKV/bs*bs {
-			return true
-		}
-	}
-	return false
-}
-
-// buildBatch packs one decode token per decoding sequence, then prompt chunks, under the budget.
-// It reports false when the KV cache cannot hold the batch.
+// buildBatch packs one decode token per decoding sequence, then prompt chunks, under the step's
+// budget (planStep): with a latency target and sequences decoding, each chunk gets the modelled
+// time left under the target. It reports false when the KV cache cannot hold the batch.
 func (e *Engine) buildBatch() bool {
 	e.b.Clear()
 	budget := e.cfg.BatchSize
 	slices.SortStableFunc(e.running, before)
+	decode, cells := 0, 0.0
 	for _, s := range e.running {
 		s.chunk = 0
 		if s.remaining() == 1 && budget > 0 {
 			s.chunk = 1
 			budget--
+			decode++
+			cells += float64(s.nKV + 1)
 		}
 	}
 	prefill := e.inBatch[:0]
@@ -215,31 +179,62 @@ func (e *Engine) buildBatch() bool {
 			prefill = append(prefill, s)
 		}
 	}
-	if e.cfg.Policy == SJF {
-		slices.SortStableFunc(prefill, func(a, b *seqState) int {
-			if a.req.Priority != b.req.Priority {
-				return cmp.Compare(b.req.Priority, a.req.Priority)
+	// Priority first; within it, prompts passed over for maxPrefillWait steps go first, the
+	// longest passed over first, so that a stream of short prompts cannot starve a long one
+	// under SJF (or a small budget under FCFS); then the policy. prefill is in running order
+	// (before) already.
+	slices.SortStableFunc(prefill, func(a, b *seqState) int {
+		if a.req.Priority != b.req.Priority {
+			return cmp.Compare(b.req.Priority, a.req.Priority)
+		}
+		if a.passedOver >= maxPrefillWait || b.passedOver >= maxPrefillWait {
+			if c := cmp.Compare(b.passedOver, a.passedOver); c != 0 {
+				return c // the longest passed over first
 			}
+		}
+		if e.cfg.Policy == SJF {
 			return cmp.Compare(a.remaining(), b.remaining())
-		})
+		}
+		return 0
+	})
+	firstN := 0
+	if len(prefill) > 0 {
+		firstN = prefill[0].nKV
 	}
-	decoding := budget < e.cfg.BatchSize
-	for _, s := range prefill {
+	e.plan = e.planStep(decode, cells, firstN)
+	budget = e.plan.tokens - decode
+	prompt := 0
+	for i, s := range prefill {
 		if budget == 0 {
 			break
 		}
-		s.chunk = min(s.remaining(), e.cfg.ChunkSize, budget)
-		budget -= s.chunk
+		limit := min(s.remaining(), e.cfg.ChunkSize, budget)
+		n := limit
+		if e.plan.timed {
+			n = e.cost.chunkFor(s.nKV, e.plan.avail, limit)
+			if i == 0 && e.plan.floor {
+				n = max(n, min(minChunk, limit))
+			}
+			e.plan.avail -= e.cost.promptCost(s.nKV, n)
+		}
+		s.chunk = n
+		budget -= n
+		prompt += n
+		cells += float64(n)*float64(s.nKV) + float64(n)*float64(n+1)/2
 	}
-	if !decoding {
+	if e.plan.reason == BudgetNoDecode {
 		// No stream to keep steady: the chunk limit protects nobody, so prompts take the whole
 		// budget (a burst's shared system prompt is computed in a third of the steps).
 		for _, s := range prefill {
 			extra := min(s.remaining()-s.chunk, budget)
 			s.chunk += extra
 			budget -= extra
+			prompt += extra
+			cells += float64(extra)*float64(s.nKV+s.chunk-extra) + float64(extra)*float64(extra+1)/2
 		}
 	}
+	e.stepX = features(decode, prompt, cells)
+	e.plan.predicted = time.Duration(e.cost.predict(e.stepX) * float64(time.Second))
 	e.inBatch = prefill[:0]
 	// Tokens go in in running order so logits rows can be matched back in step.
 	for _, s := range e.running {
@@ -265,28 +260,36 @@ func (e *Engine) preempt() bool {
 		return false
 	}
 	victim := slices.MaxFunc(e.running, before)
-	e.running = slices.DeleteFunc(e.running, func(s *seqState) bool { return s == victim })
-	if len(e.running) == 0 {
+	if len(e.running) == 1 {
+		e.running = e.running[:0]
 		e.finish(victim, FinishLength, nil)
 		return false
 	}
+	e.evict(victim)
+	return true
+}
+
+// evict takes the running sequence victim out of the batch and puts it back in the waiting
+// queue, freeing its KV blocks (its full blocks stay in the prefix cache) and its id.
+func (e *Engine) evict(victim *seqState) {
+	e.running = slices.DeleteFunc(e.running, func(s *seqState) bool { return s == victim })
 	e.kv.SeqFree(int(victim.id))
 	e.freeIDs = append(e.freeIDs, victim.id)
 	victim.id, victim.nKV, victim.chunk = -1, 0, 0
+	victim.usage.Preemptions++
 	e.waiting = append(e.waiting, victim)
 	e.queued.Add(1)
 	e.stats.Preemptions++
 	if e.cfg.Observer != nil {
 		e.cfg.Observer.Preempted()
 	}
-	return true
 }
 
 // emit samples the next token of s from logits, streams it and ends s when it is done.
 func (e *Engine) emit(s *seqState, logits []float32) {
 	tok := s.sampler.Sample(logits)
-	if tok < 0 { // every token excluded or NaN logits: nothing can be sampled
-		e.finish(s, FinishError, fmt.Errorf("no token can be sampled (all excluded or NaN logits)"))
+	if tok < 0 { // every token excluded, NaN logits or a grammar dead end: nothing can be sampled
+		e.finish(s, FinishError, s.sampler.Err())
 		return
 	}
 	s.sampler.Accept(tok)
@@ -319,7 +322,7 @@ func (e *Engine) emit(s *seqState, logits []float32) {
 		e.finish(s, FinishStop, nil)
 	case s.req.MaxTokens > 0 && s.generated >= s.req.MaxTokens:
 		e.finish(s, FinishLength, nil)
-	case len(s.tokens) >= e.lim.NCtx:
+	case len(s.tokens) >= e.lim.NCtxSeq:
 		e.finish(s, FinishLength, nil)
 	}
 }
@@ -338,8 +341,12 @@ func (e *Engine) finish(s *seqState, reason FinishReason, err error) {
 	}
 	s.usage.PromptTokens = s.nPrompt
 	s.usage.CompletionTokens = s.generated
+	s.usage.Latency = time.Since(s.submitted)
+	if reason == FinishStop || reason == FinishLength {
+		e.noteCompletion(s.generated)
+	}
 	if e.cfg.Observer != nil {
-		e.cfg.Observer.Finished(reason, s.nPrompt, s.generated)
+		e.cfg.Observer.Finished(reason, s.usage)
 	}
 	s.stream.push(Output{Done: true, Finish: reason, Err: err, Usage: s.usage})
 }

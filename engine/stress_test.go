@@ -122,8 +122,10 @@ func (o *stressObserver) Admitted(wait time.Duration, prompt, cached int) {
 
 func (o *stressObserver) Token(bool, time.Duration) {}
 
-func (o *stressObserver) Finished(r FinishReason, prompt, completion int) {
-	o.note(fmt.Sprintf("finished %s prompt=%d completion=%d", r, prompt, completion), "finished", string(r))
+func (o *stressObserver) Lookup(int, int) {}
+
+func (o *stressObserver) Finished(r FinishReason, u Usage) {
+	o.note(fmt.Sprintf("finished %s prompt=%d completion=%d", r, u.PromptTokens, u.CompletionTokens), "finished", string(r))
 }
 
 func (o *stressObserver) Preempted() { o.note("preempted", "preempted") }

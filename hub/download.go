@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"ubatch/gguf"
 )
 
 // ggufMagic opens every GGUF file.
@@ -18,13 +20,18 @@ const ggufMagic = "GGUF"
 // progressEvery throttles Options.Progress.
 const progressEvery = 100 * time.Millisecond
 
-// download fetches src into dest through a temporary file in dest's directory, which it removes
-// on any failure. The body must match the announced size and start with the GGUF magic.
+// download fetches src into dest through a temporary ".part" file in dest's directory, which it
+// removes on any failure. The body must start with the GGUF magic, and either match the size the
+// server announced or, when it announced none, parse as a complete GGUF file (header, tensor
+// infos and every tensor's data inside the file): a connection closed early then shows as a
+// file too short for its own tensors. Part files left by an earlier download of dest that died
+// (SIGKILL, power loss) are removed first.
 func (o *resolved) download(ctx context.Context, src, dest string) (err error) {
 	dir := filepath.Dir(dest)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create cache directory: %w", err)
 	}
+	o.removeStaleParts(dest)
 	// The idle watchdog cancels this context when no data arrives for IdleTimeout.
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -49,18 +56,6 @@ func (o *resolved) download(ctx context.Context, src, dest string) (err error) {
 	if err != nil {
 		return err
 	}
-
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(dest)+".*.part")
-	if err != nil {
-		return fmt.Errorf("create temporary file: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-
 	body := &watchedReader{r: resp.Body, idle: idle, timeout: o.IdleTimeout}
 	var magic [len(ggufMagic)]byte
 	if n, err := io.ReadFull(body, magic[:]); err != nil {
@@ -72,6 +67,18 @@ func (o *resolved) download(ctx context.Context, src, dest string) (err error) {
 	if string(magic[:]) != ggufMagic {
 		return fmt.Errorf("not a GGUF file (starts with %q; the URL may lead to an HTML page or a pointer file)", magic[:])
 	}
+
+	tmp, err := createPart(dest)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+			err = fmt.Errorf("%w; the partial download was deleted", err)
+		}
+	}()
 	pw := &progressWriter{w: tmp, done: 0, total: want, fn: o.Progress}
 	if _, err := pw.Write(magic[:]); err != nil {
 		return fmt.Errorf("write %s: %w", tmp.Name(), err)
@@ -89,6 +96,14 @@ func (o *resolved) download(ctx context.Context, src, dest string) (err error) {
 	if err := tmp.Sync(); err != nil {
 		return fmt.Errorf("write %s: %w", tmp.Name(), err)
 	}
+	if want < 0 {
+		if err := checkComplete(tmp.Name()); err != nil {
+			return fmt.Errorf("the server announced no size and the %d bytes received are not a complete GGUF file, "+
+				"so the download was probably cut short (retry): %w", pw.done, err)
+		}
+	}
+	// Closing releases the lock that tells other processes the part file is in use; the file is
+	// complete by now, so a cleaner that removes it before the rename only costs a retry.
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("write %s: %w", tmp.Name(), err)
 	}
@@ -96,6 +111,15 @@ func (o *resolved) download(ctx context.Context, src, dest string) (err error) {
 		return fmt.Errorf("move download into place: %w", err)
 	}
 	return nil
+}
+
+// checkComplete parses the GGUF file at p, which places every tensor's data inside the file.
+func checkComplete(p string) error {
+	f, err := gguf.Open(p)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // withCause replaces a bare context error by the reason the context was cancelled (such as the

@@ -55,9 +55,11 @@ const (
 //     $UBATCH_HOME/ORG/REPO/PATH.gguf unless it is already there.
 //   - anything else is a local path that must name an existing file.
 //
-// Downloads are written to a temporary file beside the destination, checked (size against the
-// server's Content-Length and X-Linked-Size, GGUF magic) and renamed into place, so a failed or
-// cancelled download leaves nothing behind.
+// Downloads are written to a temporary ".part" file beside the destination, checked (GGUF magic;
+// size against the server's Content-Length and X-Linked-Size, or, when the server announces
+// neither, a parse of the whole file that finds every tensor's data inside it) and renamed into
+// place, so a failed, cut or cancelled download leaves nothing behind. Part files of downloads
+// that died (killed processes) are removed by the next download of the same file.
 func Resolve(ctx context.Context, arg string, opts Options) (string, error) {
 	o, err := opts.withDefaults()
 	if err != nil {

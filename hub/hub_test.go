@@ -14,16 +14,31 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"ubatch/gguf"
+	"ubatch/quant"
 )
 
-// ggufBlob returns n bytes that start with the GGUF magic.
+// ggufBlob returns a complete GGUF file of about n bytes (at least ~100): one F32 tensor whose data
+// reaches the end of the file, so any cut is detectable.
 func ggufBlob(n int) []byte {
-	b := make([]byte, n)
-	copy(b, ggufMagic)
-	for i := len(ggufMagic); i < n; i++ {
-		b[i] = byte(i * 31)
+	w := gguf.NewWriter()
+	if err := w.Set("general.architecture", "test"); err != nil {
+		panic(err)
 	}
-	return b
+	elems := max(1, (n-96)/4)
+	data := make([]byte, 4*elems)
+	for i := range data {
+		data[i] = byte(i * 31)
+	}
+	if err := w.AddTensor("t", quant.F32, []uint64{uint64(elems)}, data); err != nil {
+		panic(err)
+	}
+	var b bytes.Buffer
+	if _, err := w.WriteTo(&b); err != nil {
+		panic(err)
+	}
+	return b.Bytes()
 }
 
 // serve starts a test hub and counts the requests it receives.

@@ -38,18 +38,22 @@
 // sequence whose earlier blocks are hashed likewise, and none of whose keys was re-rotated by
 // SeqShift (only approximately what a fresh decode computes), gets a chained hash (hash of the parent
 // block's hash and its BlockSize token ids) and is registered in a prefix index. When its
-// refcount drops to 0 it is not freed but kept, with its K/V, in an LRU list of cached blocks;
-// MatchPrefix/AttachPrefix let a new sequence start from such blocks (or from live ones) instead
+// refcount drops to 0 it is not freed but kept, with its K/V, as a cached block;
+// Admit/AttachPrefix let a new sequence start from such blocks (or from live ones) instead
 // of recomputing them. Allocation takes free (never used or unhashed) blocks first and then
-// evicts the least recently used cached block; a freed sequence releases its blocks last first,
-// so its deepest blocks are evicted before its prompt's first ones. A block's hash is dropped as
+// evicts the cached block of lowest priority, which weighs how often and how recently it was
+// used and how deep in its prefix it is (evict.go), so a system prompt every request shares
+// outlives one-off prompts and a prefix loses its deepest blocks first. A block's hash is dropped as
 // soon as its content changes (a write into it, a removed cell, a shift). A match is verified
 // beyond the 64-bit hash: the block's token ids, positions and parent hash must all agree. When
 // two live blocks have the same content only one is in the index; the other takes its place when
 // released, if the entry is free by then. Where a prompt diverges inside a block, the first cells
-// of the latest hashed block chained from the same parent (tokens and positions verified) are
-// copied into a new block of the sequence's own: prompts that share a system prompt rarely part
-// at a block boundary.
+// of a block chained from the same parent (tokens and positions verified) are copied into a new
+// block of the sequence's own: prompts that share a system prompt rarely part at a block
+// boundary. The candidates are the hashed blocks chained from that parent (every one, duplicates
+// included, is on its parent's list of children, so releasing a duplicate never hides the
+// original) and the partly filled blocks live sequences are writing after the same full blocks,
+// so that n copies of one prompt share its last, partial block too.
 //
 // # Concurrency
 //
@@ -118,21 +122,32 @@ type Cache struct {
 	tok []int32
 
 	// Per block.
-	ref     []int32
-	hash    []uint64 // chained hash; meaningful only when hashed
-	parent  []uint64 // the parent hash the block's hash was chained from, to verify matches
-	hashed  []bool   // hash describes the block's current content (full, canonical positions)
-	rotated []bool   // holds keys re-rotated by SeqShift: only approximately what a fresh decode gives, so never hashed
-	indexed []bool   // the block is the prefix index entry for its hash
-	prev    []int32  // LRU links of cached blocks, -1 at the ends
-	next    []int32
+	ref    []int32
+	hash   []uint64 // chained hash; meaningful only when hashed
+	parent []uint64 // the parent hash the block's hash was chained from, to verify matches
+	hashed []bool   // hash describes the block's current content (full, canonical positions)
+	// stale: the block's K/V may differ from what a fresh decode of its tokens gives (keys
+	// re-rotated by SeqShift, cells whose forward pass failed): never hashed nor copied by a
+	// partial match. Cleared when the block is allocated again.
+	stale    []bool
+	indexed  []bool  // the block is the prefix index entry for its hash
+	depth    []int32 // index in its sequence's table when hashed
+	hits     []int32 // sequences that used the block since it was allocated (see evict.go)
+	prio     []float64
+	cachedAt []uint64
+	heapIdx  []int32 // position in heap of a cached block, -1 otherwise
 
-	free             []int32 // stack of blocks with refcount 0 that hold nothing reusable
-	lruHead, lruTail int32   // least and most recently used cached block, -1 if none
-	nCached          int
-	index            map[uint64]int32
-	child            map[uint64]int32 // parent hash -> the latest hashed block chained from it, for partial matches
-	matched          []int32          // scratch of match
+	free  []int32 // stack of blocks with refcount 0 that hold nothing reusable
+	heap  []int32 // cached blocks, a min-heap by eviction priority (evict.go)
+	clock float64
+	stamp uint64
+	index map[uint64]int32
+	// child: parent hash -> the latest hashed block chained from it, the head of a list through
+	// sibNext/sibPrev of every hashed block chained from that parent (duplicates included), for
+	// partial matches.
+	child            map[uint64]int32
+	sibNext, sibPrev []int32
+	matched          []int32 // scratch of match
 
 	seqs []seqState
 
@@ -146,8 +161,10 @@ type Cache struct {
 
 type seqState struct {
 	table          []int32
-	n              int32 // logical length in cells, holes included
-	posMin, posMax int32 // over non-empty cells; -1 when the sequence is empty
+	n              int32   // logical length in cells, holes included
+	posMin, posMax int32   // over non-empty cells; -1 when the sequence is empty
+	intent         []int32 // the tokens Admit started the sequence with (computed or about to be)
+	expect         int32   // the cells Admit expects it to reach: intent plus the reserve
 }
 
 // New allocates a cache. It returns an error for a non-positive count, an unknown DType or a
@@ -181,26 +198,32 @@ func New(cfg Config) (*Cache, error) {
 		return nil, fmt.Errorf("kvcache: %d cells of %d values in %d layers overflow int", nCells, cfg.KVDim, cfg.NLayers)
 	}
 	c := &Cache{
-		cfg:     cfg,
-		bs:      int32(cfg.BlockSize),
-		pos:     make([]int32, nCells),
-		tok:     make([]int32, nCells),
-		ref:     make([]int32, cfg.NumBlocks),
-		hash:    make([]uint64, cfg.NumBlocks),
-		parent:  make([]uint64, cfg.NumBlocks),
-		hashed:  make([]bool, cfg.NumBlocks),
-		rotated: make([]bool, cfg.NumBlocks),
-		indexed: make([]bool, cfg.NumBlocks),
-		prev:    make([]int32, cfg.NumBlocks),
-		next:    make([]int32, cfg.NumBlocks),
-		free:    make([]int32, 0, cfg.NumBlocks),
-		index:   make(map[uint64]int32, cfg.NumBlocks),
-		child:   make(map[uint64]int32, cfg.NumBlocks),
-		seqs:    make([]seqState, cfg.MaxSeqs),
-		seed:    maphash.MakeSeed(),
-		hashFn:  chainHash,
-		rowBuf:  make([]float32, cfg.KVDim),
-		fill:    make([]int32, cfg.NumBlocks),
+		cfg:      cfg,
+		bs:       int32(cfg.BlockSize),
+		pos:      make([]int32, nCells),
+		tok:      make([]int32, nCells),
+		ref:      make([]int32, cfg.NumBlocks),
+		hash:     make([]uint64, cfg.NumBlocks),
+		parent:   make([]uint64, cfg.NumBlocks),
+		hashed:   make([]bool, cfg.NumBlocks),
+		stale:    make([]bool, cfg.NumBlocks),
+		sibNext:  make([]int32, cfg.NumBlocks),
+		sibPrev:  make([]int32, cfg.NumBlocks),
+		indexed:  make([]bool, cfg.NumBlocks),
+		depth:    make([]int32, cfg.NumBlocks),
+		hits:     make([]int32, cfg.NumBlocks),
+		prio:     make([]float64, cfg.NumBlocks),
+		cachedAt: make([]uint64, cfg.NumBlocks),
+		heapIdx:  make([]int32, cfg.NumBlocks),
+		heap:     make([]int32, 0, cfg.NumBlocks),
+		free:     make([]int32, 0, cfg.NumBlocks),
+		index:    make(map[uint64]int32, cfg.NumBlocks),
+		child:    make(map[uint64]int32, cfg.NumBlocks),
+		seqs:     make([]seqState, cfg.MaxSeqs),
+		seed:     maphash.MakeSeed(),
+		hashFn:   chainHash,
+		rowBuf:   make([]float32, cfg.KVDim),
+		fill:     make([]int32, cfg.NumBlocks),
 	}
 	c.sim.init(cfg.MaxSeqs, cfg.NumBlocks)
 	n := nCells * cfg.KVDim
@@ -309,7 +332,7 @@ type Stats struct {
 
 // Stats counts blocks and cells. It costs O(NumBlocks*BlockSize) and allocates nothing.
 func (c *Cache) Stats() Stats {
-	st := Stats{BlockSize: int(c.bs), Total: len(c.ref), Cached: c.nCached, Free: len(c.free)}
+	st := Stats{BlockSize: int(c.bs), Total: len(c.ref), Cached: len(c.heap), Free: len(c.free)}
 	clear(c.fill)
 	for s := range c.seqs {
 		sq := &c.seqs[s]
@@ -337,7 +360,7 @@ func (c *Cache) Stats() Stats {
 // Clear empties every sequence and forgets the prefix cache: all blocks become free.
 func (c *Cache) Clear() {
 	for s := range c.seqs {
-		c.seqs[s] = seqState{table: c.seqs[s].table[:0], posMin: -1, posMax: -1}
+		c.seqs[s] = seqState{table: c.seqs[s].table[:0], posMin: -1, posMax: -1, intent: c.seqs[s].intent[:0]}
 	}
 	c.free = c.free[:0]
 	for b := len(c.ref) - 1; b >= 0; b-- {
@@ -345,8 +368,9 @@ func (c *Cache) Clear() {
 			c.emitRemoved(int32(b))
 		}
 		c.ref[b] = 0
-		c.hashed[b], c.indexed[b], c.rotated[b] = false, false, false
-		c.prev[b], c.next[b] = -1, -1
+		c.hashed[b], c.indexed[b], c.stale[b] = false, false, false
+		c.heapIdx[b] = -1
+		c.sibPrev[b], c.sibNext[b] = -1, -1
 		c.free = append(c.free, int32(b)) // block 0 on top: allocation goes in address order
 	}
 	for i := range c.pos {
@@ -354,29 +378,29 @@ func (c *Cache) Clear() {
 	}
 	clear(c.index)
 	clear(c.child)
-	c.lruHead, c.lruTail, c.nCached = -1, -1, 0
+	c.heap, c.clock = c.heap[:0], 0
 }
 
 // available is the number of blocks an allocation may take (free, then evicted cached ones).
-func (c *Cache) available() int { return len(c.free) + c.nCached }
+func (c *Cache) available() int { return len(c.free) + len(c.heap) }
 
-// alloc takes a free block, or evicts the least recently used cached one; the caller has checked
-// available() and sets the refcount. The block's cells are marked empty.
+// alloc takes a free block, or evicts the cached one of lowest priority (evict.go); the caller
+// has checked available() and sets the refcount. The block's cells are marked empty.
 func (c *Cache) alloc() int32 {
 	var b int32
 	if n := len(c.free); n > 0 {
 		b = c.free[n-1]
 		c.free = c.free[:n-1]
 	} else {
-		b = c.lruHead
-		c.lruRemove(b)
+		b = c.evict()
 		c.unhash(b)
 	}
 	base := b * c.bs
 	for j := range c.bs {
 		c.pos[base+j] = -1
 	}
-	c.rotated[b] = false
+	c.stale[b] = false
+	c.hits[b] = 1
 	return b
 }
 
@@ -394,7 +418,7 @@ func (c *Cache) release(b int32) {
 		}
 	}
 	if c.indexed[b] {
-		c.lruPush(b)
+		c.cachePush(b)
 		return
 	}
 	c.unhash(b)
@@ -410,38 +434,40 @@ func (c *Cache) unhash(b int32) {
 		delete(c.index, c.hash[b])
 		c.indexed[b] = false
 	}
-	if ch, ok := c.child[c.parent[b]]; ok && ch == b {
-		delete(c.child, c.parent[b])
-	}
+	c.unlinkChild(b)
 	c.emitRemoved(b)
 	c.hashed[b] = false
 }
 
-func (c *Cache) lruPush(b int32) {
-	c.prev[b], c.next[b] = c.lruTail, -1
-	if c.lruTail >= 0 {
-		c.next[c.lruTail] = b
-	} else {
-		c.lruHead = b
+// linkChild puts the hashed block b at the head of its parent's list of children.
+func (c *Cache) linkChild(b int32) {
+	p := c.parent[b]
+	head, ok := c.child[p]
+	if !ok {
+		head = -1
 	}
-	c.lruTail = b
-	c.nCached++
+	c.sibPrev[b], c.sibNext[b] = -1, head
+	if head >= 0 {
+		c.sibPrev[head] = b
+	}
+	c.child[p] = b
 }
 
-func (c *Cache) lruRemove(b int32) {
-	p, n := c.prev[b], c.next[b]
-	if p >= 0 {
-		c.next[p] = n
-	} else {
-		c.lruHead = n
+// unlinkChild removes b from its parent's list of children.
+func (c *Cache) unlinkChild(b int32) {
+	p, n := c.sibPrev[b], c.sibNext[b]
+	switch {
+	case p >= 0:
+		c.sibNext[p] = n
+	case n >= 0:
+		c.child[c.parent[b]] = n
+	default:
+		delete(c.child, c.parent[b])
 	}
 	if n >= 0 {
-		c.prev[n] = p
-	} else {
-		c.lruTail = p
+		c.sibPrev[n] = p
 	}
-	c.prev[b], c.next[b] = -1, -1
-	c.nCached--
+	c.sibPrev[b], c.sibNext[b] = -1, -1
 }
 
 // copyCells copies the first count cells of block src (K, V for every layer, position, token)
@@ -450,7 +476,7 @@ func (c *Cache) copyCells(src, dst, count int32) {
 	s, d := int(src*c.bs), int(dst*c.bs)
 	copy(c.pos[d:d+int(count)], c.pos[s:s+int(count)])
 	copy(c.tok[d:d+int(count)], c.tok[s:s+int(count)])
-	c.rotated[dst] = c.rotated[src]
+	c.stale[dst] = c.stale[src]
 	kv := c.cfg.KVDim
 	s, d, m := s*kv, d*kv, int(count)*kv
 	for l := range c.k32 {
@@ -487,6 +513,7 @@ func (c *Cache) freeSeq(seq int) {
 		c.release(sq.table[i])
 	}
 	sq.table = sq.table[:0]
+	sq.intent = sq.intent[:0]
 	sq.n, sq.posMin, sq.posMax = 0, -1, -1
 }
 

@@ -156,24 +156,25 @@ func seqRange(n int32) []int32 {
 
 // snapshot is a deep copy of a cache's state (everything but dry-run scratch).
 type snapshot struct {
-	Pos, Tok, Ref, Prev, Next, Free []int32
-	Hash, Parent                    []uint64
-	Hashed, Indexed, Rotated        []bool
-	Head, Tail                      int32
-	NCached                         int
-	Index                           map[uint64]int32
-	Seqs                            []seqState
-	K32, V32                        [][]float32
-	K16, V16                        [][]uint16
+	Pos, Tok, Ref, Free, Hits []int32
+	Hash, Parent              []uint64
+	Hashed, Indexed, Rotated  []bool
+	Heap                      []int32
+	Prio                      []float64
+	Clock                     float64
+	Index                     map[uint64]int32
+	Seqs                      []seqState
+	K32, V32                  [][]float32
+	K16, V16                  [][]uint16
 }
 
 func takeSnapshot(c *Cache) snapshot {
 	s := snapshot{
 		Pos: slices.Clone(c.pos), Tok: slices.Clone(c.tok), Ref: slices.Clone(c.ref),
-		Prev: slices.Clone(c.prev), Next: slices.Clone(c.next), Free: slices.Clone(c.free),
+		Free: slices.Clone(c.free), Hits: slices.Clone(c.hits), Heap: slices.Clone(c.heap), Prio: slices.Clone(c.prio),
 		Hash: slices.Clone(c.hash), Parent: slices.Clone(c.parent),
-		Hashed: slices.Clone(c.hashed), Indexed: slices.Clone(c.indexed), Rotated: slices.Clone(c.rotated),
-		Head: c.lruHead, Tail: c.lruTail, NCached: c.nCached, Index: maps.Clone(c.index),
+		Hashed: slices.Clone(c.hashed), Indexed: slices.Clone(c.indexed), Rotated: slices.Clone(c.stale),
+		Clock: c.clock, Index: maps.Clone(c.index),
 	}
 	for _, sq := range c.seqs {
 		s.Seqs = append(s.Seqs, seqState{table: slices.Clone(sq.table), n: sq.n, posMin: sq.posMin, posMax: sq.posMax})
@@ -194,9 +195,9 @@ func (s snapshot) equal(o snapshot) bool {
 		return slices.Equal(a.table, b.table) && a.n == b.n && a.posMin == b.posMin && a.posMax == b.posMax
 	})
 	return eqSeqs && slices.Equal(s.Pos, o.Pos) && slices.Equal(s.Tok, o.Tok) && slices.Equal(s.Ref, o.Ref) &&
-		slices.Equal(s.Prev, o.Prev) && slices.Equal(s.Next, o.Next) && slices.Equal(s.Free, o.Free) &&
+		slices.Equal(s.Heap, o.Heap) && slices.Equal(s.Hits, o.Hits) && slices.Equal(s.Prio, o.Prio) && s.Clock == o.Clock && slices.Equal(s.Free, o.Free) &&
 		slices.Equal(s.Hash, o.Hash) && slices.Equal(s.Parent, o.Parent) && slices.Equal(s.Hashed, o.Hashed) &&
-		slices.Equal(s.Indexed, o.Indexed) && slices.Equal(s.Rotated, o.Rotated) && s.Head == o.Head && s.Tail == o.Tail && s.NCached == o.NCached &&
+		slices.Equal(s.Indexed, o.Indexed) && slices.Equal(s.Rotated, o.Rotated) &&
 		maps.Equal(s.Index, o.Index) &&
 		slices.EqualFunc(s.K32, o.K32, bitsEqual) && slices.EqualFunc(s.V32, o.V32, bitsEqual) &&
 		slices.EqualFunc(s.K16, o.K16, slices.Equal) && slices.EqualFunc(s.V16, o.V16, slices.Equal)
@@ -244,19 +245,20 @@ func checkInvariants(t testing.TB, c *Cache) {
 			t.Fatalf("seq %d: cached range [%d, %d], actual [%d, %d]", s, sq.posMin, sq.posMax, lo, hi)
 		}
 	}
-	inLRU := make([]bool, nb)
-	n := 0
-	prev := int32(-1)
-	for b := c.lruHead; b >= 0; b = c.next[b] {
-		if inLRU[b] || c.prev[b] != prev {
-			t.Fatalf("LRU list broken at block %d", b)
+	inLRU := make([]bool, nb) // in the eviction heap
+	for i, b := range c.heap {
+		if inLRU[b] || c.heapIdx[b] != int32(i) {
+			t.Fatalf("eviction heap broken at %d (block %d, index %d)", i, b, c.heapIdx[b])
+		}
+		if i > 0 && c.less(int32(i), int32((i-1)/2)) {
+			t.Fatalf("eviction heap out of order at %d", i)
 		}
 		inLRU[b] = true
-		prev = b
-		n++
 	}
-	if prev != c.lruTail || n != c.nCached {
-		t.Fatalf("LRU: tail %d / %d cached, walked to %d / %d", c.lruTail, c.nCached, prev, n)
+	for b := range nb {
+		if !inLRU[b] && c.heapIdx[b] != -1 {
+			t.Fatalf("block %d outside the eviction heap has index %d", b, c.heapIdx[b])
+		}
 	}
 	inFree := make([]bool, nb)
 	for _, b := range c.free {
@@ -295,8 +297,33 @@ func checkInvariants(t testing.TB, c *Cache) {
 			t.Fatalf("index entry %x -> block %d not marked", h, b)
 		}
 	}
+	checkChildLists(t, c)
 	st := c.Stats()
 	if st.Used+st.Cached+st.Free != st.Total {
 		t.Fatalf("stats do not add up: %+v", st)
+	}
+}
+
+// checkChildLists verifies that every hashed block is in its parent's list of children exactly
+// once, in a well-linked list, and no other block is in one.
+func checkChildLists(t testing.TB, c *Cache) {
+	t.Helper()
+	nb := len(c.ref)
+	// Every hashed block is in its parent's list of children exactly once, no other block is.
+	inList := make([]int, nb)
+	for p, head := range c.child {
+		prev := int32(-1)
+		for b := head; b >= 0; b = c.sibNext[b] {
+			if !c.hashed[b] || c.parent[b] != p || c.sibPrev[b] != prev {
+				t.Fatalf("children of %x: block %d (hashed %v, parent %x, prev %d, want %d)", p, b, c.hashed[b], c.parent[b], c.sibPrev[b], prev)
+			}
+			inList[b]++
+			prev = b
+		}
+	}
+	for b := range nb {
+		if want := map[bool]int{true: 1}[c.hashed[b]]; inList[b] != want {
+			t.Fatalf("block %d (hashed %v) is in %d lists of children", b, c.hashed[b], inList[b])
+		}
 	}
 }

@@ -32,7 +32,7 @@ func chainHash(seed maphash.Seed, parent uint64, toks []int32) uint64 {
 func (c *Cache) hashBlock(seq, bi int) {
 	sq := &c.seqs[seq]
 	b := sq.table[bi]
-	if c.rotated[b] {
+	if c.stale[b] {
 		return
 	}
 	base := b * c.bs
@@ -42,22 +42,40 @@ func (c *Cache) hashBlock(seq, bi int) {
 			return
 		}
 	}
+	if !c.chained(seq, bi) {
+		return
+	}
 	parent := rootHash
 	if bi > 0 {
-		pb := sq.table[bi-1]
-		if !c.hashed[pb] {
-			return
-		}
-		parent = c.hash[pb]
+		parent = c.hash[sq.table[bi-1]]
 	}
 	h := c.hashFn(c.seed, parent, c.tok[base:base+c.bs])
-	c.hash[b], c.parent[b], c.hashed[b] = h, parent, true
-	c.child[parent] = b
+	c.hash[b], c.parent[b], c.hashed[b], c.depth[b] = h, parent, true, int32(bi)
+	c.linkChild(b)
 	if _, taken := c.index[h]; !taken {
 		c.index[h] = b
 		c.indexed[b] = true
 	}
 	c.emitStored(b, bi)
+}
+
+// chained reports whether the first bi blocks of seq's table form an intact hash chain from its
+// start: each hashed, hashed as block number j of its sequence, and chained from the block
+// before it. Only then were the cells after them computed from the canonical history the chain
+// stands for: a block of the chain may keep its hash while an earlier one lost it (a cell
+// removed in the middle) or sit at another slot (a range copy), and what follows it then saw a
+// different history.
+func (c *Cache) chained(seq, bi int) bool {
+	t := c.seqs[seq].table
+	parent := rootHash
+	for j := range bi {
+		b := t[j]
+		if !c.hashed[b] || c.depth[b] != int32(j) || c.parent[b] != parent {
+			return false
+		}
+		parent = c.hash[b]
+	}
+	return true
 }
 
 // lookup returns the indexed block holding tokens as block number i of a sequence whose
@@ -78,29 +96,70 @@ func (c *Cache) lookup(i int32, parent uint64, tokens []int32) (b int32, h uint6
 	return b, h, true
 }
 
+// maxSiblings bounds how many hashed blocks chained from one parent a partial match compares
+// (the most recently hashed first), so that a popular parent costs no more than a few blocks.
+const maxSiblings = 8
+
 // partial finds a block whose first m tokens (0 < m < BlockSize) continue a prefix as block
-// number i, after full blocks ending with hash parent: the latest hashed block chained from parent,
-// with its tokens and positions checked. A new sequence can copy those m cells instead of
-// computing them: prompts that share a system prompt rarely diverge at a block boundary. It
-// returns m = 0 when there is none or when no block is available for the copy (the candidate
-// itself, if cached, must not be the one evicted; taken cached blocks are about to be attached).
-func (c *Cache) partial(i int32, parent uint64, tokens []int32, taken int) (b int32, m int) {
-	b, ok := c.child[parent]
-	if !ok || !c.hashed[b] || c.parent[b] != parent {
+// number i, after full blocks ending with hash parent: among the hashed blocks chained from
+// parent and the partially filled blocks that live sequences are writing at slot i after the
+// same full blocks, the one sharing the most leading cells with tokens (tokens and positions
+// checked). A new sequence can copy those m cells instead of computing them: prompts that share a
+// system prompt rarely diverge at a block boundary, and n copies of one prompt share its partly
+// filled last block. It returns m = 0 when there is none or when no block is available for the
+// copy (the candidate itself, if cached, must not be the one evicted; taken cached blocks are
+// about to be attached).
+func (c *Cache) partial(i int32, parent uint64, tokens []int32, taken int) (src int32, m int) {
+	limit := min(len(tokens), int(c.bs)-1)
+	if limit <= 0 {
 		return 0, 0
 	}
-	base, first := b*c.bs, i*c.bs
-	for m < len(tokens) && m < int(c.bs)-1 && c.tok[base+int32(m)] == tokens[m] && c.pos[base+int32(m)] == first+int32(m) {
-		m++
+	try := func(b int32, filled int) {
+		if c.stale[b] {
+			return
+		}
+		k := c.leadingCells(b, i, tokens[:min(limit, filled)])
+		// On a tie prefer a live source: copying it needs no pin.
+		if k > m || (k == m && k > 0 && c.ref[b] > 0 && c.ref[src] == 0) {
+			src, m = b, k
+		}
+	}
+	b, ok := c.child[parent]
+	for n := 0; ok && b >= 0 && n < maxSiblings; n++ {
+		try(b, int(c.bs))
+		b = c.sibNext[b]
+	}
+	for s := range c.seqs {
+		sq := &c.seqs[s]
+		if len(sq.table) <= int(i) || c.hashed[sq.table[i]] {
+			continue
+		}
+		if i == 0 && parent != rootHash {
+			continue
+		}
+		if i > 0 && (c.hash[sq.table[i-1]] != parent || !c.chained(s, int(i))) {
+			continue
+		}
+		try(sq.table[i], int(sq.n-i*c.bs))
 	}
 	need := 1
-	if c.ref[b] == 0 {
+	if m > 0 && c.ref[src] == 0 {
 		need = 2
 	}
 	if m == 0 || c.available()-taken < need {
 		return 0, 0
 	}
-	return b, m
+	return src, m
+}
+
+// leadingCells counts the leading cells of block b that hold tokens at positions i*BlockSize..
+func (c *Cache) leadingCells(b, i int32, tokens []int32) int {
+	base, first := b*c.bs, i*c.bs
+	m := 0
+	for m < len(tokens) && c.tok[base+int32(m)] == tokens[m] && c.pos[base+int32(m)] == first+int32(m) {
+		m++
+	}
+	return m
 }
 
 // match finds the longest prefix of tokens the cache can provide: the full blocks with matching
@@ -153,20 +212,22 @@ func (c *Cache) AttachPrefix(seq int, tokens []int32) (int, error) {
 	src, m := c.match(tokens)
 	for _, b := range c.matched {
 		if c.ref[b] == 0 {
-			c.lruRemove(b)
+			c.cacheRemove(b)
 		}
 		c.ref[b]++
+		c.hits[b]++
 		sq.table = append(sq.table, b)
 	}
 	n := len(c.matched) * int(c.bs)
 	if m > 0 {
+		c.hits[src]++
 		pinned := c.ref[src] == 0
 		if pinned {
-			c.lruRemove(src) // so that alloc cannot evict the block being copied
+			c.cacheRemove(src) // so that alloc cannot evict the block being copied
 		}
 		nb := c.alloc()
 		if pinned {
-			c.lruPush(src)
+			c.cachePush(src) // priced again: it was just used
 		}
 		c.copyCells(src, nb, int32(m))
 		c.ref[nb] = 1

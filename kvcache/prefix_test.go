@@ -13,11 +13,15 @@ func TestMatchPrefix(t *testing.T) {
 		name  string
 		query []int32
 		want  int
+		live  int // when the sequence is still live, if different
 	}{
-		{name: "same prompt", query: prompt, want: 8},
-		{name: "longer prompt", query: append(slices.Clone(prompt), 1, 2, 3, 4, 5), want: 8},
+		// The last, partly filled block is copied from while its sequence is live: its cells'
+		// K/V are there. Freed, it holds nothing reusable (only full blocks are hashed).
+		{name: "same prompt", query: prompt, want: 8, live: 10},
+		{name: "longer prompt", query: append(slices.Clone(prompt), 1, 2, 3, 4, 5), want: 8, live: 10},
 		{name: "prompt up to the full blocks", query: prompt[:8], want: 8},
-		// A partial match takes the first cells of a full block (never of the unhashed last one).
+		{name: "one token into the partial block", query: prompt[:9], want: 8, live: 9},
+		// A partial match takes the first cells of a full block.
 		{name: "one token short of the second block", query: prompt[:7], want: 7},
 		{name: "second block differs", query: []int32{10, 11, 12, 13, 14, 15, 16, 99}, want: 7},
 		{name: "second block differs at once", query: []int32{10, 11, 12, 13, 99, 15, 16, 17}, want: 4},
@@ -31,14 +35,18 @@ func TestMatchPrefix(t *testing.T) {
 			if !live {
 				name = "cached/" + name
 			}
+			want := tc.want
+			if live && tc.live != 0 {
+				want = tc.live
+			}
 			t.Run(name, func(t *testing.T) {
 				c := newCache(t, Config{BlockSize: 4, NumBlocks: 8})
 				tenTokens(t, c, 0)
 				if !live {
 					c.SeqFree(0)
 				}
-				if got := c.MatchPrefix(tc.query); got != tc.want {
-					t.Fatalf("MatchPrefix = %d, want %d", got, tc.want)
+				if got := c.MatchPrefix(tc.query); got != want {
+					t.Fatalf("MatchPrefix = %d, want %d", got, want)
 				}
 			})
 		}
@@ -200,44 +208,101 @@ func TestAttachPrefixErrors(t *testing.T) {
 	}
 }
 
-func TestPrefixEvictionLRU(t *testing.T) {
-	a, b, cc, d, e := []int32{1, 1, 1, 1}, []int32{2, 2, 2, 2}, []int32{3, 3, 3, 3}, []int32{4, 4, 4, 4}, []int32{5, 5, 5, 5}
-	c := newCache(t, Config{BlockSize: 4, NumBlocks: 3, MaxSeqs: 2})
-	for _, p := range [][]int32{a, b, cc} {
-		reserve(t, c, []int32{0}, 0, 0, p...)
-		c.SeqFree(0)
-	}
-	if st := c.Stats(); st.Cached != 3 || st.Free != 0 {
-		t.Fatalf("three cached prompts: %+v", st)
-	}
-	// Using a makes it the most recently used: LRU order is now b, c, a.
-	if n, err := c.AttachPrefix(1, a); n != 4 || err != nil {
-		t.Fatalf("attach a: %d %v", n, err)
-	}
-	c.SeqFree(1)
-	steps := []struct {
+// TestPrefixEviction checks the order in which cached one-block prompts are evicted from a
+// four-block cache (three cached prompts, or two while a third runs): fewer uses first, then the earlier cached; a prompt used often long ago
+// ages out once the cache has turned over enough times.
+func TestPrefixEviction(t *testing.T) {
+	blk := func(v int32) []int32 { return []int32{v, v, v, v} }
+	tests := []struct {
 		name    string
-		prompt  []int32
-		evicted []int32
-		kept    [][]int32
+		uses    []int32 // one-block prompts run in order, each computed or attached, then freed
+		evicted []int32 // prompts (by token) no longer cached at the end
+		kept    []int32
 	}{
-		{name: "d evicts b", prompt: d, evicted: b, kept: [][]int32{a, cc}},
-		{name: "e evicts c", prompt: e, evicted: cc, kept: [][]int32{a, d}},
+		// Equal uses: the earliest cached goes first, as with LRU.
+		{name: "recency breaks ties", uses: []int32{1, 2, 3, 4}, evicted: []int32{1}, kept: []int32{2, 3, 4}},
+		{name: "reuse refreshes", uses: []int32{1, 2, 3, 1, 4}, evicted: []int32{2}, kept: []int32{1, 3, 4}},
+		// 1 used three times outlives 2 and 3, although they are more recent.
+		{name: "frequency beats recency", uses: []int32{1, 1, 1, 2, 3, 4, 5}, evicted: []int32{2, 3}, kept: []int32{1, 4, 5}},
+		// ... but not for ever: one-off prompts raise the clock until 1's three uses are spent.
+		{name: "old frequency ages out", uses: []int32{1, 1, 1, 2, 3, 4, 5, 6, 7, 8, 9}, evicted: []int32{1}, kept: []int32{8, 9}},
 	}
-	for _, st := range steps {
-		t.Run(st.name, func(t *testing.T) {
-			reserve(t, c, []int32{0}, 0, 0, st.prompt...)
-			c.SeqFree(0)
-			if c.MatchPrefix(st.evicted) != 0 {
-				t.Fatalf("%v still cached", st.evicted)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCache(t, Config{BlockSize: 4, NumBlocks: 4, MaxSeqs: 1})
+			for _, u := range tc.uses {
+				p := append(blk(u), 0) // the extra token is computed for its logits; it stays unhashed
+				n, err := c.Admit(0, p, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				reserve(t, c, []int32{0}, int32(n), 0, p[n:]...)
+				c.SeqFree(0)
+				checkInvariants(t, c)
 			}
-			for _, p := range st.kept {
-				if c.MatchPrefix(p) != 4 {
-					t.Fatalf("%v evicted", p)
+			for _, v := range tc.evicted {
+				if c.MatchPrefix(blk(v)) != 0 {
+					t.Errorf("%v still cached", blk(v))
 				}
 			}
-			checkInvariants(t, c)
+			for _, v := range tc.kept {
+				if c.MatchPrefix(blk(v)) != 4 {
+					t.Errorf("%v evicted", blk(v))
+				}
+			}
 		})
+	}
+}
+
+// TestSystemPromptSurvivesOneOffPrompts runs a stream of requests through a 32-block cache:
+// every third shares a 16-token system prompt (4 blocks) and adds 4 tokens of its own, the
+// others are distinct 64-token prompts (16 blocks each). The cache holds one of those with the
+// system prompt, never two: under LRU each second one-off prompt evicted the system prompt.
+// After a warm-up of three requests, every request with the system prompt must find it cached.
+func TestSystemPromptSurvivesOneOffPrompts(t *testing.T) {
+	c := newCache(t, Config{BlockSize: 4, NumBlocks: 32, MaxSeqs: 1})
+	system := make([]int32, 16)
+	for i := range system {
+		system[i] = int32(1 + i)
+	}
+	run := func(p []int32) int {
+		t.Helper()
+		if a := c.CanAdmit(p, 0); !a.Fits() {
+			t.Fatalf("a %d-token prompt does not fit an idle cache: %+v", len(p), a)
+		}
+		n, err := c.Admit(0, p, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reserve(t, c, []int32{0}, int32(n), 0, p[n:]...)
+		c.SeqFree(0)
+		checkInvariants(t, c)
+		return n
+	}
+	var firstOneOff []int32
+	tok := int32(1000)
+	for i := range 3 {
+		run(append(slices.Clone(system), 100+int32(i), 1, 2, 3))
+	}
+	for i := range 30 {
+		if i%3 == 2 {
+			if n := run(append(slices.Clone(system), 200+int32(i), 1, 2, 3)); n < len(system) {
+				t.Fatalf("request %d took %d tokens from the cache, want the %d of the system prompt", i, n, len(system))
+			}
+			continue
+		}
+		p := make([]int32, 64)
+		for j := range p {
+			p[j], tok = tok, tok+1
+		}
+		if firstOneOff == nil {
+			firstOneOff = p
+		}
+		run(p)
+	}
+	// The one-off prompts did pass through: the first is long gone.
+	if n := c.MatchPrefix(firstOneOff); n != 0 {
+		t.Fatalf("the first one-off prompt still has %d cached tokens: the cache held them all", n)
 	}
 }
 
@@ -315,7 +380,19 @@ func TestNonCanonicalBlocksAreNotHashed(t *testing.T) {
 				t.Fatal(err)
 			}
 			reserve(t, c, []int32{0}, 3, 0, 4, 5, 6, 7, 8)
-		}, query: []int32{1, 2, 3, 4, 5, 6, 7, 8}, want: 0},
+			// Only the cell before the hole can be copied from the live, unhashed block.
+		}, query: []int32{1, 2, 3, 4, 5, 6, 7, 8}, want: 1},
+		// Block 2 is filled after a cell of block 0 was removed, so it saw a history without
+		// it; block 1 keeps its hash (its content was computed before) and seq 1 brings block 0
+		// back. Block 2 must not hang off that chain: 8 tokens match, not 12.
+		{name: "block filled after an earlier hole", setup: func(t *testing.T, c *Cache) {
+			reserve(t, c, []int32{0}, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8)
+			if err := c.SeqRemove(0, 1, 2); err != nil {
+				t.Fatal(err)
+			}
+			reserve(t, c, []int32{0}, 8, 0, 9, 10, 11, 12)
+			reserve(t, c, []int32{1}, 0, 0, 1, 2, 3, 4)
+		}, query: []int32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, want: 8},
 		{name: "rewritten after suffix removal", setup: func(t *testing.T, c *Cache) {
 			reserve(t, c, []int32{0}, 0, 0, 1, 2, 3, 4, 5)
 			if err := c.SeqRemove(0, 2, -1); err != nil {
@@ -329,7 +406,8 @@ func TestNonCanonicalBlocksAreNotHashed(t *testing.T) {
 				t.Fatal(err)
 			}
 			reserve(t, c, []int32{0}, 2, 0, 7)
-		}, query: []int32{1, 2, 3, 4}, want: 0},
+			// The kept cells of the live block still match; the removed 3, 4 do not.
+		}, query: []int32{1, 2, 3, 4}, want: 2},
 		{name: "shifted into canonical positions", setup: func(t *testing.T, c *Cache) {
 			reserve(t, c, []int32{0}, 2, 0, 1, 2)
 			if err := c.SeqShift(0, -1, -1, -2); err != nil {
@@ -380,4 +458,25 @@ func TestDuplicateBlockTakesOverIndexOnRelease(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	checkInvariants(t, c)
+}
+
+// TestDuplicateOfPartialSourceKeepsItMatchable is the repeated-prompt bug: a sequence copies the
+// first cells of a cached block, refills the block with the same tokens (a duplicate, hashed but
+// not indexed) and is freed. The duplicate's release must not take the original's place as its
+// parent's child with it: the next identical prompt still copies the cells.
+func TestDuplicateOfPartialSourceKeepsItMatchable(t *testing.T) {
+	c := newCache(t, Config{BlockSize: 4, NumBlocks: 8, MaxSeqs: 2})
+	full := []int32{1, 2, 3, 4, 5, 6, 7, 8}
+	prompt := full[:7]
+	reserve(t, c, []int32{0}, 0, 0, full...)
+	c.SeqFree(0)
+	for round := range 3 {
+		n, err := c.Admit(1, prompt, 1)
+		if err != nil || n != 6 {
+			t.Fatalf("round %d: Admit = %d, %v; want 6 (a block and 2 copied cells)", round, n, err)
+		}
+		reserve(t, c, []int32{1}, 6, 0, full[6:]...) // the same content: a duplicate block
+		c.SeqFree(1)
+		checkInvariants(t, c)
+	}
 }

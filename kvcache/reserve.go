@@ -292,6 +292,7 @@ func (c *Cache) Reserve(tokens, pos []int32, seqs [][]int32, cells []int32) erro
 // ForgetCells drops the prefix-cache hashes of the blocks holding cells, so their content is
 // never handed to another sequence. Call it when the forward pass that was to write K/V for
 // cells (as returned by Reserve) failed; the sequences still hold the cells until SeqRemove.
+// Their blocks are never hashed nor copied by a partial match again until they are reallocated.
 // Out-of-range cells are ignored.
 func (c *Cache) ForgetCells(cells []int32) {
 	for _, cell := range cells {
@@ -299,12 +300,13 @@ func (c *Cache) ForgetCells(cells []int32) {
 			continue
 		}
 		b := cell / c.bs
+		c.stale[b] = true // nor copied by a partial match while a sequence still holds it
 		if !c.hashed[b] {
 			continue
 		}
 		cached := c.ref[b] == 0 && c.indexed[b]
 		if cached {
-			c.lruRemove(b)
+			c.cacheRemove(b)
 		}
 		c.unhash(b)
 		if cached {

@@ -117,11 +117,14 @@ func (c *Cache) SeqKeep(seq int) {
 	}
 }
 
-// SeqCopy makes the empty sequence dst share src's cells with positions < p1 (all of them if
-// p1 < 0): dst's table points at the same blocks, the last partial one included, and nothing is
-// copied until one of them writes (copy-on-write). Those cells must be a prefix of src's history
-// and p0 must be <= SeqPosMin(src) (a copy starting later is unsupported); both are checked.
-// Copying a sequence onto itself, or an empty range, is a no-op.
+// SeqCopy makes the empty sequence dst hold src's cells whose positions are in [p0, p1), in
+// src's order, like llama.cpp's seq_cp: blocks with no non-qualifying cell are shared
+// (refcount, no copy; so is a last block whose non-qualifying cells all come after the last
+// qualifying one, which dst's length leaves out), blocks with only non-qualifying cells are
+// skipped, and the others are copied with the non-qualifying cells emptied. A copy of the whole
+// sequence shares every block, so dst and src may then be decoded together. Copying a sequence onto itself, an empty range or an empty source is a no-op. It
+// returns an error for bad ids or a non-empty dst, and ErrKVFull, with nothing changed, when the
+// copies do not fit.
 func (c *Cache) SeqCopy(src, dst int, p0, p1 int32) error {
 	if src < 0 || src >= len(c.seqs) || dst < 0 || dst >= len(c.seqs) {
 		return fmt.Errorf("kvcache: SeqCopy: sequence ids %d, %d must be in [0, %d)", src, dst, len(c.seqs))
@@ -132,43 +135,82 @@ func (c *Cache) SeqCopy(src, dst int, p0, p1 int32) error {
 	if c.seqs[dst].n != 0 {
 		return fmt.Errorf("kvcache: SeqCopy: destination sequence %d is not empty (%d cells)", dst, c.seqs[dst].n)
 	}
-	ss := &c.seqs[src]
-	if ss.n == 0 {
-		return nil
-	}
 	r := makeRange(p0, p1)
-	if r.empty() {
+	ss := &c.seqs[src]
+	if ss.n == 0 || r.empty() {
 		return nil
 	}
-	if r.p0 > ss.posMin {
-		return fmt.Errorf("kvcache: SeqCopy: %w: copying from position %d, after the start %d of sequence %d",
-			errUnsupported, r.p0, ss.posMin, src)
-	}
-	n := int32(0)
-	beyond := int32(-1) // a cell at or past p1 seen so far
+	last := int32(-1) // the last slot of src holding a cell in r
 	for i := range ss.n {
-		p := c.pos[c.cellOf(src, i)]
-		switch {
-		case p < 0:
-		case !r.has(p):
-			if beyond < 0 {
-				beyond = p
-			}
-		case beyond >= 0:
-			return fmt.Errorf("kvcache: SeqCopy: %w: position %d of sequence %d comes after position %d >= %d",
-				errUnsupported, p, src, beyond, p1)
-		default:
-			n = i + 1
+		if p := c.pos[c.cellOf(src, i)]; p >= 0 && r.has(p) {
+			last = i
 		}
 	}
+	if last < 0 {
+		return nil
+	}
+	// Per block up to last: what to do with it (0 skip, 1 share, 2 copy).
+	need := 0
+	for bi := int32(0); bi <= last/c.bs; bi++ {
+		if c.copyAction(src, bi, last, r) == 2 {
+			need++
+		}
+	}
+	if avail := c.available(); need > avail {
+		return fmt.Errorf("%w: copying positions [%d, %d) of sequence %d needs %d block copies, %d available",
+			ErrKVFull, p0, p1, src, need, avail)
+	}
 	ds := &c.seqs[dst]
-	ds.table = append(ds.table[:0], ss.table[:(n+c.bs-1)/c.bs]...)
-	for _, b := range ds.table {
-		c.ref[b]++
+	ds.table = ds.table[:0]
+	n := int32(0)
+	for bi := int32(0); bi <= last/c.bs; bi++ {
+		count := min(c.bs, last+1-bi*c.bs) // slots of this block dst covers
+		b := ss.table[bi]
+		switch c.copyAction(src, bi, last, r) {
+		case 0:
+			continue
+		case 1:
+			c.ref[b]++
+		case 2:
+			nb := c.alloc()
+			c.copyCells(b, nb, count)
+			for j := range count {
+				if p := c.pos[nb*c.bs+j]; p >= 0 && !r.has(p) {
+					c.pos[nb*c.bs+j] = -1
+				}
+			}
+			c.ref[nb] = 1
+			b = nb
+		}
+		ds.table = append(ds.table, b)
+		n = int32(len(ds.table)-1)*c.bs + count
 	}
 	ds.n = n
-	c.updateRange(dst)
+	c.trim(dst)
 	return nil
+}
+
+// copyAction says what SeqCopy does with block bi of src when dst takes the cells in r up to
+// slot last: 1 share it (no non-empty cell up to last outside r), 0 skip it (only cells outside
+// r), 2 copy it.
+func (c *Cache) copyAction(src int, bi, last int32, r posRange) int {
+	in, out := false, false
+	for i := bi * c.bs; i < min((bi+1)*c.bs, last+1); i++ {
+		switch p := c.pos[c.cellOf(src, i)]; {
+		case p < 0:
+		case r.has(p):
+			in = true
+		default:
+			out = true
+		}
+	}
+	switch {
+	case !out:
+		return 1
+	case !in:
+		return 0
+	}
+	return 2
 }
 
 // SeqShift adds delta to the positions of seq's cells in [p0, p1) and re-rotates their keys with
@@ -177,14 +219,41 @@ func (c *Cache) SeqCopy(src, dst int, p0, p1 int32) error {
 // prefix hashes. It returns an error when ShiftK is nil, seq is not a valid id, or a new
 // position overflows int32, and ErrKVFull when the copies do not fit; nothing is changed then.
 func (c *Cache) SeqShift(seq int, p0, p1, delta int32) error {
+	if delta == 0 {
+		return c.remap("SeqShift", seq, makeRange(p0, p1), nil)
+	}
+	return c.remap("SeqShift", seq, makeRange(p0, p1), func(p int32) (int32, error) {
+		if int64(p)+int64(delta) > math.MaxInt32 {
+			return 0, fmt.Errorf("kvcache: SeqShift: position %d + %d overflows int32", p, delta)
+		}
+		return p + delta, nil
+	})
+}
+
+// SeqDiv divides the positions of seq's cells in [p0, p1) by d (rounding down) and re-rotates
+// their keys accordingly, like llama.cpp's seq_div (used to compress positions, e.g. for
+// self-extend); several cells may then share a position. Errors and the handling of shared
+// blocks and hashes are SeqShift's; d must be positive, and d == 1 is a no-op.
+func (c *Cache) SeqDiv(seq int, p0, p1, d int32) error {
+	if d <= 0 {
+		return fmt.Errorf("kvcache: SeqDiv: divisor %d must be positive", d)
+	}
+	if d == 1 {
+		return c.remap("SeqDiv", seq, makeRange(p0, p1), nil)
+	}
+	return c.remap("SeqDiv", seq, makeRange(p0, p1), func(p int32) (int32, error) { return p / d, nil })
+}
+
+// remap moves the cells of seq in r to the positions f gives (nil: none move, only the
+// arguments are checked), re-rotating their keys by the difference; see SeqShift.
+func (c *Cache) remap(op string, seq int, r posRange, f func(int32) (int32, error)) error {
 	if c.cfg.ShiftK == nil {
-		return fmt.Errorf("kvcache: SeqShift: Config.ShiftK is nil")
+		return fmt.Errorf("kvcache: %s: Config.ShiftK is nil", op)
 	}
 	if seq < 0 || seq >= len(c.seqs) {
-		return fmt.Errorf("kvcache: SeqShift: sequence id %d outside [0, %d)", seq, len(c.seqs))
+		return fmt.Errorf("kvcache: %s: sequence id %d outside [0, %d)", op, seq, len(c.seqs))
 	}
-	r := makeRange(p0, p1)
-	if delta == 0 || r.empty() {
+	if f == nil || r.empty() {
 		return nil
 	}
 	sq := &c.seqs[seq]
@@ -195,10 +264,11 @@ func (c *Cache) SeqShift(seq int, p0, p1, delta int32) error {
 		if p < 0 || !r.has(p) {
 			continue
 		}
-		if int64(p)+int64(delta) > math.MaxInt32 {
-			return fmt.Errorf("kvcache: SeqShift: position %d + %d overflows int32", p, delta)
+		np, err := f(p)
+		if err != nil {
+			return err
 		}
-		if bi := i / c.bs; bi != last {
+		if bi := i / c.bs; np != p && bi != last {
 			last = bi
 			if c.ref[sq.table[bi]] > 1 {
 				need++
@@ -206,7 +276,7 @@ func (c *Cache) SeqShift(seq int, p0, p1, delta int32) error {
 		}
 	}
 	if avail := c.available(); need > avail {
-		return fmt.Errorf("%w: shifting sequence %d needs %d block copies, %d available", ErrKVFull, seq, need, avail)
+		return fmt.Errorf("%w: %s of sequence %d needs %d block copies, %d available", ErrKVFull, op, seq, need, avail)
 	}
 	kv := c.cfg.KVDim
 	last = -1
@@ -216,19 +286,23 @@ func (c *Cache) SeqShift(seq int, p0, p1, delta int32) error {
 		if p < 0 || !r.has(p) {
 			continue
 		}
+		np, _ := f(p)
+		if np == p {
+			continue
+		}
 		if bi := i / c.bs; bi != last {
 			last = bi
 			b = c.cowBlock(seq, int(bi), min(c.bs, sq.n-bi*c.bs))
 			c.unhash(b)
-			c.rotated[b] = true
+			c.stale[b] = true
 		}
 		cell := int(b*c.bs + i%c.bs)
-		np := p + delta
 		if np < 0 {
 			c.pos[cell] = -1
 			continue
 		}
 		c.pos[cell] = np
+		delta := np - p
 		for l := range c.k32 {
 			c.cfg.ShiftK(l, c.k32[l][cell*kv:(cell+1)*kv], delta)
 		}

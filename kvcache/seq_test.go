@@ -174,14 +174,19 @@ func TestSeqRemoveClearsHashes(t *testing.T) {
 	c := newCache(t, Config{BlockSize: 4, NumBlocks: 8})
 	prompt := []int32{10, 11, 12, 13, 14, 15, 16, 17, 18, 19}
 	tenTokens(t, c, 0)
-	if got := c.MatchPrefix(prompt); got != 8 {
-		t.Fatalf("MatchPrefix = %d, want 8", got)
+	if got := c.MatchPrefix(prompt); got != 10 { // 2 hashed blocks, 2 cells of the live third
+		t.Fatalf("MatchPrefix = %d, want 10", got)
 	}
 	if err := c.SeqRemove(0, 5, 6); err != nil {
 		t.Fatal(err)
 	}
+	// Block 1 lost its hash; while seq 0 lives, its cell before the hole can still be copied.
+	if got := c.MatchPrefix(prompt); got != 5 {
+		t.Fatalf("after a hole in block 1, MatchPrefix = %d, want 5", got)
+	}
+	c.SeqFree(0)
 	if got := c.MatchPrefix(prompt); got != 4 {
-		t.Fatalf("after a hole in block 1, MatchPrefix = %d, want 4", got)
+		t.Fatalf("after a hole in block 1 and a free, MatchPrefix = %d, want 4", got)
 	}
 }
 
@@ -192,6 +197,7 @@ func TestSeqCopy(t *testing.T) {
 		p0, p1    int32
 		wantPos   []int32 // dst's positions afterwards
 		wantCells int
+		wantNew   int // blocks allocated (copies of blocks holding cells outside the range)
 		wantErr   string
 	}{
 		{name: "full", src: 0, dst: 1, p0: -1, p1: -1, wantPos: seqRange(10), wantCells: 10},
@@ -201,8 +207,14 @@ func TestSeqCopy(t *testing.T) {
 		{name: "nothing below p1", src: 0, dst: 1, p0: -1, p1: 0, wantPos: []int32{}, wantCells: 0},
 		{name: "empty source", src: 2, dst: 1, p0: -1, p1: -1, wantPos: []int32{}, wantCells: 0},
 		{name: "onto itself", src: 0, dst: 0, p0: -1, p1: -1, wantPos: seqRange(10), wantCells: 10},
+		// Block 0 holds 0..2 outside the range: copied with them emptied; blocks 1 and 2 shared
+		// (9 comes after the last cell copied, dst's length leaves it out).
+		{name: "middle range", src: 0, dst: 1, p0: 3, p1: 9, wantPos: []int32{3, 4, 5, 6, 7, 8}, wantCells: 9, wantNew: 1},
+		{name: "suffix", src: 0, dst: 1, p0: 3, p1: -1, wantPos: seqRange(10)[3:], wantCells: 10, wantNew: 1},
+		// Block 0 has nothing in the range: skipped, block 1 shared as dst's first.
+		{name: "whole middle block", src: 0, dst: 1, p0: 4, p1: 8, wantPos: []int32{4, 5, 6, 7}, wantCells: 4},
+		{name: "range past the end", src: 0, dst: 1, p0: 20, p1: 30, wantPos: []int32{}, wantCells: 0},
 		{name: "destination not empty", src: 1, dst: 0, p0: -1, p1: -1, wantErr: "destination sequence 0 is not empty"},
-		{name: "p0 after start", src: 0, dst: 1, p0: 3, p1: -1, wantErr: "unsupported"},
 		{name: "src out of range", src: 3, dst: 1, p0: -1, p1: -1, wantErr: "must be in [0, 3)"},
 		{name: "dst negative", src: 0, dst: -1, p0: -1, p1: -1, wantErr: "must be in [0, 3)"},
 	}
@@ -211,7 +223,7 @@ func TestSeqCopy(t *testing.T) {
 			c := newCache(t, Config{BlockSize: 4, NumBlocks: 8, MaxSeqs: 3})
 			tenTokens(t, c, 0)
 			used := c.Stats().Used
-			src := visible(t, c, 0)
+			src := visible(t, c, tc.src)
 			err := c.SeqCopy(tc.src, tc.dst, tc.p0, tc.p1)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -226,29 +238,96 @@ func TestSeqCopy(t *testing.T) {
 			if !slices.Equal(positions(got), tc.wantPos) || c.SeqCells(tc.dst) != tc.wantCells {
 				t.Fatalf("dst positions %v cells %d, want %v %d", positions(got), c.SeqCells(tc.dst), tc.wantPos, tc.wantCells)
 			}
-			if !slices.Equal(got, src[:len(got)]) {
-				t.Fatalf("dst sees %v, want a prefix of %v", got, src)
+			rg := makeRange(tc.p0, tc.p1)
+			if want := slices.DeleteFunc(slices.Clone(src), func(e entry) bool { return !rg.has(e.Pos) }); tc.src != tc.dst && !slices.Equal(got, want) {
+				t.Fatalf("dst sees %v, want %v", got, want)
 			}
-			if c.Stats().Used != used {
-				t.Fatalf("SeqCopy allocated blocks: %+v", c.Stats())
+			if n := c.Stats().Used - used; n != tc.wantNew {
+				t.Fatalf("SeqCopy allocated %d blocks, want %d", n, tc.wantNew)
 			}
 			checkInvariants(t, c)
 		})
 	}
 }
 
-func TestSeqCopyNonPrefixUnsupported(t *testing.T) {
+// TestSeqCopyAfterShift copies positions below 10 of a sequence whose cells 2..3 were moved to
+// 20..21: dst sees 0, 1, 4..9, in the source's order, sharing the blocks that hold none of 20, 21.
+func TestSeqCopyAfterShift(t *testing.T) {
 	c := newCache(t, Config{BlockSize: 4, NumBlocks: 8, MaxSeqs: 2})
 	tenTokens(t, c, 0)
-	// Moving positions 2..3 to 20..21 puts them before cells with smaller positions.
 	if err := c.SeqShift(0, 2, 4, 18); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SeqCopy(0, 1, -1, 10); err == nil || !strings.Contains(err.Error(), "unsupported") {
-		t.Fatalf("copying a range that is not a prefix of the history: %v", err)
+	if err := c.SeqCopy(0, 1, -1, 10); err != nil {
+		t.Fatal(err)
 	}
-	if c.SeqCells(1) != 0 {
-		t.Fatalf("failed SeqCopy changed dst")
+	want := slices.DeleteFunc(visible(t, c, 0), func(e entry) bool { return e.Pos >= 10 })
+	if got := visible(t, c, 1); !slices.Equal(got, want) {
+		t.Fatalf("dst sees %v, want %v", got, want)
+	}
+	if b0, b1 := c.Blocks(0), c.Blocks(1); b1[0] == b0[0] || b1[1] != b0[1] || b1[2] != b0[2] {
+		t.Fatalf("tables %v and %v: want block 0 copied, 1 and 2 shared", b0, b1)
+	}
+	checkInvariants(t, c)
+}
+
+func TestSeqCopyKVFull(t *testing.T) {
+	c := newCache(t, Config{BlockSize: 4, NumBlocks: 3, MaxSeqs: 2})
+	tenTokens(t, c, 0) // all three blocks
+	before := takeSnapshot(c)
+	if err := c.SeqCopy(0, 1, 3, 9); !errors.Is(err, ErrKVFull) {
+		t.Fatalf("error %v, want ErrKVFull", err)
+	}
+	if !before.equal(takeSnapshot(c)) {
+		t.Fatal("a failed SeqCopy changed the cache")
+	}
+}
+
+func TestSeqDiv(t *testing.T) {
+	tests := []struct {
+		name    string
+		p0, p1  int32
+		d       int32
+		wantPos []int32
+		wantErr string
+	}{
+		{name: "halve from 4", p0: 4, p1: -1, d: 2, wantPos: []int32{0, 1, 2, 3, 2, 2, 3, 3, 4, 4}},
+		{name: "thirds of a middle range", p0: 3, p1: 7, d: 3, wantPos: []int32{0, 1, 2, 1, 1, 1, 2, 7, 8, 9}},
+		{name: "by one", p0: -1, p1: -1, d: 1, wantPos: seqRange(10)},
+		{name: "empty range", p0: 5, p1: 5, d: 2, wantPos: seqRange(10)},
+		{name: "zero divisor", p0: -1, p1: -1, d: 0, wantErr: "divisor 0 must be positive"},
+		{name: "negative divisor", p0: -1, p1: -1, d: -2, wantErr: "divisor -2 must be positive"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCache(t, Config{BlockSize: 4, NumBlocks: 8, MaxSeqs: 2})
+			tenTokens(t, c, 0)
+			before := visible(t, c, 0)
+			err := c.SeqDiv(0, tc.p0, tc.p1, tc.d)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := visible(t, c, 0)
+			if !slices.Equal(positions(got), tc.wantPos) {
+				t.Fatalf("positions %v, want %v", positions(got), tc.wantPos)
+			}
+			for i, e := range got {
+				// addShift moves K by the position change; tokens and V stay.
+				if delta := e.Pos - before[i].Pos; e.K != before[i].K+float32(delta) || e.Tok != before[i].Tok || e.V != before[i].V {
+					t.Fatalf("cell %d: %v, was %v", i, e, before[i])
+				}
+			}
+			if c.SeqPosMax(0) != slices.Max(tc.wantPos) {
+				t.Fatalf("SeqPosMax %d", c.SeqPosMax(0))
+			}
+			checkInvariants(t, c)
+		})
 	}
 }
 

@@ -258,7 +258,7 @@ func (b *Binder) Rope(o RopeOptions) *ops.Rope {
 	}
 	r, err := ops.NewRope(c)
 	if err != nil {
-		b.Fail("%s: %v", b.Arch, err)
+		b.Fail("metadata %s (rope.dimension_count, rope.freq_base, rope.scaling.*): %v", b.key("rope"), err)
 	}
 	return r
 }

@@ -133,7 +133,7 @@ func Load(f *gguf.File, o LoadOptions) (*Model, error) {
 	}
 	m.Graph = g
 	if m.Vocab, err = tokenizer.FromGGUF(f); err != nil {
-		return nil, fmt.Errorf("tokenizer: %w", err)
+		return nil, err // tokenizer errors say "tokenizer: ..." already
 	}
 	if n := m.Hparams().Vocab; m.Vocab.VocabSize() != n {
 		return nil, fmt.Errorf("tokenizer has %d tokens but token_embd has %d rows", m.Vocab.VocabSize(), n)

@@ -38,8 +38,9 @@ func checkLens(t Type, nBytes, nElems int) error {
 }
 
 // Dequantize converts len(dst) elements of type t, packed in src, to float32. len(dst) must be a
-// multiple of t.BlockSize() and len(src) must equal t.RowSize(len(dst)). Supported types: F32,
-// F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K and Q8_K.
+// multiple of t.BlockSize() and len(src) must equal t.RowSize(len(dst)). Supported types: every
+// t with t.Supported() (floats, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, the K-quants Q2_K to Q8_K
+// and IQ4_XS).
 func Dequantize(t Type, src []byte, dst []float32) error {
 	if err := checkLens(t, len(src), len(dst)); err != nil {
 		return err
@@ -69,6 +70,20 @@ func Dequantize(t Type, src []byte, dst []float32) error {
 		dequantQ6_K(src, dst)
 	case Q8_K:
 		dequantQ8_K(src, dst)
+	case Q4_1:
+		dequantQ4_1(src, dst)
+	case Q5_0:
+		dequantQ5_0(src, dst)
+	case Q5_1:
+		dequantQ5_1(src, dst)
+	case IQ4_NL:
+		dequantIQ4NL(src, dst)
+	case Q2_K:
+		dequantQ2_K(src, dst)
+	case Q3_K:
+		dequantQ3_K(src, dst)
+	case IQ4_XS:
+		dequantIQ4XS(src, dst)
 	default:
 		return fmt.Errorf("quant: dequantizing %v is not supported", t)
 	}

@@ -18,13 +18,14 @@ const MaxCols = 4
 type DotFunc func(k int, w []byte, x []byte, xStride int, nx int, out []float32)
 
 // ActType is the type activations are converted to before a dot with weights of type w: Q8_0 for
-// Q4_0 and Q8_0; Q8_K for Q4_K, Q5_K and Q6_K; F32 for F32, F16 and BF16. It is only meaningful
+// the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL); Q8_K for the 256-element
+// ones (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS); F32 for F32, F16 and BF16. It is only meaningful
 // for types with DotGo(w) != nil; for any other type it returns F32.
 func ActType(w Type) Type {
 	switch w {
-	case Q4_0, Q8_0:
+	case Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL:
 		return Q8_0
-	case Q4_K, Q5_K, Q6_K:
+	case Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS:
 		return Q8_K
 	}
 	return F32
@@ -76,6 +77,20 @@ func DotGo(t Type) DotFunc {
 		return dotQ5_KGo
 	case Q6_K:
 		return dotQ6_KGo
+	case Q4_1:
+		return dotQ4_1Go
+	case Q5_0:
+		return dotQ5_0Go
+	case Q5_1:
+		return dotQ5_1Go
+	case IQ4_NL:
+		return dotIQ4NLGo
+	case Q2_K:
+		return dotQ2_KGo
+	case Q3_K:
+		return dotQ3_KGo
+	case IQ4_XS:
+		return dotIQ4XSGo
 	}
 	return nil
 }
@@ -103,6 +118,20 @@ func Dot(t Type, k int, w []byte, x []byte) float32 {
 		dotQ5_KGo(k, w, x, 0, 1, out[:])
 	case Q6_K:
 		dotQ6_KGo(k, w, x, 0, 1, out[:])
+	case Q4_1:
+		dotQ4_1Go(k, w, x, 0, 1, out[:])
+	case Q5_0:
+		dotQ5_0Go(k, w, x, 0, 1, out[:])
+	case Q5_1:
+		dotQ5_1Go(k, w, x, 0, 1, out[:])
+	case IQ4_NL:
+		dotIQ4NLGo(k, w, x, 0, 1, out[:])
+	case Q2_K:
+		dotQ2_KGo(k, w, x, 0, 1, out[:])
+	case Q3_K:
+		dotQ3_KGo(k, w, x, 0, 1, out[:])
+	case IQ4_XS:
+		dotIQ4XSGo(k, w, x, 0, 1, out[:])
 	default:
 		panic(fmt.Sprintf("quant.Dot: no dot product for %v", t))
 	}

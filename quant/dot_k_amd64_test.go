@@ -15,7 +15,7 @@ import (
 // float32 products d·dx·isum and dmin·dx·msum are rounded and added (the assembly keeps 8 partial
 // sums per column and uses FMA). The difference is therefore bounded by a small multiple of
 // float32 epsilon (6e-8) times the number of blocks times S = Σ_i |x_i|·(|d·sc_i·q_i| + |dmin·m_i|)
-// (Q4_K/Q5_K) or Σ_i |w_i·x_i| (Q6_K), the sum of the magnitudes of all terms before any
+// (Q4_K/Q5_K/Q2_K) or Σ_i |w_i·x_i| (Q6_K/Q3_K/IQ4_XS), the sum of the magnitudes of all terms before any
 // cancellation. We require |asm − go| <= 1e-5·S, which holds with margin up to k = 5632 (22
 // blocks) and fails on any wrong level, scale, min, bsum or column.
 
@@ -31,6 +31,9 @@ var kqKernels = []kqKernel{
 	{Q4_K, dotQ4_KAVX2, dotQ4_KGo},
 	{Q6_K, dotQ6_KAVX2, dotQ6_KGo},
 	{Q5_K, dotQ5_KAVX2, dotQ5_KGo},
+	{Q2_K, dotQ2_KAVX2, dotQ2_KGo},
+	{Q3_K, dotQ3_KAVX2, dotQ3_KGo},
+	{IQ4_XS, dotIQ4_XSAVX2, dotIQ4XSGo},
 }
 
 func kqNeedAVX2(t testing.TB) {
@@ -40,10 +43,18 @@ func kqNeedAVX2(t testing.TB) {
 	}
 }
 
-// kqF16Offsets are the byte offsets of the f16 scales in one block of typ.
+// kqF16Offsets are the byte offsets of the f16 scales in one block of typ: the super-scale d,
+// then for the types with mins dmin.
 func kqF16Offsets(typ Type) []int {
-	if typ == Q6_K {
+	switch typ {
+	case Q6_K:
 		return []int{208}
+	case Q3_K:
+		return []int{108}
+	case IQ4_XS:
+		return []int{0}
+	case Q2_K:
+		return []int{80, 82}
 	}
 	return []int{0, 2}
 }
@@ -117,9 +128,26 @@ func kqActs(typ Type, k, nx, stride int, raw bool, seed uint64) []byte {
 			}
 			binary.LittleEndian.PutUint32(row[b*q8_KBytes:], math.Float32bits(d))
 		}
-		kqFixBsums(row)
+		kqFixActs(typ, row)
 	}
 	return xs
+}
+
+// kqFixActs makes arbitrary Q8_K quants in row valid for typ's kernel and rewrites the bsums.
+// The IQ4_XS kernel multiplies signed levels the way ggml does (the quants take the levels'
+// signs), which is exact for quants in [-127, 127], all that QuantizeAct writes; -128 becomes
+// -127 for it.
+func kqFixActs(typ Type, row []byte) {
+	if typ == IQ4_XS {
+		for b := 0; b < len(row)/q8_KBytes; b++ {
+			for i := b*q8_KBytes + 4; i < b*q8_KBytes+4+QK_K; i++ {
+				if row[i] == 0x80 {
+					row[i] = 0x81
+				}
+			}
+		}
+	}
+	kqFixBsums(row)
 }
 
 // kqFixBsums rewrites the bsums of every Q8_K block in row to match its quants.
@@ -157,13 +185,14 @@ func kqMag(t testing.TB, typ Type, k int, w, x []byte) float64 {
 		return wf
 	}
 	var s float64
-	if typ == Q6_K {
+	offs := kqF16Offsets(typ)
+	if len(offs) == 1 {
 		for i, v := range deq(-1) {
 			s += math.Abs(float64(v) * float64(xf[i]))
 		}
 		return s
 	}
-	scaled, mins := deq(2), deq(0) // dmin zeroed: d·sc·q; d zeroed: −dmin·m
+	scaled, mins := deq(offs[1]), deq(offs[0]) // dmin zeroed: d·sc·q; d zeroed: −dmin·m
 	for i := range xf {
 		s += math.Abs(float64(xf[i])) * (math.Abs(float64(scaled[i])) + math.Abs(float64(mins[i])))
 	}
@@ -260,7 +289,7 @@ func TestDotKAVX2Extremes(t *testing.T) {
 						blk[i] = xq
 					}
 				}
-				kqFixBsums(xs)
+				kqFixActs(kk.typ, xs)
 				for nx := 1; nx <= MaxCols; nx++ {
 					kqCheck(t, kk, k, w, xs, 0, nx) // stride 0: all columns read the same row
 				}
@@ -375,15 +404,18 @@ func kqFuzz(f *testing.F, kk kqKernel) {
 					binary.LittleEndian.PutUint32(row[b*q8_KBytes:], math.Float32bits(1))
 				}
 			}
-			kqFixBsums(row)
+			kqFixActs(kk.typ, row)
 		}
 		kqCheck(t, kk, k, w[:nb*bs], xs, stride, nx)
 	})
 }
 
-func FuzzDotQ4_K(f *testing.F) { kqFuzz(f, kqKernels[0]) }
-func FuzzDotQ6_K(f *testing.F) { kqFuzz(f, kqKernels[1]) }
-func FuzzDotQ5_K(f *testing.F) { kqFuzz(f, kqKernels[2]) }
+func FuzzDotQ4_K(f *testing.F)   { kqFuzz(f, kqKernels[0]) }
+func FuzzDotQ6_K(f *testing.F)   { kqFuzz(f, kqKernels[1]) }
+func FuzzDotQ5_K(f *testing.F)   { kqFuzz(f, kqKernels[2]) }
+func FuzzDotQ2_K(f *testing.F)   { kqFuzz(f, kqKernels[3]) }
+func FuzzDotQ3_K(f *testing.F)   { kqFuzz(f, kqKernels[4]) }
+func FuzzDotIQ4_XS(f *testing.F) { kqFuzz(f, kqKernels[5]) }
 
 // kqReportGBs adds a GB/s metric: bytes of weights read per second.
 func kqReportGBs(b *testing.B, bytesPerOp int) {

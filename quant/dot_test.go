@@ -18,6 +18,13 @@ var dotTypes = []struct {
 	{"Q4_K", Q4_K, Q8_K},
 	{"Q5_K", Q5_K, Q8_K},
 	{"Q6_K", Q6_K, Q8_K},
+	{"Q4_1", Q4_1, Q8_0},
+	{"Q5_0", Q5_0, Q8_0},
+	{"Q5_1", Q5_1, Q8_0},
+	{"IQ4_NL", IQ4_NL, Q8_0},
+	{"Q2_K", Q2_K, Q8_K},
+	{"Q3_K", Q3_K, Q8_K},
+	{"IQ4_XS", IQ4_XS, Q8_K},
 }
 
 func TestActType(t *testing.T) {
@@ -31,7 +38,7 @@ func TestActType(t *testing.T) {
 			}
 		})
 	}
-	for _, typ := range []Type{Q8_K, Q4_1, Q2_K, Type(77)} {
+	for _, typ := range []Type{Q8_K, Q8_1, Type(77)} {
 		if DotGo(typ) != nil {
 			t.Errorf("DotGo(%v) should be nil", typ)
 		}

@@ -14,7 +14,8 @@ import (
 //
 //	|asm - go| <= asmRelTol * Σ|w_i·x_i| + asmAbsTol
 //
-// with Σ|w_i·x_i| taken over the dequantized weight and activation rows (float64): a relative
+// with Σ|w_i·x_i| taken over the dequantized weight and activation rows (float64; for Q4_1 and
+// Q5_1, whose two terms d·l and m are summed separately, Σ|x_i|·(|d·l_i| + |m|)): a relative
 // 1e-5 of the magnitude of the terms, far above float32 rounding for the sizes tested (about
 // 6e-8 per addition times the square root of the number of additions) and far below any real slip
 // (a wrong lane, block or scale changes the result by a sizable fraction of Σ|terms|). The
@@ -24,8 +25,9 @@ const (
 	asmAbsTol = 1e-35
 )
 
-// asmTypes are the weight types with AVX2 kernels in dot_q8_amd64.go and dot_f_amd64.go.
-var asmTypes = []Type{Q4_0, Q8_0, F16, F32, BF16}
+// asmTypes are the weight types with AVX2 kernels in dot_q8_amd64.go, dot_q32_amd64.go and
+// dot_f_amd64.go.
+var asmTypes = []Type{Q4_0, Q8_0, F16, F32, BF16, Q5_0, IQ4_NL, Q4_1, Q5_1}
 
 func requireAsm(t testing.TB, typ Type) DotFunc {
 	t.Helper()
@@ -56,15 +58,32 @@ func decodeRow(t testing.TB, typ Type, b []byte, k int) []float64 {
 	return r
 }
 
-// absDot is Σ|w_i·x_i| over the decoded weight row and activation row.
+// absDot is Σ|w_i·x_i| over the decoded weight row and activation row, or for the types with a
+// min (Q4_1, Q5_1: d at offset 0 and m at 2 of each block) Σ|x_i|·(|d·l_i| + |m|).
 func absDot(t testing.TB, typ Type, k int, w, x []byte) float64 {
-	wd := decodeRow(t, typ, w, k)
 	xd := decodeRow(t, ActType(typ), x, k)
 	var s float64
+	if typ == Q4_1 || typ == Q5_1 {
+		scaled, mins := decodeZeroed(t, typ, w, k, 2), decodeZeroed(t, typ, w, k, 0)
+		for i := range xd {
+			s += math.Abs(xd[i]) * (math.Abs(scaled[i]) + math.Abs(mins[i]))
+		}
+		return s
+	}
+	wd := decodeRow(t, typ, w, k)
 	for i := range wd {
 		s += math.Abs(wd[i] * xd[i])
 	}
 	return s
+}
+
+// decodeZeroed decodes a weight row of typ with the f16 at offset off of every block set to 0.
+func decodeZeroed(t testing.TB, typ Type, w []byte, k, off int) []float64 {
+	wc := append([]byte(nil), w[:typ.RowSize(k)]...)
+	for o := 0; o+typ.TypeSize() <= len(wc); o += typ.TypeSize() {
+		binary.LittleEndian.PutUint16(wc[o+off:], 0)
+	}
+	return decodeRow(t, typ, wc, k)
 }
 
 // compareAsm runs the assembly kernel and the Go twin on the same inputs and checks every column
@@ -156,12 +175,18 @@ func sanitizeHalf(b []byte) {
 	}
 }
 
-// sanitizeWeights makes every scale (Q4_0, Q8_0) or value (floats) of a weight row finite.
+// sanitizeWeights makes every scale (and min) of a 32-element block type or value (floats) of a
+// weight row finite.
 func sanitizeWeights(typ Type, b []byte) {
 	switch typ {
-	case Q4_0, Q8_0:
+	case Q4_0, Q8_0, Q5_0, IQ4_NL:
 		for o := 0; o+typ.TypeSize() <= len(b); o += typ.TypeSize() {
 			sanitizeHalf(b[o:])
+		}
+	case Q4_1, Q5_1:
+		for o := 0; o+typ.TypeSize() <= len(b); o += typ.TypeSize() {
+			sanitizeHalf(b[o:])
+			sanitizeHalf(b[o+2:])
 		}
 	case F16:
 		for o := 0; o+2 <= len(b); o += 2 {
@@ -442,4 +467,24 @@ func FuzzDotBF16(f *testing.F) {
 func FuzzDotF32(f *testing.F) {
 	addFuzzSeeds(f, F32)
 	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzDot(t, F32, data, nx, pad) })
+}
+
+func FuzzDotQ5_0(f *testing.F) {
+	addFuzzSeeds(f, Q5_0)
+	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzDot(t, Q5_0, data, nx, pad) })
+}
+
+func FuzzDotIQ4_NL(f *testing.F) {
+	addFuzzSeeds(f, IQ4_NL)
+	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzDot(t, IQ4_NL, data, nx, pad) })
+}
+
+func FuzzDotQ4_1(f *testing.F) {
+	addFuzzSeeds(f, Q4_1)
+	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzDot(t, Q4_1, data, nx, pad) })
+}
+
+func FuzzDotQ5_1(f *testing.F) {
+	addFuzzSeeds(f, Q5_1)
+	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzDot(t, Q5_1, data, nx, pad) })
 }

@@ -16,10 +16,12 @@ func TestMatMulRowBlocks(t *testing.T) {
 		k     int
 		nRows int
 	}{
-		{F32, 6000, 23},  // 4 rows per block
-		{Q8_0, 2048, 97}, // 45 rows per block
-		{Q4_0, 4096, 90}, // 42 rows per block
-		{F16, 4104, 37},  // 11 rows per block, k not a multiple of 16
+		{F32, 6000, 23},   // 4 rows per block
+		{Q8_0, 2048, 97},  // 45 rows per block
+		{Q4_0, 4096, 90},  // 42 rows per block
+		{F16, 4104, 37},   // 11 rows per block, k not a multiple of 16
+		{Q5_1, 2048, 140}, // 64 rows per block
+		{Q3_K, 4096, 120}, // 55 rows per block
 	}
 	shapes := []struct {
 		nTok, r0, r1, stride int

@@ -26,10 +26,11 @@ const PanelRows = 8
 
 // The panel kernels compute out[j*outStride+r] = row r of the panel at w (nb blocks, or for Q4_K
 // and Q6_K nb super-blocks) · activation row j (ActType(wt) blocks at x[j*xStride:]) for r < 8 and
-// j < nx (1 <= nx <= MaxCols), and write nothing else. For Q4_0, sums[4b+j] must hold 8·Σ of the
-// quants of block b of activation row j (q4SumsGo); the other types take no sums. panelKernel
-// picks the assembly (panelAVX2) when hasPanelAsm, else the Go twin (panelProductGo, panelQ4KGo,
-// panelQ6KGo); all are called directly so that the callers' stack buffers stay on the stack.
+// j < nx (1 <= nx <= MaxCols), and write nothing else. Where needsSums(wt), sums[4b+j] must hold
+// the activation sums of block b of activation row j (panelSums); the other types take no sums.
+// panelKernel picks the assembly of the selected path (panelAsm, see path.go) when hasPanelAsm,
+// else the Go twin (panelProductGo, panelQ4KGo, panelQ6KGo); all are called directly so that the
+// callers' stack buffers stay on the stack.
 
 // hasPanelAsm is set by init where the assembly panel kernels run; tests clear it to run the Go
 // twins through the same code.
@@ -37,7 +38,7 @@ var hasPanelAsm bool
 
 func panelKernel(wt Type, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
 	if hasPanelAsm {
-		panelAVX2(wt, nb, w, x, xStride, nx, out, outStride, sums)
+		panelAsm(wt, nb, w, x, xStride, nx, out, outStride, sums)
 		return
 	}
 	switch wt {
@@ -192,7 +193,7 @@ func MatMulPacked(wt Type, k int, w []byte, xq []byte, nTok int, out []float32, 
 		return
 	}
 	groups := (nTok + MaxCols - 1) / MaxCols
-	if wt == Q8_0 || 4*(k/32)*groups <= smallSums {
+	if !needsSums(wt) || 4*(k/32)*groups <= smallSums {
 		var sums [smallSums]int32 // zeroing 4 KiB is cheap next to one token's matmul
 		matmulPanels(wt, k, w, xq, nTok, out, outStride, r0, r1, sums[:])
 		return
@@ -216,17 +217,17 @@ func matmulPanels(wt Type, k int, w, xq []byte, nTok int, out []float32, outStri
 	nb := k / wt.BlockSize()
 	rowBytes, xRow := wt.RowSize(k), ActType(wt).RowSize(k)
 	panel := PanelRows * rowBytes
-	chunk := nTok
-	if wt == Q4_0 {
+	chunk, ws := nTok, needsSums(wt)
+	if ws {
 		chunk = len(sums) / (MaxCols * nb) * MaxCols
 	}
 	blockRows := max(1, panelBlockBytes/panel) * PanelRows
 	for c0 := 0; c0 < nTok; c0 += chunk {
 		c1 := min(nTok, c0+chunk)
-		if wt == Q4_0 {
+		if ws {
 			for t0 := c0; t0 < c1; t0 += MaxCols {
 				g := (t0 - c0) / MaxCols * 4 * nb
-				q4SumsKernel(nb, xq[t0*xRow:], xRow, min(MaxCols, c1-t0), sums[g:g+4*nb])
+				panelSums(wt, nb, xq[t0*xRow:], xRow, min(MaxCols, c1-t0), sums[g:g+4*nb])
 			}
 		}
 		for rb := r0; rb < r1; rb += blockRows {
@@ -235,7 +236,7 @@ func matmulPanels(wt Type, k int, w, xq []byte, nTok int, out []float32, outStri
 				nx := min(MaxCols, c1-t0)
 				x := xq[t0*xRow : (t0+nx)*xRow]
 				s := sums
-				if wt == Q4_0 {
+				if ws {
 					s = sums[(t0-c0)/MaxCols*4*nb:]
 				}
 				for r := rb; r < re; r += PanelRows {

@@ -8,8 +8,9 @@ import (
 
 // Quantize packs len(src) float32 values into dst as type t, following ggml's reference
 // quantizers (quantize_row_*_ref; no importance matrix). len(src) must be a multiple of
-// t.BlockSize() and len(dst) must equal t.RowSize(len(src)). Supported types: F32, F16, BF16,
-// Q8_0, Q4_0, Q4_K, Q5_K, Q6_K and Q8_K. Non-finite inputs give unspecified (but well-formed)
+// t.BlockSize() and len(dst) must equal t.RowSize(len(src)). Supported types: every t with
+// t.Supported(); IQ4_NL and IQ4_XS follow quantize_iq4_nl/quantize_iq4_xs without an importance
+// matrix, as llama-quantize runs them. Non-finite inputs give unspecified (but well-formed)
 // blocks for the quantized types.
 func Quantize(t Type, src []float32, dst []byte) error {
 	if err := checkLens(t, len(dst), len(src)); err != nil {
@@ -40,6 +41,20 @@ func Quantize(t Type, src []float32, dst []byte) error {
 		quantizeQ6_K(src, dst)
 	case Q8_K:
 		quantizeQ8_K(src, dst)
+	case Q4_1:
+		quantizeMin32(src, dst, q4_1Bytes, 15)
+	case Q5_0:
+		quantizeQ5_0(src, dst)
+	case Q5_1:
+		quantizeMin32(src, dst, q5_1Bytes, 31)
+	case IQ4_NL:
+		quantizeIQ4NL(src, dst)
+	case Q2_K:
+		quantizeQ2_K(src, dst)
+	case Q3_K:
+		quantizeQ3_K(src, dst)
+	case IQ4_XS:
+		quantizeIQ4XS(src, dst)
 	default:
 		return fmt.Errorf("quant: quantizing to %v is not supported", t)
 	}

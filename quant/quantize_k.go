@@ -9,11 +9,12 @@ import (
 const groupMaxEps = 1e-15
 
 // makeQKX2Quants fits x ≈ scale*L - theMin with L in [0, nmax] (an asymmetric quantizer with the
-// offset forced <= 0, i.e. theMin >= 0), minimising the weighted squared error. It follows ggml's
-// make_qkx2_quants with use_mad=false: start from the min/max grid, then try nstep+1 perturbed
-// inverse scales (nmax + rmin + rdelta*is)/(max-min) and refit scale and min by weighted least
-// squares for each, keeping the best. len(x) == len(weights) == len(l) == len(laux).
-func makeQKX2Quants(nmax int32, x, weights []float32, l, laux []uint8, rmin, rdelta float32, nstep int) (scale, theMin float32) {
+// offset forced <= 0, i.e. theMin >= 0), minimising the weighted squared error (or, if useMad,
+// the weighted absolute error). It follows ggml's make_qkx2_quants: start from the min/max grid,
+// then try nstep+1 perturbed inverse scales (nmax + rmin + rdelta*is)/(max-min) and refit scale
+// and min by weighted least squares for each, keeping the best by the chosen error.
+// len(x) == len(weights) == len(l) == len(laux).
+func makeQKX2Quants(nmax int32, x, weights []float32, l, laux []uint8, rmin, rdelta float32, nstep int, useMad bool) (scale, theMin float32) {
 	n := len(x)
 	weights, l, laux = weights[:n], l[:n], laux[:n]
 	mn, mx := x[0], x[0]
@@ -36,8 +37,7 @@ func makeQKX2Quants(nmax int32, x, weights []float32, l, laux []uint8, rmin, rde
 	for i, v := range x {
 		q := uint8(clamp32(nearestInt(iscale*(v-mn)), 0, nmax))
 		l[i] = q
-		diff := scale*float32(q) + mn - v
-		bestErr += weights[i] * diff * diff
+		bestErr += fitErr(weights[i], scale*float32(q)+mn-v, useMad)
 	}
 	for is := 0; is <= nstep; is++ {
 		iscale = (rmin + rdelta*float32(is) + float32(nmax)) / (mx - mn)
@@ -63,8 +63,7 @@ func makeQKX2Quants(nmax int32, x, weights []float32, l, laux []uint8, rmin, rde
 		}
 		var curErr float32
 		for i, v := range x {
-			diff := thisScale*float32(laux[i]) + thisMin - v
-			curErr += weights[i] * diff * diff
+			curErr += fitErr(weights[i], thisScale*float32(laux[i])+thisMin-v, useMad)
 		}
 		if curErr < bestErr {
 			copy(l, laux)
@@ -72,6 +71,15 @@ func makeQKX2Quants(nmax int32, x, weights []float32, l, laux []uint8, rmin, rde
 		}
 	}
 	return scale, -mn
+}
+
+// fitErr is makeQKX2Quants' weighted error for one residual: w·|diff| or w·diff², multiplied in
+// ggml's order.
+func fitErr(w, diff float32, useMad bool) float32 {
+	if useMad {
+		return w * abs32(diff)
+	}
+	return w * diff * diff
 }
 
 // makeQXQuants fits x ≈ scale*(L - nmax) with L in [0, 2*nmax) (a symmetric quantizer), following
@@ -161,7 +169,7 @@ func quantizeKScaleMin(x []float32, hdr []byte, l *[QK_K]uint8, nmax int32, rmin
 		for i, v := range xs {
 			weights[i] = avX + abs32(v)
 		}
-		scales[j], mins[j] = makeQKX2Quants(nmax, xs, weights[:], l[32*j:32*j+32], laux[:], rmin, 0.1, nstep)
+		scales[j], mins[j] = makeQKX2Quants(nmax, xs, weights[:], l[32*j:32*j+32], laux[:], rmin, 0.1, nstep, false)
 		maxScale = max(maxScale, scales[j])
 		maxMin = max(maxMin, mins[j])
 	}

@@ -27,12 +27,15 @@ const (
 	Q5_K Type = 13
 	Q6_K Type = 14
 	Q8_K Type = 15
-	I8   Type = 24
-	I16  Type = 25
-	I32  Type = 26
-	I64  Type = 27
-	F64  Type = 28
-	BF16 Type = 30
+	// IQ4_NL and IQ4_XS are ggml's non-linear 4-bit types: levels from a fixed 16-entry table.
+	IQ4_NL Type = 20
+	IQ4_XS Type = 23
+	I8     Type = 24
+	I16    Type = 25
+	I32    Type = 26
+	I64    Type = 27
+	F64    Type = 28
+	BF16   Type = 30
 )
 
 // QK_K is the number of elements in a K-quant super-block.
@@ -47,26 +50,28 @@ type typeInfo struct {
 
 // types is indexed by Type (an array, not a map: RowSize and TypeSize sit on hot paths).
 var types = [...]typeInfo{
-	F32:  {"F32", 1, 4, true},
-	F16:  {"F16", 1, 2, true},
-	BF16: {"BF16", 1, 2, true},
-	Q4_0: {"Q4_0", 32, 18, true},
-	Q4_1: {"Q4_1", 32, 20, false},
-	Q5_0: {"Q5_0", 32, 22, false},
-	Q5_1: {"Q5_1", 32, 24, false},
-	Q8_0: {"Q8_0", 32, 34, true},
-	Q8_1: {"Q8_1", 32, 36, false},
-	Q2_K: {"Q2_K", QK_K, 84, false},
-	Q3_K: {"Q3_K", QK_K, 110, false},
-	Q4_K: {"Q4_K", QK_K, 144, true},
-	Q5_K: {"Q5_K", QK_K, 176, true},
-	Q6_K: {"Q6_K", QK_K, 210, true},
-	Q8_K: {"Q8_K", QK_K, 292, true},
-	I8:   {"I8", 1, 1, false},
-	I16:  {"I16", 1, 2, false},
-	I32:  {"I32", 1, 4, false},
-	I64:  {"I64", 1, 8, false},
-	F64:  {"F64", 1, 8, false},
+	F32:    {"F32", 1, 4, true},
+	F16:    {"F16", 1, 2, true},
+	BF16:   {"BF16", 1, 2, true},
+	Q4_0:   {"Q4_0", 32, 18, true},
+	Q4_1:   {"Q4_1", 32, 20, true},
+	Q5_0:   {"Q5_0", 32, 22, true},
+	Q5_1:   {"Q5_1", 32, 24, true},
+	Q8_0:   {"Q8_0", 32, 34, true},
+	Q8_1:   {"Q8_1", 32, 36, false},
+	Q2_K:   {"Q2_K", QK_K, 84, true},
+	Q3_K:   {"Q3_K", QK_K, 110, true},
+	Q4_K:   {"Q4_K", QK_K, 144, true},
+	Q5_K:   {"Q5_K", QK_K, 176, true},
+	Q6_K:   {"Q6_K", QK_K, 210, true},
+	Q8_K:   {"Q8_K", QK_K, 292, true},
+	IQ4_NL: {"IQ4_NL", 32, 18, true},
+	IQ4_XS: {"IQ4_XS", QK_K, 136, true},
+	I8:     {"I8", 1, 1, false},
+	I16:    {"I16", 1, 2, false},
+	I32:    {"I32", 1, 4, false},
+	I64:    {"I64", 1, 8, false},
+	F64:    {"F64", 1, 8, false},
 }
 
 // info is t's entry in types; the zero typeInfo (blockSize 0) for an unknown t.

@@ -12,14 +12,18 @@ import (
 
 // Options sizes a Context.
 type Options struct {
-	NCtx      int                      // KV cells shared by all sequences (llama.cpp's -c); also the longest sequence
-	NBatch    int                      // most tokens one Decode call accepts (logical batch)
-	NUBatch   int                      // most tokens one forward pass computes (micro-batch)
-	NSeqMax   int                      // sequence ids are in [0, NSeqMax)
-	KVType    kvcache.DType            // F16 (llama.cpp's default) or F32
-	BlockSize int                      // KV block size in cells; 0 = 16
-	Threads   int                      // worker goroutines; 0 = all cores
-	OnBlock   func(kvcache.BlockEvent) // prefix-cache events of the KV cache (kvcache.Config.OnBlock); nil = none
+	NCtx      int           // KV cells shared by all sequences (llama.cpp's -c); also the longest sequence
+	NBatch    int           // most tokens one Decode call accepts (logical batch)
+	NUBatch   int           // most tokens one forward pass computes (micro-batch)
+	NSeqMax   int           // sequence ids are in [0, NSeqMax)
+	KVType    kvcache.DType // F16 (llama.cpp's default) or F32
+	BlockSize int           // KV block size in cells; 0 = 16
+	Threads   int           // worker goroutines; 0 = all cores
+	// Embeddings makes the tokens that ask for output keep their final-norm hidden state (read
+	// with Embedding) instead of logits: a context for /v1/embeddings skips the output matmul.
+	Embeddings bool
+	// OnBlock receives the KV cache's prefix-cache events (kvcache.Config.OnBlock); nil = none.
+	OnBlock func(kvcache.BlockEvent)
 }
 
 func (o *Options) defaults(h *Hparams) {
@@ -79,7 +83,7 @@ type Context struct {
 	kvRow []float32 // F16 cache conversions
 
 	workerScores [][]float32
-	logits       []float32 // [nOut][Vocab] from the last Decode
+	logits       []float32 // [nOut][width] from the last Decode; width is Vocab, or Dim for Embeddings
 	outRows      []int32   // batch index -> logits row, -1 when not wanted
 	nOut         int
 	ubs          []batch.UBatch
@@ -166,10 +170,10 @@ func (c *Context) Decode(b *batch.Batch) error {
 		return err
 	}
 	c.outRows, c.nOut = b.OutputRows(c.outRows)
-	if need := c.nOut * c.h.Vocab; cap(c.logits) < need {
+	if need := c.nOut * c.outWidth(); cap(c.logits) < need {
 		c.logits = make([]float32, need)
 	}
-	c.logits = c.logits[:c.nOut*c.h.Vocab]
+	c.logits = c.logits[:c.nOut*c.outWidth()]
 	c.ubs = b.Split(c.opts.NUBatch, c.ubs)
 	for i := range c.ubs {
 		ub := &c.ubs[i]
@@ -186,13 +190,37 @@ func (c *Context) Decode(b *batch.Batch) error {
 }
 
 // Logits returns the logits (len Vocab) computed for token i of the last decoded batch, or nil if
-// that token did not ask for them. The slice is overwritten by the next Decode.
+// that token did not ask for them or the context computes embeddings. The slice is overwritten by
+// the next Decode.
 func (c *Context) Logits(i int) []float32 {
+	if c.opts.Embeddings {
+		return nil
+	}
+	return c.outRow(i)
+}
+
+// Embedding returns the final-norm hidden state (len Dim) of token i of the last decoded batch
+// in a context made with Options.Embeddings, or nil. The slice is overwritten by the next Decode.
+func (c *Context) Embedding(i int) []float32 {
+	if !c.opts.Embeddings {
+		return nil
+	}
+	return c.outRow(i)
+}
+
+func (c *Context) outWidth() int {
+	if c.opts.Embeddings {
+		return c.h.Dim
+	}
+	return c.h.Vocab
+}
+
+func (c *Context) outRow(i int) []float32 {
 	if i < 0 || i >= len(c.outRows) || c.outRows[i] < 0 {
 		return nil
 	}
-	r := int(c.outRows[i])
-	return c.logits[r*c.h.Vocab : (r+1)*c.h.Vocab]
+	r, w := int(c.outRows[i]), c.outWidth()
+	return c.logits[r*w : (r+1)*w]
 }
 
 // shiftK re-rotates one cached key row (all kv heads) of layer l by delta positions: RoPE

@@ -107,7 +107,8 @@ func (t *actTask) Do(i, _ int) {
 }
 
 // Output writes the logits of the micro-batch's tokens that asked for them: RMSNorm of X with
-// norm, times w (Vocab rows), then, when softcap > 0, softcap·tanh(logit/softcap) (Gemma 2).
+// norm, times w (Vocab rows), then, when softcap > 0, softcap·tanh(logit/softcap) (Gemma 2). An
+// Embeddings context keeps the normed rows instead.
 func (c *Context) Output(norm []float32, w *Weight, softcap float32) {
 	dim, vocab, ub := c.h.Dim, c.h.Vocab, c.ub
 	// Only tokens that asked for logits, packed in batch order.
@@ -123,6 +124,10 @@ func (c *Context) Output(norm []float32, w *Weight, softcap float32) {
 		nOut++
 	}
 	if nOut == 0 {
+		return
+	}
+	if c.opts.Embeddings {
+		copy(c.logits[first*dim:(first+nOut)*dim], c.S.XN[:nOut*dim])
 		return
 	}
 	out := c.logits[first*vocab : (first+nOut)*vocab]

@@ -5,7 +5,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"ubatch/gguf"
+	"ubatch/grammar"
 	"ubatch/internal/testdata"
+	"ubatch/tokenizer"
 )
 
 // benchRow returns a realistic 32000-entry logits row (llama.cpp's output for a real prompt
@@ -63,5 +66,51 @@ func BenchmarkLogProbs32k(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		LogProbs(logits, 7, 5)
+	}
+}
+
+// benchGrammar samples from the 32000-token row with the JSON-strings grammar positioned at
+// prefix: inside a string the row's choice passes the grammar check; where a key must start it
+// does not, and the allowed tokens' mask (cached after the first call) is applied.
+func benchGrammar(b *testing.B, temp float32, prefix string) {
+	logits := benchRow(b, 32000)
+	f, err := gguf.Open(testdata.Model(b, "vocab/ggml-vocab-llama-spm.gguf"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	tk, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pieces := make([][]byte, tk.VocabSize())
+	for i := range pieces {
+		pieces[i] = tk.Piece(int32(i))
+	}
+	p := DefaultParams()
+	p.Temperature, p.Seed = temp, 3
+	if p.GrammarVocab, err = grammar.NewVocab(pieces, tk.EOG()); err != nil {
+		b.Fatal(err)
+	}
+	if p.Grammar, err = grammar.Parse(`root ::= "{" ( "\"" [a-z]+ "\": \"" [^"\\]* "\"" ( ", " | "}" ) )+`); err != nil {
+		b.Fatal(err)
+	}
+	s := mustNew(b, p, len(logits))
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Reset()
+		if err := s.gm.AcceptBytes([]byte(prefix)); err != nil {
+			b.Fatal(err)
+		}
+		if s.Sample(logits) < 0 {
+			b.Fatal(s.Err())
+		}
+	}
+}
+
+func BenchmarkSampleGrammar32k(b *testing.B) {
+	for _, c := range []struct{ name, prefix string }{{"string", `{"story": "Once upon`}, {"key", `{"a": "b", `}} {
+		b.Run("greedy/"+c.name, func(b *testing.B) { benchGrammar(b, 0, c.prefix) })
+		b.Run("default/"+c.name, func(b *testing.B) { benchGrammar(b, 0.8, c.prefix) })
 	}
 }

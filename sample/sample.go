@@ -3,15 +3,21 @@
 // top-p, min-p, temperature, then a draw from the resulting distribution. A temperature <= 0
 // selects greedily (argmax after penalties, ties broken towards the lowest token id).
 //
-// A Sampler belongs to one sequence: it owns its random generator, its penalty history and its
-// scratch buffers, so it is not safe for concurrent use; use one Sampler per sequence.
+// A grammar (Params.Grammar) constrains the output: see Sampler.Sample.
+//
+// A Sampler belongs to one sequence: it owns its random generator, its penalty history, its
+// grammar state and its scratch buffers, so it is not safe for concurrent use; use one Sampler
+// per sequence.
 package sample
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"ubatch/grammar"
 )
 
 // Params configures a Sampler. The zero value is not the llama.cpp default; start from
@@ -27,6 +33,12 @@ type Params struct {
 	PresencePenalty  float32 // subtracted once if the token occurs in the window
 	Seed             uint64  // seeds this sampler's own PCG generator
 	IgnoreTokens     []int32 // token ids that are never sampled (e.g. EOS with ignore_eos)
+
+	// Grammar, when set, constrains the output (see Sampler.Sample); GrammarVocab, required with
+	// it, gives every token's text and the end-of-generation tokens. Both are immutable and
+	// shared: each Sampler follows the grammar with a matcher of its own.
+	Grammar      *grammar.Grammar
+	GrammarVocab *grammar.Vocab
 }
 
 // DefaultParams returns llama.cpp's default sampling settings (penalties off).
@@ -67,6 +79,9 @@ type Sampler struct {
 
 	cand       []candidate
 	bucketMass [numBuckets]float64 // top-p scratch, see topPBuckets
+
+	gm  *grammar.Matcher // nil without a grammar
+	err error            // why the last Sample returned -1
 }
 
 // numBuckets is the resolution of the top-p mass histogram: finer buckets leave fewer
@@ -92,6 +107,9 @@ func New(p Params, vocabSize int) (*Sampler, error) {
 	}
 	s.pcg = rand.NewPCG(p.Seed, seedStream(p.Seed))
 	s.rng = rand.New(s.pcg)
+	if p.Grammar != nil {
+		s.gm = grammar.NewMatcher(p.Grammar, p.GrammarVocab)
+	}
 	return s, nil
 }
 
@@ -130,6 +148,14 @@ func (p *Params) validate(vocab int) error {
 			return fmt.Errorf("sample: ignored token %d outside the vocabulary [0, %d)", t, vocab)
 		}
 	}
+	switch {
+	case p.Grammar == nil && p.GrammarVocab != nil:
+		return errors.New("sample: GrammarVocab is set without a Grammar")
+	case p.Grammar != nil && p.GrammarVocab == nil:
+		return errors.New("sample: a Grammar needs GrammarVocab (the tokens' text)")
+	case p.Grammar != nil && p.GrammarVocab.Size() != vocab:
+		return fmt.Errorf("sample: the grammar vocabulary has %d tokens, the model %d", p.GrammarVocab.Size(), vocab)
+	}
 	return nil
 }
 
@@ -159,8 +185,8 @@ func (s *Sampler) Accept(tok int32) {
 	}
 }
 
-// Reset forgets the penalty history and re-seeds the generator, so the sampler repeats the
-// sequence of draws it produced after New.
+// Reset forgets the penalty history, returns to the start of the grammar and re-seeds the
+// generator, so the sampler repeats the sequence of draws it produced after New.
 func (s *Sampler) Reset() {
 	for _, t := range s.hist {
 		s.counts[t] = 0
@@ -168,22 +194,76 @@ func (s *Sampler) Reset() {
 	s.hist = s.hist[:0]
 	s.histPos = 0
 	s.pcg.Seed(s.p.Seed, seedStream(s.p.Seed))
+	if s.gm != nil {
+		s.gm.Reset()
+	}
+	s.err = nil
 }
 
 // Sample picks the next token from logits, one entry per token id. It does not modify logits.
 // A row shorter than the vocabulary only offers its own ids; a longer one is accepted too (the
 // scratch buffer grows once). NaN logits are never chosen. Sample returns -1 only when no token
-// can be chosen: an empty row, or every token ignored or NaN. It allocates nothing once the
-// scratch buffer has been sized by the first call.
+// can be chosen: an empty row, every token ignored or NaN, or (with a grammar) no token the
+// grammar allows; Err then says why. It allocates nothing once the scratch buffer has been sized
+// by the first call (with a grammar: once the grammar states it meets are cached).
+//
+// With a grammar, Sample returns only a token that continues the grammar, or an
+// end-of-generation token once the output is a complete sentence of it, and advances the
+// grammar by that token (Accept, which the caller still calls for penalties, does not). As
+// llama.cpp does, it first samples as without a grammar and keeps the token when the grammar
+// allows it; otherwise it masks every token the grammar forbids and samples again.
 func (s *Sampler) Sample(logits []float32) int32 {
+	s.err = nil
+	if s.gm != nil {
+		return s.sampleGrammar(logits)
+	}
+	tok := s.sampleFree(logits)
+	if tok < 0 {
+		s.err = s.noToken(logits)
+	}
+	return tok
+}
+
+// Err returns why the last Sample returned -1, or nil.
+func (s *Sampler) Err() error { return s.err }
+
+// sampleFree samples without a grammar.
+func (s *Sampler) sampleFree(logits []float32) int32 {
 	if s.p.Temperature <= 0 && !s.penalty && len(s.ignore) == 0 {
 		return argmax(logits)
 	}
-	c, maxL := s.prepare(logits)
+	c, maxL := s.prepare(logits, nil)
 	if s.p.Temperature <= 0 {
 		return argmaxCand(c)
 	}
 	return s.sampleDist(c, maxL)
+}
+
+// ErrNoToken is wrapped by the error Err and Pick report when no token can be chosen without a
+// grammar; test for it with errors.Is.
+var ErrNoToken = errors.New("no token can be sampled")
+
+// Pick is Sample with the reason instead of -1 when no token can be chosen: Err's error.
+func (s *Sampler) Pick(logits []float32) (int32, error) {
+	if tok := s.Sample(logits); tok >= 0 {
+		return tok, nil
+	}
+	return -1, s.err
+}
+
+// noToken says why no token can be sampled from logits without a grammar: the row is empty,
+// its samplable logits are all NaN (a model whose arithmetic broke down, e.g. NaN weights or an
+// overflow), or every token is ignored. It costs one pass over the row, on that failure only.
+func (s *Sampler) noToken(logits []float32) error {
+	if len(logits) == 0 {
+		return fmt.Errorf("%w: the logits row is empty", ErrNoToken)
+	}
+	for i, v := range logits {
+		if v != v && !s.ignored(int32(i)) {
+			return fmt.Errorf("%w: NaN logits (the model's output is not a number: its weights or arithmetic are broken)", ErrNoToken)
+		}
+	}
+	return fmt.Errorf("%w: every token of the vocabulary is ignored", ErrNoToken)
 }
 
 // argmax returns the index of the largest non-NaN value, the lowest index among ties, or -1.
@@ -218,10 +298,11 @@ func argmaxCand(c []candidate) int32 {
 }
 
 // prepare copies the samplable entries of logits into the scratch buffer, in ascending id order,
-// applies the penalties, and returns them with their largest logit. Ignored tokens and NaN never
+// applies the penalties, and returns them with their largest logit. Ignored tokens, NaN and
+// (with a mask, one bit per token as grammar.Matcher.Mask gives) tokens outside the mask never
 // appear; -Inf only when nothing else is left, so the caller still gets a token as argmax over
 // the raw row would give. The result is empty only when no token can be chosen.
-func (s *Sampler) prepare(logits []float32) ([]candidate, float32) {
+func (s *Sampler) prepare(logits []float32, mask []uint64) ([]candidate, float32) {
 	if cap(s.cand) < len(logits) {
 		s.cand = make([]candidate, max(len(logits), s.vocab))
 	}
@@ -236,7 +317,7 @@ func (s *Sampler) prepare(logits []float32) ([]candidate, float32) {
 			ig = ig[1:]
 			continue
 		}
-		if v != v {
+		if v != v || mask != nil && mask[i>>6]&(1<<(i&63)) == 0 {
 			continue
 		}
 		if v == negInf {
@@ -251,7 +332,7 @@ func (s *Sampler) prepare(logits []float32) ([]candidate, float32) {
 	}
 	if n == 0 && sawNegInf {
 		for i, v := range logits {
-			if v == negInf && !s.ignored(int32(i)) {
+			if v == negInf && !s.ignored(int32(i)) && (mask == nil || mask[i>>6]&(1<<(i&63)) != 0) {
 				c[n] = candidate{id: int32(i), logit: v}
 				n++
 			}

@@ -1,6 +1,8 @@
 package sample
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -394,7 +396,7 @@ func TestPenalties(t *testing.T) {
 				s.Accept(a)
 			}
 			for round := range 2 { // a second pass checks the counts survive the marking
-				c, _ := s.prepare(logits)
+				c, _ := s.prepare(logits, nil)
 				got := make([]float32, len(c))
 				for _, x := range c {
 					got[x.id] = x.logit
@@ -406,7 +408,7 @@ func TestPenalties(t *testing.T) {
 				}
 			}
 			s.Reset()
-			c, _ := s.prepare(logits)
+			c, _ := s.prepare(logits, nil)
 			for _, x := range c {
 				if x.logit != logits[x.id] {
 					t.Fatalf("after Reset token %d still penalised: %v", x.id, x.logit)
@@ -558,5 +560,45 @@ func TestSampleAllocs(t *testing.T) {
 				t.Fatalf("Sample allocates %.1f times per call", n)
 			}
 		})
+	}
+}
+
+// TestPickSaysWhy checks that Pick agrees with Sample and names the reason when no token can be
+// chosen, at every temperature (greedy takes a separate path).
+func TestPickSaysWhy(t *testing.T) {
+	nan := float32(math.NaN())
+	tests := []struct {
+		name    string
+		ignore  []int32
+		logits  []float32
+		want    int32
+		wantErr string
+	}{
+		{name: "a token", logits: []float32{1, 3, 2}, want: 1},
+		{name: "NaN beside a number", logits: []float32{nan, nan, 2}, want: 2},
+		{name: "all NaN", logits: []float32{nan, nan, nan}, want: -1, wantErr: "no token can be sampled: NaN logits"},
+		{name: "NaN where not ignored", ignore: []int32{2}, logits: []float32{nan, nan, 5}, want: -1, wantErr: "no token can be sampled: NaN logits"},
+		{name: "all ignored", ignore: []int32{0, 1, 2}, logits: []float32{1, nan, 2}, want: -1, wantErr: "every token of the vocabulary is ignored"},
+		{name: "empty row", logits: []float32{}, want: -1, wantErr: "logits row is empty"},
+	}
+	for _, tc := range tests {
+		for _, temp := range []float32{0, 0.8} {
+			t.Run(fmt.Sprintf("%s/temp %v", tc.name, temp), func(t *testing.T) {
+				s := mustNew(t, withIgnore(onlyParams(temp), tc.ignore...), 3)
+				got, err := s.Pick(tc.logits)
+				if got != tc.want {
+					t.Fatalf("Pick = %d, want %d", got, tc.want)
+				}
+				if tc.wantErr == "" {
+					if err != nil {
+						t.Fatalf("Pick error %v", err)
+					}
+					return
+				}
+				if !errors.Is(err, ErrNoToken) || !strings.HasPrefix(err.Error(), "no token can be sampled: ") || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Pick error %v, want ErrNoToken saying %q", err, tc.wantErr)
+				}
+			})
+		}
 	}
 }

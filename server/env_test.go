@@ -29,6 +29,7 @@ type envOptions struct {
 	nCtx, nSeq, maxQueue, maxRunning, batch int
 	apiKey                                  string
 	maxBody                                 int64
+	embedder                                runner.Pooling // "" = no /v1/embeddings
 }
 
 // testEnv is a real engine over stories260K behind an httptest server.
@@ -71,7 +72,14 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go eng.Run(ctx)
-	srv, err := New(Config{Model: m, Engine: eng, APIKey: o.apiKey, MaxBodyBytes: o.maxBody, Metrics: met, Gatherer: reg, ModelID: "stories"})
+	var emb *Embedder
+	if o.embedder != "" {
+		if emb, err = NewEmbedder(m, 128, 2, o.embedder); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(emb.Close)
+	}
+	srv, err := New(Config{Model: m, Engine: eng, APIKey: o.apiKey, MaxBodyBytes: o.maxBody, Metrics: met, Gatherer: reg, ModelID: "stories", Embedder: emb})
 	if err != nil {
 		t.Fatal(err)
 	}

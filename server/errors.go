@@ -74,16 +74,22 @@ func toAPIError(err error) *apiError {
 	case errors.Is(err, engine.ErrClosed):
 		return &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "shutting_down",
 			message: "the server is shutting down"}
+	case errors.Is(err, errShutdown):
+		return &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "shutting_down", message: err.Error()}
 	}
 	return internalError(err)
 }
 
 // writeError sends err as a JSON error response. A 429 carries Retry-After so that clients back
-// off instead of hammering a full queue.
+// off instead of hammering a full queue; a 408 closes the connection.
 func writeError(w http.ResponseWriter, err error) {
 	ae := toAPIError(err)
-	if ae.status == http.StatusTooManyRequests {
+	switch ae.status {
+	case http.StatusTooManyRequests:
 		w.Header().Set("Retry-After", "1")
+	case http.StatusRequestTimeout:
+		// The rest of the body may still be on its way: the connection cannot carry another request.
+		w.Header().Set("Connection", "close")
 	}
 	writeJSON(w, ae.status, ae.body())
 }

@@ -76,6 +76,8 @@ func TestErrorResponses(t *testing.T) {
 		{name: "oversize body", method: "POST", path: "/v1/completions", body: `{"prompt": "` + strings.Repeat("a", 5000) + `"}`, header: auth, status: 413, typ: "invalid_request_error"},
 		{name: "unknown route", method: "GET", path: "/v2/nothing", header: auth, status: 404, typ: "invalid_request_error"},
 		{name: "wrong method", method: "GET", path: "/v1/completions", header: auth, status: 405, typ: "invalid_request_error"},
+		{name: "unknown model id", method: "GET", path: "/v1/models/gpt-4", header: auth, status: 404, typ: "invalid_request_error", param: "model"},
+		{name: "apply-template without messages", method: "POST", path: "/apply-template", body: `{}`, header: auth, status: 400, typ: "invalid_request_error", param: "messages"},
 		{name: "tokenize without content", method: "POST", path: "/tokenize", body: `{}`, header: auth, status: 400, typ: "invalid_request_error", param: "content"},
 		{name: "detokenize bad token", method: "POST", path: "/detokenize", body: `{"tokens": [-1]}`, header: auth, status: 400, typ: "invalid_request_error", param: "tokens"},
 	}

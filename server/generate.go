@@ -212,7 +212,8 @@ type choiceResult struct {
 }
 
 // collect waits for every sequence of gen and returns their outputs by choice index. It fails
-// when a sequence failed or ctx ended first.
+// when a sequence failed or ctx ended first (with ctx's cause: errShutdown for a request cut at
+// shutdown).
 func (gen *generation) collect(ctx context.Context) ([]*choiceResult, error) {
 	res := make([]*choiceResult, len(gen.prompts)*gen.n)
 	for i := range res {
@@ -222,6 +223,10 @@ func (gen *generation) collect(ctx context.Context) ([]*choiceResult, error) {
 		select {
 		case ev, ok := <-gen.events:
 			if !ok {
+				// The relays also stop when ctx ends, before their sequences are done.
+				if ctx.Err() != nil {
+					return nil, context.Cause(ctx)
+				}
 				return res, nil
 			}
 			r := res[ev.index]
@@ -234,7 +239,7 @@ func (gen *generation) collect(ctx context.Context) ([]*choiceResult, error) {
 				r.finish, r.stopWord, r.usage, r.genTime = ev.finish, ev.stopWord, ev.usage, ev.genTime
 			}
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, context.Cause(ctx)
 		}
 	}
 }

@@ -63,6 +63,10 @@ func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.keepTokens = req.ReturnTokens
+	if err := s.constrain(&g, &req.samplingFields, nil); err != nil {
+		writeError(w, err)
+		return
+	}
 	inputs, err := parsePrompts(req.Prompt)
 	if err != nil {
 		writeError(w, err)
@@ -102,6 +106,7 @@ func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
 		select {
 		case ev, ok := <-gen.events:
 			if !ok {
+				sse.endCut(r.Context())
 				return // llama.cpp's stream has no [DONE]: the stop:true object ends it
 			}
 			if ev.err != nil {
@@ -127,6 +132,7 @@ func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-r.Context().Done():
+			sse.endCut(r.Context())
 			return
 		}
 	}

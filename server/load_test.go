@@ -79,11 +79,17 @@ func TestConcurrentGreedyStreamsMatchSingle(t *testing.T) {
 
 // TestPreemptionKeepsOutputs runs 4 concurrent 60-token generations in a 128-cell KV cache, which
 // cannot hold them all: the engine must preempt and recompute, and greedy outputs must not change.
+// Admission sets aside each running sequence's expected growth, which it takes from the mean
+// completion seen so far: short requests first make it expect far less than 60 tokens, so it
+// admits more than fits and has to preempt.
 func TestPreemptionKeepsOutputs(t *testing.T) {
 	e := newEnv(t, envOptions{nCtx: 128, nSeq: 4})
 	prompts := storyPrompts[:4]
 	extra := map[string]any{"ignore_eos": true}
 	want := e.singles(prompts, 60, extra)
+	for range 30 {
+		e.complete(map[string]any{"prompt": "Tom", "max_tokens": 1})
+	}
 	before := e.eng.Stats().Preemptions
 	got := e.concurrently(t, prompts, 60, extra)
 	for i := range prompts {
@@ -272,18 +278,30 @@ func TestBurstWithDisconnectsLeaksNothing(t *testing.T) {
 	if t.Failed() {
 		t.Fatalf("engine state after the failed burst: %+v", e.eng.Stats())
 	}
+	e.waitSettled(t, e.client, baseG, 0)
+}
+
+// waitSettled waits until the engine runs and queues nothing, exactly baseKV KV blocks are in use
+// and the goroutine count is back to baseG (give or take two of the runtime's own), closing
+// client's idle connections first so that their goroutines on both sides go away. It fails the
+// test after 10 s, with every goroutine's stack when they are what leaked, and returns how long it
+// waited.
+func (e *testEnv) waitSettled(t *testing.T, client *http.Client, baseG, baseKV int) time.Duration {
+	t.Helper()
+	start := time.Now()
 	waitFor(t, 10*time.Second, "KV blocks and sequences released", func() bool {
 		st := e.eng.Stats()
-		return st.KV.Used == 0 && st.Running == 0 && st.Waiting == 0
+		return st.KV.Used == baseKV && st.Running == 0 && st.Waiting == 0
 	})
-	e.client.CloseIdleConnections()
+	client.CloseIdleConnections()
 	deadline := time.Now().Add(10 * time.Second)
 	for runtime.NumGoroutine() > baseG+2 {
 		if time.Now().After(deadline) {
 			buf := make([]byte, 1<<20)
 			n := runtime.Stack(buf, true)
-			t.Fatalf("goroutines: %d before the burst, %d after\n%s", baseG, runtime.NumGoroutine(), buf[:n])
+			t.Fatalf("goroutines: %d before, %d after\n%s", baseG, runtime.NumGoroutine(), buf[:n])
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	return time.Since(start)
 }

@@ -30,6 +30,15 @@ type Metrics struct {
 	waiting           prometheus.Gauge
 	preemptions       prometheus.Counter
 	rejected          prometheus.Counter
+	lookupTokens      prometheus.Counter
+	lookupHitTokens   prometheus.Counter
+	promptComputed    prometheus.Counter
+	requestLatency    prometheus.Histogram
+	requestPreempted  prometheus.Histogram
+	stepBudget        prometheus.Gauge
+	stepTarget        prometheus.Gauge
+	stepPredicted     prometheus.Gauge
+	stepReasons       *prometheus.CounterVec
 
 	// Running totals behind the hit-ratio gauge (a counter's value cannot be read back).
 	mu             sync.Mutex
@@ -43,6 +52,20 @@ type Metrics struct {
 
 // latencyBuckets span 1 ms to about 65 s, doubling.
 func latencyBuckets() []float64 { return prometheus.ExponentialBuckets(0.001, 2, 17) }
+
+// utilizationBuckets are 0.1, 0.2, ..., 1 written as decimals (LinearBuckets accumulates
+// 0.30000000000000004), so a full step lands in le="1", not only in +Inf.
+func utilizationBuckets() []float64 {
+	b := make([]float64, 10)
+	for i := range b {
+		b[i] = float64(i+1) / 10
+	}
+	return b
+}
+
+// budgetReasons are the label values of ubatch_steps_total, present from the start.
+var budgetReasons = []engine.BudgetReason{engine.BudgetNoDecode, engine.BudgetFixed, engine.BudgetLearning,
+	engine.BudgetTarget, engine.BudgetQueue, engine.BudgetFloor, engine.BudgetBatchSize}
 
 // NewMetrics creates the metrics and registers them with reg (nil: not registered, e.g. in
 // tests that read them directly). It panics if a metric of the same name is already registered
@@ -59,7 +82,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	m := &Metrics{
 		batchUtilization: hist("ubatch_batch_utilization_ratio",
-			"Tokens in a forward pass divided by the step's token budget.", prometheus.LinearBuckets(0.1, 0.1, 10)),
+			"Tokens in a forward pass divided by the step's token budget.", utilizationBuckets()),
 		stepDuration: hist("ubatch_step_duration_seconds",
 			"Duration of one engine step's forward pass.", prometheus.ExponentialBuckets(0.0001, 2, 18)),
 		kvUsage: gauge("ubatch_kv_cache_usage_ratio",
@@ -87,6 +110,31 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		waiting:     gauge("ubatch_sequences_waiting", "Requests waiting for admission."),
 		preemptions: counter("ubatch_preemptions_total", "Sequences preempted (KV blocks freed, recomputed later)."),
 		rejected:    counter("ubatch_requests_rejected_total", "Requests rejected because the queue was full."),
+		lookupTokens: counter("ubatch_prefix_cache_lookup_tokens_total",
+			"Tokens looked up in the prefix cache at admission, re-admissions after preemption included; "+
+				"rate(ubatch_prefix_cache_lookup_hit_tokens_total) / rate(this) is the hit ratio."),
+		lookupHitTokens: counter("ubatch_prefix_cache_lookup_hit_tokens_total",
+			"Of ubatch_prefix_cache_lookup_tokens_total, the tokens found in the prefix cache."),
+		promptComputed: counter("ubatch_prompt_tokens_computed_total",
+			"Prompt tokens run through the model (cached ones excluded); its rate is prompt tokens/s."),
+		requestLatency: hist("ubatch_request_latency_seconds",
+			"End-to-end time of an engine request, from submission to its final event.", latencyBuckets()),
+		requestPreempted: hist("ubatch_request_preemptions",
+			"Times each finished request was preempted (its KV blocks freed and recomputed later).",
+			[]float64{0, 1, 2, 4, 8, 16}),
+		stepBudget: gauge("ubatch_step_token_budget",
+			"Token budget of the latest step (decode tokens plus the prompt tokens allowed); see ubatch_steps_total for why."),
+		stepTarget: gauge("ubatch_step_target_seconds",
+			"Step-time target in force at the latest step (the inter-token target, relaxed while requests wait); 0 when none applied."),
+		stepPredicted: gauge("ubatch_step_predicted_seconds",
+			"The step cost model's time for the latest step's batch (0 until the model is fitted)."),
+		stepReasons: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ubatch_steps_total",
+			Help: "Engine steps by what set their token budget: no_decode (whole --batch-size), fixed (no target), " +
+				"learning (cost model not fitted), target, queue (target relaxed: requests wait), floor (decode alone " +
+				"reaches the target), batch_size (the target allows more)."}, []string{"budget_reason"}),
+	}
+	for _, r := range budgetReasons {
+		m.stepReasons.WithLabelValues(string(r))
 	}
 	m.kvUsedGauge = m.kvBlocks.WithLabelValues("used")
 	m.kvCachedGauge = m.kvBlocks.WithLabelValues("cached")
@@ -99,7 +147,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.batchUtilization, m.stepDuration, m.kvUsage, m.kvBlocks, m.prefixHitTokens,
 			m.promptTokens, m.prefixHitRatio, m.generationTokens, m.timePerOutput, m.queueWait,
-			m.timeToFirstToken, m.interTokenLatency, m.requests, m.running, m.waiting, m.preemptions, m.rejected)
+			m.timeToFirstToken, m.interTokenLatency, m.requests, m.running, m.waiting, m.preemptions, m.rejected,
+			m.lookupTokens, m.lookupHitTokens, m.promptComputed, m.requestLatency, m.requestPreempted,
+			m.stepBudget, m.stepTarget, m.stepPredicted, m.stepReasons)
 	}
 	return m
 }
@@ -112,6 +162,11 @@ func (m *Metrics) Step(info engine.StepInfo) {
 		m.batchUtilization.Observe(float64(info.Tokens) / float64(info.Budget))
 	}
 	m.stepDuration.Observe(info.Duration.Seconds())
+	m.promptComputed.Add(float64(info.PrefillTokens))
+	m.stepBudget.Set(float64(info.Budget))
+	m.stepTarget.Set(info.Target.Seconds())
+	m.stepPredicted.Set(info.Predicted.Seconds())
+	m.stepReasons.WithLabelValues(string(info.Reason)).Inc()
 	m.running.Set(float64(info.Running))
 	m.waiting.Set(float64(info.Waiting))
 	m.setKV(info.KVUsed, info.KVCached, info.KVTotal)
@@ -148,6 +203,12 @@ func (m *Metrics) Admitted(queueWait time.Duration, promptTokens, cachedTokens i
 	m.mu.Unlock()
 }
 
+// Lookup implements engine.Observer.
+func (m *Metrics) Lookup(tokens, cached int) {
+	m.lookupTokens.Add(float64(tokens))
+	m.lookupHitTokens.Add(float64(cached))
+}
+
 // Token implements engine.Observer.
 func (m *Metrics) Token(first bool, sinceLast time.Duration) {
 	if first {
@@ -158,13 +219,15 @@ func (m *Metrics) Token(first bool, sinceLast time.Duration) {
 }
 
 // Finished implements engine.Observer.
-func (m *Metrics) Finished(reason engine.FinishReason, promptTokens, completionTokens int) {
+func (m *Metrics) Finished(reason engine.FinishReason, u engine.Usage) {
 	c, ok := m.finishCounters[reason]
 	if !ok {
 		c = m.requests.WithLabelValues(string(reason))
 	}
 	c.Inc()
-	m.generationTokens.Add(float64(completionTokens))
+	m.generationTokens.Add(float64(u.CompletionTokens))
+	m.requestLatency.Observe(u.Latency.Seconds())
+	m.requestPreempted.Observe(float64(u.Preemptions))
 }
 
 // Preempted implements engine.Observer.

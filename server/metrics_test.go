@@ -7,6 +7,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"ubatch/engine"
 )
 
 func TestMetricsExposition(t *testing.T) {
@@ -63,6 +65,21 @@ func TestMetricsExposition(t *testing.T) {
 		{name: "ubatch_preemptions_total", typ: dto.MetricType_COUNTER},
 		{name: "ubatch_requests_rejected_total", typ: dto.MetricType_COUNTER},
 		{name: "ubatch_step_duration_seconds", typ: dto.MetricType_HISTOGRAM, check: histCount(1)},
+		{name: "ubatch_prefix_cache_lookup_tokens_total", typ: dto.MetricType_COUNTER, check: counterAtLeast(2)},
+		{name: "ubatch_prefix_cache_lookup_hit_tokens_total", typ: dto.MetricType_COUNTER, check: counterAtLeast(1)},
+		{name: "ubatch_prompt_tokens_computed_total", typ: dto.MetricType_COUNTER, check: counterAtLeast(2)},
+		{name: "ubatch_request_latency_seconds", typ: dto.MetricType_HISTOGRAM, check: histCount(2)},
+		{name: "ubatch_request_preemptions", typ: dto.MetricType_HISTOGRAM, check: histCount(2)},
+		{name: "ubatch_step_token_budget", typ: dto.MetricType_GAUGE, check: func(f *dto.MetricFamily) bool { return f.Metric[0].Gauge.GetValue() > 0 }},
+		{name: "ubatch_step_target_seconds", typ: dto.MetricType_GAUGE},
+		{name: "ubatch_step_predicted_seconds", typ: dto.MetricType_GAUGE},
+		{name: "ubatch_steps_total", typ: dto.MetricType_COUNTER, check: func(f *dto.MetricFamily) bool {
+			total := 0.0
+			for _, m := range f.Metric {
+				total += m.Counter.GetValue()
+			}
+			return len(f.Metric) == 7 && total >= 2
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -86,4 +103,36 @@ func histCount(atLeast uint64) func(*dto.MetricFamily) bool {
 
 func counterAtLeast(v float64) func(*dto.MetricFamily) bool {
 	return func(f *dto.MetricFamily) bool { return f.Metric[0].Counter.GetValue() >= v }
+}
+
+// TestUtilizationBuckets: the bucket bounds are the decimals 0.1..1 and a full step counts in
+// le="1" (with LinearBuckets it reached only +Inf, past le="0.9999999999999999").
+func TestUtilizationBuckets(t *testing.T) {
+	m := NewMetrics(nil)
+	m.Step(engine.StepInfo{Tokens: 64, Budget: 64})
+	m.Step(engine.StepInfo{Tokens: 19, Budget: 64}) // 0.297
+	var out dto.Metric
+	if err := m.batchUtilization.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		le    float64
+		count uint64
+	}{
+		{name: "0.3", le: 0.3, count: 1},
+		{name: "0.9", le: 0.9, count: 1},
+		{name: "1", le: 1, count: 2},
+	}
+	bounds := map[float64]uint64{}
+	for _, b := range out.Histogram.Bucket {
+		bounds[b.GetUpperBound()] = b.GetCumulativeCount()
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, ok := bounds[tc.le]; !ok || got != tc.count {
+				t.Fatalf("bucket le=%v: count %d (present %v), want %d; buckets %v", tc.le, got, ok, tc.count, bounds)
+			}
+		})
+	}
 }

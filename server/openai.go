@@ -152,6 +152,9 @@ func (s *Server) completionParams(req *completionRequest) (genParams, [][]int32,
 	if g.logprobs, g.topLogprobs, err = parseLogprobs(req.Logprobs); err != nil {
 		return g, nil, err
 	}
+	if err := s.constrain(&g, &req.samplingFields, nil); err != nil {
+		return g, nil, err
+	}
 	inputs, err := parsePrompts(req.Prompt)
 	if err != nil {
 		return g, nil, err
@@ -191,8 +194,8 @@ func (s *Server) promptTokens(in promptInput) ([]int32, error) {
 
 // stream relays a generation as server-sent events: onEvent sends each sequence event, onEnd the
 // closing usage chunk (it may send nothing), then OpenAI's [DONE]. A failed sequence ends the
-// stream with an error event; a client that goes away ends it silently (the deferred cancel of the
-// generation frees its sequences).
+// stream with an error event, and so does a stream cut at shutdown; a client that goes away ends
+// it silently (the deferred cancel of the generation frees its sequences).
 func (s *Server) stream(ctx context.Context, w http.ResponseWriter, gen *generation,
 	onEvent func(*sseWriter, seqEvent) error, onEnd func(*sseWriter, usageJSON) error) {
 	sse := startSSE(w)
@@ -201,7 +204,8 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, gen *generat
 		select {
 		case ev, ok := <-gen.events:
 			if !ok {
-				if onEnd(sse, gen.usageOf(usages)) == nil {
+				// The relays also stop when ctx ends, before their sequences are done.
+				if !sse.endCut(ctx) && onEnd(sse, gen.usageOf(usages)) == nil {
 					sse.done()
 				}
 				return
@@ -217,6 +221,7 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, gen *generat
 				return
 			}
 		case <-ctx.Done():
+			sse.endCut(ctx)
 			return
 		}
 	}

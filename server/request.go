@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"strings"
 
 	"ubatch/engine"
@@ -32,6 +33,10 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 		if errors.As(err, &mbe) {
 			return &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error",
 				code: "request_too_large", message: fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)}
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return &apiError{status: http.StatusRequestTimeout, typ: "invalid_request_error", code: "request_timeout",
+				message: "the request body did not arrive within the server's read deadline: send it whole and at once"}
 		}
 		return badRequest("", "reading the request body: %v", err)
 	}
@@ -190,6 +195,8 @@ type samplingFields struct {
 	IgnoreEOS        bool            `json:"ignore_eos"`
 	CachePrompt      *bool           `json:"cache_prompt"` // accepted; prefix caching is always on
 	Priority         json.RawMessage `json:"priority"`
+	Grammar          *string         `json:"grammar"`     // llama.cpp: GBNF the output must follow
+	JSONSchema       json.RawMessage `json:"json_schema"` // llama.cpp: a JSON Schema the output must follow
 }
 
 // genParams is a validated generation request for one prompt.
@@ -202,8 +209,9 @@ type genParams struct {
 	logprobs     bool
 	topLogprobs  int
 	stop         []string
-	n            int  // independent sequences per prompt
-	keepTokens   bool // report token ids with the text even without logprobs
+	n            int       // independent sequences per prompt
+	keepTokens   bool      // report token ids with the text even without logprobs
+	tools        *toolMode // chat with tools: the reply is read for tool calls
 }
 
 // openAIDefaults are the sampling settings of OpenAI's API when a field is absent: plain sampling

@@ -3,6 +3,8 @@ package server
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -22,7 +24,9 @@ func TestServeGracefulShutdown(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	served := make(chan error, 1)
-	go func() { served <- Serve(ctx, ln, e.srv.Handler(), 10*time.Second, slog.New(slog.DiscardHandler)) }()
+	go func() {
+		served <- Serve(ctx, ln, e.srv.Handler(), ServeConfig{Grace: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	}()
 	url := "http://" + ln.Addr().String()
 
 	body := `{"prompt": "Once upon a time", "max_tokens": 200, "ignore_eos": true, "stream": true}`
@@ -62,10 +66,12 @@ func TestServeGracefulShutdown(t *testing.T) {
 	}
 }
 
-// TestServeGraceExpires gives in-flight requests no time: Serve must close their connections,
-// which cancels their sequences and frees their KV blocks.
+// TestServeGraceExpires gives in-flight requests no time: Serve must cut them, a stream with an
+// error event (not silence, not [DONE]) and a plain request with a 503, and their sequences must
+// be cancelled, freeing their KV blocks.
 func TestServeGraceExpires(t *testing.T) {
-	e := newEnv(t, envOptions{})
+	// Room for both requests' whole growth, which the admission watermark sets aside.
+	e := newEnv(t, envOptions{nCtx: 1024})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -73,9 +79,12 @@ func TestServeGraceExpires(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	served := make(chan error, 1)
-	go func() { served <- Serve(ctx, ln, e.srv.Handler(), time.Millisecond, slog.New(slog.DiscardHandler)) }()
-	body := `{"prompt": "Once upon a time", "max_tokens": 450, "ignore_eos": true, "stream": true}`
-	resp, err := e.client.Post("http://"+ln.Addr().String()+"/v1/completions", "application/json", strings.NewReader(body))
+	go func() {
+		served <- Serve(ctx, ln, e.srv.Handler(), ServeConfig{Grace: time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	}()
+	url := "http://" + ln.Addr().String()
+	long := `{"prompt": "Once upon a time", "max_tokens": 450, "ignore_eos": true, "stream": %v}`
+	resp, err := e.client.Post(url+"/v1/completions", "application/json", strings.NewReader(fmt.Sprintf(long, true)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +92,16 @@ func TestServeGraceExpires(t *testing.T) {
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() && !strings.HasPrefix(sc.Text(), "data: ") {
 	}
+	plain := make(chan *http.Response, 1)
+	go func() {
+		r, err := e.client.Post(url+"/v1/completions", "application/json", strings.NewReader(fmt.Sprintf(long, false)))
+		if err != nil {
+			t.Error(err)
+		}
+		plain <- r
+	}()
+	waitFor(t, 5*time.Second, "both requests to run", func() bool { return e.eng.Stats().Running == 2 })
+	start := time.Now()
 	cancel()
 	select {
 	case err := <-served:
@@ -92,10 +111,23 @@ func TestServeGraceExpires(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Serve did not return after its grace period")
 	}
+	t.Logf("Serve returned %v after its context ended (grace 1ms)", time.Since(start).Round(time.Millisecond))
+	var last string
 	for sc.Scan() {
-		if sc.Text() == "data: [DONE]" {
-			t.Fatal("the stream completed although the grace period had expired")
+		if line := sc.Text(); line != "" {
+			last = line
 		}
 	}
-	waitFor(t, 5*time.Second, "the cut stream's KV blocks to be freed", func() bool { return e.kvUsed() == 0 })
+	if last == "data: [DONE]" {
+		t.Fatal("the stream completed although the grace period had expired")
+	}
+	var body errorBody
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(last, "data: ")), &body); err != nil || body.Error.Code == nil || *body.Error.Code != "shutting_down" {
+		t.Fatalf("the cut stream ended with %q, want an error event with code shutting_down", last)
+	}
+	if r := <-plain; r != nil {
+		defer r.Body.Close()
+		checkError(t, r, http.StatusServiceUnavailable, "server_error")
+	}
+	waitFor(t, 5*time.Second, "the cut requests' KV blocks to be freed", func() bool { return e.kvUsed() == 0 })
 }

@@ -11,8 +11,8 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
-	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +20,7 @@ import (
 
 	"ubatch/chat"
 	"ubatch/engine"
+	"ubatch/grammar"
 	"ubatch/model"
 )
 
@@ -44,6 +45,11 @@ type Config struct {
 	Gatherer prometheus.Gatherer
 	// ModelID is the model name the API reports; "" means the model file's base name.
 	ModelID string
+	// Embedder, when set, serves POST /v1/embeddings; nil answers 404.
+	Embedder *Embedder
+	// CORSOrigins are the browser origins allowed to call the API ("*": any); empty allows only
+	// pages served from localhost.
+	CORSOrigins []string
 }
 
 // Server is the HTTP front end. Create it with New; it is safe for concurrent use.
@@ -53,8 +59,10 @@ type Server struct {
 	bosText string
 	eosText string
 	created int64 // Unix time the server was created, reported as the model's creation time
-	routes  map[string]map[string]http.HandlerFunc
+	mux     *http.ServeMux
 	metrics http.Handler
+	// grammarVocab is the model's vocabulary for grammars, built on first use.
+	grammarVocab func() (*grammar.Vocab, error)
 }
 
 // New validates cfg and builds the server. The chat template comes from the model's
@@ -79,6 +87,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.ModelID = filepath.Base(cfg.Model.Path)
 	}
 	s := &Server{cfg: cfg, created: time.Now().Unix()}
+	s.grammarVocab = sync.OnceValues(s.buildGrammarVocab)
 	v := cfg.Model.Vocab
 	if v.BOS() >= 0 {
 		s.bosText = v.Token(v.BOS())
@@ -99,16 +108,22 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Gatherer != nil {
 		s.metrics = promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{ErrorLog: slogPrinter{cfg.Logger}})
 	}
-	s.routes = map[string]map[string]http.HandlerFunc{
-		"/v1/completions":      {http.MethodPost: s.handleCompletions},
-		"/v1/chat/completions": {http.MethodPost: s.handleChatCompletions},
-		"/v1/models":           {http.MethodGet: s.handleModels},
-		"/completion":          {http.MethodPost: s.handleLlamaCompletion},
-		"/tokenize":            {http.MethodPost: s.handleTokenize},
-		"/detokenize":          {http.MethodPost: s.handleDetokenize},
-		"/health":              {http.MethodGet: s.handleHealth},
-		"/metrics":             {http.MethodGet: s.handleMetrics},
+	s.mux = http.NewServeMux()
+	// OpenAI's routes, also without /v1 as llama-server accepts them, then llama.cpp's own.
+	for _, prefix := range []string{"/v1", ""} {
+		s.mux.HandleFunc("POST "+prefix+"/completions", s.handleCompletions)
+		s.mux.HandleFunc("POST "+prefix+"/chat/completions", s.handleChatCompletions)
+		s.mux.HandleFunc("GET "+prefix+"/models", s.handleModels)
+		s.mux.HandleFunc("GET "+prefix+"/models/{id}", s.handleModel)
+		s.mux.HandleFunc("POST "+prefix+"/embeddings", s.handleEmbeddings)
 	}
+	s.mux.HandleFunc("POST /completion", s.handleLlamaCompletion)
+	s.mux.HandleFunc("POST /tokenize", s.handleTokenize)
+	s.mux.HandleFunc("POST /detokenize", s.handleDetokenize)
+	s.mux.HandleFunc("POST /apply-template", s.handleApplyTemplate)
+	s.mux.HandleFunc("GET /props", s.handleProps)
+	s.mux.HandleFunc("GET /health", s.handleHealth)
+	s.mux.HandleFunc("GET /metrics", s.handleMetrics)
 	return s, nil
 }
 
@@ -123,10 +138,29 @@ func (s *Server) Handler() http.Handler {
 	})
 }
 
+// methods probed for the Allow header of a 405.
+var methods = []string{http.MethodGet, http.MethodPost}
+
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	methods, ok := s.routes[r.URL.Path]
-	if !ok {
-		writeError(w, notFound(fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)))
+	if s.cors(w, r) {
+		return
+	}
+	if _, pattern := s.mux.Handler(r); pattern == "" { // no route: find out whether another method has one (405) or none (404)
+		var allow []string
+		for _, m := range methods {
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, p := s.mux.Handler(probe); p != "" {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) == 0 {
+			writeError(w, notFound(fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)))
+			return
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, &apiError{status: http.StatusMethodNotAllowed, typ: "invalid_request_error",
+			code: "method_not_allowed", message: fmt.Sprintf("%s %s is not supported: use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))})
 		return
 	}
 	// /health answers without a key so that load balancers can probe it.
@@ -136,22 +170,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			code: "invalid_api_key", message: "invalid or missing API key: send Authorization: Bearer KEY"})
 		return
 	}
-	h, ok := methods[r.Method]
-	if !ok && r.Method == http.MethodHead {
-		h, ok = methods[http.MethodGet]
-	}
-	if !ok {
-		allow := make([]string, 0, len(methods))
-		for m := range methods {
-			allow = append(allow, m)
-		}
-		sort.Strings(allow)
-		w.Header().Set("Allow", strings.Join(allow, ", "))
-		writeError(w, &apiError{status: http.StatusMethodNotAllowed, typ: "invalid_request_error",
-			code: "method_not_allowed", message: fmt.Sprintf("%s %s is not supported: use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))})
-		return
-	}
-	h(w, r)
+	s.mux.ServeHTTP(w, r) // (it sets the path values that Handler does not)
 }
 
 // authorized checks the bearer token in constant time.

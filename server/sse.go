@@ -1,7 +1,9 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 )
 
@@ -39,6 +41,19 @@ func (s *sseWriter) done() error { return s.raw([]byte("[DONE]")) }
 
 // sendError reports a failure that happened after the stream started, as an OpenAI error object.
 func (s *sseWriter) sendError(err error) error { return s.send(toAPIError(err).body()) }
+
+// endCut reports whether ctx, the request's context, has ended, and when the server cut the
+// request at shutdown (the client is still there) sends the reason as an error event, so that the
+// client can tell a cut stream from a finished one.
+func (s *sseWriter) endCut(ctx context.Context) bool {
+	if ctx.Err() == nil {
+		return false
+	}
+	if err := context.Cause(ctx); errors.Is(err, errShutdown) {
+		s.sendError(err)
+	}
+	return true
+}
 
 func (s *sseWriter) raw(b []byte) error {
 	buf := make([]byte, 0, len(b)+8)

@@ -1,11 +1,12 @@
-// Package synth writes Llama GGUF files with seeded random weights: the benchmark models. Random
-// weights cost exactly what trained ones cost to run; only the text they produce is meaningless.
+// Package synth writes GGUF files with seeded random weights for every model family ubatch runs
+// (llama, llama3, qwen2, qwen3, gemma2, gemma3, phi3): benchmark models, and fixtures for tests
+// that need a model of a family without ../shared. Random weights cost exactly what trained ones
+// cost to run; only the text they produce is meaningless. Each family's tensors and metadata are
+// laid out as llama.cpp's converter writes them (see Archs).
 package synth
 
 import (
 	"fmt"
-	"hash/fnv"
-	"math/rand/v2"
 	"runtime"
 	"sync"
 
@@ -13,21 +14,24 @@ import (
 	"ubatch/quant"
 )
 
-// Shape is a Llama model's hyper-parameters.
+// Shape is a model's sizes.
 type Shape struct {
 	Name                             string
 	Dim, Layers, Heads, KVHeads, FFN int
+	HeadDim                          int // attention.key_length; 0: dim/heads (twice that for Arch.WideHeads)
 	Ctx                              int
-	RopeBase, Eps                    float32
-	TiedOutput                       bool // no output.weight: the output projection reuses token_embd
+	RopeBase, Eps                    float32 // unless the Arch sets its own
+	TiedOutput                       bool    // no output.weight (unless the Arch decides)
 }
 
-// Shapes are the benchmark shapes of shared/perf/README.md, plus "tiny" (the shape of the
-// shared synth-tiny models, for tests).
+// Shapes are the benchmark shapes of shared/perf/README.md, "tiny" (the shape of the shared
+// synth-tiny models) and "mini", small enough for a test to build a model of every family in
+// milliseconds. Each Arch also has a default shape, that of its shared file.
 var Shapes = []Shape{
 	{Name: "tinyllama", Dim: 2048, Layers: 22, Heads: 32, KVHeads: 4, FFN: 5632, Ctx: 2048, RopeBase: 10000, Eps: 1e-5},
 	{Name: "small", Dim: 768, Layers: 12, Heads: 12, KVHeads: 4, FFN: 2048, Ctx: 2048, RopeBase: 10000, Eps: 1e-5},
 	{Name: "tiny", Dim: 256, Layers: 4, Heads: 8, KVHeads: 4, FFN: 768, Ctx: 2048, RopeBase: 10000, Eps: 1e-5, TiedOutput: true},
+	{Name: "mini", Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, FFN: 128, Ctx: 512, RopeBase: 10000, Eps: 1e-5},
 }
 
 // ShapeByName finds a shape.
@@ -37,100 +41,55 @@ func ShapeByName(name string) (Shape, error) {
 			return s, nil
 		}
 	}
-	return Shape{}, fmt.Errorf("unknown shape %q (known: tinyllama, small, tiny)", name)
+	return Shape{}, fmt.Errorf("unknown shape %q (known: tinyllama, small, tiny, mini, or an architecture's own)", name)
 }
 
-// FileTypes are the weight types Write accepts, with llama.cpp's general.file_type numbers.
+// FileTypes are the weight types Build accepts, with llama.cpp's general.file_type numbers.
 var FileTypes = map[string]uint32{"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 7, "q4_k_m": 15}
 
-// tensorType picks a tensor's type the way llama.cpp's quantizer does for each file type.
-// Q4_K_M: Q6_K for the output and, in the layers use_more_bits selects, attn_v and ffn_down.
-func tensorType(ftype, role string, layer, nLayers int) quant.Type {
-	switch ftype {
-	case "f32":
-		return quant.F32
-	case "f16":
-		return quant.F16
-	case "q8_0":
-		return quant.Q8_0
-	case "q4_0":
-		if role == "output" {
-			return quant.Q6_K
-		}
-		return quant.Q4_0
-	}
-	switch role { // q4_k_m
-	case "output":
-		return quant.Q6_K
-	case "attn_v", "ffn_down":
-		if moreBits(layer, nLayers) {
-			return quant.Q6_K
-		}
-	}
-	return quant.Q4_K
-}
-
-// moreBits is llama.cpp's use_more_bits: the first and last eighth of the layers, and every
-// third layer in between.
-func moreBits(i, n int) bool {
-	return i < n/8 || i >= 7*n/8 || (i-n/8)%3 == 2
-}
-
-type tensorSpec struct {
-	name       string
-	role       string
-	layer      int
-	cols, rows int // rows == 0: a 1-D norm vector of cols ones
-}
-
-func (s Shape) tensors() []tensorSpec {
-	kv := s.Dim / s.Heads * s.KVHeads
-	ts := []tensorSpec{{name: "token_embd.weight", role: "token_embd", cols: s.Dim, rows: -1}}
-	for l := range s.Layers {
-		p := fmt.Sprintf("blk.%d.", l)
-		ts = append(ts,
-			tensorSpec{p + "attn_norm.weight", "norm", l, s.Dim, 0},
-			tensorSpec{p + "attn_q.weight", "attn_q", l, s.Dim, s.Dim},
-			tensorSpec{p + "attn_k.weight", "attn_k", l, s.Dim, kv},
-			tensorSpec{p + "attn_v.weight", "attn_v", l, s.Dim, kv},
-			tensorSpec{p + "attn_output.weight", "attn_output", l, s.Dim, s.Dim},
-			tensorSpec{p + "ffn_norm.weight", "norm", l, s.Dim, 0},
-			tensorSpec{p + "ffn_gate.weight", "ffn_gate", l, s.Dim, s.FFN},
-			tensorSpec{p + "ffn_up.weight", "ffn_up", l, s.Dim, s.FFN},
-			tensorSpec{p + "ffn_down.weight", "ffn_down", l, s.FFN, s.Dim},
-		)
-	}
-	ts = append(ts, tensorSpec{name: "output_norm.weight", role: "norm", cols: s.Dim})
-	if !s.TiedOutput {
-		ts = append(ts, tensorSpec{name: "output.weight", role: "output", cols: s.Dim, rows: -1})
-	}
-	return ts
-}
-
-// Options for Write.
+// Options for Build.
 type Options struct {
-	Shape    Shape
-	FileType string     // f32, f16, q8_0, q4_0, q4_k_m
-	Vocab    *gguf.File // tokenizer.* metadata is copied from it; its token count is the vocab size
-	Seed     uint64
-	Threads  int                   // 0 = all cores
-	Progress func(done, total int) // tensors written so far; may be nil
+	Arch         string     // a family of Archs; "" is llama
+	Shape        Shape      // sizes; the zero Shape is the family's default (Arch.Shape)
+	FileType     string     // f32, f16, q8_0, q4_0, q4_k_m
+	Vocab        *gguf.File // tokenizer.* metadata is copied from it; its token count is the vocab size
+	ChatTemplate string     // stored as tokenizer.chat_template when not empty
+	Seed         uint64
+	Threads      int                   // 0 = all cores
+	Progress     func(done, total int) // tensors written so far; may be nil
 }
 
-// Build generates the model into a gguf.Writer: weights N(0, 0.02²), norm weights 1. Every
+// Build generates the model into a gguf.Writer: the family's tensors and metadata at the shape's
+// sizes, weights N(0, 0.02²) (and as Arch says for the families with positional attention). Every
 // tensor draws from its own generator seeded from (Seed, tensor name), so the result does not
 // depend on how the work is spread over threads.
 func Build(o Options) (*gguf.Writer, error) {
 	if _, ok := FileTypes[o.FileType]; !ok {
 		return nil, fmt.Errorf("unknown type %q (use f32, f16, q8_0, q4_0 or q4_k_m)", o.FileType)
 	}
+	a, err := ArchByName(o.Arch)
+	if err != nil {
+		return nil, err
+	}
+	if o.Vocab == nil {
+		return nil, fmt.Errorf("no vocabulary: pass a GGUF with tokenizer metadata, or BuiltinVocab's")
+	}
 	toks, ok := o.Vocab.Strings("tokenizer.ggml.tokens")
 	if !ok || len(toks) == 0 {
 		return nil, fmt.Errorf("the vocabulary file has no tokenizer.ggml.tokens")
 	}
 	s := o.Shape
-	if s.Dim%s.Heads != 0 || s.Heads%s.KVHeads != 0 {
-		return nil, fmt.Errorf("shape %s: dim %d, heads %d, kv heads %d do not divide", s.Name, s.Dim, s.Heads, s.KVHeads)
+	if s.Name == "" && s.Dim == 0 {
+		s = a.Shape
+	}
+	l, err := newLayout(a, s, len(toks), o.FileType)
+	if err != nil {
+		return nil, err
+	}
+	l.chatTmpl = o.ChatTemplate
+	l.modelName = fmt.Sprintf("ubatch-synth-%s-%s", s.Name, o.FileType)
+	if a.Name != "llama" {
+		l.modelName = fmt.Sprintf("ubatch-synth-%s-%s-%s", a.Name, s.Name, o.FileType)
 	}
 	w := gguf.NewWriter()
 	set := func(k string, v any) {
@@ -138,22 +97,25 @@ func Build(o Options) (*gguf.Writer, error) {
 			panic(err) // unreachable: only supported value types are used
 		}
 	}
-	set("general.architecture", "llama")
-	set("general.name", fmt.Sprintf("ubatch-synth-%s-%s", s.Name, o.FileType))
-	set("general.file_type", FileTypes[o.FileType])
-	set("llama.context_length", uint32(s.Ctx))
-	set("llama.embedding_length", uint32(s.Dim))
-	set("llama.block_count", uint32(s.Layers))
-	set("llama.feed_forward_length", uint32(s.FFN))
-	set("llama.attention.head_count", uint32(s.Heads))
-	set("llama.attention.head_count_kv", uint32(s.KVHeads))
-	set("llama.rope.dimension_count", uint32(s.Dim/s.Heads))
-	set("llama.rope.freq_base", s.RopeBase)
-	set("llama.attention.layer_norm_rms_epsilon", s.Eps)
-	set("llama.vocab_size", uint32(len(toks)))
-	w.SetFrom(o.Vocab, func(k string) bool { return len(k) > 10 && k[:10] == "tokenizer." })
+	l.setMetadata(set)
+	if err := l.setTokenizer(w, o.Vocab, set); err != nil {
+		return nil, err
+	}
+	specs := l.tensors()
+	datas, types, err := generateAll(l, specs, o)
+	if err != nil {
+		return nil, err
+	}
+	for i, sp := range specs {
+		if err := w.AddTensor(sp.name, types[i], l.dims(sp), datas[i]); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
 
-	specs := s.tensors()
+// generateAll generates the tensors on o.Threads goroutines.
+func generateAll(l *layout, specs []tensorSpec, o Options) ([][]byte, []quant.Type, error) {
 	datas := make([][]byte, len(specs))
 	types := make([]quant.Type, len(specs))
 	errs := make([]error, len(specs))
@@ -166,11 +128,9 @@ func Build(o Options) (*gguf.Writer, error) {
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range threads {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range next {
-				datas[i], types[i], errs[i] = generate(specs[i], len(toks), s.Layers, o)
+				datas[i], types[i], errs[i] = l.generate(specs[i], o.Seed)
 				mu.Lock()
 				done++
 				if o.Progress != nil {
@@ -178,7 +138,7 @@ func Build(o Options) (*gguf.Writer, error) {
 				}
 				mu.Unlock()
 			}
-		}()
+		})
 	}
 	for i := range specs {
 		next <- i
@@ -187,55 +147,8 @@ func Build(o Options) (*gguf.Writer, error) {
 	wg.Wait()
 	for i, sp := range specs {
 		if errs[i] != nil {
-			return nil, fmt.Errorf("tensor %s: %w", sp.name, errs[i])
-		}
-		dims := []uint64{uint64(sp.cols)}
-		if sp.rows != 0 {
-			dims = append(dims, uint64(rows(sp, len(toks))))
-		}
-		if err := w.AddTensor(sp.name, types[i], dims, datas[i]); err != nil {
-			return nil, err
+			return nil, nil, fmt.Errorf("tensor %s: %w", sp.name, errs[i])
 		}
 	}
-	return w, nil
-}
-
-func rows(sp tensorSpec, vocab int) int {
-	if sp.rows < 0 {
-		return vocab
-	}
-	return sp.rows
-}
-
-func generate(sp tensorSpec, vocab, nLayers int, o Options) ([]byte, quant.Type, error) {
-	if sp.rows == 0 {
-		ones := make([]float32, sp.cols)
-		for i := range ones {
-			ones[i] = 1
-		}
-		buf := make([]byte, 4*sp.cols)
-		err := quant.Quantize(quant.F32, ones, buf)
-		return buf, quant.F32, err
-	}
-	role := sp.role
-	if role == "token_embd" && o.Shape.TiedOutput {
-		role = "output" // a tied embedding is quantized as the output projection
-	}
-	t := tensorType(o.FileType, role, sp.layer, nLayers)
-	h := fnv.New64a()
-	h.Write([]byte(sp.name))
-	rng := rand.New(rand.NewPCG(o.Seed, h.Sum64()))
-	n := rows(sp, vocab)
-	out := make([]byte, n*t.RowSize(sp.cols))
-	row := make([]float32, sp.cols)
-	rb := t.RowSize(sp.cols)
-	for r := range n {
-		for i := range row {
-			row[i] = float32(rng.NormFloat64() * 0.02)
-		}
-		if err := quant.Quantize(t, row, out[r*rb:(r+1)*rb]); err != nil {
-			return nil, 0, err
-		}
-	}
-	return out, t, nil
+	return datas, types, nil
 }

@@ -1,9 +1,14 @@
 package synth
 
 import (
+	"bytes"
+	"math"
+	"strings"
 	"testing"
 
+	"ubatch/gguf"
 	"ubatch/quant"
+	"ubatch/tokenizer"
 )
 
 // TestQ4KMMix checks the per-tensor mix of shared/perf/README.md for the 22-layer tinyllama:
@@ -56,6 +61,7 @@ func TestShapes(t *testing.T) {
 		{"tinyllama", 2048, 22, 32, 4, 5632, false},
 		{"small", 768, 12, 12, 4, 2048, false},
 		{"tiny", 256, 4, 8, 4, 768, true},
+		{"mini", 64, 2, 4, 2, 128, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,5 +76,119 @@ func TestShapes(t *testing.T) {
 	}
 	if _, err := ShapeByName("huge"); err == nil {
 		t.Fatal("unknown shape accepted")
+	}
+}
+
+// TestLlama3RopeFactors: Llama 3.1's formula at 32 rotated dims, base 1e4, factor 8, low and high
+// frequency factors 1 and 4 and an original context of 64 gives the factors of the shared llama3
+// file: 1 for the two fastest pairs, 8 from the sixth on, interpolated between.
+func TestLlama3RopeFactors(t *testing.T) {
+	got := llama3RopeFactors(32, 10000, 8, 1, 4, 64)
+	want := []float32{1, 1, 1.2939758, 2.7651734, 7.667385, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8}
+	if len(got) != len(want) {
+		t.Fatalf("%d factors, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if math.Abs(float64(got[i]-want[i])) > 1e-5 {
+			t.Fatalf("factors %v, want %v", got, want)
+		}
+	}
+}
+
+func TestBuiltinVocab(t *testing.T) {
+	f, err := BuiltinVocab(300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk.VocabSize() != 300 || tk.BOS() != 1 || tk.EOS() != 2 {
+		t.Fatalf("%d tokens, BOS %d, EOS %d", tk.VocabSize(), tk.BOS(), tk.EOS())
+	}
+	const text = "a b zz ünïcode"
+	ids := tk.Encode(text, false, false)
+	if got := tk.Decode(ids); got != text {
+		t.Fatalf("Decode(Encode(%q)) = %q (ids %v)", text, got, ids)
+	}
+	if ids[0] != 260 { // "▁a", the first letter piece
+		t.Errorf("ids %v: want the piece ▁a (260) first", ids)
+	}
+	for _, n := range []int{0, 260, 1<<20 + 1} {
+		if _, err := BuiltinVocab(n); err == nil {
+			t.Errorf("BuiltinVocab(%d) accepted", n)
+		}
+	}
+}
+
+func TestBuildErrors(t *testing.T) {
+	v, err := BuiltinVocab(261)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mini, _ := ShapeByName("mini")
+	odd := mini
+	odd.KVHeads = 3
+	wide := mini
+	wide.HeadDim = 32
+	tests := []struct {
+		name string
+		o    Options
+		want string
+	}{
+		{"unknown arch", Options{Arch: "mamba", FileType: "q8_0", Vocab: v}, `unknown architecture "mamba"`},
+		{"unknown type", Options{FileType: "q3", Vocab: v}, `unknown type "q3"`},
+		{"no vocab", Options{FileType: "q8_0"}, "no vocabulary"},
+		{"kv heads", Options{Shape: odd, FileType: "q8_0", Vocab: v}, "3 kv heads do not divide 4 heads"},
+		{"head size without key_length", Options{Arch: "llama3", Shape: wide, FileType: "q8_0", Vocab: v}, "has no key_length"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := Build(tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestChatTemplate: --chat-template's text is stored; without one the file has none, even when
+// the vocabulary carries one (as the shared files).
+func TestChatTemplate(t *testing.T) {
+	v, err := BuiltinVocab(261)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := gguf.NewWriter()
+	w.SetFrom(v, nil)
+	w.Set("tokenizer.chat_template", "{{ vocab's }}")
+	var buf bytes.Buffer
+	if _, err := w.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	withTmpl, err := gguf.Parse(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mini, _ := ShapeByName("mini")
+	for _, tc := range []struct{ name, tmpl string }{{"given", "{{ messages }}"}, {"none", ""}} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := Build(Options{Arch: "qwen3", Shape: mini, FileType: "f32", Vocab: withTmpl, ChatTemplate: tc.tmpl})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			if _, err := w.WriteTo(&buf); err != nil {
+				t.Fatal(err)
+			}
+			f, err := gguf.Parse(buf.Bytes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := f.String("tokenizer.chat_template")
+			if got != tc.tmpl || ok != (tc.tmpl != "") {
+				t.Fatalf("chat template %q (present %v), want %q", got, ok, tc.tmpl)
+			}
+		})
 	}
 }

@@ -69,6 +69,9 @@ func metaGGUF(t *testing.T, kvs []kv) *gguf.File {
 	return f
 }
 
+// with returns a copy of kvs plus extra entries.
+func with(kvs []kv, extra ...kv) []kv { return append(append([]kv{}, kvs...), extra...) }
+
 // without returns kvs minus the entry for key, or with it replaced when val is non-nil.
 func without(kvs []kv, key string, val any) []kv {
 	var out []kv
@@ -162,8 +165,22 @@ func TestFromGGUF(t *testing.T) {
 		{"scores wrong type", without(spm, "tokenizer.ggml.scores", "x"), "tokenizer.ggml.scores is string", nil},
 		{"types short", without(spm, "tokenizer.ggml.token_type", []int32{1, 1}), "2 token types for 5 tokens", nil},
 		{"duplicate token", without(spm, "tokenizer.ggml.tokens", []string{"<unk>", "<s>", "</s>", "▁a", "▁a"}), `duplicate token "▁a"`, nil},
-		{"add_bos without bos", without(without(bpe, "tokenizer.ggml.tokens", []string{"a", "b", "ab", "Ġ", "Ġab"}),
-			"tokenizer.ggml.token_type", []int32{1, 1, 1, 1, 1}), "AddBOS is set but the vocabulary has no BOS", nil},
+		{"add_bos without bos", without(without(without(bpe, "tokenizer.ggml.tokens", []string{"a", "b", "ab", "Ġ", "Ġab"}),
+			"tokenizer.ggml.token_type", []int32{1, 1, 1, 1, 1}), "tokenizer.ggml.eos_token_id", nil),
+			"AddBOS is set but the vocabulary has no BOS", nil},
+		{"eos outside vocabulary", with(spm, kv{"tokenizer.ggml.eos_token_id", uint32(999999)}),
+			"tokenizer.ggml.eos_token_id = 999999 is outside the vocabulary of 5 tokens", nil},
+		{"bos just past vocabulary", with(spm, kv{"tokenizer.ggml.bos_token_id", uint32(5)}),
+			"tokenizer.ggml.bos_token_id = 5 is outside the vocabulary", nil},
+		{"unk negative", with(spm, kv{"tokenizer.ggml.unknown_token_id", int32(-7)}),
+			"tokenizer.ggml.unknown_token_id = -7 is outside the vocabulary", nil},
+		{"eot a string", with(spm, kv{"tokenizer.ggml.eot_token_id", "3"}),
+			"tokenizer.ggml.eot_token_id is string 3, want a token id", nil},
+		{"none as -1 keeps the default", with(spm, kv{"tokenizer.ggml.bos_token_id", int32(-1)}), "", func(t *testing.T, tk *Tokenizer) {
+			if tk.BOS() != 1 {
+				t.Errorf("BOS %d, want the SPM default 1", tk.BOS())
+			}
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"fmt"
+	"math"
 
 	"ubatch/gguf"
 )
@@ -36,8 +37,9 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 
 // VocabFromGGUF reads the tokenizer metadata of f, filling what is absent with llama.cpp's
 // defaults: SPM has BOS 1, EOS 2, UNK 0, adds BOS and a space prefix; BPE has BOS = EOS = 11
-// (no BOS for glm4), no UNK, and adds BOS only for llama3-style pre-tokenizers. A default id outside the vocabulary,
-// or a stored one (e.g. 0xFFFFFFFF for "none"), leaves the id at its default or -1.
+// (no BOS for glm4), no UNK, and adds BOS only for llama3-style pre-tokenizers. A default id
+// outside the vocabulary becomes -1 (none); a stored id outside it is an error naming the key,
+// except -1 and 0xFFFFFFFF, which converters write for "none" and which keep the default.
 func VocabFromGGUF(f *gguf.File) (Vocab, error) {
 	v := Vocab{BOS: -1, EOS: -1, UNK: -1, PAD: -1, EOT: -1}
 	var ok bool
@@ -83,16 +85,16 @@ func VocabFromGGUF(f *gguf.File) (Vocab, error) {
 		return v, fmt.Errorf("tokenizer: unsupported %s %q (want \"llama\" or \"gpt2\")", keyModel, v.Model)
 	}
 
-	n := uint64(len(v.Tokens))
+	n := int64(len(v.Tokens))
 	for _, sp := range []struct {
 		key string
 		id  *int32
 	}{{keyBOS, &v.BOS}, {keyEOS, &v.EOS}, {keyUNK, &v.UNK}, {keyPAD, &v.PAD}, {keyEOT, &v.EOT}} {
-		if *sp.id >= 0 && uint64(*sp.id) >= n {
+		if int64(*sp.id) >= n {
 			*sp.id = -1
 		}
-		if id, ok := f.Uint(sp.key); ok && id < n {
-			*sp.id = int32(id)
+		if err := specialID(f, sp.key, n, sp.id); err != nil {
+			return v, err
 		}
 	}
 	for _, b := range []struct {
@@ -104,6 +106,31 @@ func VocabFromGGUF(f *gguf.File) (Vocab, error) {
 		}
 	}
 	return v, nil
+}
+
+// specialID sets *id from the special-token key when the file has it: an integer in [0, n), or
+// -1 / 0xFFFFFFFF ("none", leaving *id unchanged). Anything else is an error: the metadata does
+// not agree with the vocabulary, and a wrong end-of-generation id would go unnoticed until
+// generation never stops.
+func specialID(f *gguf.File, key string, n int64, id *int32) error {
+	val, present := f.Value(key)
+	if !present {
+		return nil
+	}
+	i, ok := f.Int(key)
+	switch {
+	case !ok:
+		if u, isUint := f.Uint(key); isUint && u == math.MaxUint64 {
+			return nil // uint64 "none"
+		}
+		return fmt.Errorf("tokenizer: metadata key %s is %T %v, want a token id", key, val, val)
+	case i == -1 || i == math.MaxUint32:
+		return nil
+	case i < 0 || i >= n:
+		return fmt.Errorf("tokenizer: metadata key %s = %d is outside the vocabulary of %d tokens (the file's metadata is inconsistent: re-convert the model or fix the key)", key, i, n)
+	}
+	*id = int32(i)
+	return nil
 }
 
 func missingOrMistyped(f *gguf.File, key, want string) error {

@@ -117,7 +117,10 @@ func runBatched(ctx context.Context, lctx *runner.Context, vocab *tokenizer.Toke
 			if done[i] {
 				continue
 			}
-			tok := samplers[i].Sample(lctx.Logits(row[i]))
+			tok, err := samplers[i].Pick(lctx.Logits(row[i]))
+			if err != nil {
+				return nil, fmt.Errorf("sequence %d, token %d of the generation: %w", i, step, err)
+			}
 			samplers[i].Accept(tok)
 			res.generated++
 			if vocab.IsEOG(tok) && !ignoreEOS {

@@ -15,6 +15,8 @@ import (
 
 	"ubatch/batch"
 	"ubatch/model"
+	"ubatch/ops"
+	"ubatch/quant"
 	"ubatch/runner"
 )
 
@@ -37,8 +39,20 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	npl := fs.String("npl", "1,2,4,8,16", "batched mode: numbers of parallel sequences (comma-separated)")
 	asJSON := fs.Bool("json", false, "print JSON: llama-bench's array of rows, or in batched mode one llama-batched-bench object per line")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measurements to this file (inspect with go tool pprof)")
+	membw := fs.Bool("membw", false, "first measure the machine's memory read bandwidth with the same thread count, and report each tg test's share of it")
+	kernels := kernelsFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	restoreKernels, err := useKernels(*kernels)
+	if err != nil {
+		return err
+	}
+	defer restoreKernels()
+	var bandwidth float64
+	if *membw {
+		bandwidth = ops.ReadBandwidth(make([]float32, 128<<20), threads(mf.threads), 5) // 512 MiB
+		fmt.Fprintf(stdout, "memory read bandwidth: %.1f GB/s (%d threads, 512 MiB streamed, best of 5)\n\n", bandwidth/1e9, threads(mf.threads))
 	}
 	stopProfile, err := startCPUProfile(*cpuProfile)
 	if err != nil {
@@ -64,7 +78,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *reps < 1 {
 		return fmt.Errorf("-r must be at least 1")
 	}
-	return benchSingle(ctx, m, &mf, lists[0], lists[1], *reps, *asJSON, stdout, stderr)
+	return benchSingle(ctx, m, &mf, lists[0], lists[1], *reps, *asJSON, bandwidth, stdout, stderr)
 }
 
 func intLists(specs ...string) ([][]int, error) {
@@ -104,9 +118,29 @@ type benchRow struct {
 	SamplesNs     []int64   `json:"samples_ns"`
 	SamplesTs     []float64 `json:"samples_ts"`
 	PeakRSS       int64     `json:"peak_rss_bytes"`
+	// tg tests: weight bytes one token reads, the rate that makes, and its share of the measured
+	// read bandwidth (--membw; 0 when not measured).
+	WeightBytes    int64   `json:"weight_bytes_per_token,omitempty"`
+	GBps           float64 `json:"weight_gbps,omitempty"`
+	BandwidthShare float64 `json:"bandwidth_share,omitempty"`
+	KernelPath     string  `json:"kernel_path"`
 }
 
-func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs []int, reps int, asJSON bool, stdout, stderr io.Writer) error {
+// weightBytes is what one decode step reads of the weights: every matrix once (a tied
+// embedding once, as the output) plus one embedding row.
+func weightBytes(m *model.Model) int64 {
+	var n int64
+	seen := map[*runner.Weight]bool{}
+	for _, w := range m.Graph.Matrices() {
+		if !seen[w] {
+			seen[w] = true
+			n += int64(len(w.Data))
+		}
+	}
+	return n
+}
+
+func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs []int, reps int, asJSON bool, bandwidth float64, stdout, stderr io.Writer) error {
 	need := 0
 	for _, v := range append(append([]int{}, pps...), tgs...) {
 		need = max(need, v)
@@ -178,6 +212,13 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 		row.AvgNs, row.StddevNs = meanStd64(row.SamplesNs)
 		row.AvgTs, row.StddevTs = meanStd(row.SamplesTs)
 		row.PeakRSS = peakRSS()
+		if tc[1] > 0 {
+			row.WeightBytes = weightBytes(m)
+			row.GBps = float64(row.WeightBytes) * row.AvgTs / 1e9
+			if bandwidth > 0 {
+				row.BandwidthShare = row.GBps * 1e9 / bandwidth
+			}
+		}
 		rows = append(rows, row)
 		if !asJSON {
 			name := fmt.Sprintf("pp%d", tc[0])
@@ -193,7 +234,16 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)
 	}
-	fmt.Fprintf(stdout, "\npeak RSS: %.1f MiB (model file %.1f MiB)\n", float64(peakRSS())/(1<<20), float64(m.Size)/(1<<20))
+	fmt.Fprintf(stdout, "\npeak RSS: %.1f MiB (model file %.1f MiB)\n%s\n", float64(peakRSS())/(1<<20), float64(m.Size)/(1<<20), modelKernels(m))
+	for _, r := range rows {
+		if r.WeightBytes > 0 {
+			fmt.Fprintf(stdout, "tg%d: %.1f MiB of weights per token, %.1f GB/s", r.NGen, float64(r.WeightBytes)/(1<<20), r.GBps)
+			if r.BandwidthShare > 0 {
+				fmt.Fprintf(stdout, ", %.0f%% of the measured read bandwidth", 100*r.BandwidthShare)
+			}
+			fmt.Fprintln(stdout)
+		}
+	}
 	return nil
 }
 
@@ -209,9 +259,9 @@ func newBenchRow(m *model.Model, lctx *runner.Context, np, ng int) benchRow {
 		kv = "f32"
 	}
 	return benchRow{
-		ModelFilename: m.Path, ModelType: fmt.Sprintf("llama %s", humanCount(params)), ModelSize: size, ModelNParams: params,
+		ModelFilename: m.Path, ModelType: fmt.Sprintf("%s %s", m.Arch, humanCount(params)), ModelSize: size, ModelNParams: params,
 		NBatch: o.NBatch, NUBatch: o.NUBatch, NThreads: threads(o.Threads), TypeK: kv, TypeV: kv,
-		NPrompt: np, NGen: ng, TestTime: time.Now().UTC().Format(time.RFC3339),
+		NPrompt: np, NGen: ng, TestTime: time.Now().UTC().Format(time.RFC3339), KernelPath: quant.KernelPath(),
 	}
 }
 

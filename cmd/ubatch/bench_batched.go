@@ -149,7 +149,7 @@ func benchBatched(ctx context.Context, m *model.Model, mf *modelFlags, npp, ntg,
 		}
 	}
 	if !asJSON {
-		fmt.Fprintf(stdout, "\npeak RSS: %.1f MiB (model file %.1f MiB)\n", float64(peakRSS())/(1<<20), float64(m.Size)/(1<<20))
+		fmt.Fprintf(stdout, "\npeak RSS: %.1f MiB (model file %.1f MiB)\n%s\n", float64(peakRSS())/(1<<20), float64(m.Size)/(1<<20), modelKernels(m))
 	} else {
 		fmt.Fprintf(stderr, "peak RSS: %.1f MiB\n", float64(peakRSS())/(1<<20))
 	}

@@ -32,7 +32,7 @@ type modelFlags struct {
 
 func (f *modelFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.path, "m", "", "model: a GGUF path or hf://ORG/REPO/FILE.gguf (default: the demo model stories260K.gguf)")
-	fs.IntVar(&f.ctx, "c", 0, "KV cache size in tokens, shared by all sequences (0 = the model's training context, at most 4096; for serve, room for every parallel sequence: up to 2048 tokens each within 2 GiB)")
+	fs.IntVar(&f.ctx, "c", 0, "KV cache size in tokens, shared by all sequences (0 = the model's training context, at most 4096; for serve, room for every parallel sequence: up to 2048 tokens each within 2 GiB; serve refuses a KV cache larger than the available memory, see --mem-limit)")
 	fs.IntVar(&f.threads, "t", 0, "worker threads (0 = all cores)")
 	fs.IntVar(&f.batch, "b", 2048, "logical batch size: most tokens one decode call takes")
 	fs.IntVar(&f.ubatch, "ub", 512, "physical batch size: most tokens one forward pass computes")
@@ -42,6 +42,9 @@ func (f *modelFlags) register(fs *flag.FlagSet) {
 
 func (f *modelFlags) options(nSeq int) (runner.Options, error) {
 	o := runner.Options{NCtx: f.ctx, NBatch: f.batch, NUBatch: f.ubatch, NSeqMax: nSeq, Threads: f.threads, BlockSize: f.blockSize}
+	if f.ctx < 0 {
+		return o, fmt.Errorf("-c %d: the KV cache size must be positive (or 0 for the default)", f.ctx)
+	}
 	switch f.kvType {
 	case "f16":
 		o.KVType = kvcache.F16

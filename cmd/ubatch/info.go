@@ -38,7 +38,7 @@ func cmdInfo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			fmt.Fprintf(stdout, "%-32s %-5s %v\n", t.Name, t.Type, t.Dims)
 		}
 	}
-	fmt.Fprintf(stdout, "\ntensor data: %.2f MiB; types: %v\n", float64(total)/(1<<20), counts)
+	fmt.Fprintf(stdout, "\ntensor data: %.2f MiB; types: %v\n%s\n", float64(total)/(1<<20), counts, fileKernels(f))
 	return nil
 }
 

@@ -143,6 +143,7 @@ func TestBadInputIsAClearError(t *testing.T) {
 		{"missing file", []string{"run", "-m", filepath.Join(dir, "nope.gguf"), "-n", "1"}, "not found: pass -m"},
 		{"empty prompt", []string{"run", "-m", stories, "-p", "", "-n", "1"}, "prompt is empty"},
 		{"prompt longer than the context", []string{"run", "-m", stories, "-c", "16", "-p", strings.Repeat("Once upon a time ", 10), "-n", "1"}, "shorten it or raise -c"},
+		{"negative context", []string{"run", "-m", stories, "-c", "-5", "-n", "1"}, "-c -5: the KV cache size must be positive"},
 		{"bad flag", []string{"run", "--no-such-flag"}, "flag provided but not defined"},
 		{"unknown command", []string{"frobnicate"}, "unknown command"},
 	}

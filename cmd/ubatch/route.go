@@ -39,7 +39,8 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	health := fs.Duration("health-interval", time.Second, "how often every node's /health is probed")
 	idle := fs.Duration("stream-idle-timeout", 5*time.Minute, "end a stream with an error event when its node sends nothing for this long")
 	blockSize := fs.Int("kv-block", 16, "KV block size of nodes that publish none (as serve's --kv-block)")
-	grace := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may run")
+	grace := fs.Duration("shutdown-timeout", server.DefaultGrace, "on SIGINT/SIGTERM, how long in-flight requests may run")
+	maxConns := fs.Int("max-connections", 4096, "most open client connections; beyond it new connections get 503 at once")
 	verbose := fs.Bool("v", false, "debug logging")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -58,8 +59,8 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case *port < 0 || *port > 65535:
 		fmt.Fprintf(stderr, "--port %d: must be in [0, 65535]\n", *port)
 		return errUsage
-	case *maxBody < 1 || *blockSize < 1:
-		fmt.Fprintln(stderr, "--max-body and --kv-block must be positive")
+	case *maxBody < 1 || *blockSize < 1 || *maxConns < 1 || *grace <= 0:
+		fmt.Fprintln(stderr, "--max-body, --kv-block, --max-connections and --shutdown-timeout must be positive")
 		return errUsage
 	}
 	level := slog.LevelInfo
@@ -108,7 +109,8 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rt.Start(rctx)
 	logger.Info("routing", "url", "http://"+ln.Addr().String(), "model", path, "nodes", len(nodeList),
 		"redis", *redisURL != "", "healthy", rt.Healthy())
-	if err := server.Serve(ctx, ln, rt.Handler(), *grace, logger); err != nil {
+	scfg := server.ServeConfig{Grace: *grace, MaxConnections: *maxConns, Logger: logger}
+	if err := server.Serve(ctx, ln, rt.Handler(), scfg); err != nil {
 		return err
 	}
 	logger.Info("router stopped")

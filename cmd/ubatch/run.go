@@ -65,7 +65,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if ctx.Err() != nil {
 			break
 		}
-		tok := smp.Sample(logits)
+		tok, err := smp.Pick(logits)
+		if err != nil {
+			fmt.Fprintln(stdout, stream.Flush())
+			return fmt.Errorf("token %d of the generation: %w", gen, err)
+		}
 		smp.Accept(tok)
 		gen++
 		if m.Vocab.IsEOG(tok) && !sf.ignoreEOS {

@@ -1,18 +1,22 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"ubatch/engine"
+	"ubatch/kvcache"
 	"ubatch/runner"
 	"ubatch/server"
 )
@@ -21,10 +25,12 @@ import (
 // llama.cpp HTTP APIs until ctx ends (SIGINT/SIGTERM), then drains in-flight requests.
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("serve", "serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [-c CTX] [-np 16] [flags]\n\n"+
-		"Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models (OpenAI);\n"+
-		"POST /completion, POST /tokenize, POST /detokenize, GET /health (llama.cpp); GET /metrics (Prometheus).\n"+
+		"Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /v1/models/{id},\n"+
+		"POST /v1/embeddings (with --embeddings) (OpenAI; also without /v1); POST /completion, POST /tokenize,\n"+
+		"POST /detokenize, POST /apply-template, GET /props, GET /health (llama.cpp); GET /metrics (Prometheus).\n"+
 		"Requests may set \"priority\": \"low\"|\"normal\"|\"high\" or an integer (higher is served first).\n"+
-		"SIGINT/SIGTERM stops accepting connections, lets running requests finish, then exits.", stderr)
+		"SIGINT/SIGTERM stops accepting connections, lets running requests finish (for up to --shutdown-timeout,\n"+
+		"then cuts them: streams end with an error event), then exits.", stderr)
 	var mf modelFlags
 	mf.register(fs)
 	var ff fleetFlags
@@ -39,21 +45,49 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// prompts arrive. For throughput on prompt-heavy loads raise both (e.g. 512 and 256).
 	batchSize := fs.Int("batch-size", 192, "token budget of one engine step: one decode token per running sequence plus prompt chunks (at most -b); smaller = steadier streams, larger = faster prompts")
 	chunkSize := fs.Int("chunk-size", 48, "most prompt tokens of one sequence per step, so long prompts do not stall other streams")
+	targetITL := fs.Duration("target-itl", 60*time.Millisecond, "inter-token latency a step should meet while sequences decode: prompt chunks are sized to it from a cost model of steps fitted online (--batch-size and --chunk-size stay upper bounds; 0 = no target)")
 	maxQueue := fs.Int("max-queue", 64, "requests waiting for a free sequence slot; beyond it requests get 429 with Retry-After")
 	policy := fs.String("policy", "sjf", "order of prompt chunks of equal priority: sjf (shortest remaining prompt first, so short requests are not stuck behind long ones) or fcfs (arrival order)")
 	apiKey := fs.String("api-key", "", "require \"Authorization: Bearer KEY\" on every route but /health (default: no key)")
 	alias := fs.String("alias", "", "model id the API reports (default: the model file name)")
 	maxBody := fs.Int64("max-body", server.DefaultMaxBodyBytes, "largest request body in bytes (413 beyond it)")
-	grace := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may run before their connections are closed")
+	grace := fs.Duration("shutdown-timeout", server.DefaultGrace, "on SIGINT/SIGTERM, how long in-flight requests may run before they are cut (streams end with an error event)")
+	readTimeout := fs.Duration("read-timeout", server.DefaultReadTimeout, "longest time to read one request, headers and body (a body still arriving then gets 408)")
+	writeTimeout := fs.Duration("write-timeout", server.DefaultWriteTimeout, "longest time one write to a client may take: a response, or one event of a stream (a client that stops reading is cut)")
+	maxConns := fs.Int("max-connections", server.DefaultMaxConnections, "most open connections, idle keep-alive ones included; beyond it new connections get 503 at once")
 	verbose := fs.Bool("v", false, "log every request (debug level)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run, until shutdown, to this file (inspect with go tool pprof)")
+	embeddings := fs.Bool("embeddings", false, "serve POST /v1/embeddings from a context of its own (llama.cpp's --embeddings)")
+	corsOrigin := fs.String("cors-origin", "", "browser origins allowed to call the API, comma-separated (\"*\" for any; default: pages on localhost only)")
+	pooling := fs.String("pooling", "mean", "how /v1/embeddings pools the tokens' final hidden states: mean or last")
+	memLimit := fs.String("mem-limit", "", "memory the KV cache may take, e.g. 8G or 512M; -c is refused beyond it (default: what the system has available: MemAvailable, within the cgroup's limit)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if err := checkServeFlags(np, *batchSize, *chunkSize, *maxQueue, *port, *maxBody, *policy); err != nil {
+	pool, err := runner.ParsePooling(*pooling)
+	if err != nil {
+		fmt.Fprintln(stderr, "--"+err.Error())
+		return errUsage
+	}
+	err = checkServeFlags(np, *batchSize, *chunkSize, *maxQueue, *port, *maxBody, *policy, *targetITL)
+	if err == nil {
+		err = checkHTTPFlags(*grace, *readTimeout, *writeTimeout, *maxConns)
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, err)
 		fs.Usage()
 		return errUsage
+	}
+	kvOpts, err := mf.options(np)
+	if err != nil {
+		return err
+	}
+	budget, budgetSource := int64(-1), ""
+	if *memLimit != "" {
+		if budget, err = parseSize(*memLimit); err != nil {
+			return fmt.Errorf("--mem-limit: %w", err)
+		}
+		budgetSource = "--mem-limit"
 	}
 	level := slog.LevelInfo
 	if *verbose {
@@ -71,12 +105,21 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer m.Close()
-	lctx, err := mf.newContext(m, np, func(o *runner.Options) {
-		if o.NCtx == 0 { // no -c: room for every slot, as llama.cpp's server gives n_ctx per slot
-			o.NCtx = serveKVCells(m.Hparams(), np)
+	nCtx, what := mf.ctx, fmt.Sprintf("-c %d", mf.ctx)
+	if nCtx == 0 { // no -c: room for every slot, as llama.cpp's server gives n_ctx per slot
+		nCtx = serveKVCells(m.Hparams(), np)
+		what = fmt.Sprintf("the default -c %d (room for -np %d sequences)", nCtx, np)
+	}
+	if budgetSource == "" { // read now: the model's pages are in memory already
+		if avail, source, ok := availableMemory(os.DirFS("/")); ok {
+			budget, budgetSource = avail, source
 		}
-		o.OnBlock = ff.onBlock()
-	})
+	}
+	blockSize := cmp.Or(max(kvOpts.BlockSize, 0), kvcache.DefaultBlockSize)
+	if err := checkKVPool(m.Hparams().NLayers, m.Hparams().KVDim(), nCtx, blockSize, kvOpts.KVType, budget, budgetSource, what); err != nil {
+		return err
+	}
+	lctx, err := mf.newContext(m, np, func(o *runner.Options) { o.NCtx, o.OnBlock = nCtx, ff.onBlock() })
 	if err != nil {
 		return err
 	}
@@ -86,10 +129,17 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := server.NewMetrics(reg)
+	// -c is the KV pool all sequences share; one sequence stops at the context the model was
+	// trained for (its context_length, which a model extended by rope scaling states as such).
+	nCtxSeq := min(opts.NCtx, m.Hparams().CtxTrain)
+	if opts.NCtx/np > m.Hparams().CtxTrain {
+		logger.Warn("-c gives each of the -np sequences more than the model's training context; "+
+			"sequences stop at n_ctx_seq", "n_ctx", opts.NCtx, "np", np, "n_ctx_train", m.Hparams().CtxTrain, "n_ctx_seq", nCtxSeq)
+	}
 	eng, err := engine.New(lctx,
-		engine.Limits{NCtx: opts.NCtx, NSeqMax: opts.NSeqMax, NBatch: opts.NBatch, Vocab: m.Hparams().Vocab},
+		engine.Limits{NCtx: opts.NCtx, NCtxSeq: nCtxSeq, NSeqMax: opts.NSeqMax, NBatch: opts.NBatch, Vocab: m.Hparams().Vocab},
 		engine.Config{BatchSize: *batchSize, ChunkSize: *chunkSize, MaxRunning: np, MaxQueue: *maxQueue,
-			Policy: engine.Policy(*policy), IsEOG: m.Vocab.IsEOG, Observer: metrics})
+			Policy: engine.Policy(*policy), IsEOG: m.Vocab.IsEOG, Observer: metrics, TargetITL: *targetITL, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -101,8 +151,15 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}()
 	go eng.Run(engCtx)
 
+	var emb *server.Embedder
+	if *embeddings {
+		if emb, err = server.NewEmbedder(m, min(m.Hparams().CtxTrain, 2048), mf.threads, pool); err != nil {
+			return err
+		}
+		defer emb.Close()
+	}
 	srv, err := server.New(server.Config{Model: m, Engine: eng, APIKey: *apiKey, MaxBodyBytes: *maxBody,
-		Logger: logger, Metrics: metrics, Gatherer: reg, ModelID: *alias})
+		Logger: logger, Metrics: metrics, Gatherer: reg, ModelID: *alias, Embedder: emb, CORSOrigins: splitList(*corsOrigin)})
 	if err != nil {
 		return err
 	}
@@ -111,9 +168,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	cfg := eng.Config()
-	logger.Info("listening", "url", "http://"+ln.Addr().String(), "n_ctx", opts.NCtx, "parallel", cfg.MaxRunning,
-		"batch_size", cfg.BatchSize, "chunk_size", cfg.ChunkSize, "max_queue", cfg.MaxQueue, "policy", cfg.Policy,
-		"kv_type", mf.kvType, "api_key", *apiKey != "")
+	logger.Info("listening", "url", "http://"+ln.Addr().String(), "n_ctx", opts.NCtx, "n_ctx_seq", eng.Limits().NCtxSeq,
+		"parallel", cfg.MaxRunning,
+		"batch_size", cfg.BatchSize, "chunk_size", cfg.ChunkSize, "target_itl", cfg.TargetITL, "max_queue", cfg.MaxQueue, "policy", cfg.Policy,
+		"kv_type", mf.kvType, "api_key", *apiKey != "", "max_connections", *maxConns)
 	stopFleet, err := ff.start(ctx, fleetNode{addr: ln.Addr(), model: apiModelID(*alias, m.Path), blockSize: opts.BlockSize,
 		maxBody: *maxBody, maxRunning: cfg.MaxRunning, stats: eng.Stats, reg: reg, logger: logger})
 	if err != nil {
@@ -121,15 +179,19 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer stopFleet()
-	if err := server.Serve(ctx, ln, srv.Handler(), *grace, logger); err != nil {
+	scfg := server.ServeConfig{Grace: *grace, ReadTimeout: *readTimeout, WriteTimeout: *writeTimeout,
+		MaxConnections: *maxConns, Logger: logger}
+	if err := server.Serve(ctx, ln, srv.Handler(), scfg); err != nil {
 		return err
 	}
 	logger.Info("server stopped")
 	return nil
 }
 
-func checkServeFlags(np, batchSize, chunkSize, maxQueue, port int, maxBody int64, policy string) error {
+func checkServeFlags(np, batchSize, chunkSize, maxQueue, port int, maxBody int64, policy string, targetITL time.Duration) error {
 	switch {
+	case targetITL < 0:
+		return fmt.Errorf("--target-itl %v: must not be negative (0 = no target)", targetITL)
 	case np < 1:
 		return fmt.Errorf("-np %d: need at least one sequence", np)
 	case batchSize < 1:
@@ -153,4 +215,29 @@ func checkServeFlags(np, batchSize, chunkSize, maxQueue, port int, maxBody int64
 func serveKVCells(m *runner.Hparams, np int) int {
 	perCell := 2 * 2 * m.NLayers * m.KVDim() // K and V, F16
 	return max(512, min(np*min(m.CtxTrain, 2048), (2<<30)/perCell))
+}
+
+func checkHTTPFlags(grace, readTimeout, writeTimeout time.Duration, maxConns int) error {
+	switch {
+	case grace <= 0:
+		return fmt.Errorf("--shutdown-timeout %v: must be positive", grace)
+	case readTimeout <= 0:
+		return fmt.Errorf("--read-timeout %v: must be positive", readTimeout)
+	case writeTimeout <= 0:
+		return fmt.Errorf("--write-timeout %v: must be positive", writeTimeout)
+	case maxConns < 1:
+		return fmt.Errorf("--max-connections %d: must be positive", maxConns)
+	}
+	return nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }

@@ -13,10 +13,12 @@ import (
 )
 
 func cmdSynth(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("synth", "synth --shape tinyllama|small|tiny --type f16|q8_0|q4_0|q4_k_m [--vocab VOCAB.gguf] -o OUT.gguf", stderr)
-	shape := fs.String("shape", "small", "model shape: tinyllama (1.1B), small (~110M) or tiny (the shared synth-tiny shape)")
+	fs := newFlags("synth", "synth [--arch FAMILY] [--shape SHAPE] --type f16|q8_0|q4_0|q4_k_m [--vocab VOCAB.gguf|builtin] [--chat-template FILE] -o OUT.gguf", stderr)
+	arch := fs.String("arch", "llama", "model family: llama, llama3 (with rope_freqs), qwen2, qwen3, gemma2, gemma3 or phi3")
+	shape := fs.String("shape", "", "model shape: tinyllama (1.1B), small (~110M), tiny (the shared synth-tiny shape), mini (for tests) or the family's own (default: small for llama, else the family's shared model's)")
 	typ := fs.String("type", "q8_0", "weight type: f32, f16, q8_0, q4_0 or q4_k_m (llama.cpp's per-tensor mix)")
-	vocab := fs.String("vocab", "", "vocab GGUF whose tokenizer is copied (default: shared/models/vocab/ggml-vocab-llama-spm.gguf beside the repository)")
+	vocab := fs.String("vocab", "", "vocab GGUF whose tokenizer is copied, or \"builtin\" (a 512-token SentencePiece vocabulary); default: the family's shared vocabulary (shared/models/vocab/ggml-vocab-llama-spm.gguf for llama) beside the repository")
+	chatTmpl := fs.String("chat-template", "", "file whose text is stored as tokenizer.chat_template")
 	out := fs.String("o", "", "output GGUF path (required)")
 	seed := fs.Uint64("seed", 42, "random seed")
 	threads := fs.Int("t", 0, "threads (0 = all cores)")
@@ -26,25 +28,32 @@ func cmdSynth(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *out == "" {
 		return fmt.Errorf("-o OUT.gguf is required")
 	}
-	s, err := synth.ShapeByName(*shape)
+	a, err := synth.ArchByName(*arch)
 	if err != nil {
 		return err
 	}
-	if *vocab == "" {
-		p, ok := findShared(filepath.Join("models", "vocab", "ggml-vocab-llama-spm.gguf"))
-		if !ok {
-			return fmt.Errorf("no vocabulary: pass --vocab PATH to a GGUF with a tokenizer (e.g. ggml-vocab-llama-spm.gguf)")
+	s := a.Shape
+	if *shape != "" && *shape != a.Shape.Name {
+		if s, err = synth.ShapeByName(*shape); err != nil {
+			return err
 		}
-		*vocab = p
 	}
-	vf, err := gguf.Open(*vocab)
+	vf, err := openVocab(*vocab, a)
 	if err != nil {
-		return fmt.Errorf("vocab: %w", err)
+		return err
 	}
 	defer vf.Close()
+	o := synth.Options{Arch: a.Name, Shape: s, FileType: *typ, Vocab: vf, Seed: *seed, Threads: *threads,
+		Progress: func(done, total int) { fmt.Fprintf(stderr, "\rsynth: %d/%d tensors", done, total) }}
+	if *chatTmpl != "" {
+		b, err := os.ReadFile(*chatTmpl)
+		if err != nil {
+			return fmt.Errorf("chat template: %w", err)
+		}
+		o.ChatTemplate = string(b)
+	}
 	start := time.Now()
-	w, err := synth.Build(synth.Options{Shape: s, FileType: *typ, Vocab: vf, Seed: *seed, Threads: *threads,
-		Progress: func(done, total int) { fmt.Fprintf(stderr, "\rsynth: %d/%d tensors", done, total) }})
+	w, err := synth.Build(o)
 	fmt.Fprintln(stderr)
 	if err != nil {
 		return err
@@ -53,8 +62,28 @@ func cmdSynth(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	st, _ := os.Stat(*out)
-	fmt.Fprintf(stdout, "wrote %s: shape %s, type %s, %.1f MiB in %.1f s\n", *out, s.Name, *typ, float64(st.Size())/(1<<20), time.Since(start).Seconds())
+	fmt.Fprintf(stdout, "wrote %s: %s, shape %s, type %s, %.1f MiB in %.1f s\n", *out, a.Name, s.Name, *typ, float64(st.Size())/(1<<20), time.Since(start).Seconds())
 	return nil
+}
+
+// openVocab opens the vocabulary --vocab names: a file, "builtin", or (empty) the family's shared
+// vocabulary file.
+func openVocab(path string, a synth.Arch) (*gguf.File, error) {
+	switch path {
+	case "builtin":
+		return synth.BuiltinVocab(512)
+	case "":
+		p, ok := findShared(filepath.Join("models", "vocab", a.Vocab))
+		if !ok {
+			return nil, fmt.Errorf("no vocabulary: %s not found beside the repository; pass --vocab PATH to a GGUF with a tokenizer, or --vocab builtin", a.Vocab)
+		}
+		path = p
+	}
+	vf, err := gguf.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("vocab: %w", err)
+	}
+	return vf, nil
 }
 
 // findShared looks for shared/REL beside the working directory or one of its parents.

@@ -68,6 +68,9 @@ func load(b *model.Binder, gen int) (runner.Graph, error) {
 		m.local = b.Rope(model.RopeOptions{Dims: dims, Base: b.Float("rope.freq_base_swa", 10000, 0, 1e12), NEOX: true})
 	}
 	pattern = b.Int("attention.sliding_window_pattern", pattern, 1, 1<<16)
+	if b.Err() != nil { // after an error the reads above are zero: pattern divides below
+		return nil, b.Err()
+	}
 	// Gemma's query scale is 1/sqrt(head size), except the 27B models' 1/sqrt(dim/heads).
 	scale := float32(1 / math.Sqrt(float64(h.HeadDim)))
 	if (gen == 2 && h.NLayers == 46) || (gen == 3 && h.NLayers == 62) {

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+
+	"ubatch/gguf"
+	"ubatch/model"
+	"ubatch/quant"
+)
+
+// kernelsFlag registers --kernels, which selects the kernel path of the panel kernels.
+func kernelsFlag(fs *flag.FlagSet) *string {
+	return fs.String("kernels", "auto", "kernel path: auto (the best this CPU has) or one of "+strings.Join(quant.KernelPaths(), ", "))
+}
+
+// useKernels selects the kernel path name (--kernels) and returns a function restoring the
+// previous one, so that in-process callers (tests) keep the start-up choice.
+func useKernels(name string) (restore func(), err error) {
+	old := quant.KernelPath()
+	if err := quant.SetKernelPath(name); err != nil {
+		return nil, fmt.Errorf("--kernels: %w", err)
+	}
+	return func() { _ = quant.SetKernelPath(old) }, nil
+}
+
+// kernelSummary says which kernel path is selected, which paths this CPU has and, for each
+// packable weight type among types, the path its packed matmuls run (a type without a kernel
+// for the selected path uses a lower one).
+func kernelSummary(types []quant.Type) string {
+	var per []string
+	seen := map[quant.Type]bool{}
+	for _, t := range types {
+		if p := quant.PanelKernelPath(t); p != "" && !seen[t] {
+			seen[t] = true
+			per = append(per, fmt.Sprintf("%v %s", t, p))
+		}
+	}
+	slices.Sort(per)
+	s := fmt.Sprintf("kernels: %s (CPU has %s)", quant.KernelPath(), strings.Join(quant.KernelPaths(), ", "))
+	if len(per) > 0 {
+		s += "; packed weights: " + strings.Join(per, ", ")
+	}
+	return s
+}
+
+// fileKernels is kernelSummary for the weight types of a GGUF file.
+func fileKernels(f *gguf.File) string {
+	var types []quant.Type
+	for _, t := range f.Tensors {
+		types = append(types, t.Type)
+	}
+	return kernelSummary(types)
+}
+
+// modelKernels is kernelSummary for the weights of a loaded model.
+func modelKernels(m *model.Model) string { return fileKernels(m.File) }

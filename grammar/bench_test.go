@@ -1,0 +1,109 @@
+package grammar
+
+import (
+	"testing"
+
+	"ubatch/gguf"
+	"ubatch/internal/testdata"
+	"ubatch/tokenizer"
+)
+
+// modelVocab builds the grammar Vocab of a real tokenizer from the shared data (skips without).
+func modelVocab(tb testing.TB, name string) (*Vocab, *tokenizer.Tokenizer) {
+	tb.Helper()
+	f, err := gguf.Open(testdata.Model(tb, name))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	tk, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pieces := make([][]byte, tk.VocabSize())
+	for i := range pieces {
+		pieces[i] = tk.Piece(int32(i))
+	}
+	v, err := NewVocab(pieces, tk.EOG())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return v, tk
+}
+
+var benchVocabs = []struct{ name, file string }{
+	{"512", "stories260K.gguf"},
+	{"32k", "vocab/ggml-vocab-llama-spm.gguf"},
+}
+
+// benchContexts are points in a JSON output: inside a string (most tokens allowed) and where a
+// key must start (few allowed).
+var benchContexts = []struct{ name, prefix string }{
+	{"string", `{"story": "Once upon a time, there was`},
+	{"key", `{"story": "x", `},
+}
+
+func benchMatcher(b *testing.B, v *Vocab, prefix string) *Matcher {
+	m := NewMatcher(mustParse(b, jsonGBNF), v)
+	if err := m.AcceptBytes([]byte(prefix)); err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
+
+// BenchmarkMaskCold computes a mask from nothing: a fresh matcher state, no cached steps.
+func BenchmarkMaskCold(b *testing.B) {
+	for _, bv := range benchVocabs {
+		v, _ := modelVocab(b, bv.file)
+		for _, bc := range benchContexts {
+			b.Run(bv.name+"/"+bc.name, func(b *testing.B) {
+				m := benchMatcher(b, v, bc.prefix)
+				b.ReportAllocs()
+				for b.Loop() {
+					m.Reset()
+					if err := m.AcceptBytes([]byte(bc.prefix)); err != nil {
+						b.Fatal(err)
+					}
+					m.Mask()
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkMaskWarm recomputes a mask whose byte steps are all cached: the trie walk alone.
+func BenchmarkMaskWarm(b *testing.B) {
+	for _, bv := range benchVocabs {
+		v, _ := modelVocab(b, bv.file)
+		for _, bc := range benchContexts {
+			b.Run(bv.name+"/"+bc.name, func(b *testing.B) {
+				m := benchMatcher(b, v, bc.prefix)
+				m.Mask()
+				mask := make([]uint64, len(m.Mask()))
+				b.ReportAllocs()
+				for b.Loop() {
+					clear(mask)
+					m.fillMask(m.cur, mask)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkAcceptToken checks and accepts one token inside a string, as the sampler does when
+// the model's choice fits the grammar.
+func BenchmarkAcceptToken(b *testing.B) {
+	for _, bv := range benchVocabs {
+		v, tk := modelVocab(b, bv.file)
+		b.Run(bv.name, func(b *testing.B) {
+			m := benchMatcher(b, v, benchContexts[0].prefix)
+			tok := tk.Encode(" upon", false, false)[0]
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := m.AcceptToken(tok); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,173 @@
+package jsonschema
+
+import (
+	"fmt"
+	"regexp/syntax"
+	"strings"
+	"unicode/utf8"
+)
+
+// patternGrammar returns a GBNF expression for the JSON string contents (between the quotes)
+// whose decoded value matches the regular expression pattern, as JSON Schema's pattern keyword
+// means it: unanchored unless it starts with ^ or ends with $. The grammar writes the value's
+// characters as they are, except " and \ which it escapes; characters that JSON must escape
+// otherwise (controls) are left out of classes, so the grammar matches a subset of the
+// pattern's strings. Lookaround, backreferences, word boundaries and case folding are refused.
+func patternGrammar(pattern string) (string, error) {
+	re, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return "", fmt.Errorf("pattern %q: %v", pattern, err)
+	}
+	re = re.Simplify()
+	subs := []*syntax.Regexp{re}
+	if re.Op == syntax.OpConcat {
+		subs = re.Sub
+	}
+	head, tail := "plain-char* ", " plain-char*"
+	if len(subs) > 0 && subs[0].Op == syntax.OpBeginText {
+		head, subs = "", subs[1:]
+	}
+	if n := len(subs); n > 0 && subs[n-1].Op == syntax.OpEndText {
+		tail, subs = "", subs[:n-1]
+	}
+	var parts []string
+	for _, s := range subs {
+		p, err := regexGBNF(s)
+		if err != nil {
+			return "", fmt.Errorf("pattern %q: %v", pattern, err)
+		}
+		parts = append(parts, p)
+	}
+	body := strings.Join(parts, " ")
+	if body == "" {
+		body = `""`
+	}
+	return head + "(" + body + ")" + tail, nil
+}
+
+func regexGBNF(re *syntax.Regexp) (string, error) {
+	if re.Flags&syntax.FoldCase != 0 && (re.Op == syntax.OpLiteral || re.Op == syntax.OpCharClass) {
+		return "", fmt.Errorf("case-insensitive matching is not supported")
+	}
+	sub := func() ([]string, error) {
+		var out []string
+		for _, s := range re.Sub {
+			p, err := regexGBNF(s)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, p)
+		}
+		return out, nil
+	}
+	switch re.Op {
+	case syntax.OpEmptyMatch:
+		return `""`, nil
+	case syntax.OpLiteral:
+		var parts []string
+		for _, r := range re.Rune {
+			parts = append(parts, jsonChar(r))
+		}
+		return strings.Join(parts, " "), nil
+	case syntax.OpCharClass:
+		return charClass(re.Rune)
+	case syntax.OpAnyCharNotNL, syntax.OpAnyChar:
+		return "(plain-char | " + jsonChar('"') + " | " + jsonChar('\\') + ")", nil
+	case syntax.OpCapture:
+		p, err := regexGBNF(re.Sub[0])
+		return "(" + p + ")", err
+	case syntax.OpStar, syntax.OpPlus, syntax.OpQuest:
+		p, err := regexGBNF(re.Sub[0])
+		return "(" + p + ")" + map[syntax.Op]string{syntax.OpStar: "*", syntax.OpPlus: "+", syntax.OpQuest: "?"}[re.Op], err
+	case syntax.OpRepeat:
+		p, err := regexGBNF(re.Sub[0])
+		if re.Max < 0 {
+			return fmt.Sprintf("(%s){%d,}", p, re.Min), err
+		}
+		return fmt.Sprintf("(%s){%d,%d}", p, re.Min, re.Max), err
+	case syntax.OpConcat:
+		parts, err := sub()
+		return strings.Join(parts, " "), err
+	case syntax.OpAlternate:
+		parts, err := sub()
+		return "(" + strings.Join(parts, " | ") + ")", err
+	}
+	return "", fmt.Errorf("%s is not supported here", opName(re.Op))
+}
+
+func opName(op syntax.Op) string {
+	switch op {
+	case syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText, syntax.OpEndText:
+		return "an anchor inside the pattern"
+	case syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+		return "a word boundary"
+	case syntax.OpNoMatch:
+		return "a pattern that matches nothing"
+	}
+	return op.String()
+}
+
+// jsonChar is the GBNF for one character of a JSON string's contents.
+func jsonChar(r rune) string {
+	switch {
+	case r == '"':
+		return `"\\\""`
+	case r == '\\':
+		return `"\\\\"`
+	case r < 0x20 || r == 0x7F:
+		return fmt.Sprintf(`"\\u%04x"`, r)
+	}
+	return literal(string(r))
+}
+
+// charClass writes the class given as range pairs, without the characters JSON escapes (a
+// subset, so any output still matches); " and \ come back as their escapes.
+func charClass(pairs []rune) (string, error) {
+	var sb strings.Builder
+	var extra []string
+	for i := 0; i+1 < len(pairs); i += 2 {
+		lo, hi := pairs[i], min(pairs[i+1], utf8.MaxRune)
+		for _, cut := range []struct {
+			r   rune
+			alt string
+		}{{'"', jsonChar('"')}, {'\\', jsonChar('\\')}} {
+			if lo <= cut.r && cut.r <= hi {
+				extra = append(extra, cut.alt)
+			}
+		}
+		for _, r := range splitOut(lo, hi) {
+			fmt.Fprintf(&sb, `\U%08X-\U%08X`, r[0], r[1])
+		}
+	}
+	var alts []string
+	if sb.Len() > 0 {
+		alts = append(alts, "["+sb.String()+"]")
+	}
+	alts = append(alts, extra...)
+	if len(alts) == 0 {
+		return "", fmt.Errorf("a character class of control characters only is not supported")
+	}
+	return "(" + strings.Join(alts, " | ") + ")", nil
+}
+
+// splitOut returns [lo, hi] without controls, 0x7F, " and \.
+func splitOut(lo, hi rune) [][2]rune {
+	out := [][2]rune{{lo, hi}}
+	for _, cut := range [][2]rune{{0, 0x1F}, {'"', '"'}, {'\\', '\\'}, {0x7F, 0x7F}} {
+		var next [][2]rune
+		for _, r := range out {
+			if r[1] < cut[0] || r[0] > cut[1] {
+				next = append(next, r)
+				continue
+			}
+			if r[0] < cut[0] {
+				next = append(next, [2]rune{r[0], cut[0] - 1})
+			}
+			if r[1] > cut[1] {
+				next = append(next, [2]rune{cut[1] + 1, r[1]})
+			}
+		}
+		out = next
+	}
+	return out
+}

@@ -1,0 +1,86 @@
+package kvcache
+
+import (
+	"math"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+func TestPoolBytes(t *testing.T) {
+	tests := []struct {
+		name                  string
+		nLayers, kvDim, cells int
+		dt                    DType
+		want                  int64
+		wantErr               string
+	}{
+		// stories260K: 5 layers, 4 KV heads of 8: 2*5*32*2 + 8 bytes a cell.
+		{name: "stories260K F16", nLayers: 5, kvDim: 32, cells: 512, dt: F16, want: 512 * 648},
+		{name: "stories260K F32", nLayers: 5, kvDim: 32, cells: 512, dt: F32, want: 512 * 1288},
+		// Llama 3 8B: 32 layers, 8 KV heads of 128, F16: 128 KiB a cell, 1 GiB for 8192.
+		{name: "8B-class F16", nLayers: 32, kvDim: 1024, cells: 8192, dt: F16, want: 8192 * (131072 + 8)},
+		{name: "largest cell count", nLayers: 1, kvDim: 1, cells: math.MaxInt32, dt: F32, want: math.MaxInt32 * 16},
+		{name: "zero cells", nLayers: 5, kvDim: 32, cells: 0, dt: F16, wantErr: "must be positive"},
+		{name: "negative cells", nLayers: 5, kvDim: 32, cells: -5, dt: F16, wantErr: "must be positive"},
+		{name: "beyond int32 cells", nLayers: 5, kvDim: 32, cells: math.MaxInt32 + 1, dt: F16, wantErr: "int32 cell index"},
+		{name: "max int cells", nLayers: 5, kvDim: 32, cells: math.MaxInt, dt: F16, wantErr: "int32 cell index"},
+		{name: "cell overflows", nLayers: 1 << 31, kvDim: 1 << 31, cells: 1, dt: F32, wantErr: "overflows int64"},
+		{name: "pool overflows", nLayers: 1 << 20, kvDim: 1 << 20, cells: 1 << 22, dt: F16, wantErr: "overflow int64"},
+		{name: "no layers", nLayers: 0, kvDim: 32, cells: 16, dt: F16, wantErr: "NLayers"},
+		{name: "no KV width", nLayers: 5, kvDim: -1, cells: 16, dt: F16, wantErr: "KVDim"},
+		{name: "unknown type", nLayers: 5, kvDim: 32, cells: 16, dt: DType(7), wantErr: "unsupported DType"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := PoolBytes(tc.nLayers, tc.kvDim, tc.cells, tc.dt)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("PoolBytes = %d, %v; want an error saying %q", got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("PoolBytes = %d, %v; want %d", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestPoolBytesMatchesNew allocates caches and checks that what New takes from the heap is
+// PoolBytes plus bookkeeping that does not grow with the cells of a block.
+func TestPoolBytesMatchesNew(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{name: "F16 small blocks", cfg: Config{NLayers: 5, KVDim: 32, BlockSize: 16, NumBlocks: 256, DType: F16, MaxSeqs: 8}},
+		{name: "F32 large blocks", cfg: Config{NLayers: 4, KVDim: 128, BlockSize: 256, NumBlocks: 16, DType: F32, MaxSeqs: 4}},
+		{name: "F16 one layer", cfg: Config{NLayers: 1, KVDim: 8, BlockSize: 16, NumBlocks: 1024, DType: F16, MaxSeqs: 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			want, err := PoolBytes(tc.cfg.NLayers, tc.cfg.KVDim, tc.cfg.NumBlocks*tc.cfg.BlockSize, tc.cfg.DType)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			c, err := New(tc.cfg)
+			runtime.ReadMemStats(&after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runtime.KeepAlive(c)
+			got := int64(after.TotalAlloc - before.TotalAlloc)
+			// Per block: refcount, hashes, flags, links, free list, fill, two map entries; per
+			// sequence its state and scheduling scratch; plus fixed headers.
+			slack := int64(tc.cfg.NumBlocks)*256 + int64(tc.cfg.MaxSeqs)*256 + 16<<10
+			t.Logf("New allocated %d bytes, PoolBytes %d, bookkeeping %d", got, want, got-want)
+			if got < want || got > want+slack {
+				t.Fatalf("New allocated %d bytes; PoolBytes says %d (+ at most %d of bookkeeping)", got, want, slack)
+			}
+		})
+	}
+}

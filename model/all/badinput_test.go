@@ -1,0 +1,158 @@
+package all_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"ubatch/model"
+)
+
+// TestBadModelsFail takes every family's mini synth model and makes parseable files whose
+// metadata and tensors disagree: each must fail at model.Open with an error naming the key or
+// tensor at fault (ARCH in want stands for general.architecture), never panic or load. Cases
+// that need a key or tensor the family does not have are skipped for it.
+func TestBadModelsFail(t *testing.T) {
+	cases := badModels()
+	for _, fx := range fixtures(t) {
+		h := hparamsOf(t, fx)
+		for _, tc := range cases {
+			t.Run(fx.arch.Name+"/"+tc.name, func(t *testing.T) {
+				if tc.needs != "" && !h.has(tc.needs) {
+					t.Skipf("%s has no %s", fx.arch.Name, tc.needs)
+				}
+				v := newVariant(fx.file)
+				tc.edit(v, h)
+				img, err := v.encode()
+				if err != nil {
+					t.Fatalf("the variant does not encode: %v", err)
+				}
+				path := filepath.Join(t.TempDir(), "bad.gguf")
+				if err := os.WriteFile(path, img, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				m, err := model.Open(path)
+				if err == nil {
+					m.Close()
+					t.Fatal("loaded without an error")
+				}
+				want := strings.ReplaceAll(tc.want, "ARCH", fx.arch.GGUF)
+				if !strings.Contains(err.Error(), want) {
+					t.Fatalf("error %q does not contain %q", err, want)
+				}
+				t.Log(err)
+			})
+		}
+	}
+}
+
+// badModel is one inconsistent variant: edit makes it from a valid fixture, and the error must
+// contain want (ARCH standing for general.architecture).
+type badModel struct {
+	name  string
+	needs string // a key (without "ARCH.") or tensor the family must have; "" for all
+	edit  func(v *variant, h hp)
+	want  string
+}
+
+func badModels() []badModel {
+	return []badModel{
+		{"head_count_kv zero", "", func(v *variant, h hp) { v.set(h.key("attention.head_count_kv"), uint32(0)) },
+			"ARCH.attention.head_count_kv = 0 is out of range"},
+		{"head_count_kv does not divide head_count", "", func(v *variant, h hp) { v.set(h.key("attention.head_count_kv"), uint32(3)) },
+			"ARCH.attention.head_count_kv = 3 does not divide ARCH.attention.head_count = 4"},
+		{"head_count zero", "", func(v *variant, h hp) { v.set(h.key("attention.head_count"), uint32(0)) },
+			"ARCH.attention.head_count = 0 is out of range"},
+		{"key_length contradicts the Q weight", "", func(v *variant, h hp) {
+			v.set(h.key("attention.key_length"), uint32(2*h.headDim))
+			v.set(h.key("attention.value_length"), uint32(2*h.headDim))
+		}, `"blk.0.attn_q`}, // attn_q.weight, or phi3's attn_qkv.weight
+		{"value_length differs from key_length", "", func(v *variant, h hp) { v.set(h.key("attention.value_length"), uint32(h.headDim/2)) },
+			"ARCH.attention.value_length = "},
+		{"missing required tensor", "", func(v *variant, h hp) { v.dropTensor("blk.1.ffn_down.weight") },
+			`tensor "blk.1.ffn_down.weight" is missing`},
+		{"missing token_embd", "", func(v *variant, h hp) { v.dropTensor("token_embd.weight") },
+			`tensor "token_embd.weight" is missing`},
+		{"matrix of the wrong shape", "", func(v *variant, h hp) { v.tensor("blk.0.attn_output.weight").Dims[1] += 32 },
+			`tensor "blk.0.attn_output.weight" has shape`},
+		{"norm of the wrong length", "", func(v *variant, h hp) { v.tensor("blk.1.ffn_norm.weight").Dims[0] += 8 },
+			`tensor "blk.1.ffn_norm.weight" has shape`},
+		{"feed_forward_length contradicts the tensors", "", func(v *variant, h hp) { v.set(h.key("feed_forward_length"), uint32(4*h.ffn)) },
+			`"blk.0.ffn_`},
+		{"embedding_length contradicts the tensors", "", func(v *variant, h hp) { v.set(h.key("embedding_length"), uint32(2*h.dim)) },
+			`tensor "token_embd.weight" has shape`},
+		{"block_count smaller than the tensors' layers", "", func(v *variant, h hp) { v.set(h.key("block_count"), uint32(1)) },
+			`is past ARCH.block_count = 1`},
+		{"block_count larger than the tensors' layers", "", func(v *variant, h hp) { v.set(h.key("block_count"), uint32(3)) },
+			`tensor "blk.2.attn_norm.weight" is missing`},
+		{"block_count missing", "", func(v *variant, h hp) { v.set(h.key("block_count"), nil) },
+			"ARCH.block_count is missing"},
+		{"context_length a string", "", func(v *variant, h hp) { v.set(h.key("context_length"), "4096") },
+			"ARCH.context_length is string"},
+		{"context_length negative", "", func(v *variant, h hp) { v.set(h.key("context_length"), int32(-5)) },
+			"ARCH.context_length = -5 is out of range"},
+		{"embedding_length a float", "", func(v *variant, h hp) { v.set(h.key("embedding_length"), float32(64)) },
+			"ARCH.embedding_length is float32"},
+		{"epsilon zero", "", func(v *variant, h hp) { v.set(h.key("attention.layer_norm_rms_epsilon"), float32(0)) },
+			"ARCH.attention.layer_norm_rms_epsilon = 0 is out of range"},
+		{"rope base a string", "", func(v *variant, h hp) { v.set(h.key("rope.freq_base"), "1e4") },
+			"ARCH.rope.freq_base is string"},
+		{"rope dimension_count past the head", "", func(v *variant, h hp) { v.set(h.key("rope.dimension_count"), uint32(2*h.headDim)) },
+			"ARCH.rope.dimension_count = "},
+		{"unknown rope scaling", "", func(v *variant, h hp) { v.set(h.key("rope.scaling.type"), "wavy") },
+			`ARCH.rope.scaling.type = "wavy" is not supported`},
+		{"sliding window zero", "attention.sliding_window", func(v *variant, h hp) { v.set(h.key("attention.sliding_window"), uint32(0)) },
+			"ARCH.attention.sliding_window = 0 is out of range"},
+		{"sliding window pattern zero", "attention.sliding_window_pattern", func(v *variant, h hp) {
+			v.set(h.key("attention.sliding_window_pattern"), uint32(0))
+		}, "ARCH.attention.sliding_window_pattern = 0 is out of range"},
+		{"soft-cap negative", "attn_logit_softcapping", func(v *variant, h hp) { v.set(h.key("attn_logit_softcapping"), float32(-1)) },
+			"ARCH.attn_logit_softcapping = -1 is out of range"},
+		{"rope_freqs of the wrong length", "rope_freqs.weight", func(v *variant, h hp) { v.tensor("rope_freqs.weight").Dims[0] *= 2 },
+			`tensor "rope_freqs.weight" has shape`},
+		{"bias of the wrong length", "blk.0.attn_k.bias", func(v *variant, h hp) { v.tensor("blk.0.attn_k.bias").Dims[0] /= 2 },
+			`tensor "blk.0.attn_k.bias" has shape`},
+		{"q norm missing", "blk.1.attn_q_norm.weight", func(v *variant, h hp) { v.dropTensor("blk.1.attn_q_norm.weight") },
+			`tensor "blk.1.attn_q_norm.weight" is missing`},
+		{"unknown architecture", "", func(v *variant, h hp) { v.set("general.architecture", "mamba9") },
+			`unsupported architecture "mamba9"`},
+		{"architecture missing", "", func(v *variant, h hp) { v.set("general.architecture", nil) },
+			`unsupported architecture ""`},
+		{"eos outside the vocabulary", "", func(v *variant, h hp) { v.set("tokenizer.ggml.eos_token_id", uint32(999999)) },
+			"tokenizer.ggml.eos_token_id = 999999 is outside the vocabulary"},
+		{"bos just past the vocabulary", "", func(v *variant, h hp) { v.set("tokenizer.ggml.bos_token_id", uint32(h.vocab)) },
+			"tokenizer.ggml.bos_token_id = "},
+		{"vocabulary smaller than token_embd", "", func(v *variant, h hp) {
+			v.set("tokenizer.ggml.tokens", h.tokens[:h.vocab-8])
+		}, "token_embd"},
+	}
+}
+
+// hp are a fixture's sizes and names, read from its metadata.
+type hp struct {
+	fx                       fixture
+	dim, ffn, headDim, vocab int
+	tokens                   []string
+}
+
+func hparamsOf(t *testing.T, fx fixture) hp {
+	t.Helper()
+	m, err := model.Load(fx.file, model.LoadOptions{NoPack: true})
+	if err != nil {
+		t.Fatalf("%s: the valid fixture does not load: %v", fx.arch.Name, err)
+	}
+	defer m.Close()
+	g := m.Hparams()
+	toks, _ := fx.file.Strings("tokenizer.ggml.tokens")
+	return hp{fx: fx, dim: g.Dim, ffn: g.FFN, headDim: g.HeadDim, vocab: g.Vocab, tokens: toks}
+}
+
+func (h hp) key(k string) string { return h.fx.arch.GGUF + "." + k }
+
+// has reports whether the fixture has the tensor name or the metadata key ARCH.name.
+func (h hp) has(name string) bool {
+	_, ok := h.fx.file.Value(h.key(name))
+	_, isTensor := h.fx.file.Tensor(name)
+	return ok || isTensor
+}

@@ -1,0 +1,53 @@
+package quant
+
+// AVX2 kernels for Q2_K, Q3_K and IQ4_XS weights with Q8_K activations (dot_k23_amd64.s). They
+// compute the same integer sums per super-block as the pure-Go twins in k23.go and differ from
+// them only in the order of the float32 operations (see dot_k_amd64_test.go for the tolerance).
+// Like the other K-quant kernels they take terms from the Q8_K bsums (Q2_K's mins, Q3_K's +4
+// level offset), so activation blocks must be well formed, as QuantizeAct writes them. The
+// IQ4_XS kernel multiplies its signed levels as ggml does (the quants take the levels' signs),
+// which is exact for activation quants in [-127, 127], all that QuantizeAct writes; a -128
+// against a negative level stays -128 instead of becoming +128.
+
+// The assembly kernels: nb super-blocks of weights at w, nx (1..MaxCols) activation rows at x,
+// x+xStride, ..., results to out[0:nx]. All pointers must be valid for the whole shape; the Go
+// wrappers check that.
+
+//go:noescape
+func dotQ2KAVX2(nb int, w *byte, x *byte, xStride int, nx int, out *float32)
+
+//go:noescape
+func dotQ3KAVX2(nb int, w *byte, x *byte, xStride int, nx int, out *float32)
+
+//go:noescape
+func dotIQ4XSAVX2(nb int, w *byte, x *byte, xStride int, nx int, out *float32)
+
+func init() {
+	if !hasAVX2 {
+		return
+	}
+	asmKernels[Q2_K] = dotQ2_KAVX2
+	asmKernels[Q3_K] = dotQ3_KAVX2
+	asmKernels[IQ4_XS] = dotIQ4_XSAVX2
+}
+
+// dotQ2_KAVX2 is the assembly DotFunc for Q2_K weights with Q8_K activations.
+func dotQ2_KAVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
+	if nb := kShape(k, w, q2_KBytes, x, xStride, nx, out); nb > 0 {
+		dotQ2KAVX2(nb, &w[0], &x[0], xStride, nx, &out[0])
+	}
+}
+
+// dotQ3_KAVX2 is the assembly DotFunc for Q3_K weights with Q8_K activations.
+func dotQ3_KAVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
+	if nb := kShape(k, w, q3_KBytes, x, xStride, nx, out); nb > 0 {
+		dotQ3KAVX2(nb, &w[0], &x[0], xStride, nx, &out[0])
+	}
+}
+
+// dotIQ4_XSAVX2 is the assembly DotFunc for IQ4_XS weights with Q8_K activations.
+func dotIQ4_XSAVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
+	if nb := kShape(k, w, iq4XSBytes, x, xStride, nx, out); nb > 0 {
+		dotIQ4XSAVX2(nb, &w[0], &x[0], xStride, nx, &out[0])
+	}
+}

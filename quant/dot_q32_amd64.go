@@ -1,0 +1,100 @@
+package quant
+
+// AVX2 kernels for the 32-element block types Q5_0, IQ4_NL, Q4_1 and Q5_1 with Q8_0 activations
+// (dot_q32_amd64.s), built like the Q4_0 kernel (dot_q8_amd64.go): four blocks per step, each
+// decoded once for all nx columns, leftover blocks (nb%4) run padded with zero blocks. They
+// compute the same integer block sums as the Go twins in q32.go and differ from them only in the
+// order (and fusing) of the float32 operations; see kernels_amd64_test.go for the tolerance.
+// As in the Q4_0 kernel (and ggml), the signed Q5_0 and IQ4_NL levels give their signs to the
+// activation quants, which is exact for quants in [-127, 127], all that QuantizeAct writes.
+
+func init() {
+	if hasAVX2 {
+		asmKernels[Q5_0] = dotQ5_0AVX2
+		asmKernels[IQ4_NL] = dotIQ4NLAVX2
+		asmKernels[Q4_1] = dotQ4_1AVX2
+		asmKernels[Q5_1] = dotQ5_1AVX2
+	}
+}
+
+// The assembly kernels: nb (a multiple of 4, >= 4) blocks of weights at w, nx (1..MaxCols) Q8_0
+// activation rows at x, x+xStride, ..., results to out[0:nx].
+
+//go:noescape
+func dotQ5_0AVX2Asm(nb int, w, x *byte, xStride, nx int, out *float32)
+
+//go:noescape
+func dotIQ4NLAVX2Asm(nb int, w, x *byte, xStride, nx int, out *float32)
+
+//go:noescape
+func dotQ4_1AVX2Asm(nb int, w, x *byte, xStride, nx int, out *float32)
+
+//go:noescape
+func dotQ5_1AVX2Asm(nb int, w, x *byte, xStride, nx int, out *float32)
+
+// dotQ32Asm calls the assembly kernel for t (a switch, not a func value, so that the arguments'
+// memory does not escape).
+func dotQ32Asm(t Type, nb int, w, x *byte, xStride, nx int, out *float32) {
+	switch t {
+	case Q5_0:
+		dotQ5_0AVX2Asm(nb, w, x, xStride, nx, out)
+	case IQ4_NL:
+		dotIQ4NLAVX2Asm(nb, w, x, xStride, nx, out)
+	case Q4_1:
+		dotQ4_1AVX2Asm(nb, w, x, xStride, nx, out)
+	default:
+		dotQ5_1AVX2Asm(nb, w, x, xStride, nx, out)
+	}
+}
+
+// dotQ32AVX2 is the shared DotFunc body: checks the shape, runs the whole four-block groups and
+// then the tail.
+func dotQ32AVX2(t Type, k int, w []byte, x []byte, xStride int, nx int, out []float32) {
+	nb, bb := k/32, t.TypeSize()
+	if !checkDotArgs(nb*bb, nb*q8_0Bytes, w, x, xStride, nx, out) {
+		return
+	}
+	nb4 := nb &^ 3
+	if nb4 > 0 {
+		dotQ32Asm(t, nb4, &w[0], &x[0], xStride, nx, &out[0])
+	} else {
+		clear(out[:nx])
+	}
+	if nb4 == nb {
+		return
+	}
+	// Blocks [nb4, nb) are copied to four-block buffers padded with zero blocks (zero scales,
+	// mins and activation scales, which add nothing).
+	var wb [4 * q5_1Bytes]byte
+	var xb [MaxCols * 4 * q8_0Bytes]byte
+	var res [MaxCols]float32
+	const xs = 4 * q8_0Bytes
+	copy(wb[:], w[nb4*bb:nb*bb])
+	for j := 0; j < nx; j++ {
+		copy(xb[j*xs:(j+1)*xs], x[j*xStride+nb4*q8_0Bytes:j*xStride+nb*q8_0Bytes])
+	}
+	dotQ32Asm(t, 4, &wb[0], &xb[0], xs, nx, &res[0])
+	for j := 0; j < nx; j++ {
+		out[j] += res[j]
+	}
+}
+
+// dotQ5_0AVX2 is the DotFunc for Q5_0 weights with Q8_0 activations.
+func dotQ5_0AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
+	dotQ32AVX2(Q5_0, k, w, x, xStride, nx, out)
+}
+
+// dotIQ4NLAVX2 is the DotFunc for IQ4_NL weights with Q8_0 activations.
+func dotIQ4NLAVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
+	dotQ32AVX2(IQ4_NL, k, w, x, xStride, nx, out)
+}
+
+// dotQ4_1AVX2 is the DotFunc for Q4_1 weights with Q8_0 activations.
+func dotQ4_1AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
+	dotQ32AVX2(Q4_1, k, w, x, xStride, nx, out)
+}
+
+// dotQ5_1AVX2 is the DotFunc for Q5_1 weights with Q8_0 activations.
+func dotQ5_1AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
+	dotQ32AVX2(Q5_1, k, w, x, xStride, nx, out)
+}

@@ -1,0 +1,453 @@
+#include "textflag.h"
+
+// AVX-512 VNNI kernels for packed Q4_K and Q6_K panels (layout in packed_k.go; Q6_K below).
+// Q4_K: the AVX2 kernel's computation (q4KPanelAVX2 in packed_k_amd64.s, whose frame, scale
+// unpacking, mins and folding this repeats) with VPDPBUSD for the level products. The levels (0..15) are the unsigned operand
+// and the activations the signed one, embedded-broadcast from memory, so one instruction per
+// nibble half, chunk and column replaces VPMADDUBSW and VPADDW, and the sub-block sums are int32
+// from the start; they are scaled with VPMULLD by the 8 rows' 6-bit scales (one per dword, from
+// vk4sc) instead of VPMADDWD by scale pairs.
+//
+// Exactness: a sub-block sum is at most 32·15·128 in magnitude, times a scale <= 63 and summed
+// over 8 sub-blocks, far inside int32, and exact for any activation quants. It equals the AVX2
+// kernel's sum, whose 16-bit partial sums are exact too, and the mins and the folding are the
+// same instructions, so the results are bit-identical.
+//
+// Registers: CX super-blocks left; SI the current super-block; DI, R10, R12, R13 columns 0-3
+// (R8 apart); R11 nx; DX out. Y0-Y3: sub-block sums of columns 0-3 (at the end of a super-block
+// the min sums), Y16-Y19 their high-nibble halves; Y4-Y7: the super-block's Σ sc·dot; Y8-Y11: float results; Y12, Y13: a chunk's
+// low and high nibbles; Y14: scratch, the sub-block's scales; Y15: 0x0f bytes. The 128-byte frame
+// holds the scale/min vectors U_0..U_3 as in q4KPanelAVX2.
+
+#define VKPF 4096
+
+#define VK_PROLOGUE \
+	MOVQ nb+0(FP), CX;       \
+	MOVQ w+8(FP), SI;        \
+	MOVQ x+16(FP), DI;       \
+	MOVQ xStride+24(FP), R8; \
+	MOVQ nx+32(FP), R11;     \
+	MOVQ out+40(FP), DX;     \
+	LEAQ (DI)(R8*1), R10;    \
+	LEAQ (DI)(R8*2), R12;    \
+	LEAQ (R10)(R8*2), R13
+
+#define VK_NEXT(wbytes) \
+	ADDQ $wbytes, SI; \
+	ADDQ $292, DI;    \
+	ADDQ $292, R10;   \
+	ADDQ $292, R12;   \
+	ADDQ $292, R13;   \
+	DECQ CX
+
+#define VK_STORE(a0, a1, a2, a3, done) \
+	MOVQ    outStride+48(FP), R9; \
+	VMOVUPS a0, (DX);             \
+	CMPQ    R11, $2;              \
+	JLT     done;                 \
+	VMOVUPS a1, (DX)(R9*4);       \
+	CMPQ    R11, $3;              \
+	JLT     done;                 \
+	VMOVUPS a2, (DX)(R9*8);       \
+	CMPQ    R11, $4;              \
+	JLT     done;                 \
+	LEAQ    (R9)(R9*2), R9;       \
+	VMOVUPS a3, (DX)(R9*4)
+
+// VK4W decodes chunk c of sub-block s: Y12 = levels of elements 32s+4c.., Y13 of 32s+16+4c...
+#define VK4W(s, c) \
+	VMOVDQU 128+128*s+32*c(SI), Y12; \
+	VPSRLW  $4, Y12, Y13;            \
+	VPAND   Y15, Y12, Y12;           \
+	VPAND   Y15, Y13, Y13
+
+// VK4X adds the chunk's low nibbles times column P's activations to acc and the high nibbles'
+// to acc2: two chains of 4 dependent VPDPBUSDs per sub-block instead of one of 8.
+#define VK4X(s, c, P, acc, acc2) \
+	VPDPBUSD.BCST 4+32*s+4*c(P), Y12, acc; \
+	VPDPBUSD.BCST 20+32*s+4*c(P), Y13, acc2
+
+#define VK4C1(s, c) VK4X(s, c, DI, Y0, Y16)
+#define VK4C2(s, c) VK4C1(s, c); VK4X(s, c, R10, Y1, Y17)
+#define VK4C3(s, c) VK4C2(s, c); VK4X(s, c, R12, Y2, Y18)
+#define VK4C4(s, c) VK4C3(s, c); VK4X(s, c, R13, Y3, Y19)
+
+#define VK4Z1 VPXOR Y0, Y0, Y0; VPXORD Y16, Y16, Y16
+#define VK4Z2 VK4Z1; VPXOR Y1, Y1, Y1; VPXORD Y17, Y17, Y17
+#define VK4Z3 VK4Z2; VPXOR Y2, Y2, Y2; VPXORD Y18, Y18, Y18
+#define VK4Z4 VK4Z3; VPXOR Y3, Y3, Y3; VPXORD Y19, Y19, Y19
+
+// Sub-block ends: add the two sums acc2 and acc and scale them by the scales in Y14 into iacc
+// (VK4SF for sub-block 0 sets them).
+#define VK4SFA(acc, acc2, iacc) VPADDD acc2, acc, acc; VPMULLD Y14, acc, iacc
+#define VK4SF1 VK4SFA(Y0, Y16, Y4)
+#define VK4SF2 VK4SF1; VK4SFA(Y1, Y17, Y5)
+#define VK4SF3 VK4SF2; VK4SFA(Y2, Y18, Y6)
+#define VK4SF4 VK4SF3; VK4SFA(Y3, Y19, Y7)
+
+#define VK4SA(acc, acc2, iacc) VPADDD acc2, acc, acc; VPMULLD Y14, acc, acc; VPADDD acc, iacc, iacc
+#define VK4S1 VK4SA(Y0, Y16, Y4)
+#define VK4S2 VK4S1; VK4SA(Y1, Y17, Y5)
+#define VK4S3 VK4S2; VK4SA(Y2, Y18, Y6)
+#define VK4S4 VK4S3; VK4SA(Y3, Y19, Y7)
+
+// VK4UNPACK is K4UNPACK of packed_k_amd64.s: U_0..U_3 of the super-block to the frame at 32q(SP).
+#define VK4UNPACK \
+	VMOVDQU 96(SI), Y14;            \
+	VPAND   32(SI), Y15, Y12;       \
+	VPSLLW  $4, Y14, Y13;           \
+	VPAND   vk4m30<>(SB), Y13, Y13; \
+	VPOR    Y13, Y12, Y12;          \
+	VMOVDQU Y12, 0(SP);             \
+	VMOVDQU 32(SI), Y12;            \
+	VPSRLW  $4, Y12, Y12;           \
+	VPAND   Y15, Y12, Y12;          \
+	VPSLLW  $2, Y14, Y13;           \
+	VPAND   vk4m30<>(SB), Y13, Y13; \
+	VPOR    Y13, Y12, Y12;          \
+	VMOVDQU Y12, 32(SP);            \
+	VPAND   64(SI), Y15, Y12;       \
+	VPAND   vk4m30<>(SB), Y14, Y13; \
+	VPOR    Y13, Y12, Y12;          \
+	VMOVDQU Y12, 64(SP);            \
+	VMOVDQU 64(SI), Y12;            \
+	VPSRLW  $4, Y12, Y12;           \
+	VPAND   Y15, Y12, Y12;          \
+	VPSRLW  $2, Y14, Y13;           \
+	VPAND   vk4m30<>(SB), Y13, Y13; \
+	VPOR    Y13, Y12, Y12;          \
+	VMOVDQU Y12, 96(SP)
+
+// VK4SUB runs sub-block s for the columns of C after clearing their sums with Z, then scales
+// with S; its scales are picked from U_(s/2), loaded from uoff(SP), at vk4sc+sc (0 for even s,
+// 32 for odd s).
+#define VK4SUB(s, uoff, sc, Z, C, S) \
+	PREFETCHT0 VKPF+128+128*s(SI);    \
+	PREFETCHT0 VKPF+192+128*s(SI);    \
+	Z;                                \
+	VK4W(s, 0);                       \
+	C(s, 0);                          \
+	VK4W(s, 1);                       \
+	C(s, 1);                          \
+	VK4W(s, 2);                       \
+	C(s, 2);                          \
+	VK4W(s, 3);                       \
+	C(s, 3);                          \
+	VMOVDQU uoff(SP), Y12;            \
+	VPSHUFB vk4sc<>+sc(SB), Y12, Y14; \
+	S
+
+// Min sums, as K4MF/K4MA/K4MINS: macc = Σ_s (m_s, m_s)·(bsum_2s, bsum_2s+1), the pairs in Y13.
+#define VK4MF(s, P, macc) \
+	VPBROADCASTD 260+4*s(P), Y14; \
+	VPMADDWD     Y13, Y14, macc
+
+#define VK4MA(s, P, macc) \
+	VPBROADCASTD 260+4*s(P), Y14; \
+	VPMADDWD     Y13, Y14, Y14;   \
+	VPADDD       Y14, macc, macc
+
+#define VK4MF1(s) VK4MF(s, DI, Y0)
+#define VK4MF2(s) VK4MF1(s); VK4MF(s, R10, Y1)
+#define VK4MF3(s) VK4MF2(s); VK4MF(s, R12, Y2)
+#define VK4MF4(s) VK4MF3(s); VK4MF(s, R13, Y3)
+
+#define VK4M1(s) VK4MA(s, DI, Y0)
+#define VK4M2(s) VK4M1(s); VK4MA(s, R10, Y1)
+#define VK4M3(s) VK4M2(s); VK4MA(s, R12, Y2)
+#define VK4M4(s) VK4M3(s); VK4MA(s, R13, Y3)
+
+#define VK4MINS(MF, M) \
+	VMOVDQU 0(SP), Y12;                \
+	VPSHUFB vk4min<>+0(SB), Y12, Y13;  \
+	MF(0);                             \
+	VPSHUFB vk4min<>+32(SB), Y12, Y13; \
+	M(1);                              \
+	VMOVDQU 32(SP), Y12;               \
+	VPSHUFB vk4min<>+0(SB), Y12, Y13;  \
+	M(2);                              \
+	VPSHUFB vk4min<>+32(SB), Y12, Y13; \
+	M(3);                              \
+	VMOVDQU 64(SP), Y12;               \
+	VPSHUFB vk4min<>+0(SB), Y12, Y13;  \
+	M(4);                              \
+	VPSHUFB vk4min<>+32(SB), Y12, Y13; \
+	M(5);                              \
+	VMOVDQU 96(SP), Y12;               \
+	VPSHUFB vk4min<>+0(SB), Y12, Y13;  \
+	M(6);                              \
+	VPSHUFB vk4min<>+32(SB), Y12, Y13; \
+	M(7)
+
+// VK4FOLD is K4FOLD: facc += dx·(d·iacc − dmin·macc), d in Y12 and dmin in Y13.
+#define VK4FOLD(P, macc, iacc, facc) \
+	VCVTDQ2PS    iacc, iacc;      \
+	VCVTDQ2PS    macc, macc;      \
+	VMULPS       Y12, iacc, iacc; \
+	VFNMADD231PS Y13, macc, iacc; \
+	VBROADCASTSS (P), Y14;        \
+	VFMADD231PS  Y14, iacc, facc
+
+#define VK4FOLD1 VK4FOLD(DI, Y0, Y4, Y8)
+#define VK4FOLD2 VK4FOLD1; VK4FOLD(R10, Y1, Y5, Y9)
+#define VK4FOLD3 VK4FOLD2; VK4FOLD(R12, Y2, Y6, Y10)
+#define VK4FOLD4 VK4FOLD3; VK4FOLD(R13, Y3, Y7, Y11)
+
+#define VK4BLOCK(Z, C, SF, S, MF, M, FOLD) \
+	VK4UNPACK;                      \
+	VK4SUB(0, 0, 0, Z, C, SF);      \
+	VK4SUB(1, 0, 32, Z, C, S);      \
+	VK4SUB(2, 32, 0, Z, C, S);      \
+	VK4SUB(3, 32, 32, Z, C, S);     \
+	VK4SUB(4, 64, 0, Z, C, S);      \
+	VK4SUB(5, 64, 32, Z, C, S);     \
+	VK4SUB(6, 96, 0, Z, C, S);      \
+	VK4SUB(7, 96, 32, Z, C, S);     \
+	VK4MINS(MF, M);                 \
+	VCVTPH2PS  (SI), Y12;           \
+	VCVTPH2PS  16(SI), Y13;         \
+	FOLD;                           \
+	PREFETCHT0 VKPF(SI);            \
+	PREFETCHT0 VKPF+64(SI);         \
+	VK_NEXT(1152)
+
+// func q4KPanelVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
+TEXT ·q4KPanelVNNI(SB), NOSPLIT, $128-56
+	VK_PROLOGUE
+	VXORPS       Y8, Y8, Y8
+	VXORPS       Y9, Y9, Y9
+	VXORPS       Y10, Y10, Y10
+	VXORPS       Y11, Y11, Y11
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	CMPQ         R11, $2
+	JLT          vk4n1
+	JEQ          vk4n2
+	CMPQ         R11, $3
+	JEQ          vk4n3
+
+vk4n4:
+	VK4BLOCK(VK4Z4, VK4C4, VK4SF4, VK4S4, VK4MF4, VK4M4, VK4FOLD4)
+	JNZ vk4n4
+	JMP vk4done
+
+vk4n3:
+	VK4BLOCK(VK4Z3, VK4C3, VK4SF3, VK4S3, VK4MF3, VK4M3, VK4FOLD3)
+	JNZ vk4n3
+	JMP vk4done
+
+vk4n2:
+	VK4BLOCK(VK4Z2, VK4C2, VK4SF2, VK4S2, VK4MF2, VK4M2, VK4FOLD2)
+	JNZ vk4n2
+	JMP vk4done
+
+vk4n1:
+	VK4BLOCK(VK4Z1, VK4C1, VK4SF1, VK4S1, VK4MF1, VK4M1, VK4FOLD1)
+	JNZ vk4n1
+
+vk4done:
+	VK_STORE(Y8, Y9, Y10, Y11, vk4ret)
+
+vk4ret:
+	VZEROUPPER
+	RET
+
+// ---------------------------------------------------------------------------------------------
+// Q6_K: q6KPanelAVX2 (packed_k_amd64.s) with VPDPWSSD, which adds word-pair products to dwords
+// and so fuses VPMADDWD with the VPADDD after it: once per group for the scale pairs, and, with
+// the scale pairs negated, for the level offset, taking the bsums as an embedded broadcast. The
+// integer sums are the AVX2 kernel's exactly (|32·sc| <= 4096 as before; no sum saturates or
+// wraps), and so are the results.
+//
+// Y0-Y3, Y16-Y19, Y20-Y23: the super-block's int32 sums for columns 0-3 (see VQ6C1); Y4-Y7: float results; Y8: the scale
+// pairs (sc_2i, sc_2i+1) per lane of the current group pair, then −32 times them; Y9: the current
+// group's scale pair (sc, sc); Y10, Y11: two level vectors; Y12, Y13: scratch; Y14: the 8 rows' d
+// at the end of a super-block; Y15: 0x3f bytes.
+
+// VQ6DA decodes the levels of elements 16u+0..3 (Y10) and 16u+4..7 (Y11) of unit u; VQ6DB those of
+// 16u+8..11 (Y10) and 16u+12..15 (Y11), the latter from bits 6-7 of the three chunks.
+#define VQ6DA(u) \
+	VPAND 144+96*u(SI), Y15, Y10; \
+	VPAND 176+96*u(SI), Y15, Y11
+
+#define VQ6DB(u) \
+	VPAND  208+96*u(SI), Y15, Y10; \
+	VPANDN 144+96*u(SI), Y15, Y11; \
+	VPSRLW $2, Y11, Y11;           \
+	VPANDN 176+96*u(SI), Y15, Y12; \
+	VPOR   Y12, Y11, Y11;          \
+	VPSRLW $2, Y11, Y11;           \
+	VPANDN 208+96*u(SI), Y15, Y12; \
+	VPOR   Y12, Y11, Y11;          \
+	VPSRLW $2, Y11, Y11
+
+// VQ6X adds the two level vectors times column P's 8 activations at off, scaled by Y9, to acc.
+#define VQ6X(off, P, acc) \
+	VPBROADCASTD off(P), Y12;   \
+	VPMADDUBSW   Y12, Y10, Y12; \
+	VPBROADCASTD 4+off(P), Y13; \
+	VPMADDUBSW   Y13, Y11, Y13; \
+	VPADDW       Y13, Y12, Y12; \
+	VPDPWSSD     Y9, Y12, acc
+
+// Column sets into the sums a0-a3 of columns 0-3: VPDPWSSD puts its product on the chain of
+// the sum it adds to, so elements 0-7 of a group go to Y0-Y3, elements 8-15 to Y16-Y19 and the
+// level offsets to Y20-Y23, three chains instead of one (latency-bound with one column).
+#define VQ6C1(off, a0, a1, a2, a3) VQ6X(off, DI, a0)
+#define VQ6C2(off, a0, a1, a2, a3) VQ6C1(off, a0, a1, a2, a3); VQ6X(off, R10, a1)
+#define VQ6C3(off, a0, a1, a2, a3) VQ6C2(off, a0, a1, a2, a3); VQ6X(off, R12, a2)
+#define VQ6C4(off, a0, a1, a2, a3) VQ6C3(off, a0, a1, a2, a3); VQ6X(off, R13, a3)
+
+// VQ6UNIT runs unit (group) u for the columns of C.
+#define VQ6UNIT(u, C) \
+	VQ6DA(u);                        \
+	C(4+16*u, Y0, Y1, Y2, Y3);       \
+	VQ6DB(u);                        \
+	C(12+16*u, Y16, Y17, Y18, Y19)
+
+// VQ6O subtracts Σ 32·sc·bsum of group pair i from acc: adds the bsum pair times −32 times the
+// scale pairs in Y8.
+#define VQ6O(i, P, acc) VPDPWSSD.BCST 260+4*i(P), Y8, acc
+
+#define VQ6O1(i) VQ6O(i, DI, Y20)
+#define VQ6O2(i) VQ6O1(i); VQ6O(i, R10, Y21)
+#define VQ6O3(i) VQ6O2(i); VQ6O(i, R12, Y22)
+#define VQ6O4(i) VQ6O3(i); VQ6O(i, R13, Y23)
+
+// VQ6PAIR runs groups u0 = 2i and u1 = 2i+1.
+#define VQ6PAIR(i, u0, u1, C, O) \
+	PREFETCHT0 VKPF+144+192*i(SI);    \
+	PREFETCHT0 VKPF+208+192*i(SI);    \
+	PREFETCHT0 VKPF+272+192*i(SI);    \
+	VPMOVSXBW  16+16*i(SI), Y8;      \
+	VPSHUFB    vq6dup<>+0(SB), Y8, Y9;  \
+	VQ6UNIT(u0, C);                   \
+	VPSHUFB    vq6dup<>+32(SB), Y8, Y9; \
+	VQ6UNIT(u1, C);                   \
+	VPSLLW     $5, Y8, Y8;              \
+	VPXOR      Y13, Y13, Y13;           \
+	VPSUBW     Y8, Y13, Y8;             \
+	O(i)
+
+#define VQ6ZC(a, b, c) VPXORD a, a, a; VPXORD b, b, b; VPXORD c, c, c
+#define VQ6Z1 VQ6ZC(Y0, Y16, Y20)
+#define VQ6Z2 VQ6Z1; VQ6ZC(Y1, Y17, Y21)
+#define VQ6Z3 VQ6Z2; VQ6ZC(Y2, Y18, Y22)
+#define VQ6Z4 VQ6Z3; VQ6ZC(Y3, Y19, Y23)
+
+// VQ6FOLD folds column P's super-block sum into facc: facc += iacc·(d·dx), d in Y14.
+#define VQ6FOLD(P, iacc, facc) \
+	VCVTDQ2PS    iacc, iacc;      \
+	VBROADCASTSS (P), Y12;        \
+	VMULPS       Y14, Y12, Y12;   \
+	VFMADD231PS  Y12, iacc, facc
+
+// VQ6SUM adds a column's three sums into iacc.
+#define VQ6SUM(iacc, b, c) VPADDD b, iacc, iacc; VPADDD c, iacc, iacc
+
+#define VQ6FOLD1 VQ6SUM(Y0, Y16, Y20); VQ6FOLD(DI, Y0, Y4)
+#define VQ6FOLD2 VQ6FOLD1; VQ6SUM(Y1, Y17, Y21); VQ6FOLD(R10, Y1, Y5)
+#define VQ6FOLD3 VQ6FOLD2; VQ6SUM(Y2, Y18, Y22); VQ6FOLD(R12, Y2, Y6)
+#define VQ6FOLD4 VQ6FOLD3; VQ6SUM(Y3, Y19, Y23); VQ6FOLD(R13, Y3, Y7)
+
+#define VQ6BLOCK(Z, C, O, FOLD) \
+	Z;                              \
+	VQ6PAIR(0, 0, 1, C, O);          \
+	VQ6PAIR(1, 2, 3, C, O);          \
+	VQ6PAIR(2, 4, 5, C, O);          \
+	VQ6PAIR(3, 6, 7, C, O);          \
+	VQ6PAIR(4, 8, 9, C, O);          \
+	VQ6PAIR(5, 10, 11, C, O);        \
+	VQ6PAIR(6, 12, 13, C, O);        \
+	VQ6PAIR(7, 14, 15, C, O);        \
+	VCVTPH2PS  (SI), Y14;           \
+	FOLD;                           \
+	PREFETCHT0 VKPF(SI);             \
+	PREFETCHT0 VKPF+64(SI);          \
+	PREFETCHT0 VKPF+128(SI);         \
+	VK_NEXT(1680)
+
+// func q6KPanelVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
+TEXT ·q6KPanelVNNI(SB), NOSPLIT, $0-56
+	VK_PROLOGUE
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VXORPS       Y7, Y7, Y7
+	MOVL         $0x3f3f3f3f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	CMPQ         R11, $2
+	JLT          vq6n1
+	JEQ          vq6n2
+	CMPQ         R11, $3
+	JEQ          vq6n3
+
+vq6n4:
+	VQ6BLOCK(VQ6Z4, VQ6C4, VQ6O4, VQ6FOLD4)
+	JNZ vq6n4
+	JMP vq6done
+
+vq6n3:
+	VQ6BLOCK(VQ6Z3, VQ6C3, VQ6O3, VQ6FOLD3)
+	JNZ vq6n3
+	JMP vq6done
+
+vq6n2:
+	VQ6BLOCK(VQ6Z2, VQ6C2, VQ6O2, VQ6FOLD2)
+	JNZ vq6n2
+	JMP vq6done
+
+vq6n1:
+	VQ6BLOCK(VQ6Z1, VQ6C1, VQ6O1, VQ6FOLD1)
+	JNZ vq6n1
+
+vq6done:
+	VK_STORE(Y4, Y5, Y6, Y7, vq6ret)
+
+vq6ret:
+	VZEROUPPER
+	RET
+
+// vk4sc+32i picks byte 4r+2i of each row's dword (lane-local r) into the dword's low byte, the
+// others zero: the scales of sub-blocks 2q (i = 0) and 2q+1 (i = 1) from U_q, as int32s.
+#define VK4SC(i, lo, hi) \
+	DATA vk4sc<>+(32*i)(SB)/8, $lo;    \
+	DATA vk4sc<>+(32*i+8)(SB)/8, $hi;  \
+	DATA vk4sc<>+(32*i+16)(SB)/8, $lo; \
+	DATA vk4sc<>+(32*i+24)(SB)/8, $hi
+
+VK4SC(0, 0x8080800480808000, 0x8080800c80808008)
+VK4SC(1, 0x8080800680808002, 0x8080800e8080800a)
+GLOBL vk4sc<>(SB), RODATA|NOPTR, $64
+
+// vk4min+32i is k4dup+32(2i+1) of packed_k_amd64.s: the pairs (m, m) of sub-blocks 2q (i = 0)
+// and 2q+1 (i = 1) from U_q.
+#define VK4MIN(i, lo, hi) \
+	DATA vk4min<>+(32*i)(SB)/8, $lo;    \
+	DATA vk4min<>+(32*i+8)(SB)/8, $hi;  \
+	DATA vk4min<>+(32*i+16)(SB)/8, $lo; \
+	DATA vk4min<>+(32*i+24)(SB)/8, $hi
+
+VK4MIN(0, 0x8005800580018001, 0x800d800d80098009)
+VK4MIN(1, 0x8007800780038003, 0x800f800f800b800b)
+GLOBL vk4min<>(SB), RODATA|NOPTR, $64
+
+DATA vk4m30<>+0(SB)/8, $0x3030303030303030
+DATA vk4m30<>+8(SB)/8, $0x3030303030303030
+DATA vk4m30<>+16(SB)/8, $0x3030303030303030
+DATA vk4m30<>+24(SB)/8, $0x3030303030303030
+GLOBL vk4m30<>(SB), RODATA|NOPTR, $32
+
+// vq6dup is q6dup of packed_k_amd64.s: it duplicates word 0 (+0) or word 1 (+32) of every dword: (sc_2i, sc_2i+1) to (sc_2i, sc_2i)
+// or (sc_2i+1, sc_2i+1).
+DATA vq6dup<>+0(SB)/8, $0x0504050401000100
+DATA vq6dup<>+8(SB)/8, $0x0d0c0d0c09080908
+DATA vq6dup<>+16(SB)/8, $0x0504050401000100
+DATA vq6dup<>+24(SB)/8, $0x0d0c0d0c09080908
+DATA vq6dup<>+32(SB)/8, $0x0706070603020302
+DATA vq6dup<>+40(SB)/8, $0x0f0e0f0e0b0a0b0a
+DATA vq6dup<>+48(SB)/8, $0x0706070603020302
+DATA vq6dup<>+56(SB)/8, $0x0f0e0f0e0b0a0b0a
+GLOBL vq6dup<>(SB), RODATA|NOPTR, $64

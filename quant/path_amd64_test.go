@@ -1,0 +1,495 @@
+package quant
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/cpu"
+)
+
+// Tests of the kernel paths (path.go): every assembly path, forced in turn, against the Go twins
+// and, bit for bit, against the AVX2 kernels. A path the CPU lacks skips with a message.
+
+var asmPaths = []struct {
+	name string
+	path kernelPath
+}{{"avx2", pathAVX2}, {"avxvnni", pathAVXVNNI}, {"avx512vnni", pathAVX512VNNI}, {"avxvnni-evex", pathAVXVNNIEvex}}
+
+// pathOnCPU reports whether the CPU runs path p (the EVEX twin of the avxvnni code needs AVX-512
+// VNNI).
+func pathOnCPU(p kernelPath) bool {
+	if p == pathAVXVNNIEvex {
+		p = pathAVX512VNNI
+	}
+	return hasPanelAsm && slices.Contains(cpuPaths(), p)
+}
+
+// forcePath selects p for the rest of t and restores the previous selection afterwards, or skips
+// t if the CPU lacks p.
+func forcePath(t testing.TB, p kernelPath) {
+	t.Helper()
+	if !pathOnCPU(p) {
+		t.Skipf("this CPU lacks the %v kernel path (it has %v)", p, KernelPaths())
+	}
+	old := panelPath
+	panelPath = p
+	t.Cleanup(func() { panelPath = old })
+}
+
+// checkPanelPath runs the panel kernel of the selected path on one panel (8 rows of file-layout
+// weights w of typ, packed here) and nx activation rows, and checks each of the 8 x nx results
+// against the Go twin within the tolerance of the AVX2 tests and bit for bit against the AVX2
+// kernel (both compute the same exact integer sums and scale them with the same instructions),
+// and that nothing outside the panel is written.
+func checkPanelPath(t testing.TB, typ Type, nb int, w, x []byte, xStride, nx, outStride int) {
+	t.Helper()
+	k := nb * typ.BlockSize()
+	p := make([]byte, len(w))
+	if err := PackRows(typ, k, p, w); err != nil {
+		t.Fatal(err)
+	}
+	var sums, sums2 []int32
+	if needsSums(typ) {
+		sums = make([]int32, 4*nb)
+		panelSums(typ, nb, x, xStride, nx, sums)
+		want := make([]int32, 4*nb)
+		q4SumsGo(nb, x, xStride, nx, want)
+		mul := int32(1)
+		if typ == Q8_0 {
+			mul = 16
+		}
+		for i := range want {
+			if i%4 < nx && sums[i] != mul*want[i] {
+				t.Fatalf("%v activation sum %d = %d, want %d", typ, i, sums[i], mul*want[i])
+			}
+		}
+	}
+	if typ == Q4_0 {
+		sums2 = make([]int32, 4*nb)
+		q4SumsGo(nb, x, xStride, nx, sums2)
+	}
+	const sentinel = float32(-3.5)
+	n := (nx-1)*outStride + PanelRows + 1
+	got, ref, want := make([]float32, n), make([]float32, n), make([]float32, n)
+	for i := range got {
+		got[i], ref[i], want[i] = sentinel, sentinel, sentinel
+	}
+	panelKernel(typ, nb, p, x, xStride, nx, got, outStride, sums)
+	panelAVX2(typ, nb, p, x, xStride, nx, ref, outStride, sums2)
+	switch typ {
+	case Q4_K:
+		panelQ4KGo(nb, p, x, xStride, nx, want, outStride)
+	case Q6_K:
+		panelQ6KGo(nb, p, x, xStride, nx, want, outStride)
+	default:
+		panelProductGo(typ, nb, p, x, xStride, nx, want, outStride)
+	}
+	rowBytes, xRow := typ.RowSize(k), ActType(typ).RowSize(k)
+	for i := range got {
+		j, r := i/outStride, i%outStride
+		if j >= nx || r >= PanelRows {
+			if got[i] != sentinel {
+				t.Fatalf("out[%d] outside the panel was written", i)
+			}
+			continue
+		}
+		where := fmt.Sprintf("%v %v nb=%d nx=%d row %d column %d", panelPathFor(typ), typ, nb, nx, r, j)
+		if math.Float32bits(got[i]) != math.Float32bits(ref[i]) && !(got[i] != got[i] && ref[i] != ref[i]) {
+			t.Fatalf("%s: %v, AVX2 kernel %v (must be bit-identical)", where, got[i], ref[i])
+		}
+		wr, xr := w[r*rowBytes:(r+1)*rowBytes], x[j*xStride:j*xStride+xRow]
+		var mag, tol float64
+		if typ == Q4_K || typ == Q6_K {
+			mag = kPackMag(typ, k, wr, xr)
+			tol = 1e-5*mag + 1e-35
+		} else {
+			mag = absDot(t, typ, k, wr, xr)
+			tol = asmRelTol*mag + asmAbsTol
+		}
+		wv := float64(want[i])
+		if math.IsNaN(wv) || math.IsInf(wv, 0) || math.IsNaN(mag) || mag > 1e30 {
+			continue // overflowing scales: the bitwise comparison above is what is checked
+		}
+		if d := math.Abs(float64(got[i]) - wv); !(d <= tol) {
+			t.Fatalf("%s: %v, Go twin %v (|diff| %.3g, Σ|terms| %.3g)", where, got[i], want[i], d, mag)
+		}
+	}
+}
+
+// panelTestInputs returns 8 rows of weights of typ with nb blocks and nx activation rows of the
+// matching type, xStride bytes apart (with garbage between rows).
+func panelTestInputs(t testing.TB, r *rand.Rand, typ Type, nb, nx int, raw bool) (w, x []byte, xStride int) {
+	k := nb * typ.BlockSize()
+	xStride = ActType(typ).RowSize(k) + r.IntN(40)
+	if typ == Q4_K || typ == Q6_K {
+		w = kqWeights(t, typ, k, PanelRows, raw, r.Uint64())
+		return w, kqActs(typ, k, nx, xStride, raw, r.Uint64()), xStride
+	}
+	return panelRows(t, r, typ, nb), randActs(r, typ, k, nx, xStride), xStride
+}
+
+func TestPanelPathsMatchGo(t *testing.T) {
+	for _, ap := range asmPaths {
+		t.Run(ap.name, func(t *testing.T) {
+			forcePath(t, ap.path)
+			for _, typ := range []Type{Q8_0, Q4_0, Q4_K, Q6_K} {
+				r := rand.New(rand.NewPCG(23, uint64(typ)))
+				nbs := []int{1, 2, 3, 7, 64, 176, 512}
+				if typ == Q4_K || typ == Q6_K {
+					nbs = []int{1, 2, 3, 8, 22}
+				}
+				for _, nb := range nbs {
+					for nx := 1; nx <= MaxCols; nx++ {
+						w, x, xStride := panelTestInputs(t, r, typ, nb, nx, nb%2 == 1)
+						for _, outStride := range []int{PanelRows, PanelRows + 5, 64} {
+							t.Run(fmt.Sprintf("%v/nb=%d/nx=%d/stride=%d", typ, nb, nx, outStride), func(t *testing.T) {
+								checkPanelPath(t, typ, nb, w, x, xStride, nx, outStride)
+							})
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestPanelPathsExtremes runs every path on the weights and activation quants at the bounds of
+// the integer sums: Q8_0 weights -128 and 127, Q4_0 nibbles 0 and 15, times activations ±127.
+func TestPanelPathsExtremes(t *testing.T) {
+	cases := []struct {
+		name   string
+		typ    Type
+		wq     byte // every quant byte of the weights
+		xq     int8
+		weight float64 // the weight value of wq
+	}{
+		{"Q8_0 -128 x 127", Q8_0, 0x80, 127, -128},
+		{"Q8_0 -128 x -127", Q8_0, 0x80, -127, -128},
+		{"Q8_0 127 x -127", Q8_0, 0x7f, -127, 127},
+		{"Q4_0 0 x 127", Q4_0, 0x00, 127, -8},
+		{"Q4_0 15 x -127", Q4_0, 0xff, -127, 7},
+	}
+	const nb = 3
+	for _, ap := range asmPaths {
+		for _, c := range cases {
+			t.Run(ap.name+"/"+c.name, func(t *testing.T) {
+				forcePath(t, ap.path)
+				bs := c.typ.TypeSize()
+				w := make([]byte, PanelRows*nb*bs)
+				for i := range w {
+					w[i] = c.wq
+				}
+				for o := 0; o < len(w); o += bs {
+					w[o], w[o+1] = 0x00, 0x3c // scale 1.0
+				}
+				x := make([]byte, MaxCols*nb*q8_0Bytes)
+				for o := 0; o < len(x); o += q8_0Bytes {
+					x[o], x[o+1] = 0x00, 0x3c
+					for i := 2; i < q8_0Bytes; i++ {
+						x[o+i] = byte(c.xq)
+					}
+				}
+				want := float32(nb * 32 * c.weight * float64(c.xq))
+				p := make([]byte, len(w))
+				if err := PackRows(c.typ, 32*nb, p, w); err != nil {
+					t.Fatal(err)
+				}
+				out := make([]float32, MaxCols*PanelRows)
+				sums := make([]int32, 4*nb)
+				for nx := 1; nx <= MaxCols; nx++ {
+					if needsSums(c.typ) {
+						panelSums(c.typ, nb, x, nb*q8_0Bytes, nx, sums)
+					}
+					panelKernel(c.typ, nb, p, x, nb*q8_0Bytes, nx, out, PanelRows, sums)
+					for i, v := range out[:nx*PanelRows] {
+						if v != want {
+							t.Fatalf("nx=%d out[%d] = %v, want %v", nx, i, v, want)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestPanelKPathsExtremes is TestPanelKExtremes (packed_k_amd64_test.go) on every path: the
+// largest levels, scales and mins (Q4_K levels 15, scales and mins 63; Q6_K levels 63, scales
+// -128) against activation quants of -128 and 127, exact results.
+func TestPanelKPathsExtremes(t *testing.T) {
+	const nb = 2
+	for _, ap := range asmPaths {
+		for _, c := range []struct {
+			typ Type
+			xq  int8
+		}{{Q4_K, -128}, {Q4_K, 127}, {Q6_K, -128}, {Q6_K, 127}} {
+			typ, xq := c.typ, c.xq
+			t.Run(fmt.Sprintf("%s/%v/%d", ap.name, typ, xq), func(t *testing.T) {
+				forcePath(t, ap.path)
+				bs := typ.TypeSize()
+				w := make([]byte, PanelRows*nb*bs)
+				for i := range w {
+					w[i] = 0xff
+				}
+				for o := 0; o < len(w); o += bs {
+					for _, h := range kqF16Offsets(typ) {
+						binary.LittleEndian.PutUint16(w[o+h:], 0x3c00) // 1.0
+					}
+					if typ == Q6_K {
+						for g := 0; g < 16; g++ {
+							w[o+192+g] = 0x80 // -128
+						}
+					}
+				}
+				x := make([]byte, MaxCols*nb*q8_KBytes)
+				for b := 0; b < MaxCols*nb; b++ {
+					blk := x[b*q8_KBytes:]
+					binary.LittleEndian.PutUint32(blk, math.Float32bits(1))
+					for i := 0; i < QK_K; i++ {
+						blk[4+i] = byte(xq)
+					}
+				}
+				kqFixBsums(x)
+				xs := float64(xq) * QK_K
+				want := float32(nb * (63*15*xs - 63*xs))
+				if typ == Q6_K {
+					want = float32(nb * -128 * 31 * xs)
+				}
+				p := make([]byte, len(w))
+				if err := PackRows(typ, QK_K*nb, p, w); err != nil {
+					t.Fatal(err)
+				}
+				out := make([]float32, MaxCols*PanelRows)
+				for nx := 1; nx <= MaxCols; nx++ {
+					panelKernel(typ, nb, p, x, nb*q8_KBytes, nx, out, PanelRows, nil)
+					for i, v := range out[:nx*PanelRows] {
+						if v != want {
+							t.Fatalf("nx=%d out[%d] = %v, want %v", nx, i, v, want)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestMatMulPackedPaths runs MatMulPacked with each path forced (the sums chunking included)
+// against the Go row kernel.
+func TestMatMulPackedPaths(t *testing.T) {
+	for _, ap := range asmPaths {
+		t.Run(ap.name, func(t *testing.T) {
+			forcePath(t, ap.path)
+			for _, c := range []packedCase{
+				{"q8 one token", Q8_0, 256, 24, 1, 0, 24, 0},
+				{"q8 partial groups", Q8_0, 2048, 40, 7, 8, 40, 3},
+				{"q8 several panel blocks", Q8_0, 1024, 272, 5, 0, 272, 0},
+				{"q8 sums in chunks", Q8_0, 5632, 16, 97, 0, 16, 0},
+				{"q8 small sums", Q8_0, 32, 8, 100, 0, 8, 0},
+				{"q4 partial groups", Q4_0, 2048, 40, 7, 8, 40, 3},
+				{"q4 sums in chunks", Q4_0, 5632, 16, 97, 0, 16, 0},
+			} {
+				runMatMulPacked(t, c, packTol)
+			}
+			for _, c := range packedKCases() {
+				runMatMulPacked(t, c, func(f *matmulFixture, r, tok int) float64 {
+					return 1e-5*kPackMag(c.typ, c.k, f.w[r*f.rowBytes:], f.xq[tok*f.xRow:]) + 1e-30
+				})
+			}
+		})
+	}
+}
+
+func TestPanelPathsNoAlloc(t *testing.T) {
+	for _, ap := range asmPaths {
+		t.Run(ap.name, func(t *testing.T) {
+			forcePath(t, ap.path)
+			for _, typ := range []Type{Q4_0, Q8_0, Q4_K, Q6_K} {
+				f := newMatmulFixture(t, typ, 2048, 16, 9)
+				p := packFixture(t, f)
+				out := make([]float32, 9*16)
+				if n := testing.AllocsPerRun(5, func() { MatMulPacked(typ, 2048, p, f.xq, 9, out, 16, 0, 16) }); n != 0 {
+					t.Errorf("%v: MatMulPacked allocates %v times per call", typ, n)
+				}
+			}
+		})
+	}
+}
+
+// TestKernelPathSelection checks the start-up choice against the CPU's features and
+// SetKernelPath's names and errors.
+func TestKernelPathSelection(t *testing.T) {
+	defer func(old kernelPath) { panelPath = old }(panelPath)
+	best := pathAVX2
+	switch {
+	case !hasAVX2:
+		best = pathGo
+	case cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VNNI:
+		best = pathAVX512VNNI
+	case cpu.X86.HasAVXVNNI:
+		best = pathAVXVNNI
+	}
+	if got := cpuPaths()[0]; got != best {
+		t.Fatalf("best path %v, want %v for this CPU", got, best)
+	}
+	has := func(p kernelPath) bool { return slices.Contains(cpuPaths(), p) }
+	cases := []struct {
+		name string
+		ok   bool
+		want kernelPath
+	}{
+		{"auto", true, best},
+		{"avx2", hasAVX2, pathAVX2},
+		{"avxvnni", has(pathAVXVNNI), pathAVXVNNI},
+		{"avx512vnni", has(pathAVX512VNNI), pathAVX512VNNI},
+		{"go", !hasAVX2, pathGo},
+		{"avxvnni-evex", false, 0},
+		{"sse2", false, 0},
+		{"", false, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			panelPath = best
+			err := SetKernelPath(c.name)
+			if (err == nil) != c.ok {
+				t.Fatalf("SetKernelPath(%q) = %v, want ok=%v (CPU paths %v)", c.name, err, c.ok, KernelPaths())
+			}
+			if c.ok && KernelPath() != c.want.String() {
+				t.Fatalf("KernelPath() = %q after SetKernelPath(%q)", KernelPath(), c.name)
+			}
+			if !c.ok && panelPath != best {
+				t.Fatalf("a failed SetKernelPath changed the path to %v", panelPath)
+			}
+		})
+	}
+	for _, typ := range []Type{Q8_0, Q4_0, Q4_K, Q6_K} {
+		panelPath = best
+		want := best
+		if best >= pathAVXVNNI && !hasVNNIPanel(best, typ) {
+			want = pathAVX2
+		}
+		if got := PanelKernelPath(typ); got != want.String() {
+			t.Errorf("PanelKernelPath(%v) = %q, want %q", typ, got, want)
+		}
+	}
+	if got := PanelKernelPath(F16); got != "" {
+		t.Errorf("PanelKernelPath(F16) = %q, want \"\"", got)
+	}
+}
+
+// fuzzPanelPaths packs 8 rows of typ made of arbitrary bytes (scales made finite, activation
+// quants in [-127, 127]) and runs checkPanelPath on every VNNI path the CPU has.
+func fuzzPanelPaths(f *testing.F, typ Type) {
+	r := rand.New(rand.NewPCG(29, uint64(typ)))
+	for _, nb := range []int{1, 3, 9} {
+		w := panelRows(f, r, typ, nb)
+		x := randActs(r, typ, nb*32, MaxCols, nb*q8_0Bytes)
+		f.Add(append(w, x...), uint8(3))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, nxb uint8) {
+		var paths []kernelPath
+		for _, ap := range asmPaths {
+			if ap.path >= pathAVXVNNI && pathOnCPU(ap.path) {
+				paths = append(paths, ap.path)
+			}
+		}
+		if len(paths) == 0 {
+			t.Skipf("this CPU has no VNNI kernel path (it has %v)", KernelPaths())
+		}
+		nx := 1 + int(nxb)%MaxCols
+		nb := len(data) / (PanelRows*typ.TypeSize() + nx*q8_0Bytes)
+		if nb == 0 {
+			return
+		}
+		rowBytes, xRow := typ.RowSize(nb*32), nb*q8_0Bytes
+		w := append([]byte(nil), data[:PanelRows*rowBytes]...)
+		x := append([]byte(nil), data[PanelRows*rowBytes:PanelRows*rowBytes+nx*xRow]...)
+		sanitizeWeights(typ, w)
+		sanitizeActs(typ, x)
+		for _, p := range paths {
+			forcePath(t, p)
+			checkPanelPath(t, typ, nb, w, x, xRow, nx, PanelRows+1)
+		}
+	})
+}
+
+func FuzzPanelPathsQ8_0(f *testing.F) { fuzzPanelPaths(f, Q8_0) }
+
+// fuzzPanelKPaths is fuzzPanelK's input preparation (arbitrary weight bytes with finite f16
+// scales, activation scales kept sane, bsums made consistent) with checkPanelPath on the
+// AVX-512 VNNI path, the one with K-quant kernels.
+func fuzzPanelKPaths(f *testing.F, typ Type) {
+	r := rand.New(rand.NewPCG(31, uint64(typ)))
+	for _, nb := range []int{1, 2, 3} {
+		nx := []int{1, 4, 3}[nb-1]
+		w := kqWeights(f, typ, QK_K*nb, PanelRows, nb != 2, r.Uint64())
+		x := kqActs(typ, QK_K*nb, nx, Q8_K.RowSize(QK_K*nb), nb == 3, r.Uint64())
+		f.Add(append(w, x...), uint8(nx-1))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, nxb uint8) {
+		if !pathOnCPU(pathAVX512VNNI) {
+			t.Skipf("this CPU lacks the avx512vnni kernel path (it has %v)", KernelPaths())
+		}
+		nx := 1 + int(nxb)%MaxCols
+		nb := min(len(data)/(PanelRows*typ.TypeSize()+nx*q8_KBytes), 6)
+		if nb == 0 {
+			return
+		}
+		rowBytes, xRow := typ.RowSize(QK_K*nb), Q8_K.RowSize(QK_K*nb)
+		w := append([]byte(nil), data[:PanelRows*rowBytes]...)
+		x := append([]byte(nil), data[PanelRows*rowBytes:PanelRows*rowBytes+nx*xRow]...)
+		for o := 0; o < len(w); o += typ.TypeSize() {
+			for _, h := range kqF16Offsets(typ) {
+				sanitizeHalf(w[o+h:])
+			}
+		}
+		for o := 0; o < len(x); o += q8_KBytes {
+			d := math.Float32frombits(binary.LittleEndian.Uint32(x[o:]))
+			if a := math.Abs(float64(d)); !(a == 0 || a >= 1e-20 && a <= 1e4) {
+				binary.LittleEndian.PutUint32(x[o:], math.Float32bits(1))
+			}
+		}
+		kqFixBsums(x)
+		forcePath(t, pathAVX512VNNI)
+		checkPanelPath(t, typ, nb, w, x, xRow, nx, PanelRows+1)
+	})
+}
+
+func FuzzPanelPathsQ4_K(f *testing.F) { fuzzPanelKPaths(f, Q4_K) }
+
+func FuzzPanelPathsQ6_K(f *testing.F) { fuzzPanelKPaths(f, Q6_K) }
+
+func FuzzPanelPathsQ4_0(f *testing.F) { fuzzPanelPaths(f, Q4_0) }
+
+// BenchmarkPanelPaths runs MatMulPacked on a 2048x2048 packed matrix with nTok tokens on one
+// goroutine, with each kernel path the CPU has. GFLOP/s counts 2·rows·k·nTok; best-* metrics are
+// those of the fastest call.
+func BenchmarkPanelPaths(b *testing.B) {
+	const k, nRows = 2048, 2048
+	for _, typ := range []Type{Q8_0, Q4_0, Q4_K, Q6_K} {
+		for _, nTok := range []int{1, 4, 64} {
+			f := newMatmulFixture(b, typ, k, nRows, nTok)
+			p := packFixture(b, f)
+			out := make([]float32, nTok*nRows)
+			for _, ap := range asmPaths {
+				b.Run(fmt.Sprintf("%v/tok=%d/%s", typ, nTok, ap.name), func(b *testing.B) {
+					forcePath(b, ap.path)
+					b.SetBytes(int64(len(f.w)))
+					b.ReportAllocs()
+					best := time.Duration(math.MaxInt64)
+					for b.Loop() {
+						t0 := time.Now()
+						MatMulPacked(typ, k, p, f.xq, nTok, out, nRows, 0, nRows)
+						best = min(best, time.Since(t0))
+					}
+					flops := 2 * float64(k*nRows*nTok)
+					b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+					reportBest(b, best, float64(len(f.w)), flops)
+				})
+			}
+		}
+	}
+}

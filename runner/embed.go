@@ -1,0 +1,74 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"ubatch/batch"
+)
+
+// Pooling turns a prompt's per-token hidden states into one embedding.
+type Pooling string
+
+const (
+	PoolMean Pooling = "mean" // the average over the prompt's tokens
+	PoolLast Pooling = "last" // the last token's state
+)
+
+// ParsePooling checks a pooling name.
+func ParsePooling(s string) (Pooling, error) {
+	switch p := Pooling(s); p {
+	case PoolMean, PoolLast:
+		return p, nil
+	}
+	return "", fmt.Errorf("pooling %q: use mean or last", s)
+}
+
+// Embed computes the sentence embedding of toks in c (made with Options.Embeddings) as
+// llama.cpp's llama-embedding does: the final-norm hidden state of every token, pooled, scaled
+// to unit L2 norm. It uses sequence 0 and leaves the cache empty; toks must fit the context.
+func Embed(c *Context, toks []int32, pool Pooling) ([]float32, error) {
+	if !c.opts.Embeddings {
+		return nil, errors.New("runner.Embed: the context was not made with Options.Embeddings")
+	}
+	switch {
+	case len(toks) == 0:
+		return nil, errors.New("empty input")
+	case len(toks) > c.opts.NCtx:
+		return nil, fmt.Errorf("input of %d tokens is longer than the embedding context (%d)", len(toks), c.opts.NCtx)
+	}
+	defer c.kv.SeqFree(0)
+	dim := c.h.Dim
+	sum := make([]float64, dim)
+	var b batch.Batch
+	seq := []int32{0}
+	for start := 0; start < len(toks); start += c.opts.NBatch {
+		b.Clear()
+		end := min(len(toks), start+c.opts.NBatch)
+		for i := start; i < end; i++ {
+			b.Add(toks[i], int32(i), seq, pool == PoolMean || i == len(toks)-1)
+		}
+		if err := c.Decode(&b); err != nil {
+			return nil, err
+		}
+		for i := range end - start {
+			if e := c.Embedding(i); e != nil {
+				for j, v := range e {
+					sum[j] += float64(v)
+				}
+			}
+		}
+	}
+	var norm float64
+	for _, v := range sum {
+		norm += v * v
+	}
+	out := make([]float32, dim)
+	if norm = math.Sqrt(norm); norm > 0 {
+		for j, v := range sum {
+			out[j] = float32(v / norm)
+		}
+	}
+	return out, nil
+}

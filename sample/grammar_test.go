@@ -1,0 +1,210 @@
+package sample
+
+import (
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"ubatch/grammar"
+)
+
+// grammarPieces is a small vocabulary: token 0 ends generation, token 1 is a control token.
+var grammarPieces = []string{"", "", "{", "}", "\"", "a", "b", ":", ",", " ", "ab", "\"}", "x", "1", "2", "12", "[", "]", "\"a\":", "null", "true"}
+
+func grammarVocab(t testing.TB) *grammar.Vocab {
+	t.Helper()
+	ps := make([][]byte, len(grammarPieces))
+	for i, p := range grammarPieces {
+		ps[i] = []byte(p)
+	}
+	v, err := grammar.NewVocab(ps, []int32{0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func grammarParams(t testing.TB, temp float32, src string) Params {
+	t.Helper()
+	g, err := grammar.Parse(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := onlyParams(temp)
+	p.Grammar, p.GrammarVocab = g, grammarVocab(t)
+	return p
+}
+
+func tokenText(toks []int32) string {
+	var sb strings.Builder
+	for _, t := range toks {
+		sb.WriteString(grammarPieces[t])
+	}
+	return sb.String()
+}
+
+func TestGrammarValidation(t *testing.T) {
+	g, err := grammar.Parse(`root ::= "a"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := grammarVocab(t)
+	tests := []struct {
+		name    string
+		mod     func(*Params)
+		vocab   int
+		wantErr string
+	}{
+		{name: "ok", mod: func(p *Params) { p.Grammar, p.GrammarVocab = g, v }, vocab: len(grammarPieces)},
+		{name: "no vocab", mod: func(p *Params) { p.Grammar = g }, vocab: len(grammarPieces), wantErr: "needs GrammarVocab"},
+		{name: "vocab alone", mod: func(p *Params) { p.GrammarVocab = v }, vocab: len(grammarPieces), wantErr: "without a Grammar"},
+		{name: "size mismatch", mod: func(p *Params) { p.Grammar, p.GrammarVocab = g, v }, vocab: 99, wantErr: "has 21 tokens, the model 99"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := DefaultParams()
+			tt.mod(&p)
+			_, err := New(p, tt.vocab)
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("New: %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestGrammarGreedy checks that greedy sampling with a grammar picks the most likely allowed
+// token at every step (compared with a brute-force scan over Matcher.Allowed), and ends with
+// EOG only when the grammar is complete, even though EOG is the model's favourite throughout.
+func TestGrammarGreedy(t *testing.T) {
+	src := `root ::= "{" "\"a\":" [0-9]+ "}"`
+	p := grammarParams(t, 0, src)
+	s := mustNew(t, p, len(grammarPieces))
+	check := grammar.NewMatcher(p.Grammar, p.GrammarVocab)
+	rng := rand.New(rand.NewPCG(5, 6))
+	var toks []int32
+	for step := 0; step < 40; step++ {
+		logits := randomLogits(rng.Uint64(), len(grammarPieces))
+		logits[0] = 50 // EOG first whenever it is allowed
+		want, best := int32(-1), float32(math.Inf(-1))
+		for tok := range int32(len(logits)) {
+			if check.Allowed(tok) && logits[tok] > best {
+				want, best = tok, logits[tok]
+			}
+		}
+		got := s.Sample(logits)
+		if got != want {
+			t.Fatalf("step %d after %q: got %d, want %d", step, tokenText(toks), got, want)
+		}
+		if err := check.AcceptToken(got); err != nil {
+			t.Fatal(err)
+		}
+		if got == 0 {
+			break
+		}
+		toks = append(toks, got)
+	}
+	if text := tokenText(toks); !check.Done() || !strings.HasPrefix(text, `{"a":`) || !strings.HasSuffix(text, "}") {
+		t.Fatalf("greedy output %q (done %v)", text, check.Done())
+	}
+	if tok := s.Sample(randomLogits(1, len(grammarPieces))); tok != -1 || s.Err() == nil {
+		t.Fatalf("after the end: token %d, err %v", tok, s.Err())
+	}
+	s.Reset()
+	if tok := s.Sample(randomLogits(1, len(grammarPieces))); tok != 2 {
+		t.Fatalf("after Reset: token %d, want %q", tok, "{")
+	}
+}
+
+// TestGrammarSampledOutputIsValid samples many sequences with the default chain (top-k, top-p,
+// min-p, temperature) from random logits under a JSON grammar, and checks every finished output
+// with encoding/json.
+func TestGrammarSampledOutputIsValid(t *testing.T) {
+	src := `root ::= value
+value ::= "{" ( pair ( "," pair )* )? "}" | "[" ( value ( "," value )* )? "]" | "\"" [ab]* "\"" | [0-9]+ | "null" | "true"
+pair ::= "\"" [ab]* "\":" " "? value`
+	g, err := grammar.Parse(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	finished := 0
+	for seed := range uint64(200) {
+		p := DefaultParams()
+		p.Seed = seed
+		p.Grammar, p.GrammarVocab = g, grammarVocab(t)
+		if seed%2 == 0 {
+			p.Temperature = 1.5
+			p.TopK = 0
+		}
+		s := mustNew(t, p, len(grammarPieces))
+		rng := rand.New(rand.NewPCG(seed, 9))
+		var toks []int32
+		for range 60 {
+			logits := randomLogits(rng.Uint64(), len(grammarPieces))
+			tok := s.Sample(logits)
+			if tok < 0 {
+				t.Fatalf("seed %d after %q: %v", seed, tokenText(toks), s.Err())
+			}
+			s.Accept(tok)
+			if tok == 0 {
+				finished++
+				if text := tokenText(toks); !json.Valid([]byte(text)) {
+					t.Fatalf("seed %d: sampled %q, not JSON", seed, text)
+				}
+				break
+			}
+			toks = append(toks, tok)
+		}
+	}
+	if finished < 20 {
+		t.Fatalf("only %d of 200 sampled outputs finished", finished)
+	}
+}
+
+func TestGrammarDeadEnds(t *testing.T) {
+	tests := []struct {
+		name, src string
+		ignoreEOS bool
+		prefix    int // tokens to sample greedily first
+		wantErr   string
+	}{
+		{name: "no token spells it", src: `root ::= "{" "é"`, prefix: 1, wantErr: "dead end"},
+		{name: "end disabled", src: `root ::= "{"`, prefix: 1, ignoreEOS: true, wantErr: "end of generation is disabled"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := grammarParams(t, 0, tt.src)
+			if tt.ignoreEOS {
+				p.IgnoreTokens = []int32{0}
+			}
+			s := mustNew(t, p, len(grammarPieces))
+			logits := randomLogits(3, len(grammarPieces))
+			for range tt.prefix {
+				if tok := s.Sample(logits); tok < 0 {
+					t.Fatalf("prefix: %v", s.Err())
+				}
+			}
+			if tok := s.Sample(logits); tok != -1 || s.Err() == nil || !strings.Contains(s.Err().Error(), tt.wantErr) {
+				t.Fatalf("got token %d, err %v; want -1 and %q", tok, s.Err(), tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestGrammarAllocs(t *testing.T) {
+	p := grammarParams(t, 0.8, `root ::= "[" ( [0-9]+ ( "," [0-9]+ )* )? "]"`)
+	p.TopK = 5
+	s := mustNew(t, p, len(grammarPieces))
+	logits := randomLogits(4, len(grammarPieces))
+	logits[16] = 20 // "["
+	s.Sample(logits)
+	logits[16] = 0
+	logits[13], logits[14] = 20, 19.5 // "1", "2"
+	for range 10 {                    // warm the grammar's caches
+		s.Sample(logits)
+	}
+	if n := testing.AllocsPerRun(100, func() { s.Sample(logits) }); n != 0 {
+		t.Fatalf("Sample with a grammar allocates %v times per call", n)
+	}
+}

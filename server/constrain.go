@@ -1,0 +1,124 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"ubatch/grammar"
+	"ubatch/grammar/jsonschema"
+)
+
+// responseFormat is OpenAI's response_format, with llama.cpp's extension of a schema on
+// json_object.
+type responseFormat struct {
+	Type       string `json:"type"`
+	JSONSchema *struct {
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+		Strict *bool           `json:"strict"` // accepted: the output always follows the schema
+	} `json:"json_schema"`
+	Schema json.RawMessage `json:"schema"`
+}
+
+// constrain compiles the request's output constraint, if any, once for all its sequences:
+// llama.cpp's grammar (GBNF) or json_schema, or OpenAI's response_format (rf, chat only). At most
+// one may be given; an invalid one is a 400 naming its field.
+func (s *Server) constrain(g *genParams, f *samplingFields, rf json.RawMessage) error {
+	var src, field string
+	var given []string
+	if f.Grammar != nil && *f.Grammar != "" {
+		src, field = *f.Grammar, "grammar"
+		given = append(given, field)
+	}
+	if !isNull(f.JSONSchema) {
+		gbnf, err := schemaGrammar("json_schema", f.JSONSchema)
+		if err != nil {
+			return err
+		}
+		src, field = gbnf, "json_schema"
+		given = append(given, field)
+	}
+	if !isNull(rf) {
+		gbnf, err := responseFormatGrammar(rf)
+		if err != nil {
+			return err
+		}
+		if gbnf != "" {
+			src, field = gbnf, "response_format"
+			given = append(given, field)
+		}
+	}
+	if len(given) == 0 {
+		return nil
+	}
+	if len(given) > 1 {
+		return badRequest(given[1], "%s and %s cannot be used together: give one output constraint", given[0], given[1])
+	}
+	gr, err := grammar.Parse(src)
+	if err != nil {
+		if field == "grammar" {
+			return badRequest(field, "grammar: %v", err)
+		}
+		return badRequest(field, "%s: the schema's grammar is not usable: %v", field, err)
+	}
+	v, err := s.grammarVocab()
+	if err != nil {
+		return internalError(err)
+	}
+	g.sampling.Grammar, g.sampling.GrammarVocab = gr, v
+	return nil
+}
+
+// schemaGrammar converts a JSON Schema given as a JSON object (or, as some clients send it, a
+// string holding one) to GBNF.
+func schemaGrammar(field string, raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '"' {
+		var text string
+		if err := json.Unmarshal(raw, &text); err != nil {
+			return "", badRequest(field, "%s must be a JSON Schema object", field)
+		}
+		raw = []byte(text)
+	}
+	gbnf, err := jsonschema.Grammar(raw)
+	if err != nil {
+		return "", badRequest(field, "%s: %v", field, err)
+	}
+	return gbnf, nil
+}
+
+// responseFormatGrammar returns the GBNF for response_format ("" for type text).
+func responseFormatGrammar(raw json.RawMessage) (string, error) {
+	var rf responseFormat
+	if err := json.Unmarshal(raw, &rf); err != nil {
+		return "", badRequest("response_format", "response_format must be an object like {\"type\": \"json_object\"}")
+	}
+	switch rf.Type {
+	case "text":
+		return "", nil
+	case "json_object":
+		if isNull(rf.Schema) {
+			return jsonschema.ObjectGrammar(), nil
+		}
+		return schemaGrammar("response_format", rf.Schema)
+	case "json_schema":
+		if rf.JSONSchema == nil || isNull(rf.JSONSchema.Schema) {
+			return "", badRequest("response_format", "response_format of type json_schema needs json_schema.schema")
+		}
+		return schemaGrammar("response_format", rf.JSONSchema.Schema)
+	case "":
+		return "", badRequest("response_format", "response_format.type is required: text, json_object or json_schema")
+	}
+	return "", badRequest("response_format", "response_format.type %q is not supported: use text, json_object or json_schema", rf.Type)
+}
+
+// buildGrammarVocab gives the grammar matcher every token's text, built once per server on the
+// first constrained request.
+func (s *Server) buildGrammarVocab() (*grammar.Vocab, error) {
+	v := s.cfg.Model.Vocab
+	pieces := make([][]byte, v.VocabSize())
+	for i := range pieces {
+		pieces[i] = v.Piece(int32(i))
+	}
+	return grammar.NewVocab(pieces, v.EOG())
+}

@@ -1,0 +1,106 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"ubatch/sample"
+)
+
+// handleModel is OpenAI's GET /v1/models/{id}: the served model, or 404 for any other id.
+func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if id != s.cfg.ModelID {
+		writeError(w, &apiError{status: http.StatusNotFound, typ: "invalid_request_error", param: "model", code: "model_not_found",
+			message: "the model " + id + " does not exist: this server serves " + s.cfg.ModelID})
+		return
+	}
+	writeJSON(w, http.StatusOK, modelJSON{ID: s.cfg.ModelID, Object: "model", Created: s.created, OwnedBy: "ubatch"})
+}
+
+// handleApplyTemplate is llama-server's POST /apply-template: the prompt text a chat request's
+// messages render to, without generating.
+func (s *Server) handleApplyTemplate(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Messages           json.RawMessage `json:"messages"`
+		Tools              json.RawMessage `json:"tools"`
+		ChatTemplateKwargs map[string]any  `json:"chat_template_kwargs"`
+	}
+	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	text, err := s.renderChat(req.Messages, req.Tools, req.ChatTemplateKwargs)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"prompt": text})
+}
+
+// handleProps is llama-server's GET /props: the server's defaults, slots, model and template.
+func (s *Server) handleProps(w http.ResponseWriter, r *http.Request) {
+	d := sample.DefaultParams()
+	h := s.cfg.Model.Hparams()
+	cfg := s.cfg.Engine.Config()
+	kv := s.cfg.Engine.Stats().KV
+	writeJSON(w, http.StatusOK, map[string]any{
+		"default_generation_settings": map[string]any{
+			"n_ctx": kv.Total * kv.BlockSize,
+			"params": map[string]any{
+				"temperature": d.Temperature, "top_k": d.TopK, "top_p": d.TopP, "min_p": d.MinP,
+				"repeat_penalty": d.RepeatPenalty, "repeat_last_n": d.RepeatLastN,
+			},
+		},
+		"total_slots":   cfg.MaxRunning,
+		"model_path":    s.cfg.Model.Path,
+		"model_alias":   s.cfg.ModelID,
+		"architecture":  s.cfg.Model.Arch,
+		"n_embd":        h.Dim,
+		"n_vocab":       h.Vocab,
+		"chat_template": s.cfg.Model.ChatTemplate(),
+		"bos_token":     s.bosText,
+		"eos_token":     s.eosText,
+		"modalities":    map[string]bool{"vision": false, "audio": false},
+		"build_info":    "ubatch",
+	})
+}
+
+// cors answers a browser's cross-origin requests: for an allowed Origin it sets the CORS headers,
+// and a preflight (OPTIONS) ends here with 204 (true). Allowed are Config.CORSOrigins ("*" for
+// any), or, when that is empty, pages served from localhost.
+func (s *Server) cors(w http.ResponseWriter, r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	preflight := r.Method == http.MethodOptions
+	if origin == "" || !s.originAllowed(origin) {
+		if preflight {
+			w.WriteHeader(http.StatusForbidden)
+		}
+		return preflight
+	}
+	hd := w.Header()
+	hd.Set("Access-Control-Allow-Origin", origin)
+	hd.Add("Vary", "Origin")
+	if preflight {
+		hd.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+		hd.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+		hd.Set("Access-Control-Max-Age", "600")
+		w.WriteHeader(http.StatusNoContent)
+	}
+	return preflight
+}
+
+func (s *Server) originAllowed(origin string) bool {
+	if len(s.cfg.CORSOrigins) > 0 {
+		return slices.Contains(s.cfg.CORSOrigins, "*") || slices.Contains(s.cfg.CORSOrigins, origin)
+	}
+	u, err := url.Parse(origin)
+	if err != nil {
+		return false
+	}
+	host := u.Hostname()
+	return host == "localhost" || host == "127.0.0.1" || host == "::1" || strings.HasSuffix(host, ".localhost")
+}

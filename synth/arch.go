@@ -1,0 +1,203 @@
+package synth
+
+import (
+	"fmt"
+	"strings"
+
+	"ubatch/gguf"
+)
+
+// Arch is a model family's file layout as llama.cpp's converter writes it: the tensors and
+// metadata keys synth writes for it. The zero values of the optional parts mean "absent".
+type Arch struct {
+	Name  string // the --arch name: llama, llama3, qwen2, qwen3, gemma2, gemma3, phi3
+	GGUF  string // general.architecture
+	Shape Shape  // the default shape: that of the family's shared file (../shared/models/arch)
+	Vocab string // default vocabulary, a file of shared/models/vocab
+
+	// Output is "tied" (no output.weight), "untied", or "" (the shape's TiedOutput decides).
+	Output         string
+	RopeBase, Eps  float32 // 0: the shape's
+	RopeFreqs      bool    // rope_freqs.weight, Llama 3.1's per-pair frequency factors
+	QKVBias        bool    // attn_q/k/v.bias (Qwen 2)
+	QKNorm         bool    // attn_q_norm and attn_k_norm, per-head RMSNorm weights
+	PostNorms      bool    // post_attention_norm and post_ffw_norm (Gemma)
+	Fused          bool    // attn_qkv for Q, K and V; ffn_up holding gate and up (Phi-3)
+	KeyLength      bool    // attention.key_length and value_length are written
+	WideHeads      bool    // head size 2·dim/heads unless the shape sets one (Qwen 3, Gemma)
+	Window         int     // attention.sliding_window (0: none)
+	WindowPattern  int     // attention.sliding_window_pattern (0: not written)
+	FreqBaseSWA    float32 // rope.freq_base_swa (0: not written)
+	AttnSoftcap    float32 // attn_logit_softcapping (0: not written)
+	FinalSoftcap   float32 // final_logit_softcapping (0: not written)
+	VocabSizeKey   bool    // ARCH.vocab_size is written (synth's original llama files)
+	QuantVersion   bool    // general.quantization_version is written, as llama.cpp's quantizer does
+	PositionalAttn bool    // Q and K weights of std 1.2/sqrt(dim), norms 1±0.1, biases 0.1 (below)
+}
+
+// Archs are the families synth writes. Except llama (synth's benchmark models, unchanged), each
+// is laid out as its shared file, and like those files has Q and K weights larger than the rest
+// (std 1.2/sqrt(dim)) so that attention is not uniform and positions matter, norm weights
+// 1 + N(0, 0.1²) as stored after conversion, and biases N(0, 0.1²).
+var Archs = []Arch{
+	{Name: "llama", GGUF: "llama", Shape: mustShape("small"), Vocab: "ggml-vocab-llama-spm.gguf", VocabSizeKey: true},
+	{Name: "llama3", GGUF: "llama", Vocab: "ggml-vocab-llama-spm.gguf", Output: "tied", RopeFreqs: true,
+		Shape:        Shape{Name: "llama3", Dim: 128, Layers: 4, Heads: 4, KVHeads: 2, FFN: 384, Ctx: 4096, RopeBase: 10000, Eps: 1e-5},
+		QuantVersion: true, PositionalAttn: true},
+	{Name: "qwen2", GGUF: "qwen2", Vocab: "ggml-vocab-deepseek-coder.gguf", Output: "tied", QKVBias: true,
+		RopeBase: 1e6, Eps: 1e-6,
+		Shape:        Shape{Name: "qwen2", Dim: 128, Layers: 4, Heads: 4, KVHeads: 2, FFN: 384, Ctx: 4096, RopeBase: 1e6, Eps: 1e-6},
+		QuantVersion: true, PositionalAttn: true},
+	{Name: "qwen3", GGUF: "qwen3", Vocab: "ggml-vocab-deepseek-coder.gguf", Output: "tied", QKNorm: true,
+		KeyLength: true, WideHeads: true, RopeBase: 1e6, Eps: 1e-6,
+		Shape:        Shape{Name: "qwen3", Dim: 128, Layers: 4, Heads: 4, KVHeads: 2, HeadDim: 64, FFN: 384, Ctx: 4096, RopeBase: 1e6, Eps: 1e-6},
+		QuantVersion: true, PositionalAttn: true},
+	{Name: "gemma2", GGUF: "gemma2", Vocab: "ggml-vocab-llama-spm.gguf", Output: "tied", PostNorms: true,
+		KeyLength: true, WideHeads: true, RopeBase: 10000, Eps: 1e-6, Window: 16, AttnSoftcap: 2, FinalSoftcap: 2,
+		Shape:        Shape{Name: "gemma2", Dim: 256, Layers: 4, Heads: 8, KVHeads: 4, HeadDim: 64, FFN: 768, Ctx: 4096, RopeBase: 10000, Eps: 1e-6},
+		QuantVersion: true, PositionalAttn: true},
+	{Name: "gemma3", GGUF: "gemma3", Vocab: "ggml-vocab-llama-spm.gguf", Output: "tied", PostNorms: true, QKNorm: true,
+		KeyLength: true, WideHeads: true, RopeBase: 1e6, Eps: 1e-6, Window: 16, WindowPattern: 2, FreqBaseSWA: 10000,
+		Shape:        Shape{Name: "gemma3", Dim: 256, Layers: 4, Heads: 8, KVHeads: 2, HeadDim: 64, FFN: 768, Ctx: 4096, RopeBase: 1e6, Eps: 1e-6},
+		QuantVersion: true, PositionalAttn: true},
+	{Name: "phi3", GGUF: "phi3", Vocab: "ggml-vocab-phi-3.gguf", Output: "untied", Fused: true, RopeBase: 10000, Eps: 1e-6,
+		Shape:        Shape{Name: "phi3", Dim: 128, Layers: 4, Heads: 4, KVHeads: 4, FFN: 384, Ctx: 4096, RopeBase: 10000, Eps: 1e-6},
+		QuantVersion: true, PositionalAttn: true},
+}
+
+// ArchByName finds a family; "" is llama.
+func ArchByName(name string) (Arch, error) {
+	if name == "" {
+		name = "llama"
+	}
+	var names []string
+	for _, a := range Archs {
+		if a.Name == name {
+			return a, nil
+		}
+		names = append(names, a.Name)
+	}
+	return Arch{}, fmt.Errorf("unknown architecture %q (known: %s)", name, strings.Join(names, ", "))
+}
+
+func mustShape(name string) Shape {
+	s, err := ShapeByName(name)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// layout is an Arch at a Shape: every size the tensors and metadata are written from.
+type layout struct {
+	Arch
+	s                     Shape
+	headDim, qDim, kvDim  int
+	tied                  bool
+	ropeBase, eps         float32
+	vocab                 int
+	fileType, chatTmpl    string
+	modelName             string
+	ropeFreqs             []float32
+	ropeOrigCtx, ropeDims int
+}
+
+func newLayout(a Arch, s Shape, vocab int, fileType string) (*layout, error) {
+	l := &layout{Arch: a, s: s, vocab: vocab, fileType: fileType, tied: s.TiedOutput, ropeBase: s.RopeBase, eps: s.Eps}
+	if s.Dim <= 0 || s.Layers <= 0 || s.Heads <= 0 || s.KVHeads <= 0 || s.FFN <= 0 || s.Ctx <= 0 {
+		return nil, fmt.Errorf("shape %s: every size must be positive: %+v", s.Name, s)
+	}
+	if s.Heads%s.KVHeads != 0 {
+		return nil, fmt.Errorf("shape %s: %d kv heads do not divide %d heads", s.Name, s.KVHeads, s.Heads)
+	}
+	l.headDim = s.HeadDim
+	if l.headDim == 0 {
+		if s.Dim%s.Heads != 0 {
+			return nil, fmt.Errorf("shape %s: %d heads do not divide dim %d (set a head size)", s.Name, s.Heads, s.Dim)
+		}
+		l.headDim = s.Dim / s.Heads
+		if a.WideHeads {
+			l.headDim *= 2
+		}
+	}
+	if l.headDim%2 != 0 {
+		return nil, fmt.Errorf("shape %s: head size %d is odd (rope rotates pairs)", s.Name, l.headDim)
+	}
+	if !a.KeyLength && l.headDim != s.Dim/s.Heads {
+		return nil, fmt.Errorf("shape %s: architecture %s has no key_length: its head size is dim/heads", s.Name, a.Name)
+	}
+	l.qDim, l.kvDim = s.Heads*l.headDim, s.KVHeads*l.headDim
+	switch a.Output {
+	case "tied":
+		l.tied = true
+	case "untied":
+		l.tied = false
+	}
+	if a.RopeBase != 0 {
+		l.ropeBase = a.RopeBase
+	}
+	if a.Eps != 0 {
+		l.eps = a.Eps
+	}
+	l.ropeDims = l.headDim
+	if a.RopeFreqs {
+		l.ropeOrigCtx = 64
+		l.ropeFreqs = llama3RopeFactors(l.ropeDims, l.ropeBase, 8, 1, 4, l.ropeOrigCtx)
+	}
+	return l, nil
+}
+
+// setMetadata writes the general.* and ARCH.* keys.
+func (l *layout) setMetadata(set func(string, any)) {
+	k := func(key string) string { return l.GGUF + "." + key }
+	set("general.architecture", l.GGUF)
+	set("general.name", l.modelName)
+	set("general.file_type", FileTypes[l.fileType])
+	set(k("context_length"), uint32(l.s.Ctx))
+	set(k("embedding_length"), uint32(l.s.Dim))
+	set(k("block_count"), uint32(l.s.Layers))
+	set(k("feed_forward_length"), uint32(l.s.FFN))
+	set(k("attention.head_count"), uint32(l.s.Heads))
+	set(k("attention.head_count_kv"), uint32(l.s.KVHeads))
+	if l.KeyLength {
+		set(k("attention.key_length"), uint32(l.headDim))
+		set(k("attention.value_length"), uint32(l.headDim))
+	}
+	set(k("rope.dimension_count"), uint32(l.ropeDims))
+	set(k("rope.freq_base"), l.ropeBase)
+	set(k("attention.layer_norm_rms_epsilon"), l.eps)
+	if l.Window > 0 {
+		set(k("attention.sliding_window"), uint32(l.Window))
+	}
+	if l.WindowPattern > 0 {
+		set(k("attention.sliding_window_pattern"), uint32(l.WindowPattern))
+	}
+	if l.FreqBaseSWA > 0 {
+		set(k("rope.freq_base_swa"), l.FreqBaseSWA)
+	}
+	if l.AttnSoftcap > 0 {
+		set(k("attn_logit_softcapping"), l.AttnSoftcap)
+	}
+	if l.FinalSoftcap > 0 {
+		set(k("final_logit_softcapping"), l.FinalSoftcap)
+	}
+	if l.VocabSizeKey {
+		set(k("vocab_size"), uint32(l.vocab))
+	}
+}
+
+// setTokenizer copies the vocabulary's tokenizer.* keys but its chat template (the shared files
+// have none), then stores the chat template if one is given.
+func (l *layout) setTokenizer(w *gguf.Writer, vocab *gguf.File, set func(string, any)) error {
+	keep := func(k string) bool { return strings.HasPrefix(k, "tokenizer.") && k != "tokenizer.chat_template" }
+	if err := w.SetFrom(vocab, keep); err != nil {
+		return err
+	}
+	if l.chatTmpl != "" {
+		set("tokenizer.chat_template", l.chatTmpl)
+	}
+	if l.QuantVersion {
+		set("general.quantization_version", uint32(2))
+	}
+	return nil
+}
