@@ -69,9 +69,9 @@ func (p *Prompter) parse(path string, body []byte) parsed {
 	}
 	out := parsed{stream: req.Stream}
 	switch path {
-	case "/v1/completions", "/completion":
+	case "/v1/completions", "/completions", "/completion":
 		out.tokens, out.multi = p.completionTokens(req.Prompt)
-	case "/v1/chat/completions":
+	case "/v1/chat/completions", "/chat/completions":
 		out.tokens = p.chatTokens(&req)
 	}
 	return out

@@ -199,10 +199,11 @@ func (r *Router) Healthy() int {
 // /health and /metrics.
 func (r *Router) Handler() http.Handler {
 	mux := http.NewServeMux()
-	for _, p := range []string{"/v1/completions", "/v1/chat/completions", "/completion"} {
+	for _, p := range []string{"/v1/completions", "/completions", "/v1/chat/completions", "/chat/completions", "/completion"} {
 		mux.HandleFunc(p, r.handlePrompt)
 	}
-	for _, p := range []string{"/v1/models", "/tokenize", "/detokenize"} {
+	for _, p := range []string{"/v1/models", "/models", "/v1/models/", "/models/", "/v1/embeddings", "/embeddings",
+		"/tokenize", "/detokenize", "/apply-template", "/props"} {
 		mux.HandleFunc(p, r.handleOther)
 	}
 	mux.HandleFunc("/health", r.handleHealth)

@@ -35,6 +35,8 @@ func TestPromptTokensMatchTheNode(t *testing.T) {
 		{"chat", "/v1/chat/completions", `{"messages": [{"role": "system", "content": %q}, {"role": "user", "content": "hi"}], "max_tokens": 1}`},
 		{"chat with parts", "/v1/chat/completions", `{"messages": [{"role": "user", "content": [{"type": "text", "text": %q}]}], "max_tokens": 1}`},
 		{"llama.cpp completion", "/completion", `{"prompt": %q, "n_predict": 1}`},
+		{"completion without /v1", "/completions", `{"prompt": %q, "max_tokens": 1}`},
+		{"chat without /v1", "/chat/completions", `{"messages": [{"role": "user", "content": %q}], "max_tokens": 1}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -348,6 +350,32 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := New(tc.cfg); err == nil {
 				t.Fatal("accepted")
+			}
+		})
+	}
+}
+
+func TestOtherRoutesAreForwarded(t *testing.T) {
+	n := startNode(t, "", "")
+	rt := startRouter(t, Config{Nodes: []string{n.url}})
+	eventually(t, "healthy", func() bool { return rt.r.Healthy() == 1 })
+	tests := []struct{ name, method, path, body, want string }{
+		{"models", http.MethodGet, "/v1/models", "", `"stories"`},
+		{"one model", http.MethodGet, "/v1/models/stories", "", `"stories"`},
+		{"props", http.MethodGet, "/props", "", `{`},
+		{"tokenize", http.MethodPost, "/tokenize", `{"content": "hello"}`, `"tokens"`},
+		{"unknown route", http.MethodGet, "/nope", "", `not_found`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tc.method, rt.ts.URL+tc.path, strings.NewReader(tc.body))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := readAll(t, resp)
+			if !strings.Contains(string(b), tc.want) {
+				t.Fatalf("%s %s: %d %s", tc.method, tc.path, resp.StatusCode, b)
 			}
 		})
 	}
