@@ -184,6 +184,7 @@ func (r *Router) refresh(ctx context.Context) {
 	r.redisOK()
 	now := time.Now()
 	unknown := bad
+	var strangers []string
 	var added []*node
 	r.mu.Lock()
 	for _, n := range r.nodes {
@@ -193,12 +194,14 @@ func (r *Router) refresh(ctx context.Context) {
 		u, err := normalizeURL(st.URL)
 		if err != nil {
 			unknown++
+			strangers = append(strangers, st.ID)
 			continue
 		}
 		n, ok := r.nodes[u]
 		if !ok {
 			if r.static {
 				unknown++
+				strangers = append(strangers, st.ID+"="+u)
 				continue
 			}
 			n = &node{url: u, label: nodeLabel(u)}
@@ -217,6 +220,14 @@ func (r *Router) refresh(ctx context.Context) {
 		}
 	}
 	r.mu.Unlock()
+	r.mu.Lock()
+	changed := r.unknown != unknown
+	r.unknown = unknown
+	r.mu.Unlock()
+	if changed && len(strangers) > 0 {
+		r.log.Warn("ignoring Redis entries of nodes that are not in --nodes (or have bad URLs); "+
+			"a node's --advertise URL must equal its --nodes entry", "nodes", strangers)
+	}
 	r.m.unknownNodes.Set(float64(unknown))
 	for _, n := range added {
 		r.log.Info("node joined the fleet", "node", n.label, "id", n.status.ID)

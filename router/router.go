@@ -81,6 +81,7 @@ type Router struct {
 	redisDown    bool
 	redisRetryAt time.Time
 	redisBackoff time.Duration
+	unknown      int // Redis entries ignored at the last refresh
 }
 
 // New validates cfg. It contacts nothing: Start does.
