@@ -23,18 +23,16 @@ type decision struct {
 	maxCached int
 }
 
-// queueFactor weighs a request waiting beyond a node's capacity against one running.
-const queueFactor = 4
-
 // decide scores the healthy nodes that accept a body of bodyLen bytes for a prompt (nil for
 // routes without one), best first.
 //
 // A node's score is its cached prefix in tokens minus LoadWeight tokens per request it is
 // busy with, load = max(requests this router has in flight there, its published running +
-// waiting), and QueueFactor × LoadWeight more per request beyond its published max_running:
-// below capacity another sequence only shares the node's batches, beyond it a request waits for
-// a whole generation. So routing follows the cache until a node is that much busier than
-// another, then spills. Equal scores rotate, so that least-loaded routing spreads.
+// waiting), and QueueWeight tokens more per request beyond its published max_running: below
+// capacity another sequence only shares the node's batches, beyond it a request waits for a
+// whole generation. So routing follows the cache until its node queues requests that another
+// could start at once, then spills, and the spilled-to node caches the prefix too (a hot prefix
+// ends up on several nodes). Equal scores rotate, so that least-loaded routing spreads.
 func (r *Router) decide(ctx context.Context, prompt []int32, bodyLen int) decision {
 	nodes := r.snapshotNodes()
 	cands := make([]candidate, 0, len(nodes))
@@ -65,7 +63,7 @@ func (r *Router) decide(ctx context.Context, prompt []int32, bodyLen int) decisi
 		if c.hasState && c.status.MaxRunning > 0 {
 			over = max(0, c.load-c.status.MaxRunning)
 		}
-		c.score = float64(c.cached) - r.cfg.LoadWeight*float64(c.load+queueFactor*over)
+		c.score = float64(c.cached) - r.cfg.LoadWeight*float64(c.load) - r.cfg.QueueWeight*float64(over)
 		d.maxCached = max(d.maxCached, c.cached)
 	}
 	// Rotate before the stable sort so that ties go round-robin.

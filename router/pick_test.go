@@ -39,7 +39,11 @@ func TestDecide(t *testing.T) {
 		{"longest prefix wins", [3]nodeState{{cachedBlocks: 5, healthy: true}, {cachedBlocks: 12, healthy: true}, {cachedBlocks: 1, healthy: true}}, false, 1, ReasonPrefix},
 		// 2 blocks = 32 tokens, less than 8 requests of load at weight 16.
 		{"load outweighs a short prefix", [3]nodeState{{cachedBlocks: 2, running: 8, healthy: true}, {running: 0, healthy: true}, {running: 6, healthy: true}}, false, 1, ReasonLoad},
-		{"queue beyond max_running counts double", [3]nodeState{{cachedBlocks: 20, running: 8, waiting: 6, healthy: true}, {cachedBlocks: 10, running: 4, healthy: true}, {running: 9, healthy: true}}, false, 1, ReasonLoad},
+		{"requests queued beyond max_running weigh more", [3]nodeState{{cachedBlocks: 20, running: 16, waiting: 6, healthy: true}, {cachedBlocks: 10, running: 4, healthy: true}, {running: 9, healthy: true}}, false, 1, ReasonLoad},
+		// a: 320 − 16×16 = 64; b: 0 − 16×4 = −64: the cache holds.
+		{"a full node keeps its prefix while nothing queues", [3]nodeState{{cachedBlocks: 20, running: 16, healthy: true}, {running: 4, healthy: true}, {running: 5, healthy: true}}, false, 0, ReasonPrefix},
+		// a: 320 − 16×20 − 256×4 < 0; b: −64: spill.
+		{"a queue spills even a long prefix", [3]nodeState{{cachedBlocks: 20, running: 16, waiting: 4, healthy: true}, {running: 4, healthy: true}, {running: 5, healthy: true}}, false, 1, ReasonLoad},
 		{"router in-flight counts when higher than published", [3]nodeState{{inflight: 5, healthy: true}, {running: 2, healthy: true}, {running: 3, healthy: true}}, false, 1, ReasonLeastLoaded},
 		{"unhealthy nodes are skipped", [3]nodeState{{cachedBlocks: 20}, {running: 5, healthy: true}, {running: 6, healthy: true}}, false, 1, ReasonLeastLoaded},
 		{"no prompt", [3]nodeState{{running: 2, healthy: true}, {running: 2, healthy: true}, {running: 0, healthy: true}}, true, 2, ReasonNoPrompt},
@@ -53,7 +57,7 @@ func TestDecide(t *testing.T) {
 			for i, s := range tc.nodes {
 				n := r.nodes[[]string{"http://a:1", "http://b:1", "http://c:1"}[i]]
 				n.healthy = s.healthy
-				n.status = fleet.Status{ID: n.label, BlockSize: 16, MaxRunning: 8, Load: fleet.Load{Running: s.running, Waiting: s.waiting}}
+				n.status = fleet.Status{ID: n.label, BlockSize: 16, MaxRunning: 16, Load: fleet.Load{Running: s.running, Waiting: s.waiting}}
 				n.statusAt = time.Now()
 				n.inflight.Store(int64(s.inflight))
 				r.recent.add(n, chain[:s.cachedBlocks])

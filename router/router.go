@@ -42,9 +42,10 @@ type Config struct {
 	// MaxBodyBytes bounds request bodies (413 beyond it); 0 = 4 MiB, the nodes' default. A body
 	// is also never sent to a node that publishes a smaller limit.
 	MaxBodyBytes int64
-	// LoadWeight is how many cached prompt tokens one running request of load is worth (default
-	// 16); a queued one beyond the node's max_running weighs 4 times more (see decide).
-	LoadWeight float64
+	// LoadWeight is how many cached prompt tokens one request of load on a node is worth
+	// (default 16), QueueWeight one more request queued beyond its max_running (default 256);
+	// see decide.
+	LoadWeight, QueueWeight float64
 	// AffinityTTL is how long the router remembers where it sent a prompt's blocks, covering the
 	// time before the node publishes them (default 10 s; negative = off).
 	AffinityTTL     time.Duration
@@ -112,6 +113,9 @@ func New(cfg Config) (*Router, error) {
 	}
 	if cfg.LoadWeight <= 0 {
 		cfg.LoadWeight = 16
+	}
+	if cfg.QueueWeight <= 0 {
+		cfg.QueueWeight = 256
 	}
 	if cfg.Rise <= 0 {
 		cfg.Rise = 2

@@ -3,12 +3,13 @@
 # tenants workload (K tenants with their own long system prompt, interleaved at random) sent by
 # C clients through `ubatch route` (prefix-aware) and then through nginx round-robin to the same
 # nodes, each run starting from cold nodes. Needs redis-server and nginx (Debian packages).
-# Usage: scripts/fleet-bench.sh  (env: MODEL, N=480, C=48, K=8, CTX=6144, NP=16, THREADS=1, WORDS=300)
+# Usage: scripts/fleet-bench.sh  (env: MODEL, N=480, C=48, K=8, CTX=8192, NP=16, THREADS=1, WORDS=300,
+# ROUTE_FLAGS for extra `ubatch route` flags)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${DIR:-/tmp/ubatch-fleet-bench}
 MODEL=${MODEL:-../shared/models/stories260K.gguf}
-N=${N:-480} C=${C:-48} K=${K:-8} CTX=${CTX:-6144} NP=${NP:-16} THREADS=${THREADS:-1} WORDS=${WORDS:-300}
+N=${N:-480} C=${C:-48} K=${K:-8} CTX=${CTX:-8192} NP=${NP:-16} THREADS=${THREADS:-1} WORDS=${WORDS:-300}
 BASE=${BASE:-18100} # router BASE, nodes BASE+1.., nginx BASE+10, redis BASE+20
 mkdir -p "$DIR"
 go build -o "$DIR/ubatch" ./cmd/ubatch
@@ -37,7 +38,7 @@ start_nodes() {
 stop_nodes() { for p in "${node_pids[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done; }
 NODES=http://127.0.0.1:$((BASE + 1)),http://127.0.0.1:$((BASE + 2)),http://127.0.0.1:$((BASE + 3))
 
-"$U" route -m "$MODEL" --redis "$REDIS" --nodes "$NODES" --port "$BASE" >"$DIR/router.log" 2>&1 &
+"$U" route -m "$MODEL" --redis "$REDIS" --nodes "$NODES" --port "$BASE" ${ROUTE_FLAGS:-} >"$DIR/router.log" 2>&1 &
 pids+=($!)
 
 # nginx round-robin straight to the nodes: deploy/nginx.conf with the nodes as its upstream.

@@ -34,7 +34,8 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	host := fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
 	port := fs.Int("port", 8000, "TCP port to listen on (0 = any free port; the log says which)")
 	maxBody := fs.Int64("max-body", server.DefaultMaxBodyBytes, "largest request body in bytes (413 beyond it); never more than a node accepts is forwarded")
-	loadWeight := fs.Float64("load-weight", 16, "cached prompt tokens one running request on a node is worth when scoring nodes (a queued one: 4x)")
+	loadWeight := fs.Float64("load-weight", 16, "cached prompt tokens one request in flight on a node is worth when scoring nodes")
+	queueWeight := fs.Float64("queue-weight", 256, "cached prompt tokens one request queued beyond a node's -np costs besides (spills a hot prefix to a free node)")
 	affinity := fs.Duration("affinity-ttl", 10*time.Second, "how long the router remembers where it sent a prompt, until the node publishes its blocks (negative = off)")
 	health := fs.Duration("health-interval", time.Second, "how often every node's /health is probed")
 	idle := fs.Duration("stream-idle-timeout", 5*time.Minute, "end a stream with an error event when its node sends nothing for this long")
@@ -85,7 +86,7 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg := router.Config{Prompter: prompter, Nodes: nodeList, BlockSize: *blockSize, MaxBodyBytes: *maxBody,
-		LoadWeight: *loadWeight, AffinityTTL: *affinity, HealthInterval: *health, StreamIdleTimeout: *idle,
+		LoadWeight: *loadWeight, QueueWeight: *queueWeight, AffinityTTL: *affinity, HealthInterval: *health, StreamIdleTimeout: *idle,
 		Logger: logger, Registerer: reg, Gatherer: reg}
 	if *redisURL != "" {
 		quietRedis(logger)
