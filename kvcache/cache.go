@@ -106,6 +106,9 @@ type Config struct {
 	// positions; set by the model (RoPE, which may differ per layer). Needed by SeqShift; nil ->
 	// SeqShift returns an error.
 	ShiftK func(l int, k []float32, delta int32)
+	// OnBlock, when set, is called on every prefix-cache change (see BlockEvent), synchronously
+	// from the mutating call, so it must return quickly and must not call the cache.
+	OnBlock func(BlockEvent)
 }
 
 // ErrKVFull reports that an operation needs more blocks than are free or evictable. The cache
@@ -388,6 +391,9 @@ func (c *Cache) Clear() {
 	}
 	c.free = c.free[:0]
 	for b := len(c.ref) - 1; b >= 0; b-- {
+		if c.hashed[b] {
+			c.emitRemoved(int32(b))
+		}
 		c.ref[b] = 0
 		c.hashed[b], c.indexed[b], c.stale[b] = false, false, false
 		c.heapIdx[b] = -1
@@ -456,6 +462,7 @@ func (c *Cache) unhash(b int32) {
 		c.indexed[b] = false
 	}
 	c.unlinkChild(b)
+	c.emitRemoved(b)
 	c.hashed[b] = false
 }
 

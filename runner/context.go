@@ -22,6 +22,8 @@ type Options struct {
 	// Embeddings makes the tokens that ask for output keep their final-norm hidden state (read
 	// with Embedding) instead of logits: a context for /v1/embeddings skips the output matmul.
 	Embeddings bool
+	// OnBlock receives the KV cache's prefix-cache events (kvcache.Config.OnBlock); nil = none.
+	OnBlock func(kvcache.BlockEvent)
 }
 
 func (o *Options) defaults(h *Hparams) {
@@ -106,7 +108,7 @@ func NewContext(g Graph, opts Options) (*Context, error) {
 	kv, err := kvcache.New(kvcache.Config{
 		NLayers: h.NLayers, KVDim: h.KVDim(), BlockSize: opts.BlockSize,
 		NumBlocks: opts.NCtx / opts.BlockSize, DType: opts.KVType, MaxSeqs: opts.NSeqMax,
-		ShiftK: c.shiftK,
+		ShiftK: c.shiftK, OnBlock: opts.OnBlock,
 	})
 	if err != nil {
 		return nil, err

@@ -24,6 +24,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"serve", "serve the model over HTTP (OpenAI-compatible and llama.cpp APIs)", cmdServe},
+		{"route", "route requests over a fleet of serve nodes by cached prefix and load", cmdRoute},
 		{"run", "generate text from a prompt, streaming it, with a performance summary", cmdRun},
 		{"batched", "decode one prompt into N parallel sequences in shared batches", cmdBatched},
 		{"bench", "measure throughput (llama-bench and llama-batched-bench style; `bench serve` for HTTP load)", cmdBench},

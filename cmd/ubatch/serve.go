@@ -37,6 +37,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var sf samplingFlags
 	mf.register(fs, 192)
 	sf.register(fs)
+	var ff fleetFlags
+	ff.register(fs)
 	host := fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
 	port := fs.Int("port", 8080, "TCP port to listen on (0 = any free port; the log says which)")
 	var np int
@@ -122,7 +124,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := checkKVPool(m.Hparams().NLayers, m.Hparams().KVDim(), nCtx, blockSize, kvOpts.KVType, budget, budgetSource, what); err != nil {
 		return err
 	}
-	lctx, err := mf.newContext(m, np, func(o *runner.Options) { o.NCtx = nCtx })
+	lctx, err := mf.newContext(m, np, func(o *runner.Options) { o.NCtx, o.OnBlock = nCtx, ff.onBlock() })
 	if err != nil {
 		return err
 	}
@@ -193,6 +195,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"parallel", cfg.MaxRunning,
 		"batch_size", cfg.BatchSize, "chunk_size", cfg.ChunkSize, "target_itl", cfg.TargetITL, "max_queue", cfg.MaxQueue, "policy", cfg.Policy,
 		"kv_type", mf.kvType, "api_key", *apiKey != "", "max_connections", *maxConns)
+	stopFleet, err := ff.start(ctx, fleetNode{addr: ln.Addr(), model: apiModelID(*alias, m.Path), blockSize: opts.BlockSize,
+		maxBody: *maxBody, maxRunning: cfg.MaxRunning, stats: eng.Stats, reg: reg, logger: logger})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopFleet()
 	scfg := server.ServeConfig{Grace: *grace, ReadTimeout: *readTimeout, WriteTimeout: *writeTimeout,
 		MaxConnections: *maxConns, Logger: logger}
 	context.AfterFunc(ctx, live.Close) // open pages' live streams must not hold the graceful shutdown
