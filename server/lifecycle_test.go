@@ -75,6 +75,9 @@ func TestPriorityOrdersTheQueue(t *testing.T) {
 			waitFor(t, 5*time.Second, "the request to queue", func() bool { return e.eng.Stats().Waiting >= 1 })
 		}
 	}
+	// Two wait either way (low and high, or low and the blocker high preempted): only then may
+	// the blocker go, or the low one could take the slot before the high one has arrived.
+	waitFor(t, 5*time.Second, "both requests to queue", func() bool { return e.eng.Stats().Waiting >= 2 })
 	cancel()
 	wg.Wait()
 	if len(order) != 2 || order[0] != "5" {
