@@ -65,6 +65,11 @@ print(f"  requests {r['requests']} errors {r['errors']} rejected {r['rejected']}
       f"  prefix hit rate {r['prefix_hit_rate']:.3f}  TTFT p50 {ms(r['ttft']['p50_ns']):.0f} ms p99 {ms(r['ttft']['p99_ns']):.0f} ms"
       f"  inter-token p50 {ms(r['inter_token']['p50_ns']):.1f} ms p99 {ms(r['inter_token']['p99_ns']):.1f} ms")
 PY
+  for i in 1 2 3; do # per node: prompt tokens, cached ones, preemptions
+    curl -s "http://127.0.0.1:$((BASE + i))/metrics" |
+      awk -v n="node$i" '/^ubatch_prompt_tokens_total /{p=$2} /^ubatch_prefix_cache_hit_tokens_total /{h=$2}
+        /^ubatch_preemptions_total /{q=$2} END{printf "  %s: prompt tokens %d, cached %d (%.3f), preemptions %d\n", n, p, h, (p>0?h/p:0), q}'
+  done
   stop_nodes
 }
 run router "http://127.0.0.1:$BASE"
