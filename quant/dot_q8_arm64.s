@@ -1,0 +1,153 @@
+#include "textflag.h"
+
+// NEON kernels for one Q8_0 activation row against one Q4_0 or Q8_0 weight row (see
+// dot_q8_arm64.go). Go's assembler has no mnemonics for the widening integer products, SDOT,
+// the vector int→float conversion and the pairwise float adds, so those are WORD encodings; each
+// carries the instruction it encodes (GNU syntax, as `llvm-mc -triple=aarch64 -mattr=+dotprod
+// -show-encoding` prints it) and the tests against the Go twins check them.
+//
+// Registers: R0 blocks left, R1 weight block, R2 activation block, R4/R5 the f16 scales;
+// V0, V1 the 32 weight quants of a block (int8), V2, V3 the 32 activation quants; V16 the
+// block's four int32 partial sums; V20 the four float partial sums of the row.
+
+// BLOCKSCALE multiplies the block's partial sums V16 (int32) by d_w·d_x (R4, R5: f16 bits) and
+// adds them to V20; the four lanes stay separate until the end.
+#define BLOCKSCALE \
+	WORD	$0x4e21da10 /* scvtf v16.4s, v16.4s (each lane at most 8·2^14: exact) */; \
+	FMOVS	R4, F17; \
+	FMOVS	R5, F18; \
+	FCVTHS	F17, F17; \
+	FCVTHS	F18, F18; \
+	FMULS	F18, F17, F17; \
+	VDUP	V17.S[0], V19.S4; \
+	VFMLA	V19.S4, V16.S4, V20.S4
+
+// IDOT_SMULL sets V16 to the dot of V0:V1 with V2:V3 as four int32 partial sums, with 16-bit
+// products widened pairwise (exact for every int8 input).
+#define IDOT_SMULL \
+	WORD	$0x0e22c004 /* smull  v4.8h, v0.8b, v2.8b */; \
+	WORD	$0x4e22c005 /* smull2 v5.8h, v0.16b, v2.16b */; \
+	WORD	$0x0e23c026 /* smull  v6.8h, v1.8b, v3.8b */; \
+	WORD	$0x4e23c027 /* smull2 v7.8h, v1.16b, v3.16b */; \
+	WORD	$0x4e602890 /* saddlp v16.4s, v4.8h */; \
+	WORD	$0x4e6068b0 /* sadalp v16.4s, v5.8h */; \
+	WORD	$0x4e6068d0 /* sadalp v16.4s, v6.8h */; \
+	WORD	$0x4e6068f0 /* sadalp v16.4s, v7.8h */
+
+// IDOT_SDOT is IDOT_SMULL with the dot-product extension (ARMv8.2 DotProd).
+#define IDOT_SDOT \
+	VEOR	V16.B16, V16.B16, V16.B16; \
+	WORD	$0x4e829410 /* sdot v16.4s, v0.16b, v2.16b */; \
+	WORD	$0x4e839430 /* sdot v16.4s, v1.16b, v3.16b */
+
+// HSUM sets F0 to the sum of V20's lanes, ((a0+a1)+(a2+a3)).
+#define HSUM \
+	WORD	$0x6e34d694 /* faddp v20.4s, v20.4s, v20.4s */; \
+	WORD	$0x7e30da80 /* faddp s0, v20.2s */
+
+// LOADX loads the activation block at R2 (scale R5, quants V2:V3) and advances R2 to the next.
+#define LOADX \
+	MOVHU	(R2), R5; \
+	ADD	$2, R2, R7; \
+	VLD1	(R7), [V2.B16, V3.B16]; \
+	ADD	$34, R2
+
+// LOADQ8 loads the Q8_0 weight block at R1 (scale R4, quants V0:V1) and advances R1.
+#define LOADQ8 \
+	MOVHU	(R1), R4; \
+	ADD	$2, R1, R6; \
+	VLD1	(R6), [V0.B16, V1.B16]; \
+	ADD	$34, R1
+
+// LOADQ4 loads the Q4_0 weight block at R1 (scale R4) and expands its nibbles to levels q-8 in
+// V0 (low nibbles: elements 0-15) and V1 (high nibbles: 16-31); V30 holds 0x0f, V31 holds 8 in
+// every byte. R1 advances to the next block.
+#define LOADQ4 \
+	MOVHU	(R1), R4; \
+	ADD	$2, R1, R6; \
+	VLD1	(R6), [V8.B16]; \
+	VAND	V30.B16, V8.B16, V0.B16; \
+	VUSHR	$4, V8.B16, V1.B16; \
+	VSUB	V31.B16, V0.B16, V0.B16; \
+	VSUB	V31.B16, V1.B16, V1.B16; \
+	ADD	$18, R1
+
+// func dotQ8_0NEONAsm(nb int, w, x *byte) float32
+TEXT ·dotQ8_0NEONAsm(SB), NOSPLIT, $0-28
+	MOVD	nb+0(FP), R0
+	MOVD	w+8(FP), R1
+	MOVD	x+16(FP), R2
+	VEOR	V20.B16, V20.B16, V20.B16
+	CBZ	R0, q8done
+q8loop:
+	LOADQ8
+	LOADX
+	IDOT_SMULL
+	BLOCKSCALE
+	SUB	$1, R0
+	CBNZ	R0, q8loop
+q8done:
+	HSUM
+	FMOVS	F0, ret+24(FP)
+	RET
+
+// func dotQ8_0SDOTAsm(nb int, w, x *byte) float32
+TEXT ·dotQ8_0SDOTAsm(SB), NOSPLIT, $0-28
+	MOVD	nb+0(FP), R0
+	MOVD	w+8(FP), R1
+	MOVD	x+16(FP), R2
+	VEOR	V20.B16, V20.B16, V20.B16
+	CBZ	R0, q8ddone
+q8dloop:
+	LOADQ8
+	LOADX
+	IDOT_SDOT
+	BLOCKSCALE
+	SUB	$1, R0
+	CBNZ	R0, q8dloop
+q8ddone:
+	HSUM
+	FMOVS	F0, ret+24(FP)
+	RET
+
+// func dotQ4_0NEONAsm(nb int, w, x *byte) float32
+TEXT ·dotQ4_0NEONAsm(SB), NOSPLIT, $0-28
+	MOVD	nb+0(FP), R0
+	MOVD	w+8(FP), R1
+	MOVD	x+16(FP), R2
+	VEOR	V20.B16, V20.B16, V20.B16
+	VMOVI	$15, V30.B16
+	VMOVI	$8, V31.B16
+	CBZ	R0, q4done
+q4loop:
+	LOADQ4
+	LOADX
+	IDOT_SMULL
+	BLOCKSCALE
+	SUB	$1, R0
+	CBNZ	R0, q4loop
+q4done:
+	HSUM
+	FMOVS	F0, ret+24(FP)
+	RET
+
+// func dotQ4_0SDOTAsm(nb int, w, x *byte) float32
+TEXT ·dotQ4_0SDOTAsm(SB), NOSPLIT, $0-28
+	MOVD	nb+0(FP), R0
+	MOVD	w+8(FP), R1
+	MOVD	x+16(FP), R2
+	VEOR	V20.B16, V20.B16, V20.B16
+	VMOVI	$15, V30.B16
+	VMOVI	$8, V31.B16
+	CBZ	R0, q4ddone
+q4dloop:
+	LOADQ4
+	LOADX
+	IDOT_SDOT
+	BLOCKSCALE
+	SUB	$1, R0
+	CBNZ	R0, q4dloop
+q4ddone:
+	HSUM
+	FMOVS	F0, ret+24(FP)
+	RET

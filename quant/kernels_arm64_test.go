@@ -1,0 +1,366 @@
+package quant
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// The NEON kernels are checked against their pure-Go twins, on every variant the CPU supports
+// ("neon-dp" needs the dot-product extension: under qemu-user run with QEMU_CPU=max). The integer
+// block sums are exact in both; the float sums differ in order and fusion, so the tolerance is
+//
+//	|asm - go| <= neonRelTol * Σ|w_i·x_i| + neonAbsTol
+//
+// over the dequantized rows: far above float32 rounding for the sizes tested, far below any
+// real slip (a wrong lane, nibble, block or scale moves the result by a sizable fraction of
+// Σ|terms|). (These helpers mirror kernels_amd64_test.go, which is not built here.)
+const (
+	neonRelTol = 1e-5
+	neonAbsTol = 1e-35
+)
+
+// neonTypes are the weight types with NEON kernels (dot_q8_arm64.go).
+var neonTypes = []Type{Q4_0, Q8_0}
+
+// requireNEON returns variant v's kernel for typ, skipping when the CPU lacks the variant.
+func requireNEON(t testing.TB, v string, typ Type) DotFunc {
+	t.Helper()
+	if v == "neon-dp" && !hasDotProd {
+		t.Skip("CPU lacks the dot-product extension (ASIMDDP); under qemu-user set QEMU_CPU=max")
+	}
+	k := neonKernels[v][typ]
+	if k == nil {
+		t.Fatalf("no %s kernel registered for %v", v, typ)
+	}
+	return k
+}
+
+// decodeF64 returns the k values of a row of type typ as float64s.
+func decodeF64(t testing.TB, typ Type, b []byte, k int) []float64 {
+	y := make([]float32, k)
+	if err := Dequantize(typ, b[:typ.RowSize(k)], y); err != nil {
+		t.Fatal(err)
+	}
+	r := make([]float64, k)
+	for i, v := range y {
+		r[i] = float64(v)
+	}
+	return r
+}
+
+// compareNEON runs kernel asm and the Go twin on the same inputs and checks every column against
+// the tolerance and that nothing past out[:nx] is written. Columns whose terms overflow are only
+// run (no crash); it returns the number of columns compared.
+func compareNEON(t testing.TB, asm DotFunc, typ Type, k int, w, x []byte, xStride, nx int) int {
+	t.Helper()
+	var got, want [MaxCols + 1]float32
+	got[nx], want[nx] = -7, -7
+	asm(k, w, x, xStride, nx, got[:])
+	DotGo(typ)(k, w, x, xStride, nx, want[:])
+	if got[nx] != -7 {
+		t.Fatalf("%v k=%d nx=%d: wrote past out[:nx]", typ, k, nx)
+	}
+	wd := decodeF64(t, typ, w, k)
+	compared := 0
+	for j := 0; j < nx; j++ {
+		xd := decodeF64(t, Q8_0, x[j*xStride:], k)
+		var mag float64
+		for i := range wd {
+			mag += math.Abs(wd[i] * xd[i])
+		}
+		g, wv := float64(got[j]), float64(want[j])
+		if math.IsNaN(mag) || math.IsInf(mag, 0) || mag > 1e36 || math.IsInf(wv, 0) || math.IsNaN(wv) {
+			continue
+		}
+		compared++
+		if d := math.Abs(g - wv); !(d <= neonRelTol*mag+neonAbsTol) {
+			t.Fatalf("%v k=%d nx=%d column %d: asm %v, go %v (|diff| %.3g > %.3g·Σ|terms| %.3g)",
+				typ, k, nx, j, got[j], want[j], d, neonRelTol, mag)
+		}
+	}
+	return compared
+}
+
+// finiteHalf turns an F16 Inf/NaN bit pattern at b into a finite one.
+func finiteHalf(b []byte) {
+	if h := binary.LittleEndian.Uint16(b); h&0x7c00 == 0x7c00 {
+		binary.LittleEndian.PutUint16(b, h&^0x4000)
+	}
+}
+
+// sanitizeBlocks makes every block scale of a Q4_0/Q8_0 row finite and, for activations
+// (acts), every quant of -128 (never written by QuantizeAct) -127.
+func sanitizeBlocks(typ Type, b []byte, acts bool) {
+	for o := 0; o+typ.TypeSize() <= len(b); o += typ.TypeSize() {
+		finiteHalf(b[o:])
+		for i := o + 2; acts && i < o+typ.TypeSize(); i++ {
+			if b[i] == 0x80 {
+				b[i] = 0x81
+			}
+		}
+	}
+}
+
+// neonWeights returns one row of k weights of typ: quantized Gaussians of varied scale, or for
+// half of the calls random bytes with finite scales.
+func neonWeights(t testing.TB, r *rand.Rand, typ Type, k int) []byte {
+	b := make([]byte, typ.RowSize(k))
+	if r.IntN(2) == 0 {
+		x := make([]float32, k)
+		sigma := math.Exp(r.NormFloat64() * 2)
+		for i := range x {
+			x[i] = float32(r.NormFloat64() * sigma)
+		}
+		if err := Quantize(typ, x, b); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	sanitizeBlocks(typ, b, false)
+	return b
+}
+
+// neonActs returns nx Q8_0 activation rows of k elements with the given byte stride; the
+// padding between rows is garbage that must not be read.
+func neonActs(r *rand.Rand, k, nx, stride int) []byte {
+	b := make([]byte, (nx-1)*stride+Q8_0.RowSize(k))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	x := make([]float32, k)
+	for j := 0; j < nx; j++ {
+		sigma := math.Exp(r.NormFloat64())
+		for i := range x {
+			x[i] = float32(r.NormFloat64() * sigma)
+		}
+		QuantizeAct(Q8_0, x, b[j*stride:])
+	}
+	return b
+}
+
+// forNEON runs f for every variant and NEON type as subtests.
+func forNEON(t *testing.T, f func(t *testing.T, v string, typ Type, asm DotFunc)) {
+	for _, v := range []string{"neon", "neon-dp"} {
+		for _, typ := range neonTypes {
+			t.Run(v+"/"+typ.String(), func(t *testing.T) { f(t, v, typ, requireNEON(t, v, typ)) })
+		}
+	}
+}
+
+func TestNEONKernelsMatchGo(t *testing.T) {
+	ks := []int{0, 32, 64, 96, 160, 224, 33 * 32, 2048, 2048 + 32, 5632}
+	if !testing.Short() {
+		ks = append(ks, 16384)
+	}
+	forNEON(t, func(t *testing.T, v string, typ Type, asm DotFunc) {
+		r := rand.New(rand.NewPCG(uint64(typ), uint64(len(v))))
+		for _, k := range ks {
+			for nx := 1; nx <= MaxCols; nx++ {
+				for rep := 0; rep < 3; rep++ {
+					w := neonWeights(t, r, typ, k)
+					stride := Q8_0.RowSize(k) + r.IntN(3)*q8_0Bytes + r.IntN(5)
+					x := neonActs(r, k, nx, stride)
+					if n := compareNEON(t, asm, typ, k, w, x, stride, nx); n != nx {
+						t.Fatalf("k=%d nx=%d: only %d of %d columns finite", k, nx, n, nx)
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestNEONKernelsAgainstFloat64 checks the kernels against the exact (float64) dot of the
+// decoded rows, independently of the Go twins.
+func TestNEONKernelsAgainstFloat64(t *testing.T) {
+	forNEON(t, func(t *testing.T, v string, typ Type, asm DotFunc) {
+		r := rand.New(rand.NewPCG(uint64(typ), 2))
+		for _, k := range []int{32, 96, 4096 + 160} {
+			w := neonWeights(t, r, typ, k)
+			xRow := Q8_0.RowSize(k)
+			x := neonActs(r, k, MaxCols, xRow)
+			var out [MaxCols]float32
+			asm(k, w, x, xRow, MaxCols, out[:])
+			wd := decodeF64(t, typ, w, k)
+			for j := 0; j < MaxCols; j++ {
+				xd := decodeF64(t, Q8_0, x[j*xRow:], k)
+				var exact, mag float64
+				for i := range wd {
+					exact += wd[i] * xd[i]
+					mag += math.Abs(wd[i] * xd[i])
+				}
+				if d := math.Abs(float64(out[j]) - exact); d > neonRelTol*mag+neonAbsTol {
+					t.Errorf("k=%d column %d: asm %v, exact %v (|diff| %.3g, Σ|terms| %.3g)", k, j, out[j], exact, d, mag)
+				}
+			}
+		}
+	})
+}
+
+// TestNEONKernelsSpecialValues feeds the extremes: Q8_0 weights of -128 and 127 against
+// activation quants of ±127 and even -128 (exact in both integer paths), Q4_0 nibbles 0 and 15,
+// the largest and subnormal f16 scales.
+func TestNEONKernelsSpecialValues(t *testing.T) {
+	const k = 96
+	fill := func(typ Type, wq, xq byte, wd, xd uint16) ([]byte, []byte) {
+		w := make([]byte, typ.RowSize(k))
+		x := make([]byte, MaxCols*Q8_0.RowSize(k))
+		for o := 0; o < len(w); o += typ.TypeSize() {
+			binary.LittleEndian.PutUint16(w[o:], wd)
+			for i := o + 2; i < o+typ.TypeSize(); i++ {
+				w[i] = wq
+			}
+		}
+		for o := 0; o < len(x); o += q8_0Bytes {
+			binary.LittleEndian.PutUint16(x[o:], xd)
+			for i := o + 2; i < o+q8_0Bytes; i++ {
+				x[i] = xq
+			}
+		}
+		return w, x
+	}
+	for _, tc := range []struct {
+		name   string
+		typ    Type
+		wq, xq byte
+		wd, xd uint16
+	}{
+		{"q8 -128*-127", Q8_0, 0x80, 0x81, 0x3c00, 0x3c00},
+		{"q8 -128*-128", Q8_0, 0x80, 0x80, 0x3c00, 0x3c00},
+		{"q8 -128*127 largest scales", Q8_0, 0x80, 0x7f, 0x7bff, 0x7bff},
+		{"q8 subnormal scale", Q8_0, 0x7f, 0x81, 0x0001, 0x3c00},
+		{"q4 nibbles 0", Q4_0, 0x00, 0x7f, 0x3c00, 0xbc00},
+		{"q4 nibbles 15", Q4_0, 0xff, 0x81, 0x7bff, 0x3c00},
+		{"q4 mixed", Q4_0, 0x0f, 0x7f, 0x3c00, 0x3c00},
+		{"q4 -128 acts", Q4_0, 0xf0, 0x80, 0x3c00, 0x3c00},
+	} {
+		for _, v := range []string{"neon", "neon-dp"} {
+			t.Run(v+"/"+tc.name, func(t *testing.T) {
+				asm := requireNEON(t, v, tc.typ)
+				w, x := fill(tc.typ, tc.wq, tc.xq, tc.wd, tc.xd)
+				for nx := 1; nx <= MaxCols; nx++ {
+					if n := compareNEON(t, asm, tc.typ, k, w, x, Q8_0.RowSize(k), nx); n != nx {
+						t.Fatalf("nx=%d: only %d of %d columns compared", nx, n, nx)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestNEONKernelsBounds checks that short inputs panic in the Go wrapper instead of letting the
+// assembly read out of bounds, and that nx <= 0 computes nothing.
+func TestNEONKernelsBounds(t *testing.T) {
+	forNEON(t, func(t *testing.T, v string, typ Type, asm DotFunc) {
+		const k = 64
+		rb, xr := typ.RowSize(k), Q8_0.RowSize(k)
+		w, x := make([]byte, rb), make([]byte, 4*xr)
+		out := make([]float32, MaxCols+1)
+		cases := []struct {
+			name string
+			f    func()
+		}{
+			{"short weights", func() { asm(k, w[:rb-1], x, xr, 1, out) }},
+			{"short last column", func() { asm(k, w, x[:4*xr-1], xr, 4, out) }},
+			{"short out", func() { asm(k, w, x, xr, 3, out[:2]) }},
+			{"too many columns", func() { asm(k, w, append(x, x...), xr, MaxCols+1, out) }},
+			{"negative stride", func() { asm(k, w, x, -xr, 2, out) }},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				defer func() {
+					if recover() == nil {
+						t.Errorf("no panic")
+					}
+				}()
+				c.f()
+			})
+		}
+		out[0] = 5
+		asm(k, w, x, xr, 0, out)
+		if out[0] != 5 {
+			t.Errorf("nx=0 wrote out[0]")
+		}
+	})
+}
+
+func TestNEONKernelsNoAlloc(t *testing.T) {
+	forNEON(t, func(t *testing.T, v string, typ Type, asm DotFunc) {
+		const k = 256 + 96
+		w := make([]byte, typ.RowSize(k))
+		x := make([]byte, MaxCols*Q8_0.RowSize(k))
+		out := make([]float32, MaxCols)
+		if n := testing.AllocsPerRun(20, func() { asm(k, w, x, Q8_0.RowSize(k), MaxCols, out) }); n != 0 {
+			t.Errorf("%v allocations per call", n)
+		}
+	})
+}
+
+// TestNEONDispatch checks that Kernel hands out the best variant this CPU supports.
+func TestNEONDispatch(t *testing.T) {
+	want := "neon"
+	if hasDotProd {
+		want = "neon-dp"
+	}
+	for _, typ := range neonTypes {
+		if got := KernelName(typ); got != want {
+			t.Errorf("KernelName(%v) = %q, want %q", typ, got, want)
+		}
+		if asmKernels[typ] == nil {
+			t.Errorf("no kernel registered for %v", typ)
+		}
+	}
+	t.Logf("arm64 dot kernels: %s (ASIMDDP %v)", want, hasDotProd)
+}
+
+// fuzzNEON interprets data as one weight row of typ followed by nx Q8_0 activation rows
+// (stride: row size plus pad bytes), sanitized to finite scales and activation quants in
+// [-127, 127], and compares every variant the CPU supports with the Go twin.
+func fuzzNEON(t *testing.T, typ Type, data []byte, nxb, pad uint8) {
+	nx := 1 + int(nxb)%MaxCols
+	wb, xb := typ.TypeSize(), q8_0Bytes
+	nb := max(0, (len(data)-nx*int(pad))/(wb+nx*xb))
+	k := nb * 32
+	w := append([]byte(nil), data[:nb*wb]...)
+	stride := nb*xb + int(pad)
+	x := append([]byte(nil), data[nb*wb:]...)
+	need := (nx-1)*stride + nb*xb
+	x = x[:min(len(x), need)]
+	x = append(x, make([]byte, need-len(x))...)
+	sanitizeBlocks(typ, w, false)
+	for j := 0; j < nx; j++ {
+		sanitizeBlocks(Q8_0, x[j*stride:j*stride+nb*xb], true)
+	}
+	for _, v := range []string{"neon", "neon-dp"} {
+		if v == "neon-dp" && !hasDotProd {
+			continue // the plain NEON variant ran; the test log of TestNEONDispatch says which
+		}
+		compareNEON(t, neonKernels[v][typ], typ, k, w, x, stride, nx)
+	}
+}
+
+func addNEONSeeds(f *testing.F, typ Type) {
+	r := rand.New(rand.NewPCG(uint64(typ), 3))
+	for _, k := range []int{32, 96, 256} {
+		for _, nx := range []int{1, 4} {
+			w := neonWeights(f, r, typ, k)
+			x := neonActs(r, k, nx, Q8_0.RowSize(k))
+			f.Add(append(w, x...), uint8(nx-1), uint8(0))
+		}
+	}
+	f.Add([]byte{}, uint8(0), uint8(0))
+}
+
+func FuzzDotQ4_0(f *testing.F) {
+	addNEONSeeds(f, Q4_0)
+	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzNEON(t, Q4_0, data, nx, pad) })
+}
+
+func FuzzDotQ8_0(f *testing.F) {
+	addNEONSeeds(f, Q8_0)
+	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzNEON(t, Q8_0, data, nx, pad) })
+}
