@@ -152,3 +152,26 @@ axpy16tail:
 	VST1	[V16.S4, V17.S4], (R2)
 axpy16done:
 	RET
+
+// func cvtF16NEON(n int, src *uint16, dst *float32)
+TEXT ·cvtF16NEON(SB), NOSPLIT, $0-24
+	MOVD	n+0(FP), R0
+	MOVD	src+8(FP), R1
+	MOVD	dst+16(FP), R2
+	CMP	$16, R0
+	BLT	cvttail
+cvtloop:
+	VLD1.P	32(R1), [V8.H8, V9.H8]
+	F16X16
+	VST1.P	[V4.S4, V5.S4, V6.S4, V7.S4], 64(R2)
+	SUB	$16, R0
+	CMP	$16, R0
+	BGE	cvtloop
+cvttail:
+	CBZ	R0, cvtdone
+	VLD1	(R1), [V8.H8]
+	WORD	$0x0e217904 // fcvtl  v4.4s, v8.4h
+	WORD	$0x4e217905 // fcvtl2 v5.4s, v8.8h
+	VST1	[V4.S4, V5.S4], (R2)
+cvtdone:
+	RET
