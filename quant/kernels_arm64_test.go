@@ -21,8 +21,8 @@ const (
 	neonAbsTol = 1e-35
 )
 
-// neonTypes are the weight types with NEON kernels (dot_q8_arm64.go).
-var neonTypes = []Type{Q4_0, Q8_0}
+// neonTypes are the weight types with NEON kernels (dot_q8_arm64.go, dot_q4k_arm64.go).
+var neonTypes = []Type{Q4_0, Q8_0, Q4_K}
 
 // requireNEON returns variant v's kernel for typ, skipping when the CPU lacks the variant.
 func requireNEON(t testing.TB, v string, typ Type) DotFunc {
@@ -50,6 +50,34 @@ func decodeF64(t testing.TB, typ Type, b []byte, k int) []float64 {
 	return r
 }
 
+// termMagnitude is Σ|w_i·x_i| over the decoded rows, or for Q4_K (whose d·sc·q and dmin·m terms
+// are summed separately and may cancel) Σ|x_i|·(|d·sc_i·q_i| + |dmin·m_i|).
+func termMagnitude(t testing.TB, typ Type, k int, w, x []byte) float64 {
+	xd := decodeF64(t, ActType(typ), x, k)
+	var s float64
+	if typ == Q4_K {
+		scaled, mins := decodeWithout(t, typ, w, k, 2), decodeWithout(t, typ, w, k, 0)
+		for i := range xd {
+			s += math.Abs(xd[i]) * (math.Abs(scaled[i]) + math.Abs(mins[i]))
+		}
+		return s
+	}
+	wd := decodeF64(t, typ, w, k)
+	for i := range wd {
+		s += math.Abs(wd[i] * xd[i])
+	}
+	return s
+}
+
+// decodeWithout decodes a weight row of typ with the f16 at offset off of every block set to 0.
+func decodeWithout(t testing.TB, typ Type, w []byte, k, off int) []float64 {
+	wc := append([]byte(nil), w[:typ.RowSize(k)]...)
+	for o := 0; o+typ.TypeSize() <= len(wc); o += typ.TypeSize() {
+		binary.LittleEndian.PutUint16(wc[o+off:], 0)
+	}
+	return decodeF64(t, typ, wc, k)
+}
+
 // compareNEON runs kernel asm and the Go twin on the same inputs and checks every column against
 // the tolerance and that nothing past out[:nx] is written. Columns whose terms overflow are only
 // run (no crash); it returns the number of columns compared.
@@ -62,14 +90,9 @@ func compareNEON(t testing.TB, asm DotFunc, typ Type, k int, w, x []byte, xStrid
 	if got[nx] != -7 {
 		t.Fatalf("%v k=%d nx=%d: wrote past out[:nx]", typ, k, nx)
 	}
-	wd := decodeF64(t, typ, w, k)
 	compared := 0
 	for j := 0; j < nx; j++ {
-		xd := decodeF64(t, Q8_0, x[j*xStride:], k)
-		var mag float64
-		for i := range wd {
-			mag += math.Abs(wd[i] * xd[i])
-		}
+		mag := termMagnitude(t, typ, k, w, x[j*xStride:])
 		g, wv := float64(got[j]), float64(want[j])
 		if math.IsNaN(mag) || math.IsInf(mag, 0) || mag > 1e36 || math.IsInf(wv, 0) || math.IsNaN(wv) {
 			continue
@@ -90,10 +113,20 @@ func finiteHalf(b []byte) {
 	}
 }
 
-// sanitizeBlocks makes every block scale of a Q4_0/Q8_0 row finite and, for activations
-// (acts), every quant of -128 (never written by QuantizeAct) -127.
+// sanitizeBlocks makes every block scale of a row of typ finite (the f16 d of Q4_0/Q8_0, d and
+// dmin of Q4_K, the f32 d of Q8_K) and, for Q8_0 activations (acts), every quant of -128 (never
+// written by QuantizeAct) -127.
 func sanitizeBlocks(typ Type, b []byte, acts bool) {
 	for o := 0; o+typ.TypeSize() <= len(b); o += typ.TypeSize() {
+		switch typ {
+		case Q8_K:
+			if v := binary.LittleEndian.Uint32(b[o:]); v&0x7f800000 == 0x7f800000 {
+				binary.LittleEndian.PutUint32(b[o:], v&^0x40000000)
+			}
+			continue
+		case Q4_K:
+			finiteHalf(b[o+2:])
+		}
 		finiteHalf(b[o:])
 		for i := o + 2; acts && i < o+typ.TypeSize(); i++ {
 			if b[i] == 0x80 {
@@ -125,10 +158,10 @@ func neonWeights(t testing.TB, r *rand.Rand, typ Type, k int) []byte {
 	return b
 }
 
-// neonActs returns nx Q8_0 activation rows of k elements with the given byte stride; the
-// padding between rows is garbage that must not be read.
-func neonActs(r *rand.Rand, k, nx, stride int) []byte {
-	b := make([]byte, (nx-1)*stride+Q8_0.RowSize(k))
+// neonActs returns nx activation rows for typ (k elements of ActType(typ)) with the given byte
+// stride; the padding between rows is garbage that must not be read.
+func neonActs(r *rand.Rand, typ Type, k, nx, stride int) []byte {
+	b := make([]byte, (nx-1)*stride+ActType(typ).RowSize(k))
 	for i := range b {
 		b[i] = byte(r.Uint32())
 	}
@@ -138,7 +171,7 @@ func neonActs(r *rand.Rand, k, nx, stride int) []byte {
 		for i := range x {
 			x[i] = float32(r.NormFloat64() * sigma)
 		}
-		QuantizeAct(Q8_0, x, b[j*stride:])
+		QuantizeAct(typ, x, b[j*stride:])
 	}
 	return b
 }
@@ -153,18 +186,23 @@ func forNEON(t *testing.T, f func(t *testing.T, v string, typ Type, asm DotFunc)
 }
 
 func TestNEONKernelsMatchGo(t *testing.T) {
-	ks := []int{0, 32, 64, 96, 160, 224, 33 * 32, 2048, 2048 + 32, 5632}
-	if !testing.Short() {
-		ks = append(ks, 16384)
-	}
 	forNEON(t, func(t *testing.T, v string, typ Type, asm DotFunc) {
+		bs := typ.BlockSize()
+		ks := []int{0, bs, 2 * bs, 3 * bs, 5 * bs, 7 * bs, 2048, 2048 + bs, 5632}
+		if bs == 32 {
+			ks = append(ks, 33*bs)
+		}
+		if !testing.Short() {
+			ks = append(ks, 16384)
+		}
 		r := rand.New(rand.NewPCG(uint64(typ), uint64(len(v))))
 		for _, k := range ks {
 			for nx := 1; nx <= MaxCols; nx++ {
 				for rep := 0; rep < 3; rep++ {
 					w := neonWeights(t, r, typ, k)
-					stride := Q8_0.RowSize(k) + r.IntN(3)*q8_0Bytes + r.IntN(5)
-					x := neonActs(r, k, nx, stride)
+					at := ActType(typ)
+					stride := at.RowSize(k) + r.IntN(3)*at.TypeSize() + r.IntN(5)
+					x := neonActs(r, typ, k, nx, stride)
 					if n := compareNEON(t, asm, typ, k, w, x, stride, nx); n != nx {
 						t.Fatalf("k=%d nx=%d: only %d of %d columns finite", k, nx, n, nx)
 					}
@@ -179,15 +217,15 @@ func TestNEONKernelsMatchGo(t *testing.T) {
 func TestNEONKernelsAgainstFloat64(t *testing.T) {
 	forNEON(t, func(t *testing.T, v string, typ Type, asm DotFunc) {
 		r := rand.New(rand.NewPCG(uint64(typ), 2))
-		for _, k := range []int{32, 96, 4096 + 160} {
+		for _, k := range []int{256, 768, 4096 + 256} {
 			w := neonWeights(t, r, typ, k)
-			xRow := Q8_0.RowSize(k)
-			x := neonActs(r, k, MaxCols, xRow)
+			xRow := ActType(typ).RowSize(k)
+			x := neonActs(r, typ, k, MaxCols, xRow)
 			var out [MaxCols]float32
 			asm(k, w, x, xRow, MaxCols, out[:])
 			wd := decodeF64(t, typ, w, k)
 			for j := 0; j < MaxCols; j++ {
-				xd := decodeF64(t, Q8_0, x[j*xRow:], k)
+				xd := decodeF64(t, ActType(typ), x[j*xRow:], k)
 				var exact, mag float64
 				for i := range wd {
 					exact += wd[i] * xd[i]
@@ -256,8 +294,8 @@ func TestNEONKernelsSpecialValues(t *testing.T) {
 // assembly read out of bounds, and that nx <= 0 computes nothing.
 func TestNEONKernelsBounds(t *testing.T) {
 	forNEON(t, func(t *testing.T, v string, typ Type, asm DotFunc) {
-		const k = 64
-		rb, xr := typ.RowSize(k), Q8_0.RowSize(k)
+		k := 2 * typ.BlockSize()
+		rb, xr := typ.RowSize(k), ActType(typ).RowSize(k)
 		w, x := make([]byte, rb), make([]byte, 4*xr)
 		out := make([]float32, MaxCols+1)
 		cases := []struct {
@@ -290,11 +328,12 @@ func TestNEONKernelsBounds(t *testing.T) {
 
 func TestNEONKernelsNoAlloc(t *testing.T) {
 	forNEON(t, func(t *testing.T, v string, typ Type, asm DotFunc) {
-		const k = 256 + 96
+		k := 11 * typ.BlockSize()
+		xr := ActType(typ).RowSize(k)
 		w := make([]byte, typ.RowSize(k))
-		x := make([]byte, MaxCols*Q8_0.RowSize(k))
+		x := make([]byte, MaxCols*xr)
 		out := make([]float32, MaxCols)
-		if n := testing.AllocsPerRun(20, func() { asm(k, w, x, Q8_0.RowSize(k), MaxCols, out) }); n != 0 {
+		if n := testing.AllocsPerRun(20, func() { asm(k, w, x, xr, MaxCols, out) }); n != 0 {
 			t.Errorf("%v allocations per call", n)
 		}
 	})
@@ -317,14 +356,15 @@ func TestNEONDispatch(t *testing.T) {
 	t.Logf("arm64 dot kernels: %s (ASIMDDP %v)", want, hasDotProd)
 }
 
-// fuzzNEON interprets data as one weight row of typ followed by nx Q8_0 activation rows
-// (stride: row size plus pad bytes), sanitized to finite scales and activation quants in
-// [-127, 127], and compares every variant the CPU supports with the Go twin.
+// fuzzNEON interprets data as one weight row of typ followed by nx activation rows (stride: row
+// size plus pad bytes), sanitized to finite scales and Q8_0 activation quants in [-127, 127],
+// and compares every variant the CPU supports with the Go twin.
 func fuzzNEON(t *testing.T, typ Type, data []byte, nxb, pad uint8) {
 	nx := 1 + int(nxb)%MaxCols
-	wb, xb := typ.TypeSize(), q8_0Bytes
+	at := ActType(typ)
+	wb, xb := typ.TypeSize(), at.TypeSize()
 	nb := max(0, (len(data)-nx*int(pad))/(wb+nx*xb))
-	k := nb * 32
+	k := nb * typ.BlockSize()
 	w := append([]byte(nil), data[:nb*wb]...)
 	stride := nb*xb + int(pad)
 	x := append([]byte(nil), data[nb*wb:]...)
@@ -333,7 +373,7 @@ func fuzzNEON(t *testing.T, typ Type, data []byte, nxb, pad uint8) {
 	x = append(x, make([]byte, need-len(x))...)
 	sanitizeBlocks(typ, w, false)
 	for j := 0; j < nx; j++ {
-		sanitizeBlocks(Q8_0, x[j*stride:j*stride+nb*xb], true)
+		sanitizeBlocks(at, x[j*stride:j*stride+nb*xb], true)
 	}
 	for _, v := range []string{"neon", "neon-dp"} {
 		if v == "neon-dp" && !hasDotProd {
@@ -345,10 +385,11 @@ func fuzzNEON(t *testing.T, typ Type, data []byte, nxb, pad uint8) {
 
 func addNEONSeeds(f *testing.F, typ Type) {
 	r := rand.New(rand.NewPCG(uint64(typ), 3))
-	for _, k := range []int{32, 96, 256} {
+	for _, nb := range []int{1, 3, 8} {
+		k := nb * typ.BlockSize()
 		for _, nx := range []int{1, 4} {
 			w := neonWeights(f, r, typ, k)
-			x := neonActs(r, k, nx, Q8_0.RowSize(k))
+			x := neonActs(r, typ, k, nx, ActType(typ).RowSize(k))
 			f.Add(append(w, x...), uint8(nx-1), uint8(0))
 		}
 	}
@@ -363,4 +404,54 @@ func FuzzDotQ4_0(f *testing.F) {
 func FuzzDotQ8_0(f *testing.F) {
 	addNEONSeeds(f, Q8_0)
 	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzNEON(t, Q8_0, data, nx, pad) })
+}
+
+func FuzzDotQ4_K(f *testing.F) {
+	addNEONSeeds(f, Q4_K)
+	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzNEON(t, Q4_K, data, nx, pad) })
+}
+
+// TestNEONQ4_KSpecialValues feeds Q4_K extremes: every level, scale and min at its maximum (all
+// bytes 0xff) or zero, against Q8_K activation quants of ±127 and -128 with their true bsums.
+func TestNEONQ4_KSpecialValues(t *testing.T) {
+	const k = 2 * QK_K
+	for _, tc := range []struct {
+		name string
+		wq   byte
+		xq   int8
+	}{
+		{"max levels scales mins, +127", 0xff, 127},
+		{"max, -128", 0xff, -128},
+		{"zero levels, -127", 0x00, -127},
+		{"mixed nibbles, -128", 0x0f, -128},
+	} {
+		w := make([]byte, Q4_K.RowSize(k))
+		for o := 0; o < len(w); o += q4_KBytes {
+			for i := o + 4; i < o+q4_KBytes; i++ {
+				w[i] = tc.wq
+			}
+			binary.LittleEndian.PutUint16(w[o:], 0x3c00)   // d = 1
+			binary.LittleEndian.PutUint16(w[o+2:], 0x3800) // dmin = 0.5
+		}
+		x := make([]byte, MaxCols*Q8_K.RowSize(k))
+		for o := 0; o < len(x); o += q8_KBytes {
+			binary.LittleEndian.PutUint32(x[o:], math.Float32bits(1))
+			for i := 0; i < QK_K; i++ {
+				x[o+4+i] = byte(tc.xq)
+			}
+			for g := 0; g < 16; g++ {
+				binary.LittleEndian.PutUint16(x[o+4+QK_K+2*g:], uint16(int16(16*int(tc.xq))))
+			}
+		}
+		for _, v := range []string{"neon", "neon-dp"} {
+			t.Run(v+"/"+tc.name, func(t *testing.T) {
+				asm := requireNEON(t, v, Q4_K)
+				for nx := 1; nx <= MaxCols; nx++ {
+					if n := compareNEON(t, asm, Q4_K, k, w, x, Q8_K.RowSize(k), nx); n != nx {
+						t.Fatalf("nx=%d: only %d of %d columns compared", nx, n, nx)
+					}
+				}
+			})
+		}
+	}
 }
