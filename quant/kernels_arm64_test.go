@@ -21,8 +21,9 @@ const (
 	neonAbsTol = 1e-35
 )
 
-// neonTypes are the weight types with NEON kernels (dot_q8_arm64.go, dot_q4k_arm64.go).
-var neonTypes = []Type{Q4_0, Q8_0, Q4_K}
+// neonTypes are the weight types with NEON kernels (dot_q8_arm64.go, dot_q4k_arm64.go,
+// dot_q6k_arm64.go).
+var neonTypes = []Type{Q4_0, Q8_0, Q4_K, Q6_K}
 
 // requireNEON returns variant v's kernel for typ, skipping when the CPU lacks the variant.
 func requireNEON(t testing.TB, v string, typ Type) DotFunc {
@@ -126,6 +127,9 @@ func sanitizeBlocks(typ Type, b []byte, acts bool) {
 			continue
 		case Q4_K:
 			finiteHalf(b[o+2:])
+		case Q6_K:
+			finiteHalf(b[o+208:])
+			continue
 		}
 		finiteHalf(b[o:])
 		for i := o + 2; acts && i < o+typ.TypeSize(); i++ {
@@ -356,6 +360,59 @@ func TestNEONDispatch(t *testing.T) {
 	t.Logf("arm64 dot kernels: %s (ASIMDDP %v)", want, hasDotProd)
 }
 
+// TestNEONKQuantSpecialValues feeds K-quant extremes: every level, scale and min at its maximum
+// (all bytes 0xff: for Q6_K levels 31 and scales -1) or zero, or mixed nibbles, against Q8_K
+// activation quants of ±127 and -128 with their true bsums.
+func TestNEONKQuantSpecialValues(t *testing.T) {
+	const k = 2 * QK_K
+	for _, typ := range []Type{Q4_K, Q6_K} {
+		for _, tc := range []struct {
+			name string
+			wq   byte
+			xq   int8
+		}{
+			{"all 0xff, +127", 0xff, 127},
+			{"all 0xff, -128", 0xff, -128},
+			{"zero, -127", 0x00, -127},
+			{"mixed nibbles, -128", 0x0f, -128},
+			{"0x80, +127", 0x80, 127},
+		} {
+			w := make([]byte, typ.RowSize(k))
+			for o := 0; o < len(w); o += typ.TypeSize() {
+				for i := o; i < o+typ.TypeSize(); i++ {
+					w[i] = tc.wq
+				}
+				if typ == Q4_K {
+					binary.LittleEndian.PutUint16(w[o:], 0x3c00)   // d = 1
+					binary.LittleEndian.PutUint16(w[o+2:], 0x3800) // dmin = 0.5
+				} else {
+					binary.LittleEndian.PutUint16(w[o+208:], 0x3c00)
+				}
+			}
+			x := make([]byte, MaxCols*Q8_K.RowSize(k))
+			for o := 0; o < len(x); o += q8_KBytes {
+				binary.LittleEndian.PutUint32(x[o:], math.Float32bits(1))
+				for i := 0; i < QK_K; i++ {
+					x[o+4+i] = byte(tc.xq)
+				}
+				for g := 0; g < 16; g++ {
+					binary.LittleEndian.PutUint16(x[o+4+QK_K+2*g:], uint16(int16(16*int(tc.xq))))
+				}
+			}
+			for _, v := range []string{"neon", "neon-dp"} {
+				t.Run(v+"/"+typ.String()+"/"+tc.name, func(t *testing.T) {
+					asm := requireNEON(t, v, typ)
+					for nx := 1; nx <= MaxCols; nx++ {
+						if n := compareNEON(t, asm, typ, k, w, x, Q8_K.RowSize(k), nx); n != nx {
+							t.Fatalf("nx=%d: only %d of %d columns compared", nx, n, nx)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
 // fuzzNEON interprets data as one weight row of typ followed by nx activation rows (stride: row
 // size plus pad bytes), sanitized to finite scales and Q8_0 activation quants in [-127, 127],
 // and compares every variant the CPU supports with the Go twin.
@@ -411,47 +468,7 @@ func FuzzDotQ4_K(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzNEON(t, Q4_K, data, nx, pad) })
 }
 
-// TestNEONQ4_KSpecialValues feeds Q4_K extremes: every level, scale and min at its maximum (all
-// bytes 0xff) or zero, against Q8_K activation quants of ±127 and -128 with their true bsums.
-func TestNEONQ4_KSpecialValues(t *testing.T) {
-	const k = 2 * QK_K
-	for _, tc := range []struct {
-		name string
-		wq   byte
-		xq   int8
-	}{
-		{"max levels scales mins, +127", 0xff, 127},
-		{"max, -128", 0xff, -128},
-		{"zero levels, -127", 0x00, -127},
-		{"mixed nibbles, -128", 0x0f, -128},
-	} {
-		w := make([]byte, Q4_K.RowSize(k))
-		for o := 0; o < len(w); o += q4_KBytes {
-			for i := o + 4; i < o+q4_KBytes; i++ {
-				w[i] = tc.wq
-			}
-			binary.LittleEndian.PutUint16(w[o:], 0x3c00)   // d = 1
-			binary.LittleEndian.PutUint16(w[o+2:], 0x3800) // dmin = 0.5
-		}
-		x := make([]byte, MaxCols*Q8_K.RowSize(k))
-		for o := 0; o < len(x); o += q8_KBytes {
-			binary.LittleEndian.PutUint32(x[o:], math.Float32bits(1))
-			for i := 0; i < QK_K; i++ {
-				x[o+4+i] = byte(tc.xq)
-			}
-			for g := 0; g < 16; g++ {
-				binary.LittleEndian.PutUint16(x[o+4+QK_K+2*g:], uint16(int16(16*int(tc.xq))))
-			}
-		}
-		for _, v := range []string{"neon", "neon-dp"} {
-			t.Run(v+"/"+tc.name, func(t *testing.T) {
-				asm := requireNEON(t, v, Q4_K)
-				for nx := 1; nx <= MaxCols; nx++ {
-					if n := compareNEON(t, asm, Q4_K, k, w, x, Q8_K.RowSize(k), nx); n != nx {
-						t.Fatalf("nx=%d: only %d of %d columns compared", nx, n, nx)
-					}
-				}
-			})
-		}
-	}
+func FuzzDotQ6_K(f *testing.F) {
+	addNEONSeeds(f, Q6_K)
+	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzNEON(t, Q6_K, data, nx, pad) })
 }
