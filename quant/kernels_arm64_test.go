@@ -2,6 +2,7 @@ package quant
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -471,4 +472,27 @@ func FuzzDotQ4_K(f *testing.F) {
 func FuzzDotQ6_K(f *testing.F) {
 	addNEONSeeds(f, Q6_K)
 	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzNEON(t, Q6_K, data, nx, pad) })
+}
+
+// BenchmarkNEONDot measures each NEON variant on one 4096-element weight row, like BenchmarkDot
+// does the Go twins; MB/s is weight bytes per second (per call, whatever the column count).
+// Under qemu-user the figures only show relative sanity, not the speed of real hardware.
+func BenchmarkNEONDot(b *testing.B) {
+	const k = 4096
+	for _, v := range []string{"neon", "neon-dp"} {
+		for _, typ := range neonTypes {
+			for _, nx := range []int{1, MaxCols} {
+				b.Run(fmt.Sprintf("%s/%v/cols=%d", v, typ, nx), func(b *testing.B) {
+					dot := requireNEON(b, v, typ)
+					f := newMatmulFixture(b, typ, k, 1, nx)
+					var out [MaxCols]float32
+					b.SetBytes(int64(f.rowBytes))
+					b.ReportAllocs()
+					for b.Loop() {
+						dot(k, f.w, f.xq, f.xRow, nx, out[:])
+					}
+				})
+			}
+		}
+	}
 }
