@@ -20,8 +20,8 @@ var hasDotProd = cpu.ARM64.HasASIMDDP
 // neonKernels lists the DotFuncs of each arm64 integer-dot variant by weight type; the tests
 // run every variant the CPU supports.
 var neonKernels = map[string]map[Type]DotFunc{
-	"neon":    {Q4_0: dotQ4_0NEON, Q8_0: dotQ8_0NEON, Q4_K: dotQ4_KNEON, Q6_K: dotQ6_KNEON},
-	"neon-dp": {Q4_0: dotQ4_0SDOT, Q8_0: dotQ8_0SDOT, Q4_K: dotQ4_KSDOT, Q6_K: dotQ6_KSDOT},
+	"neon":    {Q4_0: dotQ4_0NEON, Q8_0: dotQ8_0NEON, Q4_K: dotQ4_KNEON, Q5_K: dotQ5_KNEON, Q6_K: dotQ6_KNEON},
+	"neon-dp": {Q4_0: dotQ4_0SDOT, Q8_0: dotQ8_0SDOT, Q4_K: dotQ4_KSDOT, Q5_K: dotQ5_KSDOT, Q6_K: dotQ6_KSDOT},
 }
 
 func init() {

@@ -23,8 +23,8 @@ const (
 )
 
 // neonTypes are the weight types with NEON kernels (dot_q8_arm64.go, dot_q4k_arm64.go,
-// dot_q6k_arm64.go).
-var neonTypes = []Type{Q4_0, Q8_0, Q4_K, Q6_K}
+// dot_q5k_arm64.go, dot_q6k_arm64.go).
+var neonTypes = []Type{Q4_0, Q8_0, Q4_K, Q5_K, Q6_K}
 
 // requireNEON returns variant v's kernel for typ, skipping when the CPU lacks the variant.
 func requireNEON(t testing.TB, v string, typ Type) DotFunc {
@@ -52,12 +52,12 @@ func decodeF64(t testing.TB, typ Type, b []byte, k int) []float64 {
 	return r
 }
 
-// termMagnitude is Σ|w_i·x_i| over the decoded rows, or for Q4_K (whose d·sc·q and dmin·m terms
-// are summed separately and may cancel) Σ|x_i|·(|d·sc_i·q_i| + |dmin·m_i|).
+// termMagnitude is Σ|w_i·x_i| over the decoded rows, or for Q4_K and Q5_K (whose d·sc·q and
+// dmin·m terms are summed separately and may cancel) Σ|x_i|·(|d·sc_i·q_i| + |dmin·m_i|).
 func termMagnitude(t testing.TB, typ Type, k int, w, x []byte) float64 {
 	xd := decodeF64(t, ActType(typ), x, k)
 	var s float64
-	if typ == Q4_K {
+	if typ == Q4_K || typ == Q5_K {
 		scaled, mins := decodeWithout(t, typ, w, k, 2), decodeWithout(t, typ, w, k, 0)
 		for i := range xd {
 			s += math.Abs(xd[i]) * (math.Abs(scaled[i]) + math.Abs(mins[i]))
@@ -126,7 +126,7 @@ func sanitizeBlocks(typ Type, b []byte, acts bool) {
 				binary.LittleEndian.PutUint32(b[o:], v&^0x40000000)
 			}
 			continue
-		case Q4_K:
+		case Q4_K, Q5_K:
 			finiteHalf(b[o+2:])
 		case Q6_K:
 			finiteHalf(b[o+208:])
@@ -366,7 +366,7 @@ func TestNEONDispatch(t *testing.T) {
 // activation quants of ±127 and -128 with their true bsums.
 func TestNEONKQuantSpecialValues(t *testing.T) {
 	const k = 2 * QK_K
-	for _, typ := range []Type{Q4_K, Q6_K} {
+	for _, typ := range []Type{Q4_K, Q5_K, Q6_K} {
 		for _, tc := range []struct {
 			name string
 			wq   byte
@@ -383,7 +383,7 @@ func TestNEONKQuantSpecialValues(t *testing.T) {
 				for i := o; i < o+typ.TypeSize(); i++ {
 					w[i] = tc.wq
 				}
-				if typ == Q4_K {
+				if typ != Q6_K {
 					binary.LittleEndian.PutUint16(w[o:], 0x3c00)   // d = 1
 					binary.LittleEndian.PutUint16(w[o+2:], 0x3800) // dmin = 0.5
 				} else {
@@ -467,6 +467,11 @@ func FuzzDotQ8_0(f *testing.F) {
 func FuzzDotQ4_K(f *testing.F) {
 	addNEONSeeds(f, Q4_K)
 	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzNEON(t, Q4_K, data, nx, pad) })
+}
+
+func FuzzDotQ5_K(f *testing.F) {
+	addNEONSeeds(f, Q5_K)
+	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzNEON(t, Q5_K, data, nx, pad) })
 }
 
 func FuzzDotQ6_K(f *testing.F) {
