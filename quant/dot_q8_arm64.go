@@ -2,8 +2,10 @@ package quant
 
 import "golang.org/x/sys/cpu"
 
-// NEON kernels for the 32-element block formats Q4_0 and Q8_0 (both dotted with Q8_0
-// activations), one activation row per assembly call (dot_q8_arm64.s). Per block the 32 int8
+// NEON kernels for the symmetric 32-element block formats Q4_0, Q8_0, Q5_0 and IQ4_NL (dotted
+// with Q8_0 activations), one activation row per assembly call (dot_q8_arm64.s): each block's
+// levels are expanded to 32 int8 (nibbles minus 8; Q5_0's fifth bits spread with VTBL and
+// VCMTST; IQ4_NL's nibbles looked up with VTBL), then per block the 32 int8
 // products are summed exactly into four int32 lanes, either with widening multiplies and
 // pairwise adds (SMULL/SMULL2, SADDLP/SADALP: every ARMv8 CPU) or with SDOT where the CPU has
 // the dot-product extension (ARMv8.2 DotProd: Apple M1 and later, Graviton 2 and later, Ampere
@@ -20,8 +22,10 @@ var hasDotProd = cpu.ARM64.HasASIMDDP
 // neonKernels lists the DotFuncs of each arm64 integer-dot variant by weight type; the tests
 // run every variant the CPU supports.
 var neonKernels = map[string]map[Type]DotFunc{
-	"neon":    {Q4_0: dotQ4_0NEON, Q8_0: dotQ8_0NEON, Q4_K: dotQ4_KNEON, Q5_K: dotQ5_KNEON, Q6_K: dotQ6_KNEON},
-	"neon-dp": {Q4_0: dotQ4_0SDOT, Q8_0: dotQ8_0SDOT, Q4_K: dotQ4_KSDOT, Q5_K: dotQ5_KSDOT, Q6_K: dotQ6_KSDOT},
+	"neon": {Q4_0: dotQ4_0NEON, Q8_0: dotQ8_0NEON, Q5_0: dotQ5_0NEON, IQ4_NL: dotIQ4NLNEON,
+		Q4_K: dotQ4_KNEON, Q5_K: dotQ5_KNEON, Q6_K: dotQ6_KNEON},
+	"neon-dp": {Q4_0: dotQ4_0SDOT, Q8_0: dotQ8_0SDOT, Q5_0: dotQ5_0SDOT, IQ4_NL: dotIQ4NLSDOT,
+		Q4_K: dotQ4_KSDOT, Q5_K: dotQ5_KSDOT, Q6_K: dotQ6_KSDOT},
 }
 
 func init() {
@@ -37,36 +41,80 @@ func init() {
 }
 
 //go:noescape
-func dotQ8_0NEONAsm(nb int, w, x *byte) float32
+func dotQ8_0NEONAsm(nb int, w, x, c *byte) float32
 
 //go:noescape
-func dotQ8_0SDOTAsm(nb int, w, x *byte) float32
+func dotQ8_0SDOTAsm(nb int, w, x, c *byte) float32
 
 //go:noescape
-func dotQ4_0NEONAsm(nb int, w, x *byte) float32
+func dotQ4_0NEONAsm(nb int, w, x, c *byte) float32
 
 //go:noescape
-func dotQ4_0SDOTAsm(nb int, w, x *byte) float32
+func dotQ4_0SDOTAsm(nb int, w, x, c *byte) float32
+
+//go:noescape
+func dotIQ4NLNEONAsm(nb int, w, x, c *byte) float32
+
+//go:noescape
+func dotIQ4NLSDOTAsm(nb int, w, x, c *byte) float32
+
+//go:noescape
+func dotQ5_0NEONAsm(nb int, w, x, c *byte) float32
+
+//go:noescape
+func dotQ5_0SDOTAsm(nb int, w, x, c *byte) float32
+
+// q5Consts are LOADQ5's constants (dot_q8_arm64.s): the VTBL indexes of the qh byte of elements
+// 0-15 and 16-31, then the bit of each element within its byte.
+var q5Consts = [48]byte{
+	0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+	2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3,
+	1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128,
+}
+
+// iq4Table is iq4Values as bytes, the VTBL table of the IQ4_NL kernels.
+var iq4Table = func() (t [16]byte) {
+	for i, v := range iq4Values {
+		t[i] = byte(v)
+	}
+	return t
+}()
 
 func dotQ8_0NEON(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotQRows(dotQ8_0NEONAsm, q8_0Bytes, k, w, x, xStride, nx, out)
+	dotQRows(dotQ8_0NEONAsm, nil, q8_0Bytes, k, w, x, xStride, nx, out)
 }
 
 func dotQ8_0SDOT(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotQRows(dotQ8_0SDOTAsm, q8_0Bytes, k, w, x, xStride, nx, out)
+	dotQRows(dotQ8_0SDOTAsm, nil, q8_0Bytes, k, w, x, xStride, nx, out)
 }
 
 func dotQ4_0NEON(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotQRows(dotQ4_0NEONAsm, q4_0Bytes, k, w, x, xStride, nx, out)
+	dotQRows(dotQ4_0NEONAsm, nil, q4_0Bytes, k, w, x, xStride, nx, out)
 }
 
 func dotQ4_0SDOT(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotQRows(dotQ4_0SDOTAsm, q4_0Bytes, k, w, x, xStride, nx, out)
+	dotQRows(dotQ4_0SDOTAsm, nil, q4_0Bytes, k, w, x, xStride, nx, out)
+}
+
+func dotIQ4NLNEON(k int, w, x []byte, xStride, nx int, out []float32) {
+	dotQRows(dotIQ4NLNEONAsm, &iq4Table[0], q4_0Bytes, k, w, x, xStride, nx, out)
+}
+
+func dotIQ4NLSDOT(k int, w, x []byte, xStride, nx int, out []float32) {
+	dotQRows(dotIQ4NLSDOTAsm, &iq4Table[0], q4_0Bytes, k, w, x, xStride, nx, out)
+}
+
+func dotQ5_0NEON(k int, w, x []byte, xStride, nx int, out []float32) {
+	dotQRows(dotQ5_0NEONAsm, &q5Consts[0], q5_0Bytes, k, w, x, xStride, nx, out)
+}
+
+func dotQ5_0SDOT(k int, w, x []byte, xStride, nx int, out []float32) {
+	dotQRows(dotQ5_0SDOTAsm, &q5Consts[0], q5_0Bytes, k, w, x, xStride, nx, out)
 }
 
 // dotQRows is the DotFunc body shared by the 32-element block kernels: row computes one column
-// over nb blocks of a weight row whose blocks are blockBytes long.
-func dotQRows(row func(nb int, w, x *byte) float32, blockBytes, k int, w, x []byte, xStride, nx int, out []float32) {
+// over nb blocks of a weight row whose blocks are blockBytes long, with the constants c.
+func dotQRows(row func(nb int, w, x, c *byte) float32, c *byte, blockBytes, k int, w, x []byte, xStride, nx int, out []float32) {
 	nb := k / 32
 	if !checkDotArgs(nb*blockBytes, nb*q8_0Bytes, w, x, xStride, nx, out) {
 		return
@@ -76,7 +124,7 @@ func dotQRows(row func(nb int, w, x *byte) float32, blockBytes, k int, w, x []by
 		return
 	}
 	for j := 0; j < nx; j++ {
-		out[j] = row(nb, &w[0], &x[j*xStride])
+		out[j] = row(nb, &w[0], &x[j*xStride], c)
 	}
 }
 

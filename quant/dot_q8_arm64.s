@@ -1,7 +1,7 @@
 #include "textflag.h"
 
-// NEON kernels for one Q8_0 activation row against one Q4_0 or Q8_0 weight row (see
-// dot_q8_arm64.go). Go's assembler has no mnemonics for the widening integer products, SDOT,
+// NEON kernels for one Q8_0 activation row against one Q4_0, Q8_0, Q5_0 or IQ4_NL weight row
+// (see dot_q8_arm64.go). Go's assembler has no mnemonics for the widening integer products, SDOT,
 // the vector int→float conversion and the pairwise float adds, so those are WORD encodings; each
 // carries the instruction it encodes (GNU syntax, as `llvm-mc -triple=aarch64 -mattr=+dotprod
 // -show-encoding` prints it) and the tests against the Go twins check them.
@@ -72,82 +72,148 @@
 	VSUB	V31.B16, V1.B16, V1.B16; \
 	ADD	$18, R1
 
-// func dotQ8_0NEONAsm(nb int, w, x *byte) float32
-TEXT ·dotQ8_0NEONAsm(SB), NOSPLIT, $0-28
+// LOADIQ4 loads the IQ4_NL weight block at R1 (scale R4; the layout of Q4_0) and looks its
+// nibbles up in the table of 16 int8 values in V28: V0 elements 0-15, V1 16-31. V30 holds 0x0f.
+#define LOADIQ4 \
+	MOVHU	(R1), R4; \
+	ADD	$2, R1, R6; \
+	VLD1	(R6), [V8.B16]; \
+	VAND	V30.B16, V8.B16, V0.B16; \
+	VUSHR	$4, V8.B16, V1.B16; \
+	VTBL	V0.B16, [V28.B16], V0.B16; \
+	VTBL	V1.B16, [V28.B16], V1.B16; \
+	ADD	$18, R1
+
+// LOADQ5 loads the Q5_0 weight block at R1 (f16 d, 32 bits qh, 16 bytes qs) and expands it to
+// levels (nibble | bit<<4) - 16 in V0 (elements 0-15, bits 0-15 of qh) and V1 (16-31): VTBL
+// with the indexes V24 (8 zeros, 8 ones) and V25 (8 twos, 8 threes) gives every element its qh
+// byte, VCMTST with V26 (1, 2, 4, ..., 128 twice) its bit. V29 = 0x10, V30 = 0x0f, V31 = 16.
+#define LOADQ5 \
+	MOVHU	(R1), R4; \
+	MOVWU	2(R1), R6; \
+	VMOV	R6, V9.S[0]; \
+	ADD	$6, R1, R6; \
+	VLD1	(R6), [V8.B16]; \
+	VAND	V30.B16, V8.B16, V0.B16; \
+	VUSHR	$4, V8.B16, V1.B16; \
+	VTBL	V24.B16, [V9.B16], V10.B16; \
+	VTBL	V25.B16, [V9.B16], V11.B16; \
+	VCMTST	V26.B16, V10.B16, V10.B16; \
+	VCMTST	V26.B16, V11.B16, V11.B16; \
+	VAND	V29.B16, V10.B16, V10.B16; \
+	VAND	V29.B16, V11.B16, V11.B16; \
+	VORR	V10.B16, V0.B16, V0.B16; \
+	VORR	V11.B16, V1.B16, V1.B16; \
+	VSUB	V31.B16, V0.B16, V0.B16; \
+	VSUB	V31.B16, V1.B16, V1.B16; \
+	ADD	$22, R1
+
+// DOTBODY sums nb (R0) blocks of weights (R1, read by LOAD) times activations (R2) into F0.
+#define DOTBODY(LOAD, IDOT, loop, done) \
+	VEOR	V20.B16, V20.B16, V20.B16; \
+	CBZ	R0, done; \
+loop: \
+	LOAD; \
+	LOADX; \
+	IDOT; \
+	BLOCKSCALE; \
+	SUB	$1, R0; \
+	CBNZ	R0, loop; \
+done: \
+	HSUM
+
+// The functions take (nb int, w, x, c *byte): nb blocks of weights at w and activations at x;
+// c is a table of constants for the types that need one (IQ4_NL: its 16 values; Q5_0: the
+// VTBL indexes and bit masks of LOADQ5), unused by the others.
+
+// func dotQ8_0NEONAsm(nb int, w, x, c *byte) float32
+TEXT ·dotQ8_0NEONAsm(SB), NOSPLIT, $0-36
 	MOVD	nb+0(FP), R0
 	MOVD	w+8(FP), R1
 	MOVD	x+16(FP), R2
-	VEOR	V20.B16, V20.B16, V20.B16
-	CBZ	R0, q8done
-q8loop:
-	LOADQ8
-	LOADX
-	IDOT_SMULL
-	BLOCKSCALE
-	SUB	$1, R0
-	CBNZ	R0, q8loop
-q8done:
-	HSUM
-	FMOVS	F0, ret+24(FP)
+	DOTBODY(LOADQ8, IDOT_SMULL, q8loop, q8done)
+	FMOVS	F0, ret+32(FP)
 	RET
 
-// func dotQ8_0SDOTAsm(nb int, w, x *byte) float32
-TEXT ·dotQ8_0SDOTAsm(SB), NOSPLIT, $0-28
+// func dotQ8_0SDOTAsm(nb int, w, x, c *byte) float32
+TEXT ·dotQ8_0SDOTAsm(SB), NOSPLIT, $0-36
 	MOVD	nb+0(FP), R0
 	MOVD	w+8(FP), R1
 	MOVD	x+16(FP), R2
-	VEOR	V20.B16, V20.B16, V20.B16
-	CBZ	R0, q8ddone
-q8dloop:
-	LOADQ8
-	LOADX
-	IDOT_SDOT
-	BLOCKSCALE
-	SUB	$1, R0
-	CBNZ	R0, q8dloop
-q8ddone:
-	HSUM
-	FMOVS	F0, ret+24(FP)
+	DOTBODY(LOADQ8, IDOT_SDOT, q8dloop, q8ddone)
+	FMOVS	F0, ret+32(FP)
 	RET
 
-// func dotQ4_0NEONAsm(nb int, w, x *byte) float32
-TEXT ·dotQ4_0NEONAsm(SB), NOSPLIT, $0-28
+// func dotQ4_0NEONAsm(nb int, w, x, c *byte) float32
+TEXT ·dotQ4_0NEONAsm(SB), NOSPLIT, $0-36
 	MOVD	nb+0(FP), R0
 	MOVD	w+8(FP), R1
 	MOVD	x+16(FP), R2
-	VEOR	V20.B16, V20.B16, V20.B16
 	VMOVI	$15, V30.B16
 	VMOVI	$8, V31.B16
-	CBZ	R0, q4done
-q4loop:
-	LOADQ4
-	LOADX
-	IDOT_SMULL
-	BLOCKSCALE
-	SUB	$1, R0
-	CBNZ	R0, q4loop
-q4done:
-	HSUM
-	FMOVS	F0, ret+24(FP)
+	DOTBODY(LOADQ4, IDOT_SMULL, q4loop, q4done)
+	FMOVS	F0, ret+32(FP)
 	RET
 
-// func dotQ4_0SDOTAsm(nb int, w, x *byte) float32
-TEXT ·dotQ4_0SDOTAsm(SB), NOSPLIT, $0-28
+// func dotQ4_0SDOTAsm(nb int, w, x, c *byte) float32
+TEXT ·dotQ4_0SDOTAsm(SB), NOSPLIT, $0-36
 	MOVD	nb+0(FP), R0
 	MOVD	w+8(FP), R1
 	MOVD	x+16(FP), R2
-	VEOR	V20.B16, V20.B16, V20.B16
 	VMOVI	$15, V30.B16
 	VMOVI	$8, V31.B16
-	CBZ	R0, q4ddone
-q4dloop:
-	LOADQ4
-	LOADX
-	IDOT_SDOT
-	BLOCKSCALE
-	SUB	$1, R0
-	CBNZ	R0, q4dloop
-q4ddone:
-	HSUM
-	FMOVS	F0, ret+24(FP)
+	DOTBODY(LOADQ4, IDOT_SDOT, q4dloop, q4ddone)
+	FMOVS	F0, ret+32(FP)
+	RET
+
+// func dotIQ4NLNEONAsm(nb int, w, x, c *byte) float32
+TEXT ·dotIQ4NLNEONAsm(SB), NOSPLIT, $0-36
+	MOVD	nb+0(FP), R0
+	MOVD	w+8(FP), R1
+	MOVD	x+16(FP), R2
+	MOVD	c+24(FP), R3
+	VLD1	(R3), [V28.B16]
+	VMOVI	$15, V30.B16
+	DOTBODY(LOADIQ4, IDOT_SMULL, iq4loop, iq4done)
+	FMOVS	F0, ret+32(FP)
+	RET
+
+// func dotIQ4NLSDOTAsm(nb int, w, x, c *byte) float32
+TEXT ·dotIQ4NLSDOTAsm(SB), NOSPLIT, $0-36
+	MOVD	nb+0(FP), R0
+	MOVD	w+8(FP), R1
+	MOVD	x+16(FP), R2
+	MOVD	c+24(FP), R3
+	VLD1	(R3), [V28.B16]
+	VMOVI	$15, V30.B16
+	DOTBODY(LOADIQ4, IDOT_SDOT, iq4dloop, iq4ddone)
+	FMOVS	F0, ret+32(FP)
+	RET
+
+// func dotQ5_0NEONAsm(nb int, w, x, c *byte) float32
+TEXT ·dotQ5_0NEONAsm(SB), NOSPLIT, $0-36
+	MOVD	nb+0(FP), R0
+	MOVD	w+8(FP), R1
+	MOVD	x+16(FP), R2
+	MOVD	c+24(FP), R3
+	VLD1	(R3), [V24.B16, V25.B16, V26.B16]
+	VMOVI	$16, V29.B16
+	VMOVI	$15, V30.B16
+	VMOVI	$16, V31.B16
+	DOTBODY(LOADQ5, IDOT_SMULL, q5loop, q5done)
+	FMOVS	F0, ret+32(FP)
+	RET
+
+// func dotQ5_0SDOTAsm(nb int, w, x, c *byte) float32
+TEXT ·dotQ5_0SDOTAsm(SB), NOSPLIT, $0-36
+	MOVD	nb+0(FP), R0
+	MOVD	w+8(FP), R1
+	MOVD	x+16(FP), R2
+	MOVD	c+24(FP), R3
+	VLD1	(R3), [V24.B16, V25.B16, V26.B16]
+	VMOVI	$16, V29.B16
+	VMOVI	$15, V30.B16
+	VMOVI	$16, V31.B16
+	DOTBODY(LOADQ5, IDOT_SDOT, q5dloop, q5ddone)
+	FMOVS	F0, ret+32(FP)
 	RET

@@ -24,7 +24,7 @@ const (
 
 // neonTypes are the weight types with NEON kernels (dot_q8_arm64.go, dot_q4k_arm64.go,
 // dot_q5k_arm64.go, dot_q6k_arm64.go).
-var neonTypes = []Type{Q4_0, Q8_0, Q4_K, Q5_K, Q6_K}
+var neonTypes = []Type{Q4_0, Q8_0, Q5_0, IQ4_NL, Q4_K, Q5_K, Q6_K}
 
 // requireNEON returns variant v's kernel for typ, skipping when the CPU lacks the variant.
 func requireNEON(t testing.TB, v string, typ Type) DotFunc {
@@ -462,6 +462,16 @@ func FuzzDotQ4_0(f *testing.F) {
 func FuzzDotQ8_0(f *testing.F) {
 	addNEONSeeds(f, Q8_0)
 	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzNEON(t, Q8_0, data, nx, pad) })
+}
+
+func FuzzDotQ5_0(f *testing.F) {
+	addNEONSeeds(f, Q5_0)
+	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzNEON(t, Q5_0, data, nx, pad) })
+}
+
+func FuzzDotIQ4_NL(f *testing.F) {
+	addNEONSeeds(f, IQ4_NL)
+	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzNEON(t, IQ4_NL, data, nx, pad) })
 }
 
 func FuzzDotQ4_K(f *testing.F) {
