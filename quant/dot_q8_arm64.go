@@ -2,19 +2,19 @@ package quant
 
 import "golang.org/x/sys/cpu"
 
-// NEON kernels for the symmetric 32-element block formats Q4_0, Q8_0, Q5_0 and IQ4_NL (dotted
-// with Q8_0 activations), one activation row per assembly call (dot_q8_arm64.s): each block's
-// levels are expanded to 32 int8 (nibbles minus 8; Q5_0's fifth bits spread with VTBL and
-// VCMTST; IQ4_NL's nibbles looked up with VTBL), then per block the 32 int8
-// products are summed exactly into four int32 lanes, either with widening multiplies and
-// pairwise adds (SMULL/SMULL2, SADDLP/SADALP: every ARMv8 CPU) or with SDOT where the CPU has
-// the dot-product extension (ARMv8.2 DotProd: Apple M1 and later, Graviton 2 and later, Ampere
-// Altra, Raspberry Pi 5; not the Pi 4's Cortex-A72). The lanes are converted to float32 and
-// multiplied by the block's scale product d_w·d_x with one fused multiply-add into four float
-// partial sums, added up at the end of the row. The float sums thus run in a different order
-// than the Go twins' (per block, then across blocks), so results agree with them to float32
-// rounding (see kernels_arm64_test.go). For nx > 1 the weight row is read again per column,
-// from cache.
+// NEON kernels for the 32-element block formats Q4_0, Q8_0, Q5_0, IQ4_NL, Q4_1 and Q5_1 (dotted
+// with Q8_0 activations), one activation row per assembly call (dot_q8_arm64.s). Each block's
+// levels are expanded to 32 int8 (nibbles, minus 8 for Q4_0; the fifth bits of Q5_0/Q5_1 spread
+// with VTBL and VCMTST; IQ4_NL's nibbles looked up with VTBL), and the 32 int8 products are
+// summed exactly into four int32 lanes, either with widening multiplies and pairwise adds
+// (SMULL/SMULL2, SADDLP/SADALP: every ARMv8 CPU) or with SDOT where the CPU has the dot-product
+// extension (ARMv8.2 DotProd: Apple M1 and later, Graviton 2 and later, Ampere Altra, Raspberry
+// Pi 5; not the Pi 4's Cortex-A72). The lanes are converted to float32 and multiplied by the
+// block's scale product d_w·d_x (for Q4_1/Q5_1, d_x·(d_w·dot + m_w·Σx)) with fused
+// multiply-adds into four float partial sums, added up at the end of the row. The float sums
+// thus run in a different order than the Go twins' (per block, then across blocks), so results
+// agree with them to float32 rounding (see kernels_arm64_test.go). For nx > 1 the weight row is
+// read again per column, from cache.
 
 // hasDotProd reports whether the CPU has the ARMv8.2 dot-product instructions (SDOT).
 var hasDotProd = cpu.ARM64.HasASIMDDP
@@ -23,9 +23,9 @@ var hasDotProd = cpu.ARM64.HasASIMDDP
 // run every variant the CPU supports.
 var neonKernels = map[string]map[Type]DotFunc{
 	"neon": {Q4_0: dotQ4_0NEON, Q8_0: dotQ8_0NEON, Q5_0: dotQ5_0NEON, IQ4_NL: dotIQ4NLNEON,
-		Q4_K: dotQ4_KNEON, Q5_K: dotQ5_KNEON, Q6_K: dotQ6_KNEON},
+		Q4_1: dotQ4_1NEON, Q5_1: dotQ5_1NEON, Q4_K: dotQ4_KNEON, Q5_K: dotQ5_KNEON, Q6_K: dotQ6_KNEON},
 	"neon-dp": {Q4_0: dotQ4_0SDOT, Q8_0: dotQ8_0SDOT, Q5_0: dotQ5_0SDOT, IQ4_NL: dotIQ4NLSDOT,
-		Q4_K: dotQ4_KSDOT, Q5_K: dotQ5_KSDOT, Q6_K: dotQ6_KSDOT},
+		Q4_1: dotQ4_1SDOT, Q5_1: dotQ5_1SDOT, Q4_K: dotQ4_KSDOT, Q5_K: dotQ5_KSDOT, Q6_K: dotQ6_KSDOT},
 }
 
 func init() {
@@ -63,6 +63,18 @@ func dotQ5_0NEONAsm(nb int, w, x, c *byte) float32
 
 //go:noescape
 func dotQ5_0SDOTAsm(nb int, w, x, c *byte) float32
+
+//go:noescape
+func dotQ4_1NEONAsm(nb int, w, x, c *byte) float32
+
+//go:noescape
+func dotQ4_1SDOTAsm(nb int, w, x, c *byte) float32
+
+//go:noescape
+func dotQ5_1NEONAsm(nb int, w, x, c *byte) float32
+
+//go:noescape
+func dotQ5_1SDOTAsm(nb int, w, x, c *byte) float32
 
 // q5Consts are LOADQ5's constants (dot_q8_arm64.s): the VTBL indexes of the qh byte of elements
 // 0-15 and 16-31, then the bit of each element within its byte.
@@ -110,6 +122,22 @@ func dotQ5_0NEON(k int, w, x []byte, xStride, nx int, out []float32) {
 
 func dotQ5_0SDOT(k int, w, x []byte, xStride, nx int, out []float32) {
 	dotQRows(dotQ5_0SDOTAsm, &q5Consts[0], q5_0Bytes, k, w, x, xStride, nx, out)
+}
+
+func dotQ4_1NEON(k int, w, x []byte, xStride, nx int, out []float32) {
+	dotQRows(dotQ4_1NEONAsm, nil, q4_1Bytes, k, w, x, xStride, nx, out)
+}
+
+func dotQ4_1SDOT(k int, w, x []byte, xStride, nx int, out []float32) {
+	dotQRows(dotQ4_1SDOTAsm, nil, q4_1Bytes, k, w, x, xStride, nx, out)
+}
+
+func dotQ5_1NEON(k int, w, x []byte, xStride, nx int, out []float32) {
+	dotQRows(dotQ5_1NEONAsm, &q5Consts[0], q5_1Bytes, k, w, x, xStride, nx, out)
+}
+
+func dotQ5_1SDOT(k int, w, x []byte, xStride, nx int, out []float32) {
+	dotQRows(dotQ5_1SDOTAsm, &q5Consts[0], q5_1Bytes, k, w, x, xStride, nx, out)
 }
 
 // dotQRows is the DotFunc body shared by the 32-element block kernels: row computes one column

@@ -108,15 +108,70 @@
 	VSUB	V31.B16, V1.B16, V1.B16; \
 	ADD	$22, R1
 
-// DOTBODY sums nb (R0) blocks of weights (R1, read by LOAD) times activations (R2) into F0.
-#define DOTBODY(LOAD, IDOT, loop, done) \
+// BLOCKSCALEMIN adds a block of a type with a min (value d·l + m) to V20: d_x·(d·(l·x) + m·Σx),
+// with the four partial dots in V16, d in R4, m in R8 and d_x in R5 (f16 bits). It first sums
+// the activation quants V2:V3 into four int32 lanes (V17).
+#define BLOCKSCALEMIN \
+	WORD	$0x4e202851 /* saddlp v17.8h, v2.16b */; \
+	WORD	$0x4e206871 /* sadalp v17.8h, v3.16b */; \
+	WORD	$0x4e602a31 /* saddlp v17.4s, v17.8h */; \
+	WORD	$0x4e21da10 /* scvtf v16.4s, v16.4s */; \
+	WORD	$0x4e21da31 /* scvtf v17.4s, v17.4s */; \
+	FMOVS	R4, F18; \
+	FMOVS	R8, F19; \
+	FMOVS	R5, F21; \
+	FCVTHS	F18, F18; \
+	FCVTHS	F19, F19; \
+	FCVTHS	F21, F21; \
+	VDUP	V18.S[0], V18.S4; \
+	VDUP	V19.S[0], V19.S4; \
+	VDUP	V21.S[0], V21.S4; \
+	WORD	$0x6e32de10 /* fmul v16.4s, v16.4s, v18.4s */; \
+	VFMLA	V19.S4, V17.S4, V16.S4; \
+	VFMLA	V21.S4, V16.S4, V20.S4
+
+// LOADQ41 loads the Q4_1 weight block at R1 (f16 d in R4, f16 m in R8, 16 bytes qs) as levels
+// 0-15 in V0 (low nibbles: elements 0-15) and V1 (high nibbles). V30 holds 0x0f.
+#define LOADQ41 \
+	MOVHU	(R1), R4; \
+	MOVHU	2(R1), R8; \
+	ADD	$4, R1, R6; \
+	VLD1	(R6), [V8.B16]; \
+	VAND	V30.B16, V8.B16, V0.B16; \
+	VUSHR	$4, V8.B16, V1.B16; \
+	ADD	$20, R1
+
+// LOADQ51 loads the Q5_1 weight block at R1 (f16 d in R4, f16 m in R8, 32 bits qh, 16 bytes qs)
+// as levels nibble | bit<<4 in V0, V1, spreading the bits as LOADQ5 does (same constants).
+#define LOADQ51 \
+	MOVHU	(R1), R4; \
+	MOVHU	2(R1), R8; \
+	MOVWU	4(R1), R6; \
+	VMOV	R6, V9.S[0]; \
+	ADD	$8, R1, R6; \
+	VLD1	(R6), [V8.B16]; \
+	VAND	V30.B16, V8.B16, V0.B16; \
+	VUSHR	$4, V8.B16, V1.B16; \
+	VTBL	V24.B16, [V9.B16], V10.B16; \
+	VTBL	V25.B16, [V9.B16], V11.B16; \
+	VCMTST	V26.B16, V10.B16, V10.B16; \
+	VCMTST	V26.B16, V11.B16, V11.B16; \
+	VAND	V29.B16, V10.B16, V10.B16; \
+	VAND	V29.B16, V11.B16, V11.B16; \
+	VORR	V10.B16, V0.B16, V0.B16; \
+	VORR	V11.B16, V1.B16, V1.B16; \
+	ADD	$24, R1
+
+// DOTBODY sums nb (R0) blocks of weights (R1, read by LOAD) times activations (R2) into F0;
+// SCALE is BLOCKSCALE, or BLOCKSCALEMIN for the types with a min.
+#define DOTBODY(LOAD, IDOT, SCALE, loop, done) \
 	VEOR	V20.B16, V20.B16, V20.B16; \
 	CBZ	R0, done; \
 loop: \
 	LOAD; \
 	LOADX; \
 	IDOT; \
-	BLOCKSCALE; \
+	SCALE; \
 	SUB	$1, R0; \
 	CBNZ	R0, loop; \
 done: \
@@ -131,7 +186,7 @@ TEXT ·dotQ8_0NEONAsm(SB), NOSPLIT, $0-36
 	MOVD	nb+0(FP), R0
 	MOVD	w+8(FP), R1
 	MOVD	x+16(FP), R2
-	DOTBODY(LOADQ8, IDOT_SMULL, q8loop, q8done)
+	DOTBODY(LOADQ8, IDOT_SMULL, BLOCKSCALE, q8loop, q8done)
 	FMOVS	F0, ret+32(FP)
 	RET
 
@@ -140,7 +195,7 @@ TEXT ·dotQ8_0SDOTAsm(SB), NOSPLIT, $0-36
 	MOVD	nb+0(FP), R0
 	MOVD	w+8(FP), R1
 	MOVD	x+16(FP), R2
-	DOTBODY(LOADQ8, IDOT_SDOT, q8dloop, q8ddone)
+	DOTBODY(LOADQ8, IDOT_SDOT, BLOCKSCALE, q8dloop, q8ddone)
 	FMOVS	F0, ret+32(FP)
 	RET
 
@@ -151,7 +206,7 @@ TEXT ·dotQ4_0NEONAsm(SB), NOSPLIT, $0-36
 	MOVD	x+16(FP), R2
 	VMOVI	$15, V30.B16
 	VMOVI	$8, V31.B16
-	DOTBODY(LOADQ4, IDOT_SMULL, q4loop, q4done)
+	DOTBODY(LOADQ4, IDOT_SMULL, BLOCKSCALE, q4loop, q4done)
 	FMOVS	F0, ret+32(FP)
 	RET
 
@@ -162,7 +217,7 @@ TEXT ·dotQ4_0SDOTAsm(SB), NOSPLIT, $0-36
 	MOVD	x+16(FP), R2
 	VMOVI	$15, V30.B16
 	VMOVI	$8, V31.B16
-	DOTBODY(LOADQ4, IDOT_SDOT, q4dloop, q4ddone)
+	DOTBODY(LOADQ4, IDOT_SDOT, BLOCKSCALE, q4dloop, q4ddone)
 	FMOVS	F0, ret+32(FP)
 	RET
 
@@ -174,7 +229,7 @@ TEXT ·dotIQ4NLNEONAsm(SB), NOSPLIT, $0-36
 	MOVD	c+24(FP), R3
 	VLD1	(R3), [V28.B16]
 	VMOVI	$15, V30.B16
-	DOTBODY(LOADIQ4, IDOT_SMULL, iq4loop, iq4done)
+	DOTBODY(LOADIQ4, IDOT_SMULL, BLOCKSCALE, iq4loop, iq4done)
 	FMOVS	F0, ret+32(FP)
 	RET
 
@@ -186,7 +241,7 @@ TEXT ·dotIQ4NLSDOTAsm(SB), NOSPLIT, $0-36
 	MOVD	c+24(FP), R3
 	VLD1	(R3), [V28.B16]
 	VMOVI	$15, V30.B16
-	DOTBODY(LOADIQ4, IDOT_SDOT, iq4dloop, iq4ddone)
+	DOTBODY(LOADIQ4, IDOT_SDOT, BLOCKSCALE, iq4dloop, iq4ddone)
 	FMOVS	F0, ret+32(FP)
 	RET
 
@@ -200,7 +255,7 @@ TEXT ·dotQ5_0NEONAsm(SB), NOSPLIT, $0-36
 	VMOVI	$16, V29.B16
 	VMOVI	$15, V30.B16
 	VMOVI	$16, V31.B16
-	DOTBODY(LOADQ5, IDOT_SMULL, q5loop, q5done)
+	DOTBODY(LOADQ5, IDOT_SMULL, BLOCKSCALE, q5loop, q5done)
 	FMOVS	F0, ret+32(FP)
 	RET
 
@@ -214,6 +269,52 @@ TEXT ·dotQ5_0SDOTAsm(SB), NOSPLIT, $0-36
 	VMOVI	$16, V29.B16
 	VMOVI	$15, V30.B16
 	VMOVI	$16, V31.B16
-	DOTBODY(LOADQ5, IDOT_SDOT, q5dloop, q5ddone)
+	DOTBODY(LOADQ5, IDOT_SDOT, BLOCKSCALE, q5dloop, q5ddone)
+	FMOVS	F0, ret+32(FP)
+	RET
+
+// func dotQ4_1NEONAsm(nb int, w, x, c *byte) float32
+TEXT ·dotQ4_1NEONAsm(SB), NOSPLIT, $0-36
+	MOVD	nb+0(FP), R0
+	MOVD	w+8(FP), R1
+	MOVD	x+16(FP), R2
+	VMOVI	$15, V30.B16
+	DOTBODY(LOADQ41, IDOT_SMULL, BLOCKSCALEMIN, q41loop, q41done)
+	FMOVS	F0, ret+32(FP)
+	RET
+
+// func dotQ4_1SDOTAsm(nb int, w, x, c *byte) float32
+TEXT ·dotQ4_1SDOTAsm(SB), NOSPLIT, $0-36
+	MOVD	nb+0(FP), R0
+	MOVD	w+8(FP), R1
+	MOVD	x+16(FP), R2
+	VMOVI	$15, V30.B16
+	DOTBODY(LOADQ41, IDOT_SDOT, BLOCKSCALEMIN, q41dloop, q41ddone)
+	FMOVS	F0, ret+32(FP)
+	RET
+
+// func dotQ5_1NEONAsm(nb int, w, x, c *byte) float32
+TEXT ·dotQ5_1NEONAsm(SB), NOSPLIT, $0-36
+	MOVD	nb+0(FP), R0
+	MOVD	w+8(FP), R1
+	MOVD	x+16(FP), R2
+	MOVD	c+24(FP), R3
+	VLD1	(R3), [V24.B16, V25.B16, V26.B16]
+	VMOVI	$16, V29.B16
+	VMOVI	$15, V30.B16
+	DOTBODY(LOADQ51, IDOT_SMULL, BLOCKSCALEMIN, q51loop, q51done)
+	FMOVS	F0, ret+32(FP)
+	RET
+
+// func dotQ5_1SDOTAsm(nb int, w, x, c *byte) float32
+TEXT ·dotQ5_1SDOTAsm(SB), NOSPLIT, $0-36
+	MOVD	nb+0(FP), R0
+	MOVD	w+8(FP), R1
+	MOVD	x+16(FP), R2
+	MOVD	c+24(FP), R3
+	VLD1	(R3), [V24.B16, V25.B16, V26.B16]
+	VMOVI	$16, V29.B16
+	VMOVI	$15, V30.B16
+	DOTBODY(LOADQ51, IDOT_SDOT, BLOCKSCALEMIN, q51dloop, q51ddone)
 	FMOVS	F0, ret+32(FP)
 	RET

@@ -24,7 +24,7 @@ const (
 
 // neonTypes are the weight types with NEON kernels (dot_q8_arm64.go, dot_q4k_arm64.go,
 // dot_q5k_arm64.go, dot_q6k_arm64.go).
-var neonTypes = []Type{Q4_0, Q8_0, Q5_0, IQ4_NL, Q4_K, Q5_K, Q6_K}
+var neonTypes = []Type{Q4_0, Q8_0, Q5_0, IQ4_NL, Q4_1, Q5_1, Q4_K, Q5_K, Q6_K}
 
 // requireNEON returns variant v's kernel for typ, skipping when the CPU lacks the variant.
 func requireNEON(t testing.TB, v string, typ Type) DotFunc {
@@ -52,12 +52,13 @@ func decodeF64(t testing.TB, typ Type, b []byte, k int) []float64 {
 	return r
 }
 
-// termMagnitude is Σ|w_i·x_i| over the decoded rows, or for Q4_K and Q5_K (whose d·sc·q and
-// dmin·m terms are summed separately and may cancel) Σ|x_i|·(|d·sc_i·q_i| + |dmin·m_i|).
+// termMagnitude is Σ|w_i·x_i| over the decoded rows, or for the types with a min (Q4_1, Q5_1,
+// Q4_K, Q5_K: d at offset 0 and dmin or m at 2 of each block; the scaled and the min terms are
+// summed separately and may cancel) Σ|x_i|·(|d·sc_i·q_i| + |dmin·m_i|).
 func termMagnitude(t testing.TB, typ Type, k int, w, x []byte) float64 {
 	xd := decodeF64(t, ActType(typ), x, k)
 	var s float64
-	if typ == Q4_K || typ == Q5_K {
+	if typ == Q4_1 || typ == Q5_1 || typ == Q4_K || typ == Q5_K {
 		scaled, mins := decodeWithout(t, typ, w, k, 2), decodeWithout(t, typ, w, k, 0)
 		for i := range xd {
 			s += math.Abs(xd[i]) * (math.Abs(scaled[i]) + math.Abs(mins[i]))
@@ -126,7 +127,7 @@ func sanitizeBlocks(typ Type, b []byte, acts bool) {
 				binary.LittleEndian.PutUint32(b[o:], v&^0x40000000)
 			}
 			continue
-		case Q4_K, Q5_K:
+		case Q4_1, Q5_1, Q4_K, Q5_K:
 			finiteHalf(b[o+2:])
 		case Q6_K:
 			finiteHalf(b[o+208:])
@@ -472,6 +473,16 @@ func FuzzDotQ5_0(f *testing.F) {
 func FuzzDotIQ4_NL(f *testing.F) {
 	addNEONSeeds(f, IQ4_NL)
 	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzNEON(t, IQ4_NL, data, nx, pad) })
+}
+
+func FuzzDotQ4_1(f *testing.F) {
+	addNEONSeeds(f, Q4_1)
+	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzNEON(t, Q4_1, data, nx, pad) })
+}
+
+func FuzzDotQ5_1(f *testing.F) {
+	addNEONSeeds(f, Q5_1)
+	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzNEON(t, Q5_1, data, nx, pad) })
 }
 
 func FuzzDotQ4_K(f *testing.F) {
