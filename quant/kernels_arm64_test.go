@@ -23,8 +23,8 @@ const (
 )
 
 // neonTypes are the weight types with NEON kernels (dot_q8_arm64.go, dot_q4k_arm64.go,
-// dot_q5k_arm64.go, dot_q6k_arm64.go).
-var neonTypes = []Type{Q4_0, Q8_0, Q5_0, IQ4_NL, Q4_1, Q5_1, Q4_K, Q5_K, Q6_K}
+// dot_q5k_arm64.go, dot_q6k_arm64.go, dot_f_arm64.go).
+var neonTypes = []Type{Q4_0, Q8_0, Q5_0, IQ4_NL, Q4_1, Q5_1, Q4_K, Q5_K, Q6_K, F32, F16, BF16}
 
 // requireNEON returns variant v's kernel for typ, skipping when the CPU lacks the variant.
 func requireNEON(t testing.TB, v string, typ Type) DotFunc {
@@ -116,12 +116,25 @@ func finiteHalf(b []byte) {
 	}
 }
 
-// sanitizeBlocks makes every block scale of a row of typ finite (the f16 d of Q4_0/Q8_0, d and
-// dmin of Q4_K, the f32 d of Q8_K) and, for Q8_0 activations (acts), every quant of -128 (never
-// written by QuantizeAct) -127.
+// sanitizeBlocks makes every block scale of a row of typ finite (the f16 d of the 32-element
+// types, d and dmin or m where there is one, the f32 d of Q8_K), F16 values finite and F32/BF16
+// values within 2^±40 (so that no sum overflows) and, for Q8_0 activations (acts), every quant
+// of -128 (never written by QuantizeAct) -127.
 func sanitizeBlocks(typ Type, b []byte, acts bool) {
 	for o := 0; o+typ.TypeSize() <= len(b); o += typ.TypeSize() {
 		switch typ {
+		case F32:
+			v := binary.LittleEndian.Uint32(b[o:])
+			binary.LittleEndian.PutUint32(b[o:], v&0x807fffff|(127-40+(v>>23&0xff)%81)<<23)
+			continue
+		case BF16:
+			v := uint32(binary.LittleEndian.Uint16(b[o:])) << 16
+			v = v&0x807f0000 | (127-40+(v>>23&0xff)%81)<<23
+			binary.LittleEndian.PutUint16(b[o:], uint16(v>>16))
+			continue
+		case F16:
+			finiteHalf(b[o:])
+			continue
 		case Q8_K:
 			if v := binary.LittleEndian.Uint32(b[o:]); v&0x7f800000 == 0x7f800000 {
 				binary.LittleEndian.PutUint32(b[o:], v&^0x40000000)
@@ -197,6 +210,9 @@ func TestNEONKernelsMatchGo(t *testing.T) {
 		ks := []int{0, bs, 2 * bs, 3 * bs, 5 * bs, 7 * bs, 2048, 2048 + bs, 5632}
 		if bs == 32 {
 			ks = append(ks, 33*bs)
+		}
+		if bs == 1 {
+			ks = append(ks, 8, 9, 15, 16, 17, 23, 31, 33, 100, 2047)
 		}
 		if !testing.Short() {
 			ks = append(ks, 16384)
@@ -415,6 +431,37 @@ func TestNEONKQuantSpecialValues(t *testing.T) {
 	}
 }
 
+// TestNEONFloatSpecialValues feeds subnormal, largest and signed-zero F16/BF16 weights.
+func TestNEONFloatSpecialValues(t *testing.T) {
+	const k = 96 + 5
+	r := rand.New(rand.NewPCG(7, 7))
+	for _, typ := range []Type{F16, BF16} {
+		w := make([]byte, 2*k)
+		for i := 0; i < k; i++ {
+			h := uint16(r.IntN(0x400)) | uint16(i&1)<<15 // subnormals (F16) or tiny normals (BF16)
+			switch i % 7 {
+			case 3:
+				h = 0x8000
+			case 5:
+				h = 0x7bff // F16 max; a bf16 of about 5e36
+				if typ == BF16 {
+					h = 0x4f00
+				}
+			}
+			binary.LittleEndian.PutUint16(w[2*i:], h)
+		}
+		x := neonActs(r, typ, k, MaxCols, 4*k)
+		t.Run(typ.String(), func(t *testing.T) {
+			asm := requireNEON(t, "neon", typ)
+			for nx := 1; nx <= MaxCols; nx++ {
+				if n := compareNEON(t, asm, typ, k, w, x, 4*k, nx); n != nx {
+					t.Fatalf("nx=%d: only %d of %d columns compared", nx, n, nx)
+				}
+			}
+		})
+	}
+}
+
 // fuzzNEON interprets data as one weight row of typ followed by nx activation rows (stride: row
 // size plus pad bytes), sanitized to finite scales and Q8_0 activation quants in [-127, 127],
 // and compares every variant the CPU supports with the Go twin.
@@ -483,6 +530,21 @@ func FuzzDotQ4_1(f *testing.F) {
 func FuzzDotQ5_1(f *testing.F) {
 	addNEONSeeds(f, Q5_1)
 	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzNEON(t, Q5_1, data, nx, pad) })
+}
+
+func FuzzDotF32(f *testing.F) {
+	addNEONSeeds(f, F32)
+	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzNEON(t, F32, data, nx, pad) })
+}
+
+func FuzzDotF16(f *testing.F) {
+	addNEONSeeds(f, F16)
+	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzNEON(t, F16, data, nx, pad) })
+}
+
+func FuzzDotBF16(f *testing.F) {
+	addNEONSeeds(f, BF16)
+	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzNEON(t, BF16, data, nx, pad) })
 }
 
 func FuzzDotQ4_K(f *testing.F) {
