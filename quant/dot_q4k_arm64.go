@@ -55,3 +55,53 @@ func dotQ4_KRows(sdot bool, k int, w, x []byte, xStride, nx int, out []float32) 
 	}
 	copy(out[:nx], acc[:nx])
 }
+
+// NEON IQ4_XS kernel: the assembly (iq4XSDots*, dot_q4k_arm64.s) looks up a super-block's
+// nibbles and computes its eight integer sub-block dots; the 6-bit scales and the float scaling
+// are done here as in the Go twin (dotIQ4XSGo).
+
+//go:noescape
+func iq4XSDotsNEON(qs, xq, tab *byte, out *[8]int32)
+
+//go:noescape
+func iq4XSDotsSDOT(qs, xq, tab *byte, out *[8]int32)
+
+func dotIQ4XSNEON(k int, w, x []byte, xStride, nx int, out []float32) {
+	dotIQ4XSRows(false, k, w, x, xStride, nx, out)
+}
+
+func dotIQ4XSSDOT(k int, w, x []byte, xStride, nx int, out []float32) {
+	dotIQ4XSRows(true, k, w, x, xStride, nx, out)
+}
+
+// dotIQ4XSRows is the DotFunc body of the IQ4_XS kernels, with SDOT if sdot.
+func dotIQ4XSRows(sdot bool, k int, w, x []byte, xStride, nx int, out []float32) {
+	nb := k / QK_K
+	if !checkDotArgs(nb*iq4XSBytes, nb*q8_KBytes, w, x, xStride, nx, out) {
+		return
+	}
+	var acc [MaxCols]float32
+	var sc, isub [8]int32
+	for b := 0; b < nb; b++ {
+		blk := w[b*iq4XSBytes : (b+1)*iq4XSBytes]
+		d := f16At(blk)
+		for ib := range sc {
+			sc[ib] = scalesIQ4XS(blk, ib)
+		}
+		for j := 0; j < nx; j++ {
+			o := j*xStride + b*q8_KBytes
+			xb := x[o : o+q8_KBytes]
+			if sdot {
+				iq4XSDotsSDOT(&blk[8], &xb[4], &iq4Table[0], &isub)
+			} else {
+				iq4XSDotsNEON(&blk[8], &xb[4], &iq4Table[0], &isub)
+			}
+			var isum int32
+			for ib := 0; ib < 8; ib++ {
+				isum += sc[ib] * isub[ib]
+			}
+			acc[j] += d * f32At(xb) * float32(isum)
+		}
+	}
+	copy(out[:nx], acc[:nx])
+}

@@ -51,6 +51,37 @@
 	VADDP	V31.S4, V29.S4, V29.S4; \
 	VST1	[V28.S4, V29.S4], (R2)
 
+// IQ4_XS: the eight 32-element sub-blocks of a super-block, each 16 bytes of nibbles (low
+// nibbles elements 0-15, high 16-31) looked up in the table of 16 int8 values in V28 (VTBL).
+
+// SUBXS dots the next sub-block's levels (R0) with the next 32 activations (R1) into dst.
+#define SUBXS(IDOT, dst) \
+	VLD1.P	16(R0), [V8.B16]; \
+	VLD1.P	32(R1), [V2.B16, V3.B16]; \
+	VAND	V30.B16, V8.B16, V0.B16; \
+	VUSHR	$4, V8.B16, V1.B16; \
+	VTBL	V0.B16, [V28.B16], V0.B16; \
+	VTBL	V1.B16, [V28.B16], V1.B16; \
+	IDOT; \
+	VMOV	V16.B16, dst.B16
+
+#define XSBODY(IDOT) \
+	MOVD	qs+0(FP), R0; \
+	MOVD	xq+8(FP), R1; \
+	MOVD	tab+16(FP), R3; \
+	MOVD	out+24(FP), R2; \
+	VLD1	(R3), [V28.B16]; \
+	VMOVI	$15, V30.B16; \
+	SUBXS(IDOT, V20); \
+	SUBXS(IDOT, V21); \
+	SUBXS(IDOT, V22); \
+	SUBXS(IDOT, V23); \
+	SUBXS(IDOT, V24); \
+	SUBXS(IDOT, V25); \
+	SUBXS(IDOT, V26); \
+	SUBXS(IDOT, V27); \
+	SUMS
+
 // func q4KDotsNEON(qs, xq *byte, out *[8]int32)
 TEXT ·q4KDotsNEON(SB), NOSPLIT, $0-24
 	MOVD	qs+0(FP), R0
@@ -75,4 +106,14 @@ TEXT ·q4KDotsSDOT(SB), NOSPLIT, $0-24
 	GROUP(IDOT_SDOT, V24, V25)
 	GROUP(IDOT_SDOT, V26, V27)
 	SUMS
+	RET
+
+// func iq4XSDotsNEON(qs, xq, tab *byte, out *[8]int32)
+TEXT ·iq4XSDotsNEON(SB), NOSPLIT, $0-32
+	XSBODY(IDOT_SMULL)
+	RET
+
+// func iq4XSDotsSDOT(qs, xq, tab *byte, out *[8]int32)
+TEXT ·iq4XSDotsSDOT(SB), NOSPLIT, $0-32
+	XSBODY(IDOT_SDOT)
 	RET

@@ -24,7 +24,7 @@ const (
 
 // neonTypes are the weight types with NEON kernels (dot_q8_arm64.go, dot_q4k_arm64.go,
 // dot_q5k_arm64.go, dot_q6k_arm64.go, dot_f_arm64.go).
-var neonTypes = []Type{Q4_0, Q8_0, Q5_0, IQ4_NL, Q4_1, Q5_1, Q4_K, Q5_K, Q6_K, F32, F16, BF16}
+var neonTypes = []Type{Q4_0, Q8_0, Q5_0, IQ4_NL, Q4_1, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_XS, F32, F16, BF16}
 
 // requireNEON returns variant v's kernel for typ, skipping when the CPU lacks the variant.
 func requireNEON(t testing.TB, v string, typ Type) DotFunc {
@@ -383,7 +383,7 @@ func TestNEONDispatch(t *testing.T) {
 // activation quants of ±127 and -128 with their true bsums.
 func TestNEONKQuantSpecialValues(t *testing.T) {
 	const k = 2 * QK_K
-	for _, typ := range []Type{Q4_K, Q5_K, Q6_K} {
+	for _, typ := range []Type{Q4_K, Q5_K, Q6_K, IQ4_XS} {
 		for _, tc := range []struct {
 			name string
 			wq   byte
@@ -400,11 +400,14 @@ func TestNEONKQuantSpecialValues(t *testing.T) {
 				for i := o; i < o+typ.TypeSize(); i++ {
 					w[i] = tc.wq
 				}
-				if typ != Q6_K {
+				switch typ {
+				case Q6_K:
+					binary.LittleEndian.PutUint16(w[o+208:], 0x3c00)
+				case IQ4_XS:
+					binary.LittleEndian.PutUint16(w[o:], 0x3c00)
+				default:
 					binary.LittleEndian.PutUint16(w[o:], 0x3c00)   // d = 1
 					binary.LittleEndian.PutUint16(w[o+2:], 0x3800) // dmin = 0.5
-				} else {
-					binary.LittleEndian.PutUint16(w[o+208:], 0x3c00)
 				}
 			}
 			x := make([]byte, MaxCols*Q8_K.RowSize(k))
@@ -545,6 +548,11 @@ func FuzzDotF16(f *testing.F) {
 func FuzzDotBF16(f *testing.F) {
 	addNEONSeeds(f, BF16)
 	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzNEON(t, BF16, data, nx, pad) })
+}
+
+func FuzzDotIQ4_XS(f *testing.F) {
+	addNEONSeeds(f, IQ4_XS)
+	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzNEON(t, IQ4_XS, data, nx, pad) })
 }
 
 func FuzzDotQ4_K(f *testing.F) {
