@@ -24,10 +24,10 @@ var hasDotProd = cpu.ARM64.HasASIMDDP
 var neonKernels = map[string]map[Type]DotFunc{
 	"neon": {Q4_0: dotQ4_0NEON, Q8_0: dotQ8_0NEON, Q5_0: dotQ5_0NEON, IQ4_NL: dotIQ4NLNEON,
 		Q4_1: dotQ4_1NEON, Q5_1: dotQ5_1NEON, Q4_K: dotQ4_KNEON, Q5_K: dotQ5_KNEON, Q6_K: dotQ6_KNEON,
-		IQ4_XS: dotIQ4XSNEON, F32: dotF32NEON, F16: dotF16NEON, BF16: dotBF16NEON},
+		Q2_K: dotQ2_KNEON, Q3_K: dotQ3_KNEON, IQ4_XS: dotIQ4XSNEON, F32: dotF32NEON, F16: dotF16NEON, BF16: dotBF16NEON},
 	"neon-dp": {Q4_0: dotQ4_0SDOT, Q8_0: dotQ8_0SDOT, Q5_0: dotQ5_0SDOT, IQ4_NL: dotIQ4NLSDOT,
 		Q4_1: dotQ4_1SDOT, Q5_1: dotQ5_1SDOT, Q4_K: dotQ4_KSDOT, Q5_K: dotQ5_KSDOT, Q6_K: dotQ6_KSDOT,
-		IQ4_XS: dotIQ4XSSDOT, F32: dotF32NEON, F16: dotF16NEON, BF16: dotBF16NEON}, // no integer dots in the float kernels
+		Q2_K: dotQ2_KSDOT, Q3_K: dotQ3_KSDOT, IQ4_XS: dotIQ4XSSDOT, F32: dotF32NEON, F16: dotF16NEON, BF16: dotBF16NEON}, // no integer dots in the float kernels
 }
 
 func init() {

@@ -24,7 +24,7 @@ const (
 
 // neonTypes are the weight types with NEON kernels (dot_q8_arm64.go, dot_q4k_arm64.go,
 // dot_q5k_arm64.go, dot_q6k_arm64.go, dot_f_arm64.go).
-var neonTypes = []Type{Q4_0, Q8_0, Q5_0, IQ4_NL, Q4_1, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_XS, F32, F16, BF16}
+var neonTypes = []Type{Q4_0, Q8_0, Q5_0, IQ4_NL, Q4_1, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, F32, F16, BF16}
 
 // requireNEON returns variant v's kernel for typ, skipping when the CPU lacks the variant.
 func requireNEON(t testing.TB, v string, typ Type) DotFunc {
@@ -53,13 +53,17 @@ func decodeF64(t testing.TB, typ Type, b []byte, k int) []float64 {
 }
 
 // termMagnitude is Σ|w_i·x_i| over the decoded rows, or for the types with a min (Q4_1, Q5_1,
-// Q4_K, Q5_K: d at offset 0 and dmin or m at 2 of each block; the scaled and the min terms are
-// summed separately and may cancel) Σ|x_i|·(|d·sc_i·q_i| + |dmin·m_i|).
+// Q4_K, Q5_K: d at offset 0 and dmin or m at 2 of each block; Q2_K: at 80 and 82; the scaled
+// and the min terms are summed separately and may cancel) Σ|x_i|·(|d·sc_i·q_i| + |dmin·m_i|).
 func termMagnitude(t testing.TB, typ Type, k int, w, x []byte) float64 {
 	xd := decodeF64(t, ActType(typ), x, k)
 	var s float64
-	if typ == Q4_1 || typ == Q5_1 || typ == Q4_K || typ == Q5_K {
-		scaled, mins := decodeWithout(t, typ, w, k, 2), decodeWithout(t, typ, w, k, 0)
+	dOff, mOff := 0, 2
+	if typ == Q2_K {
+		dOff, mOff = 80, 82
+	}
+	if typ == Q4_1 || typ == Q5_1 || typ == Q2_K || typ == Q4_K || typ == Q5_K {
+		scaled, mins := decodeWithout(t, typ, w, k, mOff), decodeWithout(t, typ, w, k, dOff)
 		for i := range xd {
 			s += math.Abs(xd[i]) * (math.Abs(scaled[i]) + math.Abs(mins[i]))
 		}
@@ -144,6 +148,13 @@ func sanitizeBlocks(typ Type, b []byte, acts bool) {
 			finiteHalf(b[o+2:])
 		case Q6_K:
 			finiteHalf(b[o+208:])
+			continue
+		case Q2_K:
+			finiteHalf(b[o+80:])
+			finiteHalf(b[o+82:])
+			continue
+		case Q3_K:
+			finiteHalf(b[o+108:])
 			continue
 		}
 		finiteHalf(b[o:])
@@ -383,7 +394,7 @@ func TestNEONDispatch(t *testing.T) {
 // activation quants of ±127 and -128 with their true bsums.
 func TestNEONKQuantSpecialValues(t *testing.T) {
 	const k = 2 * QK_K
-	for _, typ := range []Type{Q4_K, Q5_K, Q6_K, IQ4_XS} {
+	for _, typ := range []Type{Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS} {
 		for _, tc := range []struct {
 			name string
 			wq   byte
@@ -405,6 +416,11 @@ func TestNEONKQuantSpecialValues(t *testing.T) {
 					binary.LittleEndian.PutUint16(w[o+208:], 0x3c00)
 				case IQ4_XS:
 					binary.LittleEndian.PutUint16(w[o:], 0x3c00)
+				case Q2_K:
+					binary.LittleEndian.PutUint16(w[o+80:], 0x3c00)
+					binary.LittleEndian.PutUint16(w[o+82:], 0x3800)
+				case Q3_K:
+					binary.LittleEndian.PutUint16(w[o+108:], 0x3c00)
 				default:
 					binary.LittleEndian.PutUint16(w[o:], 0x3c00)   // d = 1
 					binary.LittleEndian.PutUint16(w[o+2:], 0x3800) // dmin = 0.5
@@ -553,6 +569,16 @@ func FuzzDotBF16(f *testing.F) {
 func FuzzDotIQ4_XS(f *testing.F) {
 	addNEONSeeds(f, IQ4_XS)
 	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzNEON(t, IQ4_XS, data, nx, pad) })
+}
+
+func FuzzDotQ2_K(f *testing.F) {
+	addNEONSeeds(f, Q2_K)
+	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzNEON(t, Q2_K, data, nx, pad) })
+}
+
+func FuzzDotQ3_K(f *testing.F) {
+	addNEONSeeds(f, Q3_K)
+	f.Fuzz(func(t *testing.T, data []byte, nx, pad uint8) { fuzzNEON(t, Q3_K, data, nx, pad) })
 }
 
 func FuzzDotQ4_K(f *testing.F) {
