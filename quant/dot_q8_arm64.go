@@ -19,15 +19,25 @@ import "golang.org/x/sys/cpu"
 // hasDotProd reports whether the CPU has the ARMv8.2 dot-product instructions (SDOT).
 var hasDotProd = cpu.ARM64.HasASIMDDP
 
-// neonKernels lists the DotFuncs of each arm64 integer-dot variant by weight type; the tests
-// run every variant the CPU supports.
+// neonKernels lists the DotFuncs of each arm64 variant by weight type (this file and
+// dot_q4k, dot_q5k, dot_q6k, dot_k23, dot_f _arm64.go); the tests run every variant the CPU
+// supports.
 var neonKernels = map[string]map[Type]DotFunc{
-	"neon": {Q4_0: dotQ4_0NEON, Q8_0: dotQ8_0NEON, Q5_0: dotQ5_0NEON, IQ4_NL: dotIQ4NLNEON,
-		Q4_1: dotQ4_1NEON, Q5_1: dotQ5_1NEON, Q4_K: dotQ4_KNEON, Q5_K: dotQ5_KNEON, Q6_K: dotQ6_KNEON,
-		Q2_K: dotQ2_KNEON, Q3_K: dotQ3_KNEON, IQ4_XS: dotIQ4XSNEON, F32: dotF32NEON, F16: dotF16NEON, BF16: dotBF16NEON},
-	"neon-dp": {Q4_0: dotQ4_0SDOT, Q8_0: dotQ8_0SDOT, Q5_0: dotQ5_0SDOT, IQ4_NL: dotIQ4NLSDOT,
-		Q4_1: dotQ4_1SDOT, Q5_1: dotQ5_1SDOT, Q4_K: dotQ4_KSDOT, Q5_K: dotQ5_KSDOT, Q6_K: dotQ6_KSDOT,
-		Q2_K: dotQ2_KSDOT, Q3_K: dotQ3_KSDOT, IQ4_XS: dotIQ4XSSDOT, F32: dotF32NEON, F16: dotF16NEON, BF16: dotBF16NEON}, // no integer dots in the float kernels
+	"neon": {
+		Q4_0: dotQ4_0NEON, Q8_0: dotQ8_0NEON, Q5_0: dotQ5_0NEON, IQ4_NL: dotIQ4NLNEON,
+		Q4_1: dotQ4_1NEON, Q5_1: dotQ5_1NEON,
+		Q2_K: dotQ2_KNEON, Q3_K: dotQ3_KNEON, Q4_K: dotQ4_KNEON, Q5_K: dotQ5_KNEON,
+		Q6_K: dotQ6_KNEON, IQ4_XS: dotIQ4XSNEON,
+		F32: dotF32NEON, F16: dotF16NEON, BF16: dotBF16NEON,
+	},
+	"neon-dp": {
+		Q4_0: dotQ4_0SDOT, Q8_0: dotQ8_0SDOT, Q5_0: dotQ5_0SDOT, IQ4_NL: dotIQ4NLSDOT,
+		Q4_1: dotQ4_1SDOT, Q5_1: dotQ5_1SDOT,
+		Q2_K: dotQ2_KSDOT, Q3_K: dotQ3_KSDOT, Q4_K: dotQ4_KSDOT, Q5_K: dotQ5_KSDOT,
+		Q6_K: dotQ6_KSDOT, IQ4_XS: dotIQ4XSSDOT,
+		// The float kernels have no integer products: the same in both variants.
+		F32: dotF32NEON, F16: dotF16NEON, BF16: dotBF16NEON,
+	},
 }
 
 func init() {
