@@ -56,6 +56,7 @@ func (c *Cache) hashBlock(seq, bi int) {
 		c.index[h] = b
 		c.indexed[b] = true
 	}
+	c.emitStored(b, bi)
 }
 
 // chained reports whether the first bi blocks of seq's table form an intact hash chain from its

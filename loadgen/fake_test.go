@@ -152,7 +152,7 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		send(`{"choices":[{"index":0,"text":"","finish_reason":"length"}]}`)
 		if req.Model == "usage" {
-			send(fmt.Sprintf(`{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":%d}}`, req.MaxTokens))
+			send(fmt.Sprintf(`{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":%d,"prompt_tokens_details":{"cached_tokens":3}}}`, req.MaxTokens))
 		}
 		send("[DONE]")
 	case "http500":

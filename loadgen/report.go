@@ -17,6 +17,9 @@ func (r Result) WriteText(w io.Writer) {
 		r.Requests, r.Requests-r.Errors-r.Rejected, r.Errors, r.Rejected)
 	fmt.Fprintf(tw, "duration\t%s\t\n", formatDuration(r.Duration))
 	fmt.Fprintf(tw, "output tokens\t%d\t(%.1f tok/s)\n", r.OutputTokens, r.OutputTokensPerSec)
+	if r.PromptTokens > 0 {
+		fmt.Fprintf(tw, "prefix hit rate\t%.3f\t(%d of %d prompt tokens cached)\n", r.PrefixHitRate, r.CachedTokens, r.PromptTokens)
+	}
 	tw.Flush()
 	if r.FirstError != "" {
 		fmt.Fprintf(w, "first error: %s\n", r.FirstError)

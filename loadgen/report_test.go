@@ -52,8 +52,8 @@ func TestResultJSON(t *testing.T) {
 	if got := m["inter_token"].(map[string]any)["p99_ns"]; got != 104e6 {
 		t.Errorf("inter_token.p99_ns = %v", got)
 	}
-	if len(m) != 11 {
-		t.Errorf("%d top-level keys, want 11: %s", len(m), raw)
+	if len(m) != 14 {
+		t.Errorf("%d top-level keys, want 14: %s", len(m), raw)
 	}
 	var back Result
 	if err := json.Unmarshal(raw, &back); err != nil || back != sampleResult() {

@@ -32,6 +32,9 @@ type outcome struct {
 	ttft    time.Duration
 	gaps    []time.Duration // between consecutive non-empty text chunks
 	tokens  int
+	// prompt and cached are the usage's prompt_tokens and prompt_tokens_details.cached_tokens,
+	// -1 when the server sent no usage.
+	prompt, cached int
 }
 
 // client sends single completion requests; it is safe for concurrent use.
@@ -65,7 +68,11 @@ type completionChunk struct {
 		Text string `json:"text"`
 	} `json:"choices"`
 	Usage *struct {
-		CompletionTokens int `json:"completion_tokens"`
+		CompletionTokens    int `json:"completion_tokens"`
+		PromptTokens        int `json:"prompt_tokens"`
+		PromptTokensDetails struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
 	} `json:"usage"`
 	Error json.RawMessage `json:"error"`
 }
@@ -89,7 +96,7 @@ func (c *client) do(ctx context.Context, r Request) outcome {
 	}
 	defer cancel()
 
-	out := outcome{kind: r.Kind}
+	out := outcome{kind: r.Kind, prompt: -1, cached: -1}
 	fail := func(err error) outcome {
 		switch {
 		case ctx.Err() != nil:
@@ -182,6 +189,7 @@ func (c *client) do(ctx context.Context, r Request) outcome {
 		}
 		if chunk.Usage != nil {
 			usage = chunk.Usage.CompletionTokens
+			out.prompt, out.cached = chunk.Usage.PromptTokens, chunk.Usage.PromptTokensDetails.CachedTokens
 		}
 		if !hasText(chunk) {
 			continue

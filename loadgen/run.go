@@ -54,6 +54,13 @@ type Result struct {
 	OutputTokens       int           `json:"output_tokens"`
 	OutputTokensPerSec float64       `json:"output_tokens_per_sec"`
 
+	// PromptTokens and CachedTokens sum the usage objects of the successful requests that carried
+	// one (prompt_tokens, prompt_tokens_details.cached_tokens); PrefixHitRate is their ratio, the
+	// fraction of prompt tokens the servers took from their prefix caches (0 without usage).
+	PromptTokens  int     `json:"prompt_tokens"`
+	CachedTokens  int     `json:"cached_tokens"`
+	PrefixHitRate float64 `json:"prefix_hit_rate"`
+
 	// TTFT is the time from sending a request (connecting included, if it
 	// needs a new connection) to its first non-empty text chunk, over all
 	// requests; TTFTShort and TTFTLong split it by kind.
@@ -219,6 +226,10 @@ func summarize(outcomes []outcome, d time.Duration) Result {
 			}
 		case statusOK:
 			res.OutputTokens += o.tokens
+			if o.prompt >= 0 {
+				res.PromptTokens += o.prompt
+				res.CachedTokens += max(o.cached, 0)
+			}
 			if o.hasTTFT {
 				ttft = append(ttft, o.ttft)
 				if o.kind == KindLong {
@@ -233,6 +244,9 @@ func summarize(outcomes []outcome, d time.Duration) Result {
 	}
 	if d > 0 {
 		res.OutputTokensPerSec = float64(res.OutputTokens) / d.Seconds()
+	}
+	if res.PromptTokens > 0 {
+		res.PrefixHitRate = float64(res.CachedTokens) / float64(res.PromptTokens)
 	}
 	res.TTFT = computePercentiles(ttft)
 	res.TTFTShort = computePercentiles(short)

@@ -101,11 +101,13 @@ func TestRunUsageCounting(t *testing.T) {
 	f.shortTTFT, f.gap = time.Millisecond, time.Millisecond
 	srv := f.start(t)
 	tests := []struct {
-		name  string
-		model string
-		want  int
+		name    string
+		model   string
+		want    int
+		prompt  int
+		hitRate float64
 	}{
-		{name: "usage reported", model: "usage", want: 3 * 50},
+		{name: "usage reported", model: "usage", want: 3 * 50, prompt: 3 * 5, hitRate: 0.6},
 		{name: "no usage: one per text chunk", model: "plain", want: 3 * f.textChunks},
 	}
 	for _, tt := range tests {
@@ -118,6 +120,9 @@ func TestRunUsageCounting(t *testing.T) {
 			}
 			if res.OutputTokens != tt.want || res.Errors != 0 {
 				t.Errorf("output tokens %d errors %d (%s), want %d tokens", res.OutputTokens, res.Errors, res.FirstError, tt.want)
+			}
+			if res.PromptTokens != tt.prompt || res.PrefixHitRate != tt.hitRate {
+				t.Errorf("prompt tokens %d hit rate %v, want %d, %v", res.PromptTokens, res.PrefixHitRate, tt.prompt, tt.hitRate)
 			}
 		})
 	}

@@ -86,8 +86,13 @@ func LoadWorkload(path string) ([]Request, error) {
 
 // Shapes of the synthesized workloads, matching shared/perf/README.md.
 const (
-	WorkloadShared = "shared"
-	WorkloadMixed  = "mixed"
+	WorkloadShared  = "shared"
+	WorkloadMixed   = "mixed"
+	WorkloadTenants = "tenants"
+
+	// DefaultTenants and DefaultSystemWords shape the tenants workload Synthesize builds.
+	DefaultTenants     = 8
+	DefaultSystemWords = 300
 
 	sharedPrefixWords = 200
 	questionWords     = 20
@@ -159,9 +164,40 @@ func Synthesize(kind string, n int, seed uint64) ([]Request, error) {
 			}
 			reqs[i] = r
 		}
+	case WorkloadTenants:
+		return SynthesizeTenants(n, DefaultTenants, DefaultSystemWords, seed)
 	default:
-		return nil, fmt.Errorf("loadgen: synthesize: unknown workload %q (want %q or %q)",
-			kind, WorkloadShared, WorkloadMixed)
+		return nil, fmt.Errorf("loadgen: synthesize: unknown workload %q (want %q, %q or %q)",
+			kind, WorkloadShared, WorkloadMixed, WorkloadTenants)
+	}
+	return reqs, nil
+}
+
+// SynthesizeTenants builds the "tenants" workload: tenants tenants, each with its own system
+// prompt of systemWords random words, and n requests of 64 output tokens, each from a tenant
+// drawn at random (so tenants interleave), its system prompt followed by "\nUser: " and a unique
+// 20-word question. Whether a request's system prompt is in the cache of the server that gets
+// it is what a router decides. Fully determined by seed; n in [1, 100000], tenants in [1, 1000],
+// systemWords in [1, 10000].
+func SynthesizeTenants(n, tenants, systemWords int, seed uint64) ([]Request, error) {
+	switch {
+	case n < 1 || n > maxSynthRequests:
+		return nil, fmt.Errorf("loadgen: synthesize: n = %d, want 1..%d", n, maxSynthRequests)
+	case tenants < 1 || tenants > 1000:
+		return nil, fmt.Errorf("loadgen: synthesize: %d tenants, want 1..1000", tenants)
+	case systemWords < 1 || systemWords > 10000:
+		return nil, fmt.Errorf("loadgen: synthesize: %d system-prompt words, want 1..10000", systemWords)
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x74656e616e7473)) // "tenants"
+	system := make([]string, tenants)
+	for i := range system {
+		system[i] = fmt.Sprintf("Tenant %d. ", i) + words(rng, systemWords)
+	}
+	reqs := make([]Request, n)
+	for i := range reqs {
+		// A request index keeps questions unique without a set.
+		q := fmt.Sprintf("\nUser %d: ", i) + words(rng, questionWords)
+		reqs[i] = Request{Kind: KindShort, Prompt: system[rng.IntN(tenants)] + q, MaxTokens: synthMaxTokens}
 	}
 	return reqs, nil
 }

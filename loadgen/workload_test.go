@@ -205,3 +205,56 @@ func TestSynthesizeErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestSynthesizeTenants(t *testing.T) {
+	reqs, err := SynthesizeTenants(400, 8, 50, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefixes := map[string]int{}
+	seen := map[string]bool{}
+	switches := 0
+	prev := ""
+	for _, r := range reqs {
+		sys, q, ok := strings.Cut(r.Prompt, "\nUser ")
+		if !ok || r.MaxTokens != synthMaxTokens || r.Kind != KindShort {
+			t.Fatalf("bad request %+v", r)
+		}
+		if len(strings.Fields(sys)) != 52 { // "Tenant N." + 50 words
+			t.Fatalf("system prompt of %d words", len(strings.Fields(sys)))
+		}
+		if seen[q] {
+			t.Fatalf("question repeated: %q", q)
+		}
+		seen[q] = true
+		prefixes[sys]++
+		if sys != prev {
+			switches++
+		}
+		prev = sys
+	}
+	if len(prefixes) != 8 {
+		t.Fatalf("%d distinct system prompts, want 8", len(prefixes))
+	}
+	for p, n := range prefixes {
+		if n < 25 { // 50 expected each
+			t.Fatalf("tenant %.20q has only %d of 400 requests", p, n)
+		}
+	}
+	if switches < 300 { // random interleaving switches tenant 7 times in 8
+		t.Fatalf("only %d tenant switches in 400 requests: not interleaved", switches)
+	}
+	again, _ := SynthesizeTenants(400, 8, 50, 3)
+	if !slices.Equal(again, reqs) {
+		t.Fatal("not deterministic")
+	}
+	viaName, err := Synthesize(WorkloadTenants, 10, 3)
+	if err != nil || len(viaName) != 10 {
+		t.Fatalf("Synthesize(tenants): %v", err)
+	}
+	for _, bad := range [][3]int{{0, 8, 10}, {10, 0, 10}, {10, 8, 0}, {10, 1001, 10}} {
+		if _, err := SynthesizeTenants(bad[0], bad[1], bad[2], 1); err == nil {
+			t.Fatalf("accepted %v", bad)
+		}
+	}
+}

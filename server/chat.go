@@ -19,19 +19,24 @@ type chatRequest struct {
 	Messages           json.RawMessage `json:"messages"`
 	TopLogprobs        *int            `json:"top_logprobs"`
 	Tools              json.RawMessage `json:"tools"`
+	ToolChoice         json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls  *bool           `json:"parallel_tool_calls"`
 	ResponseFormat     json.RawMessage `json:"response_format"`
 	ChatTemplateKwargs map[string]any  `json:"chat_template_kwargs"` // llama.cpp: extra template variables
 }
 
+// chatMessage is a reply; content is null when the reply is only tool calls.
 type chatMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role      string         `json:"role"`
+	Content   *string        `json:"content"`
+	ToolCalls []toolCallJSON `json:"tool_calls,omitempty"`
 }
 
 // chatDelta is a streamed message fragment; absent fields are omitted, as OpenAI does.
 type chatDelta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string         `json:"role,omitempty"`
+	Content   *string        `json:"content,omitempty"`
+	ToolCalls []toolCallJSON `json:"tool_calls,omitempty"`
 }
 
 type chatLogprobs struct {
@@ -95,7 +100,20 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 		resp.Object = "chat.completion"
 		usages := make([]engine.Usage, len(res))
 		for i, c := range res {
-			ch := chatChoice{Index: i, Message: &chatMessage{Role: "assistant", Content: c.text.String()}, FinishReason: &c.finish}
+			msg := &chatMessage{Role: "assistant"}
+			content := c.text.String()
+			if g.tools != nil {
+				var calls []chat.ToolCall
+				content, calls = chat.ParseToolCalls(g.tools.format, content)
+				if len(calls) > 0 {
+					msg.ToolCalls = toolReply(calls, g.tools.parallel, false)
+					c.finish = "tool_calls"
+				}
+			}
+			if content != "" || msg.ToolCalls == nil {
+				msg.Content = &content
+			}
+			ch := chatChoice{Index: i, Message: msg, FinishReason: &c.finish}
 			if g.logprobs {
 				ch.Logprobs = s.chatLogprobs(c.tokens)
 			}
@@ -114,6 +132,12 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	started := make([]bool, g.n)
 	empty := ""
+	var parsers []*chat.ToolParser
+	if g.tools != nil {
+		for range g.n {
+			parsers = append(parsers, chat.NewToolParser(g.tools.format))
+		}
+	}
 	s.stream(r.Context(), w, gen, func(sse *sseWriter, ev seqEvent) error {
 		// Each choice opens with the assistant role, as OpenAI's streams do.
 		if !started[ev.index] {
@@ -122,6 +146,20 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 			if err := sse.send(resp); err != nil {
 				return err
 			}
+		}
+		finish := ev.finish
+		var calls []toolCallJSON
+		if parsers != nil {
+			// Text that may start a tool call is held back until the reply ends.
+			text := parsers[ev.index].Add(ev.text)
+			if ev.done {
+				rest, parsed := parsers[ev.index].Finish()
+				text += rest
+				if calls = toolReply(parsed, g.tools.parallel, true); len(calls) > 0 {
+					finish = "tool_calls"
+				}
+			}
+			ev.text = text
 		}
 		if ev.text != "" || len(ev.tokens) > 0 {
 			ch := chatChoice{Index: ev.index, Delta: &chatDelta{Content: &ev.text}}
@@ -136,7 +174,13 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 		if !ev.done {
 			return nil
 		}
-		resp.Choices = []chatChoice{{Index: ev.index, Delta: &chatDelta{}, FinishReason: &ev.finish}}
+		if len(calls) > 0 {
+			resp.Choices = []chatChoice{{Index: ev.index, Delta: &chatDelta{ToolCalls: calls}}}
+			if err := sse.send(resp); err != nil {
+				return err
+			}
+		}
+		resp.Choices = []chatChoice{{Index: ev.index, Delta: &chatDelta{}, FinishReason: &finish}}
 		return sse.send(resp)
 	}, func(sse *sseWriter, u usageJSON) error {
 		if !includeUsage {
@@ -151,7 +195,7 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 // the result (special-token text parsed; BOS added when the model wants it and the template did
 // not already write it).
 func (s *Server) chatParams(req *chatRequest) (genParams, []int32, error) {
-	g, err := req.params(openAIDefaults(), s.cfg.Model.Vocab.EOG())
+	g, err := req.params(s.defaults(openAIDefaults()), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
 	if err != nil {
 		return g, nil, err
 	}
@@ -174,6 +218,9 @@ func (s *Server) chatParams(req *chatRequest) (genParams, []int32, error) {
 		g.topLogprobs = *req.TopLogprobs
 	}
 	if err := s.constrain(&g, &req.samplingFields, req.ResponseFormat); err != nil {
+		return g, nil, err
+	}
+	if g.tools, err = s.toolSetup(&g, req); err != nil {
 		return g, nil, err
 	}
 	text, err := s.renderChat(req.Messages, req.Tools, req.ChatTemplateKwargs)
@@ -212,10 +259,17 @@ func parseMessages(raw json.RawMessage) ([]map[string]any, error) {
 			return nil, badRequest("messages", "messages[%d] has no role", i)
 		}
 		switch c := m["content"].(type) {
-		case nil, string, []any:
+		case nil, string:
+		case []any:
+			for j, part := range c {
+				if pm, _ := part.(map[string]any); pm["type"] != "text" {
+					return nil, badRequest("messages", "messages[%d].content[%d] has type %v: this server takes text parts only (no images or audio)", i, j, pm["type"])
+				}
+			}
 		default:
 			return nil, badRequest("messages", "messages[%d].content must be a string, a list of parts or null, got %T", i, c)
 		}
+		objectArguments(m)
 	}
 	return msgs, nil
 }
@@ -271,4 +325,21 @@ func (s *Server) renderChat(messages, toolsRaw json.RawMessage, kwargs map[strin
 		return "", badRequest("messages", "the chat template rejected the messages: %v", err)
 	}
 	return text, nil
+}
+
+// objectArguments turns the JSON-text arguments of an assistant message's tool_calls (as OpenAI
+// clients send them back) into objects, which is what chat templates iterate over or print
+// with tojson.
+func objectArguments(m map[string]any) {
+	calls, _ := m["tool_calls"].([]any)
+	for _, c := range calls {
+		call, _ := c.(map[string]any)
+		fn, _ := call["function"].(map[string]any)
+		if text, ok := fn["arguments"].(string); ok {
+			var obj map[string]any
+			if json.Unmarshal([]byte(text), &obj) == nil {
+				fn["arguments"] = obj
+			}
+		}
+	}
 }

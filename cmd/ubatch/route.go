@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"ubatch/fleet"
+	"ubatch/gguf"
+	"ubatch/hub"
+	"ubatch/router"
+	"ubatch/server"
+)
+
+// cmdRoute serves an OpenAI-compatible front over a fleet of `ubatch serve` nodes, sending each
+// request to the node whose prefix cache holds the most of its prompt (package router).
+func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("route", "route -m MODEL (--redis URL | --nodes URL,URL,...) [--host 127.0.0.1] [--port 8000] [flags]\n\n"+
+		"Routes the same API as serve to the nodes: each prompt is tokenized with MODEL's tokenizer (no weights are\n"+
+		"loaded) and sent to the node holding its longest cached prefix (from the nodes' entries in --redis), weighed\n"+
+		"against load. Without --nodes the nodes are discovered from Redis. GET /health and /metrics are the router's own.", stderr)
+	modelPath := fs.StringP("model", "m", "", "model whose tokenizer and chat template the nodes use: a GGUF path or hf://ORG/REPO/FILE.gguf (default: the demo model)")
+	redisURL := fs.String("redis", "", "Redis the nodes publish to (redis://HOST:PORT[/DB]); without it, routing is by load and recent affinity only")
+	nodes := fs.String("nodes", "", "comma-separated node base URLs (http://HOST:PORT); without it, every node publishing to --redis is used")
+	namespace := fs.String("fleet-namespace", fleet.DefaultNamespace, "prefix of the fleet's Redis keys, as given to serve")
+	host := fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
+	port := fs.Int("port", 8000, "TCP port to listen on (0 = any free port; the log says which)")
+	maxBody := fs.Int64("max-body", server.DefaultMaxBodyBytes, "largest request body in bytes (413 beyond it); never more than a node accepts is forwarded")
+	loadWeight := fs.Float64("load-weight", 16, "cached prompt tokens one request in flight on a node is worth when scoring nodes")
+	queueWeight := fs.Float64("queue-weight", 256, "cached prompt tokens one request queued beyond a node's -np costs besides (spills a hot prefix to a free node)")
+	affinity := fs.Duration("affinity-ttl", 10*time.Second, "how long the router remembers where it sent a prompt, until the node publishes its blocks (negative = off)")
+	health := fs.Duration("health-interval", time.Second, "how often every node's /health is probed")
+	idle := fs.Duration("stream-idle-timeout", 5*time.Minute, "end a stream with an error event when its node sends nothing for this long")
+	blockSize := fs.Int("kv-block", 16, "KV block size of nodes that publish none (as serve's --kv-block)")
+	grace := fs.Duration("shutdown-timeout", server.DefaultGrace, "on SIGINT/SIGTERM, how long in-flight requests may run")
+	maxConns := fs.Int("max-connections", 4096, "most open client connections; beyond it new connections get 503 at once")
+	verbose := fs.BoolP("verbose", "v", false, "debug logging")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	var nodeList []string
+	for _, u := range strings.Split(*nodes, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			nodeList = append(nodeList, u)
+		}
+	}
+	switch {
+	case len(nodeList) == 0 && *redisURL == "":
+		fmt.Fprintln(stderr, "give --nodes, --redis, or both")
+		fs.Usage()
+		return errUsage
+	case *port < 0 || *port > 65535:
+		fmt.Fprintf(stderr, "--port %d: must be in [0, 65535]\n", *port)
+		return errUsage
+	case *maxBody < 1 || *blockSize < 1 || *maxConns < 1 || *grace <= 0:
+		fmt.Fprintln(stderr, "--max-body, --kv-block, --max-connections and --shutdown-timeout must be positive")
+		return errUsage
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	path, err := hub.Resolve(ctx, *modelPath, hub.Options{Progress: hub.ProgressPrinter(stderr, "download"), Logger: logger})
+	if err != nil {
+		return err
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		return fmt.Errorf("model %s: %w", path, err)
+	}
+	defer f.Close()
+	prompter, err := router.NewPrompter(f)
+	if err != nil {
+		return fmt.Errorf("model %s: tokenizer: %w", path, err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cfg := router.Config{Prompter: prompter, Nodes: nodeList, BlockSize: *blockSize, MaxBodyBytes: *maxBody,
+		LoadWeight: *loadWeight, QueueWeight: *queueWeight, AffinityTTL: *affinity, HealthInterval: *health, StreamIdleTimeout: *idle,
+		Logger: logger, Registerer: reg, Gatherer: reg}
+	if *redisURL != "" {
+		quietRedis(logger)
+		rdb, err := fleet.NewClient(*redisURL)
+		if err != nil {
+			return err
+		}
+		defer rdb.Close()
+		cfg.Index = fleet.NewIndex(rdb, *namespace)
+	}
+	rt, err := router.New(cfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
+	if err != nil {
+		return err
+	}
+	rctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	rt.Start(rctx)
+	logger.Info("routing", "url", "http://"+ln.Addr().String(), "model", path, "nodes", len(nodeList),
+		"redis", *redisURL != "", "healthy", rt.Healthy())
+	scfg := server.ServeConfig{Grace: *grace, MaxConnections: *maxConns, Logger: logger}
+	if err := server.Serve(ctx, ln, rt.Handler(), scfg); err != nil {
+		return err
+	}
+	logger.Info("router stopped")
+	return nil
+}

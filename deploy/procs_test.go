@@ -1,0 +1,154 @@
+package deploy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ubatchBin is the ubatch binary TestMain builds.
+var ubatchBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "ubatch-deploy-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ubatchBin = filepath.Join(dir, "ubatch")
+	build := exec.Command("go", "build", "-o", ubatchBin, "ubatch/cmd/ubatch")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building ubatch:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// tool returns the path of an installed program or skips the (sub)test with what to install.
+func tool(t *testing.T, name, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Skipf("%s is not installed (Debian: apt-get install %s); skipping this part", name, pkg)
+	}
+	return p
+}
+
+// proc is a process started by a test, its output in a log file that is printed when the
+// test fails.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	once sync.Once
+	done chan struct{}
+}
+
+func startProc(t *testing.T, name string, args ...string) *proc {
+	t.Helper()
+	dir := t.TempDir()
+	p := &proc{name: name, log: filepath.Join(dir, name+".log"), done: make(chan struct{})}
+	f, err := os.Create(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command(args[0], args[1:]...)
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	if err := p.cmd.Start(); err != nil {
+		f.Close()
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	go func() { p.cmd.Wait(); f.Close(); close(p.done) }()
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			b, _ := os.ReadFile(p.log)
+			t.Logf("--- %s log (last 3000 bytes):\n%s", name, tail(b, 3000))
+		}
+	})
+	return p
+}
+
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+// kill ends the process with SIGKILL and waits for it.
+func (p *proc) kill() {
+	p.once.Do(func() {
+		p.cmd.Process.Kill()
+	})
+	<-p.done
+}
+
+// signal sends sig to the process.
+func (p *proc) signal(sig syscall.Signal) { p.cmd.Process.Signal(sig) }
+
+// exited reports whether the process has ended.
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitHTTP polls url until it answers 200 (and, when want is not empty, a body containing
+// want), or fails the test after d.
+func waitHTTP(t *testing.T, p *proc, url, want string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && strings.Contains(string(b), want) {
+				cancel()
+				return
+			}
+		}
+		cancel()
+		if p != nil && p.exited() {
+			t.Fatalf("%s exited before %s answered", p.name, url)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not answer 200 within %v", url, d)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func lookPath(name string) (string, error) { return exec.LookPath(name) }
+
+func getJSON(url string, v any) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+func urlEscape(s string) string { return url.QueryEscape(s) }

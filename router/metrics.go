@@ -1,0 +1,111 @@
+package router
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Decision reasons, the values of ubatch_route_decisions_total's reason label.
+const (
+	ReasonPrefix      = "prefix"       // the node holding the longest cached prefix won
+	ReasonLoad        = "load"         // a node held a longer prefix, but load outweighed it
+	ReasonLeastLoaded = "least_loaded" // no node holds any of the prompt: the least loaded one
+	ReasonNoPrompt    = "no_prompt"    // a route without a prompt (models, tokenize): least loaded
+)
+
+// metrics are the router's Prometheus metrics, all named ubatch_route_*.
+type metrics struct {
+	decisions      *prometheus.CounterVec
+	promptTokens   prometheus.Counter
+	expectedCached prometheus.Counter
+	reportedPrompt prometheus.Counter
+	reportedCached prometheus.Counter
+	mismatch       prometheus.Counter
+	ttfb           *prometheus.HistogramVec
+	duration       *prometheus.HistogramVec
+	retries        *prometheus.CounterVec
+	failures       *prometheus.CounterVec
+	streamErrors   *prometheus.CounterVec
+	rejected       *prometheus.CounterVec
+	healthy        *prometheus.GaugeVec
+	inflight       *prometheus.GaugeVec
+	redisErrors    prometheus.Counter
+	lookup         prometheus.Histogram
+	unknownNodes   prometheus.Gauge
+
+	mu             sync.Mutex
+	prompt, cached float64
+	hitRatio       prometheus.Gauge
+}
+
+func latencyBuckets() []float64 { return prometheus.ExponentialBuckets(0.001, 2, 17) }
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	}
+	vec := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	}
+	m := &metrics{
+		decisions: vec("ubatch_route_decisions_total",
+			"Routing decisions by chosen node and reason (prefix, load, least_loaded, no_prompt).", "node", "reason"),
+		promptTokens: counter("ubatch_route_prompt_tokens_total", "Prompt tokens of routed requests (the router's tokenization)."),
+		expectedCached: counter("ubatch_route_expected_cached_tokens_total",
+			"Prompt tokens the chosen node held in its prefix cache according to the index, at decision time."),
+		reportedPrompt: counter("ubatch_route_reported_prompt_tokens_total",
+			"Prompt tokens in the usage objects nodes returned (responses that carry usage)."),
+		reportedCached: counter("ubatch_route_reported_cached_tokens_total",
+			"Cached prompt tokens (prompt_tokens_details.cached_tokens) in the usage objects nodes returned."),
+		mismatch: counter("ubatch_route_prompt_mismatch_total",
+			"Responses whose usage.prompt_tokens differs from the router's tokenization (the routing hash then misses)."),
+		ttfb: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ubatch_route_upstream_ttfb_seconds",
+			Help: "Per node, time from forwarding a request to its first response byte.", Buckets: latencyBuckets()}, []string{"node"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ubatch_route_upstream_duration_seconds",
+			Help: "Per node, time from forwarding a request to the end of its response.", Buckets: latencyBuckets()}, []string{"node"}),
+		retries: vec("ubatch_route_retries_total", "Requests sent again to another node after a failure before the first byte, by failure.", "reason"),
+		failures: vec("ubatch_route_node_failures_total",
+			"Node failures seen by the router (connect, status_5xx, garbage, timeout, health, mid_stream).", "node", "kind"),
+		streamErrors: vec("ubatch_route_stream_errors_total", "Streams a node broke after the first byte (ended with an error event).", "node"),
+		rejected:     vec("ubatch_route_rejected_total", "Requests the router answered itself (too_large, no_node, bad_request).", "reason"),
+		healthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ubatch_route_node_healthy",
+			Help: "1 when the node is in rotation, 0 when taken out."}, []string{"node"}),
+		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ubatch_route_node_inflight",
+			Help: "Requests this router has in flight on each node."}, []string{"node"}),
+		redisErrors: counter("ubatch_route_redis_errors_total", "Failed index reads (routing falls back to load and local affinity)."),
+		lookup: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ubatch_route_index_lookup_seconds",
+			Help: "Time of one prefix lookup in Redis.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
+		unknownNodes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ubatch_route_unknown_nodes",
+			Help: "Nodes in Redis that are not in --nodes (ignored)."}),
+		hitRatio: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ubatch_route_prefix_hit_ratio",
+			Help: "Cache-aware hit rate since the start: expected cached prompt tokens of the chosen nodes over prompt tokens."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.decisions, m.promptTokens, m.expectedCached, m.reportedPrompt, m.reportedCached, m.mismatch,
+			m.ttfb, m.duration, m.retries, m.failures, m.streamErrors, m.rejected, m.healthy, m.inflight,
+			m.redisErrors, m.lookup, m.unknownNodes, m.hitRatio)
+	}
+	for _, r := range []string{"too_large", "no_node", "bad_request"} {
+		m.rejected.WithLabelValues(r)
+	}
+	for _, r := range []string{"connect", "status_5xx", "status_429", "garbage", "timeout"} {
+		m.retries.WithLabelValues(r)
+	}
+	return m
+}
+
+// routed records a decision for a prompt of n tokens of which cached were in the node's cache.
+func (m *metrics) routed(node, reason string, n, cached int) {
+	m.decisions.WithLabelValues(node, reason).Inc()
+	if n == 0 {
+		return
+	}
+	m.promptTokens.Add(float64(n))
+	m.expectedCached.Add(float64(cached))
+	m.mu.Lock()
+	m.prompt += float64(n)
+	m.cached += float64(cached)
+	m.hitRatio.Set(m.cached / m.prompt)
+	m.mu.Unlock()
+}

@@ -1,0 +1,152 @@
+package router
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"ubatch/fleet"
+	"ubatch/prefixhash"
+)
+
+// TestDecide scores three nodes from published load and recent affinity (no Redis).
+func TestDecide(t *testing.T) {
+	prompt := make([]int32, 20*16) // 20 blocks
+	for i := range prompt {
+		prompt[i] = int32(i)
+	}
+	chain := prefixhash.Chain(nil, prompt, 16)
+	type nodeState struct {
+		cachedBlocks int
+		running      int
+		waiting      int
+		inflight     int
+		healthy      bool
+	}
+	tests := []struct {
+		name   string
+		nodes  [3]nodeState
+		noText bool
+		want   int // index of the chosen node
+		reason string
+	}{
+		{"nothing cached: least loaded", [3]nodeState{{running: 3, healthy: true}, {running: 1, healthy: true}, {running: 2, healthy: true}}, false, 1, ReasonLeastLoaded},
+		{"cache wins over small load", [3]nodeState{{cachedBlocks: 10, running: 4, healthy: true}, {running: 0, healthy: true}, {healthy: true}}, false, 0, ReasonPrefix},
+		{"longest prefix wins", [3]nodeState{{cachedBlocks: 5, healthy: true}, {cachedBlocks: 12, healthy: true}, {cachedBlocks: 1, healthy: true}}, false, 1, ReasonPrefix},
+		// 2 blocks = 32 tokens, less than 8 requests of load at weight 16.
+		{"load outweighs a short prefix", [3]nodeState{{cachedBlocks: 2, running: 8, healthy: true}, {running: 0, healthy: true}, {running: 6, healthy: true}}, false, 1, ReasonLoad},
+		{"requests queued beyond max_running weigh more", [3]nodeState{{cachedBlocks: 20, running: 16, waiting: 6, healthy: true}, {cachedBlocks: 10, running: 4, healthy: true}, {running: 9, healthy: true}}, false, 1, ReasonLoad},
+		// a: 320 − 16×16 = 64; b: 0 − 16×4 = −64: the cache holds.
+		{"a full node keeps its prefix while nothing queues", [3]nodeState{{cachedBlocks: 20, running: 16, healthy: true}, {running: 4, healthy: true}, {running: 5, healthy: true}}, false, 0, ReasonPrefix},
+		// a: 320 − 16×20 − 256×4 < 0; b: −64: spill.
+		{"a queue spills even a long prefix", [3]nodeState{{cachedBlocks: 20, running: 16, waiting: 4, healthy: true}, {running: 4, healthy: true}, {running: 5, healthy: true}}, false, 1, ReasonLoad},
+		{"router in-flight counts when higher than published", [3]nodeState{{inflight: 5, healthy: true}, {running: 2, healthy: true}, {running: 3, healthy: true}}, false, 1, ReasonLeastLoaded},
+		{"unhealthy nodes are skipped", [3]nodeState{{cachedBlocks: 20}, {running: 5, healthy: true}, {running: 6, healthy: true}}, false, 1, ReasonLeastLoaded},
+		{"no prompt", [3]nodeState{{running: 2, healthy: true}, {running: 2, healthy: true}, {running: 0, healthy: true}}, true, 2, ReasonNoPrompt},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := New(Config{Prompter: &Prompter{}, Nodes: []string{"http://a:1", "http://b:1", "http://c:1"}, Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range tc.nodes {
+				n := r.nodes[[]string{"http://a:1", "http://b:1", "http://c:1"}[i]]
+				n.healthy = s.healthy
+				n.status = fleet.Status{ID: n.label, BlockSize: 16, MaxRunning: 16, Load: fleet.Load{Running: s.running, Waiting: s.waiting}}
+				n.statusAt = time.Now()
+				n.inflight.Store(int64(s.inflight))
+				r.recent.add(n, chain[:s.cachedBlocks])
+			}
+			p := prompt
+			if tc.noText {
+				p = nil
+			}
+			d := r.decide(context.Background(), p, 10)
+			if got := d.order[0].n.label; got != []string{"a:1", "b:1", "c:1"}[tc.want] || d.reason != tc.reason {
+				t.Fatalf("chose %s (%s), want %s (%s); scores %v", got, d.reason, []string{"a:1", "b:1", "c:1"}[tc.want], tc.reason, scores(d))
+			}
+		})
+	}
+}
+
+func scores(d decision) map[string]float64 {
+	out := map[string]float64{}
+	for _, c := range d.order {
+		out[c.n.label] = c.score
+	}
+	return out
+}
+
+func TestTiesRotate(t *testing.T) {
+	r, err := New(Config{Prompter: &Prompter{}, Nodes: []string{"http://a:1", "http://b:1", "http://c:1"}, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range r.nodes {
+		n.healthy = true
+	}
+	seen := map[string]int{}
+	for range 30 {
+		seen[r.decide(context.Background(), nil, 1).order[0].n.label]++
+	}
+	if len(seen) != 3 || seen["a:1"] != 10 {
+		t.Fatalf("equal nodes chosen %v, want 10 each", seen)
+	}
+}
+
+func TestAffinityExpires(t *testing.T) {
+	a := newAffinity(50*time.Millisecond, 100)
+	n := &node{label: "x"}
+	a.add(n, []uint64{1, 2, 3})
+	if got := a.match(n, []uint64{1, 2, 4}); got != 2 {
+		t.Fatalf("match %d, want 2", got)
+	}
+	time.Sleep(60 * time.Millisecond)
+	if got := a.match(n, []uint64{1, 2, 3}); got != 0 {
+		t.Fatalf("match %d after expiry", got)
+	}
+	a.add(n, make([]uint64, 500)) // beyond max: bounded
+	if len(a.entries) > 100 {
+		t.Fatalf("%d entries, bound 100", len(a.entries))
+	}
+}
+
+func TestReadEvent(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want []string
+		err  error // after the events
+	}{
+		{"two events", "data: a\n\ndata: b\n\n", []string{"data: a\n\n", "data: b\n\n"}, io.EOF},
+		{"crlf", "data: a\r\n\r\n", []string{"data: a\r\n\r\n"}, io.EOF},
+		{"multi-line event", "event: x\ndata: a\n\n", []string{"event: x\ndata: a\n\n"}, io.EOF},
+		{"blank lines between", "\n\ndata: a\n\n\n", []string{"data: a\n\n"}, io.EOF},
+		{"truncated", "data: a\n\ndata: {\"cho", []string{"data: a\n\n"}, io.ErrUnexpectedEOF},
+		{"line without end", "data: a\n", nil, io.ErrUnexpectedEOF},
+		{"long event", "data: " + strings.Repeat("x", 100000) + "\n\n", []string{"data: " + strings.Repeat("x", 100000) + "\n\n"}, io.EOF},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			br := bufio.NewReaderSize(strings.NewReader(tc.in), 16)
+			var got []string
+			var err error
+			for {
+				var ev []byte
+				ev, err = readEvent(br)
+				if err != nil {
+					break
+				}
+				got = append(got, string(ev))
+			}
+			if strings.Join(got, "|") != strings.Join(tc.want, "|") || !errors.Is(err, tc.err) {
+				t.Fatalf("events %q, err %v; want %q, %v", got, err, tc.want, tc.err)
+			}
+		})
+	}
+}

@@ -1,0 +1,321 @@
+package router
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"ubatch/prefixhash"
+)
+
+// maxResponse bounds a buffered (non-streaming) node response, and maxEvent one SSE event.
+const (
+	maxResponse = 64 << 20
+	maxEvent    = 16 << 20
+)
+
+// NodeHeader names the node that served a response (host:port), added by the router.
+const NodeHeader = "X-Ubatch-Node"
+
+func (r *Router) handlePrompt(w http.ResponseWriter, req *http.Request) {
+	body, ok := r.readBody(w, req)
+	if !ok {
+		return
+	}
+	var p parsed
+	if req.Method == http.MethodPost {
+		p = r.cfg.Prompter.parse(req.URL.Path, body)
+	}
+	r.route(w, req, body, p)
+}
+
+func (r *Router) handleOther(w http.ResponseWriter, req *http.Request) {
+	if body, ok := r.readBody(w, req); ok {
+		r.route(w, req, body, parsed{})
+	}
+}
+
+// readBody reads the request body up to MaxBodyBytes, answering 413 beyond it.
+func (r *Router) readBody(w http.ResponseWriter, req *http.Request) ([]byte, bool) {
+	tooLarge := func() ([]byte, bool) {
+		r.m.rejected.WithLabelValues("too_large").Inc()
+		writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large",
+			fmt.Sprintf("request body is larger than %d bytes", r.cfg.MaxBodyBytes))
+		return nil, false
+	}
+	if req.ContentLength > r.cfg.MaxBodyBytes {
+		return tooLarge()
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return tooLarge()
+		}
+		r.m.rejected.WithLabelValues("bad_request").Inc()
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "reading the request body: "+err.Error())
+		return nil, false
+	}
+	return body, true
+}
+
+// attempt is the outcome of sending a request to one node.
+type attempt struct {
+	done   bool   // the client has its answer (or is gone): stop
+	reason string // why another node should be tried
+	// resp is the node's error response (429, 5xx) to pass on if no other node does better.
+	status int
+	header http.Header
+	body   []byte
+	node   string
+}
+
+// route sends the request to the best node, then to the next ones while they fail before the
+// first byte.
+func (r *Router) route(w http.ResponseWriter, req *http.Request, body []byte, p parsed) {
+	d := r.decide(req.Context(), p.tokens, len(body))
+	if len(d.order) == 0 {
+		if r.Healthy() > 0 {
+			r.m.rejected.WithLabelValues("too_large").Inc()
+			writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large",
+				fmt.Sprintf("request body of %d bytes is larger than every healthy node accepts", len(body)))
+			return
+		}
+		r.m.rejected.WithLabelValues("no_node").Inc()
+		writeError(w, http.StatusServiceUnavailable, "server_error", "no_healthy_node",
+			"no inference node is in rotation: check the nodes' /health and the router's log")
+		return
+	}
+	best := d.order[0]
+	r.m.routed(best.n.label, d.reason, len(p.tokens), best.cached)
+	var last attempt
+	for i, c := range d.order[:min(len(d.order), r.cfg.MaxAttempts)] {
+		if i > 0 {
+			r.m.retries.WithLabelValues(last.reason).Inc()
+		}
+		if len(p.tokens) > 0 {
+			bs := r.cfg.BlockSize
+			if c.hasState {
+				bs = c.status.BlockSize
+			}
+			r.recent.add(c.n, prefixhash.Chain(nil, p.tokens, bs))
+		}
+		last = r.try(w, req, body, p, c.n)
+		last.node = c.n.label
+		if last.done {
+			return
+		}
+	}
+	if last.status != 0 {
+		copyHeader(w.Header(), last.header)
+		w.Header().Set(NodeHeader, last.node)
+		w.WriteHeader(last.status)
+		w.Write(last.body)
+		return
+	}
+	writeError(w, http.StatusBadGateway, "server_error", "node_failed",
+		fmt.Sprintf("every node tried failed before answering (last failure: %s); retry later", last.reason))
+}
+
+// try forwards the request to n. It streams an event-stream response through event by event
+// and buffers any other response whole, so that a node failing before its first byte (or
+// answering garbage) can be retried elsewhere.
+func (r *Router) try(w http.ResponseWriter, req *http.Request, body []byte, p parsed, n *node) attempt {
+	n.inflight.Add(1)
+	r.m.inflight.WithLabelValues(n.label).Inc()
+	defer func() {
+		n.inflight.Add(-1)
+		r.m.inflight.WithLabelValues(n.label).Dec()
+	}()
+	ctx, cancel := context.WithCancelCause(req.Context())
+	defer cancel(nil)
+	idle := time.AfterFunc(r.cfg.StreamIdleTimeout, func() { cancel(errIdle) })
+	defer idle.Stop()
+
+	out, err := http.NewRequestWithContext(ctx, req.Method, n.url+req.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		return attempt{done: true}
+	}
+	copyHeader(out.Header, req.Header)
+	if host, _, err := net.SplitHostPort(req.RemoteAddr); err == nil {
+		out.Header.Add("X-Forwarded-For", host)
+	}
+	start := time.Now()
+	resp, err := r.client.Do(out)
+	if err != nil {
+		return r.failed(ctx, req, n, "connect")
+	}
+	defer resp.Body.Close()
+	r.m.ttfb.WithLabelValues(n.label).Observe(time.Since(start).Seconds())
+	defer func() { r.m.duration.WithLabelValues(n.label).Observe(time.Since(start).Seconds()) }()
+
+	ct := resp.Header.Get("Content-Type")
+	isSSE := strings.HasPrefix(ct, "text/event-stream")
+	if resp.StatusCode == http.StatusOK && isSSE {
+		return r.stream(ctx, w, req, resp, p, n, idle)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	if err != nil {
+		return r.failed(ctx, req, n, "garbage")
+	}
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests:
+		return attempt{reason: "status_429", status: resp.StatusCode, header: resp.Header, body: data}
+	case resp.StatusCode >= 500:
+		r.markFailed(n, "status_5xx")
+		r.recent.forget(n)
+		return attempt{reason: "status_5xx", status: resp.StatusCode, header: resp.Header, body: data}
+	case resp.StatusCode == http.StatusOK && (p.stream || !strings.HasPrefix(ct, "application/json") || !json.Valid(data)):
+		// A node answers 200 with JSON, or with an event stream when asked to stream.
+		r.markFailed(n, "garbage")
+		r.recent.forget(n)
+		return attempt{reason: "garbage"}
+	}
+	if resp.StatusCode == http.StatusOK {
+		r.observeUsage(p, data)
+	}
+	copyHeader(w.Header(), resp.Header)
+	w.Header().Set(NodeHeader, n.label)
+	w.WriteHeader(resp.StatusCode)
+	w.Write(data)
+	return attempt{done: true}
+}
+
+var errIdle = errors.New("the node sent nothing for too long")
+
+// failed handles a transport error: a client that went away ends the request; otherwise the
+// node leaves rotation and the next one is tried.
+func (r *Router) failed(ctx context.Context, req *http.Request, n *node, kind string) attempt {
+	if req.Context().Err() != nil {
+		return attempt{done: true}
+	}
+	if errors.Is(context.Cause(ctx), errIdle) {
+		kind = "timeout"
+	}
+	r.markFailed(n, kind)
+	r.recent.forget(n)
+	return attempt{reason: kind}
+}
+
+// stream passes an event stream through, whole events at a time. Until the first event has
+// arrived nothing is written, so a node failing before it is retried; after it, a broken stream
+// ends with an error event in OpenAI's shape.
+func (r *Router) stream(ctx context.Context, w http.ResponseWriter, req *http.Request, resp *http.Response, p parsed,
+	n *node, idle *time.Timer) attempt {
+	br := bufio.NewReaderSize(resp.Body, 32<<10)
+	ev, err := readEvent(br)
+	if err != nil {
+		return r.failed(ctx, req, n, "garbage")
+	}
+	copyHeader(w.Header(), resp.Header)
+	w.Header().Del("Content-Length")
+	w.Header().Set(NodeHeader, n.label)
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	for {
+		if _, werr := w.Write(ev); werr != nil {
+			return attempt{done: true} // the client is gone; the deferred cancel frees the node's sequence
+		}
+		rc.Flush()
+		if bytes.Contains(ev, []byte(`"usage":{`)) {
+			r.observeUsage(p, bytes.TrimSpace(bytes.TrimPrefix(bytes.TrimSpace(ev), []byte("data:"))))
+		}
+		idle.Reset(r.cfg.StreamIdleTimeout)
+		ev, err = readEvent(br)
+		if errors.Is(err, io.EOF) && len(ev) == 0 {
+			return attempt{done: true}
+		}
+		if err != nil {
+			break
+		}
+	}
+	if req.Context().Err() != nil {
+		return attempt{done: true}
+	}
+	why := "the node's connection broke"
+	if errors.Is(context.Cause(ctx), errIdle) {
+		why = fmt.Sprintf("the node sent nothing for %v", r.cfg.StreamIdleTimeout)
+	}
+	r.m.streamErrors.WithLabelValues(n.label).Inc()
+	r.markFailed(n, "mid_stream")
+	r.recent.forget(n)
+	r.log.Warn("stream broken mid-way; ended with an error event", "node", n.label, "err", err)
+	msg := fmt.Sprintf("node %s failed mid-stream (%s); the output so far is incomplete: retry the request", n.label, why)
+	w.Write(append(append([]byte("data: "), bytes.TrimSpace(errorJSON("server_error", "node_failed", msg))...), "\n\n"...))
+	rc.Flush()
+	return attempt{done: true}
+}
+
+// readEvent reads one server-sent event: lines up to and including the blank line that ends it.
+// At the end of the stream it returns what it read with io.EOF; an incomplete event at the end is
+// returned with io.ErrUnexpectedEOF.
+func readEvent(br *bufio.Reader) ([]byte, error) {
+	var ev []byte
+	for {
+		line, err := br.ReadSlice('\n')
+		ev = append(ev, line...)
+		if err == bufio.ErrBufferFull {
+			if len(ev) > maxEvent {
+				return nil, errors.New("event too large")
+			}
+			continue
+		}
+		if err != nil {
+			if err == io.EOF && len(ev) > 0 {
+				return ev, io.ErrUnexpectedEOF
+			}
+			return ev, err
+		}
+		if len(line) == 1 || (len(line) == 2 && line[0] == '\r') {
+			if len(ev) == len(line) { // blank lines between events: skip
+				ev = ev[:0]
+				continue
+			}
+			return ev, nil
+		}
+	}
+}
+
+// usage is the part of OpenAI's usage object the router counts.
+type usage struct {
+	Usage *struct {
+		PromptTokens        int `json:"prompt_tokens"`
+		PromptTokensDetails struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+	} `json:"usage"`
+}
+
+func (r *Router) observeUsage(p parsed, data []byte) {
+	var u usage
+	if json.Unmarshal(data, &u) != nil || u.Usage == nil {
+		return
+	}
+	r.m.reportedPrompt.Add(float64(u.Usage.PromptTokens))
+	r.m.reportedCached.Add(float64(u.Usage.PromptTokensDetails.CachedTokens))
+	if p.tokens != nil && !p.multi && u.Usage.PromptTokens != len(p.tokens) {
+		r.m.mismatch.Inc()
+	}
+}
+
+// hopByHop are the headers that describe one connection, not the message.
+var hopByHop = map[string]bool{"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
+	"Proxy-Authorization": true, "Proxy-Connection": true, "Te": true, "Trailer": true, "Transfer-Encoding": true,
+	"Upgrade": true, "Content-Length": true}
+
+func copyHeader(dst, src http.Header) {
+	for k, vs := range src {
+		if hopByHop[http.CanonicalHeaderKey(k)] {
+			continue
+		}
+		dst[k] = append([]string(nil), vs...)
+	}
+}

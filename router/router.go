@@ -1,0 +1,246 @@
+// Package router is `ubatch route`: an OpenAI-compatible HTTP front over a fleet of ubatch nodes
+// that sends each request to the node most likely to hold its prompt's prefix in its KV cache.
+//
+// For a completion or chat request it tokenizes the prompt with the model's tokenizer (package
+// Prompter), computes the routing hashes of the prompt's full blocks (package prefixhash), asks
+// the fleet index in Redis (package fleet) which nodes hold the longest prefix, and scores that
+// against each node's load (see decide). Responses, streams included, pass through unchanged. A
+// node that fails before the first response byte is retried on the next best; one that dies
+// mid-stream ends the stream with an error event. Health checks take failing nodes out of
+// rotation and bring them back. Redis being away degrades routing to load and recent affinity,
+// never stops it.
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"ubatch/fleet"
+)
+
+// Config configures a Router. Prompter is required, and Nodes or Index (or both).
+type Config struct {
+	Prompter *Prompter
+	// Index reads the fleet from Redis; nil routes by load alone.
+	Index *fleet.Index
+	// Nodes are the nodes' base URLs. Empty: the fleet is discovered from Index. Given: only these
+	// nodes are used, and Redis entries of other nodes are ignored.
+	Nodes []string
+	// BlockSize is the KV block size assumed for nodes that publish none (default 16).
+	BlockSize int
+	// MaxBodyBytes bounds request bodies (413 beyond it); 0 = 4 MiB, the nodes' default. A body
+	// is also never sent to a node that publishes a smaller limit.
+	MaxBodyBytes int64
+	// LoadWeight is how many cached prompt tokens one request of load on a node is worth
+	// (default 16), QueueWeight one more request queued beyond its max_running (default 256);
+	// see decide.
+	LoadWeight, QueueWeight float64
+	// AffinityTTL is how long the router remembers where it sent a prompt's blocks, covering the
+	// time before the node publishes them (default 10 s; negative = off).
+	AffinityTTL     time.Duration
+	HealthInterval  time.Duration // default 1 s
+	HealthTimeout   time.Duration // default 1 s
+	Rise, Fall      int           // good probes to come back, bad probes to leave (default 2, 2)
+	RefreshInterval time.Duration // how often node statuses are read from Redis (default 1 s)
+	StatusMaxAge    time.Duration // a status older than this is not weighed (default 10 s)
+	LookupTimeout   time.Duration // one prefix lookup in Redis (default 150 ms)
+	// StreamIdleTimeout ends a stream (with an error event) when the node sends nothing for this
+	// long (default 5 min); it also bounds the wait for the first byte.
+	StreamIdleTimeout time.Duration
+	MaxAttempts       int // nodes tried per request before giving up (default 3)
+	Logger            *slog.Logger
+	Registerer        prometheus.Registerer // nil = a private registry
+	Gatherer          prometheus.Gatherer   // what /metrics serves; nil = that private registry
+	Transport         http.RoundTripper     // nil = a transport tuned for streaming to nodes
+}
+
+// Router is the HTTP front. Create it with New, call Start, serve Handler.
+type Router struct {
+	cfg    Config
+	log    *slog.Logger
+	m      *metrics
+	index  *fleet.Index
+	client *http.Client
+	recent *affinity
+	static bool
+	rr     atomic.Uint64
+	mhttp  http.Handler
+
+	mu           sync.Mutex
+	nodes        map[string]*node // by normalized URL
+	redisDown    bool
+	redisRetryAt time.Time
+	redisBackoff time.Duration
+	unknown      int // Redis entries ignored at the last refresh
+}
+
+// New validates cfg. It contacts nothing: Start does.
+func New(cfg Config) (*Router, error) {
+	if cfg.Prompter == nil {
+		return nil, errors.New("router: Config.Prompter is required")
+	}
+	if len(cfg.Nodes) == 0 && cfg.Index == nil {
+		return nil, errors.New("router: give the nodes (--nodes) or a Redis to discover them from (--redis)")
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&cfg.AffinityTTL, 10*time.Second)
+	def(&cfg.HealthInterval, time.Second)
+	def(&cfg.HealthTimeout, time.Second)
+	def(&cfg.RefreshInterval, time.Second)
+	def(&cfg.StatusMaxAge, 10*time.Second)
+	def(&cfg.LookupTimeout, 150*time.Millisecond)
+	def(&cfg.StreamIdleTimeout, 5*time.Minute)
+	if cfg.BlockSize <= 0 {
+		cfg.BlockSize = 16
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 4 << 20
+	}
+	if cfg.LoadWeight <= 0 {
+		cfg.LoadWeight = 16
+	}
+	if cfg.QueueWeight <= 0 {
+		cfg.QueueWeight = 256
+	}
+	if cfg.Rise <= 0 {
+		cfg.Rise = 2
+	}
+	if cfg.Fall <= 0 {
+		cfg.Fall = 2
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 3
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registerer == nil {
+		reg := prometheus.NewRegistry()
+		cfg.Registerer, cfg.Gatherer = reg, reg
+	}
+	if cfg.Transport == nil {
+		cfg.Transport = &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:        512,
+			MaxIdleConnsPerHost: 128,
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  true, // pass bytes through as the node sent them
+		}
+	}
+	r := &Router{cfg: cfg, log: cfg.Logger.With("component", "router"), m: newMetrics(cfg.Registerer),
+		index: cfg.Index, client: &http.Client{Transport: cfg.Transport},
+		recent: newAffinity(cfg.AffinityTTL, 1<<18), static: len(cfg.Nodes) > 0, nodes: map[string]*node{}}
+	for _, raw := range cfg.Nodes {
+		u, err := normalizeURL(raw)
+		if err != nil {
+			return nil, fmt.Errorf("--nodes: %w", err)
+		}
+		if _, dup := r.nodes[u]; dup {
+			return nil, fmt.Errorf("--nodes: %s is listed twice", u)
+		}
+		r.nodes[u] = &node{url: u, label: nodeLabel(u)}
+		r.m.healthy.WithLabelValues(nodeLabel(u)).Set(0)
+	}
+	if cfg.Gatherer != nil {
+		r.mhttp = promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})
+	}
+	return r, nil
+}
+
+// Start reads the fleet and probes every node once, then keeps doing both in the background
+// until ctx ends.
+func (r *Router) Start(ctx context.Context) {
+	r.refresh(ctx)
+	r.checkHealth(ctx)
+	go r.loop(ctx, r.cfg.HealthInterval, r.checkHealth)
+	go r.loop(ctx, r.cfg.RefreshInterval, func(ctx context.Context) {
+		r.refresh(ctx)
+		r.recent.sweep()
+	})
+}
+
+func (r *Router) loop(ctx context.Context, every time.Duration, f func(context.Context)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f(ctx)
+		}
+	}
+}
+
+// Healthy is the number of nodes in rotation.
+func (r *Router) Healthy() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := 0
+	for _, n := range r.nodes {
+		if n.healthy {
+			k++
+		}
+	}
+	return k
+}
+
+// Handler serves the routes of `ubatch serve`, forwarded to the nodes, plus the router's own
+// /health and /metrics.
+func (r *Router) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, p := range []string{"/v1/completions", "/completions", "/v1/chat/completions", "/chat/completions", "/completion"} {
+		mux.HandleFunc(p, r.handlePrompt)
+	}
+	for _, p := range []string{"/v1/models", "/models", "/v1/models/", "/models/", "/v1/embeddings", "/embeddings",
+		"/tokenize", "/detokenize", "/apply-template", "/props"} {
+		mux.HandleFunc(p, r.handleOther)
+	}
+	mux.HandleFunc("/health", r.handleHealth)
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, req *http.Request) { r.mhttp.ServeHTTP(w, req) })
+	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
+		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", fmt.Sprintf("no route %s %s", req.Method, req.URL.Path))
+	})
+	return mux
+}
+
+func (r *Router) handleHealth(w http.ResponseWriter, _ *http.Request) {
+	k := r.Healthy()
+	status, word := http.StatusOK, "ok"
+	if k == 0 {
+		status, word = http.StatusServiceUnavailable, "no healthy node"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{"status": word, "nodes_healthy": k})
+}
+
+// writeError answers in OpenAI's error shape.
+func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	w.WriteHeader(status)
+	w.Write(errorJSON(typ, code, msg))
+}
+
+func errorJSON(typ, code, msg string) []byte {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": code}})
+	return append(b, '\n')
+}
