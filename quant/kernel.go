@@ -16,10 +16,15 @@ func Kernel(t Type) DotFunc {
 	return DotGo(t)
 }
 
-// KernelName says which implementation Kernel(t) returns ("avx2" or "go"), for logs and benchmarks.
+// asmName names the instruction set of asmKernels; the arm64 init replaces it with the NEON
+// variant it registered ("neon" or "neon-dp").
+var asmName = "avx2"
+
+// KernelName says which implementation Kernel(t) returns ("avx2", "neon", "neon-dp" or "go"),
+// for logs and benchmarks.
 func KernelName(t Type) string {
 	if asmKernels[t] != nil {
-		return "avx2"
+		return asmName
 	}
 	return "go"
 }

@@ -63,9 +63,12 @@ func Quantize(t Type, src []float32, dst []byte) error {
 
 // nearestInt rounds f to the nearest integer, ties to even, exactly like ggml's nearest_int: adding
 // 1.5*2^23 pushes the fraction out of the float32 mantissa. Valid for |f| <= 2^22; larger or
-// non-finite inputs give an arbitrary int (callers clamp), never a panic.
+// non-finite inputs give an arbitrary int (callers clamp), never a panic. The float32(f)
+// conversion rounds f first: inlined into nearestInt(a*b) the compiler could otherwise fuse the
+// product and this add into one multiply-add (it does on arm64 and with GOAMD64=v3), which
+// rounds differently from ggml.
 func nearestInt(f float32) int32 {
-	v := f + 12582912
+	v := float32(f) + 12582912
 	return int32(math.Float32bits(v)&0x007fffff) - 0x00400000
 }
 

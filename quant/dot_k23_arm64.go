@@ -1,0 +1,97 @@
+package quant
+
+// NEON Q2_K and Q3_K kernels (with Q8_K activations): the assembly (dot_k23_arm64.s) decodes a
+// super-block's 2-bit (Q3_K: plus hmask) levels and computes its sixteen integer group dots
+// exactly, with SMULL/SADALP or SDOT; the scales, Q2_K's min correction from the bsums and the
+// float scaling are done here as in the Go twins (dotQ2_KGo, dotQ3_KGo).
+
+//go:noescape
+func q2KDotsNEON(qs, hm, xq *byte, out *[16]int32)
+
+//go:noescape
+func q2KDotsSDOT(qs, hm, xq *byte, out *[16]int32)
+
+//go:noescape
+func q3KDotsNEON(qs, hm, xq *byte, out *[16]int32)
+
+//go:noescape
+func q3KDotsSDOT(qs, hm, xq *byte, out *[16]int32)
+
+func dotQ2_KNEON(k int, w, x []byte, xStride, nx int, out []float32) {
+	dotQ2_KRows(false, k, w, x, xStride, nx, out)
+}
+
+func dotQ2_KSDOT(k int, w, x []byte, xStride, nx int, out []float32) {
+	dotQ2_KRows(true, k, w, x, xStride, nx, out)
+}
+
+func dotQ3_KNEON(k int, w, x []byte, xStride, nx int, out []float32) {
+	dotQ3_KRows(false, k, w, x, xStride, nx, out)
+}
+
+func dotQ3_KSDOT(k int, w, x []byte, xStride, nx int, out []float32) {
+	dotQ3_KRows(true, k, w, x, xStride, nx, out)
+}
+
+// dotQ2_KRows is the DotFunc body of the Q2_K kernels, with SDOT if sdot.
+func dotQ2_KRows(sdot bool, k int, w, x []byte, xStride, nx int, out []float32) {
+	nb := k / QK_K
+	if !checkDotArgs(nb*q2_KBytes, nb*q8_KBytes, w, x, xStride, nx, out) {
+		return
+	}
+	var acc [MaxCols]float32
+	var isub [16]int32
+	for b := 0; b < nb; b++ {
+		blk := w[b*q2_KBytes : (b+1)*q2_KBytes]
+		d, dmin := f16At(blk[80:]), f16At(blk[82:])
+		sc := blk[:16]
+		for j := 0; j < nx; j++ {
+			o := j*xStride + b*q8_KBytes
+			xb := x[o : o+q8_KBytes]
+			if sdot {
+				q2KDotsSDOT(&blk[16], &blk[16], &xb[4], &isub)
+			} else {
+				q2KDotsNEON(&blk[16], &blk[16], &xb[4], &isub)
+			}
+			var isum, msum int32
+			for g := 0; g < 16; g++ {
+				isum += int32(sc[g]&0xf) * isub[g]
+				msum += int32(sc[g]>>4) * q8KBsum(xb, g)
+			}
+			dx := f32At(xb)
+			acc[j] += d*dx*float32(isum) - dmin*dx*float32(msum)
+		}
+	}
+	copy(out[:nx], acc[:nx])
+}
+
+// dotQ3_KRows is the DotFunc body of the Q3_K kernels, with SDOT if sdot.
+func dotQ3_KRows(sdot bool, k int, w, x []byte, xStride, nx int, out []float32) {
+	nb := k / QK_K
+	if !checkDotArgs(nb*q3_KBytes, nb*q8_KBytes, w, x, xStride, nx, out) {
+		return
+	}
+	var acc [MaxCols]float32
+	var isub [16]int32
+	var sc [16]int8
+	for b := 0; b < nb; b++ {
+		blk := w[b*q3_KBytes : (b+1)*q3_KBytes]
+		d := f16At(blk[108:])
+		scalesQ3_K(&sc, blk[96:108])
+		for j := 0; j < nx; j++ {
+			o := j*xStride + b*q8_KBytes
+			xb := x[o : o+q8_KBytes]
+			if sdot {
+				q3KDotsSDOT(&blk[32], &blk[0], &xb[4], &isub)
+			} else {
+				q3KDotsNEON(&blk[32], &blk[0], &xb[4], &isub)
+			}
+			var isum int32
+			for g := 0; g < 16; g++ {
+				isum += int32(sc[g]) * isub[g]
+			}
+			acc[j] += d * f32At(xb) * float32(isum)
+		}
+	}
+	copy(out[:nx], acc[:nx])
+}

@@ -1,0 +1,196 @@
+package quant
+
+import "golang.org/x/sys/cpu"
+
+// NEON kernels for the 32-element block formats Q4_0, Q8_0, Q5_0, IQ4_NL, Q4_1 and Q5_1 (dotted
+// with Q8_0 activations), one activation row per assembly call (dot_q8_arm64.s). Each block's
+// levels are expanded to 32 int8 (nibbles, minus 8 for Q4_0; the fifth bits of Q5_0/Q5_1 spread
+// with VTBL and VCMTST; IQ4_NL's nibbles looked up with VTBL), and the 32 int8 products are
+// summed exactly into four int32 lanes, either with widening multiplies and pairwise adds
+// (SMULL/SMULL2, SADDLP/SADALP: every ARMv8 CPU) or with SDOT where the CPU has the dot-product
+// extension (ARMv8.2 DotProd: Apple M1 and later, Graviton 2 and later, Ampere Altra, Raspberry
+// Pi 5; not the Pi 4's Cortex-A72). The lanes are converted to float32 and multiplied by the
+// block's scale product d_w·d_x (for Q4_1/Q5_1, d_x·(d_w·dot + m_w·Σx)) with fused
+// multiply-adds into four float partial sums, added up at the end of the row. The float sums
+// thus run in a different order than the Go twins' (per block, then across blocks), so results
+// agree with them to float32 rounding (see kernels_arm64_test.go). For nx > 1 the weight row is
+// read again per column, from cache.
+
+// hasDotProd reports whether the CPU has the ARMv8.2 dot-product instructions (SDOT).
+var hasDotProd = cpu.ARM64.HasASIMDDP
+
+// neonKernels lists the DotFuncs of each arm64 variant by weight type (this file and
+// dot_q4k, dot_q5k, dot_q6k, dot_k23, dot_f _arm64.go); the tests run every variant the CPU
+// supports.
+var neonKernels = map[string]map[Type]DotFunc{
+	"neon": {
+		Q4_0: dotQ4_0NEON, Q8_0: dotQ8_0NEON, Q5_0: dotQ5_0NEON, IQ4_NL: dotIQ4NLNEON,
+		Q4_1: dotQ4_1NEON, Q5_1: dotQ5_1NEON,
+		Q2_K: dotQ2_KNEON, Q3_K: dotQ3_KNEON, Q4_K: dotQ4_KNEON, Q5_K: dotQ5_KNEON,
+		Q6_K: dotQ6_KNEON, IQ4_XS: dotIQ4XSNEON,
+		F32: dotF32NEON, F16: dotF16NEON, BF16: dotBF16NEON,
+	},
+	"neon-dp": {
+		Q4_0: dotQ4_0SDOT, Q8_0: dotQ8_0SDOT, Q5_0: dotQ5_0SDOT, IQ4_NL: dotIQ4NLSDOT,
+		Q4_1: dotQ4_1SDOT, Q5_1: dotQ5_1SDOT,
+		Q2_K: dotQ2_KSDOT, Q3_K: dotQ3_KSDOT, Q4_K: dotQ4_KSDOT, Q5_K: dotQ5_KSDOT,
+		Q6_K: dotQ6_KSDOT, IQ4_XS: dotIQ4XSSDOT,
+		// The float kernels have no integer products: the same in both variants.
+		F32: dotF32NEON, F16: dotF16NEON, BF16: dotBF16NEON,
+	},
+}
+
+func init() {
+	// NEON (ASIMD) is part of every arm64 CPU Go runs on.
+	v := "neon"
+	if hasDotProd {
+		v = "neon-dp"
+	}
+	for t, k := range neonKernels[v] {
+		asmKernels[t] = k
+	}
+	asmName = v
+}
+
+//go:noescape
+func dotQ8_0NEONAsm(nb int, w, x, c *byte) float32
+
+//go:noescape
+func dotQ8_0SDOTAsm(nb int, w, x, c *byte) float32
+
+//go:noescape
+func dotQ4_0NEONAsm(nb int, w, x, c *byte) float32
+
+//go:noescape
+func dotQ4_0SDOTAsm(nb int, w, x, c *byte) float32
+
+//go:noescape
+func dotIQ4NLNEONAsm(nb int, w, x, c *byte) float32
+
+//go:noescape
+func dotIQ4NLSDOTAsm(nb int, w, x, c *byte) float32
+
+//go:noescape
+func dotQ5_0NEONAsm(nb int, w, x, c *byte) float32
+
+//go:noescape
+func dotQ5_0SDOTAsm(nb int, w, x, c *byte) float32
+
+//go:noescape
+func dotQ4_1NEONAsm(nb int, w, x, c *byte) float32
+
+//go:noescape
+func dotQ4_1SDOTAsm(nb int, w, x, c *byte) float32
+
+//go:noescape
+func dotQ5_1NEONAsm(nb int, w, x, c *byte) float32
+
+//go:noescape
+func dotQ5_1SDOTAsm(nb int, w, x, c *byte) float32
+
+// q5Consts are LOADQ5's constants (dot_q8_arm64.s): the VTBL indexes of the qh byte of elements
+// 0-15 and 16-31, then the bit of each element within its byte.
+var q5Consts = [48]byte{
+	0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+	2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3,
+	1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128,
+}
+
+// iq4Table is iq4Values as bytes, the VTBL table of the IQ4_NL kernels.
+var iq4Table = func() (t [16]byte) {
+	for i, v := range iq4Values {
+		t[i] = byte(v)
+	}
+	return t
+}()
+
+func dotQ8_0NEON(k int, w, x []byte, xStride, nx int, out []float32) {
+	dotQRows(dotQ8_0NEONAsm, nil, q8_0Bytes, k, w, x, xStride, nx, out)
+}
+
+func dotQ8_0SDOT(k int, w, x []byte, xStride, nx int, out []float32) {
+	dotQRows(dotQ8_0SDOTAsm, nil, q8_0Bytes, k, w, x, xStride, nx, out)
+}
+
+func dotQ4_0NEON(k int, w, x []byte, xStride, nx int, out []float32) {
+	dotQRows(dotQ4_0NEONAsm, nil, q4_0Bytes, k, w, x, xStride, nx, out)
+}
+
+func dotQ4_0SDOT(k int, w, x []byte, xStride, nx int, out []float32) {
+	dotQRows(dotQ4_0SDOTAsm, nil, q4_0Bytes, k, w, x, xStride, nx, out)
+}
+
+func dotIQ4NLNEON(k int, w, x []byte, xStride, nx int, out []float32) {
+	dotQRows(dotIQ4NLNEONAsm, &iq4Table[0], q4_0Bytes, k, w, x, xStride, nx, out)
+}
+
+func dotIQ4NLSDOT(k int, w, x []byte, xStride, nx int, out []float32) {
+	dotQRows(dotIQ4NLSDOTAsm, &iq4Table[0], q4_0Bytes, k, w, x, xStride, nx, out)
+}
+
+func dotQ5_0NEON(k int, w, x []byte, xStride, nx int, out []float32) {
+	dotQRows(dotQ5_0NEONAsm, &q5Consts[0], q5_0Bytes, k, w, x, xStride, nx, out)
+}
+
+func dotQ5_0SDOT(k int, w, x []byte, xStride, nx int, out []float32) {
+	dotQRows(dotQ5_0SDOTAsm, &q5Consts[0], q5_0Bytes, k, w, x, xStride, nx, out)
+}
+
+func dotQ4_1NEON(k int, w, x []byte, xStride, nx int, out []float32) {
+	dotQRows(dotQ4_1NEONAsm, nil, q4_1Bytes, k, w, x, xStride, nx, out)
+}
+
+func dotQ4_1SDOT(k int, w, x []byte, xStride, nx int, out []float32) {
+	dotQRows(dotQ4_1SDOTAsm, nil, q4_1Bytes, k, w, x, xStride, nx, out)
+}
+
+func dotQ5_1NEON(k int, w, x []byte, xStride, nx int, out []float32) {
+	dotQRows(dotQ5_1NEONAsm, &q5Consts[0], q5_1Bytes, k, w, x, xStride, nx, out)
+}
+
+func dotQ5_1SDOT(k int, w, x []byte, xStride, nx int, out []float32) {
+	dotQRows(dotQ5_1SDOTAsm, &q5Consts[0], q5_1Bytes, k, w, x, xStride, nx, out)
+}
+
+// dotQRows is the DotFunc body shared by the 32-element block kernels: row computes one column
+// over nb blocks of a weight row whose blocks are blockBytes long, with the constants c.
+func dotQRows(row func(nb int, w, x, c *byte) float32, c *byte, blockBytes, k int, w, x []byte, xStride, nx int, out []float32) {
+	nb := k / 32
+	if !checkDotArgs(nb*blockBytes, nb*q8_0Bytes, w, x, xStride, nx, out) {
+		return
+	}
+	if nb == 0 {
+		clear(out[:nx])
+		return
+	}
+	for j := 0; j < nx; j++ {
+		out[j] = row(nb, &w[0], &x[j*xStride], c)
+	}
+}
+
+// checkDotArgs panics with an index error unless w holds rowBytes bytes, each of the nx columns
+// x[j*xStride:] holds xRow bytes and out holds nx floats, or if nx > MaxCols; the assembly reads
+// exactly these ranges, so this is what keeps it in bounds. It reports whether there is anything
+// to compute (nx >= 1; like the Go twins, nx <= 0 computes nothing). (The amd64 twin of this
+// function is in dot_q8_amd64.go.)
+func checkDotArgs(rowBytes, xRow int, w, x []byte, xStride, nx int, out []float32) bool {
+	if nx > MaxCols {
+		var cols [MaxCols]float32
+		_ = cols[nx-1] // index error, like the Go twins' accumulator arrays
+	}
+	// Indexes, not slice expressions: slicing may run up to the capacity.
+	if rowBytes > 0 {
+		_ = w[rowBytes-1]
+	}
+	if nx < 1 {
+		return false
+	}
+	_ = out[nx-1]
+	if xRow > 0 {
+		for j := 0; j < nx; j++ {
+			_ = x[j*xStride]
+			_ = x[j*xStride+xRow-1]
+		}
+	}
+	return true
+}
