@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,7 +87,21 @@ type Engine struct {
 
 	mu        sync.Mutex
 	published Stats
+	slots     []Slot // running sequences as of the last step, reused
 	stopped   chan struct{}
+}
+
+// Slot is what one running sequence is doing, for llama-server's /slots.
+type Slot struct {
+	ID           int32 // KV sequence id
+	Priority     Priority
+	PromptTokens int
+	CachedTokens int // prompt tokens taken from the prefix cache
+	Processed    int // prompt and generated tokens in the KV cache
+	Generated    int
+	MaxTokens    int // 0: until end of generation or the sequence cap
+	Prefilling   bool
+	Since        time.Duration // since submission
 }
 
 // New makes an engine over d. It does not start it: call Run.
@@ -203,9 +218,23 @@ func (e *Engine) Stats() Stats {
 func (e *Engine) publish() {
 	e.stats.Running, e.stats.Waiting = len(e.running), len(e.waiting)+len(e.incoming)
 	e.stats.KV = e.kv.Stats()
+	now := time.Now()
 	e.mu.Lock()
 	e.published = e.stats
+	e.slots = e.slots[:0]
+	for _, s := range e.running {
+		e.slots = append(e.slots, Slot{ID: s.id, Priority: s.req.Priority, PromptTokens: s.nPrompt, CachedTokens: s.cached,
+			Processed: s.nKV, Generated: s.generated, MaxTokens: s.req.MaxTokens, Prefilling: s.nKV < s.nPrompt,
+			Since: now.Sub(s.submitted)})
+	}
 	e.mu.Unlock()
+}
+
+// Slots returns what every running sequence was doing after the last step.
+func (e *Engine) Slots() []Slot {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.slots)
 }
 
 // Run is the step loop; it owns all scheduling state. It returns when ctx ends, after finishing

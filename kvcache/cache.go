@@ -6,7 +6,8 @@
 // Memory is a pool of NumBlocks blocks of BlockSize cells; cell c lives in block c/BlockSize at
 // offset c%BlockSize. For every layer the cache holds a K and a V array of shape
 // [NumBlocks*BlockSize][KVDim] (row-major: cell c's row starts at c*KVDim), as float32 or IEEE
-// half (uint16 bits). BlockSize defaults to 16: small enough that prompts sharing a prefix share
+// half (uint16 bits), or as Q8_0 blocks (KVDim/32 blocks of an f16 scale and 32 int8, 34 bytes
+// each: cell c's row starts at byte c*RowBytes; half the memory of F16). BlockSize defaults to 16: small enough that prompts sharing a prefix share
 // all but at most 15 of its cells and that a sequence's partially filled last block wastes at
 // most 15 cells, large enough that the per-block bookkeeping (a refcount, a hash, LRU links, one
 // table entry per sequence) is negligible next to 16 cells × layers × KVDim × 2 values on a CPU.
@@ -75,6 +76,9 @@ type DType int
 const (
 	F32 DType = iota // float32
 	F16              // IEEE 754 half precision, stored as its uint16 bits
+	// Q8_0 stores each row as ggml Q8_0 blocks of 32 values (an f16 scale d, 32 int8 q; value
+	// d·q), quantized with quant.Quantize. KVDim must be a multiple of 32.
+	Q8_0
 )
 
 func (d DType) String() string {
@@ -83,6 +87,8 @@ func (d DType) String() string {
 		return "F32"
 	case F16:
 		return "F16"
+	case Q8_0:
+		return "Q8_0"
 	}
 	return fmt.Sprintf("DType(%d)", int(d))
 }
@@ -116,6 +122,8 @@ type Cache struct {
 
 	k32, v32 [][]float32 // per layer, [NumBlocks*BlockSize][KVDim]; nil unless DType == F32
 	k16, v16 [][]uint16  // likewise for F16
+	k8, v8   [][]byte    // likewise for Q8_0, [NumBlocks*BlockSize][RowBytes]
+	rowBytes int         // bytes of one K or V row
 
 	// Per cell.
 	pos []int32 // -1 = empty
@@ -186,8 +194,10 @@ func New(cfg Config) (*Cache, error) {
 		return nil, fmt.Errorf("kvcache: MaxSeqs %d must be positive", cfg.MaxSeqs)
 	case cfg.MaxSeqs > math.MaxInt32:
 		return nil, fmt.Errorf("kvcache: MaxSeqs %d does not fit in int32", cfg.MaxSeqs)
-	case cfg.DType != F32 && cfg.DType != F16:
+	case cfg.DType != F32 && cfg.DType != F16 && cfg.DType != Q8_0:
 		return nil, fmt.Errorf("kvcache: unsupported DType %v", cfg.DType)
+	case cfg.DType == Q8_0 && cfg.KVDim%32 != 0:
+		return nil, fmt.Errorf("kvcache: a Q8_0 cache needs a KV width (kv heads × head dim) that is a multiple of 32, this model's is %d: use F16", cfg.KVDim)
 	}
 	if int64(cfg.NumBlocks)*int64(cfg.BlockSize) > math.MaxInt32 {
 		return nil, fmt.Errorf("kvcache: %d blocks of %d cells exceed the int32 cell index range",
@@ -226,6 +236,7 @@ func New(cfg Config) (*Cache, error) {
 		fill:     make([]int32, cfg.NumBlocks),
 	}
 	c.sim.init(cfg.MaxSeqs, cfg.NumBlocks)
+	c.rowBytes = int(cfg.DType.RowBytes(cfg.KVDim))
 	n := nCells * cfg.KVDim
 	switch cfg.DType {
 	case F32:
@@ -237,6 +248,11 @@ func New(cfg Config) (*Cache, error) {
 		c.k16, c.v16 = make([][]uint16, cfg.NLayers), make([][]uint16, cfg.NLayers)
 		for l := range cfg.NLayers {
 			c.k16[l], c.v16[l] = make([]uint16, n), make([]uint16, n)
+		}
+	case Q8_0:
+		c.k8, c.v8 = make([][]byte, cfg.NLayers), make([][]byte, cfg.NLayers)
+		for l := range cfg.NLayers {
+			c.k8[l], c.v8[l] = make([]byte, nCells*c.rowBytes), make([]byte, nCells*c.rowBytes)
 		}
 	}
 	c.Clear()
@@ -258,6 +274,17 @@ func (c *Cache) KF16(layer int) []uint16 { return at(c.k16, layer) }
 
 // VF16 returns layer's V storage as IEEE half bits; see KF32.
 func (c *Cache) VF16(layer int) []uint16 { return at(c.v16, layer) }
+
+// KQ8 returns layer's K storage as Q8_0 blocks, [NumBlocks*BlockSize][RowBytes()] bytes, or nil
+// if the DType is not Q8_0 or layer is out of range. VQ8 is the same for V.
+func (c *Cache) KQ8(layer int) []byte { return at(c.k8, layer) }
+
+// VQ8 returns layer's V storage as Q8_0 blocks; see KQ8.
+func (c *Cache) VQ8(layer int) []byte { return at(c.v8, layer) }
+
+// RowBytes returns the bytes of one cell's K (or V) row of one layer: the distance between cells
+// in KQ8's storage, KVDim times the element size for F32 and F16.
+func (c *Cache) RowBytes() int { return c.rowBytes }
 
 func at[T any](s [][]T, i int) []T {
 	if i < 0 || i >= len(s) {
@@ -486,6 +513,12 @@ func (c *Cache) copyCells(src, dst, count int32) {
 	for l := range c.k16 {
 		copy(c.k16[l][d:d+m], c.k16[l][s:s+m])
 		copy(c.v16[l][d:d+m], c.v16[l][s:s+m])
+	}
+	rb := c.rowBytes
+	s, d, m = int(src*c.bs)*rb, int(dst*c.bs)*rb, int(count)*rb
+	for l := range c.k8 {
+		copy(c.k8[l][d:d+m], c.k8[l][s:s+m])
+		copy(c.v8[l][d:d+m], c.v8[l][s:s+m])
 	}
 }
 

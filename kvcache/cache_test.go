@@ -23,6 +23,8 @@ func TestNewValidation(t *testing.T) {
 		{name: "no blocks", mod: func(c *Config) { c.NumBlocks = 0 }, wantErr: "NumBlocks"},
 		{name: "no seqs", mod: func(c *Config) { c.MaxSeqs = 0 }, wantErr: "MaxSeqs"},
 		{name: "bad dtype", mod: func(c *Config) { c.DType = 7 }, wantErr: "DType"},
+		{name: "q8_0", mod: func(c *Config) { c.DType, c.KVDim = Q8_0, 64 }},
+		{name: "q8_0 width not a multiple of 32", mod: func(c *Config) { c.DType, c.KVDim = Q8_0, 40 }, wantErr: "multiple of 32"},
 		{name: "cell index overflow", mod: func(c *Config) { c.NumBlocks, c.BlockSize = 1<<27, 32 }, wantErr: "int32"},
 	}
 	for _, tc := range tests {
@@ -72,7 +74,10 @@ func TestStorageAccessors(t *testing.T) {
 					t.Fatalf("layer %d: the accessors of the other dtype must return nil", l)
 				}
 			}
-			if c.KF32(3) != nil || c.VF16(-1) != nil {
+			if c.KQ8(0) != nil || c.VQ8(0) != nil || c.RowBytes() != int(tc.dtype.RowBytes(5)) {
+				t.Fatalf("Q8_0 accessors must return nil for %v; RowBytes %d", tc.dtype, c.RowBytes())
+			}
+			if c.KF32(3) != nil || c.VF16(-1) != nil || c.KQ8(3) != nil || c.VQ8(-1) != nil {
 				t.Fatalf("out-of-range layer must give nil")
 			}
 			if c.Pos(-1) != -1 || c.Pos(1000) != -1 || c.Token(1000) != -1 || c.Blocks(9) != nil ||
@@ -218,6 +223,23 @@ func TestReserveSharedTokenOneCell(t *testing.T) {
 	checkInvariants(t, c)
 }
 
+// TestStorageQ8 checks the Q8_0 layout: per layer, one row of KVDim/32 blocks of 34 bytes per
+// cell, half the bytes of F16 plus the scales.
+func TestStorageQ8(t *testing.T) {
+	c := newCache(t, Config{NLayers: 3, KVDim: 64, BlockSize: 4, NumBlocks: 6, DType: Q8_0})
+	if c.RowBytes() != 68 {
+		t.Fatalf("RowBytes %d, want 2 blocks of 34", c.RowBytes())
+	}
+	for l := range 3 {
+		if len(c.KQ8(l)) != 6*4*68 || len(c.VQ8(l)) != 6*4*68 || c.KF16(l) != nil || c.KF32(l) != nil {
+			t.Fatalf("layer %d: K %d V %d bytes, want %d", l, len(c.KQ8(l)), len(c.VQ8(l)), 6*4*68)
+		}
+	}
+	if c.KQ8(3) != nil || c.VQ8(-1) != nil {
+		t.Fatalf("out-of-range layer must give nil")
+	}
+}
+
 func TestCopyOnWriteIsolatesSequences(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -225,6 +247,7 @@ func TestCopyOnWriteIsolatesSequences(t *testing.T) {
 	}{
 		{name: "f32", dtype: F32},
 		{name: "f16", dtype: F16},
+		{name: "q8_0", dtype: Q8_0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

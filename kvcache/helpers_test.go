@@ -25,6 +25,9 @@ func newCache(t testing.TB, cfg Config) *Cache {
 	}
 	if cfg.KVDim == 0 {
 		cfg.KVDim = 3
+		if cfg.DType == Q8_0 {
+			cfg.KVDim = 32 // one Q8_0 block
+		}
 	}
 	if cfg.MaxSeqs == 0 {
 		cfg.MaxSeqs = 4
@@ -52,9 +55,29 @@ func writeKV(c *Cache, cell int32, k float32) {
 				c.KF32(l)[row+d], c.VF32(l)[row+d] = val, -val
 			case F16:
 				c.KF16(l)[row+d], c.VF16(l)[row+d] = quant.F32ToF16(val), quant.F32ToF16(-val)
+			case Q8_0:
+				// Scale val, every q 1: the row reads back as half(val), as in an F16 cache.
+				rb := c.RowBytes()
+				setQ8Block(c.KQ8(l)[int(cell)*rb+d/32*34:], val)
+				setQ8Block(c.VQ8(l)[int(cell)*rb+d/32*34:], -val)
 			}
 		}
 	}
+}
+
+// setQ8Block writes a Q8_0 block whose 32 values all dequantize to half(val).
+func setQ8Block(blk []byte, val float32) {
+	h := quant.F32ToF16(val)
+	blk[0], blk[1] = byte(h), byte(h>>8)
+	for i := range 32 {
+		blk[2+i] = 1
+	}
+}
+
+// q8At dequantizes element d of cell's row in Q8_0 storage s.
+func q8At(c *Cache, s []byte, cell int32, d int) float32 {
+	blk := s[int(cell)*c.RowBytes()+d/32*34:]
+	return quant.F16ToF32(uint16(blk[0])|uint16(blk[1])<<8) * float32(int8(blk[2+d%32]))
 }
 
 // readKV returns the value writeKV stored in cell, or an error if the layers and elements do not
@@ -63,16 +86,24 @@ func readKV(c *Cache, cell int32) (k float32, err error) {
 	kv := c.cfg.KVDim
 	row := int(cell) * kv
 	get := func(l, d int) (float32, float32) {
+		if c.cfg.DType == Q8_0 {
+			return q8At(c, c.KQ8(l), cell, d), q8At(c, c.VQ8(l), cell, d)
+		}
 		if c.cfg.DType == F16 {
 			return quant.F16ToF32(c.KF16(l)[row+d]), quant.F16ToF32(c.VF16(l)[row+d])
 		}
 		return c.KF32(l)[row+d], c.VF32(l)[row+d]
 	}
+	// A shift requantizes Q8_0 keys (q 127, the scale rounded to half): layers then agree to
+	// within that rounding only.
+	eq := func(a, b float32) bool {
+		return a == b || c.cfg.DType == Q8_0 && math.Abs(float64(a-b)) <= math.Abs(float64(b))/200
+	}
 	k, _ = get(0, 0)
 	for l := range c.cfg.NLayers {
 		for d := range kv {
 			kk, vv := get(l, d)
-			if kk != k+float32(l) {
+			if !eq(kk, k+float32(l)) {
 				return 0, fmt.Errorf("cell %d layer %d elem %d: K %v, want %v", cell, l, d, kk, k+float32(l))
 			}
 			if _, v00 := get(0, 0); vv != v00-float32(l) {
@@ -108,9 +139,12 @@ func visible(t testing.TB, c *Cache, seq int) []entry {
 			t.Fatalf("seq %d slot %d: %v", seq, i, err)
 		}
 		var v float32
-		if c.cfg.DType == F16 {
+		switch c.cfg.DType {
+		case Q8_0:
+			v = q8At(c, c.VQ8(0), cell, 0)
+		case F16:
 			v = quant.F16ToF32(c.VF16(0)[int(cell)*c.cfg.KVDim])
-		} else {
+		default:
 			v = c.VF32(0)[int(cell)*c.cfg.KVDim]
 		}
 		out = append(out, entry{Pos: p, Tok: c.Token(cell), K: k, V: v})
@@ -166,6 +200,7 @@ type snapshot struct {
 	Seqs                      []seqState
 	K32, V32                  [][]float32
 	K16, V16                  [][]uint16
+	K8, V8                    [][]byte
 }
 
 func takeSnapshot(c *Cache) snapshot {
@@ -187,6 +222,10 @@ func takeSnapshot(c *Cache) snapshot {
 		s.K16 = append(s.K16, slices.Clone(c.k16[l]))
 		s.V16 = append(s.V16, slices.Clone(c.v16[l]))
 	}
+	for l := range c.k8 {
+		s.K8 = append(s.K8, slices.Clone(c.k8[l]))
+		s.V8 = append(s.V8, slices.Clone(c.v8[l]))
+	}
 	return s
 }
 
@@ -200,7 +239,8 @@ func (s snapshot) equal(o snapshot) bool {
 		slices.Equal(s.Indexed, o.Indexed) && slices.Equal(s.Rotated, o.Rotated) &&
 		maps.Equal(s.Index, o.Index) &&
 		slices.EqualFunc(s.K32, o.K32, bitsEqual) && slices.EqualFunc(s.V32, o.V32, bitsEqual) &&
-		slices.EqualFunc(s.K16, o.K16, slices.Equal) && slices.EqualFunc(s.V16, o.V16, slices.Equal)
+		slices.EqualFunc(s.K16, o.K16, slices.Equal) && slices.EqualFunc(s.V16, o.V16, slices.Equal) &&
+		slices.EqualFunc(s.K8, o.K8, slices.Equal) && slices.EqualFunc(s.V8, o.V8, slices.Equal)
 }
 
 // bitsEqual compares float slices bit for bit (unwritten cells are zero, never NaN, but a bitwise

@@ -214,7 +214,7 @@ func (c *Cache) copyAction(src int, bi, last int32, r posRange) int {
 }
 
 // SeqShift adds delta to the positions of seq's cells in [p0, p1) and re-rotates their keys with
-// Config.ShiftK (through a float32 row for F16 storage), like llama.cpp's seq_add. Shared blocks
+// Config.ShiftK (through a float32 row for F16 and Q8_0 storage), like llama.cpp's seq_add. Shared blocks
 // are copied first; cells whose new position is negative are removed; touched blocks lose their
 // prefix hashes. It returns an error when ShiftK is nil, seq is not a valid id, or a new
 // position overflows int32, and ErrKVFull when the copies do not fit; nothing is changed then.
@@ -311,6 +311,19 @@ func (c *Cache) remap(op string, seq int, r posRange, f func(int32) (int32, erro
 			quant.F16ToF32s(c.rowBuf, row)
 			c.cfg.ShiftK(l, c.rowBuf, delta)
 			quant.F32ToF16s(row, c.rowBuf)
+		}
+		rb := c.rowBytes
+		for l := range c.k8 {
+			// Dequantize, rotate, requantize: one more rounding to 8 bits, like llama.cpp's
+			// shift of a quantized K cache.
+			row := c.k8[l][cell*rb : (cell+1)*rb]
+			if err := quant.Dequantize(quant.Q8_0, row, c.rowBuf); err != nil {
+				panic("kvcache: " + err.Error()) // sizes are fixed by New
+			}
+			c.cfg.ShiftK(l, c.rowBuf, delta)
+			if err := quant.Quantize(quant.Q8_0, c.rowBuf, row); err != nil {
+				panic("kvcache: " + err.Error())
+			}
 		}
 	}
 	c.trim(seq)

@@ -2,6 +2,7 @@ package kvcache
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -407,13 +408,17 @@ func TestSeqShift(t *testing.T) {
 		{name: "empty range", p0: 4, p1: 4, delta: 9, wantPos: seqRange(10), wantCalls: 0},
 		{name: "everything below zero", p0: -1, p1: -1, delta: -10, wantPos: []int32{}, wantCalls: 0},
 	}
-	for _, dt := range []DType{F32, F16} {
+	for _, dt := range []DType{F32, F16, Q8_0} {
+		kvDim := 3
+		if dt == Q8_0 {
+			kvDim = 32
+		}
 		for _, tc := range tests {
 			t.Run(dt.String()+"/"+tc.name, func(t *testing.T) {
 				var calls []shiftCall
 				shift := func(l int, k []float32, delta int32) {
-					if len(k) != 3 {
-						t.Errorf("ShiftK got a row of %d values, want KVDim 3", len(k))
+					if len(k) != kvDim {
+						t.Errorf("ShiftK got a row of %d values, want KVDim %d", len(k), kvDim)
 					}
 					calls = append(calls, shiftCall{delta, k[0]})
 					addShift(l, k, delta)
@@ -450,6 +455,10 @@ func TestSeqShift(t *testing.T) {
 						continue
 					}
 					want := entry{Pos: np, Tok: e.Tok, K: k, V: e.V}
+					if dt == Q8_0 && math.Abs(float64(got[j].K-k)) <= math.Abs(float64(k))/200 {
+						// Requantized to 8 bits: d = amax/127 rounded to half, q = 127.
+						got[j].K = k
+					}
 					if got[j] != want {
 						t.Fatalf("cell %d: %v, want %v", j, got[j], want)
 					}

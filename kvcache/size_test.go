@@ -20,6 +20,10 @@ func TestPoolBytes(t *testing.T) {
 		{name: "stories260K F32", nLayers: 5, kvDim: 32, cells: 512, dt: F32, want: 512 * 1288},
 		// Llama 3 8B: 32 layers, 8 KV heads of 128, F16: 128 KiB a cell, 1 GiB for 8192.
 		{name: "8B-class F16", nLayers: 32, kvDim: 1024, cells: 8192, dt: F16, want: 8192 * (131072 + 8)},
+		// Q8_0: 34 bytes per 32 values, 53% of F16.
+		{name: "stories260K Q8_0", nLayers: 5, kvDim: 32, cells: 512, dt: Q8_0, want: 512 * (2*5*34 + 8)},
+		{name: "8B-class Q8_0", nLayers: 32, kvDim: 1024, cells: 8192, dt: Q8_0, want: 8192 * (2*32*32*34 + 8)},
+		{name: "Q8_0 width not a multiple of 32", nLayers: 5, kvDim: 48, cells: 16, dt: Q8_0, wantErr: "multiple of 32"},
 		{name: "largest cell count", nLayers: 1, kvDim: 1, cells: math.MaxInt32, dt: F32, want: math.MaxInt32 * 16},
 		{name: "zero cells", nLayers: 5, kvDim: 32, cells: 0, dt: F16, wantErr: "must be positive"},
 		{name: "negative cells", nLayers: 5, kvDim: 32, cells: -5, dt: F16, wantErr: "must be positive"},
@@ -56,6 +60,7 @@ func TestPoolBytesMatchesNew(t *testing.T) {
 	}{
 		{name: "F16 small blocks", cfg: Config{NLayers: 5, KVDim: 32, BlockSize: 16, NumBlocks: 256, DType: F16, MaxSeqs: 8}},
 		{name: "F32 large blocks", cfg: Config{NLayers: 4, KVDim: 128, BlockSize: 256, NumBlocks: 16, DType: F32, MaxSeqs: 4}},
+		{name: "Q8_0", cfg: Config{NLayers: 3, KVDim: 96, BlockSize: 16, NumBlocks: 64, DType: Q8_0, MaxSeqs: 2}},
 		{name: "F16 one layer", cfg: Config{NLayers: 1, KVDim: 8, BlockSize: 16, NumBlocks: 1024, DType: F16, MaxSeqs: 1}},
 	}
 	for _, tc := range tests {

@@ -68,18 +68,28 @@ func AttnValuesF32(p []float32, heads, hd int, v []float32, cells []int32, strid
 // dimension, and by head and cell, hold at least heads×hd and heads×len(cells) floats (lenHD and
 // lenN). It divides rather than multiplies, so that no product can overflow.
 func checkAttn(fn string, heads, hd, kvLen int, cells []int32, stride, lenHD, lenN int) {
-	n := len(cells)
+	checkVecs(fn, heads, hd, len(cells), lenHD, lenN)
+	checkCells(fn, hd, kvLen, cells, stride)
+}
+
+// checkVecs is checkAttn's check of the vectors.
+func checkVecs(fn string, heads, hd, n, lenHD, lenN int) {
 	if heads < 0 || hd < 0 {
 		panic(fmt.Sprintf("ops.%s: heads %d, hd %d", fn, heads, hd))
-	}
-	if stride < hd {
-		panic(fmt.Sprintf("ops.%s: stride %d < hd %d", fn, stride, hd))
 	}
 	if hd > 0 && heads > lenHD/hd || n > 0 && heads > lenN/n {
 		panic(fmt.Sprintf("ops.%s: vectors of %d and %d floats, need heads·hd and heads·cells (heads %d, hd %d, %d cells)",
 			fn, lenHD, lenN, heads, hd, n))
 	}
-	if n == 0 {
+}
+
+// checkCells is checkAttn's check of the cells: rows of span elements, stride apart, in a cache of
+// kvLen elements.
+func checkCells(fn string, span, kvLen int, cells []int32, stride int) {
+	if stride < span {
+		panic(fmt.Sprintf("ops.%s: stride %d < row span %d", fn, stride, span))
+	}
+	if len(cells) == 0 {
 		return
 	}
 	lo, hi := cells[0], cells[0]
@@ -87,10 +97,10 @@ func checkAttn(fn string, heads, hd, kvLen int, cells []int32, stride, lenHD, le
 		lo = min(lo, c)
 		hi = max(hi, c)
 	}
-	// Row hi ends at hi*stride+hd <= kvLen.
-	if lo < 0 || kvLen < hd || stride > 0 && int(hi) > (kvLen-hd)/stride {
-		panic(fmt.Sprintf("ops.%s: cells %d..%d with stride %d, hd %d outside a cache of %d elements",
-			fn, lo, hi, stride, hd, kvLen))
+	// Row hi ends at hi*stride+span <= kvLen.
+	if lo < 0 || kvLen < span || stride > 0 && int(hi) > (kvLen-span)/stride {
+		panic(fmt.Sprintf("ops.%s: cells %d..%d with stride %d, row span %d outside a cache of %d elements",
+			fn, lo, hi, stride, span, kvLen))
 	}
 }
 

@@ -53,6 +53,20 @@ func (c *Context) storeKV(layer int, k, v []float32) {
 		}
 		return
 	}
+	if c.opts.KVType == kvcache.Q8_0 {
+		kc, vc, rb := c.kv.KQ8(layer), c.kv.VQ8(layer), c.kv.RowBytes()
+		for i := range c.n {
+			cell := int(c.cells[i])
+			// The sizes are fixed by NewContext (KVDim a multiple of 32): an error is a bug.
+			if err := quant.Quantize(quant.Q8_0, k[i*kvDim:(i+1)*kvDim], kc[cell*rb:(cell+1)*rb]); err != nil {
+				panic("runner: " + err.Error())
+			}
+			if err := quant.Quantize(quant.Q8_0, v[i*kvDim:(i+1)*kvDim], vc[cell*rb:(cell+1)*rb]); err != nil {
+				panic("runner: " + err.Error())
+			}
+		}
+		return
+	}
 	kc, vc := c.kv.KF16(layer), c.kv.VF16(layer)
 	for i := range c.n {
 		cell := int(c.cells[i])
@@ -120,10 +134,14 @@ func (a *attnTask) Do(i, w int) {
 	scores := c.workerScores[w][:rep*nv]
 	q := a.q[t*qd+g*rep*hd:][:rep*hd]
 	out := a.out[t*qd+g*rep*hd:][:rep*hd]
-	f16 := c.opts.KVType == kvcache.F16
-	if f16 {
+	// Q8_0: head g's values are the row's blocks from g*hd/32 (NewContext checked hd%32 == 0).
+	q8Off, rb := g*hd/32*34, c.kv.RowBytes()
+	switch c.opts.KVType {
+	case kvcache.F16:
 		ops.AttnScoresF16(q, rep, hd, c.kv.KF16(a.layer)[g*hd:], vis, kvDim, a.scale, scores)
-	} else {
+	case kvcache.Q8_0:
+		ops.AttnScoresQ8(q, rep, hd, c.kv.KQ8(a.layer)[q8Off:], vis, rb, a.scale, scores)
+	default:
 		ops.AttnScoresF32(q, rep, hd, c.kv.KF32(a.layer)[g*hd:], vis, kvDim, a.scale, scores)
 	}
 	if a.softcap > 0 {
@@ -132,9 +150,12 @@ func (a *attnTask) Do(i, w int) {
 	for hh := range rep {
 		ops.SoftmaxInPlace(scores[hh*nv : (hh+1)*nv])
 	}
-	if f16 {
+	switch c.opts.KVType {
+	case kvcache.F16:
 		ops.AttnValuesF16(scores, rep, hd, c.kv.VF16(a.layer)[g*hd:], vis, kvDim, out)
-	} else {
+	case kvcache.Q8_0:
+		ops.AttnValuesQ8(scores, rep, hd, c.kv.VQ8(a.layer)[q8Off:], vis, rb, out)
+	default:
 		ops.AttnValuesF32(scores, rep, hd, c.kv.VF32(a.layer)[g*hd:], vis, kvDim, out)
 	}
 }

@@ -16,7 +16,7 @@ type Options struct {
 	NBatch    int           // most tokens one Decode call accepts (logical batch)
 	NUBatch   int           // most tokens one forward pass computes (micro-batch)
 	NSeqMax   int           // sequence ids are in [0, NSeqMax)
-	KVType    kvcache.DType // F16 (llama.cpp's default) or F32
+	KVType    kvcache.DType // F16 (llama.cpp's default), F32 or Q8_0 (HeadDim a multiple of 32)
 	BlockSize int           // KV block size in cells; 0 = 16
 	Threads   int           // worker goroutines; 0 = all cores
 	// Embeddings makes the tokens that ask for output keep their final-norm hidden state (read
@@ -100,6 +100,11 @@ func NewContext(g Graph, opts Options) (*Context, error) {
 	h := g.Hparams()
 	opts.defaults(h)
 	c := &Context{g: g, h: h, opts: opts}
+	if opts.KVType == kvcache.Q8_0 && h.HeadDim%32 != 0 {
+		// As in llama.cpp: a Q8_0 block of 32 must not mix heads (one head's large keys would
+		// coarsen another's).
+		return nil, fmt.Errorf("runner: a Q8_0 KV cache needs a head dimension that is a multiple of 32, this model's is %d: use an F16 KV cache (--kv-type f16)", h.HeadDim)
+	}
 	kv, err := kvcache.New(kvcache.Config{
 		NLayers: h.NLayers, KVDim: h.KVDim(), BlockSize: opts.BlockSize,
 		NumBlocks: opts.NCtx / opts.BlockSize, DType: opts.KVType, MaxSeqs: opts.NSeqMax,

@@ -33,6 +33,9 @@ type Params struct {
 	PresencePenalty  float32 // subtracted once if the token occurs in the window
 	Seed             uint64  // seeds this sampler's own PCG generator
 	IgnoreTokens     []int32 // token ids that are never sampled (e.g. EOS with ignore_eos)
+	// LogitBias adds a value to some tokens' logits before every other stage (OpenAI's
+	// logit_bias: -100 all but bans a token, +100 all but forces it).
+	LogitBias map[int32]float32
 
 	// Grammar, when set, constrains the output (see Sampler.Sample); GrammarVocab, required with
 	// it, gives every token's text and the end-of-generation tokens. Both are immutable and
@@ -66,8 +69,9 @@ type Sampler struct {
 	vocab   int
 	pcg     *rand.PCG
 	rng     *rand.Rand
-	ignore  []int32 // sorted, deduplicated copy of p.IgnoreTokens
-	penalty bool    // whether any penalty is active, so Accept must keep history
+	ignore  []int32     // sorted, deduplicated copy of p.IgnoreTokens
+	bias    []tokenBias // p.LogitBias in id order
+	penalty bool        // whether any penalty is active, so Accept must keep history
 
 	// hist holds the penalty window. With RepeatLastN > 0 it grows to RepeatLastN entries and
 	// then becomes a ring overwritten at histPos; with -1 it grows without bound.
@@ -105,6 +109,10 @@ func New(p Params, vocabSize int) (*Sampler, error) {
 	if s.penalty {
 		s.counts = make([]int32, vocabSize)
 	}
+	for id, b := range p.LogitBias {
+		s.bias = append(s.bias, tokenBias{id, b})
+	}
+	slices.SortFunc(s.bias, func(a, b tokenBias) int { return int(a.id - b.id) })
 	s.pcg = rand.NewPCG(p.Seed, seedStream(p.Seed))
 	s.rng = rand.New(s.pcg)
 	if p.Grammar != nil {
@@ -146,6 +154,11 @@ func (p *Params) validate(vocab int) error {
 	for _, t := range p.IgnoreTokens {
 		if t < 0 || int(t) >= vocab {
 			return fmt.Errorf("sample: ignored token %d outside the vocabulary [0, %d)", t, vocab)
+		}
+	}
+	for t, b := range p.LogitBias {
+		if t < 0 || int(t) >= vocab || !finite(b) {
+			return fmt.Errorf("sample: logit_bias %d: %v: the token must be in [0, %d) and the bias finite", t, b, vocab)
 		}
 	}
 	switch {
@@ -229,7 +242,7 @@ func (s *Sampler) Err() error { return s.err }
 
 // sampleFree samples without a grammar.
 func (s *Sampler) sampleFree(logits []float32) int32 {
-	if s.p.Temperature <= 0 && !s.penalty && len(s.ignore) == 0 {
+	if s.p.Temperature <= 0 && !s.penalty && len(s.ignore) == 0 && len(s.bias) == 0 {
 		return argmax(logits)
 	}
 	c, maxL := s.prepare(logits, nil)
@@ -340,6 +353,9 @@ func (s *Sampler) prepare(logits []float32, mask []uint64) ([]candidate, float32
 		return c[:n], negInf
 	}
 	c = c[:n]
+	if len(s.bias) > 0 && n > 0 {
+		maxL = s.applyBias(c)
+	}
 	if s.penalty && n > 0 {
 		maxL = s.applyPenalties(c, maxL)
 	}
@@ -394,4 +410,27 @@ func (s *Sampler) applyPenalties(c []candidate, maxL float32) float32 {
 		}
 	}
 	return newMax
+}
+
+type tokenBias struct {
+	id   int32
+	bias float32
+}
+
+// applyBias adds the logit biases to the candidates (in id order) and returns the new maximum.
+func (s *Sampler) applyBias(c []candidate) float32 {
+	j := 0
+	for _, b := range s.bias {
+		for j < len(c) && c[j].id < b.id {
+			j++
+		}
+		if j < len(c) && c[j].id == b.id {
+			c[j].logit += b.bias
+		}
+	}
+	maxL := float32(math.Inf(-1))
+	for _, x := range c {
+		maxL = max(maxL, x.logit)
+	}
+	return maxL
 }

@@ -41,8 +41,8 @@ for s in $sections; do
         "$U" serve -m "$f" --port 18123 -c 16384 -np 16 $cfg >"$MODELS/serve-$w.log" 2>&1 &
         pid=$!
         for _ in $(seq 50); do curl -fs localhost:18123/health >/dev/null 2>&1 && break; sleep 0.2; done
-        echo "== ubatch bench serve --url http://127.0.0.1:18123 --workload $w -n 64 -c 16 (server: ubatch serve -m $f -c 16384 -np 16 $cfg)"
-        "$U" bench serve --url http://127.0.0.1:18123 --workload "$w" -n 64 -c 16 2>/dev/null
+        echo "== ubatch bench serve --url http://127.0.0.1:18123 --workload $w -n 64 --clients 16 (server: ubatch serve -m $f -c 16384 -np 16 $cfg)"
+        "$U" bench serve --url http://127.0.0.1:18123 --workload "$w" -n 64 --clients 16 2>/dev/null
         kill $pid; wait $pid 2>/dev/null || true
       done
     done

@@ -54,8 +54,8 @@ run() { # name url
   start_nodes
   wait_up "http://127.0.0.1:$BASE/health"
   sleep 2 # the router sees the restarted nodes healthy again
-  echo "== $1: ubatch bench serve --url $2 --workload tenants --tenants $K --system-words $WORDS -n $N -c $C"
-  "$U" bench serve --url "$2" --workload tenants --tenants "$K" --system-words "$WORDS" -n "$N" -c "$C" --json \
+  echo "== $1: ubatch bench serve --url $2 --workload tenants --tenants $K --system-words $WORDS -n $N --clients $C"
+  "$U" bench serve --url "$2" --workload tenants --tenants "$K" --system-words "$WORDS" -n "$N" --clients "$C" --json \
     >"$DIR/$1.json" 2>"$DIR/$1.err" || true
   python3 - "$DIR/$1.json" <<'PY'
 import json, sys

@@ -195,7 +195,7 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 // the result (special-token text parsed; BOS added when the model wants it and the template did
 // not already write it).
 func (s *Server) chatParams(req *chatRequest) (genParams, []int32, error) {
-	g, err := req.params(openAIDefaults(), s.cfg.Model.Vocab.EOG())
+	g, err := req.params(s.defaults(openAIDefaults()), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
 	if err != nil {
 		return g, nil, err
 	}
@@ -259,7 +259,13 @@ func parseMessages(raw json.RawMessage) ([]map[string]any, error) {
 			return nil, badRequest("messages", "messages[%d] has no role", i)
 		}
 		switch c := m["content"].(type) {
-		case nil, string, []any:
+		case nil, string:
+		case []any:
+			for j, part := range c {
+				if pm, _ := part.(map[string]any); pm["type"] != "text" {
+					return nil, badRequest("messages", "messages[%d].content[%d] has type %v: this server takes text parts only (no images or audio)", i, j, pm["type"])
+				}
+			}
 		default:
 			return nil, badRequest("messages", "messages[%d].content must be a string, a list of parts or null, got %T", i, c)
 		}

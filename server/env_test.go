@@ -30,6 +30,7 @@ type envOptions struct {
 	apiKey                                  string
 	maxBody                                 int64
 	embedder                                runner.Pooling // "" = no /v1/embeddings
+	live                                    bool           // feed GET /live (a Live hub beside the metrics)
 }
 
 // testEnv is a real engine over stories260K behind an httptest server.
@@ -64,9 +65,15 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 	}
 	reg := prometheus.NewRegistry()
 	met := NewMetrics(reg)
+	var obs engine.Observer = met
+	var live *Live
+	if o.live {
+		live = NewLive()
+		obs = Observers{met, live}
+	}
 	opts := lctx.Options()
 	eng, err := engine.New(lctx, engine.Limits{NCtx: opts.NCtx, NSeqMax: opts.NSeqMax, NBatch: opts.NBatch, Vocab: m.Hparams().Vocab},
-		engine.Config{BatchSize: o.batch, MaxRunning: o.maxRunning, MaxQueue: o.maxQueue, IsEOG: m.Vocab.IsEOG, Observer: met})
+		engine.Config{BatchSize: o.batch, MaxRunning: o.maxRunning, MaxQueue: o.maxQueue, IsEOG: m.Vocab.IsEOG, Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +86,7 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 		}
 		t.Cleanup(emb.Close)
 	}
-	srv, err := New(Config{Model: m, Engine: eng, APIKey: o.apiKey, MaxBodyBytes: o.maxBody, Metrics: met, Gatherer: reg, ModelID: "stories", Embedder: emb})
+	srv, err := New(Config{Model: m, Engine: eng, APIKey: o.apiKey, MaxBodyBytes: o.maxBody, Metrics: met, Gatherer: reg, ModelID: "stories", Embedder: emb, Live: live})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,7 +86,7 @@ func FuzzLlamaCompletion(f *testing.F) {
 		if err := decodeBytes(body, &req); err != nil {
 			return err
 		}
-		g, err := req.params(sample.DefaultParams(), s.cfg.Model.Vocab.EOG())
+		g, err := req.params(sample.DefaultParams(), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
 		if err != nil {
 			return err
 		}

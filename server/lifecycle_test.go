@@ -75,6 +75,13 @@ func TestPriorityOrdersTheQueue(t *testing.T) {
 			waitFor(t, 5*time.Second, "the request to queue", func() bool { return e.eng.Stats().Waiting >= 1 })
 		}
 	}
+	// The blocker may go only once the high one has arrived (two wait: low and high, or low and
+	// the blocker it preempted) or is done already; else the low one could take the slot first.
+	waitFor(t, 5*time.Second, "the high request to arrive", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(order) > 0 || e.eng.Stats().Waiting >= 2
+	})
 	cancel()
 	wg.Wait()
 	if len(order) != 2 || order[0] != "5" {

@@ -19,6 +19,31 @@ type llamaCompletionRequest struct {
 	Prompt       json.RawMessage `json:"prompt"`
 	Stream       bool            `json:"stream"`
 	ReturnTokens bool            `json:"return_tokens"` // include each chunk's token ids
+	NProbs       int             `json:"n_probs"`       // each token's probability and the top n
+}
+
+func (*llamaCompletionRequest) supports(field string) bool { return field == "n_probs" }
+
+// llamaProb is one entry of llama.cpp's completion_probabilities: a generated token with its
+// log-probability and the n most likely tokens at that step.
+type llamaProb struct {
+	ID          int32       `json:"id"`
+	Token       string      `json:"token"`
+	Logprob     float64     `json:"logprob"`
+	Bytes       []int       `json:"bytes"`
+	TopLogprobs []llamaProb `json:"top_logprobs,omitempty"`
+}
+
+func (s *Server) llamaProbs(toks []genToken) []llamaProb {
+	out := make([]llamaProb, 0, len(toks))
+	for _, t := range toks {
+		p := llamaProb{ID: t.id, Token: s.pieceText(t.id), Logprob: finiteLogprob(t.logprob), Bytes: s.pieceBytes(t.id), TopLogprobs: []llamaProb{}}
+		for _, a := range t.top {
+			p.TopLogprobs = append(p.TopLogprobs, llamaProb{ID: a.Token, Token: s.pieceText(a.Token), Logprob: finiteLogprob(a.LogProb), Bytes: s.pieceBytes(a.Token)})
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // llamaTimings is llama.cpp's timings object. prompt_* describe the prompt tokens actually
@@ -49,6 +74,7 @@ type llamaCompletion struct {
 	StoppingWord    string        `json:"stopping_word,omitempty"`
 	Truncated       *bool         `json:"truncated,omitempty"`
 	Timings         *llamaTimings `json:"timings,omitempty"`
+	Probs           []llamaProb   `json:"completion_probabilities,omitempty"`
 }
 
 func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
@@ -57,12 +83,17 @@ func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	g, err := req.params(sample.DefaultParams(), s.cfg.Model.Vocab.EOG())
+	g, err := req.params(s.defaults(sample.DefaultParams()), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	g.keepTokens = req.ReturnTokens
+	if req.NProbs < 0 || req.NProbs > maxTopLogprobs {
+		writeError(w, badRequest("n_probs", "n_probs must be in [0, %d], got %d", maxTopLogprobs, req.NProbs))
+		return
+	}
+	g.logprobs, g.topLogprobs = req.NProbs > 0, req.NProbs
 	if err := s.constrain(&g, &req.samplingFields, nil); err != nil {
 		writeError(w, err)
 		return
@@ -97,6 +128,9 @@ func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
 		final := s.llamaFinal(c.finish, c.stopWord, c.usage, c.genTime)
 		final.Content = c.text.String()
 		final.Tokens = tokenIDs(c.tokens)
+		if g.logprobs {
+			final.Probs = s.llamaProbs(c.tokens)
+		}
 		writeJSON(w, http.StatusOK, final)
 		return
 	}
@@ -114,11 +148,15 @@ func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			tokens = tokenIDs(ev.tokens)
+			var probs []llamaProb
+			if g.logprobs {
+				probs = s.llamaProbs(ev.tokens)
+			}
 			if ev.done {
 				final := s.llamaFinal(ev.finish, ev.stopWord, ev.usage, ev.genTime)
 				if ev.text != "" {
 					// The last text goes out in its own chunk so that the final object stays a summary.
-					if sse.send(llamaCompletion{Content: ev.text, Tokens: tokens}) != nil {
+					if sse.send(llamaCompletion{Content: ev.text, Tokens: tokens, Probs: probs}) != nil {
 						return
 					}
 				}
@@ -128,7 +166,7 @@ func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
 				}
 				continue
 			}
-			if sse.send(llamaCompletion{Content: ev.text, Tokens: tokens}) != nil {
+			if sse.send(llamaCompletion{Content: ev.text, Tokens: tokens, Probs: probs}) != nil {
 				return
 			}
 		case <-r.Context().Done():

@@ -136,7 +136,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 
 // completionParams validates a /v1/completions request and tokenizes its prompts.
 func (s *Server) completionParams(req *completionRequest) (genParams, [][]int32, error) {
-	g, err := req.params(openAIDefaults(), s.cfg.Model.Vocab.EOG())
+	g, err := req.params(s.defaults(openAIDefaults()), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
 	if err != nil {
 		return g, nil, err
 	}

@@ -43,7 +43,7 @@ func (s *Server) handleApplyTemplate(w http.ResponseWriter, r *http.Request) {
 
 // handleProps is llama-server's GET /props: the server's defaults, slots, model and template.
 func (s *Server) handleProps(w http.ResponseWriter, r *http.Request) {
-	d := sample.DefaultParams()
+	d := s.defaults(sample.DefaultParams())
 	h := s.cfg.Model.Hparams()
 	cfg := s.cfg.Engine.Config()
 	kv := s.cfg.Engine.Stats().KV
@@ -103,4 +103,22 @@ func (s *Server) originAllowed(origin string) bool {
 	}
 	host := u.Hostname()
 	return host == "localhost" || host == "127.0.0.1" || host == "::1" || strings.HasSuffix(host, ".localhost")
+}
+
+// handleSlots is llama-server's GET /slots: one entry per running sequence.
+func (s *Server) handleSlots(w http.ResponseWriter, r *http.Request) {
+	out := []map[string]any{}
+	for _, sl := range s.cfg.Engine.Slots() {
+		state := "decoding"
+		if sl.Prefilling {
+			state = "prefilling"
+		}
+		out = append(out, map[string]any{
+			"id": sl.ID, "is_processing": true, "state": state, "priority": int(sl.Priority),
+			"n_prompt_tokens": sl.PromptTokens, "n_prompt_tokens_cache": sl.CachedTokens,
+			"n_past": sl.Processed, "n_decoded": sl.Generated, "n_predict": sl.MaxTokens,
+			"t_since_submit_ms": sl.Since.Milliseconds(),
+		})
+	}
+	writeJSON(w, http.StatusOK, out)
 }

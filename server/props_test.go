@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"ubatch/sample"
 )
 
 func TestExtraRoutes(t *testing.T) {
@@ -85,5 +89,109 @@ func (e *testEnv) getJSON(path string, out any) {
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		e.t.Fatalf("GET %s: %v", path, err)
+	}
+}
+
+// TestLogitBias: banning the greedy choice's first token changes it, in OpenAI's and llama.cpp's
+// forms; echo false and n_probs 0 (no-op values of unsupported fields) are accepted.
+func TestLogitBiasRequest(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	complete := func(extra map[string]any) []int {
+		body := map[string]any{"prompt": "Once upon a time", "n_predict": 1, "temperature": 0, "echo": false, "n_probs": 0, "return_tokens": true}
+		for k, v := range extra {
+			body[k] = v
+		}
+		var resp struct {
+			Tokens []int `json:"tokens"`
+		}
+		e.postJSON("/completion", body, http.StatusOK, &resp)
+		return resp.Tokens
+	}
+	first := complete(nil)
+	if len(first) != 1 {
+		t.Fatalf("tokens %v", first)
+	}
+	id := strconv.Itoa(first[0])
+	for _, bias := range []any{map[string]any{id: -100}, [][]any{{first[0], false}}} {
+		if got := complete(map[string]any{"logit_bias": bias}); len(got) != 1 || got[0] == first[0] {
+			t.Errorf("logit_bias %v: token %v, the unbiased choice was %d", bias, got, first[0])
+		}
+	}
+}
+
+// TestSlots: a running stream shows up in /slots with its counts; an idle server lists none.
+func TestSlots(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	var idle []map[string]any
+	e.getJSON("/slots", &idle)
+	if len(idle) != 0 {
+		t.Fatalf("idle /slots = %v", idle)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp := e.post(ctx, "/v1/completions", map[string]any{"prompt": "Once upon a time", "max_tokens": 400, "ignore_eos": true, "stream": true})
+	defer resp.Body.Close()
+	var slots []map[string]any
+	waitFor(t, 5*time.Second, "a slot that decodes", func() bool {
+		e.getJSON("/slots", &slots)
+		return len(slots) == 1 && slots[0]["n_decoded"].(float64) > 0
+	})
+	if slots[0]["n_prompt_tokens"].(float64) < 2 || slots[0]["state"] != "decoding" {
+		t.Errorf("slot %v", slots[0])
+	}
+}
+
+// TestServerSamplingDefaults: the server's sampling defaults (serve --temp ...) apply to fields a
+// request leaves out, and /props reports them.
+func TestServerSamplingDefaults(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	d := sample.DefaultParams()
+	d.Temperature, d.TopK = 0, 7
+	e.srv.cfg.Sampling = &d
+	var props struct {
+		Settings struct {
+			Params map[string]float64 `json:"params"`
+		} `json:"default_generation_settings"`
+	}
+	e.getJSON("/props", &props)
+	if props.Settings.Params["temperature"] != 0 || props.Settings.Params["top_k"] != 7 {
+		t.Errorf("/props params %v", props.Settings.Params)
+	}
+	// Greedy by default: two requests without a temperature agree.
+	var a, b struct {
+		Choices []struct{ Text string } `json:"choices"`
+	}
+	body := map[string]any{"prompt": "Once upon a time", "max_tokens": 12}
+	e.postJSON("/v1/completions", body, http.StatusOK, &a)
+	e.postJSON("/v1/completions", body, http.StatusOK, &b)
+	if a.Choices[0].Text != b.Choices[0].Text {
+		t.Errorf("server default temperature 0 not applied: %q vs %q", a.Choices[0].Text, b.Choices[0].Text)
+	}
+}
+
+// TestNProbs: /completion with n_probs returns llama.cpp's completion_probabilities: each token
+// with its log-probability and the top n, the chosen token first under greedy decoding.
+func TestNProbs(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	var resp struct {
+		Content string `json:"content"`
+		Probs   []struct {
+			ID          int32   `json:"id"`
+			Token       string  `json:"token"`
+			Logprob     float64 `json:"logprob"`
+			TopLogprobs []struct {
+				ID      int32   `json:"id"`
+				Logprob float64 `json:"logprob"`
+			} `json:"top_logprobs"`
+		} `json:"completion_probabilities"`
+	}
+	e.postJSON("/completion", map[string]any{"prompt": "Once upon a time", "n_predict": 5, "temperature": 0, "n_probs": 3}, http.StatusOK, &resp)
+	if len(resp.Probs) != 5 {
+		t.Fatalf("%d probabilities for 5 tokens: %+v", len(resp.Probs), resp)
+	}
+	for i, p := range resp.Probs {
+		if len(p.TopLogprobs) != 3 || p.TopLogprobs[0].ID != p.ID || p.Logprob > 0 || p.TopLogprobs[1].Logprob > p.TopLogprobs[0].Logprob {
+			t.Errorf("token %d: %+v", i, p)
+		}
 	}
 }

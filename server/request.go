@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 
 	"ubatch/engine"
@@ -49,7 +51,10 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 		switch {
 		case errors.As(err, &te) && te.Field != "":
 			// The decoder names fields of embedded structs with the Go struct's name first.
-			field := strings.TrimPrefix(te.Field, "samplingFields.")
+			field := te.Field
+			for _, embedded := range []string{"samplingFields.", "openAIFields."} {
+				field = strings.ReplaceAll(field, embedded, "")
+			}
 			return badRequest(field, "field %q: expected %s, got JSON %s", field, te.Type, te.Value)
 		case errors.As(err, &te):
 			return badRequest("", "the request body must be a JSON object, got JSON %s", te.Value)
@@ -58,7 +63,68 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 		}
 		return badRequest("", "malformed JSON: %v", err)
 	}
-	return nil
+	return rejectUnsupported(body, v)
+}
+
+// unsupported are request fields of OpenAI's or llama-server's API that this server does not
+// implement, each with the test of whether a value asks for something (their no-op values, such
+// as echo: false or n_probs: 0, pass). A request that sets one gets 400 naming it, not a reply
+// that silently ignores it. Fields that do not change the output (user, store, metadata, ...)
+// are accepted and ignored.
+var unsupported = map[string]func(json.RawMessage) bool{
+	"n_probs": positive, "echo": isTrue, "best_of": aboveOne, "suffix": nonEmpty,
+	"lora": nonEmpty, "image_data": nonEmpty, "multimodal_data": nonEmpty, "audio": nonEmpty,
+	"functions": nonEmpty, "function_call": nonEmpty, "prediction": nonEmpty,
+	"web_search_options": nonEmpty, "mirostat": positive, "typical_p": belowOne,
+	"dynatemp_range": positive, "dry_multiplier": positive, "xtc_probability": positive,
+	"top_n_sigma": positive, "n_indent": positive, "t_max_predict_ms": positive,
+	"logit_bias_eog": nonEmpty, "modalities": notTextOnly,
+}
+
+// supporter is a request type that implements some fields the unsupported list names for the
+// other routes (llama.cpp's /completion takes n_probs).
+type supporter interface{ supports(field string) bool }
+
+func rejectUnsupported(body []byte, v any) error {
+	sup, _ := v.(supporter)
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return nil
+	}
+	var bad []string
+	for k, v := range fields {
+		if asks, ok := unsupported[k]; ok && asks(v) && (sup == nil || !sup.supports(k)) {
+			bad = append(bad, k)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	slices.Sort(bad)
+	return badRequest(bad[0], "%s is not supported by this server; remove it from the request (see the README's API table)", strings.Join(bad, ", "))
+}
+
+func number(v json.RawMessage) (float64, bool) {
+	var f float64
+	return f, json.Unmarshal(v, &f) == nil
+}
+
+func positive(v json.RawMessage) bool { f, ok := number(v); return ok && f > 0 || !ok && !isNull(v) }
+func aboveOne(v json.RawMessage) bool { f, ok := number(v); return ok && f > 1 || !ok && !isNull(v) }
+func belowOne(v json.RawMessage) bool { f, ok := number(v); return ok && f < 1 || !ok && !isNull(v) }
+func isTrue(v json.RawMessage) bool   { return string(bytes.TrimSpace(v)) == "true" }
+
+func nonEmpty(v json.RawMessage) bool {
+	switch string(bytes.TrimSpace(v)) {
+	case "", "null", "false", `""`, "[]", "{}":
+		return false
+	}
+	return true
+}
+
+func notTextOnly(v json.RawMessage) bool {
+	var m []string
+	return nonEmpty(v) && (json.Unmarshal(v, &m) != nil || !slices.Equal(m, []string{"text"}))
 }
 
 // isNull reports whether a raw field is absent or JSON null.
@@ -197,6 +263,59 @@ type samplingFields struct {
 	Priority         json.RawMessage `json:"priority"`
 	Grammar          *string         `json:"grammar"`     // llama.cpp: GBNF the output must follow
 	JSONSchema       json.RawMessage `json:"json_schema"` // llama.cpp: a JSON Schema the output must follow
+	LogitBias        json.RawMessage `json:"logit_bias"`
+}
+
+// parseLogitBias reads OpenAI's logit_bias, {"token id": bias} with biases in [-100, 100], or
+// llama.cpp's [[id, bias], ...] where a bias of false bans the token.
+func parseLogitBias(raw json.RawMessage, vocab int) (map[int32]float32, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	out := map[int32]float32{}
+	add := func(id int64, bias float64) error {
+		if id < 0 || id >= int64(vocab) {
+			return badRequest("logit_bias", "logit_bias: token id %d is outside the vocabulary [0, %d)", id, vocab)
+		}
+		if !(bias >= -100 && bias <= 100) {
+			return badRequest("logit_bias", "logit_bias: bias %v for token %d must be in [-100, 100]", bias, id)
+		}
+		out[int32(id)] = float32(bias)
+		return nil
+	}
+	var obj map[string]float64
+	if json.Unmarshal(raw, &obj) == nil {
+		for k, b := range obj {
+			id, err := strconv.ParseInt(k, 10, 32)
+			if err != nil {
+				return nil, badRequest("logit_bias", "logit_bias: key %q is not a token id", k)
+			}
+			if err := add(id, b); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	var pairs [][2]json.RawMessage
+	if json.Unmarshal(raw, &pairs) != nil {
+		return nil, badRequest("logit_bias", `logit_bias must be an object {"token id": bias} or a list of [token id, bias] pairs`)
+	}
+	for _, pr := range pairs {
+		var id int64
+		var bias float64
+		if json.Unmarshal(pr[0], &id) != nil {
+			return nil, badRequest("logit_bias", "logit_bias: %s is not a token id", pr[0])
+		}
+		if string(bytes.TrimSpace(pr[1])) == "false" {
+			bias = -100
+		} else if json.Unmarshal(pr[1], &bias) != nil {
+			return nil, badRequest("logit_bias", "logit_bias: the bias of token %d must be a number or false", id)
+		}
+		if err := add(id, bias); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // genParams is a validated generation request for one prompt.
@@ -220,10 +339,24 @@ func openAIDefaults() sample.Params {
 	return sample.Params{Temperature: 1, TopP: 1, RepeatPenalty: 1, RepeatLastN: 64}
 }
 
-// params validates f over defaults d; eog lists the end-of-generation tokens that ignore_eos bans.
-func (f *samplingFields) params(d sample.Params, eog []int32) (genParams, error) {
+// defaults is the base of a request's sampling: the server's --temp etc. when given, else the
+// API's own (api).
+func (s *Server) defaults(api sample.Params) sample.Params {
+	if s.cfg.Sampling != nil {
+		return *s.cfg.Sampling
+	}
+	return api
+}
+
+// params validates f over defaults d; eog lists the end-of-generation tokens that ignore_eos bans;
+// token ids are checked against vocab.
+func (f *samplingFields) params(d sample.Params, eog []int32, vocab int) (genParams, error) {
 	g := genParams{sampling: d, ignoreEOS: f.IgnoreEOS, n: 1}
 	p := &g.sampling
+	var err error
+	if p.LogitBias, err = parseLogitBias(f.LogitBias, vocab); err != nil {
+		return g, err
+	}
 	if v := f.Temperature; v != nil {
 		if *v < 0 || *v > 100 {
 			return g, badRequest("temperature", "temperature must be in [0, 100] (0 = greedy), got %v", *v)
@@ -287,7 +420,6 @@ func (f *samplingFields) params(d sample.Params, eog []int32) (genParams, error)
 		g.maxTokens = max(*v, 0)
 		g.noGeneration = *v == 0
 	}
-	var err error
 	if g.stop, err = parseStop(f.Stop); err != nil {
 		return g, err
 	}

@@ -108,7 +108,7 @@ func TestSamplingDefaultsAndValidation(t *testing.T) {
 	eog := []int32{2}
 	t.Run("OpenAI defaults", func(t *testing.T) {
 		var f samplingFields
-		g, err := f.params(openAIDefaults(), eog)
+		g, err := f.params(openAIDefaults(), eog, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +119,7 @@ func TestSamplingDefaultsAndValidation(t *testing.T) {
 	})
 	t.Run("llama.cpp defaults", func(t *testing.T) {
 		var f samplingFields
-		g, err := f.params(sample.DefaultParams(), eog)
+		g, err := f.params(sample.DefaultParams(), eog, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +134,7 @@ func TestSamplingDefaultsAndValidation(t *testing.T) {
 		if err := json.Unmarshal([]byte(`{"temperature": 0, "top_k": 5, "min_p": 0.1, "seed": 42, "ignore_eos": true, "n_predict": 7, "stop": "x"}`), &f); err != nil {
 			t.Fatal(err)
 		}
-		g, err := f.params(openAIDefaults(), eog)
+		g, err := f.params(openAIDefaults(), eog, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +145,7 @@ func TestSamplingDefaultsAndValidation(t *testing.T) {
 	})
 	t.Run("n_predict 0 generates nothing", func(t *testing.T) {
 		zero := 0
-		g, err := (&samplingFields{NPredict: &zero}).params(openAIDefaults(), eog)
+		g, err := (&samplingFields{NPredict: &zero}).params(openAIDefaults(), eog, 1000)
 		if err != nil || !g.noGeneration {
 			t.Fatalf("params %+v, %v", g, err)
 		}
@@ -172,7 +172,7 @@ func TestSamplingDefaultsAndValidation(t *testing.T) {
 			if err := json.Unmarshal([]byte(tc.json), &f); err != nil {
 				t.Fatal(err)
 			}
-			_, err := f.params(openAIDefaults(), eog)
+			_, err := f.params(openAIDefaults(), eog, 1000)
 			checkParam(t, err, tc.param)
 		})
 	}

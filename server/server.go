@@ -1,7 +1,8 @@
 // Package server exposes an engine over HTTP: OpenAI's completions, chat completions and models
 // routes, llama.cpp's /completion, /tokenize, /detokenize and /health, and Prometheus metrics.
 // Handlers tokenize, submit to the continuous-batching engine and stream results back as
-// server-sent events; every request's sequences are cancelled when its client goes away.
+// server-sent events; every request's sequences are cancelled when its client goes away. GET / is
+// a built-in web page (package web) whose live view of the batching reads GET /live (a Live hub).
 package server
 
 import (
@@ -22,6 +23,8 @@ import (
 	"ubatch/engine"
 	"ubatch/grammar"
 	"ubatch/model"
+	"ubatch/sample"
+	"ubatch/server/web"
 )
 
 // DefaultMaxBodyBytes bounds request bodies when Config.MaxBodyBytes is 0.
@@ -47,9 +50,18 @@ type Config struct {
 	ModelID string
 	// Embedder, when set, serves POST /v1/embeddings; nil answers 404.
 	Embedder *Embedder
+	// Sampling, when set, is every route's default for the sampling fields a request leaves out
+	// (serve's --temp, --top-k, ...); nil keeps each API's own defaults (OpenAI's plain sampling
+	// at temperature 1 on /v1, llama.cpp's on /completion).
+	Sampling *sample.Params
+	// ChatTemplate, when set, replaces the model's tokenizer.chat_template (Jinja source).
+	ChatTemplate string
 	// CORSOrigins are the browser origins allowed to call the API ("*": any); empty allows only
 	// pages served from localhost.
 	CORSOrigins []string
+	// Live, when set, feeds GET /live (the web page's live view); it should be the engine's
+	// Observer too. nil answers 404.
+	Live *Live
 }
 
 // Server is the HTTP front end. Create it with New; it is safe for concurrent use.
@@ -95,7 +107,13 @@ func New(cfg Config) (*Server, error) {
 	if v.EOS() >= 0 {
 		s.eosText = v.Token(v.EOS())
 	}
-	if src := cfg.Model.ChatTemplate(); src != "" {
+	if cfg.ChatTemplate != "" {
+		t, err := chat.Parse(cfg.ChatTemplate)
+		if err != nil {
+			return nil, fmt.Errorf("server: the chat template given does not parse: %w", err)
+		}
+		s.tmpl = t
+	} else if src := cfg.Model.ChatTemplate(); src != "" {
 		t, err := chat.Parse(src)
 		if err != nil {
 			cfg.Logger.Warn("the model's chat template does not parse; using ChatML", "err", err)
@@ -122,8 +140,13 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /detokenize", s.handleDetokenize)
 	s.mux.HandleFunc("POST /apply-template", s.handleApplyTemplate)
 	s.mux.HandleFunc("GET /props", s.handleProps)
+	s.mux.HandleFunc("GET /slots", s.handleSlots)
 	s.mux.HandleFunc("GET /health", s.handleHealth)
 	s.mux.HandleFunc("GET /metrics", s.handleMetrics)
+	s.mux.HandleFunc("GET /live", s.handleLive)
+	// The web page only at exactly / so that unknown API paths keep their JSON 404.
+	s.mux.Handle("GET /{$}", web.Page())
+	s.mux.Handle("GET /ui/", web.Assets())
 	return s, nil
 }
 
@@ -163,14 +186,20 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			code: "method_not_allowed", message: fmt.Sprintf("%s %s is not supported: use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))})
 		return
 	}
-	// /health answers without a key so that load balancers can probe it.
-	if r.URL.Path != "/health" && !s.authorized(r) {
+	// /health answers without a key so that load balancers can probe it, and the web page and
+	// its assets so that a browser can show them (the page asks for the key and sends it itself).
+	if !public(r.URL.Path) && !s.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="ubatch"`)
 		writeError(w, &apiError{status: http.StatusUnauthorized, typ: "authentication_error",
 			code: "invalid_api_key", message: "invalid or missing API key: send Authorization: Bearer KEY"})
 		return
 	}
 	s.mux.ServeHTTP(w, r) // (it sets the path values that Handler does not)
+}
+
+// public reports whether path is served without the API key.
+func public(path string) bool {
+	return path == "/health" || path == "/" || strings.HasPrefix(path, "/ui/")
 }
 
 // authorized checks the bearer token in constant time.

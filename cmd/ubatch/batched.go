@@ -20,12 +20,12 @@ func cmdBatched(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := newFlags("batched", "batched [-m MODEL] [-p PROMPT] [-np N] [-n TOKENS] [sampling flags]", stderr)
 	var mf modelFlags
 	var sf samplingFlags
-	mf.register(fs)
+	mf.register(fs, 2048)
 	sf.register(fs)
-	prompt := fs.String("p", "Once upon a time", "prompt text shared by all sequences")
-	np := fs.Int("np", 4, "number of parallel sequences")
-	n := fs.Int("n", 32, "tokens to generate per sequence")
-	if err := parse(fs, args); err != nil {
+	prompt := fs.StringP("prompt", "p", "Once upon a time", "prompt text shared by all sequences")
+	np := fs.Int("parallel", 4, "number of parallel sequences")
+	n := fs.IntP("n-predict", "n", 32, "tokens to generate per sequence")
+	if err := parse(fs, args, mf.check, sf.check, func() error { return atLeast("-np", *np, 1) }, func() error { return atLeast("-n", *n, 1) }); err != nil {
 		return err
 	}
 	if *np < 1 || *n < 1 {

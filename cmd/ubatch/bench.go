@@ -29,10 +29,10 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fs := newFlags("bench", "bench [-m MODEL] [-p 128] [-n 32] [-r 3] [--json]\n       ubatch bench --batched [-m MODEL] [-npp 128] [-ntg 32] [-npl 1,2,4,8,16] [--json]\n       ubatch bench serve -h", stderr)
 	var mf modelFlags
-	mf.register(fs)
-	pp := fs.String("p", "128", "prompt lengths to test (comma-separated; 0 skips the pp test)")
-	tg := fs.String("n", "32", "generation lengths to test (comma-separated; 0 skips the tg test)")
-	reps := fs.Int("r", 3, "repetitions of each test (after one warm-up run)")
+	mf.register(fs, 2048)
+	pp := fs.StringP("n-prompt", "p", "128", "prompt lengths to test (comma-separated; 0 skips the pp test)")
+	tg := fs.StringP("n-gen", "n", "32", "generation lengths to test (comma-separated; 0 skips the tg test)")
+	reps := fs.IntP("repetitions", "r", 3, "repetitions of each test (after one warm-up run)")
 	batched := fs.Bool("batched", false, "llama-batched-bench mode: -npl sequences each with an -npp prompt and -ntg generated tokens")
 	npp := fs.String("npp", "128", "batched mode: prompt tokens per sequence (comma-separated)")
 	ntg := fs.String("ntg", "32", "batched mode: generated tokens per sequence (comma-separated)")
@@ -41,7 +41,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measurements to this file (inspect with go tool pprof)")
 	membw := fs.Bool("membw", false, "first measure the machine's memory read bandwidth with the same thread count, and report each tg test's share of it")
 	kernels := kernelsFlag(fs)
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, mf.check); err != nil {
 		return err
 	}
 	restoreKernels, err := useKernels(*kernels)
@@ -254,10 +254,7 @@ func newBenchRow(m *model.Model, lctx *runner.Context, np, ng int) benchRow {
 		params += int64(t.NumElements())
 	}
 	o := lctx.Options()
-	kv := "f16"
-	if o.KVType != 0 {
-		kv = "f32"
-	}
+	kv := strings.ToLower(o.KVType.String()) // llama-bench's type_k names: f16, f32, q8_0
 	return benchRow{
 		ModelFilename: m.Path, ModelType: fmt.Sprintf("%s %s", m.Arch, humanCount(params)), ModelSize: size, ModelNParams: params,
 		NBatch: o.NBatch, NUBatch: o.NUBatch, NThreads: threads(o.Threads), TypeK: kv, TypeV: kv,

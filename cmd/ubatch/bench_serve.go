@@ -16,13 +16,13 @@ import (
 // benchServe drives a running server with a streaming workload (package loadgen) and reports
 // throughput, time to first token and inter-token latency.
 func benchServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench serve", "bench serve [--url http://127.0.0.1:8080] [--workload shared|mixed|tenants|FILE.jsonl] [-n 64] [-c 16] [--tenants 8] [--api-key KEY] [--json]", stderr)
+	fs := newFlags("bench serve", "bench serve [--url http://127.0.0.1:8080] [--workload shared|mixed|tenants|FILE.jsonl] [-n 64] [--clients 16] [--tenants 8] [--api-key KEY] [--json]", stderr)
 	url := fs.String("url", "http://127.0.0.1:8080", "base URL of the server (requests go to URL/v1/completions)")
 	workload := fs.String("workload", "shared", "shared or mixed (the file ../shared/perf/workloads/NAME.jsonl when present, else synthesized), tenants (synthesized: --tenants system prompts interleaved at random), or a .jsonl workload file")
 	tenants := fs.Int("tenants", loadgen.DefaultTenants, "tenants workload: number of tenants, each with its own system prompt")
 	systemWords := fs.Int("system-words", loadgen.DefaultSystemWords, "tenants workload: words in each tenant's system prompt")
-	n := fs.Int("n", 64, "requests to send, in workload order (cycling if the workload is shorter)")
-	clients := fs.Int("c", 16, "concurrent clients; each sends its next request as soon as the previous one ends")
+	n := fs.IntP("requests", "n", 64, "requests to send, in workload order (cycling if the workload is shorter)")
+	clients := fs.Int("clients", 16, "concurrent clients; each sends its next request as soon as the previous one ends")
 	apiKey := fs.String("api-key", "", "send \"Authorization: Bearer KEY\"")
 	modelName := fs.String("model", "", "model name to send (some servers require one)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "limit per request, from sending to the end of its stream (0 = none)")

@@ -2,13 +2,14 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
+	"github.com/spf13/pflag"
 	"io"
 	"log/slog"
 	"math"
 	"os"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"ubatch/hub"
@@ -27,17 +28,41 @@ type modelFlags struct {
 	batch     int
 	ubatch    int
 	kvType    string
+	kvTypeK   string // -ctk, an alias of kvType
+	kvTypeV   string // -ctv
 	blockSize int
 }
 
-func (f *modelFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.path, "m", "", "model: a GGUF path or hf://ORG/REPO/FILE.gguf (default: the demo model stories260K.gguf)")
-	fs.IntVar(&f.ctx, "c", 0, "KV cache size in tokens, shared by all sequences (0 = the model's training context, at most 4096; for serve, room for every parallel sequence: up to 2048 tokens each within 2 GiB; serve refuses a KV cache larger than the available memory, see --mem-limit)")
-	fs.IntVar(&f.threads, "t", 0, "worker threads (0 = all cores)")
-	fs.IntVar(&f.batch, "b", 2048, "logical batch size: most tokens one decode call takes")
-	fs.IntVar(&f.ubatch, "ub", 512, "physical batch size: most tokens one forward pass computes")
-	fs.StringVar(&f.kvType, "kv-type", "f16", "KV cache element type: f16 or f32")
+// register adds the flags; batch is -b's default (serve: its step budget).
+func (f *modelFlags) register(fs *pflag.FlagSet, batch int) {
+	fs.StringVarP(&f.path, "model", "m", "", "model: a GGUF path or hf://ORG/REPO/FILE.gguf (default: the demo model stories260K.gguf)")
+	fs.IntVarP(&f.ctx, "ctx-size", "c", 0, "KV cache size in tokens, shared by all sequences (0 = the model's training context, at most 4096; for serve, room for every parallel sequence: up to 2048 tokens each within 2 GiB; serve refuses a KV cache larger than the available memory, see --mem-limit)")
+	fs.IntVarP(&f.threads, "threads", "t", 0, "worker threads (0 = all cores)")
+	fs.IntVarP(&f.batch, "batch-size", "b", batch, "logical batch size: most tokens one decode call takes (serve: the token budget of one engine step: one decode token per running sequence plus prompt chunks; smaller = steadier streams, larger = faster prompts)")
+	fs.IntVar(&f.ubatch, "ubatch-size", 512, "physical batch size: most tokens one forward pass computes")
+	fs.StringVar(&f.kvType, "kv-type", "f16", "KV cache element type: f16, f32 or q8_0 (about half the memory of f16; needs a head dimension that is a multiple of 32)")
+	// llama.cpp sets K and V apart; ubatch stores both alike, so they must agree.
+	fs.StringVar(&f.kvTypeK, "cache-type-k", "", "llama.cpp's -ctk: the same as --kv-type (must equal -ctv if both are given)")
+	fs.StringVar(&f.kvTypeV, "cache-type-v", "", "llama.cpp's -ctv: the same as --kv-type (must equal -ctk if both are given)")
 	fs.IntVar(&f.blockSize, "kv-block", 16, "KV cache block size in tokens")
+}
+
+// check validates the values before a model is loaded.
+func (f *modelFlags) check() error {
+	switch {
+	case f.ctx < 0:
+		return fmt.Errorf("-c %d: the KV cache size must be positive (or 0 for the default)", f.ctx)
+	case f.threads < 0:
+		return fmt.Errorf("-t %d: threads must be positive (or 0 for all cores)", f.threads)
+	case f.batch < 1:
+		return fmt.Errorf("-b %d: must be positive", f.batch)
+	case f.ubatch < 1:
+		return fmt.Errorf("--ubatch-size %d: must be positive", f.ubatch)
+	case f.blockSize < 1:
+		return fmt.Errorf("--kv-block %d: must be positive", f.blockSize)
+	}
+	_, err := f.kvDType()
+	return err
 }
 
 func (f *modelFlags) options(nSeq int) (runner.Options, error) {
@@ -45,15 +70,41 @@ func (f *modelFlags) options(nSeq int) (runner.Options, error) {
 	if f.ctx < 0 {
 		return o, fmt.Errorf("-c %d: the KV cache size must be positive (or 0 for the default)", f.ctx)
 	}
-	switch f.kvType {
-	case "f16":
-		o.KVType = kvcache.F16
-	case "f32":
-		o.KVType = kvcache.F32
-	default:
-		return o, fmt.Errorf("-kv-type %q: use f16 or f32", f.kvType)
+	kv, err := f.kvDType()
+	o.KVType = kv
+	return o, err
+}
+
+// kvDType is the KV cache type the flags ask for.
+func (f *modelFlags) kvDType() (kvcache.DType, error) {
+	kvType, err := f.cacheType()
+	if err != nil {
+		return 0, err
 	}
-	return o, nil
+	switch kvType {
+	case "f16":
+		return kvcache.F16, nil
+	case "f32":
+		return kvcache.F32, nil
+	case "q8_0":
+		return kvcache.Q8_0, nil
+	}
+	return 0, fmt.Errorf("--kv-type %q: use f16, f32 or q8_0", kvType)
+}
+
+// cacheType reconciles --kv-type with llama.cpp's -ctk/-ctv: either alias, when given, sets the
+// type, and K and V must agree.
+func (f *modelFlags) cacheType() (string, error) {
+	k, v := f.kvTypeK, f.kvTypeV
+	switch {
+	case k != "" && v != "" && k != v:
+		return "", fmt.Errorf("-ctk %q and -ctv %q differ: ubatch stores K and V alike, give one type (e.g. -ctk q8_0 -ctv q8_0)", k, v)
+	case k != "":
+		return strings.ToLower(k), nil
+	case v != "":
+		return strings.ToLower(v), nil
+	}
+	return strings.ToLower(f.kvType), nil
 }
 
 // newContext makes a context for nSeq sequences over m with the flags' options; fit, when not
@@ -105,7 +156,7 @@ type samplingFlags struct {
 	ignoreEOS                                                 bool
 }
 
-func (s *samplingFlags) register(fs *flag.FlagSet) {
+func (s *samplingFlags) register(fs *pflag.FlagSet) {
 	d := sample.DefaultParams()
 	f64 := func(x float32) float64 { return math.Round(float64(x)*1e6) / 1e6 } // 0.05, not 0.0500000007
 	fs.Float64Var(&s.temp, "temp", f64(d.Temperature), "temperature; 0 = greedy")
@@ -116,8 +167,32 @@ func (s *samplingFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&s.repeatLastN, "repeat-last-n", d.RepeatLastN, "tokens of history the penalties look at (-1 = all)")
 	fs.Float64Var(&s.freqPenalty, "frequency-penalty", 0, "frequency penalty (0 = off)")
 	fs.Float64Var(&s.presPenalty, "presence-penalty", 0, "presence penalty (0 = off)")
-	fs.Int64Var(&s.seed, "seed", -1, "random seed; -1 = from the clock")
+	fs.Int64VarP(&s.seed, "seed", "s", -1, "random seed; -1 = from the clock")
 	fs.BoolVar(&s.ignoreEOS, "ignore-eos", false, "keep generating past the end-of-generation token")
+}
+
+// names are the sampling flags' names.
+func (s *samplingFlags) names() []string {
+	return []string{"temp", "top-k", "top-p", "min-p", "repeat-penalty", "repeat-last-n", "frequency-penalty", "presence-penalty", "seed", "ignore-eos"}
+}
+
+// check validates the sampling flags before a model is loaded.
+func (s *samplingFlags) check() error {
+	switch {
+	case s.temp < 0:
+		return fmt.Errorf("--temp %v: must be >= 0 (0 = greedy)", s.temp)
+	case s.topK < 0:
+		return fmt.Errorf("--top-k %d: must be >= 0 (0 = off)", s.topK)
+	case !(s.topP > 0 && s.topP <= 1):
+		return fmt.Errorf("--top-p %v: must be in (0, 1] (1 = off)", s.topP)
+	case !(s.minP >= 0 && s.minP <= 1):
+		return fmt.Errorf("--min-p %v: must be in [0, 1] (0 = off)", s.minP)
+	case !(s.repeatPenalty > 0):
+		return fmt.Errorf("--repeat-penalty %v: must be > 0 (1 = off)", s.repeatPenalty)
+	case s.repeatLastN < -1:
+		return fmt.Errorf("--repeat-last-n %d: must be >= -1 (-1 = all)", s.repeatLastN)
+	}
+	return nil
 }
 
 func (s *samplingFlags) params() sample.Params {

@@ -11,7 +11,7 @@ import (
 
 func cmdInfo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("info", "info [-m MODEL] [--tensors]", stderr)
-	path := fs.String("m", "", "GGUF file (default: the demo model)")
+	path := fs.StringP("model", "m", "", "GGUF file (default: the demo model)")
 	tensors := fs.Bool("tensors", false, "list every tensor")
 	if err := parse(fs, args); err != nil {
 		return err

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"flag"
 	"fmt"
+	"github.com/spf13/pflag"
 	"slices"
 	"strings"
 
@@ -12,7 +12,7 @@ import (
 )
 
 // kernelsFlag registers --kernels, which selects the kernel path of the panel kernels.
-func kernelsFlag(fs *flag.FlagSet) *string {
+func kernelsFlag(fs *pflag.FlagSet) *string {
 	return fs.String("kernels", "auto", "kernel path: auto (the best this CPU has) or one of "+strings.Join(quant.KernelPaths(), ", "))
 }
 

@@ -30,11 +30,12 @@ func checkKVPool(nLayers, kvDim, cells, blockSize int, dt kvcache.DType, avail i
 		largest = min(largest, avail/perCell)
 	}
 	largest -= largest % int64(blockSize)
-	layout := fmt.Sprintf("%d bytes a token: %d layers × KV width %d × K and V × %d-byte %v, + %d of bookkeeping",
-		perCell, nLayers, kvDim, dt.Size(), dt, perCell-2*int64(nLayers)*int64(kvDim)*dt.Size())
+	row := dt.RowBytes(kvDim)
+	layout := fmt.Sprintf("%d bytes a token: %d layers × K and V × a %d-byte row (KV width %d as %v), + %d of bookkeeping",
+		perCell, nLayers, row, kvDim, dt, perCell-2*int64(nLayers)*row)
 	fits := fmt.Sprintf("the largest -c that fits is %d", largest)
 	if largest == 0 {
-		fits = fmt.Sprintf("not even one KV block of %d tokens fits: free memory, use --kv-type f16 or a smaller model", blockSize)
+		fits = fmt.Sprintf("not even one KV block of %d tokens fits: free memory, use a smaller --kv-type (f16, q8_0) or a smaller model", blockSize)
 	}
 	need, err := kvcache.PoolBytes(nLayers, kvDim, roundUp(cells, blockSize), dt)
 	switch {

@@ -39,6 +39,10 @@ func TestCheckKVPool(t *testing.T) {
 			wantErr: []string{"cannot be that large", "the largest -c that fits is 1657008"}},
 		{name: "not one block", cells: 16, dt: kvcache.F16, avail: 1000, source: "x",
 			wantErr: []string{"not even one KV block of 16 tokens fits"}},
+		// Q8_0: 2*5*34 + 8 = 348 bytes a cell, 54% of F16.
+		{name: "Q8_0 fits twice F16's", cells: 7616, dt: kvcache.Q8_0, avail: 4096 * 648},
+		{name: "Q8_0 one block short", cells: 7617, dt: kvcache.Q8_0, avail: 4096 * 648, source: "--mem-limit",
+			wantErr: []string{"348 bytes a token: 5 layers × K and V × a 34-byte row (KV width 32 as Q8_0)", "the largest -c that fits is 7616"}},
 		{name: "zero", cells: 0, dt: kvcache.F16, avail: -1, wantErr: []string{"must be positive"}},
 		{name: "negative", cells: -5, dt: kvcache.F16, avail: -1, wantErr: []string{"must be positive"}},
 	}
@@ -188,6 +192,9 @@ func TestServeRefusesBadFlags(t *testing.T) {
 		{name: "negative", args: []string{"-c", "-5"}, want: "-c -5: the KV cache size must be positive"},
 		{name: "default too large", args: []string{"-np", "16", "--mem-limit", "1M"}, want: "the default -c 32768 (room for -np 16 sequences)"},
 		{name: "F32 in 1M", args: []string{"-c", "1024", "--kv-type", "f32", "--mem-limit", "1M"}, want: "the largest -c that fits is 800"},
+		{name: "Q8_0 with heads of 8", args: []string{"--kv-type", "q8_0"}, want: "a head dimension that is a multiple of 32, this model's is 8"},
+		{name: "-ctk and -ctv differ", args: []string{"-ctk", "q8_0", "-ctv", "f16"}, want: "-ctk \"q8_0\" and -ctv \"f16\" differ"},
+		{name: "unknown KV type", args: []string{"-ctk", "q4_0"}, want: "use f16, f32 or q8_0"},
 		{name: "bad limit", args: []string{"--mem-limit", "lots"}, want: "--mem-limit: \"lots\" is not a size"},
 		{name: "no connections", args: []string{"--max-connections", "0"}, want: "--max-connections 0: must be positive"},
 		{name: "no read time", args: []string{"--read-timeout", "0s"}, want: "--read-timeout 0s: must be positive"},

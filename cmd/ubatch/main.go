@@ -5,13 +5,15 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+
+	"github.com/spf13/pflag"
 )
 
 type command struct {
@@ -61,7 +63,7 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 		switch {
 		case err == nil:
 			return 0
-		case errors.Is(err, flag.ErrHelp):
+		case errors.Is(err, pflag.ErrHelp):
 			return 0
 		case errors.Is(err, errUsage):
 			return 2
@@ -78,28 +80,91 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 // errUsage marks errors already reported by the flag package.
 var errUsage = errors.New("usage")
 
-// newFlags makes a FlagSet whose -h output explains the command.
-func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+// version is the program's version, printed by --version.
+const version = "ubatch 0.3 (continuous-batching CPU inference server)"
+
+// aliases maps llama.cpp's other names for a flag to the name ubatch registers it under.
+var aliases = map[string]string{"ub": "ubatch-size", "np": "parallel", "ctk": "cache-type-k", "ctv": "cache-type-v"}
+
+// newFlags makes a FlagSet (spf13/pflag) whose -h output explains the command. Flags take
+// llama.cpp's names: a one-letter shorthand with one dash (-c, -n, -t, -m, -p), long names with
+// two, and llama.cpp's multi-letter single-dash forms (-np, -ub, -npp) are accepted too.
+func newFlags(name, synopsis string, stderr io.Writer) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.SortFlags = false
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: ubatch %s\n\nFlags:\n", synopsis)
 		fs.PrintDefaults()
 	}
+	fs.SetNormalizeFunc(func(_ *pflag.FlagSet, n string) pflag.NormalizedName {
+		if to, ok := aliases[n]; ok && fs.Lookup(to) != nil {
+			return pflag.NormalizedName(to)
+		}
+		return pflag.NormalizedName(n)
+	})
+	fs.Bool("version", false, "print the version and exit")
 	return fs
 }
 
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
+// parse parses args and runs checks on the values (before any model is loaded); a wrong flag or
+// value gets one line saying so and where the help is, not the whole flag list.
+func parse(fs *pflag.FlagSet, args []string, checks ...func() error) error {
+	usage := fs.Usage
+	fs.Usage = func() {}
+	err := fs.Parse(llamaArgs(fs, args))
+	fs.Usage = usage
+	switch {
+	case errors.Is(err, pflag.ErrHelp):
+		usage()
+		return err
+	case err != nil:
+		fmt.Fprintf(fs.Output(), "ubatch %s: %v (see ubatch %s --help)\n", fs.Name(), err, fs.Name())
 		return errUsage
+	}
+	if v, _ := fs.GetBool("version"); v {
+		fmt.Fprintln(fs.Output(), version)
+		return pflag.ErrHelp
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "unexpected arguments: %v\n", fs.Args())
-		fs.Usage()
+		fmt.Fprintf(fs.Output(), "ubatch %s: unexpected arguments %v (see ubatch %s --help)\n", fs.Name(), fs.Args(), fs.Name())
 		return errUsage
 	}
+	for _, check := range checks {
+		if err := check(); err != nil {
+			fmt.Fprintf(fs.Output(), "ubatch %s: %v (see ubatch %s --help)\n", fs.Name(), err, fs.Name())
+			return errUsage
+		}
+	}
 	return nil
+}
+
+// atLeast checks that flag's value v is at least lo.
+func atLeast(flag string, v, lo int) error {
+	if v < lo {
+		return fmt.Errorf("%s %d: must be at least %d", flag, v, lo)
+	}
+	return nil
+}
+
+// llamaArgs rewrites llama.cpp's single-dash long flags (-np 4, -ub=64, -kv-type f32) to the
+// double-dash form pflag parses; one-letter shorthands and negative numbers are left alone.
+func llamaArgs(fs *pflag.FlagSet, args []string) []string {
+	out := make([]string, 0, len(args))
+	for i, a := range args {
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		name, _, _ := strings.Cut(strings.TrimPrefix(a, "-"), "=")
+		if len(a) > 2 && a[0] == '-' && a[1] != '-' && len(name) > 1 {
+			if to, ok := aliases[name]; ok {
+				name = to
+			}
+			if fs.Lookup(name) != nil {
+				a = "-" + a
+			}
+		}
+		out = append(out, a)
+	}
+	return out
 }

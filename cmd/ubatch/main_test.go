@@ -144,7 +144,7 @@ func TestBadInputIsAClearError(t *testing.T) {
 		{"empty prompt", []string{"run", "-m", stories, "-p", "", "-n", "1"}, "prompt is empty"},
 		{"prompt longer than the context", []string{"run", "-m", stories, "-c", "16", "-p", strings.Repeat("Once upon a time ", 10), "-n", "1"}, "shorten it or raise -c"},
 		{"negative context", []string{"run", "-m", stories, "-c", "-5", "-n", "1"}, "-c -5: the KV cache size must be positive"},
-		{"bad flag", []string{"run", "--no-such-flag"}, "flag provided but not defined"},
+		{"bad flag", []string{"run", "--no-such-flag"}, "unknown flag"},
 		{"unknown command", []string{"frobnicate"}, "unknown command"},
 	}
 	for _, tc := range tests {
@@ -157,5 +157,77 @@ func TestBadInputIsAClearError(t *testing.T) {
 				t.Fatalf("stderr does not say %q:\n%s", tc.want, errs)
 			}
 		})
+	}
+}
+
+// TestLlamaCppFlags: llama.cpp's long and short flag names work, values out of range are refused
+// before any model is loaded, and a wrong flag gets one line, not the flag list.
+func TestLlamaCppFlags(t *testing.T) {
+	model := testdata.Model(t, "stories260K.gguf")
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		code    int
+		stderr  string // substring of stderr
+		noUsage bool   // stderr must not list the flags
+	}{
+		{"long names", []string{"run", "--model", model, "--ctx-size", "64", "--n-predict", "4", "--threads", "1", "--prompt", "Once", "--temp", "0"}, 0, "", false},
+		{"short names", []string{"run", "-m", model, "-c", "64", "-n", "4", "-t", "1", "-p", "Once", "-s", "7"}, 0, "", false},
+		{"llama.cpp single-dash long", []string{"batched", "-m", model, "-np", "2", "-n", "2", "-ub", "32", "--temp", "0"}, 0, "", false},
+		{"version", []string{"serve", "--version"}, 0, "", false},
+		{"negative ctx", []string{"run", "-c", "-5"}, 2, "-c -5", true},
+		{"negative threads", []string{"run", "-t", "-3"}, 2, "-t -3", true},
+		{"n below -1", []string{"run", "-n", "-5"}, 2, "-n -5", true},
+		{"negative top-k", []string{"run", "--top-k", "-3"}, 2, "--top-k -3", true},
+		{"unknown flag", []string{"serve", "--no-such-flag"}, 2, "unknown flag: --no-such-flag (see ubatch serve --help)", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := mainCode(tc.args, &out, &errb)
+			if code != tc.code || !strings.Contains(errb.String(), tc.stderr) {
+				t.Fatalf("exit %d (want %d), stderr %q (want %q)", code, tc.code, errb.String(), tc.stderr)
+			}
+			if tc.noUsage && strings.Contains(errb.String(), "Flags:") {
+				t.Errorf("the whole flag list was printed: %s", errb.String())
+			}
+			if tc.name == "version" && !strings.Contains(out.String()+errb.String(), "ubatch") {
+				t.Errorf("--version printed %q", out.String()+errb.String())
+			}
+		})
+	}
+}
+
+// TestLogitsWithQ8Cache runs the logits command with llama.cpp's -ctk/-ctv q8_0 on a model whose
+// heads fit Q8_0 blocks: the file must be close to the F16 cache's (model/all bounds it tightly).
+func TestLogitsWithQ8Cache(t *testing.T) {
+	ref := testdata.LoadReference(t, "synth-tiny-f16")
+	model := testdata.Model(t, "synth-tiny-f16.gguf")
+	read := func(args ...string) []float32 {
+		path := filepath.Join(t.TempDir(), "logits.f32")
+		code, _, errs := ubatch(t, append([]string{"logits", "-m", model, "-p", ref.Prompt, "-o", path}, args...)...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]float32, len(raw)/4)
+		for i := range out {
+			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		}
+		return out
+	}
+	f16, q8 := read(), read("-ctk", "q8_0", "-ctv", "q8_0")
+	if len(q8) != len(f16) || len(f16) == 0 {
+		t.Fatalf("%d and %d logits", len(q8), len(f16))
+	}
+	var num, den float64
+	for i := range f16 {
+		num += float64(q8[i]-f16[i]) * float64(q8[i]-f16[i])
+		den += float64(f16[i]) * float64(f16[i])
+	}
+	if e := math.Sqrt(num / den); e > 0.02 || e == 0 {
+		t.Fatalf("Q8_0 cache logits relative RMS %.2e from the F16 cache's, want (0, 2%%]", e)
 	}
 }

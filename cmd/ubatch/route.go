@@ -27,7 +27,7 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"Routes the same API as serve to the nodes: each prompt is tokenized with MODEL's tokenizer (no weights are\n"+
 		"loaded) and sent to the node holding its longest cached prefix (from the nodes' entries in --redis), weighed\n"+
 		"against load. Without --nodes the nodes are discovered from Redis. GET /health and /metrics are the router's own.", stderr)
-	modelPath := fs.String("m", "", "model whose tokenizer and chat template the nodes use: a GGUF path or hf://ORG/REPO/FILE.gguf (default: the demo model)")
+	modelPath := fs.StringP("model", "m", "", "model whose tokenizer and chat template the nodes use: a GGUF path or hf://ORG/REPO/FILE.gguf (default: the demo model)")
 	redisURL := fs.String("redis", "", "Redis the nodes publish to (redis://HOST:PORT[/DB]); without it, routing is by load and recent affinity only")
 	nodes := fs.String("nodes", "", "comma-separated node base URLs (http://HOST:PORT); without it, every node publishing to --redis is used")
 	namespace := fs.String("fleet-namespace", fleet.DefaultNamespace, "prefix of the fleet's Redis keys, as given to serve")
@@ -42,7 +42,7 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	blockSize := fs.Int("kv-block", 16, "KV block size of nodes that publish none (as serve's --kv-block)")
 	grace := fs.Duration("shutdown-timeout", server.DefaultGrace, "on SIGINT/SIGTERM, how long in-flight requests may run")
 	maxConns := fs.Int("max-connections", 4096, "most open client connections; beyond it new connections get 503 at once")
-	verbose := fs.Bool("v", false, "debug logging")
+	verbose := fs.BoolP("verbose", "v", false, "debug logging")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

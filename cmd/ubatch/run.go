@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"ubatch/batch"
@@ -16,12 +17,20 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := newFlags("run", "run [-m MODEL] [-p PROMPT] [-n N] [sampling flags]", stderr)
 	var mf modelFlags
 	var sf samplingFlags
-	mf.register(fs)
+	mf.register(fs, 2048)
 	sf.register(fs)
-	prompt := fs.String("p", "Once upon a time", "prompt text (special-token text such as <s> is parsed as those tokens)")
-	n := fs.Int("n", 128, "number of tokens to generate (-1 = until end of generation or a full context)")
-	if err := parse(fs, args); err != nil {
+	prompt := fs.StringP("prompt", "p", "Once upon a time", "prompt text (special-token text such as <s> is parsed as those tokens)")
+	file := fs.StringP("file", "f", "", "read the prompt from this file (instead of -p)")
+	n := fs.IntP("n-predict", "n", 128, "number of tokens to generate (-1 = until end of generation or a full context)")
+	if err := parse(fs, args, mf.check, sf.check, func() error { return atLeast("-n", *n, -1) }); err != nil {
 		return err
+	}
+	if *file != "" {
+		data, err := os.ReadFile(*file)
+		if err != nil {
+			return fmt.Errorf("-f: %w", err)
+		}
+		*prompt = string(data)
 	}
 	m, loadTime, err := mf.open(ctx, stderr)
 	if err != nil {

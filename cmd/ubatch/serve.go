@@ -18,6 +18,7 @@ import (
 	"ubatch/engine"
 	"ubatch/kvcache"
 	"ubatch/runner"
+	"ubatch/sample"
 	"ubatch/server"
 )
 
@@ -27,23 +28,24 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlags("serve", "serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [-c CTX] [-np 16] [flags]\n\n"+
 		"Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /v1/models/{id},\n"+
 		"POST /v1/embeddings (with --embeddings) (OpenAI; also without /v1); POST /completion, POST /tokenize,\n"+
-		"POST /detokenize, POST /apply-template, GET /props, GET /health (llama.cpp); GET /metrics (Prometheus).\n"+
+		"POST /detokenize, POST /apply-template, GET /props, GET /health (llama.cpp); GET /metrics (Prometheus);\n"+
+		"GET / (the web page: chat playground and live batching view), GET /live (its event feed).\n"+
 		"Requests may set \"priority\": \"low\"|\"normal\"|\"high\" or an integer (higher is served first).\n"+
 		"SIGINT/SIGTERM stops accepting connections, lets running requests finish (for up to --shutdown-timeout,\n"+
 		"then cuts them: streams end with an error event), then exits.", stderr)
 	var mf modelFlags
-	mf.register(fs)
+	var sf samplingFlags
+	mf.register(fs, 192)
+	sf.register(fs)
 	var ff fleetFlags
 	ff.register(fs)
 	host := fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
 	port := fs.Int("port", 8080, "TCP port to listen on (0 = any free port; the log says which)")
 	var np int
-	fs.IntVar(&np, "np", 16, "most sequences decoded together; each of a request's n choices is one (llama.cpp's --parallel)")
-	fs.IntVar(&np, "parallel", 16, "same as -np")
+	fs.IntVar(&np, "parallel", 16, "most sequences decoded together (-np); each of a request's n choices is one")
 	// The defaults favour latency on a CPU: a step's time grows with its tokens, and every running
 	// stream waits for the whole step, so small steps keep inter-token gaps short while long
 	// prompts arrive. For throughput on prompt-heavy loads raise both (e.g. 512 and 256).
-	batchSize := fs.Int("batch-size", 192, "token budget of one engine step: one decode token per running sequence plus prompt chunks (at most -b); smaller = steadier streams, larger = faster prompts")
 	chunkSize := fs.Int("chunk-size", 48, "most prompt tokens of one sequence per step, so long prompts do not stall other streams")
 	targetITL := fs.Duration("target-itl", 60*time.Millisecond, "inter-token latency a step should meet while sequences decode: prompt chunks are sized to it from a cost model of steps fitted online (--batch-size and --chunk-size stay upper bounds; 0 = no target)")
 	maxQueue := fs.Int("max-queue", 64, "requests waiting for a free sequence slot; beyond it requests get 429 with Retry-After")
@@ -55,13 +57,16 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	readTimeout := fs.Duration("read-timeout", server.DefaultReadTimeout, "longest time to read one request, headers and body (a body still arriving then gets 408)")
 	writeTimeout := fs.Duration("write-timeout", server.DefaultWriteTimeout, "longest time one write to a client may take: a response, or one event of a stream (a client that stops reading is cut)")
 	maxConns := fs.Int("max-connections", server.DefaultMaxConnections, "most open connections, idle keep-alive ones included; beyond it new connections get 503 at once")
-	verbose := fs.Bool("v", false, "log every request (debug level)")
+	verbose := fs.BoolP("verbose", "v", false, "log every request (debug level)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run, until shutdown, to this file (inspect with go tool pprof)")
 	embeddings := fs.Bool("embeddings", false, "serve POST /v1/embeddings from a context of its own (llama.cpp's --embeddings)")
 	corsOrigin := fs.String("cors-origin", "", "browser origins allowed to call the API, comma-separated (\"*\" for any; default: pages on localhost only)")
+	chatTemplate := fs.String("chat-template", "", "Jinja chat template to use instead of the model's tokenizer.chat_template")
+	chatTemplateFile := fs.String("chat-template-file", "", "read the chat template from this file")
+	fs.Bool("jinja", true, "accepted for llama.cpp compatibility: templates are always rendered with Jinja")
 	pooling := fs.String("pooling", "mean", "how /v1/embeddings pools the tokens' final hidden states: mean or last")
 	memLimit := fs.String("mem-limit", "", "memory the KV cache may take, e.g. 8G or 512M; -c is refused beyond it (default: what the system has available: MemAvailable, within the cgroup's limit)")
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, mf.check, sf.check); err != nil {
 		return err
 	}
 	pool, err := runner.ParsePooling(*pooling)
@@ -69,7 +74,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "--"+err.Error())
 		return errUsage
 	}
-	err = checkServeFlags(np, *batchSize, *chunkSize, *maxQueue, *port, *maxBody, *policy, *targetITL)
+	err = checkServeFlags(np, mf.batch, *chunkSize, *maxQueue, *port, *maxBody, *policy, *targetITL)
 	if err == nil {
 		err = checkHTTPFlags(*grace, *readTimeout, *writeTimeout, *maxConns)
 	}
@@ -107,7 +112,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer m.Close()
 	nCtx, what := mf.ctx, fmt.Sprintf("-c %d", mf.ctx)
 	if nCtx == 0 { // no -c: room for every slot, as llama.cpp's server gives n_ctx per slot
-		nCtx = serveKVCells(m.Hparams(), np)
+		nCtx = serveKVCells(m.Hparams(), np, kvOpts.KVType)
 		what = fmt.Sprintf("the default -c %d (room for -np %d sequences)", nCtx, np)
 	}
 	if budgetSource == "" { // read now: the model's pages are in memory already
@@ -129,6 +134,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := server.NewMetrics(reg)
+	live := server.NewLive()
 	// -c is the KV pool all sequences share; one sequence stops at the context the model was
 	// trained for (its context_length, which a model extended by rope scaling states as such).
 	nCtxSeq := min(opts.NCtx, m.Hparams().CtxTrain)
@@ -138,8 +144,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	eng, err := engine.New(lctx,
 		engine.Limits{NCtx: opts.NCtx, NCtxSeq: nCtxSeq, NSeqMax: opts.NSeqMax, NBatch: opts.NBatch, Vocab: m.Hparams().Vocab},
-		engine.Config{BatchSize: *batchSize, ChunkSize: *chunkSize, MaxRunning: np, MaxQueue: *maxQueue,
-			Policy: engine.Policy(*policy), IsEOG: m.Vocab.IsEOG, Observer: metrics, TargetITL: *targetITL, Logger: logger})
+		engine.Config{BatchSize: mf.batch, ChunkSize: *chunkSize, MaxRunning: np, MaxQueue: *maxQueue,
+			Policy: engine.Policy(*policy), IsEOG: m.Vocab.IsEOG, Observer: server.Observers{metrics, live}, TargetITL: *targetITL, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -151,6 +157,22 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}()
 	go eng.Run(engCtx)
 
+	if *chatTemplateFile != "" {
+		data, err := os.ReadFile(*chatTemplateFile)
+		if err != nil {
+			return fmt.Errorf("--chat-template-file: %w", err)
+		}
+		*chatTemplate = string(data)
+	}
+	// Sampling flags given on the command line become every route's defaults, as in llama-server.
+	var sampling *sample.Params
+	for _, name := range sf.names() {
+		if fs.Changed(name) {
+			p := sf.params()
+			sampling = &p
+			break
+		}
+	}
 	var emb *server.Embedder
 	if *embeddings {
 		if emb, err = server.NewEmbedder(m, min(m.Hparams().CtxTrain, 2048), mf.threads, pool); err != nil {
@@ -159,7 +181,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer emb.Close()
 	}
 	srv, err := server.New(server.Config{Model: m, Engine: eng, APIKey: *apiKey, MaxBodyBytes: *maxBody,
-		Logger: logger, Metrics: metrics, Gatherer: reg, ModelID: *alias, Embedder: emb, CORSOrigins: splitList(*corsOrigin)})
+		Logger: logger, Metrics: metrics, Gatherer: reg, ModelID: *alias, Embedder: emb, CORSOrigins: splitList(*corsOrigin), ChatTemplate: *chatTemplate,
+		Live: live, Sampling: sampling})
 	if err != nil {
 		return err
 	}
@@ -181,6 +204,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer stopFleet()
 	scfg := server.ServeConfig{Grace: *grace, ReadTimeout: *readTimeout, WriteTimeout: *writeTimeout,
 		MaxConnections: *maxConns, Logger: logger}
+	context.AfterFunc(ctx, live.Close) // open pages' live streams must not hold the graceful shutdown
 	if err := server.Serve(ctx, ln, srv.Handler(), scfg); err != nil {
 		return err
 	}
@@ -211,10 +235,13 @@ func checkServeFlags(np, batchSize, chunkSize, maxQueue, port int, maxBody int64
 }
 
 // serveKVCells sizes the default KV cache of the server: each of np sequences may reach the
-// model's training context (at most 2048 tokens), within 2 GiB of F16 K and V.
-func serveKVCells(m *runner.Hparams, np int) int {
-	perCell := 2 * 2 * m.NLayers * m.KVDim() // K and V, F16
-	return max(512, min(np*min(m.CtxTrain, 2048), (2<<30)/perCell))
+// model's training context (at most 2048 tokens), within 2 GiB of K and V of type dt.
+func serveKVCells(m *runner.Hparams, np int, dt kvcache.DType) int {
+	perCell, err := kvcache.CellBytes(m.NLayers, m.KVDim(), dt)
+	if err != nil || perCell <= 0 {
+		perCell = int64(4 * m.NLayers * m.KVDim()) // F16
+	}
+	return max(512, min(np*min(m.CtxTrain, 2048), int((2<<30)/perCell)))
 }
 
 func checkHTTPFlags(grace, readTimeout, writeTimeout time.Duration, maxConns int) error {

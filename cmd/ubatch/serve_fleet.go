@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
+	"github.com/spf13/pflag"
 	"log/slog"
 	"net"
 	"os"
@@ -28,7 +28,7 @@ type fleetFlags struct {
 	tracker                             *fleet.Tracker
 }
 
-func (f *fleetFlags) register(fs *flag.FlagSet) {
+func (f *fleetFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.redis, "redis", "", "publish the prefix cache and load to this Redis (redis://HOST:PORT[/DB]) for `ubatch route`; Redis being down never stops serving")
 	fs.StringVar(&f.nodeID, "node-id", "", "this node's id in the fleet (letters, digits, - _ .; default HOSTNAME-PORT)")
 	fs.StringVar(&f.advertise, "advertise", "", "base URL routers use to reach this node (default http://HOST:PORT of the listener)")

@@ -19,9 +19,9 @@ func cmdSynth(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	typ := fs.String("type", "q8_0", "weight type: f32, f16, q8_0, q4_0 or q4_k_m (llama.cpp's per-tensor mix)")
 	vocab := fs.String("vocab", "", "vocab GGUF whose tokenizer is copied, or \"builtin\" (a 512-token SentencePiece vocabulary); default: the family's shared vocabulary (shared/models/vocab/ggml-vocab-llama-spm.gguf for llama) beside the repository")
 	chatTmpl := fs.String("chat-template", "", "file whose text is stored as tokenizer.chat_template")
-	out := fs.String("o", "", "output GGUF path (required)")
+	out := fs.StringP("output", "o", "", "output GGUF path (required)")
 	seed := fs.Uint64("seed", 42, "random seed")
-	threads := fs.Int("t", 0, "threads (0 = all cores)")
+	threads := fs.IntP("threads", "t", 0, "threads (0 = all cores)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

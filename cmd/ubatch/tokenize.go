@@ -14,8 +14,8 @@ import (
 
 func cmdTokenize(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("tokenize", "tokenize [-m MODEL] -p TEXT [--ids] [--no-bos] [--parse-special]", stderr)
-	path := fs.String("m", "", "model or vocab-only GGUF (default: the demo model)")
-	text := fs.String("p", "", "text to tokenize")
+	path := fs.StringP("model", "m", "", "model or vocab-only GGUF (default: the demo model)")
+	text := fs.StringP("prompt", "p", "", "text to tokenize")
 	idsOnly := fs.Bool("ids", false, "print only the ids, as a list")
 	noBOS := fs.Bool("no-bos", false, "do not add BOS/EOS even if the vocabulary asks for them")
 	special := fs.Bool("parse-special", false, "treat special-token text such as <s> as those tokens")

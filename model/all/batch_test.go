@@ -41,6 +41,11 @@ func TestBatchedEqualsAlone(t *testing.T) {
 		{"gemma2", "arch/synth-gemma2-q8_0.gguf", kvcache.F16, 1e-2},
 		{"gemma3", "arch/synth-gemma3-q8_0.gguf", kvcache.F16, 1e-2},
 		{"phi3", "arch/synth-phi3-q8_0.gguf", kvcache.F16, 1e-2},
+		// A Q8_0 cache: the same rows are quantized alike whatever the batch.
+		{"synth-f16-q8_0kv", "synth-tiny-f16.gguf", kvcache.Q8_0, 1e-4},
+		{"synth-q8_0-q8_0kv", "synth-tiny-q8_0.gguf", kvcache.Q8_0, 1e-2},
+		{"gemma2-q8_0kv", "arch/synth-gemma2-q8_0.gguf", kvcache.Q8_0, 1e-2},
+		{"qwen3-q8_0kv", "arch/synth-qwen3-q8_0.gguf", kvcache.Q8_0, 1e-2},
 	}
 	hist := [][]int32{ // each sequence's full token history
 		{1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 300, 310, 320, 330, 340, 350, 360, 370, 380, 390,

@@ -35,10 +35,8 @@ type Layer struct {
 
 // Model is a loaded Gemma 2 or 3 model; the output is tied to the embedding in every release.
 type Model struct {
-	H             runner.Hparams
-	Embd          runner.Weight
-	OutNorm       []float32
-	Output        *runner.Weight
+	H runner.Hparams
+	llama.Embeddings
 	Layers        []Layer
 	FinalSoftcap  float32 // 0: none
 	embedScale    float32
@@ -76,12 +74,7 @@ func load(b *model.Binder, gen int) (runner.Graph, error) {
 	if (gen == 2 && h.NLayers == 46) || (gen == 3 && h.NLayers == 62) {
 		scale = float32(1 / math.Sqrt(float64(h.Dim/h.NHeads)))
 	}
-	var out *runner.Weight
-	m.Embd, m.OutNorm, out = llama.BindEmbeddings(b, h)
-	m.Output = &m.Embd
-	if out != nil {
-		m.Output = out
-	}
+	m.Bind(b, h)
 	m.Layers = make([]Layer, h.NLayers)
 	for i := range m.Layers {
 		l := &m.Layers[i]

@@ -24,12 +24,10 @@ type Layer struct {
 
 // Model is a loaded llama model.
 type Model struct {
-	H       runner.Hparams
-	Rope    *ops.Rope
-	Embd    runner.Weight
-	OutNorm []float32
-	Output  *runner.Weight // &Embd when the file has no output.weight (tied)
-	Layers  []Layer
+	H    runner.Hparams
+	Rope *ops.Rope
+	Embeddings
+	Layers []Layer
 }
 
 // Load binds a llama file's tensors.
@@ -50,10 +48,7 @@ func load(b *model.Binder, neox bool) (*Model, error) {
 		Dims: dims, Base: b.Float("rope.freq_base", 10000, 0, 1e12), Scaled: true, NEOX: neox,
 		Factors: b.Vector("rope_freqs.weight", dims/2, true),
 	})
-	m.Embd, m.OutNorm, m.Output = BindEmbeddings(b, h)
-	if m.Output == nil {
-		m.Output = &m.Embd
-	}
+	m.Bind(b, h)
 	m.Layers = make([]Layer, h.NLayers)
 	for i := range m.Layers {
 		l := &m.Layers[i]
@@ -66,17 +61,23 @@ func load(b *model.Binder, neox bool) (*Model, error) {
 	return m, b.Err()
 }
 
-// BindEmbeddings binds token_embd, output_norm and output, the tensors every decoder-only family
-// has; out is nil when the file has no output.weight: the output is tied to token_embd, and the
-// caller points it at its own embedding Weight (so that packing it once serves both).
-func BindEmbeddings(b *model.Binder, h *runner.Hparams) (embd runner.Weight, outNorm []float32, out *runner.Weight) {
-	embd = b.Weight("token_embd.weight", h.Dim, -1)
-	outNorm = b.Vector("output_norm.weight", h.Dim, false)
+// Embeddings are the tensors every decoder-only family has around its layers.
+type Embeddings struct {
+	Embd    runner.Weight // token_embd: Vocab rows of Dim
+	OutNorm []float32
+	Output  *runner.Weight // output.weight, or &Embd when the file has none (tied)
+}
+
+// Bind binds token_embd, output_norm and output; a tied output points at Embd, so that packing
+// it once serves both.
+func (e *Embeddings) Bind(b *model.Binder, h *runner.Hparams) {
+	e.Embd = b.Weight("token_embd.weight", h.Dim, -1)
+	e.OutNorm = b.Vector("output_norm.weight", h.Dim, false)
+	e.Output = &e.Embd
 	if b.HasTensor("output.weight") {
 		w := b.Weight("output.weight", h.Dim, h.Vocab)
-		out = &w
+		e.Output = &w
 	}
-	return embd, outNorm, out
 }
 
 // BindAttention binds a block's separate Q, K, V and output projections (prefix p, "blk.N.").

@@ -26,12 +26,10 @@ type Layer struct {
 
 // Model is a loaded Phi-3 model.
 type Model struct {
-	H       runner.Hparams
-	Rope    *ops.Rope
-	Embd    runner.Weight
-	OutNorm []float32
-	Output  *runner.Weight
-	Layers  []Layer
+	H    runner.Hparams
+	Rope *ops.Rope
+	llama.Embeddings
+	Layers []Layer
 }
 
 // Load binds a phi3 file's tensors. Of LongRoPE's two factor sets it uses the short one, meant
@@ -48,12 +46,7 @@ func Load(b *model.Binder) (runner.Graph, error) {
 		Factors:    b.Vector("rope_factors_short.weight", dims/2, true),
 		AttnFactor: b.Float("rope.scaling.attn_factor", 1, 0, 100),
 	})
-	var out *runner.Weight
-	m.Embd, m.OutNorm, out = llama.BindEmbeddings(b, h)
-	m.Output = &m.Embd
-	if out != nil {
-		m.Output = out
-	}
+	m.Bind(b, h)
 	m.Layers = make([]Layer, h.NLayers)
 	for i := range m.Layers {
 		l := &m.Layers[i]

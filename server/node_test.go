@@ -1,0 +1,118 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"ubatch/runner"
+)
+
+// nodeOpenAI installs the official OpenAI Node client (npm "openai", major version 4) once per
+// machine into the user cache and returns the folder holding node_modules. It skips when node or
+// npm is missing outside CI; in CI it fails instead.
+func nodeOpenAI(t *testing.T) string {
+	t.Helper()
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s is needed for the OpenAI client test: %v", tool, err)
+			}
+			t.Skipf("%s not found: the OpenAI Node client test needs Node.js and npm", tool)
+		}
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	dir := filepath.Join(cache, "ubatch-test-openai-node")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err == nil {
+		return dir
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("npm", "install", "--no-audit", "--no-fund", "--silent", "openai@4")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm install openai@4: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// TestOpenAINodeClient: the official OpenAI Node client retrieves the model, gets tool_calls for
+// a chat with tools, gets JSON that follows a json_schema response_format, streams with usage and
+// makes embeddings, against a real server on stories260K.
+func TestOpenAINodeClient(t *testing.T) {
+	dir := nodeOpenAI(t)
+	e := newEnv(t, envOptions{embedder: runner.PoolMean})
+	ts := httptest.NewServer(e.srv.Handler())
+	defer ts.Close()
+	script, err := filepath.Abs("testdata/openai_client.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("node", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "BASE_URL="+ts.URL+"/v1", "NODE_PATH="+filepath.Join(dir, "node_modules"))
+	done := make(chan struct{})
+	var out []byte
+	go func() { out, err = cmd.Output(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("the Node client did not finish in 60 s")
+	}
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("node: %v\n%s", err, stderr)
+	}
+	var got struct {
+		Model     string `json:"model"`
+		ToolCalls []struct {
+			Type     string `json:"type"`
+			Function struct {
+				Name      string `json:"name"`
+				Arguments string `json:"arguments"`
+			} `json:"function"`
+		} `json:"tool_calls"`
+		ToolFinish  string         `json:"tool_finish"`
+		Structured  string         `json:"structured"`
+		StreamText  string         `json:"stream_text"`
+		StreamUsage map[string]any `json:"stream_usage"`
+		EmbedLen    int            `json:"embedding_len"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("client output %q: %v", out, err)
+	}
+	if got.Model != "stories" {
+		t.Errorf("models.retrieve: %q", got.Model)
+	}
+	var args map[string]any
+	if len(got.ToolCalls) != 1 || got.ToolCalls[0].Function.Name != "get_weather" || got.ToolFinish != "tool_calls" ||
+		json.Unmarshal([]byte(got.ToolCalls[0].Function.Arguments), &args) != nil || args["city"] == nil {
+		t.Errorf("tool call: %+v, finish %q", got.ToolCalls, got.ToolFinish)
+	}
+	var person struct {
+		Name *string `json:"name"`
+		Age  *int    `json:"age"`
+	}
+	if err := json.Unmarshal([]byte(got.Structured), &person); err != nil || person.Name == nil || person.Age == nil {
+		t.Errorf("json_schema reply %q does not follow the schema: %v", got.Structured, err)
+	}
+	if got.StreamText == "" || got.StreamUsage["completion_tokens"] == nil {
+		t.Errorf("stream: text %q, usage %v", got.StreamText, got.StreamUsage)
+	}
+	if got.EmbedLen != e.model.Hparams().Dim {
+		t.Errorf("embedding of %d values, want %d", got.EmbedLen, e.model.Hparams().Dim)
+	}
+	t.Logf("client output: %s", out)
+}
