@@ -283,6 +283,7 @@ func completion(prompt string, maxTokens int, stream bool) string {
 }
 
 func TestFleetEndToEnd(t *testing.T) {
+	statSources("..")
 	if testredis.Binary() == "" {
 		t.Skip("redis-server is not installed (Debian: apt-get install redis-server); skipping the fleet test")
 	}
