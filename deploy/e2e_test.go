@@ -428,6 +428,9 @@ func (f *fleet) testKill(t *testing.T, ownerLabel string) {
 	eventually(t, "the victim out of rotation", 5*time.Second, func() bool {
 		return f.metric(f.rURL, "ubatch_route_node_healthy", `node="`+victim.label+`"`) == 0
 	})
+	eventually(t, "the dead node's Redis entries expired (--fleet-ttl 3s)", 6*time.Second, func() bool {
+		return f.rdb.Exists(context.Background(), "ubatch:node:"+victim.id, "ubatch:node:"+victim.id+":blocks").Val() == 0
+	})
 	if f.metric(f.rURL, "ubatch_route_retries_total") < 1 {
 		t.Fatal("no retry counted for the requests the victim never answered")
 	}
