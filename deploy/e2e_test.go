@@ -283,6 +283,7 @@ func completion(prompt string, maxTokens int, stream bool) string {
 }
 
 func TestFleetEndToEnd(t *testing.T) {
+	statSources("..")
 	if testredis.Binary() == "" {
 		t.Skip("redis-server is not installed (Debian: apt-get install redis-server); skipping the fleet test")
 	}
@@ -426,6 +427,9 @@ func (f *fleet) testKill(t *testing.T, ownerLabel string) {
 	t.Logf("%d streams ended with an error event, %d late requests served elsewhere", broken, waiting)
 	eventually(t, "the victim out of rotation", 5*time.Second, func() bool {
 		return f.metric(f.rURL, "ubatch_route_node_healthy", `node="`+victim.label+`"`) == 0
+	})
+	eventually(t, "the dead node's Redis entries expired (--fleet-ttl 3s)", 6*time.Second, func() bool {
+		return f.rdb.Exists(context.Background(), "ubatch:node:"+victim.id, "ubatch:node:"+victim.id+":blocks").Val() == 0
 	})
 	if f.metric(f.rURL, "ubatch_route_retries_total") < 1 {
 		t.Fatal("no retry counted for the requests the victim never answered")

@@ -300,3 +300,23 @@ func TestIndexSkipsBadEntries(t *testing.T) {
 		t.Fatalf("nodes %+v, bad %d; want only good, 2 bad", nodes, bad)
 	}
 }
+
+// TestDeadNodeEntriesExpire: a node that stops heartbeating (here: its Redis connection is gone,
+// so it cannot even remove itself) disappears from the index within its TTL.
+func TestDeadNodeEntriesExpire(t *testing.T) {
+	rs := testredis.Start(t)
+	f := newFixture(t, rs, 8)
+	f.run()
+	a := tokens(8, 1)
+	f.node.prefill(0, a)
+	eventually(t, "the blocks published", func() bool { return f.match(a) == 2 })
+	f.pub.cfg.Redis.Close()
+	start := time.Now()
+	eventually(t, "the dead node's entries expired", func() bool {
+		n, _, err := f.index.Nodes(context.Background())
+		return err == nil && len(n) == 0 && f.match(a) == 0
+	})
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("entries lasted %v with a 2 s TTL", d)
+	}
+}

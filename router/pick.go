@@ -1,7 +1,9 @@
 package router
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -69,7 +71,7 @@ func (r *Router) decide(ctx context.Context, prompt []int32, bodyLen int) decisi
 	// Rotate before the stable sort so that ties go round-robin.
 	k := int(r.rr.Add(1)) % len(cands)
 	cands = append(cands[k:], cands[:k]...)
-	sortStable(cands)
+	slices.SortStableFunc(cands, func(a, b candidate) int { return cmp.Compare(b.score, a.score) })
 	d.order = cands
 	if len(prompt) > 0 && d.maxCached > 0 {
 		d.reason = ReasonPrefix
@@ -78,15 +80,6 @@ func (r *Router) decide(ctx context.Context, prompt []int32, bodyLen int) decisi
 		}
 	}
 	return d
-}
-
-// sortStable orders candidates by score, highest first, keeping the order of equals.
-func sortStable(c []candidate) {
-	for i := 1; i < len(c); i++ {
-		for j := i; j > 0 && c[j].score > c[j-1].score; j-- {
-			c[j], c[j-1] = c[j-1], c[j]
-		}
-	}
 }
 
 // matchPrefixes sets each candidate's cached prefix length: the longer of what the index says

@@ -65,10 +65,13 @@ print(f"  requests {r['requests']} errors {r['errors']} rejected {r['rejected']}
       f"  prefix hit rate {r['prefix_hit_rate']:.3f}  TTFT p50 {ms(r['ttft']['p50_ns']):.0f} ms p99 {ms(r['ttft']['p99_ns']):.0f} ms"
       f"  inter-token p50 {ms(r['inter_token']['p50_ns']):.1f} ms p99 {ms(r['inter_token']['p99_ns']):.1f} ms")
 PY
-  for i in 1 2 3; do # per node: prompt tokens, cached ones, preemptions
+  for i in 1 2 3; do # per node: prompt tokens, cached ones, preemptions, mean queue wait and TTFT
     curl -s "http://127.0.0.1:$((BASE + i))/metrics" |
       awk -v n="node$i" '/^ubatch_prompt_tokens_total /{p=$2} /^ubatch_prefix_cache_hit_tokens_total /{h=$2}
-        /^ubatch_preemptions_total /{q=$2} END{printf "  %s: prompt tokens %d, cached %d (%.3f), preemptions %d\n", n, p, h, (p>0?h/p:0), q}'
+        /^ubatch_preemptions_total /{q=$2} /^ubatch_queue_wait_seconds_sum /{ws=$2} /^ubatch_queue_wait_seconds_count /{wc=$2}
+        /^ubatch_time_to_first_token_seconds_sum /{ts=$2} /^ubatch_time_to_first_token_seconds_count /{tc=$2}
+        END{printf "  %s: prompt tokens %d, cached %d (%.3f), preemptions %d, requests %d, mean queue wait %.0f ms, mean TTFT %.0f ms\n",
+          n, p, h, (p>0?h/p:0), q, tc, (wc>0?1000*ws/wc:0), (tc>0?1000*ts/tc:0)}'
   done
   stop_nodes
 }

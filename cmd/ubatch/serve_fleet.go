@@ -29,7 +29,7 @@ type fleetFlags struct {
 }
 
 func (f *fleetFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.redis, "redis", "", "publish the prefix cache and load to this Redis (redis://HOST:PORT[/DB]) for `ubatch route`; Redis being down never stops serving")
+	fs.StringVar(&f.redis, "redis", "", "publish the prefix cache and load to this Redis (redis://HOST:PORT[/DB]) for ubatch route; Redis being down never stops serving")
 	fs.StringVar(&f.nodeID, "node-id", "", "this node's id in the fleet (letters, digits, - _ .; default HOSTNAME-PORT)")
 	fs.StringVar(&f.advertise, "advertise", "", "base URL routers use to reach this node (default http://HOST:PORT of the listener)")
 	fs.StringVar(&f.namespace, "fleet-namespace", fleet.DefaultNamespace, "prefix of the fleet's Redis keys (one per fleet sharing a Redis)")
