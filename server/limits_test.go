@@ -91,7 +91,8 @@ func TestEndlessBodyIsCut(t *testing.T) {
 		t.Fatalf("the connection is still open after the 408 (read %d, %v)", n, err)
 	}
 	t.Logf("read deadline %v: 408 after %v, connection closed after %v", timeout, answered.Round(time.Millisecond), closed.Round(time.Millisecond))
-	if answered < timeout || closed > timeout+2*time.Second {
+	// The server's deadline starts when it reads the connection, a little before start here.
+	if answered < timeout-100*time.Millisecond || closed > timeout+2*time.Second {
 		t.Fatalf("408 after %v and close after %v with a %v deadline", answered, closed, timeout)
 	}
 }
