@@ -37,6 +37,10 @@ type Config struct {
 	Policy     Policy // default FCFS
 	IsEOG      func(tok int32) bool
 	Observer   Observer // metrics sink; nil = none
+	// ContextShift lets a sequence that reaches the per-sequence cap go on: the older half of
+	// its history (all but the first token) is dropped and the rest shifted down (llama.cpp's
+	// --context-shift); without it the sequence ends with FinishLength.
+	ContextShift bool
 	// TargetITL is the inter-token latency a step should meet while sequences decode: prompt
 	// chunks are sized to it from a cost model of steps fitted online. 0 = no target (prompt
 	// chunks of ChunkSize within BatchSize).

@@ -28,6 +28,8 @@ type kvOwner interface {
 	Admit(seq int, prompt []int32, reserve int) (int, error)
 	CanReserve(pos []int32, seqs [][]int32) bool
 	SeqFree(seq int)
+	SeqRemove(seq int, p0, p1 int32) error
+	SeqShift(seq int, p0, p1, delta int32) error
 	Stats() kvcache.Stats
 }
 
@@ -187,7 +189,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	}
 	s := &seqState{
 		id: -1, req: req, ctx: ctx, stream: newStream(), sampler: smp,
-		tokens: append([]int32(nil), req.Prompt...), nPrompt: len(req.Prompt),
+		tokens: append([]int32(nil), req.Prompt...), nPrompt: len(req.Prompt), promptTokens: len(req.Prompt),
 		submitted: time.Now(), arrival: e.arrivals.Add(1),
 	}
 	for _, t := range req.Prompt {
@@ -223,7 +225,7 @@ func (e *Engine) publish() {
 	e.published = e.stats
 	e.slots = e.slots[:0]
 	for _, s := range e.running {
-		e.slots = append(e.slots, Slot{ID: s.id, Priority: s.req.Priority, PromptTokens: s.nPrompt, CachedTokens: s.cached,
+		e.slots = append(e.slots, Slot{ID: s.id, Priority: s.req.Priority, PromptTokens: s.promptTokens, CachedTokens: s.cached,
 			Processed: s.nKV, Generated: s.generated, MaxTokens: s.req.MaxTokens, Prefilling: s.nKV < s.nPrompt,
 			Since: now.Sub(s.submitted)})
 	}

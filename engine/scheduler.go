@@ -17,18 +17,21 @@ import (
 // in the KV cache (prompt, then generated tokens); nKV of them are there already. A sequence with
 // more than one token to compute is prefilling; with exactly one, it is decoding.
 type seqState struct {
-	id        int32 // KV sequence id; -1 while waiting
-	ids       [1]int32
-	req       Request
-	ctx       context.Context
-	stream    *Stream
-	sampler   *sample.Sampler
-	tokens    []int32
-	nPrompt   int
-	nKV       int
-	generated int
-	cached    int // prompt tokens taken from the prefix cache at the latest admission
-	chunk     int // tokens of this sequence in the current batch
+	id      int32 // KV sequence id; -1 while waiting
+	ids     [1]int32
+	req     Request
+	ctx     context.Context
+	stream  *Stream
+	sampler *sample.Sampler
+	tokens  []int32
+	nPrompt int // prompt tokens still at the start of tokens (fewer after a context shift)
+	// promptTokens is the request's prompt length, for usage.
+	promptTokens int
+	nKV          int
+	generated    int
+	cached       int // prompt tokens taken from the prefix cache at the latest admission
+	chunk        int // tokens of this sequence in the current batch
+	shifts       int // context shifts done
 	// passedOver counts the consecutive steps in which this prefilling sequence got no chunk.
 	passedOver int
 
@@ -322,9 +325,36 @@ func (e *Engine) emit(s *seqState, logits []float32) {
 		e.finish(s, FinishStop, nil)
 	case s.req.MaxTokens > 0 && s.generated >= s.req.MaxTokens:
 		e.finish(s, FinishLength, nil)
+	case len(s.tokens) >= e.lim.NCtxSeq && e.cfg.ContextShift:
+		if err := e.shiftContext(s); err != nil {
+			e.finish(s, FinishError, err)
+		}
 	case len(s.tokens) >= e.lim.NCtxSeq:
 		e.finish(s, FinishLength, nil)
 	}
+}
+
+// shiftContext makes room in a sequence that reached the cap, as llama.cpp's --context-shift
+// does: it keeps the first token (BOS), drops the older half of the rest from the KV cache and
+// shifts the newer half down over it (keys re-rotated by the cache), so generation goes on with
+// a sliding history.
+func (e *Engine) shiftContext(s *seqState) error {
+	const keep = 1
+	discard := (s.nKV - keep) / 2
+	if discard <= 0 {
+		return fmt.Errorf("engine: no room to shift the context of a %d-token sequence", s.nKV)
+	}
+	seq := int(s.id)
+	if err := e.kv.SeqRemove(seq, keep, int32(keep+discard)); err != nil {
+		return err
+	}
+	if err := e.kv.SeqShift(seq, int32(keep+discard), -1, int32(-discard)); err != nil {
+		return err
+	}
+	s.tokens = append(s.tokens[:keep], s.tokens[keep+discard:]...)
+	s.nKV -= discard
+	s.nPrompt = max(min(s.nPrompt, keep), s.nPrompt-discard)
+	return nil
 }
 
 // finish ends s: frees its sequence (full blocks stay cached for reuse) and sends the final output.
@@ -339,7 +369,7 @@ func (e *Engine) finish(s *seqState, reason FinishReason, err error) {
 	} else if err != nil {
 		reason = FinishError
 	}
-	s.usage.PromptTokens = s.nPrompt
+	s.usage.PromptTokens = s.promptTokens
 	s.usage.CompletionTokens = s.generated
 	s.usage.Latency = time.Since(s.submitted)
 	if reason == FinishStop || reason == FinishLength {

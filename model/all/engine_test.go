@@ -97,3 +97,52 @@ func TestEngineEqualsAlonePerFamily(t *testing.T) {
 		})
 	}
 }
+
+// TestContextShift: with ContextShift a sequence runs past the per-sequence cap (its older half
+// dropped and the rest shifted, keys re-rotated), on every family; without it, it stops there.
+func TestContextShift(t *testing.T) {
+	greedy := sample.DefaultParams()
+	greedy.Temperature = 0
+	prompt := []int32{1, 403, 407, 261, 378, 432, 383, 286}
+	for _, tc := range decodeModels {
+		t.Run(tc.name, func(t *testing.T) {
+			m := load(t, tc.file, false)
+			for _, shift := range []bool{false, true} {
+				c := newContext(t, m, runner.Options{NCtx: 128, NSeqMax: 1, Threads: 2})
+				o := c.Options()
+				eng, err := engine.New(c, engine.Limits{NCtx: o.NCtx, NCtxSeq: 32, NSeqMax: 1, NBatch: o.NBatch, Vocab: m.Hparams().Vocab},
+					engine.Config{ContextShift: shift})
+				if err != nil {
+					t.Fatal(err)
+				}
+				st, err := eng.Submit(context.Background(), engine.Request{Prompt: prompt, MaxTokens: 80, IgnoreEOS: true, Sampling: greedy})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				go eng.Run(ctx)
+				n, last := 0, engine.Output{}
+				for {
+					o, err := st.Recv(context.Background())
+					if err != nil {
+						break
+					}
+					if o.Done {
+						last = o
+					} else {
+						n++
+					}
+				}
+				cancel()
+				<-eng.Done()
+				want := 32 - len(prompt)
+				if shift {
+					want = 80
+				}
+				if last.Finish != engine.FinishLength || n != want {
+					t.Errorf("context shift %v: %d tokens, finish %q (%v), want %d and length", shift, n, last.Finish, last.Err, want)
+				}
+			}
+		})
+	}
+}
