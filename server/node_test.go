@@ -36,12 +36,17 @@ func nodeOpenAI(t *testing.T) string {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("npm", "install", "--no-audit", "--no-fund", "--silent", "openai@4")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm install openai@4: %v\n%s", err, out)
+	var out []byte
+	for try := range 3 { // the registry is over the network: retry a transient failure
+		cmd := exec.Command("npm", "install", "--no-audit", "--no-fund", "--silent", "openai@4")
+		cmd.Dir = dir
+		if out, err = cmd.CombinedOutput(); err == nil {
+			return dir
+		}
+		time.Sleep(time.Duration(try+1) * 2 * time.Second)
 	}
-	return dir
+	t.Fatalf("npm install openai@4: %v\n%s", err, out)
+	return ""
 }
 
 // TestOpenAINodeClient: the official OpenAI Node client retrieves the model, gets tool_calls for
