@@ -4,10 +4,8 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"math"
 	"net/http"
-	"strings"
 	"sync"
 
 	"ubatch/model"
@@ -91,20 +89,20 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("dimensions", "dimensions %d is not supported: this model's embeddings have %d", *req.Dimensions, s.cfg.Model.Hparams().Dim))
 		return
 	}
-	inputs, err := parsePrompts(req.Input)
+	inputs, err := parsePrompts("input", req.Input)
 	if err != nil {
-		writeError(w, asInput(err))
+		writeError(w, err)
 		return
 	}
 	resp := embeddingsResponse{Object: "list", Model: s.cfg.ModelID}
 	for i, in := range inputs {
-		toks, err := s.promptTokens(in)
+		toks, err := s.promptTokens("input", in)
 		if err == nil && len(toks) > e.NCtx() {
 			err = &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", param: "input", code: "context_length_exceeded",
 				message: "input has more tokens than the embedding context"}
 		}
 		if err != nil {
-			writeError(w, asInput(err))
+			writeError(w, err)
 			return
 		}
 		vec, err := e.embed(toks)
@@ -125,16 +123,4 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 	}
 	resp.Usage.TotalTokens = resp.Usage.PromptTokens
 	writeJSON(w, http.StatusOK, resp)
-}
-
-// asInput renames the prompt parser's field to this route's: "input".
-func asInput(err error) error {
-	var ae *apiError
-	if errors.As(err, &ae) && ae.param == "prompt" {
-		c := *ae
-		c.param = "input"
-		c.message = strings.ReplaceAll(c.message, "prompt", "input")
-		return &c
-	}
-	return err
 }

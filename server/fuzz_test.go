@@ -90,14 +90,14 @@ func FuzzLlamaCompletion(f *testing.F) {
 		if err != nil {
 			return err
 		}
-		inputs, err := parsePrompts(req.Prompt)
+		inputs, err := parsePrompts("prompt", req.Prompt)
 		if err != nil {
 			return err
 		}
 		if len(inputs) != 1 {
 			return nil
 		}
-		prompt, err := s.promptTokens(inputs[0])
+		prompt, err := s.promptTokens("prompt", inputs[0])
 		if err == nil {
 			err = checkGen(s, g, [][]int32{prompt})
 		}

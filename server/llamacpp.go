@@ -98,7 +98,7 @@ func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	inputs, err := parsePrompts(req.Prompt)
+	inputs, err := parsePrompts("prompt", req.Prompt)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -107,7 +107,7 @@ func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("prompt", "/completion takes one prompt, got %d", len(inputs)))
 		return
 	}
-	prompt, err := s.promptTokens(inputs[0])
+	prompt, err := s.promptTokens("prompt", inputs[0])
 	if err != nil {
 		writeError(w, err)
 		return

@@ -155,7 +155,7 @@ func (s *Server) completionParams(req *completionRequest) (genParams, [][]int32,
 	if err := s.constrain(&g, &req.samplingFields, nil); err != nil {
 		return g, nil, err
 	}
-	inputs, err := parsePrompts(req.Prompt)
+	inputs, err := parsePrompts("prompt", req.Prompt)
 	if err != nil {
 		return g, nil, err
 	}
@@ -164,7 +164,7 @@ func (s *Server) completionParams(req *completionRequest) (genParams, [][]int32,
 	}
 	prompts := make([][]int32, len(inputs))
 	for i, in := range inputs {
-		if prompts[i], err = s.promptTokens(in); err != nil {
+		if prompts[i], err = s.promptTokens("prompt", in); err != nil {
 			return g, nil, err
 		}
 	}
@@ -173,20 +173,20 @@ func (s *Server) completionParams(req *completionRequest) (genParams, [][]int32,
 
 // promptTokens tokenizes a text prompt as llama.cpp's server does (special tokens added as the
 // model asks, special-token text parsed) or checks a token-id prompt against the vocabulary.
-func (s *Server) promptTokens(in promptInput) ([]int32, error) {
+func (s *Server) promptTokens(field string, in promptInput) ([]int32, error) {
 	v := s.cfg.Model.Vocab
 	if in.isText {
 		if in.text == "" {
-			return nil, badRequest("prompt", "prompt is empty")
+			return nil, badRequest(field, "%s is empty", field)
 		}
 		return v.Encode(in.text, true, true), nil
 	}
 	if len(in.tokens) == 0 {
-		return nil, badRequest("prompt", "prompt is an empty list of tokens")
+		return nil, badRequest(field, "%s is an empty list of tokens", field)
 	}
 	for _, t := range in.tokens {
 		if t < 0 || int(t) >= v.VocabSize() {
-			return nil, badRequest("prompt", "token id %d is outside the vocabulary [0, %d)", t, v.VocabSize())
+			return nil, badRequest(field, "token id %d is outside the vocabulary [0, %d)", t, v.VocabSize())
 		}
 	}
 	return in.tokens, nil

@@ -140,11 +140,11 @@ type promptInput struct {
 	isText bool
 }
 
-// parsePrompts accepts OpenAI's prompt forms: a string, a list of token ids, a list of strings or
+// parsePrompts accepts OpenAI's prompt forms (in the request field named field): a string, a list of token ids, a list of strings or
 // a list of token-id lists. Each element is one prompt.
-func parsePrompts(raw json.RawMessage) ([]promptInput, error) {
+func parsePrompts(field string, raw json.RawMessage) ([]promptInput, error) {
 	if isNull(raw) {
-		return nil, badRequest("prompt", "prompt is required")
+		return nil, badRequest(field, "%s is required", field)
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
@@ -156,10 +156,10 @@ func parsePrompts(raw json.RawMessage) ([]promptInput, error) {
 	}
 	var list []json.RawMessage
 	if json.Unmarshal(raw, &list) != nil {
-		return nil, badRequest("prompt", "prompt must be a string, a list of token ids, or a list of those")
+		return nil, badRequest(field, "%s must be a string, a list of token ids, or a list of those", field)
 	}
 	if len(list) == 0 {
-		return nil, badRequest("prompt", "prompt is an empty list")
+		return nil, badRequest(field, "%s is an empty list", field)
 	}
 	out := make([]promptInput, 0, len(list))
 	for i, el := range list {
@@ -169,7 +169,7 @@ func parsePrompts(raw json.RawMessage) ([]promptInput, error) {
 		}
 		var toks []int32 // fresh each time: Unmarshal would reuse the previous backing array
 		if err := json.Unmarshal(el, &toks); err != nil || toks == nil {
-			return nil, badRequest("prompt", "prompt[%d] must be a string or a list of token ids", i)
+			return nil, badRequest(field, "%s[%d] must be a string or a list of token ids", field, i)
 		}
 		out = append(out, promptInput{tokens: toks})
 	}

@@ -32,7 +32,7 @@ func TestParsePrompts(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parsePrompts(json.RawMessage(tc.raw))
+			got, err := parsePrompts("prompt", json.RawMessage(tc.raw))
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("error %v, want error %v", err, tc.wantErr)
 			}
