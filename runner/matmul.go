@@ -8,25 +8,25 @@ import (
 // MatMul computes out = x · wᵀ for the micro-batch's rows: x is [n][w.Cols], out [n][w.Rows].
 func (c *Context) MatMul(x []float32, w *Weight, out []float32) {
 	c.mm.jobs[0] = mmJob{w: w, out: out}
-	c.matmul(x, 1)
+	c.matmul(x, 1, c.n)
 }
 
 // MatMul2 is two MatMuls over the same input as one parallel job (e.g. gate and up).
 func (c *Context) MatMul2(x []float32, w0 *Weight, out0 []float32, w1 *Weight, out1 []float32) {
 	c.mm.jobs[0], c.mm.jobs[1] = mmJob{w: w0, out: out0}, mmJob{w: w1, out: out1}
-	c.matmul(x, 2)
+	c.matmul(x, 2, c.n)
 }
 
 // MatMul3 is three MatMuls over the same input as one parallel job (e.g. Q, K and V).
 func (c *Context) MatMul3(x []float32, w0 *Weight, out0 []float32, w1 *Weight, out1 []float32, w2 *Weight, out2 []float32) {
 	c.mm.jobs[0], c.mm.jobs[1], c.mm.jobs[2] = mmJob{w: w0, out: out0}, mmJob{w: w1, out: out1}, mmJob{w: w2, out: out2}
-	c.matmul(x, 3)
+	c.matmul(x, 3, c.n)
 }
 
-// matmul runs the first nJobs of c.mm.jobs, quantizing x once per activation type.
-func (c *Context) matmul(x []float32, nJobs int) {
+// matmul runs the first nJobs of c.mm.jobs over n rows of x, quantizing x once per activation
+// type.
+func (c *Context) matmul(x []float32, nJobs, n int) {
 	t := &c.mm
-	n := c.n
 	t.n, t.nJobs, t.total = n, nJobs, 0
 	var acts [2]quant.Type
 	nAct := 0
@@ -44,7 +44,7 @@ func (c *Context) matmul(x []float32, nJobs int) {
 			slot = nAct
 			acts[slot] = at
 			nAct++
-			c.quantize(x[:n*w.Cols], w.Type, w.Cols, c.xq[slot])
+			c.quantize(x[:n*w.Cols], n, w.Type, w.Cols, c.xq[slot])
 		}
 		// Small products are not worth waking the other workers for.
 		job.chunks = max(1, min(4*c.pool.Size(), w.Rows/16))
@@ -57,18 +57,17 @@ func (c *Context) matmul(x []float32, nJobs int) {
 	c.pool.Run(t.total, t)
 }
 
-// quantize converts the micro-batch's rows of k activations to the activation type of weight
-// type wt.
-func (c *Context) quantize(x []float32, wt quant.Type, k int, dst []byte) {
+// quantize converts n rows of k activations to the activation type of weight type wt.
+func (c *Context) quantize(x []float32, n int, wt quant.Type, k int, dst []byte) {
 	q := &c.qa
 	q.x, q.wt, q.k, q.dst, q.rowBytes = x, wt, k, dst, quant.ActType(wt).RowSize(k)
-	if c.n < 4 {
-		for i := range c.n {
+	if n < 4 {
+		for i := range n {
 			q.Do(i, 0)
 		}
 		return
 	}
-	c.pool.Run(c.n, q)
+	c.pool.Run(n, q)
 }
 
 type quantTask struct {

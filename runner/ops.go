@@ -131,10 +131,8 @@ func (c *Context) Output(norm []float32, w *Weight, softcap float32) {
 		return
 	}
 	out := c.logits[first*vocab : (first+nOut)*vocab]
-	n := c.n
-	c.n = nOut // the matmul covers the packed rows only
-	c.MatMul(c.S.XN, w, out)
-	c.n = n
+	c.mm.jobs[0] = mmJob{w: w, out: out}
+	c.matmul(c.S.XN, 1, nOut) // the packed rows only
 	if softcap > 0 {
 		ops.Softcap(out, softcap)
 	}
