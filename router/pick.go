@@ -3,7 +3,9 @@ package router
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +25,18 @@ type decision struct {
 	order     []candidate
 	reason    string
 	maxCached int
+}
+
+// String lists the candidates in order as node:cached/load=score, for debug logs.
+func (d decision) String() string {
+	var b strings.Builder
+	for i, c := range d.order {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s:%d/%d=%.0f", c.n.label, c.cached, c.load, c.score)
+	}
+	return b.String()
 }
 
 // decide scores the healthy nodes that accept a body of bodyLen bytes for a prompt (nil for
@@ -51,12 +65,21 @@ func (r *Router) decide(ctx context.Context, prompt []int32, bodyLen int) decisi
 	if len(cands) == 0 {
 		return d
 	}
+	var chains map[int][]uint64 // block size -> the prompt's chained block hashes
 	if len(prompt) > 0 {
-		r.matchPrefixes(ctx, prompt, cands)
+		chains = r.matchIndex(ctx, prompt, cands)
 		d.reason = ReasonLeastLoaded
 	}
+	// Affinity and in-flight counts are read and the choice claimed under one lock: requests
+	// arriving together (a burst with one system prompt) then see each other's choices instead
+	// of all picking the node that looked least loaded, each computing the prompt once more.
+	r.pickMu.Lock()
+	defer r.pickMu.Unlock()
 	for i := range cands {
 		c := &cands[i]
+		if h := chains[c.blockSize(r.cfg.BlockSize)]; len(h) > 0 {
+			c.cached = max(c.cached, c.blockSize(r.cfg.BlockSize)*r.recent.match(c.n, h))
+		}
 		c.load = int(c.n.inflight.Load())
 		if c.hasState {
 			c.load = max(c.load, c.status.Running+c.status.Waiting)
@@ -79,19 +102,38 @@ func (r *Router) decide(ctx context.Context, prompt []int32, bodyLen int) decisi
 			d.reason = ReasonLoad
 		}
 	}
+	r.claim(cands[0].n, chains[cands[0].blockSize(r.cfg.BlockSize)])
 	return d
 }
 
-// matchPrefixes sets each candidate's cached prefix length: the longer of what the index says
-// and what this router recently sent there (blocks the node is computing or has not published
-// yet).
-func (r *Router) matchPrefixes(ctx context.Context, prompt []int32, cands []candidate) {
+// claim counts a request in flight at n, and records that n receives the prompt's blocks
+// (hashes, n's block size; nil for a request without a prompt). release undoes the count.
+func (r *Router) claim(n *node, hashes []uint64) {
+	n.inflight.Add(1)
+	r.m.inflight.WithLabelValues(n.label).Inc()
+	r.recent.add(n, hashes)
+}
+
+func (r *Router) release(n *node) {
+	n.inflight.Add(-1)
+	r.m.inflight.WithLabelValues(n.label).Dec()
+}
+
+// blockSize is the node's KV block size, def until its status is known.
+func (c *candidate) blockSize(def int) int {
+	if c.hasState {
+		return c.status.BlockSize
+	}
+	return def
+}
+
+// matchIndex sets each candidate's cached prefix length from what the index in Redis says its
+// node holds, and returns the prompt's block hashes for each block size among the candidates.
+func (r *Router) matchIndex(ctx context.Context, prompt []int32, cands []candidate) map[int][]uint64 {
+	chains := map[int][]uint64{}
 	bySize := map[int][]int{} // block size -> candidate indices
-	for i, c := range cands {
-		bs := r.cfg.BlockSize
-		if c.hasState {
-			bs = c.status.BlockSize
-		}
+	for i := range cands {
+		bs := cands[i].blockSize(r.cfg.BlockSize)
 		bySize[bs] = append(bySize[bs], i)
 	}
 	for bs, idx := range bySize {
@@ -99,6 +141,7 @@ func (r *Router) matchPrefixes(ctx context.Context, prompt []int32, cands []cand
 		if len(hashes) == 0 {
 			continue
 		}
+		chains[bs] = hashes
 		var ids []string
 		var withID []int
 		for _, i := range idx {
@@ -106,7 +149,6 @@ func (r *Router) matchPrefixes(ctx context.Context, prompt []int32, cands []cand
 				ids = append(ids, cands[i].status.ID)
 				withID = append(withID, i)
 			}
-			cands[i].cached = bs * r.recent.match(cands[i].n, hashes)
 		}
 		if len(ids) == 0 || !r.redisUsable() {
 			continue
@@ -123,9 +165,10 @@ func (r *Router) matchPrefixes(ctx context.Context, prompt []int32, cands []cand
 		}
 		r.m.lookup.Observe(time.Since(start).Seconds())
 		for j, i := range withID {
-			cands[i].cached = max(cands[i].cached, bs*blocks[j])
+			cands[i].cached = bs * blocks[j]
 		}
 	}
+	return chains
 }
 
 // affinity remembers which node recently received which prompt blocks, for AffinityTTL: the
@@ -205,4 +248,16 @@ func (a *affinity) sweepLocked(now time.Time) {
 			delete(a.entries, k)
 		}
 	}
+}
+
+// prefixKey identifies the group of prompts that open the same way: the chained hash of the
+// prompt's first keyTokens tokens (its full blocks of 16 when shorter), or 0 for a prompt under
+// one block. Tenants' system prompts, a chat's history, a few-shot header share it.
+func prefixKey(prompt []int32) uint64 {
+	const bs, keyTokens = 16, 128
+	h := prefixhash.Chain(nil, prompt[:min(len(prompt), keyTokens)], bs)
+	if len(h) == 0 {
+		return 0
+	}
+	return h[len(h)-1]
 }

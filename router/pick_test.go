@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,10 +93,49 @@ func TestTiesRotate(t *testing.T) {
 	}
 	seen := map[string]int{}
 	for range 30 {
-		seen[r.decide(context.Background(), nil, 1).order[0].n.label]++
+		n := r.decide(context.Background(), nil, 1).order[0].n
+		seen[n.label]++
+		r.release(n)
 	}
 	if len(seen) != 3 || seen["a:1"] != 10 {
 		t.Fatalf("equal nodes chosen %v, want 10 each", seen)
+	}
+}
+
+// TestBurstPicksOneNode sends a burst of requests with one long prompt to three idle nodes at
+// once: every decision must see the claims made before it, so all go where the first went
+// (which computes the prompt once) instead of each picking the node that looked least loaded.
+func TestBurstPicksOneNode(t *testing.T) {
+	r, err := New(Config{Prompter: &Prompter{}, Nodes: []string{"http://a:1", "http://b:1", "http://c:1"}, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range r.nodes {
+		n.healthy = true
+	}
+	prompt := make([]int32, 40*16) // 640 tokens: worth more than the burst's load at weight 16
+	for i := range prompt {
+		prompt[i] = int32(i)
+	}
+	const burst = 12
+	chosen := make(chan *node, burst)
+	var wg sync.WaitGroup
+	for range burst {
+		wg.Go(func() { chosen <- r.decide(context.Background(), prompt, 10).order[0].n })
+	}
+	wg.Wait()
+	close(chosen)
+	seen := map[string]int{}
+	for n := range chosen {
+		seen[n.label]++
+	}
+	if len(seen) != 1 {
+		t.Fatalf("a burst of one prompt went to %v, want a single node", seen)
+	}
+	for _, n := range r.nodes {
+		if got, want := n.inflight.Load(), int64(seen[n.label]); got != want {
+			t.Fatalf("%s: %d requests claimed in flight, want %d", n.label, got, want)
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -96,19 +97,25 @@ func (r *Router) route(w http.ResponseWriter, req *http.Request, body []byte, p 
 	}
 	best := d.order[0]
 	r.m.routed(best.n.label, d.reason, len(p.tokens), best.cached)
+	if r.log.Enabled(req.Context(), slog.LevelDebug) {
+		r.log.Debug("routed", "node", best.n.label, "reason", d.reason, "prompt_tokens", len(p.tokens),
+			"cached", best.cached, "load", best.load, "prefix", prefixKey(p.tokens), "candidates", d.String())
+	}
 	var last attempt
 	for i, c := range d.order[:min(len(d.order), r.cfg.MaxAttempts)] {
 		if i > 0 {
 			r.m.retries.WithLabelValues(last.reason).Inc()
 		}
-		if len(p.tokens) > 0 {
-			bs := r.cfg.BlockSize
-			if c.hasState {
-				bs = c.status.BlockSize
+		if i > 0 {
+			// decide claimed the first node; a retry claims its own.
+			var hashes []uint64
+			if len(p.tokens) > 0 {
+				hashes = prefixhash.Chain(nil, p.tokens, c.blockSize(r.cfg.BlockSize))
 			}
-			r.recent.add(c.n, prefixhash.Chain(nil, p.tokens, bs))
+			r.claim(c.n, hashes)
 		}
 		last = r.try(w, req, body, p, c.n)
+		r.release(c.n)
 		last.node = c.n.label
 		if last.done {
 			return
@@ -129,12 +136,6 @@ func (r *Router) route(w http.ResponseWriter, req *http.Request, body []byte, p 
 // and buffers any other response whole, so that a node failing before its first byte (or
 // answering garbage) can be retried elsewhere.
 func (r *Router) try(w http.ResponseWriter, req *http.Request, body []byte, p parsed, n *node) attempt {
-	n.inflight.Add(1)
-	r.m.inflight.WithLabelValues(n.label).Inc()
-	defer func() {
-		n.inflight.Add(-1)
-		r.m.inflight.WithLabelValues(n.label).Dec()
-	}()
 	ctx, cancel := context.WithCancelCause(req.Context())
 	defer cancel(nil)
 	idle := time.AfterFunc(r.cfg.StreamIdleTimeout, func() { cancel(errIdle) })

@@ -76,6 +76,7 @@ type Router struct {
 	static bool
 	rr     atomic.Uint64
 	mhttp  http.Handler
+	pickMu sync.Mutex // makes a routing decision and its claim one step (see decide)
 
 	mu           sync.Mutex
 	nodes        map[string]*node // by normalized URL
