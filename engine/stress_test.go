@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -201,21 +202,29 @@ func (q *stressReq) String() string {
 	if p := q.state.Load(); p != nil {
 		st = *p
 	}
-	return fmt.Sprintf("prompt=%d max=%d prio=%d ignoreEOS=%v cancelAt=%d how=%d state=%s idle=%v",
-		len(q.req.Prompt), q.req.MaxTokens, q.req.Priority, q.req.IgnoreEOS, q.cancelAt, q.how, st,
+	return fmt.Sprintf("prompt=%d max=%d prio=%d ignored=%v cancelAt=%d how=%d state=%s idle=%v",
+		len(q.req.Prompt), q.req.MaxTokens, q.req.Priority, q.req.Sampling.IgnoreTokens, q.cancelAt, q.how, st,
 		time.Since(time.Unix(0, q.lastSeen.Load())).Round(time.Millisecond))
 }
 
 func (q *stressReq) set(s string) { q.state.Store(&s) }
 
 // outcome is what the fake model must produce for req when nothing interferes: the streamed
-// tokens, the finish reason and the completion count (which includes a final EOG token).
+// tokens, the finish reason and the completion count (which includes a final EOG token). A
+// request with ignore_eos bans eog in its sampler: greedy sampling then takes the lowest other id
+// (every other logit of the fake is 0).
 func outcome(req Request, eog int32, nCtx int) ([]int32, FinishReason, int) {
 	var toks []int32
 	tok, pos := req.Prompt[len(req.Prompt)-1], int32(len(req.Prompt)-1)
 	for i := 1; ; i++ {
 		tok, pos = next(tok, pos), pos+1
-		if tok == eog && !req.IgnoreEOS {
+		switch {
+		case tok == eog && slices.Contains(req.Sampling.IgnoreTokens, eog):
+			tok = 0
+			if eog == 0 {
+				tok = 1
+			}
+		case tok == eog:
 			return toks, FinishStop, i
 		}
 		toks = append(toks, tok)
@@ -298,7 +307,10 @@ func runRound(t *testing.T, r stressRound, tally map[string]int) bool {
 			p = append(p, int32(rng.IntN(vocab)))
 		}
 		q := &stressReq{req: Request{Prompt: p, Sampling: greedy(), Priority: Priority(rng.IntN(3) - 1),
-			IgnoreEOS: rng.IntN(3) == 0, MaxTokens: rng.IntN(r.maxTokens + 1)}, cancelAt: -1}
+			MaxTokens: rng.IntN(r.maxTokens + 1)}, cancelAt: -1}
+		if r.eog >= 0 && rng.IntN(3) == 0 { // ignore_eos
+			q.req.Sampling.IgnoreTokens = []int32{r.eog}
+		}
 		if rng.IntN(4) == 0 {
 			q.req.Logprobs, q.req.TopLogprobs = true, rng.IntN(4)
 		}
