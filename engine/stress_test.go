@@ -210,21 +210,15 @@ func (q *stressReq) String() string {
 func (q *stressReq) set(s string) { q.state.Store(&s) }
 
 // outcome is what the fake model must produce for req when nothing interferes: the streamed
-// tokens, the finish reason and the completion count (which includes a final EOG token). A
-// request with ignore_eos bans eog in its sampler: greedy sampling then takes the lowest other id
-// (every other logit of the fake is 0).
+// tokens, the finish reason and the completion count (which includes a final EOG token).
 func outcome(req Request, eog int32, nCtx int) ([]int32, FinishReason, int) {
 	var toks []int32
 	tok, pos := req.Prompt[len(req.Prompt)-1], int32(len(req.Prompt)-1)
 	for i := 1; ; i++ {
 		tok, pos = next(tok, pos), pos+1
-		switch {
-		case tok == eog && slices.Contains(req.Sampling.IgnoreTokens, eog):
-			tok = 0
-			if eog == 0 {
-				tok = 1
-			}
-		case tok == eog:
+		if tok == eog && slices.Contains(req.Sampling.IgnoreTokens, eog) {
+			tok = 1 - min(eog, 1) // ignore_eos: greedy takes the lowest other id (the fake's other logits are 0)
+		} else if tok == eog {
 			return toks, FinishStop, i
 		}
 		toks = append(toks, tok)
