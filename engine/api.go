@@ -50,10 +50,11 @@ type Config struct {
 
 // Request is one generation job. Prompt is already tokenized (BOS included as the model wants).
 type Request struct {
-	Prompt      []int32
-	MaxTokens   int // tokens to generate; <= 0 means until end of generation or the sequence cap (Limits.NCtxSeq)
+	Prompt    []int32
+	MaxTokens int // tokens to generate; <= 0 means until end of generation or the sequence cap (Limits.NCtxSeq)
+	// Sampling is the request's sampler; llama.cpp's ignore_eos is Sampling.IgnoreTokens holding
+	// the end-of-generation tokens (Config.IsEOG then never sees one).
 	Sampling    sample.Params
-	IgnoreEOS   bool
 	Priority    Priority
 	Logprobs    bool // report each chosen token's log-probability
 	TopLogprobs int  // and this many top alternatives (needs Logprobs)
@@ -61,6 +62,7 @@ type Request struct {
 
 // Output is one event of a request's stream: a generated token, or the final event (Done).
 type Output struct {
+	Seq     int // the request's index in its Submit call
 	Token   int32
 	LogProb float32
 	Top     []sample.TokenLogProb // len Request.TopLogprobs

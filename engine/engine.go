@@ -62,8 +62,8 @@ type Engine struct {
 	kv       kvOwner
 	lim      Limits
 	cfg      Config
-	incoming chan *seqState
-	queued   atomic.Int64 // requests submitted but not yet admitted
+	incoming chan []*seqState // the requests of one Submit each
+	queued   atomic.Int64     // requests submitted but not yet admitted
 	closed   atomic.Bool
 	// sendMu orders Submit's send after its closed check against shutdown setting closed (read
 	// locked by Submit, write locked by shutdown), so that every request sent to incoming is
@@ -142,7 +142,7 @@ func New(d Decoder, lim Limits, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("engine: negative inter-token target %v", cfg.TargetITL)
 	}
 	e := &Engine{dec: d, kv: d.KV(), lim: lim, cfg: cfg, stopped: make(chan struct{}), now: time.Now}
-	e.incoming = make(chan *seqState, cfg.MaxQueue)
+	e.incoming = make(chan []*seqState, cfg.MaxQueue) // queued bounds it: each send holds >= 1 request
 	for id := lim.NSeqMax - 1; id >= 0; id-- {
 		e.freeIDs = append(e.freeIDs, int32(id))
 	}
@@ -156,14 +156,52 @@ func (e *Engine) Config() Config { return e.cfg }
 // Limits returns the effective limits (NCtxSeq defaulted).
 func (e *Engine) Limits() Limits { return e.lim }
 
-// Submit queues a request. It fails at once with ErrQueueFull when MaxQueue requests are already
-// waiting, ErrPromptSize when the prompt leaves no room in a sequence (Limits.NCtxSeq) for a
-// generated token, ErrClosed after shutdown.
-// Cancelling ctx (the client went away) cancels the request.
-func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
+// Submit queues one request, or several that share one Stream (the n completions of one API
+// request: Output.Seq is the index in reqs). It fails at once, queueing none of them, with
+// ErrQueueFull when fewer than len(reqs) of MaxQueue waiting places are free, ErrPromptSize when
+// a prompt leaves no room in a sequence (Limits.NCtxSeq) for a generated token, ErrClosed after
+// shutdown. Cancelling ctx (the client went away) cancels every request of the stream.
+func (e *Engine) Submit(ctx context.Context, reqs ...Request) (*Stream, error) {
 	if e.closed.Load() {
 		return nil, ErrClosed
 	}
+	if len(reqs) == 0 {
+		return nil, fmt.Errorf("%w: no request", ErrPromptSize)
+	}
+	st := newStream(len(reqs))
+	seqs := make([]*seqState, len(reqs))
+	for i, req := range reqs {
+		s, err := e.newSeq(ctx, req, st, i)
+		if err != nil {
+			return nil, err
+		}
+		seqs[i] = s
+	}
+	n := int64(len(reqs))
+	if e.queued.Add(n) > int64(e.cfg.MaxQueue) {
+		e.queued.Add(-n)
+		if e.cfg.Observer != nil {
+			e.cfg.Observer.Rejected()
+		}
+		return nil, ErrQueueFull
+	}
+	e.sendMu.RLock()
+	defer e.sendMu.RUnlock()
+	if e.closed.Load() { // shut down since the check above: shutdown may have drained incoming
+		e.queued.Add(-n)
+		return nil, ErrClosed
+	}
+	select {
+	case e.incoming <- seqs:
+		return st, nil
+	default: // unreachable while queued bounds the channel, but never block a handler
+		e.queued.Add(-n)
+		return nil, ErrQueueFull
+	}
+}
+
+// newSeq checks req and makes its scheduler state, request seq of stream st.
+func (e *Engine) newSeq(ctx context.Context, req Request, st *Stream, seq int) (*seqState, error) {
 	if len(req.Prompt) == 0 {
 		return nil, fmt.Errorf("%w: empty prompt", ErrPromptSize)
 	}
@@ -180,34 +218,14 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	if e.queued.Add(1) > int64(e.cfg.MaxQueue) {
-		e.queued.Add(-1)
-		if e.cfg.Observer != nil {
-			e.cfg.Observer.Rejected()
-		}
-		return nil, ErrQueueFull
-	}
-	s := &seqState{
-		id: -1, req: req, ctx: ctx, stream: newStream(), sampler: smp,
-		tokens: append([]int32(nil), req.Prompt...), nPrompt: len(req.Prompt), promptTokens: len(req.Prompt),
-		submitted: time.Now(), arrival: e.arrivals.Add(1),
-	}
 	for _, t := range req.Prompt {
 		smp.Accept(t)
 	}
-	e.sendMu.RLock()
-	defer e.sendMu.RUnlock()
-	if e.closed.Load() { // shut down since the check above: shutdown may have drained incoming
-		e.queued.Add(-1)
-		return nil, ErrClosed
-	}
-	select {
-	case e.incoming <- s:
-		return s.stream, nil
-	default: // unreachable while queued bounds the channel, but never block a handler
-		e.queued.Add(-1)
-		return nil, ErrQueueFull
-	}
+	return &seqState{
+		id: -1, req: req, ctx: ctx, stream: st, seq: seq, sampler: smp,
+		tokens: append([]int32(nil), req.Prompt...), nPrompt: len(req.Prompt), promptTokens: len(req.Prompt),
+		submitted: time.Now(), arrival: e.arrivals.Add(1),
+	}, nil
 }
 
 // Stats returns the snapshot published after the latest step.
@@ -248,8 +266,8 @@ func (e *Engine) Run(ctx context.Context) error {
 		if len(e.running) == 0 && len(e.waiting) == 0 {
 			e.publish()
 			select {
-			case s := <-e.incoming:
-				e.enqueue(s)
+			case ss := <-e.incoming:
+				e.enqueue(ss)
 			case <-ctx.Done():
 				e.shutdown()
 				return ctx.Err()
@@ -261,8 +279,8 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		for drained := false; !drained; {
 			select {
-			case s := <-e.incoming:
-				e.enqueue(s)
+			case ss := <-e.incoming:
+				e.enqueue(ss)
 			default:
 				drained = true
 			}
@@ -275,8 +293,8 @@ func (e *Engine) Run(ctx context.Context) error {
 // Done is closed when Run has returned.
 func (e *Engine) Done() <-chan struct{} { return e.stopped }
 
-func (e *Engine) enqueue(s *seqState) {
-	e.waiting = append(e.waiting, s)
+func (e *Engine) enqueue(ss []*seqState) {
+	e.waiting = append(e.waiting, ss...)
 }
 
 func (e *Engine) shutdown() {
@@ -285,8 +303,8 @@ func (e *Engine) shutdown() {
 	e.sendMu.Unlock()
 	for drained := false; !drained; {
 		select {
-		case s := <-e.incoming:
-			e.enqueue(s)
+		case ss := <-e.incoming:
+			e.enqueue(ss)
 		default:
 			drained = true
 		}

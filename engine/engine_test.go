@@ -487,10 +487,13 @@ func TestEndOfGeneration(t *testing.T) {
 	if len(got) != 2 || last.Finish != FinishStop || last.Usage.CompletionTokens != 3 {
 		t.Fatalf("got %v, final %+v; want 2 tokens then stop", got, last)
 	}
-	s, _ = e.Submit(context.Background(), Request{Prompt: p, MaxTokens: 10, Sampling: greedy(), IgnoreEOS: true})
+	// ignore_eos: the sampler never picks the banned token, so generation runs to MaxTokens.
+	ignore := greedy()
+	ignore.IgnoreTokens = []int32{stop}
+	s, _ = e.Submit(context.Background(), Request{Prompt: p, MaxTokens: 10, Sampling: ignore})
 	got, last = collect(t, s)
-	if len(got) != 10 || last.Finish != FinishLength {
-		t.Fatalf("ignore_eos: got %d tokens, finish %s", len(got), last.Finish)
+	if len(got) != 10 || last.Finish != FinishLength || slices.Contains(got, stop) {
+		t.Fatalf("ignore_eos: got %v, finish %s", got, last.Finish)
 	}
 }
 
@@ -504,5 +507,60 @@ func TestBurstWithCommonPrefixComputesItOnce(t *testing.T) {
 	}
 	if want := []int{0, 40, 40, 40, 40, 40}; !slices.Equal(cached, want) {
 		t.Fatalf("cached tokens %v, want %v", cached, want)
+	}
+}
+
+// TestSubmitSeveral: the requests of one Submit share a stream, each output says which request
+// it belongs to, CancelSeq stops one of them alone, and the stream ends after every final output.
+// A group larger than the free queue places is refused whole.
+func TestSubmitSeveral(t *testing.T) {
+	d := newFake(t, 64, 4, 4)
+	d.delay = 2 * time.Millisecond // the cancel must come long before request 2's 200 steps end
+	e := start(t, d, Limits{NCtx: 256, NSeqMax: 4, NBatch: 64, Vocab: vocab}, Config{MaxQueue: 3})
+	ps := [][]int32{prompt(5, 1), prompt(7, 2), prompt(3, 3)}
+	four := slices.Repeat([]Request{{Prompt: ps[0], MaxTokens: 1, Sampling: greedy()}}, 4)
+	if _, err := e.Submit(context.Background(), four...); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("4 requests with 3 queue places: %v, want ErrQueueFull", err)
+	}
+	reqs := make([]Request, len(ps))
+	for i, p := range ps {
+		reqs[i] = Request{Prompt: p, MaxTokens: 8, Sampling: greedy()}
+	}
+	reqs[2].MaxTokens = 200
+	s, err := e.Submit(context.Background(), reqs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	got := make([][]int32, len(ps))
+	last := make([]Output, len(ps))
+	for {
+		o, err := s.Recv(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Seq < 0 || o.Seq >= len(ps) || last[o.Seq].Done {
+			t.Fatalf("output %+v: no such request, or after its final output", o)
+		}
+		if o.Done {
+			last[o.Seq] = o
+			continue
+		}
+		got[o.Seq] = append(got[o.Seq], o.Token)
+		if o.Seq == 2 && len(got[2]) == 3 {
+			s.CancelSeq(2, FinishStop)
+		}
+	}
+	for i, p := range ps[:2] {
+		if !equal(got[i], expected(p, 8)) || last[i].Finish != FinishLength {
+			t.Errorf("request %d: %v, finish %s; want %v", i, got[i], last[i].Finish, expected(p, 8))
+		}
+	}
+	if n := len(got[2]); n < 3 || n >= 200 || !equal(got[2], expected(ps[2], n)) || last[2].Finish != FinishStop {
+		t.Errorf("cancelled request: %d tokens, finish %s", n, last[2].Finish)
 	}
 }

@@ -22,6 +22,7 @@ type seqState struct {
 	req     Request
 	ctx     context.Context
 	stream  *Stream
+	seq     int // index of the request in its stream (Output.Seq)
 	sampler *sample.Sampler
 	tokens  []int32
 	nPrompt int // prompt tokens still at the start of tokens (fewer after a context shift)
@@ -135,8 +136,8 @@ func (e *Engine) logStep(info StepInfo) {
 // reap finishes requests whose client went away or that were cancelled, freeing their blocks.
 func (e *Engine) reap() {
 	gone := func(s *seqState) bool {
-		if s.stream.cancelled.Load() {
-			e.finish(s, s.stream.cancelReason(), nil)
+		if reason, ok := s.stream.cancelled(s.seq); ok {
+			e.finish(s, reason, nil)
 			return true
 		}
 		if s.ctx.Err() != nil {
@@ -297,7 +298,7 @@ func (e *Engine) emit(s *seqState, logits []float32) {
 	}
 	s.sampler.Accept(tok)
 	now := time.Now()
-	out := Output{Token: tok}
+	out := Output{Seq: s.seq, Token: tok}
 	if s.req.Logprobs {
 		out.LogProb, out.Top = sample.LogProbs(logits, tok, s.req.TopLogprobs)
 	}
@@ -315,7 +316,8 @@ func (e *Engine) emit(s *seqState, logits []float32) {
 	s.lastToken = now
 	s.generated++
 	e.stats.Generated++
-	eog := e.cfg.IsEOG(tok) && !s.req.IgnoreEOS
+	// ignore_eos bans the end-of-generation tokens in the sampler (Sampling.IgnoreTokens).
+	eog := e.cfg.IsEOG(tok)
 	if !eog {
 		s.stream.push(out)
 		s.tokens = append(s.tokens, tok)
@@ -378,5 +380,5 @@ func (e *Engine) finish(s *seqState, reason FinishReason, err error) {
 	if e.cfg.Observer != nil {
 		e.cfg.Observer.Finished(reason, s.usage)
 	}
-	s.stream.push(Output{Done: true, Finish: reason, Err: err, Usage: s.usage})
+	s.stream.push(Output{Seq: s.seq, Done: true, Finish: reason, Err: err, Usage: s.usage})
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -201,8 +202,8 @@ func (q *stressReq) String() string {
 	if p := q.state.Load(); p != nil {
 		st = *p
 	}
-	return fmt.Sprintf("prompt=%d max=%d prio=%d ignoreEOS=%v cancelAt=%d how=%d state=%s idle=%v",
-		len(q.req.Prompt), q.req.MaxTokens, q.req.Priority, q.req.IgnoreEOS, q.cancelAt, q.how, st,
+	return fmt.Sprintf("prompt=%d max=%d prio=%d ignored=%v cancelAt=%d how=%d state=%s idle=%v",
+		len(q.req.Prompt), q.req.MaxTokens, q.req.Priority, q.req.Sampling.IgnoreTokens, q.cancelAt, q.how, st,
 		time.Since(time.Unix(0, q.lastSeen.Load())).Round(time.Millisecond))
 }
 
@@ -215,7 +216,9 @@ func outcome(req Request, eog int32, nCtx int) ([]int32, FinishReason, int) {
 	tok, pos := req.Prompt[len(req.Prompt)-1], int32(len(req.Prompt)-1)
 	for i := 1; ; i++ {
 		tok, pos = next(tok, pos), pos+1
-		if tok == eog && !req.IgnoreEOS {
+		if tok == eog && slices.Contains(req.Sampling.IgnoreTokens, eog) {
+			tok = 1 - min(eog, 1) // ignore_eos: greedy takes the lowest other id (the fake's other logits are 0)
+		} else if tok == eog {
 			return toks, FinishStop, i
 		}
 		toks = append(toks, tok)
@@ -298,7 +301,10 @@ func runRound(t *testing.T, r stressRound, tally map[string]int) bool {
 			p = append(p, int32(rng.IntN(vocab)))
 		}
 		q := &stressReq{req: Request{Prompt: p, Sampling: greedy(), Priority: Priority(rng.IntN(3) - 1),
-			IgnoreEOS: rng.IntN(3) == 0, MaxTokens: rng.IntN(r.maxTokens + 1)}, cancelAt: -1}
+			MaxTokens: rng.IntN(r.maxTokens + 1)}, cancelAt: -1}
+		if r.eog >= 0 && rng.IntN(3) == 0 { // ignore_eos
+			q.req.Sampling.IgnoreTokens = []int32{r.eog}
+		}
 		if rng.IntN(4) == 0 {
 			q.req.Logprobs, q.req.TopLogprobs = true, rng.IntN(4)
 		}

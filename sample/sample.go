@@ -1,6 +1,6 @@
 // Package sample draws the next token from a row of logits the way llama.cpp's common sampler
 // chain does: penalties (repeat, frequency, presence over the last N accepted tokens), top-k,
-// top-p, min-p, temperature, then a draw from the resulting distribution. A temperature <= 0
+// top-p, min-p, temperature, then a draw from the resulting distribution. A temperature of 0
 // selects greedily (argmax after penalties, ties broken towards the lowest token id).
 //
 // A grammar (Params.Grammar) constrains the output: see Sampler.Sample.
@@ -23,18 +23,20 @@ import (
 // Params configures a Sampler. The zero value is not the llama.cpp default; start from
 // DefaultParams and override fields.
 type Params struct {
-	Temperature      float32 // <= 0 selects greedily; llama.cpp default 0.8
-	TopK             int     // keep the K most likely tokens; <= 0 disables (default 40)
+	Temperature      float32 // in [0, 100]; 0 selects greedily; llama.cpp default 0.8
+	TopK             int     // keep the K most likely tokens; 0 disables (default 40)
 	TopP             float32 // nucleus mass in (0, 1]; 1 disables (default 0.95)
 	MinP             float32 // keep tokens with p >= MinP * p_max, in [0, 1]; 0 disables (default 0.05)
-	RepeatPenalty    float32 // > 0; 1 disables (default 1)
+	RepeatPenalty    float32 // in (0, 100]; 1 disables (default 1)
 	RepeatLastN      int     // penalty window in tokens; 0 disables penalties, -1 = whole history (default 64)
-	FrequencyPenalty float32 // subtracted once per occurrence in the window
-	PresencePenalty  float32 // subtracted once if the token occurs in the window
+	FrequencyPenalty float32 // in [-2, 2]; subtracted once per occurrence in the window
+	PresencePenalty  float32 // in [-2, 2]; subtracted once if the token occurs in the window
 	Seed             uint64  // seeds this sampler's own PCG generator
-	IgnoreTokens     []int32 // token ids that are never sampled (e.g. EOS with ignore_eos)
-	// LogitBias adds a value to some tokens' logits before every other stage (OpenAI's
-	// logit_bias: -100 all but bans a token, +100 all but forces it).
+	// IgnoreTokens are token ids that are never sampled: llama.cpp's ignore_eos is this list
+	// holding the end-of-generation tokens (then no caller need check for them).
+	IgnoreTokens []int32
+	// LogitBias adds a value in [-100, 100] to some tokens' logits before every other stage
+	// (OpenAI's logit_bias: -100 all but bans a token, +100 all but forces it).
 	LogitBias map[int32]float32
 
 	// Grammar, when set, constrains the output (see Sampler.Sample); GrammarVocab, required with
@@ -92,12 +94,12 @@ type Sampler struct {
 // candidates to sort in the one bucket that straddles the nucleus boundary.
 const numBuckets = 1024
 
-// New validates p and returns a Sampler for logits rows of vocabSize entries.
+// New validates p (Validate) and returns a Sampler for logits rows of vocabSize entries.
 func New(p Params, vocabSize int) (*Sampler, error) {
 	if vocabSize <= 0 {
 		return nil, fmt.Errorf("sample: vocabulary size must be positive, got %d", vocabSize)
 	}
-	if err := p.validate(vocabSize); err != nil {
+	if err := p.Validate(vocabSize); err != nil {
 		return nil, err
 	}
 	s := &Sampler{p: p, vocab: vocabSize}
@@ -130,35 +132,56 @@ func seedStream(seed uint64) uint64 {
 	return z ^ (z >> 31)
 }
 
-func finite(f float32) bool {
-	return !math.IsNaN(float64(f)) && !math.IsInf(float64(f), 0)
+// ParamError is a Params field outside its range. Name is the parameter's name in llama.cpp's
+// server API, which is also its JSON field there and in OpenAI's (temperature, top_k, top_p,
+// min_p, repeat_penalty, repeat_last_n, frequency_penalty, presence_penalty, logit_bias,
+// ignore_tokens, grammar): callers map it to their own spelling (a flag, a field).
+type ParamError struct {
+	Name  string
+	Value any    // the value refused
+	Want  string // what the value must be, e.g. "in (0, 1] (1 disables it)"
 }
 
-func (p *Params) validate(vocab int) error {
+func (e *ParamError) Error() string {
+	return fmt.Sprintf("sample: %s must be %s, got %v", e.Name, e.Want, e.Value)
+}
+
+// Validate checks every parameter's range; it is the one check of them that the API server and
+// the command line share. Token ids (IgnoreTokens, LogitBias) are checked against vocab when it
+// is positive, so that flags can be checked before a model is loaded. The error is a
+// *ParamError, or for an inconsistent grammar setup a plain error.
+func (p *Params) Validate(vocab int) error {
+	bad := func(name string, v any, want string) error { return &ParamError{Name: name, Value: v, Want: want} }
+	in := func(v, lo, hi float32) bool { return v >= lo && v <= hi } // false for NaN
 	switch {
-	case !finite(p.Temperature):
-		return fmt.Errorf("sample: temperature must be a finite number, got %v", p.Temperature)
+	case !in(p.Temperature, 0, 100):
+		return bad("temperature", p.Temperature, "in [0, 100] (0 = greedy)")
+	case p.TopK < 0:
+		return bad("top_k", p.TopK, ">= 0 (0 disables it)")
 	case !(p.TopP > 0 && p.TopP <= 1):
-		return fmt.Errorf("sample: top_p must be in (0, 1] (1 disables it), got %v", p.TopP)
-	case !(p.MinP >= 0 && p.MinP <= 1):
-		return fmt.Errorf("sample: min_p must be in [0, 1] (0 disables it), got %v", p.MinP)
-	case !(p.RepeatPenalty > 0) || !finite(p.RepeatPenalty):
-		return fmt.Errorf("sample: repeat_penalty must be a finite number > 0 (1 disables it), got %v", p.RepeatPenalty)
+		return bad("top_p", p.TopP, "in (0, 1] (1 disables it)")
+	case !in(p.MinP, 0, 1):
+		return bad("min_p", p.MinP, "in [0, 1] (0 disables it)")
+	case !(p.RepeatPenalty > 0 && p.RepeatPenalty <= 100):
+		return bad("repeat_penalty", p.RepeatPenalty, "in (0, 100] (1 disables it)")
 	case p.RepeatLastN < -1:
-		return fmt.Errorf("sample: repeat_last_n must be >= -1 (-1 = whole history, 0 disables), got %d", p.RepeatLastN)
-	case !finite(p.FrequencyPenalty):
-		return fmt.Errorf("sample: frequency_penalty must be a finite number, got %v", p.FrequencyPenalty)
-	case !finite(p.PresencePenalty):
-		return fmt.Errorf("sample: presence_penalty must be a finite number, got %v", p.PresencePenalty)
+		return bad("repeat_last_n", p.RepeatLastN, ">= -1 (-1 = whole history, 0 disables the penalties)")
+	case !in(p.FrequencyPenalty, -2, 2):
+		return bad("frequency_penalty", p.FrequencyPenalty, "in [-2, 2] (0 disables it)")
+	case !in(p.PresencePenalty, -2, 2):
+		return bad("presence_penalty", p.PresencePenalty, "in [-2, 2] (0 disables it)")
 	}
 	for _, t := range p.IgnoreTokens {
-		if t < 0 || int(t) >= vocab {
-			return fmt.Errorf("sample: ignored token %d outside the vocabulary [0, %d)", t, vocab)
+		if t < 0 || vocab > 0 && int(t) >= vocab {
+			return bad("ignore_tokens", t, fmt.Sprintf("a token id in [0, %d)", vocab))
 		}
 	}
 	for t, b := range p.LogitBias {
-		if t < 0 || int(t) >= vocab || !finite(b) {
-			return fmt.Errorf("sample: logit_bias %d: %v: the token must be in [0, %d) and the bias finite", t, b, vocab)
+		if t < 0 || vocab > 0 && int(t) >= vocab {
+			return bad("logit_bias", t, fmt.Sprintf("keyed by token ids in [0, %d)", vocab))
+		}
+		if !in(b, -100, 100) {
+			return bad("logit_bias", b, fmt.Sprintf("a bias in [-100, 100] (token %d)", t))
 		}
 	}
 	switch {
@@ -166,7 +189,7 @@ func (p *Params) validate(vocab int) error {
 		return errors.New("sample: GrammarVocab is set without a Grammar")
 	case p.Grammar != nil && p.GrammarVocab == nil:
 		return errors.New("sample: a Grammar needs GrammarVocab (the tokens' text)")
-	case p.Grammar != nil && p.GrammarVocab.Size() != vocab:
+	case p.Grammar != nil && vocab > 0 && p.GrammarVocab.Size() != vocab:
 		return fmt.Errorf("sample: the grammar vocabulary has %d tokens, the model %d", p.GrammarVocab.Size(), vocab)
 	}
 	return nil

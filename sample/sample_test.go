@@ -53,8 +53,10 @@ func TestNewValidation(t *testing.T) {
 		wantErr string
 	}{
 		{name: "defaults", p: DefaultParams(), vocab: 10},
-		{name: "greedy negative temperature", p: mod(func(p *Params) { p.Temperature = -1 }), vocab: 10},
-		{name: "top_k negative means off", p: mod(func(p *Params) { p.TopK = -1 }), vocab: 10},
+		{name: "negative temperature", p: mod(func(p *Params) { p.Temperature = -1 }), vocab: 10, wantErr: "temperature"},
+		{name: "temperature above 100", p: mod(func(p *Params) { p.Temperature = 101 }), vocab: 10, wantErr: "temperature"},
+		{name: "top_k negative", p: mod(func(p *Params) { p.TopK = -1 }), vocab: 10, wantErr: "top_k"},
+		{name: "top_k zero means off", p: mod(func(p *Params) { p.TopK = 0 }), vocab: 10},
 		{name: "top_p one", p: mod(func(p *Params) { p.TopP = 1 }), vocab: 10},
 		{name: "zero vocab", p: DefaultParams(), vocab: 0, wantErr: "vocabulary size"},
 		{name: "top_p zero", p: mod(func(p *Params) { p.TopP = 0 }), vocab: 10, wantErr: "top_p"},
@@ -66,11 +68,17 @@ func TestNewValidation(t *testing.T) {
 		{name: "temperature Inf", p: mod(func(p *Params) { p.Temperature = inf }), vocab: 10, wantErr: "temperature"},
 		{name: "repeat penalty zero", p: mod(func(p *Params) { p.RepeatPenalty = 0 }), vocab: 10, wantErr: "repeat_penalty"},
 		{name: "repeat penalty Inf", p: mod(func(p *Params) { p.RepeatPenalty = inf }), vocab: 10, wantErr: "repeat_penalty"},
+		{name: "repeat penalty above 100", p: mod(func(p *Params) { p.RepeatPenalty = 101 }), vocab: 10, wantErr: "repeat_penalty"},
 		{name: "repeat last n", p: mod(func(p *Params) { p.RepeatLastN = -2 }), vocab: 10, wantErr: "repeat_last_n"},
 		{name: "frequency Inf", p: mod(func(p *Params) { p.FrequencyPenalty = inf }), vocab: 10, wantErr: "frequency_penalty"},
 		{name: "presence NaN", p: mod(func(p *Params) { p.PresencePenalty = nan }), vocab: 10, wantErr: "presence_penalty"},
-		{name: "ignored token too large", p: mod(func(p *Params) { p.IgnoreTokens = []int32{10} }), vocab: 10, wantErr: "ignored token 10"},
-		{name: "ignored token negative", p: mod(func(p *Params) { p.IgnoreTokens = []int32{-1} }), vocab: 10, wantErr: "ignored token -1"},
+		{name: "frequency above 2", p: mod(func(p *Params) { p.FrequencyPenalty = 2.5 }), vocab: 10, wantErr: "frequency_penalty"},
+		{name: "presence below -2", p: mod(func(p *Params) { p.PresencePenalty = -2.5 }), vocab: 10, wantErr: "presence_penalty"},
+		{name: "penalties at their bounds", p: mod(func(p *Params) { p.FrequencyPenalty, p.PresencePenalty, p.RepeatPenalty = 2, -2, 100 }), vocab: 10},
+		{name: "logit_bias token outside", p: mod(func(p *Params) { p.LogitBias = map[int32]float32{10: 1} }), vocab: 10, wantErr: "logit_bias"},
+		{name: "logit_bias above 100", p: mod(func(p *Params) { p.LogitBias = map[int32]float32{3: 101} }), vocab: 10, wantErr: "logit_bias"},
+		{name: "ignored token too large", p: mod(func(p *Params) { p.IgnoreTokens = []int32{10} }), vocab: 10, wantErr: "ignore_tokens must be a token id in [0, 10), got 10"},
+		{name: "ignored token negative", p: mod(func(p *Params) { p.IgnoreTokens = []int32{-1} }), vocab: 10, wantErr: "ignore_tokens must be a token id in [0, 10), got -1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -99,7 +107,6 @@ func TestGreedy(t *testing.T) {
 	}{
 		{name: "plain argmax", p: onlyParams(0), logits: []float32{1, 3, 2}, want: 1},
 		{name: "tie goes to lowest id", p: onlyParams(0), logits: []float32{1, 5, 5, 5}, want: 1},
-		{name: "negative temperature", p: onlyParams(-2), logits: []float32{-4, -1, -3}, want: 1},
 		{name: "NaN skipped", p: onlyParams(0), logits: []float32{nan, 1, 0}, want: 1},
 		{name: "all NaN", p: onlyParams(0), logits: []float32{nan, nan}, want: -1},
 		{name: "empty row", p: onlyParams(0), logits: nil, want: -1},
@@ -600,5 +607,35 @@ func TestPickSaysWhy(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestValidateNamesTheParameter: a range error is a *ParamError naming the parameter as
+// llama.cpp's API does, which the server turns into the JSON field and the CLI into the flag.
+func TestValidateNamesTheParameter(t *testing.T) {
+	tests := []struct {
+		name string
+		mod  func(*Params)
+		want string
+	}{
+		{name: "temperature", mod: func(p *Params) { p.Temperature = -0.5 }, want: "temperature"},
+		{name: "top_p", mod: func(p *Params) { p.TopP = 1.5 }, want: "top_p"},
+		{name: "repeat_last_n", mod: func(p *Params) { p.RepeatLastN = -2 }, want: "repeat_last_n"},
+		{name: "logit_bias", mod: func(p *Params) { p.LogitBias = map[int32]float32{1: -200} }, want: "logit_bias"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := DefaultParams()
+			tc.mod(&p)
+			var pe *ParamError
+			if err := p.Validate(10); !errors.As(err, &pe) || pe.Name != tc.want {
+				t.Fatalf("Validate: %v, want a ParamError naming %s", err, tc.want)
+			}
+		})
+	}
+	p := DefaultParams()
+	p.IgnoreTokens = []int32{50000}
+	if err := p.Validate(0); err != nil {
+		t.Fatalf("token ids are not checked without a vocabulary size: %v", err)
 	}
 }

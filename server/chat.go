@@ -1,15 +1,12 @@
 package server
 
 import (
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
-	"time"
 
 	"ubatch/chat"
-	"ubatch/engine"
 )
 
 // chatRequest is the body of POST /v1/chat/completions.
@@ -64,131 +61,105 @@ type chatChoice struct {
 	FinishReason *string       `json:"finish_reason"`
 }
 
-type chatResponse struct {
-	ID      string       `json:"id"`
-	Object  string       `json:"object"`
-	Created int64        `json:"created"`
-	Model   string       `json:"model"`
-	Choices []chatChoice `json:"choices"`
-	Usage   any          `json:"usage,omitempty"` // as in completionResponse
-}
+type chatResponse = openAIResponse[chatChoice]
 
 func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
-	var req chatRequest
-	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	g, prompt, err := s.chatParams(&req)
+	s.serveCompletion(w, r, &chatRequest{})
+}
+
+func (req *chatRequest) prepare(s *Server) (genParams, [][]int32, reply, error) {
+	g, prompt, err := s.chatParams(req)
 	if err != nil {
-		writeError(w, err)
-		return
+		return g, nil, nil, err
 	}
-	gen, err := s.generate(r.Context(), [][]int32{prompt}, g)
-	if err != nil {
-		writeError(w, err)
-		return
+	object := "chat.completion"
+	if req.Stream {
+		object = "chat.completion.chunk"
 	}
-	defer gen.cancel()
-	resp := chatResponse{ID: "chatcmpl-" + rand.Text(), Created: time.Now().Unix(), Model: s.cfg.ModelID}
-	if !req.Stream {
-		res, err := gen.collect(r.Context())
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		resp.Object = "chat.completion"
-		usages := make([]engine.Usage, len(res))
-		for i, c := range res {
-			msg := &chatMessage{Role: "assistant"}
-			content := c.text.String()
-			if g.tools != nil {
-				var calls []chat.ToolCall
-				content, calls = chat.ParseToolCalls(g.tools.format, content)
-				if len(calls) > 0 {
-					msg.ToolCalls = toolReply(calls, g.tools.parallel, false)
-					c.finish = "tool_calls"
-				}
-			}
-			if content != "" || msg.ToolCalls == nil {
-				msg.Content = &content
-			}
-			ch := chatChoice{Index: i, Message: msg, FinishReason: &c.finish}
-			if g.logprobs {
-				ch.Logprobs = s.chatLogprobs(c.tokens)
-			}
-			resp.Choices = append(resp.Choices, ch)
-			usages[i] = c.usage
-		}
-		u := gen.usageOf(usages)
-		resp.Usage = &u
-		writeJSON(w, http.StatusOK, resp)
-		return
-	}
-	resp.Object = "chat.completion.chunk"
-	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-	if includeUsage {
-		resp.Usage = jsonNull
-	}
-	started := make([]bool, g.n)
-	empty := ""
-	var parsers []*chat.ToolParser
+	c := &chatReply{openAIReply: newOpenAIReply[chatChoice](s, "chatcmpl-", object, &req.openAIFields), s: s, g: g}
 	if g.tools != nil {
 		for range g.n {
-			parsers = append(parsers, chat.NewToolParser(g.tools.format))
+			c.parsers = append(c.parsers, chat.NewToolParser(g.tools.format))
 		}
 	}
-	s.stream(r.Context(), w, gen, func(sse *sseWriter, ev seqEvent) error {
-		// Each choice opens with the assistant role, as OpenAI's streams do.
-		if !started[ev.index] {
-			started[ev.index] = true
-			resp.Choices = []chatChoice{{Index: ev.index, Delta: &chatDelta{Role: "assistant", Content: &empty}}}
-			if err := sse.send(resp); err != nil {
-				return err
+	c.started = make([]bool, g.n)
+	return g, [][]int32{prompt}, c, nil
+}
+
+// chatReply words a generation as /v1/chat/completions does: with tools, the reply is read for
+// tool calls (streaming, text that may start one is held back until the reply ends).
+type chatReply struct {
+	openAIReply[chatChoice]
+	s       *Server
+	g       genParams
+	started []bool             // by choice: the assistant role was sent
+	parsers []*chat.ToolParser // by choice, with tools
+}
+
+func (c *chatReply) chunk(sse *sseWriter, ev seqEvent) error {
+	// Each choice opens with the assistant role, as OpenAI's streams do.
+	if !c.started[ev.index] {
+		c.started[ev.index] = true
+		empty := ""
+		if err := c.send(sse, chatChoice{Index: ev.index, Delta: &chatDelta{Role: "assistant", Content: &empty}}); err != nil {
+			return err
+		}
+	}
+	finish := ev.finish
+	var calls []toolCallJSON
+	if c.parsers != nil {
+		text := c.parsers[ev.index].Add(ev.text)
+		if ev.done {
+			rest, parsed := c.parsers[ev.index].Finish()
+			text += rest
+			if calls = toolReply(parsed, c.g.tools.parallel, true); len(calls) > 0 {
+				finish = "tool_calls"
 			}
 		}
-		finish := ev.finish
-		var calls []toolCallJSON
-		if parsers != nil {
-			// Text that may start a tool call is held back until the reply ends.
-			text := parsers[ev.index].Add(ev.text)
-			if ev.done {
-				rest, parsed := parsers[ev.index].Finish()
-				text += rest
-				if calls = toolReply(parsed, g.tools.parallel, true); len(calls) > 0 {
-					finish = "tool_calls"
-				}
+		ev.text = text
+	}
+	if ev.text != "" || len(ev.tokens) > 0 {
+		ch := chatChoice{Index: ev.index, Delta: &chatDelta{Content: &ev.text}}
+		if c.g.logprobs {
+			ch.Logprobs = c.s.chatLogprobs(ev.tokens)
+		}
+		if err := c.send(sse, ch); err != nil {
+			return err
+		}
+	}
+	if !ev.done {
+		return nil
+	}
+	if len(calls) > 0 {
+		if err := c.send(sse, chatChoice{Index: ev.index, Delta: &chatDelta{ToolCalls: calls}}); err != nil {
+			return err
+		}
+	}
+	return c.send(sse, chatChoice{Index: ev.index, Delta: &chatDelta{}, FinishReason: &finish})
+}
+
+func (c *chatReply) whole(res []*choiceResult, u usageJSON) any {
+	choices := make([]chatChoice, len(res))
+	for i, r := range res {
+		msg := &chatMessage{Role: "assistant"}
+		content := r.text.String()
+		if c.g.tools != nil {
+			var calls []chat.ToolCall
+			content, calls = chat.ParseToolCalls(c.g.tools.format, content)
+			if len(calls) > 0 {
+				msg.ToolCalls = toolReply(calls, c.g.tools.parallel, false)
+				r.finish = "tool_calls"
 			}
-			ev.text = text
 		}
-		if ev.text != "" || len(ev.tokens) > 0 {
-			ch := chatChoice{Index: ev.index, Delta: &chatDelta{Content: &ev.text}}
-			if g.logprobs {
-				ch.Logprobs = s.chatLogprobs(ev.tokens)
-			}
-			resp.Choices = []chatChoice{ch}
-			if err := sse.send(resp); err != nil {
-				return err
-			}
+		if content != "" || msg.ToolCalls == nil {
+			msg.Content = &content
 		}
-		if !ev.done {
-			return nil
+		choices[i] = chatChoice{Index: i, Message: msg, FinishReason: &r.finish}
+		if c.g.logprobs {
+			choices[i].Logprobs = c.s.chatLogprobs(r.tokens)
 		}
-		if len(calls) > 0 {
-			resp.Choices = []chatChoice{{Index: ev.index, Delta: &chatDelta{ToolCalls: calls}}}
-			if err := sse.send(resp); err != nil {
-				return err
-			}
-		}
-		resp.Choices = []chatChoice{{Index: ev.index, Delta: &chatDelta{}, FinishReason: &finish}}
-		return sse.send(resp)
-	}, func(sse *sseWriter, u usageJSON) error {
-		if !includeUsage {
-			return nil
-		}
-		resp.Choices, resp.Usage = []chatChoice{}, &u
-		return sse.send(resp)
-	})
+	}
+	return c.response(choices, u)
 }
 
 // chatParams validates a chat request, renders its messages with the chat template and tokenizes
@@ -202,6 +173,7 @@ func (s *Server) chatParams(req *chatRequest) (genParams, []int32, error) {
 	if err := g.setMaxTokens(req.MaxTokens, req.MaxCompletionTokens); err != nil {
 		return g, nil, err
 	}
+	g.stream = req.Stream
 	if err := g.setN(req.N, 1); err != nil {
 		return g, nil, err
 	}

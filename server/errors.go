@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"ubatch/engine"
+	"ubatch/sample"
 )
 
 // apiError is an error with the HTTP status and OpenAI error fields it should be reported with.
@@ -63,6 +64,14 @@ func toAPIError(err error) *apiError {
 	var ae *apiError
 	if errors.As(err, &ae) {
 		return ae
+	}
+	var pe *sample.ParamError
+	if errors.As(err, &pe) {
+		field := pe.Name
+		if field == "ignore_tokens" { // the only list of tokens the sampler ignores: ignore_eos's
+			field = "ignore_eos"
+		}
+		return badRequest(field, "%s must be %s, got %v", field, pe.Want, pe.Value)
 	}
 	switch {
 	case errors.Is(err, engine.ErrQueueFull):

@@ -14,8 +14,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"ubatch/sample"
 )
 
 // fuzzDeadline bounds one fuzz input's request. The engine's context holds 64 tokens, so any
@@ -81,23 +79,11 @@ func FuzzChatCompletions(f *testing.F) {
 
 func FuzzLlamaCompletion(f *testing.F) {
 	fuzzRoute(f, "/completion", func(s *Server, body []byte) error {
-		// The handler's parsing steps, in its order.
 		var req llamaCompletionRequest
 		if err := decodeBytes(body, &req); err != nil {
 			return err
 		}
-		g, err := req.params(sample.DefaultParams(), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
-		if err != nil {
-			return err
-		}
-		inputs, err := parsePrompts("prompt", req.Prompt)
-		if err != nil {
-			return err
-		}
-		if len(inputs) != 1 {
-			return nil
-		}
-		prompt, err := s.promptTokens("prompt", inputs[0])
+		g, prompt, err := s.llamaParams(&req)
 		if err == nil {
 			err = checkGen(s, g, [][]int32{prompt})
 		}

@@ -3,8 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
-	"sync"
 	"time"
 
 	"ubatch/engine"
@@ -25,164 +25,155 @@ type seqEvent struct {
 	err      error         // with done, when the sequence failed
 }
 
-// generation is a set of sequences running in the engine for one HTTP request. Events of all
-// sequences arrive on events, which is closed once every sequence has reported done (or the
-// request's context ended). cancel must be called when the handler returns: it cancels every
-// sequence still running, freeing its KV blocks at the engine's next step.
+// generation is the sequences running in the engine for one HTTP request, all on one engine
+// stream that the handler's goroutine reads through next. cancel must be called when the handler
+// returns: it cancels every sequence still running, freeing its KV blocks at the engine's next
+// step.
 type generation struct {
-	events  <-chan seqEvent
+	st      *engine.Stream // nil when nothing is generated (n_predict 0)
 	cancel  context.CancelFunc
 	prompts []int // prompt tokens of each prompt
 	n       int   // sequences per prompt
+	seqs    []seqText
+	// withTokens: events carry their tokens (for logprobs or llama.cpp's return_tokens).
+	withTokens bool
+	ready      []seqEvent // events to return before reading the stream
+	observe    func(first time.Time, tokens int)
+}
+
+// seqText is one sequence's text: stop-string detection over its decoded tokens.
+type seqText struct {
+	text    *textStream
+	kept    int // tokens generated up to the end of the text (a stop string included)
+	firstAt time.Time
+	// stopped is the final event once a stop string ended the sequence: it goes out with the
+	// engine's final output (its usage), which follows within one step of the cancel.
+	stopped *seqEvent
 }
 
 // errNoOutput is the error of a sequence that the engine ended without a reason the client can act
 // on (it was cancelled by the server, not by the client).
 var errNoOutput = errors.New("generation was cancelled")
 
-// generate submits n sequences for each prompt and starts relaying their outputs. Submission
+// generate submits n sequences for each prompt, as one group on one engine stream. Submission
 // errors (queue full, prompt too long, shutdown) are returned before anything was sent, so the
-// handler can still answer with an error status; sequences already submitted are cancelled.
+// handler can still answer with an error status.
 func (s *Server) generate(ctx context.Context, prompts [][]int32, g genParams) (*generation, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	gen := &generation{cancel: cancel, n: g.n}
+	gen := &generation{cancel: cancel, n: g.n, withTokens: g.logprobs || g.keepTokens, observe: s.observeSequence}
 	for _, p := range prompts {
 		gen.prompts = append(gen.prompts, len(p))
 	}
 	total := len(prompts) * g.n
-	events := make(chan seqEvent, total*4)
-	gen.events = events
 	if g.noGeneration {
 		for i := range total {
-			events <- seqEvent{index: i, done: true, finish: "length",
-				usage: engine.Usage{PromptTokens: len(prompts[i/g.n])}}
+			gen.ready = append(gen.ready, seqEvent{index: i, done: true, finish: "length",
+				usage: engine.Usage{PromptTokens: len(prompts[i/g.n])}})
 		}
-		close(events)
 		return gen, nil
 	}
-	streams := make([]*engine.Stream, total)
-	fail := func(err error) (*generation, error) {
-		for _, st := range streams {
-			if st != nil {
-				st.Cancel(engine.FinishCancelled)
-			}
-		}
-		cancel()
-		return nil, err
-	}
-	submit := func(i int) error {
-		req := engine.Request{
-			Prompt: prompts[i/g.n], MaxTokens: g.maxTokens, Sampling: g.sampling, IgnoreEOS: g.ignoreEOS,
-			Priority: g.priority, Logprobs: g.logprobs, TopLogprobs: g.topLogprobs,
-		}
+	reqs := make([]engine.Request, total)
+	gen.seqs = make([]seqText, total)
+	for i := range reqs {
+		reqs[i] = engine.Request{Prompt: prompts[i/g.n], MaxTokens: g.maxTokens, Sampling: g.sampling,
+			Priority: g.priority, Logprobs: g.logprobs, TopLogprobs: g.topLogprobs}
 		// Independent sequences of one request need distinct random streams.
-		req.Sampling.Seed += uint64(i % g.n)
-		st, err := s.cfg.Engine.Submit(ctx, req)
-		streams[i] = st
-		return err
+		reqs[i].Sampling.Seed += uint64(i % g.n)
+		gen.seqs[i].text = newTextStream(s.cfg.Model.Vocab, g.stop)
 	}
 	// With n > 1 the engine computes each prompt once: the other sequences wait until the first
 	// has the prompt in the KV cache and start from it.
-	for i := range total {
-		if err := submit(i); err != nil {
-			return fail(err)
-		}
+	st, err := s.cfg.Engine.Submit(ctx, reqs...)
+	if err != nil {
+		cancel()
+		return nil, err
 	}
-	var wg sync.WaitGroup
-	for i, st := range streams {
-		wg.Go(func() { s.relay(ctx, i, st, g, events) })
-	}
-	go func() {
-		wg.Wait()
-		close(events)
-	}()
+	gen.st = st
 	return gen, nil
 }
 
-// relay reads one sequence's outputs, turns them into text events and sends them on out until
-// the sequence is done or ctx ends (then the sequence is cancelled).
-func (s *Server) relay(ctx context.Context, index int, st *engine.Stream, g genParams, out chan<- seqEvent) {
-	ts := newTextStream(s.cfg.Model.Vocab, g.stop)
-	send := func(e seqEvent) bool {
-		e.index = index
-		if !g.logprobs && !g.keepTokens {
-			e.tokens = nil
-		}
-		select {
-		case out <- e:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
-	kept := 0
-	var firstAt time.Time
+// next returns the next event of any sequence (seqEvent.index says which); io.EOF once every
+// sequence has reported done; the error of a failed sequence; or ctx's cause when ctx ends first
+// (errShutdown for a request cut at shutdown).
+func (gen *generation) next(ctx context.Context) (seqEvent, error) {
 	for {
-		o, err := st.Recv(ctx)
-		if err != nil {
-			st.Cancel(engine.FinishCancelled)
-			return
+		if len(gen.ready) > 0 {
+			ev := gen.ready[0]
+			gen.ready = gen.ready[1:]
+			return ev, nil
 		}
-		if o.Done {
-			text, toks, word := ts.flush()
-			ev := seqEvent{text: text, tokens: toks, done: true, finish: string(o.Finish), stopWord: word, usage: o.Usage}
-			switch {
-			case word != "":
-				ev.finish = "stop"
-				ev.usage.CompletionTokens = kept
-			case o.Finish == engine.FinishError:
-				ev.err = o.Err
-				if ev.err == nil {
-					ev.err = errors.New("generation failed")
-				}
-			case o.Finish == engine.FinishCancelled:
-				ev.err = errNoOutput
+		if ctx.Err() != nil {
+			return seqEvent{}, context.Cause(ctx)
+		}
+		if gen.st == nil {
+			return seqEvent{}, io.EOF
+		}
+		o, err := gen.st.Recv(ctx)
+		switch {
+		case errors.Is(err, io.EOF):
+			return seqEvent{}, io.EOF
+		case err != nil:
+			return seqEvent{}, context.Cause(ctx)
+		}
+		if ev, ok := gen.event(o); ok {
+			if ev.err != nil {
+				return seqEvent{}, ev.err
 			}
-			ev.genTime = sinceOrZero(firstAt)
-			s.observeSequence(firstAt, ev.usage.CompletionTokens)
-			send(ev)
-			return
-		}
-		if kept == 0 {
-			firstAt = time.Now()
-		}
-		kept++
-		text, toks, word := ts.add(genToken{id: o.Token, logprob: o.LogProb, top: o.Top})
-		if word != "" {
-			st.Cancel(engine.FinishStop)
-			// The final output carries the usage counts; it follows within one engine step.
-			usage, ok := drain(ctx, st)
-			if !ok {
-				return
-			}
-			usage.CompletionTokens = kept
-			s.observeSequence(firstAt, kept)
-			send(seqEvent{text: text, tokens: toks, done: true, finish: "stop", stopWord: word,
-				usage: usage, genTime: sinceOrZero(firstAt)})
-			return
-		}
-		if text == "" && (len(toks) == 0 || !g.logprobs && !g.keepTokens) {
-			continue
-		}
-		if !send(seqEvent{text: text, tokens: toks}) {
-			st.Cancel(engine.FinishCancelled)
-			return
+			return ev, nil
 		}
 	}
 }
 
-// drain discards outputs up to the final one and returns its usage.
-func drain(ctx context.Context, st *engine.Stream) (engine.Usage, bool) {
-	for {
-		o, err := st.Recv(ctx)
-		if err != nil {
-			st.Cancel(engine.FinishCancelled)
-			return engine.Usage{}, false
+// event turns one engine output into the sequence's event, if it has one to send: text that is
+// safe to release, or the final event.
+func (gen *generation) event(o engine.Output) (seqEvent, bool) {
+	q := &gen.seqs[o.Seq]
+	var ev seqEvent
+	switch {
+	case o.Done && q.stopped != nil:
+		ev = *q.stopped
+		ev.usage = o.Usage
+		ev.usage.CompletionTokens = q.kept
+	case o.Done:
+		text, toks, word := q.text.flush()
+		ev = seqEvent{text: text, tokens: toks, done: true, finish: string(o.Finish), stopWord: word, usage: o.Usage}
+		switch {
+		case word != "":
+			ev.finish = "stop"
+			ev.usage.CompletionTokens = q.kept
+		case o.Finish == engine.FinishError:
+			ev.err = o.Err
+			if ev.err == nil {
+				ev.err = errors.New("generation failed")
+			}
+		case o.Finish == engine.FinishCancelled:
+			ev.err = errNoOutput
 		}
-		if o.Done {
-			return o.Usage, true
+	case q.stopped != nil:
+		return ev, false // generated before the engine saw the stop
+	default:
+		if q.kept == 0 {
+			q.firstAt = time.Now()
 		}
+		q.kept++
+		text, toks, word := q.text.add(genToken{id: o.Token, logprob: o.LogProb, top: o.Top})
+		if word != "" {
+			gen.st.CancelSeq(o.Seq, engine.FinishStop)
+			q.stopped = &seqEvent{text: text, tokens: toks, done: true, finish: "stop", stopWord: word}
+			return ev, false
+		}
+		ev = seqEvent{text: text, tokens: toks}
 	}
+	ev.index = o.Seq
+	if !gen.withTokens {
+		ev.tokens = nil
+	}
+	if ev.done {
+		ev.genTime = sinceOrZero(q.firstAt)
+		gen.observe(q.firstAt, ev.usage.CompletionTokens)
+		return ev, true
+	}
+	return ev, ev.text != "" || len(ev.tokens) > 0
 }
 
 func sinceOrZero(t time.Time) time.Duration {
@@ -211,49 +202,17 @@ type choiceResult struct {
 	genTime  time.Duration
 }
 
-// collect waits for every sequence of gen and returns their outputs by choice index. It fails
-// when a sequence failed or ctx ended first (with ctx's cause: errShutdown for a request cut at
-// shutdown).
-func (gen *generation) collect(ctx context.Context) ([]*choiceResult, error) {
-	res := make([]*choiceResult, len(gen.prompts)*gen.n)
-	for i := range res {
-		res[i] = &choiceResult{}
-	}
-	for {
-		select {
-		case ev, ok := <-gen.events:
-			if !ok {
-				// The relays also stop when ctx ends, before their sequences are done.
-				if ctx.Err() != nil {
-					return nil, context.Cause(ctx)
-				}
-				return res, nil
-			}
-			r := res[ev.index]
-			r.text.WriteString(ev.text)
-			r.tokens = append(r.tokens, ev.tokens...)
-			if ev.done {
-				if ev.err != nil {
-					return nil, ev.err
-				}
-				r.finish, r.stopWord, r.usage, r.genTime = ev.finish, ev.stopWord, ev.usage, ev.genTime
-			}
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		}
-	}
-}
-
-// usageOf sums token counts over a generation's sequences. Prompt tokens count once per prompt
-// (its n sequences share it), and so do cached tokens: those the prompt's first sequence took from
-// the prefix cache (the others reuse that sequence's blocks); completion tokens add up.
-func (gen *generation) usageOf(seqs []engine.Usage) usageJSON {
+// usageOf sums token counts over a generation's sequences (res by choice index). Prompt tokens
+// count once per prompt (its n sequences share it), and so do cached tokens: those the prompt's
+// first sequence took from the prefix cache (the others reuse that sequence's blocks);
+// completion tokens add up.
+func (gen *generation) usageOf(res []*choiceResult) usageJSON {
 	var u usageJSON
 	for i, n := range gen.prompts {
 		u.PromptTokens += n
-		u.PromptTokensDetails.CachedTokens += seqs[i*gen.n].CachedTokens
+		u.PromptTokensDetails.CachedTokens += res[i*gen.n].usage.CachedTokens
 		for j := range gen.n {
-			u.CompletionTokens += seqs[i*gen.n+j].CompletionTokens
+			u.CompletionTokens += res[i*gen.n+j].usage.CompletionTokens
 		}
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens

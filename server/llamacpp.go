@@ -78,102 +78,83 @@ type llamaCompletion struct {
 }
 
 func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
-	var req llamaCompletionRequest
-	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
-		writeError(w, err)
-		return
+	s.serveCompletion(w, r, &llamaCompletionRequest{})
+}
+
+func (req *llamaCompletionRequest) prepare(s *Server) (genParams, [][]int32, reply, error) {
+	g, prompt, err := s.llamaParams(req)
+	if err != nil {
+		return g, nil, nil, err
 	}
+	return g, [][]int32{prompt}, &llamaReply{s: s, g: g}, nil
+}
+
+// llamaParams validates a /completion request and tokenizes its prompt.
+func (s *Server) llamaParams(req *llamaCompletionRequest) (genParams, []int32, error) {
 	g, err := req.params(s.defaults(sample.DefaultParams()), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
 	if err != nil {
-		writeError(w, err)
-		return
+		return g, nil, err
 	}
-	g.keepTokens = req.ReturnTokens
+	g.keepTokens, g.stream = req.ReturnTokens, req.Stream
 	if req.NProbs < 0 || req.NProbs > maxTopLogprobs {
-		writeError(w, badRequest("n_probs", "n_probs must be in [0, %d], got %d", maxTopLogprobs, req.NProbs))
-		return
+		return g, nil, badRequest("n_probs", "n_probs must be in [0, %d], got %d", maxTopLogprobs, req.NProbs)
 	}
 	g.logprobs, g.topLogprobs = req.NProbs > 0, req.NProbs
 	if err := s.constrain(&g, &req.samplingFields, nil); err != nil {
-		writeError(w, err)
-		return
+		return g, nil, err
 	}
 	inputs, err := parsePrompts("prompt", req.Prompt)
 	if err != nil {
-		writeError(w, err)
-		return
+		return g, nil, err
 	}
 	if len(inputs) != 1 {
-		writeError(w, badRequest("prompt", "/completion takes one prompt, got %d", len(inputs)))
-		return
+		return g, nil, badRequest("prompt", "/completion takes one prompt, got %d", len(inputs))
 	}
 	prompt, err := s.promptTokens("prompt", inputs[0])
-	if err != nil {
-		writeError(w, err)
-		return
+	return g, prompt, err
+}
+
+// llamaReply words a generation as llama.cpp's /completion does: one object per chunk, the
+// stop:true summary last, and no [DONE].
+type llamaReply struct {
+	s *Server
+	g genParams
+}
+
+func (l *llamaReply) content(text string, toks []genToken) llamaCompletion {
+	c := llamaCompletion{Content: text, Tokens: tokenIDs(toks)}
+	if l.g.logprobs {
+		c.Probs = l.s.llamaProbs(toks)
 	}
-	gen, err := s.generate(r.Context(), [][]int32{prompt}, g)
-	if err != nil {
-		writeError(w, err)
-		return
+	return c
+}
+
+func (l *llamaReply) chunk(sse *sseWriter, ev seqEvent) error {
+	if !ev.done {
+		return sse.send(l.content(ev.text, ev.tokens))
 	}
-	defer gen.cancel()
-	if !req.Stream {
-		res, err := gen.collect(r.Context())
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		c := res[0]
-		final := s.llamaFinal(c.finish, c.stopWord, c.usage, c.genTime)
-		final.Content = c.text.String()
-		final.Tokens = tokenIDs(c.tokens)
-		if g.logprobs {
-			final.Probs = s.llamaProbs(c.tokens)
-		}
-		writeJSON(w, http.StatusOK, final)
-		return
-	}
-	sse := startSSE(w)
-	var tokens []int32
-	for {
-		select {
-		case ev, ok := <-gen.events:
-			if !ok {
-				sse.endCut(r.Context())
-				return // llama.cpp's stream has no [DONE]: the stop:true object ends it
-			}
-			if ev.err != nil {
-				sse.sendError(ev.err)
-				return
-			}
-			tokens = tokenIDs(ev.tokens)
-			var probs []llamaProb
-			if g.logprobs {
-				probs = s.llamaProbs(ev.tokens)
-			}
-			if ev.done {
-				final := s.llamaFinal(ev.finish, ev.stopWord, ev.usage, ev.genTime)
-				if ev.text != "" {
-					// The last text goes out in its own chunk so that the final object stays a summary.
-					if sse.send(llamaCompletion{Content: ev.text, Tokens: tokens, Probs: probs}) != nil {
-						return
-					}
-				}
-				final.Tokens = []int32{} // the tokens went out with the text
-				if sse.send(final) != nil {
-					return
-				}
-				continue
-			}
-			if sse.send(llamaCompletion{Content: ev.text, Tokens: tokens, Probs: probs}) != nil {
-				return
-			}
-		case <-r.Context().Done():
-			sse.endCut(r.Context())
-			return
+	if ev.text != "" {
+		// The last text goes out in its own chunk so that the final object stays a summary.
+		if err := sse.send(l.content(ev.text, ev.tokens)); err != nil {
+			return err
 		}
 	}
+	final := l.s.llamaFinal(ev.finish, ev.stopWord, ev.usage, ev.genTime)
+	final.Tokens = []int32{} // the tokens went out with the text
+	return sse.send(final)
+}
+
+func (l *llamaReply) end(*sseWriter, usageJSON) error { return nil }
+
+func (l *llamaReply) whole(res []*choiceResult, _ usageJSON) any {
+	c := res[0]
+	final := l.s.llamaFinal(c.finish, c.stopWord, c.usage, c.genTime)
+	final.Content = c.text.String()
+	final.Tokens = tokenIDs(c.tokens)
+	if l.g.logprobs {
+		final.Probs = l.s.llamaProbs(c.tokens)
+	}
+	return final
 }
 
 func tokenIDs(toks []genToken) []int32 {

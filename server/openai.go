@@ -1,14 +1,11 @@
 package server
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/json"
 	"math"
 	"net/http"
 	"time"
-
-	"ubatch/engine"
 )
 
 // openAIMaxTokensDefault is max_tokens of /v1/completions when absent, as in OpenAI's API.
@@ -54,16 +51,20 @@ type completionChoice struct {
 	FinishReason *string             `json:"finish_reason"`
 }
 
-type completionResponse struct {
-	ID      string             `json:"id"`
-	Object  string             `json:"object"`
-	Created int64              `json:"created"`
-	Model   string             `json:"model"`
-	Choices []completionChoice `json:"choices"`
+// openAIResponse is the response object of both OpenAI routes, and of their stream chunks; C is
+// the route's choice type.
+type openAIResponse[C any] struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+	Choices []C    `json:"choices"`
 	// Usage is a *usageJSON in responses and final chunks, JSON null in the other chunks of a
 	// stream that asked for usage, and omitted otherwise (OpenAI's convention).
 	Usage any `json:"usage,omitempty"`
 }
+
+type completionResponse = openAIResponse[completionChoice]
 
 // jsonNull is the usage value of non-final chunks when the client asked for usage.
 const jsonNull = rawJSON("null")
@@ -73,65 +74,85 @@ type rawJSON string
 
 func (r rawJSON) MarshalJSON() ([]byte, error) { return []byte(r), nil }
 
+// openAIReply is what the replies of both OpenAI routes share: the response envelope, and the
+// end of a stream (the usage chunk when asked for, then [DONE]).
+type openAIReply[C any] struct {
+	resp         openAIResponse[C]
+	includeUsage bool
+}
+
+func newOpenAIReply[C any](s *Server, id, object string, f *openAIFields) openAIReply[C] {
+	o := openAIReply[C]{resp: openAIResponse[C]{ID: id + rand.Text(), Object: object, Created: time.Now().Unix(), Model: s.cfg.ModelID}}
+	if f.Stream && f.StreamOptions != nil && f.StreamOptions.IncludeUsage {
+		o.includeUsage, o.resp.Usage = true, jsonNull
+	}
+	return o
+}
+
+// send sends one chunk with choices.
+func (o *openAIReply[C]) send(sse *sseWriter, choices ...C) error {
+	o.resp.Choices = choices
+	return sse.send(o.resp)
+}
+
+func (o *openAIReply[C]) end(sse *sseWriter, u usageJSON) error {
+	if o.includeUsage {
+		o.resp.Choices, o.resp.Usage = []C{}, &u // choices [], not null
+		if err := sse.send(o.resp); err != nil {
+			return err
+		}
+	}
+	return sse.done()
+}
+
+// response is the non-streaming response with choices.
+func (o *openAIReply[C]) response(choices []C, u usageJSON) any {
+	o.resp.Choices, o.resp.Usage = choices, &u
+	return o.resp
+}
+
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
-	var req completionRequest
-	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	g, prompts, err := s.completionParams(&req)
+	s.serveCompletion(w, r, &completionRequest{})
+}
+
+func (req *completionRequest) prepare(s *Server) (genParams, [][]int32, reply, error) {
+	g, prompts, err := s.completionParams(req)
 	if err != nil {
-		writeError(w, err)
-		return
+		return g, nil, nil, err
 	}
-	gen, err := s.generate(r.Context(), prompts, g)
-	if err != nil {
-		writeError(w, err)
-		return
+	return g, prompts, &completionReply{openAIReply: newOpenAIReply[completionChoice](s, "cmpl-", "text_completion", &req.openAIFields), s: s, g: g}, nil
+}
+
+// completionReply words a generation as /v1/completions does.
+type completionReply struct {
+	openAIReply[completionChoice]
+	s *Server
+	g genParams
+}
+
+func (c *completionReply) choice(index int, text string, toks []genToken) completionChoice {
+	ch := completionChoice{Text: text, Index: index}
+	if c.g.logprobs {
+		ch.Logprobs = c.s.completionLogprobs(toks)
 	}
-	defer gen.cancel()
-	resp := completionResponse{ID: "cmpl-" + rand.Text(), Object: "text_completion", Created: time.Now().Unix(), Model: s.cfg.ModelID}
-	if !req.Stream {
-		res, err := gen.collect(r.Context())
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		usages := make([]engine.Usage, len(res))
-		for i, c := range res {
-			ch := completionChoice{Text: c.text.String(), Index: i, FinishReason: &c.finish}
-			if g.logprobs {
-				ch.Logprobs = s.completionLogprobs(c.tokens)
-			}
-			resp.Choices = append(resp.Choices, ch)
-			usages[i] = c.usage
-		}
-		u := gen.usageOf(usages)
-		resp.Usage = &u
-		writeJSON(w, http.StatusOK, resp)
-		return
+	return ch
+}
+
+func (c *completionReply) chunk(sse *sseWriter, ev seqEvent) error {
+	ch := c.choice(ev.index, ev.text, ev.tokens)
+	if ev.done {
+		ch.FinishReason = &ev.finish
 	}
-	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-	if includeUsage {
-		resp.Usage = jsonNull
+	return c.send(sse, ch)
+}
+
+func (c *completionReply) whole(res []*choiceResult, u usageJSON) any {
+	choices := make([]completionChoice, len(res))
+	for i, r := range res {
+		choices[i] = c.choice(i, r.text.String(), r.tokens)
+		choices[i].FinishReason = &r.finish
 	}
-	s.stream(r.Context(), w, gen, func(sse *sseWriter, ev seqEvent) error {
-		ch := completionChoice{Text: ev.text, Index: ev.index}
-		if g.logprobs {
-			ch.Logprobs = s.completionLogprobs(ev.tokens)
-		}
-		if ev.done {
-			ch.FinishReason = &ev.finish
-		}
-		resp.Choices = []completionChoice{ch}
-		return sse.send(resp)
-	}, func(sse *sseWriter, u usageJSON) error {
-		if !includeUsage {
-			return nil
-		}
-		resp.Choices, resp.Usage = []completionChoice{}, &u
-		return sse.send(resp)
-	})
+	return c.response(choices, u)
 }
 
 // completionParams validates a /v1/completions request and tokenizes its prompts.
@@ -146,6 +167,7 @@ func (s *Server) completionParams(req *completionRequest) (genParams, [][]int32,
 	if err := g.setMaxTokens(req.MaxTokens, req.MaxCompletionTokens); err != nil {
 		return g, nil, err
 	}
+	g.stream = req.Stream
 	if req.Echo {
 		return g, nil, badRequest("echo", "echo is not supported")
 	}
@@ -190,41 +212,6 @@ func (s *Server) promptTokens(field string, in promptInput) ([]int32, error) {
 		}
 	}
 	return in.tokens, nil
-}
-
-// stream relays a generation as server-sent events: onEvent sends each sequence event, onEnd the
-// closing usage chunk (it may send nothing), then OpenAI's [DONE]. A failed sequence ends the
-// stream with an error event, and so does a stream cut at shutdown; a client that goes away ends
-// it silently (the deferred cancel of the generation frees its sequences).
-func (s *Server) stream(ctx context.Context, w http.ResponseWriter, gen *generation,
-	onEvent func(*sseWriter, seqEvent) error, onEnd func(*sseWriter, usageJSON) error) {
-	sse := startSSE(w)
-	usages := make([]engine.Usage, len(gen.prompts)*gen.n)
-	for {
-		select {
-		case ev, ok := <-gen.events:
-			if !ok {
-				// The relays also stop when ctx ends, before their sequences are done.
-				if !sse.endCut(ctx) && onEnd(sse, gen.usageOf(usages)) == nil {
-					sse.done()
-				}
-				return
-			}
-			if ev.err != nil {
-				sse.sendError(ev.err)
-				return
-			}
-			if ev.done {
-				usages[ev.index] = ev.usage
-			}
-			if err := onEvent(sse, ev); err != nil {
-				return
-			}
-		case <-ctx.Done():
-			sse.endCut(ctx)
-			return
-		}
-	}
 }
 
 func (s *Server) completionLogprobs(toks []genToken) *completionLogprobs {

@@ -164,6 +164,49 @@ func TestCompletionNAndPromptLists(t *testing.T) {
 	})
 }
 
+// TestCompletionNStopStrings: one engine stream carries a request's n sequences, and a stop
+// string cancels its sequence alone; each choice ends once, and usage counts every choice.
+func TestCompletionNStopStrings(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	body := map[string]any{"prompt": "The cat sat", "max_tokens": 40, "temperature": 1.5, "seed": 7, "n": 4,
+		"stop": []string{"e"}, "stream_options": map[string]any{"include_usage": true}}
+	_, _, events := e.streamCompletion(body)
+	if len(events) < 3 || events[len(events)-1] != "[DONE]" {
+		t.Fatalf("events %q: want chunks, a usage chunk, then [DONE]", events)
+	}
+	texts := map[int]string{}
+	finish := map[int]string{}
+	for _, ev := range events[:len(events)-2] {
+		var ch completionResult
+		if err := json.Unmarshal([]byte(ev), &ch); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range ch.Choices {
+			if finish[c.Index] != "" {
+				t.Fatalf("choice %d: chunk %s after its finish", c.Index, ev)
+			}
+			texts[c.Index] += c.Text
+			finish[c.Index] = c.FinishReason
+		}
+	}
+	var usage completionResult
+	if err := json.Unmarshal([]byte(events[len(events)-2]), &usage); err != nil {
+		t.Fatal(err)
+	}
+	stopped := 0
+	for i := range 4 {
+		if strings.Contains(texts[i], "e") || finish[i] != "stop" && finish[i] != "length" {
+			t.Fatalf("choice %d: text %q finish %q", i, texts[i], finish[i])
+		}
+		if finish[i] == "stop" {
+			stopped++
+		}
+	}
+	if stopped == 0 || usage.Usage.CompletionTokens < 4 || usage.Usage.CompletionTokens >= 4*40 {
+		t.Fatalf("finishes %v, usage %+v: want the stop string to end choices, and their tokens counted", finish, usage.Usage)
+	}
+}
+
 func TestCompletionLogprobs(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	res := e.complete(map[string]any{"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0, "logprobs": 3})

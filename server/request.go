@@ -258,7 +258,7 @@ type samplingFields struct {
 	Seed             *int64          `json:"seed"`
 	Stop             json.RawMessage `json:"stop"`
 	NPredict         *int            `json:"n_predict"`
-	IgnoreEOS        bool            `json:"ignore_eos"`
+	IgnoreEOS        *bool           `json:"ignore_eos"`
 	CachePrompt      *bool           `json:"cache_prompt"` // accepted; prefix caching is always on
 	Priority         json.RawMessage `json:"priority"`
 	Grammar          *string         `json:"grammar"`     // llama.cpp: GBNF the output must follow
@@ -266,23 +266,14 @@ type samplingFields struct {
 	LogitBias        json.RawMessage `json:"logit_bias"`
 }
 
-// parseLogitBias reads OpenAI's logit_bias, {"token id": bias} with biases in [-100, 100], or
-// llama.cpp's [[id, bias], ...] where a bias of false bans the token.
-func parseLogitBias(raw json.RawMessage, vocab int) (map[int32]float32, error) {
+// parseLogitBias reads OpenAI's logit_bias, {"token id": bias}, or llama.cpp's
+// [[id, bias], ...] where a bias of false bans the token (-100). sample.Params.Validate checks
+// the ids and the biases.
+func parseLogitBias(raw json.RawMessage) (map[int32]float32, error) {
 	if isNull(raw) {
 		return nil, nil
 	}
 	out := map[int32]float32{}
-	add := func(id int64, bias float64) error {
-		if id < 0 || id >= int64(vocab) {
-			return badRequest("logit_bias", "logit_bias: token id %d is outside the vocabulary [0, %d)", id, vocab)
-		}
-		if !(bias >= -100 && bias <= 100) {
-			return badRequest("logit_bias", "logit_bias: bias %v for token %d must be in [-100, 100]", bias, id)
-		}
-		out[int32(id)] = float32(bias)
-		return nil
-	}
 	var obj map[string]float64
 	if json.Unmarshal(raw, &obj) == nil {
 		for k, b := range obj {
@@ -290,9 +281,7 @@ func parseLogitBias(raw json.RawMessage, vocab int) (map[int32]float32, error) {
 			if err != nil {
 				return nil, badRequest("logit_bias", "logit_bias: key %q is not a token id", k)
 			}
-			if err := add(id, b); err != nil {
-				return nil, err
-			}
+			out[int32(id)] = float32(b)
 		}
 		return out, nil
 	}
@@ -301,35 +290,31 @@ func parseLogitBias(raw json.RawMessage, vocab int) (map[int32]float32, error) {
 		return nil, badRequest("logit_bias", `logit_bias must be an object {"token id": bias} or a list of [token id, bias] pairs`)
 	}
 	for _, pr := range pairs {
-		var id int64
-		var bias float64
+		var id int32
 		if json.Unmarshal(pr[0], &id) != nil {
 			return nil, badRequest("logit_bias", "logit_bias: %s is not a token id", pr[0])
 		}
-		if string(bytes.TrimSpace(pr[1])) == "false" {
-			bias = -100
-		} else if json.Unmarshal(pr[1], &bias) != nil {
+		bias := -100.0
+		if string(bytes.TrimSpace(pr[1])) != "false" && json.Unmarshal(pr[1], &bias) != nil {
 			return nil, badRequest("logit_bias", "logit_bias: the bias of token %d must be a number or false", id)
 		}
-		if err := add(id, bias); err != nil {
-			return nil, err
-		}
+		out[id] = float32(bias)
 	}
 	return out, nil
 }
 
 // genParams is a validated generation request for one prompt.
 type genParams struct {
-	maxTokens    int  // 0: until end of generation or a full context
-	noGeneration bool // n_predict 0: evaluate nothing, return an empty completion
-	sampling     sample.Params
-	ignoreEOS    bool
+	maxTokens    int           // 0: until end of generation or a full context
+	noGeneration bool          // n_predict 0: evaluate nothing, return an empty completion
+	sampling     sample.Params // ignore_eos: IgnoreTokens holds the end-of-generation tokens
 	priority     engine.Priority
 	logprobs     bool
 	topLogprobs  int
 	stop         []string
 	n            int       // independent sequences per prompt
 	keepTokens   bool      // report token ids with the text even without logprobs
+	stream       bool      // answer with server-sent events
 	tools        *toolMode // chat with tools: the reply is read for tool calls
 }
 
@@ -348,62 +333,30 @@ func (s *Server) defaults(api sample.Params) sample.Params {
 	return api
 }
 
-// params validates f over defaults d; eog lists the end-of-generation tokens that ignore_eos bans;
-// token ids are checked against vocab.
+// params applies f over defaults d; eog lists the end-of-generation tokens that ignore_eos bans
+// in the sampler (true bans them, false lifts a server-wide --ignore-eos); token ids are checked
+// against vocab. The sampling ranges are sample.Params.Validate's; its errors name the field.
 func (f *samplingFields) params(d sample.Params, eog []int32, vocab int) (genParams, error) {
-	g := genParams{sampling: d, ignoreEOS: f.IgnoreEOS, n: 1}
+	g := genParams{sampling: d, n: 1}
 	p := &g.sampling
 	var err error
-	if p.LogitBias, err = parseLogitBias(f.LogitBias, vocab); err != nil {
+	if p.LogitBias, err = parseLogitBias(f.LogitBias); err != nil {
 		return g, err
 	}
-	if v := f.Temperature; v != nil {
-		if *v < 0 || *v > 100 {
-			return g, badRequest("temperature", "temperature must be in [0, 100] (0 = greedy), got %v", *v)
+	for _, v := range []struct {
+		to   *float32
+		from *float64
+	}{{&p.Temperature, f.Temperature}, {&p.TopP, f.TopP}, {&p.MinP, f.MinP}, {&p.RepeatPenalty, f.RepeatPenalty},
+		{&p.FrequencyPenalty, f.FrequencyPenalty}, {&p.PresencePenalty, f.PresencePenalty}} {
+		if v.from != nil {
+			*v.to = float32(*v.from)
 		}
-		p.Temperature = float32(*v)
 	}
-	if v := f.TopP; v != nil {
-		if *v <= 0 || *v > 1 {
-			return g, badRequest("top_p", "top_p must be in (0, 1] (1 disables it), got %v", *v)
-		}
-		p.TopP = float32(*v)
+	if f.TopK != nil {
+		p.TopK = *f.TopK
 	}
-	if v := f.TopK; v != nil {
-		if *v < 0 {
-			return g, badRequest("top_k", "top_k must be >= 0 (0 disables it), got %d", *v)
-		}
-		p.TopK = *v
-	}
-	if v := f.MinP; v != nil {
-		if *v < 0 || *v > 1 {
-			return g, badRequest("min_p", "min_p must be in [0, 1] (0 disables it), got %v", *v)
-		}
-		p.MinP = float32(*v)
-	}
-	if v := f.RepeatPenalty; v != nil {
-		if *v <= 0 || *v > 100 {
-			return g, badRequest("repeat_penalty", "repeat_penalty must be in (0, 100] (1 disables it), got %v", *v)
-		}
-		p.RepeatPenalty = float32(*v)
-	}
-	if v := f.RepeatLastN; v != nil {
-		if *v < -1 {
-			return g, badRequest("repeat_last_n", "repeat_last_n must be >= -1 (-1 = whole history, 0 disables), got %d", *v)
-		}
-		p.RepeatLastN = *v
-	}
-	if v := f.FrequencyPenalty; v != nil {
-		if *v < -2 || *v > 2 {
-			return g, badRequest("frequency_penalty", "frequency_penalty must be in [-2, 2], got %v", *v)
-		}
-		p.FrequencyPenalty = float32(*v)
-	}
-	if v := f.PresencePenalty; v != nil {
-		if *v < -2 || *v > 2 {
-			return g, badRequest("presence_penalty", "presence_penalty must be in [-2, 2], got %v", *v)
-		}
-		p.PresencePenalty = float32(*v)
+	if f.RepeatLastN != nil {
+		p.RepeatLastN = *f.RepeatLastN
 	}
 	switch {
 	case f.Seed == nil || *f.Seed == -1: // llama.cpp's "random"
@@ -426,8 +379,14 @@ func (f *samplingFields) params(d sample.Params, eog []int32, vocab int) (genPar
 	if g.priority, err = parsePriority(f.Priority); err != nil {
 		return g, err
 	}
-	if g.ignoreEOS {
-		p.IgnoreTokens = append([]int32(nil), eog...)
+	if f.IgnoreEOS != nil {
+		p.IgnoreTokens = nil
+		if *f.IgnoreEOS {
+			p.IgnoreTokens = slices.Clone(eog)
+		}
+	}
+	if err := p.Validate(vocab); err != nil {
+		return g, toAPIError(err)
 	}
 	return g, nil
 }

@@ -139,8 +139,22 @@ func TestSamplingDefaultsAndValidation(t *testing.T) {
 			t.Fatal(err)
 		}
 		if g.sampling.Temperature != 0 || g.sampling.TopK != 5 || g.sampling.MinP != float32(0.1) || g.sampling.Seed != 42 ||
-			!g.ignoreEOS || !reflect.DeepEqual(g.sampling.IgnoreTokens, eog) || g.maxTokens != 7 || !reflect.DeepEqual(g.stop, []string{"x"}) {
+			!reflect.DeepEqual(g.sampling.IgnoreTokens, eog) || g.maxTokens != 7 || !reflect.DeepEqual(g.stop, []string{"x"}) {
 			t.Fatalf("params %+v", g)
+		}
+	})
+	t.Run("ignore_eos false lifts a server-wide ban", func(t *testing.T) {
+		d := sample.DefaultParams()
+		d.IgnoreTokens = eog // serve --ignore-eos
+		var absent, off samplingFields
+		if err := json.Unmarshal([]byte(`{"ignore_eos": false}`), &off); err != nil {
+			t.Fatal(err)
+		}
+		if g, err := absent.params(d, eog, 1000); err != nil || !reflect.DeepEqual(g.sampling.IgnoreTokens, eog) {
+			t.Fatalf("absent: ignored %v (%v), want the server's %v", g.sampling.IgnoreTokens, err, eog)
+		}
+		if g, err := off.params(d, eog, 1000); err != nil || len(g.sampling.IgnoreTokens) != 0 {
+			t.Fatalf("ignore_eos false: ignored %v (%v), want none", g.sampling.IgnoreTokens, err)
 		}
 	})
 	t.Run("n_predict 0 generates nothing", func(t *testing.T) {
@@ -163,6 +177,12 @@ func TestSamplingDefaultsAndValidation(t *testing.T) {
 		{name: "repeat_last_n below -1", json: `{"repeat_last_n": -2}`, param: "repeat_last_n"},
 		{name: "frequency_penalty out of range", json: `{"frequency_penalty": 3}`, param: "frequency_penalty"},
 		{name: "presence_penalty out of range", json: `{"presence_penalty": -3}`, param: "presence_penalty"},
+		{name: "temperature above 100", json: `{"temperature": 101}`, param: "temperature"},
+		{name: "temperature beyond float32", json: `{"temperature": 1e300}`, param: "temperature"},
+		{name: "repeat_penalty above 100", json: `{"repeat_penalty": 101}`, param: "repeat_penalty"},
+		{name: "logit_bias outside the vocabulary", json: `{"logit_bias": [[1000, 1]]}`, param: "logit_bias"},
+		{name: "logit_bias out of range", json: `{"logit_bias": {"3": -101}}`, param: "logit_bias"},
+		{name: "logit_bias id beyond int32", json: `{"logit_bias": [[4294967296, 1]]}`, param: "logit_bias"},
 		{name: "negative seed", json: `{"seed": -5}`, param: "seed"},
 		{name: "n_predict below -1", json: `{"n_predict": -2}`, param: "n_predict"},
 	}

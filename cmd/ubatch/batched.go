@@ -49,7 +49,7 @@ func cmdBatched(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if _, err := promptTokens(m, *prompt, lctx.Options().NCtx); err != nil {
 		return err
 	}
-	res, err := runBatched(ctx, lctx, m.Vocab, toks, *np, *n, sf.params(), sf.ignoreEOS)
+	res, err := runBatched(ctx, lctx, m.Vocab, toks, *np, *n, sf.params(m.Vocab.EOG()))
 	if err != nil {
 		return err
 	}
@@ -76,8 +76,9 @@ type batchedResult struct {
 	kvAfterPrompt, kvEnd kvcache.Stats
 }
 
-// runBatched decodes toks once for np sequences, then generates up to n tokens for each.
-func runBatched(ctx context.Context, lctx *runner.Context, vocab *tokenizer.Tokenizer, toks []int32, np, n int, p sample.Params, ignoreEOS bool) (*batchedResult, error) {
+// runBatched decodes toks once for np sequences, then generates up to n tokens for each (p with
+// --ignore-eos bans the end-of-generation tokens).
+func runBatched(ctx context.Context, lctx *runner.Context, vocab *tokenizer.Tokenizer, toks []int32, np, n int, p sample.Params) (*batchedResult, error) {
 	all := make([]int32, np)
 	for i := range all {
 		all[i] = int32(i)
@@ -123,7 +124,7 @@ func runBatched(ctx context.Context, lctx *runner.Context, vocab *tokenizer.Toke
 			}
 			samplers[i].Accept(tok)
 			res.generated++
-			if vocab.IsEOG(tok) && !ignoreEOS {
+			if vocab.IsEOG(tok) { // never with --ignore-eos: p bans them
 				done[i] = true
 				active--
 				continue

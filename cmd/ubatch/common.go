@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/spf13/pflag"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"math"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 
@@ -176,31 +178,34 @@ func (s *samplingFlags) names() []string {
 	return []string{"temp", "top-k", "top-p", "min-p", "repeat-penalty", "repeat-last-n", "frequency-penalty", "presence-penalty", "seed", "ignore-eos"}
 }
 
-// check validates the sampling flags before a model is loaded.
+// check validates the sampling flags before a model is loaded, with the sampler's own check
+// (sample.Params.Validate), its errors worded with the flag's name.
 func (s *samplingFlags) check() error {
-	switch {
-	case s.temp < 0:
-		return fmt.Errorf("--temp %v: must be >= 0 (0 = greedy)", s.temp)
-	case s.topK < 0:
-		return fmt.Errorf("--top-k %d: must be >= 0 (0 = off)", s.topK)
-	case !(s.topP > 0 && s.topP <= 1):
-		return fmt.Errorf("--top-p %v: must be in (0, 1] (1 = off)", s.topP)
-	case !(s.minP >= 0 && s.minP <= 1):
-		return fmt.Errorf("--min-p %v: must be in [0, 1] (0 = off)", s.minP)
-	case !(s.repeatPenalty > 0):
-		return fmt.Errorf("--repeat-penalty %v: must be > 0 (1 = off)", s.repeatPenalty)
-	case s.repeatLastN < -1:
-		return fmt.Errorf("--repeat-last-n %d: must be >= -1 (-1 = all)", s.repeatLastN)
+	p := s.params(nil)
+	err := p.Validate(0)
+	var pe *sample.ParamError
+	if !errors.As(err, &pe) {
+		return err
 	}
-	return nil
+	flag := "--" + strings.ReplaceAll(pe.Name, "_", "-")
+	if pe.Name == "temperature" {
+		flag = "--temp"
+	}
+	return fmt.Errorf("%s %v: must be %s", flag, pe.Value, pe.Want)
 }
 
-func (s *samplingFlags) params() sample.Params {
-	return sample.Params{
+// params are the flags' sampling parameters; with --ignore-eos the sampler never picks one of
+// eog, the model's end-of-generation tokens (llama.cpp's way: nothing else checks for them).
+func (s *samplingFlags) params(eog []int32) sample.Params {
+	p := sample.Params{
 		Temperature: float32(s.temp), TopK: s.topK, TopP: float32(s.topP), MinP: float32(s.minP),
 		RepeatPenalty: float32(s.repeatPenalty), RepeatLastN: s.repeatLastN,
 		FrequencyPenalty: float32(s.freqPenalty), PresencePenalty: float32(s.presPenalty), Seed: s.seedValue(),
 	}
+	if s.ignoreEOS {
+		p.IgnoreTokens = slices.Clone(eog)
+	}
+	return p
 }
 
 func (s *samplingFlags) seedValue() uint64 {

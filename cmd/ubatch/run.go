@@ -46,7 +46,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	smp, err := sample.New(sf.params(), m.Hparams().Vocab)
+	smp, err := sample.New(sf.params(m.Vocab.EOG()), m.Hparams().Vocab)
 	if err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		smp.Accept(tok)
 		gen++
-		if m.Vocab.IsEOG(tok) && !sf.ignoreEOS {
+		if m.Vocab.IsEOG(tok) { // never with --ignore-eos: the sampler bans them
 			break
 		}
 		fmt.Fprint(stdout, stream.Add(tok))

@@ -169,7 +169,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var sampling *sample.Params
 	for _, name := range sf.names() {
 		if fs.Changed(name) {
-			p := sf.params()
+			p := sf.params(m.Vocab.EOG())
 			sampling = &p
 			break
 		}

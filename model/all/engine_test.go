@@ -39,7 +39,7 @@ func TestEngineEqualsAlonePerFamily(t *testing.T) {
 				submit := func(ps [][]int32, maxTokens int) []*engine.Stream {
 					var streams []*engine.Stream
 					for _, p := range ps {
-						st, err := eng.Submit(context.Background(), engine.Request{Prompt: p, MaxTokens: maxTokens, IgnoreEOS: true,
+						st, err := eng.Submit(context.Background(), engine.Request{Prompt: p, MaxTokens: maxTokens,
 							Sampling: greedy})
 						if err != nil {
 							t.Fatal(err)
@@ -115,7 +115,7 @@ func TestContextShift(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				st, err := eng.Submit(context.Background(), engine.Request{Prompt: prompt, MaxTokens: 80, IgnoreEOS: true, Sampling: greedy})
+				st, err := eng.Submit(context.Background(), engine.Request{Prompt: prompt, MaxTokens: 80, Sampling: greedy})
 				if err != nil {
 					t.Fatal(err)
 				}
