@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"ubatch/batch"
+	"ubatch/kvcache"
 	"ubatch/runner"
 )
 
@@ -58,6 +59,20 @@ func BenchmarkDecode(b *testing.B) {
 	for _, tc := range decodeModels {
 		b.Run(tc.name, func(b *testing.B) {
 			step := decodeStep(b, open(b, tc.file, runner.Options{NCtx: 512}))
+			b.ReportAllocs()
+			for b.Loop() {
+				step()
+			}
+		})
+	}
+}
+
+// BenchmarkDecodeQ8 is BenchmarkDecode with a Q8_0 KV cache (rows quantized as they are stored,
+// attention reading the blocks), for the families whose heads fit Q8_0 blocks.
+func BenchmarkDecodeQ8(b *testing.B) {
+	for _, tc := range decodeModels[1:] { // stories260K's heads of 8 do not fit
+		b.Run(tc.name, func(b *testing.B) {
+			step := decodeStep(b, open(b, tc.file, runner.Options{NCtx: 512, KVType: kvcache.Q8_0}))
 			b.ReportAllocs()
 			for b.Loop() {
 				step()

@@ -12,24 +12,30 @@ import (
 
 // TestKVQ8MatchesF16 runs each model's reference prompt, then 24 tokens decoded one at a time
 // (fed the same greedy tokens), with an F16 and a Q8_0 KV cache, and bounds every position's
-// logits' relative RMS distance. The synthetic models are sensitive: where the weights are
-// quantized, activations are re-rounded to 8 bits before every matmul, so that even an F32
-// instead of an F16 cache moves their logits by 1.4-2.6% (logged as the floor). The Q8_0 cache
-// lands at 1.0-1.45x that floor; on the F16-weight model, whose floor is 0.05%, at 1.3%.
-// Measured worst (prompt and decode) per model is noted.
+// logits' relative RMS distance; an F32 cache run alongside gives the comparison's floor (logged).
+// The kernels add nothing to the error: an F32 cache holding the dequantized Q8_0 rows gives the
+// same logits (bit for bit on five models; 0.03-0.9% apart on the others, summation order
+// amplified as below). It is the 8-bit rounding of the stored rows (0.53% relative RMS with
+// ggml's amax/127 scales), and most of it is V's: the worst row is position 0, whose attention
+// output is its own V row. On the F16-weight model (floor 0.05%) that is 1.27% (1.11% with every
+// block's best f16 scale found by trying them all: the Q8_0 format's limit, so 1% is out of reach
+// of any Q8_0 quantizer). Where the weights are quantized, activations are re-rounded to 8 bits
+// before every matmul, which turns any perturbation into a 1.4-2.6% one: even the F32 cache is
+// that far from the F16 one, and the Q8_0 cache lands at 1.0-1.45x that floor.
+// Measured worst (prompt and decode) per model is noted, with the floor.
 func TestKVQ8MatchesF16(t *testing.T) {
 	cases := []struct {
 		name, model, ref string
 		maxRel           float64
 	}{
-		{"synth-tiny-f16", "synth-tiny-f16.gguf", "synth-tiny-f16", 0.02},    // 1.27% (floor 0.05%)
-		{"synth-tiny-q8_0", "synth-tiny-q8_0.gguf", "synth-tiny-q8_0", 0.05}, // 3.18% (floor 2.61%)
-		{"llama3", "arch/synth-llama3-q8_0.gguf", "synth-llama3-q8_0", 0.04}, // 2.22% (1.61%)
-		{"qwen2", "arch/synth-qwen2-q8_0.gguf", "synth-qwen2-q8_0", 0.04},    // 1.81% (1.81%)
-		{"qwen3", "arch/synth-qwen3-q8_0.gguf", "synth-qwen3-q8_0", 0.04},    // 1.65% (1.39%)
-		{"gemma2", "arch/synth-gemma2-q8_0.gguf", "synth-gemma2-q8_0", 0.05}, // 3.26% (2.31%)
-		{"gemma3", "arch/synth-gemma3-q8_0.gguf", "synth-gemma3-q8_0", 0.05}, // 3.33% (2.65%)
-		{"phi3", "arch/synth-phi3-q8_0.gguf", "synth-phi3-q8_0", 0.04},       // 2.22% (1.69%)
+		{"synth-tiny-f16", "synth-tiny-f16.gguf", "synth-tiny-f16", 0.015},    // 1.27% (floor 0.05%)
+		{"synth-tiny-q8_0", "synth-tiny-q8_0.gguf", "synth-tiny-q8_0", 0.04},  // 3.18% (2.61%)
+		{"llama3", "arch/synth-llama3-q8_0.gguf", "synth-llama3-q8_0", 0.03},  // 2.22% (1.61%)
+		{"qwen2", "arch/synth-qwen2-q8_0.gguf", "synth-qwen2-q8_0", 0.03},     // 1.81% (1.81%)
+		{"qwen3", "arch/synth-qwen3-q8_0.gguf", "synth-qwen3-q8_0", 0.03},     // 1.65% (1.39%)
+		{"gemma2", "arch/synth-gemma2-q8_0.gguf", "synth-gemma2-q8_0", 0.045}, // 3.26% (2.31%)
+		{"gemma3", "arch/synth-gemma3-q8_0.gguf", "synth-gemma3-q8_0", 0.045}, // 3.33% (2.65%)
+		{"phi3", "arch/synth-phi3-q8_0.gguf", "synth-phi3-q8_0", 0.03},        // 2.22% (1.79%)
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -44,11 +50,10 @@ func TestKVQ8MatchesF16(t *testing.T) {
 			for i := range want {
 				floor = max(floor, relRMS(want[i], w32[i]))
 			}
-			t.Logf("F16 vs F32 cache floor %.5f", floor)
-			worst := 0.0
+			worst, sum := 0.0, 0.0
 			check := func(pos int, g, w []float32) {
 				e := relRMS(g, w)
-				worst = max(worst, e)
+				worst, sum = max(worst, e), sum+e
 				if e > tc.maxRel {
 					t.Errorf("position %d: Q8_0 cache vs F16 cache relative RMS %.4f > %.2f", pos, e, tc.maxRel)
 				}
@@ -62,15 +67,17 @@ func TestKVQ8MatchesF16(t *testing.T) {
 				pos := len(ref.PromptTokens) + i
 				b.Clear()
 				b.Add(argmax(last), int32(pos), []int32{0}, true)
-				for _, c := range []*runner.Context{f16, q8} {
+				for _, c := range []*runner.Context{f16, q8, f32} {
 					if err := c.Decode(&b); err != nil {
 						t.Fatal(err)
 					}
 				}
 				last = append([]float32(nil), f16.Logits(0)...)
 				check(pos, q8.Logits(0), last)
+				floor = max(floor, relRMS(last, f32.Logits(0)))
 			}
-			t.Logf("worst relative RMS, Q8_0 vs F16 cache: %.5f over %d positions", worst, len(want)+24)
+			t.Logf("relative RMS over %d positions: Q8_0 vs F16 cache worst %.5f (mean %.5f), F32 vs F16 cache (the floor) worst %.5f",
+				len(want)+24, worst, sum/float64(len(want)+24), floor)
 		})
 	}
 }
