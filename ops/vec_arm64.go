@@ -3,7 +3,7 @@ package ops
 // On arm64 the four vector kernels use NEON assembly (vec_arm64.s; NEON is part of every arm64
 // CPU) for the first multiple of 8 elements, the rest in Go (vec_asm.go). The activation kernels
 // (SwiGLU, softmax) stay the Go twins here; attention over F16 and Q8_0 caches uses these vector
-// kernels (attn_arm64.go, attn_q8_arm64.go).
+// kernels (attn_arm64.go).
 
 // vecAsm reports whether the AVX2 kernels of vec, act and attn are used: never on arm64 (the
 // tests use it to know which summation order softmax has).
