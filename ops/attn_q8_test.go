@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strings"
 	"testing"
 
 	"ubatch/quant"
@@ -260,16 +259,9 @@ func TestAttnQ8KernelsPanic(t *testing.T) {
 	for _, tc := range tests {
 		for _, k := range kernels {
 			t.Run(tc.name+"/"+k.name, func(t *testing.T) {
-				defer func() {
-					e := recover()
-					if (e != nil) != tc.panics {
-						t.Fatalf("panic %v, want a panic: %v", e, tc.panics)
-					}
-					if msg, _ := e.(string); e != nil && !strings.HasPrefix(msg, "ops."+k.name+": ") {
-						t.Fatalf("panic %#v, want a message naming ops.%s", e, k.name)
-					}
-				}()
-				k.call(tc.heads, tc.hd, tc.stride, tc.cells, tc.lenHD, tc.lenN, tc.kvBytes)
+				checkPanic(t, k.name, tc.panics, func() {
+					k.call(tc.heads, tc.hd, tc.stride, tc.cells, tc.lenHD, tc.lenN, tc.kvBytes)
+				})
 			})
 		}
 	}
@@ -313,29 +305,11 @@ func FuzzAttnQ8(f *testing.F) {
 		span := hd / 32 * q8Block
 		d := &q8Data{heads: heads, hd: hd, strideB: span + int(pad8%40)}
 		rows := 1 + int(pad8/40)*3
-		next := 0
-		byteAt := func() byte {
-			if len(data) == 0 {
-				return 0
-			}
-			next++
-			return data[(next-1)%len(data)]
-		}
-		word := func(bytes int) []byte {
-			w := make([]byte, bytes)
-			for i := range w {
-				w[i] = byteAt()
-			}
-			return w
-		}
-		n := len(data) / 3
-		d.cells = make([]int32, n)
-		for j := range d.cells {
-			d.cells[j] = int32(int(byteAt()) % rows)
-		}
-		d.q = f32sFrom(word(4 * heads * hd))
-		d.p = f32sFrom(word(4 * heads * n))
-		d.kv = word((rows-1)*d.strideB + span)
+		src := &fuzzBytes{data: data}
+		d.cells = src.cells(len(data)/3, rows)
+		d.q = f32sFrom(src.next(4 * heads * hd))
+		d.p = f32sFrom(src.next(4 * heads * len(d.cells)))
+		d.kv = src.next((rows-1)*d.strideB + span)
 		checkQ8Scores(t, d, scale)
 		checkQ8Values(t, d)
 	})
@@ -369,13 +343,7 @@ func BenchmarkAttnQ8(b *testing.B) {
 		for i := range p {
 			p[i] = r.Float32() / float32(n)
 		}
-		cells := make([]int32, 0, n)
-		for len(cells) < n {
-			start, run := r.IntN(rows-16), 1+r.IntN(16)
-			for c := start; c < start+run && len(cells) < n; c++ {
-				cells = append(cells, int32(c))
-			}
-		}
+		cells := benchCells(r, rows, n)
 		scores := make([]float32, heads*n)
 		out := make([]float32, heads*hd)
 		g := 0

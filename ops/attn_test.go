@@ -244,19 +244,28 @@ func TestAttnKernelsPanic(t *testing.T) {
 	for _, tc := range tests {
 		for _, k := range kernels {
 			t.Run(tc.name+"/"+k.name, func(t *testing.T) {
-				defer func() {
-					e := recover()
-					if (e != nil) != tc.panics {
-						t.Fatalf("panic %v, want a panic: %v", e, tc.panics)
-					}
-					if msg, _ := e.(string); e != nil && !strings.HasPrefix(msg, "ops."+k.name+": ") {
-						t.Fatalf("panic %#v, want a message naming ops.%s", e, k.name)
-					}
-				}()
-				k.call(tc.heads, tc.hd, tc.stride, tc.cells, tc.lenHD, tc.lenN, tc.cacheLen)
+				checkPanic(t, k.name, tc.panics, func() {
+					k.call(tc.heads, tc.hd, tc.stride, tc.cells, tc.lenHD, tc.lenN, tc.cacheLen)
+				})
 			})
 		}
 	}
+}
+
+// checkPanic runs call and fails unless it panics exactly when panics is set, with a message
+// naming ops.fn.
+func checkPanic(t *testing.T, fn string, panics bool, call func()) {
+	t.Helper()
+	defer func() {
+		e := recover()
+		if (e != nil) != panics {
+			t.Fatalf("panic %v, want a panic: %v", e, panics)
+		}
+		if msg, _ := e.(string); e != nil && !strings.HasPrefix(msg, "ops."+fn+": ") {
+			t.Fatalf("panic %#v, want a message naming ops.%s", e, fn)
+		}
+	}()
+	call()
 }
 
 func TestAttnKernelsNoAlloc(t *testing.T) {
@@ -302,32 +311,55 @@ func FuzzAttnF16(f *testing.F) {
 		}
 		d := &attnData{heads: heads, hd: hd, stride: hd + int(pad8%16)}
 		rows := 1 + int(pad8/16)*3
-		n := len(data) / 3
-		next := 0
-		byteAt := func() byte {
-			if len(data) == 0 {
-				return 0
-			}
-			next++
-			return data[(next-1)%len(data)]
-		}
-		d.cells = make([]int32, n)
-		for j := range d.cells {
-			d.cells[j] = int32(int(byteAt()) % rows)
-		}
-		word := func(bytes int) []byte {
-			w := make([]byte, bytes)
-			for i := range w {
-				w[i] = byteAt()
-			}
-			return w
-		}
-		d.q = f32sFrom(word(4 * heads * hd))
-		d.p = f32sFrom(word(4 * heads * n))
-		d.kv = f16sFrom(word(2 * ((rows-1)*d.stride + hd)))
+		src := &fuzzBytes{data: data}
+		d.cells = src.cells(len(data)/3, rows)
+		d.q = f32sFrom(src.next(4 * heads * hd))
+		d.p = f32sFrom(src.next(4 * heads * len(d.cells)))
+		d.kv = f16sFrom(src.next(2 * ((rows-1)*d.stride + hd)))
 		checkScores(t, d, scale)
 		checkValues(t, d)
 	})
+}
+
+// fuzzBytes hands out a fuzz target's data cyclically, so that any length will do (zeros when
+// there is none).
+type fuzzBytes struct {
+	data []byte
+	off  int
+}
+
+// next returns the next n bytes.
+func (f *fuzzBytes) next(n int) []byte {
+	w := make([]byte, n)
+	for i := range w {
+		if len(f.data) > 0 {
+			w[i] = f.data[f.off%len(f.data)]
+			f.off++
+		}
+	}
+	return w
+}
+
+// cells returns n cells below rows, one byte each.
+func (f *fuzzBytes) cells(n, rows int) []int32 {
+	cells := make([]int32, n)
+	for j, b := range f.next(n) {
+		cells[j] = int32(int(b) % rows)
+	}
+	return cells
+}
+
+// benchCells returns n cells of a cache of rows rows (> 16), in runs of 1 to 16 consecutive ones
+// in random order, as the benchmarks' visible cells.
+func benchCells(r *rand.Rand, rows, n int) []int32 {
+	cells := make([]int32, 0, n)
+	for len(cells) < n {
+		start, run := r.IntN(rows-16), 1+r.IntN(16)
+		for c := start; c < start+run && len(cells) < n; c++ {
+			cells = append(cells, int32(c))
+		}
+	}
+	return cells
 }
 
 // BenchmarkAttn measures the kernels against the per-cell loops they replace (DotF16 and AxpyF16
@@ -356,13 +388,7 @@ func BenchmarkAttn(b *testing.B) {
 		for i := range p {
 			p[i] = r.Float32() / float32(n)
 		}
-		cells := make([]int32, 0, n)
-		for len(cells) < n {
-			start, run := r.IntN(rows-16), 1+r.IntN(16)
-			for c := start; c < start+run && len(cells) < n; c++ {
-				cells = append(cells, int32(c))
-			}
-		}
+		cells := benchCells(r, rows, n)
 		scores := make([]float32, heads*n)
 		out := make([]float32, heads*hd)
 		g := 0
