@@ -28,63 +28,38 @@ func dotQ4_0AVX2Asm(nb int, w, x *byte, xStride, nx int, out *float32)
 //go:noescape
 func dotQ8_0AVX2Asm(nb int, w, x *byte, xStride, nx int, out *float32)
 
-// checkDotArgs panics with an index error unless w holds rowBytes bytes, each of the nx columns
-// x[j*xStride:] holds xRow bytes and out holds nx floats, or if nx > MaxCols; the assembly reads
-// exactly these ranges, so this is what keeps it in bounds. It reports whether there is anything
-// to compute (nx >= 1; like the Go twins, nx <= 0 computes nothing).
-func checkDotArgs(rowBytes, xRow int, w, x []byte, xStride, nx int, out []float32) bool {
-	if nx > MaxCols {
-		var cols [MaxCols]float32
-		_ = cols[nx-1] // index error, like the Go twins' accumulator arrays
-	}
-	// Indexes, not slice expressions: slicing may run up to the capacity.
-	if rowBytes > 0 {
-		_ = w[rowBytes-1]
-	}
-	if nx < 1 {
-		return false
-	}
-	_ = out[nx-1]
-	if xRow > 0 {
-		for j := 0; j < nx; j++ {
-			_ = x[j*xStride]
-			_ = x[j*xStride+xRow-1]
-		}
-	}
-	return true
-}
-
 // dotQ4_0AVX2 is the DotFunc for Q4_0 weights with Q8_0 activations.
 func dotQ4_0AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	nb := k / 32
-	if !checkDotArgs(nb*q4_0Bytes, nb*q8_0Bytes, w, x, xStride, nx, out) {
-		return
-	}
-	nb4 := nb &^ 3
-	if nb4 > 0 {
-		dotQ4_0AVX2Asm(nb4, &w[0], &x[0], xStride, nx, &out[0])
-	} else {
-		clear(out[:nx])
-	}
-	if nb4 < nb {
-		dotQTail(false, nb4, nb, w, x, xStride, nx, out)
-	}
+	dotQRowsAVX2(false, k, w, x, xStride, nx, out)
 }
 
 // dotQ8_0AVX2 is the DotFunc for Q8_0 weights with Q8_0 activations.
 func dotQ8_0AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
+	dotQRowsAVX2(true, k, w, x, xStride, nx, out)
+}
+
+// dotQRowsAVX2 is the DotFunc body of the Q4_0 (or, if q8, Q8_0) kernel: the assembly over the
+// blocks in fours, dotQTail for the rest.
+func dotQRowsAVX2(q8 bool, k int, w []byte, x []byte, xStride int, nx int, out []float32) {
 	nb := k / 32
-	if !checkDotArgs(nb*q8_0Bytes, nb*q8_0Bytes, w, x, xStride, nx, out) {
+	rowBytes := nb * q4_0Bytes
+	if q8 {
+		rowBytes = nb * q8_0Bytes
+	}
+	if !checkDotArgs(rowBytes, nb*q8_0Bytes, w, x, xStride, nx, out) {
 		return
 	}
 	nb4 := nb &^ 3
-	if nb4 > 0 {
-		dotQ8_0AVX2Asm(nb4, &w[0], &x[0], xStride, nx, &out[0])
-	} else {
+	switch {
+	case nb4 == 0:
 		clear(out[:nx])
+	case q8:
+		dotQ8_0AVX2Asm(nb4, &w[0], &x[0], xStride, nx, &out[0])
+	default:
+		dotQ4_0AVX2Asm(nb4, &w[0], &x[0], xStride, nx, &out[0])
 	}
 	if nb4 < nb {
-		dotQTail(true, nb4, nb, w, x, xStride, nx, out)
+		dotQTail(q8, nb4, nb, w, x, xStride, nx, out)
 	}
 }
 
