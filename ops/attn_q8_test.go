@@ -286,21 +286,9 @@ func TestAttnQ8KernelsNoAlloc(t *testing.T) {
 // FuzzAttnQ8 compares both Q8_0 kernels with float64 sums and their twins. The cache bytes
 // (scales included: any half, infinities and NaNs too), cells and numbers come from data.
 func FuzzAttnQ8(f *testing.F) {
-	r := rand.New(rand.NewPCG(9, 10))
-	for _, n := range []int{0, 5, 64, 700} {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = byte(r.Uint32())
-		}
-		f.Add(b, uint8(3), uint8(1), uint8(5), float32(0.125))
-		f.Add(b, uint8(8), uint8(3), uint8(0), float32(-1))
-		f.Add(b, uint8(1), uint8(250), uint8(3), float32(1))
-	}
+	addAttnSeeds(f, 1, 3)
 	f.Fuzz(func(t *testing.T, data []byte, heads8, hd8, pad8 uint8, scale float32) {
-		if math.IsInf(float64(scale), 0) || math.IsNaN(float64(scale)) {
-			scale = 1
-		}
-		heads := 1 + int(heads8)%11
+		heads, scale := 1+int(heads8)%11, finiteOr1(scale)
 		hd := 32 * (1 + int(hd8)%8)
 		span := hd / 32 * q8Block
 		d := &q8Data{heads: heads, hd: hd, strideB: span + int(pad8%40)}

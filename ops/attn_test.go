@@ -290,21 +290,9 @@ func TestAttnKernelsNoAlloc(t *testing.T) {
 // FuzzAttnF16 compares both F16 kernels with their Go twins. heads, hd and the stride come from
 // the small arguments, the cells and the numbers from data (cyclically, so any length will do).
 func FuzzAttnF16(f *testing.F) {
-	r := rand.New(rand.NewPCG(9, 10))
-	for _, n := range []int{0, 5, 64, 700} {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = byte(r.Uint32())
-		}
-		f.Add(b, uint8(3), uint8(7), uint8(5), float32(0.125))
-		f.Add(b, uint8(8), uint8(15), uint8(0), float32(-1))
-		f.Add(b, uint8(1), uint8(250), uint8(3), float32(1))
-	}
+	addAttnSeeds(f, 7, 15)
 	f.Fuzz(func(t *testing.T, data []byte, heads8, hd8, pad8 uint8, scale float32) {
-		if math.IsInf(float64(scale), 0) || math.IsNaN(float64(scale)) {
-			scale = 1
-		}
-		heads := 1 + int(heads8)%11
+		heads, scale := 1+int(heads8)%11, finiteOr1(scale)
 		hd := 8 * (1 + int(hd8)%32) // multiples of 8 up to 256, the assembly's
 		if hd8 >= 224 {
 			hd = int(hd8) - 223 // 1..32: any size
@@ -319,6 +307,29 @@ func FuzzAttnF16(f *testing.F) {
 		checkScores(t, d, scale)
 		checkValues(t, d)
 	})
+}
+
+// addAttnSeeds adds the attention fuzz targets' seeds: random data of four lengths, each with
+// 3, 8 and 1 heads and the head-size bytes hd8a, hd8b and 250.
+func addAttnSeeds(f *testing.F, hd8a, hd8b uint8) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, n := range []int{0, 5, 64, 700} {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		f.Add(b, uint8(3), hd8a, uint8(5), float32(0.125))
+		f.Add(b, uint8(8), hd8b, uint8(0), float32(-1))
+		f.Add(b, uint8(1), uint8(250), uint8(3), float32(1))
+	}
+}
+
+// finiteOr1 is x, or 1 if x is infinite or NaN.
+func finiteOr1(x float32) float32 {
+	if math.IsInf(float64(x), 0) || math.IsNaN(float64(x)) {
+		return 1
+	}
+	return x
 }
 
 // fuzzBytes hands out a fuzz target's data cyclically, so that any length will do (zeros when

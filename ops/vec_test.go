@@ -318,9 +318,7 @@ func FuzzAxpyF32(f *testing.F) {
 	addVecSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte, a float32) {
 		requireVecAsm(t)
-		if math.IsInf(float64(a), 0) || math.IsNaN(float64(a)) {
-			a = 1
-		}
+		a = finiteOr1(a)
 		x, rest := fuzzSplit(data, false)
 		y0 := f32sFrom(rest)[:len(x)]
 		got, want := append([]float32(nil), y0...), append([]float32(nil), y0...)
@@ -334,9 +332,7 @@ func FuzzAxpyF16(f *testing.F) {
 	addVecSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte, a float32) {
 		requireVecAsm(t)
-		if math.IsInf(float64(a), 0) || math.IsNaN(float64(a)) {
-			a = 1
-		}
+		a = finiteOr1(a)
 		y0, rest := fuzzSplit(data, true)
 		h := f16sFrom(rest)[:len(y0)]
 		got, want := append([]float32(nil), y0...), append([]float32(nil), y0...)
