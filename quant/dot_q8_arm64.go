@@ -13,7 +13,7 @@ import "golang.org/x/sys/cpu"
 // block's scale product d_w·d_x (for Q4_1/Q5_1, d_x·(d_w·dot + m_w·Σx)) with fused
 // multiply-adds into four float partial sums, added up at the end of the row. The float sums
 // thus run in a different order than the Go twins' (per block, then across blocks), so results
-// agree with them to float32 rounding (see kernels_arm64_test.go). For nx > 1 the weight row is
+// agree with them to float32 rounding (see kernels_test.go). For nx > 1 the weight row is
 // read again per column, from cache.
 
 // hasDotProd reports whether the CPU has the ARMv8.2 dot-product instructions (SDOT).
