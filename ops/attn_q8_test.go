@@ -101,11 +101,7 @@ func checkQ8Scores(t testing.TB, d *q8Data, scale float32) {
 func checkQ8Values(t testing.TB, d *q8Data) {
 	t.Helper()
 	n := len(d.cells)
-	got := make([]float32, d.heads*d.hd+1)
-	for i := range got {
-		got[i] = float32(i) + 0.5 // overwritten, not added to
-	}
-	got[len(got)-1] = 42
+	got := dirtyOut(d.heads * d.hd)
 	twin := make([]float32, d.heads*d.hd)
 	AttnValuesQ8(d.p, d.heads, d.hd, d.kv, d.cells, d.strideB, got)
 	attnValuesQ8Go(d.p, d.heads, d.hd, d.kv, d.cells, d.strideB, twin)

@@ -85,15 +85,22 @@ func checkScores(t testing.TB, d *attnData, scale float32) {
 	}
 }
 
+// dirtyOut returns n+1 floats for a values kernel's out: n of garbage that it must overwrite,
+// not add to, and after them the sentinel 42 that it must leave.
+func dirtyOut(n int) []float32 {
+	out := make([]float32, n+1)
+	for i := range out {
+		out[i] = float32(i) + 0.5
+	}
+	out[n] = 42
+	return out
+}
+
 // checkValues compares AttnValuesF16 with its Go twin on d.
 func checkValues(t testing.TB, d *attnData) {
 	t.Helper()
 	n := len(d.cells)
-	got := make([]float32, d.heads*d.hd+1)
-	for i := range got {
-		got[i] = float32(i) + 0.5 // overwritten, not added to
-	}
-	got[len(got)-1] = 42
+	got := dirtyOut(d.heads * d.hd)
 	want := make([]float32, d.heads*d.hd)
 	AttnValuesF16(d.p, d.heads, d.hd, d.kv, d.cells, d.stride, got)
 	attnValuesF16Go(d.p, d.heads, d.hd, d.kv, d.cells, d.stride, want)
