@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strings"
 	"testing"
 
 	"ubatch/quant"
@@ -102,11 +101,7 @@ func checkQ8Scores(t testing.TB, d *q8Data, scale float32) {
 func checkQ8Values(t testing.TB, d *q8Data) {
 	t.Helper()
 	n := len(d.cells)
-	got := make([]float32, d.heads*d.hd+1)
-	for i := range got {
-		got[i] = float32(i) + 0.5 // overwritten, not added to
-	}
-	got[len(got)-1] = 42
+	got := dirtyOut(d.heads * d.hd)
 	twin := make([]float32, d.heads*d.hd)
 	AttnValuesQ8(d.p, d.heads, d.hd, d.kv, d.cells, d.strideB, got)
 	attnValuesQ8Go(d.p, d.heads, d.hd, d.kv, d.cells, d.strideB, twin)
@@ -260,16 +255,9 @@ func TestAttnQ8KernelsPanic(t *testing.T) {
 	for _, tc := range tests {
 		for _, k := range kernels {
 			t.Run(tc.name+"/"+k.name, func(t *testing.T) {
-				defer func() {
-					e := recover()
-					if (e != nil) != tc.panics {
-						t.Fatalf("panic %v, want a panic: %v", e, tc.panics)
-					}
-					if msg, _ := e.(string); e != nil && !strings.HasPrefix(msg, "ops."+k.name+": ") {
-						t.Fatalf("panic %#v, want a message naming ops.%s", e, k.name)
-					}
-				}()
-				k.call(tc.heads, tc.hd, tc.stride, tc.cells, tc.lenHD, tc.lenN, tc.kvBytes)
+				checkPanic(t, k.name, tc.panics, func() {
+					k.call(tc.heads, tc.hd, tc.stride, tc.cells, tc.lenHD, tc.lenN, tc.kvBytes)
+				})
 			})
 		}
 	}
@@ -294,48 +282,18 @@ func TestAttnQ8KernelsNoAlloc(t *testing.T) {
 // FuzzAttnQ8 compares both Q8_0 kernels with float64 sums and their twins. The cache bytes
 // (scales included: any half, infinities and NaNs too), cells and numbers come from data.
 func FuzzAttnQ8(f *testing.F) {
-	r := rand.New(rand.NewPCG(9, 10))
-	for _, n := range []int{0, 5, 64, 700} {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = byte(r.Uint32())
-		}
-		f.Add(b, uint8(3), uint8(1), uint8(5), float32(0.125))
-		f.Add(b, uint8(8), uint8(3), uint8(0), float32(-1))
-		f.Add(b, uint8(1), uint8(250), uint8(3), float32(1))
-	}
+	addAttnSeeds(f, 1, 3)
 	f.Fuzz(func(t *testing.T, data []byte, heads8, hd8, pad8 uint8, scale float32) {
-		if math.IsInf(float64(scale), 0) || math.IsNaN(float64(scale)) {
-			scale = 1
-		}
-		heads := 1 + int(heads8)%11
+		heads, scale := 1+int(heads8)%11, finiteOr1(scale)
 		hd := 32 * (1 + int(hd8)%8)
 		span := hd / 32 * q8Block
 		d := &q8Data{heads: heads, hd: hd, strideB: span + int(pad8%40)}
 		rows := 1 + int(pad8/40)*3
-		next := 0
-		byteAt := func() byte {
-			if len(data) == 0 {
-				return 0
-			}
-			next++
-			return data[(next-1)%len(data)]
-		}
-		word := func(bytes int) []byte {
-			w := make([]byte, bytes)
-			for i := range w {
-				w[i] = byteAt()
-			}
-			return w
-		}
-		n := len(data) / 3
-		d.cells = make([]int32, n)
-		for j := range d.cells {
-			d.cells[j] = int32(int(byteAt()) % rows)
-		}
-		d.q = f32sFrom(word(4 * heads * hd))
-		d.p = f32sFrom(word(4 * heads * n))
-		d.kv = word((rows-1)*d.strideB + span)
+		src := &fuzzBytes{data: data}
+		d.cells = src.cells(len(data)/3, rows)
+		d.q = f32sFrom(src.next(4 * heads * hd))
+		d.p = f32sFrom(src.next(4 * heads * len(d.cells)))
+		d.kv = src.next((rows-1)*d.strideB + span)
 		checkQ8Scores(t, d, scale)
 		checkQ8Values(t, d)
 	})
@@ -369,13 +327,7 @@ func BenchmarkAttnQ8(b *testing.B) {
 		for i := range p {
 			p[i] = r.Float32() / float32(n)
 		}
-		cells := make([]int32, 0, n)
-		for len(cells) < n {
-			start, run := r.IntN(rows-16), 1+r.IntN(16)
-			for c := start; c < start+run && len(cells) < n; c++ {
-				cells = append(cells, int32(c))
-			}
-		}
+		cells := benchCells(r, rows, n)
 		scores := make([]float32, heads*n)
 		out := make([]float32, heads*hd)
 		g := 0

@@ -85,15 +85,22 @@ func checkScores(t testing.TB, d *attnData, scale float32) {
 	}
 }
 
+// dirtyOut returns n+1 floats for a values kernel's out: n of garbage that it must overwrite,
+// not add to, and after them the sentinel 42 that it must leave.
+func dirtyOut(n int) []float32 {
+	out := make([]float32, n+1)
+	for i := range out {
+		out[i] = float32(i) + 0.5
+	}
+	out[n] = 42
+	return out
+}
+
 // checkValues compares AttnValuesF16 with its Go twin on d.
 func checkValues(t testing.TB, d *attnData) {
 	t.Helper()
 	n := len(d.cells)
-	got := make([]float32, d.heads*d.hd+1)
-	for i := range got {
-		got[i] = float32(i) + 0.5 // overwritten, not added to
-	}
-	got[len(got)-1] = 42
+	got := dirtyOut(d.heads * d.hd)
 	want := make([]float32, d.heads*d.hd)
 	AttnValuesF16(d.p, d.heads, d.hd, d.kv, d.cells, d.stride, got)
 	attnValuesF16Go(d.p, d.heads, d.hd, d.kv, d.cells, d.stride, want)
@@ -244,19 +251,28 @@ func TestAttnKernelsPanic(t *testing.T) {
 	for _, tc := range tests {
 		for _, k := range kernels {
 			t.Run(tc.name+"/"+k.name, func(t *testing.T) {
-				defer func() {
-					e := recover()
-					if (e != nil) != tc.panics {
-						t.Fatalf("panic %v, want a panic: %v", e, tc.panics)
-					}
-					if msg, _ := e.(string); e != nil && !strings.HasPrefix(msg, "ops."+k.name+": ") {
-						t.Fatalf("panic %#v, want a message naming ops.%s", e, k.name)
-					}
-				}()
-				k.call(tc.heads, tc.hd, tc.stride, tc.cells, tc.lenHD, tc.lenN, tc.cacheLen)
+				checkPanic(t, k.name, tc.panics, func() {
+					k.call(tc.heads, tc.hd, tc.stride, tc.cells, tc.lenHD, tc.lenN, tc.cacheLen)
+				})
 			})
 		}
 	}
+}
+
+// checkPanic runs call and fails unless it panics exactly when panics is set, with a message
+// naming ops.fn.
+func checkPanic(t *testing.T, fn string, panics bool, call func()) {
+	t.Helper()
+	defer func() {
+		e := recover()
+		if (e != nil) != panics {
+			t.Fatalf("panic %v, want a panic: %v", e, panics)
+		}
+		if msg, _ := e.(string); e != nil && !strings.HasPrefix(msg, "ops."+fn+": ") {
+			t.Fatalf("panic %#v, want a message naming ops.%s", e, fn)
+		}
+	}()
+	call()
 }
 
 func TestAttnKernelsNoAlloc(t *testing.T) {
@@ -281,53 +297,87 @@ func TestAttnKernelsNoAlloc(t *testing.T) {
 // FuzzAttnF16 compares both F16 kernels with their Go twins. heads, hd and the stride come from
 // the small arguments, the cells and the numbers from data (cyclically, so any length will do).
 func FuzzAttnF16(f *testing.F) {
-	r := rand.New(rand.NewPCG(9, 10))
-	for _, n := range []int{0, 5, 64, 700} {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = byte(r.Uint32())
-		}
-		f.Add(b, uint8(3), uint8(7), uint8(5), float32(0.125))
-		f.Add(b, uint8(8), uint8(15), uint8(0), float32(-1))
-		f.Add(b, uint8(1), uint8(250), uint8(3), float32(1))
-	}
+	addAttnSeeds(f, 7, 15)
 	f.Fuzz(func(t *testing.T, data []byte, heads8, hd8, pad8 uint8, scale float32) {
-		if math.IsInf(float64(scale), 0) || math.IsNaN(float64(scale)) {
-			scale = 1
-		}
-		heads := 1 + int(heads8)%11
+		heads, scale := 1+int(heads8)%11, finiteOr1(scale)
 		hd := 8 * (1 + int(hd8)%32) // multiples of 8 up to 256, the assembly's
 		if hd8 >= 224 {
 			hd = int(hd8) - 223 // 1..32: any size
 		}
 		d := &attnData{heads: heads, hd: hd, stride: hd + int(pad8%16)}
 		rows := 1 + int(pad8/16)*3
-		n := len(data) / 3
-		next := 0
-		byteAt := func() byte {
-			if len(data) == 0 {
-				return 0
-			}
-			next++
-			return data[(next-1)%len(data)]
-		}
-		d.cells = make([]int32, n)
-		for j := range d.cells {
-			d.cells[j] = int32(int(byteAt()) % rows)
-		}
-		word := func(bytes int) []byte {
-			w := make([]byte, bytes)
-			for i := range w {
-				w[i] = byteAt()
-			}
-			return w
-		}
-		d.q = f32sFrom(word(4 * heads * hd))
-		d.p = f32sFrom(word(4 * heads * n))
-		d.kv = f16sFrom(word(2 * ((rows-1)*d.stride + hd)))
+		src := &fuzzBytes{data: data}
+		d.cells = src.cells(len(data)/3, rows)
+		d.q = f32sFrom(src.next(4 * heads * hd))
+		d.p = f32sFrom(src.next(4 * heads * len(d.cells)))
+		d.kv = f16sFrom(src.next(2 * ((rows-1)*d.stride + hd)))
 		checkScores(t, d, scale)
 		checkValues(t, d)
 	})
+}
+
+// addAttnSeeds adds the attention fuzz targets' seeds: random data of four lengths, each with
+// 3, 8 and 1 heads and the head-size bytes hd8a, hd8b and 250.
+func addAttnSeeds(f *testing.F, hd8a, hd8b uint8) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, n := range []int{0, 5, 64, 700} {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		f.Add(b, uint8(3), hd8a, uint8(5), float32(0.125))
+		f.Add(b, uint8(8), hd8b, uint8(0), float32(-1))
+		f.Add(b, uint8(1), uint8(250), uint8(3), float32(1))
+	}
+}
+
+// finiteOr1 is x, or 1 if x is infinite or NaN.
+func finiteOr1(x float32) float32 {
+	if math.IsInf(float64(x), 0) || math.IsNaN(float64(x)) {
+		return 1
+	}
+	return x
+}
+
+// fuzzBytes hands out a fuzz target's data cyclically, so that any length will do (zeros when
+// there is none).
+type fuzzBytes struct {
+	data []byte
+	off  int
+}
+
+// next returns the next n bytes.
+func (f *fuzzBytes) next(n int) []byte {
+	w := make([]byte, n)
+	for i := range w {
+		if len(f.data) > 0 {
+			w[i] = f.data[f.off%len(f.data)]
+			f.off++
+		}
+	}
+	return w
+}
+
+// cells returns n cells below rows, one byte each.
+func (f *fuzzBytes) cells(n, rows int) []int32 {
+	cells := make([]int32, n)
+	for j, b := range f.next(n) {
+		cells[j] = int32(int(b) % rows)
+	}
+	return cells
+}
+
+// benchCells returns n cells of a cache of rows rows (> 16), in runs of 1 to 16 consecutive ones
+// in random order, as the benchmarks' visible cells.
+func benchCells(r *rand.Rand, rows, n int) []int32 {
+	cells := make([]int32, 0, n)
+	for len(cells) < n {
+		start, run := r.IntN(rows-16), 1+r.IntN(16)
+		for c := start; c < start+run && len(cells) < n; c++ {
+			cells = append(cells, int32(c))
+		}
+	}
+	return cells
 }
 
 // BenchmarkAttn measures the kernels against the per-cell loops they replace (DotF16 and AxpyF16
@@ -356,13 +406,7 @@ func BenchmarkAttn(b *testing.B) {
 		for i := range p {
 			p[i] = r.Float32() / float32(n)
 		}
-		cells := make([]int32, 0, n)
-		for len(cells) < n {
-			start, run := r.IntN(rows-16), 1+r.IntN(16)
-			for c := start; c < start+run && len(cells) < n; c++ {
-				cells = append(cells, int32(c))
-			}
-		}
+		cells := benchCells(r, rows, n)
 		scores := make([]float32, heads*n)
 		out := make([]float32, heads*hd)
 		g := 0

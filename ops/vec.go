@@ -2,10 +2,10 @@ package ops
 
 import "ubatch/quant"
 
-// Vector kernels used by attention over the KV cache. DotF32, DotF16, AxpyF32 and AxpyF16 are
-// defined per architecture: with AVX2/FMA/F16C assembly on amd64 (vec_amd64.go), as the pure-Go
-// functions below elsewhere (vec_other.go). The Go versions are also the reference the assembly is
-// tested against.
+// Vector kernels used by attention over the KV cache. DotF32, DotF16, AxpyF32 and AxpyF16 use
+// assembly on amd64 (AVX2/FMA/F16C) and arm64 (NEON) (vec_asm.go), elsewhere the pure-Go
+// functions below (vec_other.go). The Go versions are also the reference the assembly is tested
+// against.
 
 // dotF32Go returns Σ x[i]·y[i] over len(x) elements; len(y) >= len(x).
 func dotF32Go(x, y []float32) float32 {

@@ -16,3 +16,6 @@ func AxpyF16(a float32, x []uint16, y []float32) { axpyF16Go(a, x, y) }
 
 // vecAsm reports whether the exported kernels use assembly (never, off amd64).
 const vecAsm = false
+
+// vecFast reports whether the exported vector kernels use assembly (never, off amd64 and arm64).
+const vecFast = false

@@ -10,7 +10,8 @@ import (
 	"ubatch/quant"
 )
 
-// The exported kernels (assembly on amd64 with AVX2) are compared with the pure-Go twins. They sum
+// The exported kernels (assembly on amd64 with AVX2, on arm64 NEON) are compared with the pure-Go
+// twins. They sum
 // in a different order and use fused multiply-adds, so they agree to float32 rounding:
 //
 //	dots: |fast - go| <= 1e-5 · Σ|x_i·y_i| + 1e-35
@@ -85,29 +86,118 @@ func absDotF16(x []float32, y []uint16) float64 {
 	return s
 }
 
+// requireVecAsm skips tests that compare the exported kernels with their Go twins when the
+// exported kernels are the Go twins.
+func requireVecAsm(t testing.TB) {
+	t.Helper()
+	if !vecFast {
+		t.Skip("the exported vector kernels are the Go twins here (no assembly to compare)")
+	}
+}
+
+// checkVecKernels compares the four exported kernels with their Go twins: the dots of x with y
+// and with h (len(y), len(h) >= len(x)), and the axpys a·ax and a·h into y0 (len(ax), len(h) >=
+// len(y0)), each on a copy of y0.
+func checkVecKernels(t testing.TB, name string, x, y []float32, h []uint16, a float32, ax, y0 []float32) {
+	t.Helper()
+	checkDot(t, "DotF32 "+name, DotF32(x, y), dotF32Go(x, y), absDotF32(x, y))
+	checkDot(t, "DotF16 "+name, DotF16(x, h), dotF16Go(x, h), absDotF16(x, h))
+	got, want := append([]float32(nil), y0...), append([]float32(nil), y0...)
+	AxpyF32(a, ax, got)
+	axpyF32Go(a, ax, want)
+	checkAxpy(t, "AxpyF32 "+name, got, want, y0, a, func(i int) float32 { return ax[i] })
+	copy(got, y0)
+	copy(want, y0)
+	AxpyF16(a, h, got)
+	axpyF16Go(a, h, want)
+	checkAxpy(t, "AxpyF16 "+name, got, want, y0, a, func(i int) float32 { return quant.F16ToF32(h[i]) })
+}
+
 func TestVecKernelsMatchGo(t *testing.T) {
-	t.Logf("assembly: %v", vecAsm)
+	requireVecAsm(t)
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, n := range vecLens {
 		for rep := 0; rep < 4; rep++ {
 			x, y := randF32s(r, n), randF32s(r, n+r.IntN(3)) // y may be longer than x
 			h := randF16s(r, n+r.IntN(3))
-			name := fmt.Sprintf("n=%d", n)
-			checkDot(t, "DotF32 "+name, DotF32(x, y), dotF32Go(x, y), absDotF32(x, y))
-			checkDot(t, "DotF16 "+name, DotF16(x, h), dotF16Go(x, h), absDotF16(x, h))
-
 			a := float32(r.NormFloat64())
 			y0 := randF32s(r, n)
-			got, want := append([]float32(nil), y0...), append([]float32(nil), y0...)
 			xl := append(randF32s(r, n), 1e30) // longer x: only len(y) elements are used
-			AxpyF32(a, xl, got)
-			axpyF32Go(a, xl, want)
-			checkAxpy(t, "AxpyF32 "+name, got, want, y0, a, func(i int) float32 { return xl[i] })
-			copy(got, y0)
-			copy(want, y0)
-			AxpyF16(a, h, got)
-			axpyF16Go(a, h, want)
-			checkAxpy(t, "AxpyF16 "+name, got, want, y0, a, func(i int) float32 { return quant.F16ToF32(h[i]) })
+			checkVecKernels(t, fmt.Sprintf("n=%d", n), x, y, h, a, xl, y0)
+		}
+	}
+}
+
+// extremeF32s returns n floats mixing ±0, subnormals, and magnitudes from 1e-30 to 1e15 (so that
+// products cannot overflow float32).
+func extremeF32s(r *rand.Rand, n int) []float32 {
+	vals := []float32{0, float32(math.Copysign(0, -1)), 1e-40, -1e-40, 1e-30, 1e15, -1e15, 1, -1}
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = vals[r.IntN(len(vals))] * float32(1+r.Float64())
+	}
+	return x
+}
+
+// extremeF16s returns n halves mixing ±0, subnormals (0x0001-0x03ff), the largest finite
+// (±65504) and ordinary values.
+func extremeF16s(r *rand.Rand, n int) []uint16 {
+	h := make([]uint16, n)
+	for i := range h {
+		switch r.IntN(4) {
+		case 0:
+			h[i] = uint16(r.IntN(0x400)) | uint16(r.IntN(2))<<15
+		case 1:
+			h[i] = 0x7bff | uint16(r.IntN(2))<<15
+		default:
+			h[i] = quant.F32ToF16(float32(r.NormFloat64()))
+		}
+	}
+	return h
+}
+
+// TestVecKernelsUnaligned compares the kernels with their Go twins on slices starting at every
+// element offset (unaligned addresses), with ordinary and with extreme values: subnormal and
+// largest halves, ±0, huge and tiny floats.
+func TestVecKernelsUnaligned(t *testing.T) {
+	requireVecAsm(t)
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, tc := range []struct {
+		name string
+		f32  func(*rand.Rand, int) []float32
+		f16  func(*rand.Rand, int) []uint16
+	}{
+		{"random", randF32s, randF16s},
+		{"extreme", extremeF32s, extremeF16s},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, n := range []int{8, 16, 24, 40, 64, 72, 128, 136, 1000} {
+				for off := 0; off < 4; off++ { // element offsets: 4-byte (F32) and 2-byte (F16) misalignment
+					x, y := tc.f32(r, n+off)[off:], tc.f32(r, n+off)[off:]
+					h := tc.f16(r, n+off)[off:]
+					a := float32(r.NormFloat64())
+					checkVecKernels(t, fmt.Sprintf("n=%d off=%d", n, off), x, y, h, a, x, y)
+				}
+			}
+		})
+	}
+}
+
+// TestVecKernelsLeaveTail checks that the axpy kernels write only y[:len(y)]: the element after
+// the slice (in the same backing array) is untouched.
+func TestVecKernelsLeaveTail(t *testing.T) {
+	for _, n := range []int{8, 16, 24, 33} {
+		y := make([]float32, n+1)
+		y[n] = 42
+		x := make([]float32, n+1)
+		h := make([]uint16, n+1)
+		for i := range x {
+			x[i], h[i] = 1, quant.F32ToF16(1)
+		}
+		AxpyF32(1, x, y[:n])
+		AxpyF16(1, h, y[:n])
+		if y[n] != 42 || y[0] != 2 || y[n-1] != 2 {
+			t.Errorf("n=%d: y[0]=%v y[n-1]=%v y[n]=%v, want 2, 2, 42", n, y[0], y[n-1], y[n])
 		}
 	}
 }
@@ -207,6 +297,7 @@ func fuzzSplit(data []byte, half bool) (x []float32, rest []byte) {
 func FuzzDotF32(f *testing.F) {
 	addVecSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte, _ float32) {
+		requireVecAsm(t)
 		x, rest := fuzzSplit(data, false)
 		y := f32sFrom(rest)
 		checkDot(t, "DotF32", DotF32(x, y), dotF32Go(x, y), absDotF32(x, y))
@@ -216,6 +307,7 @@ func FuzzDotF32(f *testing.F) {
 func FuzzDotF16(f *testing.F) {
 	addVecSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte, _ float32) {
+		requireVecAsm(t)
 		x, rest := fuzzSplit(data, true)
 		h := f16sFrom(rest)
 		checkDot(t, "DotF16", DotF16(x, h), dotF16Go(x, h), absDotF16(x, h))
@@ -225,9 +317,8 @@ func FuzzDotF16(f *testing.F) {
 func FuzzAxpyF32(f *testing.F) {
 	addVecSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte, a float32) {
-		if math.IsInf(float64(a), 0) || math.IsNaN(float64(a)) {
-			a = 1
-		}
+		requireVecAsm(t)
+		a = finiteOr1(a)
 		x, rest := fuzzSplit(data, false)
 		y0 := f32sFrom(rest)[:len(x)]
 		got, want := append([]float32(nil), y0...), append([]float32(nil), y0...)
@@ -240,9 +331,8 @@ func FuzzAxpyF32(f *testing.F) {
 func FuzzAxpyF16(f *testing.F) {
 	addVecSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte, a float32) {
-		if math.IsInf(float64(a), 0) || math.IsNaN(float64(a)) {
-			a = 1
-		}
+		requireVecAsm(t)
+		a = finiteOr1(a)
 		y0, rest := fuzzSplit(data, true)
 		h := f16sFrom(rest)[:len(y0)]
 		got, want := append([]float32(nil), y0...), append([]float32(nil), y0...)

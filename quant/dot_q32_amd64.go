@@ -4,7 +4,7 @@ package quant
 // (dot_q32_amd64.s), built like the Q4_0 kernel (dot_q8_amd64.go): four blocks per step, each
 // decoded once for all nx columns, leftover blocks (nb%4) run padded with zero blocks. They
 // compute the same integer block sums as the Go twins in q32.go and differ from them only in the
-// order (and fusing) of the float32 operations; see kernels_amd64_test.go for the tolerance.
+// order (and fusing) of the float32 operations; see kernels_test.go for the tolerance.
 // As in the Q4_0 kernel (and ggml), the signed Q5_0 and IQ4_NL levels give their signs to the
 // activation quants, which is exact for quants in [-127, 127], all that QuantizeAct writes.
 
@@ -36,6 +36,10 @@ func dotQ5_1AVX2Asm(nb int, w, x *byte, xStride, nx int, out *float32)
 // memory does not escape).
 func dotQ32Asm(t Type, nb int, w, x *byte, xStride, nx int, out *float32) {
 	switch t {
+	case Q4_0:
+		dotQ4_0AVX2Asm(nb, w, x, xStride, nx, out)
+	case Q8_0:
+		dotQ8_0AVX2Asm(nb, w, x, xStride, nx, out)
 	case Q5_0:
 		dotQ5_0AVX2Asm(nb, w, x, xStride, nx, out)
 	case IQ4_NL:
@@ -47,8 +51,8 @@ func dotQ32Asm(t Type, nb int, w, x *byte, xStride, nx int, out *float32) {
 	}
 }
 
-// dotQ32AVX2 is the shared DotFunc body: checks the shape, runs the whole four-block groups and
-// then the tail.
+// dotQ32AVX2 is the DotFunc body of the AVX2 kernels of the 32-element block types (this file's
+// and dot_q8_amd64.go's): checks the shape, runs the whole four-block groups and then the tail.
 func dotQ32AVX2(t Type, k int, w []byte, x []byte, xStride int, nx int, out []float32) {
 	nb, bb := k/32, t.TypeSize()
 	if !checkDotArgs(nb*bb, nb*q8_0Bytes, w, x, xStride, nx, out) {
@@ -65,7 +69,7 @@ func dotQ32AVX2(t Type, k int, w []byte, x []byte, xStride int, nx int, out []fl
 	}
 	// Blocks [nb4, nb) are copied to four-block buffers padded with zero blocks (zero scales,
 	// mins and activation scales, which add nothing).
-	var wb [4 * q5_1Bytes]byte
+	var wb [4 * q8_0Bytes]byte // the largest of these blocks
 	var xb [MaxCols * 4 * q8_0Bytes]byte
 	var res [MaxCols]float32
 	const xs = 4 * q8_0Bytes

@@ -13,25 +13,30 @@ func q4KDotsNEON(qs, xq *byte, out *[8]int32)
 func q4KDotsSDOT(qs, xq *byte, out *[8]int32)
 
 func dotQ4_KNEON(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotQ4_KRows(false, k, w, x, xStride, nx, out)
+	dotKScaleMinRows(false, false, k, w, x, xStride, nx, out)
 }
 
 func dotQ4_KSDOT(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotQ4_KRows(true, k, w, x, xStride, nx, out)
+	dotKScaleMinRows(false, true, k, w, x, xStride, nx, out)
 }
 
-// dotQ4_KRows is the DotFunc body of the Q4_K kernels, with SDOT if sdot. The assembly is
-// called directly, not through a func value, so that isub stays on the stack.
-func dotQ4_KRows(sdot bool, k int, w, x []byte, xStride, nx int, out []float32) {
+// dotKScaleMinRows is the DotFunc body of the Q4_K (or, if q5, Q5_K, dot_q5k_arm64.go) kernels,
+// with SDOT if sdot. The assembly is called directly, not through a func value, so that isub
+// stays on the stack.
+func dotKScaleMinRows(q5, sdot bool, k int, w, x []byte, xStride, nx int, out []float32) {
 	nb := k / QK_K
-	if !checkDotArgs(nb*q4_KBytes, nb*q8_KBytes, w, x, xStride, nx, out) {
+	blockBytes := q4_KBytes
+	if q5 {
+		blockBytes = q5_KBytes
+	}
+	if !checkDotArgs(nb*blockBytes, nb*q8_KBytes, w, x, xStride, nx, out) {
 		return
 	}
 	var acc [MaxCols]float32
 	var sc, m [8]uint8
 	var isub [8]int32
 	for b := 0; b < nb; b++ {
-		blk := w[b*q4_KBytes : (b+1)*q4_KBytes]
+		blk := w[b*blockBytes : (b+1)*blockBytes]
 		d, dmin := f16At(blk), f16At(blk[2:])
 		for s := 0; s < 8; s++ {
 			sc[s], m[s] = scaleMinK4(s, blk[4:16])
@@ -40,9 +45,14 @@ func dotQ4_KRows(sdot bool, k int, w, x []byte, xStride, nx int, out []float32) 
 			o := j*xStride + b*q8_KBytes
 			xb := x[o : o+q8_KBytes]
 			dx, _, sums := q8KCol(xb)
-			if sdot {
+			switch {
+			case q5 && sdot:
+				q5KDotsSDOT(&blk[16], &blk[48], &xb[4], &isub)
+			case q5:
+				q5KDotsNEON(&blk[16], &blk[48], &xb[4], &isub)
+			case sdot:
 				q4KDotsSDOT(&blk[16], &xb[4], &isub)
-			} else {
+			default:
 				q4KDotsNEON(&blk[16], &xb[4], &isub)
 			}
 			var isum, msum int32

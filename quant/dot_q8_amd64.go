@@ -8,12 +8,12 @@ package quant
 // columns, and per column the four blocks' integer vectors are reduced horizontally into one
 // (lane i = block i), so that one conversion and one FMA with the four blocks' scale products
 // (f16 scales converted with vcvtph2ps) serve four blocks. Leftover blocks (nb%4) go through the
-// same code padded with zero blocks (dotQTail).
+// same code padded with zero blocks (dotQ32AVX2, dot_q32_amd64.go).
 //
 // Exactness: the integer part is exact for activation quants in [-127, 127], which is all that
 // QuantizeAct produces. A quant of -128 (never written by QuantizeAct) whose weight is negative
 // is negated in 8 bits and stays -128, as in ggml. The float part sums in a different order than
-// the Go twins, so results agree with them to float32 rounding (see kernels_amd64_test.go).
+// the Go twins, so results agree with them to float32 rounding (see kernels_test.go).
 
 func init() {
 	if hasAVX2 {
@@ -28,85 +28,12 @@ func dotQ4_0AVX2Asm(nb int, w, x *byte, xStride, nx int, out *float32)
 //go:noescape
 func dotQ8_0AVX2Asm(nb int, w, x *byte, xStride, nx int, out *float32)
 
-// checkDotArgs panics with an index error unless w holds rowBytes bytes, each of the nx columns
-// x[j*xStride:] holds xRow bytes and out holds nx floats, or if nx > MaxCols; the assembly reads
-// exactly these ranges, so this is what keeps it in bounds. It reports whether there is anything
-// to compute (nx >= 1; like the Go twins, nx <= 0 computes nothing).
-func checkDotArgs(rowBytes, xRow int, w, x []byte, xStride, nx int, out []float32) bool {
-	if nx > MaxCols {
-		var cols [MaxCols]float32
-		_ = cols[nx-1] // index error, like the Go twins' accumulator arrays
-	}
-	// Indexes, not slice expressions: slicing may run up to the capacity.
-	if rowBytes > 0 {
-		_ = w[rowBytes-1]
-	}
-	if nx < 1 {
-		return false
-	}
-	_ = out[nx-1]
-	if xRow > 0 {
-		for j := 0; j < nx; j++ {
-			_ = x[j*xStride]
-			_ = x[j*xStride+xRow-1]
-		}
-	}
-	return true
-}
-
 // dotQ4_0AVX2 is the DotFunc for Q4_0 weights with Q8_0 activations.
 func dotQ4_0AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	nb := k / 32
-	if !checkDotArgs(nb*q4_0Bytes, nb*q8_0Bytes, w, x, xStride, nx, out) {
-		return
-	}
-	nb4 := nb &^ 3
-	if nb4 > 0 {
-		dotQ4_0AVX2Asm(nb4, &w[0], &x[0], xStride, nx, &out[0])
-	} else {
-		clear(out[:nx])
-	}
-	if nb4 < nb {
-		dotQTail(false, nb4, nb, w, x, xStride, nx, out)
-	}
+	dotQ32AVX2(Q4_0, k, w, x, xStride, nx, out)
 }
 
 // dotQ8_0AVX2 is the DotFunc for Q8_0 weights with Q8_0 activations.
 func dotQ8_0AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	nb := k / 32
-	if !checkDotArgs(nb*q8_0Bytes, nb*q8_0Bytes, w, x, xStride, nx, out) {
-		return
-	}
-	nb4 := nb &^ 3
-	if nb4 > 0 {
-		dotQ8_0AVX2Asm(nb4, &w[0], &x[0], xStride, nx, &out[0])
-	} else {
-		clear(out[:nx])
-	}
-	if nb4 < nb {
-		dotQTail(true, nb4, nb, w, x, xStride, nx, out)
-	}
-}
-
-// dotQTail adds blocks [nb4, nb) (fewer than 4) of a Q4_0 (or, if q8, Q8_0) row to out: the
-// assembly takes four blocks at a time, so they are copied to four-block buffers padded with zero
-// blocks (zero scales and quants, which add nothing).
-func dotQTail(q8 bool, nb4, nb int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	var wb [4 * q8_0Bytes]byte
-	var xb [MaxCols * 4 * q8_0Bytes]byte
-	var res [MaxCols]float32
-	const xs = 4 * q8_0Bytes
-	for j := 0; j < nx; j++ {
-		copy(xb[j*xs:(j+1)*xs], x[j*xStride+nb4*q8_0Bytes:j*xStride+nb*q8_0Bytes])
-	}
-	if q8 {
-		copy(wb[:], w[nb4*q8_0Bytes:nb*q8_0Bytes])
-		dotQ8_0AVX2Asm(4, &wb[0], &xb[0], xs, nx, &res[0])
-	} else {
-		copy(wb[:], w[nb4*q4_0Bytes:nb*q4_0Bytes])
-		dotQ4_0AVX2Asm(4, &wb[0], &xb[0], xs, nx, &res[0])
-	}
-	for j := 0; j < nx; j++ {
-		out[j] += res[j]
-	}
+	dotQ32AVX2(Q8_0, k, w, x, xStride, nx, out)
 }

@@ -13,7 +13,7 @@ import "golang.org/x/sys/cpu"
 // block's scale product d_w·d_x (for Q4_1/Q5_1, d_x·(d_w·dot + m_w·Σx)) with fused
 // multiply-adds into four float partial sums, added up at the end of the row. The float sums
 // thus run in a different order than the Go twins' (per block, then across blocks), so results
-// agree with them to float32 rounding (see kernels_arm64_test.go). For nx > 1 the weight row is
+// agree with them to float32 rounding (see kernels_test.go). For nx > 1 the weight row is
 // read again per column, from cache.
 
 // hasDotProd reports whether the CPU has the ARMv8.2 dot-product instructions (SDOT).
@@ -166,31 +166,4 @@ func dotQRows(row func(nb int, w, x, c *byte) float32, c *byte, blockBytes, k in
 	for j := 0; j < nx; j++ {
 		out[j] = row(nb, &w[0], &x[j*xStride], c)
 	}
-}
-
-// checkDotArgs panics with an index error unless w holds rowBytes bytes, each of the nx columns
-// x[j*xStride:] holds xRow bytes and out holds nx floats, or if nx > MaxCols; the assembly reads
-// exactly these ranges, so this is what keeps it in bounds. It reports whether there is anything
-// to compute (nx >= 1; like the Go twins, nx <= 0 computes nothing). (The amd64 twin of this
-// function is in dot_q8_amd64.go.)
-func checkDotArgs(rowBytes, xRow int, w, x []byte, xStride, nx int, out []float32) bool {
-	if nx > MaxCols {
-		var cols [MaxCols]float32
-		_ = cols[nx-1] // index error, like the Go twins' accumulator arrays
-	}
-	// Indexes, not slice expressions: slicing may run up to the capacity.
-	if rowBytes > 0 {
-		_ = w[rowBytes-1]
-	}
-	if nx < 1 {
-		return false
-	}
-	_ = out[nx-1]
-	if xRow > 0 {
-		for j := 0; j < nx; j++ {
-			_ = x[j*xStride]
-			_ = x[j*xStride+xRow-1]
-		}
-	}
-	return true
 }

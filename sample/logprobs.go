@@ -103,14 +103,14 @@ func topN(logits []float32, n int) []TokenLogProb {
 			h = append(h, x)
 			if len(h) == n {
 				for j := n/2 - 1; j >= 0; j-- {
-					siftDownTLP(h, j)
+					siftDown(h, j, betterTLP)
 				}
 			}
 			continue
 		}
 		if betterTLP(x, h[0]) {
 			h[0] = x
-			siftDownTLP(h, 0)
+			siftDown(h, 0, betterTLP)
 		}
 	}
 	slices.SortFunc(h, func(a, b TokenLogProb) int {
@@ -127,24 +127,4 @@ func topN(logits []float32, n int) []TokenLogProb {
 
 func betterTLP(a, b TokenLogProb) bool {
 	return a.LogProb > b.LogProb || (a.LogProb == b.LogProb && a.Token < b.Token)
-}
-
-// siftDownTLP keeps h a heap whose root is the worst entry.
-func siftDownTLP(h []TokenLogProb, i int) {
-	n := len(h)
-	for {
-		w := i
-		l, r := 2*i+1, 2*i+2
-		if l < n && betterTLP(h[w], h[l]) {
-			w = l
-		}
-		if r < n && betterTLP(h[w], h[r]) {
-			w = r
-		}
-		if w == i {
-			return
-		}
-		h[i], h[w] = h[w], h[i]
-		i = w
-	}
 }

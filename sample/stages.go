@@ -200,18 +200,19 @@ func selectTop(c []candidate, k int) {
 	}
 	h := c[:k]
 	for i := k/2 - 1; i >= 0; i-- {
-		siftDown(h, i)
+		siftDown(h, i, better)
 	}
 	for i := k; i < len(c); i++ {
 		if better(c[i], h[0]) {
 			h[0], c[i] = c[i], h[0]
-			siftDown(h, 0)
+			siftDown(h, 0, better)
 		}
 	}
 }
 
-// siftDown restores the heap property (parent worse than children) below node i.
-func siftDown(h []candidate, i int) {
+// siftDown restores the heap property (parent worse than children, by better) below node i;
+// the heaps of selectTop and of the log-probabilities' top n.
+func siftDown[T any](h []T, i int, better func(a, b T) bool) {
 	n := len(h)
 	for {
 		w := i

@@ -28,9 +28,6 @@ func cmdBatched(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parse(fs, args, mf.check, sf.check, func() error { return atLeast("-np", *np, 1) }, func() error { return atLeast("-n", *n, 1) }); err != nil {
 		return err
 	}
-	if *np < 1 || *n < 1 {
-		return fmt.Errorf("-np and -n must be at least 1")
-	}
 	m, loadTime, err := mf.open(ctx, stderr)
 	if err != nil {
 		return err

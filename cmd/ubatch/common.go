@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"ubatch/gguf"
 	"ubatch/hub"
 	"ubatch/kvcache"
 	"ubatch/model"
@@ -120,6 +121,17 @@ func (f *modelFlags) newContext(m *model.Model, nSeq int, fit func(*runner.Optio
 		fit(&o)
 	}
 	return runner.NewContext(m.Graph, o)
+}
+
+// openGGUF resolves a model argument (a file, a hub reference, or "" for the demo model) without
+// progress output and maps the file, for the commands that read only its metadata and tensors'
+// table (info, tokenize); the caller closes it.
+func openGGUF(ctx context.Context, arg string) (f *gguf.File, path string, err error) {
+	if path, err = hub.Resolve(ctx, arg, hub.Options{}); err != nil {
+		return nil, "", err
+	}
+	f, err = gguf.Open(path)
+	return f, path, err
 }
 
 // open resolves, maps and pre-faults the model, reporting progress on stderr when it takes a while.

@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-
-	"ubatch/gguf"
-	"ubatch/hub"
 )
 
 func cmdInfo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -16,11 +13,7 @@ func cmdInfo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	p, err := hub.Resolve(ctx, *path, hub.Options{})
-	if err != nil {
-		return err
-	}
-	f, err := gguf.Open(p)
+	f, p, err := openGGUF(ctx, *path)
 	if err != nil {
 		return err
 	}

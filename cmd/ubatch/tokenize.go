@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"ubatch/gguf"
-	"ubatch/hub"
 	"ubatch/tokenizer"
 )
 
@@ -22,11 +20,7 @@ func cmdTokenize(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	p, err := hub.Resolve(ctx, *path, hub.Options{})
-	if err != nil {
-		return err
-	}
-	f, err := gguf.Open(p)
+	f, _, err := openGGUF(ctx, *path)
 	if err != nil {
 		return err
 	}

@@ -108,28 +108,29 @@ func (m *Model) Matrices() []*runner.Weight {
 	return ws
 }
 
-func (m *Model) Forward(c *runner.Context, _ *batch.UBatch) {
+func (m *Model) Forward(c *runner.Context, _ *batch.UBatch) { m.ForwardBlocks(c, nil) }
+
+// ForwardBlocks is Forward with afterQKV, when not nil, run on layer li's Q, K and V (in
+// Scratch) between their projections and the rotation: the hook of the families that extend the
+// llama block (qwen2's biases, qwen3's per-head norms).
+func (m *Model) ForwardBlocks(c *runner.Context, afterQKV func(li int)) {
 	s, h := &c.S, &m.H
 	c.Embed(&m.Embd, 1)
 	for li := range m.Layers {
 		l := &m.Layers[li]
 		c.Norm(s.XN, s.X, l.AttnNorm)
 		c.MatMul3(s.XN, &l.Wq, s.Q, &l.Wk, s.K, &l.Wv, s.V)
-		m.AttentionBlock(c, li)
+		if afterQKV != nil {
+			afterQKV(li)
+		}
+		c.Rope(s.Q, h.NHeads, m.Rope)
+		c.Rope(s.K, h.NKVHeads, m.Rope)
+		c.Attention(li, s.Q, s.K, s.V, s.Att, runner.AttnParams{})
+		c.MatMul(s.Att, &l.Wo, s.Tmp)
+		c.Add(s.X, s.Tmp, h.Dim)
 		c.Norm(s.XN, s.X, l.FFNNorm)
 		c.GatedFFN(runner.SiLU, &l.Gate, &l.Up, &l.Down)
 		c.Add(s.X, s.Tmp, h.Dim)
 	}
 	c.Output(m.OutNorm, m.Output, 0)
-}
-
-// AttentionBlock rotates Q and K (in Scratch), attends, projects with layer li's output matrix
-// and adds the result to the residual stream.
-func (m *Model) AttentionBlock(c *runner.Context, li int) {
-	s, h := &c.S, &m.H
-	c.Rope(s.Q, h.NHeads, m.Rope)
-	c.Rope(s.K, h.NKVHeads, m.Rope)
-	c.Attention(li, s.Q, s.K, s.V, s.Att, runner.AttnParams{})
-	c.MatMul(s.Att, &m.Layers[li].Wo, s.Tmp)
-	c.Add(s.X, s.Tmp, h.Dim)
 }

@@ -43,19 +43,10 @@ func Load(b *model.Binder) (runner.Graph, error) {
 }
 
 func (m *Model) Forward(c *runner.Context, _ *batch.UBatch) {
-	s, h := &c.S, &m.H
-	c.Embed(&m.Embd, 1)
-	for li := range m.Layers {
-		l, bias := &m.Layers[li], &m.Bias[li]
-		c.Norm(s.XN, s.X, l.AttnNorm)
-		c.MatMul3(s.XN, &l.Wq, s.Q, &l.Wk, s.K, &l.Wv, s.V)
-		c.AddBias(s.Q, bias.Q)
-		c.AddBias(s.K, bias.K)
-		c.AddBias(s.V, bias.V)
-		m.AttentionBlock(c, li)
-		c.Norm(s.XN, s.X, l.FFNNorm)
-		c.GatedFFN(runner.SiLU, &l.Gate, &l.Up, &l.Down)
-		c.Add(s.X, s.Tmp, h.Dim)
-	}
-	c.Output(m.OutNorm, m.Output, 0)
+	s := &c.S
+	m.ForwardBlocks(c, func(li int) {
+		c.AddBias(s.Q, m.Bias[li].Q)
+		c.AddBias(s.K, m.Bias[li].K)
+		c.AddBias(s.V, m.Bias[li].V)
+	})
 }

@@ -38,17 +38,8 @@ func Load(b *model.Binder) (runner.Graph, error) {
 
 func (m *Model) Forward(c *runner.Context, _ *batch.UBatch) {
 	s, h := &c.S, &m.H
-	c.Embed(&m.Embd, 1)
-	for li := range m.Layers {
-		l := &m.Layers[li]
-		c.Norm(s.XN, s.X, l.AttnNorm)
-		c.MatMul3(s.XN, &l.Wq, s.Q, &l.Wk, s.K, &l.Wv, s.V)
+	m.ForwardBlocks(c, func(li int) {
 		c.NormHeads(s.Q, h.NHeads, m.QNorm[li])
 		c.NormHeads(s.K, h.NKVHeads, m.KNorm[li])
-		m.AttentionBlock(c, li)
-		c.Norm(s.XN, s.X, l.FFNNorm)
-		c.GatedFFN(runner.SiLU, &l.Gate, &l.Up, &l.Down)
-		c.Add(s.X, s.Tmp, h.Dim)
-	}
-	c.Output(m.OutNorm, m.Output, 0)
+	})
 }
