@@ -27,6 +27,7 @@ const spinFor = 200 * time.Microsecond
 // pool of size n starts n-1 goroutines. Run calls must not overlap (one forward pass at a time).
 type Pool struct {
 	size     int
+	spin     time.Duration // spinFor; tests shorten it so that workers park between Runs
 	gen      atomic.Uint64 // bumped by every Run; workers watch it
 	pending  atomic.Int64  // helpers that have not finished the current Run
 	next     atomic.Int64
@@ -43,7 +44,12 @@ func NewPool(n int) *Pool {
 	if n <= 0 {
 		n = runtime.NumCPU()
 	}
-	p := &Pool{size: n, wake: make([]chan struct{}, n), sleeping: make([]atomic.Bool, n)}
+	return newPool(n, spinFor)
+}
+
+// newPool starts a pool of n >= 1 workers that poll for spin before they park.
+func newPool(n int, spin time.Duration) *Pool {
+	p := &Pool{size: n, spin: spin, wake: make([]chan struct{}, n), sleeping: make([]atomic.Bool, n)}
 	for w := 1; w < n; w++ {
 		p.wake[w] = make(chan struct{}, 1)
 		go p.worker(w)
@@ -99,7 +105,7 @@ func (p *Pool) worker(w int) {
 	for {
 		start := time.Now()
 		for spins := 0; p.gen.Load() == seen; spins++ {
-			if spins&63 == 63 && time.Since(start) > spinFor {
+			if spins&63 == 63 && time.Since(start) > p.spin {
 				p.sleeping[w].Store(true)
 				if p.gen.Load() != seen || p.closed.Load() {
 					// Work (or Close) arrived while parking: un-park, unless Run already
