@@ -25,6 +25,16 @@ const spinFor = 200 * time.Microsecond
 
 // Pool is a fixed set of worker goroutines that execute Tasks. The caller of Run works too, so a
 // pool of size n starts n-1 goroutines. Run calls must not overlap (one forward pass at a time).
+//
+// Parking is a two-flag handshake: a worker sets sleeping[w] and then reads gen (and closed); Run
+// bumps gen and then claims sleeping[w] (Close: closed, then sleeping[w]). Sequentially
+// consistent atomics guarantee that at least one side sees the other's write, so no wake-up is
+// lost. Every write of that handshake is a read-modify-write (gen.Add, Swap), not a Store: under
+// qemu-user on an amd64 host an arm64 store-release (STLR) followed by a load-acquire (LDAR) of
+// another word is emitted without a fence between them, the host's store buffer reorders the
+// two, and a worker could park on a Run that never wakes it (Run then waited forever). An atomic
+// read-modify-write becomes a locked instruction on the host and keeps the order; on real arm64
+// and on amd64 it costs the same as a Store on this rarely taken path.
 type Pool struct {
 	size     int
 	spin     time.Duration // spinFor; tests shorten it so that workers park between Runs
@@ -106,7 +116,7 @@ func (p *Pool) worker(w int) {
 		start := time.Now()
 		for spins := 0; p.gen.Load() == seen; spins++ {
 			if spins&63 == 63 && time.Since(start) > p.spin {
-				p.sleeping[w].Store(true)
+				p.sleeping[w].Swap(true) // not Store: see Pool
 				if p.gen.Load() != seen || p.closed.Load() {
 					// Work (or Close) arrived while parking: un-park, unless Run already
 					// claimed us, in which case its wake-up token must be consumed.
@@ -139,7 +149,7 @@ func (p *Pool) worker(w int) {
 // Close stops the worker goroutines. The pool must not be used afterwards.
 func (p *Pool) Close() {
 	p.close.Do(func() {
-		p.closed.Store(true)
+		p.closed.Swap(true) // not Store: see Pool
 		for w := 1; w < p.size; w++ {
 			if p.sleeping[w].CompareAndSwap(true, false) {
 				p.wake[w] <- struct{}{}
