@@ -29,12 +29,12 @@ const spinFor = 200 * time.Microsecond
 // Parking is a two-flag handshake: a worker sets sleeping[w] and then reads gen (and closed); Run
 // bumps gen and then claims sleeping[w] (Close: closed, then sleeping[w]). Sequentially
 // consistent atomics guarantee that at least one side sees the other's write, so no wake-up is
-// lost. Every write of that handshake is a read-modify-write (gen.Add, Swap), not a Store: under
-// qemu-user on an amd64 host an arm64 store-release (STLR) followed by a load-acquire (LDAR) of
-// another word is emitted without a fence between them, the host's store buffer reorders the
-// two, and a worker could park on a Run that never wakes it (Run then waited forever). An atomic
-// read-modify-write becomes a locked instruction on the host and keeps the order; on real arm64
-// and on amd64 it costs the same as a Store on this rarely taken path.
+// lost. Plain Stores would do under the Go memory model and on arm64 hardware, yet every write
+// of the handshake is a read-modify-write (gen.Add, Swap): qemu-user on an amd64 host emits an
+// arm64 store-release (STLR) and a following load-acquire (LDAR) of another word with no fence
+// between them, the host's store buffer reorders the two, and a worker parked on a Run that
+// never woke it (Run then waited forever; the arm64 tests hung). A read-modify-write becomes a
+// locked host instruction, which keeps the order. The path is taken once per park.
 type Pool struct {
 	size     int
 	spin     time.Duration // spinFor; tests shorten it so that workers park between Runs
