@@ -83,9 +83,8 @@ func TestPoolRunsEveryPieceOnce(t *testing.T) {
 // spinning, so that Runs keep arriving while workers are parking: the hand-over that, when a
 // worker's "I am parking" store and its following load of the generation are reordered (as qemu
 // does to arm64's STLR/LDAR on amd64 hosts), left the worker asleep and Run waiting for it
-// forever. Under qemu that happened within 50000 rounds in every run of the first three cases
-// with Stores in the handshake. A Run that does not return in a minute fails the test with every
-// goroutine's stack.
+// forever. Under qemu with Stores in the handshake, 3 of 4 runs of this test hung. Rounds that
+// make no progress for a minute fail the test with every goroutine's stack.
 func TestPoolWakesParkingWorkers(t *testing.T) {
 	const rounds = 50000
 	for _, tc := range []struct {
