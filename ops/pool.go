@@ -25,8 +25,19 @@ const spinFor = 200 * time.Microsecond
 
 // Pool is a fixed set of worker goroutines that execute Tasks. The caller of Run works too, so a
 // pool of size n starts n-1 goroutines. Run calls must not overlap (one forward pass at a time).
+//
+// Parking is a two-flag handshake: a worker sets sleeping[w] and then reads gen (and closed); Run
+// bumps gen and then claims sleeping[w] (Close: closed, then sleeping[w]). Sequentially
+// consistent atomics guarantee that at least one side sees the other's write, so no wake-up is
+// lost. Plain Stores would do under the Go memory model and on arm64 hardware, yet every write
+// of the handshake is a read-modify-write (gen.Add, Swap): qemu-user on an amd64 host emits an
+// arm64 store-release (STLR) and a following load-acquire (LDAR) of another word with no fence
+// between them, the host's store buffer reorders the two, and a worker parked on a Run that
+// never woke it (Run then waited forever; the arm64 tests hung). A read-modify-write becomes a
+// locked host instruction, which keeps the order. The path is taken once per park.
 type Pool struct {
 	size     int
+	spin     time.Duration // spinFor; tests shorten it so that workers park between Runs
 	gen      atomic.Uint64 // bumped by every Run; workers watch it
 	pending  atomic.Int64  // helpers that have not finished the current Run
 	next     atomic.Int64
@@ -43,7 +54,12 @@ func NewPool(n int) *Pool {
 	if n <= 0 {
 		n = runtime.NumCPU()
 	}
-	p := &Pool{size: n, wake: make([]chan struct{}, n), sleeping: make([]atomic.Bool, n)}
+	return newPool(n, spinFor)
+}
+
+// newPool starts a pool of n >= 1 workers that poll for spin before they park.
+func newPool(n int, spin time.Duration) *Pool {
+	p := &Pool{size: n, spin: spin, wake: make([]chan struct{}, n), sleeping: make([]atomic.Bool, n)}
 	for w := 1; w < n; w++ {
 		p.wake[w] = make(chan struct{}, 1)
 		go p.worker(w)
@@ -99,8 +115,8 @@ func (p *Pool) worker(w int) {
 	for {
 		start := time.Now()
 		for spins := 0; p.gen.Load() == seen; spins++ {
-			if spins&63 == 63 && time.Since(start) > spinFor {
-				p.sleeping[w].Store(true)
+			if spins&63 == 63 && time.Since(start) > p.spin {
+				p.sleeping[w].Swap(true) // not Store: see Pool
 				if p.gen.Load() != seen || p.closed.Load() {
 					// Work (or Close) arrived while parking: un-park, unless Run already
 					// claimed us, in which case its wake-up token must be consumed.
@@ -133,7 +149,7 @@ func (p *Pool) worker(w int) {
 // Close stops the worker goroutines. The pool must not be used afterwards.
 func (p *Pool) Close() {
 	p.close.Do(func() {
-		p.closed.Store(true)
+		p.closed.Swap(true) // not Store: see Pool
 		for w := 1; w < p.size; w++ {
 			if p.sleeping[w].CompareAndSwap(true, false) {
 				p.wake[w] <- struct{}{}
