@@ -15,8 +15,9 @@ import (
 //
 // Panel layout, for nb blocks of 32 elements per row: block b of the 8 rows occupies the 8·34
 // (Q8_0) or 8·18 (Q4_0) bytes at b times that size, so that a kernel streams one pointer, in
-// order (as the K-quant panels, packed_k.go; scales kept apart from the quants made a second
-// stream whose lines the kernels' prefetches, running ahead in the quants, never covered):
+// order, as the K-quant panels do (packed_k.go). (The scales of all blocks once followed the
+// quants: a second stream, whose lines no prefetch covered in time, so that 1-token matmuls
+// streaming from memory ran at half the speed.)
 //
 //	[0, 16)       the 8 rows' f16 scales of block b, row r at 2r
 //	[16, 16+QB)   QB bytes of quants; chunk c (32 bytes at 16+32c) holds in dword lane r four bytes

@@ -36,31 +36,16 @@
 	VMOVD        AX, X5;             \
 	VPBROADCASTD X5, Y5
 
-// PANEL_NEXT starts a block: prefetches the weights PANEL_PF bytes ahead (decode streams them
-// from memory once; lines puts a prefetch every 64 bytes of a block, so that consecutive blocks
-// touch every line of the stream), loads the rows' scales and clears the integer sums.
-#define PANEL_NEXT(lines) \
-	lines;                    \
+// PANEL_NEXT starts a block: loads the rows' scales and clears the integer sums. There is no
+// software prefetch: a panel is one sequential stream (packed.go), which the hardware prefetcher
+// follows; prefetches 4 KiB ahead made 1-token streaming 10-40% slower on Zen 4 (see
+// BenchmarkMatMulPackedStream).
+#define PANEL_NEXT \
 	VCVTPH2PS  (SI), Y7;      \
 	VPXOR      Y8, Y8, Y8;    \
 	VPXOR      Y9, Y9, Y9;    \
 	VPXOR      Y10, Y10, Y10; \
 	VPXOR      Y11, Y11, Y11
-
-#define PANEL_PF 4096
-
-// Q8_LINES prefetches a Q8_0 block's 272 bytes, Q4_LINES a Q4_0 block's 144.
-#define Q8_LINES \
-	PREFETCHT0 PANEL_PF(SI);     \
-	PREFETCHT0 PANEL_PF+64(SI);  \
-	PREFETCHT0 PANEL_PF+128(SI); \
-	PREFETCHT0 PANEL_PF+192(SI); \
-	PREFETCHT0 PANEL_PF+256(SI)
-
-#define Q4_LINES \
-	PREFETCHT0 PANEL_PF(SI);    \
-	PREFETCHT0 PANEL_PF+64(SI); \
-	PREFETCHT0 PANEL_PF+128(SI)
 
 // PANEL_ADVANCE moves to the next block of bb bytes (16 of scales, then the quants).
 #define PANEL_ADVANCE(bb) \
@@ -152,7 +137,7 @@ TEXT ·q8PanelAVX2(SB), NOSPLIT, $0-56
 	JEQ  q8n3
 
 q8n4:
-	PANEL_NEXT(Q8_LINES)
+	PANEL_NEXT
 	Q8BLOCK(Q8C4)
 	Q8S4
 	PANEL_ADVANCE(272)
@@ -160,7 +145,7 @@ q8n4:
 	JMP  q8done
 
 q8n3:
-	PANEL_NEXT(Q8_LINES)
+	PANEL_NEXT
 	Q8BLOCK(Q8C3)
 	Q8S3
 	PANEL_ADVANCE(272)
@@ -168,7 +153,7 @@ q8n3:
 	JMP  q8done
 
 q8n2:
-	PANEL_NEXT(Q8_LINES)
+	PANEL_NEXT
 	Q8BLOCK(Q8C2)
 	Q8S2
 	PANEL_ADVANCE(272)
@@ -176,7 +161,7 @@ q8n2:
 	JMP  q8done
 
 q8n1:
-	PANEL_NEXT(Q8_LINES)
+	PANEL_NEXT
 	Q8BLOCK(Q8C1)
 	Q8S1
 	PANEL_ADVANCE(272)
@@ -198,7 +183,7 @@ TEXT ·q4PanelAVX2(SB), NOSPLIT, $0-64
 	JEQ  q4n3
 
 q4n4:
-	PANEL_NEXT(Q4_LINES)
+	PANEL_NEXT
 	Q4BLOCK(Q4C4)
 	Q4S4
 	ADDQ $16, R9
@@ -207,7 +192,7 @@ q4n4:
 	JMP  q4done
 
 q4n3:
-	PANEL_NEXT(Q4_LINES)
+	PANEL_NEXT
 	Q4BLOCK(Q4C3)
 	Q4S3
 	ADDQ $16, R9
@@ -216,7 +201,7 @@ q4n3:
 	JMP  q4done
 
 q4n2:
-	PANEL_NEXT(Q4_LINES)
+	PANEL_NEXT
 	Q4BLOCK(Q4C2)
 	Q4S2
 	ADDQ $16, R9
@@ -225,7 +210,7 @@ q4n2:
 	JMP  q4done
 
 q4n1:
-	PANEL_NEXT(Q4_LINES)
+	PANEL_NEXT
 	Q4BLOCK(Q4C1)
 	Q4S1
 	ADDQ $16, R9

@@ -44,9 +44,9 @@
 	VPBROADCASTD 18+4*c(P), Y2; \
 	DP(acc2, a2, Y1, 1, Y2, 2)
 
-// A_NEXT starts a block: prefetches and cleared sums (the row scales come at its end).
-#define A_NEXT(lines) \
-	lines;                    \
+// A_NEXT starts a block: cleared sums (the row scales come at its end; no prefetch, see
+// PANEL_NEXT in packed_amd64.s).
+#define A_NEXT \
 	VPXOR      Y8, Y8, Y8;    \
 	VPXOR      Y9, Y9, Y9;    \
 	VPXOR      Y10, Y10, Y10; \
@@ -102,25 +102,23 @@
 #define A4B3(DP) A4BLOCK(A4C3, DP); AS3
 #define A4B4(DP) A4BLOCK(A4C4, DP); AS4
 
-#define A8NEXT A_NEXT(V8_LINES)
-#define A4NEXT A_NEXT(V4_LINES)
 
 // func q8PanelAVXVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 TEXT ·q8PanelAVXVNNI(SB), NOSPLIT, $0-64
 	VP_PROLOGUE(0x80808080)
-	VP_KERNEL(A8NEXT, A8B1, A8B2, A8B3, A8B4, DP_VEX, 272, a8n1, a8n2, a8n3, a8n4, a8done, a8ret)
+	VP_KERNEL(A_NEXT, A8B1, A8B2, A8B3, A8B4, DP_VEX, 272, a8n1, a8n2, a8n3, a8n4, a8done, a8ret)
 
 // func q4PanelAVXVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 TEXT ·q4PanelAVXVNNI(SB), NOSPLIT, $0-64
 	VP_PROLOGUE(0x0f0f0f0f)
-	VP_KERNEL(A4NEXT, A4B1, A4B2, A4B3, A4B4, DP_VEX, 144, a4n1, a4n2, a4n3, a4n4, a4done, a4ret)
+	VP_KERNEL(A_NEXT, A4B1, A4B2, A4B3, A4B4, DP_VEX, 144, a4n1, a4n2, a4n3, a4n4, a4done, a4ret)
 
 // func q8PanelAVXVNNIEvex(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 TEXT ·q8PanelAVXVNNIEvex(SB), NOSPLIT, $0-64
 	VP_PROLOGUE(0x80808080)
-	VP_KERNEL(A8NEXT, A8B1, A8B2, A8B3, A8B4, DP_EVEX, 272, e8n1, e8n2, e8n3, e8n4, e8done, e8ret)
+	VP_KERNEL(A_NEXT, A8B1, A8B2, A8B3, A8B4, DP_EVEX, 272, e8n1, e8n2, e8n3, e8n4, e8done, e8ret)
 
 // func q4PanelAVXVNNIEvex(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 TEXT ·q4PanelAVXVNNIEvex(SB), NOSPLIT, $0-64
 	VP_PROLOGUE(0x0f0f0f0f)
-	VP_KERNEL(A4NEXT, A4B1, A4B2, A4B3, A4B4, DP_EVEX, 144, e4n1, e4n2, e4n3, e4n4, e4done, e4ret)
+	VP_KERNEL(A_NEXT, A4B1, A4B2, A4B3, A4B4, DP_EVEX, 144, e4n1, e4n2, e4n3, e4n4, e4done, e4ret)

@@ -25,30 +25,13 @@
 	VMOVD        AX, X5;             \
 	VPBROADCASTD X5, Y5
 
-// VP_NEXT starts a block as PANEL_NEXT does: prefetches, the rows' scales, cleared sums.
-#define VP_NEXT(lines) \
-	lines;                    \
+// VP_NEXT starts a block as PANEL_NEXT does: the rows' scales, cleared sums, no prefetch.
+#define VP_NEXT \
 	VCVTPH2PS  (SI), Y7;      \
 	VPXOR      Y8, Y8, Y8;    \
 	VPXOR      Y9, Y9, Y9;    \
 	VPXOR      Y10, Y10, Y10; \
 	VPXOR      Y11, Y11, Y11
-
-// V8_LINES and V4_LINES prefetch a block's bytes VP_PF ahead, one line in 64 bytes (see
-// PANEL_NEXT in packed_amd64.s).
-#define VP_PF 4096
-
-#define V8_LINES \
-	PREFETCHT0 VP_PF(SI);     \
-	PREFETCHT0 VP_PF+64(SI);  \
-	PREFETCHT0 VP_PF+128(SI); \
-	PREFETCHT0 VP_PF+192(SI); \
-	PREFETCHT0 VP_PF+256(SI)
-
-#define V4_LINES \
-	PREFETCHT0 VP_PF(SI);    \
-	PREFETCHT0 VP_PF+64(SI); \
-	PREFETCHT0 VP_PF+128(SI)
 
 #define VP_ADVANCE(bb) \
 	ADDQ $bb, SI;  \
