@@ -3,8 +3,9 @@
 // that the AVX-VNNI kernels run without AVX-512.
 //
 // Registers: CX blocks left; SI the current block (scales, then quants); DI, R10, R12, R13
-// columns 0-3 (R8 apart); R11 nx; DX out; R9 sums; Y0-Y1 weights; Y2-Y3 scratch; Y5 the 0x80 (Q8_0) or 0x0f (Q4_0) bytes;
-// Y7 the block's row scales; Y8-Y11 integer sums of columns 0-3; Y12-Y15 their results.
+// columns 0-3 (R8 apart); R11 nx; DX out; R9 sums; Y0-Y1 weights; Y2-Y3 scratch; Y5 the 0x80
+// (Q8_0) or 0x0f (Q4_0) bytes; Y7 the block's row scales; Y8-Y11 integer sums of columns 0-3;
+// Y12-Y15 their results.
 
 #define VP_PROLOGUE(mask) \
 	MOVQ         nb+0(FP), CX;       \
