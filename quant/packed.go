@@ -13,13 +13,17 @@ import (
 // packed matrix is exactly as large as the file's, and panel p occupies the bytes of rows
 // [8p, 8p+8), so row ranges that are multiples of 8 keep their offsets.
 //
-// Panel layout, for nb blocks of 32 elements per row:
+// Panel layout, for nb blocks of 32 elements per row: block b of the 8 rows occupies the 8·34
+// (Q8_0) or 8·18 (Q4_0) bytes at b times that size, so that a kernel streams one pointer, in
+// order, as the K-quant panels do (packed_k.go). (The scales of all blocks once followed the
+// quants: a second stream, whose lines no prefetch covered in time, so that 1-token matmuls
+// streaming from memory ran at half the speed.)
 //
-//	quants: nb blocks of QB bytes; in block b, chunk c (32 bytes) holds in dword lane r four bytes
-//	        of row r's block b. Q8_0 (QB=256): chunk c in 0..7 holds quants 4c..4c+3. Q4_0
-//	        (QB=128): chunk c in 0..3 holds the file's quant bytes 4c..4c+3, whose low nibbles are
-//	        elements 4c..4c+3 and high nibbles elements 16+4c..16+4c+3.
-//	scales: nb blocks of 16 bytes: the 8 rows' f16 scales of block b, row r at 2r.
+//	[0, 16)       the 8 rows' f16 scales of block b, row r at 2r
+//	[16, 16+QB)   QB bytes of quants; chunk c (32 bytes at 16+32c) holds in dword lane r four bytes
+//	              of row r's block b. Q8_0 (QB=256): chunk c in 0..7 holds quants 4c..4c+3. Q4_0
+//	              (QB=128): chunk c in 0..3 holds the file's quant bytes 4c..4c+3, whose low
+//	              nibbles are elements 4c..4c+3 and high nibbles elements 16+4c..16+4c+3.
 
 // PanelRows is the number of rows in a panel of packed weights.
 const PanelRows = 8
@@ -98,12 +102,12 @@ func PackRows(wt Type, k int, dst, src []byte) error {
 	qb := bs - 2 // quant bytes per block and row: 16 or 32
 	for p := 0; p < len(src); p += panel {
 		s, d := src[p:p+panel], dst[p:p+panel]
-		scales := d[nb*PanelRows*qb:]
 		for b := 0; b < nb; b++ {
-			q := d[b*PanelRows*qb : (b+1)*PanelRows*qb]
+			pb := d[b*PanelRows*bs : (b+1)*PanelRows*bs]
+			q := pb[16:]
 			for r := 0; r < PanelRows; r++ {
 				blk := s[r*rowBytes+b*bs : r*rowBytes+(b+1)*bs]
-				copy(scales[16*b+2*r:16*b+2*r+2], blk[:2])
+				copy(pb[2*r:2*r+2], blk[:2])
 				for c := 0; c < qb/4; c++ {
 					binary.LittleEndian.PutUint32(q[32*c+4*r:], binary.LittleEndian.Uint32(blk[2+4*c:]))
 				}
@@ -115,30 +119,27 @@ func PackRows(wt Type, k int, dst, src []byte) error {
 
 // panelProductGo is the pure-Go twin of the assembly panel kernels (see panelKernel).
 func panelProductGo(wt Type, nb int, w, x []byte, xStride, nx int, out []float32, outStride int) {
-	qb := 32 * PanelRows // Q8_0 quant bytes per block
-	if wt == Q4_0 {
-		qb = 16 * PanelRows
-	}
-	scales := w[nb*qb:]
+	bb := PanelRows * wt.TypeSize() // bytes per block of the panel
 	for j := 0; j < nx; j++ {
 		var acc [PanelRows]float32
 		for b := 0; b < nb; b++ {
-			q := w[b*qb : (b+1)*qb]
+			pb := w[b*bb : (b+1)*bb]
 			xb := x[j*xStride+b*q8_0Bytes : j*xStride+(b+1)*q8_0Bytes]
 			dx := f16At(xb)
 			for r := 0; r < PanelRows; r++ {
 				var s int32
 				for i := 0; i < 32; i++ {
-					s += panelQuant(wt, q, r, i) * int32(int8(xb[2+i]))
+					s += panelQuant(wt, pb[16:], r, i) * int32(int8(xb[2+i]))
 				}
-				acc[r] += float32(s) * (f16At(scales[16*b+2*r:]) * dx)
+				acc[r] += float32(s) * (f16At(pb[2*r:]) * dx)
 			}
 		}
 		copy(out[j*outStride:j*outStride+PanelRows], acc[:])
 	}
 }
 
-// panelQuant is element i of row r in the packed block q of wt.
+// panelQuant is element i of row r in the quants q of a packed block of wt (the block's bytes
+// from 16 on).
 func panelQuant(wt Type, q []byte, r, i int) int32 {
 	if wt == Q8_0 {
 		return int32(int8(q[32*(i/4)+4*r+i%4]))

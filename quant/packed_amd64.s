@@ -6,25 +6,22 @@
 // integer sums of the 8 rows sit in one register, converted once and fused-multiply-added with
 // the 8 rows' scales times the column's scale. Each chunk is decoded once for all nx columns.
 //
-// Registers: CX blocks left; SI quants; BX scales; DI, R10, R12, R13 columns 0-3 (R8 apart);
-// R11 nx; DX out; R9 Q4_0 sums; Y0-Y1 decoded weights; Y2-Y3 scratch; Y5 0x0f bytes; Y6 int16
-// ones; Y7 the block's row scales; Y8-Y11 integer sums of columns 0-3; Y12-Y15 their results.
+// Registers: CX blocks left; SI the current block (its 8 row scales, then its quants); DI, R10,
+// R12, R13 columns 0-3 (R8 apart); R11 nx; DX out; R9 Q4_0 sums; Y0-Y1 decoded weights; Y2-Y3
+// scratch; Y5 0x0f bytes; Y6 int16 ones; Y7 the block's row scales; Y8-Y11 integer sums of
+// columns 0-3; Y12-Y15 their results.
 //
 // Exactness: as the single-row kernels, exact integer sums for activation quants in [-127, 127].
 // Q4_0 sums of 8 chunks stay in 16 bits: |q·x + q'·x'| <= 2·15·128 per lane and chunk.
 
-// PANEL_PROLOGUE loads the arguments; qshift is log2 of the quant bytes per block (scales follow
-// the quants of all nb blocks).
-#define PANEL_PROLOGUE(qshift) \
+// PANEL_PROLOGUE loads the arguments.
+#define PANEL_PROLOGUE \
 	MOVQ         nb+0(FP), CX;       \
 	MOVQ         w+8(FP), SI;        \
 	MOVQ         x+16(FP), DI;       \
 	MOVQ         xStride+24(FP), R8; \
 	MOVQ         nx+32(FP), R11;     \
 	MOVQ         out+40(FP), DX;     \
-	MOVQ         CX, BX;             \
-	SHLQ         $qshift, BX;        \
-	ADDQ         SI, BX;             \
 	LEAQ         (DI)(R8*1), R10;    \
 	LEAQ         (DI)(R8*2), R12;    \
 	LEAQ         (R10)(R8*2), R13;   \
@@ -39,28 +36,20 @@
 	VMOVD        AX, X5;             \
 	VPBROADCASTD X5, Y5
 
-// PANEL_NEXT starts a block: prefetches the weights lines ahead (decode streams them from memory
-// once), loads the rows' scales and clears the integer sums.
-#define PANEL_NEXT(lines) \
-	PREFETCHT0 4096(SI);  \
-	PREFETCHT0 4160(SI);  \
-	lines;                \
-	PREFETCHT0 1024(BX);  \
-	VCVTPH2PS  (BX), Y7;  \
+// PANEL_NEXT starts a block: loads the rows' scales and clears the integer sums. There is no
+// software prefetch: a panel is one sequential stream (packed.go), which the hardware prefetcher
+// follows; prefetches 4 KiB ahead made 1-token streaming 10-40% slower on Zen 4 (see
+// BenchmarkMatMulPackedStream).
+#define PANEL_NEXT \
+	VCVTPH2PS  (SI), Y7;      \
 	VPXOR      Y8, Y8, Y8;    \
 	VPXOR      Y9, Y9, Y9;    \
 	VPXOR      Y10, Y10, Y10; \
 	VPXOR      Y11, Y11, Y11
 
-#define Q8_LINES \
-	PREFETCHT0 4224(SI); \
-	PREFETCHT0 4288(SI)
-
-#define NO_LINES
-
-#define PANEL_ADVANCE(qb) \
-	ADDQ $qb, SI;  \
-	ADDQ $16, BX;  \
+// PANEL_ADVANCE moves to the next block of bb bytes (16 of scales, then the quants).
+#define PANEL_ADVANCE(bb) \
+	ADDQ $bb, SI;  \
 	ADDQ $34, DI;  \
 	ADDQ $34, R10; \
 	ADDQ $34, R12; \
@@ -69,7 +58,7 @@
 
 // Q8W(c) loads Q8_0 chunk c: Y0 = signed quants, Y1 = |quants| (-128 becomes unsigned 128).
 #define Q8W(c) \
-	VMOVDQU 32*c(SI), Y0; \
+	VMOVDQU 16+32*c(SI), Y0; \
 	VPABSB  Y0, Y1
 
 // Q8X adds chunk c times column P's 4 activations to acc: the activations take the weights' signs
@@ -83,7 +72,7 @@
 
 // Q4W(c) decodes Q4_0 chunk c: Y0 = low nibbles (elements 4c..), Y1 = high nibbles (16+4c..).
 #define Q4W(c) \
-	VMOVDQU 32*c(SI), Y0; \
+	VMOVDQU 16+32*c(SI), Y0; \
 	VPSRLW  $4, Y0, Y1;   \
 	VPAND   Y5, Y0, Y0;   \
 	VPAND   Y5, Y1, Y1
@@ -140,7 +129,7 @@
 
 // func q8PanelAVX2(nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
 TEXT ·q8PanelAVX2(SB), NOSPLIT, $0-56
-	PANEL_PROLOGUE(8)
+	PANEL_PROLOGUE
 	CMPQ R11, $2
 	JLT  q8n1
 	JEQ  q8n2
@@ -148,34 +137,34 @@ TEXT ·q8PanelAVX2(SB), NOSPLIT, $0-56
 	JEQ  q8n3
 
 q8n4:
-	PANEL_NEXT(Q8_LINES)
+	PANEL_NEXT
 	Q8BLOCK(Q8C4)
 	Q8S4
-	PANEL_ADVANCE(256)
+	PANEL_ADVANCE(272)
 	JNZ  q8n4
 	JMP  q8done
 
 q8n3:
-	PANEL_NEXT(Q8_LINES)
+	PANEL_NEXT
 	Q8BLOCK(Q8C3)
 	Q8S3
-	PANEL_ADVANCE(256)
+	PANEL_ADVANCE(272)
 	JNZ  q8n3
 	JMP  q8done
 
 q8n2:
-	PANEL_NEXT(Q8_LINES)
+	PANEL_NEXT
 	Q8BLOCK(Q8C2)
 	Q8S2
-	PANEL_ADVANCE(256)
+	PANEL_ADVANCE(272)
 	JNZ  q8n2
 	JMP  q8done
 
 q8n1:
-	PANEL_NEXT(Q8_LINES)
+	PANEL_NEXT
 	Q8BLOCK(Q8C1)
 	Q8S1
-	PANEL_ADVANCE(256)
+	PANEL_ADVANCE(272)
 	JNZ  q8n1
 
 q8done:
@@ -185,7 +174,7 @@ q8done:
 // func q4PanelAVX2(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 // sums[4b+j] = 8·Σ of the quants of block b of column j (q4SumsAVX2).
 TEXT ·q4PanelAVX2(SB), NOSPLIT, $0-64
-	PANEL_PROLOGUE(7)
+	PANEL_PROLOGUE
 	MOVQ sums+56(FP), R9
 	CMPQ R11, $2
 	JLT  q4n1
@@ -194,38 +183,38 @@ TEXT ·q4PanelAVX2(SB), NOSPLIT, $0-64
 	JEQ  q4n3
 
 q4n4:
-	PANEL_NEXT(NO_LINES)
+	PANEL_NEXT
 	Q4BLOCK(Q4C4)
 	Q4S4
 	ADDQ $16, R9
-	PANEL_ADVANCE(128)
+	PANEL_ADVANCE(144)
 	JNZ  q4n4
 	JMP  q4done
 
 q4n3:
-	PANEL_NEXT(NO_LINES)
+	PANEL_NEXT
 	Q4BLOCK(Q4C3)
 	Q4S3
 	ADDQ $16, R9
-	PANEL_ADVANCE(128)
+	PANEL_ADVANCE(144)
 	JNZ  q4n3
 	JMP  q4done
 
 q4n2:
-	PANEL_NEXT(NO_LINES)
+	PANEL_NEXT
 	Q4BLOCK(Q4C2)
 	Q4S2
 	ADDQ $16, R9
-	PANEL_ADVANCE(128)
+	PANEL_ADVANCE(144)
 	JNZ  q4n2
 	JMP  q4done
 
 q4n1:
-	PANEL_NEXT(NO_LINES)
+	PANEL_NEXT
 	Q4BLOCK(Q4C1)
 	Q4S1
 	ADDQ $16, R9
-	PANEL_ADVANCE(128)
+	PANEL_ADVANCE(144)
 	JNZ  q4n1
 
 q4done:

@@ -155,3 +155,36 @@ func BenchmarkMatMulPacked(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMatMulPackedStream multiplies one token by a packed matrix of about 96 MiB (k=2048;
+// the panels of a packed 2048-row fixture repeated) of each packable type on one goroutine: far
+// more than the last-level cache, so that it measures what single-stream decode does, streaming
+// the weights from memory once per token. Compare its best-GB/s with ops.ReadBandwidth (ubatch
+// bench --membw, one thread) rather than with the in-cache BenchmarkMatMulPacked.
+func BenchmarkMatMulPackedStream(b *testing.B) {
+	if !hasPanelAsm {
+		b.Skip("no AVX2")
+	}
+	const k, fixRows, streamBytes = 2048, 2048, 96 << 20
+	for _, typ := range []Type{Q4_0, Q8_0, Q4_K, Q6_K} {
+		f := newMatmulFixture(b, typ, k, fixRows, 1)
+		p := packFixture(b, f)
+		w := make([]byte, streamBytes/len(p)*len(p))
+		for o := 0; o < len(w); o += len(p) {
+			copy(w[o:], p)
+		}
+		nRows := len(w) / f.rowBytes
+		out := make([]float32, nRows)
+		b.Run(typ.String(), func(b *testing.B) {
+			b.SetBytes(int64(len(w)))
+			b.ReportAllocs()
+			best := time.Duration(math.MaxInt64)
+			for b.Loop() {
+				t0 := time.Now()
+				MatMulPacked(typ, k, w, f.xq, 1, out, nRows, 0, nRows)
+				best = min(best, time.Since(t0))
+			}
+			reportBest(b, best, float64(len(w)), 2*float64(k*nRows))
+		})
+	}
+}

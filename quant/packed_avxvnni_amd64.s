@@ -44,12 +44,9 @@
 	VPBROADCASTD 18+4*c(P), Y2; \
 	DP(acc2, a2, Y1, 1, Y2, 2)
 
-// A_NEXT starts a block: prefetches and cleared sums (the row scales come at its end).
-#define A_NEXT(lines) \
-	PREFETCHT0 4096(SI);      \
-	PREFETCHT0 4160(SI);      \
-	lines;                    \
-	PREFETCHT0 1024(BX);      \
+// A_NEXT starts a block: cleared sums (the row scales come at its end; no prefetch, see
+// PANEL_NEXT in packed_amd64.s).
+#define A_NEXT \
 	VPXOR      Y8, Y8, Y8;    \
 	VPXOR      Y9, Y9, Y9;    \
 	VPXOR      Y10, Y10, Y10; \
@@ -71,7 +68,7 @@
 	VMULPS       Y0, Y1, Y1;     \
 	VFMADD231PS  Y1, acc, facc
 
-#define AROWS VCVTPH2PS (BX), Y0
+#define AROWS VCVTPH2PS (SI), Y0
 
 #define AS1 AROWS; ASCALE(DI, 0(R9), Y8, Y3, Y12)
 #define AS2 AS1; ASCALE(R10, 4(R9), Y9, Y4, Y13)
@@ -105,25 +102,23 @@
 #define A4B3(DP) A4BLOCK(A4C3, DP); AS3
 #define A4B4(DP) A4BLOCK(A4C4, DP); AS4
 
-#define A8NEXT A_NEXT(V8_LINES)
-#define A4NEXT A_NEXT(V4_LINES)
 
 // func q8PanelAVXVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 TEXT ·q8PanelAVXVNNI(SB), NOSPLIT, $0-64
-	VP_PROLOGUE(8, 0x80808080)
-	VP_KERNEL(A8NEXT, A8B1, A8B2, A8B3, A8B4, DP_VEX, 256, a8n1, a8n2, a8n3, a8n4, a8done, a8ret)
+	VP_PROLOGUE(0x80808080)
+	VP_KERNEL(A_NEXT, A8B1, A8B2, A8B3, A8B4, DP_VEX, 272, a8n1, a8n2, a8n3, a8n4, a8done, a8ret)
 
 // func q4PanelAVXVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 TEXT ·q4PanelAVXVNNI(SB), NOSPLIT, $0-64
-	VP_PROLOGUE(7, 0x0f0f0f0f)
-	VP_KERNEL(A4NEXT, A4B1, A4B2, A4B3, A4B4, DP_VEX, 128, a4n1, a4n2, a4n3, a4n4, a4done, a4ret)
+	VP_PROLOGUE(0x0f0f0f0f)
+	VP_KERNEL(A_NEXT, A4B1, A4B2, A4B3, A4B4, DP_VEX, 144, a4n1, a4n2, a4n3, a4n4, a4done, a4ret)
 
 // func q8PanelAVXVNNIEvex(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 TEXT ·q8PanelAVXVNNIEvex(SB), NOSPLIT, $0-64
-	VP_PROLOGUE(8, 0x80808080)
-	VP_KERNEL(A8NEXT, A8B1, A8B2, A8B3, A8B4, DP_EVEX, 256, e8n1, e8n2, e8n3, e8n4, e8done, e8ret)
+	VP_PROLOGUE(0x80808080)
+	VP_KERNEL(A_NEXT, A8B1, A8B2, A8B3, A8B4, DP_EVEX, 272, e8n1, e8n2, e8n3, e8n4, e8done, e8ret)
 
 // func q4PanelAVXVNNIEvex(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 TEXT ·q4PanelAVXVNNIEvex(SB), NOSPLIT, $0-64
-	VP_PROLOGUE(7, 0x0f0f0f0f)
-	VP_KERNEL(A4NEXT, A4B1, A4B2, A4B3, A4B4, DP_EVEX, 128, e4n1, e4n2, e4n3, e4n4, e4done, e4ret)
+	VP_PROLOGUE(0x0f0f0f0f)
+	VP_KERNEL(A_NEXT, A4B1, A4B2, A4B3, A4B4, DP_EVEX, 144, e4n1, e4n2, e4n3, e4n4, e4done, e4ret)

@@ -72,16 +72,16 @@ func TestPackedLayout(t *testing.T) {
 	for _, typ := range []Type{Q4_0, Q8_0} {
 		f := newMatmulFixture(t, typ, 96, 16, 1)
 		p := packFixture(t, f)
-		nb, qb := 3, 8*(typ.TypeSize()-2)
+		nb, bb := 3, 8*typ.TypeSize()
 		for r := 0; r < 16; r++ {
 			panel := p[r/8*8*f.rowBytes:]
 			for b := 0; b < nb; b++ {
 				blk := f.w[r*f.rowBytes+b*typ.TypeSize():]
-				if got, want := f16At(panel[nb*qb+16*b+2*(r%8):]), f16At(blk); got != want {
+				if got, want := f16At(panel[bb*b+2*(r%8):]), f16At(blk); got != want {
 					t.Fatalf("%v row %d block %d: scale %v, want %v", typ, r, b, got, want)
 				}
 				for i := 0; i < 32; i++ {
-					if got, want := panelQuant(typ, panel[b*qb:], r%8, i), panelQuantRow(typ, blk, i); got != want {
+					if got, want := panelQuant(typ, panel[bb*b+16:], r%8, i), panelQuantRow(typ, blk, i); got != want {
 						t.Fatalf("%v row %d block %d element %d: %d, want %d", typ, r, b, i, got, want)
 					}
 				}

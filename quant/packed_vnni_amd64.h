@@ -2,11 +2,12 @@
 // AVX2 kernels' frame (packed_amd64.s) with activation sums. Only VEX-encodable instructions, so
 // that the AVX-VNNI kernels run without AVX-512.
 //
-// Registers: CX blocks left; SI quants; BX scales; DI, R10, R12, R13 columns 0-3 (R8 apart); R11
-// nx; DX out; R9 sums; Y0-Y1 weights; Y2-Y3 scratch; Y5 the 0x80 (Q8_0) or 0x0f (Q4_0) bytes;
-// Y7 the block's row scales; Y8-Y11 integer sums of columns 0-3; Y12-Y15 their results.
+// Registers: CX blocks left; SI the current block (scales, then quants); DI, R10, R12, R13
+// columns 0-3 (R8 apart); R11 nx; DX out; R9 sums; Y0-Y1 weights; Y2-Y3 scratch; Y5 the 0x80
+// (Q8_0) or 0x0f (Q4_0) bytes; Y7 the block's row scales; Y8-Y11 integer sums of columns 0-3;
+// Y12-Y15 their results.
 
-#define VP_PROLOGUE(qshift, mask) \
+#define VP_PROLOGUE(mask) \
 	MOVQ         nb+0(FP), CX;       \
 	MOVQ         w+8(FP), SI;        \
 	MOVQ         x+16(FP), DI;       \
@@ -14,9 +15,6 @@
 	MOVQ         nx+32(FP), R11;     \
 	MOVQ         out+40(FP), DX;     \
 	MOVQ         sums+56(FP), R9;    \
-	MOVQ         CX, BX;             \
-	SHLQ         $qshift, BX;        \
-	ADDQ         SI, BX;             \
 	LEAQ         (DI)(R8*1), R10;    \
 	LEAQ         (DI)(R8*2), R12;    \
 	LEAQ         (R10)(R8*2), R13;   \
@@ -28,27 +26,16 @@
 	VMOVD        AX, X5;             \
 	VPBROADCASTD X5, Y5
 
-// VP_NEXT starts a block as PANEL_NEXT does: prefetches, the rows' scales, cleared sums.
-#define VP_NEXT(lines) \
-	PREFETCHT0 4096(SI);      \
-	PREFETCHT0 4160(SI);      \
-	lines;                    \
-	PREFETCHT0 1024(BX);      \
-	VCVTPH2PS  (BX), Y7;      \
+// VP_NEXT starts a block as PANEL_NEXT does: the rows' scales, cleared sums, no prefetch.
+#define VP_NEXT \
+	VCVTPH2PS  (SI), Y7;      \
 	VPXOR      Y8, Y8, Y8;    \
 	VPXOR      Y9, Y9, Y9;    \
 	VPXOR      Y10, Y10, Y10; \
 	VPXOR      Y11, Y11, Y11
 
-#define V8_LINES \
-	PREFETCHT0 4224(SI); \
-	PREFETCHT0 4288(SI)
-
-#define V4_LINES
-
-#define VP_ADVANCE(qb) \
-	ADDQ $qb, SI;  \
-	ADDQ $16, BX;  \
+#define VP_ADVANCE(bb) \
+	ADDQ $bb, SI;  \
 	ADDQ $16, R9;  \
 	ADDQ $34, DI;  \
 	ADDQ $34, R10; \
@@ -57,11 +44,11 @@
 	DECQ CX
 
 // V8W(c) loads Q8_0 chunk c as unsigned w+128.
-#define V8W(c) VPXOR 32*c(SI), Y5, Y0
+#define V8W(c) VPXOR 16+32*c(SI), Y5, Y0
 
 // V4W(c) decodes Q4_0 chunk c: Y0 = low nibbles (elements 4c..), Y1 = high nibbles (16+4c..).
 #define V4W(c) \
-	VMOVDQU 32*c(SI), Y0; \
+	VMOVDQU 16+32*c(SI), Y0; \
 	VPSRLW  $4, Y0, Y1;   \
 	VPAND   Y5, Y0, Y0;   \
 	VPAND   Y5, Y1, Y1
@@ -83,9 +70,9 @@
 
 // VP_KERNEL is a kernel's body after VP_PROLOGUE: one block loop per column count nx = 1..4
 // (R11), each starting blocks with NEXT and running them with Bn(DP) (the chunks and the scaling
-// for n columns, with the product macro DP), qb quant bytes per block; then the stores. l1-l4,
+// for n columns, with the product macro DP), bb bytes per block; then the stores. l1-l4,
 // ldone and lret are its labels.
-#define VP_KERNEL(NEXT, B1, B2, B3, B4, DP, qb, l1, l2, l3, l4, ldone, lret) \
+#define VP_KERNEL(NEXT, B1, B2, B3, B4, DP, bb, l1, l2, l3, l4, ldone, lret) \
 	CMPQ R11, $2;    \
 	JLT  l1;         \
 	JEQ  l2;         \
@@ -94,25 +81,25 @@
 l4:                  \
 	NEXT;            \
 	B4(DP);          \
-	VP_ADVANCE(qb);  \
+	VP_ADVANCE(bb);  \
 	JNZ  l4;         \
 	JMP  ldone;      \
 l3:                  \
 	NEXT;            \
 	B3(DP);          \
-	VP_ADVANCE(qb);  \
+	VP_ADVANCE(bb);  \
 	JNZ  l3;         \
 	JMP  ldone;      \
 l2:                  \
 	NEXT;            \
 	B2(DP);          \
-	VP_ADVANCE(qb);  \
+	VP_ADVANCE(bb);  \
 	JNZ  l2;         \
 	JMP  ldone;      \
 l1:                  \
 	NEXT;            \
 	B1(DP);          \
-	VP_ADVANCE(qb);  \
+	VP_ADVANCE(bb);  \
 	JNZ  l1;         \
 ldone:               \
 	VP_STORE(lret);  \

@@ -28,8 +28,7 @@
 	VPXORD Y18, Y18, Y18; \
 	VPXORD Y19, Y19, Y19
 
-#define V8NEXT VP_NEXT(V8_LINES); VZ_HI
-#define V4NEXT VP_NEXT(V4_LINES); VZ_HI
+#define VNEXT VP_NEXT; VZ_HI
 
 // V8X adds chunk c times column P's 4 activations (broadcast) to acc.
 #define V8X(c, P, acc) VPDPBUSD.BCST 2+4*c(P), Y0, acc
@@ -87,11 +86,11 @@
 // func q8PanelVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 // sums[4b+j] = 128·Σ of the quants of block b of column j.
 TEXT ·q8PanelVNNI(SB), NOSPLIT, $0-64
-	VP_PROLOGUE(8, 0x80808080)
-	VP_KERNEL(V8NEXT, V8B1, V8B2, V8B3, V8B4, _, 256, v8n1, v8n2, v8n3, v8n4, v8done, v8ret)
+	VP_PROLOGUE(0x80808080)
+	VP_KERNEL(VNEXT, V8B1, V8B2, V8B3, V8B4, _, 272, v8n1, v8n2, v8n3, v8n4, v8done, v8ret)
 
 // func q4PanelVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 // sums[4b+j] = 8·Σ of the quants of block b of column j (q4SumsAVX2).
 TEXT ·q4PanelVNNI(SB), NOSPLIT, $0-64
-	VP_PROLOGUE(7, 0x0f0f0f0f)
-	VP_KERNEL(V4NEXT, V4B1, V4B2, V4B3, V4B4, _, 128, v4n1, v4n2, v4n3, v4n4, v4done, v4ret)
+	VP_PROLOGUE(0x0f0f0f0f)
+	VP_KERNEL(VNEXT, V4B1, V4B2, V4B3, V4B4, _, 144, v4n1, v4n2, v4n3, v4n4, v4done, v4ret)

@@ -13,13 +13,12 @@ func DequantizePackedRow(wt Type, k int, w []byte, r int, dst []float32) {
 	dst = dst[:k]
 	switch wt {
 	case Q4_0, Q8_0:
-		nb, qb := k/32, PanelRows*(wt.TypeSize()-2)
-		scales := panel[nb*qb:]
-		for b := range nb {
-			d := f16At(scales[16*b+2*lane:])
-			q := panel[b*qb : (b+1)*qb]
+		bb := PanelRows * wt.TypeSize()
+		for b := range k / 32 {
+			pb := panel[b*bb : (b+1)*bb]
+			d := f16At(pb[2*lane:])
 			for i := range 32 {
-				dst[32*b+i] = d * float32(panelQuant(wt, q, lane, i))
+				dst[32*b+i] = d * float32(panelQuant(wt, pb[16:], lane, i))
 			}
 		}
 	case Q4_K:

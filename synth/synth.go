@@ -45,13 +45,13 @@ func ShapeByName(name string) (Shape, error) {
 }
 
 // FileTypes are the weight types Build accepts, with llama.cpp's general.file_type numbers.
-var FileTypes = map[string]uint32{"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 7, "q4_k_m": 15}
+var FileTypes = map[string]uint32{"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 7, "q4_k_m": 15, "q6_k": 18}
 
 // Options for Build.
 type Options struct {
 	Arch         string     // a family of Archs; "" is llama
 	Shape        Shape      // sizes; the zero Shape is the family's default (Arch.Shape)
-	FileType     string     // f32, f16, q8_0, q4_0, q4_k_m
+	FileType     string     // f32, f16, q8_0, q4_0, q4_k_m, q6_k
 	Vocab        *gguf.File // tokenizer.* metadata is copied from it; its token count is the vocab size
 	ChatTemplate string     // stored as tokenizer.chat_template when not empty
 	Seed         uint64
@@ -65,7 +65,7 @@ type Options struct {
 // depend on how the work is spread over threads.
 func Build(o Options) (*gguf.Writer, error) {
 	if _, ok := FileTypes[o.FileType]; !ok {
-		return nil, fmt.Errorf("unknown type %q (use f32, f16, q8_0, q4_0 or q4_k_m)", o.FileType)
+		return nil, fmt.Errorf("unknown type %q (use f32, f16, q8_0, q4_0, q4_k_m or q6_k)", o.FileType)
 	}
 	a, err := ArchByName(o.Arch)
 	if err != nil {

@@ -42,6 +42,7 @@ func TestQ4KMMix(t *testing.T) {
 		{"q4_0 weights", "q4_0", "ffn_up", quant.Q4_0},
 		{"q8_0", "q8_0", "output", quant.Q8_0},
 		{"f16", "f16", "attn_q", quant.F16},
+		{"q6_k", "q6_k", "ffn_down", quant.Q6_K},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -168,6 +168,8 @@ func tensorType(ftype, role string, layer, nLayers int) quant.Type {
 			return quant.Q6_K
 		}
 		return quant.Q4_0
+	case "q6_k":
+		return quant.Q6_K
 	}
 	switch role { // q4_k_m
 	case "output":

@@ -39,7 +39,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	npl := fs.String("npl", "1,2,4,8,16", "batched mode: numbers of parallel sequences (comma-separated)")
 	asJSON := fs.Bool("json", false, "print JSON: llama-bench's array of rows, or in batched mode one llama-batched-bench object per line")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measurements to this file (inspect with go tool pprof)")
-	membw := fs.Bool("membw", false, "first measure the machine's memory read bandwidth with the same thread count, and report each tg test's share of it")
+	membw := fs.Bool("membw", false, "measure the machine's memory read bandwidth with the same thread count (first, and again before and after each tg test: the best counts), and report each tg test's share of it")
 	kernels := kernelsFlag(fs)
 	if err := parse(fs, args, mf.check); err != nil {
 		return err
@@ -49,10 +49,12 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer restoreKernels()
-	var bandwidth float64
+	var bandwidth *readBandwidth
 	if *membw {
-		bandwidth = ops.ReadBandwidth(make([]float32, 128<<20), threads(mf.threads), 5) // 512 MiB
-		fmt.Fprintf(stdout, "memory read bandwidth: %.1f GB/s (%d threads, 512 MiB streamed, best of 5)\n\n", bandwidth/1e9, threads(mf.threads))
+		buf, n := make([]float32, 128<<20), threads(mf.threads) // 512 MiB
+		bandwidth = &readBandwidth{measure: func() float64 { return ops.ReadBandwidth(buf, n, 5) }}
+		bandwidth.update()
+		fmt.Fprintf(stdout, "memory read bandwidth: %.1f GB/s (%d threads, 512 MiB streamed, best of 5)\n\n", bandwidth.best/1e9, n)
 	}
 	stopProfile, err := startCPUProfile(*cpuProfile)
 	if err != nil {
@@ -118,10 +120,11 @@ type benchRow struct {
 	SamplesNs     []int64   `json:"samples_ns"`
 	SamplesTs     []float64 `json:"samples_ts"`
 	PeakRSS       int64     `json:"peak_rss_bytes"`
-	// tg tests: weight bytes one token reads, the rate that makes, and its share of the measured
-	// read bandwidth (--membw; 0 when not measured).
+	// tg tests: weight bytes one token reads, the rate that makes, the measured read bandwidth
+	// (--membw, the best up to the end of the test; 0 when not measured) and the rate's share of it.
 	WeightBytes    int64   `json:"weight_bytes_per_token,omitempty"`
 	GBps           float64 `json:"weight_gbps,omitempty"`
+	ReadGBps       float64 `json:"read_gbps,omitempty"`
 	BandwidthShare float64 `json:"bandwidth_share,omitempty"`
 	KernelPath     string  `json:"kernel_path"`
 }
@@ -140,7 +143,22 @@ func weightBytes(m *model.Model) int64 {
 	return n
 }
 
-func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs []int, reps int, asJSON bool, bandwidth float64, stdout, stderr io.Writer) error {
+// readBandwidth is the --membw reference: the best of the read bandwidths measured so far. On a
+// shared machine one measurement may fall in a busy moment (decode has been seen to read faster
+// than a single measurement said), so it is measured again around each tg test.
+type readBandwidth struct {
+	measure func() float64
+	best    float64
+}
+
+// update measures once more; a nil reference (no --membw) does nothing.
+func (r *readBandwidth) update() {
+	if r != nil {
+		r.best = max(r.best, r.measure())
+	}
+}
+
+func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs []int, reps int, asJSON bool, bandwidth *readBandwidth, stdout, stderr io.Writer) error {
 	need := 0
 	for _, v := range append(append([]int{}, pps...), tgs...) {
 		need = max(need, v)
@@ -194,6 +212,9 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 			}
 			return time.Since(start), nil
 		}
+		if tc[1] > 0 {
+			bandwidth.update()
+		}
 		if _, err := run(); err != nil { // warm-up
 			return err
 		}
@@ -215,8 +236,10 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 		if tc[1] > 0 {
 			row.WeightBytes = weightBytes(m)
 			row.GBps = float64(row.WeightBytes) * row.AvgTs / 1e9
-			if bandwidth > 0 {
-				row.BandwidthShare = row.GBps * 1e9 / bandwidth
+			if bandwidth != nil {
+				bandwidth.update()
+				row.ReadGBps = bandwidth.best / 1e9
+				row.BandwidthShare = row.GBps / row.ReadGBps
 			}
 		}
 		rows = append(rows, row)
@@ -239,7 +262,7 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 		if r.WeightBytes > 0 {
 			fmt.Fprintf(stdout, "tg%d: %.1f MiB of weights per token, %.1f GB/s", r.NGen, float64(r.WeightBytes)/(1<<20), r.GBps)
 			if r.BandwidthShare > 0 {
-				fmt.Fprintf(stdout, ", %.0f%% of the measured read bandwidth", 100*r.BandwidthShare)
+				fmt.Fprintf(stdout, ", %.0f%% of the measured read bandwidth (%.1f GB/s)", 100*r.BandwidthShare, r.ReadGBps)
 			}
 			fmt.Fprintln(stdout)
 		}
