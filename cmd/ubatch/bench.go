@@ -51,7 +51,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer restoreKernels()
 	var bandwidth *readBandwidth
 	if *membw {
-		buf, n := make([]float32, 128<<20), threads(mf.threads) // 512 MiB
+		buf, n := make([]uint64, 64<<20), threads(mf.threads) // 512 MiB
 		bandwidth = &readBandwidth{measure: func() float64 { return ops.ReadBandwidth(buf, n, 5) }}
 		bandwidth.update()
 		fmt.Fprintf(stdout, "memory read bandwidth: %.1f GB/s (%d threads, 512 MiB streamed, best of 5)\n\n", bandwidth.best/1e9, n)
