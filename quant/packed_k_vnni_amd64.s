@@ -1,8 +1,9 @@
 #include "textflag.h"
+#include "packed_k_amd64.h"
 
 // AVX-512 VNNI kernels for packed Q4_K and Q6_K panels (layout in packed_k.go; Q6_K below).
 // Q4_K: the AVX2 kernel's computation (q4KPanelAVX2 in packed_k_amd64.s, whose frame, scale
-// unpacking, mins and folding this repeats) with VPDPBUSD for the level products. The levels (0..15) are the unsigned operand
+// unpacking, mins and folding it shares through packed_k_amd64.h) with VPDPBUSD for the level products. The levels (0..15) are the unsigned operand
 // and the activations the signed one, embedded-broadcast from memory, so one instruction per
 // nibble half, chunk and column replaces VPMADDUBSW and VPADDW, and the sub-block sums are int32
 // from the start; they are scaled with VPMULLD by the 8 rows' 6-bit scales (one per dword, from
@@ -18,48 +19,6 @@
 // the min sums), Y16-Y19 their high-nibble halves; Y4-Y7: the super-block's Σ sc·dot; Y8-Y11: float results; Y12, Y13: a chunk's
 // low and high nibbles; Y14: scratch, the sub-block's scales; Y15: 0x0f bytes. The 128-byte frame
 // holds the scale/min vectors U_0..U_3 as in q4KPanelAVX2.
-
-#define VKPF 4096
-
-#define VK_PROLOGUE \
-	MOVQ nb+0(FP), CX;       \
-	MOVQ w+8(FP), SI;        \
-	MOVQ x+16(FP), DI;       \
-	MOVQ xStride+24(FP), R8; \
-	MOVQ nx+32(FP), R11;     \
-	MOVQ out+40(FP), DX;     \
-	LEAQ (DI)(R8*1), R10;    \
-	LEAQ (DI)(R8*2), R12;    \
-	LEAQ (R10)(R8*2), R13
-
-#define VK_NEXT(wbytes) \
-	ADDQ $wbytes, SI; \
-	ADDQ $292, DI;    \
-	ADDQ $292, R10;   \
-	ADDQ $292, R12;   \
-	ADDQ $292, R13;   \
-	DECQ CX
-
-#define VK_STORE(a0, a1, a2, a3, done) \
-	MOVQ    outStride+48(FP), R9; \
-	VMOVUPS a0, (DX);             \
-	CMPQ    R11, $2;              \
-	JLT     done;                 \
-	VMOVUPS a1, (DX)(R9*4);       \
-	CMPQ    R11, $3;              \
-	JLT     done;                 \
-	VMOVUPS a2, (DX)(R9*8);       \
-	CMPQ    R11, $4;              \
-	JLT     done;                 \
-	LEAQ    (R9)(R9*2), R9;       \
-	VMOVUPS a3, (DX)(R9*4)
-
-// VK4W decodes chunk c of sub-block s: Y12 = levels of elements 32s+4c.., Y13 of 32s+16+4c...
-#define VK4W(s, c) \
-	VMOVDQU 128+128*s+32*c(SI), Y12; \
-	VPSRLW  $4, Y12, Y13;            \
-	VPAND   Y15, Y12, Y12;           \
-	VPAND   Y15, Y13, Y13
 
 // VK4X adds the chunk's low nibbles times column P's activations to acc and the high nibbles'
 // to acc2: two chains of 4 dependent VPDPBUSDs per sub-block instead of one of 8.
@@ -91,110 +50,27 @@
 #define VK4S3 VK4S2; VK4SA(Y2, Y18, Y6)
 #define VK4S4 VK4S3; VK4SA(Y3, Y19, Y7)
 
-// VK4UNPACK is K4UNPACK of packed_k_amd64.s: U_0..U_3 of the super-block to the frame at 32q(SP).
-#define VK4UNPACK \
-	VMOVDQU 96(SI), Y14;            \
-	VPAND   32(SI), Y15, Y12;       \
-	VPSLLW  $4, Y14, Y13;           \
-	VPAND   vk4m30<>(SB), Y13, Y13; \
-	VPOR    Y13, Y12, Y12;          \
-	VMOVDQU Y12, 0(SP);             \
-	VMOVDQU 32(SI), Y12;            \
-	VPSRLW  $4, Y12, Y12;           \
-	VPAND   Y15, Y12, Y12;          \
-	VPSLLW  $2, Y14, Y13;           \
-	VPAND   vk4m30<>(SB), Y13, Y13; \
-	VPOR    Y13, Y12, Y12;          \
-	VMOVDQU Y12, 32(SP);            \
-	VPAND   64(SI), Y15, Y12;       \
-	VPAND   vk4m30<>(SB), Y14, Y13; \
-	VPOR    Y13, Y12, Y12;          \
-	VMOVDQU Y12, 64(SP);            \
-	VMOVDQU 64(SI), Y12;            \
-	VPSRLW  $4, Y12, Y12;           \
-	VPAND   Y15, Y12, Y12;          \
-	VPSRLW  $2, Y14, Y13;           \
-	VPAND   vk4m30<>(SB), Y13, Y13; \
-	VPOR    Y13, Y12, Y12;          \
-	VMOVDQU Y12, 96(SP)
-
 // VK4SUB runs sub-block s for the columns of C after clearing their sums with Z, then scales
 // with S; its scales are picked from U_(s/2), loaded from uoff(SP), at vk4sc+sc (0 for even s,
 // 32 for odd s).
 #define VK4SUB(s, uoff, sc, Z, C, S) \
-	PREFETCHT0 VKPF+128+128*s(SI);    \
-	PREFETCHT0 VKPF+192+128*s(SI);    \
+	PREFETCHT0 KPF+128+128*s(SI);    \
+	PREFETCHT0 KPF+192+128*s(SI);    \
 	Z;                                \
-	VK4W(s, 0);                       \
+	K4W(s, 0);                       \
 	C(s, 0);                          \
-	VK4W(s, 1);                       \
+	K4W(s, 1);                       \
 	C(s, 1);                          \
-	VK4W(s, 2);                       \
+	K4W(s, 2);                       \
 	C(s, 2);                          \
-	VK4W(s, 3);                       \
+	K4W(s, 3);                       \
 	C(s, 3);                          \
 	VMOVDQU uoff(SP), Y12;            \
 	VPSHUFB vk4sc<>+sc(SB), Y12, Y14; \
 	S
 
-// Min sums, as K4MF/K4MA/K4MINS: macc = Σ_s (m_s, m_s)·(bsum_2s, bsum_2s+1), the pairs in Y13.
-#define VK4MF(s, P, macc) \
-	VPBROADCASTD 260+4*s(P), Y14; \
-	VPMADDWD     Y13, Y14, macc
-
-#define VK4MA(s, P, macc) \
-	VPBROADCASTD 260+4*s(P), Y14; \
-	VPMADDWD     Y13, Y14, Y14;   \
-	VPADDD       Y14, macc, macc
-
-#define VK4MF1(s) VK4MF(s, DI, Y0)
-#define VK4MF2(s) VK4MF1(s); VK4MF(s, R10, Y1)
-#define VK4MF3(s) VK4MF2(s); VK4MF(s, R12, Y2)
-#define VK4MF4(s) VK4MF3(s); VK4MF(s, R13, Y3)
-
-#define VK4M1(s) VK4MA(s, DI, Y0)
-#define VK4M2(s) VK4M1(s); VK4MA(s, R10, Y1)
-#define VK4M3(s) VK4M2(s); VK4MA(s, R12, Y2)
-#define VK4M4(s) VK4M3(s); VK4MA(s, R13, Y3)
-
-#define VK4MINS(MF, M) \
-	VMOVDQU 0(SP), Y12;                \
-	VPSHUFB vk4min<>+0(SB), Y12, Y13;  \
-	MF(0);                             \
-	VPSHUFB vk4min<>+32(SB), Y12, Y13; \
-	M(1);                              \
-	VMOVDQU 32(SP), Y12;               \
-	VPSHUFB vk4min<>+0(SB), Y12, Y13;  \
-	M(2);                              \
-	VPSHUFB vk4min<>+32(SB), Y12, Y13; \
-	M(3);                              \
-	VMOVDQU 64(SP), Y12;               \
-	VPSHUFB vk4min<>+0(SB), Y12, Y13;  \
-	M(4);                              \
-	VPSHUFB vk4min<>+32(SB), Y12, Y13; \
-	M(5);                              \
-	VMOVDQU 96(SP), Y12;               \
-	VPSHUFB vk4min<>+0(SB), Y12, Y13;  \
-	M(6);                              \
-	VPSHUFB vk4min<>+32(SB), Y12, Y13; \
-	M(7)
-
-// VK4FOLD is K4FOLD: facc += dx·(d·iacc − dmin·macc), d in Y12 and dmin in Y13.
-#define VK4FOLD(P, macc, iacc, facc) \
-	VCVTDQ2PS    iacc, iacc;      \
-	VCVTDQ2PS    macc, macc;      \
-	VMULPS       Y12, iacc, iacc; \
-	VFNMADD231PS Y13, macc, iacc; \
-	VBROADCASTSS (P), Y14;        \
-	VFMADD231PS  Y14, iacc, facc
-
-#define VK4FOLD1 VK4FOLD(DI, Y0, Y4, Y8)
-#define VK4FOLD2 VK4FOLD1; VK4FOLD(R10, Y1, Y5, Y9)
-#define VK4FOLD3 VK4FOLD2; VK4FOLD(R12, Y2, Y6, Y10)
-#define VK4FOLD4 VK4FOLD3; VK4FOLD(R13, Y3, Y7, Y11)
-
 #define VK4BLOCK(Z, C, SF, S, MF, M, FOLD) \
-	VK4UNPACK;                      \
+	K4UNPACK;                      \
 	VK4SUB(0, 0, 0, Z, C, SF);      \
 	VK4SUB(1, 0, 32, Z, C, S);      \
 	VK4SUB(2, 32, 0, Z, C, S);      \
@@ -203,17 +79,17 @@
 	VK4SUB(5, 64, 32, Z, C, S);     \
 	VK4SUB(6, 96, 0, Z, C, S);      \
 	VK4SUB(7, 96, 32, Z, C, S);     \
-	VK4MINS(MF, M);                 \
+	K4MINS(MF, M);                 \
 	VCVTPH2PS  (SI), Y12;           \
 	VCVTPH2PS  16(SI), Y13;         \
 	FOLD;                           \
-	PREFETCHT0 VKPF(SI);            \
-	PREFETCHT0 VKPF+64(SI);         \
-	VK_NEXT(1152)
+	PREFETCHT0 KPF(SI);            \
+	PREFETCHT0 KPF+64(SI);         \
+	KP_NEXT(1152)
 
 // func q4KPanelVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
 TEXT ·q4KPanelVNNI(SB), NOSPLIT, $128-56
-	VK_PROLOGUE
+	KP_PROLOGUE
 	VXORPS       Y8, Y8, Y8
 	VXORPS       Y9, Y9, Y9
 	VXORPS       Y10, Y10, Y10
@@ -228,26 +104,26 @@ TEXT ·q4KPanelVNNI(SB), NOSPLIT, $128-56
 	JEQ          vk4n3
 
 vk4n4:
-	VK4BLOCK(VK4Z4, VK4C4, VK4SF4, VK4S4, VK4MF4, VK4M4, VK4FOLD4)
+	VK4BLOCK(VK4Z4, VK4C4, VK4SF4, VK4S4, K4MF4, K4M4, K4FOLD4)
 	JNZ vk4n4
 	JMP vk4done
 
 vk4n3:
-	VK4BLOCK(VK4Z3, VK4C3, VK4SF3, VK4S3, VK4MF3, VK4M3, VK4FOLD3)
+	VK4BLOCK(VK4Z3, VK4C3, VK4SF3, VK4S3, K4MF3, K4M3, K4FOLD3)
 	JNZ vk4n3
 	JMP vk4done
 
 vk4n2:
-	VK4BLOCK(VK4Z2, VK4C2, VK4SF2, VK4S2, VK4MF2, VK4M2, VK4FOLD2)
+	VK4BLOCK(VK4Z2, VK4C2, VK4SF2, VK4S2, K4MF2, K4M2, K4FOLD2)
 	JNZ vk4n2
 	JMP vk4done
 
 vk4n1:
-	VK4BLOCK(VK4Z1, VK4C1, VK4SF1, VK4S1, VK4MF1, VK4M1, VK4FOLD1)
+	VK4BLOCK(VK4Z1, VK4C1, VK4SF1, VK4S1, K4MF1, K4M1, K4FOLD1)
 	JNZ vk4n1
 
 vk4done:
-	VK_STORE(Y8, Y9, Y10, Y11, vk4ret)
+	KP_STORE(Y8, Y9, Y10, Y11, vk4ret)
 
 vk4ret:
 	VZEROUPPER
@@ -264,23 +140,6 @@ vk4ret:
 // pairs (sc_2i, sc_2i+1) per lane of the current group pair, then −32 times them; Y9: the current
 // group's scale pair (sc, sc); Y10, Y11: two level vectors; Y12, Y13: scratch; Y14: the 8 rows' d
 // at the end of a super-block; Y15: 0x3f bytes.
-
-// VQ6DA decodes the levels of elements 16u+0..3 (Y10) and 16u+4..7 (Y11) of unit u; VQ6DB those of
-// 16u+8..11 (Y10) and 16u+12..15 (Y11), the latter from bits 6-7 of the three chunks.
-#define VQ6DA(u) \
-	VPAND 144+96*u(SI), Y15, Y10; \
-	VPAND 176+96*u(SI), Y15, Y11
-
-#define VQ6DB(u) \
-	VPAND  208+96*u(SI), Y15, Y10; \
-	VPANDN 144+96*u(SI), Y15, Y11; \
-	VPSRLW $2, Y11, Y11;           \
-	VPANDN 176+96*u(SI), Y15, Y12; \
-	VPOR   Y12, Y11, Y11;          \
-	VPSRLW $2, Y11, Y11;           \
-	VPANDN 208+96*u(SI), Y15, Y12; \
-	VPOR   Y12, Y11, Y11;          \
-	VPSRLW $2, Y11, Y11
 
 // VQ6X adds the two level vectors times column P's 8 activations at off, scaled by Y9, to acc.
 #define VQ6X(off, P, acc) \
@@ -301,9 +160,9 @@ vk4ret:
 
 // VQ6UNIT runs unit (group) u for the columns of C.
 #define VQ6UNIT(u, C) \
-	VQ6DA(u);                        \
+	Q6DA(u);                        \
 	C(4+16*u, Y0, Y1, Y2, Y3);       \
-	VQ6DB(u);                        \
+	Q6DB(u);                        \
 	C(12+16*u, Y16, Y17, Y18, Y19)
 
 // VQ6O subtracts Σ 32·sc·bsum of group pair i from acc: adds the bsum pair times −32 times the
@@ -317,13 +176,13 @@ vk4ret:
 
 // VQ6PAIR runs groups u0 = 2i and u1 = 2i+1.
 #define VQ6PAIR(i, u0, u1, C, O) \
-	PREFETCHT0 VKPF+144+192*i(SI);    \
-	PREFETCHT0 VKPF+208+192*i(SI);    \
-	PREFETCHT0 VKPF+272+192*i(SI);    \
+	PREFETCHT0 KPF+144+192*i(SI);    \
+	PREFETCHT0 KPF+208+192*i(SI);    \
+	PREFETCHT0 KPF+272+192*i(SI);    \
 	VPMOVSXBW  16+16*i(SI), Y8;      \
-	VPSHUFB    vq6dup<>+0(SB), Y8, Y9;  \
+	VPSHUFB    ·q6dup+0(SB), Y8, Y9;  \
 	VQ6UNIT(u0, C);                   \
-	VPSHUFB    vq6dup<>+32(SB), Y8, Y9; \
+	VPSHUFB    ·q6dup+32(SB), Y8, Y9; \
 	VQ6UNIT(u1, C);                   \
 	VPSLLW     $5, Y8, Y8;              \
 	VPXOR      Y13, Y13, Y13;           \
@@ -363,14 +222,14 @@ vk4ret:
 	VQ6PAIR(7, 14, 15, C, O);        \
 	VCVTPH2PS  (SI), Y14;           \
 	FOLD;                           \
-	PREFETCHT0 VKPF(SI);             \
-	PREFETCHT0 VKPF+64(SI);          \
-	PREFETCHT0 VKPF+128(SI);         \
-	VK_NEXT(1680)
+	PREFETCHT0 KPF(SI);             \
+	PREFETCHT0 KPF+64(SI);          \
+	PREFETCHT0 KPF+128(SI);         \
+	KP_NEXT(1680)
 
 // func q6KPanelVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
 TEXT ·q6KPanelVNNI(SB), NOSPLIT, $0-56
-	VK_PROLOGUE
+	KP_PROLOGUE
 	VXORPS       Y4, Y4, Y4
 	VXORPS       Y5, Y5, Y5
 	VXORPS       Y6, Y6, Y6
@@ -404,7 +263,7 @@ vq6n1:
 	JNZ vq6n1
 
 vq6done:
-	VK_STORE(Y4, Y5, Y6, Y7, vq6ret)
+	KP_STORE(Y4, Y5, Y6, Y7, vq6ret)
 
 vq6ret:
 	VZEROUPPER
@@ -421,33 +280,3 @@ vq6ret:
 VK4SC(0, 0x8080800480808000, 0x8080800c80808008)
 VK4SC(1, 0x8080800680808002, 0x8080800e8080800a)
 GLOBL vk4sc<>(SB), RODATA|NOPTR, $64
-
-// vk4min+32i is k4dup+32(2i+1) of packed_k_amd64.s: the pairs (m, m) of sub-blocks 2q (i = 0)
-// and 2q+1 (i = 1) from U_q.
-#define VK4MIN(i, lo, hi) \
-	DATA vk4min<>+(32*i)(SB)/8, $lo;    \
-	DATA vk4min<>+(32*i+8)(SB)/8, $hi;  \
-	DATA vk4min<>+(32*i+16)(SB)/8, $lo; \
-	DATA vk4min<>+(32*i+24)(SB)/8, $hi
-
-VK4MIN(0, 0x8005800580018001, 0x800d800d80098009)
-VK4MIN(1, 0x8007800780038003, 0x800f800f800b800b)
-GLOBL vk4min<>(SB), RODATA|NOPTR, $64
-
-DATA vk4m30<>+0(SB)/8, $0x3030303030303030
-DATA vk4m30<>+8(SB)/8, $0x3030303030303030
-DATA vk4m30<>+16(SB)/8, $0x3030303030303030
-DATA vk4m30<>+24(SB)/8, $0x3030303030303030
-GLOBL vk4m30<>(SB), RODATA|NOPTR, $32
-
-// vq6dup is q6dup of packed_k_amd64.s: it duplicates word 0 (+0) or word 1 (+32) of every dword: (sc_2i, sc_2i+1) to (sc_2i, sc_2i)
-// or (sc_2i+1, sc_2i+1).
-DATA vq6dup<>+0(SB)/8, $0x0504050401000100
-DATA vq6dup<>+8(SB)/8, $0x0d0c0d0c09080908
-DATA vq6dup<>+16(SB)/8, $0x0504050401000100
-DATA vq6dup<>+24(SB)/8, $0x0d0c0d0c09080908
-DATA vq6dup<>+32(SB)/8, $0x0706070603020302
-DATA vq6dup<>+40(SB)/8, $0x0f0e0f0e0b0a0b0a
-DATA vq6dup<>+48(SB)/8, $0x0706070603020302
-DATA vq6dup<>+56(SB)/8, $0x0f0e0f0e0b0a0b0a
-GLOBL vq6dup<>(SB), RODATA|NOPTR, $64
