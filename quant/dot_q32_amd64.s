@@ -1,4 +1,5 @@
 #include "textflag.h"
+#include "dot_q32_amd64.h"
 
 // Q5_0, IQ4_NL, Q4_1 and Q5_1 x Q8_0 dot products with AVX2, FMA and F16C (see dot_q32_amd64.go).
 //
@@ -21,18 +22,6 @@
 // (w <= 31) then sum up to 8 products in 16 bits (<= 8·31·128 = 31744) before vpmaddwd widens
 // them; IQ4_NL widens the pair sums at once.
 
-DATA q4shift<>+0(SB)/8, $0
-DATA q4shift<>+8(SB)/8, $0
-DATA q4shift<>+16(SB)/8, $4
-DATA q4shift<>+24(SB)/8, $4
-GLOBL q4shift<>(SB), RODATA|NOPTR, $32
-
-DATA mask0f<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA mask0f<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA mask0f<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA mask0f<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
-GLOBL mask0f<>(SB), RODATA|NOPTR, $32
-
 DATA maskf0<>+0(SB)/8, $0xf0f0f0f0f0f0f0f0
 DATA maskf0<>+8(SB)/8, $0xf0f0f0f0f0f0f0f0
 DATA maskf0<>+16(SB)/8, $0xf0f0f0f0f0f0f0f0
@@ -50,12 +39,6 @@ DATA ones8<>+8(SB)/8, $0x0101010101010101
 DATA ones8<>+16(SB)/8, $0x0101010101010101
 DATA ones8<>+24(SB)/8, $0x0101010101010101
 GLOBL ones8<>(SB), RODATA|NOPTR, $32
-
-DATA ones16<>+0(SB)/8, $0x0001000100010001
-DATA ones16<>+8(SB)/8, $0x0001000100010001
-DATA ones16<>+16(SB)/8, $0x0001000100010001
-DATA ones16<>+24(SB)/8, $0x0001000100010001
-GLOBL ones16<>(SB), RODATA|NOPTR, $32
 
 DATA allff<>+0(SB)/8, $-1
 DATA allff<>+8(SB)/8, $-1
@@ -88,8 +71,8 @@ GLOBL iq4tab<>(SB), RODATA|NOPTR, $32
 // nibbles (elements 0-15) in the lower half, high nibbles (16-31) in the upper half.
 #define NIBBLES(addr, v) \
 	VBROADCASTI128 addr, v;         \
-	VPSRLVQ        q4shift<>(SB), v, v; \
-	VPAND          mask0f<>(SB), v, v
+	VPSRLVQ        ·q4shift(SB), v, v; \
+	VPAND          ·mask0f(SB), v, v
 
 // HIBITS sets byte i of t to 0xff where bit i of the uint32 at addr is set, else 0.
 #define HIBITS(addr, t) \
@@ -120,18 +103,6 @@ GLOBL iq4tab<>(SB), RODATA|NOPTR, $32
 	VPAND mask10<>(SB), Y8, Y8;  \
 	VPOR  Y8, u, u
 
-// PROD16 leaves in t the 16 int16 pair sums of the signed weights (w, a = |w|) times the 32
-// activation quants at addr.
-#define PROD16(addr, w, a, t) \
-	VMOVDQU    addr, t;  \
-	VPSIGNB    w, t, t;  \
-	VPMADDUBSW t, a, t
-
-// PROD32 is PROD16 summed further into 8 int32s.
-#define PROD32(addr, w, a, t) \
-	PROD16(addr, w, a, t); \
-	VPMADDWD ones16<>(SB), t, t
-
 // GATHER4(addr0, stride) packs the four f16s at addr0, addr0+stride, ... into AX (the i-th in
 // bits 16i..16i+15). addr0 is an offset(register) operand written as off, P.
 #define GATHER4(off, P, stride) \
@@ -146,19 +117,13 @@ GLOBL iq4tab<>(SB), RODATA|NOPTR, $32
 	SHLQ    $48, BX;               \
 	ORQ     BX, AX
 
-// HALVES converts the four f16s in AX into [h0 h1 h2 h3 | h0 h1 h2 h3] in Y (low half X).
-#define HALVES(X, Y) \
-	VMOVQ        AX, X; \
-	VPBROADCASTQ X, X;  \
-	VCVTPH2PS    X, Y
-
 // TREE16 reduces the int16 pair sums of four blocks (t0..t3, lane i of the result = block i)
 // into int32s in t0, clobbering t1-t3.
 #define TREE16(t0, t1, t2, t3) \
 	VPHADDW  t1, t0, t0; \
 	VPHADDW  t3, t2, t2; \
 	VPHADDW  t2, t0, t0; \
-	VPMADDWD ones16<>(SB), t0, t0
+	VPMADDWD ·ones16(SB), t0, t0
 
 // FOLD converts the four blocks' integer sums in Y8 and accumulates them with the weight scales
 // in Y11 times the column's activation scales at P.
@@ -178,7 +143,7 @@ GLOBL iq4tab<>(SB), RODATA|NOPTR, $32
 	PROD16(104(P), Y6, Y7, Y9);  \
 	VPHADDW Y9, Y10, Y10;        \
 	VPHADDW Y10, Y8, Y8;         \
-	VPMADDWD ones16<>(SB), Y8, Y8; \
+	VPMADDWD ·ones16(SB), Y8, Y8; \
 	FOLD(P, acc)
 
 // COL_IQ4 is COL_Q50 for IQ4_NL, whose pair sums need 32 bits before the reduction.
@@ -222,32 +187,6 @@ GLOBL iq4tab<>(SB), RODATA|NOPTR, $32
 	ADDQ $136, R10; \
 	ADDQ $136, R12; \
 	ADDQ $136, R13
-
-// HSUM stores the sum of the 8 floats of acc (low half accx) at dst.
-#define HSUM(acc, accx, dst) \
-	VEXTRACTF128 $1, acc, X0;  \
-	VADDPS       X0, accx, X0; \
-	VMOVHLPS     X0, X0, X1;   \
-	VADDPS       X1, X0, X0;   \
-	VMOVSHDUP    X0, X1;       \
-	VADDSS       X1, X0, X0;   \
-	VMOVSS       X0, dst
-
-#define PROLOGUE \
-	MOVQ   nb+0(FP), CX;        \
-	MOVQ   w+8(FP), SI;         \
-	MOVQ   x+16(FP), DI;        \
-	MOVQ   xStride+24(FP), R8;  \
-	MOVQ   nx+32(FP), R11;      \
-	MOVQ   out+40(FP), DX;      \
-	LEAQ   (DI)(R8*1), R10;     \
-	LEAQ   (DI)(R8*2), R12;     \
-	LEAQ   (R10)(R8*2), R13;    \
-	VXORPS Y12, Y12, Y12;       \
-	VXORPS Y13, Y13, Y13;       \
-	VXORPS Y14, Y14, Y14;       \
-	VXORPS Y15, Y15, Y15;       \
-	SHRQ   $2, CX
 
 // COLS runs col(P, acc) for the first nx columns, then jumps to next.
 #define COLS(col, next) \

@@ -1,4 +1,5 @@
 #include "textflag.h"
+#include "dot_q32_amd64.h"
 
 // Q4_0 x Q8_0 and Q8_0 x Q8_0 dot products with AVX2, FMA and F16C (see dot_q8_amd64.go).
 //
@@ -12,17 +13,17 @@
 
 // Q4_0 nibble expansion: both halves get the 16 quant bytes, the upper half is shifted right by 4,
 // masking leaves elements 0-15 (low nibbles) in the lower half and 16-31 in the upper half.
-DATA q4shift<>+0(SB)/8, $0
-DATA q4shift<>+8(SB)/8, $0
-DATA q4shift<>+16(SB)/8, $4
-DATA q4shift<>+24(SB)/8, $4
-GLOBL q4shift<>(SB), RODATA|NOPTR, $32
+DATA ·q4shift+0(SB)/8, $0
+DATA ·q4shift+8(SB)/8, $0
+DATA ·q4shift+16(SB)/8, $4
+DATA ·q4shift+24(SB)/8, $4
+GLOBL ·q4shift(SB), RODATA|NOPTR, $32
 
-DATA mask0f<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA mask0f<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA mask0f<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA mask0f<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
-GLOBL mask0f<>(SB), RODATA|NOPTR, $32
+DATA ·mask0f+0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA ·mask0f+8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA ·mask0f+16(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA ·mask0f+24(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL ·mask0f(SB), RODATA|NOPTR, $32
 
 DATA eights<>+0(SB)/8, $0x0808080808080808
 DATA eights<>+8(SB)/8, $0x0808080808080808
@@ -30,17 +31,17 @@ DATA eights<>+16(SB)/8, $0x0808080808080808
 DATA eights<>+24(SB)/8, $0x0808080808080808
 GLOBL eights<>(SB), RODATA|NOPTR, $32
 
-DATA ones16<>+0(SB)/8, $0x0001000100010001
-DATA ones16<>+8(SB)/8, $0x0001000100010001
-DATA ones16<>+16(SB)/8, $0x0001000100010001
-DATA ones16<>+24(SB)/8, $0x0001000100010001
-GLOBL ones16<>(SB), RODATA|NOPTR, $32
+DATA ·ones16+0(SB)/8, $0x0001000100010001
+DATA ·ones16+8(SB)/8, $0x0001000100010001
+DATA ·ones16+16(SB)/8, $0x0001000100010001
+DATA ·ones16+24(SB)/8, $0x0001000100010001
+GLOBL ·ones16(SB), RODATA|NOPTR, $32
 
 // Q4DEC decodes the Q4_0 block at off(SI): w = quants-8 as signed bytes, a = |w|.
 #define Q4DEC(off, w, a) \
 	VBROADCASTI128 off+2(SI), w;   \
-	VPSRLVQ        q4shift<>(SB), w, w; \
-	VPAND          mask0f<>(SB), w, w;  \
+	VPSRLVQ        ·q4shift(SB), w, w; \
+	VPAND          ·mask0f(SB), w, w;  \
 	VPSUBB         eights<>(SB), w, w;  \
 	VPSIGNB        w, w, a
 
@@ -48,19 +49,6 @@ GLOBL ones16<>(SB), RODATA|NOPTR, $32
 #define Q8DEC(off, w, a) \
 	VMOVDQU off+2(SI), w; \
 	VPSIGNB w, w, a
-
-// PROD16 leaves in t the 16 int16 pair sums of the weights (w, a = |w|) times the 32 activation
-// quants at addr: the quants take the weights' signs so that vpmaddubsw multiplies unsigned |w|
-// by signed ±x.
-#define PROD16(addr, w, a, t) \
-	VMOVDQU    addr, t;  \
-	VPSIGNB    w, t, t;  \
-	VPMADDUBSW t, a, t
-
-// PROD32 is PROD16 summed further into 8 int32s.
-#define PROD32(addr, w, a, t) \
-	PROD16(addr, w, a, t); \
-	VPMADDWD ones16<>(SB), t, t
 
 // GATHER4(P, stride) packs the f16 scales of four blocks stride bytes apart at P into AX (block i
 // in bits 16i..16i+15).
@@ -76,12 +64,6 @@ GLOBL ones16<>(SB), RODATA|NOPTR, $32
 	SHLQ    $48, BX;            \
 	ORQ     BX, AX
 
-// HALVES converts the four f16s in AX into [h0 h1 h2 h3 | h0 h1 h2 h3] in Y (low half X).
-#define HALVES(X, Y) \
-	VMOVQ        AX, X; \
-	VPBROADCASTQ X, X;  \
-	VCVTPH2PS    X, Y
-
 // COL4_Q4 accumulates one column (activation blocks at P) over the four Q4_0 blocks in Y0-Y7
 // into acc, using the weight scales in Y11. Q4_0 products are at most 8*128 in magnitude, so the
 // 16-bit sums of up to 8 of them in the reduction cannot overflow.
@@ -93,7 +75,7 @@ GLOBL ones16<>(SB), RODATA|NOPTR, $32
 	PROD16(104(P), Y6, Y7, Y10); \
 	VPHADDW Y10, Y9, Y9;         \
 	VPHADDW Y9, Y8, Y8;          \
-	VPMADDWD ones16<>(SB), Y8, Y8; \
+	VPMADDWD ·ones16(SB), Y8, Y8; \
 	COL4_TAIL(P, acc)
 
 // COL4_Q8 is COL4_Q4 for Q8_0 weights, whose pair sums need 32 bits before the reduction.
@@ -122,32 +104,6 @@ GLOBL ones16<>(SB), RODATA|NOPTR, $32
 	ADDQ $xb, R10; \
 	ADDQ $xb, R12; \
 	ADDQ $xb, R13
-
-// HSUM stores the sum of the 8 floats of acc (low half accx) at dst.
-#define HSUM(acc, accx, dst) \
-	VEXTRACTF128 $1, acc, X0;  \
-	VADDPS       X0, accx, X0; \
-	VMOVHLPS     X0, X0, X1;   \
-	VADDPS       X1, X0, X0;   \
-	VMOVSHDUP    X0, X1;       \
-	VADDSS       X1, X0, X0;   \
-	VMOVSS       X0, dst
-
-#define PROLOGUE \
-	MOVQ   nb+0(FP), CX;        \
-	MOVQ   w+8(FP), SI;         \
-	MOVQ   x+16(FP), DI;        \
-	MOVQ   xStride+24(FP), R8;  \
-	MOVQ   nx+32(FP), R11;      \
-	MOVQ   out+40(FP), DX;      \
-	LEAQ   (DI)(R8*1), R10;     \
-	LEAQ   (DI)(R8*2), R12;     \
-	LEAQ   (R10)(R8*2), R13;    \
-	VXORPS Y12, Y12, Y12;       \
-	VXORPS Y13, Y13, Y13;       \
-	VXORPS Y14, Y14, Y14;       \
-	VXORPS Y15, Y15, Y15;       \
-	SHRQ   $2, CX
 
 TEXT ·dotQ4_0AVX2Asm(SB), NOSPLIT, $0-48
 	PROLOGUE
