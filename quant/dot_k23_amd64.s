@@ -29,6 +29,7 @@
 // (IQ4_XS, no saturation); the int32 sums are far from overflow.
 
 #include "textflag.h"
+#include "dot_k_amd64.h"
 
 DATA k2sc<>+0(SB)/8, $0x8000800080008000
 DATA k2sc<>+8(SB)/8, $0x8000800080008000
@@ -151,43 +152,11 @@ DATA k23iq4<>+16(SB)/8, $0xf6eaddcfbfad9881
 DATA k23iq4<>+24(SB)/8, $0x7159453526190d01
 GLOBL k23iq4<>(SB), RODATA|NOPTR, $32
 
-// Activation column addresses (add a constant offset in front).
-#define C0 (SI)
-#define C1 (SI)(R8*1)
-#define C2 (SI)(R8*2)
-#define C3 (SI)(R9*1)
-
 // EACHn(m, a) expands m(a, col, sumi) for the first n columns.
 #define EACH1(m, a) m(a, C0, Y4)
 #define EACH2(m, a) EACH1(m, a); m(a, C1, Y5)
 #define EACH3(m, a) EACH2(m, a); m(a, C2, Y6)
 #define EACH4(m, a) EACH3(m, a); m(a, C3, Y7)
-
-#define ZERO1 VPXOR Y4, Y4, Y4
-#define ZERO2 ZERO1; VPXOR Y5, Y5, Y5
-#define ZERO3 ZERO2; VPXOR Y6, Y6, Y6
-#define ZERO4 ZERO3; VPXOR Y7, Y7, Y7
-
-#define KARGS \
-	MOVQ nb+0(FP), CX; \
-	MOVQ w+8(FP), DI; \
-	MOVQ x+16(FP), SI; \
-	MOVQ xStride+24(FP), R8; \
-	LEAQ (R8)(R8*2), R9; \
-	VPXOR Y0, Y0, Y0; \
-	VPXOR Y1, Y1, Y1; \
-	VPXOR Y2, Y2, Y2; \
-	VPXOR Y3, Y3, Y3
-
-// KDISPATCH jumps to the loop for nx = 1, 2, 3 or 4 (the Go side guarantees 1 <= nx <= 4).
-#define KDISPATCH(l1, l2, l3, l4) \
-	MOVQ nx+32(FP), AX; \
-	CMPQ AX, $2; \
-	JB l1; \
-	JEQ l2; \
-	CMPQ AX, $4; \
-	JB l3; \
-	JMP l4
 
 // KNEXT prefetches 4 KiB ahead (as dot_k_amd64.s does), advances to the next super-block and
 // loops back to l while blocks remain.
@@ -225,31 +194,6 @@ GLOBL k23iq4<>(SB), RODATA|NOPTR, $32
 	VMOVD AX, X9; \
 	VCVTPH2PS X9, X9; \
 	VBROADCASTSS X9, Y9
-
-// KSTORE reduces Y0..Y3 to one float each and stores the first nx of them to out.
-#define KSTORE(ret) \
-	VEXTRACTF128 $1, Y0, X8; \
-	VADDPS X8, X0, X0; \
-	VEXTRACTF128 $1, Y1, X8; \
-	VADDPS X8, X1, X1; \
-	VEXTRACTF128 $1, Y2, X8; \
-	VADDPS X8, X2, X2; \
-	VEXTRACTF128 $1, Y3, X8; \
-	VADDPS X8, X3, X3; \
-	VHADDPS X1, X0, X0; \
-	VHADDPS X3, X2, X2; \
-	VHADDPS X2, X0, X0; \
-	MOVQ out+40(FP), DI; \
-	MOVQ nx+32(FP), DX; \
-	VMOVSS X0, (DI); \
-	CMPQ DX, $2; \
-	JB ret; \
-	VEXTRACTPS $1, X0, 4(DI); \
-	JEQ ret; \
-	VEXTRACTPS $2, X0, 8(DI); \
-	CMPQ DX, $4; \
-	JB ret; \
-	VEXTRACTPS $3, X0, 12(DI)
 
 // ---- Q2_K ----
 

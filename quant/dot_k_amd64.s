@@ -22,40 +22,13 @@
 // far from overflow.
 
 #include "textflag.h"
-
-// Activation column addresses (add a constant offset in front).
-#define C0 (SI)
-#define C1 (SI)(R8*1)
-#define C2 (SI)(R8*2)
-#define C3 (SI)(R9*1)
-
-// KARGS loads the arguments shared by all kernels.
-#define KARGS \
-	MOVQ nb+0(FP), CX; \
-	MOVQ w+8(FP), DI; \
-	MOVQ x+16(FP), SI; \
-	MOVQ xStride+24(FP), R8; \
-	LEAQ (R8)(R8*2), R9; \
-	VPXOR Y0, Y0, Y0; \
-	VPXOR Y1, Y1, Y1; \
-	VPXOR Y2, Y2, Y2; \
-	VPXOR Y3, Y3, Y3
+#include "dot_k_amd64.h"
 
 // BCAST8 sets ymm to the byte b repeated (clobbers AX).
 #define BCAST8(b, xmm, ymm) \
 	MOVL $b, AX; \
 	VMOVD AX, xmm; \
 	VPBROADCASTD xmm, ymm
-
-// KDISPATCH jumps to the loop for nx = 1, 2, 3 or 4 (the Go side guarantees 1 <= nx <= 4).
-#define KDISPATCH(l1, l2, l3, l4) \
-	MOVQ nx+32(FP), AX; \
-	CMPQ AX, $2; \
-	JB l1; \
-	JEQ l2; \
-	CMPQ AX, $4; \
-	JB l3; \
-	JMP l4
 
 // KPF is how far ahead of the current block the weights are prefetched (3 or 4 cache lines per
 // block; prefetches past the end of w are harmless). Streaming a large matrix one row at a time
@@ -72,11 +45,6 @@
 	ADDQ $292, SI; \
 	DECQ CX; \
 	JNZ l
-
-#define ZERO1 VPXOR Y4, Y4, Y4
-#define ZERO2 ZERO1; VPXOR Y5, Y5, Y5
-#define ZERO3 ZERO2; VPXOR Y6, Y6, Y6
-#define ZERO4 ZERO3; VPXOR Y7, Y7, Y7
 
 // KSCALES unpacks the 12-byte 6-bit scales/mins of a Q4_K/Q5_K block (bytes b0..b11) with
 // 64-bit masks (R11 = 0x3f.., R12 = 0x30.., R13 = 0x0f..) into Y14 = bytes [s0..s3 m0..m3 s4..s7
@@ -177,31 +145,6 @@
 #define KM_END2 KM_END1; KM_END(C1, Y5, Y1)
 #define KM_END3 KM_END2; KM_END(C2, Y6, Y2)
 #define KM_END4 KM_END3; KM_END(C3, Y7, Y3)
-
-// KSTORE reduces Y0..Y3 to one float each and stores the first nx of them to out.
-#define KSTORE(ret) \
-	VEXTRACTF128 $1, Y0, X8; \
-	VADDPS X8, X0, X0; \
-	VEXTRACTF128 $1, Y1, X8; \
-	VADDPS X8, X1, X1; \
-	VEXTRACTF128 $1, Y2, X8; \
-	VADDPS X8, X2, X2; \
-	VEXTRACTF128 $1, Y3, X8; \
-	VADDPS X8, X3, X3; \
-	VHADDPS X1, X0, X0; \
-	VHADDPS X3, X2, X2; \
-	VHADDPS X2, X0, X0; \
-	MOVQ out+40(FP), DI; \
-	MOVQ nx+32(FP), DX; \
-	VMOVSS X0, (DI); \
-	CMPQ DX, $2; \
-	JB ret; \
-	VEXTRACTPS $1, X0, 4(DI); \
-	JEQ ret; \
-	VEXTRACTPS $2, X0, 8(DI); \
-	CMPQ DX, $4; \
-	JB ret; \
-	VEXTRACTPS $3, X0, 12(DI)
 
 // func dotQ4KAVX2(nb int, w *byte, x *byte, xStride int, nx int, out *float32)
 TEXT ·dotQ4KAVX2(SB), NOSPLIT, $0-48

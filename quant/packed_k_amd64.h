@@ -89,19 +89,12 @@
 	VPADDD       Y14, macc, macc
 
 #define K4MF1(s) K4MF(s, DI, Y0)
-
 #define K4MF2(s) K4MF1(s); K4MF(s, R10, Y1)
-
 #define K4MF3(s) K4MF2(s); K4MF(s, R12, Y2)
-
 #define K4MF4(s) K4MF3(s); K4MF(s, R13, Y3)
-
 #define K4M1(s) K4MA(s, DI, Y0)
-
 #define K4M2(s) K4M1(s); K4MA(s, R10, Y1)
-
 #define K4M3(s) K4M2(s); K4MA(s, R12, Y2)
-
 #define K4M4(s) K4M3(s); K4MA(s, R13, Y3)
 
 #define K4MINS(MF, M) \
@@ -137,11 +130,8 @@
 	VFMADD231PS  Y14, iacc, facc
 
 #define K4FOLD1 K4FOLD(DI, Y0, Y4, Y8)
-
 #define K4FOLD2 K4FOLD1; K4FOLD(R10, Y1, Y5, Y9)
-
 #define K4FOLD3 K4FOLD2; K4FOLD(R12, Y2, Y6, Y10)
-
 #define K4FOLD4 K4FOLD3; K4FOLD(R13, Y3, Y7, Y11)
 
 // Q6DA decodes the levels of elements 16u+0..3 (Y10) and 16u+4..7 (Y11) of unit u; Q6DB those of
