@@ -178,143 +178,44 @@ done: \
 	HSUM
 
 // The functions take (nb int, w, x, c *byte): nb blocks of weights at w and activations at x;
-// c is a table of constants for the types that need one (IQ4_NL: its 16 values; Q5_0: the
-// VTBL indexes and bit masks of LOADQ5), unused by the others.
+// c is a table of constants for the types that need one (IQ4_NL: its 16 values; Q5_0, Q5_1: the
+// VTBL indexes and bit masks of LOADQ5), unused by the others. Each type has a NEON function
+// (IDOT_SMULL) and an SDOT one (IDOT_SDOT), which differ in nothing else.
 
-// func dotQ8_0NEONAsm(nb int, w, x, c *byte) float32
-TEXT ·dotQ8_0NEONAsm(SB), NOSPLIT, $0-36
-	MOVD	nb+0(FP), R0
-	MOVD	w+8(FP), R1
+// Setups: the arguments (ARGS, with the table in R3 for ARGSC) and each type's constants.
+#define ARGS \
+	MOVD	nb+0(FP), R0; \
+	MOVD	w+8(FP), R1; \
 	MOVD	x+16(FP), R2
-	DOTBODY(LOADQ8, IDOT_SMULL, BLOCKSCALE, q8loop, q8done)
-	FMOVS	F0, ret+32(FP)
-	RET
 
-// func dotQ8_0SDOTAsm(nb int, w, x, c *byte) float32
-TEXT ·dotQ8_0SDOTAsm(SB), NOSPLIT, $0-36
-	MOVD	nb+0(FP), R0
-	MOVD	w+8(FP), R1
-	MOVD	x+16(FP), R2
-	DOTBODY(LOADQ8, IDOT_SDOT, BLOCKSCALE, q8dloop, q8ddone)
-	FMOVS	F0, ret+32(FP)
-	RET
-
-// func dotQ4_0NEONAsm(nb int, w, x, c *byte) float32
-TEXT ·dotQ4_0NEONAsm(SB), NOSPLIT, $0-36
-	MOVD	nb+0(FP), R0
-	MOVD	w+8(FP), R1
-	MOVD	x+16(FP), R2
-	VMOVI	$15, V30.B16
-	VMOVI	$8, V31.B16
-	DOTBODY(LOADQ4, IDOT_SMULL, BLOCKSCALE, q4loop, q4done)
-	FMOVS	F0, ret+32(FP)
-	RET
-
-// func dotQ4_0SDOTAsm(nb int, w, x, c *byte) float32
-TEXT ·dotQ4_0SDOTAsm(SB), NOSPLIT, $0-36
-	MOVD	nb+0(FP), R0
-	MOVD	w+8(FP), R1
-	MOVD	x+16(FP), R2
-	VMOVI	$15, V30.B16
-	VMOVI	$8, V31.B16
-	DOTBODY(LOADQ4, IDOT_SDOT, BLOCKSCALE, q4dloop, q4ddone)
-	FMOVS	F0, ret+32(FP)
-	RET
-
-// func dotIQ4NLNEONAsm(nb int, w, x, c *byte) float32
-TEXT ·dotIQ4NLNEONAsm(SB), NOSPLIT, $0-36
-	MOVD	nb+0(FP), R0
-	MOVD	w+8(FP), R1
-	MOVD	x+16(FP), R2
+#define ARGSC \
+	ARGS; \
 	MOVD	c+24(FP), R3
-	VLD1	(R3), [V28.B16]
-	VMOVI	$15, V30.B16
-	DOTBODY(LOADIQ4, IDOT_SMULL, BLOCKSCALE, iq4loop, iq4done)
-	FMOVS	F0, ret+32(FP)
+
+#define SETUP_Q8 ARGS
+#define SETUP_Q4 ARGS; VMOVI $15, V30.B16; VMOVI $8, V31.B16
+#define SETUP_IQ4 ARGSC; VLD1 (R3), [V28.B16]; VMOVI $15, V30.B16
+#define SETUP_Q5 ARGSC; VLD1 (R3), [V24.B16, V25.B16, V26.B16]; VMOVI $16, V29.B16; VMOVI $15, V30.B16; VMOVI $16, V31.B16
+#define SETUP_Q41 ARGS; VMOVI $15, V30.B16
+#define SETUP_Q51 ARGSC; VLD1 (R3), [V24.B16, V25.B16, V26.B16]; VMOVI $16, V29.B16; VMOVI $15, V30.B16
+
+// DOTFUNC is one kernel: func name(nb int, w, x, c *byte) float32.
+#define DOTFUNC(name, SETUP, LOAD, IDOT, SCALE, loop, done) \
+TEXT name(SB), NOSPLIT, $0-36; \
+	SETUP; \
+	DOTBODY(LOAD, IDOT, SCALE, loop, done); \
+	FMOVS	F0, ret+32(FP); \
 	RET
 
-// func dotIQ4NLSDOTAsm(nb int, w, x, c *byte) float32
-TEXT ·dotIQ4NLSDOTAsm(SB), NOSPLIT, $0-36
-	MOVD	nb+0(FP), R0
-	MOVD	w+8(FP), R1
-	MOVD	x+16(FP), R2
-	MOVD	c+24(FP), R3
-	VLD1	(R3), [V28.B16]
-	VMOVI	$15, V30.B16
-	DOTBODY(LOADIQ4, IDOT_SDOT, BLOCKSCALE, iq4dloop, iq4ddone)
-	FMOVS	F0, ret+32(FP)
-	RET
-
-// func dotQ5_0NEONAsm(nb int, w, x, c *byte) float32
-TEXT ·dotQ5_0NEONAsm(SB), NOSPLIT, $0-36
-	MOVD	nb+0(FP), R0
-	MOVD	w+8(FP), R1
-	MOVD	x+16(FP), R2
-	MOVD	c+24(FP), R3
-	VLD1	(R3), [V24.B16, V25.B16, V26.B16]
-	VMOVI	$16, V29.B16
-	VMOVI	$15, V30.B16
-	VMOVI	$16, V31.B16
-	DOTBODY(LOADQ5, IDOT_SMULL, BLOCKSCALE, q5loop, q5done)
-	FMOVS	F0, ret+32(FP)
-	RET
-
-// func dotQ5_0SDOTAsm(nb int, w, x, c *byte) float32
-TEXT ·dotQ5_0SDOTAsm(SB), NOSPLIT, $0-36
-	MOVD	nb+0(FP), R0
-	MOVD	w+8(FP), R1
-	MOVD	x+16(FP), R2
-	MOVD	c+24(FP), R3
-	VLD1	(R3), [V24.B16, V25.B16, V26.B16]
-	VMOVI	$16, V29.B16
-	VMOVI	$15, V30.B16
-	VMOVI	$16, V31.B16
-	DOTBODY(LOADQ5, IDOT_SDOT, BLOCKSCALE, q5dloop, q5ddone)
-	FMOVS	F0, ret+32(FP)
-	RET
-
-// func dotQ4_1NEONAsm(nb int, w, x, c *byte) float32
-TEXT ·dotQ4_1NEONAsm(SB), NOSPLIT, $0-36
-	MOVD	nb+0(FP), R0
-	MOVD	w+8(FP), R1
-	MOVD	x+16(FP), R2
-	VMOVI	$15, V30.B16
-	DOTBODY(LOADQ41, IDOT_SMULL, BLOCKSCALEMIN, q41loop, q41done)
-	FMOVS	F0, ret+32(FP)
-	RET
-
-// func dotQ4_1SDOTAsm(nb int, w, x, c *byte) float32
-TEXT ·dotQ4_1SDOTAsm(SB), NOSPLIT, $0-36
-	MOVD	nb+0(FP), R0
-	MOVD	w+8(FP), R1
-	MOVD	x+16(FP), R2
-	VMOVI	$15, V30.B16
-	DOTBODY(LOADQ41, IDOT_SDOT, BLOCKSCALEMIN, q41dloop, q41ddone)
-	FMOVS	F0, ret+32(FP)
-	RET
-
-// func dotQ5_1NEONAsm(nb int, w, x, c *byte) float32
-TEXT ·dotQ5_1NEONAsm(SB), NOSPLIT, $0-36
-	MOVD	nb+0(FP), R0
-	MOVD	w+8(FP), R1
-	MOVD	x+16(FP), R2
-	MOVD	c+24(FP), R3
-	VLD1	(R3), [V24.B16, V25.B16, V26.B16]
-	VMOVI	$16, V29.B16
-	VMOVI	$15, V30.B16
-	DOTBODY(LOADQ51, IDOT_SMULL, BLOCKSCALEMIN, q51loop, q51done)
-	FMOVS	F0, ret+32(FP)
-	RET
-
-// func dotQ5_1SDOTAsm(nb int, w, x, c *byte) float32
-TEXT ·dotQ5_1SDOTAsm(SB), NOSPLIT, $0-36
-	MOVD	nb+0(FP), R0
-	MOVD	w+8(FP), R1
-	MOVD	x+16(FP), R2
-	MOVD	c+24(FP), R3
-	VLD1	(R3), [V24.B16, V25.B16, V26.B16]
-	VMOVI	$16, V29.B16
-	VMOVI	$15, V30.B16
-	DOTBODY(LOADQ51, IDOT_SDOT, BLOCKSCALEMIN, q51dloop, q51ddone)
-	FMOVS	F0, ret+32(FP)
-	RET
+DOTFUNC(·dotQ8_0NEONAsm, SETUP_Q8, LOADQ8, IDOT_SMULL, BLOCKSCALE, q8loop, q8done)
+DOTFUNC(·dotQ8_0SDOTAsm, SETUP_Q8, LOADQ8, IDOT_SDOT, BLOCKSCALE, q8dloop, q8ddone)
+DOTFUNC(·dotQ4_0NEONAsm, SETUP_Q4, LOADQ4, IDOT_SMULL, BLOCKSCALE, q4loop, q4done)
+DOTFUNC(·dotQ4_0SDOTAsm, SETUP_Q4, LOADQ4, IDOT_SDOT, BLOCKSCALE, q4dloop, q4ddone)
+DOTFUNC(·dotIQ4NLNEONAsm, SETUP_IQ4, LOADIQ4, IDOT_SMULL, BLOCKSCALE, iq4loop, iq4done)
+DOTFUNC(·dotIQ4NLSDOTAsm, SETUP_IQ4, LOADIQ4, IDOT_SDOT, BLOCKSCALE, iq4dloop, iq4ddone)
+DOTFUNC(·dotQ5_0NEONAsm, SETUP_Q5, LOADQ5, IDOT_SMULL, BLOCKSCALE, q5loop, q5done)
+DOTFUNC(·dotQ5_0SDOTAsm, SETUP_Q5, LOADQ5, IDOT_SDOT, BLOCKSCALE, q5dloop, q5ddone)
+DOTFUNC(·dotQ4_1NEONAsm, SETUP_Q41, LOADQ41, IDOT_SMULL, BLOCKSCALEMIN, q41loop, q41done)
+DOTFUNC(·dotQ4_1SDOTAsm, SETUP_Q41, LOADQ41, IDOT_SDOT, BLOCKSCALEMIN, q41dloop, q41ddone)
+DOTFUNC(·dotQ5_1NEONAsm, SETUP_Q51, LOADQ51, IDOT_SMULL, BLOCKSCALEMIN, q51loop, q51done)
+DOTFUNC(·dotQ5_1SDOTAsm, SETUP_Q51, LOADQ51, IDOT_SDOT, BLOCKSCALEMIN, q51dloop, q51ddone)
