@@ -32,26 +32,33 @@ const PanelRows = 8
 // and Q6_K nb super-blocks) · activation row j (ActType(wt) blocks at x[j*xStride:]) for r < 8 and
 // j < nx (1 <= nx <= MaxCols), and write nothing else. Where needsSums(wt), sums[4b+j] must hold
 // the activation sums of block b of activation row j (panelSums); the other types take no sums.
-// panelKernel picks the assembly of the selected path (panelAsm, see path.go) when hasPanelAsm,
-// else the Go twin (panelProductGo, panelQ4KGo, panelQ6KGo); all are called directly so that the
-// callers' stack buffers stay on the stack.
+// panelKernel runs np consecutive panels: panel p's weights follow panel p-1's in w, its outputs
+// are out[j*outStride+8p+r]. It picks the assembly of the selected path (panelAsm, see path.go)
+// when hasPanelAsm, else the Go twin (panelProductGo, panelQ4KGo, panelQ6KGo), one panel at a
+// time; all are called directly so that the callers' stack buffers stay on the stack. (The VNNI
+// Q8_0/Q4_0 kernels loop over the panels themselves: in a 1-token matmul a panel is a few
+// microseconds of work, and a call per panel through the dispatch cost them 10% of their speed.)
 
 // hasPanelAsm is set by init where the assembly panel kernels run; tests clear it to run the Go
 // twins through the same code.
 var hasPanelAsm bool
 
-func panelKernel(wt Type, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
+func panelKernel(wt Type, np, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
 	if hasPanelAsm {
-		panelAsm(wt, nb, w, x, xStride, nx, out, outStride, sums)
+		panelAsm(wt, np, nb, w, x, xStride, nx, out, outStride, sums)
 		return
 	}
-	switch wt {
-	case Q4_K:
-		panelQ4KGo(nb, w, x, xStride, nx, out, outStride)
-	case Q6_K:
-		panelQ6KGo(nb, w, x, xStride, nx, out, outStride)
-	default:
-		panelProductGo(wt, nb, w, x, xStride, nx, out, outStride)
+	pb := PanelRows * nb * wt.TypeSize()
+	for p := range np {
+		pw, po := w[p*pb:(p+1)*pb], out[p*PanelRows:]
+		switch wt {
+		case Q4_K:
+			panelQ4KGo(nb, pw, x, xStride, nx, po, outStride)
+		case Q6_K:
+			panelQ6KGo(nb, pw, x, xStride, nx, po, outStride)
+		default:
+			panelProductGo(wt, nb, pw, x, xStride, nx, po, outStride)
+		}
 	}
 }
 
@@ -240,10 +247,8 @@ func matmulPanels(wt Type, k int, w, xq []byte, nTok int, out []float32, outStri
 				if ws {
 					s = sums[(t0-c0)/MaxCols*4*nb:]
 				}
-				for r := rb; r < re; r += PanelRows {
-					o := out[t0*outStride+r : (t0+nx-1)*outStride+r+PanelRows]
-					panelKernel(wt, nb, w[r*rowBytes:r*rowBytes+panel], x, xRow, nx, o, outStride, s)
-				}
+				o := out[t0*outStride+rb : (t0+nx-1)*outStride+re]
+				panelKernel(wt, (re-rb)/PanelRows, nb, w[rb*rowBytes:re*rowBytes], x, xRow, nx, o, outStride, s)
 			}
 		}
 	}

@@ -15,25 +15,30 @@ func init() {
 	}
 }
 
-// panelAVX2 is the panelKernel for AVX2. The index expressions check the ranges the assembly
-// reads and writes (see panelKernel); MatMulPacked has checked the shapes, so they cost little.
-func panelAVX2(wt Type, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
-	_ = w[PanelRows*nb*wt.TypeSize()-1]
+// panelAVX2 is the panelKernel for AVX2, one kernel call per panel. The index expressions check
+// the ranges the assembly reads and writes (see panelKernel); MatMulPacked has checked the shapes,
+// so they cost little.
+func panelAVX2(wt Type, np, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
+	pb := PanelRows * nb * wt.TypeSize()
+	_ = w[np*pb-1]
 	_ = x[(nx-1)*xStride+nb*ActType(wt).TypeSize()-1]
-	_ = out[(nx-1)*outStride+PanelRows-1]
-	switch wt {
-	case Q8_0:
-		q8PanelAVX2(nb, &w[0], &x[0], xStride, nx, &out[0], outStride)
-		return
-	case Q4_K:
-		q4KPanelAVX2(nb, &w[0], &x[0], xStride, nx, &out[0], outStride)
-		return
-	case Q6_K:
-		q6KPanelAVX2(nb, &w[0], &x[0], xStride, nx, &out[0], outStride)
-		return
+	_ = out[(nx-1)*outStride+np*PanelRows-1]
+	if wt == Q4_0 {
+		_ = sums[4*nb-1]
 	}
-	_ = sums[4*nb-1]
-	q4PanelAVX2(nb, &w[0], &x[0], xStride, nx, &out[0], outStride, &sums[0])
+	for p := range np {
+		pw, po := &w[p*pb], &out[p*PanelRows]
+		switch wt {
+		case Q8_0:
+			q8PanelAVX2(nb, pw, &x[0], xStride, nx, po, outStride)
+		case Q4_K:
+			q4KPanelAVX2(nb, pw, &x[0], xStride, nx, po, outStride)
+		case Q6_K:
+			q6KPanelAVX2(nb, pw, &x[0], xStride, nx, po, outStride)
+		default:
+			q4PanelAVX2(nb, pw, &x[0], xStride, nx, po, outStride, &sums[0])
+		}
+	}
 }
 
 // q4Sums is the q4SumsFunc for AVX2.

@@ -35,7 +35,7 @@ func checkPanel(t testing.TB, typ Type, nb int, w, x []byte, xStride, nx, outStr
 	for i := range got {
 		got[i], want[i] = sentinel, sentinel
 	}
-	panelAVX2(typ, nb, p, x, xStride, nx, got, outStride, sums)
+	panelAVX2(typ, 1, nb, p, x, xStride, nx, got, outStride, sums)
 	panelProductGo(typ, nb, p, x, xStride, nx, want, outStride)
 	rowBytes := typ.RowSize(k)
 	for i := range got {

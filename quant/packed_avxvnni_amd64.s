@@ -56,24 +56,34 @@
 	VPXOR      Y6, Y6, Y6;    \
 	VPXOR      Y7, Y7, Y7
 
-// ASCALE adds the two sums, subtracts the correction at S and scales the result into facc by
-// the row scales (Y0) times column P's scale: the instructions of VSCALE, other registers.
-#define ASCALE(P, S, acc, acc2, facc) \
+// AFLOAT, ASCALE8 and ASCALE4 are VFLOAT, VSCALE8 and VSCALE4 in other registers: the row
+// scales in Y0, the correction through Y1.
+#define AFLOAT(P, acc, facc) \
+	VCVTDQ2PS    acc, acc;   \
+	VPBROADCASTW (P), X1;    \
+	VCVTPH2PS    X1, Y1;     \
+	VMULPS       Y0, Y1, Y1; \
+	VFMADD231PS  Y1, acc, facc
+
+#define ASCALE8(P, S, acc, acc2, facc) \
 	VPADDD       acc2, acc, acc; \
 	VPBROADCASTD S, Y1;          \
 	VPSUBD       Y1, acc, acc;   \
-	VCVTDQ2PS    acc, acc;       \
-	VPBROADCASTW (P), X1;        \
-	VCVTPH2PS    X1, Y1;         \
-	VMULPS       Y0, Y1, Y1;     \
-	VFMADD231PS  Y1, acc, facc
+	AFLOAT(P, acc, facc)
+
+#define ASCALE4(P, S, acc, acc2, facc) \
+	VPBROADCASTD S, Y1;          \
+	VPSUBD       Y1, acc, acc;   \
+	VPSLLD       $4, acc, acc;   \
+	VPADDD       acc2, acc, acc; \
+	AFLOAT(P, acc, facc)
 
 #define AROWS VCVTPH2PS (SI), Y0
 
-#define AS1 AROWS; ASCALE(DI, 0(R9), Y8, Y3, Y12)
-#define AS2 AS1; ASCALE(R10, 4(R9), Y9, Y4, Y13)
-#define AS3 AS2; ASCALE(R12, 8(R9), Y10, Y6, Y14)
-#define AS4 AS3; ASCALE(R13, 12(R9), Y11, Y7, Y15)
+#define AS1(SC) AROWS; SC(DI, 0(R9), Y8, Y3, Y12)
+#define AS2(SC) AS1(SC); SC(R10, 4(R9), Y9, Y4, Y13)
+#define AS3(SC) AS2(SC); SC(R12, 8(R9), Y10, Y6, Y14)
+#define AS4(SC) AS3(SC); SC(R13, 12(R9), Y11, Y7, Y15)
 
 // Q8_0 column sets: chunk c for the first n columns into the sums a0-a3 (numbers n0-n3).
 #define A8C1(c, DP, a0, n0, a1, n1, a2, n2, a3, n3) V8W(c); A8X(c, DI, a0, n0, DP)
@@ -92,33 +102,33 @@
 
 #define A4BLOCK(C, DP) C(0, DP); C(1, DP); C(2, DP); C(3, DP)
 
-#define A8B1(DP) A8BLOCK(A8C1, DP); AS1
-#define A8B2(DP) A8BLOCK(A8C2, DP); AS2
-#define A8B3(DP) A8BLOCK(A8C3, DP); AS3
-#define A8B4(DP) A8BLOCK(A8C4, DP); AS4
+#define A8B1(DP) A8BLOCK(A8C1, DP); AS1(ASCALE8)
+#define A8B2(DP) A8BLOCK(A8C2, DP); AS2(ASCALE8)
+#define A8B3(DP) A8BLOCK(A8C3, DP); AS3(ASCALE8)
+#define A8B4(DP) A8BLOCK(A8C4, DP); AS4(ASCALE8)
 
-#define A4B1(DP) A4BLOCK(A4C1, DP); AS1
-#define A4B2(DP) A4BLOCK(A4C2, DP); AS2
-#define A4B3(DP) A4BLOCK(A4C3, DP); AS3
-#define A4B4(DP) A4BLOCK(A4C4, DP); AS4
+#define A4B1(DP) A4BLOCK(A4C1, DP); AS1(ASCALE4)
+#define A4B2(DP) A4BLOCK(A4C2, DP); AS2(ASCALE4)
+#define A4B3(DP) A4BLOCK(A4C3, DP); AS3(ASCALE4)
+#define A4B4(DP) A4BLOCK(A4C4, DP); AS4(ASCALE4)
 
 
-// func q8PanelAVXVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
-TEXT ·q8PanelAVXVNNI(SB), NOSPLIT, $0-64
+// func q8PanelAVXVNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
+TEXT ·q8PanelAVXVNNI(SB), NOSPLIT, $0-72
 	VP_PROLOGUE(0x80808080)
-	VP_KERNEL(A_NEXT, A8B1, A8B2, A8B3, A8B4, DP_VEX, 272, a8n1, a8n2, a8n3, a8n4, a8done, a8ret)
+	VP_KERNEL(A_NEXT, A8B1, A8B2, A8B3, A8B4, DP_VEX, 272, VP_NOFIX, a8p, a8n1, a8n2, a8n3, a8n4, a8done, a8next)
 
-// func q4PanelAVXVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
-TEXT ·q4PanelAVXVNNI(SB), NOSPLIT, $0-64
+// func q4PanelAVXVNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
+TEXT ·q4PanelAVXVNNI(SB), NOSPLIT, $0-72
 	VP_PROLOGUE(0x0f0f0f0f)
-	VP_KERNEL(A_NEXT, A4B1, A4B2, A4B3, A4B4, DP_VEX, 144, a4n1, a4n2, a4n3, a4n4, a4done, a4ret)
+	VP_KERNEL(A_NEXT, A4B1, A4B2, A4B3, A4B4, DP_VEX, 144, VP_DIV16, a4p, a4n1, a4n2, a4n3, a4n4, a4done, a4next)
 
-// func q8PanelAVXVNNIEvex(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
-TEXT ·q8PanelAVXVNNIEvex(SB), NOSPLIT, $0-64
+// func q8PanelAVXVNNIEvex(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
+TEXT ·q8PanelAVXVNNIEvex(SB), NOSPLIT, $0-72
 	VP_PROLOGUE(0x80808080)
-	VP_KERNEL(A_NEXT, A8B1, A8B2, A8B3, A8B4, DP_EVEX, 272, e8n1, e8n2, e8n3, e8n4, e8done, e8ret)
+	VP_KERNEL(A_NEXT, A8B1, A8B2, A8B3, A8B4, DP_EVEX, 272, VP_NOFIX, e8p, e8n1, e8n2, e8n3, e8n4, e8done, e8next)
 
-// func q4PanelAVXVNNIEvex(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
-TEXT ·q4PanelAVXVNNIEvex(SB), NOSPLIT, $0-64
+// func q4PanelAVXVNNIEvex(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
+TEXT ·q4PanelAVXVNNIEvex(SB), NOSPLIT, $0-72
 	VP_PROLOGUE(0x0f0f0f0f)
-	VP_KERNEL(A_NEXT, A4B1, A4B2, A4B3, A4B4, DP_EVEX, 144, e4n1, e4n2, e4n3, e4n4, e4done, e4ret)
+	VP_KERNEL(A_NEXT, A4B1, A4B2, A4B3, A4B4, DP_EVEX, 144, VP_DIV16, e4p, e4n1, e4n2, e4n3, e4n4, e4done, e4next)

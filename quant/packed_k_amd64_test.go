@@ -26,7 +26,7 @@ func checkPanelK(t testing.TB, typ Type, nb int, w, x []byte, xStride, nx, outSt
 	for i := range got {
 		got[i], want[i] = sentinel, sentinel
 	}
-	panelAVX2(typ, nb, p, x, xStride, nx, got, outStride, nil)
+	panelAVX2(typ, 1, nb, p, x, xStride, nx, got, outStride, nil)
 	if typ == Q4_K {
 		panelQ4KGo(nb, p, x, xStride, nx, want, outStride)
 	} else {
@@ -137,7 +137,7 @@ func TestPanelKExtremes(t *testing.T) {
 			}
 			out := make([]float32, MaxCols*PanelRows)
 			for nx := 1; nx <= MaxCols; nx++ {
-				panelAVX2(c.typ, nb, p, x, nb*q8_KBytes, nx, out, PanelRows, nil)
+				panelAVX2(c.typ, 1, nb, p, x, nb*q8_KBytes, nx, out, PanelRows, nil)
 				for i, v := range out[:nx*PanelRows] {
 					if v != want {
 						t.Fatalf("nx=%d out[%d] = %v, want %v", nx, i, v, want)
@@ -162,7 +162,7 @@ func TestPanelKNoAlloc(t *testing.T) {
 		x := kqActs(tt.typ, QK_K*nb, MaxCols, Q8_K.RowSize(QK_K*nb), false, 4)
 		out := make([]float32, MaxCols*PanelRows)
 		for nx := 1; nx <= MaxCols; nx++ {
-			if n := testing.AllocsPerRun(10, func() { panelKernel(tt.typ, nb, p, x, Q8_K.RowSize(QK_K*nb), nx, out, PanelRows, nil) }); n != 0 {
+			if n := testing.AllocsPerRun(10, func() { panelKernel(tt.typ, 1, nb, p, x, Q8_K.RowSize(QK_K*nb), nx, out, PanelRows, nil) }); n != 0 {
 				t.Errorf("%s nx=%d: %v allocations per call", tt.name, nx, n)
 			}
 		}

@@ -7,10 +7,10 @@ package quant
 // Q8_0, 8·Σx for Q4_0. Q4_K and Q6_K: AVX-512 VNNI only (packed_k_vnni_amd64.s), no sums.
 
 //go:noescape
-func q8PanelVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
+func q8PanelVNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 
 //go:noescape
-func q4PanelVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
+func q4PanelVNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 
 //go:noescape
 func q4KPanelVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
@@ -19,47 +19,53 @@ func q4KPanelVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride i
 func q6KPanelVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
 
 //go:noescape
-func q8PanelAVXVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
+func q8PanelAVXVNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 
 //go:noescape
-func q4PanelAVXVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
+func q4PanelAVXVNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 
 //go:noescape
-func q8PanelAVXVNNIEvex(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
+func q8PanelAVXVNNIEvex(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 
 //go:noescape
-func q4PanelAVXVNNIEvex(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
+func q4PanelAVXVNNIEvex(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 
 // panelVNNI is the panelKernel of VNNI path p for the types hasVNNIPanel reports. Like
 // panelAVX2 it checks the ranges the assembly reads and writes (Q4_K and Q6_K take no sums). The
 // kernels are called directly, not through function values, so that the arguments do not escape.
-func panelVNNI(p kernelPath, wt Type, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
-	_ = w[PanelRows*nb*wt.TypeSize()-1]
+// The Q8_0 and Q4_0 kernels run all np panels in one call; Q4_K and Q6_K one panel per call.
+func panelVNNI(p kernelPath, wt Type, np, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
+	pb := PanelRows * nb * wt.TypeSize()
+	_ = w[np*pb-1]
 	_ = x[(nx-1)*xStride+nb*ActType(wt).TypeSize()-1]
-	_ = out[(nx-1)*outStride+PanelRows-1]
+	_ = out[(nx-1)*outStride+np*PanelRows-1]
 	switch {
 	case wt == Q4_K && p == pathAVX512VNNI:
-		q4KPanelVNNI(nb, &w[0], &x[0], xStride, nx, &out[0], outStride)
+		for i := range np {
+			q4KPanelVNNI(nb, &w[i*pb], &x[0], xStride, nx, &out[i*PanelRows], outStride)
+		}
 		return
 	case wt == Q6_K && p == pathAVX512VNNI:
-		q6KPanelVNNI(nb, &w[0], &x[0], xStride, nx, &out[0], outStride)
+		for i := range np {
+			q6KPanelVNNI(nb, &w[i*pb], &x[0], xStride, nx, &out[i*PanelRows], outStride)
+		}
 		return
 	}
 	_ = sums[4*nb-1]
 	pw, px, po, ps := &w[0], &x[0], &out[0], &sums[0]
 	switch {
 	case wt == Q8_0 && p == pathAVX512VNNI:
-		q8PanelVNNI(nb, pw, px, xStride, nx, po, outStride, ps)
+		q8PanelVNNI(np, nb, pw, px, xStride, nx, po, outStride, ps)
 	case wt == Q4_0 && p == pathAVX512VNNI:
-		q4PanelVNNI(nb, pw, px, xStride, nx, po, outStride, ps)
+		q4PanelVNNI(np, nb, pw, px, xStride, nx, po, outStride, ps)
 	case wt == Q8_0 && p == pathAVXVNNI:
-		q8PanelAVXVNNI(nb, pw, px, xStride, nx, po, outStride, ps)
+		q8PanelAVXVNNI(np, nb, pw, px, xStride, nx, po, outStride, ps)
 	case wt == Q4_0 && p == pathAVXVNNI:
-		q4PanelAVXVNNI(nb, pw, px, xStride, nx, po, outStride, ps)
+		q4PanelAVXVNNI(np, nb, pw, px, xStride, nx, po, outStride, ps)
 	case wt == Q8_0 && p == pathAVXVNNIEvex:
-		q8PanelAVXVNNIEvex(nb, pw, px, xStride, nx, po, outStride, ps)
+		q8PanelAVXVNNIEvex(np, nb, pw, px, xStride, nx, po, outStride, ps)
 	case wt == Q4_0 && p == pathAVXVNNIEvex:
-		q4PanelAVXVNNIEvex(nb, pw, px, xStride, nx, po, outStride, ps)
+		q4PanelAVXVNNIEvex(np, nb, pw, px, xStride, nx, po, outStride, ps)
 	default:
 		panic("quant: no " + p.String() + " panel kernel for " + wt.String())
 	}

@@ -37,22 +37,33 @@
 	VPDPBUSD.BCST 2+4*c(P), Y0, acc; \
 	VPDPBUSD.BCST 18+4*c(P), Y1, acc2
 
-// VSCALE adds the block's two sums acc and acc2, subtracts the correction at S, converts the
-// result and accumulates it into facc times the row scales (Y7) times column P's scale (as
-// PSCALE in packed_amd64.s).
-#define VSCALE(P, S, acc, acc2, facc) \
-	VPADDD       acc2, acc, acc; \
-	VPSUBD.BCST  S, acc, acc;    \
-	VCVTDQ2PS    acc, acc;       \
-	VPBROADCASTW (P), X3;        \
-	VCVTPH2PS    X3, Y3;         \
-	VMULPS       Y7, Y3, Y3;     \
+// VFLOAT converts the block's integer sum acc and accumulates it into facc times the row scales
+// (Y7) times column P's scale (as PSCALE in packed_amd64.s).
+#define VFLOAT(P, acc, facc) \
+	VCVTDQ2PS    acc, acc;   \
+	VPBROADCASTW (P), X3;    \
+	VCVTPH2PS    X3, Y3;     \
+	VMULPS       Y7, Y3, Y3; \
 	VFMADD231PS  Y3, acc, facc
 
-#define VS1 VSCALE(DI, 0(R9), Y8, Y16, Y12)
-#define VS2 VS1; VSCALE(R10, 4(R9), Y9, Y17, Y13)
-#define VS3 VS2; VSCALE(R12, 8(R9), Y10, Y18, Y14)
-#define VS4 VS3; VSCALE(R13, 12(R9), Y11, Y19, Y15)
+// VSCALE8 (Q8_0) adds the block's two sums acc and acc2 and subtracts the correction at S;
+// VSCALE4 (Q4_0) subtracts it from the low-nibble sum acc and adds the high one, 16 times as
+// large, to 16 times that (see V4W). Then VFLOAT.
+#define VSCALE8(P, S, acc, acc2, facc) \
+	VPADDD      acc2, acc, acc; \
+	VPSUBD.BCST S, acc, acc;    \
+	VFLOAT(P, acc, facc)
+
+#define VSCALE4(P, S, acc, acc2, facc) \
+	VPSUBD.BCST S, acc, acc;    \
+	VPSLLD      $4, acc, acc;   \
+	VPADDD      acc2, acc, acc; \
+	VFLOAT(P, acc, facc)
+
+#define VS1(SC) SC(DI, 0(R9), Y8, Y16, Y12)
+#define VS2(SC) VS1(SC); SC(R10, 4(R9), Y9, Y17, Y13)
+#define VS3(SC) VS2(SC); SC(R12, 8(R9), Y10, Y18, Y14)
+#define VS4(SC) VS3(SC); SC(R13, 12(R9), Y11, Y19, Y15)
 
 // Column sets: chunk c for the first n columns. Two sums per column (Y8-Y11 and Y16-Y19: even and
 // odd Q8_0 chunks, low and high Q4_0 nibbles) halve the chains of dependent VPDPBUSDs.
@@ -73,24 +84,24 @@
 #define V4BLOCK(C) C(0); C(1); C(2); C(3)
 
 // Blocks for n columns (VP_KERNEL's Bn; the product macro is not needed: V8X and V4X are EVEX).
-#define V8B1(DP) V8BLOCK(V8C1); VS1
-#define V8B2(DP) V8BLOCK(V8C2); VS2
-#define V8B3(DP) V8BLOCK(V8C3); VS3
-#define V8B4(DP) V8BLOCK(V8C4); VS4
+#define V8B1(DP) V8BLOCK(V8C1); VS1(VSCALE8)
+#define V8B2(DP) V8BLOCK(V8C2); VS2(VSCALE8)
+#define V8B3(DP) V8BLOCK(V8C3); VS3(VSCALE8)
+#define V8B4(DP) V8BLOCK(V8C4); VS4(VSCALE8)
 
-#define V4B1(DP) V4BLOCK(V4C1); VS1
-#define V4B2(DP) V4BLOCK(V4C2); VS2
-#define V4B3(DP) V4BLOCK(V4C3); VS3
-#define V4B4(DP) V4BLOCK(V4C4); VS4
+#define V4B1(DP) V4BLOCK(V4C1); VS1(VSCALE4)
+#define V4B2(DP) V4BLOCK(V4C2); VS2(VSCALE4)
+#define V4B3(DP) V4BLOCK(V4C3); VS3(VSCALE4)
+#define V4B4(DP) V4BLOCK(V4C4); VS4(VSCALE4)
 
-// func q8PanelVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
+// func q8PanelVNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 // sums[4b+j] = 128·Σ of the quants of block b of column j.
-TEXT ·q8PanelVNNI(SB), NOSPLIT, $0-64
+TEXT ·q8PanelVNNI(SB), NOSPLIT, $0-72
 	VP_PROLOGUE(0x80808080)
-	VP_KERNEL(VNEXT, V8B1, V8B2, V8B3, V8B4, _, 272, v8n1, v8n2, v8n3, v8n4, v8done, v8ret)
+	VP_KERNEL(VNEXT, V8B1, V8B2, V8B3, V8B4, _, 272, VP_NOFIX, v8p, v8n1, v8n2, v8n3, v8n4, v8done, v8next)
 
-// func q4PanelVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
+// func q4PanelVNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 // sums[4b+j] = 8·Σ of the quants of block b of column j (q4SumsAVX2).
-TEXT ·q4PanelVNNI(SB), NOSPLIT, $0-64
+TEXT ·q4PanelVNNI(SB), NOSPLIT, $0-72
 	VP_PROLOGUE(0x0f0f0f0f)
-	VP_KERNEL(VNEXT, V4B1, V4B2, V4B3, V4B4, _, 144, v4n1, v4n2, v4n3, v4n4, v4done, v4ret)
+	VP_KERNEL(VNEXT, V4B1, V4B2, V4B3, V4B4, _, 144, VP_DIV16, v4p, v4n1, v4n2, v4n3, v4n4, v4done, v4next)

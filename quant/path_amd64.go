@@ -20,11 +20,11 @@ func cpuPaths() []kernelPath {
 }
 
 // panelAsm is the assembly panelKernel of the selected path (panelPathFor).
-func panelAsm(wt Type, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
+func panelAsm(wt Type, np, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
 	switch p := panelPathFor(wt); p {
 	case pathAVX512VNNI, pathAVXVNNI, pathAVXVNNIEvex:
-		panelVNNI(p, wt, nb, w, x, xStride, nx, out, outStride, sums)
+		panelVNNI(p, wt, np, nb, w, x, xStride, nx, out, outStride, sums)
 	default:
-		panelAVX2(wt, nb, w, x, xStride, nx, out, outStride, sums)
+		panelAVX2(wt, np, nb, w, x, xStride, nx, out, outStride, sums)
 	}
 }

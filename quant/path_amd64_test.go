@@ -41,14 +41,17 @@ func forcePath(t testing.TB, p kernelPath) {
 	t.Cleanup(func() { panelPath = old })
 }
 
-// checkPanelPath runs the panel kernel of the selected path on one panel (8 rows of file-layout
-// weights w of typ, packed here) and nx activation rows, and checks each of the 8 x nx results
+// checkPanelPath runs the panel kernel of the selected path on the panels of w (file-layout
+// weights of typ, a multiple of 8 rows, packed here) and nx activation rows in one call, and
+// checks each of the rows x nx results
 // against the Go twin within the tolerance of the AVX2 tests and bit for bit against the AVX2
 // kernel (both compute the same exact integer sums and scale them with the same instructions),
 // and that nothing outside the panel is written.
 func checkPanelPath(t testing.TB, typ Type, nb int, w, x []byte, xStride, nx, outStride int) {
 	t.Helper()
 	k := nb * typ.BlockSize()
+	rowBytes, xRow := typ.RowSize(k), ActType(typ).RowSize(k)
+	np, pb := len(w)/(PanelRows*rowBytes), PanelRows*rowBytes
 	p := make([]byte, len(w))
 	if err := PackRows(typ, k, p, w); err != nil {
 		t.Fatal(err)
@@ -74,25 +77,27 @@ func checkPanelPath(t testing.TB, typ Type, nb int, w, x []byte, xStride, nx, ou
 		q4SumsGo(nb, x, xStride, nx, sums2)
 	}
 	const sentinel = float32(-3.5)
-	n := (nx-1)*outStride + PanelRows + 1
+	n := (nx-1)*outStride + np*PanelRows + 1
 	got, ref, want := make([]float32, n), make([]float32, n), make([]float32, n)
 	for i := range got {
 		got[i], ref[i], want[i] = sentinel, sentinel, sentinel
 	}
-	panelKernel(typ, nb, p, x, xStride, nx, got, outStride, sums)
-	panelAVX2(typ, nb, p, x, xStride, nx, ref, outStride, sums2)
-	switch typ {
-	case Q4_K:
-		panelQ4KGo(nb, p, x, xStride, nx, want, outStride)
-	case Q6_K:
-		panelQ6KGo(nb, p, x, xStride, nx, want, outStride)
-	default:
-		panelProductGo(typ, nb, p, x, xStride, nx, want, outStride)
+	panelKernel(typ, np, nb, p, x, xStride, nx, got, outStride, sums)
+	panelAVX2(typ, np, nb, p, x, xStride, nx, ref, outStride, sums2)
+	for i := range np {
+		pw, po := p[i*pb:(i+1)*pb], want[i*PanelRows:]
+		switch typ {
+		case Q4_K:
+			panelQ4KGo(nb, pw, x, xStride, nx, po, outStride)
+		case Q6_K:
+			panelQ6KGo(nb, pw, x, xStride, nx, po, outStride)
+		default:
+			panelProductGo(typ, nb, pw, x, xStride, nx, po, outStride)
+		}
 	}
-	rowBytes, xRow := typ.RowSize(k), ActType(typ).RowSize(k)
 	for i := range got {
 		j, r := i/outStride, i%outStride
-		if j >= nx || r >= PanelRows {
+		if j >= nx || r >= np*PanelRows {
 			if got[i] != sentinel {
 				t.Fatalf("out[%d] outside the panel was written", i)
 			}
@@ -121,16 +126,19 @@ func checkPanelPath(t testing.TB, typ Type, nb int, w, x []byte, xStride, nx, ou
 	}
 }
 
-// panelTestInputs returns 8 rows of weights of typ with nb blocks and nx activation rows of the
-// matching type, xStride bytes apart (with garbage between rows).
-func panelTestInputs(t testing.TB, r *rand.Rand, typ Type, nb, nx int, raw bool) (w, x []byte, xStride int) {
+// panelTestInputs returns np panels (8np rows) of weights of typ with nb blocks and nx
+// activation rows of the matching type, xStride bytes apart (with garbage between rows).
+func panelTestInputs(t testing.TB, r *rand.Rand, typ Type, np, nb, nx int, raw bool) (w, x []byte, xStride int) {
 	k := nb * typ.BlockSize()
 	xStride = ActType(typ).RowSize(k) + r.IntN(40)
 	if typ == Q4_K || typ == Q6_K {
-		w = kqWeights(t, typ, k, PanelRows, raw, r.Uint64())
+		w = kqWeights(t, typ, k, np*PanelRows, raw, r.Uint64())
 		return w, kqActs(typ, k, nx, xStride, raw, r.Uint64()), xStride
 	}
-	return panelRows(t, r, typ, nb), randActs(r, typ, k, nx, xStride), xStride
+	for range np {
+		w = append(w, panelRows(t, r, typ, nb)...)
+	}
+	return w, randActs(r, typ, k, nx, xStride), xStride
 }
 
 func TestPanelPathsMatchGo(t *testing.T) {
@@ -145,9 +153,10 @@ func TestPanelPathsMatchGo(t *testing.T) {
 				}
 				for _, nb := range nbs {
 					for nx := 1; nx <= MaxCols; nx++ {
-						w, x, xStride := panelTestInputs(t, r, typ, nb, nx, nb%2 == 1)
-						for _, outStride := range []int{PanelRows, PanelRows + 5, 64} {
-							t.Run(fmt.Sprintf("%v/nb=%d/nx=%d/stride=%d", typ, nb, nx, outStride), func(t *testing.T) {
+						np := 1 + nx%2*2 // one panel, or three in one call
+						w, x, xStride := panelTestInputs(t, r, typ, np, nb, nx, nb%2 == 1)
+						for _, outStride := range []int{np * PanelRows, np*PanelRows + 5, 64} {
+							t.Run(fmt.Sprintf("%v/np=%d/nb=%d/nx=%d/stride=%d", typ, np, nb, nx, outStride), func(t *testing.T) {
 								checkPanelPath(t, typ, nb, w, x, xStride, nx, outStride)
 							})
 						}
@@ -205,7 +214,7 @@ func TestPanelPathsExtremes(t *testing.T) {
 					if needsSums(c.typ) {
 						panelSums(c.typ, nb, x, nb*q8_0Bytes, nx, sums)
 					}
-					panelKernel(c.typ, nb, p, x, nb*q8_0Bytes, nx, out, PanelRows, sums)
+					panelKernel(c.typ, 1, nb, p, x, nb*q8_0Bytes, nx, out, PanelRows, sums)
 					for i, v := range out[:nx*PanelRows] {
 						if v != want {
 							t.Fatalf("nx=%d out[%d] = %v, want %v", nx, i, v, want)
@@ -265,7 +274,7 @@ func TestPanelKPathsExtremes(t *testing.T) {
 				}
 				out := make([]float32, MaxCols*PanelRows)
 				for nx := 1; nx <= MaxCols; nx++ {
-					panelKernel(typ, nb, p, x, nb*q8_KBytes, nx, out, PanelRows, nil)
+					panelKernel(typ, 1, nb, p, x, nb*q8_KBytes, nx, out, PanelRows, nil)
 					for i, v := range out[:nx*PanelRows] {
 						if v != want {
 							t.Fatalf("nx=%d out[%d] = %v, want %v", nx, i, v, want)

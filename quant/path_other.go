@@ -6,6 +6,6 @@ package quant
 func cpuPaths() []kernelPath { return []kernelPath{pathGo} }
 
 // panelAsm is never called here: hasPanelAsm stays false.
-func panelAsm(Type, int, []byte, []byte, int, int, []float32, int, []int32) {
+func panelAsm(Type, int, int, []byte, []byte, int, int, []float32, int, []int32) {
 	panic("quant: no assembly panel kernel")
 }
