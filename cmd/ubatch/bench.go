@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -39,7 +40,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	npl := fs.String("npl", "1,2,4,8,16", "batched mode: numbers of parallel sequences (comma-separated)")
 	asJSON := fs.Bool("json", false, "print JSON: llama-bench's array of rows, or in batched mode one llama-batched-bench object per line")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measurements to this file (inspect with go tool pprof)")
-	membw := fs.Bool("membw", false, "measure the machine's memory read bandwidth with the same thread count (first, and again before and after each tg test: the best counts), and report each tg test's share of it")
+	membw := fs.Bool("membw", false, "measure the machine's memory read bandwidth with the same thread count (once first, then right before and after every tg repetition), and report each tg test's share of it: per repetition against the larger of its two neighbouring measurements, the median over repetitions")
 	kernels := kernelsFlag(fs)
 	if err := parse(fs, args, mf.check); err != nil {
 		return err
@@ -49,12 +50,11 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer restoreKernels()
-	var bandwidth *readBandwidth
+	var bandwidth func() float64 // bytes per second; nil without --membw
 	if *membw {
 		buf, n := make([]uint64, 64<<20), threads(mf.threads) // 512 MiB
-		bandwidth = &readBandwidth{measure: func() float64 { return ops.ReadBandwidth(buf, n, 5) }}
-		bandwidth.update()
-		fmt.Fprintf(stdout, "memory read bandwidth: %.1f GB/s (%d threads, 512 MiB streamed, best of 5)\n\n", bandwidth.best/1e9, n)
+		bandwidth = func() float64 { return ops.ReadBandwidth(buf, n, 5) }
+		fmt.Fprintf(stdout, "memory read bandwidth: %.1f GB/s (%d threads, 512 MiB streamed, best of 5)\n\n", bandwidth()/1e9, n)
 	}
 	stopProfile, err := startCPUProfile(*cpuProfile)
 	if err != nil {
@@ -120,13 +120,15 @@ type benchRow struct {
 	SamplesNs     []int64   `json:"samples_ns"`
 	SamplesTs     []float64 `json:"samples_ts"`
 	PeakRSS       int64     `json:"peak_rss_bytes"`
-	// tg tests: weight bytes one token reads, the rate that makes, the measured read bandwidth
-	// (--membw, the best up to the end of the test; 0 when not measured) and the rate's share of it.
-	WeightBytes    int64   `json:"weight_bytes_per_token,omitempty"`
-	GBps           float64 `json:"weight_gbps,omitempty"`
-	ReadGBps       float64 `json:"read_gbps,omitempty"`
-	BandwidthShare float64 `json:"bandwidth_share,omitempty"`
-	KernelPath     string  `json:"kernel_path"`
+	// tg tests: weight bytes one token reads and the rate that makes; with --membw, the read
+	// bandwidth around the repetitions and the rate's share of it (medians, see
+	// shareOfBandwidth) and every repetition's share.
+	WeightBytes     int64     `json:"weight_bytes_per_token,omitempty"`
+	GBps            float64   `json:"weight_gbps,omitempty"`
+	ReadGBps        float64   `json:"read_gbps,omitempty"`
+	BandwidthShare  float64   `json:"bandwidth_share,omitempty"`
+	BandwidthShares []float64 `json:"bandwidth_shares,omitempty"`
+	KernelPath      string    `json:"kernel_path"`
 }
 
 // weightBytes is what one decode step reads of the weights: every matrix once (a tied
@@ -143,22 +145,39 @@ func weightBytes(m *model.Model) int64 {
 	return n
 }
 
-// readBandwidth is the --membw reference: the best of the read bandwidths measured so far. On a
-// shared machine one measurement may fall in a busy moment (decode has been seen to read faster
-// than a single measurement said), so it is measured again around each tg test.
-type readBandwidth struct {
-	measure func() float64
-	best    float64
-}
-
-// update measures once more; a nil reference (no --membw) does nothing.
-func (r *readBandwidth) update() {
-	if r != nil {
-		r.best = max(r.best, r.measure())
+// shareOfBandwidth sets a tg row's --membw figures from the read bandwidth measured before each
+// of its repetitions and after the last (len(read) == len(row.SamplesTs)+1, bytes per second).
+// The machine's bandwidth is not one number: on a shared VM it moves between readings seconds
+// apart (on the AMD EPYC CI machine two threads mostly read ~33 GB/s and now and then ~54, as
+// if the two vCPUs had moved to separate cores), so a repetition is compared with the larger of
+// its two neighbouring readings, not with the best of the whole run, a moment it may not have
+// had. The row reports the medians; the shares of every repetition are in BandwidthShares.
+func shareOfBandwidth(row *benchRow, read []float64) {
+	refs := make([]float64, len(row.SamplesTs))
+	row.BandwidthShares = make([]float64, len(refs))
+	for i, ts := range row.SamplesTs {
+		refs[i] = max(read[i], read[i+1])
+		row.BandwidthShares[i] = float64(row.WeightBytes) * ts / refs[i]
 	}
+	row.ReadGBps = median(refs) / 1e9
+	row.BandwidthShare = median(row.BandwidthShares)
 }
 
-func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs []int, reps int, asJSON bool, bandwidth *readBandwidth, stdout, stderr io.Writer) error {
+// median of x (the mean of the middle two for an even count); x is not modified.
+func median(x []float64) float64 {
+	s := slices.Clone(x)
+	slices.Sort(s)
+	n := len(s)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs []int, reps int, asJSON bool, bandwidth func() float64, stdout, stderr io.Writer) error {
 	need := 0
 	for _, v := range append(append([]int{}, pps...), tgs...) {
 		need = max(need, v)
@@ -212,16 +231,18 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 			}
 			return time.Since(start), nil
 		}
-		if tc[1] > 0 {
-			bandwidth.update()
-		}
 		if _, err := run(); err != nil { // warm-up
 			return err
 		}
 		row := newBenchRow(m, lctx, tc[0], tc[1])
+		measure := tc[1] > 0 && bandwidth != nil
+		var read []float64
 		for range reps {
 			if ctx.Err() != nil {
 				return ctx.Err()
+			}
+			if measure {
+				read = append(read, bandwidth())
 			}
 			d, err := run()
 			if err != nil {
@@ -236,10 +257,8 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 		if tc[1] > 0 {
 			row.WeightBytes = weightBytes(m)
 			row.GBps = float64(row.WeightBytes) * row.AvgTs / 1e9
-			if bandwidth != nil {
-				bandwidth.update()
-				row.ReadGBps = bandwidth.best / 1e9
-				row.BandwidthShare = row.GBps / row.ReadGBps
+			if measure {
+				shareOfBandwidth(&row, append(read, bandwidth()))
 			}
 		}
 		rows = append(rows, row)
@@ -262,7 +281,8 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 		if r.WeightBytes > 0 {
 			fmt.Fprintf(stdout, "tg%d: %.1f MiB of weights per token, %.1f GB/s", r.NGen, float64(r.WeightBytes)/(1<<20), r.GBps)
 			if r.BandwidthShare > 0 {
-				fmt.Fprintf(stdout, ", %.0f%% of the measured read bandwidth (%.1f GB/s)", 100*r.BandwidthShare, r.ReadGBps)
+				fmt.Fprintf(stdout, ", %.0f%% of the read bandwidth measured around each repetition (median %.1f GB/s; repetitions %.0f-%.0f%%)",
+					100*r.BandwidthShare, r.ReadGBps, 100*slices.Min(r.BandwidthShares), 100*slices.Max(r.BandwidthShares))
 			}
 			fmt.Fprintln(stdout)
 		}
