@@ -1,10 +1,10 @@
 package quant
 
 //go:noescape
-func q8PanelAVX2(nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
+func q8PanelAVX2(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 
 //go:noescape
-func q4PanelAVX2(nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
+func q4PanelAVX2(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 
 //go:noescape
 func q4SumsAVX2(nb int, x *byte, xStride, nx int, dst *int32)
@@ -15,28 +15,27 @@ func init() {
 	}
 }
 
-// panelAVX2 is the panelKernel for AVX2, one kernel call per panel. The index expressions check
-// the ranges the assembly reads and writes (see panelKernel); MatMulPacked has checked the shapes,
-// so they cost little.
+// panelAVX2 is the panelKernel for AVX2: the Q8_0 and Q4_0 kernels run all np panels in one
+// call, Q4_K and Q6_K one per call. The index expressions check the ranges the assembly reads and
+// writes (see panelKernel); MatMulPacked has checked the shapes, so they cost little.
 func panelAVX2(wt Type, np, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
 	pb := PanelRows * nb * wt.TypeSize()
 	_ = w[np*pb-1]
 	_ = x[(nx-1)*xStride+nb*ActType(wt).TypeSize()-1]
 	_ = out[(nx-1)*outStride+np*PanelRows-1]
-	if wt == Q4_0 {
+	switch wt {
+	case Q8_0:
+		q8PanelAVX2(np, nb, &w[0], &x[0], xStride, nx, &out[0], outStride, nil)
+	case Q4_0:
 		_ = sums[4*nb-1]
-	}
-	for p := range np {
-		pw, po := &w[p*pb], &out[p*PanelRows]
-		switch wt {
-		case Q8_0:
-			q8PanelAVX2(nb, pw, &x[0], xStride, nx, po, outStride)
-		case Q4_K:
-			q4KPanelAVX2(nb, pw, &x[0], xStride, nx, po, outStride)
-		case Q6_K:
-			q6KPanelAVX2(nb, pw, &x[0], xStride, nx, po, outStride)
-		default:
-			q4PanelAVX2(nb, pw, &x[0], xStride, nx, po, outStride, &sums[0])
+		q4PanelAVX2(np, nb, &w[0], &x[0], xStride, nx, &out[0], outStride, &sums[0])
+	case Q4_K:
+		for p := range np {
+			q4KPanelAVX2(nb, &w[p*pb], &x[0], xStride, nx, &out[p*PanelRows], outStride)
+		}
+	case Q6_K:
+		for p := range np {
+			q6KPanelAVX2(nb, &w[p*pb], &x[0], xStride, nx, &out[p*PanelRows], outStride)
 		}
 	}
 }

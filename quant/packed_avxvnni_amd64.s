@@ -27,7 +27,7 @@
 #define DP_VEX(acc, a, u, un, s, sn) VPDPBUSD_VEX(a, un, sn)
 #define DP_EVEX(acc, a, u, un, s, sn) VPDPBUSD s, u, acc
 
-// Registers beyond packed_vnni_amd64.h's: Y2 the broadcast activations; Y3, Y4, Y6, Y7 the
+// Registers beyond those of packed_amd64.h: Y2 the broadcast activations; Y3, Y4, Y6, Y7 the
 // second integer sums of columns 0-3 (odd Q8_0 chunks, high Q4_0 nibbles), which halve the chains
 // of dependent VPDPBUSDs (latency-bound with one or two columns otherwise); the row scales are
 // loaded at the end of a block, into Y0, with Y1 as scratch.
@@ -45,7 +45,7 @@
 	DP(acc2, a2, Y1, 1, Y2, 2)
 
 // A_NEXT starts a block: cleared sums (the row scales come at its end; no prefetch, see
-// PANEL_NEXT in packed_amd64.s).
+// VP_NEXT in packed_amd64.h).
 #define A_NEXT \
 	VPXOR      Y8, Y8, Y8;    \
 	VPXOR      Y9, Y9, Y9;    \

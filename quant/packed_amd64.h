@@ -1,0 +1,120 @@
+// The frame shared by the Q8_0 and Q4_0 panel kernels (packed_amd64.s: AVX2; packed_vnni_amd64.s
+// and packed_avxvnni_amd64.s: VNNI): arguments, the panel and block loops, one per column count,
+// and the stores. Only VEX-encodable instructions, so that the AVX-VNNI kernels run without
+// AVX-512.
+//
+// Registers: BX panels left; CX blocks left; SI the current block (scales, then quants); DI,
+// R10, R12, R13 columns 0-3 (R8 apart); R11 nx; DX out (the panel's rows); R9 sums; Y0-Y1
+// weights; Y2-Y3 scratch; Y5 the 0x80 (Q8_0) or 0x0f (Q4_0) bytes; Y7 the block's row scales;
+// Y8-Y11 integer sums of columns 0-3; Y12-Y15 their results. The AVX2 kernels also hold int16
+// ones in Y6.
+
+// The kernels' arguments: (np, nb int, w, x *byte, xStride, nx int, out *float32, outStride
+// int, sums *int32), frame $0-72 (sums unused by the AVX2 Q8_0 kernel). The panels follow each other in w; each starts over at x and
+// sums and writes the 8 floats after the previous panel's.
+#define VP_PROLOGUE(mask) \
+	MOVQ         np+0(FP), BX;       \
+	MOVQ         w+16(FP), SI;       \
+	MOVQ         xStride+32(FP), R8; \
+	MOVQ         nx+40(FP), R11;     \
+	MOVQ         out+48(FP), DX;     \
+	MOVL         $mask, AX;          \
+	VMOVD        AX, X5;             \
+	VPBROADCASTD X5, Y5
+
+// VP_PANEL starts a panel: all blocks to go, the columns and sums from their start, cleared
+// results.
+#define VP_PANEL \
+	MOVQ   nb+8(FP), CX;       \
+	MOVQ   x+24(FP), DI;       \
+	MOVQ   sums+64(FP), R9;    \
+	LEAQ   (DI)(R8*1), R10;    \
+	LEAQ   (DI)(R8*2), R12;    \
+	LEAQ   (R10)(R8*2), R13;   \
+	VXORPS Y12, Y12, Y12;      \
+	VXORPS Y13, Y13, Y13;      \
+	VXORPS Y14, Y14, Y14;      \
+	VXORPS Y15, Y15, Y15
+
+// VP_NEXT starts a block: loads the rows' scales and clears the integer sums. There is no
+// software prefetch: a panel is one sequential stream (packed.go), which the hardware prefetcher
+// follows; prefetches 4 KiB ahead made 1-token streaming 10-40% slower on Zen 4 (see
+// BenchmarkMatMulPackedStream), and 1 KiB ahead 10% slower.
+#define VP_NEXT \
+	VCVTPH2PS  (SI), Y7;      \
+	VPXOR      Y8, Y8, Y8;    \
+	VPXOR      Y9, Y9, Y9;    \
+	VPXOR      Y10, Y10, Y10; \
+	VPXOR      Y11, Y11, Y11
+
+#define VP_ADVANCE(bb) \
+	ADDQ $bb, SI;  \
+	ADDQ $16, R9;  \
+	ADDQ $34, DI;  \
+	ADDQ $34, R10; \
+	ADDQ $34, R12; \
+	ADDQ $34, R13; \
+	DECQ CX
+
+#define VP_NOFIX
+
+// VP_STORE stores the nx (R11) columns' results from Y12-Y15 at DX, outStride floats apart.
+#define VP_STORE(done) \
+	MOVQ    outStride+56(FP), R9; \
+	VMOVUPS Y12, (DX);            \
+	CMPQ    R11, $2;              \
+	JLT     done;                 \
+	VMOVUPS Y13, (DX)(R9*4);      \
+	CMPQ    R11, $3;              \
+	JLT     done;                 \
+	VMOVUPS Y14, (DX)(R9*8);      \
+	CMPQ    R11, $4;              \
+	JLT     done;                 \
+	LEAQ    (R9)(R9*2), R9;       \
+	VMOVUPS Y15, (DX)(R9*4)
+
+// VP_KERNEL is a kernel's body after VP_PROLOGUE: for each panel, one block loop per column
+// count nx = 1..4 (R11), each starting blocks with NEXT and running them with Bn(DP) (the
+// chunks and the scaling for n columns, with the product macro DP), bb bytes per block; then
+// FIX (VP_DIV16, see packed_vnni_amd64.h, or VP_NOFIX) and the stores. lp, l1-l4, ldone and
+// lnext are its labels.
+#define VP_KERNEL(NEXT, B1, B2, B3, B4, DP, bb, FIX, lp, l1, l2, l3, l4, ldone, lnext) \
+lp:                  \
+	VP_PANEL;        \
+	CMPQ R11, $2;    \
+	JLT  l1;         \
+	JEQ  l2;         \
+	CMPQ R11, $3;    \
+	JEQ  l3;         \
+l4:                  \
+	NEXT;            \
+	B4(DP);          \
+	VP_ADVANCE(bb);  \
+	JNZ  l4;         \
+	JMP  ldone;      \
+l3:                  \
+	NEXT;            \
+	B3(DP);          \
+	VP_ADVANCE(bb);  \
+	JNZ  l3;         \
+	JMP  ldone;      \
+l2:                  \
+	NEXT;            \
+	B2(DP);          \
+	VP_ADVANCE(bb);  \
+	JNZ  l2;         \
+	JMP  ldone;      \
+l1:                  \
+	NEXT;            \
+	B1(DP);          \
+	VP_ADVANCE(bb);  \
+	JNZ  l1;         \
+ldone:               \
+	FIX;             \
+	VP_STORE(lnext); \
+lnext:               \
+	ADDQ $32, DX;    \
+	DECQ BX;         \
+	JNZ  lp;         \
+	VZEROUPPER;      \
+	RET
