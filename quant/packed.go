@@ -35,9 +35,9 @@ const PanelRows = 8
 // panelKernel runs np consecutive panels: panel p's weights follow panel p-1's in w, its outputs
 // are out[j*outStride+8p+r]. It picks the assembly of the selected path (panelAsm, see path.go)
 // when hasPanelAsm, else the Go twin (panelProductGo, panelQ4KGo, panelQ6KGo), one panel at a
-// time; all are called directly so that the callers' stack buffers stay on the stack. (The VNNI
-// Q8_0/Q4_0 kernels loop over the panels themselves: in a 1-token matmul a panel is a few
-// microseconds of work, and a call per panel through the dispatch cost them 10% of their speed.)
+// time; all are called directly so that the callers' stack buffers stay on the stack. The
+// assembly kernels loop over the panels themselves: in a 1-token matmul a panel is a fraction of
+// a microsecond of work, and a call per panel through the dispatch cost 10% of the kernels' speed.
 
 // hasPanelAsm is set by init where the assembly panel kernels run; tests clear it to run the Go
 // twins through the same code.
@@ -230,6 +230,9 @@ func matmulPanels(wt Type, k int, w, xq []byte, nTok int, out []float32, outStri
 		chunk = len(sums) / (MaxCols * nb) * MaxCols
 	}
 	blockRows := max(1, panelBlockBytes/panel) * PanelRows
+	if nTok <= MaxCols {
+		blockRows = r1 - r0 // one token group: nothing to keep in L2 for the next one
+	}
 	for c0 := 0; c0 < nTok; c0 += chunk {
 		c1 := min(nTok, c0+chunk)
 		if ws {

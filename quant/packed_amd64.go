@@ -15,8 +15,7 @@ func init() {
 	}
 }
 
-// panelAVX2 is the panelKernel for AVX2: the Q8_0 and Q4_0 kernels run all np panels in one
-// call, Q4_K and Q6_K one per call. The index expressions check the ranges the assembly reads and
+// panelAVX2 is the panelKernel for AVX2. The index expressions check the ranges the assembly reads and
 // writes (see panelKernel); MatMulPacked has checked the shapes, so they cost little.
 func panelAVX2(wt Type, np, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
 	pb := PanelRows * nb * wt.TypeSize()
@@ -30,13 +29,9 @@ func panelAVX2(wt Type, np, nb int, w, x []byte, xStride, nx int, out []float32,
 		_ = sums[4*nb-1]
 		q4PanelAVX2(np, nb, &w[0], &x[0], xStride, nx, &out[0], outStride, &sums[0])
 	case Q4_K:
-		for p := range np {
-			q4KPanelAVX2(nb, &w[p*pb], &x[0], xStride, nx, &out[p*PanelRows], outStride)
-		}
+		q4KPanelAVX2(np, nb, &w[0], &x[0], xStride, nx, &out[0], outStride)
 	case Q6_K:
-		for p := range np {
-			q6KPanelAVX2(nb, &w[p*pb], &x[0], xStride, nx, &out[p*PanelRows], outStride)
-		}
+		q6KPanelAVX2(np, nb, &w[0], &x[0], xStride, nx, &out[0], outStride)
 	}
 }
 

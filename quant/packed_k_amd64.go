@@ -7,7 +7,7 @@ package quant
 // offset from the Q8_K bsums, so activation blocks must be well formed (QuantizeAct).
 
 //go:noescape
-func q4KPanelAVX2(nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
+func q4KPanelAVX2(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
 
 //go:noescape
-func q6KPanelAVX2(nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
+func q6KPanelAVX2(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int)

@@ -7,15 +7,23 @@
 // the panels are streamed once per token group, in order.
 #define KPF 4096
 
+// The kernels' arguments: (np, nb int, w, x *byte, xStride, nx int, out *float32, outStride
+// int), frame -64. As the Q8_0/Q4_0 kernels (packed_amd64.h), they run np panels, which follow
+// each other in w; each starts over at x and writes the 8 floats after the previous panel's.
+// BX counts the panels down.
 #define KP_PROLOGUE \
-	MOVQ nb+0(FP), CX;       \
-	MOVQ w+8(FP), SI;        \
-	MOVQ x+16(FP), DI;       \
-	MOVQ xStride+24(FP), R8; \
-	MOVQ nx+32(FP), R11;     \
-	MOVQ out+40(FP), DX;     \
-	LEAQ (DI)(R8*1), R10;    \
-	LEAQ (DI)(R8*2), R12;    \
+	MOVQ np+0(FP), BX;       \
+	MOVQ w+16(FP), SI;       \
+	MOVQ xStride+32(FP), R8; \
+	MOVQ nx+40(FP), R11;     \
+	MOVQ out+48(FP), DX
+
+// KP_PANEL starts a panel: all super-blocks to go, the columns from their start.
+#define KP_PANEL \
+	MOVQ nb+8(FP), CX;    \
+	MOVQ x+24(FP), DI;    \
+	LEAQ (DI)(R8*1), R10; \
+	LEAQ (DI)(R8*2), R12; \
 	LEAQ (R10)(R8*2), R13
 
 // KP_NEXT advances the weights by wbytes and the four columns by one Q8_K block and counts down.
@@ -29,7 +37,7 @@
 
 // KP_STORE stores the nx (R11) columns' results from a0..a3 at DX, outStride floats apart.
 #define KP_STORE(a0, a1, a2, a3, done) \
-	MOVQ    outStride+48(FP), R9; \
+	MOVQ    outStride+56(FP), R9; \
 	VMOVUPS a0, (DX);             \
 	CMPQ    R11, $2;              \
 	JLT     done;                 \
@@ -41,6 +49,45 @@
 	JLT     done;                 \
 	LEAQ    (R9)(R9*2), R9;       \
 	VMOVUPS a3, (DX)(R9*4)
+
+// KP_KERNEL is a kernel's body after KP_PROLOGUE and its constants: for each panel, the results
+// a0..a3 cleared, one super-block loop per column count nx = 1..4 (R11) running Bn (which ends
+// with KP_NEXT), then the stores. lp, l1-l4, ldone and lnext are its labels.
+#define KP_KERNEL(B1, B2, B3, B4, a0, a1, a2, a3, lp, l1, l2, l3, l4, ldone, lnext) \
+lp:                                \
+	KP_PANEL;                      \
+	VXORPS a0, a0, a0;             \
+	VXORPS a1, a1, a1;             \
+	VXORPS a2, a2, a2;             \
+	VXORPS a3, a3, a3;             \
+	CMPQ   R11, $2;                \
+	JLT    l1;                     \
+	JEQ    l2;                     \
+	CMPQ   R11, $3;                \
+	JEQ    l3;                     \
+l4:                                \
+	B4;                            \
+	JNZ    l4;                     \
+	JMP    ldone;                  \
+l3:                                \
+	B3;                            \
+	JNZ    l3;                     \
+	JMP    ldone;                  \
+l2:                                \
+	B2;                            \
+	JNZ    l2;                     \
+	JMP    ldone;                  \
+l1:                                \
+	B1;                            \
+	JNZ    l1;                     \
+ldone:                             \
+	KP_STORE(a0, a1, a2, a3, lnext); \
+lnext:                             \
+	ADDQ   $32, DX;                \
+	DECQ   BX;                     \
+	JNZ    lp;                     \
+	VZEROUPPER;                    \
+	RET
 
 // K4W decodes chunk c of sub-block s: Y12 = levels of elements 32s+4c.., Y13 of 32s+16+4c...
 #define K4W(s, c) \

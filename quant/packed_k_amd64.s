@@ -105,47 +105,18 @@
 	PREFETCHT0 KPF+64(SI);       \
 	KP_NEXT(1152)
 
-// func q4KPanelAVX2(nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
-TEXT ·q4KPanelAVX2(SB), NOSPLIT, $128-56
+#define K4B1 K4BLOCK(K4F1, K4C1, K4SF1, K4S1, K4MF1, K4M1, K4FOLD1)
+#define K4B2 K4BLOCK(K4F2, K4C2, K4SF2, K4S2, K4MF2, K4M2, K4FOLD2)
+#define K4B3 K4BLOCK(K4F3, K4C3, K4SF3, K4S3, K4MF3, K4M3, K4FOLD3)
+#define K4B4 K4BLOCK(K4F4, K4C4, K4SF4, K4S4, K4MF4, K4M4, K4FOLD4)
+
+// func q4KPanelAVX2(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
+TEXT ·q4KPanelAVX2(SB), NOSPLIT, $128-64
 	KP_PROLOGUE
-	VXORPS       Y8, Y8, Y8
-	VXORPS       Y9, Y9, Y9
-	VXORPS       Y10, Y10, Y10
-	VXORPS       Y11, Y11, Y11
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X15
 	VPBROADCASTD X15, Y15
-	CMPQ         R11, $2
-	JLT          k4n1
-	JEQ          k4n2
-	CMPQ         R11, $3
-	JEQ          k4n3
-
-k4n4:
-	K4BLOCK(K4F4, K4C4, K4SF4, K4S4, K4MF4, K4M4, K4FOLD4)
-	JNZ k4n4
-	JMP k4done
-
-k4n3:
-	K4BLOCK(K4F3, K4C3, K4SF3, K4S3, K4MF3, K4M3, K4FOLD3)
-	JNZ k4n3
-	JMP k4done
-
-k4n2:
-	K4BLOCK(K4F2, K4C2, K4SF2, K4S2, K4MF2, K4M2, K4FOLD2)
-	JNZ k4n2
-	JMP k4done
-
-k4n1:
-	K4BLOCK(K4F1, K4C1, K4SF1, K4S1, K4MF1, K4M1, K4FOLD1)
-	JNZ k4n1
-
-k4done:
-	KP_STORE(Y8, Y9, Y10, Y11, k4ret)
-
-k4ret:
-	VZEROUPPER
-	RET
+	KP_KERNEL(K4B1, K4B2, K4B3, K4B4, Y8, Y9, Y10, Y11, k4p, k4n1, k4n2, k4n3, k4n4, k4done, k4next)
 
 // ---------------------------------------------------------------------------------------------
 // Q6_K. Y0-Y3: the super-block's int32 sums for columns 0-3; Y4-Y7: float results; Y8: the scale
@@ -233,47 +204,18 @@ k4ret:
 	PREFETCHT0 KPF+128(SI);         \
 	KP_NEXT(1680)
 
-// func q6KPanelAVX2(nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
-TEXT ·q6KPanelAVX2(SB), NOSPLIT, $0-56
+#define Q6B1 Q6BLOCK(Q6Z1, Q6C1, Q6O1, Q6FOLD1)
+#define Q6B2 Q6BLOCK(Q6Z2, Q6C2, Q6O2, Q6FOLD2)
+#define Q6B3 Q6BLOCK(Q6Z3, Q6C3, Q6O3, Q6FOLD3)
+#define Q6B4 Q6BLOCK(Q6Z4, Q6C4, Q6O4, Q6FOLD4)
+
+// func q6KPanelAVX2(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
+TEXT ·q6KPanelAVX2(SB), NOSPLIT, $0-64
 	KP_PROLOGUE
-	VXORPS       Y4, Y4, Y4
-	VXORPS       Y5, Y5, Y5
-	VXORPS       Y6, Y6, Y6
-	VXORPS       Y7, Y7, Y7
 	MOVL         $0x3f3f3f3f, AX
 	VMOVD        AX, X15
 	VPBROADCASTD X15, Y15
-	CMPQ         R11, $2
-	JLT          q6n1
-	JEQ          q6n2
-	CMPQ         R11, $3
-	JEQ          q6n3
-
-q6n4:
-	Q6BLOCK(Q6Z4, Q6C4, Q6O4, Q6FOLD4)
-	JNZ q6n4
-	JMP q6done
-
-q6n3:
-	Q6BLOCK(Q6Z3, Q6C3, Q6O3, Q6FOLD3)
-	JNZ q6n3
-	JMP q6done
-
-q6n2:
-	Q6BLOCK(Q6Z2, Q6C2, Q6O2, Q6FOLD2)
-	JNZ q6n2
-	JMP q6done
-
-q6n1:
-	Q6BLOCK(Q6Z1, Q6C1, Q6O1, Q6FOLD1)
-	JNZ q6n1
-
-q6done:
-	KP_STORE(Y4, Y5, Y6, Y7, q6ret)
-
-q6ret:
-	VZEROUPPER
-	RET
+	KP_KERNEL(Q6B1, Q6B2, Q6B3, Q6B4, Y4, Y5, Y6, Y7, q6p, q6n1, q6n2, q6n3, q6n4, q6done, q6next)
 
 // k4dup+32v picks byte 4r+v of each row's dword (lane-local r) into both words of the dword as
 // an int16 (the high bytes zero): v = 0, 2 give the scales of sub-blocks 2q, 2q+1 from U_q, v = 1,

@@ -87,47 +87,18 @@
 	PREFETCHT0 KPF+64(SI);         \
 	KP_NEXT(1152)
 
-// func q4KPanelVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
-TEXT ·q4KPanelVNNI(SB), NOSPLIT, $128-56
+#define VK4B1 VK4BLOCK(VK4Z1, VK4C1, VK4SF1, VK4S1, K4MF1, K4M1, K4FOLD1)
+#define VK4B2 VK4BLOCK(VK4Z2, VK4C2, VK4SF2, VK4S2, K4MF2, K4M2, K4FOLD2)
+#define VK4B3 VK4BLOCK(VK4Z3, VK4C3, VK4SF3, VK4S3, K4MF3, K4M3, K4FOLD3)
+#define VK4B4 VK4BLOCK(VK4Z4, VK4C4, VK4SF4, VK4S4, K4MF4, K4M4, K4FOLD4)
+
+// func q4KPanelVNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
+TEXT ·q4KPanelVNNI(SB), NOSPLIT, $128-64
 	KP_PROLOGUE
-	VXORPS       Y8, Y8, Y8
-	VXORPS       Y9, Y9, Y9
-	VXORPS       Y10, Y10, Y10
-	VXORPS       Y11, Y11, Y11
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X15
 	VPBROADCASTD X15, Y15
-	CMPQ         R11, $2
-	JLT          vk4n1
-	JEQ          vk4n2
-	CMPQ         R11, $3
-	JEQ          vk4n3
-
-vk4n4:
-	VK4BLOCK(VK4Z4, VK4C4, VK4SF4, VK4S4, K4MF4, K4M4, K4FOLD4)
-	JNZ vk4n4
-	JMP vk4done
-
-vk4n3:
-	VK4BLOCK(VK4Z3, VK4C3, VK4SF3, VK4S3, K4MF3, K4M3, K4FOLD3)
-	JNZ vk4n3
-	JMP vk4done
-
-vk4n2:
-	VK4BLOCK(VK4Z2, VK4C2, VK4SF2, VK4S2, K4MF2, K4M2, K4FOLD2)
-	JNZ vk4n2
-	JMP vk4done
-
-vk4n1:
-	VK4BLOCK(VK4Z1, VK4C1, VK4SF1, VK4S1, K4MF1, K4M1, K4FOLD1)
-	JNZ vk4n1
-
-vk4done:
-	KP_STORE(Y8, Y9, Y10, Y11, vk4ret)
-
-vk4ret:
-	VZEROUPPER
-	RET
+	KP_KERNEL(VK4B1, VK4B2, VK4B3, VK4B4, Y8, Y9, Y10, Y11, vk4p, vk4n1, vk4n2, vk4n3, vk4n4, vk4done, vk4next)
 
 // ---------------------------------------------------------------------------------------------
 // Q6_K: q6KPanelAVX2 (packed_k_amd64.s) with VPDPWSSD, which adds word-pair products to dwords
@@ -227,47 +198,18 @@ vk4ret:
 	PREFETCHT0 KPF+128(SI);         \
 	KP_NEXT(1680)
 
-// func q6KPanelVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
-TEXT ·q6KPanelVNNI(SB), NOSPLIT, $0-56
+#define VQ6B1 VQ6BLOCK(VQ6Z1, VQ6C1, VQ6O1, VQ6FOLD1)
+#define VQ6B2 VQ6BLOCK(VQ6Z2, VQ6C2, VQ6O2, VQ6FOLD2)
+#define VQ6B3 VQ6BLOCK(VQ6Z3, VQ6C3, VQ6O3, VQ6FOLD3)
+#define VQ6B4 VQ6BLOCK(VQ6Z4, VQ6C4, VQ6O4, VQ6FOLD4)
+
+// func q6KPanelVNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
+TEXT ·q6KPanelVNNI(SB), NOSPLIT, $0-64
 	KP_PROLOGUE
-	VXORPS       Y4, Y4, Y4
-	VXORPS       Y5, Y5, Y5
-	VXORPS       Y6, Y6, Y6
-	VXORPS       Y7, Y7, Y7
 	MOVL         $0x3f3f3f3f, AX
 	VMOVD        AX, X15
 	VPBROADCASTD X15, Y15
-	CMPQ         R11, $2
-	JLT          vq6n1
-	JEQ          vq6n2
-	CMPQ         R11, $3
-	JEQ          vq6n3
-
-vq6n4:
-	VQ6BLOCK(VQ6Z4, VQ6C4, VQ6O4, VQ6FOLD4)
-	JNZ vq6n4
-	JMP vq6done
-
-vq6n3:
-	VQ6BLOCK(VQ6Z3, VQ6C3, VQ6O3, VQ6FOLD3)
-	JNZ vq6n3
-	JMP vq6done
-
-vq6n2:
-	VQ6BLOCK(VQ6Z2, VQ6C2, VQ6O2, VQ6FOLD2)
-	JNZ vq6n2
-	JMP vq6done
-
-vq6n1:
-	VQ6BLOCK(VQ6Z1, VQ6C1, VQ6O1, VQ6FOLD1)
-	JNZ vq6n1
-
-vq6done:
-	KP_STORE(Y4, Y5, Y6, Y7, vq6ret)
-
-vq6ret:
-	VZEROUPPER
-	RET
+	KP_KERNEL(VQ6B1, VQ6B2, VQ6B3, VQ6B4, Y4, Y5, Y6, Y7, vq6p, vq6n1, vq6n2, vq6n3, vq6n4, vq6done, vq6next)
 
 // vk4sc+32i picks byte 4r+2i of each row's dword (lane-local r) into the dword's low byte, the
 // others zero: the scales of sub-blocks 2q (i = 0) and 2q+1 (i = 1) from U_q, as int32s.

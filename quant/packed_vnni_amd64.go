@@ -13,10 +13,10 @@ func q8PanelVNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStrid
 func q4PanelVNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 
 //go:noescape
-func q4KPanelVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
+func q4KPanelVNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
 
 //go:noescape
-func q6KPanelVNNI(nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
+func q6KPanelVNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
 
 //go:noescape
 func q8PanelAVXVNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
@@ -33,7 +33,6 @@ func q4PanelAVXVNNIEvex(np, nb int, w, x *byte, xStride, nx int, out *float32, o
 // panelVNNI is the panelKernel of VNNI path p for the types hasVNNIPanel reports. Like
 // panelAVX2 it checks the ranges the assembly reads and writes (Q4_K and Q6_K take no sums). The
 // kernels are called directly, not through function values, so that the arguments do not escape.
-// The Q8_0 and Q4_0 kernels run all np panels in one call; Q4_K and Q6_K one panel per call.
 func panelVNNI(p kernelPath, wt Type, np, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
 	pb := PanelRows * nb * wt.TypeSize()
 	_ = w[np*pb-1]
@@ -41,14 +40,10 @@ func panelVNNI(p kernelPath, wt Type, np, nb int, w, x []byte, xStride, nx int, 
 	_ = out[(nx-1)*outStride+np*PanelRows-1]
 	switch {
 	case wt == Q4_K && p == pathAVX512VNNI:
-		for i := range np {
-			q4KPanelVNNI(nb, &w[i*pb], &x[0], xStride, nx, &out[i*PanelRows], outStride)
-		}
+		q4KPanelVNNI(np, nb, &w[0], &x[0], xStride, nx, &out[0], outStride)
 		return
 	case wt == Q6_K && p == pathAVX512VNNI:
-		for i := range np {
-			q6KPanelVNNI(nb, &w[i*pb], &x[0], xStride, nx, &out[i*PanelRows], outStride)
-		}
+		q6KPanelVNNI(np, nb, &w[0], &x[0], xStride, nx, &out[0], outStride)
 		return
 	}
 	_ = sums[4*nb-1]
