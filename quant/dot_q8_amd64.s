@@ -193,18 +193,24 @@ q8ret:
 	VZEROUPPER
 	RET
 
-// func q4SumsAVX2(nb int, x *byte, xStride, nx int, dst *int32)
-// dst[4b+j] = 8·Σ of the 32 quants of block b of activation row j, for b < nb and j < nx.
-TEXT ·q4SumsAVX2(SB), NOSPLIT, $0-40
+// func q4SumsAVX2(nb int, x *byte, xStride, nx int, mul int32, dst *int32)
+// For block b < nb of activation row j < nx: dst[8b+j] = mul·Σ of its 32 quants, dst[8b+4+j]
+// its f16 scale as float32 bits (q4SumsGo). |mul| <= 128: the pair sums are at most 2·128 and
+// are multiplied as words.
+TEXT ·q4SumsAVX2(SB), NOSPLIT, $0-48
 	MOVQ         nb+0(FP), CX
 	MOVQ         x+8(FP), SI
 	MOVQ         xStride+16(FP), R8
 	MOVQ         nx+24(FP), R11
-	MOVQ         dst+32(FP), DI
+	MOVQ         dst+40(FP), DI
 	MOVL         $0x01010101, AX
 	VMOVD        AX, X15
 	VPBROADCASTD X15, Y15
-	MOVL         $0x00080008, AX
+	MOVL         mul+32(FP), AX
+	ANDL         $0xffff, AX
+	MOVL         AX, BX
+	SHLL         $16, BX
+	ORL          BX, AX
 	VMOVD        AX, X14
 	VPBROADCASTD X14, Y14
 
@@ -223,12 +229,16 @@ scol:
 	VPSHUFD      $0xb1, X0, X1
 	VPADDD       X1, X0, X0
 	VMOVD        X0, (DI)(AX*4)
+	MOVWLZX      (R10), BX
+	VMOVD        BX, X2
+	VCVTPH2PS    X2, X2
+	VMOVD        X2, 16(DI)(AX*4)
 	ADDQ         R8, R10
 	INCQ         AX
 	CMPQ         AX, R11
 	JLT          scol
 	ADDQ         $34, SI
-	ADDQ         $16, DI
+	ADDQ         $32, DI
 	DECQ         CX
 	JNZ          sblock
 	VZEROUPPER

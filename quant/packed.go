@@ -3,6 +3,7 @@ package quant
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 )
 
 // Packed weights: Q4_0 and Q8_0 (and, see packed_k.go, Q4_K and Q6_K) matrices rearranged once, at
@@ -30,8 +31,9 @@ const PanelRows = 8
 
 // The panel kernels compute out[j*outStride+r] = row r of the panel at w (nb blocks, or for Q4_K
 // and Q6_K nb super-blocks) · activation row j (ActType(wt) blocks at x[j*xStride:]) for r < 8 and
-// j < nx (1 <= nx <= MaxCols), and write nothing else. Where needsSums(wt), sums[4b+j] must hold
-// the activation sums of block b of activation row j (panelSums); the other types take no sums.
+// j < nx (1 <= nx <= MaxCols), and write nothing else. Where needsSums(wt), sums must hold the
+// activation sums of the nb blocks of the nx activation rows (panelSums); the other types take
+// no sums.
 // panelKernel runs np consecutive panels: panel p's weights follow panel p-1's in w, its outputs
 // are out[j*outStride+8p+r]. It picks the assembly of the selected path (panelAsm, see path.go)
 // when hasPanelAsm, else the Go twin (panelProductGo, panelQ4KGo, panelQ6KGo), one panel at a
@@ -63,12 +65,12 @@ func panelKernel(wt Type, np, nb int, w, x []byte, xStride, nx int, out []float3
 }
 
 // q4SumsKernel is q4SumsGo, in assembly where there is a panel kernel.
-func q4SumsKernel(nb int, x []byte, xStride, nx int, dst []int32) {
+func q4SumsKernel(nb int, x []byte, xStride, nx int, mul int32, dst []int32) {
 	if hasPanelAsm {
-		q4Sums(nb, x, xStride, nx, dst)
+		q4Sums(nb, x, xStride, nx, mul, dst)
 		return
 	}
-	q4SumsGo(nb, x, xStride, nx, dst)
+	q4SumsGo(nb, x, xStride, nx, mul, dst)
 }
 
 // CanPack reports whether weights of type wt with rows rows of k elements can be packed and
@@ -158,16 +160,19 @@ func panelQuant(wt Type, q []byte, r, i int) int32 {
 	return int32(v&0xf) - 8
 }
 
-// q4SumsGo is the pure-Go twin of q4SumsAVX2: dst[4b+j] = 8·Σ of the 32 quants of block b of
-// activation row j (at x[j*xStride:]), for b < nb and j < nx.
-func q4SumsGo(nb int, x []byte, xStride, nx int, dst []int32) {
+// q4SumsGo is the pure-Go twin of q4SumsAVX2: for block b < nb of activation row j < nx (at
+// x[j*xStride:]), dst[8b+j] = mul·Σ of its 32 quants and dst[8b+4+j] its f16 scale as float32
+// bits. |mul| <= 128.
+func q4SumsGo(nb int, x []byte, xStride, nx int, mul int32, dst []int32) {
 	for b := 0; b < nb; b++ {
 		for j := 0; j < nx; j++ {
+			blk := x[j*xStride+b*q8_0Bytes : j*xStride+(b+1)*q8_0Bytes]
 			var s int32
-			for _, q := range x[j*xStride+b*q8_0Bytes+2 : j*xStride+(b+1)*q8_0Bytes] {
+			for _, q := range blk[2:] {
 				s += int32(int8(q))
 			}
-			dst[4*b+j] = 8 * s
+			dst[sumWords*b+j] = mul * s
+			dst[sumWords*b+4+j] = int32(math.Float32bits(F16ToF32(binary.LittleEndian.Uint16(blk))))
 		}
 	}
 }
@@ -201,8 +206,8 @@ func MatMulPacked(wt Type, k int, w []byte, xq []byte, nTok int, out []float32, 
 		return
 	}
 	groups := (nTok + MaxCols - 1) / MaxCols
-	if !needsSums(wt) || 4*(k/32)*groups <= smallSums {
-		var sums [smallSums]int32 // zeroing 4 KiB is cheap next to one token's matmul
+	if !needsSums(wt) || sumWords*(k/32)*groups <= smallSums {
+		var sums [smallSums]int32 // zeroing 8 KiB is cheap next to one token's matmul
 		matmulPanels(wt, k, w, xq, nTok, out, outStride, r0, r1, sums[:])
 		return
 	}
@@ -210,12 +215,13 @@ func MatMulPacked(wt Type, k int, w []byte, xq []byte, nTok int, out []float32, 
 	matmulPanels(wt, k, w, xq, nTok, out, outStride, r0, r1, sums[:])
 }
 
-// Capacities of MatMulPacked's stack buffers of Q4_0 activation sums (4 per block and group of
-// 4 tokens): the large one holds 23 groups at k=5632, 64 at k=2048.
-const smallSums, largeSums = 1 << 10, 16 << 10
+// Capacities of MatMulPacked's stack buffers of activation sums (sumWords per block and group of
+// 4 tokens): the large one holds 23 groups at k=5632, 64 at k=2048. (128 KiB is the most the
+// compiler keeps on the stack.)
+const smallSums, largeSums = 2 << 10, 32 << 10
 
-// maxPackedK is the longest row MatMulPacked takes: one group of Q4_0 sums must fit largeSums.
-const maxPackedK = 32 * largeSums / 4
+// maxPackedK is the longest row MatMulPacked takes: one group of sums must fit largeSums.
+const maxPackedK = 32 * largeSums / sumWords
 
 // matmulPanels is MatMulPacked's loop, with a buffer for Q4_0 activation sums from the caller's
 // stack (nil for the other types). Tokens are taken in chunks whose sums fit in it; within a
@@ -227,7 +233,7 @@ func matmulPanels(wt Type, k int, w, xq []byte, nTok int, out []float32, outStri
 	panel := PanelRows * rowBytes
 	chunk, ws := nTok, needsSums(wt)
 	if ws {
-		chunk = len(sums) / (MaxCols * nb) * MaxCols
+		chunk = len(sums) / (sumWords * nb) * MaxCols
 	}
 	blockRows := max(1, panelBlockBytes/panel) * PanelRows
 	if nTok <= MaxCols {
@@ -237,8 +243,8 @@ func matmulPanels(wt Type, k int, w, xq []byte, nTok int, out []float32, outStri
 		c1 := min(nTok, c0+chunk)
 		if ws {
 			for t0 := c0; t0 < c1; t0 += MaxCols {
-				g := (t0 - c0) / MaxCols * 4 * nb
-				panelSums(wt, nb, xq[t0*xRow:], xRow, min(MaxCols, c1-t0), sums[g:g+4*nb])
+				g := (t0 - c0) / MaxCols * sumWords * nb
+				panelSums(wt, nb, xq[t0*xRow:], xRow, min(MaxCols, c1-t0), sums[g:g+sumWords*nb])
 			}
 		}
 		for rb := r0; rb < r1; rb += blockRows {
@@ -248,7 +254,7 @@ func matmulPanels(wt Type, k int, w, xq []byte, nTok int, out []float32, outStri
 				x := xq[t0*xRow : (t0+nx)*xRow]
 				s := sums
 				if ws {
-					s = sums[(t0-c0)/MaxCols*4*nb:]
+					s = sums[(t0-c0)/MaxCols*sumWords*nb:]
 				}
 				o := out[t0*outStride+rb : (t0+nx-1)*outStride+re]
 				panelKernel(wt, (re-rb)/PanelRows, nb, w[rb*rowBytes:re*rowBytes], x, xRow, nx, o, outStride, s)

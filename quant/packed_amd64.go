@@ -7,7 +7,7 @@ func q8PanelAVX2(np, nb int, w, x *byte, xStride, nx int, out *float32, outStrid
 func q4PanelAVX2(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 
 //go:noescape
-func q4SumsAVX2(nb int, x *byte, xStride, nx int, dst *int32)
+func q4SumsAVX2(nb int, x *byte, xStride, nx int, mul int32, dst *int32)
 
 func init() {
 	if hasAVX2 {
@@ -26,7 +26,7 @@ func panelAVX2(wt Type, np, nb int, w, x []byte, xStride, nx int, out []float32,
 	case Q8_0:
 		q8PanelAVX2(np, nb, &w[0], &x[0], xStride, nx, &out[0], outStride, nil)
 	case Q4_0:
-		_ = sums[4*nb-1]
+		_ = sums[sumWords*nb-1]
 		q4PanelAVX2(np, nb, &w[0], &x[0], xStride, nx, &out[0], outStride, &sums[0])
 	case Q4_K:
 		q4KPanelAVX2(np, nb, &w[0], &x[0], xStride, nx, &out[0], outStride)
@@ -35,9 +35,9 @@ func panelAVX2(wt Type, np, nb int, w, x []byte, xStride, nx int, out []float32,
 	}
 }
 
-// q4Sums is the q4SumsFunc for AVX2.
-func q4Sums(nb int, x []byte, xStride, nx int, dst []int32) {
+// q4Sums is q4SumsGo for AVX2.
+func q4Sums(nb int, x []byte, xStride, nx int, mul int32, dst []int32) {
 	_ = x[(nx-1)*xStride+nb*q8_0Bytes-1]
-	_ = dst[4*nb-1]
-	q4SumsAVX2(nb, &x[0], xStride, nx, &dst[0])
+	_ = dst[sumWords*nb-1]
+	q4SumsAVX2(nb, &x[0], xStride, nx, mul, &dst[0])
 }

@@ -4,7 +4,8 @@
 // AVX-512.
 //
 // Registers: BX panels left; CX blocks left; SI the current block (scales, then quants); DI,
-// R10, R12, R13 columns 0-3 (R8 apart); R11 nx; DX out (the panel's rows); R9 sums; Y0-Y1
+// R10, R12, R13 columns 0-3 (R8 apart); R11 nx; DX out (the panel's rows); R9 the block's
+// activation sums (panelSums: the corrections at 4j(R9), the scales at 16+4j(R9)); Y0-Y1
 // weights; Y2-Y3 scratch; Y5 the 0x80 (Q8_0) or 0x0f (Q4_0) bytes; Y7 the block's row scales;
 // Y8-Y11 integer sums of columns 0-3; Y12-Y15 their results. The AVX2 kernels also hold int16
 // ones in Y6.
@@ -49,7 +50,7 @@
 
 #define VP_ADVANCE(bb) \
 	ADDQ $bb, SI;  \
-	ADDQ $16, R9;  \
+	ADDQ $32, R9;  \
 	ADDQ $34, DI;  \
 	ADDQ $34, R10; \
 	ADDQ $34, R12; \

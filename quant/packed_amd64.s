@@ -59,12 +59,16 @@
 	VMULPS       Y7, Y3, Y3; \
 	VFMADD231PS  Y3, acc, facc
 
-// Q4SCALE widens the 16-bit sums, subtracts 8·Σx (the int32 at S: q-8 is the weight) and scales.
-#define Q4SCALE(P, S, acc, facc) \
+// Q4SCALE widens the 16-bit sums, subtracts 8·Σx (the int32 at S: q-8 is the weight) and
+// scales as PSCALE, with the column's scale as a float32 at F (panelSums).
+#define Q4SCALE(S, F, acc, facc) \
 	VPMADDWD     Y6, acc, acc; \
 	VPBROADCASTD S, Y2;        \
 	VPSUBD       Y2, acc, acc; \
-	PSCALE(P, acc, facc)
+	VCVTDQ2PS    acc, acc;     \
+	VBROADCASTSS F, Y3;        \
+	VMULPS       Y7, Y3, Y3;   \
+	VFMADD231PS  Y3, acc, facc
 
 // Column sets: chunk c for the first n columns.
 #define Q8C1(c) Q8W(c); Q8X(c, DI, Y8)
@@ -86,10 +90,10 @@
 
 #define Q4BLOCK(C) C(0); C(1); C(2); C(3)
 
-#define Q4S1 Q4SCALE(DI, 0(R9), Y8, Y12)
-#define Q4S2 Q4S1; Q4SCALE(R10, 4(R9), Y9, Y13)
-#define Q4S3 Q4S2; Q4SCALE(R12, 8(R9), Y10, Y14)
-#define Q4S4 Q4S3; Q4SCALE(R13, 12(R9), Y11, Y15)
+#define Q4S1 Q4SCALE(0(R9), 16(R9), Y8, Y12)
+#define Q4S2 Q4S1; Q4SCALE(4(R9), 20(R9), Y9, Y13)
+#define Q4S3 Q4S2; Q4SCALE(8(R9), 24(R9), Y10, Y14)
+#define Q4S4 Q4S3; Q4SCALE(12(R9), 28(R9), Y11, Y15)
 
 // Blocks for n columns (VP_KERNEL's Bn; the product macro is not used).
 #define Q8B1(DP) Q8BLOCK(Q8C1); Q8S1
@@ -109,7 +113,7 @@ TEXT ·q8PanelAVX2(SB), NOSPLIT, $0-72
 	VP_KERNEL(VP_NEXT, Q8B1, Q8B2, Q8B3, Q8B4, _, 272, VP_NOFIX, q8p, q8n1, q8n2, q8n3, q8n4, q8done, q8next)
 
 // func q4PanelAVX2(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
-// sums[4b+j] = 8·Σ of the quants of block b of column j (q4SumsAVX2).
+// sums: panelSums with m = 8.
 TEXT ·q4PanelAVX2(SB), NOSPLIT, $0-72
 	PANEL_PROLOGUE
 	VP_KERNEL(VP_NEXT, Q4B1, Q4B2, Q4B3, Q4B4, _, 144, VP_NOFIX, q4p, q4n1, q4n2, q4n3, q4n4, q4done, q4next)

@@ -8,6 +8,18 @@ import (
 	"time"
 )
 
+// checkSums compares q4Sums with multiplier mul with want, q4SumsGo's words.
+func checkSums(t testing.TB, nb int, x []byte, xStride, nx int, mul int32, want []int32) {
+	t.Helper()
+	got := make([]int32, sumWords*nb)
+	q4Sums(nb, x, xStride, nx, mul, got)
+	for i := range got {
+		if i%4 < nx && got[i] != want[i] {
+			t.Fatalf("activation sums word %d (block %d column %d) = %#x, Go twin %#x", i, i/sumWords, i%4, got[i], want[i])
+		}
+	}
+}
+
 // checkPanel compares the assembly panel kernel with its Go twin on one panel (8 rows of raw
 // file-layout weights w, packed here) and nx activation rows, and checks that nothing outside
 // the 8 x nx outputs is written.
@@ -18,16 +30,10 @@ func checkPanel(t testing.TB, typ Type, nb int, w, x []byte, xStride, nx, outStr
 	if err := PackRows(typ, k, p, w); err != nil {
 		t.Fatal(err)
 	}
-	sums := make([]int32, 4*nb)
-	q4SumsGo(nb, x, xStride, nx, sums)
+	sums := make([]int32, sumWords*nb)
+	q4SumsGo(nb, x, xStride, nx, 8, sums)
 	if typ == Q4_0 {
-		got := make([]int32, 4*nb)
-		q4Sums(nb, x, xStride, nx, got)
-		for i := range got {
-			if i%4 < nx && got[i] != sums[i] {
-				t.Fatalf("activation sum %d (block %d column %d) = %d, Go twin %d", i, i/4, i%4, got[i], sums[i])
-			}
-		}
+		checkSums(t, nb, x, xStride, nx, 8, sums)
 	}
 	const sentinel = float32(-3.5)
 	n := (nx-1)*outStride + PanelRows + 1

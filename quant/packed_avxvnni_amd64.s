@@ -3,9 +3,9 @@
 
 // AVX-VNNI kernels for packed Q8_0 and Q4_0 weights: the AVX-512 VNNI kernels'
 // (packed_vnni_amd64.s) computation with only VEX encodings, for CPUs with AVX-VNNI and no
-// AVX-512. Same operands and sums (sums[4b+j] = 128·Σx for Q8_0, 8·Σx for Q4_0), so the same
-// exactness and bit-identical results; but no embedded broadcasts (the activations go through
-// Y2) and no Y16-Y31.
+// AVX-512. Same operands and sums (panelSums with m = -128), so the same exactness and
+// bit-identical results; but no embedded broadcasts (the activations and scales go through Y2
+// and Y1) and no Y16-Y31.
 //
 // Go's assembler encodes VPDPBUSD only as EVEX, so VPDPBUSD_VEX writes the VEX form
 // (VEX.256.66.0F38.W0 50 /r) by hand. Each kernel body is instantiated twice: with DP_VEX (the
@@ -44,46 +44,49 @@
 	VPBROADCASTD 18+4*c(P), Y2; \
 	DP(acc2, a2, Y1, 1, Y2, 2)
 
-// A_NEXT starts a block: cleared sums (the row scales come at its end; no prefetch, see
-// VP_NEXT in packed_amd64.h).
-#define A_NEXT \
-	VPXOR      Y8, Y8, Y8;    \
-	VPXOR      Y9, Y9, Y9;    \
-	VPXOR      Y10, Y10, Y10; \
-	VPXOR      Y11, Y11, Y11; \
-	VPXOR      Y3, Y3, Y3;    \
-	VPXOR      Y4, Y4, Y4;    \
-	VPXOR      Y6, Y6, Y6;    \
-	VPXOR      Y7, Y7, Y7
+// A_NEXT8 and A_NEXT4 start a block as VNEXT8 and VNEXT4 do, and the Bn below start the
+// corrections with VI1-VI4 of packed_vnni_amd64.s's registers' counterparts (the row scales come
+// at the block's end; no prefetch, see VP_NEXT in packed_amd64.h).
+#define A_NEXT8 \
+	VPXOR Y3, Y3, Y3; \
+	VPXOR Y4, Y4, Y4; \
+	VPXOR Y6, Y6, Y6; \
+	VPXOR Y7, Y7, Y7
+
+#define A_NEXT4 \
+	VPXOR Y8, Y8, Y8;    \
+	VPXOR Y9, Y9, Y9;    \
+	VPXOR Y10, Y10, Y10; \
+	VPXOR Y11, Y11, Y11
+
+#define AI1(a0, a1, a2, a3) VPBROADCASTD 0(R9), a0
+#define AI2(a0, a1, a2, a3) AI1(a0, a1, a2, a3); VPBROADCASTD 4(R9), a1
+#define AI3(a0, a1, a2, a3) AI2(a0, a1, a2, a3); VPBROADCASTD 8(R9), a2
+#define AI4(a0, a1, a2, a3) AI3(a0, a1, a2, a3); VPBROADCASTD 12(R9), a3
 
 // AFLOAT, ASCALE8 and ASCALE4 are VFLOAT, VSCALE8 and VSCALE4 in other registers: the row
-// scales in Y0, the correction through Y1.
-#define AFLOAT(P, acc, facc) \
+// scales in Y0, the column's scale through Y1.
+#define AFLOAT(F, acc, facc) \
 	VCVTDQ2PS    acc, acc;   \
-	VPBROADCASTW (P), X1;    \
-	VCVTPH2PS    X1, Y1;     \
+	VBROADCASTSS F, Y1;      \
 	VMULPS       Y0, Y1, Y1; \
 	VFMADD231PS  Y1, acc, facc
 
-#define ASCALE8(P, S, acc, acc2, facc) \
-	VPADDD       acc2, acc, acc; \
-	VPBROADCASTD S, Y1;          \
-	VPSUBD       Y1, acc, acc;   \
-	AFLOAT(P, acc, facc)
+#define ASCALE8(F, acc, acc2, facc) \
+	VPADDD acc2, acc, acc; \
+	AFLOAT(F, acc, facc)
 
-#define ASCALE4(P, S, acc, acc2, facc) \
-	VPBROADCASTD S, Y1;          \
-	VPSUBD       Y1, acc, acc;   \
-	VPSLLD       $4, acc, acc;   \
-	VPADDD       acc2, acc, acc; \
-	AFLOAT(P, acc, facc)
+#define ASCALE4(F, acc, acc2, facc) \
+	VPSLLD $4, acc, acc;   \
+	VPADDD acc2, acc, acc; \
+	AFLOAT(F, acc, facc)
 
 #define AROWS VCVTPH2PS (SI), Y0
 
-#define AS1(SC) AROWS; SC(DI, 0(R9), Y8, Y3, Y12)
-#define AS2(SC) AS1(SC); SC(R10, 4(R9), Y9, Y4, Y13)
-#define AS3(SC) AS2(SC); SC(R12, 8(R9), Y10, Y6, Y14)
-#define AS4(SC) AS3(SC); SC(R13, 12(R9), Y11, Y7, Y15)
+#define AS1(SC) AROWS; SC(16(R9), Y8, Y3, Y12)
+#define AS2(SC) AS1(SC); SC(20(R9), Y9, Y4, Y13)
+#define AS3(SC) AS2(SC); SC(24(R9), Y10, Y6, Y14)
+#define AS4(SC) AS3(SC); SC(28(R9), Y11, Y7, Y15)
 
 // Q8_0 column sets: chunk c for the first n columns into the sums a0-a3 (numbers n0-n3).
 #define A8C1(c, DP, a0, n0, a1, n1, a2, n2, a3, n3) V8W(c); A8X(c, DI, a0, n0, DP)
@@ -102,33 +105,33 @@
 
 #define A4BLOCK(C, DP) C(0, DP); C(1, DP); C(2, DP); C(3, DP)
 
-#define A8B1(DP) A8BLOCK(A8C1, DP); AS1(ASCALE8)
-#define A8B2(DP) A8BLOCK(A8C2, DP); AS2(ASCALE8)
-#define A8B3(DP) A8BLOCK(A8C3, DP); AS3(ASCALE8)
-#define A8B4(DP) A8BLOCK(A8C4, DP); AS4(ASCALE8)
+#define A8B1(DP) AI1(Y8, Y9, Y10, Y11); A8BLOCK(A8C1, DP); AS1(ASCALE8)
+#define A8B2(DP) AI2(Y8, Y9, Y10, Y11); A8BLOCK(A8C2, DP); AS2(ASCALE8)
+#define A8B3(DP) AI3(Y8, Y9, Y10, Y11); A8BLOCK(A8C3, DP); AS3(ASCALE8)
+#define A8B4(DP) AI4(Y8, Y9, Y10, Y11); A8BLOCK(A8C4, DP); AS4(ASCALE8)
 
-#define A4B1(DP) A4BLOCK(A4C1, DP); AS1(ASCALE4)
-#define A4B2(DP) A4BLOCK(A4C2, DP); AS2(ASCALE4)
-#define A4B3(DP) A4BLOCK(A4C3, DP); AS3(ASCALE4)
-#define A4B4(DP) A4BLOCK(A4C4, DP); AS4(ASCALE4)
+#define A4B1(DP) AI1(Y3, Y4, Y6, Y7); A4BLOCK(A4C1, DP); AS1(ASCALE4)
+#define A4B2(DP) AI2(Y3, Y4, Y6, Y7); A4BLOCK(A4C2, DP); AS2(ASCALE4)
+#define A4B3(DP) AI3(Y3, Y4, Y6, Y7); A4BLOCK(A4C3, DP); AS3(ASCALE4)
+#define A4B4(DP) AI4(Y3, Y4, Y6, Y7); A4BLOCK(A4C4, DP); AS4(ASCALE4)
 
 
 // func q8PanelAVXVNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 TEXT ·q8PanelAVXVNNI(SB), NOSPLIT, $0-72
 	VP_PROLOGUE(0x80808080)
-	VP_KERNEL(A_NEXT, A8B1, A8B2, A8B3, A8B4, DP_VEX, 272, VP_NOFIX, a8p, a8n1, a8n2, a8n3, a8n4, a8done, a8next)
+	VP_KERNEL(A_NEXT8, A8B1, A8B2, A8B3, A8B4, DP_VEX, 272, VP_NOFIX, a8p, a8n1, a8n2, a8n3, a8n4, a8done, a8next)
 
 // func q4PanelAVXVNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 TEXT ·q4PanelAVXVNNI(SB), NOSPLIT, $0-72
 	VP_PROLOGUE(0x0f0f0f0f)
-	VP_KERNEL(A_NEXT, A4B1, A4B2, A4B3, A4B4, DP_VEX, 144, VP_DIV16, a4p, a4n1, a4n2, a4n3, a4n4, a4done, a4next)
+	VP_KERNEL(A_NEXT4, A4B1, A4B2, A4B3, A4B4, DP_VEX, 144, VP_DIV16, a4p, a4n1, a4n2, a4n3, a4n4, a4done, a4next)
 
 // func q8PanelAVXVNNIEvex(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 TEXT ·q8PanelAVXVNNIEvex(SB), NOSPLIT, $0-72
 	VP_PROLOGUE(0x80808080)
-	VP_KERNEL(A_NEXT, A8B1, A8B2, A8B3, A8B4, DP_EVEX, 272, VP_NOFIX, e8p, e8n1, e8n2, e8n3, e8n4, e8done, e8next)
+	VP_KERNEL(A_NEXT8, A8B1, A8B2, A8B3, A8B4, DP_EVEX, 272, VP_NOFIX, e8p, e8n1, e8n2, e8n3, e8n4, e8done, e8next)
 
 // func q4PanelAVXVNNIEvex(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 TEXT ·q4PanelAVXVNNIEvex(SB), NOSPLIT, $0-72
 	VP_PROLOGUE(0x0f0f0f0f)
-	VP_KERNEL(A_NEXT, A4B1, A4B2, A4B3, A4B4, DP_EVEX, 144, VP_DIV16, e4p, e4n1, e4n2, e4n3, e4n4, e4done, e4next)
+	VP_KERNEL(A_NEXT4, A4B1, A4B2, A4B3, A4B4, DP_EVEX, 144, VP_DIV16, e4p, e4n1, e4n2, e4n3, e4n4, e4done, e4next)

@@ -8,4 +8,4 @@ func panelAVX2(Type, int, int, []byte, []byte, int, int, []float32, int, []int32
 	panic("quant: no assembly panel kernel")
 }
 
-func q4Sums(int, []byte, int, int, []int32) { panic("quant: no assembly panel kernel") }
+func q4Sums(int, []byte, int, int, int32, []int32) { panic("quant: no assembly panel kernel") }

@@ -46,7 +46,7 @@ func panelVNNI(p kernelPath, wt Type, np, nb int, w, x []byte, xStride, nx int, 
 		q6KPanelVNNI(np, nb, &w[0], &x[0], xStride, nx, &out[0], outStride)
 		return
 	}
-	_ = sums[4*nb-1]
+	_ = sums[sumWords*nb-1]
 	pw, px, po, ps := &w[0], &x[0], &out[0], &sums[0]
 	switch {
 	case wt == Q8_0 && p == pathAVX512VNNI:

@@ -11,8 +11,9 @@
 //	Q8_0: u = w+128 (w XOR 0x80), so Σ u·x = Σ w·x + 128·Σx;
 //	Q4_0: u = the raw nibble q (the weight is q-8), so Σ u·x = Σ (q-8)·x + 8·Σx.
 //
-// sums[4b+j] holds the correction (128·Σx or 8·Σx of block b of column j, see vnniSums), which
-// is subtracted once per block and column. The result is the exact integer Σ w·x for any
+// The sums of a block and column start at the correction, -128·Σx (panelSums; for Q4_0 the sums
+// are 16 times the products, see V4W in packed_vnni_amd64.h), and take the column's scale as a
+// float32 from there too. The result is the exact integer Σ w·x for any
 // activation quants (no intermediate saturates: |u·x| <= 255·128, four of them fit a dword), so
 // for the [-127, 127] quants QuantizeAct writes it equals the AVX2 kernels' sum, and the float part
 // below is the AVX2 kernels' instruction for instruction: the results are bit-identical.
@@ -28,7 +29,19 @@
 	VPXORD Y18, Y18, Y18; \
 	VPXORD Y19, Y19, Y19
 
-#define VNEXT VP_NEXT; VZ_HI
+// VNEXT8 starts a Q8_0 block: the row scales, the odd-chunk sums at 0 (the even ones start at
+// the corrections, VI8). VNEXT4, for Q4_0: the low-nibble sums at 0 (the high ones start at the
+// corrections, VI4). The corrections are loaded for the columns in use only: a broadcast is a
+// load, and the 1-column kernel has as many loads as it can issue.
+#define VNEXT8 VCVTPH2PS (SI), Y7; VZ_HI
+#define VNEXT4 VP_NEXT
+
+#define VI1(a0, a1, a2, a3) VPBROADCASTD 0(R9), a0
+#define VI2(a0, a1, a2, a3) VI1(a0, a1, a2, a3); VPBROADCASTD 4(R9), a1
+#define VI3(a0, a1, a2, a3) VI2(a0, a1, a2, a3); VPBROADCASTD 8(R9), a2
+#define VI4(a0, a1, a2, a3) VI3(a0, a1, a2, a3); VPBROADCASTD 12(R9), a3
+#define VI8(I) I(Y8, Y9, Y10, Y11)
+#define VI4H(I) I(Y16, Y17, Y18, Y19)
 
 // V8X adds chunk c times column P's 4 activations (broadcast) to acc.
 #define V8X(c, P, acc) VPDPBUSD.BCST 2+4*c(P), Y0, acc
@@ -38,32 +51,28 @@
 	VPDPBUSD.BCST 18+4*c(P), Y1, acc2
 
 // VFLOAT converts the block's integer sum acc and accumulates it into facc times the row scales
-// (Y7) times column P's scale (as PSCALE in packed_amd64.s).
-#define VFLOAT(P, acc, facc) \
-	VCVTDQ2PS    acc, acc;   \
-	VPBROADCASTW (P), X3;    \
-	VCVTPH2PS    X3, Y3;     \
-	VMULPS       Y7, Y3, Y3; \
-	VFMADD231PS  Y3, acc, facc
+// (Y7) times the column's scale, the float32 at F (as PSCALE in packed_amd64.s, whose f16
+// conversion gives the same float).
+#define VFLOAT(F, acc, facc) \
+	VCVTDQ2PS   acc, acc;      \
+	VMULPS.BCST F, Y7, Y3;     \
+	VFMADD231PS Y3, acc, facc
 
-// VSCALE8 (Q8_0) adds the block's two sums acc and acc2 and subtracts the correction at S;
-// VSCALE4 (Q4_0) subtracts it from the low-nibble sum acc and adds the high one, 16 times as
-// large, to 16 times that (see V4W). Then VFLOAT.
-#define VSCALE8(P, S, acc, acc2, facc) \
-	VPADDD      acc2, acc, acc; \
-	VPSUBD.BCST S, acc, acc;    \
-	VFLOAT(P, acc, facc)
+// VSCALE8 (Q8_0) adds the block's two sums acc and acc2; VSCALE4 (Q4_0) adds the high-nibble
+// sum acc2, 16 times the products, to 16 times the low one (see V4W). Then VFLOAT.
+#define VSCALE8(F, acc, acc2, facc) \
+	VPADDD acc2, acc, acc; \
+	VFLOAT(F, acc, facc)
 
-#define VSCALE4(P, S, acc, acc2, facc) \
-	VPSUBD.BCST S, acc, acc;    \
-	VPSLLD      $4, acc, acc;   \
-	VPADDD      acc2, acc, acc; \
-	VFLOAT(P, acc, facc)
+#define VSCALE4(F, acc, acc2, facc) \
+	VPSLLD $4, acc, acc;   \
+	VPADDD acc2, acc, acc; \
+	VFLOAT(F, acc, facc)
 
-#define VS1(SC) SC(DI, 0(R9), Y8, Y16, Y12)
-#define VS2(SC) VS1(SC); SC(R10, 4(R9), Y9, Y17, Y13)
-#define VS3(SC) VS2(SC); SC(R12, 8(R9), Y10, Y18, Y14)
-#define VS4(SC) VS3(SC); SC(R13, 12(R9), Y11, Y19, Y15)
+#define VS1(SC) SC(16(R9), Y8, Y16, Y12)
+#define VS2(SC) VS1(SC); SC(20(R9), Y9, Y17, Y13)
+#define VS3(SC) VS2(SC); SC(24(R9), Y10, Y18, Y14)
+#define VS4(SC) VS3(SC); SC(28(R9), Y11, Y19, Y15)
 
 // Column sets: chunk c for the first n columns. Two sums per column (Y8-Y11 and Y16-Y19: even and
 // odd Q8_0 chunks, low and high Q4_0 nibbles) halve the chains of dependent VPDPBUSDs.
@@ -84,24 +93,24 @@
 #define V4BLOCK(C) C(0); C(1); C(2); C(3)
 
 // Blocks for n columns (VP_KERNEL's Bn; the product macro is not needed: V8X and V4X are EVEX).
-#define V8B1(DP) V8BLOCK(V8C1); VS1(VSCALE8)
-#define V8B2(DP) V8BLOCK(V8C2); VS2(VSCALE8)
-#define V8B3(DP) V8BLOCK(V8C3); VS3(VSCALE8)
-#define V8B4(DP) V8BLOCK(V8C4); VS4(VSCALE8)
+#define V8B1(DP) VI8(VI1); V8BLOCK(V8C1); VS1(VSCALE8)
+#define V8B2(DP) VI8(VI2); V8BLOCK(V8C2); VS2(VSCALE8)
+#define V8B3(DP) VI8(VI3); V8BLOCK(V8C3); VS3(VSCALE8)
+#define V8B4(DP) VI8(VI4); V8BLOCK(V8C4); VS4(VSCALE8)
 
-#define V4B1(DP) V4BLOCK(V4C1); VS1(VSCALE4)
-#define V4B2(DP) V4BLOCK(V4C2); VS2(VSCALE4)
-#define V4B3(DP) V4BLOCK(V4C3); VS3(VSCALE4)
-#define V4B4(DP) V4BLOCK(V4C4); VS4(VSCALE4)
+#define V4B1(DP) VI4H(VI1); V4BLOCK(V4C1); VS1(VSCALE4)
+#define V4B2(DP) VI4H(VI2); V4BLOCK(V4C2); VS2(VSCALE4)
+#define V4B3(DP) VI4H(VI3); V4BLOCK(V4C3); VS3(VSCALE4)
+#define V4B4(DP) VI4H(VI4); V4BLOCK(V4C4); VS4(VSCALE4)
 
 // func q8PanelVNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
-// sums[4b+j] = 128·Σ of the quants of block b of column j.
+// sums: panelSums with m = -128.
 TEXT ·q8PanelVNNI(SB), NOSPLIT, $0-72
 	VP_PROLOGUE(0x80808080)
-	VP_KERNEL(VNEXT, V8B1, V8B2, V8B3, V8B4, _, 272, VP_NOFIX, v8p, v8n1, v8n2, v8n3, v8n4, v8done, v8next)
+	VP_KERNEL(VNEXT8, V8B1, V8B2, V8B3, V8B4, _, 272, VP_NOFIX, v8p, v8n1, v8n2, v8n3, v8n4, v8done, v8next)
 
 // func q4PanelVNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
-// sums[4b+j] = 8·Σ of the quants of block b of column j (q4SumsAVX2).
+// sums: panelSums with m = -128.
 TEXT ·q4PanelVNNI(SB), NOSPLIT, $0-72
 	VP_PROLOGUE(0x0f0f0f0f)
-	VP_KERNEL(VNEXT, V4B1, V4B2, V4B3, V4B4, _, 144, VP_DIV16, v4p, v4n1, v4n2, v4n3, v4n4, v4done, v4next)
+	VP_KERNEL(VNEXT4, V4B1, V4B2, V4B3, V4B4, _, 144, VP_DIV16, v4p, v4n1, v4n2, v4n3, v4n4, v4done, v4next)

@@ -95,14 +95,25 @@ func needsSums(wt Type) bool {
 	return wt == Q4_0 || wt == Q8_0 && hasPanelAsm && panelPathFor(wt) >= pathAVXVNNI
 }
 
+// sumWords is how many int32 words of activation sums the panel kernels take per block (see
+// panelSums).
+const sumWords = 8
+
 // panelSums writes the activation sums panelKernel takes for wt (see needsSums) for nb blocks of
-// nx activation rows xStride bytes apart: dst[4b+j] = m·Σ of the quants of block b of row j,
-// with m = 8 for Q4_0 and 128 for Q8_0.
+// nx <= 4 activation rows xStride bytes apart: for block b of row j, dst[8b+j] = m·Σ of its
+// quants and dst[8b+4+j] its scale as float32 bits (so that the kernels need not convert it). m
+// is sumsMul(wt).
 func panelSums(wt Type, nb int, x []byte, xStride, nx int, dst []int32) {
-	q4SumsKernel(nb, x, xStride, nx, dst)
-	if wt == Q8_0 {
-		for i := range dst[:4*nb] {
-			dst[i] *= 16 // |Σ| <= 32·128, so 128·Σ fits easily
-		}
+	q4SumsKernel(nb, x, xStride, nx, sumsMul(wt), dst)
+}
+
+// sumsMul is the multiplier m of panelSums: the correction each kernel needs for its offset
+// weights, 8 for Q4_0 on AVX2 (subtracted: the weights are nibbles q-8), and -128 on the VNNI
+// paths, where it is the starting value of the integer sums (Q8_0: the weights are w+128; Q4_0:
+// 16·8·Σx, as the Q4_0 kernels sum 16 times the products, see packed_vnni_amd64.h).
+func sumsMul(wt Type) int32 {
+	if wt == Q4_0 && (!hasPanelAsm || panelPathFor(wt) < pathAVXVNNI) {
+		return 8
 	}
+	return -128
 }

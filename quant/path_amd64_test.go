@@ -58,23 +58,20 @@ func checkPanelPath(t testing.TB, typ Type, nb int, w, x []byte, xStride, nx, ou
 	}
 	var sums, sums2 []int32
 	if needsSums(typ) {
-		sums = make([]int32, 4*nb)
+		sums = make([]int32, sumWords*nb)
 		panelSums(typ, nb, x, xStride, nx, sums)
-		want := make([]int32, 4*nb)
-		q4SumsGo(nb, x, xStride, nx, want)
-		mul := int32(1)
-		if typ == Q8_0 {
-			mul = 16
-		}
+		want := make([]int32, sumWords*nb)
+		q4SumsGo(nb, x, xStride, nx, sumsMul(typ), want)
+		checkSums(t, nb, x, xStride, nx, sumsMul(typ), want)
 		for i := range want {
-			if i%4 < nx && sums[i] != mul*want[i] {
-				t.Fatalf("%v activation sum %d = %d, want %d", typ, i, sums[i], mul*want[i])
+			if i%4 < nx && sums[i] != want[i] {
+				t.Fatalf("%v activation sums word %d = %#x, want %#x", typ, i, sums[i], want[i])
 			}
 		}
 	}
 	if typ == Q4_0 {
-		sums2 = make([]int32, 4*nb)
-		q4SumsGo(nb, x, xStride, nx, sums2)
+		sums2 = make([]int32, sumWords*nb)
+		q4SumsGo(nb, x, xStride, nx, 8, sums2) // the AVX2 kernel's
 	}
 	const sentinel = float32(-3.5)
 	n := (nx-1)*outStride + np*PanelRows + 1
@@ -209,7 +206,7 @@ func TestPanelPathsExtremes(t *testing.T) {
 					t.Fatal(err)
 				}
 				out := make([]float32, MaxCols*PanelRows)
-				sums := make([]int32, 4*nb)
+				sums := make([]int32, sumWords*nb)
 				for nx := 1; nx <= MaxCols; nx++ {
 					if needsSums(c.typ) {
 						panelSums(c.typ, nb, x, nb*q8_0Bytes, nx, sums)
