@@ -54,7 +54,11 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *membw {
 		buf, n := make([]uint64, 64<<20), threads(mf.threads) // 512 MiB
 		bandwidth = func() float64 { return ops.ReadBandwidth(buf, n, 5) }
-		fmt.Fprintf(stdout, "memory read bandwidth: %.1f GB/s (%d threads, 512 MiB streamed, best of 5)\n\n", bandwidth()/1e9, n)
+		msg := stdout
+		if *asJSON {
+			msg = stderr // keep stdout JSON
+		}
+		fmt.Fprintf(msg, "memory read bandwidth: %.1f GB/s (%d threads, 512 MiB streamed, best of 5)\n\n", bandwidth()/1e9, n)
 	}
 	stopProfile, err := startCPUProfile(*cpuProfile)
 	if err != nil {
