@@ -1,7 +1,9 @@
 package ops
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -42,5 +44,24 @@ func FuzzSumWords(f *testing.F) {
 func TestReadBandwidthPositive(t *testing.T) {
 	if bw := ReadBandwidth(make([]uint64, 1<<16), 2, 1); !(bw > 0) {
 		t.Fatalf("ReadBandwidth %v, want > 0", bw)
+	}
+}
+
+// BenchmarkReadBandwidth reads a fresh 512 MiB buffer per iteration with 1 and 2 threads
+// (ReadBandwidth, best of 3 rounds) and reports the lowest, median and highest reading: on a
+// shared VM the readings of one command, seconds apart, need not agree (docs/performance.md).
+// Run it with a count, e.g. -benchtime 12x.
+func BenchmarkReadBandwidth(b *testing.B) {
+	for _, threads := range []int{1, 2} {
+		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
+			var reads []float64
+			for b.Loop() {
+				reads = append(reads, ReadBandwidth(make([]uint64, 64<<20), threads, 3))
+			}
+			slices.Sort(reads)
+			b.ReportMetric(reads[0]/1e9, "min-GB/s")
+			b.ReportMetric(reads[len(reads)/2]/1e9, "median-GB/s")
+			b.ReportMetric(reads[len(reads)-1]/1e9, "max-GB/s")
+		})
 	}
 }
