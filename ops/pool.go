@@ -24,9 +24,7 @@ type Task interface {
 const spinFor = 200 * time.Microsecond
 
 // Pool is a fixed set of worker goroutines that execute Tasks. The caller of Run works too, so a
-// pool of size n starts n-1 goroutines. Run calls from several goroutines take turns, so forward
-// passes of different contexts may share a pool (their Tasks keep their own per-worker scratch):
-// one set of workers per core, instead of two sets spinning against each other.
+// pool of size n starts n-1 goroutines. Run calls must not overlap (one forward pass at a time).
 //
 // Parking is a two-flag handshake: a worker sets sleeping[w] and then reads gen (and closed); Run
 // bumps gen and then claims sleeping[w] (Close: closed, then sleeping[w]). Sequentially
@@ -49,7 +47,6 @@ type Pool struct {
 	wake     []chan struct{}
 	closed   atomic.Bool
 	close    sync.Once
-	turn     sync.Mutex // held by the Run in progress
 }
 
 // NewPool starts a pool with n workers; n <= 0 means runtime.NumCPU().
@@ -85,8 +82,6 @@ func (p *Pool) Run(n int, t Task) {
 		}
 		return
 	}
-	p.turn.Lock()
-	defer p.turn.Unlock()
 	p.task, p.n = t, int64(n)
 	p.next.Store(0)
 	p.pending.Store(int64(p.size - 1))

@@ -79,34 +79,6 @@ func TestPoolRunsEveryPieceOnce(t *testing.T) {
 	}
 }
 
-// TestPoolSharedByCallers: goroutines that share a pool (an engine's and an embedder's
-// contexts) call Run at the same time, each with its own task; every Run must run each of its
-// pieces once, and its plain writes must be visible to its own caller.
-func TestPoolSharedByCallers(t *testing.T) {
-	p := NewPool(2)
-	defer p.Close()
-	const callers, rounds = 3, 2000
-	errs := make(chan error, callers)
-	for c := range callers {
-		go func() {
-			task := newCountTask(2, 5+7*c)
-			for round := range rounds {
-				p.Run(len(task.runs), task)
-				if err := task.check(round, 1); err != nil {
-					errs <- fmt.Errorf("caller %d: %w", c, err)
-					return
-				}
-			}
-			errs <- nil
-		}()
-	}
-	for range callers {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // TestPoolWakesParkingWorkers runs many short Runs with pauses that let the workers give up
 // spinning, so that Runs keep arriving while workers are parking: the hand-over that, when a
 // worker's "I am parking" store and its following load of the generation are reordered (as qemu

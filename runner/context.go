@@ -19,10 +19,6 @@ type Options struct {
 	KVType    kvcache.DType // F16 (llama.cpp's default), F32 or Q8_0 (HeadDim a multiple of 32)
 	BlockSize int           // KV block size in cells; 0 = 16
 	Threads   int           // worker goroutines; 0 = all cores
-	// Workers, when not nil, is a worker pool to share with other contexts (an embedding context
-	// beside the engine's): the context runs its passes on it, taking turns with the others, and
-	// Threads is its size. The caller closes it after the contexts. Nil = a pool of its own.
-	Workers *ops.Pool
 	// Embeddings makes the tokens that ask for output keep their final-norm hidden state (read
 	// with Embedding) instead of logits: a context for /v1/embeddings skips the output matmul.
 	Embeddings bool
@@ -41,9 +37,6 @@ func (o *Options) defaults(h *Hparams) {
 		o.NUBatch = 512
 	}
 	o.NUBatch = min(o.NUBatch, o.NBatch)
-	if o.Workers != nil {
-		o.Threads = o.Workers.Size()
-	}
 	if o.NSeqMax <= 0 {
 		o.NSeqMax = 1
 	}
@@ -121,10 +114,7 @@ func NewContext(g Graph, opts Options) (*Context, error) {
 		return nil, err
 	}
 	c.kv = kv
-	c.pool = opts.Workers
-	if c.pool == nil {
-		c.pool = ops.NewPool(opts.Threads)
-	}
+	c.pool = ops.NewPool(opts.Threads)
 	n := opts.NUBatch
 	f := func(width int) []float32 { return make([]float32, n*width) }
 	maxAct := 0
@@ -164,12 +154,8 @@ func (c *Context) Options() Options { return c.opts }
 // KV returns the context's KV cache, for sequence operations and statistics.
 func (c *Context) KV() *kvcache.Cache { return c.kv }
 
-// Close stops the worker goroutines, unless they are a shared Options.Workers.
-func (c *Context) Close() {
-	if c.opts.Workers == nil {
-		c.pool.Close()
-	}
-}
+// Close stops the worker goroutines.
+func (c *Context) Close() { c.pool.Close() }
 
 // ErrBatchTooLarge reports a batch over Options.NBatch tokens.
 var ErrBatchTooLarge = errors.New("batch larger than n_batch")

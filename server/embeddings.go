@@ -9,33 +9,28 @@ import (
 	"sync"
 
 	"ubatch/model"
-	"ubatch/ops"
 	"ubatch/runner"
 )
 
 // Embedder computes sentence embeddings for POST /v1/embeddings on a runner context of its own
 // (the engine's context computes logits), one input at a time: embedding requests are short
-// prompt passes that need no scheduling. The two contexts should share one worker pool, so that
-// an embedding pass and a decode step take turns on the cores instead of two pools spinning
-// against each other.
+// prompt passes that need no scheduling.
 type Embedder struct {
 	mu   sync.Mutex
 	c    *runner.Context
 	pool runner.Pooling
 }
 
-// NewEmbedder makes an embedding context of nCtx cells over m's graph (it shares the weights) that
-// runs on workers (the engine context's runner.Options.Workers; the caller closes it after the
-// embedder).
-func NewEmbedder(m *model.Model, nCtx int, workers *ops.Pool, pool runner.Pooling) (*Embedder, error) {
-	c, err := runner.NewContext(m.Graph, runner.Options{NCtx: nCtx, NBatch: nCtx, NUBatch: min(nCtx, 512), Workers: workers, Embeddings: true})
+// NewEmbedder makes an embedding context of nCtx cells over m's graph (it shares the weights).
+func NewEmbedder(m *model.Model, nCtx, threads int, pool runner.Pooling) (*Embedder, error) {
+	c, err := runner.NewContext(m.Graph, runner.Options{NCtx: nCtx, NBatch: nCtx, NUBatch: min(nCtx, 512), Threads: threads, Embeddings: true})
 	if err != nil {
 		return nil, err
 	}
 	return &Embedder{c: c, pool: pool}, nil
 }
 
-// Close releases the embedder's context (not the shared workers).
+// Close stops the embedder's workers.
 func (e *Embedder) Close() { e.c.Close() }
 
 // NCtx is the longest input in tokens.

@@ -7,10 +7,8 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"ubatch/internal/testdata"
 	"ubatch/runner"
@@ -88,42 +86,6 @@ func TestEmbeddingsEndpoint(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestEmbeddingsWhileGenerating: embedding passes and decode steps share the engine's worker
-// pool (taking turns); embeddings asked for while completions run come out as when idle, and the
-// completions as without them.
-func TestEmbeddingsWhileGenerating(t *testing.T) {
-	e := newEnv(t, envOptions{embedder: runner.PoolMean})
-	embed := func() []float32 {
-		var body struct {
-			Data []struct {
-				Embedding []float32 `json:"embedding"`
-			} `json:"data"`
-		}
-		e.postJSON("/v1/embeddings", map[string]any{"input": "Once upon a time there was a cat", "model": "stories"}, http.StatusOK, &body)
-		if len(body.Data) != 1 {
-			t.Fatalf("%d embeddings, want 1", len(body.Data))
-		}
-		return body.Data[0].Embedding
-	}
-	gen := map[string]any{"prompt": "Lily went to the park", "max_tokens": 96, "temperature": 0, "ignore_eos": true}
-	idleVec, idleText := embed(), e.complete(gen).Choices[0].Text
-	texts := make(chan string, 3)
-	for range 3 {
-		go func() { texts <- e.complete(gen).Choices[0].Text }()
-	}
-	waitFor(t, 10*time.Second, "the completions to start", func() bool { return e.eng.Stats().Running > 0 })
-	for range 5 {
-		if v := embed(); !slices.Equal(v, idleVec) {
-			t.Fatalf("embedding during generation differs from the idle one (cosine %.6f)", cosine(v, idleVec))
-		}
-	}
-	for range 3 {
-		if got := <-texts; got != idleText {
-			t.Errorf("completion beside embeddings %q, alone %q", got, idleText)
-		}
 	}
 }
 

@@ -21,7 +21,6 @@ import (
 	"ubatch/kvcache"
 	"ubatch/model"
 	_ "ubatch/model/all"
-	"ubatch/ops"
 	"ubatch/runner"
 )
 
@@ -60,9 +59,7 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 	if o.nSeq == 0 {
 		o.nSeq = 8
 	}
-	workers := ops.NewPool(2) // shared by the engine's and the embedder's contexts, as in serve
-	t.Cleanup(workers.Close)  // registered first: runs after the contexts' cleanups
-	lctx, err := runner.NewContext(m.Graph, runner.Options{NCtx: o.nCtx, NBatch: 512, NUBatch: 512, NSeqMax: o.nSeq, KVType: kvcache.F32, Workers: workers})
+	lctx, err := runner.NewContext(m.Graph, runner.Options{NCtx: o.nCtx, NBatch: 512, NUBatch: 512, NSeqMax: o.nSeq, KVType: kvcache.F32, Threads: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +81,7 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 	go eng.Run(ctx)
 	var emb *Embedder
 	if o.embedder != "" {
-		if emb, err = NewEmbedder(m, 128, workers, o.embedder); err != nil {
+		if emb, err = NewEmbedder(m, 128, 2, o.embedder); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(emb.Close)

@@ -17,7 +17,6 @@ import (
 
 	"ubatch/engine"
 	"ubatch/kvcache"
-	"ubatch/ops"
 	"ubatch/runner"
 	"ubatch/sample"
 	"ubatch/server"
@@ -126,10 +125,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := checkKVPool(m.Hparams().NLayers, m.Hparams().KVDim(), nCtx, blockSize, kvOpts.KVType, budget, budgetSource, what); err != nil {
 		return err
 	}
-	// One worker pool for the engine's context and the embedder's: their passes take turns.
-	workers := ops.NewPool(mf.threads)
-	defer workers.Close() // after the contexts' Close (defers run last first)
-	lctx, err := mf.newContext(m, np, func(o *runner.Options) { o.NCtx, o.OnBlock, o.Workers = nCtx, ff.onBlock(), workers })
+	lctx, err := mf.newContext(m, np, func(o *runner.Options) { o.NCtx, o.OnBlock = nCtx, ff.onBlock() })
 	if err != nil {
 		return err
 	}
@@ -180,7 +176,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	var emb *server.Embedder
 	if *embeddings {
-		if emb, err = server.NewEmbedder(m, min(m.Hparams().CtxTrain, 2048), workers, pool); err != nil {
+		if emb, err = server.NewEmbedder(m, min(m.Hparams().CtxTrain, 2048), mf.threads, pool); err != nil {
 			return err
 		}
 		defer emb.Close()
