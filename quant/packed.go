@@ -223,8 +223,8 @@ const smallSums, largeSums = 2 << 10, 32 << 10
 // maxPackedK is the longest row MatMulPacked takes: one group of sums must fit largeSums.
 const maxPackedK = 32 * largeSums / sumWords
 
-// matmulPanels is MatMulPacked's loop, with a buffer for Q4_0 activation sums from the caller's
-// stack (nil for the other types). Tokens are taken in chunks whose sums fit in it; within a
+// matmulPanels is MatMulPacked's loop, with a buffer for activation sums (needsSums) from the
+// caller's stack. Tokens are taken in chunks whose sums fit in it; within a
 // chunk, blocks of panels of about panelBlockBytes are applied to every token group before the
 // next block is touched.
 func matmulPanels(wt Type, k int, w, xq []byte, nTok int, out []float32, outStride, r0, r1 int, sums []int32) {

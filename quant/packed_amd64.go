@@ -15,8 +15,8 @@ func init() {
 	}
 }
 
-// panelAVX2 is the panelKernel for AVX2. The index expressions check the ranges the assembly reads and
-// writes (see panelKernel); MatMulPacked has checked the shapes, so they cost little.
+// panelAVX2 is the panelKernel for AVX2. The index expressions check the ranges the assembly
+// reads and writes (see panelKernel); MatMulPacked has checked the shapes, so they cost little.
 func panelAVX2(wt Type, np, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
 	pb := PanelRows * nb * wt.TypeSize()
 	_ = w[np*pb-1]

@@ -3,8 +3,9 @@ package quant
 // VNNI panel kernels: the AVX2 kernels' computation with VPDPBUSD (VPDPWSSD for Q6_K) for the
 // products. Q8_0 and Q4_0: EVEX-encoded with embedded broadcasts for AVX-512 VNNI
 // (packed_vnni_amd64.s) and VEX-encoded for AVX-VNNI (packed_avxvnni_amd64.s, with its
-// EVEX-encoded test twin); they take activation sums (panelSums): 128·Σx per block and column for
-// Q8_0, 8·Σx for Q4_0. Q4_K and Q6_K: AVX-512 VNNI only (packed_k_vnni_amd64.s), no sums.
+// EVEX-encoded test twin); they take activation sums (panelSums with m = -128: the starting value
+// of each block's integer sums, and the blocks' scales). Q4_K and Q6_K: AVX-512 VNNI only
+// (packed_k_vnni_amd64.s), no sums.
 
 //go:noescape
 func q8PanelVNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)

@@ -16,7 +16,8 @@
 // float32 from there too. The result is the exact integer Σ w·x for any
 // activation quants (no intermediate saturates: |u·x| <= 255·128, four of them fit a dword), so
 // for the [-127, 127] quants QuantizeAct writes it equals the AVX2 kernels' sum, and the float part
-// below is the AVX2 kernels' instruction for instruction: the results are bit-identical.
+// below does the AVX2 kernels' operations in their order on the same values: the results are
+// bit-identical.
 //
 // Only 256-bit registers (AVX512VL): on Zen 4 a 512-bit VPDPBUSD costs two 256-bit ones, and the
 // 8-row layout gives one broadcast per column and 32-byte chunk. Registers as in
