@@ -11,8 +11,9 @@
 // ones in Y6.
 
 // The kernels' arguments: (np, nb int, w, x *byte, xStride, nx int, out *float32, outStride
-// int, sums *int32), frame $0-72 (sums unused by the AVX2 Q8_0 kernel). The panels follow each other in w; each starts over at x and
-// sums and writes the 8 floats after the previous panel's.
+// int, sums *int32), frame $0-72 (sums unused by the AVX2 Q8_0 kernel). The np panels follow
+// each other in w; each starts over at x and sums and writes the 8 floats after the previous
+// panel's.
 #define VP_PROLOGUE(mask) \
 	MOVQ         np+0(FP), BX;       \
 	MOVQ         w+16(FP), SI;       \
@@ -40,7 +41,7 @@
 // VP_NEXT starts a block: loads the rows' scales and clears the integer sums. There is no
 // software prefetch: a panel is one sequential stream (packed.go), which the hardware prefetcher
 // follows; prefetches 4 KiB ahead made 1-token streaming 10-40% slower on Zen 4 (see
-// BenchmarkMatMulPackedStream), and 1 KiB ahead 10% slower.
+// BenchmarkMatMulPackedStream), and 1 KiB ahead ~15% slower (a throwaway A/B, median of 30).
 #define VP_NEXT \
 	VCVTPH2PS  (SI), Y7;      \
 	VPXOR      Y8, Y8, Y8;    \
