@@ -190,29 +190,74 @@ func MatMulPacked(wt Type, k int, w []byte, xq []byte, nTok int, out []float32, 
 	if r1 <= r0 || nTok <= 0 {
 		return
 	}
-	rowBytes, xRow := wt.RowSize(k), ActType(wt).RowSize(k)
-	switch {
-	case !packable(wt, k):
-		panic(fmt.Sprintf("quant.MatMulPacked: %d elements of %v are not packed weights", k, wt))
-	case r0 < 0 || r0%PanelRows != 0 || r1%PanelRows != 0 || len(w) < r1*rowBytes:
-		panic(fmt.Sprintf("quant.MatMulPacked: rows [%d, %d) of %d bytes are not whole panels of %d weight bytes", r0, r1, rowBytes, len(w)))
-	case len(xq) < nTok*xRow:
-		panic(fmt.Sprintf("quant.MatMulPacked: %d activation rows of %d bytes do not fit in %d bytes", nTok, xRow, len(xq)))
-	case (nTok > 1 && outStride < r1) || len(out) < (nTok-1)*outStride+r1:
-		panic(fmt.Sprintf("quant.MatMulPacked: out of %d floats with stride %d cannot hold %d tokens x %d rows", len(out), outStride, nTok, r1))
-	}
+	checkPacked("MatMulPacked", wt, k, w, xq, nTok, out, outStride, r0, r1)
 	if wt == Q4_K || wt == Q6_K {
-		matmulPanels(wt, k, w, xq, nTok, out, outStride, r0, r1, nil)
+		matmulPanels(wt, k, w, xq, nTok, out, outStride, r0, r1, nil, false)
 		return
 	}
-	groups := (nTok + MaxCols - 1) / MaxCols
-	if !needsSums(wt) || sumWords*(k/32)*groups <= smallSums {
+	if SumsLen(wt, k, nTok) <= smallSums {
 		var sums [smallSums]int32 // zeroing 8 KiB is cheap next to one token's matmul
-		matmulPanels(wt, k, w, xq, nTok, out, outStride, r0, r1, sums[:])
+		matmulPanels(wt, k, w, xq, nTok, out, outStride, r0, r1, sums[:], false)
 		return
 	}
 	var sums [largeSums]int32
-	matmulPanels(wt, k, w, xq, nTok, out, outStride, r0, r1, sums[:])
+	matmulPanels(wt, k, w, xq, nTok, out, outStride, r0, r1, sums[:], false)
+}
+
+// SumsLen is how many int32 of activation sums PanelSums writes for nTok activation rows of k
+// elements for weights of type wt on this CPU: 0 where wt's panel kernels take none.
+func SumsLen(wt Type, k, nTok int) int {
+	if !needsSums(wt) {
+		return 0
+	}
+	return sumWords * (k / 32) * ((nTok + MaxCols - 1) / MaxCols)
+}
+
+// PanelSums writes into dst[:SumsLen(wt, k, nTok)] the activation sums that the panel kernels of
+// wt take for the nTok activation rows in xq (ActType(wt), k elements each). A caller that
+// splits one matmul over goroutines computes them once and hands them to every
+// MatMulPackedSums, where MatMulPacked would compute them again in each.
+func PanelSums(wt Type, k int, xq []byte, nTok int, dst []int32) {
+	n := SumsLen(wt, k, nTok)
+	if n == 0 {
+		return
+	}
+	nb, xRow := k/32, ActType(wt).RowSize(k)
+	if len(xq) < nTok*xRow || len(dst) < n {
+		panic(fmt.Sprintf("quant.PanelSums: %d activation rows of %d bytes in %d bytes, %d sums in %d", nTok, xRow, len(xq), n, len(dst)))
+	}
+	for t0 := 0; t0 < nTok; t0 += MaxCols {
+		g := t0 / MaxCols * sumWords * nb
+		panelSums(wt, nb, xq[t0*xRow:], xRow, min(MaxCols, nTok-t0), dst[g:g+sumWords*nb])
+	}
+}
+
+// MatMulPackedSums is MatMulPacked with the activation sums computed beforehand by PanelSums
+// (nil where SumsLen is 0).
+func MatMulPackedSums(wt Type, k int, w, xq []byte, sums []int32, nTok int, out []float32, outStride int, r0, r1 int) {
+	if r1 <= r0 || nTok <= 0 {
+		return
+	}
+	checkPacked("MatMulPackedSums", wt, k, w, xq, nTok, out, outStride, r0, r1)
+	if n := SumsLen(wt, k, nTok); len(sums) < n {
+		panic(fmt.Sprintf("quant.MatMulPackedSums: %d activation sums, want %d", len(sums), n))
+	}
+	matmulPanels(wt, k, w, xq, nTok, out, outStride, r0, r1, sums, true)
+}
+
+// checkPacked panics with a message naming fn where the shapes of a packed matmul do not fit.
+func checkPacked(fn string, wt Type, k int, w, xq []byte, nTok int, out []float32, outStride, r0, r1 int) {
+	rowBytes, xRow := wt.RowSize(k), ActType(wt).RowSize(k)
+	switch {
+	case !packable(wt, k):
+		panic(fmt.Sprintf("quant.%s: %d elements of %v are not packed weights", fn, k, wt))
+	case r0 < 0 || r0%PanelRows != 0 || r1%PanelRows != 0 || len(w) < r1*rowBytes:
+		panic(fmt.Sprintf("quant.%s: rows [%d, %d) of %d bytes are not whole panels of %d weight bytes", fn, r0, r1, rowBytes, len(w)))
+	case len(xq) < nTok*xRow:
+		panic(fmt.Sprintf("quant.%s: %d activation rows of %d bytes do not fit in %d bytes", fn, nTok, xRow, len(xq)))
+	case (nTok > 1 && outStride < r1) || len(out) < (nTok-1)*outStride+r1:
+		panic(fmt.Sprintf("quant.%s: out of %d floats with stride %d cannot hold %d tokens x %d rows", fn, len(out), outStride, nTok, r1))
+	}
 }
 
 // Capacities of MatMulPacked's stack buffers of activation sums (sumWords per block and group of
@@ -223,16 +268,16 @@ const smallSums, largeSums = 2 << 10, 32 << 10
 // maxPackedK is the longest row MatMulPacked takes: one group of sums must fit largeSums.
 const maxPackedK = 32 * largeSums / sumWords
 
-// matmulPanels is MatMulPacked's loop, with a buffer for activation sums (needsSums) from the
-// caller's stack. Tokens are taken in chunks whose sums fit in it; within a
-// chunk, blocks of panels of about panelBlockBytes are applied to every token group before the
-// next block is touched.
-func matmulPanels(wt Type, k int, w, xq []byte, nTok int, out []float32, outStride, r0, r1 int, sums []int32) {
+// matmulPanels is MatMulPacked's loop, with a buffer for activation sums (needsSums): the
+// sums of all nTok tokens when ready, else scratch from the caller's stack, filled for chunks of
+// tokens whose sums fit in it. Within a chunk, blocks of panels of about panelBlockBytes are
+// applied to every token group before the next block is touched.
+func matmulPanels(wt Type, k int, w, xq []byte, nTok int, out []float32, outStride, r0, r1 int, sums []int32, ready bool) {
 	nb := k / wt.BlockSize()
 	rowBytes, xRow := wt.RowSize(k), ActType(wt).RowSize(k)
 	panel := PanelRows * rowBytes
 	chunk, ws := nTok, needsSums(wt)
-	if ws {
+	if ws && !ready {
 		chunk = len(sums) / (sumWords * nb) * MaxCols
 	}
 	blockRows := max(1, panelBlockBytes/panel) * PanelRows
@@ -241,7 +286,7 @@ func matmulPanels(wt Type, k int, w, xq []byte, nTok int, out []float32, outStri
 	}
 	for c0 := 0; c0 < nTok; c0 += chunk {
 		c1 := min(nTok, c0+chunk)
-		if ws {
+		if ws && !ready {
 			for t0 := c0; t0 < c1; t0 += MaxCols {
 				g := (t0 - c0) / MaxCols * sumWords * nb
 				panelSums(wt, nb, xq[t0*xRow:], xRow, min(MaxCols, c1-t0), sums[g:g+sumWords*nb])

@@ -120,6 +120,19 @@ func runMatMulPacked(t *testing.T, c packedCase, tol func(f *matmulFixture, r, t
 				out[i] = sentinel
 			}
 			MatMulPacked(c.typ, c.k, p, f.xq, c.nTok, out, stride, c.r0, c.r1)
+			// The same with the activation sums computed beforehand, as the runner does.
+			sums := make([]int32, SumsLen(c.typ, c.k, c.nTok))
+			PanelSums(c.typ, c.k, f.xq, c.nTok, sums)
+			out2 := make([]float32, len(out))
+			for i := range out2 {
+				out2[i] = sentinel
+			}
+			MatMulPackedSums(c.typ, c.k, p, f.xq, sums, c.nTok, out2, stride, c.r0, c.r1)
+			for i := range out {
+				if math.Float32bits(out[i]) != math.Float32bits(out2[i]) {
+					t.Fatalf("out[%d]: MatMulPackedSums %v, MatMulPacked %v", i, out2[i], out[i])
+				}
+			}
 			for i, v := range out {
 				tok, r := i/stride, i%stride
 				if tok >= c.nTok || r < c.r0 || r >= c.r1 {
@@ -163,6 +176,13 @@ func TestMatMulPackedNoAlloc(t *testing.T) {
 			if n := testing.AllocsPerRun(5, func() { MatMulPacked(typ, 2048, p, f.xq, nTok, out, 16, 0, 16) }); n != 0 {
 				t.Errorf("%v %d tokens: MatMulPacked allocates %v times per call", typ, nTok, n)
 			}
+			sums := make([]int32, SumsLen(typ, 2048, nTok))
+			if n := testing.AllocsPerRun(5, func() {
+				PanelSums(typ, 2048, f.xq, nTok, sums)
+				MatMulPackedSums(typ, 2048, p, f.xq, sums, nTok, out, 16, 0, 16)
+			}); n != 0 {
+				t.Errorf("%v %d tokens: PanelSums and MatMulPackedSums allocate %v times per call", typ, nTok, n)
+			}
 		}
 	}
 }
@@ -190,4 +210,15 @@ func TestMatMulPackedPanics(t *testing.T) {
 			MatMulPacked(c.typ, 64, c.w, f.xq, 2, make([]float32, 32), 16, c.r0, c.r1)
 		})
 	}
+	t.Run("short sums", func(t *testing.T) {
+		f := newMatmulFixture(t, Q4_0, 64, 16, 5)
+		p := packFixture(t, f)
+		defer func() {
+			if recover() == nil {
+				t.Fatal("no panic")
+			}
+		}()
+		sums := make([]int32, SumsLen(Q4_0, 64, 5)-1)
+		MatMulPackedSums(Q4_0, 64, p, f.xq, sums, 5, make([]float32, 80), 16, 0, 16)
+	})
 }

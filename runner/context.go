@@ -77,10 +77,13 @@ type Context struct {
 	ub    *batch.UBatch
 	cells []int32 // KV cell of each token of ub
 	xq    [2][]byte
-	ropes ropeTables
-	vis   [2]visList // visible KV cells of every token: full history, and one sliding window
-	nVis  int
-	kvRow []float32 // F16 cache conversions
+	// mmSums holds each matmul job's activation sums (quant.PanelSums), computed once per job
+	// instead of once per row range.
+	mmSums [3][]int32
+	ropes  ropeTables
+	vis    [2]visList // visible KV cells of every token: full history, and one sliding window
+	nVis   int
+	kvRow  []float32 // F16 cache conversions
 
 	workerScores [][]float32
 	logits       []float32 // [nOut][width] from the last Decode; width is Vocab, or Dim for Embeddings
@@ -134,6 +137,15 @@ func NewContext(g Graph, opts Options) (*Context, error) {
 	c.kvRow = make([]float32, kvd)
 	for i := range c.xq {
 		c.xq[i] = make([]byte, n*maxAct)
+	}
+	maxSums := 0
+	for _, w := range g.Matrices() {
+		if w.packed {
+			maxSums = max(maxSums, quant.SumsLen(w.Type, w.Cols, n))
+		}
+	}
+	for i := range c.mmSums {
+		c.mmSums[i] = make([]int32, maxSums)
 	}
 	rep := h.NHeads / h.NKVHeads
 	for range c.pool.Size() {

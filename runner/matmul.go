@@ -52,6 +52,14 @@ func (c *Context) matmul(x []float32, nJobs, n int) {
 			job.chunks = 1
 		}
 		job.xq = c.xq[slot]
+		job.sums = nil
+		if need := quant.SumsLen(w.Type, w.Cols, n); w.packed && need > 0 {
+			if len(c.mmSums[j]) < need { // sized at NewContext; only a later kernel path change needs more
+				c.mmSums[j] = make([]int32, need)
+			}
+			job.sums = c.mmSums[j]
+			quant.PanelSums(w.Type, w.Cols, job.xq, n, job.sums)
+		}
 		t.total += job.chunks
 	}
 	c.pool.Run(t.total, t)
@@ -85,6 +93,7 @@ func (q *quantTask) Do(i, _ int) {
 type mmJob struct {
 	w      *Weight
 	xq     []byte
+	sums   []int32 // packed weights: the activation sums of xq, nil where they take none
 	out    []float32
 	chunks int
 }
@@ -106,7 +115,7 @@ func (t *matmulTask) Do(i, _ int) {
 		w := job.w
 		if w.packed {
 			r0, r1 := ops.Split(w.Rows, job.chunks, quant.PanelRows, i)
-			quant.MatMulPacked(w.Type, w.Cols, w.Data, job.xq, t.n, job.out, w.Rows, r0, r1)
+			quant.MatMulPackedSums(w.Type, w.Cols, w.Data, job.xq, job.sums, t.n, job.out, w.Rows, r0, r1)
 			return
 		}
 		r0, r1 := ops.Split(w.Rows, job.chunks, 4, i)
