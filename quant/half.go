@@ -100,8 +100,16 @@ func F16ToF32s(dst []float32, src []uint16) {
 	}
 }
 
-// F32ToF16s converts len(src) floats into dst[:len(src)]. dst must be at least as long as src.
+// F32ToF16s converts len(src) floats into dst[:len(src)] as F32ToF16 does. dst must be at least
+// as long as src. (It stores every K and V row of an F16 KV cache: assembly where there is some.)
 func F32ToF16s(dst []uint16, src []float32) {
+	dst = dst[:len(src)]
+	n := f32ToF16sAsm(dst, src)
+	f32ToF16sGo(dst[n:], src[n:])
+}
+
+// f32ToF16sGo is F32ToF16s' pure-Go twin.
+func f32ToF16sGo(dst []uint16, src []float32) {
 	dst = dst[:len(src)]
 	for i, f := range src {
 		dst[i] = F32ToF16(f)
