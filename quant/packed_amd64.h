@@ -60,63 +60,65 @@
 
 #define VP_NOFIX
 
-// VP_STORE stores the nx (R11) columns' results from Y12-Y15 at DX, outStride floats apart.
-#define VP_STORE(done) \
+// PANEL_STORE stores the nx (R11) columns' results from a0..a3 at DX, outStride floats apart.
+#define PANEL_STORE(a0, a1, a2, a3, done) \
 	MOVQ    outStride+56(FP), R9; \
-	VMOVUPS Y12, (DX);            \
+	VMOVUPS a0, (DX);             \
 	CMPQ    R11, $2;              \
 	JLT     done;                 \
-	VMOVUPS Y13, (DX)(R9*4);      \
+	VMOVUPS a1, (DX)(R9*4);       \
 	CMPQ    R11, $3;              \
 	JLT     done;                 \
-	VMOVUPS Y14, (DX)(R9*8);      \
+	VMOVUPS a2, (DX)(R9*8);       \
 	CMPQ    R11, $4;              \
 	JLT     done;                 \
 	LEAQ    (R9)(R9*2), R9;       \
-	VMOVUPS Y15, (DX)(R9*4)
+	VMOVUPS a3, (DX)(R9*4)
 
-// VP_KERNEL is a kernel's body after VP_PROLOGUE: for each panel, one block loop per column
-// count nx = 1..4 (R11), each starting blocks with NEXT and running them with Bn(DP) (the
-// chunks and the scaling for n columns, with the product macro DP), bb bytes per block; then
-// FIX (VP_DIV16, see packed_vnni_amd64.h, or VP_NOFIX) and the stores. lp, l1-l4, ldone and
-// lnext are its labels.
-#define VP_KERNEL(NEXT, B1, B2, B3, B4, DP, bb, FIX, lp, l1, l2, l3, l4, ldone, lnext) \
-lp:                  \
-	VP_PANEL;        \
-	CMPQ R11, $2;    \
-	JLT  l1;         \
-	JEQ  l2;         \
-	CMPQ R11, $3;    \
-	JEQ  l3;         \
-l4:                  \
-	NEXT;            \
-	B4(DP);          \
-	VP_ADVANCE(bb);  \
-	JNZ  l4;         \
-	JMP  ldone;      \
-l3:                  \
-	NEXT;            \
-	B3(DP);          \
-	VP_ADVANCE(bb);  \
-	JNZ  l3;         \
-	JMP  ldone;      \
-l2:                  \
-	NEXT;            \
-	B2(DP);          \
-	VP_ADVANCE(bb);  \
-	JNZ  l2;         \
-	JMP  ldone;      \
-l1:                  \
-	NEXT;            \
-	B1(DP);          \
-	VP_ADVANCE(bb);  \
-	JNZ  l1;         \
-ldone:               \
-	FIX;             \
-	VP_STORE(lnext); \
-lnext:               \
-	ADDQ $32, DX;    \
-	DECQ BX;         \
-	JNZ  lp;         \
-	VZEROUPPER;      \
+// PANEL_LOOPS is the body of every panel kernel (these and packed_k_amd64.h's), after its
+// prologue: for each of the BX panels, START, then the loop for nx = 1..4 (R11) columns, which
+// runs Sn until Sn leaves CX at zero (each ends with DECQ CX), then END, the stores of the
+// results a0..a3 and the move to the next panel's 8 outputs. lp, l1-l4, ldone and lnext are
+// its labels.
+#define PANEL_LOOPS(START, S1, S2, S3, S4, END, a0, a1, a2, a3, lp, l1, l2, l3, l4, ldone, lnext) \
+lp:                                   \
+	START;                            \
+	CMPQ R11, $2;                     \
+	JLT  l1;                          \
+	JEQ  l2;                          \
+	CMPQ R11, $3;                     \
+	JEQ  l3;                          \
+l4:                                   \
+	S4;                               \
+	JNZ  l4;                          \
+	JMP  ldone;                       \
+l3:                                   \
+	S3;                               \
+	JNZ  l3;                          \
+	JMP  ldone;                       \
+l2:                                   \
+	S2;                               \
+	JNZ  l2;                          \
+	JMP  ldone;                       \
+l1:                                   \
+	S1;                               \
+	JNZ  l1;                          \
+ldone:                                \
+	END;                              \
+	PANEL_STORE(a0, a1, a2, a3, lnext); \
+lnext:                                \
+	ADDQ $32, DX;                     \
+	DECQ BX;                          \
+	JNZ  lp;                          \
+	VZEROUPPER;                       \
 	RET
+
+// VP_BLOCK is one block for VP_KERNEL: NEXT, then B(DP), then the move to the next block.
+#define VP_BLOCK(NEXT, B, DP, bb) NEXT; B(DP); VP_ADVANCE(bb)
+
+// VP_KERNEL is a Q8_0/Q4_0 kernel's body after VP_PROLOGUE: PANEL_LOOPS over blocks that start
+// with NEXT and run Bn(DP) (the chunks and the scaling for n columns, with the product macro
+// DP), bb bytes each; then FIX (VP_DIV16, see packed_vnni_amd64.h, or VP_NOFIX). The results are
+// in Y12-Y15.
+#define VP_KERNEL(NEXT, B1, B2, B3, B4, DP, bb, FIX, lp, l1, l2, l3, l4, ldone, lnext) \
+	PANEL_LOOPS(VP_PANEL, VP_BLOCK(NEXT, B1, DP, bb), VP_BLOCK(NEXT, B2, DP, bb), VP_BLOCK(NEXT, B3, DP, bb), VP_BLOCK(NEXT, B4, DP, bb), FIX, Y12, Y13, Y14, Y15, lp, l1, l2, l3, l4, ldone, lnext)

@@ -3,6 +3,8 @@
 // folding, which are the same instructions in both. The tables ·k4dup, ·k4m30 and ·q6dup are
 // defined in packed_k_amd64.s.
 
+#include "packed_amd64.h"
+
 // Software prefetch distance in bytes ahead of the current super-block (see dot_k_amd64.s KPF):
 // the panels are streamed once per token group, in order.
 #define KPF 4096
@@ -35,59 +37,20 @@
 	ADDQ $292, R13;   \
 	DECQ CX
 
-// KP_STORE stores the nx (R11) columns' results from a0..a3 at DX, outStride floats apart.
-#define KP_STORE(a0, a1, a2, a3, done) \
-	MOVQ    outStride+56(FP), R9; \
-	VMOVUPS a0, (DX);             \
-	CMPQ    R11, $2;              \
-	JLT     done;                 \
-	VMOVUPS a1, (DX)(R9*4);       \
-	CMPQ    R11, $3;              \
-	JLT     done;                 \
-	VMOVUPS a2, (DX)(R9*8);       \
-	CMPQ    R11, $4;              \
-	JLT     done;                 \
-	LEAQ    (R9)(R9*2), R9;       \
-	VMOVUPS a3, (DX)(R9*4)
+// KP_START starts a panel with its results a0..a3 cleared.
+#define KP_START(a0, a1, a2, a3) \
+	KP_PANEL;          \
+	VXORPS a0, a0, a0; \
+	VXORPS a1, a1, a1; \
+	VXORPS a2, a2, a2; \
+	VXORPS a3, a3, a3
 
-// KP_KERNEL is a kernel's body after KP_PROLOGUE and its constants: for each panel, the results
-// a0..a3 cleared, one super-block loop per column count nx = 1..4 (R11) running Bn (which ends
-// with KP_NEXT), then the stores. lp, l1-l4, ldone and lnext are its labels.
+#define KP_NOFIX
+
+// KP_KERNEL is a kernel's body after KP_PROLOGUE and its constants: PANEL_LOOPS (packed_amd64.h)
+// over super-blocks run by Bn (which ends with KP_NEXT), the results in a0..a3.
 #define KP_KERNEL(B1, B2, B3, B4, a0, a1, a2, a3, lp, l1, l2, l3, l4, ldone, lnext) \
-lp:                                \
-	KP_PANEL;                      \
-	VXORPS a0, a0, a0;             \
-	VXORPS a1, a1, a1;             \
-	VXORPS a2, a2, a2;             \
-	VXORPS a3, a3, a3;             \
-	CMPQ   R11, $2;                \
-	JLT    l1;                     \
-	JEQ    l2;                     \
-	CMPQ   R11, $3;                \
-	JEQ    l3;                     \
-l4:                                \
-	B4;                            \
-	JNZ    l4;                     \
-	JMP    ldone;                  \
-l3:                                \
-	B3;                            \
-	JNZ    l3;                     \
-	JMP    ldone;                  \
-l2:                                \
-	B2;                            \
-	JNZ    l2;                     \
-	JMP    ldone;                  \
-l1:                                \
-	B1;                            \
-	JNZ    l1;                     \
-ldone:                             \
-	KP_STORE(a0, a1, a2, a3, lnext); \
-lnext:                             \
-	ADDQ   $32, DX;                \
-	DECQ   BX;                     \
-	JNZ    lp;                     \
-	VZEROUPPER;                    \
-	RET
+	PANEL_LOOPS(KP_START(a0, a1, a2, a3), B1, B2, B3, B4, KP_NOFIX, a0, a1, a2, a3, lp, l1, l2, l3, l4, ldone, lnext)
 
 // K4W decodes chunk c of sub-block s: Y12 = levels of elements 32s+4c.., Y13 of 32s+16+4c...
 #define K4W(s, c) \
