@@ -50,6 +50,11 @@ func panelKernel(wt Type, np, nb int, w, x []byte, xStride, nx int, out []float3
 		panelAsm(wt, np, nb, w, x, xStride, nx, out, outStride, sums)
 		return
 	}
+	panelGo(wt, np, nb, w, x, xStride, nx, out, outStride)
+}
+
+// panelGo is panelKernel with the Go twins, one panel at a time.
+func panelGo(wt Type, np, nb int, w, x []byte, xStride, nx int, out []float32, outStride int) {
 	pb := PanelRows * nb * wt.TypeSize()
 	for p := range np {
 		pw, po := w[p*pb:(p+1)*pb], out[p*PanelRows:]

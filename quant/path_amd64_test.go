@@ -51,7 +51,7 @@ func checkPanelPath(t testing.TB, typ Type, nb int, w, x []byte, xStride, nx, ou
 	t.Helper()
 	k := nb * typ.BlockSize()
 	rowBytes, xRow := typ.RowSize(k), ActType(typ).RowSize(k)
-	np, pb := len(w)/(PanelRows*rowBytes), PanelRows*rowBytes
+	np := len(w) / (PanelRows * rowBytes)
 	p := make([]byte, len(w))
 	if err := PackRows(typ, k, p, w); err != nil {
 		t.Fatal(err)
@@ -81,17 +81,7 @@ func checkPanelPath(t testing.TB, typ Type, nb int, w, x []byte, xStride, nx, ou
 	}
 	panelKernel(typ, np, nb, p, x, xStride, nx, got, outStride, sums)
 	panelAVX2(typ, np, nb, p, x, xStride, nx, ref, outStride, sums2)
-	for i := range np {
-		pw, po := p[i*pb:(i+1)*pb], want[i*PanelRows:]
-		switch typ {
-		case Q4_K:
-			panelQ4KGo(nb, pw, x, xStride, nx, po, outStride)
-		case Q6_K:
-			panelQ6KGo(nb, pw, x, xStride, nx, po, outStride)
-		default:
-			panelProductGo(typ, nb, pw, x, xStride, nx, po, outStride)
-		}
-	}
+	panelGo(typ, np, nb, p, x, xStride, nx, want, outStride)
 	for i := range got {
 		j, r := i/outStride, i%outStride
 		if j >= nx || r >= np*PanelRows {
