@@ -24,7 +24,8 @@ func panelAVX2(wt Type, np, nb int, w, x []byte, xStride, nx int, out []float32,
 	_ = out[(nx-1)*outStride+np*PanelRows-1]
 	switch wt {
 	case Q8_0:
-		q8PanelAVX2(np, nb, &w[0], &x[0], xStride, nx, &out[0], outStride, nil)
+		_ = sums[sumWords*nb-1]
+		q8PanelAVX2(np, nb, &w[0], &x[0], xStride, nx, &out[0], outStride, &sums[0])
 	case Q4_0:
 		_ = sums[sumWords*nb-1]
 		q4PanelAVX2(np, nb, &w[0], &x[0], xStride, nx, &out[0], outStride, &sums[0])

@@ -11,7 +11,7 @@
 // ones in Y6.
 
 // The kernels' arguments: (np, nb int, w, x *byte, xStride, nx int, out *float32, outStride
-// int, sums *int32), frame $0-72 (sums unused by the AVX2 Q8_0 kernel). The np panels follow
+// int, sums *int32), frame $0-72. The np panels follow
 // each other in w; each starts over at x and sums and writes the 8 floats after the previous
 // panel's.
 #define VP_PROLOGUE(mask) \

@@ -50,25 +50,21 @@
 	VPMADDUBSW   Y3, Y1, Y3;    \
 	VPADDW       Y3, acc, acc
 
-// PSCALE converts the block's integer sums in acc and accumulates them into facc times the row
-// scales (Y7) times column P's scale.
-#define PSCALE(P, acc, facc) \
+// PFLOAT converts the block's integer sums in acc and accumulates them into facc times the row
+// scales (Y7) times the column's scale, the float32 at F (panelSums).
+#define PFLOAT(F, acc, facc) \
 	VCVTDQ2PS    acc, acc;   \
-	VPBROADCASTW (P), X3;    \
-	VCVTPH2PS    X3, Y3;     \
+	VBROADCASTSS F, Y3;      \
 	VMULPS       Y7, Y3, Y3; \
 	VFMADD231PS  Y3, acc, facc
 
-// Q4SCALE widens the 16-bit sums, subtracts 8·Σx (the int32 at S: q-8 is the weight) and
-// scales as PSCALE, with the column's scale as a float32 at F (panelSums).
+// Q4SCALE widens the 16-bit sums, subtracts 8·Σx (the int32 at S: q-8 is the weight), then
+// PFLOAT.
 #define Q4SCALE(S, F, acc, facc) \
 	VPMADDWD     Y6, acc, acc; \
 	VPBROADCASTD S, Y2;        \
 	VPSUBD       Y2, acc, acc; \
-	VCVTDQ2PS    acc, acc;     \
-	VBROADCASTSS F, Y3;        \
-	VMULPS       Y7, Y3, Y3;   \
-	VFMADD231PS  Y3, acc, facc
+	PFLOAT(F, acc, facc)
 
 // Column sets: chunk c for the first n columns.
 #define Q8C1(c) Q8W(c); Q8X(c, DI, Y8)
@@ -78,10 +74,10 @@
 
 #define Q8BLOCK(C) C(0); C(1); C(2); C(3); C(4); C(5); C(6); C(7)
 
-#define Q8S1 PSCALE(DI, Y8, Y12)
-#define Q8S2 Q8S1; PSCALE(R10, Y9, Y13)
-#define Q8S3 Q8S2; PSCALE(R12, Y10, Y14)
-#define Q8S4 Q8S3; PSCALE(R13, Y11, Y15)
+#define Q8S1 PFLOAT(16(R9), Y8, Y12)
+#define Q8S2 Q8S1; PFLOAT(20(R9), Y9, Y13)
+#define Q8S3 Q8S2; PFLOAT(24(R9), Y10, Y14)
+#define Q8S4 Q8S3; PFLOAT(28(R9), Y11, Y15)
 
 #define Q4C1(c) Q4W(c); Q4X(c, DI, Y8)
 #define Q4C2(c) Q4C1(c); Q4X(c, R10, Y9)
@@ -107,7 +103,7 @@
 #define Q4B4(DP) Q4BLOCK(Q4C4); Q4S4
 
 // func q8PanelAVX2(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
-// sums is not read.
+// sums: panelSums with m = 0 (only the scales are read).
 TEXT ·q8PanelAVX2(SB), NOSPLIT, $0-72
 	PANEL_PROLOGUE
 	VP_KERNEL(VP_NEXT, Q8B1, Q8B2, Q8B3, Q8B4, _, 272, VP_NOFIX, q8p, q8n1, q8n2, q8n3, q8n4, q8done, q8next)

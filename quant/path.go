@@ -88,12 +88,9 @@ func hasVNNIPanel(p kernelPath, wt Type) bool {
 	return wt == Q8_0 || wt == Q4_0 || (wt == Q4_K || wt == Q6_K) && p == pathAVX512VNNI
 }
 
-// needsSums reports whether panelKernel takes activation sums for weights of type wt on the
-// path it will run: Q4_0 always (its weights are nibbles q-8), Q8_0 on the VNNI paths (whose
-// weights are offset by 128, see packed_vnni_amd64.s).
-func needsSums(wt Type) bool {
-	return wt == Q4_0 || wt == Q8_0 && hasPanelAsm && panelPathFor(wt) >= pathAVXVNNI
-}
+// needsSums reports whether panelKernel takes activation sums for weights of type wt: Q4_0 and
+// Q8_0, whose kernels read the activation scales from them (and corrections, see sumsMul).
+func needsSums(wt Type) bool { return wt == Q4_0 || wt == Q8_0 }
 
 // sumWords is how many int32 words of activation sums the panel kernels take per block (see
 // panelSums).
@@ -108,12 +105,16 @@ func panelSums(wt Type, nb int, x []byte, xStride, nx int, dst []int32) {
 }
 
 // sumsMul is the multiplier m of panelSums: the correction each kernel needs for its offset
-// weights, 8 for Q4_0 on AVX2 (subtracted: the weights are nibbles q-8), and -128 on the VNNI
-// paths, where it is the starting value of the integer sums (Q8_0: the weights are w+128; Q4_0:
-// 16·8·Σx, as the Q4_0 kernels sum 16 times the products, see packed_vnni_amd64.h).
+// weights. On AVX2, 8 for Q4_0 (subtracted: the weights are nibbles q-8) and 0 for Q8_0 (signed
+// weights, no correction); on the VNNI paths -128, the starting value of the integer sums (Q8_0:
+// the weights are w+128; Q4_0: 16·8·Σx, as the Q4_0 kernels sum 16 times the products, see
+// packed_vnni_amd64.h).
 func sumsMul(wt Type) int32 {
-	if wt == Q4_0 && (!hasPanelAsm || panelPathFor(wt) < pathAVXVNNI) {
+	switch {
+	case hasPanelAsm && panelPathFor(wt) >= pathAVXVNNI:
+		return -128
+	case wt == Q4_0:
 		return 8
 	}
-	return -128
+	return 0
 }

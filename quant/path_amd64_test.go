@@ -69,9 +69,13 @@ func checkPanelPath(t testing.TB, typ Type, nb int, w, x []byte, xStride, nx, ou
 			}
 		}
 	}
-	if typ == Q4_0 {
+	if typ == Q4_0 || typ == Q8_0 {
+		mul := int32(0) // the AVX2 kernels' sums (sumsMul with the AVX2 path)
+		if typ == Q4_0 {
+			mul = 8
+		}
 		sums2 = make([]int32, sumWords*nb)
-		q4SumsGo(nb, x, xStride, nx, 8, sums2) // the AVX2 kernel's
+		q4SumsGo(nb, x, xStride, nx, mul, sums2)
 	}
 	const sentinel = float32(-3.5)
 	n := (nx-1)*outStride + np*PanelRows + 1
