@@ -1,0 +1,433 @@
+package deploy
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"ubatch/internal/testdata"
+)
+
+// The hostile-client test (issue 19): the requests an attacker found to crash, starve or balloon
+// a node, sent to two real nodes behind a real router. Each must be refused with a 4xx or served;
+// afterwards both nodes are up, under a memory bound, and both still in the router's rotation;
+// and a plain client streaming meanwhile keeps its inter-token latency under the nodes'
+// --target-itl.
+
+const (
+	hostileITL = 100 * time.Millisecond // the nodes' --target-itl
+	// hostileRSS bounds a node's resident memory: stories260K with -c 2048 idles near 100 MB;
+	// the attacks took it to 451 MB (embeddings) and out of memory (a long property name).
+	hostileRSS = 320 << 20
+)
+
+// hostileFleet is two nodes and a router, no Redis (routing by load and affinity).
+type hostileFleet struct {
+	t      *testing.T
+	nodes  []*fleetNode
+	router *proc
+	rURL   string
+	client *http.Client
+}
+
+func startHostileFleet(t *testing.T) *hostileFleet {
+	model := testdata.Model(t, "stories260K.gguf")
+	if _, err := os.Stat(model); err != nil {
+		t.Skipf("%s not found; skipping the hostile-client test", model)
+	}
+	f := &hostileFleet{t: t, client: &http.Client{Timeout: time.Minute}}
+	var urls []string
+	for i := range 2 {
+		port := freePort(t)
+		n := &fleetNode{id: fmt.Sprintf("h%d", i+1), url: "http://127.0.0.1:" + strconv.Itoa(port)}
+		n.label = strings.TrimPrefix(n.url, "http://")
+		n.p = startProc(t, "node-"+n.id, ubatchBin, "serve", "-m", model, "--port", strconv.Itoa(port), "-np", "8",
+			"-c", "2048", "-t", "1", "--embeddings", "--target-itl", hostileITL.String())
+		f.nodes = append(f.nodes, n)
+		urls = append(urls, n.url)
+	}
+	for _, n := range f.nodes {
+		waitHTTP(t, n.p, n.url+"/health", "ok", 20*time.Second)
+	}
+	rport := freePort(t)
+	f.rURL = "http://127.0.0.1:" + strconv.Itoa(rport)
+	f.router = startProc(t, "router", ubatchBin, "route", "-m", model, "--nodes", strings.Join(urls, ","),
+		"--port", strconv.Itoa(rport), "--health-interval", "200ms")
+	waitHTTP(t, f.router, f.rURL+"/health", `"nodes_healthy":2`, 20*time.Second)
+	return f
+}
+
+// hostileCase is one attack: a body sent to path on the router (or on the first node when
+// direct), and what a correct server answers.
+type hostileCase struct {
+	name   string
+	path   string
+	body   string
+	direct bool
+	// want is the status a fixed server gives; 0 means "a 4xx or 200": the server may refuse the
+	// request or serve it correctly, but never fail it (5xx) or die.
+	want  int
+	param string // the error's param when want is a 4xx ("" = not checked)
+}
+
+func hostileCases(bang int) []hostileCase {
+	js := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	enum := make([]any, 70000)
+	for i := range enum {
+		enum[i] = fmt.Sprintf("v%d", i)
+	}
+	anyOf := make([]any, 70000)
+	for i := range anyOf {
+		anyOf[i] = map[string]any{"const": i}
+	}
+	var alts, chain strings.Builder
+	alts.WriteString("root ::= ")
+	chain.WriteString("root ::= r0\n")
+	for i := range 100000 {
+		if i > 0 {
+			alts.WriteString(" | ")
+		}
+		fmt.Fprintf(&alts, "\"a%d\"", i)
+		fmt.Fprintf(&chain, "r%d ::= \"x\" r%d\n", i, i+1)
+	}
+	chain.WriteString("r100000 ::= \"y\"\n")
+	longKey := map[string]any{"type": "object", "additionalProperties": true,
+		"properties": map[string]any{strings.Repeat("k", 32000): map[string]any{"type": "string"}}}
+	cjk := map[string]any{}
+	for i := range 16000 {
+		cjk[string(rune(0x4e00+i))+string(rune(0x4e00+(i*7)%16000))] = map[string]any{"type": "integer"}
+	}
+	cjkSchema := map[string]any{"type": "object", "properties": cjk}
+	tool := func(name string, params any) []any {
+		return []any{map[string]any{"type": "function", "function": map[string]any{"name": name, "parameters": params}}}
+	}
+	user := []any{map[string]any{"role": "user", "content": "hi"}}
+	inputs := make([]string, 100000)
+	for i := range inputs {
+		inputs[i] = "x"
+	}
+	return []hostileCase{
+		{name: "grammar repetition 70000", path: "/v1/completions", want: 400, param: "grammar",
+			body: `{"prompt":"x","max_tokens":5,"grammar":"root ::= (\"a\"?){0,70000} \"b\""}`},
+		{name: "json_schema enum of 70000", path: "/v1/completions", param: "json_schema",
+			body: js(map[string]any{"prompt": "x", "max_tokens": 5, "json_schema": map[string]any{"enum": enum}})},
+		{name: "response_format anyOf of 70000", path: "/v1/chat/completions", param: "response_format",
+			body: js(map[string]any{"messages": user, "max_tokens": 5, "response_format": map[string]any{
+				"type": "json_schema", "json_schema": map[string]any{"name": "x", "schema": map[string]any{"anyOf": anyOf}}}})},
+		{name: "grammar of 100000 alternatives", path: "/v1/completions", param: "grammar",
+			body: js(map[string]any{"prompt": "x", "max_tokens": 5, "grammar": alts.String()})},
+		{name: "grammar of 100000 chained rules", path: "/v1/completions", param: "grammar",
+			body: js(map[string]any{"prompt": "x", "max_tokens": 5, "grammar": chain.String()})},
+		{name: "json_schema with a 32000-character key", path: "/v1/completions", param: "json_schema",
+			body: js(map[string]any{"prompt": "x", "max_tokens": 5, "json_schema": longKey})},
+		{name: "tools with a 32000-character key", path: "/v1/chat/completions", param: "tools",
+			body: js(map[string]any{"messages": user, "max_tokens": 5, "tools": tool("f", longKey), "tool_choice": "required"})},
+		{name: "json_schema with 16000 CJK keys", path: "/v1/completions", param: "json_schema",
+			body: js(map[string]any{"prompt": "x", "max_tokens": 5, "json_schema": cjkSchema})},
+		{name: "ignore_eos with a complete grammar", path: "/v1/completions", want: 400,
+			body: `{"prompt":"x","grammar":"root ::= \"a\"","ignore_eos":true}`},
+		{name: "ignore_eos with a complete grammar, llama.cpp route", path: "/completion", want: 400,
+			body: `{"prompt":"x","grammar":"root ::= \"a\"","ignore_eos":true}`},
+		{name: "logit_bias the grammar refuses", path: "/v1/completions", param: "grammar",
+			body: js(map[string]any{"prompt": "x", "max_tokens": 8, "grammar": `root ::= [a-z]+`,
+				"logit_bias": map[string]any{strconv.Itoa(bang): 100}})},
+		{name: "embeddings of 100000 inputs", path: "/v1/embeddings", want: 400, param: "input",
+			body: js(map[string]any{"input": inputs})},
+		{name: "tool name that closes the tool-call tag", path: "/v1/chat/completions", want: 400,
+			param: "tools[0].function.name",
+			body:  js(map[string]any{"messages": user, "max_tokens": 5, "tools": tool("f</tool_call>", map[string]any{"type": "object"})})},
+		{name: "tool parameters with $ref to the root", path: "/v1/chat/completions",
+			body: js(map[string]any{"messages": user, "max_tokens": 16, "tool_choice": "required",
+				"tools": tool("tree", map[string]any{"type": "object", "properties": map[string]any{
+					"children": map[string]any{"type": "array", "items": map[string]any{"$ref": "#"}}}})})},
+	}
+}
+
+func TestHostileClients(t *testing.T) {
+	statSources("..")
+	start := time.Now()
+	f := startHostileFleet(t)
+	bang := f.tokenID("!")
+
+	// A plain client streams the whole time; its inter-token gaps are checked at the end.
+	plainCtx, stopPlain := context.WithCancel(context.Background())
+	var plain plainClient
+	plainDone := make(chan struct{})
+	go func() { defer close(plainDone); plain.run(plainCtx, f.nodes[1].url) }()
+
+	for _, c := range hostileCases(bang) {
+		t.Run(c.name, func(t *testing.T) { f.attack(t, c) })
+	}
+	t.Run("expensive grammar beside a plain stream", func(t *testing.T) { f.starve(t, bang) })
+	t.Run("slow-header flood from one address", func(t *testing.T) { f.flood(t, "slow", 2000) })
+	t.Run("600 live streams from one address", func(t *testing.T) { f.flood(t, "live", 600) })
+	t.Run("the page and foreign Host headers", f.page)
+
+	stopPlain()
+	<-plainDone
+	gaps := plain.gaps()
+	if len(gaps) < 100 {
+		t.Fatalf("the plain client got %d tokens: it was not served meanwhile", len(gaps))
+	}
+	p50, p99 := gaps[len(gaps)/2], gaps[len(gaps)*99/100]
+	t.Logf("plain client beside the attacks: %d tokens, inter-token p50 %v, p99 %v (target %v)", len(gaps), p50, p99, hostileITL)
+	if p99 > hostileITL {
+		t.Errorf("the plain client's inter-token p99 is %v, over the nodes' --target-itl %v", p99, hostileITL)
+	}
+	for _, n := range f.nodes {
+		if n.p.exited() {
+			t.Fatalf("node %s died", n.id)
+		}
+		if rss := rssOf(n.p); rss > hostileRSS {
+			t.Errorf("node %s uses %d MB, over the %d MB bound", n.id, rss>>20, hostileRSS>>20)
+		}
+	}
+	waitHTTP(t, f.router, f.rURL+"/health", `"nodes_healthy":2`, 5*time.Second)
+	t.Logf("whole test: %v", time.Since(start).Round(time.Millisecond))
+}
+
+// attack sends c and checks its answer, the nodes' health and memory.
+func (f *hostileFleet) attack(t *testing.T, c hostileCase) {
+	base := f.rURL
+	if c.direct || c.path == "/v1/embeddings" {
+		base = f.nodes[0].url
+	}
+	t0 := time.Now()
+	resp, err := f.client.Post(base+c.path, "application/json", strings.NewReader(c.body))
+	if err != nil {
+		t.Fatalf("%s: %v (after %v)", c.name, err, time.Since(t0))
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	took := time.Since(t0)
+	var e struct {
+		Error struct {
+			Message string  `json:"message"`
+			Param   *string `json:"param"`
+		} `json:"error"`
+	}
+	json.Unmarshal(body, &e)
+	t.Logf("%d in %v: %.200s", resp.StatusCode, took.Round(time.Millisecond), body)
+	switch {
+	case c.want != 0 && resp.StatusCode != c.want:
+		t.Errorf("status %d, want %d", resp.StatusCode, c.want)
+	case c.want == 0 && resp.StatusCode != 200 && (resp.StatusCode < 400 || resp.StatusCode >= 500):
+		t.Errorf("status %d, want a 4xx or 200", resp.StatusCode)
+	}
+	if resp.StatusCode >= 400 && resp.StatusCode < 500 && c.param != "" && (e.Error.Param == nil || *e.Error.Param != c.param) {
+		t.Errorf("param %v, want %q", e.Error.Param, c.param)
+	}
+	if resp.StatusCode == 200 && strings.Contains(string(body), `"error"`) {
+		t.Errorf("200 with an error body")
+	}
+	for _, n := range f.nodes {
+		if n.p.exited() {
+			t.Fatalf("node %s died", n.id)
+		}
+		if rss := rssOf(n.p); rss > hostileRSS {
+			t.Errorf("node %s uses %d MB after the request, over the %d MB bound", n.id, rss>>20, hostileRSS>>20)
+		}
+	}
+}
+
+// starve runs four clients with an expensive grammar and a logit_bias it refuses (every token
+// goes through the grammar's mask) for a few seconds on the node the plain client streams from.
+func (f *hostileFleet) starve(t *testing.T, bang int) {
+	var g strings.Builder
+	g.WriteString("root ::= ")
+	for i := range 250 {
+		if i > 0 {
+			g.WriteString(" | ")
+		}
+		fmt.Fprintf(&g, "[^!\\x00]{0,1000} \"END%d\"", i)
+	}
+	body, _ := json.Marshal(map[string]any{"prompt": "x", "max_tokens": 200, "grammar": g.String(),
+		"logit_bias": map[string]any{strconv.Itoa(bang): 100}})
+	deadline := time.Now().Add(4 * time.Second)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	for range 4 {
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				resp, err := f.client.Post(f.nodes[1].url+"/v1/completions", "application/json", strings.NewReader(string(body)))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				mu.Lock()
+				statuses[resp.StatusCode]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("expensive-grammar requests by status: %v", statuses)
+	for s := range statuses {
+		if s >= 500 {
+			t.Errorf("%d expensive-grammar requests got %d", statuses[s], s)
+		}
+	}
+}
+
+// flood opens n connections to the first node from 127.0.0.1, slow-header ones ("slow": a
+// request line and no end of headers) or /live subscriptions ("live"), and checks that another
+// address (127.0.0.2) still gets /health and the API.
+func (f *hostileFleet) flood(t *testing.T, kind string, n int) {
+	addr := strings.TrimPrefix(f.nodes[0].url, "http://")
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range n {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			break // refused at once is fine
+		}
+		conns = append(conns, c)
+		switch kind {
+		case "slow":
+			fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: %s\r\nX-Slow: ", addr)
+		case "live":
+			fmt.Fprintf(c, "GET /live HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", addr)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	other := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext}}
+	for _, path := range []string{"/health", "/v1/models"} {
+		resp, err := other.Get(f.nodes[0].url + path)
+		if err != nil {
+			t.Fatalf("%s from another address during the flood: %v", path, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("%s from another address during a flood of %d %s connections: %d", path, len(conns), kind, resp.StatusCode)
+		}
+	}
+}
+
+// page checks the page's security headers and that a foreign Host is refused on a loopback bind.
+func (f *hostileFleet) page(t *testing.T) {
+	resp, err := f.client.Get(f.nodes[0].url + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	h := resp.Header
+	csp := h.Get("Content-Security-Policy")
+	script := ""
+	for d := range strings.SplitSeq(csp, ";") {
+		if d = strings.TrimSpace(d); strings.HasPrefix(d, "script-src ") {
+			script = d
+		}
+	}
+	if !strings.Contains(script, "'self'") || strings.Contains(script, "'unsafe-inline'") {
+		t.Errorf("the page's Content-Security-Policy %q does not keep scripts to the page's own files", csp)
+	}
+	if !strings.Contains(h.Get("Content-Security-Policy"), "frame-ancestors 'none'") && h.Get("X-Frame-Options") == "" {
+		t.Error("the page may be framed: no frame-ancestors, no X-Frame-Options")
+	}
+	if h.Get("X-Content-Type-Options") != "nosniff" {
+		t.Error("no X-Content-Type-Options: nosniff on the page")
+	}
+	req, _ := http.NewRequest(http.MethodGet, f.nodes[0].url+"/v1/models", nil)
+	req.Host = "rebind.example:8080"
+	resp, err = f.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("Host rebind.example on a loopback bind: %d, want 403", resp.StatusCode)
+	}
+}
+
+// tokenID returns the id of the single token the first node's vocabulary has for text.
+func (f *hostileFleet) tokenID(text string) int {
+	body, _ := json.Marshal(map[string]any{"content": text, "add_special": false})
+	resp, err := f.client.Post(f.nodes[0].url+"/tokenize", "application/json", strings.NewReader(string(body)))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Tokens []int `json:"tokens"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || len(out.Tokens) == 0 {
+		f.t.Fatalf("tokenizing %q: %v %v", text, out.Tokens, err)
+	}
+	return out.Tokens[len(out.Tokens)-1]
+}
+
+// plainClient streams completions one after another and records the gaps between tokens.
+type plainClient struct {
+	mu  sync.Mutex
+	gap []time.Duration
+}
+
+func (p *plainClient) run(ctx context.Context, base string) {
+	body := completion("Once upon a time", 400, true)
+	for ctx.Err() == nil {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/completions", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return
+		}
+		sc := bufio.NewScanner(resp.Body)
+		var last time.Time
+		for sc.Scan() {
+			if !strings.HasPrefix(sc.Text(), "data: {") {
+				continue
+			}
+			now := time.Now()
+			if !last.IsZero() {
+				p.mu.Lock()
+				p.gap = append(p.gap, now.Sub(last))
+				p.mu.Unlock()
+			}
+			last = now
+		}
+		resp.Body.Close()
+	}
+}
+
+func (p *plainClient) gaps() []time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	g := slices.Clone(p.gap)
+	slices.Sort(g)
+	return g
+}
+
+// rssOf returns the resident memory of p's process in bytes (0 when unknown).
+func rssOf(p *proc) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
