@@ -35,10 +35,11 @@ func (s *Sampler) sampleGrammar(logits []float32) int32 {
 	return tok
 }
 
-// deadEnd explains why no allowed token could be sampled.
+// deadEnd explains why no allowed token could be sampled. Every reason but NaN logits (the
+// model's fault) is the request's: its grammar, or its ignore_eos against a complete grammar.
 func (s *Sampler) deadEnd(mask []uint64, logits []float32) error {
 	if err := s.gm.Err(); err != nil {
-		return err
+		return grammarLimit(err)
 	}
 	allowed, ignored := 0, 0
 	for t := range len(logits) {
@@ -51,11 +52,11 @@ func (s *Sampler) deadEnd(mask []uint64, logits []float32) error {
 	}
 	switch {
 	case allowed == 0:
-		return errors.New("sample: grammar dead end: no token of the vocabulary can continue the output")
+		return requestError("grammar", CodeGrammarDeadEnd, "sample: grammar dead end: no token of the vocabulary can continue the output")
 	case allowed == ignored && s.gm.Complete():
-		return errors.New("sample: the grammar is complete and only end of generation can follow, but end of generation is disabled (ignore_eos)")
+		return requestError("ignore_eos", CodeGrammarDeadEnd, "sample: the grammar is complete and only end of generation can follow, but end of generation is disabled (ignore_eos)")
 	case allowed == ignored:
-		return errors.New("sample: every token the grammar allows is excluded from sampling")
+		return requestError("ignore_eos", CodeGrammarDeadEnd, "sample: every token the grammar allows is excluded from sampling")
 	}
 	return errors.New("sample: every token the grammar allows has a NaN logit")
 }

@@ -2,6 +2,8 @@ package sample
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -162,15 +164,23 @@ pair ::= "\"" [ab]* "\":" " "? value`
 	}
 }
 
+// TestGrammarDeadEnds: every dead end the request caused is a *RequestError naming the field at
+// fault, so that the server answers 400; NaN logits are not (the model's fault: 500).
 func TestGrammarDeadEnds(t *testing.T) {
+	nan := float32(math.NaN())
 	tests := []struct {
-		name, src string
-		ignoreEOS bool
-		prefix    int // tokens to sample greedily first
-		wantErr   string
+		name, src   string
+		ignoreEOS   bool
+		nanFrom     int // logits from this token id on are NaN (0: none)
+		prefix      int // tokens to sample greedily first
+		wantErr     string
+		param, code string // of the *RequestError; "" = not one
 	}{
-		{name: "no token spells it", src: `root ::= "{" "é"`, prefix: 1, wantErr: "dead end"},
-		{name: "end disabled", src: `root ::= "{"`, prefix: 1, ignoreEOS: true, wantErr: "end of generation is disabled"},
+		{name: "no token spells it", src: `root ::= "{" "é"`, prefix: 1, wantErr: "dead end",
+			param: "grammar", code: CodeGrammarDeadEnd},
+		{name: "end disabled", src: `root ::= "{"`, prefix: 1, ignoreEOS: true, wantErr: "end of generation is disabled",
+			param: "ignore_eos", code: CodeGrammarDeadEnd},
+		{name: "NaN logits", src: `root ::= "x"`, nanFrom: 1, wantErr: "NaN logit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -180,6 +190,11 @@ func TestGrammarDeadEnds(t *testing.T) {
 			}
 			s := mustNew(t, p, len(grammarPieces))
 			logits := randomLogits(3, len(grammarPieces))
+			if tt.nanFrom > 0 {
+				for i := tt.nanFrom; i < len(logits); i++ {
+					logits[i] = nan
+				}
+			}
 			for range tt.prefix {
 				if tok := s.Sample(logits); tok < 0 {
 					t.Fatalf("prefix: %v", s.Err())
@@ -188,7 +203,28 @@ func TestGrammarDeadEnds(t *testing.T) {
 			if tok := s.Sample(logits); tok != -1 || s.Err() == nil || !strings.Contains(s.Err().Error(), tt.wantErr) {
 				t.Fatalf("got token %d, err %v; want -1 and %q", tok, s.Err(), tt.wantErr)
 			}
+			var re *RequestError
+			switch isReq := errors.As(s.Err(), &re); {
+			case tt.param == "" && isReq:
+				t.Fatalf("%v is a *RequestError (%s, %s); want the server's fault", s.Err(), re.Param, re.Code)
+			case tt.param != "" && !isReq:
+				t.Fatalf("%v is not a *RequestError", s.Err())
+			case tt.param != "" && (re.Param != tt.param || re.Code != tt.code):
+				t.Fatalf("RequestError param %q code %q, want %q %q", re.Param, re.Code, tt.param, tt.code)
+			}
 		})
+	}
+}
+
+// TestGrammarLimitIsRequestError: a matcher that refuses its work (here ErrTooAmbiguous) ends
+// sampling with a *RequestError on the grammar that still wraps the matcher's sentinel.
+func TestGrammarLimitIsRequestError(t *testing.T) {
+	err := grammarLimit(fmt.Errorf("step: %w", grammar.ErrTooAmbiguous))
+	if err.Param != "grammar" || err.Code != CodeGrammarTooAmbiguous || !errors.Is(err, grammar.ErrTooAmbiguous) {
+		t.Fatalf("grammarLimit(ErrTooAmbiguous) = %+v", err)
+	}
+	if err := grammarLimit(errors.New("some other limit")); err.Code != CodeGrammarTooExpensive {
+		t.Fatalf("grammarLimit(other) code %q, want %q", err.Code, CodeGrammarTooExpensive)
 	}
 }
 

@@ -289,7 +289,8 @@ func (s *Sampler) Pick(logits []float32) (int32, error) {
 
 // noToken says why no token can be sampled from logits without a grammar: the row is empty,
 // its samplable logits are all NaN (a model whose arithmetic broke down, e.g. NaN weights or an
-// overflow), or every token is ignored. It costs one pass over the row, on that failure only.
+// overflow), or every token is ignored (a *RequestError: the request's ignore list). It costs one
+// pass over the row, on that failure only.
 func (s *Sampler) noToken(logits []float32) error {
 	if len(logits) == 0 {
 		return fmt.Errorf("%w: the logits row is empty", ErrNoToken)
@@ -299,7 +300,8 @@ func (s *Sampler) noToken(logits []float32) error {
 			return fmt.Errorf("%w: NaN logits (the model's output is not a number: its weights or arithmetic are broken)", ErrNoToken)
 		}
 	}
-	return fmt.Errorf("%w: every token of the vocabulary is ignored", ErrNoToken)
+	return &RequestError{Param: "ignore_eos", Code: CodeNoToken,
+		Err: fmt.Errorf("%w: every token of the vocabulary is ignored", ErrNoToken)}
 }
 
 // argmax returns the index of the largest non-NaN value, the lowest index among ties, or -1.

@@ -402,6 +402,11 @@ func TestPickSaysWhy(t *testing.T) {
 				if !errors.Is(err, ErrNoToken) || !strings.HasPrefix(err.Error(), "no token can be sampled: ") || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("Pick error %v, want ErrNoToken saying %q", err, tc.wantErr)
 				}
+				// Only the request's own ignore list is its fault; NaN is the model's, an empty row the caller's.
+				var re *RequestError
+				if isReq, want := errors.As(err, &re), len(tc.logits) > 0 && len(tc.ignore) == len(tc.logits); isReq != want {
+					t.Fatalf("Pick error %v: a *RequestError: %v, want %v", err, isReq, want)
+				}
 			})
 		}
 	}
