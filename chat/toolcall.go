@@ -3,6 +3,7 @@ package chat
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 )
 
@@ -47,17 +48,23 @@ type ToolCall struct {
 
 // ToolParser splits a streamed reply into content and tool calls. Add returns the text that is
 // certainly content, holding back from the first possible start of a tool call; Finish parses
-// what was held back. A held-back part that does not parse as calls is returned as content.
+// what was held back. A held-back part that does not parse as calls, or that calls a function
+// not among the parser's names, is returned as content.
 type ToolParser struct {
 	f       ToolFormat
+	names   []string        // the functions the client offered
 	held    strings.Builder // text from the first possible tool-call start on
 	sent    bool            // content has been emitted (a Llama 3 call must start the reply)
 	holding bool
 	pending string // a suffix that may be the start of a marker
 }
 
-// NewToolParser makes a parser for one reply in format f.
-func NewToolParser(f ToolFormat) *ToolParser { return &ToolParser{f: f} }
+// NewToolParser makes a parser for one reply in format f. names are the functions the request
+// offered: only calls of those are tool calls, since a client cannot run any other (a model may
+// well invent one, or be talked into it). With no names every reply is content.
+func NewToolParser(f ToolFormat, names []string) *ToolParser {
+	return &ToolParser{f: f, names: names}
+}
 
 // marker starts a call in the tagged formats.
 func (p *ToolParser) marker() string {
@@ -130,15 +137,18 @@ func (p *ToolParser) Finish() (string, []ToolCall) {
 	case ToolMistral:
 		calls, ok = parseMistral(held)
 	}
-	if !ok {
+	// One unknown function makes the whole held part content: the calls were written together,
+	// and returning only some of them would hide from the client what the model answered.
+	if !ok || slices.ContainsFunc(calls, func(c ToolCall) bool { return !slices.Contains(p.names, c.Name) }) {
 		return rest + held, nil
 	}
 	return rest, calls
 }
 
-// ParseToolCalls splits a whole reply into content and tool calls.
-func ParseToolCalls(f ToolFormat, text string) (string, []ToolCall) {
-	p := NewToolParser(f)
+// ParseToolCalls splits a whole reply into content and calls of the functions in names (see
+// NewToolParser).
+func ParseToolCalls(f ToolFormat, text string, names []string) (string, []ToolCall) {
+	p := NewToolParser(f, names)
 	content := p.Add(text)
 	rest, calls := p.Finish()
 	return content + rest, calls
@@ -172,8 +182,15 @@ func (c callJSON) toolCall() (ToolCall, bool) {
 	if json.Unmarshal(args, &obj) != nil {
 		return ToolCall{}, false
 	}
-	compact, _ := json.Marshal(obj)
-	return ToolCall{Name: c.Name, Arguments: string(compact)}, true
+	// Without HTML escaping: the client reads the arguments as JSON, not as HTML, and "<" stays
+	// what the model wrote.
+	var compact bytes.Buffer
+	enc := json.NewEncoder(&compact)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(obj) != nil {
+		return ToolCall{}, false
+	}
+	return ToolCall{Name: c.Name, Arguments: strings.TrimSuffix(compact.String(), "\n")}, true
 }
 
 func parseHermes(s string) ([]ToolCall, bool) {
@@ -187,12 +204,11 @@ func parseHermes(s string) ([]ToolCall, bool) {
 		if !ok {
 			return nil, false
 		}
-		end := strings.Index(body, "</tool_call>")
-		if end < 0 {
-			end = len(body) // the model stopped at its end-of-turn token before closing the tag
-		}
+		// The JSON is decoded first and the closing tag looked for after it, so that a
+		// "</tool_call>" inside a string of the arguments does not cut the call short.
+		dec := json.NewDecoder(strings.NewReader(body))
 		var c callJSON
-		if json.Unmarshal([]byte(strings.TrimSpace(body[:end])), &c) != nil {
+		if dec.Decode(&c) != nil {
 			return nil, false
 		}
 		tc, ok := c.toolCall()
@@ -200,7 +216,12 @@ func parseHermes(s string) ([]ToolCall, bool) {
 			return nil, false
 		}
 		calls = append(calls, tc)
-		s = strings.TrimPrefix(body[end:], "</tool_call>")
+		rest := strings.TrimSpace(body[dec.InputOffset():])
+		// An unclosed tag is accepted at the end only: the model stopped at its end-of-turn
+		// token before closing it.
+		if s, ok = strings.CutPrefix(rest, "</tool_call>"); !ok && rest != "" {
+			return nil, false
+		}
 	}
 }
 

@@ -79,7 +79,7 @@ func (req *chatRequest) prepare(s *Server) (genParams, [][]int32, reply, error) 
 	c := &chatReply{openAIReply: newOpenAIReply[chatChoice](s, "chatcmpl-", object, &req.openAIFields), s: s, g: g}
 	if g.tools != nil {
 		for range g.n {
-			c.parsers = append(c.parsers, chat.NewToolParser(g.tools.format))
+			c.parsers = append(c.parsers, chat.NewToolParser(g.tools.format, g.tools.names))
 		}
 	}
 	c.started = make([]bool, g.n)
@@ -145,7 +145,7 @@ func (c *chatReply) whole(res []*choiceResult, u usageJSON) any {
 		content := r.text.String()
 		if c.g.tools != nil {
 			var calls []chat.ToolCall
-			content, calls = chat.ParseToolCalls(c.g.tools.format, content)
+			content, calls = chat.ParseToolCalls(c.g.tools.format, content, c.g.tools.names)
 			if len(calls) > 0 {
 				msg.ToolCalls = toolReply(calls, c.g.tools.parallel, false)
 				r.finish = "tool_calls"

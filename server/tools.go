@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"ubatch/chat"
@@ -35,13 +38,26 @@ type toolCallJSON struct {
 // toolMode is how a chat request's reply is read for tool calls; nil means plain text.
 type toolMode struct {
 	format   chat.ToolFormat
-	parallel bool // more than one call may be returned
+	parallel bool     // more than one call may be returned
+	names    []string // the functions a call may name; a call of any other is content
 }
 
+// Limits on what a client sizes in tools: each tool is rendered into the prompt, checked, and
+// for tool_choice required or a named function compiled into the grammar, so their number and
+// their schemas' total size bound that work (the request body's limit alone is 4 MiB).
+const (
+	maxTools           = 128
+	maxToolSchemaBytes = 256 << 10 // the sum of the tools' parameters, as sent
+)
+
+// toolName is what OpenAI accepts as a function name. It also keeps names out of the markup
+// they are written in: no quote, no "<" of a closing tag, nothing a grammar literal escapes.
+var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
 // toolSetup reads tools, tool_choice and parallel_tool_calls. With tool_choice "none" (or no
-// tools) the reply is text. "auto" parses whatever calls the model writes; "required" and a
-// named function also constrain the output by grammar to one call of the allowed functions in
-// the model's format, so it cannot answer otherwise.
+// tools) the reply is text. "auto" parses whatever calls of the tools the model writes;
+// "required" and a named function also constrain the output by grammar to one call of the
+// allowed functions in the model's format, so it cannot answer otherwise.
 func (s *Server) toolSetup(g *genParams, req *chatRequest) (*toolMode, error) {
 	if isNull(req.Tools) {
 		if !isNull(req.ToolChoice) {
@@ -52,19 +68,21 @@ func (s *Server) toolSetup(g *genParams, req *chatRequest) (*toolMode, error) {
 		}
 		return nil, nil
 	}
-	var tools []toolFunction
-	if err := json.Unmarshal(req.Tools, &tools); err != nil {
-		return nil, badRequest("tools", "tools must be a list of {\"type\": \"function\", \"function\": {...}} objects")
-	}
-	for i, t := range tools {
-		if t.Type != "function" || t.Function.Name == "" {
-			return nil, badRequest("tools", "tools[%d] must have type \"function\" and a function name", i)
-		}
+	tools, err := parseTools(req.Tools)
+	if err != nil {
+		return nil, err
 	}
 	mode := &toolMode{format: chat.DetectToolFormat(s.tmpl.Source()), parallel: req.ParallelToolCalls == nil || *req.ParallelToolCalls}
 	choice, name, err := parseToolChoice(req.ToolChoice)
 	if err != nil {
 		return nil, err
+	}
+	var allowed []int // indexes in tools
+	for i, t := range tools {
+		if choice != "required" || name == "" || t.Function.Name == name {
+			allowed = append(allowed, i)
+			mode.names = append(mode.names, t.Function.Name)
+		}
 	}
 	switch choice {
 	case "none":
@@ -72,21 +90,15 @@ func (s *Server) toolSetup(g *genParams, req *chatRequest) (*toolMode, error) {
 	case "auto":
 		return mode, nil
 	}
-	var allowed []toolFunction
-	for _, t := range tools {
-		if name == "" || t.Function.Name == name {
-			allowed = append(allowed, t)
-		}
-	}
 	if len(allowed) == 0 {
 		return nil, badRequest("tool_choice", "tool_choice names %q, which is not among the tools", name)
 	}
 	if g.sampling.Grammar != nil {
 		return nil, badRequest("tool_choice", "tool_choice %q cannot be combined with another output constraint", choice)
 	}
-	src, err := toolCallGrammar(mode.format, allowed)
+	src, err := toolCallGrammar(mode.format, tools, allowed)
 	if err != nil {
-		return nil, badRequest("tools", "the tools' parameters cannot be turned into a grammar: %v", err)
+		return nil, err
 	}
 	gr, err := grammar.Parse(src)
 	if err != nil {
@@ -99,6 +111,38 @@ func (s *Server) toolSetup(g *genParams, req *chatRequest) (*toolMode, error) {
 	g.sampling.Grammar, g.sampling.GrammarVocab = gr, v
 	mode.parallel = false
 	return mode, nil
+}
+
+// parseTools decodes and checks the request's tools: at most maxTools, each of type "function"
+// with a valid name and, if given, a parameters object whose local $refs resolve inside it,
+// maxToolSchemaBytes of parameters in all. Errors are 400s naming the field at fault.
+func parseTools(raw json.RawMessage) ([]toolFunction, error) {
+	var tools []toolFunction
+	if err := json.Unmarshal(raw, &tools); err != nil {
+		return nil, badRequest("tools", "tools must be a list of {\"type\": \"function\", \"function\": {...}} objects")
+	}
+	if len(tools) > maxTools {
+		return nil, badRequest("tools", "%d tools given: at most %d are allowed", len(tools), maxTools)
+	}
+	size := 0
+	for i, t := range tools {
+		if t.Type != "function" {
+			return nil, badRequest("tools", "tools[%d] must have type \"function\"", i)
+		}
+		if !toolName.MatchString(t.Function.Name) {
+			return nil, badRequest(fmt.Sprintf("tools[%d].function.name", i),
+				"tools[%d].function.name %q must be 1 to 64 letters, digits, underscores or dashes", i, t.Function.Name)
+		}
+		size += len(bytes.TrimSpace(t.Function.Parameters))
+		if size > maxToolSchemaBytes {
+			return nil, badRequest("tools", "the tools' parameters exceed %d bytes in all", maxToolSchemaBytes)
+		}
+		if err := checkParameters(t.Function.Parameters); err != nil {
+			param := fmt.Sprintf("tools[%d].function.parameters", i)
+			return nil, badRequest(param, "%s: %v", param, err)
+		}
+	}
+	return tools, nil
 }
 
 // parseToolChoice returns "none", "auto" or "required", and the function name for
@@ -126,42 +170,96 @@ func parseToolChoice(raw json.RawMessage) (choice, name string, err error) {
 	return "required", named.Function.Name, nil
 }
 
-// toolCallGrammar is GBNF for exactly one call of one of tools, written as format writes it:
-// a JSON object with the function's name and its arguments following the function's parameter
-// schema, inside the format's markers.
-func toolCallGrammar(format chat.ToolFormat, tools []toolFunction) (string, error) {
+// toolCallGrammar is GBNF for exactly one call of one of the tools at indexes allowed, written
+// as format writes it: a JSON object with the function's name and its arguments following the
+// function's parameter schema, inside the format's markers. Each tool's parameters are
+// converted on their own, so that their $refs ("#" included) resolve inside them and never
+// reach the wrapper object or another tool; the rules are then prefixed "tI-" to keep the
+// tools' grammars apart. tools must have passed parseTools. Errors are 400s.
+func toolCallGrammar(format chat.ToolFormat, tools []toolFunction, allowed []int) (string, error) {
 	argsKey := "arguments"
 	if format == chat.ToolLlama3 {
 		argsKey = "parameters"
 	}
-	var branches []json.RawMessage
-	for _, t := range tools {
+	var sb strings.Builder
+	switch format {
+	case chat.ToolLlama3:
+		sb.WriteString("root ::= tool-call\n")
+	case chat.ToolMistral:
+		sb.WriteString(`root ::= "[TOOL_CALLS][" tool-call "]"` + "\n")
+	default:
+		sb.WriteString(`root ::= "<tool_call>\n" tool-call "\n</tool_call>"` + "\n")
+	}
+	// The object's spacing is the converter's: one space, or a newline and up to 20 blanks.
+	sb.WriteString(`call-space ::= | " " | "\n" [ \t]{0,20}` + "\n")
+	branches := make([]string, len(allowed))
+	for k, i := range allowed {
+		branches[k] = "call-" + strconv.Itoa(i)
+	}
+	sb.WriteString("tool-call ::= " + strings.Join(branches, " | ") + "\n")
+	for _, i := range allowed {
+		t := tools[i]
 		params := t.Function.Parameters
 		if isNull(params) {
 			params = json.RawMessage(`{"type": "object"}`)
 		}
-		name, _ := json.Marshal(t.Function.Name)
-		branches = append(branches, json.RawMessage(fmt.Sprintf(
-			`{"type": "object", "properties": {"name": {"const": %s}, %q: %s}, "required": ["name", %q], "additionalProperties": false}`,
-			name, argsKey, bytes.TrimSpace(params), argsKey)))
+		param := fmt.Sprintf("tools[%d].function.parameters", i)
+		src, err := jsonschema.Grammar(params)
+		if err != nil {
+			return "", badRequest(param, "%s cannot be turned into a grammar: %v", param, err)
+		}
+		prefix := "t" + strconv.Itoa(i) + "-"
+		rules, err := prefixRules(src, prefix)
+		if err != nil {
+			return "", internalError(fmt.Errorf("%s: the schema's grammar: %w", param, err))
+		}
+		// Names are plain (parseTools), so they go into the literals as they are.
+		fmt.Fprintf(&sb, `call-%d ::= "{" call-space "\"name\"" call-space ":" call-space "\"%s\"" call-space "," call-space "\"%s\"" call-space ":" call-space %sroot "}" call-space`+"\n",
+			i, t.Function.Name, argsKey, prefix)
+		sb.WriteString(rules)
 	}
-	schema, _ := json.Marshal(map[string]any{"anyOf": branches})
-	call, err := jsonschema.Grammar(schema)
-	if err != nil {
-		return "", err
+	return sb.String(), nil
+}
+
+// prefixRules puts prefix before every rule name of GBNF source src, where rules are defined
+// and where they are used: every name outside string literals, character classes and {m,n}
+// bounds. src must be what jsonschema.Grammar writes (no comments).
+func prefixRules(src, prefix string) (string, error) {
+	var sb strings.Builder
+	for i := 0; i < len(src); {
+		c := src[i]
+		switch {
+		case c == '"' || c == '[' || c == '{':
+			end := map[byte]byte{'"': '"', '[': ']', '{': '}'}[c]
+			j := i + 1
+			for ; j < len(src) && src[j] != end; j++ {
+				if src[j] == '\\' {
+					j++ // the escaped byte, which may be the closing one
+				}
+			}
+			if j >= len(src) {
+				return "", fmt.Errorf("unterminated %q at offset %d", c, i)
+			}
+			sb.WriteString(src[i : j+1])
+			i = j + 1
+		case isRuleNameByte(c):
+			j := i
+			for j < len(src) && isRuleNameByte(src[j]) {
+				j++
+			}
+			sb.WriteString(prefix + src[i:j])
+			i = j
+		default:
+			sb.WriteByte(c)
+			i++
+		}
 	}
-	// The schema's grammar becomes rule "tool-call"; the root wraps it in the format's markers.
-	call = strings.Replace("\n"+call, "\nroot ::=", "\ntool-call ::=", 1)
-	var root string
-	switch format {
-	case chat.ToolLlama3:
-		root = `root ::= tool-call`
-	case chat.ToolMistral:
-		root = `root ::= "[TOOL_CALLS][" tool-call "]"`
-	default:
-		root = `root ::= "<tool_call>\n" tool-call "\n</tool_call>"`
-	}
-	return root + call, nil
+	return sb.String(), nil
+}
+
+// isRuleNameByte reports whether c may appear in a GBNF rule name (as package grammar reads it).
+func isRuleNameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-'
 }
 
 // toolReply turns parsed calls into OpenAI's tool_calls; parallel false keeps the first.
@@ -179,4 +277,114 @@ func toolReply(calls []chat.ToolCall, parallel bool, withIndex bool) []toolCallJ
 		}
 	}
 	return out
+}
+
+// Schema keywords whose values hold subschemas, by shape: a subschema, or a list of them (items,
+// anyOf, ...), or an object of them by name (properties, $defs, ...). Every other keyword's
+// value is data (const, enum, default, examples) or an annotation, where "$ref" means nothing.
+var (
+	subschemaKeys = map[string]bool{"additionalProperties": true, "items": true, "prefixItems": true,
+		"anyOf": true, "oneOf": true, "allOf": true, "not": true, "if": true, "then": true, "else": true,
+		"contains": true, "propertyNames": true, "additionalItems": true, "unevaluatedItems": true,
+		"unevaluatedProperties": true}
+	subschemaMapKeys = map[string]bool{"properties": true, "patternProperties": true, "$defs": true,
+		"definitions": true, "dependentSchemas": true}
+)
+
+// checkParameters checks a tool's parameters: absent, null or a JSON object whose every $ref is
+// a JSON pointer resolving inside that object ("#" being the object itself), so that a
+// reference never reaches the wrapper the call grammar puts around it, nor another tool. It
+// runs for every tool_choice, as the template shows the schema to the model either way.
+func checkParameters(raw json.RawMessage) error {
+	if isNull(raw) {
+		return nil
+	}
+	var doc any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return fmt.Errorf("not valid JSON: %v", err)
+	}
+	if _, ok := doc.(map[string]any); !ok {
+		return errors.New("must be a JSON Schema object")
+	}
+	return checkRefs(doc, doc, "#")
+}
+
+// checkRefs checks the $refs of schema s, found at JSON pointer path of doc, and of its
+// subschemas.
+func checkRefs(doc, s any, path string) error {
+	o, ok := s.(map[string]any)
+	if !ok {
+		return nil // true, false, or a value the converter will refuse
+	}
+	if ref, ok := o["$ref"]; ok {
+		r, isString := ref.(string)
+		if !isString {
+			return fmt.Errorf("%s/$ref must be a string", path)
+		}
+		if err := resolveRef(doc, r); err != nil {
+			return fmt.Errorf("%s/$ref %q %v", path, r, err)
+		}
+	}
+	for k, v := range o {
+		kp := path + "/" + strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+		switch {
+		case subschemaKeys[k]:
+			list, isList := v.([]any)
+			if !isList {
+				list = []any{v}
+			}
+			for j, e := range list {
+				p := kp
+				if isList {
+					p += "/" + strconv.Itoa(j)
+				}
+				if err := checkRefs(doc, e, p); err != nil {
+					return err
+				}
+			}
+		case subschemaMapKeys[k]:
+			m, _ := v.(map[string]any)
+			for name, e := range m {
+				if err := checkRefs(doc, e, kp+"/"+strings.ReplaceAll(strings.ReplaceAll(name, "~", "~0"), "/", "~1")); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// resolveRef follows ref, which must be "#" or a "#/..." JSON pointer, from doc and requires it
+// to reach a schema (an object or a boolean).
+func resolveRef(doc any, ref string) error {
+	if ref != "#" && !strings.HasPrefix(ref, "#/") {
+		return errors.New("must be \"#\" or a \"#/...\" pointer inside the tool's parameters")
+	}
+	target := doc
+	if ref != "#" {
+		for _, seg := range strings.Split(ref[2:], "/") {
+			seg = strings.ReplaceAll(strings.ReplaceAll(seg, "~1", "/"), "~0", "~")
+			switch t := target.(type) {
+			case map[string]any:
+				next, ok := t[seg]
+				if !ok {
+					return fmt.Errorf("does not resolve inside the tool's parameters: no %q", seg)
+				}
+				target = next
+			case []any:
+				j, err := strconv.Atoi(seg)
+				if err != nil || j < 0 || j >= len(t) {
+					return fmt.Errorf("does not resolve inside the tool's parameters: no item %q", seg)
+				}
+				target = t[j]
+			default:
+				return fmt.Errorf("does not resolve inside the tool's parameters: %q is not inside an object or list", seg)
+			}
+		}
+	}
+	switch target.(type) {
+	case map[string]any, bool:
+		return nil
+	}
+	return errors.New("does not point at a schema")
 }
