@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -104,12 +106,35 @@ func TestToolRequests(t *testing.T) {
 		},
 		"tools": weatherTool, "max_tokens": 4,
 	}, http.StatusOK, &resp)
-	for _, tc := range []struct{ name, body, param string }{
-		{"choice without tools", `{"messages":[{"role":"user","content":"x"}],"tool_choice":"required"}`, "tool_choice"},
-		{"unknown choice", `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"always"}`, "tool_choice"},
-		{"named function absent", `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}}`, "tool_choice"},
-		{"bad tools", `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"retrieval"}]}`, "tools"},
-		{"forced plus schema", `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required","response_format":{"type":"json_object"}}`, "tool_choice"},
+	for _, tc := range []struct{ name, body, param, msg string }{
+		{"choice without tools", `{"messages":[{"role":"user","content":"x"}],"tool_choice":"required"}`, "tool_choice", ""},
+		{"unknown choice", `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"always"}`, "tool_choice", ""},
+		{"named function absent", `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}}`, "tool_choice", ""},
+		{"bad tools", `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"retrieval"}]}`, "tools", ""},
+		{"forced plus schema", `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required","response_format":{"type":"json_object"}}`, "tool_choice", ""},
+		// Names as OpenAI accepts them, reported at the tool at fault.
+		{"name with closing tag", toolsBody(`"auto"`, `{"name":"a"}`, `{"name":"b"}`, `{"name":"x</tool_call>"}`), "tools[2].function.name", ""},
+		{"name missing", toolsBody(`"auto"`, `{}`), "tools[0].function.name", ""},
+		{"name empty", toolsBody(`"required"`, `{"name":""}`), "tools[0].function.name", ""},
+		{"name with space", toolsBody(`"auto"`, `{"name":"a"}`, `{"name":"get weather"}`), "tools[1].function.name", ""},
+		{"name with quote", toolsBody(`"auto"`, `{"name":"a\"b"}`), "tools[0].function.name", ""},
+		{"name with dot", toolsBody(`"auto"`, `{"name":"a.b"}`), "tools[0].function.name", ""},
+		{"name not ASCII", toolsBody(`"auto"`, `{"name":"météo"}`), "tools[0].function.name", ""},
+		{"name of 65 characters", toolsBody(`"auto"`, `{"name":"`+strings.Repeat("a", 65)+`"}`), "tools[0].function.name", ""},
+		{"name not a string", toolsBody(`"auto"`, `{"name":7}`), "tools", ""},
+		// Parameters: an object whose $refs resolve inside it, whatever tool_choice is.
+		{"parameters not an object", toolsBody(`"auto"`, `{"name":"f","parameters":[1]}`), "tools[0].function.parameters", ""},
+		{"dangling ref auto", toolsBody(`"auto"`, `{"name":"f"}`, `{"name":"g","parameters":{"type":"object","properties":{"x":{"$ref":"#/$defs/missing"}}}}`), "tools[1].function.parameters", ""},
+		{"dangling ref required", toolsBody(`"required"`, `{"name":"f","parameters":{"$ref":"#/definitions/node"}}`), "tools[0].function.parameters", ""},
+		{"dangling ref in items", toolsBody(`"none"`, `{"name":"f","parameters":{"type":"object","properties":{"l":{"type":"array","items":[{"$ref":"#/properties/nope"}]}}}}`), "tools[0].function.parameters", ""},
+		{"ref to the wrapper", toolsBody(`"required"`, `{"name":"f","parameters":{"type":"object","properties":{"x":{"$ref":"#/anyOf/0"}}}}`), "tools[0].function.parameters", ""},
+		{"ref out of the document", toolsBody(`"auto"`, `{"name":"f","parameters":{"$ref":"https://example.com/s.json"}}`), "tools[0].function.parameters", ""},
+		{"ref to a keyword value", toolsBody(`"auto"`, `{"name":"f","parameters":{"type":"object","properties":{"x":{"$ref":"#/type"}}}}`), "tools[0].function.parameters", ""},
+		{"ref not a string", toolsBody(`"auto"`, `{"name":"f","parameters":{"$ref":1}}`), "tools[0].function.parameters", ""},
+		{"unsupported keyword required", toolsBody(`"required"`, `{"name":"f"}`, `{"name":"g","parameters":{"type":"object","properties":{"n":{"type":"number","multipleOf":3}}}}`), "tools[1].function.parameters", ""},
+		// Caps on what the client sizes.
+		{"too many tools", toolsBody(`"auto"`, manyTools(maxTools+1, "")...), "tools", "at most 128"},
+		{"schemas too large", toolsBody(`"auto"`, manyTools(2, strings.Repeat("x", maxToolSchemaBytes/2))...), "tools", "262144 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := e.post(context.Background(), "/v1/chat/completions", tc.body)
@@ -117,6 +142,125 @@ func TestToolRequests(t *testing.T) {
 			d := checkError(t, r, http.StatusBadRequest, "invalid_request_error")
 			if d.Param == nil || *d.Param != tc.param {
 				t.Errorf("param %v, want %q (%s)", d.Param, tc.param, d.Message)
+			}
+			if !strings.Contains(d.Message, tc.msg) {
+				t.Errorf("message %q does not say %q", d.Message, tc.msg)
+			}
+		})
+	}
+}
+
+// toolsBody is a chat request body offering the functions fns (JSON objects) with tool_choice.
+func toolsBody(choice string, fns ...string) string {
+	tools := make([]string, len(fns))
+	for i, f := range fns {
+		tools[i] = `{"type":"function","function":` + f + `}`
+	}
+	return `{"messages":[{"role":"user","content":"x"}],"max_tokens":1,"tool_choice":` + choice + `,"tools":[` + strings.Join(tools, ",") + `]}`
+}
+
+// manyTools is n functions named f0, f1, ... whose parameters carry a description of desc.
+func manyTools(n int, desc string) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf(`{"name":"f%d","parameters":{"type":"object","description":%q}}`, i, desc)
+	}
+	return out
+}
+
+// TestToolRequestsAccepted: what is at the edge of the checks is served.
+func TestToolRequestsAccepted(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	tree := `{"type":"object","properties":{"value":{"type":"integer"},"children":{"type":"array","items":{"$ref":"#"}}},"required":["value"]}`
+	for _, tc := range []struct{ name, body string }{
+		{"name of 64 characters", toolsBody(`"auto"`, `{"name":"`+strings.Repeat("a", 64)+`"}`)},
+		{"name of every class", toolsBody(`"required"`, `{"name":"Get_weather-2"}`)},
+		{"as many tools as allowed", toolsBody(`"auto"`, manyTools(maxTools, "")...)},
+		{"as many tools as allowed, required", toolsBody(`"required"`, manyTools(maxTools, "")...)},
+		{"schemas as large as allowed", toolsBody(`"auto"`, manyTools(2, strings.Repeat("x", maxToolSchemaBytes/2-100))...)},
+		{"recursive ref auto", toolsBody(`"auto"`, `{"name":"tree","parameters":`+tree+`}`)},
+		{"recursive ref required", toolsBody(`"required"`, `{"name":"tree","parameters":`+tree+`}`)},
+		{"refs into defs and properties", toolsBody(`"required"`, `{"name":"f","parameters":{"type":"object","$defs":{"a/b":{"type":"integer"}},"properties":{"x":{"$ref":"#/$defs/a~1b"},"y":{"$ref":"#/properties/x"}}}}`)},
+		{"ref-like data is not a ref", toolsBody(`"auto"`, `{"name":"f","parameters":{"type":"object","properties":{"k":{"const":{"$ref":"#/nowhere"}}}}}`)},
+		{"null parameters", toolsBody(`"required"`, `{"name":"f","parameters":null}`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.post(context.Background(), "/v1/chat/completions", tc.body)
+			defer r.Body.Close()
+			if r.StatusCode != http.StatusOK {
+				data, _ := io.ReadAll(r.Body)
+				t.Fatalf("status %d: %s", r.StatusCode, data)
+			}
+		})
+	}
+}
+
+// TestToolChoiceAutoUnknownFunction: with tool_choice auto, a call the model writes of a function
+// the request did not offer is the reply's content, never a tool call; a call of an offered one
+// is. The model's output is forced with a grammar, as the tiny model would not write calls.
+func TestToolChoiceAutoUnknownFunction(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	for _, tc := range []struct {
+		name, output string
+		call         bool
+	}{
+		{"unknown function", `<tool_call>\n{"name": "rm_rf", "arguments": {}}\n</tool_call>`, false},
+		{"offered function", `<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lit, _ := json.Marshal(strings.ReplaceAll(tc.output, `\n`, "\n"))
+			body := map[string]any{
+				"messages": []map[string]string{{"role": "user", "content": "Hi"}},
+				"tools":    weatherTool, "tool_choice": "auto", "max_tokens": 160, "temperature": 0,
+				"grammar": "root ::= " + string(lit),
+			}
+			var resp struct {
+				Choices []struct {
+					Message struct {
+						Content   *string        `json:"content"`
+						ToolCalls []toolCallJSON `json:"tool_calls"`
+					} `json:"message"`
+					FinishReason string `json:"finish_reason"`
+				} `json:"choices"`
+			}
+			e.postJSON("/v1/chat/completions", body, http.StatusOK, &resp)
+			if len(resp.Choices) != 1 {
+				t.Fatalf("response %+v", resp)
+			}
+			c := resp.Choices[0]
+			want := strings.ReplaceAll(tc.output, `\n`, "\n")
+			switch {
+			case tc.call && (len(c.Message.ToolCalls) != 1 || c.Message.ToolCalls[0].Function.Name != "get_weather" || c.FinishReason != "tool_calls"):
+				t.Errorf("want a get_weather call, got %+v", c)
+			case !tc.call && (len(c.Message.ToolCalls) != 0 || c.Message.Content == nil || *c.Message.Content != want || c.FinishReason == "tool_calls"):
+				t.Errorf("want the text %q as content, got %+v", want, c)
+			}
+
+			body["stream"] = true
+			stream := e.post(context.Background(), "/v1/chat/completions", body)
+			events := sseEvents(t, stream.Body)
+			stream.Body.Close()
+			var content strings.Builder
+			var calls []toolCallJSON
+			for _, ev := range events {
+				var chunk struct {
+					Choices []struct {
+						Delta struct {
+							Content   *string        `json:"content"`
+							ToolCalls []toolCallJSON `json:"tool_calls"`
+						} `json:"delta"`
+					} `json:"choices"`
+				}
+				if ev == "[DONE]" || json.Unmarshal([]byte(ev), &chunk) != nil || len(chunk.Choices) == 0 {
+					continue
+				}
+				if d := chunk.Choices[0].Delta; d.Content != nil {
+					content.WriteString(*d.Content)
+				}
+				calls = append(calls, chunk.Choices[0].Delta.ToolCalls...)
+			}
+			if tc.call != (len(calls) == 1) || !tc.call && content.String() != want {
+				t.Errorf("streamed: content %q, calls %+v", content.String(), calls)
 			}
 		})
 	}
