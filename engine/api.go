@@ -45,7 +45,14 @@ type Config struct {
 	// chunks are sized to it from a cost model of steps fitted online. 0 = no target (prompt
 	// chunks of ChunkSize within BatchSize).
 	TargetITL time.Duration
-	Logger    *slog.Logger // step log at debug level; nil = none
+	// MaxSampleTime bounds the mean time one sequence's sampling (its grammar's token masks above
+	// all) may take per token, over a window of 8 tokens, since it runs on the step every other
+	// stream waits for: a sequence above it ends with a *sample.RequestError wrapping
+	// ErrSamplingTooSlow. 0 = TargetITL/2, at least 5 ms, or 50 ms without a target; < 0 = no bound.
+	MaxSampleTime time.Duration
+	// Logger receives the step log at debug level (nil: none) and recovered panics at error level
+	// (nil: slog.Default()).
+	Logger *slog.Logger
 }
 
 // Request is one generation job. Prompt is already tokenized (BOS included as the model wants).
@@ -116,6 +123,7 @@ type StepInfo struct {
 }
 
 // Observer receives scheduler events; calls come from the engine goroutine and must not block.
+// An Observer may also count recovered panics (PanicObserver).
 type Observer interface {
 	Step(StepInfo)
 	Admitted(queueWait time.Duration, promptTokens, cachedTokens int) // a request's first admission

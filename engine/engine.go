@@ -10,7 +10,6 @@ import (
 
 	"ubatch/batch"
 	"ubatch/kvcache"
-	"ubatch/sample"
 )
 
 // Decoder is the model side of the engine: runner.Context implements it. Tests use fakes, so
@@ -85,7 +84,12 @@ type Engine struct {
 	finishedN      int
 	plan           stepPlan         // the budget of the batch in b
 	stepX          [nFeat]float64   // the cost-model features of the batch in b
-	now            func() time.Time // the clock steps are timed with (tests give a fake one)
+	now            func() time.Time // the clock steps and samples are timed with (tests give a fake one)
+	panics         PanicObserver    // cfg.Observer, when it counts panics
+	// testHook, when set (by tests, before Run), runs where the request's own code runs: before
+	// making its sampler ("submit", on the caller's goroutine) and before every Sample ("sample",
+	// inside its timing), so that tests can make it panic or take time.
+	testHook func(where string, r *Request)
 
 	mu        sync.Mutex
 	published Stats
@@ -141,7 +145,11 @@ func New(d Decoder, lim Limits, cfg Config) (*Engine, error) {
 	if cfg.TargetITL < 0 {
 		return nil, fmt.Errorf("engine: negative inter-token target %v", cfg.TargetITL)
 	}
+	if cfg.MaxSampleTime == 0 {
+		cfg.MaxSampleTime = defaultSampleTime(cfg.TargetITL)
+	}
 	e := &Engine{dec: d, kv: d.KV(), lim: lim, cfg: cfg, stopped: make(chan struct{}), now: time.Now}
+	e.panics, _ = cfg.Observer.(PanicObserver)
 	e.incoming = make(chan []*seqState, cfg.MaxQueue) // queued bounds it: each send holds >= 1 request
 	for id := lim.NSeqMax - 1; id >= 0; id-- {
 		e.freeIDs = append(e.freeIDs, int32(id))
@@ -214,12 +222,9 @@ func (e *Engine) newSeq(ctx context.Context, req Request, st *Stream, seq int) (
 			return nil, fmt.Errorf("engine: prompt token %d is outside the vocabulary (%d)", t, e.lim.Vocab)
 		}
 	}
-	smp, err := sample.New(req.Sampling, e.lim.Vocab)
+	smp, err := e.newSampler(req)
 	if err != nil {
 		return nil, err
-	}
-	for _, t := range req.Prompt {
-		smp.Accept(t)
 	}
 	return &seqState{
 		id: -1, req: req, ctx: ctx, stream: st, seq: seq, sampler: smp,

@@ -36,6 +36,13 @@ type seqState struct {
 	// passedOver counts the consecutive steps in which this prefilling sequence got no chunk.
 	passedOver int
 
+	// The sampling time account (chargeSample): whether the uncharged first sample was taken,
+	// and the time and count of the samples of the current window.
+	sampledOnce bool
+	sampleSum   time.Duration
+	sampleN     int
+	done        bool // the final output was pushed
+
 	arrival   uint64 // submission order
 	submitted time.Time
 	lastToken time.Time
@@ -104,7 +111,7 @@ func (e *Engine) step() {
 		}
 		s.nKV += s.chunk
 		if s.nKV == len(s.tokens) {
-			e.emit(s, e.dec.Logits(row+s.chunk-1))
+			e.emitGuarded(s, e.dec.Logits(row+s.chunk-1))
 		}
 		row += s.chunk
 	}
@@ -289,9 +296,20 @@ func (e *Engine) evict(victim *seqState) {
 	}
 }
 
-// emit samples the next token of s from logits, streams it and ends s when it is done.
+// emit samples the next token of s from logits, streams it and ends s when it is done. It runs
+// the request's own sampler and grammar: call it through emitGuarded.
 func (e *Engine) emit(s *seqState, logits []float32) {
+	began := e.now()
+	if e.testHook != nil {
+		e.testHook("sample", &s.req)
+	}
 	tok := s.sampler.Sample(logits)
+	// One clock pair per token: the account that keeps one request's grammar from holding every
+	// other stream's step back.
+	if err := e.chargeSample(s, e.now().Sub(began)); err != nil {
+		e.finish(s, FinishError, err)
+		return
+	}
 	if tok < 0 { // every token excluded, NaN logits or a grammar dead end: nothing can be sampled
 		e.finish(s, FinishError, s.sampler.Err())
 		return
@@ -381,4 +399,5 @@ func (e *Engine) finish(s *seqState, reason FinishReason, err error) {
 		e.cfg.Observer.Finished(reason, s.usage)
 	}
 	s.stream.push(Output{Seq: s.seq, Done: true, Finish: reason, Err: err, Usage: s.usage})
+	s.done = true
 }

@@ -73,6 +73,19 @@ func toAPIError(err error) *apiError {
 		}
 		return badRequest(field, "%s must be %s, got %v", field, pe.Want, pe.Value)
 	}
+	// A generation the request itself ended (its grammar's dead end or cost, its ignore_eos) is
+	// the client's fault: a 400, so that a router in front does not hold it against the node.
+	var re *sample.RequestError
+	if errors.As(err, &re) {
+		return &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", param: re.Param, code: re.Code,
+			message: re.Error()}
+	}
+	// A recovered panic is a bug: the client gets the ID that ties it to the logged stack.
+	var panicked *engine.PanicError
+	if errors.As(err, &panicked) {
+		return &apiError{status: http.StatusInternalServerError, typ: "server_error", code: "internal_error",
+			message: panicked.Error()}
+	}
 	switch {
 	case errors.Is(err, engine.ErrQueueFull):
 		return &apiError{status: http.StatusTooManyRequests, typ: "rate_limit_error", code: "queue_full",

@@ -39,6 +39,7 @@ type Metrics struct {
 	stepTarget        prometheus.Gauge
 	stepPredicted     prometheus.Gauge
 	stepReasons       *prometheus.CounterVec
+	panics            *prometheus.CounterVec
 
 	// Running totals behind the hit-ratio gauge (a counter's value cannot be read back).
 	mu             sync.Mutex
@@ -132,7 +133,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Engine steps by what set their token budget: no_decode (whole --batch-size), fixed (no target), " +
 				"learning (cost model not fitted), target, queue (target relaxed: requests wait), floor (decode alone " +
 				"reaches the target), batch_size (the target allows more)."}, []string{"budget_reason"}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ubatch_panics_total",
+			Help: "Panics recovered, each failing one request (a bug; the log has the stack under the error id): " +
+				"where=engine in a request's sampling or grammar, where=handler in an HTTP handler."}, []string{"where"}),
 	}
+	m.panics.WithLabelValues("engine")
+	m.panics.WithLabelValues("handler")
 	for _, r := range budgetReasons {
 		m.stepReasons.WithLabelValues(string(r))
 	}
@@ -149,7 +155,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.promptTokens, m.prefixHitRatio, m.generationTokens, m.timePerOutput, m.queueWait,
 			m.timeToFirstToken, m.interTokenLatency, m.requests, m.running, m.waiting, m.preemptions, m.rejected,
 			m.lookupTokens, m.lookupHitTokens, m.promptComputed, m.requestLatency, m.requestPreempted,
-			m.stepBudget, m.stepTarget, m.stepPredicted, m.stepReasons)
+			m.stepBudget, m.stepTarget, m.stepPredicted, m.stepReasons, m.panics)
 	}
 	return m
 }
@@ -235,5 +241,13 @@ func (m *Metrics) Preempted() { m.preemptions.Inc() }
 
 // Rejected implements engine.Observer.
 func (m *Metrics) Rejected() { m.rejected.Inc() }
+
+var _ engine.PanicObserver = (*Metrics)(nil)
+
+// Panicked implements engine.PanicObserver: a panic the engine recovered.
+func (m *Metrics) Panicked() { m.panics.WithLabelValues("engine").Inc() }
+
+// handlerPanicked counts a panic recovered from an HTTP handler.
+func (m *Metrics) handlerPanicked() { m.panics.WithLabelValues("handler").Inc() }
 
 func (m *Metrics) observeTimePerOutputToken(d time.Duration) { m.timePerOutput.Observe(d.Seconds()) }

@@ -155,7 +155,7 @@ func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
-		s.serve(rec, r)
+		s.serveRecovering(rec, r) // a panic: a 500 with an error id, logged and counted (recover.go)
 		s.cfg.Logger.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status,
 			"bytes", rec.bytes, "duration", time.Since(start), "remote", r.RemoteAddr)
 	})
