@@ -183,6 +183,10 @@ func (tr *testRouter) counter(name string, labels ...string) float64 {
 		return testutil.ToFloat64(r.mismatch)
 	case "unknown":
 		return testutil.ToFloat64(r.unknownNodes)
+	case "failures":
+		return testutil.ToFloat64(r.failures.WithLabelValues(labels...))
+	case "ejections":
+		return testutil.ToFloat64(r.ejections.WithLabelValues(labels...))
 	case "rejected":
 		return testutil.ToFloat64(r.rejected.WithLabelValues(labels...))
 	}

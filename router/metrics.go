@@ -26,6 +26,7 @@ type metrics struct {
 	duration       *prometheus.HistogramVec
 	retries        *prometheus.CounterVec
 	failures       *prometheus.CounterVec
+	ejections      *prometheus.CounterVec
 	streamErrors   *prometheus.CounterVec
 	rejected       *prometheus.CounterVec
 	healthy        *prometheus.GaugeVec
@@ -64,11 +65,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Per node, time from forwarding a request to its first response byte.", Buckets: latencyBuckets()}, []string{"node"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ubatch_route_upstream_duration_seconds",
 			Help: "Per node, time from forwarding a request to the end of its response.", Buckets: latencyBuckets()}, []string{"node"}),
-		retries: vec("ubatch_route_retries_total", "Requests sent again to another node after a failure before the first byte, by failure.", "reason"),
+		retries: vec("ubatch_route_retries_total", "Requests sent again to another node after a failure of the node's before the first byte, by failure.", "reason"),
 		failures: vec("ubatch_route_node_failures_total",
 			"Node failures seen by the router (connect, status_5xx, garbage, timeout, health, mid_stream).", "node", "kind"),
+		ejections: vec("ubatch_route_node_ejections_total",
+			"Times a node was taken out of rotation, by cause: requests (--fall failed requests in a row) or health (--fall failed health checks in a row).",
+			"node", "cause"),
 		streamErrors: vec("ubatch_route_stream_errors_total", "Streams a node broke after the first byte (ended with an error event).", "node"),
-		rejected:     vec("ubatch_route_rejected_total", "Requests the router answered itself (too_large, no_node, bad_request).", "reason"),
+		rejected:     vec("ubatch_route_rejected_total", "Requests the router answered itself (too_large, no_node, bad_request, response_too_large).", "reason"),
 		healthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ubatch_route_node_healthy",
 			Help: "1 when the node is in rotation, 0 when taken out."}, []string{"node"}),
 		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ubatch_route_node_inflight",
@@ -83,10 +87,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.decisions, m.promptTokens, m.expectedCached, m.reportedPrompt, m.reportedCached, m.mismatch,
-			m.ttfb, m.duration, m.retries, m.failures, m.streamErrors, m.rejected, m.healthy, m.inflight,
+			m.ttfb, m.duration, m.retries, m.failures, m.ejections, m.streamErrors, m.rejected, m.healthy, m.inflight,
 			m.redisErrors, m.lookup, m.unknownNodes, m.hitRatio)
 	}
-	for _, r := range []string{"too_large", "no_node", "bad_request"} {
+	for _, r := range []string{"too_large", "no_node", "bad_request", "response_too_large"} {
 		m.rejected.WithLabelValues(r)
 	}
 	for _, r := range []string{"connect", "status_5xx", "status_429", "garbage", "timeout"} {

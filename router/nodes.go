@@ -29,9 +29,14 @@ type node struct {
 	probed    bool // had a health check: the first one decides alone
 	okStreak  int  // consecutive good health checks while out of rotation
 	badStreak int  // consecutive failed health checks while in rotation
-	status    fleet.Status
-	statusAt  time.Time // zero: no status from Redis
-	seen      bool      // listed in Redis at the last refresh (discovery mode)
+	// fails counts failed requests in a row. It is apart from badStreak because a good health
+	// check (GET /health answers without the engine) says nothing about requests: a node
+	// whose every request times out while /health answers must still leave.
+	fails int
+
+	status   fleet.Status
+	statusAt time.Time // zero: no status from Redis
+	seen     bool      // listed in Redis at the last refresh (discovery mode)
 }
 
 // nodeLabel is the host:port of a base URL.
@@ -78,21 +83,43 @@ func (r *Router) snapshotNodes() []snapshot {
 	return out
 }
 
-// markFailed takes n out of rotation after a failed request; health checks bring it back.
+// markFailed counts a failed request on n (kind labels the failure metric) and takes n out of
+// rotation at the Fall-th in a row; health checks bring it back.
 func (r *Router) markFailed(n *node, kind string) {
 	r.m.failures.WithLabelValues(n.label, kind).Inc()
 	r.mu.Lock()
-	was := n.healthy
-	n.healthy, n.okStreak = false, 0
+	n.fails++
+	n.okStreak = 0
+	eject := n.healthy && n.fails >= r.cfg.Fall
+	if eject {
+		n.healthy = false
+	}
+	fails := n.fails
 	r.mu.Unlock()
-	if was {
-		r.m.healthy.WithLabelValues(n.label).Set(0)
-		r.log.Warn("node taken out of rotation", "node", n.label, "failure", kind)
+	if eject {
+		r.ejected(n, "requests")
+		r.log.Warn("node taken out of rotation", "node", n.label, "failed_requests_in_a_row", fails, "last_failure", kind)
 	}
 }
 
+// answered notes that n answered a request (below 500, well-formed): its failures in a row
+// start again from zero.
+func (r *Router) answered(n *node) {
+	r.mu.Lock()
+	n.fails = 0
+	r.mu.Unlock()
+}
+
+// ejected records that n left rotation (cause: requests or health) once n.healthy is false.
+func (r *Router) ejected(n *node, cause string) {
+	r.m.healthy.WithLabelValues(n.label).Set(0)
+	r.m.ejections.WithLabelValues(n.label, cause).Inc()
+	// Requests of the prompts it held go by load now, not to a node that cannot take them.
+	r.recent.forget(n)
+}
+
 // checkHealth probes every node once, concurrently, and updates rotation: a node leaves after
-// Fall failed probes in a row and comes back after Rise good ones.
+// Fall failed probes in a row and comes back after Rise good ones, whichever way it left.
 func (r *Router) checkHealth(ctx context.Context) {
 	r.mu.Lock()
 	nodes := make([]*node, 0, len(r.nodes))
@@ -116,6 +143,9 @@ func (r *Router) checkHealth(ctx context.Context) {
 				if !n.healthy {
 					n.okStreak++
 					n.healthy = n.okStreak >= r.cfg.Rise
+					if n.healthy {
+						n.fails = 0 // back with a clean slate: its old failures led to the ejection
+					}
 				}
 			} else {
 				n.okStreak = 0
@@ -130,14 +160,13 @@ func (r *Router) checkHealth(ctx context.Context) {
 				r.m.failures.WithLabelValues(n.label, "health").Inc()
 			}
 			if was != now {
-				v := 0.0
 				if now {
-					v = 1
 					r.log.Info("node back in rotation", "node", n.label)
+					r.m.healthy.WithLabelValues(n.label).Set(1)
 				} else {
-					r.log.Warn("node failed its health checks: out of rotation", "node", n.label)
+					r.ejected(n, "health")
+					r.log.Warn("node failed its health checks: out of rotation", "node", n.label, "failed_checks_in_a_row", r.cfg.Fall)
 				}
-				r.m.healthy.WithLabelValues(n.label).Set(v)
 			}
 		})
 	}

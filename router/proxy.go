@@ -17,11 +17,8 @@ import (
 	"ubatch/prefixhash"
 )
 
-// maxResponse bounds a buffered (non-streaming) node response, and maxEvent one SSE event.
-const (
-	maxResponse = 64 << 20
-	maxEvent    = 16 << 20
-)
+// maxEvent bounds one SSE event of a stream (Config.MaxResponseBytes bounds whole responses).
+const maxEvent = 16 << 20
 
 // NodeHeader names the node that served a response (host:port), added by the router.
 const NodeHeader = "X-Ubatch-Node"
@@ -72,15 +69,16 @@ func (r *Router) readBody(w http.ResponseWriter, req *http.Request) ([]byte, boo
 type attempt struct {
 	done   bool   // the client has its answer (or is gone): stop
 	reason string // why another node should be tried
-	// resp is the node's error response (429, 5xx) to pass on if no other node does better.
+	// status, header and body are the node's error answer (429, a retryable 5xx) to pass on if
+	// no other node does better.
 	status int
 	header http.Header
 	body   []byte
 	node   string
 }
 
-// route sends the request to the best node, then to the next ones while they fail before the
-// first byte.
+// route sends the request to the best node, then to the next ones while they fail for reasons
+// of their own (see try) before the first byte.
 func (r *Router) route(w http.ResponseWriter, req *http.Request, body []byte, p parsed) {
 	d := r.decide(req.Context(), p.tokens, len(body))
 	if len(d.order) == 0 {
@@ -105,8 +103,6 @@ func (r *Router) route(w http.ResponseWriter, req *http.Request, body []byte, p 
 	for i, c := range d.order[:min(len(d.order), r.cfg.MaxAttempts)] {
 		if i > 0 {
 			r.m.retries.WithLabelValues(last.reason).Inc()
-		}
-		if i > 0 {
 			// decide claimed the first node; a retry claims its own.
 			var hashes []uint64
 			if len(p.tokens) > 0 {
@@ -122,24 +118,34 @@ func (r *Router) route(w http.ResponseWriter, req *http.Request, body []byte, p 
 		}
 	}
 	if last.status != 0 {
-		copyHeader(w.Header(), last.header)
-		w.Header().Set(NodeHeader, last.node)
-		w.WriteHeader(last.status)
-		w.Write(last.body)
+		passOn(w, last.node, last.status, last.header, last.body)
 		return
 	}
 	writeError(w, http.StatusBadGateway, "server_error", "node_failed",
 		fmt.Sprintf("every node tried failed before answering (last failure: %s); retry later", last.reason))
 }
 
+// passOn writes a node's whole answer to the client.
+func passOn(w http.ResponseWriter, node string, status int, header http.Header, body []byte) {
+	copyHeader(w.Header(), header)
+	w.Header().Set(NodeHeader, node)
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
 // try forwards the request to n. It streams an event-stream response through event by event
-// and buffers any other response whole, so that a node failing before its first byte (or
-// answering garbage) can be retried elsewhere.
+// and buffers any other response whole (up to MaxResponseBytes), so that a node failing before
+// its first byte (or answering garbage) can be retried elsewhere.
+//
+// What is retried: transport errors (refused, reset, first-byte timeout), garbage, 429, and the
+// 5xx that retryable accepts; each but 429 counts towards the node's Fall. A 4xx is the
+// request's own fault: the client gets it as is. A 5xx that is the node's verdict on the request
+// is passed on too, and counts.
 func (r *Router) try(w http.ResponseWriter, req *http.Request, body []byte, p parsed, n *node) attempt {
 	ctx, cancel := context.WithCancelCause(req.Context())
 	defer cancel(nil)
-	idle := time.AfterFunc(r.cfg.StreamIdleTimeout, func() { cancel(errIdle) })
-	defer idle.Stop()
+	wd := newWatchdog(r.cfg.FirstByteTimeout, r.cfg.StreamIdleTimeout, cancel)
+	defer wd.stop()
 
 	out, err := http.NewRequestWithContext(ctx, req.Method, n.url+req.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
@@ -158,60 +164,74 @@ func (r *Router) try(w http.ResponseWriter, req *http.Request, body []byte, p pa
 	r.m.ttfb.WithLabelValues(n.label).Observe(time.Since(start).Seconds())
 	defer func() { r.m.duration.WithLabelValues(n.label).Observe(time.Since(start).Seconds()) }()
 
-	ct := resp.Header.Get("Content-Type")
-	isSSE := strings.HasPrefix(ct, "text/event-stream")
-	if resp.StatusCode == http.StatusOK && isSSE {
-		return r.stream(ctx, w, req, resp, p, n, idle)
+	src := watched{r: resp.Body, wd: wd}
+	if resp.StatusCode == http.StatusOK && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return r.stream(ctx, w, req, resp, src, p, n, wd)
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	return r.whole(ctx, w, req, resp, src, p, n)
+}
+
+// whole reads a non-streamed response from src (resp's body) and answers the client with it, or
+// says why the next node should be tried.
+func (r *Router) whole(ctx context.Context, w http.ResponseWriter, req *http.Request, resp *http.Response,
+	src io.Reader, p parsed, n *node) attempt {
+	data, err := readCapped(src, resp.ContentLength, r.cfg.MaxResponseBytes)
+	if errors.Is(err, errTooLarge) {
+		// Not retried and not counted against the node: a request asking for a huge answer
+		// (n, max_tokens, logprobs) would get it from any node.
+		r.m.rejected.WithLabelValues("response_too_large").Inc()
+		r.log.Warn("node response over --max-response-bytes: answered 502", "node", n.label,
+			"limit", r.cfg.MaxResponseBytes, "content_length", resp.ContentLength, "path", req.URL.Path)
+		writeError(w, http.StatusBadGateway, "server_error", "response_too_large",
+			fmt.Sprintf("node %s answered more than the router's --max-response-bytes (%d bytes): ask for less output "+
+				"(max_tokens, n, logprobs) or stream it (\"stream\": true), or raise the limit", n.label, r.cfg.MaxResponseBytes))
+		return attempt{done: true}
+	}
 	if err != nil {
 		return r.failed(ctx, req, n, "garbage")
 	}
-	switch {
-	case resp.StatusCode == http.StatusTooManyRequests:
-		return attempt{reason: "status_429", status: resp.StatusCode, header: resp.Header, body: data}
-	case resp.StatusCode >= 500:
+	switch st := resp.StatusCode; {
+	case st == http.StatusTooManyRequests:
+		r.answered(n) // busy, not broken
+		return attempt{reason: "status_429", status: st, header: resp.Header, body: data}
+	case st >= 500:
 		r.markFailed(n, "status_5xx")
-		r.recent.forget(n)
-		return attempt{reason: "status_5xx", status: resp.StatusCode, header: resp.Header, body: data}
-	case resp.StatusCode == http.StatusOK && (p.stream || !strings.HasPrefix(ct, "application/json") || !json.Valid(data)):
+		if retryable(st, data) {
+			return attempt{reason: "status_5xx", status: st, header: resp.Header, body: data}
+		}
+	case st == http.StatusOK && (p.stream || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") || !json.Valid(data)):
 		// A node answers 200 with JSON, or with an event stream when asked to stream.
 		r.markFailed(n, "garbage")
-		r.recent.forget(n)
 		return attempt{reason: "garbage"}
+	default:
+		r.answered(n)
 	}
 	if resp.StatusCode == http.StatusOK {
 		r.observeUsage(p, data)
 	}
-	copyHeader(w.Header(), resp.Header)
-	w.Header().Set(NodeHeader, n.label)
-	w.WriteHeader(resp.StatusCode)
-	w.Write(data)
+	passOn(w, n.label, resp.StatusCode, resp.Header, data)
 	return attempt{done: true}
 }
 
-var errIdle = errors.New("the node sent nothing for too long")
-
 // failed handles a transport error: a client that went away ends the request; otherwise the
-// node leaves rotation and the next one is tried.
+// failure counts against n and the next node is tried.
 func (r *Router) failed(ctx context.Context, req *http.Request, n *node, kind string) attempt {
 	if req.Context().Err() != nil {
 		return attempt{done: true}
 	}
-	if errors.Is(context.Cause(ctx), errIdle) {
+	if c := context.Cause(ctx); errors.Is(c, errIdle) || errors.Is(c, errFirstByte) {
 		kind = "timeout"
 	}
 	r.markFailed(n, kind)
-	r.recent.forget(n)
 	return attempt{reason: kind}
 }
 
-// stream passes an event stream through, whole events at a time. Until the first event has
-// arrived nothing is written, so a node failing before it is retried; after it, a broken stream
-// ends with an error event in OpenAI's shape.
-func (r *Router) stream(ctx context.Context, w http.ResponseWriter, req *http.Request, resp *http.Response, p parsed,
-	n *node, idle *time.Timer) attempt {
-	br := bufio.NewReaderSize(resp.Body, 32<<10)
+// stream passes an event stream from src (resp's body) through, whole events at a time. Until
+// the first event has arrived nothing is written, so a node failing before it is retried; after
+// it, a broken stream ends with an error event in OpenAI's shape.
+func (r *Router) stream(ctx context.Context, w http.ResponseWriter, req *http.Request, resp *http.Response,
+	src io.Reader, p parsed, n *node, wd *watchdog) attempt {
+	br := bufio.NewReaderSize(src, 32<<10)
 	ev, err := readEvent(br)
 	if err != nil {
 		return r.failed(ctx, req, n, "garbage")
@@ -222,16 +242,18 @@ func (r *Router) stream(ctx context.Context, w http.ResponseWriter, req *http.Re
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	for {
+		wd.pause()
 		if _, werr := w.Write(ev); werr != nil {
 			return attempt{done: true} // the client is gone; the deferred cancel frees the node's sequence
 		}
 		rc.Flush()
+		wd.resume()
 		if bytes.Contains(ev, []byte(`"usage":{`)) {
 			r.observeUsage(p, bytes.TrimSpace(bytes.TrimPrefix(bytes.TrimSpace(ev), []byte("data:"))))
 		}
-		idle.Reset(r.cfg.StreamIdleTimeout)
 		ev, err = readEvent(br)
 		if errors.Is(err, io.EOF) && len(ev) == 0 {
+			r.answered(n)
 			return attempt{done: true}
 		}
 		if err != nil {
@@ -247,7 +269,6 @@ func (r *Router) stream(ctx context.Context, w http.ResponseWriter, req *http.Re
 	}
 	r.m.streamErrors.WithLabelValues(n.label).Inc()
 	r.markFailed(n, "mid_stream")
-	r.recent.forget(n)
 	r.log.Warn("stream broken mid-way; ended with an error event", "node", n.label, "err", err)
 	msg := fmt.Sprintf("node %s failed mid-stream (%s); the output so far is incomplete: retry the request", n.label, why)
 	w.Write(append(append([]byte("data: "), bytes.TrimSpace(errorJSON("server_error", "node_failed", msg))...), "\n\n"...))

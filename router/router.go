@@ -5,9 +5,9 @@
 // Prompter), computes the routing hashes of the prompt's full blocks (package prefixhash), asks
 // the fleet index in Redis (package fleet) which nodes hold the longest prefix, and scores that
 // against each node's load (see decide). Responses, streams included, pass through unchanged. A
-// node that fails before the first response byte is retried on the next best; one that dies
-// mid-stream ends the stream with an error event. Health checks take failing nodes out of
-// rotation and bring them back. Redis being away degrades routing to load and recent affinity,
+// request that fails for a reason of the node's (see retryable) before the first response byte
+// is retried on the next best; one whose node dies mid-stream ends with an error event. Fall
+// consecutive failures take a node out of rotation, Rise good health checks bring it back. Redis being away degrades routing to load and recent affinity,
 // never stops it.
 package router
 
@@ -29,6 +29,11 @@ import (
 	"ubatch/fleet"
 )
 
+// DefaultMaxResponseBytes is Config.MaxResponseBytes's default: far above any completion's JSON
+// (a 4096-token answer with 20 top logprobs is about 4 MB), small enough that a few hundred
+// concurrent responses fit in memory.
+const DefaultMaxResponseBytes = 16 << 20
+
 // Config configures a Router. Prompter is required, and Nodes or Index (or both).
 type Config struct {
 	Prompter *Prompter
@@ -48,21 +53,34 @@ type Config struct {
 	LoadWeight, QueueWeight float64
 	// AffinityTTL is how long the router remembers where it sent a prompt's blocks, covering the
 	// time before the node publishes them (default 10 s; negative = off).
-	AffinityTTL     time.Duration
-	HealthInterval  time.Duration // default 1 s
-	HealthTimeout   time.Duration // default 1 s
-	Rise, Fall      int           // good probes to come back, bad probes to leave (default 2, 2)
+	AffinityTTL    time.Duration
+	HealthInterval time.Duration // default 1 s
+	HealthTimeout  time.Duration // default 1 s
+	// Fall is how many failures in a row take a node out of rotation (default 3, as HAProxy's
+	// fall): Fall failed requests (5xx, transport error, timeout, garbage; a request the node
+	// answers below 500 resets the count), or Fall failed health checks (a good check resets
+	// that count). One failure never ejects alone, so a request that makes a node fail cannot
+	// empty the fleet. Rise is how many good health checks in a row bring it back (default 2).
+	Rise, Fall      int
 	RefreshInterval time.Duration // how often node statuses are read from Redis (default 1 s)
 	StatusMaxAge    time.Duration // a status older than this is not weighed (default 10 s)
 	LookupTimeout   time.Duration // one prefix lookup in Redis (default 150 ms)
-	// StreamIdleTimeout ends a stream (with an error event) when the node sends nothing for this
-	// long (default 5 min); it also bounds the wait for the first byte.
+	// FirstByteTimeout bounds the wait from forwarding a request to the first byte of the node's
+	// response body (default 2 min). It covers the node's queue and prefill and, for a
+	// non-streamed request, the whole generation, since a node answers those when done. On it
+	// the request goes to the next node: nothing has reached the client yet.
+	FirstByteTimeout time.Duration
+	// StreamIdleTimeout bounds each gap between the bytes of a response after the first
+	// (default 5 min); a stream it ends gets an error event.
 	StreamIdleTimeout time.Duration
-	MaxAttempts       int // nodes tried per request before giving up (default 3)
-	Logger            *slog.Logger
-	Registerer        prometheus.Registerer // nil = a private registry
-	Gatherer          prometheus.Gatherer   // what /metrics serves; nil = that private registry
-	Transport         http.RoundTripper     // nil = a transport tuned for streaming to nodes
+	// MaxResponseBytes bounds a non-streamed response read from a node (default 16 MiB, the
+	// most the router holds in memory for one); beyond it the client gets 502 response_too_large.
+	MaxResponseBytes int64
+	MaxAttempts      int // nodes tried per request before giving up (default 3)
+	Logger           *slog.Logger
+	Registerer       prometheus.Registerer // nil = a private registry
+	Gatherer         prometheus.Gatherer   // what /metrics serves; nil = that private registry
+	Transport        http.RoundTripper     // nil = a transport tuned for streaming to nodes
 }
 
 // Router is the HTTP front. Create it with New, call Start, serve Handler.
@@ -105,7 +123,11 @@ func New(cfg Config) (*Router, error) {
 	def(&cfg.RefreshInterval, time.Second)
 	def(&cfg.StatusMaxAge, 10*time.Second)
 	def(&cfg.LookupTimeout, 150*time.Millisecond)
+	def(&cfg.FirstByteTimeout, 2*time.Minute)
 	def(&cfg.StreamIdleTimeout, 5*time.Minute)
+	if cfg.MaxResponseBytes <= 0 {
+		cfg.MaxResponseBytes = DefaultMaxResponseBytes
+	}
 	if cfg.BlockSize <= 0 {
 		cfg.BlockSize = 16
 	}
@@ -122,7 +144,7 @@ func New(cfg Config) (*Router, error) {
 		cfg.Rise = 2
 	}
 	if cfg.Fall <= 0 {
-		cfg.Fall = 2
+		cfg.Fall = 3
 	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 3

@@ -38,7 +38,15 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	queueWeight := fs.Float64("queue-weight", 256, "cached prompt tokens one request queued beyond a node's -np costs besides (spills a hot prefix to a free node)")
 	affinity := fs.Duration("affinity-ttl", 10*time.Second, "how long the router remembers where it sent a prompt, until the node publishes its blocks (negative = off)")
 	health := fs.Duration("health-interval", time.Second, "how often every node's /health is probed")
-	idle := fs.Duration("stream-idle-timeout", 5*time.Minute, "end a stream with an error event when its node sends nothing for this long")
+	firstByte := fs.Duration("first-byte-timeout", 2*time.Minute, "give up on a node that sends no response byte this long after the request was forwarded, and try the next "+
+		"node (nothing has reached the client yet). It covers the node's queue and prefill and, for a non-streamed request, the whole "+
+		"generation, which a node answers when done: raise it if non-streamed answers take longer")
+	idle := fs.Duration("stream-idle-timeout", 5*time.Minute, "after a response's first byte, end it (a stream with an error event) when its node sends nothing for this long")
+	maxResp := fs.Int64("max-response-bytes", router.DefaultMaxResponseBytes, "largest non-streamed response read from a node, and so held in memory per request; "+
+		"beyond it the client gets 502 response_too_large (streams are passed through and not bounded)")
+	fall := fs.Int("fall", 3, "failures in a row that take a node out of rotation: failed requests (5xx, transport error, timeout) or failed health checks; "+
+		"a request answered below 500 resets the count, and a 4xx never counts")
+	rise := fs.Int("rise", 2, "good health checks in a row that bring a node back into rotation")
 	blockSize := fs.Int("kv-block", 16, "KV block size of nodes that publish none (as serve's --kv-block)")
 	grace := fs.Duration("shutdown-timeout", server.DefaultGrace, "on SIGINT/SIGTERM, how long in-flight requests may run")
 	maxConns := fs.Int("max-connections", 4096, "most open client connections; beyond it new connections get 503 at once")
@@ -63,6 +71,9 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case *maxBody < 1 || *blockSize < 1 || *maxConns < 1 || *grace <= 0:
 		fmt.Fprintln(stderr, "--max-body, --kv-block, --max-connections and --shutdown-timeout must be positive")
 		return errUsage
+	case *firstByte <= 0 || *idle <= 0 || *maxResp < 1 || *fall < 1 || *rise < 1:
+		fmt.Fprintln(stderr, "--first-byte-timeout, --stream-idle-timeout, --max-response-bytes, --fall and --rise must be positive")
+		return errUsage
 	}
 	level := slog.LevelInfo
 	if *verbose {
@@ -86,7 +97,8 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg := router.Config{Prompter: prompter, Nodes: nodeList, BlockSize: *blockSize, MaxBodyBytes: *maxBody,
-		LoadWeight: *loadWeight, QueueWeight: *queueWeight, AffinityTTL: *affinity, HealthInterval: *health, StreamIdleTimeout: *idle,
+		LoadWeight: *loadWeight, QueueWeight: *queueWeight, AffinityTTL: *affinity, HealthInterval: *health,
+		FirstByteTimeout: *firstByte, StreamIdleTimeout: *idle, MaxResponseBytes: *maxResp, Fall: *fall, Rise: *rise,
 		Logger: logger, Registerer: reg, Gatherer: reg}
 	if *redisURL != "" {
 		quietRedis(logger)
