@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"ubatch/chat"
+	"ubatch/grammar"
 )
 
 var weatherTool = []map[string]any{{
@@ -261,6 +264,132 @@ func TestToolChoiceAutoUnknownFunction(t *testing.T) {
 			}
 			if tc.call != (len(calls) == 1) || !tc.call && content.String() != want {
 				t.Errorf("streamed: content %q, calls %+v", content.String(), calls)
+			}
+		})
+	}
+}
+
+// TestToolCallGrammarRefs runs the grammar of tool_choice required through the matcher: each
+// tool's $refs resolve inside its own parameters ("#" is the parameters object, not the call
+// around it), recursion included, in every format.
+func TestToolCallGrammarRefs(t *testing.T) {
+	tree := `{"type":"object","properties":{"value":{"type":"integer"},"children":{"type":"array","items":{"$ref":"#"}}},"required":["value"]}`
+	defsTree := `{"type":"object","$defs":{"node":{"type":"object","properties":{"v":{"type":"boolean"},"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"required":["v"]}},"properties":{"root":{"$ref":"#/$defs/node"}},"required":["root"]}`
+	pair := `{"type":"object","properties":{"a":{"type":"string","maxLength":3},"b":{"$ref":"#/properties/a"}},"required":["a","b"]}`
+	hermes := func(name, args string) string {
+		return "<tool_call>\n{\"name\": \"" + name + "\", \"arguments\": " + args + "}\n</tool_call>"
+	}
+	for _, tc := range []struct {
+		name   string
+		format chat.ToolFormat
+		tools  string // the request's tools, each {"name", "parameters"}
+		accept []string
+		reject []string
+	}{
+		{name: "tree by #", format: chat.ToolHermes, tools: `[{"name":"tree","parameters":` + tree + `}]`,
+			accept: []string{
+				hermes("tree", `{"value": 1}`),
+				hermes("tree", `{"value": 1, "children": [{"value": 2, "children": [{"value": 3}, {"value": 4, "children": []}]}]}`),
+			},
+			reject: []string{
+				hermes("tree", `{"value": 1, "children": [{"children": []}]}`),                            // a nested node without value
+				hermes("tree", `{"value": 1, "children": [{"value": "2"}]}`),                              // a nested value of the wrong type
+				hermes("tree", `{"value": 1, "children": [{"name": "tree", "arguments": {"value": 2}}]}`), // the call wrapper as a node
+				hermes("tree", `{"children": []}`),
+				hermes("other", `{"value": 1}`),
+			}},
+		{name: "tree by $defs", format: chat.ToolHermes, tools: `[{"name":"t","parameters":` + defsTree + `}]`,
+			accept: []string{hermes("t", `{"root": {"v": true, "kids": [{"v": false, "kids": [{"v": true}]}]}}`)},
+			reject: []string{hermes("t", `{"root": {"v": true, "kids": [{"kids": []}]}}`), hermes("t", `{"root": {"v": 1}}`)}},
+		{name: "ref to a property", format: chat.ToolHermes, tools: `[{"name":"p","parameters":` + pair + `}]`,
+			accept: []string{hermes("p", `{"a": "xy", "b": "abc"}`)},
+			reject: []string{hermes("p", `{"a": "xy", "b": "abcd"}`), hermes("p", `{"a": "xy", "b": 1}`)}},
+		{name: "two tools, each # its own", format: chat.ToolHermes,
+			tools: `[{"name":"tree","parameters":` + tree + `},{"name":"list","parameters":{"type":"object","properties":{"next":{"$ref":"#"},"s":{"type":"string"}},"required":["s"]}}]`,
+			accept: []string{
+				hermes("tree", `{"value": 1, "children": [{"value": 2}]}`),
+				hermes("list", `{"s": "a", "next": {"s": "b"}}`),
+			},
+			reject: []string{
+				hermes("tree", `{"value": 1, "children": [{"s": "a"}]}`), // a list node inside the tree
+				hermes("list", `{"s": "a", "next": {"value": 1}}`),       // a tree node inside the list
+			}},
+		{name: "llama3 tree", format: chat.ToolLlama3, tools: `[{"name":"tree","parameters":` + tree + `}]`,
+			accept: []string{`{"name": "tree", "parameters": {"value": 1, "children": [{"value": 2}]}}`},
+			reject: []string{`{"name": "tree", "parameters": {"value": 1, "children": [{"name": "tree", "parameters": {"value": 2}}]}}`,
+				`{"name": "tree", "arguments": {"value": 1}}`}},
+		{name: "mistral tree", format: chat.ToolMistral, tools: `[{"name":"tree","parameters":` + tree + `}]`,
+			accept: []string{`[TOOL_CALLS][{"name": "tree", "arguments": {"value": 1, "children": [{"value": 2}]}}]`},
+			reject: []string{`[TOOL_CALLS][{"name": "tree", "arguments": {"value": 1, "children": [{"name": "tree", "arguments": {"value": 2}}]}}]`}},
+		{name: "no parameters", format: chat.ToolHermes, tools: `[{"name":"now"}]`,
+			accept: []string{hermes("now", `{}`)},
+			reject: []string{hermes("now", `{"x": 1}`)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var fns []json.RawMessage
+			if err := json.Unmarshal([]byte(tc.tools), &fns); err != nil {
+				t.Fatal(err)
+			}
+			items := make([]string, len(fns))
+			allowed := make([]int, len(fns))
+			for i, f := range fns {
+				items[i] = `{"type":"function","function":` + string(f) + `}`
+				allowed[i] = i
+			}
+			tools, err := parseTools(json.RawMessage("[" + strings.Join(items, ",") + "]"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			src, err := toolCallGrammar(tc.format, tools, allowed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := grammar.Parse(src)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, src)
+			}
+			matches := func(s string) bool {
+				m := grammar.NewMatcher(g, nil)
+				return m.AcceptBytes([]byte(s)) == nil && m.Complete()
+			}
+			for _, s := range tc.accept {
+				if !matches(s) {
+					t.Errorf("rejects %s\ngrammar:\n%s", s, src)
+				}
+			}
+			for _, s := range tc.reject {
+				if matches(s) {
+					t.Errorf("accepts %s\ngrammar:\n%s", s, src)
+				}
+			}
+		})
+	}
+}
+
+// TestPrefixRules: every rule name is prefixed, where defined and where used; literals,
+// character classes and repetition bounds are left as they are.
+func TestPrefixRules(t *testing.T) {
+	for _, tc := range []struct {
+		name, src, want string
+		fail            bool
+	}{
+		{name: "names and uses", src: "root ::= a b-1\na ::= \"x\"\nb-1 ::= a | root\n", want: "p-root ::= p-a p-b-1\np-a ::= \"x\"\np-b-1 ::= p-a | p-root\n"},
+		{name: "literal with names and escapes", src: `r ::= "a \"b\" \\" c` + "\n", want: `p-r ::= "a \"b\" \\" p-c` + "\n"},
+		{name: "class with escaped bracket", src: `r ::= [^"\\\]a-z] x` + "\n", want: `p-r ::= [^"\\\]a-z] p-x` + "\n"},
+		{name: "bounds", src: "r ::= x{0,16} [0-9]{4}\n", want: "p-r ::= p-x{0,16} [0-9]{4}\n"},
+		{name: "unterminated literal", src: `r ::= "abc`, fail: true},
+		{name: "unterminated class", src: `r ::= [abc\]`, fail: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := prefixRules(tc.src, "p-")
+			if tc.fail {
+				if err == nil {
+					t.Errorf("got %q, want an error", got)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("got %q, %v\nwant %q", got, err, tc.want)
 			}
 		})
 	}
