@@ -10,9 +10,9 @@ import "ubatch/quant"
 // attnRowMax is the longest head dimension the stack buffer holds.
 const attnRowMax = 512
 
-// q8Asm reports whether the exported Q8_0 attention kernels differ from the Go twins (the tests
-// then compare the two): here they run on the NEON vector kernels.
-const q8Asm = true
+// attnAsm reports whether the exported attention kernels, F16 and Q8_0, differ from the Go twins
+// (the tests then compare the two): here they run on the NEON vector kernels.
+const attnAsm = true
 
 //go:noescape
 func cvtF16NEON(n int, src *uint16, dst *float32)

@@ -1,8 +1,5 @@
 package ops
 
-// q8Asm reports whether the Q8_0 attention kernels use attn_q8_amd64.s (AVX2, FMA, F16C).
-var q8Asm = vecAsm
-
 // attnScoresQ8AVX2 writes out[h*outStride+j] for h < heads (1 to 8) and j < n (> 0); hd > 0 is a
 // multiple of 32, strideB k's row stride in bytes.
 //
@@ -34,7 +31,7 @@ func q8ValsGroup(heads int) int {
 
 func attnScoresQ8(q []float32, heads, hd int, k []byte, cells []int32, strideB int, scale float32, out []float32) {
 	n := len(cells)
-	if !q8Asm || hd == 0 || n == 0 {
+	if !attnAsm || hd == 0 || n == 0 {
 		attnScoresQ8Go(q, heads, hd, k, cells, strideB, scale, out)
 		return
 	}
@@ -45,7 +42,7 @@ func attnScoresQ8(q []float32, heads, hd int, k []byte, cells []int32, strideB i
 
 func attnValuesQ8(p []float32, heads, hd int, v []byte, cells []int32, strideB int, out []float32) {
 	n := len(cells)
-	if !q8Asm || hd == 0 || n == 0 {
+	if !attnAsm || hd == 0 || n == 0 {
 		attnValuesQ8Go(p, heads, hd, v, cells, strideB, out)
 		return
 	}

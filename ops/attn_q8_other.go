@@ -2,8 +2,6 @@
 
 package ops
 
-var q8Asm = false
-
 func attnScoresQ8(q []float32, heads, hd int, k []byte, cells []int32, strideB int, scale float32, out []float32) {
 	attnScoresQ8Go(q, heads, hd, k, cells, strideB, scale, out)
 }
