@@ -1,6 +1,9 @@
 package grammar
 
 import (
+	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	"ubatch/gguf"
@@ -34,6 +37,7 @@ func modelVocab(tb testing.TB, name string) (*Vocab, *tokenizer.Tokenizer) {
 var benchVocabs = []struct{ name, file string }{
 	{"512", "stories260K.gguf"},
 	{"32k", "vocab/ggml-vocab-llama-spm.gguf"},
+	{"128k", "vocab/ggml-vocab-llama3.gguf"},
 }
 
 // benchContexts are points in a JSON output: inside a string (most tokens allowed) and where a
@@ -66,6 +70,7 @@ func BenchmarkMaskCold(b *testing.B) {
 					}
 					m.Mask()
 				}
+				b.ReportMetric(float64(m.work), "work/op")
 			})
 		}
 	}
@@ -105,5 +110,52 @@ func BenchmarkAcceptToken(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// attackGBNF is issue 19's mask-cost attack: 250 alternatives that each allow up to 1000 of
+// nearly any character, so that no two parses merge and every position is a new state, and a
+// mask must step every stack through most of the vocabulary's trie.
+func attackGBNF() string {
+	var sb strings.Builder
+	sb.WriteString("root ::= ")
+	for i := range 250 {
+		if i > 0 {
+			sb.WriteString(" | ")
+		}
+		sb.WriteString(`[^!\x00]{0,1000} "END"`)
+	}
+	return sb.String() + "\n"
+}
+
+// BenchmarkMaskAttack is the time of one cold mask of the attack grammar (compiled with a raised
+// MaxElements: the default refuses it) at the start of the output, as the scheduler computes it
+// when a logit_bias makes the model's choice always refused: without a budget, and with the
+// default one, which stops it. work/op is the matcher's count of units of work.
+func BenchmarkMaskAttack(b *testing.B) {
+	g, err := Compile(context.Background(), attackGBNF(), Limits{MaxElements: 1 << 21})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bv := range []struct{ name, file string }{{"32k", "vocab/ggml-vocab-llama-spm.gguf"}, {"128k", "vocab/ggml-vocab-llama3.gguf"}} {
+		v, _ := modelVocab(b, bv.file)
+		for _, bb := range []struct {
+			name   string
+			budget int
+		}{{"unbounded", 1 << 62}, {"default", 0}} {
+			b.Run(bv.name+"/"+bb.name, func(b *testing.B) {
+				m := NewMatcher(g, v)
+				m.SetBudget(bb.budget)
+				b.ReportAllocs()
+				for b.Loop() {
+					m.Reset()
+					m.Mask()
+				}
+				b.ReportMetric(float64(m.work), "work/op")
+				if bb.budget == 0 && !errors.Is(m.Err(), ErrBudget) {
+					b.Fatalf("Err %v, want ErrBudget", m.Err())
+				}
+			})
+		}
 	}
 }

@@ -1,13 +1,9 @@
 package grammar
 
 import (
+	"context"
 	"fmt"
-	"strconv"
-	"strings"
 )
-
-// maxElems bounds a compiled grammar's size (large {m,n} repetitions expand into many rules).
-const maxElems = 1 << 20
 
 // Element kinds of the compiled program.
 const (
@@ -45,15 +41,29 @@ type Grammar struct {
 // String returns the grammar's source text.
 func (g *Grammar) String() string { return g.source }
 
-// Parse parses and compiles GBNF source (llama.cpp's grammar format) whose start rule is "root".
-// It rejects undefined rules, left recursion (which a top-down matcher cannot run), and rules
-// that can never finish.
-func Parse(src string) (*Grammar, error) {
-	defs, err := parseGBNF(src)
+// Parse is Compile with no deadline but the default Limits' MaxTime.
+func Parse(src string) (*Grammar, error) { return Compile(context.Background(), src, Limits{}) }
+
+// Compile parses and compiles GBNF source (llama.cpp's grammar format) whose start rule is
+// "root", within lim (zero fields: the defaults). It rejects undefined rules, left recursion
+// (which a top-down matcher cannot run), rules that can never finish and, with a *LimitError, a
+// grammar that needs more than a limit allows, including one whose start alone leads to more
+// parses than a Matcher tracks. It stops soon after ctx is done, with an error wrapping
+// ctx.Err(). Its time and memory are linear in the source and the expanded program.
+func Compile(ctx context.Context, src string, lim Limits) (*Grammar, error) {
+	lim = lim.withDefaults()
+	if len(src) > lim.MaxBytes {
+		return nil, &LimitError{Limit: LimitBytes, Max: lim.MaxBytes, Got: len(src)}
+	}
+	clk := newClock(ctx, lim.MaxTime)
+	if err := clk.check(); err != nil {
+		return nil, err
+	}
+	defs, err := parseGBNF(src, lim, clk)
 	if err != nil {
 		return nil, err
 	}
-	c := &compiler{names: map[string]int32{}, setIndex: map[byteSet]int32{}}
+	c := &compiler{names: map[string]int32{}, setIndex: map[byteSet]int32{}, lim: lim, clk: clk}
 	// Rules get their ids in order of appearance, so that errors and names are stable; a rule
 	// defined twice keeps its last definition, as in llama.cpp.
 	for _, d := range defs {
@@ -90,20 +100,36 @@ func Parse(src string) (*Grammar, error) {
 		return nil, err
 	}
 	g.source = src
-	g.buildClasses()
-	return g, nil
+	if err := g.buildClasses(clk); err != nil {
+		return nil, err
+	}
+	// A start state the matcher cannot build would leave every matcher of g dead: refuse g now.
+	if m := NewMatcher(g, nil); m.cur == 0 {
+		return nil, &LimitError{Limit: LimitStart, Max: maxVisits, Got: m.visits}
+	}
+	return g, clk.check()
 }
 
 // compiler lowers parsed rules into elements. Each rule body is kept as separate alternatives
 // until link lays them out, so that groups and repetitions can add rules while a body is built.
 type compiler struct {
-	names     map[string]int32
-	ruleNames []string
+	names     map[string]int32 // user rules only
+	ruleNames []string         // a synthetic rule has the name of the user rule it belongs to
 	defined   []bool
 	body      [][][]elem
 	sets      []byteSet
 	setIndex  map[byteSet]int32
-	size      int
+	size      int // elements so far, against lim.MaxElements
+	lim       Limits
+	clk       *clock
+}
+
+// grow adds n elements to the program's size.
+func (c *compiler) grow(n int) error {
+	if c.size += n; c.size > c.lim.MaxElements {
+		return &LimitError{Limit: LimitElements, Max: c.lim.MaxElements, Got: c.size}
+	}
+	return nil
 }
 
 func (c *compiler) ruleID(name string) int32 {
@@ -118,19 +144,19 @@ func (c *compiler) ruleID(name string) int32 {
 	return id
 }
 
-// newRule adds a synthetic rule named after its parent, as llama.cpp names them (parent_N).
+// newRule adds a synthetic rule of user rule parent. It shares parent's name (for errors) rather
+// than getting one of its own such as llama.cpp's parent_N: a repetition adds a rule per unit of
+// its bound, and names of their own would cost the parent's length each.
 func (c *compiler) newRule(parent string, alts [][]elem) (int32, error) {
-	name := parent + "_" + strconv.Itoa(len(c.ruleNames))
-	id := c.ruleID(name)
-	c.defined[id] = true
-	c.body[id] = alts
+	id := int32(len(c.ruleNames))
+	c.ruleNames = append(c.ruleNames, parent)
+	c.defined = append(c.defined, true)
+	c.body = append(c.body, alts)
+	n := 0
 	for _, a := range alts {
-		c.size += len(a) + 1
+		n += len(a) + 1
 	}
-	if c.size > maxElems {
-		return 0, fmt.Errorf("grammar: more than %d elements after expanding repetitions; use smaller {m,n} bounds", maxElems)
-	}
-	return id, nil
+	return id, c.grow(n)
 }
 
 func (c *compiler) set(s byteSet) int32 {
@@ -149,14 +175,13 @@ func (c *compiler) seq(n *node, parent string) ([]elem, error) {
 	if err := c.emit(n, parent, &out); err != nil {
 		return nil, err
 	}
-	c.size += len(out)
-	if c.size > maxElems {
-		return nil, fmt.Errorf("grammar: more than %d elements after expanding repetitions; use smaller {m,n} bounds", maxElems)
-	}
-	return out, nil
+	return out, c.grow(len(out))
 }
 
 func (c *compiler) emit(n *node, parent string, out *[]elem) error {
+	if err := c.clk.tick(); err != nil {
+		return err
+	}
 	switch n.kind {
 	case nSeq:
 		for _, k := range n.kids {
@@ -234,23 +259,30 @@ func (c *compiler) repeat(n *node, parent string, out *[]elem) error {
 		}
 		atom = elem{opRef, id}
 	}
-	if int64(n.min)+int64(c.size) > maxElems {
-		return fmt.Errorf("grammar: more than %d elements after expanding repetitions; use smaller {m,n} bounds", maxElems)
+	// The min copies are counted before they are made, so that the limit bounds the memory.
+	if err := c.grow(n.min); err != nil {
+		return err
 	}
 	for range n.min {
 		*out = append(*out, atom)
 	}
-	c.size += n.min
 	switch {
 	case n.max < 0:
-		id := c.ruleID(parent + "_" + strconv.Itoa(len(c.ruleNames)))
-		c.defined[id] = true
+		id, err := c.newRule(parent, nil)
+		if err != nil {
+			return err
+		}
 		c.body[id] = [][]elem{{atom, {opRef, id}}, {}}
-		c.size += 4
+		if err := c.grow(4); err != nil {
+			return err
+		}
 		*out = append(*out, elem{opRef, id})
 	case n.max > n.min:
 		var prev int32 = -1
 		for k := 1; k <= n.max-n.min; k++ {
+			if err := c.clk.tick(); err != nil {
+				return err
+			}
 			first := []elem{atom}
 			if prev >= 0 {
 				first = append(first, elem{opRef, prev})
@@ -278,10 +310,10 @@ func (c *compiler) link(root int32) (*Grammar, error) {
 			g.elems = append(g.elems, elem{op: opEnd})
 		}
 	}
-	if len(g.elems) > maxElems {
-		return nil, fmt.Errorf("grammar: more than %d elements after expanding repetitions; use smaller {m,n} bounds", maxElems)
+	if len(g.elems) > c.lim.MaxElements {
+		return nil, &LimitError{Limit: LimitElements, Max: c.lim.MaxElements, Got: len(g.elems)}
 	}
-	return g, nil
+	return g, c.clk.check()
 }
 
 // check rejects what the matcher cannot run: left recursion (a rule that can call itself before
@@ -401,32 +433,32 @@ func (g *Grammar) closure(nullable bool) []bool {
 	return done
 }
 
-// userName is the name of the user rule a (possibly synthetic) rule belongs to: user names
-// cannot contain '_', synthetic ones are parent_N.
-func (g *Grammar) userName(id int) string {
-	name, _, _ := strings.Cut(g.rules[id].name, "_")
-	return name
-}
+// userName is the name of the user rule a (possibly synthetic) rule belongs to.
+func (g *Grammar) userName(id int) string { return g.rules[id].name }
 
-// buildClasses partitions the 256 byte values into classes that no set tells apart.
-func (g *Grammar) buildClasses() {
+// buildClasses partitions the 256 byte values into classes that no set tells apart. Each set
+// refines the partition in one pass over the bytes, with an array for the (class, in set) pairs
+// so that a grammar with many distinct sets costs 256 steps per set, no map.
+func (g *Grammar) buildClasses(clk *clock) error {
 	var cls [256]int
 	n := 1
+	var split [512]int // (old class, in set) -> new class + 1; 0: not seen in this pass
 	for _, s := range g.sets {
-		split := map[[2]int]int{}
+		if err := clk.tick(); err != nil {
+			return err
+		}
+		clear(split[:2*n])
 		next := 0
 		for b := range 256 {
-			k := [2]int{cls[b], 0}
+			k := 2 * cls[b]
 			if s.has(byte(b)) {
-				k[1] = 1
+				k++
 			}
-			id, ok := split[k]
-			if !ok {
-				id = next
+			if split[k] == 0 {
 				next++
-				split[k] = id
+				split[k] = next
 			}
-			cls[b] = id
+			cls[b] = split[k] - 1
 		}
 		n = next
 	}
@@ -434,4 +466,5 @@ func (g *Grammar) buildClasses() {
 		g.class[b] = uint8(cls[b])
 	}
 	g.nClasses = n
+	return nil
 }

@@ -22,6 +22,19 @@ const (
 // Matcher allows.
 var ErrTooAmbiguous = errors.New("grammar: too ambiguous: one character leads to too many parses (simplify the grammar, e.g. x{0,N} instead of x? x? x?)")
 
+// ErrBudget is returned (wrapped, by Err) once one call of a Matcher needed more work than its
+// budget (see SetBudget): the grammar is too expensive to match, and the matcher stops.
+var ErrBudget = errors.New("grammar: too expensive to match")
+
+// DefaultBudget is a Matcher's work budget per call unless SetBudget changes it: about 5 ms
+// of mask computation on a small server CPU (one unit is one parse stack stepped over one byte
+// or one parse visited; see BenchmarkMaskAttack), while the cold masks of real grammars, JSON
+// over a 128k vocabulary included, stay below a tenth of it.
+const DefaultBudget = 1 << 15
+
+// stepCost is the fixed part of a byte step's work, in the units of the budget.
+const stepCost = 8
+
 // stackNode is one frame of a parse stack: pos is the element to match next, parent the frame
 // to return to after the current alternative ends (0: the bottom, i.e. the end of the output).
 // Nodes are interned, so a stack is identified by the id of its top node.
@@ -54,9 +67,14 @@ type Matcher struct {
 	nodeIndex map[uint64]int32
 	states    []mstate
 	stateIdx  map[string]int32
-	cur       int32
+	cur       int32 // 0 (dead) only when the start state could not be built
 	done      bool  // an end-of-generation token was accepted
-	err       error // set when a step exceeded maxVisits
+	err       error // set when a step exceeded maxVisits or a call its budget
+	stopped   bool  // err ended the matcher: Mask allows nothing until Reset
+	zero      []uint64
+
+	// budget bounds the work of one call; work counts it (stacks stepped, parses visited).
+	budget, work int
 
 	// Step scratch: mark[id] == stamp when node id was visited in the current step.
 	mark      []uint32
@@ -73,9 +91,20 @@ type Matcher struct {
 // NewMatcher returns a matcher at the start of g. v may be nil when only AcceptBytes and
 // Complete are used; the token methods need it.
 func NewMatcher(g *Grammar, v *Vocab) *Matcher {
-	m := &Matcher{g: g, v: v, nodeLimit: maxNodes, stateLimit: maxStates}
+	m := &Matcher{g: g, v: v, nodeLimit: maxNodes, stateLimit: maxStates, budget: DefaultBudget}
 	m.Reset()
 	return m
+}
+
+// SetBudget sets the work one call of Mask, Allowed, AcceptToken or AcceptBytes may do (n < 1:
+// DefaultBudget). A call that needs more stops, and the matcher with it: Err wraps ErrBudget,
+// Mask allows nothing and the accept methods fail until Reset. Work that a call caches (byte
+// steps, masks) costs nothing when a later call reuses it.
+func (m *Matcher) SetBudget(n int) {
+	if n < 1 {
+		n = DefaultBudget
+	}
+	m.budget = n
 }
 
 // Reset returns to the start of the grammar and drops every cache.
@@ -85,16 +114,35 @@ func (m *Matcher) Reset() {
 	m.states = append(m.states[:0], mstate{}) // state 0: dead
 	m.stateIdx = map[string]int32{}
 	m.mark = append(m.mark[:0], 0)
-	m.maskBytes, m.done, m.err = 0, false, nil
+	m.maskBytes, m.done, m.err, m.stopped = 0, false, nil, false
 	m.begin()
 	for _, a := range m.g.rules[m.g.root].alts {
 		m.push(a, 0)
 	}
 	if m.visits > maxVisits {
-		m.err, m.cur = ErrTooAmbiguous, 0
+		// Compile refuses such grammars; this keeps a matcher safe (dead, not panicking) anyway.
+		m.err, m.cur, m.stopped = fmt.Errorf("%w (at the start of the grammar)", ErrTooAmbiguous), 0, true
 		return
 	}
 	m.cur = m.intern()
+}
+
+// stop ends the matcher with err.
+func (m *Matcher) stop(err error) {
+	m.err, m.stopped = err, true
+}
+
+// over reports whether the current call has spent its budget, and then stops the matcher.
+func (m *Matcher) over(what string) bool {
+	if m.work <= m.budget {
+		return false
+	}
+	if !m.stopped {
+		m.stop(fmt.Errorf("%w: one %s needed more than %d units of work, the matcher's budget "+
+			"(simplify the grammar: fewer alternatives that match the same text, smaller {m,n} bounds)",
+			ErrBudget, what, m.budget))
+	}
+	return true
 }
 
 // Complete reports whether the output so far is a complete sentence of the grammar (an
@@ -110,11 +158,21 @@ func (m *Matcher) accepting(s int32) bool {
 }
 
 // AcceptBytes advances by b. On error (b cannot continue the output) the state is unchanged.
+// The budget applies to each byte of b, not to the whole: b may be a whole document.
 func (m *Matcher) AcceptBytes(b []byte) error {
+	return m.accept(b, true)
+}
+
+// accept advances by b; perByte starts the budget afresh at each byte, else once for all of b.
+func (m *Matcher) accept(b []byte, perByte bool) error {
+	if m.stopped {
+		return m.err
+	}
 	if m.done {
 		return errors.New("grammar: the output already ended")
 	}
-	s := m.walk(m.cur, b)
+	m.work = 0
+	s := m.walk(m.cur, b, perByte, "text")
 	if s == 0 {
 		if m.err != nil {
 			return m.err
@@ -133,6 +191,9 @@ func (m *Matcher) AcceptToken(tok int32) error {
 	if tok < 0 || int(tok) >= v.n {
 		return fmt.Errorf("grammar: token %d is outside the vocabulary [0, %d)", tok, v.n)
 	}
+	if m.stopped {
+		return m.err
+	}
 	if m.done {
 		return errors.New("grammar: the output already ended")
 	}
@@ -147,31 +208,36 @@ func (m *Matcher) AcceptToken(tok int32) error {
 	if len(p) == 0 {
 		return fmt.Errorf("grammar: token %d has no text", tok)
 	}
-	return m.AcceptBytes(p)
+	return m.accept(p, false)
 }
 
 // Allowed reports whether tok may come next, without advancing.
 func (m *Matcher) Allowed(tok int32) bool {
 	v := m.v
-	if m.done || tok < 0 || int(tok) >= v.n {
+	if m.done || m.stopped || tok < 0 || int(tok) >= v.n {
 		return false
 	}
 	if v.isEOG(tok) {
 		return m.accepting(m.cur)
 	}
 	p := v.piece(tok)
-	return len(p) > 0 && m.walk(m.cur, p) != 0
+	m.work = 0
+	return len(p) > 0 && m.walk(m.cur, p, false, "token check") != 0
 }
 
 // Mask returns the tokens that may come next as a bitset (bit t%64 of word t/64 for token t),
-// end-of-generation tokens included when the output is complete; all zero means a dead end. The
+// end-of-generation tokens included when the output is complete; all zero means a dead end, or,
+// when Err is not nil, a matcher that stopped (its budget, or a start it could not build). The
 // slice belongs to the matcher and stays valid until the state changes.
 func (m *Matcher) Mask() []uint64 {
+	words := (m.v.n + 63) / 64
+	if m.stopped {
+		return m.zeroMask(words)
+	}
 	st := &m.states[m.cur]
 	if st.mask != nil {
 		return st.mask
 	}
-	words := (m.v.n + 63) / 64
 	if m.maskBytes+8*words > maxMaskBytes {
 		for i := range m.states {
 			m.states[i].mask = nil
@@ -179,21 +245,36 @@ func (m *Matcher) Mask() []uint64 {
 		m.maskBytes = 0
 	}
 	mask := make([]uint64, words)
-	m.fillMask(m.cur, mask)
+	m.work = 0
+	if !m.fillMask(m.cur, mask) {
+		return m.zeroMask(words) // the steps it made stay cached; the partial mask is dropped
+	}
 	m.states[m.cur].mask = mask
 	m.maskBytes += 8 * words
 	return mask
 }
 
-// Err returns the error that made the last step fail for a reason other than the grammar
-// rejecting the text (ErrTooAmbiguous), or nil.
+func (m *Matcher) zeroMask(words int) []uint64 {
+	if len(m.zero) != words {
+		m.zero = make([]uint64, words)
+	}
+	clear(m.zero) // a caller may have written to it
+	return m.zero
+}
+
+// Err returns why the matcher failed other than by the grammar rejecting the text: a step
+// that led to too many parses (ErrTooAmbiguous: that step was refused), or a call that spent its
+// budget (ErrBudget) or a start state that could not be built, which stop the matcher until
+// Reset; nil when none.
 func (m *Matcher) Err() error { return m.err }
 
 // fillMask sets the bits of the tokens allowed in state start: one forward scan of the trie
 // along cached steps, which skips every subtree whose prefix the grammar rejects, and takes a
 // large subtree whole when every byte in it leads from the current state back to itself (inside
-// a JSON string, for instance, nearly the whole vocabulary).
-func (m *Matcher) fillMask(start int32, mask []uint64) {
+// a JSON string, for instance, nearly the whole vocabulary). It returns false when the budget ran
+// out first (mask is then incomplete). Only new byte steps count against the budget: a walk along
+// cached ones is bounded by the vocabulary's trie.
+func (m *Matcher) fillMask(start int32, mask []uint64) bool {
 	v := m.v
 	if m.accepting(start) {
 		for _, t := range v.eog {
@@ -215,30 +296,43 @@ func (m *Matcher) fillMask(start int32, mask []uint64) {
 		b := v.nb[i]
 		ns := m.states[s].next[m.g.class[b]]
 		if ns < 0 {
-			ns = m.step(s, b)
+			if ns = m.step(s, b); m.work > m.budget {
+				return !m.over("mask")
+			}
 		}
 		if ns == 0 {
 			i = v.nend[i]
 			continue
 		}
-		if k := v.nsub[i]; k >= 0 && subset(&v.subBytes[k], m.loopOf(ns)) {
-			set(v.toks[v.ntok[i]:v.ntok[v.nend[i]]])
-			i = v.nend[i]
-			continue
+		if k := v.nsub[i]; k >= 0 {
+			loop := m.loopOf(ns)
+			if loop == nil {
+				return !m.over("mask")
+			}
+			if subset(&v.subBytes[k], loop) {
+				set(v.toks[v.ntok[i]:v.ntok[v.nend[i]]])
+				i = v.nend[i]
+				continue
+			}
 		}
 		set(v.toks[v.ntok[i]:v.ntok[i+1]])
 		at[v.ndepth[i]] = ns
 		i++
 	}
+	return true
 }
 
 // loopOf returns the bytes that lead from state s back to s, computing every step of s once.
+// It returns nil when the budget runs out on the way.
 func (m *Matcher) loopOf(s int32) *byteSet {
 	if !m.states[s].loopDone {
 		var loop byteSet
 		for b := range 256 {
 			if m.step(s, byte(b)) == s {
 				loop.add(byte(b), byte(b))
+			}
+			if m.work > m.budget {
+				return nil
 			}
 		}
 		m.states[s].loop, m.states[s].loopDone = loop, true
@@ -250,9 +344,18 @@ func subset(a, b *byteSet) bool {
 	return a[0]&^b[0]|a[1]&^b[1]|a[2]&^b[2]|a[3]&^b[3] == 0
 }
 
-func (m *Matcher) walk(s int32, b []byte) int32 {
+// walk returns the state after b from s (0 when b cannot follow, or the budget ran out: what
+// names the call in the budget's error); perByte starts the budget afresh at each byte.
+func (m *Matcher) walk(s int32, b []byte, perByte bool, what string) int32 {
 	for _, c := range b {
-		if s = m.step(s, c); s == 0 {
+		if perByte {
+			m.work = 0
+		}
+		if s = m.step(s, c); m.work > m.budget {
+			m.over(what)
+			return 0
+		}
+		if s == 0 {
 			return 0
 		}
 	}
@@ -276,6 +379,9 @@ func (m *Matcher) step(s int32, b byte) int32 {
 	if n := m.states[s].next[c]; n >= 0 {
 		return n
 	}
+	if m.work > m.budget {
+		return 0 // not cached: the step is not dead, just not computed
+	}
 	m.begin()
 	for _, id := range m.states[s].stacks {
 		if id == 0 {
@@ -286,6 +392,9 @@ func (m *Matcher) step(s int32, b byte) int32 {
 			m.push(nd.pos+1, nd.parent)
 		}
 	}
+	// A step costs per stack it reads and per parse it visits, plus a fixed part for the new state
+	// it may intern (its transition table, its key): stepCost.
+	m.work += len(m.states[s].stacks) + m.visits + stepCost
 	n := int32(0)
 	if m.visits <= maxVisits {
 		n = m.intern()

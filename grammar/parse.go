@@ -6,11 +6,8 @@ import (
 	"unicode/utf8"
 )
 
-// Limits that keep a hostile grammar from exhausting memory or the stack.
-const (
-	maxNesting = 256    // parentheses inside one another
-	maxRepeat  = 100000 // bound of a {m,n} repetition
-)
+// maxNesting bounds parentheses inside one another, so that parsing cannot exhaust the stack.
+const maxNesting = 256
 
 type nodeKind uint8
 
@@ -59,9 +56,12 @@ type parser struct {
 	pos   int
 	depth int
 	rules []ruleDef
+	lim   Limits // with defaults
+	clk   *clock
 }
 
-func parseGBNF(src string) ([]ruleDef, error) {
+// parseGBNF parses src within lim (whose fields are all set) and clk.
+func parseGBNF(src string, lim Limits, clk *clock) ([]ruleDef, error) {
 	if !utf8.ValidString(src) {
 		i := 0
 		for i < len(src) {
@@ -74,9 +74,12 @@ func parseGBNF(src string) ([]ruleDef, error) {
 		p := &parser{src: src}
 		return nil, p.errAt(i, "the grammar is not valid UTF-8")
 	}
-	p := &parser{src: src}
+	p := &parser{src: src, lim: lim, clk: clk}
 	p.space(true)
 	for p.pos < len(p.src) {
+		if len(p.rules) >= lim.MaxRules {
+			return nil, &LimitError{Limit: LimitRules, Max: lim.MaxRules, Got: len(p.rules) + 1}
+		}
 		if err := p.rule(); err != nil {
 			return nil, err
 		}
@@ -183,6 +186,9 @@ func (p *parser) alternates(nested bool) ([]*node, error) {
 		if p.peek() != '|' {
 			return alts, nil
 		}
+		if len(alts) >= p.lim.MaxAlternatives {
+			return nil, &LimitError{Limit: LimitAlternatives, Max: p.lim.MaxAlternatives, Got: len(alts) + 1}
+		}
 		p.pos++
 		p.space(true)
 	}
@@ -191,6 +197,9 @@ func (p *parser) alternates(nested bool) ([]*node, error) {
 func (p *parser) sequence(nested bool) (*node, error) {
 	seq := &node{kind: nSeq, at: p.pos}
 	for !p.eof() {
+		if err := p.clk.tick(); err != nil {
+			return nil, err
+		}
 		at := p.pos
 		var item *node
 		switch c := p.src[p.pos]; {
@@ -296,17 +305,19 @@ func (p *parser) repetition() (lo, hi int, err error) {
 	return 0, 0, p.errf("expected ',' or '}' in the repetition")
 }
 
+// integer reads a repetition count, which must be at most lim.MaxRepetition.
 func (p *parser) integer() (int, error) {
+	const huge = 1 << 30 // counts stop growing here: the error reports at least this
 	start, n := p.pos, 0
 	for !p.eof() && p.src[p.pos] >= '0' && p.src[p.pos] <= '9' {
-		n = n*10 + int(p.src[p.pos]-'0')
-		if n > maxRepeat {
-			return 0, p.errAt(start, "repetition count above the limit of %d", maxRepeat)
-		}
+		n = min(n*10+int(p.src[p.pos]-'0'), huge)
 		p.pos++
 	}
 	if p.pos == start {
 		return 0, p.errf("expected an integer")
+	}
+	if n > p.lim.MaxRepetition {
+		return 0, &LimitError{Limit: LimitRepetition, Max: p.lim.MaxRepetition, Got: n}
 	}
 	return n, nil
 }
