@@ -4,24 +4,33 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"image"
 	"image/png"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
 
 // chromiumPath is where Debian's chromium package puts the browser (.ci/run installs it in CI).
 const chromiumPath = "/usr/bin/chromium"
 
-// browser starts a headless Chromium for the test and returns a tab's context. Without Chromium
-// the test skips, or fails under CI, where it must run.
-func browser(t *testing.T) context.Context {
+// browser starts a headless Chromium (with extra flags, if any) for the test and returns a tab's
+// context. Without Chromium the test skips, or fails under CI, where it must run.
+func browser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -40,6 +49,7 @@ func browser(t *testing.T) context.Context {
 		chromedp.WindowSize(1280, 900),
 		chromedp.CombinedOutput(&log),
 	)
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx)
 	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
@@ -57,21 +67,32 @@ func browser(t *testing.T) context.Context {
 // replyDone is true once the newest assistant reply has finished streaming.
 const replyDone = `(() => { const r = document.querySelector('[data-testid="reply"]'); return !!r && r.closest('.msg').dataset.done === "true"; })()`
 
-// TestBrowser loads the page in headless Chromium against a real server: ?q= sends the first
-// message on load, the reply streams in, the live view shows the steps and the finished request,
-// a second message goes through the form, and a screenshot of the page is not blank.
+// TestBrowser loads the page in headless Chromium against a real server that checks Host (as on a
+// loopback bind): ?q= fills the message box and sends nothing, Send sends it, the reply streams
+// in, the live view shows the steps and the finished request, a second message goes through the
+// form, a screenshot of the page is not blank, and the console has shown no CSP violation.
 //
 // It drives Chromium over the DevTools protocol (chromedp) rather than with --dump-dom
 // --virtual-time-budget: that waits for the chat's streamed fetch, but not for the live feed's
 // later events (sent on the server's real-time poll ticks), so the dumped DOM shows no steps.
 func TestBrowser(t *testing.T) {
 	e := newEnv(t, envOptions{live: true})
+	ts := e.guardedServer(t)
 	ctx := browser(t) // after newEnv: cleanups run last first, so the browser closes its streams before the server closes
 	text := func(sel string) string { return textOf(t, ctx, sel) }
+	console := watchConsole(t, ctx)
+	recordFetches(t, ctx)
 
 	if err := chromedp.Do(ctx,
 		chromedp.EmulateViewport(1280, 900),
-		chromedp.Navigate(e.ts.URL+"/?q=Once%20upon%20a%20time"),
+		chromedp.Navigate(ts.URL+"/?q=Once%20upon%20a%20time"),
+		chromedp.Poll[chromedp.Void](pageReady, chromedp.WithPollingTimeout(10*time.Second)),
+	); err != nil {
+		t.Fatalf("waiting for the page: %v", err)
+	}
+	checkQueryNotSent(t, ctx, e, "Once upon a time")
+	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`#send`)),
 		chromedp.Poll[chromedp.Void](replyDone, chromedp.WithPollingTimeout(30*time.Second)),
 	); err != nil {
 		t.Fatalf("waiting for the streamed reply: %v", err)
@@ -141,6 +162,7 @@ func TestBrowser(t *testing.T) {
 	} else {
 		t.Logf("screenshot %s: %d distinct colours", path, n)
 	}
+	console.checkCSP(t, ctx)
 }
 
 // TestBrowserAPIKey: on a server with an API key the page loads without it, the live view and a
@@ -151,6 +173,7 @@ func TestBrowserAPIKey(t *testing.T) {
 	ctx := browser(t)
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(e.ts.URL+"/?q=Once%20upon%20a%20time"),
+		chromedp.Click(chromedp.CSS(`#send`)),
 		chromedp.Poll[chromedp.Void](`document.querySelector('#messages .msg.error')?.textContent.includes("401")`,
 			chromedp.WithPollingTimeout(10*time.Second)),
 		chromedp.Poll[chromedp.Void](`document.querySelector('[data-testid="live-state"]').textContent.startsWith("401")`,
@@ -223,6 +246,215 @@ func TestBrowserStop(t *testing.T) {
 		t.Errorf("engine's requests %+v, want one cut short", snap.Requests)
 	} else {
 		t.Logf("stopped after %d tokens", snap.Requests[0].Completion)
+	}
+}
+
+// TestBrowserRebinding: Chromium resolving a foreign name to 127.0.0.1, as a DNS-rebinding page
+// makes it, gets the server's 403 on a loopback bind, and the page itself once --allowed-hosts
+// names that host.
+func TestBrowserRebinding(t *testing.T) {
+	e := newEnv(t, envOptions{live: true})
+	tests := []struct {
+		name    string
+		allowed []string
+		status  int64
+		want    string // JavaScript that must hold on the page that loaded
+	}{
+		{name: "foreign Host refused", status: 403, want: `document.body.textContent.includes("host_not_allowed") && document.body.textContent.includes("--allowed-hosts evil.example")`},
+		{name: "foreign Host allowed", allowed: []string{"evil.example"}, status: 200, want: `document.querySelector('[data-testid="live-state"]')?.textContent === "live"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := e.guardedServer(t, tc.allowed...)
+			ctx := browser(t, chromedp.Flag("host-resolver-rules", "MAP evil.example 127.0.0.1"),
+				chromedp.Flag("disable-features", "HttpsUpgrades")) // keep http://evil.example on http
+			_, port, _ := net.SplitHostPort(ts.Listener.Addr().String())
+			resp, err := chromedp.Run(ctx, chromedp.NavigateResponse("http://evil.example:"+port+"/"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Status != tc.status {
+				t.Fatalf("status %d, want %d", resp.Status, tc.status)
+			}
+			if err := chromedp.Do(ctx, chromedp.Poll[chromedp.Void](tc.want, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+				t.Fatalf("%s: %v; the page says %q", tc.want, err, textOf(t, ctx, "body"))
+			}
+		})
+	}
+}
+
+// TestBrowserSDKPreflight: a page on another localhost origin calls the API with the headers of
+// the official OpenAI SDK, whose preflight Chromium then passes; a header outside them still
+// fails it (the browser, not only the server, enforces the list).
+func TestBrowserSDKPreflight(t *testing.T) {
+	e := newEnv(t, envOptions{live: true})
+	api := e.guardedServer(t)
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, "<!doctype html><title>another app</title>")
+	}))
+	t.Cleanup(origin.Close)
+	ctx := browser(t)
+	_, port, _ := net.SplitHostPort(origin.Listener.Addr().String())
+	if err := chromedp.Do(ctx, chromedp.Navigate("http://localhost:"+port+"/")); err != nil {
+		t.Fatal(err)
+	}
+	sdk := map[string]string{"Authorization": "Bearer none", "Content-Type": "application/json",
+		"X-Stainless-Lang": "js", "X-Stainless-Package-Version": "5.10.0", "X-Stainless-OS": "Linux",
+		"X-Stainless-Arch": "x64", "X-Stainless-Runtime": "browser:chrome", "X-Stainless-Runtime-Version": "140.0.0",
+		"X-Stainless-Retry-Count": "0", "X-Stainless-Timeout": "600",
+		"OpenAI-Organization": "org-1", "OpenAI-Project": "proj-1", "OpenAI-Beta": "assistants=v2"}
+	withEvil := maps.Clone(sdk)
+	withEvil["X-Evil"] = "1"
+	tests := []struct {
+		name    string
+		headers map[string]string
+		want    string // prefix of the outcome
+	}{
+		{name: "SDK headers", headers: sdk, want: "200 "},
+		{name: "another header", headers: withEvil, want: "failed: "},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			hdr, _ := json.Marshal(tc.headers)
+			call := fmt.Sprintf(`(async () => {
+				try {
+					const r = await fetch(%q, {method: "POST", headers: %s,
+						body: JSON.stringify({messages: [{role: "user", content: "Once"}], max_tokens: 1})});
+					return r.status + " " + (await r.text());
+				} catch (err) { return "failed: " + err.message; }
+			})()`, api.URL+"/v1/chat/completions", hdr)
+			got, err := chromedp.Run(ctx, chromedp.Evaluate[string](call, chromedp.EvalAwaitPromise))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(got, tc.want) {
+				t.Errorf("fetch from another origin: %.300s; want %q...", got, tc.want)
+			}
+		})
+	}
+}
+
+// pageReady is true once the page's start-up has run: the model named and the live feed on.
+const pageReady = `document.querySelector('[data-testid="model"]').textContent !== "" && document.querySelector('[data-testid="live-state"]').textContent === "live"`
+
+// pageProbe runs in every document before the page's script: it records the URL of each fetch
+// call (when it is made, not when it ends, as a streamed reply may not) in __fetches, and each
+// CSP violation in __csp.
+const pageProbe = `(() => {
+	window.__fetches = [];
+	const f = window.fetch;
+	window.fetch = function (input, init) {
+		window.__fetches.push(new URL(input instanceof Request ? input.url : String(input), location.href).pathname);
+		return f.apply(this, arguments);
+	};
+	window.__csp = [];
+	document.addEventListener("securitypolicyviolation", (e) => window.__csp.push(e.effectiveDirective + " blocked " + (e.blockedURI || "?")), true);
+})()`
+
+// recordFetches installs pageProbe in the tab of ctx, for the documents it loads from now on.
+func recordFetches(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: pageProbe}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkQueryNotSent checks a page loaded with ?q=q (and pageProbe) once it is ready: the message
+// box holds q, and neither the page nor the engine has seen a chat request.
+func checkQueryNotSent(t *testing.T, ctx context.Context, e *testEnv, q string) {
+	t.Helper()
+	if got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("input").value`)); err != nil || got != q {
+		t.Errorf("message box holds %q (%v), want ?q='s %q", got, err, q)
+	}
+	fetches, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`window.__fetches`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The probe must have seen the page's start-up calls, else it proves nothing.
+	if !slices.Contains(fetches, "/v1/models") || !slices.Contains(fetches, "/live") || slices.Contains(fetches, "/v1/chat/completions") {
+		t.Errorf("the page fetched %q on load; want /v1/models and /live, and no chat", fetches)
+	}
+	if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#messages .msg").length`)); err != nil || n != 0 {
+		t.Errorf("%d messages in the chat on load (%v), want none", n, err)
+	}
+	if snap := e.srv.cfg.Live.Snapshot(); snap.Counts.Admitted != 0 || len(snap.Requests) != 0 {
+		t.Errorf("the engine admitted %d requests on load, want none", snap.Counts.Admitted)
+	}
+}
+
+// consoleWatch collects the console of a tab: calls, exceptions and the browser's own log, where
+// Chromium reports CSP violations.
+type consoleWatch struct {
+	mu   sync.Mutex
+	msgs []chromedp.ConsoleMessage
+}
+
+// watchConsole starts collecting the console of ctx's tab, until ctx ends.
+func watchConsole(t *testing.T, ctx context.Context) *consoleWatch {
+	t.Helper()
+	c := &consoleWatch{}
+	msgs := chromedp.Console(ctx) // subscribes now, before any page loads
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			c.mu.Lock()
+			c.msgs = append(c.msgs, m)
+			c.mu.Unlock()
+		}
+	}()
+	return c
+}
+
+// csp returns the messages about the Content Security Policy seen so far.
+func (c *consoleWatch) csp() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, m := range c.msgs {
+		if strings.Contains(m.Text, "Content Security Policy") {
+			out = append(out, m.String())
+		}
+	}
+	return out
+}
+
+// checkCSP fails the test if the page (loaded with pageProbe) or the console has reported a CSP
+// violation. Then it makes the page break its policy on purpose, an inline script and an inline
+// style, and checks that both are blocked and seen: else the check above is blind.
+func (c *consoleWatch) checkCSP(t *testing.T, ctx context.Context) {
+	t.Helper()
+	violations, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`window.__csp`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(violations) > 0 || len(c.csp()) > 0 {
+		t.Errorf("CSP violations: page %q, console %q", violations, c.csp())
+	}
+	const breakPolicy = `(() => {
+		const s = document.createElement("script");
+		s.textContent = "window.__inlineRan = true";
+		document.body.append(s);
+		document.body.insertAdjacentHTML("beforeend", '<b id="inline-style" style="color: rgb(255, 0, 0)">x</b>');
+	})()`
+	if err := chromedp.Do(ctx,
+		chromedp.Evaluate[chromedp.Void](breakPolicy),
+		chromedp.Poll[chromedp.Void](`window.__csp.length >= 2`, chromedp.WithPollingTimeout(5*time.Second)),
+	); err != nil {
+		t.Fatalf("breaking the policy on purpose reported no violations: %v", err)
+	}
+	blocked, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.__inlineRan !== true && getComputedStyle(document.getElementById("inline-style")).color !== "rgb(255, 0, 0)"`))
+	if err != nil || !blocked {
+		t.Errorf("an inline script or style was not blocked (%v)", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(c.csp()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := c.csp(); len(got) < 2 {
+		t.Errorf("the console showed %q for two violations on purpose: the console check is blind", got)
 	}
 }
 

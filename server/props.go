@@ -3,9 +3,6 @@ package server
 import (
 	"encoding/json"
 	"net/http"
-	"net/url"
-	"slices"
-	"strings"
 
 	"ubatch/sample"
 )
@@ -67,42 +64,6 @@ func (s *Server) handleProps(w http.ResponseWriter, r *http.Request) {
 		"modalities":    map[string]bool{"vision": false, "audio": false},
 		"build_info":    "ubatch",
 	})
-}
-
-// cors answers a browser's cross-origin requests: for an allowed Origin it sets the CORS headers,
-// and a preflight (OPTIONS) ends here with 204 (true). Allowed are Config.CORSOrigins ("*" for
-// any), or, when that is empty, pages served from localhost.
-func (s *Server) cors(w http.ResponseWriter, r *http.Request) bool {
-	origin := r.Header.Get("Origin")
-	preflight := r.Method == http.MethodOptions
-	if origin == "" || !s.originAllowed(origin) {
-		if preflight {
-			w.WriteHeader(http.StatusForbidden)
-		}
-		return preflight
-	}
-	hd := w.Header()
-	hd.Set("Access-Control-Allow-Origin", origin)
-	hd.Add("Vary", "Origin")
-	if preflight {
-		hd.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
-		hd.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
-		hd.Set("Access-Control-Max-Age", "600")
-		w.WriteHeader(http.StatusNoContent)
-	}
-	return preflight
-}
-
-func (s *Server) originAllowed(origin string) bool {
-	if len(s.cfg.CORSOrigins) > 0 {
-		return slices.Contains(s.cfg.CORSOrigins, "*") || slices.Contains(s.cfg.CORSOrigins, origin)
-	}
-	u, err := url.Parse(origin)
-	if err != nil {
-		return false
-	}
-	host := u.Hostname()
-	return host == "localhost" || host == "127.0.0.1" || host == "::1" || strings.HasSuffix(host, ".localhost")
 }
 
 // handleSlots is llama-server's GET /slots: one entry per running sequence.

@@ -59,6 +59,13 @@ type Config struct {
 	// CORSOrigins are the browser origins allowed to call the API ("*": any); empty allows only
 	// pages served from localhost.
 	CORSOrigins []string
+	// ListenAddr is the address the server listens on (host:port as given to net.Listen, or a
+	// host alone). On a loopback one (localhost, 127.0.0.0/8, ::1) requests whose Host header is
+	// not a loopback name get 403, against DNS rebinding; "" or another address: no Host check.
+	ListenAddr string
+	// AllowedHosts are Host names (any port) served besides the loopback ones ("*": any). When
+	// set, Host is checked wherever the server listens.
+	AllowedHosts []string
 	// Live, when set, feeds GET /live (the web page's live view); it should be the engine's
 	// Observer too. nil answers 404.
 	Live *Live
@@ -72,6 +79,7 @@ type Server struct {
 	eosText string
 	created int64 // Unix time the server was created, reported as the model's creation time
 	mux     *http.ServeMux
+	hosts   hostGuard // which Host headers are answered (Config.ListenAddr, AllowedHosts)
 	metrics http.Handler
 	// grammarVocab is the model's vocabulary for grammars, built on first use.
 	grammarVocab func() (*grammar.Vocab, error)
@@ -98,7 +106,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ModelID == "" {
 		cfg.ModelID = filepath.Base(cfg.Model.Path)
 	}
-	s := &Server{cfg: cfg, created: time.Now().Unix()}
+	hosts, err := newHostGuard(cfg.ListenAddr, cfg.AllowedHosts)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, created: time.Now().Unix(), hosts: hosts}
 	s.grammarVocab = sync.OnceValues(s.buildGrammarVocab)
 	v := cfg.Model.Vocab
 	if v.BOS() >= 0 {
@@ -150,7 +162,8 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the server's HTTP handler: routing, API-key check and request logging.
+// Handler returns the server's HTTP handler: security headers and Host check, CORS, routing,
+// API-key check and request logging.
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -165,7 +178,7 @@ func (s *Server) Handler() http.Handler {
 var methods = []string{http.MethodGet, http.MethodPost}
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	if s.cors(w, r) {
+	if !s.secure(w, r) || s.cors(w, r) {
 		return
 	}
 	if _, pattern := s.mux.Handler(r); pattern == "" { // no route: find out whether another method has one (405) or none (404)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,43 @@ func TestWebRoutes(t *testing.T) {
 				t.Errorf("body does not contain %q:\n%.400s", tc.body, body)
 			}
 		})
+	}
+}
+
+// TestWebPageNoInline: the page has nothing its CSP would block (inline script, event-handler
+// attributes, style attributes, javascript: URLs), so that it works without 'unsafe-inline'. The
+// browser test checks the same in Chromium, with the page's script running.
+func TestWebPageNoInline(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	resp, err := e.client.Get(e.ts.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	page, _ := io.ReadAll(resp.Body)
+	tests := []struct {
+		name string
+		re   *regexp.Regexp
+		bad  string // a snippet it must catch
+	}{
+		{name: "inline script", re: regexp.MustCompile(`(?is)<script\b[^>]*>\s*[^<\s]`), bad: "<script>\n  go()</script>"},
+		{name: "event-handler attribute", re: regexp.MustCompile(`(?i)<[^>]*\son[a-z]+\s*=`), bad: `<button id="b" onClick="go()">`},
+		{name: "style attribute", re: regexp.MustCompile(`(?i)<[^>]*\sstyle\s*=`), bad: `<div class="a" style="width: 1px">`},
+		{name: "style element", re: regexp.MustCompile(`(?i)<style\b`), bad: "<style>"},
+		{name: "javascript: URL", re: regexp.MustCompile(`(?i)javascript:`), bad: `<a href="JavaScript:go()">`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if !tc.re.MatchString(tc.bad) {
+				t.Fatalf("%s does not catch %q", tc.re, tc.bad)
+			}
+			if m := tc.re.Find(page); m != nil {
+				t.Errorf("the page has an %s: %.200s", tc.name, m)
+			}
+		})
+	}
+	if !strings.Contains(string(page), `<script src="/ui/app.js"></script>`) {
+		t.Error("the page does not load /ui/app.js: the check above proves nothing")
 	}
 }
 

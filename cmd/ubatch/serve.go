@@ -61,6 +61,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run, until shutdown, to this file (inspect with go tool pprof)")
 	embeddings := fs.Bool("embeddings", false, "serve POST /v1/embeddings from a context of its own (llama.cpp's --embeddings)")
 	corsOrigin := fs.String("cors-origin", "", "browser origins allowed to call the API, comma-separated (\"*\" for any; default: pages on localhost only)")
+	allowedHosts := fs.String("allowed-hosts", "", "Host header names served besides localhost ones, comma-separated (\"*\" for any); on a loopback --host other names get 403, so that a web page cannot reach the server by DNS rebinding (its own name re-resolved to 127.0.0.1)")
 	contextShift := fs.Bool("context-shift", false, "let a sequence that reaches n_ctx_seq go on: drop the older half of its history and shift the rest (llama.cpp's --context-shift); without it, it stops there")
 	chatTemplate := fs.String("chat-template", "", "Jinja chat template to use instead of the model's tokenizer.chat_template")
 	chatTemplateFile := fs.String("chat-template-file", "", "read the chat template from this file")
@@ -183,7 +184,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	srv, err := server.New(server.Config{Model: m, Engine: eng, APIKey: *apiKey, MaxBodyBytes: *maxBody,
 		Logger: logger, Metrics: metrics, Gatherer: reg, ModelID: *alias, Embedder: emb, CORSOrigins: splitList(*corsOrigin), ChatTemplate: *chatTemplate,
-		Live: live, Sampling: sampling})
+		Live: live, Sampling: sampling, ListenAddr: net.JoinHostPort(*host, strconv.Itoa(*port)), AllowedHosts: splitList(*allowedHosts)})
 	if err != nil {
 		return err
 	}

@@ -249,5 +249,10 @@ async function loadModel() {
 
 loadModel();
 live();
+// ?q= only fills the message box: sending it on load would let any page that links or frames
+// this one spend the API key stored here on a prompt of its choosing.
 const q = new URLSearchParams(location.search).get("q");
-if (q) send(q);
+if (q) {
+  $("input").value = q;
+  $("input").focus();
+}
