@@ -29,7 +29,7 @@ type hostGuard struct {
 // that also answers the Host names in allowed ("*": any). The check is on for a loopback listen
 // address (localhost, *.localhost, 127.0.0.0/8, ::1) and, wherever the server listens, when
 // allowed names some hosts; otherwise (the server is exposed on purpose) any Host is answered.
-// An entry of allowed may carry a port, which is ignored, but must not be a URL.
+// An entry of allowed may carry a port, which is ignored, but must not be a URL or a pattern.
 func newHostGuard(listen string, allowed []string) (hostGuard, error) {
 	g := hostGuard{allowed: map[string]bool{}, listen: listen}
 	for _, h := range allowed {
@@ -39,8 +39,8 @@ func newHostGuard(listen string, allowed []string) (hostGuard, error) {
 			continue
 		case h == "*":
 			g.any = true
-		case strings.ContainsAny(h, "/ "):
-			return hostGuard{}, fmt.Errorf("server: allowed host %q is not a host name (give names such as example.com, without scheme or path)", h)
+		case strings.ContainsAny(h, "/ *"): // a URL, or a wildcard that would silently match nothing
+			return hostGuard{}, fmt.Errorf("server: allowed host %q is not a host name (give names such as example.com, without scheme, path or wildcard; \"*\" alone allows any)", h)
 		default:
 			g.allowed[hostName(h)] = true
 		}

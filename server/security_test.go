@@ -179,7 +179,8 @@ func TestHostCheck(t *testing.T) {
 	}
 }
 
-// TestHostCheckConfig: an allowed host that is a URL is refused when the server is built.
+// TestHostCheckConfig: an allowed host that is a URL or a pattern is refused when the server is
+// built.
 func TestHostCheckConfig(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -190,6 +191,8 @@ func TestHostCheckConfig(t *testing.T) {
 		{name: "empty entries", allowed: []string{"", " "}, ok: true},
 		{name: "a URL", allowed: []string{"https://a.example"}},
 		{name: "a path", allowed: []string{"a.example/v1"}},
+		{name: "a wildcard", allowed: []string{"*.a.example"}},
+		{name: "any", allowed: []string{"a.example", "*"}, ok: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
