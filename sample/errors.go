@@ -34,9 +34,11 @@ func requestError(param, code string, format string, args ...any) *RequestError 
 }
 
 // grammarLimit words an error of the matcher's own (Matcher.Err: it refused the work the grammar
-// asked of it) as the request's fault: the grammar is the client's.
+// asked of it, grammar.ErrBudget or grammar.ErrTooAmbiguous) as the request's fault: the grammar
+// is the client's. Any other matcher error counts as too expensive too: every one of them is a
+// limit the grammar ran into.
 func grammarLimit(err error) *RequestError {
-	code := CodeGrammarTooExpensive
+	code := CodeGrammarTooExpensive // grammar.ErrBudget
 	if errors.Is(err, grammar.ErrTooAmbiguous) {
 		code = CodeGrammarTooAmbiguous
 	}

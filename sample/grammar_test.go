@@ -1,6 +1,7 @@
 package sample
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -213,6 +214,44 @@ func TestGrammarDeadEnds(t *testing.T) {
 				t.Fatalf("RequestError param %q code %q, want %q %q", re.Param, re.Code, tt.param, tt.code)
 			}
 		})
+	}
+}
+
+// TestGrammarBudgetIsRequestError: issue 19's mask attack (many alternatives of nearly any text,
+// compiled past the default limits) over a 3000-token vocabulary needs more than the matcher's
+// work budget for one mask; sampling then fails at once with a *RequestError on the grammar that
+// wraps grammar.ErrBudget (a 400), instead of computing the mask.
+func TestGrammarBudgetIsRequestError(t *testing.T) {
+	var src strings.Builder
+	src.WriteString("root ::= ")
+	for i := range 250 {
+		if i > 0 {
+			src.WriteString(" | ")
+		}
+		src.WriteString(`[^!\x00]{0,1000} "END"`)
+	}
+	g, err := grammar.Compile(context.Background(), src.String(), grammar.Limits{MaxElements: 1 << 21})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pieces := [][]byte{nil, []byte("!")} // 0 ends generation; 1 is what the model (logit_bias) insists on
+	for i := range 3000 {
+		pieces = append(pieces, []byte{byte('a' + i%26), byte('a' + i/26%26), byte('a' + i/676)})
+	}
+	v, err := grammar.NewVocab(pieces, []int32{0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := onlyParams(0)
+	p.Grammar, p.GrammarVocab = g, v
+	s := mustNew(t, p, len(pieces))
+	logits := make([]float32, len(pieces))
+	logits[1] = 100 // "!": the grammar refuses it, so the mask is needed
+	tok := s.Sample(logits)
+	var re *RequestError
+	if tok != -1 || !errors.As(s.Err(), &re) || re.Param != "grammar" || re.Code != CodeGrammarTooExpensive ||
+		!errors.Is(s.Err(), grammar.ErrBudget) {
+		t.Fatalf("Sample = %d, %v; want -1 and a RequestError on the grammar wrapping grammar.ErrBudget", tok, s.Err())
 	}
 }
 
