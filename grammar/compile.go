@@ -51,6 +51,19 @@ func Parse(src string) (*Grammar, error) { return Compile(context.Background(), 
 // parses than a Matcher tracks. It stops soon after ctx is done, with an error wrapping
 // ctx.Err(). Its time and memory are linear in the source and the expanded program.
 func Compile(ctx context.Context, src string, lim Limits) (*Grammar, error) {
+	g, err := compile(ctx, src, lim)
+	if err != nil {
+		return nil, err
+	}
+	// A start state the matcher cannot build would leave every matcher of g dead: refuse g now.
+	if m := NewMatcher(g, nil); m.cur == 0 {
+		return nil, &LimitError{Limit: LimitStart, Max: maxVisits, Got: m.visits}
+	}
+	return g, nil
+}
+
+// compile is Compile without the check of the start state.
+func compile(ctx context.Context, src string, lim Limits) (*Grammar, error) {
 	lim = lim.withDefaults()
 	if len(src) > lim.MaxBytes {
 		return nil, &LimitError{Limit: LimitBytes, Max: lim.MaxBytes, Got: len(src)}
@@ -102,10 +115,6 @@ func Compile(ctx context.Context, src string, lim Limits) (*Grammar, error) {
 	g.source = src
 	if err := g.buildClasses(clk); err != nil {
 		return nil, err
-	}
-	// A start state the matcher cannot build would leave every matcher of g dead: refuse g now.
-	if m := NewMatcher(g, nil); m.cur == 0 {
-		return nil, &LimitError{Limit: LimitStart, Max: maxVisits, Got: m.visits}
 	}
 	return g, clk.check()
 }

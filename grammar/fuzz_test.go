@@ -3,6 +3,7 @@ package grammar
 import (
 	"encoding/json"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -17,6 +18,11 @@ func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		`root ::= [^\x00-\x7F]{1,3} | "é"?`, "root ::= (\"a\" | b)*\nb ::= [b-d] b | \"\"",
 		`root ::= . . "x"{2,}`, "root ::= ( # c\n \"a\"\n)+", `root ::= "\U0010FFFF" [\u0800-\uFFFF]`,
+		// Issue 19: limits (repetition, start parses, elements) and a mask costly enough for the
+		// budget.
+		`root ::= ("a"?){0,70000} "b"`, optionalChain(8, 9000), "root ::= " + strings.Repeat(`"a"{0,10000} `, 14),
+		`root ::= [^!\x00]{0,1000} "END" | [^!\x00]{0,1000} "END" | [^!\x00]{0,1000} "END"`,
+		chainedRules(50), manyAlternatives(200),
 	} {
 		f.Add(s)
 	}

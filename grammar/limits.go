@@ -135,7 +135,15 @@ func (c *clock) check() error {
 	if err := c.ctx.Err(); err != nil {
 		c.err = fmt.Errorf("grammar: compilation stopped: %w", err)
 	} else if d := time.Since(c.start); d > c.max {
-		c.err = &LimitError{Limit: LimitTime, Max: int(c.max.Milliseconds()), Got: int(d.Milliseconds())}
+		c.err = TimeLimit(c.max, d)
 	}
 	return c.err
+}
+
+// TimeLimit is the LimitError of a compilation (or schema conversion) that took d, more than
+// limit. Its figures are whole milliseconds, Got above Max even when rounding makes them equal.
+func TimeLimit(limit, d time.Duration) *LimitError {
+	e := &LimitError{Limit: LimitTime, Max: int(limit.Milliseconds()), Got: int(d.Milliseconds())}
+	e.Got = max(e.Got, e.Max+1)
+	return e
 }

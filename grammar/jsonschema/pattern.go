@@ -18,7 +18,8 @@ func patternGrammar(pattern string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("pattern %q: %v", pattern, err)
 	}
-	re = re.Simplify()
+	// Not re.Simplify(): it expands x{n} into n copies of x, output a thousand times the input;
+	// regexGBNF writes counted repetitions as GBNF's own.
 	subs := []*syntax.Regexp{re}
 	if re.Op == syntax.OpConcat {
 		subs = re.Sub

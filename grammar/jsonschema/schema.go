@@ -20,26 +20,45 @@
 package jsonschema
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"slices"
 	"strings"
+
+	"ubatch/grammar"
 )
 
-// Grammar converts a JSON Schema document to GBNF source whose root rule matches the JSON values
-// the schema accepts (a subset of them, see the package comment).
+// Grammar is Convert with no deadline but the default limits.
 func Grammar(schema []byte) (string, error) {
+	return Convert(context.Background(), schema, grammar.Limits{})
+}
+
+// Convert converts a JSON Schema document to GBNF source whose root rule matches the JSON values
+// the schema accepts (a subset of them, see the package comment). Its output is linear in the
+// schema's size; lim's MaxBytes and MaxRules bound it (and MaxTime the conversion), so that
+// conversion stops with a *grammar.LimitError as soon as the output could not compile within
+// lim (zero fields: the defaults). It stops soon after ctx is done, with an error wrapping
+// ctx.Err().
+func Convert(ctx context.Context, schema []byte, lim grammar.Limits) (string, error) {
+	l := newLimits(lim)
+	if len(schema) > l.bytes {
+		return "", &grammar.LimitError{Limit: grammar.LimitBytes, Max: l.bytes, Got: len(schema)}
+	}
 	doc, err := decode(schema)
 	if err != nil {
 		return "", fmt.Errorf("json schema: not valid JSON: %v", err)
 	}
+	c := &converter{ctx: ctx, lim: l, doc: doc, rules: map[string]string{}, next: map[string]int{}, refs: map[string]string{"#": "root"}}
 	// root is reserved first: the document is "#", which recursive schemas may refer to.
-	c := &converter{doc: doc, rules: map[string]string{"root": ""}, order: []string{"root"}, refs: map[string]string{"#": "root"}}
+	c.define("root", "")
 	top, err := c.visit(doc, "json", "#")
 	if err != nil {
 		return "", err
 	}
-	c.rules["root"] = top
+	if c.define("root", top); c.err != nil {
+		return "", c.err
+	}
 	return c.String(), nil
 }
 
@@ -53,14 +72,21 @@ func ObjectGrammar() string {
 }
 
 type converter struct {
+	ctx   context.Context
+	lim   limits
 	doc   any
 	rules map[string]string // name -> body
 	order []string
+	next  map[string]int    // base name -> the next number to try for a unique name
 	refs  map[string]string // JSON pointer -> rule name
+	size  int               // bytes of output so far
+	ticks int
+	err   error // the first limit met or the context's end; it ends the conversion
 }
 
 func (c *converter) String() string {
 	var sb strings.Builder
+	sb.Grow(c.size)
 	names := slices.Clone(c.order)
 	// root first, the rest in the order they were made
 	slices.SortStableFunc(names, func(a, b string) int {
@@ -73,30 +99,15 @@ func (c *converter) String() string {
 		return 0
 	})
 	for _, n := range names {
-		fmt.Fprintf(&sb, "%s ::= %s\n", n, c.rules[n])
+		sb.WriteString(n)
+		sb.WriteString(" ::= ")
+		sb.WriteString(c.rules[n])
+		sb.WriteByte('\n')
 	}
 	return sb.String()
 }
 
 var nonName = regexp.MustCompile(`[^a-zA-Z0-9-]+`)
-
-// add defines a rule named after name (made unique) and returns its name.
-func (c *converter) add(name, body string) string {
-	name = strings.Trim(nonName.ReplaceAllString(name, "-"), "-")
-	if name == "" {
-		name = "r"
-	}
-	base := name
-	for i := 1; ; i++ {
-		if _, taken := c.rules[name]; !taken {
-			break
-		}
-		name = fmt.Sprintf("%s-%d", base, i)
-	}
-	c.rules[name] = body
-	c.order = append(c.order, name)
-	return name
-}
 
 // primitives are the shared rules, added on first use.
 var primitives = map[string]string{
@@ -136,8 +147,7 @@ func (c *converter) prim(name string) string {
 	if _, done := c.rules[name]; done {
 		return name
 	}
-	c.rules[name] = body
-	c.order = append(c.order, name)
+	c.define(name, body)
 	// Rule names in the body (outside literals and classes) are primitives too.
 	stripped := quotedOrClass.ReplaceAllString(body, " ")
 	for _, dep := range primitiveDeps.FindAllString(stripped, -1) {
@@ -180,6 +190,10 @@ func schemaError(path, format string, args ...any) error {
 // visit returns the name of a rule matching the values schema s accepts, each followed by
 // optional space. name suggests the rule's name; path is s's JSON pointer, for errors.
 func (c *converter) visit(s any, name, path string) (string, error) {
+	if err := c.tick(); err != nil {
+		return "", err
+	}
+	name = clip(name, 4*maxName) // names are built from the parent's: keep them from growing
 	if strings.Count(path, "/") > maxDepth {
 		return "", schemaError(path, "nested deeper than %d levels", maxDepth)
 	}
@@ -398,8 +412,8 @@ func (c *converter) visitRef(ref, path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	c.rules[name] = body
-	return name, nil
+	c.define(name, body)
+	return name, c.err
 }
 
 func (c *converter) visitType(s *object, ty, name, path string) (string, error) {

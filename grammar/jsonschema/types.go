@@ -226,7 +226,7 @@ func (c *converter) visitProperties(s *object, name, path string) (string, error
 	var req, opt []string
 	for _, k := range keys {
 		sub, listed := props.get(k)
-		subPath := path + "/properties/" + k
+		subPath := path + "/properties/" + pointerKey(k)
 		if !listed {
 			// Required but not listed: additionalProperties decides its value.
 			sub, subPath = true, path+"/additionalProperties"
@@ -256,13 +256,16 @@ func (c *converter) visitProperties(s *object, name, path string) (string, error
 	}
 	var body string
 	if len(req) > 0 {
-		body = strings.Join(req, ` "," space `)
+		// A builder, not +=: an object may have thousands of optional properties.
+		var sb strings.Builder
+		sb.WriteString(strings.Join(req, ` "," space `))
 		for _, o := range opt {
-			body += ` ("," space ` + o + `)?`
+			sb.WriteString(` ("," space ` + o + `)?`)
 		}
 		if extra != "" {
-			body += ` ("," space ` + extra + `)*`
+			sb.WriteString(` ("," space ` + extra + `)*`)
 		}
+		body = sb.String()
 	} else {
 		// Nothing is required: whichever property comes first has no comma before it.
 		tail := ""
@@ -345,19 +348,26 @@ func (c *converter) notStrings(name string, words []string) string {
 	c.prim("plain-char")
 	c.prim("space")
 	rest := c.add(name+"-rest", `plain-char* "\""`)
-	var build func(n *trie, label string) string
-	build = func(n *trie, label string) string {
-		var alts []string
-		exclude := `"\\\x7F\x00-\x1F`
-		for _, r := range n.order {
-			alts = append(alts, literal(string(r))+" "+build(n.kids[r], label+"-c"))
-			exclude += fmt.Sprintf(`\U%08X`, r)
+	// Every trie node's rule has the same base name, numbered by add: a name per depth (label
+	// plus "-c" per level, as before) made the output quadratic in the length of a long key.
+	label := name + "-c"
+	var build func(n *trie) string
+	build = func(n *trie) string {
+		if c.err != nil {
+			return "" // a limit was met: the conversion fails, stop building
 		}
-		alts = append(alts, "[^"+exclude+"] "+rest)
+		var alts []string
+		var exclude strings.Builder
+		exclude.WriteString(`"\\\x7F\x00-\x1F`)
+		for _, r := range n.order {
+			alts = append(alts, literal(string(r))+" "+build(n.kids[r]))
+			fmt.Fprintf(&exclude, `\U%08X`, r)
+		}
+		alts = append(alts, "[^"+exclude.String()+"] "+rest)
 		if !n.end {
 			alts = append(alts, `"\""`)
 		}
 		return c.add(label, strings.Join(alts, " | "))
 	}
-	return c.add(name, `"\"" `+build(root, name+"-c")+" space")
+	return c.add(name, `"\"" `+build(root)+" space")
 }
