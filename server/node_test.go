@@ -54,7 +54,9 @@ func nodeOpenAI(t *testing.T) string {
 // makes embeddings, against a real server on stories260K.
 func TestOpenAINodeClient(t *testing.T) {
 	dir := nodeOpenAI(t)
-	e := newEnv(t, envOptions{embedder: runner.PoolMean})
+	// The ChatML fallback shows the tools in the prompt: the tool-call request needs more than
+	// the default 512 tokens of context.
+	e := newEnv(t, envOptions{embedder: runner.PoolMean, nCtx: 2048})
 	ts := httptest.NewServer(e.srv.Handler())
 	defer ts.Close()
 	script, err := filepath.Abs("testdata/openai_client.js")

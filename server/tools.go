@@ -48,6 +48,10 @@ type toolMode struct {
 const (
 	maxTools           = 128
 	maxToolSchemaBytes = 256 << 10 // the sum of the tools' parameters, as sent
+	// maxToolGrammarBytes bounds the GBNF the allowed tools' parameters convert to, in all: a
+	// small schema can convert to a large grammar (a pattern's repeats are written out), and
+	// past this the call grammar is refused before it is copied and compiled.
+	maxToolGrammarBytes = 4 << 20
 )
 
 // toolName is what OpenAI accepts as a function name. It also keeps names out of the markup
@@ -129,9 +133,13 @@ func parseTools(raw json.RawMessage) ([]toolFunction, error) {
 		if t.Type != "function" {
 			return nil, badRequest("tools", "tools[%d] must have type \"function\"", i)
 		}
-		if !toolName.MatchString(t.Function.Name) {
+		if n := t.Function.Name; !toolName.MatchString(n) {
+			shown := strconv.Quote(n)
+			if len(n) > 64 { // not echoed back whole: it may be megabytes
+				shown = fmt.Sprintf("of %d bytes", len(n))
+			}
 			return nil, badRequest(fmt.Sprintf("tools[%d].function.name", i),
-				"tools[%d].function.name %q must be 1 to 64 letters, digits, underscores or dashes", i, t.Function.Name)
+				"tools[%d].function.name %s must be 1 to 64 letters, digits, underscores or dashes", i, shown)
 		}
 		size += len(bytes.TrimSpace(t.Function.Parameters))
 		if size > maxToolSchemaBytes {
@@ -197,6 +205,7 @@ func toolCallGrammar(format chat.ToolFormat, tools []toolFunction, allowed []int
 		branches[k] = "call-" + strconv.Itoa(i)
 	}
 	sb.WriteString("tool-call ::= " + strings.Join(branches, " | ") + "\n")
+	size := 0
 	for _, i := range allowed {
 		t := tools[i]
 		params := t.Function.Parameters
@@ -207,6 +216,9 @@ func toolCallGrammar(format chat.ToolFormat, tools []toolFunction, allowed []int
 		src, err := jsonschema.Grammar(params)
 		if err != nil {
 			return "", badRequest(param, "%s cannot be turned into a grammar: %v", param, err)
+		}
+		if size += len(src); size > maxToolGrammarBytes {
+			return "", badRequest("tools", "the tools' parameters make a grammar of over %d bytes (at %s)", maxToolGrammarBytes, param)
 		}
 		prefix := "t" + strconv.Itoa(i) + "-"
 		rules, err := prefixRules(src, prefix)

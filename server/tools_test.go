@@ -13,6 +13,10 @@ import (
 	"ubatch/grammar"
 )
 
+// toolsNCtx is the context of the tool tests' engines: the ChatML fallback the test model is
+// prompted with shows the tools, some 400 tokens of this model's small vocabulary for one.
+const toolsNCtx = 2048
+
 var weatherTool = []map[string]any{{
 	"type": "function",
 	"function": map[string]any{
@@ -29,7 +33,7 @@ var weatherTool = []map[string]any{{
 // the tiny story model call the tool; the reply carries OpenAI tool_calls whose arguments follow
 // the parameters' schema, non-streamed and as streamed deltas.
 func TestToolCallsForced(t *testing.T) {
-	e := newEnv(t, envOptions{})
+	e := newEnv(t, envOptions{nCtx: toolsNCtx})
 	for _, choice := range []any{"required", map[string]any{"type": "function", "function": map[string]any{"name": "get_weather"}}} {
 		body := map[string]any{
 			"messages":    []map[string]string{{"role": "user", "content": "What is the weather in Paris?"}},
@@ -96,7 +100,7 @@ func TestToolCallsForced(t *testing.T) {
 }
 
 func TestToolRequests(t *testing.T) {
-	e := newEnv(t, envOptions{})
+	e := newEnv(t, envOptions{nCtx: toolsNCtx})
 	// A tool result sent back: the assistant's call (arguments as JSON text) and the tool's
 	// answer render through the template.
 	var resp map[string]any
@@ -137,6 +141,7 @@ func TestToolRequests(t *testing.T) {
 		{"unsupported keyword required", toolsBody(`"required"`, `{"name":"f"}`, `{"name":"g","parameters":{"type":"object","properties":{"n":{"type":"number","multipleOf":3}}}}`), "tools[1].function.parameters", ""},
 		// Caps on what the client sizes.
 		{"too many tools", toolsBody(`"auto"`, manyTools(maxTools+1, "")...), "tools", "at most 128"},
+		{"grammar too large", toolsBody(`"required"`, bigGrammarTool()), "tools", "4194304 bytes"},
 		{"schemas too large", toolsBody(`"auto"`, manyTools(2, strings.Repeat("x", maxToolSchemaBytes/2))...), "tools", "262144 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -171,7 +176,19 @@ func manyTools(n int, desc string) []string {
 	return out
 }
 
-// TestToolRequestsAccepted: what is at the edge of the checks is served.
+// bigGrammarTool is a function whose parameters, 3 KB of schema, convert to over 4 MiB of GBNF:
+// each of its patterns' 20000 repeats is written out.
+func bigGrammarTool() string {
+	props := make([]string, 10)
+	for i := range props {
+		props[i] = fmt.Sprintf(`"p%d":{"type":"string","pattern":"^%s$"}`, i, strings.Repeat("[0-9]{1000}", 20))
+	}
+	return `{"name":"big","parameters":{"type":"object","properties":{` + strings.Join(props, ",") + `}}}`
+}
+
+// TestToolRequestsAccepted: what is at the edge of the checks passes them, and tool_choice
+// required compiles its grammar. toolSetup is called directly: the larger of these tool lists
+// would not fit the test model's context once rendered.
 func TestToolRequestsAccepted(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	tree := `{"type":"object","properties":{"value":{"type":"integer"},"children":{"type":"array","items":{"$ref":"#"}}},"required":["value"]}`
@@ -180,7 +197,7 @@ func TestToolRequestsAccepted(t *testing.T) {
 		{"name of every class", toolsBody(`"required"`, `{"name":"Get_weather-2"}`)},
 		{"as many tools as allowed", toolsBody(`"auto"`, manyTools(maxTools, "")...)},
 		{"as many tools as allowed, required", toolsBody(`"required"`, manyTools(maxTools, "")...)},
-		{"schemas as large as allowed", toolsBody(`"auto"`, manyTools(2, strings.Repeat("x", maxToolSchemaBytes/2-100))...)},
+		{"schemas as large as allowed", toolsBody(`"required"`, manyTools(2, strings.Repeat("x", maxToolSchemaBytes/2-100))...)},
 		{"recursive ref auto", toolsBody(`"auto"`, `{"name":"tree","parameters":`+tree+`}`)},
 		{"recursive ref required", toolsBody(`"required"`, `{"name":"tree","parameters":`+tree+`}`)},
 		{"refs into defs and properties", toolsBody(`"required"`, `{"name":"f","parameters":{"type":"object","$defs":{"a/b":{"type":"integer"}},"properties":{"x":{"$ref":"#/$defs/a~1b"},"y":{"$ref":"#/properties/x"}}}}`)},
@@ -188,13 +205,26 @@ func TestToolRequestsAccepted(t *testing.T) {
 		{"null parameters", toolsBody(`"required"`, `{"name":"f","parameters":null}`)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := e.post(context.Background(), "/v1/chat/completions", tc.body)
-			defer r.Body.Close()
-			if r.StatusCode != http.StatusOK {
-				data, _ := io.ReadAll(r.Body)
-				t.Fatalf("status %d: %s", r.StatusCode, data)
+			var req chatRequest
+			if err := json.Unmarshal([]byte(tc.body), &req); err != nil {
+				t.Fatal(err)
+			}
+			var g genParams
+			mode, err := e.srv.toolSetup(&g, &req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mode == nil || len(mode.names) == 0 || (string(req.ToolChoice) == `"required"`) != (g.sampling.Grammar != nil) {
+				t.Errorf("mode %+v, grammar %v", mode, g.sampling.Grammar != nil)
 			}
 		})
+	}
+	// A small one is served whole.
+	r := e.post(context.Background(), "/v1/chat/completions", toolsBody(`"required"`, `{"name":"tree","parameters":`+tree+`}`))
+	defer r.Body.Close()
+	if r.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(r.Body)
+		t.Errorf("status %d: %s", r.StatusCode, data)
 	}
 }
 
@@ -202,7 +232,7 @@ func TestToolRequestsAccepted(t *testing.T) {
 // the request did not offer is the reply's content, never a tool call; a call of an offered one
 // is. The model's output is forced with a grammar, as the tiny model would not write calls.
 func TestToolChoiceAutoUnknownFunction(t *testing.T) {
-	e := newEnv(t, envOptions{})
+	e := newEnv(t, envOptions{nCtx: toolsNCtx})
 	for _, tc := range []struct {
 		name, output string
 		call         bool
