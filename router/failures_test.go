@@ -247,7 +247,9 @@ func TestFirstByteTimeout(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := startFake(t, tc.do), startFake(t, tc.do)
 			rt := startRouter(t, Config{Nodes: []string{a.ts.URL, b.ts.URL}, HealthInterval: time.Hour,
-				FirstByteTimeout: firstByte, StreamIdleTimeout: time.Hour})
+				// An idle timeout that would still be waiting when the test gives up: were it the
+				// one to bound the first byte, the test fails on took instead of hanging.
+				FirstByteTimeout: firstByte, StreamIdleTimeout: 10 * time.Second})
 			start := time.Now()
 			status, _, body := rt.post("/v1/completions", tc.body)
 			took := time.Since(start)
@@ -265,34 +267,55 @@ func TestFirstByteTimeout(t *testing.T) {
 	}
 }
 
-// TestIdleTimeoutAfterTheFirstByte: once a stream has started, gaps are bounded by the idle
-// timeout alone, not by the (shorter) first-byte timeout.
+// TestIdleTimeoutAfterTheFirstByte: once a response has started, gaps are bounded by the idle
+// timeout alone, not by the (shorter) first-byte timeout, streamed or not.
 func TestIdleTimeoutAfterTheFirstByte(t *testing.T) {
 	tests := []struct {
 		name      string
+		stream    bool
 		gap, idle time.Duration
 		broken    bool
 	}{
-		{"a gap longer than the first-byte timeout", 600 * time.Millisecond, 5 * time.Second, false},
-		{"a gap longer than the idle timeout", 3 * time.Second, 300 * time.Millisecond, true},
+		{"stream: a gap longer than the first-byte timeout", true, 600 * time.Millisecond, 5 * time.Second, false},
+		{"stream: a gap longer than the idle timeout", true, 3 * time.Second, 300 * time.Millisecond, true},
+		{"whole: a gap longer than the first-byte timeout", false, 600 * time.Millisecond, 5 * time.Second, false},
+		{"whole: a gap longer than the idle timeout", false, 3 * time.Second, 300 * time.Millisecond, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			// The node sends a first part, waits gap, then the rest.
+			first, rest, ct := `{"choices":`, `[]}`, "application/json"
+			if tc.stream {
+				first, rest = "data: {\"choices\":[{\"text\":\"Once\"}]}\n\n", "data: {\"choices\":[{\"text\":\" upon\"}]}\n\ndata: [DONE]\n\n"
+				ct = "text/event-stream"
+			}
 			f := startFake(t, func(f *fakeNode, w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Type", "text/event-stream")
-				w.Write([]byte("data: {\"choices\":[{\"text\":\"Once\"}]}\n\n"))
+				w.Header().Set("Content-Type", ct)
+				w.Write([]byte(first))
 				http.NewResponseController(w).Flush()
 				select {
 				case <-time.After(tc.gap):
 				case <-r.Context().Done():
 					return
 				}
-				w.Write([]byte("data: {\"choices\":[{\"text\":\" upon\"}]}\n\ndata: [DONE]\n\n"))
+				w.Write([]byte(rest))
 			})
 			rt := startRouter(t, Config{Nodes: []string{f.ts.URL}, HealthInterval: time.Hour,
 				FirstByteTimeout: 200 * time.Millisecond, StreamIdleTimeout: tc.idle})
-			status, _, body := rt.post("/v1/completions", `{"prompt": "x", "stream": true}`)
-			ev := events(body)
+			body := `{"prompt": "x", "stream": ` + strconv.FormatBool(tc.stream) + `}`
+			status, _, got := rt.post("/v1/completions", body)
+			if !tc.stream {
+				// Nothing has reached the client when a whole response stalls: 502, as any failure.
+				want, wantBody := http.StatusOK, first+rest
+				if tc.broken {
+					want, wantBody = http.StatusBadGateway, ""
+				}
+				if status != want || (wantBody != "" && string(got) != wantBody) || (tc.broken && rt.counter("failures", label(f.ts.URL), "timeout") != 1) {
+					t.Fatalf("status %d (want %d): %s", status, want, got)
+				}
+				return
+			}
+			ev := events(got)
 			want := []string{"Once", "upon", "[DONE]"} // the node's three events
 			if tc.broken {
 				want = []string{"Once", "sent nothing for 300ms"} // the first, then the router's error event
