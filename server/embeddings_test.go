@@ -1,14 +1,17 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"ubatch/internal/testdata"
 	"ubatch/runner"
@@ -121,5 +124,195 @@ func TestEmbeddingsErrors(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("embeddings off: status %d, want 404", resp.StatusCode)
+	}
+}
+
+// embedEnv serves /v1/embeddings over e's model and engine with a fresh embedder (so a test may
+// set its hook before serving starts) and cfg's limits; h, when set, wraps the handler.
+func embedEnv(t *testing.T, e *testEnv, cfg Config, hook func(ctx context.Context, done int), wrap func(http.Handler) http.Handler) (*Embedder, string) {
+	t.Helper()
+	emb, err := NewEmbedder(e.model, 128, 2, runner.PoolMean)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emb.Close)
+	emb.afterInput = hook
+	cfg.Model, cfg.Engine, cfg.Embedder, cfg.ModelID = e.model, e.eng, emb, "stories"
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := srv.Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return emb, ts.URL
+}
+
+// tokenInputs is n inputs of l token ids each.
+func tokenInputs(n, l int) [][]int {
+	in := make([][]int, n)
+	for i := range in {
+		for j := range l {
+			in[i] = append(in[i], 10+j)
+		}
+	}
+	return in
+}
+
+// TestEmbeddingsLimits: a request over the input or the token cap is a 400 naming input and the
+// limit, refused before anything is embedded; one at the caps is served.
+func TestEmbeddingsLimits(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	emb, url := embedEnv(t, e, Config{MaxEmbeddingInputs: 3, MaxEmbeddingTokens: 40}, nil, nil)
+	for _, tc := range []struct {
+		name     string
+		input    any
+		status   int
+		mention  string // in the error message
+		embedded int64  // inputs computed
+	}{
+		{"at both caps", tokenInputs(2, 20), 200, "", 2},
+		{"three inputs", tokenInputs(3, 5), 200, "", 3},
+		{"one input over the input cap", tokenInputs(4, 1), 400, "at most 3 per request (--max-embedding-inputs)", 0},
+		{"many inputs", tokenInputs(100000, 1), 400, "input has 100000 items", 0},
+		{"one token over the token cap", tokenInputs(3, 14), 400, "at most 40 per request (--max-embedding-tokens)", 0},
+		{"one long input", tokenInputs(1, 41), 400, "more than 40 tokens", 0},
+		{"longer than the context", tokenInputs(1, 129), 400, "embedding context of 128", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := emb.computed.Load()
+			body, _ := json.Marshal(map[string]any{"input": tc.input})
+			resp, err := http.Post(url+"/v1/embeddings", "application/json", bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if got := emb.computed.Load() - before; got != tc.embedded {
+				t.Errorf("%d inputs embedded, want %d", got, tc.embedded)
+			}
+			if tc.status == 200 {
+				var out embeddingsResponse
+				if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&out) != nil || int64(len(out.Data)) != tc.embedded {
+					t.Fatalf("status %d, %d items", resp.StatusCode, len(out.Data))
+				}
+				return
+			}
+			d := checkError(t, resp, tc.status, "invalid_request_error")
+			if d.Param == nil || *d.Param != "input" || !strings.Contains(d.Message, tc.mention) {
+				t.Errorf("param %v message %q, want input and %q", d.Param, d.Message, tc.mention)
+			}
+		})
+	}
+}
+
+// TestEmbeddingsStopWhenClientLeaves: a client that goes away while its request is being embedded
+// stops the work after the input in progress; one that stays gets every input.
+func TestEmbeddingsStopWhenClientLeaves(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	const n = 50
+	for _, tc := range []struct {
+		name  string
+		leave bool
+		want  int64
+	}{
+		{"client stays", false, n},
+		{"client leaves during the first input", true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first := make(chan struct{})
+			sawCancel := make(chan bool, 1)
+			hook := func(ctx context.Context, done int) {
+				if done != 1 || !tc.leave {
+					return
+				}
+				close(first)
+				select { // the server notices the closed connection by itself
+				case <-ctx.Done():
+					sawCancel <- true
+				case <-time.After(10 * time.Second):
+					sawCancel <- false
+				}
+			}
+			returned := make(chan struct{})
+			wrap := func(h http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					defer close(returned)
+					h.ServeHTTP(w, r)
+				})
+			}
+			emb, url := embedEnv(t, e, Config{}, hook, wrap)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			body, _ := json.Marshal(map[string]any{"input": tokenInputs(n, 30)})
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/embeddings", bytes.NewReader(body))
+			got := make(chan int, 1)
+			go func() {
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					got <- -1
+					return
+				}
+				defer resp.Body.Close()
+				got <- resp.StatusCode
+			}()
+			if tc.leave {
+				<-first
+				cancel()
+				if !<-sawCancel {
+					t.Fatal("the request's context was not cancelled after its client left")
+				}
+			}
+			select {
+			case <-returned:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the handler did not return")
+			}
+			if c := emb.computed.Load(); c != tc.want {
+				t.Errorf("%d inputs embedded, want %d", c, tc.want)
+			}
+			if status := <-got; !tc.leave && status != 200 {
+				t.Errorf("status %d", status)
+			}
+		})
+	}
+}
+
+// TestEmbedAllWaitsCancellably: a request waiting for another's turn gives up when its context ends.
+func TestEmbedAllWaitsCancellably(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	emb, _ := embedEnv(t, e, Config{}, nil, nil)
+	for _, tc := range []struct {
+		name string
+		busy bool // another request holds the turn
+		ctx  func() (context.Context, context.CancelFunc)
+	}{
+		{"cancelled before", false, func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			return ctx, cancel
+		}},
+		{"cancelled while waiting", true, func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 50*time.Millisecond)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.busy {
+				emb.turn <- struct{}{}
+				defer func() { <-emb.turn }()
+			}
+			ctx, cancel := tc.ctx()
+			defer cancel()
+			before := emb.computed.Load()
+			vecs, err := emb.embedAll(ctx, [][]int32{{1, 2, 3}, {4, 5}})
+			if err == nil || vecs != nil || emb.computed.Load() != before {
+				t.Errorf("embedAll = %d vectors, %v; embedded %d", len(vecs), err, emb.computed.Load()-before)
+			}
+		})
+	}
+	if vecs, err := emb.embedAll(context.Background(), [][]int32{{1, 2, 3}}); err != nil || len(vecs) != 1 {
+		t.Errorf("with its turn free: %d vectors, %v", len(vecs), err)
 	}
 }

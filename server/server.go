@@ -69,6 +69,12 @@ type Config struct {
 	// Live, when set, feeds GET /live (the web page's live view); it should be the engine's
 	// Observer too. nil answers 404.
 	Live *Live
+	// MaxLiveStreams caps open GET /live streams (503 beyond it); 0 means DefaultMaxLiveStreams.
+	MaxLiveStreams int
+	// MaxEmbeddingInputs and MaxEmbeddingTokens cap one /v1/embeddings request's inputs and their
+	// tokens in all (400 naming input beyond them); 0 means DefaultMaxEmbeddingInputs and
+	// DefaultMaxEmbeddingTokens.
+	MaxEmbeddingInputs, MaxEmbeddingTokens int
 }
 
 // Server is the HTTP front end. Create it with New; it is safe for concurrent use.
