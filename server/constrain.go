@@ -2,7 +2,9 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 
 	"ubatch/grammar"
 	"ubatch/grammar/jsonschema"
@@ -22,8 +24,12 @@ type responseFormat struct {
 
 // constrain compiles the request's output constraint, if any, once for all its sequences:
 // llama.cpp's grammar (GBNF) or json_schema, or OpenAI's response_format (rf, chat only). At most
-// one may be given; an invalid one is a 400 naming its field.
+// one may be given; an invalid one, or one past grammar.Limits' defaults, is a 400 naming its
+// field.
 func (s *Server) constrain(g *genParams, f *samplingFields, rf json.RawMessage) error {
+	// The routes' prepare does not carry the request's context yet: compilation is bounded by
+	// the limits' MaxTime instead of by the client staying.
+	ctx := context.Background()
 	var src, field string
 	var given []string
 	if f.Grammar != nil && *f.Grammar != "" {
@@ -31,7 +37,7 @@ func (s *Server) constrain(g *genParams, f *samplingFields, rf json.RawMessage) 
 		given = append(given, field)
 	}
 	if !isNull(f.JSONSchema) {
-		gbnf, err := schemaGrammar("json_schema", f.JSONSchema)
+		gbnf, err := schemaGrammar(ctx, "json_schema", f.JSONSchema)
 		if err != nil {
 			return err
 		}
@@ -39,7 +45,7 @@ func (s *Server) constrain(g *genParams, f *samplingFields, rf json.RawMessage) 
 		given = append(given, field)
 	}
 	if !isNull(rf) {
-		gbnf, err := responseFormatGrammar(rf)
+		gbnf, err := responseFormatGrammar(ctx, rf)
 		if err != nil {
 			return err
 		}
@@ -54,12 +60,9 @@ func (s *Server) constrain(g *genParams, f *samplingFields, rf json.RawMessage) 
 	if len(given) > 1 {
 		return badRequest(given[1], "%s and %s cannot be used together: give one output constraint", given[0], given[1])
 	}
-	gr, err := grammar.Parse(src)
+	gr, err := compileConstraint(ctx, field, src)
 	if err != nil {
-		if field == "grammar" {
-			return badRequest(field, "grammar: %v", err)
-		}
-		return badRequest(field, "%s: the schema's grammar is not usable: %v", field, err)
+		return err
 	}
 	v, err := s.grammarVocab()
 	if err != nil {
@@ -69,9 +72,37 @@ func (s *Server) constrain(g *genParams, f *samplingFields, rf json.RawMessage) 
 	return nil
 }
 
+// compileConstraint compiles the GBNF of request field (grammar, json_schema, response_format or
+// tools) within grammar.Limits' defaults; its errors are 400s naming field, and the limit when
+// one was met.
+func compileConstraint(ctx context.Context, field, src string) (*grammar.Grammar, error) {
+	gr, err := grammar.Compile(ctx, src, grammar.Limits{})
+	switch {
+	case err == nil:
+		return gr, nil
+	case isLimit(err):
+		return nil, limitError(field, err)
+	case field == "grammar":
+		return nil, badRequest(field, "grammar: %v", err)
+	}
+	return nil, badRequest(field, "%s: the schema's grammar is not usable: %v", field, err)
+}
+
+func isLimit(err error) bool {
+	var le *grammar.LimitError
+	return errors.As(err, &le)
+}
+
+// limitError is the 400 of a constraint past a grammar limit: the message names the field and
+// the limit (the LimitError's own text: "grammar: 70000 repetitions exceed the limit of 10000
+// (...)").
+func limitError(field string, err error) error {
+	return badRequest(field, "%s is too large or too complex to follow: %v", field, err)
+}
+
 // schemaGrammar converts a JSON Schema given as a JSON object (or, as some clients send it, a
 // string holding one) to GBNF.
-func schemaGrammar(field string, raw json.RawMessage) (string, error) {
+func schemaGrammar(ctx context.Context, field string, raw json.RawMessage) (string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) > 0 && raw[0] == '"' {
 		var text string
@@ -80,7 +111,10 @@ func schemaGrammar(field string, raw json.RawMessage) (string, error) {
 		}
 		raw = []byte(text)
 	}
-	gbnf, err := jsonschema.Grammar(raw)
+	gbnf, err := jsonschema.Convert(ctx, raw, grammar.Limits{})
+	if isLimit(err) {
+		return "", limitError(field, err)
+	}
 	if err != nil {
 		return "", badRequest(field, "%s: %v", field, err)
 	}
@@ -88,7 +122,7 @@ func schemaGrammar(field string, raw json.RawMessage) (string, error) {
 }
 
 // responseFormatGrammar returns the GBNF for response_format ("" for type text).
-func responseFormatGrammar(raw json.RawMessage) (string, error) {
+func responseFormatGrammar(ctx context.Context, raw json.RawMessage) (string, error) {
 	var rf responseFormat
 	if err := json.Unmarshal(raw, &rf); err != nil {
 		return "", badRequest("response_format", "response_format must be an object like {\"type\": \"json_object\"}")
@@ -100,12 +134,12 @@ func responseFormatGrammar(raw json.RawMessage) (string, error) {
 		if isNull(rf.Schema) {
 			return jsonschema.ObjectGrammar(), nil
 		}
-		return schemaGrammar("response_format", rf.Schema)
+		return schemaGrammar(ctx, "response_format", rf.Schema)
 	case "json_schema":
 		if rf.JSONSchema == nil || isNull(rf.JSONSchema.Schema) {
 			return "", badRequest("response_format", "response_format of type json_schema needs json_schema.schema")
 		}
-		return schemaGrammar("response_format", rf.JSONSchema.Schema)
+		return schemaGrammar(ctx, "response_format", rf.JSONSchema.Schema)
 	case "":
 		return "", badRequest("response_format", "response_format.type is required: text, json_object or json_schema")
 	}

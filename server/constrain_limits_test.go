@@ -1,0 +1,69 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestConstraintLimits sends issue 19's hostile constraints: each is a 400 naming its field and
+// the grammar limit it met, not a panic, an out-of-memory node or a long compilation.
+func TestConstraintLimits(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	msgs := []map[string]any{{"role": "user", "content": "hi"}}
+	enum := make([]int, 70000)
+	for i := range enum {
+		enum[i] = i
+	}
+	consts := make([]map[string]any, 70000)
+	for i := range consts {
+		consts[i] = map[string]any{"const": 1}
+	}
+	longKey := map[string]any{"type": "object", "properties": map[string]any{strings.Repeat("k", 32000): map[string]any{}}, "additionalProperties": true}
+	cjk := map[string]any{}
+	for i := range 16000 {
+		cjk[fmt.Sprintf("%c%c%c", '一'+rune(i), '名', '前')] = map[string]any{}
+	}
+	chain := "root ::= " + strings.Repeat(`("a"?){0,9000} `, 8) + `"b"`
+	tests := []struct {
+		name, path string
+		body       map[string]any
+		field      string // the param, or its prefix for tools
+		want       string
+	}{
+		{name: "repetition", path: "/completion", body: map[string]any{"prompt": "x", "max_tokens": 5, "grammar": `root ::= ("a"?){0,70000} "b"`},
+			field: "grammar", want: "70000 repetitions exceed the limit of 10000"},
+		{name: "start parses", path: "/v1/completions", body: map[string]any{"prompt": "x", "grammar": chain},
+			field: "grammar", want: "parses at the start exceed the limit of 65536"},
+		{name: "enum", path: "/completion", body: map[string]any{"prompt": "x", "json_schema": map[string]any{"enum": enum}},
+			field: "json_schema", want: "alternatives exceed the limit of 10000"},
+		{name: "anyOf", path: "/v1/chat/completions", body: map[string]any{"messages": msgs,
+			"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"schema": map[string]any{"anyOf": consts}}}},
+			field: "response_format", want: "rules exceed the limit of 10000"},
+		{name: "long key", path: "/v1/completions", body: map[string]any{"prompt": "x", "json_schema": longKey},
+			field: "json_schema", want: "bytes exceed the limit of 1048576"},
+		{name: "CJK keys", path: "/completion", body: map[string]any{"prompt": "x", "json_schema": map[string]any{"type": "object", "properties": cjk}},
+			field: "json_schema", want: "rules exceed the limit of 10000"},
+		{name: "tools", path: "/v1/chat/completions", body: map[string]any{"messages": msgs, "tool_choice": "required",
+			"tools": []map[string]any{{"type": "function", "function": map[string]any{"name": "f", "parameters": map[string]any{"type": "object", "properties": map[string]any{"e": map[string]any{"enum": enum[:20000]}}}}}}},
+			field: "tools", want: "exceed the limit of"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := e.post(context.Background(), tt.path, tt.body)
+			defer resp.Body.Close()
+			data, _ := io.ReadAll(resp.Body)
+			var body errorBody
+			if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(data, &body) != nil {
+				t.Fatalf("status %d: %.300s", resp.StatusCode, data)
+			}
+			if body.Error.Param == nil || !strings.HasPrefix(*body.Error.Param, tt.field) || !strings.Contains(body.Error.Message, tt.want) {
+				t.Fatalf("error %.300s, want param %q and a message containing %q", data, tt.field, tt.want)
+			}
+		})
+	}
+}
