@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"ubatch/kvcache"
 	"ubatch/sample"
 )
 
@@ -244,10 +245,14 @@ func TestSampleBoundDefaults(t *testing.T) {
 	}
 }
 
-// TestEmitAllocatesNothing: the per-token path (panic guard, sampling time account, sampling,
-// streaming) allocates nothing once the stream's buffer has grown.
-func TestEmitAllocatesNothing(t *testing.T) {
-	e, err := New(newFake(t, 8, 4, 1), Limits{NCtx: 1 << 20, NSeqMax: 1, NBatch: 8, Vocab: vocab}, Config{})
+// emitBench is one sequence ready to emit tokens forever from a fixed logits row: round emits one
+// and drops it, as a reader would take it.
+func emitBench(t testing.TB) (s *seqState, round func()) {
+	kv, err := kvcache.New(kvcache.Config{NLayers: 1, KVDim: 2, BlockSize: 4, NumBlocks: 8, DType: kvcache.F32, MaxSeqs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(&fakeDecoder{kv: kv}, Limits{NCtx: 1 << 20, NSeqMax: 1, NBatch: 8, Vocab: vocab}, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,17 +261,23 @@ func TestEmitAllocatesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := newStream(1)
-	s := &seqState{id: 0, ctx: context.Background(), stream: st, sampler: smp, tokens: make([]int32, 1, 64),
+	s = &seqState{id: 0, ctx: context.Background(), stream: st, sampler: smp, tokens: make([]int32, 1, 64),
 		req: Request{Sampling: sample.DefaultParams()}, lastToken: time.Now()}
 	logits := make([]float32, vocab)
 	for i := range logits {
 		logits[i] = float32(i % 7)
 	}
-	round := func() {
+	return s, func() {
 		e.emitGuarded(s, logits)
 		st.buf = st.buf[:0]     // the reader took it
 		s.tokens = s.tokens[:1] // the history does not grow without bound
 	}
+}
+
+// TestEmitAllocatesNothing: the per-token path (panic guard, sampling time account, sampling,
+// streaming) allocates nothing once the stream's buffer has grown.
+func TestEmitAllocatesNothing(t *testing.T) {
+	s, round := emitBench(t)
 	for range 2 * sampleWindow {
 		round()
 	}
@@ -274,6 +285,15 @@ func TestEmitAllocatesNothing(t *testing.T) {
 		t.Fatalf("emit allocates %v times per token", n)
 	}
 	if s.done {
-		t.Fatalf("the sequence ended: %+v", st.buf)
+		t.Fatal("the sequence ended")
+	}
+}
+
+// BenchmarkEmit is the per-token cost of emit beside the sampler's own (a 64-token vocabulary).
+func BenchmarkEmit(b *testing.B) {
+	_, round := emitBench(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		round()
 	}
 }
