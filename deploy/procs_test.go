@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	ubatchBin = filepath.Join(dir, "ubatch")
+	killGroupsOnInterrupt(dir)
 	if b := os.Getenv("UBATCH_BIN"); b != "" {
 		// A binary built elsewhere, e.g. from an older commit, to measure a change before and after.
 		ubatchBin = b
@@ -95,10 +97,17 @@ func startProc(t *testing.T, name string, args ...string) *proc {
 	}
 	p.cmd = exec.Command(args[0], args[1:]...)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
+	// Its own process group, so that kill also ends what it forks (nginx's workers, which
+	// outlive a killed master and keep listening).
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	groups.Lock()
 	if err := p.cmd.Start(); err != nil {
+		groups.Unlock()
 		f.Close()
 		t.Fatalf("starting %s: %v", name, err)
 	}
+	groups.pgids[p.cmd.Process.Pid] = true
+	groups.Unlock()
 	go func() { p.cmd.Wait(); f.Close(); close(p.done) }()
 	t.Cleanup(func() {
 		p.kill()
@@ -117,15 +126,43 @@ func tail(b []byte, n int) string {
 	return string(b)
 }
 
-// kill ends the process with SIGKILL and waits for it.
+// groups holds the process groups of the procs not yet killed (the group id is the leader's
+// pid), for killGroupsOnInterrupt.
+var groups = struct {
+	sync.Mutex
+	pgids map[int]bool
+}{pgids: map[int]bool{}}
+
+// killGroupsOnInterrupt makes an interrupt (^C, or SIGTERM) kill the process groups and remove
+// dir before the test binary exits: in their own groups the children no longer get the
+// terminal's SIGINT with it, and without this they would outlive an interrupted run.
+func killGroupsOnInterrupt(dir string) {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-c
+		groups.Lock()
+		for pgid := range groups.pgids {
+			syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+		fmt.Fprintf(os.Stderr, "%v: killed the %d process groups the tests started\n", sig, len(groups.pgids))
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}()
+}
+
+// kill ends the process and everything in its group with SIGKILL, and waits for the process.
 func (p *proc) kill() {
 	p.once.Do(func() {
-		p.cmd.Process.Kill()
+		groups.Lock()
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		delete(groups.pgids, p.cmd.Process.Pid)
+		groups.Unlock()
 	})
 	<-p.done
 }
 
-// signal sends sig to the process.
+// signal sends sig to the process alone (SIGSTOP freezes a node: one ubatch process).
 func (p *proc) signal(sig syscall.Signal) { p.cmd.Process.Signal(sig) }
 
 // exited reports whether the process has ended.
