@@ -85,7 +85,7 @@ func (e *LimitError) Error() string {
 	case LimitBytes:
 		hint = "send a smaller grammar or schema"
 	case LimitRules:
-		hint = "use fewer rules, or fewer properties in a schema"
+		hint = "use fewer rules, or fewer properties or anyOf branches in a schema"
 	case LimitAlternatives:
 		hint = "use fewer alternatives in one rule, or fewer enum values or anyOf branches"
 	case LimitRepetition:
