@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,12 +53,7 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	var nodeList []string
-	for _, u := range strings.Split(*nodes, ",") {
-		if u = strings.TrimSpace(u); u != "" {
-			nodeList = append(nodeList, u)
-		}
-	}
+	nodeList := splitList(*nodes)
 	switch {
 	case len(nodeList) == 0 && *redisURL == "":
 		fmt.Fprintln(stderr, "give --nodes, --redis, or both")
@@ -68,11 +62,9 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case *port < 0 || *port > 65535:
 		fmt.Fprintf(stderr, "--port %d: must be in [0, 65535]\n", *port)
 		return errUsage
-	case *maxBody < 1 || *blockSize < 1 || *maxConns < 1 || *grace <= 0:
-		fmt.Fprintln(stderr, "--max-body, --kv-block, --max-connections and --shutdown-timeout must be positive")
-		return errUsage
-	case *firstByte <= 0 || *idle <= 0 || *maxResp < 1 || *fall < 1 || *rise < 1:
-		fmt.Fprintln(stderr, "--first-byte-timeout, --stream-idle-timeout, --max-response-bytes, --fall and --rise must be positive")
+	case *maxBody < 1 || *blockSize < 1 || *maxConns < 1 || *grace <= 0 || *firstByte <= 0 || *idle <= 0 || *maxResp < 1 || *fall < 1 || *rise < 1:
+		fmt.Fprintln(stderr, "--max-body, --kv-block, --max-connections, --shutdown-timeout, --first-byte-timeout, "+
+			"--stream-idle-timeout, --max-response-bytes, --fall and --rise must be positive")
 		return errUsage
 	}
 	level := slog.LevelInfo
