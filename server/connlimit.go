@@ -1,9 +1,11 @@
 package server
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,20 +18,31 @@ const (
 	refuseLinger = 500 * time.Millisecond
 )
 
-// limitListener hands out at most max connections at a time. A connection beyond the cap gets
-// the 503 response refusal and is closed; Accept goes on waiting for the next one.
+// limitListener hands out at most max connections at a time, and at most clients.max from one
+// client address (see clientlimit.go; connections of trusted proxies are not counted per client).
+// A connection beyond the global cap gets the 503 response refusal, one beyond its client's cap
+// the 429 clientRefusal, and is closed; Accept goes on waiting for the next one. A connection may
+// leave the global cap while it stays open (leaveConnectionCap): GET /live streams do, having a
+// cap of their own.
 type limitListener struct {
 	net.Listener
-	max      int64
-	open     atomic.Int64
-	refusing atomic.Int64
-	refusal  []byte
-	logger   *slog.Logger
-	full     atomic.Bool // whether the last connection was refused, to log a full server once
+	max           int64
+	open          atomic.Int64
+	refusing      atomic.Int64
+	refusal       []byte
+	clients       *clientCounts
+	clientRefusal []byte
+	trusted       []netip.Prefix
+	logger        *slog.Logger
+	full          atomic.Bool // whether the last connection was refused, to log a full server once
 }
 
-func newLimitListener(ln net.Listener, max int, logger *slog.Logger) *limitListener {
-	return &limitListener{Listener: ln, max: int64(max), refusal: tooManyConnections(max), logger: logger}
+// newLimitListener caps ln at max connections and perClient per client address, not counting
+// per client the connections from trusted. Both caps must be positive.
+func newLimitListener(ln net.Listener, max, perClient int, trusted []netip.Prefix, logger *slog.Logger) *limitListener {
+	return &limitListener{Listener: ln, max: int64(max), refusal: tooManyConnections(max),
+		clients: newClientCounts(perClient, "connections", logger), clientRefusal: tooManyClientConnections(perClient),
+		trusted: trusted, logger: logger}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -38,24 +51,35 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
+		// The client's cap first: a client over it must not take a global slot even for a moment.
+		client, perClient := connClient(c, l.trusted)
+		if perClient && !l.clients.acquire(client) {
+			l.refuse(c, l.clientRefusal)
+			continue
+		}
 		if l.open.Add(1) <= l.max {
 			if l.full.Swap(false) {
 				l.logger.Info("accepting connections again", "open", l.open.Load())
 			}
-			return &countedConn{Conn: c, l: l}, nil
+			cc := &countedConn{Conn: c, l: l, client: client, perClient: perClient}
+			cc.holds.Store(true)
+			return cc, nil
 		}
 		l.open.Add(-1)
+		if perClient {
+			l.clients.release(client)
+		}
 		if !l.full.Swap(true) {
 			l.logger.Warn("connection limit reached: new connections get 503", "max_connections", l.max)
 		}
-		l.refuse(c)
+		l.refuse(c, l.refusal)
 	}
 }
 
-// refuse writes the 503 and closes c. It half-closes first and reads what the client sends
-// until it closes too (or refuseLinger passes): closing a socket with unread data resets the
-// connection, and the client might then never read the 503.
-func (l *limitListener) refuse(c net.Conn) {
+// refuse writes the response refusal and closes c. It half-closes first and reads what the client
+// sends until it closes too (or refuseLinger passes): closing a socket with unread data resets the
+// connection, and the client might then never read the refusal.
+func (l *limitListener) refuse(c net.Conn, refusal []byte) {
 	if l.refusing.Add(1) > maxRefusing {
 		l.refusing.Add(-1)
 		c.Close()
@@ -65,7 +89,7 @@ func (l *limitListener) refuse(c net.Conn) {
 		defer l.refusing.Add(-1)
 		defer c.Close()
 		_ = c.SetDeadline(time.Now().Add(refuseLinger))
-		if _, err := c.Write(l.refusal); err != nil {
+		if _, err := c.Write(refusal); err != nil {
 			return
 		}
 		if tc, ok := c.(interface{ CloseWrite() error }); ok {
@@ -75,15 +99,44 @@ func (l *limitListener) refuse(c net.Conn) {
 	}()
 }
 
-// countedConn gives its slot back when closed (once, however often Close is called).
+// countedConn gives its slots back when closed (once, however often Close is called).
 type countedConn struct {
 	net.Conn
-	l    *limitListener
-	once sync.Once
+	l         *limitListener
+	client    netip.Addr
+	perClient bool        // whether it counts against its client's cap
+	holds     atomic.Bool // whether it holds a slot of the global cap
+	once      sync.Once
+}
+
+// leaveCap gives back c's slot of the global cap while c stays open (once; Close then gives back
+// only its client's count).
+func (c *countedConn) leaveCap() {
+	if c.holds.Swap(false) {
+		c.l.open.Add(-1)
+	}
 }
 
 func (c *countedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.l.open.Add(-1) })
+	c.once.Do(func() {
+		c.leaveCap()
+		if c.perClient {
+			c.l.clients.release(c.client)
+		}
+	})
 	return err
+}
+
+// connKey is the request-context key of the connection a request arrived on (Serve's ConnContext).
+type connKey struct{}
+
+// leaveConnectionCap takes the connection of the request whose context is ctx out of the global
+// connection cap (--max-connections), for long-lived requests that another cap bounds. The
+// connection must not carry another request after this one: the caller sends Connection: close.
+// It does nothing for a request not served by Serve.
+func leaveConnectionCap(ctx context.Context) {
+	if c, ok := ctx.Value(connKey{}).(*countedConn); ok {
+		c.leaveCap()
+	}
 }

@@ -2,8 +2,10 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"ubatch/engine"
@@ -88,7 +90,12 @@ type Live struct {
 	interval time.Duration
 	closed   chan struct{} // closed by Close: streams end
 	close    sync.Once
+	streams  atomic.Int64 // open GET /live streams
 }
+
+// DefaultMaxLiveStreams is Config.MaxLiveStreams' default: the live view is for a few people
+// watching the server, and each stream costs a connection and a poll every LivePollInterval.
+const DefaultMaxLiveStreams = 16
 
 // NewLive returns an empty hub.
 func NewLive() *Live { return &Live{interval: LivePollInterval, closed: make(chan struct{})} }
@@ -274,8 +281,15 @@ func ring[T any](buf []T, n uint64) []T {
 
 // handleLive streams the hub's snapshot as server-sent events: one at once, then one whenever
 // something changed, looked at every poll interval, until the client goes away or the hub is
-// closed. The queue and KV
-// figures come from the engine's own statistics, which are current even when it is idle.
+// closed. The queue and KV figures come from the engine's own statistics, which are current even
+// when it is idle.
+//
+// Streams are capped by Config.MaxLiveStreams (503 beyond it, at once) and do not count against
+// the connection cap (ServeConfig.MaxConnections): that cap counts connections when they are
+// accepted, before their route is known, so an admitted stream gives its slot back and the API
+// keeps its whole budget however many pages are open; open connections are then at most
+// MaxConnections + MaxLiveStreams. The stream's connection closes when it ends (Connection:
+// close), as it is no longer counted.
 func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
 	l := s.cfg.Live
 	if l == nil {
@@ -289,6 +303,17 @@ func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
 		return
 	default:
 	}
+	limit := int64(orDefault(s.cfg.MaxLiveStreams, DefaultMaxLiveStreams))
+	if l.streams.Add(1) > limit {
+		l.streams.Add(-1)
+		w.Header().Set("Retry-After", "5")
+		writeError(w, &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "too_many_live_streams",
+			message: fmt.Sprintf("the live view has %d streams open, its limit (--max-live-streams): close another page or retry later", limit)})
+		return
+	}
+	defer l.streams.Add(-1)
+	leaveConnectionCap(r.Context())
+	w.Header().Set("Connection", "close")
 	sse := startSSE(w)
 	tick := time.NewTicker(l.interval)
 	defer tick.Stop()

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 )
 
@@ -42,6 +43,16 @@ type ServeConfig struct {
 	// MaxConnections caps open connections, idle keep-alive ones included; beyond it a new
 	// connection gets a 503 at once and is closed.
 	MaxConnections int
+	// MaxConnsPerClient caps the open connections of one client address (an IPv6 client's /64),
+	// so that one client cannot take every slot of MaxConnections: beyond it a new connection
+	// gets a 429 at once and is closed. Connections from TrustedProxies are not counted per
+	// address; the requests in flight of each client are capped at the same number instead
+	// (429), the client of a request from a trusted proxy being named by X-Forwarded-For.
+	// /health and /metrics are exempt from the request cap. See clientlimit.go.
+	MaxConnsPerClient int
+	// TrustedProxies are the reverse proxies (nginx, a router) whose X-Forwarded-For is believed;
+	// empty trusts none.
+	TrustedProxies []netip.Prefix
 	// Logger receives the server's warnings; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -58,6 +69,9 @@ func (c ServeConfig) withDefaults() ServeConfig {
 	c.WriteTimeout = pick(c.WriteTimeout, DefaultWriteTimeout)
 	if c.MaxConnections <= 0 {
 		c.MaxConnections = DefaultMaxConnections
+	}
+	if c.MaxConnsPerClient <= 0 {
+		c.MaxConnsPerClient = DefaultMaxConnsPerClient
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -77,15 +91,19 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, cfg ServeConfig
 	logger := cfg.Logger
 	base, cut := context.WithCancelCause(context.Background())
 	defer cut(nil)
+	requests := newClientCounts(cfg.MaxConnsPerClient, "requests in flight", logger)
 	srv := &http.Server{
-		Handler:     withWriteDeadlines(h, cfg.WriteTimeout),
+		Handler:     withWriteDeadlines(withClientRequestLimit(h, requests, cfg.TrustedProxies), cfg.WriteTimeout),
 		ReadTimeout: cfg.ReadTimeout,
 		IdleTimeout: 2 * time.Minute,
 		ErrorLog:    slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		BaseContext: func(net.Listener) context.Context { return base },
+		// Handlers reach their connection through the context (leaveConnectionCap).
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(newLimitListener(ln, cfg.MaxConnections, logger)) }()
+	limited := newLimitListener(ln, cfg.MaxConnections, cfg.MaxConnsPerClient, cfg.TrustedProxies, logger)
+	go func() { errc <- srv.Serve(limited) }()
 	select {
 	case err := <-errc:
 		return err
@@ -146,11 +164,16 @@ func (d *deadlineWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter 
 
 // tooManyConnections is the whole HTTP response a connection beyond the cap gets.
 func tooManyConnections(limit int) []byte {
-	ae := &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "too_many_connections",
-		message: fmt.Sprintf("the server has %d connections open, its limit: retry later", limit)}
+	return rawError(http.StatusServiceUnavailable, &apiError{typ: "server_error", code: "too_many_connections",
+		message: fmt.Sprintf("the server has %d connections open, its limit: retry later", limit)})
+}
+
+// rawError is the whole HTTP/1.1 response, closing the connection, that reports ae with status:
+// the listener writes it to connections it refuses, before net/http ever sees them.
+func rawError(status int, ae *apiError) []byte {
 	body, _ := json.Marshal(ae.body())
 	body = append(body, '\n')
-	head := fmt.Sprintf("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"+
-		"Connection: close\r\nContent-Length: %d\r\n\r\n", len(body))
+	head := fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"+
+		"Connection: close\r\nContent-Length: %d\r\n\r\n", status, http.StatusText(status), len(body))
 	return append([]byte(head), body...)
 }
