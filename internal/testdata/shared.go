@@ -1,5 +1,8 @@
 // Package testdata locates the read-only shared test data (../shared beside the repository) and
 // reads llama.cpp's reference results from it. Tests skip when the folder is absent.
+//
+// It also tells go test's cache about the shared files the tests look at (see declare), so that
+// a result cached without ../shared, a skip, is rerun once the folder is there.
 package testdata
 
 import (
@@ -12,16 +15,65 @@ import (
 	"testing"
 )
 
-// Lookup returns the shared folder ($UBATCH_SHARED, else ../shared beside the repository) and
-// whether it is present, for code that falls back to other data instead of skipping.
-func Lookup() (string, bool) {
-	if d := os.Getenv("UBATCH_SHARED"); d != "" {
-		return d, true
-	}
+// repoRoot returns the repository (module) root from this file's path as compiled in.
+func repoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Dir(filepath.Dir(filepath.Dir(file))) // internal/testdata -> repo root
-	d := filepath.Join(filepath.Dir(root), "shared")
-	_, err := os.Stat(filepath.Join(d, "models"))
+	return filepath.Dir(filepath.Dir(filepath.Dir(file))) // internal/testdata -> repo root
+}
+
+// realRoot is repoRoot with symbolic links resolved, "" when its path is not absolute (a
+// -trimpath build). It is found at initialisation, before go test records what the tests look
+// at: resolving stats the root, whose time changes with any file added to it.
+var realRoot = func() string {
+	root := repoRoot()
+	if !filepath.IsAbs(root) {
+		return ""
+	}
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r
+	}
+	return root
+}()
+
+// declare makes go test's cache record the state of path (present or not, size, time), so that
+// a change to it reruns the test instead of replaying its cached result. The cache rechecks
+// what a test stats or opens only under the module root, and decides that by comparing the
+// names as strings, without cleaning them: a path outside the repository, as ../shared is, is
+// stat-ed here as <root>/../shared/... (inModule), which the system resolves to the same file
+// and the go command takes for one inside. (Should a later go command clean the names, this
+// records nothing, and a cached skip needs go test -count=1 after adding ../shared.)
+func declare(path string) {
+	if name, ok := inModule(path); ok {
+		os.Stat(name)
+	}
+}
+
+// inModule returns path spelt from the resolved repository root (<root>/../x for a path beside
+// the repository), or false when it cannot be.
+func inModule(path string) (string, bool) {
+	root := realRoot
+	abs, err := filepath.Abs(path)
+	if root == "" || err != nil {
+		return "", false
+	}
+	rel, err := filepath.Rel(root, abs)
+	if err != nil {
+		return "", false
+	}
+	return root + string(filepath.Separator) + rel, true
+}
+
+// Lookup returns the shared folder ($UBATCH_SHARED, else ../shared beside the repository) and
+// whether it is present (it has a models folder), for code that falls back to other data
+// instead of skipping.
+func Lookup() (string, bool) {
+	d := os.Getenv("UBATCH_SHARED")
+	if d == "" {
+		d = filepath.Join(filepath.Dir(repoRoot()), "shared")
+	}
+	models := filepath.Join(d, "models")
+	declare(models)
+	_, err := os.Stat(models)
 	return d, err == nil
 }
 
@@ -36,10 +88,12 @@ func Dir(t testing.TB) string {
 }
 
 // Path returns the path of REL (slash-separated, e.g. "templates/x.jinja") under the shared
-// folder, skipping the test when the folder is absent.
+// folder, skipping the test when the folder is absent; the test cache then sees REL change.
 func Path(t testing.TB, rel string) string {
 	t.Helper()
-	return filepath.Join(Dir(t), filepath.FromSlash(rel))
+	p := filepath.Join(Dir(t), filepath.FromSlash(rel))
+	declare(p)
+	return p
 }
 
 // Model returns the path of a file in shared/models (NAME may be slash-separated, e.g.
