@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -67,8 +68,8 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 	s.serveCompletion(w, r, &chatRequest{})
 }
 
-func (req *chatRequest) prepare(s *Server) (genParams, [][]int32, reply, error) {
-	g, prompt, err := s.chatParams(req)
+func (req *chatRequest) prepare(ctx context.Context, s *Server) (genParams, [][]int32, reply, error) {
+	g, prompt, err := s.chatParams(ctx, req)
 	if err != nil {
 		return g, nil, nil, err
 	}
@@ -165,7 +166,7 @@ func (c *chatReply) whole(res []*choiceResult, u usageJSON) any {
 // chatParams validates a chat request, renders its messages with the chat template and tokenizes
 // the result (special-token text parsed; BOS added when the model wants it and the template did
 // not already write it).
-func (s *Server) chatParams(req *chatRequest) (genParams, []int32, error) {
+func (s *Server) chatParams(ctx context.Context, req *chatRequest) (genParams, []int32, error) {
 	g, err := req.params(s.defaults(openAIDefaults()), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
 	if err != nil {
 		return g, nil, err
@@ -189,10 +190,10 @@ func (s *Server) chatParams(req *chatRequest) (genParams, []int32, error) {
 		}
 		g.topLogprobs = *req.TopLogprobs
 	}
-	if err := s.constrain(&g, &req.samplingFields, req.ResponseFormat); err != nil {
+	if err := s.constrain(ctx, &g, &req.samplingFields, req.ResponseFormat); err != nil {
 		return g, nil, err
 	}
-	if g.tools, err = s.toolSetup(&g, req); err != nil {
+	if g.tools, err = s.toolSetup(ctx, &g, req); err != nil {
 		return g, nil, err
 	}
 	text, err := s.renderChat(req.Messages, req.Tools, req.ChatTemplateKwargs)

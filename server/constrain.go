@@ -25,11 +25,8 @@ type responseFormat struct {
 // constrain compiles the request's output constraint, if any, once for all its sequences:
 // llama.cpp's grammar (GBNF) or json_schema, or OpenAI's response_format (rf, chat only). At most
 // one may be given; an invalid one, or one past grammar.Limits' defaults, is a 400 naming its
-// field.
-func (s *Server) constrain(g *genParams, f *samplingFields, rf json.RawMessage) error {
-	// The routes' prepare does not carry the request's context yet: compilation is bounded by
-	// the limits' MaxTime instead of by the client staying.
-	ctx := context.Background()
+// field. Compilation stops when ctx (the request's) ends.
+func (s *Server) constrain(ctx context.Context, g *genParams, f *samplingFields, rf json.RawMessage) error {
 	var src, field string
 	var given []string
 	if f.Grammar != nil && *f.Grammar != "" {

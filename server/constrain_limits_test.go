@@ -67,3 +67,41 @@ func TestConstraintLimits(t *testing.T) {
 		})
 	}
 }
+
+// TestConstrainStopsWithTheRequest: a constraint whose compilation would take long stops as soon
+// as the request's context ends, on every field that compiles one.
+func TestConstrainStopsWithTheRequest(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	cjk := map[string]any{}
+	for i := range 4000 {
+		cjk[fmt.Sprintf("%c%c", '一'+rune(i), '名')] = map[string]any{"type": "integer"}
+	}
+	schema, _ := json.Marshal(map[string]any{"type": "object", "properties": cjk})
+	tools, _ := json.Marshal([]map[string]any{{"type": "function", "function": map[string]any{"name": "f",
+		"parameters": json.RawMessage(schema)}}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name string
+		run  func() error
+	}{
+		{"json_schema", func() error {
+			_, _, err := e.srv.completionParams(ctx, &completionRequest{Prompt: json.RawMessage(`"x"`),
+				samplingFields: samplingFields{JSONSchema: schema}})
+			return err
+		}},
+		{"tools", func() error {
+			_, _, err := e.srv.chatParams(ctx, &chatRequest{Messages: json.RawMessage(`[{"role":"user","content":"hi"}]`),
+				Tools: tools, ToolChoice: json.RawMessage(`"required"`)})
+			return err
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.run()
+			if err == nil || !strings.Contains(err.Error(), context.Canceled.Error()) {
+				t.Fatalf("a cancelled request's %s compiled anyway: err %v", tt.name, err)
+			}
+		})
+	}
+}

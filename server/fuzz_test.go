@@ -55,7 +55,7 @@ func FuzzCompletions(f *testing.F) {
 		if err := decodeBytes(body, &req); err != nil {
 			return err
 		}
-		g, prompts, err := s.completionParams(&req)
+		g, prompts, err := s.completionParams(context.Background(), &req)
 		if err == nil {
 			err = checkGen(s, g, prompts)
 		}
@@ -69,7 +69,7 @@ func FuzzChatCompletions(f *testing.F) {
 		if err := decodeBytes(body, &req); err != nil {
 			return err
 		}
-		g, prompt, err := s.chatParams(&req)
+		g, prompt, err := s.chatParams(context.Background(), &req)
 		if err == nil {
 			err = checkGen(s, g, [][]int32{prompt})
 		}
@@ -83,7 +83,7 @@ func FuzzLlamaCompletion(f *testing.F) {
 		if err := decodeBytes(body, &req); err != nil {
 			return err
 		}
-		g, prompt, err := s.llamaParams(&req)
+		g, prompt, err := s.llamaParams(context.Background(), &req)
 		if err == nil {
 			err = checkGen(s, g, [][]int32{prompt})
 		}

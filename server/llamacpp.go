@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -81,8 +82,8 @@ func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
 	s.serveCompletion(w, r, &llamaCompletionRequest{})
 }
 
-func (req *llamaCompletionRequest) prepare(s *Server) (genParams, [][]int32, reply, error) {
-	g, prompt, err := s.llamaParams(req)
+func (req *llamaCompletionRequest) prepare(ctx context.Context, s *Server) (genParams, [][]int32, reply, error) {
+	g, prompt, err := s.llamaParams(ctx, req)
 	if err != nil {
 		return g, nil, nil, err
 	}
@@ -90,7 +91,7 @@ func (req *llamaCompletionRequest) prepare(s *Server) (genParams, [][]int32, rep
 }
 
 // llamaParams validates a /completion request and tokenizes its prompt.
-func (s *Server) llamaParams(req *llamaCompletionRequest) (genParams, []int32, error) {
+func (s *Server) llamaParams(ctx context.Context, req *llamaCompletionRequest) (genParams, []int32, error) {
 	g, err := req.params(s.defaults(sample.DefaultParams()), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
 	if err != nil {
 		return g, nil, err
@@ -100,7 +101,7 @@ func (s *Server) llamaParams(req *llamaCompletionRequest) (genParams, []int32, e
 		return g, nil, badRequest("n_probs", "n_probs must be in [0, %d], got %d", maxTopLogprobs, req.NProbs)
 	}
 	g.logprobs, g.topLogprobs = req.NProbs > 0, req.NProbs
-	if err := s.constrain(&g, &req.samplingFields, nil); err != nil {
+	if err := s.constrain(ctx, &g, &req.samplingFields, nil); err != nil {
 		return g, nil, err
 	}
 	inputs, err := parsePrompts("prompt", req.Prompt)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"math"
@@ -115,8 +116,8 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	s.serveCompletion(w, r, &completionRequest{})
 }
 
-func (req *completionRequest) prepare(s *Server) (genParams, [][]int32, reply, error) {
-	g, prompts, err := s.completionParams(req)
+func (req *completionRequest) prepare(ctx context.Context, s *Server) (genParams, [][]int32, reply, error) {
+	g, prompts, err := s.completionParams(ctx, req)
 	if err != nil {
 		return g, nil, nil, err
 	}
@@ -156,7 +157,7 @@ func (c *completionReply) whole(res []*choiceResult, u usageJSON) any {
 }
 
 // completionParams validates a /v1/completions request and tokenizes its prompts.
-func (s *Server) completionParams(req *completionRequest) (genParams, [][]int32, error) {
+func (s *Server) completionParams(ctx context.Context, req *completionRequest) (genParams, [][]int32, error) {
 	g, err := req.params(s.defaults(openAIDefaults()), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
 	if err != nil {
 		return g, nil, err
@@ -174,7 +175,7 @@ func (s *Server) completionParams(req *completionRequest) (genParams, [][]int32,
 	if g.logprobs, g.topLogprobs, err = parseLogprobs(req.Logprobs); err != nil {
 		return g, nil, err
 	}
-	if err := s.constrain(&g, &req.samplingFields, nil); err != nil {
+	if err := s.constrain(ctx, &g, &req.samplingFields, nil); err != nil {
 		return g, nil, err
 	}
 	inputs, err := parsePrompts("prompt", req.Prompt)

@@ -11,8 +11,8 @@ import (
 // /v1/chat/completions, llama.cpp's /completion): the one place that knows the route's fields.
 type completionRoute interface {
 	// prepare validates the request and tokenizes its prompts, and returns how the route
-	// answers the generation.
-	prepare(s *Server) (genParams, [][]int32, reply, error)
+	// answers the generation. ctx is the request's: compiling a constraint stops when it ends.
+	prepare(ctx context.Context, s *Server) (genParams, [][]int32, reply, error)
 }
 
 // reply is how a route words a generation: as server-sent events (chunk for each event of a
@@ -31,7 +31,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, req com
 		writeError(w, err)
 		return
 	}
-	g, prompts, rep, err := req.prepare(s)
+	g, prompts, rep, err := req.prepare(r.Context(), s)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"ubatch/chat"
 	"ubatch/grammar"
@@ -62,7 +64,7 @@ var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // tools) the reply is text. "auto" parses whatever calls of the tools the model writes;
 // "required" and a named function also constrain the output by grammar to one call of the
 // allowed functions in the model's format, so it cannot answer otherwise.
-func (s *Server) toolSetup(g *genParams, req *chatRequest) (*toolMode, error) {
+func (s *Server) toolSetup(ctx context.Context, g *genParams, req *chatRequest) (*toolMode, error) {
 	if isNull(req.Tools) {
 		if !isNull(req.ToolChoice) {
 			var choice string
@@ -100,13 +102,13 @@ func (s *Server) toolSetup(g *genParams, req *chatRequest) (*toolMode, error) {
 	if g.sampling.Grammar != nil {
 		return nil, badRequest("tool_choice", "tool_choice %q cannot be combined with another output constraint", choice)
 	}
-	src, err := toolCallGrammar(mode.format, tools, allowed)
+	src, err := toolCallGrammar(ctx, mode.format, tools, allowed)
 	if err != nil {
 		return nil, err
 	}
-	gr, err := grammar.Parse(src)
+	gr, err := compileConstraint(ctx, "tools", src)
 	if err != nil {
-		return nil, badRequest("tools", "the tools' parameters give no usable grammar: %v", err)
+		return nil, err
 	}
 	v, err := s.grammarVocab()
 	if err != nil {
@@ -184,7 +186,7 @@ func parseToolChoice(raw json.RawMessage) (choice, name string, err error) {
 // converted on their own, so that their $refs ("#" included) resolve inside them and never
 // reach the wrapper object or another tool; the rules are then prefixed "tI-" to keep the
 // tools' grammars apart. tools must have passed parseTools. Errors are 400s.
-func toolCallGrammar(format chat.ToolFormat, tools []toolFunction, allowed []int) (string, error) {
+func toolCallGrammar(ctx context.Context, format chat.ToolFormat, tools []toolFunction, allowed []int) (string, error) {
 	argsKey := "arguments"
 	if format == chat.ToolLlama3 {
 		argsKey = "parameters"
@@ -206,6 +208,8 @@ func toolCallGrammar(format chat.ToolFormat, tools []toolFunction, allowed []int
 	}
 	sb.WriteString("tool-call ::= " + strings.Join(branches, " | ") + "\n")
 	size := 0
+	// One time budget for all the tools, not one per tool (up to maxTools of them).
+	deadline := time.Now().Add(grammar.DefaultMaxTime)
 	for _, i := range allowed {
 		t := tools[i]
 		params := t.Function.Parameters
@@ -213,7 +217,14 @@ func toolCallGrammar(format chat.ToolFormat, tools []toolFunction, allowed []int
 			params = json.RawMessage(`{"type": "object"}`)
 		}
 		param := fmt.Sprintf("tools[%d].function.parameters", i)
-		src, err := jsonschema.Grammar(params)
+		left := time.Until(deadline)
+		if left <= 0 {
+			return "", limitError("tools", grammar.TimeLimit(grammar.DefaultMaxTime, grammar.DefaultMaxTime))
+		}
+		src, err := jsonschema.Convert(ctx, params, grammar.Limits{MaxTime: left})
+		if isLimit(err) {
+			return "", limitError("tools", err)
+		}
 		if err != nil {
 			return "", badRequest(param, "%s cannot be turned into a grammar: %v", param, err)
 		}

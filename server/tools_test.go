@@ -3,9 +3,11 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -141,7 +143,6 @@ func TestToolRequests(t *testing.T) {
 		{"unsupported keyword required", toolsBody(`"required"`, `{"name":"f"}`, `{"name":"g","parameters":{"type":"object","properties":{"n":{"type":"number","multipleOf":3}}}}`), "tools[1].function.parameters", ""},
 		// Caps on what the client sizes.
 		{"too many tools", toolsBody(`"auto"`, manyTools(maxTools+1, "")...), "tools", "at most 128"},
-		{"grammar too large", toolsBody(`"required"`, bigGrammarTool()), "tools", "4194304 bytes"},
 		{"schemas too large", toolsBody(`"auto"`, manyTools(2, strings.Repeat("x", maxToolSchemaBytes/2))...), "tools", "262144 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -178,12 +179,32 @@ func manyTools(n int, desc string) []string {
 
 // bigGrammarTool is a function whose parameters, 3 KB of schema, convert to over 4 MiB of GBNF:
 // each of its patterns' 20000 repeats is written out.
-func bigGrammarTool() string {
-	props := make([]string, 10)
-	for i := range props {
-		props[i] = fmt.Sprintf(`"p%d":{"type":"string","pattern":"^%s$"}`, i, strings.Repeat("[0-9]{1000}", 20))
+// TestToolGrammarCap: the call grammar of all the tools together is refused past
+// maxToolGrammarBytes, though each tool's is within the converter's limits. (Through the API the
+// tools' parameters are capped first, at maxToolSchemaBytes, which converts to less.)
+func TestToolGrammarCap(t *testing.T) {
+	words := make([]string, 2000)
+	for i := range words {
+		words[i] = fmt.Sprintf("%q", fmt.Sprintf("word-%05d-%s", i, strings.Repeat("x", 12)))
 	}
-	return `{"name":"big","parameters":{"type":"object","properties":{` + strings.Join(props, ",") + `}}}`
+	params := `{"type":"object","properties":{"w":{"enum":[` + strings.Join(words, ",") + `]}}}`
+	var tools []toolFunction
+	var allowed []int
+	for i := range 120 {
+		var tf toolFunction
+		if err := json.Unmarshal([]byte(fmt.Sprintf(`{"type":"function","function":{"name":"f%d","parameters":%s}}`, i, params)), &tf); err != nil {
+			t.Fatal(err)
+		}
+		tools, allowed = append(tools, tf), append(allowed, i)
+	}
+	if _, err := toolCallGrammar(context.Background(), chat.ToolHermes, tools[:1], allowed[:1]); err != nil {
+		t.Fatalf("one tool: %v", err)
+	}
+	_, err := toolCallGrammar(context.Background(), chat.ToolHermes, tools, allowed)
+	var ae *apiError
+	if !errors.As(err, &ae) || ae.param != "tools" || !strings.Contains(ae.message, strconv.Itoa(maxToolGrammarBytes)+" bytes") {
+		t.Fatalf("120 tools of a %d-byte schema each: %v, want a 400 on tools naming the %d-byte cap", len(params), err, maxToolGrammarBytes)
+	}
 }
 
 // TestToolRequestsAccepted: what is at the edge of the checks passes them, and tool_choice
@@ -210,7 +231,7 @@ func TestToolRequestsAccepted(t *testing.T) {
 				t.Fatal(err)
 			}
 			var g genParams
-			mode, err := e.srv.toolSetup(&g, &req)
+			mode, err := e.srv.toolSetup(context.Background(), &g, &req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -370,7 +391,7 @@ func TestToolCallGrammarRefs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			src, err := toolCallGrammar(tc.format, tools, allowed)
+			src, err := toolCallGrammar(context.Background(), tc.format, tools, allowed)
 			if err != nil {
 				t.Fatal(err)
 			}
