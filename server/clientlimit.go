@@ -10,9 +10,10 @@ import (
 	"sync"
 )
 
-// DefaultMaxConnsPerClient is ServeConfig.MaxConnsPerClient's default: an eighth of the default
-// connection cap, so that one client (a browser opens six connections, a load test a few dozen)
-// cannot take more than that and the rest stays free for other clients and load-balancer probes.
+// DefaultMaxConnsPerClient is the default of `ubatch serve --max-conns-per-client`: an eighth
+// of the default connection cap, so that one client (a browser opens six connections, a load
+// test a few dozen) cannot take more than that and the rest stays free for other clients and
+// load-balancer probes. (ServeConfig's zero value means no per-client cap.)
 const DefaultMaxConnsPerClient = 64
 
 // Per-client limits: why two of them.

@@ -18,8 +18,8 @@ const (
 	refuseLinger = 500 * time.Millisecond
 )
 
-// limitListener hands out at most max connections at a time, and at most clients.max from one
-// client address (see clientlimit.go; connections of trusted proxies are not counted per client).
+// limitListener hands out at most max connections at a time, and at most clients.max (when
+// clients is not nil) from one client address (see clientlimit.go; connections of trusted proxies are not counted per client).
 // A connection beyond the global cap gets the 503 response refusal, one beyond its client's cap
 // the 429 clientRefusal, and is closed; Accept goes on waiting for the next one. A connection may
 // leave the global cap while it stays open (leaveConnectionCap): GET /live streams do, having a
@@ -37,12 +37,14 @@ type limitListener struct {
 	full          atomic.Bool // whether the last connection was refused, to log a full server once
 }
 
-// newLimitListener caps ln at max connections and perClient per client address, not counting
-// per client the connections from trusted. Both caps must be positive.
+// newLimitListener caps ln at max connections (positive) and perClient per client address, not
+// counting per client the connections from trusted; perClient 0 means no per-client cap.
 func newLimitListener(ln net.Listener, max, perClient int, trusted []netip.Prefix, logger *slog.Logger) *limitListener {
-	return &limitListener{Listener: ln, max: int64(max), refusal: tooManyConnections(max),
-		clients: newClientCounts(perClient, "connections", logger), clientRefusal: tooManyClientConnections(perClient),
-		trusted: trusted, logger: logger}
+	l := &limitListener{Listener: ln, max: int64(max), refusal: tooManyConnections(max), trusted: trusted, logger: logger}
+	if perClient > 0 {
+		l.clients, l.clientRefusal = newClientCounts(perClient, "connections", logger), tooManyClientConnections(perClient)
+	}
+	return l
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -52,7 +54,11 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		// The client's cap first: a client over it must not take a global slot even for a moment.
-		client, perClient := connClient(c, l.trusted)
+		var client netip.Addr
+		perClient := false
+		if l.clients != nil {
+			client, perClient = connClient(c, l.trusted)
+		}
 		if perClient && !l.clients.acquire(client) {
 			l.refuse(c, l.clientRefusal)
 			continue

@@ -133,7 +133,8 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if limit := orDefault(s.cfg.MaxEmbeddingInputs, DefaultMaxEmbeddingInputs); len(inputs) > limit {
-		writeError(w, badRequest("input", "input has %d items; this server embeds at most %d per request (--max-embedding-inputs): split the request", len(inputs), limit))
+		writeError(w, badRequest("input", "input has %d items; this server embeds at most %d per request "+
+			"(--max-embedding-inputs): split the request", len(inputs), limit))
 		return
 	}
 	toks, err := s.embeddingTokens(inputs, e.NCtx())
@@ -180,8 +181,8 @@ func (s *Server) embeddingTokens(inputs []promptInput, nCtx int) ([][]int32, err
 				message: fmt.Sprintf("input[%d] has %d tokens, more than the embedding context of %d", i, len(toks), nCtx)}
 		}
 		if total += len(toks); total > limit {
-			return nil, badRequest("input", "input has more than %d tokens in all (%d in its first %d items); this server embeds at most %d per request (--max-embedding-tokens): split the request",
-				limit, total, i+1, limit)
+			return nil, badRequest("input", "input has more than %d tokens in all (%d in its first %d items); this server "+
+				"embeds at most %d per request (--max-embedding-tokens): split the request", limit, total, i+1, limit)
 		}
 		out = append(out, toks)
 	}

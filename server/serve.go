@@ -48,7 +48,9 @@ type ServeConfig struct {
 	// gets a 429 at once and is closed. Connections from TrustedProxies are not counted per
 	// address; the requests in flight of each client are capped at the same number instead
 	// (429), the client of a request from a trusted proxy being named by X-Forwarded-For.
-	// /health and /metrics are exempt from the request cap. See clientlimit.go.
+	// /health and /metrics are exempt from the request cap. See clientlimit.go. 0 means no
+	// per-client cap, as a router in front of nodes needs (`ubatch serve` defaults to
+	// DefaultMaxConnsPerClient).
 	MaxConnsPerClient int
 	// TrustedProxies are the reverse proxies (nginx, a router) whose X-Forwarded-For is believed;
 	// empty trusts none.
@@ -70,9 +72,6 @@ func (c ServeConfig) withDefaults() ServeConfig {
 	if c.MaxConnections <= 0 {
 		c.MaxConnections = DefaultMaxConnections
 	}
-	if c.MaxConnsPerClient <= 0 {
-		c.MaxConnsPerClient = DefaultMaxConnsPerClient
-	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -91,9 +90,12 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, cfg ServeConfig
 	logger := cfg.Logger
 	base, cut := context.WithCancelCause(context.Background())
 	defer cut(nil)
-	requests := newClientCounts(cfg.MaxConnsPerClient, "requests in flight", logger)
+	perClient := max(cfg.MaxConnsPerClient, 0)
+	if perClient > 0 {
+		h = withClientRequestLimit(h, newClientCounts(perClient, "requests in flight", logger), cfg.TrustedProxies)
+	}
 	srv := &http.Server{
-		Handler:     withWriteDeadlines(withClientRequestLimit(h, requests, cfg.TrustedProxies), cfg.WriteTimeout),
+		Handler:     withWriteDeadlines(h, cfg.WriteTimeout),
 		ReadTimeout: cfg.ReadTimeout,
 		IdleTimeout: 2 * time.Minute,
 		ErrorLog:    slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
@@ -102,7 +104,7 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, cfg ServeConfig
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
 	}
 	errc := make(chan error, 1)
-	limited := newLimitListener(ln, cfg.MaxConnections, cfg.MaxConnsPerClient, cfg.TrustedProxies, logger)
+	limited := newLimitListener(ln, cfg.MaxConnections, perClient, cfg.TrustedProxies, logger)
 	go func() { errc <- srv.Serve(limited) }()
 	select {
 	case err := <-errc:

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -57,6 +58,11 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	readTimeout := fs.Duration("read-timeout", server.DefaultReadTimeout, "longest time to read one request, headers and body (a body still arriving then gets 408)")
 	writeTimeout := fs.Duration("write-timeout", server.DefaultWriteTimeout, "longest time one write to a client may take: a response, or one event of a stream (a client that stops reading is cut)")
 	maxConns := fs.Int("max-connections", server.DefaultMaxConnections, "most open connections, idle keep-alive ones included; beyond it new connections get 503 at once")
+	maxConnsPerClient := fs.Int("max-conns-per-client", server.DefaultMaxConnsPerClient, "most open connections from one client address (IPv6: its /64), so one client cannot take every --max-connections slot; beyond it new connections get 429 at once. Behind --trusted-proxies it caps each client's requests in flight instead (/health, /metrics exempt)")
+	trustedProxies := fs.String("trusted-proxies", "", "reverse proxies (nginx, ubatch route) in front, comma-separated CIDRs or addresses: their connections are not capped per address, and their X-Forwarded-For names the client that --max-conns-per-client counts (default: none)")
+	maxLive := fs.Int("max-live-streams", server.DefaultMaxLiveStreams, "most open GET /live streams (the web page's live view); beyond it they get 503 at once. They do not count against --max-connections")
+	maxEmbInputs := fs.Int("max-embedding-inputs", server.DefaultMaxEmbeddingInputs, "most inputs of one /v1/embeddings request (400 beyond it)")
+	maxEmbTokens := fs.Int("max-embedding-tokens", server.DefaultMaxEmbeddingTokens, "most tokens of one /v1/embeddings request's inputs in all (400 beyond it)")
 	verbose := fs.BoolP("verbose", "v", false, "log every request (debug level)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run, until shutdown, to this file (inspect with go tool pprof)")
 	embeddings := fs.Bool("embeddings", false, "serve POST /v1/embeddings from a context of its own (llama.cpp's --embeddings)")
@@ -79,6 +85,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	err = checkServeFlags(np, mf.batch, *chunkSize, *maxQueue, *port, *maxBody, *policy, *targetITL)
 	if err == nil {
 		err = checkHTTPFlags(*grace, *readTimeout, *writeTimeout, *maxConns)
+	}
+	var proxies []netip.Prefix
+	if err == nil {
+		proxies, err = checkClientLimitFlags(*maxConnsPerClient, *maxLive, *maxEmbInputs, *maxEmbTokens, *trustedProxies)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -184,7 +194,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	srv, err := server.New(server.Config{Model: m, Engine: eng, APIKey: *apiKey, MaxBodyBytes: *maxBody,
 		Logger: logger, Metrics: metrics, Gatherer: reg, ModelID: *alias, Embedder: emb, CORSOrigins: splitList(*corsOrigin), ChatTemplate: *chatTemplate,
-		Live: live, Sampling: sampling, ListenAddr: net.JoinHostPort(*host, strconv.Itoa(*port)), AllowedHosts: splitList(*allowedHosts)})
+		Live: live, Sampling: sampling, ListenAddr: net.JoinHostPort(*host, strconv.Itoa(*port)), AllowedHosts: splitList(*allowedHosts),
+		MaxLiveStreams: *maxLive, MaxEmbeddingInputs: *maxEmbInputs, MaxEmbeddingTokens: *maxEmbTokens})
 	if err != nil {
 		return err
 	}
@@ -196,7 +207,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	logger.Info("listening", "url", "http://"+ln.Addr().String(), "n_ctx", opts.NCtx, "n_ctx_seq", eng.Limits().NCtxSeq,
 		"parallel", cfg.MaxRunning,
 		"batch_size", cfg.BatchSize, "chunk_size", cfg.ChunkSize, "target_itl", cfg.TargetITL, "max_queue", cfg.MaxQueue, "policy", cfg.Policy,
-		"kv_type", mf.kvType, "api_key", *apiKey != "", "max_connections", *maxConns)
+		"kv_type", mf.kvType, "api_key", *apiKey != "", "max_connections", *maxConns, "max_conns_per_client", *maxConnsPerClient,
+		"trusted_proxies", len(proxies))
 	stopFleet, err := ff.start(ctx, fleetNode{addr: ln.Addr(), model: apiModelID(*alias, m.Path), blockSize: opts.BlockSize,
 		maxBody: *maxBody, maxRunning: cfg.MaxRunning, stats: eng.Stats, reg: reg, logger: logger})
 	if err != nil {
@@ -205,7 +217,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer stopFleet()
 	scfg := server.ServeConfig{Grace: *grace, ReadTimeout: *readTimeout, WriteTimeout: *writeTimeout,
-		MaxConnections: *maxConns, Logger: logger}
+		MaxConnections: *maxConns, MaxConnsPerClient: *maxConnsPerClient, TrustedProxies: proxies, Logger: logger}
 	context.AfterFunc(ctx, live.Close) // open pages' live streams must not hold the graceful shutdown
 	if err := server.Serve(ctx, ln, srv.Handler(), scfg); err != nil {
 		return err
@@ -258,6 +270,26 @@ func checkHTTPFlags(grace, readTimeout, writeTimeout time.Duration, maxConns int
 		return fmt.Errorf("--max-connections %d: must be positive", maxConns)
 	}
 	return nil
+}
+
+// checkClientLimitFlags checks the per-client, live-view and embedding limits and parses
+// --trusted-proxies.
+func checkClientLimitFlags(perClient, maxLive, embInputs, embTokens int, trusted string) ([]netip.Prefix, error) {
+	switch {
+	case perClient < 1:
+		return nil, fmt.Errorf("--max-conns-per-client %d: must be positive (--max-connections or more: no cap of its own)", perClient)
+	case maxLive < 1:
+		return nil, fmt.Errorf("--max-live-streams %d: must be positive", maxLive)
+	case embInputs < 1:
+		return nil, fmt.Errorf("--max-embedding-inputs %d: must be positive", embInputs)
+	case embTokens < 1:
+		return nil, fmt.Errorf("--max-embedding-tokens %d: must be positive", embTokens)
+	}
+	proxies, err := server.ParseTrustedProxies(trusted)
+	if err != nil {
+		return nil, fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	return proxies, nil
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.
