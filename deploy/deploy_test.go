@@ -110,7 +110,7 @@ func renderNginx(t *testing.T, dir string, port int, router string) string {
 	s := string(b)
 	for _, r := range []struct{ old, new string }{
 		{"server 127.0.0.1:8000;", "server " + router + ";"},
-		{"listen 8080;", "listen 127.0.0.1:" + strconv.Itoa(port) + ";"},
+		{"listen 8088;", "listen 127.0.0.1:" + strconv.Itoa(port) + ";"},
 		{"http {", "http {\n" + tempPaths(dir)},
 	} {
 		if strings.Count(s, r.old) != 1 {

@@ -46,7 +46,7 @@ pids+=($!)
 
 # nginx round-robin straight to the nodes: deploy/nginx.conf with the nodes as its upstream.
 sed -e "s|server 127.0.0.1:8000;|server 127.0.0.1:$((BASE + 1)); server 127.0.0.1:$((BASE + 2)); server 127.0.0.1:$((BASE + 3));|" \
-  -e "s|listen 8080;|listen 127.0.0.1:$((BASE + 10));|" \
+  -e "s|listen 8088;|listen 127.0.0.1:$((BASE + 10));|" \
   -e "s|limit_conn ubatch_per_client 64;|limit_conn ubatch_per_client 256;|" \
   -e "s|http {|http { client_body_temp_path $DIR/body; proxy_temp_path $DIR/proxy; fastcgi_temp_path $DIR/fcgi; uwsgi_temp_path $DIR/uwsgi; scgi_temp_path $DIR/scgi;|" \
   deploy/nginx.conf >"$DIR/nginx-rr.conf"
