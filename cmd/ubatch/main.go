@@ -31,7 +31,7 @@ func commands() []command {
 		{"logits", "write the logits of every prompt position as float32 (for correctness checks)", cmdLogits},
 		{"tokenize", "print the token ids (and pieces) of a text", cmdTokenize},
 		{"info", "print a GGUF file's metadata and tensors", cmdInfo},
-		{"synth", "write a Llama GGUF with seeded random weights (benchmark models)", cmdSynth},
+		{"synth", "write a GGUF of any supported family (--arch) with seeded random weights", cmdSynth},
 	}
 }
 
