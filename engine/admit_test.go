@@ -144,3 +144,49 @@ func TestPriorityPreemption(t *testing.T) {
 		})
 	}
 }
+
+// TestRepeatedPromptCachedBut1 sends one prompt six times, one after the other, with blocks of 16
+// and max_tokens 4 (so the first request's last block ends mid-block for most lengths): every
+// request after the first takes all but the last prompt token from the cache (that one is
+// computed for its logits), whether the prompt ends mid-block (the freed sequence's last block
+// is kept) or on a block boundary.
+func TestRepeatedPromptCachedBut1(t *testing.T) {
+	tests := []struct {
+		name string
+		n    int
+	}{
+		{name: "inside the first block", n: 5},
+		{name: "mid-block, filled by none", n: 36},
+		{name: "mid-block, one cell", n: 33},
+		{name: "mid-block, last cell", n: 47},
+		{name: "block-aligned", n: 32},
+		{name: "block-aligned plus the generated tokens", n: 45},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newFake(t, 64, 16, 2)
+			e := start(t, d, Limits{NCtx: 1024, NSeqMax: 2, NBatch: 64, Vocab: vocab}, Config{})
+			p := prompt(tc.n, 7)
+			var cached []int
+			for range 6 {
+				s, err := e.Submit(context.Background(), Request{Prompt: p, MaxTokens: 4, Sampling: greedy()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, last := collect(t, s)
+				if !equal(got, expected(p, 4)) {
+					t.Fatalf("output %v, want %v", got, expected(p, 4))
+				}
+				cached = append(cached, last.Usage.CachedTokens)
+			}
+			want := []int{0, tc.n - 1, tc.n - 1, tc.n - 1, tc.n - 1, tc.n - 1}
+			if !slices.Equal(cached, want) {
+				t.Fatalf("cached tokens %v, want %v", cached, want)
+			}
+			// One full-block chain and one kept partial block, not six copies of it.
+			if st := e.Stats().KV; st.Used != 0 || st.Cached > (tc.n+3+15)/16 {
+				t.Fatalf("KV after the runs: %+v", st)
+			}
+		})
+	}
+}

@@ -22,9 +22,10 @@ func TestCanAdmitCounts(t *testing.T) {
 			// 13 cells: 4 blocks, none cached.
 			want: Admission{Cached: 0, Need: 4, Avail: 8}},
 		{name: "cached prefix", numBlocks: 8, setup: func(t *testing.T, c *Cache) { tenTokens(t, c, 0); c.SeqFree(0) },
-			// Two cached blocks attached (taken out of the evictable pool) and one cell of the
-			// third copied: 4 blocks for 13 cells, 2 shared, so 2 to allocate out of 8-2.
-			prompt: ten, reserve: 3, want: Admission{Cached: 9 - 1, Need: 2, Avail: 6}},
+			// Two cached blocks attached (taken out of the evictable pool) and one cell copied
+			// from the kept partial third: 4 blocks for 13 cells, 2 shared, so 2 to allocate out
+			// of 8-2.
+			prompt: ten, reserve: 3, want: Admission{Cached: 9, Need: 2, Avail: 6}},
 		{name: "live prefix", numBlocks: 8, setup: func(t *testing.T, c *Cache) { tenTokens(t, c, 0) },
 			// Live blocks are shared, not taken from the pool: 3 used, 5 available; the first
 			// cell of the live third block is copied.

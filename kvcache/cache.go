@@ -53,8 +53,12 @@
 // block of the sequence's own: prompts that share a system prompt rarely part at a block
 // boundary. The candidates are the hashed blocks chained from that parent (every one, duplicates
 // included, is on its parent's list of children, so releasing a duplicate never hides the
-// original) and the partly filled blocks live sequences are writing after the same full blocks,
-// so that n copies of one prompt share its last, partial block too.
+// original), the partly filled blocks live sequences are writing after the same full blocks,
+// so that n copies of one prompt share its last, partial block too, and the kept partial blocks:
+// when a sequence is freed, its last, partly filled block (not stale, canonical positions, on an
+// intact hash chain) stays cached with its cells, tokens and positions, chained from its
+// parent's hash, under the eviction policy of full blocks (keep.go), since every chat turn ends
+// in one and the next turn starts with it.
 //
 // # Concurrency
 //
@@ -137,7 +141,10 @@ type Cache struct {
 	// stale: the block's K/V may differ from what a fresh decode of its tokens gives (keys
 	// re-rotated by SeqShift, cells whose forward pass failed): never hashed nor copied by a
 	// partial match. Cleared when the block is allocated again.
-	stale    []bool
+	stale []bool
+	// part: the cells of a kept partial block, the last, partly filled block of a freed
+	// sequence, cached for partial matches (keep.go); 0 for every other block.
+	part     []int32
 	indexed  []bool  // the block is the prefix index entry for its hash
 	depth    []int32 // index in its sequence's table when hashed
 	hits     []int32 // sequences that used the block since it was allocated (see evict.go)
@@ -217,6 +224,7 @@ func New(cfg Config) (*Cache, error) {
 		parent:   make([]uint64, cfg.NumBlocks),
 		hashed:   make([]bool, cfg.NumBlocks),
 		stale:    make([]bool, cfg.NumBlocks),
+		part:     make([]int32, cfg.NumBlocks),
 		sibNext:  make([]int32, cfg.NumBlocks),
 		sibPrev:  make([]int32, cfg.NumBlocks),
 		indexed:  make([]bool, cfg.NumBlocks),
@@ -396,6 +404,7 @@ func (c *Cache) Clear() {
 		}
 		c.ref[b] = 0
 		c.hashed[b], c.indexed[b], c.stale[b] = false, false, false
+		c.part[b] = 0
 		c.heapIdx[b] = -1
 		c.sibPrev[b], c.sibNext[b] = -1, -1
 		c.free = append(c.free, int32(b)) // block 0 on top: allocation goes in address order
@@ -452,49 +461,25 @@ func (c *Cache) release(b int32) {
 	c.free = append(c.free, b)
 }
 
-// unhash forgets b's content hash, removing it from the prefix index. b must not be cached.
+// unhash forgets b's content hash, removing it from the prefix index, or, for a kept partial
+// block, its place among its parent's children. b must not be cached.
 func (c *Cache) unhash(b int32) {
+	if c.part[b] > 0 {
+		c.unlinkChild(b)
+		c.part[b] = 0
+		return
+	}
 	if !c.hashed[b] {
 		return
 	}
 	if c.indexed[b] {
 		delete(c.index, c.hash[b])
 		c.indexed[b] = false
+		c.promoteDuplicate(b)
 	}
 	c.unlinkChild(b)
 	c.emitRemoved(b)
 	c.hashed[b] = false
-}
-
-// linkChild puts the hashed block b at the head of its parent's list of children.
-func (c *Cache) linkChild(b int32) {
-	p := c.parent[b]
-	head, ok := c.child[p]
-	if !ok {
-		head = -1
-	}
-	c.sibPrev[b], c.sibNext[b] = -1, head
-	if head >= 0 {
-		c.sibPrev[head] = b
-	}
-	c.child[p] = b
-}
-
-// unlinkChild removes b from its parent's list of children.
-func (c *Cache) unlinkChild(b int32) {
-	p, n := c.sibPrev[b], c.sibNext[b]
-	switch {
-	case p >= 0:
-		c.sibNext[p] = n
-	case n >= 0:
-		c.child[c.parent[b]] = n
-	default:
-		delete(c.child, c.parent[b])
-	}
-	if n >= 0 {
-		c.sibPrev[n] = p
-	}
-	c.sibPrev[b], c.sibNext[b] = -1, -1
 }
 
 // copyCells copies the first count cells of block src (K, V for every layer, position, token)
@@ -536,18 +521,6 @@ func (c *Cache) cowBlock(seq int, bi int, count int32) int32 {
 	c.ref[nb] = 1
 	c.seqs[seq].table[bi] = nb
 	return nb
-}
-
-// freeSeq releases all of seq's blocks, last first, so that when they become cached the blocks
-// deepest into the sequence (the least likely to be shared by a future prompt) are evicted first.
-func (c *Cache) freeSeq(seq int) {
-	sq := &c.seqs[seq]
-	for i := len(sq.table) - 1; i >= 0; i-- {
-		c.release(sq.table[i])
-	}
-	sq.table = sq.table[:0]
-	sq.intent = sq.intent[:0]
-	sq.n, sq.posMin, sq.posMax = 0, -1, -1
 }
 
 // trim drops seq's trailing empty slots and the blocks no longer covered, then recomputes its

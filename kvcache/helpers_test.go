@@ -190,23 +190,23 @@ func seqRange(n int32) []int32 {
 
 // snapshot is a deep copy of a cache's state (everything but dry-run scratch).
 type snapshot struct {
-	Pos, Tok, Ref, Free, Hits []int32
-	Hash, Parent              []uint64
-	Hashed, Indexed, Rotated  []bool
-	Heap                      []int32
-	Prio                      []float64
-	Clock                     float64
-	Index                     map[uint64]int32
-	Seqs                      []seqState
-	K32, V32                  [][]float32
-	K16, V16                  [][]uint16
-	K8, V8                    [][]byte
+	Pos, Tok, Ref, Free, Hits, Part []int32
+	Hash, Parent                    []uint64
+	Hashed, Indexed, Rotated        []bool
+	Heap                            []int32
+	Prio                            []float64
+	Clock                           float64
+	Index                           map[uint64]int32
+	Seqs                            []seqState
+	K32, V32                        [][]float32
+	K16, V16                        [][]uint16
+	K8, V8                          [][]byte
 }
 
 func takeSnapshot(c *Cache) snapshot {
 	s := snapshot{
 		Pos: slices.Clone(c.pos), Tok: slices.Clone(c.tok), Ref: slices.Clone(c.ref),
-		Free: slices.Clone(c.free), Hits: slices.Clone(c.hits), Heap: slices.Clone(c.heap), Prio: slices.Clone(c.prio),
+		Free: slices.Clone(c.free), Hits: slices.Clone(c.hits), Part: slices.Clone(c.part), Heap: slices.Clone(c.heap), Prio: slices.Clone(c.prio),
 		Hash: slices.Clone(c.hash), Parent: slices.Clone(c.parent),
 		Hashed: slices.Clone(c.hashed), Indexed: slices.Clone(c.indexed), Rotated: slices.Clone(c.stale),
 		Clock: c.clock, Index: maps.Clone(c.index),
@@ -233,7 +233,7 @@ func (s snapshot) equal(o snapshot) bool {
 	eqSeqs := slices.EqualFunc(s.Seqs, o.Seqs, func(a, b seqState) bool {
 		return slices.Equal(a.table, b.table) && a.n == b.n && a.posMin == b.posMin && a.posMax == b.posMax
 	})
-	return eqSeqs && slices.Equal(s.Pos, o.Pos) && slices.Equal(s.Tok, o.Tok) && slices.Equal(s.Ref, o.Ref) &&
+	return eqSeqs && slices.Equal(s.Pos, o.Pos) && slices.Equal(s.Tok, o.Tok) && slices.Equal(s.Ref, o.Ref) && slices.Equal(s.Part, o.Part) &&
 		slices.Equal(s.Heap, o.Heap) && slices.Equal(s.Hits, o.Hits) && slices.Equal(s.Prio, o.Prio) && s.Clock == o.Clock && slices.Equal(s.Free, o.Free) &&
 		slices.Equal(s.Hash, o.Hash) && slices.Equal(s.Parent, o.Parent) && slices.Equal(s.Hashed, o.Hashed) &&
 		slices.Equal(s.Indexed, o.Indexed) && slices.Equal(s.Rotated, o.Rotated) &&
@@ -320,11 +320,14 @@ func checkInvariants(t testing.TB, c *Cache) {
 		if states != 1 {
 			t.Fatalf("block %d: ref %d, in LRU %v, free %v", b, c.ref[b], inLRU[b], inFree[b])
 		}
-		if inLRU[b] && !c.indexed[b] {
-			t.Fatalf("cached block %d is not indexed", b)
+		if inLRU[b] && !c.indexed[b] && c.part[b] == 0 {
+			t.Fatalf("cached block %d is neither indexed nor a kept partial block", b)
 		}
-		if inFree[b] && c.hashed[b] {
-			t.Fatalf("free block %d is hashed", b)
+		if inFree[b] && (c.hashed[b] || c.part[b] != 0) {
+			t.Fatalf("free block %d is hashed (%v) or kept partial (%d)", b, c.hashed[b], c.part[b])
+		}
+		if c.part[b] != 0 && (!inLRU[b] || c.hashed[b] || c.stale[b] || c.part[b] >= bs) {
+			t.Fatalf("kept partial block %d (%d cells): cached %v, hashed %v, stale %v", b, c.part[b], inLRU[b], c.hashed[b], c.stale[b])
 		}
 		if c.indexed[b] {
 			if !c.hashed[b] || c.index[c.hash[b]] != int32(b) {
@@ -349,12 +352,13 @@ func checkInvariants(t testing.TB, c *Cache) {
 func checkChildLists(t testing.TB, c *Cache) {
 	t.Helper()
 	nb := len(c.ref)
-	// Every hashed block is in its parent's list of children exactly once, no other block is.
+	// Every hashed or kept partial block is in its parent's list of children exactly once, no
+	// other block is.
 	inList := make([]int, nb)
 	for p, head := range c.child {
 		prev := int32(-1)
 		for b := head; b >= 0; b = c.sibNext[b] {
-			if !c.hashed[b] || c.parent[b] != p || c.sibPrev[b] != prev {
+			if !(c.hashed[b] || c.part[b] > 0) || c.parent[b] != p || c.sibPrev[b] != prev {
 				t.Fatalf("children of %x: block %d (hashed %v, parent %x, prev %d, want %d)", p, b, c.hashed[b], c.parent[b], c.sibPrev[b], prev)
 			}
 			inList[b]++
@@ -362,8 +366,8 @@ func checkChildLists(t testing.TB, c *Cache) {
 		}
 	}
 	for b := range nb {
-		if want := map[bool]int{true: 1}[c.hashed[b]]; inList[b] != want {
-			t.Fatalf("block %d (hashed %v) is in %d lists of children", b, c.hashed[b], inList[b])
+		if want := map[bool]int{true: 1}[c.hashed[b] || c.part[b] > 0]; inList[b] != want {
+			t.Fatalf("block %d (hashed %v, kept partial %d) is in %d lists of children", b, c.hashed[b], c.part[b], inList[b])
 		}
 	}
 }

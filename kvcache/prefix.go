@@ -101,10 +101,10 @@ func (c *Cache) lookup(i int32, parent uint64, tokens []int32) (b int32, h uint6
 const maxSiblings = 8
 
 // partial finds a block whose first m tokens (0 < m < BlockSize) continue a prefix as block
-// number i, after full blocks ending with hash parent: among the hashed blocks chained from
-// parent and the partially filled blocks that live sequences are writing at slot i after the
-// same full blocks, the one sharing the most leading cells with tokens (tokens and positions
-// checked). A new sequence can copy those m cells instead of computing them: prompts that share a
+// number i, after full blocks ending with hash parent: among the children of parent (hashed
+// blocks and kept partial blocks of freed sequences, keep.go) and the partially filled blocks
+// that live sequences are writing at slot i after the same full blocks, the one sharing the most
+// leading cells with tokens (tokens and positions checked). A new sequence can copy those m cells instead of computing them: prompts that share a
 // system prompt rarely diverge at a block boundary, and n copies of one prompt share its partly
 // filled last block. It returns m = 0 when there is none or when no block is available for the
 // copy (the candidate itself, if cached, must not be the one evicted; taken cached blocks are
@@ -126,7 +126,7 @@ func (c *Cache) partial(i int32, parent uint64, tokens []int32, taken int) (src 
 	}
 	b, ok := c.child[parent]
 	for n := 0; ok && b >= 0 && n < maxSiblings; n++ {
-		try(b, int(c.bs))
+		try(b, int(c.cellsIn(b)))
 		b = c.sibNext[b]
 	}
 	for s := range c.seqs {

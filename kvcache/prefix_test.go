@@ -13,14 +13,13 @@ func TestMatchPrefix(t *testing.T) {
 		name  string
 		query []int32
 		want  int
-		live  int // when the sequence is still live, if different
 	}{
-		// The last, partly filled block is copied from while its sequence is live: its cells'
-		// K/V are there. Freed, it holds nothing reusable (only full blocks are hashed).
-		{name: "same prompt", query: prompt, want: 8, live: 10},
-		{name: "longer prompt", query: append(slices.Clone(prompt), 1, 2, 3, 4, 5), want: 8, live: 10},
+		// The last, partly filled block is copied from while its sequence is live, and once it
+		// is freed, as a kept partial block.
+		{name: "same prompt", query: prompt, want: 10},
+		{name: "longer prompt", query: append(slices.Clone(prompt), 1, 2, 3, 4, 5), want: 10},
 		{name: "prompt up to the full blocks", query: prompt[:8], want: 8},
-		{name: "one token into the partial block", query: prompt[:9], want: 8, live: 9},
+		{name: "one token into the partial block", query: prompt[:9], want: 9},
 		// A partial match takes the first cells of a full block.
 		{name: "one token short of the second block", query: prompt[:7], want: 7},
 		{name: "second block differs", query: []int32{10, 11, 12, 13, 14, 15, 16, 99}, want: 7},
@@ -36,9 +35,6 @@ func TestMatchPrefix(t *testing.T) {
 				name = "cached/" + name
 			}
 			want := tc.want
-			if live && tc.live != 0 {
-				want = tc.live
-			}
 			t.Run(name, func(t *testing.T) {
 				c := newCache(t, Config{BlockSize: 4, NumBlocks: 8})
 				tenTokens(t, c, 0)
@@ -58,26 +54,28 @@ func TestAttachPrefixReusesCachedBlocks(t *testing.T) {
 	tenTokens(t, c, 0)
 	orig := visible(t, c, 0)
 	c.SeqFree(0)
-	if st := c.Stats(); st.Used != 0 || st.Cached != 2 || st.Free != 6 {
+	// Two full blocks and the kept partial third.
+	if st := c.Stats(); st.Used != 0 || st.Cached != 3 || st.Free != 5 {
 		t.Fatalf("after free: %+v", st)
 	}
 	prompt := []int32{10, 11, 12, 13, 14, 15, 16, 17, 18, 19}
-	// Leaving the last token out, as a caller needing its logits does.
+	// Leaving the last token out, as a caller needing its logits does: the full blocks are
+	// attached, the kept third's first cell copied into a block of seq 1's own.
 	n, err := c.AttachPrefix(1, prompt[:len(prompt)-1])
-	if err != nil || n != 8 {
-		t.Fatalf("AttachPrefix = %d, %v; want 8", n, err)
+	if err != nil || n != 9 {
+		t.Fatalf("AttachPrefix = %d, %v; want 9", n, err)
 	}
-	if st := c.Stats(); st.Used != 2 || st.Cached != 0 || st.UsedCells != 8 {
+	if st := c.Stats(); st.Used != 3 || st.Cached != 1 || st.UsedCells != 9 {
 		t.Fatalf("after attach: %+v", st)
 	}
-	if got := visible(t, c, 1); !slices.Equal(got, orig[:8]) {
-		t.Fatalf("attached seq sees %v, want %v", got, orig[:8])
+	if got := visible(t, c, 1); !slices.Equal(got, orig[:9]) {
+		t.Fatalf("attached seq sees %v, want %v", got, orig[:9])
 	}
-	if c.SeqPosMin(1) != 0 || c.SeqPosMax(1) != 7 || c.SeqCells(1) != 8 {
+	if c.SeqPosMin(1) != 0 || c.SeqPosMax(1) != 8 || c.SeqCells(1) != 9 {
 		t.Fatalf("range [%d, %d], %d cells", c.SeqPosMin(1), c.SeqPosMax(1), c.SeqCells(1))
 	}
-	// Decoding continues at position n in a new block.
-	reserve(t, c, []int32{1}, 8, 500, 18, 19)
+	// Decoding continues at position n in its own block.
+	reserve(t, c, []int32{1}, 9, 500, 19)
 	if st := c.Stats(); st.Used != 3 {
 		t.Fatalf("after decoding the rest: %+v", st)
 	}
@@ -231,12 +229,17 @@ func TestPrefixEviction(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCache(t, Config{BlockSize: 4, NumBlocks: 4, MaxSeqs: 1})
 			for _, u := range tc.uses {
-				p := append(blk(u), 0) // the extra token is computed for its logits; it stays unhashed
+				p := append(blk(u), 0) // the extra token is computed for its logits
 				n, err := c.Admit(0, p, 0)
 				if err != nil {
 					t.Fatal(err)
 				}
 				reserve(t, c, []int32{0}, int32(n), 0, p[n:]...)
+				// Removed, so that its block is not kept as a partial one and only full
+				// blocks compete (kept partial blocks: keep_test.go).
+				if err := c.SeqRemove(0, 4, -1); err != nil {
+					t.Fatal(err)
+				}
 				c.SeqFree(0)
 				checkInvariants(t, c)
 			}
@@ -450,11 +453,13 @@ func TestDuplicateBlockTakesOverIndexOnRelease(t *testing.T) {
 	if err := c.SeqRemove(0, 1, 2); err != nil { // seq 0's block loses its hash and index entry
 		t.Fatal(err)
 	}
-	c.SeqFree(1) // seq 1's block, hashed but not indexed until now, becomes the cached copy
-	if got := c.MatchPrefix(p); got != 4 {
-		t.Fatalf("MatchPrefix = %d, want 4", got)
+	// Seq 1's first block, hashed but not indexed until now, becomes the cached copy; its second,
+	// one cell after it, is kept as a partial block.
+	c.SeqFree(1)
+	if got := c.MatchPrefix(p); got != 5 {
+		t.Fatalf("MatchPrefix = %d, want 5", got)
 	}
-	if st := c.Stats(); st.Cached != 1 {
+	if st := c.Stats(); st.Cached != 2 {
 		t.Fatalf("stats %+v", st)
 	}
 	checkInvariants(t, c)

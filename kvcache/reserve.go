@@ -301,10 +301,10 @@ func (c *Cache) ForgetCells(cells []int32) {
 		}
 		b := cell / c.bs
 		c.stale[b] = true // nor copied by a partial match while a sequence still holds it
-		if !c.hashed[b] {
+		if !c.hashed[b] && c.part[b] == 0 {
 			continue
 		}
-		cached := c.ref[b] == 0 && c.indexed[b]
+		cached := c.heapIdx[b] >= 0 // an indexed full block or a kept partial one
 		if cached {
 			c.cacheRemove(b)
 		}

@@ -192,6 +192,14 @@ func (c *Context) Decode(b *batch.Batch) error {
 	}
 	c.logits = c.logits[:c.nOut*c.outWidth()]
 	c.ubs = b.Split(c.opts.NUBatch, c.ubs)
+	// A forward pass that panics leaves its micro-batch's cells without K/V: they must never be
+	// handed to another sequence (hashed, kept as a partial block, copied by a partial match).
+	defer func() {
+		if c.ub != nil {
+			c.kv.ForgetCells(c.cells[:c.n])
+			c.ub = nil
+		}
+	}()
 	for i := range c.ubs {
 		ub := &c.ubs[i]
 		if err := c.kv.Reserve(ub.Tokens, ub.Pos, ub.Seqs, c.cells[:len(ub.Tokens)]); err != nil {
