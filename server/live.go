@@ -306,6 +306,9 @@ func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
 	limit := int64(orDefault(s.cfg.MaxLiveStreams, DefaultMaxLiveStreams))
 	if l.streams.Add(1) > limit {
 		l.streams.Add(-1)
+		// Closing frees the connection's slot at once: a client that keeps the connection of
+		// each refused stream open would otherwise fill the connection cap with them.
+		w.Header().Set("Connection", "close")
 		w.Header().Set("Retry-After", "5")
 		writeError(w, &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "too_many_live_streams",
 			message: fmt.Sprintf("the live view has %d streams open, its limit (--max-live-streams): close another page or retry later", limit)})
