@@ -290,7 +290,7 @@ func ring[T any](buf []T, n uint64) []T {
 // keeps its whole budget however many pages are open; open connections are then at most
 // MaxConnections + MaxLiveStreams. The stream's connection closes when it ends (Connection:
 // close), as it is no longer counted. It still counts against its client's own cap
-// (ServeConfig.MaxConnsPerClient), so one client cannot hold every stream and more.
+// (ServeConfig.MaxConnsPerClient): a client's streams and its other connections share it.
 func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
 	l := s.cfg.Live
 	if l == nil {
