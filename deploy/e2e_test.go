@@ -58,7 +58,8 @@ func startFleet(t *testing.T) *fleet {
 		n := &fleetNode{id: fmt.Sprintf("n%d", i+1), url: "http://127.0.0.1:" + strconv.Itoa(port)}
 		n.label = strings.TrimPrefix(n.url, "http://")
 		n.p = startProc(t, "node-"+n.id, ubatchBin, "serve", "-m", model, "--port", strconv.Itoa(port), "-np", "8",
-			"-c", "8192", "-t", "1", "--redis", f.redis.URL, "--node-id", n.id, "--fleet-ttl", "3s")
+			"-c", "8192", "-t", "1", "--redis", f.redis.URL, "--node-id", n.id, "--fleet-ttl", "3s",
+			"--trusted-proxies", "127.0.0.1/32")
 		f.nodes = append(f.nodes, n)
 		urls = append(urls, n.url)
 	}

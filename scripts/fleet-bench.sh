@@ -32,7 +32,7 @@ node_pids=()
 start_nodes() {
   node_pids=()
   for i in 1 2 3; do
-    "$U" serve -m "$MODEL" --port $((BASE + i)) -c "$CTX" -np "$NP" -t "$THREADS" --redis "$REDIS" --node-id "n$i" \
+    "$U" serve -m "$MODEL" --port $((BASE + i)) -c "$CTX" -np "$NP" -t "$THREADS" --redis "$REDIS" --node-id "n$i" --trusted-proxies 127.0.0.1 \
       >"$DIR/node$i.log" 2>&1 &
     node_pids+=($!)
   done
