@@ -44,6 +44,9 @@ type Params struct {
 	// shared: each Sampler follows the grammar with a matcher of its own.
 	Grammar      *grammar.Grammar
 	GrammarVocab *grammar.Vocab
+	// GrammarBudget bounds the work of one step of the grammar's matcher (grammar.Matcher's
+	// SetBudget); past it the sequence fails with a RequestError. 0 means grammar.DefaultBudget.
+	GrammarBudget int
 }
 
 // DefaultParams returns llama.cpp's default sampling settings (penalties off).
@@ -119,6 +122,7 @@ func New(p Params, vocabSize int) (*Sampler, error) {
 	s.rng = rand.New(s.pcg)
 	if p.Grammar != nil {
 		s.gm = grammar.NewMatcher(p.Grammar, p.GrammarVocab)
+		s.gm.SetBudget(p.GrammarBudget)
 	}
 	return s, nil
 }

@@ -34,7 +34,7 @@ func (s *Server) constrain(ctx context.Context, g *genParams, f *samplingFields,
 		given = append(given, field)
 	}
 	if !isNull(f.JSONSchema) {
-		gbnf, err := schemaGrammar(ctx, "json_schema", f.JSONSchema)
+		gbnf, err := s.schemaGrammar(ctx, "json_schema", f.JSONSchema)
 		if err != nil {
 			return err
 		}
@@ -42,7 +42,7 @@ func (s *Server) constrain(ctx context.Context, g *genParams, f *samplingFields,
 		given = append(given, field)
 	}
 	if !isNull(rf) {
-		gbnf, err := responseFormatGrammar(ctx, rf)
+		gbnf, err := s.responseFormatGrammar(ctx, rf)
 		if err != nil {
 			return err
 		}
@@ -57,23 +57,28 @@ func (s *Server) constrain(ctx context.Context, g *genParams, f *samplingFields,
 	if len(given) > 1 {
 		return badRequest(given[1], "%s and %s cannot be used together: give one output constraint", given[0], given[1])
 	}
-	gr, err := compileConstraint(ctx, field, src)
+	gr, err := s.compileConstraint(ctx, field, src)
 	if err != nil {
 		return err
 	}
+	return s.setGrammar(g, gr)
+}
+
+// setGrammar makes gr the request's constraint, matched within the server's budget.
+func (s *Server) setGrammar(g *genParams, gr *grammar.Grammar) error {
 	v, err := s.grammarVocab()
 	if err != nil {
 		return internalError(err)
 	}
-	g.sampling.Grammar, g.sampling.GrammarVocab = gr, v
+	g.sampling.Grammar, g.sampling.GrammarVocab, g.sampling.GrammarBudget = gr, v, s.cfg.Limits.GrammarBudget
 	return nil
 }
 
 // compileConstraint compiles the GBNF of request field (grammar, json_schema, response_format or
-// tools) within grammar.Limits' defaults; its errors are 400s naming field, and the limit when
-// one was met.
-func compileConstraint(ctx context.Context, field, src string) (*grammar.Grammar, error) {
-	gr, err := grammar.Compile(ctx, src, grammar.Limits{})
+// tools) within the server's grammar limits; its errors are 400s naming field, and the limit
+// when one was met.
+func (s *Server) compileConstraint(ctx context.Context, field, src string) (*grammar.Grammar, error) {
+	gr, err := grammar.Compile(ctx, src, s.cfg.Limits.Grammar)
 	switch {
 	case err == nil:
 		return gr, nil
@@ -99,7 +104,7 @@ func limitError(field string, err error) error {
 
 // schemaGrammar converts a JSON Schema given as a JSON object (or, as some clients send it, a
 // string holding one) to GBNF.
-func schemaGrammar(ctx context.Context, field string, raw json.RawMessage) (string, error) {
+func (s *Server) schemaGrammar(ctx context.Context, field string, raw json.RawMessage) (string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) > 0 && raw[0] == '"' {
 		var text string
@@ -108,7 +113,7 @@ func schemaGrammar(ctx context.Context, field string, raw json.RawMessage) (stri
 		}
 		raw = []byte(text)
 	}
-	gbnf, err := jsonschema.Convert(ctx, raw, grammar.Limits{})
+	gbnf, err := jsonschema.Convert(ctx, raw, s.cfg.Limits.Grammar)
 	if isLimit(err) {
 		return "", limitError(field, err)
 	}
@@ -119,7 +124,7 @@ func schemaGrammar(ctx context.Context, field string, raw json.RawMessage) (stri
 }
 
 // responseFormatGrammar returns the GBNF for response_format ("" for type text).
-func responseFormatGrammar(ctx context.Context, raw json.RawMessage) (string, error) {
+func (s *Server) responseFormatGrammar(ctx context.Context, raw json.RawMessage) (string, error) {
 	var rf responseFormat
 	if err := json.Unmarshal(raw, &rf); err != nil {
 		return "", badRequest("response_format", "response_format must be an object like {\"type\": \"json_object\"}")
@@ -131,12 +136,12 @@ func responseFormatGrammar(ctx context.Context, raw json.RawMessage) (string, er
 		if isNull(rf.Schema) {
 			return jsonschema.ObjectGrammar(), nil
 		}
-		return schemaGrammar(ctx, "response_format", rf.Schema)
+		return s.schemaGrammar(ctx, "response_format", rf.Schema)
 	case "json_schema":
 		if rf.JSONSchema == nil || isNull(rf.JSONSchema.Schema) {
 			return "", badRequest("response_format", "response_format of type json_schema needs json_schema.schema")
 		}
-		return schemaGrammar(ctx, "response_format", rf.JSONSchema.Schema)
+		return s.schemaGrammar(ctx, "response_format", rf.JSONSchema.Schema)
 	case "":
 		return "", badRequest("response_format", "response_format.type is required: text, json_object or json_schema")
 	}

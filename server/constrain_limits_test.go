@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"ubatch/grammar"
 )
 
 // TestConstraintLimits sends issue 19's hostile constraints: each is a 400 naming its field and
@@ -101,6 +103,51 @@ func TestConstrainStopsWithTheRequest(t *testing.T) {
 			err := tt.run()
 			if err == nil || !strings.Contains(err.Error(), context.Canceled.Error()) {
 				t.Fatalf("a cancelled request's %s compiled anyway: err %v", tt.name, err)
+			}
+		})
+	}
+}
+
+// TestRequestLimitsConfigured: the server's configured limits (serve's --grammar-*, --max-tools*
+// flags) are the ones requests meet, not the defaults.
+func TestRequestLimitsConfigured(t *testing.T) {
+	e := newEnv(t, envOptions{limits: RequestLimits{Grammar: grammar.Limits{MaxRepetition: 50}, GrammarBudget: 1,
+		MaxTools: 2, MaxToolsBytes: 64}})
+	msgs := []map[string]any{{"role": "user", "content": "hi"}}
+	tool := func(name string, params any) map[string]any {
+		return map[string]any{"type": "function", "function": map[string]any{"name": name, "parameters": params}}
+	}
+	tests := []struct {
+		name, path string
+		body       map[string]any
+		status     int
+		param      string
+		want       string // in the message
+	}{
+		{name: "repetition under the default, over the configured limit", path: "/v1/completions",
+			body:   map[string]any{"prompt": "x", "max_tokens": 2, "grammar": `root ::= "a"{0,60}`},
+			status: http.StatusBadRequest, param: "grammar", want: "60 repetitions exceed the limit of 50"},
+		{name: "a mask over a budget of one unit", path: "/v1/completions",
+			body:   map[string]any{"prompt": "x", "max_tokens": 2, "grammar": `root ::= [a-z]+`},
+			status: http.StatusBadRequest, param: "grammar", want: "too expensive"},
+		{name: "three tools", path: "/v1/chat/completions",
+			body:   map[string]any{"messages": msgs, "tools": []any{tool("a", nil), tool("b", nil), tool("c", nil)}},
+			status: http.StatusBadRequest, param: "tools", want: "at most 2"},
+		{name: "parameters over 64 bytes", path: "/v1/chat/completions",
+			body: map[string]any{"messages": msgs, "tools": []any{tool("a", map[string]any{"type": "object",
+				"properties": map[string]any{"a_long_property_name": map[string]any{"type": "string", "description": "long"}}})}},
+			status: http.StatusBadRequest, param: "tools", want: "exceed 64 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := e.post(context.Background(), tt.path, tt.body)
+			defer resp.Body.Close()
+			data, _ := io.ReadAll(resp.Body)
+			var body errorBody
+			json.Unmarshal(data, &body)
+			if resp.StatusCode != tt.status || body.Error.Param == nil || *body.Error.Param != tt.param ||
+				!strings.Contains(body.Error.Message, tt.want) {
+				t.Fatalf("status %d, body %.300s; want %d on %s saying %q", resp.StatusCode, data, tt.status, tt.param, tt.want)
 			}
 		})
 	}

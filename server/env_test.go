@@ -31,6 +31,7 @@ type envOptions struct {
 	maxBody                                 int64
 	embedder                                runner.Pooling // "" = no /v1/embeddings
 	live                                    bool           // feed GET /live (a Live hub beside the metrics)
+	limits                                  RequestLimits
 }
 
 // testEnv is a real engine over stories260K behind an httptest server.
@@ -86,7 +87,8 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 		}
 		t.Cleanup(emb.Close)
 	}
-	srv, err := New(Config{Model: m, Engine: eng, APIKey: o.apiKey, MaxBodyBytes: o.maxBody, Metrics: met, Gatherer: reg, ModelID: "stories", Embedder: emb, Live: live})
+	srv, err := New(Config{Model: m, Engine: eng, APIKey: o.apiKey, MaxBodyBytes: o.maxBody, Metrics: met, Gatherer: reg, ModelID: "stories", Embedder: emb, Live: live,
+		Limits: o.limits})
 	if err != nil {
 		t.Fatal(err)
 	}

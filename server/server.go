@@ -75,6 +75,33 @@ type Config struct {
 	// tokens in all (400 naming input beyond them); 0 means DefaultMaxEmbeddingInputs and
 	// DefaultMaxEmbeddingTokens.
 	MaxEmbeddingInputs, MaxEmbeddingTokens int
+	// Limits bound the constraints a request may ask for; zero fields take their defaults.
+	Limits RequestLimits
+}
+
+// RequestLimits bound the output constraints one request may ask the server to compile and
+// follow (grammar, json_schema, response_format, tools). Past one, the request is a 400 naming
+// the field and the limit. Zero fields take the defaults.
+type RequestLimits struct {
+	// Grammar bounds the compilation of every constraint (size, rules, alternatives, {m,n}
+	// bounds, expanded elements, time); zero fields are grammar's defaults.
+	Grammar grammar.Limits
+	// GrammarBudget bounds the work of one token's grammar mask (grammar.Matcher.SetBudget; 0:
+	// grammar.DefaultBudget); a sequence past it ends with a 400 or an error event.
+	GrammarBudget int
+	// MaxTools caps the tools of one chat request (0: DefaultMaxTools) and MaxToolsBytes the
+	// size of their parameters in all, as sent (0: DefaultMaxToolsBytes).
+	MaxTools, MaxToolsBytes int
+}
+
+func (l RequestLimits) withDefaults() RequestLimits {
+	if l.MaxTools <= 0 {
+		l.MaxTools = DefaultMaxTools
+	}
+	if l.MaxToolsBytes <= 0 {
+		l.MaxToolsBytes = DefaultMaxToolsBytes
+	}
+	return l
 }
 
 // Server is the HTTP front end. Create it with New; it is safe for concurrent use.
@@ -112,6 +139,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ModelID == "" {
 		cfg.ModelID = filepath.Base(cfg.Model.Path)
 	}
+	cfg.Limits = cfg.Limits.withDefaults()
 	hosts, err := newHostGuard(cfg.ListenAddr, cfg.AllowedHosts)
 	if err != nil {
 		return nil, err

@@ -44,12 +44,13 @@ type toolMode struct {
 	names    []string // the functions a call may name; a call of any other is content
 }
 
-// Limits on what a client sizes in tools: each tool is rendered into the prompt, checked, and
-// for tool_choice required or a named function compiled into the grammar, so their number and
-// their schemas' total size bound that work (the request body's limit alone is 4 MiB).
+// Limits on what a client sizes in tools (RequestLimits' defaults): each tool is rendered into
+// the prompt, checked, and for tool_choice required or a named function compiled into the
+// grammar, so their number and their schemas' total size bound that work (the request body's
+// limit alone is 4 MiB).
 const (
-	maxTools           = 128
-	maxToolSchemaBytes = 256 << 10 // the sum of the tools' parameters, as sent
+	DefaultMaxTools      = 128
+	DefaultMaxToolsBytes = 256 << 10 // the sum of the tools' parameters, as sent
 	// maxToolGrammarBytes bounds the GBNF the allowed tools' parameters convert to, in all: a
 	// small schema can convert to a large grammar (a pattern's repeats are written out), and
 	// past this the call grammar is refused before it is copied and compiled.
@@ -74,7 +75,7 @@ func (s *Server) toolSetup(ctx context.Context, g *genParams, req *chatRequest) 
 		}
 		return nil, nil
 	}
-	tools, err := parseTools(req.Tools)
+	tools, err := parseTools(req.Tools, s.cfg.Limits)
 	if err != nil {
 		return nil, err
 	}
@@ -102,33 +103,31 @@ func (s *Server) toolSetup(ctx context.Context, g *genParams, req *chatRequest) 
 	if g.sampling.Grammar != nil {
 		return nil, badRequest("tool_choice", "tool_choice %q cannot be combined with another output constraint", choice)
 	}
-	src, err := toolCallGrammar(ctx, mode.format, tools, allowed)
+	src, err := toolCallGrammar(ctx, mode.format, tools, allowed, s.cfg.Limits.Grammar)
 	if err != nil {
 		return nil, err
 	}
-	gr, err := compileConstraint(ctx, "tools", src)
+	gr, err := s.compileConstraint(ctx, "tools", src)
 	if err != nil {
 		return nil, err
 	}
-	v, err := s.grammarVocab()
-	if err != nil {
-		return nil, internalError(err)
+	if err := s.setGrammar(g, gr); err != nil {
+		return nil, err
 	}
-	g.sampling.Grammar, g.sampling.GrammarVocab = gr, v
 	mode.parallel = false
 	return mode, nil
 }
 
-// parseTools decodes and checks the request's tools: at most maxTools, each of type "function"
-// with a valid name and, if given, a parameters object whose local $refs resolve inside it,
-// maxToolSchemaBytes of parameters in all. Errors are 400s naming the field at fault.
-func parseTools(raw json.RawMessage) ([]toolFunction, error) {
+// parseTools decodes and checks the request's tools: at most lim.MaxTools, each of type
+// "function" with a valid name and, if given, a parameters object whose local $refs resolve
+// inside it, lim.MaxToolsBytes of parameters in all. Errors are 400s naming the field at fault.
+func parseTools(raw json.RawMessage, lim RequestLimits) ([]toolFunction, error) {
 	var tools []toolFunction
 	if err := json.Unmarshal(raw, &tools); err != nil {
 		return nil, badRequest("tools", "tools must be a list of {\"type\": \"function\", \"function\": {...}} objects")
 	}
-	if len(tools) > maxTools {
-		return nil, badRequest("tools", "%d tools given: at most %d are allowed", len(tools), maxTools)
+	if len(tools) > lim.MaxTools {
+		return nil, badRequest("tools", "%d tools given: at most %d are allowed (--max-tools)", len(tools), lim.MaxTools)
 	}
 	size := 0
 	for i, t := range tools {
@@ -144,8 +143,8 @@ func parseTools(raw json.RawMessage) ([]toolFunction, error) {
 				"tools[%d].function.name %s must be 1 to 64 letters, digits, underscores or dashes", i, shown)
 		}
 		size += len(bytes.TrimSpace(t.Function.Parameters))
-		if size > maxToolSchemaBytes {
-			return nil, badRequest("tools", "the tools' parameters exceed %d bytes in all", maxToolSchemaBytes)
+		if size > lim.MaxToolsBytes {
+			return nil, badRequest("tools", "the tools' parameters exceed %d bytes in all (--max-tools-bytes)", lim.MaxToolsBytes)
 		}
 		if err := checkParameters(t.Function.Parameters); err != nil {
 			param := fmt.Sprintf("tools[%d].function.parameters", i)
@@ -185,8 +184,9 @@ func parseToolChoice(raw json.RawMessage) (choice, name string, err error) {
 // function's parameter schema, inside the format's markers. Each tool's parameters are
 // converted on their own, so that their $refs ("#" included) resolve inside them and never
 // reach the wrapper object or another tool; the rules are then prefixed "tI-" to keep the
-// tools' grammars apart. tools must have passed parseTools. Errors are 400s.
-func toolCallGrammar(ctx context.Context, format chat.ToolFormat, tools []toolFunction, allowed []int) (string, error) {
+// tools' grammars apart. The conversions share lim's time (MaxTime for them all, not each) and
+// stop when ctx ends. tools must have passed parseTools. Errors are 400s.
+func toolCallGrammar(ctx context.Context, format chat.ToolFormat, tools []toolFunction, allowed []int, lim grammar.Limits) (string, error) {
 	argsKey := "arguments"
 	if format == chat.ToolLlama3 {
 		argsKey = "parameters"
@@ -208,8 +208,12 @@ func toolCallGrammar(ctx context.Context, format chat.ToolFormat, tools []toolFu
 	}
 	sb.WriteString("tool-call ::= " + strings.Join(branches, " | ") + "\n")
 	size := 0
-	// One time budget for all the tools, not one per tool (up to maxTools of them).
-	deadline := time.Now().Add(grammar.DefaultMaxTime)
+	// One time budget for all the tools, not one per tool (up to MaxTools of them).
+	total := lim.MaxTime
+	if total <= 0 {
+		total = grammar.DefaultMaxTime
+	}
+	deadline := time.Now().Add(total)
 	for _, i := range allowed {
 		t := tools[i]
 		params := t.Function.Parameters
@@ -217,11 +221,11 @@ func toolCallGrammar(ctx context.Context, format chat.ToolFormat, tools []toolFu
 			params = json.RawMessage(`{"type": "object"}`)
 		}
 		param := fmt.Sprintf("tools[%d].function.parameters", i)
-		left := time.Until(deadline)
-		if left <= 0 {
-			return "", limitError("tools", grammar.TimeLimit(grammar.DefaultMaxTime, grammar.DefaultMaxTime))
+		one := lim
+		if one.MaxTime = time.Until(deadline); one.MaxTime <= 0 {
+			return "", limitError("tools", grammar.TimeLimit(total, total-one.MaxTime))
 		}
-		src, err := jsonschema.Convert(ctx, params, grammar.Limits{MaxTime: left})
+		src, err := jsonschema.Convert(ctx, params, one)
 		if isLimit(err) {
 			return "", limitError("tools", err)
 		}

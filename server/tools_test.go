@@ -142,8 +142,8 @@ func TestToolRequests(t *testing.T) {
 		{"ref not a string", toolsBody(`"auto"`, `{"name":"f","parameters":{"$ref":1}}`), "tools[0].function.parameters", ""},
 		{"unsupported keyword required", toolsBody(`"required"`, `{"name":"f"}`, `{"name":"g","parameters":{"type":"object","properties":{"n":{"type":"number","multipleOf":3}}}}`), "tools[1].function.parameters", ""},
 		// Caps on what the client sizes.
-		{"too many tools", toolsBody(`"auto"`, manyTools(maxTools+1, "")...), "tools", "at most 128"},
-		{"schemas too large", toolsBody(`"auto"`, manyTools(2, strings.Repeat("x", maxToolSchemaBytes/2))...), "tools", "262144 bytes"},
+		{"too many tools", toolsBody(`"auto"`, manyTools(DefaultMaxTools+1, "")...), "tools", "at most 128"},
+		{"schemas too large", toolsBody(`"auto"`, manyTools(2, strings.Repeat("x", DefaultMaxToolsBytes/2))...), "tools", "262144 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := e.post(context.Background(), "/v1/chat/completions", tc.body)
@@ -181,7 +181,7 @@ func manyTools(n int, desc string) []string {
 // each of its patterns' 20000 repeats is written out.
 // TestToolGrammarCap: the call grammar of all the tools together is refused past
 // maxToolGrammarBytes, though each tool's is within the converter's limits. (Through the API the
-// tools' parameters are capped first, at maxToolSchemaBytes, which converts to less.)
+// tools' parameters are capped first, at DefaultMaxToolsBytes, which converts to less.)
 func TestToolGrammarCap(t *testing.T) {
 	words := make([]string, 2000)
 	for i := range words {
@@ -197,10 +197,10 @@ func TestToolGrammarCap(t *testing.T) {
 		}
 		tools, allowed = append(tools, tf), append(allowed, i)
 	}
-	if _, err := toolCallGrammar(context.Background(), chat.ToolHermes, tools[:1], allowed[:1]); err != nil {
+	if _, err := toolCallGrammar(context.Background(), chat.ToolHermes, tools[:1], allowed[:1], grammar.Limits{}); err != nil {
 		t.Fatalf("one tool: %v", err)
 	}
-	_, err := toolCallGrammar(context.Background(), chat.ToolHermes, tools, allowed)
+	_, err := toolCallGrammar(context.Background(), chat.ToolHermes, tools, allowed, grammar.Limits{})
 	var ae *apiError
 	if !errors.As(err, &ae) || ae.param != "tools" || !strings.Contains(ae.message, strconv.Itoa(maxToolGrammarBytes)+" bytes") {
 		t.Fatalf("120 tools of a %d-byte schema each: %v, want a 400 on tools naming the %d-byte cap", len(params), err, maxToolGrammarBytes)
@@ -216,9 +216,9 @@ func TestToolRequestsAccepted(t *testing.T) {
 	for _, tc := range []struct{ name, body string }{
 		{"name of 64 characters", toolsBody(`"auto"`, `{"name":"`+strings.Repeat("a", 64)+`"}`)},
 		{"name of every class", toolsBody(`"required"`, `{"name":"Get_weather-2"}`)},
-		{"as many tools as allowed", toolsBody(`"auto"`, manyTools(maxTools, "")...)},
-		{"as many tools as allowed, required", toolsBody(`"required"`, manyTools(maxTools, "")...)},
-		{"schemas as large as allowed", toolsBody(`"required"`, manyTools(2, strings.Repeat("x", maxToolSchemaBytes/2-100))...)},
+		{"as many tools as allowed", toolsBody(`"auto"`, manyTools(DefaultMaxTools, "")...)},
+		{"as many tools as allowed, required", toolsBody(`"required"`, manyTools(DefaultMaxTools, "")...)},
+		{"schemas as large as allowed", toolsBody(`"required"`, manyTools(2, strings.Repeat("x", DefaultMaxToolsBytes/2-100))...)},
 		{"recursive ref auto", toolsBody(`"auto"`, `{"name":"tree","parameters":`+tree+`}`)},
 		{"recursive ref required", toolsBody(`"required"`, `{"name":"tree","parameters":`+tree+`}`)},
 		{"refs into defs and properties", toolsBody(`"required"`, `{"name":"f","parameters":{"type":"object","$defs":{"a/b":{"type":"integer"}},"properties":{"x":{"$ref":"#/$defs/a~1b"},"y":{"$ref":"#/properties/x"}}}}`)},
@@ -387,11 +387,11 @@ func TestToolCallGrammarRefs(t *testing.T) {
 				items[i] = `{"type":"function","function":` + string(f) + `}`
 				allowed[i] = i
 			}
-			tools, err := parseTools(json.RawMessage("[" + strings.Join(items, ",") + "]"))
+			tools, err := parseTools(json.RawMessage("["+strings.Join(items, ",")+"]"), RequestLimits{}.withDefaults())
 			if err != nil {
 				t.Fatal(err)
 			}
-			src, err := toolCallGrammar(context.Background(), tc.format, tools, allowed)
+			src, err := toolCallGrammar(context.Background(), tc.format, tools, allowed, grammar.Limits{})
 			if err != nil {
 				t.Fatal(err)
 			}

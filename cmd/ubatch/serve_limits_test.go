@@ -3,6 +3,12 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"ubatch/grammar"
+	"ubatch/server"
 )
 
 // TestClientLimitFlags: serve's per-client, live-view and embedding limits must be positive, and
@@ -29,6 +35,47 @@ func TestClientLimitFlags(t *testing.T) {
 				t.Fatalf("%d proxies, %v; want %d", len(p), err, tc.proxies)
 			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 				t.Fatalf("error %v, want one naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestConstraintFlags: serve's constraint limits default to the grammar's and the server's
+// defaults, reach server.RequestLimits as given, and must be positive.
+func TestConstraintFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // substring of the error, "" for none
+	}{
+		{name: "defaults"},
+		{name: "set", args: []string{"--grammar-max-repetition", "50", "--max-tools", "4", "--grammar-max-time", "500ms"}},
+		{name: "zero repetition", args: []string{"--grammar-max-repetition", "0"}, want: "--grammar-max-repetition"},
+		{name: "negative budget", args: []string{"--grammar-budget", "-1"}, want: "--grammar-budget"},
+		{name: "no tools", args: []string{"--max-tools", "0"}, want: "--max-tools must"},
+		{name: "zero time", args: []string{"--grammar-max-time", "0s"}, want: "--grammar-max-time"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+			var cf constraintFlags
+			cf.register(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			err := cf.check()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("unexpected error %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want one naming %q", err, tc.want)
+			}
+			if tc.name == "defaults" && (cf.lim.Grammar.MaxRepetition != grammar.DefaultMaxRepetition ||
+				cf.lim.MaxTools != server.DefaultMaxTools || cf.lim.GrammarBudget != grammar.DefaultBudget) {
+				t.Fatalf("defaults %+v", cf.lim)
+			}
+			if tc.name == "set" && (cf.lim.Grammar.MaxRepetition != 50 || cf.lim.MaxTools != 4 ||
+				cf.lim.Grammar.MaxTime != 500*time.Millisecond) {
+				t.Fatalf("flags did not reach the limits: %+v", cf.lim)
 			}
 		})
 	}

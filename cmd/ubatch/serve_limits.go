@@ -1,0 +1,53 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"ubatch/grammar"
+	"ubatch/server"
+)
+
+// constraintFlags are serve's limits on the output constraints a request may ask for (grammar,
+// json_schema, response_format, tools): what they may cost to compile, and to follow token by
+// token on the scheduler's step, which every other stream waits for.
+type constraintFlags struct {
+	lim        server.RequestLimits
+	sampleTime time.Duration
+}
+
+func (c *constraintFlags) register(fs *pflag.FlagSet) {
+	g := &c.lim.Grammar
+	fs.IntVar(&g.MaxBytes, "grammar-max-bytes", grammar.DefaultMaxBytes, "largest GBNF a constraint may be or convert to (a JSON schema's grammar included); 400 beyond it")
+	fs.IntVar(&g.MaxRules, "grammar-max-rules", grammar.DefaultMaxRules, "most rules of one constraint's grammar; 400 beyond it")
+	fs.IntVar(&g.MaxAlternatives, "grammar-max-alternatives", grammar.DefaultMaxAlternatives, "most alternatives of one grammar rule or group (an enum's values, an anyOf's branches); 400 beyond it")
+	fs.IntVar(&g.MaxRepetition, "grammar-max-repetition", grammar.DefaultMaxRepetition, "largest {m,n} bound of a grammar (a schema's maxLength, maxItems); 400 beyond it")
+	fs.IntVar(&g.MaxElements, "grammar-max-elements", grammar.DefaultMaxElements, "most elements of a grammar once its repetitions are written out; 400 beyond it")
+	fs.DurationVar(&g.MaxTime, "grammar-max-time", grammar.DefaultMaxTime, "longest compilation of one request's constraint (all its tools together); 400 beyond it")
+	fs.IntVar(&c.lim.GrammarBudget, "grammar-budget", grammar.DefaultBudget, "work units one token's grammar mask may take (a few milliseconds at the default); a sequence past it ends with a 400 (or an error event)")
+	fs.DurationVar(&c.sampleTime, "max-sample-time", 0, "mean time one sequence's sampling may take per token over 8 tokens, since every stream waits for it; a sequence above it ends with a 400 (or an error event). 0 = half --target-itl, at least 5ms (50ms without a target); negative = no bound")
+	fs.IntVar(&c.lim.MaxTools, "max-tools", server.DefaultMaxTools, "most tools of one chat request; 400 beyond it")
+	fs.IntVar(&c.lim.MaxToolsBytes, "max-tools-bytes", server.DefaultMaxToolsBytes, "largest size of one chat request's tools' parameters in all, in bytes; 400 beyond it")
+}
+
+// check refuses a limit that is not positive, naming its flag.
+func (c *constraintFlags) check() error {
+	g := c.lim.Grammar
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"grammar-max-bytes", int64(g.MaxBytes)}, {"grammar-max-rules", int64(g.MaxRules)},
+		{"grammar-max-alternatives", int64(g.MaxAlternatives)}, {"grammar-max-repetition", int64(g.MaxRepetition)},
+		{"grammar-max-elements", int64(g.MaxElements)}, {"grammar-max-time", int64(g.MaxTime)},
+		{"grammar-budget", int64(c.lim.GrammarBudget)}, {"max-tools", int64(c.lim.MaxTools)},
+		{"max-tools-bytes", int64(c.lim.MaxToolsBytes)},
+	} {
+		if f.v <= 0 {
+			return fmt.Errorf("--%s must be positive", f.name)
+		}
+	}
+	return nil
+}
