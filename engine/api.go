@@ -38,9 +38,15 @@ type Config struct {
 	IsEOG      func(tok int32) bool
 	Observer   Observer // metrics sink; nil = none
 	// ContextShift lets a sequence that reaches the per-sequence cap go on: the older half of
-	// its history (all but the first token) is dropped and the rest shifted down (llama.cpp's
-	// --context-shift); without it the sequence ends with FinishLength.
+	// its history after the first Keep tokens is dropped and the rest shifted down over it
+	// (llama.cpp's --context-shift), compacted into whole blocks so that the dropped half's
+	// memory is released; without it the sequence ends with FinishLength.
 	ContextShift bool
+	// Keep is the number of leading tokens a context shift never drops (llama.cpp's n_keep as
+	// llama-server counts it, BOS included: serve passes --keep plus one for a model that adds
+	// BOS). Negative: the whole prompt. When Keep leaves nothing to drop, the sequence ends with
+	// FinishLength at the cap.
+	Keep int
 	// TargetITL is the inter-token latency a step should meet while sequences decode: prompt
 	// chunks are sized to it from a cost model of steps fitted online. 0 = no target (prompt
 	// chunks of ChunkSize within BatchSize).

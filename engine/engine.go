@@ -27,8 +27,7 @@ type kvOwner interface {
 	Admit(seq int, prompt []int32, reserve int) (int, error)
 	CanReserve(pos []int32, seqs [][]int32) bool
 	SeqFree(seq int)
-	SeqRemove(seq int, p0, p1 int32) error
-	SeqShift(seq int, p0, p1, delta int32) error
+	SeqDiscard(seq int, p0, p1 int32) error
 	Stats() kvcache.Stats
 }
 

@@ -346,8 +346,10 @@ func (e *Engine) emit(s *seqState, logits []float32) {
 	case s.req.MaxTokens > 0 && s.generated >= s.req.MaxTokens:
 		e.finish(s, FinishLength, nil)
 	case len(s.tokens) >= e.lim.NCtxSeq && e.cfg.ContextShift:
-		if err := e.shiftContext(s); err != nil {
+		if ok, err := e.shiftContext(s); err != nil {
 			e.finish(s, FinishError, err)
+		} else if !ok {
+			e.finish(s, FinishLength, nil)
 		}
 	case len(s.tokens) >= e.lim.NCtxSeq:
 		e.finish(s, FinishLength, nil)
@@ -355,26 +357,29 @@ func (e *Engine) emit(s *seqState, logits []float32) {
 }
 
 // shiftContext makes room in a sequence that reached the cap, as llama.cpp's --context-shift
-// does: it keeps the first token (BOS), drops the older half of the rest from the KV cache and
-// shifts the newer half down over it (keys re-rotated by the cache), so generation goes on with
-// a sliding history.
-func (e *Engine) shiftContext(s *seqState) error {
-	const keep = 1
+// does: it keeps the first Keep tokens, drops the older half of the rest, positions
+// [keep, keep+discard), from the KV cache and shifts the newer half down over it (keys
+// re-rotated, cells compacted into whole blocks, the emptied ones released: kvcache.SeqDiscard),
+// so generation goes on with a sliding history in the memory of half a sequence. It reports
+// false when Keep leaves nothing to drop.
+func (e *Engine) shiftContext(s *seqState) (bool, error) {
+	keep := e.cfg.Keep
+	if keep < 0 {
+		keep = s.promptTokens
+	}
+	keep = min(keep, s.nKV)
 	discard := (s.nKV - keep) / 2
 	if discard <= 0 {
-		return fmt.Errorf("engine: no room to shift the context of a %d-token sequence", s.nKV)
+		return false, nil
 	}
-	seq := int(s.id)
-	if err := e.kv.SeqRemove(seq, keep, int32(keep+discard)); err != nil {
-		return err
-	}
-	if err := e.kv.SeqShift(seq, int32(keep+discard), -1, int32(-discard)); err != nil {
-		return err
+	if err := e.kv.SeqDiscard(int(s.id), int32(keep), int32(keep+discard)); err != nil {
+		return false, err
 	}
 	s.tokens = append(s.tokens[:keep], s.tokens[keep+discard:]...)
 	s.nKV -= discard
 	s.nPrompt = max(min(s.nPrompt, keep), s.nPrompt-discard)
-	return nil
+	s.shifts++
+	return true, nil
 }
 
 // finish ends s: frees its sequence (full blocks stay cached for reuse) and sends the final output.

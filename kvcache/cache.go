@@ -169,9 +169,11 @@ type Cache struct {
 	seed   maphash.Seed
 	hashFn func(seed maphash.Seed, parent uint64, toks []int32) uint64 // replaceable in tests
 
-	sim    simScratch
-	rowBuf []float32 // one K row as float32, for SeqShift on F16 storage
-	fill   []int32   // per block, for Stats
+	sim      simScratch
+	oldTable []int32   // SeqDiscard's copy of the table it compacts
+	rotated  []int32   // SeqDiscard's cells whose keys it re-rotates
+	rowBuf   []float32 // one K row as float32, for SeqShift on F16 storage
+	fill     []int32   // per block, for Stats
 }
 
 type seqState struct {
@@ -241,6 +243,8 @@ func New(cfg Config) (*Cache, error) {
 		seed:     maphash.MakeSeed(),
 		hashFn:   chainHash,
 		rowBuf:   make([]float32, cfg.KVDim),
+		oldTable: make([]int32, 0, cfg.NumBlocks),
+		rotated:  make([]int32, 0, nCells),
 		fill:     make([]int32, cfg.NumBlocks),
 	}
 	c.sim.init(cfg.MaxSeqs, cfg.NumBlocks)

@@ -3,8 +3,6 @@ package kvcache
 import (
 	"fmt"
 	"math"
-
-	"ubatch/quant"
 )
 
 // posRange is a half-open range [p0, p1) of positions with llama.cpp's conventions: p0 < 0 means
@@ -278,7 +276,6 @@ func (c *Cache) remap(op string, seq int, r posRange, f func(int32) (int32, erro
 	if avail := c.available(); need > avail {
 		return fmt.Errorf("%w: %s of sequence %d needs %d block copies, %d available", ErrKVFull, op, seq, need, avail)
 	}
-	kv := c.cfg.KVDim
 	last = -1
 	var b int32
 	for i := range sq.n {
@@ -302,28 +299,8 @@ func (c *Cache) remap(op string, seq int, r posRange, f func(int32) (int32, erro
 			continue
 		}
 		c.pos[cell] = np
-		delta := np - p
-		for l := range c.k32 {
-			c.cfg.ShiftK(l, c.k32[l][cell*kv:(cell+1)*kv], delta)
-		}
-		for l := range c.k16 {
-			row := c.k16[l][cell*kv : (cell+1)*kv]
-			quant.F16ToF32s(c.rowBuf, row)
-			c.cfg.ShiftK(l, c.rowBuf, delta)
-			quant.F32ToF16s(row, c.rowBuf)
-		}
-		rb := c.rowBytes
-		for l := range c.k8 {
-			// Dequantize, rotate, requantize: one more rounding to 8 bits, like llama.cpp's
-			// shift of a quantized K cache.
-			row := c.k8[l][cell*rb : (cell+1)*rb]
-			if err := quant.Dequantize(quant.Q8_0, row, c.rowBuf); err != nil {
-				panic("kvcache: " + err.Error()) // sizes are fixed by New
-			}
-			c.cfg.ShiftK(l, c.rowBuf, delta)
-			if err := quant.Quantize(quant.Q8_0, c.rowBuf, row); err != nil {
-				panic("kvcache: " + err.Error())
-			}
+		for l := range c.cfg.NLayers {
+			c.rotateKey(l, cell, np-p)
 		}
 	}
 	c.trim(seq)

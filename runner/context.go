@@ -84,6 +84,13 @@ type Context struct {
 	vis    [2]visList // visible KV cells of every token: full history, and one sliding window
 	nVis   int
 	kvRow  []float32 // F16 cache conversions
+	// shift is shiftK's rotation table for (layer, delta), valid when ok.
+	shift struct {
+		cs    []float32
+		layer int
+		delta int32
+		ok    bool
+	}
 
 	workerScores [][]float32
 	logits       []float32 // [nOut][width] from the last Decode; width is Vocab, or Dim for Embeddings
@@ -249,10 +256,19 @@ func (c *Context) outRow(i int) []float32 {
 }
 
 // shiftK re-rotates one cached key row (all kv heads) of layer l by delta positions: RoPE
-// rotations compose, so rotating by the difference moves a key to its new position.
+// rotations compose, so rotating by the difference moves a key to its new position. The
+// rotation table is kept for the last (layer, delta): the cache shifts layer by layer, every
+// cell by the same delta (kvcache.SeqDiscard), so a context shift computes one table per layer
+// and allocates nothing once the table has grown.
 func (c *Context) shiftK(l int, k []float32, delta int32) {
 	r := c.g.LayerRope(l)
-	cs := make([]float32, r.TableLen())
-	r.ShiftTable(cs, float64(delta))
-	r.Apply(k, c.h.HeadDim, cs)
+	if !c.shift.ok || c.shift.layer != l || c.shift.delta != delta {
+		if n := r.TableLen(); cap(c.shift.cs) < n {
+			c.shift.cs = make([]float32, n)
+		}
+		c.shift.cs = c.shift.cs[:r.TableLen()]
+		r.ShiftTable(c.shift.cs, float64(delta))
+		c.shift.layer, c.shift.delta, c.shift.ok = l, delta, true
+	}
+	r.Apply(k, c.h.HeadDim, c.shift.cs)
 }

@@ -71,6 +71,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	corsOrigin := fs.String("cors-origin", "", "browser origins allowed to call the API, comma-separated (\"*\" for any; default: pages on localhost only)")
 	allowedHosts := fs.String("allowed-hosts", "", "Host header names served besides localhost ones, comma-separated (\"*\" for any); on a loopback --host other names get 403, so that a web page cannot reach the server by DNS rebinding (its own name re-resolved to 127.0.0.1)")
 	contextShift := fs.Bool("context-shift", false, "let a sequence that reaches n_ctx_seq go on: drop the older half of its history and shift the rest (llama.cpp's --context-shift); without it, it stops there")
+	keep := fs.Int("keep", 0, "with --context-shift, prompt tokens a shift never drops besides BOS (llama.cpp's --keep/n_keep: a model that adds BOS keeps it too); -1: the whole prompt")
 	chatTemplate := fs.String("chat-template", "", "Jinja chat template to use instead of the model's tokenizer.chat_template")
 	chatTemplateFile := fs.String("chat-template-file", "", "read the chat template from this file")
 	fs.Bool("jinja", true, "accepted for llama.cpp compatibility: templates are always rendered with Jinja")
@@ -159,7 +160,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	eng, err := engine.New(lctx,
 		engine.Limits{NCtx: opts.NCtx, NCtxSeq: nCtxSeq, NSeqMax: opts.NSeqMax, NBatch: opts.NBatch, Vocab: m.Hparams().Vocab},
 		engine.Config{BatchSize: mf.batch, ChunkSize: *chunkSize, MaxRunning: np, MaxQueue: *maxQueue,
-			Policy: engine.Policy(*policy), ContextShift: *contextShift, IsEOG: m.Vocab.IsEOG, Observer: server.Observers{metrics, live}, TargetITL: *targetITL, MaxSampleTime: cf.sampleTime, Logger: logger})
+			Policy: engine.Policy(*policy), ContextShift: *contextShift, Keep: shiftKeep(*keep, m.Vocab.AddBOS()), IsEOG: m.Vocab.IsEOG, Observer: server.Observers{metrics, live}, TargetITL: *targetITL, MaxSampleTime: cf.sampleTime, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -303,4 +304,16 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// shiftKeep is engine.Config.Keep for --keep n: llama-server counts BOS beside n_keep (n_keep +
+// add_bos_token), so the default 0 keeps BOS when the model adds one; -1 keeps the whole prompt.
+func shiftKeep(n int, addBOS bool) int {
+	if n < 0 {
+		return -1
+	}
+	if addBOS {
+		n++
+	}
+	return n
 }
