@@ -97,6 +97,11 @@ func VocabFromGGUF(f *gguf.File) (Vocab, error) {
 			return v, err
 		}
 	}
+	fim, err := fimFromGGUF(f, n)
+	if err != nil {
+		return v, err
+	}
+	v.FIM = fim
 	for _, b := range []struct {
 		key string
 		val *bool

@@ -51,6 +51,10 @@ type Vocab struct {
 
 	AddBOS, AddEOS, AddSpacePrefix bool
 
+	// FIM are the fill-in-the-middle ids the metadata names (-1: not named); nil names none.
+	// Those not named are found by their text (see Tokenizer.FIM).
+	FIM *FIMTokens
+
 	// Name is general.name. llama.cpp keys a few per-model token attributes on it (Phi-3 drops
 	// whitespace after special tokens); it may be empty.
 	Name string
@@ -73,6 +77,7 @@ type Tokenizer struct {
 
 	specials []int32 // control, user-defined and unknown tokens, longest text first
 	eog      []int32 // end-of-generation tokens
+	fim      FIMTokens
 	byteTok  [256]int32
 
 	pieceBuf []byte  // Piece texts of all tokens, concatenated
@@ -153,6 +158,9 @@ func New(v Vocab) (*Tokenizer, error) {
 			return nil, fmt.Errorf("tokenizer: %s id %d out of range [-1, %d)", sp.name, sp.id, n)
 		}
 	}
+	if err := checkFIM(v.FIM, n); err != nil {
+		return nil, err
+	}
 	if v.AddBOS && v.BOS < 0 {
 		return nil, fmt.Errorf("tokenizer: AddBOS is set but the vocabulary has no BOS token")
 	}
@@ -178,6 +186,7 @@ func New(v Vocab) (*Tokenizer, error) {
 	}
 
 	t.findEOG()
+	t.findFIM(v.FIM)
 	t.buildSpecials(strings.ToLower(v.Name))
 	t.buildByteTokens()
 	t.buildPieces()
