@@ -53,6 +53,8 @@ func (s *Sampler) deadEnd(mask []uint64, logits []float32) error {
 	switch {
 	case allowed == 0:
 		return requestError("grammar", CodeGrammarDeadEnd, "sample: grammar dead end: no token of the vocabulary can continue the output")
+	case allowed == ignored && s.sampled < s.p.MinTokens && s.gm.Complete():
+		return requestError("min_tokens", CodeGrammarDeadEnd, "sample: the grammar's output is complete after %d tokens and only end of generation can follow, but min_tokens asks for %d: lower min_tokens or let the grammar write more", s.sampled, s.p.MinTokens)
 	case allowed == ignored && s.gm.Complete():
 		return requestError("ignore_eos", CodeGrammarDeadEnd, "sample: the grammar is complete and only end of generation can follow, but end of generation is disabled (ignore_eos)")
 	case allowed == ignored:

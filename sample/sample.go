@@ -38,6 +38,11 @@ type Params struct {
 	// LogitBias adds a value in [-100, 100] to some tokens' logits before every other stage
 	// (OpenAI's logit_bias: -100 all but bans a token, +100 all but forces it).
 	LogitBias map[int32]float32
+	// MinTokens holds EndTokens back until that many tokens have been sampled (vLLM's
+	// min_tokens): they are not sampled before, whatever their logits or bias. EndTokens are
+	// the end-of-generation tokens, as the vocabulary lists them.
+	MinTokens int
+	EndTokens []int32
 
 	// Grammar, when set, constrains the output (see Sampler.Sample); GrammarVocab, required with
 	// it, gives every token's text and the end-of-generation tokens. Both are immutable and
@@ -70,13 +75,16 @@ type candidate struct {
 
 // Sampler samples tokens for one sequence. Create it with New.
 type Sampler struct {
-	p       Params
-	vocab   int
-	pcg     *rand.PCG
-	rng     *rand.Rand
-	ignore  []int32     // sorted, deduplicated copy of p.IgnoreTokens
-	bias    []tokenBias // p.LogitBias in id order
-	penalty bool        // whether any penalty is active, so Accept must keep history
+	p         Params
+	vocab     int
+	pcg       *rand.PCG
+	rng       *rand.Rand
+	ignore    []int32     // the tokens not sampled now: ignoreAll, then ignoreEnd once MinTokens are out
+	ignoreAll []int32     // sorted, deduplicated copy of p.IgnoreTokens
+	ignoreEnd []int32     // ignoreAll and p.EndTokens, while fewer than MinTokens were sampled
+	sampled   int         // tokens Sample returned since New or Reset
+	bias      []tokenBias // p.LogitBias in id order
+	penalty   bool        // whether any penalty is active, so Accept must keep history
 
 	// hist holds the penalty window. With RepeatLastN > 0 it grows to RepeatLastN entries and
 	// then becomes a ring overwritten at histPos; with -1 it grows without bound.
@@ -106,9 +114,12 @@ func New(p Params, vocabSize int) (*Sampler, error) {
 		return nil, err
 	}
 	s := &Sampler{p: p, vocab: vocabSize}
-	s.ignore = slices.Clone(p.IgnoreTokens)
-	slices.Sort(s.ignore)
-	s.ignore = slices.Compact(s.ignore)
+	s.ignoreAll = sortedSet(p.IgnoreTokens)
+	s.ignore = s.ignoreAll
+	if p.MinTokens > 0 {
+		s.ignoreEnd = sortedSet(append(slices.Clone(p.IgnoreTokens), p.EndTokens...))
+		s.ignore = s.ignoreEnd
+	}
 	s.penalty = p.RepeatLastN != 0 &&
 		(p.RepeatPenalty != 1 || p.FrequencyPenalty != 0 || p.PresencePenalty != 0)
 	if s.penalty {
@@ -125,6 +136,12 @@ func New(p Params, vocabSize int) (*Sampler, error) {
 		s.gm.SetBudget(p.GrammarBudget)
 	}
 	return s, nil
+}
+
+func sortedSet(ids []int32) []int32 {
+	out := slices.Clone(ids)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // seedStream derives PCG's second seed word from the user seed so that a single uint64 seed
@@ -174,10 +191,17 @@ func (p *Params) Validate(vocab int) error {
 		return bad("frequency_penalty", p.FrequencyPenalty, "in [-2, 2] (0 disables it)")
 	case !in(p.PresencePenalty, -2, 2):
 		return bad("presence_penalty", p.PresencePenalty, "in [-2, 2] (0 disables it)")
+	case p.MinTokens < 0:
+		return bad("min_tokens", p.MinTokens, ">= 0 (0 disables it)")
 	}
 	for _, t := range p.IgnoreTokens {
 		if t < 0 || vocab > 0 && int(t) >= vocab {
 			return bad("ignore_tokens", t, fmt.Sprintf("a token id in [0, %d)", vocab))
+		}
+	}
+	for _, t := range p.EndTokens {
+		if t < 0 || vocab > 0 && int(t) >= vocab {
+			return bad("min_tokens", t, fmt.Sprintf("held back until min_tokens with end tokens in [0, %d)", vocab))
 		}
 	}
 	for t, b := range p.LogitBias {
@@ -238,6 +262,11 @@ func (s *Sampler) Reset() {
 		s.gm.Reset()
 	}
 	s.err = nil
+	s.sampled = 0
+	s.ignore = s.ignoreAll
+	if s.p.MinTokens > 0 {
+		s.ignore = s.ignoreEnd
+	}
 }
 
 // Sample picks the next token from logits, one entry per token id. It does not modify logits.
@@ -252,14 +281,21 @@ func (s *Sampler) Reset() {
 // grammar by that token (Accept, which the caller still calls for penalties, does not). As
 // llama.cpp does, it first samples as without a grammar and keeps the token when the grammar
 // allows it; otherwise it masks every token the grammar forbids and samples again.
+//
+// Until Params.MinTokens tokens have been sampled, Params.EndTokens are not: Sample counts its
+// own draws, since Accept also sees the prompt.
 func (s *Sampler) Sample(logits []float32) int32 {
 	s.err = nil
+	var tok int32
 	if s.gm != nil {
-		return s.sampleGrammar(logits)
-	}
-	tok := s.sampleFree(logits)
-	if tok < 0 {
+		tok = s.sampleGrammar(logits)
+	} else if tok = s.sampleFree(logits); tok < 0 {
 		s.err = s.noToken(logits)
+	}
+	if tok >= 0 {
+		if s.sampled++; s.sampled == s.p.MinTokens {
+			s.ignore = s.ignoreAll // the end tokens may come from the next token on
+		}
 	}
 	return tok
 }
