@@ -56,7 +56,8 @@ type ToolParser struct {
 	held    strings.Builder // text from the first possible tool-call start on
 	sent    bool            // content has been emitted (a Llama 3 call must start the reply)
 	holding bool
-	pending string // a suffix that may be the start of a marker
+	pending string      // a suffix that may be the start of a marker
+	stream  *callStream // with StreamCalls: the calls read as they arrive
 }
 
 // NewToolParser makes a parser for one reply in format f. names are the functions the request
@@ -74,10 +75,37 @@ func (p *ToolParser) marker() string {
 	return "<tool_call>"
 }
 
+// StreamCalls makes the parser read calls as they arrive: once a call's function is known to
+// be one of the parser's names, TakeDeltas returns its name, then its arguments as the model
+// writes them. Finish still parses the whole held text, and sends what the stream has not;
+// where that parse fails after calls went out, the calls stand as sent (see callStream.settle).
+func (p *ToolParser) StreamCalls() {
+	p.stream = &callStream{f: p.f, names: p.names}
+}
+
+// TakeDeltas returns the deltas of streamed calls queued by Add and Finish since the last
+// call; the slice is the parser's, valid until the next Add or Finish.
+func (p *ToolParser) TakeDeltas() []ToolDelta {
+	if p.stream == nil {
+		return nil
+	}
+	d := p.stream.deltas
+	p.stream.deltas = p.stream.deltas[:0]
+	return d
+}
+
+// hold keeps s, text from the first possible start of a call on, for Finish (and the stream).
+func (p *ToolParser) hold(s string) {
+	p.held.WriteString(s)
+	if p.stream != nil {
+		p.stream.feed(s)
+	}
+}
+
 // Add takes the next piece of generated text and returns the part to stream as content now.
 func (p *ToolParser) Add(delta string) string {
 	if p.holding {
-		p.held.WriteString(delta)
+		p.hold(delta)
 		return ""
 	}
 	text := p.pending + delta
@@ -94,7 +122,7 @@ func (p *ToolParser) Add(delta string) string {
 			return ""
 		case strings.HasPrefix(trimmed, "{") || strings.HasPrefix(trimmed, "<|python_tag|>"):
 			p.holding = true
-			p.held.WriteString(text)
+			p.hold(text)
 			return ""
 		case strings.HasPrefix("<|python_tag|>", trimmed):
 			p.pending = text
@@ -106,7 +134,7 @@ func (p *ToolParser) Add(delta string) string {
 	marker := p.marker()
 	if i := strings.Index(text, marker); i >= 0 {
 		p.holding = true
-		p.held.WriteString(text[i:])
+		p.hold(text[i:])
 		return text[:i]
 	}
 	// Keep back a suffix that could begin the marker.
@@ -139,8 +167,16 @@ func (p *ToolParser) Finish() (string, []ToolCall) {
 	}
 	// One unknown function makes the whole held part content: the calls were written together,
 	// and returning only some of them would hide from the client what the model answered.
-	if !ok || slices.ContainsFunc(calls, func(c ToolCall) bool { return !slices.Contains(p.names, c.Name) }) {
+	ok = ok && !slices.ContainsFunc(calls, func(c ToolCall) bool { return !slices.Contains(p.names, c.Name) })
+	if p.stream != nil && p.stream.started() > 0 {
+		content, sent := p.stream.settle(held, calls, ok)
+		return rest + content, sent
+	}
+	if !ok {
 		return rest + held, nil
+	}
+	if p.stream != nil {
+		p.stream.settle(held, calls, true)
 	}
 	return rest, calls
 }
@@ -182,15 +218,14 @@ func (c callJSON) toolCall() (ToolCall, bool) {
 	if json.Unmarshal(args, &obj) != nil {
 		return ToolCall{}, false
 	}
-	// Without HTML escaping: the client reads the arguments as JSON, not as HTML, and "<" stays
-	// what the model wrote.
+	// The model's text without its blanks (json.Compact): its keys in its order and its numbers
+	// as written (a float64 would round large integers), and what a streamed call's argument
+	// deltas, read the same way, join into. Compact does no HTML escaping: "<" stays.
 	var compact bytes.Buffer
-	enc := json.NewEncoder(&compact)
-	enc.SetEscapeHTML(false)
-	if enc.Encode(obj) != nil {
+	if json.Compact(&compact, args) != nil {
 		return ToolCall{}, false
 	}
-	return ToolCall{Name: c.Name, Arguments: strings.TrimSuffix(compact.String(), "\n")}, true
+	return ToolCall{Name: c.Name, Arguments: compact.String()}, true
 }
 
 func parseHermes(s string) ([]ToolCall, bool) {
