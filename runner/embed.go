@@ -29,8 +29,43 @@ func ParsePooling(s string) (Pooling, error) {
 // llama.cpp's llama-embedding does: the final-norm hidden state of every token, pooled, scaled
 // to unit L2 norm. It uses sequence 0 and leaves the cache empty; toks must fit the context.
 func Embed(c *Context, toks []int32, pool Pooling) ([]float32, error) {
+	sum, err := pooled(c, toks, pool)
+	if err != nil {
+		return nil, err
+	}
+	var norm float64
+	for _, v := range sum {
+		norm += v * v
+	}
+	out := make([]float32, len(sum))
+	if norm = math.Sqrt(norm); norm > 0 {
+		for j, v := range sum {
+			out[j] = float32(v / norm)
+		}
+	}
+	return out, nil
+}
+
+// LastHidden is the final-norm hidden state of the last token of toks in c (made with
+// Options.Embeddings), not scaled: what a reranker's classification head reads. Like Embed it
+// uses sequence 0 and leaves the cache empty.
+func LastHidden(c *Context, toks []int32) ([]float32, error) {
+	sum, err := pooled(c, toks, PoolLast)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, len(sum))
+	for j, v := range sum {
+		out[j] = float32(v)
+	}
+	return out, nil
+}
+
+// pooled decodes toks and sums the hidden states pool asks for (every token's for mean, the
+// last one's for last); for mean the sum is not divided, since Embed scales it anyway.
+func pooled(c *Context, toks []int32, pool Pooling) ([]float64, error) {
 	if !c.opts.Embeddings {
-		return nil, errors.New("runner.Embed: the context was not made with Options.Embeddings")
+		return nil, errors.New("runner: the context was not made with Options.Embeddings")
 	}
 	switch {
 	case len(toks) == 0:
@@ -39,8 +74,7 @@ func Embed(c *Context, toks []int32, pool Pooling) ([]float32, error) {
 		return nil, fmt.Errorf("input of %d tokens is longer than the embedding context (%d)", len(toks), c.opts.NCtx)
 	}
 	defer c.kv.SeqFree(0)
-	dim := c.h.Dim
-	sum := make([]float64, dim)
+	sum := make([]float64, c.h.Dim)
 	var b batch.Batch
 	seq := []int32{0}
 	for start := 0; start < len(toks); start += c.opts.NBatch {
@@ -60,15 +94,5 @@ func Embed(c *Context, toks []int32, pool Pooling) ([]float32, error) {
 			}
 		}
 	}
-	var norm float64
-	for _, v := range sum {
-		norm += v * v
-	}
-	out := make([]float32, dim)
-	if norm = math.Sqrt(norm); norm > 0 {
-		for j, v := range sum {
-			out[j] = float32(v / norm)
-		}
-	}
-	return out, nil
+	return sum, nil
 }

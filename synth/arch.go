@@ -97,6 +97,7 @@ type layout struct {
 	ropeBase, eps         float32
 	vocab                 int
 	fileType, chatTmpl    string
+	rerank                bool // a cls.output.weight head of len(RerankLabels) rows
 	modelName             string
 	ropeFreqs             []float32
 	ropeOrigCtx, ropeDims int

@@ -54,6 +54,8 @@ type Options struct {
 	FileType     string     // f32, f16, q8_0, q4_0, q4_k_m, q6_k
 	Vocab        *gguf.File // tokenizer.* metadata is copied from it; its token count is the vocab size
 	ChatTemplate string     // stored as tokenizer.chat_template when not empty
+	FIM          bool       // write the vocabulary's fill-in-the-middle token keys (see BuiltinVocabFIM)
+	Rerank       bool       // a reranker: pooling type rank, a cls.output.weight head (see setRerank)
 	Seed         uint64
 	Threads      int                   // 0 = all cores
 	Progress     func(done, total int) // tensors written so far; may be nil
@@ -86,7 +88,7 @@ func Build(o Options) (*gguf.Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.chatTmpl = o.ChatTemplate
+	l.chatTmpl, l.rerank = o.ChatTemplate, o.Rerank
 	l.modelName = fmt.Sprintf("ubatch-synth-%s-%s", s.Name, o.FileType)
 	if a.Name != "llama" {
 		l.modelName = fmt.Sprintf("ubatch-synth-%s-%s-%s", a.Name, s.Name, o.FileType)
@@ -100,6 +102,14 @@ func Build(o Options) (*gguf.Writer, error) {
 	l.setMetadata(set)
 	if err := l.setTokenizer(w, o.Vocab, set); err != nil {
 		return nil, err
+	}
+	if o.FIM {
+		if err := setFIM(o.Vocab, set); err != nil {
+			return nil, err
+		}
+	}
+	if o.Rerank {
+		l.setRerank(set)
 	}
 	specs := l.tensors()
 	datas, types, err := generateAll(l, specs, o)

@@ -27,7 +27,7 @@ type tensorSpec struct {
 }
 
 // tensors lists the layout's tensors in the order they are written: token_embd, rope_freqs, the
-// blocks, output_norm, output.
+// blocks, output_norm, output, a reranker's cls.output.
 func (l *layout) tensors() []tensorSpec {
 	s := l.s
 	w := func(name, role string, layer, cols, rows, qk int) tensorSpec {
@@ -76,6 +76,9 @@ func (l *layout) tensors() []tensorSpec {
 	ts = append(ts, vec("output_norm.weight", kindNorm, s.Dim))
 	if !l.tied {
 		ts = append(ts, w("output.weight", "output", 0, s.Dim, -1, 0))
+	}
+	if l.rerank {
+		ts = append(ts, w("cls.output.weight", "cls_output", 0, s.Dim, len(RerankLabels), 0))
 	}
 	return ts
 }

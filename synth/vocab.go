@@ -11,9 +11,12 @@ import (
 // GGUF, for models that need no real tokenizer (tests, fixtures): <unk>, <s>, </s>, the 256 byte
 // tokens <0x00>..<0xFF>, "▁", then "▁a", "▁b", ... "▁z", "▁aa", ... with decreasing scores, so that any
 // text encodes (by byte fallback where no piece matches).
-func BuiltinVocab(size int) (*gguf.File, error) {
-	if size < 261 || size > 1<<20 {
-		return nil, fmt.Errorf("builtin vocabulary of %d tokens: want 261 to %d", size, 1<<20)
+func BuiltinVocab(size int) (*gguf.File, error) { return builtinVocab(size, nil) }
+
+// builtinVocab is BuiltinVocab whose last tokens are the control tokens extra.
+func builtinVocab(size int, extra []string) (*gguf.File, error) {
+	if size < 261+len(extra) || size > 1<<20 {
+		return nil, fmt.Errorf("builtin vocabulary of %d tokens: want %d to %d", size, 261+len(extra), 1<<20)
 	}
 	tokens := []string{"<unk>", "<s>", "</s>"}
 	types := []int32{2, 3, 3}
@@ -23,9 +26,13 @@ func BuiltinVocab(size int) (*gguf.File, error) {
 	}
 	tokens = append(tokens, "▁") // a space before a character no piece starts with
 	types = append(types, 1)
-	for i := 0; len(tokens) < size; i++ {
+	for i := 0; len(tokens) < size-len(extra); i++ {
 		tokens = append(tokens, "▁"+letters(i))
 		types = append(types, 1)
+	}
+	for _, s := range extra {
+		tokens = append(tokens, s)
+		types = append(types, 3)
 	}
 	scores := make([]float32, size)
 	for i := 259; i < size; i++ {

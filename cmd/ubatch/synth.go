@@ -19,6 +19,8 @@ func cmdSynth(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	typ := fs.String("type", "q8_0", "weight type: f32, f16, q8_0, q4_0, q4_k_m (llama.cpp's per-tensor mix) or q6_k")
 	vocab := fs.String("vocab", "", "vocab GGUF whose tokenizer is copied, or \"builtin\" (a 512-token SentencePiece vocabulary); default: the family's shared vocabulary (shared/models/vocab/ggml-vocab-llama-spm.gguf for llama) beside the repository")
 	chatTmpl := fs.String("chat-template", "", "file whose text is stored as tokenizer.chat_template")
+	fim := fs.Bool("fim", false, "write the vocabulary's fill-in-the-middle token ids (for /infill); with --vocab builtin its last tokens are <|fim_prefix|>, <|fim_suffix|>, <|fim_middle|>, <|fim_pad|>, <|repo_name|>, <|file_sep|>")
+	rerank := fs.Bool("rerank", false, "write a reranker (for serve --rerank): pooling type rank, labels yes/no, a cls.output.weight head and Qwen 3's rerank prompt")
 	out := fs.StringP("output", "o", "", "output GGUF path (required)")
 	seed := fs.Uint64("seed", 42, "random seed")
 	threads := fs.IntP("threads", "t", 0, "threads (0 = all cores)")
@@ -38,12 +40,12 @@ func cmdSynth(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
-	vf, err := openVocab(*vocab, a)
+	vf, err := openVocab(*vocab, a, *fim)
 	if err != nil {
 		return err
 	}
 	defer vf.Close()
-	o := synth.Options{Arch: a.Name, Shape: s, FileType: *typ, Vocab: vf, Seed: *seed, Threads: *threads,
+	o := synth.Options{Arch: a.Name, Shape: s, FileType: *typ, Vocab: vf, Seed: *seed, Threads: *threads, FIM: *fim, Rerank: *rerank,
 		Progress: func(done, total int) { fmt.Fprintf(stderr, "\rsynth: %d/%d tensors", done, total) }}
 	if *chatTmpl != "" {
 		b, err := os.ReadFile(*chatTmpl)
@@ -66,13 +68,15 @@ func cmdSynth(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// openVocab opens the vocabulary --vocab names: a file, "builtin", or (empty) the family's shared
-// vocabulary file.
-func openVocab(path string, a synth.Arch) (*gguf.File, error) {
-	switch path {
-	case "builtin":
+// openVocab opens the vocabulary --vocab names: a file, "builtin" (with FIM tokens for fim), or
+// (empty) the family's shared vocabulary file.
+func openVocab(path string, a synth.Arch, fim bool) (*gguf.File, error) {
+	switch {
+	case path == "builtin" && fim:
+		return synth.BuiltinVocabFIM(512)
+	case path == "builtin":
 		return synth.BuiltinVocab(512)
-	case "":
+	case path == "":
 		p, ok := findShared(filepath.Join("models", "vocab", a.Vocab))
 		if !ok {
 			return nil, fmt.Errorf("no vocabulary: %s not found beside the repository; pass --vocab PATH to a GGUF with a tokenizer, or --vocab builtin", a.Vocab)

@@ -66,10 +66,15 @@ type Embeddings struct {
 	Embd    runner.Weight // token_embd: Vocab rows of Dim
 	OutNorm []float32
 	Output  *runner.Weight // output.weight, or &Embd when the file has none (tied)
+	// Rank is a reranker's head (cls.output.weight; pooling_type rank), or nil.
+	Rank *model.RankHead
 }
 
-// Bind binds token_embd, output_norm and output; a tied output points at Embd, so that packing
-// it once serves both.
+// RankHead is the file's rank head, or nil (model.Ranker).
+func (e *Embeddings) RankHead() *model.RankHead { return e.Rank }
+
+// Bind binds token_embd, output_norm and output, and a reranker's head; a tied output points at
+// Embd, so that packing it once serves both.
 func (e *Embeddings) Bind(b *model.Binder, h *runner.Hparams) {
 	e.Embd = b.Weight("token_embd.weight", h.Dim, -1)
 	e.OutNorm = b.Vector("output_norm.weight", h.Dim, false)
@@ -78,6 +83,7 @@ func (e *Embeddings) Bind(b *model.Binder, h *runner.Hparams) {
 		w := b.Weight("output.weight", h.Dim, h.Vocab)
 		e.Output = &w
 	}
+	e.Rank = b.RankHead(h.Dim)
 }
 
 // BindAttention binds a block's separate Q, K, V and output projections (prefix p, "blk.N.").
