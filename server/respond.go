@@ -24,6 +24,12 @@ type reply interface {
 	whole(res []*choiceResult, u usageJSON) any
 }
 
+// streamBeginner is a reply whose streams open with events of their own (the Responses API's
+// response.created) and may set the stream's errorEvent.
+type streamBeginner interface {
+	begin(sse *sseWriter) error
+}
+
 // serveCompletion is the one path of a completion request: decode the body into req, prepare,
 // submit, then answer (respond).
 func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, req completionRoute) {
@@ -54,6 +60,9 @@ func respond(ctx context.Context, w http.ResponseWriter, gen *generation, rep re
 	var sse *sseWriter
 	if stream {
 		sse = startSSE(w)
+		if b, ok := rep.(streamBeginner); ok && b.begin(sse) != nil {
+			return
+		}
 	}
 	res := make([]*choiceResult, len(gen.prompts)*gen.n)
 	for i := range res {

@@ -116,6 +116,7 @@ type Server struct {
 	metrics http.Handler
 	// grammarVocab is the model's vocabulary for grammars, built on first use.
 	grammarVocab func() (*grammar.Vocab, error)
+	responses    responseStore // finished /v1/responses, for previous_response_id
 }
 
 // New validates cfg and builds the server. The chat template comes from the model's
@@ -180,6 +181,7 @@ func New(cfg Config) (*Server, error) {
 		s.mux.HandleFunc("GET "+prefix+"/models", s.handleModels)
 		s.mux.HandleFunc("GET "+prefix+"/models/{id}", s.handleModel)
 		s.mux.HandleFunc("POST "+prefix+"/embeddings", s.handleEmbeddings)
+		s.routeResponses(prefix)
 	}
 	s.mux.HandleFunc("POST /completion", s.handleLlamaCompletion)
 	s.mux.HandleFunc("POST /tokenize", s.handleTokenize)

@@ -12,6 +12,9 @@ import (
 type sseWriter struct {
 	w  http.ResponseWriter
 	rc *http.ResponseController
+	// errorEvent, when set, words a failure instead of sendError's error object (the
+	// Responses API's response.failed and error events).
+	errorEvent func(err error) error
 }
 
 // startSSE sends the 200 status and event-stream headers. After it, errors can only be reported
@@ -40,7 +43,12 @@ func (s *sseWriter) send(v any) error {
 func (s *sseWriter) done() error { return s.raw([]byte("[DONE]")) }
 
 // sendError reports a failure that happened after the stream started, as an OpenAI error object.
-func (s *sseWriter) sendError(err error) error { return s.send(toAPIError(err).body()) }
+func (s *sseWriter) sendError(err error) error {
+	if s.errorEvent != nil {
+		return s.errorEvent(err)
+	}
+	return s.send(toAPIError(err).body())
+}
 
 // endCut reports whether ctx, the request's context, has ended, and when the server cut the
 // request at shutdown (the client is still there) sends the reason as an error event, so that the

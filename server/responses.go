@@ -1,0 +1,425 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+)
+
+// maxResponseItems bounds the input items of one /v1/responses request, and the messages of a
+// conversation once a previous response's are put in front: each is rendered into the prompt
+// (the context bounds the tokens, this the work before tokenizing).
+const maxResponseItems = 1024
+
+// OpenAI's bounds on metadata, which a response carries back (and the store keeps).
+const (
+	maxMetadataPairs    = 16
+	maxMetadataKeyLen   = 64
+	maxMetadataValueLen = 512
+)
+
+// responsesRequest is the body of POST /v1/responses (OpenAI's Responses API). It is read
+// onto a chat request (input items become messages, the flat tools chat's tools, text.format
+// a response_format), so that it runs through the chat route's template, constraints and
+// tool-call parsing. The sampling fields other routes take (top_k, seed, ...) are accepted too.
+type responsesRequest struct {
+	samplingFields
+	Model              string            `json:"model"`
+	Input              json.RawMessage   `json:"input"`
+	Instructions       *string           `json:"instructions"`
+	MaxOutputTokens    *int              `json:"max_output_tokens"`
+	Tools              json.RawMessage   `json:"tools"`
+	ToolChoice         json.RawMessage   `json:"tool_choice"`
+	ParallelToolCalls  *bool             `json:"parallel_tool_calls"`
+	Text               json.RawMessage   `json:"text"`
+	Stream             bool              `json:"stream"`
+	Store              *bool             `json:"store"`
+	Metadata           map[string]string `json:"metadata"`
+	User               string            `json:"user"`
+	PreviousResponseID string            `json:"previous_response_id"`
+	ChatTemplateKwargs map[string]any    `json:"chat_template_kwargs"`
+
+	// Fields of the Responses API this server does not implement; a value that asks for one
+	// is a 400 naming it (checkUnsupported).
+	Background   json.RawMessage `json:"background"`
+	Include      json.RawMessage `json:"include"`
+	Truncation   json.RawMessage `json:"truncation"`
+	Reasoning    json.RawMessage `json:"reasoning"`
+	Prompt       json.RawMessage `json:"prompt"`
+	Conversation json.RawMessage `json:"conversation"`
+	TopLogprobs  json.RawMessage `json:"top_logprobs"`
+	MaxToolCalls json.RawMessage `json:"max_tool_calls"`
+}
+
+func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
+	s.serveCompletion(w, r, &responsesRequest{})
+}
+
+// routeResponses registers the Responses API's routes under prefix ("/v1" or "").
+func (s *Server) routeResponses(prefix string) {
+	s.mux.HandleFunc("POST "+prefix+"/responses", s.handleResponses)
+	s.mux.HandleFunc("GET "+prefix+"/responses/{id}", s.handleGetResponse)
+	s.mux.HandleFunc("DELETE "+prefix+"/responses/{id}", s.handleDeleteResponse)
+}
+
+func (req *responsesRequest) prepare(ctx context.Context, s *Server) (genParams, [][]int32, reply, error) {
+	if err := req.check(); err != nil {
+		return genParams{}, nil, nil, err
+	}
+	conv, err := s.responses.history(req.PreviousResponseID)
+	if err != nil {
+		return genParams{}, nil, nil, err
+	}
+	input, err := inputMessages(req.Input)
+	if err != nil {
+		return genParams{}, nil, nil, err
+	}
+	conv = append(conv, input...)
+	if len(conv) > maxResponseItems {
+		return genParams{}, nil, nil, badRequest("previous_response_id",
+			"the conversation with its previous responses has %d messages, at most %d are allowed: start a new one", len(conv), maxResponseItems)
+	}
+	cr, err := req.chatRequest(conv)
+	if err != nil {
+		return genParams{}, nil, nil, err
+	}
+	g, prompt, err := s.chatParams(ctx, cr)
+	if err != nil {
+		return g, nil, nil, responsesParam(err)
+	}
+	return g, [][]int32{prompt}, newResponsesReply(s, req, g, conv), nil
+}
+
+// check refuses what this server does not implement, naming the field, and checks the fields
+// chat has no counterpart of.
+func (req *responsesRequest) check() error {
+	for _, f := range []struct {
+		name string
+		asks bool
+		what string
+	}{
+		{"background", isTrue(req.Background), "responses run while the request is open"},
+		{"include", nonEmpty(req.Include), "no extra output (logprobs, reasoning content, tool results) can be included"},
+		{"truncation", nonEmpty(req.Truncation) && string(bytes.TrimSpace(req.Truncation)) != `"disabled"`,
+			"a conversation longer than the context is refused, not cut"},
+		{"reasoning", reasoningAsked(req.Reasoning), "the model has no reasoning effort to set"},
+		{"prompt", nonEmpty(req.Prompt), "there are no stored prompt templates"},
+		{"conversation", nonEmpty(req.Conversation), "there is no Conversations API: use previous_response_id"},
+		{"top_logprobs", positive(req.TopLogprobs), "log-probabilities are only on the chat and completions routes"},
+		{"max_tool_calls", nonEmpty(req.MaxToolCalls), "the number of tool calls is not limited (parallel_tool_calls: false gives at most one)"},
+	} {
+		if f.asks {
+			return badRequest(f.name, "%s is not supported by this server: %s", f.name, f.what)
+		}
+	}
+	if req.MaxOutputTokens != nil && *req.MaxOutputTokens < 1 {
+		return badRequest("max_output_tokens", "max_output_tokens must be >= 1, got %d", *req.MaxOutputTokens)
+	}
+	if len(req.Metadata) > maxMetadataPairs {
+		return badRequest("metadata", "metadata has %d pairs, at most %d are allowed", len(req.Metadata), maxMetadataPairs)
+	}
+	for k, v := range req.Metadata {
+		if utf8.RuneCountInString(k) > maxMetadataKeyLen || utf8.RuneCountInString(v) > maxMetadataValueLen {
+			return badRequest("metadata", "metadata keys are at most %d characters and values %d", maxMetadataKeyLen, maxMetadataValueLen)
+		}
+	}
+	return nil
+}
+
+// reasoningAsked reports whether reasoning sets an effort or a summary: OpenAI itself answers
+// 400 to those on a model that does not reason, and accepts null or {}.
+func reasoningAsked(raw json.RawMessage) bool {
+	if !nonEmpty(raw) {
+		return false
+	}
+	var r struct {
+		Effort, Summary, GenerateSummary json.RawMessage
+	}
+	if json.Unmarshal(raw, &r) != nil {
+		return true
+	}
+	return !isNull(r.Effort) || !isNull(r.Summary) || !isNull(r.GenerateSummary)
+}
+
+// chatRequest is the chat request that generates this response: conv (the previous
+// responses' messages and the input's) behind the instructions as a system message.
+func (req *responsesRequest) chatRequest(conv []map[string]any) (*chatRequest, error) {
+	cr := &chatRequest{samplingFields: req.samplingFields, ParallelToolCalls: req.ParallelToolCalls,
+		ChatTemplateKwargs: req.ChatTemplateKwargs}
+	cr.Model, cr.Stream, cr.User, cr.MaxCompletionTokens = req.Model, req.Stream, req.User, req.MaxOutputTokens
+	msgs := conv
+	if req.Instructions != nil && *req.Instructions != "" {
+		// Instructions are not part of the stored conversation: OpenAI does not carry them over
+		// to a response that continues this one.
+		msgs = append([]map[string]any{{"role": "system", "content": *req.Instructions}}, conv...)
+	}
+	var err error
+	if cr.Messages, err = json.Marshal(msgs); err != nil {
+		return nil, internalError(err)
+	}
+	if cr.Tools, err = chatTools(req.Tools); err != nil {
+		return nil, err
+	}
+	if cr.ToolChoice, err = chatToolChoice(req.ToolChoice); err != nil {
+		return nil, err
+	}
+	if cr.ResponseFormat, err = textFormat(req.Text); err != nil {
+		return nil, err
+	}
+	return cr, nil
+}
+
+// responsesParam renames the chat field an error names to the Responses field it came from.
+func responsesParam(err error) error {
+	ae := toAPIError(err)
+	p := ae.param
+	switch {
+	case p == "messages":
+		p = "input"
+	case p == "max_completion_tokens":
+		p = "max_output_tokens"
+	case p == "response_format":
+		p = "text.format"
+	case strings.HasPrefix(p, "tools[") && strings.Contains(p, "].function."):
+		p = strings.Replace(p, "].function.", "].", 1)
+	}
+	if p == ae.param {
+		return ae
+	}
+	renamed := *ae
+	renamed.param = p
+	return &renamed
+}
+
+// inputItem is one item of a list input: a message (type "message" or absent), a
+// function_call the model made, or the function_call_output the client answers it with.
+type inputItem struct {
+	Type      string          `json:"type"`
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Arguments string          `json:"arguments"`
+	Output    json.RawMessage `json:"output"`
+}
+
+// inputMessages turns input, a string (one user message) or a list of items, into chat
+// messages. A function_call item joins the assistant message before it (the calls of one turn
+// are one assistant message with tool_calls), a function_call_output is a tool message.
+func inputMessages(raw json.RawMessage) ([]map[string]any, error) {
+	if isNull(raw) {
+		return nil, badRequest("input", "input is required: a string or a list of input items")
+	}
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		return []map[string]any{{"role": "user", "content": text}}, nil
+	}
+	var items []json.RawMessage
+	if json.Unmarshal(raw, &items) != nil {
+		return nil, badRequest("input", "input must be a string or a list of input items")
+	}
+	if len(items) == 0 {
+		return nil, badRequest("input", "input is an empty list")
+	}
+	if len(items) > maxResponseItems {
+		return nil, badRequest("input", "input has %d items, at most %d are allowed", len(items), maxResponseItems)
+	}
+	msgs := make([]map[string]any, 0, len(items))
+	for i, el := range items {
+		var it inputItem
+		if err := json.Unmarshal(el, &it); err != nil {
+			return nil, badRequest(fmt.Sprintf("input[%d]", i), "input[%d] must be an input item object: %v", i, err)
+		}
+		field := fmt.Sprintf("input[%d]", i)
+		switch it.Type {
+		case "", "message":
+			m, err := inputMessage(field, it)
+			if err != nil {
+				return nil, err
+			}
+			msgs = append(msgs, m)
+		case "function_call":
+			if it.CallID == "" || it.Name == "" {
+				return nil, badRequest(field, "%s: a function_call item needs call_id and name", field)
+			}
+			call := map[string]any{"id": it.CallID, "type": "function",
+				"function": map[string]any{"name": it.Name, "arguments": it.Arguments}}
+			if n := len(msgs); n > 0 && msgs[n-1]["role"] == "assistant" {
+				calls, _ := msgs[n-1]["tool_calls"].([]any)
+				msgs[n-1]["tool_calls"] = append(calls, call)
+				continue
+			}
+			msgs = append(msgs, map[string]any{"role": "assistant", "content": "", "tool_calls": []any{call}})
+		case "function_call_output":
+			if it.CallID == "" {
+				return nil, badRequest(field, "%s: a function_call_output item needs call_id", field)
+			}
+			out, err := partsText(field+".output", it.Output)
+			if err != nil {
+				return nil, err
+			}
+			msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": it.CallID, "content": out})
+		default:
+			return nil, badRequest(field+".type", "%s.type %q is not supported: this server takes message, function_call and function_call_output items", field, it.Type)
+		}
+	}
+	return msgs, nil
+}
+
+// inputMessage is a message item as a chat message; developer instructions are a system
+// message, as chat templates know no developer role.
+func inputMessage(field string, it inputItem) (map[string]any, error) {
+	role := it.Role
+	switch role {
+	case "user", "system", "assistant":
+	case "developer":
+		role = "system"
+	case "":
+		return nil, badRequest(field+".role", "%s has no role", field)
+	default:
+		return nil, badRequest(field+".role", "%s.role %q: use user, system, developer or assistant", field, role)
+	}
+	text, err := partsText(field+".content", it.Content)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"role": role, "content": text}, nil
+}
+
+// partsText is a message's content (or a function_call_output's output): a string, or a list
+// of text parts, joined. Images, files and audio are refused.
+func partsText(field string, raw json.RawMessage) (string, error) {
+	if isNull(raw) {
+		return "", badRequest(field, "%s is required", field)
+	}
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		return text, nil
+	}
+	var parts []struct {
+		Type    string  `json:"type"`
+		Text    *string `json:"text"`
+		Refusal *string `json:"refusal"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return "", badRequest(field, "%s must be a string or a list of content parts", field)
+	}
+	var sb strings.Builder
+	for j, p := range parts {
+		switch {
+		case (p.Type == "input_text" || p.Type == "output_text" || p.Type == "text") && p.Text != nil:
+			sb.WriteString(*p.Text)
+		case p.Type == "refusal" && p.Refusal != nil:
+			sb.WriteString(*p.Refusal)
+		case p.Type == "input_image" || p.Type == "input_file" || p.Type == "input_audio":
+			return "", badRequest(fmt.Sprintf("%s[%d]", field, j), "%s[%d] is of type %s: this server takes text only (no images, files or audio)", field, j, p.Type)
+		default:
+			return "", badRequest(fmt.Sprintf("%s[%d]", field, j), "%s[%d]: a part of type %q with its text is expected (input_text or output_text)", field, j, p.Type)
+		}
+	}
+	return sb.String(), nil
+}
+
+// chatTools turns the Responses API's flat function tools ({"type": "function", "name": ...,
+// "parameters": ...}) into chat's ({"type": "function", "function": {...}}), every other key
+// kept (the template shows the description). Built-in tools are refused.
+func chatTools(raw json.RawMessage) (json.RawMessage, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var tools []map[string]json.RawMessage
+	if json.Unmarshal(raw, &tools) != nil {
+		return nil, badRequest("tools", `tools must be a list of {"type": "function", "name": ..., "parameters": ...} objects`)
+	}
+	if len(tools) == 0 {
+		return nil, nil
+	}
+	out := make([]map[string]any, len(tools))
+	for i, t := range tools {
+		var typ string
+		json.Unmarshal(t["type"], &typ)
+		if typ != "function" {
+			return nil, badRequest(fmt.Sprintf("tools[%d].type", i),
+				"tools[%d].type %q is not supported: this server runs function tools only (no built-in tools such as web_search or file_search)", i, typ)
+		}
+		fn := make(map[string]json.RawMessage, len(t))
+		for k, v := range t {
+			if k != "type" {
+				fn[k] = v
+			}
+		}
+		out[i] = map[string]any{"type": "function", "function": fn}
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, internalError(err)
+	}
+	return b, nil
+}
+
+// chatToolChoice turns the Responses API's tool_choice into chat's: the strings are the same,
+// a named function is {"type": "function", "name": ...} instead of chat's nested object.
+func chatToolChoice(raw json.RawMessage) (json.RawMessage, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return raw, nil // none, auto, required; chat refuses anything else, naming tool_choice
+	}
+	var named struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+	}
+	if json.Unmarshal(raw, &named) != nil || named.Type != "function" || named.Name == "" {
+		return nil, badRequest("tool_choice", `tool_choice must be none, auto, required or {"type": "function", "name": ...} (no built-in tools, no allowed_tools)`)
+	}
+	return json.Marshal(map[string]any{"type": "function", "function": map[string]string{"name": named.Name}})
+}
+
+// textFormat turns text.format into chat's response_format (nil for plain text); verbosity
+// other than medium is refused, as nothing here changes it.
+func textFormat(raw json.RawMessage) (json.RawMessage, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var t struct {
+		Format    json.RawMessage `json:"format"`
+		Verbosity *string         `json:"verbosity"`
+	}
+	if json.Unmarshal(raw, &t) != nil {
+		return nil, badRequest("text", `text must be an object like {"format": {"type": "json_object"}}`)
+	}
+	if t.Verbosity != nil && *t.Verbosity != "medium" {
+		return nil, badRequest("text.verbosity", "text.verbosity %q is not supported: the model has no verbosity to set", *t.Verbosity)
+	}
+	if isNull(t.Format) {
+		return nil, nil
+	}
+	var f struct {
+		Type   string          `json:"type"`
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+		Strict *bool           `json:"strict"`
+	}
+	if json.Unmarshal(t.Format, &f) != nil {
+		return nil, badRequest("text.format", `text.format must be an object like {"type": "json_schema", "schema": {...}}`)
+	}
+	switch f.Type {
+	case "text":
+		return nil, nil
+	case "json_object":
+		return json.RawMessage(`{"type": "json_object"}`), nil
+	case "json_schema":
+		if isNull(f.Schema) {
+			return nil, badRequest("text.format.schema", "text.format of type json_schema needs schema")
+		}
+		return json.Marshal(map[string]any{"type": "json_schema",
+			"json_schema": map[string]any{"name": f.Name, "schema": f.Schema, "strict": f.Strict}})
+	}
+	return nil, badRequest("text.format.type", "text.format.type %q: use text, json_object or json_schema", f.Type)
+}

@@ -1,0 +1,185 @@
+package server
+
+import (
+	"encoding/json"
+
+	"ubatch/chat"
+)
+
+// responseEvent is one event of a streamed response; each type sets its own fields (OpenAI's
+// ResponseStreamEvent union), the others are omitted.
+type responseEvent struct {
+	Type           string          `json:"type"`
+	SequenceNumber int             `json:"sequence_number"`
+	Response       *responseObject `json:"response,omitempty"`
+	OutputIndex    *int            `json:"output_index,omitempty"`
+	ItemID         string          `json:"item_id,omitempty"`
+	ContentIndex   *int            `json:"content_index,omitempty"`
+	Item           any             `json:"item,omitempty"`
+	Part           *outputText     `json:"part,omitempty"`
+	Delta          *string         `json:"delta,omitempty"`
+	Text           *string         `json:"text,omitempty"`
+	Name           string          `json:"name,omitempty"`
+	Arguments      *string         `json:"arguments,omitempty"`
+	Logprobs       rawJSON         `json:"logprobs,omitempty"`
+	// The error event's.
+	Code    *string `json:"code,omitempty"`
+	Message string  `json:"message,omitempty"`
+	Param   *string `json:"param,omitempty"`
+}
+
+// emit sends ev, numbered, as an SSE event named by its type (the Responses API's streams name
+// every event; the SDKs dispatch on the name).
+func (r *responsesReply) emit(sse *sseWriter, ev responseEvent) error {
+	ev.SequenceNumber = r.seq
+	r.seq++
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 0, len(b)+len(ev.Type)+16)
+	buf = append(buf, "event: "...)
+	buf = append(buf, ev.Type...)
+	buf = append(buf, '\n')
+	if _, err := sse.w.Write(buf); err != nil {
+		return err
+	}
+	return sse.raw(b)
+}
+
+// begin opens the stream with response.created and response.in_progress, and makes the
+// stream's failures response.failed and error events.
+func (r *responsesReply) begin(sse *sseWriter) error {
+	sse.errorEvent = func(err error) error { return r.fail(sse, err) }
+	if err := r.emit(sse, responseEvent{Type: "response.created", Response: &r.resp}); err != nil {
+		return err
+	}
+	return r.emit(sse, responseEvent{Type: "response.in_progress", Response: &r.resp})
+}
+
+func (r *responsesReply) chunk(sse *sseWriter, ev seqEvent) error {
+	text := ev.text
+	var calls []chat.ToolCall
+	if r.parser != nil {
+		text = r.parser.Add(text)
+		if ev.done {
+			rest, parsed := r.parser.Finish()
+			text, calls = text+rest, parsed
+		}
+	}
+	if text != "" {
+		if err := r.streamText(sse, text); err != nil {
+			return err
+		}
+	}
+	if !ev.done {
+		return nil
+	}
+	items := r.addCalls(calls)
+	r.settle(ev.finish)
+	if r.msg != nil {
+		if err := r.closeMessage(sse); err != nil {
+			return err
+		}
+	}
+	for _, it := range items {
+		if err := r.streamCall(sse, it); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// streamText sends one text delta, opening the output message first if this is its first.
+func (r *responsesReply) streamText(sse *sseWriter, text string) error {
+	zero := 0
+	if r.msg == nil {
+		r.openMessage()
+		added := *r.msg
+		added.Content = []outputText{}
+		if err := r.emit(sse, responseEvent{Type: "response.output_item.added", OutputIndex: &zero, Item: &added}); err != nil {
+			return err
+		}
+		if err := r.emit(sse, responseEvent{Type: "response.content_part.added", ItemID: r.msg.ID, OutputIndex: &zero,
+			ContentIndex: &zero, Part: &outputText{Type: "output_text", Annotations: []any{}}}); err != nil {
+			return err
+		}
+	}
+	r.text.WriteString(text)
+	return r.emit(sse, responseEvent{Type: "response.output_text.delta", ItemID: r.msg.ID, OutputIndex: &zero,
+		ContentIndex: &zero, Delta: &text, Logprobs: "[]"})
+}
+
+// closeMessage sends the end of the output message: its whole text, part and item.
+func (r *responsesReply) closeMessage(sse *sseWriter) error {
+	zero := 0
+	part := &r.msg.Content[0]
+	part.Text = r.text.String()
+	if err := r.emit(sse, responseEvent{Type: "response.output_text.done", ItemID: r.msg.ID, OutputIndex: &zero,
+		ContentIndex: &zero, Text: &part.Text, Logprobs: "[]"}); err != nil {
+		return err
+	}
+	if err := r.emit(sse, responseEvent{Type: "response.content_part.done", ItemID: r.msg.ID, OutputIndex: &zero,
+		ContentIndex: &zero, Part: part}); err != nil {
+		return err
+	}
+	return r.emit(sse, responseEvent{Type: "response.output_item.done", OutputIndex: &zero, Item: r.msg})
+}
+
+// streamCall sends one function call: the item, its arguments (whole: the call is parsed
+// once the generation ends) and its end.
+func (r *responsesReply) streamCall(sse *sseWriter, it *functionCallItem) error {
+	idx := 0
+	for i, o := range r.resp.Output {
+		if o == any(it) {
+			idx = i
+		}
+	}
+	added := *it
+	added.Status, added.Arguments = "in_progress", ""
+	for _, ev := range []responseEvent{
+		{Type: "response.output_item.added", OutputIndex: &idx, Item: &added},
+		{Type: "response.function_call_arguments.delta", ItemID: it.ID, OutputIndex: &idx, Delta: &it.Arguments},
+		{Type: "response.function_call_arguments.done", ItemID: it.ID, OutputIndex: &idx, Name: it.Name, Arguments: &it.Arguments},
+		{Type: "response.output_item.done", OutputIndex: &idx, Item: it},
+	} {
+		if err := r.emit(sse, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// end sends the finished response (response.completed, or response.incomplete when cut by
+// max_output_tokens) once its usage is known, and stores it. Responses streams have no [DONE].
+func (r *responsesReply) end(sse *sseWriter, u usageJSON) error {
+	r.finishUsage(u)
+	typ := "response.completed"
+	if r.resp.Status == "incomplete" {
+		typ = "response.incomplete"
+	}
+	return r.emit(sse, responseEvent{Type: typ, Response: &r.resp})
+}
+
+// fail reports a failure after the stream started: the response, failed, then the error (the
+// SDKs throw on an error event, so the failed response comes first).
+func (r *responsesReply) fail(sse *sseWriter, err error) error {
+	if r.failed {
+		return nil
+	}
+	r.failed = true
+	ae := toAPIError(err)
+	code := ae.code
+	if code == "" {
+		code = ae.typ
+	}
+	r.resp.Status, r.resp.Error = "failed", &responseError{Code: code, Message: ae.message}
+	if err := r.emit(sse, responseEvent{Type: "response.failed", Response: &r.resp}); err != nil {
+		return err
+	}
+	ev := responseEvent{Type: "error", Code: &code, Message: ae.message}
+	if ae.param != "" {
+		ev.Param = &ae.param
+	}
+	return r.emit(sse, ev)
+}
