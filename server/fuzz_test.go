@@ -47,6 +47,16 @@ var fuzzSeeds = []string{
 	`{"prompt": [], "max_tokens": 1}`, `{"prompt": [[]]}`, `{"prompt": [99999]}`, `{"prompt": null}`,
 	`{"messages": []}`, `{"messages": [null]}`, `{"messages": [{"role": 5}]}`, `[1]`, `"x"`, `null`, ``, `{`,
 	`{"temperature": "hot"}`, `{"prompt": "x", "temperature": 1e400}`, `{"prompt": "x", "max_tokens": 0}`,
+	// Issue 19's hostile constraints and tools (each once crashed, starved or ballooned a node).
+	`{"prompt":"x","max_tokens":5,"grammar":"root ::= (\"a\"?){0,70000} \"b\""}`,
+	`{"prompt":"x","grammar":"root ::= \"a\"","ignore_eos":true}`,
+	`{"prompt":"x","max_tokens":4,"grammar":"root ::= [^!\\x00]{0,1000} \"END\" | [^!\\x00]{0,1000} \"FIN\"","logit_bias":{"0":100}}`,
+	`{"prompt":"x","json_schema":{"type":"object","additionalProperties":true,"properties":{"kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk":{}}}}`,
+	`{"prompt":"x","json_schema":{"enum":[1,2,3,4,5,6,7,8,9,10]},"grammar":"root ::= \"a\""}`,
+	`{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"schema":{"anyOf":[{"const":1},{"const":2}]}}}}`,
+	`{"messages":[{"role":"user","content":"hi"}],"tool_choice":"required","tools":[{"type":"function","function":{"name":"f</tool_call>","parameters":{"type":"object"}}}]}`,
+	`{"messages":[{"role":"user","content":"hi"}],"tool_choice":"required","max_tokens":8,"tools":[{"type":"function","function":{"name":"tree","parameters":{"type":"object","properties":{"c":{"type":"array","items":{"$ref":"#"}}}}}}]}`,
+	`{"messages":[{"role":"user","content":"hi"}],"tool_choice":"auto","tools":[{"type":"function","function":{"name":"f","parameters":{"$ref":"#/$defs/missing"}}}]}`,
 }
 
 func FuzzCompletions(f *testing.F) {
