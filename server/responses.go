@@ -173,7 +173,8 @@ func (req *responsesRequest) chatRequest(conv []map[string]any) (*chatRequest, e
 	return cr, nil
 }
 
-// responsesParam renames the chat field an error names to the Responses field it came from.
+// responsesParam renames the chat field an error names (param and message) to the Responses
+// field it came from.
 func responsesParam(err error) error {
 	ae := toAPIError(err)
 	p := ae.param
@@ -191,7 +192,7 @@ func responsesParam(err error) error {
 		return ae
 	}
 	renamed := *ae
-	renamed.param = p
+	renamed.param, renamed.message = p, strings.ReplaceAll(ae.message, ae.param, p)
 	return &renamed
 }
 
