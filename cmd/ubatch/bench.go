@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -28,21 +27,29 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) > 0 && args[0] == "serve" {
 		return benchServe(ctx, args[1:], stdout, stderr)
 	}
-	fs := newFlags("bench", "bench [-m MODEL] [-p 128] [-n 32] [-r 3] [--json]\n       ubatch bench --batched [-m MODEL] [-npp 128] [-ntg 32] [-npl 1,2,4,8,16] [--json]\n       ubatch bench serve -h", stderr)
+	fs := newFlags("bench", "bench [-m MODEL] [-p 512] [-n 128] [-r 5] [-o md|json|jsonl|csv]\n       ubatch bench --batched [-m MODEL] [-npp 128] [-ntg 32] [-npl 1,2,4,8,16] [-o md|jsonl]\n       ubatch bench serve -h", stderr)
 	var mf modelFlags
 	mf.register(fs, 2048)
-	pp := fs.StringP("n-prompt", "p", "128", "prompt lengths to test (comma-separated; 0 skips the pp test)")
-	tg := fs.StringP("n-gen", "n", "32", "generation lengths to test (comma-separated; 0 skips the tg test)")
-	reps := fs.IntP("repetitions", "r", 3, "repetitions of each test (after one warm-up run)")
+	// llama-bench's defaults, so that the same command line measures the same tests.
+	pp := fs.StringP("n-prompt", "p", "512", "prompt lengths to test (comma-separated; 0 skips the pp test)")
+	tg := fs.StringP("n-gen", "n", "128", "generation lengths to test (comma-separated; 0 skips the tg test)")
+	reps := fs.IntP("repetitions", "r", 5, "repetitions of each test (after one warm-up run)")
 	batched := fs.Bool("batched", false, "llama-batched-bench mode: -npl sequences each with an -npp prompt and -ntg generated tokens")
 	npp := fs.String("npp", "128", "batched mode: prompt tokens per sequence (comma-separated)")
 	ntg := fs.String("ntg", "32", "batched mode: generated tokens per sequence (comma-separated)")
 	npl := fs.String("npl", "1,2,4,8,16", "batched mode: numbers of parallel sequences (comma-separated)")
-	asJSON := fs.Bool("json", false, "print JSON: llama-bench's array of rows, or in batched mode one llama-batched-bench object per line")
+	format := fs.StringP("output", "o", "md", "output format, llama-bench's: md (a table), json (an array of rows), jsonl (a row a line), csv; with --batched llama-batched-bench's md or jsonl")
+	asJSON := fs.Bool("json", false, "the same as -o json")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measurements to this file (inspect with go tool pprof)")
 	membw := fs.Bool("membw", false, "measure the machine's memory read bandwidth with the same thread count (once first, then right before and after every tg repetition), and report each tg test's share of it: per repetition against the larger of its two neighbouring measurements, the median over repetitions")
 	kernels := kernelsFlag(fs)
-	if err := parse(fs, args, mf.check); err != nil {
+	checkFormat := func() error {
+		if *asJSON && !fs.Changed("output") {
+			*format = "json"
+		}
+		return checkBenchFormat(*format, *batched)
+	}
+	if err := parse(fs, args, mf.check, checkFormat, func() error { return atLeast("-r", *reps, 1) }); err != nil {
 		return err
 	}
 	restoreKernels, err := useKernels(*kernels)
@@ -55,8 +62,8 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		buf, n := make([]uint64, 64<<20), threads(mf.threads) // 512 MiB
 		bandwidth = func() float64 { return ops.ReadBandwidth(buf, n, 5) }
 		msg := stdout
-		if *asJSON {
-			msg = stderr // keep stdout JSON
+		if *format != "md" {
+			msg = stderr // keep stdout parseable
 		}
 		fmt.Fprintf(msg, "memory read bandwidth: %.1f GB/s (%d threads, 512 MiB streamed, best of 5)\n\n", bandwidth()/1e9, n)
 	}
@@ -75,16 +82,13 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		return benchBatched(ctx, m, &mf, lists[0], lists[1], lists[2], *asJSON, stdout, stderr)
+		return benchBatched(ctx, m, &mf, lists[0], lists[1], lists[2], *format != "md", stdout, stderr)
 	}
 	lists, err := intLists(*pp, *tg)
 	if err != nil {
 		return err
 	}
-	if *reps < 1 {
-		return fmt.Errorf("-r must be at least 1")
-	}
-	return benchSingle(ctx, m, &mf, lists[0], lists[1], *reps, *asJSON, bandwidth, stdout, stderr)
+	return benchSingle(ctx, m, &mf, lists[0], lists[1], *reps, &benchPrinter{format: *format, w: stdout}, bandwidth, stdout)
 }
 
 func intLists(specs ...string) ([][]int, error) {
@@ -105,6 +109,11 @@ func intLists(specs ...string) ([][]int, error) {
 
 // benchRow carries llama-bench's JSON field names.
 type benchRow struct {
+	BuildCommit   string    `json:"build_commit"`
+	BuildNumber   int       `json:"build_number"`
+	CPUInfo       string    `json:"cpu_info"`
+	GPUInfo       string    `json:"gpu_info"`
+	Backends      string    `json:"backends"`
 	ModelFilename string    `json:"model_filename"`
 	ModelType     string    `json:"model_type"`
 	ModelSize     int64     `json:"model_size"`
@@ -116,6 +125,7 @@ type benchRow struct {
 	TypeV         string    `json:"type_v"`
 	NPrompt       int       `json:"n_prompt"`
 	NGen          int       `json:"n_gen"`
+	NDepth        int       `json:"n_depth"` // always 0: tests start on an empty cache
 	TestTime      string    `json:"test_time"`
 	AvgNs         int64     `json:"avg_ns"`
 	StddevNs      int64     `json:"stddev_ns"`
@@ -181,7 +191,7 @@ func median(x []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs []int, reps int, asJSON bool, bandwidth func() float64, stdout, stderr io.Writer) error {
+func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs []int, reps int, out *benchPrinter, bandwidth func() float64, stdout io.Writer) error {
 	need := 0
 	for _, v := range append(append([]int{}, pps...), tgs...) {
 		need = max(need, v)
@@ -208,10 +218,7 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 			tests = append(tests, [2]int{0, g})
 		}
 	}
-	if !asJSON {
-		fmt.Fprintf(stdout, "| %-28s | %10s | %8s | %7s | %8s | %20s |\n", "model", "size", "params", "threads", "test", "t/s")
-		fmt.Fprintf(stdout, "|%s|%s|%s|%s|%s|%s|\n", strings.Repeat("-", 30), strings.Repeat("-", 12), strings.Repeat("-", 10), strings.Repeat("-", 9), strings.Repeat("-", 10), strings.Repeat("-", 22))
-	}
+	out.begin()
 	var b batch.Batch
 	for _, tc := range tests {
 		run := func() (time.Duration, error) {
@@ -266,19 +273,10 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 			}
 		}
 		rows = append(rows, row)
-		if !asJSON {
-			name := fmt.Sprintf("pp%d", tc[0])
-			if tc[1] > 0 {
-				name = fmt.Sprintf("tg%d", tc[1])
-			}
-			fmt.Fprintf(stdout, "| %-28s | %6.2f MiB | %8s | %7d | %8s | %10.2f ± %7.2f |\n",
-				truncate(row.ModelFilename, 28), float64(row.ModelSize)/(1<<20), humanCount(row.ModelNParams), row.NThreads, name, row.AvgTs, row.StddevTs)
-		}
+		out.row(row)
 	}
-	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
+	if err := out.end(); err != nil || out.format != "md" {
+		return err
 	}
 	fmt.Fprintf(stdout, "\npeak RSS: %.1f MiB (model file %.1f MiB)\n%s\n", float64(peakRSS())/(1<<20), float64(m.Size)/(1<<20), modelKernels(m))
 	for _, r := range rows {
@@ -302,7 +300,9 @@ func newBenchRow(m *model.Model, lctx *runner.Context, np, ng int) benchRow {
 	}
 	o := lctx.Options()
 	kv := strings.ToLower(o.KVType.String()) // llama-bench's type_k names: f16, f32, q8_0
+	commit, number := buildCommit()
 	return benchRow{
+		BuildCommit: commit, BuildNumber: number, CPUInfo: cpuInfo(), Backends: "CPU",
 		ModelFilename: m.Path, ModelType: fmt.Sprintf("%s %s", m.Arch, humanCount(params)), ModelSize: size, ModelNParams: params,
 		NBatch: o.NBatch, NUBatch: o.NUBatch, NThreads: threads(o.Threads), TypeK: kv, TypeV: kv,
 		NPrompt: np, NGen: ng, TestTime: time.Now().UTC().Format(time.RFC3339), KernelPath: quant.KernelPath(),

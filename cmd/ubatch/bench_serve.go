@@ -28,12 +28,8 @@ func benchServe(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	timeout := fs.Duration("timeout", 10*time.Minute, "limit per request, from sending to the end of its stream (0 = none)")
 	seed := fs.Uint64("seed", 1, "seed of a synthesized workload")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, func() error { return atLeast("-n", *n, 1) }, func() error { return atLeast("--clients", *clients, 1) }); err != nil {
 		return err
-	}
-	if *n < 1 || *clients < 1 {
-		fmt.Fprintf(stderr, "-n and -c must be at least 1 (got %d, %d)\n", *n, *clients)
-		return errUsage
 	}
 	reqs, source, err := loadWorkload(*workload, *n, *seed)
 	if *workload == loadgen.WorkloadTenants {

@@ -10,8 +10,11 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -32,6 +35,7 @@ func commands() []command {
 		{"tokenize", "print the token ids (and pieces) of a text", cmdTokenize},
 		{"info", "print a GGUF file's metadata and tensors", cmdInfo},
 		{"synth", "write a GGUF of any supported family (--arch) with seeded random weights", cmdSynth},
+		{"version", "print the version (also ubatch --version)", cmdVersion},
 	}
 }
 
@@ -52,6 +56,9 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		usage(stdout)
 		return 0
+	}
+	if args[0] == "--version" {
+		args[0] = "version"
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -83,8 +90,30 @@ var errUsage = errors.New("usage")
 // version is the program's version, printed by --version.
 const version = "ubatch 0.3 (continuous-batching CPU inference server)"
 
-// aliases maps llama.cpp's other names for a flag to the name ubatch registers it under.
-var aliases = map[string]string{"ub": "ubatch-size", "np": "parallel", "ctk": "cache-type-k", "ctv": "cache-type-v"}
+// versionText is version with what the build records: the commit (as llama.cpp's --version
+// prints its build) and the Go toolchain.
+func versionText() string {
+	s := version
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, kv := range bi.Settings {
+			if kv.Key == "vcs.revision" {
+				s += "\ncommit " + kv.Value
+			}
+		}
+		s += "\nbuilt with " + bi.GoVersion
+	}
+	return s
+}
+
+// cmdVersion is `ubatch version` and `ubatch --version`.
+func cmdVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		fmt.Fprintf(stderr, "ubatch version: unexpected arguments %v (it takes none)\n", args)
+		return errUsage
+	}
+	fmt.Fprintln(stdout, versionText())
+	return nil
+}
 
 // newFlags makes a FlagSet (spf13/pflag) whose -h output explains the command. Flags take
 // llama.cpp's names: a one-letter shorthand with one dash (-c, -n, -t, -m, -p), long names with
@@ -96,6 +125,7 @@ func newFlags(name, synopsis string, stderr io.Writer) *pflag.FlagSet {
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: ubatch %s\n\nFlags:\n", synopsis)
 		fs.PrintDefaults()
+		printLlamaFlags(stderr, fs)
 	}
 	fs.SetNormalizeFunc(func(_ *pflag.FlagSet, n string) pflag.NormalizedName {
 		if to, ok := aliases[n]; ok && fs.Lookup(to) != nil {
@@ -108,8 +138,13 @@ func newFlags(name, synopsis string, stderr io.Writer) *pflag.FlagSet {
 }
 
 // parse parses args and runs checks on the values (before any model is loaded); a wrong flag or
-// value gets one line saying so and where the help is, not the whole flag list.
+// value gets one line saying so and where the help is, not the whole flag list. The command's
+// llama.cpp flags (llamaflags.go) are registered here, after the command's own, so that one the
+// command implements itself is never redefined; they are settled before the checks, so that a
+// mapped one (-tb) is checked as the flag it sets.
 func parse(fs *pflag.FlagSet, args []string, checks ...func() error) error {
+	addLlamaFlags(fs)
+	checks = append([]func() error{func() error { return settleLlamaFlags(fs) }}, checks...)
 	usage := fs.Usage
 	fs.Usage = func() {}
 	err := fs.Parse(llamaArgs(fs, args))
@@ -119,11 +154,10 @@ func parse(fs *pflag.FlagSet, args []string, checks ...func() error) error {
 		usage()
 		return err
 	case err != nil:
-		fmt.Fprintf(fs.Output(), "ubatch %s: %v (see ubatch %s --help)\n", fs.Name(), err, fs.Name())
-		return errUsage
+		return flagError(fs, err)
 	}
 	if v, _ := fs.GetBool("version"); v {
-		fmt.Fprintln(fs.Output(), version)
+		fmt.Fprintln(fs.Output(), versionText())
 		return pflag.ErrHelp
 	}
 	if fs.NArg() > 0 {
@@ -132,8 +166,30 @@ func parse(fs *pflag.FlagSet, args []string, checks ...func() error) error {
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {
-			fmt.Fprintf(fs.Output(), "ubatch %s: %v (see ubatch %s --help)\n", fs.Name(), err, fs.Name())
-			return errUsage
+			return flagError(fs, err)
+		}
+	}
+	return nil
+}
+
+// flagError reports a wrong flag value found after parse in one line, naming the help, and
+// returns errUsage (exit status 2): the whole flag list would bury the one line that matters.
+func flagError(fs *pflag.FlagSet, err error) error {
+	fmt.Fprintf(fs.Output(), "ubatch %s: %v (see ubatch %s --help)\n", fs.Name(), err, fs.Name())
+	return errUsage
+}
+
+// mustBePositive refuses the first of the named int or duration flags that is not positive.
+func mustBePositive(fs *pflag.FlagSet, names ...string) error {
+	for _, name := range names {
+		v := fs.Lookup(name).Value.String()
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			d, _ := time.ParseDuration(v)
+			n = int64(d)
+		}
+		if n <= 0 {
+			return fmt.Errorf("--%s %s: must be positive", name, v)
 		}
 	}
 	return nil
@@ -147,20 +203,30 @@ func atLeast(flag string, v, lo int) error {
 	return nil
 }
 
-// llamaArgs rewrites llama.cpp's single-dash long flags (-np 4, -ub=64, -kv-type f32) to the
-// double-dash form pflag parses; one-letter shorthands and negative numbers are left alone.
+// llamaArgs rewrites llama.cpp's single-dash long flags (-ngl 99, -np 4, -ub=64, -kv-type f32)
+// to the double-dash form pflag parses (which would read -ngl as -n gl), and a one-letter
+// spelling the command has as a long flag only (serve's -a, --alias); the other one-letter
+// shorthands and negative numbers are left alone. The names are the aliases table's, which
+// the FlagSet's normalisation maps onto the flags.
 func llamaArgs(fs *pflag.FlagSet, args []string) []string {
 	out := make([]string, 0, len(args))
 	for i, a := range args {
 		if a == "--" {
 			return append(out, args[i:]...)
 		}
+		if a == "--usage" { // llama.cpp's other spelling of --help
+			a = "--help"
+		}
 		name, _, _ := strings.Cut(strings.TrimPrefix(a, "-"), "=")
-		if len(a) > 2 && a[0] == '-' && a[1] != '-' && len(name) > 1 {
-			if to, ok := aliases[name]; ok {
-				name = to
+		if len(a) >= 2 && a[0] == '-' && a[1] != '-' {
+			to, ok := aliases[name]
+			if !ok {
+				to = name
 			}
-			if fs.Lookup(name) != nil {
+			switch {
+			case len(name) > 1 && fs.Lookup(to) != nil:
+				a = "-" + a
+			case len(name) == 1 && ok && fs.ShorthandLookup(name) == nil && fs.Lookup(to) != nil:
 				a = "-" + a
 			}
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -56,16 +57,13 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	nodeList := splitList(*nodes)
 	switch {
 	case len(nodeList) == 0 && *redisURL == "":
-		fmt.Fprintln(stderr, "give --nodes, --redis, or both")
-		fs.Usage()
-		return errUsage
+		return flagError(fs, errors.New("no nodes: give --nodes, --redis, or both"))
 	case *port < 0 || *port > 65535:
-		fmt.Fprintf(stderr, "--port %d: must be in [0, 65535]\n", *port)
-		return errUsage
-	case *maxBody < 1 || *blockSize < 1 || *maxConns < 1 || *grace <= 0 || *firstByte <= 0 || *idle <= 0 || *maxResp < 1 || *fall < 1 || *rise < 1:
-		fmt.Fprintln(stderr, "--max-body, --kv-block, --max-connections, --shutdown-timeout, --first-byte-timeout, "+
-			"--stream-idle-timeout, --max-response-bytes, --fall and --rise must be positive")
-		return errUsage
+		return flagError(fs, fmt.Errorf("--port %d: must be in [0, 65535]", *port))
+	}
+	if err := mustBePositive(fs, "max-body", "kv-block", "max-connections", "shutdown-timeout", "first-byte-timeout",
+		"stream-idle-timeout", "max-response-bytes", "fall", "rise"); err != nil {
+		return flagError(fs, err)
 	}
 	level := slog.LevelInfo
 	if *verbose {
