@@ -82,8 +82,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	pool, err := runner.ParsePooling(*pooling)
 	if err != nil {
-		fmt.Fprintln(stderr, "--"+err.Error())
-		return errUsage
+		return flagError(fs, fmt.Errorf("--%w", err))
 	}
 	err = checkServeFlags(np, mf.batch, *chunkSize, *maxQueue, *port, *maxBody, *policy, *targetITL)
 	if err == nil {
@@ -94,9 +93,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		proxies, err = checkClientLimitFlags(*maxConnsPerClient, *maxLive, *maxEmbInputs, *maxEmbTokens, *trustedProxies)
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		fs.Usage()
-		return errUsage
+		return flagError(fs, err)
 	}
 	kvOpts, err := mf.options(np)
 	if err != nil {
