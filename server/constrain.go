@@ -23,39 +23,53 @@ type responseFormat struct {
 }
 
 // constrain compiles the request's output constraint, if any, once for all its sequences:
-// llama.cpp's grammar (GBNF) or json_schema, or OpenAI's response_format (rf, chat only). At most
-// one may be given; an invalid one, or one past grammar.Limits' defaults, is a 400 naming its
-// field. Compilation stops when ctx (the request's) ends.
+// llama.cpp's grammar (GBNF) or json_schema, OpenAI's response_format (rf, chat only), or vLLM's
+// guided_json, guided_choice, guided_regex, guided_grammar or structured_outputs (guided.go). At
+// most one may be given (a second is a 400 naming it, before anything is converted); an invalid
+// one, or one past the server's grammar limits, is a 400 naming its field. Compilation stops
+// when ctx (the request's) ends. It also checks min_tokens against the length the request
+// allows, which its callers have set by now.
 func (s *Server) constrain(ctx context.Context, g *genParams, f *samplingFields, rf json.RawMessage) error {
-	var src, field string
+	if err := g.checkMinTokens(); err != nil {
+		return err
+	}
+	if err := checkGuidedBackend(f.GuidedBackend); err != nil {
+		return err
+	}
+	cands := []struct {
+		field string
+		set   bool
+		gbnf  func() (string, error)
+	}{
+		{"grammar", f.Grammar != nil && *f.Grammar != "", func() (string, error) { return *f.Grammar, nil }},
+		{"json_schema", !isNull(f.JSONSchema), func() (string, error) { return s.schemaGrammar(ctx, "json_schema", f.JSONSchema) }},
+		{"response_format", !isNull(rf) && !isTextFormat(rf), func() (string, error) { return s.responseFormatGrammar(ctx, rf) }},
+		{"guided_json", !isNull(f.GuidedJSON), func() (string, error) { return s.schemaGrammar(ctx, "guided_json", f.GuidedJSON) }},
+		{"guided_choice", !isNull(f.GuidedChoice), func() (string, error) { return s.choiceGrammar("guided_choice", f.GuidedChoice) }},
+		{"guided_regex", f.GuidedRegex != nil, func() (string, error) { return s.regexGrammar(ctx, "guided_regex", *f.GuidedRegex) }},
+		{"guided_grammar", f.GuidedGrammar != nil && *f.GuidedGrammar != "", func() (string, error) { return *f.GuidedGrammar, nil }},
+		{"structured_outputs", !isNull(f.StructuredOutputs), func() (string, error) { return s.structuredGrammar(ctx, f.StructuredOutputs) }},
+	}
 	var given []string
-	if f.Grammar != nil && *f.Grammar != "" {
-		src, field = *f.Grammar, "grammar"
-		given = append(given, field)
-	}
-	if !isNull(f.JSONSchema) {
-		gbnf, err := s.schemaGrammar(ctx, "json_schema", f.JSONSchema)
-		if err != nil {
-			return err
+	pick := -1
+	for i, c := range cands {
+		if c.set {
+			given = append(given, c.field)
+			if pick < 0 {
+				pick = i
+			}
 		}
-		src, field = gbnf, "json_schema"
-		given = append(given, field)
-	}
-	if !isNull(rf) {
-		gbnf, err := s.responseFormatGrammar(ctx, rf)
-		if err != nil {
-			return err
-		}
-		if gbnf != "" {
-			src, field = gbnf, "response_format"
-			given = append(given, field)
-		}
-	}
-	if len(given) == 0 {
-		return nil
 	}
 	if len(given) > 1 {
 		return badRequest(given[1], "%s and %s cannot be used together: give one output constraint", given[0], given[1])
+	}
+	if pick < 0 {
+		return nil
+	}
+	field := cands[pick].field
+	src, err := cands[pick].gbnf()
+	if err != nil || src == "" { // "": a response_format of type text
+		return err
 	}
 	gr, err := s.compileConstraint(ctx, field, src)
 	if err != nil {
@@ -84,8 +98,8 @@ func (s *Server) compileConstraint(ctx context.Context, field, src string) (*gra
 		return gr, nil
 	case isLimit(err):
 		return nil, limitError(field, err)
-	case field == "grammar":
-		return nil, badRequest(field, "grammar: %v", err)
+	case field == "grammar" || field == "guided_grammar" || field == "structured_outputs":
+		return nil, badRequest(field, "%s: %v", field, err)
 	}
 	return nil, badRequest(field, "%s: the schema's grammar is not usable: %v", field, err)
 }
@@ -121,6 +135,14 @@ func (s *Server) schemaGrammar(ctx context.Context, field string, raw json.RawMe
 		return "", badRequest(field, "%s: %v", field, err)
 	}
 	return gbnf, nil
+}
+
+// isTextFormat reports whether response_format asks for plain text, which constrains nothing.
+func isTextFormat(raw json.RawMessage) bool {
+	var rf struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal(raw, &rf) == nil && rf.Type == "text"
 }
 
 // responseFormatGrammar returns the GBNF for response_format ("" for type text).

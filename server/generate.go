@@ -80,6 +80,7 @@ func (s *Server) generate(ctx context.Context, prompts [][]int32, g genParams) (
 		// Independent sequences of one request need distinct random streams.
 		reqs[i].Sampling.Seed += uint64(i % g.n)
 		gen.seqs[i].text = newTextStream(s.cfg.Model.Vocab, g.stop)
+		gen.seqs[i].text.minTokens = g.sampling.MinTokens
 	}
 	// With n > 1 the engine computes each prompt once: the other sequences wait until the first
 	// has the prompt in the KV cache and start from it.

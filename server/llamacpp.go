@@ -196,12 +196,14 @@ func (s *Server) llamaFinal(finish, stopWord string, u engine.Usage, genTime tim
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// tokenizeRequest is the body of POST /tokenize.
+// tokenizeRequest is the body of POST /tokenize: llama.cpp's (content) or vLLM's (prompt or
+// messages: vllmTokenizeFields, tokenize_vllm.go).
 type tokenizeRequest struct {
 	Content      *string `json:"content"`
 	AddSpecial   bool    `json:"add_special"`
 	ParseSpecial *bool   `json:"parse_special"` // default true, as in llama.cpp
 	WithPieces   bool    `json:"with_pieces"`
+	vllmTokenizeFields
 }
 
 // tokenPiece is a token with its text: a string when the piece is valid UTF-8, else its bytes.
@@ -216,8 +218,12 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if req.isVLLM() {
+		s.vllmTokenize(w, &req)
+		return
+	}
 	if req.Content == nil {
-		writeError(w, badRequest("content", "content is required"))
+		writeError(w, badRequest("content", "content is required (or vLLM's prompt or messages)"))
 		return
 	}
 	parse := req.ParseSpecial == nil || *req.ParseSpecial
@@ -239,9 +245,12 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"tokens": out})
 }
 
-// detokenizeRequest is the body of POST /detokenize.
+// detokenizeRequest is the body of POST /detokenize. llama.cpp's and vLLM's are both tokens;
+// vLLM's names the model (its clients always do, llama.cpp's do not), and its answer is
+// {"prompt"} instead of llama.cpp's {"content"}.
 type detokenizeRequest struct {
 	Tokens []int32 `json:"tokens"`
+	Model  *string `json:"model"`
 }
 
 func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
@@ -257,5 +266,9 @@ func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"content": strings.ToValidUTF8(v.Decode(req.Tokens), "\uFFFD")})
+	key := "content"
+	if req.Model != nil {
+		key = "prompt"
+	}
+	writeJSON(w, http.StatusOK, map[string]string{key: strings.ToValidUTF8(v.Decode(req.Tokens), "\uFFFD")})
 }

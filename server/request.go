@@ -52,7 +52,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 		case errors.As(err, &te) && te.Field != "":
 			// The decoder names fields of embedded structs with the Go struct's name first.
 			field := te.Field
-			for _, embedded := range []string{"samplingFields.", "openAIFields."} {
+			for _, embedded := range []string{"samplingFields.", "openAIFields.", "vllmTokenizeFields."} {
 				field = strings.ReplaceAll(field, embedded, "")
 			}
 			return badRequest(field, "field %q: expected %s, got JSON %s", field, te.Type, te.Value)
@@ -79,6 +79,12 @@ var unsupported = map[string]func(json.RawMessage) bool{
 	"dynatemp_range": positive, "dry_multiplier": positive, "xtc_probability": positive,
 	"top_n_sigma": positive, "n_indent": positive, "t_max_predict_ms": positive,
 	"logit_bias_eog": nonEmpty, "modalities": notTextOnly,
+	// vLLM's: beam search, prompt log-probabilities, its own penalty and token lists
+	// (guided_* and min_tokens are implemented: guided.go).
+	"use_beam_search": isTrue, "length_penalty": notOne, "early_stopping": isTrue, "prompt_logprobs": notNull,
+	"stop_token_ids": nonEmpty, "bad_words": nonEmpty, "allowed_token_ids": nonEmpty,
+	"include_stop_str_in_output": isTrue, "logits_processors": nonEmpty, "truncate_prompt_tokens": notNull,
+	"repetition_penalty": notOne, "guided_whitespace_pattern": nonEmpty,
 }
 
 // supporter is a request type that implements some fields the unsupported list names for the
@@ -113,6 +119,8 @@ func positive(v json.RawMessage) bool { f, ok := number(v); return ok && f > 0 |
 func aboveOne(v json.RawMessage) bool { f, ok := number(v); return ok && f > 1 || !ok && !isNull(v) }
 func belowOne(v json.RawMessage) bool { f, ok := number(v); return ok && f < 1 || !ok && !isNull(v) }
 func isTrue(v json.RawMessage) bool   { return string(bytes.TrimSpace(v)) == "true" }
+func notOne(v json.RawMessage) bool   { f, ok := number(v); return ok && f != 1 || !ok && !isNull(v) }
+func notNull(v json.RawMessage) bool  { return !isNull(v) }
 
 func nonEmpty(v json.RawMessage) bool {
 	switch string(bytes.TrimSpace(v)) {
@@ -264,6 +272,15 @@ type samplingFields struct {
 	Grammar          *string         `json:"grammar"`     // llama.cpp: GBNF the output must follow
 	JSONSchema       json.RawMessage `json:"json_schema"` // llama.cpp: a JSON Schema the output must follow
 	LogitBias        json.RawMessage `json:"logit_bias"`
+	MinTokens        *int            `json:"min_tokens"` // vLLM: no end of generation before this many tokens
+
+	// vLLM's structured output (guided.go).
+	GuidedJSON        json.RawMessage `json:"guided_json"`
+	GuidedChoice      json.RawMessage `json:"guided_choice"`
+	GuidedRegex       *string         `json:"guided_regex"`
+	GuidedGrammar     *string         `json:"guided_grammar"`
+	GuidedBackend     *string         `json:"guided_decoding_backend"`
+	StructuredOutputs json.RawMessage `json:"structured_outputs"`
 }
 
 // parseLogitBias reads OpenAI's logit_bias, {"token id": bias}, or llama.cpp's
@@ -379,6 +396,10 @@ func (f *samplingFields) params(d sample.Params, eog []int32, vocab int) (genPar
 	if g.priority, err = parsePriority(f.Priority); err != nil {
 		return g, err
 	}
+	if f.MinTokens != nil {
+		// Validate bounds it below; checkMinTokens against max_tokens, once that is known.
+		p.MinTokens, p.EndTokens = *f.MinTokens, slices.Clone(eog)
+	}
 	if f.IgnoreEOS != nil {
 		p.IgnoreTokens = nil
 		if *f.IgnoreEOS {
@@ -389,6 +410,18 @@ func (f *samplingFields) params(d sample.Params, eog []int32, vocab int) (genPar
 		return g, toAPIError(err)
 	}
 	return g, nil
+}
+
+// checkMinTokens holds min_tokens within the tokens the request may generate.
+func (g *genParams) checkMinTokens() error {
+	m := g.sampling.MinTokens
+	switch {
+	case m > 0 && g.noGeneration:
+		return badRequest("min_tokens", "min_tokens is %d but n_predict 0 generates nothing", m)
+	case m > 0 && g.maxTokens > 0 && m > g.maxTokens:
+		return badRequest("min_tokens", "min_tokens (%d) must be at most max_tokens (%d)", m, g.maxTokens)
+	}
+	return nil
 }
 
 // setMaxTokens applies OpenAI's max_tokens / max_completion_tokens (the newer name wins).

@@ -30,6 +30,9 @@ type textStream struct {
 	released int        // bytes released so far
 	pending  []genToken // tokens whose text is not fully released
 	done     bool
+	// minTokens is the request's min_tokens: as in vLLM, stop strings do not end the text
+	// before that many tokens were added (the sampler holds the end tokens back as long).
+	minTokens, added int
 }
 
 func newTextStream(vocab *tokenizer.Tokenizer, stop []string) *textStream {
@@ -40,6 +43,7 @@ func newTextStream(vocab *tokenizer.Tokenizer, stop []string) *textStream {
 // when a stop string matched, that string (the text is then cut before it and the stream is done).
 func (t *textStream) add(tok genToken) (text string, toks []genToken, stopWord string) {
 	piece := t.dec.Add(tok.id)
+	t.added++
 	produced := t.released + len(t.held)
 	tok.offset, tok.end = produced, produced+len(piece)
 	t.pending = append(t.pending, tok)
@@ -61,7 +65,8 @@ func (t *textStream) release(final bool) (string, []genToken, string) {
 	if t.done {
 		return "", nil, ""
 	}
-	if i, word := t.firstStop(); i >= 0 {
+	early := t.added < t.minTokens // stop strings do not count yet
+	if i, word := t.firstStop(); i >= 0 && !early {
 		cut := t.released + i
 		text := t.held[:i]
 		t.held, t.released, t.done = "", cut, true
@@ -75,7 +80,7 @@ func (t *textStream) release(final bool) (string, []genToken, string) {
 		return text, toks, word
 	}
 	keep := 0
-	if !final {
+	if !final && !early {
 		keep = t.stopPrefixLen()
 	}
 	text := t.held[:len(t.held)-keep]

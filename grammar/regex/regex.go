@@ -303,3 +303,16 @@ func textAny(nl bool) string {
 }
 
 func clampRune(r rune) rune { return min(max(r, 0), utf8.MaxRune) }
+
+// Literal writes s as one GBNF literal of raw text (vLLM's guided_choice), escaped as Grammar
+// escapes characters.
+func Literal(s string) string {
+	var sb strings.Builder
+	sb.WriteByte('"')
+	for _, r := range s {
+		c := textChar(r)
+		sb.WriteString(c[1 : len(c)-1])
+	}
+	sb.WriteByte('"')
+	return sb.String()
+}

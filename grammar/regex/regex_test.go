@@ -172,3 +172,26 @@ func FuzzGrammar(f *testing.F) {
 		}
 	})
 }
+
+// TestLiteral: any text, quotes, backslashes, controls and invalid UTF-8 included, is one
+// literal the grammar matches exactly (invalid bytes as U+FFFD, as Go's range over a string).
+func TestLiteral(t *testing.T) {
+	for _, tc := range []struct{ name, text string }{
+		{name: "plain", text: "yes"},
+		{name: "quotes", text: `say "hi" \ \n`},
+		{name: "controls", text: "a\tb\nc\x00\x7f"},
+		{name: "unicode", text: "héllo 漢字 🙂"},
+		{name: "empty", text: ""},
+		{name: "grammar syntax", text: `root ::= [a] | (b)* {1}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := grammar.Parse("root ::= " + Literal(tc.text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !accepts(g, tc.text) || accepts(g, tc.text+"x") {
+				t.Errorf("the literal %s does not match exactly %q", Literal(tc.text), tc.text)
+			}
+		})
+	}
+}

@@ -1,0 +1,96 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestTokenizeVLLM: vLLM's /tokenize and /detokenize bodies round-trip; their answers have
+// vLLM's keys and llama.cpp's keep theirs exactly.
+func TestTokenizeVLLM(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	v := e.model.Vocab
+	type tokenized struct {
+		Tokens      []int32  `json:"tokens"`
+		Count       int      `json:"count"`
+		MaxModelLen int      `json:"max_model_len"`
+		TokenStrs   []string `json:"token_strs"`
+	}
+	for _, tc := range []struct {
+		name    string
+		prompt  string
+		special *bool
+	}{
+		{name: "plain", prompt: "Once upon a time"},
+		{name: "no special tokens", prompt: "Once upon a time", special: new(bool)},
+		{name: "multi-byte", prompt: "café 😀 漢字"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := map[string]any{"model": "m", "prompt": tc.prompt, "return_token_strs": true}
+			add := true
+			if tc.special != nil {
+				body["add_special_tokens"], add = *tc.special, *tc.special
+			}
+			var tok tokenized
+			e.postJSON("/tokenize", body, http.StatusOK, &tok)
+			if want := v.Encode(tc.prompt, add, true); !slices.Equal(tok.Tokens, want) {
+				t.Fatalf("tokens %v, want %v", tok.Tokens, want)
+			}
+			if tok.Count != len(tok.Tokens) || tok.MaxModelLen != e.eng.Limits().NCtx || len(tok.TokenStrs) != tok.Count {
+				t.Fatalf("count %d, max_model_len %d (want %d), %d token_strs for %d tokens",
+					tok.Count, tok.MaxModelLen, e.eng.Limits().NCtx, len(tok.TokenStrs), len(tok.Tokens))
+			}
+			var det map[string]string
+			e.postJSON("/detokenize", map[string]any{"model": "m", "tokens": tok.Tokens}, http.StatusOK, &det)
+			// BOS takes the first SPM space away, as on llama.cpp's route (TestTokenizeDetokenize).
+			if got, ok := det["prompt"]; len(det) != 1 || !ok || strings.TrimPrefix(got, " ") != tc.prompt {
+				t.Fatalf("detokenize answered %v, want {\"prompt\": %q}", det, tc.prompt)
+			}
+		})
+	}
+	t.Run("chat", func(t *testing.T) {
+		msgs := []map[string]any{{"role": "user", "content": "Tell me a story."}}
+		var tok tokenized
+		e.postJSON("/tokenize", map[string]any{"model": "m", "messages": msgs, "add_generation_prompt": true}, http.StatusOK, &tok)
+		var res chatResult
+		e.postJSON("/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 1}, http.StatusOK, &res)
+		if tok.Count == 0 || tok.Count != res.Usage.PromptTokens {
+			t.Fatalf("chat tokenize counts %d tokens, the chat route's prompt has %d", tok.Count, res.Usage.PromptTokens)
+		}
+	})
+	t.Run("llama.cpp bodies unchanged", func(t *testing.T) {
+		var tok map[string]json.RawMessage
+		e.postJSON("/tokenize", map[string]any{"content": "Once upon a time"}, http.StatusOK, &tok)
+		var det map[string]string
+		e.postJSON("/detokenize", map[string]any{"tokens": tok["tokens"]}, http.StatusOK, &det)
+		if len(tok) != 1 || tok["tokens"] == nil || len(det) != 1 || det["content"] != "Once upon a time" {
+			t.Fatalf("llama.cpp's answers changed: %v, %v", tok, det)
+		}
+	})
+	for _, tc := range []struct {
+		name  string
+		body  map[string]any
+		field string
+	}{
+		{name: "content and prompt", body: map[string]any{"content": "a", "prompt": "a"}, field: "prompt"},
+		{name: "content and messages", body: map[string]any{"content": "a", "messages": []map[string]any{{"role": "user", "content": "a"}}}, field: "messages"},
+		{name: "prompt and messages", body: map[string]any{"prompt": "a", "messages": []map[string]any{{"role": "user", "content": "a"}}}, field: "messages"},
+		{name: "no generation prompt", body: map[string]any{"messages": []map[string]any{{"role": "user", "content": "a"}}, "add_generation_prompt": false}, field: "add_generation_prompt"},
+		{name: "prompt not a string", body: map[string]any{"prompt": 3}, field: "prompt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := e.post(context.Background(), "/tokenize", tc.body)
+			defer resp.Body.Close()
+			data, _ := io.ReadAll(resp.Body)
+			var eb errorBody
+			if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(data, &eb) != nil || eb.Error.Param == nil || *eb.Error.Param != tc.field {
+				t.Fatalf("status %d: %s, want a 400 naming %s", resp.StatusCode, data, tc.field)
+			}
+		})
+	}
+}
