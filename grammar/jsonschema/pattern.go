@@ -1,10 +1,14 @@
 package jsonschema
 
 import (
+	"context"
 	"fmt"
+	"math"
 	"regexp/syntax"
 	"strings"
 	"unicode/utf8"
+
+	"ubatch/grammar/regex"
 )
 
 // patternGrammar returns a GBNF expression for the JSON string contents (between the quotes)
@@ -12,7 +16,8 @@ import (
 // means it: unanchored unless it starts with ^ or ends with $. The grammar writes the value's
 // characters as they are, except " and \ which it escapes; characters that JSON must escape
 // otherwise (controls) are left out of classes, so the grammar matches a subset of the
-// pattern's strings. Lookaround, backreferences, word boundaries and case folding are refused.
+// pattern's strings. Lookaround, backreferences, inner anchors and word boundaries are refused
+// (grammar/regex writes the rest); case folding is written out.
 func patternGrammar(pattern string) (string, error) {
 	re, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil {
@@ -46,66 +51,18 @@ func patternGrammar(pattern string) (string, error) {
 	return head + "(" + body + ")" + tail, nil
 }
 
+// regexGBNF writes re with grammar/regex's converter, its characters as a JSON string's
+// contents (jsonCharset); the schema's own output limit bounds the grammar as a whole.
 func regexGBNF(re *syntax.Regexp) (string, error) {
-	if re.Flags&syntax.FoldCase != 0 && (re.Op == syntax.OpLiteral || re.Op == syntax.OpCharClass) {
-		return "", fmt.Errorf("case-insensitive matching is not supported")
-	}
-	sub := func() ([]string, error) {
-		var out []string
-		for _, s := range re.Sub {
-			p, err := regexGBNF(s)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, p)
-		}
-		return out, nil
-	}
-	switch re.Op {
-	case syntax.OpEmptyMatch:
-		return `""`, nil
-	case syntax.OpLiteral:
-		var parts []string
-		for _, r := range re.Rune {
-			parts = append(parts, jsonChar(r))
-		}
-		return strings.Join(parts, " "), nil
-	case syntax.OpCharClass:
-		return charClass(re.Rune)
-	case syntax.OpAnyCharNotNL, syntax.OpAnyChar:
-		return "(plain-char | " + jsonChar('"') + " | " + jsonChar('\\') + ")", nil
-	case syntax.OpCapture:
-		p, err := regexGBNF(re.Sub[0])
-		return "(" + p + ")", err
-	case syntax.OpStar, syntax.OpPlus, syntax.OpQuest:
-		p, err := regexGBNF(re.Sub[0])
-		return "(" + p + ")" + map[syntax.Op]string{syntax.OpStar: "*", syntax.OpPlus: "+", syntax.OpQuest: "?"}[re.Op], err
-	case syntax.OpRepeat:
-		p, err := regexGBNF(re.Sub[0])
-		if re.Max < 0 {
-			return fmt.Sprintf("(%s){%d,}", p, re.Min), err
-		}
-		return fmt.Sprintf("(%s){%d,%d}", p, re.Min, re.Max), err
-	case syntax.OpConcat:
-		parts, err := sub()
-		return strings.Join(parts, " "), err
-	case syntax.OpAlternate:
-		parts, err := sub()
-		return "(" + strings.Join(parts, " | ") + ")", err
-	}
-	return "", fmt.Errorf("%s is not supported here", opName(re.Op))
+	return regex.Expr(context.Background(), re, jsonCharset, math.MaxInt)
 }
 
-func opName(op syntax.Op) string {
-	switch op {
-	case syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText, syntax.OpEndText:
-		return "an anchor inside the pattern"
-	case syntax.OpWordBoundary, syntax.OpNoWordBoundary:
-		return "a word boundary"
-	case syntax.OpNoMatch:
-		return "a pattern that matches nothing"
-	}
-	return op.String()
+// jsonCharset writes a pattern's characters as JSON string contents: " and \ escaped, controls
+// as \u escapes in literals and left out of classes and of . (plain-char has none).
+var jsonCharset = regex.Charset{
+	Char:  jsonChar,
+	Class: charClass,
+	Any:   func(bool) string { return "(plain-char | " + jsonChar('"') + " | " + jsonChar('\\') + ")" },
 }
 
 // jsonChar is the GBNF for one character of a JSON string's contents.
