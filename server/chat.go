@@ -21,20 +21,25 @@ type chatRequest struct {
 	ParallelToolCalls  *bool           `json:"parallel_tool_calls"`
 	ResponseFormat     json.RawMessage `json:"response_format"`
 	ChatTemplateKwargs map[string]any  `json:"chat_template_kwargs"` // llama.cpp: extra template variables
+	ReasoningFormat    *string         `json:"reasoning_format"`     // llama.cpp: none, auto or deepseek
+
+	reasoning reasoningMode // set by chatParams: how the reply is read for reasoning
 }
 
 // chatMessage is a reply; content is null when the reply is only tool calls.
 type chatMessage struct {
-	Role      string         `json:"role"`
-	Content   *string        `json:"content"`
-	ToolCalls []toolCallJSON `json:"tool_calls,omitempty"`
+	Role             string         `json:"role"`
+	Content          *string        `json:"content"`
+	ReasoningContent *string        `json:"reasoning_content,omitempty"` // the model's thought, when split
+	ToolCalls        []toolCallJSON `json:"tool_calls,omitempty"`
 }
 
 // chatDelta is a streamed message fragment; absent fields are omitted, as OpenAI does.
 type chatDelta struct {
-	Role      string         `json:"role,omitempty"`
-	Content   *string        `json:"content,omitempty"`
-	ToolCalls []toolCallJSON `json:"tool_calls,omitempty"`
+	Role             string          `json:"role,omitempty"`
+	Content          *string         `json:"content,omitempty"`
+	ReasoningContent *string         `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCallDelta `json:"tool_calls,omitempty"`
 }
 
 type chatLogprobs struct {
@@ -77,66 +82,34 @@ func (req *chatRequest) prepare(ctx context.Context, s *Server) (genParams, [][]
 	if req.Stream {
 		object = "chat.completion.chunk"
 	}
-	c := &chatReply{openAIReply: newOpenAIReply[chatChoice](s, "chatcmpl-", object, &req.openAIFields), s: s, g: g}
-	if g.tools != nil {
-		for range g.n {
-			c.parsers = append(c.parsers, chat.NewToolParser(g.tools.format, g.tools.names))
+	c := &chatReply{openAIReply: newOpenAIReply[chatChoice](s, "chatcmpl-", object, &req.openAIFields), s: s, g: g,
+		reasoning: req.reasoning}
+	c.started = make([]bool, g.n)
+	if req.Stream {
+		c.streams = make([]chatStream, g.n)
+		for i := range c.streams {
+			if req.reasoning.split {
+				c.streams[i].reasoning = chat.NewReasoningParser(req.reasoning.inThought)
+			}
+			if g.tools != nil {
+				c.streams[i].tools = chat.NewToolParser(g.tools.format, g.tools.names)
+				c.streams[i].tools.StreamCalls()
+			}
 		}
 	}
-	c.started = make([]bool, g.n)
 	return g, [][]int32{prompt}, c, nil
 }
 
-// chatReply words a generation as /v1/chat/completions does: with tools, the reply is read for
-// tool calls (streaming, text that may start one is held back until the reply ends).
+// chatReply words a generation as /v1/chat/completions does: the reply is read for reasoning
+// (reasoning_content), then, with tools, for tool calls (streaming, text that may start one is
+// held back until the call's function is known, then the call streams as deltas).
 type chatReply struct {
 	openAIReply[chatChoice]
-	s       *Server
-	g       genParams
-	started []bool             // by choice: the assistant role was sent
-	parsers []*chat.ToolParser // by choice, with tools
-}
-
-func (c *chatReply) chunk(sse *sseWriter, ev seqEvent) error {
-	// Each choice opens with the assistant role, as OpenAI's streams do.
-	if !c.started[ev.index] {
-		c.started[ev.index] = true
-		empty := ""
-		if err := c.send(sse, chatChoice{Index: ev.index, Delta: &chatDelta{Role: "assistant", Content: &empty}}); err != nil {
-			return err
-		}
-	}
-	finish := ev.finish
-	var calls []toolCallJSON
-	if c.parsers != nil {
-		text := c.parsers[ev.index].Add(ev.text)
-		if ev.done {
-			rest, parsed := c.parsers[ev.index].Finish()
-			text += rest
-			if calls = toolReply(parsed, c.g.tools.parallel, true); len(calls) > 0 {
-				finish = "tool_calls"
-			}
-		}
-		ev.text = text
-	}
-	if ev.text != "" || len(ev.tokens) > 0 {
-		ch := chatChoice{Index: ev.index, Delta: &chatDelta{Content: &ev.text}}
-		if c.g.logprobs {
-			ch.Logprobs = c.s.chatLogprobs(ev.tokens)
-		}
-		if err := c.send(sse, ch); err != nil {
-			return err
-		}
-	}
-	if !ev.done {
-		return nil
-	}
-	if len(calls) > 0 {
-		if err := c.send(sse, chatChoice{Index: ev.index, Delta: &chatDelta{ToolCalls: calls}}); err != nil {
-			return err
-		}
-	}
-	return c.send(sse, chatChoice{Index: ev.index, Delta: &chatDelta{}, FinishReason: &finish})
+	s         *Server
+	g         genParams
+	reasoning reasoningMode
+	started   []bool       // by choice: the assistant role was sent
+	streams   []chatStream // by choice, streaming
 }
 
 func (c *chatReply) whole(res []*choiceResult, u usageJSON) any {
@@ -144,6 +117,12 @@ func (c *chatReply) whole(res []*choiceResult, u usageJSON) any {
 	for i, r := range res {
 		msg := &chatMessage{Role: "assistant"}
 		content := r.text.String()
+		if c.reasoning.split {
+			var reasoning string
+			if reasoning, content = chat.SplitReasoning(content, c.reasoning.inThought); reasoning != "" {
+				msg.ReasoningContent = &reasoning
+			}
+		}
 		if c.g.tools != nil {
 			var calls []chat.ToolCall
 			content, calls = chat.ParseToolCalls(c.g.tools.format, content, c.g.tools.names)
@@ -198,6 +177,9 @@ func (s *Server) chatParams(ctx context.Context, req *chatRequest) (genParams, [
 	}
 	text, err := s.renderChat(req.Messages, req.Tools, req.ChatTemplateKwargs)
 	if err != nil {
+		return g, nil, err
+	}
+	if req.reasoning, err = s.reasoningSetup(req.ReasoningFormat, text, &g); err != nil {
 		return g, nil, err
 	}
 	v := s.cfg.Model.Vocab

@@ -32,6 +32,8 @@ type envOptions struct {
 	embedder                                runner.Pooling // "" = no /v1/embeddings
 	live                                    bool           // feed GET /live (a Live hub beside the metrics)
 	limits                                  RequestLimits
+	chatTemplate                            string // "": the model's (stories260K has none: ChatML)
+	reasoningFormat                         string // serve's --reasoning-format
 }
 
 // testEnv is a real engine over stories260K behind an httptest server.
@@ -88,7 +90,7 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 		t.Cleanup(emb.Close)
 	}
 	srv, err := New(Config{Model: m, Engine: eng, APIKey: o.apiKey, MaxBodyBytes: o.maxBody, Metrics: met, Gatherer: reg, ModelID: "stories", Embedder: emb, Live: live,
-		Limits: o.limits})
+		Limits: o.limits, ChatTemplate: o.chatTemplate, ReasoningFormat: o.reasoningFormat})
 	if err != nil {
 		t.Fatal(err)
 	}

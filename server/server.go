@@ -56,6 +56,9 @@ type Config struct {
 	Sampling *sample.Params
 	// ChatTemplate, when set, replaces the model's tokenizer.chat_template (Jinja source).
 	ChatTemplate string
+	// ReasoningFormat is the default of chat requests' reasoning_format (serve's
+	// --reasoning-format): ReasoningNone, ReasoningAuto or ReasoningDeepSeek; "" means auto.
+	ReasoningFormat string
 	// CORSOrigins are the browser origins allowed to call the API ("*": any); empty allows only
 	// pages served from localhost.
 	CORSOrigins []string
@@ -130,6 +133,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxBodyBytes < 0 {
 		return nil, fmt.Errorf("server: MaxBodyBytes %d is negative", cfg.MaxBodyBytes)
+	}
+	if err := checkReasoningFormat(cfg.ReasoningFormat); err != nil {
+		return nil, fmt.Errorf("server: ReasoningFormat: %w", err)
 	}
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes

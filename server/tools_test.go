@@ -67,36 +67,13 @@ func TestToolCallsForced(t *testing.T) {
 			t.Errorf("%v: call %+v, finish %q, content %v", choice, call, c.FinishReason, c.Message.Content)
 		}
 
-		body["stream"] = true
-		stream := e.post(context.Background(), "/v1/chat/completions", body)
-		events := sseEvents(t, stream.Body)
-		stream.Body.Close()
-		var got []toolCallJSON
-		finish := ""
-		for _, ev := range events {
-			var chunk struct {
-				Choices []struct {
-					Delta struct {
-						Content   *string        `json:"content"`
-						ToolCalls []toolCallJSON `json:"tool_calls"`
-					} `json:"delta"`
-					FinishReason *string `json:"finish_reason"`
-				} `json:"choices"`
-			}
-			if ev == "[DONE]" || json.Unmarshal([]byte(ev), &chunk) != nil || len(chunk.Choices) == 0 {
-				continue
-			}
-			d := chunk.Choices[0]
-			if d.Delta.Content != nil && strings.Contains(*d.Delta.Content, "<tool_call>") {
-				t.Errorf("the tool-call markup leaked into the streamed content: %q", *d.Delta.Content)
-			}
-			got = append(got, d.Delta.ToolCalls...)
-			if d.FinishReason != nil {
-				finish = *d.FinishReason
-			}
+		// Streamed, the call comes as deltas (TestToolCallsStreamedDeltas) that join into it.
+		st := e.streamChat(body)
+		if strings.Contains(st.content.String(), "<tool_call>") {
+			t.Errorf("the tool-call markup leaked into the streamed content: %q", st.content.String())
 		}
-		if len(got) != 1 || got[0].Function.Name != "get_weather" || got[0].Function.Arguments != call.Function.Arguments || got[0].Index == nil || finish != "tool_calls" {
-			t.Errorf("%v: streamed calls %+v, finish %q; non-streamed %+v", choice, got, finish, call)
+		if len(st.calls) != 1 || st.calls[0].Function.Name != "get_weather" || st.calls[0].Function.Arguments != call.Function.Arguments || st.finish != "tool_calls" {
+			t.Errorf("%v: streamed calls %+v, finish %q; non-streamed %+v", choice, st.calls, st.finish, call)
 		}
 	}
 }
@@ -290,29 +267,8 @@ func TestToolChoiceAutoUnknownFunction(t *testing.T) {
 				t.Errorf("want the text %q as content, got %+v", want, c)
 			}
 
-			body["stream"] = true
-			stream := e.post(context.Background(), "/v1/chat/completions", body)
-			events := sseEvents(t, stream.Body)
-			stream.Body.Close()
-			var content strings.Builder
-			var calls []toolCallJSON
-			for _, ev := range events {
-				var chunk struct {
-					Choices []struct {
-						Delta struct {
-							Content   *string        `json:"content"`
-							ToolCalls []toolCallJSON `json:"tool_calls"`
-						} `json:"delta"`
-					} `json:"choices"`
-				}
-				if ev == "[DONE]" || json.Unmarshal([]byte(ev), &chunk) != nil || len(chunk.Choices) == 0 {
-					continue
-				}
-				if d := chunk.Choices[0].Delta; d.Content != nil {
-					content.WriteString(*d.Content)
-				}
-				calls = append(calls, chunk.Choices[0].Delta.ToolCalls...)
-			}
+			st := e.streamChat(body)
+			content, calls := &st.content, st.calls
 			if tc.call != (len(calls) == 1) || !tc.call && content.String() != want {
 				t.Errorf("streamed: content %q, calls %+v", content.String(), calls)
 			}

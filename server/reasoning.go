@@ -1,0 +1,169 @@
+package server
+
+import (
+	"crypto/rand"
+	"fmt"
+
+	"ubatch/chat"
+)
+
+// Reasoning formats of reasoning_format and serve's --reasoning-format, llama-server's names.
+const (
+	// ReasoningNone leaves the reasoning in content, as the model wrote it.
+	ReasoningNone = "none"
+	// ReasoningAuto (the default) splits the reasoning markup the chat template teaches
+	// (chat.DetectReasoningFormat): <think>...</think> into reasoning_content, starting inside
+	// the thought when the rendered prompt opened it.
+	ReasoningAuto = "auto"
+	// ReasoningDeepSeek splits <think>...</think> whatever the template shows, opened by the
+	// reply or by the prompt.
+	ReasoningDeepSeek = "deepseek"
+)
+
+// checkReasoningFormat checks a reasoning format's name ("" is the default, auto).
+func checkReasoningFormat(name string) error {
+	switch name {
+	case "", ReasoningNone, ReasoningAuto, ReasoningDeepSeek:
+		return nil
+	}
+	return fmt.Errorf("reasoning format %q: use %s, %s or %s", name, ReasoningNone, ReasoningAuto, ReasoningDeepSeek)
+}
+
+// reasoningMode is how a chat reply is read for reasoning.
+type reasoningMode struct {
+	split     bool // <think>...</think> goes to reasoning_content
+	inThought bool // the prompt opened the thought: the reply starts inside it
+}
+
+// reasoningSetup decides how a chat request's reply is read for reasoning: field is the
+// request's reasoning_format (nil: the server's default), prompt the rendered conversation. With
+// a grammar the reply is what the grammar writes, so it is not taken to continue a thought the
+// prompt opened (a forced tool call or a JSON answer would all be reasoning).
+func (s *Server) reasoningSetup(field *string, prompt string, g *genParams) (reasoningMode, error) {
+	name := s.cfg.ReasoningFormat
+	if field != nil {
+		if err := checkReasoningFormat(*field); err != nil {
+			return reasoningMode{}, badRequest("reasoning_format", "%v", err)
+		}
+		name = *field
+	}
+	var m reasoningMode
+	switch name {
+	case ReasoningNone:
+		return m, nil
+	case ReasoningDeepSeek:
+		m.split = true
+	default:
+		m.split = chat.DetectReasoningFormat(s.tmpl.Source()) == chat.ReasoningThink
+	}
+	m.inThought = m.split && g.sampling.Grammar == nil && chat.PromptOpensThought(prompt)
+	return m, nil
+}
+
+// toolCallDelta is one entry of a streamed delta.tool_calls, as OpenAI, vLLM and llama-server
+// send them: the call's first delta has its id, type and name (arguments ""), the next ones its
+// index and a fragment of the arguments.
+type toolCallDelta struct {
+	Index    int    `json:"index"`
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// chatStream is one streamed choice's reading of the reply: reasoning first, then tool calls
+// in what is left.
+type chatStream struct {
+	reasoning *chat.ReasoningParser // nil: no reasoning split
+	tools     *chat.ToolParser      // nil: no tools
+	ids       []string              // the ids of the calls started
+}
+
+// sendToolDeltas sends each of a choice's tool-call deltas as a chunk of its own, so that a
+// call's name arrives before its arguments; with parallel false only the first call goes out.
+func (c *chatReply) sendToolDeltas(sse *sseWriter, index int, deltas []chat.ToolDelta) error {
+	cs := &c.streams[index]
+	for _, d := range deltas {
+		if d.Index > 0 && !c.g.tools.parallel {
+			continue
+		}
+		var td toolCallDelta
+		td.Index = d.Index
+		if d.Name != "" {
+			cs.ids = append(cs.ids, newCallID())
+			td.ID, td.Type, td.Function.Name = cs.ids[d.Index], "function", d.Name
+		}
+		td.Function.Arguments = d.Arguments
+		if err := c.send(sse, chatChoice{Index: index, Delta: &chatDelta{ToolCalls: []toolCallDelta{td}}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chunk sends one event of a choice: the assistant role first, then the reasoning and content
+// it adds, the tool-call deltas, and at the end what the parsers held back and the finish.
+func (c *chatReply) chunk(sse *sseWriter, ev seqEvent) error {
+	// Each choice opens with the assistant role, as OpenAI's streams do.
+	if !c.started[ev.index] {
+		c.started[ev.index] = true
+		empty := ""
+		if err := c.send(sse, chatChoice{Index: ev.index, Delta: &chatDelta{Role: "assistant", Content: &empty}}); err != nil {
+			return err
+		}
+	}
+	cs := &c.streams[ev.index]
+	reasoning, content := "", ev.text
+	if cs.reasoning != nil {
+		reasoning, content = cs.reasoning.Add(ev.text)
+		if ev.done {
+			r, c := cs.reasoning.Finish()
+			reasoning, content = reasoning+r, content+c
+		}
+	}
+	var deltas []chat.ToolDelta
+	if cs.tools != nil {
+		content = cs.tools.Add(content)
+		deltas = cs.tools.TakeDeltas()
+	}
+	if reasoning != "" || content != "" || len(ev.tokens) > 0 {
+		d := &chatDelta{}
+		if reasoning != "" {
+			d.ReasoningContent = &reasoning
+		}
+		if content != "" || reasoning == "" {
+			d.Content = &content
+		}
+		ch := chatChoice{Index: ev.index, Delta: d}
+		if c.g.logprobs {
+			ch.Logprobs = c.s.chatLogprobs(ev.tokens)
+		}
+		if err := c.send(sse, ch); err != nil {
+			return err
+		}
+	}
+	if err := c.sendToolDeltas(sse, ev.index, deltas); err != nil || !ev.done {
+		return err
+	}
+	finish := ev.finish
+	if cs.tools != nil {
+		rest, calls := cs.tools.Finish()
+		if rest != "" {
+			if err := c.send(sse, chatChoice{Index: ev.index, Delta: &chatDelta{Content: &rest}}); err != nil {
+				return err
+			}
+		}
+		if err := c.sendToolDeltas(sse, ev.index, cs.tools.TakeDeltas()); err != nil {
+			return err
+		}
+		if len(calls) > 0 {
+			finish = "tool_calls"
+		}
+	}
+	return c.send(sse, chatChoice{Index: ev.index, Delta: &chatDelta{}, FinishReason: &finish})
+}
+
+// newCallID is a tool call's id, as OpenAI spells them.
+func newCallID() string { return "call_" + rand.Text()[:24] }

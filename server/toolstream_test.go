@@ -1,0 +1,77 @@
+package server
+
+import (
+	"encoding/json"
+	"testing"
+
+	"ubatch/chat"
+	"ubatch/internal/testdata"
+)
+
+// TestToolCallsStreamedDeltas: a forced call (tool_choice required, so the grammar writes it)
+// streams as llama-server and vLLM stream one, in each format, picked by the chat template: a
+// chunk with the call's id, type and name, then its arguments in fragments, in three or more
+// chunks in all, which join into valid JSON equal to the non-streamed call's arguments.
+func TestToolCallsStreamedDeltas(t *testing.T) {
+	tool := []map[string]any{{
+		"type": "function",
+		"function": map[string]any{
+			"name": "get_weather",
+			"parameters": map[string]any{
+				"type": "object",
+				"properties": map[string]any{
+					"city": map[string]any{"type": "string", "maxLength": 12},
+					"days": map[string]any{"type": "integer"},
+				},
+				"required": []string{"city", "days"},
+			},
+		},
+	}}
+	for _, tc := range []struct {
+		name     string
+		template string // under ../shared/templates; "": the model's (none: ChatML)
+		format   chat.ToolFormat
+	}{
+		{"hermes (ChatML fallback)", "", chat.ToolHermes},
+		{"hermes (Qwen3)", "Qwen-Qwen3-0.6B.jinja", chat.ToolHermes},
+		{"llama3", "meta-llama-Llama-3.1-8B-Instruct.jinja", chat.ToolLlama3},
+		{"mistral", "mistralai-Mistral-Nemo-Instruct-2407.jinja", chat.ToolMistral},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := envOptions{nCtx: toolsNCtx}
+			if tc.template != "" {
+				o.chatTemplate = string(testdata.ReadFile(t, "templates/"+tc.template))
+			}
+			e := newEnv(t, o)
+			if f := chat.DetectToolFormat(e.srv.tmpl.Source()); f != tc.format {
+				t.Fatalf("the template's format is %v, want %v", f, tc.format)
+			}
+			body := func() map[string]any {
+				return map[string]any{
+					"messages":    []map[string]string{{"role": "user", "content": "What is the weather in Paris?"}},
+					"tools":       tool,
+					"tool_choice": "required",
+					"max_tokens":  120,
+					"temperature": 0,
+				}
+			}
+			w := e.chatWhole(body())
+			if len(w.Message.ToolCalls) != 1 || w.FinishReason != "tool_calls" {
+				t.Fatalf("non-streamed: %+v, want one call", w)
+			}
+			want := w.Message.ToolCalls[0]
+			s := e.streamChat(body())
+			var args map[string]any
+			if len(s.calls) != 1 || s.calls[0].Function.Name != "get_weather" || s.finish != "tool_calls" {
+				t.Fatalf("streamed: calls %+v finish %q", s.calls, s.finish)
+			}
+			got := s.calls[0].Function.Arguments
+			if s.callChunks < 3 || got != want.Function.Arguments || json.Unmarshal([]byte(got), &args) != nil {
+				t.Errorf("streamed: %d tool-call chunks joining into %q, want 3 or more joining into valid JSON equal to %q", s.callChunks, got, want.Function.Arguments)
+			}
+			if s.content.Len() > 0 {
+				t.Errorf("streamed: content %q beside the call", s.content.String())
+			}
+		})
+	}
+}
