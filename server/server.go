@@ -50,6 +50,8 @@ type Config struct {
 	ModelID string
 	// Embedder, when set, serves POST /v1/embeddings; nil answers 404.
 	Embedder *Embedder
+	// Reranker, when set, serves POST /v1/rerank (serve --rerank); nil answers 404.
+	Reranker *Reranker
 	// Sampling, when set, is every route's default for the sampling fields a request leaves out
 	// (serve's --temp, --top-k, ...); nil keeps each API's own defaults (OpenAI's plain sampling
 	// at temperature 1 on /v1, llama.cpp's on /completion).
@@ -190,6 +192,10 @@ func New(cfg Config) (*Server, error) {
 		s.routeResponses(prefix)
 	}
 	s.mux.HandleFunc("POST /completion", s.handleLlamaCompletion)
+	s.mux.HandleFunc("POST /infill", s.handleInfill)
+	for _, p := range []string{"/rerank", "/reranking", "/v1/rerank", "/v1/reranking"} { // llama-server's four names
+		s.mux.HandleFunc("POST "+p, s.handleRerank)
+	}
 	s.mux.HandleFunc("POST /tokenize", s.handleTokenize)
 	s.mux.HandleFunc("POST /detokenize", s.handleDetokenize)
 	s.mux.HandleFunc("POST /apply-template", s.handleApplyTemplate)
