@@ -75,6 +75,12 @@ func (r *responsesReply) chunk(sse *sseWriter, ev seqEvent) error {
 	if !ev.done {
 		return nil
 	}
+	if r.msg == nil && len(calls) == 0 {
+		// An empty reply is still one (empty) message, as without streaming.
+		if err := r.openStreamMessage(sse); err != nil {
+			return err
+		}
+	}
 	items := r.addCalls(calls)
 	r.settle(ev.finish)
 	if r.msg != nil {
@@ -90,18 +96,24 @@ func (r *responsesReply) chunk(sse *sseWriter, ev seqEvent) error {
 	return nil
 }
 
+// openStreamMessage starts the output message and its text part.
+func (r *responsesReply) openStreamMessage(sse *sseWriter) error {
+	zero := 0
+	r.openMessage()
+	added := *r.msg
+	added.Content = []outputText{}
+	if err := r.emit(sse, responseEvent{Type: "response.output_item.added", OutputIndex: &zero, Item: &added}); err != nil {
+		return err
+	}
+	return r.emit(sse, responseEvent{Type: "response.content_part.added", ItemID: r.msg.ID, OutputIndex: &zero,
+		ContentIndex: &zero, Part: &outputText{Type: "output_text", Annotations: []any{}}})
+}
+
 // streamText sends one text delta, opening the output message first if this is its first.
 func (r *responsesReply) streamText(sse *sseWriter, text string) error {
 	zero := 0
 	if r.msg == nil {
-		r.openMessage()
-		added := *r.msg
-		added.Content = []outputText{}
-		if err := r.emit(sse, responseEvent{Type: "response.output_item.added", OutputIndex: &zero, Item: &added}); err != nil {
-			return err
-		}
-		if err := r.emit(sse, responseEvent{Type: "response.content_part.added", ItemID: r.msg.ID, OutputIndex: &zero,
-			ContentIndex: &zero, Part: &outputText{Type: "output_text", Annotations: []any{}}}); err != nil {
+		if err := r.openStreamMessage(sse); err != nil {
 			return err
 		}
 	}

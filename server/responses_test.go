@@ -223,6 +223,8 @@ func TestResponsesStatus(t *testing.T) {
 			status: "incomplete", reason: "max_output_tokens", outputToks: 3},
 		{name: "ended", body: map[string]any{"input": "Once upon a time", "max_output_tokens": 30, "grammar": `root ::= "Once"`},
 			status: "completed", text: "Once"},
+		{name: "empty", body: map[string]any{"input": "Once upon a time", "max_output_tokens": 30, "grammar": `root ::= ""`},
+			status: "completed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -240,7 +242,8 @@ func TestResponsesStatus(t *testing.T) {
 			last := events[len(events)-1]
 			want := map[string]string{"completed": "response.completed", "incomplete": "response.incomplete"}[tt.status]
 			resp, _ := last.data["response"].(map[string]any)
-			if last.name != want || resp["status"] != tt.status {
+			output, _ := resp["output"].([]any)
+			if last.name != want || resp["status"] != tt.status || len(output) != 1 {
 				t.Fatalf("last event %s %v, want %s", last.name, last.data, want)
 			}
 		})
