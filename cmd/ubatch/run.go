@@ -53,7 +53,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	for _, t := range toks {
 		smp.Accept(t)
 	}
-	fmt.Fprint(stdout, *prompt)
+	// llama-cli's --no-display-prompt (a llama.cpp flag, registered by parse) prints only the text
+	// generated, for scripts that read it.
+	if hide, _ := fs.GetBool("no-display-prompt"); !hide {
+		fmt.Fprint(stdout, *prompt)
+	}
 
 	var b batch.Batch
 	t0 := time.Now()
