@@ -169,6 +169,13 @@ func fuzzRoute(f *testing.F, path string, parse func(*Server, []byte) error) {
 			}
 			time.Sleep(time.Millisecond)
 		}
+		// The engine and the handlers recover panics into failed requests (an error event, a 500
+		// the check above refuses): a recovered panic is still a bug the fuzzer must report.
+		for _, where := range []string{"engine", "handler"} {
+			if n := metricValue(t, e.metrics.panics.WithLabelValues(where)); n > 0 {
+				t.Fatalf("body %q: %v panics recovered in the %s", body, n, where)
+			}
+		}
 	})
 }
 
