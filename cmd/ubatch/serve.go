@@ -74,6 +74,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	keep := fs.Int("keep", 0, "with --context-shift, prompt tokens a shift never drops besides BOS (llama.cpp's --keep/n_keep: a model that adds BOS keeps it too); -1: the whole prompt")
 	chatTemplate := fs.String("chat-template", "", "Jinja chat template to use instead of the model's tokenizer.chat_template")
 	chatTemplateFile := fs.String("chat-template-file", "", "read the chat template from this file")
+	reasoningFormat := fs.String("reasoning-format", server.ReasoningAuto, "default of chat requests' reasoning_format: auto (split the reasoning the chat template teaches, <think>...</think>, into reasoning_content), deepseek (split <think>...</think> whatever the template) or none (leave it in content)")
 	fs.Bool("jinja", true, "accepted for llama.cpp compatibility: templates are always rendered with Jinja")
 	pooling := fs.String("pooling", "mean", "how /v1/embeddings pools the tokens' final hidden states: mean or last")
 	memLimit := fs.String("mem-limit", "", "memory the KV cache may take, e.g. 8G or 512M; -c is refused beyond it (default: what the system has available: MemAvailable, within the cgroup's limit)")
@@ -193,7 +194,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer emb.Close()
 	}
 	srv, err := server.New(server.Config{Model: m, Engine: eng, APIKey: *apiKey, MaxBodyBytes: *maxBody,
-		Logger: logger, Metrics: metrics, Gatherer: reg, ModelID: *alias, Embedder: emb, CORSOrigins: splitList(*corsOrigin), ChatTemplate: *chatTemplate,
+		Logger: logger, Metrics: metrics, Gatherer: reg, ModelID: *alias, Embedder: emb, CORSOrigins: splitList(*corsOrigin), ChatTemplate: *chatTemplate, ReasoningFormat: *reasoningFormat,
 		Live: live, Sampling: sampling, ListenAddr: net.JoinHostPort(*host, strconv.Itoa(*port)), AllowedHosts: splitList(*allowedHosts),
 		MaxLiveStreams: *maxLive, MaxEmbeddingInputs: *maxEmbInputs, MaxEmbeddingTokens: *maxEmbTokens, Limits: cf.lim})
 	if err != nil {
