@@ -116,24 +116,41 @@ func commandLetter(name string) rune {
 // name wins (its real implementation), so the table never redefines one.
 func llamaFlagsOf(fs *pflag.FlagSet) []*llamaFlag {
 	c := commandLetter(fs.Name())
+	own := map[string]bool{} // the command's own flags, by the names they were registered under
+	fs.VisitAll(func(fl *pflag.Flag) {
+		if fl.Annotations[llamaAnnotation] == nil {
+			own[fl.Name] = true
+		}
+	})
 	var out []*llamaFlag
+rows:
 	for i := range llamaFlagTable {
 		f := &llamaFlagTable[i]
 		if c == 0 || !strings.ContainsRune(f.cmds, c) {
 			continue
 		}
 		if f.how == aliased {
-			if fs.Lookup(f.note) != nil {
+			if own[f.note] {
 				out = append(out, f)
 			}
 			continue
 		}
-		if fl := fs.Lookup(f.name()); fl != nil && fl.Annotations[llamaAnnotation] == nil {
-			continue
+		for _, n := range f.names() {
+			if len(n) > 1 && own[n] { // the command has it, maybe under another of its spellings
+				continue rows
+			}
 		}
 		out = append(out, f)
 	}
 	return out
+}
+
+// registered says whether fs has a flag registered under name itself (fs.Lookup would apply
+// the aliases first).
+func registered(fs *pflag.FlagSet, name string) bool {
+	found := false
+	fs.VisitAll(func(fl *pflag.Flag) { found = found || fl.Name == name })
+	return found
 }
 
 // addLlamaFlags registers the command's llama.cpp flags on fs, hidden from the main list

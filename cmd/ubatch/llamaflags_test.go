@@ -308,3 +308,18 @@ func TestServeStartsWithLlamaFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnFlagWins: a flag the command implements under any of llama.cpp's spellings is the one
+// parsed, never the table's row: another engineer's --reranking is not refused as "no rerank".
+func TestOwnFlagWins(t *testing.T) {
+	var out bytes.Buffer
+	fs := newFlags("serve", "serve", &out)
+	own := fs.Bool("reranking", false, "")
+	format := fs.String("reasoning-format", "auto", "")
+	if err := parse(fs, []string{"--reranking", "--reasoning-format", "deepseek", "-ngl", "1"}); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if !*own || *format != "deepseek" || fs.Lookup("rerank") != nil {
+		t.Fatalf("--reranking %v, --reasoning-format %q, table's --rerank registered: %v", *own, *format, fs.Lookup("rerank") != nil)
+	}
+}

@@ -127,12 +127,6 @@ func newFlags(name, synopsis string, stderr io.Writer) *pflag.FlagSet {
 		fs.PrintDefaults()
 		printLlamaFlags(stderr, fs)
 	}
-	fs.SetNormalizeFunc(func(_ *pflag.FlagSet, n string) pflag.NormalizedName {
-		if to, ok := aliases[n]; ok && fs.Lookup(to) != nil {
-			return pflag.NormalizedName(to)
-		}
-		return pflag.NormalizedName(n)
-	})
 	fs.Bool("version", false, "print the version and exit")
 	return fs
 }
@@ -144,6 +138,14 @@ func newFlags(name, synopsis string, stderr io.Writer) *pflag.FlagSet {
 // mapped one (-tb) is checked as the flag it sets.
 func parse(fs *pflag.FlagSet, args []string, checks ...func() error) error {
 	addLlamaFlags(fs)
+	// The aliases apply from now on, once every flag is registered: a command's own flag with a
+	// name llama.cpp spells otherwise (an alias key) is its own, never renamed onto another.
+	fs.SetNormalizeFunc(func(_ *pflag.FlagSet, n string) pflag.NormalizedName {
+		if to, ok := aliases[n]; ok && !registered(fs, n) && registered(fs, to) {
+			return pflag.NormalizedName(to)
+		}
+		return pflag.NormalizedName(n)
+	})
 	checks = append([]func() error{func() error { return settleLlamaFlags(fs) }}, checks...)
 	usage := fs.Usage
 	fs.Usage = func() {}
@@ -224,9 +226,9 @@ func llamaArgs(fs *pflag.FlagSet, args []string) []string {
 				to = name
 			}
 			switch {
-			case len(name) > 1 && fs.Lookup(to) != nil:
+			case len(name) > 1 && (registered(fs, name) || registered(fs, to)):
 				a = "-" + a
-			case len(name) == 1 && ok && fs.ShorthandLookup(name) == nil && fs.Lookup(to) != nil:
+			case len(name) == 1 && ok && fs.ShorthandLookup(name) == nil && registered(fs, to):
 				a = "-" + a
 			}
 		}
