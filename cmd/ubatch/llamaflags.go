@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -199,7 +200,9 @@ func settleLlamaFlags(fs *pflag.FlagSet) error {
 			return fmt.Errorf("%s: %s", given, f.note)
 		case f.how == mapped:
 			if f.apply != nil {
-				if err := f.apply(fs, v); err != nil {
+				if err := f.apply(fs, v); errors.Is(err, pflag.ErrHelp) {
+					return err
+				} else if err != nil {
 					return fmt.Errorf("%s: %w", given, err)
 				}
 			}

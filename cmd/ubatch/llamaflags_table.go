@@ -55,7 +55,11 @@ var llamaFlagTable = []llamaFlag{
 	{spell: "-ts, --tensor-split", arg: "N0,N1,N2,...", cmds: "srbB", note: noGPU},
 	{spell: "-mg, --main-gpu", arg: "INDEX", cmds: "srbB", note: noGPU},
 	{spell: "-dev, --device", arg: "<dev1,dev2,..>", cmds: "srbB", note: noDevice},
-	{spell: "--list-devices", cmds: "srbB", note: noDevice + " (nothing to list)"},
+	{spell: "--list-devices", cmds: "srbB", how: mapped, note: "print the devices (none: ubatch computes on the CPU) and exit, as llama.cpp does",
+		apply: func(fs *pflag.FlagSet, _ string) error {
+			fmt.Fprintln(fs.Output(), "Available devices: none besides the CPU (ubatch computes on the CPU)")
+			return pflag.ErrHelp // exit 0 before anything runs
+		}},
 	{spell: "-kvo, --kv-offload", cmds: "srb", note: noGPU},
 	{spell: "-nkvo, --no-kv-offload", cmds: "srb", note: noGPU},
 	{spell: "-nkvo, --no-kv-offload", arg: "<0|1>", cmds: "B", note: noGPU},
@@ -287,7 +291,7 @@ var llamaFlagTable = []llamaFlag{
 	{spell: "--tags", arg: "STRING", cmds: "s", note: "no model tags"},
 	{spell: "--embd-normalize", arg: "N", cmds: "s", how: refused, note: "embeddings are L2-normalised (2) only", keep: []string{"2"}},
 	{spell: "--rerank, --reranking", cmds: "s", how: refused, note: "no /v1/rerank"},
-	{spell: "--spm-infill", cmds: "s", note: "no /infill"},
+	{spell: "--spm-infill", cmds: "s", how: refused, note: "infill prompts are built prefix, suffix, middle only"},
 	{spell: "-sp, --special", cmds: "srb", how: refused, note: "special tokens are not printed in the text"},
 	{spell: "-r, --reverse-prompt", arg: "PROMPT", cmds: "s", note: "llama-cli's interactive stop string; a request's stop field ends its generation"},
 	{spell: "--jinja", cmds: "rb", note: "run completes the raw prompt; no chat template"},

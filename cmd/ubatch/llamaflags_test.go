@@ -217,6 +217,15 @@ func TestRangeErrorsAreOneLine(t *testing.T) {
 	}
 }
 
+// TestListDevices: --list-devices prints and exits 0, as llama.cpp's tools do, whatever else
+// the command line says.
+func TestListDevices(t *testing.T) {
+	code, _, errs := ubatch(t, "serve", "--list-devices", "-ngl", "99", "--port", "1")
+	if code != 0 || !strings.Contains(errs, "Available devices: none besides the CPU") || strings.Contains(errs, "listening") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+}
+
 func TestVersion(t *testing.T) {
 	for _, args := range [][]string{{"--version"}, {"version"}} {
 		code, out, _ := ubatch(t, args...)

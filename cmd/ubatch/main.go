@@ -167,7 +167,9 @@ func parse(fs *pflag.FlagSet, args []string, checks ...func() error) error {
 		return errUsage
 	}
 	for _, check := range checks {
-		if err := check(); err != nil {
+		if err := check(); errors.Is(err, pflag.ErrHelp) { // a flag that prints and exits (--list-devices)
+			return err
+		} else if err != nil {
 			return flagError(fs, err)
 		}
 	}
