@@ -16,6 +16,9 @@ type Batch struct {
 	Pos    []int32
 	Seqs   [][]int32 // sequence ids of each token; at least one, no duplicates
 	Logits []bool    // whether the token's logits are wanted
+	// KV is the step's KV-cache schedule (cells and store operations), set by the KV manager's
+	// owner after the batch is built; nil until then. Clear resets it.
+	KV *KV
 
 	// Validate scratch, indexed by sequence id, kept to avoid allocating on every step.
 	lastPos []int32
@@ -43,6 +46,7 @@ func (b *Batch) Clear() {
 	b.Pos = b.Pos[:0]
 	b.Seqs = b.Seqs[:0]
 	b.Logits = b.Logits[:0]
+	b.KV = nil
 }
 
 // Len is the number of tokens, len(Tokens).
@@ -53,7 +57,7 @@ func (b *Batch) Len() int { return len(b.Tokens) }
 // in [0, nVocab), each token has at least one sequence id, sequence ids are in [0, nSeqMax) and
 // not repeated within a token, positions are >= 0 and strictly increasing within each sequence.
 // Continuity with the KV cache (the first position of a sequence following its last cached one)
-// is checked by kvcache.Reserve, not here.
+// is checked by kvcache.Manager's CanSchedule, not here.
 func (b *Batch) Validate(nVocab, nSeqMax int) error {
 	n := len(b.Tokens)
 	switch {
@@ -114,6 +118,7 @@ type UBatch struct {
 	Pos    []int32
 	Seqs   [][]int32
 	Logits []bool
+	Slots  []int32 // the tokens' KV cells, a view of Batch.KV.Slots; nil without KV
 }
 
 // Len is the number of tokens in the micro-batch.
@@ -137,9 +142,17 @@ func (b *Batch) Split(nUBatch int, dst []UBatch) []UBatch {
 			Pos:    view(b.Pos, lo, hi),
 			Seqs:   view(b.Seqs, lo, hi),
 			Logits: view(b.Logits, lo, hi),
+			Slots:  b.slots(lo, hi),
 		})
 	}
 	return dst
+}
+
+func (b *Batch) slots(lo, hi int) []int32 {
+	if b.KV == nil {
+		return nil
+	}
+	return view(b.KV.Slots, lo, hi)
 }
 
 // view is s[lo:hi:hi] clamped to len(s).

@@ -17,10 +17,10 @@ import (
 type Decoder interface {
 	Decode(b *batch.Batch) error
 	Logits(i int) []float32 // logits of batch token i from the last Decode
-	KV() *kvcache.Cache
+	KV() *kvcache.Manager
 }
 
-// kvOwner is what the scheduler asks of the KV cache (*kvcache.Cache, from Decoder.KV): the cache
+// kvOwner is what the scheduler asks of the KV cache (*kvcache.Manager, from Decoder.KV): the cache
 // alone does the block arithmetic of admission, prefix sharing and batch capacity.
 type kvOwner interface {
 	CanAdmit(prompt []int32, reserve int) kvcache.Admission

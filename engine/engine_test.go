@@ -23,7 +23,7 @@ func next(tok, pos int32) int32 { return (tok*7 + pos*3 + 1) % vocab }
 // fakeDecoder stands in for the model: it reserves KV cells like the real one, records every
 // batch, and produces logits peaked at next(tok, pos).
 type fakeDecoder struct {
-	kv      *kvcache.Cache
+	kv      *kvcache.Manager
 	logits  [][]float32
 	mu      sync.Mutex
 	batches []int // tokens per batch
@@ -36,14 +36,14 @@ type fakeDecoder struct {
 
 func newFake(t *testing.T, blocks, blockSize, seqs int) *fakeDecoder {
 	t.Helper()
-	kv, err := kvcache.New(kvcache.Config{NLayers: 1, KVDim: 2, BlockSize: blockSize, NumBlocks: blocks, DType: kvcache.F32, MaxSeqs: seqs})
+	kv, err := kvcache.NewManager(kvcache.Config{NLayers: 1, KVDim: 2, BlockSize: blockSize, NumBlocks: blocks, DType: kvcache.F32, MaxSeqs: seqs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &fakeDecoder{kv: kv}
 }
 
-func (f *fakeDecoder) KV() *kvcache.Cache { return f.kv }
+func (f *fakeDecoder) KV() *kvcache.Manager { return f.kv }
 
 func (f *fakeDecoder) Decode(b *batch.Batch) error {
 	if err := b.Validate(vocab, f.kv.Config().MaxSeqs); err != nil {

@@ -248,7 +248,7 @@ func TestSampleBoundDefaults(t *testing.T) {
 // emitBench is one sequence ready to emit tokens forever from a fixed logits row: round emits one
 // and drops it, as a reader would take it.
 func emitBench(t testing.TB) (s *seqState, round func()) {
-	kv, err := kvcache.New(kvcache.Config{NLayers: 1, KVDim: 2, BlockSize: 4, NumBlocks: 8, DType: kvcache.F32, MaxSeqs: 1})
+	kv, err := kvcache.NewManager(kvcache.Config{NLayers: 1, KVDim: 2, BlockSize: 4, NumBlocks: 8, DType: kvcache.F32, MaxSeqs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

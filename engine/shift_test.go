@@ -73,8 +73,7 @@ func TestContextShiftBoundsBlocks(t *testing.T) {
 			if keep < 0 {
 				keep = len(p)
 			}
-			kv, err := kvcache.New(kvcache.Config{NLayers: 1, KVDim: 2, NumBlocks: tc.nCtx / 16, DType: kvcache.F32, MaxSeqs: tc.seqs,
-				ShiftK: func(int, []float32, int32) {}})
+			kv, err := kvcache.NewManager(kvcache.Config{NLayers: 1, KVDim: 2, NumBlocks: tc.nCtx / 16, DType: kvcache.F32, MaxSeqs: tc.seqs})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -35,7 +35,7 @@ var errInjected = errors.New("injected decode failure")
 // reservations, optional random delays and yields (to shake goroutine interleavings) and
 // injected failures. Decode runs on the engine goroutine only, so rng needs no lock.
 type stressDecoder struct {
-	kv     *kvcache.Cache
+	kv     *kvcache.Manager
 	nSeq   int
 	rng    *rand.Rand
 	delayP float64 // chance of a yield or short sleep per Decode
@@ -46,7 +46,7 @@ type stressDecoder struct {
 	empty  atomic.Int64 // Decode calls with an empty batch (a scheduler bug)
 }
 
-func (d *stressDecoder) KV() *kvcache.Cache { return d.kv }
+func (d *stressDecoder) KV() *kvcache.Manager { return d.kv }
 
 func (d *stressDecoder) Decode(b *batch.Batch) error {
 	d.calls.Add(1)
@@ -269,7 +269,7 @@ func TestStress(t *testing.T) {
 // runRound runs one round and reports whether it passed.
 func runRound(t *testing.T, r stressRound, tally map[string]int) bool {
 	t.Helper()
-	kv, err := kvcache.New(kvcache.Config{NLayers: 1, KVDim: 2, BlockSize: r.blockSize, NumBlocks: r.blocks, DType: kvcache.F32, MaxSeqs: r.nSeq})
+	kv, err := kvcache.NewManager(kvcache.Config{NLayers: 1, KVDim: 2, BlockSize: r.blockSize, NumBlocks: r.blocks, DType: kvcache.F32, MaxSeqs: r.nSeq})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func (a Admission) Fits() bool { return !a.Wait && a.Need <= a.Avail }
 // it is expected to generate), those available once the live sequences' own expected growth is
 // set aside, and whether waiting for a sequence that is computing the same prefix would save
 // work. It changes nothing but scratch state.
-func (c *Cache) CanAdmit(prompt []int32, reserve int) Admission {
+func (c *Manager) CanAdmit(prompt []int32, reserve int) Admission {
 	if len(prompt) == 0 {
 		return Admission{}
 	}
@@ -59,7 +59,7 @@ func (c *Cache) CanAdmit(prompt []int32, reserve int) Admission {
 // as what seq is about to compute, so that CanAdmit can tell later prompts sharing it to wait
 // for its blocks; reserve is the cells seq is expected to generate beyond prompt. Check
 // CanAdmit first: Admit does not refuse a sequence for want of blocks (its decode would).
-func (c *Cache) Admit(seq int, prompt []int32, reserve int) (int, error) {
+func (c *Manager) Admit(seq int, prompt []int32, reserve int) (int, error) {
 	if len(prompt) == 0 {
 		return 0, fmt.Errorf("kvcache: Admit: empty prompt for sequence %d", seq)
 	}
@@ -76,7 +76,7 @@ func (c *Cache) Admit(seq int, prompt []int32, reserve int) (int, error) {
 // committed counts the blocks live sequences started with Admit still need to reach the length
 // they were admitted for (their table grows by one block per BlockSize cells; a shared last
 // block is never written by a sequence the scheduler admitted, so no copy is counted).
-func (c *Cache) committed() int {
+func (c *Manager) committed() int {
 	bs := int(c.bs)
 	n := 0
 	for s := range c.seqs {
@@ -94,7 +94,7 @@ func (c *Cache) committed() int {
 // are in its blocks, full or not, and a partial match copies the rest of the shared block. Only
 // a share of at least one whole block is worth a wait, or every prompt sharing just BOS would
 // wait for others' first blocks.
-func (c *Cache) inFlight(tokens []int32, cached int) bool {
+func (c *Manager) inFlight(tokens []int32, cached int) bool {
 	for s := range c.seqs {
 		sq := &c.seqs[s]
 		in := sq.intent

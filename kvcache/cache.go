@@ -1,37 +1,50 @@
-// Package kvcache is a paged, multi-sequence key/value cache for transformer attention, with
-// copy-on-write sharing between sequences and automatic prefix caching across requests.
+// Package kvcache is the bookkeeping of a paged, multi-sequence key/value cache for transformer
+// attention, with copy-on-write sharing between sequences and automatic prefix caching across
+// requests: a Manager, in the manner of nano-vllm's and vLLM's block managers. It holds no K/V
+// memory (that is package kvstore's Store, owned by the runner): it decides which cell every
+// token's K and V go to and which cells must be copied or re-rotated, and hands that to the
+// store as a step's schedule (batch.KV: a slot mapping, the block tables and the store
+// operations).
 //
 // # Layout
 //
 // Memory is a pool of NumBlocks blocks of BlockSize cells; cell c lives in block c/BlockSize at
-// offset c%BlockSize. For every layer the cache holds a K and a V array of shape
-// [NumBlocks*BlockSize][KVDim] (row-major: cell c's row starts at c*KVDim), as float32 or IEEE
-// half (uint16 bits), or as Q8_0 blocks (KVDim/32 blocks of an f16 scale and 32 int8, 34 bytes
-// each: cell c's row starts at byte c*RowBytes; half the memory of F16). BlockSize defaults to 16: small enough that prompts sharing a prefix share
-// all but at most 15 of its cells and that a sequence's partially filled last block wastes at
-// most 15 cells, large enough that the per-block bookkeeping (a refcount, a hash, LRU links, one
-// table entry per sequence) is negligible next to 16 cells × layers × KVDim × 2 values on a CPU.
+// offset c%BlockSize. The store holds, for every layer, a K and a V row per cell (see kvstore).
+// BlockSize defaults to 16: small enough that prompts sharing a prefix share all but at most 15
+// of its cells and that a sequence's partially filled last block wastes at most 15 cells, large
+// enough that the per-block bookkeeping (a refcount, a hash, LRU links, one table entry per
+// sequence) is negligible next to 16 cells × layers × KVDim × 2 values on a CPU.
 //
 // # Bookkeeping
 //
 // Everything is plain slices, in the spirit of llama.cpp's llama-kv-cells.h. Per cell: its
 // position (-1 = empty) and token id. Per block: a refcount (the number of sequence block tables
 // that hold it), a chained content hash and LRU links. Per sequence: a block table and nCells,
-// the logical length; the sequence's cells are the first nCells slots of its table, in order,
-// and may contain holes (empty cells) after SeqRemove or SeqShift. A sequence never holds the
-// same block twice; len(table) == ceil(nCells/BlockSize); when nCells > 0 its last slot is not
-// empty (trailing holes are trimmed).
+// the logical length (SeqLen); the sequence's cells are the first nCells slots of its table, in
+// order, and may contain holes (empty cells) after SeqRemove or SeqShift. A sequence never holds
+// the same block twice; len(table) == ceil(nCells/BlockSize); when nCells > 0 its last slot is
+// not empty (trailing holes are trimmed).
 //
 // Blocks are shared by refcount: SeqCopy and tokens decoded for several sequences at once make
 // tables point at the same blocks, and a sequence about to change a block that other tables
 // also hold copies it first (copy-on-write), so what one sequence sees never changes because of
 // another.
 //
+// # Store operations
+//
+// Every change of K/V content the bookkeeping implies (a copy-on-write or partial-match copy, a
+// cell moved or a key re-rotated by a shift) is appended, in order, to the pending operations
+// (batch.KVOp) and done by the store when it applies them: Schedule hands them over with the
+// step's cells (TakeOps for other callers), and the store applies them all before the step's
+// forward passes. Because every K/V change goes through that one ordered list and forward passes
+// only write the cells of their own step, a copy's source holds at application time exactly what
+// it held when the copy was decided: no block has to be pinned in between.
+//
 // # Reading for attention
 //
-// A token of sequence s at position p attends to every cell among the first SeqCells(s) slots of
+// A token of sequence s at position p attends to every cell among the first SeqLen(s) slots of
 // Blocks(s) whose Pos is in [0, p]; slot i is cell Blocks(s)[i/BlockSize]*BlockSize +
-// i%BlockSize. Empty cells (holes) have Pos -1.
+// i%BlockSize. Empty cells (holes) have Pos -1. Schedule passes these views in batch.KV.
 //
 // # Prefix caching
 //
@@ -62,9 +75,9 @@
 //
 // # Concurrency
 //
-// A Cache is not safe for concurrent use: one goroutine (the scheduler) owns it. Between two
-// mutating calls, the K/V slices may be read concurrently, and the cells returned by the last
-// Reserve written concurrently (distinct cells), by forward-pass workers.
+// A Manager is not safe for concurrent use: one goroutine (the engine's step loop, or a
+// runner.Session) owns it. The views Schedule puts in batch.KV may be read concurrently (by
+// forward-pass workers) until the next mutating call.
 package kvcache
 
 import (
@@ -72,6 +85,8 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+
+	"ubatch/batch"
 )
 
 // DType is the element type of the stored K and V rows.
@@ -100,16 +115,15 @@ func (d DType) String() string {
 // DefaultBlockSize is the block size used when Config.BlockSize is 0.
 const DefaultBlockSize = 16
 
-// Config describes a cache. All counts must be positive (BlockSize 0 means DefaultBlockSize).
+// Config describes a cache: the Manager's blocks and sequences, and the layout of the store it
+// plans for (NLayers, KVDim, DType: kvstore.New takes the same Config, and NewManager checks
+// them, so that a manager and a store made from one Config agree). All counts must be positive
+// (BlockSize 0 means DefaultBlockSize).
 type Config struct {
 	NLayers, KVDim       int // KVDim = n_kv_heads * head_dim
 	BlockSize, NumBlocks int
 	DType                DType
 	MaxSeqs              int // sequence ids are in [0, MaxSeqs)
-	// ShiftK re-rotates one cell's key row of layer l (KVDim floats, all kv heads) by delta
-	// positions; set by the model (RoPE, which may differ per layer). Needed by SeqShift; nil ->
-	// SeqShift returns an error.
-	ShiftK func(l int, k []float32, delta int32)
 	// OnBlock, when set, is called on every prefix-cache change (see BlockEvent), synchronously
 	// from the mutating call, so it must return quickly and must not call the cache.
 	OnBlock func(BlockEvent)
@@ -119,15 +133,11 @@ type Config struct {
 // is left unchanged. Callers test for it with errors.Is.
 var ErrKVFull = errors.New("kvcache: not enough free blocks")
 
-// Cache is a paged KV cache. See the package documentation for layout and semantics.
-type Cache struct {
+// Manager is the bookkeeping of a paged KV cache. See the package documentation for layout and
+// semantics.
+type Manager struct {
 	cfg Config
 	bs  int32 // BlockSize
-
-	k32, v32 [][]float32 // per layer, [NumBlocks*BlockSize][KVDim]; nil unless DType == F32
-	k16, v16 [][]uint16  // likewise for F16
-	k8, v8   [][]byte    // likewise for Q8_0, [NumBlocks*BlockSize][RowBytes]
-	rowBytes int         // bytes of one K or V row
 
 	// Per cell.
 	pos []int32 // -1 = empty
@@ -170,10 +180,17 @@ type Cache struct {
 	hashFn func(seed maphash.Seed, parent uint64, toks []int32) uint64 // replaceable in tests
 
 	sim      simScratch
-	oldTable []int32   // SeqDiscard's copy of the table it compacts
-	rotated  []int32   // SeqDiscard's cells whose keys it re-rotates
-	rowBuf   []float32 // one K row as float32, for SeqShift on F16 storage
-	fill     []int32   // per block, for Stats
+	oldTable []int32 // SeqDiscard's copy of the table it compacts
+	rotated  []int32 // SeqDiscard's cells whose keys it re-rotates
+	fill     []int32 // per block, for Stats
+
+	ops []batch.KVOp // store operations decided and not yet handed over (TakeOps, Schedule)
+	// gen counts mutating calls; planGen/planFor record the last successful CanSchedule, so that
+	// Schedule right after it does not plan the same batch again.
+	gen     uint64
+	planGen uint64
+	planFor *batch.Batch
+	planLen int
 }
 
 type seqState struct {
@@ -184,39 +201,51 @@ type seqState struct {
 	expect         int32   // the cells Admit expects it to reach: intent plus the reserve
 }
 
-// New allocates a cache. It returns an error for a non-positive count, an unknown DType or a
-// size whose cell indices would not fit in int32.
-func New(cfg Config) (*Cache, error) {
+// Check returns cfg with its defaults applied (BlockSize 0: DefaultBlockSize), or an error for
+// a non-positive count, an unknown DType, a Q8_0 KVDim that is not a multiple of 32 or a size
+// whose cell indices would not fit in int32. NewManager and kvstore.New check their Config so.
+func (cfg Config) Check() (Config, error) {
 	if cfg.BlockSize == 0 {
 		cfg.BlockSize = DefaultBlockSize
 	}
 	switch {
 	case cfg.NLayers <= 0:
-		return nil, fmt.Errorf("kvcache: NLayers %d must be positive", cfg.NLayers)
+		return cfg, fmt.Errorf("kvcache: NLayers %d must be positive", cfg.NLayers)
 	case cfg.KVDim <= 0:
-		return nil, fmt.Errorf("kvcache: KVDim %d must be positive", cfg.KVDim)
+		return cfg, fmt.Errorf("kvcache: KVDim %d must be positive", cfg.KVDim)
 	case cfg.BlockSize < 0:
-		return nil, fmt.Errorf("kvcache: BlockSize %d must be positive", cfg.BlockSize)
+		return cfg, fmt.Errorf("kvcache: BlockSize %d must be positive", cfg.BlockSize)
 	case cfg.NumBlocks <= 0:
-		return nil, fmt.Errorf("kvcache: NumBlocks %d must be positive", cfg.NumBlocks)
+		return cfg, fmt.Errorf("kvcache: NumBlocks %d must be positive", cfg.NumBlocks)
 	case cfg.MaxSeqs <= 0:
-		return nil, fmt.Errorf("kvcache: MaxSeqs %d must be positive", cfg.MaxSeqs)
+		return cfg, fmt.Errorf("kvcache: MaxSeqs %d must be positive", cfg.MaxSeqs)
 	case cfg.MaxSeqs > math.MaxInt32:
-		return nil, fmt.Errorf("kvcache: MaxSeqs %d does not fit in int32", cfg.MaxSeqs)
+		return cfg, fmt.Errorf("kvcache: MaxSeqs %d does not fit in int32", cfg.MaxSeqs)
 	case cfg.DType != F32 && cfg.DType != F16 && cfg.DType != Q8_0:
-		return nil, fmt.Errorf("kvcache: unsupported DType %v", cfg.DType)
+		return cfg, fmt.Errorf("kvcache: unsupported DType %v", cfg.DType)
 	case cfg.DType == Q8_0 && cfg.KVDim%32 != 0:
-		return nil, fmt.Errorf("kvcache: a Q8_0 cache needs a KV width (kv heads × head dim) that is a multiple of 32, this model's is %d: use F16", cfg.KVDim)
+		return cfg, fmt.Errorf("kvcache: a Q8_0 cache needs a KV width (kv heads × head dim) that is a multiple of 32, this model's is %d: use F16", cfg.KVDim)
 	}
 	if int64(cfg.NumBlocks)*int64(cfg.BlockSize) > math.MaxInt32 {
-		return nil, fmt.Errorf("kvcache: %d blocks of %d cells exceed the int32 cell index range",
+		return cfg, fmt.Errorf("kvcache: %d blocks of %d cells exceed the int32 cell index range",
 			cfg.NumBlocks, cfg.BlockSize)
+	}
+	return cfg, nil
+}
+
+// NewManager allocates the bookkeeping of a cache (no K/V memory: see kvstore.New). It returns an
+// error for a non-positive count, an unknown DType, a Q8_0 KVDim that is not a multiple of 32 or
+// a size whose cell indices would not fit in int32.
+func NewManager(cfg Config) (*Manager, error) {
+	cfg, err := cfg.Check()
+	if err != nil {
+		return nil, err
 	}
 	nCells := cfg.NumBlocks * cfg.BlockSize
 	if nCells > math.MaxInt/cfg.KVDim/2/cfg.NLayers {
 		return nil, fmt.Errorf("kvcache: %d cells of %d values in %d layers overflow int", nCells, cfg.KVDim, cfg.NLayers)
 	}
-	c := &Cache{
+	c := &Manager{
 		cfg:      cfg,
 		bs:       int32(cfg.BlockSize),
 		pos:      make([]int32, nCells),
@@ -242,81 +271,32 @@ func New(cfg Config) (*Cache, error) {
 		seqs:     make([]seqState, cfg.MaxSeqs),
 		seed:     maphash.MakeSeed(),
 		hashFn:   chainHash,
-		rowBuf:   make([]float32, cfg.KVDim),
 		oldTable: make([]int32, 0, cfg.NumBlocks),
 		rotated:  make([]int32, 0, nCells),
 		fill:     make([]int32, cfg.NumBlocks),
 	}
 	c.sim.init(cfg.MaxSeqs, cfg.NumBlocks)
-	c.rowBytes = int(cfg.DType.RowBytes(cfg.KVDim))
-	n := nCells * cfg.KVDim
-	switch cfg.DType {
-	case F32:
-		c.k32, c.v32 = make([][]float32, cfg.NLayers), make([][]float32, cfg.NLayers)
-		for l := range cfg.NLayers {
-			c.k32[l], c.v32[l] = make([]float32, n), make([]float32, n)
-		}
-	case F16:
-		c.k16, c.v16 = make([][]uint16, cfg.NLayers), make([][]uint16, cfg.NLayers)
-		for l := range cfg.NLayers {
-			c.k16[l], c.v16[l] = make([]uint16, n), make([]uint16, n)
-		}
-	case Q8_0:
-		c.k8, c.v8 = make([][]byte, cfg.NLayers), make([][]byte, cfg.NLayers)
-		for l := range cfg.NLayers {
-			c.k8[l], c.v8[l] = make([]byte, nCells*c.rowBytes), make([]byte, nCells*c.rowBytes)
-		}
-	}
 	c.Clear()
 	return c, nil
 }
 
 // Config returns the configuration, with defaults applied.
-func (c *Cache) Config() Config { return c.cfg }
-
-// KF32 returns layer's K storage, [NumBlocks*BlockSize][KVDim] row-major, or nil if the DType is
-// not F32 or layer is out of range. VF32, KF16 and VF16 are the same for V and for F16 storage.
-func (c *Cache) KF32(layer int) []float32 { return at(c.k32, layer) }
-
-// VF32 returns layer's V storage; see KF32.
-func (c *Cache) VF32(layer int) []float32 { return at(c.v32, layer) }
-
-// KF16 returns layer's K storage as IEEE half bits; see KF32.
-func (c *Cache) KF16(layer int) []uint16 { return at(c.k16, layer) }
-
-// VF16 returns layer's V storage as IEEE half bits; see KF32.
-func (c *Cache) VF16(layer int) []uint16 { return at(c.v16, layer) }
-
-// KQ8 returns layer's K storage as Q8_0 blocks, [NumBlocks*BlockSize][RowBytes()] bytes, or nil
-// if the DType is not Q8_0 or layer is out of range. VQ8 is the same for V.
-func (c *Cache) KQ8(layer int) []byte { return at(c.k8, layer) }
-
-// VQ8 returns layer's V storage as Q8_0 blocks; see KQ8.
-func (c *Cache) VQ8(layer int) []byte { return at(c.v8, layer) }
-
-// RowBytes returns the bytes of one cell's K (or V) row of one layer: the distance between cells
-// in KQ8's storage, KVDim times the element size for F32 and F16.
-func (c *Cache) RowBytes() int { return c.rowBytes }
-
-func at[T any](s [][]T, i int) []T {
-	if i < 0 || i >= len(s) {
-		return nil
-	}
-	return s[i]
-}
+func (c *Manager) Config() Config { return c.cfg }
 
 // Blocks returns seq's block table (nil for an unknown seq). The slice is a read-only view,
 // valid until the next mutating call.
-func (c *Cache) Blocks(seq int) []int32 {
+func (c *Manager) Blocks(seq int) []int32 {
 	if seq < 0 || seq >= len(c.seqs) {
 		return nil
 	}
 	return c.seqs[seq].table
 }
 
-// SeqCells returns seq's logical length in cells, holes included: its cells are the first
-// SeqCells(seq) slots of Blocks(seq). 0 for an unknown seq.
-func (c *Cache) SeqCells(seq int) int {
+// SeqLen returns seq's logical length in cells, holes included: its cells are the first
+// SeqLen(seq) slots of Blocks(seq). 0 for an unknown seq. For a sequence without holes (the
+// engine's: only SeqDiscard, which compacts, removes cells) it is the number of its tokens in
+// the cache, those of a step Schedule planned included.
+func (c *Manager) SeqLen(seq int) int {
 	if seq < 0 || seq >= len(c.seqs) {
 		return 0
 	}
@@ -326,7 +306,7 @@ func (c *Cache) SeqCells(seq int) int {
 // Pos returns the position stored in cell, or -1 if the cell is empty or out of range. Only
 // cells within some sequence's first SeqCells slots are meaningful: cells past a sequence's end
 // may hold stale positions.
-func (c *Cache) Pos(cell int32) int32 {
+func (c *Manager) Pos(cell int32) int32 {
 	if cell < 0 || int(cell) >= len(c.pos) {
 		return -1
 	}
@@ -335,7 +315,7 @@ func (c *Cache) Pos(cell int32) int32 {
 
 // Token returns the token id recorded for cell (meaningful when Pos(cell) >= 0), or -1 if cell
 // is out of range.
-func (c *Cache) Token(cell int32) int32 {
+func (c *Manager) Token(cell int32) int32 {
 	if cell < 0 || int(cell) >= len(c.tok) {
 		return -1
 	}
@@ -343,7 +323,7 @@ func (c *Cache) Token(cell int32) int32 {
 }
 
 // SeqPosMax returns the largest position among seq's cells, -1 if it has none.
-func (c *Cache) SeqPosMax(seq int) int32 {
+func (c *Manager) SeqPosMax(seq int) int32 {
 	if seq < 0 || seq >= len(c.seqs) {
 		return -1
 	}
@@ -351,7 +331,7 @@ func (c *Cache) SeqPosMax(seq int) int32 {
 }
 
 // SeqPosMin returns the smallest position among seq's cells, -1 if it has none.
-func (c *Cache) SeqPosMin(seq int) int32 {
+func (c *Manager) SeqPosMin(seq int) int32 {
 	if seq < 0 || seq >= len(c.seqs) {
 		return -1
 	}
@@ -370,7 +350,7 @@ type Stats struct {
 }
 
 // Stats counts blocks and cells. It costs O(NumBlocks*BlockSize) and allocates nothing.
-func (c *Cache) Stats() Stats {
+func (c *Manager) Stats() Stats {
 	st := Stats{BlockSize: int(c.bs), Total: len(c.ref), Cached: len(c.heap), Free: len(c.free)}
 	clear(c.fill)
 	for s := range c.seqs {
@@ -396,8 +376,14 @@ func (c *Cache) Stats() Stats {
 	return st
 }
 
-// Clear empties every sequence and forgets the prefix cache: all blocks become free.
-func (c *Cache) Clear() {
+// SeqCells is SeqLen.
+func (c *Manager) SeqCells(seq int) int { return c.SeqLen(seq) }
+
+// Clear empties every sequence and forgets the prefix cache: all blocks become free, and the
+// pending store operations are dropped (nothing they would write is referenced any more).
+func (c *Manager) Clear() {
+	c.gen++
+	c.ops = c.ops[:0]
 	for s := range c.seqs {
 		c.seqs[s] = seqState{table: c.seqs[s].table[:0], posMin: -1, posMax: -1, intent: c.seqs[s].intent[:0]}
 	}
@@ -422,11 +408,11 @@ func (c *Cache) Clear() {
 }
 
 // available is the number of blocks an allocation may take (free, then evicted cached ones).
-func (c *Cache) available() int { return len(c.free) + len(c.heap) }
+func (c *Manager) available() int { return len(c.free) + len(c.heap) }
 
 // alloc takes a free block, or evicts the cached one of lowest priority (evict.go); the caller
 // has checked available() and sets the refcount. The block's cells are marked empty.
-func (c *Cache) alloc() int32 {
+func (c *Manager) alloc() int32 {
 	var b int32
 	if n := len(c.free); n > 0 {
 		b = c.free[n-1]
@@ -446,7 +432,7 @@ func (c *Cache) alloc() int32 {
 
 // release drops one reference to b. A block left unreferenced is kept as a cached block when it
 // is (or can become) the index entry for its hash, and freed otherwise.
-func (c *Cache) release(b int32) {
+func (c *Manager) release(b int32) {
 	c.ref[b]--
 	if c.ref[b] > 0 {
 		return
@@ -467,7 +453,7 @@ func (c *Cache) release(b int32) {
 
 // unhash forgets b's content hash, removing it from the prefix index, or, for a kept partial
 // block, its place among its parent's children. b must not be cached.
-func (c *Cache) unhash(b int32) {
+func (c *Manager) unhash(b int32) {
 	if c.part[b] > 0 {
 		c.unlinkChild(b)
 		c.part[b] = 0
@@ -486,35 +472,58 @@ func (c *Cache) unhash(b int32) {
 	c.hashed[b] = false
 }
 
-// copyCells copies the first count cells of block src (K, V for every layer, position, token)
-// into block dst.
-func (c *Cache) copyCells(src, dst, count int32) {
-	s, d := int(src*c.bs), int(dst*c.bs)
-	copy(c.pos[d:d+int(count)], c.pos[s:s+int(count)])
-	copy(c.tok[d:d+int(count)], c.tok[s:s+int(count)])
+// copyCells copies the first count cells of block src (position, token; K and V of every layer
+// through a store operation) into block dst.
+func (c *Manager) copyCells(src, dst, count int32) {
+	s, d := src*c.bs, dst*c.bs
+	copy(c.pos[d:d+count], c.pos[s:s+count])
+	copy(c.tok[d:d+count], c.tok[s:s+count])
 	c.stale[dst] = c.stale[src]
-	kv := c.cfg.KVDim
-	s, d, m := s*kv, d*kv, int(count)*kv
-	for l := range c.k32 {
-		copy(c.k32[l][d:d+m], c.k32[l][s:s+m])
-		copy(c.v32[l][d:d+m], c.v32[l][s:s+m])
-	}
-	for l := range c.k16 {
-		copy(c.k16[l][d:d+m], c.k16[l][s:s+m])
-		copy(c.v16[l][d:d+m], c.v16[l][s:s+m])
-	}
-	rb := c.rowBytes
-	s, d, m = int(src*c.bs)*rb, int(dst*c.bs)*rb, int(count)*rb
-	for l := range c.k8 {
-		copy(c.k8[l][d:d+m], c.k8[l][s:s+m])
-		copy(c.v8[l][d:d+m], c.v8[l][s:s+m])
-	}
+	c.opCopy(s, d, count)
 }
+
+// opCopy appends the store operation copying cells [src, src+n) to [dst, dst+n), merged into
+// the last one when it continues it.
+func (c *Manager) opCopy(src, dst, n int32) {
+	if k := len(c.ops); k > 0 {
+		o := &c.ops[k-1]
+		if o.Kind == batch.KVCopy && o.Src+o.N == src && o.Dst+o.N == dst && (dst < src || dst >= src+n+o.N) {
+			o.N += n
+			return
+		}
+	}
+	c.ops = append(c.ops, batch.KVOp{Kind: batch.KVCopy, Src: src, Dst: dst, N: n})
+}
+
+// opShift appends the store operation re-rotating the keys of cell by delta positions, merged
+// into the last one when it continues it with the same delta.
+func (c *Manager) opShift(cell, delta int32) {
+	if k := len(c.ops); k > 0 {
+		o := &c.ops[k-1]
+		if o.Kind == batch.KVShift && o.Delta == delta && o.Dst+o.N == cell {
+			o.N++
+			return
+		}
+	}
+	c.ops = append(c.ops, batch.KVOp{Kind: batch.KVShift, Dst: cell, N: 1, Delta: delta})
+}
+
+// TakeOps appends the pending store operations, in the order they were decided, to dst and
+// returns it; they are then no longer pending. Schedule does this for a step; a caller that
+// changes sequences without decoding (a test, a tool) hands them to its store itself.
+func (c *Manager) TakeOps(dst []batch.KVOp) []batch.KVOp {
+	dst = append(dst, c.ops...)
+	c.ops = c.ops[:0]
+	return dst
+}
+
+// PendingOps returns the number of pending store operations.
+func (c *Manager) PendingOps() int { return len(c.ops) }
 
 // cowBlock makes seq's table slot bi hold a block seq may modify: if the block is shared, its
 // first count cells are copied to a new block that replaces it in seq's table. The caller has
 // checked availability. It returns the block now at slot bi.
-func (c *Cache) cowBlock(seq int, bi int, count int32) int32 {
+func (c *Manager) cowBlock(seq int, bi int, count int32) int32 {
 	b := c.seqs[seq].table[bi]
 	if c.ref[b] <= 1 {
 		return b
@@ -529,7 +538,7 @@ func (c *Cache) cowBlock(seq int, bi int, count int32) int32 {
 
 // trim drops seq's trailing empty slots and the blocks no longer covered, then recomputes its
 // position range.
-func (c *Cache) trim(seq int) {
+func (c *Manager) trim(seq int) {
 	sq := &c.seqs[seq]
 	n := sq.n
 	for n > 0 && c.pos[sq.table[(n-1)/c.bs]*c.bs+(n-1)%c.bs] < 0 {
@@ -545,7 +554,7 @@ func (c *Cache) trim(seq int) {
 }
 
 // updateRange recomputes seq's position range from its cells.
-func (c *Cache) updateRange(seq int) {
+func (c *Manager) updateRange(seq int) {
 	sq := &c.seqs[seq]
 	sq.posMin, sq.posMax = -1, -1
 	for i := range sq.n {
@@ -561,6 +570,6 @@ func (c *Cache) updateRange(seq int) {
 }
 
 // cellOf returns the cell index of seq's slot i (i < nCells).
-func (c *Cache) cellOf(seq int, i int32) int32 {
+func (c *Manager) cellOf(seq int, i int32) int32 {
 	return c.seqs[seq].table[i/c.bs]*c.bs + i%c.bs
 }

@@ -1,15 +1,11 @@
 package kvcache
 
-import (
-	"fmt"
-
-	"ubatch/quant"
-)
+import "fmt"
 
 // SeqDiscard is a context shift in one call, llama.cpp's seq_rm(p0, p1) then seq_add(p1, -1,
 // -(p1-p0)), that also gives the dropped cells' memory back: it removes seq's cells at positions
-// in [p0, p1), moves the cells at positions >= p1 down by d = p1-p0 (keys re-rotated by -d with
-// Config.ShiftK, as SeqShift does) and compacts the sequence's slots: from the first slot whose
+// in [p0, p1), moves the cells at positions >= p1 down by d = p1-p0 (keys re-rotated by -d, as
+// SeqShift does) and compacts the sequence's slots: from the first slot whose
 // cell goes (or is a hole) on, the surviving cells are copied, in slot order, into consecutive
 // slots, so that the sequence ends ceil(survivors/BlockSize) blocks long and releases the rest.
 // Cells at positions < p0 keep their position and keys.
@@ -19,14 +15,13 @@ import (
 // replaced by a new block of seq's own (they keep seeing the old one), so the call needs as many
 // free or evictable blocks as such shared blocks, and returns ErrKVFull, with nothing changed,
 // when they are not there. Blocks released at the end that still carry a hash (untouched full
-// blocks of the newer cells) stay cached. It returns an error when ShiftK is nil, seq is not a
-// valid id, or the range is not 0 <= p0 < p1. Cost: one K/V row copy per layer for every moved
-// cell and one ShiftK per layer for every cell at p1 or later; no allocation once the scratch
-// has grown to the sequence's length.
-func (c *Cache) SeqDiscard(seq int, p0, p1 int32) error {
-	if c.cfg.ShiftK == nil {
-		return fmt.Errorf("kvcache: SeqDiscard: Config.ShiftK is nil")
-	}
+// blocks of the newer cells) stay cached. It returns an error when seq is not a valid id, or the
+// range is not 0 <= p0 < p1. The moves and re-rotations become store operations (KVCopy runs of
+// the moved cells, in slot order, then KVShift runs of the cells at p1 or later, by -d): for the
+// store, one K/V row copy per layer for every moved cell and one key rotation per layer for every
+// cell at p1 or later. No allocation once the scratch has grown to the sequence's length.
+func (c *Manager) SeqDiscard(seq int, p0, p1 int32) error {
+	c.gen++
 	if seq < 0 || seq >= len(c.seqs) {
 		return fmt.Errorf("kvcache: SeqDiscard: sequence id %d outside [0, %d)", seq, len(c.seqs))
 	}
@@ -104,7 +99,7 @@ func (c *Cache) SeqDiscard(seq int, p0, p1 int32) error {
 // ownForDiscard makes slot bi of seq's table a block seq may write, whose first count cells
 // (already in their final place) are kept: a shared block is replaced by a new one with those
 // cells copied; an own block loses its hash. Either way it is marked stale.
-func (c *Cache) ownForDiscard(seq int, bi, count int32) {
+func (c *Manager) ownForDiscard(seq int, bi, count int32) {
 	b := c.seqs[seq].table[bi]
 	if c.ref[b] > 1 {
 		nb := c.alloc()
@@ -119,63 +114,19 @@ func (c *Cache) ownForDiscard(seq int, bi, count int32) {
 	c.stale[b] = true
 }
 
-// moveCell copies cell src (K and V of every layer, position, token) to cell dst.
-func (c *Cache) moveCell(src, dst int32) {
+// moveCell copies cell src (position, token; K and V of every layer through a store operation)
+// to cell dst.
+func (c *Manager) moveCell(src, dst int32) {
 	c.pos[dst], c.tok[dst] = c.pos[src], c.tok[src]
-	kv := c.cfg.KVDim
-	s, d := int(src)*kv, int(dst)*kv
-	for l := range c.k32 {
-		copy(c.k32[l][d:d+kv], c.k32[l][s:s+kv])
-		copy(c.v32[l][d:d+kv], c.v32[l][s:s+kv])
-	}
-	for l := range c.k16 {
-		copy(c.k16[l][d:d+kv], c.k16[l][s:s+kv])
-		copy(c.v16[l][d:d+kv], c.v16[l][s:s+kv])
-	}
-	rb := c.rowBytes
-	s, d = int(src)*rb, int(dst)*rb
-	for l := range c.k8 {
-		copy(c.k8[l][d:d+rb], c.k8[l][s:s+rb])
-		copy(c.v8[l][d:d+rb], c.v8[l][s:s+rb])
-	}
+	c.opCopy(src, dst, 1)
 }
 
-// rotateCells re-rotates the keys of cells by delta positions with Config.ShiftK, layer by layer
-// (so that a ShiftK that caches its rotation table per layer and delta computes it once per
-// layer), through a float32 row for F16 and Q8_0 storage.
-func (c *Cache) rotateCells(cells []int32, delta int32) {
-	if len(cells) == 0 || delta == 0 {
+// rotateCells asks the store to re-rotate the keys of cells by delta positions.
+func (c *Manager) rotateCells(cells []int32, delta int32) {
+	if delta == 0 {
 		return
 	}
-	for l := range c.cfg.NLayers {
-		for _, cell := range cells {
-			c.rotateKey(l, int(cell), delta)
-		}
-	}
-}
-
-// rotateKey re-rotates the key row of cell in layer l by delta positions.
-func (c *Cache) rotateKey(l, cell int, delta int32) {
-	kv := c.cfg.KVDim
-	switch c.cfg.DType {
-	case F32:
-		c.cfg.ShiftK(l, c.k32[l][cell*kv:(cell+1)*kv], delta)
-	case F16:
-		row := c.k16[l][cell*kv : (cell+1)*kv]
-		quant.F16ToF32s(c.rowBuf, row)
-		c.cfg.ShiftK(l, c.rowBuf, delta)
-		quant.F32ToF16s(row, c.rowBuf)
-	case Q8_0:
-		// Dequantize, rotate, requantize: one more rounding to 8 bits, like llama.cpp's shift
-		// of a quantized K cache.
-		rb := c.rowBytes
-		row := c.k8[l][cell*rb : (cell+1)*rb]
-		if err := quant.Dequantize(quant.Q8_0, row, c.rowBuf); err != nil {
-			panic("kvcache: " + err.Error()) // sizes are fixed by New
-		}
-		c.cfg.ShiftK(l, c.rowBuf, delta)
-		if err := quant.Quantize(quant.Q8_0, c.rowBuf, row); err != nil {
-			panic("kvcache: " + err.Error())
-		}
+	for _, cell := range cells {
+		c.opShift(cell, delta)
 	}
 }

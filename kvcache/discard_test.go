@@ -38,7 +38,7 @@ func TestSeqDiscard(t *testing.T) {
 			t.Run(dt.String()+"/"+tc.name, func(t *testing.T) {
 				calls := 0
 				shift := func(l int, k []float32, delta int32) { calls++; addShift(l, k, delta) }
-				c := newCache(t, Config{BlockSize: 4, NumBlocks: 8, DType: dt, ShiftK: shift})
+				c := newCacheShift(t, Config{BlockSize: 4, NumBlocks: 8, DType: dt}, shift)
 				tenTokens(t, c, 0)
 				if tc.setup != nil {
 					tc.setup(t, c)
@@ -165,7 +165,6 @@ func TestSeqDiscardErrors(t *testing.T) {
 		seq    int
 		p0, p1 int32
 	}{
-		{name: "no ShiftK", seq: 0, p0: 1, p1: 2},
 		{name: "negative seq", shift: true, seq: -1, p0: 1, p1: 2},
 		{name: "seq too large", shift: true, seq: 4, p0: 1, p1: 2},
 		{name: "empty range", shift: true, seq: 0, p0: 2, p1: 2},
@@ -175,9 +174,6 @@ func TestSeqDiscardErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := Config{BlockSize: 4, NumBlocks: 8}
 			c := newCache(t, cfg)
-			if !tc.shift {
-				c.cfg.ShiftK = nil
-			}
 			tenTokens(t, c, 0)
 			before := takeSnapshot(c)
 			if err := c.SeqDiscard(tc.seq, tc.p0, tc.p1); err == nil || errors.Is(err, ErrKVFull) {

@@ -31,7 +31,7 @@ type BlockEvent struct {
 }
 
 // emitStored reports that block b, at slot bi of a sequence, was just hashed.
-func (c *Cache) emitStored(b int32, bi int) {
+func (c *Manager) emitStored(b int32, bi int) {
 	if c.cfg.OnBlock == nil {
 		return
 	}
@@ -41,7 +41,7 @@ func (c *Cache) emitStored(b int32, bi int) {
 }
 
 // emitRemoved reports that block b, still hashed, is about to lose its hash.
-func (c *Cache) emitRemoved(b int32) {
+func (c *Manager) emitRemoved(b int32) {
 	if c.cfg.OnBlock != nil {
 		c.cfg.OnBlock(BlockEvent{Kind: BlockRemoved, Hash: c.hash[b]})
 	}

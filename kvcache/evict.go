@@ -22,7 +22,7 @@ const maxHits = 16
 func blockCost(depth int32) float64 { return 1 + 1/float64(1+depth) }
 
 // cachePush makes the unreferenced block b cached, priced as of now.
-func (c *Cache) cachePush(b int32) {
+func (c *Manager) cachePush(b int32) {
 	c.prio[b] = c.clock + float64(min(c.hits[b], maxHits))*blockCost(c.depth[b])
 	c.stamp++
 	c.cachedAt[b] = c.stamp
@@ -34,7 +34,7 @@ func (c *Cache) cachePush(b int32) {
 
 // cacheRemove takes the cached block b out of the eviction heap (it is being attached,
 // evicted or forgotten).
-func (c *Cache) cacheRemove(b int32) {
+func (c *Manager) cacheRemove(b int32) {
 	i := c.heapIdx[b]
 	last := int32(len(c.heap) - 1)
 	if i != last {
@@ -50,14 +50,14 @@ func (c *Cache) cacheRemove(b int32) {
 
 // evict removes the cached block of lowest priority, advances the clock to its priority and
 // returns it; there must be one.
-func (c *Cache) evict() int32 {
+func (c *Manager) evict() int32 {
 	b := c.heap[0]
 	c.cacheRemove(b)
 	c.clock = max(c.clock, c.prio[b])
 	return b
 }
 
-func (c *Cache) less(i, j int32) bool {
+func (c *Manager) less(i, j int32) bool {
 	a, b := c.heap[i], c.heap[j]
 	if c.prio[a] != c.prio[b] {
 		return c.prio[a] < c.prio[b]
@@ -65,12 +65,12 @@ func (c *Cache) less(i, j int32) bool {
 	return c.cachedAt[a] < c.cachedAt[b]
 }
 
-func (c *Cache) swap(i, j int32) {
+func (c *Manager) swap(i, j int32) {
 	c.heap[i], c.heap[j] = c.heap[j], c.heap[i]
 	c.heapIdx[c.heap[i]], c.heapIdx[c.heap[j]] = i, j
 }
 
-func (c *Cache) up(i int32) {
+func (c *Manager) up(i int32) {
 	for i > 0 {
 		p := (i - 1) / 2
 		if !c.less(i, p) {
@@ -81,7 +81,7 @@ func (c *Cache) up(i int32) {
 	}
 }
 
-func (c *Cache) down(i int32) {
+func (c *Manager) down(i int32) {
 	n := int32(len(c.heap))
 	for {
 		l := 2*i + 1

@@ -20,6 +20,12 @@ func addShift(_ int, k []float32, delta int32) {
 
 func newCache(t testing.TB, cfg Config) *Cache {
 	t.Helper()
+	return newCacheShift(t, cfg, nil)
+}
+
+// newCacheShift is newCache with shift re-rotating keys (nil: addShift).
+func newCacheShift(t testing.TB, cfg Config, shift func(l int, k []float32, delta int32)) *Cache {
+	t.Helper()
 	if cfg.NLayers == 0 {
 		cfg.NLayers = 2
 	}
@@ -32,10 +38,7 @@ func newCache(t testing.TB, cfg Config) *Cache {
 	if cfg.MaxSeqs == 0 {
 		cfg.MaxSeqs = 4
 	}
-	if cfg.ShiftK == nil {
-		cfg.ShiftK = addShift
-	}
-	c, err := New(cfg)
+	c, err := newWithShift(cfg, shift)
 	if err != nil {
 		t.Fatalf("New(%+v): %v", cfg, err)
 	}
@@ -204,6 +207,7 @@ type snapshot struct {
 }
 
 func takeSnapshot(c *Cache) snapshot {
+	c.sync()
 	s := snapshot{
 		Pos: slices.Clone(c.pos), Tok: slices.Clone(c.tok), Ref: slices.Clone(c.ref),
 		Free: slices.Clone(c.free), Hits: slices.Clone(c.hits), Part: slices.Clone(c.part), Heap: slices.Clone(c.heap), Prio: slices.Clone(c.prio),
@@ -214,17 +218,18 @@ func takeSnapshot(c *Cache) snapshot {
 	for _, sq := range c.seqs {
 		s.Seqs = append(s.Seqs, seqState{table: slices.Clone(sq.table), n: sq.n, posMin: sq.posMin, posMax: sq.posMax})
 	}
-	for l := range c.k32 {
-		s.K32 = append(s.K32, slices.Clone(c.k32[l]))
-		s.V32 = append(s.V32, slices.Clone(c.v32[l]))
+	st := &c.st
+	for l := range st.k32 {
+		s.K32 = append(s.K32, slices.Clone(st.k32[l]))
+		s.V32 = append(s.V32, slices.Clone(st.v32[l]))
 	}
-	for l := range c.k16 {
-		s.K16 = append(s.K16, slices.Clone(c.k16[l]))
-		s.V16 = append(s.V16, slices.Clone(c.v16[l]))
+	for l := range st.k16 {
+		s.K16 = append(s.K16, slices.Clone(st.k16[l]))
+		s.V16 = append(s.V16, slices.Clone(st.v16[l]))
 	}
-	for l := range c.k8 {
-		s.K8 = append(s.K8, slices.Clone(c.k8[l]))
-		s.V8 = append(s.V8, slices.Clone(c.v8[l]))
+	for l := range st.k8 {
+		s.K8 = append(s.K8, slices.Clone(st.k8[l]))
+		s.V8 = append(s.V8, slices.Clone(st.v8[l]))
 	}
 	return s
 }

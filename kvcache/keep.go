@@ -17,7 +17,7 @@ package kvcache
 // deepest into the sequence (the least likely to be shared by a future prompt) are evicted
 // first. The last block, if partly filled and seq's alone, is kept for partial matches (see
 // above).
-func (c *Cache) freeSeq(seq int) {
+func (c *Manager) freeSeq(seq int) {
 	sq := &c.seqs[seq]
 	if k := len(sq.table); k > 0 {
 		b := sq.table[k-1]
@@ -43,7 +43,7 @@ func (c *Cache) freeSeq(seq int) {
 // as a partial block: partly filled, not hashed (a full block that lost its tail keeps its hash
 // and is cached as such), not stale, its count cells at positions bi*BlockSize.. in order and an
 // intact hash chain before it.
-func (c *Cache) keepable(seq, bi int, count int32) bool {
+func (c *Manager) keepable(seq, bi int, count int32) bool {
 	b := c.seqs[seq].table[bi]
 	if count <= 0 || count >= c.bs || c.hashed[b] || c.stale[b] {
 		return false
@@ -61,7 +61,7 @@ func (c *Cache) keepable(seq, bi int, count int32) bool {
 // sequence chained from the full block with hash parent, a kept partial block, unless a child
 // of parent already holds those cells (b is freed then); kept siblings whose cells are a prefix
 // of b's are freed in its favour. Like partial matches, it looks at maxSiblings children at most.
-func (c *Cache) keep(b, depth, count int32, parent uint64) {
+func (c *Manager) keep(b, depth, count int32, parent uint64) {
 	toks := c.tok[b*c.bs : b*c.bs+count]
 	x, ok := c.child[parent]
 	for n := 0; ok && x >= 0 && n < maxSiblings; n++ {
@@ -85,7 +85,7 @@ func (c *Cache) keep(b, depth, count int32, parent uint64) {
 
 // cellsIn is the number of leading cells of the child block b (hashed or kept partial) that
 // hold its content.
-func (c *Cache) cellsIn(b int32) int32 {
+func (c *Manager) cellsIn(b int32) int32 {
 	if c.part[b] > 0 {
 		return c.part[b]
 	}
@@ -94,7 +94,7 @@ func (c *Cache) cellsIn(b int32) int32 {
 
 // linkChild puts b, hashed or kept partial with parent[b] set, at the head of its parent's list
 // of children.
-func (c *Cache) linkChild(b int32) {
+func (c *Manager) linkChild(b int32) {
 	p := c.parent[b]
 	head, ok := c.child[p]
 	if !ok {
@@ -108,7 +108,7 @@ func (c *Cache) linkChild(b int32) {
 }
 
 // unlinkChild removes b from its parent's list of children.
-func (c *Cache) unlinkChild(b int32) {
+func (c *Manager) unlinkChild(b int32) {
 	p, n := c.sibPrev[b], c.sibNext[b]
 	switch {
 	case p >= 0:
@@ -127,7 +127,7 @@ func (c *Cache) unlinkChild(b int32) {
 // promoteDuplicate gives the index entry b just lost to a live duplicate of b (same hash, among
 // the first maxSiblings children of b's parent), so that a block whose twin was overwritten,
 // shifted or evicted stays matchable as a full block while its sequence lives.
-func (c *Cache) promoteDuplicate(b int32) {
+func (c *Manager) promoteDuplicate(b int32) {
 	h := c.hash[b]
 	x, ok := c.child[c.parent[b]]
 	for n := 0; ok && x >= 0 && n < maxSiblings; n++ {

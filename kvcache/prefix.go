@@ -29,7 +29,7 @@ func chainHash(seed maphash.Seed, parent uint64, toks []int32) uint64 {
 // is hashed (so the whole prefix is the canonical run 0, 1, ... from the sequence start), and no
 // key in it was re-rotated by SeqShift. An index entry already held by another block with the
 // same hash is left alone.
-func (c *Cache) hashBlock(seq, bi int) {
+func (c *Manager) hashBlock(seq, bi int) {
 	sq := &c.seqs[seq]
 	b := sq.table[bi]
 	if c.stale[b] {
@@ -65,7 +65,7 @@ func (c *Cache) hashBlock(seq, bi int) {
 // stands for: a block of the chain may keep its hash while an earlier one lost it (a cell
 // removed in the middle) or sit at another slot (a range copy), and what follows it then saw a
 // different history.
-func (c *Cache) chained(seq, bi int) bool {
+func (c *Manager) chained(seq, bi int) bool {
 	t := c.seqs[seq].table
 	parent := rootHash
 	for j := range bi {
@@ -81,7 +81,7 @@ func (c *Cache) chained(seq, bi int) bool {
 // lookup returns the indexed block holding tokens as block number i of a sequence whose
 // previous block has hash parent, with the hash it was found under. The block's tokens,
 // positions and parent hash are checked, so a hash collision yields no match.
-func (c *Cache) lookup(i int32, parent uint64, tokens []int32) (b int32, h uint64, ok bool) {
+func (c *Manager) lookup(i int32, parent uint64, tokens []int32) (b int32, h uint64, ok bool) {
 	h = c.hashFn(c.seed, parent, tokens)
 	b, ok = c.index[h]
 	if !ok || c.parent[b] != parent {
@@ -109,7 +109,7 @@ const maxSiblings = 8
 // filled last block. It returns m = 0 when there is none or when no block is available for the
 // copy (the candidate itself, if cached, must not be the one evicted; taken cached blocks are
 // about to be attached).
-func (c *Cache) partial(i int32, parent uint64, tokens []int32, taken int) (src int32, m int) {
+func (c *Manager) partial(i int32, parent uint64, tokens []int32, taken int) (src int32, m int) {
 	limit := min(len(tokens), int(c.bs)-1)
 	if limit <= 0 {
 		return 0, 0
@@ -153,7 +153,7 @@ func (c *Cache) partial(i int32, parent uint64, tokens []int32, taken int) (src 
 }
 
 // leadingCells counts the leading cells of block b that hold tokens at positions i*BlockSize..
-func (c *Cache) leadingCells(b, i int32, tokens []int32) int {
+func (c *Manager) leadingCells(b, i int32, tokens []int32) int {
 	base, first := b*c.bs, i*c.bs
 	m := 0
 	for m < len(tokens) && c.tok[base+int32(m)] == tokens[m] && c.pos[base+int32(m)] == first+int32(m) {
@@ -166,7 +166,7 @@ func (c *Cache) leadingCells(b, i int32, tokens []int32) int {
 // chained hashes and verified token ids, appended to c.matched, then possibly the first m cells of
 // one more block src (see partial), which is kept available even when the matched blocks that are
 // cached leave the pool.
-func (c *Cache) match(tokens []int32) (src int32, m int) {
+func (c *Manager) match(tokens []int32) (src int32, m int) {
 	c.matched = c.matched[:0]
 	parent, taken := rootHash, 0
 	for i := int32(0); ; i++ {
@@ -191,7 +191,7 @@ func (c *Cache) match(tokens []int32) (src int32, m int) {
 // MatchPrefix reports how many leading tokens are available from cached or live blocks: full
 // blocks with matching chained hashes and verified token ids, then possibly the first cells of
 // one more block (see partial).
-func (c *Cache) MatchPrefix(tokens []int32) int {
+func (c *Manager) MatchPrefix(tokens []int32) int {
 	_, m := c.match(tokens)
 	return len(c.matched)*int(c.bs) + m
 }
@@ -199,9 +199,10 @@ func (c *Cache) MatchPrefix(tokens []int32) int {
 // AttachPrefix makes the empty sequence seq start with the tokens MatchPrefix(tokens) would
 // count and returns their number: the full blocks are shared (refcount++, taken out of the LRU
 // list if they were cached), the cells of a partial match are copied into a new block of seq's
-// own. The caller then decodes tokens[n:] from position n. A caller that needs logits for the
+// own (a KVCopy store operation). The caller then decodes tokens[n:] from position n. A caller that needs logits for the
 // last prompt token must leave it out of tokens, so that at least one token remains to decode.
-func (c *Cache) AttachPrefix(seq int, tokens []int32) (int, error) {
+func (c *Manager) AttachPrefix(seq int, tokens []int32) (int, error) {
+	c.gen++
 	if seq < 0 || seq >= len(c.seqs) {
 		return 0, fmt.Errorf("kvcache: AttachPrefix: sequence id %d outside [0, %d)", seq, len(c.seqs))
 	}
@@ -221,12 +222,15 @@ func (c *Cache) AttachPrefix(seq int, tokens []int32) (int, error) {
 	n := len(c.matched) * int(c.bs)
 	if m > 0 {
 		c.hits[src]++
-		pinned := c.ref[src] == 0
-		if pinned {
-			c.cacheRemove(src) // so that alloc cannot evict the block being copied
+		// The copy is a store operation, applied in order before any forward pass writes: src
+		// keeps its K/V until then even if it is evicted and reallocated meanwhile. It is only
+		// kept out of this alloc, so that the copy does not take its own source.
+		cached := c.ref[src] == 0
+		if cached {
+			c.cacheRemove(src)
 		}
 		nb := c.alloc()
-		if pinned {
+		if cached {
 			c.cachePush(src) // priced again: it was just used
 		}
 		c.copyCells(src, nb, int32(m))

@@ -58,7 +58,7 @@ func (s *simScratch) nextTok() uint32 {
 }
 
 // simRef is block b's refcount in the current dry run (b >= NumBlocks: a planned block).
-func (c *Cache) simRef(b int32) int32 {
+func (c *Manager) simRef(b int32) int32 {
 	sm := &c.sim
 	if nb := int32(len(c.ref)); b >= nb {
 		return sm.vref[b-nb]
@@ -69,7 +69,7 @@ func (c *Cache) simRef(b int32) int32 {
 	return c.ref[b]
 }
 
-func (c *Cache) setSimRef(b, r int32) {
+func (c *Manager) setSimRef(b, r int32) {
 	sm := &c.sim
 	if nb := int32(len(c.ref)); b >= nb {
 		sm.vref[b-nb] = r
@@ -80,7 +80,7 @@ func (c *Cache) setSimRef(b, r int32) {
 }
 
 // simLoad starts tracking seq in the current dry run.
-func (c *Cache) simLoad(seq int32) {
+func (c *Manager) simLoad(seq int32) {
 	sm := &c.sim
 	if sm.seqEpoch[seq] == sm.epoch {
 		return
@@ -94,7 +94,7 @@ func (c *Cache) simLoad(seq int32) {
 }
 
 // sameHistory reports whether sequences a and b have identical block tables and lengths.
-func (c *Cache) sameHistory(a, b int32) bool {
+func (c *Manager) sameHistory(a, b int32) bool {
 	sa, sb := &c.seqs[a], &c.seqs[b]
 	if sa.n != sb.n || len(sa.table) != len(sb.table) {
 		return false
@@ -114,7 +114,7 @@ func (c *Cache) sameHistory(a, b int32) bool {
 // that means identical tables; within it, a sequence written by an earlier token shares history
 // exactly with the sequences that token also wrote (the group), since each token appends one
 // cell to exactly its own sequences.
-func (c *Cache) planReserve(pos []int32, seqs [][]int32) (need int, err error) {
+func (c *Manager) planReserve(pos []int32, seqs [][]int32) (need int, err error) {
 	if len(seqs) != len(pos) {
 		return 0, fmt.Errorf("kvcache: %d positions but %d sequence lists", len(pos), len(seqs))
 	}
@@ -188,13 +188,13 @@ func (c *Cache) planReserve(pos []int32, seqs [][]int32) (need int, err error) {
 // sequence ids: the batch is valid for the cache's current state and enough free or evictable
 // blocks exist, counting copy-on-write copies. It is false for an invalid batch too; use
 // CheckReserve to tell the two apart.
-func (c *Cache) CanReserve(pos []int32, seqs [][]int32) bool {
+func (c *Manager) CanReserve(pos []int32, seqs [][]int32) bool {
 	return c.CheckReserve(pos, seqs) == nil
 }
 
 // CheckReserve is CanReserve with the reason: nil if Reserve would succeed, the validation error
 // Reserve would return, or an error wrapping ErrKVFull. It changes nothing.
-func (c *Cache) CheckReserve(pos []int32, seqs [][]int32) error {
+func (c *Manager) CheckReserve(pos []int32, seqs [][]int32) error {
 	need, err := c.planReserve(pos, seqs)
 	if err != nil {
 		return err
@@ -229,8 +229,9 @@ func (c *Cache) CheckReserve(pos []int32, seqs [][]int32) error {
 // free or evictable, before anything changes. A block filled by Reserve is registered in the
 // prefix index right away, so its K/V must be written before the next call that could hand it to
 // another sequence (MatchPrefix/AttachPrefix); if the forward pass fails, call ForgetCells(cells)
-// before removing the tokens.
-func (c *Cache) Reserve(tokens, pos []int32, seqs [][]int32, cells []int32) error {
+// before removing the tokens. Copy-on-write copies become pending store operations.
+func (c *Manager) Reserve(tokens, pos []int32, seqs [][]int32, cells []int32) error {
+	c.gen++
 	if len(pos) != len(tokens) {
 		return fmt.Errorf("kvcache: %d tokens but %d positions", len(tokens), len(pos))
 	}
@@ -240,6 +241,12 @@ func (c *Cache) Reserve(tokens, pos []int32, seqs [][]int32, cells []int32) erro
 	if err := c.CheckReserve(pos, seqs); err != nil {
 		return err
 	}
+	c.reserve(tokens, pos, seqs, cells)
+	return nil
+}
+
+// reserve is Reserve once CheckReserve has passed.
+func (c *Manager) reserve(tokens, pos []int32, seqs [][]int32, cells []int32) {
 	for i, p := range pos {
 		ss := seqs[i]
 		first := ss[0]
@@ -286,7 +293,6 @@ func (c *Cache) Reserve(tokens, pos []int32, seqs [][]int32, cells []int32) erro
 			c.hashBlock(int(first), len(sq.table)-1)
 		}
 	}
-	return nil
 }
 
 // ForgetCells drops the prefix-cache hashes of the blocks holding cells, so their content is
@@ -294,7 +300,8 @@ func (c *Cache) Reserve(tokens, pos []int32, seqs [][]int32, cells []int32) erro
 // cells (as returned by Reserve) failed; the sequences still hold the cells until SeqRemove.
 // Their blocks are never hashed nor copied by a partial match again until they are reallocated.
 // Out-of-range cells are ignored.
-func (c *Cache) ForgetCells(cells []int32) {
+func (c *Manager) ForgetCells(cells []int32) {
+	c.gen++
 	for _, cell := range cells {
 		if cell < 0 || int(cell) >= len(c.pos) {
 			continue

@@ -20,7 +20,7 @@ func (r posRange) has(p int32) bool { return p >= r.p0 && (r.p1 < 0 || p < r.p1)
 
 // keptLen is seq's logical length once the cells in r are removed: one past its last slot that
 // stays non-empty.
-func (c *Cache) keptLen(seq int, r posRange) int32 {
+func (c *Manager) keptLen(seq int, r posRange) int32 {
 	for i := c.seqs[seq].n - 1; i >= 0; i-- {
 		if p := c.pos[c.cellOf(seq, i)]; p >= 0 && !r.has(p) {
 			return i + 1
@@ -35,7 +35,8 @@ func (c *Cache) keptLen(seq int, r posRange) int32 {
 // place (after copy-on-write if the block is shared, so other sequences keep seeing them), and
 // their blocks lose their prefix hashes. An empty range is a no-op. It returns an error for
 // seq >= MaxSeqs, and ErrKVFull, with nothing changed, when the copy-on-write copies do not fit.
-func (c *Cache) SeqRemove(seq int, p0, p1 int32) error {
+func (c *Manager) SeqRemove(seq int, p0, p1 int32) error {
+	c.gen++
 	if seq >= len(c.seqs) {
 		return fmt.Errorf("kvcache: SeqRemove: sequence id %d outside [0, %d)", seq, len(c.seqs))
 	}
@@ -93,7 +94,8 @@ func (c *Cache) SeqRemove(seq int, p0, p1 int32) error {
 
 // SeqFree empties seq (every sequence if seq < 0); SeqRemove(seq, -1, -1). Unknown ids are
 // ignored.
-func (c *Cache) SeqFree(seq int) {
+func (c *Manager) SeqFree(seq int) {
+	c.gen++
 	if seq >= len(c.seqs) {
 		return
 	}
@@ -107,7 +109,8 @@ func (c *Cache) SeqFree(seq int) {
 }
 
 // SeqKeep empties every sequence but seq (all of them if seq is not a valid id).
-func (c *Cache) SeqKeep(seq int) {
+func (c *Manager) SeqKeep(seq int) {
+	c.gen++
 	for s := range c.seqs {
 		if s != seq {
 			c.freeSeq(s)
@@ -123,7 +126,8 @@ func (c *Cache) SeqKeep(seq int) {
 // sequence shares every block, so dst and src may then be decoded together. Copying a sequence onto itself, an empty range or an empty source is a no-op. It
 // returns an error for bad ids or a non-empty dst, and ErrKVFull, with nothing changed, when the
 // copies do not fit.
-func (c *Cache) SeqCopy(src, dst int, p0, p1 int32) error {
+func (c *Manager) SeqCopy(src, dst int, p0, p1 int32) error {
+	c.gen++
 	if src < 0 || src >= len(c.seqs) || dst < 0 || dst >= len(c.seqs) {
 		return fmt.Errorf("kvcache: SeqCopy: sequence ids %d, %d must be in [0, %d)", src, dst, len(c.seqs))
 	}
@@ -191,7 +195,7 @@ func (c *Cache) SeqCopy(src, dst int, p0, p1 int32) error {
 // copyAction says what SeqCopy does with block bi of src when dst takes the cells in r up to
 // slot last: 1 share it (no non-empty cell up to last outside r), 0 skip it (only cells outside
 // r), 2 copy it.
-func (c *Cache) copyAction(src int, bi, last int32, r posRange) int {
+func (c *Manager) copyAction(src int, bi, last int32, r posRange) int {
 	in, out := false, false
 	for i := bi * c.bs; i < min((bi+1)*c.bs, last+1); i++ {
 		switch p := c.pos[c.cellOf(src, i)]; {
@@ -211,12 +215,12 @@ func (c *Cache) copyAction(src int, bi, last int32, r posRange) int {
 	return 2
 }
 
-// SeqShift adds delta to the positions of seq's cells in [p0, p1) and re-rotates their keys with
-// Config.ShiftK (through a float32 row for F16 and Q8_0 storage), like llama.cpp's seq_add. Shared blocks
-// are copied first; cells whose new position is negative are removed; touched blocks lose their
-// prefix hashes. It returns an error when ShiftK is nil, seq is not a valid id, or a new
-// position overflows int32, and ErrKVFull when the copies do not fit; nothing is changed then.
-func (c *Cache) SeqShift(seq int, p0, p1, delta int32) error {
+// SeqShift adds delta to the positions of seq's cells in [p0, p1) and has the store re-rotate
+// their keys (a KVShift operation), like llama.cpp's seq_add. Shared blocks are copied first;
+// cells whose new position is negative are removed; touched blocks lose their prefix hashes. It
+// returns an error when seq is not a valid id or a new position overflows int32, and ErrKVFull
+// when the copies do not fit; nothing is changed then.
+func (c *Manager) SeqShift(seq int, p0, p1, delta int32) error {
 	if delta == 0 {
 		return c.remap("SeqShift", seq, makeRange(p0, p1), nil)
 	}
@@ -232,7 +236,7 @@ func (c *Cache) SeqShift(seq int, p0, p1, delta int32) error {
 // their keys accordingly, like llama.cpp's seq_div (used to compress positions, e.g. for
 // self-extend); several cells may then share a position. Errors and the handling of shared
 // blocks and hashes are SeqShift's; d must be positive, and d == 1 is a no-op.
-func (c *Cache) SeqDiv(seq int, p0, p1, d int32) error {
+func (c *Manager) SeqDiv(seq int, p0, p1, d int32) error {
 	if d <= 0 {
 		return fmt.Errorf("kvcache: SeqDiv: divisor %d must be positive", d)
 	}
@@ -244,10 +248,8 @@ func (c *Cache) SeqDiv(seq int, p0, p1, d int32) error {
 
 // remap moves the cells of seq in r to the positions f gives (nil: none move, only the
 // arguments are checked), re-rotating their keys by the difference; see SeqShift.
-func (c *Cache) remap(op string, seq int, r posRange, f func(int32) (int32, error)) error {
-	if c.cfg.ShiftK == nil {
-		return fmt.Errorf("kvcache: %s: Config.ShiftK is nil", op)
-	}
+func (c *Manager) remap(op string, seq int, r posRange, f func(int32) (int32, error)) error {
+	c.gen++
 	if seq < 0 || seq >= len(c.seqs) {
 		return fmt.Errorf("kvcache: %s: sequence id %d outside [0, %d)", op, seq, len(c.seqs))
 	}
@@ -299,9 +301,7 @@ func (c *Cache) remap(op string, seq int, r posRange, f func(int32) (int32, erro
 			continue
 		}
 		c.pos[cell] = np
-		for l := range c.cfg.NLayers {
-			c.rotateKey(l, cell, np-p)
-		}
+		c.opShift(int32(cell), np-p)
 	}
 	c.trim(seq)
 	return nil

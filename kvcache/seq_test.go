@@ -423,7 +423,7 @@ func TestSeqShift(t *testing.T) {
 					calls = append(calls, shiftCall{delta, k[0]})
 					addShift(l, k, delta)
 				}
-				c := newCache(t, Config{BlockSize: 4, NumBlocks: 8, DType: dt, ShiftK: shift})
+				c := newCacheShift(t, Config{BlockSize: 4, NumBlocks: 8, DType: dt}, shift)
 				tenTokens(t, c, 0)
 				before := visible(t, c, 0)
 				if err := c.SeqShift(0, tc.p0, tc.p1, tc.delta); err != nil {
@@ -508,10 +508,6 @@ func TestSeqShiftSharedAndErrors(t *testing.T) {
 		delta   int32
 		wantErr string
 	}{
-		{name: "no ShiftK", c: func() *Cache {
-			c, _ := New(Config{NLayers: 1, KVDim: 1, NumBlocks: 1, MaxSeqs: 1})
-			return c
-		}(), seq: 0, delta: 1, wantErr: "ShiftK is nil"},
 		{name: "negative seq", c: c, seq: -1, delta: 1, wantErr: "sequence id -1"},
 		{name: "seq too large", c: c, seq: 2, delta: 1, wantErr: "sequence id 2"},
 		{name: "overflow", c: c, seq: 0, p0: 9, p1: 10, delta: 1<<31 - 5, wantErr: "overflows"},

@@ -5,7 +5,6 @@ import (
 
 	"ubatch/kvcache"
 	"ubatch/ops"
-	"ubatch/quant"
 )
 
 // AttnParams describe one layer's self-attention.
@@ -41,38 +40,10 @@ func (c *Context) Attention(layer int, q, k, v, out []float32, p AttnParams) {
 	c.pool.Run(c.n*c.h.NKVHeads, a)
 }
 
-// storeKV copies the micro-batch's K and V rows into their cache cells.
+// storeKV writes the micro-batch's K and V rows into their cells (the batch's slot mapping).
 func (c *Context) storeKV(layer int, k, v []float32) {
 	kvDim := c.h.KVDim()
-	if c.opts.KVType == kvcache.F32 {
-		kc, vc := c.kv.KF32(layer), c.kv.VF32(layer)
-		for i := range c.n {
-			cell := int(c.cells[i])
-			copy(kc[cell*kvDim:(cell+1)*kvDim], k[i*kvDim:(i+1)*kvDim])
-			copy(vc[cell*kvDim:(cell+1)*kvDim], v[i*kvDim:(i+1)*kvDim])
-		}
-		return
-	}
-	if c.opts.KVType == kvcache.Q8_0 {
-		kc, vc, rb := c.kv.KQ8(layer), c.kv.VQ8(layer), c.kv.RowBytes()
-		for i := range c.n {
-			cell := int(c.cells[i])
-			// The sizes are fixed by NewContext (KVDim a multiple of 32): an error is a bug.
-			if err := quant.Quantize(quant.Q8_0, k[i*kvDim:(i+1)*kvDim], kc[cell*rb:(cell+1)*rb]); err != nil {
-				panic("runner: " + err.Error())
-			}
-			if err := quant.Quantize(quant.Q8_0, v[i*kvDim:(i+1)*kvDim], vc[cell*rb:(cell+1)*rb]); err != nil {
-				panic("runner: " + err.Error())
-			}
-		}
-		return
-	}
-	kc, vc := c.kv.KF16(layer), c.kv.VF16(layer)
-	for i := range c.n {
-		cell := int(c.cells[i])
-		quant.F32ToF16s(kc[cell*kvDim:(cell+1)*kvDim], k[i*kvDim:(i+1)*kvDim])
-		quant.F32ToF16s(vc[cell*kvDim:(cell+1)*kvDim], v[i*kvDim:(i+1)*kvDim])
-	}
+	c.store.Write(layer, c.cells, k[:c.n*kvDim], v[:c.n*kvDim])
 }
 
 // visible returns the micro-batch's visible-cell lists for window (0: the whole history),
@@ -90,8 +61,8 @@ func (c *Context) visible(window int32) *visList {
 	l := &c.vis[c.nVis]
 	c.nVis++
 	l.window = window
-	ub := c.ub
-	bs := int32(c.opts.BlockSize)
+	ub, kv := c.ub, c.kv
+	bs := kv.BlockSize
 	l.cells = l.cells[:0]
 	for t := range ub.Tokens {
 		l.off[t] = int32(len(l.cells))
@@ -100,11 +71,11 @@ func (c *Context) visible(window int32) *visList {
 		if window > 0 {
 			lo = pos - window
 		}
-		nCells := int32(c.kv.SeqCells(seq))
-		for bi, b := range c.kv.Blocks(seq) {
+		nCells := kv.Lens[seq]
+		for bi, b := range kv.Tables[seq] {
 			for o := int32(0); o < bs && int32(bi)*bs+o < nCells; o++ {
 				cell := b*bs + o
-				if p := c.kv.Pos(cell); p >= 0 && p <= pos && p > lo {
+				if p := kv.CellPos[cell]; p >= 0 && p <= pos && p > lo {
 					l.cells = append(l.cells, cell)
 				}
 			}
@@ -135,14 +106,14 @@ func (a *attnTask) Do(i, w int) {
 	q := a.q[t*qd+g*rep*hd:][:rep*hd]
 	out := a.out[t*qd+g*rep*hd:][:rep*hd]
 	// Q8_0: head g's values are the row's blocks from g*hd/32 (NewContext checked hd%32 == 0).
-	q8Off, rb := g*hd/32*34, c.kv.RowBytes()
+	q8Off, rb := g*hd/32*34, c.store.RowBytes()
 	switch c.opts.KVType {
 	case kvcache.F16:
-		ops.AttnScoresF16(q, rep, hd, c.kv.KF16(a.layer)[g*hd:], vis, kvDim, a.scale, scores)
+		ops.AttnScoresF16(q, rep, hd, c.store.KF16(a.layer)[g*hd:], vis, kvDim, a.scale, scores)
 	case kvcache.Q8_0:
-		ops.AttnScoresQ8(q, rep, hd, c.kv.KQ8(a.layer)[q8Off:], vis, rb, a.scale, scores)
+		ops.AttnScoresQ8(q, rep, hd, c.store.KQ8(a.layer)[q8Off:], vis, rb, a.scale, scores)
 	default:
-		ops.AttnScoresF32(q, rep, hd, c.kv.KF32(a.layer)[g*hd:], vis, kvDim, a.scale, scores)
+		ops.AttnScoresF32(q, rep, hd, c.store.KF32(a.layer)[g*hd:], vis, kvDim, a.scale, scores)
 	}
 	if a.softcap > 0 {
 		ops.Softcap(scores, a.softcap)
@@ -152,10 +123,10 @@ func (a *attnTask) Do(i, w int) {
 	}
 	switch c.opts.KVType {
 	case kvcache.F16:
-		ops.AttnValuesF16(scores, rep, hd, c.kv.VF16(a.layer)[g*hd:], vis, kvDim, out)
+		ops.AttnValuesF16(scores, rep, hd, c.store.VF16(a.layer)[g*hd:], vis, kvDim, out)
 	case kvcache.Q8_0:
-		ops.AttnValuesQ8(scores, rep, hd, c.kv.VQ8(a.layer)[q8Off:], vis, rb, out)
+		ops.AttnValuesQ8(scores, rep, hd, c.store.VQ8(a.layer)[q8Off:], vis, rb, out)
 	default:
-		ops.AttnValuesF32(scores, rep, hd, c.kv.VF32(a.layer)[g*hd:], vis, kvDim, out)
+		ops.AttnValuesF32(scores, rep, hd, c.store.VF32(a.layer)[g*hd:], vis, kvDim, out)
 	}
 }

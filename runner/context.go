@@ -6,6 +6,7 @@ import (
 
 	"ubatch/batch"
 	"ubatch/kvcache"
+	"ubatch/kvstore"
 	"ubatch/ops"
 	"ubatch/quant"
 )
@@ -22,7 +23,8 @@ type Options struct {
 	// Embeddings makes the tokens that ask for output keep their final-norm hidden state (read
 	// with Embedding) instead of logits: a context for /v1/embeddings skips the output matmul.
 	Embeddings bool
-	// OnBlock receives the KV cache's prefix-cache events (kvcache.Config.OnBlock); nil = none.
+	// OnBlock receives the prefix-cache events (kvcache.Config.OnBlock) of the KV manager made
+	// for this context (KVConfig: by the engine, or the context's own Session); nil = none.
 	OnBlock func(kvcache.BlockEvent)
 }
 
@@ -62,20 +64,30 @@ type Scratch struct {
 	Wide []float32 // output of a fused matrix [n][max(QDim+2·KVDim, 2·FFN)]
 }
 
-// Context runs forward passes of one Graph over its own paged KV cache: it is the only owner of
-// that cache. It is not safe for concurrent use: one goroutine (the engine's step loop, or a CLI)
-// owns it.
+// Context runs forward passes of one Graph: it owns the K/V memory (a kvstore.Store), the
+// scratch buffers, the worker pool and the logits. It does not own the KV bookkeeping: a batch
+// comes with its schedule (batch.Batch.KV: the cell of every token, the block tables, the store
+// operations due) from the KV manager's owner, the engine, which makes its kvcache.Manager from
+// KVConfig. A Context used without an engine (tools, tests) gets a Session of its own on first
+// use of KV or of Decode with a batch that has no schedule; one Context serves one of the two,
+// never both. It is not safe for concurrent use: one goroutine (the engine's step loop, or a
+// CLI) owns it.
 type Context struct {
-	g    Graph
-	h    *Hparams
-	opts Options
-	pool *ops.Pool
-	kv   *kvcache.Cache
-	S    Scratch
+	g     Graph
+	h     *Hparams
+	opts  Options
+	pool  *ops.Pool
+	store *kvstore.Store
+	kvCfg kvcache.Config
+	own   *Session // the context's own manager, for callers without an engine; nil until used
+	// external: a batch scheduled by another manager was decoded, so no own Session may be made.
+	external bool
+	S        Scratch
 
 	n     int // tokens of the micro-batch being computed
 	ub    *batch.UBatch
-	cells []int32 // KV cell of each token of ub
+	kv    *batch.KV // the schedule of the batch being decoded
+	cells []int32   // KV cell of each token of ub (ub.Slots)
 	xq    [2][]byte
 	// mmSums holds each matmul job's activation sums (quant.PanelSums), computed once per job
 	// instead of once per row range.
@@ -83,7 +95,6 @@ type Context struct {
 	ropes  ropeTables
 	vis    [2]visList // visible KV cells of every token: full history, and one sliding window
 	nVis   int
-	kvRow  []float32 // F16 cache conversions
 	// shift is shiftK's rotation table for (layer, delta), valid when ok.
 	shift struct {
 		cs    []float32
@@ -104,8 +115,8 @@ type Context struct {
 	act  actTask
 }
 
-// NewContext allocates a Context for g: the KV cache for opts.NCtx cells and scratch for NUBatch
-// tokens.
+// NewContext allocates a Context for g: the K/V memory for opts.NCtx cells and scratch for
+// NUBatch tokens.
 func NewContext(g Graph, opts Options) (*Context, error) {
 	h := g.Hparams()
 	opts.defaults(h)
@@ -115,15 +126,19 @@ func NewContext(g Graph, opts Options) (*Context, error) {
 		// coarsen another's).
 		return nil, fmt.Errorf("runner: a Q8_0 KV cache needs a head dimension that is a multiple of 32, this model's is %d: use an F16 KV cache (--kv-type f16)", h.HeadDim)
 	}
-	kv, err := kvcache.New(kvcache.Config{
+	c.kvCfg = kvcache.Config{
 		NLayers: h.NLayers, KVDim: h.KVDim(), BlockSize: opts.BlockSize,
 		NumBlocks: opts.NCtx / opts.BlockSize, DType: opts.KVType, MaxSeqs: opts.NSeqMax,
-		ShiftK: c.shiftK, OnBlock: opts.OnBlock,
-	})
+		OnBlock: opts.OnBlock,
+	}
+	if _, err := c.kvCfg.Check(); err != nil {
+		return nil, err
+	}
+	st, err := kvstore.New(c.kvCfg, c.shiftK)
 	if err != nil {
 		return nil, err
 	}
-	c.kv = kv
+	c.store = st
 	c.pool = ops.NewPool(opts.Threads)
 	n := opts.NUBatch
 	f := func(width int) []float32 { return make([]float32, n*width) }
@@ -137,11 +152,9 @@ func NewContext(g Graph, opts Options) (*Context, error) {
 		X: f(h.Dim), XN: f(max(h.Dim, qd)), Q: f(qd), K: f(kvd), V: f(kvd), Att: f(qd),
 		Tmp: f(max(h.Dim, qd)), Gate: f(h.FFN), Up: f(h.FFN), Wide: f(wide),
 	}
-	c.cells = make([]int32, n)
 	for i := range c.vis {
 		c.vis[i].off = make([]int32, n+1)
 	}
-	c.kvRow = make([]float32, kvd)
 	for i := range c.xq {
 		c.xq[i] = make([]byte, n*maxAct)
 	}
@@ -170,8 +183,31 @@ func (c *Context) Hparams() *Hparams { return c.h }
 // Options returns the effective options (defaults filled in).
 func (c *Context) Options() Options { return c.opts }
 
-// KV returns the context's KV cache, for sequence operations and statistics.
-func (c *Context) KV() *kvcache.Cache { return c.kv }
+// KVConfig is the configuration of the KV manager that schedules this context's batches: the
+// layout of its store (blocks, block size, element type, sequences) and Options.OnBlock.
+func (c *Context) KVConfig() kvcache.Config { return c.kvCfg }
+
+// Store returns the context's K/V memory.
+func (c *Context) Store() *kvstore.Store { return c.store }
+
+// KV returns the manager of the context's own Session (made on first use), for tools and tests
+// that decode without an engine: sequence operations and statistics. It panics on a context
+// whose batches an engine schedules: its manager is the engine's.
+func (c *Context) KV() *kvcache.Manager { return c.session().KV() }
+
+func (c *Context) session() *Session {
+	if c.external {
+		panic("runner: the KV cache of this context is managed by an engine; its Session is not available")
+	}
+	if c.own == nil {
+		m, err := kvcache.NewManager(c.kvCfg)
+		if err != nil {
+			panic("runner: " + err.Error()) // checked by NewContext
+		}
+		c.own = &Session{c: c, kv: m}
+	}
+	return c.own
+}
 
 // Close stops the worker goroutines.
 func (c *Context) Close() { c.pool.Close() }
@@ -180,18 +216,49 @@ func (c *Context) Close() { c.pool.Close() }
 var ErrBatchTooLarge = errors.New("batch larger than n_batch")
 
 // Decode runs the forward pass for every token of b (split into micro-batches of NUBatch), writes
-// their K/V into the cache and keeps the logits of the tokens that asked for them (read them with
-// Logits). It fails before computing anything when the batch is invalid or the KV cache cannot
-// hold it (kvcache.ErrKVFull: free sequences or preempt, then retry).
+// their K/V into the store and keeps the logits of the tokens that asked for them (read them
+// with Logits). b.KV is its schedule (kvcache.Manager.Schedule, by the engine): Decode first
+// applies b.KV.Ops to the store, then checks b (a failure then changes nothing but those
+// operations, which the manager counts as done), then writes every token's K and V at
+// b.KV.Slots and attends through b.KV's tables. It reserves nothing. A batch without a schedule
+// goes through the context's own Session (see KV), which schedules it first (and returns
+// kvcache.ErrKVFull, with nothing changed, when the cache cannot hold it).
 func (c *Context) Decode(b *batch.Batch) error {
+	if b.KV == nil {
+		return c.session().Decode(b)
+	}
+	if c.own != nil {
+		return errors.New("runner: a batch scheduled by another KV manager, on a context with a Session of its own")
+	}
+	c.external = true
+	return c.decode(b)
+}
+
+func (c *Context) decodeTooLarge(b *batch.Batch) error {
+	return fmt.Errorf("%w: %d tokens, n_batch is %d", ErrBatchTooLarge, b.Len(), c.opts.NBatch)
+}
+
+// decode is Decode of a batch with its schedule.
+func (c *Context) decode(b *batch.Batch) error {
+	kv := b.KV
+	if err := c.store.Apply(kv.Ops); err != nil {
+		return err
+	}
 	if b.Len() > c.opts.NBatch {
-		return fmt.Errorf("%w: %d tokens, n_batch is %d", ErrBatchTooLarge, b.Len(), c.opts.NBatch)
+		return c.decodeTooLarge(b)
 	}
 	if err := b.Validate(c.h.Vocab, c.opts.NSeqMax); err != nil {
 		return err
 	}
-	if err := c.kv.CheckReserve(b.Pos, b.Seqs); err != nil {
-		return err
+	if len(kv.Slots) != b.Len() || len(kv.Tables) != c.opts.NSeqMax || len(kv.Lens) != c.opts.NSeqMax ||
+		len(kv.CellPos) != c.opts.NCtx || int(kv.BlockSize) != c.opts.BlockSize {
+		return fmt.Errorf("runner: the batch's KV schedule (%d slots, %d tables, %d cells, blocks of %d) does not fit %d tokens, %d sequences, %d cells in blocks of %d",
+			len(kv.Slots), len(kv.Tables), len(kv.CellPos), kv.BlockSize, b.Len(), c.opts.NSeqMax, c.opts.NCtx, c.opts.BlockSize)
+	}
+	for _, cell := range kv.Slots {
+		if cell < 0 || int(cell) >= c.opts.NCtx {
+			return fmt.Errorf("runner: KV cell %d outside [0, %d)", cell, c.opts.NCtx)
+		}
 	}
 	c.outRows, c.nOut = b.OutputRows(c.outRows)
 	if need := c.nOut * c.outWidth(); cap(c.logits) < need {
@@ -199,25 +266,15 @@ func (c *Context) Decode(b *batch.Batch) error {
 	}
 	c.logits = c.logits[:c.nOut*c.outWidth()]
 	c.ubs = b.Split(c.opts.NUBatch, c.ubs)
-	// A forward pass that panics leaves its micro-batch's cells without K/V: they must never be
-	// handed to another sequence (hashed, kept as a partial block, copied by a partial match).
-	defer func() {
-		if c.ub != nil {
-			c.kv.ForgetCells(c.cells[:c.n])
-			c.ub = nil
-		}
-	}()
+	c.kv = kv
+	defer func() { c.ub, c.kv = nil, nil }()
 	for i := range c.ubs {
 		ub := &c.ubs[i]
-		if err := c.kv.Reserve(ub.Tokens, ub.Pos, ub.Seqs, c.cells[:len(ub.Tokens)]); err != nil {
-			return err
-		}
-		c.ub, c.n = ub, len(ub.Tokens)
+		c.ub, c.n, c.cells = ub, len(ub.Tokens), ub.Slots
 		c.ropes.reset()
 		c.nVis = 0
 		c.g.Forward(c, ub)
 	}
-	c.ub = nil
 	return nil
 }
 
@@ -257,9 +314,9 @@ func (c *Context) outRow(i int) []float32 {
 
 // shiftK re-rotates one cached key row (all kv heads) of layer l by delta positions: RoPE
 // rotations compose, so rotating by the difference moves a key to its new position. The
-// rotation table is kept for the last (layer, delta): the cache shifts layer by layer, every
-// cell by the same delta (kvcache.SeqDiscard), so a context shift computes one table per layer
-// and allocates nothing once the table has grown.
+// rotation table is kept for the last (layer, delta): the store applies a run of shifts by one
+// delta layer by layer (kvstore.Store.Apply of kvcache.SeqDiscard's operations), so a context
+// shift computes one table per layer and allocates nothing once the table has grown.
 func (c *Context) shiftK(l int, k []float32, delta int32) {
 	r := c.g.LayerRope(l)
 	if !c.shift.ok || c.shift.layer != l || c.shift.delta != delta {

@@ -73,7 +73,7 @@ func pooled(c *Context, toks []int32, pool Pooling) ([]float64, error) {
 	case len(toks) > c.opts.NCtx:
 		return nil, fmt.Errorf("input of %d tokens is longer than the embedding context (%d)", len(toks), c.opts.NCtx)
 	}
-	defer c.kv.SeqFree(0)
+	defer c.KV().SeqFree(0)
 	sum := make([]float64, c.h.Dim)
 	var b batch.Batch
 	seq := []int32{0}

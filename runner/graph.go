@@ -1,5 +1,6 @@
 // Package runner runs the forward pass of any model family over a batch: it owns the scratch
-// buffers, the worker pool, the paged KV cache and the logits, and offers the operations a
+// buffers, the worker pool, the K/V memory of the paged KV cache (package kvstore; the
+// bookkeeping, package kvcache, is the engine's and comes with each batch) and the logits, and offers the operations a
 // family's layer loop is written in (matmuls with activation quantization, norms, rotary
 // embeddings, attention over KV cells, the output projection). A family (package model/llama,
 // model/qwen2, ...) is its weights plus a Graph that calls these operations layer by layer.
@@ -41,8 +42,8 @@ type Graph interface {
 	Matrices() []*Weight
 	// LayerRope is the rotary embedding of layer l's keys, used to shift cached keys.
 	LayerRope(l int) *ops.Rope
-	// Forward computes one micro-batch whose KV cells are reserved (see Context.Decode); it
-	// must end with Context.Output.
+	// Forward computes one micro-batch whose KV cells are scheduled (ub.Slots; see
+	// Context.Decode); it must end with Context.Output.
 	Forward(c *Context, ub *batch.UBatch)
 }
 

@@ -26,7 +26,7 @@ func (p *probe) Forward(c *Context, ub *batch.UBatch) {
 		for t := range ub.Tokens {
 			var pos []int32
 			for _, cell := range l.cells[l.off[t]:l.off[t+1]] {
-				pos = append(pos, c.kv.Pos(cell))
+				pos = append(pos, c.kv.CellPos[cell])
 			}
 			slices.Sort(pos)
 			p.seen[w] = append(p.seen[w], pos)
