@@ -21,13 +21,13 @@ const bs = 4
 // node is a KV cache whose events feed a tracker, as in `ubatch serve --redis`.
 type node struct {
 	t  *testing.T
-	c  *kvcache.Cache
+	c  *kvcache.Manager
 	tr *Tracker
 }
 
 func newNode(t *testing.T, blocks int) *node {
 	tr := NewTracker(blocks)
-	c, err := kvcache.New(kvcache.Config{NLayers: 1, KVDim: 2, BlockSize: bs, NumBlocks: blocks, MaxSeqs: 4,
+	c, err := kvcache.NewManager(kvcache.Config{NLayers: 1, KVDim: 2, BlockSize: bs, NumBlocks: blocks, MaxSeqs: 4,
 		DType: kvcache.F32, OnBlock: tr.OnBlock})
 	if err != nil {
 		t.Fatal(err)
