@@ -43,7 +43,7 @@ func (e *Engine) admit() {
 			e.finish(s, FinishError, fmt.Errorf("engine: admitting a request: %w", err))
 			continue
 		}
-		s.id, s.nKV, s.cached = id, n, n
+		s.id, s.cached = id, n
 		e.stats.PromptCached += uint64(min(n, s.nPrompt))
 		if e.cfg.Observer != nil {
 			e.cfg.Observer.Lookup(len(s.tokens), n)

@@ -15,17 +15,26 @@ import (
 // Decoder is the model side of the engine: runner.Context implements it. Tests use fakes, so
 // scheduling is tested without a model.
 type Decoder interface {
+	// Decode runs batch b with its KV schedule b.KV (the cells of its tokens, the block tables
+	// and the store operations due, which it applies first): it owns the K/V memory, the engine
+	// the bookkeeping.
 	Decode(b *batch.Batch) error
 	Logits(i int) []float32 // logits of batch token i from the last Decode
-	KV() *kvcache.Manager
+	// KVConfig describes the K/V memory the decoder holds; the engine makes its KV manager
+	// from it.
+	KVConfig() kvcache.Config
 }
 
-// kvOwner is what the scheduler asks of the KV cache (*kvcache.Manager, from Decoder.KV): the cache
-// alone does the block arithmetic of admission, prefix sharing and batch capacity.
+// kvOwner is what the scheduler asks of its KV manager (*kvcache.Manager, made by New and
+// owned by the engine alone): the manager does all the block arithmetic of admission, prefix
+// sharing and batch capacity, and keeps the sequences' lengths.
 type kvOwner interface {
 	CanAdmit(prompt []int32, reserve int) kvcache.Admission
 	Admit(seq int, prompt []int32, reserve int) (int, error)
-	CanReserve(pos []int32, seqs [][]int32) bool
+	CanSchedule(b *batch.Batch) bool
+	Schedule(b *batch.Batch, kv *batch.KV) error
+	ForgetCells(cells []int32)
+	SeqLen(seq int) int
 	SeqFree(seq int)
 	SeqDiscard(seq int, p0, p1 int32) error
 	Stats() kvcache.Stats
@@ -74,6 +83,7 @@ type Engine struct {
 	running []*seqState
 	freeIDs []int32
 	b       batch.Batch
+	sched   batch.KV    // b's KV schedule (cells, tables, store operations), reused
 	inBatch []*seqState // sequences with a logits row in b, by row order
 	stats   Stats
 	cost    costModel
@@ -147,7 +157,11 @@ func New(d Decoder, lim Limits, cfg Config) (*Engine, error) {
 	if cfg.MaxSampleTime == 0 {
 		cfg.MaxSampleTime = defaultSampleTime(cfg.TargetITL)
 	}
-	e := &Engine{dec: d, kv: d.KV(), lim: lim, cfg: cfg, stopped: make(chan struct{}), now: time.Now}
+	kv, err := kvcache.NewManager(d.KVConfig())
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	e := &Engine{dec: d, kv: kv, lim: lim, cfg: cfg, stopped: make(chan struct{}), now: time.Now}
 	e.panics, _ = cfg.Observer.(PanicObserver)
 	e.incoming = make(chan []*seqState, cfg.MaxQueue) // queued bounds it: each send holds >= 1 request
 	for id := lim.NSeqMax - 1; id >= 0; id-- {
@@ -248,7 +262,7 @@ func (e *Engine) publish() {
 	e.slots = e.slots[:0]
 	for _, s := range e.running {
 		e.slots = append(e.slots, Slot{ID: s.id, Priority: s.req.Priority, PromptTokens: s.promptTokens, CachedTokens: s.cached,
-			Processed: s.nKV, Generated: s.generated, MaxTokens: s.req.MaxTokens, Prefilling: s.nKV < s.nPrompt,
+			Processed: e.nKV(s), Generated: s.generated, MaxTokens: s.req.MaxTokens, Prefilling: e.nKV(s) < s.nPrompt,
 			Since: now.Sub(s.submitted)})
 	}
 	e.mu.Unlock()

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"sync"
@@ -20,9 +21,12 @@ const vocab = 64
 // (tok, pos), so a sequence's greedy continuation is fixed however it is batched or recomputed.
 func next(tok, pos int32) int32 { return (tok*7 + pos*3 + 1) % vocab }
 
-// fakeDecoder stands in for the model: it reserves KV cells like the real one, records every
-// batch, and produces logits peaked at next(tok, pos).
+// fakeDecoder stands in for the model: it takes the batch's KV schedule like the real one (the
+// engine's manager reserved the cells), records every batch, and produces logits peaked at
+// next(tok, pos).
 type fakeDecoder struct {
+	cfg kvcache.Config
+	// kv is the engine's manager, for tests that inspect it (set by start); read only.
 	kv      *kvcache.Manager
 	logits  [][]float32
 	mu      sync.Mutex
@@ -36,23 +40,21 @@ type fakeDecoder struct {
 
 func newFake(t *testing.T, blocks, blockSize, seqs int) *fakeDecoder {
 	t.Helper()
-	kv, err := kvcache.NewManager(kvcache.Config{NLayers: 1, KVDim: 2, BlockSize: blockSize, NumBlocks: blocks, DType: kvcache.F32, MaxSeqs: seqs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fakeDecoder{kv: kv}
+	return &fakeDecoder{cfg: fakeKV(blocks, blockSize, seqs)}
 }
 
-func (f *fakeDecoder) KV() *kvcache.Manager { return f.kv }
+// fakeKV is the KV layout a fake decoder reports.
+func fakeKV(blocks, blockSize, seqs int) kvcache.Config {
+	return kvcache.Config{NLayers: 1, KVDim: 2, BlockSize: blockSize, NumBlocks: blocks, DType: kvcache.F32, MaxSeqs: seqs}
+}
+
+func (f *fakeDecoder) KVConfig() kvcache.Config { return f.cfg }
 
 func (f *fakeDecoder) Decode(b *batch.Batch) error {
-	if err := b.Validate(vocab, f.kv.Config().MaxSeqs); err != nil {
+	if err := checkSchedule(b, f.cfg.MaxSeqs); err != nil {
 		return err
 	}
-	f.cells = append(f.cells[:0], make([]int32, b.Len())...)
-	if err := f.kv.Reserve(b.Tokens, b.Pos, b.Seqs, f.cells); err != nil {
-		return err
-	}
+	f.cells = append(f.cells[:0], b.KV.Slots...)
 	f.logits = f.logits[:0]
 	for i := range b.Len() {
 		row := make([]float32, vocab)
@@ -70,6 +72,18 @@ func (f *fakeDecoder) Decode(b *batch.Batch) error {
 }
 
 func (f *fakeDecoder) Logits(i int) []float32 { return f.logits[i] }
+
+// checkSchedule is what a fake decoder checks of a batch: valid, and scheduled by the engine's
+// manager (a cell per token, the tables of every sequence).
+func checkSchedule(b *batch.Batch, nSeq int) error {
+	if err := b.Validate(vocab, nSeq); err != nil {
+		return err
+	}
+	if b.KV == nil || len(b.KV.Slots) != b.Len() || len(b.KV.Tables) != nSeq {
+		return fmt.Errorf("fake decoder: batch of %d tokens without its KV schedule (%+v)", b.Len(), b.KV)
+	}
+	return nil
+}
 
 func (f *fakeDecoder) maxBatch() int {
 	f.mu.Lock()
@@ -99,6 +113,7 @@ func start(t *testing.T, d *fakeDecoder, lim Limits, cfg Config) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
+	d.kv = e.kv.(*kvcache.Manager)
 	ctx, cancel := context.WithCancel(context.Background())
 	go e.Run(ctx)
 	t.Cleanup(func() {

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"ubatch/kvcache"
 	"ubatch/sample"
 )
 
@@ -248,11 +247,7 @@ func TestSampleBoundDefaults(t *testing.T) {
 // emitBench is one sequence ready to emit tokens forever from a fixed logits row: round emits one
 // and drops it, as a reader would take it.
 func emitBench(t testing.TB) (s *seqState, round func()) {
-	kv, err := kvcache.NewManager(kvcache.Config{NLayers: 1, KVDim: 2, BlockSize: 4, NumBlocks: 8, DType: kvcache.F32, MaxSeqs: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := New(&fakeDecoder{kv: kv}, Limits{NCtx: 1 << 20, NSeqMax: 1, NBatch: 8, Vocab: vocab}, Config{})
+	e, err := New(&fakeDecoder{cfg: fakeKV(8, 4, 1)}, Limits{NCtx: 1 << 20, NSeqMax: 1, NBatch: 8, Vocab: vocab}, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,9 @@ import (
 )
 
 // seqState is one request as the scheduler tracks it. tokens holds the whole history that must be
-// in the KV cache (prompt, then generated tokens); nKV of them are there already. A sequence with
-// more than one token to compute is prefilling; with exactly one, it is decoding.
+// in the KV cache (prompt, then generated tokens); the KV manager's SeqLen(id) of them are there
+// already (Engine.nKV). A sequence with more than one token to compute is prefilling; with
+// exactly one, it is decoding.
 type seqState struct {
 	id      int32 // KV sequence id; -1 while waiting
 	ids     [1]int32
@@ -28,10 +29,10 @@ type seqState struct {
 	nPrompt int // prompt tokens still at the start of tokens (fewer after a context shift)
 	// promptTokens is the request's prompt length, for usage.
 	promptTokens int
-	nKV          int
 	generated    int
 	cached       int // prompt tokens taken from the prefix cache at the latest admission
 	chunk        int // tokens of this sequence in the current batch
+	before       int // its tokens in the KV cache when the current batch was built
 	shifts       int // context shifts done
 	// passedOver counts the consecutive steps in which this prefilling sequence got no chunk.
 	passedOver int
@@ -50,7 +51,17 @@ type seqState struct {
 	counted   bool // admitted at least once (queue time recorded)
 }
 
-func (s *seqState) remaining() int { return len(s.tokens) - s.nKV }
+// nKV is the number of s's tokens in the KV cache (0 while waiting): the manager's length of its
+// sequence, which has no holes (the engine removes cells with SeqDiscard alone, which compacts).
+func (e *Engine) nKV(s *seqState) int {
+	if s.id < 0 {
+		return 0
+	}
+	return e.kv.SeqLen(int(s.id))
+}
+
+// remaining is the number of s's tokens still to compute.
+func (e *Engine) remaining(s *seqState) int { return len(s.tokens) - e.nKV(s) }
 
 // before orders sequences for service: higher priority first, then earlier arrival.
 func before(a, b *seqState) int {
@@ -76,17 +87,26 @@ func (e *Engine) step() {
 	}
 	for _, s := range e.running {
 		switch {
-		case s.remaining() <= 1: // decoding
+		case e.remaining(s) <= 1: // decoding
 		case s.chunk == 0:
 			s.passedOver++
 		default:
 			s.passedOver = 0
 		}
 	}
+	if e.b.Len() == 0 {
+		return
+	}
+	// Before the schedule moves the lengths on: what each sequence had computed.
+	for _, s := range e.running {
+		s.before = e.nKV(s)
+	}
 	start := e.now()
-	err := e.dec.Decode(&e.b)
+	err := e.decode()
 	if err != nil {
-		// The batch fitted (checked above), so this is a model failure: fail its sequences.
+		// The batch fitted (checked above), so this is a model failure: its cells hold no K/V and
+		// must never be matched, and its sequences fail.
+		e.kv.ForgetCells(e.sched.Slots)
 		for _, s := range e.running {
 			if s.chunk > 0 {
 				e.finish(s, FinishError, fmt.Errorf("decode: %w", err))
@@ -103,14 +123,13 @@ func (e *Engine) step() {
 		if s.chunk == 0 {
 			continue
 		}
-		if s.remaining() == 1 && s.nKV >= s.nPrompt {
+		if len(s.tokens)-s.before == 1 && s.before >= s.nPrompt {
 			info.DecodeTokens++
 		} else {
 			info.PrefillTokens += s.chunk
-			e.stats.PromptComputed += uint64(min(s.chunk, max(0, s.nPrompt-s.nKV)))
+			e.stats.PromptComputed += uint64(min(s.chunk, max(0, s.nPrompt-s.before)))
 		}
-		s.nKV += s.chunk
-		if s.nKV == len(s.tokens) {
+		if e.nKV(s) == len(s.tokens) {
 			e.emitGuarded(s, e.dec.Logits(row+s.chunk-1))
 		}
 		row += s.chunk
@@ -126,6 +145,24 @@ func (e *Engine) step() {
 		e.cfg.Observer.Step(info)
 	}
 	e.logStep(info)
+}
+
+// decode schedules the batch built in e.b on the KV manager (cells, block tables and the store
+// operations due, in e.sched: the check was buildBatch's CanSchedule, so this plans nothing
+// again) and has the decoder run it. A panicking decoder leaves the step's cells without K/V:
+// they are forgotten before the panic goes on.
+func (e *Engine) decode() error {
+	if err := e.kv.Schedule(&e.b, &e.sched); err != nil {
+		return fmt.Errorf("engine: scheduling a batch that fitted: %w", err)
+	}
+	e.b.KV = &e.sched
+	defer func() {
+		if v := recover(); v != nil {
+			e.kv.ForgetCells(e.sched.Slots)
+			panic(v)
+		}
+	}()
+	return e.dec.Decode(&e.b)
 }
 
 // logStep writes the step's budget and why at debug level.
@@ -169,7 +206,9 @@ const maxPrefillWait = 4
 
 // buildBatch packs one decode token per decoding sequence, then prompt chunks, under the step's
 // budget (planStep): with a latency target and sequences decoding, each chunk gets the modelled
-// time left under the target. It reports false when the KV cache cannot hold the batch.
+// time left under the target. It reports false when the KV cache cannot hold the batch: the
+// step's one capacity plan (kvcache.Manager.CanSchedule, copy-on-write copies included), which
+// decode's Schedule then relies on.
 func (e *Engine) buildBatch() bool {
 	e.b.Clear()
 	budget := e.cfg.BatchSize
@@ -177,16 +216,17 @@ func (e *Engine) buildBatch() bool {
 	decode, cells := 0, 0.0
 	for _, s := range e.running {
 		s.chunk = 0
-		if s.remaining() == 1 && budget > 0 {
+		s.before = e.nKV(s)
+		if len(s.tokens)-s.before == 1 && budget > 0 {
 			s.chunk = 1
 			budget--
 			decode++
-			cells += float64(s.nKV + 1)
+			cells += float64(s.before + 1)
 		}
 	}
 	prefill := e.inBatch[:0]
 	for _, s := range e.running {
-		if s.remaining() > 1 {
+		if len(s.tokens)-s.before > 1 {
 			prefill = append(prefill, s)
 		}
 	}
@@ -204,13 +244,13 @@ func (e *Engine) buildBatch() bool {
 			}
 		}
 		if e.cfg.Policy == SJF {
-			return cmp.Compare(a.remaining(), b.remaining())
+			return cmp.Compare(len(a.tokens)-a.before, len(b.tokens)-b.before)
 		}
 		return 0
 	})
 	firstN := 0
 	if len(prefill) > 0 {
-		firstN = prefill[0].nKV
+		firstN = prefill[0].before
 	}
 	e.plan = e.planStep(decode, cells, firstN)
 	budget = e.plan.tokens - decode
@@ -219,29 +259,29 @@ func (e *Engine) buildBatch() bool {
 		if budget == 0 {
 			break
 		}
-		limit := min(s.remaining(), e.cfg.ChunkSize, budget)
+		limit := min(len(s.tokens)-s.before, e.cfg.ChunkSize, budget)
 		n := limit
 		if e.plan.timed {
-			n = e.cost.chunkFor(s.nKV, e.plan.avail, limit)
+			n = e.cost.chunkFor(s.before, e.plan.avail, limit)
 			if i == 0 && e.plan.floor {
 				n = max(n, min(minChunk, limit))
 			}
-			e.plan.avail -= e.cost.promptCost(s.nKV, n)
+			e.plan.avail -= e.cost.promptCost(s.before, n)
 		}
 		s.chunk = n
 		budget -= n
 		prompt += n
-		cells += float64(n)*float64(s.nKV) + float64(n)*float64(n+1)/2
+		cells += float64(n)*float64(s.before) + float64(n)*float64(n+1)/2
 	}
 	if e.plan.reason == BudgetNoDecode {
 		// No stream to keep steady: the chunk limit protects nobody, so prompts take the whole
 		// budget (a burst's shared system prompt is computed in a third of the steps).
 		for _, s := range prefill {
-			extra := min(s.remaining()-s.chunk, budget)
+			extra := min(len(s.tokens)-s.before-s.chunk, budget)
 			s.chunk += extra
 			budget -= extra
 			prompt += extra
-			cells += float64(extra)*float64(s.nKV+s.chunk-extra) + float64(extra)*float64(extra+1)/2
+			cells += float64(extra)*float64(s.before+s.chunk-extra) + float64(extra)*float64(extra+1)/2
 		}
 	}
 	e.stepX = features(decode, prompt, cells)
@@ -250,11 +290,11 @@ func (e *Engine) buildBatch() bool {
 	// Tokens go in in running order so logits rows can be matched back in step.
 	for _, s := range e.running {
 		for i := range s.chunk {
-			p := s.nKV + i
+			p := s.before + i
 			e.b.Add(s.tokens[p], int32(p), s.seqIDs(), p == len(s.tokens)-1)
 		}
 	}
-	return e.b.Len() == 0 || e.kv.CanReserve(e.b.Pos, e.b.Seqs)
+	return e.b.Len() == 0 || e.kv.CanSchedule(&e.b)
 }
 
 func (s *seqState) seqIDs() []int32 {
@@ -286,7 +326,7 @@ func (e *Engine) evict(victim *seqState) {
 	e.running = slices.DeleteFunc(e.running, func(s *seqState) bool { return s == victim })
 	e.kv.SeqFree(int(victim.id))
 	e.freeIDs = append(e.freeIDs, victim.id)
-	victim.id, victim.nKV, victim.chunk = -1, 0, 0
+	victim.id, victim.chunk = -1, 0
 	victim.usage.Preemptions++
 	e.waiting = append(e.waiting, victim)
 	e.queued.Add(1)
@@ -367,8 +407,9 @@ func (e *Engine) shiftContext(s *seqState) (bool, error) {
 	if keep < 0 {
 		keep = s.promptTokens
 	}
-	keep = min(keep, s.nKV)
-	discard := (s.nKV - keep) / 2
+	n := e.nKV(s)
+	keep = min(keep, n)
+	discard := (n - keep) / 2
 	if discard <= 0 {
 		return false, nil
 	}
@@ -376,7 +417,6 @@ func (e *Engine) shiftContext(s *seqState) (bool, error) {
 		return false, err
 	}
 	s.tokens = append(s.tokens[:keep], s.tokens[keep+discard:]...)
-	s.nKV -= discard
 	s.nPrompt = max(min(s.nPrompt, keep), s.nPrompt-discard)
 	s.shifts++
 	return true, nil

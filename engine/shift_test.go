@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"ubatch/kvcache"
 
 	"ubatch/batch"
-	"ubatch/kvcache"
 )
 
 // shiftDecoder is the fake model with a check after every batch: the KV blocks in use stay
@@ -73,16 +73,13 @@ func TestContextShiftBoundsBlocks(t *testing.T) {
 			if keep < 0 {
 				keep = len(p)
 			}
-			kv, err := kvcache.NewManager(kvcache.Config{NLayers: 1, KVDim: 2, NumBlocks: tc.nCtx / 16, DType: kvcache.F32, MaxSeqs: tc.seqs})
-			if err != nil {
-				t.Fatal(err)
-			}
-			d := &shiftDecoder{fakeDecoder: &fakeDecoder{kv: kv}, prompt: p, keep: min(keep, len(p))}
+			d := &shiftDecoder{fakeDecoder: &fakeDecoder{cfg: fakeKV(tc.nCtx/16, 16, tc.seqs)}, prompt: p, keep: min(keep, len(p))}
 			e, err := New(d, Limits{NCtx: tc.nCtx, NCtxSeq: tc.nCtxSeq, NSeqMax: tc.seqs, NBatch: 64, Vocab: vocab},
 				Config{ContextShift: true, Keep: tc.keep})
 			if err != nil {
 				t.Fatal(err)
 			}
+			d.kv = e.kv.(*kvcache.Manager)
 			ctx, cancel := context.WithCancel(context.Background())
 			go e.Run(ctx)
 			defer func() { cancel(); <-e.Done() }()

@@ -35,34 +35,31 @@ var errInjected = errors.New("injected decode failure")
 // reservations, optional random delays and yields (to shake goroutine interleavings) and
 // injected failures. Decode runs on the engine goroutine only, so rng needs no lock.
 type stressDecoder struct {
-	kv     *kvcache.Manager
+	cfg    kvcache.Config
 	nSeq   int
 	rng    *rand.Rand
 	delayP float64 // chance of a yield or short sleep per Decode
-	failP  float64 // chance that Decode fails before reserving anything
+	failP  float64 // chance that Decode fails (the engine must then forget the step's cells)
 	logits [][]float32
 	cells  []int32
 	calls  atomic.Int64
 	empty  atomic.Int64 // Decode calls with an empty batch (a scheduler bug)
 }
 
-func (d *stressDecoder) KV() *kvcache.Manager { return d.kv }
+func (d *stressDecoder) KVConfig() kvcache.Config { return d.cfg }
 
 func (d *stressDecoder) Decode(b *batch.Batch) error {
 	d.calls.Add(1)
 	if b.Len() == 0 {
 		d.empty.Add(1)
 	}
-	if err := b.Validate(vocab, d.nSeq); err != nil {
+	if err := checkSchedule(b, d.nSeq); err != nil {
 		return err
 	}
 	if d.rng.Float64() < d.failP {
 		return errInjected
 	}
-	d.cells = append(d.cells[:0], make([]int32, b.Len())...)
-	if err := d.kv.Reserve(b.Tokens, b.Pos, b.Seqs, d.cells); err != nil {
-		return err
-	}
+	d.cells = append(d.cells[:0], b.KV.Slots...)
 	for len(d.logits) < b.Len() {
 		d.logits = append(d.logits, make([]float32, vocab))
 	}
@@ -269,11 +266,7 @@ func TestStress(t *testing.T) {
 // runRound runs one round and reports whether it passed.
 func runRound(t *testing.T, r stressRound, tally map[string]int) bool {
 	t.Helper()
-	kv, err := kvcache.NewManager(kvcache.Config{NLayers: 1, KVDim: 2, BlockSize: r.blockSize, NumBlocks: r.blocks, DType: kvcache.F32, MaxSeqs: r.nSeq})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := &stressDecoder{kv: kv, nSeq: r.nSeq, rng: rand.New(rand.NewPCG(r.seed, 1)), delayP: r.delayP, failP: r.failP}
+	dec := &stressDecoder{cfg: fakeKV(r.blocks, r.blockSize, r.nSeq), nSeq: r.nSeq, rng: rand.New(rand.NewPCG(r.seed, 1)), delayP: r.delayP, failP: r.failP}
 	obs := &stressObserver{counts: map[string]int{}}
 	cfg := r.cfg
 	cfg.Observer = obs

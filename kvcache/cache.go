@@ -96,7 +96,7 @@ const (
 	F32 DType = iota // float32
 	F16              // IEEE 754 half precision, stored as its uint16 bits
 	// Q8_0 stores each row as ggml Q8_0 blocks of 32 values (an f16 scale d, 32 int8 q; value
-	// d·q), quantized with quant.Quantize. KVDim must be a multiple of 32.
+	// d·q), quantized by the store (kvstore). KVDim must be a multiple of 32.
 	Q8_0
 )
 

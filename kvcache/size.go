@@ -5,7 +5,7 @@ import (
 	"math"
 )
 
-// perCellMeta is the bookkeeping New allocates per cell: its position and its token id (int32
+// perCellMeta is the bookkeeping NewManager allocates per cell: its position and its token id (int32
 // each).
 const perCellMeta = 4 + 4
 
@@ -51,12 +51,12 @@ func CellBytes(nLayers, kvDim int, dt DType) (int64, error) {
 	return rows + perCellMeta, nil
 }
 
-// PoolBytes returns the bytes New allocates in proportion to the number of cells, for a cache of
+// PoolBytes returns the bytes NewManager and kvstore.New allocate in proportion to the number of cells, for a cache of
 // cells cells (NumBlocks*BlockSize) of nLayers layers with kvDim values per K and V row stored as
 // dt: cells * CellBytes. The per-block bookkeeping (some 60 bytes a block, under 4 bytes a cell at
 // the default block size) is not counted. It fails on a non-positive count, an unknown dt, more
-// cells than an int32 cell index reaches (which New refuses too), or a size beyond int64: so
-// callers can check a requested size against the memory they have before New allocates it.
+// cells than an int32 cell index reaches (which they refuse too), or a size beyond int64: so
+// callers can check a requested size against the memory they have before allocating it.
 func PoolBytes(nLayers, kvDim, cells int, dt DType) (int64, error) {
 	per, err := CellBytes(nLayers, kvDim, dt)
 	if err != nil {

@@ -231,15 +231,15 @@ func (c *Context) Decode(b *batch.Batch) error {
 		return errors.New("runner: a batch scheduled by another KV manager, on a context with a Session of its own")
 	}
 	c.external = true
-	return c.decode(b)
+	return c.decode(b, false)
 }
 
 func (c *Context) decodeTooLarge(b *batch.Batch) error {
 	return fmt.Errorf("%w: %d tokens, n_batch is %d", ErrBatchTooLarge, b.Len(), c.opts.NBatch)
 }
 
-// decode is Decode of a batch with its schedule.
-func (c *Context) decode(b *batch.Batch) error {
+// decode is Decode of a batch with its schedule; checked: the caller validated b (a Session).
+func (c *Context) decode(b *batch.Batch, checked bool) error {
 	kv := b.KV
 	if err := c.store.Apply(kv.Ops); err != nil {
 		return err
@@ -247,8 +247,10 @@ func (c *Context) decode(b *batch.Batch) error {
 	if b.Len() > c.opts.NBatch {
 		return c.decodeTooLarge(b)
 	}
-	if err := b.Validate(c.h.Vocab, c.opts.NSeqMax); err != nil {
-		return err
+	if !checked {
+		if err := b.Validate(c.h.Vocab, c.opts.NSeqMax); err != nil {
+			return err
+		}
 	}
 	if len(kv.Slots) != b.Len() || len(kv.Tables) != c.opts.NSeqMax || len(kv.Lens) != c.opts.NSeqMax ||
 		len(kv.CellPos) != c.opts.NCtx || int(kv.BlockSize) != c.opts.BlockSize {

@@ -62,7 +62,7 @@ func (s *Session) Decode(b *batch.Batch) error {
 			s.kv.ForgetCells(s.sched.Slots)
 		}
 	}()
-	err := c.decode(b)
+	err := c.decode(b, true)
 	ok = err == nil
 	return err
 }
