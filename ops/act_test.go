@@ -99,7 +99,7 @@ func runSwiGLU(t testing.TB, what string, gate, up []float32) {
 // they are the Go twins (off amd64, or without AVX2/FMA): such a comparison cannot fail.
 func requireActAsm(t testing.TB) {
 	t.Helper()
-	if !vecAsm {
+	if !actAsm() {
 		t.Skip("SwiGLU and SoftmaxInPlace are the Go twins here (no assembly to compare)")
 	}
 }
@@ -189,7 +189,7 @@ func checkSoftmax(t testing.TB, what string, x, got, want []float32) {
 		sum += g
 	}
 	terms := n/16 + 16
-	if !vecAsm {
+	if !actAsm() {
 		terms = n + 2 // the Go twin sums sequentially
 	}
 	if tol := float64(terms) * u; !(math.Abs(sum-1) <= tol) {

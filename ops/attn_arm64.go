@@ -5,14 +5,14 @@ import "ubatch/quant"
 // Attention over F16 and Q8_0 caches on arm64: each KV row (its head span) is widened to float32
 // once (F16 with cvtF16NEON, in vec_arm64.s; Q8_0 as d·q per element) into a stack buffer, then
 // dotted with (scores) or added to (values) every head's vector with the NEON F32 kernels. Rows
-// longer than attnRowMax (no model has such heads) use the Go twins.
+// longer than attnRowMax (no model has such heads), and the "go" path, use the Go twins.
 
 // attnRowMax is the longest head dimension the stack buffer holds.
 const attnRowMax = 512
 
 // attnAsm reports whether the exported attention kernels, F16 and Q8_0, differ from the Go twins
-// (the tests then compare the two): here they run on the NEON vector kernels.
-const attnAsm = true
+// (the tests then compare the two): here they run on the NEON vector kernels where asmOn.
+func attnAsm() bool { return asmOn() }
 
 //go:noescape
 func cvtF16NEON(n int, src *uint16, dst *float32)
@@ -71,7 +71,7 @@ func widenedValues[E uint16 | byte](p []float32, heads, hd int, kv []E, cells []
 }
 
 func attnScoresF16(q []float32, heads, hd int, k []uint16, cells []int32, stride int, scale float32, out []float32) {
-	if hd > attnRowMax {
+	if hd > attnRowMax || !asmOn() {
 		attnScoresF16Go(q, heads, hd, k, cells, stride, scale, out)
 		return
 	}
@@ -79,7 +79,7 @@ func attnScoresF16(q []float32, heads, hd int, k []uint16, cells []int32, stride
 }
 
 func attnValuesF16(p []float32, heads, hd int, v []uint16, cells []int32, stride int, out []float32) {
-	if hd > attnRowMax {
+	if hd > attnRowMax || !asmOn() {
 		attnValuesF16Go(p, heads, hd, v, cells, stride, out)
 		return
 	}
@@ -87,7 +87,7 @@ func attnValuesF16(p []float32, heads, hd int, v []uint16, cells []int32, stride
 }
 
 func attnScoresQ8(q []float32, heads, hd int, k []byte, cells []int32, strideB int, scale float32, out []float32) {
-	if hd > attnRowMax {
+	if hd > attnRowMax || !asmOn() {
 		attnScoresQ8Go(q, heads, hd, k, cells, strideB, scale, out)
 		return
 	}
@@ -95,7 +95,7 @@ func attnScoresQ8(q []float32, heads, hd int, k []byte, cells []int32, strideB i
 }
 
 func attnValuesQ8(p []float32, heads, hd int, v []byte, cells []int32, strideB int, out []float32) {
-	if hd > attnRowMax {
+	if hd > attnRowMax || !asmOn() {
 		attnValuesQ8Go(p, heads, hd, v, cells, strideB, out)
 		return
 	}

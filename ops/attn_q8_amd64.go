@@ -31,7 +31,7 @@ func q8ValsGroup(heads int) int {
 
 func attnScoresQ8(q []float32, heads, hd int, k []byte, cells []int32, strideB int, scale float32, out []float32) {
 	n := len(cells)
-	if !attnAsm || hd == 0 || n == 0 {
+	if !attnAsm() || hd == 0 || n == 0 {
 		attnScoresQ8Go(q, heads, hd, k, cells, strideB, scale, out)
 		return
 	}
@@ -42,7 +42,7 @@ func attnScoresQ8(q []float32, heads, hd int, k []byte, cells []int32, strideB i
 
 func attnValuesQ8(p []float32, heads, hd int, v []byte, cells []int32, strideB int, out []float32) {
 	n := len(cells)
-	if !attnAsm || hd == 0 || n == 0 {
+	if !attnAsm() || hd == 0 || n == 0 {
 		attnValuesQ8Go(p, heads, hd, v, cells, strideB, out)
 		return
 	}

@@ -129,7 +129,7 @@ func checkValues(t testing.TB, d *attnData) {
 // they are the Go twins (no assembly for this architecture or CPU): such a comparison cannot fail.
 func requireAttnAsm(t testing.TB) {
 	t.Helper()
-	if !attnAsm {
+	if !attnAsm() {
 		t.Skip("the exported attention kernels are the Go twins here (no assembly to compare)")
 	}
 }

@@ -1,13 +1,6 @@
 package ops
 
-import "golang.org/x/sys/cpu"
-
-// vecAsm reports whether the AVX2/FMA/F16C assembly of vec_amd64.s, act_amd64.s and attn_amd64.s
-// is used (for the vector kernels in vec_asm.go, the first multiple of 8 elements).
-var vecAsm = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
-
-// vecFast reports whether the exported vector kernels (vec_asm.go) use assembly.
-var vecFast = vecAsm
+// The AVX2/FMA/F16C vector kernels of vec_asm.go (vec_amd64.s), used where asmOn.
 
 //go:noescape
 func dotF32AVX2(n int, x, y *float32) float32

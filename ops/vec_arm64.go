@@ -1,16 +1,9 @@
 package ops
 
 // On arm64 the four vector kernels use NEON assembly (vec_arm64.s; NEON is part of every arm64
-// CPU) for the first multiple of 8 elements, the rest in Go (vec_asm.go). The activation kernels
+// CPU) for the first multiple of 8 elements, the rest in Go (vec_asm.go), where asmOn. The activation kernels
 // (SwiGLU, softmax) stay the Go twins here; attention over F16 and Q8_0 caches uses these vector
 // kernels (attn_arm64.go).
-
-// vecAsm reports whether the AVX2 kernels of vec, act and attn are used: never on arm64 (the
-// tests use it to know which summation order softmax has).
-const vecAsm = false
-
-// vecFast reports whether the exported vector kernels use assembly: always (NEON) on arm64.
-const vecFast = true
 
 //go:noescape
 func dotF32NEON(n int, x, y *float32) float32
