@@ -388,6 +388,9 @@ func TestDemoLookup(t *testing.T) {
 			if err := os.MkdirAll(filepath.Join(root, "tree"), 0o755); err != nil {
 				t.Fatal(err)
 			}
+			if p := sharedAbove(root); p != "" && tc.wantRequests > 0 {
+				t.Skipf("%s is above the test's temporary directory (TMPDIR), so the demo model is found there: run with TMPDIR elsewhere", p)
+			}
 			want := tc.setup(t, root)
 			srv, requests := serve(t, tc.hub)
 			got, err := Resolve(context.Background(), "", Options{
@@ -496,5 +499,20 @@ func TestCancelledDownload(t *testing.T) {
 	}
 	if left := files(t, home); len(left) != 0 {
 		t.Fatalf("cancelled download left files behind: %v", left)
+	}
+}
+
+// sharedAbove returns the demo model that findShared would find walking up from dir's parent,
+// outside the test's own tree, or "".
+func sharedAbove(dir string) string {
+	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+		for _, base := range []string{d, filepath.Join(d, "..")} {
+			if p := filepath.Join(base, "shared", "models", demoFile); isFile(p) {
+				return p
+			}
+		}
+		if filepath.Dir(d) == d {
+			return ""
+		}
 	}
 }
