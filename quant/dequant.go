@@ -45,49 +45,30 @@ func Dequantize(t Type, src []byte, dst []float32) error {
 	if err := checkLens(t, len(src), len(dst)); err != nil {
 		return err
 	}
-	switch t {
-	case F32:
-		for i := range dst {
-			dst[i] = f32At(src[4*i:])
-		}
-	case F16:
-		for i := range dst {
-			dst[i] = f16At(src[2*i:])
-		}
-	case BF16:
-		for i := range dst {
-			dst[i] = BF16ToF32(le16(src[2*i:]))
-		}
-	case Q8_0:
-		dequantQ8_0(src, dst)
-	case Q4_0:
-		dequantQ4_0(src, dst)
-	case Q4_K:
-		dequantQ4_K(src, dst)
-	case Q5_K:
-		dequantQ5_K(src, dst)
-	case Q6_K:
-		dequantQ6_K(src, dst)
-	case Q8_K:
-		dequantQ8_K(src, dst)
-	case Q4_1:
-		dequantQ4_1(src, dst)
-	case Q5_0:
-		dequantQ5_0(src, dst)
-	case Q5_1:
-		dequantQ5_1(src, dst)
-	case IQ4_NL:
-		dequantIQ4NL(src, dst)
-	case Q2_K:
-		dequantQ2_K(src, dst)
-	case Q3_K:
-		dequantQ3_K(src, dst)
-	case IQ4_XS:
-		dequantIQ4XS(src, dst)
-	default:
+	dequant := t.row().dequant
+	if dequant == nil {
 		return fmt.Errorf("quant: dequantizing %v is not supported", t)
 	}
+	dequant(src, dst)
 	return nil
+}
+
+func dequantF32(src []byte, dst []float32) {
+	for i := range dst {
+		dst[i] = f32At(src[4*i:])
+	}
+}
+
+func dequantF16(src []byte, dst []float32) {
+	for i := range dst {
+		dst[i] = f16At(src[2*i:])
+	}
+}
+
+func dequantBF16(src []byte, dst []float32) {
+	for i := range dst {
+		dst[i] = BF16ToF32(le16(src[2*i:]))
+	}
 }
 
 // dequantQ8_0 expands len(dst)/32 Q8_0 blocks: value = d * qs[i].

@@ -17,20 +17,6 @@ const MaxCols = 4
 // the shape requires make it panic with an index error; it never allocates.
 type DotFunc func(k int, w []byte, x []byte, xStride int, nx int, out []float32)
 
-// ActType is the type activations are converted to before a dot with weights of type w: Q8_0 for
-// the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL); Q8_K for the 256-element
-// ones (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS); F32 for F32, F16 and BF16. It is only meaningful
-// for types with DotGo(w) != nil; for any other type it returns F32.
-func ActType(w Type) Type {
-	switch w {
-	case Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL:
-		return Q8_0
-	case Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS:
-		return Q8_K
-	}
-	return F32
-}
-
 // QuantizeAct converts one activation row x (len k, a multiple of ActType(w).BlockSize()) into
 // dst, which must hold at least ActType(w).RowSize(k) bytes. For an F32 ActType the bytes are the
 // float32s little-endian. It does not allocate; a k that is not a multiple of the block size or a
@@ -45,96 +31,19 @@ func QuantizeAct(w Type, x []float32, dst []byte) {
 	if len(dst) < n {
 		panic(fmt.Sprintf("quant.QuantizeAct: dst holds %d bytes, %d %v activations need %d", len(dst), k, at, n))
 	}
-	dst = dst[:n]
-	switch at {
-	case Q8_0:
-		quantizeQ8_0(x, dst)
-	case Q8_K:
-		quantizeQ8_K(x, dst)
-	default:
-		for i, f := range x {
-			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(f))
-		}
-	}
-}
-
-// DotGo returns the pure-Go DotFunc for weight type t, or nil if t has no dot product.
-func DotGo(t Type) DotFunc {
-	switch t {
-	case F32:
-		return dotF32Go
-	case F16:
-		return dotF16Go
-	case BF16:
-		return dotBF16Go
-	case Q8_0:
-		return dotQ8_0Go
-	case Q4_0:
-		return dotQ4_0Go
-	case Q4_K:
-		return dotQ4_KGo
-	case Q5_K:
-		return dotQ5_KGo
-	case Q6_K:
-		return dotQ6_KGo
-	case Q4_1:
-		return dotQ4_1Go
-	case Q5_0:
-		return dotQ5_0Go
-	case Q5_1:
-		return dotQ5_1Go
-	case IQ4_NL:
-		return dotIQ4NLGo
-	case Q2_K:
-		return dotQ2_KGo
-	case Q3_K:
-		return dotQ3_KGo
-	case IQ4_XS:
-		return dotIQ4XSGo
-	}
-	return nil
+	types[at].quantize(x, dst[:n])
 }
 
 // Dot returns the dot product of one weight row w (k elements of type t) with one activation row x
 // (k elements of ActType(t), as written by QuantizeAct), using the pure-Go kernels. It panics if t
 // has no dot product or the inputs are too short.
 func Dot(t Type, k int, w []byte, x []byte) float32 {
-	var out [1]float32
-	// Direct calls (not through DotGo) keep out on the stack.
-	switch t {
-	case F32:
-		dotF32Go(k, w, x, 0, 1, out[:])
-	case F16:
-		dotF16Go(k, w, x, 0, 1, out[:])
-	case BF16:
-		dotBF16Go(k, w, x, 0, 1, out[:])
-	case Q8_0:
-		dotQ8_0Go(k, w, x, 0, 1, out[:])
-	case Q4_0:
-		dotQ4_0Go(k, w, x, 0, 1, out[:])
-	case Q4_K:
-		dotQ4_KGo(k, w, x, 0, 1, out[:])
-	case Q5_K:
-		dotQ5_KGo(k, w, x, 0, 1, out[:])
-	case Q6_K:
-		dotQ6_KGo(k, w, x, 0, 1, out[:])
-	case Q4_1:
-		dotQ4_1Go(k, w, x, 0, 1, out[:])
-	case Q5_0:
-		dotQ5_0Go(k, w, x, 0, 1, out[:])
-	case Q5_1:
-		dotQ5_1Go(k, w, x, 0, 1, out[:])
-	case IQ4_NL:
-		dotIQ4NLGo(k, w, x, 0, 1, out[:])
-	case Q2_K:
-		dotQ2_KGo(k, w, x, 0, 1, out[:])
-	case Q3_K:
-		dotQ3_KGo(k, w, x, 0, 1, out[:])
-	case IQ4_XS:
-		dotIQ4XSGo(k, w, x, 0, 1, out[:])
-	default:
+	dot := DotGo(t)
+	if dot == nil {
 		panic(fmt.Sprintf("quant.Dot: no dot product for %v", t))
 	}
+	var out [1]float32
+	dot(k, w, x, 0, 1, noescape(out[:])) // out stays on the stack
 	return out[0]
 }
 

@@ -1,5 +1,7 @@
 package quant
 
+import "ubatch/internal/cpu"
+
 // AVX2/FMA kernels for float weights (F32, F16, BF16) dotted with F32 activations. The assembly
 // (dot_f_amd64.s) handles the leading multiple of 8 elements: each group of 16 weights is decoded
 // once (vcvtph2ps for F16, a zero-extension and shift for BF16) into two registers and fused-
@@ -7,11 +9,9 @@ package quant
 // memory. The last k%8 elements are added here in Go.
 
 func init() {
-	if hasAVX2 {
-		asmKernels[F32] = dotF32AVX2
-		asmKernels[F16] = dotF16AVX2
-		asmKernels[BF16] = dotBF16AVX2
-	}
+	setDot(F32, cpu.AVX2, dotF32AVX2)
+	setDot(F16, cpu.AVX2, dotF16AVX2)
+	setDot(BF16, cpu.AVX2, dotBF16AVX2)
 }
 
 //go:noescape

@@ -18,6 +18,12 @@ func dotF16RowNEON(n int, w, x *byte) float32
 //go:noescape
 func dotBF16RowNEON(n int, w, x *byte) float32
 
+func init() {
+	setNEON(F32, dotF32NEON, nil)
+	setNEON(F16, dotF16NEON, nil)
+	setNEON(BF16, dotBF16NEON, nil)
+}
+
 func dotF32NEON(k int, w, x []byte, xStride, nx int, out []float32) {
 	dotFloatRows(F32, k, w, x, xStride, nx, out)
 }

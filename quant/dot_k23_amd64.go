@@ -1,5 +1,7 @@
 package quant
 
+import "ubatch/internal/cpu"
+
 // AVX2 kernels for Q2_K, Q3_K and IQ4_XS weights with Q8_K activations (dot_k23_amd64.s). They
 // compute the same integer sums per super-block as the pure-Go twins in k23.go and differ from
 // them only in the order of the float32 operations (see dot_k_amd64_test.go for the tolerance).
@@ -23,12 +25,9 @@ func dotQ3KAVX2(nb int, w *byte, x *byte, xStride int, nx int, out *float32)
 func dotIQ4XSAVX2(nb int, w *byte, x *byte, xStride int, nx int, out *float32)
 
 func init() {
-	if !hasAVX2 {
-		return
-	}
-	asmKernels[Q2_K] = dotQ2_KAVX2
-	asmKernels[Q3_K] = dotQ3_KAVX2
-	asmKernels[IQ4_XS] = dotIQ4_XSAVX2
+	setDot(Q2_K, cpu.AVX2, dotQ2_KAVX2)
+	setDot(Q3_K, cpu.AVX2, dotQ3_KAVX2)
+	setDot(IQ4_XS, cpu.AVX2, dotIQ4_XSAVX2)
 }
 
 // dotQ2_KAVX2 is the assembly DotFunc for Q2_K weights with Q8_K activations.

@@ -17,6 +17,11 @@ func q3KDotsNEON(qs, hm, xq *byte, out *[16]int32)
 //go:noescape
 func q3KDotsSDOT(qs, hm, xq *byte, out *[16]int32)
 
+func init() {
+	setNEON(Q2_K, dotQ2_KNEON, dotQ2_KSDOT)
+	setNEON(Q3_K, dotQ3_KNEON, dotQ3_KSDOT)
+}
+
 func dotQ2_KNEON(k int, w, x []byte, xStride, nx int, out []float32) {
 	dotQ2_KRows(false, k, w, x, xStride, nx, out)
 }

@@ -1,6 +1,10 @@
 package quant
 
-import "fmt"
+import (
+	"fmt"
+
+	"ubatch/internal/cpu"
+)
 
 // AVX2 kernels for Q4_K, Q5_K and Q6_K weights with Q8_K activations (dot_k_amd64.s). They
 // compute the same integer sums per super-block as the pure-Go twins in dot_k.go and differ from
@@ -24,12 +28,9 @@ func dotQ5KAVX2(nb int, w *byte, x *byte, xStride int, nx int, out *float32)
 func dotQ6KAVX2(nb int, w *byte, x *byte, xStride int, nx int, out *float32)
 
 func init() {
-	if !hasAVX2 {
-		return
-	}
-	asmKernels[Q4_K] = dotQ4_KAVX2
-	asmKernels[Q5_K] = dotQ5_KAVX2
-	asmKernels[Q6_K] = dotQ6_KAVX2
+	setDot(Q4_K, cpu.AVX2, dotQ4_KAVX2)
+	setDot(Q5_K, cpu.AVX2, dotQ5_KAVX2)
+	setDot(Q6_K, cpu.AVX2, dotQ6_KAVX2)
 }
 
 // kShape checks a K-quant DotFunc call before the assembly runs: the first and last byte of the

@@ -7,6 +7,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"ubatch/internal/cpu"
 )
 
 // Tests for the AVX2 K-quant kernels (dot_k_amd64.s) against their pure-Go twins.
@@ -38,7 +40,7 @@ var kqKernels = []kqKernel{
 
 func kqNeedAVX2(t testing.TB) {
 	t.Helper()
-	if !hasAVX2 {
+	if !cpu.HasAVX2 {
 		t.Skip("CPU lacks AVX2/FMA/F16C/BMI2; the assembly kernels are not used")
 	}
 }

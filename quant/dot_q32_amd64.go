@@ -1,5 +1,7 @@
 package quant
 
+import "ubatch/internal/cpu"
+
 // AVX2 kernels for the 32-element block types Q5_0, IQ4_NL, Q4_1 and Q5_1 with Q8_0 activations
 // (dot_q32_amd64.s), built like the Q4_0 kernel (dot_q8_amd64.go): four blocks per step, each
 // decoded once for all nx columns, leftover blocks (nb%4) run padded with zero blocks. They
@@ -9,12 +11,10 @@ package quant
 // activation quants, which is exact for quants in [-127, 127], all that QuantizeAct writes.
 
 func init() {
-	if hasAVX2 {
-		asmKernels[Q5_0] = dotQ5_0AVX2
-		asmKernels[IQ4_NL] = dotIQ4NLAVX2
-		asmKernels[Q4_1] = dotQ4_1AVX2
-		asmKernels[Q5_1] = dotQ5_1AVX2
-	}
+	setDot(Q5_0, cpu.AVX2, dotQ5_0AVX2)
+	setDot(IQ4_NL, cpu.AVX2, dotIQ4NLAVX2)
+	setDot(Q4_1, cpu.AVX2, dotQ4_1AVX2)
+	setDot(Q5_1, cpu.AVX2, dotQ5_1AVX2)
 }
 
 // The assembly kernels: nb (a multiple of 4, >= 4) blocks of weights at w, nx (1..MaxCols) Q8_0
@@ -32,35 +32,20 @@ func dotQ4_1AVX2Asm(nb int, w, x *byte, xStride, nx int, out *float32)
 //go:noescape
 func dotQ5_1AVX2Asm(nb int, w, x *byte, xStride, nx int, out *float32)
 
-// dotQ32Asm calls the assembly kernel for t (a switch, not a func value, so that the arguments'
-// memory does not escape).
-func dotQ32Asm(t Type, nb int, w, x *byte, xStride, nx int, out *float32) {
-	switch t {
-	case Q4_0:
-		dotQ4_0AVX2Asm(nb, w, x, xStride, nx, out)
-	case Q8_0:
-		dotQ8_0AVX2Asm(nb, w, x, xStride, nx, out)
-	case Q5_0:
-		dotQ5_0AVX2Asm(nb, w, x, xStride, nx, out)
-	case IQ4_NL:
-		dotIQ4NLAVX2Asm(nb, w, x, xStride, nx, out)
-	case Q4_1:
-		dotQ4_1AVX2Asm(nb, w, x, xStride, nx, out)
-	default:
-		dotQ5_1AVX2Asm(nb, w, x, xStride, nx, out)
-	}
-}
+// q32Asm is one of the assembly kernels above (or dot_q8_amd64.go's).
+type q32Asm func(nb int, w, x *byte, xStride, nx int, out *float32)
 
 // dotQ32AVX2 is the DotFunc body of the AVX2 kernels of the 32-element block types (this file's
-// and dot_q8_amd64.go's): checks the shape, runs the whole four-block groups and then the tail.
-func dotQ32AVX2(t Type, k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	nb, bb := k/32, t.TypeSize()
+// and dot_q8_amd64.go's) for blocks of bb bytes: checks the shape, runs the whole four-block
+// groups with asm and then the tail.
+func dotQ32AVX2(asm q32Asm, bb int, k int, w []byte, x []byte, xStride int, nx int, out []float32) {
+	nb := k / 32
 	if !checkDotArgs(nb*bb, nb*q8_0Bytes, w, x, xStride, nx, out) {
 		return
 	}
 	nb4 := nb &^ 3
 	if nb4 > 0 {
-		dotQ32Asm(t, nb4, &w[0], &x[0], xStride, nx, &out[0])
+		asm(nb4, &w[0], &x[0], xStride, nx, &out[0])
 	} else {
 		clear(out[:nx])
 	}
@@ -77,7 +62,8 @@ func dotQ32AVX2(t Type, k int, w []byte, x []byte, xStride int, nx int, out []fl
 	for j := 0; j < nx; j++ {
 		copy(xb[j*xs:(j+1)*xs], x[j*xStride+nb4*q8_0Bytes:j*xStride+nb*q8_0Bytes])
 	}
-	dotQ32Asm(t, 4, &wb[0], &xb[0], xs, nx, &res[0])
+	// The buffers stay on the stack (noescape.go): asm, a function value, keeps nothing.
+	asm(4, noescapePtr(&wb[0]), noescapePtr(&xb[0]), xs, nx, noescapePtr(&res[0]))
 	for j := 0; j < nx; j++ {
 		out[j] += res[j]
 	}
@@ -85,20 +71,20 @@ func dotQ32AVX2(t Type, k int, w []byte, x []byte, xStride int, nx int, out []fl
 
 // dotQ5_0AVX2 is the DotFunc for Q5_0 weights with Q8_0 activations.
 func dotQ5_0AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	dotQ32AVX2(Q5_0, k, w, x, xStride, nx, out)
+	dotQ32AVX2(dotQ5_0AVX2Asm, q5_0Bytes, k, w, x, xStride, nx, out)
 }
 
 // dotIQ4NLAVX2 is the DotFunc for IQ4_NL weights with Q8_0 activations.
 func dotIQ4NLAVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	dotQ32AVX2(IQ4_NL, k, w, x, xStride, nx, out)
+	dotQ32AVX2(dotIQ4NLAVX2Asm, iq4NLBytes, k, w, x, xStride, nx, out)
 }
 
 // dotQ4_1AVX2 is the DotFunc for Q4_1 weights with Q8_0 activations.
 func dotQ4_1AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	dotQ32AVX2(Q4_1, k, w, x, xStride, nx, out)
+	dotQ32AVX2(dotQ4_1AVX2Asm, q4_1Bytes, k, w, x, xStride, nx, out)
 }
 
 // dotQ5_1AVX2 is the DotFunc for Q5_1 weights with Q8_0 activations.
 func dotQ5_1AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	dotQ32AVX2(Q5_1, k, w, x, xStride, nx, out)
+	dotQ32AVX2(dotQ5_1AVX2Asm, q5_1Bytes, k, w, x, xStride, nx, out)
 }

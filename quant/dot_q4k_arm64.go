@@ -12,6 +12,11 @@ func q4KDotsNEON(qs, xq *byte, out *[8]int32)
 //go:noescape
 func q4KDotsSDOT(qs, xq *byte, out *[8]int32)
 
+func init() {
+	setNEON(Q4_K, dotQ4_KNEON, dotQ4_KSDOT)
+	setNEON(IQ4_XS, dotIQ4XSNEON, dotIQ4XSSDOT)
+}
+
 func dotQ4_KNEON(k int, w, x []byte, xStride, nx int, out []float32) {
 	dotKScaleMinRows(false, false, k, w, x, xStride, nx, out)
 }

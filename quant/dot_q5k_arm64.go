@@ -11,6 +11,10 @@ func q5KDotsNEON(qh, qs, xq *byte, out *[8]int32)
 //go:noescape
 func q5KDotsSDOT(qh, qs, xq *byte, out *[8]int32)
 
+func init() {
+	setNEON(Q5_K, dotQ5_KNEON, dotQ5_KSDOT)
+}
+
 func dotQ5_KNEON(k int, w, x []byte, xStride, nx int, out []float32) {
 	dotKScaleMinRows(true, false, k, w, x, xStride, nx, out)
 }

@@ -11,6 +11,10 @@ func q6KDotsNEON(blk, xq *byte, out *[16]int32)
 //go:noescape
 func q6KDotsSDOT(blk, xq *byte, out *[16]int32)
 
+func init() {
+	setNEON(Q6_K, dotQ6_KNEON, dotQ6_KSDOT)
+}
+
 func dotQ6_KNEON(k int, w, x []byte, xStride, nx int, out []float32) {
 	dotQ6_KRows(false, k, w, x, xStride, nx, out)
 }

@@ -1,5 +1,7 @@
 package quant
 
+import "ubatch/internal/cpu"
+
 // AVX2 kernels for the 32-element block formats Q4_0 and Q8_0 (both dotted with Q8_0
 // activations). The assembly (dot_q8_amd64.s) follows ggml's AVX2 scheme for the products: weights
 // are expanded to 32 signed bytes per block, the activation bytes take the weights' signs
@@ -16,10 +18,8 @@ package quant
 // the Go twins, so results agree with them to float32 rounding (see kernels_test.go).
 
 func init() {
-	if hasAVX2 {
-		asmKernels[Q4_0] = dotQ4_0AVX2
-		asmKernels[Q8_0] = dotQ8_0AVX2
-	}
+	setDot(Q4_0, cpu.AVX2, dotQ4_0AVX2)
+	setDot(Q8_0, cpu.AVX2, dotQ8_0AVX2)
 }
 
 //go:noescape
@@ -30,10 +30,10 @@ func dotQ8_0AVX2Asm(nb int, w, x *byte, xStride, nx int, out *float32)
 
 // dotQ4_0AVX2 is the DotFunc for Q4_0 weights with Q8_0 activations.
 func dotQ4_0AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	dotQ32AVX2(Q4_0, k, w, x, xStride, nx, out)
+	dotQ32AVX2(dotQ4_0AVX2Asm, q4_0Bytes, k, w, x, xStride, nx, out)
 }
 
 // dotQ8_0AVX2 is the DotFunc for Q8_0 weights with Q8_0 activations.
 func dotQ8_0AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	dotQ32AVX2(Q8_0, k, w, x, xStride, nx, out)
+	dotQ32AVX2(dotQ8_0AVX2Asm, q8_0Bytes, k, w, x, xStride, nx, out)
 }

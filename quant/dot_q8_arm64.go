@@ -1,6 +1,6 @@
 package quant
 
-import "golang.org/x/sys/cpu"
+import "ubatch/internal/cpu"
 
 // NEON kernels for the 32-element block formats Q4_0, Q8_0, Q5_0, IQ4_NL, Q4_1 and Q5_1 (dotted
 // with Q8_0 activations), one activation row per assembly call (dot_q8_arm64.s). Each block's
@@ -16,40 +16,22 @@ import "golang.org/x/sys/cpu"
 // agree with them to float32 rounding (see kernels_test.go). For nx > 1 the weight row is
 // read again per column, from cache.
 
-// hasDotProd reports whether the CPU has the ARMv8.2 dot-product instructions (SDOT).
-var hasDotProd = cpu.ARM64.HasASIMDDP
-
-// neonKernels lists the DotFuncs of each arm64 variant by weight type (this file and
-// dot_q4k, dot_q5k, dot_q6k, dot_k23, dot_f _arm64.go); the tests run every variant the CPU
-// supports.
-var neonKernels = map[string]map[Type]DotFunc{
-	"neon": {
-		Q4_0: dotQ4_0NEON, Q8_0: dotQ8_0NEON, Q5_0: dotQ5_0NEON, IQ4_NL: dotIQ4NLNEON,
-		Q4_1: dotQ4_1NEON, Q5_1: dotQ5_1NEON,
-		Q2_K: dotQ2_KNEON, Q3_K: dotQ3_KNEON, Q4_K: dotQ4_KNEON, Q5_K: dotQ5_KNEON,
-		Q6_K: dotQ6_KNEON, IQ4_XS: dotIQ4XSNEON,
-		F32: dotF32NEON, F16: dotF16NEON, BF16: dotBF16NEON,
-	},
-	"neon-dp": {
-		Q4_0: dotQ4_0SDOT, Q8_0: dotQ8_0SDOT, Q5_0: dotQ5_0SDOT, IQ4_NL: dotIQ4NLSDOT,
-		Q4_1: dotQ4_1SDOT, Q5_1: dotQ5_1SDOT,
-		Q2_K: dotQ2_KSDOT, Q3_K: dotQ3_KSDOT, Q4_K: dotQ4_KSDOT, Q5_K: dotQ5_KSDOT,
-		Q6_K: dotQ6_KSDOT, IQ4_XS: dotIQ4XSSDOT,
-		// The float kernels have no integer products: the same in both variants.
-		F32: dotF32NEON, F16: dotF16NEON, BF16: dotBF16NEON,
-	},
+func init() {
+	setNEON(Q4_0, dotQ4_0NEON, dotQ4_0SDOT)
+	setNEON(Q8_0, dotQ8_0NEON, dotQ8_0SDOT)
+	setNEON(Q5_0, dotQ5_0NEON, dotQ5_0SDOT)
+	setNEON(IQ4_NL, dotIQ4NLNEON, dotIQ4NLSDOT)
+	setNEON(Q4_1, dotQ4_1NEON, dotQ4_1SDOT)
+	setNEON(Q5_1, dotQ5_1NEON, dotQ5_1SDOT)
 }
 
-func init() {
-	// NEON (ASIMD) is part of every arm64 CPU Go runs on.
-	v := "neon"
-	if hasDotProd {
-		v = "neon-dp"
+// setNEON registers the NEON row dot of t and, unless nil, its SDOT variant (the float kernels
+// have no integer products: the neon-dp path runs their NEON kernels, see cpu.Path.Lower).
+func setNEON(t Type, neon, sdot DotFunc) {
+	setDot(t, cpu.NEON, neon)
+	if sdot != nil {
+		setDot(t, cpu.NEONDP, sdot)
 	}
-	for t, k := range neonKernels[v] {
-		asmKernels[t] = k
-	}
-	asmName = v
 }
 
 //go:noescape

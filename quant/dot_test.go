@@ -106,7 +106,8 @@ func TestDotMatchesDequantized(t *testing.T) {
 				if got := Dot(tc.typ, k, wq, xq[j*stride:]); got != single[j] {
 					t.Errorf("Dot = %v, DotFunc = %v", got, single[j])
 				}
-				if n := testing.AllocsPerRun(5, func() { Dot(tc.typ, k, wq, xq[j*stride:]) }); n != 0 {
+				// Without noescape's assembly (other architectures) Dot's result escapes.
+				if n := testing.AllocsPerRun(5, func() { Dot(tc.typ, k, wq, xq[j*stride:]) }); n != 0 && noescapeHides {
 					t.Errorf("Dot allocates %v times", n)
 				}
 			}

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"math"
 	"testing"
+
+	"ubatch/internal/cpu"
 )
 
 // TestF32ToF16sMatchesGo converts floats whose top 16 bits take every value, each with low bits
@@ -11,7 +13,7 @@ import (
 // above the midpoint, ties either way; and NaN payloads), with the F16C kernel and with the Go
 // twin, and wants the same halves.
 func TestF32ToF16sMatchesGo(t *testing.T) {
-	if !hasAVX2 {
+	if !cpu.HasAVX2 {
 		t.Skip("no F16C on this CPU: F32ToF16s is its Go twin")
 	}
 	lows := []uint32{0, 1, 0x0fff, 0x1000, 0x1001, 0x1fff, 0x2000, 0x3000, 0x5a5a, 0x8000, 0xf000, 0xffff}
@@ -38,7 +40,7 @@ func checkF32ToF16s(t *testing.T, src []float32) {
 }
 
 func FuzzF32ToF16s(f *testing.F) {
-	if !hasAVX2 {
+	if !cpu.HasAVX2 {
 		f.Skip("no F16C on this CPU: F32ToF16s is its Go twin")
 	}
 	f.Add(make([]byte, 4*37))

@@ -1,6 +1,10 @@
 package quant
 
-import "testing"
+import (
+	"testing"
+
+	"ubatch/internal/cpu"
+)
 
 // asmTypes are the weight types whose AVX2 kernels (dot_q8_amd64.go, dot_q32_amd64.go,
 // dot_f_amd64.go) kernels_test.go checks; the K-quants' have their own tests in
@@ -10,10 +14,10 @@ var asmTypes = []Type{Q4_0, Q8_0, F16, F32, BF16, Q5_0, IQ4_NL, Q4_1, Q5_1}
 // asmVariants lists the one amd64 variant.
 func asmVariants() []asmVariant {
 	skip := ""
-	if !hasAVX2 {
+	if !cpu.HasAVX2 {
 		skip = "CPU lacks AVX2/FMA/F16C/BMI2"
 	}
-	return []asmVariant{{name: "avx2", skip: skip, kernels: asmKernels}}
+	return []asmVariant{{name: "avx2", skip: skip, kernels: dotKernelsAt(cpu.AVX2)}}
 }
 
 // acts128Exact says whether the kernels are exact for Q8_0/Q8_K activation quants of -128, which

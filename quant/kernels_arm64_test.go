@@ -3,6 +3,8 @@ package quant
 import (
 	"fmt"
 	"testing"
+
+	"ubatch/internal/cpu"
 )
 
 // asmTypes are the weight types with NEON kernels (dot_q8_arm64.go, dot_q4k_arm64.go,
@@ -14,12 +16,12 @@ var asmTypes = []Type{Q4_0, Q8_0, Q5_0, IQ4_NL, Q4_1, Q5_1, Q2_K, Q3_K, Q4_K, Q5
 // "neon-dp" needs the dot-product extension (under qemu-user run with QEMU_CPU=max).
 func asmVariants() []asmVariant {
 	dp := ""
-	if !hasDotProd {
+	if !cpu.HasDotProd {
 		dp = "CPU lacks the dot-product extension (ASIMDDP); under qemu-user set QEMU_CPU=max"
 	}
 	return []asmVariant{
-		{name: "neon", kernels: neonKernels["neon"]},
-		{name: "neon-dp", skip: dp, kernels: neonKernels["neon-dp"]},
+		{name: "neon", kernels: dotKernelsAt(cpu.NEON)},
+		{name: "neon-dp", skip: dp, kernels: dotKernelsAt(cpu.NEONDP)},
 	}
 }
 

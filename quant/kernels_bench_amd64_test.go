@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"ubatch/internal/cpu"
 )
 
 // benchImpls are the two implementations of each kernel compared by the benchmarks.
@@ -14,7 +16,7 @@ var benchImpls = []struct {
 	name string
 	get  func(Type) DotFunc
 }{
-	{"asm", func(t Type) DotFunc { return asmKernels[t] }},
+	{"asm", func(t Type) DotFunc { return types[t].kernels.dot[cpu.AVX2] }},
 	{"go", DotGo},
 }
 

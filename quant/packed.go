@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+
+	"ubatch/internal/cpu"
 )
 
 // Packed weights: Q4_0 and Q8_0 (and, see packed_k.go, Q4_K and Q6_K) matrices rearranged once, at
@@ -35,43 +37,22 @@ const PanelRows = 8
 // activation sums of the nb blocks of the nx activation rows (panelSums); the other types take
 // no sums.
 // panelKernel runs np consecutive panels: panel p's weights follow panel p-1's in w, its outputs
-// are out[j*outStride+8p+r]. It picks the assembly of the selected path (panelAsm, see path.go)
-// when hasPanelAsm, else the Go twin (panelProductGo, panelQ4KGo, panelQ6KGo), one panel at a
-// time; all are called directly so that the callers' stack buffers stay on the stack. The
-// assembly kernels loop over the panels themselves: in a 1-token matmul a panel is a fraction of
-// a microsecond of work, and a call per panel through the dispatch cost 10% of the kernels' speed.
-
-// hasPanelAsm is set by init where the assembly panel kernels run; tests clear it to run the Go
-// twins through the same code.
-var hasPanelAsm bool
-
+// are out[j*outStride+8p+r]. It runs the kernel of the selected path in wt's row of types (the
+// assembly, or the Go twin one panel at a time). The assembly kernels loop over the panels
+// themselves: in a 1-token matmul a panel is a fraction of a microsecond of work, and a call per
+// panel through the dispatch cost 10% of the kernels' speed.
 func panelKernel(wt Type, np, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
-	if hasPanelAsm {
-		panelAsm(wt, np, nb, w, x, xStride, nx, out, outStride, sums)
-		return
-	}
-	panelGo(wt, np, nb, w, x, xStride, nx, out, outStride)
+	selectedPanel(wt).run(np, nb, w, x, xStride, nx, out, outStride, sums)
 }
 
-// panelGo is panelKernel with the Go twins, one panel at a time.
+// panelGo is panelKernel with the Go twins, whatever the selected path.
 func panelGo(wt Type, np, nb int, w, x []byte, xStride, nx int, out []float32, outStride int) {
-	pb := PanelRows * nb * wt.TypeSize()
-	for p := range np {
-		pw, po := w[p*pb:(p+1)*pb], out[p*PanelRows:]
-		switch wt {
-		case Q4_K:
-			panelQ4KGo(nb, pw, x, xStride, nx, po, outStride)
-		case Q6_K:
-			panelQ6KGo(nb, pw, x, xStride, nx, po, outStride)
-		default:
-			panelProductGo(wt, nb, pw, x, xStride, nx, po, outStride)
-		}
-	}
+	types[wt].kernels.panelAt[cpu.Go].run(np, nb, w, x, xStride, nx, out, outStride, nil)
 }
 
-// q4SumsKernel is q4SumsGo, in assembly where there is a panel kernel.
+// q4SumsKernel is q4SumsGo, in assembly where the selected path has it.
 func q4SumsKernel(nb int, x []byte, xStride, nx int, mul int32, dst []int32) {
-	if hasPanelAsm {
+	if hasSumsAsm && cpu.Selected() != cpu.Go {
 		q4Sums(nb, x, xStride, nx, mul, dst)
 		return
 	}
@@ -79,39 +60,42 @@ func q4SumsKernel(nb int, x []byte, xStride, nx int, mul int32, dst []int32) {
 }
 
 // CanPack reports whether weights of type wt with rows rows of k elements can be packed and
-// multiplied by MatMulPacked with a fast kernel on this CPU. Without one (no AVX2, or another
-// architecture), weights are better left as they are for the single-row kernels.
+// multiplied by MatMulPacked with a fast kernel on the selected path. Without one (the Go
+// path, or another architecture), weights are better left as they are for the single-row
+// kernels.
 func CanPack(wt Type, k, rows int) bool {
-	return hasPanelAsm && packable(wt, k) && rows > 0 && rows%PanelRows == 0
+	return packable(wt, k) && wt.row().kernels.panelPath[cpu.Selected()] != cpu.Go && rows > 0 && rows%PanelRows == 0
 }
 
-// packable reports whether rows of k elements of wt have a panel layout and kernels: Q4_0 and Q8_0
-// in whole blocks, Q4_K and Q6_K in whole super-blocks, at most maxPackedK elements.
+// packable reports whether rows of k elements of wt have a panel layout and kernels (Q4_0 and
+// Q8_0 in whole blocks, Q4_K and Q6_K in whole super-blocks), at most maxPackedK elements.
 func packable(wt Type, k int) bool {
-	switch wt {
-	case Q4_0, Q8_0, Q4_K, Q6_K:
-		return k > 0 && k%wt.BlockSize() == 0 && k <= maxPackedK
-	}
-	return false
+	r := wt.row()
+	return r.pack != nil && k > 0 && k%r.blockSize == 0 && k <= maxPackedK
 }
 
 // PackRows rearranges rows of Q4_0, Q8_0, Q4_K or Q6_K weights (k elements each, the row count a
 // multiple of 8) from the file layout in src into panels in dst; len(dst) must equal len(src).
 func PackRows(wt Type, k int, dst, src []byte) error {
-	if wt == Q4_K || wt == Q6_K {
-		return packKRows(wt, k, dst, src)
-	}
-	if wt != Q4_0 && wt != Q8_0 {
+	r := wt.row()
+	if r.pack == nil {
 		return fmt.Errorf("quant.PackRows: %v weights cannot be packed", wt)
 	}
 	rowBytes := wt.RowSize(k)
 	panel := PanelRows * rowBytes
 	switch {
-	case k <= 0 || k%32 != 0:
-		return fmt.Errorf("quant.PackRows: rows of %d elements are not whole blocks", k)
+	case k <= 0 || k%r.blockSize != 0:
+		return fmt.Errorf("quant.PackRows: rows of %d elements are not whole %v blocks", k, wt)
 	case len(src)%panel != 0 || len(dst) != len(src):
 		return fmt.Errorf("quant.PackRows: %d bytes are not a whole number of 8-row panels of %d bytes (dst %d)", len(src), panel, len(dst))
 	}
+	return r.pack(wt, k, dst, src)
+}
+
+// packQ32Rows is PackRows for Q4_0 and Q8_0, whose shapes PackRows has checked.
+func packQ32Rows(wt Type, k int, dst, src []byte) error {
+	rowBytes := wt.RowSize(k)
+	panel := PanelRows * rowBytes
 	nb, bs := k/32, wt.TypeSize()
 	qb := bs - 2 // quant bytes per block and row: 16 or 32
 	for p := 0; p < len(src); p += panel {
@@ -131,7 +115,17 @@ func PackRows(wt Type, k int, dst, src []byte) error {
 	return nil
 }
 
-// panelProductGo is the pure-Go twin of the assembly panel kernels (see panelKernel).
+// panelQ8_0Go and panelQ4_0Go are the Go twins of the Q8_0 and Q4_0 panel kernels.
+func panelQ8_0Go(nb int, w, x []byte, xStride, nx int, out []float32, outStride int) {
+	panelProductGo(Q8_0, nb, w, x, xStride, nx, out, outStride)
+}
+
+func panelQ4_0Go(nb int, w, x []byte, xStride, nx int, out []float32, outStride int) {
+	panelProductGo(Q4_0, nb, w, x, xStride, nx, out, outStride)
+}
+
+// panelProductGo is the pure-Go twin of the assembly Q8_0 and Q4_0 panel kernels (see
+// panelKernel), for one panel.
 func panelProductGo(wt Type, nb int, w, x []byte, xStride, nx int, out []float32, outStride int) {
 	bb := PanelRows * wt.TypeSize() // bytes per block of the panel
 	for j := 0; j < nx; j++ {
@@ -196,17 +190,18 @@ func MatMulPacked(wt Type, k int, w []byte, xq []byte, nTok int, out []float32, 
 		return
 	}
 	checkPacked("MatMulPacked", wt, k, w, xq, nTok, out, outStride, r0, r1)
-	if wt == Q4_K || wt == Q6_K {
+	// The sums' buffers stay on the stack (noescape.go): the kernels keep nothing.
+	if !needsSums(wt) {
 		matmulPanels(wt, k, w, xq, nTok, out, outStride, r0, r1, nil, false)
 		return
 	}
 	if SumsLen(wt, k, nTok) <= smallSums {
 		var sums [smallSums]int32 // zeroing 8 KiB is cheap next to one token's matmul
-		matmulPanels(wt, k, w, xq, nTok, out, outStride, r0, r1, sums[:], false)
+		matmulPanels(wt, k, w, xq, nTok, out, outStride, r0, r1, noescape(sums[:]), false)
 		return
 	}
 	var sums [largeSums]int32
-	matmulPanels(wt, k, w, xq, nTok, out, outStride, r0, r1, sums[:], false)
+	matmulPanels(wt, k, w, xq, nTok, out, outStride, r0, r1, noescape(sums[:]), false)
 }
 
 // SumsLen is how many int32 of activation sums PanelSums writes for nTok activation rows of k

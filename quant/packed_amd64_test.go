@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"ubatch/internal/cpu"
 )
 
 // checkSums compares q4Sums with multiplier mul with want, q4SumsGo's words.
@@ -73,7 +75,7 @@ func panelRows(t testing.TB, r *rand.Rand, typ Type, nb int) []byte {
 
 func TestPanelAsmMatchesGo(t *testing.T) {
 	for _, typ := range []Type{Q4_0, Q8_0} {
-		if !hasPanelAsm {
+		if !hasPanelAsm() {
 			t.Skip("no AVX2")
 		}
 		r := rand.New(rand.NewPCG(11, uint64(typ)))
@@ -102,7 +104,7 @@ func fuzzPanel(f *testing.F, typ Type) {
 		f.Add(append(w, x...), uint8(3))
 	}
 	f.Fuzz(func(t *testing.T, data []byte, nxb uint8) {
-		if !hasPanelAsm {
+		if !hasPanelAsm() {
 			t.Skip("no AVX2")
 		}
 		nx := 1 + int(nxb)%MaxCols
@@ -128,7 +130,7 @@ func FuzzPanelQ8_0(f *testing.F) { fuzzPanel(f, Q8_0) }
 // unpacked rows with the single-row assembly kernel. GFLOP/s counts 2·rows·k·nTok; MB/s the
 // weight bytes once per call.
 func BenchmarkMatMulPacked(b *testing.B) {
-	if !hasPanelAsm {
+	if !hasPanelAsm() {
 		b.Skip("no AVX2")
 	}
 	for _, typ := range []Type{Q4_0, Q8_0, Q4_K, Q6_K} {
@@ -148,7 +150,7 @@ func BenchmarkMatMulPacked(b *testing.B) {
 							if impl == "packed" {
 								MatMulPacked(typ, k, p, f.xq, nTok, out, nRows, 0, nRows)
 							} else {
-								MatMul(asmKernels[typ], typ, k, f.w, f.xq, nTok, out, nRows, 0, nRows)
+								MatMul(types[typ].kernels.dot[cpu.AVX2], typ, k, f.w, f.xq, nTok, out, nRows, 0, nRows)
 							}
 							best = min(best, time.Since(t0))
 						}
@@ -168,7 +170,7 @@ func BenchmarkMatMulPacked(b *testing.B) {
 // the weights from memory once per token. Compare its best-GB/s with ops.ReadBandwidth (ubatch
 // bench --membw, one thread) rather than with the in-cache BenchmarkMatMulPacked.
 func BenchmarkMatMulPackedStream(b *testing.B) {
-	if !hasPanelAsm {
+	if !hasPanelAsm() {
 		b.Skip("no AVX2")
 	}
 	const k, fixRows, streamBytes = 2048, 2048, 96 << 20

@@ -1,9 +1,6 @@
 package quant
 
-import (
-	"encoding/binary"
-	"fmt"
-)
+import "encoding/binary"
 
 // Packed Q4_K and Q6_K weights: the K-quant counterpart of the Q4_0/Q8_0 panels in packed.go. A
 // panel again holds 8 rows, one per dword lane, and occupies exactly the bytes of those 8 rows in
@@ -46,32 +43,31 @@ const (
 	q6KPanelBytes = PanelRows * q6_KBytes // one super-block of a packed Q6_K panel
 )
 
-// packKRows is PackRows for Q4_K and Q6_K; the caller has checked the type.
-func packKRows(wt Type, k int, dst, src []byte) error {
+// packQ4KRows and packQ6KRows are PackRows for Q4_K and Q6_K, whose shapes PackRows has checked.
+func packQ4KRows(wt Type, k int, dst, src []byte) error {
+	packKRows(wt, k, dst, src, packQ4KRow)
+	return nil
+}
+
+func packQ6KRows(wt Type, k int, dst, src []byte) error {
+	packKRows(wt, k, dst, src, packQ6KRow)
+	return nil
+}
+
+// packKRows rearranges the super-blocks of every panel, each row's with packRow.
+func packKRows(wt Type, k int, dst, src []byte, packRow func(sb []byte, r int, blk []byte)) {
 	rowBytes := wt.RowSize(k)
 	panel := PanelRows * rowBytes
-	switch {
-	case k <= 0 || k%QK_K != 0:
-		return fmt.Errorf("quant.PackRows: rows of %d elements are not whole %v super-blocks", k, wt)
-	case len(src)%panel != 0 || len(dst) != len(src):
-		return fmt.Errorf("quant.PackRows: %d bytes are not a whole number of 8-row panels of %d bytes (dst %d)", len(src), panel, len(dst))
-	}
 	nb, bs := k/QK_K, wt.TypeSize()
 	for p := 0; p < len(src); p += panel {
 		s, d := src[p:p+panel], dst[p:p+panel]
 		for b := 0; b < nb; b++ {
 			sb := d[b*PanelRows*bs : (b+1)*PanelRows*bs]
 			for r := 0; r < PanelRows; r++ {
-				blk := s[r*rowBytes+b*bs : r*rowBytes+(b+1)*bs]
-				if wt == Q4_K {
-					packQ4KRow(sb, r, blk)
-				} else {
-					packQ6KRow(sb, r, blk)
-				}
+				packRow(sb, r, s[r*rowBytes+b*bs:r*rowBytes+(b+1)*bs])
 			}
 		}
 	}
-	return nil
 }
 
 // packQ4KRow writes row r's super-block blk (file layout) into the panel super-block sb.

@@ -59,7 +59,7 @@ var panelKTypes = []struct {
 }{{"Q4_K", Q4_K}, {"Q6_K", Q6_K}}
 
 func TestPanelKAsmMatchesGo(t *testing.T) {
-	if !hasPanelAsm {
+	if !hasPanelAsm() {
 		t.Skip("no AVX2")
 	}
 	for _, tt := range panelKTypes {
@@ -85,7 +85,7 @@ func TestPanelKAsmMatchesGo(t *testing.T) {
 // TestPanelKExtremes runs the largest levels, scales and mins against activation quants of -128
 // and 127 (the 16-bit sums at their bounds) and checks the exact results.
 func TestPanelKExtremes(t *testing.T) {
-	if !hasPanelAsm {
+	if !hasPanelAsm() {
 		t.Skip("no AVX2")
 	}
 	cases := []struct {
@@ -149,7 +149,7 @@ func TestPanelKExtremes(t *testing.T) {
 }
 
 func TestPanelKNoAlloc(t *testing.T) {
-	if !hasPanelAsm {
+	if !hasPanelAsm() {
 		t.Skip("no AVX2")
 	}
 	for _, tt := range panelKTypes {
@@ -181,7 +181,7 @@ func fuzzPanelK(f *testing.F, typ Type) {
 		f.Add(append(w, x...), uint8(nx-1))
 	}
 	f.Fuzz(func(t *testing.T, data []byte, nxb uint8) {
-		if !hasPanelAsm {
+		if !hasPanelAsm() {
 			t.Skip("no AVX2")
 		}
 		nx := 1 + int(nxb)%MaxCols

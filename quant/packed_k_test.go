@@ -94,8 +94,8 @@ func TestCanPackK(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := CanPack(c.wt, c.k, c.rows); got != (c.want && hasPanelAsm) {
-				t.Fatalf("CanPack = %v, want %v (panel kernels: %v)", got, c.want && hasPanelAsm, hasPanelAsm)
+			if got := CanPack(c.wt, c.k, c.rows); got != (c.want && hasPanelAsm()) {
+				t.Fatalf("CanPack = %v, want %v (panel kernels: %v)", got, c.want && hasPanelAsm(), hasPanelAsm())
 			}
 		})
 	}

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/cpu"
+	xcpu "golang.org/x/sys/cpu"
+
+	"ubatch/internal/cpu"
 )
 
 // Tests of the kernel paths (path.go): every assembly path, forced in turn, against the Go twins
@@ -17,29 +19,32 @@ import (
 
 var asmPaths = []struct {
 	name string
-	path kernelPath
-}{{"avx2", pathAVX2}, {"avxvnni", pathAVXVNNI}, {"avx512vnni", pathAVX512VNNI}, {"avxvnni-evex", pathAVXVNNIEvex}}
+	path cpu.Path
+}{{"avx2", cpu.AVX2}, {"avxvnni", cpu.AVXVNNI}, {"avx512vnni", cpu.AVX512VNNI}, {"avxvnni-evex", cpu.AVXVNNIEvex}}
 
 // pathOnCPU reports whether the CPU runs path p (the EVEX twin of the avxvnni code needs AVX-512
 // VNNI).
-func pathOnCPU(p kernelPath) bool {
-	if p == pathAVXVNNIEvex {
-		p = pathAVX512VNNI
-	}
-	return hasPanelAsm && slices.Contains(cpuPaths(), p)
-}
+func pathOnCPU(p cpu.Path) bool { return cpu.Has(p) }
 
 // forcePath selects p for the rest of t and restores the previous selection afterwards, or skips
 // t if the CPU lacks p.
-func forcePath(t testing.TB, p kernelPath) {
+func forcePath(t testing.TB, p cpu.Path) {
 	t.Helper()
 	if !pathOnCPU(p) {
 		t.Skipf("this CPU lacks the %v kernel path (it has %v)", p, KernelPaths())
 	}
-	old := panelPath
-	panelPath = p
-	t.Cleanup(func() { panelPath = old })
+	old := cpu.Use(p)
+	t.Cleanup(func() { cpu.Use(old) })
 }
+
+// panelAVX2 runs the AVX2 panel kernel of wt, whatever the selected path: the reference the
+// other paths must match bit for bit.
+func panelAVX2(wt Type, np, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
+	types[wt].kernels.panel[cpu.AVX2].run(np, nb, w, x, xStride, nx, out, outStride, sums)
+}
+
+// panelPathFor is the path whose panel kernel runs for wt on the selected path.
+func panelPathFor(wt Type) cpu.Path { return types[wt].kernels.panelPath[cpu.Selected()] }
 
 // checkPanelPath runs the panel kernel of the selected path on the panels of w (file-layout
 // weights of typ, a multiple of 8 rows, packed here) and nx activation rows in one call, and
@@ -322,37 +327,38 @@ func TestPanelPathsNoAlloc(t *testing.T) {
 // TestKernelPathSelection checks the start-up choice against the CPU's features and
 // SetKernelPath's names and errors.
 func TestKernelPathSelection(t *testing.T) {
-	defer func(old kernelPath) { panelPath = old }(panelPath)
-	best := pathAVX2
+	defer cpu.Use(cpu.Selected())
+	best := cpu.AVX2
 	switch {
-	case !hasAVX2:
-		best = pathGo
-	case cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VNNI:
-		best = pathAVX512VNNI
-	case cpu.X86.HasAVXVNNI:
-		best = pathAVXVNNI
+	case !cpu.HasAVX2:
+		best = cpu.Go
+	case xcpu.X86.HasAVX512F && xcpu.X86.HasAVX512VL && xcpu.X86.HasAVX512VNNI:
+		best = cpu.AVX512VNNI
+	case xcpu.X86.HasAVXVNNI:
+		best = cpu.AVXVNNI
 	}
-	if got := cpuPaths()[0]; got != best {
+	if got := cpu.Paths()[0]; got != best {
 		t.Fatalf("best path %v, want %v for this CPU", got, best)
 	}
-	has := func(p kernelPath) bool { return slices.Contains(cpuPaths(), p) }
+	has := func(p cpu.Path) bool { return slices.Contains(cpu.Paths(), p) }
 	cases := []struct {
 		name string
 		ok   bool
-		want kernelPath
+		want cpu.Path
 	}{
 		{"auto", true, best},
-		{"avx2", hasAVX2, pathAVX2},
-		{"avxvnni", has(pathAVXVNNI), pathAVXVNNI},
-		{"avx512vnni", has(pathAVX512VNNI), pathAVX512VNNI},
-		{"go", !hasAVX2, pathGo},
+		{"avx2", cpu.HasAVX2, cpu.AVX2},
+		{"avxvnni", has(cpu.AVXVNNI), cpu.AVXVNNI},
+		{"avx512vnni", has(cpu.AVX512VNNI), cpu.AVX512VNNI},
+		{"go", true, cpu.Go},
 		{"avxvnni-evex", false, 0},
+		{"neon", false, 0},
 		{"sse2", false, 0},
 		{"", false, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			panelPath = best
+			cpu.Use(best)
 			err := SetKernelPath(c.name)
 			if (err == nil) != c.ok {
 				t.Fatalf("SetKernelPath(%q) = %v, want ok=%v (CPU paths %v)", c.name, err, c.ok, KernelPaths())
@@ -360,16 +366,17 @@ func TestKernelPathSelection(t *testing.T) {
 			if c.ok && KernelPath() != c.want.String() {
 				t.Fatalf("KernelPath() = %q after SetKernelPath(%q)", KernelPath(), c.name)
 			}
-			if !c.ok && panelPath != best {
-				t.Fatalf("a failed SetKernelPath changed the path to %v", panelPath)
+			if !c.ok && cpu.Selected() != best {
+				t.Fatalf("a failed SetKernelPath changed the path to %v", cpu.Selected())
 			}
 		})
 	}
+	// The K-quants have VNNI panel kernels on AVX-512 only: AVX-VNNI runs their AVX2 ones.
 	for _, typ := range []Type{Q8_0, Q4_0, Q4_K, Q6_K} {
-		panelPath = best
+		cpu.Use(best)
 		want := best
-		if best >= pathAVXVNNI && !hasVNNIPanel(best, typ) {
-			want = pathAVX2
+		if best == cpu.AVXVNNI && (typ == Q4_K || typ == Q6_K) {
+			want = cpu.AVX2
 		}
 		if got := PanelKernelPath(typ); got != want.String() {
 			t.Errorf("PanelKernelPath(%v) = %q, want %q", typ, got, want)
@@ -390,9 +397,9 @@ func fuzzPanelPaths(f *testing.F, typ Type) {
 		f.Add(append(w, x...), uint8(3))
 	}
 	f.Fuzz(func(t *testing.T, data []byte, nxb uint8) {
-		var paths []kernelPath
+		var paths []cpu.Path
 		for _, ap := range asmPaths {
-			if ap.path >= pathAVXVNNI && pathOnCPU(ap.path) {
+			if ap.path != cpu.AVX2 && pathOnCPU(ap.path) {
 				paths = append(paths, ap.path)
 			}
 		}
@@ -430,7 +437,7 @@ func fuzzPanelKPaths(f *testing.F, typ Type) {
 		f.Add(append(w, x...), uint8(nx-1))
 	}
 	f.Fuzz(func(t *testing.T, data []byte, nxb uint8) {
-		if !pathOnCPU(pathAVX512VNNI) {
+		if !pathOnCPU(cpu.AVX512VNNI) {
 			t.Skipf("this CPU lacks the avx512vnni kernel path (it has %v)", KernelPaths())
 		}
 		nx := 1 + int(nxb)%MaxCols
@@ -453,7 +460,7 @@ func fuzzPanelKPaths(f *testing.F, typ Type) {
 			}
 		}
 		kqFixBsums(x)
-		forcePath(t, pathAVX512VNNI)
+		forcePath(t, cpu.AVX512VNNI)
 		checkPanelPath(t, typ, nb, w, x, xRow, nx, PanelRows+1)
 	})
 }

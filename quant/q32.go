@@ -116,56 +116,31 @@ func sum32(x *[32]byte) int32 {
 	return s
 }
 
-// levels32 decodes block blk of type t (Q4_1, Q5_0, Q5_1 or IQ4_NL) into l. A switch rather
-// than a func value: an indirect call would make l escape to the heap.
-func levels32(t Type, l *[32]byte, blk []byte) {
-	switch t {
-	case Q4_1:
-		levelsQ4_1(l, blk)
-	case Q5_0:
-		levelsQ5_0(l, blk)
-	case Q5_1:
-		levelsQ5_1(l, blk)
-	default:
-		levelsIQ4NL(l, blk)
-	}
-}
-
-// dotSym32 is the shared body of the DotFuncs for symmetric 32-element blocks (t is Q5_0 or
-// IQ4_NL) with Q8_0 activations: each block's int8 levels are decoded once, and it adds
-// dw*dx*(levels·quants) to each column, exactly as dotQ4_0Go does.
-func dotSym32(t Type, k int, w []byte, x []byte, xStride int, nx int, out []float32) {
+// dot32Go is the shared body of the DotFuncs for the 32-element block types with Q8_0
+// activations whose blocks (blockBytes long) start with the f16 scale d: each block's levels are
+// decoded once by levels and, for symmetric types (Q5_0, IQ4_NL: value = d*l, int8 levels),
+// d*dx*(levels·quants) is added to each column, exactly as dotQ4_0Go does; with withMin (Q4_1,
+// Q5_1: value = d*l + m, m the f16 after d), dx*(d*(l·quants) + m*Σquants).
+func dot32Go(levels func(l *[32]byte, blk []byte), blockBytes int, withMin bool, k int, w []byte, x []byte, xStride int, nx int, out []float32) {
 	var acc [MaxCols]float32
-	var wq [32]byte
-	blockBytes := t.TypeSize()
+	var buf [32]byte
+	wq := noescapePtr(&buf) // stays on the stack: levels, a function value, keeps nothing
 	for b := 0; b < k/32; b++ {
 		blk := w[b*blockBytes : (b+1)*blockBytes]
-		dw := f16At(blk)
-		levels32(t, &wq, blk)
-		for j := 0; j < nx; j++ {
-			off := j*xStride + b*q8_0Bytes
-			xb := x[off : off+q8_0Bytes]
-			acc[j] += float32(dot32(&wq, (*[32]byte)(xb[2:34]))) * (dw * f16At(xb))
+		dw, mw := f16At(blk), float32(0)
+		if withMin {
+			mw = f16At(blk[2:])
 		}
-	}
-	copy(out[:nx], acc[:nx])
-}
-
-// dotMin32 is dotSym32 for the types with a min (t is Q4_1 or Q5_1): value = d*l + m, so each
-// block adds dx*(d*(l·quants) + m*Σquants).
-func dotMin32(t Type, k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	var acc [MaxCols]float32
-	var wq [32]byte
-	blockBytes := t.TypeSize()
-	for b := 0; b < k/32; b++ {
-		blk := w[b*blockBytes : (b+1)*blockBytes]
-		dw, mw := f16At(blk), f16At(blk[2:])
-		levels32(t, &wq, blk)
+		levels(wq, blk)
 		for j := 0; j < nx; j++ {
 			off := j*xStride + b*q8_0Bytes
 			xb := x[off : off+q8_0Bytes]
 			xq := (*[32]byte)(xb[2:34])
-			acc[j] += f16At(xb) * (dw*float32(dot32(&wq, xq)) + mw*float32(sum32(xq)))
+			if withMin {
+				acc[j] += f16At(xb) * (dw*float32(dot32(wq, xq)) + mw*float32(sum32(xq)))
+			} else {
+				acc[j] += float32(dot32(wq, xq)) * (dw * f16At(xb))
+			}
 		}
 	}
 	copy(out[:nx], acc[:nx])
@@ -173,20 +148,20 @@ func dotMin32(t Type, k int, w []byte, x []byte, xStride int, nx int, out []floa
 
 // dotQ4_1Go is the DotFunc for Q4_1 weights with Q8_0 activations.
 func dotQ4_1Go(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	dotMin32(Q4_1, k, w, x, xStride, nx, out)
+	dot32Go(levelsQ4_1, q4_1Bytes, true, k, w, x, xStride, nx, out)
 }
 
 // dotQ5_0Go is the DotFunc for Q5_0 weights with Q8_0 activations.
 func dotQ5_0Go(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	dotSym32(Q5_0, k, w, x, xStride, nx, out)
+	dot32Go(levelsQ5_0, q5_0Bytes, false, k, w, x, xStride, nx, out)
 }
 
 // dotQ5_1Go is the DotFunc for Q5_1 weights with Q8_0 activations.
 func dotQ5_1Go(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	dotMin32(Q5_1, k, w, x, xStride, nx, out)
+	dot32Go(levelsQ5_1, q5_1Bytes, true, k, w, x, xStride, nx, out)
 }
 
 // dotIQ4NLGo is the DotFunc for IQ4_NL weights with Q8_0 activations.
 func dotIQ4NLGo(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	dotSym32(IQ4_NL, k, w, x, xStride, nx, out)
+	dot32Go(levelsIQ4NL, iq4NLBytes, false, k, w, x, xStride, nx, out)
 }

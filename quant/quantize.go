@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+
+	"ubatch/internal/cpu"
 )
 
 // Quantize packs len(src) float32 values into dst as type t, following ggml's reference
@@ -16,50 +18,35 @@ func Quantize(t Type, src []float32, dst []byte) error {
 	if err := checkLens(t, len(dst), len(src)); err != nil {
 		return err
 	}
-	switch t {
-	case F32:
-		for i, f := range src {
-			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(f))
-		}
-	case F16:
-		for i, f := range src {
-			binary.LittleEndian.PutUint16(dst[2*i:], F32ToF16(f))
-		}
-	case BF16:
-		for i, f := range src {
-			binary.LittleEndian.PutUint16(dst[2*i:], F32ToBF16(f))
-		}
-	case Q8_0:
-		quantizeQ8_0(src, dst)
-	case Q4_0:
-		quantizeQ4_0(src, dst)
-	case Q4_K:
-		quantizeQ4_K(src, dst)
-	case Q5_K:
-		quantizeQ5_K(src, dst)
-	case Q6_K:
-		quantizeQ6_K(src, dst)
-	case Q8_K:
-		quantizeQ8_K(src, dst)
-	case Q4_1:
-		quantizeMin32(src, dst, q4_1Bytes, 15)
-	case Q5_0:
-		quantizeQ5_0(src, dst)
-	case Q5_1:
-		quantizeMin32(src, dst, q5_1Bytes, 31)
-	case IQ4_NL:
-		quantizeIQ4NL(src, dst)
-	case Q2_K:
-		quantizeQ2_K(src, dst)
-	case Q3_K:
-		quantizeQ3_K(src, dst)
-	case IQ4_XS:
-		quantizeIQ4XS(src, dst)
-	default:
+	quantize := t.row().quantize
+	if quantize == nil {
 		return fmt.Errorf("quant: quantizing to %v is not supported", t)
 	}
+	quantize(src, dst)
 	return nil
 }
+
+func quantizeF32(src []float32, dst []byte) {
+	for i, f := range src {
+		binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(f))
+	}
+}
+
+func quantizeF16(src []float32, dst []byte) {
+	for i, f := range src {
+		binary.LittleEndian.PutUint16(dst[2*i:], F32ToF16(f))
+	}
+}
+
+func quantizeBF16(src []float32, dst []byte) {
+	for i, f := range src {
+		binary.LittleEndian.PutUint16(dst[2*i:], F32ToBF16(f))
+	}
+}
+
+func quantizeQ4_1(src []float32, dst []byte) { quantizeMin32(src, dst, q4_1Bytes, 15) }
+
+func quantizeQ5_1(src []float32, dst []byte) { quantizeMin32(src, dst, q5_1Bytes, 31) }
 
 // nearestInt rounds f to the nearest integer, ties to even, exactly like ggml's nearest_int: adding
 // 1.5*2^23 pushes the fraction out of the float32 mantissa. Valid for |f| <= 2^22; larger or
@@ -85,10 +72,10 @@ func roundAway(f float32) int32 {
 	return i + int32(up) - int32(down)
 }
 
-// quantizeQ8_0 quantizes the len(src)/32 blocks of src into dst, with the AVX2 kernel when the
-// CPU has one (byte-identical, see quantize_amd64.go).
+// quantizeQ8_0 quantizes the len(src)/32 blocks of src into dst, with the AVX2 kernel where the
+// selected path runs assembly (byte-identical, see quantize_amd64.go).
 func quantizeQ8_0(src []float32, dst []byte) {
-	if hasAVX2 {
+	if hasQuantizeAsm && cpu.Selected() != cpu.Go {
 		quantizeQ8_0AVX2(src, dst)
 		return
 	}

@@ -25,6 +25,9 @@ package quant
 // give the same bytes on amd64, but int32 of a NaN is implementation-specific in Go, so only the
 // kernel's behaviour is specified and tested.
 
+// hasQuantizeAsm says that quantizeQ8_0AVX2 exists here.
+const hasQuantizeAsm = true
+
 //go:noescape
 func quantizeQ8_0AVX2Asm(nb int, src *float32, dst *byte)
 
@@ -32,7 +35,7 @@ func quantizeQ8_0AVX2Asm(nb int, src *float32, dst *byte)
 func f32ToF16AVX2Asm(n int, src *float32, dst *uint16)
 
 // quantizeQ8_0AVX2 quantizes the len(src)/32 whole blocks of src into dst, which must hold that
-// many Q8_0 blocks (it panics before writing anything otherwise). Call only when hasAVX2.
+// many Q8_0 blocks (it panics before writing anything otherwise). Call only on an amd64 path.
 func quantizeQ8_0AVX2(src []float32, dst []byte) {
 	nb := len(src) / 32
 	if nb == 0 {

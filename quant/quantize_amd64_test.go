@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"ubatch/internal/cpu"
 )
 
 // The AVX2 Q8_0 quantizer must give exactly the bytes of its Go twin quantizeQ8_0Go for every
@@ -13,7 +15,7 @@ import (
 
 func requireQuantAsm(t testing.TB) {
 	t.Helper()
-	if !hasAVX2 {
+	if !cpu.HasAVX2 {
 		t.Skip("CPU lacks AVX2/FMA/F16C/BMI2")
 	}
 }

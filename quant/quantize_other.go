@@ -2,5 +2,7 @@
 
 package quant
 
-// No assembly here: hasAVX2 is always false, so this is never called.
+// hasQuantizeAsm says that there is no quantizeQ8_0AVX2 here, so that it is never called.
+const hasQuantizeAsm = false
+
 func quantizeQ8_0AVX2([]float32, []byte) { panic("quant: no assembly Q8_0 quantizer") }

@@ -41,79 +41,146 @@ const (
 // QK_K is the number of elements in a K-quant super-block.
 const QK_K = 256
 
-type typeInfo struct {
+// typeTraits is everything ubatch knows about one type, one row per type in types (ggml's
+// type_traits): its layout, its conversions, the activation type its rows are dotted with and
+// its kernels. Adding a type is adding its row (in init below) and its kernel files, whose init
+// functions put their assembly into kernels (setDot, setPanel). A nil function is a thing the
+// type does not have.
+type typeTraits struct {
 	name      string
-	blockSize int // elements per block
+	blockSize int // elements per block (1 for plain types)
 	typeSize  int // bytes per block
-	supported bool
+
+	// dequant expands len(dst)/blockSize blocks of src (dequantize_row); nil: unsupported.
+	dequant func(src []byte, dst []float32)
+	// quantize packs len(src)/blockSize blocks into dst (ggml's quantize_row_*_ref).
+	quantize func(src []float32, dst []byte)
+	// act is the type activations are quantized to for dot products with rows of this type
+	// (ggml's vec_dot_type; F32, the zero Type, for types without a dot product).
+	act Type
+	// dot is the pure-Go row dot (the twin of every assembly one); nil: no dot product.
+	dot DotFunc
+
+	// Packed weights (packed.go), for the types with a panel layout: pack rearranges file-layout
+	// rows into panels (PackRows), unpack decodes row lane of one panel (DequantizePackedRow),
+	// panel is the Go twin of the panel kernels (one panel at a time), and panelSums says that
+	// the panel kernels take activation sums (panelSums).
+	pack      func(t Type, k int, dst, src []byte) error
+	unpack    func(t Type, k int, panel []byte, lane int, dst []float32)
+	panel     panelTwin
+	panelSums bool
+
+	kernels typeKernels // the assembly, by kernel path; see kernel.go
 }
 
-// types is indexed by Type (an array, not a map: RowSize and TypeSize sit on hot paths).
-var types = [...]typeInfo{
-	F32:    {"F32", 1, 4, true},
-	F16:    {"F16", 1, 2, true},
-	BF16:   {"BF16", 1, 2, true},
-	Q4_0:   {"Q4_0", 32, 18, true},
-	Q4_1:   {"Q4_1", 32, 20, true},
-	Q5_0:   {"Q5_0", 32, 22, true},
-	Q5_1:   {"Q5_1", 32, 24, true},
-	Q8_0:   {"Q8_0", 32, 34, true},
-	Q8_1:   {"Q8_1", 32, 36, false},
-	Q2_K:   {"Q2_K", QK_K, 84, true},
-	Q3_K:   {"Q3_K", QK_K, 110, true},
-	Q4_K:   {"Q4_K", QK_K, 144, true},
-	Q5_K:   {"Q5_K", QK_K, 176, true},
-	Q6_K:   {"Q6_K", QK_K, 210, true},
-	Q8_K:   {"Q8_K", QK_K, 292, true},
-	IQ4_NL: {"IQ4_NL", 32, 18, true},
-	IQ4_XS: {"IQ4_XS", QK_K, 136, true},
-	I8:     {"I8", 1, 1, false},
-	I16:    {"I16", 1, 2, false},
-	I32:    {"I32", 1, 4, false},
-	I64:    {"I64", 1, 8, false},
-	F64:    {"F64", 1, 8, false},
-}
+// types is indexed by Type (an array, not a map: RowSize and TypeSize sit on hot paths). It is
+// filled by init, not by a composite literal, because the functions in the rows refer to types
+// themselves (through RowSize and the like), which Go forbids in a package-level initializer.
+var types [BF16 + 1]typeTraits
 
-// info is t's entry in types; the zero typeInfo (blockSize 0) for an unknown t.
-func (t Type) info() typeInfo {
-	if int(t) < len(types) {
-		return types[t]
+func init() {
+	layout := func(name string, blockSize, typeSize int) typeTraits {
+		return typeTraits{name: name, blockSize: blockSize, typeSize: typeSize}
 	}
-	return typeInfo{}
+	// Types ubatch knows the layout of but cannot compute with.
+	def(I8, layout("I8", 1, 1))
+	def(I16, layout("I16", 1, 2))
+	def(I32, layout("I32", 1, 4))
+	def(I64, layout("I64", 1, 8))
+	def(F64, layout("F64", 1, 8))
+	def(Q8_1, layout("Q8_1", 32, 36))
+
+	def(F32, typeTraits{name: "F32", blockSize: 1, typeSize: 4, act: F32,
+		dequant: dequantF32, quantize: quantizeF32, dot: dotF32Go})
+	def(F16, typeTraits{name: "F16", blockSize: 1, typeSize: 2, act: F32,
+		dequant: dequantF16, quantize: quantizeF16, dot: dotF16Go})
+	def(BF16, typeTraits{name: "BF16", blockSize: 1, typeSize: 2, act: F32,
+		dequant: dequantBF16, quantize: quantizeBF16, dot: dotBF16Go})
+
+	def(Q4_0, typeTraits{name: "Q4_0", blockSize: 32, typeSize: q4_0Bytes, act: Q8_0,
+		dequant: dequantQ4_0, quantize: quantizeQ4_0, dot: dotQ4_0Go,
+		pack: packQ32Rows, unpack: unpackQ32Row, panel: panelQ4_0Go, panelSums: true})
+	def(Q4_1, typeTraits{name: "Q4_1", blockSize: 32, typeSize: q4_1Bytes, act: Q8_0,
+		dequant: dequantQ4_1, quantize: quantizeQ4_1, dot: dotQ4_1Go})
+	def(Q5_0, typeTraits{name: "Q5_0", blockSize: 32, typeSize: q5_0Bytes, act: Q8_0,
+		dequant: dequantQ5_0, quantize: quantizeQ5_0, dot: dotQ5_0Go})
+	def(Q5_1, typeTraits{name: "Q5_1", blockSize: 32, typeSize: q5_1Bytes, act: Q8_0,
+		dequant: dequantQ5_1, quantize: quantizeQ5_1, dot: dotQ5_1Go})
+	def(Q8_0, typeTraits{name: "Q8_0", blockSize: 32, typeSize: q8_0Bytes, act: Q8_0,
+		dequant: dequantQ8_0, quantize: quantizeQ8_0, dot: dotQ8_0Go,
+		pack: packQ32Rows, unpack: unpackQ32Row, panel: panelQ8_0Go, panelSums: true})
+	def(IQ4_NL, typeTraits{name: "IQ4_NL", blockSize: 32, typeSize: iq4NLBytes, act: Q8_0,
+		dequant: dequantIQ4NL, quantize: quantizeIQ4NL, dot: dotIQ4NLGo})
+
+	def(Q2_K, typeTraits{name: "Q2_K", blockSize: QK_K, typeSize: q2_KBytes, act: Q8_K,
+		dequant: dequantQ2_K, quantize: quantizeQ2_K, dot: dotQ2_KGo})
+	def(Q3_K, typeTraits{name: "Q3_K", blockSize: QK_K, typeSize: q3_KBytes, act: Q8_K,
+		dequant: dequantQ3_K, quantize: quantizeQ3_K, dot: dotQ3_KGo})
+	def(Q4_K, typeTraits{name: "Q4_K", blockSize: QK_K, typeSize: q4_KBytes, act: Q8_K,
+		dequant: dequantQ4_K, quantize: quantizeQ4_K, dot: dotQ4_KGo,
+		pack: packQ4KRows, unpack: unpackQ4KRow, panel: panelQ4KGo})
+	def(Q5_K, typeTraits{name: "Q5_K", blockSize: QK_K, typeSize: q5_KBytes, act: Q8_K,
+		dequant: dequantQ5_K, quantize: quantizeQ5_K, dot: dotQ5_KGo})
+	def(Q6_K, typeTraits{name: "Q6_K", blockSize: QK_K, typeSize: q6_KBytes, act: Q8_K,
+		dequant: dequantQ6_K, quantize: quantizeQ6_K, dot: dotQ6_KGo,
+		pack: packQ6KRows, unpack: unpackQ6KRow, panel: panelQ6KGo})
+	def(Q8_K, typeTraits{name: "Q8_K", blockSize: QK_K, typeSize: q8_KBytes,
+		dequant: dequantQ8_K, quantize: quantizeQ8_K})
+	def(IQ4_XS, typeTraits{name: "IQ4_XS", blockSize: QK_K, typeSize: iq4XSBytes, act: Q8_K,
+		dequant: dequantIQ4XS, quantize: quantizeIQ4XS, dot: dotIQ4XSGo})
+}
+
+// def sets t's row to r, keeping the assembly kernels the kernel files' init functions may have
+// registered already (Go runs the init functions of a package's files in file-name order).
+func def(t Type, r typeTraits) {
+	r.kernels = types[t].kernels
+	types[t] = r
+	types[t].resolve()
+}
+
+// unknownType is the row of types ubatch does not know (all zero: blockSize 0).
+var unknownType typeTraits
+
+// row is t's row in types; unknownType for an unknown t.
+func (t Type) row() *typeTraits {
+	if int(t) < len(types) {
+		return &types[t]
+	}
+	return &unknownType
 }
 
 // Known reports whether ggml defines t with a layout ubatch knows (it may still be unsupported).
-func (t Type) Known() bool { return t.info().blockSize != 0 }
+func (t Type) Known() bool { return t.row().blockSize != 0 }
 
 // Supported reports whether ubatch can dequantize and compute with t.
-func (t Type) Supported() bool { return t.info().supported }
+func (t Type) Supported() bool { return t.row().dequant != nil }
 
 // BlockSize is the number of elements in one block of t (1 for plain types); 0 if unknown.
-func (t Type) BlockSize() int { return t.info().blockSize }
+func (t Type) BlockSize() int { return t.row().blockSize }
 
 // TypeSize is the number of bytes in one block of t; 0 if unknown.
-func (t Type) TypeSize() int { return t.info().typeSize }
+func (t Type) TypeSize() int { return t.row().typeSize }
 
 func (t Type) String() string {
-	if ti := t.info(); ti.blockSize != 0 {
-		return ti.name
+	if r := t.row(); r.blockSize != 0 {
+		return r.name
 	}
 	return fmt.Sprintf("type(%d)", uint32(t))
 }
 
 // RowSize is the number of bytes that n elements of t occupy. n must be a multiple of BlockSize.
 func (t Type) RowSize(n int) int {
-	ti := t.info()
-	if ti.blockSize == 0 {
+	r := t.row()
+	if r.blockSize == 0 {
 		return 0
 	}
-	return n / ti.blockSize * ti.typeSize
+	return n / r.blockSize * r.typeSize
 }
 
 // ParseType maps a name such as "q4_0" or "Q4_K" to its Type.
 func ParseType(s string) (Type, error) {
-	for t, ti := range types {
-		if ti.blockSize != 0 && strings.EqualFold(ti.name, s) {
+	for t := range types {
+		if r := &types[t]; r.blockSize != 0 && strings.EqualFold(r.name, s) {
 			return Type(t), nil
 		}
 	}

@@ -7,12 +7,18 @@ import (
 )
 
 func cmdInfo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("info", "info [-m MODEL] [--tensors]", stderr)
+	fs := newFlags("info", "info [-m MODEL] [--tensors] [--kernels PATH]", stderr)
 	path := fs.StringP("model", "m", "", "GGUF file (default: the demo model)")
 	tensors := fs.Bool("tensors", false, "list every tensor")
+	kernels := kernelsFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	restoreKernels, err := useKernels(*kernels)
+	if err != nil {
+		return err
+	}
+	defer restoreKernels()
 	f, p, err := openGGUF(ctx, *path)
 	if err != nil {
 		return err

@@ -11,9 +11,10 @@ import (
 	"ubatch/quant"
 )
 
-// kernelsFlag registers --kernels, which selects the kernel path of the panel kernels.
+// kernelsFlag registers --kernels, which selects the kernel path of every kernel (quant's and
+// ops').
 func kernelsFlag(fs *pflag.FlagSet) *string {
-	return fs.String("kernels", "auto", "kernel path: auto (the best this CPU has) or one of "+strings.Join(quant.KernelPaths(), ", "))
+	return fs.String("kernels", "auto", "kernel path of every kernel: auto (the best this CPU has), go (the pure-Go twins) or one of "+strings.Join(quant.KernelPaths(), ", "))
 }
 
 // useKernels selects the kernel path name (--kernels) and returns a function restoring the
@@ -27,21 +28,29 @@ func useKernels(name string) (restore func(), err error) {
 }
 
 // kernelSummary says which kernel path is selected, which paths this CPU has and, for each
-// packable weight type among types, the path its packed matmuls run (a type without a kernel
-// for the selected path uses a lower one).
+// weight type among types, the path its matmuls run: packed where it can be (a type without a
+// kernel for the selected path uses a lower one), else its row dots.
 func kernelSummary(types []quant.Type) string {
-	var per []string
+	var packed, rows []string
 	seen := map[quant.Type]bool{}
 	for _, t := range types {
-		if p := quant.PanelKernelPath(t); p != "" && !seen[t] {
-			seen[t] = true
-			per = append(per, fmt.Sprintf("%v %s", t, p))
+		switch {
+		case seen[t]:
+		case quant.CanPack(t, t.BlockSize(), quant.PanelRows):
+			packed = append(packed, fmt.Sprintf("%v %s", t, quant.PanelKernelPath(t)))
+		case quant.Kernel(t) != nil:
+			rows = append(rows, fmt.Sprintf("%v %s", t, quant.KernelName(t)))
 		}
+		seen[t] = true
 	}
-	slices.Sort(per)
+	slices.Sort(packed)
+	slices.Sort(rows)
 	s := fmt.Sprintf("kernels: %s (CPU has %s)", quant.KernelPath(), strings.Join(quant.KernelPaths(), ", "))
-	if len(per) > 0 {
-		s += "; packed weights: " + strings.Join(per, ", ")
+	if len(packed) > 0 {
+		s += "; packed weights: " + strings.Join(packed, ", ")
+	}
+	if len(rows) > 0 {
+		s += "; row weights: " + strings.Join(rows, ", ")
 	}
 	return s
 }
