@@ -111,38 +111,29 @@ func scaleMinK4(j int, s []byte) (sc, m uint8) {
 
 // dequantQ4_K expands Q4_K super-blocks. Each group of 64 elements uses 32 bytes of qs: the low
 // nibbles are sub-block 2g, the high nibbles sub-block 2g+1; value = d*sc*q - dmin*m.
-func dequantQ4_K(src []byte, dst []float32) {
-	for b := 0; b < len(dst)/QK_K; b++ {
-		blk := src[b*q4_KBytes : (b+1)*q4_KBytes]
-		d, dmin := f16At(blk), f16At(blk[2:])
-		scales := blk[4:16]
-		qs := blk[16:144]
-		y := dst[b*QK_K : (b+1)*QK_K]
-		for g := 0; g < 4; g++ {
-			sc1, m1 := scaleMinK4(2*g, scales)
-			sc2, m2 := scaleMinK4(2*g+1, scales)
-			d1, mm1 := d*float32(sc1), dmin*float32(m1)
-			d2, mm2 := d*float32(sc2), dmin*float32(m2)
-			q := qs[32*g : 32*g+32]
-			lo := y[64*g : 64*g+32]
-			hi := y[64*g+32 : 64*g+64]
-			for l := range q {
-				lo[l] = d1*float32(q[l]&0xf) - mm1
-				hi[l] = d2*float32(q[l]>>4) - mm2
-			}
-		}
-	}
-}
+func dequantQ4_K(src []byte, dst []float32) { dequantKScaleMin(false, src, dst) }
 
 // dequantQ5_K expands Q5_K super-blocks: as Q4_K with a fifth bit per element taken from qh; for
 // group g, bit 2g of qh[l] belongs to element 64g+l and bit 2g+1 to element 64g+32+l.
-func dequantQ5_K(src []byte, dst []float32) {
+func dequantQ5_K(src []byte, dst []float32) { dequantKScaleMin(true, src, dst) }
+
+// dequantKScaleMin is dequantQ4_K, or with q5 dequantQ5_K (whose qh sits between the scales and
+// qs; without it the fifth bits are 0).
+func dequantKScaleMin(q5 bool, src []byte, dst []float32) {
+	blockBytes, qsAt := q4_KBytes, 16
+	if q5 {
+		blockBytes, qsAt = q5_KBytes, 48
+	}
+	var noHigh [32]byte
 	for b := 0; b < len(dst)/QK_K; b++ {
-		blk := src[b*q5_KBytes : (b+1)*q5_KBytes]
+		blk := src[b*blockBytes : (b+1)*blockBytes]
 		d, dmin := f16At(blk), f16At(blk[2:])
 		scales := blk[4:16]
-		qh := blk[16:48]
-		qs := blk[48:176]
+		qh := noHigh[:]
+		if q5 {
+			qh = blk[16:48]
+		}
+		qs := blk[qsAt : qsAt+128]
 		y := dst[b*QK_K : (b+1)*QK_K]
 		for g := 0; g < 4; g++ {
 			sc1, m1 := scaleMinK4(2*g, scales)

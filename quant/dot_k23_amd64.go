@@ -30,23 +30,9 @@ func init() {
 	setDot(IQ4_XS, cpu.AVX2, dotIQ4_XSAVX2)
 }
 
-// dotQ2_KAVX2 is the assembly DotFunc for Q2_K weights with Q8_K activations.
-func dotQ2_KAVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	if nb := kShape(k, w, q2_KBytes, x, xStride, nx, out); nb > 0 {
-		dotQ2KAVX2(nb, &w[0], &x[0], xStride, nx, &out[0])
-	}
-}
-
-// dotQ3_KAVX2 is the assembly DotFunc for Q3_K weights with Q8_K activations.
-func dotQ3_KAVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	if nb := kShape(k, w, q3_KBytes, x, xStride, nx, out); nb > 0 {
-		dotQ3KAVX2(nb, &w[0], &x[0], xStride, nx, &out[0])
-	}
-}
-
-// dotIQ4_XSAVX2 is the assembly DotFunc for IQ4_XS weights with Q8_K activations.
-func dotIQ4_XSAVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	if nb := kShape(k, w, iq4XSBytes, x, xStride, nx, out); nb > 0 {
-		dotIQ4XSAVX2(nb, &w[0], &x[0], xStride, nx, &out[0])
-	}
-}
+// The assembly DotFuncs for Q2_K, Q3_K and IQ4_XS weights with Q8_K activations.
+var (
+	dotQ2_KAVX2   = kDot(q2_KBytes, dotQ2KAVX2)
+	dotQ3_KAVX2   = kDot(q3_KBytes, dotQ3KAVX2)
+	dotIQ4_XSAVX2 = kDot(iq4XSBytes, dotIQ4XSAVX2)
+)

@@ -58,23 +58,21 @@ func kShape(k int, w []byte, blockBytes int, x []byte, xStride int, nx int, out 
 	return nb
 }
 
-// dotQ4_KAVX2 is the assembly DotFunc for Q4_K weights with Q8_K activations.
-func dotQ4_KAVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	if nb := kShape(k, w, q4_KBytes, x, xStride, nx, out); nb > 0 {
-		dotQ4KAVX2(nb, &w[0], &x[0], xStride, nx, &out[0])
+// kAsm is one of the assembly kernels above (or dot_k23_amd64.go's).
+type kAsm func(nb int, w *byte, x *byte, xStride int, nx int, out *float32)
+
+// kDot is the DotFunc of the K-quant assembly kernel asm for super-blocks of blockBytes.
+func kDot(blockBytes int, asm kAsm) DotFunc {
+	return func(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
+		if nb := kShape(k, w, blockBytes, x, xStride, nx, out); nb > 0 {
+			asm(nb, &w[0], &x[0], xStride, nx, &out[0])
+		}
 	}
 }
 
-// dotQ5_KAVX2 is the assembly DotFunc for Q5_K weights with Q8_K activations.
-func dotQ5_KAVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	if nb := kShape(k, w, q5_KBytes, x, xStride, nx, out); nb > 0 {
-		dotQ5KAVX2(nb, &w[0], &x[0], xStride, nx, &out[0])
-	}
-}
-
-// dotQ6_KAVX2 is the assembly DotFunc for Q6_K weights with Q8_K activations.
-func dotQ6_KAVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	if nb := kShape(k, w, q6_KBytes, x, xStride, nx, out); nb > 0 {
-		dotQ6KAVX2(nb, &w[0], &x[0], xStride, nx, &out[0])
-	}
-}
+// The assembly DotFuncs for Q4_K, Q5_K and Q6_K weights with Q8_K activations.
+var (
+	dotQ4_KAVX2 = kDot(q4_KBytes, dotQ4KAVX2)
+	dotQ5_KAVX2 = kDot(q5_KBytes, dotQ5KAVX2)
+	dotQ6_KAVX2 = kDot(q6_KBytes, dotQ6KAVX2)
+)

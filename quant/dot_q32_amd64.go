@@ -69,22 +69,17 @@ func dotQ32AVX2(asm q32Asm, bb int, k int, w []byte, x []byte, xStride int, nx i
 	}
 }
 
-// dotQ5_0AVX2 is the DotFunc for Q5_0 weights with Q8_0 activations.
-func dotQ5_0AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	dotQ32AVX2(dotQ5_0AVX2Asm, q5_0Bytes, k, w, x, xStride, nx, out)
+// q32Dot is the DotFunc of the assembly kernel asm for blocks of bb bytes.
+func q32Dot(asm q32Asm, bb int) DotFunc {
+	return func(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
+		dotQ32AVX2(asm, bb, k, w, x, xStride, nx, out)
+	}
 }
 
-// dotIQ4NLAVX2 is the DotFunc for IQ4_NL weights with Q8_0 activations.
-func dotIQ4NLAVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	dotQ32AVX2(dotIQ4NLAVX2Asm, iq4NLBytes, k, w, x, xStride, nx, out)
-}
-
-// dotQ4_1AVX2 is the DotFunc for Q4_1 weights with Q8_0 activations.
-func dotQ4_1AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	dotQ32AVX2(dotQ4_1AVX2Asm, q4_1Bytes, k, w, x, xStride, nx, out)
-}
-
-// dotQ5_1AVX2 is the DotFunc for Q5_1 weights with Q8_0 activations.
-func dotQ5_1AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	dotQ32AVX2(dotQ5_1AVX2Asm, q5_1Bytes, k, w, x, xStride, nx, out)
-}
+// The DotFuncs for Q5_0, IQ4_NL, Q4_1 and Q5_1 weights with Q8_0 activations.
+var (
+	dotQ5_0AVX2  = q32Dot(dotQ5_0AVX2Asm, q5_0Bytes)
+	dotIQ4NLAVX2 = q32Dot(dotIQ4NLAVX2Asm, iq4NLBytes)
+	dotQ4_1AVX2  = q32Dot(dotQ4_1AVX2Asm, q4_1Bytes)
+	dotQ5_1AVX2  = q32Dot(dotQ5_1AVX2Asm, q5_1Bytes)
+)

@@ -28,12 +28,8 @@ func dotQ4_0AVX2Asm(nb int, w, x *byte, xStride, nx int, out *float32)
 //go:noescape
 func dotQ8_0AVX2Asm(nb int, w, x *byte, xStride, nx int, out *float32)
 
-// dotQ4_0AVX2 is the DotFunc for Q4_0 weights with Q8_0 activations.
-func dotQ4_0AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	dotQ32AVX2(dotQ4_0AVX2Asm, q4_0Bytes, k, w, x, xStride, nx, out)
-}
-
-// dotQ8_0AVX2 is the DotFunc for Q8_0 weights with Q8_0 activations.
-func dotQ8_0AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	dotQ32AVX2(dotQ8_0AVX2Asm, q8_0Bytes, k, w, x, xStride, nx, out)
-}
+// The DotFuncs for Q4_0 and Q8_0 weights with Q8_0 activations.
+var (
+	dotQ4_0AVX2 = q32Dot(dotQ4_0AVX2Asm, q4_0Bytes)
+	dotQ8_0AVX2 = q32Dot(dotQ8_0AVX2Asm, q8_0Bytes)
+)

@@ -17,12 +17,21 @@ import "ubatch/internal/cpu"
 // read again per column, from cache.
 
 func init() {
-	setNEON(Q4_0, dotQ4_0NEON, dotQ4_0SDOT)
-	setNEON(Q8_0, dotQ8_0NEON, dotQ8_0SDOT)
-	setNEON(Q5_0, dotQ5_0NEON, dotQ5_0SDOT)
-	setNEON(IQ4_NL, dotIQ4NLNEON, dotIQ4NLSDOT)
-	setNEON(Q4_1, dotQ4_1NEON, dotQ4_1SDOT)
-	setNEON(Q5_1, dotQ5_1NEON, dotQ5_1SDOT)
+	for _, k := range []struct {
+		t          Type
+		neon, sdot func(nb int, w, x, c *byte) float32
+		c          *byte // the kernels' constants
+		blockBytes int   // a constant: types may not be filled yet (init order)
+	}{
+		{Q4_0, dotQ4_0NEONAsm, dotQ4_0SDOTAsm, nil, q4_0Bytes},
+		{Q8_0, dotQ8_0NEONAsm, dotQ8_0SDOTAsm, nil, q8_0Bytes},
+		{Q5_0, dotQ5_0NEONAsm, dotQ5_0SDOTAsm, &q5Consts[0], q5_0Bytes},
+		{IQ4_NL, dotIQ4NLNEONAsm, dotIQ4NLSDOTAsm, &iq4Table[0], iq4NLBytes},
+		{Q4_1, dotQ4_1NEONAsm, dotQ4_1SDOTAsm, nil, q4_1Bytes},
+		{Q5_1, dotQ5_1NEONAsm, dotQ5_1SDOTAsm, &q5Consts[0], q5_1Bytes},
+	} {
+		setNEON(k.t, dotQRowsOf(k.neon, k.c, k.blockBytes), dotQRowsOf(k.sdot, k.c, k.blockBytes))
+	}
 }
 
 // setNEON registers the NEON row dot of t and, unless nil, its SDOT variant (the float kernels
@@ -86,52 +95,12 @@ var iq4Table = func() (t [16]byte) {
 	return t
 }()
 
-func dotQ8_0NEON(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotQRows(dotQ8_0NEONAsm, nil, q8_0Bytes, k, w, x, xStride, nx, out)
-}
-
-func dotQ8_0SDOT(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotQRows(dotQ8_0SDOTAsm, nil, q8_0Bytes, k, w, x, xStride, nx, out)
-}
-
-func dotQ4_0NEON(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotQRows(dotQ4_0NEONAsm, nil, q4_0Bytes, k, w, x, xStride, nx, out)
-}
-
-func dotQ4_0SDOT(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotQRows(dotQ4_0SDOTAsm, nil, q4_0Bytes, k, w, x, xStride, nx, out)
-}
-
-func dotIQ4NLNEON(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotQRows(dotIQ4NLNEONAsm, &iq4Table[0], q4_0Bytes, k, w, x, xStride, nx, out)
-}
-
-func dotIQ4NLSDOT(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotQRows(dotIQ4NLSDOTAsm, &iq4Table[0], q4_0Bytes, k, w, x, xStride, nx, out)
-}
-
-func dotQ5_0NEON(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotQRows(dotQ5_0NEONAsm, &q5Consts[0], q5_0Bytes, k, w, x, xStride, nx, out)
-}
-
-func dotQ5_0SDOT(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotQRows(dotQ5_0SDOTAsm, &q5Consts[0], q5_0Bytes, k, w, x, xStride, nx, out)
-}
-
-func dotQ4_1NEON(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotQRows(dotQ4_1NEONAsm, nil, q4_1Bytes, k, w, x, xStride, nx, out)
-}
-
-func dotQ4_1SDOT(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotQRows(dotQ4_1SDOTAsm, nil, q4_1Bytes, k, w, x, xStride, nx, out)
-}
-
-func dotQ5_1NEON(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotQRows(dotQ5_1NEONAsm, &q5Consts[0], q5_1Bytes, k, w, x, xStride, nx, out)
-}
-
-func dotQ5_1SDOT(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotQRows(dotQ5_1SDOTAsm, &q5Consts[0], q5_1Bytes, k, w, x, xStride, nx, out)
+// dotQRowsOf is the DotFunc whose columns the assembly row computes over blocks of blockBytes,
+// with the constants c.
+func dotQRowsOf(row func(nb int, w, x, c *byte) float32, c *byte, blockBytes int) DotFunc {
+	return func(k int, w, x []byte, xStride, nx int, out []float32) {
+		dotQRows(row, c, blockBytes, k, w, x, xStride, nx, out)
+	}
 }
 
 // dotQRows is the DotFunc body shared by the 32-element block kernels: row computes one column

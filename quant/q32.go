@@ -51,60 +51,42 @@ func levelsIQ4NL(l *[32]byte, blk []byte) {
 	}
 }
 
-// dequantQ4_1 expands Q4_1 blocks: value = d*q + m.
-func dequantQ4_1(src []byte, dst []float32) {
-	var l [32]byte
+// dequant32 expands 32-element blocks of blockBytes bytes starting with the f16 scale d, whose
+// levels decodes: value = d*l for symmetric types (int8 levels), d*l + m with withMin (m the f16
+// after d).
+func dequant32(levels func(l *[32]byte, blk []byte), blockBytes int, withMin bool, src []byte, dst []float32) {
+	var buf [32]byte
+	l := noescapePtr(&buf) // stays on the stack: levels, a function value, keeps nothing
 	for b := 0; b < len(dst)/32; b++ {
-		blk := src[b*q4_1Bytes : (b+1)*q4_1Bytes]
-		d, m := f16At(blk), f16At(blk[2:])
-		levelsQ4_1(&l, blk)
-		y := dst[b*32 : b*32+32]
-		for j := range y {
-			y[j] = float32(l[j])*d + m
-		}
-	}
-}
-
-// dequantQ5_0 expands Q5_0 blocks: value = d*(q-16) with the fifth bit of q in qh.
-func dequantQ5_0(src []byte, dst []float32) {
-	var l [32]byte
-	for b := 0; b < len(dst)/32; b++ {
-		blk := src[b*q5_0Bytes : (b+1)*q5_0Bytes]
+		blk := src[b*blockBytes : (b+1)*blockBytes]
 		d := f16At(blk)
-		levelsQ5_0(&l, blk)
+		levels(l, blk)
 		y := dst[b*32 : b*32+32]
+		if withMin {
+			m := f16At(blk[2:])
+			for j := range y {
+				y[j] = float32(l[j])*d + m
+			}
+			continue
+		}
 		for j := range y {
 			y[j] = float32(int8(l[j])) * d
 		}
 	}
 }
 
+// dequantQ4_1 expands Q4_1 blocks: value = d*q + m.
+func dequantQ4_1(src []byte, dst []float32) { dequant32(levelsQ4_1, q4_1Bytes, true, src, dst) }
+
+// dequantQ5_0 expands Q5_0 blocks: value = d*(q-16) with the fifth bit of q in qh.
+func dequantQ5_0(src []byte, dst []float32) { dequant32(levelsQ5_0, q5_0Bytes, false, src, dst) }
+
 // dequantQ5_1 expands Q5_1 blocks: value = d*q + m with the fifth bit of q in qh.
-func dequantQ5_1(src []byte, dst []float32) {
-	var l [32]byte
-	for b := 0; b < len(dst)/32; b++ {
-		blk := src[b*q5_1Bytes : (b+1)*q5_1Bytes]
-		d, m := f16At(blk), f16At(blk[2:])
-		levelsQ5_1(&l, blk)
-		y := dst[b*32 : b*32+32]
-		for j := range y {
-			y[j] = float32(l[j])*d + m
-		}
-	}
-}
+func dequantQ5_1(src []byte, dst []float32) { dequant32(levelsQ5_1, q5_1Bytes, true, src, dst) }
 
 // dequantIQ4NL expands IQ4_NL blocks: value = d*iq4Values[nibble].
 func dequantIQ4NL(src []byte, dst []float32) {
-	var l [32]byte
-	for b := 0; b < len(dst)/32; b++ {
-		blk := src[b*iq4NLBytes : (b+1)*iq4NLBytes]
-		d := f16At(blk)
-		levelsIQ4NL(&l, blk)
-		y := dst[b*32 : b*32+32]
-		for j := range y {
-			y[j] = float32(int8(l[j])) * d
-		}
-	}
+	dequant32(levelsIQ4NL, iq4NLBytes, false, src, dst)
 }
 
 // sum32 is the sum of 32 int8 quants stored as bytes.
