@@ -12,42 +12,9 @@ import (
 	"ubatch/runner"
 )
 
-// nodeOpenAI installs the official OpenAI Node client (npm "openai", major version 4) once per
-// machine into the user cache and returns the folder holding node_modules. It skips when node or
-// npm is missing outside CI; in CI it fails instead.
-func nodeOpenAI(t *testing.T) string {
-	t.Helper()
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("%s is needed for the OpenAI client test: %v", tool, err)
-			}
-			t.Skipf("%s not found: the OpenAI Node client test needs Node.js and npm", tool)
-		}
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	dir := filepath.Join(cache, "ubatch-test-openai-node")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err == nil {
-		return dir
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var out []byte
-	for try := range 3 { // the registry is over the network: retry a transient failure
-		cmd := exec.Command("npm", "install", "--no-audit", "--no-fund", "--silent", "openai@4")
-		cmd.Dir = dir
-		if out, err = cmd.CombinedOutput(); err == nil {
-			return dir
-		}
-		time.Sleep(time.Duration(try+1) * 2 * time.Second)
-	}
-	t.Fatalf("npm install openai@4: %v\n%s", err, out)
-	return ""
-}
+// nodeOpenAI installs the official OpenAI Node client the chat test was written for (npm
+// "openai", major version 4) and returns the folder holding node_modules (nodeOpenAIVersion).
+func nodeOpenAI(t *testing.T) string { return nodeOpenAIVersion(t, "4") }
 
 // TestOpenAINodeClient: the official OpenAI Node client retrieves the model, gets tool_calls for
 // a chat with tools, gets JSON that follows a json_schema response_format, streams with usage and
