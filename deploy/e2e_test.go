@@ -54,12 +54,9 @@ func startFleet(t *testing.T) *fleet {
 	f.rdb = f.redis.Client()
 	var urls []string
 	for i := range 3 {
-		port := freePort(t)
-		n := &fleetNode{id: fmt.Sprintf("n%d", i+1), url: "http://127.0.0.1:" + strconv.Itoa(port)}
-		n.label = strings.TrimPrefix(n.url, "http://")
-		n.p = startProc(t, "node-"+n.id, ubatchBin, "serve", "-m", model, "--port", strconv.Itoa(port), "-np", "8",
-			"-c", "8192", "-t", "1", "--redis", f.redis.URL, "--node-id", n.id, "--fleet-ttl", "3s",
-			"--trusted-proxies", "127.0.0.1/32")
+		id := fmt.Sprintf("n%d", i+1)
+		n := startNode(t, id, model, "-np", "8", "-c", "8192", "-t", "1", "--redis", f.redis.URL, "--node-id", id,
+			"--fleet-ttl", "3s", "--trusted-proxies", "127.0.0.1/32")
 		f.nodes = append(f.nodes, n)
 		urls = append(urls, n.url)
 	}
@@ -78,6 +75,16 @@ func startFleet(t *testing.T) *fleet {
 	}
 	f.startPrometheus()
 	return f
+}
+
+// startNode starts `ubatch serve -m model args...` on a free loopback port as node id; the
+// caller waits for its /health.
+func startNode(t *testing.T, id, model string, args ...string) *fleetNode {
+	port := freePort(t)
+	n := &fleetNode{id: id, url: "http://127.0.0.1:" + strconv.Itoa(port)}
+	n.label = strings.TrimPrefix(n.url, "http://")
+	n.p = startProc(t, "node-"+id, append([]string{ubatchBin, "serve", "-m", model, "--port", strconv.Itoa(port)}, args...)...)
+	return n
 }
 
 func freePort(t *testing.T) int {

@@ -49,13 +49,10 @@ func startHostileFleet(t *testing.T) *hostileFleet {
 	f := &hostileFleet{t: t, client: &http.Client{Timeout: time.Minute}}
 	var urls []string
 	for i := range 2 {
-		port := freePort(t)
-		n := &fleetNode{id: fmt.Sprintf("h%d", i+1), url: "http://127.0.0.1:" + strconv.Itoa(port)}
-		n.label = strings.TrimPrefix(n.url, "http://")
 		// The router connects from 127.0.0.1: a trusted proxy, whose users are told apart by
 		// X-Forwarded-For. Attackers below come from other loopback addresses.
-		n.p = startProc(t, "node-"+n.id, ubatchBin, "serve", "-m", model, "--port", strconv.Itoa(port), "-np", "8",
-			"-c", "2048", "-t", "1", "--embeddings", "--target-itl", hostileITL.String(), "--trusted-proxies", "127.0.0.1/32")
+		n := startNode(t, fmt.Sprintf("h%d", i+1), model, "-np", "8", "-c", "2048", "-t", "1", "--embeddings",
+			"--target-itl", hostileITL.String(), "--trusted-proxies", "127.0.0.1/32")
 		f.nodes = append(f.nodes, n)
 		urls = append(urls, n.url)
 	}
@@ -242,13 +239,11 @@ func (f *hostileFleet) attack(t *testing.T, c hostileCase) {
 // goes through the grammar's mask) for a few seconds beside a plain stream, on a node of its own
 // serving a model with a 32000-token vocabulary (stories260K's 512 tokens make masks cheap).
 func (f *hostileFleet) starve(t *testing.T) {
-	model := testdata.Model(t, "synth-tiny-q4_0.gguf")
-	port := freePort(t)
-	url := "http://127.0.0.1:" + strconv.Itoa(port)
-	p := startProc(t, "node-starve", ubatchBin, "serve", "-m", model, "--port", strconv.Itoa(port), "-np", "8",
-		"-c", "2048", "-t", "1", "--target-itl", hostileITL.String())
-	waitHTTP(t, p, url+"/health", "ok", 20*time.Second)
-	f.nodes = append(f.nodes, &fleetNode{id: "starve", url: url, label: strings.TrimPrefix(url, "http://"), p: p})
+	n := startNode(t, "starve", testdata.Model(t, "synth-tiny-q4_0.gguf"), "-np", "8", "-c", "2048", "-t", "1",
+		"--target-itl", hostileITL.String())
+	waitHTTP(t, n.p, n.url+"/health", "ok", 20*time.Second)
+	url := n.url
+	f.nodes = append(f.nodes, n)
 	defer func() { f.nodes = f.nodes[:len(f.nodes)-1] }()
 	bang := tokenID(t, f.client, url, "!")
 	var g strings.Builder
