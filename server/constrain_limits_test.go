@@ -142,12 +142,9 @@ func TestRequestLimitsConfigured(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			resp := e.post(context.Background(), tt.path, tt.body)
 			defer resp.Body.Close()
-			data, _ := io.ReadAll(resp.Body)
-			var body errorBody
-			json.Unmarshal(data, &body)
-			if resp.StatusCode != tt.status || body.Error.Param == nil || *body.Error.Param != tt.param ||
-				!strings.Contains(body.Error.Message, tt.want) {
-				t.Fatalf("status %d, body %.300s; want %d on %s saying %q", resp.StatusCode, data, tt.status, tt.param, tt.want)
+			d := checkError(t, resp, tt.status, "invalid_request_error")
+			if d.Param == nil || *d.Param != tt.param || !strings.Contains(d.Message, tt.want) {
+				t.Fatalf("error %+v; want one on %s saying %q", d, tt.param, tt.want)
 			}
 		})
 	}
