@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fleet benchmark of docs/performance.md: three `ubatch serve` nodes on this machine, the
+# The fleet benchmark of docs/performance-history.md: three `ubatch serve` nodes on this machine, the
 # tenants workload (K tenants with their own long system prompt, interleaved at random) sent by
 # C clients through `ubatch route` (prefix-aware) and then through nginx round-robin to the same
 # nodes, each run starting from cold nodes. Needs redis-server and nginx (Debian packages).
