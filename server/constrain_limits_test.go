@@ -3,11 +3,13 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"ubatch/grammar"
 )
@@ -147,5 +149,44 @@ func TestRequestLimitsConfigured(t *testing.T) {
 				t.Fatalf("error %+v; want one on %s saying %q", d, tt.param, tt.want)
 			}
 		})
+	}
+}
+
+// TestCompileSlots: constraints compile at most compileSlots() at a time; a request waiting for
+// a slot compiles once one is free, or gives up when its context ends.
+func TestCompileSlots(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	var held []func()
+	for range compileSlots() {
+		release, err := e.srv.compileSlot(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, release)
+	}
+	g := `root ::= "a"`
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, _, err := e.srv.completionParams(ctx, &completionRequest{Prompt: json.RawMessage(`"x"`),
+		samplingFields: samplingFields{Grammar: &g}}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("with every slot held, a constrained request got %v, want its context's end", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := e.srv.completionParams(context.Background(), &completionRequest{Prompt: json.RawMessage(`"x"`),
+			samplingFields: samplingFields{Grammar: &g}})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("compiled while every slot was held: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	held[0]()
+	if err := <-done; err != nil {
+		t.Fatalf("after a slot was freed: %v", err)
+	}
+	for _, release := range held[1:] {
+		release()
 	}
 }

@@ -121,7 +121,9 @@ type Server struct {
 	metrics http.Handler
 	// grammarVocab is the model's vocabulary for grammars, built on first use.
 	grammarVocab func() (*grammar.Vocab, error)
-	responses    responseStore // finished /v1/responses, for previous_response_id
+	// compiling holds a slot per constraint being compiled (see compileSlot).
+	compiling chan struct{}
+	responses responseStore // finished /v1/responses, for previous_response_id
 }
 
 // New validates cfg and builds the server. The chat template comes from the model's
@@ -155,6 +157,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, created: time.Now().Unix(), hosts: hosts}
 	s.grammarVocab = sync.OnceValues(s.buildGrammarVocab)
+	s.compiling = make(chan struct{}, compileSlots())
 	v := cfg.Model.Vocab
 	if v.BOS() >= 0 {
 		s.bosText = v.Token(v.BOS())

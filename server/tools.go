@@ -103,6 +103,11 @@ func (s *Server) toolSetup(ctx context.Context, g *genParams, req *chatRequest) 
 	if g.sampling.Grammar != nil {
 		return nil, badRequest("tool_choice", "tool_choice %q cannot be combined with another output constraint", choice)
 	}
+	release, err := s.compileSlot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	src, err := toolCallGrammar(ctx, mode.format, tools, allowed, s.cfg.Limits.Grammar)
 	if err != nil {
 		return nil, err
