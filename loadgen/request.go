@@ -171,17 +171,17 @@ func (c *client) do(ctx context.Context, r Request) outcome {
 		usage   = -1
 		sawDone bool
 	)
-	sc := newEventScanner(resp.Body)
+	sc := newEventReader(resp.Body)
 	for sc.Next() {
 		now := time.Now()
 		data := sc.Data()
-		if strings.TrimSpace(data) == "[DONE]" {
+		if string(bytes.TrimSpace(data)) == "[DONE]" {
 			sawDone = true
 			break
 		}
 		events++
 		var chunk completionChunk
-		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
+		if err := json.Unmarshal(data, &chunk); err != nil {
 			return fail(fmt.Errorf("bad stream event %d: %v: %.200q", events, err, data))
 		}
 		if len(chunk.Error) > 0 && string(chunk.Error) != "null" {

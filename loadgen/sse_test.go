@@ -1,16 +1,17 @@
 package loadgen
 
 import (
-	"bufio"
 	"errors"
 	"io"
 	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"ubatch/internal/sse"
 )
 
-func TestEventScanner(t *testing.T) {
+func TestEventReader(t *testing.T) {
 	tests := []struct {
 		name string
 		in   string
@@ -43,10 +44,10 @@ func TestEventScanner(t *testing.T) {
 					// Events and even "\r\n" pairs straddle reads.
 					r = iotest.OneByteReader(r)
 				}
-				s := newEventScanner(r)
+				s := newEventReader(r)
 				var got []string
 				for s.Next() {
-					got = append(got, s.Data())
+					got = append(got, s.Text())
 				}
 				if err := s.Err(); err != nil {
 					t.Fatalf("Err() = %v", err)
@@ -59,7 +60,7 @@ func TestEventScanner(t *testing.T) {
 	}
 }
 
-func TestEventScannerErrors(t *testing.T) {
+func TestEventReaderErrors(t *testing.T) {
 	tests := []struct {
 		name string
 		r    io.Reader
@@ -67,12 +68,12 @@ func TestEventScannerErrors(t *testing.T) {
 	}{
 		{name: "read error", r: io.MultiReader(strings.NewReader("data: a\n\n"), iotest.ErrReader(io.ErrUnexpectedEOF)),
 			want: io.ErrUnexpectedEOF},
-		{name: "line too long", r: strings.NewReader("data: " + strings.Repeat("x", maxSSELine+10) + "\n\n"),
-			want: bufio.ErrTooLong},
+		{name: "event too long", r: strings.NewReader("data: " + strings.Repeat("x", maxSSEEvent+10) + "\n\n"),
+			want: sse.ErrTooLarge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newEventScanner(tt.r)
+			s := newEventReader(tt.r)
 			for s.Next() {
 			}
 			if !errors.Is(s.Err(), tt.want) {

@@ -1,16 +1,17 @@
 package router
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"ubatch/fleet"
+	"ubatch/internal/sse"
 	"ubatch/prefixhash"
 )
 
@@ -156,35 +157,35 @@ func TestAffinityExpires(t *testing.T) {
 	}
 }
 
+// TestReadEvent checks the events the router passes on: every one as the node sent it, and an
+// error for one cut off by the end of the stream.
 func TestReadEvent(t *testing.T) {
 	tests := []struct {
 		name string
 		in   string
 		want []string
-		err  error // after the events
+		err  error // after the events; nil at a clean end
 	}{
-		{"two events", "data: a\n\ndata: b\n\n", []string{"data: a\n\n", "data: b\n\n"}, io.EOF},
-		{"crlf", "data: a\r\n\r\n", []string{"data: a\r\n\r\n"}, io.EOF},
-		{"multi-line event", "event: x\ndata: a\n\n", []string{"event: x\ndata: a\n\n"}, io.EOF},
-		{"blank lines between", "\n\ndata: a\n\n\n", []string{"data: a\n\n"}, io.EOF},
+		{"two events", "data: a\n\ndata: b\n\n", []string{"data: a\n\n", "data: b\n\n"}, nil},
+		{"crlf", "data: a\r\n\r\n", []string{"data: a\r\n\r\n"}, nil},
+		{"multi-line event", "event: x\ndata: a\n\n", []string{"event: x\ndata: a\n\n"}, nil},
+		{"keep-alive comment", ": ping\n\ndata: a\n\n", []string{": ping\n\n", "data: a\n\n"}, nil},
+		{"blank lines between", "\n\ndata: a\n\n\n", []string{"data: a\n\n"}, nil},
 		{"truncated", "data: a\n\ndata: {\"cho", []string{"data: a\n\n"}, io.ErrUnexpectedEOF},
 		{"line without end", "data: a\n", nil, io.ErrUnexpectedEOF},
-		{"long event", "data: " + strings.Repeat("x", 100000) + "\n\n", []string{"data: " + strings.Repeat("x", 100000) + "\n\n"}, io.EOF},
+		{"long event", "data: " + strings.Repeat("x", 100000) + "\n\n", []string{"data: " + strings.Repeat("x", 100000) + "\n\n"}, nil},
+		{"too large", "data: " + strings.Repeat("x", maxEvent) + "\n\n", nil, sse.ErrTooLarge},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			br := bufio.NewReaderSize(strings.NewReader(tc.in), 16)
+			// Small reads: events straddle them.
+			rd := newEventReader(iotest.HalfReader(strings.NewReader(tc.in)))
 			var got []string
-			var err error
-			for {
-				var ev []byte
-				ev, err = readEvent(br)
-				if err != nil {
-					break
-				}
-				got = append(got, string(ev))
+			for rd.Next() {
+				got = append(got, string(rd.Raw()))
 			}
-			if strings.Join(got, "|") != strings.Join(tc.want, "|") || !errors.Is(err, tc.err) {
+			err := rd.Err()
+			if strings.Join(got, "|") != strings.Join(tc.want, "|") || !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
 				t.Fatalf("events %q, err %v; want %q, %v", got, err, tc.want, tc.err)
 			}
 		})

@@ -1,7 +1,6 @@
 package router
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -14,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"ubatch/internal/sse"
 	"ubatch/prefixhash"
 )
 
@@ -226,14 +226,14 @@ func (r *Router) failed(ctx context.Context, req *http.Request, n *node, kind st
 	return attempt{reason: kind}
 }
 
-// stream passes an event stream from src (resp's body) through, whole events at a time. Until
-// the first event has arrived nothing is written, so a node failing before it is retried; after
-// it, a broken stream ends with an error event in OpenAI's shape.
+// stream passes an event stream from src (resp's body) through, whole events at a time, each
+// as the node sent it (comments too). Until the first event has arrived nothing is written, so
+// a node failing before it is retried; after it, a broken stream ends with an error event in
+// OpenAI's shape.
 func (r *Router) stream(ctx context.Context, w http.ResponseWriter, req *http.Request, resp *http.Response,
 	src io.Reader, p parsed, n *node, wd *watchdog) attempt {
-	br := bufio.NewReaderSize(src, 32<<10)
-	ev, err := readEvent(br)
-	if err != nil {
+	rd := newEventReader(src)
+	if !rd.Next() {
 		return r.failed(ctx, req, n, "garbage")
 	}
 	copyHeader(w.Header(), resp.Header)
@@ -243,22 +243,22 @@ func (r *Router) stream(ctx context.Context, w http.ResponseWriter, req *http.Re
 	rc := http.NewResponseController(w)
 	for {
 		wd.pause()
-		if _, werr := w.Write(ev); werr != nil {
+		if _, werr := w.Write(rd.Raw()); werr != nil {
 			return attempt{done: true} // the client is gone; the deferred cancel frees the node's sequence
 		}
 		rc.Flush()
 		wd.resume()
-		if bytes.Contains(ev, []byte(`"usage":{`)) {
-			r.observeUsage(p, bytes.TrimSpace(bytes.TrimPrefix(bytes.TrimSpace(ev), []byte("data:"))))
+		if bytes.Contains(rd.Data(), []byte(`"usage":{`)) {
+			r.observeUsage(p, rd.Data())
 		}
-		ev, err = readEvent(br)
-		if errors.Is(err, io.EOF) && len(ev) == 0 {
-			r.answered(n)
-			return attempt{done: true}
-		}
-		if err != nil {
+		if !rd.Next() {
 			break
 		}
+	}
+	err := rd.Err()
+	if err == nil {
+		r.answered(n)
+		return attempt{done: true}
 	}
 	if req.Context().Err() != nil {
 		return attempt{done: true}
@@ -276,34 +276,13 @@ func (r *Router) stream(ctx context.Context, w http.ResponseWriter, req *http.Re
 	return attempt{done: true}
 }
 
-// readEvent reads one server-sent event: lines up to and including the blank line that ends it.
-// At the end of the stream it returns what it read with io.EOF; an incomplete event at the end is
-// returned with io.ErrUnexpectedEOF.
-func readEvent(br *bufio.Reader) ([]byte, error) {
-	var ev []byte
-	for {
-		line, err := br.ReadSlice('\n')
-		ev = append(ev, line...)
-		if err == bufio.ErrBufferFull {
-			if len(ev) > maxEvent {
-				return nil, errors.New("event too large")
-			}
-			continue
-		}
-		if err != nil {
-			if err == io.EOF && len(ev) > 0 {
-				return ev, io.ErrUnexpectedEOF
-			}
-			return ev, err
-		}
-		if len(line) == 1 || (len(line) == 2 && line[0] == '\r') {
-			if len(ev) == len(line) { // blank lines between events: skip
-				ev = ev[:0]
-				continue
-			}
-			return ev, nil
-		}
-	}
+// newEventReader reads a node's event stream as the router passes it on: every event (a
+// keep-alive comment too), each at most maxEvent bytes; one the stream ends inside is an error,
+// so that the client gets an error event rather than half an event.
+func newEventReader(src io.Reader) *sse.Reader {
+	rd := sse.NewReader(src, maxEvent)
+	rd.All = true
+	return rd
 }
 
 // usage is the part of OpenAI's usage object the router counts.
