@@ -1,18 +1,19 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
 	"time"
 )
 
-// admit moves waiting requests (priority, then arrival order) into running while sequence slots
-// and KV blocks allow, starting each from its longest cached prefix. A request whose prefix a
+// admit moves waiting requests, in orderWaiting's order, into running while sequence slots and
+// KV blocks allow, starting each from its longest cached prefix. A request whose prefix a
 // running sequence is still computing waits (the KV cache says so) and later ones may pass it:
 // this is what makes a burst of requests with one system prompt compute that prompt once.
 func (e *Engine) admit() {
-	slices.SortStableFunc(e.waiting, before)
+	e.orderWaiting()
 	for i := 0; i < len(e.waiting); {
 		s := e.waiting[i]
 		growth := e.expectedGrowth(s)
@@ -60,18 +61,31 @@ func (e *Engine) admit() {
 	}
 }
 
-// makeRoom preempts the lowest-priority, newest running sequence if its priority is below s's,
-// and reports whether it did.
+// makeRoom preempts the running sequence of the lowest standing (byStanding) if that is below
+// s's own priority, and reports whether it did. s's aging never counts: aging bounds a wait for
+// a slot, while preempting throws computed KV away, and a long-waiting request would evict
+// fresh ones of higher priority. The victim's aging does: a request admitted thanks to its age
+// stands at its aged priority, or the next fresh request above its own priority would preempt
+// it at once, again at each readmission (it keeps its age), and aging would bound nothing.
 func (e *Engine) makeRoom(s *seqState) bool {
 	if len(e.running) == 0 {
 		return false
 	}
-	victim := slices.MaxFunc(e.running, before)
-	if victim.req.Priority >= s.req.Priority {
+	victim := slices.MaxFunc(e.running, byStanding)
+	if victim.level >= s.req.Priority {
 		return false
 	}
 	e.evict(victim)
 	return true
+}
+
+// byStanding orders running sequences for preemption, the last one first: by the priority they
+// were admitted at (level, aged while waiting; never below their own), then arrival.
+func byStanding(a, b *seqState) int {
+	if a.level != b.level {
+		return cmp.Compare(b.level, a.level)
+	}
+	return cmp.Compare(a.arrival, b.arrival)
 }
 
 // expectedGrowth is how many more tokens s is expected to generate: what its MaxTokens and the
@@ -98,4 +112,89 @@ func (e *Engine) noteCompletion(n int) {
 	e.finishedN++
 	w := max(1/float64(e.finishedN), 0.05) // the plain mean at first, then the latest ~20 weigh most
 	e.completionMean += w * (float64(n) - e.completionMean)
+}
+
+// The waiting queue's aging defaults (Config.MaxWait, Config.PriorityAging).
+const (
+	defaultMaxWait       = 10 * time.Second
+	defaultPriorityAging = 5 * time.Second
+)
+
+// agingDefaults fills in Config's zero MaxWait and PriorityAging.
+func (c *Config) agingDefaults() {
+	if c.MaxWait == 0 {
+		c.MaxWait = defaultMaxWait
+	}
+	if c.PriorityAging == 0 {
+		c.PriorityAging = defaultPriorityAging
+	}
+}
+
+// orderWaiting sorts the waiting queue for admission, in place (nothing is allocated): by aged
+// priority (agedPriority), then, among equals, requests that have waited MaxWait or more in
+// arrival order, then under SJF the cheapest expected cost first (admissionCost), then arrival.
+// It stamps a request's queue time the first time it sees it, on the engine's clock, and keeps
+// it across preemptions, so a preempted request keeps the age it had.
+func (e *Engine) orderWaiting() {
+	if len(e.waiting) == 0 {
+		return
+	}
+	now := e.now()
+	sjf := e.cfg.Policy == SJF
+	for _, s := range e.waiting {
+		if s.queuedAt.IsZero() {
+			s.queuedAt = now
+		}
+		wait := now.Sub(s.queuedAt)
+		s.level = e.agedPriority(s.req.Priority, wait)
+		s.overdue = sjf && e.cfg.MaxWait > 0 && wait >= e.cfg.MaxWait
+		if sjf && s.cost == 0 {
+			s.cost = e.admissionCost(s)
+		}
+	}
+	slices.SortStableFunc(e.waiting, admitBefore)
+}
+
+// admitBefore is orderWaiting's order, over the fields it set. Under FCFS cost is 0 and overdue
+// false: aged priority, then arrival.
+func admitBefore(a, b *seqState) int {
+	if a.level != b.level {
+		return cmp.Compare(b.level, a.level)
+	}
+	if a.overdue != b.overdue {
+		if a.overdue {
+			return -1
+		}
+		return 1
+	}
+	if !a.overdue && a.cost != b.cost {
+		return cmp.Compare(a.cost, b.cost)
+	}
+	return cmp.Compare(a.arrival, b.arrival)
+}
+
+// agedPriority is priority p after waiting wait: one level more per PriorityAging waited, up to
+// PriorityHigh (a request above it, which only API-key holders may ask for, keeps its own), so
+// that a flood of high-priority requests cannot hold a lower one back for more than
+// (PriorityHigh-p)·PriorityAging before it competes with them as their equal, and by age.
+func (e *Engine) agedPriority(p Priority, wait time.Duration) Priority {
+	if e.cfg.PriorityAging <= 0 || p >= PriorityHigh {
+		return p
+	}
+	return Priority(min(int64(p)+int64(wait/e.cfg.PriorityAging), int64(PriorityHigh)))
+}
+
+// admissionCost is what SJF expects waiting request s to cost, in tokens, when it is first seen
+// (it is kept while s waits; a preemption clears it): its prompt tokens the KV cache does not
+// hold now, plus the tokens it may generate, its max_tokens left (or, with none, the engine's
+// expected growth: 1.5x the mean completion). Always at least 2, so 0 means not estimated.
+func (e *Engine) admissionCost(s *seqState) int {
+	growth := e.lim.NCtxSeq - len(s.tokens)
+	if s.req.MaxTokens > 0 {
+		growth = min(growth, s.req.MaxTokens-s.generated)
+	} else {
+		growth = e.expectedGrowth(s)
+	}
+	a := e.kv.CanAdmit(s.tokens, growth)
+	return max(len(s.tokens)-a.Cached, 1) + max(growth, 1)
 }

@@ -11,12 +11,13 @@ import (
 	"ubatch/sample"
 )
 
-// Policy orders sequences of equal priority when prompt chunks compete for the token budget.
+// Policy orders requests of equal priority: waiting ones for admission (SJF within Config.MaxWait)
+// and prompt chunks competing for the token budget.
 type Policy string
 
 const (
 	FCFS Policy = "fcfs" // first come, first served
-	SJF  Policy = "sjf"  // shortest remaining prompt first
+	SJF  Policy = "sjf"  // shortest first: admission by expected cost, prompt chunks by remaining prompt
 )
 
 // Priority of a request: higher runs first and is preempted last.
@@ -56,6 +57,22 @@ type Config struct {
 	// stream waits for: a sequence above it ends with a *sample.RequestError wrapping
 	// ErrSamplingTooSlow. 0 = TargetITL/2, at least 5 ms, or 50 ms without a target; < 0 = no bound.
 	MaxSampleTime time.Duration
+	// MaxWait bounds SJF's short-first order of the waiting queue: a request that has waited
+	// this long goes before every request of its aged priority that has not, oldest first, so a
+	// stream of short requests cannot keep a long one waiting. 0 = 10 s; < 0 = no bound. FCFS
+	// admits by arrival already and ignores it.
+	MaxWait time.Duration
+	// PriorityAging raises a waiting request's priority by one level per PriorityAging waited,
+	// up to PriorityHigh, so that a flood of high-priority requests cannot starve lower ones. It
+	// orders admission; a waiting request preempts by its own priority alone, and a running one
+	// is preempted by the priority it was admitted at (makeRoom says why). 0 = 5 s; < 0 =
+	// priorities never age.
+	//
+	// Together, with FCFS a request of priority p <= PriorityHigh is ahead of every request
+	// submitted after it (but those above PriorityHigh) once it has waited
+	// (PriorityHigh-p)·PriorityAging; with SJF, once it has waited that and MaxWait. From then
+	// on it waits only for older requests in the same position and for a slot to free.
+	PriorityAging time.Duration
 	// Logger receives the step log at debug level (nil: none) and recovered panics at error level
 	// (nil: slog.Default()).
 	Logger *slog.Logger

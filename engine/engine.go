@@ -148,6 +148,7 @@ func New(d Decoder, lim Limits, cfg Config) (*Engine, error) {
 	default:
 		return nil, fmt.Errorf("engine: unknown policy %q (use fcfs or sjf)", cfg.Policy)
 	}
+	cfg.agingDefaults()
 	if cfg.IsEOG == nil {
 		cfg.IsEOG = func(int32) bool { return false }
 	}

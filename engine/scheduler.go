@@ -49,6 +49,14 @@ type seqState struct {
 	lastToken time.Time
 	usage     Usage
 	counted   bool // admitted at least once (queue time recorded)
+
+	// Admission order (orderWaiting): when the request was first queued, on the engine's clock
+	// (kept across preemptions), its expected cost under SJF (0: not estimated yet), and as of
+	// the latest admission round its aged priority and whether it has waited past MaxWait.
+	queuedAt time.Time
+	cost     int
+	level    Priority
+	overdue  bool
 }
 
 // nKV is the number of s's tokens in the KV cache (0 while waiting): the manager's length of its
@@ -302,15 +310,16 @@ func (s *seqState) seqIDs() []int32 {
 	return s.ids[:]
 }
 
-// preempt frees the KV blocks of the lowest-priority, newest running sequence and puts it back in
-// the waiting queue to be recomputed later (its full blocks stay in the prefix cache, so the
-// recompute is often cheap). With a single sequence left that still does not fit, that sequence
-// has outgrown the cache and ends with FinishLength. It reports whether a retry can help.
+// preempt frees the KV blocks of the running sequence of the lowest standing (byStanding: the
+// priority it was admitted at, then the newest) and puts it back in the waiting queue to be
+// recomputed later (its full blocks stay in the prefix cache, so the recompute is often cheap).
+// With a single sequence left that still does not fit, that sequence has outgrown the cache and
+// ends with FinishLength. It reports whether a retry can help.
 func (e *Engine) preempt() bool {
 	if len(e.running) == 0 {
 		return false
 	}
-	victim := slices.MaxFunc(e.running, before)
+	victim := slices.MaxFunc(e.running, byStanding)
 	if len(e.running) == 1 {
 		e.running = e.running[:0]
 		e.finish(victim, FinishLength, nil)
@@ -327,6 +336,7 @@ func (e *Engine) evict(victim *seqState) {
 	e.kv.SeqFree(int(victim.id))
 	e.freeIDs = append(e.freeIDs, victim.id)
 	victim.id, victim.chunk = -1, 0
+	victim.cost = 0 // its history is longer now, and mostly cached: estimated again
 	victim.usage.Preemptions++
 	e.waiting = append(e.waiting, victim)
 	e.queued.Add(1)
