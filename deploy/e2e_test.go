@@ -19,6 +19,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"ubatch/internal/sse"
 	"ubatch/internal/testdata"
 	"ubatch/internal/testredis"
 )
@@ -205,13 +206,9 @@ func (f *fleet) post(base, path, body string, started func()) result {
 		r.body, r.err = io.ReadAll(resp.Body)
 		return r
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		d, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
+	sc := sse.NewReader(resp.Body, 1<<20)
+	for sc.Next() {
+		d := sc.Text()
 		if d == "[DONE]" {
 			r.done = true
 			break

@@ -1,7 +1,6 @@
 package router
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	_ "ubatch/model/all"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -19,6 +19,7 @@ import (
 	"ubatch/engine"
 	"ubatch/fleet"
 	"ubatch/gguf"
+	"ubatch/internal/sse"
 	"ubatch/internal/testdata"
 	"ubatch/kvcache"
 	"ubatch/model"
@@ -158,11 +159,9 @@ func (tr *testRouter) post(path, body string) (int, string, []byte) {
 // events splits an SSE body into its data payloads.
 func events(body []byte) []string {
 	var out []string
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	for sc.Scan() {
-		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-			out = append(out, d)
-		}
+	sc := sse.NewReader(bytes.NewReader(body), maxEvent)
+	for sc.Next() {
+		out = append(out, sc.Text())
 	}
 	return out
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,11 +11,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+	_ "ubatch/model/all"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"ubatch/engine"
+	"ubatch/internal/sse"
 	"ubatch/internal/testdata"
 	"ubatch/kvcache"
 	"ubatch/model"
@@ -158,20 +159,16 @@ func (e *testEnv) postJSON(path string, body any, wantStatus int, out any) {
 func sseEvents(t testing.TB, r io.Reader) []string {
 	t.Helper()
 	var out []string
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" {
-			continue
+	rd := sse.NewReader(r, 1<<20)
+	rd.All = true
+	for rd.Next() {
+		// The server writes each event as one data line: anything else is unexpected.
+		if string(rd.Raw()) != "data: "+rd.Text()+"\n\n" {
+			t.Fatalf("unexpected SSE event %q", rd.Raw())
 		}
-		data, ok := strings.CutPrefix(line, "data: ")
-		if !ok {
-			t.Fatalf("unexpected SSE line %q", line)
-		}
-		out = append(out, data)
+		out = append(out, rd.Text())
 	}
-	if err := sc.Err(); err != nil {
+	if err := rd.Err(); err != nil {
 		t.Fatalf("reading the event stream: %v", err)
 	}
 	return out
@@ -270,14 +267,11 @@ func streamText(ctx context.Context, client *http.Client, url string, body map[s
 		data, _ := io.ReadAll(resp.Body)
 		return "", "", nil, fmt.Errorf("status %d: %s", resp.StatusCode, data)
 	}
-	sc := bufio.NewScanner(resp.Body)
+	sc := sse.NewReader(resp.Body, 1<<20)
 	var sb strings.Builder
 	sawDone := false
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
+	for sc.Next() {
+		data := sc.Text()
 		if data == "[DONE]" {
 			sawDone = true
 			continue

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,9 +10,10 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"runtime/debug"
-	"strings"
 	"testing"
 	"time"
+
+	"ubatch/internal/sse"
 )
 
 // fuzzDeadline bounds one fuzz input's request. The engine's context holds 64 tokens, so any
@@ -232,16 +232,12 @@ func checkFuzzResponse(t *testing.T, body []byte, status int, ctype string, resp
 		}
 		return
 	}
-	sc := bufio.NewScanner(bytes.NewReader(resp))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" {
-			continue
-		}
-		data, ok := strings.CutPrefix(line, "data: ")
-		if !ok {
-			t.Fatalf("body %q: SSE line %q", body, line)
+	sc := sse.NewReader(bytes.NewReader(resp), 1<<20)
+	sc.All = true
+	for sc.Next() {
+		data := sc.Text()
+		if string(sc.Raw()) != "data: "+data+"\n\n" {
+			t.Fatalf("body %q: SSE event %q", body, sc.Raw())
 		}
 		if data == "[DONE]" {
 			continue

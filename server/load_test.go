@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -13,6 +12,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"ubatch/internal/sse"
 )
 
 var storyPrompts = []string{
@@ -110,13 +111,10 @@ func TestPreemptionKeepsOutputs(t *testing.T) {
 // readChunks reads n data events from an SSE body.
 func readChunks(t *testing.T, body io.Reader, n int) {
 	t.Helper()
-	sc := bufio.NewScanner(body)
-	for got := 0; got < n; {
-		if !sc.Scan() {
+	sc := sse.NewReader(body, 1<<20)
+	for got := 0; got < n; got++ {
+		if !sc.Next() {
 			t.Fatalf("stream ended after %d chunks: %v", got, sc.Err())
-		}
-		if strings.HasPrefix(sc.Text(), "data: ") {
-			got++
 		}
 	}
 }

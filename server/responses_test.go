@@ -1,13 +1,14 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+
+	"ubatch/internal/sse"
 )
 
 // responseResult decodes a response object as a client reads it.
@@ -92,28 +93,22 @@ func (e *testEnv) streamResponse(body map[string]any) []namedEvent {
 		e.t.Fatalf("status %d (%s): %s", resp.StatusCode, resp.Header.Get("Content-Type"), data)
 	}
 	var events []namedEvent
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	name := ""
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-		case strings.HasPrefix(line, "event: "):
-			name = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: "):
-			var d map[string]any
-			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &d); err != nil {
-				e.t.Fatalf("event %s: %v", line, err)
-			}
-			if d["type"] != name || d["sequence_number"] != float64(len(events)) {
-				e.t.Fatalf("event %d named %q: %s", len(events), name, line)
-			}
-			events = append(events, namedEvent{name, d})
-			name = ""
-		default:
-			e.t.Fatalf("unexpected SSE line %q", line)
+	sc := sse.NewReader(resp.Body, 1<<20)
+	sc.All = true
+	for sc.Next() {
+		name, line := sc.Name(), sc.Raw()
+		// The server writes each event as its name and one data line: anything else is unexpected.
+		if name == "" || string(line) != "event: "+name+"\ndata: "+sc.Text()+"\n\n" {
+			e.t.Fatalf("unexpected SSE event %q", line)
 		}
+		var d map[string]any
+		if err := json.Unmarshal(sc.Data(), &d); err != nil {
+			e.t.Fatalf("event %s: %v", line, err)
+		}
+		if d["type"] != name || d["sequence_number"] != float64(len(events)) {
+			e.t.Fatalf("event %d named %q: %s", len(events), name, line)
+		}
+		events = append(events, namedEvent{name, d})
 	}
 	if err := sc.Err(); err != nil {
 		e.t.Fatal(err)

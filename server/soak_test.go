@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -13,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"ubatch/internal/sse"
 )
 
 // malformedBodies are request bodies every route must refuse with a 400 before any generation.
@@ -105,16 +106,14 @@ func (j soakJob) run(t *testing.T, client *http.Client, url string, res *soakRes
 		t.Errorf("%s %s: status %d %s", j.path, j.body, resp.StatusCode, data)
 		return
 	}
-	sc := bufio.NewScanner(resp.Body)
+	sc := sse.NewReader(resp.Body, 1<<20)
 	events, last := 0, ""
-	for sc.Scan() {
-		if line, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-			events++
-			last = line
-			if events == j.cutAfter {
-				cancel()
-				break
-			}
+	for sc.Next() {
+		events++
+		last = sc.Text()
+		if events == j.cutAfter {
+			cancel()
+			break
 		}
 	}
 	res.events.Add(int64(events))
