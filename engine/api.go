@@ -121,7 +121,31 @@ type Usage struct {
 	TimeToFirstToken time.Duration // from Submit to the first generated token
 	Latency          time.Duration // from Submit to the final event
 	Preemptions      int           // times the request was preempted (its KV freed, recomputed later)
+	// Time stamps on the engine's clock, taken on its goroutine where the work happened (zero when
+	// it never did), for llama.cpp's timings: a reader of the stream sees tokens later, in bursts.
+	PromptStart time.Time // the forward pass carrying the request's first prompt chunk began
+	FirstToken  time.Time // the first token was sampled: the prompt is done
+	LastToken   time.Time // the last token was sampled
 }
+
+// PromptTime is llama.cpp's prompt_ms: from the first prompt chunk's forward pass to the first
+// sampled token; 0 when no token was sampled.
+func (u Usage) PromptTime() time.Duration {
+	if u.PromptStart.IsZero() || u.FirstToken.IsZero() {
+		return 0
+	}
+	return u.FirstToken.Sub(u.PromptStart)
+}
+
+// GenerationTime is llama.cpp's predicted_ms: from the first sampled token to the last (0 with
+// one token, as llama-server's).
+func (u Usage) GenerationTime() time.Duration {
+	if u.FirstToken.IsZero() || u.LastToken.IsZero() {
+		return 0
+	}
+	return u.LastToken.Sub(u.FirstToken)
+}
+
 
 // Errors Submit returns.
 var (

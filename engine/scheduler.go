@@ -136,6 +136,9 @@ func (e *Engine) step() {
 		} else {
 			info.PrefillTokens += s.chunk
 			e.stats.PromptComputed += uint64(min(s.chunk, max(0, s.nPrompt-s.before)))
+			if s.usage.PromptStart.IsZero() { // the first chunk; a recompute after preemption is not the prompt's
+				s.usage.PromptStart = start
+			}
 		}
 		if e.nKV(s) == len(s.tokens) {
 			e.emitGuarded(s, e.dec.Logits(row+s.chunk-1))
@@ -355,8 +358,9 @@ func (e *Engine) emit(s *seqState, logits []float32) {
 	}
 	tok := s.sampler.Sample(logits)
 	// One clock pair per token: the account that keeps one request's grammar from holding every
-	// other stream's step back.
-	if err := e.chargeSample(s, e.now().Sub(began)); err != nil {
+	// other stream's step back; the second read also stamps the token for the usage timings.
+	sampled := e.now()
+	if err := e.chargeSample(s, sampled.Sub(began)); err != nil {
 		e.finish(s, FinishError, err)
 		return
 	}
@@ -380,7 +384,9 @@ func (e *Engine) emit(s *seqState, logits []float32) {
 	}
 	if first {
 		s.usage.TimeToFirstToken = now.Sub(s.submitted)
+		s.usage.FirstToken = sampled
 	}
+	s.usage.LastToken = sampled
 	s.lastToken = now
 	s.generated++
 	e.stats.Generated++

@@ -140,7 +140,7 @@ func (l *llamaReply) chunk(sse *sseWriter, ev seqEvent) error {
 			return err
 		}
 	}
-	final := l.s.llamaFinal(ev.finish, ev.stopWord, ev.usage, ev.genTime)
+	final := l.s.llamaFinal(ev.finish, ev.stopWord, ev.usage)
 	final.Tokens = []int32{} // the tokens went out with the text
 	return sse.send(final)
 }
@@ -149,7 +149,7 @@ func (l *llamaReply) end(*sseWriter, usageJSON) error { return nil }
 
 func (l *llamaReply) whole(res []*choiceResult, _ usageJSON) any {
 	c := res[0]
-	final := l.s.llamaFinal(c.finish, c.stopWord, c.usage, c.genTime)
+	final := l.s.llamaFinal(c.finish, c.stopWord, c.usage)
 	final.Content = c.text.String()
 	final.Tokens = tokenIDs(c.tokens)
 	if l.g.logprobs {
@@ -166,8 +166,10 @@ func tokenIDs(toks []genToken) []int32 {
 	return ids
 }
 
-// llamaFinal builds the stop:true summary object.
-func (s *Server) llamaFinal(finish, stopWord string, u engine.Usage, genTime time.Duration) llamaCompletion {
+// llamaFinal builds the stop:true summary object. Its timings come from the engine's time stamps
+// (engine.Usage.PromptTime, GenerationTime), taken where the work happened: the handler reads the
+// stream in bursts, after the tokens were made.
+func (s *Server) llamaFinal(finish, stopWord string, u engine.Usage) llamaCompletion {
 	stopType := "limit"
 	switch {
 	case stopWord != "":
@@ -176,7 +178,7 @@ func (s *Server) llamaFinal(finish, stopWord string, u engine.Usage, genTime tim
 		stopType = "eos"
 	}
 	computed := u.PromptTokens - u.CachedTokens
-	promptTime := u.TimeToFirstToken - u.QueueTime
+	promptTime, genTime := u.PromptTime(), u.GenerationTime()
 	t := &llamaTimings{CacheN: u.CachedTokens, PromptN: computed, PromptMS: ms(promptTime),
 		PredictedN: u.CompletionTokens, PredictedMS: ms(genTime)}
 	if computed > 0 && promptTime > 0 {
