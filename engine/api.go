@@ -146,7 +146,6 @@ func (u Usage) GenerationTime() time.Duration {
 	return u.LastToken.Sub(u.FirstToken)
 }
 
-
 // Errors Submit returns.
 var (
 	ErrQueueFull  = errors.New("engine: too many waiting requests")

@@ -10,6 +10,7 @@ import (
 
 	"ubatch/batch"
 	"ubatch/kvcache"
+	"ubatch/sample"
 )
 
 // Decoder is the model side of the engine: runner.Context implements it. Tests use fakes, so
@@ -102,13 +103,17 @@ type Engine struct {
 
 	mu        sync.Mutex
 	published Stats
-	slots     []Slot // running sequences as of the last step, reused
+	slots     []Slot // every slot as of the last step, by ID, reused
 	stopped   chan struct{}
 }
 
-// Slot is what one running sequence is doing, for llama-server's /slots.
+// Slot is what one sequence id is doing, for llama-server's /slots. An idle slot (Running
+// false) has its ID alone set.
 type Slot struct {
 	ID           int32 // KV sequence id
+	Running      bool
+	Task         uint64        // the request's submission number (llama-server's id_task)
+	Sampling     sample.Params // the request's; its slices, map and grammar are shared: read only
 	Priority     Priority
 	PromptTokens int
 	CachedTokens int // prompt tokens taken from the prefix cache
@@ -260,16 +265,28 @@ func (e *Engine) publish() {
 	now := time.Now()
 	e.mu.Lock()
 	e.published = e.stats
+	// Slots [0, MaxRunning) as llama-server lists its n_parallel, idle ones too; the ids handed
+	// out stay below MaxRunning (freeIDs is a stack of the lowest first), but a running id past
+	// it would still be shown.
 	e.slots = e.slots[:0]
+	for id := range e.cfg.MaxRunning {
+		e.slots = append(e.slots, Slot{ID: int32(id)})
+	}
 	for _, s := range e.running {
-		e.slots = append(e.slots, Slot{ID: s.id, Priority: s.req.Priority, PromptTokens: s.promptTokens, CachedTokens: s.cached,
-			Processed: e.nKV(s), Generated: s.generated, MaxTokens: s.req.MaxTokens, Prefilling: e.nKV(s) < s.nPrompt,
-			Since: now.Sub(s.submitted)})
+		if s.id < 0 { // finished, not yet removed from running
+			continue
+		}
+		for int(s.id) >= len(e.slots) {
+			e.slots = append(e.slots, Slot{ID: int32(len(e.slots))})
+		}
+		e.slots[s.id] = Slot{ID: s.id, Running: true, Task: s.arrival, Sampling: s.req.Sampling, Priority: s.req.Priority,
+			PromptTokens: s.promptTokens, CachedTokens: s.cached, Processed: e.nKV(s), Generated: s.generated,
+			MaxTokens: s.req.MaxTokens, Prefilling: e.nKV(s) < s.nPrompt, Since: now.Sub(s.submitted)}
 	}
 	e.mu.Unlock()
 }
 
-// Slots returns what every running sequence was doing after the last step.
+// Slots returns what every slot was doing after the last step, by ID: at least MaxRunning of them.
 func (e *Engine) Slots() []Slot {
 	e.mu.Lock()
 	defer e.mu.Unlock()
