@@ -39,7 +39,7 @@ func (o *resolved) download(ctx context.Context, src, dest string) (err error) {
 	if err != nil {
 		return err
 	}
-	req.Header.Set("User-Agent", "ubatch")
+	o.setHeaders(req)
 	idle := time.AfterFunc(o.IdleTimeout, func() {
 		cancel(fmt.Errorf("no data received for %v", o.IdleTimeout))
 	})

@@ -1,6 +1,7 @@
 // Package hub turns the model a user asked for into a local GGUF file: a path on disk, a
 // Hugging Face file (hf://ORG/REPO/PATH.gguf, downloaded once into a cache), or, when nothing
-// is given, the small stories260K demo model.
+// is given, the small stories260K demo model; and keeps the library of pulled models
+// ($UBATCH_HOME/models, see library.go) that names resolve from.
 //
 // The cache keeps the hub's layout so it stays readable and easy to fill by hand:
 // $UBATCH_HOME/ORG/REPO/PATH.gguf, with UBATCH_HOME defaulting to ~/.cache/ubatch.
@@ -25,6 +26,7 @@ import (
 type Options struct {
 	Home       string                  // cache dir; "" = $UBATCH_HOME or ~/.cache/ubatch
 	Endpoint   string                  // hub base URL; "" = $HF_ENDPOINT or https://huggingface.co
+	Token      string                  // Hugging Face access token sent as a Bearer; "" = $HF_TOKEN
 	Client     *http.Client            // nil = http.DefaultClient
 	Progress   func(done, total int64) // called during a download, at most every 100ms and once at the end; total < 0 if unknown
 	Logger     *slog.Logger            // nil = discard
@@ -41,7 +43,7 @@ const (
 	demoFile = "stories260K.gguf"
 	demoRef  = "hf://ggml-org/models/tinyllamas/stories260K.gguf"
 
-	howTo = "pass -m PATH.gguf or -m hf://ORG/REPO/FILE.gguf"
+	howTo = "pass -m PATH.gguf, -m NAME (see ubatch list), -m ORG/REPO[:QUANT] or -m hf://ORG/REPO/FILE.gguf"
 )
 
 // Resolve turns a model argument into a local file path.
@@ -53,7 +55,9 @@ const (
 //     ggml-org/models tinyllamas/stories260K.gguf into the cache.
 //   - "hf://ORG/REPO/PATH.gguf" downloads ENDPOINT/ORG/REPO/resolve/main/PATH.gguf into
 //     $UBATCH_HOME/ORG/REPO/PATH.gguf unless it is already there.
-//   - anything else is a local path that must name an existing file.
+//   - anything else is an existing file; else a library model ($UBATCH_HOME/models, see Pull)
+//     by its name or the ORG/REPO[:QUANT] it was pulled as; else an ORG/REPO[:QUANT] (one
+//     slash, no .gguf), which is pulled into the library.
 //
 // Downloads are written to a temporary ".part" file beside the destination, checked (GGUF magic;
 // size against the server's Content-Length and X-Linked-Size, or, when the server announces
@@ -75,8 +79,37 @@ func Resolve(ctx context.Context, arg string, opts Options) (string, error) {
 		}
 		return o.fetch(ctx, ref)
 	default:
+		return o.resolveName(ctx, arg)
+	}
+}
+
+// resolveName resolves what is neither "" nor hf://: an existing file, else a library model by
+// name or by the ORG/REPO[:QUANT] it was pulled as, else an ORG/REPO[:QUANT] to pull now (as
+// hf:// references are downloaded on first use), else a missing file.
+func (o *resolved) resolveName(ctx context.Context, arg string) (string, error) {
+	if _, err := os.Stat(arg); err == nil || o.homeErr != nil {
 		return resolveLocal(arg)
 	}
+	m, ok, err := o.lookup(arg)
+	switch {
+	case err != nil:
+		return "", err
+	case ok && m.Problem != "":
+		return "", fmt.Errorf("library model %s: %s", m.Name, m.Problem)
+	case ok:
+		return m.Path, nil
+	case looksLikeRepo(arg):
+		m, note, err := o.pull(ctx, arg)
+		if note != "" {
+			o.Logger.Info(note)
+		}
+		if err != nil {
+			return "", err
+		}
+		o.Logger.Info("model pulled into the library", "name", m.Name, "path", m.Path)
+		return m.Path, nil
+	}
+	return resolveLocal(arg)
 }
 
 // resolved is Options with every default filled in.
@@ -99,6 +132,9 @@ func (opts Options) withDefaults() (*resolved, error) {
 	}
 	if o.Endpoint == "" {
 		o.Endpoint = os.Getenv("HF_ENDPOINT")
+	}
+	if o.Token == "" {
+		o.Token = os.Getenv("HF_TOKEN")
 	}
 	if o.Endpoint == "" {
 		o.Endpoint = defaultEndpoint
@@ -180,6 +216,9 @@ func (o *resolved) fetch(ctx context.Context, r ref) (string, error) {
 	if isFile(dest) {
 		o.Logger.Debug("model found in cache", "model", r.String(), "path", dest)
 		return dest, nil
+	}
+	if lib, err := o.libraryPath(r); err == nil && isFile(lib) { // pulled with ubatch pull
+		return lib, nil
 	}
 	src := o.url(r)
 	o.Logger.Info("downloading model", "model", r.String(), "url", src, "path", dest)
