@@ -236,6 +236,34 @@ func parsePriority(raw json.RawMessage) (engine.Priority, error) {
 	return engine.Priority(n), nil
 }
 
+// ParsePriority reads a priority as a request names it ("low", "normal", "high" or an integer in
+// [-1000, 1000]) from a flag's value.
+func ParsePriority(v string) (engine.Priority, error) {
+	raw := json.RawMessage(strconv.Quote(v))
+	if _, err := strconv.Atoi(v); err == nil {
+		raw = json.RawMessage(v)
+	}
+	p, err := parsePriority(raw)
+	if err != nil {
+		return 0, fmt.Errorf("priority %q: use low, normal, high or an integer in [-1000, 1000]", v)
+	}
+	return p, nil
+}
+
+// checkPriority refuses a priority above Config.MaxClientPriority unless r carries the server's
+// API key: clients cannot all put themselves first (the engine's aging bounds what a flood of
+// the highest priority costs the others, not that it happens).
+func (s *Server) checkPriority(r *http.Request, p engine.Priority) error {
+	limit := engine.PriorityHigh
+	if s.cfg.MaxClientPriority != nil {
+		limit = *s.cfg.MaxClientPriority
+	}
+	if p <= limit || (s.cfg.APIKey != "" && s.authorized(r)) {
+		return nil
+	}
+	return badRequest("priority", "priority %d is above %d, the highest a request may ask for without the API key", p, limit)
+}
+
 // parseLogprobs reads a logprobs field that may be a bool (chat) or an integer number of top
 // alternatives (completions). It returns whether log-probabilities are wanted and, for the
 // integer form, how many alternatives.

@@ -37,6 +37,10 @@ type Config struct {
 	Engine *engine.Engine
 	// APIKey, when non-empty, is required as "Authorization: Bearer KEY" on every route but /health.
 	APIKey string
+	// MaxClientPriority is the highest "priority" a request may ask for without the API key
+	// (nil: engine.PriorityHigh); above it a completion request is a 400 naming priority. A
+	// request carrying the APIKey may ask for any; without an APIKey the cap applies to all.
+	MaxClientPriority *engine.Priority
 	// MaxBodyBytes bounds request bodies (413 beyond it); 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// Logger receives one debug record per request and warnings; nil means slog.Default().

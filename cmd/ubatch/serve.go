@@ -32,7 +32,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"POST /v1/rerank (with --rerank), POST /tokenize, "+
 		"POST /detokenize, POST /apply-template, GET /props, GET /health (llama.cpp); GET /metrics (Prometheus);\n"+
 		"GET / (the web page: chat playground and live batching view), GET /live (its event feed).\n"+
-		"Requests may set \"priority\": \"low\"|\"normal\"|\"high\" or an integer (higher is served first).\n"+
+		"Requests may set \"priority\": \"low\"|\"normal\"|\"high\" or an integer (higher is served first; a waiting\n"+
+		"request gains one level per 5 s waited, up to high; above --max-client-priority only with the --api-key).\n"+
 		"SIGINT/SIGTERM stops accepting connections, lets running requests finish (for up to --shutdown-timeout,\n"+
 		"then cuts them: streams end with an error event), then exits.", stderr)
 	var mf modelFlags
@@ -53,7 +54,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	chunkSize := fs.Int("chunk-size", 48, "most prompt tokens of one sequence per step, so long prompts do not stall other streams")
 	targetITL := fs.Duration("target-itl", 60*time.Millisecond, "inter-token latency a step should meet while sequences decode: prompt chunks are sized to it from a cost model of steps fitted online (--batch-size and --chunk-size stay upper bounds; 0 = no target)")
 	maxQueue := fs.Int("max-queue", 64, "requests waiting for a free sequence slot; beyond it requests get 429 with Retry-After")
-	policy := fs.String("policy", "sjf", "order of prompt chunks of equal priority: sjf (shortest remaining prompt first, so short requests are not stuck behind long ones) or fcfs (arrival order)")
+	policy := fs.String("policy", "sjf", "order of requests of equal priority: sjf (admission by expected cost, prompt tokens not cached plus max_tokens, and prompt chunks by remaining prompt, so short requests are not stuck behind long ones; a request waiting 10 s goes first) or fcfs (arrival order)")
+	maxClientPriority := fs.String("max-client-priority", "high", "highest request \"priority\" (low, normal, high or an integer) a request may ask for without the --api-key; above it, 400. Without --api-key it applies to every request")
 	apiKey := fs.String("api-key", "", "require \"Authorization: Bearer KEY\" on every route but /health (default: no key)")
 	alias := fs.String("alias", "", "model id the API reports (default: the model file name)")
 	maxBody := fs.Int64("max-body", server.DefaultMaxBodyBytes, "largest request body in bytes (413 beyond it)")
@@ -86,6 +88,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	pool, err := runner.ParsePooling(*pooling)
 	if err != nil {
 		return flagError(fs, fmt.Errorf("--%w", err))
+	}
+	clientPriority, err := server.ParsePriority(*maxClientPriority)
+	if err != nil {
+		return flagError(fs, fmt.Errorf("--max-client-priority %q: use low, normal, high or an integer in [-1000, 1000]", *maxClientPriority))
 	}
 	err = checkServeFlags(np, mf.batch, *chunkSize, *maxQueue, *port, *maxBody, *policy, *targetITL)
 	if err == nil {
@@ -202,7 +208,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if rr != nil {
 		defer rr.Close()
 	}
-	srv, err := server.New(server.Config{Model: m, Engine: eng, APIKey: *apiKey, MaxBodyBytes: *maxBody,
+	srv, err := server.New(server.Config{Model: m, Engine: eng, APIKey: *apiKey, MaxClientPriority: &clientPriority, MaxBodyBytes: *maxBody,
 		Logger: logger, Metrics: metrics, Gatherer: reg, ModelID: *alias, Embedder: emb, Reranker: rr, CORSOrigins: splitList(*corsOrigin), ChatTemplate: *chatTemplate, ReasoningFormat: *reasoningFormat,
 		Live: live, Sampling: sampling, ListenAddr: net.JoinHostPort(*host, strconv.Itoa(*port)), AllowedHosts: splitList(*allowedHosts),
 		MaxLiveStreams: *maxLive, MaxEmbeddingInputs: *maxEmbInputs, MaxEmbeddingTokens: *maxEmbTokens, Limits: cf.lim})
