@@ -31,6 +31,12 @@ func readAll(in string, max int, all, lenient, split bool) (evs []event, raws []
 	return evs, raws, rd.Err()
 }
 
+// runSplit runs f as subtest name twice: with whole reads, then with one-byte reads.
+func runSplit(t *testing.T, name string, f func(t *testing.T, split bool)) {
+	t.Run(name, func(t *testing.T) { f(t, false) })
+	t.Run(name+"/one byte reads", func(t *testing.T) { f(t, true) })
+}
+
 func TestReader(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -75,18 +81,12 @@ func TestReader(t *testing.T) {
 			want: []event{{"", "a", ""}}},
 	}
 	for _, tt := range tests {
-		for _, split := range []bool{false, true} {
-			name := tt.name
-			if split {
-				name += "/one byte reads"
+		runSplit(t, tt.name, func(t *testing.T, split bool) {
+			got, _, err := readAll(tt.in, 1<<10, false, tt.lenient, split)
+			if !slices.Equal(got, tt.want) || !errors.Is(err, tt.err) {
+				t.Errorf("got %v, err %v; want %v, %v", got, err, tt.want, tt.err)
 			}
-			t.Run(name, func(t *testing.T) {
-				got, _, err := readAll(tt.in, 1<<10, false, tt.lenient, split)
-				if !slices.Equal(got, tt.want) || !errors.Is(err, tt.err) {
-					t.Errorf("got %v, err %v; want %v, %v", got, err, tt.want, tt.err)
-				}
-			})
-		}
+		})
 	}
 }
 
@@ -111,18 +111,12 @@ func TestReaderRaw(t *testing.T) {
 		{name: "long event", in: long, want: []string{long}},
 	}
 	for _, tt := range tests {
-		for _, split := range []bool{false, true} {
-			name := tt.name
-			if split {
-				name += "/one byte reads"
+		runSplit(t, tt.name, func(t *testing.T, split bool) {
+			_, got, err := readAll(tt.in, 1<<20, true, false, split)
+			if !slices.Equal(got, tt.want) || !errors.Is(err, tt.err) {
+				t.Errorf("got %q, err %v; want %q, %v", got, err, tt.want, tt.err)
 			}
-			t.Run(name, func(t *testing.T) {
-				_, got, err := readAll(tt.in, 1<<20, true, false, split)
-				if !slices.Equal(got, tt.want) || !errors.Is(err, tt.err) {
-					t.Errorf("got %q, err %v; want %q, %v", got, err, tt.want, tt.err)
-				}
-			})
-		}
+		})
 	}
 }
 
