@@ -38,7 +38,7 @@ type modelFlags struct {
 
 // register adds the flags; batch is -b's default (serve: its step budget).
 func (f *modelFlags) register(fs *pflag.FlagSet, batch int) {
-	fs.StringVarP(&f.path, "model", "m", "", "model: a GGUF path or hf://ORG/REPO/FILE.gguf (downloaded from $HF_ENDPOINT, default https://huggingface.co, into $UBATCH_HOME) (default: the demo model stories260K.gguf)")
+	fs.StringVarP(&f.path, "model", "m", "", "model: a GGUF path, a library name (ubatch list), ORG/REPO[:QUANT] (pulled into the library if missing) or hf://ORG/REPO/FILE.gguf (downloaded from $HF_ENDPOINT, default https://huggingface.co, into $UBATCH_HOME; HF_TOKEN for gated repositories) (default: the demo model stories260K.gguf)")
 	fs.IntVarP(&f.ctx, "ctx-size", "c", 0, "KV cache size in tokens, shared by all sequences (0 = the model's training context, at most 4096; for serve, room for every parallel sequence: up to 2048 tokens each within 2 GiB; serve refuses a KV cache larger than the available memory, see --mem-limit)")
 	fs.IntVarP(&f.threads, "threads", "t", 0, "worker threads (0 = all cores)")
 	fs.IntVarP(&f.batch, "batch-size", "b", batch, "logical batch size: most tokens one decode call takes (serve: the token budget of one engine step: one decode token per running sequence plus prompt chunks; smaller = steadier streams, larger = faster prompts)")

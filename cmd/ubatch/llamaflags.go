@@ -284,15 +284,16 @@ func readAPIKeyFile(fs *pflag.FlagSet, path string) error {
 	return fs.Set("api-key", keys[0])
 }
 
-// hfModel is llama.cpp's -hf ORG/REPO[:QUANT] with -hff FILE: ubatch's -m hf://ORG/REPO/FILE.
-// A quant tag alone would need the repository's file list, which ubatch does not fetch.
+// hfModel is llama.cpp's -hf ORG/REPO[:QUANT]: ubatch's -m ORG/REPO[:QUANT], which the hub
+// package finds in the library or pulls (the quant's file, from the Hub's file list); with
+// -hff FILE it is -m hf://ORG/REPO/FILE.
 func hfModel(fs *pflag.FlagSet, repo string) error {
 	file, _ := fs.GetString("hf-file")
-	switch {
-	case fs.Changed("model"):
+	if fs.Changed("model") {
 		return fmt.Errorf("give -m or -hf, not both")
-	case file == "":
-		return fmt.Errorf("name the file too: -hff FILE.gguf, or -m hf://ORG/REPO/FILE.gguf (quant tags are not resolved)")
+	}
+	if file == "" {
+		return fs.Set("model", strings.Trim(repo, "/"))
 	}
 	repo, _, _ = strings.Cut(repo, ":")
 	return fs.Set("model", "hf://"+strings.Trim(repo, "/")+"/"+file)

@@ -45,7 +45,7 @@ var llamaFlagTable = []llamaFlag{
 	{spell: "--no-context-shift", cmds: "s", how: mapped, note: "the default: no --context-shift",
 		apply: func(fs *pflag.FlagSet, _ string) error { return fs.Set("context-shift", "false") }},
 	{spell: "--api-key-file", arg: "FNAME", cmds: "s", how: mapped, note: "--api-key from the file's one key", apply: readAPIKeyFile},
-	{spell: "-hf, -hfr, --hf-repo", arg: "<user>/<model>[:quant]", cmds: "srbB", how: mapped, note: "with -hff FILE: -m hf://ORG/REPO/FILE", apply: hfModel},
+	{spell: "-hf, -hfr, --hf-repo", arg: "<user>/<model>[:quant]", cmds: "srbB", how: mapped, note: "-m ORG/REPO[:QUANT] (pulled into the library if missing); with -hff FILE: -m hf://ORG/REPO/FILE", apply: hfModel},
 	{spell: "-hff, --hf-file", arg: "FILE", cmds: "srbB", how: mapped, note: "the file of -hf's repository", apply: needHFRepo},
 	{spell: "-e, --escape", cmds: "r", how: mapped, note: "process escapes (\\n, \\t, \\\", \\\\ ...) in -p", apply: unescapePrompt},
 	{spell: "--no-display-prompt", cmds: "r", how: mapped, note: "print only the generated text, not the prompt before it"},

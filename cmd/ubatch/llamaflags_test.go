@@ -68,7 +68,7 @@ func TestLlamaFlagSpellings(t *testing.T) {
 		{args: []string{"-md", "draft.gguf"}, err: "-md draft.gguf: speculative decoding is not supported"},
 		{args: []string{"--model-draft", "draft.gguf", "-m", "x.gguf"}, err: "speculative decoding is not supported", want: map[string]string{"model": "x.gguf"}},
 		{args: []string{"-hf", "org/repo:Q4_K_M", "-hff", "m.gguf"}, want: map[string]string{"model": "hf://org/repo/m.gguf"}},
-		{args: []string{"-hf", "org/repo"}, err: "-hf org/repo: name the file too"},
+		{args: []string{"-hf", "org/repo:Q8_0"}, want: map[string]string{"model": "org/repo:Q8_0"}},
 		{args: []string{"-hff", "m.gguf"}, err: "-hff m.gguf: give the repository too"},
 		{args: []string{"-n", "64"}, err: "-n 64: a server-wide default is not supported"},
 		{args: []string{"-n", "-1"}, want: map[string]string{"n-predict": "-1"}, log: "asks for nothing"},

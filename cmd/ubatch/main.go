@@ -34,6 +34,9 @@ func commands() []command {
 		{"logits", "write the logits of every prompt position as float32 (for correctness checks)", cmdLogits},
 		{"tokenize", "print the token ids (and pieces) of a text", cmdTokenize},
 		{"info", "print a GGUF file's metadata and tensors", cmdInfo},
+		{"pull", "download a model into the library: ORG/REPO[:QUANT] or hf://ORG/REPO/FILE.gguf", cmdPull},
+		{"list", "list the library's models (name, size, family, quant, path)", cmdList},
+		{"rm", "remove a model from the library", cmdRm},
 		{"synth", "write a GGUF of any supported family (--arch) with seeded random weights", cmdSynth},
 		{"version", "print the version (also ubatch --version)", cmdVersion},
 	}
@@ -44,7 +47,7 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(w, "\nRun `ubatch COMMAND -h` for a command's flags. With no -m, the demo model stories260K.gguf is used.\n")
+	fmt.Fprintf(w, "\nRun `ubatch COMMAND -h` for a command's flags. With no -m, the demo model stories260K.gguf is used;\n-m takes a path, a library name (ubatch list), ORG/REPO[:QUANT] (pulled if missing) or hf://ORG/REPO/FILE.gguf.\n")
 }
 
 func main() {
