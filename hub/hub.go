@@ -104,7 +104,7 @@ func (o *resolved) resolveName(ctx context.Context, arg string) (string, error) 
 			o.Logger.Info(note)
 		}
 		if err != nil {
-			return "", err
+			return "", fmt.Errorf("%q is no file and no library name (ubatch list), and pulling it from the Hub failed: %w", arg, err)
 		}
 		o.Logger.Info("model pulled into the library", "name", m.Name, "path", m.Path)
 		return m.Path, nil
