@@ -183,7 +183,9 @@ func TestRepeatedPromptCachedBut1(t *testing.T) {
 			if !slices.Equal(cached, want) {
 				t.Fatalf("cached tokens %v, want %v", cached, want)
 			}
-			// One full-block chain and one kept partial block, not six copies of it.
+			// One full-block chain and one kept partial block, not six copies of it. The stats are
+			// published after the step that sent the final output: wait for them.
+			waitIdle(t, e)
 			if st := e.Stats().KV; st.Used != 0 || st.Cached > (tc.n+3+15)/16 {
 				t.Fatalf("KV after the runs: %+v", st)
 			}
