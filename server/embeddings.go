@@ -137,7 +137,7 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 			"(--max-embedding-inputs): split the request", len(inputs), limit))
 		return
 	}
-	toks, err := s.embeddingTokens(inputs, e.NCtx())
+	toks, err := s.embeddingTokens(inputs, e.NCtx(), false)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -165,9 +165,10 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 }
 
 // embeddingTokens tokenizes every input before any is embedded, so that a request over a limit is
-// refused before it costs any compute. Each input must fit the embedding context of nCtx tokens and
-// all together Config.MaxEmbeddingTokens; tokenizing stops at the first input over either.
-func (s *Server) embeddingTokens(inputs []promptInput, nCtx int) ([][]int32, error) {
+// refused before it costs any compute. Each input must fit the embedding context of nCtx tokens
+// (or, with truncate, Ollama's default, is cut to it) and all together Config.MaxEmbeddingTokens;
+// tokenizing stops at the first input over either.
+func (s *Server) embeddingTokens(inputs []promptInput, nCtx int, truncate bool) ([][]int32, error) {
 	limit := orDefault(s.cfg.MaxEmbeddingTokens, DefaultMaxEmbeddingTokens)
 	out := make([][]int32, 0, len(inputs))
 	total := 0
@@ -175,6 +176,9 @@ func (s *Server) embeddingTokens(inputs []promptInput, nCtx int) ([][]int32, err
 		toks, err := s.promptTokens("input", in)
 		if err != nil {
 			return nil, err
+		}
+		if truncate && len(toks) > nCtx {
+			toks = toks[:nCtx]
 		}
 		if len(toks) > nCtx {
 			return nil, &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", param: "input", code: "context_length_exceeded",

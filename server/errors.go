@@ -105,6 +105,13 @@ func toAPIError(err error) *apiError {
 // writeError sends err as a JSON error response. A 429 carries Retry-After so that clients back
 // off instead of hammering a full queue; a 408 closes the connection.
 func writeError(w http.ResponseWriter, err error) {
+	ae := errorHeaders(w, err)
+	writeJSON(w, ae.status, ae.body())
+}
+
+// errorHeaders maps err to its status and sets the headers that status needs, for the error
+// writers of every API shape.
+func errorHeaders(w http.ResponseWriter, err error) *apiError {
 	ae := toAPIError(err)
 	switch ae.status {
 	case http.StatusTooManyRequests:
@@ -113,7 +120,7 @@ func writeError(w http.ResponseWriter, err error) {
 		// The rest of the body may still be on its way: the connection cannot carry another request.
 		w.Header().Set("Connection", "close")
 	}
-	writeJSON(w, ae.status, ae.body())
+	return ae
 }
 
 // writeJSON sends v with the given status. Encoding errors cannot be reported to a client that

@@ -30,11 +30,32 @@ type streamBeginner interface {
 	begin(sse *sseWriter) error
 }
 
+// streamOpener is a reply whose stream is not server-sent events (Ollama's NDJSON): open
+// writes the status and headers and returns the writer of its lines.
+type streamOpener interface {
+	open(w http.ResponseWriter) *sseWriter
+}
+
+// routeErrors is a route (its request or its reply) whose error responses have a shape of
+// their own (Ollama's {"error": "..."}) instead of OpenAI's.
+type routeErrors interface {
+	writeError(w http.ResponseWriter, err error)
+}
+
+// errorWriterOf is how v's route writes an error response.
+func errorWriterOf(v any) func(http.ResponseWriter, error) {
+	if re, ok := v.(routeErrors); ok {
+		return re.writeError
+	}
+	return writeError
+}
+
 // serveCompletion is the one path of a completion request: decode the body into req, prepare,
 // submit, then answer (respond).
 func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, req completionRoute) {
+	fail := errorWriterOf(req)
 	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, req); err != nil {
-		writeError(w, err)
+		fail(w, err)
 		return
 	}
 	g, prompts, rep, err := req.prepare(r.Context(), s)
@@ -42,12 +63,12 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, req com
 		err = s.checkPriority(r, g.priority)
 	}
 	if err != nil {
-		writeError(w, err)
+		fail(w, err)
 		return
 	}
 	gen, err := s.generate(r.Context(), prompts, g)
 	if err != nil {
-		writeError(w, err)
+		fail(w, err)
 		return
 	}
 	defer gen.cancel()
@@ -62,7 +83,11 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, req com
 func respond(ctx context.Context, w http.ResponseWriter, gen *generation, rep reply, stream bool) {
 	var sse *sseWriter
 	if stream {
-		sse = startSSE(w)
+		if o, ok := rep.(streamOpener); ok {
+			sse = o.open(w)
+		} else {
+			sse = startSSE(w)
+		}
 		if b, ok := rep.(streamBeginner); ok && b.begin(sse) != nil {
 			return
 		}
@@ -78,7 +103,7 @@ func respond(ctx context.Context, w http.ResponseWriter, gen *generation, rep re
 		}
 		switch {
 		case err != nil && sse == nil:
-			writeError(w, err)
+			errorWriterOf(rep)(w, err)
 			return
 		case err != nil:
 			if !sse.endCut(ctx) {

@@ -15,50 +15,11 @@ import (
 // major version 6 (4 predates much of the Responses API; the chat test keeps its own).
 const openAINodeResponses = "6.30.1"
 
-// nodeOpenAIVersion installs npm "openai@version" once per machine under os.TempDir (keyed by
-// the version, so reruns reuse it) and returns the folder holding node_modules. The install
-// goes to a fresh folder renamed into place, so that concurrent test processes never see half
-// of one. It skips when node or npm is missing outside CI; in CI it fails instead.
+// nodeOpenAIVersion installs npm "openai@version" (see nodePackage) and returns the folder
+// holding node_modules.
 func nodeOpenAIVersion(t *testing.T, version string) string {
 	t.Helper()
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("%s is needed for the OpenAI client test: %v", tool, err)
-			}
-			t.Skipf("%s not found: the OpenAI Node client test needs Node.js and npm", tool)
-		}
-	}
-	dir := filepath.Join(os.TempDir(), "ubatch-test-openai-node-"+version)
-	installed := func() bool {
-		_, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json"))
-		return err == nil
-	}
-	if installed() {
-		return dir
-	}
-	tmp, err := os.MkdirTemp(os.TempDir(), "ubatch-openai-install-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(tmp)
-	var out []byte
-	for try := range 3 { // the registry is over the network: retry a transient failure
-		cmd := exec.Command("npm", "install", "--no-audit", "--no-fund", "--silent", "openai@"+version)
-		cmd.Dir = tmp
-		if out, err = cmd.CombinedOutput(); err == nil {
-			break
-		}
-		time.Sleep(time.Duration(try+1) * 2 * time.Second)
-	}
-	if err != nil {
-		t.Fatalf("npm install openai@%s: %v\n%s", version, err, out)
-	}
-	os.RemoveAll(dir) // a partial folder left by an interrupted older version of this helper
-	if err := os.Rename(tmp, dir); err != nil && !installed() {
-		t.Fatalf("installing openai@%s: %v", version, err)
-	}
-	return dir
+	return nodePackage(t, "openai", version)
 }
 
 // nodeResult is what testdata/responses_client.js prints for one response.

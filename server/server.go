@@ -128,6 +128,9 @@ type Server struct {
 	// compiling holds a slot per constraint being compiled (see compileSlot).
 	compiling chan struct{}
 	responses responseStore // finished /v1/responses, for previous_response_id
+
+	// ollamaInfo is the model as Ollama's routes describe it (ollama_models.go), built on first use.
+	ollamaInfo func() ollamaIdentity
 }
 
 // New validates cfg and builds the server. The chat template comes from the model's
@@ -211,6 +214,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /health", s.handleHealth)
 	s.mux.HandleFunc("GET /metrics", s.handleMetrics)
 	s.mux.HandleFunc("GET /live", s.handleLive)
+	s.routeOllama() // Ollama's /api/... (ollama.go)
 	// The web page only at exactly / so that unknown API paths keep their JSON 404.
 	s.mux.Handle("GET /{$}", web.Page())
 	s.mux.Handle("GET /ui/", web.Assets())

@@ -15,6 +15,8 @@ type sseWriter struct {
 	// errorEvent, when set, words a failure instead of sendError's error object (the
 	// Responses API's response.failed and error events).
 	errorEvent func(err error) error
+	// ndjson frames each event as one line of JSON (Ollama's streams) instead of "data: ...".
+	ndjson bool
 }
 
 // startSSE sends the 200 status and event-stream headers. After it, errors can only be reported
@@ -65,9 +67,13 @@ func (s *sseWriter) endCut(ctx context.Context) bool {
 
 func (s *sseWriter) raw(b []byte) error {
 	buf := make([]byte, 0, len(b)+8)
-	buf = append(buf, "data: "...)
-	buf = append(buf, b...)
-	buf = append(buf, "\n\n"...)
+	if s.ndjson {
+		buf = append(append(buf, b...), '\n')
+	} else {
+		buf = append(buf, "data: "...)
+		buf = append(buf, b...)
+		buf = append(buf, "\n\n"...)
+	}
 	if _, err := s.w.Write(buf); err != nil {
 		return err
 	}

@@ -1,0 +1,452 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"ubatch/chat"
+	"ubatch/engine"
+)
+
+// ollamaChatRequest is the body of Ollama's POST /api/chat.
+type ollamaChatRequest struct {
+	ollamaRoute
+	Model     string                     `json:"model"`
+	Messages  json.RawMessage            `json:"messages"`
+	Tools     json.RawMessage            `json:"tools"`
+	Format    json.RawMessage            `json:"format"`
+	Options   map[string]json.RawMessage `json:"options"`
+	Stream    *bool                      `json:"stream"`
+	Think     json.RawMessage            `json:"think"`
+	KeepAlive json.RawMessage            `json:"keep_alive"` // accepted: the one model stays loaded
+	Logprobs  *bool                      `json:"logprobs"`
+}
+
+// ollamaGenerateRequest is the body of Ollama's POST /api/generate.
+type ollamaGenerateRequest struct {
+	ollamaRoute
+	Model     string                     `json:"model"`
+	Prompt    string                     `json:"prompt"`
+	Suffix    string                     `json:"suffix"`
+	System    string                     `json:"system"`
+	Template  string                     `json:"template"`
+	Context   []int32                    `json:"context"`
+	Raw       bool                       `json:"raw"`
+	Format    json.RawMessage            `json:"format"`
+	Images    json.RawMessage            `json:"images"`
+	Options   map[string]json.RawMessage `json:"options"`
+	Stream    *bool                      `json:"stream"`
+	Think     json.RawMessage            `json:"think"`
+	KeepAlive json.RawMessage            `json:"keep_alive"`
+	Logprobs  *bool                      `json:"logprobs"`
+}
+
+func (s *Server) handleOllamaChat(w http.ResponseWriter, r *http.Request) {
+	s.serveCompletion(w, r, &ollamaChatRequest{})
+}
+
+func (s *Server) handleOllamaGenerate(w http.ResponseWriter, r *http.Request) {
+	s.serveCompletion(w, r, &ollamaGenerateRequest{})
+}
+
+// ollamaLoad is the answer to a request with nothing to generate, which Ollama clients send to
+// load a model: one final object with done_reason "load", through the shared path's
+// no-generation case (an empty prompt is never submitted).
+func ollamaLoad(rep *ollamaReply, stream bool) (genParams, [][]int32, reply, error) {
+	rep.load = true
+	return genParams{n: 1, noGeneration: true, stream: stream}, [][]int32{{}}, rep, nil
+}
+
+func (req *ollamaChatRequest) prepare(ctx context.Context, s *Server) (genParams, [][]int32, reply, error) {
+	rep := &ollamaReply{s: s, model: req.Model, chat: true, start: time.Now()}
+	stream := parseOllamaStream(req.Stream)
+	if err := s.ollamaModelName("model", req.Model); err != nil {
+		return genParams{}, nil, nil, err
+	}
+	if req.Logprobs != nil && *req.Logprobs {
+		return genParams{}, nil, nil, badRequest("logprobs", "logprobs is not supported on Ollama's routes: use /v1/chat/completions")
+	}
+	if t := bytes.TrimSpace(req.Messages); isNull(t) || string(t) == "[]" {
+		return ollamaLoad(rep, stream)
+	}
+	if err := checkOllamaImages(req.Messages); err != nil {
+		return genParams{}, nil, nil, err
+	}
+	sf, err := s.ollamaSampling(req.Options)
+	if err != nil {
+		return genParams{}, nil, nil, err
+	}
+	cr := &chatRequest{samplingFields: sf, Messages: req.Messages, Tools: req.Tools}
+	cr.Stream = stream
+	if cr.ResponseFormat, err = ollamaFormat(req.Format, &cr.samplingFields); err != nil {
+		return genParams{}, nil, nil, err
+	}
+	if cr.ReasoningFormat, cr.ChatTemplateKwargs, err = s.ollamaThink(req.Think); err != nil {
+		return genParams{}, nil, nil, err
+	}
+	g, prompt, err := s.chatParams(ctx, cr)
+	if err != nil {
+		return g, nil, nil, formatError(err)
+	}
+	rep.setup(g, cr.reasoning)
+	return g, [][]int32{prompt}, rep, nil
+}
+
+func (req *ollamaGenerateRequest) prepare(ctx context.Context, s *Server) (genParams, [][]int32, reply, error) {
+	rep := &ollamaReply{s: s, model: req.Model, start: time.Now()}
+	stream := parseOllamaStream(req.Stream)
+	if err := s.ollamaModelName("model", req.Model); err != nil {
+		return genParams{}, nil, nil, err
+	}
+	switch {
+	case req.Template != "":
+		return genParams{}, nil, nil, badRequest("template", "template is not supported: the model's own chat template is used "+
+			"(serve --chat-template replaces it; raw: true sends the prompt as is)")
+	case nonEmpty(req.Images):
+		return genParams{}, nil, nil, badRequest("images", "images are not supported: this server runs text models only")
+	case req.Logprobs != nil && *req.Logprobs:
+		return genParams{}, nil, nil, badRequest("logprobs", "logprobs is not supported on Ollama's routes: use /v1/completions")
+	case req.Prompt == "" && req.Suffix == "" && len(req.Context) == 0:
+		return ollamaLoad(rep, stream)
+	}
+	sf, err := s.ollamaSampling(req.Options)
+	if err != nil {
+		return genParams{}, nil, nil, err
+	}
+	rf, err := ollamaFormat(req.Format, &sf)
+	if err != nil {
+		return genParams{}, nil, nil, err
+	}
+	g, err := sf.params(s.defaults(openAIDefaults()), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
+	if err != nil {
+		return g, nil, nil, err
+	}
+	g.stream, g.keepTokens = stream, true // keepTokens: the reply's context lists the generated ids
+	if err := s.constrain(ctx, &g, &sf, rf); err != nil {
+		return g, nil, nil, formatError(err)
+	}
+	toks, reasoning, err := s.generatePrompt(req, &g)
+	if err != nil {
+		return g, nil, nil, err
+	}
+	rep.context = toks
+	rep.setup(g, reasoning)
+	return g, [][]int32{toks}, rep, nil
+}
+
+// generatePrompt tokenizes a generate request: the prompt in the model's chat template after
+// the system prompt (or as is with raw, or between the suffix's fill-in-the-middle tokens), after
+// the token ids of context, a previous reply's, as Ollama continues a conversation.
+func (s *Server) generatePrompt(req *ollamaGenerateRequest, g *genParams) ([]int32, reasoningMode, error) {
+	v := s.cfg.Model.Vocab
+	var prev []int32
+	if len(req.Context) > 0 {
+		var err error
+		if prev, err = s.promptTokens("context", promptInput{tokens: req.Context}); err != nil {
+			return nil, reasoningMode{}, err
+		}
+	}
+	bos := len(prev) == 0 // the context already starts with the model's BOS
+	var toks []int32
+	var reasoning reasoningMode
+	switch {
+	case req.Suffix != "":
+		if !v.FIM().HasInfill() {
+			return nil, reasoning, badRequest("suffix", "suffix is not supported by this model: its vocabulary has no fill-in-the-middle tokens")
+		}
+		lim := s.cfg.Engine.Limits()
+		toks = buildInfill(v, infillInput{prefix: req.Prompt, suffix: req.Suffix}, lim.NBatch, lim.NCtxSeq, g.maxTokens)
+	case req.Raw:
+		toks = v.Encode(req.Prompt, bos, true)
+	default:
+		var msgs []map[string]string
+		if req.System != "" {
+			msgs = append(msgs, map[string]string{"role": "system", "content": req.System})
+		}
+		msgs = append(msgs, map[string]string{"role": "user", "content": req.Prompt})
+		raw, _ := json.Marshal(msgs)
+		format, kwargs, err := s.ollamaThink(req.Think)
+		if err != nil {
+			return nil, reasoning, err
+		}
+		text, err := s.renderChat(raw, nil, kwargs)
+		if err != nil {
+			return nil, reasoning, err
+		}
+		if reasoning, err = s.reasoningSetup(format, text, g); err != nil {
+			return nil, reasoning, err
+		}
+		toks = v.Encode(text, false, true)
+		if bos && v.AddBOS() && v.BOS() >= 0 && (s.bosText == "" || !strings.HasPrefix(text, s.bosText)) {
+			toks = append([]int32{v.BOS()}, toks...)
+		}
+	}
+	toks = append(prev, toks...)
+	if len(toks) == 0 {
+		return nil, reasoning, badRequest("prompt", "the prompt is empty")
+	}
+	return toks, reasoning, nil
+}
+
+// checkOllamaImages refuses messages with images: this server runs text models.
+func checkOllamaImages(raw json.RawMessage) error {
+	var msgs []struct {
+		Images json.RawMessage `json:"images"`
+	}
+	if json.Unmarshal(raw, &msgs) != nil {
+		return nil // parseMessages words the shape error
+	}
+	for i, m := range msgs {
+		if nonEmpty(m.Images) {
+			return badRequest("messages", "messages[%d].images: images are not supported, this server runs text models only", i)
+		}
+	}
+	return nil
+}
+
+// ollamaFormat maps format onto the grammar engine: "json" is response_format json_object
+// (returned, for constrain), a JSON schema object is json_schema (set in f).
+func ollamaFormat(raw json.RawMessage, f *samplingFields) (json.RawMessage, error) {
+	raw = bytes.TrimSpace(raw)
+	if isNull(raw) {
+		return nil, nil
+	}
+	var name string
+	if json.Unmarshal(raw, &name) == nil {
+		switch name {
+		case "":
+			return nil, nil
+		case "json":
+			return json.RawMessage(`{"type":"json_object"}`), nil
+		}
+		return nil, badRequest("format", `format must be "json" or a JSON schema object, got %q`, name)
+	}
+	if raw[0] != '{' {
+		return nil, badRequest("format", `format must be "json" or a JSON schema object`)
+	}
+	f.JSONSchema = raw
+	return nil, nil
+}
+
+// formatError renames the constraint fields format was mapped onto in an error, so that the
+// client reads the name it sent.
+func formatError(err error) error {
+	ae := toAPIError(err)
+	for _, field := range []string{"json_schema", "response_format"} {
+		if ae.param == field {
+			c := *ae
+			c.param, c.message = "format", strings.Replace(c.message, field, "format", 1)
+			return &c
+		}
+	}
+	return err
+}
+
+// ollamaThink maps think onto the reasoning split and the template's switch: true (or a level,
+// "high", "medium", "low") splits the thought into thinking and tells the template to think;
+// false keeps the reply whole and tells the template not to; absent is the server's default.
+// A model whose template does not think cannot be asked to (400, as Ollama answers).
+func (s *Server) ollamaThink(raw json.RawMessage) (*string, map[string]any, error) {
+	if isNull(raw) {
+		return nil, nil, nil
+	}
+	var on bool
+	var level string
+	switch {
+	case json.Unmarshal(raw, &on) == nil:
+	case json.Unmarshal(raw, &level) == nil && (level == "high" || level == "medium" || level == "low"):
+		on = true
+	default:
+		return nil, nil, badRequest("think", `think must be true, false, "high", "medium" or "low"`)
+	}
+	if !on {
+		none := ReasoningNone
+		return &none, map[string]any{"enable_thinking": false}, nil
+	}
+	if chat.DetectReasoningFormat(s.tmpl.Source()) != chat.ReasoningThink {
+		return nil, nil, badRequest("think", "model %q does not support thinking", s.cfg.ModelID)
+	}
+	auto := ReasoningAuto
+	kwargs := map[string]any{"enable_thinking": true}
+	if level != "" {
+		kwargs["reasoning_effort"] = level
+	}
+	return &auto, kwargs, nil
+}
+
+// ollamaReply words a generation as Ollama does: one object a line while streaming (message
+// fragments on /api/chat, response text on /api/generate), the last with done, done_reason and
+// the timings; without streaming, that last object holding the whole reply.
+type ollamaReply struct {
+	ollamaRoute
+	s         *Server
+	model     string
+	chat      bool // message objects (/api/chat) rather than response text
+	start     time.Time
+	load      bool // nothing was generated: done_reason "load"
+	g         genParams
+	reasoning reasoningMode
+	// context is /api/generate's prompt, which with the generated ids is the reply's context.
+	context   []int32
+	generated []int32
+	// streaming: the parsers that read the reply for its thought and its tool calls
+	thought *chat.ReasoningParser
+	tools   *chat.ToolParser
+}
+
+func (o *ollamaReply) setup(g genParams, r reasoningMode) {
+	o.g, o.reasoning = g, r
+	if !g.stream {
+		return
+	}
+	if r.split {
+		o.thought = chat.NewReasoningParser(r.inThought)
+	}
+	if g.tools != nil {
+		o.tools = chat.NewToolParser(g.tools.format, g.tools.names)
+	}
+}
+
+// ollamaMessage is a chat reply or a fragment of one.
+type ollamaMessage struct {
+	Role      string           `json:"role"`
+	Content   string           `json:"content"`
+	Thinking  string           `json:"thinking,omitempty"`
+	ToolCalls []ollamaToolCall `json:"tool_calls,omitempty"`
+}
+
+// ollamaToolCall is a call as Ollama writes it: the arguments as an object, not JSON text.
+type ollamaToolCall struct {
+	Function struct {
+		Index     int             `json:"index"`
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
+}
+
+// ollamaResponse is one object of a chat or generate reply; the timings come with the last.
+type ollamaResponse struct {
+	Model      string         `json:"model"`
+	CreatedAt  string         `json:"created_at"`
+	Message    *ollamaMessage `json:"message,omitempty"`
+	Response   *string        `json:"response,omitempty"`
+	Thinking   string         `json:"thinking,omitempty"`
+	Done       bool           `json:"done"`
+	DoneReason string         `json:"done_reason,omitempty"`
+	Context    []int32        `json:"context,omitempty"`
+	*ollamaTimings
+}
+
+// ollamaTimings are the final object's counts and durations, in nanoseconds. load_duration is
+// 0: the model was loaded at start-up. prompt_eval_count counts the whole prompt, the tokens
+// served from the prefix cache included.
+type ollamaTimings struct {
+	TotalDuration      int64 `json:"total_duration"`
+	LoadDuration       int64 `json:"load_duration"`
+	PromptEvalCount    int   `json:"prompt_eval_count"`
+	PromptEvalDuration int64 `json:"prompt_eval_duration"`
+	EvalCount          int   `json:"eval_count"`
+	EvalDuration       int64 `json:"eval_duration"`
+}
+
+// between is b-a in nanoseconds, 0 when either time is unknown.
+func between(a, b time.Time) int64 {
+	if a.IsZero() || b.IsZero() {
+		return 0
+	}
+	return int64(b.Sub(a))
+}
+
+// object builds one object of the reply; final ones (u set) carry done and the timings.
+func (o *ollamaReply) object(content, thinking string, calls []chat.ToolCall, finish string, u *engine.Usage) ollamaResponse {
+	resp := ollamaResponse{Model: o.model, CreatedAt: ollamaTime(time.Now())}
+	if o.chat {
+		resp.Message = &ollamaMessage{Role: "assistant", Content: content, Thinking: thinking, ToolCalls: ollamaCalls(calls)}
+	} else {
+		resp.Response, resp.Thinking = &content, thinking
+	}
+	if u == nil {
+		return resp
+	}
+	resp.Done, resp.DoneReason = true, finish
+	if o.load {
+		resp.DoneReason = "load"
+		return resp
+	}
+	if o.context != nil {
+		resp.Context = append(o.context[:len(o.context):len(o.context)], o.generated...)
+	}
+	resp.ollamaTimings = &ollamaTimings{TotalDuration: int64(time.Since(o.start)), PromptEvalCount: u.PromptTokens,
+		PromptEvalDuration: between(u.PromptStart, u.FirstToken), EvalCount: u.CompletionTokens,
+		EvalDuration: between(u.FirstToken, u.LastToken)}
+	return resp
+}
+
+func ollamaCalls(calls []chat.ToolCall) []ollamaToolCall {
+	var out []ollamaToolCall
+	for i, c := range calls {
+		var tc ollamaToolCall
+		tc.Function.Index, tc.Function.Name = i, c.Name
+		tc.Function.Arguments = json.RawMessage(c.Arguments)
+		if !json.Valid(tc.Function.Arguments) {
+			tc.Function.Arguments = json.RawMessage("{}")
+		}
+		out = append(out, tc)
+	}
+	return out
+}
+
+// chunk sends a fragment of the reply, held back by the parsers while it may be markup, and at
+// the end what they held, the tool calls and the timings, in the final object.
+func (o *ollamaReply) chunk(sse *sseWriter, ev seqEvent) error {
+	thinking, content := "", ev.text
+	if o.thought != nil {
+		thinking, content = o.thought.Add(ev.text)
+		if ev.done {
+			r, c := o.thought.Finish()
+			thinking, content = thinking+r, content+c
+		}
+	}
+	var calls []chat.ToolCall
+	if o.tools != nil {
+		content = o.tools.Add(content)
+		if ev.done {
+			var rest string
+			rest, calls = o.tools.Finish()
+			content += rest
+		}
+	}
+	for _, t := range ev.tokens {
+		o.generated = append(o.generated, t.id)
+	}
+	if !ev.done {
+		if thinking == "" && content == "" {
+			return nil
+		}
+		return sse.send(o.object(content, thinking, nil, "", nil))
+	}
+	return sse.send(o.object(content, thinking, calls, ev.finish, &ev.usage))
+}
+
+// end has nothing to add: the final object went out with the sequence's done event.
+func (o *ollamaReply) end(*sseWriter, usageJSON) error { return nil }
+
+func (o *ollamaReply) whole(res []*choiceResult, _ usageJSON) any {
+	r := res[0]
+	content, thinking := r.text.String(), ""
+	if o.reasoning.split {
+		thinking, content = chat.SplitReasoning(content, o.reasoning.inThought)
+	}
+	var calls []chat.ToolCall
+	if o.g.tools != nil {
+		content, calls = chat.ParseToolCalls(o.g.tools.format, content, o.g.tools.names)
+	}
+	for _, t := range r.tokens {
+		o.generated = append(o.generated, t.id)
+	}
+	return o.object(content, thinking, calls, r.finish, &r.usage)
+}

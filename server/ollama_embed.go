@@ -1,0 +1,135 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"net/http"
+	"time"
+)
+
+// ollamaEmbedRequest is the body of Ollama's POST /api/embed.
+type ollamaEmbedRequest struct {
+	Model      string                     `json:"model"`
+	Input      json.RawMessage            `json:"input"`
+	Truncate   *bool                      `json:"truncate"` // default true: cut inputs to the context
+	Dimensions *int                       `json:"dimensions"`
+	Options    map[string]json.RawMessage `json:"options"`
+	KeepAlive  json.RawMessage            `json:"keep_alive"`
+}
+
+// ollamaEmbeddingsRequest is the body of the older POST /api/embeddings.
+type ollamaEmbeddingsRequest struct {
+	Model     string                     `json:"model"`
+	Prompt    string                     `json:"prompt"`
+	Options   map[string]json.RawMessage `json:"options"`
+	KeepAlive json.RawMessage            `json:"keep_alive"`
+}
+
+// handleOllamaEmbed embeds input (a string or a list of strings) with the embedder of
+// /v1/embeddings (serve --embeddings) and its limits. dimensions below the model's width keeps
+// the first ones, normalized again, as Ollama does.
+func (s *Server) handleOllamaEmbed(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var req ollamaEmbedRequest
+	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+		writeOllamaError(w, err)
+		return
+	}
+	var inputs []promptInput
+	var one string
+	var list []string
+	switch in := bytes.TrimSpace(req.Input); {
+	case isNull(in):
+		writeOllamaError(w, badRequest("input", "input is required"))
+		return
+	case json.Unmarshal(in, &one) == nil:
+		inputs = []promptInput{{text: one, isText: true}}
+	case json.Unmarshal(in, &list) == nil:
+		for _, t := range list {
+			inputs = append(inputs, promptInput{text: t, isText: true})
+		}
+	default:
+		writeOllamaError(w, badRequest("input", "input must be a string or a list of strings"))
+		return
+	}
+	dim := s.cfg.Model.Hparams().Dim
+	if d := req.Dimensions; d != nil && (*d < 1 || *d > dim) {
+		writeOllamaError(w, badRequest("dimensions", "dimensions must be in [1, %d] (this model's width), got %d", dim, *d))
+		return
+	}
+	vecs, n, err := s.ollamaEmbed(r, req.Model, inputs, req.Truncate == nil || *req.Truncate)
+	if err != nil {
+		writeOllamaError(w, err)
+		return
+	}
+	if d := req.Dimensions; d != nil && *d < dim {
+		for i, v := range vecs {
+			vecs[i] = normalize(v[:*d])
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"model": req.Model, "embeddings": vecs,
+		"total_duration": int64(time.Since(start)), "load_duration": 0, "prompt_eval_count": n})
+}
+
+// handleOllamaEmbeddings is the older route: one prompt, one embedding (normalized, as every
+// embedding of this server; Ollama's older route returns the raw pooled vector).
+func (s *Server) handleOllamaEmbeddings(w http.ResponseWriter, r *http.Request) {
+	var req ollamaEmbeddingsRequest
+	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+		writeOllamaError(w, err)
+		return
+	}
+	vecs, _, err := s.ollamaEmbed(r, req.Model, []promptInput{{text: req.Prompt, isText: true}}, true)
+	if err != nil {
+		writeOllamaError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"embedding": vecs[0]})
+}
+
+// ollamaEmbed checks the model and the inputs against /v1/embeddings' limits and embeds them;
+// n is their tokens in all.
+func (s *Server) ollamaEmbed(r *http.Request, model string, inputs []promptInput, truncate bool) ([][]float32, int, error) {
+	e := s.cfg.Embedder
+	if err := s.ollamaModelName("model", model); err != nil {
+		return nil, 0, err
+	}
+	if e == nil {
+		return nil, 0, notFound("embeddings are off: start the server with --embeddings")
+	}
+	if len(inputs) == 0 {
+		return nil, 0, badRequest("input", "input is an empty list")
+	}
+	if limit := orDefault(s.cfg.MaxEmbeddingInputs, DefaultMaxEmbeddingInputs); len(inputs) > limit {
+		return nil, 0, badRequest("input", "input has %d items; this server embeds at most %d per request "+
+			"(--max-embedding-inputs): split the request", len(inputs), limit)
+	}
+	toks, err := s.embeddingTokens(inputs, e.NCtx(), truncate)
+	if err != nil {
+		return nil, 0, err
+	}
+	vecs, err := e.embedAll(r.Context(), toks)
+	n := 0
+	for _, t := range toks {
+		n += len(t)
+	}
+	return vecs, n, err
+}
+
+// normalize scales v to unit length (a zero vector stays zero).
+func normalize(v []float32) []float32 {
+	var sum float64
+	for _, x := range v {
+		sum += float64(x) * float64(x)
+	}
+	if sum == 0 {
+		return v
+	}
+	inv := float32(1 / math.Sqrt(sum))
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = x * inv
+	}
+	return out
+}

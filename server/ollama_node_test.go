@@ -1,0 +1,173 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"ubatch/runner"
+)
+
+// ollamaNodeVersion is the release of the official ollama npm client the test runs.
+const ollamaNodeVersion = "0.6.4"
+
+// nodePackage installs npm "pkg@version" once per machine under os.TempDir (keyed by the
+// package and version, so reruns reuse it) and returns the folder holding node_modules. The
+// install goes to a fresh folder renamed into place, so that concurrent test processes never see
+// half of one. It skips when node or npm is missing outside CI; in CI it fails instead.
+func nodePackage(t *testing.T, pkg, version string) string {
+	t.Helper()
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s is needed for the %s client test: %v", tool, pkg, err)
+			}
+			t.Skipf("%s not found: the %s Node client test needs Node.js and npm", tool, pkg)
+		}
+	}
+	dir := filepath.Join(os.TempDir(), "ubatch-test-"+pkg+"-node-"+version)
+	installed := func() bool {
+		_, err := os.Stat(filepath.Join(dir, "node_modules", pkg, "package.json"))
+		return err == nil
+	}
+	if installed() {
+		return dir
+	}
+	tmp, err := os.MkdirTemp(os.TempDir(), "ubatch-"+pkg+"-install-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	var out []byte
+	for try := range 3 { // the registry is over the network: retry a transient failure
+		cmd := exec.Command("npm", "install", "--no-audit", "--no-fund", "--silent", pkg+"@"+version)
+		cmd.Dir = tmp
+		if out, err = cmd.CombinedOutput(); err == nil {
+			break
+		}
+		time.Sleep(time.Duration(try+1) * 2 * time.Second)
+	}
+	if err != nil {
+		t.Fatalf("npm install %s@%s: %v\n%s", pkg, version, err, out)
+	}
+	os.RemoveAll(dir) // a partial folder left by an interrupted older version of this helper
+	if err := os.Rename(tmp, dir); err != nil && !installed() {
+		t.Fatalf("installing %s@%s: %v", pkg, version, err)
+	}
+	return dir
+}
+
+// TestOllamaNodeClient: the official ollama npm client's list, show, chat (whole and streamed),
+// generate, embed, ps and version against a real server on stories260K with the embedder, and
+// its ResponseError with status 404 for a model the server does not have.
+func TestOllamaNodeClient(t *testing.T) {
+	dir := nodePackage(t, "ollama", ollamaNodeVersion)
+	e := newEnv(t, envOptions{embedder: runner.PoolMean})
+	script, err := filepath.Abs("testdata/ollama_client.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("node", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "OLLAMA_HOST="+e.ts.URL, "NODE_PATH="+filepath.Join(dir, "node_modules"))
+	done := make(chan struct{})
+	var out []byte
+	go func() { out, err = cmd.Output(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(90 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatal("the Node client did not finish in 90 s")
+	}
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("node: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatalf("node: %v", err)
+	}
+	t.Logf("client output: %s", out)
+	type final struct {
+		Done            bool   `json:"done"`
+		DoneReason      string `json:"done_reason"`
+		EvalCount       int    `json:"eval_count"`
+		PromptEvalCount int    `json:"prompt_eval_count"`
+	}
+	var got struct {
+		List []struct {
+			Name, Model, Digest, Format, Family, Quant, Params string
+			Size                                               int64
+			Modified                                           bool
+		} `json:"list"`
+		Show struct {
+			Arch, Format, Template string
+			Capabilities           []string
+		} `json:"show"`
+		Chat struct {
+			final
+			Role, Content string
+			TotalDuration int64 `json:"total_duration"`
+		} `json:"chat"`
+		Stream struct {
+			Text         string `json:"text"`
+			Parts        int    `json:"parts"`
+			Done         bool   `json:"done"`
+			EvalCount    int    `json:"eval_count"`
+			EvalDuration int64  `json:"eval_duration"`
+		} `json:"stream"`
+		Generate struct {
+			final
+			Response string `json:"response"`
+			Context  int    `json:"context"`
+		} `json:"generate"`
+		Embed struct{ N, Dim, Count int } `json:"embed"`
+		PS    []struct {
+			Name    string
+			Size    int64
+			Expires bool
+		} `json:"ps"`
+		Version string `json:"version"`
+		Unknown struct {
+			Name   string `json:"name"`
+			Status int    `json:"status"`
+			Error  string `json:"error"`
+		} `json:"unknown"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("client output: %v", err)
+	}
+	if len(got.List) != 1 || got.List[0].Name != "stories" || got.List[0].Format != "gguf" || got.List[0].Family != "llama" ||
+		len(got.List[0].Digest) != 64 || got.List[0].Size != e.model.Size || got.List[0].Quant == "" || got.List[0].Params == "" || !got.List[0].Modified {
+		t.Errorf("list: %+v", got.List)
+	}
+	if got.Show.Arch != "llama" || got.Show.Format != "gguf" || got.Show.Template != "string" || len(got.Show.Capabilities) == 0 {
+		t.Errorf("show: %+v", got.Show)
+	}
+	if c := got.Chat; c.Role != "assistant" || c.Content == "" || !c.Done || c.DoneReason != "length" || c.EvalCount != 8 ||
+		c.PromptEvalCount < 2 || c.TotalDuration <= 0 {
+		t.Errorf("chat: %+v", c)
+	}
+	if s := got.Stream; s.Text == "" || s.Parts < 2 || !s.Done || s.EvalCount != 8 || s.EvalDuration <= 0 {
+		t.Errorf("streamed chat: %+v", s)
+	}
+	if g := got.Generate; g.Response == "" || !g.Done || g.EvalCount != 8 || g.Context != g.PromptEvalCount+g.EvalCount {
+		t.Errorf("generate: %+v", g)
+	}
+	if em := got.Embed; em.N != 2 || em.Dim != e.model.Hparams().Dim || em.Count < 4 {
+		t.Errorf("embed: %+v", em)
+	}
+	if len(got.PS) != 1 || got.PS[0].Name != "stories" || got.PS[0].Size <= 0 || !got.PS[0].Expires {
+		t.Errorf("ps: %+v", got.PS)
+	}
+	if got.Version == "" {
+		t.Error("version is empty")
+	}
+	if u := got.Unknown; u.Name != "ResponseError" || u.Status != 404 || u.Error != `model "no-such-model" not found` {
+		t.Errorf("unknown model: %+v, want a ResponseError with status 404", u)
+	}
+}
