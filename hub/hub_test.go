@@ -379,7 +379,7 @@ func TestDemoLookup(t *testing.T) {
 			searchFrom:   "tree",
 			hub:          http.NotFound,
 			wantRequests: 1,
-			wantErr:      "no model: pass -m PATH.gguf or -m hf://ORG/REPO/FILE.gguf (offline? put the file in $UBATCH_HOME",
+			wantErr:      "no model: pass -m PATH.gguf, -m NAME (see ubatch list), -m ORG/REPO[:QUANT] or -m hf://ORG/REPO/FILE.gguf (offline? put the file in $UBATCH_HOME",
 		},
 	}
 	for _, tc := range tests {
