@@ -164,39 +164,11 @@ func (s *callStream) step(b byte) bool {
 			s.keyLen = len(s.key) + 1 // longer than any key read here
 		}
 	case scColon:
-		switch {
-		case isBlank(b):
-		case b == ':':
-			s.st = scValue
-			k := string(s.key[:min(s.keyLen, len(s.key))])
-			if s.keyLen > len(s.key) {
-				k = ""
-			}
-			s.isArgs, s.nameValue = k == "arguments" || k == "parameters", k == "name"
-			// A second name or second arguments: the whole parse decides which counts.
-			if s.isArgs && s.seenArgs || s.nameValue && s.seenNm {
-				s.st = scStopped
-			}
-			s.seenArgs, s.seenNm = s.seenArgs || s.isArgs, s.seenNm || s.nameValue
-		default:
-			s.st = scStopped
-		}
+		return s.colonByte(b)
 	case scValue:
 		return s.valueStart(b)
 	case scNameStr:
-		c := s.cur()
-		switch {
-		case b == '"':
-			c.named = true
-			s.st = scAfterVal
-			if !slices.Contains(s.names, c.name.String()) {
-				s.st = scStopped // not offered: the whole parse makes it content
-			}
-		case isNameByte(b) && c.name.Len() < 64:
-			c.name.WriteByte(b)
-		default:
-			s.st = scStopped // not a name a client may have offered
-		}
+		return s.nameByte(b)
 	case scValBody:
 		return s.valueByte(b)
 	case scAfterVal:
@@ -211,6 +183,68 @@ func (s *callStream) step(b byte) bool {
 		}
 	case scAfterCall:
 		return s.afterCall(b)
+	case scMistralHead, scMistralName:
+		return s.mistralByte(b)
+	case scListSep:
+		switch {
+		case isBlank(b):
+		case b == ',':
+			s.st = scObj
+		case b == ']':
+			s.inList, s.st = false, scLead
+		default:
+			s.st = scStopped
+		}
+	}
+	return true
+}
+
+// nameByte reads a byte of the function name's string: a call may only name an offered
+// function, in the characters a tool name may have.
+func (s *callStream) nameByte(b byte) bool {
+	c := s.cur()
+	switch {
+	case b == '"':
+		c.named = true
+		s.st = scAfterVal
+		if !slices.Contains(s.names, c.name.String()) {
+			s.st = scStopped // not offered: the whole parse makes it content
+		}
+	case isNameByte(b) && c.name.Len() < 64:
+		c.name.WriteByte(b)
+	default:
+		s.st = scStopped // not a name a client may have offered
+	}
+	return true
+}
+
+// colonByte reads the byte after a key (blanks, then the colon) and notes which key it was:
+// the call's name, its arguments, or another one.
+func (s *callStream) colonByte(b byte) bool {
+	switch {
+	case isBlank(b):
+	case b == ':':
+		s.st = scValue
+		k := string(s.key[:min(s.keyLen, len(s.key))])
+		if s.keyLen > len(s.key) {
+			k = ""
+		}
+		s.isArgs, s.nameValue = k == "arguments" || k == "parameters", k == "name"
+		// A second name or second arguments: the whole parse decides which counts.
+		if s.isArgs && s.seenArgs || s.nameValue && s.seenNm {
+			s.st = scStopped
+		}
+		s.seenArgs, s.seenNm = s.seenArgs || s.isArgs, s.seenNm || s.nameValue
+	default:
+		s.st = scStopped
+	}
+	return true
+}
+
+// mistralByte reads Mistral's call heads: "[TOOL_CALLS]" followed by a JSON list, or by
+// name[ARGS]{...} (the newer form).
+func (s *callStream) mistralByte(b byte) bool {
+	switch s.st {
 	case scMistralHead:
 		switch {
 		case isBlank(b):
@@ -236,16 +270,6 @@ func (s *callStream) step(b byte) bool {
 			}
 			s.isArgs, s.nameValue = true, false
 			return s.literal("[ARGS]", scValue)
-		default:
-			s.st = scStopped
-		}
-	case scListSep:
-		switch {
-		case isBlank(b):
-		case b == ',':
-			s.st = scObj
-		case b == ']':
-			s.inList, s.st = false, scLead
 		default:
 			s.st = scStopped
 		}
