@@ -169,20 +169,11 @@ func New(v Vocab) (*Tokenizer, error) {
 	}
 
 	if !t.spm {
-		t.ranks = make(map[mergePair]int32, len(v.Merges))
-		for i, m := range v.Merges {
-			// Split at the first space after the first byte, as llama.cpp does, so that a merge
-			// whose left side is a literal space still parses.
-			k := strings.IndexByte(m[min(1, len(m)):], ' ')
-			if k < 0 {
-				return nil, fmt.Errorf("tokenizer: merge %d %q has no space separator", i, m)
-			}
-			k += min(1, len(m))
-			p := mergePair{m[:k], m[k+1:]}
-			if _, dup := t.ranks[p]; !dup {
-				t.ranks[p] = int32(i)
-			}
+		ranks, err := mergeRanks(v.Merges)
+		if err != nil {
+			return nil, err
 		}
+		t.ranks = ranks
 	}
 
 	t.findEOG()
@@ -191,6 +182,25 @@ func New(v Vocab) (*Tokenizer, error) {
 	t.buildByteTokens()
 	t.buildPieces()
 	return t, nil
+}
+
+// mergeRanks maps each BPE merge ("left right") to its rank, the first of duplicates winning.
+func mergeRanks(merges []string) (map[mergePair]int32, error) {
+	ranks := make(map[mergePair]int32, len(merges))
+	for i, m := range merges {
+		// Split at the first space after the first byte, as llama.cpp does, so that a merge
+		// whose left side is a literal space still parses.
+		k := strings.IndexByte(m[min(1, len(m)):], ' ')
+		if k < 0 {
+			return nil, fmt.Errorf("tokenizer: merge %d %q has no space separator", i, m)
+		}
+		k += min(1, len(m))
+		p := mergePair{m[:k], m[k+1:]}
+		if _, dup := ranks[p]; !dup {
+			ranks[p] = int32(i)
+		}
+	}
+	return ranks, nil
 }
 
 func typeAttr(typ int32) attr {
