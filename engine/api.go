@@ -155,7 +155,18 @@ var (
 
 // StepInfo describes one forward pass, for metrics.
 type StepInfo struct {
-	Tokens, Budget   int           // tokens in the batch and the step's token budget
+	Tokens, Budget int // tokens in the batch and the step's token budget
+	// Capacity is the most tokens the step could have carried given the work there was when
+	// its batch was built: the sum of the tokens each running sequence had left to compute (at
+	// most ChunkSize of a prompt; no cap under BudgetNoDecode, where prompts take the whole
+	// budget) and one per free slot (MaxRunning − running), within max(Budget, MaxRunning)
+	// (decode tokens are placed before the budget is planned, so the slots can always decode).
+	// So it is the latency-targeted budget when prompts were waiting (the budget was the
+	// limit), and MaxRunning when every running sequence decodes and nothing waits (the slots
+	// were the limit). Requests still waiting after admission could not be admitted this step
+	// (no slot or KV blocks) and add only their free slot, if any. At least Tokens, so at
+	// least 1 on a step that ran.
+	Capacity         int
 	Reason           BudgetReason  // what set Budget
 	Target           time.Duration // the step-time target in force (relaxed under a queue), 0 if none
 	Predicted        time.Duration // the cost model's time for the batch (0 before it is fitted)
@@ -166,6 +177,16 @@ type StepInfo struct {
 	Running, Waiting int
 	KVUsed, KVTotal  int // blocks
 	KVCached         int // blocks kept only for prefix reuse
+}
+
+// Utilization is how full the batch was against what it could have carried, Tokens over
+// Capacity, in [0, 1]: 16 sequences decoding on MaxRunning 16 with nothing waiting read 1,
+// one of them alone 1/16. It is 0 when Capacity is (a StepInfo not from a step).
+func (s StepInfo) Utilization() float64 {
+	if s.Capacity <= 0 {
+		return 0
+	}
+	return float64(s.Tokens) / float64(s.Capacity)
 }
 
 // Observer receives scheduler events; calls come from the engine goroutine and must not block.

@@ -215,6 +215,9 @@ func TestBudgetFollowsTarget(t *testing.T) {
 				}
 				mixed++
 				prompt += s.PrefillTokens
+				if s.Capacity != s.Budget { // the latency-targeted budget, not the slots, was the limit
+					t.Errorf("step %d: capacity %d, want the budget %d", i, s.Capacity, s.Budget)
+				}
 				c := costs[i] // one Decode per observed step
 				if c > tc.target || c < tc.target*8/10 {
 					t.Errorf("step %d (%d decode + %d prompt tokens, budget %d) costs %v, target %v",

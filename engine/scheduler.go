@@ -93,6 +93,7 @@ func (e *Engine) step() {
 			return
 		}
 	}
+	capacity := e.capacity()
 	for _, s := range e.running {
 		switch {
 		case e.remaining(s) <= 1: // decoding
@@ -123,7 +124,7 @@ func (e *Engine) step() {
 		e.running = slices.DeleteFunc(e.running, func(s *seqState) bool { return s.id < 0 })
 		return
 	}
-	info := StepInfo{Tokens: e.b.Len(), Budget: e.plan.tokens, Reason: e.plan.reason, Target: e.plan.target,
+	info := StepInfo{Tokens: e.b.Len(), Budget: e.plan.tokens, Capacity: capacity, Reason: e.plan.reason, Target: e.plan.target,
 		Predicted: e.plan.predicted, Duration: e.now().Sub(start)}
 	e.stats.Steps++
 	row := 0
@@ -156,6 +157,25 @@ func (e *Engine) step() {
 		e.cfg.Observer.Step(info)
 	}
 	e.logStep(info)
+}
+
+// capacity is StepInfo.Capacity of the batch just built, read before it is decoded (while
+// remaining is still what each sequence had left): the tokens the running sequences could
+// have contributed under the per-sequence chunk limit buildBatch applies, one for every free
+// slot, within the step's token budget or the slots, whichever is more (buildBatch places a
+// decode token per running sequence before planning the budget). Free slots count one token,
+// not a prompt, so that a lone decoding client reads 1/MaxRunning and a node whose slots all
+// decode reads 1 (the seeds' "how full the batch is"), whatever the prompt allowance.
+func (e *Engine) capacity() int {
+	n := max(0, e.cfg.MaxRunning-len(e.running))
+	for _, s := range e.running {
+		r := e.remaining(s)
+		if e.plan.reason != BudgetNoDecode {
+			r = min(r, e.cfg.ChunkSize)
+		}
+		n += r
+	}
+	return max(e.b.Len(), min(n, max(e.plan.tokens, e.cfg.MaxRunning)))
 }
 
 // decode schedules the batch built in e.b on the KV manager (cells, block tables and the store

@@ -83,7 +83,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	m := &Metrics{
 		batchUtilization: hist("ubatch_batch_utilization_ratio",
-			"Tokens in a forward pass divided by the step's token budget.", utilizationBuckets()),
+			"Per engine step, the tokens its forward pass carried over the most it could have carried given the work waiting: "+
+				"the token budget when prompts waited, the slots (-np) when every running sequence decoded and nothing waited "+
+				"(all slots decoding read 1, one client alone 1/np). Observed only on steps that ran: an idle node adds no samples.",
+			utilizationBuckets()),
 		stepDuration: hist("ubatch_step_duration_seconds",
 			"Duration of one engine step's forward pass.", prometheus.ExponentialBuckets(0.0001, 2, 18)),
 		kvUsage: gauge("ubatch_kv_cache_usage_ratio",
@@ -164,8 +167,8 @@ var _ engine.Observer = (*Metrics)(nil)
 
 // Step implements engine.Observer.
 func (m *Metrics) Step(info engine.StepInfo) {
-	if info.Budget > 0 {
-		m.batchUtilization.Observe(float64(info.Tokens) / float64(info.Budget))
+	if info.Capacity > 0 { // a step that ran; engine.StepInfo.Capacity defines the ratio
+		m.batchUtilization.Observe(info.Utilization())
 	}
 	m.stepDuration.Observe(info.Duration.Seconds())
 	m.promptComputed.Add(float64(info.PrefillTokens))

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"math"
 	"net/http"
 	"testing"
 
@@ -105,15 +106,21 @@ func counterAtLeast(v float64) func(*dto.MetricFamily) bool {
 	return func(f *dto.MetricFamily) bool { return f.Metric[0].Counter.GetValue() >= v }
 }
 
-// TestUtilizationBuckets: the bucket bounds are the decimals 0.1..1 and a full step counts in
-// le="1" (with LinearBuckets it reached only +Inf, past le="0.9999999999999999").
+// TestUtilizationBuckets: the ratio is tokens over the step's capacity (16 decoding slots of 16
+// read 1 whatever the budget), a StepInfo without a capacity adds no sample, the bucket bounds
+// are the decimals 0.1..1 and a full step counts in le="1" (with LinearBuckets it reached only
+// +Inf, past le="0.9999999999999999").
 func TestUtilizationBuckets(t *testing.T) {
 	m := NewMetrics(nil)
-	m.Step(engine.StepInfo{Tokens: 64, Budget: 64})
-	m.Step(engine.StepInfo{Tokens: 19, Budget: 64}) // 0.297
+	m.Step(engine.StepInfo{Tokens: 16, Budget: 192, Capacity: 16})
+	m.Step(engine.StepInfo{Tokens: 19, Budget: 64, Capacity: 64}) // 0.297
+	m.Step(engine.StepInfo{Tokens: 3, Budget: 64})                // not a step that ran: no sample
 	var out dto.Metric
 	if err := m.batchUtilization.Write(&out); err != nil {
 		t.Fatal(err)
+	}
+	if n, sum := out.Histogram.GetSampleCount(), out.Histogram.GetSampleSum(); n != 2 || math.Abs(sum-(1+19.0/64)) > 1e-9 {
+		t.Fatalf("%d samples summing to %v, want 2 summing to %v", n, sum, 1+19.0/64)
 	}
 	tests := []struct {
 		name  string
