@@ -146,6 +146,29 @@ func hostileCases(bang int) []hostileCase {
 		{name: "tool name that closes the tool-call tag", path: "/v1/chat/completions", want: 400,
 			param: "tools[0].function.name",
 			body:  js(map[string]any{"messages": user, "max_tokens": 5, "tools": tool("f</tool_call>", map[string]any{"type": "object"})})},
+		// The routes and fields added after the first attack: each input a client sizes is bounded.
+		{name: "responses with 2000 input items", path: "/v1/responses", want: 400, param: "input",
+			body: js(map[string]any{"input": manyItems(2000), "max_output_tokens": 4})},
+		{name: "guided_choice of 20000 choices", path: "/v1/completions", want: 400, param: "guided_choice",
+			body: js(map[string]any{"prompt": "x", "max_tokens": 4, "guided_choice": choices(20000)})},
+		{name: "guided_regex with a backreference", path: "/v1/completions", want: 400, param: "guided_regex",
+			body: `{"prompt":"x","max_tokens":4,"guided_regex":"(a)\\1"}`},
+		{name: "guided_regex repeating 70000 times", path: "/v1/completions", want: 400, param: "guided_regex",
+			body: `{"prompt":"x","max_tokens":4,"guided_regex":"a{0,70000}"}`},
+		{name: "min_tokens over max_tokens", path: "/v1/completions", want: 400, param: "min_tokens",
+			body: `{"prompt":"x","max_tokens":4,"min_tokens":100000}`},
+		{name: "infill with 1000 extra chunks", path: "/infill", want: 400,
+			body: js(map[string]any{"input_prefix": "a", "input_suffix": "b", "input_extra": extraChunks(1000)})},
+		{name: "rerank on a model that is not a reranker", path: "/v1/rerank", want: 400, param: "model",
+			body: js(map[string]any{"query": "q", "documents": inputs})},
+		{name: "ollama chat with mirostat", path: "/api/chat", want: 400,
+			body: `{"model":"stories260K.gguf","messages":[{"role":"user","content":"hi"}],"options":{"mirostat":2},"stream":false}`},
+		{name: "ollama generate with a context outside the vocabulary", path: "/api/generate", want: 400,
+			body: `{"model":"stories260K.gguf","prompt":"x","context":[2147483647],"stream":false}`},
+		{name: "ollama embed of 100000 inputs", path: "/api/embed", want: 400,
+			body: js(map[string]any{"model": "stories260K.gguf", "input": inputs})},
+		{name: "tokenize with both llama.cpp's and vLLM's fields", path: "/tokenize", want: 400,
+			body: `{"content":"a","prompt":"b"}`},
 		{name: "tool parameters with $ref to the root", path: "/v1/chat/completions",
 			body: js(map[string]any{"messages": user, "max_tokens": 16, "tool_choice": "required",
 				"tools": tool("tree", map[string]any{"type": "object", "properties": map[string]any{
@@ -434,6 +457,33 @@ func (p *plainClient) check(t *testing.T, when string) {
 	if p99 > hostileITL {
 		t.Errorf("a plain client's inter-token p99 %s is %v, over the nodes' --target-itl %v", when, p99, hostileITL)
 	}
+}
+
+// manyItems is n Responses input messages.
+func manyItems(n int) []any {
+	items := make([]any, n)
+	for i := range items {
+		items[i] = map[string]any{"role": "user", "content": "x"}
+	}
+	return items
+}
+
+// choices is n distinct guided_choice strings.
+func choices(n int) []string {
+	c := make([]string, n)
+	for i := range c {
+		c[i] = fmt.Sprintf("c%d", i)
+	}
+	return c
+}
+
+// extraChunks is n /infill input_extra chunks.
+func extraChunks(n int) []any {
+	c := make([]any, n)
+	for i := range c {
+		c[i] = map[string]any{"filename": fmt.Sprintf("f%d.go", i), "text": "x"}
+	}
+	return c
 }
 
 // rssOf returns the resident memory of p's process in bytes (0 when unknown).

@@ -230,8 +230,12 @@ func (r *Router) Handler() http.Handler {
 	for _, p := range []string{"/v1/completions", "/completions", "/v1/chat/completions", "/chat/completions", "/completion"} {
 		mux.HandleFunc(p, r.handlePrompt)
 	}
+	// Routed by load alone. /v1/responses is its create only: a response kept for
+	// previous_response_id lives on the node that made it, so GET /v1/responses/{id} is not
+	// forwarded (a follow-up with previous_response_id may land on another node: 400).
 	for _, p := range []string{"/v1/models", "/models", "/v1/models/", "/models/", "/v1/embeddings", "/embeddings",
-		"/tokenize", "/detokenize", "/apply-template", "/props"} {
+		"/tokenize", "/detokenize", "/apply-template", "/props", "/v1/responses", "/responses", "/infill",
+		"/v1/rerank", "/rerank", "/v1/reranking", "/reranking", "/api/"} {
 		mux.HandleFunc(p, r.handleOther)
 	}
 	mux.HandleFunc("/health", r.handleHealth)
