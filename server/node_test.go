@@ -3,11 +3,7 @@ package server
 import (
 	"encoding/json"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"ubatch/runner"
 )
@@ -26,29 +22,7 @@ func TestOpenAINodeClient(t *testing.T) {
 	e := newEnv(t, envOptions{embedder: runner.PoolMean, nCtx: 2048})
 	ts := httptest.NewServer(e.srv.Handler())
 	defer ts.Close()
-	script, err := filepath.Abs("testdata/openai_client.js")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("node", script)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "BASE_URL="+ts.URL+"/v1", "NODE_PATH="+filepath.Join(dir, "node_modules"))
-	done := make(chan struct{})
-	var out []byte
-	go func() { out, err = cmd.Output(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("the Node client did not finish in 60 s")
-	}
-	if err != nil {
-		var stderr string
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = string(ee.Stderr)
-		}
-		t.Fatalf("node: %v\n%s", err, stderr)
-	}
+	out := runNodeScript(t, dir, "openai_client.js", "BASE_URL="+ts.URL+"/v1")
 	var got struct {
 		Model     string `json:"model"`
 		ToolCalls []struct {

@@ -61,19 +61,18 @@ func nodePackage(t *testing.T, pkg, version string) string {
 	return dir
 }
 
-// TestOllamaNodeClient: the official ollama npm client's list, show, chat (whole and streamed),
-// generate, embed, ps and version against a real server on stories260K with the embedder, and
-// its ResponseError with status 404 for a model the server does not have.
-func TestOllamaNodeClient(t *testing.T) {
-	dir := nodePackage(t, "ollama", ollamaNodeVersion)
-	e := newEnv(t, envOptions{embedder: runner.PoolMean})
-	script, err := filepath.Abs("testdata/ollama_client.js")
+// runNodeScript runs testdata/SCRIPT with node in dir (an npm install of nodePackage), env added
+// to the environment, and returns what it printed; it fails the test when node fails or takes
+// over 90 s.
+func runNodeScript(t *testing.T, dir, script string, env ...string) []byte {
+	t.Helper()
+	path, err := filepath.Abs(filepath.Join("testdata", script))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("node", script)
+	cmd := exec.Command("node", path)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "OLLAMA_HOST="+e.ts.URL, "NODE_PATH="+filepath.Join(dir, "node_modules"))
+	cmd.Env = append(append(os.Environ(), env...), "NODE_PATH="+filepath.Join(dir, "node_modules"))
 	done := make(chan struct{})
 	var out []byte
 	go func() { out, err = cmd.Output(); close(done) }()
@@ -82,16 +81,26 @@ func TestOllamaNodeClient(t *testing.T) {
 	case <-time.After(90 * time.Second):
 		cmd.Process.Kill()
 		<-done
-		t.Fatal("the Node client did not finish in 90 s")
+		t.Fatalf("node %s did not finish in 90 s", script)
 	}
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			t.Fatalf("node: %v\n%s", err, ee.Stderr)
+			t.Fatalf("node %s: %v\n%s", script, err, ee.Stderr)
 		}
-		t.Fatalf("node: %v", err)
+		t.Fatalf("node %s: %v", script, err)
 	}
-	t.Logf("client output: %s", out)
+	t.Logf("%s output: %s", script, out)
+	return out
+}
+
+// TestOllamaNodeClient: the official ollama npm client's list, show, chat (whole and streamed),
+// generate, embed, ps and version against a real server on stories260K with the embedder, and
+// its ResponseError with status 404 for a model the server does not have.
+func TestOllamaNodeClient(t *testing.T) {
+	dir := nodePackage(t, "ollama", ollamaNodeVersion)
+	e := newEnv(t, envOptions{embedder: runner.PoolMean})
+	out := runNodeScript(t, dir, "ollama_client.js", "OLLAMA_HOST="+e.ts.URL)
 	type final struct {
 		Done            bool   `json:"done"`
 		DoneReason      string `json:"done_reason"`

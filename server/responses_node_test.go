@@ -2,13 +2,8 @@ package server
 
 import (
 	"encoding/json"
-	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // openAINodeResponses is the OpenAI Node client the Responses test runs: a pinned release of
@@ -60,31 +55,7 @@ func (r nodeResult) finished() bool {
 func TestResponsesNodeClient(t *testing.T) {
 	dir := nodeOpenAIVersion(t, openAINodeResponses)
 	e := newEnv(t, envOptions{nCtx: 2048}) // the tools' system turn needs more than 512 tokens
-	script, err := filepath.Abs("testdata/responses_client.js")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("node", script)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "BASE_URL="+e.ts.URL+"/v1", "NODE_PATH="+filepath.Join(dir, "node_modules"))
-	done := make(chan struct{})
-	var out []byte
-	go func() { out, err = cmd.Output(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(90 * time.Second):
-		cmd.Process.Kill()
-		<-done
-		t.Fatal("the Node client did not finish in 90 s")
-	}
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			t.Fatalf("node: %v\n%s", err, ee.Stderr)
-		}
-		t.Fatalf("node: %v", err)
-	}
-	t.Logf("client output: %s", out)
+	out := runNodeScript(t, dir, "responses_client.js", "BASE_URL="+e.ts.URL+"/v1")
 	var got struct {
 		Plain  nodeResult `json:"plain"`
 		Stream struct {
