@@ -150,20 +150,8 @@ func parse(fs *pflag.FlagSet, args []string, checks ...func() error) error {
 		return pflag.NormalizedName(n)
 	})
 	checks = append([]func() error{func() error { return settleLlamaFlags(fs) }}, checks...)
-	usage := fs.Usage
-	fs.Usage = func() {}
-	err := fs.Parse(llamaArgs(fs, args))
-	fs.Usage = usage
-	switch {
-	case errors.Is(err, pflag.ErrHelp):
-		usage()
+	if err := parsePositional(fs, llamaArgs(fs, args)); err != nil {
 		return err
-	case err != nil:
-		return flagError(fs, err)
-	}
-	if v, _ := fs.GetBool("version"); v {
-		fmt.Fprintln(fs.Output(), versionText())
-		return pflag.ErrHelp
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(fs.Output(), "ubatch %s: unexpected arguments %v (see ubatch %s --help)\n", fs.Name(), fs.Args(), fs.Name())
