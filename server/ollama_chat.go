@@ -403,14 +403,7 @@ func ollamaCalls(calls []chat.ToolCall) []ollamaToolCall {
 // chunk sends a fragment of the reply, held back by the parsers while it may be markup, and at
 // the end what they held, the tool calls and the timings, in the final object.
 func (o *ollamaReply) chunk(sse *sseWriter, ev seqEvent) error {
-	thinking, content := "", ev.text
-	if o.thought != nil {
-		thinking, content = o.thought.Add(ev.text)
-		if ev.done {
-			r, c := o.thought.Finish()
-			thinking, content = thinking+r, content+c
-		}
-	}
+	thinking, content := splitThought(o.thought, ev)
 	var calls []chat.ToolCall
 	if o.tools != nil {
 		content = o.tools.Add(content)

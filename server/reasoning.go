@@ -115,14 +115,7 @@ func (c *chatReply) chunk(sse *sseWriter, ev seqEvent) error {
 		}
 	}
 	cs := &c.streams[ev.index]
-	reasoning, content := "", ev.text
-	if cs.reasoning != nil {
-		reasoning, content = cs.reasoning.Add(ev.text)
-		if ev.done {
-			r, c := cs.reasoning.Finish()
-			reasoning, content = reasoning+r, content+c
-		}
-	}
+	reasoning, content := splitThought(cs.reasoning, ev)
 	var deltas []chat.ToolDelta
 	if cs.tools != nil {
 		content = cs.tools.Add(content)
@@ -167,3 +160,17 @@ func (c *chatReply) chunk(sse *sseWriter, ev seqEvent) error {
 
 // newCallID is a tool call's id, as OpenAI spells them.
 func newCallID() string { return "call_" + rand.Text()[:24] }
+
+// splitThought feeds one event's text to a stream's reasoning parser (nil: no split) and returns
+// the reasoning and the content it releases, all that it held back once the event is the last.
+func splitThought(p *chat.ReasoningParser, ev seqEvent) (reasoning, content string) {
+	if p == nil {
+		return "", ev.text
+	}
+	reasoning, content = p.Add(ev.text)
+	if ev.done {
+		r, c := p.Finish()
+		reasoning, content = reasoning+r, content+c
+	}
+	return reasoning, content
+}
