@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -60,13 +59,9 @@ func TestConstraintLimits(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			resp := e.post(context.Background(), tt.path, tt.body)
 			defer resp.Body.Close()
-			data, _ := io.ReadAll(resp.Body)
-			var body errorBody
-			if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(data, &body) != nil {
-				t.Fatalf("status %d: %.300s", resp.StatusCode, data)
-			}
-			if body.Error.Param == nil || !strings.HasPrefix(*body.Error.Param, tt.field) || !strings.Contains(body.Error.Message, tt.want) {
-				t.Fatalf("error %.300s, want param %q and a message containing %q", data, tt.field, tt.want)
+			d := checkError(t, resp, http.StatusBadRequest, "invalid_request_error")
+			if d.Param == nil || !strings.HasPrefix(*d.Param, tt.field) || !strings.Contains(d.Message, tt.want) {
+				t.Fatalf("error %.300s, want param %q and a message containing %q", d.Message, tt.field, tt.want)
 			}
 		})
 	}
