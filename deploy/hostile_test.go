@@ -67,13 +67,12 @@ func startHostileFleet(t *testing.T) *hostileFleet {
 	return f
 }
 
-// hostileCase is one attack: a body sent to path on the router (or on the first node when
-// direct), and what a correct server answers.
+// hostileCase is one attack: a body sent to path on the router, and what a correct server
+// answers.
 type hostileCase struct {
-	name   string
-	path   string
-	body   string
-	direct bool
+	name string
+	path string
+	body string
 	// want is the status a fixed server gives; 0 means "a 4xx or 200": the server may refuse the
 	// request or serve it correctly, but never fail it (5xx) or die.
 	want  int
@@ -216,12 +215,8 @@ func TestHostileClients(t *testing.T) {
 
 // attack sends c and checks its answer, the nodes' health and memory.
 func (f *hostileFleet) attack(t *testing.T, c hostileCase) {
-	base := f.rURL
-	if c.direct || c.path == "/v1/embeddings" {
-		base = f.nodes[0].url
-	}
 	t0 := time.Now()
-	resp, err := f.client.Post(base+c.path, "application/json", strings.NewReader(c.body))
+	resp, err := f.client.Post(f.rURL+c.path, "application/json", strings.NewReader(c.body))
 	if err != nil {
 		t.Fatalf("%s: %v (after %v)", c.name, err, time.Since(t0))
 	}
