@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -204,23 +205,11 @@ func TestBudget(t *testing.T) {
 			// Reset restarts it; the default budget suffices for this grammar.
 			m.Reset()
 			m.SetBudget(0)
-			if got := m.Mask(); m.Err() != nil || !equalMasks(got, want) {
+			if got := m.Mask(); m.Err() != nil || !slices.Equal(got, want) {
 				t.Fatalf("after Reset: mask %v, err %v; want %v", got, m.Err(), want)
 			}
 		})
 	}
-}
-
-func equalMasks(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestCompileLinear checks that compile memory grows linearly with a user rule's name, which
