@@ -19,6 +19,17 @@ import (
 // prompted with shows the tools, some 400 tokens of this model's small vocabulary for one.
 const toolsNCtx = 2048
 
+// toolChatResponse is the part of a chat completion the tool tests read.
+type toolChatResponse struct {
+	Choices []struct {
+		Message struct {
+			Content   *string        `json:"content"`
+			ToolCalls []toolCallJSON `json:"tool_calls"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+}
+
 var weatherTool = []map[string]any{{
 	"type": "function",
 	"function": map[string]any{
@@ -44,15 +55,7 @@ func TestToolCallsForced(t *testing.T) {
 			"max_tokens":  96,
 			"temperature": 0,
 		}
-		var resp struct {
-			Choices []struct {
-				Message struct {
-					Content   *string        `json:"content"`
-					ToolCalls []toolCallJSON `json:"tool_calls"`
-				} `json:"message"`
-				FinishReason string `json:"finish_reason"`
-			} `json:"choices"`
-		}
+		var resp toolChatResponse
 		e.postJSON("/v1/chat/completions", body, http.StatusOK, &resp)
 		if len(resp.Choices) != 1 || len(resp.Choices[0].Message.ToolCalls) != 1 {
 			t.Fatalf("%v: want one tool call, got %+v", choice, resp)
@@ -245,15 +248,7 @@ func TestToolChoiceAutoUnknownFunction(t *testing.T) {
 				"tools":    weatherTool, "tool_choice": "auto", "max_tokens": 160, "temperature": 0,
 				"grammar": "root ::= " + string(lit),
 			}
-			var resp struct {
-				Choices []struct {
-					Message struct {
-						Content   *string        `json:"content"`
-						ToolCalls []toolCallJSON `json:"tool_calls"`
-					} `json:"message"`
-					FinishReason string `json:"finish_reason"`
-				} `json:"choices"`
-			}
+			var resp toolChatResponse
 			e.postJSON("/v1/chat/completions", body, http.StatusOK, &resp)
 			if len(resp.Choices) != 1 {
 				t.Fatalf("response %+v", resp)
