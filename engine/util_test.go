@@ -34,6 +34,7 @@ func TestUtilizationAllSlotsDecoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	collect(t, s)
+	waitIdle(t, e) // the last step is observed after its final outputs went out
 	steps := rec.snapshot()
 	if len(steps) != 20 {
 		t.Fatalf("%d steps, want 20 (one for the prompts, 19 decoding): %+v", len(steps), steps)
@@ -58,6 +59,7 @@ func TestUtilizationOneClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	collect(t, s)
+	waitIdle(t, e) // the last step is observed after its final outputs went out
 	steps := rec.snapshot()
 	if len(steps) != 10 {
 		t.Fatalf("%d steps, want 10: %+v", len(steps), steps)
@@ -97,6 +99,7 @@ func TestUtilizationBudgetLimited(t *testing.T) {
 	collect(t, long)
 	dec.Cancel(FinishCancelled)
 	collect(t, dec)
+	waitIdle(t, e)
 	var chunks, decodeOnly []StepInfo
 	for _, st := range rec.snapshot() {
 		switch {
