@@ -12,23 +12,42 @@ import (
 // KV blocks allow, starting each from its longest cached prefix. A request whose prefix a
 // running sequence is still computing waits (the KV cache says so) and later ones may pass it:
 // this is what makes a burst of requests with one system prompt compute that prompt once.
+//
+// The running set is bounded by the adaptive parallelism (parallel.go): its bound, the KV
+// cache, and the inter-token target; e.par.stop records which one stopped the round.
 func (e *Engine) admit() {
 	e.orderWaiting()
+	e.beginAdmission()
 	for i := 0; i < len(e.waiting); {
 		s := e.waiting[i]
 		growth := e.expectedGrowth(s)
 		a := e.kv.CanAdmit(s.tokens, growth)
 		if a.Wait {
+			e.par.stop = AdmitPrefix
 			i++
 			continue
 		}
-		slot := len(e.running) < e.cfg.MaxRunning && len(e.freeIDs) > 0
+		slot := len(e.running) < e.par.bound && len(e.freeIDs) > 0
 		if !slot || (!a.Fits() && len(e.running) > 0) {
 			// Full: a running request of lower priority makes room, or s waits (and so does
 			// everyone behind it, to keep the order).
 			if e.makeRoom(s) {
 				continue
 			}
+			switch {
+			case slot:
+				e.par.stop = AdmitKV
+			case len(e.running) >= e.par.bound:
+				e.par.stop = e.par.boundBy
+			default:
+				e.par.stop = AdmitSlots // no sequence id free (a finished one not yet reaped)
+			}
+			return
+		}
+		if !e.itlAllows(s) {
+			// One more stream would slow every stream past the target: s waits (a preemption
+			// would not help, the running set would stay as large).
+			e.par.stop = AdmitITL
 			return
 		}
 		id := e.freeIDs[len(e.freeIDs)-1]
@@ -58,6 +77,7 @@ func (e *Engine) admit() {
 			}
 		}
 		e.running = append(e.running, s)
+		e.admitted(s)
 	}
 }
 

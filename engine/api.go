@@ -31,9 +31,12 @@ const (
 
 // Config tunes the scheduler.
 type Config struct {
-	BatchSize  int    // token budget per step (default 512, at most the context's n_batch)
-	ChunkSize  int    // most prompt tokens of one sequence per step (default 256)
-	MaxRunning int    // concurrent sequences (default: the context's n_seq_max)
+	BatchSize int // token budget per step (default 512, at most the context's n_batch)
+	ChunkSize int // most prompt tokens of one sequence per step (default 256)
+	// MaxRunning bounds the concurrent sequences (default: the context's n_seq_max): an upper
+	// bound, within which the engine runs as many as the KV cache holds at the mean sequence
+	// length and the inter-token target allows (parallelism; StepInfo.Bound, AdmitStop).
+	MaxRunning int
 	MaxQueue   int    // waiting requests beyond which Submit returns ErrQueueFull (default 64)
 	Policy     Policy // default FCFS
 	IsEOG      func(tok int32) bool
@@ -175,8 +178,13 @@ type StepInfo struct {
 	Duration         time.Duration // the forward pass
 	Elapsed          time.Duration // the whole step, scheduling and sampling included
 	Running, Waiting int
-	KVUsed, KVTotal  int // blocks
-	KVCached         int // blocks kept only for prefix reuse
+	// Bound is the running set's bound at this step's admission (at most MaxRunning: the KV
+	// cache at the mean sequence length), AdmitStop what stopped that admission (slots, kv,
+	// itl, prefix, queue_empty).
+	Bound           int
+	AdmitStop       AdmitReason
+	KVUsed, KVTotal int // blocks
+	KVCached        int // blocks kept only for prefix reuse
 }
 
 // Utilization is how full the batch was against what it could have carried, Tokens over

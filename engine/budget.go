@@ -232,7 +232,7 @@ func (e *Engine) planStep(decode int, cells float64, firstN int) stepPlan {
 	if len(e.waiting) > 0 {
 		// Requests are waiting: give throughput more weight, up to twice the target when as
 		// many wait as can run.
-		relax = 1 + min(1, float64(len(e.waiting))/float64(e.cfg.MaxRunning))
+		relax = 1 + min(1, float64(len(e.waiting))/float64(max(e.par.bound, 1)))
 		p.reason = BudgetQueue
 	}
 	target := e.cfg.TargetITL.Seconds() * relax

@@ -55,12 +55,16 @@ type Limits struct {
 // Stats is a snapshot of the scheduler, published after every step.
 type Stats struct {
 	Running, Waiting int
-	KV               kvcache.Stats
-	Steps            uint64
-	Preemptions      uint64
-	PromptComputed   uint64 // prompt tokens run through the model
-	PromptCached     uint64 // prompt tokens taken from the prefix cache
-	Generated        uint64
+	// Bound is the running set's bound as of the latest admission (at most Config.MaxRunning:
+	// parallelism), AdmitStop why that admission stopped.
+	Bound          int
+	AdmitStop      AdmitReason
+	KV             kvcache.Stats
+	Steps          uint64
+	Preemptions    uint64
+	PromptComputed uint64 // prompt tokens run through the model
+	PromptCached   uint64 // prompt tokens taken from the prefix cache
+	Generated      uint64
 }
 
 // Engine is the continuous-batching scheduler. Create it with New, start Run in its own goroutine,
@@ -92,6 +96,7 @@ type Engine struct {
 	// their end, recent ones weighing most (expectedGrowth).
 	completionMean float64
 	finishedN      int
+	par            parallelism      // the running set's adaptive bound (parallel.go)
 	plan           stepPlan         // the budget of the batch in b
 	stepX          [nFeat]float64   // the cost-model features of the batch in b
 	now            func() time.Time // the clock steps and samples are timed with (tests give a fake one)
@@ -173,6 +178,7 @@ func New(d Decoder, lim Limits, cfg Config) (*Engine, error) {
 	for id := lim.NSeqMax - 1; id >= 0; id-- {
 		e.freeIDs = append(e.freeIDs, int32(id))
 	}
+	e.par.bound, e.par.stop = cfg.MaxRunning, AdmitQueueEmpty
 	e.publish()
 	return e, nil
 }
@@ -262,6 +268,7 @@ func (e *Engine) Stats() Stats {
 func (e *Engine) publish() {
 	e.stats.Running, e.stats.Waiting = len(e.running), len(e.waiting)+len(e.incoming)
 	e.stats.KV = e.kv.Stats()
+	e.stats.Bound, e.stats.AdmitStop = e.par.bound, e.par.stop
 	now := time.Now()
 	e.mu.Lock()
 	e.published = e.stats

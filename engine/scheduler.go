@@ -151,6 +151,7 @@ func (e *Engine) step() {
 	info.Elapsed = e.now().Sub(began)
 	e.cost.observe(e.stepX, info.Elapsed.Seconds())
 	info.Running, info.Waiting = len(e.running), len(e.waiting)
+	info.Bound, info.AdmitStop = e.par.bound, e.par.stop
 	st := e.kv.Stats()
 	info.KVUsed, info.KVTotal, info.KVCached = st.Used, st.Total, st.Cached
 	if e.cfg.Observer != nil {
@@ -167,7 +168,10 @@ func (e *Engine) step() {
 // not a prompt, so that a lone decoding client reads 1/MaxRunning and a node whose slots all
 // decode reads 1 (the seeds' "how full the batch is"), whatever the prompt allowance.
 func (e *Engine) capacity() int {
-	n := max(0, e.cfg.MaxRunning-len(e.running))
+	n := 0
+	if e.par.stop != AdmitKV && e.par.stop != AdmitITL { // else no free slot could take a request
+		n = max(0, e.par.bound-len(e.running))
+	}
 	for _, s := range e.running {
 		r := e.remaining(s)
 		if e.plan.reason != BudgetNoDecode {
@@ -175,7 +179,7 @@ func (e *Engine) capacity() int {
 		}
 		n += r
 	}
-	return max(e.b.Len(), min(n, max(e.plan.tokens, e.cfg.MaxRunning)))
+	return max(e.b.Len(), min(n, max(e.plan.tokens, e.par.bound)))
 }
 
 // decode schedules the batch built in e.b on the KV manager (cells, block tables and the store
@@ -205,7 +209,8 @@ func (e *Engine) logStep(info StepInfo) {
 		slog.Int("tokens", info.Tokens), slog.Int("decode", info.DecodeTokens), slog.Int("prompt", info.PrefillTokens),
 		slog.Int("budget", info.Budget), slog.String("reason", string(info.Reason)),
 		slog.Duration("target", info.Target), slog.Duration("predicted", info.Predicted),
-		slog.Duration("took", info.Elapsed), slog.Int("running", info.Running), slog.Int("waiting", info.Waiting))
+		slog.Duration("took", info.Elapsed), slog.Int("running", info.Running), slog.Int("waiting", info.Waiting),
+		slog.Int("bound", info.Bound), slog.String("admit_stop", string(info.AdmitStop)))
 }
 
 // reap finishes requests whose client went away or that were cancelled, freeing their blocks.
@@ -475,6 +480,7 @@ func (e *Engine) finish(s *seqState, reason FinishReason, err error) {
 	s.usage.Latency = time.Since(s.submitted)
 	if reason == FinishStop || reason == FinishLength {
 		e.noteCompletion(s.generated)
+		e.par.noteLength(s.promptTokens + s.generated)
 	}
 	if e.cfg.Observer != nil {
 		e.cfg.Observer.Finished(reason, s.usage)

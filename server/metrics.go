@@ -40,6 +40,9 @@ type Metrics struct {
 	stepPredicted     prometheus.Gauge
 	stepReasons       *prometheus.CounterVec
 	panics            *prometheus.CounterVec
+	runningBound      prometheus.Gauge
+	admitStop         *prometheus.GaugeVec   // 1 for the latest step's reason, 0 for the others
+	admitStops        *prometheus.CounterVec // steps by that reason
 
 	// Running totals behind the hit-ratio gauge (a counter's value cannot be read back).
 	mu             sync.Mutex
@@ -68,6 +71,9 @@ func utilizationBuckets() []float64 {
 var budgetReasons = []engine.BudgetReason{engine.BudgetNoDecode, engine.BudgetFixed, engine.BudgetLearning,
 	engine.BudgetTarget, engine.BudgetQueue, engine.BudgetFloor, engine.BudgetBatchSize}
 
+// admitReasons are the label values of ubatch_admission_stop and ubatch_admission_stops_total.
+var admitReasons = []engine.AdmitReason{engine.AdmitQueueEmpty, engine.AdmitSlots, engine.AdmitKV, engine.AdmitITL, engine.AdmitPrefix}
+
 // NewMetrics creates the metrics and registers them with reg (nil: not registered, e.g. in
 // tests that read them directly). It panics if a metric of the same name is already registered
 // there, as prometheus.MustRegister does.
@@ -84,8 +90,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		batchUtilization: hist("ubatch_batch_utilization_ratio",
 			"Per engine step, the tokens its forward pass carried over the most it could have carried given the work waiting: "+
-				"the token budget when prompts waited, the slots (-np) when every running sequence decoded and nothing waited "+
-				"(all slots decoding read 1, one client alone 1/np). Observed only on steps that ran: an idle node adds no samples.",
+				"the token budget when prompts waited, the running bound (ubatch_sequences_running_bound, at most -np) when every "+
+				"running sequence decoded and nothing waited (all slots decoding read 1, one client alone 1/bound; a free slot counts "+
+				"nothing while the KV cache or the inter-token target stops admission). Observed only on steps that ran: an idle node adds no samples.",
 			utilizationBuckets()),
 		stepDuration: hist("ubatch_step_duration_seconds",
 			"Duration of one engine step's forward pass.", prometheus.ExponentialBuckets(0.0001, 2, 18)),
@@ -139,6 +146,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		panics: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ubatch_panics_total",
 			Help: "Panics recovered, each failing one request (a bug; the log has the stack under the error id): " +
 				"where=engine in a request's sampling or grammar, where=handler in an HTTP handler."}, []string{"where"}),
+		runningBound: gauge("ubatch_sequences_running_bound",
+			"The running set's current bound (at most -np): as many sequences as the KV cache holds at the mean sequence "+
+				"length of finished requests and the inter-token target allows at that length; -np until a request finished."),
+		admitStop: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ubatch_admission_stop",
+			Help: "1 for what stopped the latest step's admission, 0 for the others: queue_empty (all admitted), slots (-np " +
+				"reached), kv (the KV cache: the bound at the mean length, or the next request's prompt and growth), itl (one more " +
+				"decoding sequence would pass --target-itl), prefix (the rest wait for a prefix being computed)."}, []string{"reason"}),
+		admitStops: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ubatch_admission_stops_total",
+			Help: "Engine steps by what stopped their admission (see ubatch_admission_stop)."}, []string{"reason"}),
+	}
+	for _, r := range admitReasons {
+		m.admitStop.WithLabelValues(string(r))
+		m.admitStops.WithLabelValues(string(r))
 	}
 	m.panics.WithLabelValues("engine")
 	m.panics.WithLabelValues("handler")
@@ -158,7 +178,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.promptTokens, m.prefixHitRatio, m.generationTokens, m.timePerOutput, m.queueWait,
 			m.timeToFirstToken, m.interTokenLatency, m.requests, m.running, m.waiting, m.preemptions, m.rejected,
 			m.lookupTokens, m.lookupHitTokens, m.promptComputed, m.requestLatency, m.requestPreempted,
-			m.stepBudget, m.stepTarget, m.stepPredicted, m.stepReasons, m.panics)
+			m.stepBudget, m.stepTarget, m.stepPredicted, m.stepReasons, m.panics, m.runningBound, m.admitStop, m.admitStops)
 	}
 	return m
 }
@@ -179,6 +199,27 @@ func (m *Metrics) Step(info engine.StepInfo) {
 	m.running.Set(float64(info.Running))
 	m.waiting.Set(float64(info.Waiting))
 	m.setKV(info.KVUsed, info.KVCached, info.KVTotal)
+	m.setAdmission(info.Bound, info.AdmitStop)
+	if info.AdmitStop != "" {
+		m.admitStops.WithLabelValues(string(info.AdmitStop)).Inc()
+	}
+}
+
+// setAdmission sets the running bound and the one admission-stop reason that is 1.
+func (m *Metrics) setAdmission(bound int, stop engine.AdmitReason) {
+	if bound > 0 {
+		m.runningBound.Set(float64(bound))
+	}
+	if stop == "" {
+		return
+	}
+	for _, r := range admitReasons {
+		v := 0.0
+		if r == stop {
+			v = 1
+		}
+		m.admitStop.WithLabelValues(string(r)).Set(v)
+	}
 }
 
 // ObserveStats refreshes the gauges from an engine snapshot; the server calls it before each
@@ -187,6 +228,7 @@ func (m *Metrics) ObserveStats(st engine.Stats) {
 	m.running.Set(float64(st.Running))
 	m.waiting.Set(float64(st.Waiting))
 	m.setKV(st.KV.Used, st.KV.Cached, st.KV.Total)
+	m.setAdmission(st.Bound, st.AdmitStop)
 }
 
 func (m *Metrics) setKV(used, cached, total int) {

@@ -81,6 +81,27 @@ func TestMetricsExposition(t *testing.T) {
 			}
 			return len(f.Metric) == 7 && total >= 2
 		}},
+		{name: "ubatch_sequences_running_bound", typ: dto.MetricType_GAUGE, check: func(f *dto.MetricFamily) bool { return f.Metric[0].Gauge.GetValue() >= 1 }},
+		// Two requests one after the other: each step admitted all there was.
+		{name: "ubatch_admission_stop", typ: dto.MetricType_GAUGE, check: func(f *dto.MetricFamily) bool {
+			ones := 0
+			for _, m := range f.Metric {
+				if m.Gauge.GetValue() == 1 {
+					ones++
+					if m.Label[0].GetValue() != string(engine.AdmitQueueEmpty) {
+						return false
+					}
+				}
+			}
+			return len(f.Metric) == 5 && ones == 1
+		}},
+		{name: "ubatch_admission_stops_total", typ: dto.MetricType_COUNTER, check: func(f *dto.MetricFamily) bool {
+			total := 0.0
+			for _, m := range f.Metric {
+				total += m.Counter.GetValue()
+			}
+			return len(f.Metric) == 5 && total >= 2
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -188,7 +188,7 @@ func TestRangeErrorsAreOneLine(t *testing.T) {
 		want string
 	}{
 		{[]string{"serve", "--port", "99999"}, "ubatch serve: --port 99999: must be in [0, 65535] (see ubatch serve --help)"},
-		{[]string{"serve", "-np", "0"}, "ubatch serve: -np 0: need at least one sequence (see ubatch serve --help)"},
+		{[]string{"serve", "-np", "-1"}, "ubatch serve: -np -1: need at least one sequence (or 0: adaptive, up to 64) (see ubatch serve --help)"},
 		{[]string{"serve", "--policy", "lifo"}, `ubatch serve: --policy "lifo": use fcfs or sjf (see ubatch serve --help)`},
 		{[]string{"serve", "--target-itl", "-1s"}, "--target-itl -1s"},
 		{[]string{"serve", "--max-conns-per-client", "0"}, "--max-conns-per-client 0"},

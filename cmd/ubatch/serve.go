@@ -47,7 +47,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	host := fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
 	port := fs.Int("port", 8080, "TCP port to listen on (0 = any free port; the log says which)")
 	var np int
-	fs.IntVar(&np, "parallel", 16, "most sequences decoded together (-np); each of a request's n choices is one")
+	fs.IntVar(&np, "parallel", 0, "most sequences decoded together (-np), an upper bound: within it the engine runs as many as the KV cache holds at the mean sequence length seen and --target-itl allows (/metrics: ubatch_parallel_bound); each of a request's n choices is one. 0 = up to "+strconv.Itoa(autoParallel)+" (within --batch-size), with the default -c sized for "+strconv.Itoa(autoParallelKV)+" sequences")
 	// The defaults favour latency on a CPU: a step's time grows with its tokens, and every running
 	// stream waits for the whole step, so small steps keep inter-token gaps short while long
 	// prompts arrive. For throughput on prompt-heavy loads raise both (e.g. 512 and 256).
@@ -104,6 +104,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return flagError(fs, err)
 	}
+	kvSeqs := np // the sequences the default -c makes room for
+	if np == 0 {
+		np, kvSeqs = min(autoParallel, mf.batch), autoParallelKV
+	}
 	kvOpts, err := mf.options(np)
 	if err != nil {
 		return err
@@ -133,8 +137,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer m.Close()
 	nCtx, what := mf.ctx, fmt.Sprintf("-c %d", mf.ctx)
 	if nCtx == 0 { // no -c: room for every slot, as llama.cpp's server gives n_ctx per slot
-		nCtx = serveKVCells(m.Hparams(), np, kvOpts.KVType)
-		what = fmt.Sprintf("the default -c %d (room for -np %d sequences)", nCtx, np)
+		nCtx = serveKVCells(m.Hparams(), kvSeqs, kvOpts.KVType)
+		what = fmt.Sprintf("the default -c %d (room for %d sequences)", nCtx, kvSeqs)
 	}
 	if budgetSource == "" { // read now: the model's pages are in memory already
 		if avail, source, ok := availableMemory(os.DirFS("/")); ok {
@@ -159,7 +163,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// -c is the KV pool all sequences share; one sequence stops at the context the model was
 	// trained for (its context_length, which a model extended by rope scaling states as such).
 	nCtxSeq := min(opts.NCtx, m.Hparams().CtxTrain)
-	if opts.NCtx/np > m.Hparams().CtxTrain {
+	if opts.NCtx/kvSeqs > m.Hparams().CtxTrain {
 		logger.Warn("-c gives each of the -np sequences more than the model's training context; "+
 			"sequences stop at n_ctx_seq", "n_ctx", opts.NCtx, "np", np, "n_ctx_train", m.Hparams().CtxTrain, "n_ctx_seq", nCtxSeq)
 	}
@@ -246,8 +250,8 @@ func checkServeFlags(np, batchSize, chunkSize, maxQueue, port int, maxBody int64
 	switch {
 	case targetITL < 0:
 		return fmt.Errorf("--target-itl %v: must not be negative (0 = no target)", targetITL)
-	case np < 1:
-		return fmt.Errorf("-np %d: need at least one sequence", np)
+	case np < 0:
+		return fmt.Errorf("-np %d: need at least one sequence (or 0: adaptive, up to %d)", np, autoParallel)
 	case batchSize < 1:
 		return fmt.Errorf("--batch-size %d: must be positive", batchSize)
 	case chunkSize < 1:
@@ -263,6 +267,14 @@ func checkServeFlags(np, batchSize, chunkSize, maxQueue, port int, maxBody int64
 	}
 	return nil
 }
+
+// The adaptive parallelism of -np 0: at most autoParallel sequences run (fewer when the KV
+// cache at the mean sequence length or --target-itl says so), and the default -c makes room
+// for autoParallelKV of them at the model's training context, as -np 16 did.
+const (
+	autoParallel   = 64
+	autoParallelKV = 16
+)
 
 // serveKVCells sizes the default KV cache of the server: each of np sequences may reach the
 // model's training context (at most 2048 tokens), within 2 GiB of K and V of type dt.

@@ -1,0 +1,115 @@
+package engine
+
+import "math"
+
+// AdmitReason says why a step's admission stopped (StepInfo.AdmitStop): what held the running
+// set at its size.
+type AdmitReason string
+
+const (
+	AdmitQueueEmpty AdmitReason = "queue_empty" // every waiting request was admitted (or none waited)
+	AdmitSlots      AdmitReason = "slots"       // the running set is at MaxRunning, or no sequence id is free
+	AdmitKV         AdmitReason = "kv"          // the KV cache cannot hold the next request's prompt and expected growth
+	AdmitITL        AdmitReason = "itl"         // one more decoding sequence would push the modelled decode step past the target
+	AdmitPrefix     AdmitReason = "prefix"      // the requests left wait for a prefix a running sequence is still computing
+)
+
+// parallelism is the running set's adaptive bound (Engine.par), owned by the Run goroutine.
+//
+// The bound is Config.MaxRunning (-np, an upper bound) or fewer: as many sequences as the KV
+// cache holds (Limits.NCtx cells) at the mean sequence length, prompt and completion, of the
+// requests that finished (recent ones weighing most). Before any finished there is no length
+// to go by, and the bound is MaxRunning: what holds admission then is the KV manager's exact
+// check (CanAdmit) of each request's prompt plus its expected growth, its max_tokens or else
+// the sequence cap, so that requests without max_tokens on a -c sized for n sequences of
+// n_ctx_seq run n at a time, llama-server's fixed partition, until lengths are known.
+// With a latency target and a fitted step cost model, the bound is also at most as many
+// sequences of that length as decode within Config.TargetITL (decodeBound), and within the
+// bound admission stops when the model predicts that one more decoding sequence, at the
+// running set's actual lengths, would take the decode step past the target (itlAllows). The KV
+// manager's CanAdmit stays the exact check of blocks: the bound knows nothing of shared
+// prefixes, so it errs high there, never low.
+type parallelism struct {
+	meanLen float64 // mean final length of finished requests (lenN of them)
+	lenN    int
+	bound   int         // the bound of the latest admission round
+	boundBy AdmitReason // what set it: AdmitSlots (MaxRunning), AdmitKV or AdmitITL
+	stop    AdmitReason // why that round stopped
+	cells   float64     // KV cells the running set attends when every sequence decodes
+}
+
+// noteLength updates the mean sequence length with a request that ran to its end: n tokens of
+// prompt and completion.
+func (p *parallelism) noteLength(n int) {
+	p.lenN++
+	w := max(1/float64(p.lenN), 0.05) // the plain mean at first, then the latest ~20 weigh most
+	p.meanLen += w * (float64(n) - p.meanLen)
+}
+
+// parallelBound is the running set's bound for this admission round and what set it: the
+// upper bound (AdmitSlots), the KV cache at the mean length (AdmitKV) or the inter-token
+// target at that length (AdmitITL); parallelism says how.
+func (e *Engine) parallelBound() (int, AdmitReason) {
+	if e.par.lenN == 0 {
+		return e.cfg.MaxRunning, AdmitSlots
+	}
+	mean := e.par.meanLen
+	bound, by := e.cfg.MaxRunning, AdmitSlots
+	if kv := kvBound(e.lim.NCtx, mean); kv < bound {
+		bound, by = kv, AdmitKV
+	}
+	if e.cfg.TargetITL > 0 && e.cost.ready() {
+		if itl := e.cost.decodeBound(e.cfg.TargetITL.Seconds(), mean); itl < bound {
+			bound, by = itl, AdmitITL
+		}
+	}
+	return bound, by
+}
+
+// kvBound is how many sequences of mean length fit in nCtx cells, at least 1.
+func kvBound(nCtx int, mean float64) int {
+	if mean < 1 {
+		return nCtx
+	}
+	return max(1, int(float64(nCtx)/mean))
+}
+
+// decodeBound is the most sequences, each attending mean cells, whose decode step the model
+// predicts within target less the error margin, at least 1 (whatever the model says, one
+// sequence runs).
+func (m *costModel) decodeBound(target, mean float64) int {
+	perSeq := m.theta[1] + m.theta[3]*mean/cellScale
+	room := target - m.margin(target) - m.theta[0]
+	if perSeq <= 0 {
+		return math.MaxInt32
+	}
+	return int(max(1, min(room/perSeq, math.MaxInt32)))
+}
+
+// beginAdmission starts an admission round: the bound, the stop reason until something stops
+// it, and the cells the running set attends once every sequence decodes.
+func (e *Engine) beginAdmission() {
+	e.par.bound, e.par.boundBy = e.parallelBound()
+	e.par.stop = AdmitQueueEmpty
+	e.par.cells = 0
+	for _, s := range e.running {
+		e.par.cells += float64(len(s.tokens))
+	}
+}
+
+// itlAllows reports whether admitting s keeps the modelled decode step, with every running
+// sequence and s decoding, within the inter-token target less the model's error margin. Without
+// a target, before the model is fitted, or with nobody running it allows (so a lone request
+// always runs). It is the decode step that is checked, not the step carrying s's prompt: the
+// budget planner sizes prompt chunks to the time the decode tokens leave.
+func (e *Engine) itlAllows(s *seqState) bool {
+	if e.cfg.TargetITL <= 0 || !e.cost.ready() || len(e.running) == 0 {
+		return true
+	}
+	target := e.cfg.TargetITL.Seconds()
+	x := features(len(e.running)+1, 0, e.par.cells+float64(len(s.tokens)))
+	return e.cost.predict(x) <= target-e.cost.margin(target)
+}
+
+// admitted records s joining the running set in this round.
+func (e *Engine) admitted(s *seqState) { e.par.cells += float64(len(s.tokens)) }
