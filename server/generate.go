@@ -39,6 +39,7 @@ type generation struct {
 	withTokens bool
 	ready      []seqEvent // events to return before reading the stream
 	observe    func(first time.Time, tokens int)
+	remember   func(reply string, ids []int32) // genParams.remember
 }
 
 // seqText is one sequence's text: stop-string detection over its decoded tokens.
@@ -49,6 +50,9 @@ type seqText struct {
 	// stopped is the final event once a stop string ended the sequence: it goes out with the
 	// engine's final output (its usage), which follows within one step of the cancel.
 	stopped *seqEvent
+	// With generation.remember: the tokens generated and the text released so far.
+	ids   []int32
+	reply strings.Builder
 }
 
 // errNoOutput is the error of a sequence that the engine ended without a reason the client can act
@@ -60,7 +64,7 @@ var errNoOutput = errors.New("generation was cancelled")
 // handler can still answer with an error status.
 func (s *Server) generate(ctx context.Context, prompts [][]int32, g genParams) (*generation, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	gen := &generation{cancel: cancel, n: g.n, withTokens: g.logprobs || g.keepTokens, observe: s.observeSequence}
+	gen := &generation{cancel: cancel, n: g.n, withTokens: g.logprobs || g.keepTokens, observe: s.observeSequence, remember: g.remember}
 	for _, p := range prompts {
 		gen.prompts = append(gen.prompts, len(p))
 	}
@@ -149,6 +153,9 @@ func (gen *generation) event(o engine.Output) (seqEvent, bool) {
 			}
 		case o.Finish == engine.FinishCancelled:
 			ev.err = errNoOutput
+		case gen.remember != nil:
+			q.reply.WriteString(text)
+			gen.remember(q.reply.String(), q.ids)
 		}
 	case q.stopped != nil:
 		return ev, false // generated before the engine saw the stop
@@ -158,6 +165,10 @@ func (gen *generation) event(o engine.Output) (seqEvent, bool) {
 		}
 		q.kept++
 		text, toks, word := q.text.add(genToken{id: o.Token, logprob: o.LogProb, top: o.Top})
+		if gen.remember != nil {
+			q.ids = append(q.ids, o.Token)
+			q.reply.WriteString(text)
+		}
 		if word != "" {
 			gen.st.CancelSeq(o.Seq, engine.FinishStop)
 			q.stopped = &seqEvent{text: text, tokens: toks, done: true, finish: "stop", stopWord: word}

@@ -361,6 +361,9 @@ type genParams struct {
 	keepTokens   bool      // report token ids with the text even without logprobs
 	stream       bool      // answer with server-sent events
 	tools        *toolMode // chat with tools: the reply is read for tool calls
+	// remember, when set, gets the reply's text and generated tokens of a sequence that ended
+	// by itself (end of generation or max_tokens, not a stop string): the turn memory's hook.
+	remember func(reply string, ids []int32)
 }
 
 // openAIDefaults are the sampling settings of OpenAI's API when a field is absent: plain sampling

@@ -119,7 +119,8 @@ type Server struct {
 	tmpl    *chat.Template
 	bosText string
 	eosText string
-	created int64 // Unix time the server was created, reported as the model's creation time
+	created int64     // Unix time the server was created, reported as the model's creation time
+	turns   *turnMemo // recent chat conversations' tokens, for their next turn (turns.go)
 	mux     *http.ServeMux
 	hosts   hostGuard // which Host headers are answered (Config.ListenAddr, AllowedHosts)
 	metrics http.Handler
@@ -162,7 +163,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, created: time.Now().Unix(), hosts: hosts}
+	s := &Server{cfg: cfg, created: time.Now().Unix(), hosts: hosts, turns: newTurnMemo(defaultTurnEntries, defaultTurnBytes)}
 	s.grammarVocab = sync.OnceValues(s.buildGrammarVocab)
 	s.compiling = make(chan struct{}, compileSlots())
 	v := cfg.Model.Vocab

@@ -15,6 +15,21 @@ type fragment struct {
 // always split out, as llama.cpp and Hugging Face tokenizers do. Invalid UTF-8 is accepted
 // (SPM encodes it with byte tokens, BPE reads each bad byte as U+FFFD).
 func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) []int32 {
+	return t.encode(text, addSpecial, parseSpecial, true)
+}
+
+// EncodeContinuation tokenizes text that continues other text already tokenized (the rest of
+// a prompt after a part whose tokens are known): as Encode(text, false, true), but without the
+// SentencePiece space prefix at its start, which belongs to the start of the whole text alone
+// (a special token inside text is still followed by one). Whether the whole text tokenizes to
+// the known part followed by these tokens is the caller's to check: a merge across the seam
+// makes them differ.
+func (t *Tokenizer) EncodeContinuation(text string) []int32 {
+	return t.encode(text, false, true, false)
+}
+
+// encode is Encode; atStart says whether text begins the whole text (SPM's space prefix).
+func (t *Tokenizer) encode(text string, addSpecial, parseSpecial, atStart bool) []int32 {
 	s := t.getScratch()
 	defer t.scratch.Put(s)
 
@@ -22,7 +37,7 @@ func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) []int32 {
 	if addSpecial && t.addBOS {
 		out = append(out, t.bos)
 	}
-	prevSpecial := true // SPM prefixes a space to text at the start and after special tokens
+	prevSpecial := atStart // SPM prefixes a space to text at the start and after special tokens
 	for _, f := range t.partition(text, parseSpecial) {
 		if f.tok >= 0 {
 			out = append(out, f.tok)
