@@ -20,6 +20,10 @@ func (r Result) WriteText(w io.Writer) {
 	if r.PromptTokens > 0 {
 		fmt.Fprintf(tw, "prefix hit rate\t%.3f\t(%d of %d prompt tokens cached)\n", r.PrefixHitRate, r.CachedTokens, r.PromptTokens)
 	}
+	if r.FollowUpPromptTokens > 0 {
+		fmt.Fprintf(tw, "turns 2+ cached\t%.3f\t(%d of %d prompt tokens)\n",
+			float64(r.FollowUpCachedTokens)/float64(r.FollowUpPromptTokens), r.FollowUpCachedTokens, r.FollowUpPromptTokens)
+	}
 	tw.Flush()
 	if r.FirstError != "" {
 		fmt.Fprintf(w, "first error: %s\n", r.FirstError)
@@ -35,11 +39,13 @@ func (r Result) WriteText(w io.Writer) {
 		{"TTFT", r.TTFT},
 		{"TTFT short", r.TTFTShort},
 		{"TTFT long", r.TTFTLong},
+		{"TTFT turn 2+", r.TTFTFollowUp},
 		{"inter-token", r.InterToken},
 	}
 	for i, row := range rows {
-		// The per-kind rows only add information when both kinds ran.
-		if (i == 1 || i == 2) && (r.TTFTShort.N == 0 || r.TTFTLong.N == 0) {
+		// The per-kind rows only add information when both kinds ran; chat follow-ups only
+		// with a chat workload.
+		if (i == 1 || i == 2) && (r.TTFTShort.N == 0 || r.TTFTLong.N == 0) || i == 3 && r.TTFTFollowUp.N == 0 {
 			continue
 		}
 		p := row.p

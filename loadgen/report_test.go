@@ -38,7 +38,7 @@ func TestResultJSON(t *testing.T) {
 			t.Errorf("%s = %v, want %v", k, m[k], v)
 		}
 	}
-	for _, k := range []string{"ttft", "ttft_short", "ttft_long", "inter_token"} {
+	for _, k := range []string{"ttft", "ttft_short", "ttft_long", "ttft_followup", "inter_token"} {
 		p, ok := m[k].(map[string]any)
 		if !ok {
 			t.Fatalf("%s missing in %s", k, raw)
@@ -52,8 +52,8 @@ func TestResultJSON(t *testing.T) {
 	if got := m["inter_token"].(map[string]any)["p99_ns"]; got != 104e6 {
 		t.Errorf("inter_token.p99_ns = %v", got)
 	}
-	if len(m) != 14 {
-		t.Errorf("%d top-level keys, want 14: %s", len(m), raw)
+	if len(m) != 17 {
+		t.Errorf("%d top-level keys, want 17: %s", len(m), raw)
 	}
 	var back Result
 	if err := json.Unmarshal(raw, &back); err != nil || back != sampleResult() {

@@ -35,12 +35,15 @@ type outcome struct {
 	// prompt and cached are the usage's prompt_tokens and prompt_tokens_details.cached_tokens,
 	// -1 when the server sent no usage.
 	prompt, cached int
+	turn           int    // the request's chat turn (0: not chat)
+	reply          string // a chat turn's reply text, for the conversation's next turn
 }
 
 // client sends single completion requests; it is safe for concurrent use.
 type client struct {
 	http     *http.Client
-	endpoint string
+	endpoint string // /v1/completions
+	chat     string // /v1/chat/completions
 	model    string
 	apiKey   string
 	timeout  time.Duration
@@ -58,6 +61,17 @@ type completionRequest struct {
 	StreamOptions streamOptions `json:"stream_options"`
 }
 
+// chatRequest is the body of POST /v1/chat/completions for a chat turn.
+type chatRequest struct {
+	Model         string        `json:"model,omitempty"`
+	Messages      []chatMessage `json:"messages"`
+	MaxTokens     int           `json:"max_tokens"`
+	Stream        bool          `json:"stream"`
+	Temperature   float64       `json:"temperature"`
+	IgnoreEOS     bool          `json:"ignore_eos"`
+	StreamOptions streamOptions `json:"stream_options"`
+}
+
 type streamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
 }
@@ -65,7 +79,10 @@ type streamOptions struct {
 // completionChunk is the part of a streamed chunk loadgen reads.
 type completionChunk struct {
 	Choices []struct {
-		Text string `json:"text"`
+		Text  string `json:"text"`
+		Delta struct {
+			Content string `json:"content"`
+		} `json:"delta"` // a chat chunk's
 	} `json:"choices"`
 	Usage *struct {
 		CompletionTokens    int `json:"completion_tokens"`
@@ -80,10 +97,11 @@ type completionChunk struct {
 // maxErrorBody bounds how much of a non-200 response body is read.
 const maxErrorBody = 64 << 10
 
-// do sends r and reads its stream to the end. ctx is the run's context: its
-// cancellation yields statusCancelled, while the per-request timeout yields
-// statusFailed.
-func (c *client) do(ctx context.Context, r Request) outcome {
+// do sends r and reads its stream to the end: to /v1/completions, or with messages (a chat
+// turn: the conversation so far, r's user message last) to /v1/chat/completions, keeping the
+// reply's text. ctx is the run's context: its cancellation yields statusCancelled, while the
+// per-request timeout yields statusFailed.
+func (c *client) do(ctx context.Context, r Request, messages []chatMessage) outcome {
 	// rctx is always cancellable so that the drain below can be cut short.
 	var (
 		rctx   context.Context
@@ -96,7 +114,7 @@ func (c *client) do(ctx context.Context, r Request) outcome {
 	}
 	defer cancel()
 
-	out := outcome{kind: r.Kind, prompt: -1, cached: -1}
+	out := outcome{kind: r.Kind, prompt: -1, cached: -1, turn: r.Turn}
 	fail := func(err error) outcome {
 		switch {
 		case ctx.Err() != nil:
@@ -109,15 +127,25 @@ func (c *client) do(ctx context.Context, r Request) outcome {
 		return out
 	}
 
-	body, err := json.Marshal(completionRequest{
-		Model: c.model, Prompt: r.Prompt, MaxTokens: r.MaxTokens,
-		Stream: true, Temperature: 0, IgnoreEOS: true,
-		StreamOptions: streamOptions{IncludeUsage: true},
-	})
+	var body []byte
+	var err error
+	endpoint := c.endpoint
+	if messages != nil {
+		endpoint = c.chat
+		body, err = json.Marshal(chatRequest{Model: c.model, Messages: messages, MaxTokens: r.MaxTokens,
+			Stream: true, Temperature: 0, IgnoreEOS: true, StreamOptions: streamOptions{IncludeUsage: true}})
+	} else {
+		body, err = json.Marshal(completionRequest{
+			Model: c.model, Prompt: r.Prompt, MaxTokens: r.MaxTokens,
+			Stream: true, Temperature: 0, IgnoreEOS: true,
+			StreamOptions: streamOptions{IncludeUsage: true},
+		})
+	}
 	if err != nil {
 		return fail(err)
 	}
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
+	var reply strings.Builder
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, endpoint, bytes.NewReader(body))
 	if err != nil {
 		return fail(err)
 	}
@@ -194,6 +222,11 @@ func (c *client) do(ctx context.Context, r Request) outcome {
 		if !hasText(chunk) {
 			continue
 		}
+		if messages != nil {
+			for _, ch := range chunk.Choices {
+				reply.WriteString(ch.Delta.Content)
+			}
+		}
 		if chunks == 0 {
 			out.ttft, out.hasTTFT = now.Sub(start), true
 		} else {
@@ -212,6 +245,7 @@ func (c *client) do(ctx context.Context, r Request) outcome {
 		return fail(errors.New("stream ended without [DONE]"))
 	}
 	drain = true
+	out.reply = reply.String()
 	out.tokens = chunks
 	if usage >= 0 {
 		out.tokens = usage
@@ -225,7 +259,7 @@ const drainTimeout = 200 * time.Millisecond
 
 func hasText(c completionChunk) bool {
 	for _, ch := range c.Choices {
-		if ch.Text != "" {
+		if ch.Text != "" || ch.Delta.Content != "" {
 			return true
 		}
 	}

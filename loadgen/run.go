@@ -67,6 +67,12 @@ type Result struct {
 	TTFT      Percentiles `json:"ttft"`
 	TTFTShort Percentiles `json:"ttft_short"`
 	TTFTLong  Percentiles `json:"ttft_long"`
+	// TTFTFollowUp is the TTFT of chat turns after a conversation's first (which resend its
+	// history), and FollowUpPromptTokens and FollowUpCachedTokens their usage's prompt and
+	// cached tokens: how much of the history the server found in its cache.
+	TTFTFollowUp         Percentiles `json:"ttft_followup"`
+	FollowUpPromptTokens int         `json:"followup_prompt_tokens"`
+	FollowUpCachedTokens int         `json:"followup_cached_tokens"`
 	// InterToken pools the gaps between consecutive non-empty text chunks
 	// after the first, over all requests.
 	InterToken Percentiles `json:"inter_token"`
@@ -103,6 +109,7 @@ func Run(ctx context.Context, cfg Config, reqs []Request) (Result, error) {
 	c := &client{
 		http:     &http.Client{Transport: transport},
 		endpoint: endpoint,
+		chat:     strings.TrimSuffix(endpoint, "completions") + "chat/completions",
 		model:    cfg.Model,
 		apiKey:   cfg.APIKey,
 		timeout:  cfg.Timeout,
@@ -116,6 +123,17 @@ func Run(ctx context.Context, cfg Config, reqs []Request) (Result, error) {
 		wg       sync.WaitGroup
 	)
 	start := time.Now()
+	finished := func() {
+		progress.Lock()
+		done++
+		if cfg.Progress != nil {
+			cfg.Progress(done, total)
+		}
+		progress.Unlock()
+	}
+	if groups, ok := conversations(reqs, total); ok {
+		c.runConversations(ctx, workers, reqs, groups, outcomes, finished)
+	}
 	for range workers {
 		wg.Go(func() {
 			for ctx.Err() == nil {
@@ -123,16 +141,14 @@ func Run(ctx context.Context, cfg Config, reqs []Request) (Result, error) {
 				if i >= total {
 					return
 				}
-				outcomes[i] = c.do(ctx, reqs[i%len(reqs)])
+				if reqs[i%len(reqs)].Conversation > 0 {
+					continue // run above, as part of its conversation
+				}
+				outcomes[i] = c.do(ctx, reqs[i%len(reqs)], nil)
 				if outcomes[i].status == statusCancelled {
 					return
 				}
-				progress.Lock()
-				done++
-				if cfg.Progress != nil {
-					cfg.Progress(done, total)
-				}
-				progress.Unlock()
+				finished()
 			}
 		})
 	}
@@ -212,7 +228,7 @@ func newTransport(clients int) *http.Transport {
 // summarize aggregates the outcomes of a run that took wall time d.
 func summarize(outcomes []outcome, d time.Duration) Result {
 	res := Result{Duration: d}
-	var ttft, short, long, gaps []time.Duration
+	var ttft, short, long, follow, gaps []time.Duration
 	for _, o := range outcomes {
 		switch o.status {
 		case statusNotRun, statusCancelled:
@@ -229,6 +245,13 @@ func summarize(outcomes []outcome, d time.Duration) Result {
 			if o.prompt >= 0 {
 				res.PromptTokens += o.prompt
 				res.CachedTokens += max(o.cached, 0)
+				if o.turn > 1 {
+					res.FollowUpPromptTokens += o.prompt
+					res.FollowUpCachedTokens += max(o.cached, 0)
+				}
+			}
+			if o.hasTTFT && o.turn > 1 {
+				follow = append(follow, o.ttft)
 			}
 			if o.hasTTFT {
 				ttft = append(ttft, o.ttft)
@@ -251,6 +274,7 @@ func summarize(outcomes []outcome, d time.Duration) Result {
 	res.TTFT = computePercentiles(ttft)
 	res.TTFTShort = computePercentiles(short)
 	res.TTFTLong = computePercentiles(long)
+	res.TTFTFollowUp = computePercentiles(follow)
 	res.InterToken = computePercentiles(gaps)
 	return res
 }

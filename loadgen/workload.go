@@ -30,6 +30,13 @@ type Request struct {
 	Kind      string `json:"kind"` // KindShort or KindLong
 	Prompt    string `json:"prompt"`
 	MaxTokens int    `json:"max_tokens"` // > 0
+	// Conversation, when > 0, makes the request one turn of a chat conversation (chat.go):
+	// Prompt is the user's message of turn Turn (1-based), sent to /v1/chat/completions after
+	// the conversation's earlier messages and replies; System, on the first turn, is its
+	// system message.
+	Conversation int    `json:"conversation,omitempty"`
+	Turn         int    `json:"turn,omitempty"`
+	System       string `json:"system,omitempty"`
 }
 
 func (r Request) validate() error {
@@ -41,6 +48,9 @@ func (r Request) validate() error {
 	}
 	if r.MaxTokens <= 0 {
 		return fmt.Errorf("max_tokens %d is not positive", r.MaxTokens)
+	}
+	if r.Conversation < 0 || (r.Conversation > 0) != (r.Turn > 0) {
+		return fmt.Errorf("conversation %d, turn %d: give both (positive) or neither", r.Conversation, r.Turn)
 	}
 	return nil
 }
@@ -89,6 +99,7 @@ const (
 	WorkloadShared  = "shared"
 	WorkloadMixed   = "mixed"
 	WorkloadTenants = "tenants"
+	WorkloadChat    = "chat"
 
 	// DefaultTenants and DefaultSystemWords shape the tenants workload Synthesize builds.
 	DefaultTenants     = 8
@@ -166,9 +177,11 @@ func Synthesize(kind string, n int, seed uint64) ([]Request, error) {
 		}
 	case WorkloadTenants:
 		return SynthesizeTenants(n, DefaultTenants, DefaultSystemWords, seed)
+	case WorkloadChat:
+		return synthesizeChat(n, rng, unique), nil
 	default:
-		return nil, fmt.Errorf("loadgen: synthesize: unknown workload %q (want %q, %q or %q)",
-			kind, WorkloadShared, WorkloadMixed, WorkloadTenants)
+		return nil, fmt.Errorf("loadgen: synthesize: unknown workload %q (want %q, %q, %q or %q)",
+			kind, WorkloadShared, WorkloadMixed, WorkloadTenants, WorkloadChat)
 	}
 	return reqs, nil
 }

@@ -16,9 +16,9 @@ import (
 // benchServe drives a running server with a streaming workload (package loadgen) and reports
 // throughput, time to first token and inter-token latency.
 func benchServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench serve", "bench serve [--url http://127.0.0.1:8080] [--workload shared|mixed|tenants|FILE.jsonl] [-n 64] [--clients 16] [--tenants 8] [--api-key KEY] [--json]", stderr)
+	fs := newFlags("bench serve", "bench serve [--url http://127.0.0.1:8080] [--workload shared|mixed|tenants|chat|FILE.jsonl] [-n 64] [--clients 16] [--tenants 8] [--api-key KEY] [--json]", stderr)
 	url := fs.String("url", "http://127.0.0.1:8080", "base URL of the server (requests go to URL/v1/completions)")
-	workload := fs.String("workload", "shared", "shared or mixed (the file ../shared/perf/workloads/NAME.jsonl when present, else synthesized), tenants (synthesized: --tenants system prompts interleaved at random), or a .jsonl workload file")
+	workload := fs.String("workload", "shared", "shared or mixed (the file ../shared/perf/workloads/NAME.jsonl when present, else synthesized), tenants (synthesized: --tenants system prompts interleaved at random), chat (synthesized: conversations of 4 turns to /v1/chat/completions, each turn resending the history with the replies; a client runs one conversation at a time), or a .jsonl workload file")
 	tenants := fs.Int("tenants", loadgen.DefaultTenants, "tenants workload: number of tenants, each with its own system prompt")
 	systemWords := fs.Int("system-words", loadgen.DefaultSystemWords, "tenants workload: words in each tenant's system prompt")
 	n := fs.IntP("requests", "n", 64, "requests to send, in workload order (cycling if the workload is shorter)")
@@ -76,6 +76,10 @@ func benchServe(ctx context.Context, args []string, stdout, stderr io.Writer) er
 func loadWorkload(name string, n int, seed uint64) ([]loadgen.Request, string, error) {
 	if name == loadgen.WorkloadTenants {
 		return nil, "", nil // synthesized by the caller with its flags
+	}
+	if name == loadgen.WorkloadChat {
+		reqs, err := loadgen.Synthesize(name, n, seed)
+		return reqs, "synthesized chat workload (conversations of 4 turns)", err
 	}
 	if name != loadgen.WorkloadShared && name != loadgen.WorkloadMixed {
 		reqs, err := loadgen.LoadWorkload(name)
