@@ -24,7 +24,8 @@ const (
 // the sequence cap, so that requests without max_tokens on a -c sized for n sequences of
 // n_ctx_seq run n at a time, llama-server's fixed partition, until lengths are known.
 // With a latency target and a fitted step cost model, the bound is also at most as many
-// sequences of that length as decode within Config.TargetITL (decodeBound), and within the
+// sequences of that length as decode within Config.TargetITL, relaxed up to twice it while
+// requests wait (admissionTarget, decodeBound), and within the
 // bound admission stops when the model predicts that one more decoding sequence, at the
 // running set's actual lengths, would take the decode step past the target (itlAllows). The KV
 // manager's CanAdmit stays the exact check of blocks: the bound knows nothing of shared
@@ -36,6 +37,16 @@ type parallelism struct {
 	boundBy AdmitReason // what set it: AdmitSlots (MaxRunning), AdmitKV or AdmitITL
 	stop    AdmitReason // why that round stopped
 	cells   float64     // KV cells the running set attends when every sequence decodes
+	target  float64     // the decode-step target of the round, seconds (admissionTarget)
+}
+
+// admissionTarget is the decode-step time admission keeps within: --target-itl, relaxed as the
+// step budget is (planStep) while requests wait, up to twice the target when as many wait as
+// the latest bound, so that a queue buys throughput with some latency rather than waiting
+// behind a running set sized for an idle node.
+func (e *Engine) admissionTarget() float64 {
+	relax := 1 + min(1, float64(len(e.waiting))/float64(max(e.par.bound, 1)))
+	return e.cfg.TargetITL.Seconds() * relax
 }
 
 // noteLength updates the mean sequence length with a request that ran to its end: n tokens of
@@ -59,7 +70,7 @@ func (e *Engine) parallelBound() (int, AdmitReason) {
 		bound, by = kv, AdmitKV
 	}
 	if e.cfg.TargetITL > 0 && e.cost.ready() {
-		if itl := e.cost.decodeBound(e.cfg.TargetITL.Seconds(), mean); itl < bound {
+		if itl := e.cost.decodeBound(e.par.target, mean); itl < bound {
 			bound, by = itl, AdmitITL
 		}
 	}
@@ -89,6 +100,7 @@ func (m *costModel) decodeBound(target, mean float64) int {
 // beginAdmission starts an admission round: the bound, the stop reason until something stops
 // it, and the cells the running set attends once every sequence decodes.
 func (e *Engine) beginAdmission() {
+	e.par.target = e.admissionTarget()
 	e.par.bound, e.par.boundBy = e.parallelBound()
 	e.par.stop = AdmitQueueEmpty
 	e.par.cells = 0
@@ -106,7 +118,7 @@ func (e *Engine) itlAllows(s *seqState) bool {
 	if e.cfg.TargetITL <= 0 || !e.cost.ready() || len(e.running) == 0 {
 		return true
 	}
-	target := e.cfg.TargetITL.Seconds()
+	target := e.par.target
 	x := features(len(e.running)+1, 0, e.par.cells+float64(len(s.tokens)))
 	return e.cost.predict(x) <= target-e.cost.margin(target)
 }

@@ -48,16 +48,21 @@ func TestAdmissionBound(t *testing.T) {
 		// prompt and 100 tokens of growth: the blocks hold one.
 		{name: "kv blocks", blocks: 8, maxRunning: 8, meanLen: 16, requests: 3, promptLen: 16, maxTokens: 100,
 			wantRunning: 1, wantBound: 8, wantStop: AdmitKV},
-		// 2 ms a step plus 1 ms a decode token under a 10 ms target: 8 sequences.
-		{name: "itl bound", blocks: 64, maxRunning: 16, target: 10 * time.Millisecond,
-			model: fittedModel([nFeat]float64{2 * ms, 1 * ms, 0, 0}), meanLen: 16, requests: 10, promptLen: 8, maxTokens: 8,
+		// 2 ms a step plus 1 ms a decode token under a 5 ms target, relaxed to 10 ms by a queue
+		// twice the bound: 8 sequences.
+		{name: "itl bound", blocks: 64, maxRunning: 16, target: 5 * time.Millisecond,
+			model: fittedModel([nFeat]float64{2 * ms, 1 * ms, 0, 0}), meanLen: 16, requests: 32, promptLen: 8, maxTokens: 8,
 			wantRunning: 8, wantBound: 8, wantStop: AdmitITL},
-		// Observed sequences are short (the bound allows 15), but these prompts are 1024 tokens
-		// and every 1024 attended cells cost 1 ms: with n decoding, 2 + 0.5n + n ms, so the
-		// sixth would take 11 ms.
-		{name: "itl at the running lengths", blocks: 512, maxRunning: 16, target: 10 * time.Millisecond,
-			model: fittedModel([nFeat]float64{2 * ms, 0.5 * ms, 0, 1 * ms}), meanLen: 16, requests: 8, promptLen: 1024, maxTokens: 1,
-			wantRunning: 5, wantBound: 15, wantStop: AdmitITL},
+		// 8 waiting on a bound of 16 relax an 8 ms target to 12 ms: 10 sequences (6 without).
+		{name: "a queue relaxes the target", blocks: 64, maxRunning: 16, target: 8 * time.Millisecond,
+			model: fittedModel([nFeat]float64{2 * ms, 1 * ms, 0, 0}), meanLen: 16, requests: 8, promptLen: 8, maxTokens: 8,
+			wantRunning: 8, wantBound: 10, wantStop: AdmitQueueEmpty},
+		// Observed sequences are short (the bound is -np), but these prompts are 1024 tokens
+		// and every 1024 attended cells cost 1 ms: with n decoding, 2 + 0.5n + n ms, within
+		// the 10 ms target relaxed by 12 waiting to 17.5 ms for 10 of them.
+		{name: "itl at the running lengths", blocks: 1024, maxRunning: 16, target: 10 * time.Millisecond,
+			model: fittedModel([nFeat]float64{2 * ms, 0.5 * ms, 0, 1 * ms}), meanLen: 16, requests: 12, promptLen: 1024, maxTokens: 1,
+			wantRunning: 10, wantBound: 16, wantStop: AdmitITL},
 		// The decode step alone is past the target: one sequence still runs.
 		{name: "one runs whatever the target", blocks: 64, maxRunning: 16, target: time.Millisecond,
 			model: fittedModel([nFeat]float64{2 * ms, 1 * ms, 0, 0}), meanLen: 16, requests: 3, promptLen: 8, maxTokens: 8,
