@@ -38,7 +38,11 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"then cuts them: streams end with an error event), then exits.", stderr)
 	var mf modelFlags
 	var sf samplingFlags
-	mf.register(fs, 192)
+	// -b 512: one micro-batch (-ub) per step. While sequences decode, --target-itl sizes the
+	// prompt chunks and -b is only their cap; it decides the steps with nobody decoding (a
+	// burst of new prompts), and 512 served the shared and mixed workloads faster than 192
+	// (the default until then) and, on mixed, than 2048 (docs/performance.md).
+	mf.register(fs, 512)
 	sf.register(fs)
 	var ff fleetFlags
 	ff.register(fs)
@@ -47,10 +51,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	host := fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
 	port := fs.Int("port", 8080, "TCP port to listen on (0 = any free port; the log says which)")
 	var np int
-	fs.IntVar(&np, "parallel", 0, "most sequences decoded together (-np), an upper bound: within it the engine runs as many as the KV cache holds at the mean sequence length seen and --target-itl allows (/metrics: ubatch_parallel_bound); each of a request's n choices is one. 0 = up to "+strconv.Itoa(autoParallel)+" (within --batch-size), with the default -c sized for "+strconv.Itoa(autoParallelKV)+" sequences")
-	// The defaults favour latency on a CPU: a step's time grows with its tokens, and every running
-	// stream waits for the whole step, so small steps keep inter-token gaps short while long
-	// prompts arrive. For throughput on prompt-heavy loads raise both (e.g. 512 and 256).
+	fs.IntVar(&np, "parallel", 0, "most sequences decoded together (-np), an upper bound: within it the engine runs as many as the KV cache holds at the mean sequence length seen and --target-itl allows (/metrics: ubatch_sequences_running_bound, ubatch_admission_stop); each of a request's n choices is one. 0 = up to "+strconv.Itoa(autoParallel)+" (within --batch-size), with the default -c sized for "+strconv.Itoa(autoParallelKV)+" sequences")
+	// The chunk default favours latency on a CPU: a step's time grows with its tokens, and every
+	// running stream waits for the whole step, so small chunks keep inter-token gaps short while
+	// long prompts arrive. For throughput on prompt-heavy loads raise it (e.g. 256).
 	chunkSize := fs.Int("chunk-size", 48, "most prompt tokens of one sequence per step, so long prompts do not stall other streams")
 	targetITL := fs.Duration("target-itl", 60*time.Millisecond, "inter-token latency a step should meet while sequences decode: prompt chunks are sized to it from a cost model of steps fitted online (--batch-size and --chunk-size stay upper bounds; 0 = no target)")
 	maxQueue := fs.Int("max-queue", 64, "requests waiting for a free sequence slot; beyond it requests get 429 with Retry-After")
