@@ -205,10 +205,7 @@ func quantizeKScaleMin(x []float32, hdr []byte, l *[QK_K]uint8, nmax int32, rmin
 // quantizeQ4_K follows quantize_row_q4_K_ref (make_qkx2_quants with nmax 15, rmin -1, 20 steps).
 func quantizeQ4_K(src []float32, dst []byte) {
 	var l [QK_K]uint8
-	for b := 0; b < len(src)/QK_K; b++ {
-		x := src[b*QK_K : (b+1)*QK_K]
-		blk := dst[b*q4_KBytes : (b+1)*q4_KBytes]
-		clear(blk)
+	eachBlock(src, dst, QK_K, q4_KBytes, func(x []float32, blk []byte) {
 		quantizeKScaleMin(x, blk, &l, 15, -1, 20)
 		qs := blk[16:144]
 		for g := 0; g < 4; g++ {
@@ -216,17 +213,14 @@ func quantizeQ4_K(src []float32, dst []byte) {
 				qs[32*g+i] = l[64*g+i] | l[64*g+32+i]<<4
 			}
 		}
-	}
+	})
 }
 
 // quantizeQ5_K follows quantize_row_q5_K_ref (make_qkx2_quants with nmax 31, rmin -0.5, 15
 // steps); the fifth bit of each level goes to qh.
 func quantizeQ5_K(src []float32, dst []byte) {
 	var l [QK_K]uint8
-	for b := 0; b < len(src)/QK_K; b++ {
-		x := src[b*QK_K : (b+1)*QK_K]
-		blk := dst[b*q5_KBytes : (b+1)*q5_KBytes]
-		clear(blk)
+	eachBlock(src, dst, QK_K, q5_KBytes, func(x []float32, blk []byte) {
 		quantizeKScaleMin(x, blk, &l, 31, -0.5, 15)
 		qh := blk[16:48]
 		qs := blk[48:176]
@@ -237,7 +231,7 @@ func quantizeQ5_K(src []float32, dst []byte) {
 				qs[32*g+i] = l1&0xf | (l2&0xf)<<4
 			}
 		}
-	}
+	})
 }
 
 // quantizeQ6_K follows quantize_row_q6_K_ref: each 16-element group is fitted with makeQXQuants
@@ -246,19 +240,13 @@ func quantizeQ5_K(src []float32, dst []byte) {
 func quantizeQ6_K(src []float32, dst []byte) {
 	var l [QK_K]int8
 	var scales [16]float32
-	for b := 0; b < len(src)/QK_K; b++ {
-		x := src[b*QK_K : (b+1)*QK_K]
-		blk := dst[b*q6_KBytes : (b+1)*q6_KBytes]
-		clear(blk)
-		var maxScale, maxAbs float32
+	eachBlock(src, dst, QK_K, q6_KBytes, func(x []float32, blk []byte) {
 		for g := 0; g < 16; g++ {
 			scales[g] = makeQXQuants(32, x[16*g:16*g+16], l[16*g:16*g+16])
-			if a := abs32(scales[g]); a > maxAbs {
-				maxAbs, maxScale = a, scales[g]
-			}
 		}
-		if maxAbs < groupMaxEps {
-			continue // all-zero block, d = 0
+		maxScale := signedMax(scales[:])
+		if abs32(maxScale) < groupMaxEps {
+			return // all-zero block, d = 0
 		}
 		iscale := -128 / maxScale
 		dh := F32ToF16(1 / iscale)
@@ -288,5 +276,5 @@ func quantizeQ6_K(src []float32, dst []byte) {
 				qh[i] = q1>>4 | (q2>>4)<<2 | (q3>>4)<<4 | (q4>>4)<<6
 			}
 		}
-	}
+	})
 }
