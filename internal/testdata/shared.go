@@ -150,3 +150,19 @@ func LoadReference(t testing.TB, name string) *Reference {
 func (r *Reference) Row(i int) []float32 {
 	return r.Logits[i*r.NVocab : (i+1)*r.NVocab]
 }
+
+// RelRMS is the relative RMS error of got against want, ||got-want|| / ||want|| (the absolute
+// ||got-want|| when want is all zeros): how the tests compare logits and dequantized values
+// with a reference. The slices have the same length.
+func RelRMS(got, want []float32) float64 {
+	var num, den float64
+	for i := range want {
+		d := float64(got[i]) - float64(want[i])
+		num += d * d
+		den += float64(want[i]) * float64(want[i])
+	}
+	if den == 0 {
+		return math.Sqrt(num)
+	}
+	return math.Sqrt(num / den)
+}
