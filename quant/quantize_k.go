@@ -82,31 +82,34 @@ func fitErr(w, diff float32, useMad bool) float32 {
 	return w * diff * diff
 }
 
+// gridFit rounds each x[i] to the grid of step 1/iscale, as a level q in [-nmax, nmax), and
+// returns the x²-weighted sums Σw·x·q and Σw·q² that a least-squares scale is their ratio of;
+// it writes q+offset to l unless l is nil. len(l) == len(x).
+func gridFit(x []float32, iscale float32, nmax int32, l []int8, offset int32) (sumLX, sumL2 float32) {
+	for i, v := range x {
+		q := clamp32(nearestInt(iscale*v), -nmax, nmax-1)
+		if l != nil {
+			l[i] = int8(q + offset)
+		}
+		w := v * v
+		sumLX += w * v * float32(q)
+		sumL2 += w * float32(q) * float32(q)
+	}
+	return sumLX, sumL2
+}
+
 // makeQXQuants fits x ≈ scale*(L - nmax) with L in [0, 2*nmax) (a symmetric quantizer), following
 // ggml's make_qx_quants with rmse_type=1 (weights x²) and no importance: start from the grid that
 // maps the largest-magnitude value to -nmax, then try 18 perturbed grids and keep the one with the
 // best weighted least-squares fit. len(l) == len(x).
 func makeQXQuants(nmax int32, x []float32, l []int8) float32 {
 	l = l[:len(x)]
-	var amax, mx float32
-	for _, v := range x {
-		if a := abs32(v); a > amax {
-			amax, mx = a, v
-		}
-	}
-	if amax < groupMaxEps {
+	mx := signedMax(x)
+	if abs32(mx) < groupMaxEps {
 		clear(l)
 		return 0
 	}
-	iscale := -float32(nmax) / mx
-	var sumLX, sumL2 float32
-	for i, v := range x {
-		q := clamp32(nearestInt(iscale*v), -nmax, nmax-1)
-		l[i] = int8(q + nmax)
-		w := v * v
-		sumLX += w * v * float32(q)
-		sumL2 += w * float32(q) * float32(q)
-	}
+	sumLX, sumL2 := gridFit(x, -float32(nmax)/mx, nmax, l, nmax)
 	var scale float32
 	if sumL2 != 0 {
 		scale = sumLX / sumL2
@@ -116,18 +119,10 @@ func makeQXQuants(nmax int32, x []float32, l []int8) float32 {
 		if is == 0 {
 			continue
 		}
-		iscale = -(float32(nmax) + 0.1*float32(is)) / mx
-		sumLX, sumL2 = 0, 0
-		for _, v := range x {
-			q := float32(clamp32(nearestInt(iscale*v), -nmax, nmax-1))
-			w := v * v
-			sumLX += w * v * q
-			sumL2 += w * q * q
-		}
+		iscale := -(float32(nmax) + 0.1*float32(is)) / mx
+		sumLX, sumL2 = gridFit(x, iscale, nmax, nil, 0)
 		if sumL2 > 0 && sumLX*sumLX > best*sumL2 {
-			for i, v := range x {
-				l[i] = int8(clamp32(nearestInt(iscale*v), -nmax, nmax-1) + nmax)
-			}
+			gridFit(x, iscale, nmax, l, nmax)
 			scale = sumLX / sumL2
 			best = scale * sumLX
 		}

@@ -73,15 +73,7 @@ func makeQ3Quants(nmax int32, x []float32, l []int8) float32 {
 		clear(l)
 		return 0
 	}
-	iscale := -float32(nmax) / mx
-	var sumLX, sumL2 float32
-	for i, v := range x {
-		q := clamp32(nearestInt(iscale*v), -nmax, nmax-1)
-		l[i] = int8(q)
-		w := v * v
-		sumLX += w * v * float32(q)
-		sumL2 += w * float32(q) * float32(q)
-	}
+	sumLX, sumL2 := gridFit(x, -float32(nmax)/mx, nmax, l, 0)
 	for range 5 {
 		changed := false
 		for i, v := range x {
