@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -165,4 +166,20 @@ func RelRMS(got, want []float32) float64 {
 		return math.Sqrt(num)
 	}
 	return math.Sqrt(num / den)
+}
+
+// MaskAttackGBNF is issue 19's mask-cost attack on the grammar engine: 250 alternatives that
+// each allow up to 1000 of nearly any character, so that no two parses merge, every position is
+// a new state, and a mask must step every stack through most of a vocabulary's trie. It
+// compiles only past the default element limit.
+func MaskAttackGBNF() string {
+	var sb strings.Builder
+	sb.WriteString("root ::= ")
+	for i := range 250 {
+		if i > 0 {
+			sb.WriteString(" | ")
+		}
+		sb.WriteString(`[^!\x00]{0,1000} "END"`)
+	}
+	return sb.String() + "\n"
 }
