@@ -16,6 +16,10 @@ func (e *Engine) admit() {
 	e.orderWaiting()
 	for i := 0; i < len(e.waiting); {
 		s := e.waiting[i]
+		if e.tierWait(s) { // blocks of its prefix are on their way from another tier (tier.go)
+			i++
+			continue
+		}
 		growth := e.expectedGrowth(s)
 		a := e.kv.CanAdmit(s.tokens, growth)
 		if a.Wait {

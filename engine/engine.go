@@ -88,6 +88,7 @@ type Engine struct {
 	inBatch []*seqState // sequences with a logits row in b, by row order
 	stats   Stats
 	cost    costModel
+	tier    tierState // KV tiers beyond RAM (tier.go)
 	// completionMean is the mean completion length of the finishedN requests that ran to
 	// their end, recent ones weighing most (expectedGrowth).
 	completionMean float64
@@ -304,6 +305,8 @@ func (e *Engine) Run(ctx context.Context) error {
 			select {
 			case ss := <-e.incoming:
 				e.enqueue(ss)
+			case f := <-e.tier.control: // nil without tiers
+				f()
 			case <-ctx.Done():
 				e.shutdown()
 				return ctx.Err()
@@ -320,6 +323,10 @@ func (e *Engine) Run(ctx context.Context) error {
 			default:
 				drained = true
 			}
+		}
+		if !e.tierRun(ctx) {
+			e.shutdown()
+			return ctx.Err()
 		}
 		e.step()
 		e.publish()
