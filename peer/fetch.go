@@ -10,51 +10,67 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"ubatch/engine"
 	"ubatch/fleet"
+	"ubatch/kvfile"
 	"ubatch/prefixhash"
 )
 
-// FetcherConfig configures a Fetcher. Local, Index and Self are required.
-type FetcherConfig struct {
-	Local     Local
-	Index     *fleet.Index
-	Self      string // this node's fleet id: never its own peer
-	APIKey    string // sent to peers as "Authorization: Bearer KEY" (the fleet shares one key)
+// SourceConfig configures a Source. Index, Self and Layout are required.
+type SourceConfig struct {
+	Index  *fleet.Index
+	Self   string        // this node's fleet id: never its own peer
+	Layout kvfile.Layout // this node's KV layout
+	APIKey string        // sent to peers as "Authorization: Bearer KEY" (the fleet shares one key)
+	// Timeout bounds one fetch, lookup included (0: DefaultTimeout); the engine's cost
+	// decision keeps fetches that are expected to be slower than computing from starting.
 	Timeout   time.Duration
 	MaxBytes  int64 // most bytes of K/V in one fetch; 0 = DefaultMaxBytes
 	MinBlocks int   // fewest missing blocks worth a fetch; 0 = 1
-	// NodesTTL is how long the fleet's node list is reused between lookups (the blocks are
-	// looked up afresh every time); 0 = 1 s.
-	NodesTTL time.Duration
-	Client   *http.Client // nil: one with a 1 s dial timeout
-	Metrics  *Metrics
-	Logger   *slog.Logger
+	// Refresh is how often the fleet's node list is read (Run): Probe answers from it. 0 = 1 s.
+	Refresh time.Duration
+	Client  *http.Client // nil: one with a 1 s dial timeout
+	Metrics *Metrics
+	Logger  *slog.Logger
 }
 
-// DefaultTimeout bounds a fetch when FetcherConfig.Timeout is 0.
+// DefaultTimeout bounds a fetch when SourceConfig.Timeout is 0.
 const DefaultTimeout = 2 * time.Second
 
-// Fetcher brings prompt prefixes that peers hold into the local cache. It is safe for
-// concurrent use.
-type Fetcher struct {
-	cfg FetcherConfig
-	est *estimator
-	log *slog.Logger
+// Source is the peer tier: an engine.BlockSource. Run must run for Probe to see peers. It is
+// safe for concurrent use.
+type Source struct {
+	cfg        SourceConfig
+	ident      string
+	blockBytes int64
+	est        *estimator
+	log        *slog.Logger
+	peers      atomic.Pointer[[]fleet.Status] // live nodes of this identity, not this one
 
 	mu       sync.Mutex
-	nodes    []fleet.Status
-	nodesAt  time.Time
-	inflight map[uint64]chan struct{} // fetches under way, by the last hash fetched
+	inflight map[uint64]*call // fetches under way, by the last routing hash fetched
 }
 
-// NewFetcher checks cfg and makes a fetcher.
-func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
-	if cfg.Local == nil || cfg.Index == nil || cfg.Self == "" {
-		return nil, errors.New("peer: FetcherConfig needs Local, Index and Self")
+// call is one fetch that concurrent requests for the same prefix share.
+type call struct {
+	done   chan struct{}
+	blocks []kvfile.Block
+	err    error
+}
+
+// NewSource checks cfg and makes the peer tier.
+func NewSource(cfg SourceConfig) (*Source, error) {
+	if cfg.Index == nil || cfg.Self == "" {
+		return nil, errors.New("peer: SourceConfig needs Index and Self")
+	}
+	if err := cfg.Layout.Check(); err != nil {
+		return nil, err
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
@@ -63,8 +79,8 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 		cfg.MaxBytes = DefaultMaxBytes
 	}
 	cfg.MinBlocks = max(cfg.MinBlocks, 1)
-	if cfg.NodesTTL <= 0 {
-		cfg.NodesTTL = time.Second
+	if cfg.Refresh <= 0 {
+		cfg.Refresh = time.Second
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Transport: &http.Transport{
@@ -76,152 +92,157 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Fetcher{cfg: cfg, est: newEstimator(), log: cfg.Logger.With("component", "peer"),
-		inflight: map[uint64]chan struct{}{}}, nil
+	s := &Source{cfg: cfg, ident: Identity(cfg.Layout), blockBytes: int64(cfg.Layout.BlockSize) * cfg.Layout.CellBytes(),
+		est: newEstimator(), log: cfg.Logger.With("component", "peer"), inflight: map[uint64]*call{}}
+	s.peers.Store(&[]fleet.Status{})
+	return s, nil
 }
 
-// Prefetch brings into the local cache the leading full blocks of prompt that the best peer
-// holds and the cache lacks, when the transfer is expected to take less than computing them,
-// and returns the prompt tokens that came from the peer (0 when nothing did). Failures are
-// logged and counted, never returned: the prompt is then computed as without peers. The
-// prompt's last token is never fetched (its logits must be computed).
-func (f *Fetcher) Prefetch(ctx context.Context, prompt []int32) int {
-	l := f.cfg.Local
-	bs := l.BlockSize()
-	usable := (len(prompt) - 1) / bs
-	if usable < f.cfg.MinBlocks {
-		return 0
-	}
-	cached, err := l.Cached(ctx, prompt)
-	if err != nil {
-		return 0 // the engine is shutting down or the client left
-	}
-	have := cached / bs
-	if usable-have < f.cfg.MinBlocks {
-		return 0
-	}
-	hashes := prefixhash.Chain(make([]uint64, 0, usable), prompt[:usable*bs], bs)
-	holders, err := f.holders(ctx, hashes, have+f.cfg.MinBlocks)
-	if err != nil {
-		f.cfg.Metrics.fail(ReasonRedis)
-		f.log.Debug("peer lookup failed", "err", err)
-		return 0
-	}
-	if len(holders) == 0 {
-		return 0
-	}
-	h := holders[0]
-	want := min(h.Match, have+int(f.cfg.MaxBytes/max(l.BlockBytes(), 1)))
-	if want-have < f.cfg.MinBlocks {
-		return 0
-	}
-	size := encodedBytes(want-have, bs, l.BlockBytes())
-	est := f.est.estimate(size)
-	rec, known := l.PromptCost(cached, (want-have)*bs)
-	fetch, deadline := decide(est, rec, known, f.cfg.Timeout)
-	if !fetch {
-		f.cfg.Metrics.skip("cost")
-		f.log.Debug("recomputing is faster than fetching", "peer", h.ID, "blocks", want-have, "fetch", est, "recompute", rec)
-		return 0
-	}
-	done, first := f.join(hashes[want-1])
-	if !first {
-		// The same prefix is on its way for another request: wait for it, then let admission
-		// find what it brought.
+// KVIdentity is what the node publishes as fleet.Status.KVIdentity.
+func (s *Source) KVIdentity() string { return s.ident }
+
+// Run reads the fleet's node list every Refresh until ctx ends.
+func (s *Source) Run(ctx context.Context) {
+	t := time.NewTicker(s.cfg.Refresh)
+	defer t.Stop()
+	for {
+		s.refresh(ctx)
 		select {
-		case <-done:
 		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
-		return 0
 	}
-	defer f.leave(hashes[want-1], done)
-	fctx, cancel := context.WithTimeout(ctx, deadline)
+}
+
+// refresh reads the live peers of this identity; on a Redis failure the last list stays.
+func (s *Source) refresh(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	nodes, _, err := s.cfg.Index.Nodes(rctx)
+	if err != nil {
+		return
+	}
+	peers := nodes[:0]
+	for _, n := range nodes {
+		if n.ID != s.cfg.Self && n.KVIdentity == s.ident && n.BlockSize == s.cfg.Layout.BlockSize {
+			peers = append(peers, n)
+		}
+	}
+	s.peers.Store(&peers)
+}
+
+// Name labels the tier in the engine's metrics.
+func (s *Source) Name() string { return "peer" }
+
+// Probe answers, in memory, what a fetch could bring at best: every full block of q from From
+// on (up to MaxBytes), when a live peer of this identity exists. Which peer holds how much is
+// looked up by Fetch; one holding less brings less, and none nothing.
+func (s *Source) Probe(q *engine.Lookup) engine.Hit {
+	if len(*s.peers.Load()) == 0 {
+		return engine.Hit{}
+	}
+	n := min(len(q.Keys)-q.From, int(s.cfg.MaxBytes/max(s.blockBytes, 1)))
+	if n < s.cfg.MinBlocks {
+		return engine.Hit{}
+	}
+	return engine.Hit{Blocks: n, Cells: n * q.BlockSize, Bytes: int64(n) * s.blockBytes}
+}
+
+// ReadCost is the expected time of fetching bytes of K/V: the measured latency (lookup and
+// round trip) plus bytes over the measured throughput.
+func (s *Source) ReadCost(bytes int64) time.Duration { return s.est.estimate(bytes) }
+
+// Fetch brings the blocks of q from From on that the best peer holds (the longest run, then the
+// least loaded): nil when no peer holds any. Requests for the same prefix at once share one
+// fetch. A peer's failure is logged and counted and brings nothing.
+func (s *Source) Fetch(ctx context.Context, q *engine.Lookup, h engine.Hit) ([]kvfile.Block, error) {
+	bs := s.cfg.Layout.BlockSize
+	if q.BlockSize != bs || h.Blocks <= 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	start := time.Now()
-	blocks, n, reason, err := f.fetch(fctx, h, hashes[:want], prompt[:want*bs], have)
+	end := min(len(q.Keys), q.From+h.Blocks)
+	hashes := prefixhash.Chain(make([]uint64, 0, end), q.Tokens[:end*bs], bs)
+	holders, err := s.cfg.Index.Holders(ctx, *s.peers.Load(), fleet.HolderQuery{Self: s.cfg.Self, KVIdentity: s.ident, BlockSize: bs},
+		hashes, q.From+s.cfg.MinBlocks)
+	if err != nil {
+		s.cfg.Metrics.fail(ReasonRedis)
+		s.log.Debug("peer lookup failed", "err", err)
+		return nil, nil
+	}
+	if len(holders) == 0 {
+		return nil, nil
+	}
+	peer := holders[0]
+	want := min(peer.Match, end)
+	c, first := s.join(hashes[want-1])
+	if !first {
+		select {
+		case <-c.done:
+			return c.blocks, nil
+		case <-ctx.Done():
+			return nil, nil
+		}
+	}
+	defer s.leave(hashes[want-1], c)
+	blocks, n, reason, err := s.fetch(ctx, peer, hashes[:want], q, want)
 	took := time.Since(start)
 	if err != nil {
-		if ctx.Err() != nil { // the client left: not the peer's failure
-			return 0
+		if ctx.Err() != nil && reason != ReasonTimeout {
+			return nil, nil // the client left: not the peer's failure
 		}
-		f.cfg.Metrics.fetched(took, 0, 0, reason)
-		f.log.Warn("fetching KV blocks from a peer failed; computing the prompt", "peer", h.ID, "url", h.URL,
+		s.cfg.Metrics.fetched(took, 0, 0, reason)
+		s.log.Warn("fetching KV blocks from a peer failed; computing the prompt", "peer", peer.ID, "url", peer.URL,
 			"reason", reason, "err", err, "took", took)
-		return 0
+		return nil, nil
 	}
-	f.cfg.Metrics.fetched(took, len(blocks), n, "")
-	f.est.observe(n, took)
-	held, err := l.Import(ctx, prompt, blocks)
-	if err != nil {
-		f.cfg.Metrics.fail(ReasonImport)
-		f.log.Warn("importing KV blocks from a peer failed; computing the prompt", "peer", h.ID, "err", err)
-		return 0
-	}
-	got := max(0, min(held, want*bs)-cached)
-	f.cfg.Metrics.imported(got)
-	f.log.Debug("fetched KV blocks from a peer", "peer", h.ID, "blocks", len(blocks), "bytes", n, "took", took,
-		"estimate", est, "recompute", rec, "tokens", got)
-	return got
+	s.cfg.Metrics.fetched(took, len(blocks), n, "")
+	s.est.observe(n, took)
+	c.blocks = blocks
+	s.log.Debug("fetched KV blocks from a peer", "peer", peer.ID, "blocks", len(blocks), "bytes", n, "took", took)
+	return blocks, nil
 }
 
-// holders looks the chain up in the fleet, with the node list cached for NodesTTL.
-func (f *Fetcher) holders(ctx context.Context, hashes []uint64, min int) ([]fleet.Holder, error) {
-	f.mu.Lock()
-	nodes, at := f.nodes, f.nodesAt
-	f.mu.Unlock()
-	if time.Since(at) > f.cfg.NodesTTL {
-		var err error
-		if nodes, _, err = f.cfg.Index.Nodes(ctx); err != nil {
-			return nil, err
-		}
-		f.mu.Lock()
-		f.nodes, f.nodesAt = nodes, time.Now()
-		f.mu.Unlock()
+func (s *Source) join(last uint64) (*call, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.inflight[last]; ok {
+		return c, false
 	}
-	l := f.cfg.Local
-	return f.cfg.Index.Holders(ctx, nodes, fleet.HolderQuery{Self: f.cfg.Self, KVIdentity: l.KVIdentity(), BlockSize: l.BlockSize()},
-		hashes, min)
+	c := &call{done: make(chan struct{})}
+	s.inflight[last] = c
+	return c, true
 }
 
-// join registers a fetch of the prefix ending with hash last; first is false when one is
-// under way already (done is closed when it ends).
-func (f *Fetcher) join(last uint64) (done chan struct{}, first bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if ch, ok := f.inflight[last]; ok {
-		return ch, false
-	}
-	ch := make(chan struct{})
-	f.inflight[last] = ch
-	return ch, true
+func (s *Source) leave(last uint64, c *call) {
+	s.mu.Lock()
+	delete(s.inflight, last)
+	s.mu.Unlock()
+	close(c.done)
 }
 
-func (f *Fetcher) leave(last uint64, done chan struct{}) {
-	f.mu.Lock()
-	delete(f.inflight, last)
-	f.mu.Unlock()
-	close(done)
-}
-
-// fetch asks peer h for blocks from..len(hashes) of tokens and reads and verifies the answer.
-// It returns the blocks and the bytes read, or the failure's reason.
-func (f *Fetcher) fetch(ctx context.Context, h fleet.Holder, hashes []uint64, tokens []int32, from int) ([]Block, int64, string, error) {
-	l := f.cfg.Local
-	req := blocksRequest{KVIdentity: l.KVIdentity(), BlockSize: l.BlockSize(), Tokens: tokens, From: from,
+// fetch asks peer p for blocks q.From..want of q and reads and verifies the answer. It returns
+// the blocks and the bytes read, or the failure's reason.
+func (s *Source) fetch(ctx context.Context, p fleet.Holder, hashes []uint64, q *engine.Lookup, want int) ([]kvfile.Block, int64, string, error) {
+	bs := s.cfg.Layout.BlockSize
+	req := blocksRequest{KVIdentity: s.ident, BlockSize: bs, Tokens: q.Tokens[:want*bs], From: q.From,
 		Hashes: make([]string, len(hashes))}
 	for i, x := range hashes {
 		req.Hashes[i] = fmt.Sprintf("%016x", x)
 	}
 	body, _ := json.Marshal(req) // plain fields: cannot fail
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(h.URL, "/")+"/kv/blocks", bytes.NewReader(body))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(p.URL, "/")+"/kv/blocks", bytes.NewReader(body))
 	if err != nil {
 		return nil, 0, ReasonDown, err
 	}
 	hr.Header.Set("Content-Type", "application/json")
-	if f.cfg.APIKey != "" {
-		hr.Header.Set("Authorization", "Bearer "+f.cfg.APIKey)
+	if s.cfg.APIKey != "" {
+		hr.Header.Set("Authorization", "Bearer "+s.cfg.APIKey)
 	}
-	resp, err := f.cfg.Client.Do(hr)
+	resp, err := s.cfg.Client.Do(hr)
 	if err != nil {
 		return nil, 0, netReason(ctx, err), err
 	}
@@ -237,24 +258,34 @@ func (f *Fetcher) fetch(ctx context.Context, h fleet.Holder, hashes []uint64, to
 	if ct := resp.Header.Get("Content-Type"); ct != ContentType {
 		return nil, 0, ReasonCorrupt, fmt.Errorf("peer answered Content-Type %q, want %s", ct, ContentType)
 	}
-	limit := encodedBytes(len(hashes)-from, l.BlockSize(), l.BlockBytes()) + 16 + maxHeader
+	nb := want - q.From
+	limit := 4096 + int64(len(s.cfg.Layout.Layers))*8 + int64(nb)*(80+8*int64(bs)+s.blockBytes)
 	if resp.ContentLength > limit {
 		return nil, 0, ReasonTooLarge, fmt.Errorf("answer of %d bytes, at most %d expected", resp.ContentLength, limit)
 	}
 	cr := &countReader{r: io.LimitReader(resp.Body, limit)}
-	blocks, err := readBlocks(cr, wireHeader{KVIdentity: l.KVIdentity(), BlockSize: l.BlockSize(), BlockBytes: l.BlockBytes()},
-		tokens, from)
+	blocks, err := kvfile.Decode(cr, s.cfg.Layout, nb)
 	switch {
 	case err == nil:
-		return blocks, cr.n, "", nil
-	case errors.Is(err, errIdentity):
+	case errors.Is(err, kvfile.ErrForeign):
 		return nil, cr.n, ReasonIdentity, err
-	case errors.Is(err, errTokens):
-		return nil, cr.n, ReasonTokens, err
 	case ctx.Err() != nil:
 		return nil, cr.n, ReasonTimeout, err
+	default:
+		return nil, cr.n, ReasonCorrupt, err
 	}
-	return nil, cr.n, ReasonCorrupt, err
+	// kvfile checked each record's checksum, positions and key = hash(parent, tokens); the
+	// chain must be the prompt's: depth, tokens and key of every block.
+	for i, b := range blocks {
+		d := q.From + i
+		if int(b.Depth) != d || len(b.Tokens) != bs {
+			return nil, cr.n, ReasonCorrupt, fmt.Errorf("block %d: depth %d with %d tokens", d, b.Depth, len(b.Tokens))
+		}
+		if !slices.Equal(b.Tokens, q.Tokens[d*bs:(d+1)*bs]) || b.Key != q.Keys[d] {
+			return nil, cr.n, ReasonTokens, fmt.Errorf("block %d holds other tokens than the prompt's", d)
+		}
+	}
+	return blocks, cr.n, "", nil
 }
 
 // netReason classifies a transport error.

@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"ubatch/kvfile"
 	"ubatch/prefixhash"
 )
 
@@ -17,9 +19,10 @@ const (
 	DefaultMaxBytes  = 512 << 20 // of K/V in one answer
 )
 
-// HandlerConfig configures Handler.
+// HandlerConfig configures Handler. Cache and Layout are required.
 type HandlerConfig struct {
-	Local Local
+	Cache  Exporter
+	Layout kvfile.Layout // the node's KV layout (model identity, type, block size, layers)
 	// MaxBlocks bounds the blocks one request may ask for (400 beyond it), MaxBytes the K/V one
 	// answer carries (fewer blocks are sent when the rest would pass it); 0 = the defaults.
 	MaxBlocks int
@@ -40,16 +43,17 @@ func Handler(cfg HandlerConfig) http.Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	ident := Identity(cfg.Layout)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		code, blocks, bytes := serveBlocks(cfg, w, r)
+		code, blocks, bytes := serveBlocks(cfg, ident, w, r)
 		cfg.Metrics.served(code, blocks, bytes)
 	})
 }
 
 // serveBlocks answers one request and returns its status and what it sent.
-func serveBlocks(cfg HandlerConfig, w http.ResponseWriter, r *http.Request) (int, int, int64) {
-	l := cfg.Local
-	bs := l.BlockSize()
+func serveBlocks(cfg HandlerConfig, ident string, w http.ResponseWriter, r *http.Request) (int, int, int64) {
+	bs := cfg.Layout.BlockSize
+	blockBytes := int64(bs) * cfg.Layout.CellBytes()
 	// A request is its tokens (up to ~12 JSON bytes each) and hashes (~19 each).
 	limit := int64(cfg.MaxBlocks)*(int64(bs)*12+20) + 4096
 	var req blocksRequest
@@ -63,9 +67,9 @@ func serveBlocks(cfg HandlerConfig, w http.ResponseWriter, r *http.Request) (int
 		return fail(w, http.StatusBadRequest, "invalid_json", "body: "+err.Error())
 	}
 	switch {
-	case req.KVIdentity != l.KVIdentity() || req.BlockSize != bs:
+	case req.KVIdentity != ident || req.BlockSize != bs:
 		return fail(w, http.StatusConflict, "kv_identity_mismatch", fmt.Sprintf(
-			"kv_identity %q and block_size %d: this node has %q and %d", req.KVIdentity, req.BlockSize, l.KVIdentity(), bs))
+			"kv_identity %q and block_size %d: this node has %q and %d", req.KVIdentity, req.BlockSize, ident, bs))
 	case len(req.Hashes) == 0:
 		return fail(w, http.StatusBadRequest, "invalid_hashes", "hashes: empty")
 	case len(req.Hashes) > cfg.MaxBlocks:
@@ -85,11 +89,11 @@ func serveBlocks(cfg HandlerConfig, w http.ResponseWriter, r *http.Request) (int
 			return fail(w, http.StatusBadRequest, "invalid_hashes", fmt.Sprintf("hashes[%d] is not the routing hash of its tokens", i))
 		}
 	}
-	n := int(min(int64(len(req.Hashes)), int64(req.From)+cfg.MaxBytes/max(l.BlockBytes(), 1)))
+	n := int(min(int64(len(req.Hashes)), int64(req.From)+cfg.MaxBytes/max(blockBytes, 1)))
 	if n == req.From {
 		return fail(w, http.StatusRequestEntityTooLarge, "block_too_large", "one block is larger than the node's limit of one answer")
 	}
-	blocks, err := l.Export(r.Context(), req.Tokens[:n*bs], n)
+	blocks, err := cfg.Cache.ExportBlocks(r.Context(), req.Tokens[:n*bs], n)
 	if err != nil {
 		if r.Context().Err() != nil {
 			return 499, 0, 0 // the client went away: nothing to answer
@@ -101,11 +105,16 @@ func serveBlocks(cfg HandlerConfig, w http.ResponseWriter, r *http.Request) (int
 		return fail(w, http.StatusNotFound, "blocks_not_found", "this node holds none of the blocks (evicted since it published them)")
 	}
 	blocks = blocks[req.From:]
-	h := wireHeader{KVIdentity: l.KVIdentity(), BlockSize: bs, BlockBytes: l.BlockBytes(), Blocks: len(blocks)}
-	size := encodedBytes(len(blocks), bs, h.BlockBytes)
+	size := kvfile.Size(cfg.Layout, blocks)
 	w.Header().Set("Content-Type", ContentType)
+	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
 	w.WriteHeader(http.StatusOK)
-	if err := writeBlocks(w, h, blocks); err != nil {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	if err := kvfile.Encode(bw, cfg.Layout, blocks); err != nil {
+		cfg.Logger.Warn("sending KV blocks to a peer failed", "err", err)
+		return 499, 0, 0
+	}
+	if bw.Flush() != nil {
 		return 499, 0, 0
 	}
 	return http.StatusOK, len(blocks), size

@@ -25,16 +25,14 @@ var reasons = []string{ReasonRedis, ReasonDown, ReasonTimeout, ReasonStatus, Rea
 
 // Metrics are the peer tier's Prometheus metrics. A nil *Metrics counts nothing.
 type Metrics struct {
-	fetches        prometheus.Counter
-	failures       *prometheus.CounterVec
-	skipped        *prometheus.CounterVec
-	fetchedBlocks  prometheus.Counter
-	fetchedBytes   prometheus.Counter
-	importedTokens prometheus.Counter
-	latency        prometheus.Histogram
-	serveReqs      *prometheus.CounterVec
-	servedBlocks   prometheus.Counter
-	servedBytes    prometheus.Counter
+	fetches       prometheus.Counter
+	failures      *prometheus.CounterVec
+	fetchedBlocks prometheus.Counter
+	fetchedBytes  prometheus.Counter
+	latency       prometheus.Histogram
+	serveReqs     *prometheus.CounterVec
+	servedBlocks  prometheus.Counter
+	servedBytes   prometheus.Counter
 }
 
 // NewMetrics makes the metrics and registers them with reg (nil: not registered).
@@ -44,14 +42,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "KV block fetches from peers attempted (the transfer was expected to beat recomputing)."}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ubatch_peer_fetch_failures_total",
 			Help: "Peer fetches that failed, by reason; the prompt was computed instead."}, []string{"reason"}),
-		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ubatch_peer_fetch_skipped_total",
-			Help: "Prompts a peer held more of that were computed instead, by reason (cost: recomputing was expected to be faster)."}, []string{"reason"}),
 		fetchedBlocks: prometheus.NewCounter(prometheus.CounterOpts{Name: "ubatch_peer_fetched_blocks_total",
 			Help: "KV blocks fetched from peers."}),
 		fetchedBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "ubatch_peer_fetched_bytes_total",
 			Help: "Bytes of KV block answers read from peers."}),
-		importedTokens: prometheus.NewCounter(prometheus.CounterOpts{Name: "ubatch_peer_imported_tokens_total",
-			Help: "Prompt tokens brought into the prefix cache from peers."}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ubatch_peer_fetch_seconds",
 			Help:    "Time of a peer fetch, request to verified blocks (failures included).",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}}),
@@ -65,9 +59,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, r := range reasons {
 		m.failures.WithLabelValues(r)
 	}
-	m.skipped.WithLabelValues("cost")
 	if reg != nil {
-		reg.MustRegister(m.fetches, m.failures, m.skipped, m.fetchedBlocks, m.fetchedBytes, m.importedTokens, m.latency,
+		reg.MustRegister(m.fetches, m.failures, m.fetchedBlocks, m.fetchedBytes, m.latency,
 			m.serveReqs, m.servedBlocks, m.servedBytes)
 	}
 	return m
@@ -99,17 +92,5 @@ func (m *Metrics) fetched(d time.Duration, blocks int, bytes int64, reason strin
 func (m *Metrics) fail(reason string) {
 	if m != nil {
 		m.failures.WithLabelValues(reason).Inc()
-	}
-}
-
-func (m *Metrics) skip(reason string) {
-	if m != nil {
-		m.skipped.WithLabelValues(reason).Inc()
-	}
-}
-
-func (m *Metrics) imported(tokens int) {
-	if m != nil && tokens > 0 {
-		m.importedTokens.Add(float64(tokens))
 	}
 }

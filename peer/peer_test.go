@@ -18,85 +18,73 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"ubatch/engine"
 	"ubatch/fleet"
 	"ubatch/internal/testredis"
+	"ubatch/kvcache"
+	"ubatch/kvfile"
 	"ubatch/prefixhash"
 )
 
 const bs = 4
 
-// memLocal is a cache of whole blocks keyed by their routing hash, with K/V bytes derived from
-// the tokens, so that a test can tell blocks apart and check what arrived.
-type memLocal struct {
-	ident string
-	mu    sync.Mutex
-	held  map[uint64]Block
-	cost  time.Duration // PromptCost per token; 0 = not fitted
+var layout = kvfile.Layout{Model: kvfile.ModelID{1, 2, 3}, DType: kvcache.F32, BlockSize: bs, Layers: []kvfile.Layer{{KVHeads: 1, HeadDim: 8}, {KVHeads: 1, HeadDim: 8}}}
+
+// memCache is a node's cache of whole blocks for the serving side, K/V bytes derived from the
+// tokens so that a test can tell blocks apart and check what arrived.
+type memCache struct {
+	mu   sync.Mutex
+	held map[kvcache.Key]kvfile.Block
+	edit func(*kvfile.Block) // alters what is exported, when set
 }
 
-const blockBytes = 64
-
-func newMemLocal(ident string) *memLocal { return &memLocal{ident: ident, held: map[uint64]Block{}} }
-
 func kvData(toks []int32) []byte {
-	d := make([]byte, blockBytes)
+	d := make([]byte, int64(len(toks))*layout.CellBytes())
 	for i := range d {
 		d[i] = byte(int(toks[i%len(toks)])*7 + i)
 	}
 	return d
 }
 
-// fill makes the cache hold the full blocks of toks.
-func (m *memLocal) fill(toks []int32) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for i, h := range prefixhash.Chain(nil, toks, bs) {
-		b := slices.Clone(toks[i*bs : (i+1)*bs])
-		m.held[h] = Block{Depth: int32(i), Tokens: b, Data: kvData(b)}
-	}
-}
-
-func (m *memLocal) KVIdentity() string { return m.ident }
-func (m *memLocal) BlockSize() int     { return bs }
-func (m *memLocal) BlockBytes() int64  { return blockBytes }
-
-func (m *memLocal) leading(toks []int32) []Block {
-	var out []Block
-	for _, h := range prefixhash.Chain(nil, toks, bs) {
-		b, ok := m.held[h]
-		if !ok {
-			break
+func blocksOf(toks []int32) []kvfile.Block {
+	var out []kvfile.Block
+	parent := kvcache.RootKey
+	for i, k := range kvcache.ChainKeys(nil, toks, bs) {
+		t := slices.Clone(toks[i*bs : (i+1)*bs])
+		pos := make([]int32, bs)
+		for j := range pos {
+			pos[j] = int32(i*bs + j)
 		}
-		out = append(out, b)
+		out = append(out, kvfile.Block{Key: k, Parent: parent, Depth: int32(i), Tokens: t, Pos: pos, Data: kvData(t)})
+		parent = k
 	}
 	return out
 }
 
-func (m *memLocal) Cached(ctx context.Context, prompt []int32) (int, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.leading(prompt)) * bs, nil
-}
-
-func (m *memLocal) Export(ctx context.Context, toks []int32, max int) ([]Block, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	b := m.leading(toks)
-	return b[:min(len(b), max)], nil
-}
-
-func (m *memLocal) Import(ctx context.Context, prompt []int32, blocks []Block) (int, error) {
-	m.mu.Lock()
-	chain := prefixhash.Chain(nil, prompt, bs)
-	for _, b := range blocks {
-		m.held[chain[b.Depth]] = b
+func newMemCache(toks []int32) *memCache {
+	m := &memCache{held: map[kvcache.Key]kvfile.Block{}}
+	for _, b := range blocksOf(toks) {
+		m.held[b.Key] = b
 	}
-	m.mu.Unlock()
-	return m.Cached(ctx, prompt)
+	return m
 }
 
-func (m *memLocal) PromptCost(cached, n int) (time.Duration, bool) {
-	return m.cost * time.Duration(n), m.cost > 0
+func (m *memCache) ExportBlocks(ctx context.Context, toks []int32, max int) ([]kvfile.Block, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []kvfile.Block
+	for _, k := range kvcache.ChainKeys(nil, toks, bs) {
+		b, ok := m.held[k]
+		if !ok || len(out) == max {
+			break
+		}
+		if m.edit != nil {
+			b.Data = slices.Clone(b.Data)
+			m.edit(&b)
+		}
+		out = append(out, b)
+	}
+	return out, nil
 }
 
 func tokens(n int, base int32) []int32 {
@@ -107,15 +95,9 @@ func tokens(n int, base int32) []int32 {
 	return s
 }
 
-// fleetOf publishes nodes (id -> URL, identity, and the prompt whose blocks it holds) in Redis
-// the way fleet.Publisher lays them out.
-type fleetOf struct {
-	t  *testing.T
-	rs *testredis.Server
-}
-
-func (f fleetOf) publish(id, url, ident string, holds []int32) {
-	c := f.rs.Client()
+// publish lists node id in Redis as fleet.Publisher does, holding the blocks of holds.
+func publish(t *testing.T, rs *testredis.Server, id, url, ident string, holds []int32) {
+	c := rs.Client()
 	ctx := context.Background()
 	st, _ := json.Marshal(fleet.Status{ID: id, URL: url, BlockSize: bs, KVIdentity: ident})
 	c.SAdd(ctx, "test:nodes", id)
@@ -126,49 +108,58 @@ func (f fleetOf) publish(id, url, ident string, holds []int32) {
 }
 
 type pair struct {
-	a, b    *memLocal
-	srv     *httptest.Server
-	fetcher *Fetcher
-	m       *Metrics
-	served  *Metrics
+	a      *memCache
+	srv    *httptest.Server
+	src    *Source
+	m      *Metrics
+	served *Metrics
 }
 
-// newPair runs node A's handler (behind wrap, if set) and makes node B's fetcher over a fleet
-// in which A holds prompt.
+// newPair runs node A's handler (behind wrap, if set) over a cache holding prompt, and makes
+// node B's peer tier over a fleet in which A holds it.
 func newPair(t *testing.T, prompt []int32, wrap func(http.Handler) http.Handler) *pair {
 	rs := testredis.Start(t)
-	p := &pair{a: newMemLocal("m1"), b: newMemLocal("m1"), m: NewMetrics(prometheus.NewRegistry()),
-		served: NewMetrics(prometheus.NewRegistry())}
-	p.a.fill(prompt)
-	var h http.Handler = Handler(HandlerConfig{Local: p.a, Metrics: p.served, Logger: slog.New(slog.DiscardHandler)})
+	p := &pair{a: newMemCache(prompt), m: NewMetrics(prometheus.NewRegistry()), served: NewMetrics(prometheus.NewRegistry())}
+	var h http.Handler = Handler(HandlerConfig{Cache: p.a, Layout: layout, Metrics: p.served, Logger: slog.New(slog.DiscardHandler)})
 	if wrap != nil {
 		h = wrap(h)
 	}
 	p.srv = httptest.NewServer(h)
 	t.Cleanup(p.srv.Close)
-	fleetOf{t, rs}.publish("a", p.srv.URL, "m1", prompt)
-	fleetOf{t, rs}.publish("b", "http://127.0.0.1:1", "m1", nil)
+	publish(t, rs, "a", p.srv.URL, Identity(layout), prompt)
+	publish(t, rs, "b", "http://127.0.0.1:1", Identity(layout), nil)
 	var err error
-	p.fetcher, err = NewFetcher(FetcherConfig{Local: p.b, Index: fleet.NewIndex(rs.Client(), "test"), Self: "b",
+	p.src, err = NewSource(SourceConfig{Index: fleet.NewIndex(rs.Client(), "test"), Self: "b", Layout: layout,
 		Timeout: 500 * time.Millisecond, Metrics: p.m, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.src.refresh(context.Background())
 	return p
 }
 
-func TestPrefetchBringsThePeersBlocks(t *testing.T) {
+// lookup is what the engine asks about prompt when RAM holds its first from blocks.
+func lookup(prompt []int32, from int) *engine.Lookup {
+	toks := prompt[:len(prompt)-1]
+	return &engine.Lookup{Tokens: toks, Keys: kvcache.ChainKeys(nil, toks, bs), From: from, BlockSize: bs}
+}
+
+func TestFetchBringsThePeersBlocks(t *testing.T) {
 	prompt := tokens(10*bs+3, 100)
 	p := newPair(t, prompt, nil)
-	p.b.fill(prompt[:2*bs]) // B holds the first two blocks already: only the rest travels
-	got := p.fetcher.Prefetch(context.Background(), prompt)
-	if got != 8*bs {
-		t.Fatalf("Prefetch brought %d tokens, want %d", got, 8*bs)
+	q := lookup(prompt, 2) // B holds the first two blocks already: only the rest travels
+	h := p.src.Probe(q)
+	if h.Blocks != 8 || h.Cells != 8*bs || h.Bytes != 8*bs*layout.CellBytes() {
+		t.Fatalf("Probe = %+v, want the 8 missing blocks", h)
 	}
-	for i, h := range prefixhash.Chain(nil, prompt, bs) {
-		b, ok := p.b.held[h]
-		if !ok || b.Depth != int32(i) || !bytes.Equal(b.Data, kvData(prompt[i*bs:(i+1)*bs])) {
-			t.Fatalf("block %d: held %v, depth %d, data as computed: %v", i, ok, b.Depth, bytes.Equal(b.Data, kvData(prompt[i*bs:(i+1)*bs])))
+	got, err := p.src.Fetch(context.Background(), q, h)
+	if err != nil || len(got) != 8 {
+		t.Fatalf("Fetch = %d blocks, %v; want 8", len(got), err)
+	}
+	for i, b := range got {
+		d := 2 + i
+		if int(b.Depth) != d || !bytes.Equal(b.Data, kvData(prompt[d*bs:(d+1)*bs])) || b.Key != q.Keys[d] {
+			t.Fatalf("block %d: depth %d, data as computed %v", d, b.Depth, bytes.Equal(b.Data, kvData(prompt[d*bs:(d+1)*bs])))
 		}
 	}
 	if v := testutil.ToFloat64(p.m.fetchedBlocks); v != 8 {
@@ -177,42 +168,42 @@ func TestPrefetchBringsThePeersBlocks(t *testing.T) {
 	if v := testutil.ToFloat64(p.served.servedBlocks); v != 8 {
 		t.Fatalf("%v blocks served, want 8", v)
 	}
-	if v := testutil.ToFloat64(p.m.importedTokens); v != 32 {
-		t.Fatalf("%v tokens imported, want 32", v)
+	if v := testutil.ToFloat64(p.m.fetchedBytes); v != float64(kvfile.Size(layout, got)) {
+		t.Fatalf("%v bytes fetched, want the image's %d", v, kvfile.Size(layout, got))
 	}
-	if n := testutil.CollectAndCount(p.m.latency); n != 1 {
-		t.Fatalf("latency histogram has %d series", n)
+	if v := testutil.ToFloat64(p.served.servedBytes); v != float64(kvfile.Size(layout, got)) {
+		t.Fatalf("%v bytes served, want %d", v, kvfile.Size(layout, got))
 	}
-	// Now B holds it all: nothing more to fetch.
-	if got := p.fetcher.Prefetch(context.Background(), prompt); got != 0 {
-		t.Fatalf("a second Prefetch brought %d tokens", got)
+	// A prompt that parts from A's after 5 blocks: A sends those it holds.
+	other := append(slices.Clone(prompt[:5*bs]), tokens(3*bs, 9000)...)
+	q = lookup(other, 0)
+	if got, _ := p.src.Fetch(context.Background(), q, p.src.Probe(q)); len(got) != 5 {
+		t.Fatalf("fetched %d blocks of a prompt sharing 5 with the peer's", len(got))
 	}
-	if v := testutil.ToFloat64(p.m.fetches); v != 1 {
-		t.Fatalf("%v fetches, want 1", v)
+	// Nobody holds this one: nothing, and no failure.
+	q = lookup(tokens(4*bs, 5000), 0)
+	if got, err := p.src.Fetch(context.Background(), q, p.src.Probe(q)); len(got) != 0 || err != nil {
+		t.Fatalf("fetched %d blocks (%v) that no peer holds", len(got), err)
+	}
+	if v := testutil.ToFloat64(p.m.fetches); v != 2 {
+		t.Fatalf("%v fetches, want 2", v)
 	}
 }
 
-func TestPrefetchSkipsWhenRecomputingIsFaster(t *testing.T) {
-	prompt := tokens(10*bs+1, 7)
+func TestProbeNeedsAPeer(t *testing.T) {
+	prompt := tokens(4*bs, 1)
 	p := newPair(t, prompt, nil)
-	p.b.cost = time.Nanosecond // far below any transfer
-	if got := p.fetcher.Prefetch(context.Background(), prompt); got != 0 {
-		t.Fatalf("fetched %d tokens although recomputing was cheaper", got)
-	}
-	if v := testutil.ToFloat64(p.m.skipped.WithLabelValues("cost")); v != 1 {
-		t.Fatalf("skipped %v, want 1", v)
-	}
-	p.b.cost = time.Second // far above
-	if got := p.fetcher.Prefetch(context.Background(), prompt); got != 10*bs {
-		t.Fatalf("fetched %d tokens, want %d", got, 10*bs)
+	p.src.peers.Store(&[]fleet.Status{})
+	if h := p.src.Probe(lookup(prompt, 0)); h.Blocks != 0 {
+		t.Fatalf("Probe without peers = %+v", h)
 	}
 }
 
-// TestPrefetchFailuresFallBack: whatever goes wrong with the peer, Prefetch brings nothing,
-// counts the reason and leaves the cache as it was.
-func TestPrefetchFailuresFallBack(t *testing.T) {
+// TestFetchFailuresFallBack: whatever goes wrong with the peer, Fetch brings nothing, counts
+// the reason, and returns no error (the engine computes the prompt).
+func TestFetchFailuresFallBack(t *testing.T) {
 	prompt := tokens(6*bs+1, 50)
-	// corrupt flips one byte of the answer past its header.
+	// corrupt flips one byte of the answer at offset at from its end.
 	corrupt := func(at int) func(http.Handler) http.Handler {
 		return func(h http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -226,6 +217,8 @@ func TestPrefetchFailuresFallBack(t *testing.T) {
 			})
 		}
 	}
+	otherModel := layout
+	otherModel.Model = kvfile.ModelID{9}
 	tests := []struct {
 		name   string
 		wrap   func(http.Handler) http.Handler
@@ -242,14 +235,31 @@ func TestPrefetchFailuresFallBack(t *testing.T) {
 				h.ServeHTTP(w, r)
 			})
 		}, nil, ReasonTimeout},
-		{"another model", nil, func(p *pair) { p.a.ident = "m2" }, ReasonIdentity},
+		{"another identity", func(http.Handler) http.Handler {
+			return Handler(HandlerConfig{Cache: newMemCache(prompt), Layout: otherModel, Logger: slog.New(slog.DiscardHandler)})
+		}, nil, ReasonIdentity},
+		{"image of another model", func(http.Handler) http.Handler {
+			// A peer that answers with a valid image of another model under our identity.
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", ContentType)
+				kvfile.Encode(w, otherModel, blocksOf(prompt)[:2])
+			})
+		}, nil, ReasonIdentity},
 		{"bad checksum", corrupt(10), nil, ReasonCorrupt},
+		{"truncated", func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, r)
+				w.Header().Set("Content-Type", ContentType)
+				w.Write(rec.Body.Bytes()[:rec.Body.Len()/2])
+			})
+		}, nil, ReasonCorrupt},
 		{"evicted meanwhile", nil, func(p *pair) { clear(p.a.held) }, ReasonStatus},
 		{"other tokens", nil, func(p *pair) {
-			for h, b := range p.a.held {
+			p.a.edit = func(b *kvfile.Block) {
 				b.Tokens = slices.Clone(b.Tokens)
 				b.Tokens[0]++
-				p.a.held[h] = b
+				b.Key = kvcache.ChainKey(b.Parent, b.Tokens) // a valid record, of another prompt
 			}
 		}, ReasonTokens},
 		{"not a block answer", func(h http.Handler) http.Handler {
@@ -258,6 +268,13 @@ func TestPrefetchFailuresFallBack(t *testing.T) {
 				io.WriteString(w, strings.Repeat("x", 100))
 			})
 		}, nil, ReasonCorrupt},
+		{"too large", func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", ContentType)
+				w.Header().Set("Content-Length", "100000000")
+				w.WriteHeader(200)
+			})
+		}, nil, ReasonTooLarge},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -265,11 +282,9 @@ func TestPrefetchFailuresFallBack(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(p)
 			}
-			if got := p.fetcher.Prefetch(context.Background(), prompt); got != 0 {
-				t.Fatalf("brought %d tokens", got)
-			}
-			if len(p.b.held) != 0 {
-				t.Fatalf("the cache took %d blocks", len(p.b.held))
+			q := lookup(prompt, 0)
+			if got, err := p.src.Fetch(context.Background(), q, p.src.Probe(q)); len(got) != 0 || err != nil {
+				t.Fatalf("brought %d blocks, err %v", len(got), err)
 			}
 			if v := testutil.ToFloat64(p.m.failures.WithLabelValues(tc.reason)); v != 1 {
 				t.Fatalf("failures{reason=%q} = %v, want 1", tc.reason, v)
@@ -278,11 +293,41 @@ func TestPrefetchFailuresFallBack(t *testing.T) {
 	}
 }
 
+func TestConcurrentFetchesOfOnePrefixShareOne(t *testing.T) {
+	prompt := tokens(6*bs+1, 70)
+	var asked sync.WaitGroup
+	asked.Add(1)
+	release := make(chan struct{})
+	var requests int
+	var mu sync.Mutex
+	p := newPair(t, prompt, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			requests++
+			mu.Unlock()
+			asked.Done()
+			<-release
+			h.ServeHTTP(w, r)
+		})
+	})
+	q := lookup(prompt, 0)
+	results := make(chan int, 2)
+	go func() { b, _ := p.src.Fetch(context.Background(), q, p.src.Probe(q)); results <- len(b) }()
+	asked.Wait() // the first fetch is at the peer
+	go func() { b, _ := p.src.Fetch(context.Background(), q, p.src.Probe(q)); results <- len(b) }()
+	time.Sleep(50 * time.Millisecond) // the second joins it (or, were it not shared, asks the peer: counted below)
+	close(release)
+	if a, b := <-results, <-results; a != 6 || b != 6 {
+		t.Fatalf("fetches brought %d and %d blocks, want 6 each", a, b)
+	}
+	if requests != 1 {
+		t.Fatalf("%d requests reached the peer, want 1", requests)
+	}
+}
+
 func TestHandlerRejectsBadRequests(t *testing.T) {
-	a := newMemLocal("m1")
 	toks := tokens(3*bs, 9)
-	a.fill(toks)
-	srv := httptest.NewServer(Handler(HandlerConfig{Local: a, MaxBlocks: 4, Logger: slog.New(slog.DiscardHandler)}))
+	srv := httptest.NewServer(Handler(HandlerConfig{Cache: newMemCache(toks), Layout: layout, MaxBlocks: 4, Logger: slog.New(slog.DiscardHandler)}))
 	defer srv.Close()
 	hashes := func(t []int32) []string {
 		var out []string
@@ -291,9 +336,10 @@ func TestHandlerRejectsBadRequests(t *testing.T) {
 		}
 		return out
 	}
-	good := blocksRequest{KVIdentity: "m1", BlockSize: bs, Tokens: toks, Hashes: hashes(toks)}
+	good := blocksRequest{KVIdentity: Identity(layout), BlockSize: bs, Tokens: toks, Hashes: hashes(toks)}
 	with := func(f func(*blocksRequest)) string {
 		r := good
+		r.Hashes = slices.Clone(r.Hashes)
 		f(&r)
 		b, _ := json.Marshal(r)
 		return string(b)
@@ -302,20 +348,22 @@ func TestHandlerRejectsBadRequests(t *testing.T) {
 		name, body string
 		status     int
 		code       string
+		blocks     int
 	}{
-		{"good", with(func(*blocksRequest) {}), 200, ""},
-		{"from the second", with(func(r *blocksRequest) { r.From = 1 }), 200, ""},
-		{"not JSON", "{", 400, "invalid_json"},
-		{"another identity", with(func(r *blocksRequest) { r.KVIdentity = "m2" }), 409, "kv_identity_mismatch"},
-		{"another block size", with(func(r *blocksRequest) { r.BlockSize = 8 }), 409, "kv_identity_mismatch"},
-		{"no hashes", with(func(r *blocksRequest) { r.Hashes, r.Tokens = nil, nil }), 400, "invalid_hashes"},
-		{"too many", with(func(r *blocksRequest) { r.Tokens = tokens(5*bs, 9); r.Hashes = hashes(r.Tokens) }), 400, "invalid_hashes"},
-		{"tokens short", with(func(r *blocksRequest) { r.Tokens = r.Tokens[:5] }), 400, "invalid_tokens"},
-		{"hash of other tokens", with(func(r *blocksRequest) { r.Hashes[1] = hashes(tokens(2*bs, 1))[1] }), 400, "invalid_hashes"},
-		{"hash not hex", with(func(r *blocksRequest) { r.Hashes = slices.Clone(r.Hashes); r.Hashes[0] = "zz" }), 400, "invalid_hashes"},
-		{"from past the end", with(func(r *blocksRequest) { r.From = 3 }), 400, "invalid_from"},
-		{"not held", with(func(r *blocksRequest) { r.Tokens = tokens(2*bs, 500); r.Hashes = hashes(r.Tokens) }), 404, "blocks_not_found"},
-		{"huge body", `{"tokens":[` + strings.Repeat("1,", 100000) + `1]}`, 413, "body_too_large"},
+		{"good", with(func(*blocksRequest) {}), 200, "", 3},
+		{"from the second", with(func(r *blocksRequest) { r.From = 1 }), 200, "", 2},
+		{"not JSON", "{", 400, "invalid_json", 0},
+		{"another identity", with(func(r *blocksRequest) { r.KVIdentity = "m2" }), 409, "kv_identity_mismatch", 0},
+		{"another block size", with(func(r *blocksRequest) { r.BlockSize = 8 }), 409, "kv_identity_mismatch", 0},
+		{"no hashes", with(func(r *blocksRequest) { r.Hashes, r.Tokens = nil, nil }), 400, "invalid_hashes", 0},
+		{"too many", with(func(r *blocksRequest) { r.Tokens = tokens(5*bs, 9); r.Hashes = hashes(r.Tokens) }), 400, "invalid_hashes", 0},
+		{"tokens short", with(func(r *blocksRequest) { r.Tokens = r.Tokens[:5] }), 400, "invalid_tokens", 0},
+		{"hash of other tokens", with(func(r *blocksRequest) { r.Hashes[1] = hashes(tokens(2*bs, 1))[1] }), 400, "invalid_hashes", 0},
+		{"hash not hex", with(func(r *blocksRequest) { r.Hashes[0] = "zz" }), 400, "invalid_hashes", 0},
+		{"from past the end", with(func(r *blocksRequest) { r.From = 3 }), 400, "invalid_from", 0},
+		{"negative from", with(func(r *blocksRequest) { r.From = -1 }), 400, "invalid_from", 0},
+		{"not held", with(func(r *blocksRequest) { r.Tokens = tokens(2*bs, 500); r.Hashes = hashes(r.Tokens) }), 404, "blocks_not_found", 0},
+		{"huge body", `{"tokens":[` + strings.Repeat("1,", 100000) + `1]}`, 413, "body_too_large", 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -331,30 +379,11 @@ func TestHandlerRejectsBadRequests(t *testing.T) {
 			if tc.code != "" && !strings.Contains(string(body), `"code":"`+tc.code+`"`) {
 				t.Fatalf("body %s, want code %s", body, tc.code)
 			}
-		})
-	}
-}
-
-func TestDecide(t *testing.T) {
-	ms := time.Millisecond
-	tests := []struct {
-		name     string
-		est, rec time.Duration
-		known    bool
-		fetch    bool
-		deadline time.Duration
-	}{
-		{"no cost model yet", 10 * ms, 0, false, true, time.Second},
-		{"transfer faster", 10 * ms, 100 * ms, true, true, 100 * ms},
-		{"transfer slower", 100 * ms, 10 * ms, true, false, 0},
-		{"deadline at most the timeout", 10 * ms, 5 * time.Second, true, true, time.Second},
-		{"deadline twice the estimate", 40 * ms, 50 * ms, true, true, 80 * ms},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			f, d := decide(tc.est, tc.rec, tc.known, time.Second)
-			if f != tc.fetch || d != tc.deadline {
-				t.Fatalf("decide = %v, %v; want %v, %v", f, d, tc.fetch, tc.deadline)
+			if tc.status == 200 {
+				blocks, err := kvfile.Decode(bytes.NewReader(body), layout, 0)
+				if err != nil || len(blocks) != tc.blocks {
+					t.Fatalf("answer: %d blocks, %v; want %d", len(blocks), err, tc.blocks)
+				}
 			}
 		})
 	}
