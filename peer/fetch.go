@@ -22,7 +22,8 @@ import (
 	"ubatch/prefixhash"
 )
 
-// SourceConfig configures a Source. Index, Self and Layout are required.
+// SourceConfig configures a Source. Index and Layout are required, and Self before Run (or
+// SetSelf).
 type SourceConfig struct {
 	Index  *fleet.Index
 	Self   string        // this node's fleet id: never its own peer
@@ -52,6 +53,7 @@ type Source struct {
 	est        *estimator
 	log        *slog.Logger
 	peers      atomic.Pointer[[]fleet.Status] // live nodes of this identity, not this one
+	self       atomic.Pointer[string]
 
 	mu       sync.Mutex
 	inflight map[uint64]*call // fetches under way, by the last routing hash fetched
@@ -66,8 +68,8 @@ type call struct {
 
 // NewSource checks cfg and makes the peer tier.
 func NewSource(cfg SourceConfig) (*Source, error) {
-	if cfg.Index == nil || cfg.Self == "" {
-		return nil, errors.New("peer: SourceConfig needs Index and Self")
+	if cfg.Index == nil {
+		return nil, errors.New("peer: SourceConfig needs Index")
 	}
 	if err := cfg.Layout.Check(); err != nil {
 		return nil, err
@@ -95,8 +97,13 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 	s := &Source{cfg: cfg, ident: Identity(cfg.Layout), blockBytes: int64(cfg.Layout.BlockSize) * cfg.Layout.CellBytes(),
 		est: newEstimator(), log: cfg.Logger.With("component", "peer"), inflight: map[uint64]*call{}}
 	s.peers.Store(&[]fleet.Status{})
+	s.SetSelf(cfg.Self)
 	return s, nil
 }
+
+// SetSelf sets this node's fleet id, when it is known only once the node listens (the engine
+// needs its tiers before that).
+func (s *Source) SetSelf(id string) { s.self.Store(&id) }
 
 // KVIdentity is what the node publishes as fleet.Status.KVIdentity.
 func (s *Source) KVIdentity() string { return s.ident }
@@ -125,7 +132,7 @@ func (s *Source) refresh(ctx context.Context) {
 	}
 	peers := nodes[:0]
 	for _, n := range nodes {
-		if n.ID != s.cfg.Self && n.KVIdentity == s.ident && n.BlockSize == s.cfg.Layout.BlockSize {
+		if n.ID != *s.self.Load() && n.KVIdentity == s.ident && n.BlockSize == s.cfg.Layout.BlockSize {
 			peers = append(peers, n)
 		}
 	}
@@ -166,7 +173,7 @@ func (s *Source) Fetch(ctx context.Context, q *engine.Lookup, h engine.Hit) ([]k
 	start := time.Now()
 	end := min(len(q.Keys), q.From+h.Blocks)
 	hashes := prefixhash.Chain(make([]uint64, 0, end), q.Tokens[:end*bs], bs)
-	holders, err := s.cfg.Index.Holders(ctx, *s.peers.Load(), fleet.HolderQuery{Self: s.cfg.Self, KVIdentity: s.ident, BlockSize: bs},
+	holders, err := s.cfg.Index.Holders(ctx, *s.peers.Load(), fleet.HolderQuery{Self: *s.self.Load(), KVIdentity: s.ident, BlockSize: bs},
 		hashes, q.From+s.cfg.MinBlocks)
 	if err != nil {
 		s.cfg.Metrics.fail(ReasonRedis)
@@ -307,3 +314,6 @@ func (c *countReader) Read(p []byte) (int, error) {
 	c.n += int64(n)
 	return n, err
 }
+
+// Metrics returns the tier's metrics, for the node's Handler to count what it serves.
+func (s *Source) Metrics() *Metrics { return s.cfg.Metrics }
