@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -199,5 +200,38 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
+	}
+}
+
+func TestAdvertiseURL(t *testing.T) {
+	tcp := func(s string) net.Addr { a, _ := net.ResolveTCPAddr("tcp", s); return a }
+	tests := []struct {
+		name, flag string
+		addr       net.Addr
+		want       string // "" = an error mentioning --advertise-url
+	}{
+		{"from the listener", "", tcp("127.0.0.1:8080"), "http://127.0.0.1:8080"},
+		{"every interface", "", tcp("0.0.0.0:8080"), ""},
+		{"every interface, IPv6", "", tcp("[::]:8080"), ""},
+		{"given", "http://node1:8080/", tcp("0.0.0.0:8080"), "http://node1:8080"},
+		{"https with a path", "https://node1.example/ubatch", tcp("0.0.0.0:443"), "https://node1.example/ubatch"},
+		{"advertised 0.0.0.0", "http://0.0.0.0:8080", tcp("0.0.0.0:8080"), ""},
+		{"advertised ::", "http://[::]:8080", tcp("0.0.0.0:8080"), ""},
+		{"no scheme", "node1:8080", tcp("0.0.0.0:8080"), ""},
+		{"a query", "http://node1:8080/?x=1", tcp("0.0.0.0:8080"), ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := advertiseURL(tc.flag, tc.addr)
+			if tc.want == "" {
+				if err == nil || !strings.Contains(err.Error(), "--advertise-url") {
+					t.Fatalf("advertiseURL = %q, %v; want an error naming --advertise-url", got, err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("advertiseURL = %q, %v; want %q", got, err, tc.want)
+			}
+		})
 	}
 }
