@@ -103,6 +103,7 @@ type tierState struct {
 	loads    []kvcache.ImportBlock
 	imgIdx   []int32
 	control  chan func()
+	last     map[int][]int32 // slot id -> its last sequence's history (slots_save.go)
 }
 
 type fetchResult struct {
@@ -345,3 +346,34 @@ func (e *Engine) tierRun(ctx context.Context) bool {
 	}
 	return true
 }
+
+// tierFlush writes the RAM prefix cache out to the sink when the engine stops, so that it
+// survives a restart: the cached blocks the sink does not hold yet, in rounds the sink's queue
+// takes, waiting for each round to be written (shutdown, not a step, waits here).
+func (e *Engine) tierFlush() {
+	t := &e.tier
+	ap, ok := e.dec.(KVApplier)
+	if t.m == nil || t.sink == nil || !ok {
+		return
+	}
+	flush, _ := t.sink.(interface{ Flush() })
+	m, ok := t.m.(interface{ SpillCached(max int) int })
+	if !ok || flush == nil {
+		return
+	}
+	for range e.kv.Stats().Total {
+		if m.SpillCached(flushRound) == 0 {
+			return
+		}
+		if _, err := e.applyNow(ap, nil, nil); err != nil {
+			if e.cfg.Logger != nil {
+				e.cfg.Logger.Warn("kv tier: writing the prefix cache out at shutdown", "err", err)
+			}
+			return
+		}
+		flush.Flush()
+	}
+}
+
+// flushRound is how many blocks tierFlush hands over at a time: within the disk tier's queue.
+const flushRound = 64

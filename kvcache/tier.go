@@ -323,3 +323,21 @@ func (c *Manager) SaveCells(cell, n int32) (int32, error) {
 	c.ops = append(c.ops, batch.KVOp{Kind: batch.KVSave, Src: cell, Dst: img, N: n})
 	return img, nil
 }
+
+// SpillCached records a KVSave of up to max cached blocks (refcount 0, kept for prefix reuse)
+// that have a Key and that the spill filter accepts, from the most valuable (the last to be
+// evicted) down, changing nothing else: to write the prefix cache out before a shutdown. It
+// returns the number spilled; call it again (after handing those over) until it returns 0.
+func (c *Manager) SpillCached(max int) int {
+	c.gen++
+	if c.want == nil {
+		return 0
+	}
+	n := 0
+	for i := len(c.heap) - 1; i >= 0 && n < max; i-- {
+		if c.spill(c.heap[i], false) {
+			n++
+		}
+	}
+	return n
+}
