@@ -136,7 +136,6 @@ func (s *Server) handleSlotAction(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-
 func slotError(err error) error {
 	switch {
 	case errors.Is(err, engine.ErrSlot):

@@ -173,11 +173,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	diskTier, kvLay, closeTiers, err := kf.start(m, lctx, eng, logger)
-	_ = diskTier
 	if err != nil {
 		return err
 	}
 	defer closeTiers() // after the engine stopped (deferred below, so run before this)
+	if diskTier != nil {
+		server.RegisterDiskTier(reg, diskTier.Stats)
+	}
 	// The engine outlives ctx: it must keep serving in-flight requests while the HTTP server drains.
 	engCtx, stopEngine := context.WithCancel(context.Background())
 	defer func() {
