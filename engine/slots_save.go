@@ -179,12 +179,7 @@ func (e *Engine) restoreSlot(id int, blocks []kvfile.Block) (int, error) {
 	}
 	var held int
 	t.imgIdx, held = t.m.Import(hist, t.loads, t.imgIdx[:0])
-	for i, idx := range t.imgIdx {
-		for int(idx) >= len(t.imgs) {
-			t.imgs = append(t.imgs, nil)
-		}
-		t.imgs[idx] = blocks[i].Data
-	}
+	t.setLoads(t.imgIdx, blocks)
 	if t.last == nil {
 		t.last = map[int][]int32{}
 	}

@@ -223,15 +223,14 @@ func (e *Engine) tierImport(r fetchResult) {
 		t.loads = append(t.loads, kvcache.ImportBlock{Depth: int32(d), Cells: int32(len(b.Tokens))})
 	}
 	t.imgIdx, _ = t.m.Import(prompt, t.loads, t.imgIdx[:0])
+	loaded := t.setLoads(t.imgIdx, r.blocks)
 	for i, idx := range t.imgIdx {
-		for int(idx) >= len(t.imgs) {
-			t.imgs = append(t.imgs, nil)
+		if idx >= 0 {
+			bytes += int64(len(r.blocks[i].Data))
 		}
-		t.imgs[idx] = r.blocks[i].Data
-		bytes += int64(len(r.blocks[i].Data))
 	}
-	if o, ok := e.cfg.Observer.(TierObserver); ok && len(t.imgIdx) > 0 {
-		o.TierFetched(r.src.Name(), len(t.imgIdx), bytes, r.took, s.usage.Preemptions > 0)
+	if o, ok := e.cfg.Observer.(TierObserver); ok && loaded > 0 {
+		o.TierFetched(r.src.Name(), loaded, bytes, r.took, s.usage.Preemptions > 0)
 	}
 }
 
@@ -377,3 +376,20 @@ func (e *Engine) tierFlush() {
 
 // flushRound is how many blocks tierFlush hands over at a time: within the disk tier's queue.
 const flushRound = 64
+
+// setLoads puts the data of blocks[i] at image imgs[i] (Import's numbering; -1: not loaded) and
+// returns how many were loaded.
+func (t *tierState) setLoads(imgs []int32, blocks []kvfile.Block) int {
+	n := 0
+	for i, idx := range imgs {
+		if idx < 0 {
+			continue
+		}
+		for int(idx) >= len(t.imgs) {
+			t.imgs = append(t.imgs, nil)
+		}
+		t.imgs[idx] = blocks[i].Data
+		n++
+	}
+	return n
+}
