@@ -360,5 +360,6 @@ func (e *Engine) shutdown() {
 		e.finish(s, FinishError, ErrClosed)
 	}
 	e.running, e.waiting = nil, nil
+	e.tierFlush() // the prefix cache to disk, to survive the restart (tier.go)
 	e.publish()
 }

@@ -3,76 +3,33 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 
-	"ubatch/batch"
 	"ubatch/kvcache"
 	"ubatch/kvfile"
-	"ubatch/kvstore"
 )
 
-// ErrNoTiers: the engine was started without SetTiers, so it cannot export blocks.
-var ErrNoTiers = errors.New("engine: no KV tiers (SetTiers was not called)")
-
-// storeHolder is a Decoder whose K/V memory the engine may read between steps
-// (runner.Context).
-type storeHolder interface{ Store() *kvstore.Store }
-
-// opTaker is the KV manager's hand-over of pending store operations outside a step.
-type opTaker interface {
-	TakeOps(dst []batch.KVOp) []batch.KVOp
-}
-
 // ExportBlocks returns the leading full blocks of tokens that the RAM prefix cache holds, at
-// most max of them, with their K/V copied out (a peer serving POST /kv/blocks; a slot save).
-// It runs on the engine goroutine between steps: the store operations still pending (loads of
+// most max of them, with their K/V copied out (a peer serving POST /kv/blocks). It runs on the
+// engine goroutine between steps (control): the store operations still pending (loads of
 // imported blocks, copies, saves of evicted blocks to a sink) are applied first, in their
 // order, so the copy is what the blocks hold. It waits for the engine, or for ctx.
 func (e *Engine) ExportBlocks(ctx context.Context, tokens []int32, max int) ([]kvfile.Block, error) {
-	t := &e.tier
-	if t.control == nil {
-		return nil, ErrNoTiers
-	}
-	type result struct {
-		blocks []kvfile.Block
-		err    error
-	}
-	done := make(chan result, 1)
-	f := func() {
-		b, err := e.exportNow(tokens, max)
-		done <- result{b, err}
-	}
-	select {
-	case t.control <- f:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-e.stopped:
-		return nil, ErrClosed
-	}
-	select {
-	case r := <-done:
-		return r.blocks, r.err
-	case <-ctx.Done(): // the result is dropped into the buffered channel
-		return nil, ctx.Err()
-	case <-e.stopped:
-		return nil, ErrClosed
-	}
+	var blocks []kvfile.Block
+	var err error
+	cerr := e.control(ctx, func() { blocks, err = e.exportBlocks(tokens, max) })
+	return blocks, errors.Join(cerr, err)
 }
 
-// exportNow is ExportBlocks on the Run goroutine.
-func (e *Engine) exportNow(tokens []int32, max int) ([]kvfile.Block, error) {
+func (e *Engine) exportBlocks(tokens []int32, max int) ([]kvfile.Block, error) {
 	t := &e.tier
-	sh, ok1 := e.dec.(storeHolder)
-	ot, ok2 := e.kv.(opTaker)
-	if !ok1 || !ok2 {
-		return nil, fmt.Errorf("engine: the decoder or KV manager cannot export blocks")
+	ap, ok := e.dec.(KVApplier)
+	if !ok || t.m == nil {
+		return nil, ErrNoTiers
 	}
 	bs := t.m.Config().BlockSize
 	found := t.m.Prefix(nil, tokens)
-	if len(found) > max {
-		found = found[:max]
-	}
+	found = found[:min(len(found), max)]
 	for len(found) > 0 && int(found[len(found)-1].N) < bs { // full blocks only
 		found = found[:len(found)-1]
 	}
@@ -80,40 +37,32 @@ func (e *Engine) exportNow(tokens []int32, max int) ([]kvfile.Block, error) {
 		return nil, nil
 	}
 	imgs := make([]int32, len(found))
+	cells := make([]int32, len(found))
 	for i, cb := range found {
 		img, err := t.m.SaveCells(cb.Cell, cb.N)
 		if err != nil {
 			return nil, err
 		}
-		imgs[i] = img
+		imgs[i], cells[i] = img, cb.N
 	}
-	e.tierImages() // the pending loads' images and buffers for pending spills, as a step would
-	for i, cb := range found {
-		for int(imgs[i]) >= len(t.imgs) {
-			t.imgs = append(t.imgs, nil)
-		}
-		t.imgs[imgs[i]] = make([]byte, int64(cb.N)*t.cellB)
+	data, err := e.applyNow(ap, imgs, cells)
+	if err != nil {
+		return nil, err
 	}
-	ops := ot.TakeOps(nil)
-	err := sh.Store().ApplyImages(ops, t.imgs)
 	out := make([]kvfile.Block, len(found))
+	parent := kvcache.RootKey
 	for i, cb := range found {
 		lo := int(cb.Depth) * bs
+		toks := slices.Clone(tokens[lo : lo+int(cb.N)])
 		pos := make([]int32, cb.N)
 		for j := range pos {
 			pos[j] = int32(lo + j)
 		}
-		out[i] = kvfile.Block{Key: cb.Key, Parent: cb.Parent, Depth: cb.Depth, Tokens: slices.Clone(tokens[lo : lo+int(cb.N)]),
-			Pos: pos, Data: t.imgs[imgs[i]]}
-	}
-	e.tierSpilled(err == nil)
-	if err != nil {
-		return nil, fmt.Errorf("engine: applying store operations for an export: %w", err)
-	}
-	for _, b := range out {
-		if b.Key == kvcache.RootKey {
-			return nil, fmt.Errorf("engine: block %d has no key (tiers were set after it was cached)", b.Depth)
-		}
+		// The key from the tokens, as a slot save does: it is what the block holds, and the
+		// receiving node checks it against its own prompt's chain.
+		key := kvcache.ChainKey(parent, toks)
+		out[i] = kvfile.Block{Key: key, Parent: parent, Depth: cb.Depth, Tokens: toks, Pos: pos, Data: data[i]}
+		parent = key
 	}
 	return out, nil
 }

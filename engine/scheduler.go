@@ -466,6 +466,7 @@ func (e *Engine) shiftContext(s *seqState) (bool, error) {
 // finish ends s: frees its sequence (full blocks stay cached for reuse) and sends the final output.
 func (e *Engine) finish(s *seqState, reason FinishReason, err error) {
 	if s.id >= 0 {
+		e.tierRemember(s) // the slot's history, for slot save (slots_save.go)
 		e.kv.SeqFree(int(s.id))
 		e.freeIDs = append(e.freeIDs, s.id)
 		s.id = -1

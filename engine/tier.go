@@ -103,6 +103,7 @@ type tierState struct {
 	loads    []kvcache.ImportBlock
 	imgIdx   []int32
 	control  chan func()
+	last     map[int][]int32 // slot id -> its last sequence's history (slots_save.go)
 }
 
 type fetchResult struct {
@@ -222,15 +223,14 @@ func (e *Engine) tierImport(r fetchResult) {
 		t.loads = append(t.loads, kvcache.ImportBlock{Depth: int32(d), Cells: int32(len(b.Tokens))})
 	}
 	t.imgIdx, _ = t.m.Import(prompt, t.loads, t.imgIdx[:0])
+	loaded := t.setLoads(t.imgIdx, r.blocks)
 	for i, idx := range t.imgIdx {
-		for int(idx) >= len(t.imgs) {
-			t.imgs = append(t.imgs, nil)
+		if idx >= 0 {
+			bytes += int64(len(r.blocks[i].Data))
 		}
-		t.imgs[idx] = r.blocks[i].Data
-		bytes += int64(len(r.blocks[i].Data))
 	}
-	if o, ok := e.cfg.Observer.(TierObserver); ok && len(t.imgIdx) > 0 {
-		o.TierFetched(r.src.Name(), len(t.imgIdx), bytes, r.took, s.usage.Preemptions > 0)
+	if o, ok := e.cfg.Observer.(TierObserver); ok && loaded > 0 {
+		o.TierFetched(r.src.Name(), loaded, bytes, r.took, s.usage.Preemptions > 0)
 	}
 }
 
@@ -344,4 +344,52 @@ func (e *Engine) tierRun(ctx context.Context) bool {
 		}
 	}
 	return true
+}
+
+// tierFlush writes the RAM prefix cache out to the sink when the engine stops, so that it
+// survives a restart: the cached blocks the sink does not hold yet, in rounds the sink's queue
+// takes, waiting for each round to be written (shutdown, not a step, waits here).
+func (e *Engine) tierFlush() {
+	t := &e.tier
+	ap, ok := e.dec.(KVApplier)
+	if t.m == nil || t.sink == nil || !ok {
+		return
+	}
+	flush, _ := t.sink.(interface{ Flush() })
+	m, ok := t.m.(interface{ SpillCached(max int) int })
+	if !ok || flush == nil {
+		return
+	}
+	for range e.kv.Stats().Total {
+		if m.SpillCached(flushRound) == 0 {
+			return
+		}
+		if _, err := e.applyNow(ap, nil, nil); err != nil {
+			if e.cfg.Logger != nil {
+				e.cfg.Logger.Warn("kv tier: writing the prefix cache out at shutdown", "err", err)
+			}
+			return
+		}
+		flush.Flush()
+	}
+}
+
+// flushRound is how many blocks tierFlush hands over at a time: within the disk tier's queue.
+const flushRound = 64
+
+// setLoads puts the data of blocks[i] at image imgs[i] (Import's numbering; -1: not loaded) and
+// returns how many were loaded.
+func (t *tierState) setLoads(imgs []int32, blocks []kvfile.Block) int {
+	n := 0
+	for i, idx := range imgs {
+		if idx < 0 {
+			continue
+		}
+		for int(idx) >= len(t.imgs) {
+			t.imgs = append(t.imgs, nil)
+		}
+		t.imgs[idx] = blocks[i].Data
+		n++
+	}
+	return n
 }

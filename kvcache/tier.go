@@ -198,14 +198,18 @@ type ImportBlock struct {
 // positions against prompt). Walking prompt's chain from its start, a block the cache already
 // holds is kept, and a missing one is taken from blocks when it is next there (a gap ends the
 // walk): a free or evicted block gets the cells' positions and tokens, its hash and Key, and a
-// KVLoad operation writing its K/V from image imgs[i], which Import appends (the caller puts
-// the block's bytes in batch.KV.Images at that index for the step these operations go with).
-// The imported blocks are left cached (refcount 0, priced as used once), a partial last block
-// as a kept partial block. It returns the images numbered (len = blocks imported, in the order
-// of blocks; fewer when the walk ended early or no block was left to take) and the prompt
-// tokens the cache now holds in a row from the start.
+// KVLoad operation writing its K/V from an image. Import appends one entry per block to imgs:
+// the image index of its KVLoad (the caller puts the block's bytes in batch.KV.Images at that
+// index for the step these operations go with), or -1 for a block not loaded (the cache held
+// it already, or the walk ended before it). The imported blocks are left cached (refcount 0,
+// priced as used once), a partial last block as a kept partial block. It returns imgs and the
+// prompt tokens the cache now holds in a row from the start.
 func (c *Manager) Import(prompt []int32, blocks []ImportBlock, imgs []int32) ([]int32, int) {
 	c.gen++
+	first := len(imgs)
+	for range blocks {
+		imgs = append(imgs, -1)
+	}
 	pinned := c.pinned[:0]
 	parent, pk := rootHash, RootKey
 	held := 0
@@ -215,7 +219,7 @@ func (c *Manager) Import(prompt []int32, blocks []ImportBlock, imgs []int32) ([]
 		if lo+int(c.bs) <= len(prompt) {
 			if b, h, ok := c.lookup(i, parent, prompt[lo:lo+int(c.bs)]); ok {
 				for next < len(blocks) && blocks[next].Depth <= i {
-					next++ // held already
+					next++ // held already: its image stays -1
 				}
 				c.pin(b)
 				pinned = append(pinned, b)
@@ -230,6 +234,7 @@ func (c *Manager) Import(prompt []int32, blocks []ImportBlock, imgs []int32) ([]
 			break
 		}
 		ib := blocks[next]
+		slot := first + next
 		next++
 		if ib.Cells <= 0 || ib.Cells > c.bs || lo+int(ib.Cells) > len(prompt) {
 			break
@@ -243,7 +248,7 @@ func (c *Manager) Import(prompt []int32, blocks []ImportBlock, imgs []int32) ([]
 		img := c.nImg
 		c.nImg++
 		c.ops = append(c.ops, batch.KVOp{Kind: batch.KVLoad, Src: img, Dst: base, N: ib.Cells})
-		imgs = append(imgs, img)
+		imgs[slot] = img
 		if ib.Cells < c.bs { // a partial block ends the chain
 			c.setKey(b, pk, ib.Cells)
 			c.keep(b, i, ib.Cells, parent)
@@ -322,4 +327,22 @@ func (c *Manager) SaveCells(cell, n int32) (int32, error) {
 	c.nImg++
 	c.ops = append(c.ops, batch.KVOp{Kind: batch.KVSave, Src: cell, Dst: img, N: n})
 	return img, nil
+}
+
+// SpillCached records a KVSave of up to max cached blocks (refcount 0, kept for prefix reuse)
+// that have a Key and that the spill filter accepts, from the most valuable (the last to be
+// evicted) down, changing nothing else: to write the prefix cache out before a shutdown. It
+// returns the number spilled; call it again (after handing those over) until it returns 0.
+func (c *Manager) SpillCached(max int) int {
+	c.gen++
+	if c.want == nil {
+		return 0
+	}
+	n := 0
+	for i := len(c.heap) - 1; i >= 0 && n < max; i-- {
+		if c.spill(c.heap[i], false) {
+			n++
+		}
+	}
+	return n
 }

@@ -155,8 +155,16 @@ type Block struct {
 	Data        []byte
 }
 
-// check verifies b against l: sizes, canonical positions.
+// check verifies b against l: sizes, canonical positions, its key.
 func (b *Block) check(l Layout) error {
+	if int64(len(b.Data)) != int64(len(b.Tokens))*l.CellBytes() {
+		return fmt.Errorf("%w: %d data bytes for %d cells of %d", ErrCorrupt, len(b.Data), len(b.Tokens), l.CellBytes())
+	}
+	return b.checkMeta(l)
+}
+
+// checkMeta is check but for the data's size.
+func (b *Block) checkMeta(l Layout) error {
 	n := len(b.Tokens)
 	switch {
 	case n == 0 || n > l.BlockSize:
@@ -165,8 +173,6 @@ func (b *Block) check(l Layout) error {
 		return fmt.Errorf("%w: %d tokens but %d positions", ErrCorrupt, n, len(b.Pos))
 	case b.Depth < 0 || int64(b.Depth+1)*int64(l.BlockSize) > math.MaxInt32:
 		return fmt.Errorf("%w: depth %d", ErrCorrupt, b.Depth)
-	case int64(len(b.Data)) != int64(n)*l.CellBytes():
-		return fmt.Errorf("%w: %d data bytes for %d cells of %d", ErrCorrupt, len(b.Data), n, l.CellBytes())
 	}
 	for i, p := range b.Pos {
 		if p != b.Depth*int32(l.BlockSize)+int32(i) {
@@ -332,6 +338,49 @@ func Decode(r io.Reader, want Layout, maxBlocks int) ([]Block, error) {
 		return nil, fmt.Errorf("%w: bytes after the last record", ErrCorrupt)
 	}
 	return blocks, nil
+}
+
+// DecodeMeta reads the header and the first record's key, parent, depth, tokens and positions
+// of an image of one block of layout want, without its data or checksum (which Decode checks):
+// for indexing a directory of block files cheaply.
+func DecodeMeta(r io.Reader, want Layout) (Block, error) {
+	br := bufio.NewReader(r)
+	l, n, err := DecodeHeader(br)
+	if err != nil {
+		return Block{}, err
+	}
+	if !l.Equal(want) {
+		return Block{}, fmt.Errorf("%w: another model or cache layout", ErrForeign)
+	}
+	if n != 1 {
+		return Block{}, fmt.Errorf("%w: %d records in a block file", ErrCorrupt, n)
+	}
+	var b Block
+	head := make([]byte, 72)
+	if _, err := io.ReadFull(br, head); err != nil {
+		return b, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	le := binary.LittleEndian
+	copy(b.Key[:], head[:32])
+	copy(b.Parent[:], head[32:64])
+	b.Depth = int32(le.Uint32(head[64:]))
+	cells := le.Uint32(head[68:])
+	if cells == 0 || cells > uint32(l.BlockSize) || b.Depth < 0 {
+		return b, fmt.Errorf("%w: %d cells at depth %d", ErrCorrupt, cells, b.Depth)
+	}
+	meta := make([]byte, 8*cells)
+	if _, err := io.ReadFull(br, meta); err != nil {
+		return b, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	b.Tokens, b.Pos = make([]int32, cells), make([]int32, cells)
+	for i := range b.Tokens {
+		b.Tokens[i] = int32(le.Uint32(meta[4*i:]))
+		b.Pos[i] = int32(le.Uint32(meta[4*(int(cells)+i):]))
+	}
+	if err := b.checkMeta(l); err != nil {
+		return b, err
+	}
+	return b, nil
 }
 
 func decodeRecord(r io.Reader, l Layout) (Block, error) {

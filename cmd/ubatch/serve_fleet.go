@@ -34,7 +34,7 @@ type fleetFlags struct {
 	peerMaxBlocks                       int
 	tracker                             *fleet.Tracker
 
-	rdb    *redis.Client // opened by peerTier (before the engine runs) or start
+	rdb    *redis.Client // opened by the peer tier (before the engine runs) or start
 	source *peer.Source  // the peer tier, nil without --redis or with --peer-kv=false
 	layout kvfile.Layout
 }
@@ -52,30 +52,34 @@ func (f *fleetFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.peerMaxBlocks, "peer-max-blocks", peer.DefaultMaxBlocks, "most KV blocks a peer may ask for in one POST /kv/blocks (400 beyond it)")
 }
 
-// peerTier makes the peer tier (nil without --redis or with --peer-kv=false): the engine needs
-// it before it runs, the node's id and URL come later (start).
-func (f *fleetFlags) peerTier(l kvfile.Layout, apiKey string, reg prometheus.Registerer, logger *slog.Logger) (*peer.Source, error) {
+// peerTier returns what makes the peer tier for the node's KV layout (nil without --redis or
+// with --peer-kv=false): the engine needs it before it runs; the node's id and URL come later
+// (start).
+func (f *fleetFlags) peerTier(apiKey string, reg prometheus.Registerer, logger *slog.Logger) func(kvfile.Layout) (engine.BlockSource, error) {
 	if f.redis == "" || !f.peerKV {
-		return nil, nil
+		return nil
 	}
-	if f.peerTimeout <= 0 || f.peerMaxBlocks <= 0 {
-		return nil, fmt.Errorf("--peer-timeout %v and --peer-max-blocks %d must be positive", f.peerTimeout, f.peerMaxBlocks)
+	return func(l kvfile.Layout) (engine.BlockSource, error) {
+		if f.peerTimeout <= 0 || f.peerMaxBlocks <= 0 {
+			return nil, fmt.Errorf("--peer-timeout %v and --peer-max-blocks %d must be positive", f.peerTimeout, f.peerMaxBlocks)
+		}
+		quietRedis(logger)
+		rdb, err := fleet.NewClient(f.redis)
+		if err != nil {
+			return nil, err
+		}
+		src, err := peer.NewSource(peer.SourceConfig{Index: fleet.NewIndex(rdb, f.namespace), Layout: l, APIKey: apiKey,
+			Timeout: f.peerTimeout, Metrics: peer.NewMetrics(reg), Logger: logger})
+		if err != nil {
+			rdb.Close()
+			return nil, err
+		}
+		f.rdb, f.layout, f.source = rdb, l, src
+		if apiKey == "" {
+			logger.Warn("--peer-kv without --api-key: any client that can reach this node can read its KV blocks at POST /kv/blocks (set one --api-key on every node of the fleet)")
+		}
+		return src, nil
 	}
-	quietRedis(logger)
-	rdb, err := fleet.NewClient(f.redis)
-	if err != nil {
-		return nil, err
-	}
-	f.rdb, f.layout = rdb, l
-	f.source, err = peer.NewSource(peer.SourceConfig{Index: fleet.NewIndex(rdb, f.namespace), Layout: l, APIKey: apiKey,
-		Timeout: f.peerTimeout, Metrics: peer.NewMetrics(reg), Logger: logger})
-	if err != nil {
-		return nil, err
-	}
-	if apiKey == "" {
-		logger.Warn("--peer-kv without --api-key: any client that can reach this node can read its KV blocks at POST /kv/blocks (set one --api-key on every node of the fleet)")
-	}
-	return f.source, nil
 }
 
 // kvBlocks is the POST /kv/blocks handler, nil without the peer tier.
