@@ -169,6 +169,9 @@ func TestServeFetchesPrefixFromPeer(t *testing.T) {
 	if v := b.metric(t, key, "ubatch_peer_fetches_total"); v != 1 {
 		t.Fatalf("node b made %v fetches, want 1", v)
 	}
+	if v := b.metric(t, key, `ubatch_kv_tier_hit_blocks_total{tier="peer"}`); v != float64(full) {
+		t.Fatalf("node b's engine imported %v blocks from the peer tier, want %d", v, full)
+	}
 
 	// A prompt neither node holds: computed, no fetch, no failure.
 	other := storyPrompt(300, 5)
