@@ -31,9 +31,12 @@ type SourceConfig struct {
 	APIKey string        // sent to peers as "Authorization: Bearer KEY" (the fleet shares one key)
 	// Timeout bounds one fetch, lookup included (0: DefaultTimeout); the engine's cost
 	// decision keeps fetches that are expected to be slower than computing from starting.
-	Timeout   time.Duration
-	MaxBytes  int64 // most bytes of K/V in one fetch; 0 = DefaultMaxBytes
-	MinBlocks int   // fewest missing blocks worth a fetch; 0 = 1
+	Timeout time.Duration
+	// MaxBytes bounds the K/V one fetch brings (0: DefaultFetchBytes), AnswerBytes the K/V
+	// asked for in one request to the peer (0: DefaultMaxBytes, the peer's default bound of an
+	// answer); a fetch makes as many requests as it takes.
+	MaxBytes, AnswerBytes int64
+	MinBlocks             int // fewest missing blocks worth a fetch; 0 = 1
 	// Refresh is how often the fleet's node list is read (Run): Probe answers from it. 0 = 1 s.
 	Refresh time.Duration
 	Client  *http.Client // nil: one with a 1 s dial timeout
@@ -41,8 +44,11 @@ type SourceConfig struct {
 	Logger  *slog.Logger
 }
 
-// DefaultTimeout bounds a fetch when SourceConfig.Timeout is 0.
-const DefaultTimeout = 2 * time.Second
+// Defaults of SourceConfig.
+const (
+	DefaultTimeout    = 2 * time.Second
+	DefaultFetchBytes = 1 << 30
+)
 
 // Source is the peer tier: an engine.BlockSource. Run must run for Probe to see peers. It is
 // safe for concurrent use.
@@ -78,7 +84,10 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 		cfg.Timeout = DefaultTimeout
 	}
 	if cfg.MaxBytes <= 0 {
-		cfg.MaxBytes = DefaultMaxBytes
+		cfg.MaxBytes = DefaultFetchBytes
+	}
+	if cfg.AnswerBytes <= 0 {
+		cfg.AnswerBytes = DefaultMaxBytes
 	}
 	cfg.MinBlocks = max(cfg.MinBlocks, 1)
 	if cfg.Refresh <= 0 {
@@ -168,6 +177,7 @@ func (s *Source) Fetch(ctx context.Context, q *engine.Lookup, h engine.Hit) ([]k
 	if q.BlockSize != bs || h.Blocks <= 0 {
 		return nil, nil
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	start := time.Now()
@@ -195,22 +205,50 @@ func (s *Source) Fetch(ctx context.Context, q *engine.Lookup, h engine.Hit) ([]k
 		}
 	}
 	defer s.leave(hashes[want-1], c)
-	blocks, n, reason, err := s.fetch(ctx, peer, hashes[:want], q, want)
+	blocks, n, reason, err := s.fetchRun(ctx, peer, hashes[:want], q)
 	took := time.Since(start)
+	if err != nil && parent.Err() != nil {
+		return nil, nil // the client left: not the peer's failure
+	}
 	if err != nil {
-		if ctx.Err() != nil && reason != ReasonTimeout {
-			return nil, nil // the client left: not the peer's failure
-		}
-		s.cfg.Metrics.fetched(took, 0, 0, reason)
 		s.log.Warn("fetching KV blocks from a peer failed; computing the prompt", "peer", peer.ID, "url", peer.URL,
-			"reason", reason, "err", err, "took", took)
+			"reason", reason, "err", err, "took", took, "blocks_fetched", len(blocks))
+	}
+	s.cfg.Metrics.fetched(took, len(blocks), n, reason)
+	if len(blocks) == 0 {
 		return nil, nil
 	}
-	s.cfg.Metrics.fetched(took, len(blocks), n, "")
-	s.est.observe(n, took)
+	if err == nil {
+		s.est.observe(n, took)
+	}
 	c.blocks = blocks
 	s.log.Debug("fetched KV blocks from a peer", "peer", peer.ID, "blocks", len(blocks), "bytes", n, "took", took)
 	return blocks, nil
+}
+
+// fetchRun fetches blocks q.From..len(hashes) from peer p in requests of at most AnswerBytes
+// each, until the peer has no more. It returns the blocks verified (a failure after some keeps
+// them) and the bytes read, and the failure's reason and error if one ended it early.
+func (s *Source) fetchRun(ctx context.Context, p fleet.Holder, hashes []uint64, q *engine.Lookup) ([]kvfile.Block, int64, string, error) {
+	per := int(max(1, s.cfg.AnswerBytes/max(s.blockBytes, 1)))
+	var all []kvfile.Block
+	var total int64
+	for from := q.From; from < len(hashes); {
+		to := min(len(hashes), from+per)
+		blocks, n, reason, err := s.fetch(ctx, p, hashes[:to], q, from)
+		total += n
+		if err != nil {
+			if len(all) > 0 && reason == ReasonStatus { // evicted since: what came is good
+				return all, total, "", nil
+			}
+			return all, total, reason, err
+		}
+		all = append(all, blocks...)
+		if from += len(blocks); from < to {
+			break // the peer holds no more (or answers less per request)
+		}
+	}
+	return all, total, "", nil
 }
 
 func (s *Source) join(last uint64) (*call, bool) {
@@ -231,11 +269,12 @@ func (s *Source) leave(last uint64, c *call) {
 	close(c.done)
 }
 
-// fetch asks peer p for blocks q.From..want of q and reads and verifies the answer. It returns
-// the blocks and the bytes read, or the failure's reason.
-func (s *Source) fetch(ctx context.Context, p fleet.Holder, hashes []uint64, q *engine.Lookup, want int) ([]kvfile.Block, int64, string, error) {
+// fetch asks peer p for blocks from..len(hashes) of q and reads and verifies the answer. It
+// returns the blocks and the bytes read, or the failure's reason.
+func (s *Source) fetch(ctx context.Context, p fleet.Holder, hashes []uint64, q *engine.Lookup, from int) ([]kvfile.Block, int64, string, error) {
 	bs := s.cfg.Layout.BlockSize
-	req := blocksRequest{KVIdentity: s.ident, BlockSize: bs, Tokens: q.Tokens[:want*bs], From: q.From,
+	want := len(hashes)
+	req := blocksRequest{KVIdentity: s.ident, BlockSize: bs, Tokens: q.Tokens[:want*bs], From: from,
 		Hashes: make([]string, len(hashes))}
 	for i, x := range hashes {
 		req.Hashes[i] = fmt.Sprintf("%016x", x)
@@ -265,7 +304,7 @@ func (s *Source) fetch(ctx context.Context, p fleet.Holder, hashes []uint64, q *
 	if ct := resp.Header.Get("Content-Type"); ct != ContentType {
 		return nil, 0, ReasonCorrupt, fmt.Errorf("peer answered Content-Type %q, want %s", ct, ContentType)
 	}
-	nb := want - q.From
+	nb := want - from
 	limit := 4096 + int64(len(s.cfg.Layout.Layers))*8 + int64(nb)*(80+8*int64(bs)+s.blockBytes)
 	if resp.ContentLength > limit {
 		return nil, 0, ReasonTooLarge, fmt.Errorf("answer of %d bytes, at most %d expected", resp.ContentLength, limit)
@@ -284,7 +323,7 @@ func (s *Source) fetch(ctx context.Context, p fleet.Holder, hashes []uint64, q *
 	// kvfile checked each record's checksum, positions and key = hash(parent, tokens); the
 	// chain must be the prompt's: depth, tokens and key of every block.
 	for i, b := range blocks {
-		d := q.From + i
+		d := from + i
 		if int(b.Depth) != d || len(b.Tokens) != bs {
 			return nil, cr.n, ReasonCorrupt, fmt.Errorf("block %d: depth %d with %d tokens", d, b.Depth, len(b.Tokens))
 		}

@@ -15,8 +15,12 @@ import (
 
 // Default bounds of one POST /kv/blocks request.
 const (
-	DefaultMaxBlocks = 1024      // 16k tokens at the default block size
-	DefaultMaxBytes  = 512 << 20 // of K/V in one answer
+	DefaultMaxBlocks = 1024 // 16k tokens at the default block size
+	// DefaultMaxBytes bounds the K/V of one answer: the serving node copies the blocks out of
+	// its store on its engine goroutine, between two steps, so this bounds the pause a peer's
+	// request adds to the node's own streams (some 10 ms of memory copy); a fetcher asks for
+	// more in several requests.
+	DefaultMaxBytes = 64 << 20
 )
 
 // HandlerConfig configures Handler. Cache and Layout are required.

@@ -83,7 +83,6 @@ func (m *Metrics) fetched(d time.Duration, blocks int, bytes int64, reason strin
 	m.latency.Observe(d.Seconds())
 	if reason != "" {
 		m.failures.WithLabelValues(reason).Inc()
-		return
 	}
 	m.fetchedBlocks.Add(float64(blocks))
 	m.fetchedBytes.Add(float64(bytes))

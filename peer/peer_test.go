@@ -400,3 +400,47 @@ func TestEstimatorLearns(t *testing.T) {
 		t.Fatalf("100 MiB estimated at %v after learning ~1 GB/s", got)
 	}
 }
+
+// TestFetchInSeveralRequests: a fetch larger than one answer asks again from where the last
+// answer ended; a peer that evicted the rest meanwhile leaves the blocks that came.
+func TestFetchInSeveralRequests(t *testing.T) {
+	prompt := tokens(10*bs+1, 300)
+	var requests int
+	var mu sync.Mutex
+	evictAfter := 0 // answer 404 from this request on (0: never)
+	p := newPair(t, prompt, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			requests++
+			n := requests
+			mu.Unlock()
+			if evictAfter > 0 && n >= evictAfter {
+				http.Error(w, `{"error":{"code":"blocks_not_found"}}`, http.StatusNotFound)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	p.src.cfg.AnswerBytes = 3 * bs * layout.CellBytes() // three blocks per answer
+	q := lookup(prompt, 0)
+	got, _ := p.src.Fetch(context.Background(), q, p.src.Probe(q))
+	if len(got) != 10 || requests != 4 {
+		t.Fatalf("%d blocks in %d requests, want 10 in 4", len(got), requests)
+	}
+	for i, b := range got {
+		if int(b.Depth) != i || b.Key != q.Keys[i] {
+			t.Fatalf("block %d: depth %d", i, b.Depth)
+		}
+	}
+	requests, evictAfter = 0, 3
+	got, _ = p.src.Fetch(context.Background(), q, p.src.Probe(q))
+	if len(got) != 6 {
+		t.Fatalf("%d blocks when the peer evicted the rest after two answers, want 6", len(got))
+	}
+	if v := testutil.ToFloat64(p.m.failures.WithLabelValues(ReasonStatus)); v != 0 {
+		t.Fatalf("a partial fetch counted %v failures", v)
+	}
+	if v := testutil.ToFloat64(p.m.fetchedBlocks); v != 16 {
+		t.Fatalf("%v blocks fetched in all, want 16", v)
+	}
+}
