@@ -97,6 +97,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	err = checkServeFlags(np, mf.batch, *chunkSize, *maxQueue, *port, *maxBody, *policy, *targetITL)
 	if err == nil {
+		err = ff.check(*host)
+	}
+	if err == nil {
 		err = checkHTTPFlags(*grace, *readTimeout, *writeTimeout, *maxConns)
 	}
 	var proxies []netip.Prefix

@@ -175,6 +175,26 @@ func (f *fleetFlags) start(ctx context.Context, n fleetNode) (stop func(), err e
 	}, nil
 }
 
+// check refuses, before the model is loaded, fleet flags that start cannot honour: --node-id
+// or --advertise-url without --redis, a malformed or unspecified --advertise-url, and no
+// --advertise-url while listening on every interface.
+func (f *fleetFlags) check(host string) error {
+	if f.redis == "" {
+		if f.nodeID != "" || f.advertise != "" {
+			return fmt.Errorf("--node-id and --advertise-url need --redis")
+		}
+		return nil
+	}
+	if f.advertise != "" {
+		_, err := advertiseURL(f.advertise, nil)
+		return err
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return fmt.Errorf("--host %q listens on every interface: set --advertise-url http://THIS_HOST:PORT, the URL routers and peers reach this node at", host)
+	}
+	return nil
+}
+
 // advertiseURL checks --advertise-url, or makes it from the listener's address: the URL routers
 // and peers reach this node at, which an unspecified address (0.0.0.0, ::) is not.
 func advertiseURL(flag string, addr net.Addr) (string, error) {

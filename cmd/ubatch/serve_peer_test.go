@@ -238,3 +238,28 @@ func TestAdvertiseURL(t *testing.T) {
 		})
 	}
 }
+
+func TestFleetFlagsCheck(t *testing.T) {
+	tests := []struct {
+		name                      string
+		redis, node, advert, host string
+		ok                        bool
+	}{
+		{"no fleet", "", "", "", "0.0.0.0", true},
+		{"node id without redis", "", "n1", "", "127.0.0.1", false},
+		{"advertise without redis", "", "", "http://n1:8080", "127.0.0.1", false},
+		{"loopback", "redis://r", "", "", "127.0.0.1", true},
+		{"every interface", "redis://r", "", "", "0.0.0.0", false},
+		{"every interface, IPv6", "redis://r", "", "", "::", false},
+		{"every interface, advertised", "redis://r", "", "http://n1:8080", "0.0.0.0", true},
+		{"advertised 0.0.0.0", "redis://r", "", "http://0.0.0.0:8080", "0.0.0.0", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := fleetFlags{redis: tc.redis, nodeID: tc.node, advertise: tc.advert}
+			if err := f.check(tc.host); (err == nil) != tc.ok {
+				t.Fatalf("check: %v, want ok %v", err, tc.ok)
+			}
+		})
+	}
+}
