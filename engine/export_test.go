@@ -50,7 +50,9 @@ func (d *storeDecoder) Decode(b *batch.Batch) error {
 	return d.fakeDecoder.Decode(b)
 }
 
-func (d *storeDecoder) ApplyKV(ops []batch.KVOp, images [][]byte) error { return d.store.ApplyImages(ops, images) }
+func (d *storeDecoder) ApplyKV(ops []batch.KVOp, images [][]byte) error {
+	return d.store.ApplyImages(ops, images)
+}
 
 // blockSource hands out fixed blocks, as a peer that holds them would.
 type blockSource struct{ blocks []kvfile.Block }
