@@ -95,7 +95,7 @@ type tierState struct {
 	m        tierOwner
 	layout   kvfile.Layout
 	cellB    int64
-	fetching map[*seqState]bool // a fetch is in flight for the request
+	fetching map[*seqState]bool    // a fetch is in flight for the request
 	tried    map[*seqState]*Lookup // a waiting request's prompt keys, hashed once per length
 	stuck    map[*seqState]int     // the length at which a fetch for the request imported nothing
 	done     chan fetchResult
