@@ -21,7 +21,22 @@ import (
 // returns the tokens, the request's usage and the prompt tokens the engine computed.
 func serveOnce(t *testing.T, m *model.Model, dir string, prompt []int32, maxTokens int) ([]int32, engine.Usage, uint64) {
 	t.Helper()
-	lctx, err := runner.NewContext(m.Graph, runner.Options{NCtx: 2048, NSeqMax: 1, Threads: 2})
+	r := serve(t, m, dir, 2048, [][]int32{prompt}, maxTokens)
+	return r[0].toks, r[0].usage, r[0].computed
+}
+
+type served struct {
+	toks     []int32
+	usage    engine.Usage
+	computed uint64 // the engine's prompt tokens computed for this request
+}
+
+// serve runs an engine of nCtx cells over m with the disk tier in dir, runs prompts one after
+// the other (maxTokens greedy tokens each), stops the engine (which writes the prefix cache
+// out) and closes the tier.
+func serve(t *testing.T, m *model.Model, dir string, nCtx int, prompts [][]int32, maxTokens int) []served {
+	t.Helper()
+	lctx, err := runner.NewContext(m.Graph, runner.Options{NCtx: nCtx, NSeqMax: 1, Threads: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,30 +72,39 @@ func serveOnce(t *testing.T, m *model.Model, dir string, prompt []int32, maxToke
 	}()
 	greedy := sample.DefaultParams()
 	greedy.Temperature = 0
-	st, err := eng.Submit(ctx, engine.Request{Prompt: prompt, MaxTokens: maxTokens, Sampling: greedy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var toks []int32
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	for {
-		o, err := st.Recv(rctx)
+	var out []served
+	for _, prompt := range prompts {
+		before := eng.Stats().PromptComputed
+		st, err := eng.Submit(ctx, engine.Request{Prompt: prompt, MaxTokens: maxTokens, Sampling: greedy})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if o.Done {
-			if o.Err != nil {
-				t.Fatal(o.Err)
+		var r served
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		for {
+			o, err := st.Recv(rctx)
+			if err != nil {
+				t.Fatal(err)
 			}
-			// Wait until the engine has published the finished step's counters.
-			for eng.Stats().Running != 0 {
-				time.Sleep(time.Millisecond)
+			if o.Done {
+				if o.Err != nil {
+					t.Fatal(o.Err)
+				}
+				r.usage = o.Usage
+				break
 			}
-			return toks, o.Usage, eng.Stats().PromptComputed
+			r.toks = append(r.toks, o.Token)
 		}
-		toks = append(toks, o.Token)
+		cancel()
+		// Wait until the engine has published the finished step's counters.
+		for eng.Stats().Running != 0 {
+			time.Sleep(time.Millisecond)
+		}
+		r.computed = eng.Stats().PromptComputed - before
+		out = append(out, r)
+		tier.Flush() // the evicted blocks are on disk before the next prompt looks
 	}
+	return out
 }
 
 // TestRestartServesFromDisk is the disk tier end to end on a real model: a 900-token prompt,
@@ -114,4 +138,34 @@ func TestRestartServesFromDisk(t *testing.T) {
 			u2.CachedTokens, computed2)
 	}
 	t.Logf("cold: %d computed; from disk: %d cached, %d computed", computed1, u2.CachedTokens, computed2)
+}
+
+// TestEvictedServedFromDisk runs a 900-token prompt, then another that needs the memory (the
+// first one's blocks are evicted: the store reads them out into the disk tier), then the first
+// again: its blocks come back from disk into the real store, with the same greedy tokens.
+func TestEvictedServedFromDisk(t *testing.T) {
+	m, err := model.Open(testdata.Model(t, "synth-tiny-f16.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	rng := rand.New(rand.NewPCG(10, 10))
+	mk := func() []int32 {
+		p := make([]int32, 900)
+		for i := range p {
+			p[i] = int32(3 + rng.IntN(m.Hparams().Vocab-3))
+		}
+		return p
+	}
+	a, b := mk(), mk()
+	r := serve(t, m, t.TempDir(), 1024, [][]int32{a, b, a}, 8)
+	if !slices.Equal(r[0].toks, r[2].toks) {
+		t.Fatalf("the prompt served from disk gave other tokens:\n first %v\n again %v", r[0].toks, r[2].toks)
+	}
+	if r[0].usage.CachedTokens != 0 || r[1].usage.CachedTokens != 0 {
+		t.Fatalf("cached %d and %d tokens of fresh prompts", r[0].usage.CachedTokens, r[1].usage.CachedTokens)
+	}
+	if r[2].usage.CachedTokens < 896 || r[2].computed != uint64(900-r[2].usage.CachedTokens) {
+		t.Fatalf("again: %d cached, %d computed; want at least 896 cached from disk", r[2].usage.CachedTokens, r[2].computed)
+	}
 }
