@@ -185,7 +185,7 @@ func (t *Tier) rebuild() error {
 		f.e.prio = float64(i) / float64(len(all)) // older first, all below one use's worth
 		t.add(f.e)
 	}
-	t.trim()
+	removeAll(t.trim())
 	return nil
 }
 
@@ -248,14 +248,23 @@ func (t *Tier) drop(e *entry) {
 }
 
 // trim evicts the blocks of lowest priority while the files exceed the bound (t.mu held or
-// not yet shared).
-func (t *Tier) trim() {
+// not yet shared) and returns the files to remove, which the caller removes without holding
+// t.mu (the engine goroutine takes it in Want: it must never wait for the disk).
+func (t *Tier) trim() []string {
+	var gone []string
 	for t.bytes > t.max && t.heap.Len() > 0 {
 		e := t.heap[0]
 		t.clock = max(t.clock, e.prio)
 		t.drop(e)
-		os.Remove(t.path(e.key))
+		gone = append(gone, t.path(e.key))
 		t.st.Evicted++
+	}
+	return gone
+}
+
+func removeAll(paths []string) {
+	for _, p := range paths {
+		os.Remove(p)
 	}
 }
 
@@ -321,8 +330,9 @@ func (t *Tier) writer() {
 		if j.swap {
 			t.st.SwapOuts++
 		}
-		t.trim()
+		gone := t.trim()
 		t.mu.Unlock()
+		removeAll(gone)
 	}
 }
 
