@@ -16,10 +16,6 @@ func (e *Engine) admit() {
 	e.orderWaiting()
 	for i := 0; i < len(e.waiting); {
 		s := e.waiting[i]
-		if e.tierWait(s) { // blocks of its prefix are on their way from another tier (tier.go)
-			i++
-			continue
-		}
 		growth := e.expectedGrowth(s)
 		a := e.kv.CanAdmit(s.tokens, growth)
 		if a.Wait {
@@ -34,6 +30,10 @@ func (e *Engine) admit() {
 				continue
 			}
 			return
+		}
+		if e.tierWait(s) { // blocks of its prefix are on their way from another tier (tier.go)
+			i++
+			continue
 		}
 		id := e.freeIDs[len(e.freeIDs)-1]
 		e.freeIDs = e.freeIDs[:len(e.freeIDs)-1]

@@ -95,8 +95,9 @@ type tierState struct {
 	m        tierOwner
 	layout   kvfile.Layout
 	cellB    int64
-	fetching map[*seqState]bool // a fetch is in flight for the request
-	tried    map[*seqState]int  // the prompt length a request was last probed at
+	fetching map[*seqState]bool    // a fetch is in flight for the request
+	tried    map[*seqState]*Lookup // a waiting request's prompt keys, hashed once per length
+	stuck    map[*seqState]int     // the length at which a fetch for the request imported nothing
 	done     chan fetchResult
 	imgs     [][]byte // images of the pending KVLoad/KVSave operations, by index
 	spills   []kvcache.Spill
@@ -126,7 +127,7 @@ func (e *Engine) SetTiers(sources []BlockSource, sink BlockSink, l kvfile.Layout
 	}
 	t := &e.tier
 	t.sources, t.sink, t.m, t.layout, t.cellB = sources, sink, m, l, l.CellBytes()
-	t.fetching, t.tried = map[*seqState]bool{}, map[*seqState]int{}
+	t.fetching, t.tried, t.stuck = map[*seqState]bool{}, map[*seqState]*Lookup{}, map[*seqState]int{}
 	t.done = make(chan fetchResult, e.cfg.MaxQueue+e.lim.NSeqMax)
 	t.control = make(chan func(), 16)
 	var want func(kvcache.Key) bool
@@ -148,14 +149,23 @@ func (e *Engine) tierWait(s *seqState) bool {
 	if t.fetching[s] {
 		return true
 	}
-	if t.tried[s] == len(s.tokens) {
-		return false
+	if t.stuck[s] == len(s.tokens) {
+		return false // a fetch at this length brought nothing in (no room): recompute instead
 	}
-	t.tried[s] = len(s.tokens)
 	bs := t.m.Config().BlockSize
 	a := e.kv.CanAdmit(s.tokens, 0)
-	toks := slices.Clone(s.tokens[:len(s.tokens)-1])
-	q := &Lookup{Tokens: toks, Keys: kvcache.ChainKeys(nil, toks, bs), From: a.Cached / bs, BlockSize: bs}
+	if a.Cached+bs > len(s.tokens)-1 {
+		return false // RAM holds all but a partial block of it
+	}
+	// The prompt's keys are hashed once per length (SHA-256 of every block); probing is then
+	// map lookups, done at every turn, since RAM and the tiers change between turns.
+	q := t.tried[s]
+	if q == nil || len(q.Tokens) != len(s.tokens)-1 {
+		toks := slices.Clone(s.tokens[:len(s.tokens)-1])
+		q = &Lookup{Tokens: toks, Keys: kvcache.ChainKeys(nil, toks, bs), BlockSize: bs}
+		t.tried[s] = q
+	}
+	q = &Lookup{Tokens: q.Tokens, Keys: q.Keys, From: a.Cached / bs, BlockSize: bs}
 	for _, src := range t.sources {
 		h := src.Probe(q)
 		gain := q.From*bs + h.Cells - a.Cached
@@ -224,6 +234,9 @@ func (e *Engine) tierImport(r fetchResult) {
 	}
 	t.imgIdx, _ = t.m.Import(prompt, t.loads, t.imgIdx[:0])
 	loaded := t.setLoads(t.imgIdx, r.blocks)
+	if loaded == 0 {
+		t.stuck[s] = len(s.tokens)
+	}
 	for i, idx := range t.imgIdx {
 		if idx >= 0 {
 			bytes += int64(len(r.blocks[i].Data))
@@ -341,6 +354,7 @@ func (e *Engine) tierRun(ctx context.Context) bool {
 	for s := range t.tried {
 		if s.done {
 			delete(t.tried, s)
+			delete(t.stuck, s)
 		}
 	}
 	return true

@@ -6,10 +6,11 @@
 // Files are named by the block's Key in hex (".kvb"). Writes never block the engine: Put queues
 // a block (a bounded queue; a block that does not fit is dropped and counted). Each file is
 // written to a temporary name and renamed, and every read checks the file against the layout
-// (model identity, type, shapes, block size) and its checksums: a file of another model, a torn
-// or altered one is rejected with a warning and removed. Open rebuilds the index from the
-// directory (headers and sizes only; the checksums are checked at read time), removing what does
-// not belong, and the total size is kept under a bound by evicting the blocks of lowest
+// (model identity, type, shapes, block size) and its checksums: a torn or altered file is
+// rejected with a warning and removed, a file of another model or layout is never read. Open
+// rebuilds the index from the directory (headers and sizes only; the checksums are checked at
+// read time), removing torn files and ignoring other models' (left for the server they belong
+// to, and not counted against the bound), and the total size is kept under a bound by evicting the blocks of lowest
 // priority: the RAM cache's GreedyDual rule (clock + hits × (1 + 1/(1+depth))), so a prefix
 // loses its deepest blocks first and blocks read often outlive one-off ones.
 package kvdisk
@@ -98,7 +99,8 @@ type job struct {
 // Open opens (creating it if need be) the tier in dir for blocks of layout l, bounded to
 // maxBytes of files, and starts its writer. It rebuilds the index from the files there: those
 // of another layout or model, torn ones (a size that does not match their header) and leftover
-// temporary files are removed with a warning; the rest are ranked by modification time (the
+// temporary files are removed with a warning (another model's or layout's are ignored, not
+// removed); the rest are ranked by modification time (the
 // oldest evicted first) and trimmed to maxBytes.
 func Open(dir string, l kvfile.Layout, maxBytes int64, log *slog.Logger) (*Tier, error) {
 	if err := l.Check(); err != nil {
@@ -172,8 +174,15 @@ func (t *Tier) rebuild() error {
 			continue
 		}
 		e, mod, err := t.scan(full, strings.TrimSuffix(name, ext))
+		if errors.Is(err, kvfile.ErrForeign) {
+			// Another model's or cache layout's (a server sharing the directory, another -ctk):
+			// left alone, never read.
+			t.log.Warn("kv disk: ignoring a block file of another model or cache layout", "file", full, "err", err)
+			t.st.Rejected++
+			continue
+		}
 		if err != nil {
-			t.log.Warn("kv disk: removing a block file that does not belong", "file", full, "err", err)
+			t.log.Warn("kv disk: removing a torn or corrupt block file", "file", full, "err", err)
 			os.Remove(full)
 			t.st.Rejected++
 			continue
@@ -185,7 +194,7 @@ func (t *Tier) rebuild() error {
 		f.e.prio = float64(i) / float64(len(all)) // older first, all below one use's worth
 		t.add(f.e)
 	}
-	t.trim()
+	removeAll(t.trim())
 	return nil
 }
 
@@ -248,14 +257,23 @@ func (t *Tier) drop(e *entry) {
 }
 
 // trim evicts the blocks of lowest priority while the files exceed the bound (t.mu held or
-// not yet shared).
-func (t *Tier) trim() {
+// not yet shared) and returns the files to remove, which the caller removes without holding
+// t.mu (the engine goroutine takes it in Want: it must never wait for the disk).
+func (t *Tier) trim() []string {
+	var gone []string
 	for t.bytes > t.max && t.heap.Len() > 0 {
 		e := t.heap[0]
 		t.clock = max(t.clock, e.prio)
 		t.drop(e)
-		os.Remove(t.path(e.key))
+		gone = append(gone, t.path(e.key))
 		t.st.Evicted++
+	}
+	return gone
+}
+
+func removeAll(paths []string) {
+	for _, p := range paths {
+		os.Remove(p)
 	}
 }
 
@@ -321,8 +339,9 @@ func (t *Tier) writer() {
 		if j.swap {
 			t.st.SwapOuts++
 		}
-		t.trim()
+		gone := t.trim()
 		t.mu.Unlock()
+		removeAll(gone)
 	}
 }
 

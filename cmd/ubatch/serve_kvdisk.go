@@ -68,6 +68,11 @@ func (f *kvDiskFlags) start(m *model.Model, lctx *runner.Context, eng *engine.En
 	if err != nil {
 		return nil, l, nop, err
 	}
+	if f.slotPath != "" {
+		if err := os.MkdirAll(f.slotPath, 0o755); err != nil {
+			return nil, l, nop, fmt.Errorf("--slot-save-path: %w", err)
+		}
+	}
 	var tier *kvdisk.Tier
 	var sources []engine.BlockSource
 	var sink engine.BlockSink
