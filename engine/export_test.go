@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -162,4 +163,43 @@ func TestExportBlocks(t *testing.T) {
 func f32At(b []byte, i int) float32 {
 	u := uint32(b[4*i]) | uint32(b[4*i+1])<<8 | uint32(b[4*i+2])<<16 | uint32(b[4*i+3])<<24
 	return math.Float32frombits(u)
+}
+
+// optimisticSource says it may hold every block (as the peer tier does when some peer is
+// alive) but brings nothing.
+type optimisticSource struct{ fetches atomic.Int32 }
+
+func (s *optimisticSource) Name() string { return "optimistic" }
+func (s *optimisticSource) Probe(q *Lookup) Hit {
+	n := len(q.Keys) - q.From
+	return Hit{Blocks: n, Cells: n * q.BlockSize, Bytes: int64(n)}
+}
+func (s *optimisticSource) Fetch(context.Context, *Lookup, Hit) ([]kvfile.Block, error) {
+	s.fetches.Add(1)
+	return nil, nil
+}
+func (s *optimisticSource) ReadCost(int64) time.Duration { return 0 }
+
+// TestEmptyFetchIsNotRepeated: a tier that brings nothing is asked once per request, which is
+// then computed (it used to be fetched again at every admission turn, forever).
+func TestEmptyFetchIsNotRepeated(t *testing.T) {
+	const bs = 4
+	d := newStoreDecoder(t, 64, bs, 4)
+	e, err := New(d, Limits{NCtx: 64 * bs, NSeqMax: 4, NBatch: 64, Vocab: vocab}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &optimisticSource{}
+	e.SetTiers([]BlockSource{src}, nil, testLayout(bs))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); <-e.Done() }()
+	go e.Run(ctx)
+	st, err := e.Submit(context.Background(), Request{Prompt: prompt(6*bs, 9), MaxTokens: 3, Sampling: greedy()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, last := collect(t, st)
+	if len(got) != 3 || last.Usage.CachedTokens != 0 || src.fetches.Load() != 1 {
+		t.Fatalf("%d tokens, %d cached, %d fetches; want 3, 0, 1", len(got), last.Usage.CachedTokens, src.fetches.Load())
+	}
 }
