@@ -143,6 +143,9 @@ func (r *randTest) opImport() {
 			continue
 		}
 		loaded++
+		if ibs[i].Cells < r.c.bs {
+			r.stats["import partial"]++
+		}
 		for int(idx) >= len(t.loads) {
 			t.loads = append(t.loads, nil)
 		}
@@ -185,7 +188,7 @@ func TestRandomOpsWithTier(t *testing.T) {
 			stats := map[string]int{}
 			defer func() {
 				t.Logf("outcomes: %v", stats)
-				for _, k := range []string{"import", "import gained", "attach hit", "spilled"} {
+				for _, k := range []string{"import", "import gained", "import partial", "attach hit", "spilled"} {
 					if stats[k] == 0 {
 						t.Errorf("no %q in the run", k)
 					}

@@ -22,7 +22,7 @@ type kvDiskFlags struct {
 }
 
 func (f *kvDiskFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.dir, "kv-disk", "", "keep the KV cache's cold prefix blocks in this directory: blocks the RAM prefix cache evicts are written there (in the cache's own type, by a writer that never holds a step back) and read back on a prefix hit instead of recomputed; preempted sequences are swapped out there when reading them back is cheaper than recomputing; the directory survives restarts (files of another model are removed)")
+	fs.StringVar(&f.dir, "kv-disk", "", "keep the KV cache's cold prefix blocks in this directory: blocks the RAM prefix cache evicts are written there (in the cache's own type, by a writer that never holds a step back) and read back on a prefix hit instead of recomputed; preempted sequences are swapped out there when reading them back is cheaper than recomputing; the directory survives restarts (torn files are removed, other models' ignored)")
 	fs.StringVar(&f.size, "kv-disk-size", "", "most bytes --kv-disk may take, e.g. 20G (default: a quarter of the file system's free space at start, at most 16G: room for the cache without crowding models and logs off the disk)")
 	fs.StringVar(&f.slotPath, "slot-save-path", "", "directory of POST /slots/{id}?action=save|restore files (llama-server's; without it those actions are 501)")
 }
