@@ -1,0 +1,180 @@
+package ops
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"testing"
+
+	"ubatch/quant"
+)
+
+// TestFma32 compares fma32 with a·b+c computed exactly (big.Float) and rounded once to float32,
+// on random operands and on sums that land next to a float32 halfway point, where rounding the
+// float64 sum to nearest would round twice.
+func TestFma32(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	exact := func(a, b, c float32) float32 {
+		x := new(big.Float).SetPrec(300).SetFloat64(float64(a))
+		x.Mul(x, new(big.Float).SetPrec(300).SetFloat64(float64(b)))
+		x.Add(x, new(big.Float).SetPrec(300).SetFloat64(float64(c)))
+		f, _ := x.Float32()
+		return f
+	}
+	cases := []struct {
+		name    string
+		a, b, c float32
+	}{
+		{"zero", 0, 5, 0},
+		{"exact", 1.5, 2, 0.25},
+		// 1 + 2^-24 + 2^-60: the float64 sum rounds to the halfway point 1+2^-24, which then rounds
+		// to even (1); the exact value is just above it and rounds up.
+		{"halfway from above", 1 + 1.0/(1<<12), 1.0 / (1 << 12) * (1 + 1.0/(1<<23)), 1},
+		{"negative halfway", -(1 + 1.0/(1<<12)), 1.0 / (1 << 12) * (1 + 1.0/(1<<23)), -1},
+		{"cancel", 3, 1.0 / 3, -1},
+	}
+	for i := range 20000 {
+		a, b := float32(r.NormFloat64()), float32(r.NormFloat64()*math.Exp2(float64(r.IntN(60)-30)))
+		c := float32(r.NormFloat64() * math.Exp2(float64(r.IntN(60)-30)))
+		cases = append(cases, struct {
+			name    string
+			a, b, c float32
+		}{fmt.Sprintf("random %d", i), a, b, c})
+	}
+	for _, tc := range cases {
+		if got, want := fma32(tc.a, tc.b, tc.c), exact(tc.a, tc.b, tc.c); got != want {
+			t.Errorf("%s: fma32(%g, %g, %g) = %g, want %g", tc.name, tc.a, tc.b, tc.c, got, want)
+		}
+	}
+}
+
+// TestExpTile: the tile kernel's exponential is within 3e-7 of e^x on [-60, 0] and 0 below -60,
+// at -Inf and at NaN.
+func TestExpTile(t *testing.T) {
+	for i := 0; i <= 600000; i++ {
+		x := -float32(i) / 10000
+		want := math.Exp(float64(x))
+		if got := float64(expTile(x)); math.Abs(got-want) > 3e-7*want {
+			t.Fatalf("expTile(%g) = %g, want %g", x, got, want)
+		}
+	}
+	for _, x := range []float32{-60.001, -1000, float32(math.Inf(-1)), float32(math.NaN())} {
+		if got := expTile(x); got != 0 {
+			t.Errorf("expTile(%g) = %g, want 0", x, got)
+		}
+	}
+}
+
+// newTileRows makes a tile's rows with random queries, positions in [0, 64) (windows of 7 when
+// window), and a running state as after earlier tiles: outputs, maxima and sums of their scale.
+func newTileRows(r *rand.Rand, hd int, window bool, sigma float64) *TileRows {
+	rows := &TileRows{QT: make([]float32, hd*TileLanes), OT: make([]float32, hd*TileLanes)}
+	for i := range rows.QT {
+		rows.QT[i] = float32(r.NormFloat64() * sigma)
+		rows.OT[i] = float32(r.NormFloat64())
+	}
+	for i := range TileLanes {
+		rows.Pos[i], rows.Lo[i] = int32(r.IntN(64)), math.MinInt32
+		if window {
+			rows.Lo[i] = rows.Pos[i] - 7
+		}
+		rows.M[i], rows.L[i] = TileMaxInit, 0
+		if r.IntN(2) == 0 {
+			rows.M[i], rows.L[i] = float32(r.NormFloat64()*sigma*sigma), float32(r.Float64()*10)
+		}
+	}
+	rows.Pos[TileLanes-1] = math.MinInt32 // a lane without a token
+	return rows
+}
+
+func cloneTileRows(r *TileRows) *TileRows {
+	c := *r
+	c.QT, c.OT = append([]float32(nil), r.QT...), append([]float32(nil), r.OT...)
+	return &c
+}
+
+// TestAttnTileAsmMatchesGo: the AVX-512 tile kernel and its Go twin agree to the bit, over
+// several successive tiles, with and without soft cap and window, for scores small and large
+// (large ones take the exponentials below their cutoff).
+func TestAttnTileAsmMatchesGo(t *testing.T) {
+	if !attnTileAsm() {
+		t.Skip("no tiled attention assembly on this kernel path: the Go twin would be compared with itself")
+	}
+	for _, hd := range []int{8, 16, 24, 64, 128, 136, 256} {
+		for _, softcap := range []float32{0, 20} {
+			for _, window := range []bool{false, true} {
+				for _, sigma := range []float64{0.3, 3} {
+					name := fmt.Sprintf("hd=%d/softcap=%g/window=%v/sigma=%g", hd, softcap, window, sigma)
+					t.Run(name, func(t *testing.T) {
+						r := rand.New(rand.NewPCG(uint64(hd), uint64(softcap)+uint64(sigma*10)))
+						fast := newTileRows(r, hd, window, sigma)
+						twin := cloneTileRows(fast)
+						for step := range 4 {
+							kt, vt := make([]float32, TileCells*hd), make([]float32, TileCells*hd)
+							for i := range kt {
+								kt[i], vt[i] = float32(r.NormFloat64()*sigma), float32(r.NormFloat64())
+							}
+							cpos := make([]int32, TileCells)
+							for j := range cpos {
+								cpos[j] = int32(r.IntN(64))
+							}
+							cpos[r.IntN(TileCells)] = math.MaxInt32
+							AttnTileStep(fast, hd, kt, vt, cpos, softcap)
+							attnTileStepGo(twin, hd, kt, vt, cpos, softcap)
+							sameBits(t, fmt.Sprintf("step %d M", step), fast.M[:], twin.M[:])
+							sameBits(t, fmt.Sprintf("step %d L", step), fast.L[:], twin.L[:])
+							sameBits(t, fmt.Sprintf("step %d OT", step), fast.OT, twin.OT)
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+func sameBits(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s[%d] = %g (%#x), Go twin %g (%#x)", what, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+		}
+	}
+}
+
+// TestAttnTileLoadsMatchGo: the assembly row loaders widen F16 (every finite half, subnormals
+// too) and Q8_0 rows to the Go twins' bits.
+func TestAttnTileLoadsMatchGo(t *testing.T) {
+	if !attnTileAsm() {
+		t.Skip("no tiled attention assembly on this kernel path: the Go twin would be compared with itself")
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, hd := range []int{8, 32, 40, 64, 96, 128, 256} {
+		t.Run(fmt.Sprintf("hd=%d", hd), func(t *testing.T) {
+			const rows, pad = 40, 5
+			stride := hd + pad
+			cells := make([]int32, TileCells)
+			for j := range cells {
+				cells[j] = int32(r.IntN(rows))
+			}
+			f16 := randF16s(r, rows*stride)
+			got, want := make([]float32, TileCells*hd), make([]float32, TileCells*hd)
+			AttnTileLoadF16(got, f16, cells, stride, hd)
+			attnTileLoadF16Go(want, f16, cells, stride, hd)
+			sameBits(t, "F16", got, want)
+			if hd%32 != 0 {
+				return
+			}
+			strideB := hd/32*q8Block + pad
+			q8 := make([]byte, rows*strideB)
+			for c := range rows {
+				if err := quant.Quantize(quant.Q8_0, randF32s(r, hd), q8[c*strideB:][:hd/32*q8Block]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			AttnTileLoadQ8(got, q8, cells, strideB, hd)
+			attnTileLoadQ8Go(want, q8, cells, strideB, hd)
+			sameBits(t, "Q8_0", got, want)
+		})
+	}
+}
