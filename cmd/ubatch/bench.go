@@ -138,6 +138,10 @@ type benchRow struct {
 	SamplesNs     []int64   `json:"samples_ns"`
 	SamplesTs     []float64 `json:"samples_ts"`
 	PeakRSS       int64     `json:"peak_rss_bytes"`
+	// CPUNs is the process's CPU time (user + system, all threads) over the timed part of a
+	// repetition, the mean; 0 where /proc/self/stat cannot be read. On a loaded machine it
+	// moves less than the wall time.
+	CPUNs int64 `json:"cpu_ns,omitempty"`
 	// tg tests: weight bytes one token reads and the rate that makes; with --membw, the read
 	// bandwidth around the repetitions and the rate's share of it (medians, see
 	// shareOfBandwidth) and every repetition's share.
@@ -237,6 +241,7 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, tests []be
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	var rows []benchRow
+	var cpuSum time.Duration // CPU time of the timed parts of the repetitions so far
 	out.begin()
 	var b batch.Batch
 	for _, tc := range tests {
@@ -254,7 +259,8 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, tests []be
 					return 0, err
 				}
 			}
-			start := time.Now()
+			start, cpu0 := time.Now(), cpuTime()
+			defer func() { cpuSum += cpuTime() - cpu0 }()
 			if tc.pp > 0 {
 				if err := prefill(lctx, &b, random(tc.pp), int32(tc.depth)); err != nil {
 					return 0, err
@@ -272,6 +278,7 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, tests []be
 		if _, err := run(); err != nil { // warm-up
 			return err
 		}
+		cpuSum = 0
 		row := newBenchRow(m, lctx, tc.pp, tc.tg)
 		row.NDepth = tc.depth
 		measure := tc.tg > 0 && bandwidth != nil
@@ -291,6 +298,7 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, tests []be
 			row.SamplesTs = append(row.SamplesTs, float64(tc.pp+tc.tg)/d.Seconds())
 		}
 		row.AvgNs, row.StddevNs = meanStd64(row.SamplesNs)
+		row.CPUNs = int64(cpuSum) / int64(reps)
 		row.AvgTs, row.StddevTs = meanStd(row.SamplesTs)
 		row.PeakRSS = peakRSS()
 		if tc.tg > 0 {
@@ -307,6 +315,11 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, tests []be
 		return err
 	}
 	fmt.Fprintf(stdout, "\npeak RSS: %.1f MiB (model file %.1f MiB)\n%s\n", float64(peakRSS())/(1<<20), float64(m.Size)/(1<<20), modelKernels(m))
+	for _, r := range rows {
+		if r.CPUNs > 0 {
+			fmt.Fprintf(stdout, "%s: %.3f s of CPU time a repetition (%.3f s wall)\n", r.testName(), float64(r.CPUNs)/1e9, float64(r.AvgNs)/1e9)
+		}
+	}
 	for _, r := range rows {
 		if r.WeightBytes > 0 {
 			fmt.Fprintf(stdout, "tg%d: %.1f MiB of weights per token, %.1f GB/s", r.NGen, float64(r.WeightBytes)/(1<<20), r.GBps)
@@ -386,6 +399,28 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return "..." + s[len(s)-n+3:]
+}
+
+// cpuTime returns the process's CPU time so far (user + system, from /proc/self/stat, in clock
+// ticks taken as 1/100 s, Linux's USER_HZ), 0 if unknown.
+func cpuTime() time.Duration {
+	data, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name (which may hold spaces) start at ") ": utime and stime
+	// are the 12th and 13th of them.
+	_, rest, ok := strings.Cut(string(data), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		return 0
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	s, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(u+s) * 10 * time.Millisecond
 }
 
 // peakRSS returns the process's peak resident set size (VmHWM) in bytes, 0 if unknown.
