@@ -8,7 +8,8 @@ import (
 	"testing"
 )
 
-// TestAttnAsmGenerated checks that the attention assembly (attn_amd64.s, attn_tile_amd64.s) is
+// TestAttnAsmGenerated checks that the attention assembly (attn_amd64.s, attn_q8_amd64.s,
+// attn_tile_amd64.s) is
 // what internal/attngen writes, so that an edit to either side is not lost at the next
 // `go generate`.
 func TestAttnAsmGenerated(t *testing.T) {
@@ -24,7 +25,7 @@ func TestAttnAsmGenerated(t *testing.T) {
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go run ./internal/attngen: %v\n%s", err, msg)
 	}
-	for _, name := range []string{"attn_amd64.s", "attn_tile_amd64.s"} {
+	for _, name := range []string{"attn_amd64.s", "attn_q8_amd64.s", "attn_tile_amd64.s"} {
 		got, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)

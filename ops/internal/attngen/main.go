@@ -2,8 +2,8 @@
 //
 //	go run ./internal/attngen [-dir DIR]   (from ops/; go generate ./ops runs it)
 //
-// attn_amd64.s: the AVX2/FMA/F16C kernels over F16 rows (f16.go); attn_tile_amd64.s: the
-// AVX-512 tiled prompt attention (tile.go). TestAttnAsmGenerated runs it into a temporary
+// attn_amd64.s and attn_q8_amd64.s: the AVX2/FMA/F16C kernels over F16 and Q8_0 rows (f16.go,
+// q8.go); attn_tile_amd64.s: the AVX-512 tiled attention (tile.go). TestAttnAsmGenerated runs it into a temporary
 // directory and checks that the committed files are its output.
 //
 // The kernels are unrolled over register tiles, one block of code per tile shape, which is why
@@ -42,6 +42,7 @@ var files = []struct {
 	write func()
 }{
 	{"attn_amd64.s", f16},
+	{"attn_q8_amd64.s", q8},
 	{"attn_tile_amd64.s", tile},
 }
 
