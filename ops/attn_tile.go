@@ -259,45 +259,31 @@ type TileSource interface {
 	LoadV(dst []float32, cells []int32)
 }
 
-// F16Tiles is a TileSource over an F16 cache layer, K and V already offset to the KV head,
-// rows Stride halves apart.
-type F16Tiles struct {
-	K, V       []uint16
+// CacheTiles is a TileSource over one cache layer of element E: uint16 for F16, float32, or byte
+// for Q8_0. K and V are already offset to the KV head (for Q8_0 to its first block); rows are
+// Stride elements apart (bytes for Q8_0).
+type CacheTiles[E uint16 | float32 | byte] struct {
+	K, V       []E
 	Stride, HD int
 }
 
-func (s *F16Tiles) LoadK(dst []float32, cells []int32) {
-	AttnTileLoadF16(dst, s.K, cells, s.Stride, s.HD)
+func (s *CacheTiles[E]) LoadK(dst []float32, cells []int32) {
+	loadTile(dst, s.K, cells, s.Stride, s.HD)
 }
-func (s *F16Tiles) LoadV(dst []float32, cells []int32) {
-	AttnTileLoadF16(dst, s.V, cells, s.Stride, s.HD)
-}
-
-// F32Tiles is F16Tiles for a float32 cache.
-type F32Tiles struct {
-	K, V       []float32
-	Stride, HD int
+func (s *CacheTiles[E]) LoadV(dst []float32, cells []int32) {
+	loadTile(dst, s.V, cells, s.Stride, s.HD)
 }
 
-func (s *F32Tiles) LoadK(dst []float32, cells []int32) {
-	AttnTileLoadF32(dst, s.K, cells, s.Stride, s.HD)
-}
-func (s *F32Tiles) LoadV(dst []float32, cells []int32) {
-	AttnTileLoadF32(dst, s.V, cells, s.Stride, s.HD)
-}
-
-// Q8Tiles is F16Tiles for a Q8_0 cache: K and V at the KV head's first block, rows StrideB
-// bytes apart.
-type Q8Tiles struct {
-	K, V        []byte
-	StrideB, HD int
-}
-
-func (s *Q8Tiles) LoadK(dst []float32, cells []int32) {
-	AttnTileLoadQ8(dst, s.K, cells, s.StrideB, s.HD)
-}
-func (s *Q8Tiles) LoadV(dst []float32, cells []int32) {
-	AttnTileLoadQ8(dst, s.V, cells, s.StrideB, s.HD)
+// loadTile is AttnTileLoadF16, AttnTileLoadF32 or AttnTileLoadQ8, by the cache's element type.
+func loadTile[E uint16 | float32 | byte](dst []float32, src []E, cells []int32, stride, hd int) {
+	switch src := any(src).(type) {
+	case []uint16:
+		AttnTileLoadF16(dst, src, cells, stride, hd)
+	case []float32:
+		AttnTileLoadF32(dst, src, cells, stride, hd)
+	case []byte:
+		AttnTileLoadQ8(dst, src, cells, stride, hd)
+	}
 }
 
 // TileScratch is one worker's memory for AttnTiled: the widened K and V tile and the rows of

@@ -216,7 +216,7 @@ func checkTiled(t *testing.T, kvType string, hd, n int, softcap float32, window 
 	switch kvType {
 	case "f16":
 		k, v := randF16Normal(r, rows*stride), randF16Normal(r, rows*stride)
-		src = &F16Tiles{K: k, V: v, Stride: stride, HD: hd}
+		src = &CacheTiles[uint16]{K: k, V: v, Stride: stride, HD: hd}
 		for i := range k {
 			kf[i], vf[i] = quant.F16ToF32(k[i]), quant.F16ToF32(v[i])
 		}
@@ -224,7 +224,7 @@ func checkTiled(t *testing.T, kvType string, hd, n int, softcap float32, window 
 		for i := range kf {
 			kf[i], vf[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
 		}
-		src = &F32Tiles{K: kf, V: vf, Stride: stride, HD: hd}
+		src = &CacheTiles[float32]{K: kf, V: vf, Stride: stride, HD: hd}
 	case "q8_0":
 		strideB := hd/32*q8Block + pad
 		k, v := make([]byte, rows*strideB), make([]byte, rows*strideB)
@@ -235,7 +235,7 @@ func checkTiled(t *testing.T, kvType string, hd, n int, softcap float32, window 
 				}
 			}
 		}
-		src = &Q8Tiles{K: k, V: v, StrideB: strideB, HD: hd}
+		src = &CacheTiles[byte]{K: k, V: v, Stride: strideB, HD: hd}
 		tmp := make([]float32, TileCells*hd)
 		for c := range rows {
 			cells := make([]int32, TileCells)

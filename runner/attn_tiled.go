@@ -37,9 +37,9 @@ type tileRef struct{ c0, c1 int32 }
 // call, so that passing them as ops.TileSource allocates nothing).
 type tileWorker struct {
 	s   *ops.TileScratch
-	f16 ops.F16Tiles
-	f32 ops.F32Tiles
-	q8  ops.Q8Tiles
+	f16 ops.CacheTiles[uint16]
+	f32 ops.CacheTiles[float32]
+	q8  ops.CacheTiles[byte]
 }
 
 // tiledOK reports whether this context's attention can be tiled: assembly on the selected path
@@ -153,14 +153,14 @@ func (a *attnTask) doTiled(bi, g, w int) {
 	var src ops.TileSource
 	switch c.opts.KVType {
 	case kvcache.F16:
-		tw.f16 = ops.F16Tiles{K: c.store.KF16(a.layer)[g*hd:], V: c.store.VF16(a.layer)[g*hd:], Stride: kvDim, HD: hd}
+		tw.f16 = ops.CacheTiles[uint16]{K: c.store.KF16(a.layer)[g*hd:], V: c.store.VF16(a.layer)[g*hd:], Stride: kvDim, HD: hd}
 		src = &tw.f16
 	case kvcache.Q8_0:
 		off := g * hd / 32 * 34
-		tw.q8 = ops.Q8Tiles{K: c.store.KQ8(a.layer)[off:], V: c.store.VQ8(a.layer)[off:], StrideB: c.store.RowBytes(), HD: hd}
+		tw.q8 = ops.CacheTiles[byte]{K: c.store.KQ8(a.layer)[off:], V: c.store.VQ8(a.layer)[off:], Stride: c.store.RowBytes(), HD: hd}
 		src = &tw.q8
 	default:
-		tw.f32 = ops.F32Tiles{K: c.store.KF32(a.layer)[g*hd:], V: c.store.VF32(a.layer)[g*hd:], Stride: kvDim, HD: hd}
+		tw.f32 = ops.CacheTiles[float32]{K: c.store.KF32(a.layer)[g*hd:], V: c.store.VF32(a.layer)[g*hd:], Stride: kvDim, HD: hd}
 		src = &tw.f32
 	}
 	b, ref := c.blocks[bi], a.tiles.blocks[bi]
