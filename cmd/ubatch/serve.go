@@ -42,6 +42,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sf.register(fs)
 	var ff fleetFlags
 	ff.register(fs)
+	var kf kvDiskFlags
+	kf.register(fs)
 	var cf constraintFlags
 	cf.register(fs)
 	host := fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
@@ -94,6 +96,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return flagError(fs, fmt.Errorf("--max-client-priority %q: use low, normal, high or an integer in [-1000, 1000]", *maxClientPriority))
 	}
 	err = checkServeFlags(np, mf.batch, *chunkSize, *maxQueue, *port, *maxBody, *policy, *targetITL)
+	if err == nil {
+		err = ff.check(*host)
+	}
 	if err == nil {
 		err = checkHTTPFlags(*grace, *readTimeout, *writeTimeout, *maxConns)
 	}
@@ -165,6 +170,14 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	diskTier, kvLay, closeTiers, err := kf.start(m, lctx, eng, logger, ff.peerTier(*apiKey, reg, logger))
+	if err != nil {
+		return err
+	}
+	defer closeTiers() // after the engine stopped (deferred below, so run before this)
+	if diskTier != nil {
+		server.RegisterDiskTier(reg, diskTier.Stats)
+	}
 	// The engine outlives ctx: it must keep serving in-flight requests while the HTTP server drains.
 	engCtx, stopEngine := context.WithCancel(context.Background())
 	defer func() {
@@ -203,10 +216,11 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if rr != nil {
 		defer rr.Close()
 	}
-	srv, err := server.New(server.Config{Model: m, Engine: eng, APIKey: *apiKey, MaxClientPriority: &clientPriority, MaxBodyBytes: *maxBody,
+	srv, err := server.New(server.Config{Model: m, Engine: eng, SlotSavePath: kf.slotPath, KVLayout: kvLay, APIKey: *apiKey, MaxClientPriority: &clientPriority, MaxBodyBytes: *maxBody,
 		Logger: logger, Metrics: metrics, Gatherer: reg, ModelID: *alias, Embedder: emb, Reranker: rr, CORSOrigins: splitList(*corsOrigin), ChatTemplate: *chatTemplate, ReasoningFormat: *reasoningFormat,
 		Live: live, Sampling: sampling, ListenAddr: net.JoinHostPort(*host, strconv.Itoa(*port)), AllowedHosts: splitList(*allowedHosts),
-		MaxLiveStreams: *maxLive, MaxEmbeddingInputs: *maxEmbInputs, MaxEmbeddingTokens: *maxEmbTokens, Limits: cf.lim})
+		MaxLiveStreams: *maxLive, MaxEmbeddingInputs: *maxEmbInputs, MaxEmbeddingTokens: *maxEmbTokens, Limits: cf.lim,
+		KVBlocks: ff.kvBlocks(eng, reg, logger)})
 	if err != nil {
 		return err
 	}
