@@ -10,8 +10,8 @@ import "ubatch/internal/cpu"
 // (packed_k_vnni_amd64.s), no sums; on AVX-VNNI they run the AVX2 kernels.
 
 func init() {
-	setPanel(Q8_0, cpu.AVX512VNNI, asmPanel(Q8_0, q8PanelVNNI), -128)
-	setPanel(Q4_0, cpu.AVX512VNNI, asmPanel(Q4_0, q4PanelVNNI), -128)
+	setPanel(Q8_0, cpu.AVX512VNNI, asmPanelPairs(Q8_0, q8Panel2VNNI, q8PanelVNNI), -128)
+	setPanel(Q4_0, cpu.AVX512VNNI, asmPanelPairs(Q4_0, q4Panel2VNNI, q4PanelVNNI), -128)
 	setPanel(Q4_K, cpu.AVX512VNNI, asmPanelK(Q4_K, q4KPanelVNNI), 0)
 	setPanel(Q6_K, cpu.AVX512VNNI, asmPanelK(Q6_K, q6KPanelVNNI), 0)
 	setPanel(Q8_0, cpu.AVXVNNI, asmPanel(Q8_0, q8PanelAVXVNNI), -128)
@@ -19,6 +19,28 @@ func init() {
 	setPanel(Q8_0, cpu.AVXVNNIEvex, asmPanel(Q8_0, q8PanelAVXVNNIEvex), -128)
 	setPanel(Q4_0, cpu.AVXVNNIEvex, asmPanel(Q4_0, q4PanelAVXVNNIEvex), -128)
 }
+
+// asmPanelPairs is asmPanel for a kernel pair that runs two panels at once (np even) and one
+// that runs a last odd panel alone.
+func asmPanelPairs(wt Type, pair, one panelAsm) panelFunc {
+	return func(np, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
+		checkPanelArgs(wt, np, nb, w, x, xStride, nx, out, outStride)
+		_ = sums[sumWords*nb-1]
+		if even := np &^ 1; even > 0 {
+			pair(even, nb, &w[0], &x[0], xStride, nx, &out[0], outStride, &sums[0])
+		}
+		if np&1 == 1 {
+			last := (np - 1) * PanelRows
+			one(1, nb, &w[last*nb*wt.TypeSize()], &x[0], xStride, nx, &out[last], outStride, &sums[0])
+		}
+	}
+}
+
+//go:noescape
+func q8Panel2VNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
+
+//go:noescape
+func q4Panel2VNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 
 //go:noescape
 func q8PanelVNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)

@@ -149,12 +149,15 @@ func TestPanelPathsMatchGo(t *testing.T) {
 				}
 				for _, nb := range nbs {
 					for nx := 1; nx <= MaxCols; nx++ {
-						np := 1 + nx%2*2 // one panel, or three in one call
-						w, x, xStride := panelTestInputs(t, r, typ, np, nb, nx, nb%2 == 1)
-						for _, outStride := range []int{np * PanelRows, np*PanelRows + 5, 64} {
-							t.Run(fmt.Sprintf("%v/np=%d/nb=%d/nx=%d/stride=%d", typ, np, nb, nx, outStride), func(t *testing.T) {
-								checkPanelPath(t, typ, nb, w, x, xStride, nx, outStride)
-							})
+						// One panel or three, and two or four: the AVX-512 Q8_0 and Q4_0 kernels
+						// run pairs of panels, and an odd last one alone.
+						for _, np := range []int{1 + nx%2*2, 2 + (nx+1)%2*2} {
+							w, x, xStride := panelTestInputs(t, r, typ, np, nb, nx, nb%2 == 1)
+							for _, outStride := range []int{np * PanelRows, np*PanelRows + 5, 64} {
+								t.Run(fmt.Sprintf("%v/np=%d/nb=%d/nx=%d/stride=%d", typ, np, nb, nx, outStride), func(t *testing.T) {
+									checkPanelPath(t, typ, nb, w, x, xStride, nx, outStride)
+								})
+							}
 						}
 					}
 				}

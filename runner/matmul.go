@@ -62,6 +62,10 @@ func (c *Context) matmul(x []float32, nJobs, n int) {
 		}
 		t.total += job.chunks
 	}
+	if c.gemm != nil {
+		c.gemm.run(t, c.pool)
+		return
+	}
 	c.pool.Run(t.total, t)
 }
 

@@ -43,6 +43,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measurements to this file (inspect with go tool pprof)")
 	membw := fs.Bool("membw", false, "measure the machine's memory read bandwidth with the same thread count (once first, then right before and after every tg repetition), and report each tg test's share of it: per repetition against the larger of its two neighbouring measurements, the median over repetitions")
 	kernels := kernelsFlag(fs)
+	peak := fs.Bool("peak", false, "measure this CPU's peak int8 and f32 multiply-add throughput (the kernels' roofline: one loop per instruction of each kernel path), per core and on -t threads, and exit; the pp tests report their GEMM's share of it anyway")
 	checkFormat := func() error {
 		if *asJSON && !fs.Changed("output") {
 			*format = "json"
@@ -57,6 +58,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer restoreKernels()
+	if *peak {
+		return benchPeak(stdout, threads(mf.threads))
+	}
 	var bandwidth func() float64 // bytes per second; nil without --membw
 	if *membw {
 		buf, n := make([]uint64, 64<<20), threads(mf.threads) // 512 MiB
@@ -207,6 +211,7 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 	defer lctx.Close()
 	rng := rand.New(rand.NewPCG(1, 2))
 	var rows []benchRow
+	var gemms []gemmCount
 	var tests [][2]int
 	for _, p := range pps {
 		if p > 0 {
@@ -248,6 +253,10 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 		row := newBenchRow(m, lctx, tc[0], tc[1])
 		measure := tc[1] > 0 && bandwidth != nil
 		var read []float64
+		gemm := runner.GEMMStats{Tokens: gemmMinTokens}
+		if tc[0] > 0 {
+			lctx.CountGEMM(&gemm)
+		}
 		for range reps {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -261,6 +270,10 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 			}
 			row.SamplesNs = append(row.SamplesNs, d.Nanoseconds())
 			row.SamplesTs = append(row.SamplesTs, float64(tc[0]+tc[1])/d.Seconds())
+		}
+		lctx.CountGEMM(nil)
+		if tc[0] > 0 {
+			gemms = append(gemms, gemmCount{test: row.testName(), stats: gemm.Stats()})
 		}
 		row.AvgNs, row.StddevNs = meanStd64(row.SamplesNs)
 		row.AvgTs, row.StddevTs = meanStd(row.SamplesTs)
@@ -289,6 +302,7 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 			fmt.Fprintln(stdout)
 		}
 	}
+	printGEMMShares(stdout, gemms, threads(mf.threads))
 	return nil
 }
 

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package ops
+
+import "time"
+
+// threadTime is wall time where there is no per-thread CPU clock here.
+func threadTime() time.Duration { return wallClock() }
