@@ -14,3 +14,12 @@ func threadTime() time.Duration {
 	}
 	return time.Duration(ts.Nano())
 }
+
+// ProcessCPU is the CPU time (user + system) of the whole process so far, 0 if unknown.
+func ProcessCPU() time.Duration {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

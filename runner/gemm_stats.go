@@ -9,8 +9,9 @@ import (
 )
 
 // GEMMStats counts the work and time of a context's matmuls by weight type, for ubatch bench's
-// share of peak: ops (two per multiply-add) and the wall time of the parallel runs (the
-// workers' products, not the activations' quantization before them). A run whose jobs have
+// share of peak: ops (two per multiply-add), the wall time of the parallel runs (the workers'
+// products, not the activations' quantization before them) and the process's CPU time over
+// them (on a machine shared with other work, the cores' own rate). A run whose jobs have
 // different weight types (a Q4_K_M model's Q, K and V: Q4_K, Q4_K, Q6_K) counts under the
 // joined names ("q4_K+q6_K"), since one time covers them all.
 type GEMMStats struct {
@@ -24,7 +25,8 @@ type GEMMStats struct {
 type GEMMStat struct {
 	Types string
 	Ops   float64
-	Time  time.Duration
+	Time  time.Duration // wall time
+	CPU   time.Duration // the process's CPU time over the same runs (0 where unknown)
 	Runs  int
 }
 
@@ -63,9 +65,9 @@ func (s *GEMMStats) run(t *matmulTask, pool *ops.Pool) {
 	}
 	slices.Sort(names)
 	key := strings.Join(names, "+")
-	start := time.Now()
+	start, c0 := time.Now(), ops.ProcessCPU()
 	pool.Run(t.total, t)
-	d := time.Since(start)
+	d, cpu := time.Since(start), ops.ProcessCPU()-c0
 	if s.byType == nil {
 		s.byType = map[string]*GEMMStat{}
 	}
@@ -76,5 +78,6 @@ func (s *GEMMStats) run(t *matmulTask, pool *ops.Pool) {
 	}
 	st.Ops += n
 	st.Time += d
+	st.CPU += cpu
 	st.Runs++
 }

@@ -59,8 +59,9 @@ func peakFor(loops []ops.PeakLoop, types string) (ops.PeakLoop, bool) {
 	return ops.PeakLoop{}, false
 }
 
-// printGEMMShares prints every pp test's GEMM rate by weight type and its share of the peak of
-// its loop on all threads (measured now, CPU time: the cores' own rate).
+// printGEMMShares prints every pp test's GEMM rate by weight type (wall time, and by process
+// CPU time where known) and the share of the peak of its loop on all threads (measured now, by
+// CPU time: the cores' own rate) that the CPU-time rate is (the wall-time one without it).
 func printGEMMShares(w io.Writer, counts []gemmCount, threads int) {
 	loops := ops.PeakLoops()
 	peaks := map[string]ops.PeakResult{}
@@ -70,7 +71,13 @@ func printGEMMShares(w io.Writer, counts []gemmCount, threads int) {
 				continue
 			}
 			rate := s.Ops / s.Time.Seconds()
-			fmt.Fprintf(w, "%s GEMM %s: %.1f GOP/s (%d runs of at least %d tokens)", c.test, s.Types, rate/1e9, s.Runs, gemmMinTokens)
+			fmt.Fprintf(w, "%s GEMM %s: %.1f GOP/s", c.test, s.Types, rate/1e9)
+			if s.CPU > 0 {
+				// The rate the threads reach per second of their own CPU time.
+				rate = s.Ops / (s.CPU.Seconds() / float64(threads))
+				fmt.Fprintf(w, ", %.1f GOP/s by process CPU time", rate/1e9)
+			}
+			fmt.Fprintf(w, " (%d runs of at least %d tokens)", s.Runs, gemmMinTokens)
 			if l, ok := peakFor(loops, s.Types); ok {
 				p, seen := peaks[l.Name]
 				if !seen {
