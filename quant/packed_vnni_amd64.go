@@ -12,7 +12,11 @@ import "ubatch/internal/cpu"
 func init() {
 	setPanel(Q8_0, cpu.AVX512VNNI, asmPanelPairs(Q8_0, q8Panel2VNNI, q8PanelVNNI), -128)
 	setPanel(Q4_0, cpu.AVX512VNNI, asmPanelPairs(Q4_0, q4Panel2VNNI, q4PanelVNNI), -128)
-	setPanel(Q4_K, cpu.AVX512VNNI, asmPanelK(Q4_K, q4KPanelVNNI), 0)
+	q4K := asmPanelK(Q4_K, q4KPanelVNNI)
+	if cpu.HasAVX512BW {
+		q4K = asmPanelPairsK(Q4_K, q4KPanel2VNNI, q4KPanelVNNI)
+	}
+	setPanel(Q4_K, cpu.AVX512VNNI, q4K, 0)
 	setPanel(Q6_K, cpu.AVX512VNNI, asmPanelK(Q6_K, q6KPanelVNNI), 0)
 	setPanel(Q8_0, cpu.AVXVNNI, asmPanel(Q8_0, q8PanelAVXVNNI), -128)
 	setPanel(Q4_0, cpu.AVXVNNI, asmPanel(Q4_0, q4PanelAVXVNNI), -128)
@@ -35,6 +39,23 @@ func asmPanelPairs(wt Type, pair, one panelAsm) panelFunc {
 		}
 	}
 }
+
+// asmPanelPairsK is asmPanelPairs for the kernels that take no sums.
+func asmPanelPairsK(wt Type, pair, one panelAsmK) panelFunc {
+	return func(np, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, _ []int32) {
+		checkPanelArgs(wt, np, nb, w, x, xStride, nx, out, outStride)
+		if even := np &^ 1; even > 0 {
+			pair(even, nb, &w[0], &x[0], xStride, nx, &out[0], outStride)
+		}
+		if np&1 == 1 {
+			last := (np - 1) * PanelRows
+			one(1, nb, &w[last*nb*wt.TypeSize()], &x[0], xStride, nx, &out[last], outStride)
+		}
+	}
+}
+
+//go:noescape
+func q4KPanel2VNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
 
 //go:noescape
 func q8Panel2VNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
