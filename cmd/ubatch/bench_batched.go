@@ -28,8 +28,8 @@ type batchedRow struct {
 	// (ubatch's own figure, for a machine shared with other work).
 	CPUTG      float64 `json:"cpu_tg,omitempty"`
 	SpeedTGCPU float64 `json:"speed_tg_cpu,omitempty"`
-	T       float64 `json:"t"`
-	Speed   float64 `json:"speed"`
+	T          float64 `json:"t"`
+	Speed      float64 `json:"speed"`
 }
 
 // benchBatched runs, for every (pp, tg, pl): pl sequences each decode their own pp-token prompt

@@ -60,8 +60,8 @@ var (
 	// HasAVX512BW: the byte and word instructions on 512-bit registers, which the AVX-512 VNNI
 	// Q4_K kernel on zmm needs (every AVX-512 VNNI CPU sold has them; the predicate is kept apart).
 	HasAVX512BW = HasAVX512VNNI && cpu.X86.HasAVX512BW
-	HasNEON       = runtime.GOARCH == "arm64"
-	HasDotProd    = HasNEON && cpu.ARM64.HasASIMDDP
+	HasNEON     = runtime.GOARCH == "arm64"
+	HasDotProd  = HasNEON && cpu.ARM64.HasASIMDDP
 )
 
 // paths lists the paths this CPU runs, best first; "go" only where there is no assembly.
