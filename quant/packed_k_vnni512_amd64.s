@@ -19,7 +19,7 @@
 
 // ZKLOAD(off, Zr, Yr): the 32 bytes at off of both panels' super-blocks.
 #define ZKLOAD(off, Zr, Yr) \
-	VMOVDQU      off(SI), Yr; \
+	VMOVDQU64    off(SI), Yr; \
 	VINSERTI64X4 $1, off(SI)(R14*1), Zr, Zr
 
 // ZKHALF(off, Zr, Yr, Xr): the 16 bytes at off of both (8 f16 each), as 16 float32.
@@ -247,5 +247,193 @@ zk4next:
 	ADDQ R14, SI
 	DECQ BX
 	JNZ  zk4p
+	VZEROUPPER
+	RET
+
+// ---------------------------------------------------------------------------------------------
+// Q6_K on zmm: q6KPanelVNNI (packed_k_vnni_amd64.s) for two panels at once, as the Q4_K kernel
+// above. A group's three level chunks P, Q, R are loaded (and inserted) once into Z26, Z27, Z29
+// and decoded from there: the same values as Q6DA and Q6DB, so the same sums and results.
+//
+// Z0-Z3, Z16-Z19, Z20-Z23: the super-block's int32 sums of columns 0-3 (as VQ6C1); Z4-Z7:
+// results; Z8: the scale pairs, then −32 times them; Z9: the group's scale pair; Z10, Z11: two
+// level vectors; Z12, Z13: scratch; Z14: d; Z15: 0x3f bytes; Z24, Z25: q6dup+0, q6dup+32.
+
+#define ZQ6X(off, P, acc) \
+	VPBROADCASTD off(P), Z12;   \
+	VPMADDUBSW   Z12, Z10, Z12; \
+	VPBROADCASTD 4+off(P), Z13; \
+	VPMADDUBSW   Z13, Z11, Z13; \
+	VPADDW       Z13, Z12, Z12; \
+	VPDPWSSD     Z9, Z12, acc
+
+#define ZQ6C1(off, a0, a1, a2, a3) ZQ6X(off, DI, a0)
+#define ZQ6C2(off, a0, a1, a2, a3) ZQ6C1(off, a0, a1, a2, a3); ZQ6X(off, R10, a1)
+#define ZQ6C3(off, a0, a1, a2, a3) ZQ6C2(off, a0, a1, a2, a3); ZQ6X(off, R12, a2)
+#define ZQ6C4(off, a0, a1, a2, a3) ZQ6C3(off, a0, a1, a2, a3); ZQ6X(off, R13, a3)
+
+// ZQ6DA and ZQ6DB: Q6DA and Q6DB from the chunks in Z26 (P), Z27 (Q), Z29 (R).
+#define ZQ6DA \
+	VPANDD Z15, Z26, Z10; \
+	VPANDD Z15, Z27, Z11
+
+#define ZQ6DB \
+	VPANDD  Z15, Z29, Z10; \
+	VPANDND Z26, Z15, Z11; \
+	VPSRLW  $2, Z11, Z11;  \
+	VPANDND Z27, Z15, Z12; \
+	VPORD   Z12, Z11, Z11; \
+	VPSRLW  $2, Z11, Z11;  \
+	VPANDND Z29, Z15, Z12; \
+	VPORD   Z12, Z11, Z11; \
+	VPSRLW  $2, Z11, Z11
+
+#define ZQ6UNIT(u, C) \
+	ZKLOAD(144+96*u, Z26, Y26); \
+	ZKLOAD(176+96*u, Z27, Y27); \
+	ZKLOAD(208+96*u, Z29, Y29); \
+	ZQ6DA;                      \
+	C(4+16*u, Z0, Z1, Z2, Z3);  \
+	ZQ6DB;                      \
+	C(12+16*u, Z16, Z17, Z18, Z19)
+
+#define ZQ6O(i, P, acc) VPDPWSSD.BCST 260+4*i(P), Z8, acc
+
+#define ZQ6O1(i) ZQ6O(i, DI, Z20)
+#define ZQ6O2(i) ZQ6O1(i); ZQ6O(i, R10, Z21)
+#define ZQ6O3(i) ZQ6O2(i); ZQ6O(i, R12, Z22)
+#define ZQ6O4(i) ZQ6O3(i); ZQ6O(i, R13, Z23)
+
+// ZQ6PAIR runs groups u0 = 2i and u1 = 2i+1; the scale pairs of both panels' 8 rows are the 16
+// bytes at 16+16i of each, sign-extended to words.
+#define ZQ6PAIR(i, u0, u1, C, O) \
+	PREFETCHT0  KPF+144+192*i(SI);        \
+	PREFETCHT0  KPF+208+192*i(SI);        \
+	PREFETCHT0  KPF+272+192*i(SI);        \
+	PREFETCHT0  KPF+144+192*i(SI)(R14*1); \
+	PREFETCHT0  KPF+208+192*i(SI)(R14*1); \
+	PREFETCHT0  KPF+272+192*i(SI)(R14*1); \
+	VMOVDQU     16+16*i(SI), X8;          \
+	VINSERTI128 $1, 16+16*i(SI)(R14*1), Y8, Y8; \
+	VPMOVSXBW   Y8, Z8;                   \
+	VPSHUFB     Z24, Z8, Z9;              \
+	ZQ6UNIT(u0, C);                       \
+	VPSHUFB     Z25, Z8, Z9;              \
+	ZQ6UNIT(u1, C);                       \
+	VPSLLW      $5, Z8, Z8;               \
+	VPXORD      Z13, Z13, Z13;            \
+	VPSUBW      Z8, Z13, Z8;              \
+	O(i)
+
+#define ZQ6ZC(a, b, c) VPXORD a, a, a; VPXORD b, b, b; VPXORD c, c, c
+#define ZQ6Z1 ZQ6ZC(Z0, Z16, Z20)
+#define ZQ6Z2 ZQ6Z1; ZQ6ZC(Z1, Z17, Z21)
+#define ZQ6Z3 ZQ6Z2; ZQ6ZC(Z2, Z18, Z22)
+#define ZQ6Z4 ZQ6Z3; ZQ6ZC(Z3, Z19, Z23)
+
+#define ZQ6FOLD(P, iacc, facc) \
+	VCVTDQ2PS    iacc, iacc;    \
+	VBROADCASTSS (P), Z12;      \
+	VMULPS       Z14, Z12, Z12; \
+	VFMADD231PS  Z12, iacc, facc
+
+#define ZQ6SUM(iacc, b, c) VPADDD b, iacc, iacc; VPADDD c, iacc, iacc
+
+#define ZQ6FOLD1 ZQ6SUM(Z0, Z16, Z20); ZQ6FOLD(DI, Z0, Z4)
+#define ZQ6FOLD2 ZQ6FOLD1; ZQ6SUM(Z1, Z17, Z21); ZQ6FOLD(R10, Z1, Z5)
+#define ZQ6FOLD3 ZQ6FOLD2; ZQ6SUM(Z2, Z18, Z22); ZQ6FOLD(R12, Z2, Z6)
+#define ZQ6FOLD4 ZQ6FOLD3; ZQ6SUM(Z3, Z19, Z23); ZQ6FOLD(R13, Z3, Z7)
+
+#define ZQ6BLOCK(Z, C, O, FOLD) \
+	Z;                             \
+	ZQ6PAIR(0, 0, 1, C, O);        \
+	ZQ6PAIR(1, 2, 3, C, O);        \
+	ZQ6PAIR(2, 4, 5, C, O);        \
+	ZQ6PAIR(3, 6, 7, C, O);        \
+	ZQ6PAIR(4, 8, 9, C, O);        \
+	ZQ6PAIR(5, 10, 11, C, O);      \
+	ZQ6PAIR(6, 12, 13, C, O);      \
+	ZQ6PAIR(7, 14, 15, C, O);      \
+	ZKHALF(0, Z14, Y14, X14);      \
+	FOLD;                          \
+	PREFETCHT0 KPF(SI);            \
+	PREFETCHT0 KPF+64(SI);         \
+	PREFETCHT0 KPF+128(SI);        \
+	PREFETCHT0 KPF(SI)(R14*1);     \
+	PREFETCHT0 KPF+64(SI)(R14*1);  \
+	PREFETCHT0 KPF+128(SI)(R14*1); \
+	KP_NEXT(1680)
+
+#define ZQ6B1 ZQ6BLOCK(ZQ6Z1, ZQ6C1, ZQ6O1, ZQ6FOLD1)
+#define ZQ6B2 ZQ6BLOCK(ZQ6Z2, ZQ6C2, ZQ6O2, ZQ6FOLD2)
+#define ZQ6B3 ZQ6BLOCK(ZQ6Z3, ZQ6C3, ZQ6O3, ZQ6FOLD3)
+#define ZQ6B4 ZQ6BLOCK(ZQ6Z4, ZQ6C4, ZQ6O4, ZQ6FOLD4)
+
+// ZQSTORE stores the nx columns' 16 results each (Z4-Z7).
+#define ZQSTORE(done) \
+	MOVQ    outStride+56(FP), R9; \
+	VMOVUPS Z4, (DX);             \
+	CMPQ    R11, $2;              \
+	JLT     done;                 \
+	VMOVUPS Z5, (DX)(R9*4);       \
+	CMPQ    R11, $3;              \
+	JLT     done;                 \
+	VMOVUPS Z6, (DX)(R9*8);       \
+	CMPQ    R11, $4;              \
+	JLT     done;                 \
+	LEAQ    (R9)(R9*2), R9;       \
+	VMOVUPS Z7, (DX)(R9*4)
+
+// func q6KPanel2VNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
+// np even.
+TEXT ·q6KPanel2VNNI(SB), NOSPLIT, $0-64
+	KP_PROLOGUE
+	SHRQ            $1, BX
+	MOVQ            nb+8(FP), R14
+	IMULQ           $1680, R14
+	MOVL            $0x3f3f3f3f, AX
+	VPBROADCASTD    AX, Z15
+	VBROADCASTI64X4 ·q6dup+0(SB), Z24
+	VBROADCASTI64X4 ·q6dup+32(SB), Z25
+
+zq6p:
+	KP_PANEL
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	CMPQ   R11, $2
+	JLT    zq6n1
+	JEQ    zq6n2
+	CMPQ   R11, $3
+	JEQ    zq6n3
+
+zq6n4:
+	ZQ6B4
+	JNZ zq6n4
+	JMP zq6done
+
+zq6n3:
+	ZQ6B3
+	JNZ zq6n3
+	JMP zq6done
+
+zq6n2:
+	ZQ6B2
+	JNZ zq6n2
+	JMP zq6done
+
+zq6n1:
+	ZQ6B1
+	JNZ zq6n1
+
+zq6done:
+	ZQSTORE(zq6next)
+
+zq6next:
+	ADDQ $64, DX
+	ADDQ R14, SI
+	DECQ BX
+	JNZ  zq6p
 	VZEROUPPER
 	RET

@@ -12,12 +12,13 @@ import "ubatch/internal/cpu"
 func init() {
 	setPanel(Q8_0, cpu.AVX512VNNI, asmPanelPairs(Q8_0, q8Panel2VNNI, q8PanelVNNI), -128)
 	setPanel(Q4_0, cpu.AVX512VNNI, asmPanelPairs(Q4_0, q4Panel2VNNI, q4PanelVNNI), -128)
-	q4K := asmPanelK(Q4_K, q4KPanelVNNI)
-	if cpu.HasAVX512BW {
+	q4K, q6K := asmPanelK(Q4_K, q4KPanelVNNI), asmPanelK(Q6_K, q6KPanelVNNI)
+	if cpu.HasAVX512BW { // the zmm K-quant kernels' byte and word instructions
 		q4K = asmPanelPairsK(Q4_K, q4KPanel2VNNI, q4KPanelVNNI)
+		q6K = asmPanelPairsK(Q6_K, q6KPanel2VNNI, q6KPanelVNNI)
 	}
 	setPanel(Q4_K, cpu.AVX512VNNI, q4K, 0)
-	setPanel(Q6_K, cpu.AVX512VNNI, asmPanelK(Q6_K, q6KPanelVNNI), 0)
+	setPanel(Q6_K, cpu.AVX512VNNI, q6K, 0)
 	setPanel(Q8_0, cpu.AVXVNNI, asmPanel(Q8_0, q8PanelAVXVNNI), -128)
 	setPanel(Q4_0, cpu.AVXVNNI, asmPanel(Q4_0, q4PanelAVXVNNI), -128)
 	setPanel(Q8_0, cpu.AVXVNNIEvex, asmPanel(Q8_0, q8PanelAVXVNNIEvex), -128)
@@ -53,6 +54,9 @@ func asmPanelPairsK(wt Type, pair, one panelAsmK) panelFunc {
 		}
 	}
 }
+
+//go:noescape
+func q6KPanel2VNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
 
 //go:noescape
 func q4KPanel2VNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
