@@ -147,6 +147,9 @@ type benchRow struct {
 	BandwidthShare  float64   `json:"bandwidth_share,omitempty"`
 	BandwidthShares []float64 `json:"bandwidth_shares,omitempty"`
 	KernelPath      string    `json:"kernel_path"`
+	// CPUNs is ubatch's own: the process's CPU time (user + system) of each repetition, for
+	// rates on a machine shared with other work (see cpuRate).
+	CPUNs []int64 `json:"samples_cpu_ns,omitempty"`
 }
 
 // weightBytes is what one decode step reads of the weights: every matrix once (a tied
@@ -264,10 +267,12 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 			if measure {
 				read = append(read, bandwidth())
 			}
+			c0 := processCPU()
 			d, err := run()
 			if err != nil {
 				return err
 			}
+			row.CPUNs = append(row.CPUNs, (processCPU() - c0).Nanoseconds())
 			row.SamplesNs = append(row.SamplesNs, d.Nanoseconds())
 			row.SamplesTs = append(row.SamplesTs, float64(tc[0]+tc[1])/d.Seconds())
 		}
@@ -302,6 +307,7 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 			fmt.Fprintln(stdout)
 		}
 	}
+	printCPURates(stdout, rows, threads(mf.threads))
 	printGEMMShares(stdout, gemms, threads(mf.threads))
 	return nil
 }

@@ -90,3 +90,22 @@ func printGEMMShares(w io.Writer, counts []gemmCount, threads int) {
 		}
 	}
 }
+
+// printCPURates prints each test's rate by process CPU time per thread (the median over its
+// repetitions): the tokens per second the threads reach per second of their own CPU time,
+// which on a loaded machine is closer to what the cores can do than the wall-clock rate. The
+// pool's workers spin while they wait for each other, so waiting for a preempted one still
+// costs CPU time.
+func printCPURates(w io.Writer, rows []benchRow, threads int) {
+	for _, r := range rows {
+		var rates []float64
+		for _, ns := range r.CPUNs {
+			if ns > 0 {
+				rates = append(rates, float64(r.NPrompt+r.NGen)/(float64(ns)/1e9/float64(threads)))
+			}
+		}
+		if len(rates) > 0 {
+			fmt.Fprintf(w, "%s: %.2f t/s by process CPU time per thread (median of %d; wall clock %.2f)\n", r.testName(), median(rates), len(rates), r.AvgTs)
+		}
+	}
+}
