@@ -121,16 +121,11 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	stopProfile, err := startCPUProfile(*cpuProfile)
+	m, done, err := mf.openProfiled(ctx, stderr, *cpuProfile)
 	if err != nil {
 		return err
 	}
-	defer stopProfile()
-	m, _, err := mf.open(ctx, stderr)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
+	defer done()
 	nCtx, what := mf.ctx, fmt.Sprintf("-c %d", mf.ctx)
 	if nCtx == 0 { // no -c: room for every slot, as llama.cpp's server gives n_ctx per slot
 		nCtx = serveKVCells(m.Hparams(), np, kvOpts.KVType)
