@@ -291,6 +291,13 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 	if err := out.end(); err != nil || out.format != "md" {
 		return err
 	}
+	printSingleSummary(stdout, m, rows, gemms, threads(mf.threads))
+	return nil
+}
+
+// printSingleSummary prints what follows the md table: memory, kernels, the tg tests' weight
+// rates and bandwidth shares, every test's rate by CPU time and the pp tests' GEMM shares.
+func printSingleSummary(stdout io.Writer, m *model.Model, rows []benchRow, gemms []gemmCount, threads int) {
 	fmt.Fprintf(stdout, "\npeak RSS: %.1f MiB (model file %.1f MiB)\n%s\n", float64(peakRSS())/(1<<20), float64(m.Size)/(1<<20), modelKernels(m))
 	for _, r := range rows {
 		if r.WeightBytes > 0 {
@@ -302,9 +309,8 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 			fmt.Fprintln(stdout)
 		}
 	}
-	printCPURates(stdout, rows, threads(mf.threads))
-	printGEMMShares(stdout, gemms, threads(mf.threads))
-	return nil
+	printCPURates(stdout, rows, threads)
+	printGEMMShares(stdout, gemms, threads)
 }
 
 func newBenchRow(m *model.Model, lctx *runner.Context, np, ng int) benchRow {

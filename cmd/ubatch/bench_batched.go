@@ -135,19 +135,7 @@ func benchBatched(ctx context.Context, m *model.Model, mf *modelFlags, npp, ntg,
 				if err != nil {
 					return err
 				}
-				r := batchedRow{PP: pp, TG: tg, PL: pl, NKV: pl * (pp + tg), TPP: tPP.Seconds(), TTG: tTG.Seconds()}
-				if pp > 0 {
-					r.SpeedPP = float64(pl*pp) / r.TPP
-				}
-				if tg > 0 {
-					r.SpeedTG = float64(pl*tg) / r.TTG
-					if cTG > 0 {
-						r.CPUTG = cTG.Seconds()
-						r.SpeedTGCPU = float64(pl*tg) / (r.CPUTG / float64(threads(lctx.Options().Threads)))
-					}
-				}
-				r.T = r.TPP + r.TTG
-				r.Speed = float64(r.NKV) / r.T
+				r := newBatchedRow(pp, tg, pl, tPP, tTG, cTG, threads(lctx.Options().Threads))
 				if asJSON {
 					line, _ := json.Marshal(r)
 					fmt.Fprintln(stdout, string(line))
@@ -166,6 +154,25 @@ func benchBatched(ctx context.Context, m *model.Model, mf *modelFlags, npp, ntg,
 		fmt.Fprintf(stderr, "peak RSS: %.1f MiB\n", float64(peakRSS())/(1<<20))
 	}
 	return nil
+}
+
+// newBatchedRow is the row of one (pp, tg, pl) run: the prompt and tg phases' wall times and
+// the tg phase's process CPU time (0 where unknown) on threads threads.
+func newBatchedRow(pp, tg, pl int, tPP, tTG, cTG time.Duration, threads int) batchedRow {
+	r := batchedRow{PP: pp, TG: tg, PL: pl, NKV: pl * (pp + tg), TPP: tPP.Seconds(), TTG: tTG.Seconds()}
+	if pp > 0 {
+		r.SpeedPP = float64(pl*pp) / r.TPP
+	}
+	if tg > 0 {
+		r.SpeedTG = float64(pl*tg) / r.TTG
+		if cTG > 0 {
+			r.CPUTG = cTG.Seconds()
+			r.SpeedTGCPU = float64(pl*tg) / (r.CPUTG / float64(threads))
+		}
+	}
+	r.T = r.TPP + r.TTG
+	r.Speed = float64(r.NKV) / r.T
+	return r
 }
 
 // printCPUTG prints the tg steps' rates per CPU-second of the rows (md output), after the table.
