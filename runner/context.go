@@ -119,6 +119,7 @@ type Context struct {
 	ubs          []batch.UBatch
 
 	mm   matmulTask
+	gemm *GEMMStats // nil unless CountGEMM asked for them
 	qa   quantTask
 	attn attnTask
 	act  actTask

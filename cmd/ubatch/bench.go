@@ -44,6 +44,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measurements to this file (inspect with go tool pprof)")
 	membw := fs.Bool("membw", false, "measure the machine's memory read bandwidth with the same thread count (once first, then right before and after every tg repetition), and report each tg test's share of it: per repetition against the larger of its two neighbouring measurements, the median over repetitions")
 	kernels := kernelsFlag(fs)
+	peak := fs.Bool("peak", false, "measure this CPU's peak int8 and f32 multiply-add throughput (the kernels' roofline: one loop per instruction of each kernel path), per core and on -t threads, and exit; the pp tests report their GEMM's share of it anyway")
 	checkFormat := func() error {
 		if *asJSON && !fs.Changed("output") {
 			*format = "json"
@@ -61,6 +62,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer restoreKernels()
+	if *peak {
+		return benchPeak(stdout, threads(mf.threads))
+	}
 	var bandwidth func() float64 // bytes per second; nil without --membw
 	if *membw {
 		buf, n := make([]uint64, 64<<20), threads(mf.threads) // 512 MiB
@@ -133,10 +137,6 @@ type benchRow struct {
 	SamplesNs     []int64   `json:"samples_ns"`
 	SamplesTs     []float64 `json:"samples_ts"`
 	PeakRSS       int64     `json:"peak_rss_bytes"`
-	// CPUNs is the process's CPU time (user + system, all threads) over the timed part of a
-	// repetition, the mean; 0 where /proc/self/stat cannot be read. On a loaded machine it
-	// moves less than the wall time.
-	CPUNs int64 `json:"cpu_ns,omitempty"`
 	// tg tests: weight bytes one token reads and the rate that makes; with --membw, the read
 	// bandwidth around the repetitions and the rate's share of it (medians, see
 	// shareOfBandwidth) and every repetition's share.
@@ -146,6 +146,10 @@ type benchRow struct {
 	BandwidthShare  float64   `json:"bandwidth_share,omitempty"`
 	BandwidthShares []float64 `json:"bandwidth_shares,omitempty"`
 	KernelPath      string    `json:"kernel_path"`
+	// CPUNs is ubatch's own: the process's CPU time (user + system, all threads) over the timed
+	// part of each repetition (the depth's prefill left out), for rates on a machine shared with
+	// other work, where it moves far less than the wall time (see printCPURates).
+	CPUNs []int64 `json:"samples_cpu_ns,omitempty"`
 }
 
 // weightBytes is what one decode step reads of the weights: every matrix once (a tied
@@ -237,6 +241,7 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, tests []be
 	rng := rand.New(rand.NewPCG(1, 2))
 	var rows []benchRow
 	var cpuSum time.Duration // CPU time of the timed parts of the repetitions so far
+	var gemms []gemmCount
 	out.begin()
 	var b batch.Batch
 	for _, tc := range tests {
@@ -254,8 +259,8 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, tests []be
 					return 0, err
 				}
 			}
-			start, cpu0 := time.Now(), cpuTime()
-			defer func() { cpuSum += cpuTime() - cpu0 }()
+			start, cpu0 := time.Now(), processCPU()
+			defer func() { cpuSum += processCPU() - cpu0 }()
 			if tc.pp > 0 {
 				if err := prefill(lctx, &b, random(tc.pp), int32(tc.depth)); err != nil {
 					return 0, err
@@ -273,11 +278,14 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, tests []be
 		if _, err := run(); err != nil { // warm-up
 			return err
 		}
-		cpuSum = 0
 		row := newBenchRow(m, lctx, tc.pp, tc.tg)
 		row.NDepth = tc.depth
 		measure := tc.tg > 0 && bandwidth != nil
 		var read []float64
+		gemm := runner.GEMMStats{Tokens: gemmMinTokens}
+		if tc.pp > 0 {
+			lctx.CountGEMM(&gemm)
+		}
 		for range reps {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -285,15 +293,20 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, tests []be
 			if measure {
 				read = append(read, bandwidth())
 			}
+			cpu0 := cpuSum
 			d, err := run()
 			if err != nil {
 				return err
 			}
+			row.CPUNs = append(row.CPUNs, (cpuSum - cpu0).Nanoseconds())
 			row.SamplesNs = append(row.SamplesNs, d.Nanoseconds())
 			row.SamplesTs = append(row.SamplesTs, float64(tc.pp+tc.tg)/d.Seconds())
 		}
+		lctx.CountGEMM(nil)
+		if tc.pp > 0 {
+			gemms = append(gemms, gemmCount{test: row.testName(), stats: gemm.Stats()})
+		}
 		row.AvgNs, row.StddevNs = meanStd64(row.SamplesNs)
-		row.CPUNs = int64(cpuSum) / int64(reps)
 		row.AvgTs, row.StddevTs = meanStd(row.SamplesTs)
 		row.PeakRSS = peakRSS()
 		if tc.tg > 0 {
@@ -309,12 +322,14 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, tests []be
 	if err := out.end(); err != nil || out.format != "md" {
 		return err
 	}
+	printSingleSummary(stdout, m, rows, gemms, threads(mf.threads))
+	return nil
+}
+
+// printSingleSummary prints what follows the md table: memory, kernels, the tg tests' weight
+// rates and bandwidth shares, every test's rate by CPU time and the pp tests' GEMM shares.
+func printSingleSummary(stdout io.Writer, m *model.Model, rows []benchRow, gemms []gemmCount, threads int) {
 	fmt.Fprintf(stdout, "\npeak RSS: %.1f MiB (model file %.1f MiB)\n%s\n", float64(peakRSS())/(1<<20), float64(m.Size)/(1<<20), modelKernels(m))
-	for _, r := range rows {
-		if r.CPUNs > 0 {
-			fmt.Fprintf(stdout, "%s: %.3f s of CPU time a repetition (%.3f s wall)\n", r.testName(), float64(r.CPUNs)/1e9, float64(r.AvgNs)/1e9)
-		}
-	}
 	for _, r := range rows {
 		if r.WeightBytes > 0 {
 			fmt.Fprintf(stdout, "tg%d: %.1f MiB of weights per token, %.1f GB/s", r.NGen, float64(r.WeightBytes)/(1<<20), r.GBps)
@@ -325,7 +340,8 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, tests []be
 			fmt.Fprintln(stdout)
 		}
 	}
-	return nil
+	printCPURates(stdout, rows, threads)
+	printGEMMShares(stdout, gemms, threads)
 }
 
 func newBenchRow(m *model.Model, lctx *runner.Context, np, ng int) benchRow {
@@ -394,28 +410,6 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return "..." + s[len(s)-n+3:]
-}
-
-// cpuTime returns the process's CPU time so far (user + system, from /proc/self/stat, in clock
-// ticks taken as 1/100 s, Linux's USER_HZ), 0 if unknown.
-func cpuTime() time.Duration {
-	data, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		return 0
-	}
-	// The fields after the command name (which may hold spaces) start at ") ": utime and stime
-	// are the 12th and 13th of them.
-	_, rest, ok := strings.Cut(string(data), ") ")
-	f := strings.Fields(rest)
-	if !ok || len(f) < 13 {
-		return 0
-	}
-	u, err1 := strconv.ParseInt(f[11], 10, 64)
-	s, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0
-	}
-	return time.Duration(u+s) * 10 * time.Millisecond
 }
 
 // peakRSS returns the process's peak resident set size (VmHWM) in bytes, 0 if unknown.
