@@ -52,6 +52,9 @@ type Config struct {
 	Gatherer prometheus.Gatherer
 	// ModelID is the model name the API reports; "" means the model file's base name.
 	ModelID string
+	// Aliases are other names the model answers to on Ollama's routes (a library model's
+	// ORG/REPO:QUANT); the OpenAI routes take any name (NewMulti's front checks them).
+	Aliases []string
 	// Embedder, when set, serves POST /v1/embeddings; nil answers 404.
 	Embedder *Embedder
 	// Reranker, when set, serves POST /v1/rerank (serve --rerank); nil answers 404.
@@ -308,6 +311,13 @@ type modelJSON struct {
 	Object  string `json:"object"`
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
+	// Status is set by a NewMulti front: whether the model is in memory.
+	Status *modelStatus `json:"status,omitempty"`
+}
+
+// modelStatus is a model's state in a front's /v1/models: "loaded", "loading" or "unloaded".
+type modelStatus struct {
+	Value string `json:"value"`
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
