@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"ubatch/engine"
 	"ubatch/gguf"
 	"ubatch/server/web"
 )
@@ -59,6 +60,7 @@ func NewMulti(cfg Config, reg *Registry) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, created: time.Now().Unix(), hosts: hosts, mux: http.NewServeMux()}
 	f := &front{s: s, reg: reg}
+	s.engineStats = f.stats
 	for _, p := range modelRoutes {
 		s.mux.HandleFunc(p, f.dispatch)
 	}
@@ -328,6 +330,22 @@ func (f *front) handlePS(w http.ResponseWriter, r *http.Request) {
 		models = append(models, e)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"models": models})
+}
+
+// stats sums the loaded models' engines for the live view: sequences and KV blocks.
+func (f *front) stats() engine.Stats {
+	var st engine.Stats
+	for _, m := range f.reg.loadedModels() {
+		e := m.l.Engine.Stats()
+		st.Running += e.Running
+		st.Waiting += e.Waiting
+		st.KV.Total += e.KV.Total
+		st.KV.Used += e.KV.Used
+		st.KV.Shared += e.KV.Shared
+		st.KV.Cached += e.KV.Cached
+		st.KV.Free += e.KV.Free
+	}
+	return st
 }
 
 // handleMetrics exposes the process's series and every loaded model's, labelled model.

@@ -116,8 +116,6 @@ func (e *multiEnv) load(spec ModelSpec, embedder bool) (*Loaded, error) {
 		m.Close()
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go eng.Run(ctx)
 	var emb *Embedder
 	if embedder {
 		if emb, err = NewEmbedder(m, 128, 2, runner.PoolMean); err != nil {
@@ -128,6 +126,8 @@ func (e *multiEnv) load(spec ModelSpec, embedder bool) (*Loaded, error) {
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go eng.Run(ctx)
 	return &Loaded{Server: srv, Engine: eng, Metrics: sub, Bytes: m.Size, Close: func() {
 		e.closes.Add(1)
 		cancel()

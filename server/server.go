@@ -132,6 +132,10 @@ type Server struct {
 	compiling chan struct{}
 	responses responseStore // finished /v1/responses, for previous_response_id
 
+	// engineStats is what the live view shows of the engine: Config.Engine's, or on a NewMulti
+	// front the loaded models' together.
+	engineStats func() engine.Stats
+
 	// ollamaInfo is the model as Ollama's routes describe it (ollama_models.go), built on first use.
 	ollamaInfo func() ollamaIdentity
 }
@@ -167,6 +171,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, created: time.Now().Unix(), hosts: hosts}
 	s.grammarVocab = sync.OnceValues(s.buildGrammarVocab)
+	s.engineStats = cfg.Engine.Stats
 	s.compiling = make(chan struct{}, compileSlots())
 	v := cfg.Model.Vocab
 	if v.BOS() >= 0 {
