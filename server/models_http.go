@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -124,13 +125,33 @@ func (f *front) dispatch(w http.ResponseWriter, r *http.Request) {
 		frontError(w, r, err)
 		return
 	}
+	received := time.Now()
 	slot, err := f.reg.acquire(r.Context(), spec)
 	if err != nil {
 		frontError(w, r, err)
 		return
 	}
 	defer f.reg.release(slot, keep)
-	slot.l.Server.mux.ServeHTTP(w, r)
+	ctx := context.WithValue(r.Context(), loadKey{}, loadInfo{received: received, load: time.Since(received)})
+	slot.l.Server.mux.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// loadKey keys a request's loadInfo in its context.
+type loadKey struct{}
+
+// loadInfo is when the front received a request and how long getting its model took.
+type loadInfo struct {
+	received time.Time
+	load     time.Duration
+}
+
+// requestLoad is when the request of ctx arrived and how long it waited for its model to load
+// (now and 0 without a front).
+func requestLoad(ctx context.Context) (time.Time, time.Duration) {
+	if li, ok := ctx.Value(loadKey{}).(loadInfo); ok {
+		return li.received, li.load
+	}
+	return time.Now(), 0
 }
 
 // getDefault is the model of a GET route without ?model= (/props, /slots, a stored

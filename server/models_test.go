@@ -308,6 +308,24 @@ func TestMultiLoadOnce(t *testing.T) {
 	if n := e.loads.Load(); n != 1 {
 		t.Errorf("%d loads for concurrent first requests, want 1", n)
 	}
+	// Ollama's load_duration is the wait for the model: the gate's on a first request, little after.
+	loadDuration := func() time.Duration {
+		code, _, body := e.do(t, "POST", "/api/generate", `{"model":"beta","prompt":"a","raw":true,"stream":false,"options":{"num_predict":1}}`)
+		var got struct {
+			LoadDuration int64 `json:"load_duration"`
+		}
+		if err := json.Unmarshal([]byte(body), &got); code != 200 || err != nil {
+			t.Fatalf("generate: %d %s", code, body)
+		}
+		return time.Duration(got.LoadDuration)
+	}
+	go func() { time.Sleep(200 * time.Millisecond); gate <- struct{}{} }()
+	if d := loadDuration(); d < 200*time.Millisecond {
+		t.Errorf("load_duration of the request that loaded beta: %v, want the 200 ms it waited or more", d)
+	}
+	if d := loadDuration(); d >= 200*time.Millisecond {
+		t.Errorf("load_duration once beta is loaded: %v", d)
+	}
 }
 
 // TestMultiMaxModels: with room for one model, a request for the other unloads the idle one
@@ -354,5 +372,20 @@ func TestMultiMaxModels(t *testing.T) {
 	}
 	if got := e.psNames(t); len(got) != 1 || got[0] != "alpha" {
 		t.Errorf("/api/ps lists %v, want alpha alone", got)
+	}
+}
+
+// TestMultiMemBudget: with a memory budget that holds one of the two models, loading the second
+// unloads the idle first once the second's real size is known (the estimate before the load is
+// only its file).
+func TestMultiMemBudget(t *testing.T) {
+	e := newMultiEnv(t, multiOptions{cfg: RegistryConfig{KeepAlive: -1, MemBudget: 150_000}})
+	for _, tc := range []struct{ model, want string }{{"alpha", "[alpha]"}, {"beta", "[beta]"}, {"alpha", "[alpha]"}} {
+		if code, _, body := e.do(t, "POST", "/v1/chat/completions", chatBody(tc.model, "")); code != 200 {
+			t.Fatalf("%s: %d %s", tc.model, code, body)
+		}
+		if got := fmt.Sprint(e.psNames(t)); got != tc.want {
+			t.Errorf("after a request for %s: /api/ps lists %s, want %s", tc.model, got, tc.want)
+		}
 	}
 }
