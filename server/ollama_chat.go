@@ -287,7 +287,7 @@ type ollamaReply struct {
 	ollamaRoute
 	s         *Server
 	model     string
-	chat      bool // message objects (/api/chat) rather than response text
+	chat      bool          // message objects (/api/chat) rather than response text
 	start     time.Time     // when the request arrived
 	loadTime  time.Duration // spent getting its model loaded (a NewMulti front's wait)
 	load      bool          // nothing was generated: done_reason "load"
