@@ -24,23 +24,10 @@ import (
 )
 
 // The front of several models: one Server without a model of its own (NewMulti) answers the
-// listings (/v1/models, /api/tags, /api/ps), /health, /metrics and the web page itself, and
-// hands every other route to the routes of the model the request names (its body's "model",
+// listings (/v1/models, /api/tags, /api/ps), /health, /metrics, /live and the web page itself,
+// and hands every other route of a model's Server (Server.route) to the model the request names (its body's "model",
 // or ?model= on GET routes), loaded through the Registry. The front does the Host check, CORS,
 // the API key and panic recovery once; the model's own Server then only routes and answers.
-
-// modelRoutes are the routes answered by a model's Server, behind the front.
-var modelRoutes = func() []string {
-	var out []string
-	for _, prefix := range []string{"/v1", ""} {
-		out = append(out, "POST "+prefix+"/completions", "POST "+prefix+"/chat/completions", "POST "+prefix+"/embeddings",
-			"POST "+prefix+"/responses", "GET "+prefix+"/responses/{id}", "DELETE "+prefix+"/responses/{id}")
-	}
-	return append(out, "POST /completion", "POST /infill", "POST /rerank", "POST /reranking", "POST /v1/rerank",
-		"POST /v1/reranking", "POST /tokenize", "POST /detokenize", "POST /apply-template", "GET /props", "GET /slots",
-		"POST /api/chat", "POST /api/generate", "POST /api/embed", "POST /api/embeddings", "POST /api/show",
-		"POST /api/pull", "DELETE /api/delete")
-}()
 
 // NewMulti builds the front of reg's models. cfg's Model and Engine must be nil; its security
 // fields (APIKey, CORSOrigins, ListenAddr, AllowedHosts), MaxBodyBytes, Logger and Gatherer
@@ -62,9 +49,11 @@ func NewMulti(cfg Config, reg *Registry) (*Server, error) {
 	s := &Server{cfg: cfg, created: time.Now().Unix(), hosts: hosts, mux: http.NewServeMux()}
 	f := &front{s: s, reg: reg}
 	s.engineStats = f.stats
-	for _, p := range modelRoutes {
-		s.mux.HandleFunc(p, f.dispatch)
-	}
+	// The routes of a model's Server, learnt from a template that is never served: every route
+	// the front does not answer itself goes to the request's model.
+	tmpl := &Server{mux: http.NewServeMux()}
+	tmpl.route()
+	s.modelMux, s.dispatch = tmpl.mux, f.dispatch
 	for _, prefix := range []string{"/v1", ""} {
 		s.mux.HandleFunc("GET "+prefix+"/models", f.handleModels)
 		s.mux.HandleFunc("GET "+prefix+"/models/{id}", f.handleModel)

@@ -203,6 +203,9 @@ func TestMultiRoutes(t *testing.T) {
 		{name: "models/{id}", method: "GET", path: "/v1/models/beta", want: 200, contains: `"id":"beta"`},
 		{name: "models/{id} unknown", method: "GET", path: "/v1/models/gamma", want: 404, contains: `"code":"model_not_found"`},
 		{name: "props by query", method: "GET", path: "/props?model=beta", want: 200, contains: `beta`},
+		{name: "a model's route, wrong method", method: "GET", path: "/v1/chat/completions", want: 405, contains: `method_not_allowed`},
+		{name: "no such route", method: "POST", path: "/v1/nope", body: `{"model":"alpha"}`, want: 404, contains: `no route`},
+		{name: "health", method: "GET", path: "/health", want: 200, contains: `ok`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
