@@ -123,6 +123,7 @@ type slot struct {
 	keep     time.Duration
 	expires  time.Time // when it unloads, idle; zero: never
 	gen      uint64    // bumped on every use, so that an older expiry timer does nothing
+	timer    *time.Timer
 }
 
 // NewRegistry checks cfg and makes an empty registry.
@@ -219,7 +220,7 @@ func (r *Registry) acquire(ctx context.Context, spec ModelSpec) (*slot, error) {
 	var victims []*slot
 	if s == nil {
 		var err error
-		if victims, err = r.makeRoomLocked(spec.ID, spec.Size); err != nil {
+		if victims, err = r.makeRoomLocked(spec.ID, spec.Size, true); err != nil {
 			r.mu.Unlock()
 			return nil, err
 		}
@@ -229,6 +230,9 @@ func (r *Registry) acquire(ctx context.Context, spec ModelSpec) (*slot, error) {
 	}
 	s.refs++
 	s.gen++
+	if s.timer != nil {
+		s.timer.Stop()
+	}
 	r.mu.Unlock()
 	timer := time.NewTimer(r.cfg.LoadTimeout)
 	defer timer.Stop()
@@ -269,7 +273,7 @@ func (r *Registry) load(s *slot, victims []*slot) {
 	now := err == nil && r.idleLocked(s) // every request waiting for it gave up
 	var more []*slot
 	if err == nil {
-		more, _ = r.makeRoomLocked(s.spec.ID, 0) // the estimate was the file: the KV pool may need more room
+		more, _ = r.makeRoomLocked(s.spec.ID, l.Bytes, false) // the estimate was the file: the KV pool may need more room
 	}
 	r.mu.Unlock()
 	if err != nil {
@@ -285,18 +289,16 @@ func (r *Registry) load(s *slot, victims []*slot) {
 	}
 }
 
-// makeRoomLocked picks the idle loaded models to unload, least recently used first, so that one
-// more model of need bytes fits MaxModels and MemBudget, and removes them from the registry;
-// the caller closes them. Busy or loading models are never picked: when they alone fill the
-// room, it is a 503.
-func (r *Registry) makeRoomLocked(id string, need int64) ([]*slot, error) {
+// makeRoomLocked picks the idle loaded models to unload, least recently used first, so that
+// model id of need bytes fits MaxModels and MemBudget (before: it is about to load, else it is
+// loaded and counted as such), and removes them from the registry; the caller closes them.
+// Busy or loading models are never picked: when they alone fill the room before a load, it is a
+// 503 and nothing is unloaded.
+func (r *Registry) makeRoomLocked(id string, need int64, before bool) ([]*slot, error) {
 	var idle []*slot
-	count, bytes := 0, need
+	count, bytes := 1, need // id itself
 	for _, s := range r.loaded {
 		if s.spec.ID == id {
-			if need == 0 && s.l != nil { // counted after its load: its real size
-				bytes += s.l.Bytes
-			}
 			continue
 		}
 		count++
@@ -304,11 +306,6 @@ func (r *Registry) makeRoomLocked(id string, need int64) ([]*slot, error) {
 		if s.refs == 0 && s.l != nil {
 			idle = append(idle, s)
 		}
-	}
-	if need > 0 {
-		count++ // the model about to load
-	} else if r.loaded[id] != nil {
-		count++
 	}
 	slices.SortFunc(idle, func(a, b *slot) int { return a.lastUsed.Compare(b.lastUsed) })
 	var victims []*slot
@@ -323,7 +320,7 @@ func (r *Registry) makeRoomLocked(id string, need int64) ([]*slot, error) {
 		bytes -= v.bytes()
 		delete(r.loaded, v.spec.ID)
 	}
-	if over() && need > 0 {
+	if over() && before {
 		for _, v := range victims { // nothing is unloaded for a load that cannot happen
 			r.loaded[v.spec.ID] = v
 		}
@@ -372,7 +369,7 @@ func (r *Registry) idleLocked(s *slot) bool {
 	default:
 		s.expires = s.lastUsed.Add(s.keep)
 		gen := s.gen
-		time.AfterFunc(s.keep, func() { r.expire(s, gen) })
+		s.timer = time.AfterFunc(s.keep, func() { r.expire(s, gen) })
 	}
 	return false
 }
@@ -392,7 +389,14 @@ func (r *Registry) expire(s *slot, gen uint64) {
 // unload closes a model no request uses (it is out of the registry already) and gives the memory
 // back: the file mapping is gone with Close, the Go heap (KV pool, scratch) after a collection.
 func (r *Registry) unload(s *slot, why string) {
-	s.l.Close()
+	r.mu.Lock()
+	l := s.l
+	s.l = nil // a listing's snapshot or a stopped timer must not keep the model's memory reachable
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	r.mu.Unlock()
+	l.Close()
 	runtime.GC()
 	debug.FreeOSMemory()
 	r.cfg.Logger.Info("model unloaded", "model", s.spec.ID, "why", why)
@@ -413,8 +417,9 @@ func (r *Registry) Preload(ctx context.Context, id string) (*Loaded, error) {
 		}
 		return nil, err
 	}
+	l := s.l
 	r.release(s, nil)
-	return s.l, nil
+	return l, nil
 }
 
 // loadedModel is a snapshot of one loaded model for listings.

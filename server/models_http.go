@@ -324,7 +324,7 @@ func (f *front) handlePS(w http.ResponseWriter, r *http.Request) {
 	loaded := f.reg.loadedModels()
 	models := make([]ollamaModelEntry, 0, len(loaded))
 	for _, m := range loaded {
-		e, err := m.l.Server.ollamaEntry()
+		e, err := f.entry(m.spec) // from the file: m may be unloading, its mapping gone
 		if err != nil {
 			writeOllamaError(w, err)
 			return
