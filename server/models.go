@@ -93,7 +93,11 @@ type RegistryConfig struct {
 	// LoadTimeout bounds a request's wait for its model to load (then 503 with Retry-After);
 	// 0 means DefaultLoadTimeout.
 	LoadTimeout time.Duration
-	Logger      *slog.Logger // nil: slog.Default()
+	// Pull, when set, serves Ollama's /api/pull for a model the server does not have yet: it puts
+	// name (ORG/REPO[:QUANT]) into what Models lists, calling progress as bytes arrive (total < 0
+	// when unknown). nil: /api/pull only knows the models served.
+	Pull   func(ctx context.Context, name string, progress func(done, total int64)) error
+	Logger *slog.Logger // nil: slog.Default()
 }
 
 // Registry holds the loaded models. It is safe for concurrent use.
@@ -157,6 +161,13 @@ func (r *Registry) specsLocked() ([]ModelSpec, error) {
 		r.specAt = time.Now()
 	}
 	return r.specs, r.specErr
+}
+
+// refresh makes the next listing read Models again (a model was pulled).
+func (r *Registry) refresh() {
+	r.mu.Lock()
+	r.specs = nil
+	r.mu.Unlock()
 }
 
 // Find resolves a request's model name: "" is the default model.

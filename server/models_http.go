@@ -61,6 +61,7 @@ func NewMulti(cfg Config, reg *Registry) (*Server, error) {
 	s.mux.HandleFunc("GET /api/tags", f.handleTags)
 	s.mux.HandleFunc("GET /api/ps", f.handlePS)
 	s.mux.HandleFunc("GET /api/version", s.handleOllamaVersion)
+	s.mux.HandleFunc("POST /api/pull", f.handlePull)
 	s.mux.HandleFunc("GET /health", s.handleHealth)
 	s.mux.HandleFunc("GET /metrics", f.handleMetrics)
 	s.mux.HandleFunc("GET /live", s.handleLive) // cfg.Live: every model's engine observes it
@@ -373,4 +374,76 @@ func (f *front) handleMetrics(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorLog: slogPrinter{f.s.cfg.Logger}}).ServeHTTP(w, r)
+}
+
+// handlePull is Ollama's /api/pull: a model already served answers success; another is pulled
+// through RegistryConfig.Pull (into the library) with Ollama's progress objects, streamed unless
+// stream is false; without Pull it is a 404.
+func (f *front) handlePull(w http.ResponseWriter, r *http.Request) {
+	var req ollamaNameRequest
+	if err := decodeBody(w, r, f.s.cfg.MaxBodyBytes, &req); err != nil {
+		writeOllamaError(w, err)
+		return
+	}
+	if req.Model == "" {
+		req.Model = req.Name
+	}
+	if req.Model == "" {
+		writeOllamaError(w, badRequest("model", "model is required"))
+		return
+	}
+	stream := parseOllamaStream(req.Stream)
+	if _, err := f.reg.Find(req.Model); err == nil || f.reg.cfg.Pull == nil {
+		if err != nil {
+			writeOllamaError(w, err)
+			return
+		}
+		f.pullDone(w, stream, nil, nil)
+		return
+	}
+	if len(req.Model) > 512 {
+		writeOllamaError(w, badRequest("model", "model: a name of at most 512 bytes"))
+		return
+	}
+	var sse *sseWriter
+	progress := func(done, total int64) {}
+	if stream {
+		sse = ollamaRoute{}.open(w)
+		sse.send(map[string]string{"status": "pulling manifest"})
+		progress = func(done, total int64) {
+			p := map[string]any{"status": "pulling " + req.Model, "digest": req.Model, "completed": done}
+			if total >= 0 {
+				p["total"] = total
+			}
+			sse.send(p)
+		}
+	}
+	err := f.reg.cfg.Pull(r.Context(), req.Model, progress)
+	f.reg.refresh()
+	if err == nil {
+		if _, err = f.reg.Find(req.Model); err != nil {
+			err = internalError(fmt.Errorf("pulled %s, but the library does not list it: %w", req.Model, err))
+		}
+	}
+	if err != nil && !errors.As(err, new(*apiError)) {
+		err = &apiError{status: http.StatusNotFound, typ: "invalid_request_error", param: "model", code: "pull_failed",
+			message: fmt.Sprintf("pull %s: %v", req.Model, err)}
+	}
+	f.pullDone(w, stream, sse, err)
+}
+
+// pullDone ends a pull: {"status": "success"}, or the error (a line of the stream once started).
+func (f *front) pullDone(w http.ResponseWriter, stream bool, sse *sseWriter, err error) {
+	switch {
+	case sse != nil && err != nil:
+		sse.sendError(err)
+	case err != nil:
+		writeOllamaError(w, err)
+	case sse != nil:
+		sse.send(map[string]string{"status": "success"})
+	case stream:
+		ollamaRoute{}.open(w).send(map[string]string{"status": "success"})
+	default:
+		writeJSON(w, http.StatusOK, map[string]string{"status": "success"})
+	}
 }

@@ -206,6 +206,8 @@ func TestMultiRoutes(t *testing.T) {
 		{name: "a model's route, wrong method", method: "GET", path: "/v1/chat/completions", want: 405, contains: `method_not_allowed`},
 		{name: "no such route", method: "POST", path: "/v1/nope", body: `{"model":"alpha"}`, want: 404, contains: `no route`},
 		{name: "health", method: "GET", path: "/health", want: 200, contains: `ok`},
+		{name: "pull a served model", method: "POST", path: "/api/pull", body: `{"model":"Org/Alpha-GGUF:Q8_0","stream":false}`, want: 200, contains: `{"status":"success"}`},
+		{name: "pull another, no library", method: "POST", path: "/api/pull", body: `{"model":"Org/Gamma-GGUF:Q8_0"}`, want: 404, contains: `{"error":"model \"Org/Gamma-GGUF:Q8_0\" not found`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

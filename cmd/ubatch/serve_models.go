@@ -105,6 +105,7 @@ type serveSetup struct {
 	blockSize      int
 	specsAtStart   []server.ModelSpec
 	single         bool        // one model, given with -m (or the demo model): loaded at start
+	library        bool        // serving the library: /api/pull pulls into it
 	cores          *sync.Mutex // one forward pass at a time across models (nil: one model)
 }
 
@@ -132,8 +133,21 @@ func (ss *serveSetup) registry(ctx context.Context) (*server.Registry, error) {
 	} else if avail, _, ok := availableMemory(os.DirFS("/")); ok && !ss.single {
 		budget = avail
 	}
+	var pull func(context.Context, string, func(done, total int64)) error
+	if ss.library {
+		pull = func(ctx context.Context, name string, progress func(done, total int64)) error {
+			m, note, err := hub.Pull(ctx, name, hub.Options{Library: o.mm.dir, Progress: progress, Logger: ss.logger})
+			if note != "" {
+				ss.logger.Info(note)
+			}
+			if err == nil {
+				ss.logger.Info("model pulled into the library", "name", m.Name, "path", m.Path)
+			}
+			return err
+		}
+	}
 	return server.NewRegistry(server.RegistryConfig{Models: list, Load: ss.load, KeepAlive: ss.keepAlive,
-		MaxModels: o.mm.maxModels, MemBudget: budget, LoadTimeout: o.mm.loadTimeout, Logger: ss.logger})
+		MaxModels: o.mm.maxModels, MemBudget: budget, LoadTimeout: o.mm.loadTimeout, Pull: pull, Logger: ss.logger})
 }
 
 // preload loads the one model of a single-model server now, so that a bad file or a -c that does
@@ -157,6 +171,7 @@ func (ss *serveSetup) modelSpecs(ctx context.Context) (func() ([]server.ModelSpe
 			return nil, err
 		}
 		if len(usable(lib)) > 0 {
+			ss.library = true
 			return func() ([]server.ModelSpec, error) {
 				lib, err := hub.List(opts)
 				return usable(lib), err

@@ -133,7 +133,8 @@ func (p *serveProc) psNames(t *testing.T) []string {
 
 // TestServeLibrary is the library as a user meets it: pull ORG/REPO:QUANT from a stand-in for
 // the Hub, list, run -hf (which pulls the other quant), then serve with no -m: both models by
-// name over the OpenAI and Ollama routes, an unknown one 404 on both, and after --keep-alive 3s
+// name over the OpenAI and Ollama routes, an unknown one 404 on both, a third pulled through
+// Ollama's /api/pull and served, and after --keep-alive 3s
 // of idle time /api/ps is empty and the server's resident memory has fallen by at least half
 // the models' file sizes (their mappings and KV pools are gone).
 func TestServeLibrary(t *testing.T) {
@@ -156,6 +157,13 @@ func TestServeLibrary(t *testing.T) {
 			t.Fatal(err)
 		}
 		fileBytes += st.Size()
+	}
+	mini := filepath.Join(root, "Org", "Mini-GGUF", "mini-Q8_0.gguf") // pulled through /api/pull
+	if err := os.MkdirAll(filepath.Dir(mini), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := ubatch(t, "synth", "--arch", "llama", "--shape", "mini", "--vocab", "builtin", "--type", "q8_0", "-o", mini); code != 0 {
+		t.Fatalf("synth: %s", errs)
 	}
 	url, _ := fakeHub(t, root)
 	home := t.TempDir()
@@ -200,7 +208,22 @@ func TestServeLibrary(t *testing.T) {
 	if code, body := p.call(t, "/api/chat", `{"model":"small:q6_k","messages":[{"role":"user","content":"hi"}]}`); code != 404 || !strings.HasPrefix(body, `{"error":"model \"small:q6_k\" not found`) {
 		t.Errorf("unknown model on /api: %d %s", code, body)
 	}
-	if got := p.psNames(t); len(got) != 2 {
+	// Ollama's /api/pull puts a model into the library the server serves.
+	code, body = p.call(t, "/api/pull", `{"model":"Org/Mini-GGUF:Q8_0"}`)
+	lines := strings.Split(strings.TrimSpace(body), "\n")
+	if code != 200 || len(lines) < 2 || lines[0] != `{"status":"pulling manifest"}` || lines[len(lines)-1] != `{"status":"success"}` {
+		t.Fatalf("/api/pull: %d %s", code, body)
+	}
+	if code, body := p.call(t, "/api/pull", `{"model":"Org/None-GGUF:Q8_0","stream":false}`); code != 404 || !strings.HasPrefix(body, `{"error":"pull Org/None-GGUF:Q8_0: `) {
+		t.Errorf("/api/pull of a repository the Hub does not have: %d %s", code, body)
+	}
+	if code, body := p.call(t, "/api/tags", ""); code != 200 || !strings.Contains(body, `"name":"mini:q8_0"`) {
+		t.Fatalf("/api/tags after the pull: %d %s", code, body)
+	}
+	if code, body := p.call(t, "/api/generate", `{"model":"mini:q8_0","prompt":"a","raw":true,"stream":false,"options":{"num_predict":2}}`); code != 200 || !strings.Contains(body, `"done":true`) {
+		t.Fatalf("generate on the pulled model: %d %s", code, body)
+	}
+	if got := p.psNames(t); len(got) != 3 {
 		t.Fatalf("/api/ps after a request to each: %v", got)
 	}
 	loaded := p.rss(t)
@@ -213,7 +236,7 @@ func TestServeLibrary(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond) // the unload logs after ps drops the model
 	after := p.rss(t)
-	t.Logf("server RSS: %d MiB idle before loading, %d MiB with both models loaded, %d MiB after they unloaded (files %d MiB)",
+	t.Logf("server RSS: %d MiB idle before loading, %d MiB with the models loaded, %d MiB after they unloaded (files %d MiB)",
 		idle>>20, loaded>>20, after>>20, fileBytes>>20)
 	if loaded-after < fileBytes/2 {
 		t.Errorf("RSS fell by %d MiB after unloading, want at least half the models' %d MiB", (loaded-after)>>20, fileBytes>>20)
