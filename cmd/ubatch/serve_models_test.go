@@ -17,15 +17,6 @@ import (
 	"time"
 )
 
-// TestMain lets a test run this binary as `ubatch` in a process of its own (UBATCH_TEST_EXEC=1),
-// for what must be measured from outside, such as a server's resident memory.
-func TestMain(m *testing.M) {
-	if os.Getenv("UBATCH_TEST_EXEC") == "1" {
-		os.Exit(mainCode(os.Args[1:], os.Stdout, os.Stderr))
-	}
-	os.Exit(m.Run())
-}
-
 // serveProc is `ubatch serve` running in a child process.
 type serveProc struct {
 	cmd *exec.Cmd
@@ -33,11 +24,12 @@ type serveProc struct {
 	log *strings.Builder
 }
 
-// startServe runs `ubatch serve --port 0 args...` with env added and waits for it to listen.
+// startServe runs `ubatch serve --port 0 args...` in a process of its own (this test binary as
+// ubatch, see TestMain) with env added, and waits for it to listen.
 func startServe(t *testing.T, env []string, args ...string) *serveProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"serve", "--port", "0"}, args...)...)
-	cmd.Env = append(append(os.Environ(), env...), "UBATCH_TEST_EXEC=1")
+	cmd.Env = append(append(os.Environ(), env...), "UBATCH_TEST_AS_MAIN=1")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
