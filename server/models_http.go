@@ -123,7 +123,13 @@ func (f *front) dispatch(w http.ResponseWriter, r *http.Request) {
 	}
 	defer f.reg.release(slot, keep)
 	ctx := context.WithValue(r.Context(), loadKey{}, loadInfo{received: received, load: time.Since(received)})
-	slot.l.Server.mux.ServeHTTP(w, r.WithContext(ctx))
+	r = r.WithContext(ctx)
+	ms := slot.l.Server
+	if rec, ok := w.(*recorder); ok { // (always, behind Handler) a panic is counted in the model's metrics
+		recoverPanics(rec, r, ms.cfg.Logger, ms.cfg.Metrics, ms.mux.ServeHTTP)
+		return
+	}
+	ms.mux.ServeHTTP(w, r)
 }
 
 // loadKey keys a request's loadInfo in its context.
