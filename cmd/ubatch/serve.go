@@ -28,6 +28,7 @@ type serveOpts struct {
 	mf                modelFlags
 	sf                samplingFlags
 	ff                fleetFlags
+	kf                kvDiskFlags
 	cf                constraintFlags
 	np                int
 	mm                modelsFlags
@@ -71,6 +72,7 @@ func (o *serveOpts) register(fs *pflag.FlagSet) {
 	o.mm.register(fs, &o.mf)
 	o.sf.register(fs)
 	o.ff.register(fs)
+	o.kf.register(fs)
 	o.cf.register(fs)
 	o.host = fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
 	o.port = fs.Int("port", 8080, "TCP port to listen on (0 = any free port; the log says which)")

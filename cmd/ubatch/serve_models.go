@@ -21,6 +21,7 @@ import (
 	"ubatch/engine"
 	"ubatch/hub"
 	"ubatch/kvcache"
+	"ubatch/kvfile"
 	"ubatch/model"
 	"ubatch/runner"
 	"ubatch/sample"
@@ -296,16 +297,25 @@ func (ss *serveSetup) build(spec server.ModelSpec, m *model.Model) (*server.Load
 		lctx.Close()
 		return nil, err
 	}
+	diskTier, kvLay, closeTiers, err := o.kf.start(m, lctx, eng, ss.logger)
+	if err != nil {
+		lctx.Close()
+		return nil, err
+	}
+	if diskTier != nil {
+		server.RegisterDiskTier(prometheus.WrapRegistererWith(prometheus.Labels{"model": spec.ID}, sub), diskTier.Stats)
+	}
 	// The engine outlives the request that loaded it: it stops when the model is unloaded.
 	engCtx, stopEngine := context.WithCancel(context.Background())
 	go eng.Run(engCtx)
-	closers := []func(){func() { stopEngine(); <-eng.Done() }, lctx.Close}
+	// Closed last first: the tiers after the engine stopped, the context after both.
+	closers := []func(){lctx.Close, closeTiers, func() { stopEngine(); <-eng.Done() }}
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
 		}
 	}
-	srv, err := ss.routes(spec, m, eng, metrics, sub, &closers)
+	srv, err := ss.routes(spec, m, eng, metrics, kvLay, &closers)
 	if err != nil {
 		closeAll()
 		return nil, err
@@ -316,7 +326,7 @@ func (ss *serveSetup) build(spec server.ModelSpec, m *model.Model) (*server.Load
 }
 
 // routes makes the model's embedder and reranker (their closers appended) and its Server.
-func (ss *serveSetup) routes(spec server.ModelSpec, m *model.Model, eng *engine.Engine, metrics *server.Metrics, sub *prometheus.Registry, closers *[]func()) (*server.Server, error) {
+func (ss *serveSetup) routes(spec server.ModelSpec, m *model.Model, eng *engine.Engine, metrics *server.Metrics, kvLay kvfile.Layout, closers *[]func()) (*server.Server, error) {
 	o := ss.o
 	var sampling *sample.Params
 	if ss.sampling {
@@ -338,8 +348,8 @@ func (ss *serveSetup) routes(spec server.ModelSpec, m *model.Model, eng *engine.
 	if rr != nil {
 		*closers = append(*closers, rr.Close)
 	}
-	return server.New(server.Config{Model: m, Engine: eng, APIKey: *o.apiKey, MaxClientPriority: &ss.clientPriority,
-		MaxBodyBytes: *o.maxBody, Logger: ss.logger.With("model", spec.ID), Metrics: metrics, Gatherer: sub, ModelID: spec.ID,
+	return server.New(server.Config{Model: m, Engine: eng, SlotSavePath: o.kf.slotPath, KVLayout: kvLay, APIKey: *o.apiKey, MaxClientPriority: &ss.clientPriority,
+		MaxBodyBytes: *o.maxBody, Logger: ss.logger.With("model", spec.ID), Metrics: metrics, ModelID: spec.ID,
 		Aliases: spec.Aliases, Embedder: emb, Reranker: rr, ChatTemplate: *o.chatTemplate, ReasoningFormat: *o.reasoningFormat,
 		Live: ss.live, Sampling: sampling, MaxLiveStreams: *o.maxLive, MaxEmbeddingInputs: *o.maxEmbInputs,
 		MaxEmbeddingTokens: *o.maxEmbTokens, Limits: o.cf.lim})
