@@ -168,6 +168,9 @@ func (o *serveOpts) setup(fs *pflag.FlagSet, stderr io.Writer) (*serveSetup, err
 	}
 	err = checkServeFlags(o.np, o.mf.batch, *o.chunkSize, *o.maxQueue, *o.port, *o.maxBody, *o.policy, *o.targetITL)
 	if err == nil {
+		err = o.ff.check(*o.host)
+	}
+	if err == nil {
 		err = checkHTTPFlags(*o.grace, *o.readTimeout, *o.writeTimeout, *o.maxConns)
 	}
 	if err == nil {

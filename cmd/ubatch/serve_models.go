@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -123,6 +124,12 @@ func (ss *serveSetup) registry(ctx context.Context) (*server.Registry, error) {
 	ss.keepAlive, _ = o.mm.keep()
 	if ss.single && !ss.keepAliveSet {
 		ss.keepAlive = -1 // llama-server's behaviour: the one model stays
+	}
+	if o.ff.redis != "" {
+		if !ss.single {
+			return nil, errors.New("--redis: a fleet node serves one model: give exactly one -m")
+		}
+		ss.keepAlive = -1 // its publisher and peer tier are the process's, over the one engine
 	}
 	if !ss.single {
 		ss.cores = new(sync.Mutex)
@@ -297,7 +304,8 @@ func (ss *serveSetup) build(spec server.ModelSpec, m *model.Model) (*server.Load
 		lctx.Close()
 		return nil, err
 	}
-	diskTier, kvLay, closeTiers, err := o.kf.start(m, lctx, eng, ss.logger)
+	// A fleet node's peer tier and POST /kv/blocks are the process's (one model, kept: registry).
+	diskTier, kvLay, closeTiers, err := o.kf.start(m, lctx, eng, ss.logger, o.ff.peerTier(*o.apiKey, ss.reg, ss.logger))
 	if err != nil {
 		lctx.Close()
 		return nil, err
@@ -352,7 +360,7 @@ func (ss *serveSetup) routes(spec server.ModelSpec, m *model.Model, eng *engine.
 		MaxBodyBytes: *o.maxBody, Logger: ss.logger.With("model", spec.ID), Metrics: metrics, ModelID: spec.ID,
 		Aliases: spec.Aliases, Embedder: emb, Reranker: rr, ChatTemplate: *o.chatTemplate, ReasoningFormat: *o.reasoningFormat,
 		Live: ss.live, Sampling: sampling, MaxLiveStreams: *o.maxLive, MaxEmbeddingInputs: *o.maxEmbInputs,
-		MaxEmbeddingTokens: *o.maxEmbTokens, Limits: o.cf.lim})
+		MaxEmbeddingTokens: *o.maxEmbTokens, Limits: o.cf.lim, KVBlocks: o.ff.kvBlocks(eng, ss.reg, ss.logger)})
 }
 
 // exclusiveDecoder runs one forward pass at a time across the models of a server: each model's

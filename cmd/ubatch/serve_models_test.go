@@ -24,9 +24,9 @@ type serveProc struct {
 	log *strings.Builder
 }
 
-// startServe runs `ubatch serve --port 0 args...` in a process of its own (this test binary as
+// startServeProc runs `ubatch serve --port 0 args...` in a process of its own (this test binary as
 // ubatch, see TestMain) with env added, and waits for it to listen.
-func startServe(t *testing.T, env []string, args ...string) *serveProc {
+func startServeProc(t *testing.T, env []string, args ...string) *serveProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"serve", "--port", "0"}, args...)...)
 	cmd.Env = append(append(os.Environ(), env...), "UBATCH_TEST_AS_MAIN=1")
@@ -177,7 +177,7 @@ func TestServeLibrary(t *testing.T) {
 		}
 	}
 
-	p := startServe(t, []string{"UBATCH_HOME=" + home}, "--keep-alive", "3s", "-np", "4", "-c", "4096", "-t", "2")
+	p := startServeProc(t, []string{"UBATCH_HOME=" + home}, "--keep-alive", "3s", "-np", "4", "-c", "4096", "-t", "2")
 	code, body := p.call(t, "/v1/models", "")
 	if code != 200 || !strings.Contains(body, `"id":"small:q4_0"`) || !strings.Contains(body, `"id":"small:q8_0"`) {
 		t.Fatalf("/v1/models: %d %s", code, body)
