@@ -358,7 +358,6 @@ var llamaFlagTable = []llamaFlag{
 
 	// llama-bench's tests.
 	{spell: "-pg", arg: "<pp,tg>", cmds: "B", how: refused, note: "combined prompt+generation tests are not supported: use -p and -n"},
-	{spell: "-d, --n-depth", arg: "<n>", cmds: "B", how: refused, note: "tests at a depth are not supported", keep: []string{"0"}},
 	{spell: "-embd, --embeddings", arg: "<0|1>", cmds: "B", how: refused, note: "embedding tests are not supported", keep: []string{"0"}},
 	{spell: "-pps", cmds: "B", how: refused, note: "a prompt shared across the sequences is not supported in --batched"},
 }
