@@ -27,6 +27,7 @@ import (
 // Options controls where Resolve looks and how it downloads. The zero value is usable.
 type Options struct {
 	Home     string                  // cache dir; "" = $UBATCH_HOME or ~/.cache/ubatch
+	Library  string                  // the model library's folder; "" = Home/models (serve --models-dir)
 	Endpoint string                  // hub base URL; "" = $HF_ENDPOINT or https://huggingface.co
 	Token    string                  // Hugging Face access token sent as a Bearer; "" = $HF_TOKEN
 	Client   *http.Client            // nil = http.DefaultClient

@@ -38,6 +38,9 @@ const manifestExt = ".json"
 
 // libraryDir is where the library lives.
 func (o *resolved) libraryDir() (string, error) {
+	if o.Library != "" {
+		return o.Library, nil
+	}
 	if o.homeErr != nil {
 		return "", o.homeErr
 	}

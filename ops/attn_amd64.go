@@ -1,6 +1,6 @@
 package ops
 
-//go:generate go run attn_gen.go
+//go:generate go run ./internal/attngen
 
 // attnAsm reports whether the attention kernels, F16 here and Q8_0 in attn_q8_amd64.go, use the
 // assembly of attn_amd64.s and attn_q8_amd64.s (AVX2, FMA, F16C; the tests then compare it with
@@ -21,7 +21,7 @@ func attnScoresF16AVX2(q *float32, heads, hd int, k *uint16, cells *int32, n, st
 //go:noescape
 func attnValuesF16AVX2(hb, cb int, p *float32, n int, v *uint16, cells *int32, strideB int, out *float32, hd int)
 
-// valsMaxCB is attn_gen.go's: for a tile of hb heads (index), the most 8-float chunks per pass
+// valsMaxCB is internal/attngen's: for a tile of hb heads (index), the most 8-float chunks per pass
 // (the accumulators and what a cell needs besides fill the 16 ymm registers).
 var valsMaxCB = [...]int{0, 8, 6, 4, 3}
 

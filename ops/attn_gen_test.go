@@ -8,8 +8,10 @@ import (
 	"testing"
 )
 
-// TestAttnAsmGenerated checks that attn_amd64.s is what attn_gen.go writes, so that an edit to
-// either one is not lost at the next `go generate`.
+// TestAttnAsmGenerated checks that the attention assembly (attn_amd64.s, attn_q8_amd64.s,
+// attn_tile_amd64.s) is
+// what internal/attngen writes, so that an edit to either side is not lost at the next
+// `go generate`.
 func TestAttnAsmGenerated(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the generator with go run")
@@ -18,20 +20,22 @@ func TestAttnAsmGenerated(t *testing.T) {
 	if err != nil {
 		t.Skip("no go command on PATH")
 	}
-	out := filepath.Join(t.TempDir(), "attn_amd64.s")
-	cmd := exec.Command(goBin, "run", "attn_gen.go", "-o", out)
+	dir := t.TempDir()
+	cmd := exec.Command(goBin, "run", "./internal/attngen", "-dir", dir)
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go run attn_gen.go: %v\n%s", err, msg)
+		t.Fatalf("go run ./internal/attngen: %v\n%s", err, msg)
 	}
-	got, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := os.ReadFile("attn_amd64.s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatal("attn_amd64.s differs from the output of attn_gen.go: run go generate ./ops")
+	for _, name := range []string{"attn_amd64.s", "attn_q8_amd64.s", "attn_tile_amd64.s"} {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s differs from the output of internal/attngen: run go generate ./ops", name)
+		}
 	}
 }

@@ -1,5 +1,7 @@
 package ops
 
+// The assembly of attn_q8_amd64.s is written by internal/attngen (go generate, in attn_amd64.go).
+
 // attnScoresQ8AVX2 writes out[h*outStride+j] for h < heads (1 to 8) and j < n (> 0); hd > 0 is a
 // multiple of 32, strideB k's row stride in bytes.
 //

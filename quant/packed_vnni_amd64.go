@@ -10,15 +10,62 @@ import "ubatch/internal/cpu"
 // (packed_k_vnni_amd64.s), no sums; on AVX-VNNI they run the AVX2 kernels.
 
 func init() {
-	setPanel(Q8_0, cpu.AVX512VNNI, asmPanel(Q8_0, q8PanelVNNI), -128)
-	setPanel(Q4_0, cpu.AVX512VNNI, asmPanel(Q4_0, q4PanelVNNI), -128)
-	setPanel(Q4_K, cpu.AVX512VNNI, asmPanelK(Q4_K, q4KPanelVNNI), 0)
-	setPanel(Q6_K, cpu.AVX512VNNI, asmPanelK(Q6_K, q6KPanelVNNI), 0)
+	setPanel(Q8_0, cpu.AVX512VNNI, asmPanelPairs(Q8_0, q8Panel2VNNI, q8PanelVNNI), -128)
+	setPanel(Q4_0, cpu.AVX512VNNI, asmPanelPairs(Q4_0, q4Panel2VNNI, q4PanelVNNI), -128)
+	q4K, q6K := asmPanelK(Q4_K, q4KPanelVNNI), asmPanelK(Q6_K, q6KPanelVNNI)
+	if cpu.HasAVX512BW { // the zmm K-quant kernels' byte and word instructions
+		q4K = asmPanelPairsK(Q4_K, q4KPanel2VNNI, q4KPanelVNNI)
+		q6K = asmPanelPairsK(Q6_K, q6KPanel2VNNI, q6KPanelVNNI)
+	}
+	setPanel(Q4_K, cpu.AVX512VNNI, q4K, 0)
+	setPanel(Q6_K, cpu.AVX512VNNI, q6K, 0)
 	setPanel(Q8_0, cpu.AVXVNNI, asmPanel(Q8_0, q8PanelAVXVNNI), -128)
 	setPanel(Q4_0, cpu.AVXVNNI, asmPanel(Q4_0, q4PanelAVXVNNI), -128)
 	setPanel(Q8_0, cpu.AVXVNNIEvex, asmPanel(Q8_0, q8PanelAVXVNNIEvex), -128)
 	setPanel(Q4_0, cpu.AVXVNNIEvex, asmPanel(Q4_0, q4PanelAVXVNNIEvex), -128)
 }
+
+// asmPanelPairs is asmPanel for a kernel pair that runs two panels at once (np even) and one
+// that runs a last odd panel alone.
+func asmPanelPairs(wt Type, pair, one panelAsm) panelFunc {
+	return func(np, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
+		checkPanelArgs(wt, np, nb, w, x, xStride, nx, out, outStride)
+		_ = sums[sumWords*nb-1]
+		if even := np &^ 1; even > 0 {
+			pair(even, nb, &w[0], &x[0], xStride, nx, &out[0], outStride, &sums[0])
+		}
+		if np&1 == 1 {
+			last := (np - 1) * PanelRows
+			one(1, nb, &w[last*nb*wt.TypeSize()], &x[0], xStride, nx, &out[last], outStride, &sums[0])
+		}
+	}
+}
+
+// asmPanelPairsK is asmPanelPairs for the kernels that take no sums.
+func asmPanelPairsK(wt Type, pair, one panelAsmK) panelFunc {
+	return func(np, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, _ []int32) {
+		checkPanelArgs(wt, np, nb, w, x, xStride, nx, out, outStride)
+		if even := np &^ 1; even > 0 {
+			pair(even, nb, &w[0], &x[0], xStride, nx, &out[0], outStride)
+		}
+		if np&1 == 1 {
+			last := (np - 1) * PanelRows
+			one(1, nb, &w[last*nb*wt.TypeSize()], &x[0], xStride, nx, &out[last], outStride)
+		}
+	}
+}
+
+//go:noescape
+func q6KPanel2VNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
+
+//go:noescape
+func q4KPanel2VNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
+
+//go:noescape
+func q8Panel2VNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
+
+//go:noescape
+func q4Panel2VNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 
 //go:noescape
 func q8PanelVNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)

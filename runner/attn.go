@@ -28,6 +28,10 @@ type visList struct {
 // to out ([n][QDim]) the attention of every query head of q ([n][QDim]) over the cells its token
 // sees: its (first) sequence's cells at positions <= its own, within p.Window. Query head h
 // reads kv head h / (NHeads/NKVHeads).
+//
+// Where the tiled kernel has assembly (ops.AttnTiledFast), blocks of up to ops.TileLanes
+// consecutive tokens of one sequence go through it together (ops.AttnTiled, attn_tiled.go);
+// elsewhere every token goes through the exact kernels on its own.
 func (c *Context) Attention(layer int, q, k, v, out []float32, p AttnParams) {
 	c.storeKV(layer, k, v)
 	a := &c.attn
@@ -36,8 +40,13 @@ func (c *Context) Attention(layer int, q, k, v, out []float32, p AttnParams) {
 	if a.scale == 0 {
 		a.scale = float32(1 / math.Sqrt(float64(c.h.HeadDim)))
 	}
-	a.vis = c.visible(p.Window)
-	c.pool.Run(c.n*c.h.NKVHeads, a)
+	c.planBlocks()
+	a.vis = c.visible(p.Window, true)
+	a.tiles = nil
+	if c.nTiled > 0 {
+		a.tiles = c.tileCells(p.Window)
+	}
+	c.pool.Run(len(c.blocks)*c.h.NKVHeads, a)
 }
 
 // storeKV writes the micro-batch's K and V rows into their cells (the batch's slot mapping).
@@ -48,8 +57,10 @@ func (c *Context) storeKV(layer int, k, v []float32) {
 
 // visible returns the micro-batch's visible-cell lists for window (0: the whole history),
 // building them on first use: every layer and head with that window reuses them. A micro-batch
-// uses at most two windows (full and sliding).
-func (c *Context) visible(window int32) *visList {
+// uses at most two windows (full and sliding). With skipTiled the tokens of tiled blocks
+// (planBlocks) get empty lists: the tiled kernel reads their cells from tileCells. The first
+// call of a window decides.
+func (c *Context) visible(window int32, skipTiled bool) *visList {
 	for i := range c.nVis {
 		if c.vis[i].window == window {
 			return &c.vis[i]
@@ -66,6 +77,9 @@ func (c *Context) visible(window int32) *visList {
 	l.cells = l.cells[:0]
 	for t := range ub.Tokens {
 		l.off[t] = int32(len(l.cells))
+		if skipTiled && c.tokTiled[t] {
+			continue
+		}
 		seq, pos := int(ub.Seqs[t][0]), ub.Pos[t]
 		lo := int32(math.MinInt32)
 		if window > 0 {
@@ -88,16 +102,33 @@ func (c *Context) visible(window int32) *visList {
 type attnTask struct {
 	c              *Context
 	vis            *visList
+	tiles          *tileList // nil when no block is tiled
 	layer          int
 	q, out         []float32
 	scale, softcap float32
 }
 
-// Do attends token t's query heads of kv group g to the token's visible cells. Tokens that belong
-// to several sequences share their history, so the first sequence's block table serves them all.
+// Do attends the query heads of kv group g of one block of tokens (the last blocks first: they
+// see the most cells) to their visible cells: the whole block through the tiled kernel, or
+// token by token. Tokens that belong to several sequences share their history, so the first
+// sequence's block table serves them all.
 func (a *attnTask) Do(i, w int) {
+	c := a.c
+	bi, g := len(c.blocks)-1-i/c.h.NKVHeads, i%c.h.NKVHeads
+	b := c.blocks[bi]
+	if b.tiled {
+		a.doTiled(bi, g, w)
+		return
+	}
+	for t := b.t0; t < b.t1; t++ {
+		a.doToken(int(t), g, w)
+	}
+}
+
+// doToken attends token t's query heads of kv group g to the token's visible cells with the
+// exact kernels: all the scores, their softmax, the weighted values.
+func (a *attnTask) doToken(t, g, w int) {
 	c, h := a.c, a.c.h
-	t, g := i/h.NKVHeads, i%h.NKVHeads
 	hd, kvDim, rep, qd := h.HeadDim, h.KVDim(), h.NHeads/h.NKVHeads, h.QDim()
 
 	vis := a.vis.cells[a.vis.off[t]:a.vis.off[t+1]]

@@ -95,6 +95,15 @@ type Context struct {
 	ropes  ropeTables
 	vis    [2]visList // visible KV cells of every token: full history, and one sliding window
 	nVis   int
+	// The micro-batch's attention blocks (planBlocks, once per micro-batch when planned is
+	// false), which tokens are in tiled ones, and the tiled blocks' cells per window.
+	planned     bool
+	blocks      []tokBlock
+	nTiled      int
+	tokTiled    []bool
+	tileLists   [2]tileList
+	nTileLists  int
+	tileWorkers []tileWorker // per pool worker
 	// shift is shiftK's rotation table for (layer, delta), valid when ok.
 	shift struct {
 		cs    []float32
@@ -110,6 +119,7 @@ type Context struct {
 	ubs          []batch.UBatch
 
 	mm   matmulTask
+	gemm *GEMMStats // nil unless CountGEMM asked for them
 	qa   quantTask
 	attn attnTask
 	act  actTask
@@ -170,7 +180,11 @@ func NewContext(g Graph, opts Options) (*Context, error) {
 	rep := h.NHeads / h.NKVHeads
 	for range c.pool.Size() {
 		c.workerScores = append(c.workerScores, make([]float32, rep*opts.NCtx))
+		if h.HeadDim%8 == 0 {
+			c.tileWorkers = append(c.tileWorkers, tileWorker{s: ops.NewTileScratch(rep, h.HeadDim)})
+		}
 	}
+	c.tokTiled = make([]bool, n)
 	return c, nil
 }
 
@@ -274,7 +288,7 @@ func (c *Context) decode(b *batch.Batch, checked bool) error {
 		ub := &c.ubs[i]
 		c.ub, c.n, c.cells = ub, len(ub.Tokens), ub.Slots
 		c.ropes.reset()
-		c.nVis = 0
+		c.nVis, c.nTileLists, c.planned = 0, 0, false
 		c.g.Forward(c, ub)
 	}
 	return nil

@@ -62,6 +62,10 @@ func (c *Context) matmul(x []float32, nJobs, n int) {
 		}
 		t.total += job.chunks
 	}
+	if c.gemm != nil {
+		c.gemm.run(t, c.pool)
+		return
+	}
 	c.pool.Run(t.total, t)
 }
 
@@ -114,7 +118,8 @@ func (t *matmulTask) Do(i, _ int) {
 		}
 		w := job.w
 		if w.packed {
-			r0, r1 := ops.Split(w.Rows, job.chunks, quant.PanelRows, i)
+			// Pairs of panels: the AVX-512 Q8_0/Q4_0 kernels run two at once, an odd one alone.
+			r0, r1 := ops.Split(w.Rows, job.chunks, 2*quant.PanelRows, i)
 			quant.MatMulPackedSums(w.Type, w.Cols, w.Data, job.xq, job.sums, t.n, job.out, w.Rows, r0, r1)
 			return
 		}

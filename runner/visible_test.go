@@ -22,7 +22,7 @@ func (p *probe) Matrices() []*Weight     { return nil }
 func (p *probe) LayerRope(int) *ops.Rope { return p.rope }
 func (p *probe) Forward(c *Context, ub *batch.UBatch) {
 	for _, w := range p.windows {
-		l := c.visible(w)
+		l := c.visible(w, false)
 		for t := range ub.Tokens {
 			var pos []int32
 			for _, cell := range l.cells[l.off[t]:l.off[t+1]] {

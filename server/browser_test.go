@@ -335,6 +335,54 @@ func TestBrowserSDKPreflight(t *testing.T) {
 	}
 }
 
+// TestBrowserModels: on a server of two models the page's picker lists both from /v1/models
+// (neither loaded yet); a conversation with the one picked goes to it (the reply names it, and
+// only it is loaded), and picking the other starts a new conversation that goes to the other.
+func TestBrowserModels(t *testing.T) {
+	e := newMultiEnv(t, multiOptions{live: true, cfg: RegistryConfig{KeepAlive: -1}})
+	ctx := browser(t)
+	console := watchConsole(t, ctx)
+	recordFetches(t, ctx)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(e.ts.URL+"/"),
+		chromedp.Poll[chromedp.Void](pageReady+` && document.querySelectorAll('[data-testid="model-select"] option').length === 2`,
+			chromedp.WithPollingTimeout(10*time.Second)),
+	); err != nil {
+		state, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("model").textContent + " | " + document.getElementById("live-state").textContent + " | " + document.getElementById("model-select").innerHTML`))
+		t.Fatalf("waiting for the page and its model list: %v (page: %s)", err, state)
+	}
+	opts, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('[data-testid="model-select"] option')].map((o) => o.value + "|" + o.textContent)`))
+	if err != nil || fmt.Sprint(opts) != "[alpha|alpha (unloaded) beta|beta (unloaded)]" {
+		t.Fatalf("the picker lists %q (%v), want alpha and beta, unloaded", opts, err)
+	}
+	for i, pick := range []string{"beta", "alpha"} {
+		if err := chromedp.Do(ctx,
+			chromedp.SetValue(chromedp.CSS(`#model-select`), pick),
+			chromedp.Evaluate[chromedp.Void](`document.getElementById("model-select").dispatchEvent(new Event("change"))`),
+			chromedp.Poll[chromedp.Void](`document.querySelectorAll('#messages .msg').length === 0`, chromedp.WithPollingTimeout(5*time.Second)),
+			chromedp.SendKeys(chromedp.CSS(`#input`), "Once upon a time"),
+			chromedp.Click(chromedp.CSS(`#send`)),
+			chromedp.Poll[chromedp.Void](replyDone, chromedp.WithPollingTimeout(30*time.Second)),
+		); err != nil {
+			t.Fatalf("a conversation with %s: %v", pick, err)
+		}
+		if meta := textOf(t, ctx, `#messages .msg:last-child .meta`); !strings.HasSuffix(meta, " · "+pick) {
+			t.Errorf("the reply's line says %q, want it to name %s", meta, pick)
+		}
+		if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#messages .msg.user').length`)); err != nil || n != 1 {
+			t.Errorf("%d user messages in the conversation with %s (%v), want 1: a new pick starts a new conversation", n, pick, err)
+		}
+		want := []string{"beta"}
+		if i == 1 {
+			want = []string{"alpha", "beta"}
+		}
+		if got := e.psNames(t); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("after the conversation with %s the server has %v loaded, want %v", pick, got, want)
+		}
+	}
+	console.checkCSP(t, ctx)
+}
+
 // pageReady is true once the page's start-up has run: the model named and the live feed on.
 const pageReady = `document.querySelector('[data-testid="model"]').textContent !== "" && document.querySelector('[data-testid="live-state"]').textContent === "live"`
 

@@ -324,7 +324,7 @@ func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
 	sent := ^uint64(0)
 	var lastStats engine.Stats
 	for {
-		st := s.cfg.Engine.Stats()
+		st := s.engineStats()
 		if seq := l.Seq(); seq != sent || st != lastStats {
 			snap := l.Snapshot()
 			snap.Running, snap.Waiting = st.Running, st.Waiting

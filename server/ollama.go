@@ -49,8 +49,9 @@ func (s *Server) ollamaModelName(field, name string) error {
 		return badRequest(field, "%s is required", field)
 	}
 	base := filepath.Base(s.cfg.Model.Path)
-	known := []string{s.cfg.ModelID, base, strings.TrimSuffix(base, filepath.Ext(base))}
-	if slices.Contains(known, name) || slices.Contains(known, strings.TrimSuffix(name, ":latest")) {
+	known := append([]string{s.cfg.ModelID, base, strings.TrimSuffix(base, filepath.Ext(base))}, s.cfg.Aliases...)
+	bare := strings.TrimSuffix(name, ":latest")
+	if slices.ContainsFunc(known, func(k string) bool { return strings.EqualFold(k, name) || strings.EqualFold(k, bare) }) {
 		return nil
 	}
 	return &apiError{status: http.StatusNotFound, typ: "invalid_request_error", param: field, code: "model_not_found",

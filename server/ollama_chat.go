@@ -62,7 +62,8 @@ func ollamaLoad(rep *ollamaReply, stream bool) (genParams, [][]int32, reply, err
 }
 
 func (req *ollamaChatRequest) prepare(ctx context.Context, s *Server) (genParams, [][]int32, reply, error) {
-	rep := &ollamaReply{s: s, model: req.Model, chat: true, start: time.Now()}
+	rep := &ollamaReply{s: s, model: req.Model, chat: true}
+	rep.start, rep.loadTime = requestLoad(ctx)
 	stream := parseOllamaStream(req.Stream)
 	if err := s.ollamaModelName("model", req.Model); err != nil {
 		return genParams{}, nil, nil, err
@@ -97,7 +98,8 @@ func (req *ollamaChatRequest) prepare(ctx context.Context, s *Server) (genParams
 }
 
 func (req *ollamaGenerateRequest) prepare(ctx context.Context, s *Server) (genParams, [][]int32, reply, error) {
-	rep := &ollamaReply{s: s, model: req.Model, start: time.Now()}
+	rep := &ollamaReply{s: s, model: req.Model}
+	rep.start, rep.loadTime = requestLoad(ctx)
 	stream := parseOllamaStream(req.Stream)
 	if err := s.ollamaModelName("model", req.Model); err != nil {
 		return genParams{}, nil, nil, err
@@ -285,9 +287,10 @@ type ollamaReply struct {
 	ollamaRoute
 	s         *Server
 	model     string
-	chat      bool // message objects (/api/chat) rather than response text
-	start     time.Time
-	load      bool // nothing was generated: done_reason "load"
+	chat      bool          // message objects (/api/chat) rather than response text
+	start     time.Time     // when the request arrived
+	loadTime  time.Duration // spent getting its model loaded (a NewMulti front's wait)
+	load      bool          // nothing was generated: done_reason "load"
 	g         genParams
 	reasoning reasoningMode
 	// context is /api/generate's prompt, which with the generated ids is the reply's context.
@@ -342,7 +345,7 @@ type ollamaResponse struct {
 }
 
 // ollamaTimings are the final object's counts and durations, in nanoseconds. load_duration is
-// 0: the model was loaded at start-up. prompt_eval_count counts the whole prompt, the tokens
+// the time the request waited for its model (0 on a Server without a front: loaded at start-up). prompt_eval_count counts the whole prompt, the tokens
 // served from the prefix cache included.
 type ollamaTimings struct {
 	TotalDuration      int64 `json:"total_duration"`
@@ -380,7 +383,7 @@ func (o *ollamaReply) object(content, thinking string, calls []chat.ToolCall, fi
 	if o.context != nil {
 		resp.Context = append(o.context[:len(o.context):len(o.context)], o.generated...)
 	}
-	resp.ollamaTimings = &ollamaTimings{TotalDuration: int64(time.Since(o.start)), PromptEvalCount: u.PromptTokens,
+	resp.ollamaTimings = &ollamaTimings{TotalDuration: int64(time.Since(o.start)), LoadDuration: int64(o.loadTime), PromptEvalCount: u.PromptTokens,
 		PromptEvalDuration: between(u.PromptStart, u.FirstToken), EvalCount: u.CompletionTokens,
 		EvalDuration: between(u.FirstToken, u.LastToken)}
 	return resp

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"ubatch/chat"
+	"ubatch/gguf"
 	"ubatch/quant"
 )
 
@@ -55,32 +56,38 @@ func (s *Server) ollamaEntry() (ollamaModelEntry, error) {
 
 func (s *Server) buildOllamaIdentity() ollamaIdentity {
 	m := s.cfg.Model
-	e := ollamaModelEntry{Name: s.cfg.ModelID, Model: s.cfg.ModelID, Size: m.Size}
-	if fi, err := os.Stat(m.Path); err == nil {
+	return describeOllama(s.cfg.ModelID, m.Path, m.File, m.Size)
+}
+
+// describeOllama is the entry of the model id in file f (mapped from path, size bytes).
+func describeOllama(id, path string, f *gguf.File, size int64) ollamaIdentity {
+	e := ollamaModelEntry{Name: id, Model: id, Size: size}
+	if fi, err := os.Stat(path); err == nil {
 		e.ModifiedAt = ollamaTime(fi.ModTime())
 	}
-	f, err := os.Open(m.Path)
+	fd, err := os.Open(path)
 	if err != nil {
 		return ollamaIdentity{err: internalError(fmt.Errorf("reading the model file for its digest: %w", err))}
 	}
-	defer f.Close()
+	defer fd.Close()
 	h := sha256.New()
-	if _, err := io.CopyN(h, f, int64(min(m.File.DataOffset, uint64(m.Size)))); err != nil {
+	if _, err := io.CopyN(h, fd, int64(min(f.DataOffset, uint64(size)))); err != nil {
 		return ollamaIdentity{err: internalError(fmt.Errorf("reading the model file for its digest: %w", err))}
 	}
-	fmt.Fprintf(h, "size %d", m.Size)
+	fmt.Fprintf(h, "size %d", size)
 	e.Digest = hex.EncodeToString(h.Sum(nil))
-	e.Details = ollamaDetails{Format: "gguf", Family: m.Arch, Families: []string{m.Arch}}
-	e.Details.ParameterSize, e.Details.QuantizationLevel = s.ollamaWeights()
+	arch, _ := f.String("general.architecture")
+	e.Details = ollamaDetails{Format: "gguf", Family: arch, Families: []string{arch}}
+	e.Details.ParameterSize, e.Details.QuantizationLevel = ollamaWeights(f.Tensors)
 	return ollamaIdentity{entry: e}
 }
 
 // ollamaWeights is the model's parameter count as Ollama writes it ("260.0K", "7.6B") and its
 // quantization level: the type holding most of the weights' bytes.
-func (s *Server) ollamaWeights() (size, level string) {
+func ollamaWeights(tensors []gguf.TensorInfo) (size, level string) {
 	var params uint64
 	bytesBy := map[quant.Type]uint64{}
-	for _, t := range s.cfg.Model.File.Tensors {
+	for _, t := range tensors {
 		params += t.NumElements()
 		if len(t.Dims) >= 2 {
 			bytesBy[t.Type] += t.Size

@@ -3,9 +3,11 @@ package server
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,5 +180,81 @@ func TestOllamaNodeClient(t *testing.T) {
 	}
 	if u := got.Unknown; u.Name != "ResponseError" || u.Status != 404 || u.Error != `model "no-such-model" not found` {
 		t.Errorf("unknown model: %+v, want a ResponseError with status 404", u)
+	}
+}
+
+// TestOllamaNodeClientModels: the official ollama npm client against a server of two models
+// (qwen3 alpha and llama beta), choosing one per request: list, show, chat streamed, generate,
+// embed and ps on each (each loaded by its first request), keep_alive 0 unloading one, and a
+// ResponseError with status 404 from every route for a model the server does not have.
+func TestOllamaNodeClientModels(t *testing.T) {
+	dir := nodePackage(t, "ollama", ollamaNodeVersion)
+	e := newMultiEnv(t, multiOptions{embedder: true, cfg: RegistryConfig{KeepAlive: time.Hour}})
+	out := runNodeScript(t, dir, "ollama_multi_client.js", "OLLAMA_HOST="+e.ts.URL)
+	type stream struct {
+		Text, Model string
+		Parts       int
+		Done        bool
+		EvalCount   int `json:"eval_count"`
+	}
+	type gen struct {
+		Response, Model string
+		EvalCount       int `json:"eval_count"`
+	}
+	var got struct {
+		PsBefore, PsAfter []string
+		List              []struct{ Name, Family, Quant string }
+		Show              map[string]string
+		Stream            map[string]stream
+		Generate          map[string]gen
+		Embed             map[string]struct{ N, Dim int }
+		PS                map[string][]string
+		Unknown           map[string]struct {
+			Name   string
+			Status int
+			Error  string
+		}
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("client output: %v", err)
+	}
+	if len(got.PsBefore) != 0 {
+		t.Errorf("ps before any request: %v, want none loaded", got.PsBefore)
+	}
+	if len(got.List) != 2 || got.List[0].Name != "alpha" || got.List[0].Family != "qwen3" || got.List[0].Quant != "Q8_0" ||
+		got.List[1].Name != "beta" || got.List[1].Family != "llama" || got.List[1].Quant != "Q4_0" {
+		t.Errorf("list: %+v", got.List)
+	}
+	arch := map[string]string{"alpha": "qwen3", "beta": "llama"}
+	for _, m := range []string{"alpha", "beta"} {
+		if got.Show[m] != arch[m] {
+			t.Errorf("show %s: architecture %q, want %q", m, got.Show[m], arch[m])
+		}
+		if s := got.Stream[m]; s.Text == "" || s.Parts < 2 || !s.Done || s.Model != m || s.EvalCount != 6 {
+			t.Errorf("streamed chat on %s: %+v", m, s)
+		}
+		if g := got.Generate[m]; g.Response == "" || g.Model != m || g.EvalCount != 6 {
+			t.Errorf("generate on %s: %+v", m, g)
+		}
+		if em := got.Embed[m]; em.N != 2 || em.Dim <= 0 {
+			t.Errorf("embed on %s: %+v", m, em)
+		}
+	}
+	if fmt.Sprint(got.PS["alpha"]) != "[alpha]" || fmt.Sprint(got.PS["beta"]) != "[alpha beta]" {
+		t.Errorf("ps after each model's requests: %v", got.PS)
+	}
+	if fmt.Sprint(got.PsAfter) != "[beta]" {
+		t.Errorf("ps after keep_alive 0 on alpha: %v, want [beta]", got.PsAfter)
+	}
+	if len(got.Unknown) != 4 {
+		t.Errorf("unknown model: %+v", got.Unknown)
+	}
+	for what, u := range got.Unknown {
+		if u.Name != "ResponseError" || u.Status != 404 || !strings.HasPrefix(u.Error, `model "no-such-model" not found`) {
+			t.Errorf("%s on an unknown model: %+v, want a ResponseError with status 404", what, u)
+		}
+	}
+	if n := e.loads.Load(); n != 2 {
+		t.Errorf("%d loads, want one per model", n)
 	}
 }

@@ -57,6 +57,9 @@ type Config struct {
 	Gatherer prometheus.Gatherer
 	// ModelID is the model name the API reports; "" means the model file's base name.
 	ModelID string
+	// Aliases are other names the model answers to on Ollama's routes (a library model's
+	// ORG/REPO:QUANT); the OpenAI routes take any name (NewMulti's front checks them).
+	Aliases []string
 	// Embedder, when set, serves POST /v1/embeddings; nil answers 404.
 	Embedder *Embedder
 	// Reranker, when set, serves POST /v1/rerank (serve --rerank); nil answers 404.
@@ -138,6 +141,15 @@ type Server struct {
 	compiling chan struct{}
 	responses responseStore // finished /v1/responses, for previous_response_id
 
+	// modelMux and dispatch are a NewMulti front's: the routes of a model's server (a template's,
+	// never served), and what serves a request on one of them.
+	modelMux *http.ServeMux
+	dispatch http.HandlerFunc
+
+	// engineStats is what the live view shows of the engine: Config.Engine's, or on a NewMulti
+	// front the loaded models' together.
+	engineStats func() engine.Stats
+
 	// ollamaInfo is the model as Ollama's routes describe it (ollama_models.go), built on first use.
 	ollamaInfo func() ollamaIdentity
 }
@@ -173,6 +185,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, created: time.Now().Unix(), hosts: hosts, turns: newTurnMemo(defaultTurnEntries, defaultTurnBytes)}
 	s.grammarVocab = sync.OnceValues(s.buildGrammarVocab)
+	s.engineStats = cfg.Engine.Stats
 	s.compiling = make(chan struct{}, compileSlots())
 	v := cfg.Model.Vocab
 	if v.BOS() >= 0 {
@@ -201,6 +214,13 @@ func New(cfg Config) (*Server, error) {
 		s.metrics = promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{ErrorLog: slogPrinter{cfg.Logger}})
 	}
 	s.mux = http.NewServeMux()
+	s.route()
+	return s, nil
+}
+
+// route registers every route of a model's server on s.mux. A NewMulti front runs it on a
+// template Server of its own to learn which routes are a model's.
+func (s *Server) route() {
 	// OpenAI's routes, also without /v1 as llama-server accepts them, then llama.cpp's own.
 	for _, prefix := range []string{"/v1", ""} {
 		s.mux.HandleFunc("POST "+prefix+"/completions", s.handleCompletions)
@@ -224,14 +244,13 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /health", s.handleHealth)
 	s.mux.HandleFunc("GET /metrics", s.handleMetrics)
 	s.mux.HandleFunc("GET /live", s.handleLive)
-	if cfg.KVBlocks != nil {
-		s.mux.Handle("POST /kv/blocks", cfg.KVBlocks)
+	if s.cfg.KVBlocks != nil {
+		s.mux.Handle("POST /kv/blocks", s.cfg.KVBlocks)
 	}
 	s.routeOllama() // Ollama's /api/... (ollama.go)
 	// The web page only at exactly / so that unknown API paths keep their JSON 404.
 	s.mux.Handle("GET /{$}", web.Page())
 	s.mux.Handle("GET /ui/", web.Assets())
-	return s, nil
 }
 
 // Handler returns the server's HTTP handler: security headers and Host check, CORS, routing,
@@ -253,12 +272,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if !s.secure(w, r) || s.cors(w, r) {
 		return
 	}
-	if _, pattern := s.mux.Handler(r); pattern == "" { // no route: find out whether another method has one (405) or none (404)
+	own, pattern := s.pattern(r)
+	if pattern == "" { // no route: find out whether another method has one (405) or none (404)
 		var allow []string
 		for _, m := range methods {
 			probe := r.Clone(r.Context())
 			probe.Method = m
-			if _, p := s.mux.Handler(probe); p != "" {
+			if _, p := s.pattern(probe); p != "" {
 				allow = append(allow, m)
 			}
 		}
@@ -279,7 +299,25 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			code: "invalid_api_key", message: "invalid or missing API key: send Authorization: Bearer KEY"})
 		return
 	}
+	if !own {
+		s.dispatch(w, r) // a NewMulti front: a route of the request's model
+		return
+	}
 	s.mux.ServeHTTP(w, r) // (it sets the path values that Handler does not)
+}
+
+// pattern is the route of r: on s.mux (own), or on a front's modelMux, the routes it hands to
+// the request's model; "" when neither has one.
+func (s *Server) pattern(r *http.Request) (own bool, pattern string) {
+	if _, p := s.mux.Handler(r); p != "" {
+		return true, p
+	}
+	if s.modelMux != nil {
+		if _, p := s.modelMux.Handler(r); p != "" {
+			return false, p
+		}
+	}
+	return false, ""
 }
 
 // public reports whether path is served without the API key.
@@ -321,6 +359,13 @@ type modelJSON struct {
 	Object  string `json:"object"`
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
+	// Status is set by a NewMulti front: whether the model is in memory.
+	Status *modelStatus `json:"status,omitempty"`
+}
+
+// modelStatus is a model's state in a front's /v1/models: "loaded", "loading" or "unloaded".
+type modelStatus struct {
+	Value string `json:"value"`
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {

@@ -27,12 +27,13 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) > 0 && args[0] == "serve" {
 		return benchServe(ctx, args[1:], stdout, stderr)
 	}
-	fs := newFlags("bench", "bench [-m MODEL] [-p 512] [-n 128] [-r 5] [-o md|json|jsonl|csv]\n       ubatch bench --batched [-m MODEL] [-npp 128] [-ntg 32] [-npl 1,2,4,8,16] [-o md|jsonl]\n       ubatch bench serve -h", stderr)
+	fs := newFlags("bench", "bench [-m MODEL] [-p 512] [-n 128] [-d 0] [-r 5] [-o md|json|jsonl|csv]\n       ubatch bench --batched [-m MODEL] [-npp 128] [-ntg 32] [-npl 1,2,4,8,16] [-o md|jsonl]\n       ubatch bench serve -h", stderr)
 	var mf modelFlags
 	mf.register(fs, 2048)
 	// llama-bench's defaults, so that the same command line measures the same tests.
 	pp := fs.StringP("n-prompt", "p", "512", "prompt lengths to test (comma-separated; 0 skips the pp test)")
 	tg := fs.StringP("n-gen", "n", "128", "generation lengths to test (comma-separated; 0 skips the tg test)")
+	depth := fs.StringP("n-depth", "d", "0", "depths to test at (comma-separated), as llama-bench's: each test runs after this many tokens are already in the KV cache (filled before the clock starts, every repetition); -c must hold depth plus the test's tokens")
 	reps := fs.IntP("repetitions", "r", 5, "repetitions of each test (after one warm-up run)")
 	batched := fs.Bool("batched", false, "llama-batched-bench mode: -npl sequences each with an -npp prompt and -ntg generated tokens")
 	npp := fs.String("npp", "128", "batched mode: prompt tokens per sequence (comma-separated)")
@@ -43,9 +44,13 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measurements to this file (inspect with go tool pprof)")
 	membw := fs.Bool("membw", false, "measure the machine's memory read bandwidth with the same thread count (once first, then right before and after every tg repetition), and report each tg test's share of it: per repetition against the larger of its two neighbouring measurements, the median over repetitions")
 	kernels := kernelsFlag(fs)
+	peak := fs.Bool("peak", false, "measure this CPU's peak int8 and f32 multiply-add throughput (the kernels' roofline: one loop per instruction of each kernel path), per core and on -t threads, and exit; the pp tests report their GEMM's share of it anyway")
 	checkFormat := func() error {
 		if *asJSON && !fs.Changed("output") {
 			*format = "json"
+		}
+		if *batched && fs.Changed("n-depth") {
+			return fmt.Errorf("-d: depth tests are llama-bench's, not --batched's: drop -d or --batched")
 		}
 		return checkBenchFormat(*format, *batched)
 	}
@@ -57,6 +62,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer restoreKernels()
+	if *peak {
+		return benchPeak(stdout, threads(mf.threads))
+	}
 	var bandwidth func() float64 // bytes per second; nil without --membw
 	if *membw {
 		buf, n := make([]uint64, 64<<20), threads(mf.threads) // 512 MiB
@@ -79,11 +87,11 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return benchBatched(ctx, m, &mf, lists[0], lists[1], lists[2], *format != "md", stdout, stderr)
 	}
-	lists, err := intLists(*pp, *tg)
+	lists, err := intLists(*pp, *tg, *depth)
 	if err != nil {
 		return err
 	}
-	return benchSingle(ctx, m, &mf, lists[0], lists[1], *reps, &benchPrinter{format: *format, w: stdout}, bandwidth, stdout)
+	return benchSingle(ctx, m, &mf, benchTests(lists[0], lists[1], lists[2]), *reps, &benchPrinter{format: *format, w: stdout}, bandwidth, stdout)
 }
 
 func intLists(specs ...string) ([][]int, error) {
@@ -120,7 +128,7 @@ type benchRow struct {
 	TypeV         string    `json:"type_v"`
 	NPrompt       int       `json:"n_prompt"`
 	NGen          int       `json:"n_gen"`
-	NDepth        int       `json:"n_depth"` // always 0: tests start on an empty cache
+	NDepth        int       `json:"n_depth"` // tokens in the cache before the test (-d)
 	TestTime      string    `json:"test_time"`
 	AvgNs         int64     `json:"avg_ns"`
 	StddevNs      int64     `json:"stddev_ns"`
@@ -138,6 +146,10 @@ type benchRow struct {
 	BandwidthShare  float64   `json:"bandwidth_share,omitempty"`
 	BandwidthShares []float64 `json:"bandwidth_shares,omitempty"`
 	KernelPath      string    `json:"kernel_path"`
+	// CPUNs is ubatch's own: the process's CPU time (user + system, all threads) over the timed
+	// part of each repetition (the depth's prefill left out), for rates on a machine shared with
+	// other work, where it moves far less than the wall time (see printCPURates).
+	CPUNs []int64 `json:"samples_cpu_ns,omitempty"`
 }
 
 // weightBytes is what one decode step reads of the weights: every matrix once (a tied
@@ -186,10 +198,33 @@ func median(x []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs []int, reps int, out *benchPrinter, bandwidth func() float64, stdout io.Writer) error {
+// benchTest is one llama-bench test: a prompt of pp tokens or tg generated ones, after depth
+// tokens in the cache.
+type benchTest struct{ pp, tg, depth int }
+
+// benchTests lists llama-bench's tests in its order: for each depth, the prompt lengths, then the
+// generation lengths (0 skips).
+func benchTests(pps, tgs, depths []int) []benchTest {
+	var tests []benchTest
+	for _, d := range depths {
+		for _, p := range pps {
+			if p > 0 {
+				tests = append(tests, benchTest{pp: p, depth: d})
+			}
+		}
+		for _, g := range tgs {
+			if g > 0 {
+				tests = append(tests, benchTest{tg: g, depth: d})
+			}
+		}
+	}
+	return tests
+}
+
+func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, tests []benchTest, reps int, out *benchPrinter, bandwidth func() float64, stdout io.Writer) error {
 	need := 0
-	for _, v := range append(append([]int{}, pps...), tgs...) {
-		need = max(need, v)
+	for _, tc := range tests {
+		need = max(need, tc.depth+tc.pp+tc.tg)
 	}
 	lctx, err := mf.newContext(m, 1, func(o *runner.Options) {
 		if o.NCtx == 0 {
@@ -200,37 +235,40 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 		return err
 	}
 	defer lctx.Close()
+	if n := lctx.Options().NCtx; need > n {
+		return fmt.Errorf("-c %d: a test needs %d tokens of KV cache (depth plus its prompt or generated tokens): give -c %d or more", n, need, need)
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	var rows []benchRow
-	var tests [][2]int
-	for _, p := range pps {
-		if p > 0 {
-			tests = append(tests, [2]int{p, 0})
-		}
-	}
-	for _, g := range tgs {
-		if g > 0 {
-			tests = append(tests, [2]int{0, g})
-		}
-	}
+	var cpuSum time.Duration // CPU time of the timed parts of the repetitions so far
+	var gemms []gemmCount
 	out.begin()
 	var b batch.Batch
 	for _, tc := range tests {
 		run := func() (time.Duration, error) {
 			lctx.KV().Clear()
-			start := time.Now()
-			if tc[0] > 0 {
-				toks := make([]int32, tc[0])
+			random := func(n int) []int32 {
+				toks := make([]int32, n)
 				for i := range toks {
 					toks[i] = rng.Int32N(int32(m.Hparams().Vocab))
 				}
-				if err := prefill(lctx, &b, toks, 0); err != nil {
+				return toks
+			}
+			if tc.depth > 0 { // the context the test starts from, not timed
+				if err := prefill(lctx, &b, random(tc.depth), 0); err != nil {
 					return 0, err
 				}
 			}
-			for i := range tc[1] {
+			start, cpu0 := time.Now(), processCPU()
+			defer func() { cpuSum += processCPU() - cpu0 }()
+			if tc.pp > 0 {
+				if err := prefill(lctx, &b, random(tc.pp), int32(tc.depth)); err != nil {
+					return 0, err
+				}
+			}
+			for i := range tc.tg {
 				b.Clear()
-				b.Add(rng.Int32N(int32(m.Hparams().Vocab)), int32(i), seq0, true)
+				b.Add(rng.Int32N(int32(m.Hparams().Vocab)), int32(tc.depth+i), seq0, true)
 				if err := lctx.Decode(&b); err != nil {
 					return 0, err
 				}
@@ -240,9 +278,14 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 		if _, err := run(); err != nil { // warm-up
 			return err
 		}
-		row := newBenchRow(m, lctx, tc[0], tc[1])
-		measure := tc[1] > 0 && bandwidth != nil
+		row := newBenchRow(m, lctx, tc.pp, tc.tg)
+		row.NDepth = tc.depth
+		measure := tc.tg > 0 && bandwidth != nil
 		var read []float64
+		gemm := runner.GEMMStats{Tokens: gemmMinTokens}
+		if tc.pp > 0 {
+			lctx.CountGEMM(&gemm)
+		}
 		for range reps {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -250,17 +293,23 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 			if measure {
 				read = append(read, bandwidth())
 			}
+			cpu0 := cpuSum
 			d, err := run()
 			if err != nil {
 				return err
 			}
+			row.CPUNs = append(row.CPUNs, (cpuSum - cpu0).Nanoseconds())
 			row.SamplesNs = append(row.SamplesNs, d.Nanoseconds())
-			row.SamplesTs = append(row.SamplesTs, float64(tc[0]+tc[1])/d.Seconds())
+			row.SamplesTs = append(row.SamplesTs, float64(tc.pp+tc.tg)/d.Seconds())
+		}
+		lctx.CountGEMM(nil)
+		if tc.pp > 0 {
+			gemms = append(gemms, gemmCount{test: row.testName(), stats: gemm.Stats()})
 		}
 		row.AvgNs, row.StddevNs = meanStd64(row.SamplesNs)
 		row.AvgTs, row.StddevTs = meanStd(row.SamplesTs)
 		row.PeakRSS = peakRSS()
-		if tc[1] > 0 {
+		if tc.tg > 0 {
 			row.WeightBytes = weightBytes(m)
 			row.GBps = float64(row.WeightBytes) * row.AvgTs / 1e9
 			if measure {
@@ -273,6 +322,13 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 	if err := out.end(); err != nil || out.format != "md" {
 		return err
 	}
+	printSingleSummary(stdout, m, rows, gemms, threads(mf.threads))
+	return nil
+}
+
+// printSingleSummary prints what follows the md table: memory, kernels, the tg tests' weight
+// rates and bandwidth shares, every test's rate by CPU time and the pp tests' GEMM shares.
+func printSingleSummary(stdout io.Writer, m *model.Model, rows []benchRow, gemms []gemmCount, threads int) {
 	fmt.Fprintf(stdout, "\npeak RSS: %.1f MiB (model file %.1f MiB)\n%s\n", float64(peakRSS())/(1<<20), float64(m.Size)/(1<<20), modelKernels(m))
 	for _, r := range rows {
 		if r.WeightBytes > 0 {
@@ -284,7 +340,8 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 			fmt.Fprintln(stdout)
 		}
 	}
-	return nil
+	printCPURates(stdout, rows, threads)
+	printGEMMShares(stdout, gemms, threads)
 }
 
 func newBenchRow(m *model.Model, lctx *runner.Context, np, ng int) benchRow {

@@ -23,8 +23,13 @@ type batchedRow struct {
 	SpeedPP float64 `json:"speed_pp"`
 	TTG     float64 `json:"t_tg"`
 	SpeedTG float64 `json:"speed_tg"`
-	T       float64 `json:"t"`
-	Speed   float64 `json:"speed"`
+	// CPUTG is the process's CPU time (user + system) over the tg steps, SpeedTGCPU pl·tg over
+	// that time per thread: the rate the threads would reach with the cores to themselves
+	// (ubatch's own figure, for a machine shared with other work).
+	CPUTG      float64 `json:"cpu_tg,omitempty"`
+	SpeedTGCPU float64 `json:"speed_tg_cpu,omitempty"`
+	T          float64 `json:"t"`
+	Speed      float64 `json:"speed"`
 }
 
 // benchBatched runs, for every (pp, tg, pl): pl sequences each decode their own pp-token prompt
@@ -77,6 +82,7 @@ func benchBatched(ctx context.Context, m *model.Model, mf *modelFlags, npp, ntg,
 		return nil
 	}
 	warm := true
+	var rows []batchedRow // md: for the CPU-time summary
 	for _, pp := range npp {
 		for _, tg := range ntg {
 			for _, pl := range npl {
@@ -86,7 +92,7 @@ func benchBatched(ctx context.Context, m *model.Model, mf *modelFlags, npp, ntg,
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				measure := func() (tPP, tTG time.Duration, err error) {
+				measure := func() (tPP, tTG, cTG time.Duration, err error) {
 					lctx.KV().Clear()
 					var tokens, pos []int32
 					var seqOf []int
@@ -101,10 +107,10 @@ func benchBatched(ctx context.Context, m *model.Model, mf *modelFlags, npp, ntg,
 					}
 					t0 := time.Now()
 					if err := decodeAll(tokens, pos, seqOf, logits); err != nil {
-						return 0, 0, err
+						return 0, 0, 0, err
 					}
 					tPP = time.Since(t0)
-					t1 := time.Now()
+					t1, c1 := time.Now(), processCPU()
 					for step := range tg {
 						tokens, pos, seqOf, logits = tokens[:0], pos[:0], seqOf[:0], logits[:0]
 						for s := range pl {
@@ -114,44 +120,67 @@ func benchBatched(ctx context.Context, m *model.Model, mf *modelFlags, npp, ntg,
 							logits = append(logits, true)
 						}
 						if err := decodeAll(tokens, pos, seqOf, logits); err != nil {
-							return 0, 0, err
+							return 0, 0, 0, err
 						}
 					}
-					return tPP, time.Since(t1), nil
+					return tPP, time.Since(t1), processCPU() - c1, nil
 				}
 				if warm { // the first run pages the weights in and sizes the buffers
 					warm = false
-					if _, _, err := measure(); err != nil {
+					if _, _, _, err := measure(); err != nil {
 						return err
 					}
 				}
-				tPP, tTG, err := measure()
+				tPP, tTG, cTG, err := measure()
 				if err != nil {
 					return err
 				}
-				r := batchedRow{PP: pp, TG: tg, PL: pl, NKV: pl * (pp + tg), TPP: tPP.Seconds(), TTG: tTG.Seconds()}
-				if pp > 0 {
-					r.SpeedPP = float64(pl*pp) / r.TPP
-				}
-				if tg > 0 {
-					r.SpeedTG = float64(pl*tg) / r.TTG
-				}
-				r.T = r.TPP + r.TTG
-				r.Speed = float64(r.NKV) / r.T
+				r := newBatchedRow(pp, tg, pl, tPP, tTG, cTG, threads(lctx.Options().Threads))
 				if asJSON {
 					line, _ := json.Marshal(r)
 					fmt.Fprintln(stdout, string(line))
 				} else {
 					fmt.Fprintf(stdout, "|%6d |%6d |%4d |%6d |%8.3f |%8.2f |%8.3f |%8.2f |%8.3f |%8.2f |\n",
 						r.PP, r.TG, r.PL, r.NKV, r.TPP, r.SpeedPP, r.TTG, r.SpeedTG, r.T, r.Speed)
+					rows = append(rows, r)
 				}
 			}
 		}
 	}
 	if !asJSON {
+		printCPUTG(stdout, rows)
 		fmt.Fprintf(stdout, "\npeak RSS: %.1f MiB (model file %.1f MiB)\n%s\n", float64(peakRSS())/(1<<20), float64(m.Size)/(1<<20), modelKernels(m))
 	} else {
 		fmt.Fprintf(stderr, "peak RSS: %.1f MiB\n", float64(peakRSS())/(1<<20))
 	}
 	return nil
+}
+
+// newBatchedRow is the row of one (pp, tg, pl) run: the prompt and tg phases' wall times and
+// the tg phase's process CPU time (0 where unknown) on threads threads.
+func newBatchedRow(pp, tg, pl int, tPP, tTG, cTG time.Duration, threads int) batchedRow {
+	r := batchedRow{PP: pp, TG: tg, PL: pl, NKV: pl * (pp + tg), TPP: tPP.Seconds(), TTG: tTG.Seconds()}
+	if pp > 0 {
+		r.SpeedPP = float64(pl*pp) / r.TPP
+	}
+	if tg > 0 {
+		r.SpeedTG = float64(pl*tg) / r.TTG
+		if cTG > 0 {
+			r.CPUTG = cTG.Seconds()
+			r.SpeedTGCPU = float64(pl*tg) / (r.CPUTG / float64(threads))
+		}
+	}
+	r.T = r.TPP + r.TTG
+	r.Speed = float64(r.NKV) / r.T
+	return r
+}
+
+// printCPUTG prints the tg steps' rates per CPU-second of the rows (md output), after the table.
+func printCPUTG(w io.Writer, rows []batchedRow) {
+	fmt.Fprintln(w)
+	for _, r := range rows {
+		if r.SpeedTGCPU > 0 {
+			fmt.Fprintf(w, "B=%d: S_TG %.2f t/s by process CPU time (%.3f s user+sys over the tg steps, per thread)\n", r.PL, r.SpeedTGCPU, r.CPUTG)
+		}
+	}
 }

@@ -82,12 +82,16 @@ func (p *benchPrinter) end() error {
 	return nil
 }
 
-// testName is llama-bench's name of the test: pp512, tg128.
+// testName is llama-bench's name of the test: pp512, tg128, pp512 @ d4096.
 func (r benchRow) testName() string {
+	name := fmt.Sprintf("pp%d", r.NPrompt)
 	if r.NGen > 0 {
-		return fmt.Sprintf("tg%d", r.NGen)
+		name = fmt.Sprintf("tg%d", r.NGen)
 	}
-	return fmt.Sprintf("pp%d", r.NPrompt)
+	if r.NDepth > 0 {
+		name += fmt.Sprintf(" @ d%d", r.NDepth)
+	}
+	return name
 }
 
 // benchParams is llama-bench's md params column: millions, or billions from 1e9.

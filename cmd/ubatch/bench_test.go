@@ -1,8 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"math"
+	"strings"
 	"testing"
+
+	"ubatch/internal/testdata"
 )
 
 func TestShareOfBandwidth(t *testing.T) {
@@ -32,6 +36,49 @@ func TestShareOfBandwidth(t *testing.T) {
 				if !near(s, tc.wantEach[i]) {
 					t.Errorf("repetition %d share %v, want %v", i, s, tc.wantEach[i])
 				}
+			}
+		})
+	}
+}
+
+// TestBenchDepth: -d runs every test at every depth, llama-bench's order and names (n_depth,
+// "pp16 @ d32"), and a -c that cannot hold depth plus the test is an error naming -c.
+func TestBenchDepth(t *testing.T) {
+	model := testdata.Model(t, "stories260K.gguf")
+	base := []string{"bench", "-m", model, "-p", "16", "-n", "4", "-d", "0,32", "-r", "1", "-t", "1"}
+	code, out, errs := ubatch(t, append(base, "-o", "json")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rows []benchRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	want := []benchTest{{pp: 16}, {tg: 4}, {pp: 16, depth: 32}, {tg: 4, depth: 32}}
+	if len(rows) != len(want) {
+		t.Fatalf("%d rows, want %d:\n%s", len(rows), len(want), out)
+	}
+	for i, r := range rows {
+		if got := (benchTest{pp: r.NPrompt, tg: r.NGen, depth: r.NDepth}); got != want[i] || r.AvgTs <= 0 {
+			t.Errorf("row %d: %+v at %v t/s, want %+v", i, got, r.AvgTs, want[i])
+		}
+	}
+	if code, out, errs = ubatch(t, base...); code != 0 || !strings.Contains(out, "pp16 @ d32") || !strings.Contains(out, "tg4 @ d32") {
+		t.Errorf("md: exit %d, %s\n%s", code, errs, out)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"context too small", []string{"-c", "32"}, "-c 32: a test needs 48 tokens"},
+		{"batched", []string{"--batched"}, "-d: depth tests"},
+		{"negative", []string{"-d", "-1"}, "bad number"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errs := ubatch(t, append(base, tc.args...)...)
+			if code == 0 || !strings.Contains(errs, tc.want) {
+				t.Errorf("exit %d, stderr %q; want an error with %q", code, errs, tc.want)
 			}
 		})
 	}

@@ -307,11 +307,10 @@ var llamaFlagTable = []llamaFlag{
 	{spell: "--reasoning-budget-message", arg: "MESSAGE", cmds: "s", note: "no thinking budget"},
 	{spell: "--reasoning-preserve", cmds: "s", note: "history turns are rendered as the chat template says"},
 	{spell: "--no-reasoning-preserve", cmds: "s", note: "history turns are rendered as the chat template says"},
-	{spell: "--models-dir", arg: "PATH", cmds: "s", how: refused, note: "one model per server: run one ubatch serve per model behind ubatch route"},
-	{spell: "--models-preset", arg: "PATH", cmds: "s", how: refused, note: "one model per server: run one ubatch serve per model behind ubatch route"},
-	{spell: "--models-max", arg: "N", cmds: "s", note: "one model per server"},
-	{spell: "--models-autoload", cmds: "s", note: "one model per server"},
-	{spell: "--no-models-autoload", cmds: "s", note: "one model per server"},
+	{spell: "--models-preset", arg: "PATH", cmds: "s", how: refused, note: "no model presets: serve the library (--models-dir) or repeat -m"},
+	{spell: "--models-max", cmds: "s", how: aliased, note: "max-models"},
+	{spell: "--models-autoload", cmds: "s", note: "models always load on their first request"},
+	{spell: "--no-models-autoload", cmds: "s", note: "models always load on their first request"},
 
 	// llama-server's presets, which download a model (and a draft) and set its flags.
 	{spell: "--embd-gemma-default", cmds: "s", how: refused, note: noPreset},
@@ -359,7 +358,6 @@ var llamaFlagTable = []llamaFlag{
 
 	// llama-bench's tests.
 	{spell: "-pg", arg: "<pp,tg>", cmds: "B", how: refused, note: "combined prompt+generation tests are not supported: use -p and -n"},
-	{spell: "-d, --n-depth", arg: "<n>", cmds: "B", how: refused, note: "tests at a depth are not supported", keep: []string{"0"}},
 	{spell: "-embd, --embeddings", arg: "<0|1>", cmds: "B", how: refused, note: "embedding tests are not supported", keep: []string{"0"}},
 	{spell: "-pps", cmds: "B", how: refused, note: "a prompt shared across the sequences is not supported in --batched"},
 }

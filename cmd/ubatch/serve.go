@@ -1,8 +1,8 @@
 package main
 
 import (
-	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,243 +15,253 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/pflag"
 
 	"ubatch/engine"
 	"ubatch/kvcache"
 	"ubatch/runner"
-	"ubatch/sample"
 	"ubatch/server"
 )
 
-// cmdServe loads a model, starts the continuous-batching engine and serves the OpenAI and
-// llama.cpp HTTP APIs until ctx ends (SIGINT/SIGTERM), then drains in-flight requests.
+// serveOpts are serve's flags.
+type serveOpts struct {
+	mf                modelFlags
+	sf                samplingFlags
+	ff                fleetFlags
+	kf                kvDiskFlags
+	cf                constraintFlags
+	np                int
+	kvSeqs            int // the sequences the default -c makes room for (16 when np was 0)
+	mm                modelsFlags
+	host              *string
+	port              *int
+	chunkSize         *int
+	targetITL         *time.Duration
+	maxQueue          *int
+	policy            *string
+	maxClientPriority *string
+	apiKey            *string
+	alias             *string
+	maxBody           *int64
+	grace             *time.Duration
+	readTimeout       *time.Duration
+	writeTimeout      *time.Duration
+	maxConns          *int
+	maxConnsPerClient *int
+	trustedProxies    *string
+	maxLive           *int
+	maxEmbInputs      *int
+	maxEmbTokens      *int
+	verbose           *bool
+	cpuProfile        *string
+	embeddings        *bool
+	rerank            *bool
+	corsOrigin        *string
+	allowedHosts      *string
+	contextShift      *bool
+	keep              *int
+	chatTemplate      *string
+	chatTemplateFile  *string
+	reasoningFormat   *string
+	pooling           *string
+	memLimit          *string
+}
+
+// register adds serve's flags to fs.
+func (o *serveOpts) register(fs *pflag.FlagSet) {
+	// -b 512: one micro-batch (-ub) per step. While sequences decode, --target-itl sizes the
+	// prompt chunks and -b is only their cap; it decides the steps with nobody decoding (a
+	// burst of new prompts), and 512 served the shared and mixed workloads faster than 192
+	// (the default until then) and, on mixed, than 2048 (docs/performance.md).
+	o.mf.register(fs, 512)
+	o.mm.register(fs, &o.mf)
+	o.sf.register(fs)
+	o.ff.register(fs)
+	o.kf.register(fs)
+	o.cf.register(fs)
+	o.host = fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
+	o.port = fs.Int("port", 8080, "TCP port to listen on (0 = any free port; the log says which)")
+	fs.IntVar(&o.np, "parallel", 0, "most sequences decoded together (-np), an upper bound: within it the engine runs as many as the KV cache holds at the mean sequence length seen and --target-itl allows (/metrics: ubatch_sequences_running_bound, ubatch_admission_stop); each of a request's n choices is one. 0 = up to "+strconv.Itoa(autoParallel)+" (within --batch-size), with the default -c sized for "+strconv.Itoa(autoParallelKV)+" sequences")
+	// The chunk default favours latency on a CPU: a step's time grows with its tokens, and every
+	// running stream waits for the whole step, so small chunks keep inter-token gaps short while
+	// long prompts arrive. For throughput on prompt-heavy loads raise it (e.g. 256).
+	o.chunkSize = fs.Int("chunk-size", 48, "most prompt tokens of one sequence per step, so long prompts do not stall other streams")
+	o.targetITL = fs.Duration("target-itl", 60*time.Millisecond, "inter-token latency a step should meet while sequences decode: prompt chunks are sized to it from a cost model of steps fitted online (--batch-size and --chunk-size stay upper bounds; 0 = no target)")
+	o.maxQueue = fs.Int("max-queue", 64, "requests waiting for a free sequence slot; beyond it requests get 429 with Retry-After")
+	o.policy = fs.String("policy", "sjf", "order of requests of equal priority: sjf (admission by expected cost, prompt tokens not cached plus max_tokens, and prompt chunks by remaining prompt, so short requests are not stuck behind long ones; a request waiting 10 s goes first) or fcfs (arrival order)")
+	o.maxClientPriority = fs.String("max-client-priority", "high", "highest request \"priority\" (low, normal, high or an integer) a request may ask for without the --api-key; above it, 400. Without --api-key it applies to every request")
+	o.apiKey = fs.String("api-key", "", "require \"Authorization: Bearer KEY\" on every route but /health (default: no key)")
+	o.alias = fs.String("alias", "", "model id the API reports for the first -m (default: its library name, else the file name)")
+	o.maxBody = fs.Int64("max-body", server.DefaultMaxBodyBytes, "largest request body in bytes (413 beyond it)")
+	o.grace = fs.Duration("shutdown-timeout", server.DefaultGrace, "on SIGINT/SIGTERM, how long in-flight requests may run before they are cut (streams end with an error event)")
+	o.readTimeout = fs.Duration("read-timeout", server.DefaultReadTimeout, "longest time to read one request, headers and body (a body still arriving then gets 408)")
+	o.writeTimeout = fs.Duration("write-timeout", server.DefaultWriteTimeout, "longest time one write to a client may take: a response, or one event of a stream (a client that stops reading is cut)")
+	o.maxConns = fs.Int("max-connections", server.DefaultMaxConnections, "most open connections, idle keep-alive ones included; beyond it new connections get 503 at once")
+	o.maxConnsPerClient = fs.Int("max-conns-per-client", server.DefaultMaxConnsPerClient, "most open connections from one client address (IPv6: its /64), so one client cannot take every --max-connections slot; beyond it new connections get 429 at once. Behind --trusted-proxies it caps each client's requests in flight instead (/health, /metrics exempt)")
+	o.trustedProxies = fs.String("trusted-proxies", "", "reverse proxies (nginx, ubatch route) in front, comma-separated CIDRs or addresses: their connections are not capped per address, and their X-Forwarded-For names the client that --max-conns-per-client counts (default: none)")
+	o.maxLive = fs.Int("max-live-streams", server.DefaultMaxLiveStreams, "most open GET /live streams (the web page's live view); beyond it they get 503 at once. They do not count against --max-connections")
+	o.maxEmbInputs = fs.Int("max-embedding-inputs", server.DefaultMaxEmbeddingInputs, "most inputs of one /v1/embeddings request (400 beyond it)")
+	o.maxEmbTokens = fs.Int("max-embedding-tokens", server.DefaultMaxEmbeddingTokens, "most tokens of one /v1/embeddings request's inputs in all (400 beyond it)")
+	o.verbose = fs.BoolP("verbose", "v", false, "log every request (debug level)")
+	o.cpuProfile = fs.String("cpuprofile", "", "write a CPU profile of the whole run, until shutdown, to this file (inspect with go tool pprof)")
+	o.embeddings = fs.Bool("embeddings", false, "serve POST /v1/embeddings from a context of its own (llama.cpp's --embeddings)")
+	o.rerank = fs.Bool("rerank", false, "serve POST /v1/rerank from a context of its own (llama-server's --rerank/--reranking; a reranker GGUF: pooling type rank; --max-embedding-inputs and --max-embedding-tokens bound its documents)")
+	o.corsOrigin = fs.String("cors-origin", "", "browser origins allowed to call the API, comma-separated (\"*\" for any; default: pages on localhost only)")
+	o.allowedHosts = fs.String("allowed-hosts", "", "Host header names served besides localhost ones, comma-separated (\"*\" for any); on a loopback --host other names get 403, so that a web page cannot reach the server by DNS rebinding (its own name re-resolved to 127.0.0.1)")
+	o.contextShift = fs.Bool("context-shift", false, "let a sequence that reaches n_ctx_seq go on: drop the older half of its history and shift the rest (llama.cpp's --context-shift); without it, it stops there")
+	o.keep = fs.Int("keep", 0, "with --context-shift, prompt tokens a shift never drops besides BOS (llama.cpp's --keep/n_keep: a model that adds BOS keeps it too); -1: the whole prompt")
+	o.chatTemplate = fs.String("chat-template", "", "Jinja chat template to use instead of the model's tokenizer.chat_template")
+	o.chatTemplateFile = fs.String("chat-template-file", "", "read the chat template from this file")
+	o.reasoningFormat = fs.String("reasoning-format", server.ReasoningAuto, "default of chat requests' reasoning_format: auto (split the reasoning the chat template teaches, <think>...</think>, into reasoning_content), deepseek (split <think>...</think> whatever the template) or none (leave it in content)")
+	fs.Bool("jinja", true, "accepted for llama.cpp compatibility: templates are always rendered with Jinja")
+	o.pooling = fs.String("pooling", "mean", "how /v1/embeddings pools the tokens' final hidden states: mean or last")
+	o.memLimit = fs.String("mem-limit", "", "memory the KV cache may take, e.g. 8G or 512M; -c is refused beyond it; serving several models, also what the loaded models' weights and KV caches may take in all (the least recently used idle one is unloaded to make room) (default: what the system has available: MemAvailable, within the cgroup's limit)")
+}
+
+// cmdServe serves the models (-m, repeated, or the library) over the OpenAI, llama.cpp and
+// Ollama HTTP APIs until ctx ends (SIGINT/SIGTERM), then drains in-flight requests.
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", "serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [-c CTX] [-np 16] [flags]\n\n"+
+	fs := newFlags("serve", "serve [-m MODEL]... [--host 127.0.0.1] [--port 8080] [-c CTX] [-np 16] [flags]\n\n"+
+		"Models: each -m (a path, a library name, ORG/REPO[:QUANT]); without -m, every model of the library\n"+
+		"(--models-dir; the demo model when it is empty). One -m is loaded at start and kept (unless --keep-alive);\n"+
+		"otherwise a model loads on its first request and unloads after --keep-alive idle. Requests name it in \"model\".\n"+
 		"Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /v1/models/{id},\n"+
 		"POST /v1/embeddings (with --embeddings) (OpenAI; also without /v1); POST /completion, POST /infill,\n"+
 		"POST /v1/rerank (with --rerank), POST /tokenize, "+
 		"POST /detokenize, POST /apply-template, GET /props, GET /health (llama.cpp); GET /metrics (Prometheus);\n"+
+		"POST /api/chat, /api/generate, /api/embed, GET /api/tags, /api/ps ... (Ollama);\n"+
 		"GET / (the web page: chat playground and live batching view), GET /live (its event feed).\n"+
 		"Requests may set \"priority\": \"low\"|\"normal\"|\"high\" or an integer (higher is served first; a waiting\n"+
 		"request gains one level per 5 s waited, up to high; above --max-client-priority only with the --api-key).\n"+
 		"SIGINT/SIGTERM stops accepting connections, lets running requests finish (for up to --shutdown-timeout,\n"+
 		"then cuts them: streams end with an error event), then exits.", stderr)
-	var mf modelFlags
-	var sf samplingFlags
-	// -b 512: one micro-batch (-ub) per step. While sequences decode, --target-itl sizes the
-	// prompt chunks and -b is only their cap; it decides the steps with nobody decoding (a
-	// burst of new prompts), and 512 served the shared and mixed workloads faster than 192
-	// (the default until then) and, on mixed, than 2048 (docs/performance.md).
-	mf.register(fs, 512)
-	sf.register(fs)
-	var ff fleetFlags
-	ff.register(fs)
-	var kf kvDiskFlags
-	kf.register(fs)
-	var cf constraintFlags
-	cf.register(fs)
-	host := fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
-	port := fs.Int("port", 8080, "TCP port to listen on (0 = any free port; the log says which)")
-	var np int
-	fs.IntVar(&np, "parallel", 0, "most sequences decoded together (-np), an upper bound: within it the engine runs as many as the KV cache holds at the mean sequence length seen and --target-itl allows (/metrics: ubatch_sequences_running_bound, ubatch_admission_stop); each of a request's n choices is one. 0 = up to "+strconv.Itoa(autoParallel)+" (within --batch-size), with the default -c sized for "+strconv.Itoa(autoParallelKV)+" sequences")
-	// The chunk default favours latency on a CPU: a step's time grows with its tokens, and every
-	// running stream waits for the whole step, so small chunks keep inter-token gaps short while
-	// long prompts arrive. For throughput on prompt-heavy loads raise it (e.g. 256).
-	chunkSize := fs.Int("chunk-size", 48, "most prompt tokens of one sequence per step, so long prompts do not stall other streams")
-	targetITL := fs.Duration("target-itl", 60*time.Millisecond, "inter-token latency a step should meet while sequences decode: prompt chunks are sized to it from a cost model of steps fitted online (--batch-size and --chunk-size stay upper bounds; 0 = no target)")
-	maxQueue := fs.Int("max-queue", 64, "requests waiting for a free sequence slot; beyond it requests get 429 with Retry-After")
-	policy := fs.String("policy", "sjf", "order of requests of equal priority: sjf (admission by expected cost, prompt tokens not cached plus max_tokens, and prompt chunks by remaining prompt, so short requests are not stuck behind long ones; a request waiting 10 s goes first) or fcfs (arrival order)")
-	maxClientPriority := fs.String("max-client-priority", "high", "highest request \"priority\" (low, normal, high or an integer) a request may ask for without the --api-key; above it, 400. Without --api-key it applies to every request")
-	apiKey := fs.String("api-key", "", "require \"Authorization: Bearer KEY\" on every route but /health (default: no key)")
-	alias := fs.String("alias", "", "model id the API reports (default: the model file name)")
-	maxBody := fs.Int64("max-body", server.DefaultMaxBodyBytes, "largest request body in bytes (413 beyond it)")
-	grace := fs.Duration("shutdown-timeout", server.DefaultGrace, "on SIGINT/SIGTERM, how long in-flight requests may run before they are cut (streams end with an error event)")
-	readTimeout := fs.Duration("read-timeout", server.DefaultReadTimeout, "longest time to read one request, headers and body (a body still arriving then gets 408)")
-	writeTimeout := fs.Duration("write-timeout", server.DefaultWriteTimeout, "longest time one write to a client may take: a response, or one event of a stream (a client that stops reading is cut)")
-	maxConns := fs.Int("max-connections", server.DefaultMaxConnections, "most open connections, idle keep-alive ones included; beyond it new connections get 503 at once")
-	maxConnsPerClient := fs.Int("max-conns-per-client", server.DefaultMaxConnsPerClient, "most open connections from one client address (IPv6: its /64), so one client cannot take every --max-connections slot; beyond it new connections get 429 at once. Behind --trusted-proxies it caps each client's requests in flight instead (/health, /metrics exempt)")
-	trustedProxies := fs.String("trusted-proxies", "", "reverse proxies (nginx, ubatch route) in front, comma-separated CIDRs or addresses: their connections are not capped per address, and their X-Forwarded-For names the client that --max-conns-per-client counts (default: none)")
-	maxLive := fs.Int("max-live-streams", server.DefaultMaxLiveStreams, "most open GET /live streams (the web page's live view); beyond it they get 503 at once. They do not count against --max-connections")
-	maxEmbInputs := fs.Int("max-embedding-inputs", server.DefaultMaxEmbeddingInputs, "most inputs of one /v1/embeddings request (400 beyond it)")
-	maxEmbTokens := fs.Int("max-embedding-tokens", server.DefaultMaxEmbeddingTokens, "most tokens of one /v1/embeddings request's inputs in all (400 beyond it)")
-	verbose := fs.BoolP("verbose", "v", false, "log every request (debug level)")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run, until shutdown, to this file (inspect with go tool pprof)")
-	embeddings := fs.Bool("embeddings", false, "serve POST /v1/embeddings from a context of its own (llama.cpp's --embeddings)")
-	rerank := fs.Bool("rerank", false, "serve POST /v1/rerank from a context of its own (llama-server's --rerank/--reranking; a reranker GGUF: pooling type rank; --max-embedding-inputs and --max-embedding-tokens bound its documents)")
-	corsOrigin := fs.String("cors-origin", "", "browser origins allowed to call the API, comma-separated (\"*\" for any; default: pages on localhost only)")
-	allowedHosts := fs.String("allowed-hosts", "", "Host header names served besides localhost ones, comma-separated (\"*\" for any); on a loopback --host other names get 403, so that a web page cannot reach the server by DNS rebinding (its own name re-resolved to 127.0.0.1)")
-	contextShift := fs.Bool("context-shift", false, "let a sequence that reaches n_ctx_seq go on: drop the older half of its history and shift the rest (llama.cpp's --context-shift); without it, it stops there")
-	keep := fs.Int("keep", 0, "with --context-shift, prompt tokens a shift never drops besides BOS (llama.cpp's --keep/n_keep: a model that adds BOS keeps it too); -1: the whole prompt")
-	chatTemplate := fs.String("chat-template", "", "Jinja chat template to use instead of the model's tokenizer.chat_template")
-	chatTemplateFile := fs.String("chat-template-file", "", "read the chat template from this file")
-	reasoningFormat := fs.String("reasoning-format", server.ReasoningAuto, "default of chat requests' reasoning_format: auto (split the reasoning the chat template teaches, <think>...</think>, into reasoning_content), deepseek (split <think>...</think> whatever the template) or none (leave it in content)")
-	fs.Bool("jinja", true, "accepted for llama.cpp compatibility: templates are always rendered with Jinja")
-	pooling := fs.String("pooling", "mean", "how /v1/embeddings pools the tokens' final hidden states: mean or last")
-	memLimit := fs.String("mem-limit", "", "memory the KV cache may take, e.g. 8G or 512M; -c is refused beyond it (default: what the system has available: MemAvailable, within the cgroup's limit)")
-	if err := parse(fs, args, mf.check, sf.check, cf.check); err != nil {
+	var o serveOpts
+	o.register(fs)
+	if err := parse(fs, args, o.mf.check, o.sf.check, o.cf.check, o.mm.check); err != nil {
 		return err
 	}
-	pool, err := runner.ParsePooling(*pooling)
-	if err != nil {
-		return flagError(fs, fmt.Errorf("--%w", err))
-	}
-	clientPriority, err := server.ParsePriority(*maxClientPriority)
-	if err != nil {
-		return flagError(fs, fmt.Errorf("--max-client-priority %q: use low, normal, high or an integer in [-1000, 1000]", *maxClientPriority))
-	}
-	err = checkServeFlags(np, mf.batch, *chunkSize, *maxQueue, *port, *maxBody, *policy, *targetITL)
-	if err == nil {
-		err = ff.check(*host)
-	}
-	if err == nil {
-		err = checkHTTPFlags(*grace, *readTimeout, *writeTimeout, *maxConns)
-	}
-	var proxies []netip.Prefix
-	if err == nil {
-		proxies, err = checkClientLimitFlags(*maxConnsPerClient, *maxLive, *maxEmbInputs, *maxEmbTokens, *trustedProxies)
-	}
-	if err != nil {
-		return flagError(fs, err)
-	}
-	kvSeqs := np // the sequences the default -c makes room for
-	if np == 0 {
-		np, kvSeqs = min(autoParallel, mf.batch), autoParallelKV
-	}
-	kvOpts, err := mf.options(np)
+	ss, err := o.setup(fs, stderr)
 	if err != nil {
 		return err
 	}
-	budget, budgetSource := int64(-1), ""
-	if *memLimit != "" {
-		if budget, err = parseSize(*memLimit); err != nil {
-			return fmt.Errorf("--mem-limit: %w", err)
+	stopProfile, err := startCPUProfile(*o.cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
+	reg, err := ss.registry(ctx)
+	if err != nil {
+		return err
+	}
+	defer reg.Close()
+	first, err := ss.preload(ctx, reg)
+	if err != nil {
+		return err
+	}
+	return ss.listen(ctx, reg, first)
+}
+
+// setup checks the flags and gathers what loading a model needs.
+func (o *serveOpts) setup(fs *pflag.FlagSet, stderr io.Writer) (*serveSetup, error) {
+	ss := &serveSetup{o: o, stderr: stderr}
+	var err error
+	if ss.pool, err = runner.ParsePooling(*o.pooling); err != nil {
+		return nil, flagError(fs, fmt.Errorf("--%w", err))
+	}
+	if ss.clientPriority, err = server.ParsePriority(*o.maxClientPriority); err != nil {
+		return nil, flagError(fs, fmt.Errorf("--max-client-priority %q: use low, normal, high or an integer in [-1000, 1000]", *o.maxClientPriority))
+	}
+	err = checkServeFlags(o.np, o.mf.batch, *o.chunkSize, *o.maxQueue, *o.port, *o.maxBody, *o.policy, *o.targetITL)
+	if err == nil {
+		err = o.ff.check(*o.host)
+	}
+	if err == nil {
+		err = checkHTTPFlags(*o.grace, *o.readTimeout, *o.writeTimeout, *o.maxConns)
+	}
+	if err == nil {
+		ss.proxies, err = checkClientLimitFlags(*o.maxConnsPerClient, *o.maxLive, *o.maxEmbInputs, *o.maxEmbTokens, *o.trustedProxies)
+	}
+	if err != nil {
+		return nil, flagError(fs, err)
+	}
+	o.kvSeqs = o.np // the sequences the default -c makes room for
+	if o.np == 0 {
+		o.np, o.kvSeqs = min(autoParallel, o.mf.batch), autoParallelKV
+	}
+	if ss.kvOpts, err = o.mf.options(o.np); err != nil {
+		return nil, err
+	}
+	ss.budget = -1
+	if *o.memLimit != "" {
+		if ss.budget, err = parseSize(*o.memLimit); err != nil {
+			return nil, fmt.Errorf("--mem-limit: %w", err)
 		}
-		budgetSource = "--mem-limit"
+		ss.budgetSource = "--mem-limit"
 	}
 	level := slog.LevelInfo
-	if *verbose {
+	if *o.verbose {
 		level = slog.LevelDebug
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-
-	m, done, err := mf.openProfiled(ctx, stderr, *cpuProfile)
-	if err != nil {
-		return err
-	}
-	defer done()
-	nCtx, what := mf.ctx, fmt.Sprintf("-c %d", mf.ctx)
-	if nCtx == 0 { // no -c: room for every slot, as llama.cpp's server gives n_ctx per slot
-		nCtx = serveKVCells(m.Hparams(), kvSeqs, kvOpts.KVType)
-		what = fmt.Sprintf("the default -c %d (room for %d sequences)", nCtx, kvSeqs)
-	}
-	if budgetSource == "" { // read now: the model's pages are in memory already
-		if avail, source, ok := availableMemory(os.DirFS("/")); ok {
-			budget, budgetSource = avail, source
-		}
-	}
-	blockSize := cmp.Or(max(kvOpts.BlockSize, 0), kvcache.DefaultBlockSize)
-	if err := checkKVPool(m.Hparams().NLayers, m.Hparams().KVDim(), nCtx, blockSize, kvOpts.KVType, budget, budgetSource, what); err != nil {
-		return err
-	}
-	lctx, err := mf.newContext(m, np, func(o *runner.Options) { o.NCtx, o.OnBlock = nCtx, ff.onBlock() })
-	if err != nil {
-		return err
-	}
-	defer lctx.Close()
-	opts := lctx.Options()
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := server.NewMetrics(reg)
-	live := server.NewLive()
-	// -c is the KV pool all sequences share; one sequence stops at the context the model was
-	// trained for (its context_length, which a model extended by rope scaling states as such).
-	nCtxSeq := min(opts.NCtx, m.Hparams().CtxTrain)
-	if opts.NCtx/kvSeqs > m.Hparams().CtxTrain {
-		logger.Warn("-c gives each of the -np sequences more than the model's training context; "+
-			"sequences stop at n_ctx_seq", "n_ctx", opts.NCtx, "np", np, "n_ctx_train", m.Hparams().CtxTrain, "n_ctx_seq", nCtxSeq)
-	}
-	eng, err := engine.New(lctx,
-		engine.Limits{NCtx: opts.NCtx, NCtxSeq: nCtxSeq, NSeqMax: opts.NSeqMax, NBatch: opts.NBatch, Vocab: m.Hparams().Vocab},
-		engine.Config{BatchSize: mf.batch, ChunkSize: *chunkSize, MaxRunning: np, MaxQueue: *maxQueue,
-			Policy: engine.Policy(*policy), ContextShift: *contextShift, Keep: shiftKeep(*keep, m.Vocab.AddBOS()), IsEOG: m.Vocab.IsEOG, Observer: server.Observers{metrics, live}, TargetITL: *targetITL, MaxSampleTime: cf.sampleTime, Logger: logger})
-	if err != nil {
-		return err
-	}
-	diskTier, kvLay, closeTiers, err := kf.start(m, lctx, eng, logger, ff.peerTier(*apiKey, reg, logger))
-	if err != nil {
-		return err
-	}
-	defer closeTiers() // after the engine stopped (deferred below, so run before this)
-	if diskTier != nil {
-		server.RegisterDiskTier(reg, diskTier.Stats)
-	}
-	// The engine outlives ctx: it must keep serving in-flight requests while the HTTP server drains.
-	engCtx, stopEngine := context.WithCancel(context.Background())
-	defer func() {
-		stopEngine()
-		<-eng.Done()
-	}()
-	go eng.Run(engCtx)
-
-	if *chatTemplateFile != "" {
-		data, err := os.ReadFile(*chatTemplateFile)
+	ss.logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if *o.chatTemplateFile != "" {
+		data, err := os.ReadFile(*o.chatTemplateFile)
 		if err != nil {
-			return fmt.Errorf("--chat-template-file: %w", err)
+			return nil, fmt.Errorf("--chat-template-file: %w", err)
 		}
-		*chatTemplate = string(data)
+		*o.chatTemplate = string(data)
 	}
 	// Sampling flags given on the command line become every route's defaults, as in llama-server.
-	var sampling *sample.Params
-	for _, name := range sf.names() {
+	for _, name := range o.sf.names() {
 		if fs.Changed(name) {
-			p := sf.params(m.Vocab.EOG())
-			sampling = &p
+			ss.sampling = true
 			break
 		}
 	}
-	var emb *server.Embedder
-	if *embeddings {
-		if emb, err = server.NewEmbedder(m, min(m.Hparams().CtxTrain, 2048), mf.threads, pool); err != nil {
+	ss.keepAliveSet = fs.Changed("keep-alive")
+	ss.reg = prometheus.NewRegistry()
+	ss.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ss.live = server.NewLive()
+	return ss, nil
+}
+
+// listen serves the registry's models until ctx ends. first is the one model of a server that
+// has one (loaded at start), which a fleet node publishes; nil when it serves several.
+func (ss *serveSetup) listen(ctx context.Context, reg *server.Registry, first *server.Loaded) error {
+	o, logger := ss.o, ss.logger
+	addr := net.JoinHostPort(*o.host, strconv.Itoa(*o.port))
+	srv, err := server.NewMulti(server.Config{APIKey: *o.apiKey, MaxBodyBytes: *o.maxBody, Logger: logger, Gatherer: ss.reg,
+		CORSOrigins: splitList(*o.corsOrigin), Live: ss.live, ListenAddr: addr, AllowedHosts: splitList(*o.allowedHosts),
+		MaxLiveStreams: *o.maxLive}, reg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	attrs := []any{"url", "http://" + ln.Addr().String(), "models", len(ss.specsAtStart), "keep_alive", ss.keepAlive,
+		"max_models", o.mm.maxModels, "api_key", *o.apiKey != "", "max_connections", *o.maxConns,
+		"max_conns_per_client", *o.maxConnsPerClient, "trusted_proxies", len(ss.proxies)}
+	stopFleet := func() {}
+	if first != nil {
+		cfg, lim := first.Engine.Config(), first.Engine.Limits()
+		attrs = append(attrs, "n_ctx", lim.NCtx, "n_ctx_seq", lim.NCtxSeq, "parallel", cfg.MaxRunning, "batch_size", cfg.BatchSize,
+			"chunk_size", cfg.ChunkSize, "target_itl", cfg.TargetITL, "max_queue", cfg.MaxQueue, "policy", cfg.Policy, "kv_type", o.mf.kvType)
+		stopFleet, err = o.ff.start(ctx, fleetNode{addr: ln.Addr(), model: ss.specsAtStart[0].ID, blockSize: ss.blockSize,
+			maxBody: *o.maxBody, maxRunning: cfg.MaxRunning, stats: first.Engine.Stats, reg: ss.reg, logger: logger})
+		if err != nil {
+			ln.Close()
 			return err
 		}
-		defer emb.Close()
-	}
-	rr, err := newReranker(*rerank, m, mf.threads)
-	if err != nil {
-		return err
-	}
-	if rr != nil {
-		defer rr.Close()
-	}
-	srv, err := server.New(server.Config{Model: m, Engine: eng, SlotSavePath: kf.slotPath, KVLayout: kvLay, APIKey: *apiKey, MaxClientPriority: &clientPriority, MaxBodyBytes: *maxBody,
-		Logger: logger, Metrics: metrics, Gatherer: reg, ModelID: *alias, Embedder: emb, Reranker: rr, CORSOrigins: splitList(*corsOrigin), ChatTemplate: *chatTemplate, ReasoningFormat: *reasoningFormat,
-		Live: live, Sampling: sampling, ListenAddr: net.JoinHostPort(*host, strconv.Itoa(*port)), AllowedHosts: splitList(*allowedHosts),
-		MaxLiveStreams: *maxLive, MaxEmbeddingInputs: *maxEmbInputs, MaxEmbeddingTokens: *maxEmbTokens, Limits: cf.lim,
-		KVBlocks: ff.kvBlocks(eng, reg, logger)})
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
-	if err != nil {
-		return err
-	}
-	cfg := eng.Config()
-	logger.Info("listening", "url", "http://"+ln.Addr().String(), "n_ctx", opts.NCtx, "n_ctx_seq", eng.Limits().NCtxSeq,
-		"parallel", cfg.MaxRunning,
-		"batch_size", cfg.BatchSize, "chunk_size", cfg.ChunkSize, "target_itl", cfg.TargetITL, "max_queue", cfg.MaxQueue, "policy", cfg.Policy,
-		"kv_type", mf.kvType, "api_key", *apiKey != "", "max_connections", *maxConns, "max_conns_per_client", *maxConnsPerClient,
-		"trusted_proxies", len(proxies))
-	stopFleet, err := ff.start(ctx, fleetNode{addr: ln.Addr(), model: apiModelID(*alias, m.Path), blockSize: opts.BlockSize,
-		maxBody: *maxBody, maxRunning: cfg.MaxRunning, stats: eng.Stats, reg: reg, logger: logger})
-	if err != nil {
+	} else if o.ff.redis != "" {
 		ln.Close()
-		return err
+		return errors.New("--redis: a fleet node serves one model: give exactly one -m")
 	}
 	defer stopFleet()
-	scfg := server.ServeConfig{Grace: *grace, ReadTimeout: *readTimeout, WriteTimeout: *writeTimeout,
-		MaxConnections: *maxConns, MaxConnsPerClient: *maxConnsPerClient, TrustedProxies: proxies, Logger: logger}
-	context.AfterFunc(ctx, live.Close) // open pages' live streams must not hold the graceful shutdown
+	logger.Info("listening", attrs...)
+	scfg := server.ServeConfig{Grace: *o.grace, ReadTimeout: *o.readTimeout, WriteTimeout: *o.writeTimeout,
+		MaxConnections: *o.maxConns, MaxConnsPerClient: *o.maxConnsPerClient, TrustedProxies: ss.proxies, Logger: logger}
+	context.AfterFunc(ctx, ss.live.Close) // open pages' live streams must not hold the graceful shutdown
 	if err := server.Serve(ctx, ln, srv.Handler(), scfg); err != nil {
 		return err
 	}

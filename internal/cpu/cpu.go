@@ -57,8 +57,11 @@ var (
 	HasAVX2       = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C && cpu.X86.HasBMI2
 	HasAVXVNNI    = HasAVX2 && cpu.X86.HasAVXVNNI
 	HasAVX512VNNI = HasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VNNI
-	HasNEON       = runtime.GOARCH == "arm64"
-	HasDotProd    = HasNEON && cpu.ARM64.HasASIMDDP
+	// HasAVX512BW: the byte and word instructions on 512-bit registers, which the AVX-512 VNNI
+	// Q4_K kernel on zmm needs (every AVX-512 VNNI CPU sold has them; the predicate is kept apart).
+	HasAVX512BW = HasAVX512VNNI && cpu.X86.HasAVX512BW
+	HasNEON     = runtime.GOARCH == "arm64"
+	HasDotProd  = HasNEON && cpu.ARM64.HasASIMDDP
 )
 
 // paths lists the paths this CPU runs, best first; "go" only where there is no assembly.

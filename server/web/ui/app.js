@@ -84,6 +84,7 @@ async function send(text) {
   const sys = $("system").value.trim();
   const body = Object.assign(settings(), {
     messages: (sys ? [{ role: "system", content: sys }] : []).concat(messages),
+    model: $("model-select").value || undefined,
     stream: true,
     stream_options: { include_usage: true },
   });
@@ -129,6 +130,7 @@ async function send(text) {
     if (usage) parts.push(usage.completion_tokens + " tokens");
     if (first) parts.push("first token " + Math.round(first - t0) + " ms");
     parts.push(Math.round(performance.now() - t0) + " ms");
+    if (body.model) parts.push(body.model);
     meta.textContent = parts.join(" · ");
     div.append(meta);
     controller = null;
@@ -148,7 +150,10 @@ $("input").addEventListener("keydown", (ev) => {
   if (ev.key === "Enter" && !ev.shiftKey) { ev.preventDefault(); $("send-form").requestSubmit(); }
 });
 $("stop-btn").addEventListener("click", () => { if (controller) controller.abort(); });
-$("clear").addEventListener("click", () => { if (!controller) { messages.length = 0; $("messages").textContent = ""; } });
+function clearChat() { if (!controller) { messages.length = 0; $("messages").textContent = ""; } }
+$("clear").addEventListener("click", clearChat);
+// A conversation has one model: picking another starts a new conversation with it.
+$("model-select").addEventListener("change", clearChat);
 
 // ---- live view
 
@@ -240,10 +245,24 @@ function restartLive() {
   live();
 }
 
+// loadModel lists the models the server can serve (loaded or not) in the header and in the
+// conversation's model picker, keeping the pick when it is still there.
 async function loadModel() {
   try {
     const resp = await fetch("/v1/models", { headers: headers() });
-    if (resp.ok) $("model").textContent = (await resp.json()).data.map((m) => m.id).join(", ");
+    if (!resp.ok) return;
+    const models = (await resp.json()).data;
+    $("model").textContent = models.map((m) => m.id).join(", ");
+    const sel = $("model-select");
+    const keep = sel.value;
+    sel.textContent = "";
+    for (const m of models) {
+      const opt = document.createElement("option");
+      opt.value = m.id;
+      opt.textContent = m.id + (m.status && m.status.value !== "loaded" ? " (" + m.status.value + ")" : "");
+      sel.append(opt);
+    }
+    if (models.some((m) => m.id === keep)) sel.value = keep;
   } catch { /* the live view reports connection problems */ }
 }
 

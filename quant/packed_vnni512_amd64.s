@@ -1,0 +1,203 @@
+#include "textflag.h"
+
+// AVX-512 VNNI kernels for packed Q8_0 and Q4_0 weights on 512-bit registers: the computation of
+// packed_vnni_amd64.s (same sums, same corrections, the same float operations in the same order
+// on every row, so bit-identical results) for two panels at once. Lanes 0-7 of a zmm are panel
+// p's 8 rows, lanes 8-15 panel p+1's: a chunk is the 32 bytes of panel p (a load) and the 32 of
+// panel p+1 one panel further on (an insert from memory), and one VPDPBUSD with a {1to16}
+// broadcast of a column's 4 activations multiplies both. A 512-bit VPDPBUSD does twice the
+// multiply-adds of a 256-bit one at the same throughput on the Intel Xeons with two 512-bit
+// units (ubatch bench --peak), and the per-block work of a column (the sums, the scaling) is
+// shared by 16 rows instead of 8. The 16 outputs of a pair are contiguous (panel p+1's rows follow
+// panel p's), so one store writes them.
+//
+// np must be even (the Go side runs an odd last panel with the 256-bit kernel). Registers:
+// BX pairs left; CX blocks left; SI the block of panel p, R14 the bytes of one panel (panel p+1's
+// block at (SI)(R14*1)); DI, R10, R12, R13 columns 0-3 (R8 apart); R11 nx; DX out; R9 the
+// block's activation sums (the corrections at 4j(R9), the scales at 16+4j(R9)); Z5 the 0x80 or
+// 0x0f bytes; Z0-Z1 weights; Z3 scratch; Z7 the 16 row scales; Z8-Z11 and Z16-Z19 the columns'
+// two integer sums; Z12-Z15 their results.
+
+#define ZP_PROLOGUE(mask, bs) \
+	MOVQ         np+0(FP), BX;       \
+	SHRQ         $1, BX;             \
+	MOVQ         nb+8(FP), R14;      \
+	IMULQ        $(8*bs), R14;       \
+	MOVQ         w+16(FP), SI;       \
+	MOVQ         xStride+32(FP), R8; \
+	MOVQ         nx+40(FP), R11;     \
+	MOVQ         out+48(FP), DX;     \
+	MOVL         $mask, AX;          \
+	VPBROADCASTD AX, Z5
+
+#define ZP_PAIR \
+	MOVQ   nb+8(FP), CX;     \
+	MOVQ   x+24(FP), DI;     \
+	MOVQ   sums+64(FP), R9;  \
+	LEAQ   (DI)(R8*1), R10;  \
+	LEAQ   (DI)(R8*2), R12;  \
+	LEAQ   (R10)(R8*2), R13; \
+	VPXORD Z12, Z12, Z12;    \
+	VPXORD Z13, Z13, Z13;    \
+	VPXORD Z14, Z14, Z14;    \
+	VPXORD Z15, Z15, Z15
+
+// ZSCALES loads the 16 rows' f16 scales of the block: panel p's 8 then panel p+1's.
+#define ZSCALES \
+	VMOVDQU     (SI), X7;                \
+	VINSERTI128 $1, (SI)(R14*1), Y7, Y7; \
+	VCVTPH2PS   Y7, Z7
+
+#define ZCLEAR4(a0, a1, a2, a3) \
+	VPXORD a0, a0, a0; \
+	VPXORD a1, a1, a1; \
+	VPXORD a2, a2, a2; \
+	VPXORD a3, a3, a3
+
+// The corrections (starting values) of the first n columns' sums.
+#define ZI1(a0, a1, a2, a3) VPBROADCASTD 0(R9), a0
+#define ZI2(a0, a1, a2, a3) ZI1(a0, a1, a2, a3); VPBROADCASTD 4(R9), a1
+#define ZI3(a0, a1, a2, a3) ZI2(a0, a1, a2, a3); VPBROADCASTD 8(R9), a2
+#define ZI4(a0, a1, a2, a3) ZI3(a0, a1, a2, a3); VPBROADCASTD 12(R9), a3
+
+// ZLOAD(off, Z) loads the 32 bytes at off of both panels' blocks into Z.
+#define ZLOAD(off, Zr, Yr) \
+	VMOVDQU       off(SI), Yr; \
+	VINSERTI64X4  $1, off(SI)(R14*1), Zr, Zr
+
+// Q8_0: chunk c as unsigned w+128, times column P's activations.
+#define Z8W(c) ZLOAD(16+32*c, Z0, Y0); VPXORD Z5, Z0, Z0
+#define Z8X(c, P, acc) VPDPBUSD.BCST 2+4*c(P), Z0, acc
+
+#define Z8C1(c, a0, a1, a2, a3) Z8W(c); Z8X(c, DI, a0)
+#define Z8C2(c, a0, a1, a2, a3) Z8C1(c, a0, a1, a2, a3); Z8X(c, R10, a1)
+#define Z8C3(c, a0, a1, a2, a3) Z8C2(c, a0, a1, a2, a3); Z8X(c, R12, a2)
+#define Z8C4(c, a0, a1, a2, a3) Z8C3(c, a0, a1, a2, a3); Z8X(c, R13, a3)
+
+#define Z8E(C, c) C(c, Z8, Z9, Z10, Z11)
+#define Z8O(C, c) C(c, Z16, Z17, Z18, Z19)
+#define Z8BLOCK(C) Z8E(C, 0); Z8O(C, 1); Z8E(C, 2); Z8O(C, 3); Z8E(C, 4); Z8O(C, 5); Z8E(C, 6); Z8O(C, 7)
+
+// Q4_0: chunk c's low nibbles (Z0) and high nibbles in place, 16 times (Z1), as V4W.
+#define Z4W(c) \
+	ZLOAD(16+32*c, Z1, Y1); \
+	VPANDD  Z5, Z1, Z0;     \
+	VPANDND Z1, Z5, Z1
+
+#define Z4X(c, P, acc, acc2) \
+	VPDPBUSD.BCST 2+4*c(P), Z0, acc; \
+	VPDPBUSD.BCST 18+4*c(P), Z1, acc2
+
+#define Z4C1(c) Z4W(c); Z4X(c, DI, Z8, Z16)
+#define Z4C2(c) Z4C1(c); Z4X(c, R10, Z9, Z17)
+#define Z4C3(c) Z4C2(c); Z4X(c, R12, Z10, Z18)
+#define Z4C4(c) Z4C3(c); Z4X(c, R13, Z11, Z19)
+#define Z4BLOCK(C) C(0); C(1); C(2); C(3)
+
+// ZFLOAT: facc += float(acc) · (row scales · the column's scale at F), as VFLOAT.
+#define ZFLOAT(F, acc, facc) \
+	VCVTDQ2PS   acc, acc;  \
+	VMULPS.BCST F, Z7, Z3; \
+	VFMADD231PS Z3, acc, facc
+
+#define ZSCALE8(F, acc, acc2, facc) \
+	VPADDD acc2, acc, acc; \
+	ZFLOAT(F, acc, facc)
+
+#define ZSCALE4(F, acc, acc2, facc) \
+	VPSLLD $4, acc, acc;   \
+	VPADDD acc2, acc, acc; \
+	ZFLOAT(F, acc, facc)
+
+#define ZS1(SC) SC(16(R9), Z8, Z16, Z12)
+#define ZS2(SC) ZS1(SC); SC(20(R9), Z9, Z17, Z13)
+#define ZS3(SC) ZS2(SC); SC(24(R9), Z10, Z18, Z14)
+#define ZS4(SC) ZS3(SC); SC(28(R9), Z11, Z19, Z15)
+
+#define ZADVANCE(bb) \
+	ADDQ $bb, SI;  \
+	ADDQ $32, R9;  \
+	ADDQ $34, DI;  \
+	ADDQ $34, R10; \
+	ADDQ $34, R12; \
+	ADDQ $34, R13; \
+	DECQ CX
+
+// Blocks for n columns. Q8_0: the even chunks' sums start at the corrections, the odd ones at 0;
+// Q4_0: the low nibbles' at 0, the high ones' at the corrections.
+#define Z8B(I, C, S) ZSCALES; ZCLEAR4(Z16, Z17, Z18, Z19); I(Z8, Z9, Z10, Z11); Z8BLOCK(C); S(ZSCALE8); ZADVANCE(272)
+#define Z4B(I, C, S) ZSCALES; ZCLEAR4(Z8, Z9, Z10, Z11); I(Z16, Z17, Z18, Z19); Z4BLOCK(C); S(ZSCALE4); ZADVANCE(144)
+
+// ZSTORE stores the nx columns' 16 results each at DX, outStride floats apart.
+#define ZSTORE(done) \
+	MOVQ    outStride+56(FP), R9; \
+	VMOVUPS Z12, (DX);            \
+	CMPQ    R11, $2;              \
+	JLT     done;                 \
+	VMOVUPS Z13, (DX)(R9*4);      \
+	CMPQ    R11, $3;              \
+	JLT     done;                 \
+	VMOVUPS Z14, (DX)(R9*8);      \
+	CMPQ    R11, $4;              \
+	JLT     done;                 \
+	LEAQ    (R9)(R9*2), R9;       \
+	VMOVUPS Z15, (DX)(R9*4)
+
+// ZDIV16 divides the Q4_0 results by 16 (see V4W in packed_vnni_amd64.h).
+#define ZDIV16 \
+	MOVL         $0x3d800000, AX; \
+	VPBROADCASTD AX, Z0;          \
+	VMULPS       Z0, Z12, Z12;    \
+	VMULPS       Z0, Z13, Z13;    \
+	VMULPS       Z0, Z14, Z14;    \
+	VMULPS       Z0, Z15, Z15
+
+#define ZNOFIX
+
+// ZP_LOOPS: for each pair, the block loop for nx = 1..4 columns, the stores, and the move to the
+// next pair (SI is at panel p+1 after the blocks of panel p: one more panel skips it).
+#define ZP_LOOPS(S1, S2, S3, S4, FIX, lp, l1, l2, l3, l4, ldone, lnext) \
+lp:                     \
+	ZP_PAIR;            \
+	CMPQ R11, $2;       \
+	JLT  l1;            \
+	JEQ  l2;            \
+	CMPQ R11, $3;       \
+	JEQ  l3;            \
+l4:                     \
+	S4;                 \
+	JNZ  l4;            \
+	JMP  ldone;         \
+l3:                     \
+	S3;                 \
+	JNZ  l3;            \
+	JMP  ldone;         \
+l2:                     \
+	S2;                 \
+	JNZ  l2;            \
+	JMP  ldone;         \
+l1:                     \
+	S1;                 \
+	JNZ  l1;            \
+ldone:                  \
+	FIX;                \
+	ZSTORE(lnext);      \
+lnext:                  \
+	ADDQ $64, DX;       \
+	ADDQ R14, SI;       \
+	DECQ BX;            \
+	JNZ  lp;            \
+	VZEROUPPER;         \
+	RET
+
+// func q8Panel2VNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
+// np even; sums: panelSums with m = -128.
+TEXT ·q8Panel2VNNI(SB), NOSPLIT, $0-72
+	ZP_PROLOGUE(0x80808080, 34)
+	ZP_LOOPS(Z8B(ZI1, Z8C1, ZS1), Z8B(ZI2, Z8C2, ZS2), Z8B(ZI3, Z8C3, ZS3), Z8B(ZI4, Z8C4, ZS4), ZNOFIX, z8p, z8n1, z8n2, z8n3, z8n4, z8done, z8next)
+
+// func q4Panel2VNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
+// np even; sums: panelSums with m = -128.
+TEXT ·q4Panel2VNNI(SB), NOSPLIT, $0-72
+	ZP_PROLOGUE(0x0f0f0f0f, 18)
+	ZP_LOOPS(Z4B(ZI1, Z4C1, ZS1), Z4B(ZI2, Z4C2, ZS2), Z4B(ZI3, Z4C3, ZS3), Z4B(ZI4, Z4C4, ZS4), ZDIV16, z4p, z4n1, z4n2, z4n3, z4n4, z4done, z4next)
