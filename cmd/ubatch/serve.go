@@ -70,8 +70,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	maxEmbTokens := fs.Int("max-embedding-tokens", server.DefaultMaxEmbeddingTokens, "most tokens of one /v1/embeddings request's inputs in all (400 beyond it)")
 	verbose := fs.BoolP("verbose", "v", false, "log every request (debug level)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run, until shutdown, to this file (inspect with go tool pprof)")
-	embeddings := fs.Bool("embeddings", false, "serve POST /v1/embeddings from a context of its own (llama.cpp's --embeddings)")
-	rerank := fs.Bool("rerank", false, "serve POST /v1/rerank from a context of its own (llama-server's --rerank/--reranking; a reranker GGUF: pooling type rank; --max-embedding-inputs and --max-embedding-tokens bound its documents)")
+	embeddings := fs.Bool("embeddings", false, "serve POST /v1/embeddings (and Ollama's /api/embed, /api/embeddings; llama.cpp's --embeddings): each input is a prompt-only sequence of the engine, computed by its one worker pool under the step budget beside the streams, at --embedding-priority")
+	rerank := fs.Bool("rerank", false, "serve POST /v1/rerank (llama-server's --rerank/--reranking; a reranker GGUF: pooling type rank; --max-embedding-inputs and --max-embedding-tokens bound its documents), through the engine as --embeddings")
+	embedPriority := fs.String("embedding-priority", "low", "priority of embedding and rerank inputs' prompt chunks against completions' prompts (low, normal, high or an integer); decode tokens always go first, so the streams keep --target-itl")
 	corsOrigin := fs.String("cors-origin", "", "browser origins allowed to call the API, comma-separated (\"*\" for any; default: pages on localhost only)")
 	allowedHosts := fs.String("allowed-hosts", "", "Host header names served besides localhost ones, comma-separated (\"*\" for any); on a loopback --host other names get 403, so that a web page cannot reach the server by DNS rebinding (its own name re-resolved to 127.0.0.1)")
 	contextShift := fs.Bool("context-shift", false, "let a sequence that reaches n_ctx_seq go on: drop the older half of its history and shift the rest (llama.cpp's --context-shift); without it, it stops there")
@@ -80,14 +81,19 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	chatTemplateFile := fs.String("chat-template-file", "", "read the chat template from this file")
 	reasoningFormat := fs.String("reasoning-format", server.ReasoningAuto, "default of chat requests' reasoning_format: auto (split the reasoning the chat template teaches, <think>...</think>, into reasoning_content), deepseek (split <think>...</think> whatever the template) or none (leave it in content)")
 	fs.Bool("jinja", true, "accepted for llama.cpp compatibility: templates are always rendered with Jinja")
-	pooling := fs.String("pooling", "mean", "how /v1/embeddings pools the tokens' final hidden states: mean or last")
+	pooling := fs.String("pooling", "", "how /v1/embeddings pools the tokens' final hidden states: mean, cls (the first token) or last (default: the model's ARCH.pooling_type when it is one of these, else mean)")
 	memLimit := fs.String("mem-limit", "", "memory the KV cache may take, e.g. 8G or 512M; -c is refused beyond it (default: what the system has available: MemAvailable, within the cgroup's limit)")
 	if err := parse(fs, args, mf.check, sf.check, cf.check); err != nil {
 		return err
 	}
-	pool, err := runner.ParsePooling(*pooling)
+	if *pooling != "" {
+		if _, err := engine.ParsePooling(*pooling); err != nil {
+			return flagError(fs, fmt.Errorf("--%w", err))
+		}
+	}
+	embedPrio, err := server.ParsePriority(*embedPriority)
 	if err != nil {
-		return flagError(fs, fmt.Errorf("--%w", err))
+		return flagError(fs, fmt.Errorf("--embedding-priority %q: use low, normal, high or an integer in [-1000, 1000]", *embedPriority))
 	}
 	clientPriority, err := server.ParsePriority(*maxClientPriority)
 	if err != nil {
@@ -196,17 +202,12 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	var emb *server.Embedder
 	if *embeddings {
-		if emb, err = server.NewEmbedder(m, min(m.Hparams().CtxTrain, 2048), mf.threads, pool); err != nil {
-			return err
-		}
-		defer emb.Close()
+		emb = server.NewEmbedder(modelPooling(m, *pooling), min(m.Hparams().CtxTrain, 2048))
+		emb.Priority = embedPrio
 	}
-	rr, err := newReranker(*rerank, m, mf.threads)
+	rr, err := newReranker(*rerank, m, embedPrio)
 	if err != nil {
 		return err
-	}
-	if rr != nil {
-		defer rr.Close()
 	}
 	srv, err := server.New(server.Config{Model: m, Engine: eng, APIKey: *apiKey, MaxClientPriority: &clientPriority, MaxBodyBytes: *maxBody,
 		Logger: logger, Metrics: metrics, Gatherer: reg, ModelID: *alias, Embedder: emb, Reranker: rr, CORSOrigins: splitList(*corsOrigin), ChatTemplate: *chatTemplate, ReasoningFormat: *reasoningFormat,
