@@ -359,3 +359,15 @@ func (e *Engine) shutdownEmbeds() {
 	}
 	e.embeds.waiting = nil
 }
+
+// embedFloorWait is how many steps in a row an embedding prompt goes without a chunk before the
+// floor (minChunk tokens beyond the modelled time, planStep's BudgetFloor) applies to it: when
+// the decode tokens alone reach the target, a generation prompt still gets its floor every
+// step, but an embedding one, of a lower priority than the streams, only once in this many, so
+// that it keeps moving without pushing more than ~2% of the streams' steps past the target.
+const embedFloorWait = 50
+
+// floorFor reports whether the first prompt chunk of a BudgetFloor step, s's, may take the floor.
+func (e *Engine) floorFor(s *seqState) bool {
+	return s.embed == nil || s.passedOver >= embedFloorWait
+}

@@ -25,6 +25,7 @@ func state(tok, pos int32) []float32 {
 // batch, how many hidden and how many logits tokens it carried.
 type embedFake struct {
 	*fakeDecoder
+	clock   *fakeClock // when set, each Decode advances it by stepCost
 	hidden  [][]float32
 	mu      sync.Mutex
 	steps   []embedStep
@@ -33,15 +34,19 @@ type embedFake struct {
 
 type embedStep struct {
 	hidden, logits, tokens int
-	seqs                   []int32 // sequence ids with a token in the batch
+	cost                   time.Duration // stepCost, on a clock
+	seqs                   []int32       // sequence ids with a token in the batch
 }
 
 func (f *embedFake) Decode(b *batch.Batch) error {
+	if f.clock != nil {
+		f.clock.advance(stepCost(b))
+	}
 	if err := f.fakeDecoder.Decode(b); err != nil {
 		return err
 	}
 	f.hidden = f.hidden[:0]
-	st := embedStep{tokens: b.Len()}
+	st := embedStep{tokens: b.Len(), cost: stepCost(b)}
 	for i := range b.Len() {
 		var h []float32
 		if i < len(b.Hidden) && b.Hidden[i] {
@@ -296,5 +301,119 @@ func TestEmbedSlots(t *testing.T) {
 		if embeds > 2 {
 			t.Errorf("step %d: %d embedding sequences, MaxRunning is 2 (%+v)", i, embeds, st)
 		}
+	}
+}
+
+// TestEmbedBudget: embedding prompts share the step budget of prompt chunks under the latency
+// target (fake step costs, budget_test's): beside four decoding streams, once the cost model is
+// fitted every step that carries embedding tokens costs at most the target; when the decode
+// tokens alone exceed it, an embedding gets the floor chunk only once per embedFloorWait steps,
+// where a generation prompt gets it every step. Either way the embedding completes correctly.
+func TestEmbedBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		target time.Duration
+		embed  int  // tokens of the embedding
+		floor  bool // decode alone exceeds the target
+	}{
+		{"within the target", 20 * time.Millisecond, 600, false},
+		{"decode over the target", 5 * time.Millisecond, 16, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &embedFake{fakeDecoder: newFake(t, 2048, 16, 8), clock: &fakeClock{now: time.Unix(0, 0)}}
+			f.delay = 20 * time.Microsecond
+			rec := &stepRecorder{}
+			e, err := New(f, Limits{NCtx: 32768, NSeqMax: 8, NBatch: 1024, Vocab: vocab},
+				Config{BatchSize: 1024, ChunkSize: 1024, TargetITL: tc.target, Observer: rec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.now = f.clock.Now
+			ctx, cancel := context.WithCancel(context.Background())
+			defer func() { cancel(); <-e.Done() }()
+			go e.Run(ctx)
+			var decoders []*Stream
+			for i := range 4 {
+				s, err := e.Submit(ctx, Request{Prompt: prompt(3+i, int32(i)), MaxTokens: 6000, Sampling: greedy()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				decoders = append(decoders, s)
+			}
+			for _, s := range decoders { // the cost model sees decode-only steps
+				for range 2 * minFitSteps {
+					if _, err := s.Recv(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			// Prompts of several sizes beside the streams fit the cost model; under the floor
+			// case each generation prompt gets the floor in every step.
+			for i, n := range []int{40, 24, 56, 32, 48} {
+				gen, err := e.Submit(ctx, Request{Prompt: prompt(n, int32(10+i)), MaxTokens: 1, Sampling: greedy()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				collect(t, gen)
+			}
+			before := len(rec.snapshot())
+			p := prompt(tc.embed, 5)
+			es, err := e.SubmitEmbed(ctx, EmbedRequest{Prompt: p, Normalize: true, Priority: PriorityLow})
+			if err != nil {
+				t.Fatal(err)
+			}
+			vecs, _ := embedAll(t, es, 1)
+			for _, s := range decoders {
+				s.Cancel(FinishCancelled)
+			}
+			if want := wantEmbedding(p, PoolMean, true); !slices.Equal(vecs[0], want) {
+				t.Errorf("embedding %v, want %v", vecs[0], want)
+			}
+			steps, _ := f.record()
+			infos := rec.snapshot()
+			var withEmbed, floorSteps, genFloor, over int
+			reasons := map[BudgetReason]int{}
+			for i, st := range steps {
+				if i >= len(infos) || infos[i].DecodeTokens != 4 {
+					continue
+				}
+				if st.hidden > 0 {
+					reasons[infos[i].Reason]++
+				}
+				if i < before {
+					if infos[i].PrefillTokens > 0 && infos[i].Reason == BudgetFloor {
+						genFloor++
+					}
+					continue
+				}
+				if st.hidden > 0 {
+					withEmbed++
+					if infos[i].Reason == BudgetFloor {
+						floorSteps++
+					}
+					if (infos[i].Reason == BudgetTarget || infos[i].Reason == BudgetBatchSize) && st.cost > tc.target {
+						over++
+						t.Errorf("step %d: %d tokens with %d of the embedding cost %v, over the target %v", i, st.tokens, st.hidden, st.cost, tc.target)
+					}
+				}
+			}
+			if reasons[BudgetLearning] > 0 {
+				t.Errorf("embedding steps by reason %v: the cost model was not fitted first", reasons)
+			}
+			if withEmbed == 0 {
+				t.Fatal("no step carried embedding tokens beside the streams")
+			}
+			if tc.floor {
+				if genFloor < 10 {
+					t.Errorf("the generation prompts got the floor in %d steps, want one per step once the model is fitted", genFloor)
+				}
+				if want := (tc.embed + minChunk - 1) / minChunk; floorSteps != want {
+					t.Errorf("the embedding took the floor in %d steps, want %d", floorSteps, want)
+				}
+				if n := len(steps) - before; n < embedFloorWait*floorSteps {
+					t.Errorf("%d floor chunks of the embedding in %d steps: more than one per %d", floorSteps, n, embedFloorWait)
+				}
+			}
+		})
 	}
 }

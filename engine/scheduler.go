@@ -298,7 +298,7 @@ func (e *Engine) buildBatch() bool {
 		n := limit
 		if e.plan.timed {
 			n = e.cost.chunkFor(s.before, e.plan.avail, limit)
-			if i == 0 && e.plan.floor {
+			if i == 0 && e.plan.floor && e.floorFor(s) {
 				n = max(n, min(minChunk, limit))
 			}
 			e.plan.avail -= e.cost.promptCost(s.before, n)
