@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"ubatch/batch"
 	"ubatch/model"
 	"ubatch/ops"
 	"ubatch/quant"
@@ -219,24 +218,27 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, pps, tgs [
 		}
 	}
 	out.begin()
-	var b batch.Batch
+	loop, err := runner.NewLoop(lctx, 1)
+	if err != nil {
+		return err
+	}
+	// tg: each step decodes a random token, as llama-bench's (the logits are not read).
+	random := func(int, []float32) (int32, bool, error) { return rng.Int32N(int32(m.Hparams().Vocab)), true, nil }
 	for _, tc := range tests {
 		run := func() (time.Duration, error) {
-			lctx.KV().Clear()
+			loop.Reset()
 			start := time.Now()
 			if tc[0] > 0 {
 				toks := make([]int32, tc[0])
 				for i := range toks {
 					toks[i] = rng.Int32N(int32(m.Hparams().Vocab))
 				}
-				if err := prefill(lctx, &b, toks, 0); err != nil {
+				if err := loop.Prompt(seq0, toks, nil); err != nil {
 					return 0, err
 				}
 			}
-			for i := range tc[1] {
-				b.Clear()
-				b.Add(rng.Int32N(int32(m.Hparams().Vocab)), int32(i), seq0, true)
-				if err := lctx.Decode(&b); err != nil {
+			for range tc[1] {
+				if _, err := loop.Step(random); err != nil {
 					return 0, err
 				}
 			}
