@@ -211,14 +211,15 @@ func TestEmbeddingsLimits(t *testing.T) {
 // one that stays gets every input.
 func TestEmbeddingsStopWhenClientLeaves(t *testing.T) {
 	e := newEnv(t, envOptions{batch: 8}) // small steps: the inputs take thousands
-	const n, l = 256, 120
 	for _, tc := range []struct {
 		name  string
 		leave bool
+		n, l  int // inputs, tokens each
 	}{
-		{"client stays", false},
-		{"client leaves after the first input", true},
+		{"client stays", false, 16, 30},
+		{"client leaves after the first input", true, 256, 120},
 	} {
+		n, l := tc.n, tc.l
 		t.Run(tc.name, func(t *testing.T) {
 			returned := make(chan struct{})
 			wrap := func(h http.Handler) http.Handler {
@@ -254,10 +255,10 @@ func TestEmbeddingsStopWhenClientLeaves(t *testing.T) {
 			}
 			waitFor(t, 30*time.Second, "the engine to go idle", func() bool { return e.eng.Stats().Running == 0 })
 			computed := e.eng.Stats().PromptComputed - computedBefore
-			if status := <-got; !tc.leave && (status != 200 || emb.computed.Load() != n || computed != n*l) {
+			if status := <-got; !tc.leave && (status != 200 || emb.computed.Load() != int64(n) || computed != uint64(n*l)) {
 				t.Errorf("status %d, %d inputs and %d tokens embedded, want %d and %d", status, emb.computed.Load(), computed, n, n*l)
 			}
-			if tc.leave && computed >= n*l/2 {
+			if tc.leave && computed >= uint64(n*l/2) {
 				t.Errorf("%d of the %d tokens computed after the client left early", computed, n*l)
 			}
 		})
