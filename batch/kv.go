@@ -24,6 +24,11 @@ type KV struct {
 	// Cells of this step's tokens already hold their positions: attention filters by position.
 	CellPos   []int32
 	BlockSize int32
+	// Images are the byte buffers of the KVLoad and KVSave operations (an op's Src or Dst
+	// indexes it): a run of cells' K and V rows in the store's own type, laid out as
+	// kvfile.Block.Data ([layer][K then V][cell][row bytes]). The owner of the bookkeeping's
+	// tiers (the engine) fills them; nil when no op needs one.
+	Images [][]byte
 }
 
 // KVOpKind says what a KVOp does.
@@ -36,6 +41,12 @@ const (
 	// KVShift re-rotates the keys of cells [Dst, Dst+N) of every layer by Delta positions
 	// (each layer's rope): the cells' positions moved by Delta.
 	KVShift
+	// KVLoad writes cells [Dst, Dst+N) of every layer from Images[Src] (blocks read back from
+	// another tier: disk, a peer, a saved slot).
+	KVLoad
+	// KVSave reads cells [Src, Src+N) of every layer into Images[Dst] (a block leaving RAM for
+	// another tier), before any later operation or forward pass overwrites them.
+	KVSave
 )
 
 // KVOp is one store operation of KV.Ops.

@@ -229,34 +229,45 @@ func (c callJSON) toolCall() (ToolCall, bool) {
 }
 
 func parseHermes(s string) ([]ToolCall, bool) {
+	return parseTagged(s, "<tool_call>", func(body string) ([]ToolCall, string, bool) {
+		// The JSON is decoded first and the closing tag looked for after it, so that a
+		// "</tool_call>" inside a string of the arguments does not cut the call short.
+		dec := json.NewDecoder(strings.NewReader(body))
+		var c callJSON
+		if dec.Decode(&c) != nil {
+			return nil, "", false
+		}
+		tc, ok := c.toolCall()
+		if !ok {
+			return nil, "", false
+		}
+		rest := strings.TrimSpace(body[dec.InputOffset():])
+		// An unclosed tag is accepted at the end only: the model stopped at its end-of-turn
+		// token before closing it.
+		after, closed := strings.CutPrefix(rest, "</tool_call>")
+		return []ToolCall{tc}, after, closed || rest == ""
+	})
+}
+
+// parseTagged parses s as one or more segments (blanks around them allowed), each opened by tag
+// and read by body: given the text after the tag, it returns the segment's calls and the text
+// after them, or false. Anything else in s fails the whole parse.
+func parseTagged(s, tag string, body func(string) ([]ToolCall, string, bool)) ([]ToolCall, bool) {
 	var calls []ToolCall
 	for {
 		s = strings.TrimSpace(s)
 		if s == "" {
 			return calls, len(calls) > 0
 		}
-		body, ok := strings.CutPrefix(s, "<tool_call>")
+		rest, ok := strings.CutPrefix(s, tag)
 		if !ok {
 			return nil, false
 		}
-		// The JSON is decoded first and the closing tag looked for after it, so that a
-		// "</tool_call>" inside a string of the arguments does not cut the call short.
-		dec := json.NewDecoder(strings.NewReader(body))
-		var c callJSON
-		if dec.Decode(&c) != nil {
-			return nil, false
-		}
-		tc, ok := c.toolCall()
+		found, after, ok := body(rest)
 		if !ok {
 			return nil, false
 		}
-		calls = append(calls, tc)
-		rest := strings.TrimSpace(body[dec.InputOffset():])
-		// An unclosed tag is accepted at the end only: the model stopped at its end-of-turn
-		// token before closing it.
-		if s, ok = strings.CutPrefix(rest, "</tool_call>"); !ok && rest != "" {
-			return nil, false
-		}
+		calls, s = append(calls, found...), after
 	}
 }
 
@@ -284,47 +295,33 @@ func parseLlama3(s string) ([]ToolCall, bool) {
 }
 
 func parseMistral(s string) ([]ToolCall, bool) {
-	var calls []ToolCall
-	for {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			return calls, len(calls) > 0
-		}
-		body, ok := strings.CutPrefix(s, "[TOOL_CALLS]")
-		if !ok {
-			return nil, false
-		}
+	return parseTagged(s, "[TOOL_CALLS]", func(body string) ([]ToolCall, string, bool) {
 		body = strings.TrimSpace(body)
 		if strings.HasPrefix(body, "[") { // a JSON list of calls
 			dec := json.NewDecoder(strings.NewReader(body))
 			var list []callJSON
 			if dec.Decode(&list) != nil || len(list) == 0 {
-				return nil, false
+				return nil, "", false
 			}
-			for _, c := range list {
-				tc, ok := c.toolCall()
-				if !ok {
-					return nil, false
+			calls := make([]ToolCall, len(list))
+			for i, c := range list {
+				var ok bool
+				if calls[i], ok = c.toolCall(); !ok {
+					return nil, "", false
 				}
-				calls = append(calls, tc)
 			}
-			s = body[dec.InputOffset():]
-			continue
+			return calls, body[dec.InputOffset():], true
 		}
 		name, args, ok := strings.Cut(body, "[ARGS]") // name[ARGS]{...}
 		if !ok {
-			return nil, false
+			return nil, "", false
 		}
 		dec := json.NewDecoder(strings.NewReader(args))
 		var raw json.RawMessage
 		if dec.Decode(&raw) != nil {
-			return nil, false
+			return nil, "", false
 		}
 		tc, ok := callJSON{Name: strings.TrimSpace(name), Arguments: raw}.toolCall()
-		if !ok {
-			return nil, false
-		}
-		calls = append(calls, tc)
-		s = args[dec.InputOffset():]
-	}
+		return []ToolCall{tc}, args[dec.InputOffset():], ok
+	})
 }

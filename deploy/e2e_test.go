@@ -53,29 +53,42 @@ func startFleet(t *testing.T) *fleet {
 	f := &fleet{t: t, model: model, redis: testredis.StartTCP(t),
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}, Timeout: time.Minute}}
 	f.rdb = f.redis.Client()
-	var urls []string
-	for i := range 3 {
-		id := fmt.Sprintf("n%d", i+1)
-		n := startNode(t, id, model, "-np", "8", "-c", "8192", "-t", "1", "--redis", f.redis.URL, "--node-id", id,
-			"--fleet-ttl", "3s", "--trusted-proxies", "127.0.0.1/32")
-		f.nodes = append(f.nodes, n)
-		urls = append(urls, n.url)
+	nodeArgs := func(id string) []string {
+		return []string{"-np", "8", "-c", "8192", "-t", "1", "--redis", f.redis.URL, "--node-id", id,
+			"--fleet-ttl", "3s", "--trusted-proxies", "127.0.0.1/32"}
 	}
-	for _, n := range f.nodes {
-		waitHTTP(t, n.p, n.url+"/health", "ok", 20*time.Second)
-	}
-	rport := freePort(t)
-	f.rURL = "http://127.0.0.1:" + strconv.Itoa(rport)
 	// Affinity off: every prefix decision must come from what the nodes publish to Redis.
-	f.router = startProc(t, "router", ubatchBin, "route", "-m", model, "--redis", f.redis.URL,
-		"--nodes", strings.Join(urls, ","), "--port", strconv.Itoa(rport), "--health-interval", "200ms", "--affinity-ttl", "-1s")
-	waitHTTP(t, f.router, f.rURL+"/health", `"nodes_healthy":3`, 20*time.Second)
+	f.nodes, f.router, f.rURL = startNodesAndRouter(t, model, []string{"n1", "n2", "n3"}, nodeArgs,
+		"--redis", f.redis.URL, "--affinity-ttl", "-1s")
 	f.entry = f.rURL
 	if f.startNginx() {
 		f.nginx = true
 	}
 	f.startPrometheus()
 	return f
+}
+
+// startNodesAndRouter starts a node of model for each id (serve -m model nodeArgs(id)...), waits
+// until each is healthy, then a router over them (route -m model --nodes ... --port ...
+// --health-interval 200ms routerArgs...), and waits until the router sees every node healthy.
+func startNodesAndRouter(t *testing.T, model string, ids []string, nodeArgs func(id string) []string, routerArgs ...string) (nodes []*fleetNode, router *proc, url string) {
+	t.Helper()
+	var urls []string
+	for _, id := range ids {
+		n := startNode(t, id, model, nodeArgs(id)...)
+		nodes = append(nodes, n)
+		urls = append(urls, n.url)
+	}
+	for _, n := range nodes {
+		waitHTTP(t, n.p, n.url+"/health", "ok", 20*time.Second)
+	}
+	rport := freePort(t)
+	url = "http://127.0.0.1:" + strconv.Itoa(rport)
+	args := append([]string{"route", "-m", model, "--nodes", strings.Join(urls, ","), "--port", strconv.Itoa(rport),
+		"--health-interval", "200ms"}, routerArgs...)
+	router = startProc(t, "router", append([]string{ubatchBin}, args...)...)
+	waitHTTP(t, router, url+"/health", fmt.Sprintf(`"nodes_healthy":%d`, len(ids)), 20*time.Second)
+	return nodes, router, url
 }
 
 // startNode starts `ubatch serve -m model args...` on a free loopback port as node id; the

@@ -47,23 +47,13 @@ func startHostileFleet(t *testing.T) *hostileFleet {
 		t.Skipf("%s not found; skipping the hostile-client test", model)
 	}
 	f := &hostileFleet{t: t, client: &http.Client{Timeout: time.Minute}}
-	var urls []string
-	for i := range 2 {
-		// The router connects from 127.0.0.1: a trusted proxy, whose users are told apart by
-		// X-Forwarded-For. Attackers below come from other loopback addresses.
-		n := startNode(t, fmt.Sprintf("h%d", i+1), model, "-np", "8", "-c", "2048", "-t", "1", "--embeddings",
-			"--target-itl", hostileITL.String(), "--trusted-proxies", "127.0.0.1/32")
-		f.nodes = append(f.nodes, n)
-		urls = append(urls, n.url)
+	// The router connects from 127.0.0.1: a trusted proxy, whose users are told apart by
+	// X-Forwarded-For. Attackers below come from other loopback addresses.
+	nodeArgs := func(string) []string {
+		return []string{"-np", "8", "-c", "2048", "-t", "1", "--embeddings",
+			"--target-itl", hostileITL.String(), "--trusted-proxies", "127.0.0.1/32"}
 	}
-	for _, n := range f.nodes {
-		waitHTTP(t, n.p, n.url+"/health", "ok", 20*time.Second)
-	}
-	rport := freePort(t)
-	f.rURL = "http://127.0.0.1:" + strconv.Itoa(rport)
-	f.router = startProc(t, "router", ubatchBin, "route", "-m", model, "--nodes", strings.Join(urls, ","),
-		"--port", strconv.Itoa(rport), "--health-interval", "200ms")
-	waitHTTP(t, f.router, f.rURL+"/health", `"nodes_healthy":2`, 20*time.Second)
+	f.nodes, f.router, f.rURL = startNodesAndRouter(t, model, []string{"h1", "h2"}, nodeArgs)
 	return f
 }
 

@@ -31,6 +31,10 @@ func (e *Engine) admit() {
 			}
 			return
 		}
+		if e.tierWait(s) { // blocks of its prefix are on their way from another tier (tier.go)
+			i++
+			continue
+		}
 		id := e.freeIDs[len(e.freeIDs)-1]
 		e.freeIDs = e.freeIDs[:len(e.freeIDs)-1]
 		e.waiting = slices.Delete(e.waiting, i, i+1)

@@ -89,6 +89,7 @@ type Engine struct {
 	inBatch []*seqState // sequences with a logits row in b, by row order
 	stats   Stats
 	cost    costModel
+	tier    tierState // KV tiers beyond RAM (tier.go)
 	// completionMean is the mean completion length of the finishedN requests that ran to
 	// their end, recent ones weighing most (expectedGrowth).
 	completionMean float64
@@ -307,6 +308,8 @@ func (e *Engine) Run(ctx context.Context) error {
 			select {
 			case ss := <-e.incoming:
 				e.enqueue(ss)
+			case f := <-e.tier.control: // nil without tiers
+				f()
 			case <-ctx.Done():
 				e.shutdown()
 				return ctx.Err()
@@ -323,6 +326,10 @@ func (e *Engine) Run(ctx context.Context) error {
 			default:
 				drained = true
 			}
+		}
+		if !e.tierRun(ctx) {
+			e.shutdown()
+			return ctx.Err()
 		}
 		e.step()
 		e.publish()
@@ -361,5 +368,6 @@ func (e *Engine) shutdown() {
 	}
 	e.shutdownEmbeds()
 	e.running, e.waiting = nil, nil
+	e.tierFlush() // the prefix cache to disk, to survive the restart (tier.go)
 	e.publish()
 }

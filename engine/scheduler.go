@@ -190,14 +190,18 @@ func (e *Engine) decode() error {
 	if err := e.kv.Schedule(&e.b, &e.sched); err != nil {
 		return fmt.Errorf("engine: scheduling a batch that fitted: %w", err)
 	}
+	e.tierImages() // the images of the step's loads and saves from and to other tiers (tier.go)
 	e.b.KV = &e.sched
 	defer func() {
 		if v := recover(); v != nil {
 			e.kv.ForgetCells(e.sched.Slots)
+			e.tierSpilled(false)
 			panic(v)
 		}
 	}()
-	return e.dec.Decode(&e.b)
+	err := e.dec.Decode(&e.b)
+	e.tierSpilled(err == nil)
+	return err
 }
 
 // logStep writes the step's budget and why at debug level.
@@ -364,6 +368,7 @@ func (e *Engine) preempt() bool {
 // queue, freeing its KV blocks (its full blocks stay in the prefix cache) and its id.
 func (e *Engine) evict(victim *seqState) {
 	e.running = slices.DeleteFunc(e.running, func(s *seqState) bool { return s == victim })
+	e.tierSwapOut(victim) // to disk, when reading it back beats computing it (tier.go)
 	e.kv.SeqFree(int(victim.id))
 	e.freeIDs = append(e.freeIDs, victim.id)
 	victim.id, victim.chunk = -1, 0
@@ -477,6 +482,7 @@ func (e *Engine) finish(s *seqState, reason FinishReason, err error) {
 		return
 	}
 	if s.id >= 0 {
+		e.tierRemember(s) // the slot's history, for slot save (slots_save.go)
 		e.kv.SeqFree(int(s.id))
 		e.freeIDs = append(e.freeIDs, s.id)
 		s.id = -1

@@ -67,17 +67,8 @@ func FuzzParse(f *testing.F) {
 
 func rewrite(t *testing.T, f *File) []byte {
 	t.Helper()
-	w := NewWriter()
-	if err := w.SetFrom(f, nil); err != nil {
-		t.Fatalf("SetFrom rejects a parsed file: %v", err)
-	}
-	for _, ti := range f.Tensors {
-		if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, ti.Data); err != nil {
-			t.Fatalf("AddTensor rejects a parsed tensor: %v", err)
-		}
-	}
 	var buf bytes.Buffer
-	if _, err := w.WriteTo(&buf); err != nil {
+	if _, err := copyWriter(t, f).WriteTo(&buf); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
@@ -123,4 +114,20 @@ func FuzzRoundTrip(f *testing.F) {
 			t.Fatal("tensor data differs")
 		}
 	})
+}
+
+// copyWriter returns a Writer holding all of f: its metadata and its tensors. A parsed file it
+// cannot take is the test's failure.
+func copyWriter(t *testing.T, f *File) *Writer {
+	t.Helper()
+	w := NewWriter()
+	if err := w.SetFrom(f, nil); err != nil {
+		t.Fatalf("SetFrom rejects a parsed file: %v", err)
+	}
+	for _, ti := range f.Tensors {
+		if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, ti.Data); err != nil {
+			t.Fatalf("AddTensor rejects parsed tensor %s: %v", ti.Name, err)
+		}
+	}
+	return w
 }

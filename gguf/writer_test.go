@@ -305,15 +305,7 @@ func TestWriterErrors(t *testing.T) {
 // same metadata, tensors and, since llama.cpp's layout rules are followed, the same bytes.
 func TestRewriteShared(t *testing.T) {
 	forSharedFiles(t, func(t *testing.T, path string, f *File) {
-		w := NewWriter()
-		if err := w.SetFrom(f, nil); err != nil {
-			t.Fatal(err)
-		}
-		for _, ti := range f.Tensors {
-			if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, ti.Data); err != nil {
-				t.Fatal(err)
-			}
-		}
+		w := copyWriter(t, f)
 		out := filepath.Join(t.TempDir(), "copy.gguf")
 		if err := w.WriteFile(out); err != nil {
 			t.Fatal(err)
@@ -386,15 +378,7 @@ func TestWriteErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := NewWriter()
-	if err := w.SetFrom(f, nil); err != nil {
-		t.Fatal(err)
-	}
-	for _, ti := range f.Tensors {
-		if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, ti.Data); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w := copyWriter(t, f)
 	for _, limit := range []int{0, 100, len(img) / 2, len(img) - 1} {
 		n, err := w.WriteTo(&failingWriter{limit: limit})
 		if err == nil || !strings.Contains(err.Error(), "disk full") || n > int64(limit) {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"ubatch/internal/testdata"
 )
 
 // Issue 19's hostile grammars, built here rather than stored.
@@ -60,7 +62,7 @@ func TestCompileLimits(t *testing.T) {
 		{name: "chained rules", src: chainedRules(60000), limit: LimitRules, max: DefaultMaxRules, got: DefaultMaxRules + 1},
 		{name: "elements", src: "root ::= " + strings.Repeat(`"a"{0,10000} `, 14), limit: LimitElements, max: DefaultMaxElements},
 		{name: "bytes", src: `root ::= "` + strings.Repeat("a", DefaultMaxBytes) + `"`, limit: LimitBytes, max: DefaultMaxBytes, got: DefaultMaxBytes + len(`root ::= ""`)},
-		{name: "attack of the mask", src: attackGBNF(), limit: LimitElements, max: DefaultMaxElements},
+		{name: "attack of the mask", src: testdata.MaskAttackGBNF(), limit: LimitElements, max: DefaultMaxElements},
 		{name: "lowered rules", src: chainedRules(10), lim: Limits{MaxRules: 5}, limit: LimitRules, max: 5, got: 6},
 		{name: "lowered time", src: optionalChain(1, 5000), lim: Limits{MaxTime: time.Nanosecond}, limit: LimitTime, max: 0, got: 1},
 	}

@@ -3,6 +3,7 @@ package grammar
 import (
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -59,7 +60,7 @@ func TestMaskAndTokens(t *testing.T) {
 				}
 			}
 			got := allowedTokens(m)
-			if !equalInts(got, tt.allowed) {
+			if !slices.Equal(got, tt.allowed) {
 				t.Fatalf("allowed %v, want %v", got, tt.allowed)
 			}
 			for tok := range int32(v.Size()) {
@@ -69,18 +70,6 @@ func TestMaskAndTokens(t *testing.T) {
 			}
 		})
 	}
-}
-
-func equalInts(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestAcceptTokenErrors(t *testing.T) {
@@ -102,7 +91,7 @@ func TestAcceptTokenErrors(t *testing.T) {
 	if err := m.AcceptToken(1); err != nil {
 		t.Fatal(err)
 	}
-	if allowed := allowedTokens(m); !equalInts(allowed, []int32{0}) {
+	if allowed := allowedTokens(m); !slices.Equal(allowed, []int32{0}) {
 		t.Fatalf("complete grammar allows %v, want only EOG", allowed)
 	}
 	if err := m.AcceptToken(0); err != nil || !m.Done() {

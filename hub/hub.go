@@ -1,6 +1,6 @@
 // Package hub turns the model a user asked for into a local GGUF file: a path on disk, a
 // Hugging Face file (hf://ORG/REPO/PATH.gguf, downloaded once into a cache), or, when nothing
-// is given, the small stories260K demo model; and keeps the library of pulled models
+// is given, the small stories260K demo model compiled into the binary; and keeps the library of pulled models
 // ($UBATCH_HOME/models, see library.go) that names resolve from.
 //
 // The cache keeps the hub's layout so it stays readable and easy to fill by hand:
@@ -20,17 +20,18 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"ubatch/internal/demo"
 )
 
 // Options controls where Resolve looks and how it downloads. The zero value is usable.
 type Options struct {
-	Home       string                  // cache dir; "" = $UBATCH_HOME or ~/.cache/ubatch
-	Endpoint   string                  // hub base URL; "" = $HF_ENDPOINT or https://huggingface.co
-	Token      string                  // Hugging Face access token sent as a Bearer; "" = $HF_TOKEN
-	Client     *http.Client            // nil = http.DefaultClient
-	Progress   func(done, total int64) // called during a download, at most every 100ms and once at the end; total < 0 if unknown
-	Logger     *slog.Logger            // nil = discard
-	SearchFrom string                  // where the walk for shared/models starts; "" = working directory
+	Home     string                  // cache dir; "" = $UBATCH_HOME or ~/.cache/ubatch
+	Endpoint string                  // hub base URL; "" = $HF_ENDPOINT or https://huggingface.co
+	Token    string                  // Hugging Face access token sent as a Bearer; "" = $HF_TOKEN
+	Client   *http.Client            // nil = http.DefaultClient
+	Progress func(done, total int64) // called during a download, at most every 100ms and once at the end; total < 0 if unknown
+	Logger   *slog.Logger            // nil = discard
 	// IdleTimeout aborts a download that receives no data for this long, so a stalled
 	// connection cannot hang the caller forever; 0 = 60s.
 	IdleTimeout time.Duration
@@ -40,19 +41,20 @@ const (
 	defaultEndpoint = "https://huggingface.co"
 	defaultIdle     = 60 * time.Second
 
-	demoFile = "stories260K.gguf"
-	demoRef  = "hf://ggml-org/models/tinyllamas/stories260K.gguf"
+	// demoRef is where the demo model came from: a copy downloaded there by an earlier version
+	// is still used.
+	demoRef = "hf://ggml-org/models/tinyllamas/stories260K.gguf"
 
 	howTo = "pass -m PATH.gguf, -m NAME (see ubatch list), -m ORG/REPO[:QUANT] or -m hf://ORG/REPO/FILE.gguf"
 )
 
 // Resolve turns a model argument into a local file path.
 //
-//   - "" selects the demo model stories260K.gguf: from the cache (the hub layout
-//     $UBATCH_HOME/ggml-org/models/tinyllamas/stories260K.gguf, or a file placed by hand at
-//     $UBATCH_HOME/stories260K.gguf), else from a shared/models folder found by walking up from
-//     SearchFrom (checking <dir>/shared/models and <dir>/../shared/models), else by downloading
-//     ggml-org/models tinyllamas/stories260K.gguf into the cache.
+//   - "" selects the demo model stories260K.gguf: a file placed by hand at
+//     $UBATCH_HOME/stories260K.gguf, or one an earlier version downloaded to
+//     $UBATCH_HOME/ggml-org/models/tinyllamas/stories260K.gguf, else the copy compiled into the
+//     binary (package internal/demo), written once to $UBATCH_HOME/demo/stories260K.gguf and
+//     rewritten whenever that file's bytes differ from it. No network, no shared folder.
 //   - "hf://ORG/REPO/PATH.gguf" downloads ENDPOINT/ORG/REPO/resolve/main/PATH.gguf into
 //     $UBATCH_HOME/ORG/REPO/PATH.gguf unless it is already there.
 //   - anything else is an existing file; else a library model ($UBATCH_HOME/models, see Pull)
@@ -71,7 +73,7 @@ func Resolve(ctx context.Context, arg string, opts Options) (string, error) {
 	}
 	switch {
 	case arg == "":
-		return o.resolveDemo(ctx)
+		return o.resolveDemo()
 	case strings.HasPrefix(arg, "hf://"):
 		ref, err := parseRef(arg)
 		if err != nil {
@@ -228,55 +230,52 @@ func (o *resolved) fetch(ctx context.Context, r ref) (string, error) {
 	return dest, nil
 }
 
-func (o *resolved) resolveDemo(ctx context.Context) (string, error) {
+func (o *resolved) resolveDemo() (string, error) {
+	if o.homeErr != nil {
+		return "", fmt.Errorf("no model: %s, or set UBATCH_HOME for the built-in demo model: %w", howTo, o.homeErr)
+	}
 	r, _ := parseRef(demoRef)
-	if o.homeErr == nil {
-		hubLayout, _ := o.cachePath(r)
-		for _, p := range []string{hubLayout, filepath.Join(o.Home, demoFile)} {
-			if isFile(p) {
-				return p, nil
-			}
+	hubLayout, _ := o.cachePath(r)
+	for _, p := range []string{hubLayout, filepath.Join(o.Home, demo.Name)} {
+		if isFile(p) {
+			return p, nil
 		}
 	}
-	if p, ok := o.findShared(); ok {
-		o.Logger.Debug("demo model found in shared/models", "path", p)
-		return p, nil
-	}
-	p, err := o.fetch(ctx, r)
-	if err != nil {
-		return "", fmt.Errorf("no model: %s (offline? put the file in $UBATCH_HOME = %s): %w", howTo, o.Home, err)
+	p := filepath.Join(o.Home, "demo", demo.Name)
+	if err := writeDemo(p); err != nil {
+		return "", fmt.Errorf("no model: the built-in demo model cannot be written to %s (%w): set UBATCH_HOME to a writable folder, or %s", p, err, howTo)
 	}
 	return p, nil
 }
 
-// findShared walks from SearchFrom up to the filesystem root looking for
-// shared/models/stories260K.gguf beside or above each directory.
-func (o *resolved) findShared() (string, bool) {
-	dir := o.SearchFrom
-	if dir == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return "", false
-		}
-		dir = wd
+// writeDemo makes p hold the embedded demo model: it leaves a file that already holds exactly
+// those bytes, and otherwise (missing, cut short, edited) writes them to a temporary file beside
+// p and renames it into place, so that a concurrent reader never maps half a model.
+func writeDemo(p string) error {
+	if b, err := os.ReadFile(p); err == nil && string(b) == demo.GGUF {
+		return nil
 	}
-	dir, err := filepath.Abs(dir)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(p), "."+demo.Name+".*.part")
 	if err != nil {
-		return "", false
+		return err
 	}
-	for {
-		for _, base := range []string{dir, filepath.Join(dir, "..")} {
-			p := filepath.Join(base, "shared", "models", demoFile)
-			if isFile(p) {
-				return p, true
-			}
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", false
-		}
-		dir = parent
+	_, err = tmp.WriteString(demo.GGUF)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
 	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), p)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
 }
 
 func resolveLocal(p string) (string, error) {

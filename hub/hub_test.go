@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"ubatch/gguf"
+	"ubatch/internal/demo"
 	"ubatch/quant"
 )
 
@@ -269,7 +270,7 @@ func TestLocalPath(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Resolve(context.Background(), tc.arg, Options{Home: t.TempDir(), SearchFrom: dir})
+			got, err := Resolve(context.Background(), tc.arg, Options{Home: t.TempDir()})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one mentioning %q", err, tc.wantErr)
@@ -293,127 +294,85 @@ func writeFile(t *testing.T, p string, data []byte) {
 	}
 }
 
-// TestDemoLookup lays out cache, shared folders and hub in temporary directories and checks
-// which one the demo model comes from.
+// TestDemoLookup lays out the cache in a temporary directory and checks which file the demo
+// model comes from: a copy placed by hand or downloaded by an earlier version, else the
+// embedded one, written out (again, when the file there differs from it). The hub is never asked.
 func TestDemoLookup(t *testing.T) {
 	blob := ggufBlob(700)
-	const demoURL = "/ggml-org/models/resolve/main/tinyllamas/stories260K.gguf"
-	hubOK := func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != demoURL {
-			http.NotFound(w, r)
-			return
-		}
-		w.Write(blob)
-	}
+	embedded := "home/demo/" + demo.Name
 	tests := []struct {
 		name string
-		// setup creates files under root (which holds home/ and tree/) and returns the expected
-		// path relative to root.
-		setup        func(t *testing.T, root string) string
-		searchFrom   string // relative to root
-		hub          http.HandlerFunc
-		wantRequests int32
-		wantErr      string
+		// setup creates files under home and returns the expected path relative to its parent.
+		setup func(t *testing.T, home string)
+		want  string
 	}{
+		{name: "empty home: the embedded model", setup: func(*testing.T, string) {}, want: embedded},
 		{
-			name: "hub-layout cache beats shared",
-			setup: func(t *testing.T, root string) string {
-				writeFile(t, filepath.Join(root, "tree/shared/models", demoFile), blob)
-				writeFile(t, filepath.Join(root, "home/ggml-org/models/tinyllamas", demoFile), blob)
-				return "home/ggml-org/models/tinyllamas/" + demoFile
+			name:  "file placed by hand in home",
+			setup: func(t *testing.T, home string) { writeFile(t, filepath.Join(home, demo.Name), blob) },
+			want:  "home/" + demo.Name,
+		},
+		{
+			name: "hub-layout download of an earlier version",
+			setup: func(t *testing.T, home string) {
+				writeFile(t, filepath.Join(home, "ggml-org/models/tinyllamas", demo.Name), blob)
 			},
-			searchFrom: "tree",
-			hub:        hubOK,
+			want: "home/ggml-org/models/tinyllamas/" + demo.Name,
 		},
 		{
-			name: "file placed by hand in home",
-			setup: func(t *testing.T, root string) string {
-				writeFile(t, filepath.Join(root, "tree/shared/models", demoFile), blob)
-				writeFile(t, filepath.Join(root, "home", demoFile), blob)
-				return "home/" + demoFile
+			name: "a cut-short copy is rewritten",
+			setup: func(t *testing.T, home string) {
+				writeFile(t, filepath.Join(home, "demo", demo.Name), []byte(demo.GGUF[:1000]))
 			},
-			searchFrom: "tree",
-			hub:        hubOK,
+			want: embedded,
 		},
 		{
-			name: "shared in the start directory",
-			setup: func(t *testing.T, root string) string {
-				writeFile(t, filepath.Join(root, "tree/shared/models", demoFile), blob)
-				return "tree/shared/models/" + demoFile
+			name: "an edited copy is rewritten",
+			setup: func(t *testing.T, home string) {
+				b := []byte(demo.GGUF)
+				b[len(b)/2] ^= 1
+				writeFile(t, filepath.Join(home, "demo", demo.Name), b)
 			},
-			searchFrom: "tree",
-			hub:        hubOK,
-		},
-		{
-			name: "shared beside the repository, started deep inside it",
-			setup: func(t *testing.T, root string) string {
-				writeFile(t, filepath.Join(root, "tree/shared/models", demoFile), blob)
-				if err := os.MkdirAll(filepath.Join(root, "tree/main/cmd/tool"), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				return "tree/shared/models/" + demoFile
-			},
-			searchFrom: "tree/main/cmd/tool",
-			hub:        hubOK,
-		},
-		{
-			name: "shared model directory without the file is skipped",
-			setup: func(t *testing.T, root string) string {
-				writeFile(t, filepath.Join(root, "tree/shared/models/other.gguf"), blob)
-				return "home/ggml-org/models/tinyllamas/" + demoFile
-			},
-			searchFrom:   "tree",
-			hub:          hubOK,
-			wantRequests: 1,
-		},
-		{
-			name:         "downloaded when found nowhere",
-			setup:        func(t *testing.T, root string) string { return "home/ggml-org/models/tinyllamas/" + demoFile },
-			searchFrom:   "tree",
-			hub:          hubOK,
-			wantRequests: 1,
-		},
-		{
-			name:         "offline",
-			setup:        func(t *testing.T, root string) string { return "" },
-			searchFrom:   "tree",
-			hub:          http.NotFound,
-			wantRequests: 1,
-			wantErr:      "no model: pass -m PATH.gguf, -m NAME (see ubatch list), -m ORG/REPO[:QUANT] or -m hf://ORG/REPO/FILE.gguf (offline? put the file in $UBATCH_HOME",
+			want: embedded,
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
-			if err := os.MkdirAll(filepath.Join(root, "tree"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if p := sharedAbove(root); p != "" && tc.wantRequests > 0 {
-				t.Skipf("%s is above the test's temporary directory (TMPDIR), so the demo model is found there: run with TMPDIR elsewhere", p)
-			}
-			want := tc.setup(t, root)
-			srv, requests := serve(t, tc.hub)
-			got, err := Resolve(context.Background(), "", Options{
-				Home:       filepath.Join(root, "home"),
-				Endpoint:   srv.URL,
-				SearchFrom: filepath.Join(root, tc.searchFrom),
-			})
-			if n := requests.Load(); n != tc.wantRequests {
-				t.Errorf("%d requests to the hub, want %d", n, tc.wantRequests)
-			}
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
-				}
-				return
-			}
+			home := filepath.Join(root, "home")
+			tc.setup(t, home)
+			srv, requests := serve(t, http.NotFound)
+			got, err := Resolve(context.Background(), "", Options{Home: home, Endpoint: srv.URL})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got != filepath.Join(root, want) {
-				t.Fatalf("demo model resolved to %q, want %q", got, filepath.Join(root, want))
+			if n := requests.Load(); n != 0 {
+				t.Errorf("%d requests to the hub, want none", n)
+			}
+			if got != filepath.Join(root, tc.want) {
+				t.Fatalf("demo model resolved to %q, want %q", got, filepath.Join(root, tc.want))
+			}
+			if tc.want != embedded {
+				return
+			}
+			if b, err := os.ReadFile(got); err != nil || string(b) != demo.GGUF {
+				t.Fatalf("%s does not hold the embedded model (%d bytes, %v)", got, len(b), err)
+			}
+			if left := files(t, filepath.Dir(got)); len(left) != 1 {
+				t.Fatalf("files left beside the demo model: %v", left)
 			}
 		})
+	}
+}
+
+// TestDemoUnwritableHome: a home the demo model cannot be written to is an error that says
+// what to do, not a panic or a download.
+func TestDemoUnwritableHome(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	writeFile(t, filepath.Join(home, "demo"), []byte("a file where the folder should be"))
+	_, err := Resolve(context.Background(), "", Options{Home: home, Endpoint: "http://127.0.0.1:1"})
+	if err == nil || !strings.Contains(err.Error(), "set UBATCH_HOME to a writable folder") {
+		t.Fatalf("error %v, want one saying to set UBATCH_HOME", err)
 	}
 }
 
@@ -499,20 +458,5 @@ func TestCancelledDownload(t *testing.T) {
 	}
 	if left := files(t, home); len(left) != 0 {
 		t.Fatalf("cancelled download left files behind: %v", left)
-	}
-}
-
-// sharedAbove returns the demo model that findShared would find walking up from dir's parent,
-// outside the test's own tree, or "".
-func sharedAbove(dir string) string {
-	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
-		for _, base := range []string{d, filepath.Join(d, "..")} {
-			if p := filepath.Join(base, "shared", "models", demoFile); isFile(p) {
-				return p
-			}
-		}
-		if filepath.Dir(d) == d {
-			return ""
-		}
 	}
 }

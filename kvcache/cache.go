@@ -185,6 +185,18 @@ type Manager struct {
 	fill     []int32 // per block, for Stats
 
 	ops []batch.KVOp // store operations decided and not yet handed over (TakeOps, Schedule)
+
+	// Tiers (tier.go): per-block Keys (nil until SetSpill), the spill filter, the blocks whose
+	// KVSave operations are pending, and the images numbered since the operations were last
+	// handed over.
+	tiers     bool
+	want      func(Key) bool
+	key, pkey []Key
+	keyBuf    []byte
+	spills    []spillRec
+	spillToks []int32
+	nImg      int32
+	pinned    []int32 // Import's scratch
 	// gen counts mutating calls; planGen/planFor record the last successful CanSchedule, so that
 	// Schedule right after it does not plan the same batch again.
 	gen     uint64
@@ -384,6 +396,7 @@ func (c *Manager) SeqCells(seq int) int { return c.SeqLen(seq) }
 func (c *Manager) Clear() {
 	c.gen++
 	c.ops = c.ops[:0]
+	c.spills, c.spillToks, c.nImg = c.spills[:0], c.spillToks[:0], 0
 	for s := range c.seqs {
 		c.seqs[s] = seqState{table: c.seqs[s].table[:0], posMin: -1, posMax: -1, intent: c.seqs[s].intent[:0]}
 	}
@@ -419,6 +432,7 @@ func (c *Manager) alloc() int32 {
 		c.free = c.free[:n-1]
 	} else {
 		b = c.evict()
+		c.spill(b, false) // to another tier, if one takes it (tier.go)
 		c.unhash(b)
 	}
 	base := b * c.bs
@@ -514,6 +528,7 @@ func (c *Manager) opShift(cell, delta int32) {
 func (c *Manager) TakeOps(dst []batch.KVOp) []batch.KVOp {
 	dst = append(dst, c.ops...)
 	c.ops = c.ops[:0]
+	c.nImg = 0 // the images of KVLoad and KVSave are numbered per hand-over
 	return dst
 }
 

@@ -51,6 +51,7 @@ func (c *Manager) hashBlock(seq, bi int) {
 	}
 	h := c.hashFn(c.seed, parent, c.tok[base:base+c.bs])
 	c.hash[b], c.parent[b], c.hashed[b], c.depth[b] = h, parent, true, int32(bi)
+	c.setKey(b, c.parentKey(seq, bi), c.bs)
 	c.linkChild(b)
 	if _, taken := c.index[h]; !taken {
 		c.index[h] = b

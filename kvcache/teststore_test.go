@@ -11,8 +11,9 @@ import (
 // copy and shift the manager decides is checked on memory too.
 type Cache struct {
 	*Manager
-	st  testStore
-	ops []batch.KVOp
+	st   testStore
+	ops  []batch.KVOp
+	tier *testTier // a disk tier's stand-in, when enabled (random_tier_test.go)
 }
 
 // New makes a test cache; shiftK (nil: addShift) re-rotates keys.
@@ -34,7 +35,11 @@ func newWithShift(cfg Config, shiftK func(l int, k []float32, delta int32)) (*Ca
 // sync applies the pending store operations.
 func (c *Cache) sync() {
 	c.ops = c.TakeOps(c.ops[:0])
-	c.st.apply(c.ops)
+	if c.tier != nil {
+		c.tier.sync(c)
+		return
+	}
+	c.st.apply(c.ops, nil)
 }
 
 func (c *Cache) KF32(l int) []float32 { c.sync(); return at(c.st.k32, l) }
@@ -78,9 +83,13 @@ func (s *testStore) init(cfg Config, shift func(l int, k []float32, delta int32)
 	}
 }
 
-func (s *testStore) apply(ops []batch.KVOp) {
+func (s *testStore) apply(ops []batch.KVOp, images [][]byte) {
 	kv, rb := s.cfg.KVDim, s.rowBytes
 	for _, o := range ops {
+		if o.Kind == batch.KVLoad || o.Kind == batch.KVSave {
+			s.image(o, images)
+			continue
+		}
 		if o.Kind == batch.KVCopy {
 			a, b, m := int(o.Src)*kv, int(o.Dst)*kv, int(o.N)*kv
 			for l := range s.k32 {

@@ -8,29 +8,51 @@ import (
 )
 
 // Apply performs ops in order (batch.KV.Ops: copies of cells and re-rotations of keys, every
-// layer). A run of consecutive shifts by the same delta is done layer by layer, so that a
-// ShiftFunc that keeps its rotation table per (layer, delta) computes it once per layer. It
-// returns an error, before changing anything, when an operation reaches outside the store.
-// No allocation.
-func (s *Store) Apply(ops []batch.KVOp) error {
+// layer); ApplyImages with no images.
+func (s *Store) Apply(ops []batch.KVOp) error { return s.ApplyImages(ops, nil) }
+
+// ApplyImages performs ops in order (batch.KV.Ops: copies of cells, re-rotations of keys,
+// loads of cells from images and saves of cells into them, every layer), images being
+// batch.KV.Images: a KVLoad or KVSave of n cells needs an image of exactly ImageBytes(n) bytes.
+// A run of consecutive shifts by the same delta is done layer by layer, so that a ShiftFunc
+// that keeps its rotation table per (layer, delta) computes it once per layer. It returns an
+// error, before changing anything, when an operation reaches outside the store or its image is
+// missing or of the wrong size. No allocation.
+func (s *Store) ApplyImages(ops []batch.KVOp, images [][]byte) error {
 	nCells := int32(s.cfg.NumBlocks * s.cfg.BlockSize)
+	img := func(i, n int32) bool {
+		return i >= 0 && int(i) < len(images) && int64(len(images[i])) == s.ImageBytes(int(n))
+	}
 	for i, o := range ops {
 		bad := o.N < 0 || o.Dst < 0 || o.Dst > nCells-o.N
 		switch o.Kind {
 		case batch.KVCopy:
 			bad = bad || o.Src < 0 || o.Src > nCells-o.N
 		case batch.KVShift:
+		case batch.KVLoad:
+			bad = bad || !img(o.Src, o.N)
+		case batch.KVSave:
+			bad = o.N < 0 || o.Src < 0 || o.Src > nCells-o.N || !img(o.Dst, o.N)
 		default:
 			bad = true
 		}
 		if bad {
-			return fmt.Errorf("kvstore: op %d %+v outside %d cells", i, o, nCells)
+			return fmt.Errorf("kvstore: op %d %+v outside %d cells or without its image", i, o, nCells)
 		}
 	}
 	for i := 0; i < len(ops); {
 		o := ops[i]
-		if o.Kind == batch.KVCopy {
+		switch o.Kind {
+		case batch.KVCopy:
 			s.copyCells(o.Src, o.Dst, o.N)
+			i++
+			continue
+		case batch.KVLoad:
+			s.LoadCells(o.Dst, o.N, images[o.Src])
+			i++
+			continue
+		case batch.KVSave:
+			s.SaveCells(o.Src, o.N, images[o.Dst])
 			i++
 			continue
 		}

@@ -15,21 +15,12 @@ func TestExpAVX2(t *testing.T) {
 		t.Skip("no AVX2/FMA")
 	}
 	const expRelTol = 1.5e-7
-	tests := []struct {
-		name   string
-		lo, hi float32
-	}{
-		{name: "near zero", lo: -1, hi: 0},
-		{name: "logit range", lo: -30, hi: 0},
-		{name: "down to the cutoff", lo: expCutoff, hi: -30},
-		{name: "tiny", lo: -1e-6, hi: 0},
-	}
-	for _, tc := range tests {
+	for _, tc := range expRanges {
 		t.Run(tc.name, func(t *testing.T) {
-			const steps = 200000
+			const steps = expSteps
 			x := make([]float32, steps)
 			for i := range x {
-				x[i] = tc.lo + (tc.hi-tc.lo)*float32(i)/steps
+				x[i] = expPoint(tc.lo, tc.hi, i)
 			}
 			x[0], x[steps-1] = tc.lo, tc.hi
 			in := append([]float32(nil), x...)

@@ -5,20 +5,28 @@ import (
 	"testing"
 )
 
+// expRanges are the argument ranges the exponentials are checked over, each at expSteps+1
+// evenly spaced points (expPoint) from lo to hi.
+var expRanges = []struct {
+	name   string
+	lo, hi float32
+}{
+	{name: "near zero", lo: -1, hi: 0},
+	{name: "logit range", lo: -30, hi: 0},
+	{name: "down to the cutoff", lo: expCutoff, hi: -30},
+	{name: "tiny", lo: -1e-6, hi: 0},
+}
+
+const expSteps = 200000
+
+// expPoint is point i of expSteps+1 from lo to hi.
+func expPoint(lo, hi float32, i int) float32 { return lo + (hi-lo)*float32(i)/expSteps }
+
 func TestExpNeg(t *testing.T) {
-	tests := []struct {
-		name   string
-		lo, hi float32
-	}{
-		{name: "near zero", lo: -1, hi: 0},
-		{name: "logit range", lo: -30, hi: 0},
-		{name: "down to the cutoff", lo: expCutoff, hi: -30},
-	}
-	for _, tc := range tests {
+	for _, tc := range expRanges {
 		t.Run(tc.name, func(t *testing.T) {
-			const steps = 200000
-			for i := 0; i <= steps; i++ {
-				x := tc.lo + (tc.hi-tc.lo)*float32(i)/steps
+			for i := 0; i <= expSteps; i++ {
+				x := expPoint(tc.lo, tc.hi, i)
 				got, want := float64(ExpNeg(x)), math.Exp(float64(x))
 				if rel := math.Abs(got-want) / want; rel > 3e-7 {
 					t.Fatalf("ExpNeg(%v) = %v, want %v (relative error %g)", x, got, want, rel)

@@ -1,6 +1,6 @@
 #include "textflag.h"
 
-// AVX2/FMA/F16C vector kernels for attention (see vec_amd64.go). n > 0 is a multiple of 8. The
+// AVX2/FMA/F16C vector kernels for attention (declared in vec_asm.go). n > 0 is a multiple of 8. The
 // dots keep four accumulators over 32 elements per iteration, then take 8 at a time.
 
 // HSUM0 leaves the sum of the 8 floats of Y0 in X0.
@@ -12,8 +12,8 @@
 	VMOVSHDUP    X0, X1;     \
 	VADDSS       X1, X0, X0
 
-// func dotF32AVX2(n int, x, y *float32) float32
-TEXT ·dotF32AVX2(SB), NOSPLIT, $0-28
+// func dotF32Asm(n int, x, y *float32) float32
+TEXT ·dotF32Asm(SB), NOSPLIT, $0-28
 	MOVQ   n+0(FP), CX
 	MOVQ   x+8(FP), SI
 	MOVQ   y+16(FP), DI
@@ -60,8 +60,8 @@ d32done:
 	VZEROUPPER
 	RET
 
-// func dotF16AVX2(n int, x *float32, y *uint16) float32
-TEXT ·dotF16AVX2(SB), NOSPLIT, $0-28
+// func dotF16Asm(n int, x *float32, y *uint16) float32
+TEXT ·dotF16Asm(SB), NOSPLIT, $0-28
 	MOVQ   n+0(FP), CX
 	MOVQ   x+8(FP), SI
 	MOVQ   y+16(FP), DI
@@ -108,8 +108,8 @@ d16done:
 	VZEROUPPER
 	RET
 
-// func axpyF32AVX2(n int, a float32, x, y *float32)
-TEXT ·axpyF32AVX2(SB), NOSPLIT, $0-32
+// func axpyF32Asm(n int, a float32, x, y *float32)
+TEXT ·axpyF32Asm(SB), NOSPLIT, $0-32
 	MOVQ         n+0(FP), CX
 	VBROADCASTSS a+8(FP), Y15
 	MOVQ         x+16(FP), SI
@@ -153,8 +153,8 @@ a32done:
 	VZEROUPPER
 	RET
 
-// func axpyF16AVX2(n int, a float32, x *uint16, y *float32)
-TEXT ·axpyF16AVX2(SB), NOSPLIT, $0-32
+// func axpyF16Asm(n int, a float32, x *uint16, y *float32)
+TEXT ·axpyF16Asm(SB), NOSPLIT, $0-32
 	MOVQ         n+0(FP), CX
 	VBROADCASTSS a+8(FP), Y15
 	MOVQ         x+16(FP), SI

@@ -1,6 +1,6 @@
 #include "textflag.h"
 
-// NEON vector kernels (see vec_arm64.go): n > 0 is a multiple of 8; 16 elements per loop pass,
+// NEON vector kernels (declared in vec_asm.go): n > 0 is a multiple of 8; 16 elements per loop pass,
 // then one pass of 8 if left. Go's assembler has no mnemonics for the vector float add, the
 // pairwise adds and the f16→f32 widening (FCVTL/FCVTL2), so those are WORD encodings, each with
 // the instruction it encodes in GNU syntax (as `llvm-mc -triple=aarch64 -show-encoding` prints
@@ -35,8 +35,8 @@
 	VEOR	V18.B16, V18.B16, V18.B16; \
 	VEOR	V19.B16, V19.B16, V19.B16
 
-// func dotF32NEON(n int, x, y *float32) float32
-TEXT ·dotF32NEON(SB), NOSPLIT, $0-28
+// func dotF32Asm(n int, x, y *float32) float32
+TEXT ·dotF32Asm(SB), NOSPLIT, $0-28
 	MOVD	n+0(FP), R0
 	MOVD	x+8(FP), R1
 	MOVD	y+16(FP), R2
@@ -61,8 +61,8 @@ dot32done:
 	FMOVS	F0, ret+24(FP)
 	RET
 
-// func dotF16NEON(n int, x *float32, y *uint16) float32
-TEXT ·dotF16NEON(SB), NOSPLIT, $0-28
+// func dotF16Asm(n int, x *float32, y *uint16) float32
+TEXT ·dotF16Asm(SB), NOSPLIT, $0-28
 	MOVD	n+0(FP), R0
 	MOVD	x+8(FP), R1
 	MOVD	y+16(FP), R2
@@ -90,8 +90,8 @@ dot16done:
 	FMOVS	F0, ret+24(FP)
 	RET
 
-// func axpyF32NEON(n int, a float32, x, y *float32)
-TEXT ·axpyF32NEON(SB), NOSPLIT, $0-32
+// func axpyF32Asm(n int, a float32, x, y *float32)
+TEXT ·axpyF32Asm(SB), NOSPLIT, $0-32
 	MOVD	n+0(FP), R0
 	FMOVS	a+8(FP), F10
 	MOVD	x+16(FP), R1
@@ -120,8 +120,8 @@ axpy32tail:
 axpy32done:
 	RET
 
-// func axpyF16NEON(n int, a float32, x *uint16, y *float32)
-TEXT ·axpyF16NEON(SB), NOSPLIT, $0-32
+// func axpyF16Asm(n int, a float32, x *uint16, y *float32)
+TEXT ·axpyF16Asm(SB), NOSPLIT, $0-32
 	MOVD	n+0(FP), R0
 	FMOVS	a+8(FP), F10
 	MOVD	x+16(FP), R1

@@ -5,9 +5,24 @@ package ops
 import "ubatch/quant"
 
 // The exported vector kernels on the architectures with assembly: the first multiple of 8
-// elements goes to the per-architecture kernels dotF32Asm, dotF16Asm, axpyF32Asm and axpyF16Asm
-// (AVX2 in vec_amd64.go, NEON in vec_arm64.go) when the selected path runs assembly (vecAsm),
-// the rest to the Go twins.
+// elements goes to the per-architecture kernels below (AVX2/FMA/F16C in vec_amd64.s; NEON in
+// vec_arm64.s, NEON being part of every arm64 CPU) when the selected path runs assembly (vecAsm),
+// the rest to the Go twins. On arm64 the activation kernels (SwiGLU, softmax) stay the Go twins;
+// attention over F16 and Q8_0 caches uses these vector kernels there (attn_arm64.go).
+
+// The assembly kernels: n > 0, a multiple of 8, elements at x and y.
+//
+//go:noescape
+func dotF32Asm(n int, x, y *float32) float32
+
+//go:noescape
+func dotF16Asm(n int, x *float32, y *uint16) float32
+
+//go:noescape
+func axpyF32Asm(n int, a float32, x, y *float32)
+
+//go:noescape
+func axpyF16Asm(n int, a float32, x *uint16, y *float32)
 
 // vecAsm reports whether the exported vector kernels run assembly.
 func vecAsm() bool { return asmOn() }

@@ -73,30 +73,26 @@ func dequantBF16(src []byte, dst []float32) {
 
 // dequantQ8_0 expands len(dst)/32 Q8_0 blocks: value = d * qs[i].
 func dequantQ8_0(src []byte, dst []float32) {
-	for b := 0; b < len(dst)/32; b++ {
-		blk := src[b*q8_0Bytes : (b+1)*q8_0Bytes]
+	eachDequant(src, dst, 32, q8_0Bytes, func(blk []byte, y []float32) {
 		d := f16At(blk)
 		qs := blk[2:34]
-		y := dst[b*32 : b*32+32]
 		for i := range y {
 			y[i] = float32(int8(qs[i])) * d
 		}
-	}
+	})
 }
 
 // dequantQ4_0 expands Q4_0 blocks: element j is the low nibble of qs[j], element j+16 the high
 // nibble, value = (q - 8) * d.
 func dequantQ4_0(src []byte, dst []float32) {
-	for b := 0; b < len(dst)/32; b++ {
-		blk := src[b*q4_0Bytes : (b+1)*q4_0Bytes]
+	eachDequant(src, dst, 32, q4_0Bytes, func(blk []byte, y []float32) {
 		d := f16At(blk)
 		qs := blk[2:18]
-		y := dst[b*32 : b*32+32]
 		for j := 0; j < 16; j++ {
 			y[j] = float32(int(qs[j]&0xf)-8) * d
 			y[j+16] = float32(int(qs[j]>>4)-8) * d
 		}
-	}
+	})
 }
 
 // scaleMinK4 unpacks the 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes of a
@@ -125,8 +121,7 @@ func dequantKScaleMin(q5 bool, src []byte, dst []float32) {
 		blockBytes, qsAt = q5_KBytes, 48
 	}
 	var noHigh [32]byte
-	for b := 0; b < len(dst)/QK_K; b++ {
-		blk := src[b*blockBytes : (b+1)*blockBytes]
+	eachDequant(src, dst, QK_K, blockBytes, func(blk []byte, y []float32) {
 		d, dmin := f16At(blk), f16At(blk[2:])
 		scales := blk[4:16]
 		qh := noHigh[:]
@@ -134,7 +129,6 @@ func dequantKScaleMin(q5 bool, src []byte, dst []float32) {
 			qh = blk[16:48]
 		}
 		qs := blk[qsAt : qsAt+128]
-		y := dst[b*QK_K : (b+1)*QK_K]
 		for g := 0; g < 4; g++ {
 			sc1, m1 := scaleMinK4(2*g, scales)
 			sc2, m2 := scaleMinK4(2*g+1, scales)
@@ -150,7 +144,7 @@ func dequantKScaleMin(q5 bool, src []byte, dst []float32) {
 				hi[l] = d2*float32(q[l]>>4|(h&2)<<3) - mm2
 			}
 		}
-	}
+	})
 }
 
 // dequantQ6_K expands Q6_K super-blocks. Each half (128 elements) uses 64 bytes of ql, 32 of qh and
@@ -158,14 +152,13 @@ func dequantKScaleMin(q5 bool, src []byte, dst []float32) {
 // ql[l+32], then their high nibbles, with bit pairs 0-1, 2-3, 4-5, 6-7 of qh[l] on top;
 // value = d * scale[16-element group] * (q - 32).
 func dequantQ6_K(src []byte, dst []float32) {
-	for b := 0; b < len(dst)/QK_K; b++ {
-		blk := src[b*q6_KBytes : (b+1)*q6_KBytes]
+	eachDequant(src, dst, QK_K, q6_KBytes, func(blk []byte, out []float32) {
 		d := f16At(blk[208:])
 		for h := 0; h < 2; h++ {
 			ql := blk[64*h : 64*h+64]
 			qh := blk[128+32*h : 128+32*h+32]
 			sc := blk[192+8*h : 192+8*h+8]
-			y := dst[b*QK_K+128*h : b*QK_K+128*h+128]
+			y := out[128*h : 128*h+128]
 			for l := 0; l < 32; l++ {
 				is := l / 16
 				q1 := int(ql[l]&0xf|(qh[l]&3)<<4) - 32
@@ -178,18 +171,24 @@ func dequantQ6_K(src []byte, dst []float32) {
 				y[l+96] = d * float32(int8(sc[is+6])) * float32(q4)
 			}
 		}
-	}
+	})
 }
 
 // dequantQ8_K expands Q8_K super-blocks: value = d * qs[i] (bsums are redundant and ignored).
 func dequantQ8_K(src []byte, dst []float32) {
-	for b := 0; b < len(dst)/QK_K; b++ {
-		blk := src[b*q8_KBytes : (b+1)*q8_KBytes]
+	eachDequant(src, dst, QK_K, q8_KBytes, func(blk []byte, y []float32) {
 		d := f32At(blk)
 		qs := blk[4 : 4+QK_K]
-		y := dst[b*QK_K : (b+1)*QK_K]
 		for i := range y {
 			y[i] = d * float32(int8(qs[i]))
 		}
+	})
+}
+
+// eachDequant calls f for every block being expanded: blk its size bytes of src, y its elems
+// values of dst (len(dst) a multiple of elems).
+func eachDequant(src []byte, dst []float32, elems, size int, f func(blk []byte, y []float32)) {
+	for b := range len(dst) / elems {
+		f(src[b*size:(b+1)*size], dst[b*elems:(b+1)*elems])
 	}
 }

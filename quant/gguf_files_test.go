@@ -1,7 +1,6 @@
 package quant_test
 
 import (
-	"math"
 	"testing"
 
 	"ubatch/gguf"
@@ -45,16 +44,6 @@ func dequantTensor(t *testing.T, f *gguf.File, name string) (quant.Type, []byte,
 	return ti.Type, data, y
 }
 
-func relRMS(ref, got []float32) float64 {
-	var num, den float64
-	for i := range ref {
-		d := float64(ref[i]) - float64(got[i])
-		num += d * d
-		den += float64(ref[i]) * float64(ref[i])
-	}
-	return math.Sqrt(num / den)
-}
-
 // TestLlamaCppFiles dequantizes tensors that llama.cpp quantized and compares them with the same
 // tensor of the F16 file: a wrong block layout gives errors of order 1, not the type's few
 // percent. It then requantizes the F16 values with Quantize: llama.cpp used the same reference
@@ -94,7 +83,7 @@ func TestLlamaCppFiles(t *testing.T) {
 			if rtyp != quant.F16 || len(want) != len(got) {
 				t.Fatalf("reference tensor is %v with %d elements, want F16 with %d", rtyp, len(want), len(got))
 			}
-			e := relRMS(want, got)
+			e := testdata.RelRMS(got, want)
 			t.Logf("%s %v: relative RMS vs F16 %.4g", tc.tensor, typ, e)
 			if e > tc.bound {
 				t.Errorf("relative RMS vs F16 %.4g > %.4g", e, tc.bound)
@@ -115,7 +104,7 @@ func TestLlamaCppFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			frac := float64(same) / float64(len(mine))
-			t.Logf("requantized: %.2f%% identical bytes, relative RMS vs llama.cpp %.4g", 100*frac, relRMS(got, back))
+			t.Logf("requantized: %.2f%% identical bytes, relative RMS vs llama.cpp %.4g", 100*frac, testdata.RelRMS(back, got))
 			if frac < tc.minSame {
 				t.Errorf("requantized tensor shares %.2f%% of llama.cpp's bytes, want >= %.0f%%", 100*frac, 100*tc.minSame)
 			}

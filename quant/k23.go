@@ -76,54 +76,48 @@ func levelsIQ4XS(l *[QK_K]byte, blk []byte) {
 // dequantQ2_K expands Q2_K super-blocks: element e is d*(scales[e/16]&15)*q - dmin*(scales[e/16]>>4).
 func dequantQ2_K(src []byte, dst []float32) {
 	var l [QK_K]byte
-	for b := 0; b < len(dst)/QK_K; b++ {
-		blk := src[b*q2_KBytes : (b+1)*q2_KBytes]
+	eachDequant(src, dst, QK_K, q2_KBytes, func(blk []byte, y []float32) {
 		d, dmin := f16At(blk[80:]), f16At(blk[82:])
 		crumbs256(&l, blk[16:80])
-		y := dst[b*QK_K : (b+1)*QK_K]
 		for g := 0; g < 16; g++ {
 			dl, ml := d*float32(blk[g]&0xf), dmin*float32(blk[g]>>4)
 			for i := 16 * g; i < 16*g+16; i++ {
 				y[i] = dl*float32(l[i]) - ml
 			}
 		}
-	}
+	})
 }
 
 // dequantQ3_K expands Q3_K super-blocks: element e is d*scale[e/16]*level.
 func dequantQ3_K(src []byte, dst []float32) {
 	var l [QK_K]byte
 	var sc [16]int8
-	for b := 0; b < len(dst)/QK_K; b++ {
-		blk := src[b*q3_KBytes : (b+1)*q3_KBytes]
+	eachDequant(src, dst, QK_K, q3_KBytes, func(blk []byte, y []float32) {
 		d := f16At(blk[108:])
 		levelsQ3_K(&l, blk)
 		scalesQ3_K(&sc, blk[96:108])
-		y := dst[b*QK_K : (b+1)*QK_K]
 		for g := 0; g < 16; g++ {
 			dl := d * float32(sc[g])
 			for i := 16 * g; i < 16*g+16; i++ {
 				y[i] = dl * float32(int8(l[i]))
 			}
 		}
-	}
+	})
 }
 
 // dequantIQ4XS expands IQ4_XS super-blocks: element e is d*scale[e/32]*iq4Values[nibble].
 func dequantIQ4XS(src []byte, dst []float32) {
 	var l [QK_K]byte
-	for b := 0; b < len(dst)/QK_K; b++ {
-		blk := src[b*iq4XSBytes : (b+1)*iq4XSBytes]
+	eachDequant(src, dst, QK_K, iq4XSBytes, func(blk []byte, y []float32) {
 		d := f16At(blk)
 		levelsIQ4XS(&l, blk)
-		y := dst[b*QK_K : (b+1)*QK_K]
 		for ib := 0; ib < 8; ib++ {
 			dl := d * float32(scalesIQ4XS(blk, ib))
 			for i := 32 * ib; i < 32*ib+32; i++ {
 				y[i] = dl * float32(int8(l[i]))
 			}
 		}
-	}
+	})
 }
 
 // dotQ2_KGo is the DotFunc for Q2_K weights with Q8_K activations: per super-block

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"ubatch/internal/testdata"
 )
 
 // gaussian returns n seeded N(0, sigma²) samples.
@@ -16,20 +18,6 @@ func gaussian(seed uint64, n int, sigma float64) []float32 {
 		x[i] = float32(r.NormFloat64() * sigma)
 	}
 	return x
-}
-
-// relRMS is sqrt(Σ(a-b)² / Σa²).
-func relRMS(a, b []float32) float64 {
-	var num, den float64
-	for i := range a {
-		d := float64(a[i]) - float64(b[i])
-		num += d * d
-		den += float64(a[i]) * float64(a[i])
-	}
-	if den == 0 {
-		return math.Sqrt(num)
-	}
-	return math.Sqrt(num / den)
 }
 
 // roundTrip quantizes x to t and dequantizes it back.
@@ -79,7 +67,7 @@ func TestRoundTripGaussian(t *testing.T) {
 	for _, tc := range roundTripBounds {
 		t.Run(tc.name, func(t *testing.T) {
 			y := roundTrip(t, tc.typ, x)
-			e := relRMS(x, y)
+			e := testdata.RelRMS(y, x)
 			t.Logf("%v relative RMS error %.3g", tc.typ, e)
 			if e > tc.bound {
 				t.Errorf("%v relative RMS error %.3g > %.3g", tc.typ, e, tc.bound)
@@ -126,7 +114,7 @@ func TestRoundTripShapes(t *testing.T) {
 						t.Fatalf("element %d is %v", i, v)
 					}
 				}
-				if e := relRMS(in.x, y); e > tc.bound*in.scale+1e-7 {
+				if e := testdata.RelRMS(y, in.x); e > tc.bound*in.scale+1e-7 {
 					t.Errorf("relative RMS error %.3g > %.3g", e, tc.bound*in.scale)
 				}
 			})

@@ -88,18 +88,8 @@ func quantizeQ8_0Go(src []float32, dst []byte) {
 	for b := 0; b < len(src)/32; b++ {
 		x := src[b*32 : b*32+32]
 		blk := dst[b*q8_0Bytes : (b+1)*q8_0Bytes]
-		var amax float32
-		for _, v := range x {
-			// A plain comparison: the builtin max's NaN and signed-zero handling is much slower.
-			if a := abs32(v); a > amax {
-				amax = a
-			}
-		}
-		d := amax / 127
-		var id float32
-		if d != 0 {
-			id = 1 / d
-		}
+		d := abs32(signedMax(x)) / 127
+		id := inv(d)
 		binary.LittleEndian.PutUint16(blk, F32ToF16(d))
 		qs := blk[2:34]
 		for i, v := range x {
@@ -114,20 +104,9 @@ func quantizeQ8_0Go(src []float32, dst []byte) {
 // quantizeQ4_0 follows quantize_row_q4_0_ref: d = max/-8 where max is the value of largest
 // magnitude (so it maps to q=0), q = min(15, trunc(x/d + 8.5)).
 func quantizeQ4_0(src []float32, dst []byte) {
-	for b := 0; b < len(src)/32; b++ {
-		x := src[b*32 : b*32+32]
-		blk := dst[b*q4_0Bytes : (b+1)*q4_0Bytes]
-		var amax, mx float32
-		for _, v := range x {
-			if a := abs32(v); a > amax {
-				amax, mx = a, v
-			}
-		}
-		d := mx / -8
-		var id float32
-		if d != 0 {
-			id = 1 / d
-		}
+	eachBlock(src, dst, 32, q4_0Bytes, func(x []float32, blk []byte) {
+		d := signedMax(x) / -8
+		id := inv(d)
 		binary.LittleEndian.PutUint16(blk, F32ToF16(d))
 		qs := blk[2:18]
 		for j := 0; j < 16; j++ {
@@ -137,7 +116,7 @@ func quantizeQ4_0(src []float32, dst []byte) {
 			q1 := truncQ4(float32(x[j+16]*id) + 8.5)
 			qs[j] = q0 | q1<<4
 		}
-	}
+	})
 }
 
 // truncQ4 truncates toward zero and clamps to [0, 15]; the argument is x/d + 8.5, which is >= 0.5
@@ -159,13 +138,8 @@ func quantizeQ8_K(src []float32, dst []byte) {
 		x := src[b*QK_K : (b+1)*QK_K]
 		blk := dst[b*q8_KBytes : (b+1)*q8_KBytes]
 		qs := blk[4 : 4+QK_K]
-		var amax, mx float32
-		for _, v := range x {
-			if a := abs32(v); a > amax {
-				amax, mx = a, v
-			}
-		}
-		if amax == 0 {
+		mx := signedMax(x)
+		if mx == 0 {
 			clear(blk)
 			continue
 		}
@@ -197,3 +171,13 @@ func roundAway127(f float32) int32 {
 func abs32(f float32) float32 { return math.Float32frombits(math.Float32bits(f) &^ (1 << 31)) }
 
 func clamp32(v, lo, hi int32) int32 { return min(max(v, lo), hi) }
+
+// eachBlock calls f for every block of a row being quantized: x the block's elems values of
+// src, blk its size bytes of dst, cleared first (the quantizers OR some fields in).
+func eachBlock(src []float32, dst []byte, elems, size int, f func(x []float32, blk []byte)) {
+	for b := range len(src) / elems {
+		blk := dst[b*size : (b+1)*size]
+		clear(blk)
+		f(src[b*elems:(b+1)*elems], blk)
+	}
+}

@@ -73,14 +73,12 @@ func iq4Levels(l *[32]byte, x []float32, id float32) {
 // to x/d (with d before the f16 rounding, as ggml does).
 func quantizeIQ4NL(src []float32, dst []byte) {
 	var l [32]byte
-	for b := 0; b < len(src)/32; b++ {
-		x := src[b*32 : b*32+32]
-		blk := dst[b*iq4NLBytes : (b+1)*iq4NLBytes]
+	eachBlock(src, dst, 32, iq4NLBytes, func(x []float32, blk []byte) {
 		d := fitIQ4(x)
 		binary.LittleEndian.PutUint16(blk, F32ToF16(d))
 		iq4Levels(&l, x, inv(d))
 		packNibbles32(blk[2:18], nil, &l)
-	}
+	})
 }
 
 // quantizeIQ4XS quantizes IQ4_XS super-blocks: each sub-block's d from fitIQ4, the eight scales
@@ -89,17 +87,11 @@ func quantizeIQ4NL(src []float32, dst []byte) {
 func quantizeIQ4XS(src []float32, dst []byte) {
 	var l [32]byte
 	var scales [8]float32
-	for b := 0; b < len(src)/QK_K; b++ {
-		x := src[b*QK_K : (b+1)*QK_K]
-		blk := dst[b*iq4XSBytes : (b+1)*iq4XSBytes]
-		var maxScale, amax float32
+	eachBlock(src, dst, QK_K, iq4XSBytes, func(x []float32, blk []byte) {
 		for ib := range scales {
 			scales[ib] = fitIQ4(x[32*ib : 32*ib+32])
-			if a := abs32(scales[ib]); a > amax {
-				amax, maxScale = a, scales[ib]
-			}
 		}
-		d := -maxScale / 32
+		d := -signedMax(scales[:]) / 32
 		binary.LittleEndian.PutUint16(blk, F32ToF16(d))
 		id := inv(d)
 		var sh uint16
@@ -116,5 +108,5 @@ func quantizeIQ4XS(src []float32, dst []byte) {
 			sh |= uint16(u>>4) << (2 * ib)
 		}
 		binary.LittleEndian.PutUint16(blk[2:], sh)
-	}
+	})
 }

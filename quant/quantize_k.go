@@ -82,31 +82,34 @@ func fitErr(w, diff float32, useMad bool) float32 {
 	return w * diff * diff
 }
 
+// gridFit rounds each x[i] to the grid of step 1/iscale, as a level q in [-nmax, nmax), and
+// returns the x²-weighted sums Σw·x·q and Σw·q² that a least-squares scale is their ratio of;
+// it writes q+offset to l unless l is nil. len(l) == len(x).
+func gridFit(x []float32, iscale float32, nmax int32, l []int8, offset int32) (sumLX, sumL2 float32) {
+	for i, v := range x {
+		q := clamp32(nearestInt(iscale*v), -nmax, nmax-1)
+		if l != nil {
+			l[i] = int8(q + offset)
+		}
+		w := v * v
+		sumLX += w * v * float32(q)
+		sumL2 += w * float32(q) * float32(q)
+	}
+	return sumLX, sumL2
+}
+
 // makeQXQuants fits x ≈ scale*(L - nmax) with L in [0, 2*nmax) (a symmetric quantizer), following
 // ggml's make_qx_quants with rmse_type=1 (weights x²) and no importance: start from the grid that
 // maps the largest-magnitude value to -nmax, then try 18 perturbed grids and keep the one with the
 // best weighted least-squares fit. len(l) == len(x).
 func makeQXQuants(nmax int32, x []float32, l []int8) float32 {
 	l = l[:len(x)]
-	var amax, mx float32
-	for _, v := range x {
-		if a := abs32(v); a > amax {
-			amax, mx = a, v
-		}
-	}
-	if amax < groupMaxEps {
+	mx := signedMax(x)
+	if abs32(mx) < groupMaxEps {
 		clear(l)
 		return 0
 	}
-	iscale := -float32(nmax) / mx
-	var sumLX, sumL2 float32
-	for i, v := range x {
-		q := clamp32(nearestInt(iscale*v), -nmax, nmax-1)
-		l[i] = int8(q + nmax)
-		w := v * v
-		sumLX += w * v * float32(q)
-		sumL2 += w * float32(q) * float32(q)
-	}
+	sumLX, sumL2 := gridFit(x, -float32(nmax)/mx, nmax, l, nmax)
 	var scale float32
 	if sumL2 != 0 {
 		scale = sumLX / sumL2
@@ -116,18 +119,10 @@ func makeQXQuants(nmax int32, x []float32, l []int8) float32 {
 		if is == 0 {
 			continue
 		}
-		iscale = -(float32(nmax) + 0.1*float32(is)) / mx
-		sumLX, sumL2 = 0, 0
-		for _, v := range x {
-			q := float32(clamp32(nearestInt(iscale*v), -nmax, nmax-1))
-			w := v * v
-			sumLX += w * v * q
-			sumL2 += w * q * q
-		}
+		iscale := -(float32(nmax) + 0.1*float32(is)) / mx
+		sumLX, sumL2 = gridFit(x, iscale, nmax, nil, 0)
 		if sumL2 > 0 && sumLX*sumLX > best*sumL2 {
-			for i, v := range x {
-				l[i] = int8(clamp32(nearestInt(iscale*v), -nmax, nmax-1) + nmax)
-			}
+			gridFit(x, iscale, nmax, l, nmax)
 			scale = sumLX / sumL2
 			best = scale * sumLX
 		}
@@ -205,10 +200,7 @@ func quantizeKScaleMin(x []float32, hdr []byte, l *[QK_K]uint8, nmax int32, rmin
 // quantizeQ4_K follows quantize_row_q4_K_ref (make_qkx2_quants with nmax 15, rmin -1, 20 steps).
 func quantizeQ4_K(src []float32, dst []byte) {
 	var l [QK_K]uint8
-	for b := 0; b < len(src)/QK_K; b++ {
-		x := src[b*QK_K : (b+1)*QK_K]
-		blk := dst[b*q4_KBytes : (b+1)*q4_KBytes]
-		clear(blk)
+	eachBlock(src, dst, QK_K, q4_KBytes, func(x []float32, blk []byte) {
 		quantizeKScaleMin(x, blk, &l, 15, -1, 20)
 		qs := blk[16:144]
 		for g := 0; g < 4; g++ {
@@ -216,17 +208,14 @@ func quantizeQ4_K(src []float32, dst []byte) {
 				qs[32*g+i] = l[64*g+i] | l[64*g+32+i]<<4
 			}
 		}
-	}
+	})
 }
 
 // quantizeQ5_K follows quantize_row_q5_K_ref (make_qkx2_quants with nmax 31, rmin -0.5, 15
 // steps); the fifth bit of each level goes to qh.
 func quantizeQ5_K(src []float32, dst []byte) {
 	var l [QK_K]uint8
-	for b := 0; b < len(src)/QK_K; b++ {
-		x := src[b*QK_K : (b+1)*QK_K]
-		blk := dst[b*q5_KBytes : (b+1)*q5_KBytes]
-		clear(blk)
+	eachBlock(src, dst, QK_K, q5_KBytes, func(x []float32, blk []byte) {
 		quantizeKScaleMin(x, blk, &l, 31, -0.5, 15)
 		qh := blk[16:48]
 		qs := blk[48:176]
@@ -237,7 +226,7 @@ func quantizeQ5_K(src []float32, dst []byte) {
 				qs[32*g+i] = l1&0xf | (l2&0xf)<<4
 			}
 		}
-	}
+	})
 }
 
 // quantizeQ6_K follows quantize_row_q6_K_ref: each 16-element group is fitted with makeQXQuants
@@ -246,19 +235,13 @@ func quantizeQ5_K(src []float32, dst []byte) {
 func quantizeQ6_K(src []float32, dst []byte) {
 	var l [QK_K]int8
 	var scales [16]float32
-	for b := 0; b < len(src)/QK_K; b++ {
-		x := src[b*QK_K : (b+1)*QK_K]
-		blk := dst[b*q6_KBytes : (b+1)*q6_KBytes]
-		clear(blk)
-		var maxScale, maxAbs float32
+	eachBlock(src, dst, QK_K, q6_KBytes, func(x []float32, blk []byte) {
 		for g := 0; g < 16; g++ {
 			scales[g] = makeQXQuants(32, x[16*g:16*g+16], l[16*g:16*g+16])
-			if a := abs32(scales[g]); a > maxAbs {
-				maxAbs, maxScale = a, scales[g]
-			}
 		}
-		if maxAbs < groupMaxEps {
-			continue // all-zero block, d = 0
+		maxScale := signedMax(scales[:])
+		if abs32(maxScale) < groupMaxEps {
+			return // all-zero block, d = 0
 		}
 		iscale := -128 / maxScale
 		dh := F32ToF16(1 / iscale)
@@ -288,5 +271,5 @@ func quantizeQ6_K(src []float32, dst []byte) {
 				qh[i] = q1>>4 | (q2>>4)<<2 | (q3>>4)<<4 | (q4>>4)<<6
 			}
 		}
-	}
+	})
 }

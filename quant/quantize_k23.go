@@ -21,10 +21,7 @@ func quantizeQ2_K(src []float32, dst []byte) {
 	var l [QK_K]byte
 	var laux [16]uint8
 	var weights, scales, mins [16]float32
-	for b := 0; b < len(src)/QK_K; b++ {
-		x := src[b*QK_K : (b+1)*QK_K]
-		blk := dst[b*q2_KBytes : (b+1)*q2_KBytes]
-		clear(blk)
+	eachBlock(src, dst, QK_K, q2_KBytes, func(x []float32, blk []byte) {
 		var maxScale, maxMin float32
 		for g := 0; g < 16; g++ {
 			xs := x[16*g : 16*g+16]
@@ -62,7 +59,7 @@ func quantizeQ2_K(src []float32, dst []byte) {
 			}
 		}
 		packCrumbs256(blk[16:80], &l)
-	}
+	})
 }
 
 // makeQ3Quants fits x ≈ scale*(L - nmax) with L in [0, 2*nmax) following ggml's make_q3_quants
@@ -76,15 +73,7 @@ func makeQ3Quants(nmax int32, x []float32, l []int8) float32 {
 		clear(l)
 		return 0
 	}
-	iscale := -float32(nmax) / mx
-	var sumLX, sumL2 float32
-	for i, v := range x {
-		q := clamp32(nearestInt(iscale*v), -nmax, nmax-1)
-		l[i] = int8(q)
-		w := v * v
-		sumLX += w * v * float32(q)
-		sumL2 += w * float32(q) * float32(q)
-	}
+	sumLX, sumL2 := gridFit(x, -float32(nmax)/mx, nmax, l, 0)
 	for range 5 {
 		changed := false
 		for i, v := range x {
@@ -140,18 +129,11 @@ func quantizeQ3_K(src []float32, dst []byte) {
 	var scales [16]float32
 	var ls [16]byte
 	var sc [16]int8
-	for b := 0; b < len(src)/QK_K; b++ {
-		x := src[b*QK_K : (b+1)*QK_K]
-		blk := dst[b*q3_KBytes : (b+1)*q3_KBytes]
-		clear(blk)
-		var maxScale, amax float32
+	eachBlock(src, dst, QK_K, q3_KBytes, func(x []float32, blk []byte) {
 		for g := 0; g < 16; g++ {
 			scales[g] = makeQ3Quants(4, x[16*g:16*g+16], l[16*g:16*g+16])
-			if a := abs32(scales[g]); a > amax {
-				amax, maxScale = a, scales[g]
-			}
 		}
-		if maxScale != 0 {
+		if maxScale := signedMax(scales[:]); maxScale != 0 {
 			iscale := -32 / maxScale
 			for g := range ls {
 				ls[g] = byte(clamp32(nearestInt(iscale*scales[g]), -32, 31) + 32)
@@ -179,5 +161,5 @@ func quantizeQ3_K(src []float32, dst []byte) {
 			lu[e] = byte(v)
 		}
 		packCrumbs256(blk[32:96], &lu)
-	}
+	})
 }

@@ -72,9 +72,7 @@ func packNibbles32(qs, qh []byte, l *[32]byte) {
 // (top 15) hold qs at 4; Q5_1 blocks hold qh at 4 and qs at 8.
 func quantizeMin32(src []float32, dst []byte, blockBytes int, top byte) {
 	var l [32]byte
-	for b := 0; b < len(src)/32; b++ {
-		x := src[b*32 : b*32+32]
-		blk := dst[b*blockBytes : (b+1)*blockBytes]
+	eachBlock(src, dst, 32, blockBytes, func(x []float32, blk []byte) {
 		mn, mx := minMax(x)
 		d := (mx - mn) / float32(top)
 		id := inv(d)
@@ -89,16 +87,14 @@ func quantizeMin32(src []float32, dst []byte, blockBytes int, top byte) {
 		} else {
 			packNibbles32(blk[8:24], blk[4:8], &l)
 		}
-	}
+	})
 }
 
 // quantizeQ5_0 follows quantize_row_q5_0_ref: d = max/-16 where max is the value of largest
 // magnitude, l = min(31, trunc(x/d + 16.5)), value = d*(l-16).
 func quantizeQ5_0(src []float32, dst []byte) {
 	var l [32]byte
-	for b := 0; b < len(src)/32; b++ {
-		x := src[b*32 : b*32+32]
-		blk := dst[b*q5_0Bytes : (b+1)*q5_0Bytes]
+	eachBlock(src, dst, 32, q5_0Bytes, func(x []float32, blk []byte) {
 		d := signedMax(x) / -16
 		id := inv(d)
 		binary.LittleEndian.PutUint16(blk, F32ToF16(d))
@@ -106,5 +102,5 @@ func quantizeQ5_0(src []float32, dst []byte) {
 			l[j] = truncLevel(float32(v*id)+16.5, 31)
 		}
 		packNibbles32(blk[6:22], blk[2:6], &l)
-	}
+	})
 }

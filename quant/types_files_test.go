@@ -3,6 +3,7 @@ package quant_test
 import (
 	"testing"
 
+	"ubatch/internal/testdata"
 	"ubatch/quant"
 )
 
@@ -51,7 +52,7 @@ func TestTypesFiles(t *testing.T) {
 			if err := quant.Dequantize(typ, mine, back); err != nil {
 				t.Fatal(err)
 			}
-			frac, e := float64(same)/float64(len(mine)), relRMS(got, back)
+			frac, e := float64(same)/float64(len(mine)), testdata.RelRMS(back, got)
 			t.Logf("requantized: %.2f%% identical bytes, relative RMS vs llama.cpp %.4g", 100*frac, e)
 			if frac < tc.minSame || e > tc.maxRel {
 				t.Errorf("requantized tensor shares %.2f%% of llama.cpp's bytes (want >= %.0f%%), relative RMS %.4g (want <= %.3g)",

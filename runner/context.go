@@ -244,7 +244,7 @@ func (c *Context) decodeTooLarge(b *batch.Batch) error {
 // decode is Decode of a batch with its schedule; checked: the caller validated b (a Session).
 func (c *Context) decode(b *batch.Batch, checked bool) error {
 	kv := b.KV
-	if err := c.store.Apply(kv.Ops); err != nil {
+	if err := c.store.ApplyImages(kv.Ops, kv.Images); err != nil {
 		return err
 	}
 	if b.Len() > c.opts.NBatch {

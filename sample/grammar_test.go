@@ -9,8 +9,10 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"ubatch/grammar"
+	"ubatch/internal/testdata"
 )
 
 // grammarPieces is a small vocabulary: token 0 ends generation, token 1 is a control token.
@@ -222,15 +224,7 @@ func TestGrammarDeadEnds(t *testing.T) {
 // work budget for one mask; sampling then fails at once with a *RequestError on the grammar that
 // wraps grammar.ErrBudget (a 400), instead of computing the mask.
 func TestGrammarBudgetIsRequestError(t *testing.T) {
-	var src strings.Builder
-	src.WriteString("root ::= ")
-	for i := range 250 {
-		if i > 0 {
-			src.WriteString(" | ")
-		}
-		src.WriteString(`[^!\x00]{0,1000} "END"`)
-	}
-	g, err := grammar.Compile(context.Background(), src.String(), grammar.Limits{MaxElements: 1 << 21})
+	g, err := grammar.Compile(context.Background(), testdata.MaskAttackGBNF(), grammar.Limits{MaxElements: 1 << 21, MaxTime: time.Minute}) // compiling takes 1-2 s on a loaded machine: not what is tested
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 // Prometheus metrics named ubatch_*. It implements engine.Observer: pass it as
 // engine.Config.Observer and as server.Config.Metrics. Its methods never block for long.
 type Metrics struct {
+	tiers             *tierMetrics
 	batchUtilization  prometheus.Histogram
 	stepDuration      prometheus.Histogram
 	kvUsage           prometheus.Gauge
@@ -160,6 +161,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.lookupTokens, m.lookupHitTokens, m.promptComputed, m.requestLatency, m.requestPreempted,
 			m.stepBudget, m.stepTarget, m.stepPredicted, m.stepReasons, m.panics)
 	}
+	m.tiers = newTierMetrics(reg) // metrics_tier.go
 	return m
 }
 

@@ -22,6 +22,7 @@ import (
 	"ubatch/chat"
 	"ubatch/engine"
 	"ubatch/grammar"
+	"ubatch/kvfile"
 	"ubatch/model"
 	"ubatch/sample"
 	"ubatch/server/web"
@@ -33,8 +34,12 @@ const DefaultMaxBodyBytes = 4 << 20
 // Config configures a Server. Model and Engine are required; the engine must have been built over
 // a context of Model and be running (Run) while the server serves.
 type Config struct {
-	Model  *model.Model
-	Engine *engine.Engine
+	Model *model.Model
+	// SlotSavePath is the directory of POST /slots/{id}?action=save|restore files (serve
+	// --slot-save-path); "" answers those actions 501. KVLayout is their kvfile layout.
+	SlotSavePath string
+	KVLayout     kvfile.Layout
+	Engine       *engine.Engine
 	// APIKey, when non-empty, is required as "Authorization: Bearer KEY" on every route but /health.
 	APIKey string
 	// MaxClientPriority is the highest "priority" a request may ask for without the API key
@@ -211,6 +216,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /apply-template", s.handleApplyTemplate)
 	s.mux.HandleFunc("GET /props", s.handleProps)
 	s.mux.HandleFunc("GET /slots", s.handleSlots)
+	s.mux.HandleFunc("POST /slots/{id}", s.handleSlotAction)
 	s.mux.HandleFunc("GET /health", s.handleHealth)
 	s.mux.HandleFunc("GET /metrics", s.handleMetrics)
 	s.mux.HandleFunc("GET /live", s.handleLive)

@@ -62,7 +62,7 @@ func TestFamiliesRun(t *testing.T) {
 				}
 				decode()
 				// A degenerate model (uniform logits, ignored inputs) would pass the comparison.
-				if e := relRMS(got[0][1], got[0][2]); e < 1e-3 {
+				if e := testdata.RelRMS(got[0][1], got[0][2]); e < 1e-3 {
 					t.Fatalf("logits of positions 1 and 2 differ by only %.1e: the model ignores its input", e)
 				}
 				for s, h := range hist {
@@ -75,7 +75,7 @@ func TestFamiliesRun(t *testing.T) {
 						t.Fatal(err)
 					}
 					for p := range h {
-						if e := relRMS(got[s][p], alone.Logits(p)); e > tc.maxRel {
+						if e := testdata.RelRMS(got[s][p], alone.Logits(p)); e > tc.maxRel {
 							t.Errorf("seq %d pos %d: batched vs alone relative RMS %.2e > %.0e", s, p, e, tc.maxRel)
 						}
 					}
@@ -126,17 +126,6 @@ func finite(t *testing.T, row []float32) []float32 {
 		}
 	}
 	return append([]float32(nil), row...)
-}
-
-// relRMS is ||a-b|| / ||b||.
-func relRMS(a, b []float32) float64 {
-	var num, den float64
-	for i := range b {
-		d := float64(a[i] - b[i])
-		num += d * d
-		den += float64(b[i]) * float64(b[i])
-	}
-	return math.Sqrt(num / den)
 }
 
 // TestLayoutMatchesShared builds every family at its default shape with its default vocabulary

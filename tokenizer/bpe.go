@@ -37,19 +37,16 @@ func (t *Tokenizer) encodeWord(word string, out []int32, s *scratch) []int32 {
 		rank, ok := t.ranks[mergePair{word[start:mid], word[mid:end]}]
 		return -float64(rank), ok
 	})
-	for i := int32(0); i >= 0 && int(i) < len(s.syms); i = s.syms[i].next {
-		sym := s.syms[i]
-		piece := word[sym.start : sym.start+sym.n]
-		if id, ok := t.ids[piece]; ok {
+	return s.appendMerged(out, word, t.ids, t.appendByteTexts)
+}
+
+// appendByteTexts appends the tokens of piece's single bytes (as texts) that the vocabulary has:
+// BPE's fallback for merged text without a token, as llama.cpp's (in a complete byte-level
+// vocabulary this never happens).
+func (t *Tokenizer) appendByteTexts(out []int32, piece string) []int32 {
+	for j := 0; j < len(piece); j++ {
+		if id, ok := t.ids[piece[j:j+1]]; ok {
 			out = append(out, id)
-			continue
-		}
-		// No token for the merged text: fall back to single-byte texts, as llama.cpp does
-		// (in a complete byte-level vocabulary this never happens).
-		for j := 0; j < len(piece); j++ {
-			if id, ok := t.ids[piece[j:j+1]]; ok {
-				out = append(out, id)
-			}
 		}
 	}
 	return out

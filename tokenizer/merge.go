@@ -128,3 +128,19 @@ func (s *scratch) pop() bigram {
 	s.heap = h
 	return top
 }
+
+// appendMerged appends, for each symbol of text left after mergeSymbols in order, the token of
+// its text, or, when the vocabulary has none, what byteTokens makes of its bytes (both encoders
+// fall back to one token per byte, each its own way).
+func (s *scratch) appendMerged(out []int32, text string, ids map[string]int32, byteTokens func(out []int32, piece string) []int32) []int32 {
+	for i := int32(0); i >= 0 && int(i) < len(s.syms); i = s.syms[i].next {
+		sym := s.syms[i]
+		piece := text[sym.start : sym.start+sym.n]
+		if id, ok := ids[piece]; ok {
+			out = append(out, id)
+		} else {
+			out = byteTokens(out, piece)
+		}
+	}
+	return out
+}

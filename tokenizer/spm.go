@@ -14,16 +14,13 @@ func (t *Tokenizer) encodeSPM(text string, out []int32, s *scratch) []int32 {
 		}
 		return float64(t.scores[id]), true
 	})
-	for i := int32(0); i >= 0 && int(i) < len(s.syms); i = s.syms[i].next {
-		sym := s.syms[i]
-		piece := text[sym.start : sym.start+sym.n]
-		if id, ok := t.ids[piece]; ok {
-			out = append(out, id)
-			continue
-		}
-		for j := 0; j < len(piece); j++ {
-			out = t.appendByte(out, piece[j])
-		}
+	return s.appendMerged(out, text, t.ids, t.appendBytes)
+}
+
+// appendBytes appends the <0xNN> byte tokens of piece.
+func (t *Tokenizer) appendBytes(out []int32, piece string) []int32 {
+	for j := 0; j < len(piece); j++ {
+		out = t.appendByte(out, piece[j])
 	}
 	return out
 }

@@ -66,16 +66,11 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		fmt.Fprintf(msg, "memory read bandwidth: %.1f GB/s (%d threads, 512 MiB streamed, best of 5)\n\n", bandwidth()/1e9, n)
 	}
-	stopProfile, err := startCPUProfile(*cpuProfile)
+	m, done, err := mf.openProfiled(ctx, stderr, *cpuProfile)
 	if err != nil {
 		return err
 	}
-	defer stopProfile()
-	m, _, err := mf.open(ctx, stderr)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
+	defer done()
 	if *batched {
 		lists, err := intLists(*npp, *ntg, *npl)
 		if err != nil {

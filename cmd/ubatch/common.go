@@ -162,6 +162,20 @@ func (f *modelFlags) open(ctx context.Context, stderr io.Writer) (*model.Model, 
 	return m, time.Since(start), nil
 }
 
+// openProfiled is open with a CPU profile written to profile ("" = none) from before the load
+// until done, which closes the model and then ends the profile.
+func (f *modelFlags) openProfiled(ctx context.Context, stderr io.Writer, profile string) (m *model.Model, done func(), err error) {
+	stop, err := startCPUProfile(profile)
+	if err != nil {
+		return nil, nil, err
+	}
+	if m, _, err = f.open(ctx, stderr); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return m, func() { m.Close(); stop() }, nil
+}
+
 // samplingFlags are llama.cpp's sampling flags.
 type samplingFlags struct {
 	temp, topP, minP, repeatPenalty, freqPenalty, presPenalty float64

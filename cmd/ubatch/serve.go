@@ -42,6 +42,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sf.register(fs)
 	var ff fleetFlags
 	ff.register(fs)
+	var kf kvDiskFlags
+	kf.register(fs)
 	var cf constraintFlags
 	cf.register(fs)
 	host := fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
@@ -127,16 +129,11 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	stopProfile, err := startCPUProfile(*cpuProfile)
+	m, done, err := mf.openProfiled(ctx, stderr, *cpuProfile)
 	if err != nil {
 		return err
 	}
-	defer stopProfile()
-	m, _, err := mf.open(ctx, stderr)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
+	defer done()
 	nCtx, what := mf.ctx, fmt.Sprintf("-c %d", mf.ctx)
 	if nCtx == 0 { // no -c: room for every slot, as llama.cpp's server gives n_ctx per slot
 		nCtx = serveKVCells(m.Hparams(), np, kvOpts.KVType)
@@ -176,6 +173,14 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	diskTier, kvLay, closeTiers, err := kf.start(m, lctx, eng, logger)
+	if err != nil {
+		return err
+	}
+	defer closeTiers() // after the engine stopped (deferred below, so run before this)
+	if diskTier != nil {
+		server.RegisterDiskTier(reg, diskTier.Stats)
+	}
 	// The engine outlives ctx: it must keep serving in-flight requests while the HTTP server drains.
 	engCtx, stopEngine := context.WithCancel(context.Background())
 	defer func() {
@@ -209,7 +214,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(server.Config{Model: m, Engine: eng, APIKey: *apiKey, MaxClientPriority: &clientPriority, MaxBodyBytes: *maxBody,
+	srv, err := server.New(server.Config{Model: m, Engine: eng, SlotSavePath: kf.slotPath, KVLayout: kvLay, APIKey: *apiKey, MaxClientPriority: &clientPriority, MaxBodyBytes: *maxBody,
 		Logger: logger, Metrics: metrics, Gatherer: reg, ModelID: *alias, Embedder: emb, Reranker: rr, CORSOrigins: splitList(*corsOrigin), ChatTemplate: *chatTemplate, ReasoningFormat: *reasoningFormat,
 		Live: live, Sampling: sampling, ListenAddr: net.JoinHostPort(*host, strconv.Itoa(*port)), AllowedHosts: splitList(*allowedHosts),
 		MaxLiveStreams: *maxLive, MaxEmbeddingInputs: *maxEmbInputs, MaxEmbeddingTokens: *maxEmbTokens, Limits: cf.lim})

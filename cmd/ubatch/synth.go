@@ -13,7 +13,7 @@ import (
 )
 
 func cmdSynth(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("synth", "synth [--arch FAMILY] [--shape SHAPE] --type f16|q8_0|q4_0|q4_k_m|q6_k [--vocab VOCAB.gguf|builtin] [--chat-template FILE] -o OUT.gguf", stderr)
+	fs := newFlags("synth", "synth [--arch FAMILY] [--shape SHAPE] --type f32|f16|q8_0|q4_0|q4_k_m|q6_k [--vocab VOCAB.gguf|builtin] [--chat-template FILE] -o OUT.gguf", stderr)
 	arch := fs.String("arch", "llama", "model family: llama, llama3 (with rope_freqs), qwen2, qwen3, gemma2, gemma3 or phi3")
 	shape := fs.String("shape", "", "model shape: tinyllama (1.1B), small (~110M), tiny (the shared synth-tiny shape), mini (for tests) or the family's own (default: small for llama, else the family's shared model's)")
 	typ := fs.String("type", "q8_0", "weight type: f32, f16, q8_0, q4_0, q4_k_m (llama.cpp's per-tensor mix) or q6_k")

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -149,4 +150,36 @@ func LoadReference(t testing.TB, name string) *Reference {
 // Row returns the logits of prompt position I.
 func (r *Reference) Row(i int) []float32 {
 	return r.Logits[i*r.NVocab : (i+1)*r.NVocab]
+}
+
+// RelRMS is the relative RMS error of got against want, ||got-want|| / ||want|| (the absolute
+// ||got-want|| when want is all zeros): how the tests compare logits and dequantized values
+// with a reference. The slices have the same length.
+func RelRMS(got, want []float32) float64 {
+	var num, den float64
+	for i := range want {
+		d := float64(got[i]) - float64(want[i])
+		num += d * d
+		den += float64(want[i]) * float64(want[i])
+	}
+	if den == 0 {
+		return math.Sqrt(num)
+	}
+	return math.Sqrt(num / den)
+}
+
+// MaskAttackGBNF is issue 19's mask-cost attack on the grammar engine: 250 alternatives that
+// each allow up to 1000 of nearly any character, so that no two parses merge, every position is
+// a new state, and a mask must step every stack through most of a vocabulary's trie. It
+// compiles only past the default element limit.
+func MaskAttackGBNF() string {
+	var sb strings.Builder
+	sb.WriteString("root ::= ")
+	for i := range 250 {
+		if i > 0 {
+			sb.WriteString(" | ")
+		}
+		sb.WriteString(`[^!\x00]{0,1000} "END"`)
+	}
+	return sb.String() + "\n"
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"ubatch/batch"
+	"ubatch/internal/testdata"
 	"ubatch/kvcache"
 	"ubatch/runner"
 )
@@ -116,7 +117,7 @@ func TestBatchedEqualsAlone(t *testing.T) {
 					if got[s][p] == nil {
 						t.Fatalf("seq %d pos %d was never decoded", s, p)
 					}
-					if e := relRMS(got[s][p], want[p]); e > tc.maxRel {
+					if e := testdata.RelRMS(got[s][p], want[p]); e > tc.maxRel {
 						t.Errorf("seq %d pos %d: batched vs alone relative RMS %.2e > %.0e", s, p, e, tc.maxRel)
 					}
 				}

@@ -48,11 +48,11 @@ func TestKVQ8MatchesF16(t *testing.T) {
 			w32 := promptLogits(t, f32, ref.PromptTokens)
 			floor := 0.0
 			for i := range want {
-				floor = max(floor, relRMS(want[i], w32[i]))
+				floor = max(floor, testdata.RelRMS(want[i], w32[i]))
 			}
 			worst, sum := 0.0, 0.0
 			check := func(pos int, g, w []float32) {
-				e := relRMS(g, w)
+				e := testdata.RelRMS(g, w)
 				worst, sum = max(worst, e), sum+e
 				if e > tc.maxRel {
 					t.Errorf("position %d: Q8_0 cache vs F16 cache relative RMS %.4f > %.2f", pos, e, tc.maxRel)
@@ -74,7 +74,7 @@ func TestKVQ8MatchesF16(t *testing.T) {
 				}
 				last = append([]float32(nil), f16.Logits(0)...)
 				check(pos, q8.Logits(0), last)
-				floor = max(floor, relRMS(last, f32.Logits(0)))
+				floor = max(floor, testdata.RelRMS(last, f32.Logits(0)))
 			}
 			t.Logf("relative RMS over %d positions: Q8_0 vs F16 cache worst %.5f (mean %.5f), F32 vs F16 cache (the floor) worst %.5f",
 				len(want)+24, worst, sum/float64(len(want)+24), floor)

@@ -3,6 +3,7 @@ package all_test
 import (
 	"testing"
 
+	"ubatch/internal/testdata"
 	"ubatch/quant"
 	"ubatch/runner"
 )
@@ -54,7 +55,7 @@ func TestPackedModel(t *testing.T) {
 			got, want := logitsOf(t, packed.Graph, toks), logitsOf(t, plain.Graph, toks)
 			far := 0
 			for p := range got {
-				rel := relRMS(got[p], want[p])
+				rel := testdata.RelRMS(got[p], want[p])
 				if rel > 3e-2 {
 					t.Fatalf("position %d: packed logits differ from the single-row kernels' by %.2g (relative RMS)", p, rel)
 				}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"ubatch/batch"
+	"ubatch/internal/testdata"
 	"ubatch/kvcache"
 	"ubatch/runner"
 )
@@ -113,7 +114,7 @@ func TestContextShiftCompaction(t *testing.T) {
 				if step >= len(got) || !slices.Equal(hist, hists[step]) {
 					t.Fatalf("step %d after a shift: the runs' histories differ", step)
 				}
-				d := relRMS(got[step], logits)
+				d := testdata.RelRMS(got[step], logits)
 				worst = max(worst, d)
 				if d > 1e-4 || argmax(got[step]) != argmax(logits) {
 					t.Errorf("shift %d, step %d: compacted cache's logits at relative RMS %.2e from remove-then-shift's (top-1 %d vs %d)",
@@ -130,7 +131,7 @@ func TestContextShiftCompaction(t *testing.T) {
 				fresh.KV().Clear()
 				rows := promptLogits(t, fresh, hist)
 				w := rows[len(rows)-1]
-				worstFresh = max(worstFresh, relRMS(got[i], w))
+				worstFresh = max(worstFresh, testdata.RelRMS(got[i], w))
 				if argmax(got[i]) == argmax(w) {
 					agree++
 				}
@@ -176,7 +177,7 @@ func TestContextShiftKeysMatchFreshDecode(t *testing.T) {
 				// by the wrong amount or sign gives 0.17 to 0.8. The greedy token must agree
 				// unless the fresh decode's top two are a near-tie (within 2% of its logit range;
 				// the synth models' logits are flat).
-				if e := relRMS(got, w); e > 0.05 || !nearTop(w, argmax(got), 0.02) {
+				if e := testdata.RelRMS(got, w); e > 0.05 || !nearTop(w, argmax(got), 0.02) {
 					t.Errorf("moved down by %d: logits at relative RMS %.2e from a fresh decode (top-1 %d vs %d)", d, e, argmax(got), argmax(w))
 				}
 			}

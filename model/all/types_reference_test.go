@@ -49,21 +49,7 @@ func TestTypesLogitsMatchLlamaCpp(t *testing.T) {
 			ref := testdata.LoadReference(t, name)
 			c := open(t, "types/"+name+".gguf", runner.Options{NCtx: 64, Threads: 2})
 			rows := promptLogits(t, c, ref.PromptTokens)
-			worst := 0.0
-			for i, row := range rows {
-				want := ref.Row(i)
-				e := relRMS(row, want)
-				worst = max(worst, e)
-				if e > tc.maxRel {
-					t.Errorf("position %d: logits relative RMS error %.4f > %.4f", i, e, tc.maxRel)
-				}
-				top := ref.Top10[i]
-				margin := top[0][1] - top[1][1]
-				if margin > 6*rmsDiff(row, want) && argmax(row) != int32(top[0][0]) {
-					t.Errorf("position %d: top-1 %d, llama.cpp %d (margin %.3f, RMS difference %.4f)", i, argmax(row), int32(top[0][0]), margin, rmsDiff(row, want))
-				}
-			}
-			t.Logf("worst relative RMS error %.5f over %d positions", worst, len(rows))
+			checkLogits(t, rows, ref, tc.maxRel, 6)
 			last := len(rows) - 1
 			tie := 6 * rmsDiff(rows[last], ref.Row(last))
 			n := checkGreedyTie(t, c, ref.PromptTokens, ref.GreedyTokens, argmax(rows[last]), tie)

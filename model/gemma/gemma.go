@@ -25,12 +25,11 @@ func init() {
 // Layer is one block's weights; QNorm and KNorm are nil for gemma2.
 type Layer struct {
 	AttnNorm, PostAttnNorm []float32
-	Wq, Wk, Wv, Wo         runner.Weight
 	QNorm, KNorm           []float32
 	FFNNorm, PostFFNNorm   []float32
-	Gate, Up, Down         runner.Weight
-	Rope                   *ops.Rope
-	Attn                   runner.AttnParams
+	llama.Block
+	Rope *ops.Rope
+	Attn runner.AttnParams
 }
 
 // Model is a loaded Gemma 2 or 3 model; the output is tied to the embedding in every release.
@@ -81,14 +80,13 @@ func load(b *model.Binder, gen int) (runner.Graph, error) {
 		p := fmt.Sprintf("blk.%d.", i)
 		l.AttnNorm = b.Vector(p+"attn_norm.weight", h.Dim, false)
 		l.PostAttnNorm = b.Vector(p+"post_attention_norm.weight", h.Dim, false)
-		l.Wq, l.Wk, l.Wv, l.Wo = llama.BindAttention(b, p, h)
+		l.Bind(b, p, h)
 		if gen == 3 {
 			l.QNorm = b.Vector(p+"attn_q_norm.weight", h.HeadDim, false)
 			l.KNorm = b.Vector(p+"attn_k_norm.weight", h.HeadDim, false)
 		}
 		l.FFNNorm = b.Vector(p+"ffn_norm.weight", h.Dim, false)
 		l.PostFFNNorm = b.Vector(p+"post_ffw_norm.weight", h.Dim, false)
-		l.Gate, l.Up, l.Down = llama.BindFFN(b, p, h)
 		l.Rope, l.Attn = m.global, runner.AttnParams{Scale: scale, Softcap: attnCap}
 		// As llama.cpp's swa pattern: layer i slides unless i%pattern is pattern-1.
 		if i%pattern < pattern-1 {
@@ -105,8 +103,7 @@ func (m *Model) LayerRope(l int) *ops.Rope { return m.Layers[l].Rope }
 func (m *Model) Matrices() []*runner.Weight {
 	ws := []*runner.Weight{m.Output}
 	for i := range m.Layers {
-		l := &m.Layers[i]
-		ws = append(ws, &l.Wq, &l.Wk, &l.Wv, &l.Wo, &l.Gate, &l.Up, &l.Down)
+		ws = m.Layers[i].AppendMatrices(ws)
 	}
 	return ws
 }

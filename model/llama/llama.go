@@ -16,10 +16,31 @@ func init() { model.Register("llama", Load) }
 
 // Layer is one transformer block's weights.
 type Layer struct {
-	AttnNorm       []float32
+	AttnNorm, FFNNorm []float32
+	Block
+}
+
+// Block is the seven matrices of a llama-style block, which other families (Gemma) keep too:
+// separate Q, K, V and output projections, and a gated feed-forward.
+type Block struct {
 	Wq, Wk, Wv, Wo runner.Weight
-	FFNNorm        []float32
 	Gate, Up, Down runner.Weight
+}
+
+// Bind binds block p's ("blk.N.") seven matrices.
+func (w *Block) Bind(b *model.Binder, p string, h *runner.Hparams) {
+	w.Wq = b.Weight(p+"attn_q.weight", h.Dim, h.QDim())
+	w.Wk = b.Weight(p+"attn_k.weight", h.Dim, h.KVDim())
+	w.Wv = b.Weight(p+"attn_v.weight", h.Dim, h.KVDim())
+	w.Wo = b.Weight(p+"attn_output.weight", h.QDim(), h.Dim)
+	w.Gate = b.Weight(p+"ffn_gate.weight", h.Dim, h.FFN)
+	w.Up = b.Weight(p+"ffn_up.weight", h.Dim, h.FFN)
+	w.Down = b.Weight(p+"ffn_down.weight", h.FFN, h.Dim)
+}
+
+// AppendMatrices appends the seven matrices to ws (the graphs' Matrices, for packing).
+func (w *Block) AppendMatrices(ws []*runner.Weight) []*runner.Weight {
+	return append(ws, &w.Wq, &w.Wk, &w.Wv, &w.Wo, &w.Gate, &w.Up, &w.Down)
 }
 
 // Model is a loaded llama model.
@@ -54,9 +75,8 @@ func load(b *model.Binder, neox bool) (*Model, error) {
 		l := &m.Layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
 		l.AttnNorm = b.Vector(p+"attn_norm.weight", h.Dim, false)
-		l.Wq, l.Wk, l.Wv, l.Wo = BindAttention(b, p, h)
 		l.FFNNorm = b.Vector(p+"ffn_norm.weight", h.Dim, false)
-		l.Gate, l.Up, l.Down = BindFFN(b, p, h)
+		l.Bind(b, p, h)
 	}
 	return m, b.Err()
 }
@@ -86,21 +106,6 @@ func (e *Embeddings) Bind(b *model.Binder, h *runner.Hparams) {
 	e.Rank = b.RankHead(h.Dim)
 }
 
-// BindAttention binds a block's separate Q, K, V and output projections (prefix p, "blk.N.").
-func BindAttention(b *model.Binder, p string, h *runner.Hparams) (q, k, v, o runner.Weight) {
-	return b.Weight(p+"attn_q.weight", h.Dim, h.QDim()),
-		b.Weight(p+"attn_k.weight", h.Dim, h.KVDim()),
-		b.Weight(p+"attn_v.weight", h.Dim, h.KVDim()),
-		b.Weight(p+"attn_output.weight", h.QDim(), h.Dim)
-}
-
-// BindFFN binds a block's gate, up and down projections.
-func BindFFN(b *model.Binder, p string, h *runner.Hparams) (gate, up, down runner.Weight) {
-	return b.Weight(p+"ffn_gate.weight", h.Dim, h.FFN),
-		b.Weight(p+"ffn_up.weight", h.Dim, h.FFN),
-		b.Weight(p+"ffn_down.weight", h.FFN, h.Dim)
-}
-
 func (m *Model) Hparams() *runner.Hparams { return &m.H }
 
 func (m *Model) LayerRope(int) *ops.Rope { return m.Rope }
@@ -108,8 +113,7 @@ func (m *Model) LayerRope(int) *ops.Rope { return m.Rope }
 func (m *Model) Matrices() []*runner.Weight {
 	ws := []*runner.Weight{m.Output}
 	for i := range m.Layers {
-		l := &m.Layers[i]
-		ws = append(ws, &l.Wq, &l.Wk, &l.Wv, &l.Wo, &l.Gate, &l.Up, &l.Down)
+		ws = m.Layers[i].AppendMatrices(ws)
 	}
 	return ws
 }

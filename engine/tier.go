@@ -1,0 +1,409 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"ubatch/kvcache"
+	"ubatch/kvfile"
+)
+
+// KV tiers beyond RAM. A BlockSource (the disk, package kvdisk; a peer node) may hold blocks of
+// a prompt's prefix the RAM cache lacks: when a waiting request's turn to be admitted comes, the
+// engine probes the sources (in memory, on its goroutine), and when one holds more of the
+// prefix and reading it is expected to be cheaper than computing it (the step cost model's
+// prompt cost against the source's ReadCost), it fetches those blocks on a goroutine of its own
+// while the request waits (others are admitted past it). The blocks then enter the RAM prefix
+// cache (kvcache.Manager.Import: KVLoad store operations, applied in order before the next
+// forward pass) and the request is admitted as usual, counting them as cached tokens. A
+// BlockSink (the disk) receives the blocks the RAM cache evicts and, when the cost model says a
+// read beats a recompute, a preempted sequence's blocks (swap-out, the seeds' n_kv_swap):
+// their cells are read out by KVSave operations of the step that reuses them and handed to the
+// sink after it, which writes them on a goroutine of its own and never blocks the step.
+
+// BlockSource is a tier that may provide blocks of a prefix. Probe is called on the engine
+// goroutine and must not do I/O; Fetch on a goroutine of the engine's, one at a time per
+// request.
+type BlockSource interface {
+	// Name labels the tier in metrics ("disk", "peer").
+	Name() string
+	// Probe reports how much of q's prefix, from block q.From on, the source holds in a row:
+	// full blocks by Key, then possibly a partial block whose cells continue q.Tokens.
+	Probe(q *Lookup) Hit
+	// Fetch reads what Probe found: the blocks from q.From on, in chain order (a shorter run
+	// when some could not be read, the reason logged by the source). Each block's tokens are
+	// checked against q.Tokens before use.
+	Fetch(ctx context.Context, q *Lookup, h Hit) ([]kvfile.Block, error)
+	// ReadCost is the time Fetch is expected to take for bytes (from measured throughput).
+	ReadCost(bytes int64) time.Duration
+}
+
+// Lookup is a prefix a source is asked about: Tokens are the prompt but its last token (what
+// admission may attach), Keys the kvcache.ChainKey of each of its full blocks of BlockSize
+// (len(Tokens)/BlockSize of them), From the first block the RAM cache does not hold whole.
+type Lookup struct {
+	Tokens    []int32
+	Keys      []kvcache.Key
+	From      int
+	BlockSize int
+}
+
+// Hit is what a source holds of a Lookup: Blocks blocks from From on, covering Cells cells
+// (full blocks, and a partial last one when Cells is not a multiple of BlockSize), of Bytes
+// bytes of K/V.
+type Hit struct {
+	Blocks, Cells int
+	Bytes         int64
+}
+
+// BlockSink is a tier that takes blocks leaving RAM. Both methods are called on the engine
+// goroutine and must not block.
+type BlockSink interface {
+	// Want reports whether the sink would take the block with this Key now: it does not hold
+	// it and has room in its queue (a sink that is behind says no and counts a dropped write).
+	Want(key kvcache.Key) bool
+	// Put hands a block over (its Data is the sink's from then on); swap marks a preempted
+	// sequence's block.
+	Put(b kvfile.Block, swap bool)
+}
+
+// TierObserver is an Observer that also counts the tiers' traffic, from the engine goroutine.
+type TierObserver interface {
+	// TierFetched: a fetch from tier brought blocks (bytes of K/V) into RAM in took; swapIn
+	// when the request was a preempted one coming back.
+	TierFetched(tier string, blocks int, bytes int64, took time.Duration, swapIn bool)
+	// TierSwappedOut: a preempted sequence's blocks were handed to the sink.
+	TierSwappedOut(blocks int)
+}
+
+// tierOwner is what the tiers need of the KV manager beyond kvOwner.
+type tierOwner interface {
+	SetSpill(want func(kvcache.Key) bool)
+	Import(prompt []int32, blocks []kvcache.ImportBlock, imgs []int32) ([]int32, int)
+	SpillSeq(seq int) (blocks, cells int)
+	TakeSpills(dst []kvcache.Spill) []kvcache.Spill
+	Prefix(dst []kvcache.CachedBlock, tokens []int32) []kvcache.CachedBlock
+	SaveCells(cell, n int32) (int32, error)
+	Config() kvcache.Config
+}
+
+// tierState is the engine's side of the tiers, owned by the Run goroutine.
+type tierState struct {
+	sources  []BlockSource
+	sink     BlockSink
+	m        tierOwner
+	layout   kvfile.Layout
+	cellB    int64
+	fetching map[*seqState]bool    // a fetch is in flight for the request
+	tried    map[*seqState]*Lookup // a waiting request's prompt keys, hashed once per length
+	stuck    map[*seqState]int     // the length at which a fetch for the request imported nothing
+	done     chan fetchResult
+	imgs     [][]byte // images of the pending KVLoad/KVSave operations, by index
+	spills   []kvcache.Spill
+	loads    []kvcache.ImportBlock
+	imgIdx   []int32
+	control  chan func()
+	last     map[int][]int32 // slot id -> its last sequence's history (slots_save.go)
+}
+
+type fetchResult struct {
+	s      *seqState
+	src    BlockSource
+	from   int
+	blocks []kvfile.Block
+	took   time.Duration
+	err    error
+}
+
+// SetTiers gives the engine its tiers beyond RAM: sources probed, in order, for prefixes the
+// RAM cache lacks, and a sink for the blocks it evicts (nil: none), of layout l (the blocks'
+// model and cache layout, as kvfile writes them). Call it before Run. It fails when the KV
+// manager cannot have tiers (a test's fake).
+func (e *Engine) SetTiers(sources []BlockSource, sink BlockSink, l kvfile.Layout) bool {
+	m, ok := e.kv.(tierOwner)
+	if !ok {
+		return false
+	}
+	t := &e.tier
+	t.sources, t.sink, t.m, t.layout, t.cellB = sources, sink, m, l, l.CellBytes()
+	t.fetching, t.tried, t.stuck = map[*seqState]bool{}, map[*seqState]*Lookup{}, map[*seqState]int{}
+	t.done = make(chan fetchResult, e.cfg.MaxQueue+e.lim.NSeqMax)
+	t.control = make(chan func(), 16)
+	var want func(kvcache.Key) bool
+	if sink != nil {
+		want = sink.Want
+	}
+	m.SetSpill(want)
+	return true
+}
+
+// tierWait reports whether the waiting request s must wait for blocks a tier is fetching for
+// it; at its first turn (for its current length) it probes the sources and starts a fetch when
+// one holds more of its prefix than RAM and reading it is expected to beat computing it.
+func (e *Engine) tierWait(s *seqState) bool {
+	t := &e.tier
+	if t.m == nil || len(t.sources) == 0 {
+		return false
+	}
+	if t.fetching[s] {
+		return true
+	}
+	if t.stuck[s] == len(s.tokens) {
+		return false // a fetch at this length brought nothing in (no room): recompute instead
+	}
+	bs := t.m.Config().BlockSize
+	a := e.kv.CanAdmit(s.tokens, 0)
+	if a.Cached+bs > len(s.tokens)-1 {
+		return false // RAM holds all but a partial block of it
+	}
+	// The prompt's keys are hashed once per length (SHA-256 of every block); probing is then
+	// map lookups, done at every turn, since RAM and the tiers change between turns.
+	q := t.tried[s]
+	if q == nil || len(q.Tokens) != len(s.tokens)-1 {
+		toks := slices.Clone(s.tokens[:len(s.tokens)-1])
+		q = &Lookup{Tokens: toks, Keys: kvcache.ChainKeys(nil, toks, bs), BlockSize: bs}
+		t.tried[s] = q
+	}
+	q = &Lookup{Tokens: q.Tokens, Keys: q.Keys, From: a.Cached / bs, BlockSize: bs}
+	for _, src := range t.sources {
+		h := src.Probe(q)
+		gain := q.From*bs + h.Cells - a.Cached
+		if h.Blocks == 0 || gain <= 0 {
+			continue
+		}
+		if e.cost.ready() {
+			compute := time.Duration(e.cost.promptCost(a.Cached, gain) * float64(time.Second))
+			if src.ReadCost(h.Bytes) >= compute {
+				continue
+			}
+		} // before the model is fitted (a fresh start, the case a disk tier is for) reading wins
+		t.fetching[s] = true
+		go e.fetch(s, src, q, h)
+		return true
+	}
+	return false
+}
+
+// fetch runs on its own goroutine: it reads the blocks and hands them to the Run goroutine.
+func (e *Engine) fetch(s *seqState, src BlockSource, q *Lookup, h Hit) {
+	start := time.Now()
+	blocks, err := src.Fetch(s.ctx, q, h)
+	e.tier.done <- fetchResult{s: s, src: src, from: q.From, blocks: blocks, took: time.Since(start), err: err}
+}
+
+// tierPoll takes in the fetches that finished (without waiting), on the Run goroutine.
+func (e *Engine) tierPoll() {
+	if e.tier.done == nil {
+		return
+	}
+	for {
+		select {
+		case r := <-e.tier.done:
+			e.tierImport(r)
+		default:
+			return
+		}
+	}
+}
+
+// tierImport brings a finished fetch's blocks into the RAM prefix cache: those whose tokens and
+// chain continue the request's prompt, in order from the first block RAM lacked.
+func (e *Engine) tierImport(r fetchResult) {
+	t := &e.tier
+	s := r.s
+	delete(t.fetching, s)
+	if r.err != nil && e.cfg.Logger != nil {
+		e.cfg.Logger.Warn("kv tier fetch failed", "tier", r.src.Name(), "err", r.err)
+	}
+	if s.done || s.id >= 0 || len(r.blocks) == 0 {
+		return
+	}
+	bs := t.m.Config().BlockSize
+	prompt := s.tokens[:len(s.tokens)-1]
+	t.loads = t.loads[:0]
+	var bytes int64
+	for i, b := range r.blocks {
+		d := r.from + i
+		lo := d * bs
+		if int(b.Depth) != d || lo+len(b.Tokens) > len(prompt) || !slices.Equal(b.Tokens, prompt[lo:lo+len(b.Tokens)]) ||
+			int64(len(b.Data)) != int64(len(b.Tokens))*t.cellB || (len(b.Tokens) < bs && i != len(r.blocks)-1) {
+			break
+		}
+		t.loads = append(t.loads, kvcache.ImportBlock{Depth: int32(d), Cells: int32(len(b.Tokens))})
+	}
+	t.imgIdx, _ = t.m.Import(prompt, t.loads, t.imgIdx[:0])
+	loaded := t.setLoads(t.imgIdx, r.blocks)
+	if loaded == 0 {
+		t.stuck[s] = len(s.tokens)
+	}
+	for i, idx := range t.imgIdx {
+		if idx >= 0 {
+			bytes += int64(len(r.blocks[i].Data))
+		}
+	}
+	if o, ok := e.cfg.Observer.(TierObserver); ok && loaded > 0 {
+		o.TierFetched(r.src.Name(), loaded, bytes, r.took, s.usage.Preemptions > 0)
+	}
+}
+
+// tierSwapOut hands a preempted sequence's blocks to the sink when reading them back is
+// expected to be cheaper than computing them again; otherwise they stay in the RAM prefix cache
+// (and follow the evicted blocks to the sink if they are evicted) and are recomputed as before.
+func (e *Engine) tierSwapOut(victim *seqState) {
+	t := &e.tier
+	if t.m == nil || t.sink == nil || len(t.sources) == 0 || !e.cost.ready() {
+		return
+	}
+	n := e.nKV(victim)
+	compute := time.Duration(e.cost.promptCost(0, n) * float64(time.Second))
+	if t.sources[0].ReadCost(int64(n)*t.cellB) >= compute {
+		return
+	}
+	if blocks, _ := t.m.SpillSeq(int(victim.id)); blocks > 0 {
+		if o, ok := e.cfg.Observer.(TierObserver); ok {
+			o.TierSwappedOut(blocks)
+		}
+	}
+}
+
+// tierImages sets the images of the step's KVLoad and KVSave operations (e.sched, right after
+// Schedule): the blocks imported since the last step, and a buffer for every block spilled.
+func (e *Engine) tierImages() {
+	t := &e.tier
+	if t.m == nil {
+		return
+	}
+	t.spills = t.m.TakeSpills(t.spills[:0])
+	for _, sp := range t.spills {
+		for int(sp.Img) >= len(t.imgs) {
+			t.imgs = append(t.imgs, nil)
+		}
+		t.imgs[sp.Img] = make([]byte, int64(len(sp.Tokens))*t.cellB)
+	}
+	e.sched.Images = t.imgs
+}
+
+// tierSpilled hands the step's spilled blocks, their images now filled by the store, to the
+// sink (when the step's operations were applied: ok) and forgets the step's images.
+func (e *Engine) tierSpilled(ok bool) {
+	t := &e.tier
+	if t.m == nil {
+		return
+	}
+	bs := int32(t.m.Config().BlockSize)
+	if ok && t.sink != nil {
+		for _, sp := range t.spills {
+			pos := make([]int32, len(sp.Tokens))
+			for i := range pos {
+				pos[i] = sp.Depth*bs + int32(i)
+			}
+			t.sink.Put(kvfile.Block{Key: sp.Key, Parent: sp.Parent, Depth: sp.Depth, Tokens: slices.Clone(sp.Tokens), Pos: pos,
+				Data: t.imgs[sp.Img]}, sp.Swap)
+		}
+	}
+	clear(t.imgs)
+	t.imgs = t.imgs[:0]
+	t.spills = t.spills[:0]
+	e.sched.Images = nil
+}
+
+// tierBlocked reports whether the Run loop has nothing to do but wait for a fetch: nothing
+// running, and every waiting request waiting for one.
+func (e *Engine) tierBlocked() bool {
+	if len(e.running) > 0 || len(e.tier.fetching) == 0 {
+		return false
+	}
+	for _, s := range e.waiting {
+		if !e.tier.fetching[s] {
+			return false
+		}
+	}
+	return true
+}
+
+// tierRun does the tiers' share of a Run round: the control calls queued (slot save and
+// restore), the fetches finished, and, when nothing else can move, a wait for one of them (or a
+// new request). It reports false when ctx ended during that wait.
+func (e *Engine) tierRun(ctx context.Context) bool {
+	t := &e.tier
+	if t.control == nil {
+		return true
+	}
+	for drained := false; !drained; {
+		select {
+		case f := <-t.control:
+			f()
+		default:
+			drained = true
+		}
+	}
+	e.tierPoll()
+	for e.tierBlocked() {
+		select {
+		case r := <-t.done:
+			e.tierImport(r)
+		case ss := <-e.incoming:
+			e.enqueue(ss)
+		case f := <-t.control:
+			f()
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for s := range t.tried {
+		if s.done {
+			delete(t.tried, s)
+			delete(t.stuck, s)
+		}
+	}
+	return true
+}
+
+// tierFlush writes the RAM prefix cache out to the sink when the engine stops, so that it
+// survives a restart: the cached blocks the sink does not hold yet, in rounds the sink's queue
+// takes, waiting for each round to be written (shutdown, not a step, waits here).
+func (e *Engine) tierFlush() {
+	t := &e.tier
+	ap, ok := e.dec.(KVApplier)
+	if t.m == nil || t.sink == nil || !ok {
+		return
+	}
+	flush, _ := t.sink.(interface{ Flush() })
+	m, ok := t.m.(interface{ SpillCached(max int) int })
+	if !ok || flush == nil {
+		return
+	}
+	for range e.kv.Stats().Total {
+		if m.SpillCached(flushRound) == 0 {
+			return
+		}
+		if _, err := e.applyNow(ap, nil, nil); err != nil {
+			if e.cfg.Logger != nil {
+				e.cfg.Logger.Warn("kv tier: writing the prefix cache out at shutdown", "err", err)
+			}
+			return
+		}
+		flush.Flush()
+	}
+}
+
+// flushRound is how many blocks tierFlush hands over at a time: within the disk tier's queue.
+const flushRound = 64
+
+// setLoads puts the data of blocks[i] at image imgs[i] (Import's numbering; -1: not loaded) and
+// returns how many were loaded.
+func (t *tierState) setLoads(imgs []int32, blocks []kvfile.Block) int {
+	n := 0
+	for i, idx := range imgs {
+		if idx < 0 {
+			continue
+		}
+		for int(idx) >= len(t.imgs) {
+			t.imgs = append(t.imgs, nil)
+		}
+		t.imgs[idx] = blocks[i].Data
+		n++
+	}
+	return n
+}

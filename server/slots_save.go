@@ -1,0 +1,161 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"ubatch/engine"
+	"ubatch/kvfile"
+)
+
+// llama-server's slot save and restore: POST /slots/{id}?action=save|restore|erase with
+// {"filename": "..."} (save and restore), files in --slot-save-path in package kvfile's format
+// (the disk tier's), answered as llama-server answers. Without --slot-save-path every action is
+// 501, as there.
+
+type slotFileRequest struct {
+	Filename string `json:"filename"`
+}
+
+type slotSaveTimings struct {
+	SaveMS    float64 `json:"save_ms,omitempty"`
+	RestoreMS float64 `json:"restore_ms,omitempty"`
+}
+
+type slotSaveReply struct {
+	IDSlot   int             `json:"id_slot"`
+	Filename string          `json:"filename"`
+	NSaved   int             `json:"n_saved"`
+	NWritten int64           `json:"n_written"`
+	Timings  slotSaveTimings `json:"timings"`
+}
+
+type slotRestoreReply struct {
+	IDSlot    int             `json:"id_slot"`
+	Filename  string          `json:"filename"`
+	NRestored int             `json:"n_restored"`
+	NRead     int64           `json:"n_read"`
+	Timings   slotSaveTimings `json:"timings"`
+}
+
+type slotEraseReply struct {
+	IDSlot  int `json:"id_slot"`
+	NErased int `json:"n_erased"`
+}
+
+// maxSlotFilename bounds a slot file's name (a file system's usual NAME_MAX).
+const maxSlotFilename = 255
+
+// checkSlotFilename refuses names that are not one plain file name in the directory.
+func checkSlotFilename(name string) error {
+	switch {
+	case name == "":
+		return badRequest("filename", "filename is required: the name of a file in --slot-save-path")
+	case len(name) > maxSlotFilename:
+		return badRequest("filename", "filename is longer than %d bytes", maxSlotFilename)
+	case !utf8.ValidString(name) || strings.ContainsAny(name, "/\\\x00") || name == "." || name == ".." ||
+		strings.HasPrefix(name, ".") || filepath.Base(name) != name:
+		return badRequest("filename", "invalid filename %q: a plain file name, no path separators, not starting with a dot", name)
+	}
+	return nil
+}
+
+func (s *Server) handleSlotAction(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.SlotSavePath == "" {
+		writeError(w, &apiError{status: http.StatusNotImplemented, typ: "not_supported_error",
+			message: "this server does not support slot actions: start it with --slot-save-path DIR"})
+		return
+	}
+	id, err := strconv.Atoi(r.PathValue("id"))
+	if err != nil || id < 0 || id >= s.cfg.Engine.Config().MaxRunning {
+		writeError(w, badRequest("id_slot", "invalid slot id %q: use 0 to %d", r.PathValue("id"), s.cfg.Engine.Config().MaxRunning-1))
+		return
+	}
+	action := r.URL.Query().Get("action")
+	var req slotFileRequest
+	if action == "save" || action == "restore" {
+		if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+			writeError(w, err)
+			return
+		}
+		if err := checkSlotFilename(req.Filename); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	path := filepath.Join(s.cfg.SlotSavePath, req.Filename)
+	start := time.Now()
+	switch action {
+	case "save":
+		blocks, _, err := s.cfg.Engine.SaveSlot(r.Context(), id)
+		if err != nil {
+			writeError(w, slotError(err))
+			return
+		}
+		n := 0
+		for _, b := range blocks {
+			n += len(b.Tokens)
+		}
+		size, err := kvfile.WriteFile(path, s.cfg.KVLayout, blocks)
+		if err != nil {
+			writeError(w, internalError(err))
+			return
+		}
+		writeJSON(w, http.StatusOK, slotSaveReply{IDSlot: id, Filename: req.Filename, NSaved: n, NWritten: size,
+			Timings: slotSaveTimings{SaveMS: ms(time.Since(start))}})
+	case "restore":
+		bs := s.cfg.KVLayout.BlockSize
+		blocks, err := kvfile.ReadFile(path, s.cfg.KVLayout, s.cfg.Engine.Limits().NCtxSeq/bs+1)
+		if err != nil {
+			writeError(w, slotFileError(req.Filename, err))
+			return
+		}
+		var size int64 = kvfile.Size(s.cfg.KVLayout, blocks)
+		n, err := s.cfg.Engine.RestoreSlot(r.Context(), id, blocks)
+		if err != nil {
+			writeError(w, slotError(err))
+			return
+		}
+		writeJSON(w, http.StatusOK, slotRestoreReply{IDSlot: id, Filename: req.Filename, NRestored: n, NRead: size,
+			Timings: slotSaveTimings{RestoreMS: ms(time.Since(start))}})
+	case "erase":
+		n, err := s.cfg.Engine.EraseSlot(r.Context(), id)
+		if err != nil {
+			writeError(w, slotError(err))
+			return
+		}
+		writeJSON(w, http.StatusOK, slotEraseReply{IDSlot: id, NErased: n})
+	default:
+		writeError(w, badRequest("action", "invalid action %q: use save, restore or erase", action))
+	}
+}
+
+func slotError(err error) error {
+	switch {
+	case errors.Is(err, engine.ErrSlot):
+		return badRequest("id_slot", "%v", err)
+	case errors.Is(err, engine.ErrNoTiers):
+		return &apiError{status: http.StatusNotImplemented, typ: "not_supported_error", message: err.Error()}
+	}
+	return toAPIError(err)
+}
+
+// slotFileError words a restore's file error: a missing file is 404, one of another model or
+// layout or a corrupt one 400 naming filename.
+func slotFileError(name string, err error) error {
+	switch {
+	case errors.Is(err, kvfile.ErrForeign):
+		return badRequest("filename", "%s holds the KV cache of another model or cache layout: %v", name, err)
+	case errors.Is(err, kvfile.ErrCorrupt):
+		return badRequest("filename", "%s is not an intact slot file: %v", name, err)
+	case errors.Is(err, os.ErrNotExist):
+		return notFound("slot file " + strconv.Quote(name) + " not found in --slot-save-path")
+	}
+	return internalError(err)
+}

@@ -1,0 +1,168 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"ubatch/engine"
+	"ubatch/kvcache"
+	"ubatch/kvfile"
+	"ubatch/model"
+	"ubatch/runner"
+	"ubatch/synth"
+)
+
+// slotEnv is a server over a mini synth qwen3 model whose engine has tiers (none beyond RAM:
+// SetTiers for slot save and restore) and slotDir as --slot-save-path ("" for none).
+func slotEnv(t *testing.T, path, slotDir string) *testEnv {
+	t.Helper()
+	m, err := model.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	lctx, err := runner.NewContext(m.Graph, runner.Options{NCtx: 512, NSeqMax: 2, KVType: kvcache.F16, Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lctx.Close)
+	opts := lctx.Options()
+	eng, err := engine.New(lctx, engine.Limits{NCtx: opts.NCtx, NSeqMax: opts.NSeqMax, NBatch: opts.NBatch, Vocab: m.Hparams().Vocab},
+		engine.Config{IsEOG: m.Vocab.IsEOG})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := kvfile.ModelIdentity(m.Path, m.File.DataOffset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := lctx.Hparams()
+	l := kvfile.Layout{Model: id, DType: kvcache.F16, BlockSize: opts.BlockSize}
+	for range h.NLayers {
+		l.Layers = append(l.Layers, kvfile.Layer{KVHeads: h.NKVHeads, HeadDim: h.HeadDim})
+	}
+	if slotDir != "" && !eng.SetTiers(nil, nil, l) {
+		t.Fatal("SetTiers refused")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go eng.Run(ctx)
+	t.Cleanup(func() { cancel(); <-eng.Done() })
+	srv, err := New(Config{Model: m, Engine: eng, ModelID: "synth", SlotSavePath: slotDir, KVLayout: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	e := &testEnv{t: t, model: m, eng: eng, srv: srv, ts: ts, client: &http.Client{Timeout: 60 * time.Second}, stopEngine: cancel}
+	t.Cleanup(func() { e.client.CloseIdleConnections(); ts.Close() })
+	return e
+}
+
+func slotModel(t *testing.T) string {
+	t.Helper()
+	w, err := synth.TaskFixture("qwen3", "q8_0", false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "qwen3.gguf")
+	if err := w.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestSlotActionErrors(t *testing.T) {
+	path := slotModel(t)
+	none := slotEnv(t, path, "")
+	e := slotEnv(t, path, t.TempDir())
+	tests := []struct {
+		name   string
+		env    *testEnv
+		url    string
+		body   any
+		status int
+		param  string
+	}{
+		{name: "no --slot-save-path", env: none, url: "/slots/0?action=save", body: map[string]any{"filename": "a.bin"}, status: 501},
+		{name: "no --slot-save-path, erase", env: none, url: "/slots/0?action=erase", body: map[string]any{}, status: 501},
+		{name: "path separator", env: e, url: "/slots/0?action=save", body: map[string]any{"filename": "../a.bin"}, status: 400, param: "filename"},
+		{name: "backslash", env: e, url: "/slots/0?action=restore", body: map[string]any{"filename": `a\b`}, status: 400, param: "filename"},
+		{name: "dot file", env: e, url: "/slots/0?action=save", body: map[string]any{"filename": ".hidden"}, status: 400, param: "filename"},
+		{name: "no filename", env: e, url: "/slots/0?action=save", body: map[string]any{}, status: 400, param: "filename"},
+		{name: "long filename", env: e, url: "/slots/0?action=save", body: map[string]any{"filename": strings.Repeat("a", 256)}, status: 400, param: "filename"},
+		{name: "unknown action", env: e, url: "/slots/0?action=load", body: map[string]any{}, status: 400, param: "action"},
+		{name: "slot out of range", env: e, url: "/slots/7?action=erase", body: map[string]any{}, status: 400, param: "id_slot"},
+		{name: "missing file", env: e, url: "/slots/0?action=restore", body: map[string]any{"filename": "none.bin"}, status: 404},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var body errorBody
+			tc.env.postJSON(tc.url, tc.body, tc.status, &body)
+			if got := body.Error.Param; tc.param != "" && (got == nil || *got != tc.param) {
+				t.Fatalf("param %v, want %q", got, tc.param)
+			}
+		})
+	}
+}
+
+// TestSlotSaveRestore saves a slot after a completion, restores the file into a new server
+// (another process, in effect) and checks that the same prompt then comes from the cache with
+// the same greedy text; a file of another model is refused.
+func TestSlotSaveRestore(t *testing.T) {
+	path := slotModel(t)
+	dir := t.TempDir()
+	prompt := strings.Repeat("the quick brown fox jumps over the lazy dog ", 6)
+	req := map[string]any{"prompt": prompt, "max_tokens": 6, "temperature": 0}
+
+	a := slotEnv(t, path, dir)
+	first := a.complete(req)
+	var saved slotSaveReply
+	a.postJSON("/slots/0?action=save", map[string]any{"filename": "s.bin"}, 200, &saved)
+	n := first.Usage.PromptTokens + first.Usage.CompletionTokens - 1 // the last token is never in the cache
+	if saved.IDSlot != 0 || saved.Filename != "s.bin" || saved.NSaved != n || saved.NWritten <= 0 {
+		t.Fatalf("save: %+v, want %d tokens saved", saved, n)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "s.bin")); err != nil || fi.Size() != saved.NWritten {
+		t.Fatalf("the file: %v, %v; n_written %d", fi, err, saved.NWritten)
+	}
+
+	b := slotEnv(t, path, dir)
+	var restored slotRestoreReply
+	b.postJSON("/slots/1?action=restore", map[string]any{"filename": "s.bin"}, 200, &restored)
+	if restored.IDSlot != 1 || restored.NRestored != n || restored.NRead != saved.NWritten {
+		t.Fatalf("restore: %+v, want %d tokens, %d bytes", restored, n, saved.NWritten)
+	}
+	again := b.complete(req)
+	if again.Choices[0].Text != first.Choices[0].Text {
+		t.Fatalf("after restore: %q, before: %q", again.Choices[0].Text, first.Choices[0].Text)
+	}
+	if c := again.Usage.PromptTokensDetails.CachedTokens; c < first.Usage.PromptTokens-1-15 {
+		t.Fatalf("after restore %d of %d prompt tokens cached", c, first.Usage.PromptTokens)
+	}
+	var erased slotEraseReply
+	b.postJSON("/slots/1?action=erase", map[string]any{}, 200, &erased)
+	if erased.NErased != n {
+		t.Fatalf("erase: %+v, want %d", erased, n)
+	}
+
+	// The same file under another model's identity is refused.
+	other := filepath.Join(t.TempDir(), "other.gguf")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(other, append(data, 0), 0o644); err != nil { // one byte longer: another identity
+		t.Fatal(err)
+	}
+	c := slotEnv(t, other, dir)
+	var body errorBody
+	c.postJSON("/slots/0?action=restore", map[string]any{"filename": "s.bin"}, 400, &body)
+	if !strings.Contains(body.Error.Message, "another model") {
+		t.Fatalf("restore into another model: %s", body.Error.Message)
+	}
+}
