@@ -41,7 +41,7 @@ func NewEmbedder(pool engine.Pooling, nCtx int) *Embedder {
 	return &Embedder{Pooling: pool, NCtx: nCtx, Priority: engine.PriorityLow}
 }
 
-// nCtx is the longest input the engine embeds for e.
+// embedCtx is the longest input the engine embeds for a route whose own bound is n (0: none).
 func (s *Server) embedCtx(n int) int {
 	if lim := s.cfg.Engine.Limits().NCtxSeq; n <= 0 || n > lim {
 		return lim
