@@ -216,7 +216,13 @@ func (e *Engine) tierImport(r fetchResult) {
 	if r.err != nil && e.cfg.Logger != nil {
 		e.cfg.Logger.Warn("kv tier fetch failed", "tier", r.src.Name(), "err", r.err)
 	}
-	if s.done || s.id >= 0 || len(r.blocks) == 0 {
+	if s.done || s.id >= 0 {
+		return
+	}
+	if len(r.blocks) == 0 {
+		// Nothing came (a peer tier's probe is optimistic: no peer held it, or it failed):
+		// probing again at every turn would fetch again at every turn.
+		t.stuck[s] = len(s.tokens)
 		return
 	}
 	bs := t.m.Config().BlockSize

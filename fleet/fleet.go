@@ -12,6 +12,11 @@
 //	NS:node:ID:blocks     SET of the node's cached blocks, each its routing hash as 16 lowercase
 //	                      hex digits, with the same TTL
 //
+// The same two keys answer a node's question "which peer holds the KV blocks of this prompt, and
+// where do I fetch them": a block's routing hash names its whole prefix, the status carries the
+// URL peers use (the node's --advertise-url, the one routers use too), and its KV identity
+// (model file, KV type and layout): see Index.Holders. There is no second registry.
+//
 // A node refreshes both TTLs every heartbeat, so a node that dies disappears within one TTL.
 // It writes block changes in batches and rewrites its whole set after a Redis failure, after a
 // restart of Redis (its key vanished) and periodically, so that Redis converges to the node's
@@ -40,8 +45,12 @@ type Status struct {
 	MaxBody    int64  `json:"max_body"` // largest request body the node accepts, bytes
 	MaxRunning int    `json:"max_running"`
 	Load
-	Blocks int   `json:"blocks"`  // cached blocks published
-	TimeMS int64 `json:"time_ms"` // Unix time of the heartbeat, milliseconds
+	Blocks int `json:"blocks"` // cached blocks published
+	// KVIdentity names what a KV block of this node holds beyond its tokens: the model file,
+	// the KV element type and layout. Peers fetch blocks only from nodes with their own
+	// identity; "" (a node that does not serve POST /kv/blocks) is never a peer.
+	KVIdentity string `json:"kv_identity,omitempty"`
+	TimeMS     int64  `json:"time_ms"` // Unix time of the heartbeat, milliseconds
 }
 
 // Load is a node's current load.

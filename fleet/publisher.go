@@ -21,7 +21,10 @@ type PublisherConfig struct {
 	NodeID    string
 	URL       string // the node's base URL as routers reach it
 	Model     string
-	BlockSize int // the KV cache's block size, which the routing hashes depend on
+	// KVIdentity is published with the status when the node serves its KV blocks to peers
+	// (Status.KVIdentity); "" = it does not.
+	KVIdentity string
+	BlockSize  int // the KV cache's block size, which the routing hashes depend on
 	// MaxBody and MaxRunning are published with the status (routers never forward bodies
 	// larger than MaxBody).
 	MaxBody    int64
@@ -256,7 +259,7 @@ func (p *Publisher) heartbeat(ctx context.Context) {
 
 func (p *Publisher) addStatus(ctx context.Context, pipe redis.Pipeliner, blocks int) {
 	st := Status{ID: p.cfg.NodeID, URL: p.cfg.URL, Model: p.cfg.Model, BlockSize: p.cfg.BlockSize,
-		MaxBody: p.cfg.MaxBody, MaxRunning: p.cfg.MaxRunning, Load: p.cfg.Load(), Blocks: blocks,
+		MaxBody: p.cfg.MaxBody, MaxRunning: p.cfg.MaxRunning, Load: p.cfg.Load(), Blocks: blocks, KVIdentity: p.cfg.KVIdentity,
 		TimeMS: time.Now().UnixMilli()}
 	b, _ := json.Marshal(st) // plain fields: cannot fail
 	pipe.Set(ctx, p.keys.status(p.cfg.NodeID), b, p.cfg.TTL)

@@ -10,6 +10,7 @@ import (
 const (
 	ReasonPrefix      = "prefix"       // the node holding the longest cached prefix won
 	ReasonLoad        = "load"         // a node held a longer prefix, but load outweighed it
+	ReasonPeer        = "peer"         // as load, to a node that fetches the prefix from a peer (Config.PeerCredit)
 	ReasonLeastLoaded = "least_loaded" // no node holds any of the prompt: the least loaded one
 	ReasonNoPrompt    = "no_prompt"    // a route without a prompt (models, tokenize): least loaded
 )
@@ -51,7 +52,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m := &metrics{
 		decisions: vec("ubatch_route_decisions_total",
-			"Routing decisions by chosen node and reason (prefix, load, least_loaded, no_prompt).", "node", "reason"),
+			"Routing decisions by chosen node and reason (prefix, load, peer, least_loaded, no_prompt).", "node", "reason"),
 		promptTokens: counter("ubatch_route_prompt_tokens_total", "Prompt tokens of routed requests (the router's tokenization)."),
 		expectedCached: counter("ubatch_route_expected_cached_tokens_total",
 			"Prompt tokens the chosen node held in its prefix cache according to the index, at decision time."),

@@ -255,7 +255,7 @@ func (r *Router) refresh(ctx context.Context) {
 	r.mu.Unlock()
 	if changed && len(strangers) > 0 {
 		r.log.Warn("ignoring Redis entries of nodes that are not in --nodes (or have bad URLs); "+
-			"a node's --advertise URL must equal its --nodes entry", "nodes", strangers)
+			"a node's --advertise-url must equal its --nodes entry", "nodes", strangers)
 	}
 	r.m.unknownNodes.Set(float64(unknown))
 	for _, n := range added {

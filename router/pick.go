@@ -16,6 +16,7 @@ import (
 type candidate struct {
 	snapshot
 	cached int // prompt tokens the node holds (index or recent affinity)
+	fetch  int // more prompt tokens a peer of the same KV identity holds (Config.PeerCredit)
 	load   int
 	score  float64
 }
@@ -49,6 +50,11 @@ func (d decision) String() string {
 // whole generation. So routing follows the cache until its node queues requests that another
 // could start at once, then spills, and the spilled-to node caches the prefix too (a hot prefix
 // ends up on several nodes). Equal scores rotate, so that least-loaded routing spreads.
+//
+// With PeerCredit, a node that publishes a KV identity (it fetches from peers) also gets
+// PeerCredit tokens per prompt token that another candidate of its identity holds beyond its
+// own: the fetch costs a fraction of the compute, so the prefix pins the tenant less and a busy
+// node's tenant spreads to the least loaded of its peers, which fetches the prefix.
 func (r *Router) decide(ctx context.Context, prompt []int32, bodyLen int) decision {
 	nodes := r.snapshotNodes()
 	cands := make([]candidate, 0, len(nodes))
@@ -91,6 +97,9 @@ func (r *Router) decide(ctx context.Context, prompt []int32, bodyLen int) decisi
 		c.score = float64(c.cached) - r.cfg.LoadWeight*float64(c.load) - r.cfg.QueueWeight*float64(over)
 		d.maxCached = max(d.maxCached, c.cached)
 	}
+	if r.cfg.PeerCredit > 0 && d.maxCached > 0 {
+		creditPeers(cands, r.cfg.PeerCredit)
+	}
 	// Rotate before the stable sort so that ties go round-robin.
 	k := int(r.rr.Add(1)) % len(cands)
 	cands = append(cands[k:], cands[:k]...)
@@ -100,10 +109,40 @@ func (r *Router) decide(ctx context.Context, prompt []int32, bodyLen int) decisi
 		d.reason = ReasonPrefix
 		if cands[0].cached < d.maxCached {
 			d.reason = ReasonLoad
+			if cands[0].fetch > 0 {
+				d.reason = ReasonPeer
+			}
 		}
 	}
 	r.claim(cands[0].n, chains[cands[0].blockSize(r.cfg.BlockSize)])
 	return d
+}
+
+// creditPeers adds to each candidate's score credit times the prompt tokens that a candidate of
+// its KV identity (and so of its model and block size) holds beyond its own.
+func creditPeers(cands []candidate, credit float64) {
+	best := map[string]int{}
+	for _, c := range cands {
+		if id := c.kvIdentity(); id != "" {
+			best[id] = max(best[id], c.cached)
+		}
+	}
+	for i := range cands {
+		c := &cands[i]
+		if id := c.kvIdentity(); id != "" && best[id] > c.cached {
+			c.fetch = best[id] - c.cached
+			c.score += credit * float64(c.fetch)
+		}
+	}
+}
+
+// kvIdentity is the node's published KV identity, "" when it fetches no blocks from peers (or
+// its status is stale).
+func (c *candidate) kvIdentity() string {
+	if !c.hasState {
+		return ""
+	}
+	return c.status.KVIdentity
 }
 
 // claim counts a request in flight at n, and records that n receives the prompt's blocks

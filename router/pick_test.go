@@ -191,3 +191,59 @@ func TestReadEvent(t *testing.T) {
 		})
 	}
 }
+
+// TestDecidePeerCredit: with PeerCredit, nodes of one KV identity count a prefix their peer
+// holds as mostly cached, so a busy node's tenant spreads to a less loaded peer.
+func TestDecidePeerCredit(t *testing.T) {
+	prompt := make([]int32, 20*16) // 20 blocks, 320 tokens
+	for i := range prompt {
+		prompt[i] = int32(i)
+	}
+	chain := prefixhash.Chain(nil, prompt, 16)
+	type nodeState struct {
+		cachedBlocks, running int
+		ident                 string
+	}
+	tests := []struct {
+		name   string
+		credit float64
+		nodes  [3]nodeState
+		want   int
+		reason string
+	}{
+		// a: 320 − 16×8 = 192; b: 0 − 0: the prefix pins the tenant without credit.
+		{"no credit: pinned", 0, [3]nodeState{{20, 8, "m"}, {0, 0, "m"}, {0, 4, "m"}}, 0, ReasonPrefix},
+		// b: 0.9×320 = 288 > 192: it fetches the prefix from a.
+		{"credit: spread to the idle peer", 0.9, [3]nodeState{{20, 8, "m"}, {0, 0, "m"}, {0, 4, "m"}}, 1, ReasonPeer},
+		// a: 320 − 16 = 304; b: 288: a light load keeps the tenant.
+		{"credit: a light load stays", 0.9, [3]nodeState{{20, 1, "m"}, {0, 0, "m"}, {0, 4, "m"}}, 0, ReasonPrefix},
+		// b is of another identity (model): no credit, a keeps it; c is loaded.
+		{"another identity gets nothing", 0.9, [3]nodeState{{20, 8, "m"}, {0, 0, "other"}, {0, 13, "m"}}, 0, ReasonPrefix},
+		{"a node without an identity gets nothing", 0.9, [3]nodeState{{20, 8, "m"}, {0, 0, ""}, {0, 13, "m"}}, 0, ReasonPrefix},
+		// b holds 10 blocks itself: credit for the 10 it lacks.
+		{"credit for the missing part", 0.5, [3]nodeState{{20, 8, "m"}, {10, 0, "m"}, {0, 20, "m"}}, 1, ReasonPeer},
+	}
+	urls := []string{"http://a:1", "http://b:1", "http://c:1"}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := New(Config{Prompter: &Prompter{}, Nodes: urls, Logger: quiet, PeerCredit: tc.credit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range tc.nodes {
+				n := r.nodes[urls[i]]
+				n.healthy = true
+				n.status = fleet.Status{ID: n.label, BlockSize: 16, MaxRunning: 16, KVIdentity: s.ident, Load: fleet.Load{Running: s.running}}
+				n.statusAt = time.Now()
+				r.recent.add(n, chain[:s.cachedBlocks])
+			}
+			d := r.decide(context.Background(), prompt, 10)
+			if got := d.order[0].n.label; got != []string{"a:1", "b:1", "c:1"}[tc.want] || d.reason != tc.reason {
+				t.Fatalf("chose %s (%s), want %s (%s); scores %v", got, d.reason, []string{"a:1", "b:1", "c:1"}[tc.want], tc.reason, scores(d))
+			}
+		})
+	}
+	if _, err := New(Config{Prompter: &Prompter{}, Nodes: urls, Logger: quiet, PeerCredit: 1.5}); err == nil {
+		t.Fatal("PeerCredit 1.5 accepted")
+	}
+}

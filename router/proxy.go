@@ -94,7 +94,7 @@ func (r *Router) route(w http.ResponseWriter, req *http.Request, body []byte, p 
 		return
 	}
 	best := d.order[0]
-	r.m.routed(best.n.label, d.reason, len(p.tokens), best.cached)
+	r.m.routed(best.n.label, d.reason, len(p.tokens), best.cached+best.fetch)
 	if r.log.Enabled(req.Context(), slog.LevelDebug) {
 		r.log.Debug("routed", "node", best.n.label, "reason", d.reason, "prompt_tokens", len(p.tokens),
 			"cached", best.cached, "load", best.load, "prefix", prefixKey(p.tokens), "candidates", d.String())

@@ -51,6 +51,12 @@ type Config struct {
 	// (default 16), QueueWeight one more request queued beyond its max_running (default 256);
 	// see decide.
 	LoadWeight, QueueWeight float64
+	// PeerCredit (0..1) is the share of a prefix held by a node of the same KV identity that
+	// counts as cached on a node that lacks it, since that node fetches the blocks from its peer
+	// (serve --peer-kv) instead of computing them. 0 (the default) pins a tenant to the node
+	// holding its prefix until load outweighs the whole prefix; near 1 load alone decides
+	// between peers, so a tenant spreads as soon as its node is busier than another. See decide.
+	PeerCredit float64
 	// AffinityTTL is how long the router remembers where it sent a prompt's blocks, covering the
 	// time before the node publishes them (default 10 s; negative = off).
 	AffinityTTL    time.Duration
@@ -136,6 +142,9 @@ func New(cfg Config) (*Router, error) {
 	}
 	if cfg.LoadWeight <= 0 {
 		cfg.LoadWeight = 16
+	}
+	if cfg.PeerCredit < 0 || cfg.PeerCredit > 1 {
+		return nil, fmt.Errorf("router: PeerCredit %v outside [0, 1]", cfg.PeerCredit)
 	}
 	if cfg.QueueWeight <= 0 {
 		cfg.QueueWeight = 256

@@ -91,6 +91,9 @@ type Config struct {
 	MaxEmbeddingInputs, MaxEmbeddingTokens int
 	// Limits bound the constraints a request may ask for; zero fields take their defaults.
 	Limits RequestLimits
+	// KVBlocks, when set, serves POST /kv/blocks: this node's KV blocks for its fleet's peers
+	// (peer.Handler), behind the API key like every other route; nil answers 404.
+	KVBlocks http.Handler
 }
 
 // RequestLimits bound the output constraints one request may ask the server to compile and
@@ -220,6 +223,9 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /health", s.handleHealth)
 	s.mux.HandleFunc("GET /metrics", s.handleMetrics)
 	s.mux.HandleFunc("GET /live", s.handleLive)
+	if cfg.KVBlocks != nil {
+		s.mux.Handle("POST /kv/blocks", cfg.KVBlocks)
+	}
 	s.routeOllama() // Ollama's /api/... (ollama.go)
 	// The web page only at exactly / so that unknown API paths keep their JSON 404.
 	s.mux.Handle("GET /{$}", web.Page())

@@ -35,6 +35,7 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	port := fs.Int("port", 8000, "TCP port to listen on (0 = any free port; the log says which)")
 	maxBody := fs.Int64("max-body", server.DefaultMaxBodyBytes, "largest request body in bytes (413 beyond it); never more than a node accepts is forwarded")
 	loadWeight := fs.Float64("load-weight", 16, "cached prompt tokens one request in flight on a node is worth when scoring nodes")
+	peerCredit := fs.Float64("peer-credit", 0, "share (0..1) of a prompt prefix that another node of the same KV identity holds counted as cached on a node that lacks it, since nodes fetch blocks from their peers (serve --peer-kv): 0 pins a tenant to its node until load outweighs the whole prefix; 0.9 spreads a busy node's tenant to a less loaded peer")
 	queueWeight := fs.Float64("queue-weight", 256, "cached prompt tokens one request queued beyond a node's -np costs besides (spills a hot prefix to a free node)")
 	affinity := fs.Duration("affinity-ttl", 10*time.Second, "how long the router remembers where it sent a prompt, until the node publishes its blocks (negative = off)")
 	health := fs.Duration("health-interval", time.Second, "how often every node's /health is probed")
@@ -87,7 +88,7 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg := router.Config{Prompter: prompter, Nodes: nodeList, BlockSize: *blockSize, MaxBodyBytes: *maxBody,
-		LoadWeight: *loadWeight, QueueWeight: *queueWeight, AffinityTTL: *affinity, HealthInterval: *health,
+		LoadWeight: *loadWeight, QueueWeight: *queueWeight, PeerCredit: *peerCredit, AffinityTTL: *affinity, HealthInterval: *health,
 		FirstByteTimeout: *firstByte, StreamIdleTimeout: *idle, MaxResponseBytes: *maxResp, Fall: *fall, Rise: *rise,
 		Logger: logger, Registerer: reg, Gatherer: reg}
 	if *redisURL != "" {

@@ -55,11 +55,13 @@ func kvLayout(m *model.Model, lctx *runner.Context) (kvfile.Layout, error) {
 	return l, l.Check()
 }
 
-// start opens the disk tier and gives the engine its tiers; without either flag it does
-// nothing. It returns the tier (nil without --kv-disk), the layout and a close function.
-func (f *kvDiskFlags) start(m *model.Model, lctx *runner.Context, eng *engine.Engine, log *slog.Logger) (*kvdisk.Tier, kvfile.Layout, func(), error) {
+// start opens the disk tier and gives the engine its tiers: the disk first, then the peer tier
+// that peers makes for the layout (nil: none; see fleetFlags.peerTier); without any it does
+// nothing. It returns the disk tier (nil without --kv-disk), the layout and a close function.
+func (f *kvDiskFlags) start(m *model.Model, lctx *runner.Context, eng *engine.Engine, log *slog.Logger,
+	peers func(kvfile.Layout) (engine.BlockSource, error)) (*kvdisk.Tier, kvfile.Layout, func(), error) {
 	nop := func() {}
-	if f.dir == "" && f.slotPath == "" {
+	if f.dir == "" && f.slotPath == "" && peers == nil {
 		return nil, kvfile.Layout{}, nop, nil
 	}
 	l, err := kvLayout(m, lctx)
@@ -94,6 +96,16 @@ func (f *kvDiskFlags) start(m *model.Model, lctx *runner.Context, eng *engine.En
 		sources, sink = []engine.BlockSource{tier}, tier
 		st := tier.Stats()
 		log.Info("kv disk tier", "dir", f.dir, "max_bytes", size, "blocks", st.Blocks, "bytes", st.Bytes, "rejected", st.Rejected)
+	}
+	if peers != nil {
+		p, err := peers(l)
+		if err != nil {
+			if tier != nil {
+				tier.Close()
+			}
+			return nil, l, nop, err
+		}
+		sources = append(sources, p)
 	}
 	if !eng.SetTiers(sources, sink, l) {
 		if tier != nil {
