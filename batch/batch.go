@@ -16,6 +16,10 @@ type Batch struct {
 	Pos    []int32
 	Seqs   [][]int32 // sequence ids of each token; at least one, no duplicates
 	Logits []bool    // whether the token's logits are wanted
+	// Hidden marks the output tokens (Logits set) whose output is their final-norm hidden state
+	// (an embedding) instead of logits: the prompt-only sequences of embedding requests, decoded
+	// beside generating ones. Empty (none), or as long as Tokens (Add keeps it so).
+	Hidden []bool
 	// KV is the step's KV-cache schedule (cells and store operations), set by the KV manager's
 	// owner after the batch is built; nil until then. Clear resets it.
 	KV *KV
@@ -28,9 +32,20 @@ type Batch struct {
 // Add appends one token. seqs is copied; the inner slice left over from earlier use (after
 // Clear) is reused when its capacity allows, so a batch refilled every step stops allocating.
 func (b *Batch) Add(tok, pos int32, seqs []int32, logits bool) {
+	b.add(tok, pos, seqs, logits, false)
+}
+
+// AddHidden appends one token as Add does; when out is set its output is its final-norm hidden
+// state (Hidden) rather than logits.
+func (b *Batch) AddHidden(tok, pos int32, seqs []int32, out bool) {
+	b.add(tok, pos, seqs, out, out)
+}
+
+func (b *Batch) add(tok, pos int32, seqs []int32, logits, hidden bool) {
 	b.Tokens = append(b.Tokens, tok)
 	b.Pos = append(b.Pos, pos)
 	b.Logits = append(b.Logits, logits)
+	b.Hidden = append(b.Hidden, hidden)
 	n := len(b.Seqs)
 	if n < cap(b.Seqs) {
 		b.Seqs = b.Seqs[:n+1]
@@ -46,6 +61,7 @@ func (b *Batch) Clear() {
 	b.Pos = b.Pos[:0]
 	b.Seqs = b.Seqs[:0]
 	b.Logits = b.Logits[:0]
+	b.Hidden = b.Hidden[:0]
 	b.KV = nil
 }
 
@@ -67,9 +83,9 @@ func (b *Batch) Validate(nVocab, nSeqMax int) error {
 		return fmt.Errorf("batch: maximum sequence count %d must be positive", nSeqMax)
 	case n == 0:
 		return fmt.Errorf("batch: empty batch")
-	case len(b.Pos) != n || len(b.Seqs) != n || len(b.Logits) != n:
-		return fmt.Errorf("batch: slice lengths differ: %d tokens, %d positions, %d seq lists, %d logits flags",
-			n, len(b.Pos), len(b.Seqs), len(b.Logits))
+	case len(b.Pos) != n || len(b.Seqs) != n || len(b.Logits) != n || (len(b.Hidden) != 0 && len(b.Hidden) != n):
+		return fmt.Errorf("batch: slice lengths differ: %d tokens, %d positions, %d seq lists, %d logits flags, %d hidden flags",
+			n, len(b.Pos), len(b.Seqs), len(b.Logits), len(b.Hidden))
 	}
 	if cap(b.lastPos) < nSeqMax {
 		b.lastPos = make([]int32, nSeqMax)
@@ -118,6 +134,7 @@ type UBatch struct {
 	Pos    []int32
 	Seqs   [][]int32
 	Logits []bool
+	Hidden []bool  // a view of Batch.Hidden; empty when the batch has none
 	Slots  []int32 // the tokens' KV cells, a view of Batch.KV.Slots; nil without KV
 }
 
@@ -142,6 +159,7 @@ func (b *Batch) Split(nUBatch int, dst []UBatch) []UBatch {
 			Pos:    view(b.Pos, lo, hi),
 			Seqs:   view(b.Seqs, lo, hi),
 			Logits: view(b.Logits, lo, hi),
+			Hidden: view(b.Hidden, lo, hi),
 			Slots:  b.slots(lo, hi),
 		})
 	}

@@ -79,6 +79,8 @@ type Config struct {
 	// Logger receives the step log at debug level (nil: none) and recovered panics at error level
 	// (nil: slog.Default()).
 	Logger *slog.Logger
+	// Embed bounds the embedding requests (SubmitEmbed); zero fields take their defaults.
+	Embed EmbedConfig
 }
 
 // Request is one generation job. Prompt is already tokenized (BOS included as the model wants).
@@ -100,9 +102,12 @@ type Output struct {
 	LogProb float32
 	Top     []sample.TokenLogProb // len Request.TopLogprobs
 	Done    bool
-	Finish  FinishReason // set when Done
-	Err     error        // set when Finish == FinishError
-	Usage   Usage        // filled on the final event
+	// Embedding is an embedding request's answer (SubmitEmbed), on its final event when it
+	// finished with FinishStop.
+	Embedding []float32
+	Finish    FinishReason // set when Done
+	Err       error        // set when Finish == FinishError
+	Usage     Usage        // filled on the final event
 }
 
 // FinishReason says why generation ended, with OpenAI's words where they exist.

@@ -85,6 +85,7 @@ type Engine struct {
 
 	// Owned by the Run goroutine.
 	waiting []*seqState
+	embeds  embedQueue // embedding requests waiting (embed.go)
 	running []*seqState
 	freeIDs []int32
 	b       batch.Batch
@@ -160,6 +161,7 @@ func New(d Decoder, lim Limits, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("engine: unknown policy %q (use fcfs or sjf)", cfg.Policy)
 	}
 	cfg.agingDefaults()
+	cfg.Embed.defaults(cfg.MaxRunning)
 	if cfg.IsEOG == nil {
 		cfg.IsEOG = func(int32) bool { return false }
 	}
@@ -175,7 +177,8 @@ func New(d Decoder, lim Limits, cfg Config) (*Engine, error) {
 	}
 	e := &Engine{dec: d, kv: kv, lim: lim, cfg: cfg, stopped: make(chan struct{}), now: time.Now}
 	e.panics, _ = cfg.Observer.(PanicObserver)
-	e.incoming = make(chan []*seqState, cfg.MaxQueue) // queued bounds it: each send holds >= 1 request
+	// queued and embeds.queued bound it: each send holds >= 1 request.
+	e.incoming = make(chan []*seqState, cfg.MaxQueue+cfg.Embed.MaxQueue)
 	for id := lim.NSeqMax - 1; id >= 0; id-- {
 		e.freeIDs = append(e.freeIDs, int32(id))
 	}
@@ -307,7 +310,7 @@ func (e *Engine) Slots() []Slot {
 func (e *Engine) Run(ctx context.Context) error {
 	defer close(e.stopped)
 	for {
-		if len(e.running) == 0 && len(e.waiting) == 0 {
+		if len(e.running) == 0 && len(e.waiting) == 0 && len(e.embeds.waiting) == 0 {
 			e.publish()
 			select {
 			case ss := <-e.incoming:
@@ -344,6 +347,10 @@ func (e *Engine) Run(ctx context.Context) error {
 func (e *Engine) Done() <-chan struct{} { return e.stopped }
 
 func (e *Engine) enqueue(ss []*seqState) {
+	if isEmbed(ss) {
+		e.embeds.waiting = append(e.embeds.waiting, ss...)
+		return
+	}
 	e.waiting = append(e.waiting, ss...)
 }
 
@@ -366,6 +373,7 @@ func (e *Engine) shutdown() {
 		e.queued.Add(-1)
 		e.finish(s, FinishError, ErrClosed)
 	}
+	e.shutdownEmbeds()
 	e.running, e.waiting = nil, nil
 	e.tierFlush() // the prefix cache to disk, to survive the restart (tier.go)
 	e.publish()

@@ -36,6 +36,7 @@ type seqState struct {
 	shifts       int // context shifts done
 	// passedOver counts the consecutive steps in which this prefilling sequence got no chunk.
 	passedOver int
+	embed      *embedState // an embedding request's pooling (embed.go); nil for generation
 
 	// The sampling time account (chargeSample): whether the uncharged first sample was taken,
 	// and the time and count of the samples of the current window.
@@ -85,6 +86,7 @@ func (e *Engine) step() {
 	began := e.now()
 	e.reap()
 	e.admit()
+	e.admitEmbeds()
 	if len(e.running) == 0 {
 		return
 	}
@@ -141,7 +143,9 @@ func (e *Engine) step() {
 				s.usage.PromptStart = start
 			}
 		}
-		if e.nKV(s) == len(s.tokens) {
+		if s.embed != nil {
+			e.poolChunk(s, row)
+		} else if e.nKV(s) == len(s.tokens) {
 			e.emitGuarded(s, e.dec.Logits(row+s.chunk-1))
 		}
 		row += s.chunk
@@ -303,7 +307,7 @@ func (e *Engine) buildBatch() bool {
 		n := limit
 		if e.plan.timed {
 			n = e.cost.chunkFor(s.before, e.plan.avail, limit)
-			if i == 0 && e.plan.floor {
+			if i == 0 && e.plan.floor && e.floorFor(s) {
 				n = max(n, min(minChunk, limit))
 			}
 			e.plan.avail -= e.cost.promptCost(s.before, n)
@@ -329,6 +333,10 @@ func (e *Engine) buildBatch() bool {
 	e.inBatch = prefill[:0]
 	// Tokens go in in running order so logits rows can be matched back in step.
 	for _, s := range e.running {
+		if s.embed != nil {
+			e.addEmbedChunk(s)
+			continue
+		}
 		for i := range s.chunk {
 			p := s.before + i
 			e.b.Add(s.tokens[p], int32(p), s.seqIDs(), p == len(s.tokens)-1)
@@ -371,8 +379,12 @@ func (e *Engine) evict(victim *seqState) {
 	victim.id, victim.chunk = -1, 0
 	victim.cost = 0 // its history is longer now, and mostly cached: estimated again
 	victim.usage.Preemptions++
-	e.waiting = append(e.waiting, victim)
-	e.queued.Add(1)
+	if victim.embed != nil {
+		e.requeueEmbed(victim)
+	} else {
+		e.waiting = append(e.waiting, victim)
+		e.queued.Add(1)
+	}
 	e.stats.Preemptions++
 	if e.cfg.Observer != nil {
 		e.cfg.Observer.Preempted()
@@ -470,6 +482,10 @@ func (e *Engine) shiftContext(s *seqState) (bool, error) {
 
 // finish ends s: frees its sequence (full blocks stay cached for reuse) and sends the final output.
 func (e *Engine) finish(s *seqState, reason FinishReason, err error) {
+	if s.embed != nil {
+		e.finishEmbed(s, reason, err)
+		return
+	}
 	if s.id >= 0 {
 		e.tierRemember(s) // the slot's history, for slot save (slots_save.go)
 		e.kv.SeqFree(int(s.id))

@@ -113,9 +113,12 @@ type Context struct {
 	}
 
 	workerScores [][]float32
-	logits       []float32 // [nOut][width] from the last Decode; width is Vocab, or Dim for Embeddings
+	logits       []float32 // [nOut][Vocab] from the last Decode
 	outRows      []int32   // batch index -> logits row, -1 when not wanted
 	nOut         int
+	hidden       []float32 // [nHid][Dim]: final-norm hidden states of the tokens that asked for them
+	hidRows      []int32   // batch index -> hidden row, -1 when not wanted
+	nHid         int
 	ubs          []batch.UBatch
 
 	mm   matmulTask
@@ -276,11 +279,7 @@ func (c *Context) decode(b *batch.Batch, checked bool) error {
 			return fmt.Errorf("runner: KV cell %d outside [0, %d)", cell, c.opts.NCtx)
 		}
 	}
-	c.outRows, c.nOut = b.OutputRows(c.outRows)
-	if need := c.nOut * c.outWidth(); cap(c.logits) < need {
-		c.logits = make([]float32, need)
-	}
-	c.logits = c.logits[:c.nOut*c.outWidth()]
+	c.outputRows(b)
 	c.ubs = b.Split(c.opts.NUBatch, c.ubs)
 	c.kv = kv
 	defer func() { c.ub, c.kv = nil, nil }()
@@ -294,38 +293,51 @@ func (c *Context) decode(b *batch.Batch, checked bool) error {
 	return nil
 }
 
+// outputRows maps b's output tokens to rows: a logits row each, in token order, or, for those
+// marked Hidden (every output token in an Embeddings context), a hidden-state row; and sizes
+// both buffers.
+func (c *Context) outputRows(b *batch.Batch) {
+	c.outRows, c.hidRows = c.outRows[:0], c.hidRows[:0]
+	c.nOut, c.nHid = 0, 0
+	for i := range b.Tokens {
+		switch {
+		case i >= len(b.Logits) || !b.Logits[i]:
+			c.outRows, c.hidRows = append(c.outRows, -1), append(c.hidRows, -1)
+		case c.opts.Embeddings || (i < len(b.Hidden) && b.Hidden[i]):
+			c.outRows, c.hidRows = append(c.outRows, -1), append(c.hidRows, int32(c.nHid))
+			c.nHid++
+		default:
+			c.outRows, c.hidRows = append(c.outRows, int32(c.nOut)), append(c.hidRows, -1)
+			c.nOut++
+		}
+	}
+	if need := c.nOut * c.h.Vocab; cap(c.logits) < need {
+		c.logits = make([]float32, need)
+	}
+	c.logits = c.logits[:c.nOut*c.h.Vocab]
+	if need := c.nHid * c.h.Dim; cap(c.hidden) < need {
+		c.hidden = make([]float32, need)
+	}
+	c.hidden = c.hidden[:c.nHid*c.h.Dim]
+}
+
 // Logits returns the logits (len Vocab) computed for token i of the last decoded batch, or nil if
-// that token did not ask for them or the context computes embeddings. The slice is overwritten by
-// the next Decode.
-func (c *Context) Logits(i int) []float32 {
-	if c.opts.Embeddings {
+// that token did not ask for them or asked for its hidden state (batch.Batch.Hidden, or any
+// token of an Embeddings context). The slice is overwritten by the next Decode.
+func (c *Context) Logits(i int) []float32 { return row(c.logits, c.outRows, i, c.h.Vocab) }
+
+// Embedding returns the final-norm hidden state (len Dim) of token i of the last decoded batch,
+// or nil if it did not ask for it: an output token of a context made with Options.Embeddings,
+// or one marked in batch.Batch.Hidden in any context. The slice is overwritten by the next
+// Decode.
+func (c *Context) Embedding(i int) []float32 { return row(c.hidden, c.hidRows, i, c.h.Dim) }
+
+func row(buf []float32, rows []int32, i, w int) []float32 {
+	if i < 0 || i >= len(rows) || rows[i] < 0 {
 		return nil
 	}
-	return c.outRow(i)
-}
-
-// Embedding returns the final-norm hidden state (len Dim) of token i of the last decoded batch
-// in a context made with Options.Embeddings, or nil. The slice is overwritten by the next Decode.
-func (c *Context) Embedding(i int) []float32 {
-	if !c.opts.Embeddings {
-		return nil
-	}
-	return c.outRow(i)
-}
-
-func (c *Context) outWidth() int {
-	if c.opts.Embeddings {
-		return c.h.Dim
-	}
-	return c.h.Vocab
-}
-
-func (c *Context) outRow(i int) []float32 {
-	if i < 0 || i >= len(c.outRows) || c.outRows[i] < 0 {
-		return nil
-	}
-	r, w := int(c.outRows[i]), c.outWidth()
-	return c.logits[r*w : (r+1)*w]
+	r := int(rows[i])
+	return buf[r*w : (r+1)*w]
 }
 
 // shiftK re-rotates one cached key row (all kv heads) of layer l by delta positions: RoPE

@@ -106,28 +106,30 @@ func (t *actTask) Do(i, _ int) {
 	ops.SwiGLU(t.gate[lo:hi], t.gate[lo:hi], t.up[lo:hi])
 }
 
-// Output writes the logits of the micro-batch's tokens that asked for them: RMSNorm of X with
-// norm, times w (Vocab rows), then, when softcap > 0, softcap·tanh(logit/softcap) (Gemma 2). An
-// Embeddings context keeps the normed rows instead.
+// Output writes the outputs of the micro-batch's tokens that asked for them: RMSNorm of X with
+// norm, then for logits tokens times w (Vocab rows) and, when softcap > 0,
+// softcap·tanh(logit/softcap) (Gemma 2). A token that asked for its hidden state (an Embeddings
+// context, or batch.Batch.Hidden) keeps the normed row instead.
 func (c *Context) Output(norm []float32, w *Weight, softcap float32) {
 	dim, vocab, ub := c.h.Dim, c.h.Vocab, c.ub
-	// Only tokens that asked for logits, packed in batch order.
+	// Logits tokens are packed in batch order into XN; hidden rows go straight to their row.
 	nOut, first := 0, -1
 	for i := range c.n {
 		if !ub.Logits[i] {
 			continue
 		}
+		x := c.S.X[i*dim : (i+1)*dim]
+		if r := c.hidRows[ub.Start+i]; r >= 0 {
+			ops.RMSNorm(c.hidden[int(r)*dim:(int(r)+1)*dim], x, norm, c.h.Eps)
+			continue
+		}
 		if first < 0 {
 			first = int(c.outRows[ub.Start+i])
 		}
-		ops.RMSNorm(c.S.XN[nOut*dim:(nOut+1)*dim], c.S.X[i*dim:(i+1)*dim], norm, c.h.Eps)
+		ops.RMSNorm(c.S.XN[nOut*dim:(nOut+1)*dim], x, norm, c.h.Eps)
 		nOut++
 	}
 	if nOut == 0 {
-		return
-	}
-	if c.opts.Embeddings {
-		copy(c.logits[first*dim:(first+nOut)*dim], c.S.XN[:nOut*dim])
 		return
 	}
 	out := c.logits[first*vocab : (first+nOut)*vocab]

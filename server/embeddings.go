@@ -5,13 +5,14 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"sync/atomic"
 
-	"ubatch/model"
-	"ubatch/runner"
+	"ubatch/engine"
 )
 
 // Defaults of Config.MaxEmbeddingInputs and Config.MaxEmbeddingTokens. OpenAI takes up to 2048
@@ -23,61 +24,69 @@ const (
 	DefaultMaxEmbeddingTokens = 32768
 )
 
-// Embedder computes sentence embeddings for POST /v1/embeddings on a runner context of its own
-// (the engine's context computes logits), one input at a time: embedding requests are short
-// prompt passes that need no scheduling. Requests take turns input by input, so a long request
-// does not hold a short one for its whole duration.
+// Embedder configures the embedding routes (/v1/embeddings, Ollama's /api/embed and
+// /api/embeddings): their inputs go to the engine (engine.SubmitEmbed) as prompt-only
+// sequences, computed by its one runner under its step budget beside the generating streams,
+// at Priority; Pooling and normalization are applied there.
 type Embedder struct {
-	turn chan struct{} // a one-slot semaphore over c: unlike a mutex, waiting for it can be abandoned
-	c    *runner.Context
-	pool runner.Pooling
+	Pooling  engine.Pooling
+	NCtx     int             // longest input in tokens; 0 or more than the engine's n_ctx_seq: that
+	Priority engine.Priority // of its prompt chunks against other prompts'; decode tokens go first
 	// computed counts the inputs embedded since the start (tests read it).
 	computed atomic.Int64
-	// afterInput, when set (by tests), runs after each input of embedAll with the request's context.
-	afterInput func(ctx context.Context, done int)
 }
 
-// NewEmbedder makes an embedding context of nCtx cells over m's graph (it shares the weights).
-func NewEmbedder(m *model.Model, nCtx, threads int, pool runner.Pooling) (*Embedder, error) {
-	c, err := runner.NewContext(m.Graph, runner.Options{NCtx: nCtx, NBatch: nCtx, NUBatch: min(nCtx, 512), Threads: threads, Embeddings: true})
+// NewEmbedder is an Embedder pooling with pool, inputs of at most nCtx tokens, at low priority.
+func NewEmbedder(pool engine.Pooling, nCtx int) *Embedder {
+	return &Embedder{Pooling: pool, NCtx: nCtx, Priority: engine.PriorityLow}
+}
+
+// embedCtx is the longest input the engine embeds for a route whose own bound is n (0: none).
+func (s *Server) embedCtx(n int) int {
+	if lim := s.cfg.Engine.Limits().NCtxSeq; n <= 0 || n > lim {
+		return lim
+	}
+	return n
+}
+
+// embed computes the embedding of every input of toks in the engine, in one SubmitEmbed: the
+// vectors in input order, each pooled with pool and, with normalize, of unit L2 norm. computed
+// counts the inputs done. When ctx ends (the client left) the inputs not done yet are dropped
+// at the engine's next step and embed returns context.Cause(ctx).
+func (s *Server) embed(ctx context.Context, toks [][]int32, pool engine.Pooling, normalize bool, prio engine.Priority, computed *atomic.Int64) ([][]float32, error) {
+	reqs := make([]engine.EmbedRequest, len(toks))
+	for i, t := range toks {
+		reqs[i] = engine.EmbedRequest{Prompt: t, Pooling: pool, Normalize: normalize, Priority: prio}
+	}
+	st, err := s.cfg.Engine.SubmitEmbed(ctx, reqs...)
 	if err != nil {
 		return nil, err
 	}
-	return &Embedder{turn: make(chan struct{}, 1), c: c, pool: pool}, nil
-}
-
-// Close stops the embedder's workers.
-func (e *Embedder) Close() { e.c.Close() }
-
-// NCtx is the longest input in tokens.
-func (e *Embedder) NCtx() int { return e.c.Options().NCtx }
-
-// embedAll embeds each of inputs (each non-empty and at most NCtx tokens) in order. It stops as
-// soon as ctx ends, before the next input and while waiting for its turn, so the work of a client
-// that went away stops within one input; it then returns context.Cause(ctx).
-func (e *Embedder) embedAll(ctx context.Context, inputs [][]int32) ([][]float32, error) {
-	out := make([][]float32, 0, len(inputs))
-	for i, toks := range inputs {
-		if err := context.Cause(ctx); err != nil {
-			return nil, err
-		}
-		select {
-		case e.turn <- struct{}{}:
-		case <-ctx.Done():
+	out := make([][]float32, len(toks))
+	for {
+		o, err := st.Recv(ctx)
+		switch {
+		case errors.Is(err, io.EOF):
+			return out, nil
+		case err != nil:
+			st.Cancel(engine.FinishCancelled)
 			return nil, context.Cause(ctx)
+		case o.Finish == engine.FinishCancelled:
+			st.Cancel(engine.FinishCancelled)
+			if err := context.Cause(ctx); err != nil {
+				return nil, err
+			}
+			return nil, errShutdown
+		case o.Finish != engine.FinishStop:
+			st.Cancel(engine.FinishCancelled)
+			if o.Err == nil {
+				o.Err = fmt.Errorf("embedding input %d: %s", o.Seq, o.Finish)
+			}
+			return nil, o.Err
 		}
-		vec, err := runner.Embed(e.c, toks, e.pool)
-		<-e.turn
-		if err != nil {
-			return nil, err
-		}
-		e.computed.Add(1)
-		out = append(out, vec)
-		if e.afterInput != nil {
-			e.afterInput(ctx, i+1)
-		}
+		computed.Add(1)
+		out[o.Seq] = o.Embedding
 	}
-	return out, nil
 }
 
 type embeddingsRequest struct {
@@ -137,12 +146,12 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 			"(--max-embedding-inputs): split the request", len(inputs), limit))
 		return
 	}
-	toks, err := s.embeddingTokens(inputs, e.NCtx(), false)
+	toks, err := s.embeddingTokens(inputs, s.embedCtx(e.NCtx), false)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	vecs, err := e.embedAll(r.Context(), toks)
+	vecs, err := s.embed(r.Context(), toks, e.Pooling, true, e.Priority, &e.computed)
 	if err != nil {
 		writeError(w, err)
 		return

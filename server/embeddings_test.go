@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -13,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"ubatch/engine"
 	"ubatch/internal/testdata"
+	"ubatch/kvcache"
 	"ubatch/runner"
 )
 
@@ -42,7 +45,7 @@ func TestEmbeddingsEndpoint(t *testing.T) {
 	}
 	for _, pool := range []runner.Pooling{runner.PoolMean, runner.PoolLast} {
 		t.Run(string(pool), func(t *testing.T) {
-			e := newEnv(t, envOptions{embedder: pool})
+			e := newEnv(t, envOptions{embedder: engine.Pooling(pool)})
 			var want []embeddingRef
 			var inputs []string
 			for _, it := range ref.Items {
@@ -93,7 +96,7 @@ func TestEmbeddingsEndpoint(t *testing.T) {
 }
 
 func TestEmbeddingsErrors(t *testing.T) {
-	e := newEnv(t, envOptions{embedder: runner.PoolMean})
+	e := newEnv(t, envOptions{embedder: engine.PoolMean})
 	long := strings.Repeat("Once upon a time ", 100)
 	for _, tc := range []struct {
 		name, body, param string
@@ -127,16 +130,11 @@ func TestEmbeddingsErrors(t *testing.T) {
 	}
 }
 
-// embedEnv serves /v1/embeddings over e's model and engine with a fresh embedder (so a test may
-// set its hook before serving starts) and cfg's limits; h, when set, wraps the handler.
-func embedEnv(t *testing.T, e *testEnv, cfg Config, hook func(ctx context.Context, done int), wrap func(http.Handler) http.Handler) (*Embedder, string) {
+// embedEnv serves /v1/embeddings over e's model and engine with a fresh embedder (inputs of at
+// most 128 tokens) and cfg's limits; wrap, when set, wraps the handler.
+func embedEnv(t *testing.T, e *testEnv, cfg Config, wrap func(http.Handler) http.Handler) (*Embedder, string) {
 	t.Helper()
-	emb, err := NewEmbedder(e.model, 128, 2, runner.PoolMean)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(emb.Close)
-	emb.afterInput = hook
+	emb := NewEmbedder(engine.PoolMean, 128)
 	cfg.Model, cfg.Engine, cfg.Embedder, cfg.ModelID = e.model, e.eng, emb, "stories"
 	srv, err := New(cfg)
 	if err != nil {
@@ -166,7 +164,7 @@ func tokenInputs(n, l int) [][]int {
 // limit, refused before anything is embedded; one at the caps is served.
 func TestEmbeddingsLimits(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	emb, url := embedEnv(t, e, Config{MaxEmbeddingInputs: 3, MaxEmbeddingTokens: 40}, nil, nil)
+	emb, url := embedEnv(t, e, Config{MaxEmbeddingInputs: 3, MaxEmbeddingTokens: 40}, nil)
 	for _, tc := range []struct {
 		name     string
 		input    any
@@ -208,34 +206,21 @@ func TestEmbeddingsLimits(t *testing.T) {
 	}
 }
 
-// TestEmbeddingsStopWhenClientLeaves: a client that goes away while its request is being embedded
-// stops the work after the input in progress; one that stays gets every input.
+// TestEmbeddingsStopWhenClientLeaves: a client that goes away while its inputs are being embedded
+// in the engine has them dropped there (the engine goes idle with most of them never computed);
+// one that stays gets every input.
 func TestEmbeddingsStopWhenClientLeaves(t *testing.T) {
-	e := newEnv(t, envOptions{})
-	const n = 50
+	e := newEnv(t, envOptions{batch: 8}) // small steps: the inputs take thousands
 	for _, tc := range []struct {
 		name  string
 		leave bool
-		want  int64
+		n, l  int // inputs, tokens each
 	}{
-		{"client stays", false, n},
-		{"client leaves during the first input", true, 1},
+		{"client stays", false, 16, 30},
+		{"client leaves after the first input", true, 256, 120},
 	} {
+		n, l := tc.n, tc.l
 		t.Run(tc.name, func(t *testing.T) {
-			first := make(chan struct{})
-			sawCancel := make(chan bool, 1)
-			hook := func(ctx context.Context, done int) {
-				if done != 1 || !tc.leave {
-					return
-				}
-				close(first)
-				select { // the server notices the closed connection by itself
-				case <-ctx.Done():
-					sawCancel <- true
-				case <-time.After(10 * time.Second):
-					sawCancel <- false
-				}
-			}
 			returned := make(chan struct{})
 			wrap := func(h http.Handler) http.Handler {
 				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -243,11 +228,12 @@ func TestEmbeddingsStopWhenClientLeaves(t *testing.T) {
 					h.ServeHTTP(w, r)
 				})
 			}
-			emb, url := embedEnv(t, e, Config{}, hook, wrap)
+			emb, url := embedEnv(t, e, Config{}, wrap)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			body, _ := json.Marshal(map[string]any{"input": tokenInputs(n, 30)})
+			body, _ := json.Marshal(map[string]any{"input": tokenInputs(n, l)})
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/embeddings", bytes.NewReader(body))
+			computedBefore := e.eng.Stats().PromptComputed
 			got := make(chan int, 1)
 			go func() {
 				resp, err := http.DefaultClient.Do(req)
@@ -259,60 +245,78 @@ func TestEmbeddingsStopWhenClientLeaves(t *testing.T) {
 				got <- resp.StatusCode
 			}()
 			if tc.leave {
-				<-first
+				waitFor(t, 30*time.Second, "the first embedding", func() bool { return emb.computed.Load() > 0 })
 				cancel()
-				if !<-sawCancel {
-					t.Fatal("the request's context was not cancelled after its client left")
-				}
 			}
 			select {
 			case <-returned:
-			case <-time.After(30 * time.Second):
+			case <-time.After(60 * time.Second):
 				t.Fatal("the handler did not return")
 			}
-			if c := emb.computed.Load(); c != tc.want {
-				t.Errorf("%d inputs embedded, want %d", c, tc.want)
+			waitFor(t, 30*time.Second, "the engine to go idle", func() bool { return e.eng.Stats().Running == 0 })
+			computed := e.eng.Stats().PromptComputed - computedBefore
+			if status := <-got; !tc.leave && (status != 200 || emb.computed.Load() != int64(n) || computed != uint64(n*l)) {
+				t.Errorf("status %d, %d inputs and %d tokens embedded, want %d and %d", status, emb.computed.Load(), computed, n, n*l)
 			}
-			if status := <-got; !tc.leave && status != 200 {
-				t.Errorf("status %d", status)
+			if tc.leave && computed >= uint64(n*l/2) {
+				t.Errorf("%d of the %d tokens computed after the client left early", computed, n*l)
 			}
 		})
 	}
 }
 
-// TestEmbedAllWaitsCancellably: a request waiting for another's turn gives up when its context ends.
-func TestEmbedAllWaitsCancellably(t *testing.T) {
-	e := newEnv(t, envOptions{})
-	emb, _ := embedEnv(t, e, Config{}, nil, nil)
-	for _, tc := range []struct {
-		name string
-		busy bool // another request holds the turn
-		ctx  func() (context.Context, context.CancelFunc)
-	}{
-		{"cancelled before", false, func() (context.Context, context.CancelFunc) {
-			ctx, cancel := context.WithCancel(context.Background())
-			cancel()
-			return ctx, cancel
-		}},
-		{"cancelled while waiting", true, func() (context.Context, context.CancelFunc) {
-			return context.WithTimeout(context.Background(), 50*time.Millisecond)
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if tc.busy {
-				emb.turn <- struct{}{}
-				defer func() { <-emb.turn }()
+// TestEmbeddingsMatchRunner: embeddings computed in the engine, in chunks of a small step budget
+// beside a generating stream, are runner.Embed's on a context of their own (the path before
+// embeddings moved into the engine), for every pooling the runner has, within
+// TestBatchedEqualsAlone's bound for this model (model/all): the kernels for different token
+// counts may differ in the last bit, so a batch's composition is not bit-neutral.
+func TestEmbeddingsMatchRunner(t *testing.T) {
+	for _, pool := range []runner.Pooling{runner.PoolMean, runner.PoolLast} {
+		t.Run(string(pool), func(t *testing.T) {
+			e := newEnv(t, envOptions{embedder: engine.Pooling(pool), batch: 12})
+			c, err := runner.NewContext(e.model.Graph, runner.Options{NCtx: 128, NBatch: 128, NUBatch: 128, KVType: kvcache.F32, Threads: 1, Embeddings: true})
+			if err != nil {
+				t.Fatal(err)
 			}
-			ctx, cancel := tc.ctx()
-			defer cancel()
-			before := emb.computed.Load()
-			vecs, err := emb.embedAll(ctx, [][]int32{{1, 2, 3}, {4, 5}})
-			if err == nil || vecs != nil || emb.computed.Load() != before {
-				t.Errorf("embedAll = %d vectors, %v; embedded %d", len(vecs), err, emb.computed.Load()-before)
+			defer c.Close()
+			gen := e.post(context.Background(), "/v1/completions", map[string]any{"prompt": "Once upon a time", "max_tokens": 60, "temperature": 0, "stream": true})
+			defer gen.Body.Close()
+			inputs := []string{"Once upon a time, there was a little girl named Lily.", "She liked to play", "The cat sat on the mat and looked at the big red ball for a long time."}
+			var body struct {
+				Data []struct {
+					Embedding []float32 `json:"embedding"`
+				} `json:"data"`
+			}
+			e.postJSON("/v1/embeddings", map[string]any{"input": inputs}, http.StatusOK, &body)
+			if len(body.Data) != len(inputs) {
+				t.Fatalf("%d embeddings for %d inputs", len(body.Data), len(inputs))
+			}
+			for i, in := range inputs {
+				toks, err := e.srv.promptTokens("input", promptInput{text: in, isText: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := runner.Embed(c, toks, pool)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e := relRMS(body.Data[i].Embedding, want); len(body.Data[i].Embedding) != len(want) || e > 1e-4 {
+					t.Errorf("input %d (%d tokens): relative RMS %.2e from runner.Embed's > 1e-4", i, len(toks), e)
+				}
+			}
+			if _, err := io.Copy(io.Discard, gen.Body); err != nil {
+				t.Error(err)
 			}
 		})
 	}
-	if vecs, err := emb.embedAll(context.Background(), [][]int32{{1, 2, 3}}); err != nil || len(vecs) != 1 {
-		t.Errorf("with its turn free: %d vectors, %v", len(vecs), err)
+}
+
+// relRMS is the RMS of got-want over the RMS of want.
+func relRMS(got, want []float32) float64 {
+	var d, w float64
+	for i := range min(len(got), len(want)) {
+		d += (float64(got[i]) - float64(want[i])) * (float64(got[i]) - float64(want[i]))
+		w += float64(want[i]) * float64(want[i])
 	}
+	return math.Sqrt(d / max(w, 1e-30))
 }

@@ -30,7 +30,7 @@ type envOptions struct {
 	nCtx, nSeq, maxQueue, maxRunning, batch int
 	apiKey                                  string
 	maxBody                                 int64
-	embedder                                runner.Pooling // "" = no /v1/embeddings
+	embedder                                engine.Pooling // "" = no /v1/embeddings
 	live                                    bool           // feed GET /live (a Live hub beside the metrics)
 	limits                                  RequestLimits
 	chatTemplate                            string // "": the model's (stories260K has none: ChatML)
@@ -85,10 +85,7 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 	go eng.Run(ctx)
 	var emb *Embedder
 	if o.embedder != "" {
-		if emb, err = NewEmbedder(m, 128, 2, o.embedder); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(emb.Close)
+		emb = NewEmbedder(o.embedder, 128)
 	}
 	srv, err := New(Config{Model: m, Engine: eng, APIKey: o.apiKey, MaxBodyBytes: o.maxBody, Metrics: met, Gatherer: reg, ModelID: "stories", Embedder: emb, Live: live,
 		Limits: o.limits, ChatTemplate: o.chatTemplate, ReasoningFormat: o.reasoningFormat})

@@ -118,9 +118,7 @@ func (e *multiEnv) load(spec ModelSpec, embedder bool) (*Loaded, error) {
 	}
 	var emb *Embedder
 	if embedder {
-		if emb, err = NewEmbedder(m, 128, 2, runner.PoolMean); err != nil {
-			return nil, err
-		}
+		emb = NewEmbedder(engine.PoolMean, 128)
 	}
 	srv, err := New(Config{Model: m, Engine: eng, ModelID: spec.ID, Aliases: spec.Aliases, Metrics: met, Embedder: emb, Live: e.live})
 	if err != nil {
@@ -132,9 +130,6 @@ func (e *multiEnv) load(spec ModelSpec, embedder bool) (*Loaded, error) {
 		e.closes.Add(1)
 		cancel()
 		<-eng.Done()
-		if emb != nil {
-			emb.Close()
-		}
 		lctx.Close()
 		m.Close()
 	}}, nil

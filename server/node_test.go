@@ -5,7 +5,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"ubatch/runner"
+	"ubatch/engine"
 )
 
 // nodeOpenAI installs the official OpenAI Node client the chat test was written for (npm
@@ -19,7 +19,7 @@ func TestOpenAINodeClient(t *testing.T) {
 	dir := nodeOpenAI(t)
 	// The ChatML fallback shows the tools in the prompt: the tool-call request needs more than
 	// the default 512 tokens of context.
-	e := newEnv(t, envOptions{embedder: runner.PoolMean, nCtx: 2048})
+	e := newEnv(t, envOptions{embedder: engine.PoolMean, nCtx: 2048})
 	ts := httptest.NewServer(e.srv.Handler())
 	defer ts.Close()
 	out := runNodeScript(t, dir, "openai_client.js", "BASE_URL="+ts.URL+"/v1")

@@ -105,11 +105,11 @@ func (s *Server) ollamaEmbed(r *http.Request, model string, inputs []promptInput
 		return nil, 0, badRequest("input", "input has %d items; this server embeds at most %d per request "+
 			"(--max-embedding-inputs): split the request", len(inputs), limit)
 	}
-	toks, err := s.embeddingTokens(inputs, e.NCtx(), truncate)
+	toks, err := s.embeddingTokens(inputs, s.embedCtx(e.NCtx), truncate)
 	if err != nil {
 		return nil, 0, err
 	}
-	vecs, err := e.embedAll(r.Context(), toks)
+	vecs, err := s.embed(r.Context(), toks, e.Pooling, true, e.Priority, &e.computed)
 	n := 0
 	for _, t := range toks {
 		n += len(t)

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"ubatch/runner"
+	"ubatch/engine"
 )
 
 // ollamaNodeVersion is the release of the official ollama npm client the test runs.
@@ -101,7 +101,7 @@ func runNodeScript(t *testing.T, dir, script string, env ...string) []byte {
 // its ResponseError with status 404 for a model the server does not have.
 func TestOllamaNodeClient(t *testing.T) {
 	dir := nodePackage(t, "ollama", ollamaNodeVersion)
-	e := newEnv(t, envOptions{embedder: runner.PoolMean})
+	e := newEnv(t, envOptions{embedder: engine.PoolMean})
 	out := runNodeScript(t, dir, "ollama_client.js", "OLLAMA_HOST="+e.ts.URL)
 	type final struct {
 		Done            bool   `json:"done"`

@@ -9,65 +9,45 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"ubatch/engine"
 	"ubatch/model"
-	"ubatch/runner"
 	"ubatch/tokenizer"
 )
 
-// Reranker scores (query, document) pairs for POST /v1/rerank on a runner context of its own,
-// as Embedder does for embeddings: one pair at a time, requests taking turns pair by pair. A
-// pair's score is the model's rank head (model.RankHead) over the last token's final-norm
+// Reranker configures POST /v1/rerank: each (query, document) prompt goes to the engine as an
+// embedding request (engine.SubmitEmbed, last pooling, not normalized), as Embedder's inputs do;
+// a pair's score is the model's rank head (model.RankHead) over the last token's final-norm
 // hidden state.
 type Reranker struct {
-	turn     chan struct{} // a one-slot semaphore over c, as Embedder's
-	c        *runner.Context
 	head     *model.RankHead
-	template string // tokenizer.chat_template.rerank, or ""
+	template string          // tokenizer.chat_template.rerank, or ""
+	nCtx     int             // longest prompt; 0: the engine's n_ctx_seq
+	Priority engine.Priority // of its prompt chunks, as Embedder's
 	// computed counts the pairs scored since the start (tests read it).
 	computed atomic.Int64
 }
 
-// NewReranker makes a rank context of nCtx cells over m's graph (sharing its weights). m must be
-// a reranker: a file whose pooling type is rank, with a rank head.
-func NewReranker(m *model.Model, nCtx, threads int) (*Reranker, error) {
+// NewReranker configures reranking with m's head for prompts of at most nCtx tokens, at low
+// priority. m must be a reranker: a file whose pooling type is rank, with a rank head.
+func NewReranker(m *model.Model, nCtx int) (*Reranker, error) {
 	head := m.RankHead()
 	if head == nil {
 		return nil, fmt.Errorf("%s is not a reranker (%s.pooling_type is not rank, 4, with a cls.output.weight head)", m.Name, m.Arch)
 	}
-	c, err := runner.NewContext(m.Graph, runner.Options{NCtx: nCtx, NBatch: nCtx, NUBatch: min(nCtx, 512), Threads: threads, Embeddings: true})
+	tmpl, _ := m.File.String("tokenizer.chat_template.rerank")
+	return &Reranker{head: head, template: tmpl, nCtx: nCtx, Priority: engine.PriorityLow}, nil
+}
+
+// scoreAll scores each prompt in the engine, in order; when ctx ends it stops with
+// context.Cause(ctx).
+func (s *Server) scoreAll(ctx context.Context, rr *Reranker, prompts [][]int32) ([]float32, error) {
+	hidden, err := s.embed(ctx, prompts, engine.PoolLast, false, rr.Priority, &rr.computed)
 	if err != nil {
 		return nil, err
 	}
-	tmpl, _ := m.File.String("tokenizer.chat_template.rerank")
-	return &Reranker{turn: make(chan struct{}, 1), c: c, head: head, template: tmpl}, nil
-}
-
-// Close stops the reranker's workers.
-func (r *Reranker) Close() { r.c.Close() }
-
-// NCtx is the longest (query, document) prompt in tokens.
-func (r *Reranker) NCtx() int { return r.c.Options().NCtx }
-
-// scoreAll scores each prompt in order, stopping as soon as ctx ends (before a prompt and while
-// waiting for its turn), with context.Cause(ctx).
-func (r *Reranker) scoreAll(ctx context.Context, prompts [][]int32) ([]float32, error) {
-	out := make([]float32, 0, len(prompts))
-	for _, toks := range prompts {
-		if err := context.Cause(ctx); err != nil {
-			return nil, err
-		}
-		select {
-		case r.turn <- struct{}{}:
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		}
-		hidden, err := runner.LastHidden(r.c, toks)
-		<-r.turn
-		if err != nil {
-			return nil, err
-		}
-		r.computed.Add(1)
-		out = append(out, r.head.Score(hidden))
+	out := make([]float32, len(hidden))
+	for i, h := range hidden {
+		out[i] = rr.head.Score(h)
 	}
 	return out, nil
 }
@@ -178,7 +158,7 @@ func (s *Server) handleRerank(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	scores, err := rr.scoreAll(r.Context(), prompts)
+	scores, err := s.scoreAll(r.Context(), rr, prompts)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -230,9 +210,9 @@ func (s *Server) rerankPrompts(rr *Reranker, req *rerankRequest, docs []string) 
 		if len(toks) == 0 {
 			return nil, badRequest("documents", "documents[%d] and the query are empty", i)
 		}
-		if len(toks) > rr.NCtx() {
+		if len(toks) > s.embedCtx(rr.nCtx) {
 			return nil, &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", param: "documents", code: "context_length_exceeded",
-				message: fmt.Sprintf("documents[%d] with the query is %d tokens, more than the rerank context of %d", i, len(toks), rr.NCtx())}
+				message: fmt.Sprintf("documents[%d] with the query is %d tokens, more than the rerank context of %d", i, len(toks), s.embedCtx(rr.nCtx))}
 		}
 		if total += len(toks); total > limit {
 			return nil, badRequest("documents", "the documents with the query have more than %d tokens in all (%d in the first %d); this "+

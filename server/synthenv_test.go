@@ -65,10 +65,9 @@ func synthEnv(t *testing.T, o synthOptions) *testEnv {
 	t.Cleanup(func() { cancel(); <-eng.Done() })
 	var rr *Reranker
 	if o.serveRerank {
-		if rr, err = NewReranker(m, 512, 2); err != nil {
+		if rr, err = NewReranker(m, 512); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(rr.Close)
 	}
 	srv, err := New(Config{Model: m, Engine: eng, ModelID: "synth", Reranker: rr,
 		MaxEmbeddingInputs: o.cfg.MaxEmbeddingInputs, MaxEmbeddingTokens: o.cfg.MaxEmbeddingTokens})

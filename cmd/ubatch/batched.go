@@ -6,7 +6,6 @@ import (
 	"io"
 	"time"
 
-	"ubatch/batch"
 	"ubatch/kvcache"
 	"ubatch/runner"
 	"ubatch/sample"
@@ -105,18 +104,17 @@ func runBatched(ctx context.Context, lctx *runner.Context, vocab *tokenizer.Toke
 	for i := range all {
 		all[i] = int32(i)
 	}
-	var b batch.Batch
-	t0 := time.Now()
-	for i, t := range toks {
-		b.Add(t, int32(i), all, i == len(toks)-1)
+	loop, err := runner.NewLoop(lctx, np)
+	if err != nil {
+		return nil, err
 	}
-	if err := lctx.Decode(&b); err != nil {
+	t0 := time.Now()
+	if err := loop.Prompt(all, toks, nil); err != nil {
 		return nil, err
 	}
 	res := &batchedResult{tPrompt: time.Since(t0), kvAfterPrompt: lctx.KV().Stats(), texts: make([]string, np)}
 	samplers := make([]*sample.Sampler, np)
 	streams := make([]*tokenizer.Stream, np)
-	row := make([]int, np) // each sequence's logits row in the last batch
 	for i := range samplers {
 		pi := p
 		pi.Seed = p.Seed + uint64(i)
@@ -128,45 +126,25 @@ func runBatched(ctx context.Context, lctx *runner.Context, vocab *tokenizer.Toke
 			s.Accept(t)
 		}
 		samplers[i], streams[i] = s, vocab.NewStream()
-		row[i] = len(toks) - 1
 	}
-	active := np
-	done := make([]bool, np)
-	pos := int32(len(toks))
 	t1 := time.Now()
-	for step := 0; step < n && active > 0 && ctx.Err() == nil; step++ {
-		b.Clear()
-		for i := range np {
-			if done[i] {
-				continue
-			}
-			tok, err := samplers[i].Pick(lctx.Logits(row[i]))
-			if err != nil {
-				return nil, fmt.Errorf("sequence %d, token %d of the generation: %w", i, step, err)
-			}
-			samplers[i].Accept(tok)
-			res.generated++
-			if vocab.IsEOG(tok) { // never with --ignore-eos: p bans them
-				done[i] = true
-				active--
-				continue
-			}
-			res.texts[i] += streams[i].Add(tok)
-			if step == n-1 {
-				continue
-			}
-			row[i] = b.Len()
-			b.Add(tok, pos, all[i:i+1], true)
+	err = loop.Generate(ctx, n, func(i int, logits []float32) (int32, bool, error) {
+		tok, err := samplers[i].Pick(logits)
+		if err != nil {
+			return 0, false, fmt.Errorf("sequence %d, token %d of the generation: %w", i, loop.Pos(i)-int32(len(toks)), err)
 		}
-		if b.Len() == 0 {
-			break
+		samplers[i].Accept(tok)
+		res.generated++
+		if vocab.IsEOG(tok) { // never with --ignore-eos: p bans them
+			return 0, false, nil
 		}
-		if err := lctx.Decode(&b); err != nil {
-			return nil, err
-		}
-		res.runs++
-		pos++
+		res.texts[i] += streams[i].Add(tok)
+		return tok, true, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	res.runs = loop.Runs
 	for i := range np {
 		res.texts[i] += streams[i].Flush()
 	}

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"ubatch/batch"
 	"ubatch/model"
 	"ubatch/ops"
 	"ubatch/quant"
@@ -243,11 +242,16 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, tests []be
 	var cpuSum time.Duration // CPU time of the timed parts of the repetitions so far
 	var gemms []gemmCount
 	out.begin()
-	var b batch.Batch
+	loop, err := runner.NewLoop(lctx, 1)
+	if err != nil {
+		return err
+	}
+	// tg: each step decodes a random token, as llama-bench's (the logits are not read).
+	random := func(int, []float32) (int32, bool, error) { return rng.Int32N(int32(m.Hparams().Vocab)), true, nil }
 	for _, tc := range tests {
 		run := func() (time.Duration, error) {
-			lctx.KV().Clear()
-			random := func(n int) []int32 {
+			loop.Reset()
+			tokens := func(n int) []int32 {
 				toks := make([]int32, n)
 				for i := range toks {
 					toks[i] = rng.Int32N(int32(m.Hparams().Vocab))
@@ -255,21 +259,19 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, tests []be
 				return toks
 			}
 			if tc.depth > 0 { // the context the test starts from, not timed
-				if err := prefill(lctx, &b, random(tc.depth), 0); err != nil {
+				if err := loop.Prompt(seq0, tokens(tc.depth), nil); err != nil {
 					return 0, err
 				}
 			}
 			start, cpu0 := time.Now(), processCPU()
 			defer func() { cpuSum += processCPU() - cpu0 }()
 			if tc.pp > 0 {
-				if err := prefill(lctx, &b, random(tc.pp), int32(tc.depth)); err != nil {
+				if err := loop.Prompt(seq0, tokens(tc.pp), nil); err != nil {
 					return 0, err
 				}
 			}
-			for i := range tc.tg {
-				b.Clear()
-				b.Add(rng.Int32N(int32(m.Hparams().Vocab)), int32(tc.depth+i), seq0, true)
-				if err := lctx.Decode(&b); err != nil {
+			for range tc.tg {
+				if _, err := loop.Step(random); err != nil {
 					return 0, err
 				}
 			}

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"ubatch/batch"
 	"ubatch/model"
 	"ubatch/runner"
 )
@@ -63,24 +62,7 @@ func benchBatched(ctx context.Context, m *model.Model, mf *modelFlags, npp, ntg,
 		fmt.Fprintf(stdout, "|-------|-------|-----|-------|---------|---------|---------|---------|---------|---------|\n")
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
-	var b batch.Batch
-	seqs := make([]int32, maxPL)
-	for i := range seqs {
-		seqs[i] = int32(i)
-	}
-	decodeAll := func(tokens, pos []int32, seqOf []int, logits []bool) error {
-		nb := lctx.Options().NBatch
-		for start := 0; start < len(tokens); start += nb {
-			b.Clear()
-			for i := start; i < min(start+nb, len(tokens)); i++ {
-				b.Add(tokens[i], pos[i], seqs[seqOf[i]:seqOf[i]+1], logits[i])
-			}
-			if err := lctx.Decode(&b); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+	random := func(int, []float32) (int32, bool, error) { return rng.Int32N(int32(m.Hparams().Vocab)), true, nil }
 	warm := true
 	var rows []batchedRow // md: for the CPU-time summary
 	for _, pp := range npp {
@@ -93,33 +75,25 @@ func benchBatched(ctx context.Context, m *model.Model, mf *modelFlags, npp, ntg,
 					return ctx.Err()
 				}
 				measure := func() (tPP, tTG, cTG time.Duration, err error) {
-					lctx.KV().Clear()
-					var tokens, pos []int32
-					var seqOf []int
-					var logits []bool
-					for s := range pl {
-						for i := range pp {
-							tokens = append(tokens, rng.Int32N(int32(m.Hparams().Vocab)))
-							pos = append(pos, int32(i))
-							seqOf = append(seqOf, s)
-							logits = append(logits, i == pp-1)
+					loop, err := runner.NewLoop(lctx, pl)
+					if err != nil {
+						return 0, 0, 0, err
+					}
+					loop.Reset()
+					prompts := make([][]int32, pl)
+					for s := range prompts {
+						for range pp {
+							prompts[s] = append(prompts[s], rng.Int32N(int32(m.Hparams().Vocab)))
 						}
 					}
 					t0 := time.Now()
-					if err := decodeAll(tokens, pos, seqOf, logits); err != nil {
+					if err := loop.Prompts(prompts); err != nil {
 						return 0, 0, 0, err
 					}
 					tPP = time.Since(t0)
 					t1, c1 := time.Now(), processCPU()
-					for step := range tg {
-						tokens, pos, seqOf, logits = tokens[:0], pos[:0], seqOf[:0], logits[:0]
-						for s := range pl {
-							tokens = append(tokens, rng.Int32N(int32(m.Hparams().Vocab)))
-							pos = append(pos, int32(pp+step))
-							seqOf = append(seqOf, s)
-							logits = append(logits, true)
-						}
-						if err := decodeAll(tokens, pos, seqOf, logits); err != nil {
+					for range tg {
+						if _, err := loop.Step(random); err != nil {
 							return 0, 0, 0, err
 						}
 					}

@@ -9,7 +9,6 @@ import (
 	"math"
 	"os"
 
-	"ubatch/batch"
 	"ubatch/runner"
 )
 
@@ -72,20 +71,12 @@ func promptLogits(lctx *runner.Context, toks []int32) ([]float32, error) {
 	}
 	nv := lctx.Hparams().Vocab
 	rows := make([]float32, 0, len(toks)*nv)
-	var b batch.Batch
-	nb := lctx.Options().NBatch
-	for start := 0; start < len(toks); start += nb {
-		b.Clear()
-		end := min(start+nb, len(toks))
-		for i := start; i < end; i++ {
-			b.Add(toks[i], int32(i), seq0, true)
-		}
-		if err := lctx.Decode(&b); err != nil {
-			return nil, err
-		}
-		for i := range end - start {
-			rows = append(rows, lctx.Logits(i)...)
-		}
+	loop, err := runner.NewLoop(lctx, 1)
+	if err != nil {
+		return nil, err
+	}
+	if err := loop.Prompt(seq0, toks, func(_ int, logits []float32) { rows = append(rows, logits...) }); err != nil {
+		return nil, err
 	}
 	return rows, nil
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"time"
 
-	"ubatch/batch"
 	"ubatch/model"
 	"ubatch/runner"
 	"ubatch/sample"
@@ -59,46 +58,38 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprint(stdout, *prompt)
 	}
 
-	var b batch.Batch
+	loop, err := runner.NewLoop(lctx, 1)
+	if err != nil {
+		return err
+	}
 	t0 := time.Now()
-	if err := prefill(lctx, &b, toks, 0); err != nil {
+	if err := loop.Prompt(seq0, toks, nil); err != nil {
 		return err
 	}
 	tPrompt := time.Since(t0)
-	logits := lctx.Logits(b.Len() - 1)
 	stream := m.Vocab.NewStream()
-	pos := int32(len(toks))
 	limit := *n
 	if limit < 0 {
 		limit = lctx.Options().NCtx
 	}
 	gen := 0
 	t1 := time.Now()
-	for gen < limit && int(pos) < lctx.Options().NCtx {
-		if ctx.Err() != nil {
-			break
-		}
+	err = loop.Generate(ctx, limit, func(_ int, logits []float32) (int32, bool, error) {
 		tok, err := smp.Pick(logits)
 		if err != nil {
-			fmt.Fprintln(stdout, stream.Flush())
-			return fmt.Errorf("token %d of the generation: %w", gen, err)
+			return 0, false, fmt.Errorf("token %d of the generation: %w", gen, err)
 		}
 		smp.Accept(tok)
 		gen++
 		if m.Vocab.IsEOG(tok) { // never with --ignore-eos: the sampler bans them
-			break
+			return 0, false, nil
 		}
 		fmt.Fprint(stdout, stream.Add(tok))
-		if gen == limit {
-			break
-		}
-		b.Clear()
-		b.Add(tok, pos, seq0, true)
-		if err := lctx.Decode(&b); err != nil {
-			return err
-		}
-		logits = lctx.Logits(0)
-		pos++
+		return tok, true, nil
+	})
+	if err != nil {
+		fmt.Fprintln(stdout, stream.Flush())
+		return err
 	}
 	fmt.Fprintln(stdout, stream.Flush())
 	tGen := time.Since(t1)
@@ -118,23 +109,6 @@ func promptTokens(m *model.Model, prompt string, nCtx int) ([]int32, error) {
 		return nil, fmt.Errorf("the prompt is %d tokens, but the context holds %d: shorten it or raise -c", len(toks), nCtx)
 	}
 	return toks, nil
-}
-
-// prefill decodes toks for sequence 0 from position pos0 in batches of n_batch tokens; only the
-// last token's logits are kept.
-func prefill(lctx *runner.Context, b *batch.Batch, toks []int32, pos0 int32) error {
-	nb := lctx.Options().NBatch
-	for start := 0; start < len(toks); start += nb {
-		end := min(start+nb, len(toks))
-		b.Clear()
-		for i := start; i < end; i++ {
-			b.Add(toks[i], pos0+int32(i), seq0, i == len(toks)-1)
-		}
-		if err := lctx.Decode(b); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // printPerf prints timings in the spirit of llama.cpp's llama_perf_context_print.

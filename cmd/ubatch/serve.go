@@ -56,6 +56,7 @@ type serveOpts struct {
 	cpuProfile        *string
 	embeddings        *bool
 	rerank            *bool
+	embedPriority     *string
 	corsOrigin        *string
 	allowedHosts      *string
 	contextShift      *bool
@@ -104,8 +105,9 @@ func (o *serveOpts) register(fs *pflag.FlagSet) {
 	o.maxEmbTokens = fs.Int("max-embedding-tokens", server.DefaultMaxEmbeddingTokens, "most tokens of one /v1/embeddings request's inputs in all (400 beyond it)")
 	o.verbose = fs.BoolP("verbose", "v", false, "log every request (debug level)")
 	o.cpuProfile = fs.String("cpuprofile", "", "write a CPU profile of the whole run, until shutdown, to this file (inspect with go tool pprof)")
-	o.embeddings = fs.Bool("embeddings", false, "serve POST /v1/embeddings from a context of its own (llama.cpp's --embeddings)")
-	o.rerank = fs.Bool("rerank", false, "serve POST /v1/rerank from a context of its own (llama-server's --rerank/--reranking; a reranker GGUF: pooling type rank; --max-embedding-inputs and --max-embedding-tokens bound its documents)")
+	o.embeddings = fs.Bool("embeddings", false, "serve POST /v1/embeddings (and Ollama's /api/embed, /api/embeddings; llama.cpp's --embeddings): each input is a prompt-only sequence of the engine, computed by its one worker pool under the step budget beside the streams, at --embedding-priority")
+	o.rerank = fs.Bool("rerank", false, "serve POST /v1/rerank (llama-server's --rerank/--reranking; a reranker GGUF: pooling type rank; --max-embedding-inputs and --max-embedding-tokens bound its documents), through the engine as --embeddings")
+	o.embedPriority = fs.String("embedding-priority", "low", "priority of embedding and rerank inputs' prompt chunks against completions' prompts (low, normal, high or an integer); decode tokens always go first, so the streams keep --target-itl")
 	o.corsOrigin = fs.String("cors-origin", "", "browser origins allowed to call the API, comma-separated (\"*\" for any; default: pages on localhost only)")
 	o.allowedHosts = fs.String("allowed-hosts", "", "Host header names served besides localhost ones, comma-separated (\"*\" for any); on a loopback --host other names get 403, so that a web page cannot reach the server by DNS rebinding (its own name re-resolved to 127.0.0.1)")
 	o.contextShift = fs.Bool("context-shift", false, "let a sequence that reaches n_ctx_seq go on: drop the older half of its history and shift the rest (llama.cpp's --context-shift); without it, it stops there")
@@ -114,7 +116,7 @@ func (o *serveOpts) register(fs *pflag.FlagSet) {
 	o.chatTemplateFile = fs.String("chat-template-file", "", "read the chat template from this file")
 	o.reasoningFormat = fs.String("reasoning-format", server.ReasoningAuto, "default of chat requests' reasoning_format: auto (split the reasoning the chat template teaches, <think>...</think>, into reasoning_content), deepseek (split <think>...</think> whatever the template) or none (leave it in content)")
 	fs.Bool("jinja", true, "accepted for llama.cpp compatibility: templates are always rendered with Jinja")
-	o.pooling = fs.String("pooling", "mean", "how /v1/embeddings pools the tokens' final hidden states: mean or last")
+	o.pooling = fs.String("pooling", "", "how /v1/embeddings pools the tokens' final hidden states: mean, cls (the first token) or last (default: the model's ARCH.pooling_type when it is one of these, else mean)")
 	o.memLimit = fs.String("mem-limit", "", "memory the KV cache may take, e.g. 8G or 512M; -c is refused beyond it; serving several models, also what the loaded models' weights and KV caches may take in all (the least recently used idle one is unloaded to make room) (default: what the system has available: MemAvailable, within the cgroup's limit)")
 }
 
@@ -165,8 +167,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func (o *serveOpts) setup(fs *pflag.FlagSet, stderr io.Writer) (*serveSetup, error) {
 	ss := &serveSetup{o: o, stderr: stderr}
 	var err error
-	if ss.pool, err = runner.ParsePooling(*o.pooling); err != nil {
-		return nil, flagError(fs, fmt.Errorf("--%w", err))
+	if *o.pooling != "" {
+		if _, err := engine.ParsePooling(*o.pooling); err != nil {
+			return nil, flagError(fs, fmt.Errorf("--%w", err))
+		}
+	}
+	if ss.embedPriority, err = server.ParsePriority(*o.embedPriority); err != nil {
+		return nil, flagError(fs, fmt.Errorf("--embedding-priority %q: use low, normal, high or an integer in [-1000, 1000]", *o.embedPriority))
 	}
 	if ss.clientPriority, err = server.ParsePriority(*o.maxClientPriority); err != nil {
 		return nil, flagError(fs, fmt.Errorf("--max-client-priority %q: use low, normal, high or an integer in [-1000, 1000]", *o.maxClientPriority))

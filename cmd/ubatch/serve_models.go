@@ -93,7 +93,7 @@ type serveSetup struct {
 	o              *serveOpts
 	stderr         io.Writer
 	logger         *slog.Logger
-	pool           runner.Pooling
+	embedPriority  engine.Priority // of embedding and rerank inputs
 	clientPriority engine.Priority
 	proxies        []netip.Prefix
 	kvOpts         runner.Options
@@ -343,18 +343,12 @@ func (ss *serveSetup) routes(spec server.ModelSpec, m *model.Model, eng *engine.
 	}
 	var emb *server.Embedder
 	if *o.embeddings {
-		var err error
-		if emb, err = server.NewEmbedder(m, min(m.Hparams().CtxTrain, 2048), o.mf.threads, ss.pool); err != nil {
-			return nil, err
-		}
-		*closers = append(*closers, emb.Close)
+		emb = server.NewEmbedder(modelPooling(m, *o.pooling), min(m.Hparams().CtxTrain, 2048))
+		emb.Priority = ss.embedPriority
 	}
-	rr, err := newReranker(*o.rerank, m, o.mf.threads)
+	rr, err := newReranker(*o.rerank, m, ss.embedPriority)
 	if err != nil {
 		return nil, err
-	}
-	if rr != nil {
-		*closers = append(*closers, rr.Close)
 	}
 	return server.New(server.Config{Model: m, Engine: eng, SlotSavePath: o.kf.slotPath, KVLayout: kvLay, APIKey: *o.apiKey, MaxClientPriority: &ss.clientPriority,
 		MaxBodyBytes: *o.maxBody, Logger: ss.logger.With("model", spec.ID), Metrics: metrics, ModelID: spec.ID,

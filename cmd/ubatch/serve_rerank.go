@@ -3,20 +3,41 @@ package main
 import (
 	"fmt"
 
+	"ubatch/engine"
 	"ubatch/model"
 	"ubatch/server"
 )
 
-// newReranker makes the context of POST /v1/rerank when on (serve --rerank, llama-server's
-// --reranking), sized as the embeddings' one. A model that is not a reranker is refused at
-// start rather than answering every request with a 400.
-func newReranker(on bool, m *model.Model, threads int) (*server.Reranker, error) {
+// newReranker configures POST /v1/rerank when on (serve --rerank, llama-server's --reranking),
+// its prompts as long as the embeddings' inputs, computed by the engine at priority prio. A
+// model that is not a reranker is refused at start rather than answering every request with a
+// 400.
+func newReranker(on bool, m *model.Model, prio engine.Priority) (*server.Reranker, error) {
 	if !on {
 		return nil, nil
 	}
-	rr, err := server.NewReranker(m, min(m.Hparams().CtxTrain, 2048), threads)
+	rr, err := server.NewReranker(m, min(m.Hparams().CtxTrain, 2048))
 	if err != nil {
 		return nil, fmt.Errorf("--rerank: %w", err)
 	}
+	rr.Priority = prio
 	return rr, nil
+}
+
+// modelPooling is serve's --pooling: flag when given (checked already), else the model's
+// ARCH.pooling_type when it is mean (1), cls (2) or last (3), as llama-server takes it, else
+// mean.
+func modelPooling(m *model.Model, flag string) engine.Pooling {
+	if flag != "" {
+		return engine.Pooling(flag)
+	}
+	if t, ok := m.File.Uint(m.Arch + ".pooling_type"); ok {
+		switch t {
+		case 2:
+			return engine.PoolCLS
+		case 3:
+			return engine.PoolLast
+		}
+	}
+	return engine.PoolMean
 }

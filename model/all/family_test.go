@@ -1,10 +1,11 @@
 package all_test
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"testing"
 
-	"ubatch/batch"
 	"ubatch/internal/testdata"
 	"ubatch/runner"
 )
@@ -43,25 +44,34 @@ func TestFamiliesMatchLlamaCpp(t *testing.T) {
 // (where rounding noise may pick either) the two continuations may part, and it stops there.
 func checkGreedy(t *testing.T, c *runner.Context, last []float32, ref *testdata.Reference) {
 	t.Helper()
-	var b batch.Batch
-	logits := last
-	for i, want := range ref.GreedyTokens {
-		got := argmax(logits)
+	loop, err := runner.NewLoop(c, 1) // goes on from the prompt in c's KV cache
+	if err != nil {
+		t.Fatal(err)
+	}
+	i, tie := 0, false
+	err = loop.Generate(context.Background(), len(ref.GreedyTokens), func(_ int, logits []float32) (int32, bool, error) {
+		if logits == nil { // the prompt's, decoded before the loop
+			logits = last
+		}
+		got, want := argmax(logits), ref.GreedyTokens[i]
 		if got != want {
 			if margin, spread := top2Margin(logits); margin > 0.02*spread {
-				t.Fatalf("greedy token %d = %d, llama.cpp %d, with a clear margin %.3f (spread %.3f)", i, got, want, margin, spread)
+				return 0, false, fmt.Errorf("greedy token %d = %d, llama.cpp %d, with a clear margin %.3f (spread %.3f)", i, got, want, margin, spread)
 			}
-			t.Logf("greedy: %d tokens equal, then a near tie", i)
-			return
+			tie = true
+			return 0, false, nil
 		}
-		b.Clear()
-		b.Add(got, int32(len(ref.PromptTokens)+i), []int32{0}, true)
-		if err := c.Decode(&b); err != nil {
-			t.Fatal(err)
-		}
-		logits = c.Logits(0)
+		i++
+		return got, true, nil
+	})
+	switch {
+	case err != nil:
+		t.Fatal(err)
+	case tie:
+		t.Logf("greedy: %d tokens equal, then a near tie", i)
+	default:
+		t.Logf("greedy: all %d tokens equal", i)
 	}
-	t.Logf("greedy: all %d tokens equal", len(ref.GreedyTokens))
 }
 
 // top2Margin is the gap between the two largest logits, and the spread max-min.

@@ -1,10 +1,11 @@
 package all_test
 
 import (
+	"context"
 	"math"
+	"slices"
 	"testing"
 
-	"ubatch/batch"
 	"ubatch/gguf"
 	"ubatch/internal/testdata"
 	"ubatch/kvcache"
@@ -44,19 +45,17 @@ func newContext(t testing.TB, m *model.Model, opts runner.Options) *runner.Conte
 	return c
 }
 
-// promptLogits decodes toks as sequence 0 in one batch and returns every position's logits.
+// promptLogits decodes toks as sequence 0 (in one batch when they fit n_batch) with the
+// tools' decode loop and returns every position's logits.
 func promptLogits(t *testing.T, c *runner.Context, toks []int32) [][]float32 {
 	t.Helper()
-	var b batch.Batch
-	for i, tok := range toks {
-		b.Add(tok, int32(i), []int32{0}, true)
-	}
-	if err := c.Decode(&b); err != nil {
+	loop, err := runner.NewLoop(c, 1)
+	if err != nil {
 		t.Fatal(err)
 	}
-	rows := make([][]float32, len(toks))
-	for i := range toks {
-		rows[i] = append([]float32(nil), c.Logits(i)...)
+	rows := make([][]float32, 0, len(toks))
+	if err := loop.Prompt([]int32{0}, toks, func(_ int, logits []float32) { rows = append(rows, slices.Clone(logits)) }); err != nil {
+		t.Fatal(err)
 	}
 	return rows
 }
@@ -97,17 +96,21 @@ func TestStoriesGreedyMatchesLlamaCpp(t *testing.T) {
 					t.Errorf("position %d: logits relative RMS error %.2e > 3e-3", i, e)
 				}
 			}
-			tok := argmax(rows[len(rows)-1])
+			// Greedy generation on the tools' decode loop, after the prompt's last logits.
+			loop, err := runner.NewLoop(c, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
 			var got []int32
-			var b batch.Batch
-			for pos := int32(len(ref.PromptTokens)); len(got) < len(ref.GreedyTokens); pos++ {
-				got = append(got, tok)
-				b.Clear()
-				b.Add(tok, pos, []int32{0}, true)
-				if err := c.Decode(&b); err != nil {
-					t.Fatal(err)
+			err = loop.Generate(context.Background(), len(ref.GreedyTokens), func(_ int, logits []float32) (int32, bool, error) {
+				if logits == nil {
+					logits = rows[len(rows)-1]
 				}
-				tok = argmax(c.Logits(0))
+				got = append(got, argmax(logits))
+				return got[len(got)-1], true, nil
+			})
+			if err != nil || len(got) != len(ref.GreedyTokens) {
+				t.Fatalf("generated %d tokens of %d: %v", len(got), len(ref.GreedyTokens), err)
 			}
 			for i := range got {
 				if got[i] != ref.GreedyTokens[i] {
