@@ -38,6 +38,22 @@ type parallelism struct {
 	stop    AdmitReason // why that round stopped
 	cells   float64     // KV cells the running set attends when every sequence decodes
 	target  float64     // the decode-step target of the round, seconds (admissionTarget)
+	over    bool        // the running set alone decodes over it (decodeOverTarget)
+}
+
+// decodeOverTarget reports (and records in e.par.over) whether the running set's decode step
+// alone is modelled over the round's target: the machine cannot meet the target (the budget
+// planner's floor case), and, as the planner keeps prompts moving with a floor chunk,
+// admission falls back to the KV cache and -np rather than holding every new request until a
+// running one ends.
+func (e *Engine) decodeOverTarget() bool {
+	cells := 0.0
+	for _, s := range e.running {
+		cells += float64(len(s.tokens))
+	}
+	x := features(len(e.running), 0, cells)
+	e.par.over = len(e.running) > 0 && e.cost.predict(x) > e.par.target-e.cost.margin(e.par.target)
+	return e.par.over
 }
 
 // admissionTarget is the decode-step time admission keeps within: --target-itl, relaxed as the
@@ -69,7 +85,7 @@ func (e *Engine) parallelBound() (int, AdmitReason) {
 	if kv := kvBound(e.lim.NCtx, mean); kv < bound {
 		bound, by = kv, AdmitKV
 	}
-	if e.cfg.TargetITL > 0 && e.cost.ready() {
+	if e.cfg.TargetITL > 0 && e.cost.ready() && !e.decodeOverTarget() {
 		if itl := e.cost.decodeBound(e.par.target, mean); itl < bound {
 			bound, by = itl, AdmitITL
 		}
@@ -101,6 +117,7 @@ func (m *costModel) decodeBound(target, mean float64) int {
 // it, and the cells the running set attends once every sequence decodes.
 func (e *Engine) beginAdmission() {
 	e.par.target = e.admissionTarget()
+	e.par.over = false
 	e.par.bound, e.par.boundBy = e.parallelBound()
 	e.par.stop = AdmitQueueEmpty
 	e.par.cells = 0
@@ -111,11 +128,16 @@ func (e *Engine) beginAdmission() {
 
 // itlAllows reports whether admitting s keeps the modelled decode step, with every running
 // sequence and s decoding, within the inter-token target less the model's error margin. Without
-// a target, before the model is fitted, or with nobody running it allows (so a lone request
-// always runs). It is the decode step that is checked, not the step carrying s's prompt: the
+// a target, before the model is fitted, with nobody running, or for a request that has waited
+// Config.MaxWait (10 s) it allows (so a lone request always runs, and none waits for ever). It is the decode step that is checked, not the step carrying s's prompt: the
 // budget planner sizes prompt chunks to the time the decode tokens leave.
 func (e *Engine) itlAllows(s *seqState) bool {
-	if e.cfg.TargetITL <= 0 || !e.cost.ready() || len(e.running) == 0 {
+	if e.cfg.TargetITL <= 0 || !e.cost.ready() || len(e.running) == 0 || e.par.over {
+		return true
+	}
+	if e.cfg.MaxWait > 0 && !s.queuedAt.IsZero() && e.now().Sub(s.queuedAt) >= e.cfg.MaxWait {
+		// Waited MaxWait: admitted whatever the target says, so that long generations on a
+		// machine too slow for the target cannot hold the queue indefinitely.
 		return true
 	}
 	target := e.par.target
