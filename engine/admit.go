@@ -67,7 +67,7 @@ func (e *Engine) admit() {
 			e.finish(s, FinishError, fmt.Errorf("engine: admitting a request: %w", err))
 			continue
 		}
-		s.id, s.cached = id, n
+		s.kvSeq, s.cached = id, n
 		e.stats.PromptCached += uint64(min(n, s.nPrompt))
 		if e.cfg.Observer != nil {
 			e.cfg.Observer.Lookup(len(s.tokens), n)
@@ -91,7 +91,7 @@ func (e *Engine) admit() {
 // fresh ones of higher priority. The victim's aging does: a request admitted thanks to its age
 // stands at its aged priority, or the next fresh request above its own priority would preempt
 // it at once, again at each readmission (it keeps its age), and aging would bound nothing.
-func (e *Engine) makeRoom(s *seqState) bool {
+func (e *Engine) makeRoom(s *sequence) bool {
 	if len(e.running) == 0 {
 		return false
 	}
@@ -99,13 +99,13 @@ func (e *Engine) makeRoom(s *seqState) bool {
 	if victim.level >= s.req.Priority {
 		return false
 	}
-	e.evict(victim)
+	e.preemptSeq(victim)
 	return true
 }
 
 // byStanding orders running sequences for preemption, the last one first: by the priority they
 // were admitted at (level, aged while waiting; never below their own), then arrival.
-func byStanding(a, b *seqState) int {
+func byStanding(a, b *sequence) int {
 	if a.level != b.level {
 		return cmp.Compare(b.level, a.level)
 	}
@@ -116,7 +116,7 @@ func byStanding(a, b *seqState) int {
 // context leave, but no more than growthFactor times the mean completion of the requests
 // finished so far (none yet: the limit itself). Admission sets this much KV aside for every
 // running sequence, so a pool much smaller than the admitted work does not thrash.
-func (e *Engine) expectedGrowth(s *seqState) int {
+func (e *Engine) expectedGrowth(s *sequence) int {
 	left := e.lim.NCtxSeq - len(s.tokens)
 	if s.req.MaxTokens > 0 {
 		left = min(left, s.req.MaxTokens-s.generated)
@@ -181,7 +181,7 @@ func (e *Engine) orderWaiting() {
 
 // admitBefore is orderWaiting's order, over the fields it set. Under FCFS cost is 0 and overdue
 // false: aged priority, then arrival.
-func admitBefore(a, b *seqState) int {
+func admitBefore(a, b *sequence) int {
 	if a.level != b.level {
 		return cmp.Compare(b.level, a.level)
 	}
@@ -212,7 +212,7 @@ func (e *Engine) agedPriority(p Priority, wait time.Duration) Priority {
 // (it is kept while s waits; a preemption clears it): its prompt tokens the KV cache does not
 // hold now, plus the tokens it may generate, its max_tokens left (or, with none, the engine's
 // expected growth: 1.5x the mean completion). Always at least 2, so 0 means not estimated.
-func (e *Engine) admissionCost(s *seqState) int {
+func (e *Engine) admissionCost(s *sequence) int {
 	growth := e.lim.NCtxSeq - len(s.tokens)
 	if s.req.MaxTokens > 0 {
 		growth = min(growth, s.req.MaxTokens-s.generated)

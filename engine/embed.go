@@ -89,7 +89,7 @@ func (c *EmbedConfig) defaults(maxRunning int) {
 var ErrNoEmbeddings = errors.New("engine: the decoder does not return hidden states (no Embedding method)")
 
 // embedDecoder is a Decoder that can return the final-norm hidden state of a batch token marked
-// in batch.Batch.Hidden (runner.Context).
+// in batch.Batch.Hidden (runner.Runtime).
 type embedDecoder interface {
 	Embedding(i int) []float32
 }
@@ -105,7 +105,7 @@ type embedState struct {
 // embedQueue is the engine's embedding requests waiting for admission (Run's goroutine owns
 // waiting; queued counts them for SubmitEmbed).
 type embedQueue struct {
-	waiting []*seqState
+	waiting []*sequence
 	queued  atomic.Int64
 	bs      int // the KV block size (0 until read)
 }
@@ -127,7 +127,7 @@ func (e *Engine) SubmitEmbed(ctx context.Context, reqs ...EmbedRequest) (*Stream
 		return nil, fmt.Errorf("%w: no input", ErrPromptSize)
 	}
 	st := newStream(len(reqs))
-	seqs := make([]*seqState, len(reqs))
+	seqs := make([]*sequence, len(reqs))
 	for i, req := range reqs {
 		s, err := e.newEmbedSeq(ctx, req, st, i)
 		if err != nil {
@@ -155,7 +155,7 @@ func (e *Engine) SubmitEmbed(ctx context.Context, reqs ...EmbedRequest) (*Stream
 	}
 }
 
-func (e *Engine) newEmbedSeq(ctx context.Context, req EmbedRequest, st *Stream, seq int) (*seqState, error) {
+func (e *Engine) newEmbedSeq(ctx context.Context, req EmbedRequest, st *Stream, seq int) (*sequence, error) {
 	switch {
 	case len(req.Prompt) == 0:
 		return nil, fmt.Errorf("%w: input %d is empty", ErrPromptSize, seq)
@@ -171,8 +171,8 @@ func (e *Engine) newEmbedSeq(ctx context.Context, req EmbedRequest, st *Stream, 
 	if _, err := ParsePooling(string(pool)); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	s := &seqState{
-		id: -1, req: Request{Prompt: req.Prompt, Priority: req.Priority}, ctx: ctx, stream: st, seq: seq,
+	s := &sequence{
+		kvSeq: -1, req: Request{Prompt: req.Prompt, Priority: req.Priority}, ctx: ctx, stream: st, choice: seq,
 		tokens: append([]int32(nil), req.Prompt...), nPrompt: len(req.Prompt), promptTokens: len(req.Prompt),
 		arrival: e.arrivals.Add(1), level: req.Priority, // preempted by its own priority: it never ages
 		embed: &embedState{pool: pool, normalize: req.Normalize},
@@ -182,7 +182,7 @@ func (e *Engine) newEmbedSeq(ctx context.Context, req EmbedRequest, st *Stream, 
 }
 
 // isEmbed reports whether a Submit's sequences are embedding ones (they never mix).
-func isEmbed(ss []*seqState) bool { return len(ss) > 0 && ss[0].embed != nil }
+func isEmbed(ss []*sequence) bool { return len(ss) > 0 && ss[0].embed != nil }
 
 // admitEmbeds drops the waiting embedding requests whose client left, then admits the others,
 // by priority then arrival, while a slot, a sequence id and the KV blocks of the whole prompt
@@ -193,8 +193,8 @@ func isEmbed(ss []*seqState) bool { return len(ss) > 0 && ss[0].embed != nil }
 // generation prompt does.
 func (e *Engine) admitEmbeds() {
 	q := &e.embeds
-	q.waiting = slices.DeleteFunc(q.waiting, func(s *seqState) bool {
-		if reason, ok := s.stream.cancelled(s.seq); ok {
+	q.waiting = slices.DeleteFunc(q.waiting, func(s *sequence) bool {
+		if reason, ok := s.stream.cancelled(s.choice); ok {
 			q.queued.Add(-1)
 			e.finishEmbed(s, reason, nil)
 			return true
@@ -236,7 +236,7 @@ func (e *Engine) admitEmbeds() {
 		e.freeIDs = e.freeIDs[:len(e.freeIDs)-1]
 		q.waiting = q.waiting[1:]
 		q.queued.Add(-1)
-		s.id, s.cached = id, 0
+		s.kvSeq, s.cached = id, 0
 		if last {
 			n, err := e.kv.Admit(int(id), s.tokens, 0)
 			if err != nil {
@@ -262,7 +262,7 @@ func (e *Engine) kvBlockSize() int {
 }
 
 // addEmbedChunk adds s's chunk to the batch: the tokens its pooling reads want their hidden state.
-func (e *Engine) addEmbedChunk(s *seqState) {
+func (e *Engine) addEmbedChunk(s *sequence) {
 	n := len(s.tokens)
 	for i := range s.chunk {
 		p := s.before + i
@@ -272,7 +272,7 @@ func (e *Engine) addEmbedChunk(s *seqState) {
 
 // poolChunk adds the hidden states of s's chunk, batch tokens [row, row+s.chunk), to its pool
 // and, after the prompt's last chunk, finishes s with the embedding.
-func (e *Engine) poolChunk(s *seqState, row int) {
+func (e *Engine) poolChunk(s *sequence, row int) {
 	dec := e.dec.(embedDecoder) // SubmitEmbed checked it
 	st := s.embed
 	for i := range s.chunk {
@@ -322,13 +322,13 @@ var errEmbedKV = errors.New("engine: the KV cache cannot hold this input even al
 // cache: their K/V are what a generation prompt with the same prefix would compute) and sends
 // its one output: the embedding when reason is FinishStop, else the reason and err. Embedding
 // requests are not counted in the generation metrics (Observer.Finished).
-func (e *Engine) finishEmbed(s *seqState, reason FinishReason, err error) {
-	if s.id >= 0 {
-		e.kv.SeqFree(int(s.id))
-		e.freeIDs = append(e.freeIDs, s.id)
-		s.id = -1
+func (e *Engine) finishEmbed(s *sequence, reason FinishReason, err error) {
+	if s.kvSeq >= 0 {
+		e.kv.SeqFree(int(s.kvSeq))
+		e.freeIDs = append(e.freeIDs, s.kvSeq)
+		s.kvSeq = -1
 	}
-	out := Output{Seq: s.seq, Done: true, Finish: reason, Err: err}
+	out := Output{Seq: s.choice, Done: true, Finish: reason, Err: err}
 	switch {
 	case reason == FinishLength && err == nil:
 		out.Finish, out.Err = FinishError, errEmbedKV
@@ -346,7 +346,7 @@ func (e *Engine) finishEmbed(s *seqState, reason FinishReason, err error) {
 
 // requeueEmbed puts a preempted embedding sequence back in its queue (evict has freed its blocks
 // and id): it starts again from its first token.
-func (e *Engine) requeueEmbed(s *seqState) {
+func (e *Engine) requeueEmbed(s *sequence) {
 	e.embeds.waiting = append(e.embeds.waiting, s)
 	e.embeds.queued.Add(1)
 }
@@ -368,6 +368,6 @@ func (e *Engine) shutdownEmbeds() {
 const embedFloorWait = 50
 
 // floorFor reports whether the first prompt chunk of a BudgetFloor step, s's, may take the floor.
-func (e *Engine) floorFor(s *seqState) bool {
+func (e *Engine) floorFor(s *sequence) bool {
 	return s.embed == nil || s.passedOver >= embedFloorWait
 }

@@ -13,7 +13,7 @@ import (
 	"ubatch/sample"
 )
 
-// Decoder is the model side of the engine: runner.Context implements it. Tests use fakes, so
+// Decoder is the model side of the engine: runner.Runtime implements it. Tests use fakes, so
 // scheduling is tested without a model.
 type Decoder interface {
 	// Decode runs batch b with its KV schedule b.KV (the cells of its tokens, the block tables
@@ -74,7 +74,7 @@ type Engine struct {
 	kv       kvOwner
 	lim      Limits
 	cfg      Config
-	incoming chan []*seqState // the requests of one Submit each
+	incoming chan []*sequence // the requests of one Submit each
 	queued   atomic.Int64     // requests submitted but not yet admitted
 	closed   atomic.Bool
 	// sendMu orders Submit's send after its closed check against shutdown setting closed (read
@@ -84,13 +84,13 @@ type Engine struct {
 	arrivals atomic.Uint64
 
 	// Owned by the Run goroutine.
-	waiting []*seqState
+	waiting []*sequence
 	embeds  embedQueue // embedding requests waiting (embed.go)
-	running []*seqState
+	running []*sequence
 	freeIDs []int32
 	b       batch.Batch
 	sched   batch.KV    // b's KV schedule (cells, tables, store operations), reused
-	inBatch []*seqState // sequences with a logits row in b, by row order
+	inBatch []*sequence // sequences with a logits row in b, by row order
 	stats   Stats
 	cost    costModel
 	tier    tierState // KV tiers beyond RAM (tier.go)
@@ -178,7 +178,7 @@ func New(d Decoder, lim Limits, cfg Config) (*Engine, error) {
 	e := &Engine{dec: d, kv: kv, lim: lim, cfg: cfg, stopped: make(chan struct{}), now: time.Now}
 	e.panics, _ = cfg.Observer.(PanicObserver)
 	// queued and embeds.queued bound it: each send holds >= 1 request.
-	e.incoming = make(chan []*seqState, cfg.MaxQueue+cfg.Embed.MaxQueue)
+	e.incoming = make(chan []*sequence, cfg.MaxQueue+cfg.Embed.MaxQueue)
 	for id := lim.NSeqMax - 1; id >= 0; id-- {
 		e.freeIDs = append(e.freeIDs, int32(id))
 	}
@@ -206,7 +206,7 @@ func (e *Engine) Submit(ctx context.Context, reqs ...Request) (*Stream, error) {
 		return nil, fmt.Errorf("%w: no request", ErrPromptSize)
 	}
 	st := newStream(len(reqs))
-	seqs := make([]*seqState, len(reqs))
+	seqs := make([]*sequence, len(reqs))
 	for i, req := range reqs {
 		s, err := e.newSeq(ctx, req, st, i)
 		if err != nil {
@@ -238,7 +238,7 @@ func (e *Engine) Submit(ctx context.Context, reqs ...Request) (*Stream, error) {
 }
 
 // newSeq checks req and makes its scheduler state, request seq of stream st.
-func (e *Engine) newSeq(ctx context.Context, req Request, st *Stream, seq int) (*seqState, error) {
+func (e *Engine) newSeq(ctx context.Context, req Request, st *Stream, seq int) (*sequence, error) {
 	if len(req.Prompt) == 0 {
 		return nil, fmt.Errorf("%w: empty prompt", ErrPromptSize)
 	}
@@ -255,8 +255,8 @@ func (e *Engine) newSeq(ctx context.Context, req Request, st *Stream, seq int) (
 	if err != nil {
 		return nil, err
 	}
-	return &seqState{
-		id: -1, req: req, ctx: ctx, stream: st, seq: seq, sampler: smp,
+	return &sequence{
+		kvSeq: -1, req: req, ctx: ctx, stream: st, choice: seq, sampler: smp,
 		tokens: append([]int32(nil), req.Prompt...), nPrompt: len(req.Prompt), promptTokens: len(req.Prompt),
 		submitted: time.Now(), arrival: e.arrivals.Add(1),
 	}, nil
@@ -284,13 +284,13 @@ func (e *Engine) publish() {
 		e.slots = append(e.slots, Slot{ID: int32(id)})
 	}
 	for _, s := range e.running {
-		if s.id < 0 { // finished, not yet removed from running
+		if s.kvSeq < 0 { // finished, not yet removed from running
 			continue
 		}
-		for int(s.id) >= len(e.slots) {
+		for int(s.kvSeq) >= len(e.slots) {
 			e.slots = append(e.slots, Slot{ID: int32(len(e.slots))})
 		}
-		e.slots[s.id] = Slot{ID: s.id, Running: true, Task: s.arrival, Sampling: s.req.Sampling, Priority: s.req.Priority,
+		e.slots[s.kvSeq] = Slot{ID: s.kvSeq, Running: true, Task: s.arrival, Sampling: s.req.Sampling, Priority: s.req.Priority,
 			PromptTokens: s.promptTokens, CachedTokens: s.cached, Processed: e.nKV(s), Generated: s.generated,
 			MaxTokens: s.req.MaxTokens, Prefilling: e.nKV(s) < s.nPrompt, Since: now.Sub(s.submitted)}
 	}
@@ -346,7 +346,7 @@ func (e *Engine) Run(ctx context.Context) error {
 // Done is closed when Run has returned.
 func (e *Engine) Done() <-chan struct{} { return e.stopped }
 
-func (e *Engine) enqueue(ss []*seqState) {
+func (e *Engine) enqueue(ss []*sequence) {
 	if isEmbed(ss) {
 		e.embeds.waiting = append(e.embeds.waiting, ss...)
 		return

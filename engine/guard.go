@@ -55,7 +55,7 @@ func (e *Engine) recovered(where string, v any) *PanicError {
 // its log-probabilities): the panic ends s alone with a *PanicError, its KV blocks freed, and the
 // step goes on with the other sequences, whose state emit never touches. A request already
 // ended when the panic came is left as it was.
-func (e *Engine) emitGuarded(s *seqState, logits []float32) {
+func (e *Engine) emitGuarded(s *sequence, logits []float32) {
 	defer func() {
 		if v := recover(); v != nil {
 			pe := e.recovered("sample", v)
@@ -112,7 +112,7 @@ func defaultSampleTime(target time.Duration) time.Duration {
 // chargeSample adds d, the time s's latest Sample took, to its account, and returns the error
 // that ends s when the mean over its latest full window exceeds Config.MaxSampleTime. The first
 // sample is not charged: it builds the grammar's first states, which later tokens reuse.
-func (e *Engine) chargeSample(s *seqState, d time.Duration) error {
+func (e *Engine) chargeSample(s *sequence, d time.Duration) error {
 	bound := e.cfg.MaxSampleTime
 	if bound < 0 {
 		return nil

@@ -236,7 +236,7 @@ func TestSampleBoundDefaults(t *testing.T) {
 	}
 	// With no bound, slow sampling is never charged.
 	e, _ := New(newFake(t, 8, 4, 1), Limits{NCtx: 32, NSeqMax: 1, NBatch: 8, Vocab: vocab}, Config{MaxSampleTime: -1})
-	s := &seqState{}
+	s := &sequence{}
 	for range 3 * sampleWindow {
 		if err := e.chargeSample(s, time.Hour); err != nil {
 			t.Fatal(err)
@@ -246,7 +246,7 @@ func TestSampleBoundDefaults(t *testing.T) {
 
 // emitBench is one sequence ready to emit tokens forever from a fixed logits row: round emits one
 // and drops it, as a reader would take it.
-func emitBench(t testing.TB) (s *seqState, round func()) {
+func emitBench(t testing.TB) (s *sequence, round func()) {
 	e, err := New(&fakeDecoder{cfg: fakeKV(8, 4, 1)}, Limits{NCtx: 1 << 20, NSeqMax: 1, NBatch: 8, Vocab: vocab}, Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -256,7 +256,7 @@ func emitBench(t testing.TB) (s *seqState, round func()) {
 		t.Fatal(err)
 	}
 	st := newStream(1)
-	s = &seqState{id: 0, ctx: context.Background(), stream: st, sampler: smp, tokens: make([]int32, 1, 64),
+	s = &sequence{kvSeq: 0, ctx: context.Background(), stream: st, sampler: smp, tokens: make([]int32, 1, 64),
 		req: Request{Sampling: sample.DefaultParams()}, lastToken: time.Now()}
 	logits := make([]float32, vocab)
 	for i := range logits {

@@ -131,7 +131,7 @@ func (e *Engine) beginAdmission() {
 // a target, before the model is fitted, with nobody running, or for a request that has waited
 // Config.MaxWait (10 s) it allows (so a lone request always runs, and none waits for ever). It is the decode step that is checked, not the step carrying s's prompt: the
 // budget planner sizes prompt chunks to the time the decode tokens leave.
-func (e *Engine) itlAllows(s *seqState) bool {
+func (e *Engine) itlAllows(s *sequence) bool {
 	if e.cfg.TargetITL <= 0 || !e.cost.ready() || len(e.running) == 0 || e.par.over {
 		return true
 	}
@@ -146,4 +146,4 @@ func (e *Engine) itlAllows(s *seqState) bool {
 }
 
 // admitted records s joining the running set in this round.
-func (e *Engine) admitted(s *seqState) { e.par.cells += float64(len(s.tokens)) }
+func (e *Engine) admitted(s *sequence) { e.par.cells += float64(len(s.tokens)) }

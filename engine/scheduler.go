@@ -13,17 +13,18 @@ import (
 	"ubatch/sample"
 )
 
-// seqState is one request as the scheduler tracks it. tokens holds the whole history that must be
-// in the KV cache (prompt, then generated tokens); the KV manager's SeqLen(id) of them are there
+// sequence is one sequence of a request (one of its n choices, or one embedding input) as the
+// scheduler tracks it. tokens holds the whole history that must be in the KV cache (prompt, then
+// generated tokens); the KV manager's SeqLen(kvSeq) of them are there
 // already (Engine.nKV). A sequence with more than one token to compute is prefilling; with
 // exactly one, it is decoding.
-type seqState struct {
-	id      int32 // KV sequence id; -1 while waiting
-	ids     [1]int32
+type sequence struct {
+	kvSeq   int32    // KV sequence id; -1 while waiting
+	kvSeqs  [1]int32 // kvSeq as the one-element slice batch.Add takes
 	req     Request
 	ctx     context.Context
 	stream  *Stream
-	seq     int // index of the request in its stream (Output.Seq)
+	choice  int // index of the request in its stream (Output.Seq)
 	sampler *sample.Sampler
 	tokens  []int32
 	nPrompt int // prompt tokens still at the start of tokens (fewer after a context shift)
@@ -62,18 +63,18 @@ type seqState struct {
 
 // nKV is the number of s's tokens in the KV cache (0 while waiting): the manager's length of its
 // sequence, which has no holes (the engine removes cells with SeqDiscard alone, which compacts).
-func (e *Engine) nKV(s *seqState) int {
-	if s.id < 0 {
+func (e *Engine) nKV(s *sequence) int {
+	if s.kvSeq < 0 {
 		return 0
 	}
-	return e.kv.SeqLen(int(s.id))
+	return e.kv.SeqLen(int(s.kvSeq))
 }
 
 // remaining is the number of s's tokens still to compute.
-func (e *Engine) remaining(s *seqState) int { return len(s.tokens) - e.nKV(s) }
+func (e *Engine) remaining(s *sequence) int { return len(s.tokens) - e.nKV(s) }
 
 // before orders sequences for service: higher priority first, then earlier arrival.
-func before(a, b *seqState) int {
+func before(a, b *sequence) int {
 	if a.req.Priority != b.req.Priority {
 		return cmp.Compare(b.req.Priority, a.req.Priority)
 	}
@@ -91,7 +92,7 @@ func (e *Engine) step() {
 		return
 	}
 	for !e.buildBatch() {
-		if !e.preempt() {
+		if !e.preemptLowest() {
 			return
 		}
 	}
@@ -123,7 +124,7 @@ func (e *Engine) step() {
 				e.finish(s, FinishError, fmt.Errorf("decode: %w", err))
 			}
 		}
-		e.running = slices.DeleteFunc(e.running, func(s *seqState) bool { return s.id < 0 })
+		e.running = slices.DeleteFunc(e.running, func(s *sequence) bool { return s.kvSeq < 0 })
 		return
 	}
 	info := StepInfo{Tokens: e.b.Len(), Budget: e.plan.tokens, Capacity: capacity, Reason: e.plan.reason, Target: e.plan.target,
@@ -150,7 +151,7 @@ func (e *Engine) step() {
 		}
 		row += s.chunk
 	}
-	e.running = slices.DeleteFunc(e.running, func(s *seqState) bool { return s.id < 0 })
+	e.running = slices.DeleteFunc(e.running, func(s *sequence) bool { return s.kvSeq < 0 })
 	// The whole step, scheduling and sampling included, is what a stream waits between tokens.
 	info.Elapsed = e.now().Sub(began)
 	e.cost.observe(e.stepX, info.Elapsed.Seconds())
@@ -223,8 +224,8 @@ func (e *Engine) logStep(info StepInfo) {
 
 // reap finishes requests whose client went away or that were cancelled, freeing their blocks.
 func (e *Engine) reap() {
-	gone := func(s *seqState) bool {
-		if reason, ok := s.stream.cancelled(s.seq); ok {
+	gone := func(s *sequence) bool {
+		if reason, ok := s.stream.cancelled(s.choice); ok {
 			e.finish(s, reason, nil)
 			return true
 		}
@@ -235,7 +236,7 @@ func (e *Engine) reap() {
 		return false
 	}
 	e.running = slices.DeleteFunc(e.running, gone)
-	e.waiting = slices.DeleteFunc(e.waiting, func(s *seqState) bool {
+	e.waiting = slices.DeleteFunc(e.waiting, func(s *sequence) bool {
 		if gone(s) {
 			e.queued.Add(-1)
 			return true
@@ -278,7 +279,7 @@ func (e *Engine) buildBatch() bool {
 	// longest passed over first, so that a stream of short prompts cannot starve a long one
 	// under SJF (or a small budget under FCFS); then the policy. prefill is in running order
 	// (before) already.
-	slices.SortStableFunc(prefill, func(a, b *seqState) int {
+	slices.SortStableFunc(prefill, func(a, b *sequence) int {
 		if a.req.Priority != b.req.Priority {
 			return cmp.Compare(b.req.Priority, a.req.Priority)
 		}
@@ -345,17 +346,17 @@ func (e *Engine) buildBatch() bool {
 	return e.b.Len() == 0 || e.kv.CanSchedule(&e.b)
 }
 
-func (s *seqState) seqIDs() []int32 {
-	s.ids[0] = s.id
-	return s.ids[:]
+func (s *sequence) seqIDs() []int32 {
+	s.kvSeqs[0] = s.kvSeq
+	return s.kvSeqs[:]
 }
 
-// preempt frees the KV blocks of the running sequence of the lowest standing (byStanding: the
+// preemptLowest frees the KV blocks of the running sequence of the lowest standing (byStanding: the
 // priority it was admitted at, then the newest) and puts it back in the waiting queue to be
 // recomputed later (its full blocks stay in the prefix cache, so the recompute is often cheap).
 // With a single sequence left that still does not fit, that sequence has outgrown the cache and
 // ends with FinishLength. It reports whether a retry can help.
-func (e *Engine) preempt() bool {
+func (e *Engine) preemptLowest() bool {
 	if len(e.running) == 0 {
 		return false
 	}
@@ -365,18 +366,18 @@ func (e *Engine) preempt() bool {
 		e.finish(victim, FinishLength, nil)
 		return false
 	}
-	e.evict(victim)
+	e.preemptSeq(victim)
 	return true
 }
 
-// evict takes the running sequence victim out of the batch and puts it back in the waiting
+// preemptSeq takes the running sequence victim out of the batch and puts it back in the waiting
 // queue, freeing its KV blocks (its full blocks stay in the prefix cache) and its id.
-func (e *Engine) evict(victim *seqState) {
-	e.running = slices.DeleteFunc(e.running, func(s *seqState) bool { return s == victim })
+func (e *Engine) preemptSeq(victim *sequence) {
+	e.running = slices.DeleteFunc(e.running, func(s *sequence) bool { return s == victim })
 	e.tierSwapOut(victim) // to disk, when reading it back beats computing it (tier.go)
-	e.kv.SeqFree(int(victim.id))
-	e.freeIDs = append(e.freeIDs, victim.id)
-	victim.id, victim.chunk = -1, 0
+	e.kv.SeqFree(int(victim.kvSeq))
+	e.freeIDs = append(e.freeIDs, victim.kvSeq)
+	victim.kvSeq, victim.chunk = -1, 0
 	victim.cost = 0 // its history is longer now, and mostly cached: estimated again
 	victim.usage.Preemptions++
 	if victim.embed != nil {
@@ -393,7 +394,7 @@ func (e *Engine) evict(victim *seqState) {
 
 // emit samples the next token of s from logits, streams it and ends s when it is done. It runs
 // the request's own sampler and grammar: call it through emitGuarded.
-func (e *Engine) emit(s *seqState, logits []float32) {
+func (e *Engine) emit(s *sequence, logits []float32) {
 	began := e.now()
 	if e.testHook != nil {
 		e.testHook("sample", &s.req)
@@ -412,7 +413,7 @@ func (e *Engine) emit(s *seqState, logits []float32) {
 	}
 	s.sampler.Accept(tok)
 	now := time.Now()
-	out := Output{Seq: s.seq, Token: tok}
+	out := Output{Seq: s.choice, Token: tok}
 	if s.req.Logprobs {
 		out.LogProb, out.Top = sample.LogProbs(logits, tok, s.req.TopLogprobs)
 	}
@@ -460,7 +461,7 @@ func (e *Engine) emit(s *seqState, logits []float32) {
 // re-rotated, cells compacted into whole blocks, the emptied ones released: kvcache.SeqDiscard),
 // so generation goes on with a sliding history in the memory of half a sequence. It reports
 // false when Keep leaves nothing to drop.
-func (e *Engine) shiftContext(s *seqState) (bool, error) {
+func (e *Engine) shiftContext(s *sequence) (bool, error) {
 	keep := e.cfg.Keep
 	if keep < 0 {
 		keep = s.promptTokens
@@ -471,7 +472,7 @@ func (e *Engine) shiftContext(s *seqState) (bool, error) {
 	if discard <= 0 {
 		return false, nil
 	}
-	if err := e.kv.SeqDiscard(int(s.id), int32(keep), int32(keep+discard)); err != nil {
+	if err := e.kv.SeqDiscard(int(s.kvSeq), int32(keep), int32(keep+discard)); err != nil {
 		return false, err
 	}
 	s.tokens = append(s.tokens[:keep], s.tokens[keep+discard:]...)
@@ -481,16 +482,16 @@ func (e *Engine) shiftContext(s *seqState) (bool, error) {
 }
 
 // finish ends s: frees its sequence (full blocks stay cached for reuse) and sends the final output.
-func (e *Engine) finish(s *seqState, reason FinishReason, err error) {
+func (e *Engine) finish(s *sequence, reason FinishReason, err error) {
 	if s.embed != nil {
 		e.finishEmbed(s, reason, err)
 		return
 	}
-	if s.id >= 0 {
+	if s.kvSeq >= 0 {
 		e.tierRemember(s) // the slot's history, for slot save (slots_save.go)
-		e.kv.SeqFree(int(s.id))
-		e.freeIDs = append(e.freeIDs, s.id)
-		s.id = -1
+		e.kv.SeqFree(int(s.kvSeq))
+		e.freeIDs = append(e.freeIDs, s.kvSeq)
+		s.kvSeq = -1
 	}
 	if errors.Is(err, kvcache.ErrKVFull) {
 		reason = FinishLength
@@ -507,6 +508,6 @@ func (e *Engine) finish(s *seqState, reason FinishReason, err error) {
 	if e.cfg.Observer != nil {
 		e.cfg.Observer.Finished(reason, s.usage)
 	}
-	s.stream.push(Output{Seq: s.seq, Done: true, Finish: reason, Err: err, Usage: s.usage})
+	s.stream.push(Output{Seq: s.choice, Done: true, Finish: reason, Err: err, Usage: s.usage})
 	s.done = true
 }

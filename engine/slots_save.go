@@ -18,7 +18,7 @@ import (
 // saved run of blocks into the prefix cache (so the next prompt that starts with it, in any
 // slot, finds it cached) and makes it the slot's history; erasing forgets the history.
 
-// KVApplier is a Decoder that can apply store operations outside a step (runner.Context).
+// KVApplier is a Decoder that can apply store operations outside a step (runner.Runtime).
 type KVApplier interface {
 	ApplyKV(ops []batch.KVOp, images [][]byte) error
 }
@@ -207,7 +207,7 @@ func (e *Engine) EraseSlot(ctx context.Context, id int) (int, error) {
 // one's.
 func (t *tierState) history(e *Engine, id int) []int32 {
 	for _, s := range e.running {
-		if int(s.id) == id {
+		if int(s.kvSeq) == id {
 			return s.tokens[:e.nKV(s)]
 		}
 	}
@@ -215,13 +215,13 @@ func (t *tierState) history(e *Engine, id int) []int32 {
 }
 
 // tierRemember records the history of s, which is leaving its slot, as the slot's.
-func (e *Engine) tierRemember(s *seqState) {
+func (e *Engine) tierRemember(s *sequence) {
 	t := &e.tier
-	if t.m == nil || s.id < 0 {
+	if t.m == nil || s.kvSeq < 0 {
 		return
 	}
 	if t.last == nil {
 		t.last = map[int][]int32{}
 	}
-	t.last[int(s.id)] = slices.Clone(s.tokens[:e.nKV(s)])
+	t.last[int(s.kvSeq)] = slices.Clone(s.tokens[:e.nKV(s)])
 }

@@ -95,9 +95,9 @@ type tierState struct {
 	m        tierOwner
 	layout   kvfile.Layout
 	cellB    int64
-	fetching map[*seqState]bool    // a fetch is in flight for the request
-	tried    map[*seqState]*Lookup // a waiting request's prompt keys, hashed once per length
-	stuck    map[*seqState]int     // the length at which a fetch for the request imported nothing
+	fetching map[*sequence]bool    // a fetch is in flight for the request
+	tried    map[*sequence]*Lookup // a waiting request's prompt keys, hashed once per length
+	stuck    map[*sequence]int     // the length at which a fetch for the request imported nothing
 	done     chan fetchResult
 	imgs     [][]byte // images of the pending KVLoad/KVSave operations, by index
 	spills   []kvcache.Spill
@@ -108,7 +108,7 @@ type tierState struct {
 }
 
 type fetchResult struct {
-	s      *seqState
+	s      *sequence
 	src    BlockSource
 	from   int
 	blocks []kvfile.Block
@@ -127,7 +127,7 @@ func (e *Engine) SetTiers(sources []BlockSource, sink BlockSink, l kvfile.Layout
 	}
 	t := &e.tier
 	t.sources, t.sink, t.m, t.layout, t.cellB = sources, sink, m, l, l.CellBytes()
-	t.fetching, t.tried, t.stuck = map[*seqState]bool{}, map[*seqState]*Lookup{}, map[*seqState]int{}
+	t.fetching, t.tried, t.stuck = map[*sequence]bool{}, map[*sequence]*Lookup{}, map[*sequence]int{}
 	t.done = make(chan fetchResult, e.cfg.MaxQueue+e.lim.NSeqMax)
 	t.control = make(chan func(), 16)
 	var want func(kvcache.Key) bool
@@ -141,7 +141,7 @@ func (e *Engine) SetTiers(sources []BlockSource, sink BlockSink, l kvfile.Layout
 // tierWait reports whether the waiting request s must wait for blocks a tier is fetching for
 // it; at its first turn (for its current length) it probes the sources and starts a fetch when
 // one holds more of its prefix than RAM and reading it is expected to beat computing it.
-func (e *Engine) tierWait(s *seqState) bool {
+func (e *Engine) tierWait(s *sequence) bool {
 	t := &e.tier
 	if t.m == nil || len(t.sources) == 0 {
 		return false
@@ -186,7 +186,7 @@ func (e *Engine) tierWait(s *seqState) bool {
 }
 
 // fetch runs on its own goroutine: it reads the blocks and hands them to the Run goroutine.
-func (e *Engine) fetch(s *seqState, src BlockSource, q *Lookup, h Hit) {
+func (e *Engine) fetch(s *sequence, src BlockSource, q *Lookup, h Hit) {
 	start := time.Now()
 	blocks, err := src.Fetch(s.ctx, q, h)
 	e.tier.done <- fetchResult{s: s, src: src, from: q.From, blocks: blocks, took: time.Since(start), err: err}
@@ -216,7 +216,7 @@ func (e *Engine) tierImport(r fetchResult) {
 	if r.err != nil && e.cfg.Logger != nil {
 		e.cfg.Logger.Warn("kv tier fetch failed", "tier", r.src.Name(), "err", r.err)
 	}
-	if s.done || s.id >= 0 {
+	if s.done || s.kvSeq >= 0 {
 		return
 	}
 	if len(r.blocks) == 0 {
@@ -256,7 +256,7 @@ func (e *Engine) tierImport(r fetchResult) {
 // tierSwapOut hands a preempted sequence's blocks to the sink when reading them back is
 // expected to be cheaper than computing them again; otherwise they stay in the RAM prefix cache
 // (and follow the evicted blocks to the sink if they are evicted) and are recomputed as before.
-func (e *Engine) tierSwapOut(victim *seqState) {
+func (e *Engine) tierSwapOut(victim *sequence) {
 	t := &e.tier
 	if t.m == nil || t.sink == nil || len(t.sources) == 0 || !e.cost.ready() {
 		return
@@ -266,7 +266,7 @@ func (e *Engine) tierSwapOut(victim *seqState) {
 	if t.sources[0].ReadCost(int64(n)*t.cellB) >= compute {
 		return
 	}
-	if blocks, _ := t.m.SpillSeq(int(victim.id)); blocks > 0 {
+	if blocks, _ := t.m.SpillSeq(int(victim.kvSeq)); blocks > 0 {
 		if o, ok := e.cfg.Observer.(TierObserver); ok {
 			o.TierSwappedOut(blocks)
 		}

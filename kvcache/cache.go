@@ -174,7 +174,7 @@ type Manager struct {
 	sibNext, sibPrev []int32
 	matched          []int32 // scratch of match
 
-	seqs []seqState
+	seqs []seqTable
 
 	seed   maphash.Seed
 	hashFn func(seed maphash.Seed, parent uint64, toks []int32) uint64 // replaceable in tests
@@ -205,7 +205,7 @@ type Manager struct {
 	planLen int
 }
 
-type seqState struct {
+type seqTable struct {
 	table          []int32
 	n              int32   // logical length in cells, holes included
 	posMin, posMax int32   // over non-empty cells; -1 when the sequence is empty
@@ -280,7 +280,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		free:     make([]int32, 0, cfg.NumBlocks),
 		index:    make(map[uint64]int32, cfg.NumBlocks),
 		child:    make(map[uint64]int32, cfg.NumBlocks),
-		seqs:     make([]seqState, cfg.MaxSeqs),
+		seqs:     make([]seqTable, cfg.MaxSeqs),
 		seed:     maphash.MakeSeed(),
 		hashFn:   chainHash,
 		oldTable: make([]int32, 0, cfg.NumBlocks),
@@ -398,7 +398,7 @@ func (c *Manager) Clear() {
 	c.ops = c.ops[:0]
 	c.spills, c.spillToks, c.nImg = c.spills[:0], c.spillToks[:0], 0
 	for s := range c.seqs {
-		c.seqs[s] = seqState{table: c.seqs[s].table[:0], posMin: -1, posMax: -1, intent: c.seqs[s].intent[:0]}
+		c.seqs[s] = seqTable{table: c.seqs[s].table[:0], posMin: -1, posMax: -1, intent: c.seqs[s].intent[:0]}
 	}
 	c.free = c.free[:0]
 	for b := len(c.ref) - 1; b >= 0; b-- {

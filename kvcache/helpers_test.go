@@ -200,7 +200,7 @@ type snapshot struct {
 	Prio                            []float64
 	Clock                           float64
 	Index                           map[uint64]int32
-	Seqs                            []seqState
+	Seqs                            []seqTable
 	K32, V32                        [][]float32
 	K16, V16                        [][]uint16
 	K8, V8                          [][]byte
@@ -216,7 +216,7 @@ func takeSnapshot(c *Cache) snapshot {
 		Clock: c.clock, Index: maps.Clone(c.index),
 	}
 	for _, sq := range c.seqs {
-		s.Seqs = append(s.Seqs, seqState{table: slices.Clone(sq.table), n: sq.n, posMin: sq.posMin, posMax: sq.posMax})
+		s.Seqs = append(s.Seqs, seqTable{table: slices.Clone(sq.table), n: sq.n, posMin: sq.posMin, posMax: sq.posMax})
 	}
 	st := &c.st
 	for l := range st.k32 {
@@ -235,7 +235,7 @@ func takeSnapshot(c *Cache) snapshot {
 }
 
 func (s snapshot) equal(o snapshot) bool {
-	eqSeqs := slices.EqualFunc(s.Seqs, o.Seqs, func(a, b seqState) bool {
+	eqSeqs := slices.EqualFunc(s.Seqs, o.Seqs, func(a, b seqTable) bool {
 		return slices.Equal(a.table, b.table) && a.n == b.n && a.posMin == b.posMin && a.posMax == b.posMax
 	})
 	return eqSeqs && slices.Equal(s.Pos, o.Pos) && slices.Equal(s.Tok, o.Tok) && slices.Equal(s.Ref, o.Ref) && slices.Equal(s.Part, o.Part) &&

@@ -36,7 +36,7 @@ type served struct {
 // out) and closes the tier.
 func serve(t *testing.T, m *model.Model, dir string, nCtx int, prompts [][]int32, maxTokens int) []served {
 	t.Helper()
-	lctx, err := runner.NewContext(m.Graph, runner.Options{NCtx: nCtx, NSeqMax: 1, Threads: 2})
+	lctx, err := runner.New(m.Graph, runner.Options{NCtx: nCtx, NSeqMax: 1, Threads: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

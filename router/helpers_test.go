@@ -45,7 +45,7 @@ func startNode(t *testing.T, id, redisURL string) *testNode {
 	}
 	t.Cleanup(func() { m.Close() })
 	tr := fleet.NewTracker(64)
-	lctx, err := runner.NewContext(m.Graph, runner.Options{NCtx: 1024, NBatch: 512, NUBatch: 512, NSeqMax: 8,
+	lctx, err := runner.New(m.Graph, runner.Options{NCtx: 1024, NBatch: 512, NUBatch: 512, NSeqMax: 8,
 		KVType: kvcache.F32, Threads: 1, OnBlock: tr.OnBlock})
 	if err != nil {
 		t.Fatal(err)

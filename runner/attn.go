@@ -32,7 +32,7 @@ type visList struct {
 // Where the tiled kernel has assembly (ops.AttnTiledFast), blocks of up to ops.TileLanes
 // consecutive tokens of one sequence go through it together (ops.AttnTiled, attn_tiled.go);
 // elsewhere every token goes through the exact kernels on its own.
-func (c *Context) Attention(layer int, q, k, v, out []float32, p AttnParams) {
+func (c *Runtime) Attention(layer int, q, k, v, out []float32, p AttnParams) {
 	c.storeKV(layer, k, v)
 	a := &c.attn
 	a.c, a.layer, a.q, a.out, a.softcap = c, layer, q, out, p.Softcap
@@ -50,7 +50,7 @@ func (c *Context) Attention(layer int, q, k, v, out []float32, p AttnParams) {
 }
 
 // storeKV writes the micro-batch's K and V rows into their cells (the batch's slot mapping).
-func (c *Context) storeKV(layer int, k, v []float32) {
+func (c *Runtime) storeKV(layer int, k, v []float32) {
 	kvDim := c.h.KVDim()
 	c.store.Write(layer, c.cells, k[:c.n*kvDim], v[:c.n*kvDim])
 }
@@ -60,7 +60,7 @@ func (c *Context) storeKV(layer int, k, v []float32) {
 // uses at most two windows (full and sliding). With skipTiled the tokens of tiled blocks
 // (planBlocks) get empty lists: the tiled kernel reads their cells from tileCells. The first
 // call of a window decides.
-func (c *Context) visible(window int32, skipTiled bool) *visList {
+func (c *Runtime) visible(window int32, skipTiled bool) *visList {
 	for i := range c.nVis {
 		if c.vis[i].window == window {
 			return &c.vis[i]
@@ -100,7 +100,7 @@ func (c *Context) visible(window int32, skipTiled bool) *visList {
 }
 
 type attnTask struct {
-	c              *Context
+	c              *Runtime
 	vis            *visList
 	tiles          *tileList // nil when no block is tiled
 	layer          int

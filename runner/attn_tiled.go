@@ -44,12 +44,12 @@ type tileWorker struct {
 
 // tiledOK reports whether this context's attention can be tiled: assembly on the selected path
 // and a head dimension the kernel takes.
-func (c *Context) tiledOK() bool { return ops.AttnTiledFast() && c.h.HeadDim%8 == 0 }
+func (c *Runtime) tiledOK() bool { return ops.AttnTiledFast() && c.h.HeadDim%8 == 0 }
 
 // planBlocks splits the micro-batch into tokBlocks once (every layer reuses them): when tiledOK,
 // runs of consecutive tokens with the same first sequence cut into tiles of ops.TileLanes
 // tokens, else one token a block. It sets c.tokTiled per token.
-func (c *Context) planBlocks() {
+func (c *Runtime) planBlocks() {
 	if c.planned {
 		return
 	}
@@ -81,7 +81,7 @@ func (c *Context) planBlocks() {
 // tiles of ops.TileCells; the tiles with no cell at a position in (min lo, max pos] of the
 // block's tokens are left out (each token masks the rest in the kernel), and the last is padded
 // with a cell no token sees.
-func (c *Context) tileCells(window int32) *tileList {
+func (c *Runtime) tileCells(window int32) *tileList {
 	for i := range c.nTileLists {
 		if c.tileLists[i].window == window {
 			return &c.tileLists[i]

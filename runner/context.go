@@ -11,7 +11,7 @@ import (
 	"ubatch/quant"
 )
 
-// Options sizes a Context.
+// Options sizes a Runtime.
 type Options struct {
 	NCtx      int           // KV cells shared by all sequences (llama.cpp's -c); also the longest sequence
 	NBatch    int           // most tokens one Decode call accepts (logical batch)
@@ -64,15 +64,15 @@ type Scratch struct {
 	Wide []float32 // output of a fused matrix [n][max(QDim+2·KVDim, 2·FFN)]
 }
 
-// Context runs forward passes of one Graph: it owns the K/V memory (a kvstore.Store), the
+// Runtime runs forward passes of one Graph: it owns the K/V memory (a kvstore.Store), the
 // scratch buffers, the worker pool and the logits. It does not own the KV bookkeeping: a batch
 // comes with its schedule (batch.Batch.KV: the cell of every token, the block tables, the store
 // operations due) from the KV manager's owner, the engine, which makes its kvcache.Manager from
-// KVConfig. A Context used without an engine (tools, tests) gets a Session of its own on first
-// use of KV or of Decode with a batch that has no schedule; one Context serves one of the two,
+// KVConfig. A Runtime used without an engine (tools, tests) gets a Session of its own on first
+// use of KV or of Decode with a batch that has no schedule; one Runtime serves one of the two,
 // never both. It is not safe for concurrent use: one goroutine (the engine's step loop, or a
 // CLI) owns it.
-type Context struct {
+type Runtime struct {
 	g     Graph
 	h     *Hparams
 	opts  Options
@@ -128,12 +128,12 @@ type Context struct {
 	act  actTask
 }
 
-// NewContext allocates a Context for g: the K/V memory for opts.NCtx cells and scratch for
+// New allocates a Runtime for g: the K/V memory for opts.NCtx cells and scratch for
 // NUBatch tokens.
-func NewContext(g Graph, opts Options) (*Context, error) {
+func New(g Graph, opts Options) (*Runtime, error) {
 	h := g.Hparams()
 	opts.defaults(h)
-	c := &Context{g: g, h: h, opts: opts}
+	c := &Runtime{g: g, h: h, opts: opts}
 	if opts.KVType == kvcache.Q8_0 && h.HeadDim%32 != 0 {
 		// As in llama.cpp: a Q8_0 block of 32 must not mix heads (one head's large keys would
 		// coarsen another's).
@@ -192,27 +192,27 @@ func NewContext(g Graph, opts Options) (*Context, error) {
 }
 
 // Graph returns the graph this context runs.
-func (c *Context) Graph() Graph { return c.g }
+func (c *Runtime) Graph() Graph { return c.g }
 
 // Hparams returns the graph's hyper-parameters.
-func (c *Context) Hparams() *Hparams { return c.h }
+func (c *Runtime) Hparams() *Hparams { return c.h }
 
 // Options returns the effective options (defaults filled in).
-func (c *Context) Options() Options { return c.opts }
+func (c *Runtime) Options() Options { return c.opts }
 
 // KVConfig is the configuration of the KV manager that schedules this context's batches: the
 // layout of its store (blocks, block size, element type, sequences) and Options.OnBlock.
-func (c *Context) KVConfig() kvcache.Config { return c.kvCfg }
+func (c *Runtime) KVConfig() kvcache.Config { return c.kvCfg }
 
 // Store returns the context's K/V memory.
-func (c *Context) Store() *kvstore.Store { return c.store }
+func (c *Runtime) Store() *kvstore.Store { return c.store }
 
 // KV returns the manager of the context's own Session (made on first use), for tools and tests
 // that decode without an engine: sequence operations and statistics. It panics on a context
 // whose batches an engine schedules: its manager is the engine's.
-func (c *Context) KV() *kvcache.Manager { return c.session().KV() }
+func (c *Runtime) KV() *kvcache.Manager { return c.session().KV() }
 
-func (c *Context) session() *Session {
+func (c *Runtime) session() *Session {
 	if c.external {
 		panic("runner: the KV cache of this context is managed by an engine; its Session is not available")
 	}
@@ -227,7 +227,7 @@ func (c *Context) session() *Session {
 }
 
 // Close stops the worker goroutines.
-func (c *Context) Close() { c.pool.Close() }
+func (c *Runtime) Close() { c.pool.Close() }
 
 // ErrBatchTooLarge reports a batch over Options.NBatch tokens.
 var ErrBatchTooLarge = errors.New("batch larger than n_batch")
@@ -240,7 +240,7 @@ var ErrBatchTooLarge = errors.New("batch larger than n_batch")
 // b.KV.Slots and attends through b.KV's tables. It reserves nothing. A batch without a schedule
 // goes through the context's own Session (see KV), which schedules it first (and returns
 // kvcache.ErrKVFull, with nothing changed, when the cache cannot hold it).
-func (c *Context) Decode(b *batch.Batch) error {
+func (c *Runtime) Decode(b *batch.Batch) error {
 	if b.KV == nil {
 		return c.session().Decode(b)
 	}
@@ -251,12 +251,12 @@ func (c *Context) Decode(b *batch.Batch) error {
 	return c.decode(b, false)
 }
 
-func (c *Context) decodeTooLarge(b *batch.Batch) error {
+func (c *Runtime) decodeTooLarge(b *batch.Batch) error {
 	return fmt.Errorf("%w: %d tokens, n_batch is %d", ErrBatchTooLarge, b.Len(), c.opts.NBatch)
 }
 
 // decode is Decode of a batch with its schedule; checked: the caller validated b (a Session).
-func (c *Context) decode(b *batch.Batch, checked bool) error {
+func (c *Runtime) decode(b *batch.Batch, checked bool) error {
 	kv := b.KV
 	if err := c.store.ApplyImages(kv.Ops, kv.Images); err != nil {
 		return err
@@ -296,7 +296,7 @@ func (c *Context) decode(b *batch.Batch, checked bool) error {
 // outputRows maps b's output tokens to rows: a logits row each, in token order, or, for those
 // marked Hidden (every output token in an Embeddings context), a hidden-state row; and sizes
 // both buffers.
-func (c *Context) outputRows(b *batch.Batch) {
+func (c *Runtime) outputRows(b *batch.Batch) {
 	c.outRows, c.hidRows = c.outRows[:0], c.hidRows[:0]
 	c.nOut, c.nHid = 0, 0
 	for i := range b.Tokens {
@@ -324,13 +324,13 @@ func (c *Context) outputRows(b *batch.Batch) {
 // Logits returns the logits (len Vocab) computed for token i of the last decoded batch, or nil if
 // that token did not ask for them or asked for its hidden state (batch.Batch.Hidden, or any
 // token of an Embeddings context). The slice is overwritten by the next Decode.
-func (c *Context) Logits(i int) []float32 { return row(c.logits, c.outRows, i, c.h.Vocab) }
+func (c *Runtime) Logits(i int) []float32 { return row(c.logits, c.outRows, i, c.h.Vocab) }
 
 // Embedding returns the final-norm hidden state (len Dim) of token i of the last decoded batch,
 // or nil if it did not ask for it: an output token of a context made with Options.Embeddings,
 // or one marked in batch.Batch.Hidden in any context. The slice is overwritten by the next
 // Decode.
-func (c *Context) Embedding(i int) []float32 { return row(c.hidden, c.hidRows, i, c.h.Dim) }
+func (c *Runtime) Embedding(i int) []float32 { return row(c.hidden, c.hidRows, i, c.h.Dim) }
 
 func row(buf []float32, rows []int32, i, w int) []float32 {
 	if i < 0 || i >= len(rows) || rows[i] < 0 {
@@ -345,7 +345,7 @@ func row(buf []float32, rows []int32, i, w int) []float32 {
 // rotation table is kept for the last (layer, delta): the store applies a run of shifts by one
 // delta layer by layer (kvstore.Store.Apply of kvcache.SeqDiscard's operations), so a context
 // shift computes one table per layer and allocates nothing once the table has grown.
-func (c *Context) shiftK(l int, k []float32, delta int32) {
+func (c *Runtime) shiftK(l int, k []float32, delta int32) {
 	r := c.g.LayerRope(l)
 	if !c.shift.ok || c.shift.layer != l || c.shift.delta != delta {
 		if n := r.TableLen(); cap(c.shift.cs) < n {

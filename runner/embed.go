@@ -28,7 +28,7 @@ func ParsePooling(s string) (Pooling, error) {
 // Embed computes the sentence embedding of toks in c (made with Options.Embeddings) as
 // llama.cpp's llama-embedding does: the final-norm hidden state of every token, pooled, scaled
 // to unit L2 norm. It uses sequence 0 and leaves the cache empty; toks must fit the context.
-func Embed(c *Context, toks []int32, pool Pooling) ([]float32, error) {
+func Embed(c *Runtime, toks []int32, pool Pooling) ([]float32, error) {
 	sum, err := pooled(c, toks, pool)
 	if err != nil {
 		return nil, err
@@ -49,7 +49,7 @@ func Embed(c *Context, toks []int32, pool Pooling) ([]float32, error) {
 // LastHidden is the final-norm hidden state of the last token of toks in c (made with
 // Options.Embeddings), not scaled: what a reranker's classification head reads. Like Embed it
 // uses sequence 0 and leaves the cache empty.
-func LastHidden(c *Context, toks []int32) ([]float32, error) {
+func LastHidden(c *Runtime, toks []int32) ([]float32, error) {
 	sum, err := pooled(c, toks, PoolLast)
 	if err != nil {
 		return nil, err
@@ -63,7 +63,7 @@ func LastHidden(c *Context, toks []int32) ([]float32, error) {
 
 // pooled decodes toks and sums the hidden states pool asks for (every token's for mean, the
 // last one's for last); for mean the sum is not divided, since Embed scales it anyway.
-func pooled(c *Context, toks []int32, pool Pooling) ([]float64, error) {
+func pooled(c *Runtime, toks []int32, pool Pooling) ([]float64, error) {
 	if !c.opts.Embeddings {
 		return nil, errors.New("runner: the context was not made with Options.Embeddings")
 	}

@@ -33,7 +33,7 @@ type GEMMStat struct {
 // CountGEMM starts counting the context's matmuls into s (of at least s.Tokens tokens); nil
 // stops. Counting allocates (the keys), so it is for benchmarks; uncounted, a matmul pays one
 // nil check.
-func (c *Context) CountGEMM(s *GEMMStats) { c.gemm = s }
+func (c *Runtime) CountGEMM(s *GEMMStats) { c.gemm = s }
 
 // Stats returns the counts so far, by weight type name.
 func (s *GEMMStats) Stats() []GEMMStat {

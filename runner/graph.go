@@ -43,8 +43,8 @@ type Graph interface {
 	// LayerRope is the rotary embedding of layer l's keys, used to shift cached keys.
 	LayerRope(l int) *ops.Rope
 	// Forward computes one micro-batch whose KV cells are scheduled (ub.Slots; see
-	// Context.Decode); it must end with Context.Output.
-	Forward(c *Context, ub *batch.UBatch)
+	// Runtime.Decode); it must end with Runtime.Output.
+	Forward(c *Runtime, ub *batch.UBatch)
 }
 
 // Weight is a 2-D weight matrix of Rows rows, each Cols elements of Type, row-major as in the

@@ -10,12 +10,12 @@ import (
 // Loop is the decode loop of everything that decodes without an engine (the run, batched,
 // bench and logits commands, tests): prompts fed in chunks of n_batch, then steps that decode
 // one token for every live sequence, each token chosen by a callback from the output of the
-// sequence's last decoded token. It decodes through the context's own Session (Context.Decode
+// sequence's last decoded token. It decodes through the context's own Session (Runtime.Decode
 // of a batch without a schedule), so the context must not belong to an engine. Sequence ids
 // are [0, n) of NewLoop; each has its own next position. A Loop reuses its batch: once warm, a
 // step allocates nothing.
 type Loop struct {
-	c    *Context
+	c    *Runtime
 	b    batch.Batch
 	ids  []int32 // 0, 1, ..., n-1: a token's sequence list is a slice of it
 	row  []int   // each sequence's token index in the last batch that has its output, -1: none
@@ -33,7 +33,7 @@ type Next func(seq int, out []float32) (tok int32, ok bool, err error)
 // NewLoop makes a loop of n sequences (at most the context's NSeqMax and its NBatch, since a
 // step decodes one token of each in one batch) over c; each sequence goes on from what the
 // context's Session holds of it (none on a fresh context).
-func NewLoop(c *Context, n int) (*Loop, error) {
+func NewLoop(c *Runtime, n int) (*Loop, error) {
 	if n < 1 || n > c.opts.NSeqMax || n > c.opts.NBatch {
 		return nil, fmt.Errorf("runner: a loop of %d sequences on a context of %d (NSeqMax) with batches of %d (NBatch)", n, c.opts.NSeqMax, c.opts.NBatch)
 	}

@@ -14,7 +14,7 @@ import (
 	"ubatch/runner"
 )
 
-func loopContext(t *testing.T, opts runner.Options) *runner.Context {
+func loopContext(t *testing.T, opts runner.Options) *runner.Runtime {
 	t.Helper()
 	m, err := model.Open(testdata.Model(t, "stories260K.gguf"))
 	if err != nil {
@@ -22,7 +22,7 @@ func loopContext(t *testing.T, opts runner.Options) *runner.Context {
 	}
 	t.Cleanup(func() { m.Close() })
 	opts.KVType, opts.Threads = kvcache.F32, 1
-	c, err := runner.NewContext(m.Graph, opts)
+	c, err := runner.New(m.Graph, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

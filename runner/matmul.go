@@ -6,26 +6,26 @@ import (
 )
 
 // MatMul computes out = x · wᵀ for the micro-batch's rows: x is [n][w.Cols], out [n][w.Rows].
-func (c *Context) MatMul(x []float32, w *Weight, out []float32) {
+func (c *Runtime) MatMul(x []float32, w *Weight, out []float32) {
 	c.mm.jobs[0] = mmJob{w: w, out: out}
 	c.matmul(x, 1, c.n)
 }
 
 // MatMul2 is two MatMuls over the same input as one parallel job (e.g. gate and up).
-func (c *Context) MatMul2(x []float32, w0 *Weight, out0 []float32, w1 *Weight, out1 []float32) {
+func (c *Runtime) MatMul2(x []float32, w0 *Weight, out0 []float32, w1 *Weight, out1 []float32) {
 	c.mm.jobs[0], c.mm.jobs[1] = mmJob{w: w0, out: out0}, mmJob{w: w1, out: out1}
 	c.matmul(x, 2, c.n)
 }
 
 // MatMul3 is three MatMuls over the same input as one parallel job (e.g. Q, K and V).
-func (c *Context) MatMul3(x []float32, w0 *Weight, out0 []float32, w1 *Weight, out1 []float32, w2 *Weight, out2 []float32) {
+func (c *Runtime) MatMul3(x []float32, w0 *Weight, out0 []float32, w1 *Weight, out1 []float32, w2 *Weight, out2 []float32) {
 	c.mm.jobs[0], c.mm.jobs[1], c.mm.jobs[2] = mmJob{w: w0, out: out0}, mmJob{w: w1, out: out1}, mmJob{w: w2, out: out2}
 	c.matmul(x, 3, c.n)
 }
 
 // matmul runs the first nJobs of c.mm.jobs over n rows of x, quantizing x once per activation
 // type.
-func (c *Context) matmul(x []float32, nJobs, n int) {
+func (c *Runtime) matmul(x []float32, nJobs, n int) {
 	t := &c.mm
 	t.n, t.nJobs, t.total = n, nJobs, 0
 	var acts [2]quant.Type
@@ -70,7 +70,7 @@ func (c *Context) matmul(x []float32, nJobs, n int) {
 }
 
 // quantize converts n rows of k activations to the activation type of weight type wt.
-func (c *Context) quantize(x []float32, n int, wt quant.Type, k int, dst []byte) {
+func (c *Runtime) quantize(x []float32, n int, wt quant.Type, k int, dst []byte) {
 	q := &c.qa
 	q.x, q.wt, q.k, q.dst, q.rowBytes = x, wt, k, dst, quant.ActType(wt).RowSize(k)
 	if n < 4 {

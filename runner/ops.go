@@ -8,10 +8,10 @@ import (
 // holds N rows of the stated width, row-major, and is usually a Scratch slice.
 
 // N is the number of tokens in the micro-batch being computed.
-func (c *Context) N() int { return c.n }
+func (c *Runtime) N() int { return c.n }
 
 // Embed writes the embedding rows of the micro-batch's tokens, times scale, into X.
-func (c *Context) Embed(w *Weight, scale float32) {
+func (c *Runtime) Embed(w *Weight, scale float32) {
 	dim := c.h.Dim
 	for i, tok := range c.ub.Tokens {
 		x := c.S.X[i*dim : (i+1)*dim]
@@ -25,7 +25,7 @@ func (c *Context) Embed(w *Weight, scale float32) {
 }
 
 // Norm writes RMSNorm(src row) * w into dst for rows of width len(w). dst may alias src.
-func (c *Context) Norm(dst, src, w []float32) {
+func (c *Runtime) Norm(dst, src, w []float32) {
 	width := len(w)
 	for i := range c.n {
 		ops.RMSNorm(dst[i*width:(i+1)*width], src[i*width:(i+1)*width], w, c.h.Eps)
@@ -34,7 +34,7 @@ func (c *Context) Norm(dst, src, w []float32) {
 
 // NormHeads applies RMSNorm with weights w (len HeadDim) to every head of x, in place: rows of
 // heads*HeadDim (per-head Q/K norms of Qwen 3 and Gemma 3).
-func (c *Context) NormHeads(x []float32, heads int, w []float32) {
+func (c *Runtime) NormHeads(x []float32, heads int, w []float32) {
 	hd := c.h.HeadDim
 	for i := range c.n * heads {
 		ops.RMSNorm(x[i*hd:(i+1)*hd], x[i*hd:(i+1)*hd], w, c.h.Eps)
@@ -42,19 +42,19 @@ func (c *Context) NormHeads(x []float32, heads int, w []float32) {
 }
 
 // AddBias adds b to every row of x (rows of len(b)).
-func (c *Context) AddBias(x, b []float32) {
+func (c *Runtime) AddBias(x, b []float32) {
 	for i := range c.n {
 		ops.Add(x[i*len(b):(i+1)*len(b)], b)
 	}
 }
 
 // Add adds x to dst, rows of width.
-func (c *Context) Add(dst, x []float32, width int) {
+func (c *Runtime) Add(dst, x []float32, width int) {
 	ops.Add(dst[:c.n*width], x[:c.n*width])
 }
 
 // Rope rotates every head of every row of x (rows of heads*HeadDim) by its token's position.
-func (c *Context) Rope(x []float32, heads int, r *ops.Rope) {
+func (c *Runtime) Rope(x []float32, heads int, r *ops.Rope) {
 	tab := c.ropes.get(r, c.ub.Pos)
 	tl, w := r.TableLen(), heads*c.h.HeadDim
 	for i := range c.n {
@@ -64,7 +64,7 @@ func (c *Context) Rope(x []float32, heads int, r *ops.Rope) {
 
 // Unfuse copies columns [off, off+len) of every row of src (rows of srcWidth) into dst (rows of
 // len): splits the output of a fused matrix (Phi-3's attn_qkv and gate+up).
-func (c *Context) Unfuse(src []float32, srcWidth, off int, dst []float32, width int) {
+func (c *Runtime) Unfuse(src []float32, srcWidth, off int, dst []float32, width int) {
 	for i := range c.n {
 		copy(dst[i*width:(i+1)*width], src[i*srcWidth+off:i*srcWidth+off+width])
 	}
@@ -80,7 +80,7 @@ const (
 
 // GLU computes gate = act(gate)·up over rows of width, in parallel: at prompt sizes the
 // exponentials are a noticeable share of a layer.
-func (c *Context) GLU(act Activation, gate, up []float32, width int) {
+func (c *Runtime) GLU(act Activation, gate, up []float32, width int) {
 	t := &c.act
 	n := c.n * width
 	t.act, t.gate, t.up, t.n = act, gate[:n], up[:n], n
@@ -110,7 +110,7 @@ func (t *actTask) Do(i, _ int) {
 // norm, then for logits tokens times w (Vocab rows) and, when softcap > 0,
 // softcap·tanh(logit/softcap) (Gemma 2). A token that asked for its hidden state (an Embeddings
 // context, or batch.Batch.Hidden) keeps the normed row instead.
-func (c *Context) Output(norm []float32, w *Weight, softcap float32) {
+func (c *Runtime) Output(norm []float32, w *Weight, softcap float32) {
 	dim, vocab, ub := c.h.Dim, c.h.Vocab, c.ub
 	// Logits tokens are packed in batch order into XN; hidden rows go straight to their row.
 	nOut, first := 0, -1
@@ -174,7 +174,7 @@ func (t *ropeTables) get(r *ops.Rope, pos []int32) []float32 {
 }
 
 // GatedFFN computes Tmp = down(act(gate(XN)) · up(XN)): the gated feed-forward of most families.
-func (c *Context) GatedFFN(act Activation, gate, up, down *Weight) {
+func (c *Runtime) GatedFFN(act Activation, gate, up, down *Weight) {
 	s := &c.S
 	c.MatMul2(s.XN, gate, s.Gate, up, s.Up)
 	c.GLU(act, s.Gate, s.Up, gate.Rows)

@@ -5,19 +5,19 @@ import (
 	"ubatch/kvcache"
 )
 
-// Session is a Context with a KV manager of its own, for decoding without an engine (the CLI
+// Session is a Runtime with a KV manager of its own, for decoding without an engine (the CLI
 // tools, tests, embeddings): it does per Decode what the engine does per step, so that its
-// callers build plain batches. Make one with NewSession, or use a Context's own (Context.KV,
-// Context.Decode of a batch without a schedule).
+// callers build plain batches. Make one with NewSession, or use a Runtime's own (Runtime.KV,
+// Runtime.Decode of a batch without a schedule).
 type Session struct {
-	c     *Context
+	c     *Runtime
 	kv    *kvcache.Manager
 	sched batch.KV // the schedule of the last batch, reused
 }
 
 // NewSession makes a Session over c with a new KV manager (c.KVConfig()). c must not be
 // decoded otherwise meanwhile (by an engine, or through its own Session).
-func NewSession(c *Context) (*Session, error) {
+func NewSession(c *Runtime) (*Session, error) {
 	m, err := kvcache.NewManager(c.kvCfg)
 	if err != nil {
 		return nil, err
@@ -30,8 +30,8 @@ func NewSession(c *Context) (*Session, error) {
 // and statistics. Changes made through it reach the store with the next Decode.
 func (s *Session) KV() *kvcache.Manager { return s.kv }
 
-// Context returns the context the session decodes with.
-func (s *Session) Context() *Context { return s.c }
+// Runtime returns the context the session decodes with.
+func (s *Session) Runtime() *Runtime { return s.c }
 
 // Decode schedules b on the session's manager and runs it: it checks b and that the cache can
 // hold it (kvcache.ErrKVFull, or the validation error, with nothing changed), gives its tokens
@@ -67,8 +67,8 @@ func (s *Session) Decode(b *batch.Batch) error {
 	return err
 }
 
-// Logits returns the logits of token i of the last decoded batch; see Context.Logits.
+// Logits returns the logits of token i of the last decoded batch; see Runtime.Logits.
 func (s *Session) Logits(i int) []float32 { return s.c.Logits(i) }
 
-// Embedding returns the embedding of token i of the last decoded batch; see Context.Embedding.
+// Embedding returns the embedding of token i of the last decoded batch; see Runtime.Embedding.
 func (s *Session) Embedding(i int) []float32 { return s.c.Embedding(i) }

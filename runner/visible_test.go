@@ -20,7 +20,7 @@ type probe struct {
 func (p *probe) Hparams() *Hparams       { return &p.h }
 func (p *probe) Matrices() []*Weight     { return nil }
 func (p *probe) LayerRope(int) *ops.Rope { return p.rope }
-func (p *probe) Forward(c *Context, ub *batch.UBatch) {
+func (p *probe) Forward(c *Runtime, ub *batch.UBatch) {
 	for _, w := range p.windows {
 		l := c.visible(w, false)
 		for t := range ub.Tokens {
@@ -51,7 +51,7 @@ func TestVisibleCells(t *testing.T) {
 	}
 	g := &probe{h: Hparams{Dim: 2, NLayers: 1, NHeads: 1, NKVHeads: 1, HeadDim: 2, FFN: 2, Vocab: 8, CtxTrain: 64},
 		rope: rope, windows: []int32{0, 4}, seen: map[int32][][]int32{}}
-	c, err := NewContext(g, Options{NCtx: 64, NSeqMax: 2, NUBatch: 8, BlockSize: 4, Threads: 1})
+	c, err := New(g, Options{NCtx: 64, NSeqMax: 2, NUBatch: 8, BlockSize: 4, Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

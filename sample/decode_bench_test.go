@@ -36,7 +36,7 @@ func benchDecode(b *testing.B, src string, temp float32) {
 		b.Fatal(err)
 	}
 	defer m.Close()
-	c, err := runner.NewContext(m.Graph, runner.Options{NCtx: 512, Threads: 1})
+	c, err := runner.New(m.Graph, runner.Options{NCtx: 512, Threads: 1})
 	if err != nil {
 		b.Fatal(err)
 	}

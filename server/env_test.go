@@ -63,7 +63,7 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 	if o.nSeq == 0 {
 		o.nSeq = 8
 	}
-	lctx, err := runner.NewContext(m.Graph, runner.Options{NCtx: o.nCtx, NBatch: 512, NUBatch: 512, NSeqMax: o.nSeq, KVType: kvcache.F32, Threads: 2})
+	lctx, err := runner.New(m.Graph, runner.Options{NCtx: o.nCtx, NBatch: 512, NUBatch: 512, NSeqMax: o.nSeq, KVType: kvcache.F32, Threads: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

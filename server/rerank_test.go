@@ -22,7 +22,7 @@ func directScore(t *testing.T, e *testEnv, query, doc string) float64 {
 	m := e.model
 	text := strings.ReplaceAll(strings.ReplaceAll(synth.RerankTemplate, "{query}", query), "{document}", doc)
 	toks := m.Vocab.Encode(text, false, true)
-	c, err := runner.NewContext(m.Graph, runner.Options{NCtx: 512, NBatch: 512, NUBatch: 512, Threads: 1, Embeddings: true})
+	c, err := runner.New(m.Graph, runner.Options{NCtx: 512, NBatch: 512, NUBatch: 512, Threads: 1, Embeddings: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func slotEnv(t *testing.T, path, slotDir string) *testEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	lctx, err := runner.NewContext(m.Graph, runner.Options{NCtx: 512, NSeqMax: 2, KVType: kvcache.F16, Threads: 2})
+	lctx, err := runner.New(m.Graph, runner.Options{NCtx: 512, NSeqMax: 2, KVType: kvcache.F16, Threads: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func synthEnv(t *testing.T, o synthOptions) *testEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	lctx, err := runner.NewContext(m.Graph, runner.Options{NCtx: synthNCtx, NBatch: synthNBatch, NUBatch: synthNBatch, NSeqMax: 4, KVType: kvcache.F32, Threads: 2})
+	lctx, err := runner.New(m.Graph, runner.Options{NCtx: synthNCtx, NBatch: synthNBatch, NUBatch: synthNBatch, NSeqMax: 4, KVType: kvcache.F32, Threads: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

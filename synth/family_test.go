@@ -104,9 +104,9 @@ func openFixture(t *testing.T, arch, ftype string) *model.Model {
 	return m
 }
 
-func newContext(t *testing.T, m *model.Model, o runner.Options) *runner.Context {
+func newContext(t *testing.T, m *model.Model, o runner.Options) *runner.Runtime {
 	t.Helper()
-	c, err := runner.NewContext(m.Graph, o)
+	c, err := runner.New(m.Graph, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,7 +99,7 @@ type batchedResult struct {
 
 // runBatched decodes toks once for np sequences, then generates up to n tokens for each (p with
 // --ignore-eos bans the end-of-generation tokens).
-func runBatched(ctx context.Context, lctx *runner.Context, vocab *tokenizer.Tokenizer, toks []int32, np, n int, p sample.Params) (*batchedResult, error) {
+func runBatched(ctx context.Context, lctx *runner.Runtime, vocab *tokenizer.Tokenizer, toks []int32, np, n int, p sample.Params) (*batchedResult, error) {
 	all := make([]int32, np)
 	for i := range all {
 		all[i] = int32(i)

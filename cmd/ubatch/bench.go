@@ -346,7 +346,7 @@ func printSingleSummary(stdout io.Writer, m *model.Model, rows []benchRow, gemms
 	printGEMMShares(stdout, gemms, threads)
 }
 
-func newBenchRow(m *model.Model, lctx *runner.Context, np, ng int) benchRow {
+func newBenchRow(m *model.Model, lctx *runner.Runtime, np, ng int) benchRow {
 	var size, params int64
 	for _, t := range m.File.Tensors {
 		size += int64(t.Size)

@@ -112,7 +112,7 @@ func (f *modelFlags) cacheType() (string, error) {
 
 // newContext makes a context for nSeq sequences over m with the flags' options; fit, when not
 // nil, adjusts them first (e.g. sizes the KV cache for the job when -c was not given).
-func (f *modelFlags) newContext(m *model.Model, nSeq int, fit func(*runner.Options)) (*runner.Context, error) {
+func (f *modelFlags) newContext(m *model.Model, nSeq int, fit func(*runner.Options)) (*runner.Runtime, error) {
 	o, err := f.options(nSeq)
 	if err != nil {
 		return nil, err
@@ -120,7 +120,7 @@ func (f *modelFlags) newContext(m *model.Model, nSeq int, fit func(*runner.Optio
 	if fit != nil {
 		fit(&o)
 	}
-	return runner.NewContext(m.Graph, o)
+	return runner.New(m.Graph, o)
 }
 
 // openGGUF resolves a model argument (a file, a hub reference, or "" for the demo model) without

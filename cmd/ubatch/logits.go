@@ -65,7 +65,7 @@ func cmdLogits(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // promptLogits decodes toks as sequence 0 and returns the logits of every position,
 // row-major [len(toks)][n_vocab].
-func promptLogits(lctx *runner.Context, toks []int32) ([]float32, error) {
+func promptLogits(lctx *runner.Runtime, toks []int32) ([]float32, error) {
 	if len(toks) > lctx.Options().NCtx {
 		return nil, fmt.Errorf("the prompt is %d tokens, but the context holds %d: shorten it or raise -c", len(toks), lctx.Options().NCtx)
 	}

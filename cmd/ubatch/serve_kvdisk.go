@@ -42,7 +42,7 @@ func defaultDiskSize(dir string) (int64, error) {
 }
 
 // kvLayout is the kvfile layout of lctx's KV cache for model m.
-func kvLayout(m *model.Model, lctx *runner.Context) (kvfile.Layout, error) {
+func kvLayout(m *model.Model, lctx *runner.Runtime) (kvfile.Layout, error) {
 	id, err := kvfile.ModelIdentity(m.Path, m.File.DataOffset)
 	if err != nil {
 		return kvfile.Layout{}, fmt.Errorf("the model file's identity for --kv-disk: %w", err)
@@ -58,7 +58,7 @@ func kvLayout(m *model.Model, lctx *runner.Context) (kvfile.Layout, error) {
 // start opens the disk tier and gives the engine its tiers: the disk first, then the peer tier
 // that peers makes for the layout (nil: none; see fleetFlags.peerTier); without any it does
 // nothing. It returns the disk tier (nil without --kv-disk), the layout and a close function.
-func (f *kvDiskFlags) start(m *model.Model, lctx *runner.Context, eng *engine.Engine, log *slog.Logger,
+func (f *kvDiskFlags) start(m *model.Model, lctx *runner.Runtime, eng *engine.Engine, log *slog.Logger,
 	peers func(kvfile.Layout) (engine.BlockSource, error)) (*kvdisk.Tier, kvfile.Layout, func(), error) {
 	nop := func() {}
 	if f.dir == "" && f.slotPath == "" && peers == nil {

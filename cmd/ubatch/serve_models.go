@@ -362,12 +362,12 @@ func (ss *serveSetup) routes(spec server.ModelSpec, m *model.Model, eng *engine.
 // moment within -t, so two busy models take turns step by step instead of oversubscribing the
 // cores.
 type exclusiveDecoder struct {
-	*runner.Context
+	*runner.Runtime
 	mu *sync.Mutex
 }
 
 func (d exclusiveDecoder) Decode(b *batch.Batch) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.Context.Decode(b)
+	return d.Runtime.Decode(b)
 }

@@ -67,7 +67,7 @@ func TestKVQ8MatchesF16(t *testing.T) {
 				pos := len(ref.PromptTokens) + i
 				b.Clear()
 				b.Add(argmax(last), int32(pos), []int32{0}, true)
-				for _, c := range []*runner.Context{f16, q8, f32} {
+				for _, c := range []*runner.Runtime{f16, q8, f32} {
 					if err := c.Decode(&b); err != nil {
 						t.Fatal(err)
 					}
@@ -87,7 +87,7 @@ func TestKVQ8MatchesF16(t *testing.T) {
 // context refuses, saying what to use instead.
 func TestKVQ8RefusesSmallHeads(t *testing.T) {
 	m := load(t, "stories260K.gguf", false)
-	_, err := runner.NewContext(m.Graph, runner.Options{NCtx: 64, KVType: kvcache.Q8_0, Threads: 1})
+	_, err := runner.New(m.Graph, runner.Options{NCtx: 64, KVType: kvcache.Q8_0, Threads: 1})
 	if err == nil || !strings.Contains(err.Error(), "multiple of 32") || !strings.Contains(err.Error(), "f16") {
 		t.Fatalf("NewContext with a Q8_0 cache for head dim 8: %v, want an error naming the head dimension and F16", err)
 	}

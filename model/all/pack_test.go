@@ -72,7 +72,7 @@ func TestPackedModel(t *testing.T) {
 
 func logitsOf(t *testing.T, g runner.Graph, toks []int32) [][]float32 {
 	t.Helper()
-	c, err := runner.NewContext(g, runner.Options{NCtx: 64, Threads: 2})
+	c, err := runner.New(g, runner.Options{NCtx: 64, Threads: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

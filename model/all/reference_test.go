@@ -30,14 +30,14 @@ func load(t testing.TB, name string, noPack bool) *model.Model {
 }
 
 // open loads a model and makes a context over it.
-func open(t testing.TB, name string, opts runner.Options) *runner.Context {
+func open(t testing.TB, name string, opts runner.Options) *runner.Runtime {
 	t.Helper()
 	return newContext(t, load(t, name, false), opts)
 }
 
-func newContext(t testing.TB, m *model.Model, opts runner.Options) *runner.Context {
+func newContext(t testing.TB, m *model.Model, opts runner.Options) *runner.Runtime {
 	t.Helper()
-	c, err := runner.NewContext(m.Graph, opts)
+	c, err := runner.New(m.Graph, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func newContext(t testing.TB, m *model.Model, opts runner.Options) *runner.Conte
 
 // promptLogits decodes toks as sequence 0 (in one batch when they fit n_batch) with the
 // tools' decode loop and returns every position's logits.
-func promptLogits(t *testing.T, c *runner.Context, toks []int32) [][]float32 {
+func promptLogits(t *testing.T, c *runner.Runtime, toks []int32) [][]float32 {
 	t.Helper()
 	loop, err := runner.NewLoop(c, 1)
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 // two runs see the same tokens), else the greedy one. onStep gets each decoded step's logits, the
 // history they continue (its last token the one just decoded, at position len(hist)-1) and the
 // shifts so far. It returns the tokens it decoded after the prompt.
-func shiftRun(t *testing.T, c *runner.Context, prompt []int32, limit, keep, shifts, after int, compact bool,
+func shiftRun(t *testing.T, c *runner.Runtime, prompt []int32, limit, keep, shifts, after int, compact bool,
 	force []int32, onStep func(logits []float32, hist []int32, shifts int)) []int32 {
 	t.Helper()
 	var b batch.Batch

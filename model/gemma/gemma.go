@@ -108,7 +108,7 @@ func (m *Model) Matrices() []*runner.Weight {
 	return ws
 }
 
-func (m *Model) Forward(c *runner.Context, _ *batch.UBatch) {
+func (m *Model) Forward(c *runner.Runtime, _ *batch.UBatch) {
 	s, h := &c.S, &m.H
 	c.Embed(&m.Embd, m.embedScale)
 	for li := range m.Layers {

@@ -118,12 +118,12 @@ func (m *Model) Matrices() []*runner.Weight {
 	return ws
 }
 
-func (m *Model) Forward(c *runner.Context, _ *batch.UBatch) { m.ForwardBlocks(c, nil) }
+func (m *Model) Forward(c *runner.Runtime, _ *batch.UBatch) { m.ForwardBlocks(c, nil) }
 
 // ForwardBlocks is Forward with afterQKV, when not nil, run on layer li's Q, K and V (in
 // Scratch) between their projections and the rotation: the hook of the families that extend the
 // llama block (qwen2's biases, qwen3's per-head norms).
-func (m *Model) ForwardBlocks(c *runner.Context, afterQKV func(li int)) {
+func (m *Model) ForwardBlocks(c *runner.Runtime, afterQKV func(li int)) {
 	s, h := &c.S, &m.H
 	c.Embed(&m.Embd, 1)
 	for li := range m.Layers {

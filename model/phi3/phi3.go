@@ -74,7 +74,7 @@ func (m *Model) Matrices() []*runner.Weight {
 	return ws
 }
 
-func (m *Model) Forward(c *runner.Context, _ *batch.UBatch) {
+func (m *Model) Forward(c *runner.Runtime, _ *batch.UBatch) {
 	s, h := &c.S, &m.H
 	qd, kvd := h.QDim(), h.KVDim()
 	c.Embed(&m.Embd, 1)

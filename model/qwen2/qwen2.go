@@ -42,7 +42,7 @@ func Load(b *model.Binder) (runner.Graph, error) {
 	return m, b.Err()
 }
 
-func (m *Model) Forward(c *runner.Context, _ *batch.UBatch) {
+func (m *Model) Forward(c *runner.Runtime, _ *batch.UBatch) {
 	s := &c.S
 	m.ForwardBlocks(c, func(li int) {
 		c.AddBias(s.Q, m.Bias[li].Q)

@@ -36,7 +36,7 @@ func Load(b *model.Binder) (runner.Graph, error) {
 	return m, b.Err()
 }
 
-func (m *Model) Forward(c *runner.Context, _ *batch.UBatch) {
+func (m *Model) Forward(c *runner.Runtime, _ *batch.UBatch) {
 	s, h := &c.S, &m.H
 	m.ForwardBlocks(c, func(li int) {
 		c.NormHeads(s.Q, h.NHeads, m.QNorm[li])
