@@ -10,7 +10,7 @@ import (
 // tokBlock is a run of tokens [t0, t1) of the micro-batch attended together: tiled, one tile of
 // rows (consecutive tokens of one first sequence), or token by token (exact kernels).
 //
-// Every token is tiled where the tiled kernel has assembly (decode steps too, one row of a tile),
+// With Options.TiledAttention, every token is tiled where the tiled kernel has assembly (decode steps too, one row of a tile),
 // and none elsewhere: a token's attention must not depend on the batch it came in (the engine
 // recomputes preempted sequences in other batches, and its tests compare batched runs with
 // runs alone). The tiles do not either: they are cut from the sequence's cells in table order,
@@ -42,9 +42,11 @@ type tileWorker struct {
 	q8  ops.CacheTiles[byte]
 }
 
-// tiledOK reports whether this context's attention can be tiled: assembly on the selected path
-// and a head dimension the kernel takes.
-func (c *Runtime) tiledOK() bool { return ops.AttnTiledFast() && c.h.HeadDim%8 == 0 }
+// tiledOK reports whether this context's attention is tiled: asked for (Options.TiledAttention),
+// assembly on the selected path and a head dimension the kernel takes.
+func (c *Runtime) tiledOK() bool {
+	return c.opts.TiledAttention && ops.AttnTiledFast() && c.h.HeadDim%8 == 0
+}
 
 // planBlocks splits the micro-batch into tokBlocks once (every layer reuses them): when tiledOK,
 // runs of consecutive tokens with the same first sequence cut into tiles of ops.TileLanes

@@ -26,75 +26,83 @@ func TestEngineEqualsAlonePerFamily(t *testing.T) {
 	greedy := sample.DefaultParams()
 	greedy.Temperature = 0
 	for _, tc := range decodeModels {
-		t.Run(tc.name, func(t *testing.T) {
-			m := load(t, tc.file, false)
-			run := func(nCtx, nSeq int, ps [][]int32) ([][]int32, engine.Stats) {
-				c := newContext(t, m, runner.Options{NCtx: nCtx, NSeqMax: nSeq, NBatch: 256, NUBatch: 64, Threads: 2})
-				o := c.Options()
-				eng, err := engine.New(c, engine.Limits{NCtx: o.NCtx, NSeqMax: o.NSeqMax, NBatch: o.NBatch, Vocab: m.Hparams().Vocab},
-					engine.Config{BatchSize: 64, ChunkSize: 16})
-				if err != nil {
-					t.Fatal(err)
-				}
-				submit := func(ps [][]int32, maxTokens int) []*engine.Stream {
-					var streams []*engine.Stream
-					for _, p := range ps {
-						st, err := eng.Submit(context.Background(), engine.Request{Prompt: p, MaxTokens: maxTokens,
-							Sampling: greedy})
-						if err != nil {
-							t.Fatal(err)
-						}
-						streams = append(streams, st)
+		// Both attentions: the tiled one (runner.Options.TiledAttention, where AVX-512 runs it)
+		// must not make a token's result depend on its batch either.
+		for _, tiled := range []bool{false, true} {
+			name := tc.name
+			if tiled {
+				name += "/tiled"
+			}
+			t.Run(name, func(t *testing.T) {
+				m := load(t, tc.file, false)
+				run := func(nCtx, nSeq int, ps [][]int32) ([][]int32, engine.Stats) {
+					c := newContext(t, m, runner.Options{NCtx: nCtx, NSeqMax: nSeq, NBatch: 256, NUBatch: 64, Threads: 2, TiledAttention: tiled})
+					o := c.Options()
+					eng, err := engine.New(c, engine.Limits{NCtx: o.NCtx, NSeqMax: o.NSeqMax, NBatch: o.NBatch, Vocab: m.Hparams().Vocab},
+						engine.Config{BatchSize: 64, ChunkSize: 16})
+					if err != nil {
+						t.Fatal(err)
 					}
-					return streams
-				}
-				// Short requests first teach the admission watermark that completions are short,
-				// so that it admits more growth than the pool holds: preemption then follows.
-				warm := submit([][]int32{{1, 2}, {1, 3}, {1, 4}, {1, 5}}, 1)
-				ctx, cancel := context.WithCancel(context.Background())
-				go eng.Run(ctx)
-				defer func() { cancel(); <-eng.Done() }()
-				for _, st := range warm {
-					for {
-						if _, err := st.Recv(context.Background()); err != nil {
-							break
+					submit := func(ps [][]int32, maxTokens int) []*engine.Stream {
+						var streams []*engine.Stream
+						for _, p := range ps {
+							st, err := eng.Submit(context.Background(), engine.Request{Prompt: p, MaxTokens: maxTokens,
+								Sampling: greedy})
+							if err != nil {
+								t.Fatal(err)
+							}
+							streams = append(streams, st)
 						}
+						return streams
 					}
-				}
-				streams := submit(ps, maxTokens)
-				outs := make([][]int32, len(ps))
-				for i, st := range streams {
-					for {
-						o, err := st.Recv(context.Background())
-						if err == io.EOF {
-							break
-						} else if err != nil {
-							t.Fatal(err)
-						}
-						if o.Done && o.Finish == engine.FinishError {
-							t.Fatalf("request %d: %v", i, o.Err)
-						}
-						if !o.Done {
-							outs[i] = append(outs[i], o.Token)
+					// Short requests first teach the admission watermark that completions are short,
+					// so that it admits more growth than the pool holds: preemption then follows.
+					warm := submit([][]int32{{1, 2}, {1, 3}, {1, 4}, {1, 5}}, 1)
+					ctx, cancel := context.WithCancel(context.Background())
+					go eng.Run(ctx)
+					defer func() { cancel(); <-eng.Done() }()
+					for _, st := range warm {
+						for {
+							if _, err := st.Recv(context.Background()); err != nil {
+								break
+							}
 						}
 					}
+					streams := submit(ps, maxTokens)
+					outs := make([][]int32, len(ps))
+					for i, st := range streams {
+						for {
+							o, err := st.Recv(context.Background())
+							if err == io.EOF {
+								break
+							} else if err != nil {
+								t.Fatal(err)
+							}
+							if o.Done && o.Finish == engine.FinishError {
+								t.Fatalf("request %d: %v", i, o.Err)
+							}
+							if !o.Done {
+								outs[i] = append(outs[i], o.Token)
+							}
+						}
+					}
+					return outs, eng.Stats()
 				}
-				return outs, eng.Stats()
-			}
-			// 8 sequences of up to 43 tokens need 8x3 blocks of 16 cells beyond the shared
-			// prefix; 128 cells (8 blocks) force preemption.
-			got, st := run(128, 8, prompts)
-			for i, p := range prompts {
-				alone, _ := run(256, 1, [][]int32{p})
-				if !slices.Equal(got[i], alone[0]) {
-					t.Errorf("request %d: batched %v, alone %v", i, got[i], alone[0])
+				// 8 sequences of up to 43 tokens need 8x3 blocks of 16 cells beyond the shared
+				// prefix; 128 cells (8 blocks) force preemption.
+				got, st := run(128, 8, prompts)
+				for i, p := range prompts {
+					alone, _ := run(256, 1, [][]int32{p})
+					if !slices.Equal(got[i], alone[0]) {
+						t.Errorf("request %d: batched %v, alone %v", i, got[i], alone[0])
+					}
 				}
-			}
-			if st.PromptCached == 0 || st.Preemptions == 0 {
-				t.Errorf("want both prefix-cache hits and preemptions, got %+v", st)
-			}
-			t.Logf("steps %d, preemptions %d, prompt tokens computed %d, cached %d", st.Steps, st.Preemptions, st.PromptComputed, st.PromptCached)
-		})
+				if st.PromptCached == 0 || st.Preemptions == 0 {
+					t.Errorf("want both prefix-cache hits and preemptions, got %+v", st)
+				}
+				t.Logf("steps %d, preemptions %d, prompt tokens computed %d, cached %d", st.Steps, st.Preemptions, st.PromptComputed, st.PromptCached)
+			})
+		}
 	}
 }
 
