@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -77,6 +78,10 @@ type front struct {
 
 	mu      sync.Mutex
 	entries map[string]ollamaCached // /api/tags' entries by path, read once per file version
+
+	// pulling is set while an /api/pull downloads: a client asks for the download, so one at a
+	// time, and the next is a 429 until it ends (disk and bandwidth are the node's).
+	pulling atomic.Bool
 }
 
 type ollamaCached struct {
@@ -411,6 +416,12 @@ func (f *front) handlePull(w http.ResponseWriter, r *http.Request) {
 		writeOllamaError(w, badRequest("model", "model: a name of at most 512 bytes"))
 		return
 	}
+	if !f.pulling.CompareAndSwap(false, true) {
+		writeOllamaError(w, &apiError{status: http.StatusTooManyRequests, typ: "rate_limit_error", param: "model", code: "pull_in_progress",
+			message: "another model is being pulled: one pull at a time; retry when it is done"})
+		return
+	}
+	defer f.pulling.Store(false)
 	var sse *sseWriter
 	progress := func(done, total int64) {}
 	if stream {

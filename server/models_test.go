@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -387,5 +388,39 @@ func TestMultiMemBudget(t *testing.T) {
 		if got := fmt.Sprint(e.psNames(t)); got != tc.want {
 			t.Errorf("after a request for %s: /api/ps lists %s, want %s", tc.model, got, tc.want)
 		}
+	}
+}
+
+// TestMultiPullOneAtATime: a client asks for the download, so a second /api/pull while one runs
+// is a 429 with Retry-After, and the next after it ends is taken again.
+func TestMultiPullOneAtATime(t *testing.T) {
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	pull := func(ctx context.Context, name string, progress func(done, total int64)) error {
+		started <- struct{}{}
+		<-release
+		return errors.New("no such repository on the hub")
+	}
+	e := newMultiEnv(t, multiOptions{cfg: RegistryConfig{KeepAlive: -1, Pull: pull}})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // a failure below must not leave the first pull holding the server
+	body := `{"model":"Org/Huge-GGUF:Q8_0","stream":false}`
+	first := make(chan int, 1)
+	go func() {
+		code, _, _ := e.do(t, "POST", "/api/pull", body)
+		first <- code
+	}()
+	<-started
+	code, retry, out := e.do(t, "POST", "/api/pull", `{"model":"Org/Other-GGUF:Q4_0","stream":false}`)
+	if code != http.StatusTooManyRequests || retry == "" || !strings.Contains(out, "one pull at a time") {
+		t.Fatalf("a pull while another runs: %d (Retry-After %q) %s, want 429 with Retry-After naming the limit", code, retry, out)
+	}
+	unblock()
+	if code := <-first; code != http.StatusNotFound {
+		t.Fatalf("the first pull: %d, want 404 (the hub has no such repository)", code)
+	}
+	go func() { <-started }()
+	if code, _, out := e.do(t, "POST", "/api/pull", body); code != http.StatusNotFound {
+		t.Fatalf("a pull after the first ended: %d %s, want it taken (404 from the hub)", code, out)
 	}
 }
