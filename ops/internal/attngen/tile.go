@@ -55,9 +55,9 @@ func tc(name string) string {
 func tileConsts() {
 	b.WriteString("\n")
 	for i, c := range tileConstList {
-		fmt.Fprintf(&b, "DATA tilec<>+%d(SB)/4, $0x%08x // %s: %s\n", 4*i, c.bits, c.name, c.note)
+		fmt.Fprintf(b, "DATA tilec<>+%d(SB)/4, $0x%08x // %s: %s\n", 4*i, c.bits, c.name, c.note)
 	}
-	fmt.Fprintf(&b, "GLOBL tilec<>(SB), RODATA|NOPTR, $%d\n", 4*len(tileConstList))
+	fmt.Fprintf(b, "GLOBL tilec<>(SB), RODATA|NOPTR, $%d\n", 4*len(tileConstList))
 }
 
 // expz sets Zx = e^Zx lane-wise (0 where Zx < -60 or is NaN), overwriting Zt, Zr and K3: the
