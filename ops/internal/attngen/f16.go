@@ -357,51 +357,34 @@ func valuesMacros() {
 			emit("MOVQ    hd+64(FP), R10")
 			emit("SHLQ    $2, R10")
 		})
-	args := func(p string, n int) string {
-		var s []string
-		for i := 0; i < n; i++ {
-			s = append(s, fmt.Sprintf("%s%d", p, i))
-		}
-		return strings.Join(s, ", ")
-	}
 	docComment("VCHUNK<n>(off, w0.., a0..): the chunk at off converted into Y15, a<h> += it · w<h> for n heads.")
-	for n := 1; n <= 3; n++ {
-		define("", fmt.Sprintf("VCHUNK%d(off, %s, %s)", n, args("w", n), args("a", n)), func() {
-			emit("VCVTPH2PS    off(SI)(R8*1), Y15")
-			for h := 0; h < n; h++ {
-				emit("VFMADD231PS  Y15, w%d, a%d", h, h)
-			}
-		})
-	}
+	fmaMacros("VCHUNK", 3, func() { emit("VCVTPH2PS    off(SI)(R8*1), Y15") })
 	docComment("V<hb>C<n>(w0.., a0.., b0.., ..): VCHUNK<hb> for the first n chunks, head 0's " +
 		"accumulators a0 .., head 1's b0 .. and so on (the cells of the tiles with hb <= cb).")
 	for hb := 1; hb <= 3; hb++ {
+		// heads lists the weights, then n accumulators a head, or (one) the nth of each head.
+		heads := func(n int, one bool) string {
+			s := []string{params("w", hb)}
+			for h := 'a'; h < 'a'+rune(hb); h++ {
+				if one {
+					s = append(s, fmt.Sprintf("%c%d", h, n-1))
+				} else {
+					s = append(s, params(string(h), n))
+				}
+			}
+			return strings.Join(s, ", ")
+		}
 		for n := 1; n <= valsMaxCB[hb]; n++ {
-			params := func(n int) string {
-				s := []string{args("w", hb)}
-				for h := 0; h < hb; h++ {
-					s = append(s, args(string(rune('a'+h)), n))
-				}
-				return strings.Join(s, ", ")
-			}
-			chunk := []string{args("w", hb)}
-			for h := 0; h < hb; h++ {
-				chunk = append(chunk, fmt.Sprintf("%c%d", 'a'+h, n-1))
-			}
-			body := fmt.Sprintf("VCHUNK%d(%d, %s)", hb, 16*(n-1), strings.Join(chunk, ", "))
+			body := fmt.Sprintf("VCHUNK%d(%d, %s)", hb, 16*(n-1), heads(n, true))
 			if n > 1 {
-				prev := []string{args("w", hb)}
-				for h := 0; h < hb; h++ {
-					prev = append(prev, args(string(rune('a'+h)), n-1))
-				}
-				body = fmt.Sprintf("V%dC%d(%s); %s", hb, n-1, strings.Join(prev, ", "), body)
+				body = fmt.Sprintf("V%dC%d(%s); %s", hb, n-1, heads(n-1, false), body)
 			}
-			fmt.Fprintf(b, "#define V%dC%d(%s) %s\n", hb, n, params(n), body)
+			fmt.Fprintf(b, "#define V%dC%d(%s) %s\n", hb, n, heads(n, false), body)
 		}
 	}
 	docComment("VHEAD<n>(p, c0.., a0..): the weight at p broadcast into Y15, a<c> += c<c> · it for n chunks.")
 	for n := 1; n <= 3; n++ {
-		define("", fmt.Sprintf("VHEAD%d(p, %s, %s)", n, args("c", n), args("a", n)), func() {
+		define("", fmt.Sprintf("VHEAD%d(p, %s, %s)", n, params("c", n), params("a", n)), func() {
 			emit("VBROADCASTSS p, Y15")
 			for c := 0; c < n; c++ {
 				emit("VFMADD231PS  c%d, Y15, a%d", c, c)
@@ -412,9 +395,9 @@ func valuesMacros() {
 	for n := 1; n <= valsMaxCB[1]; n++ {
 		parts := []string{fmt.Sprintf("VMOVUPS a%d, %d(R13)", n-1, 32*(n-1))}
 		if n > 1 {
-			parts = append([]string{fmt.Sprintf("VSTORE%d(%s)", n-1, args("a", n-1))}, parts...)
+			parts = append([]string{fmt.Sprintf("VSTORE%d(%s)", n-1, params("a", n-1))}, parts...)
 		}
-		fmt.Fprintf(b, "#define VSTORE%d(%s) %s\n", n, args("a", n), strings.Join(parts, "; "))
+		fmt.Fprintf(b, "#define VSTORE%d(%s) %s\n", n, params("a", n), strings.Join(parts, "; "))
 	}
 	for hb := 1; hb < len(valsMaxCB); hb++ {
 		for cb := 1; cb <= valsMaxCB[hb]; cb++ {

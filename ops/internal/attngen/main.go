@@ -82,6 +82,28 @@ func chain(doc, name string, n int, step func(i int)) {
 	}
 }
 
+// fmaMacros defines name1 .. name<n>(off, w0.., a0..): load(off) leaves a chunk of 8 floats in
+// Y15, then a<h> += it · w<h> for h < n.
+func fmaMacros(name string, n int, load func()) {
+	for k := 1; k <= n; k++ {
+		define("", fmt.Sprintf("%s%d(off, %s, %s)", name, k, params("w", k), params("a", k)), func() {
+			load()
+			for h := 0; h < k; h++ {
+				emit("VFMADD231PS  Y15, w%d, a%d", h, h)
+			}
+		})
+	}
+}
+
+// params is "p0, p1, .., p<n-1>": a macro's parameters, or the arguments that name them.
+func params(p string, n int) string {
+	s := make([]string, n)
+	for i := range s {
+		s[i] = fmt.Sprintf("%s%d", p, i)
+	}
+	return strings.Join(s, ", ")
+}
+
 // docComment writes doc, if any, as a comment of lines up to 100 columns after a blank line.
 func docComment(doc string) {
 	if doc == "" {
