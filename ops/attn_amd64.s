@@ -95,159 +95,6 @@ loop: \
 	CMPQ         CX, $7; \
 	JEQ          l7
 
-// func attnScoresF16AVX2(q *float32, heads, hd int, k *uint16, cells *int32, n, strideB, outStride int, scale float32, out *float32)
-//
-// 1 <= heads <= 8, hd > 0 a multiple of 8, n > 0 a multiple of 8; strideB is the row stride of k in
-// bytes, outStride that of out in floats.
-TEXT ·attnScoresF16AVX2(SB), 0, $2080-80
-	MOVQ         q+0(FP), DI
-	MOVQ         hd+16(FP), R13
-	SHLQ         $2, R13
-	MOVQ         k+24(FP), SI
-	MOVQ         cells+32(FP), R10
-	MOVQ         strideB+48(FP), R12
-	VBROADCASTSS scale+64(FP), Y15
-	MOVQ         out+72(FP), AX
-	MOVQ         AX, 2048(SP)
-	MOVQ         n+40(FP), AX
-	SHRQ         $3, AX
-	MOVQ         AX, 2056(SP)
-	MOVQ         n+40(FP), AX
-	SUBQ         $16, AX
-	MOVQ         AX, 2064(SP)
-
-sblock:
-	XORQ         BX, BX
-
-scell:
-	MOVLQSX      (R10), AX
-	IMULQ        R12, AX
-	ADDQ         SI, AX
-	ADDQ         $4, R10
-	XORQ         CX, CX
-	DECQ         2064(SP)
-	JS           snopf
-	MOVLQSX      60(R10), CX
-	IMULQ        R12, CX
-	ADDQ         SI, CX
-	SUBQ         AX, CX
-
-snopf:
-	MOVQ         CX, 2072(SP)
-	MOVQ         R13, CX
-	SHRQ         $5, CX
-	MOVQ         DI, DX
-	CMPQ         CX, $8
-	JLT          sfirstpart
-	SFIRST(SPF3(126), SCONV8, SSUM8, sfull0)
-	ADDQ         $128, AX
-	ADDQ         $256, DX
-	SUBQ         $8, CX
-
-snext:
-	CMPQ         CX, $8
-	JLT          snextpart
-	SADD(SPF3(126), SCONV8, SSUM8, sfull1)
-	ADDQ         $128, AX
-	ADDQ         $256, DX
-	SUBQ         $8, CX
-	JMP          snext
-
-snextpart:
-	TESTQ        CX, CX
-	JZ           scelldone
-	SJUMP(snext1, snext2, snext3, snext4, snext5, snext6, snext7)
-
-snext1:
-	SADD(SPF(14), SCONV1, SSUM1, snext1h)
-	JMP          scelldone
-
-snext2:
-	SADD(SPF(30), SCONV2, SSUM2, snext2h)
-	JMP          scelldone
-
-snext3:
-	SADD(SPF(46), SCONV3, SSUM3, snext3h)
-	JMP          scelldone
-
-snext4:
-	SADD(SPF(62), SCONV4, SSUM4, snext4h)
-	JMP          scelldone
-
-snext5:
-	SADD(SPF3(78), SCONV5, SSUM5, snext5h)
-	JMP          scelldone
-
-snext6:
-	SADD(SPF3(94), SCONV6, SSUM6, snext6h)
-	JMP          scelldone
-
-snext7:
-	SADD(SPF3(110), SCONV7, SSUM7, snext7h)
-	JMP          scelldone
-
-sfirstpart:
-	SJUMP(sfirst1, sfirst2, sfirst3, sfirst4, sfirst5, sfirst6, sfirst7)
-
-sfirst1:
-	SFIRST(SPF(14), SCONV1, SSUM1, sfirst1h)
-	JMP          scelldone
-
-sfirst2:
-	SFIRST(SPF(30), SCONV2, SSUM2, sfirst2h)
-	JMP          scelldone
-
-sfirst3:
-	SFIRST(SPF(46), SCONV3, SSUM3, sfirst3h)
-	JMP          scelldone
-
-sfirst4:
-	SFIRST(SPF(62), SCONV4, SSUM4, sfirst4h)
-	JMP          scelldone
-
-sfirst5:
-	SFIRST(SPF3(78), SCONV5, SSUM5, sfirst5h)
-	JMP          scelldone
-
-sfirst6:
-	SFIRST(SPF3(94), SCONV6, SSUM6, sfirst6h)
-	JMP          scelldone
-
-sfirst7:
-	SFIRST(SPF3(110), SCONV7, SSUM7, sfirst7h)
-
-scelldone:
-	ADDQ         $32, BX
-	CMPQ         BX, $256
-	JLT          scell
-	// Reduce: each head's 8 cell vectors become the 8 scores of the block.
-	MOVQ         2048(SP), R8
-	LEAQ         (SP), R9
-	MOVQ         heads+8(FP), R11
-	MOVQ         outStride+56(FP), CX
-	SHLQ         $2, CX
-
-sreduce:
-	VMOVUPS      0(R9), Y0
-	VMOVUPS      32(R9), Y1
-	VMOVUPS      64(R9), Y2
-	VMOVUPS      96(R9), Y3
-	VMOVUPS      128(R9), Y4
-	VMOVUPS      160(R9), Y5
-	VMOVUPS      192(R9), Y6
-	VMOVUPS      224(R9), Y7
-	HSUM8(Y1, Y2, Y15)
-	VMOVUPS      Y1, (R8)
-	ADDQ         CX, R8
-	ADDQ         $256, R9
-	DECQ         R11
-	JNZ          sreduce
-	ADDQ         $32, 2048(SP)
-	DECQ         2056(SP)
-	JNZ          sblock
-	VZEROUPPER
-	RET
-
 // VROW: R8 the offset of the row of the cell at DX.
 #define VROW \
 	MOVLQSX      (DX), R8; \
@@ -442,6 +289,159 @@ tail: \
 	VHEAD3((AX)(BX*1), Y12, Y13, Y14, Y3, Y4, Y5); \
 	VHEAD3((AX)(BX*2), Y12, Y13, Y14, Y6, Y7, Y8); \
 	VHEAD3((AX)(R9*1), Y12, Y13, Y14, Y9, Y10, Y11)
+
+// func attnScoresF16AVX2(q *float32, heads, hd int, k *uint16, cells *int32, n, strideB, outStride int, scale float32, out *float32)
+//
+// 1 <= heads <= 8, hd > 0 a multiple of 8, n > 0 a multiple of 8; strideB is the row stride of k in
+// bytes, outStride that of out in floats.
+TEXT ·attnScoresF16AVX2(SB), 0, $2080-80
+	MOVQ         q+0(FP), DI
+	MOVQ         hd+16(FP), R13
+	SHLQ         $2, R13
+	MOVQ         k+24(FP), SI
+	MOVQ         cells+32(FP), R10
+	MOVQ         strideB+48(FP), R12
+	VBROADCASTSS scale+64(FP), Y15
+	MOVQ         out+72(FP), AX
+	MOVQ         AX, 2048(SP)
+	MOVQ         n+40(FP), AX
+	SHRQ         $3, AX
+	MOVQ         AX, 2056(SP)
+	MOVQ         n+40(FP), AX
+	SUBQ         $16, AX
+	MOVQ         AX, 2064(SP)
+
+sblock:
+	XORQ         BX, BX
+
+scell:
+	MOVLQSX      (R10), AX
+	IMULQ        R12, AX
+	ADDQ         SI, AX
+	ADDQ         $4, R10
+	XORQ         CX, CX
+	DECQ         2064(SP)
+	JS           snopf
+	MOVLQSX      60(R10), CX
+	IMULQ        R12, CX
+	ADDQ         SI, CX
+	SUBQ         AX, CX
+
+snopf:
+	MOVQ         CX, 2072(SP)
+	MOVQ         R13, CX
+	SHRQ         $5, CX
+	MOVQ         DI, DX
+	CMPQ         CX, $8
+	JLT          sfirstpart
+	SFIRST(SPF3(126), SCONV8, SSUM8, sfull0)
+	ADDQ         $128, AX
+	ADDQ         $256, DX
+	SUBQ         $8, CX
+
+snext:
+	CMPQ         CX, $8
+	JLT          snextpart
+	SADD(SPF3(126), SCONV8, SSUM8, sfull1)
+	ADDQ         $128, AX
+	ADDQ         $256, DX
+	SUBQ         $8, CX
+	JMP          snext
+
+snextpart:
+	TESTQ        CX, CX
+	JZ           scelldone
+	SJUMP(snext1, snext2, snext3, snext4, snext5, snext6, snext7)
+
+snext1:
+	SADD(SPF(14), SCONV1, SSUM1, snext1h)
+	JMP          scelldone
+
+snext2:
+	SADD(SPF(30), SCONV2, SSUM2, snext2h)
+	JMP          scelldone
+
+snext3:
+	SADD(SPF(46), SCONV3, SSUM3, snext3h)
+	JMP          scelldone
+
+snext4:
+	SADD(SPF(62), SCONV4, SSUM4, snext4h)
+	JMP          scelldone
+
+snext5:
+	SADD(SPF3(78), SCONV5, SSUM5, snext5h)
+	JMP          scelldone
+
+snext6:
+	SADD(SPF3(94), SCONV6, SSUM6, snext6h)
+	JMP          scelldone
+
+snext7:
+	SADD(SPF3(110), SCONV7, SSUM7, snext7h)
+	JMP          scelldone
+
+sfirstpart:
+	SJUMP(sfirst1, sfirst2, sfirst3, sfirst4, sfirst5, sfirst6, sfirst7)
+
+sfirst1:
+	SFIRST(SPF(14), SCONV1, SSUM1, sfirst1h)
+	JMP          scelldone
+
+sfirst2:
+	SFIRST(SPF(30), SCONV2, SSUM2, sfirst2h)
+	JMP          scelldone
+
+sfirst3:
+	SFIRST(SPF(46), SCONV3, SSUM3, sfirst3h)
+	JMP          scelldone
+
+sfirst4:
+	SFIRST(SPF(62), SCONV4, SSUM4, sfirst4h)
+	JMP          scelldone
+
+sfirst5:
+	SFIRST(SPF3(78), SCONV5, SSUM5, sfirst5h)
+	JMP          scelldone
+
+sfirst6:
+	SFIRST(SPF3(94), SCONV6, SSUM6, sfirst6h)
+	JMP          scelldone
+
+sfirst7:
+	SFIRST(SPF3(110), SCONV7, SSUM7, sfirst7h)
+
+scelldone:
+	ADDQ         $32, BX
+	CMPQ         BX, $256
+	JLT          scell
+	// Reduce: each head's 8 cell vectors become the 8 scores of the block.
+	MOVQ         2048(SP), R8
+	LEAQ         (SP), R9
+	MOVQ         heads+8(FP), R11
+	MOVQ         outStride+56(FP), CX
+	SHLQ         $2, CX
+
+sreduce:
+	VMOVUPS      0(R9), Y0
+	VMOVUPS      32(R9), Y1
+	VMOVUPS      64(R9), Y2
+	VMOVUPS      96(R9), Y3
+	VMOVUPS      128(R9), Y4
+	VMOVUPS      160(R9), Y5
+	VMOVUPS      192(R9), Y6
+	VMOVUPS      224(R9), Y7
+	HSUM8(Y1, Y2, Y15)
+	VMOVUPS      Y1, (R8)
+	ADDQ         CX, R8
+	ADDQ         $256, R9
+	DECQ         R11
+	JNZ          sreduce
+	ADDQ         $32, 2048(SP)
+	DECQ         2056(SP)
+	JNZ          sblock
+	VZEROUPPER
+	RET
 
 // func attnValuesF16AVX2(hb, cb int, p *float32, n int, v *uint16, cells *int32, strideB int, out *float32, hd int)
 //

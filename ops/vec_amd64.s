@@ -1,16 +1,8 @@
 #include "textflag.h"
+#include "fold_amd64.h"
 
 // AVX2/FMA/F16C vector kernels for attention (declared in vec_asm.go). n > 0 is a multiple of 8. The
 // dots keep four accumulators over 32 elements per iteration, then take 8 at a time.
-
-// HSUM0 leaves the sum of the 8 floats of Y0 in X0.
-#define HSUM0 \
-	VEXTRACTF128 $1, Y0, X1; \
-	VADDPS       X1, X0, X0; \
-	VMOVHLPS     X0, X0, X1; \
-	VADDPS       X1, X0, X0; \
-	VMOVSHDUP    X0, X1;     \
-	VADDSS       X1, X0, X0
 
 // DOTARGS(tail): n in CX, x in SI, y in DI, the accumulators Y0-Y3 zeroed; to tail with fewer
 // than 32 elements.
@@ -77,20 +69,10 @@
 	SUBQ $8, CX;  \
 	JNZ  loop
 
-// TAIL(done): to done when no elements are left.
-#define TAIL(done) \
-	TESTQ CX, CX; \
-	JZ    done
-
-// DOTRET: the sum of Y0-Y3 returned.
-#define DOTRET \
-	VADDPS Y1, Y0, Y0;      \
-	VADDPS Y3, Y2, Y2;      \
-	VADDPS Y2, Y0, Y0;      \
-	HSUM0;                  \
-	VMOVSS X0, ret+24(FP);  \
-	VZEROUPPER;             \
-	RET
+// DOTSUM: the sum of Y0-Y3 in X0.
+#define DOTSUM \
+	FOLD4(VADDPS); \
+	HFOLD(VADDPS, VADDSS)
 
 // func dotF32Asm(n int, x, y *float32) float32
 TEXT ·dotF32Asm(SB), NOSPLIT, $0-28
@@ -110,7 +92,10 @@ d32loop8:
 	NEXT8(32, 32, d32loop8)
 
 d32done:
-	DOTRET
+	DOTSUM
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
 
 // func dotF16Asm(n int, x *float32, y *uint16) float32
 TEXT ·dotF16Asm(SB), NOSPLIT, $0-28
@@ -130,7 +115,10 @@ d16loop8:
 	NEXT8(32, 16, d16loop8)
 
 d16done:
-	DOTRET
+	DOTSUM
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
 
 // func axpyF32Asm(n int, a float32, x, y *float32)
 TEXT ·axpyF32Asm(SB), NOSPLIT, $0-32

@@ -26,9 +26,10 @@ func f16() {
 
 // AVX2/FMA/F16C attention kernels over a list of KV cells (see attn_amd64.go and attn.go).
 `)
+	// The macros first: go vet reads a macro's body as part of the function it stands in.
 	scoresMacros()
-	scores()
 	valuesMacros()
+	scores()
 	values()
 }
 
