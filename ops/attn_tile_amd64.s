@@ -121,21 +121,33 @@ GLOBL tilec<>(SB), RODATA|NOPTR, $60
 	TV8((base)(R8*2), p2); \
 	TV8((base)(R9*1), p3)
 
+// TLOADROW(row): the loader's arguments, then at row the next row (AX) and hd (CX).
+#define TLOADROW(row) \
+	MOVQ         dst+0(FP), DI; \
+	MOVQ         k+8(FP), SI; \
+	MOVQ         cells+16(FP), DX; \
+	MOVQ         strideB+24(FP), R8; \
+	MOVQ         $16, BX; \
+row: \
+	MOVLQSX      (DX), AX; \
+	IMULQ        R8, AX; \
+	ADDQ         SI, AX; \
+	MOVQ         hd+32(FP), CX
+
+// TLOADNEXT(next, row): at next, on to the next of the 16 rows (back to row) or the return.
+#define TLOADNEXT(next, row) \
+next: \
+	ADDQ         $4, DX; \
+	DECQ         BX; \
+	JNZ          row; \
+	VZEROUPPER; \
+	RET
+
 // func attnTileLoadF16AVX512(dst *float32, k *uint16, cells *int32, strideB, hd int)
 //
 // 16 rows of hd halves (hd > 0 a multiple of 8), row j from byte cells[j]·strideB of k, to dst[j·hd:].
 TEXT ·attnTileLoadF16AVX512(SB), NOSPLIT, $0-40
-	MOVQ         dst+0(FP), DI
-	MOVQ         k+8(FP), SI
-	MOVQ         cells+16(FP), DX
-	MOVQ         strideB+24(FP), R8
-	MOVQ         $16, BX
-
-lfrow:
-	MOVLQSX      (DX), AX
-	IMULQ        R8, AX
-	ADDQ         SI, AX
-	MOVQ         hd+32(FP), CX
+	TLOADROW(lfrow)
 
 lf16:
 	CMPQ         CX, $16
@@ -153,30 +165,14 @@ lf8:
 	VCVTPH2PS    (AX), Y0
 	VMOVUPS      Y0, (DI)
 	ADDQ         $32, DI
-
-lfnext:
-	ADDQ         $4, DX
-	DECQ         BX
-	JNZ          lfrow
-	VZEROUPPER
-	RET
+	TLOADNEXT(lfnext, lfrow)
 
 // func attnTileLoadQ8AVX512(dst *float32, k *byte, cells *int32, strideB, hd int)
 //
 // 16 rows of hd/32 Q8_0 blocks (hd > 0 a multiple of 32), row j from byte cells[j]·strideB of k,
 // to dst[j·hd:].
 TEXT ·attnTileLoadQ8AVX512(SB), NOSPLIT, $0-40
-	MOVQ         dst+0(FP), DI
-	MOVQ         k+8(FP), SI
-	MOVQ         cells+16(FP), DX
-	MOVQ         strideB+24(FP), R8
-	MOVQ         $16, BX
-
-lqrow:
-	MOVLQSX      (DX), AX
-	IMULQ        R8, AX
-	ADDQ         SI, AX
-	MOVQ         hd+32(FP), CX
+	TLOADROW(lqrow)
 	SHRQ         $5, CX
 
 lqblock:
@@ -194,13 +190,7 @@ lqblock:
 	ADDQ         $128, DI
 	DECQ         CX
 	JNZ          lqblock
-
-lqnext:
-	ADDQ         $4, DX
-	DECQ         BX
-	JNZ          lqrow
-	VZEROUPPER
-	RET
+	TLOADNEXT(lqnext, lqrow)
 
 // func attnTileStepAVX512(qt *float32, hd int, kt, vt *float32, cpos, pos, lo *int32, softcap, inv float32, m, l, ot *float32)
 //

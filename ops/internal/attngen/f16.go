@@ -200,22 +200,10 @@ TEXT ·attnScoresF16AVX2(SB), 0, $2080-80
 	label("snextpart")
 	emit("TESTQ CX, CX")
 	emit("JZ    scelldone")
-	emit("SJUMP(snext1, snext2, snext3, snext4, snext5, snext6, snext7)")
-	for nc := 1; nc < 8; nc++ {
-		label(fmt.Sprintf("snext%d", nc))
-		scoresSlab(fmt.Sprintf("snext%dh", nc), nc, false)
-		emit("JMP scelldone")
-	}
+	scoresParts("snext", false)
 
 	label("sfirstpart")
-	emit("SJUMP(sfirst1, sfirst2, sfirst3, sfirst4, sfirst5, sfirst6, sfirst7)")
-	for nc := 1; nc < 8; nc++ {
-		label(fmt.Sprintf("sfirst%d", nc))
-		scoresSlab(fmt.Sprintf("sfirst%dh", nc), nc, true)
-		if nc < 7 {
-			emit("JMP scelldone")
-		}
-	}
+	scoresParts("sfirst", true)
 
 	label("scelldone")
 	emit("ADDQ $32, BX")
@@ -245,6 +233,23 @@ TEXT ·attnScoresF16AVX2(SB), 0, $2080-80
 	emit("JNZ  sblock")
 	emit("VZEROUPPER")
 	emit("RET")
+}
+
+// scoresParts writes the jump on the chunks left, 1 to 7 (CX), and the slabs of each, labelled
+// prefix<nc>, then to scelldone (the first slab of the row falls through to it from the last).
+func scoresParts(prefix string, first bool) {
+	var labels []string
+	for nc := 1; nc < 8; nc++ {
+		labels = append(labels, fmt.Sprintf("%s%d", prefix, nc))
+	}
+	emit("SJUMP(%s)", strings.Join(labels, ", "))
+	for nc := 1; nc < 8; nc++ {
+		label(labels[nc-1])
+		scoresSlab(labels[nc-1]+"h", nc, first)
+		if nc < 7 || !first {
+			emit("JMP scelldone")
+		}
+	}
 }
 
 // scoresSlab prefetches the same slab of the row ahead, converts nc chunks of the K row at AX into

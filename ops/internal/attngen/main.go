@@ -95,6 +95,13 @@ func fmaMacros(name string, n int, load func()) {
 	}
 }
 
+// loads writes a MOVQ for each of moves ("arg+off(FP), reg"): a kernel loading its arguments.
+func loads(moves ...string) {
+	for _, m := range moves {
+		emit("MOVQ %s", m)
+	}
+}
+
 // params is "p0, p1, .., p<n-1>": a macro's parameters, or the arguments that name them.
 func params(p string, n int) string {
 	s := make([]string, n)

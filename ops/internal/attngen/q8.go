@@ -113,10 +113,8 @@ func q8Scores() {
 // 1 <= heads <= 8, hd > 0 a multiple of 32, n > 0.
 TEXT ·attnScoresQ8AVX2(SB), NOSPLIT, $0-80
 `)
-	for _, s := range []string{"q+0(FP), SI", "heads+8(FP), R11", "hd+16(FP), DX", "k+24(FP), DI", "cells+32(FP), BX",
-		"n+40(FP), CX", "strideB+48(FP), R8", "outStride+56(FP), R10"} {
-		emit("MOVQ         %s", s)
-	}
+	loads("q+0(FP), SI", "heads+8(FP), R11", "hd+16(FP), DX", "k+24(FP), DI", "cells+32(FP), BX",
+		"n+40(FP), CX", "strideB+48(FP), R8", "outStride+56(FP), R10")
 	emit("VBROADCASTSS scale+64(FP), Y14")
 	emit("MOVQ         out+72(FP), R9")
 	emit("MOVQ         DX, R12")
@@ -224,10 +222,8 @@ func q8Values() {
 // (head stride n); hd is out's head stride. Other hb do nothing.
 TEXT ·attnValuesQ8AVX2(SB), NOSPLIT, $0-64
 `)
-	for _, s := range []string{"hb+0(FP), R11", "p+8(FP), R14", "n+16(FP), CX", "v+24(FP), DI", "cells+32(FP), BX",
-		"strideB+40(FP), R8", "out+48(FP), R9", "hd+56(FP), R10"} {
-		emit("MOVQ   %s", s)
-	}
+	loads("hb+0(FP), R11", "p+8(FP), R14", "n+16(FP), CX", "v+24(FP), DI", "cells+32(FP), BX",
+		"strideB+40(FP), R8", "out+48(FP), R9", "hd+56(FP), R10")
 	emit("SHLQ   $2, R10")
 	emit("MOVQ   CX, DX")
 	emit("SHLQ   $2, DX")
@@ -280,9 +276,7 @@ func q8Pair() {
 // func attnValuesQ8PairAVX2(p *float32, n int, v *byte, cells *int32, strideB int, out *float32)
 TEXT ·attnValuesQ8PairAVX2(SB), NOSPLIT, $0-48
 `)
-	for _, s := range []string{"p+0(FP), R14", "n+8(FP), CX", "v+16(FP), DI", "cells+24(FP), BX", "strideB+32(FP), R8", "out+40(FP), R9"} {
-		emit("MOVQ   %s", s)
-	}
+	loads("p+0(FP), R14", "n+8(FP), CX", "v+16(FP), DI", "cells+24(FP), BX", "strideB+32(FP), R8", "out+40(FP), R9")
 	emit("VZERO8")
 	label("pair")
 	emit("QROW")

@@ -15,6 +15,7 @@ func tile() {
 `)
 	tileConsts()
 	tileMacros()
+	tileLoadMacros()
 	tileLoadF16()
 	tileLoadQ8()
 	tileStep()
@@ -258,28 +259,29 @@ TEXT ·attnTileStepAVX512(SB), NOSPLIT, $0-88
 	emit("RET")
 }
 
-// tileLoadHead writes the start of a row loader: DI dst, SI the cache, DX cells, R8 the row
-// stride in bytes, BX the rows left; at label name+"row", AX is the row of the next cell.
-func tileLoadHead(name string) {
-	emit("MOVQ dst+0(FP), DI")
-	emit("MOVQ k+8(FP), SI")
-	emit("MOVQ cells+16(FP), DX")
-	emit("MOVQ strideB+24(FP), R8")
-	emit("MOVQ $16, BX")
-	label(name + "row")
-	emit("MOVLQSX (DX), AX")
-	emit("IMULQ   R8, AX")
-	emit("ADDQ    SI, AX")
-	emit("MOVQ    hd+32(FP), CX")
-}
-
-func tileLoadTail(name string) {
-	label(name + "next")
-	emit("ADDQ $4, DX")
-	emit("DECQ BX")
-	emit("JNZ  %srow", name)
-	emit("VZEROUPPER")
-	emit("RET")
+// tileLoadMacros writes TLOADROW(row) and TLOADNEXT(next, row), the start and the end of both row
+// loaders: DI dst, SI the cache, DX cells, R8 the row stride in bytes, BX the rows left; at row,
+// AX is the row of the next cell and CX hd.
+func tileLoadMacros() {
+	define("TLOADROW(row): the loader's arguments, then at row the next row (AX) and hd (CX).",
+		"TLOADROW(row)", func() {
+			loads("dst+0(FP), DI", "k+8(FP), SI", "cells+16(FP), DX", "strideB+24(FP), R8")
+			emit("MOVQ $16, BX")
+			label("row")
+			emit("MOVLQSX (DX), AX")
+			emit("IMULQ   R8, AX")
+			emit("ADDQ    SI, AX")
+			emit("MOVQ    hd+32(FP), CX")
+		})
+	define("TLOADNEXT(next, row): at next, on to the next of the 16 rows (back to row) or the return.",
+		"TLOADNEXT(next, row)", func() {
+			label("next")
+			emit("ADDQ $4, DX")
+			emit("DECQ BX")
+			emit("JNZ  row")
+			emit("VZEROUPPER")
+			emit("RET")
+		})
 }
 
 // tileLoadF16 writes attnTileLoadF16AVX512: 16 halves a conversion, then 8.
@@ -290,7 +292,7 @@ func tileLoadF16() {
 // 16 rows of hd halves (hd > 0 a multiple of 8), row j from byte cells[j]·strideB of k, to dst[j·hd:].
 TEXT ·attnTileLoadF16AVX512(SB), NOSPLIT, $0-40
 `)
-	tileLoadHead("lf")
+	emit("TLOADROW(lfrow)")
 	label("lf16")
 	emit("CMPQ      CX, $16")
 	emit("JLT       lf8")
@@ -306,7 +308,7 @@ TEXT ·attnTileLoadF16AVX512(SB), NOSPLIT, $0-40
 	emit("VCVTPH2PS (AX), Y0")
 	emit("VMOVUPS   Y0, (DI)")
 	emit("ADDQ      $32, DI")
-	tileLoadTail("lf")
+	emit("TLOADNEXT(lfnext, lfrow)")
 }
 
 // tileLoadQ8 writes attnTileLoadQ8AVX512: per block of 32, the scale broadcast and widened, the
@@ -319,7 +321,7 @@ func tileLoadQ8() {
 // to dst[j·hd:].
 TEXT ·attnTileLoadQ8AVX512(SB), NOSPLIT, $0-40
 `)
-	tileLoadHead("lq")
+	emit("TLOADROW(lqrow)")
 	emit("SHRQ $5, CX")
 	label("lqblock")
 	emit("VPBROADCASTW (AX), Y1")
@@ -334,5 +336,5 @@ TEXT ·attnTileLoadQ8AVX512(SB), NOSPLIT, $0-40
 	emit("ADDQ $128, DI")
 	emit("DECQ CX")
 	emit("JNZ  lqblock")
-	tileLoadTail("lq")
+	emit("TLOADNEXT(lqnext, lqrow)")
 }
