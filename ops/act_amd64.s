@@ -1,5 +1,5 @@
 #include "textflag.h"
-#include "fold_amd64.h"
+#include "vec_amd64.h"
 
 // AVX2/FMA kernels for the activations SwiGLU and softmax (see act_amd64.go). n > 0 is a multiple
 // of 8; the main loops take 16 elements per iteration (two independent exponentials), then one
@@ -118,9 +118,7 @@ s16loop:
 	ADDQ    $64, SI
 	ADDQ    $64, DX
 	ADDQ    $64, DI
-	SUBQ    $16, CX
-	CMPQ    CX, $16
-	JGE     s16loop
+	COUNT(16, s16loop)
 
 s8:
 	TAIL(sdone)
@@ -158,9 +156,7 @@ e16loop:
 	VADDPS  Y4, Y0, Y0
 	VADDPS  Y8, Y1, Y1
 	ADDQ    $64, SI
-	SUBQ    $16, CX
-	CMPQ    CX, $16
-	JGE     e16loop
+	COUNT(16, e16loop)
 
 e8:
 	TAIL(edone)
@@ -194,9 +190,7 @@ m32loop:
 	VMAXPS 64(SI), Y2, Y2
 	VMAXPS 96(SI), Y3, Y3
 	ADDQ   $128, SI
-	SUBQ   $32, CX
-	CMPQ   CX, $32
-	JGE    m32loop
+	COUNT(32, m32loop)
 
 m8:
 	TAIL(mdone)
@@ -227,14 +221,9 @@ c32loop:
 	VMULPS  32(SI), Y15, Y1
 	VMULPS  64(SI), Y15, Y2
 	VMULPS  96(SI), Y15, Y3
-	VMOVUPS Y0, (SI)
-	VMOVUPS Y1, 32(SI)
-	VMOVUPS Y2, 64(SI)
-	VMOVUPS Y3, 96(SI)
+	STORE4(SI)
 	ADDQ    $128, SI
-	SUBQ    $32, CX
-	CMPQ    CX, $32
-	JGE     c32loop
+	COUNT(32, c32loop)
 
 c8:
 	TAIL(cdone)

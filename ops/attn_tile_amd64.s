@@ -60,6 +60,17 @@ GLOBL tilec<>(SB), RODATA|NOPTR, $60
 	VPSLLD       $23, t, t; \
 	VPADDD.Z     t, r, K3, x
 
+// TROUND(vec, rows, shift): DI the vector (qt or ot), SI, R10, R11, R12 rows 0, 4, 8 and 12 of the
+// tile of rows (kt or vt; see tileRows), CX the rounds, hd >> shift.
+#define TROUND(vec, rows, shift) \
+	MOVQ         vec, DI; \
+	MOVQ         rows, SI; \
+	LEAQ         (SI)(R8*4), R10; \
+	LEAQ         (R10)(R8*4), R11; \
+	LEAQ         (R11)(R8*4), R12; \
+	MOVQ         hd+8(FP), CX; \
+	SHRQ         $shift, CX
+
 // TROWS4(off, base, q, z0, z1, z2, z3): z<i> += q · the float at byte off of row i of the four
 // rows at base (see tileRows).
 #define TROWS4(off, base, q, z0, z1, z2, z3) \
@@ -201,13 +212,7 @@ TEXT ·attnTileStepAVX512(SB), NOSPLIT, $0-88
 	LEAQ         (R8)(R8*2), R9
 	// Scores: Z<j> += k[j][d] · qt[d], d in order, four d a round.
 	ZZERO16
-	MOVQ         qt+0(FP), DI
-	MOVQ         kt+16(FP), SI
-	LEAQ         (SI)(R8*4), R10
-	LEAQ         (R10)(R8*4), R11
-	LEAQ         (R11)(R8*4), R12
-	MOVQ         hd+8(FP), CX
-	SHRQ         $2, CX
+	TROUND(qt+0(FP), kt+16(FP), 2)
 
 tscores:
 	TSCORE(0, 0, Z16)
@@ -331,13 +336,7 @@ tmask:
 	VADDPS       Z15, Z18, Z18
 	VMOVUPS      Z18, (AX)
 	// Output: ot[d] = ot[d]·c + Σ_j p_j·v[j][d], eight d a round.
-	MOVQ         ot+80(FP), DI
-	MOVQ         vt+24(FP), SI
-	LEAQ         (SI)(R8*4), R10
-	LEAQ         (R10)(R8*4), R11
-	LEAQ         (R11)(R8*4), R12
-	MOVQ         hd+8(FP), CX
-	SHRQ         $3, CX
+	TROUND(ot+80(FP), vt+24(FP), 3)
 
 tvalues:
 	VMULPS       0(DI), Z28, Z16

@@ -1,5 +1,5 @@
 #include "textflag.h"
-#include "fold_amd64.h"
+#include "vec_amd64.h"
 
 // AVX2/FMA/F16C vector kernels for attention (declared in vec_asm.go). n > 0 is a multiple of 8. The
 // dots keep four accumulators over 32 elements per iteration, then take 8 at a time.
@@ -47,20 +47,11 @@
 	VFMADD231PS 64(p), Y6, Y2; \
 	VFMADD231PS 96(p), Y7, Y3
 
-// STOREY4: Y0-Y3 to the 32 floats at DI.
-#define STOREY4 \
-	VMOVUPS Y0, (DI);   \
-	VMOVUPS Y1, 32(DI); \
-	VMOVUPS Y2, 64(DI); \
-	VMOVUPS Y3, 96(DI)
-
 // NEXT32(xb, yb, loop): x and y on by 32 elements (xb and yb bytes); to loop while 32 are left.
 #define NEXT32(xb, yb, loop) \
 	ADDQ $xb, SI; \
 	ADDQ $yb, DI; \
-	SUBQ $32, CX; \
-	CMPQ CX, $32; \
-	JGE  loop
+	COUNT(32, loop)
 
 // NEXT8(xb, yb, loop): x and y on by 8 elements (xb and yb bytes); to loop while any are left.
 #define NEXT8(xb, yb, loop) \
@@ -127,7 +118,7 @@ TEXT ·axpyF32Asm(SB), NOSPLIT, $0-32
 a32loop:
 	LOAD4(VMOVUPS, DI, 32, 64, 96, Y0, Y1, Y2, Y3)
 	FMA4((SI), 32(SI), 64(SI), 96(SI), Y15)
-	STOREY4
+	STORE4(DI)
 	NEXT32(128, 128, a32loop)
 
 a32tail:
@@ -151,7 +142,7 @@ a16loop:
 	LOAD4(VCVTPH2PS, SI, 16, 32, 48, Y4, Y5, Y6, Y7)
 	LOAD4(VMOVUPS, DI, 32, 64, 96, Y0, Y1, Y2, Y3)
 	FMA4(Y4, Y5, Y6, Y7, Y15)
-	STOREY4
+	STORE4(DI)
 	NEXT32(64, 128, a16loop)
 
 a16tail:

@@ -83,6 +83,14 @@ func tileMacros() {
 		emit("VPSLLD       $23, t, t")
 		emit("VPADDD.Z     t, r, K3, x")
 	})
+	define("TROUND(vec, rows, shift): DI the vector (qt or ot), SI, R10, R11, R12 rows 0, 4, 8 and 12 "+
+		"of the tile of rows (kt or vt; see tileRows), CX the rounds, hd >> shift.", "TROUND(vec, rows, shift)",
+		func() {
+			emit("MOVQ vec, DI")
+			tileRows("rows")
+			emit("MOVQ hd+8(FP), CX")
+			emit("SHRQ $shift, CX")
+		})
 	define("TROWS4(off, base, q, z0, z1, z2, z3): z<i> += q · the float at byte off of row i of the "+
 		"four rows at base (see tileRows).", "TROWS4(off, base, q, z0, z1, z2, z3)", func() {
 		for i, idx := range rowIndex {
@@ -181,10 +189,7 @@ TEXT ·attnTileStepAVX512(SB), NOSPLIT, $0-88
 	emit("LEAQ (R8)(R8*2), R9")
 	comment("Scores: Z<j> += k[j][d] · qt[d], d in order, four d a round.")
 	emit("ZZERO16")
-	emit("MOVQ qt+0(FP), DI")
-	tileRows("kt+16(FP)")
-	emit("MOVQ hd+8(FP), CX")
-	emit("SHRQ $2, CX")
+	emit("TROUND(qt+0(FP), kt+16(FP), 2)")
 	label("tscores")
 	for u := 0; u < 4; u++ {
 		emit("TSCORE(%d, %d, Z%d)", 64*u, 4*u, 16+u%2)
@@ -237,10 +242,7 @@ TEXT ·attnTileStepAVX512(SB), NOSPLIT, $0-88
 	emit("VMOVUPS Z18, (AX)")
 
 	comment("Output: ot[d] = ot[d]·c + Σ_j p_j·v[j][d], eight d a round.")
-	emit("MOVQ ot+80(FP), DI")
-	tileRows("vt+24(FP)")
-	emit("MOVQ hd+8(FP), CX")
-	emit("SHRQ $3, CX")
+	emit("TROUND(ot+80(FP), vt+24(FP), 3)")
 	label("tvalues")
 	for i := 0; i < 8; i++ {
 		emit("VMULPS %d(DI), Z28, Z%d", 64*i, 16+i)
