@@ -327,7 +327,8 @@ func valuesMacros() {
 		emit("MOVLQSX (DX), R8")
 		emit("IMULQ   DI, R8")
 	})
-	define(fmt.Sprintf("VPF(end): prefetch the tile's part of the row %d cells ahead, up to byte end.", valsPrefetch),
+	define(fmt.Sprintf("VPF(end): prefetch the tile's part of the row %d cells ahead, up to byte end.",
+		valsPrefetch),
 		"VPF(end)", func() {
 			emit("MOVLQSX %d(DX), R10", 4*valsPrefetch)
 			emit("IMULQ   DI, R10")
@@ -363,7 +364,8 @@ func valuesMacros() {
 			emit("MOVQ    hd+64(FP), R10")
 			emit("SHLQ    $2, R10")
 		})
-	docComment("VCHUNK<n>(off, w0.., a0..): the chunk at off converted into Y15, a<h> += it · w<h> for n heads.")
+	docComment("VCHUNK<n>(off, w0.., a0..): the chunk at off converted into Y15, a<h> += it · w<h> " +
+		"for n heads.")
 	fmaMacros("VCHUNK", 3, func() { emit("VCVTPH2PS    off(SI)(R8*1), Y15") })
 	docComment("V<hb>C<n>(w0.., a0.., b0.., ..): VCHUNK<hb> for the first n chunks, head 0's " +
 		"accumulators a0 .., head 1's b0 .. and so on (the cells of the tiles with hb <= cb).")

@@ -1,14 +1,16 @@
-// Command attngen writes the attention kernels of package ops, one assembly file each:
+// Command attngen writes the attention kernels of package ops, one assembly file each, and the
+// header of the macros two of them share:
 //
 //	go run ./internal/attngen [-dir DIR]   (from ops/; go generate ./ops runs it)
 //
 // attn_amd64.s and attn_q8_amd64.s: the AVX2/FMA/F16C kernels over F16 and Q8_0 rows (f16.go,
-// q8.go); attn_tile_amd64.s: the AVX-512 tiled attention (tile.go). TestAttnAsmGenerated runs it into a temporary
-// directory and checks that the committed files are its output.
+// q8.go), with attn_amd64.h; attn_tile_amd64.s: the AVX-512 tiled attention (tile.go).
+// TestAttnAsmGenerated runs it into a temporary directory and checks that the committed files are
+// its output.
 //
 // The kernels are unrolled over register tiles, one block of code per tile shape, which is why
 // they are generated rather than written out by hand. What the blocks share is written once, as
-// assembler macros (define, chain); attn_amd64.h holds those of attn_amd64.s and attn_q8_amd64.s.
+// an assembler macro (define, chain) that each block invokes with its registers and offsets.
 package main
 
 import (
