@@ -22,11 +22,9 @@
 
 // KP_PANEL starts a panel: all super-blocks to go, the columns from their start.
 #define KP_PANEL \
-	MOVQ nb+8(FP), CX;    \
-	MOVQ x+24(FP), DI;    \
-	LEAQ (DI)(R8*1), R10; \
-	LEAQ (DI)(R8*2), R12; \
-	LEAQ (R10)(R8*2), R13
+	MOVQ nb+8(FP), CX; \
+	MOVQ x+24(FP), DI; \
+	COLUMNS
 
 // KP_NEXT advances the weights by wbytes and the four columns by one Q8_K block and counts down.
 #define KP_NEXT(wbytes) \
@@ -37,20 +35,22 @@
 	ADDQ $292, R13;   \
 	DECQ CX
 
-// KP_START starts a panel with its results a0..a3 cleared.
-#define KP_START(a0, a1, a2, a3) \
-	KP_PANEL;          \
-	VXORPS a0, a0, a0; \
-	VXORPS a1, a1, a1; \
-	VXORPS a2, a2, a2; \
-	VXORPS a3, a3, a3
+// KP_START starts a panel with its results a0..a3 (ymm) cleared; ZKP_START a pair of panels
+// (packed_k_vnni512_amd64.s) with its zmm results cleared.
+#define KP_START(a0, a1, a2, a3) KP_PANEL; CLEAR4(VXORPS, a0, a1, a2, a3)
+#define ZKP_START(a0, a1, a2, a3) KP_PANEL; CLEAR4(VPXORD, a0, a1, a2, a3)
 
-#define KP_NOFIX
+// KP_NONE is an empty step (no final fix-up, no clearing).
+#define KP_NONE
 
 // KP_KERNEL is a kernel's body after KP_PROLOGUE and its constants: PANEL_LOOPS (packed_amd64.h)
 // over super-blocks run by Bn (which ends with KP_NEXT), the results in a0..a3.
 #define KP_KERNEL(B1, B2, B3, B4, a0, a1, a2, a3, lp, l1, l2, l3, l4, ldone, lnext) \
-	PANEL_LOOPS(KP_START(a0, a1, a2, a3), B1, B2, B3, B4, KP_NOFIX, a0, a1, a2, a3, lp, l1, l2, l3, l4, ldone, lnext)
+	PANEL_LOOPS(KP_START(a0, a1, a2, a3), B1, B2, B3, B4, KP_NONE, a0, a1, a2, a3, PANEL_STEP, lp, l1, l2, l3, l4, ldone, lnext)
+
+// ZKP_KERNEL is KP_KERNEL for the zmm kernels, two panels at a time (BX counts pairs).
+#define ZKP_KERNEL(B1, B2, B3, B4, a0, a1, a2, a3, lp, l1, l2, l3, l4, ldone, lnext) \
+	PANEL_LOOPS(ZKP_START(a0, a1, a2, a3), B1, B2, B3, B4, KP_NONE, a0, a1, a2, a3, ZP_STEP, lp, l1, l2, l3, l4, ldone, lnext)
 
 // K4W decodes chunk c of sub-block s: Y12 = levels of elements 32s+4c.., Y13 of 32s+16+4c...
 #define K4W(s, c) \
@@ -87,6 +87,56 @@
 	VPAND   ·k4m30(SB), Y13, Y13;  \
 	VPOR    Y13, Y12, Y12;          \
 	VMOVDQU Y12, 96(SP)
+
+// K4CHUNKS runs the four chunks of sub-block s: W decodes chunk c, then F (the first chunk) or
+// C (the others) adds its products for the columns in use.
+#define K4CHUNKS(s, W, F, C) \
+	W(s, 0); \
+	F(s, 0); \
+	W(s, 1); \
+	C(s, 1); \
+	W(s, 2); \
+	C(s, 2); \
+	W(s, 3); \
+	C(s, 3)
+
+// K4SUB runs sub-block s of the ymm kernels: Z (clearing sums, or KP_NONE), the chunks (K4CHUNKS
+// with F and C), then S, which scales the sums by the sub-block's scales in Y14: picked with the
+// table entry at sel (an address before (SB)) from U_(s/2), loaded from uoff(SP).
+#define K4SUB(s, uoff, sel, Z, F, C, S) \
+	PREFETCHT0 KPF+128+128*s(SI); \
+	PREFETCHT0 KPF+192+128*s(SI); \
+	Z;                            \
+	K4CHUNKS(s, K4W, F, C);       \
+	VMOVDQU uoff(SP), Y12;        \
+	VPSHUFB sel(SB), Y12, Y14;    \
+	S
+
+// K4SUBS runs the 8 sub-blocks with SUB(s, U, sel, Z, F, C, S): U is U_(s/2) (u0..u3), sel the
+// scale table entry ev for even s and od for odd s; SF scales sub-block 0 (setting the sums).
+#define K4SUBS(SUB, u0, u1, u2, u3, ev, od, Z, F, C, SF, S) \
+	SUB(0, u0, ev, Z, F, C, SF); \
+	SUB(1, u0, od, Z, F, C, S);  \
+	SUB(2, u1, ev, Z, F, C, S);  \
+	SUB(3, u1, od, Z, F, C, S);  \
+	SUB(4, u2, ev, Z, F, C, S);  \
+	SUB(5, u2, od, Z, F, C, S);  \
+	SUB(6, u3, ev, Z, F, C, S);  \
+	SUB(7, u3, od, Z, F, C, S)
+
+// K4BLOCK runs one super-block of the ymm Q4_K kernels for the column sets given and counts
+// down; ev and od are the scale tables' entries for even and odd sub-blocks (·k4dup+0, ·k4dup+64
+// for the AVX2 scale pairs; ·vk4sc+0, ·vk4sc+32 for the VNNI scales).
+#define K4BLOCK(ev, od, Z, F, C, SF, S, MF, M, FOLD) \
+	K4UNPACK;                                                 \
+	K4SUBS(K4SUB, 0, 32, 64, 96, ev, od, Z, F, C, SF, S);     \
+	K4MINS(MF, M);                                            \
+	VCVTPH2PS  (SI), Y12;                                     \
+	VCVTPH2PS  16(SI), Y13;                                   \
+	FOLD;                                                     \
+	PREFETCHT0 KPF(SI);                                       \
+	PREFETCHT0 KPF+64(SI);                                    \
+	KP_NEXT(1152)
 
 // Min sums: macc = Σ_s (m_s, m_s)·(bsum_2s, bsum_2s+1) per lane, with the pairs in Y13.
 #define K4MF(s, P, macc) \
@@ -160,3 +210,50 @@
 	VPANDN 208+96*u(SI), Y15, Y12; \
 	VPOR   Y12, Y11, Y11;          \
 	VPSRLW $2, Y11, Y11
+
+// Q6FOLD folds column P's super-block sum into facc: facc += iacc·(d·dx), d in Y14.
+#define Q6FOLD(P, iacc, facc) \
+	VCVTDQ2PS    iacc, iacc;      \
+	VBROADCASTSS (P), Y12;        \
+	VMULPS       Y14, Y12, Y12;   \
+	VFMADD231PS  Y12, iacc, facc
+
+// Q6PAIRS runs the 8 group pairs of a Q6_K super-block with PAIR(i, u0, u1, C, O): pair i is
+// groups u0 = 2i and u1 = 2i+1, C the column set, O the offset subtraction.
+#define Q6PAIRS(PAIR, C, O) \
+	PAIR(0, 0, 1, C, O);   \
+	PAIR(1, 2, 3, C, O);   \
+	PAIR(2, 4, 5, C, O);   \
+	PAIR(3, 6, 7, C, O);   \
+	PAIR(4, 8, 9, C, O);   \
+	PAIR(5, 10, 11, C, O); \
+	PAIR(6, 12, 13, C, O); \
+	PAIR(7, 14, 15, C, O)
+
+// Q6PAIR runs group pair i of the ymm Q6_K kernels: the scale pairs to Y8, the groups' (sc, sc)
+// to Y9 in turn for UNIT(u, C), then X32 turns Y8 into the offsets' multipliers (32 or −32 times
+// the scale pairs) for O(i).
+#define Q6PAIR(i, u0, u1, UNIT, X32, C, O) \
+	PREFETCHT0 KPF+144+192*i(SI);    \
+	PREFETCHT0 KPF+208+192*i(SI);    \
+	PREFETCHT0 KPF+272+192*i(SI);    \
+	VPMOVSXBW  16+16*i(SI), Y8;      \
+	VPSHUFB    ·q6dup+0(SB), Y8, Y9;  \
+	UNIT(u0, C);                      \
+	VPSHUFB    ·q6dup+32(SB), Y8, Y9; \
+	UNIT(u1, C);                      \
+	X32;                              \
+	O(i)
+
+// Q6BLOCK runs one super-block of the ymm Q6_K kernels: Z clears the sums, PAIR runs a group pair
+// (Q6PAIR with the kernel's UNIT and X32), FOLD folds the sums into the results; then it counts
+// down.
+#define Q6BLOCK(PAIR, Z, C, O, FOLD) \
+	Z;                      \
+	Q6PAIRS(PAIR, C, O);    \
+	VCVTPH2PS  (SI), Y14;   \
+	FOLD;                   \
+	PREFETCHT0 KPF(SI);     \
+	PREFETCHT0 KPF+64(SI);  \
+	PREFETCHT0 KPF+128(SI); \
+	KP_NEXT(1680)
