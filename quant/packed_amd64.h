@@ -22,9 +22,7 @@
 	MOVQ         xStride+32(FP), R8; \
 	MOVQ         nx+40(FP), R11;     \
 	MOVQ         out+48(FP), DX;     \
-	MOVL         $mask, AX;          \
-	VMOVD        AX, X5;             \
-	VPBROADCASTD X5, Y5
+	BCAST32(mask, X5, Y5)
 
 // VP_COLS starts a panel (or pair of panels, packed_vnni512_amd64.s): all blocks to go, the
 // columns and sums from their start. VP_PANEL also clears the results.

@@ -12,8 +12,11 @@
 // The kernels' arguments: (np, nb int, w, x *byte, xStride, nx int, out *float32, outStride
 // int), frame -64. As the Q8_0/Q4_0 kernels (packed_amd64.h), they run np panels, which follow
 // each other in w; each starts over at x and writes the 8 floats after the previous panel's.
-// BX counts the panels down.
-#define KP_PROLOGUE \
+// KP_ARGS loads them (BX counts the panels down); KP_PROLOGUE also sets the dwords of Y15 to
+// mask.
+#define KP_PROLOGUE(mask) KP_ARGS; BCAST32(mask, X15, Y15)
+
+#define KP_ARGS \
 	MOVQ np+0(FP), BX;       \
 	MOVQ w+16(FP), SI;       \
 	MOVQ xStride+32(FP), R8; \
@@ -43,7 +46,7 @@
 // KP_NONE is an empty step (no final fix-up, no clearing).
 #define KP_NONE
 
-// KP_KERNEL is a kernel's body after KP_PROLOGUE and its constants: PANEL_LOOPS (packed_amd64.h)
+// KP_KERNEL is a kernel's body after KP_PROLOGUE (and any other constants): PANEL_LOOPS (packed_amd64.h)
 // over super-blocks run by Bn (which ends with KP_NEXT), the results in a0..a3.
 #define KP_KERNEL(B1, B2, B3, B4, a0, a1, a2, a3, lp, l1, l2, l3, l4, ldone, lnext) \
 	PANEL_LOOPS(KP_START(a0, a1, a2, a3), B1, B2, B3, B4, KP_NONE, a0, a1, a2, a3, PANEL_STEP, lp, l1, l2, l3, l4, ldone, lnext)

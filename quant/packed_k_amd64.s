@@ -79,10 +79,7 @@
 
 // func q4KPanelAVX2(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
 TEXT ·q4KPanelAVX2(SB), NOSPLIT, $128-64
-	KP_PROLOGUE
-	MOVL         $0x0f0f0f0f, AX
-	VMOVD        AX, X15
-	VPBROADCASTD X15, Y15
+	KP_PROLOGUE(0x0f0f0f0f)
 	KP_KERNEL(K4B1, K4B2, K4B3, K4B4, Y8, Y9, Y10, Y11, k4p, k4n1, k4n2, k4n3, k4n4, k4done, k4next)
 
 // ---------------------------------------------------------------------------------------------
@@ -145,10 +142,7 @@ TEXT ·q4KPanelAVX2(SB), NOSPLIT, $128-64
 
 // func q6KPanelAVX2(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
 TEXT ·q6KPanelAVX2(SB), NOSPLIT, $0-64
-	KP_PROLOGUE
-	MOVL         $0x3f3f3f3f, AX
-	VMOVD        AX, X15
-	VPBROADCASTD X15, Y15
+	KP_PROLOGUE(0x3f3f3f3f)
 	KP_KERNEL(Q6B1, Q6B2, Q6B3, Q6B4, Y4, Y5, Y6, Y7, q6p, q6n1, q6n2, q6n3, q6n4, q6done, q6next)
 
 // k4dup+32v picks byte 4r+v of each row's dword (lane-local r) into both words of the dword as

@@ -20,7 +20,7 @@
 // ZKP_PROLOGUE is KP_PROLOGUE for pairs: BX counts them, R14 is one panel's bytes (nb
 // super-blocks of bs bytes); Z15 = the bytes of mask.
 #define ZKP_PROLOGUE(bs, mask) \
-	KP_PROLOGUE;           \
+	KP_ARGS;               \
 	SHRQ  $1, BX;          \
 	MOVQ  nb+8(FP), R14;   \
 	IMULQ $bs, R14;        \

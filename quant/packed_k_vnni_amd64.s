@@ -61,10 +61,7 @@
 
 // func q4KPanelVNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
 TEXT ·q4KPanelVNNI(SB), NOSPLIT, $128-64
-	KP_PROLOGUE
-	MOVL         $0x0f0f0f0f, AX
-	VMOVD        AX, X15
-	VPBROADCASTD X15, Y15
+	KP_PROLOGUE(0x0f0f0f0f)
 	KP_KERNEL(VK4B1, VK4B2, VK4B3, VK4B4, Y8, Y9, Y10, Y11, vk4p, vk4n1, vk4n2, vk4n3, vk4n4, vk4done, vk4next)
 
 // ---------------------------------------------------------------------------------------------
@@ -142,10 +139,7 @@ TEXT ·q4KPanelVNNI(SB), NOSPLIT, $128-64
 
 // func q6KPanelVNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
 TEXT ·q6KPanelVNNI(SB), NOSPLIT, $0-64
-	KP_PROLOGUE
-	MOVL         $0x3f3f3f3f, AX
-	VMOVD        AX, X15
-	VPBROADCASTD X15, Y15
+	KP_PROLOGUE(0x3f3f3f3f)
 	KP_KERNEL(VQ6B1, VQ6B2, VQ6B3, VQ6B4, Y4, Y5, Y6, Y7, vq6p, vq6n1, vq6n2, vq6n3, vq6n4, vq6done, vq6next)
 
 // vk4sc+32i picks byte 4r+2i of each row's dword (lane-local r) into the dword's low byte, the

@@ -26,9 +26,7 @@
 
 // VP_DIV16 divides the four results by 16 (Y0 is free after the block loop).
 #define VP_DIV16 \
-	MOVL         $0x3d800000, AX; \
-	VMOVD        AX, X0;          \
-	VPBROADCASTD X0, Y0;          \
+	BCAST32(0x3d800000, X0, Y0);  \
 	VMULPS       Y0, Y12, Y12;    \
 	VMULPS       Y0, Y13, Y13;    \
 	VMULPS       Y0, Y14, Y14;    \

@@ -12,6 +12,13 @@
 	op a2, a2, a2; \
 	op a3, a3, a3
 
+// BCAST32 sets every dword of the ymm register y (low half x) to the 32-bit constant v; AX is
+// clobbered.
+#define BCAST32(v, x, y) \
+	MOVL         $v, AX; \
+	VMOVD        AX, x;  \
+	VPBROADCASTD x, y
+
 // COLUMNS sets R10, R12, R13 to activation columns 1-3 from column 0 at DI, R8 bytes apart
 // (the register convention of the Q8_0-activation row and panel kernels).
 #define COLUMNS \
