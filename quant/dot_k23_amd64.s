@@ -117,23 +117,9 @@ DATA kxsc<>+240(SB)/8, $0x0f0e0f0e0f0e0f0e
 DATA kxsc<>+248(SB)/8, $0x0f0e0f0e0f0e0f0e
 GLOBL kxsc<>(SB), RODATA|NOPTR, $256
 
-DATA k23m03<>+0(SB)/8, $0x0303030303030303
-DATA k23m03<>+8(SB)/8, $0x0303030303030303
-DATA k23m03<>+16(SB)/8, $0x0303030303030303
-DATA k23m03<>+24(SB)/8, $0x0303030303030303
-GLOBL k23m03<>(SB), RODATA|NOPTR, $32
-
-DATA k23m04<>+0(SB)/8, $0x0404040404040404
-DATA k23m04<>+8(SB)/8, $0x0404040404040404
-DATA k23m04<>+16(SB)/8, $0x0404040404040404
-DATA k23m04<>+24(SB)/8, $0x0404040404040404
-GLOBL k23m04<>(SB), RODATA|NOPTR, $32
-
-DATA k23m0f<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA k23m0f<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA k23m0f<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA k23m0f<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
-GLOBL k23m0f<>(SB), RODATA|NOPTR, $32
+CONST32(k23m03<>, 0x0303030303030303)
+CONST32(k23m04<>, 0x0404040404040404)
+CONST32(k23m0f<>, 0x0f0f0f0f0f0f0f0f)
 
 DATA k23m20<>+0(SB)/8, $0x2020202020202020
 DATA k23m20<>+8(SB)/8, $0x2020202020202020
@@ -157,24 +143,6 @@ GLOBL k23iq4<>(SB), RODATA|NOPTR, $32
 #define EACH2(m, a) EACH1(m, a); m(a, C1, Y5)
 #define EACH3(m, a) EACH2(m, a); m(a, C2, Y6)
 #define EACH4(m, a) EACH3(m, a); m(a, C3, Y7)
-
-// KNEXT prefetches 4 KiB ahead (as dot_k_amd64.s does), advances to the next super-block and
-// loops back to l while blocks remain.
-#define KNEXT(wbytes, l) \
-	PREFETCHT0 4096(DI); \
-	PREFETCHT0 4160(DI); \
-	PREFETCHT0 4224(DI); \
-	ADDQ $wbytes, DI; \
-	ADDQ $292, SI; \
-	DECQ CX; \
-	JNZ l
-
-// KCOL adds the 32 levels in Y10 (unsigned) times the quants at offset off of col, scaled by the
-// int16s in Y11, to sumi.
-#define KCOL(off, col, sumi) \
-	VPMADDUBSW off col, Y10, Y12; \
-	VPMADDWD Y11, Y12, Y12; \
-	VPADDD Y12, sumi, sumi
 
 // KFOLD folds one column's block sum into acc: acc += dx·(d·sumi), d broadcast in Y9.
 #define KFOLD(col, sumi, acc) \
@@ -203,23 +171,12 @@ GLOBL k23iq4<>(SB), RODATA|NOPTR, $32
 	VPSRLW $sh, q, Y10; \
 	VPAND k23m03<>(SB), Y10, Y10; \
 	VPSHUFB k2sc<>+(32*i)(SB), Y14, Y11; \
-	each(KCOL, (4+32*i))
+	each(KDOT, (4+32*i))
 
-// Q2K_MIN folds one column's block sums into acc: acc += dx·(d·sumi − dmin·Σ m·bsums), with d in
-// Y9, dmin in Y10 and the mins as int16 in Y8.
-#define Q2K_MIN(col, sumi, acc) \
-	VPMADDWD 260 col, Y8, Y12; \
-	VCVTDQ2PS sumi, sumi; \
-	VCVTDQ2PS Y12, Y12; \
-	VMULPS Y9, sumi, sumi; \
-	VFNMADD231PS Y12, Y10, sumi; \
-	VBROADCASTSS 0 col, Y11; \
-	VFMADD231PS sumi, Y11, acc
-
-#define Q2K_MIN1 Q2K_MIN(C0, Y4, Y0)
-#define Q2K_MIN2 Q2K_MIN1; Q2K_MIN(C1, Y5, Y1)
-#define Q2K_MIN3 Q2K_MIN2; Q2K_MIN(C2, Y6, Y2)
-#define Q2K_MIN4 Q2K_MIN3; Q2K_MIN(C3, Y7, Y3)
+#define Q2K_MIN1 KMIN(C0, Y4, Y0)
+#define Q2K_MIN2 Q2K_MIN1; KMIN(C1, Y5, Y1)
+#define Q2K_MIN3 Q2K_MIN2; KMIN(C2, Y6, Y2)
+#define Q2K_MIN4 Q2K_MIN3; KMIN(C3, Y7, Y3)
 
 // Q2K_BLOCK runs one super-block for the columns each/zero/mins name.
 #define Q2K_BLOCK(each, zero, mins) \
@@ -251,33 +208,7 @@ GLOBL k23iq4<>(SB), RODATA|NOPTR, $32
 // func dotQ2KAVX2(nb int, w *byte, x *byte, xStride int, nx int, out *float32)
 TEXT ·dotQ2KAVX2(SB), NOSPLIT, $0-48
 	KARGS
-	KDISPATCH(q2k1, q2k2, q2k3, q2k4)
-
-q2k1:
-	Q2K_BLOCK(EACH1, ZERO1, Q2K_MIN1)
-	KNEXT(84, q2k1)
-	JMP q2kdone
-
-q2k2:
-	Q2K_BLOCK(EACH2, ZERO2, Q2K_MIN2)
-	KNEXT(84, q2k2)
-	JMP q2kdone
-
-q2k3:
-	Q2K_BLOCK(EACH3, ZERO3, Q2K_MIN3)
-	KNEXT(84, q2k3)
-	JMP q2kdone
-
-q2k4:
-	Q2K_BLOCK(EACH4, ZERO4, Q2K_MIN4)
-	KNEXT(84, q2k4)
-
-q2kdone:
-	KSTORE(q2kret)
-
-q2kret:
-	VZEROUPPER
-	RET
+	KLOOPS(Q2K_BLOCK(EACH1, ZERO1, Q2K_MIN1), Q2K_BLOCK(EACH2, ZERO2, Q2K_MIN2), Q2K_BLOCK(EACH3, ZERO3, Q2K_MIN3), Q2K_BLOCK(EACH4, ZERO4, Q2K_MIN4), 84, q2k1, q2k2, q2k3, q2k4, q2kdone, q2kret)
 
 // ---- Q3_K ----
 
@@ -330,7 +261,7 @@ q2kret:
 	VPAND k23m04<>(SB), Y12, Y12; \
 	VPOR Y12, Y10, Y10; \
 	VPSHUFB k3sc<>+(32*(i%4))(SB), src, Y11; \
-	each(KCOL, (4+32*i))
+	each(KDOT, (4+32*i))
 
 // Q3K_BLOCK runs one super-block for the columns each/zero/fold name.
 #define Q3K_BLOCK(each, fold) \
@@ -358,33 +289,7 @@ TEXT ·dotQ3KAVX2(SB), NOSPLIT, $0-48
 	KARGS
 	MOVQ $0x0f0f0f0f0f0f0f0f, R11
 	MOVL $0x03030303, R12
-	KDISPATCH(q3k1, q3k2, q3k3, q3k4)
-
-q3k1:
-	Q3K_BLOCK(EACH1, KFOLD1)
-	KNEXT(110, q3k1)
-	JMP q3kdone
-
-q3k2:
-	Q3K_BLOCK(EACH2, KFOLD2)
-	KNEXT(110, q3k2)
-	JMP q3kdone
-
-q3k3:
-	Q3K_BLOCK(EACH3, KFOLD3)
-	KNEXT(110, q3k3)
-	JMP q3kdone
-
-q3k4:
-	Q3K_BLOCK(EACH4, KFOLD4)
-	KNEXT(110, q3k4)
-
-q3kdone:
-	KSTORE(q3kret)
-
-q3kret:
-	VZEROUPPER
-	RET
+	KLOOPS(Q3K_BLOCK(EACH1, KFOLD1), Q3K_BLOCK(EACH2, KFOLD2), Q3K_BLOCK(EACH3, KFOLD3), Q3K_BLOCK(EACH4, KFOLD4), 110, q3k1, q3k2, q3k3, q3k4, q3kdone, q3kret)
 
 // ---- IQ4_XS ----
 
@@ -443,30 +348,4 @@ TEXT ·dotIQ4XSAVX2(SB), NOSPLIT, $0-48
 	MOVQ $0x3030303030303030, R12
 	VMOVDQU k23iq4<>(SB), Y13
 	VMOVDQU k23m0f<>(SB), Y15
-	KDISPATCH(iqx1, iqx2, iqx3, iqx4)
-
-iqx1:
-	IQ4X_BLOCK(EACH1, ZERO1, KFOLD1)
-	KNEXT(136, iqx1)
-	JMP iqxdone
-
-iqx2:
-	IQ4X_BLOCK(EACH2, ZERO2, KFOLD2)
-	KNEXT(136, iqx2)
-	JMP iqxdone
-
-iqx3:
-	IQ4X_BLOCK(EACH3, ZERO3, KFOLD3)
-	KNEXT(136, iqx3)
-	JMP iqxdone
-
-iqx4:
-	IQ4X_BLOCK(EACH4, ZERO4, KFOLD4)
-	KNEXT(136, iqx4)
-
-iqxdone:
-	KSTORE(iqxret)
-
-iqxret:
-	VZEROUPPER
-	RET
+	KLOOPS(IQ4X_BLOCK(EACH1, ZERO1, KFOLD1), IQ4X_BLOCK(EACH2, ZERO2, KFOLD2), IQ4X_BLOCK(EACH3, ZERO3, KFOLD3), IQ4X_BLOCK(EACH4, ZERO4, KFOLD4), 136, iqx1, iqx2, iqx3, iqx4, iqxdone, iqxret)
