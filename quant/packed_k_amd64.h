@@ -141,15 +141,19 @@
 	PREFETCHT0 KPF+64(SI);                                    \
 	KP_NEXT(1152)
 
-// Min sums: macc = Σ_s (m_s, m_s)·(bsum_2s, bsum_2s+1) per lane, with the pairs in Y13.
-#define K4MF(s, P, macc) \
-	VPBROADCASTD 260+4*s(P), Y14; \
-	VPMADDWD     Y13, Y14, macc
+// Min sums: macc = Σ_s (m_s, m_s)·(bsum_2s, bsum_2s+1) per lane, with the pairs in m (t
+// scratch; ymm or zmm); K4MINF starts macc with sub-block 0, K4MINA adds the others.
+#define K4MINF(s, P, macc, m, t) \
+	VPBROADCASTD 260+4*s(P), t; \
+	VPMADDWD     m, t, macc
 
-#define K4MA(s, P, macc) \
-	VPBROADCASTD 260+4*s(P), Y14; \
-	VPMADDWD     Y13, Y14, Y14;   \
-	VPADDD       Y14, macc, macc
+#define K4MINA(s, P, macc, m, t) \
+	VPBROADCASTD 260+4*s(P), t; \
+	VPMADDWD     m, t, t;       \
+	VPADDD       t, macc, macc
+
+#define K4MF(s, P, macc) K4MINF(s, P, macc, Y13, Y14)
+#define K4MA(s, P, macc) K4MINA(s, P, macc, Y13, Y14)
 
 #define K4MF1(s) K4MF(s, DI, Y0)
 #define K4MF2(s) K4MF1(s); K4MF(s, R10, Y1)
@@ -182,15 +186,18 @@
 	VPSHUFB ·k4dup+96(SB), Y12, Y13;    \
 	M(7)
 
-// K4FOLD folds column P's super-block sums into facc: facc += dx·(d·iacc − dmin·macc), with the
-// 8 rows' d in Y12 and dmin in Y13.
-#define K4FOLD(P, macc, iacc, facc) \
-	VCVTDQ2PS    iacc, iacc;       \
-	VCVTDQ2PS    macc, macc;       \
-	VMULPS       Y12, iacc, iacc;  \
-	VFNMADD231PS Y13, macc, iacc;  \
-	VBROADCASTSS (P), Y14;         \
-	VFMADD231PS  Y14, iacc, facc
+// K4FOLDR folds column P's super-block sums into facc: facc += dx·(d·iacc − dmin·macc), with
+// the rows' d and dmin in the registers d and dmin (t scratch; ymm or zmm). K4FOLD: the 8 rows'
+// d in Y12 and dmin in Y13.
+#define K4FOLDR(P, macc, iacc, facc, d, dmin, t) \
+	VCVTDQ2PS    iacc, iacc;      \
+	VCVTDQ2PS    macc, macc;      \
+	VMULPS       d, iacc, iacc;   \
+	VFNMADD231PS dmin, macc, iacc; \
+	VBROADCASTSS (P), t;          \
+	VFMADD231PS  t, iacc, facc
+
+#define K4FOLD(P, macc, iacc, facc) K4FOLDR(P, macc, iacc, facc, Y12, Y13, Y14)
 
 #define K4FOLD1 K4FOLD(DI, Y0, Y4, Y8)
 #define K4FOLD2 K4FOLD1; K4FOLD(R10, Y1, Y5, Y9)
@@ -214,12 +221,28 @@
 	VPOR   Y12, Y11, Y11;          \
 	VPSRLW $2, Y11, Y11
 
-// Q6FOLD folds column P's super-block sum into facc: facc += iacc·(d·dx), d in Y14.
-#define Q6FOLD(P, iacc, facc) \
-	VCVTDQ2PS    iacc, iacc;      \
-	VBROADCASTSS (P), Y12;        \
-	VMULPS       Y14, Y12, Y12;   \
-	VFMADD231PS  Y12, iacc, facc
+// Q6FOLDR folds column P's super-block sum into facc: facc += iacc·(d·dx), the rows' d in the
+// register d (t scratch; ymm or zmm). Q6FOLD: d in Y14.
+#define Q6FOLDR(P, iacc, facc, d, t) \
+	VCVTDQ2PS    iacc, iacc; \
+	VBROADCASTSS (P), t;     \
+	VMULPS       d, t, t;    \
+	VFMADD231PS  t, iacc, facc
+
+#define Q6FOLD(P, iacc, facc) Q6FOLDR(P, iacc, facc, Y14, Y12)
+
+// Q6SUM3 adds a column's two further sums b and c into iacc (the VNNI kernels' three chains).
+#define Q6SUM3(iacc, b, c) VPADDD b, iacc, iacc; VPADDD c, iacc, iacc
+
+// Q6PROD leaves in t the word sums of the two level vectors l0 and l1 times column P's 8
+// activations at off (u scratch): the first half of a Q6_K column step, which the kernels then
+// scale by the group's scale pair.
+#define Q6PROD(off, P, l0, l1, t, u) \
+	VPBROADCASTD off(P), t;   \
+	VPMADDUBSW   t, l0, t;    \
+	VPBROADCASTD 4+off(P), u; \
+	VPMADDUBSW   u, l1, u;    \
+	VPADDW       u, t, t
 
 // Q6PAIRS runs the 8 group pairs of a Q6_K super-block with PAIR(i, u0, u1, C, O): pair i is
 // groups u0 = 2i and u1 = 2i+1, C the column set, O the offset subtraction.

@@ -90,13 +90,9 @@ TEXT ·q4KPanelAVX2(SB), NOSPLIT, $128-64
 
 // Q6X adds the two level vectors times column P's 8 activations at off, scaled by Y9, to acc.
 #define Q6X(off, P, acc) \
-	VPBROADCASTD off(P), Y12;   \
-	VPMADDUBSW   Y12, Y10, Y12; \
-	VPBROADCASTD 4+off(P), Y13; \
-	VPMADDUBSW   Y13, Y11, Y13; \
-	VPADDW       Y13, Y12, Y12; \
-	VPMADDWD     Y9, Y12, Y12;  \
-	VPADDD       Y12, acc, acc
+	Q6PROD(off, P, Y10, Y11, Y12, Y13); \
+	VPMADDWD Y9, Y12, Y12;              \
+	VPADDD   Y12, acc, acc
 
 #define Q6C1(off) Q6X(off, DI, Y0)
 #define Q6C2(off) Q6C1(off); Q6X(off, R10, Y1)

@@ -106,14 +106,8 @@
 	S
 
 // Min sums, as K4MF and K4MA, with the (m, m) pairs in Z13.
-#define ZK4MF(s, P, macc) \
-	VPBROADCASTD 260+4*s(P), Z14; \
-	VPMADDWD     Z13, Z14, macc
-
-#define ZK4MA(s, P, macc) \
-	VPBROADCASTD 260+4*s(P), Z14; \
-	VPMADDWD     Z13, Z14, Z14;   \
-	VPADDD       Z14, macc, macc
+#define ZK4MF(s, P, macc) K4MINF(s, P, macc, Z13, Z14)
+#define ZK4MA(s, P, macc) K4MINA(s, P, macc, Z13, Z14)
 
 #define ZK4MF1(s) ZK4MF(s, DI, Z0)
 #define ZK4MF2(s) ZK4MF1(s); ZK4MF(s, R10, Z1)
@@ -142,14 +136,8 @@
 	VPSHUFB Z28, Z27, Z13; \
 	M(7)
 
-// ZK4FOLD: facc += dx·(d·iacc − dmin·macc), d in Z12 and dmin in Z13, as K4FOLD.
-#define ZK4FOLD(P, macc, iacc, facc) \
-	VCVTDQ2PS    iacc, iacc;      \
-	VCVTDQ2PS    macc, macc;      \
-	VMULPS       Z12, iacc, iacc; \
-	VFNMADD231PS Z13, macc, iacc; \
-	VBROADCASTSS (P), Z14;        \
-	VFMADD231PS  Z14, iacc, facc
+// ZK4FOLD: K4FOLD with d in Z12 and dmin in Z13.
+#define ZK4FOLD(P, macc, iacc, facc) K4FOLDR(P, macc, iacc, facc, Z12, Z13, Z14)
 
 #define ZK4FOLD1 ZK4FOLD(DI, Z0, Z4, Z8)
 #define ZK4FOLD2 ZK4FOLD1; ZK4FOLD(R10, Z1, Z5, Z9)
@@ -194,13 +182,7 @@ TEXT ·q4KPanel2VNNI(SB), NOSPLIT, $0-64
 // results; Z8: the scale pairs, then −32 times them; Z9: the group's scale pair; Z10, Z11: two
 // level vectors; Z12, Z13: scratch; Z14: d; Z15: 0x3f bytes; Z24, Z25: q6dup+0, q6dup+32.
 
-#define ZQ6X(off, P, acc) \
-	VPBROADCASTD off(P), Z12;   \
-	VPMADDUBSW   Z12, Z10, Z12; \
-	VPBROADCASTD 4+off(P), Z13; \
-	VPMADDUBSW   Z13, Z11, Z13; \
-	VPADDW       Z13, Z12, Z12; \
-	VPDPWSSD     Z9, Z12, acc
+#define ZQ6X(off, P, acc) Q6PROD(off, P, Z10, Z11, Z12, Z13); VPDPWSSD Z9, Z12, acc
 
 #define ZQ6C1(off, a0, a1, a2, a3) ZQ6X(off, DI, a0)
 #define ZQ6C2(off, a0, a1, a2, a3) ZQ6C1(off, a0, a1, a2, a3); ZQ6X(off, R10, a1)
@@ -266,18 +248,12 @@ TEXT ·q4KPanel2VNNI(SB), NOSPLIT, $0-64
 #define ZQ6Z3 ZQ6Z2; ZQ6ZC(Z2, Z18, Z22)
 #define ZQ6Z4 ZQ6Z3; ZQ6ZC(Z3, Z19, Z23)
 
-#define ZQ6FOLD(P, iacc, facc) \
-	VCVTDQ2PS    iacc, iacc;    \
-	VBROADCASTSS (P), Z12;      \
-	VMULPS       Z14, Z12, Z12; \
-	VFMADD231PS  Z12, iacc, facc
+#define ZQ6FOLD(P, iacc, facc) Q6FOLDR(P, iacc, facc, Z14, Z12)
 
-#define ZQ6SUM(iacc, b, c) VPADDD b, iacc, iacc; VPADDD c, iacc, iacc
-
-#define ZQ6FOLD1 ZQ6SUM(Z0, Z16, Z20); ZQ6FOLD(DI, Z0, Z4)
-#define ZQ6FOLD2 ZQ6FOLD1; ZQ6SUM(Z1, Z17, Z21); ZQ6FOLD(R10, Z1, Z5)
-#define ZQ6FOLD3 ZQ6FOLD2; ZQ6SUM(Z2, Z18, Z22); ZQ6FOLD(R12, Z2, Z6)
-#define ZQ6FOLD4 ZQ6FOLD3; ZQ6SUM(Z3, Z19, Z23); ZQ6FOLD(R13, Z3, Z7)
+#define ZQ6FOLD1 Q6SUM3(Z0, Z16, Z20); ZQ6FOLD(DI, Z0, Z4)
+#define ZQ6FOLD2 ZQ6FOLD1; Q6SUM3(Z1, Z17, Z21); ZQ6FOLD(R10, Z1, Z5)
+#define ZQ6FOLD3 ZQ6FOLD2; Q6SUM3(Z2, Z18, Z22); ZQ6FOLD(R12, Z2, Z6)
+#define ZQ6FOLD4 ZQ6FOLD3; Q6SUM3(Z3, Z19, Z23); ZQ6FOLD(R13, Z3, Z7)
 
 #define ZQ6BLOCK(Z, C, O, FOLD) \
 	Z;                             \

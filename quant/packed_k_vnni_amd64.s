@@ -77,13 +77,7 @@ TEXT ·q4KPanelVNNI(SB), NOSPLIT, $128-64
 // at the end of a super-block; Y15: 0x3f bytes.
 
 // VQ6X adds the two level vectors times column P's 8 activations at off, scaled by Y9, to acc.
-#define VQ6X(off, P, acc) \
-	VPBROADCASTD off(P), Y12;   \
-	VPMADDUBSW   Y12, Y10, Y12; \
-	VPBROADCASTD 4+off(P), Y13; \
-	VPMADDUBSW   Y13, Y11, Y13; \
-	VPADDW       Y13, Y12, Y12; \
-	VPDPWSSD     Y9, Y12, acc
+#define VQ6X(off, P, acc) Q6PROD(off, P, Y10, Y11, Y12, Y13); VPDPWSSD Y9, Y12, acc
 
 // Column sets into the sums a0-a3 of columns 0-3: VPDPWSSD puts its product on the chain of
 // the sum it adds to, so elements 0-7 of a group go to Y0-Y3, elements 8-15 to Y16-Y19 and the
@@ -124,13 +118,10 @@ TEXT ·q4KPanelVNNI(SB), NOSPLIT, $128-64
 #define VQ6Z3 VQ6Z2; VQ6ZC(Y2, Y18, Y22)
 #define VQ6Z4 VQ6Z3; VQ6ZC(Y3, Y19, Y23)
 
-// VQ6SUM adds a column's three sums into iacc.
-#define VQ6SUM(iacc, b, c) VPADDD b, iacc, iacc; VPADDD c, iacc, iacc
-
-#define VQ6FOLD1 VQ6SUM(Y0, Y16, Y20); Q6FOLD(DI, Y0, Y4)
-#define VQ6FOLD2 VQ6FOLD1; VQ6SUM(Y1, Y17, Y21); Q6FOLD(R10, Y1, Y5)
-#define VQ6FOLD3 VQ6FOLD2; VQ6SUM(Y2, Y18, Y22); Q6FOLD(R12, Y2, Y6)
-#define VQ6FOLD4 VQ6FOLD3; VQ6SUM(Y3, Y19, Y23); Q6FOLD(R13, Y3, Y7)
+#define VQ6FOLD1 Q6SUM3(Y0, Y16, Y20); Q6FOLD(DI, Y0, Y4)
+#define VQ6FOLD2 VQ6FOLD1; Q6SUM3(Y1, Y17, Y21); Q6FOLD(R10, Y1, Y5)
+#define VQ6FOLD3 VQ6FOLD2; Q6SUM3(Y2, Y18, Y22); Q6FOLD(R12, Y2, Y6)
+#define VQ6FOLD4 VQ6FOLD3; Q6SUM3(Y3, Y19, Y23); Q6FOLD(R13, Y3, Y7)
 
 #define VQ6B1 Q6BLOCK(VQ6P, VQ6Z1, VQ6C1, VQ6O1, VQ6FOLD1)
 #define VQ6B2 Q6BLOCK(VQ6P, VQ6Z2, VQ6C2, VQ6O2, VQ6FOLD2)
