@@ -31,6 +31,19 @@
 
 #define KNONE
 
+// WDUP8 runs ROW(j, v) for j = 0..7 with v the VPSHUFB indices that put int16 j (bytes 2j,
+// 2j+1) of a 128-bit lane into every word of 8 bytes: the rows of the tables that broadcast a
+// scale (q6kshuf in dot_k_amd64.s, k3sc and kxsc in dot_k23_amd64.s).
+#define WDUP8(ROW) \
+	ROW(0, 0x0100010001000100); \
+	ROW(1, 0x0302030203020302); \
+	ROW(2, 0x0504050405040504); \
+	ROW(3, 0x0706070607060706); \
+	ROW(4, 0x0908090809080908); \
+	ROW(5, 0x0b0a0b0a0b0a0b0a); \
+	ROW(6, 0x0d0c0d0c0d0c0d0c); \
+	ROW(7, 0x0f0e0f0e0f0e0f0e)
+
 #define ZERO1 VPXOR Y4, Y4, Y4
 #define ZERO2 ZERO1; VPXOR Y5, Y5, Y5
 #define ZERO3 ZERO2; VPXOR Y6, Y6, Y6

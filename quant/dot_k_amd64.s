@@ -231,32 +231,14 @@ TEXT ·dotQ6KAVX2(SB), NOSPLIT, $0-48
 
 // q6kshuf picks, for sub-block s of a Q6_K half, int16 scale 2s into every word of the low lane
 // and scale 2s+1 into every word of the high lane (VPSHUFB byte indices 4s,4s+1 / 4s+2,4s+3).
-DATA q6kshuf<>+0(SB)/8, $0x0100010001000100
-DATA q6kshuf<>+8(SB)/8, $0x0100010001000100
-DATA q6kshuf<>+16(SB)/8, $0x0302030203020302
-DATA q6kshuf<>+24(SB)/8, $0x0302030203020302
-DATA q6kshuf<>+32(SB)/8, $0x0504050405040504
-DATA q6kshuf<>+40(SB)/8, $0x0504050405040504
-DATA q6kshuf<>+48(SB)/8, $0x0706070607060706
-DATA q6kshuf<>+56(SB)/8, $0x0706070607060706
-DATA q6kshuf<>+64(SB)/8, $0x0908090809080908
-DATA q6kshuf<>+72(SB)/8, $0x0908090809080908
-DATA q6kshuf<>+80(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA q6kshuf<>+88(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA q6kshuf<>+96(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA q6kshuf<>+104(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA q6kshuf<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA q6kshuf<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
+#define Q6KSHUF(j, v) DATA16(q6kshuf<>, 16*j, v)
+WDUP8(Q6KSHUF)
 GLOBL q6kshuf<>(SB), RODATA|NOPTR, $128
 
 // ksc picks int16 scale j (byte j of Y14 for j < 4, byte j+4 otherwise; index 0x80 gives a zero
 // high byte) into every word, for j = 0..7 at ksc+32j; kmins picks the mins twice each (m0 m0 m1
 // m1 m2 m2 m3 m3 | m4 m4 ... m7 m7) to pair with the 16 bsums.
-#define KSC(j, v) \
-	DATA ksc<>+(32*j)(SB)/8, $v; \
-	DATA ksc<>+(32*j+8)(SB)/8, $v; \
-	DATA ksc<>+(32*j+16)(SB)/8, $v; \
-	DATA ksc<>+(32*j+24)(SB)/8, $v
+#define KSC(j, v) DATA32(ksc<>, 32*j, v)
 
 KSC(0, 0x8000800080008000)
 KSC(1, 0x8001800180018001)

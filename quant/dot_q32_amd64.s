@@ -37,12 +37,10 @@ GLOBL bitshuf<>(SB), RODATA|NOPTR, $32
 
 CONST32(bitmask<>, 0x7fbfdfeff7fbfdfe)
 
-// iq4tab is kvalues_iq4nl in both lanes: -127 -104 -83 -65 -49 -35 -22 -10 1 13 25 38 53 69 89 113.
-DATA iq4tab<>+0(SB)/8, $0xf6eaddcfbfad9881
-DATA iq4tab<>+8(SB)/8, $0x7159453526190d01
-DATA iq4tab<>+16(SB)/8, $0xf6eaddcfbfad9881
-DATA iq4tab<>+24(SB)/8, $0x7159453526190d01
-GLOBL iq4tab<>(SB), RODATA|NOPTR, $32
+// iq4nl is kvalues_iq4nl in both lanes: -127 -104 -83 -65 -49 -35 -22 -10 1 13 25 38 53 69 89 113
+// (dot_k23_amd64.s's IQ4_XS kernel uses it too).
+LANES(·iq4nl, 0, 0xf6eaddcfbfad9881, 0x7159453526190d01)
+GLOBL ·iq4nl(SB), RODATA|NOPTR, $32
 
 // NIBBLES loads the 16 quant bytes at addr into both halves of v as the 32 element nibbles: low
 // nibbles (elements 0-15) in the lower half, high nibbles (16-31) in the upper half.
@@ -140,7 +138,7 @@ GLOBL iq4tab<>(SB), RODATA|NOPTR, $32
 
 // The loops' decoders. IQ4_NL reloads its table (Y8 is scratch in the columns).
 #define Q50BLOCKS DEC4(Q50DEC, 22)
-#define IQ4BLOCKS VMOVDQU iq4tab<>(SB), Y8; DEC4(IQ4DEC, 18)
+#define IQ4BLOCKS VMOVDQU ·iq4nl(SB), Y8; DEC4(IQ4DEC, 18)
 #define Q41BLOCKS DEC4M(Q41DEC, 20)
 #define Q51BLOCKS DEC4M(Q51DEC, 24)
 

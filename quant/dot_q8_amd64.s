@@ -13,10 +13,8 @@
 
 // Q4_0 nibble expansion: both halves get the 16 quant bytes, the upper half is shifted right by 4,
 // masking leaves elements 0-15 (low nibbles) in the lower half and 16-31 in the upper half.
-DATA ·q4shift+0(SB)/8, $0
-DATA ·q4shift+8(SB)/8, $0
-DATA ·q4shift+16(SB)/8, $4
-DATA ·q4shift+24(SB)/8, $4
+DATA16(·q4shift, 0, 0)
+DATA16(·q4shift, 16, 4)
 GLOBL ·q4shift(SB), RODATA|NOPTR, $32
 
 CONST32(·mask0f, 0x0f0f0f0f0f0f0f0f)

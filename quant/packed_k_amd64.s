@@ -144,11 +144,7 @@ TEXT ·q6KPanelAVX2(SB), NOSPLIT, $0-64
 // k4dup+32v picks byte 4r+v of each row's dword (lane-local r) into both words of the dword as
 // an int16 (the high bytes zero): v = 0, 2 give the scales of sub-blocks 2q, 2q+1 from U_q, v = 1,
 // 3 their mins.
-#define K4DUP(v, lo, hi) \
-	DATA ·k4dup+(32*v)(SB)/8, $lo;    \
-	DATA ·k4dup+(32*v+8)(SB)/8, $hi;  \
-	DATA ·k4dup+(32*v+16)(SB)/8, $lo; \
-	DATA ·k4dup+(32*v+24)(SB)/8, $hi
+#define K4DUP(v, lo, hi) LANES(·k4dup, 32*v, lo, hi)
 
 K4DUP(0, 0x8004800480008000, 0x800c800c80088008)
 K4DUP(1, 0x8005800580018001, 0x800d800d80098009)
@@ -160,12 +156,6 @@ CONST32(·k4m30, 0x3030303030303030)
 
 // q6dup duplicates word 0 (+0) or word 1 (+32) of every dword: (sc_2i, sc_2i+1) to (sc_2i, sc_2i)
 // or (sc_2i+1, sc_2i+1).
-DATA ·q6dup+0(SB)/8, $0x0504050401000100
-DATA ·q6dup+8(SB)/8, $0x0d0c0d0c09080908
-DATA ·q6dup+16(SB)/8, $0x0504050401000100
-DATA ·q6dup+24(SB)/8, $0x0d0c0d0c09080908
-DATA ·q6dup+32(SB)/8, $0x0706070603020302
-DATA ·q6dup+40(SB)/8, $0x0f0e0f0e0b0a0b0a
-DATA ·q6dup+48(SB)/8, $0x0706070603020302
-DATA ·q6dup+56(SB)/8, $0x0f0e0f0e0b0a0b0a
+LANES(·q6dup, 0, 0x0504050401000100, 0x0d0c0d0c09080908)
+LANES(·q6dup, 32, 0x0706070603020302, 0x0f0e0f0e0b0a0b0a)
 GLOBL ·q6dup(SB), RODATA|NOPTR, $64

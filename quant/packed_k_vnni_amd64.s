@@ -135,11 +135,7 @@ TEXT ·q6KPanelVNNI(SB), NOSPLIT, $0-64
 
 // vk4sc+32i picks byte 4r+2i of each row's dword (lane-local r) into the dword's low byte, the
 // others zero: the scales of sub-blocks 2q (i = 0) and 2q+1 (i = 1) from U_q, as int32s.
-#define VK4SC(i, lo, hi) \
-	DATA ·vk4sc+(32*i)(SB)/8, $lo;    \
-	DATA ·vk4sc+(32*i+8)(SB)/8, $hi;  \
-	DATA ·vk4sc+(32*i+16)(SB)/8, $lo; \
-	DATA ·vk4sc+(32*i+24)(SB)/8, $hi
+#define VK4SC(i, lo, hi) LANES(·vk4sc, 32*i, lo, hi)
 
 VK4SC(0, 0x8080800480808000, 0x8080800c80808008)
 VK4SC(1, 0x8080800680808002, 0x8080800e8080800a)

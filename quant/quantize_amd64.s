@@ -9,17 +9,10 @@
 // halves), Y8/Y9 the running maxima. Constants: Y15 |x| mask, Y14 0.49999997 (the "half" of
 // roundAway127), Y13 the VPERMD order, Y12 zero, X10 1 (X11 is scratch). SI src, DI dst, CX blocks left.
 
-DATA q8absmask<>+0(SB)/4, $0x7fffffff
-GLOBL q8absmask<>(SB), RODATA|NOPTR, $4
-
-DATA q8half<>+0(SB)/4, $0x3effffff
-GLOBL q8half<>(SB), RODATA|NOPTR, $4
-
-DATA q8f127<>+0(SB)/4, $0x42fe0000
-GLOBL q8f127<>(SB), RODATA|NOPTR, $4
-
-DATA q8f1<>+0(SB)/4, $0x3f800000
-GLOBL q8f1<>(SB), RODATA|NOPTR, $4
+CONST4(q8absmask<>, 0x7fffffff)
+CONST4(q8half<>, 0x3effffff)
+CONST4(q8f127<>, 0x42fe0000)
+CONST4(q8f1<>, 0x3f800000)
 
 // VPACKSSDW/VPACKSSWB work within 128-bit lanes and leave the dwords (groups of four quants) in
 // the order 0 2 4 6 1 3 5 7; this VPERMD index puts them back.

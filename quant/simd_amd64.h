@@ -37,14 +37,25 @@
 	VADDSS       u, t, t;    \
 	VMOVSS       t, dst
 
-// CONST32 defines the 32-byte read-only constant name (an identifier such as ·mask0f or
-// eights<>) as the 8-byte value v four times.
-#define CONST32(name, v) \
-	DATA name+0(SB)/8, $v;  \
-	DATA name+8(SB)/8, $v;  \
-	DATA name+16(SB)/8, $v; \
-	DATA name+24(SB)/8, $v; \
-	GLOBL name(SB), RODATA|NOPTR, $32
+// Tables (name an identifier such as ·mask0f or eights<>, off a byte offset): DATA16 sets the 16
+// bytes at off to the 8-byte value v twice, DATA32 the 32 bytes at off to v four times, LANES
+// the 32 bytes at off to lo, hi in both 128-bit lanes.
+#define DATA16(name, off, v) \
+	DATA name+(off)(SB)/8, $v; \
+	DATA name+(off+8)(SB)/8, $v
+
+#define DATA32(name, off, v) DATA16(name, off, v); DATA16(name, off+16, v)
+
+#define LANES(name, off, lo, hi) \
+	DATA name+(off)(SB)/8, $lo;    \
+	DATA name+(off+8)(SB)/8, $hi;  \
+	DATA name+(off+16)(SB)/8, $lo; \
+	DATA name+(off+24)(SB)/8, $hi
+
+// CONST32 defines the 32-byte read-only constant name as the 8-byte value v four times, CONST4
+// the 4-byte one as v.
+#define CONST32(name, v) DATA32(name, 0, v); GLOBL name(SB), RODATA|NOPTR, $32
+#define CONST4(name, v) DATA name+0(SB)/4, $v; GLOBL name(SB), RODATA|NOPTR, $4
 
 // TOHALF converts the float32s of src to IEEE halves in dst, rounding to nearest, ties to even
 // (immediate 0, whatever MXCSR says). The Q8_0 quantizer's scales and f32ToF16sF16C use it, so
