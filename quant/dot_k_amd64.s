@@ -125,19 +125,21 @@
 
 #define Q5K_QH VMOVDQU 16(DI), Y13
 
+// K45KERNEL is the body of the Q4_K and Q5_K kernels: PRE and Gn as in K45BLOCK, wbytes per
+// super-block, labels as KLOOPS.
+#define K45KERNEL(PRE, G1, G2, G3, G4, wbytes, l1, l2, l3, l4, done, ret) \
+	KARGS; \
+	KMASKS; \
+	BCAST32(0x0f0f0f0f, X15, Y15); \
+	KLOOPS(K45BLOCK(ZERO1, PRE, G1, KM_END1), K45BLOCK(ZERO2, PRE, G2, KM_END2), K45BLOCK(ZERO3, PRE, G3, KM_END3), K45BLOCK(ZERO4, PRE, G4, KM_END4), wbytes, l1, l2, l3, l4, done, ret)
+
 // func dotQ4KAVX2(nb int, w *byte, x *byte, xStride int, nx int, out *float32)
 TEXT ·dotQ4KAVX2(SB), NOSPLIT, $0-48
-	KARGS
-	KMASKS
-	BCAST32(0x0f0f0f0f, X15, Y15)
-	KLOOPS(K45BLOCK(ZERO1, KNONE, Q4K_G1, KM_END1), K45BLOCK(ZERO2, KNONE, Q4K_G2, KM_END2), K45BLOCK(ZERO3, KNONE, Q4K_G3, KM_END3), K45BLOCK(ZERO4, KNONE, Q4K_G4, KM_END4), 144, q4k1, q4k2, q4k3, q4k4, q4kdone, q4kret)
+	K45KERNEL(KNONE, Q4K_G1, Q4K_G2, Q4K_G3, Q4K_G4, 144, q4k1, q4k2, q4k3, q4k4, q4kdone, q4kret)
 
 // func dotQ5KAVX2(nb int, w *byte, x *byte, xStride int, nx int, out *float32)
 TEXT ·dotQ5KAVX2(SB), NOSPLIT, $0-48
-	KARGS
-	KMASKS
-	BCAST32(0x0f0f0f0f, X15, Y15)
-	KLOOPS(K45BLOCK(ZERO1, Q5K_QH, Q5K_G1, KM_END1), K45BLOCK(ZERO2, Q5K_QH, Q5K_G2, KM_END2), K45BLOCK(ZERO3, Q5K_QH, Q5K_G3, KM_END3), K45BLOCK(ZERO4, Q5K_QH, Q5K_G4, KM_END4), 176, q5k1, q5k2, q5k3, q5k4, q5kdone, q5kret)
+	K45KERNEL(Q5K_QH, Q5K_G1, Q5K_G2, Q5K_G3, Q5K_G4, 176, q5k1, q5k2, q5k3, q5k4, q5kdone, q5kret)
 
 // Q6_K. Registers: Y8 qh (32 bytes of the current 128-element half), Y9 ql, Y10 levels (0..63),
 // Y11 scales, Y12 temp, Y13 = 0x30, Y14 = the half's eight int8 scales as int16 in both lanes,
@@ -250,10 +252,6 @@ KSC(6, 0x800a800a800a800a)
 KSC(7, 0x800b800b800b800b)
 GLOBL ksc<>(SB), RODATA|NOPTR, $256
 
-DATA kmins<>+0(SB)/8, $0x8005800580048004
-DATA kmins<>+8(SB)/8, $0x8007800780068006
-DATA kmins<>+16(SB)/8, $0x800d800d800c800c
-DATA kmins<>+24(SB)/8, $0x800f800f800e800e
-GLOBL kmins<>(SB), RODATA|NOPTR, $32
+TABLE32(kmins<>, 0x8005800580048004, 0x8007800780068006, 0x800d800d800c800c, 0x800f800f800e800e)
 
 CONST32(kbit4<>, 0x1010101010101010)

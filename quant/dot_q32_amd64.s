@@ -29,11 +29,7 @@ CONST32(allff<>, -1)
 
 // bitshuf spreads a broadcast uint32 so that byte i holds its byte i/8; bitmask then has every bit
 // set but bit i%8 of byte i, so that the byte is all ones exactly when bit i of the uint32 is set.
-DATA bitshuf<>+0(SB)/8, $0x0000000000000000
-DATA bitshuf<>+8(SB)/8, $0x0101010101010101
-DATA bitshuf<>+16(SB)/8, $0x0202020202020202
-DATA bitshuf<>+24(SB)/8, $0x0303030303030303
-GLOBL bitshuf<>(SB), RODATA|NOPTR, $32
+TABLE32(bitshuf<>, 0x0000000000000000, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303)
 
 CONST32(bitmask<>, 0x7fbfdfeff7fbfdfe)
 

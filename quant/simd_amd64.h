@@ -52,6 +52,14 @@
 	DATA name+(off+16)(SB)/8, $lo; \
 	DATA name+(off+24)(SB)/8, $hi
 
+// TABLE32 defines the 32-byte read-only table name as the 8-byte values v0..v3.
+#define TABLE32(name, v0, v1, v2, v3) \
+	DATA name+0(SB)/8, $v0;  \
+	DATA name+8(SB)/8, $v1;  \
+	DATA name+16(SB)/8, $v2; \
+	DATA name+24(SB)/8, $v3; \
+	GLOBL name(SB), RODATA|NOPTR, $32
+
 // CONST32 defines the 32-byte read-only constant name as the 8-byte value v four times, CONST4
 // the 4-byte one as v.
 #define CONST32(name, v) DATA32(name, 0, v); GLOBL name(SB), RODATA|NOPTR, $32
