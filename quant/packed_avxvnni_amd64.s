@@ -50,8 +50,8 @@
 #define A_NEXT8 CLEAR4(VPXOR, Y3, Y4, Y6, Y7)
 #define A_NEXT4 CLEAR4(VPXOR, Y8, Y9, Y10, Y11)
 
-// AFLOAT, ASCALE8 and ASCALE4 are VFLOAT, VSCALE8 and VSCALE4 in other registers: the row
-// scales in Y0, the column's scale through Y1.
+// AFLOAT, ASCALE8 and ASCALE4 are VFLOAT, VSCALE8 and VSCALE4 (packed_vnni_amd64.s) in other
+// registers: the row scales in Y0, the column's scale through Y1.
 #define AFLOAT(F, acc, facc) \
 	VCVTDQ2PS    acc, acc;   \
 	VBROADCASTSS F, Y1;      \

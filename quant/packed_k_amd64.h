@@ -1,11 +1,13 @@
-// Macros and tables shared by the Q4_K and Q6_K panel kernels (packed_k_amd64.s, AVX2, and
-// packed_k_vnni_amd64.s, AVX-512 VNNI): the frame, the scale/min unpacking, the min sums and the
-// folding, which are the same instructions in both. The tables ·k4dup, ·k4m30 and ·q6dup are
-// defined in packed_k_amd64.s.
+// Macros shared by the Q4_K and Q6_K panel kernels (packed_k_amd64.s, AVX2; packed_k_vnni_amd64.s,
+// AVX-512 VNNI on ymm; packed_k_vnni512_amd64.s, on zmm): the frame, the scale/min unpacking, the
+// Q4_K sub-block and super-block loops, the Q6_K group-pair and super-block loops, the min sums
+// and the folding, which are the same instructions in all (registers and the product
+// instructions are arguments). The tables ·k4dup, ·k4m30 and ·q6dup are defined in
+// packed_k_amd64.s.
 
 #include "packed_amd64.h"
 
-// Software prefetch distance in bytes ahead of the current super-block (see dot_k_amd64.s KPF):
+// Software prefetch distance in bytes ahead of the current super-block (as KPF in dot_k_amd64.h):
 // the panels are streamed once per token group, in order.
 #define KPF 4096
 
