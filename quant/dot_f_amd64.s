@@ -93,11 +93,7 @@
 
 #define PROLOGUE \
 	MOVQ  n+0(FP), BX;          \
-	MOVQ  w+8(FP), SI;          \
-	MOVQ  x+16(FP), DI;         \
-	MOVQ  xStride+24(FP), R8;   \
-	MOVQ  nx+32(FP), R11;       \
-	MOVQ  out+40(FP), DX;       \
+	ROW_ARGS;                   \
 	LEAQ  (R8)(R8*2), R9;       \
 	CLEAR4(VXORPS, Y8, Y9, Y10, Y11); \
 	CLEAR4(VXORPS, Y12, Y13, Y14, Y15)

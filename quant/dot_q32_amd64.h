@@ -28,11 +28,7 @@
 // counts the groups of four blocks.
 #define PROLOGUE \
 	MOVQ nb+0(FP), CX;                 \
-	MOVQ w+8(FP), SI;                  \
-	MOVQ x+16(FP), DI;                 \
-	MOVQ xStride+24(FP), R8;           \
-	MOVQ nx+32(FP), R11;               \
-	MOVQ out+40(FP), DX;               \
+	ROW_ARGS;                          \
 	COLUMNS;                           \
 	CLEAR4(VXORPS, Y12, Y13, Y14, Y15); \
 	SHRQ $2, CX
@@ -70,17 +66,26 @@
 	VMULPS Y11, Y9, Y9; \
 	VFMADD231PS Y9, Y8, acc
 
-// COL32 accumulates one column (activation blocks at P) over the four blocks of DEC4 whose pair
-// sums need 32 bits before the reduction (Q8_0, IQ4_NL).
-#define COL32(P, acc) \
-	PROD32(2(P), Y0, Y1, Y8);    \
-	PROD32(36(P), Y2, Y3, Y9);   \
-	VPHADDD Y9, Y8, Y8;          \
-	PROD32(70(P), Y4, Y5, Y9);   \
-	PROD32(104(P), Y6, Y7, Y10); \
-	VPHADDD Y10, Y9, Y9;         \
-	VPHADDD Y9, Y8, Y8;          \
+// COLTREE accumulates one column (activation blocks at P) over the four blocks of DEC4 into acc:
+// PROD (PROD16 or PROD32) per block, reduced pairwise with HADD (VPHADDW or VPHADDD: lane i of
+// the result is block i), WIDEN (the int16 sums to int32, or nothing), then FOLD.
+#define COLTREE(P, acc, PROD, HADD, WIDEN) \
+	PROD(2(P), Y0, Y1, Y8);    \
+	PROD(36(P), Y2, Y3, Y9);   \
+	HADD Y9, Y8, Y8;           \
+	PROD(70(P), Y4, Y5, Y9);   \
+	PROD(104(P), Y6, Y7, Y10); \
+	HADD Y10, Y9, Y9;          \
+	HADD Y9, Y8, Y8;           \
+	WIDEN;                     \
 	FOLD(P, acc)
+
+#define NOWIDEN
+#define WIDEN16 VPMADDWD ·ones16(SB), Y8, Y8
+
+// COL32 is COLTREE for the blocks whose pair sums need 32 bits before the reduction (Q8_0,
+// IQ4_NL).
+#define COL32(P, acc) COLTREE(P, acc, PROD32, VPHADDD, NOWIDEN)
 
 // COLS runs col(P, acc) for the first nx columns, then jumps to next.
 #define COLS(col, next) \

@@ -37,16 +37,7 @@ CONST32(·ones16, 0x0001000100010001)
 // COL4_Q4 accumulates one column (activation blocks at P) over the four Q4_0 blocks in Y0-Y7
 // into acc, using the weight scales in Y11. Q4_0 products are at most 8*128 in magnitude, so the
 // 16-bit sums of up to 8 of them in the reduction cannot overflow.
-#define COL4_Q4(P, acc) \
-	PROD16(2(P), Y0, Y1, Y8);    \
-	PROD16(36(P), Y2, Y3, Y9);   \
-	VPHADDW Y9, Y8, Y8;          \
-	PROD16(70(P), Y4, Y5, Y9);   \
-	PROD16(104(P), Y6, Y7, Y10); \
-	VPHADDW Y10, Y9, Y9;         \
-	VPHADDW Y9, Y8, Y8;          \
-	VPMADDWD ·ones16(SB), Y8, Y8; \
-	FOLD(P, acc)
+#define COL4_Q4(P, acc) COLTREE(P, acc, PROD16, VPHADDW, WIDEN16)
 
 // The loops' decoders: four blocks, their scales in Y11.
 #define Q4BLOCKS DEC4(Q4DEC, 18)

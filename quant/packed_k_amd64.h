@@ -67,31 +67,33 @@
 // K4UNPACK decodes the scale/min vectors U_0..U_3 (see packed_k.go) of the super-block to the
 // frame at 32q(SP) (Y12-Y14 scratch): byte 4r+v of U_q is [sc_2q, m_2q, sc_2q+1, m_2q+1][v] of
 // row r, so VPSHUFB with k4dup picks the 8 rows' pairs (sc, sc) or (m, m) of one sub-block.
+// U_q's low 4 bits are the low (q = 0, 2) or high (q = 1, 3) nibbles of A (at 32) or B (at 64),
+// its bits 4-5 those of C (at 96, in Y14) shifted into place.
 #define K4UNPACK \
-	VMOVDQU 96(SI), Y14;            \
-	VPAND   32(SI), Y15, Y12;       \
-	VPSLLW  $4, Y14, Y13;           \
-	VPAND   ·k4m30(SB), Y13, Y13;  \
-	VPOR    Y13, Y12, Y12;          \
-	VMOVDQU Y12, 0(SP);             \
-	VMOVDQU 32(SI), Y12;            \
-	VPSRLW  $4, Y12, Y12;           \
-	VPAND   Y15, Y12, Y12;          \
-	VPSLLW  $2, Y14, Y13;           \
-	VPAND   ·k4m30(SB), Y13, Y13;  \
-	VPOR    Y13, Y12, Y12;          \
-	VMOVDQU Y12, 32(SP);            \
-	VPAND   64(SI), Y15, Y12;       \
-	VPAND   ·k4m30(SB), Y14, Y13;  \
-	VPOR    Y13, Y12, Y12;          \
-	VMOVDQU Y12, 64(SP);            \
-	VMOVDQU 64(SI), Y12;            \
-	VPSRLW  $4, Y12, Y12;           \
-	VPAND   Y15, Y12, Y12;          \
-	VPSRLW  $2, Y14, Y13;           \
-	VPAND   ·k4m30(SB), Y13, Y13;  \
-	VPOR    Y13, Y12, Y12;          \
-	VMOVDQU Y12, 96(SP)
+	VMOVDQU 96(SI), Y14;      \
+	VPAND   32(SI), Y15, Y12; \
+	VPSLLW  $4, Y14, Y13;     \
+	K4UTOP(Y13, 0);           \
+	K4HIGH(32);               \
+	VPSLLW  $2, Y14, Y13;     \
+	K4UTOP(Y13, 32);          \
+	VPAND   64(SI), Y15, Y12; \
+	K4UTOP(Y14, 64);          \
+	K4HIGH(64);               \
+	VPSRLW  $2, Y14, Y13;     \
+	K4UTOP(Y13, 96)
+
+// K4HIGH sets Y12 to the high nibbles of the 32 bytes at off(SI).
+#define K4HIGH(off) \
+	VMOVDQU off(SI), Y12;  \
+	VPSRLW  $4, Y12, Y12; \
+	VPAND   Y15, Y12, Y12
+
+// K4UTOP adds bits 4-5 of t (C's bits, shifted) to the low bits in Y12 and stores U_q at off(SP).
+#define K4UTOP(t, off) \
+	VPAND   ·k4m30(SB), t, Y13; \
+	VPOR    Y13, Y12, Y12;      \
+	VMOVDQU Y12, off(SP)
 
 // K4CHUNKS runs the four chunks of sub-block s: W decodes chunk c, then F (the first chunk) or
 // C (the others) adds its products for the columns in use.

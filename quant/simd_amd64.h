@@ -5,6 +5,15 @@
 #ifndef QUANT_SIMD_AMD64_H
 #define QUANT_SIMD_AMD64_H
 
+// ROW_ARGS loads the row kernels' arguments (n int, w, x *byte, xStride, nx int, out *float32)
+// after n: SI w, DI x (column 0), R8 xStride, R11 nx, DX out.
+#define ROW_ARGS \
+	MOVQ w+8(FP), SI;        \
+	MOVQ x+16(FP), DI;       \
+	MOVQ xStride+24(FP), R8; \
+	MOVQ nx+32(FP), R11;     \
+	MOVQ out+40(FP), DX
+
 // CLEAR4 zeroes four registers with op (VXORPS, VPXOR, or VPXORD for Y16-Y31 and zmm).
 #define CLEAR4(op, a0, a1, a2, a3) \
 	op a0, a0, a0; \
