@@ -168,27 +168,17 @@
 #define K4M3(s) K4M2(s); K4MA(s, R12, Y2)
 #define K4M4(s) K4M3(s); K4MA(s, R13, Y3)
 
-#define K4MINS(MF, M) \
-	VMOVDQU 0(SP), Y12;                 \
-	VPSHUFB ·k4dup+32(SB), Y12, Y13;    \
-	MF(0);                               \
-	VPSHUFB ·k4dup+96(SB), Y12, Y13;    \
-	M(1);                                \
-	VMOVDQU 32(SP), Y12;                 \
-	VPSHUFB ·k4dup+32(SB), Y12, Y13;    \
-	M(2);                                \
-	VPSHUFB ·k4dup+96(SB), Y12, Y13;    \
-	M(3);                                \
-	VMOVDQU 64(SP), Y12;                 \
-	VPSHUFB ·k4dup+32(SB), Y12, Y13;    \
-	M(4);                                \
-	VPSHUFB ·k4dup+96(SB), Y12, Y13;    \
-	M(5);                                \
-	VMOVDQU 96(SP), Y12;                 \
-	VPSHUFB ·k4dup+32(SB), Y12, Y13;    \
-	M(6);                                \
-	VPSHUFB ·k4dup+96(SB), Y12, Y13;    \
-	M(7)
+// K4MINQ runs the min sums of sub-blocks 2q and 2q+1 (A for the first, B for the second) from
+// U_q in U: the shuffles ev and od (k4dup+32, k4dup+96) pick their (m, m) pairs into m.
+#define K4MINQ(ev, od, U, m, q, A, B) \
+	VPSHUFB ev, U, m; \
+	A((2*q));         \
+	VPSHUFB od, U, m; \
+	B((2*q+1))
+
+// K4MINS runs the min sums of the 8 sub-blocks, U_q loaded from the frame (MF starts them).
+#define K4MQ(q, A, B) VMOVDQU 32*q(SP), Y12; K4MINQ(·k4dup+32(SB), ·k4dup+96(SB), Y12, Y13, q, A, B)
+#define K4MINS(MF, M) K4MQ(0, MF, M); K4MQ(1, M, M); K4MQ(2, M, M); K4MQ(3, M, M)
 
 // K4FOLDR folds column P's super-block sums into facc: facc += dx·(d·iacc − dmin·macc), with
 // the rows' d and dmin in the registers d and dmin (t scratch; ymm or zmm). K4FOLD: the 8 rows'

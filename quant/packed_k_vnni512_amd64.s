@@ -118,23 +118,9 @@
 #define ZK4M3(s) ZK4M2(s); ZK4MA(s, R12, Z2)
 #define ZK4M4(s) ZK4M3(s); ZK4MA(s, R13, Z3)
 
-#define ZK4MINS(MF, M) \
-	VPSHUFB Z23, Z24, Z13; \
-	MF(0);                 \
-	VPSHUFB Z28, Z24, Z13; \
-	M(1);                  \
-	VPSHUFB Z23, Z25, Z13; \
-	M(2);                  \
-	VPSHUFB Z28, Z25, Z13; \
-	M(3);                  \
-	VPSHUFB Z23, Z26, Z13; \
-	M(4);                  \
-	VPSHUFB Z28, Z26, Z13; \
-	M(5);                  \
-	VPSHUFB Z23, Z27, Z13; \
-	M(6);                  \
-	VPSHUFB Z28, Z27, Z13; \
-	M(7)
+// ZK4MINS: K4MINS with U_0..U_3 in Z24-Z27 and the shuffles in Z23, Z28.
+#define ZK4MQ(U, q, A, B) K4MINQ(Z23, Z28, U, Z13, q, A, B)
+#define ZK4MINS(MF, M) ZK4MQ(Z24, 0, MF, M); ZK4MQ(Z25, 1, M, M); ZK4MQ(Z26, 2, M, M); ZK4MQ(Z27, 3, M, M)
 
 // ZK4FOLD: K4FOLD with d in Z12 and dmin in Z13.
 #define ZK4FOLD(P, macc, iacc, facc) K4FOLDR(P, macc, iacc, facc, Z12, Z13, Z14)
