@@ -11,6 +11,11 @@
 // the panels are streamed once per token group, in order.
 #define KPF 4096
 
+// KPF2 and KPF3 prefetch the first 2 or 3 cache lines of the super-block KPF bytes ahead of the
+// one at base ((SI), or (SI)(R14*1) for the second panel of a zmm pair).
+#define KPF2(base) PREFETCHT0 KPF base; PREFETCHT0 KPF+64 base
+#define KPF3(base) KPF2(base); PREFETCHT0 KPF+128 base
+
 // The kernels' arguments: (np, nb int, w, x *byte, xStride, nx int, out *float32, outStride
 // int), frame -64. As the Q8_0/Q4_0 kernels (packed_amd64.h), they run np panels, which follow
 // each other in w; each starts over at x and writes the 8 floats after the previous panel's.
@@ -141,8 +146,7 @@
 	VCVTPH2PS  (SI), Y12;                                     \
 	VCVTPH2PS  16(SI), Y13;                                   \
 	FOLD;                                                     \
-	PREFETCHT0 KPF(SI);                                       \
-	PREFETCHT0 KPF+64(SI);                                    \
+	KPF2((SI));                                               \
 	KP_NEXT(1152)
 
 // Min sums: macc = Σ_s (m_s, m_s)·(bsum_2s, bsum_2s+1) per lane, with the pairs in m (t
@@ -273,7 +277,5 @@
 	Q6PAIRS(PAIR, C, O);    \
 	VCVTPH2PS  (SI), Y14;   \
 	FOLD;                   \
-	PREFETCHT0 KPF(SI);     \
-	PREFETCHT0 KPF+64(SI);  \
-	PREFETCHT0 KPF+128(SI); \
+	KPF3((SI));             \
 	KP_NEXT(1680)

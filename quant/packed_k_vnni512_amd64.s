@@ -137,10 +137,8 @@
 	ZKHALF(0, Z12, Y12, X12);                                     \
 	ZKHALF(16, Z13, Y13, X13);                                    \
 	FOLD;                                                         \
-	PREFETCHT0 KPF(SI);                                           \
-	PREFETCHT0 KPF+64(SI);                                        \
-	PREFETCHT0 KPF(SI)(R14*1);                                    \
-	PREFETCHT0 KPF+64(SI)(R14*1);                                 \
+	KPF2((SI));                                                   \
+	KPF2((SI)(R14*1));                                            \
 	KP_NEXT(1152)
 
 #define ZK4B1 ZK4BLOCK(ZK4Z1, ZK4C1, ZK4SF1, ZK4S1, ZK4MF1, ZK4M1, ZK4FOLD1)
@@ -246,12 +244,8 @@ TEXT ·q4KPanel2VNNI(SB), NOSPLIT, $0-64
 	Q6PAIRS(ZQ6P, C, O);           \
 	ZKHALF(0, Z14, Y14, X14);      \
 	FOLD;                          \
-	PREFETCHT0 KPF(SI);            \
-	PREFETCHT0 KPF+64(SI);         \
-	PREFETCHT0 KPF+128(SI);        \
-	PREFETCHT0 KPF(SI)(R14*1);     \
-	PREFETCHT0 KPF+64(SI)(R14*1);  \
-	PREFETCHT0 KPF+128(SI)(R14*1); \
+	KPF3((SI));                    \
+	KPF3((SI)(R14*1));             \
 	KP_NEXT(1680)
 
 #define ZQ6B1 ZQ6BLOCK(ZQ6Z1, ZQ6C1, ZQ6O1, ZQ6FOLD1)
