@@ -1,4 +1,5 @@
 #include "textflag.h"
+#include "simd_amd64.h"
 
 // F32, F16 and BF16 weights dotted with F32 activations, AVX2 + FMA (+ F16C for F16); see
 // dot_f_amd64.go.
@@ -71,51 +72,31 @@
 	C8_3; \
 	VFMADD231PS (DI)(R9*1), Y0, Y11
 
-// HSUM stores the sum of the 8 floats of acc (whose low half is accx) at dst.
-#define HSUM(acc, accx, dst) \
-	VEXTRACTF128 $1, acc, X7;  \
-	VADDPS       X7, accx, X7; \
-	VMOVHLPS     X7, X7, X6;   \
-	VADDPS       X6, X7, X7;   \
-	VMOVSHDUP    X7, X6;       \
-	VADDSS       X6, X7, X7;   \
-	VMOVSS       X7, dst
-
 #define FIN_1 \
 	VADDPS Y12, Y8, Y8; \
-	HSUM(Y8, X8, (DX))
+	HSUM(Y8, X8, (DX), X7, X6)
 
 #define FIN_2 \
 	FIN_1; \
 	VADDPS Y13, Y9, Y9; \
-	HSUM(Y9, X9, 4(DX))
+	HSUM(Y9, X9, 4(DX), X7, X6)
 
 #define FIN_3 \
 	FIN_2; \
 	VADDPS Y14, Y10, Y10; \
-	HSUM(Y10, X10, 8(DX))
+	HSUM(Y10, X10, 8(DX), X7, X6)
 
 #define FIN_4 \
 	FIN_3; \
 	VADDPS Y15, Y11, Y11; \
-	HSUM(Y11, X11, 12(DX))
+	HSUM(Y11, X11, 12(DX), X7, X6)
 
 #define PROLOGUE \
 	MOVQ  n+0(FP), BX;          \
-	MOVQ  w+8(FP), SI;          \
-	MOVQ  x+16(FP), DI;         \
-	MOVQ  xStride+24(FP), R8;   \
-	MOVQ  nx+32(FP), R11;       \
-	MOVQ  out+40(FP), DX;       \
+	ROW_ARGS;                   \
 	LEAQ  (R8)(R8*2), R9;       \
-	VXORPS Y8, Y8, Y8;          \
-	VXORPS Y9, Y9, Y9;          \
-	VXORPS Y10, Y10, Y10;       \
-	VXORPS Y11, Y11, Y11;       \
-	VXORPS Y12, Y12, Y12;       \
-	VXORPS Y13, Y13, Y13;       \
-	VXORPS Y14, Y14, Y14;       \
-	VXORPS Y15, Y15, Y15
+	CLEAR4(VXORPS, Y8, Y9, Y10, Y11); \
+	CLEAR4(VXORPS, Y12, Y13, Y14, Y15)
 
 // STEP16 advances by 16 elements (wb weight bytes) and loops to label while 16 remain.
 #define STEP16(wb, label) \

@@ -31,150 +31,46 @@
 #include "textflag.h"
 #include "dot_k_amd64.h"
 
-DATA k2sc<>+0(SB)/8, $0x8000800080008000
-DATA k2sc<>+8(SB)/8, $0x8000800080008000
-DATA k2sc<>+16(SB)/8, $0x8001800180018001
-DATA k2sc<>+24(SB)/8, $0x8001800180018001
-DATA k2sc<>+32(SB)/8, $0x8002800280028002
-DATA k2sc<>+40(SB)/8, $0x8002800280028002
-DATA k2sc<>+48(SB)/8, $0x8003800380038003
-DATA k2sc<>+56(SB)/8, $0x8003800380038003
-DATA k2sc<>+64(SB)/8, $0x8004800480048004
-DATA k2sc<>+72(SB)/8, $0x8004800480048004
-DATA k2sc<>+80(SB)/8, $0x8005800580058005
-DATA k2sc<>+88(SB)/8, $0x8005800580058005
-DATA k2sc<>+96(SB)/8, $0x8006800680068006
-DATA k2sc<>+104(SB)/8, $0x8006800680068006
-DATA k2sc<>+112(SB)/8, $0x8007800780078007
-DATA k2sc<>+120(SB)/8, $0x8007800780078007
-DATA k2sc<>+128(SB)/8, $0x8008800880088008
-DATA k2sc<>+136(SB)/8, $0x8008800880088008
-DATA k2sc<>+144(SB)/8, $0x8009800980098009
-DATA k2sc<>+152(SB)/8, $0x8009800980098009
-DATA k2sc<>+160(SB)/8, $0x800a800a800a800a
-DATA k2sc<>+168(SB)/8, $0x800a800a800a800a
-DATA k2sc<>+176(SB)/8, $0x800b800b800b800b
-DATA k2sc<>+184(SB)/8, $0x800b800b800b800b
-DATA k2sc<>+192(SB)/8, $0x800c800c800c800c
-DATA k2sc<>+200(SB)/8, $0x800c800c800c800c
-DATA k2sc<>+208(SB)/8, $0x800d800d800d800d
-DATA k2sc<>+216(SB)/8, $0x800d800d800d800d
-DATA k2sc<>+224(SB)/8, $0x800e800e800e800e
-DATA k2sc<>+232(SB)/8, $0x800e800e800e800e
-DATA k2sc<>+240(SB)/8, $0x800f800f800f800f
-DATA k2sc<>+248(SB)/8, $0x800f800f800f800f
+// The tables: ·mask0f, ·q4shift (dot_q8_amd64.s) and ·iq4nl (dot_q32_amd64.s) are shared with the
+// Q8_0-activation kernels. k2sc+16j zero-extends byte j (Q2_K scale j) into every word; k3sc+16j
+// and kxsc+32j broadcast int16 j within each lane (Q3_K, IQ4_XS scales); k23m20 subtracts 32.
+DATA16(k2sc<>, 0, 0x8000800080008000)
+DATA16(k2sc<>, 16, 0x8001800180018001)
+DATA16(k2sc<>, 32, 0x8002800280028002)
+DATA16(k2sc<>, 48, 0x8003800380038003)
+DATA16(k2sc<>, 64, 0x8004800480048004)
+DATA16(k2sc<>, 80, 0x8005800580058005)
+DATA16(k2sc<>, 96, 0x8006800680068006)
+DATA16(k2sc<>, 112, 0x8007800780078007)
+DATA16(k2sc<>, 128, 0x8008800880088008)
+DATA16(k2sc<>, 144, 0x8009800980098009)
+DATA16(k2sc<>, 160, 0x800a800a800a800a)
+DATA16(k2sc<>, 176, 0x800b800b800b800b)
+DATA16(k2sc<>, 192, 0x800c800c800c800c)
+DATA16(k2sc<>, 208, 0x800d800d800d800d)
+DATA16(k2sc<>, 224, 0x800e800e800e800e)
+DATA16(k2sc<>, 240, 0x800f800f800f800f)
 GLOBL k2sc<>(SB), RODATA|NOPTR, $256
 
-DATA k3sc<>+0(SB)/8, $0x0100010001000100
-DATA k3sc<>+8(SB)/8, $0x0100010001000100
-DATA k3sc<>+16(SB)/8, $0x0302030203020302
-DATA k3sc<>+24(SB)/8, $0x0302030203020302
-DATA k3sc<>+32(SB)/8, $0x0504050405040504
-DATA k3sc<>+40(SB)/8, $0x0504050405040504
-DATA k3sc<>+48(SB)/8, $0x0706070607060706
-DATA k3sc<>+56(SB)/8, $0x0706070607060706
-DATA k3sc<>+64(SB)/8, $0x0908090809080908
-DATA k3sc<>+72(SB)/8, $0x0908090809080908
-DATA k3sc<>+80(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA k3sc<>+88(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA k3sc<>+96(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA k3sc<>+104(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA k3sc<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA k3sc<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
+#define K3SC(j, v) DATA16(k3sc<>, 16*j, v)
+WDUP8(K3SC)
 GLOBL k3sc<>(SB), RODATA|NOPTR, $128
 
-DATA kxsc<>+0(SB)/8, $0x0100010001000100
-DATA kxsc<>+8(SB)/8, $0x0100010001000100
-DATA kxsc<>+16(SB)/8, $0x0100010001000100
-DATA kxsc<>+24(SB)/8, $0x0100010001000100
-DATA kxsc<>+32(SB)/8, $0x0302030203020302
-DATA kxsc<>+40(SB)/8, $0x0302030203020302
-DATA kxsc<>+48(SB)/8, $0x0302030203020302
-DATA kxsc<>+56(SB)/8, $0x0302030203020302
-DATA kxsc<>+64(SB)/8, $0x0504050405040504
-DATA kxsc<>+72(SB)/8, $0x0504050405040504
-DATA kxsc<>+80(SB)/8, $0x0504050405040504
-DATA kxsc<>+88(SB)/8, $0x0504050405040504
-DATA kxsc<>+96(SB)/8, $0x0706070607060706
-DATA kxsc<>+104(SB)/8, $0x0706070607060706
-DATA kxsc<>+112(SB)/8, $0x0706070607060706
-DATA kxsc<>+120(SB)/8, $0x0706070607060706
-DATA kxsc<>+128(SB)/8, $0x0908090809080908
-DATA kxsc<>+136(SB)/8, $0x0908090809080908
-DATA kxsc<>+144(SB)/8, $0x0908090809080908
-DATA kxsc<>+152(SB)/8, $0x0908090809080908
-DATA kxsc<>+160(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA kxsc<>+168(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA kxsc<>+176(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA kxsc<>+184(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA kxsc<>+192(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA kxsc<>+200(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA kxsc<>+208(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA kxsc<>+216(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA kxsc<>+224(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA kxsc<>+232(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA kxsc<>+240(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA kxsc<>+248(SB)/8, $0x0f0e0f0e0f0e0f0e
+#define KXSC(j, v) DATA32(kxsc<>, 32*j, v)
+WDUP8(KXSC)
 GLOBL kxsc<>(SB), RODATA|NOPTR, $256
 
-DATA k23m03<>+0(SB)/8, $0x0303030303030303
-DATA k23m03<>+8(SB)/8, $0x0303030303030303
-DATA k23m03<>+16(SB)/8, $0x0303030303030303
-DATA k23m03<>+24(SB)/8, $0x0303030303030303
-GLOBL k23m03<>(SB), RODATA|NOPTR, $32
+CONST32(k23m03<>, 0x0303030303030303)
+CONST32(k23m04<>, 0x0404040404040404)
 
-DATA k23m04<>+0(SB)/8, $0x0404040404040404
-DATA k23m04<>+8(SB)/8, $0x0404040404040404
-DATA k23m04<>+16(SB)/8, $0x0404040404040404
-DATA k23m04<>+24(SB)/8, $0x0404040404040404
-GLOBL k23m04<>(SB), RODATA|NOPTR, $32
-
-DATA k23m0f<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA k23m0f<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA k23m0f<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA k23m0f<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
-GLOBL k23m0f<>(SB), RODATA|NOPTR, $32
-
-DATA k23m20<>+0(SB)/8, $0x2020202020202020
-DATA k23m20<>+8(SB)/8, $0x2020202020202020
+DATA16(k23m20<>, 0, 0x2020202020202020)
 GLOBL k23m20<>(SB), RODATA|NOPTR, $16
-
-DATA k23shift<>+0(SB)/8, $0
-DATA k23shift<>+8(SB)/8, $0
-DATA k23shift<>+16(SB)/8, $4
-DATA k23shift<>+24(SB)/8, $4
-GLOBL k23shift<>(SB), RODATA|NOPTR, $32
-
-// k23iq4 is kvalues_iq4nl in both lanes.
-DATA k23iq4<>+0(SB)/8, $0xf6eaddcfbfad9881
-DATA k23iq4<>+8(SB)/8, $0x7159453526190d01
-DATA k23iq4<>+16(SB)/8, $0xf6eaddcfbfad9881
-DATA k23iq4<>+24(SB)/8, $0x7159453526190d01
-GLOBL k23iq4<>(SB), RODATA|NOPTR, $32
 
 // EACHn(m, a) expands m(a, col, sumi) for the first n columns.
 #define EACH1(m, a) m(a, C0, Y4)
 #define EACH2(m, a) EACH1(m, a); m(a, C1, Y5)
 #define EACH3(m, a) EACH2(m, a); m(a, C2, Y6)
 #define EACH4(m, a) EACH3(m, a); m(a, C3, Y7)
-
-// KNEXT prefetches 4 KiB ahead (as dot_k_amd64.s does), advances to the next super-block and
-// loops back to l while blocks remain.
-#define KNEXT(wbytes, l) \
-	PREFETCHT0 4096(DI); \
-	PREFETCHT0 4160(DI); \
-	PREFETCHT0 4224(DI); \
-	ADDQ $wbytes, DI; \
-	ADDQ $292, SI; \
-	DECQ CX; \
-	JNZ l
-
-// KCOL adds the 32 levels in Y10 (unsigned) times the quants at offset off of col, scaled by the
-// int16s in Y11, to sumi.
-#define KCOL(off, col, sumi) \
-	VPMADDUBSW off col, Y10, Y12; \
-	VPMADDWD Y11, Y12, Y12; \
-	VPADDD Y12, sumi, sumi
 
 // KFOLD folds one column's block sum into acc: acc += dx·(d·sumi), d broadcast in Y9.
 #define KFOLD(col, sumi, acc) \
@@ -203,28 +99,17 @@ GLOBL k23iq4<>(SB), RODATA|NOPTR, $32
 	VPSRLW $sh, q, Y10; \
 	VPAND k23m03<>(SB), Y10, Y10; \
 	VPSHUFB k2sc<>+(32*i)(SB), Y14, Y11; \
-	each(KCOL, (4+32*i))
+	each(KDOT, (4+32*i))
 
-// Q2K_MIN folds one column's block sums into acc: acc += dx·(d·sumi − dmin·Σ m·bsums), with d in
-// Y9, dmin in Y10 and the mins as int16 in Y8.
-#define Q2K_MIN(col, sumi, acc) \
-	VPMADDWD 260 col, Y8, Y12; \
-	VCVTDQ2PS sumi, sumi; \
-	VCVTDQ2PS Y12, Y12; \
-	VMULPS Y9, sumi, sumi; \
-	VFNMADD231PS Y12, Y10, sumi; \
-	VBROADCASTSS 0 col, Y11; \
-	VFMADD231PS sumi, Y11, acc
-
-#define Q2K_MIN1 Q2K_MIN(C0, Y4, Y0)
-#define Q2K_MIN2 Q2K_MIN1; Q2K_MIN(C1, Y5, Y1)
-#define Q2K_MIN3 Q2K_MIN2; Q2K_MIN(C2, Y6, Y2)
-#define Q2K_MIN4 Q2K_MIN3; Q2K_MIN(C3, Y7, Y3)
+#define Q2K_MIN1 KMIN(C0, Y4, Y0)
+#define Q2K_MIN2 Q2K_MIN1; KMIN(C1, Y5, Y1)
+#define Q2K_MIN3 Q2K_MIN2; KMIN(C2, Y6, Y2)
+#define Q2K_MIN4 Q2K_MIN3; KMIN(C3, Y7, Y3)
 
 // Q2K_BLOCK runs one super-block for the columns each/zero/mins name.
 #define Q2K_BLOCK(each, zero, mins) \
 	VBROADCASTI128 (DI), Y14; \
-	VPAND k23m0f<>(SB), Y14, Y14; \
+	VPAND ·mask0f(SB), Y14, Y14; \
 	VMOVDQU 16(DI), Y8; \
 	VMOVDQU 48(DI), Y9; \
 	zero; \
@@ -238,7 +123,7 @@ GLOBL k23iq4<>(SB), RODATA|NOPTR, $32
 	Q2K_I(7, Y9, 6, each); \
 	VMOVDQU (DI), X8; \
 	VPSRLW $4, X8, X8; \
-	VPAND k23m0f<>(SB), X8, X8; \
+	VPAND ·mask0f(SB), X8, X8; \
 	VPMOVZXBW X8, Y8; \
 	MOVL 80(DI), AX; \
 	VMOVD AX, X9; \
@@ -251,33 +136,7 @@ GLOBL k23iq4<>(SB), RODATA|NOPTR, $32
 // func dotQ2KAVX2(nb int, w *byte, x *byte, xStride int, nx int, out *float32)
 TEXT ·dotQ2KAVX2(SB), NOSPLIT, $0-48
 	KARGS
-	KDISPATCH(q2k1, q2k2, q2k3, q2k4)
-
-q2k1:
-	Q2K_BLOCK(EACH1, ZERO1, Q2K_MIN1)
-	KNEXT(84, q2k1)
-	JMP q2kdone
-
-q2k2:
-	Q2K_BLOCK(EACH2, ZERO2, Q2K_MIN2)
-	KNEXT(84, q2k2)
-	JMP q2kdone
-
-q2k3:
-	Q2K_BLOCK(EACH3, ZERO3, Q2K_MIN3)
-	KNEXT(84, q2k3)
-	JMP q2kdone
-
-q2k4:
-	Q2K_BLOCK(EACH4, ZERO4, Q2K_MIN4)
-	KNEXT(84, q2k4)
-
-q2kdone:
-	KSTORE(q2kret)
-
-q2kret:
-	VZEROUPPER
-	RET
+	KLOOPS(Q2K_BLOCK(EACH1, ZERO1, Q2K_MIN1), Q2K_BLOCK(EACH2, ZERO2, Q2K_MIN2), Q2K_BLOCK(EACH3, ZERO3, Q2K_MIN3), Q2K_BLOCK(EACH4, ZERO4, Q2K_MIN4), 84, q2k1, q2k2, q2k3, q2k4, q2kdone, q2kret)
 
 // ---- Q3_K ----
 
@@ -330,7 +189,7 @@ q2kret:
 	VPAND k23m04<>(SB), Y12, Y12; \
 	VPOR Y12, Y10, Y10; \
 	VPSHUFB k3sc<>+(32*(i%4))(SB), src, Y11; \
-	each(KCOL, (4+32*i))
+	each(KDOT, (4+32*i))
 
 // Q3K_BLOCK runs one super-block for the columns each/zero/fold name.
 #define Q3K_BLOCK(each, fold) \
@@ -358,33 +217,7 @@ TEXT ·dotQ3KAVX2(SB), NOSPLIT, $0-48
 	KARGS
 	MOVQ $0x0f0f0f0f0f0f0f0f, R11
 	MOVL $0x03030303, R12
-	KDISPATCH(q3k1, q3k2, q3k3, q3k4)
-
-q3k1:
-	Q3K_BLOCK(EACH1, KFOLD1)
-	KNEXT(110, q3k1)
-	JMP q3kdone
-
-q3k2:
-	Q3K_BLOCK(EACH2, KFOLD2)
-	KNEXT(110, q3k2)
-	JMP q3kdone
-
-q3k3:
-	Q3K_BLOCK(EACH3, KFOLD3)
-	KNEXT(110, q3k3)
-	JMP q3kdone
-
-q3k4:
-	Q3K_BLOCK(EACH4, KFOLD4)
-	KNEXT(110, q3k4)
-
-q3kdone:
-	KSTORE(q3kret)
-
-q3kret:
-	VZEROUPPER
-	RET
+	KLOOPS(Q3K_BLOCK(EACH1, KFOLD1), Q3K_BLOCK(EACH2, KFOLD2), Q3K_BLOCK(EACH3, KFOLD3), Q3K_BLOCK(EACH4, KFOLD4), 110, q3k1, q3k2, q3k3, q3k4, q3kdone, q3kret)
 
 // ---- IQ4_XS ----
 
@@ -415,7 +248,7 @@ q3kret:
 // (table in Y13, 0x0f bytes in Y15), its scale broadcast to Y11, then every column.
 #define IQ4X_I(ib, each) \
 	VBROADCASTI128 (8+16*ib)(DI), Y8; \
-	VPSRLVQ k23shift<>(SB), Y8, Y8; \
+	VPSRLVQ ·q4shift(SB), Y8, Y8; \
 	VPAND Y15, Y8, Y8; \
 	VPSHUFB Y8, Y13, Y8; \
 	VPABSB Y8, Y9; \
@@ -441,32 +274,6 @@ TEXT ·dotIQ4XSAVX2(SB), NOSPLIT, $0-48
 	KARGS
 	MOVQ $0x0f0f0f0f0f0f0f0f, R11
 	MOVQ $0x3030303030303030, R12
-	VMOVDQU k23iq4<>(SB), Y13
-	VMOVDQU k23m0f<>(SB), Y15
-	KDISPATCH(iqx1, iqx2, iqx3, iqx4)
-
-iqx1:
-	IQ4X_BLOCK(EACH1, ZERO1, KFOLD1)
-	KNEXT(136, iqx1)
-	JMP iqxdone
-
-iqx2:
-	IQ4X_BLOCK(EACH2, ZERO2, KFOLD2)
-	KNEXT(136, iqx2)
-	JMP iqxdone
-
-iqx3:
-	IQ4X_BLOCK(EACH3, ZERO3, KFOLD3)
-	KNEXT(136, iqx3)
-	JMP iqxdone
-
-iqx4:
-	IQ4X_BLOCK(EACH4, ZERO4, KFOLD4)
-	KNEXT(136, iqx4)
-
-iqxdone:
-	KSTORE(iqxret)
-
-iqxret:
-	VZEROUPPER
-	RET
+	VMOVDQU ·iq4nl(SB), Y13
+	VMOVDQU ·mask0f(SB), Y15
+	KLOOPS(IQ4X_BLOCK(EACH1, ZERO1, KFOLD1), IQ4X_BLOCK(EACH2, ZERO2, KFOLD2), IQ4X_BLOCK(EACH3, ZERO3, KFOLD3), IQ4X_BLOCK(EACH4, ZERO4, KFOLD4), 136, iqx1, iqx2, iqx3, iqx4, iqxdone, iqxret)

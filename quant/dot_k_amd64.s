@@ -24,28 +24,6 @@
 #include "textflag.h"
 #include "dot_k_amd64.h"
 
-// BCAST8 sets ymm to the byte b repeated (clobbers AX).
-#define BCAST8(b, xmm, ymm) \
-	MOVL $b, AX; \
-	VMOVD AX, xmm; \
-	VPBROADCASTD xmm, ymm
-
-// KPF is how far ahead of the current block the weights are prefetched (3 or 4 cache lines per
-// block; prefetches past the end of w are harmless). Streaming a large matrix one row at a time
-// (as decode does) the hardware prefetcher alone reached 5-6 GB/s on one core of the dev box;
-// with these prefetches 8-10.7 GB/s, against 12 GB/s for a bare read loop (BenchmarkDotKStream).
-#define KPF 4096
-
-// KNEXT prefetches and advances to the next super-block and loops back to l while blocks remain.
-#define KNEXT(wbytes, l) \
-	PREFETCHT0 (KPF)(DI); \
-	PREFETCHT0 (KPF+64)(DI); \
-	PREFETCHT0 (KPF+128)(DI); \
-	ADDQ $wbytes, DI; \
-	ADDQ $292, SI; \
-	DECQ CX; \
-	JNZ l
-
 // KSCALES unpacks the 12-byte 6-bit scales/mins of a Q4_K/Q5_K block (bytes b0..b11) with
 // 64-bit masks (R11 = 0x3f.., R12 = 0x30.., R13 = 0x0f..) into Y14 = bytes [s0..s3 m0..m3 s4..s7
 // m4..m7] in both lanes, from which VPSHUFB picks zero-extended int16 scales and mins:
@@ -131,114 +109,37 @@
 	VBROADCASTSS X10, Y10; \
 	VPSHUFB kmins<>(SB), Y14, Y8
 
-// KM_END folds one column's block sums into acc: acc += dx·(d·sumi − dmin·Σ m·bsums).
-#define KM_END(col, sumi, acc) \
-	VPMADDWD 260 col, Y8, Y12; \
-	VCVTDQ2PS sumi, sumi; \
-	VCVTDQ2PS Y12, Y12; \
-	VMULPS sumi, Y9, sumi; \
-	VFNMADD231PS Y12, Y10, sumi; \
-	VBROADCASTSS 0 col, Y11; \
-	VFMADD231PS sumi, Y11, acc
+#define KM_END1 KM_HDR; KMIN(C0, Y4, Y0)
+#define KM_END2 KM_END1; KMIN(C1, Y5, Y1)
+#define KM_END3 KM_END2; KMIN(C2, Y6, Y2)
+#define KM_END4 KM_END3; KMIN(C3, Y7, Y3)
 
-#define KM_END1 KM_HDR; KM_END(C0, Y4, Y0)
-#define KM_END2 KM_END1; KM_END(C1, Y5, Y1)
-#define KM_END3 KM_END2; KM_END(C2, Y6, Y2)
-#define KM_END4 KM_END3; KM_END(C3, Y7, Y3)
+// K45BLOCK runs one Q4_K or Q5_K super-block: the scales, Z clearing the sums, PRE (Q5_K: qh to
+// Y13), the four groups G(g) and the min folding END.
+#define K45BLOCK(Z, PRE, G, END) \
+	KSCALES; \
+	Z; \
+	PRE; \
+	G(0); G(1); G(2); G(3); \
+	END
+
+#define Q5K_QH VMOVDQU 16(DI), Y13
+
+// K45KERNEL is the body of the Q4_K and Q5_K kernels: PRE and Gn as in K45BLOCK, wbytes per
+// super-block, labels as KLOOPS.
+#define K45KERNEL(PRE, G1, G2, G3, G4, wbytes, l1, l2, l3, l4, done, ret) \
+	KARGS; \
+	KMASKS; \
+	BCAST32(0x0f0f0f0f, X15, Y15); \
+	KLOOPS(K45BLOCK(ZERO1, PRE, G1, KM_END1), K45BLOCK(ZERO2, PRE, G2, KM_END2), K45BLOCK(ZERO3, PRE, G3, KM_END3), K45BLOCK(ZERO4, PRE, G4, KM_END4), wbytes, l1, l2, l3, l4, done, ret)
 
 // func dotQ4KAVX2(nb int, w *byte, x *byte, xStride int, nx int, out *float32)
 TEXT ·dotQ4KAVX2(SB), NOSPLIT, $0-48
-	KARGS
-	KMASKS
-	BCAST8(0x0f0f0f0f, X15, Y15)
-	KDISPATCH(q4k1, q4k2, q4k3, q4k4)
-
-q4k1:
-	KSCALES
-	ZERO1
-	Q4K_G1(0); Q4K_G1(1); Q4K_G1(2); Q4K_G1(3)
-	KM_END1
-	KNEXT(144, q4k1)
-	JMP q4kdone
-
-q4k2:
-	KSCALES
-	ZERO2
-	Q4K_G2(0); Q4K_G2(1); Q4K_G2(2); Q4K_G2(3)
-	KM_END2
-	KNEXT(144, q4k2)
-	JMP q4kdone
-
-q4k3:
-	KSCALES
-	ZERO3
-	Q4K_G3(0); Q4K_G3(1); Q4K_G3(2); Q4K_G3(3)
-	KM_END3
-	KNEXT(144, q4k3)
-	JMP q4kdone
-
-q4k4:
-	KSCALES
-	ZERO4
-	Q4K_G4(0); Q4K_G4(1); Q4K_G4(2); Q4K_G4(3)
-	KM_END4
-	KNEXT(144, q4k4)
-
-q4kdone:
-	KSTORE(q4kret)
-
-q4kret:
-	VZEROUPPER
-	RET
+	K45KERNEL(KNONE, Q4K_G1, Q4K_G2, Q4K_G3, Q4K_G4, 144, q4k1, q4k2, q4k3, q4k4, q4kdone, q4kret)
 
 // func dotQ5KAVX2(nb int, w *byte, x *byte, xStride int, nx int, out *float32)
 TEXT ·dotQ5KAVX2(SB), NOSPLIT, $0-48
-	KARGS
-	KMASKS
-	BCAST8(0x0f0f0f0f, X15, Y15)
-	KDISPATCH(q5k1, q5k2, q5k3, q5k4)
-
-q5k1:
-	KSCALES
-	ZERO1
-	VMOVDQU 16(DI), Y13
-	Q5K_G1(0); Q5K_G1(1); Q5K_G1(2); Q5K_G1(3)
-	KM_END1
-	KNEXT(176, q5k1)
-	JMP q5kdone
-
-q5k2:
-	KSCALES
-	ZERO2
-	VMOVDQU 16(DI), Y13
-	Q5K_G2(0); Q5K_G2(1); Q5K_G2(2); Q5K_G2(3)
-	KM_END2
-	KNEXT(176, q5k2)
-	JMP q5kdone
-
-q5k3:
-	KSCALES
-	ZERO3
-	VMOVDQU 16(DI), Y13
-	Q5K_G3(0); Q5K_G3(1); Q5K_G3(2); Q5K_G3(3)
-	KM_END3
-	KNEXT(176, q5k3)
-	JMP q5kdone
-
-q5k4:
-	KSCALES
-	ZERO4
-	VMOVDQU 16(DI), Y13
-	Q5K_G4(0); Q5K_G4(1); Q5K_G4(2); Q5K_G4(3)
-	KM_END4
-	KNEXT(176, q5k4)
-
-q5kdone:
-	KSTORE(q5kret)
-
-q5kret:
-	VZEROUPPER
-	RET
+	K45KERNEL(Q5K_QH, Q5K_G1, Q5K_G2, Q5K_G3, Q5K_G4, 176, q5k1, q5k2, q5k3, q5k4, q5kdone, q5kret)
 
 // Q6_K. Registers: Y8 qh (32 bytes of the current 128-element half), Y9 ql, Y10 levels (0..63),
 // Y11 scales, Y12 temp, Y13 = 0x30, Y14 = the half's eight int8 scales as int16 in both lanes,
@@ -273,16 +174,10 @@ q5kret:
 	VPOR Y12, Y10, Y10; \
 	VPSHUFB q6kshuf<>+(32*s)(SB), Y14, Y11
 
-// Q6COL adds the scaled dot of the levels Y10 with 32 quants of column col at off to sumi.
-#define Q6COL(off, col, sumi) \
-	VPMADDUBSW off col, Y10, Y12; \
-	VPMADDWD Y11, Y12, Y12; \
-	VPADDD Y12, sumi, sumi
-
-#define Q6C1(off) Q6COL(off, C0, Y4)
-#define Q6C2(off) Q6C1(off); Q6COL(off, C1, Y5)
-#define Q6C3(off) Q6C2(off); Q6COL(off, C2, Y6)
-#define Q6C4(off) Q6C3(off); Q6COL(off, C3, Y7)
+#define Q6C1(off) KDOT(off, C0, Y4)
+#define Q6C2(off) Q6C1(off); KDOT(off, C1, Y5)
+#define Q6C3(off) Q6C2(off); KDOT(off, C2, Y6)
+#define Q6C4(off) Q6C3(off); KDOT(off, C3, Y7)
 
 // Q6K_H runs half h (elements 128h..128h+127) for the columns handled by cols. Sub-block 0 is
 // ql[0:32] low nibbles with qh bits 0-1, 1 is ql[32:64] low with bits 2-3, 2 is ql[0:32] high with
@@ -321,79 +216,31 @@ q5kret:
 #define Q6_END3 Q6_END2; Q6_END(C2, Y6, Y2)
 #define Q6_END4 Q6_END3; Q6_END(C3, Y7, Y3)
 
+// Q6K_BLOCK runs one super-block for the columns Z/C/END name; the fourth cache line of the
+// 210-byte block is prefetched too.
+#define Q6K_BLOCK(Z, C, END) \
+	Z; \
+	Q6K_H(0, C); Q6K_H(1, C); \
+	END; \
+	PREFETCHT0 (KPF+192)(DI)
+
 // func dotQ6KAVX2(nb int, w *byte, x *byte, xStride int, nx int, out *float32)
 TEXT ·dotQ6KAVX2(SB), NOSPLIT, $0-48
 	KARGS
-	BCAST8(0x0f0f0f0f, X15, Y15)
-	BCAST8(0x30303030, X13, Y13)
-	KDISPATCH(q6k1, q6k2, q6k3, q6k4)
-
-q6k1:
-	ZERO1
-	Q6K_H(0, Q6C1); Q6K_H(1, Q6C1)
-	Q6_END1
-	PREFETCHT0 (KPF+192)(DI)
-	KNEXT(210, q6k1)
-	JMP q6kdone
-
-q6k2:
-	ZERO2
-	Q6K_H(0, Q6C2); Q6K_H(1, Q6C2)
-	Q6_END2
-	PREFETCHT0 (KPF+192)(DI)
-	KNEXT(210, q6k2)
-	JMP q6kdone
-
-q6k3:
-	ZERO3
-	Q6K_H(0, Q6C3); Q6K_H(1, Q6C3)
-	Q6_END3
-	PREFETCHT0 (KPF+192)(DI)
-	KNEXT(210, q6k3)
-	JMP q6kdone
-
-q6k4:
-	ZERO4
-	Q6K_H(0, Q6C4); Q6K_H(1, Q6C4)
-	Q6_END4
-	PREFETCHT0 (KPF+192)(DI)
-	KNEXT(210, q6k4)
-
-q6kdone:
-	KSTORE(q6kret)
-
-q6kret:
-	VZEROUPPER
-	RET
+	BCAST32(0x0f0f0f0f, X15, Y15)
+	BCAST32(0x30303030, X13, Y13)
+	KLOOPS(Q6K_BLOCK(ZERO1, Q6C1, Q6_END1), Q6K_BLOCK(ZERO2, Q6C2, Q6_END2), Q6K_BLOCK(ZERO3, Q6C3, Q6_END3), Q6K_BLOCK(ZERO4, Q6C4, Q6_END4), 210, q6k1, q6k2, q6k3, q6k4, q6kdone, q6kret)
 
 // q6kshuf picks, for sub-block s of a Q6_K half, int16 scale 2s into every word of the low lane
 // and scale 2s+1 into every word of the high lane (VPSHUFB byte indices 4s,4s+1 / 4s+2,4s+3).
-DATA q6kshuf<>+0(SB)/8, $0x0100010001000100
-DATA q6kshuf<>+8(SB)/8, $0x0100010001000100
-DATA q6kshuf<>+16(SB)/8, $0x0302030203020302
-DATA q6kshuf<>+24(SB)/8, $0x0302030203020302
-DATA q6kshuf<>+32(SB)/8, $0x0504050405040504
-DATA q6kshuf<>+40(SB)/8, $0x0504050405040504
-DATA q6kshuf<>+48(SB)/8, $0x0706070607060706
-DATA q6kshuf<>+56(SB)/8, $0x0706070607060706
-DATA q6kshuf<>+64(SB)/8, $0x0908090809080908
-DATA q6kshuf<>+72(SB)/8, $0x0908090809080908
-DATA q6kshuf<>+80(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA q6kshuf<>+88(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA q6kshuf<>+96(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA q6kshuf<>+104(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA q6kshuf<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA q6kshuf<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
+#define Q6KSHUF(j, v) DATA16(q6kshuf<>, 16*j, v)
+WDUP8(Q6KSHUF)
 GLOBL q6kshuf<>(SB), RODATA|NOPTR, $128
 
 // ksc picks int16 scale j (byte j of Y14 for j < 4, byte j+4 otherwise; index 0x80 gives a zero
 // high byte) into every word, for j = 0..7 at ksc+32j; kmins picks the mins twice each (m0 m0 m1
 // m1 m2 m2 m3 m3 | m4 m4 ... m7 m7) to pair with the 16 bsums.
-#define KSC(j, v) \
-	DATA ksc<>+(32*j)(SB)/8, $v; \
-	DATA ksc<>+(32*j+8)(SB)/8, $v; \
-	DATA ksc<>+(32*j+16)(SB)/8, $v; \
-	DATA ksc<>+(32*j+24)(SB)/8, $v
+#define KSC(j, v) DATA32(ksc<>, 32*j, v)
 
 KSC(0, 0x8000800080008000)
 KSC(1, 0x8001800180018001)
@@ -405,14 +252,6 @@ KSC(6, 0x800a800a800a800a)
 KSC(7, 0x800b800b800b800b)
 GLOBL ksc<>(SB), RODATA|NOPTR, $256
 
-DATA kmins<>+0(SB)/8, $0x8005800580048004
-DATA kmins<>+8(SB)/8, $0x8007800780068006
-DATA kmins<>+16(SB)/8, $0x800d800d800c800c
-DATA kmins<>+24(SB)/8, $0x800f800f800e800e
-GLOBL kmins<>(SB), RODATA|NOPTR, $32
+TABLE32(kmins<>, 0x8005800580048004, 0x8007800780068006, 0x800d800d800c800c, 0x800f800f800e800e)
 
-DATA kbit4<>+0(SB)/8, $0x1010101010101010
-DATA kbit4<>+8(SB)/8, $0x1010101010101010
-DATA kbit4<>+16(SB)/8, $0x1010101010101010
-DATA kbit4<>+24(SB)/8, $0x1010101010101010
-GLOBL kbit4<>(SB), RODATA|NOPTR, $32
+CONST32(kbit4<>, 0x1010101010101010)

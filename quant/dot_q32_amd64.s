@@ -22,50 +22,21 @@
 // (w <= 31) then sum up to 8 products in 16 bits (<= 8·31·128 = 31744) before vpmaddwd widens
 // them; IQ4_NL widens the pair sums at once.
 
-DATA maskf0<>+0(SB)/8, $0xf0f0f0f0f0f0f0f0
-DATA maskf0<>+8(SB)/8, $0xf0f0f0f0f0f0f0f0
-DATA maskf0<>+16(SB)/8, $0xf0f0f0f0f0f0f0f0
-DATA maskf0<>+24(SB)/8, $0xf0f0f0f0f0f0f0f0
-GLOBL maskf0<>(SB), RODATA|NOPTR, $32
-
-DATA mask10<>+0(SB)/8, $0x1010101010101010
-DATA mask10<>+8(SB)/8, $0x1010101010101010
-DATA mask10<>+16(SB)/8, $0x1010101010101010
-DATA mask10<>+24(SB)/8, $0x1010101010101010
-GLOBL mask10<>(SB), RODATA|NOPTR, $32
-
-DATA ones8<>+0(SB)/8, $0x0101010101010101
-DATA ones8<>+8(SB)/8, $0x0101010101010101
-DATA ones8<>+16(SB)/8, $0x0101010101010101
-DATA ones8<>+24(SB)/8, $0x0101010101010101
-GLOBL ones8<>(SB), RODATA|NOPTR, $32
-
-DATA allff<>+0(SB)/8, $-1
-DATA allff<>+8(SB)/8, $-1
-DATA allff<>+16(SB)/8, $-1
-DATA allff<>+24(SB)/8, $-1
-GLOBL allff<>(SB), RODATA|NOPTR, $32
+CONST32(maskf0<>, 0xf0f0f0f0f0f0f0f0)
+CONST32(mask10<>, 0x1010101010101010)
+CONST32(ones8<>, 0x0101010101010101)
+CONST32(allff<>, -1)
 
 // bitshuf spreads a broadcast uint32 so that byte i holds its byte i/8; bitmask then has every bit
 // set but bit i%8 of byte i, so that the byte is all ones exactly when bit i of the uint32 is set.
-DATA bitshuf<>+0(SB)/8, $0x0000000000000000
-DATA bitshuf<>+8(SB)/8, $0x0101010101010101
-DATA bitshuf<>+16(SB)/8, $0x0202020202020202
-DATA bitshuf<>+24(SB)/8, $0x0303030303030303
-GLOBL bitshuf<>(SB), RODATA|NOPTR, $32
+TABLE32(bitshuf<>, 0x0000000000000000, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303)
 
-DATA bitmask<>+0(SB)/8, $0x7fbfdfeff7fbfdfe
-DATA bitmask<>+8(SB)/8, $0x7fbfdfeff7fbfdfe
-DATA bitmask<>+16(SB)/8, $0x7fbfdfeff7fbfdfe
-DATA bitmask<>+24(SB)/8, $0x7fbfdfeff7fbfdfe
-GLOBL bitmask<>(SB), RODATA|NOPTR, $32
+CONST32(bitmask<>, 0x7fbfdfeff7fbfdfe)
 
-// iq4tab is kvalues_iq4nl in both lanes: -127 -104 -83 -65 -49 -35 -22 -10 1 13 25 38 53 69 89 113.
-DATA iq4tab<>+0(SB)/8, $0xf6eaddcfbfad9881
-DATA iq4tab<>+8(SB)/8, $0x7159453526190d01
-DATA iq4tab<>+16(SB)/8, $0xf6eaddcfbfad9881
-DATA iq4tab<>+24(SB)/8, $0x7159453526190d01
-GLOBL iq4tab<>(SB), RODATA|NOPTR, $32
+// iq4nl is kvalues_iq4nl in both lanes: -127 -104 -83 -65 -49 -35 -22 -10 1 13 25 38 53 69 89 113
+// (dot_k23_amd64.s's IQ4_XS kernel uses it too).
+LANES(·iq4nl, 0, 0xf6eaddcfbfad9881, 0x7159453526190d01)
+GLOBL ·iq4nl(SB), RODATA|NOPTR, $32
 
 // NIBBLES loads the 16 quant bytes at addr into both halves of v as the 32 element nibbles: low
 // nibbles (elements 0-15) in the lower half, high nibbles (16-31) in the upper half.
@@ -103,20 +74,6 @@ GLOBL iq4tab<>(SB), RODATA|NOPTR, $32
 	VPAND mask10<>(SB), Y8, Y8;  \
 	VPOR  Y8, u, u
 
-// GATHER4(addr0, stride) packs the four f16s at addr0, addr0+stride, ... into AX (the i-th in
-// bits 16i..16i+15). addr0 is an offset(register) operand written as off, P.
-#define GATHER4(off, P, stride) \
-	MOVWLZX off(P), AX;            \
-	MOVWLZX off+stride(P), BX;     \
-	SHLL    $16, BX;               \
-	ORL     BX, AX;                \
-	MOVWLZX off+2*stride(P), BX;   \
-	SHLQ    $32, BX;               \
-	ORQ     BX, AX;                \
-	MOVWLZX off+3*stride(P), BX;   \
-	SHLQ    $48, BX;               \
-	ORQ     BX, AX
-
 // TREE16 reduces the int16 pair sums of four blocks (t0..t3, lane i of the result = block i)
 // into int32s in t0, clobbering t1-t3.
 #define TREE16(t0, t1, t2, t3) \
@@ -124,15 +81,6 @@ GLOBL iq4tab<>(SB), RODATA|NOPTR, $32
 	VPHADDW  t3, t2, t2; \
 	VPHADDW  t2, t0, t0; \
 	VPMADDWD ·ones16(SB), t0, t0
-
-// FOLD converts the four blocks' integer sums in Y8 and accumulates them with the weight scales
-// in Y11 times the column's activation scales at P.
-#define FOLD(P, acc) \
-	VCVTDQ2PS Y8, Y8;   \
-	GATHER4(0, P, 34);  \
-	HALVES(X9, Y9);     \
-	VMULPS Y11, Y9, Y9; \
-	VFMADD231PS Y9, Y8, acc
 
 // COL_Q50 accumulates one column (activation blocks at P) over the four Q5_0 blocks in Y0-Y7.
 #define COL_Q50(P, acc) \
@@ -144,17 +92,6 @@ GLOBL iq4tab<>(SB), RODATA|NOPTR, $32
 	VPHADDW Y9, Y10, Y10;        \
 	VPHADDW Y10, Y8, Y8;         \
 	VPMADDWD ·ones16(SB), Y8, Y8; \
-	FOLD(P, acc)
-
-// COL_IQ4 is COL_Q50 for IQ4_NL, whose pair sums need 32 bits before the reduction.
-#define COL_IQ4(P, acc) \
-	PROD32(2(P), Y0, Y1, Y8);    \
-	PROD32(36(P), Y2, Y3, Y9);   \
-	VPHADDD Y9, Y8, Y8;          \
-	PROD32(70(P), Y4, Y5, Y9);   \
-	PROD32(104(P), Y6, Y7, Y10); \
-	VPHADDD Y10, Y9, Y9;         \
-	VPHADDD Y9, Y8, Y8;          \
 	FOLD(P, acc)
 
 // COL_MIN accumulates one column over the four Q4_1/Q5_1 blocks in Y0-Y3 (unsigned levels),
@@ -180,139 +117,41 @@ GLOBL iq4tab<>(SB), RODATA|NOPTR, $32
 	VMULPS Y5, Y10, Y6;         \
 	VFMADD231PS Y6, Y9, acc
 
-// ADVANCE(wb) moves the weight pointer by wb bytes and the column pointers by four Q8_0 blocks.
-#define ADVANCE(wb) \
-	ADDQ $wb, SI;   \
-	ADDQ $136, DI;  \
-	ADDQ $136, R10; \
-	ADDQ $136, R12; \
-	ADDQ $136, R13
+// Q41DEC decodes the Q4_1 block at off(SI) into the unsigned levels u.
+#define Q41DEC(off, u) NIBBLES(off+4(SI), u)
 
-// COLS runs col(P, acc) for the first nx columns, then jumps to next.
-#define COLS(col, next) \
-	col(DI, Y12);  \
-	CMPQ R11, $2;  \
-	JLT  next;     \
-	col(R10, Y13); \
-	CMPQ R11, $3;  \
-	JLT  next;     \
-	col(R12, Y14); \
-	CMPQ R11, $4;  \
-	JLT  next;     \
-	col(R13, Y15)
+// DEC4M decodes the four Q4_1/Q5_1 blocks of bs bytes at SI with DEC(off, u) into Y0-Y3, their
+// f16 scales into Y11 and their f16 mins into Y5.
+#define DEC4M(DEC, bs) \
+	DEC(0, Y0);         \
+	DEC(bs, Y1);        \
+	DEC(2*bs, Y2);      \
+	DEC(3*bs, Y3);      \
+	GATHER4(0, SI, bs); \
+	HALVES(X11, Y11);   \
+	GATHER4(2, SI, bs); \
+	HALVES(X5, Y5)
 
-// EPILOGUE stores the first nx sums and returns.
-#define EPILOGUE(ret) \
-	HSUM(Y12, X12, (DX));  \
-	CMPQ R11, $2;          \
-	JLT  ret;              \
-	HSUM(Y13, X13, 4(DX)); \
-	CMPQ R11, $3;          \
-	JLT  ret;              \
-	HSUM(Y14, X14, 8(DX)); \
-	CMPQ R11, $4;          \
-	JLT  ret;              \
-	HSUM(Y15, X15, 12(DX))
+// The loops' decoders. IQ4_NL reloads its table (Y8 is scratch in the columns).
+#define Q50BLOCKS DEC4(Q50DEC, 22)
+#define IQ4BLOCKS VMOVDQU ·iq4nl(SB), Y8; DEC4(IQ4DEC, 18)
+#define Q41BLOCKS DEC4M(Q41DEC, 20)
+#define Q51BLOCKS DEC4M(Q51DEC, 24)
 
 TEXT ·dotQ5_0AVX2Asm(SB), NOSPLIT, $0-48
 	PROLOGUE
-
-q50loop:
-	PREFETCHT0 4096(SI)
-	PREFETCHT0 4160(SI)
-	Q50DEC(0, Y0, Y1)
-	Q50DEC(22, Y2, Y3)
-	Q50DEC(44, Y4, Y5)
-	Q50DEC(66, Y6, Y7)
-	GATHER4(0, SI, 22)
-	HALVES(X11, Y11)
-	COLS(COL_Q50, q50next)
-
-q50next:
-	ADVANCE(88)
-	DECQ CX
-	JNZ  q50loop
-	EPILOGUE(q50ret)
-
-q50ret:
-	VZEROUPPER
-	RET
+	ROWLOOP(PF2, Q50BLOCKS, COL_Q50, 88, q50loop, q50next, q50ret)
 
 TEXT ·dotIQ4NLAVX2Asm(SB), NOSPLIT, $0-48
 	PROLOGUE
-
-iq4loop:
-	PREFETCHT0 4096(SI)
-	PREFETCHT0 4160(SI)
-	VMOVDQU iq4tab<>(SB), Y8
-	IQ4DEC(0, Y0, Y1)
-	IQ4DEC(18, Y2, Y3)
-	IQ4DEC(36, Y4, Y5)
-	IQ4DEC(54, Y6, Y7)
-	GATHER4(0, SI, 18)
-	HALVES(X11, Y11)
-	COLS(COL_IQ4, iq4next)
-
-iq4next:
-	ADVANCE(72)
-	DECQ CX
-	JNZ  iq4loop
-	EPILOGUE(iq4ret)
-
-iq4ret:
-	VZEROUPPER
-	RET
+	ROWLOOP(PF2, IQ4BLOCKS, COL32, 72, iq4loop, iq4next, iq4ret)
 
 TEXT ·dotQ4_1AVX2Asm(SB), NOSPLIT, $0-48
 	PROLOGUE
 	VMOVDQU ones8<>(SB), Y4
-
-q41loop:
-	PREFETCHT0 4096(SI)
-	PREFETCHT0 4160(SI)
-	NIBBLES(4(SI), Y0)
-	NIBBLES(24(SI), Y1)
-	NIBBLES(44(SI), Y2)
-	NIBBLES(64(SI), Y3)
-	GATHER4(0, SI, 20)
-	HALVES(X11, Y11)
-	GATHER4(2, SI, 20)
-	HALVES(X5, Y5)
-	COLS(COL_MIN, q41next)
-
-q41next:
-	ADVANCE(80)
-	DECQ CX
-	JNZ  q41loop
-	EPILOGUE(q41ret)
-
-q41ret:
-	VZEROUPPER
-	RET
+	ROWLOOP(PF2, Q41BLOCKS, COL_MIN, 80, q41loop, q41next, q41ret)
 
 TEXT ·dotQ5_1AVX2Asm(SB), NOSPLIT, $0-48
 	PROLOGUE
 	VMOVDQU ones8<>(SB), Y4
-
-q51loop:
-	PREFETCHT0 4096(SI)
-	PREFETCHT0 4160(SI)
-	Q51DEC(0, Y0)
-	Q51DEC(24, Y1)
-	Q51DEC(48, Y2)
-	Q51DEC(72, Y3)
-	GATHER4(0, SI, 24)
-	HALVES(X11, Y11)
-	GATHER4(2, SI, 24)
-	HALVES(X5, Y5)
-	COLS(COL_MIN, q51next)
-
-q51next:
-	ADVANCE(96)
-	DECQ CX
-	JNZ  q51loop
-	EPILOGUE(q51ret)
-
-q51ret:
-	VZEROUPPER
-	RET
+	ROWLOOP(PF2, Q51BLOCKS, COL_MIN, 96, q51loop, q51next, q51ret)

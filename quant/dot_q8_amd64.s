@@ -13,29 +13,13 @@
 
 // Q4_0 nibble expansion: both halves get the 16 quant bytes, the upper half is shifted right by 4,
 // masking leaves elements 0-15 (low nibbles) in the lower half and 16-31 in the upper half.
-DATA ·q4shift+0(SB)/8, $0
-DATA ·q4shift+8(SB)/8, $0
-DATA ·q4shift+16(SB)/8, $4
-DATA ·q4shift+24(SB)/8, $4
+DATA16(·q4shift, 0, 0)
+DATA16(·q4shift, 16, 4)
 GLOBL ·q4shift(SB), RODATA|NOPTR, $32
 
-DATA ·mask0f+0(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA ·mask0f+8(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA ·mask0f+16(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA ·mask0f+24(SB)/8, $0x0f0f0f0f0f0f0f0f
-GLOBL ·mask0f(SB), RODATA|NOPTR, $32
-
-DATA eights<>+0(SB)/8, $0x0808080808080808
-DATA eights<>+8(SB)/8, $0x0808080808080808
-DATA eights<>+16(SB)/8, $0x0808080808080808
-DATA eights<>+24(SB)/8, $0x0808080808080808
-GLOBL eights<>(SB), RODATA|NOPTR, $32
-
-DATA ·ones16+0(SB)/8, $0x0001000100010001
-DATA ·ones16+8(SB)/8, $0x0001000100010001
-DATA ·ones16+16(SB)/8, $0x0001000100010001
-DATA ·ones16+24(SB)/8, $0x0001000100010001
-GLOBL ·ones16(SB), RODATA|NOPTR, $32
+CONST32(·mask0f, 0x0f0f0f0f0f0f0f0f)
+CONST32(eights<>, 0x0808080808080808)
+CONST32(·ones16, 0x0001000100010001)
 
 // Q4DEC decodes the Q4_0 block at off(SI): w = quants-8 as signed bytes, a = |w|.
 #define Q4DEC(off, w, a) \
@@ -50,148 +34,22 @@ GLOBL ·ones16(SB), RODATA|NOPTR, $32
 	VMOVDQU off+2(SI), w; \
 	VPSIGNB w, w, a
 
-// GATHER4(P, stride) packs the f16 scales of four blocks stride bytes apart at P into AX (block i
-// in bits 16i..16i+15).
-#define GATHER4(P, stride) \
-	MOVWLZX (P), AX;            \
-	MOVWLZX stride(P), BX;      \
-	SHLL    $16, BX;            \
-	ORL     BX, AX;             \
-	MOVWLZX 2*stride(P), BX;    \
-	SHLQ    $32, BX;            \
-	ORQ     BX, AX;             \
-	MOVWLZX 3*stride(P), BX;    \
-	SHLQ    $48, BX;            \
-	ORQ     BX, AX
-
 // COL4_Q4 accumulates one column (activation blocks at P) over the four Q4_0 blocks in Y0-Y7
 // into acc, using the weight scales in Y11. Q4_0 products are at most 8*128 in magnitude, so the
 // 16-bit sums of up to 8 of them in the reduction cannot overflow.
-#define COL4_Q4(P, acc) \
-	PROD16(2(P), Y0, Y1, Y8);    \
-	PROD16(36(P), Y2, Y3, Y9);   \
-	VPHADDW Y9, Y8, Y8;          \
-	PROD16(70(P), Y4, Y5, Y9);   \
-	PROD16(104(P), Y6, Y7, Y10); \
-	VPHADDW Y10, Y9, Y9;         \
-	VPHADDW Y9, Y8, Y8;          \
-	VPMADDWD ·ones16(SB), Y8, Y8; \
-	COL4_TAIL(P, acc)
+#define COL4_Q4(P, acc) COLTREE(P, acc, PROD16, VPHADDW, WIDEN16)
 
-// COL4_Q8 is COL4_Q4 for Q8_0 weights, whose pair sums need 32 bits before the reduction.
-#define COL4_Q8(P, acc) \
-	PROD32(2(P), Y0, Y1, Y8);    \
-	PROD32(36(P), Y2, Y3, Y9);   \
-	VPHADDD Y9, Y8, Y8;          \
-	PROD32(70(P), Y4, Y5, Y9);   \
-	PROD32(104(P), Y6, Y7, Y10); \
-	VPHADDD Y10, Y9, Y9;         \
-	VPHADDD Y9, Y8, Y8;          \
-	COL4_TAIL(P, acc)
-
-// COL4_TAIL converts the four blocks' sums in Y8 and accumulates them with their scales.
-#define COL4_TAIL(P, acc) \
-	VCVTDQ2PS Y8, Y8;            \
-	GATHER4(P, 34);              \
-	HALVES(X9, Y9);              \
-	VMULPS Y11, Y9, Y9;          \
-	VFMADD231PS Y9, Y8, acc
-
-// ADVANCE(wb, xb) moves the weight pointer by wb bytes and the column pointers by xb.
-#define ADVANCE(wb, xb) \
-	ADDQ $wb, SI;  \
-	ADDQ $xb, DI;  \
-	ADDQ $xb, R10; \
-	ADDQ $xb, R12; \
-	ADDQ $xb, R13
+// The loops' decoders: four blocks, their scales in Y11.
+#define Q4BLOCKS DEC4(Q4DEC, 18)
+#define Q8BLOCKS DEC4(Q8DEC, 34)
 
 TEXT ·dotQ4_0AVX2Asm(SB), NOSPLIT, $0-48
 	PROLOGUE
-
-q4l4:
-	// Decode streams each weight once: fetch 4 KiB ahead, as the K-quant kernels do.
-	PREFETCHT0 4096(SI)
-	PREFETCHT0 4160(SI)
-	Q4DEC(0, Y0, Y1)
-	Q4DEC(18, Y2, Y3)
-	Q4DEC(36, Y4, Y5)
-	Q4DEC(54, Y6, Y7)
-	GATHER4(SI, 18)
-	HALVES(X11, Y11)
-	COL4_Q4(DI, Y12)
-	CMPQ R11, $2
-	JLT  q4c4
-	COL4_Q4(R10, Y13)
-	CMPQ R11, $3
-	JLT  q4c4
-	COL4_Q4(R12, Y14)
-	CMPQ R11, $4
-	JLT  q4c4
-	COL4_Q4(R13, Y15)
-
-q4c4:
-	ADVANCE(72, 136)
-	DECQ CX
-	JNZ  q4l4
-
-	HSUM(Y12, X12, (DX))
-	CMPQ R11, $2
-	JLT  q4ret
-	HSUM(Y13, X13, 4(DX))
-	CMPQ R11, $3
-	JLT  q4ret
-	HSUM(Y14, X14, 8(DX))
-	CMPQ R11, $4
-	JLT  q4ret
-	HSUM(Y15, X15, 12(DX))
-
-q4ret:
-	VZEROUPPER
-	RET
+	ROWLOOP(PF2, Q4BLOCKS, COL4_Q4, 72, q4l4, q4c4, q4ret)
 
 TEXT ·dotQ8_0AVX2Asm(SB), NOSPLIT, $0-48
 	PROLOGUE
-
-q8l4:
-	PREFETCHT0 4096(SI)
-	PREFETCHT0 4160(SI)
-	PREFETCHT0 4224(SI)
-	Q8DEC(0, Y0, Y1)
-	Q8DEC(34, Y2, Y3)
-	Q8DEC(68, Y4, Y5)
-	Q8DEC(102, Y6, Y7)
-	GATHER4(SI, 34)
-	HALVES(X11, Y11)
-	COL4_Q8(DI, Y12)
-	CMPQ R11, $2
-	JLT  q8c4
-	COL4_Q8(R10, Y13)
-	CMPQ R11, $3
-	JLT  q8c4
-	COL4_Q8(R12, Y14)
-	CMPQ R11, $4
-	JLT  q8c4
-	COL4_Q8(R13, Y15)
-
-q8c4:
-	ADVANCE(136, 136)
-	DECQ CX
-	JNZ  q8l4
-
-	HSUM(Y12, X12, (DX))
-	CMPQ R11, $2
-	JLT  q8ret
-	HSUM(Y13, X13, 4(DX))
-	CMPQ R11, $3
-	JLT  q8ret
-	HSUM(Y14, X14, 8(DX))
-	CMPQ R11, $4
-	JLT  q8ret
-	HSUM(Y15, X15, 12(DX))
-
-q8ret:
-	VZEROUPPER
-	RET
+	ROWLOOP(PF3, Q8BLOCKS, COL32, 136, q8l4, q8c4, q8ret)
 
 // func q4SumsAVX2(nb int, x *byte, xStride, nx int, mul int32, dst *int32)
 // For block b < nb of activation row j < nx: dst[8b+j] = mul·Σ of its 32 quants, dst[8b+4+j]
@@ -203,9 +61,7 @@ TEXT ·q4SumsAVX2(SB), NOSPLIT, $0-48
 	MOVQ         xStride+16(FP), R8
 	MOVQ         nx+24(FP), R11
 	MOVQ         dst+40(FP), DI
-	MOVL         $0x01010101, AX
-	VMOVD        AX, X15
-	VPBROADCASTD X15, Y15
+	BCAST32(0x01010101, X15, Y15)
 	MOVL         mul+32(FP), AX
 	ANDL         $0xffff, AX
 	MOVL         AX, BX

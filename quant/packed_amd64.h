@@ -10,6 +10,8 @@
 // Y8-Y11 integer sums of columns 0-3; Y12-Y15 their results. The AVX2 kernels also hold int16
 // ones in Y6.
 
+#include "simd_amd64.h"
+
 // The kernels' arguments: (np, nb int, w, x *byte, xStride, nx int, out *float32, outStride
 // int, sums *int32), frame $0-72. The np panels follow
 // each other in w; each starts over at x and sums and writes the 8 floats after the previous
@@ -20,34 +22,23 @@
 	MOVQ         xStride+32(FP), R8; \
 	MOVQ         nx+40(FP), R11;     \
 	MOVQ         out+48(FP), DX;     \
-	MOVL         $mask, AX;          \
-	VMOVD        AX, X5;             \
-	VPBROADCASTD X5, Y5
+	BCAST32(mask, X5, Y5)
 
-// VP_PANEL starts a panel: all blocks to go, the columns and sums from their start, cleared
-// results.
-#define VP_PANEL \
-	MOVQ   nb+8(FP), CX;       \
-	MOVQ   x+24(FP), DI;       \
-	MOVQ   sums+64(FP), R9;    \
-	LEAQ   (DI)(R8*1), R10;    \
-	LEAQ   (DI)(R8*2), R12;    \
-	LEAQ   (R10)(R8*2), R13;   \
-	VXORPS Y12, Y12, Y12;      \
-	VXORPS Y13, Y13, Y13;      \
-	VXORPS Y14, Y14, Y14;      \
-	VXORPS Y15, Y15, Y15
+// VP_COLS starts a panel (or pair of panels, packed_vnni512_amd64.s): all blocks to go, the
+// columns and sums from their start. VP_PANEL also clears the results.
+#define VP_COLS \
+	MOVQ nb+8(FP), CX;    \
+	MOVQ x+24(FP), DI;    \
+	MOVQ sums+64(FP), R9; \
+	COLUMNS
+
+#define VP_PANEL VP_COLS; CLEAR4(VXORPS, Y12, Y13, Y14, Y15)
 
 // VP_NEXT starts a block: loads the rows' scales and clears the integer sums. There is no
 // software prefetch: a panel is one sequential stream (packed.go), which the hardware prefetcher
 // follows; prefetches 4 KiB ahead made 1-token streaming 10-40% slower on Zen 4 (see
 // BenchmarkMatMulPackedStream), and 1 KiB ahead ~15% slower (a throwaway A/B, median of 30).
-#define VP_NEXT \
-	VCVTPH2PS  (SI), Y7;      \
-	VPXOR      Y8, Y8, Y8;    \
-	VPXOR      Y9, Y9, Y9;    \
-	VPXOR      Y10, Y10, Y10; \
-	VPXOR      Y11, Y11, Y11
+#define VP_NEXT VCVTPH2PS (SI), Y7; CLEAR4(VPXOR, Y8, Y9, Y10, Y11)
 
 #define VP_ADVANCE(bb) \
 	ADDQ $bb, SI;  \
@@ -60,7 +51,8 @@
 
 #define VP_NOFIX
 
-// PANEL_STORE stores the nx (R11) columns' results from a0..a3 at DX, outStride floats apart.
+// PANEL_STORE stores the nx (R11) columns' results from a0..a3 (ymm: 8 floats each; zmm: 16,
+// for a pair of panels) at DX, outStride floats apart.
 #define PANEL_STORE(a0, a1, a2, a3, done) \
 	MOVQ    outStride+56(FP), R9; \
 	VMOVUPS a0, (DX);             \
@@ -75,12 +67,12 @@
 	LEAQ    (R9)(R9*2), R9;       \
 	VMOVUPS a3, (DX)(R9*4)
 
-// PANEL_LOOPS is the body of every panel kernel (these and packed_k_amd64.h's), after its
-// prologue: for each of the BX panels, START, then the loop for nx = 1..4 (R11) columns, which
-// runs Sn until Sn leaves CX at zero (each ends with DECQ CX), then END, the stores of the
-// results a0..a3 and the move to the next panel's 8 outputs. lp, l1-l4, ldone and lnext are
-// its labels.
-#define PANEL_LOOPS(START, S1, S2, S3, S4, END, a0, a1, a2, a3, lp, l1, l2, l3, l4, ldone, lnext) \
+// PANEL_LOOPS is the body of every panel kernel (these, packed_k_amd64.h's and the 512-bit ones),
+// after its prologue: for each of the BX panels (or pairs), START, then the loop for nx = 1..4
+// (R11) columns, which runs Sn until Sn leaves CX at zero (each ends with DECQ CX), then END, the
+// stores of the results a0..a3 and STEP, the move to the next panel's outputs (PANEL_STEP for
+// one panel, ZP_STEP for a pair). lp, l1-l4, ldone and lnext are its labels.
+#define PANEL_LOOPS(START, S1, S2, S3, S4, END, a0, a1, a2, a3, STEP, lp, l1, l2, l3, l4, ldone, lnext) \
 lp:                                   \
 	START;                            \
 	CMPQ R11, $2;                     \
@@ -107,11 +99,17 @@ ldone:                                \
 	END;                              \
 	PANEL_STORE(a0, a1, a2, a3, lnext); \
 lnext:                                \
-	ADDQ $32, DX;                     \
+	STEP;                             \
 	DECQ BX;                          \
 	JNZ  lp;                          \
 	VZEROUPPER;                       \
 	RET
+
+// PANEL_STEP moves to the next panel's 8 outputs; ZP_STEP, for a pair of panels in zmm, to the
+// next pair's 16 and past panel p+1's weights (SI is at panel p+1 after the blocks of panel p;
+// R14 is one panel's bytes).
+#define PANEL_STEP ADDQ $32, DX
+#define ZP_STEP ADDQ $64, DX; ADDQ R14, SI
 
 // VP_BLOCK is one block for VP_KERNEL: NEXT, then B(DP), then the move to the next block.
 #define VP_BLOCK(NEXT, B, DP, bb) NEXT; B(DP); VP_ADVANCE(bb)
@@ -121,4 +119,4 @@ lnext:                                \
 // DP), bb bytes each; then FIX (VP_DIV16, see packed_vnni_amd64.h, or VP_NOFIX). The results are
 // in Y12-Y15.
 #define VP_KERNEL(NEXT, B1, B2, B3, B4, DP, bb, FIX, lp, l1, l2, l3, l4, ldone, lnext) \
-	PANEL_LOOPS(VP_PANEL, VP_BLOCK(NEXT, B1, DP, bb), VP_BLOCK(NEXT, B2, DP, bb), VP_BLOCK(NEXT, B3, DP, bb), VP_BLOCK(NEXT, B4, DP, bb), FIX, Y12, Y13, Y14, Y15, lp, l1, l2, l3, l4, ldone, lnext)
+	PANEL_LOOPS(VP_PANEL, VP_BLOCK(NEXT, B1, DP, bb), VP_BLOCK(NEXT, B2, DP, bb), VP_BLOCK(NEXT, B3, DP, bb), VP_BLOCK(NEXT, B4, DP, bb), FIX, Y12, Y13, Y14, Y15, PANEL_STEP, lp, l1, l2, l3, l4, ldone, lnext)

@@ -15,10 +15,8 @@
 
 // PANEL_PROLOGUE loads the arguments and the constants.
 #define PANEL_PROLOGUE \
-	VP_PROLOGUE(0x0f0f0f0f);     \
-	MOVL         $0x00010001, AX; \
-	VMOVD        AX, X6;          \
-	VPBROADCASTD X6, Y6
+	VP_PROLOGUE(0x0f0f0f0f); \
+	BCAST32(0x00010001, X6, Y6)
 
 // Q8W(c) loads Q8_0 chunk c: Y0 = signed quants, Y1 = |quants| (-128 becomes unsigned 128).
 #define Q8W(c) \

@@ -45,41 +45,21 @@
 	DP(acc2, a2, Y1, 1, Y2, 2)
 
 // A_NEXT8 and A_NEXT4 start a block as VNEXT8 and VNEXT4 do, and the Bn below start the
-// corrections with VI1-VI4 of packed_vnni_amd64.s's registers' counterparts (the row scales come
+// corrections with VI1-VI4 (packed_vnni_amd64.h) in these registers (the row scales come
 // at the block's end; no prefetch, see VP_NEXT in packed_amd64.h).
-#define A_NEXT8 \
-	VPXOR Y3, Y3, Y3; \
-	VPXOR Y4, Y4, Y4; \
-	VPXOR Y6, Y6, Y6; \
-	VPXOR Y7, Y7, Y7
+#define A_NEXT8 CLEAR4(VPXOR, Y3, Y4, Y6, Y7)
+#define A_NEXT4 CLEAR4(VPXOR, Y8, Y9, Y10, Y11)
 
-#define A_NEXT4 \
-	VPXOR Y8, Y8, Y8;    \
-	VPXOR Y9, Y9, Y9;    \
-	VPXOR Y10, Y10, Y10; \
-	VPXOR Y11, Y11, Y11
-
-#define AI1(a0, a1, a2, a3) VPBROADCASTD 0(R9), a0
-#define AI2(a0, a1, a2, a3) AI1(a0, a1, a2, a3); VPBROADCASTD 4(R9), a1
-#define AI3(a0, a1, a2, a3) AI2(a0, a1, a2, a3); VPBROADCASTD 8(R9), a2
-#define AI4(a0, a1, a2, a3) AI3(a0, a1, a2, a3); VPBROADCASTD 12(R9), a3
-
-// AFLOAT, ASCALE8 and ASCALE4 are VFLOAT, VSCALE8 and VSCALE4 in other registers: the row
-// scales in Y0, the column's scale through Y1.
+// AFLOAT, ASCALE8 and ASCALE4 are VFLOAT, VSCALE8 and VSCALE4 (packed_vnni_amd64.s) in other
+// registers: the row scales in Y0, the column's scale through Y1.
 #define AFLOAT(F, acc, facc) \
 	VCVTDQ2PS    acc, acc;   \
 	VBROADCASTSS F, Y1;      \
 	VMULPS       Y0, Y1, Y1; \
 	VFMADD231PS  Y1, acc, facc
 
-#define ASCALE8(F, acc, acc2, facc) \
-	VPADDD acc2, acc, acc; \
-	AFLOAT(F, acc, facc)
-
-#define ASCALE4(F, acc, acc2, facc) \
-	VPSLLD $4, acc, acc;   \
-	VPADDD acc2, acc, acc; \
-	AFLOAT(F, acc, facc)
+#define ASCALE8(F, acc, acc2, facc) SUM8(AFLOAT, F, acc, acc2, facc)
+#define ASCALE4(F, acc, acc2, facc) SUM4(AFLOAT, F, acc, acc2, facc)
 
 #define AROWS VCVTPH2PS (SI), Y0
 
@@ -105,15 +85,15 @@
 
 #define A4BLOCK(C, DP) C(0, DP); C(1, DP); C(2, DP); C(3, DP)
 
-#define A8B1(DP) AI1(Y8, Y9, Y10, Y11); A8BLOCK(A8C1, DP); AS1(ASCALE8)
-#define A8B2(DP) AI2(Y8, Y9, Y10, Y11); A8BLOCK(A8C2, DP); AS2(ASCALE8)
-#define A8B3(DP) AI3(Y8, Y9, Y10, Y11); A8BLOCK(A8C3, DP); AS3(ASCALE8)
-#define A8B4(DP) AI4(Y8, Y9, Y10, Y11); A8BLOCK(A8C4, DP); AS4(ASCALE8)
+#define A8B1(DP) VI1(Y8, Y9, Y10, Y11); A8BLOCK(A8C1, DP); AS1(ASCALE8)
+#define A8B2(DP) VI2(Y8, Y9, Y10, Y11); A8BLOCK(A8C2, DP); AS2(ASCALE8)
+#define A8B3(DP) VI3(Y8, Y9, Y10, Y11); A8BLOCK(A8C3, DP); AS3(ASCALE8)
+#define A8B4(DP) VI4(Y8, Y9, Y10, Y11); A8BLOCK(A8C4, DP); AS4(ASCALE8)
 
-#define A4B1(DP) AI1(Y3, Y4, Y6, Y7); A4BLOCK(A4C1, DP); AS1(ASCALE4)
-#define A4B2(DP) AI2(Y3, Y4, Y6, Y7); A4BLOCK(A4C2, DP); AS2(ASCALE4)
-#define A4B3(DP) AI3(Y3, Y4, Y6, Y7); A4BLOCK(A4C3, DP); AS3(ASCALE4)
-#define A4B4(DP) AI4(Y3, Y4, Y6, Y7); A4BLOCK(A4C4, DP); AS4(ASCALE4)
+#define A4B1(DP) VI1(Y3, Y4, Y6, Y7); A4BLOCK(A4C1, DP); AS1(ASCALE4)
+#define A4B2(DP) VI2(Y3, Y4, Y6, Y7); A4BLOCK(A4C2, DP); AS2(ASCALE4)
+#define A4B3(DP) VI3(Y3, Y4, Y6, Y7); A4BLOCK(A4C3, DP); AS3(ASCALE4)
+#define A4B4(DP) VI4(Y3, Y4, Y6, Y7); A4BLOCK(A4C4, DP); AS4(ASCALE4)
 
 
 // func q8PanelAVXVNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)

@@ -68,54 +68,18 @@
 #define K4S3 K4S2; K4SA(Y2, Y6)
 #define K4S4 K4S3; K4SA(Y3, Y7)
 
-// K4SUB runs sub-block s for the columns of F (first chunk) and C (the others), then scales with
-// S; its scale pairs are picked from U_(s/2), loaded from uoff(SP), with v (0 for even s, 2 for
-// odd s).
-#define K4SUB(s, uoff, v, F, C, S) \
-	PREFETCHT0 KPF+128+128*s(SI);        \
-	PREFETCHT0 KPF+192+128*s(SI);        \
-	K4W(s, 0);                           \
-	F(s, 0);                             \
-	K4W(s, 1);                           \
-	C(s, 1);                             \
-	K4W(s, 2);                           \
-	C(s, 2);                             \
-	K4W(s, 3);                           \
-	C(s, 3);                             \
-	VMOVDQU uoff(SP), Y12;               \
-	VPSHUFB ·k4dup+32*v(SB), Y12, Y14;  \
-	S
+// Blocks for n columns: the AVX2 scale pairs (sc, sc) from ·k4dup, no clearing (F sets the
+// 16-bit sums).
+#define K4BA(F, C, SF, S, MF, M, FOLD) K4BLOCK(·k4dup+0, ·k4dup+64, KP_NONE, F, C, SF, S, MF, M, FOLD)
 
-// K4BLOCK runs one super-block for the column sets given and counts down.
-#define K4BLOCK(F, C, SF, S, MF, M, FOLD) \
-	K4UNPACK;                    \
-	K4SUB(0, 0, 0, F, C, SF);    \
-	K4SUB(1, 0, 2, F, C, S);     \
-	K4SUB(2, 32, 0, F, C, S);    \
-	K4SUB(3, 32, 2, F, C, S);    \
-	K4SUB(4, 64, 0, F, C, S);    \
-	K4SUB(5, 64, 2, F, C, S);    \
-	K4SUB(6, 96, 0, F, C, S);    \
-	K4SUB(7, 96, 2, F, C, S);    \
-	K4MINS(MF, M);               \
-	VCVTPH2PS  (SI), Y12;        \
-	VCVTPH2PS  16(SI), Y13;      \
-	FOLD;                        \
-	PREFETCHT0 KPF(SI);          \
-	PREFETCHT0 KPF+64(SI);       \
-	KP_NEXT(1152)
-
-#define K4B1 K4BLOCK(K4F1, K4C1, K4SF1, K4S1, K4MF1, K4M1, K4FOLD1)
-#define K4B2 K4BLOCK(K4F2, K4C2, K4SF2, K4S2, K4MF2, K4M2, K4FOLD2)
-#define K4B3 K4BLOCK(K4F3, K4C3, K4SF3, K4S3, K4MF3, K4M3, K4FOLD3)
-#define K4B4 K4BLOCK(K4F4, K4C4, K4SF4, K4S4, K4MF4, K4M4, K4FOLD4)
+#define K4B1 K4BA(K4F1, K4C1, K4SF1, K4S1, K4MF1, K4M1, K4FOLD1)
+#define K4B2 K4BA(K4F2, K4C2, K4SF2, K4S2, K4MF2, K4M2, K4FOLD2)
+#define K4B3 K4BA(K4F3, K4C3, K4SF3, K4S3, K4MF3, K4M3, K4FOLD3)
+#define K4B4 K4BA(K4F4, K4C4, K4SF4, K4S4, K4MF4, K4M4, K4FOLD4)
 
 // func q4KPanelAVX2(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
 TEXT ·q4KPanelAVX2(SB), NOSPLIT, $128-64
-	KP_PROLOGUE
-	MOVL         $0x0f0f0f0f, AX
-	VMOVD        AX, X15
-	VPBROADCASTD X15, Y15
+	KP_PROLOGUE(0x0f0f0f0f)
 	KP_KERNEL(K4B1, K4B2, K4B3, K4B4, Y8, Y9, Y10, Y11, k4p, k4n1, k4n2, k4n3, k4n4, k4done, k4next)
 
 // ---------------------------------------------------------------------------------------------
@@ -126,13 +90,9 @@ TEXT ·q4KPanelAVX2(SB), NOSPLIT, $128-64
 
 // Q6X adds the two level vectors times column P's 8 activations at off, scaled by Y9, to acc.
 #define Q6X(off, P, acc) \
-	VPBROADCASTD off(P), Y12;   \
-	VPMADDUBSW   Y12, Y10, Y12; \
-	VPBROADCASTD 4+off(P), Y13; \
-	VPMADDUBSW   Y13, Y11, Y13; \
-	VPADDW       Y13, Y12, Y12; \
-	VPMADDWD     Y9, Y12, Y12;  \
-	VPADDD       Y12, acc, acc
+	Q6PROD(off, P, Y10, Y11, Y12, Y13); \
+	VPMADDWD Y9, Y12, Y12;              \
+	VPADDD   Y12, acc, acc
 
 #define Q6C1(off) Q6X(off, DI, Y0)
 #define Q6C2(off) Q6C1(off); Q6X(off, R10, Y1)
@@ -157,74 +117,34 @@ TEXT ·q4KPanelAVX2(SB), NOSPLIT, $128-64
 #define Q6O3(i) Q6O2(i); Q6O(i, R12, Y2)
 #define Q6O4(i) Q6O3(i); Q6O(i, R13, Y3)
 
-// Q6PAIR runs groups u0 = 2i and u1 = 2i+1.
-#define Q6PAIR(i, u0, u1, C, O) \
-	PREFETCHT0 KPF+144+192*i(SI);    \
-	PREFETCHT0 KPF+208+192*i(SI);    \
-	PREFETCHT0 KPF+272+192*i(SI);    \
-	VPMOVSXBW  16+16*i(SI), Y8;      \
-	VPSHUFB    ·q6dup+0(SB), Y8, Y9;  \
-	Q6UNIT(u0, C);                   \
-	VPSHUFB    ·q6dup+32(SB), Y8, Y9; \
-	Q6UNIT(u1, C);                   \
-	VPSLLW     $5, Y8, Y8;           \
-	O(i)
+// Q6P runs group pair i (Q6PAIR): the offsets take 32 times the scale pairs.
+#define Q6X32 VPSLLW $5, Y8, Y8
+#define Q6P(i, u0, u1, C, O) Q6PAIR(i, u0, u1, Q6UNIT, Q6X32, C, O)
 
 #define Q6Z1 VPXOR Y0, Y0, Y0
 #define Q6Z2 Q6Z1; VPXOR Y1, Y1, Y1
 #define Q6Z3 Q6Z2; VPXOR Y2, Y2, Y2
 #define Q6Z4 Q6Z3; VPXOR Y3, Y3, Y3
 
-// Q6FOLD folds column P's super-block sum into facc: facc += iacc·(d·dx), d in Y14.
-#define Q6FOLD(P, iacc, facc) \
-	VCVTDQ2PS    iacc, iacc;      \
-	VBROADCASTSS (P), Y12;        \
-	VMULPS       Y14, Y12, Y12;   \
-	VFMADD231PS  Y12, iacc, facc
-
 #define Q6FOLD1 Q6FOLD(DI, Y0, Y4)
 #define Q6FOLD2 Q6FOLD1; Q6FOLD(R10, Y1, Y5)
 #define Q6FOLD3 Q6FOLD2; Q6FOLD(R12, Y2, Y6)
 #define Q6FOLD4 Q6FOLD3; Q6FOLD(R13, Y3, Y7)
 
-#define Q6BLOCK(Z, C, O, FOLD) \
-	Z;                              \
-	Q6PAIR(0, 0, 1, C, O);          \
-	Q6PAIR(1, 2, 3, C, O);          \
-	Q6PAIR(2, 4, 5, C, O);          \
-	Q6PAIR(3, 6, 7, C, O);          \
-	Q6PAIR(4, 8, 9, C, O);          \
-	Q6PAIR(5, 10, 11, C, O);        \
-	Q6PAIR(6, 12, 13, C, O);        \
-	Q6PAIR(7, 14, 15, C, O);        \
-	VCVTPH2PS  (SI), Y14;           \
-	FOLD;                           \
-	PREFETCHT0 KPF(SI);             \
-	PREFETCHT0 KPF+64(SI);          \
-	PREFETCHT0 KPF+128(SI);         \
-	KP_NEXT(1680)
-
-#define Q6B1 Q6BLOCK(Q6Z1, Q6C1, Q6O1, Q6FOLD1)
-#define Q6B2 Q6BLOCK(Q6Z2, Q6C2, Q6O2, Q6FOLD2)
-#define Q6B3 Q6BLOCK(Q6Z3, Q6C3, Q6O3, Q6FOLD3)
-#define Q6B4 Q6BLOCK(Q6Z4, Q6C4, Q6O4, Q6FOLD4)
+#define Q6B1 Q6BLOCK(Q6P, Q6Z1, Q6C1, Q6O1, Q6FOLD1)
+#define Q6B2 Q6BLOCK(Q6P, Q6Z2, Q6C2, Q6O2, Q6FOLD2)
+#define Q6B3 Q6BLOCK(Q6P, Q6Z3, Q6C3, Q6O3, Q6FOLD3)
+#define Q6B4 Q6BLOCK(Q6P, Q6Z4, Q6C4, Q6O4, Q6FOLD4)
 
 // func q6KPanelAVX2(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
 TEXT ·q6KPanelAVX2(SB), NOSPLIT, $0-64
-	KP_PROLOGUE
-	MOVL         $0x3f3f3f3f, AX
-	VMOVD        AX, X15
-	VPBROADCASTD X15, Y15
+	KP_PROLOGUE(0x3f3f3f3f)
 	KP_KERNEL(Q6B1, Q6B2, Q6B3, Q6B4, Y4, Y5, Y6, Y7, q6p, q6n1, q6n2, q6n3, q6n4, q6done, q6next)
 
 // k4dup+32v picks byte 4r+v of each row's dword (lane-local r) into both words of the dword as
 // an int16 (the high bytes zero): v = 0, 2 give the scales of sub-blocks 2q, 2q+1 from U_q, v = 1,
 // 3 their mins.
-#define K4DUP(v, lo, hi) \
-	DATA ·k4dup+(32*v)(SB)/8, $lo;    \
-	DATA ·k4dup+(32*v+8)(SB)/8, $hi;  \
-	DATA ·k4dup+(32*v+16)(SB)/8, $lo; \
-	DATA ·k4dup+(32*v+24)(SB)/8, $hi
+#define K4DUP(v, lo, hi) LANES(·k4dup, 32*v, lo, hi)
 
 K4DUP(0, 0x8004800480008000, 0x800c800c80088008)
 K4DUP(1, 0x8005800580018001, 0x800d800d80098009)
@@ -232,20 +152,10 @@ K4DUP(2, 0x8006800680028002, 0x800e800e800a800a)
 K4DUP(3, 0x8007800780038003, 0x800f800f800b800b)
 GLOBL ·k4dup(SB), RODATA|NOPTR, $128
 
-DATA ·k4m30+0(SB)/8, $0x3030303030303030
-DATA ·k4m30+8(SB)/8, $0x3030303030303030
-DATA ·k4m30+16(SB)/8, $0x3030303030303030
-DATA ·k4m30+24(SB)/8, $0x3030303030303030
-GLOBL ·k4m30(SB), RODATA|NOPTR, $32
+CONST32(·k4m30, 0x3030303030303030)
 
 // q6dup duplicates word 0 (+0) or word 1 (+32) of every dword: (sc_2i, sc_2i+1) to (sc_2i, sc_2i)
 // or (sc_2i+1, sc_2i+1).
-DATA ·q6dup+0(SB)/8, $0x0504050401000100
-DATA ·q6dup+8(SB)/8, $0x0d0c0d0c09080908
-DATA ·q6dup+16(SB)/8, $0x0504050401000100
-DATA ·q6dup+24(SB)/8, $0x0d0c0d0c09080908
-DATA ·q6dup+32(SB)/8, $0x0706070603020302
-DATA ·q6dup+40(SB)/8, $0x0f0e0f0e0b0a0b0a
-DATA ·q6dup+48(SB)/8, $0x0706070603020302
-DATA ·q6dup+56(SB)/8, $0x0f0e0f0e0b0a0b0a
+LANES(·q6dup, 0, 0x0504050401000100, 0x0d0c0d0c09080908)
+LANES(·q6dup, 32, 0x0706070603020302, 0x0f0e0f0e0b0a0b0a)
 GLOBL ·q6dup(SB), RODATA|NOPTR, $64

@@ -17,6 +17,16 @@
 // Σ sc·dot; Z8-Z11: results; Z12-Z14: scratch; Z15: 0x0f bytes; Z20, Z21: vk4sc; Z22: k4m30;
 // Z23, Z28: k4dup+32, k4dup+96.
 
+// ZKP_PROLOGUE is KP_PROLOGUE for pairs: BX counts them, R14 is one panel's bytes (nb
+// super-blocks of bs bytes); Z15 = the bytes of mask.
+#define ZKP_PROLOGUE(bs, mask) \
+	KP_ARGS;               \
+	SHRQ  $1, BX;          \
+	MOVQ  nb+8(FP), R14;   \
+	IMULQ $bs, R14;        \
+	MOVL  $mask, AX;       \
+	VPBROADCASTD AX, Z15
+
 // ZKLOAD(off, Zr, Yr): the 32 bytes at off of both panels' super-blocks.
 #define ZKLOAD(off, Zr, Yr) \
 	VMOVDQU64    off(SI), Yr; \
@@ -84,33 +94,20 @@
 #define ZK4S3 ZK4S2; ZK4SA(Z2, Z18, Z6)
 #define ZK4S4 ZK4S3; ZK4SA(Z3, Z19, Z7)
 
-// ZK4SUB runs sub-block s (its scales from U with the table T) as VK4SUB.
-#define ZK4SUB(s, U, T, Z, C, S) \
-	PREFETCHT0 KPF+128+128*s(SI);         \
-	PREFETCHT0 KPF+192+128*s(SI);         \
-	PREFETCHT0 KPF+128+128*s(SI)(R14*1);  \
-	PREFETCHT0 KPF+192+128*s(SI)(R14*1);  \
-	Z;                                    \
-	ZK4W(s, 0);                           \
-	C(s, 0);                              \
-	ZK4W(s, 1);                           \
-	C(s, 1);                              \
-	ZK4W(s, 2);                           \
-	C(s, 2);                              \
-	ZK4W(s, 3);                           \
-	C(s, 3);                              \
-	VPSHUFB T, U, Z14;                    \
+// ZK4SUB runs sub-block s (its scales from U with the table T) as K4SUB.
+#define ZK4SUB(s, U, T, Z, F, C, S) \
+	PREFETCHT0 KPF+128+128*s(SI);        \
+	PREFETCHT0 KPF+192+128*s(SI);        \
+	PREFETCHT0 KPF+128+128*s(SI)(R14*1); \
+	PREFETCHT0 KPF+192+128*s(SI)(R14*1); \
+	Z;                                   \
+	K4CHUNKS(s, ZK4W, F, C);             \
+	VPSHUFB T, U, Z14;                   \
 	S
 
 // Min sums, as K4MF and K4MA, with the (m, m) pairs in Z13.
-#define ZK4MF(s, P, macc) \
-	VPBROADCASTD 260+4*s(P), Z14; \
-	VPMADDWD     Z13, Z14, macc
-
-#define ZK4MA(s, P, macc) \
-	VPBROADCASTD 260+4*s(P), Z14; \
-	VPMADDWD     Z13, Z14, Z14;   \
-	VPADDD       Z14, macc, macc
+#define ZK4MF(s, P, macc) K4MINF(s, P, macc, Z13, Z14)
+#define ZK4MA(s, P, macc) K4MINA(s, P, macc, Z13, Z14)
 
 #define ZK4MF1(s) ZK4MF(s, DI, Z0)
 #define ZK4MF2(s) ZK4MF1(s); ZK4MF(s, R10, Z1)
@@ -121,32 +118,12 @@
 #define ZK4M3(s) ZK4M2(s); ZK4MA(s, R12, Z2)
 #define ZK4M4(s) ZK4M3(s); ZK4MA(s, R13, Z3)
 
-#define ZK4MINS(MF, M) \
-	VPSHUFB Z23, Z24, Z13; \
-	MF(0);                 \
-	VPSHUFB Z28, Z24, Z13; \
-	M(1);                  \
-	VPSHUFB Z23, Z25, Z13; \
-	M(2);                  \
-	VPSHUFB Z28, Z25, Z13; \
-	M(3);                  \
-	VPSHUFB Z23, Z26, Z13; \
-	M(4);                  \
-	VPSHUFB Z28, Z26, Z13; \
-	M(5);                  \
-	VPSHUFB Z23, Z27, Z13; \
-	M(6);                  \
-	VPSHUFB Z28, Z27, Z13; \
-	M(7)
+// ZK4MINS: K4MINS with U_0..U_3 in Z24-Z27 and the shuffles in Z23, Z28.
+#define ZK4MQ(U, q, A, B) K4MINQ(Z23, Z28, U, Z13, q, A, B)
+#define ZK4MINS(MF, M) ZK4MQ(Z24, 0, MF, M); ZK4MQ(Z25, 1, M, M); ZK4MQ(Z26, 2, M, M); ZK4MQ(Z27, 3, M, M)
 
-// ZK4FOLD: facc += dx·(d·iacc − dmin·macc), d in Z12 and dmin in Z13, as K4FOLD.
-#define ZK4FOLD(P, macc, iacc, facc) \
-	VCVTDQ2PS    iacc, iacc;      \
-	VCVTDQ2PS    macc, macc;      \
-	VMULPS       Z12, iacc, iacc; \
-	VFNMADD231PS Z13, macc, iacc; \
-	VBROADCASTSS (P), Z14;        \
-	VFMADD231PS  Z14, iacc, facc
+// ZK4FOLD: K4FOLD with d in Z12 and dmin in Z13.
+#define ZK4FOLD(P, macc, iacc, facc) K4FOLDR(P, macc, iacc, facc, Z12, Z13, Z14)
 
 #define ZK4FOLD1 ZK4FOLD(DI, Z0, Z4, Z8)
 #define ZK4FOLD2 ZK4FOLD1; ZK4FOLD(R10, Z1, Z5, Z9)
@@ -154,23 +131,14 @@
 #define ZK4FOLD4 ZK4FOLD3; ZK4FOLD(R13, Z3, Z7, Z11)
 
 #define ZK4BLOCK(Z, C, SF, S, MF, M, FOLD) \
-	ZK4UNPACK;                         \
-	ZK4SUB(0, Z24, Z20, Z, C, SF);     \
-	ZK4SUB(1, Z24, Z21, Z, C, S);      \
-	ZK4SUB(2, Z25, Z20, Z, C, S);      \
-	ZK4SUB(3, Z25, Z21, Z, C, S);      \
-	ZK4SUB(4, Z26, Z20, Z, C, S);      \
-	ZK4SUB(5, Z26, Z21, Z, C, S);      \
-	ZK4SUB(6, Z27, Z20, Z, C, S);      \
-	ZK4SUB(7, Z27, Z21, Z, C, S);      \
-	ZK4MINS(MF, M);                    \
-	ZKHALF(0, Z12, Y12, X12);          \
-	ZKHALF(16, Z13, Y13, X13);         \
-	FOLD;                              \
-	PREFETCHT0 KPF(SI);                \
-	PREFETCHT0 KPF+64(SI);             \
-	PREFETCHT0 KPF(SI)(R14*1);         \
-	PREFETCHT0 KPF+64(SI)(R14*1);      \
+	ZK4UNPACK;                                                    \
+	K4SUBS(ZK4SUB, Z24, Z25, Z26, Z27, Z20, Z21, Z, C, C, SF, S); \
+	ZK4MINS(MF, M);                                               \
+	ZKHALF(0, Z12, Y12, X12);                                     \
+	ZKHALF(16, Z13, Y13, X13);                                    \
+	FOLD;                                                         \
+	KPF2((SI));                                                   \
+	KPF2((SI)(R14*1));                                            \
 	KP_NEXT(1152)
 
 #define ZK4B1 ZK4BLOCK(ZK4Z1, ZK4C1, ZK4SF1, ZK4S1, ZK4MF1, ZK4M1, ZK4FOLD1)
@@ -178,77 +146,16 @@
 #define ZK4B3 ZK4BLOCK(ZK4Z3, ZK4C3, ZK4SF3, ZK4S3, ZK4MF3, ZK4M3, ZK4FOLD3)
 #define ZK4B4 ZK4BLOCK(ZK4Z4, ZK4C4, ZK4SF4, ZK4S4, ZK4MF4, ZK4M4, ZK4FOLD4)
 
-// ZKSTORE stores the nx columns' 16 results each (Z8-Z11) at DX, outStride floats apart.
-#define ZKSTORE(done) \
-	MOVQ    outStride+56(FP), R9; \
-	VMOVUPS Z8, (DX);             \
-	CMPQ    R11, $2;              \
-	JLT     done;                 \
-	VMOVUPS Z9, (DX)(R9*4);       \
-	CMPQ    R11, $3;              \
-	JLT     done;                 \
-	VMOVUPS Z10, (DX)(R9*8);      \
-	CMPQ    R11, $4;              \
-	JLT     done;                 \
-	LEAQ    (R9)(R9*2), R9;       \
-	VMOVUPS Z11, (DX)(R9*4)
-
 // func q4KPanel2VNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
 // np even.
 TEXT ·q4KPanel2VNNI(SB), NOSPLIT, $0-64
-	KP_PROLOGUE
-	SHRQ             $1, BX
-	MOVQ             nb+8(FP), R14
-	IMULQ            $1152, R14
-	MOVL             $0x0f0f0f0f, AX
-	VPBROADCASTD     AX, Z15
+	ZKP_PROLOGUE(1152, 0x0f0f0f0f)
 	VBROADCASTI64X4  ·vk4sc+0(SB), Z20
 	VBROADCASTI64X4  ·vk4sc+32(SB), Z21
 	VBROADCASTI64X4  ·k4m30(SB), Z22
 	VBROADCASTI64X4  ·k4dup+32(SB), Z23
 	VBROADCASTI64X4  ·k4dup+96(SB), Z28
-
-zk4p:
-	KP_PANEL
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	CMPQ   R11, $2
-	JLT    zk4n1
-	JEQ    zk4n2
-	CMPQ   R11, $3
-	JEQ    zk4n3
-
-zk4n4:
-	ZK4B4
-	JNZ zk4n4
-	JMP zk4done
-
-zk4n3:
-	ZK4B3
-	JNZ zk4n3
-	JMP zk4done
-
-zk4n2:
-	ZK4B2
-	JNZ zk4n2
-	JMP zk4done
-
-zk4n1:
-	ZK4B1
-	JNZ zk4n1
-
-zk4done:
-	ZKSTORE(zk4next)
-
-zk4next:
-	ADDQ $64, DX
-	ADDQ R14, SI
-	DECQ BX
-	JNZ  zk4p
-	VZEROUPPER
-	RET
+	ZKP_KERNEL(ZK4B1, ZK4B2, ZK4B3, ZK4B4, Z8, Z9, Z10, Z11, zk4p, zk4n1, zk4n2, zk4n3, zk4n4, zk4done, zk4next)
 
 // ---------------------------------------------------------------------------------------------
 // Q6_K on zmm: q6KPanelVNNI (packed_k_vnni_amd64.s) for two panels at once, as the Q4_K kernel
@@ -259,13 +166,7 @@ zk4next:
 // results; Z8: the scale pairs, then −32 times them; Z9: the group's scale pair; Z10, Z11: two
 // level vectors; Z12, Z13: scratch; Z14: d; Z15: 0x3f bytes; Z24, Z25: q6dup+0, q6dup+32.
 
-#define ZQ6X(off, P, acc) \
-	VPBROADCASTD off(P), Z12;   \
-	VPMADDUBSW   Z12, Z10, Z12; \
-	VPBROADCASTD 4+off(P), Z13; \
-	VPMADDUBSW   Z13, Z11, Z13; \
-	VPADDW       Z13, Z12, Z12; \
-	VPDPWSSD     Z9, Z12, acc
+#define ZQ6X(off, P, acc) Q6PROD(off, P, Z10, Z11, Z12, Z13); VPDPWSSD Z9, Z12, acc
 
 #define ZQ6C1(off, a0, a1, a2, a3) ZQ6X(off, DI, a0)
 #define ZQ6C2(off, a0, a1, a2, a3) ZQ6C1(off, a0, a1, a2, a3); ZQ6X(off, R10, a1)
@@ -304,9 +205,9 @@ zk4next:
 #define ZQ6O3(i) ZQ6O2(i); ZQ6O(i, R12, Z22)
 #define ZQ6O4(i) ZQ6O3(i); ZQ6O(i, R13, Z23)
 
-// ZQ6PAIR runs groups u0 = 2i and u1 = 2i+1; the scale pairs of both panels' 8 rows are the 16
+// ZQ6P runs groups u0 = 2i and u1 = 2i+1; the scale pairs of both panels' 8 rows are the 16
 // bytes at 16+16i of each, sign-extended to words.
-#define ZQ6PAIR(i, u0, u1, C, O) \
+#define ZQ6P(i, u0, u1, C, O) \
 	PREFETCHT0  KPF+144+192*i(SI);        \
 	PREFETCHT0  KPF+208+192*i(SI);        \
 	PREFETCHT0  KPF+272+192*i(SI);        \
@@ -331,37 +232,20 @@ zk4next:
 #define ZQ6Z3 ZQ6Z2; ZQ6ZC(Z2, Z18, Z22)
 #define ZQ6Z4 ZQ6Z3; ZQ6ZC(Z3, Z19, Z23)
 
-#define ZQ6FOLD(P, iacc, facc) \
-	VCVTDQ2PS    iacc, iacc;    \
-	VBROADCASTSS (P), Z12;      \
-	VMULPS       Z14, Z12, Z12; \
-	VFMADD231PS  Z12, iacc, facc
+#define ZQ6FOLD(P, iacc, facc) Q6FOLDR(P, iacc, facc, Z14, Z12)
 
-#define ZQ6SUM(iacc, b, c) VPADDD b, iacc, iacc; VPADDD c, iacc, iacc
-
-#define ZQ6FOLD1 ZQ6SUM(Z0, Z16, Z20); ZQ6FOLD(DI, Z0, Z4)
-#define ZQ6FOLD2 ZQ6FOLD1; ZQ6SUM(Z1, Z17, Z21); ZQ6FOLD(R10, Z1, Z5)
-#define ZQ6FOLD3 ZQ6FOLD2; ZQ6SUM(Z2, Z18, Z22); ZQ6FOLD(R12, Z2, Z6)
-#define ZQ6FOLD4 ZQ6FOLD3; ZQ6SUM(Z3, Z19, Z23); ZQ6FOLD(R13, Z3, Z7)
+#define ZQ6FOLD1 Q6SUM3(Z0, Z16, Z20); ZQ6FOLD(DI, Z0, Z4)
+#define ZQ6FOLD2 ZQ6FOLD1; Q6SUM3(Z1, Z17, Z21); ZQ6FOLD(R10, Z1, Z5)
+#define ZQ6FOLD3 ZQ6FOLD2; Q6SUM3(Z2, Z18, Z22); ZQ6FOLD(R12, Z2, Z6)
+#define ZQ6FOLD4 ZQ6FOLD3; Q6SUM3(Z3, Z19, Z23); ZQ6FOLD(R13, Z3, Z7)
 
 #define ZQ6BLOCK(Z, C, O, FOLD) \
 	Z;                             \
-	ZQ6PAIR(0, 0, 1, C, O);        \
-	ZQ6PAIR(1, 2, 3, C, O);        \
-	ZQ6PAIR(2, 4, 5, C, O);        \
-	ZQ6PAIR(3, 6, 7, C, O);        \
-	ZQ6PAIR(4, 8, 9, C, O);        \
-	ZQ6PAIR(5, 10, 11, C, O);      \
-	ZQ6PAIR(6, 12, 13, C, O);      \
-	ZQ6PAIR(7, 14, 15, C, O);      \
+	Q6PAIRS(ZQ6P, C, O);           \
 	ZKHALF(0, Z14, Y14, X14);      \
 	FOLD;                          \
-	PREFETCHT0 KPF(SI);            \
-	PREFETCHT0 KPF+64(SI);         \
-	PREFETCHT0 KPF+128(SI);        \
-	PREFETCHT0 KPF(SI)(R14*1);     \
-	PREFETCHT0 KPF+64(SI)(R14*1);  \
-	PREFETCHT0 KPF+128(SI)(R14*1); \
+	KPF3((SI));                    \
+	KPF3((SI)(R14*1));             \
 	KP_NEXT(1680)
 
 #define ZQ6B1 ZQ6BLOCK(ZQ6Z1, ZQ6C1, ZQ6O1, ZQ6FOLD1)
@@ -369,71 +253,10 @@ zk4next:
 #define ZQ6B3 ZQ6BLOCK(ZQ6Z3, ZQ6C3, ZQ6O3, ZQ6FOLD3)
 #define ZQ6B4 ZQ6BLOCK(ZQ6Z4, ZQ6C4, ZQ6O4, ZQ6FOLD4)
 
-// ZQSTORE stores the nx columns' 16 results each (Z4-Z7).
-#define ZQSTORE(done) \
-	MOVQ    outStride+56(FP), R9; \
-	VMOVUPS Z4, (DX);             \
-	CMPQ    R11, $2;              \
-	JLT     done;                 \
-	VMOVUPS Z5, (DX)(R9*4);       \
-	CMPQ    R11, $3;              \
-	JLT     done;                 \
-	VMOVUPS Z6, (DX)(R9*8);       \
-	CMPQ    R11, $4;              \
-	JLT     done;                 \
-	LEAQ    (R9)(R9*2), R9;       \
-	VMOVUPS Z7, (DX)(R9*4)
-
 // func q6KPanel2VNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
 // np even.
 TEXT ·q6KPanel2VNNI(SB), NOSPLIT, $0-64
-	KP_PROLOGUE
-	SHRQ            $1, BX
-	MOVQ            nb+8(FP), R14
-	IMULQ           $1680, R14
-	MOVL            $0x3f3f3f3f, AX
-	VPBROADCASTD    AX, Z15
+	ZKP_PROLOGUE(1680, 0x3f3f3f3f)
 	VBROADCASTI64X4 ·q6dup+0(SB), Z24
 	VBROADCASTI64X4 ·q6dup+32(SB), Z25
-
-zq6p:
-	KP_PANEL
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	CMPQ   R11, $2
-	JLT    zq6n1
-	JEQ    zq6n2
-	CMPQ   R11, $3
-	JEQ    zq6n3
-
-zq6n4:
-	ZQ6B4
-	JNZ zq6n4
-	JMP zq6done
-
-zq6n3:
-	ZQ6B3
-	JNZ zq6n3
-	JMP zq6done
-
-zq6n2:
-	ZQ6B2
-	JNZ zq6n2
-	JMP zq6done
-
-zq6n1:
-	ZQ6B1
-	JNZ zq6n1
-
-zq6done:
-	ZQSTORE(zq6next)
-
-zq6next:
-	ADDQ $64, DX
-	ADDQ R14, SI
-	DECQ BX
-	JNZ  zq6p
-	VZEROUPPER
-	RET
+	ZKP_KERNEL(ZQ6B1, ZQ6B2, ZQ6B3, ZQ6B4, Z4, Z5, Z6, Z7, zq6p, zq6n1, zq6n2, zq6n3, zq6n4, zq6done, zq6next)

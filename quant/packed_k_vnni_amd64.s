@@ -50,42 +50,9 @@
 #define VK4S3 VK4S2; VK4SA(Y2, Y18, Y6)
 #define VK4S4 VK4S3; VK4SA(Y3, Y19, Y7)
 
-// VK4SUB runs sub-block s for the columns of C after clearing their sums with Z, then scales
-// with S; its scales are picked from U_(s/2), loaded from uoff(SP), at vk4sc+sc (0 for even s,
-// 32 for odd s).
-#define VK4SUB(s, uoff, sc, Z, C, S) \
-	PREFETCHT0 KPF+128+128*s(SI);    \
-	PREFETCHT0 KPF+192+128*s(SI);    \
-	Z;                                \
-	K4W(s, 0);                       \
-	C(s, 0);                          \
-	K4W(s, 1);                       \
-	C(s, 1);                          \
-	K4W(s, 2);                       \
-	C(s, 2);                          \
-	K4W(s, 3);                       \
-	C(s, 3);                          \
-	VMOVDQU uoff(SP), Y12;            \
-	VPSHUFB ·vk4sc+sc(SB), Y12, Y14; \
-	S
-
-#define VK4BLOCK(Z, C, SF, S, MF, M, FOLD) \
-	K4UNPACK;                      \
-	VK4SUB(0, 0, 0, Z, C, SF);      \
-	VK4SUB(1, 0, 32, Z, C, S);      \
-	VK4SUB(2, 32, 0, Z, C, S);      \
-	VK4SUB(3, 32, 32, Z, C, S);     \
-	VK4SUB(4, 64, 0, Z, C, S);      \
-	VK4SUB(5, 64, 32, Z, C, S);     \
-	VK4SUB(6, 96, 0, Z, C, S);      \
-	VK4SUB(7, 96, 32, Z, C, S);     \
-	K4MINS(MF, M);                 \
-	VCVTPH2PS  (SI), Y12;           \
-	VCVTPH2PS  16(SI), Y13;         \
-	FOLD;                           \
-	PREFETCHT0 KPF(SI);            \
-	PREFETCHT0 KPF+64(SI);         \
-	KP_NEXT(1152)
+// Blocks for n columns: the scales from ·vk4sc, the sums cleared per sub-block (Z), every chunk
+// added by C.
+#define VK4BLOCK(Z, C, SF, S, MF, M, FOLD) K4BLOCK(·vk4sc+0, ·vk4sc+32, Z, C, C, SF, S, MF, M, FOLD)
 
 #define VK4B1 VK4BLOCK(VK4Z1, VK4C1, VK4SF1, VK4S1, K4MF1, K4M1, K4FOLD1)
 #define VK4B2 VK4BLOCK(VK4Z2, VK4C2, VK4SF2, VK4S2, K4MF2, K4M2, K4FOLD2)
@@ -94,10 +61,7 @@
 
 // func q4KPanelVNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
 TEXT ·q4KPanelVNNI(SB), NOSPLIT, $128-64
-	KP_PROLOGUE
-	MOVL         $0x0f0f0f0f, AX
-	VMOVD        AX, X15
-	VPBROADCASTD X15, Y15
+	KP_PROLOGUE(0x0f0f0f0f)
 	KP_KERNEL(VK4B1, VK4B2, VK4B3, VK4B4, Y8, Y9, Y10, Y11, vk4p, vk4n1, vk4n2, vk4n3, vk4n4, vk4done, vk4next)
 
 // ---------------------------------------------------------------------------------------------
@@ -113,13 +77,7 @@ TEXT ·q4KPanelVNNI(SB), NOSPLIT, $128-64
 // at the end of a super-block; Y15: 0x3f bytes.
 
 // VQ6X adds the two level vectors times column P's 8 activations at off, scaled by Y9, to acc.
-#define VQ6X(off, P, acc) \
-	VPBROADCASTD off(P), Y12;   \
-	VPMADDUBSW   Y12, Y10, Y12; \
-	VPBROADCASTD 4+off(P), Y13; \
-	VPMADDUBSW   Y13, Y11, Y13; \
-	VPADDW       Y13, Y12, Y12; \
-	VPDPWSSD     Y9, Y12, acc
+#define VQ6X(off, P, acc) Q6PROD(off, P, Y10, Y11, Y12, Y13); VPDPWSSD Y9, Y12, acc
 
 // Column sets into the sums a0-a3 of columns 0-3: VPDPWSSD puts its product on the chain of
 // the sum it adds to, so elements 0-7 of a group go to Y0-Y3, elements 8-15 to Y16-Y19 and the
@@ -145,20 +103,14 @@ TEXT ·q4KPanelVNNI(SB), NOSPLIT, $128-64
 #define VQ6O3(i) VQ6O2(i); VQ6O(i, R12, Y22)
 #define VQ6O4(i) VQ6O3(i); VQ6O(i, R13, Y23)
 
-// VQ6PAIR runs groups u0 = 2i and u1 = 2i+1.
-#define VQ6PAIR(i, u0, u1, C, O) \
-	PREFETCHT0 KPF+144+192*i(SI);    \
-	PREFETCHT0 KPF+208+192*i(SI);    \
-	PREFETCHT0 KPF+272+192*i(SI);    \
-	VPMOVSXBW  16+16*i(SI), Y8;      \
-	VPSHUFB    ·q6dup+0(SB), Y8, Y9;  \
-	VQ6UNIT(u0, C);                   \
-	VPSHUFB    ·q6dup+32(SB), Y8, Y9; \
-	VQ6UNIT(u1, C);                   \
-	VPSLLW     $5, Y8, Y8;              \
-	VPXOR      Y13, Y13, Y13;           \
-	VPSUBW     Y8, Y13, Y8;             \
-	O(i)
+// VQ6P runs group pair i (Q6PAIR): the offsets take −32 times the scale pairs, so that VPDPWSSD
+// adds them.
+#define VQ6X32 \
+	VPSLLW $5, Y8, Y8;    \
+	VPXOR  Y13, Y13, Y13; \
+	VPSUBW Y8, Y13, Y8
+
+#define VQ6P(i, u0, u1, C, O) Q6PAIR(i, u0, u1, VQ6UNIT, VQ6X32, C, O)
 
 #define VQ6ZC(a, b, c) VPXORD a, a, a; VPXORD b, b, b; VPXORD c, c, c
 #define VQ6Z1 VQ6ZC(Y0, Y16, Y20)
@@ -166,58 +118,24 @@ TEXT ·q4KPanelVNNI(SB), NOSPLIT, $128-64
 #define VQ6Z3 VQ6Z2; VQ6ZC(Y2, Y18, Y22)
 #define VQ6Z4 VQ6Z3; VQ6ZC(Y3, Y19, Y23)
 
-// VQ6FOLD folds column P's super-block sum into facc: facc += iacc·(d·dx), d in Y14.
-#define VQ6FOLD(P, iacc, facc) \
-	VCVTDQ2PS    iacc, iacc;      \
-	VBROADCASTSS (P), Y12;        \
-	VMULPS       Y14, Y12, Y12;   \
-	VFMADD231PS  Y12, iacc, facc
+#define VQ6FOLD1 Q6SUM3(Y0, Y16, Y20); Q6FOLD(DI, Y0, Y4)
+#define VQ6FOLD2 VQ6FOLD1; Q6SUM3(Y1, Y17, Y21); Q6FOLD(R10, Y1, Y5)
+#define VQ6FOLD3 VQ6FOLD2; Q6SUM3(Y2, Y18, Y22); Q6FOLD(R12, Y2, Y6)
+#define VQ6FOLD4 VQ6FOLD3; Q6SUM3(Y3, Y19, Y23); Q6FOLD(R13, Y3, Y7)
 
-// VQ6SUM adds a column's three sums into iacc.
-#define VQ6SUM(iacc, b, c) VPADDD b, iacc, iacc; VPADDD c, iacc, iacc
-
-#define VQ6FOLD1 VQ6SUM(Y0, Y16, Y20); VQ6FOLD(DI, Y0, Y4)
-#define VQ6FOLD2 VQ6FOLD1; VQ6SUM(Y1, Y17, Y21); VQ6FOLD(R10, Y1, Y5)
-#define VQ6FOLD3 VQ6FOLD2; VQ6SUM(Y2, Y18, Y22); VQ6FOLD(R12, Y2, Y6)
-#define VQ6FOLD4 VQ6FOLD3; VQ6SUM(Y3, Y19, Y23); VQ6FOLD(R13, Y3, Y7)
-
-#define VQ6BLOCK(Z, C, O, FOLD) \
-	Z;                              \
-	VQ6PAIR(0, 0, 1, C, O);          \
-	VQ6PAIR(1, 2, 3, C, O);          \
-	VQ6PAIR(2, 4, 5, C, O);          \
-	VQ6PAIR(3, 6, 7, C, O);          \
-	VQ6PAIR(4, 8, 9, C, O);          \
-	VQ6PAIR(5, 10, 11, C, O);        \
-	VQ6PAIR(6, 12, 13, C, O);        \
-	VQ6PAIR(7, 14, 15, C, O);        \
-	VCVTPH2PS  (SI), Y14;           \
-	FOLD;                           \
-	PREFETCHT0 KPF(SI);             \
-	PREFETCHT0 KPF+64(SI);          \
-	PREFETCHT0 KPF+128(SI);         \
-	KP_NEXT(1680)
-
-#define VQ6B1 VQ6BLOCK(VQ6Z1, VQ6C1, VQ6O1, VQ6FOLD1)
-#define VQ6B2 VQ6BLOCK(VQ6Z2, VQ6C2, VQ6O2, VQ6FOLD2)
-#define VQ6B3 VQ6BLOCK(VQ6Z3, VQ6C3, VQ6O3, VQ6FOLD3)
-#define VQ6B4 VQ6BLOCK(VQ6Z4, VQ6C4, VQ6O4, VQ6FOLD4)
+#define VQ6B1 Q6BLOCK(VQ6P, VQ6Z1, VQ6C1, VQ6O1, VQ6FOLD1)
+#define VQ6B2 Q6BLOCK(VQ6P, VQ6Z2, VQ6C2, VQ6O2, VQ6FOLD2)
+#define VQ6B3 Q6BLOCK(VQ6P, VQ6Z3, VQ6C3, VQ6O3, VQ6FOLD3)
+#define VQ6B4 Q6BLOCK(VQ6P, VQ6Z4, VQ6C4, VQ6O4, VQ6FOLD4)
 
 // func q6KPanelVNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
 TEXT ·q6KPanelVNNI(SB), NOSPLIT, $0-64
-	KP_PROLOGUE
-	MOVL         $0x3f3f3f3f, AX
-	VMOVD        AX, X15
-	VPBROADCASTD X15, Y15
+	KP_PROLOGUE(0x3f3f3f3f)
 	KP_KERNEL(VQ6B1, VQ6B2, VQ6B3, VQ6B4, Y4, Y5, Y6, Y7, vq6p, vq6n1, vq6n2, vq6n3, vq6n4, vq6done, vq6next)
 
 // vk4sc+32i picks byte 4r+2i of each row's dword (lane-local r) into the dword's low byte, the
 // others zero: the scales of sub-blocks 2q (i = 0) and 2q+1 (i = 1) from U_q, as int32s.
-#define VK4SC(i, lo, hi) \
-	DATA ·vk4sc+(32*i)(SB)/8, $lo;    \
-	DATA ·vk4sc+(32*i+8)(SB)/8, $hi;  \
-	DATA ·vk4sc+(32*i+16)(SB)/8, $lo; \
-	DATA ·vk4sc+(32*i+24)(SB)/8, $hi
+#define VK4SC(i, lo, hi) LANES(·vk4sc, 32*i, lo, hi)
 
 VK4SC(0, 0x8080800480808000, 0x8080800c80808008)
 VK4SC(1, 0x8080800680808002, 0x8080800e8080800a)

@@ -1,4 +1,5 @@
 #include "textflag.h"
+#include "packed_vnni_amd64.h"
 
 // AVX-512 VNNI kernels for packed Q8_0 and Q4_0 weights on 512-bit registers: the computation of
 // packed_vnni_amd64.s (same sums, same corrections, the same float operations in the same order
@@ -30,35 +31,14 @@
 	MOVL         $mask, AX;          \
 	VPBROADCASTD AX, Z5
 
-#define ZP_PAIR \
-	MOVQ   nb+8(FP), CX;     \
-	MOVQ   x+24(FP), DI;     \
-	MOVQ   sums+64(FP), R9;  \
-	LEAQ   (DI)(R8*1), R10;  \
-	LEAQ   (DI)(R8*2), R12;  \
-	LEAQ   (R10)(R8*2), R13; \
-	VPXORD Z12, Z12, Z12;    \
-	VPXORD Z13, Z13, Z13;    \
-	VPXORD Z14, Z14, Z14;    \
-	VPXORD Z15, Z15, Z15
+// ZP_PAIR starts a pair of panels as VP_PANEL starts one.
+#define ZP_PAIR VP_COLS; CLEAR4(VPXORD, Z12, Z13, Z14, Z15)
 
 // ZSCALES loads the 16 rows' f16 scales of the block: panel p's 8 then panel p+1's.
 #define ZSCALES \
 	VMOVDQU     (SI), X7;                \
 	VINSERTI128 $1, (SI)(R14*1), Y7, Y7; \
 	VCVTPH2PS   Y7, Z7
-
-#define ZCLEAR4(a0, a1, a2, a3) \
-	VPXORD a0, a0, a0; \
-	VPXORD a1, a1, a1; \
-	VPXORD a2, a2, a2; \
-	VPXORD a3, a3, a3
-
-// The corrections (starting values) of the first n columns' sums.
-#define ZI1(a0, a1, a2, a3) VPBROADCASTD 0(R9), a0
-#define ZI2(a0, a1, a2, a3) ZI1(a0, a1, a2, a3); VPBROADCASTD 4(R9), a1
-#define ZI3(a0, a1, a2, a3) ZI2(a0, a1, a2, a3); VPBROADCASTD 8(R9), a2
-#define ZI4(a0, a1, a2, a3) ZI3(a0, a1, a2, a3); VPBROADCASTD 12(R9), a3
 
 // ZLOAD(off, Z) loads the 32 bytes at off of both panels' blocks into Z.
 #define ZLOAD(off, Zr, Yr) \
@@ -100,48 +80,18 @@
 	VMULPS.BCST F, Z7, Z3; \
 	VFMADD231PS Z3, acc, facc
 
-#define ZSCALE8(F, acc, acc2, facc) \
-	VPADDD acc2, acc, acc; \
-	ZFLOAT(F, acc, facc)
-
-#define ZSCALE4(F, acc, acc2, facc) \
-	VPSLLD $4, acc, acc;   \
-	VPADDD acc2, acc, acc; \
-	ZFLOAT(F, acc, facc)
+#define ZSCALE8(F, acc, acc2, facc) SUM8(ZFLOAT, F, acc, acc2, facc)
+#define ZSCALE4(F, acc, acc2, facc) SUM4(ZFLOAT, F, acc, acc2, facc)
 
 #define ZS1(SC) SC(16(R9), Z8, Z16, Z12)
 #define ZS2(SC) ZS1(SC); SC(20(R9), Z9, Z17, Z13)
 #define ZS3(SC) ZS2(SC); SC(24(R9), Z10, Z18, Z14)
 #define ZS4(SC) ZS3(SC); SC(28(R9), Z11, Z19, Z15)
 
-#define ZADVANCE(bb) \
-	ADDQ $bb, SI;  \
-	ADDQ $32, R9;  \
-	ADDQ $34, DI;  \
-	ADDQ $34, R10; \
-	ADDQ $34, R12; \
-	ADDQ $34, R13; \
-	DECQ CX
-
 // Blocks for n columns. Q8_0: the even chunks' sums start at the corrections, the odd ones at 0;
 // Q4_0: the low nibbles' at 0, the high ones' at the corrections.
-#define Z8B(I, C, S) ZSCALES; ZCLEAR4(Z16, Z17, Z18, Z19); I(Z8, Z9, Z10, Z11); Z8BLOCK(C); S(ZSCALE8); ZADVANCE(272)
-#define Z4B(I, C, S) ZSCALES; ZCLEAR4(Z8, Z9, Z10, Z11); I(Z16, Z17, Z18, Z19); Z4BLOCK(C); S(ZSCALE4); ZADVANCE(144)
-
-// ZSTORE stores the nx columns' 16 results each at DX, outStride floats apart.
-#define ZSTORE(done) \
-	MOVQ    outStride+56(FP), R9; \
-	VMOVUPS Z12, (DX);            \
-	CMPQ    R11, $2;              \
-	JLT     done;                 \
-	VMOVUPS Z13, (DX)(R9*4);      \
-	CMPQ    R11, $3;              \
-	JLT     done;                 \
-	VMOVUPS Z14, (DX)(R9*8);      \
-	CMPQ    R11, $4;              \
-	JLT     done;                 \
-	LEAQ    (R9)(R9*2), R9;       \
-	VMOVUPS Z15, (DX)(R9*4)
+#define Z8B(I, C, S) ZSCALES; CLEAR4(VPXORD, Z16, Z17, Z18, Z19); I(Z8, Z9, Z10, Z11); Z8BLOCK(C); S(ZSCALE8); VP_ADVANCE(272)
+#define Z4B(I, C, S) ZSCALES; CLEAR4(VPXORD, Z8, Z9, Z10, Z11); I(Z16, Z17, Z18, Z19); Z4BLOCK(C); S(ZSCALE4); VP_ADVANCE(144)
 
 // ZDIV16 divides the Q4_0 results by 16 (see V4W in packed_vnni_amd64.h).
 #define ZDIV16 \
@@ -152,52 +102,18 @@
 	VMULPS       Z0, Z14, Z14;    \
 	VMULPS       Z0, Z15, Z15
 
-#define ZNOFIX
-
-// ZP_LOOPS: for each pair, the block loop for nx = 1..4 columns, the stores, and the move to the
-// next pair (SI is at panel p+1 after the blocks of panel p: one more panel skips it).
+// ZP_LOOPS: PANEL_LOOPS over pairs of panels, the results in Z12-Z15.
 #define ZP_LOOPS(S1, S2, S3, S4, FIX, lp, l1, l2, l3, l4, ldone, lnext) \
-lp:                     \
-	ZP_PAIR;            \
-	CMPQ R11, $2;       \
-	JLT  l1;            \
-	JEQ  l2;            \
-	CMPQ R11, $3;       \
-	JEQ  l3;            \
-l4:                     \
-	S4;                 \
-	JNZ  l4;            \
-	JMP  ldone;         \
-l3:                     \
-	S3;                 \
-	JNZ  l3;            \
-	JMP  ldone;         \
-l2:                     \
-	S2;                 \
-	JNZ  l2;            \
-	JMP  ldone;         \
-l1:                     \
-	S1;                 \
-	JNZ  l1;            \
-ldone:                  \
-	FIX;                \
-	ZSTORE(lnext);      \
-lnext:                  \
-	ADDQ $64, DX;       \
-	ADDQ R14, SI;       \
-	DECQ BX;            \
-	JNZ  lp;            \
-	VZEROUPPER;         \
-	RET
+	PANEL_LOOPS(ZP_PAIR, S1, S2, S3, S4, FIX, Z12, Z13, Z14, Z15, ZP_STEP, lp, l1, l2, l3, l4, ldone, lnext)
 
 // func q8Panel2VNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 // np even; sums: panelSums with m = -128.
 TEXT ·q8Panel2VNNI(SB), NOSPLIT, $0-72
 	ZP_PROLOGUE(0x80808080, 34)
-	ZP_LOOPS(Z8B(ZI1, Z8C1, ZS1), Z8B(ZI2, Z8C2, ZS2), Z8B(ZI3, Z8C3, ZS3), Z8B(ZI4, Z8C4, ZS4), ZNOFIX, z8p, z8n1, z8n2, z8n3, z8n4, z8done, z8next)
+	ZP_LOOPS(Z8B(VI1, Z8C1, ZS1), Z8B(VI2, Z8C2, ZS2), Z8B(VI3, Z8C3, ZS3), Z8B(VI4, Z8C4, ZS4), VP_NOFIX, z8p, z8n1, z8n2, z8n3, z8n4, z8done, z8next)
 
 // func q4Panel2VNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 // np even; sums: panelSums with m = -128.
 TEXT ·q4Panel2VNNI(SB), NOSPLIT, $0-72
 	ZP_PROLOGUE(0x0f0f0f0f, 18)
-	ZP_LOOPS(Z4B(ZI1, Z4C1, ZS1), Z4B(ZI2, Z4C2, ZS2), Z4B(ZI3, Z4C3, ZS3), Z4B(ZI4, Z4C4, ZS4), ZDIV16, z4p, z4n1, z4n2, z4n3, z4n4, z4done, z4next)
+	ZP_LOOPS(Z4B(VI1, Z4C1, ZS1), Z4B(VI2, Z4C2, ZS2), Z4B(VI3, Z4C3, ZS3), Z4B(VI4, Z4C4, ZS4), ZDIV16, z4p, z4n1, z4n2, z4n3, z4n4, z4done, z4next)

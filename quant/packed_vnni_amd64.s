@@ -24,11 +24,7 @@
 // packed_vnni_amd64.h, plus Y16-Y19: the columns' second integer sums.
 
 // VZ_HI clears the second sums (EVEX: VEX cannot name Y16-Y19).
-#define VZ_HI \
-	VPXORD Y16, Y16, Y16; \
-	VPXORD Y17, Y17, Y17; \
-	VPXORD Y18, Y18, Y18; \
-	VPXORD Y19, Y19, Y19
+#define VZ_HI CLEAR4(VPXORD, Y16, Y17, Y18, Y19)
 
 // VNEXT8 starts a Q8_0 block: the row scales, the odd-chunk sums at 0 (the even ones start at
 // the corrections, VI8). VNEXT4, for Q4_0: the low-nibble sums at 0 (the high ones start at the
@@ -37,10 +33,6 @@
 #define VNEXT8 VCVTPH2PS (SI), Y7; VZ_HI
 #define VNEXT4 VP_NEXT
 
-#define VI1(a0, a1, a2, a3) VPBROADCASTD 0(R9), a0
-#define VI2(a0, a1, a2, a3) VI1(a0, a1, a2, a3); VPBROADCASTD 4(R9), a1
-#define VI3(a0, a1, a2, a3) VI2(a0, a1, a2, a3); VPBROADCASTD 8(R9), a2
-#define VI4(a0, a1, a2, a3) VI3(a0, a1, a2, a3); VPBROADCASTD 12(R9), a3
 #define VI8(I) I(Y8, Y9, Y10, Y11)
 #define VI4H(I) I(Y16, Y17, Y18, Y19)
 
@@ -59,16 +51,8 @@
 	VMULPS.BCST F, Y7, Y3;     \
 	VFMADD231PS Y3, acc, facc
 
-// VSCALE8 (Q8_0) adds the block's two sums acc and acc2; VSCALE4 (Q4_0) adds the high-nibble
-// sum acc2, 16 times the products, to 16 times the low one (see V4W). Then VFLOAT.
-#define VSCALE8(F, acc, acc2, facc) \
-	VPADDD acc2, acc, acc; \
-	VFLOAT(F, acc, facc)
-
-#define VSCALE4(F, acc, acc2, facc) \
-	VPSLLD $4, acc, acc;   \
-	VPADDD acc2, acc, acc; \
-	VFLOAT(F, acc, facc)
+#define VSCALE8(F, acc, acc2, facc) SUM8(VFLOAT, F, acc, acc2, facc)
+#define VSCALE4(F, acc, acc2, facc) SUM4(VFLOAT, F, acc, acc2, facc)
 
 #define VS1(SC) SC(16(R9), Y8, Y16, Y12)
 #define VS2(SC) VS1(SC); SC(20(R9), Y9, Y17, Y13)

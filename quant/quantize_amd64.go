@@ -31,9 +31,6 @@ const hasQuantizeAsm = true
 //go:noescape
 func quantizeQ8_0AVX2Asm(nb int, src *float32, dst *byte)
 
-//go:noescape
-func f32ToF16AVX2Asm(n int, src *float32, dst *uint16)
-
 // quantizeQ8_0AVX2 quantizes the len(src)/32 whole blocks of src into dst, which must hold that
 // many Q8_0 blocks (it panics before writing anything otherwise). Call only on an amd64 path.
 func quantizeQ8_0AVX2(src []float32, dst []byte) {

@@ -1,4 +1,5 @@
 #include "textflag.h"
+#include "simd_amd64.h"
 
 // Q8_0 activation quantization with AVX2 and F16C (see quantize_amd64.go).
 //
@@ -8,17 +9,10 @@
 // halves), Y8/Y9 the running maxima. Constants: Y15 |x| mask, Y14 0.49999997 (the "half" of
 // roundAway127), Y13 the VPERMD order, Y12 zero, X10 1 (X11 is scratch). SI src, DI dst, CX blocks left.
 
-DATA q8absmask<>+0(SB)/4, $0x7fffffff
-GLOBL q8absmask<>(SB), RODATA|NOPTR, $4
-
-DATA q8half<>+0(SB)/4, $0x3effffff
-GLOBL q8half<>(SB), RODATA|NOPTR, $4
-
-DATA q8f127<>+0(SB)/4, $0x42fe0000
-GLOBL q8f127<>(SB), RODATA|NOPTR, $4
-
-DATA q8f1<>+0(SB)/4, $0x3f800000
-GLOBL q8f1<>(SB), RODATA|NOPTR, $4
+CONST4(q8absmask<>, 0x7fffffff)
+CONST4(q8half<>, 0x3effffff)
+CONST4(q8f127<>, 0x42fe0000)
+CONST4(q8f1<>, 0x3f800000)
 
 // VPACKSSDW/VPACKSSWB work within 128-bit lanes and leave the dwords (groups of four quants) in
 // the order 0 2 4 6 1 3 5 7; this VPERMD index puts them back.
@@ -31,11 +25,6 @@ DATA q8perm<>+20(SB)/4, $6
 DATA q8perm<>+24(SB)/4, $3
 DATA q8perm<>+28(SB)/4, $7
 GLOBL q8perm<>(SB), RODATA|NOPTR, $32
-
-// TOHALF converts the float32s in X to IEEE halves in the low quadword of X, rounding to nearest,
-// ties to even (immediate 0). Shared by the kernel and the test helper f32ToF16AVX2Asm so that
-// the test checks exactly the conversion the kernel uses.
-#define TOHALF(X) VCVTPS2PH $0, X, X
 
 TEXT ·quantizeQ8_0AVX2Asm(SB), NOSPLIT, $0-24
 	MOVQ  nb+0(FP), CX
@@ -93,7 +82,7 @@ block:
 	VBROADCASTSS X9, Y9
 
 	// The scale: 8 bytes are stored, the 6 after the half are overwritten by the quants below.
-	TOHALF(X8)
+	TOHALF(X8, X8)
 	VMOVQ X8, 0(DI)
 
 	// q = clamp(trunc(x*id + ±0.5), -128, 127). The signed saturation of the packs is the clamp;
@@ -123,22 +112,4 @@ block:
 	VZEROUPPER
 
 done:
-	RET
-
-// func f32ToF16AVX2Asm(n int, src *float32, dst *uint16)
-// dst[i] = TOHALF(src[i]) for i < n, n a positive multiple of 4. For the tests only.
-TEXT ·f32ToF16AVX2Asm(SB), NOSPLIT, $0-24
-	MOVQ n+0(FP), CX
-	MOVQ src+8(FP), SI
-	MOVQ dst+16(FP), DI
-	SHRQ $2, CX
-
-cvt:
-	VMOVUPS (SI), X0
-	TOHALF(X0)
-	VMOVQ   X0, (DI)
-	ADDQ    $16, SI
-	ADDQ    $8, DI
-	DECQ    CX
-	JNZ     cvt
 	RET

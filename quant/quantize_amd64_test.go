@@ -441,8 +441,8 @@ func f16RoundingBits(first, last uint32) []f16Range {
 	return rs
 }
 
-// TestF32ToF16AVX2 checks the kernel's scale conversion (VCVTPS2PH, round to nearest even, via
-// the TOHALF macro shared with f32ToF16AVX2Asm) against F32ToF16. The float32 exponents of the
+// TestF32ToF16AVX2 checks the kernel's scale conversion (VCVTPS2PH, round to nearest even: the
+// TOHALF macro of simd_amd64.h, which f32ToF16sF16C runs too) against F32ToF16. The float32 exponents of the
 // half-subnormal range and around it, where the rounding position moves, are tried with every
 // pattern of the dropped bits (see f16RoundingBits), those of the overflow threshold with every
 // mantissa, and every other exponent (both signs) with all 2^13 patterns of the bits that a
@@ -494,9 +494,9 @@ func TestF32ToF16AVX2(t *testing.T) {
 					for i := range n {
 						src[i] = math.Float32frombits(rg.lo + done + i)
 					}
-					m := (n + 3) &^ 3 // the helper converts groups of four
+					m := (n + 15) &^ 15 // f32ToF16sF16C converts groups of 16
 					clear(src[n:m])
-					f32ToF16AVX2Asm(int(m), &src[0], &dst[0])
+					f32ToF16sF16C(&dst[0], &src[0], int(m))
 					for i, f := range src[:n] {
 						if want := F32ToF16(f); dst[i] != want && bad < 10 {
 							bad++
