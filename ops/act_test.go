@@ -99,9 +99,7 @@ func runSwiGLU(t testing.TB, what string, gate, up []float32) {
 // they are the Go twins (off amd64, or without AVX2/FMA): such a comparison cannot fail.
 func requireActAsm(t testing.TB) {
 	t.Helper()
-	if !actAsm() {
-		t.Skip("SwiGLU and SoftmaxInPlace are the Go twins here (no assembly to compare)")
-	}
+	requireAsm(t, actAsm(), "SwiGLU and SoftmaxInPlace")
 }
 
 func TestSwiGLUMatchesGo(t *testing.T) {

@@ -41,13 +41,7 @@ func newQ8Data(r *rand.Rand, heads, hd, n, pad int) *q8Data {
 			panic(err)
 		}
 	}
-	d.cells = make([]int32, n)
-	for j := range d.cells {
-		d.cells[j] = int32(r.IntN(rows))
-	}
-	if n > 0 {
-		d.cells[r.IntN(n)] = int32(rows - 1)
-	}
+	d.cells = randCells(r, n, rows)
 	return d
 }
 
@@ -67,14 +61,9 @@ func (d *q8Data) scale(c int32, i int) float64 {
 func checkQ8Scores(t testing.TB, d *q8Data, scale float32) {
 	t.Helper()
 	n := len(d.cells)
-	got := make([]float32, d.heads*n+1)
-	twin := make([]float32, d.heads*n)
-	got[len(got)-1] = 42
-	AttnScoresQ8(d.q, d.heads, d.hd, d.kv, d.cells, d.strideB, scale, got)
-	attnScoresQ8Go(d.q, d.heads, d.hd, d.kv, d.cells, d.strideB, scale, twin)
-	if got[len(got)-1] != 42 {
-		t.Fatalf("AttnScoresQ8 wrote past heads×cells")
-	}
+	got, twin := runWithTwin(t, "AttnScoresQ8", "heads×cells", d.heads*n,
+		func(out []float32) { AttnScoresQ8(d.q, d.heads, d.hd, d.kv, d.cells, d.strideB, scale, out) },
+		func(out []float32) { attnScoresQ8Go(d.q, d.heads, d.hd, d.kv, d.cells, d.strideB, scale, out) })
 	for h := range d.heads {
 		for j, c := range d.cells {
 			var want, mag, raw float64
@@ -102,13 +91,9 @@ func checkQ8Scores(t testing.TB, d *q8Data, scale float32) {
 func checkQ8Values(t testing.TB, d *q8Data) {
 	t.Helper()
 	n := len(d.cells)
-	got := dirtyOut(d.heads * d.hd)
-	twin := make([]float32, d.heads*d.hd)
-	AttnValuesQ8(d.p, d.heads, d.hd, d.kv, d.cells, d.strideB, got)
-	attnValuesQ8Go(d.p, d.heads, d.hd, d.kv, d.cells, d.strideB, twin)
-	if got[len(got)-1] != 42 {
-		t.Fatalf("AttnValuesQ8 wrote past heads×hd")
-	}
+	got, twin := runWithTwin(t, "AttnValuesQ8", "heads×hd", d.heads*d.hd,
+		func(out []float32) { AttnValuesQ8(d.p, d.heads, d.hd, d.kv, d.cells, d.strideB, out) },
+		func(out []float32) { attnValuesQ8Go(d.p, d.heads, d.hd, d.kv, d.cells, d.strideB, out) })
 	for h := range d.heads {
 		for i := range d.hd {
 			var want, mag, w float64
@@ -193,26 +178,7 @@ func TestAttnQ8KernelsExact(t *testing.T) {
 			out := make([]float32, tc.heads*tc.hd)
 			AttnScoresQ8(d.q, tc.heads, tc.hd, d.kv, d.cells, d.strideB, 0.5, scores)
 			AttnValuesQ8(d.p, tc.heads, tc.hd, d.kv, d.cells, d.strideB, out)
-			for h := range tc.heads {
-				for j, c := range d.cells {
-					var want float64
-					for i := range tc.hd {
-						want += float64(d.q[h*tc.hd+i]) * d.at(c, i)
-					}
-					if float64(scores[h*n+j]) != 0.5*want {
-						t.Fatalf("score head %d cell #%d = %v, want %v", h, j, scores[h*n+j], 0.5*want)
-					}
-				}
-				for i := range tc.hd {
-					var want float64
-					for j, c := range d.cells {
-						want += float64(d.p[h*n+j]) * d.at(c, i)
-					}
-					if float64(out[h*tc.hd+i]) != want {
-						t.Fatalf("value head %d elem %d = %v, want %v", h, i, out[h*tc.hd+i], want)
-					}
-				}
-			}
+			checkAttnExact(t, "Q8_0", d.q, d.p, tc.hd, d.cells, 0.5, d.at, scores, out)
 		})
 	}
 }
@@ -221,14 +187,7 @@ func TestAttnQ8KernelsPanic(t *testing.T) {
 	const heads, hd, stride, rows = 3, 64, 70, 10
 	cacheLen := (rows-1)*stride + 68
 	ok := []int32{0, 9, 3}
-	tests := []struct {
-		name                 string
-		heads, hd            int
-		stride               int
-		cells                []int32
-		lenHD, lenN, kvBytes int
-		panics               bool
-	}{
+	tests := []attnPanicCase{
 		{"fits", heads, hd, stride, ok, heads * hd, heads * 3, cacheLen, false},
 		{"one block a head", heads, 32, stride, ok, heads * 32, heads * 3, (rows-1)*stride + 34, false},
 		{"no cells", heads, hd, stride, nil, heads * hd, 0, cacheLen, false},
@@ -242,42 +201,14 @@ func TestAttnQ8KernelsPanic(t *testing.T) {
 		{"short heads×cells vector", heads, hd, stride, ok, heads * hd, heads*3 - 1, cacheLen, true},
 		{"huge heads", math.MaxInt / 2, hd, stride, ok, heads * hd, heads * 3, cacheLen, true},
 	}
-	kernels := []struct {
-		name string
-		call func(heads, hd, stride int, cells []int32, lenHD, lenN, kvBytes int)
-	}{
+	runAttnPanics(t, tests, []attnPanicKernel{
 		{"AttnScoresQ8", func(heads, hd, stride int, cells []int32, lenHD, lenN, kvBytes int) {
 			AttnScoresQ8(make([]float32, lenHD), heads, hd, make([]byte, kvBytes), cells, stride, 1, make([]float32, lenN))
 		}},
 		{"AttnValuesQ8", func(heads, hd, stride int, cells []int32, lenHD, lenN, kvBytes int) {
 			AttnValuesQ8(make([]float32, lenN), heads, hd, make([]byte, kvBytes), cells, stride, make([]float32, lenHD))
 		}},
-	}
-	for _, tc := range tests {
-		for _, k := range kernels {
-			t.Run(tc.name+"/"+k.name, func(t *testing.T) {
-				checkPanic(t, k.name, tc.panics, func() {
-					k.call(tc.heads, tc.hd, tc.stride, tc.cells, tc.lenHD, tc.lenN, tc.kvBytes)
-				})
-			})
-		}
-	}
-}
-
-func TestAttnQ8KernelsNoAlloc(t *testing.T) {
-	r := rand.New(rand.NewPCG(7, 8))
-	for _, heads := range []int{3, 8, 11} {
-		d := newQ8Data(r, heads, 64, 17, 8)
-		scores := make([]float32, heads*len(d.cells))
-		out := make([]float32, heads*d.hd)
-		n := testing.AllocsPerRun(20, func() {
-			AttnScoresQ8(d.q, heads, d.hd, d.kv, d.cells, d.strideB, 0.125, scores)
-			AttnValuesQ8(d.p, heads, d.hd, d.kv, d.cells, d.strideB, out)
-		})
-		if n != 0 {
-			t.Errorf("heads=%d: %v allocations", heads, n)
-		}
-	}
+	})
 }
 
 // FuzzAttnQ8 compares both Q8_0 kernels with float64 sums and their twins. The cache bytes
@@ -291,9 +222,7 @@ func FuzzAttnQ8(f *testing.F) {
 		d := &q8Data{heads: heads, hd: hd, strideB: span + int(pad8%40)}
 		rows := 1 + int(pad8/40)*3
 		src := &fuzzBytes{data: data}
-		d.cells = src.cells(len(data)/3, rows)
-		d.q = f32sFrom(src.next(4 * heads * hd))
-		d.p = f32sFrom(src.next(4 * heads * len(d.cells)))
+		d.cells, d.q, d.p = src.attnInputs(heads, hd, rows)
 		d.kv = src.next((rows-1)*d.strideB + span)
 		checkQ8Scores(t, d, scale)
 		checkQ8Values(t, d)
@@ -324,46 +253,24 @@ func BenchmarkAttnQ8(b *testing.B) {
 			b.Fatal(err)
 		}
 		q := randF32s(r, heads*hd)
-		p := make([]float32, heads*n)
-		for i := range p {
-			p[i] = r.Float32() / float32(n)
-		}
+		p := benchWeights(r, heads, n)
 		cells := benchCells(r, rows, n)
 		scores := make([]float32, heads*n)
 		out := make([]float32, heads*hd)
 		g := 0
 		next := func() int { g = (g + 1) % kvHeads; return g }
-		perCellHead := func(b *testing.B) {
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n*heads), "ns/cell·head")
-		}
 		name := fmt.Sprintf("heads=%d/hd=%d/n=%d", heads, hd, n)
-		b.Run("Scores/q8_0/"+name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				AttnScoresQ8(q, heads, hd, kv8[next()*hd/32*q8Block:], cells, strideB, 0.125, scores)
-			}
-			perCellHead(b)
+		benchPerCellHead(b, "Scores/q8_0/"+name, n*heads, func() {
+			AttnScoresQ8(q, heads, hd, kv8[next()*hd/32*q8Block:], cells, strideB, 0.125, scores)
 		})
-		b.Run("Scores/f16/"+name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				AttnScoresF16(q, heads, hd, kv16[next()*hd:], cells, stride, 0.125, scores)
-			}
-			perCellHead(b)
+		benchPerCellHead(b, "Scores/f16/"+name, n*heads, func() {
+			AttnScoresF16(q, heads, hd, kv16[next()*hd:], cells, stride, 0.125, scores)
 		})
-		b.Run("Values/q8_0/"+name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				AttnValuesQ8(p, heads, hd, kv8[next()*hd/32*q8Block:], cells, strideB, out)
-			}
-			perCellHead(b)
+		benchPerCellHead(b, "Values/q8_0/"+name, n*heads, func() {
+			AttnValuesQ8(p, heads, hd, kv8[next()*hd/32*q8Block:], cells, strideB, out)
 		})
-		b.Run("Values/f16/"+name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				AttnValuesF16(p, heads, hd, kv16[next()*hd:], cells, stride, out)
-			}
-			perCellHead(b)
+		benchPerCellHead(b, "Values/f16/"+name, n*heads, func() {
+			AttnValuesF16(p, heads, hd, kv16[next()*hd:], cells, stride, out)
 		})
 	}
 }

@@ -52,28 +52,30 @@ func newAttnData(r *rand.Rand, heads, hd, n, pad int) *attnData {
 	d.q = randF32s(r, heads*hd)
 	d.p = randF32s(r, heads*n)
 	d.kv = randF16s(r, (rows-1)*d.stride+hd) // the last row ends the cache
-	d.cells = make([]int32, n)
-	for j := range d.cells {
-		d.cells[j] = int32(r.IntN(rows))
+	d.cells = randCells(r, n, rows)
+	return d
+}
+
+// randCells returns n cells below rows, with repeats and in no order, the last row among them
+// (when n > 0).
+func randCells(r *rand.Rand, n, rows int) []int32 {
+	cells := make([]int32, n)
+	for j := range cells {
+		cells[j] = int32(r.IntN(rows))
 	}
 	if n > 0 {
-		d.cells[r.IntN(n)] = int32(rows - 1)
+		cells[r.IntN(n)] = int32(rows - 1)
 	}
-	return d
+	return cells
 }
 
 // checkScores compares AttnScoresF16 with its Go twin on d.
 func checkScores(t testing.TB, d *attnData, scale float32) {
 	t.Helper()
 	n := len(d.cells)
-	got := make([]float32, d.heads*n+1)
-	want := make([]float32, d.heads*n+1)
-	got[len(got)-1], want[len(want)-1] = 42, 42
-	AttnScoresF16(d.q, d.heads, d.hd, d.kv, d.cells, d.stride, scale, got)
-	attnScoresF16Go(d.q, d.heads, d.hd, d.kv, d.cells, d.stride, scale, want)
-	if got[len(got)-1] != 42 {
-		t.Fatalf("AttnScoresF16 wrote past heads×cells")
-	}
+	got, want := runWithTwin(t, "AttnScoresF16", "heads×cells", d.heads*n,
+		func(out []float32) { AttnScoresF16(d.q, d.heads, d.hd, d.kv, d.cells, d.stride, scale, out) },
+		func(out []float32) { attnScoresF16Go(d.q, d.heads, d.hd, d.kv, d.cells, d.stride, scale, out) })
 	for h := range d.heads {
 		for j, c := range d.cells {
 			raw := absDotF16(d.q[h*d.hd:(h+1)*d.hd], d.kv[int(c)*d.stride:][:d.hd])
@@ -86,8 +88,8 @@ func checkScores(t testing.TB, d *attnData, scale float32) {
 	}
 }
 
-// dirtyOut returns n+1 floats for a values kernel's out: n of garbage that it must overwrite,
-// not add to, and after them the sentinel 42 that it must leave.
+// dirtyOut returns n+1 floats for a kernel's out: n of garbage that it must overwrite, not add
+// to, and after them the sentinel 42 that it must leave.
 func dirtyOut(n int) []float32 {
 	out := make([]float32, n+1)
 	for i := range out {
@@ -97,17 +99,26 @@ func dirtyOut(n int) []float32 {
 	return out
 }
 
+// runWithTwin runs kernel (named name) on dirtyOut(n) and its Go twin on n zeros, fails if the
+// kernel wrote past the n elements (what they are), and returns the two outputs of n elements.
+func runWithTwin(t testing.TB, name, what string, n int, kernel, twin func(out []float32)) (got, want []float32) {
+	t.Helper()
+	got, want = dirtyOut(n), make([]float32, n)
+	kernel(got)
+	twin(want)
+	if got[n] != 42 {
+		t.Fatalf("%s wrote past %s", name, what)
+	}
+	return got[:n], want
+}
+
 // checkValues compares AttnValuesF16 with its Go twin on d.
 func checkValues(t testing.TB, d *attnData) {
 	t.Helper()
 	n := len(d.cells)
-	got := dirtyOut(d.heads * d.hd)
-	want := make([]float32, d.heads*d.hd)
-	AttnValuesF16(d.p, d.heads, d.hd, d.kv, d.cells, d.stride, got)
-	attnValuesF16Go(d.p, d.heads, d.hd, d.kv, d.cells, d.stride, want)
-	if got[len(got)-1] != 42 {
-		t.Fatalf("AttnValuesF16 wrote past heads×hd")
-	}
+	got, want := runWithTwin(t, "AttnValuesF16", "heads×hd", d.heads*d.hd,
+		func(out []float32) { AttnValuesF16(d.p, d.heads, d.hd, d.kv, d.cells, d.stride, out) },
+		func(out []float32) { attnValuesF16Go(d.p, d.heads, d.hd, d.kv, d.cells, d.stride, out) })
 	for h := range d.heads {
 		for i := range d.hd {
 			var mag float64
@@ -129,9 +140,7 @@ func checkValues(t testing.TB, d *attnData) {
 // they are the Go twins (no assembly for this architecture or CPU): such a comparison cannot fail.
 func requireAttnAsm(t testing.TB) {
 	t.Helper()
-	if !attnAsm() {
-		t.Skip("the exported attention kernels are the Go twins here (no assembly to compare)")
-	}
+	requireAsm(t, attnAsm(), "the exported attention kernels")
 }
 
 func TestAttnKernelsMatchGo(t *testing.T) {
@@ -190,28 +199,38 @@ func TestAttnKernelsExact(t *testing.T) {
 			AttnScoresF32(q, tc.heads, hd, kv32, cells, tc.stride, float32(tc.scale), s32)
 			AttnValuesF16(p, tc.heads, hd, kv16, cells, tc.stride, v16)
 			AttnValuesF32(p, tc.heads, hd, kv32, cells, tc.stride, v32)
-			for h := range tc.heads {
-				for j, c := range cells {
-					var want float64
-					for i := range hd {
-						want += float64(q[h*hd+i]) * float64(kv32[int(c)*tc.stride+i])
-					}
-					want *= float64(tc.scale)
-					if float64(s16[h*n+j]) != want || float64(s32[h*n+j]) != want {
-						t.Fatalf("scores head %d cell #%d: %v (F16) %v (F32), want %v", h, j, s16[h*n+j], s32[h*n+j], want)
-					}
-				}
-				for i := range hd {
-					var want float64
-					for j, c := range cells {
-						want += float64(p[h*n+j]) * float64(kv32[int(c)*tc.stride+i])
-					}
-					if float64(v16[h*hd+i]) != want || float64(v32[h*hd+i]) != want {
-						t.Fatalf("values head %d [%d]: %v (F16) %v (F32), want %v", h, i, v16[h*hd+i], v32[h*hd+i], want)
-					}
-				}
-			}
+			at := func(c int32, i int) float64 { return float64(kv32[int(c)*tc.stride+i]) }
+			checkAttnExact(t, "F16", q, p, hd, cells, float64(tc.scale), at, s16, v16)
+			checkAttnExact(t, "F32", q, p, hd, cells, float64(tc.scale), at, s32, v32)
 		})
+	}
+}
+
+// checkAttnExact fails unless the scores and values that the kernels (named by what) wrote for
+// the heads×hd queries q, the heads×len(cells) weights p and the scale are exactly the float64
+// sums over the cache, whose element i of the head in cell c is at(c, i).
+func checkAttnExact(t *testing.T, what string, q, p []float32, hd int, cells []int32, scale float64, at func(c int32, i int) float64, scores, values []float32) {
+	t.Helper()
+	n := len(cells)
+	for h := range len(q) / hd {
+		for j, c := range cells {
+			var want float64
+			for i := range hd {
+				want += float64(q[h*hd+i]) * at(c, i)
+			}
+			if want *= scale; float64(scores[h*n+j]) != want {
+				t.Fatalf("%s scores head %d cell #%d = %v, want %v", what, h, j, scores[h*n+j], want)
+			}
+		}
+		for i := range hd {
+			var want float64
+			for j, c := range cells {
+				want += float64(p[h*n+j]) * at(c, i)
+			}
+			if float64(values[h*hd+i]) != want {
+				t.Fatalf("%s values head %d [%d] = %v, want %v", what, h, i, values[h*hd+i], want)
+			}
+		}
 	}
 }
 
@@ -219,13 +238,7 @@ func TestAttnKernelsPanic(t *testing.T) {
 	const heads, hd, stride, rows = 3, 64, 72, 10
 	cacheLen := (rows-1)*stride + hd
 	okCells := []int32{0, 9, 3, 3}
-	tests := []struct {
-		name                  string
-		heads, hd, stride     int
-		cells                 []int32
-		lenHD, lenN, cacheLen int // lengths of q (scores) or out (values); out or p; the cache
-		panics                bool
-	}{
+	tests := []attnPanicCase{
 		{"fits", heads, hd, stride, okCells, heads * hd, heads * 4, cacheLen, false},
 		{"no cells", heads, hd, stride, nil, heads * hd, 0, cacheLen, false},
 		{"stride=hd", heads, hd, hd, []int32{0, 9}, heads * hd, heads * 2, 9*hd + hd, false},
@@ -240,11 +253,7 @@ func TestAttnKernelsPanic(t *testing.T) {
 		{"negative heads", -1, hd, stride, okCells, heads * hd, heads * 4, cacheLen, true},
 		{"huge heads", math.MaxInt / 2, hd, stride, okCells, heads * hd, heads * 4, cacheLen, true},
 	}
-	type kernel struct {
-		name string
-		call func(heads, hd, stride int, cells []int32, lenHD, lenN, cacheLen int)
-	}
-	kernels := []kernel{
+	runAttnPanics(t, tests, []attnPanicKernel{
 		{"AttnScoresF16", func(heads, hd, stride int, cells []int32, lenHD, lenN, cacheLen int) {
 			AttnScoresF16(make([]float32, lenHD), heads, hd, make([]uint16, cacheLen), cells, stride, 1, make([]float32, lenN))
 		}},
@@ -257,7 +266,27 @@ func TestAttnKernelsPanic(t *testing.T) {
 		{"AttnValuesF32", func(heads, hd, stride int, cells []int32, lenHD, lenN, cacheLen int) {
 			AttnValuesF32(make([]float32, lenN), heads, hd, make([]float32, cacheLen), cells, stride, make([]float32, lenHD))
 		}},
-	}
+	})
+}
+
+// attnPanicCase is one call of the panic tests: the kernels' shape arguments, and the lengths of
+// the vectors and the cache they are given.
+type attnPanicCase struct {
+	name                  string
+	heads, hd, stride     int
+	cells                 []int32
+	lenHD, lenN, cacheLen int // lengths of q (scores) or out (values); out or p; the cache (elements, or Q8_0 bytes)
+	panics                bool
+}
+
+// attnPanicKernel calls one kernel with fresh zero vectors of the given lengths.
+type attnPanicKernel struct {
+	name string
+	call func(heads, hd, stride int, cells []int32, lenHD, lenN, cacheLen int)
+}
+
+// runAttnPanics runs every case on every kernel, with checkPanic.
+func runAttnPanics(t *testing.T, tests []attnPanicCase, kernels []attnPanicKernel) {
 	for _, tc := range tests {
 		for _, k := range kernels {
 			t.Run(tc.name+"/"+k.name, func(t *testing.T) {
@@ -285,18 +314,22 @@ func checkPanic(t *testing.T, fn string, panics bool, call func()) {
 	call()
 }
 
+// TestAttnKernelsNoAlloc checks that the F16, F32 and Q8_0 kernels allocate nothing.
 func TestAttnKernelsNoAlloc(t *testing.T) {
-	r := rand.New(rand.NewPCG(7, 8))
+	r, r8 := rand.New(rand.NewPCG(7, 8)), rand.New(rand.NewPCG(7, 8))
 	for _, heads := range []int{3, 8, 11} {
 		d := newAttnData(r, heads, 64, 17, 8)
+		d8 := newQ8Data(r8, heads, 64, 17, 8)
 		kv32 := make([]float32, len(d.kv))
-		scores := make([]float32, heads*len(d.cells))
+		scores := make([]float32, heads*max(len(d.cells), len(d8.cells)))
 		out := make([]float32, heads*d.hd)
 		n := testing.AllocsPerRun(20, func() {
 			AttnScoresF16(d.q, heads, d.hd, d.kv, d.cells, d.stride, 0.125, scores)
 			AttnValuesF16(d.p, heads, d.hd, d.kv, d.cells, d.stride, out)
 			AttnScoresF32(d.q, heads, d.hd, kv32, d.cells, d.stride, 0.125, scores)
 			AttnValuesF32(d.p, heads, d.hd, kv32, d.cells, d.stride, out)
+			AttnScoresQ8(d8.q, heads, d8.hd, d8.kv, d8.cells, d8.strideB, 0.125, scores)
+			AttnValuesQ8(d8.p, heads, d8.hd, d8.kv, d8.cells, d8.strideB, out)
 		})
 		if n != 0 {
 			t.Errorf("heads=%d: %v allocations", heads, n)
@@ -318,9 +351,7 @@ func FuzzAttnF16(f *testing.F) {
 		d := &attnData{heads: heads, hd: hd, stride: hd + int(pad8%16)}
 		rows := 1 + int(pad8/16)*3
 		src := &fuzzBytes{data: data}
-		d.cells = src.cells(len(data)/3, rows)
-		d.q = f32sFrom(src.next(4 * heads * hd))
-		d.p = f32sFrom(src.next(4 * heads * len(d.cells)))
+		d.cells, d.q, d.p = src.attnInputs(heads, hd, rows)
 		d.kv = f16sFrom(src.next(2 * ((rows-1)*d.stride + hd)))
 		checkScores(t, d, scale)
 		checkValues(t, d)
@@ -378,6 +409,15 @@ func (f *fuzzBytes) cells(n, rows int) []int32 {
 	return cells
 }
 
+// attnInputs returns len(data)/3 cells below rows, then heads×hd queries and heads×cells
+// weights.
+func (f *fuzzBytes) attnInputs(heads, hd, rows int) (cells []int32, q, p []float32) {
+	cells = f.cells(len(f.data)/3, rows)
+	q = f32sFrom(f.next(4 * heads * hd))
+	p = f32sFrom(f.next(4 * heads * len(cells)))
+	return cells, q, p
+}
+
 // benchCells returns n cells of a cache of rows rows (> 16), in runs of 1 to 16 consecutive ones
 // in random order, as the benchmarks' visible cells.
 func benchCells(r *rand.Rand, rows, n int) []int32 {
@@ -413,10 +453,7 @@ func BenchmarkAttn(b *testing.B) {
 			}
 		}
 		q := randF32s(r, heads*hd)
-		p := make([]float32, heads*n)
-		for i := range p {
-			p[i] = r.Float32() / float32(n)
-		}
+		p := benchWeights(r, heads, n)
 		cells := benchCells(r, rows, n)
 		scores := make([]float32, heads*n)
 		out := make([]float32, heads*hd)
@@ -425,51 +462,53 @@ func BenchmarkAttn(b *testing.B) {
 			g = (g + 1) % kvHeads
 			return kv[g*hd:]
 		}
-		perCellHead := func(b *testing.B) {
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n*heads), "ns/cell·head")
-		}
 		name := fmt.Sprintf("heads=%d/hd=%d/n=%d", heads, hd, n)
-		b.Run("Scores/kernel/"+name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				AttnScoresF16(q, heads, hd, kvHead(), cells, stride, 0.125, scores)
-			}
-			perCellHead(b)
+		benchPerCellHead(b, "Scores/kernel/"+name, n*heads, func() {
+			AttnScoresF16(q, heads, hd, kvHead(), cells, stride, 0.125, scores)
 		})
-		b.Run("Scores/percell/"+name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				kv := kvHead()
+		benchPerCellHead(b, "Scores/percell/"+name, n*heads, func() {
+			kv := kvHead()
+			for j, c := range cells {
+				off := int(c) * stride
+				for h := range heads {
+					scores[h*n+j] = 0.125 * DotF16(q[h*hd:(h+1)*hd], kv[off:off+hd])
+				}
+			}
+		})
+		benchPerCellHead(b, "Values/kernel/"+name, n*heads, func() {
+			AttnValuesF16(p, heads, hd, kvHead(), cells, stride, out)
+		})
+		benchPerCellHead(b, "Values/percell/"+name, n*heads, func() {
+			kv := kvHead()
+			for h := range heads {
+				o := out[h*hd : (h+1)*hd]
+				clear(o)
 				for j, c := range cells {
 					off := int(c) * stride
-					for h := range heads {
-						scores[h*n+j] = 0.125 * DotF16(q[h*hd:(h+1)*hd], kv[off:off+hd])
-					}
+					AxpyF16(p[h*n+j], kv[off:off+hd], o)
 				}
 			}
-			perCellHead(b)
-		})
-		b.Run("Values/kernel/"+name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				AttnValuesF16(p, heads, hd, kvHead(), cells, stride, out)
-			}
-			perCellHead(b)
-		})
-		b.Run("Values/percell/"+name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				kv := kvHead()
-				for h := range heads {
-					o := out[h*hd : (h+1)*hd]
-					clear(o)
-					for j, c := range cells {
-						off := int(c) * stride
-						AxpyF16(p[h*n+j], kv[off:off+hd], o)
-					}
-				}
-			}
-			perCellHead(b)
 		})
 	}
+}
+
+// benchWeights returns heads×n attention weights, each head's summing to about 1/2.
+func benchWeights(r *rand.Rand, heads, n int) []float32 {
+	p := make([]float32, heads*n)
+	for i := range p {
+		p[i] = r.Float32() / float32(n)
+	}
+	return p
+}
+
+// benchPerCellHead runs body as the sub-benchmark name and reports ns/cell·head, the time per
+// visible cell and query head (cellHeads of them a call).
+func benchPerCellHead(b *testing.B, name string, cellHeads int, body func()) {
+	b.Run(name, func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			body()
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*cellHeads), "ns/cell·head")
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"ubatch/quant"
@@ -86,13 +87,19 @@ func absDotF16(x []float32, y []uint16) float64 {
 	return s
 }
 
-// requireVecAsm skips tests that compare the exported kernels with their Go twins when the
-// exported kernels are the Go twins.
+// requireAsm skips a test that compares kernels with their Go twins when asm is false: the
+// kernels (named by what) are then the Go twins, and such a comparison cannot fail.
+func requireAsm(t testing.TB, asm bool, what string) {
+	t.Helper()
+	if !asm {
+		t.Skip(what + " are the Go twins here (no assembly to compare)")
+	}
+}
+
+// requireVecAsm is requireAsm for the exported vector kernels.
 func requireVecAsm(t testing.TB) {
 	t.Helper()
-	if !vecAsm() {
-		t.Skip("the exported vector kernels are the Go twins here (no assembly to compare)")
-	}
+	requireAsm(t, vecAsm(), "the exported vector kernels")
 }
 
 // checkVecKernels compares the four exported kernels with their Go twins: the dots of x with y
@@ -100,17 +107,41 @@ func requireVecAsm(t testing.TB) {
 // len(y0)), each on a copy of y0.
 func checkVecKernels(t testing.TB, name string, x, y []float32, h []uint16, a float32, ax, y0 []float32) {
 	t.Helper()
-	checkDot(t, "DotF32 "+name, DotF32(x, y), dotF32Go(x, y), absDotF32(x, y))
-	checkDot(t, "DotF16 "+name, DotF16(x, h), dotF16Go(x, h), absDotF16(x, h))
-	got, want := append([]float32(nil), y0...), append([]float32(nil), y0...)
-	AxpyF32(a, ax, got)
-	axpyF32Go(a, ax, want)
-	checkAxpy(t, "AxpyF32 "+name, got, want, y0, a, func(i int) float32 { return ax[i] })
-	copy(got, y0)
-	copy(want, y0)
+	checkDotF32(t, "DotF32 "+name, x, y)
+	checkDotF16(t, "DotF16 "+name, x, h)
+	checkAxpyF32(t, "AxpyF32 "+name, a, ax, y0)
+	checkAxpyF16(t, "AxpyF16 "+name, a, h, y0)
+}
+
+// checkDotF32 compares DotF32 with its Go twin on x and y (len(y) >= len(x)).
+func checkDotF32(t testing.TB, what string, x, y []float32) {
+	t.Helper()
+	checkDot(t, what, DotF32(x, y), dotF32Go(x, y), absDotF32(x, y))
+}
+
+// checkDotF16 compares DotF16 with its Go twin on x and h (len(h) >= len(x)).
+func checkDotF16(t testing.TB, what string, x []float32, h []uint16) {
+	t.Helper()
+	checkDot(t, what, DotF16(x, h), dotF16Go(x, h), absDotF16(x, h))
+}
+
+// checkAxpyF32 compares AxpyF32 with its Go twin, each adding a·x into a copy of y0 (len(x) >=
+// len(y0)).
+func checkAxpyF32(t testing.TB, what string, a float32, x, y0 []float32) {
+	t.Helper()
+	got, want := slices.Clone(y0), slices.Clone(y0)
+	AxpyF32(a, x, got)
+	axpyF32Go(a, x, want)
+	checkAxpy(t, what, got, want, y0, a, func(i int) float32 { return x[i] })
+}
+
+// checkAxpyF16 is checkAxpyF32 for AxpyF16, adding a·h (len(h) >= len(y0)).
+func checkAxpyF16(t testing.TB, what string, a float32, h []uint16, y0 []float32) {
+	t.Helper()
+	got, want := slices.Clone(y0), slices.Clone(y0)
 	AxpyF16(a, h, got)
 	axpyF16Go(a, h, want)
-	checkAxpy(t, "AxpyF16 "+name, got, want, y0, a, func(i int) float32 { return quant.F16ToF32(h[i]) })
+	checkAxpy(t, what, got, want, y0, a, func(i int) float32 { return quant.F16ToF32(h[i]) })
 }
 
 func TestVecKernelsMatchGo(t *testing.T) {
@@ -294,51 +325,41 @@ func fuzzSplit(data []byte, half bool) (x []float32, rest []byte) {
 	return f32sFrom(data[:4*n]), data[4*n:]
 }
 
-func FuzzDotF32(f *testing.F) {
+// fuzzVec runs a vector fuzz target, body, on addVecSeeds' seeds where the kernels have
+// assembly to compare.
+func fuzzVec(f *testing.F, body func(t *testing.T, data []byte, a float32)) {
 	addVecSeeds(f)
-	f.Fuzz(func(t *testing.T, data []byte, _ float32) {
+	f.Fuzz(func(t *testing.T, data []byte, a float32) {
 		requireVecAsm(t)
+		body(t, data, a)
+	})
+}
+
+func FuzzDotF32(f *testing.F) {
+	fuzzVec(f, func(t *testing.T, data []byte, _ float32) {
 		x, rest := fuzzSplit(data, false)
-		y := f32sFrom(rest)
-		checkDot(t, "DotF32", DotF32(x, y), dotF32Go(x, y), absDotF32(x, y))
+		checkDotF32(t, "DotF32", x, f32sFrom(rest))
 	})
 }
 
 func FuzzDotF16(f *testing.F) {
-	addVecSeeds(f)
-	f.Fuzz(func(t *testing.T, data []byte, _ float32) {
-		requireVecAsm(t)
+	fuzzVec(f, func(t *testing.T, data []byte, _ float32) {
 		x, rest := fuzzSplit(data, true)
-		h := f16sFrom(rest)
-		checkDot(t, "DotF16", DotF16(x, h), dotF16Go(x, h), absDotF16(x, h))
+		checkDotF16(t, "DotF16", x, f16sFrom(rest))
 	})
 }
 
 func FuzzAxpyF32(f *testing.F) {
-	addVecSeeds(f)
-	f.Fuzz(func(t *testing.T, data []byte, a float32) {
-		requireVecAsm(t)
-		a = finiteOr1(a)
+	fuzzVec(f, func(t *testing.T, data []byte, a float32) {
 		x, rest := fuzzSplit(data, false)
-		y0 := f32sFrom(rest)[:len(x)]
-		got, want := append([]float32(nil), y0...), append([]float32(nil), y0...)
-		AxpyF32(a, x, got)
-		axpyF32Go(a, x, want)
-		checkAxpy(t, "AxpyF32", got, want, y0, a, func(i int) float32 { return x[i] })
+		checkAxpyF32(t, "AxpyF32", finiteOr1(a), x, f32sFrom(rest)[:len(x)])
 	})
 }
 
 func FuzzAxpyF16(f *testing.F) {
-	addVecSeeds(f)
-	f.Fuzz(func(t *testing.T, data []byte, a float32) {
-		requireVecAsm(t)
-		a = finiteOr1(a)
+	fuzzVec(f, func(t *testing.T, data []byte, a float32) {
 		y0, rest := fuzzSplit(data, true)
-		h := f16sFrom(rest)[:len(y0)]
-		got, want := append([]float32(nil), y0...), append([]float32(nil), y0...)
-		AxpyF16(a, h, got)
-		axpyF16Go(a, h, want)
-		checkAxpy(t, "AxpyF16", got, want, y0, a, func(i int) float32 { return quant.F16ToF32(h[i]) })
+		checkAxpyF16(t, "AxpyF16", finiteOr1(a), f16sFrom(rest)[:len(y0)], y0)
 	})
 }
 
