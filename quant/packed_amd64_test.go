@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -22,47 +23,84 @@ func checkSums(t testing.TB, nb int, x []byte, xStride, nx int, mul int32, want 
 	}
 }
 
-// checkPanel compares the assembly panel kernel with its Go twin on one panel (8 rows of raw
-// file-layout weights w, packed here) and nx activation rows, and checks that nothing outside
-// the 8 x nx outputs is written.
-func checkPanel(t testing.TB, typ Type, nb int, w, x []byte, xStride, nx, outStride int) {
+// panelSentinel fills the panel tests' outputs: a kernel must leave it outside its results.
+const panelSentinel = float32(-3.5)
+
+// panelOut returns the output for a panel call writing rows rows of nx columns outStride apart,
+// one float longer than the call may write, all panelSentinel.
+func panelOut(rows, nx, outStride int) []float32 {
+	out := make([]float32, (nx-1)*outStride+rows+1)
+	for i := range out {
+		out[i] = panelSentinel
+	}
+	return out
+}
+
+// eachPanelResult calls check(i, r, j) for each element out[i] that holds row r, column j of a
+// panel call's rows x nx results (outStride apart), and fails if any other element is not
+// panelSentinel.
+func eachPanelResult(t testing.TB, out []float32, rows, nx, outStride int, check func(i, r, j int)) {
 	t.Helper()
-	k := 32 * nb
-	p := make([]byte, len(w))
-	if err := PackRows(typ, k, p, w); err != nil {
-		t.Fatal(err)
-	}
-	sums := make([]int32, sumWords*nb)
-	q4SumsGo(nb, x, xStride, nx, 8, sums)
-	if typ == Q4_0 {
-		checkSums(t, nb, x, xStride, nx, 8, sums)
-	}
-	const sentinel = float32(-3.5)
-	n := (nx-1)*outStride + PanelRows + 1
-	got, want := make([]float32, n), make([]float32, n)
-	for i := range got {
-		got[i], want[i] = sentinel, sentinel
-	}
-	panelAVX2(typ, 1, nb, p, x, xStride, nx, got, outStride, sums)
-	panelProductGo(typ, nb, p, x, xStride, nx, want, outStride)
-	rowBytes := typ.RowSize(k)
-	for i := range got {
+	for i := range out {
 		j, r := i/outStride, i%outStride
-		if j >= nx || r >= PanelRows {
-			if got[i] != sentinel {
+		if j >= nx || r >= rows {
+			if out[i] != panelSentinel {
 				t.Fatalf("out[%d] outside the panel was written", i)
 			}
 			continue
 		}
-		mag := absDot(t, typ, k, w[r*rowBytes:(r+1)*rowBytes], x[j*xStride:j*xStride+nb*q8_0Bytes])
-		if math.IsInf(mag, 0) || mag > 1e36 {
-			continue
+		check(i, r, j)
+	}
+}
+
+// checkPanel compares the AVX2 panel kernel of typ (Q4_0, Q8_0, Q4_K or Q6_K) with its Go twin
+// on one panel (8 rows of file-layout weights w with nb blocks, packed here) and nx activation
+// rows xStride bytes apart, within asmRelTol of Σ|terms| (absDot; kPackMag for the K-quants,
+// whose kernels sum the same exact integers per super-block and differ in float32 rounding
+// only), and checks that nothing outside the 8 x nx outputs is written.
+func checkPanel(t testing.TB, typ Type, nb int, w, x []byte, xStride, nx, outStride int) {
+	t.Helper()
+	k := nb * typ.BlockSize()
+	isK := typ == Q4_K || typ == Q6_K
+	p := make([]byte, len(w))
+	if err := PackRows(typ, k, p, w); err != nil {
+		t.Fatal(err)
+	}
+	var sums []int32
+	if !isK {
+		sums = make([]int32, sumWords*nb)
+		q4SumsGo(nb, x, xStride, nx, 8, sums)
+		if typ == Q4_0 {
+			checkSums(t, nb, x, xStride, nx, 8, sums)
+		}
+	}
+	got, want := panelOut(PanelRows, nx, outStride), panelOut(PanelRows, nx, outStride)
+	panelAVX2(typ, 1, nb, p, x, xStride, nx, got, outStride, sums)
+	switch typ {
+	case Q4_K:
+		panelQ4KGo(nb, p, x, xStride, nx, want, outStride)
+	case Q6_K:
+		panelQ6KGo(nb, p, x, xStride, nx, want, outStride)
+	default:
+		panelProductGo(typ, nb, p, x, xStride, nx, want, outStride)
+	}
+	rowBytes, xRow := typ.RowSize(k), ActType(typ).RowSize(k)
+	eachPanelResult(t, got, PanelRows, nx, outStride, func(i, r, j int) {
+		wr, xr := w[r*rowBytes:(r+1)*rowBytes], x[j*xStride:j*xStride+xRow]
+		var mag float64
+		if isK {
+			mag = kPackMag(typ, k, wr, xr)
+			if wv := float64(want[i]); math.IsNaN(wv) || math.IsInf(wv, 0) || math.IsNaN(mag) || mag > 1e30 {
+				return // NaN or overflowing scales: only the absence of a crash is checked
+			}
+		} else if mag = absDot(t, typ, k, wr, xr); math.IsInf(mag, 0) || mag > 1e36 {
+			return
 		}
 		if d := math.Abs(float64(got[i]) - float64(want[i])); !(d <= asmRelTol*mag+asmAbsTol) {
 			t.Fatalf("%v nb=%d nx=%d row %d column %d: asm %v, Go twin %v (|diff| %.3g, Σ|terms| %.3g)",
 				typ, nb, nx, r, j, got[i], want[i], d, mag)
 		}
-	}
+	})
 }
 
 func panelRows(t testing.TB, r *rand.Rand, typ Type, nb int) []byte {
@@ -94,36 +132,87 @@ func TestPanelAsmMatchesGo(t *testing.T) {
 	}
 }
 
-// fuzzPanel packs 8 rows of typ made of arbitrary bytes (scales made finite, activation quants
-// in [-127, 127]) and compares the assembly panel kernel with its Go twin.
-func fuzzPanel(f *testing.F, typ Type) {
-	r := rand.New(rand.NewPCG(13, uint64(typ)))
+// addPanelSeeds adds the seeds of the panel fuzz targets of typ, drawn from the stream seed:
+// 8 weight rows and activation rows of 1, 3 and 9 blocks (Q4_0, Q8_0: 4 columns) or of 1, 2 and
+// 3 super-blocks (K-quants: 1, 4 and 3 columns, file-layout and raw bytes).
+func addPanelSeeds(f *testing.F, typ Type, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, uint64(typ)))
+	if typ == Q4_K || typ == Q6_K {
+		for _, nb := range []int{1, 2, 3} {
+			nx := []int{1, 4, 3}[nb-1]
+			w := kqWeights(f, typ, QK_K*nb, PanelRows, nb != 2, r.Uint64())
+			x := kqActs(typ, QK_K*nb, nx, Q8_K.RowSize(QK_K*nb), nb == 3, r.Uint64())
+			f.Add(append(w, x...), uint8(nx-1))
+		}
+		return
+	}
 	for _, nb := range []int{1, 3, 9} {
 		w := panelRows(f, r, typ, nb)
 		x := randActs(r, typ, nb*32, MaxCols, nb*q8_0Bytes)
 		f.Add(append(w, x...), uint8(3))
 	}
+}
+
+// panelFuzzInputs cuts a panel fuzz target's data into 8 weight rows of typ and nx = 1 +
+// nxb%MaxCols activation rows xRow bytes long, of nb blocks (as many as fit; for the K-quants,
+// whose loops do not depend on nb, at most 6), copied and made usable: Q4_0 and Q8_0 scales
+// finite and activation quants in [-127, 127] (sanitizeWeights, sanitizeActs); K-quant f16
+// scales finite, activation scales finite and not tiny (see kqFuzz), bsums consistent. nb is 0
+// when data is too short.
+func panelFuzzInputs(typ Type, data []byte, nxb uint8) (w, x []byte, nb, nx, xRow int) {
+	isK := typ == Q4_K || typ == Q6_K
+	nx = 1 + int(nxb)%MaxCols
+	nb = len(data) / (PanelRows*typ.TypeSize() + nx*ActType(typ).TypeSize())
+	if isK {
+		nb = min(nb, 6)
+	}
+	if nb == 0 {
+		return nil, nil, 0, nx, 0
+	}
+	k := nb * typ.BlockSize()
+	rowBytes := typ.RowSize(k)
+	xRow = ActType(typ).RowSize(k)
+	w = append([]byte(nil), data[:PanelRows*rowBytes]...)
+	x = append([]byte(nil), data[PanelRows*rowBytes:PanelRows*rowBytes+nx*xRow]...)
+	if !isK {
+		sanitizeWeights(typ, w)
+		sanitizeActs(typ, x)
+		return w, x, nb, nx, xRow
+	}
+	for o := 0; o < len(w); o += typ.TypeSize() {
+		for _, h := range kqF16Offsets(typ) {
+			sanitizeHalf(w[o+h:])
+		}
+	}
+	for o := 0; o < len(x); o += q8_KBytes {
+		d := math.Float32frombits(binary.LittleEndian.Uint32(x[o:]))
+		if a := math.Abs(float64(d)); !(a == 0 || a >= 1e-20 && a <= 1e4) {
+			binary.LittleEndian.PutUint32(x[o:], math.Float32bits(1))
+		}
+	}
+	kqFixBsums(x)
+	return w, x, nb, nx, xRow
+}
+
+// fuzzPanel packs 8 rows of typ made of arbitrary bytes (panelFuzzInputs; seeds from the stream
+// seed) and compares the AVX2 panel kernel with its Go twin.
+func fuzzPanel(f *testing.F, typ Type, seed uint64) {
+	addPanelSeeds(f, typ, seed)
 	f.Fuzz(func(t *testing.T, data []byte, nxb uint8) {
 		if !hasPanelAsm() {
 			t.Skip("no AVX2")
 		}
-		nx := 1 + int(nxb)%MaxCols
-		nb := len(data) / (PanelRows*typ.TypeSize() + nx*q8_0Bytes)
+		w, x, nb, nx, xRow := panelFuzzInputs(typ, data, nxb)
 		if nb == 0 {
 			return
 		}
-		rowBytes, xRow := typ.RowSize(nb*32), nb*q8_0Bytes
-		w := append([]byte(nil), data[:PanelRows*rowBytes]...)
-		x := append([]byte(nil), data[PanelRows*rowBytes:PanelRows*rowBytes+nx*xRow]...)
-		sanitizeWeights(typ, w)
-		sanitizeActs(typ, x)
 		checkPanel(t, typ, nb, w, x, xRow, nx, PanelRows+1)
 	})
 }
 
-func FuzzPanelQ4_0(f *testing.F) { fuzzPanel(f, Q4_0) }
+func FuzzPanelQ4_0(f *testing.F) { fuzzPanel(f, Q4_0, 13) }
 
-func FuzzPanelQ8_0(f *testing.F) { fuzzPanel(f, Q8_0) }
+func FuzzPanelQ8_0(f *testing.F) { fuzzPanel(f, Q8_0, 13) }
 
 // BenchmarkMatMulPacked multiplies a 2048x2048 (or, for ffn_down's shape, 2048x5632) packed
 // matrix of each packable type with nTok tokens on one goroutine, next to MatMul over the same

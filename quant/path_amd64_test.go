@@ -1,7 +1,6 @@
 package quant
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -83,23 +82,11 @@ func checkPanelPath(t testing.TB, typ Type, nb int, w, x []byte, xStride, nx, ou
 		sums2 = make([]int32, sumWords*nb)
 		q4SumsGo(nb, x, xStride, nx, mul, sums2)
 	}
-	const sentinel = float32(-3.5)
-	n := (nx-1)*outStride + np*PanelRows + 1
-	got, ref, want := make([]float32, n), make([]float32, n), make([]float32, n)
-	for i := range got {
-		got[i], ref[i], want[i] = sentinel, sentinel, sentinel
-	}
+	got, ref, want := panelOut(np*PanelRows, nx, outStride), panelOut(np*PanelRows, nx, outStride), panelOut(np*PanelRows, nx, outStride)
 	panelKernel(typ, np, nb, p, x, xStride, nx, got, outStride, sums)
 	panelAVX2(typ, np, nb, p, x, xStride, nx, ref, outStride, sums2)
 	panelGo(typ, np, nb, p, x, xStride, nx, want, outStride)
-	for i := range got {
-		j, r := i/outStride, i%outStride
-		if j >= nx || r >= np*PanelRows {
-			if got[i] != sentinel {
-				t.Fatalf("out[%d] outside the panel was written", i)
-			}
-			continue
-		}
+	eachPanelResult(t, got, np*PanelRows, nx, outStride, func(i, r, j int) {
 		where := fmt.Sprintf("%v %v nb=%d nx=%d row %d column %d", panelPathFor(typ), typ, nb, nx, r, j)
 		if math.Float32bits(got[i]) != math.Float32bits(ref[i]) && !(got[i] != got[i] && ref[i] != ref[i]) {
 			t.Fatalf("%s: %v, AVX2 kernel %v (must be bit-identical)", where, got[i], ref[i])
@@ -115,12 +102,12 @@ func checkPanelPath(t testing.TB, typ Type, nb int, w, x []byte, xStride, nx, ou
 		}
 		wv := float64(want[i])
 		if math.IsNaN(wv) || math.IsInf(wv, 0) || math.IsNaN(mag) || mag > 1e30 {
-			continue // overflowing scales: the bitwise comparison above is what is checked
+			return // overflowing scales: the bitwise comparison above is what is checked
 		}
 		if d := math.Abs(float64(got[i]) - wv); !(d <= tol) {
 			t.Fatalf("%s: %v, Go twin %v (|diff| %.3g, Σ|terms| %.3g)", where, got[i], want[i], d, mag)
 		}
-	}
+	})
 }
 
 // panelTestInputs returns np panels (8np rows) of weights of typ with nb blocks and nx
@@ -230,57 +217,14 @@ func TestPanelPathsExtremes(t *testing.T) {
 // largest levels, scales and mins (Q4_K levels 15, scales and mins 63; Q6_K levels 63, scales
 // -128) against activation quants of -128 and 127, exact results.
 func TestPanelKPathsExtremes(t *testing.T) {
-	const nb = 2
 	for _, ap := range asmPaths {
 		for _, c := range []struct {
 			typ Type
 			xq  int8
 		}{{Q4_K, -128}, {Q4_K, 127}, {Q6_K, -128}, {Q6_K, 127}} {
-			typ, xq := c.typ, c.xq
-			t.Run(fmt.Sprintf("%s/%v/%d", ap.name, typ, xq), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/%v/%d", ap.name, c.typ, c.xq), func(t *testing.T) {
 				forcePath(t, ap.path)
-				bs := typ.TypeSize()
-				w := make([]byte, PanelRows*nb*bs)
-				for i := range w {
-					w[i] = 0xff
-				}
-				for o := 0; o < len(w); o += bs {
-					for _, h := range kqF16Offsets(typ) {
-						binary.LittleEndian.PutUint16(w[o+h:], 0x3c00) // 1.0
-					}
-					if typ == Q6_K {
-						for g := 0; g < 16; g++ {
-							w[o+192+g] = 0x80 // -128
-						}
-					}
-				}
-				x := make([]byte, MaxCols*nb*q8_KBytes)
-				for b := 0; b < MaxCols*nb; b++ {
-					blk := x[b*q8_KBytes:]
-					binary.LittleEndian.PutUint32(blk, math.Float32bits(1))
-					for i := 0; i < QK_K; i++ {
-						blk[4+i] = byte(xq)
-					}
-				}
-				kqFixBsums(x)
-				xs := float64(xq) * QK_K
-				want := float32(nb * (63*15*xs - 63*xs))
-				if typ == Q6_K {
-					want = float32(nb * -128 * 31 * xs)
-				}
-				p := make([]byte, len(w))
-				if err := PackRows(typ, QK_K*nb, p, w); err != nil {
-					t.Fatal(err)
-				}
-				out := make([]float32, MaxCols*PanelRows)
-				for nx := 1; nx <= MaxCols; nx++ {
-					panelKernel(typ, 1, nb, p, x, nb*q8_KBytes, nx, out, PanelRows, nil)
-					for i, v := range out[:nx*PanelRows] {
-						if v != want {
-							t.Fatalf("nx=%d out[%d] = %v, want %v", nx, i, v, want)
-						}
-					}
-				}
+				checkPanelKExtremes(t, c.typ, c.xq, panelKernel)
 			})
 		}
 	}
@@ -391,35 +335,25 @@ func TestKernelPathSelection(t *testing.T) {
 	}
 }
 
-// fuzzPanelPaths packs 8 rows of typ made of arbitrary bytes (scales made finite, activation
-// quants in [-127, 127]) and runs checkPanelPath on every VNNI path the CPU has.
-func fuzzPanelPaths(f *testing.F, typ Type) {
-	r := rand.New(rand.NewPCG(29, uint64(typ)))
-	for _, nb := range []int{1, 3, 9} {
-		w := panelRows(f, r, typ, nb)
-		x := randActs(r, typ, nb*32, MaxCols, nb*q8_0Bytes)
-		f.Add(append(w, x...), uint8(3))
-	}
+// fuzzPanelPaths packs 8 rows of typ made of arbitrary bytes (panelFuzzInputs; seeds from the
+// stream seed) and runs checkPanelPath on every VNNI path the CPU has with kernels for typ: for
+// the K-quants the AVX-512 VNNI path only.
+func fuzzPanelPaths(f *testing.F, typ Type, seed uint64) {
+	addPanelSeeds(f, typ, seed)
 	f.Fuzz(func(t *testing.T, data []byte, nxb uint8) {
 		var paths []cpu.Path
 		for _, ap := range asmPaths {
-			if ap.path != cpu.AVX2 && pathOnCPU(ap.path) {
+			if ap.path != cpu.AVX2 && pathOnCPU(ap.path) && (ap.path == cpu.AVX512VNNI || typ != Q4_K && typ != Q6_K) {
 				paths = append(paths, ap.path)
 			}
 		}
 		if len(paths) == 0 {
-			t.Skipf("this CPU has no VNNI kernel path (it has %v)", KernelPaths())
+			t.Skipf("this CPU has no VNNI kernel path for %v (it has %v)", typ, KernelPaths())
 		}
-		nx := 1 + int(nxb)%MaxCols
-		nb := len(data) / (PanelRows*typ.TypeSize() + nx*q8_0Bytes)
+		w, x, nb, nx, xRow := panelFuzzInputs(typ, data, nxb)
 		if nb == 0 {
 			return
 		}
-		rowBytes, xRow := typ.RowSize(nb*32), nb*q8_0Bytes
-		w := append([]byte(nil), data[:PanelRows*rowBytes]...)
-		x := append([]byte(nil), data[PanelRows*rowBytes:PanelRows*rowBytes+nx*xRow]...)
-		sanitizeWeights(typ, w)
-		sanitizeActs(typ, x)
 		for _, p := range paths {
 			forcePath(t, p)
 			checkPanelPath(t, typ, nb, w, x, xRow, nx, PanelRows+1)
@@ -427,53 +361,13 @@ func fuzzPanelPaths(f *testing.F, typ Type) {
 	})
 }
 
-func FuzzPanelPathsQ8_0(f *testing.F) { fuzzPanelPaths(f, Q8_0) }
+func FuzzPanelPathsQ8_0(f *testing.F) { fuzzPanelPaths(f, Q8_0, 29) }
 
-// fuzzPanelKPaths is fuzzPanelK's input preparation (arbitrary weight bytes with finite f16
-// scales, activation scales kept sane, bsums made consistent) with checkPanelPath on the
-// AVX-512 VNNI path, the one with K-quant kernels.
-func fuzzPanelKPaths(f *testing.F, typ Type) {
-	r := rand.New(rand.NewPCG(31, uint64(typ)))
-	for _, nb := range []int{1, 2, 3} {
-		nx := []int{1, 4, 3}[nb-1]
-		w := kqWeights(f, typ, QK_K*nb, PanelRows, nb != 2, r.Uint64())
-		x := kqActs(typ, QK_K*nb, nx, Q8_K.RowSize(QK_K*nb), nb == 3, r.Uint64())
-		f.Add(append(w, x...), uint8(nx-1))
-	}
-	f.Fuzz(func(t *testing.T, data []byte, nxb uint8) {
-		if !pathOnCPU(cpu.AVX512VNNI) {
-			t.Skipf("this CPU lacks the avx512vnni kernel path (it has %v)", KernelPaths())
-		}
-		nx := 1 + int(nxb)%MaxCols
-		nb := min(len(data)/(PanelRows*typ.TypeSize()+nx*q8_KBytes), 6)
-		if nb == 0 {
-			return
-		}
-		rowBytes, xRow := typ.RowSize(QK_K*nb), Q8_K.RowSize(QK_K*nb)
-		w := append([]byte(nil), data[:PanelRows*rowBytes]...)
-		x := append([]byte(nil), data[PanelRows*rowBytes:PanelRows*rowBytes+nx*xRow]...)
-		for o := 0; o < len(w); o += typ.TypeSize() {
-			for _, h := range kqF16Offsets(typ) {
-				sanitizeHalf(w[o+h:])
-			}
-		}
-		for o := 0; o < len(x); o += q8_KBytes {
-			d := math.Float32frombits(binary.LittleEndian.Uint32(x[o:]))
-			if a := math.Abs(float64(d)); !(a == 0 || a >= 1e-20 && a <= 1e4) {
-				binary.LittleEndian.PutUint32(x[o:], math.Float32bits(1))
-			}
-		}
-		kqFixBsums(x)
-		forcePath(t, cpu.AVX512VNNI)
-		checkPanelPath(t, typ, nb, w, x, xRow, nx, PanelRows+1)
-	})
-}
+func FuzzPanelPathsQ4_K(f *testing.F) { fuzzPanelPaths(f, Q4_K, 31) }
 
-func FuzzPanelPathsQ4_K(f *testing.F) { fuzzPanelKPaths(f, Q4_K) }
+func FuzzPanelPathsQ6_K(f *testing.F) { fuzzPanelPaths(f, Q6_K, 31) }
 
-func FuzzPanelPathsQ6_K(f *testing.F) { fuzzPanelKPaths(f, Q6_K) }
-
-func FuzzPanelPathsQ4_0(f *testing.F) { fuzzPanelPaths(f, Q4_0) }
+func FuzzPanelPathsQ4_0(f *testing.F) { fuzzPanelPaths(f, Q4_0, 29) }
 
 // BenchmarkPanelPaths runs MatMulPacked on a 2048x2048 packed matrix with nTok tokens on one
 // goroutine, with each kernel path the CPU has. GFLOP/s counts 2·rows·k·nTok; best-* metrics are
