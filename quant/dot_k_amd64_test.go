@@ -345,14 +345,7 @@ func TestDotKAVX2Shapes(t *testing.T) {
 			{"too many columns", func() { kk.asm(k, w, xs, 0, MaxCols+1, make([]float32, 8)) }},
 		}
 		for _, p := range panics {
-			func() {
-				defer func() {
-					if recover() == nil {
-						t.Errorf("%v %s: no panic", kk.typ, p.name)
-					}
-				}()
-				p.call()
-			}()
+			mustPanic(t, fmt.Sprintf("%v %s", kk.typ, p.name), p.call)
 		}
 		out := []float32{1, 2, 3}
 		kk.asm(0, nil, nil, 0, 2, out)
@@ -426,6 +419,24 @@ func kqReportGBs(b *testing.B, bytesPerOp int) {
 	}
 }
 
+// benchKqImpls runs body as the sub-benchmarks <type>/k=<k>/nx=<nx>/<impl> of kk for nx 1 and
+// MaxCols, with impl the assembly kernel (skipped without AVX2) and the Go twin, and reports
+// GB/s: bytes (as body returns them) per op.
+func benchKqImpls(b *testing.B, kk kqKernel, k int, body func(b *testing.B, dot DotFunc, nx int) (bytes int)) {
+	for _, nx := range []int{1, MaxCols} {
+		for _, impl := range []string{"asm", "go"} {
+			b.Run(fmt.Sprintf("%v/k=%d/nx=%d/%s", kk.typ, k, nx, impl), func(b *testing.B) {
+				dot := kk.twin
+				if impl == "asm" {
+					kqNeedAVX2(b)
+					dot = kk.asm
+				}
+				kqReportGBs(b, body(b, dot, nx))
+			})
+		}
+	}
+}
+
 // BenchmarkDotK times one weight row (in cache) against nx columns, assembly vs Go; GB/s counts
 // weight bytes, so at nx=4 it is per four dot products.
 func BenchmarkDotK(b *testing.B) {
@@ -433,24 +444,15 @@ func BenchmarkDotK(b *testing.B) {
 		for _, k := range []int{2048, 5632} {
 			w := kqWeights(b, kk.typ, k, 1, false, 6)
 			xs := kqActs(kk.typ, k, MaxCols, Q8_K.RowSize(k), false, 7)
-			for _, nx := range []int{1, MaxCols} {
-				for _, impl := range []string{"asm", "go"} {
-					b.Run(fmt.Sprintf("%v/k=%d/nx=%d/%s", kk.typ, k, nx, impl), func(b *testing.B) {
-						dot := kk.twin
-						if impl == "asm" {
-							kqNeedAVX2(b)
-							dot = kk.asm
-						}
-						var out [MaxCols]float32
-						b.SetBytes(int64(len(w)))
-						b.ReportAllocs()
-						for b.Loop() {
-							dot(k, w, xs, Q8_K.RowSize(k), nx, out[:])
-						}
-						kqReportGBs(b, len(w))
-					})
+			benchKqImpls(b, kk, k, func(b *testing.B, dot DotFunc, nx int) int {
+				var out [MaxCols]float32
+				b.SetBytes(int64(len(w)))
+				b.ReportAllocs()
+				for b.Loop() {
+					dot(k, w, xs, Q8_K.RowSize(k), nx, out[:])
 				}
-			}
+				return len(w)
+			})
 		}
 	}
 }
@@ -463,33 +465,24 @@ func BenchmarkDotKStream(b *testing.B) {
 		rb := kk.typ.RowSize(k)
 		nRows := (64 << 20) / rb
 		var w []byte
-		for _, nx := range []int{1, MaxCols} {
-			for _, impl := range []string{"asm", "go"} {
-				b.Run(fmt.Sprintf("%v/k=%d/nx=%d/%s", kk.typ, k, nx, impl), func(b *testing.B) {
-					dot := kk.twin
-					if impl == "asm" {
-						kqNeedAVX2(b)
-						dot = kk.asm
-					}
-					if w == nil {
-						src := kqWeights(b, kk.typ, k, distinct, false, 8)
-						w = make([]byte, nRows*rb)
-						for off := 0; off < len(w); off += len(src) {
-							copy(w[off:], src)
-						}
-					}
-					xs := kqActs(kk.typ, k, MaxCols, Q8_K.RowSize(k), false, 9)
-					out := make([]float32, MaxCols)
-					b.SetBytes(int64(len(w)))
-					b.ReportAllocs()
-					for b.Loop() {
-						for r := 0; r < nRows; r++ {
-							dot(k, w[r*rb:(r+1)*rb], xs, Q8_K.RowSize(k), nx, out)
-						}
-					}
-					kqReportGBs(b, len(w))
-				})
+		benchKqImpls(b, kk, k, func(b *testing.B, dot DotFunc, nx int) int {
+			if w == nil {
+				src := kqWeights(b, kk.typ, k, distinct, false, 8)
+				w = make([]byte, nRows*rb)
+				for off := 0; off < len(w); off += len(src) {
+					copy(w[off:], src)
+				}
 			}
-		}
+			xs := kqActs(kk.typ, k, MaxCols, Q8_K.RowSize(k), false, 9)
+			out := make([]float32, MaxCols)
+			b.SetBytes(int64(len(w)))
+			b.ReportAllocs()
+			for b.Loop() {
+				for r := 0; r < nRows; r++ {
+					dot(k, w[r*rb:(r+1)*rb], xs, Q8_K.RowSize(k), nx, out)
+				}
+			}
+			return len(w)
+		})
 	}
 }

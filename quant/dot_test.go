@@ -194,12 +194,7 @@ func TestQuantizeActPanics(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("no panic")
-				}
-			}()
-			QuantizeAct(tc.typ, make([]float32, tc.k), make([]byte, tc.dst))
+			mustPanic(t, tc.name, func() { QuantizeAct(tc.typ, make([]float32, tc.k), make([]byte, tc.dst)) })
 		})
 	}
 }

@@ -329,14 +329,7 @@ func TestAsmKernelsBounds(t *testing.T) {
 			{"negative stride", func() { asm(k, w, x, -xr, 2, out) }},
 		}
 		for _, c := range cases {
-			t.Run(c.name, func(t *testing.T) {
-				defer func() {
-					if recover() == nil {
-						t.Errorf("no panic")
-					}
-				}()
-				c.f()
-			})
+			t.Run(c.name, func(t *testing.T) { mustPanic(t, c.name, c.f) })
 		}
 		out[0] = 5
 		asm(k, w, x, xr, 0, out)

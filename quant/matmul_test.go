@@ -116,13 +116,17 @@ func TestMatMulBadShapesPanic(t *testing.T) {
 		{"k not a block multiple", func() { MatMul(dotQ4_0Go, Q4_0, 48, f.w, f.xq, 2, make([]float32, 8), 4, 0, 4) }},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("no panic")
-				}
-			}()
-			tc.call()
-		})
+		t.Run(tc.name, func(t *testing.T) { mustPanic(t, tc.name, tc.call) })
 	}
+}
+
+// mustPanic fails t, naming what, unless call panics.
+func mustPanic(t testing.TB, what string, call func()) {
+	t.Helper()
+	defer func() {
+		if recover() == nil {
+			t.Errorf("%s: no panic", what)
+		}
+	}()
+	call()
 }

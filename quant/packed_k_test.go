@@ -210,12 +210,7 @@ func TestMatMulPackedKPanics(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			defer func() {
-				if recover() == nil {
-					t.Fatal("no panic")
-				}
-			}()
-			MatMulPacked(c.typ, c.k, c.w, c.xq, 2, make([]float32, 32), 16, c.r0, c.r1)
+			mustPanic(t, c.name, func() { MatMulPacked(c.typ, c.k, c.w, c.xq, 2, make([]float32, 32), 16, c.r0, c.r1) })
 		})
 	}
 }

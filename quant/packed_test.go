@@ -160,17 +160,25 @@ func runMatMulPacked(t *testing.T, c packedCase, tol func(f *matmulFixture, r, t
 // TestMatMulPacked runs MatMulPacked with the CPU's kernel and with the Go twin over token counts
 // that leave partial groups, several panel blocks and row ranges, against the Go row kernel.
 func TestMatMulPacked(t *testing.T) {
-	for _, c := range []packedCase{
+	for _, c := range packedCases() {
+		runMatMulPacked(t, c, packTol)
+	}
+}
+
+// packedCases are the Q8_0 and Q4_0 shapes of the MatMulPacked tests: one token, token counts
+// that leave partial groups, several panel blocks, row ranges, and activation sums in chunks.
+func packedCases() []packedCase {
+	return []packedCase{
 		{"q8 one token", Q8_0, 256, 24, 1, 0, 24, 0},
 		{"q4 one token", Q4_0, 256, 24, 1, 0, 24, 0},
 		{"q8 partial groups", Q8_0, 2048, 40, 7, 8, 40, 3},
 		{"q4 partial groups", Q4_0, 2048, 40, 7, 8, 40, 3},
 		{"q8 several panel blocks", Q8_0, 1024, 272, 5, 0, 272, 0},
 		{"q4 several panel blocks", Q4_0, 2048, 272, 6, 16, 264, 1},
+		{"q8 sums in chunks", Q8_0, 5632, 16, 97, 0, 16, 0},
 		{"q4 sums in chunks", Q4_0, 5632, 16, 97, 0, 16, 0},
+		{"q8 small sums", Q8_0, 32, 8, 100, 0, 8, 0},
 		{"q4 small sums", Q4_0, 32, 8, 100, 0, 8, 0},
-	} {
-		runMatMulPacked(t, c, packTol)
 	}
 }
 
@@ -212,23 +220,13 @@ func TestMatMulPackedPanics(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			defer func() {
-				if recover() == nil {
-					t.Fatal("no panic")
-				}
-			}()
-			MatMulPacked(c.typ, 64, c.w, f.xq, 2, make([]float32, 32), 16, c.r0, c.r1)
+			mustPanic(t, c.name, func() { MatMulPacked(c.typ, 64, c.w, f.xq, 2, make([]float32, 32), 16, c.r0, c.r1) })
 		})
 	}
 	t.Run("short sums", func(t *testing.T) {
 		f := newMatmulFixture(t, Q4_0, 64, 16, 5)
 		p := packFixture(t, f)
-		defer func() {
-			if recover() == nil {
-				t.Fatal("no panic")
-			}
-		}()
 		sums := make([]int32, SumsLen(Q4_0, 64, 5)-1)
-		MatMulPackedSums(Q4_0, 64, p, f.xq, sums, 5, make([]float32, 80), 16, 0, 16)
+		mustPanic(t, "short sums", func() { MatMulPackedSums(Q4_0, 64, p, f.xq, sums, 5, make([]float32, 80), 16, 0, 16) })
 	})
 }

@@ -230,21 +230,14 @@ func TestPanelKPathsExtremes(t *testing.T) {
 	}
 }
 
-// TestMatMulPackedPaths runs MatMulPacked with each path forced (the sums chunking included)
+// TestMatMulPackedPaths runs MatMulPacked on packedCases and packedKCases with each path forced
+// (the sums chunking included)
 // against the Go row kernel.
 func TestMatMulPackedPaths(t *testing.T) {
 	for _, ap := range asmPaths {
 		t.Run(ap.name, func(t *testing.T) {
 			forcePath(t, ap.path)
-			for _, c := range []packedCase{
-				{"q8 one token", Q8_0, 256, 24, 1, 0, 24, 0},
-				{"q8 partial groups", Q8_0, 2048, 40, 7, 8, 40, 3},
-				{"q8 several panel blocks", Q8_0, 1024, 272, 5, 0, 272, 0},
-				{"q8 sums in chunks", Q8_0, 5632, 16, 97, 0, 16, 0},
-				{"q8 small sums", Q8_0, 32, 8, 100, 0, 8, 0},
-				{"q4 partial groups", Q4_0, 2048, 40, 7, 8, 40, 3},
-				{"q4 sums in chunks", Q4_0, 5632, 16, 97, 0, 16, 0},
-			} {
+			for _, c := range packedCases() {
 				runMatMulPacked(t, c, packTol)
 			}
 			for _, c := range packedKCases() {
