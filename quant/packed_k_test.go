@@ -191,26 +191,3 @@ func TestMatMulPackedK(t *testing.T) {
 		})
 	}
 }
-
-func TestMatMulPackedKPanics(t *testing.T) {
-	f := newMatmulFixture(t, Q4_K, 512, 16, 2)
-	p := packFixture(t, f)
-	cases := []struct {
-		name   string
-		typ    Type
-		k      int
-		r0, r1 int
-		w, xq  []byte
-	}{
-		{"Q5_K weights", Q5_K, 512, 0, 16, p, f.xq},
-		{"partial super-block", Q4_K, 480, 0, 16, p, f.xq},
-		{"range not whole panels", Q4_K, 512, 0, 12, p, f.xq},
-		{"short weights", Q4_K, 512, 0, 16, p[:len(p)-1], f.xq},
-		{"short activations", Q4_K, 512, 0, 16, p, f.xq[:len(f.xq)-1]},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			mustPanic(t, c.name, func() { MatMulPacked(c.typ, c.k, c.w, c.xq, 2, make([]float32, 32), 16, c.r0, c.r1) })
-		})
-	}
-}

@@ -208,19 +208,27 @@ func TestMatMulPackedNoAlloc(t *testing.T) {
 func TestMatMulPackedPanics(t *testing.T) {
 	f := newMatmulFixture(t, Q8_0, 64, 16, 2)
 	p := packFixture(t, f)
+	fk := newMatmulFixture(t, Q4_K, 512, 16, 2)
+	pk := packFixture(t, fk)
 	cases := []struct {
 		name   string
 		typ    Type
+		k      int
 		r0, r1 int
-		w      []byte
+		w, xq  []byte
 	}{
-		{"F32 weights", F32, 0, 16, p},
-		{"range not whole panels", Q8_0, 4, 16, p},
-		{"short weights", Q8_0, 0, 16, p[:len(p)-1]},
+		{"F32 weights", F32, 64, 0, 16, p, f.xq},
+		{"range not whole panels", Q8_0, 64, 4, 16, p, f.xq},
+		{"short weights", Q8_0, 64, 0, 16, p[:len(p)-1], f.xq},
+		{"Q5_K weights", Q5_K, 512, 0, 16, pk, fk.xq},
+		{"partial super-block", Q4_K, 480, 0, 16, pk, fk.xq},
+		{"K-quant range not whole panels", Q4_K, 512, 0, 12, pk, fk.xq},
+		{"short K-quant weights", Q4_K, 512, 0, 16, pk[:len(pk)-1], fk.xq},
+		{"short K-quant activations", Q4_K, 512, 0, 16, pk, fk.xq[:len(fk.xq)-1]},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			mustPanic(t, c.name, func() { MatMulPacked(c.typ, 64, c.w, f.xq, 2, make([]float32, 32), 16, c.r0, c.r1) })
+			mustPanic(t, c.name, func() { MatMulPacked(c.typ, c.k, c.w, c.xq, 2, make([]float32, 32), 16, c.r0, c.r1) })
 		})
 	}
 	t.Run("short sums", func(t *testing.T) {
