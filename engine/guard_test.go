@@ -1,16 +1,15 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"ubatch/internal/testkit"
 	"ubatch/sample"
 )
 
@@ -23,24 +22,6 @@ type panicCounter struct {
 func (p *panicCounter) Panicked() { p.n.Add(1) }
 
 var _ PanicObserver = (*panicCounter)(nil)
-
-// syncBuffer is a log sink safe for the engine's goroutine and the test's.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // startHooked is start with the test hook and clock set before Run.
 func startHooked(t *testing.T, d Decoder, lim Limits, cfg Config, hook func(string, *Request), now func() time.Time) *Engine {
@@ -79,7 +60,7 @@ func TestSamplePanicFailsOneRequest(t *testing.T) {
 			}
 		}
 	}
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	obs := &panicCounter{}
 	d := newFake(t, 64, 4, 4)
 	d.delay = 200 * time.Microsecond // keep the two requests decoding side by side
@@ -142,7 +123,7 @@ func TestSubmitPanicIsAnError(t *testing.T) {
 	obs := &panicCounter{}
 	d := newFake(t, 64, 4, 4)
 	e := startHooked(t, d, Limits{NCtx: 256, NSeqMax: 4, NBatch: 64, Vocab: vocab},
-		Config{Observer: obs, Logger: slog.New(slog.NewTextHandler(&syncBuffer{}, nil))}, hook, nil)
+		Config{Observer: obs, Logger: slog.New(slog.NewTextHandler(&testkit.SyncBuffer{}, nil))}, hook, nil)
 	bad := greedy()
 	bad.Seed = 13
 	_, err := e.Submit(context.Background(), Request{Prompt: prompt(3, 1), Sampling: bad})

@@ -193,16 +193,6 @@ func (tr *testRouter) counter(name string, labels ...string) float64 {
 	return 0
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func usageOf(t *testing.T, body []byte) (prompt, cached int) {
 	t.Helper()
 	var u usage

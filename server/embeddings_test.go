@@ -16,6 +16,7 @@ import (
 
 	"ubatch/engine"
 	"ubatch/internal/testdata"
+	"ubatch/internal/testkit"
 	"ubatch/kvcache"
 	"ubatch/runner"
 )
@@ -245,7 +246,7 @@ func TestEmbeddingsStopWhenClientLeaves(t *testing.T) {
 				got <- resp.StatusCode
 			}()
 			if tc.leave {
-				waitFor(t, 30*time.Second, "the first embedding", func() bool { return emb.computed.Load() > 0 })
+				testkit.Eventually(t, 30*time.Second, "the first embedding", func() bool { return emb.computed.Load() > 0 })
 				cancel()
 			}
 			select {
@@ -253,7 +254,7 @@ func TestEmbeddingsStopWhenClientLeaves(t *testing.T) {
 			case <-time.After(60 * time.Second):
 				t.Fatal("the handler did not return")
 			}
-			waitFor(t, 30*time.Second, "the engine to go idle", func() bool { return e.eng.Stats().Running == 0 })
+			testkit.Eventually(t, 30*time.Second, "the engine to go idle", func() bool { return e.eng.Stats().Running == 0 })
 			computed := e.eng.Stats().PromptComputed - computedBefore
 			if status := <-got; !tc.leave && (status != 200 || emb.computed.Load() != int64(n) || computed != uint64(n*l)) {
 				t.Errorf("status %d, %d inputs and %d tokens embedded, want %d and %d", status, emb.computed.Load(), computed, n, n*l)

@@ -230,18 +230,6 @@ type completionResult struct {
 	Usage usageJSON `json:"usage"`
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // kvUsed returns the engine's used KV blocks.
 func (e *testEnv) kvUsed() int { return e.eng.Stats().KV.Used }
 

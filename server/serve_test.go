@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"ubatch/internal/testkit"
 )
 
 // TestServeGracefulShutdown cancels Serve's context while a stream is running: the stream must
@@ -100,7 +102,7 @@ func TestServeGraceExpires(t *testing.T) {
 		}
 		plain <- r
 	}()
-	waitFor(t, 5*time.Second, "both requests to run", func() bool { return e.eng.Stats().Running == 2 })
+	testkit.Eventually(t, 5*time.Second, "both requests to run", func() bool { return e.eng.Stats().Running == 2 })
 	start := time.Now()
 	cancel()
 	select {
@@ -129,5 +131,5 @@ func TestServeGraceExpires(t *testing.T) {
 		defer r.Body.Close()
 		checkError(t, r, http.StatusServiceUnavailable, "server_error")
 	}
-	waitFor(t, 5*time.Second, "the cut requests' KV blocks to be freed", func() bool { return e.kvUsed() == 0 })
+	testkit.Eventually(t, 5*time.Second, "the cut requests' KV blocks to be freed", func() bool { return e.kvUsed() == 0 })
 }

@@ -11,13 +11,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"ubatch/internal/testdata"
+	"ubatch/internal/testkit"
 )
 
 // serveLikeFlags is a FlagSet with the serve flags llama.cpp's spellings map onto (cmdServe
@@ -250,30 +250,12 @@ func TestRunLlamaCliFlags(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer that the server's goroutines and the test may share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestServeStartsWithLlamaFlags runs a llama-server command line (-ngl 99 -fa on --mlock
 // --no-mmap --metrics -cb) through the real cmdServe: it serves /health, logs the ignored flags,
 // and stops when its context ends.
 func TestServeStartsWithLlamaFlags(t *testing.T) {
 	model := testdata.Model(t, "stories260K.gguf")
-	var stderr syncBuffer
+	var stderr testkit.SyncBuffer
 	defer slog.SetDefault(slog.Default())
 	slog.SetDefault(slog.New(slog.NewTextHandler(&stderr, nil)))
 	ctx, cancel := context.WithCancel(context.Background())

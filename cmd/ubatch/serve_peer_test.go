@@ -17,6 +17,7 @@ import (
 
 	"ubatch/fleet"
 	"ubatch/internal/testdata"
+	"ubatch/internal/testkit"
 	"ubatch/internal/testredis"
 	"ubatch/prefixhash"
 )
@@ -24,13 +25,13 @@ import (
 // servedNode is a `ubatch serve` running in-process (the real cmdServe, flags and all).
 type servedNode struct {
 	url    string
-	stderr *syncBuffer
+	stderr *testkit.SyncBuffer
 }
 
 // startServe runs cmdServe with args on a free port until the test ends and returns its URL.
 func startServe(t *testing.T, args ...string) *servedNode {
 	t.Helper()
-	n := &servedNode{stderr: &syncBuffer{}}
+	n := &servedNode{stderr: &testkit.SyncBuffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- cmdServe(ctx, append([]string{"--port", "0"}, args...), n.stderr, n.stderr) }()
@@ -138,7 +139,7 @@ func TestServeFetchesPrefixFromPeer(t *testing.T) {
 	common := []string{"-m", model, "-c", "2048", "-np", "2", "--redis", rs.URL, "--api-key", key, "--fleet-ttl", "3s"}
 	a := startServe(t, append(common, "--node-id", "a")...)
 	ix := fleet.NewIndex(rs.Client(), fleet.DefaultNamespace)
-	waitFor(t, "node a in Redis", func() bool { n, _, _ := ix.Nodes(context.Background()); return len(n) == 1 })
+	testkit.Eventually(t, 10*time.Second, "node a in Redis", func() bool { n, _, _ := ix.Nodes(context.Background()); return len(n) == 1 })
 	b := startServe(t, append(common, "--node-id", "b")...)
 
 	prompt := storyPrompt(900, 11)
@@ -148,7 +149,7 @@ func TestServeFetchesPrefixFromPeer(t *testing.T) {
 	}
 	full := (len(prompt) - 1) / 16 // the blocks a node may attach: the last prompt token is computed
 	chain := prefixhash.Chain(nil, prompt, 16)
-	waitFor(t, "node a's blocks in Redis", func() bool {
+	testkit.Eventually(t, 10*time.Second, "node a's blocks in Redis", func() bool {
 		m, err := ix.Match(context.Background(), []string{"a"}, chain)
 		return err == nil && m[0] >= full
 	})
@@ -195,15 +196,6 @@ func TestServeFetchesPrefixFromPeer(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("POST /kv/blocks without the key: %s", resp.Status)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
 	}
 }
 
