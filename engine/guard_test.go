@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -34,12 +35,7 @@ func startHooked(t *testing.T, d Decoder, lim Limits, cfg Config, hook func(stri
 	if now != nil {
 		e.now = now
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go e.Run(ctx)
-	t.Cleanup(func() {
-		cancel()
-		<-e.Done()
-	})
+	run(t, e)
 	return e
 }
 
@@ -87,7 +83,7 @@ func TestSamplePanicFailsOneRequest(t *testing.T) {
 	if want := "internal error " + pe.ID + ": please report it"; pe.ID == "" || last.Err.Error() != want || pe.Where != "sample" {
 		t.Fatalf("error %q (where %q), want %q", last.Err, pe.Where, want)
 	}
-	if want := expected(faultyPrompt, 2); !equal(got, want) {
+	if want := expected(faultyPrompt, 2); !slices.Equal(got, want) {
 		t.Fatalf("faulty request streamed %v before its panic, want %v", got, want)
 	}
 	if n := obs.n.Load(); n != 1 {
@@ -99,14 +95,14 @@ func TestSamplePanicFailsOneRequest(t *testing.T) {
 	}
 
 	got, last = collect(t, plain)
-	if want := expected(plainPrompt, 30); !equal(got, want) || last.Finish != FinishLength {
+	if want := expected(plainPrompt, 30); !slices.Equal(got, want) || last.Finish != FinishLength {
 		t.Fatalf("the request beside it: %v (%s %v), want %v", got, last.Finish, last.Err, want)
 	}
 	after, err := e.Submit(context.Background(), Request{Prompt: prompt(3, 3), MaxTokens: 5, Sampling: greedy()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, last := collect(t, after); !equal(got, expected(prompt(3, 3), 5)) || last.Finish != FinishLength {
+	if got, last := collect(t, after); !slices.Equal(got, expected(prompt(3, 3), 5)) || last.Finish != FinishLength {
 		t.Fatalf("a request after the panic: %v (%s %v)", got, last.Finish, last.Err)
 	}
 	waitIdle(t, e) // the failed request's blocks went back
@@ -135,7 +131,7 @@ func TestSubmitPanicIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := collect(t, s); !equal(got, expected(prompt(3, 1), 4)) {
+	if got, _ := collect(t, s); !slices.Equal(got, expected(prompt(3, 1), 4)) {
 		t.Fatalf("the next request got %v", got)
 	}
 }
@@ -190,7 +186,7 @@ func TestSlowSamplingEndsTheSequence(t *testing.T) {
 	}
 	for _, seed := range []uint64{2, 3} {
 		got, last := collect(t, streams[seed])
-		if want := expected(prompts[seed], 40); !equal(got, want) || last.Finish != FinishLength {
+		if want := expected(prompts[seed], 40); !slices.Equal(got, want) || last.Finish != FinishLength {
 			t.Fatalf("request %d: %d tokens, %s %v; want all 40", seed, len(got), last.Finish, last.Err)
 		}
 	}

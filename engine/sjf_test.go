@@ -87,7 +87,7 @@ func TestShortFirstAtAdmission(t *testing.T) {
 			}
 			collect(t, blocker)
 			for i, s := range streams {
-				if got, _ := collect(t, s); !equal(got, expected(prompts[i], tc.queued[i].maxTokens)) {
+				if got, _ := collect(t, s); !slices.Equal(got, expected(prompts[i], tc.queued[i].maxTokens)) {
 					t.Fatalf("queued request %d: output %v", i, got)
 				}
 			}
@@ -163,7 +163,7 @@ func TestAgingBoundsTheWait(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got, _ := collect(t, s); !equal(got, expected(victim.Prompt, victim.MaxTokens)) {
+			if got, _ := collect(t, s); !slices.Equal(got, expected(victim.Prompt, victim.MaxTokens)) {
 				t.Fatalf("victim output %v", got)
 			}
 			wg.Wait()

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -132,7 +133,7 @@ func TestSwapOutAndIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, last := collect(t, low)
-	if want := expected(lowPrompt, 20)[6:]; !equalTokens(got, want) || last.Finish != FinishLength {
+	if want := expected(lowPrompt, 20)[6:]; !slices.Equal(got, want) || last.Finish != FinishLength {
 		t.Fatalf("low after its swap: %v (%s), want %v", got, last.Finish, want)
 	}
 	collect(t, high)
@@ -151,14 +152,3 @@ func TestSwapOutAndIn(t *testing.T) {
 	}
 }
 
-func equalTokens(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
