@@ -118,10 +118,7 @@ func TestRestartServesFromDisk(t *testing.T) {
 	}
 	defer m.Close()
 	rng := rand.New(rand.NewPCG(9, 9))
-	prompt := make([]int32, 900)
-	for i := range prompt {
-		prompt[i] = int32(3 + rng.IntN(m.Hparams().Vocab-3))
-	}
+	prompt := randTokens(rng, 900, 3, m.Hparams().Vocab)
 	dir := t.TempDir()
 	cold, u1, computed1 := serveOnce(t, m, dir, prompt, 8)
 	if u1.CachedTokens != 0 || computed1 != 900 {
@@ -150,14 +147,7 @@ func TestEvictedServedFromDisk(t *testing.T) {
 	}
 	defer m.Close()
 	rng := rand.New(rand.NewPCG(10, 10))
-	mk := func() []int32 {
-		p := make([]int32, 900)
-		for i := range p {
-			p[i] = int32(3 + rng.IntN(m.Hparams().Vocab-3))
-		}
-		return p
-	}
-	a, b := mk(), mk()
+	a, b := randTokens(rng, 900, 3, m.Hparams().Vocab), randTokens(rng, 900, 3, m.Hparams().Vocab)
 	r := serve(t, m, t.TempDir(), 1024, [][]int32{a, b, a}, 8)
 	if !slices.Equal(r[0].toks, r[2].toks) {
 		t.Fatalf("the prompt served from disk gave other tokens:\n first %v\n again %v", r[0].toks, r[2].toks)
