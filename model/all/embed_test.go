@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"ubatch/internal/testdata"
+	"ubatch/internal/testmodel"
 	"ubatch/runner"
 )
 
@@ -42,7 +43,7 @@ func cosine(a, b []float32) float64 {
 // llama-embedding's (cosine >= 0.999; measured in the log).
 func TestEmbeddingsMatchLlamaCpp(t *testing.T) {
 	m := load(t, "stories260K.gguf", false)
-	c := newContext(t, m, runner.Options{NCtx: 256, Threads: 2, Embeddings: true})
+	c := testmodel.Runtime(t, m, runner.Options{NCtx: 256, Threads: 2, Embeddings: true})
 	for _, it := range embeddingRefs(t) {
 		t.Run(it.Pooling+"/"+it.Prompt, func(t *testing.T) {
 			pool, err := runner.ParsePooling(it.Pooling)
