@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"log/slog"
 	"net/http"
 	"os"
@@ -255,38 +254,12 @@ func TestRunLlamaCliFlags(t *testing.T) {
 // and stops when its context ends.
 func TestServeStartsWithLlamaFlags(t *testing.T) {
 	model := testdata.Model(t, "stories260K.gguf")
-	var stderr testkit.SyncBuffer
+	n := &servedNode{stderr: &testkit.SyncBuffer{}}
+	stderr := n.stderr
 	defer slog.SetDefault(slog.Default())
-	slog.SetDefault(slog.New(slog.NewTextHandler(&stderr, nil)))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- cmdServe(ctx, []string{"-m", model, "--port", "0", "-c", "512", "-np", "2",
-			"-ngl", "99", "-fa", "on", "--mlock", "--no-mmap", "--metrics", "-cb"}, &stderr, &stderr)
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
-	listening := regexp.MustCompile(`url=(http://\S+)`)
-	var url string
-	for deadline := time.Now().Add(60 * time.Second); url == ""; time.Sleep(20 * time.Millisecond) {
-		if m := listening.FindStringSubmatch(stderr.String()); m != nil {
-			url = m[1]
-		}
-		select {
-		case err := <-done:
-			done <- err
-			t.Fatalf("serve returned %v:\n%s", err, stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no listening line:\n%s", stderr.String())
-		}
-	}
-	resp, err := http.Get(url + "/health")
+	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, nil))) // the ignored flags are logged through it
+	n.start(t, "-m", model, "-c", "512", "-np", "2", "-ngl", "99", "-fa", "on", "--mlock", "--no-mmap", "--metrics", "-cb")
+	resp, err := http.Get(n.url + "/health")
 	if err != nil {
 		t.Fatal(err)
 	}

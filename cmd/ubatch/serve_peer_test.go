@@ -32,6 +32,14 @@ type servedNode struct {
 func startServe(t *testing.T, args ...string) *servedNode {
 	t.Helper()
 	n := &servedNode{stderr: &testkit.SyncBuffer{}}
+	n.start(t, args...)
+	return n
+}
+
+// start runs cmdServe with args on a free port, logging to n.stderr, until the test ends, and
+// sets n.url once it listens. The test fails when serve returns an error, then or at the end.
+func (n *servedNode) start(t *testing.T, args ...string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- cmdServe(ctx, append([]string{"--port", "0"}, args...), n.stderr, n.stderr) }()
@@ -44,9 +52,8 @@ func startServe(t *testing.T, args ...string) *servedNode {
 			t.Logf("--- serve %v log:\n%s", args, n.stderr.String())
 		}
 	})
-	listening := regexp.MustCompile(`msg=listening url=(http://\S+)`)
 	for deadline := time.Now().Add(60 * time.Second); n.url == ""; time.Sleep(20 * time.Millisecond) {
-		if m := listening.FindStringSubmatch(n.stderr.String()); m != nil {
+		if m := listeningLine.FindStringSubmatch(n.stderr.String()); m != nil {
 			n.url = m[1]
 		}
 		select {
@@ -59,7 +66,6 @@ func startServe(t *testing.T, args ...string) *servedNode {
 			t.Fatalf("no listening line:\n%s", n.stderr.String())
 		}
 	}
-	return n
 }
 
 type completionResult struct {
@@ -67,11 +73,15 @@ type completionResult struct {
 	cached int
 }
 
-// complete asks node n for a greedy completion of the token ids prompt.
-func (n *servedNode) complete(t *testing.T, key string, prompt []int32) completionResult {
+// do sends a request to node n with the API key (a nil body for a GET) and returns the
+// response's status and body.
+func (n *servedNode) do(t *testing.T, key, path string, body []byte) (string, []byte) {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": 24, "temperature": 0})
-	req, _ := http.NewRequest("POST", n.url+"/v1/completions", bytes.NewReader(body))
+	method := http.MethodGet
+	if body != nil {
+		method = http.MethodPost
+	}
+	req, _ := http.NewRequest(method, n.url+path, bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -79,8 +89,16 @@ func (n *servedNode) complete(t *testing.T, key string, prompt []int32) completi
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("completion: %s: %s", resp.Status, b)
+	return resp.Status, b
+}
+
+// complete asks node n for a greedy completion of the token ids prompt.
+func (n *servedNode) complete(t *testing.T, key string, prompt []int32) completionResult {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": 24, "temperature": 0})
+	status, b := n.do(t, key, "/v1/completions", body)
+	if status != "200 OK" {
+		t.Fatalf("completion: %s: %s", status, b)
 	}
 	var r struct {
 		Choices []struct{ Text string }
@@ -100,14 +118,7 @@ func (n *servedNode) complete(t *testing.T, key string, prompt []int32) completi
 // metric reads a counter's value from node n's /metrics (0 when absent).
 func (n *servedNode) metric(t *testing.T, key, name string) float64 {
 	t.Helper()
-	req, _ := http.NewRequest("GET", n.url+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	_, b := n.do(t, key, "/metrics", nil)
 	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindSubmatch(b)
 	if m == nil {
 		return 0
