@@ -94,6 +94,18 @@ type timedDecoder struct {
 	cost  []time.Duration // per Decode
 }
 
+// newTimed is a timedDecoder over newFake(t, blocks, blockSize, seqs) on a clock that starts at
+// the Unix epoch.
+func newTimed(t *testing.T, blocks, blockSize, seqs int) *timedDecoder {
+	return &timedDecoder{fakeDecoder: newFake(t, blocks, blockSize, seqs), clock: &fakeClock{now: time.Unix(0, 0)}}
+}
+
+// startTimed is start over d, the engine timing its steps on d's clock.
+func startTimed(t *testing.T, d *timedDecoder, lim Limits, cfg Config) *Engine {
+	t.Helper()
+	return startHooked(t, d, lim, cfg, nil, d.clock.Now)
+}
+
 func stepCost(b *batch.Batch) time.Duration {
 	per := map[int32]int{}
 	for i := range b.Len() {
@@ -174,13 +186,13 @@ func TestBudgetFollowsTarget(t *testing.T) {
 	var chunks []float64
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d := &timedDecoder{fakeDecoder: newFake(t, 2048, 16, 8), clock: &fakeClock{now: time.Unix(0, 0)}}
+			d := newTimed(t, 2048, 16, 8)
 			// A little real time per step, and decoders that outlast the test however slowly it
 			// runs beside them: the steps checked have all four decoding.
 			d.delay = 20 * time.Microsecond
 			rec := &stepRecorder{}
-			e := startHooked(t, d, Limits{NCtx: 32768, NSeqMax: 8, NBatch: 1024, Vocab: vocab},
-				Config{BatchSize: 1024, ChunkSize: 1024, TargetITL: tc.target, Observer: rec}, nil, d.clock.Now)
+			e := startTimed(t, d, Limits{NCtx: 32768, NSeqMax: 8, NBatch: 1024, Vocab: vocab},
+				Config{BatchSize: 1024, ChunkSize: 1024, TargetITL: tc.target, Observer: rec})
 			ctx := context.Background()
 			var decoders []*Stream
 			for i := range 4 {
@@ -247,10 +259,10 @@ func TestBudgetFollowsTarget(t *testing.T) {
 // TestLearningStepsStaySmall: until the cost model is fitted, a step beside decoding sequences
 // carries one chunk of prompt tokens in all, however many prompts wait for theirs.
 func TestLearningStepsStaySmall(t *testing.T) {
-	d := &timedDecoder{fakeDecoder: newFake(t, 512, 16, 8), clock: &fakeClock{now: time.Unix(0, 0)}}
+	d := newTimed(t, 512, 16, 8)
 	rec := &stepRecorder{}
-	e := startHooked(t, d, Limits{NCtx: 8192, NSeqMax: 8, NBatch: 512, Vocab: vocab},
-		Config{BatchSize: 256, ChunkSize: 16, TargetITL: 50 * time.Millisecond, Observer: rec}, nil, d.clock.Now)
+	e := startTimed(t, d, Limits{NCtx: 8192, NSeqMax: 8, NBatch: 512, Vocab: vocab},
+		Config{BatchSize: 256, ChunkSize: 16, TargetITL: 50 * time.Millisecond, Observer: rec})
 	ctx := context.Background()
 	dec, err := e.Submit(ctx, Request{Prompt: prompt(3, 1), MaxTokens: 5000, Sampling: greedy()})
 	if err != nil {

@@ -151,4 +151,3 @@ func TestSwapOutAndIn(t *testing.T) {
 		t.Fatalf("no swap-in: %d blocks fetched, %d swap-ins", rec.fetched, rec.swapIn)
 	}
 }
-
