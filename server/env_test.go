@@ -163,16 +163,8 @@ func sseEvents(t testing.TB, r io.Reader) []string {
 // the finish reason and the raw events.
 func (e *testEnv) streamCompletion(body map[string]any) (string, string, []string) {
 	e.t.Helper()
-	body["stream"] = true
-	resp := e.post(context.Background(), "/v1/completions", body)
+	resp := e.postStream("/v1/completions", body)
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		data, _ := io.ReadAll(resp.Body)
-		e.t.Fatalf("status %d: %s", resp.StatusCode, data)
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
-		e.t.Fatalf("Content-Type %q, want text/event-stream", ct)
-	}
 	events := sseEvents(e.t, resp.Body)
 	var text strings.Builder
 	finish := ""
@@ -216,6 +208,20 @@ type completionResult struct {
 		Logprobs     *completionLogprobs `json:"logprobs"`
 	} `json:"choices"`
 	Usage usageJSON `json:"usage"`
+}
+
+// postStream posts body to path with stream: true and returns the response, failing unless it
+// is a 200 event stream; the caller closes its body.
+func (e *testEnv) postStream(path string, body map[string]any) *http.Response {
+	e.t.Helper()
+	body["stream"] = true
+	resp := e.post(context.Background(), path, body)
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		e.t.Fatalf("%s: status %d (Content-Type %q, want text/event-stream): %s", path, resp.StatusCode, ct, data)
+	}
+	return resp
 }
 
 // kvUsed returns the engine's used KV blocks.
