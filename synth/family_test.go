@@ -1,7 +1,6 @@
 package synth_test
 
 import (
-	"bytes"
 	"math"
 	"reflect"
 	"testing"
@@ -121,7 +120,7 @@ func TestLayoutMatchesShared(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := parse(t, w)
+			got := testmodel.Parse(t, w)
 			meta := func(f *gguf.File) map[string]any {
 				m := map[string]any{}
 				for _, kv := range f.Metadata {
@@ -169,15 +168,3 @@ func openShared(t *testing.T, name string) *gguf.File {
 	return f
 }
 
-func parse(t *testing.T, w *gguf.Writer) *gguf.File {
-	t.Helper()
-	var buf bytes.Buffer
-	if _, err := w.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Parse(buf.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}

@@ -5,6 +5,7 @@
 package testmodel
 
 import (
+	"bytes"
 	"context"
 	"path/filepath"
 	"testing"
@@ -35,6 +36,20 @@ func Write(t testing.TB, w *gguf.Writer, name string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// Parse is the file w writes, parsed from memory.
+func Parse(t testing.TB, w *gguf.Writer) *gguf.File {
+	t.Helper()
+	var buf bytes.Buffer
+	if _, err := w.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 // Runtime is runner.New(m.Graph, o).
