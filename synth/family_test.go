@@ -167,4 +167,3 @@ func openShared(t *testing.T, name string) *gguf.File {
 	t.Cleanup(func() { f.Close() })
 	return f
 }
-
