@@ -1,4 +1,5 @@
 #include "textflag.h"
+#include "vec_amd64.h"
 
 // AVX2/FMA kernels for the activations SwiGLU and softmax (see act_amd64.go). n > 0 is a multiple
 // of 8; the main loops take 16 elements per iteration (two independent exponentials), then one
@@ -31,54 +32,25 @@
 #define CUTOFF 320
 #define SIGN 352
 
-DATA actc<>+0(SB)/8, $0x3fb8aa3b3fb8aa3b // log2(e)
-DATA actc<>+8(SB)/8, $0x3fb8aa3b3fb8aa3b
-DATA actc<>+16(SB)/8, $0x3fb8aa3b3fb8aa3b
-DATA actc<>+24(SB)/8, $0x3fb8aa3b3fb8aa3b
-DATA actc<>+32(SB)/8, $0x4b4000004b400000 // 1.5·2^23
-DATA actc<>+40(SB)/8, $0x4b4000004b400000
-DATA actc<>+48(SB)/8, $0x4b4000004b400000
-DATA actc<>+56(SB)/8, $0x4b4000004b400000
-DATA actc<>+64(SB)/8, $0x3f3172003f317200 // 0.693145751953125, ln2 to 15 bits
-DATA actc<>+72(SB)/8, $0x3f3172003f317200
-DATA actc<>+80(SB)/8, $0x3f3172003f317200
-DATA actc<>+88(SB)/8, $0x3f3172003f317200
-DATA actc<>+96(SB)/8, $0x35bfbe8e35bfbe8e // 1.428606765e-06, ln2 - LN2HI
-DATA actc<>+104(SB)/8, $0x35bfbe8e35bfbe8e
-DATA actc<>+112(SB)/8, $0x35bfbe8e35bfbe8e
-DATA actc<>+120(SB)/8, $0x35bfbe8e35bfbe8e
-DATA actc<>+128(SB)/8, $0x3ab512023ab51202 // C6 0.00138145708
-DATA actc<>+136(SB)/8, $0x3ab512023ab51202
-DATA actc<>+144(SB)/8, $0x3ab512023ab51202
-DATA actc<>+152(SB)/8, $0x3ab512023ab51202
-DATA actc<>+160(SB)/8, $0x3c091d003c091d00 // C5 0.00836873055
-DATA actc<>+168(SB)/8, $0x3c091d003c091d00
-DATA actc<>+176(SB)/8, $0x3c091d003c091d00
-DATA actc<>+184(SB)/8, $0x3c091d003c091d00
-DATA actc<>+192(SB)/8, $0x3d2aac793d2aac79 // C4 0.041668389
-DATA actc<>+200(SB)/8, $0x3d2aac793d2aac79
-DATA actc<>+208(SB)/8, $0x3d2aac793d2aac79
-DATA actc<>+216(SB)/8, $0x3d2aac793d2aac79
-DATA actc<>+224(SB)/8, $0x3e2aaa493e2aaa49 // C3 0.166665211
-DATA actc<>+232(SB)/8, $0x3e2aaa493e2aaa49
-DATA actc<>+240(SB)/8, $0x3e2aaa493e2aaa49
-DATA actc<>+248(SB)/8, $0x3e2aaa493e2aaa49
-DATA actc<>+256(SB)/8, $0x3efffffe3efffffe // C2 0.49999994
-DATA actc<>+264(SB)/8, $0x3efffffe3efffffe
-DATA actc<>+272(SB)/8, $0x3efffffe3efffffe
-DATA actc<>+280(SB)/8, $0x3efffffe3efffffe
-DATA actc<>+288(SB)/8, $0x3f8000003f800000 // 1
-DATA actc<>+296(SB)/8, $0x3f8000003f800000
-DATA actc<>+304(SB)/8, $0x3f8000003f800000
-DATA actc<>+312(SB)/8, $0x3f8000003f800000
-DATA actc<>+320(SB)/8, $0xc2700000c2700000 // -60
-DATA actc<>+328(SB)/8, $0xc2700000c2700000
-DATA actc<>+336(SB)/8, $0xc2700000c2700000
-DATA actc<>+344(SB)/8, $0xc2700000c2700000
-DATA actc<>+352(SB)/8, $0x8000000080000000 // sign bit
-DATA actc<>+360(SB)/8, $0x8000000080000000
-DATA actc<>+368(SB)/8, $0x8000000080000000
-DATA actc<>+376(SB)/8, $0x8000000080000000
+// CONST32(off, bits): the 8 bytes bits four times, from byte off of actc.
+#define CONST32(off, bits) \
+	DATA actc<>+(off)(SB)/8, $bits;    \
+	DATA actc<>+(off+8)(SB)/8, $bits;  \
+	DATA actc<>+(off+16)(SB)/8, $bits; \
+	DATA actc<>+(off+24)(SB)/8, $bits
+
+CONST32(LOG2E, 0x3fb8aa3b3fb8aa3b) // log2(e)
+CONST32(MAGIC, 0x4b4000004b400000) // 1.5·2^23
+CONST32(LN2HI, 0x3f3172003f317200) // 0.693145751953125, ln2 to 15 bits
+CONST32(LN2LO, 0x35bfbe8e35bfbe8e) // 1.428606765e-06, ln2 - LN2HI
+CONST32(C6, 0x3ab512023ab51202) // 0.00138145708
+CONST32(C5, 0x3c091d003c091d00) // 0.00836873055
+CONST32(C4, 0x3d2aac793d2aac79) // 0.041668389
+CONST32(C3, 0x3e2aaa493e2aaa49) // 0.166665211
+CONST32(C2, 0x3efffffe3efffffe) // 0.49999994
+CONST32(ONE, 0x3f8000003f800000) // 1
+CONST32(CUTOFF, 0xc2700000c2700000) // -60
+CONST32(SIGN, 0x8000000080000000) // sign bit
 GLOBL actc<>(SB), RODATA|NOPTR, $384
 
 // EXPV sets R = e^X (0 where X < CUTOFF or X is NaN) and overwrites X, T and M. It expects
@@ -146,13 +118,10 @@ s16loop:
 	ADDQ    $64, SI
 	ADDQ    $64, DX
 	ADDQ    $64, DI
-	SUBQ    $16, CX
-	CMPQ    CX, $16
-	JGE     s16loop
+	COUNT(16, s16loop)
 
 s8:
-	TESTQ CX, CX
-	JZ    sdone
+	TAIL(sdone)
 	VMOVUPS (SI), Y0
 	VORPS   actc<>+SIGN(SB), Y0, Y1
 	EXPV(Y1, Y2, Y3, Y4)
@@ -187,13 +156,10 @@ e16loop:
 	VADDPS  Y4, Y0, Y0
 	VADDPS  Y8, Y1, Y1
 	ADDQ    $64, SI
-	SUBQ    $16, CX
-	CMPQ    CX, $16
-	JGE     e16loop
+	COUNT(16, e16loop)
 
 e8:
-	TESTQ CX, CX
-	JZ    edone
+	TAIL(edone)
 	VMOVUPS (SI), Y2
 	VSUBPS  Y11, Y2, Y2
 	EXPV(Y2, Y3, Y4, Y5)
@@ -201,14 +167,9 @@ e8:
 	VADDPS  Y4, Y0, Y0
 
 edone:
-	VADDPS       Y1, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS       X1, X0, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, ret+24(FP)
+	VADDPS Y1, Y0, Y0
+	HFOLD(VADDPS, VADDSS)
+	VMOVSS X0, ret+24(FP)
 	VZEROUPPER
 	RET
 
@@ -229,13 +190,10 @@ m32loop:
 	VMAXPS 64(SI), Y2, Y2
 	VMAXPS 96(SI), Y3, Y3
 	ADDQ   $128, SI
-	SUBQ   $32, CX
-	CMPQ   CX, $32
-	JGE    m32loop
+	COUNT(32, m32loop)
 
 m8:
-	TESTQ CX, CX
-	JZ    mdone
+	TAIL(mdone)
 
 m8loop:
 	VMAXPS (SI), Y0, Y0
@@ -244,16 +202,9 @@ m8loop:
 	JNZ    m8loop
 
 mdone:
-	VMAXPS       Y1, Y0, Y0
-	VMAXPS       Y3, Y2, Y2
-	VMAXPS       Y2, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VMAXPS       X1, X0, X0
-	VMOVHLPS     X0, X0, X1
-	VMAXPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
-	VMAXSS       X1, X0, X0
-	VMOVSS       X0, ret+16(FP)
+	FOLD4(VMAXPS)
+	HFOLD(VMAXPS, VMAXSS)
+	VMOVSS X0, ret+16(FP)
 	VZEROUPPER
 	RET
 
@@ -270,18 +221,12 @@ c32loop:
 	VMULPS  32(SI), Y15, Y1
 	VMULPS  64(SI), Y15, Y2
 	VMULPS  96(SI), Y15, Y3
-	VMOVUPS Y0, (SI)
-	VMOVUPS Y1, 32(SI)
-	VMOVUPS Y2, 64(SI)
-	VMOVUPS Y3, 96(SI)
+	STORE4(SI)
 	ADDQ    $128, SI
-	SUBQ    $32, CX
-	CMPQ    CX, $32
-	JGE     c32loop
+	COUNT(32, c32loop)
 
 c8:
-	TESTQ CX, CX
-	JZ    cdone
+	TAIL(cdone)
 
 c8loop:
 	VMULPS  (SI), Y15, Y0

@@ -25,14 +25,18 @@ func attnValuesF16AVX2(hb, cb int, p *float32, n int, v *uint16, cells *int32, s
 // (the accumulators and what a cell needs besides fill the 16 ymm registers).
 var valsMaxCB = [...]int{0, 8, 6, 4, 3}
 
-// valsGroup is the number of heads of the next tile when heads are left: 1 to 4 heads make one
-// tile, more are split as evenly as possible into tiles of at most 4 (each tile converts the V
-// rows again: 3+3 for 6, 4+4 for 8).
-func valsGroup(heads int) int {
-	if heads <= 4 {
+// f16TileHeads is the most heads of an F16 values tile.
+const f16TileHeads = len(valsMaxCB) - 1
+
+// headGroup is the number of heads of the next values tile when heads are left and a tile holds at
+// most most heads: all of them if they fit, else they are split as evenly as possible into the
+// fewest tiles (each tile converts or widens the V rows again). F16 tiles hold 4 heads (3+3 for
+// 6, 4+4 for 8), Q8_0 tiles 3 (2+2 for 4, 3+3+2 for 8).
+func headGroup(heads, most int) int {
+	if heads <= most {
 		return heads
 	}
-	g := (heads + 3) / 4
+	g := (heads + most - 1) / most
 	return (heads + g - 1) / g
 }
 
@@ -70,7 +74,7 @@ func attnValuesF16(p []float32, heads, hd int, v []uint16, cells []int32, stride
 		return
 	}
 	for h0 := 0; h0 < heads; {
-		hb := valsGroup(heads - h0)
+		hb := headGroup(heads-h0, f16TileHeads)
 		maxCB := valsMaxCB[hb]
 		for c0 := 0; c0 < hd/8; {
 			cb := min(maxCB, hd/8-c0)

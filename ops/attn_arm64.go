@@ -42,8 +42,18 @@ func widen[E uint16 | byte](dst []float32, src []E) {
 	}
 }
 
-// widenedScores is attnScoresF16 or attnScoresQ8 (stride in elements of kv) for hd <= attnRowMax.
+// widenedScores is attnScoresF16 or attnScoresQ8 (stride in elements of kv): the Go twin for
+// hd > attnRowMax or without asmOn.
 func widenedScores[E uint16 | byte](q []float32, heads, hd int, kv []E, cells []int32, stride int, scale float32, out []float32) {
+	if hd > attnRowMax || !asmOn() {
+		switch kv := any(kv).(type) {
+		case []uint16:
+			attnScoresF16Go(q, heads, hd, kv, cells, stride, scale, out)
+		case []byte:
+			attnScoresQ8Go(q, heads, hd, kv, cells, stride, scale, out)
+		}
+		return
+	}
 	var buf [attnRowMax]float32
 	row := buf[:hd]
 	n := len(cells)
@@ -55,8 +65,18 @@ func widenedScores[E uint16 | byte](q []float32, heads, hd int, kv []E, cells []
 	}
 }
 
-// widenedValues is attnValuesF16 or attnValuesQ8 (stride in elements of kv) for hd <= attnRowMax.
+// widenedValues is attnValuesF16 or attnValuesQ8 (stride in elements of kv): the Go twin for
+// hd > attnRowMax or without asmOn.
 func widenedValues[E uint16 | byte](p []float32, heads, hd int, kv []E, cells []int32, stride int, out []float32) {
+	if hd > attnRowMax || !asmOn() {
+		switch kv := any(kv).(type) {
+		case []uint16:
+			attnValuesF16Go(p, heads, hd, kv, cells, stride, out)
+		case []byte:
+			attnValuesQ8Go(p, heads, hd, kv, cells, stride, out)
+		}
+		return
+	}
 	var buf [attnRowMax]float32
 	row := buf[:hd]
 	n := len(cells)
@@ -71,33 +91,17 @@ func widenedValues[E uint16 | byte](p []float32, heads, hd int, kv []E, cells []
 }
 
 func attnScoresF16(q []float32, heads, hd int, k []uint16, cells []int32, stride int, scale float32, out []float32) {
-	if hd > attnRowMax || !asmOn() {
-		attnScoresF16Go(q, heads, hd, k, cells, stride, scale, out)
-		return
-	}
 	widenedScores(q, heads, hd, k, cells, stride, scale, out)
 }
 
 func attnValuesF16(p []float32, heads, hd int, v []uint16, cells []int32, stride int, out []float32) {
-	if hd > attnRowMax || !asmOn() {
-		attnValuesF16Go(p, heads, hd, v, cells, stride, out)
-		return
-	}
 	widenedValues(p, heads, hd, v, cells, stride, out)
 }
 
 func attnScoresQ8(q []float32, heads, hd int, k []byte, cells []int32, strideB int, scale float32, out []float32) {
-	if hd > attnRowMax || !asmOn() {
-		attnScoresQ8Go(q, heads, hd, k, cells, strideB, scale, out)
-		return
-	}
 	widenedScores(q, heads, hd, k, cells, strideB, scale, out)
 }
 
 func attnValuesQ8(p []float32, heads, hd int, v []byte, cells []int32, strideB int, out []float32) {
-	if hd > attnRowMax || !asmOn() {
-		attnValuesQ8Go(p, heads, hd, v, cells, strideB, out)
-		return
-	}
 	widenedValues(p, heads, hd, v, cells, strideB, out)
 }

@@ -20,16 +20,9 @@ func attnValuesQ8AVX2(hb int, p *float32, n int, v *byte, cells *int32, strideB 
 //go:noescape
 func attnValuesQ8PairAVX2(p *float32, n int, v *byte, cells *int32, strideB int, out *float32)
 
-// q8ValsGroup is the number of heads of the next values tile when heads are left: up to 3 in a
-// tile (12 accumulators, 3 weights and the widened chunk fill the 16 ymm registers), more split
-// as evenly as possible (each tile widens the V blocks again: 2+2 for 4, 3+3+2 for 8).
-func q8ValsGroup(heads int) int {
-	if heads <= 3 {
-		return heads
-	}
-	g := (heads + 2) / 3
-	return (heads + g - 1) / g
-}
+// q8TileHeads is the most heads of a Q8_0 values tile: 12 accumulators, 3 weights and the widened
+// chunk fill the 16 ymm registers.
+const q8TileHeads = 3
 
 func attnScoresQ8(q []float32, heads, hd int, k []byte, cells []int32, strideB int, scale float32, out []float32) {
 	n := len(cells)
@@ -49,7 +42,7 @@ func attnValuesQ8(p []float32, heads, hd int, v []byte, cells []int32, strideB i
 		return
 	}
 	for h0 := 0; h0 < heads; {
-		hb := q8ValsGroup(heads - h0)
+		hb := headGroup(heads-h0, q8TileHeads)
 		b := 0
 		for ; hb == 1 && b+2 <= hd/32; b += 2 {
 			attnValuesQ8PairAVX2(&p[h0*n], n, &v[b*q8Block], &cells[0], strideB, &out[h0*hd+b*32])

@@ -19,21 +19,11 @@ func dotF16RowNEON(n int, w, x *byte) float32
 func dotBF16RowNEON(n int, w, x *byte) float32
 
 func init() {
-	setNEON(F32, dotF32NEON, nil)
-	setNEON(F16, dotF16NEON, nil)
-	setNEON(BF16, dotBF16NEON, nil)
-}
-
-func dotF32NEON(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotFloatRows(F32, k, w, x, xStride, nx, out)
-}
-
-func dotF16NEON(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotFloatRows(F16, k, w, x, xStride, nx, out)
-}
-
-func dotBF16NEON(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotFloatRows(BF16, k, w, x, xStride, nx, out)
+	for _, wt := range []Type{F32, F16, BF16} {
+		setNEON(wt, func(k int, w, x []byte, xStride, nx int, out []float32) {
+			dotFloatRows(wt, k, w, x, xStride, nx, out)
+		}, nil)
+	}
 }
 
 // dotFloatRows is the DotFunc body of the float kernels for weight type wt (F32, F16 or BF16).

@@ -18,24 +18,8 @@ func q3KDotsNEON(qs, hm, xq *byte, out *[16]int32)
 func q3KDotsSDOT(qs, hm, xq *byte, out *[16]int32)
 
 func init() {
-	setNEON(Q2_K, dotQ2_KNEON, dotQ2_KSDOT)
-	setNEON(Q3_K, dotQ3_KNEON, dotQ3_KSDOT)
-}
-
-func dotQ2_KNEON(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotQ2_KRows(false, k, w, x, xStride, nx, out)
-}
-
-func dotQ2_KSDOT(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotQ2_KRows(true, k, w, x, xStride, nx, out)
-}
-
-func dotQ3_KNEON(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotQ3_KRows(false, k, w, x, xStride, nx, out)
-}
-
-func dotQ3_KSDOT(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotQ3_KRows(true, k, w, x, xStride, nx, out)
+	setNEONRows(Q2_K, dotQ2_KRows)
+	setNEONRows(Q3_K, dotQ3_KRows)
 }
 
 // dotQ2_KRows is the DotFunc body of the Q2_K kernels, with SDOT if sdot.

@@ -1,8 +1,9 @@
 #include "textflag.h"
+#include "dot_arm64.h"
 
 // NEON integer part of the Q2_K and Q3_K dots (see dot_k23_arm64.go): the sixteen 16-element
-// group dots of one super-block's levels with one Q8_K activation super-block. The int8 dot
-// encodings are those of dot_q8_arm64.s (assembler macros do not cross files).
+// group dots of one super-block's levels with one Q8_K activation super-block. The int8 dots and
+// the reduction are the macros of dot_arm64.h.
 //
 // Levels: for each half h of the block, 32 bytes of qs (V8:V9) hold four 2-bit fields per byte;
 // field j of byte i is element 128h + 32j + i, so one field of V8 (V9) is group 8h+2j (8h+2j+1).
@@ -11,16 +12,6 @@
 // Registers: R0 qs, R3 hmask, R1 activation quants, R2 out; V30 = 3, V29 = 4 (also 4 in V31)
 // in every byte; V0:V1 the levels of two groups, V2 a group's activations, V16 its partial sums,
 // V20-V23 four groups' partial sums.
-
-#define IDOT_SMULL \
-	WORD	$0x0e22c004 /* smull  v4.8h, v0.8b, v2.8b */; \
-	WORD	$0x4e22c005 /* smull2 v5.8h, v0.16b, v2.16b */; \
-	WORD	$0x4e602890 /* saddlp v16.4s, v4.8h */; \
-	WORD	$0x4e6068b0 /* sadalp v16.4s, v5.8h */
-
-#define IDOT_SDOT \
-	VEOR	V16.B16, V16.B16, V16.B16; \
-	WORD	$0x4e829410 /* sdot v16.4s, v0.16b, v2.16b */
 
 // SHj puts field j of V8:V9 (not yet masked) in V0:V1.
 #define SH0 \
@@ -43,10 +34,7 @@
 // ADJ3 subtracts 4 from the levels V0:V1 whose hmask bit (mask, an immediate) is clear.
 #define ADJ3(mask) \
 	VMOVI	mask, V28.B16; \
-	VCMTST	V28.B16, V12.B16, V10.B16; \
-	VCMTST	V28.B16, V13.B16, V11.B16; \
-	VAND	V29.B16, V10.B16, V10.B16; \
-	VAND	V29.B16, V11.B16, V11.B16; \
+	BITS(V28, V12, V13); \
 	VADD	V10.B16, V0.B16, V0.B16; \
 	VADD	V11.B16, V1.B16, V1.B16; \
 	VSUB	V31.B16, V0.B16, V0.B16; \
@@ -66,13 +54,6 @@
 	VLD1.P	16(R1), [V2.B16]; \
 	IDOT; \
 	VMOV	V16.B16, d1.B16
-
-// RED4 reduces V20-V23 to their four sums and stores them at R2, advancing it.
-#define RED4 \
-	VADDP	V21.S4, V20.S4, V24.S4; \
-	VADDP	V23.S4, V22.S4, V25.S4; \
-	VADDP	V25.S4, V24.S4, V24.S4; \
-	VST1.P	[V24.S4], 16(R2)
 
 // HALF does the eight groups of half h (masks m0-m3: the hmask bits 4h..4h+3).
 #define HALF(IDOT, ADJ, m0, m1, m2, m3) \
@@ -96,22 +77,14 @@
 	HALF(IDOT, ADJ, $1, $2, $4, $8); \
 	HALF(IDOT, ADJ, $16, $32, $64, $128)
 
-// func q2KDotsNEON(qs, hm, xq *byte, out *[16]int32)
-TEXT ·q2KDotsNEON(SB), NOSPLIT, $0-32
-	BODY(IDOT_SMULL, ADJ2)
-	RET
+// Q2BODY and Q3BODY are the kernels with the int8 dot IDOT.
+#define Q2BODY(IDOT) BODY(IDOT, ADJ2)
+#define Q3BODY(IDOT) BODY(IDOT, ADJ3)
 
+// func q2KDotsNEON(qs, hm, xq *byte, out *[16]int32)
 // func q2KDotsSDOT(qs, hm, xq *byte, out *[16]int32)
-TEXT ·q2KDotsSDOT(SB), NOSPLIT, $0-32
-	BODY(IDOT_SDOT, ADJ2)
-	RET
+KERNELS16(·q2KDotsNEON, ·q2KDotsSDOT, $0-32, Q2BODY)
 
 // func q3KDotsNEON(qs, hm, xq *byte, out *[16]int32)
-TEXT ·q3KDotsNEON(SB), NOSPLIT, $0-32
-	BODY(IDOT_SMULL, ADJ3)
-	RET
-
 // func q3KDotsSDOT(qs, hm, xq *byte, out *[16]int32)
-TEXT ·q3KDotsSDOT(SB), NOSPLIT, $0-32
-	BODY(IDOT_SDOT, ADJ3)
-	RET
+KERNELS16(·q3KDotsNEON, ·q3KDotsSDOT, $0-32, Q3BODY)

@@ -13,16 +13,13 @@ func q4KDotsNEON(qs, xq *byte, out *[8]int32)
 func q4KDotsSDOT(qs, xq *byte, out *[8]int32)
 
 func init() {
-	setNEON(Q4_K, dotQ4_KNEON, dotQ4_KSDOT)
-	setNEON(IQ4_XS, dotIQ4XSNEON, dotIQ4XSSDOT)
+	setNEONRows(Q4_K, dotQ4_KRows)
+	setNEONRows(IQ4_XS, dotIQ4XSRows)
 }
 
-func dotQ4_KNEON(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotKScaleMinRows(false, false, k, w, x, xStride, nx, out)
-}
-
-func dotQ4_KSDOT(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotKScaleMinRows(false, true, k, w, x, xStride, nx, out)
+// dotQ4_KRows is dotKScaleMinRows for Q4_K.
+func dotQ4_KRows(sdot bool, k int, w, x []byte, xStride, nx int, out []float32) {
+	dotKScaleMinRows(false, sdot, k, w, x, xStride, nx, out)
 }
 
 // dotKScaleMinRows is the DotFunc body of the Q4_K (or, if q5, Q5_K, dot_q5k_arm64.go) kernels,
@@ -80,14 +77,6 @@ func iq4XSDotsNEON(qs, xq, tab *byte, out *[8]int32)
 
 //go:noescape
 func iq4XSDotsSDOT(qs, xq, tab *byte, out *[8]int32)
-
-func dotIQ4XSNEON(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotIQ4XSRows(false, k, w, x, xStride, nx, out)
-}
-
-func dotIQ4XSSDOT(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotIQ4XSRows(true, k, w, x, xStride, nx, out)
-}
 
 // dotIQ4XSRows is the DotFunc body of the IQ4_XS kernels, with SDOT if sdot.
 func dotIQ4XSRows(sdot bool, k int, w, x []byte, xStride, nx int, out []float32) {

@@ -1,28 +1,13 @@
 #include "textflag.h"
+#include "dot_arm64.h"
 
 // NEON integer part of the Q4_K dot (see dot_q4k_arm64.go): the eight sub-block dots of one
-// super-block's 4-bit levels with one Q8_K activation super-block. The int8 dot macros are
-// repeated from dot_q8_arm64.s (assembler macros do not cross files); see there for the WORD
-// encodings.
+// super-block's 4-bit levels with one Q8_K activation super-block, and those of IQ4_XS. The
+// int8 dots and the reduction are the macros of dot_arm64.h.
 //
 // Registers: R0 the 128 bytes of levels, R1 the 256 activation quants, R2 the eight int32 out;
 // V30 holds 0x0f in every byte; V8:V9 the 32 level bytes of a 64-element group, V0:V1 and V2:V3
 // the operands of the int8 dot (result V16), V20-V27 the eight sub-block partial sums.
-
-#define IDOT_SMULL \
-	WORD	$0x0e22c004 /* smull  v4.8h, v0.8b, v2.8b */; \
-	WORD	$0x4e22c005 /* smull2 v5.8h, v0.16b, v2.16b */; \
-	WORD	$0x0e23c026 /* smull  v6.8h, v1.8b, v3.8b */; \
-	WORD	$0x4e23c027 /* smull2 v7.8h, v1.16b, v3.16b */; \
-	WORD	$0x4e602890 /* saddlp v16.4s, v4.8h */; \
-	WORD	$0x4e6068b0 /* sadalp v16.4s, v5.8h */; \
-	WORD	$0x4e6068d0 /* sadalp v16.4s, v6.8h */; \
-	WORD	$0x4e6068f0 /* sadalp v16.4s, v7.8h */
-
-#define IDOT_SDOT \
-	VEOR	V16.B16, V16.B16, V16.B16; \
-	WORD	$0x4e829410 /* sdot v16.4s, v0.16b, v2.16b */; \
-	WORD	$0x4e839430 /* sdot v16.4s, v1.16b, v3.16b */
 
 // GROUP does one 64-element group: the low nibbles against the next 32 activations into lo, the
 // high nibbles against the 32 after into hi.
@@ -40,16 +25,6 @@
 	VMOV	V13.B16, V3.B16; \
 	IDOT; \
 	VMOV	V16.B16, hi.B16
-
-// SUMS reduces the lanes of V20-V27 pairwise into the eight sums and stores them at R2.
-#define SUMS \
-	VADDP	V21.S4, V20.S4, V28.S4; \
-	VADDP	V23.S4, V22.S4, V29.S4; \
-	VADDP	V29.S4, V28.S4, V28.S4; \
-	VADDP	V25.S4, V24.S4, V29.S4; \
-	VADDP	V27.S4, V26.S4, V31.S4; \
-	VADDP	V31.S4, V29.S4, V29.S4; \
-	VST1	[V28.S4, V29.S4], (R2)
 
 // IQ4_XS: the eight 32-element sub-blocks of a super-block, each 16 bytes of nibbles (low
 // nibbles elements 0-15, high 16-31) looked up in the table of 16 int8 values in V28 (VTBL).
@@ -80,40 +55,25 @@
 	SUBXS(IDOT, V25); \
 	SUBXS(IDOT, V26); \
 	SUBXS(IDOT, V27); \
-	SUMS
+	SUMS8
+
+// Q4KBODY is the Q4_K kernel with the int8 dot IDOT.
+#define Q4KBODY(IDOT) \
+	MOVD	qs+0(FP), R0; \
+	MOVD	xq+8(FP), R1; \
+	MOVD	out+16(FP), R2; \
+	VMOVI	$15, V30.B16; \
+	GROUP(IDOT, V20, V21); \
+	GROUP(IDOT, V22, V23); \
+	GROUP(IDOT, V24, V25); \
+	GROUP(IDOT, V26, V27); \
+	SUMS8
 
 // func q4KDotsNEON(qs, xq *byte, out *[8]int32)
-TEXT ·q4KDotsNEON(SB), NOSPLIT, $0-24
-	MOVD	qs+0(FP), R0
-	MOVD	xq+8(FP), R1
-	MOVD	out+16(FP), R2
-	VMOVI	$15, V30.B16
-	GROUP(IDOT_SMULL, V20, V21)
-	GROUP(IDOT_SMULL, V22, V23)
-	GROUP(IDOT_SMULL, V24, V25)
-	GROUP(IDOT_SMULL, V26, V27)
-	SUMS
-	RET
-
 // func q4KDotsSDOT(qs, xq *byte, out *[8]int32)
-TEXT ·q4KDotsSDOT(SB), NOSPLIT, $0-24
-	MOVD	qs+0(FP), R0
-	MOVD	xq+8(FP), R1
-	MOVD	out+16(FP), R2
-	VMOVI	$15, V30.B16
-	GROUP(IDOT_SDOT, V20, V21)
-	GROUP(IDOT_SDOT, V22, V23)
-	GROUP(IDOT_SDOT, V24, V25)
-	GROUP(IDOT_SDOT, V26, V27)
-	SUMS
-	RET
+KERNELS32(·q4KDotsNEON, ·q4KDotsSDOT, $0-24, Q4KBODY)
 
 // func iq4XSDotsNEON(qs, xq, tab *byte, out *[8]int32)
-TEXT ·iq4XSDotsNEON(SB), NOSPLIT, $0-32
-	XSBODY(IDOT_SMULL)
-	RET
-
 // func iq4XSDotsSDOT(qs, xq, tab *byte, out *[8]int32)
-TEXT ·iq4XSDotsSDOT(SB), NOSPLIT, $0-32
-	XSBODY(IDOT_SDOT)
-	RET
+KERNELS32(·iq4XSDotsNEON, ·iq4XSDotsSDOT, $0-32, XSBODY)
+

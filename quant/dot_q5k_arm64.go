@@ -12,13 +12,10 @@ func q5KDotsNEON(qh, qs, xq *byte, out *[8]int32)
 func q5KDotsSDOT(qh, qs, xq *byte, out *[8]int32)
 
 func init() {
-	setNEON(Q5_K, dotQ5_KNEON, dotQ5_KSDOT)
+	setNEONRows(Q5_K, dotQ5_KRows)
 }
 
-func dotQ5_KNEON(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotKScaleMinRows(true, false, k, w, x, xStride, nx, out)
-}
-
-func dotQ5_KSDOT(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotKScaleMinRows(true, true, k, w, x, xStride, nx, out)
+// dotQ5_KRows is dotKScaleMinRows for Q5_K.
+func dotQ5_KRows(sdot bool, k int, w, x []byte, xStride, nx int, out []float32) {
+	dotKScaleMinRows(true, sdot, k, w, x, xStride, nx, out)
 }

@@ -12,15 +12,7 @@ func q6KDotsNEON(blk, xq *byte, out *[16]int32)
 func q6KDotsSDOT(blk, xq *byte, out *[16]int32)
 
 func init() {
-	setNEON(Q6_K, dotQ6_KNEON, dotQ6_KSDOT)
-}
-
-func dotQ6_KNEON(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotQ6_KRows(false, k, w, x, xStride, nx, out)
-}
-
-func dotQ6_KSDOT(k int, w, x []byte, xStride, nx int, out []float32) {
-	dotQ6_KRows(true, k, w, x, xStride, nx, out)
+	setNEONRows(Q6_K, dotQ6_KRows)
 }
 
 // dotQ6_KRows is the DotFunc body of the Q6_K kernels, with SDOT if sdot (the assembly is

@@ -1,8 +1,9 @@
 #include "textflag.h"
+#include "dot_arm64.h"
 
 // NEON integer part of the Q6_K dot (see dot_q6k_arm64.go): the sixteen 16-element group dots of
 // one super-block's 6-bit levels (q-32 in [-32, 31]) with one Q8_K activation super-block. The
-// int8 dot encodings are those of dot_q8_arm64.s (assembler macros do not cross files).
+// int8 dots and the reduction are the macros of dot_arm64.h.
 //
 // Layout of a 128-element half h of the block: ql[64h:64h+64] (V8-V11, 16 bytes each) and
 // qh[32h:32h+32] (V12, V13). Element l < 32 of group pair i = l/16 takes, in order of the eight
@@ -14,16 +15,6 @@
 // every byte; V0 the group's levels, V1 its high bits, V2 its activations, V16 the group's
 // four partial sums, V20-V23 four groups' partial sums.
 
-#define IDOT_SMULL \
-	WORD	$0x0e22c004 /* smull  v4.8h, v0.8b, v2.8b */; \
-	WORD	$0x4e22c005 /* smull2 v5.8h, v0.16b, v2.16b */; \
-	WORD	$0x4e602890 /* saddlp v16.4s, v4.8h */; \
-	WORD	$0x4e6068b0 /* sadalp v16.4s, v5.8h */
-
-#define IDOT_SDOT \
-	VEOR	V16.B16, V16.B16, V16.B16; \
-	WORD	$0x4e829410 /* sdot v16.4s, v0.16b, v2.16b */
-
 // GROUP dots the levels in V0 (low 4 bits) and V1 (high bits, before masking) with the next 16
 // activations into dst.
 #define GROUP(IDOT, dst) \
@@ -34,63 +25,48 @@
 	IDOT; \
 	VMOV	V16.B16, dst.B16
 
-// RED4 reduces V20-V23 to their four sums and stores them at R2, advancing it.
-#define RED4 \
-	VADDP	V21.S4, V20.S4, V24.S4; \
-	VADDP	V23.S4, V22.S4, V25.S4; \
-	VADDP	V25.S4, V24.S4, V24.S4; \
-	VST1.P	[V24.S4], 16(R2)
+// A group's levels: LO (HI) puts the low (high) nibbles of ql in V0; SHL4 (SHL2, SHR0, SHR2)
+// moves bits 0-1 (2-3, 4-5, 6-7) of qh to bits 4-5 of V1 (GROUP masks the rest).
+#define LO(ql) VAND V29.B16, ql.B16, V0.B16
+#define HI(ql) VUSHR $4, ql.B16, V0.B16
+#define SHL4(qh) VSHL $4, qh.B16, V1.B16
+#define SHL2(qh) VSHL $2, qh.B16, V1.B16
+#define SHR0(qh) VMOV qh.B16, V1.B16
+#define SHR2(qh) VUSHR $2, qh.B16, V1.B16
+
+// G dots the group whose levels are NIB of ql and HB of qh into dst.
+#define G(IDOT, NIB, ql, HB, qh, dst) \
+	NIB(ql); \
+	HB(qh); \
+	GROUP(IDOT, dst)
 
 // HALF does the eight groups of one 128-element half.
 #define HALF(IDOT) \
 	VLD1.P	64(R0), [V8.B16, V9.B16, V10.B16, V11.B16]; \
 	VLD1.P	32(R3), [V12.B16, V13.B16]; \
-	VAND	V29.B16, V8.B16, V0.B16; \
-	VSHL	$4, V12.B16, V1.B16; \
-	GROUP(IDOT, V20); \
-	VAND	V29.B16, V9.B16, V0.B16; \
-	VSHL	$4, V13.B16, V1.B16; \
-	GROUP(IDOT, V21); \
-	VAND	V29.B16, V10.B16, V0.B16; \
-	VSHL	$2, V12.B16, V1.B16; \
-	GROUP(IDOT, V22); \
-	VAND	V29.B16, V11.B16, V0.B16; \
-	VSHL	$2, V13.B16, V1.B16; \
-	GROUP(IDOT, V23); \
+	G(IDOT, LO, V8, SHL4, V12, V20); \
+	G(IDOT, LO, V9, SHL4, V13, V21); \
+	G(IDOT, LO, V10, SHL2, V12, V22); \
+	G(IDOT, LO, V11, SHL2, V13, V23); \
 	RED4; \
-	VUSHR	$4, V8.B16, V0.B16; \
-	VMOV	V12.B16, V1.B16; \
-	GROUP(IDOT, V20); \
-	VUSHR	$4, V9.B16, V0.B16; \
-	VMOV	V13.B16, V1.B16; \
-	GROUP(IDOT, V21); \
-	VUSHR	$4, V10.B16, V0.B16; \
-	VUSHR	$2, V12.B16, V1.B16; \
-	GROUP(IDOT, V22); \
-	VUSHR	$4, V11.B16, V0.B16; \
-	VUSHR	$2, V13.B16, V1.B16; \
-	GROUP(IDOT, V23); \
+	G(IDOT, HI, V8, SHR0, V12, V20); \
+	G(IDOT, HI, V9, SHR0, V13, V21); \
+	G(IDOT, HI, V10, SHR2, V12, V22); \
+	G(IDOT, HI, V11, SHR2, V13, V23); \
 	RED4
 
-#define SETUP \
+// BODY is the Q6_K kernel with the int8 dot IDOT.
+#define BODY(IDOT) \
 	MOVD	blk+0(FP), R0; \
 	MOVD	xq+8(FP), R1; \
 	MOVD	out+16(FP), R2; \
 	ADD	$128, R0, R3; \
 	VMOVI	$15, V29.B16; \
 	VMOVI	$48, V30.B16; \
-	VMOVI	$32, V31.B16
+	VMOVI	$32, V31.B16; \
+	HALF(IDOT); \
+	HALF(IDOT)
 
 // func q6KDotsNEON(blk, xq *byte, out *[16]int32)
-TEXT ·q6KDotsNEON(SB), NOSPLIT, $0-24
-	SETUP
-	HALF(IDOT_SMULL)
-	HALF(IDOT_SMULL)
-	RET
-
 // func q6KDotsSDOT(blk, xq *byte, out *[16]int32)
-TEXT ·q6KDotsSDOT(SB), NOSPLIT, $0-24
-	SETUP
-	HALF(IDOT_SDOT)
-	HALF(IDOT_SDOT)
-	RET
+KERNELS16(·q6KDotsNEON, ·q6KDotsSDOT, $0-24, BODY)

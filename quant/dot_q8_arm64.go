@@ -1,7 +1,5 @@
 package quant
 
-import "ubatch/internal/cpu"
-
 // NEON kernels for the 32-element block formats Q4_0, Q8_0, Q5_0, IQ4_NL, Q4_1 and Q5_1 (dotted
 // with Q8_0 activations), one activation row per assembly call (dot_q8_arm64.s). Each block's
 // levels are expanded to 32 int8 (nibbles, minus 8 for Q4_0; the fifth bits of Q5_0/Q5_1 spread
@@ -31,15 +29,6 @@ func init() {
 		{Q5_1, dotQ5_1NEONAsm, dotQ5_1SDOTAsm, &q5Consts[0], q5_1Bytes},
 	} {
 		setNEON(k.t, dotQRowsOf(k.neon, k.c, k.blockBytes), dotQRowsOf(k.sdot, k.c, k.blockBytes))
-	}
-}
-
-// setNEON registers the NEON row dot of t and, unless nil, its SDOT variant (the float kernels
-// have no integer products: the neon-dp path runs their NEON kernels, see cpu.Path.Lower).
-func setNEON(t Type, neon, sdot DotFunc) {
-	setDot(t, cpu.NEON, neon)
-	if sdot != nil {
-		setDot(t, cpu.NEONDP, sdot)
 	}
 }
 

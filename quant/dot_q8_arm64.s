@@ -1,10 +1,10 @@
 #include "textflag.h"
+#include "dot_arm64.h"
 
-// NEON kernels for one Q8_0 activation row against one Q4_0, Q8_0, Q5_0 or IQ4_NL weight row
-// (see dot_q8_arm64.go). Go's assembler has no mnemonics for the widening integer products, SDOT,
-// the vector int→float conversion and the pairwise float adds, so those are WORD encodings; each
-// carries the instruction it encodes (GNU syntax, as `llvm-mc -triple=aarch64 -mattr=+dotprod
-// -show-encoding` prints it) and the tests against the Go twins check them.
+// NEON kernels for one Q8_0 activation row against one Q4_0, Q8_0, Q5_0, IQ4_NL, Q4_1 or Q5_1
+// weight row (see dot_q8_arm64.go); the int8 dots are the macros of dot_arm64.h. Go's assembler
+// has no mnemonics for the vector int→float conversion and the pairwise float adds either, so
+// those are WORD encodings too, each with the instruction it encodes (GNU syntax).
 //
 // Registers: R0 blocks left, R1 weight block, R2 activation block, R4/R5 the f16 scales;
 // V0, V1 the 32 weight quants of a block (int8), V2, V3 the 32 activation quants; V16 the
@@ -21,24 +21,6 @@
 	FMULS	F18, F17, F17; \
 	VDUP	V17.S[0], V19.S4; \
 	VFMLA	V19.S4, V16.S4, V20.S4
-
-// IDOT_SMULL sets V16 to the dot of V0:V1 with V2:V3 as four int32 partial sums, with 16-bit
-// products widened pairwise (exact for every int8 input).
-#define IDOT_SMULL \
-	WORD	$0x0e22c004 /* smull  v4.8h, v0.8b, v2.8b */; \
-	WORD	$0x4e22c005 /* smull2 v5.8h, v0.16b, v2.16b */; \
-	WORD	$0x0e23c026 /* smull  v6.8h, v1.8b, v3.8b */; \
-	WORD	$0x4e23c027 /* smull2 v7.8h, v1.16b, v3.16b */; \
-	WORD	$0x4e602890 /* saddlp v16.4s, v4.8h */; \
-	WORD	$0x4e6068b0 /* sadalp v16.4s, v5.8h */; \
-	WORD	$0x4e6068d0 /* sadalp v16.4s, v6.8h */; \
-	WORD	$0x4e6068f0 /* sadalp v16.4s, v7.8h */
-
-// IDOT_SDOT is IDOT_SMULL with the dot-product extension (ARMv8.2 DotProd).
-#define IDOT_SDOT \
-	VEOR	V16.B16, V16.B16, V16.B16; \
-	WORD	$0x4e829410 /* sdot v16.4s, v0.16b, v2.16b */; \
-	WORD	$0x4e839430 /* sdot v16.4s, v1.16b, v3.16b */
 
 // HSUM sets F0 to the sum of V20's lanes, ((a0+a1)+(a2+a3)).
 #define HSUM \
@@ -59,15 +41,31 @@
 	VLD1	(R6), [V0.B16, V1.B16]; \
 	ADD	$34, R1
 
+// NIBBLES loads the 16 bytes at R6 (V8) and splits them into the low nibbles in V0 (elements
+// 0-15 of a block) and the high ones in V1 (16-31). V30 holds 0x0f.
+#define NIBBLES \
+	VLD1	(R6), [V8.B16]; \
+	VAND	V30.B16, V8.B16, V0.B16; \
+	VUSHR	$4, V8.B16, V1.B16
+
+// LEVELS5 is NIBBLES with the fifth bits of the 32 bits in V9.S[0] ORed in as 0x10: VTBL with
+// the indexes V24 (8 zeros, 8 ones) and V25 (8 twos, 8 threes) gives every element its qh byte,
+// BITS with V26 (1, 2, 4, ..., 128 twice) its bit. V29 = 0x10.
+#define LEVELS5 \
+	NIBBLES; \
+	VTBL	V24.B16, [V9.B16], V10.B16; \
+	VTBL	V25.B16, [V9.B16], V11.B16; \
+	BITS(V26, V10, V11); \
+	VORR	V10.B16, V0.B16, V0.B16; \
+	VORR	V11.B16, V1.B16, V1.B16
+
 // LOADQ4 loads the Q4_0 weight block at R1 (scale R4) and expands its nibbles to levels q-8 in
 // V0 (low nibbles: elements 0-15) and V1 (high nibbles: 16-31); V30 holds 0x0f, V31 holds 8 in
 // every byte. R1 advances to the next block.
 #define LOADQ4 \
 	MOVHU	(R1), R4; \
 	ADD	$2, R1, R6; \
-	VLD1	(R6), [V8.B16]; \
-	VAND	V30.B16, V8.B16, V0.B16; \
-	VUSHR	$4, V8.B16, V1.B16; \
+	NIBBLES; \
 	VSUB	V31.B16, V0.B16, V0.B16; \
 	VSUB	V31.B16, V1.B16, V1.B16; \
 	ADD	$18, R1
@@ -77,33 +75,20 @@
 #define LOADIQ4 \
 	MOVHU	(R1), R4; \
 	ADD	$2, R1, R6; \
-	VLD1	(R6), [V8.B16]; \
-	VAND	V30.B16, V8.B16, V0.B16; \
-	VUSHR	$4, V8.B16, V1.B16; \
+	NIBBLES; \
 	VTBL	V0.B16, [V28.B16], V0.B16; \
 	VTBL	V1.B16, [V28.B16], V1.B16; \
 	ADD	$18, R1
 
 // LOADQ5 loads the Q5_0 weight block at R1 (f16 d, 32 bits qh, 16 bytes qs) and expands it to
-// levels (nibble | bit<<4) - 16 in V0 (elements 0-15, bits 0-15 of qh) and V1 (16-31): VTBL
-// with the indexes V24 (8 zeros, 8 ones) and V25 (8 twos, 8 threes) gives every element its qh
-// byte, VCMTST with V26 (1, 2, 4, ..., 128 twice) its bit. V29 = 0x10, V30 = 0x0f, V31 = 16.
+// levels (nibble | bit<<4) - 16 in V0 (elements 0-15, bits 0-15 of qh) and V1 (16-31) with
+// LEVELS5. V31 = 16.
 #define LOADQ5 \
 	MOVHU	(R1), R4; \
 	MOVWU	2(R1), R6; \
 	VMOV	R6, V9.S[0]; \
 	ADD	$6, R1, R6; \
-	VLD1	(R6), [V8.B16]; \
-	VAND	V30.B16, V8.B16, V0.B16; \
-	VUSHR	$4, V8.B16, V1.B16; \
-	VTBL	V24.B16, [V9.B16], V10.B16; \
-	VTBL	V25.B16, [V9.B16], V11.B16; \
-	VCMTST	V26.B16, V10.B16, V10.B16; \
-	VCMTST	V26.B16, V11.B16, V11.B16; \
-	VAND	V29.B16, V10.B16, V10.B16; \
-	VAND	V29.B16, V11.B16, V11.B16; \
-	VORR	V10.B16, V0.B16, V0.B16; \
-	VORR	V11.B16, V1.B16, V1.B16; \
+	LEVELS5; \
 	VSUB	V31.B16, V0.B16, V0.B16; \
 	VSUB	V31.B16, V1.B16, V1.B16; \
 	ADD	$22, R1
@@ -136,35 +121,23 @@
 	MOVHU	(R1), R4; \
 	MOVHU	2(R1), R8; \
 	ADD	$4, R1, R6; \
-	VLD1	(R6), [V8.B16]; \
-	VAND	V30.B16, V8.B16, V0.B16; \
-	VUSHR	$4, V8.B16, V1.B16; \
+	NIBBLES; \
 	ADD	$20, R1
 
 // LOADQ51 loads the Q5_1 weight block at R1 (f16 d in R4, f16 m in R8, 32 bits qh, 16 bytes qs)
-// as levels nibble | bit<<4 in V0, V1, spreading the bits as LOADQ5 does (same constants).
+// as levels nibble | bit<<4 in V0, V1 (LEVELS5).
 #define LOADQ51 \
 	MOVHU	(R1), R4; \
 	MOVHU	2(R1), R8; \
 	MOVWU	4(R1), R6; \
 	VMOV	R6, V9.S[0]; \
 	ADD	$8, R1, R6; \
-	VLD1	(R6), [V8.B16]; \
-	VAND	V30.B16, V8.B16, V0.B16; \
-	VUSHR	$4, V8.B16, V1.B16; \
-	VTBL	V24.B16, [V9.B16], V10.B16; \
-	VTBL	V25.B16, [V9.B16], V11.B16; \
-	VCMTST	V26.B16, V10.B16, V10.B16; \
-	VCMTST	V26.B16, V11.B16, V11.B16; \
-	VAND	V29.B16, V10.B16, V10.B16; \
-	VAND	V29.B16, V11.B16, V11.B16; \
-	VORR	V10.B16, V0.B16, V0.B16; \
-	VORR	V11.B16, V1.B16, V1.B16; \
+	LEVELS5; \
 	ADD	$24, R1
 
 // DOTBODY sums nb (R0) blocks of weights (R1, read by LOAD) times activations (R2) into F0;
 // SCALE is BLOCKSCALE, or BLOCKSCALEMIN for the types with a min.
-#define DOTBODY(LOAD, IDOT, SCALE, loop, done) \
+#define DOTBODY(LOAD, IDOT, SCALE) \
 	VEOR	V20.B16, V20.B16, V20.B16; \
 	CBZ	R0, done; \
 loop: \
@@ -199,23 +172,22 @@ done: \
 #define SETUP_Q41 ARGS; VMOVI $15, V30.B16
 #define SETUP_Q51 ARGSC; VLD1 (R3), [V24.B16, V25.B16, V26.B16]; VMOVI $16, V29.B16; VMOVI $15, V30.B16
 
-// DOTFUNC is one kernel: func name(nb int, w, x, c *byte) float32.
-#define DOTFUNC(name, SETUP, LOAD, IDOT, SCALE, loop, done) \
+// DOTFUNC is one kernel: func name(nb int, w, x, c *byte) float32 (labels are local to a TEXT).
+#define DOTFUNC(name, SETUP, LOAD, IDOT, SCALE) \
 TEXT name(SB), NOSPLIT, $0-36; \
 	SETUP; \
-	DOTBODY(LOAD, IDOT, SCALE, loop, done); \
+	DOTBODY(LOAD, IDOT, SCALE); \
 	FMOVS	F0, ret+32(FP); \
 	RET
 
-DOTFUNC(·dotQ8_0NEONAsm, SETUP_Q8, LOADQ8, IDOT_SMULL, BLOCKSCALE, q8loop, q8done)
-DOTFUNC(·dotQ8_0SDOTAsm, SETUP_Q8, LOADQ8, IDOT_SDOT, BLOCKSCALE, q8dloop, q8ddone)
-DOTFUNC(·dotQ4_0NEONAsm, SETUP_Q4, LOADQ4, IDOT_SMULL, BLOCKSCALE, q4loop, q4done)
-DOTFUNC(·dotQ4_0SDOTAsm, SETUP_Q4, LOADQ4, IDOT_SDOT, BLOCKSCALE, q4dloop, q4ddone)
-DOTFUNC(·dotIQ4NLNEONAsm, SETUP_IQ4, LOADIQ4, IDOT_SMULL, BLOCKSCALE, iq4loop, iq4done)
-DOTFUNC(·dotIQ4NLSDOTAsm, SETUP_IQ4, LOADIQ4, IDOT_SDOT, BLOCKSCALE, iq4dloop, iq4ddone)
-DOTFUNC(·dotQ5_0NEONAsm, SETUP_Q5, LOADQ5, IDOT_SMULL, BLOCKSCALE, q5loop, q5done)
-DOTFUNC(·dotQ5_0SDOTAsm, SETUP_Q5, LOADQ5, IDOT_SDOT, BLOCKSCALE, q5dloop, q5ddone)
-DOTFUNC(·dotQ4_1NEONAsm, SETUP_Q41, LOADQ41, IDOT_SMULL, BLOCKSCALEMIN, q41loop, q41done)
-DOTFUNC(·dotQ4_1SDOTAsm, SETUP_Q41, LOADQ41, IDOT_SDOT, BLOCKSCALEMIN, q41dloop, q41ddone)
-DOTFUNC(·dotQ5_1NEONAsm, SETUP_Q51, LOADQ51, IDOT_SMULL, BLOCKSCALEMIN, q51loop, q51done)
-DOTFUNC(·dotQ5_1SDOTAsm, SETUP_Q51, LOADQ51, IDOT_SDOT, BLOCKSCALEMIN, q51dloop, q51ddone)
+// DOTFUNCS is a type's two kernels, neon with IDOT_SMULL and sdot with IDOT_SDOT.
+#define DOTFUNCS(neon, sdot, SETUP, LOAD, SCALE) \
+	DOTFUNC(neon, SETUP, LOAD, IDOT_SMULL, SCALE); \
+	DOTFUNC(sdot, SETUP, LOAD, IDOT_SDOT, SCALE)
+
+DOTFUNCS(·dotQ8_0NEONAsm, ·dotQ8_0SDOTAsm, SETUP_Q8, LOADQ8, BLOCKSCALE)
+DOTFUNCS(·dotQ4_0NEONAsm, ·dotQ4_0SDOTAsm, SETUP_Q4, LOADQ4, BLOCKSCALE)
+DOTFUNCS(·dotIQ4NLNEONAsm, ·dotIQ4NLSDOTAsm, SETUP_IQ4, LOADIQ4, BLOCKSCALE)
+DOTFUNCS(·dotQ5_0NEONAsm, ·dotQ5_0SDOTAsm, SETUP_Q5, LOADQ5, BLOCKSCALE)
+DOTFUNCS(·dotQ4_1NEONAsm, ·dotQ4_1SDOTAsm, SETUP_Q41, LOADQ41, BLOCKSCALEMIN)
+DOTFUNCS(·dotQ5_1NEONAsm, ·dotQ5_1SDOTAsm, SETUP_Q51, LOADQ51, BLOCKSCALEMIN)

@@ -14,6 +14,8 @@ func tile() {
 // lane of a ZMM register is one query row; a tile is 16 rows × 16 KV cells.
 `)
 	tileConsts()
+	tileMacros()
+	tileLoadMacros()
 	tileLoadF16()
 	tileLoadQ8()
 	tileStep()
@@ -55,29 +57,89 @@ func tc(name string) string {
 func tileConsts() {
 	b.WriteString("\n")
 	for i, c := range tileConstList {
-		fmt.Fprintf(&b, "DATA tilec<>+%d(SB)/4, $0x%08x // %s: %s\n", 4*i, c.bits, c.name, c.note)
+		fmt.Fprintf(b, "DATA tilec<>+%d(SB)/4, $0x%08x // %s: %s\n", 4*i, c.bits, c.name, c.note)
 	}
-	fmt.Fprintf(&b, "GLOBL tilec<>(SB), RODATA|NOPTR, $%d\n", 4*len(tileConstList))
+	fmt.Fprintf(b, "GLOBL tilec<>(SB), RODATA|NOPTR, $%d\n", 4*len(tileConstList))
 }
 
-// expz sets Zx = e^Zx lane-wise (0 where Zx < -60 or is NaN), overwriting Zt, Zr and K3: the
-// exponential of act_amd64.s (EXPV), step by step expTile's. It expects Z31 = MAGIC, Z30 = LN2HI,
-// Z29 = LN2LO and Z22 = ONE.
-func expz(x, t, r int) {
-	emit("VMOVAPS      Z31, Z%d", t)
-	emit("VFMADD231PS.BCST %s, Z%d, Z%d", tc("LOG2E"), x, t)
-	emit("VSUBPS       Z31, Z%d, Z%d", t, r)
-	emit("VCMPPS.BCST  $0x1d, %s, Z%d, K3", tc("CUTOFF"), x)
-	emit("VFNMADD231PS Z30, Z%d, Z%d", r, x)
-	emit("VFNMADD231PS Z29, Z%d, Z%d", r, x)
-	emit("VBROADCASTSS %s, Z%d", tc("C6"), r)
-	for _, c := range []string{"C5", "C4", "C3", "C2"} {
-		emit("VFMADD213PS.BCST %s, Z%d, Z%d", tc(c), x, r)
-	}
-	emit("VFMADD213PS  Z22, Z%d, Z%d", x, r)
-	emit("VFMADD213PS  Z22, Z%d, Z%d", x, r)
-	emit("VPSLLD       $23, Z%d, Z%d", t, t)
-	emit("VPADDD.Z     Z%d, Z%d, K3, Z%d", t, r, x)
+// tileMacros writes the macros of tileStep: its blocks a row or a score register, invoked 16 times.
+func tileMacros() {
+	chain("ZZERO<n>: Z0 .. Z<n-1> zeroed.", "ZZERO", 16, func(i int) { emit("VPXORD Z%d, Z%d, Z%d", i, i, i) })
+	define("EXPZ(x, t, r): x = e^x lane-wise (0 where x < -60 or is NaN), overwriting t, r and K3: the "+
+		"exponential of act_amd64.s (EXPV), step by step expTile's. It expects Z31 = MAGIC, Z30 = LN2HI, "+
+		"Z29 = LN2LO and Z22 = ONE.", "EXPZ(x, t, r)", func() {
+		emit("VMOVAPS      Z31, t")
+		emit("VFMADD231PS.BCST %s, x, t", tc("LOG2E"))
+		emit("VSUBPS       Z31, t, r")
+		emit("VCMPPS.BCST  $0x1d, %s, x, K3", tc("CUTOFF"))
+		emit("VFNMADD231PS Z30, r, x")
+		emit("VFNMADD231PS Z29, r, x")
+		emit("VBROADCASTSS %s, r", tc("C6"))
+		for _, c := range []string{"C5", "C4", "C3", "C2"} {
+			emit("VFMADD213PS.BCST %s, x, r", tc(c))
+		}
+		emit("VFMADD213PS  Z22, x, r")
+		emit("VFMADD213PS  Z22, x, r")
+		emit("VPSLLD       $23, t, t")
+		emit("VPADDD.Z     t, r, K3, x")
+	})
+	define("TROUND(vec, rows, shift): DI the vector (qt or ot), SI, R10, R11, R12 rows 0, 4, 8 and 12 "+
+		"of the tile of rows (kt or vt; see tileRows), CX the rounds, hd >> shift.", "TROUND(vec, rows, shift)",
+		func() {
+			emit("MOVQ vec, DI")
+			tileRows("rows")
+			emit("MOVQ hd+8(FP), CX")
+			emit("SHRQ $shift, CX")
+		})
+	define("TROWS4(off, base, q, z0, z1, z2, z3): z<i> += q · the float at byte off of row i of the "+
+		"four rows at base (see tileRows).", "TROWS4(off, base, q, z0, z1, z2, z3)", func() {
+		for i, idx := range rowIndex {
+			emit("VFMADD231PS.BCST off(base)%s, q, z%d", idx, i)
+		}
+	})
+	define("TSCORE(qoff, off, q): q the queries at qoff(DI); Z<j> += q · the float at byte off of "+
+		"row j.", "TSCORE(qoff, off, q)", func() {
+		emit("VMOVUPS      qoff(DI), q")
+		for g, base := range rowBase {
+			emit("TROWS4(off, %s, q, Z%d, Z%d, Z%d, Z%d)", base, 4*g, 4*g+1, 4*g+2, 4*g+3)
+		}
+	})
+	define("TCAP(z): the soft cap of the scores z: cap · sign(y) · (1-e)/(1+e), y = z/cap, e = e^(-2|y|).",
+		"TCAP(z)", func() {
+			emit("VMULPS      Z20, z, z")
+			emit("VPANDD.BCST %s, z, Z16", tc("ABS"))
+			emit("VMULPS.BCST %s, Z16, Z16", tc("MINUS2"))
+			emit("EXPZ(Z16, Z17, Z18)")
+			emit("VSUBPS      Z16, Z22, Z17")
+			emit("VADDPS      Z16, Z22, Z18")
+			emit("VDIVPS      Z18, Z17, Z17")
+			emit("VPANDD.BCST %s, z, Z18", tc("SIGN"))
+			emit("VPORD       Z18, Z17, Z17")
+			emit("VMULPS      Z21, Z17, z")
+		})
+	define("TMASK(off, z): z = -Inf (Z26) where pos (Z25) < cpos[j] or lo (Z24) >= cpos[j], cpos[j] at "+
+		"off(DX).", "TMASK(off, z)", func() {
+		emit("VPCMPD.BCST $1, off(DX), Z25, K1")
+		emit("VPCMPD.BCST $5, off(DX), Z24, K2")
+		emit("KORW        K1, K2, K1")
+		emit("VMOVAPS     Z26, K1, z")
+	})
+	define("TEXP(z): the weights z = e^(z-M'), M' in Z27.", "TEXP(z)", func() {
+		emit("VSUBPS Z27, z, z")
+		emit("EXPZ(z, Z16, Z17)")
+	})
+	define("TV8(row, p): Z16 .. Z23 += p · the floats 0 .. 7 of the row at the address row (a base "+
+		"register, with an index or not).", "TV8(row, p)", func() {
+		for i := 0; i < 8; i++ {
+			emit("VFMADD231PS.BCST %d row, p, Z%d", 4*i, 16+i)
+		}
+	})
+	define("TV32(base, p0, p1, p2, p3): TV8 for the four rows at base (see tileRows), weights p0 .. p3.",
+		"TV32(base, p0, p1, p2, p3)", func() {
+			for i, idx := range rowIndex {
+				emit("TV8((base)%s, p%d)", idx, i)
+			}
+		})
 }
 
 func expConsts() {
@@ -88,7 +150,7 @@ func expConsts() {
 }
 
 // tileRows sets SI, R10, R11, R12 to rows 0, 4, 8 and 12 of a tile of 16 rows of hd floats at
-// ptr (R8 = hd·4 bytes, R9 = 3·R8), for rowAddr.
+// ptr (R8 = hd·4 bytes, R9 = 3·R8), for rowBase and rowIndex.
 func tileRows(ptr string) {
 	emit("MOVQ %s, SI", ptr)
 	emit("LEAQ (SI)(R8*4), R10")
@@ -96,11 +158,11 @@ func tileRows(ptr string) {
 	emit("LEAQ (R11)(R8*4), R12")
 }
 
-// rowAddr is the address of byte off of row j of the tile set up by tileRows.
-func rowAddr(j, off int) string {
-	base := [...]string{"SI", "R10", "R11", "R12"}[j/4]
-	return fmt.Sprintf("%d(%s)%s", off, base, [...]string{"", "(R8*1)", "(R8*2)", "(R9*1)"}[j%4])
-}
+// Row j of the tile set up by tileRows is at rowBase[j/4], indexed by rowIndex[j%4].
+var (
+	rowBase  = [...]string{"SI", "R10", "R11", "R12"}
+	rowIndex = [...]string{"", "(R8*1)", "(R8*2)", "(R9*1)"}
+)
 
 func advanceRows(bytes int) {
 	for _, r := range []string{"SI", "R10", "R11", "R12"} {
@@ -126,20 +188,11 @@ TEXT ·attnTileStepAVX512(SB), NOSPLIT, $0-88
 	emit("SHLQ $2, R8")
 	emit("LEAQ (R8)(R8*2), R9")
 	comment("Scores: Z<j> += k[j][d] · qt[d], d in order, four d a round.")
-	for j := 0; j < 16; j++ {
-		emit("VPXORD Z%d, Z%d, Z%d", j, j, j)
-	}
-	emit("MOVQ qt+0(FP), DI")
-	tileRows("kt+16(FP)")
-	emit("MOVQ hd+8(FP), CX")
-	emit("SHRQ $2, CX")
+	emit("ZZERO16")
+	emit("TROUND(qt+0(FP), kt+16(FP), 2)")
 	label("tscores")
 	for u := 0; u < 4; u++ {
-		q := 16 + u%2
-		emit("VMOVUPS %d(DI), Z%d", 64*u, q)
-		for j := 0; j < 16; j++ {
-			emit("VFMADD231PS.BCST %s, Z%d, Z%d", rowAddr(j, 4*u), q, j)
-		}
+		emit("TSCORE(%d, %d, Z%d)", 64*u, 4*u, 16+u%2)
 	}
 	emit("ADDQ $256, DI")
 	advanceRows(16)
@@ -150,20 +203,11 @@ TEXT ·attnTileStepAVX512(SB), NOSPLIT, $0-88
 	emit("MOVL softcap+56(FP), AX")
 	emit("TESTL AX, AX")
 	emit("JZ   tmask")
-	comment("Soft cap: s = cap · sign(y) · (1-e)/(1+e), y = s/cap, e = e^(-2|y|).")
+	comment("Soft cap, 1/cap in Z20, cap in Z21.")
 	emit("VBROADCASTSS inv+60(FP), Z20")
 	emit("VBROADCASTSS softcap+56(FP), Z21")
 	for j := 0; j < 16; j++ {
-		emit("VMULPS      Z20, Z%d, Z%d", j, j)
-		emit("VPANDD.BCST %s, Z%d, Z16", tc("ABS"), j)
-		emit("VMULPS.BCST %s, Z16, Z16", tc("MINUS2"))
-		expz(16, 17, 18)
-		emit("VSUBPS      Z16, Z22, Z17")
-		emit("VADDPS      Z16, Z22, Z18")
-		emit("VDIVPS      Z18, Z17, Z17")
-		emit("VPANDD.BCST %s, Z%d, Z18", tc("SIGN"), j)
-		emit("VPORD       Z18, Z17, Z17")
-		emit("VMULPS      Z21, Z17, Z%d", j)
+		emit("TCAP(Z%d)", j)
 	}
 
 	label("tmask")
@@ -175,10 +219,7 @@ TEXT ·attnTileStepAVX512(SB), NOSPLIT, $0-88
 	emit("VMOVDQU32 (AX), Z24")
 	emit("VBROADCASTSS %s, Z26", tc("NEGINF"))
 	for j := 0; j < 16; j++ {
-		emit("VPCMPD.BCST $1, %d(DX), Z25, K1", 4*j)
-		emit("VPCMPD.BCST $5, %d(DX), Z24, K2", 4*j)
-		emit("KORW        K1, K2, K1")
-		emit("VMOVAPS     Z26, K1, Z%d", j)
+		emit("TMASK(%d, Z%d)", 4*j, j)
 	}
 	emit("MOVQ    m+64(FP), AX")
 	emit("VMOVUPS (AX), Z27")
@@ -189,10 +230,9 @@ TEXT ·attnTileStepAVX512(SB), NOSPLIT, $0-88
 	comment("The rescaling factor e^(M-M'), the weights e^(s-M'), the sums.")
 	emit("VMOVUPS Z27, (AX)")
 	emit("VSUBPS Z27, Z28, Z28")
-	expz(28, 16, 17)
+	emit("EXPZ(Z28, Z16, Z17)")
 	for j := 0; j < 16; j++ {
-		emit("VSUBPS Z27, Z%d, Z%d", j, j)
-		expz(j, 16, 17)
+		emit("TEXP(Z%d)", j)
 	}
 	emit("MOVQ    l+72(FP), AX")
 	emit("VMULPS  (AX), Z28, Z18")
@@ -202,18 +242,13 @@ TEXT ·attnTileStepAVX512(SB), NOSPLIT, $0-88
 	emit("VMOVUPS Z18, (AX)")
 
 	comment("Output: ot[d] = ot[d]·c + Σ_j p_j·v[j][d], eight d a round.")
-	emit("MOVQ ot+80(FP), DI")
-	tileRows("vt+24(FP)")
-	emit("MOVQ hd+8(FP), CX")
-	emit("SHRQ $3, CX")
+	emit("TROUND(ot+80(FP), vt+24(FP), 3)")
 	label("tvalues")
 	for i := 0; i < 8; i++ {
 		emit("VMULPS %d(DI), Z28, Z%d", 64*i, 16+i)
 	}
-	for j := 0; j < 16; j++ {
-		for i := 0; i < 8; i++ {
-			emit("VFMADD231PS.BCST %s, Z%d, Z%d", rowAddr(j, 4*i), j, 16+i)
-		}
+	for g, base := range rowBase {
+		emit("TV32(%s, Z%d, Z%d, Z%d, Z%d)", base, 4*g, 4*g+1, 4*g+2, 4*g+3)
 	}
 	for i := 0; i < 8; i++ {
 		emit("VMOVUPS Z%d, %d(DI)", 16+i, 64*i)
@@ -226,28 +261,29 @@ TEXT ·attnTileStepAVX512(SB), NOSPLIT, $0-88
 	emit("RET")
 }
 
-// tileLoadHead writes the start of a row loader: DI dst, SI the cache, DX cells, R8 the row
-// stride in bytes, BX the rows left; at label name+"row", AX is the row of the next cell.
-func tileLoadHead(name string) {
-	emit("MOVQ dst+0(FP), DI")
-	emit("MOVQ k+8(FP), SI")
-	emit("MOVQ cells+16(FP), DX")
-	emit("MOVQ strideB+24(FP), R8")
-	emit("MOVQ $16, BX")
-	label(name + "row")
-	emit("MOVLQSX (DX), AX")
-	emit("IMULQ   R8, AX")
-	emit("ADDQ    SI, AX")
-	emit("MOVQ    hd+32(FP), CX")
-}
-
-func tileLoadTail(name string) {
-	label(name + "next")
-	emit("ADDQ $4, DX")
-	emit("DECQ BX")
-	emit("JNZ  %srow", name)
-	emit("VZEROUPPER")
-	emit("RET")
+// tileLoadMacros writes TLOADROW(row) and TLOADNEXT(next, row), the start and the end of both row
+// loaders: DI dst, SI the cache, DX cells, R8 the row stride in bytes, BX the rows left; at row,
+// AX is the row of the next cell and CX hd.
+func tileLoadMacros() {
+	define("TLOADROW(row): the loader's arguments, then at row the next row (AX) and hd (CX).",
+		"TLOADROW(row)", func() {
+			loads("dst+0(FP), DI", "k+8(FP), SI", "cells+16(FP), DX", "strideB+24(FP), R8")
+			emit("MOVQ $16, BX")
+			label("row")
+			emit("MOVLQSX (DX), AX")
+			emit("IMULQ   R8, AX")
+			emit("ADDQ    SI, AX")
+			emit("MOVQ    hd+32(FP), CX")
+		})
+	define("TLOADNEXT(next, row): at next, on to the next of the 16 rows (back to row) or the return.",
+		"TLOADNEXT(next, row)", func() {
+			label("next")
+			emit("ADDQ $4, DX")
+			emit("DECQ BX")
+			emit("JNZ  row")
+			emit("VZEROUPPER")
+			emit("RET")
+		})
 }
 
 // tileLoadF16 writes attnTileLoadF16AVX512: 16 halves a conversion, then 8.
@@ -258,7 +294,7 @@ func tileLoadF16() {
 // 16 rows of hd halves (hd > 0 a multiple of 8), row j from byte cells[j]·strideB of k, to dst[j·hd:].
 TEXT ·attnTileLoadF16AVX512(SB), NOSPLIT, $0-40
 `)
-	tileLoadHead("lf")
+	emit("TLOADROW(lfrow)")
 	label("lf16")
 	emit("CMPQ      CX, $16")
 	emit("JLT       lf8")
@@ -274,7 +310,7 @@ TEXT ·attnTileLoadF16AVX512(SB), NOSPLIT, $0-40
 	emit("VCVTPH2PS (AX), Y0")
 	emit("VMOVUPS   Y0, (DI)")
 	emit("ADDQ      $32, DI")
-	tileLoadTail("lf")
+	emit("TLOADNEXT(lfnext, lfrow)")
 }
 
 // tileLoadQ8 writes attnTileLoadQ8AVX512: per block of 32, the scale broadcast and widened, the
@@ -287,7 +323,7 @@ func tileLoadQ8() {
 // to dst[j·hd:].
 TEXT ·attnTileLoadQ8AVX512(SB), NOSPLIT, $0-40
 `)
-	tileLoadHead("lq")
+	emit("TLOADROW(lqrow)")
 	emit("SHRQ $5, CX")
 	label("lqblock")
 	emit("VPBROADCASTW (AX), Y1")
@@ -302,5 +338,5 @@ TEXT ·attnTileLoadQ8AVX512(SB), NOSPLIT, $0-40
 	emit("ADDQ $128, DI")
 	emit("DECQ CX")
 	emit("JNZ  lqblock")
-	tileLoadTail("lq")
+	emit("TLOADNEXT(lqnext, lqrow)")
 }
