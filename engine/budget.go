@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"slices"
 	"time"
 )
 
@@ -35,6 +36,13 @@ const (
 	// minChunk is the fewest prompt tokens a step carries while prompts wait, even when the
 	// decode tokens alone reach the target: prompts are never starved.
 	minChunk = 8
+	// errWindow steps that carried a decode token make the error distribution the margin is a
+	// quantile of (errQuantile): the steps a stream waits on; a few hundred so that the
+	// quantile's sample (the 5th largest error) moves with the machine within seconds.
+	errWindow   = 512
+	errQuantile = 0.99
+	// errMinSteps of them before the quantile replaces the mean-and-deviation margin.
+	errMinSteps = 64
 )
 
 // costModel fits step times online by exponentially weighted least squares with non-negative
@@ -46,6 +54,30 @@ type costModel struct {
 	steps, withPrompt int                   // steps seen, and those with prompt tokens
 	minP, maxP        float64               // fewest and most prompt tokens of those
 	errMean, errVar   float64               // exponentially weighted prediction error (seconds)
+	tail              errTail               // recent errors of steps a stream waited on
+}
+
+// errTail is a ring of the last errWindow prediction errors (measured minus modelled seconds)
+// of steps that carried a decode token, and their errQuantile quantile: a step time's tail is
+// not a normal distribution's (a step preempted by a handler goroutine or another process runs
+// 2-3x its mean), so mean plus two deviations left a stream's p99 over the target.
+type errTail struct {
+	ring    [errWindow]float64
+	n, next int                // errors held, and the slot the next one goes to
+	sorted  [errWindow]float64 // scratch of the quantile's sort (the engine's steps allocate nothing)
+	q       float64            // errQuantile quantile of ring[:n]
+}
+
+// add records one error and refreshes the quantile (a sort of at most errWindow numbers, ~10 µs
+// against steps of milliseconds).
+func (t *errTail) add(e float64) {
+	t.ring[t.next] = e
+	t.next = (t.next + 1) % errWindow
+	t.n = min(t.n+1, errWindow)
+	s := t.sorted[:t.n]
+	copy(s, t.ring[:t.n])
+	slices.Sort(s)
+	t.q = s[min(t.n-1, int(errQuantile*float64(t.n)))]
 }
 
 func features(decode, prompt int, cells float64) [nFeat]float64 {
@@ -69,6 +101,9 @@ func (m *costModel) observe(x [nFeat]float64, sec float64) {
 	if m.ready() {
 		const a = 0.05
 		e := sec - m.predict(x)
+		if x[1] > 0 {
+			m.tail.add(e)
+		}
 		d := e - m.errMean
 		m.errMean += a * d
 		m.errVar = (1 - a) * (m.errVar + a*d*d)
@@ -163,10 +198,16 @@ func (m *costModel) solve(free [nFeat]bool) ([nFeat]float64, bool) {
 	return theta, true
 }
 
-// margin is the headroom the planner keeps below the target for the model's error: its mean
-// overrun plus two standard deviations, at most a third of the target.
+// margin is the headroom the planner keeps below the target for the model's error: the
+// errQuantile quantile of the recent errors of steps a stream waited on (errTail), so that a
+// stream's inter-token p99 stays within the target; before errMinSteps of them, the mean overrun
+// plus two standard deviations. At most three quarters of the target: a machine slower than its
+// model by more than that gets minimal prompt chunks (planStep's floor), not none.
 func (m *costModel) margin(target float64) float64 {
-	return min(target/3, max(0, m.errMean+2*math.Sqrt(m.errVar)))
+	if m.tail.n >= errMinSteps {
+		return min(0.75*target, max(0, m.tail.q))
+	}
+	return min(0.75*target, max(0, m.errMean+2*math.Sqrt(m.errVar)))
 }
 
 // promptCost is the modelled time of a prompt chunk of l tokens extending a sequence that holds

@@ -290,3 +290,45 @@ func TestLearningStepsStaySmall(t *testing.T) {
 		t.Fatal("no learning step seen")
 	}
 }
+
+// TestMarginCoversTheTail feeds the cost model steps whose times are its prediction plus an
+// error drawn from a heavy-tailed distribution, and checks that the margin is at least the
+// errors' 99th percentile, which mean plus two deviations is not for these.
+func TestMarginCoversTheTail(t *testing.T) {
+	tests := []struct {
+		name   string
+		err    func(i int) float64 // the error of step i, seconds
+		p99    float64             // its 99th percentile over a window
+		target float64
+	}{
+		{name: "rare long steps", err: func(i int) float64 {
+			if i%40 == 0 { // 2.5% of the steps run 30 ms over
+				return 0.030
+			}
+			return 0
+		}, p99: 0.030, target: 0.080},
+		{name: "no error", err: func(int) float64 { return 0 }, p99: 0, target: 0.080},
+		{name: "capped", err: func(i int) float64 { return 0.2 }, p99: 0.75 * 0.080, target: 0.080},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			theta := [nFeat]float64{0.004, 0.002, 0.001, 0.0005}
+			var m costModel
+			for i := range 2000 {
+				x := features(1+i%7, (i*37)%200, float64((i*911)%9000))
+				y := 0.0
+				for k := range nFeat {
+					y += theta[k] * x[k]
+				}
+				if m.ready() {
+					y = m.predict(x) + tc.err(i) // the error against the model as it stands
+				}
+				m.observe(x, y)
+			}
+			got := m.margin(tc.target)
+			if math.Abs(got-tc.p99) > 1e-9 {
+				t.Fatalf("margin %g s, want the errors' p99 %g s (mean+2σ would be %g)", got, tc.p99, m.errMean+2*math.Sqrt(m.errVar))
+			}
+		})
+	}
+}

@@ -53,10 +53,22 @@ type Status struct {
 	TimeMS     int64  `json:"time_ms"` // Unix time of the heartbeat, milliseconds
 }
 
+// RunBound is how many sequences the node runs at most now: its live bound when it reports
+// one (Load.Bound), else MaxRunning; 0 when neither is known.
+func (s *Status) RunBound() int {
+	if s.Bound > 0 && (s.MaxRunning <= 0 || s.Bound <= s.MaxRunning) {
+		return s.Bound
+	}
+	return s.MaxRunning
+}
+
 // Load is a node's current load.
 type Load struct {
-	Running  int `json:"running"`   // sequences decoding or prefilling
-	Waiting  int `json:"waiting"`   // requests queued for admission
+	Running int `json:"running"` // sequences decoding or prefilling
+	Waiting int `json:"waiting"` // requests queued for admission
+	// Bound is how many sequences the node runs at most now (at most Status.MaxRunning: its
+	// adaptive parallelism, by KV room and inter-token target); 0 = not reported.
+	Bound    int `json:"bound,omitempty"`
 	KVTotal  int `json:"kv_total"`  // KV blocks
 	KVFree   int `json:"kv_free"`   // blocks holding nothing
 	KVCached int `json:"kv_cached"` // blocks kept only for prefix reuse (evictable)

@@ -91,8 +91,10 @@ func (r *Router) decide(ctx context.Context, prompt []int32, bodyLen int) decisi
 			c.load = max(c.load, c.status.Running+c.status.Waiting)
 		}
 		over := 0
-		if c.hasState && c.status.MaxRunning > 0 {
-			over = max(0, c.load-c.status.MaxRunning)
+		if c.hasState {
+			if bound := c.status.RunBound(); bound > 0 {
+				over = max(0, c.load-bound)
+			}
 		}
 		c.score = float64(c.cached) - r.cfg.LoadWeight*float64(c.load) - r.cfg.QueueWeight*float64(over)
 		d.maxCached = max(d.maxCached, c.cached)

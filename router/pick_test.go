@@ -27,6 +27,7 @@ func TestDecide(t *testing.T) {
 		running      int
 		waiting      int
 		inflight     int
+		bound        int // the node's live running bound (Load.Bound); 0 = not reported
 		healthy      bool
 	}
 	tests := []struct {
@@ -46,6 +47,10 @@ func TestDecide(t *testing.T) {
 		{"a full node keeps its prefix while nothing queues", [3]nodeState{{cachedBlocks: 20, running: 16, healthy: true}, {running: 4, healthy: true}, {running: 5, healthy: true}}, false, 0, ReasonPrefix},
 		// a: 320 − 16×20 − 256×4 < 0; b: −64: spill.
 		{"a queue spills even a long prefix", [3]nodeState{{cachedBlocks: 20, running: 16, waiting: 4, healthy: true}, {running: 4, healthy: true}, {running: 5, healthy: true}}, false, 1, ReasonLoad},
+		// a: 12 of load against its live bound of 8: 320 − 16×12 − 256×4 < 0; with only
+		// max_running (16) known it would keep the request (128 against b's −64).
+		{"a queue beyond the live bound spills", [3]nodeState{{cachedBlocks: 20, running: 8, waiting: 4, bound: 8, healthy: true}, {running: 4, healthy: true}, {running: 5, healthy: true}}, false, 1, ReasonLoad},
+		{"the same node without a live bound keeps its prefix", [3]nodeState{{cachedBlocks: 20, running: 8, waiting: 4, healthy: true}, {running: 4, healthy: true}, {running: 5, healthy: true}}, false, 0, ReasonPrefix},
 		{"router in-flight counts when higher than published", [3]nodeState{{inflight: 5, healthy: true}, {running: 2, healthy: true}, {running: 3, healthy: true}}, false, 1, ReasonLeastLoaded},
 		{"unhealthy nodes are skipped", [3]nodeState{{cachedBlocks: 20}, {running: 5, healthy: true}, {running: 6, healthy: true}}, false, 1, ReasonLeastLoaded},
 		{"no prompt", [3]nodeState{{running: 2, healthy: true}, {running: 2, healthy: true}, {running: 0, healthy: true}}, true, 2, ReasonNoPrompt},
@@ -59,7 +64,7 @@ func TestDecide(t *testing.T) {
 			for i, s := range tc.nodes {
 				n := r.nodes[[]string{"http://a:1", "http://b:1", "http://c:1"}[i]]
 				n.healthy = s.healthy
-				n.status = fleet.Status{ID: n.label, BlockSize: 16, MaxRunning: 16, Load: fleet.Load{Running: s.running, Waiting: s.waiting}}
+				n.status = fleet.Status{ID: n.label, BlockSize: 16, MaxRunning: 16, Load: fleet.Load{Running: s.running, Waiting: s.waiting, Bound: s.bound}}
 				n.statusAt = time.Now()
 				n.inflight.Store(int64(s.inflight))
 				r.recent.add(n, chain[:s.cachedBlocks])

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-
-	"ubatch/batch"
 )
 
 // Pooling turns a prompt's per-token hidden states into one embedding.
@@ -74,25 +72,23 @@ func pooled(c *Runtime, toks []int32, pool Pooling) ([]float64, error) {
 		return nil, fmt.Errorf("input of %d tokens is longer than the embedding context (%d)", len(toks), c.opts.NCtx)
 	}
 	defer c.KV().SeqFree(0)
+	l, err := NewLoop(c, 1)
+	if err != nil {
+		return nil, err
+	}
 	sum := make([]float64, c.h.Dim)
-	var b batch.Batch
-	seq := []int32{0}
-	for start := 0; start < len(toks); start += c.opts.NBatch {
-		b.Clear()
-		end := min(len(toks), start+c.opts.NBatch)
-		for i := start; i < end; i++ {
-			b.Add(toks[i], int32(i), seq, pool == PoolMean || i == len(toks)-1)
+	add := func(_ int, e []float32) {
+		for j, v := range e {
+			sum[j] += float64(v)
 		}
-		if err := c.Decode(&b); err != nil {
-			return nil, err
-		}
-		for i := range end - start {
-			if e := c.Embedding(i); e != nil {
-				for j, v := range e {
-					sum[j] += float64(v)
-				}
-			}
-		}
+	}
+	if pool == PoolMean {
+		err = l.Prompt(l.ids, toks, add)
+	} else if err = l.Prompt(l.ids, toks, nil); err == nil {
+		add(0, l.Out(0))
+	}
+	if err != nil {
+		return nil, err
 	}
 	return sum, nil
 }

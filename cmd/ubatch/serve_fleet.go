@@ -148,7 +148,7 @@ func (f *fleetFlags) start(ctx context.Context, n fleetNode) (stop func(), err e
 		MaxBody: n.maxBody, MaxRunning: n.maxRunning, TTL: f.ttl, Logger: n.logger, Registerer: n.reg,
 		Load: func() fleet.Load {
 			st := n.stats()
-			return fleet.Load{Running: st.Running, Waiting: st.Waiting, KVTotal: st.KV.Total, KVFree: st.KV.Free, KVCached: st.KV.Cached}
+			return fleet.Load{Running: st.Running, Waiting: st.Waiting, Bound: st.Bound, KVTotal: st.KV.Total, KVFree: st.KV.Free, KVCached: st.KV.Cached}
 		}})
 	if err != nil {
 		rdb.Close()
