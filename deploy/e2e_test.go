@@ -21,6 +21,7 @@ import (
 
 	"ubatch/internal/sse"
 	"ubatch/internal/testdata"
+	"ubatch/internal/testkit"
 	"ubatch/internal/testredis"
 )
 
@@ -273,16 +274,6 @@ func (f *fleet) node(label string) *fleetNode {
 	return nil
 }
 
-func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // tenant returns tenant i's system prompt (about 250 tokens) and a request body with question q.
 func tenant(i int) string {
 	words := []string{"castle", "river", "garden", "morning", "window", "letter", "forest", "music", "stone", "harbor"}
@@ -355,7 +346,7 @@ func (f *fleet) testAffinity(t *testing.T) string {
 	ctx := context.Background()
 	f.rdb.SAdd(ctx, "ubatch:nodes", "stranger")
 	f.rdb.Set(ctx, "ubatch:node:stranger", `{"id":"stranger","url":"http://127.0.0.1:9","block_size":16}`, time.Minute)
-	eventually(t, "the stranger ignored", 5*time.Second, func() bool { return f.metric(f.rURL, "ubatch_route_unknown_nodes") == 1 })
+	testkit.Eventually(t, 5*time.Second, "the stranger ignored", func() bool { return f.metric(f.rURL, "ubatch_route_unknown_nodes") == 1 })
 
 	sys := tenant(1)
 	first := f.post(f.entry, "/v1/completions", completion(sys+"Question zero.", 8, false), nil)
@@ -363,7 +354,7 @@ func (f *fleet) testAffinity(t *testing.T) string {
 		t.Fatalf("first request: %d %q %s", first.status, first.node, first.body)
 	}
 	owner := f.node(first.node)
-	eventually(t, "the owner's blocks in Redis", 5*time.Second, func() bool {
+	testkit.Eventually(t, 5*time.Second, "the owner's blocks in Redis", func() bool {
 		return f.rdb.SCard(ctx, "ubatch:node:"+owner.id+":blocks").Val() >= 10
 	})
 	before := f.metric(f.rURL, "ubatch_route_decisions_total", `node="`+owner.label+`"`, `reason="prefix"`)
@@ -443,10 +434,10 @@ func (f *fleet) testKill(t *testing.T, ownerLabel string) {
 		}
 	}
 	t.Logf("%d streams ended with an error event, %d late requests served elsewhere", broken, waiting)
-	eventually(t, "the victim out of rotation", 5*time.Second, func() bool {
+	testkit.Eventually(t, 5*time.Second, "the victim out of rotation", func() bool {
 		return f.metric(f.rURL, "ubatch_route_node_healthy", `node="`+victim.label+`"`) == 0
 	})
-	eventually(t, "the dead node's Redis entries expired (--fleet-ttl 3s)", 6*time.Second, func() bool {
+	testkit.Eventually(t, 6*time.Second, "the dead node's Redis entries expired (--fleet-ttl 3s)", func() bool {
 		return f.rdb.Exists(context.Background(), "ubatch:node:"+victim.id, "ubatch:node:"+victim.id+":blocks").Val() == 0
 	})
 	if f.metric(f.rURL, "ubatch_route_retries_total") < 1 {
@@ -457,7 +448,7 @@ func (f *fleet) testKill(t *testing.T, ownerLabel string) {
 func (f *fleet) testRedisRestart(t *testing.T) {
 	ctx := context.Background()
 	f.redis.Stop()
-	eventually(t, "the router noticing", 5*time.Second, func() bool { return f.metric(f.rURL, "ubatch_route_redis_errors_total") > 0 })
+	testkit.Eventually(t, 5*time.Second, "the router noticing", func() bool { return f.metric(f.rURL, "ubatch_route_redis_errors_total") > 0 })
 	sys := tenant(2)
 	served := map[string]bool{}
 	for i := range 4 {
@@ -468,7 +459,7 @@ func (f *fleet) testRedisRestart(t *testing.T) {
 		served[r.node] = true
 	}
 	f.redis.Restart()
-	eventually(t, "the nodes republishing their caches", 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, "the nodes republishing their caches", func() bool {
 		for n := range served {
 			if f.rdb.SCard(ctx, "ubatch:node:"+f.node(n).id+":blocks").Val() < 10 {
 				return false
@@ -478,7 +469,7 @@ func (f *fleet) testRedisRestart(t *testing.T) {
 	})
 	before := f.metric(f.rURL, "ubatch_route_decisions_total", `reason="prefix"`)
 	var r result
-	eventually(t, "a prefix decision after the restart", 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, "a prefix decision after the restart", func() bool {
 		r = f.post(f.entry, "/v1/completions", completion(sys+"After the restart.", 8, false), nil)
 		return r.status == 200 && f.metric(f.rURL, "ubatch_route_decisions_total", `reason="prefix"`) > before
 	})
@@ -492,7 +483,7 @@ func (f *fleet) testDashboard(t *testing.T) {
 		t.Skip("prometheus is not installed (Debian: apt-get install prometheus)")
 	}
 	// Prometheus must scrape before and after fresh traffic for rates over the last minute.
-	eventually(t, "Prometheus scraping the live targets", 20*time.Second, func() bool {
+	testkit.Eventually(t, 20*time.Second, "Prometheus scraping the live targets", func() bool {
 		return f.hasData(t, `count(up == 1) >= 3`)
 	})
 	traffic := func(i int) {

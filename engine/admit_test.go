@@ -16,25 +16,7 @@ func TestIdenticalPromptsShareThePartialBlock(t *testing.T) {
 	d.delay = time.Millisecond
 	e := start(t, d, Limits{NCtx: 1024, NSeqMax: 8, NBatch: 64, Vocab: vocab}, Config{BatchSize: 64, ChunkSize: 16})
 	p := prompt(44, 3)
-	const n = 6
-	cached := make([]int, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			s, err := e.Submit(context.Background(), Request{Prompt: p, MaxTokens: 2, Sampling: greedy()})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			got, last := collect(t, s)
-			if !equal(got, expected(p, 2)) {
-				t.Errorf("request %d: %v", i, got)
-			}
-			cached[i] = last.Usage.CachedTokens
-		})
-	}
-	wg.Wait()
-	slices.Sort(cached)
+	cached := burstOf(t, e, 6, 2, func(int) []int32 { return p })
 	if want := []int{0, 43, 43, 43, 43, 43}; !slices.Equal(cached, want) {
 		t.Fatalf("cached tokens %v, want %v", cached, want)
 	}
@@ -62,7 +44,7 @@ func TestTinyPoolDoesNotThrash(t *testing.T) {
 				return
 			}
 			got, last := collect(t, s)
-			if want := expected(p, max); !equal(got, want) || last.Finish != FinishLength {
+			if want := expected(p, max); !slices.Equal(got, want) || last.Finish != FinishLength {
 				t.Errorf("request %d: got %v (finish %s %v), want %v", i, got, last.Finish, last.Err, want)
 			}
 			preempted[i] = last.Usage.Preemptions
@@ -132,7 +114,7 @@ func TestPriorityPreemption(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			if !equal(got[0], expected(p1, 20)[1:]) || !equal(got[1], expected(p2, 4)) {
+			if !slices.Equal(got[0], expected(p1, 20)[1:]) || !slices.Equal(got[1], expected(p2, 4)) {
 				t.Fatalf("outputs %v, %v", got[0], got[1])
 			}
 			if secondFirst := order[0] == 1; secondFirst != tc.wantSecondFirst {
@@ -174,7 +156,7 @@ func TestRepeatedPromptCachedBut1(t *testing.T) {
 					t.Fatal(err)
 				}
 				got, last := collect(t, s)
-				if !equal(got, expected(p, 4)) {
+				if !slices.Equal(got, expected(p, 4)) {
 					t.Fatalf("output %v, want %v", got, expected(p, 4))
 				}
 				cached = append(cached, last.Usage.CachedTokens)

@@ -94,6 +94,18 @@ type timedDecoder struct {
 	cost  []time.Duration // per Decode
 }
 
+// newTimed is a timedDecoder over newFake(t, blocks, blockSize, seqs) on a clock that starts at
+// the Unix epoch.
+func newTimed(t *testing.T, blocks, blockSize, seqs int) *timedDecoder {
+	return &timedDecoder{fakeDecoder: newFake(t, blocks, blockSize, seqs), clock: &fakeClock{now: time.Unix(0, 0)}}
+}
+
+// startTimed is start over d, the engine timing its steps on d's clock.
+func startTimed(t *testing.T, d *timedDecoder, lim Limits, cfg Config) *Engine {
+	t.Helper()
+	return startHooked(t, d, lim, cfg, nil, d.clock.Now)
+}
+
 func stepCost(b *batch.Batch) time.Duration {
 	per := map[int32]int{}
 	for i := range b.Len() {
@@ -145,6 +157,19 @@ func (r *stepRecorder) snapshot() []StepInfo {
 
 var _ Observer = (*stepRecorder)(nil)
 
+// recvEach reads n outputs from each of streams (decoding beside each other), failing t on an
+// error.
+func recvEach(t *testing.T, streams []*Stream, n int) {
+	t.Helper()
+	for _, s := range streams {
+		for range n {
+			if _, err := s.Recv(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // TestBudgetFollowsTarget: four sequences decode while a 1500-token prompt is computed, under
 // the fake step cost above. Once the cost model has its first steps, every step that carries
 // prompt tokens beside decode tokens costs at most the target, and nearly all of it: the prompt
@@ -161,20 +186,14 @@ func TestBudgetFollowsTarget(t *testing.T) {
 	var chunks []float64
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d := &timedDecoder{fakeDecoder: newFake(t, 2048, 16, 8), clock: &fakeClock{now: time.Unix(0, 0)}}
+			d := newTimed(t, 2048, 16, 8)
 			// A little real time per step, and decoders that outlast the test however slowly it
 			// runs beside them: the steps checked have all four decoding.
 			d.delay = 20 * time.Microsecond
 			rec := &stepRecorder{}
-			e, err := New(d, Limits{NCtx: 32768, NSeqMax: 8, NBatch: 1024, Vocab: vocab},
+			e := startTimed(t, d, Limits{NCtx: 32768, NSeqMax: 8, NBatch: 1024, Vocab: vocab},
 				Config{BatchSize: 1024, ChunkSize: 1024, TargetITL: tc.target, Observer: rec})
-			if err != nil {
-				t.Fatal(err)
-			}
-			e.now = d.clock.Now
-			ctx, cancel := context.WithCancel(context.Background())
-			defer func() { cancel(); <-e.Done() }()
-			go e.Run(ctx)
+			ctx := context.Background()
 			var decoders []*Stream
 			for i := range 4 {
 				s, err := e.Submit(ctx, Request{Prompt: prompt(3, int32(i)), MaxTokens: 6000, Sampling: greedy()})
@@ -188,13 +207,7 @@ func TestBudgetFollowsTarget(t *testing.T) {
 			}
 			// Decode-only steps, so that the cost model has seen both kinds (the decoders'
 			// prompts were the steps with prompt tokens) before the long prompt comes.
-			for _, s := range decoders {
-				for range 2 * minFitSteps {
-					if _, err := s.Recv(ctx); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			recvEach(t, decoders, 2*minFitSteps)
 			long, err := e.Submit(ctx, Request{Prompt: prompt(1500, 9), MaxTokens: 1, Sampling: greedy()})
 			if err != nil {
 				t.Fatal(err)
@@ -246,17 +259,11 @@ func TestBudgetFollowsTarget(t *testing.T) {
 // TestLearningStepsStaySmall: until the cost model is fitted, a step beside decoding sequences
 // carries one chunk of prompt tokens in all, however many prompts wait for theirs.
 func TestLearningStepsStaySmall(t *testing.T) {
-	d := &timedDecoder{fakeDecoder: newFake(t, 512, 16, 8), clock: &fakeClock{now: time.Unix(0, 0)}}
+	d := newTimed(t, 512, 16, 8)
 	rec := &stepRecorder{}
-	e, err := New(d, Limits{NCtx: 8192, NSeqMax: 8, NBatch: 512, Vocab: vocab},
+	e := startTimed(t, d, Limits{NCtx: 8192, NSeqMax: 8, NBatch: 512, Vocab: vocab},
 		Config{BatchSize: 256, ChunkSize: 16, TargetITL: 50 * time.Millisecond, Observer: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.now = d.clock.Now
-	ctx, cancel := context.WithCancel(context.Background())
-	defer func() { cancel(); <-e.Done() }()
-	go e.Run(ctx)
+	ctx := context.Background()
 	dec, err := e.Submit(ctx, Request{Prompt: prompt(3, 1), MaxTokens: 5000, Sampling: greedy()})
 	if err != nil {
 		t.Fatal(err)

@@ -85,9 +85,7 @@ func startEmbed(t *testing.T, blocks int, lim Limits, cfg Config) (*Engine, *emb
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go e.Run(ctx)
-	t.Cleanup(func() { cancel(); <-e.Done() })
+	run(t, e)
 	return e, f
 }
 
@@ -171,7 +169,7 @@ func TestEmbedPooling(t *testing.T) {
 				}
 			}
 			toks, last := collect(t, gen)
-			if want := expected(prompt(5, 9), 30); !equal(toks, want) || last.Finish != FinishLength {
+			if want := expected(prompt(5, 9), 30); !slices.Equal(toks, want) || last.Finish != FinishLength {
 				t.Errorf("generation beside the embeddings: %v (%s), want %v", toks, last.Finish, want)
 			}
 			steps, _ := f.record()
@@ -259,7 +257,7 @@ func TestEmbedCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if toks, _ := collect(t, gen); !equal(toks, expected(prompt(4, 1), 3)) {
+	if toks, _ := collect(t, gen); !slices.Equal(toks, expected(prompt(4, 1), 3)) {
 		t.Errorf("after the cancel: %v", toks)
 	}
 }
@@ -289,7 +287,7 @@ func TestEmbedSlots(t *testing.T) {
 			t.Errorf("input %d: %v, want %v", i, vecs[i], want)
 		}
 	}
-	if toks, _ := collect(t, gen); !equal(toks, expected(prompt(6, 3), 20)) {
+	if toks, _ := collect(t, gen); !slices.Equal(toks, expected(prompt(6, 3), 20)) {
 		t.Errorf("generation: %v", toks)
 	}
 	steps, _ := f.record()
@@ -329,9 +327,8 @@ func TestEmbedBudget(t *testing.T) {
 				t.Fatal(err)
 			}
 			e.now = f.clock.Now
-			ctx, cancel := context.WithCancel(context.Background())
-			defer func() { cancel(); <-e.Done() }()
-			go e.Run(ctx)
+			stop := run(t, e)
+			ctx := context.Background()
 			var decoders []*Stream
 			for i := range 4 {
 				s, err := e.Submit(ctx, Request{Prompt: prompt(3+i, int32(i)), MaxTokens: 6000, Sampling: greedy()})
@@ -340,13 +337,7 @@ func TestEmbedBudget(t *testing.T) {
 				}
 				decoders = append(decoders, s)
 			}
-			for _, s := range decoders { // the cost model sees decode-only steps
-				for range 2 * minFitSteps {
-					if _, err := s.Recv(ctx); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			recvEach(t, decoders, 2*minFitSteps) // the cost model sees decode-only steps
 			// Prompts of several sizes beside the streams fit the cost model; under the floor
 			// case each generation prompt gets the floor in every step.
 			for i, n := range []int{40, 24, 56, 32, 48} {
@@ -362,8 +353,7 @@ func TestEmbedBudget(t *testing.T) {
 				t.Fatal(err)
 			}
 			vecs, _ := embedAll(t, es, 1)
-			cancel() // every step's observation is in before the records are read
-			<-e.Done()
+			stop() // every step's observation is in before the records are read
 			if want := wantEmbedding(p, PoolMean, true); !slices.Equal(vecs[0], want) {
 				t.Errorf("embedding %v, want %v", vecs[0], want)
 			}

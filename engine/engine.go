@@ -326,14 +326,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.shutdown()
 			return ctx.Err()
 		}
-		for drained := false; !drained; {
-			select {
-			case ss := <-e.incoming:
-				e.enqueue(ss)
-			default:
-				drained = true
-			}
-		}
+		e.drainIncoming()
 		if !e.tierRun(ctx) {
 			e.shutdown()
 			return ctx.Err()
@@ -345,6 +338,18 @@ func (e *Engine) Run(ctx context.Context) error {
 
 // Done is closed when Run has returned.
 func (e *Engine) Done() <-chan struct{} { return e.stopped }
+
+// drainIncoming enqueues every submission waiting in e.incoming, without blocking.
+func (e *Engine) drainIncoming() {
+	for {
+		select {
+		case ss := <-e.incoming:
+			e.enqueue(ss)
+		default:
+			return
+		}
+	}
+}
 
 func (e *Engine) enqueue(ss []*sequence) {
 	if isEmbed(ss) {
@@ -358,14 +363,7 @@ func (e *Engine) shutdown() {
 	e.sendMu.Lock() // waits for Submits between their closed check and their send
 	e.closed.Store(true)
 	e.sendMu.Unlock()
-	for drained := false; !drained; {
-		select {
-		case ss := <-e.incoming:
-			e.enqueue(ss)
-		default:
-			drained = true
-		}
-	}
+	e.drainIncoming()
 	for _, s := range e.running {
 		e.finish(s, FinishError, ErrClosed)
 	}

@@ -114,13 +114,18 @@ func start(t *testing.T, d *fakeDecoder, lim Limits, cfg Config) *Engine {
 		t.Fatal(err)
 	}
 	d.kv = e.kv.(*kvcache.Manager)
+	run(t, e)
+	return e
+}
+
+// run runs e until the test ends; stop ends Run sooner (and waits for it) and may be called
+// again.
+func run(t testing.TB, e *Engine) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go e.Run(ctx)
-	t.Cleanup(func() {
-		cancel()
-		<-e.Done()
-	})
-	return e
+	stop = func() { cancel(); <-e.Done() }
+	t.Cleanup(stop)
+	return stop
 }
 
 func greedy() sample.Params { return sample.Params{Temperature: 0, TopP: 1, RepeatPenalty: 1} }
@@ -156,18 +161,6 @@ func prompt(n int, seed int32) []int32 {
 	return p
 }
 
-func equal(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func TestConcurrentRequestsMatchAlone(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -199,7 +192,7 @@ func TestConcurrentRequestsMatchAlone(t *testing.T) {
 						return
 					}
 					got, last := collect(t, s)
-					if want := expected(p, 12); !equal(got, want) {
+					if want := expected(p, 12); !slices.Equal(got, want) {
 						t.Errorf("request %d: got %v, want %v (finish %s %v)", i, got, want, last.Finish, last.Err)
 					}
 					if last.Finish != FinishLength || last.Usage.CompletionTokens != 12 || last.Usage.PromptTokens != len(p) {
@@ -412,27 +405,33 @@ func TestCancelFreesBlocks(t *testing.T) {
 }
 
 // burst submits n requests at once, each common plus two tokens of its own, checks their greedy
-// outputs and returns how many prompt tokens each took from the prefix cache, sorted.
+// outputs (3 tokens) and returns how many prompt tokens each took from the prefix cache, sorted.
 func burst(t *testing.T, e *Engine, common []int32, n int) []int {
+	t.Helper()
+	return burstOf(t, e, n, 3, func(i int) []int32 { return append(slices.Clone(common), int32(i), int32(i+1)) })
+}
+
+// burstOf submits n requests at once, request i with the prompt promptOf(i) and maxTokens,
+// checks their greedy outputs and returns how many prompt tokens each took from the prefix
+// cache, sorted.
+func burstOf(t *testing.T, e *Engine, n, maxTokens int, promptOf func(i int) []int32) []int {
 	t.Helper()
 	var wg sync.WaitGroup
 	cached := make([]int, n)
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p := append(append([]int32(nil), common...), int32(i), int32(i+1))
-			s, err := e.Submit(context.Background(), Request{Prompt: p, MaxTokens: 3, Sampling: greedy()})
+		wg.Go(func() {
+			p := promptOf(i)
+			s, err := e.Submit(context.Background(), Request{Prompt: p, MaxTokens: maxTokens, Sampling: greedy()})
 			if err != nil {
 				t.Error(err)
 				return
 			}
 			got, last := collect(t, s)
-			if !equal(got, expected(p, 3)) {
+			if !slices.Equal(got, expected(p, maxTokens)) {
 				t.Errorf("request %d: %v", i, got)
 			}
 			cached[i] = last.Usage.CachedTokens
-		}()
+		})
 	}
 	wg.Wait()
 	slices.Sort(cached)
@@ -478,7 +477,7 @@ func TestPrefixCacheAcrossRequests(t *testing.T) {
 	first, o1 := run()
 	computed := e.Stats().PromptComputed
 	second, o2 := run()
-	if !equal(first, second) || !equal(first, expected(p, 5)) {
+	if !slices.Equal(first, second) || !slices.Equal(first, expected(p, 5)) {
 		t.Fatalf("outputs differ: %v vs %v", first, second)
 	}
 	// 7 full blocks of 4, then the first cell of the 8th, which the first run filled with prompt
@@ -571,11 +570,11 @@ func TestSubmitSeveral(t *testing.T) {
 		}
 	}
 	for i, p := range ps[:2] {
-		if !equal(got[i], expected(p, 8)) || last[i].Finish != FinishLength {
+		if !slices.Equal(got[i], expected(p, 8)) || last[i].Finish != FinishLength {
 			t.Errorf("request %d: %v, finish %s; want %v", i, got[i], last[i].Finish, expected(p, 8))
 		}
 	}
-	if n := len(got[2]); n < 3 || n >= 200 || !equal(got[2], expected(ps[2], n)) || last[2].Finish != FinishStop {
+	if n := len(got[2]); n < 3 || n >= 200 || !slices.Equal(got[2], expected(ps[2], n)) || last[2].Finish != FinishStop {
 		t.Errorf("cancelled request: %d tokens, finish %s", n, last[2].Finish)
 	}
 }

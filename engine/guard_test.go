@@ -1,16 +1,16 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"ubatch/internal/testkit"
 	"ubatch/sample"
 )
 
@@ -24,24 +24,6 @@ func (p *panicCounter) Panicked() { p.n.Add(1) }
 
 var _ PanicObserver = (*panicCounter)(nil)
 
-// syncBuffer is a log sink safe for the engine's goroutine and the test's.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // startHooked is start with the test hook and clock set before Run.
 func startHooked(t *testing.T, d Decoder, lim Limits, cfg Config, hook func(string, *Request), now func() time.Time) *Engine {
 	t.Helper()
@@ -53,12 +35,7 @@ func startHooked(t *testing.T, d Decoder, lim Limits, cfg Config, hook func(stri
 	if now != nil {
 		e.now = now
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go e.Run(ctx)
-	t.Cleanup(func() {
-		cancel()
-		<-e.Done()
-	})
+	run(t, e)
 	return e
 }
 
@@ -79,7 +56,7 @@ func TestSamplePanicFailsOneRequest(t *testing.T) {
 			}
 		}
 	}
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	obs := &panicCounter{}
 	d := newFake(t, 64, 4, 4)
 	d.delay = 200 * time.Microsecond // keep the two requests decoding side by side
@@ -106,7 +83,7 @@ func TestSamplePanicFailsOneRequest(t *testing.T) {
 	if want := "internal error " + pe.ID + ": please report it"; pe.ID == "" || last.Err.Error() != want || pe.Where != "sample" {
 		t.Fatalf("error %q (where %q), want %q", last.Err, pe.Where, want)
 	}
-	if want := expected(faultyPrompt, 2); !equal(got, want) {
+	if want := expected(faultyPrompt, 2); !slices.Equal(got, want) {
 		t.Fatalf("faulty request streamed %v before its panic, want %v", got, want)
 	}
 	if n := obs.n.Load(); n != 1 {
@@ -118,14 +95,14 @@ func TestSamplePanicFailsOneRequest(t *testing.T) {
 	}
 
 	got, last = collect(t, plain)
-	if want := expected(plainPrompt, 30); !equal(got, want) || last.Finish != FinishLength {
+	if want := expected(plainPrompt, 30); !slices.Equal(got, want) || last.Finish != FinishLength {
 		t.Fatalf("the request beside it: %v (%s %v), want %v", got, last.Finish, last.Err, want)
 	}
 	after, err := e.Submit(context.Background(), Request{Prompt: prompt(3, 3), MaxTokens: 5, Sampling: greedy()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, last := collect(t, after); !equal(got, expected(prompt(3, 3), 5)) || last.Finish != FinishLength {
+	if got, last := collect(t, after); !slices.Equal(got, expected(prompt(3, 3), 5)) || last.Finish != FinishLength {
 		t.Fatalf("a request after the panic: %v (%s %v)", got, last.Finish, last.Err)
 	}
 	waitIdle(t, e) // the failed request's blocks went back
@@ -142,7 +119,7 @@ func TestSubmitPanicIsAnError(t *testing.T) {
 	obs := &panicCounter{}
 	d := newFake(t, 64, 4, 4)
 	e := startHooked(t, d, Limits{NCtx: 256, NSeqMax: 4, NBatch: 64, Vocab: vocab},
-		Config{Observer: obs, Logger: slog.New(slog.NewTextHandler(&syncBuffer{}, nil))}, hook, nil)
+		Config{Observer: obs, Logger: slog.New(slog.NewTextHandler(&testkit.SyncBuffer{}, nil))}, hook, nil)
 	bad := greedy()
 	bad.Seed = 13
 	_, err := e.Submit(context.Background(), Request{Prompt: prompt(3, 1), Sampling: bad})
@@ -154,7 +131,7 @@ func TestSubmitPanicIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := collect(t, s); !equal(got, expected(prompt(3, 1), 4)) {
+	if got, _ := collect(t, s); !slices.Equal(got, expected(prompt(3, 1), 4)) {
 		t.Fatalf("the next request got %v", got)
 	}
 }
@@ -209,7 +186,7 @@ func TestSlowSamplingEndsTheSequence(t *testing.T) {
 	}
 	for _, seed := range []uint64{2, 3} {
 		got, last := collect(t, streams[seed])
-		if want := expected(prompts[seed], 40); !equal(got, want) || last.Finish != FinishLength {
+		if want := expected(prompts[seed], 40); !slices.Equal(got, want) || last.Finish != FinishLength {
 			t.Fatalf("request %d: %d tokens, %s %v; want all 40", seed, len(got), last.Finish, last.Err)
 		}
 	}

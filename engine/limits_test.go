@@ -42,7 +42,7 @@ func TestSequenceCap(t *testing.T) {
 				return
 			}
 			got, last := collect(t, s)
-			if !equal(got, expected(p, tc.wantGen)) || last.Finish != FinishLength {
+			if !slices.Equal(got, expected(p, tc.wantGen)) || last.Finish != FinishLength {
 				t.Fatalf("generated %d tokens (finish %s), want %d", len(got), last.Finish, tc.wantGen)
 			}
 		})

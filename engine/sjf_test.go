@@ -87,7 +87,7 @@ func TestShortFirstAtAdmission(t *testing.T) {
 			}
 			collect(t, blocker)
 			for i, s := range streams {
-				if got, _ := collect(t, s); !equal(got, expected(prompts[i], tc.queued[i].maxTokens)) {
+				if got, _ := collect(t, s); !slices.Equal(got, expected(prompts[i], tc.queued[i].maxTokens)) {
 					t.Fatalf("queued request %d: output %v", i, got)
 				}
 			}
@@ -132,12 +132,11 @@ func TestAgingBoundsTheWait(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d := &timedDecoder{fakeDecoder: newFake(t, 256, 4, 4), clock: &fakeClock{now: time.Unix(0, 0)}}
+			d := newTimed(t, 256, 4, 4)
 			d.delay = time.Millisecond // real time for the clients to queue their next request
 			rec := &orderRecorder{}
-			e := startHooked(t, d, Limits{NCtx: 1024, NSeqMax: 4, NBatch: 64, Vocab: vocab},
-				Config{MaxRunning: 1, Policy: tc.policy, MaxWait: tc.maxWait, PriorityAging: tc.aging, Observer: rec},
-				nil, d.clock.Now)
+			e := startTimed(t, d, Limits{NCtx: 1024, NSeqMax: 4, NBatch: 64, Vocab: vocab},
+				Config{MaxRunning: 1, Policy: tc.policy, MaxWait: tc.maxWait, PriorityAging: tc.aging, Observer: rec})
 			ctx := context.Background()
 			var submitted atomic.Int64
 			var wg sync.WaitGroup
@@ -163,7 +162,7 @@ func TestAgingBoundsTheWait(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got, _ := collect(t, s); !equal(got, expected(victim.Prompt, victim.MaxTokens)) {
+			if got, _ := collect(t, s); !slices.Equal(got, expected(victim.Prompt, victim.MaxTokens)) {
 				t.Fatalf("victim output %v", got)
 			}
 			wg.Wait()
@@ -195,11 +194,11 @@ func TestAgedPriorityDoesNotPreempt(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d := &timedDecoder{fakeDecoder: newFake(t, 256, 4, 2), clock: &fakeClock{now: time.Unix(0, 0)}}
+			d := newTimed(t, 256, 4, 2)
 			d.delay = 100 * time.Microsecond
 			rec := &orderRecorder{}
-			e := startHooked(t, d, Limits{NCtx: 1024, NSeqMax: 2, NBatch: 64, Vocab: vocab},
-				Config{MaxRunning: 1, PriorityAging: tc.aging, Observer: rec}, nil, d.clock.Now)
+			e := startTimed(t, d, Limits{NCtx: 1024, NSeqMax: 2, NBatch: 64, Vocab: vocab},
+				Config{MaxRunning: 1, PriorityAging: tc.aging, Observer: rec})
 			ctx := context.Background()
 			run, err := e.Submit(ctx, Request{Prompt: prompt(6, 1), MaxTokens: 40, Sampling: greedy()})
 			if err != nil {

@@ -471,7 +471,7 @@ func (rs *roundState) check(q *stressReq, cancelled bool) {
 	}
 	rs.generated.Add(int64(o.Usage.CompletionTokens))
 	want, finish, completion := outcome(q.req, r.eog, r.nCtx)
-	if len(q.got) > len(want) || !equal(q.got, want[:len(q.got)]) {
+	if len(q.got) > len(want) || !slices.Equal(q.got, want[:len(q.got)]) {
 		fail("%v: tokens %v are not a prefix of the greedy output %v", q, q.got, want)
 	}
 	if o.Usage.PromptTokens != len(q.req.Prompt) {
@@ -483,7 +483,7 @@ func (rs *roundState) check(q *stressReq, cancelled bool) {
 		(q.how == 0 && o.Finish == FinishCancelled || q.how == 1 && o.Finish == FinishStop):
 		return // the cancellation took effect after any number of further tokens
 	case o.Finish == finish:
-		if !equal(q.got, want) || o.Usage.CompletionTokens != completion {
+		if !slices.Equal(q.got, want) || o.Usage.CompletionTokens != completion {
 			fail("%v: finished %s with %d tokens (usage %d), want %d tokens (usage %d)",
 				q, o.Finish, len(q.got), o.Usage.CompletionTokens, len(want), completion)
 		}

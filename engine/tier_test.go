@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -132,7 +133,7 @@ func TestSwapOutAndIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, last := collect(t, low)
-	if want := expected(lowPrompt, 20)[6:]; !equalTokens(got, want) || last.Finish != FinishLength {
+	if want := expected(lowPrompt, 20)[6:]; !slices.Equal(got, want) || last.Finish != FinishLength {
 		t.Fatalf("low after its swap: %v (%s), want %v", got, last.Finish, want)
 	}
 	collect(t, high)
@@ -149,16 +150,4 @@ func TestSwapOutAndIn(t *testing.T) {
 	if rec.swapIn == 0 || rec.fetched == 0 {
 		t.Fatalf("no swap-in: %d blocks fetched, %d swap-ins", rec.fetched, rec.swapIn)
 	}
-}
-
-func equalTokens(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

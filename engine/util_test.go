@@ -17,6 +17,20 @@ func runUtil(t *testing.T, slots, batchSize int) (*Engine, *stepRecorder) {
 	return e, rec
 }
 
+// utilSteps serves reqs, submitted together, to their end on runUtil(t, slots, batchSize) and
+// returns the steps it observed.
+func utilSteps(t *testing.T, slots, batchSize int, reqs ...Request) []StepInfo {
+	t.Helper()
+	e, rec := runUtil(t, slots, batchSize)
+	s, err := e.Submit(context.Background(), reqs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	collect(t, s)
+	waitIdle(t, e) // the last step is observed after its final outputs went out
+	return rec.snapshot()
+}
+
 func utilIs(s StepInfo, want float64) bool { return math.Abs(s.Utilization()-want) < 1e-12 }
 
 // TestUtilizationAllSlotsDecoding: 16 requests submitted together on MaxRunning 16 are admitted
@@ -24,18 +38,11 @@ func utilIs(s StepInfo, want float64) bool { return math.Abs(s.Utilization()-wan
 // 19 decode steps, carries all it could, and a decode step's capacity is the 16 slots, not the
 // 256-token budget (tokens over the budget read 0.0625 here).
 func TestUtilizationAllSlotsDecoding(t *testing.T) {
-	e, rec := runUtil(t, 16, 256)
 	reqs := make([]Request, 16)
 	for i := range reqs {
 		reqs[i] = Request{Prompt: prompt(3, int32(i)), MaxTokens: 20, Sampling: greedy()}
 	}
-	s, err := e.Submit(context.Background(), reqs...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	collect(t, s)
-	waitIdle(t, e) // the last step is observed after its final outputs went out
-	steps := rec.snapshot()
+	steps := utilSteps(t, 16, 256, reqs...)
 	if len(steps) != 20 {
 		t.Fatalf("%d steps, want 20 (one for the prompts, 19 decoding): %+v", len(steps), steps)
 	}
@@ -53,14 +60,7 @@ func TestUtilizationAllSlotsDecoding(t *testing.T) {
 // TestUtilizationOneClient: one sequence decoding alone on 16 slots reads 1/16 every step;
 // its prompt's step reads its 3 tokens over those 3 and the 15 free slots.
 func TestUtilizationOneClient(t *testing.T) {
-	e, rec := runUtil(t, 16, 256)
-	s, err := e.Submit(context.Background(), Request{Prompt: prompt(3, 1), MaxTokens: 10, Sampling: greedy()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	collect(t, s)
-	waitIdle(t, e) // the last step is observed after its final outputs went out
-	steps := rec.snapshot()
+	steps := utilSteps(t, 16, 256, Request{Prompt: prompt(3, 1), MaxTokens: 10, Sampling: greedy()})
 	if len(steps) != 10 {
 		t.Fatalf("%d steps, want 10: %+v", len(steps), steps)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"ubatch/internal/testkit"
 	"ubatch/internal/testredis"
 	"ubatch/kvcache"
 	"ubatch/prefixhash"
@@ -146,17 +147,6 @@ func (f *fixture) run() {
 	f.t.Cleanup(func() { f.stop(); <-f.done })
 }
 
-// eventually polls cond for up to 5 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func (f *fixture) match(toks []int32) int {
 	m, err := f.index.Match(context.Background(), []string{"n1"}, prefixhash.Chain(nil, toks, bs))
 	if err != nil {
@@ -171,7 +161,7 @@ func TestPublisherMirrorsTheCacheInRedis(t *testing.T) {
 	f.run()
 	a := tokens(13, 7) // three full blocks
 	f.node.prefill(0, a)
-	eventually(t, "the prompt's blocks in Redis", func() bool { return f.match(a) == 3 })
+	testkit.Eventually(t, 5*time.Second, "the prompt's blocks in Redis", func() bool { return f.match(a) == 3 })
 	longer := append(slices.Clone(a[:8]), 99, 98, 97, 96)
 	if got := f.match(longer); got != 2 {
 		t.Fatalf("a prompt sharing two blocks matches %d", got)
@@ -181,7 +171,7 @@ func TestPublisherMirrorsTheCacheInRedis(t *testing.T) {
 	}
 
 	f.load.Store(3)
-	eventually(t, "the status", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the status", func() bool {
 		nodes, bad, err := f.index.Nodes(context.Background())
 		return err == nil && bad == 0 && len(nodes) == 1 && nodes[0].Running == 3 && nodes[0].BlockSize == bs &&
 			nodes[0].MaxBody == 1000 && nodes[0].Blocks == 3 && nodes[0].URL == "http://127.0.0.1:1"
@@ -194,11 +184,11 @@ func TestPublisherMirrorsTheCacheInRedis(t *testing.T) {
 	f.node.c.SeqFree(0)
 	b := tokens(32, 3000)
 	f.node.prefill(1, b)
-	eventually(t, "evicted blocks leave Redis", func() bool { return f.match(a) == 0 && f.match(b) == 8 })
+	testkit.Eventually(t, 5*time.Second, "evicted blocks leave Redis", func() bool { return f.match(a) == 0 && f.match(b) == 8 })
 
 	// Redis restarts empty: the publisher notices and rewrites the set.
 	rs.Restart()
-	eventually(t, "the set rewritten after a Redis restart", func() bool { return f.match(b) == 8 })
+	testkit.Eventually(t, 5*time.Second, "the set rewritten after a Redis restart", func() bool { return f.match(b) == 8 })
 	if v := testutil.ToFloat64(f.pub.m.resyncs); v < 2 {
 		t.Fatalf("%v resyncs, want the first one and one after the restart", v)
 	}
@@ -221,9 +211,9 @@ func TestPublisherSurvivesRedisOutage(t *testing.T) {
 	f.run()
 	a := tokens(8, 1)
 	f.node.prefill(0, a) // serving goes on: the hook never waits for Redis
-	eventually(t, "failures counted", func() bool { return testutil.ToFloat64(f.pub.m.failures) >= 2 })
+	testkit.Eventually(t, 5*time.Second, "failures counted", func() bool { return testutil.ToFloat64(f.pub.m.failures) >= 2 })
 	rs.Restart()
-	eventually(t, "the blocks published once Redis is back", func() bool { return f.match(a) == 2 })
+	testkit.Eventually(t, 5*time.Second, "the blocks published once Redis is back", func() bool { return f.match(a) == 2 })
 }
 
 func TestDroppedChangesAreRepairedByAResync(t *testing.T) {
@@ -242,7 +232,7 @@ func TestDroppedChangesAreRepairedByAResync(t *testing.T) {
 	}
 	f.run()
 	want := tr.Snapshot()
-	eventually(t, "Redis equal to the tracker", func() bool {
+	testkit.Eventually(t, 5*time.Second, "Redis equal to the tracker", func() bool {
 		got, err := f.index.Members(context.Background(), "n1")
 		if err != nil || len(got) != len(want) {
 			return false
@@ -309,10 +299,10 @@ func TestDeadNodeEntriesExpire(t *testing.T) {
 	f.run()
 	a := tokens(8, 1)
 	f.node.prefill(0, a)
-	eventually(t, "the blocks published", func() bool { return f.match(a) == 2 })
+	testkit.Eventually(t, 5*time.Second, "the blocks published", func() bool { return f.match(a) == 2 })
 	f.pub.cfg.Redis.Close()
 	start := time.Now()
-	eventually(t, "the dead node's entries expired", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the dead node's entries expired", func() bool {
 		n, _, err := f.index.Nodes(context.Background())
 		return err == nil && len(n) == 0 && f.match(a) == 0
 	})

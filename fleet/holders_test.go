@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
+	"ubatch/internal/testkit"
 	"ubatch/internal/testredis"
 	"ubatch/prefixhash"
 )
@@ -79,7 +81,7 @@ func TestPublisherPublishesTheKVIdentity(t *testing.T) {
 	f.run()
 	a := tokens(8, 1)
 	f.node.prefill(0, a)
-	eventually(t, "the identity and the blocks", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the identity and the blocks", func() bool {
 		nodes, _, err := f.index.Nodes(context.Background())
 		if err != nil || len(nodes) != 1 {
 			return false

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"ubatch/internal/iocount"
 	"ubatch/quant"
 )
 
@@ -136,7 +137,7 @@ func (w *Writer) WriteTo(out io.Writer) (int64, error) {
 		hdr = append(hdr, make([]byte, alignUp(uint64(len(hdr)), align)-uint64(len(hdr)))...)
 	}
 
-	cw := &countingWriter{w: out}
+	cw := &iocount.Writer{W: out}
 	bw := bufio.NewWriterSize(cw, 1<<20)
 	_, err := bw.Write(hdr)
 	pos := uint64(0) // offset within the data section
@@ -158,21 +159,9 @@ func (w *Writer) WriteTo(out io.Writer) (int64, error) {
 		err = bw.Flush()
 	}
 	if err != nil {
-		return cw.n, fmt.Errorf("gguf: write: %w", err)
+		return cw.N, fmt.Errorf("gguf: write: %w", err)
 	}
-	return cw.n, nil
-}
-
-// countingWriter counts the bytes that reach w, so WriteTo reports what was actually written.
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
+	return cw.N, nil
 }
 
 // WriteFile writes the file to a temporary file next to path and renames it over path, so path

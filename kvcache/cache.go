@@ -559,13 +559,18 @@ func (c *Manager) trim(seq int) {
 	for n > 0 && c.pos[sq.table[(n-1)/c.bs]*c.bs+(n-1)%c.bs] < 0 {
 		n--
 	}
+	c.truncate(sq, n)
+	c.updateRange(seq)
+}
+
+// truncate cuts sq to its first n cells, releasing the blocks past the one holding the last.
+func (c *Manager) truncate(sq *seqTable, n int32) {
 	keep := int((n + c.bs - 1) / c.bs)
 	for i := len(sq.table) - 1; i >= keep; i-- {
 		c.release(sq.table[i])
 	}
 	sq.table = sq.table[:keep]
 	sq.n = n
-	c.updateRange(seq)
 }
 
 // updateRange recomputes seq's position range from its cells.

@@ -86,12 +86,7 @@ func (c *Manager) SeqDiscard(seq int, p0, p1 int32) error {
 		j++
 	}
 	c.rotateCells(c.rotated, -d)
-	keep := int((j + c.bs - 1) / c.bs)
-	for bi := len(sq.table) - 1; bi >= keep; bi-- {
-		c.release(sq.table[bi])
-	}
-	sq.table = sq.table[:keep]
-	sq.n = j
+	c.truncate(sq, j)
 	c.trim(seq)
 	return nil
 }

@@ -42,24 +42,15 @@ func (r *randTest) opDiscard() {
 	if got := r.c.seqs[s].n; got != wantN {
 		r.fatalf("SeqDiscard: seq %d has %d cells, want %d (compacted)", s, got, wantN)
 	}
-	var out []entry
-	changed := false
-	for _, e := range r.m.seqs[s] {
+	r.moveRef(s, func(p int32) int32 {
 		switch {
-		case rg.has(e.Pos):
-			changed = true
-			continue
-		case e.Pos >= p1:
-			changed = true
-			e.Pos -= p1 - p0
-			e.K -= float32(p1 - p0)
+		case rg.has(p):
+			return -1
+		case p >= p1:
+			return p - (p1 - p0)
 		}
-		out = append(out, e)
-	}
-	if changed {
-		r.m.seqs[s] = out
-		r.m.fresh(s)
-	}
+		return p
+	})
 }
 
 // opTurn is the next turn of a chat: a sequence with a fresh history is freed and its tokens, or

@@ -346,21 +346,12 @@ func (r *randTest) opDiv() {
 	}
 	r.stats["div ok"]++
 	rg := makeRange(p0, p1)
-	var out []entry
-	changed := false
-	for _, e := range r.m.seqs[s] {
-		if rg.has(e.Pos) && e.Pos/d != e.Pos {
-			changed = true
-			np := e.Pos / d
-			e.K += float32(np - e.Pos)
-			e.Pos = np
+	r.moveRef(s, func(p int32) int32 {
+		if rg.has(p) {
+			return p / d
 		}
-		out = append(out, e)
-	}
-	if changed {
-		r.m.seqs[s] = out
-		r.m.fresh(s)
-	}
+		return p
+	})
 }
 
 func (r *randTest) opShift() {
@@ -379,16 +370,30 @@ func (r *randTest) opShift() {
 	if delta == 0 || rg.empty() {
 		return
 	}
+	r.moveRef(s, func(p int32) int32 {
+		if rg.has(p) {
+			return p + delta // below 0: the cell goes
+		}
+		return p
+	})
+}
+
+// moveRef applies an operation's move to seq s's reference entries: move maps a position to
+// its new one (the same: the entry stays as it is; below 0: it goes), and a moved entry's key
+// moves with its position, as a rotation does. When any entry moved or went, s's history is
+// known to be shared with no other sequence's (a new lineage).
+func (r *randTest) moveRef(s int, move func(pos int32) int32) {
 	var out []entry
 	changed := false
 	for _, e := range r.m.seqs[s] {
-		if rg.has(e.Pos) {
+		np := move(e.Pos)
+		if np != e.Pos {
 			changed = true
-			e.Pos += delta
-			e.K += float32(delta)
-			if e.Pos < 0 {
+			if np < 0 {
 				continue
 			}
+			e.K += float32(np - e.Pos)
+			e.Pos = np
 		}
 		out = append(out, e)
 	}
@@ -469,6 +474,74 @@ func (r *randTest) opFree() {
 	}
 }
 
+// weightedOp is an operation of a random run, chosen when the run's draw x (0 to 99) is below
+// upTo and no earlier one's upTo.
+type weightedOp struct {
+	upTo int
+	op   func(*randTest)
+}
+
+// randomRun is a randomized test against the reference: per seed, a cache of cfg (four
+// sequences, MaxSeqs 4) and the reference, three documents of 16-31 tokens, then ops operations
+// drawn from mix, each followed by check. The outcomes in want must all have happened in the
+// run, or it checked nothing of what it is for.
+type randomRun struct {
+	seeds  int
+	stream uint64 // the PCG stream of the seeds' generators
+	cfg    Config
+	ops    int
+	mix    []weightedOp
+	want   []string
+	setup  func(r *randTest) // before the documents are drawn; nil for none
+	done   func(r *randTest) // after a seed's operations; nil for none
+}
+
+func (rr randomRun) run(t *testing.T) {
+	stats := map[string]int{}
+	defer func() {
+		t.Logf("outcomes: %v", stats)
+		for _, k := range rr.want {
+			if stats[k] == 0 {
+				t.Errorf("no %q in the run", k)
+			}
+		}
+	}()
+	for seed := range uint64(rr.seeds) {
+		rng := rand.New(rand.NewPCG(seed, rr.stream))
+		const nSeq = 4
+		r := &randTest{
+			t:   t,
+			rng: rng,
+			c:   newCache(t, rr.cfg),
+			m:   refModel{seqs: make([][]entry, nSeq), lineage: make([]int, nSeq)},
+			doc: make([]int, nSeq),
+		}
+		if rr.setup != nil {
+			rr.setup(r)
+		}
+		for range 3 {
+			d := make([]int32, 16+rng.IntN(16))
+			for i := range d {
+				d[i] = int32(rng.IntN(50))
+			}
+			r.docs = append(r.docs, d)
+		}
+		r.stats = stats
+		for s := range nSeq {
+			r.m.fresh(s)
+		}
+		for range rr.ops {
+			x := rng.IntN(100)
+			i := slices.IndexFunc(rr.mix, func(o weightedOp) bool { return x < o.upTo })
+			rr.mix[i].op(r)
+			r.check()
+		}
+		if rr.done != nil {
+			rr.done(r)
+		}
+	}
+}
+
 func TestRandomOpsAgainstReference(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -480,64 +553,24 @@ func TestRandomOpsAgainstReference(t *testing.T) {
 		{name: "f16", dtype: F16, seeds: 5, ops: 300},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			stats := map[string]int{}
-			defer func() {
-				t.Logf("outcomes: %v", stats)
-				// What this test is for must have happened, or it checks nothing.
-				for _, k := range []string{"attach partial", "attach from a kept partial block", "freed partial block matched", "discard ok"} {
-					if stats[k] == 0 {
-						t.Errorf("no %q in the run", k)
-					}
-				}
-			}()
-			for seed := range uint64(tc.seeds) {
-				rng := rand.New(rand.NewPCG(seed, 0x5eed))
-				const nSeq = 4
-				r := &randTest{
-					t:   t,
-					rng: rng,
-					c:   newCache(t, Config{NLayers: 2, KVDim: 2, BlockSize: 4, NumBlocks: 18, MaxSeqs: nSeq, DType: tc.dtype}),
-					m:   refModel{seqs: make([][]entry, nSeq), lineage: make([]int, nSeq)},
-					doc: make([]int, nSeq),
-				}
-				for range 3 {
-					d := make([]int32, 16+rng.IntN(16))
-					for i := range d {
-						d[i] = int32(rng.IntN(50))
-					}
-					r.docs = append(r.docs, d)
-				}
-				r.stats = stats
-				for s := range nSeq {
-					r.m.fresh(s)
-				}
-				for range tc.ops {
-					switch x := rng.IntN(100); {
-					case x < 40:
-						r.opReserve()
-					case x < 45:
-						r.opReserveInvalid()
-					case x < 60:
-						r.opRemove()
-					case x < 70:
-						r.opCopy()
-					case x < 72:
-						r.opShift()
-					case x < 75:
-						r.opDiscard()
-					case x < 80:
-						r.opDiv()
-					case x < 88:
-						r.opAttach()
-					case x < 92:
-						r.opTurn()
-					default:
-						r.opFree()
-					}
-					r.check()
-				}
-			}
-		})
+		t.Run(tc.name, randomRun{
+			seeds:  tc.seeds,
+			stream: 0x5eed,
+			cfg:    Config{NLayers: 2, KVDim: 2, BlockSize: 4, NumBlocks: 18, MaxSeqs: 4, DType: tc.dtype},
+			ops:    tc.ops,
+			mix: []weightedOp{
+				{40, (*randTest).opReserve},
+				{45, (*randTest).opReserveInvalid},
+				{60, (*randTest).opRemove},
+				{70, (*randTest).opCopy},
+				{72, (*randTest).opShift},
+				{75, (*randTest).opDiscard},
+				{80, (*randTest).opDiv},
+				{88, (*randTest).opAttach},
+				{92, (*randTest).opTurn},
+				{100, (*randTest).opFree},
+			},
+			want: []string{"attach partial", "attach from a kept partial block", "freed partial block matched", "discard ok"},
+		}.run)
 	}
 }

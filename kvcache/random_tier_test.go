@@ -2,7 +2,6 @@ package kvcache
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"testing"
 	"unsafe"
@@ -184,61 +183,24 @@ func TestRandomOpsWithTier(t *testing.T) {
 		{name: "f16", dtype: F16, seeds: 5},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			stats := map[string]int{}
-			defer func() {
-				t.Logf("outcomes: %v", stats)
-				for _, k := range []string{"import", "import gained", "import partial", "attach hit", "spilled"} {
-					if stats[k] == 0 {
-						t.Errorf("no %q in the run", k)
-					}
-				}
-			}()
-			for seed := range uint64(tc.seeds) {
-				rng := rand.New(rand.NewPCG(seed, 0x71e5))
-				const nSeq = 4
-				r := &randTest{
-					t:   t,
-					rng: rng,
-					c:   newCache(t, Config{NLayers: 2, KVDim: 2, BlockSize: 4, NumBlocks: 14, MaxSeqs: nSeq, DType: tc.dtype}),
-					m:   refModel{seqs: make([][]entry, nSeq), lineage: make([]int, nSeq)},
-					doc: make([]int, nSeq),
-				}
-				r.c.enableTier(func() bool { return rng.IntN(5) == 0 })
-				for range 3 {
-					d := make([]int32, 16+rng.IntN(16))
-					for i := range d {
-						d[i] = int32(rng.IntN(50))
-					}
-					r.docs = append(r.docs, d)
-				}
-				r.stats = stats
-				for s := range nSeq {
-					r.m.fresh(s)
-				}
-				for range 300 {
-					switch x := rng.IntN(100); {
-					case x < 40:
-						r.opReserve()
-					case x < 50:
-						r.opRemove()
-					case x < 55:
-						r.opCopy()
-					case x < 58:
-						r.opDiscard()
-					case x < 68:
-						r.opAttach()
-					case x < 76:
-						r.opTurn()
-					case x < 86:
-						r.opImport()
-					default:
-						r.opFree()
-					}
-					r.check()
-				}
-				stats["spilled"] += r.c.tier.spilled
-			}
-		})
+		t.Run(tc.name, randomRun{
+			seeds:  tc.seeds,
+			stream: 0x71e5,
+			cfg:    Config{NLayers: 2, KVDim: 2, BlockSize: 4, NumBlocks: 14, MaxSeqs: 4, DType: tc.dtype},
+			ops:    300,
+			mix: []weightedOp{
+				{40, (*randTest).opReserve},
+				{50, (*randTest).opRemove},
+				{55, (*randTest).opCopy},
+				{58, (*randTest).opDiscard},
+				{68, (*randTest).opAttach},
+				{76, (*randTest).opTurn},
+				{86, (*randTest).opImport},
+				{100, (*randTest).opFree},
+			},
+			want:  []string{"import", "import gained", "import partial", "attach hit", "spilled"},
+			setup: func(r *randTest) { r.c.enableTier(func() bool { return r.rng.IntN(5) == 0 }) },
+			done:  func(r *randTest) { r.stats["spilled"] += r.c.tier.spilled },
+		}.run)
 	}
 }

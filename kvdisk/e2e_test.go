@@ -9,7 +9,7 @@ import (
 
 	"ubatch/engine"
 	"ubatch/internal/testdata"
-	"ubatch/kvfile"
+	"ubatch/internal/testmodel"
 	"ubatch/model"
 	_ "ubatch/model/all"
 	"ubatch/runner"
@@ -36,40 +36,20 @@ type served struct {
 // out) and closes the tier.
 func serve(t *testing.T, m *model.Model, dir string, nCtx int, prompts [][]int32, maxTokens int) []served {
 	t.Helper()
-	lctx, err := runner.New(m.Graph, runner.Options{NCtx: nCtx, NSeqMax: 1, Threads: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lctx.Close()
-	h := lctx.Hparams()
-	id, err := kvfile.ModelIdentity(m.Path, m.File.DataOffset)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := kvfile.Layout{Model: id, DType: lctx.KVConfig().DType, BlockSize: lctx.KVConfig().BlockSize}
-	for range h.NLayers {
-		l.Layers = append(l.Layers, kvfile.Layer{KVHeads: h.NKVHeads, HeadDim: h.HeadDim})
-	}
+	lctx := testmodel.Runtime(t, m, runner.Options{NCtx: nCtx, NSeqMax: 1, Threads: 2})
+	l := testmodel.Layout(t, m, lctx)
 	tier, err := Open(dir, l, 1<<30, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tier.Close()
-	opts := lctx.Options()
-	eng, err := engine.New(lctx, engine.Limits{NCtx: opts.NCtx, NSeqMax: 1, NBatch: opts.NBatch, Vocab: h.Vocab},
-		engine.Config{IsEOG: func(int32) bool { return false }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng := testmodel.Engine(t, m, lctx, engine.Config{IsEOG: func(int32) bool { return false }})
 	if !eng.SetTiers([]engine.BlockSource{tier}, tier, l) {
 		t.Fatal("SetTiers refused")
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	go eng.Run(ctx)
-	defer func() {
-		stop()
-		<-eng.Done()
-	}()
+	stop := testmodel.Run(t, eng)
+	defer stop() // the engine stops, writing its prefix cache out, before the tier closes
+	ctx := context.Background()
 	greedy := sample.DefaultParams()
 	greedy.Temperature = 0
 	var out []served
@@ -112,16 +92,9 @@ func serve(t *testing.T, m *model.Model, dir string, nCtx int, prompts [][]int32
 // same prompt again: the same greedy tokens, with its full blocks counted as cached (read back
 // from disk) and only the rest computed.
 func TestRestartServesFromDisk(t *testing.T) {
-	m, err := model.Open(testdata.Model(t, "synth-tiny-f16.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := testmodel.Open(t, testdata.Model(t, "synth-tiny-f16.gguf"))
 	rng := rand.New(rand.NewPCG(9, 9))
-	prompt := make([]int32, 900)
-	for i := range prompt {
-		prompt[i] = int32(3 + rng.IntN(m.Hparams().Vocab-3))
-	}
+	prompt := randTokens(rng, 900, 3, m.Hparams().Vocab)
 	dir := t.TempDir()
 	cold, u1, computed1 := serveOnce(t, m, dir, prompt, 8)
 	if u1.CachedTokens != 0 || computed1 != 900 {
@@ -144,20 +117,9 @@ func TestRestartServesFromDisk(t *testing.T) {
 // first one's blocks are evicted: the store reads them out into the disk tier), then the first
 // again: its blocks come back from disk into the real store, with the same greedy tokens.
 func TestEvictedServedFromDisk(t *testing.T) {
-	m, err := model.Open(testdata.Model(t, "synth-tiny-f16.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := testmodel.Open(t, testdata.Model(t, "synth-tiny-f16.gguf"))
 	rng := rand.New(rand.NewPCG(10, 10))
-	mk := func() []int32 {
-		p := make([]int32, 900)
-		for i := range p {
-			p[i] = int32(3 + rng.IntN(m.Hparams().Vocab-3))
-		}
-		return p
-	}
-	a, b := mk(), mk()
+	a, b := randTokens(rng, 900, 3, m.Hparams().Vocab), randTokens(rng, 900, 3, m.Hparams().Vocab)
 	r := serve(t, m, t.TempDir(), 1024, [][]int32{a, b, a}, 8)
 	if !slices.Equal(r[0].toks, r[2].toks) {
 		t.Fatalf("the prompt served from disk gave other tokens:\n first %v\n again %v", r[0].toks, r[2].toks)

@@ -62,22 +62,36 @@ func put(tier *Tier, blocks []kvfile.Block) {
 	tier.Flush()
 }
 
+// written is a tier of 1 MiB in dir that blocks were put in and that was closed: its files
+// are on disk for the next open.
+func written(t *testing.T, dir string, l kvfile.Layout, blocks []kvfile.Block) *Tier {
+	t.Helper()
+	tier := open(t, dir, l, 1<<20)
+	put(tier, blocks)
+	tier.Close()
+	return tier
+}
+
+// randTokens is n random tokens in [lo, hi).
+func randTokens(rng *rand.Rand, n, lo, hi int) []int32 {
+	p := make([]int32, n)
+	for i := range p {
+		p[i] = int32(lo + rng.IntN(hi-lo))
+	}
+	return p
+}
+
 // TestRestart writes a prefix's blocks, reopens the directory and reads them back: the same
 // blocks, found by Probe from any block on, the partial tail by its tokens.
 func TestRestart(t *testing.T) {
 	l := layout()
 	rng := rand.New(rand.NewPCG(1, 1))
-	prompt := make([]int32, 18) // 4 full blocks, a partial one of 2
-	for i := range prompt {
-		prompt[i] = int32(rng.IntN(1000))
-	}
+	prompt := randTokens(rng, 18, 0, 1000) // 4 full blocks, a partial one of 2
 	blocks := chain(l, prompt, rng)
 	dir := t.TempDir()
-	tier := open(t, dir, l, 1<<20)
-	put(tier, blocks)
-	tier.Close()
+	written(t, dir, l, blocks)
 
-	tier = open(t, dir, l, 1<<20)
+	tier := open(t, dir, l, 1<<20)
 	if st := tier.Stats(); st.Blocks != len(blocks) {
 		t.Fatalf("after a restart the tier holds %d blocks, want %d", st.Blocks, len(blocks))
 	}
@@ -121,15 +135,10 @@ func TestRestart(t *testing.T) {
 func TestCrashAndCorruption(t *testing.T) {
 	l := layout()
 	rng := rand.New(rand.NewPCG(2, 2))
-	prompt := make([]int32, 40)
-	for i := range prompt {
-		prompt[i] = int32(rng.IntN(1000))
-	}
+	prompt := randTokens(rng, 40, 0, 1000)
 	blocks := chain(l, prompt, rng)
 	dir := t.TempDir()
-	tier := open(t, dir, l, 1<<20)
-	put(tier, blocks)
-	tier.Close()
+	tier := written(t, dir, l, blocks)
 	path := func(b kvfile.Block) string { return tier.path(b.Key) }
 	for _, b := range blocks[5:8] { // torn
 		fi, err := os.Stat(path(b))
@@ -189,14 +198,7 @@ func TestCrashAndCorruption(t *testing.T) {
 func TestSizeBound(t *testing.T) {
 	l := layout()
 	rng := rand.New(rand.NewPCG(3, 3))
-	tokens := func(n int) []int32 {
-		p := make([]int32, n)
-		for i := range p {
-			p[i] = int32(rng.IntN(1000))
-		}
-		return p
-	}
-	hot := tokens(8)
+	hot := randTokens(rng, 8, 0, 1000)
 	hotBlocks := chain(l, hot, rng)
 	one := kvfile.Size(l, hotBlocks[:1])
 	tier := open(t, t.TempDir(), l, 6*one)
@@ -208,7 +210,7 @@ func TestSizeBound(t *testing.T) {
 		}
 	}
 	for range 5 {
-		put(tier, chain(l, tokens(12), rng))
+		put(tier, chain(l, randTokens(rng, 12, 0, 1000), rng))
 	}
 	st := tier.Stats()
 	if st.Bytes > 6*one || st.Blocks != 6 || st.Evicted != 2+15-6 {
@@ -223,11 +225,7 @@ func TestWantAndDrop(t *testing.T) {
 	l := layout()
 	tier := open(t, t.TempDir(), l, 1<<30)
 	rng := rand.New(rand.NewPCG(4, 4))
-	prompt := make([]int32, 4*(QueueLen+50))
-	for i := range prompt {
-		prompt[i] = int32(rng.IntN(1000))
-	}
-	blocks := chain(l, prompt, rng)
+	blocks := chain(l, randTokens(rng, 4*(QueueLen+50), 0, 1000), rng)
 	// Faster than the writer: Put never waits for it, so once the queue is full blocks drop.
 	for _, b := range blocks {
 		tier.Put(b, false)

@@ -356,27 +356,15 @@ func DecodeMeta(r io.Reader, want Layout) (Block, error) {
 		return Block{}, fmt.Errorf("%w: %d records in a block file", ErrCorrupt, n)
 	}
 	var b Block
-	head := make([]byte, 72)
-	if _, err := io.ReadFull(br, head); err != nil {
-		return b, fmt.Errorf("%w: %v", ErrCorrupt, err)
-	}
-	le := binary.LittleEndian
-	copy(b.Key[:], head[:32])
-	copy(b.Parent[:], head[32:64])
-	b.Depth = int32(le.Uint32(head[64:]))
-	cells := le.Uint32(head[68:])
-	if cells == 0 || cells > uint32(l.BlockSize) || b.Depth < 0 {
-		return b, fmt.Errorf("%w: %d cells at depth %d", ErrCorrupt, cells, b.Depth)
+	_, cells, err := b.readHead(br, l)
+	if err != nil {
+		return b, err
 	}
 	meta := make([]byte, 8*cells)
 	if _, err := io.ReadFull(br, meta); err != nil {
 		return b, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
-	b.Tokens, b.Pos = make([]int32, cells), make([]int32, cells)
-	for i := range b.Tokens {
-		b.Tokens[i] = int32(le.Uint32(meta[4*i:]))
-		b.Pos[i] = int32(le.Uint32(meta[4*(int(cells)+i):]))
-	}
+	b.setTokens(meta, cells)
 	if err := b.checkMeta(l); err != nil {
 		return b, err
 	}
@@ -385,37 +373,53 @@ func DecodeMeta(r io.Reader, want Layout) (Block, error) {
 
 func decodeRecord(r io.Reader, l Layout) (Block, error) {
 	var b Block
-	head := make([]byte, 72)
-	if _, err := io.ReadFull(r, head); err != nil {
-		return b, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	head, n, err := b.readHead(r, l)
+	if err != nil {
+		return b, err
 	}
-	le := binary.LittleEndian
-	copy(b.Key[:], head[:32])
-	copy(b.Parent[:], head[32:64])
-	b.Depth = int32(le.Uint32(head[64:]))
-	cells := le.Uint32(head[68:])
-	if cells == 0 || cells > uint32(l.BlockSize) || b.Depth < 0 {
-		return b, fmt.Errorf("%w: %d cells at depth %d", ErrCorrupt, cells, b.Depth)
-	}
-	n := int(cells)
 	body := make([]byte, 8*n+int(int64(n)*l.CellBytes())+4)
 	if _, err := io.ReadFull(r, body); err != nil {
 		return b, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	crc := crc32.Update(crc32.Checksum(head, castagnoli), castagnoli, body[:len(body)-4])
-	if crc != le.Uint32(body[len(body)-4:]) {
+	if crc != binary.LittleEndian.Uint32(body[len(body)-4:]) {
 		return b, fmt.Errorf("%w: record checksum", ErrCorrupt)
 	}
-	b.Tokens, b.Pos = make([]int32, n), make([]int32, n)
-	for i := range n {
-		b.Tokens[i] = int32(le.Uint32(body[4*i:]))
-		b.Pos[i] = int32(le.Uint32(body[4*(n+i):]))
-	}
+	b.setTokens(body, n)
 	b.Data = body[8*n : len(body)-4 : len(body)-4]
 	if err := b.check(l); err != nil {
 		return b, err
 	}
 	return b, nil
+}
+
+// readHead reads a record's fixed 72-byte head (key, parent, depth, cell count) into b and
+// returns it (the checksum covers it) with the cell count, checked against l's block size.
+func (b *Block) readHead(r io.Reader, l Layout) (head []byte, cells int, err error) {
+	head = make([]byte, 72)
+	if _, err := io.ReadFull(r, head); err != nil {
+		return nil, 0, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	le := binary.LittleEndian
+	copy(b.Key[:], head[:32])
+	copy(b.Parent[:], head[32:64])
+	b.Depth = int32(le.Uint32(head[64:]))
+	n := le.Uint32(head[68:])
+	if n == 0 || n > uint32(l.BlockSize) || b.Depth < 0 {
+		return nil, 0, fmt.Errorf("%w: %d cells at depth %d", ErrCorrupt, n, b.Depth)
+	}
+	return head, int(n), nil
+}
+
+// setTokens sets b's n tokens and positions from meta: n token ids, then n positions, each a
+// little-endian uint32.
+func (b *Block) setTokens(meta []byte, n int) {
+	le := binary.LittleEndian
+	b.Tokens, b.Pos = make([]int32, n), make([]int32, n)
+	for i := range n {
+		b.Tokens[i] = int32(le.Uint32(meta[4*i:]))
+		b.Pos[i] = int32(le.Uint32(meta[4*(n+i):]))
+	}
 }
 
 // WriteFile writes blocks under l to path atomically: to a temporary file in the same

@@ -59,6 +59,14 @@ func newFake() *fakeServer {
 		gap: 10 * time.Millisecond, textChunks: 4}
 }
 
+// newQuickFake is newFake with 1 ms first tokens (of short requests) and gaps, for tests that
+// count rather than time.
+func newQuickFake() *fakeServer {
+	f := newFake()
+	f.shortTTFT, f.gap = time.Millisecond, time.Millisecond
+	return f
+}
+
 // start serves f on loopback until the test ends.
 func (f *fakeServer) start(t *testing.T) *httptest.Server {
 	srv := httptest.NewUnstartedServer(f)

@@ -97,8 +97,7 @@ func checkTimings(t *testing.T, f *fakeServer, res Result, short, long, gaps Per
 }
 
 func TestRunUsageCounting(t *testing.T) {
-	f := newFake()
-	f.shortTTFT, f.gap = time.Millisecond, time.Millisecond
+	f := newQuickFake()
 	srv := f.start(t)
 	tests := []struct {
 		name    string
@@ -129,8 +128,7 @@ func TestRunUsageCounting(t *testing.T) {
 }
 
 func TestRunProtocol(t *testing.T) {
-	f := newFake()
-	f.shortTTFT, f.gap = time.Millisecond, time.Millisecond
+	f := newQuickFake()
 	srv := f.start(t)
 	work := reqs(7, "ok", "ok", "ok", "ok", "ok")
 	var progress []string
@@ -209,8 +207,7 @@ func TestRunConcurrency(t *testing.T) {
 }
 
 func TestRunErrors(t *testing.T) {
-	f := newFake()
-	f.shortTTFT, f.gap = time.Millisecond, time.Millisecond
+	f := newQuickFake()
 	srv := f.start(t)
 	tests := []struct {
 		name         string
@@ -295,8 +292,7 @@ func TestRunTimeout(t *testing.T) {
 
 func TestRunCancel(t *testing.T) {
 	before := runtime.NumGoroutine()
-	f := newFake()
-	f.shortTTFT, f.gap = time.Millisecond, time.Millisecond
+	f := newQuickFake()
 	srv := f.start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -215,6 +215,23 @@ func (b *Binder) checkLayerCount(n int) {
 	}
 }
 
+// RopeBase reads the two rope keys every family has: rope.dimension_count (default and at most
+// headDim) and rope.freq_base (default 10000).
+func (b *Binder) RopeBase(headDim int) (dims int, base float32) {
+	dims = b.Int("rope.dimension_count", headDim, 2, headDim)
+	return dims, b.Float("rope.freq_base", 10000, 0, 1e12)
+}
+
+// BindLayers makes n layers and binds each with bind(l, i, p), p being layer i's tensor-name
+// prefix "blk.<i>.".
+func BindLayers[L any](n int, bind func(l *L, i int, p string)) []L {
+	ls := make([]L, n)
+	for i := range ls {
+		bind(&ls[i], i, fmt.Sprintf("blk.%d.", i))
+	}
+	return ls
+}
+
 // RopeOptions are the parts of a rope a family decides; the rest comes from the metadata.
 type RopeOptions struct {
 	Dims    int  // rotated dimensions (usually rope.dimension_count)

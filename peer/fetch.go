@@ -18,6 +18,7 @@ import (
 
 	"ubatch/engine"
 	"ubatch/fleet"
+	"ubatch/internal/iocount"
 	"ubatch/kvfile"
 	"ubatch/prefixhash"
 )
@@ -309,29 +310,29 @@ func (s *Source) fetch(ctx context.Context, p fleet.Holder, hashes []uint64, q *
 	if resp.ContentLength > limit {
 		return nil, 0, ReasonTooLarge, fmt.Errorf("answer of %d bytes, at most %d expected", resp.ContentLength, limit)
 	}
-	cr := &countReader{r: io.LimitReader(resp.Body, limit)}
+	cr := &iocount.Reader{R: io.LimitReader(resp.Body, limit)}
 	blocks, err := kvfile.Decode(cr, s.cfg.Layout, nb)
 	switch {
 	case err == nil:
 	case errors.Is(err, kvfile.ErrForeign):
-		return nil, cr.n, ReasonIdentity, err
+		return nil, cr.N, ReasonIdentity, err
 	case ctx.Err() != nil:
-		return nil, cr.n, ReasonTimeout, err
+		return nil, cr.N, ReasonTimeout, err
 	default:
-		return nil, cr.n, ReasonCorrupt, err
+		return nil, cr.N, ReasonCorrupt, err
 	}
 	// kvfile checked each record's checksum, positions and key = hash(parent, tokens); the
 	// chain must be the prompt's: depth, tokens and key of every block.
 	for i, b := range blocks {
 		d := from + i
 		if int(b.Depth) != d || len(b.Tokens) != bs {
-			return nil, cr.n, ReasonCorrupt, fmt.Errorf("block %d: depth %d with %d tokens", d, b.Depth, len(b.Tokens))
+			return nil, cr.N, ReasonCorrupt, fmt.Errorf("block %d: depth %d with %d tokens", d, b.Depth, len(b.Tokens))
 		}
 		if !slices.Equal(b.Tokens, q.Tokens[d*bs:(d+1)*bs]) || b.Key != q.Keys[d] {
-			return nil, cr.n, ReasonTokens, fmt.Errorf("block %d holds other tokens than the prompt's", d)
+			return nil, cr.N, ReasonTokens, fmt.Errorf("block %d holds other tokens than the prompt's", d)
 		}
 	}
-	return blocks, cr.n, "", nil
+	return blocks, cr.N, "", nil
 }
 
 // netReason classifies a transport error.
@@ -341,17 +342,6 @@ func netReason(ctx context.Context, err error) string {
 		return ReasonTimeout
 	}
 	return ReasonDown
-}
-
-type countReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // Metrics returns the tier's metrics, for the node's Handler to count what it serves.

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"ubatch/internal/metric"
 )
 
 // Failure reasons of a fetch (ubatch_peer_fetch_failures_total's reason label).
@@ -38,23 +40,23 @@ type Metrics struct {
 // NewMetrics makes the metrics and registers them with reg (nil: not registered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		fetches: prometheus.NewCounter(prometheus.CounterOpts{Name: "ubatch_peer_fetches_total",
-			Help: "KV block fetches from peers attempted (the transfer was expected to beat recomputing)."}),
-		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ubatch_peer_fetch_failures_total",
-			Help: "Peer fetches that failed, by reason; the prompt was computed instead."}, []string{"reason"}),
-		fetchedBlocks: prometheus.NewCounter(prometheus.CounterOpts{Name: "ubatch_peer_fetched_blocks_total",
-			Help: "KV blocks fetched from peers."}),
-		fetchedBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "ubatch_peer_fetched_bytes_total",
-			Help: "Bytes of KV block answers read from peers."}),
-		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ubatch_peer_fetch_seconds",
-			Help:    "Time of a peer fetch, request to verified blocks (failures included).",
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}}),
-		serveReqs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ubatch_peer_serve_requests_total",
-			Help: "POST /kv/blocks requests answered, by status code."}, []string{"code"}),
-		servedBlocks: prometheus.NewCounter(prometheus.CounterOpts{Name: "ubatch_peer_served_blocks_total",
-			Help: "KV blocks sent to peers."}),
-		servedBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "ubatch_peer_served_bytes_total",
-			Help: "Bytes of KV blocks sent to peers."}),
+		fetches: metric.Counter("ubatch_peer_fetches_total",
+			"KV block fetches from peers attempted (the transfer was expected to beat recomputing)."),
+		failures: metric.CounterVec("ubatch_peer_fetch_failures_total",
+			"Peer fetches that failed, by reason; the prompt was computed instead.", "reason"),
+		fetchedBlocks: metric.Counter("ubatch_peer_fetched_blocks_total",
+			"KV blocks fetched from peers."),
+		fetchedBytes: metric.Counter("ubatch_peer_fetched_bytes_total",
+			"Bytes of KV block answers read from peers."),
+		latency: metric.Histogram("ubatch_peer_fetch_seconds",
+			"Time of a peer fetch, request to verified blocks (failures included).",
+			[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}),
+		serveReqs: metric.CounterVec("ubatch_peer_serve_requests_total",
+			"POST /kv/blocks requests answered, by status code.", "code"),
+		servedBlocks: metric.Counter("ubatch_peer_served_blocks_total",
+			"KV blocks sent to peers."),
+		servedBytes: metric.Counter("ubatch_peer_served_bytes_total",
+			"Bytes of KV blocks sent to peers."),
 	}
 	for _, r := range reasons {
 		m.failures.WithLabelValues(r)

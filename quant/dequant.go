@@ -113,35 +113,26 @@ func dequantQ4_K(src []byte, dst []float32) { dequantKScaleMin(false, src, dst) 
 // group g, bit 2g of qh[l] belongs to element 64g+l and bit 2g+1 to element 64g+32+l.
 func dequantQ5_K(src []byte, dst []float32) { dequantKScaleMin(true, src, dst) }
 
-// dequantKScaleMin is dequantQ4_K, or with q5 dequantQ5_K (whose qh sits between the scales and
-// qs; without it the fifth bits are 0).
+// dequantKScaleMin is dequantQ4_K, or with q5 dequantQ5_K: element e of sub-block s = e/32 is
+// d*sc_s*level_e - dmin*m_s, with the levels as the dot products decode them.
 func dequantKScaleMin(q5 bool, src []byte, dst []float32) {
-	blockBytes, qsAt := q4_KBytes, 16
+	blockBytes := q4_KBytes
 	if q5 {
-		blockBytes, qsAt = q5_KBytes, 48
+		blockBytes = q5_KBytes
 	}
-	var noHigh [32]byte
+	var l [QK_K]byte
 	eachDequant(src, dst, QK_K, blockBytes, func(blk []byte, y []float32) {
 		d, dmin := f16At(blk), f16At(blk[2:])
-		scales := blk[4:16]
-		qh := noHigh[:]
 		if q5 {
-			qh = blk[16:48]
+			levelsQ5_K(&l, blk)
+		} else {
+			levelsQ4_K(&l, blk)
 		}
-		qs := blk[qsAt : qsAt+128]
-		for g := 0; g < 4; g++ {
-			sc1, m1 := scaleMinK4(2*g, scales)
-			sc2, m2 := scaleMinK4(2*g+1, scales)
-			d1, mm1 := d*float32(sc1), dmin*float32(m1)
-			d2, mm2 := d*float32(sc2), dmin*float32(m2)
-			q := qs[32*g : 32*g+32]
-			lo := y[64*g : 64*g+32]
-			hi := y[64*g+32 : 64*g+64]
-			sh := uint(2 * g)
-			for l := range q {
-				h := qh[l] >> sh
-				lo[l] = d1*float32(q[l]&0xf|(h&1)<<4) - mm1
-				hi[l] = d2*float32(q[l]>>4|(h&2)<<3) - mm2
+		for s := 0; s < 8; s++ {
+			sc, m := scaleMinK4(s, blk[4:16])
+			ds, ms := d*float32(sc), dmin*float32(m)
+			for i := 32 * s; i < 32*s+32; i++ {
+				y[i] = ds*float32(l[i]) - ms
 			}
 		}
 	})

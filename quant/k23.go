@@ -157,16 +157,7 @@ func dotQ3_KGo(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
 		d := f16At(blk[108:])
 		levelsQ3_K(&wq, blk)
 		scalesQ3_K(&sc, blk[96:108])
-		for j := 0; j < nx; j++ {
-			o := j*xStride + b*q8_KBytes
-			xb := x[o : o+q8_KBytes]
-			xq := xb[4 : 4+QK_K]
-			var isum int32
-			for g := 0; g < 16; g++ {
-				isum += int32(sc[g]) * dot16((*[16]byte)(wq[16*g:16*g+16]), (*[16]byte)(xq[16*g:16*g+16]))
-			}
-			acc[j] += d * f32At(xb) * float32(isum)
-		}
+		dotKScale16(&wq, &sc, d, x, b*q8_KBytes, xStride, nx, &acc)
 	}
 	copy(out[:nx], acc[:nx])
 }
@@ -176,24 +167,16 @@ func dotQ3_KGo(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
 func dotIQ4XSGo(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
 	var acc [MaxCols]float32
 	var wq [QK_K]byte
-	var sc [8]int32
+	var sc [16]int8 // per 16 elements: each sub-block's scale twice
 	for b := 0; b < k/QK_K; b++ {
 		blk := w[b*iq4XSBytes : (b+1)*iq4XSBytes]
 		d := f16At(blk)
 		levelsIQ4XS(&wq, blk)
-		for ib := range sc {
-			sc[ib] = scalesIQ4XS(blk, ib)
+		for ib := 0; ib < 8; ib++ {
+			sc[2*ib] = int8(scalesIQ4XS(blk, ib)) // in [-32, 31]
+			sc[2*ib+1] = sc[2*ib]
 		}
-		for j := 0; j < nx; j++ {
-			o := j*xStride + b*q8_KBytes
-			xb := x[o : o+q8_KBytes]
-			xq := xb[4 : 4+QK_K]
-			var isum int32
-			for ib := 0; ib < 8; ib++ {
-				isum += sc[ib] * dot32((*[32]byte)(wq[32*ib:32*ib+32]), (*[32]byte)(xq[32*ib:32*ib+32]))
-			}
-			acc[j] += d * f32At(xb) * float32(isum)
-		}
+		dotKScale16(&wq, &sc, d, x, b*q8_KBytes, xStride, nx, &acc)
 	}
 	copy(out[:nx], acc[:nx])
 }

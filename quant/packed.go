@@ -115,7 +115,7 @@ func packQ32Rows(wt Type, k int, dst, src []byte) error {
 	return nil
 }
 
-// panelQ8_0Go and panelQ4_0Go are the Go twins of the Q8_0 and Q4_0 panel kernels.
+// panelQ8_0Go, panelQ4_0Go, panelQ4KGo and panelQ6KGo are the Go twins of the panel kernels.
 func panelQ8_0Go(nb int, w, x []byte, xStride, nx int, out []float32, outStride int) {
 	panelProductGo(Q8_0, nb, w, x, xStride, nx, out, outStride)
 }
@@ -124,25 +124,51 @@ func panelQ4_0Go(nb int, w, x []byte, xStride, nx int, out []float32, outStride 
 	panelProductGo(Q4_0, nb, w, x, xStride, nx, out, outStride)
 }
 
-// panelProductGo is the pure-Go twin of the assembly Q8_0 and Q4_0 panel kernels (see
-// panelKernel), for one panel.
+func panelQ4KGo(nb int, w, x []byte, xStride, nx int, out []float32, outStride int) {
+	panelProductGo(Q4_K, nb, w, x, xStride, nx, out, outStride)
+}
+
+func panelQ6KGo(nb int, w, x []byte, xStride, nx int, out []float32, outStride int) {
+	panelProductGo(Q6_K, nb, w, x, xStride, nx, out, outStride)
+}
+
+// panelProductGo is the pure-Go twin of the assembly panel kernels (see panelKernel) for one
+// panel of wt (Q8_0, Q4_0, Q4_K or Q6_K): nb blocks of PanelRows rows at w times nx activation
+// rows at x, x+xStride, ... (Q8_0 blocks for the 32-element types, Q8_K for the K-quants);
+// column j's PanelRows results go to out[j*outStride:].
 func panelProductGo(wt Type, nb int, w, x []byte, xStride, nx int, out []float32, outStride int) {
-	bb := PanelRows * wt.TypeSize() // bytes per block of the panel
+	bb, xbb := PanelRows*wt.TypeSize(), q8_0Bytes // bytes per block of the panel and of x
+	if wt == Q4_K || wt == Q6_K {
+		xbb = q8_KBytes
+	}
 	for j := 0; j < nx; j++ {
 		var acc [PanelRows]float32
 		for b := 0; b < nb; b++ {
 			pb := w[b*bb : (b+1)*bb]
-			xb := x[j*xStride+b*q8_0Bytes : j*xStride+(b+1)*q8_0Bytes]
-			dx := f16At(xb)
-			for r := 0; r < PanelRows; r++ {
-				var s int32
-				for i := 0; i < 32; i++ {
-					s += panelQuant(wt, pb[16:], r, i) * int32(int8(xb[2+i]))
-				}
-				acc[r] += float32(s) * (f16At(pb[2*r:]) * dx)
+			xb := x[j*xStride+b*xbb : j*xStride+(b+1)*xbb]
+			switch wt {
+			case Q4_K:
+				panelQ4KBlock(pb, xb, f32At(xb), &acc)
+			case Q6_K:
+				panelQ6KBlock(pb, xb, f32At(xb), &acc)
+			default:
+				panelQ32Block(wt, pb, xb, f16At(xb), &acc)
 			}
 		}
 		copy(out[j*outStride:j*outStride+PanelRows], acc[:])
+	}
+}
+
+// panelQ32Block adds to acc[r] row r's product of the Q8_0 or Q4_0 panel block pb with the
+// Q8_0 block xb of scale dx.
+func panelQ32Block(wt Type, pb, xb []byte, dx float32, acc *[PanelRows]float32) {
+	xb = xb[:q8_0Bytes] // a constant length: fewer bounds checks below
+	for r := 0; r < PanelRows; r++ {
+		var s int32
+		for i := 0; i < 32; i++ {
+			s += panelQuant(wt, pb[16:], r, i) * int32(int8(xb[2+i]))
+		}
+		acc[r] += float32(s) * (f16At(pb[2*r:]) * dx)
 	}
 }
 

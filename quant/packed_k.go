@@ -185,56 +185,41 @@ func q8KBsum(xb []byte, g int) int32 {
 	return int32(int16(binary.LittleEndian.Uint16(xb[4+QK_K+2*g:])))
 }
 
-// panelQ4KGo is the pure-Go twin of the assembly Q4_K panel kernel (see panelKernel): per
-// super-block and row the same integer sums Σ_s sc_s·(levels·x)_s and Σ_s m_s·bsum_s, folded as
-// acc += dx·(d·isum − dmin·msum).
-func panelQ4KGo(nb int, w, x []byte, xStride, nx int, out []float32, outStride int) {
-	for j := 0; j < nx; j++ {
-		var acc [PanelRows]float32
-		for b := 0; b < nb; b++ {
-			sb := w[b*q4KPanelBytes : (b+1)*q4KPanelBytes]
-			xb := x[j*xStride+b*q8_KBytes : j*xStride+(b+1)*q8_KBytes]
-			dx := f32At(xb)
-			for r := 0; r < PanelRows; r++ {
-				var isum, msum int32
-				for s := 0; s < 8; s++ {
-					sc, m := q4KPanelScaleMin(sb, r, s)
-					var dot int32
-					for e := 32 * s; e < 32*s+32; e++ {
-						dot += int32(q4KPanelLevel(sb, r, e)) * int32(int8(xb[4+e]))
-					}
-					isum += int32(sc) * dot
-					msum += int32(m) * (q8KBsum(xb, 2*s) + q8KBsum(xb, 2*s+1))
-				}
-				d, dmin := f16At(sb[2*r:]), f16At(sb[16+2*r:])
-				acc[r] += dx * (d*float32(isum) - dmin*float32(msum))
+// panelQ4KBlock adds to acc[r] row r's product of the Q4_K panel super-block sb with the Q8_K
+// block xb of scale dx, as the assembly kernel computes it: the integer sums Σ_s sc_s·(levels·x)_s
+// and Σ_s m_s·bsum_s, folded as acc[r] += dx·(d·isum − dmin·msum).
+func panelQ4KBlock(sb, xb []byte, dx float32, acc *[PanelRows]float32) {
+	sb, xb = sb[:q4KPanelBytes], xb[:q8_KBytes] // constant lengths: fewer bounds checks below
+	for r := 0; r < PanelRows; r++ {
+		var isum, msum int32
+		for s := 0; s < 8; s++ {
+			sc, m := q4KPanelScaleMin(sb, r, s)
+			var dot int32
+			for e := 32 * s; e < 32*s+32; e++ {
+				dot += int32(q4KPanelLevel(sb, r, e)) * int32(int8(xb[4+e]))
 			}
+			isum += int32(sc) * dot
+			msum += int32(m) * (q8KBsum(xb, 2*s) + q8KBsum(xb, 2*s+1))
 		}
-		copy(out[j*outStride:j*outStride+PanelRows], acc[:])
+		d, dmin := f16At(sb[2*r:]), f16At(sb[16+2*r:])
+		acc[r] += dx * (d*float32(isum) - dmin*float32(msum))
 	}
 }
 
-// panelQ6KGo is the pure-Go twin of the assembly Q6_K panel kernel: per super-block and row the
-// integer sum Σ_g sc_g·((levels·x)_g − 32·bsum_g), folded as acc += isum·(d·dx).
-func panelQ6KGo(nb int, w, x []byte, xStride, nx int, out []float32, outStride int) {
-	for j := 0; j < nx; j++ {
-		var acc [PanelRows]float32
-		for b := 0; b < nb; b++ {
-			sb := w[b*q6KPanelBytes : (b+1)*q6KPanelBytes]
-			xb := x[j*xStride+b*q8_KBytes : j*xStride+(b+1)*q8_KBytes]
-			dx := f32At(xb)
-			for r := 0; r < PanelRows; r++ {
-				var isum int32
-				for g := 0; g < 16; g++ {
-					var dot int32
-					for e := 16 * g; e < 16*g+16; e++ {
-						dot += int32(q6KPanelLevel(sb, r, e)) * int32(int8(xb[4+e]))
-					}
-					isum += int32(q6KPanelScale(sb, r, g)) * (dot - 32*q8KBsum(xb, g))
-				}
-				acc[r] += float32(isum) * (f16At(sb[2*r:]) * dx)
+// panelQ6KBlock adds to acc[r] row r's product of the Q6_K panel super-block sb with the Q8_K
+// block xb of scale dx, as the assembly kernel computes it: the integer sum
+// Σ_g sc_g·((levels·x)_g − 32·bsum_g), folded as acc[r] += isum·(d·dx).
+func panelQ6KBlock(sb, xb []byte, dx float32, acc *[PanelRows]float32) {
+	sb, xb = sb[:q6KPanelBytes], xb[:q8_KBytes] // constant lengths: fewer bounds checks below
+	for r := 0; r < PanelRows; r++ {
+		var isum int32
+		for g := 0; g < 16; g++ {
+			var dot int32
+			for e := 16 * g; e < 16*g+16; e++ {
+				dot += int32(q6KPanelLevel(sb, r, e)) * int32(int8(xb[4+e]))
 			}
+			isum += int32(q6KPanelScale(sb, r, g)) * (dot - 32*q8KBsum(xb, g))
 		}
-		copy(out[j*outStride:j*outStride+PanelRows], acc[:])
+		acc[r] += float32(isum) * (f16At(sb[2*r:]) * dx)
 	}
 }

@@ -98,18 +98,30 @@ func gridFit(x []float32, iscale float32, nmax int32, l []int8, offset int32) (s
 	return sumLX, sumL2
 }
 
+// symmetricStart is where the symmetric fits (makeQXQuants, makeQ3Quants) start: the grid that
+// maps the value of largest magnitude mx to -nmax, its levels plus off in l and their sums
+// (gridFit). For an x of no magnitude ok is false and l is cleared: the fit's scale is 0.
+// len(l) >= len(x).
+func symmetricStart(nmax int32, x []float32, l []int8, off int32) (mx, sumLX, sumL2 float32, ok bool) {
+	l = l[:len(x)]
+	mx = signedMax(x)
+	if abs32(mx) < groupMaxEps {
+		clear(l)
+		return mx, 0, 0, false
+	}
+	sumLX, sumL2 = gridFit(x, -float32(nmax)/mx, nmax, l, off)
+	return mx, sumLX, sumL2, true
+}
+
 // makeQXQuants fits x ≈ scale*(L - nmax) with L in [0, 2*nmax) (a symmetric quantizer), following
 // ggml's make_qx_quants with rmse_type=1 (weights x²) and no importance: start from the grid that
 // maps the largest-magnitude value to -nmax, then try 18 perturbed grids and keep the one with the
 // best weighted least-squares fit. len(l) == len(x).
 func makeQXQuants(nmax int32, x []float32, l []int8) float32 {
-	l = l[:len(x)]
-	mx := signedMax(x)
-	if abs32(mx) < groupMaxEps {
-		clear(l)
+	mx, sumLX, sumL2, ok := symmetricStart(nmax, x, l, nmax)
+	if !ok {
 		return 0
 	}
-	sumLX, sumL2 := gridFit(x, -float32(nmax)/mx, nmax, l, nmax)
 	var scale float32
 	if sumL2 != 0 {
 		scale = sumLX / sumL2

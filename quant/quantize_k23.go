@@ -68,12 +68,10 @@ func quantizeQ2_K(src []float32, dst []byte) {
 // len(l) == len(x).
 func makeQ3Quants(nmax int32, x []float32, l []int8) float32 {
 	l = l[:len(x)]
-	mx := signedMax(x)
-	if abs32(mx) < groupMaxEps {
-		clear(l)
+	_, sumLX, sumL2, ok := symmetricStart(nmax, x, l, 0)
+	if !ok {
 		return 0
 	}
-	sumLX, sumL2 := gridFit(x, -float32(nmax)/mx, nmax, l, 0)
 	for range 5 {
 		changed := false
 		for i, v := range x {

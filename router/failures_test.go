@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"ubatch/internal/iocount"
 )
 
 // fakeNode is a node whose /health always answers ok and whose other routes run the current
@@ -390,18 +392,6 @@ func TestOversizedResponse(t *testing.T) {
 	}
 }
 
-// countingReader counts the bytes read from it.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
-
 // TestReadCapped checks what readCapped holds and consumes, for bodies around the limit.
 func TestReadCapped(t *testing.T) {
 	const limit = 10000
@@ -426,13 +416,13 @@ func TestReadCapped(t *testing.T) {
 			src := bytes.Repeat([]byte{'x'}, tc.size)
 			// iotest-like one-byte-short reads would be slow; a 7-byte-chunk reader exercises
 			// partial reads and buffer growth.
-			cr := &countingReader{r: &chunky{b: src, k: 7}}
+			cr := &iocount.Reader{R: &chunky{b: src, k: 7}}
 			got, err := readCapped(cr, tc.hint, limit)
 			if tc.tooBig != errors.Is(err, errTooLarge) {
 				t.Fatalf("err %v, want too large: %v", err, tc.tooBig)
 			}
-			if cr.n > tc.maxRead {
-				t.Fatalf("read %d bytes from the source, at most %d allowed", cr.n, tc.maxRead)
+			if cr.N > tc.maxRead {
+				t.Fatalf("read %d bytes from the source, at most %d allowed", cr.N, tc.maxRead)
 			}
 			if tc.tooBig {
 				return

@@ -21,8 +21,8 @@ import (
 	"ubatch/gguf"
 	"ubatch/internal/sse"
 	"ubatch/internal/testdata"
+	"ubatch/internal/testmodel"
 	"ubatch/kvcache"
-	"ubatch/model"
 	_ "ubatch/model/all"
 	"ubatch/runner"
 	"ubatch/server"
@@ -39,25 +39,12 @@ type testNode struct {
 
 func startNode(t *testing.T, id, redisURL string) *testNode {
 	t.Helper()
-	m, err := model.Open(testdata.Model(t, "stories260K.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
+	m := testmodel.Open(t, testdata.Model(t, "stories260K.gguf"))
 	tr := fleet.NewTracker(64)
-	lctx, err := runner.New(m.Graph, runner.Options{NCtx: 1024, NBatch: 512, NUBatch: 512, NSeqMax: 8,
+	lctx := testmodel.Runtime(t, m, runner.Options{NCtx: 1024, NBatch: 512, NUBatch: 512, NSeqMax: 8,
 		KVType: kvcache.F32, Threads: 1, OnBlock: tr.OnBlock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := lctx.Options()
-	eng, err := engine.New(lctx, engine.Limits{NCtx: opts.NCtx, NSeqMax: opts.NSeqMax, NBatch: opts.NBatch, Vocab: m.Hparams().Vocab},
-		engine.Config{IsEOG: m.Vocab.IsEOG})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go eng.Run(ctx)
+	eng := testmodel.Engine(t, m, lctx, engine.Config{})
+	stop := testmodel.Run(t, eng)
 	srv, err := server.New(server.Config{Model: m, Engine: eng, ModelID: "stories", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -65,13 +52,14 @@ func startNode(t *testing.T, id, redisURL string) *testNode {
 	ts := httptest.NewServer(srv.Handler())
 	n := &testNode{ts: ts, url: ts.URL}
 	var pubDone chan struct{}
+	ctx, cancel := context.WithCancel(context.Background()) // the publisher's
 	if redisURL != "" {
 		rdb, err := fleet.NewClient(redisURL)
 		if err != nil {
 			t.Fatal(err)
 		}
 		pub, err := fleet.NewPublisher(fleet.PublisherConfig{Redis: rdb, Tracker: tr, NodeID: id, URL: ts.URL,
-			BlockSize: opts.BlockSize, MaxBody: server.DefaultMaxBodyBytes, MaxRunning: 8,
+			BlockSize: lctx.Options().BlockSize, MaxBody: server.DefaultMaxBodyBytes, MaxRunning: 8,
 			Load: func() fleet.Load {
 				st := eng.Stats()
 				return fleet.Load{Running: st.Running, Waiting: st.Waiting, KVTotal: st.KV.Total, KVFree: st.KV.Free}
@@ -87,7 +75,7 @@ func startNode(t *testing.T, id, redisURL string) *testNode {
 		ts.CloseClientConnections()
 		ts.Close()
 		cancel()
-		<-eng.Done()
+		stop()
 		if pubDone != nil {
 			<-pubDone
 		}
@@ -191,16 +179,6 @@ func (tr *testRouter) counter(name string, labels ...string) float64 {
 	}
 	tr.t.Fatalf("no counter %s", name)
 	return 0
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func usageOf(t *testing.T, body []byte) (prompt, cached int) {

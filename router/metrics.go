@@ -4,6 +4,8 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"ubatch/internal/metric"
 )
 
 // Decision reasons, the values of ubatch_route_decisions_total's reason label.
@@ -44,47 +46,41 @@ type metrics struct {
 func latencyBuckets() []float64 { return prometheus.ExponentialBuckets(0.001, 2, 17) }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
-	counter := func(name, help string) prometheus.Counter {
-		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
-	}
-	vec := func(name, help string, labels ...string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
-	}
 	m := &metrics{
-		decisions: vec("ubatch_route_decisions_total",
+		decisions: metric.CounterVec("ubatch_route_decisions_total",
 			"Routing decisions by chosen node and reason (prefix, load, peer, least_loaded, no_prompt).", "node", "reason"),
-		promptTokens: counter("ubatch_route_prompt_tokens_total", "Prompt tokens of routed requests (the router's tokenization)."),
-		expectedCached: counter("ubatch_route_expected_cached_tokens_total",
+		promptTokens: metric.Counter("ubatch_route_prompt_tokens_total", "Prompt tokens of routed requests (the router's tokenization)."),
+		expectedCached: metric.Counter("ubatch_route_expected_cached_tokens_total",
 			"Prompt tokens the chosen node held in its prefix cache according to the index, at decision time."),
-		reportedPrompt: counter("ubatch_route_reported_prompt_tokens_total",
+		reportedPrompt: metric.Counter("ubatch_route_reported_prompt_tokens_total",
 			"Prompt tokens in the usage objects nodes returned (responses that carry usage)."),
-		reportedCached: counter("ubatch_route_reported_cached_tokens_total",
+		reportedCached: metric.Counter("ubatch_route_reported_cached_tokens_total",
 			"Cached prompt tokens (prompt_tokens_details.cached_tokens) in the usage objects nodes returned."),
-		mismatch: counter("ubatch_route_prompt_mismatch_total",
+		mismatch: metric.Counter("ubatch_route_prompt_mismatch_total",
 			"Responses whose usage.prompt_tokens differs from the router's tokenization (the routing hash then misses)."),
-		ttfb: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ubatch_route_upstream_ttfb_seconds",
-			Help: "Per node, time from forwarding a request to its first response byte.", Buckets: latencyBuckets()}, []string{"node"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ubatch_route_upstream_duration_seconds",
-			Help: "Per node, time from forwarding a request to the end of its response.", Buckets: latencyBuckets()}, []string{"node"}),
-		retries: vec("ubatch_route_retries_total", "Requests sent again to another node after a failure of the node's before the first byte, by failure.", "reason"),
-		failures: vec("ubatch_route_node_failures_total",
+		ttfb: metric.HistogramVec("ubatch_route_upstream_ttfb_seconds",
+			"Per node, time from forwarding a request to its first response byte.", latencyBuckets(), "node"),
+		duration: metric.HistogramVec("ubatch_route_upstream_duration_seconds",
+			"Per node, time from forwarding a request to the end of its response.", latencyBuckets(), "node"),
+		retries: metric.CounterVec("ubatch_route_retries_total", "Requests sent again to another node after a failure of the node's before the first byte, by failure.", "reason"),
+		failures: metric.CounterVec("ubatch_route_node_failures_total",
 			"Node failures seen by the router (connect, status_5xx, garbage, timeout, health, mid_stream).", "node", "kind"),
-		ejections: vec("ubatch_route_node_ejections_total",
+		ejections: metric.CounterVec("ubatch_route_node_ejections_total",
 			"Times a node was taken out of rotation, by cause: requests (--fall failed requests in a row) or health (--fall failed health checks in a row).",
 			"node", "cause"),
-		streamErrors: vec("ubatch_route_stream_errors_total", "Streams a node broke after the first byte (ended with an error event).", "node"),
-		rejected:     vec("ubatch_route_rejected_total", "Requests the router answered itself (too_large, no_node, bad_request, response_too_large).", "reason"),
-		healthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ubatch_route_node_healthy",
-			Help: "1 when the node is in rotation, 0 when taken out."}, []string{"node"}),
-		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ubatch_route_node_inflight",
-			Help: "Requests this router has in flight on each node."}, []string{"node"}),
-		redisErrors: counter("ubatch_route_redis_errors_total", "Failed index reads (routing falls back to load and local affinity)."),
-		lookup: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ubatch_route_index_lookup_seconds",
-			Help: "Time of one prefix lookup in Redis.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
-		unknownNodes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ubatch_route_unknown_nodes",
-			Help: "Nodes in Redis that are not in --nodes (ignored)."}),
-		hitRatio: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ubatch_route_prefix_hit_ratio",
-			Help: "Cache-aware hit rate since the start: expected cached prompt tokens of the chosen nodes over prompt tokens."}),
+		streamErrors: metric.CounterVec("ubatch_route_stream_errors_total", "Streams a node broke after the first byte (ended with an error event).", "node"),
+		rejected:     metric.CounterVec("ubatch_route_rejected_total", "Requests the router answered itself (too_large, no_node, bad_request, response_too_large).", "reason"),
+		healthy: metric.GaugeVec("ubatch_route_node_healthy",
+			"1 when the node is in rotation, 0 when taken out.", "node"),
+		inflight: metric.GaugeVec("ubatch_route_node_inflight",
+			"Requests this router has in flight on each node.", "node"),
+		redisErrors: metric.Counter("ubatch_route_redis_errors_total", "Failed index reads (routing falls back to load and local affinity)."),
+		lookup: metric.Histogram("ubatch_route_index_lookup_seconds",
+			"Time of one prefix lookup in Redis.", prometheus.ExponentialBuckets(0.0001, 2, 16)),
+		unknownNodes: metric.Gauge("ubatch_route_unknown_nodes",
+			"Nodes in Redis that are not in --nodes (ignored)."),
+		hitRatio: metric.Gauge("ubatch_route_prefix_hit_ratio",
+			"Cache-aware hit rate since the start: expected cached prompt tokens of the chosen nodes over prompt tokens."),
 	}
 	if reg != nil {
 		reg.MustRegister(m.decisions, m.promptTokens, m.expectedCached, m.reportedPrompt, m.reportedCached, m.mismatch,

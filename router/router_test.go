@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"ubatch/fleet"
+	"ubatch/internal/testkit"
 	"ubatch/internal/testredis"
 )
 
@@ -74,7 +75,7 @@ func TestRoutesRepeatedPromptsToTheNodeThatCachedThem(t *testing.T) {
 	}
 	// Affinity off: only what the nodes publish can explain a prefix decision.
 	rt := startRouter(t, Config{Index: fleet.NewIndex(rs.Client(), ""), AffinityTTL: -1})
-	eventually(t, "three healthy nodes", func() bool { return rt.r.Healthy() == 3 })
+	testkit.Eventually(t, 10*time.Second, "three healthy nodes", func() bool { return rt.r.Healthy() == 3 })
 
 	first := fmt.Sprintf(`{"prompt": %q, "max_tokens": 2, "temperature": 0}`, story+" The end.")
 	status, owner, body := rt.post("/v1/completions", first)
@@ -85,7 +86,7 @@ func TestRoutesRepeatedPromptsToTheNodeThatCachedThem(t *testing.T) {
 		t.Fatal("the first request was not routed as least_loaded")
 	}
 	// Wait for the node's blocks to reach Redis.
-	eventually(t, "the blocks published", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the blocks published", func() bool {
 		return rt.r.decide(context.Background(), rt.r.cfg.Prompter.parse("/v1/completions", []byte(first)).tokens, 10).maxCached > 0
 	})
 	for i := range 4 {
@@ -116,7 +117,7 @@ func TestAffinityKeepsRoutingWhileRedisIsDown(t *testing.T) {
 	rs := testredis.Start(t)
 	a, b := startNode(t, "a", rs.URL), startNode(t, "b", rs.URL)
 	rt := startRouter(t, Config{Index: fleet.NewIndex(rs.Client(), ""), Nodes: []string{a.url, b.url}})
-	eventually(t, "two healthy nodes with statuses", func() bool {
+	testkit.Eventually(t, 10*time.Second, "two healthy nodes with statuses", func() bool {
 		n := 0
 		for _, s := range rt.r.snapshotNodes() {
 			if s.healthy && s.hasState {
@@ -134,7 +135,7 @@ func TestAffinityKeepsRoutingWhileRedisIsDown(t *testing.T) {
 			t.Fatalf("with Redis down the repeat went to %s (status %d), not %s: %s", got, status, owner, resp)
 		}
 	}
-	eventually(t, "Redis errors counted", func() bool { return testutilRedisErrors(rt) > 0 })
+	testkit.Eventually(t, 10*time.Second, "Redis errors counted", func() bool { return testutilRedisErrors(rt) > 0 })
 }
 
 func testutilRedisErrors(rt *testRouter) float64 { return testutil.ToFloat64(rt.r.m.redisErrors) }
@@ -210,7 +211,7 @@ func TestBadNodesLeaveRotationAndComeBack(t *testing.T) {
 		t.Run(tc.mode, func(t *testing.T) {
 			bad := startFaulty(t, good.url, "ok")
 			rt := startRouter(t, Config{Nodes: []string{bad.ts.URL, good.url}})
-			eventually(t, "both healthy", func() bool { return rt.r.Healthy() == 2 })
+			testkit.Eventually(t, 10*time.Second, "both healthy", func() bool { return rt.r.Healthy() == 2 })
 			bad.mode.Store(tc.mode)
 			for i := range 6 {
 				status, n, body := rt.post("/v1/completions", fmt.Sprintf(`{"prompt": "request %d", "max_tokens": 2}`, i))
@@ -231,7 +232,7 @@ func TestBadNodesLeaveRotationAndComeBack(t *testing.T) {
 				}
 			}
 			bad.mode.Store("ok")
-			eventually(t, "the node back in rotation", func() bool { return rt.counter("healthy", label(bad.ts.URL)) == 1 })
+			testkit.Eventually(t, 10*time.Second, "the node back in rotation", func() bool { return rt.counter("healthy", label(bad.ts.URL)) == 1 })
 			seen := false
 			for i := range 6 {
 				if _, n, _ := rt.post("/v1/completions", fmt.Sprintf(`{"prompt": "again %d", "max_tokens": 1}`, i)); n == label(bad.ts.URL) {
@@ -248,7 +249,7 @@ func TestBadNodesLeaveRotationAndComeBack(t *testing.T) {
 func TestMidStreamDeathEndsWithAnErrorEvent(t *testing.T) {
 	bad := startFaulty(t, "", "break")
 	rt := startRouter(t, Config{Nodes: []string{bad.ts.URL}})
-	eventually(t, "healthy", func() bool { return rt.r.Healthy() == 1 })
+	testkit.Eventually(t, 10*time.Second, "healthy", func() bool { return rt.r.Healthy() == 1 })
 	done := make(chan struct{})
 	var status int
 	var body []byte
@@ -276,7 +277,7 @@ func TestMidStreamDeathEndsWithAnErrorEvent(t *testing.T) {
 func TestBodyLimits(t *testing.T) {
 	n := startFaulty(t, "", "count")
 	rt := startRouter(t, Config{Nodes: []string{n.ts.URL}, MaxBodyBytes: 1000})
-	eventually(t, "healthy", func() bool { return rt.r.Healthy() == 1 })
+	testkit.Eventually(t, 10*time.Second, "healthy", func() bool { return rt.r.Healthy() == 1 })
 	big := fmt.Sprintf(`{"prompt": %q}`, strings.Repeat("a", 2000))
 	if status, _, _ := rt.post("/v1/completions", big); status != http.StatusRequestEntityTooLarge {
 		t.Fatalf("status %d for a body over the router's limit", status)
@@ -310,7 +311,7 @@ func TestRedisEntriesOfUnknownNodesAreIgnored(t *testing.T) {
 	c.SAdd(ctx, "ubatch:nodes", "stranger")
 	c.Set(ctx, "ubatch:node:stranger", fmt.Sprintf(`{"id":"stranger","url":%q,"block_size":16}`, stranger.ts.URL), time.Minute)
 	rt := startRouter(t, Config{Index: fleet.NewIndex(c, ""), Nodes: []string{good.url}})
-	eventually(t, "the stranger counted", func() bool { return rt.counter("unknown") == 1 && rt.r.Healthy() == 1 })
+	testkit.Eventually(t, 10*time.Second, "the stranger counted", func() bool { return rt.counter("unknown") == 1 && rt.r.Healthy() == 1 })
 	for i := range 4 {
 		if status, n, _ := rt.post("/v1/completions", fmt.Sprintf(`{"prompt": "hello %d", "max_tokens": 1}`, i)); status != 200 || n != label(good.url) {
 			t.Fatalf("status %d from %s", status, n)
@@ -359,7 +360,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 func TestOtherRoutesAreForwarded(t *testing.T) {
 	n := startNode(t, "", "")
 	rt := startRouter(t, Config{Nodes: []string{n.url}})
-	eventually(t, "healthy", func() bool { return rt.r.Healthy() == 1 })
+	testkit.Eventually(t, 10*time.Second, "healthy", func() bool { return rt.r.Healthy() == 1 })
 	tests := []struct{ name, method, path, body, want string }{
 		{"models", http.MethodGet, "/v1/models", "", `"stories"`},
 		{"one model", http.MethodGet, "/v1/models/stories", "", `"stories"`},

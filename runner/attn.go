@@ -19,9 +19,45 @@ type AttnParams struct {
 // visList lists, for every token of the micro-batch, the KV cells it attends to: token t's cells
 // are cells[off[t]:off[t+1]].
 type visList struct {
-	window int32
-	cells  []int32
-	off    []int32
+	windowed
+	cells []int32
+	off   []int32
+}
+
+// windowed is the window (0: the whole history) that a per-micro-batch list was built for.
+type windowed struct{ window int32 }
+
+func (w *windowed) of() *windowed { return w }
+
+// listFor returns the entry of lists[:*n] built for window, or claims the next entry for it
+// (built false: the caller builds it). A micro-batch uses at most two windows (full and sliding).
+func listFor[L any, P interface {
+	*L
+	of() *windowed
+}](lists []L, n *int, window int32) (l P, built bool) {
+	for i := range *n {
+		if l = &lists[i]; l.of().window == window {
+			return l, true
+		}
+	}
+	if *n == len(lists) {
+		panic("runner: more than two attention windows in one model")
+	}
+	l = &lists[*n]
+	*n++
+	l.of().window = window
+	return l, false
+}
+
+// SelfAttention is a decoder block's attention after the Q, K and V projections: it rotates
+// S.Q and S.K by rope, attends layer li (Attention, S.V into S.Att) and projects the result by
+// wo into S.Tmp, for the family to add to the residual S.X.
+func (c *Runtime) SelfAttention(li int, rope *ops.Rope, p AttnParams, wo *Weight) {
+	s := &c.S
+	c.Rope(s.Q, c.h.NHeads, rope)
+	c.Rope(s.K, c.h.NKVHeads, rope)
+	c.Attention(li, s.Q, s.K, s.V, s.Att, p)
+	c.MatMul(s.Att, wo, s.Tmp)
 }
 
 // Attention stores the micro-batch's k and v rows ([n][KVDim]) in layer's KV cells, then writes
@@ -61,17 +97,10 @@ func (c *Runtime) storeKV(layer int, k, v []float32) {
 // (planBlocks) get empty lists: the tiled kernel reads their cells from tileCells. The first
 // call of a window decides.
 func (c *Runtime) visible(window int32, skipTiled bool) *visList {
-	for i := range c.nVis {
-		if c.vis[i].window == window {
-			return &c.vis[i]
-		}
+	l, built := listFor(c.vis[:], &c.nVis, window)
+	if built {
+		return l
 	}
-	if c.nVis == len(c.vis) {
-		panic("runner: more than two attention windows in one model")
-	}
-	l := &c.vis[c.nVis]
-	c.nVis++
-	l.window = window
 	ub, kv := c.ub, c.kv
 	bs := kv.BlockSize
 	l.cells = l.cells[:0]

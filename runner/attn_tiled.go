@@ -24,7 +24,7 @@ type tokBlock struct {
 // tileList holds, for one window, the cells each tiled block of the micro-batch sees (padded to
 // whole tiles) and each token's visible range of positions (lo, pos].
 type tileList struct {
-	window     int32
+	windowed
 	cells, pos []int32   // the blocks' cells and their positions, back to back
 	off        []int32   // block b's cells are cells[off[b]:off[b+1]]
 	lo         []int32   // per token of the micro-batch: lo of (lo, pos]
@@ -84,17 +84,10 @@ func (c *Runtime) planBlocks() {
 // block's tokens are left out (each token masks the rest in the kernel), and the last is padded
 // with a cell no token sees.
 func (c *Runtime) tileCells(window int32) *tileList {
-	for i := range c.nTileLists {
-		if c.tileLists[i].window == window {
-			return &c.tileLists[i]
-		}
+	l, built := listFor(c.tileLists[:], &c.nTileLists, window)
+	if built {
+		return l
 	}
-	if c.nTileLists == len(c.tileLists) {
-		panic("runner: more than two attention windows in one model")
-	}
-	l := &c.tileLists[c.nTileLists]
-	c.nTileLists++
-	l.window = window
 	ub, kv, bs := c.ub, c.kv, c.kv.BlockSize
 	l.cells, l.pos, l.blocks = l.cells[:0], l.pos[:0], l.blocks[:0]
 	l.lo = l.lo[:0]

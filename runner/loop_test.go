@@ -3,7 +3,6 @@ package runner_test
 import (
 	"context"
 	"errors"
-	"math"
 	"slices"
 	"testing"
 
@@ -28,15 +27,6 @@ func loopContext(t *testing.T, opts runner.Options) *runner.Runtime {
 	}
 	t.Cleanup(c.Close)
 	return c
-}
-
-func relRMS(got, want []float32) float64 {
-	var d, w float64
-	for i := range want {
-		d += (float64(got[i]) - float64(want[i])) * (float64(got[i]) - float64(want[i]))
-		w += float64(want[i]) * float64(want[i])
-	}
-	return math.Sqrt(d / w)
 }
 
 func argmax(x []float32) int32 {
@@ -80,7 +70,7 @@ func TestLoopPrompt(t *testing.T) {
 				t.Fatalf("%d rows for %d tokens", len(rows), len(prompt))
 			}
 			for i := range rows {
-				if e := relRMS(rows[i], whole[i]); e > 1e-4 {
+				if e := testdata.RelRMS(rows[i], whole[i]); e > 1e-4 {
 					t.Errorf("position %d: relative RMS %.2e from one batch", i, e)
 				}
 			}
@@ -189,7 +179,7 @@ func TestLoopPrompts(t *testing.T) {
 		switch {
 		case l.Pos(i) != int32(len(p)):
 			t.Errorf("sequence %d at position %d, want %d", i, l.Pos(i), len(p))
-		case i == 3 && (out == nil || relRMS(out, alone[i]) > 1e-4):
+		case i == 3 && (out == nil || testdata.RelRMS(out, alone[i]) > 1e-4):
 			t.Errorf("sequence %d: its prompt's output differs from alone", i)
 		case i != 3 && out != nil:
 			t.Errorf("sequence %d: an output from an earlier chunk", i)

@@ -14,14 +14,7 @@ DIR=${DIR:-/tmp/ubatch-fleet-bench}
 MODEL=${MODEL:-../shared/models/stories260K.gguf}
 N=${N:-480} C=${C:-48} K=${K:-8} CTX=${CTX:-8192} NP=${NP:-32} THREADS=${THREADS:-1} WORDS=${WORDS:-300}
 BASE=${BASE:-18100} # router BASE, nodes BASE+1.., nginx BASE+10, redis BASE+20
-mkdir -p "$DIR"
-go build -o "$DIR/ubatch" ./cmd/ubatch
-U="$DIR/ubatch"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
-
-wait_up() { for _ in $(seq 100); do curl -sf "$1" >/dev/null && return; sleep 0.1; done; echo "$1 not up" >&2; exit 1; }
+. scripts/lib.sh
 
 redis-server --port $((BASE + 20)) --bind 127.0.0.1 --save "" --appendonly no --dir "$DIR" --loglevel warning \
   >"$DIR/redis.log" 2>&1 &

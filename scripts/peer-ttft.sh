@@ -9,13 +9,7 @@ cd "$(dirname "$0")/.."
 DIR=${DIR:-/tmp/ubatch-peer-ttft}
 MODEL=${MODEL:-../shared/models/stories260K.gguf}
 R=${R:-9} LEN=${LEN:-900} THREADS=${THREADS:-1} CTX=${CTX:-4096} BASE=${BASE:-18200}
-mkdir -p "$DIR"
-go build -o "$DIR/ubatch" ./cmd/ubatch
-U="$DIR/ubatch"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
-wait_up() { for _ in $(seq 200); do curl -sf "$1" >/dev/null && return; sleep 0.1; done; echo "$1 not up" >&2; exit 1; }
+. scripts/lib.sh
 
 redis-server --port $((BASE + 9)) --bind 127.0.0.1 --save "" --appendonly no --dir "$DIR" --loglevel warning >"$DIR/redis.log" 2>&1 &
 pids+=($!)
@@ -27,7 +21,7 @@ pids+=($!)
 pids+=($!)
 "$U" serve "${common[@]}" --port $((BASE + 3)) >"$DIR/c.log" 2>&1 &
 pids+=($!)
-for i in 1 2 3; do wait_up "http://127.0.0.1:$((BASE + i))/health"; done
+for i in 1 2 3; do wait_up "http://127.0.0.1:$((BASE + i))/health" 200; done
 sleep 1.5 # B's peer list is read every second
 
 body() { # seed: a completion body of LEN token ids (BOS, then ids from the seed)

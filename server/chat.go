@@ -46,10 +46,10 @@ type chatLogprobs struct {
 	Content []chatTokenLogprob `json:"content"`
 }
 
+// chatTokenLogprob is a chosen token's entry: token, logprob and bytes as an alternative's, then
+// the alternatives (JSON puts the embedded fields first, in their order).
 type chatTokenLogprob struct {
-	Token       string           `json:"token"`
-	Logprob     float64          `json:"logprob"`
-	Bytes       []int            `json:"bytes"`
+	chatTopLogprob
 	TopLogprobs []chatTopLogprob `json:"top_logprobs"`
 }
 
@@ -238,15 +238,18 @@ func parseMessages(raw json.RawMessage) ([]map[string]any, error) {
 func (s *Server) chatLogprobs(toks []genToken) *chatLogprobs {
 	lp := &chatLogprobs{Content: []chatTokenLogprob{}}
 	for _, t := range toks {
-		e := chatTokenLogprob{Token: s.pieceText(t.id), Logprob: finiteLogprob(t.logprob),
-			Bytes: s.pieceBytes(t.id), TopLogprobs: []chatTopLogprob{}}
+		e := chatTokenLogprob{chatTopLogprob: s.tokenLogprob(t.id, t.logprob), TopLogprobs: []chatTopLogprob{}}
 		for _, a := range t.top {
-			e.TopLogprobs = append(e.TopLogprobs, chatTopLogprob{Token: s.pieceText(a.Token),
-				Logprob: finiteLogprob(a.LogProb), Bytes: s.pieceBytes(a.Token)})
+			e.TopLogprobs = append(e.TopLogprobs, s.tokenLogprob(a.Token, a.LogProb))
 		}
 		lp.Content = append(lp.Content, e)
 	}
 	return lp
+}
+
+// tokenLogprob is token id's logprob entry.
+func (s *Server) tokenLogprob(id int32, logprob float32) chatTopLogprob {
+	return chatTopLogprob{Token: s.pieceText(id), Logprob: finiteLogprob(logprob), Bytes: s.pieceBytes(id)}
 }
 
 // pieceBytes is a token's text as a list of byte values (JSON would turn a []byte into base64).

@@ -16,39 +16,21 @@ import (
 
 	"ubatch/engine"
 	"ubatch/internal/testdata"
+	"ubatch/internal/testkit"
 	"ubatch/kvcache"
 	"ubatch/runner"
 )
 
-type embeddingRef struct {
-	Prompt    string    `json:"prompt"`
-	Pooling   string    `json:"pooling"`
-	Embedding []float32 `json:"embedding"`
-}
-
-func cosine(a, b []float32) float64 {
-	var ab, aa, bb float64
-	for i := range a {
-		ab += float64(a[i]) * float64(b[i])
-		aa += float64(a[i]) * float64(a[i])
-		bb += float64(b[i]) * float64(b[i])
-	}
-	return ab / math.Sqrt(aa*bb)
-}
-
 // TestEmbeddingsEndpoint: /v1/embeddings returns llama-embedding's vectors (cosine >= 0.999) for
 // both poolings, as floats and as base64, one item per input in order.
 func TestEmbeddingsEndpoint(t *testing.T) {
-	var ref struct{ Items []embeddingRef }
-	if err := json.Unmarshal(testdata.ReadFile(t, "reference/stories260K.embeddings.json"), &ref); err != nil {
-		t.Fatal(err)
-	}
+	refs := testdata.LoadEmbeddings(t)
 	for _, pool := range []runner.Pooling{runner.PoolMean, runner.PoolLast} {
 		t.Run(string(pool), func(t *testing.T) {
 			e := newEnv(t, envOptions{embedder: engine.Pooling(pool)})
-			var want []embeddingRef
+			var want []testdata.Embedding
 			var inputs []string
-			for _, it := range ref.Items {
+			for _, it := range refs {
 				if it.Pooling == string(pool) {
 					want = append(want, it)
 					inputs = append(inputs, it.Prompt)
@@ -86,7 +68,7 @@ func TestEmbeddingsEndpoint(t *testing.T) {
 							vec = append(vec, math.Float32frombits(binary.LittleEndian.Uint32(raw[j:])))
 						}
 					}
-					if c := cosine(vec, want[i].Embedding); d.Index != i || len(vec) != len(want[i].Embedding) || c < 0.999 {
+					if c := testdata.Cosine(vec, want[i].Embedding); d.Index != i || len(vec) != len(want[i].Embedding) || c < 0.999 {
 						t.Errorf("%s item %d (index %d): cosine %.5f, len %d", format, i, d.Index, c, len(vec))
 					}
 				}
@@ -245,7 +227,7 @@ func TestEmbeddingsStopWhenClientLeaves(t *testing.T) {
 				got <- resp.StatusCode
 			}()
 			if tc.leave {
-				waitFor(t, 30*time.Second, "the first embedding", func() bool { return emb.computed.Load() > 0 })
+				testkit.Eventually(t, 30*time.Second, "the first embedding", func() bool { return emb.computed.Load() > 0 })
 				cancel()
 			}
 			select {
@@ -253,7 +235,7 @@ func TestEmbeddingsStopWhenClientLeaves(t *testing.T) {
 			case <-time.After(60 * time.Second):
 				t.Fatal("the handler did not return")
 			}
-			waitFor(t, 30*time.Second, "the engine to go idle", func() bool { return e.eng.Stats().Running == 0 })
+			testkit.Eventually(t, 30*time.Second, "the engine to go idle", func() bool { return e.eng.Stats().Running == 0 })
 			computed := e.eng.Stats().PromptComputed - computedBefore
 			if status := <-got; !tc.leave && (status != 200 || emb.computed.Load() != int64(n) || computed != uint64(n*l)) {
 				t.Errorf("status %d, %d inputs and %d tokens embedded, want %d and %d", status, emb.computed.Load(), computed, n, n*l)
@@ -300,7 +282,9 @@ func TestEmbeddingsMatchRunner(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if e := relRMS(body.Data[i].Embedding, want); len(body.Data[i].Embedding) != len(want) || e > 1e-4 {
+				if got := body.Data[i].Embedding; len(got) != len(want) {
+					t.Errorf("input %d (%d tokens): %d dimensions, runner.Embed's %d", i, len(toks), len(got), len(want))
+				} else if e := testdata.RelRMS(got, want); e > 1e-4 {
 					t.Errorf("input %d (%d tokens): relative RMS %.2e from runner.Embed's > 1e-4", i, len(toks), e)
 				}
 			}
@@ -309,14 +293,4 @@ func TestEmbeddingsMatchRunner(t *testing.T) {
 			}
 		})
 	}
-}
-
-// relRMS is the RMS of got-want over the RMS of want.
-func relRMS(got, want []float32) float64 {
-	var d, w float64
-	for i := range min(len(got), len(want)) {
-		d += (float64(got[i]) - float64(want[i])) * (float64(got[i]) - float64(want[i]))
-		w += float64(want[i]) * float64(want[i])
-	}
-	return math.Sqrt(d / max(w, 1e-30))
 }

@@ -19,6 +19,7 @@ import (
 	"ubatch/engine"
 	"ubatch/internal/sse"
 	"ubatch/internal/testdata"
+	"ubatch/internal/testmodel"
 	"ubatch/kvcache"
 	"ubatch/model"
 	_ "ubatch/model/all"
@@ -53,20 +54,14 @@ type testEnv struct {
 
 func newEnv(t testing.TB, o envOptions) *testEnv {
 	t.Helper()
-	m, err := model.Open(testdata.Model(t, "stories260K.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := testmodel.Open(t, testdata.Model(t, "stories260K.gguf"))
 	if o.nCtx == 0 {
 		o.nCtx = 512
 	}
 	if o.nSeq == 0 {
 		o.nSeq = 8
 	}
-	lctx, err := runner.New(m.Graph, runner.Options{NCtx: o.nCtx, NBatch: 512, NUBatch: 512, NSeqMax: o.nSeq, KVType: kvcache.F32, Threads: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lctx := testmodel.Runtime(t, m, runner.Options{NCtx: o.nCtx, NBatch: 512, NUBatch: 512, NSeqMax: o.nSeq, KVType: kvcache.F32, Threads: 2})
 	reg := prometheus.NewRegistry()
 	met := NewMetrics(reg)
 	var obs engine.Observer = met
@@ -75,14 +70,8 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 		live = NewLive()
 		obs = Observers{met, live}
 	}
-	opts := lctx.Options()
-	eng, err := engine.New(lctx, engine.Limits{NCtx: opts.NCtx, NSeqMax: opts.NSeqMax, NBatch: opts.NBatch, Vocab: m.Hparams().Vocab},
-		engine.Config{BatchSize: o.batch, MaxRunning: o.maxRunning, MaxQueue: o.maxQueue, IsEOG: m.Vocab.IsEOG, Observer: obs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go eng.Run(ctx)
+	eng := testmodel.Engine(t, m, lctx, engine.Config{BatchSize: o.batch, MaxRunning: o.maxRunning, MaxQueue: o.maxQueue, Observer: obs})
+	stop := testmodel.Run(t, eng)
 	var emb *Embedder
 	if o.embedder != "" {
 		emb = NewEmbedder(o.embedder, 128)
@@ -92,18 +81,17 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e := serveEnv(t, m, eng, srv, stop, &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 60 * time.Second})
+	e.reg, e.metrics = reg, met
+	return e
+}
+
+// serveEnv is the testEnv of srv (over m and eng; stop ends eng's Run) behind an httptest
+// server, which the test's end closes after client's idle connections.
+func serveEnv(t testing.TB, m *model.Model, eng *engine.Engine, srv *Server, stop func(), client *http.Client) *testEnv {
 	ts := httptest.NewServer(srv.Handler())
-	e := &testEnv{t: t, model: m, eng: eng, srv: srv, ts: ts, reg: reg, metrics: met,
-		client:     &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 60 * time.Second},
-		stopEngine: func() { cancel(); <-eng.Done() }}
-	t.Cleanup(func() {
-		e.client.CloseIdleConnections()
-		ts.Close()
-		cancel()
-		<-eng.Done()
-		lctx.Close()
-		m.Close()
-	})
+	e := &testEnv{t: t, model: m, eng: eng, srv: srv, ts: ts, client: client, stopEngine: stop}
+	t.Cleanup(func() { e.client.CloseIdleConnections(); ts.Close() })
 	return e
 }
 
@@ -175,16 +163,8 @@ func sseEvents(t testing.TB, r io.Reader) []string {
 // the finish reason and the raw events.
 func (e *testEnv) streamCompletion(body map[string]any) (string, string, []string) {
 	e.t.Helper()
-	body["stream"] = true
-	resp := e.post(context.Background(), "/v1/completions", body)
+	resp := e.postStream("/v1/completions", body)
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		data, _ := io.ReadAll(resp.Body)
-		e.t.Fatalf("status %d: %s", resp.StatusCode, data)
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
-		e.t.Fatalf("Content-Type %q, want text/event-stream", ct)
-	}
 	events := sseEvents(e.t, resp.Body)
 	var text strings.Builder
 	finish := ""
@@ -230,16 +210,18 @@ type completionResult struct {
 	Usage usageJSON `json:"usage"`
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
+// postStream posts body to path with stream: true and returns the response, failing unless it
+// is a 200 event stream; the caller closes its body.
+func (e *testEnv) postStream(path string, body map[string]any) *http.Response {
+	e.t.Helper()
+	body["stream"] = true
+	resp := e.post(context.Background(), path, body)
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		e.t.Fatalf("%s: status %d (Content-Type %q, want text/event-stream): %s", path, resp.StatusCode, ct, data)
 	}
+	return resp
 }
 
 // kvUsed returns the engine's used KV blocks.

@@ -60,45 +60,26 @@ var fuzzSeeds = []string{
 }
 
 func FuzzCompletions(f *testing.F) {
-	fuzzRoute(f, "/v1/completions", func(s *Server, body []byte) error {
-		var req completionRequest
-		if err := decodeBytes(body, &req); err != nil {
-			return err
-		}
-		g, prompts, err := s.completionParams(context.Background(), &req)
-		if err == nil {
-			err = checkGen(s, g, prompts)
-		}
-		return err
-	})
+	fuzzRoute(f, "/v1/completions", (*Server).completionParams)
 }
 
 func FuzzChatCompletions(f *testing.F) {
-	fuzzRoute(f, "/v1/chat/completions", func(s *Server, body []byte) error {
-		var req chatRequest
-		if err := decodeBytes(body, &req); err != nil {
-			return err
-		}
-		g, prompt, err := s.chatParams(context.Background(), &req)
-		if err == nil {
-			err = checkGen(s, g, [][]int32{prompt})
-		}
-		return err
-	})
+	fuzzRoute(f, "/v1/chat/completions", onePrompt((*Server).chatParams))
 }
 
 func FuzzLlamaCompletion(f *testing.F) {
-	fuzzRoute(f, "/completion", func(s *Server, body []byte) error {
-		var req llamaCompletionRequest
-		if err := decodeBytes(body, &req); err != nil {
-			return err
-		}
-		g, prompt, err := s.llamaParams(context.Background(), &req)
-		if err == nil {
-			err = checkGen(s, g, [][]int32{prompt})
-		}
-		return err
-	})
+	fuzzRoute(f, "/completion", onePrompt((*Server).llamaParams))
+}
+
+// paramsFunc is a route's parser: its decoded request's generation parameters and prompts.
+type paramsFunc[R any] func(*Server, context.Context, *R) (genParams, [][]int32, error)
+
+// onePrompt is params as a paramsFunc, for a route of one prompt.
+func onePrompt[R any](params func(*Server, context.Context, *R) (genParams, []int32, error)) paramsFunc[R] {
+	return func(s *Server, ctx context.Context, req *R) (genParams, [][]int32, error) {
+		g, prompt, err := params(s, ctx, req)
+		return g, [][]int32{prompt}, err
+	}
 }
 
 // decodeBytes runs decodeBody over body.
@@ -143,18 +124,30 @@ func checkGen(s *Server, g genParams, prompts [][]int32) error {
 	return nil
 }
 
-// fuzzRoute fuzzes the JSON body of one route: parse checks what the route's parsers accept
-// (they must reject bad input with a 400, never panic, and accept only requests within the
-// limits), then the whole handler serves the body against the real engine: it must answer in
-// time, with a well-formed response, and leave no sequence behind.
-func fuzzRoute(f *testing.F, path string, parse func(*Server, []byte) error) {
+// fuzzRoute fuzzes the JSON body of one route: the body decoded as an R and params check what
+// the route's parsers accept (they must reject bad input with a 400, never panic, and accept
+// only requests within the limits: checkGen), then the whole handler serves the body against
+// the real engine: it must answer in time, with a well-formed response, and leave no sequence
+// behind.
+func fuzzRoute[R any](f *testing.F, path string, params paramsFunc[R]) {
 	for _, s := range fuzzSeeds {
 		f.Add([]byte(s))
 	}
 	e := newFuzzEnv(f)
 	h := e.srv.Handler()
+	parse := func(body []byte) error {
+		var req R
+		if err := decodeBytes(body, &req); err != nil {
+			return err
+		}
+		g, prompts, err := params(e.srv, context.Background(), &req)
+		if err == nil {
+			err = checkGen(e.srv, g, prompts)
+		}
+		return err
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		if err := parse(e.srv, body); err != nil {
+		if err := parse(body); err != nil {
 			var ae *apiError
 			if errors.Is(err, errInvariant) || !errors.As(err, &ae) || ae.status != http.StatusBadRequest && ae.status != http.StatusInternalServerError {
 				t.Fatalf("parsing %q: %v", body, err)

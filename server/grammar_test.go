@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -199,16 +198,7 @@ func TestConstraintErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp := e.post(context.Background(), tt.path, tt.body)
-			defer resp.Body.Close()
-			data, _ := io.ReadAll(resp.Body)
-			var body errorBody
-			if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(data, &body) != nil {
-				t.Fatalf("status %d: %s", resp.StatusCode, data)
-			}
-			if body.Error.Param == nil || *body.Error.Param != tt.field || !strings.Contains(body.Error.Message, tt.want) {
-				t.Fatalf("error %s, want param %q and a message containing %q", data, tt.field, tt.want)
-			}
+			e.checkBadParam(t, tt.path, tt.body, tt.field, tt.want)
 		})
 	}
 }

@@ -1,14 +1,11 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"regexp"
 	"slices"
-	"strings"
 	"testing"
 )
 
@@ -293,16 +290,7 @@ func TestGuidedErrors(t *testing.T) {
 			} else {
 				body["prompt"] = "Once upon a time"
 			}
-			resp := e.post(context.Background(), tt.path, body)
-			defer resp.Body.Close()
-			data, _ := io.ReadAll(resp.Body)
-			var eb errorBody
-			if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(data, &eb) != nil {
-				t.Fatalf("status %d: %s", resp.StatusCode, data)
-			}
-			if eb.Error.Param == nil || *eb.Error.Param != tt.field || !strings.Contains(eb.Error.Message, tt.want) {
-				t.Fatalf("error %s, want param %q and a message containing %q", data, tt.field, tt.want)
-			}
+			e.checkBadParam(t, tt.path, body, tt.field, tt.want)
 		})
 	}
 	// The no-op values of vLLM's refused fields pass.

@@ -1,9 +1,7 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -88,13 +86,8 @@ func TestInfillEndpoint(t *testing.T) {
 		t.Errorf("infill tokens %v %q, /completion over its prompt %v %q (cached %d)", got.Tokens, got.Content, ref.Tokens, ref.Content, ref.TokensCached)
 	}
 
-	body["stream"] = true
-	resp := e.post(context.Background(), "/infill", body)
+	resp := e.postStream("/infill", body)
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		data, _ := io.ReadAll(resp.Body)
-		t.Fatalf("stream: %d %s", resp.StatusCode, data)
-	}
 	var streamed []int32
 	events := sseEvents(t, resp.Body)
 	for i, ev := range events {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"ubatch/internal/testkit"
 )
 
 // TestEngineShutdown checks what clients see when the engine stops: a running stream ends with
@@ -72,12 +74,12 @@ func TestPriorityOrdersTheQueue(t *testing.T) {
 		})
 		// The low one must be waiting before the high one comes.
 		if i == 0 {
-			waitFor(t, 5*time.Second, "the request to queue", func() bool { return e.eng.Stats().Waiting >= 1 })
+			testkit.Eventually(t, 5*time.Second, "the request to queue", func() bool { return e.eng.Stats().Waiting >= 1 })
 		}
 	}
 	// The blocker may go only once the high one has arrived (two wait: low and high, or low and
 	// the blocker it preempted) or is done already; else the low one could take the slot first.
-	waitFor(t, 5*time.Second, "the high request to arrive", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the high request to arrive", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(order) > 0 || e.eng.Stats().Waiting >= 2

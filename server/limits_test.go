@@ -17,6 +17,24 @@ import (
 // startServe runs Serve on a fresh loopback listener until the test ends and returns its address.
 func startServe(t *testing.T, h http.Handler, cfg ServeConfig) string {
 	t.Helper()
+	if cfg.Grace == 0 {
+		cfg.Grace = time.Second
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	addr, served := runServe(t, ctx, h, cfg)
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return addr
+}
+
+// runServe runs Serve(ctx, a fresh loopback listener, h, cfg) (a nil cfg.Logger discards) and
+// returns the listener's address and where Serve's result arrives.
+func runServe(t *testing.T, ctx context.Context, h http.Handler, cfg ServeConfig) (string, <-chan error) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -24,19 +42,23 @@ func startServe(t *testing.T, h http.Handler, cfg ServeConfig) string {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Grace == 0 {
-		cfg.Grace = time.Second
-	}
-	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- Serve(ctx, ln, h, cfg) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
+	return ln.Addr().String(), served
+}
+
+// awaitServed fails the test unless Serve's result arrives from served within d and is nil;
+// what says when Serve was due to return.
+func awaitServed(t *testing.T, served <-chan error, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("Serve returned %v %s", err, what)
 		}
-	})
-	return ln.Addr().String()
+	case <-time.After(d):
+		t.Fatalf("Serve did not return within %v %s", d, what)
+	}
 }
 
 // dial opens a raw TCP connection that fails the test's reads after d.

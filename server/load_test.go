@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"ubatch/internal/sse"
+	"ubatch/internal/testkit"
 )
 
 var storyPrompts = []string{
@@ -105,7 +106,7 @@ func TestPreemptionKeepsOutputs(t *testing.T) {
 	if m := metricValue(t, e.metrics.preemptions); m != float64(after) {
 		t.Fatalf("ubatch_preemptions_total = %v, engine counted %d", m, after)
 	}
-	waitFor(t, 5*time.Second, "KV blocks to be released", func() bool { return e.kvUsed() == 0 })
+	testkit.Eventually(t, 5*time.Second, "KV blocks to be released", func() bool { return e.kvUsed() == 0 })
 }
 
 // readChunks reads n data events from an SSE body.
@@ -136,8 +137,8 @@ func TestClientDisconnectFreesKV(t *testing.T) {
 	}
 	cancel()
 	resp.Body.Close()
-	waitFor(t, 5*time.Second, "KV blocks back to the baseline", func() bool { return e.kvUsed() == base })
-	waitFor(t, 5*time.Second, "the cancellation to be counted", func() bool {
+	testkit.Eventually(t, 5*time.Second, "KV blocks back to the baseline", func() bool { return e.kvUsed() == base })
+	testkit.Eventually(t, 5*time.Second, "the cancellation to be counted", func() bool {
 		return metricValue(t, e.metrics.requests.WithLabelValues("cancelled")) == 1
 	})
 	if st := e.eng.Stats(); st.Generated >= 400 {
@@ -168,7 +169,7 @@ func TestQueueFullReturns429(t *testing.T) {
 		t.Fatalf("ubatch_requests_rejected_total = %v, want 1", got)
 	}
 	cancel()
-	waitFor(t, 5*time.Second, "KV blocks released", func() bool { st := e.eng.Stats(); return st.KV.Used == 0 && st.Running == 0 && st.Waiting == 0 })
+	testkit.Eventually(t, 5*time.Second, "KV blocks released", func() bool { st := e.eng.Stats(); return st.KV.Used == 0 && st.Running == 0 && st.Waiting == 0 })
 }
 
 func TestPrefixCacheServesRepeatedPrompt(t *testing.T) {
@@ -287,7 +288,7 @@ func TestBurstWithDisconnectsLeaksNothing(t *testing.T) {
 func (e *testEnv) waitSettled(t *testing.T, client *http.Client, baseG, baseKV int) time.Duration {
 	t.Helper()
 	start := time.Now()
-	waitFor(t, 10*time.Second, "KV blocks and sequences released", func() bool {
+	testkit.Eventually(t, 10*time.Second, "KV blocks and sequences released", func() bool {
 		st := e.eng.Stats()
 		return st.KV.Used == baseKV && st.Running == 0 && st.Waiting == 0
 	})

@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"ubatch/internal/metric"
+
 	"ubatch/engine"
 	"ubatch/kvdisk"
 )
@@ -24,16 +26,16 @@ var _ engine.TierObserver = (*Metrics)(nil)
 // newTierMetrics makes the tier metrics, registered on reg unless it is nil.
 func newTierMetrics(reg prometheus.Registerer) *tierMetrics {
 	m := &tierMetrics{
-		fetchedBlocks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ubatch_kv_tier_hit_blocks_total",
-			Help: "KV blocks read back into RAM from a tier (disk, peer) instead of recomputed"}, []string{"tier"}),
-		fetchedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ubatch_kv_tier_hit_bytes_total",
-			Help: "bytes of K/V read back into RAM from a tier"}, []string{"tier"}),
-		fetchSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ubatch_kv_tier_read_seconds",
-			Help: "time of one fetch of a prefix's blocks from a tier", Buckets: latencyBuckets()}, []string{"tier"}),
-		swapIns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ubatch_kv_tier_swap_ins_total",
-			Help: "fetches that brought a preempted sequence's blocks back (n_kv_swap)"}, []string{"tier"}),
-		swapOuts: prometheus.NewCounter(prometheus.CounterOpts{Name: "ubatch_kv_tier_swap_out_blocks_total",
-			Help: "blocks of preempted sequences handed to the disk tier because a read is cheaper than a recompute"}),
+		fetchedBlocks: metric.CounterVec("ubatch_kv_tier_hit_blocks_total",
+			"KV blocks read back into RAM from a tier (disk, peer) instead of recomputed", "tier"),
+		fetchedBytes: metric.CounterVec("ubatch_kv_tier_hit_bytes_total",
+			"bytes of K/V read back into RAM from a tier", "tier"),
+		fetchSeconds: metric.HistogramVec("ubatch_kv_tier_read_seconds",
+			"time of one fetch of a prefix's blocks from a tier", latencyBuckets(), "tier"),
+		swapIns: metric.CounterVec("ubatch_kv_tier_swap_ins_total",
+			"fetches that brought a preempted sequence's blocks back (n_kv_swap)", "tier"),
+		swapOuts: metric.Counter("ubatch_kv_tier_swap_out_blocks_total",
+			"blocks of preempted sequences handed to the disk tier because a read is cheaper than a recompute"),
 	}
 	if reg != nil {
 		reg.MustRegister(m.fetchedBlocks, m.fetchedBytes, m.fetchSeconds, m.swapIns, m.swapOuts)

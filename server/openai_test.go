@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"ubatch/internal/testdata"
+	"ubatch/internal/testkit"
 )
 
 // referenceGreedy returns llama.cpp's greedy continuation of "Once upon a time" for stories260K.
@@ -82,7 +83,7 @@ func TestCompletionStopStrings(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, 5*time.Second, "KV released after stop-string cancellations", func() bool { return e.kvUsed() == 0 })
+	testkit.Eventually(t, 5*time.Second, "KV released after stop-string cancellations", func() bool { return e.kvUsed() == 0 })
 }
 
 func TestCompletionNAndPromptLists(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"ubatch/internal/testkit"
 	"ubatch/sample"
 )
 
@@ -151,7 +152,7 @@ func TestSlots(t *testing.T) {
 				"stream": true, "seed": 42, "temperature": 0.5, "top_k": 7})
 			defer resp.Body.Close()
 			var slots []slotView
-			waitFor(t, 5*time.Second, "a slot that decodes", func() bool {
+			testkit.Eventually(t, 5*time.Second, "a slot that decodes", func() bool {
 				slots = nil
 				e.getJSON("/slots", &slots)
 				return len(slots) > 0 && slots[0].IsProcessing && slots[0].NDecoded > 0

@@ -26,13 +26,8 @@ type streamedChat struct {
 // later deltas carry only its index and a fragment of the arguments.
 func (e *testEnv) streamChat(body map[string]any) *streamedChat {
 	e.t.Helper()
-	body["stream"] = true
-	resp := e.post(context.Background(), "/v1/chat/completions", body)
+	resp := e.postStream("/v1/chat/completions", body)
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		data, _ := io.ReadAll(resp.Body)
-		e.t.Fatalf("status %d: %s", resp.StatusCode, data)
-	}
 	out := &streamedChat{}
 	for _, ev := range sseEvents(e.t, resp.Body) {
 		if ev == "[DONE]" {

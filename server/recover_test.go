@@ -10,30 +10,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"ubatch/engine"
+	"ubatch/internal/testkit"
 	"ubatch/sample"
 )
-
-// lockedBuffer is a log sink for handlers' goroutines and the test's.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 func explode() { panic("assignment to entry in nil map") }
 
@@ -42,7 +24,7 @@ func explode() { panic("assignment to entry in nil map") }
 // (the client sees a broken body, not a clean end); both are logged with the ID and the
 // panicking frame and counted. A handler's own http.ErrAbortHandler is neither.
 func TestHandlerPanicRecovered(t *testing.T) {
-	var logs lockedBuffer
+	var logs testkit.SyncBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	met := NewMetrics(nil)
 	handlers := map[string]func(http.ResponseWriter, *http.Request){

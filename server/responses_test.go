@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -85,13 +84,8 @@ type namedEvent struct {
 // event's name is its data's type and that sequence numbers count from 0.
 func (e *testEnv) streamResponse(body map[string]any) []namedEvent {
 	e.t.Helper()
-	body["stream"] = true
-	resp := e.post(context.Background(), "/v1/responses", body)
+	resp := e.postStream("/v1/responses", body)
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
-		data, _ := io.ReadAll(resp.Body)
-		e.t.Fatalf("status %d (%s): %s", resp.StatusCode, resp.Header.Get("Content-Type"), data)
-	}
 	var events []namedEvent
 	sc := sse.NewReader(resp.Body, 1<<20)
 	sc.All = true
@@ -358,14 +352,7 @@ func TestResponsesErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp := e.post(context.Background(), "/v1/responses", tt.body)
-			defer resp.Body.Close()
-			data, _ := io.ReadAll(resp.Body)
-			var body errorBody
-			json.Unmarshal(data, &body)
-			if resp.StatusCode != http.StatusBadRequest || deref(body.Error.Param) != tt.param || !strings.Contains(body.Error.Message, tt.want) {
-				t.Fatalf("status %d, body %.300s; want 400 on %s saying %q", resp.StatusCode, data, tt.param, tt.want)
-			}
+			body := e.checkBadParam(t, "/v1/responses", tt.body, tt.param, tt.want)
 			if tt.param == "previous_response_id" && deref(body.Error.Code) != "previous_response_not_found" {
 				t.Errorf("code %v, want previous_response_not_found", deref(body.Error.Code))
 			}

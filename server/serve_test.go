@@ -5,29 +5,22 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"ubatch/internal/testkit"
 )
 
 // TestServeGracefulShutdown cancels Serve's context while a stream is running: the stream must
 // still finish, new connections must be refused, and Serve must return nil.
 func TestServeGracefulShutdown(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	served := make(chan error, 1)
-	go func() {
-		served <- Serve(ctx, ln, e.srv.Handler(), ServeConfig{Grace: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-	}()
-	url := "http://" + ln.Addr().String()
+	addr, served := runServe(t, ctx, e.srv.Handler(), ServeConfig{Grace: 10 * time.Second})
+	url := "http://" + addr
 
 	body := `{"prompt": "Once upon a time", "max_tokens": 200, "ignore_eos": true, "stream": true}`
 	resp, err := e.client.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
@@ -51,14 +44,7 @@ func TestServeGracefulShutdown(t *testing.T) {
 	if !done || chunks < 150 {
 		t.Fatalf("the in-flight stream was cut: %d chunks, [DONE] %v, err %v", chunks, done, sc.Err())
 	}
-	select {
-	case err := <-served:
-		if err != nil {
-			t.Fatalf("Serve returned %v after a graceful shutdown", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Serve did not return after its context ended")
-	}
+	awaitServed(t, served, 10*time.Second, "after a graceful shutdown")
 	c := &http.Client{Timeout: 2 * time.Second}
 	if r, err := c.Get(url + "/health"); err == nil {
 		r.Body.Close()
@@ -72,17 +58,10 @@ func TestServeGracefulShutdown(t *testing.T) {
 func TestServeGraceExpires(t *testing.T) {
 	// Room for both requests' whole growth, which the admission watermark sets aside.
 	e := newEnv(t, envOptions{nCtx: 1024})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	served := make(chan error, 1)
-	go func() {
-		served <- Serve(ctx, ln, e.srv.Handler(), ServeConfig{Grace: time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
-	}()
-	url := "http://" + ln.Addr().String()
+	addr, served := runServe(t, ctx, e.srv.Handler(), ServeConfig{Grace: time.Millisecond})
+	url := "http://" + addr
 	long := `{"prompt": "Once upon a time", "max_tokens": 450, "ignore_eos": true, "stream": %v}`
 	resp, err := e.client.Post(url+"/v1/completions", "application/json", strings.NewReader(fmt.Sprintf(long, true)))
 	if err != nil {
@@ -100,17 +79,10 @@ func TestServeGraceExpires(t *testing.T) {
 		}
 		plain <- r
 	}()
-	waitFor(t, 5*time.Second, "both requests to run", func() bool { return e.eng.Stats().Running == 2 })
+	testkit.Eventually(t, 5*time.Second, "both requests to run", func() bool { return e.eng.Stats().Running == 2 })
 	start := time.Now()
 	cancel()
-	select {
-	case err := <-served:
-		if err != nil {
-			t.Fatalf("Serve: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Serve did not return after its grace period")
-	}
+	awaitServed(t, served, 10*time.Second, "after its grace period")
 	t.Logf("Serve returned %v after its context ended (grace 1ms)", time.Since(start).Round(time.Millisecond))
 	var last string
 	for sc.Scan() {
@@ -129,5 +101,5 @@ func TestServeGraceExpires(t *testing.T) {
 		defer r.Body.Close()
 		checkError(t, r, http.StatusServiceUnavailable, "server_error")
 	}
-	waitFor(t, 5*time.Second, "the cut requests' KV blocks to be freed", func() bool { return e.kvUsed() == 0 })
+	testkit.Eventually(t, 5*time.Second, "the cut requests' KV blocks to be freed", func() bool { return e.kvUsed() == 0 })
 }

@@ -1,9 +1,7 @@
 package server
 
 import (
-	"context"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,73 +9,32 @@ import (
 	"time"
 
 	"ubatch/engine"
+	"ubatch/internal/testmodel"
 	"ubatch/kvcache"
-	"ubatch/kvfile"
-	"ubatch/model"
 	"ubatch/runner"
-	"ubatch/synth"
 )
 
 // slotEnv is a server over a mini synth qwen3 model whose engine has tiers (none beyond RAM:
 // SetTiers for slot save and restore) and slotDir as --slot-save-path ("" for none).
 func slotEnv(t *testing.T, path, slotDir string) *testEnv {
 	t.Helper()
-	m, err := model.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	lctx, err := runner.New(m.Graph, runner.Options{NCtx: 512, NSeqMax: 2, KVType: kvcache.F16, Threads: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(lctx.Close)
-	opts := lctx.Options()
-	eng, err := engine.New(lctx, engine.Limits{NCtx: opts.NCtx, NSeqMax: opts.NSeqMax, NBatch: opts.NBatch, Vocab: m.Hparams().Vocab},
-		engine.Config{IsEOG: m.Vocab.IsEOG})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := kvfile.ModelIdentity(m.Path, m.File.DataOffset)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := lctx.Hparams()
-	l := kvfile.Layout{Model: id, DType: kvcache.F16, BlockSize: opts.BlockSize}
-	for range h.NLayers {
-		l.Layers = append(l.Layers, kvfile.Layer{KVHeads: h.NKVHeads, HeadDim: h.HeadDim})
-	}
+	m := testmodel.Open(t, path)
+	lctx := testmodel.Runtime(t, m, runner.Options{NCtx: 512, NSeqMax: 2, KVType: kvcache.F16, Threads: 2})
+	eng := testmodel.Engine(t, m, lctx, engine.Config{})
+	l := testmodel.Layout(t, m, lctx)
 	if slotDir != "" && !eng.SetTiers(nil, nil, l) {
 		t.Fatal("SetTiers refused")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go eng.Run(ctx)
-	t.Cleanup(func() { cancel(); <-eng.Done() })
+	stop := testmodel.Run(t, eng)
 	srv, err := New(Config{Model: m, Engine: eng, ModelID: "synth", SlotSavePath: slotDir, KVLayout: l})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(srv.Handler())
-	e := &testEnv{t: t, model: m, eng: eng, srv: srv, ts: ts, client: &http.Client{Timeout: 60 * time.Second}, stopEngine: cancel}
-	t.Cleanup(func() { e.client.CloseIdleConnections(); ts.Close() })
-	return e
-}
-
-func slotModel(t *testing.T) string {
-	t.Helper()
-	w, err := synth.TaskFixture("qwen3", "q8_0", false, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "qwen3.gguf")
-	if err := w.WriteFile(path); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return serveEnv(t, m, eng, srv, stop, &http.Client{Timeout: 60 * time.Second})
 }
 
 func TestSlotActionErrors(t *testing.T) {
-	path := slotModel(t)
+	path := taskModel(t, "qwen3", false, false)
 	none := slotEnv(t, path, "")
 	e := slotEnv(t, path, t.TempDir())
 	tests := []struct {
@@ -114,7 +71,7 @@ func TestSlotActionErrors(t *testing.T) {
 // (another process, in effect) and checks that the same prompt then comes from the cache with
 // the same greedy text; a file of another model is refused.
 func TestSlotSaveRestore(t *testing.T) {
-	path := slotModel(t)
+	path := taskModel(t, "qwen3", false, false)
 	dir := t.TempDir()
 	prompt := strings.Repeat("the quick brown fox jumps over the lazy dog ", 6)
 	req := map[string]any{"prompt": prompt, "max_tokens": 6, "temperature": 0}

@@ -1,16 +1,13 @@
 package server
 
 import (
-	"context"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"ubatch/engine"
+	"ubatch/internal/testmodel"
 	"ubatch/kvcache"
-	"ubatch/model"
 	"ubatch/runner"
 	"ubatch/synth"
 )
@@ -36,35 +33,13 @@ func synthEnv(t *testing.T, o synthOptions) *testEnv {
 	if o.arch == "" {
 		o.arch = "qwen3"
 	}
-	w, err := synth.TaskFixture(o.arch, "q8_0", o.fim, o.rerank)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), o.arch+".gguf")
-	if err := w.WriteFile(path); err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	lctx, err := runner.New(m.Graph, runner.Options{NCtx: synthNCtx, NBatch: synthNBatch, NUBatch: synthNBatch, NSeqMax: 4, KVType: kvcache.F32, Threads: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(lctx.Close)
-	opts := lctx.Options()
-	eng, err := engine.New(lctx, engine.Limits{NCtx: opts.NCtx, NSeqMax: opts.NSeqMax, NBatch: opts.NBatch, Vocab: m.Hparams().Vocab},
-		engine.Config{IsEOG: m.Vocab.IsEOG})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go eng.Run(ctx)
-	t.Cleanup(func() { cancel(); <-eng.Done() })
+	m := testmodel.Open(t, taskModel(t, o.arch, o.fim, o.rerank))
+	lctx := testmodel.Runtime(t, m, runner.Options{NCtx: synthNCtx, NBatch: synthNBatch, NUBatch: synthNBatch, NSeqMax: 4, KVType: kvcache.F32, Threads: 2})
+	eng := testmodel.Engine(t, m, lctx, engine.Config{})
+	stop := testmodel.Run(t, eng)
 	var rr *Reranker
 	if o.serveRerank {
+		var err error
 		if rr, err = NewReranker(m, 512); err != nil {
 			t.Fatal(err)
 		}
@@ -74,8 +49,16 @@ func synthEnv(t *testing.T, o synthOptions) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(srv.Handler())
-	e := &testEnv{t: t, model: m, eng: eng, srv: srv, ts: ts, client: &http.Client{Timeout: 60 * time.Second}, stopEngine: cancel}
-	t.Cleanup(func() { e.client.CloseIdleConnections(); ts.Close() })
-	return e
+	return serveEnv(t, m, eng, srv, stop, &http.Client{Timeout: 60 * time.Second})
+}
+
+// taskModel writes synth.TaskFixture(arch, "q8_0", fim, rerank) to t.TempDir() and returns its
+// path.
+func taskModel(t *testing.T, arch string, fim, rerank bool) string {
+	t.Helper()
+	w, err := synth.TaskFixture(arch, "q8_0", fim, rerank)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testmodel.Write(t, w, arch+".gguf")
 }

@@ -1,9 +1,7 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -84,13 +82,7 @@ func TestTokenizeVLLM(t *testing.T) {
 		{name: "prompt not a string", body: map[string]any{"prompt": 3}, field: "prompt"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := e.post(context.Background(), "/tokenize", tc.body)
-			defer resp.Body.Close()
-			data, _ := io.ReadAll(resp.Body)
-			var eb errorBody
-			if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(data, &eb) != nil || eb.Error.Param == nil || *eb.Error.Param != tc.field {
-				t.Fatalf("status %d: %s, want a 400 naming %s", resp.StatusCode, data, tc.field)
-			}
+			e.checkBadParam(t, "/tokenize", tc.body, tc.field, "")
 		})
 	}
 }

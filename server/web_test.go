@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -212,18 +210,11 @@ func TestLiveRings(t *testing.T) {
 // the hub is closed (as `ubatch serve` does when its context ends), and a closed hub answers 503.
 func TestLiveClose(t *testing.T) {
 	e := newEnv(t, envOptions{live: true})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	context.AfterFunc(ctx, e.srv.cfg.Live.Close)
-	served := make(chan error, 1)
-	go func() {
-		served <- Serve(ctx, ln, e.srv.Handler(), ServeConfig{Grace: time.Minute, Logger: slog.New(slog.DiscardHandler)})
-	}()
-	resp, err := e.client.Get("http://" + ln.Addr().String() + "/live")
+	addr, served := runServe(t, ctx, e.srv.Handler(), ServeConfig{Grace: time.Minute})
+	resp, err := e.client.Get("http://" + addr + "/live")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,14 +225,7 @@ func TestLiveClose(t *testing.T) {
 	cancel()
 	for sc.Scan() {
 	}
-	select {
-	case err := <-served:
-		if err != nil {
-			t.Fatalf("Serve: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Serve is still waiting for the live stream")
-	}
+	awaitServed(t, served, 20*time.Second, "with the live stream open (its hub closed)")
 	// The hub stays closed: a new stream is refused.
 	r, err := http.Get(e.ts.URL + "/live")
 	if err != nil {

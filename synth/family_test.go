@@ -1,15 +1,14 @@
 package synth_test
 
 import (
-	"bytes"
 	"math"
-	"path/filepath"
 	"reflect"
 	"testing"
 
 	"ubatch/batch"
 	"ubatch/gguf"
 	"ubatch/internal/testdata"
+	"ubatch/internal/testmodel"
 	"ubatch/model"
 	_ "ubatch/model/all"
 	"ubatch/runner"
@@ -38,7 +37,7 @@ func TestFamiliesRun(t *testing.T) {
 				if m.Arch != a.GGUF {
 					t.Fatalf("general.architecture %q, want %q", m.Arch, a.GGUF)
 				}
-				c := newContext(t, m, runner.Options{NCtx: 128, NSeqMax: 2, NUBatch: 8, Threads: 2})
+				c := testmodel.Runtime(t, m, runner.Options{NCtx: 128, NSeqMax: 2, NUBatch: 8, Threads: 2})
 				got := [][][]float32{make([][]float32, len(hist[0])), make([][]float32, len(hist[1]))}
 				var b batch.Batch
 				decode := func() {
@@ -66,7 +65,7 @@ func TestFamiliesRun(t *testing.T) {
 					t.Fatalf("logits of positions 1 and 2 differ by only %.1e: the model ignores its input", e)
 				}
 				for s, h := range hist {
-					alone := newContext(t, m, runner.Options{NCtx: 128, Threads: 2})
+					alone := testmodel.Runtime(t, m, runner.Options{NCtx: 128, Threads: 2})
 					b.Clear()
 					for p, tok := range h {
 						b.Add(tok, int32(p), []int32{0}, true)
@@ -92,26 +91,7 @@ func openFixture(t *testing.T, arch, ftype string) *model.Model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), arch+".gguf")
-	if err := w.WriteFile(path); err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
-}
-
-func newContext(t *testing.T, m *model.Model, o runner.Options) *runner.Runtime {
-	t.Helper()
-	c, err := runner.New(m.Graph, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
+	return testmodel.Open(t, testmodel.Write(t, w, arch+".gguf"))
 }
 
 // finite fails the test on a NaN or infinite logit, and returns a copy of the row.
@@ -140,7 +120,7 @@ func TestLayoutMatchesShared(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := parse(t, w)
+			got := testmodel.Parse(t, w)
 			meta := func(f *gguf.File) map[string]any {
 				m := map[string]any{}
 				for _, kv := range f.Metadata {
@@ -185,18 +165,5 @@ func openShared(t *testing.T, name string) *gguf.File {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	return f
-}
-
-func parse(t *testing.T, w *gguf.Writer) *gguf.File {
-	t.Helper()
-	var buf bytes.Buffer
-	if _, err := w.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Parse(buf.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
 	return f
 }

@@ -1,12 +1,12 @@
 package synth
 
 import (
-	"bytes"
 	"math"
 	"strings"
 	"testing"
 
 	"ubatch/gguf"
+	"ubatch/internal/testmodel"
 	"ubatch/quant"
 	"ubatch/tokenizer"
 )
@@ -163,14 +163,7 @@ func TestChatTemplate(t *testing.T) {
 	w := gguf.NewWriter()
 	w.SetFrom(v, nil)
 	w.Set("tokenizer.chat_template", "{{ vocab's }}")
-	var buf bytes.Buffer
-	if _, err := w.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	withTmpl, err := gguf.Parse(buf.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
+	withTmpl := testmodel.Parse(t, w)
 	mini, _ := ShapeByName("mini")
 	for _, tc := range []struct{ name, tmpl string }{{"given", "{{ messages }}"}, {"none", ""}} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -178,14 +171,7 @@ func TestChatTemplate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var buf bytes.Buffer
-			if _, err := w.WriteTo(&buf); err != nil {
-				t.Fatal(err)
-			}
-			f, err := gguf.Parse(buf.Bytes())
-			if err != nil {
-				t.Fatal(err)
-			}
+			f := testmodel.Parse(t, w)
 			got, ok := f.String("tokenizer.chat_template")
 			if got != tc.tmpl || ok != (tc.tmpl != "") {
 				t.Fatalf("chat template %q (present %v), want %q", got, ok, tc.tmpl)

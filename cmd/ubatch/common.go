@@ -125,6 +125,21 @@ func (f *modelFlags) newContext(m *model.Model, nSeq int, fit func(*runner.Optio
 	return runner.New(m.Graph, o)
 }
 
+// load opens the model (open) and makes a runtime of nSeq sequences over it (newContext, with
+// fit); the caller closes the runtime, then the model.
+func (f *modelFlags) load(ctx context.Context, stderr io.Writer, nSeq int, fit func(*runner.Options)) (*model.Model, *runner.Runtime, time.Duration, error) {
+	m, loadTime, err := f.open(ctx, stderr)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	rt, err := f.newContext(m, nSeq, fit)
+	if err != nil {
+		m.Close()
+		return nil, nil, 0, err
+	}
+	return m, rt, loadTime, nil
+}
+
 // openGGUF resolves a model argument (a file, a hub reference, or "" for the demo model) without
 // progress output and maps the file, for the commands that read only its metadata and tensors'
 // table (info, tokenize); the caller closes it.

@@ -128,15 +128,17 @@ func TestServeDemoOffline(t *testing.T) {
 	checkDemoWritten(t, home)
 }
 
+// listeningLine is serve's log line saying where it listens; its group is the URL.
+var listeningLine = regexp.MustCompile(`msg=listening url=(http://\S+)`)
+
 // listeningURL reads the server's log until its listening line and returns the URL in it
 // (or "" at the end of the log) and the lines read.
 func listeningURL(r io.Reader) (string, string) {
-	re := regexp.MustCompile(`msg=listening url=(http://\S+)`)
 	var log strings.Builder
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		log.WriteString(sc.Text() + "\n")
-		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+		if m := listeningLine.FindStringSubmatch(sc.Text()); m != nil {
 			return m[1], log.String()
 		}
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"log/slog"
 	"net/http"
 	"os"
@@ -11,13 +10,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"ubatch/internal/testdata"
+	"ubatch/internal/testkit"
 )
 
 // serveLikeFlags is a FlagSet with the serve flags llama.cpp's spellings map onto (cmdServe
@@ -250,61 +249,17 @@ func TestRunLlamaCliFlags(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer that the server's goroutines and the test may share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestServeStartsWithLlamaFlags runs a llama-server command line (-ngl 99 -fa on --mlock
 // --no-mmap --metrics -cb) through the real cmdServe: it serves /health, logs the ignored flags,
 // and stops when its context ends.
 func TestServeStartsWithLlamaFlags(t *testing.T) {
 	model := testdata.Model(t, "stories260K.gguf")
-	var stderr syncBuffer
+	n := &servedNode{stderr: &testkit.SyncBuffer{}}
+	stderr := n.stderr
 	defer slog.SetDefault(slog.Default())
-	slog.SetDefault(slog.New(slog.NewTextHandler(&stderr, nil)))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- cmdServe(ctx, []string{"-m", model, "--port", "0", "-c", "512", "-np", "2",
-			"-ngl", "99", "-fa", "on", "--mlock", "--no-mmap", "--metrics", "-cb"}, &stderr, &stderr)
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
-	listening := regexp.MustCompile(`url=(http://\S+)`)
-	var url string
-	for deadline := time.Now().Add(60 * time.Second); url == ""; time.Sleep(20 * time.Millisecond) {
-		if m := listening.FindStringSubmatch(stderr.String()); m != nil {
-			url = m[1]
-		}
-		select {
-		case err := <-done:
-			done <- err
-			t.Fatalf("serve returned %v:\n%s", err, stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no listening line:\n%s", stderr.String())
-		}
-	}
-	resp, err := http.Get(url + "/health")
+	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, nil))) // the ignored flags are logged through it
+	n.start(t, "-m", model, "-c", "512", "-np", "2", "-ngl", "99", "-fa", "on", "--mlock", "--no-mmap", "--metrics", "-cb")
+	resp, err := http.Get(n.url + "/health")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,16 +24,12 @@ func cmdLogits(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *out == "" {
 		return fmt.Errorf("-o FILE is required")
 	}
-	m, _, err := mf.open(ctx, stderr)
+	m, lctx, _, err := mf.load(ctx, stderr, 1, nil)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	lctx, err := mf.newContext(m, 1, nil)
-	if err != nil {
-		return err
-	}
-	defer lctx.Close()
+	defer lctx.Close() // before m's
 	toks := m.Vocab.Encode(*prompt, true, false)
 	if len(toks) == 0 {
 		return fmt.Errorf("the prompt is empty: pass text with -p")

@@ -31,16 +31,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		*prompt = string(data)
 	}
-	m, loadTime, err := mf.open(ctx, stderr)
+	m, lctx, loadTime, err := mf.load(ctx, stderr, 1, nil)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	lctx, err := mf.newContext(m, 1, nil)
-	if err != nil {
-		return err
-	}
-	defer lctx.Close()
+	defer lctx.Close() // before m's
 	toks, err := promptTokens(m, *prompt, lctx.Options().NCtx)
 	if err != nil {
 		return err

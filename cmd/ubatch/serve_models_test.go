@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -45,14 +44,13 @@ func startServeProc(t *testing.T, env []string, args ...string) *serveProc {
 			t.Logf("serve's log:\n%s", p.log)
 		}
 	})
-	listening := regexp.MustCompile(`msg=listening url=(http://\S+)`)
 	urls := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			line := sc.Text()
 			p.log.WriteString(line + "\n")
-			if m := listening.FindStringSubmatch(line); m != nil {
+			if m := listeningLine.FindStringSubmatch(line); m != nil {
 				urls <- m[1]
 			}
 		}

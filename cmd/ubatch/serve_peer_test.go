@@ -17,6 +17,7 @@ import (
 
 	"ubatch/fleet"
 	"ubatch/internal/testdata"
+	"ubatch/internal/testkit"
 	"ubatch/internal/testredis"
 	"ubatch/prefixhash"
 )
@@ -24,13 +25,21 @@ import (
 // servedNode is a `ubatch serve` running in-process (the real cmdServe, flags and all).
 type servedNode struct {
 	url    string
-	stderr *syncBuffer
+	stderr *testkit.SyncBuffer
 }
 
 // startServe runs cmdServe with args on a free port until the test ends and returns its URL.
 func startServe(t *testing.T, args ...string) *servedNode {
 	t.Helper()
-	n := &servedNode{stderr: &syncBuffer{}}
+	n := &servedNode{stderr: &testkit.SyncBuffer{}}
+	n.start(t, args...)
+	return n
+}
+
+// start runs cmdServe with args on a free port, logging to n.stderr, until the test ends, and
+// sets n.url once it listens. The test fails when serve returns an error, then or at the end.
+func (n *servedNode) start(t *testing.T, args ...string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- cmdServe(ctx, append([]string{"--port", "0"}, args...), n.stderr, n.stderr) }()
@@ -43,9 +52,8 @@ func startServe(t *testing.T, args ...string) *servedNode {
 			t.Logf("--- serve %v log:\n%s", args, n.stderr.String())
 		}
 	})
-	listening := regexp.MustCompile(`msg=listening url=(http://\S+)`)
 	for deadline := time.Now().Add(60 * time.Second); n.url == ""; time.Sleep(20 * time.Millisecond) {
-		if m := listening.FindStringSubmatch(n.stderr.String()); m != nil {
+		if m := listeningLine.FindStringSubmatch(n.stderr.String()); m != nil {
 			n.url = m[1]
 		}
 		select {
@@ -58,7 +66,6 @@ func startServe(t *testing.T, args ...string) *servedNode {
 			t.Fatalf("no listening line:\n%s", n.stderr.String())
 		}
 	}
-	return n
 }
 
 type completionResult struct {
@@ -66,11 +73,15 @@ type completionResult struct {
 	cached int
 }
 
-// complete asks node n for a greedy completion of the token ids prompt.
-func (n *servedNode) complete(t *testing.T, key string, prompt []int32) completionResult {
+// do sends a request to node n with the API key (a nil body for a GET) and returns the
+// response's status and body.
+func (n *servedNode) do(t *testing.T, key, path string, body []byte) (string, []byte) {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": 24, "temperature": 0})
-	req, _ := http.NewRequest("POST", n.url+"/v1/completions", bytes.NewReader(body))
+	method := http.MethodGet
+	if body != nil {
+		method = http.MethodPost
+	}
+	req, _ := http.NewRequest(method, n.url+path, bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -78,8 +89,16 @@ func (n *servedNode) complete(t *testing.T, key string, prompt []int32) completi
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("completion: %s: %s", resp.Status, b)
+	return resp.Status, b
+}
+
+// complete asks node n for a greedy completion of the token ids prompt.
+func (n *servedNode) complete(t *testing.T, key string, prompt []int32) completionResult {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": 24, "temperature": 0})
+	status, b := n.do(t, key, "/v1/completions", body)
+	if status != "200 OK" {
+		t.Fatalf("completion: %s: %s", status, b)
 	}
 	var r struct {
 		Choices []struct{ Text string }
@@ -99,14 +118,7 @@ func (n *servedNode) complete(t *testing.T, key string, prompt []int32) completi
 // metric reads a counter's value from node n's /metrics (0 when absent).
 func (n *servedNode) metric(t *testing.T, key, name string) float64 {
 	t.Helper()
-	req, _ := http.NewRequest("GET", n.url+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	_, b := n.do(t, key, "/metrics", nil)
 	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindSubmatch(b)
 	if m == nil {
 		return 0
@@ -138,7 +150,7 @@ func TestServeFetchesPrefixFromPeer(t *testing.T) {
 	common := []string{"-m", model, "-c", "2048", "-np", "2", "--redis", rs.URL, "--api-key", key, "--fleet-ttl", "3s"}
 	a := startServe(t, append(common, "--node-id", "a")...)
 	ix := fleet.NewIndex(rs.Client(), fleet.DefaultNamespace)
-	waitFor(t, "node a in Redis", func() bool { n, _, _ := ix.Nodes(context.Background()); return len(n) == 1 })
+	testkit.Eventually(t, 10*time.Second, "node a in Redis", func() bool { n, _, _ := ix.Nodes(context.Background()); return len(n) == 1 })
 	b := startServe(t, append(common, "--node-id", "b")...)
 
 	prompt := storyPrompt(900, 11)
@@ -148,7 +160,7 @@ func TestServeFetchesPrefixFromPeer(t *testing.T) {
 	}
 	full := (len(prompt) - 1) / 16 // the blocks a node may attach: the last prompt token is computed
 	chain := prefixhash.Chain(nil, prompt, 16)
-	waitFor(t, "node a's blocks in Redis", func() bool {
+	testkit.Eventually(t, 10*time.Second, "node a's blocks in Redis", func() bool {
 		m, err := ix.Match(context.Background(), []string{"a"}, chain)
 		return err == nil && m[0] >= full
 	})
@@ -195,15 +207,6 @@ func TestServeFetchesPrefixFromPeer(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("POST /kv/blocks without the key: %s", resp.Status)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
 	}
 }
 

@@ -168,6 +168,37 @@ func RelRMS(got, want []float32) float64 {
 	return math.Sqrt(num / den)
 }
 
+// Embedding is one of llama-embedding's sentence embeddings of stories260K.
+type Embedding struct {
+	Prompt    string    `json:"prompt"`
+	Pooling   string    `json:"pooling"` // "mean" or "last"
+	Embedding []float32 `json:"embedding"`
+}
+
+// LoadEmbeddings reads shared/reference/stories260K.embeddings.json.
+func LoadEmbeddings(t testing.TB) []Embedding {
+	t.Helper()
+	var ref struct {
+		Items []Embedding `json:"items"`
+	}
+	if err := json.Unmarshal(ReadFile(t, "reference/stories260K.embeddings.json"), &ref); err != nil {
+		t.Fatal(err)
+	}
+	return ref.Items
+}
+
+// Cosine is the cosine similarity of a and b (of the same length): how the tests compare
+// embeddings with a reference.
+func Cosine(a, b []float32) float64 {
+	var ab, aa, bb float64
+	for i := range a {
+		ab += float64(a[i]) * float64(b[i])
+		aa += float64(a[i]) * float64(a[i])
+		bb += float64(b[i]) * float64(b[i])
+	}
+	return ab / math.Sqrt(aa*bb)
+}
+
 // MaskAttackGBNF is issue 19's mask-cost attack on the grammar engine: 250 alternatives that
 // each allow up to 1000 of nearly any character, so that no two parses merge, every position is
 // a new state, and a mask must step every stack through most of a vocabulary's trie. It

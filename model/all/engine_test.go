@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"ubatch/engine"
+	"ubatch/internal/testmodel"
 	"ubatch/runner"
 	"ubatch/sample"
 )
@@ -36,7 +37,7 @@ func TestEngineEqualsAlonePerFamily(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				m := load(t, tc.file, false)
 				run := func(nCtx, nSeq int, ps [][]int32) ([][]int32, engine.Stats) {
-					c := newContext(t, m, runner.Options{NCtx: nCtx, NSeqMax: nSeq, NBatch: 256, NUBatch: 64, Threads: 2, TiledAttention: tiled})
+					c := testmodel.Runtime(t, m, runner.Options{NCtx: nCtx, NSeqMax: nSeq, NBatch: 256, NUBatch: 64, Threads: 2, TiledAttention: tiled})
 					o := c.Options()
 					eng, err := engine.New(c, engine.Limits{NCtx: o.NCtx, NSeqMax: o.NSeqMax, NBatch: o.NBatch, Vocab: m.Hparams().Vocab},
 						engine.Config{BatchSize: 64, ChunkSize: 16})
@@ -116,7 +117,7 @@ func TestContextShift(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := load(t, tc.file, false)
 			for _, shift := range []bool{false, true} {
-				c := newContext(t, m, runner.Options{NCtx: 128, NSeqMax: 1, Threads: 2})
+				c := testmodel.Runtime(t, m, runner.Options{NCtx: 128, NSeqMax: 1, Threads: 2})
 				o := c.Options()
 				eng, err := engine.New(c, engine.Limits{NCtx: o.NCtx, NCtxSeq: 32, NSeqMax: 1, NBatch: o.NBatch, Vocab: m.Hparams().Vocab},
 					engine.Config{ContextShift: shift})

@@ -6,6 +6,7 @@ import (
 
 	"ubatch/batch"
 	"ubatch/internal/testdata"
+	"ubatch/internal/testmodel"
 	"ubatch/kvcache"
 	"ubatch/runner"
 )
@@ -41,9 +42,9 @@ func TestKVQ8MatchesF16(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ref := testdata.LoadReference(t, tc.ref)
 			m := load(t, tc.model, false)
-			f16 := newContext(t, m, runner.Options{NCtx: 256, KVType: kvcache.F16, Threads: 2})
-			q8 := newContext(t, m, runner.Options{NCtx: 256, KVType: kvcache.Q8_0, Threads: 2})
-			f32 := newContext(t, m, runner.Options{NCtx: 256, KVType: kvcache.F32, Threads: 2})
+			f16 := testmodel.Runtime(t, m, runner.Options{NCtx: 256, KVType: kvcache.F16, Threads: 2})
+			q8 := testmodel.Runtime(t, m, runner.Options{NCtx: 256, KVType: kvcache.Q8_0, Threads: 2})
+			f32 := testmodel.Runtime(t, m, runner.Options{NCtx: 256, KVType: kvcache.F32, Threads: 2})
 			want, got := promptLogits(t, f16, ref.PromptTokens), promptLogits(t, q8, ref.PromptTokens)
 			w32 := promptLogits(t, f32, ref.PromptTokens)
 			floor := 0.0

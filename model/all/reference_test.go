@@ -8,6 +8,7 @@ import (
 
 	"ubatch/gguf"
 	"ubatch/internal/testdata"
+	"ubatch/internal/testmodel"
 	"ubatch/kvcache"
 	"ubatch/model"
 	"ubatch/runner"
@@ -32,17 +33,7 @@ func load(t testing.TB, name string, noPack bool) *model.Model {
 // open loads a model and makes a context over it.
 func open(t testing.TB, name string, opts runner.Options) *runner.Runtime {
 	t.Helper()
-	return newContext(t, load(t, name, false), opts)
-}
-
-func newContext(t testing.TB, m *model.Model, opts runner.Options) *runner.Runtime {
-	t.Helper()
-	c, err := runner.New(m.Graph, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
+	return testmodel.Runtime(t, load(t, name, false), opts)
 }
 
 // promptLogits decodes toks as sequence 0 (in one batch when they fit n_batch) with the

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"ubatch/gguf"
+	"ubatch/internal/testmodel"
 	"ubatch/quant"
 	"ubatch/synth"
 )
@@ -55,15 +56,7 @@ func fixtures(tb testing.TB) []fixture {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		var buf bytes.Buffer
-		if _, err := w.WriteTo(&buf); err != nil {
-			tb.Fatal(err)
-		}
-		f, err := gguf.Parse(buf.Bytes())
-		if err != nil {
-			tb.Fatal(err)
-		}
-		out = append(out, fixture{a, f})
+		out = append(out, fixture{a, testmodel.Parse(tb, w)})
 	}
 	return out
 }

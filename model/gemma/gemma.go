@@ -7,7 +7,6 @@
 package gemma
 
 import (
-	"fmt"
 	"math"
 
 	"ubatch/batch"
@@ -49,8 +48,7 @@ func load(b *model.Binder, gen int) (runner.Graph, error) {
 		return nil, b.Err()
 	}
 	m.embedScale = float32(math.Sqrt(float64(h.Dim)))
-	dims := b.Int("rope.dimension_count", h.HeadDim, 2, h.HeadDim)
-	base := b.Float("rope.freq_base", 10000, 0, 1e12)
+	dims, base := b.RopeBase(h.HeadDim)
 	m.global = b.Rope(model.RopeOptions{Dims: dims, Base: base, NEOX: true, Scaled: true})
 	m.local = m.global
 	window := b.Int("attention.sliding_window", 4096, 1, 1<<24)
@@ -74,10 +72,7 @@ func load(b *model.Binder, gen int) (runner.Graph, error) {
 		scale = float32(1 / math.Sqrt(float64(h.Dim/h.NHeads)))
 	}
 	m.Bind(b, h)
-	m.Layers = make([]Layer, h.NLayers)
-	for i := range m.Layers {
-		l := &m.Layers[i]
-		p := fmt.Sprintf("blk.%d.", i)
+	m.Layers = model.BindLayers(h.NLayers, func(l *Layer, i int, p string) {
 		l.AttnNorm = b.Vector(p+"attn_norm.weight", h.Dim, false)
 		l.PostAttnNorm = b.Vector(p+"post_attention_norm.weight", h.Dim, false)
 		l.Bind(b, p, h)
@@ -92,7 +87,7 @@ func load(b *model.Binder, gen int) (runner.Graph, error) {
 		if i%pattern < pattern-1 {
 			l.Rope, l.Attn.Window = m.local, int32(window)
 		}
-	}
+	})
 	return m, b.Err()
 }
 
@@ -119,10 +114,7 @@ func (m *Model) Forward(c *runner.Runtime, _ *batch.UBatch) {
 			c.NormHeads(s.Q, h.NHeads, l.QNorm)
 			c.NormHeads(s.K, h.NKVHeads, l.KNorm)
 		}
-		c.Rope(s.Q, h.NHeads, l.Rope)
-		c.Rope(s.K, h.NKVHeads, l.Rope)
-		c.Attention(li, s.Q, s.K, s.V, s.Att, l.Attn)
-		c.MatMul(s.Att, &l.Wo, s.Tmp)
+		c.SelfAttention(li, l.Rope, l.Attn, &l.Wo)
 		c.Norm(s.Tmp, s.Tmp, l.PostAttnNorm)
 		c.Add(s.X, s.Tmp, h.Dim)
 		c.Norm(s.XN, s.X, l.FFNNorm)

@@ -4,8 +4,6 @@
 package llama
 
 import (
-	"fmt"
-
 	"ubatch/batch"
 	"ubatch/model"
 	"ubatch/ops"
@@ -64,20 +62,15 @@ func load(b *model.Binder, neox bool) (*Model, error) {
 	if b.Err() != nil {
 		return nil, b.Err()
 	}
-	dims := b.Int("rope.dimension_count", h.HeadDim, 2, h.HeadDim)
-	m.Rope = b.Rope(model.RopeOptions{
-		Dims: dims, Base: b.Float("rope.freq_base", 10000, 0, 1e12), Scaled: true, NEOX: neox,
-		Factors: b.Vector("rope_freqs.weight", dims/2, true),
-	})
+	dims, base := b.RopeBase(h.HeadDim)
+	m.Rope = b.Rope(model.RopeOptions{Dims: dims, Base: base, Scaled: true, NEOX: neox,
+		Factors: b.Vector("rope_freqs.weight", dims/2, true)})
 	m.Bind(b, h)
-	m.Layers = make([]Layer, h.NLayers)
-	for i := range m.Layers {
-		l := &m.Layers[i]
-		p := fmt.Sprintf("blk.%d.", i)
+	m.Layers = model.BindLayers(h.NLayers, func(l *Layer, _ int, p string) {
 		l.AttnNorm = b.Vector(p+"attn_norm.weight", h.Dim, false)
 		l.FFNNorm = b.Vector(p+"ffn_norm.weight", h.Dim, false)
 		l.Bind(b, p, h)
-	}
+	})
 	return m, b.Err()
 }
 
@@ -133,10 +126,7 @@ func (m *Model) ForwardBlocks(c *runner.Runtime, afterQKV func(li int)) {
 		if afterQKV != nil {
 			afterQKV(li)
 		}
-		c.Rope(s.Q, h.NHeads, m.Rope)
-		c.Rope(s.K, h.NKVHeads, m.Rope)
-		c.Attention(li, s.Q, s.K, s.V, s.Att, runner.AttnParams{})
-		c.MatMul(s.Att, &l.Wo, s.Tmp)
+		c.SelfAttention(li, m.Rope, runner.AttnParams{}, &l.Wo)
 		c.Add(s.X, s.Tmp, h.Dim)
 		c.Norm(s.XN, s.X, l.FFNNorm)
 		c.GatedFFN(runner.SiLU, &l.Gate, &l.Up, &l.Down)

@@ -4,8 +4,6 @@
 package phi3
 
 import (
-	"fmt"
-
 	"ubatch/batch"
 	"ubatch/model"
 	"ubatch/model/llama"
@@ -40,24 +38,21 @@ func Load(b *model.Binder) (runner.Graph, error) {
 	if b.Err() != nil {
 		return nil, b.Err()
 	}
-	dims := b.Int("rope.dimension_count", h.HeadDim, 2, h.HeadDim)
+	dims, base := b.RopeBase(h.HeadDim)
 	m.Rope = b.Rope(model.RopeOptions{
-		Dims: dims, Base: b.Float("rope.freq_base", 10000, 0, 1e12), NEOX: true, Scaled: true,
+		Dims: dims, Base: base, NEOX: true, Scaled: true,
 		Factors:    b.Vector("rope_factors_short.weight", dims/2, true),
 		AttnFactor: b.Float("rope.scaling.attn_factor", 1, 0, 100),
 	})
 	m.Bind(b, h)
-	m.Layers = make([]Layer, h.NLayers)
-	for i := range m.Layers {
-		l := &m.Layers[i]
-		p := fmt.Sprintf("blk.%d.", i)
+	m.Layers = model.BindLayers(h.NLayers, func(l *Layer, _ int, p string) {
 		l.AttnNorm = b.Vector(p+"attn_norm.weight", h.Dim, false)
 		l.QKV = b.Weight(p+"attn_qkv.weight", h.Dim, h.QDim()+2*h.KVDim())
 		l.Wo = b.Weight(p+"attn_output.weight", h.QDim(), h.Dim)
 		l.FFNNorm = b.Vector(p+"ffn_norm.weight", h.Dim, false)
 		l.GateUp = b.Weight(p+"ffn_up.weight", h.Dim, 2*h.FFN)
 		l.Down = b.Weight(p+"ffn_down.weight", h.FFN, h.Dim)
-	}
+	})
 	return m, b.Err()
 }
 
@@ -85,10 +80,7 @@ func (m *Model) Forward(c *runner.Runtime, _ *batch.UBatch) {
 		c.Unfuse(s.Wide, qd+2*kvd, 0, s.Q, qd)
 		c.Unfuse(s.Wide, qd+2*kvd, qd, s.K, kvd)
 		c.Unfuse(s.Wide, qd+2*kvd, qd+kvd, s.V, kvd)
-		c.Rope(s.Q, h.NHeads, m.Rope)
-		c.Rope(s.K, h.NKVHeads, m.Rope)
-		c.Attention(li, s.Q, s.K, s.V, s.Att, runner.AttnParams{})
-		c.MatMul(s.Att, &l.Wo, s.Tmp)
+		c.SelfAttention(li, m.Rope, runner.AttnParams{}, &l.Wo)
 		c.Add(s.X, s.Tmp, h.Dim)
 		c.Norm(s.XN, s.X, l.FFNNorm)
 		c.MatMul(s.XN, &l.GateUp, s.Wide)

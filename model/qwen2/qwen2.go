@@ -3,8 +3,6 @@
 package qwen2
 
 import (
-	"fmt"
-
 	"ubatch/batch"
 	"ubatch/model"
 	"ubatch/model/llama"
@@ -28,18 +26,13 @@ func Load(b *model.Binder) (runner.Graph, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{Model: g}
-	h := &m.H
-	m.Bias = make([]Bias, h.NLayers)
-	for i := range m.Bias {
-		p := fmt.Sprintf("blk.%d.", i)
-		m.Bias[i] = Bias{
-			Q: b.Vector(p+"attn_q.bias", h.QDim(), false),
-			K: b.Vector(p+"attn_k.bias", h.KVDim(), false),
-			V: b.Vector(p+"attn_v.bias", h.KVDim(), false),
-		}
-	}
-	return m, b.Err()
+	h := &g.H
+	bias := model.BindLayers(h.NLayers, func(l *Bias, _ int, p string) {
+		l.Q = b.Vector(p+"attn_q.bias", h.QDim(), false)
+		l.K = b.Vector(p+"attn_k.bias", h.KVDim(), false)
+		l.V = b.Vector(p+"attn_v.bias", h.KVDim(), false)
+	})
+	return &Model{Model: g, Bias: bias}, b.Err()
 }
 
 func (m *Model) Forward(c *runner.Runtime, _ *batch.UBatch) {

@@ -4,8 +4,6 @@
 package qwen3
 
 import (
-	"fmt"
-
 	"ubatch/batch"
 	"ubatch/model"
 	"ubatch/model/llama"
@@ -17,8 +15,11 @@ func init() { model.Register("qwen3", Load) }
 // Model is a loaded qwen3 model: llama's weights plus the per-head Q and K norms of every layer.
 type Model struct {
 	*llama.Model
-	QNorm, KNorm [][]float32 // [layer][HeadDim]
+	Norm []Norm
 }
+
+// Norm holds one layer's per-head Q and K norm weights, HeadDim each.
+type Norm struct{ Q, K []float32 }
 
 // Load binds a qwen3 file's tensors.
 func Load(b *model.Binder) (runner.Graph, error) {
@@ -26,20 +27,18 @@ func Load(b *model.Binder) (runner.Graph, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{Model: g}
-	h := &m.H
-	for i := range h.NLayers {
-		p := fmt.Sprintf("blk.%d.", i)
-		m.QNorm = append(m.QNorm, b.Vector(p+"attn_q_norm.weight", h.HeadDim, false))
-		m.KNorm = append(m.KNorm, b.Vector(p+"attn_k_norm.weight", h.HeadDim, false))
-	}
-	return m, b.Err()
+	h := &g.H
+	norm := model.BindLayers(h.NLayers, func(l *Norm, _ int, p string) {
+		l.Q = b.Vector(p+"attn_q_norm.weight", h.HeadDim, false)
+		l.K = b.Vector(p+"attn_k_norm.weight", h.HeadDim, false)
+	})
+	return &Model{Model: g, Norm: norm}, b.Err()
 }
 
 func (m *Model) Forward(c *runner.Runtime, _ *batch.UBatch) {
 	s, h := &c.S, &m.H
 	m.ForwardBlocks(c, func(li int) {
-		c.NormHeads(s.Q, h.NHeads, m.QNorm[li])
-		c.NormHeads(s.K, h.NKVHeads, m.KNorm[li])
+		c.NormHeads(s.Q, h.NHeads, m.Norm[li].Q)
+		c.NormHeads(s.K, h.NKVHeads, m.Norm[li].K)
 	})
 }

@@ -1,6 +1,7 @@
 // Drives the official ollama npm client against the server at OLLAMA_HOST and prints what it
 // got as one JSON object (read by TestOllamaNodeClient).
 const { Ollama } = require('ollama');
+const { readStream } = require('./ollama_stream.js');
 
 const o = new Ollama({ host: process.env.OLLAMA_HOST });
 const messages = [{ role: 'user', content: 'Once upon a time' }];
@@ -20,14 +21,7 @@ const options = { num_predict: 8, seed: 1 };
     done_reason: chat.done_reason, eval_count: chat.eval_count, prompt_eval_count: chat.prompt_eval_count,
     total_duration: chat.total_duration };
   const stream = await o.chat({ model: 'stories', messages, options, stream: true });
-  let text = '';
-  let parts = 0;
-  let last;
-  for await (const part of stream) {
-    text += part.message.content;
-    parts++;
-    last = part;
-  }
+  const { text, parts, last } = await readStream(stream);
   out.stream = { text, parts, done: last.done, eval_count: last.eval_count, eval_duration: last.eval_duration };
   const gen = await o.generate({ model: 'stories', prompt: 'Once upon a time', raw: true, options });
   out.generate = { response: gen.response, done: gen.done, eval_count: gen.eval_count,

@@ -2,6 +2,7 @@
 // choosing the model per request, and prints what it got as one JSON object (read by
 // TestOllamaNodeClientModels).
 const { Ollama } = require('ollama');
+const { readStream } = require('./ollama_stream.js');
 
 const o = new Ollama({ host: process.env.OLLAMA_HOST });
 const messages = [{ role: 'user', content: 'Once upon a time' }];
@@ -20,14 +21,7 @@ const options = { num_predict: 6, seed: 1 };
     const show = await o.show({ model });
     out.show[model] = show.model_info['general.architecture'];
     const stream = await o.chat({ model, messages, options, stream: true });
-    let text = '';
-    let parts = 0;
-    let last;
-    for await (const part of stream) {
-      text += part.message.content;
-      parts++;
-      last = part;
-    }
+    const { text, parts, last } = await readStream(stream);
     out.stream[model] = { text, parts, done: last.done, model: last.model, eval_count: last.eval_count };
     const gen = await o.generate({ model, prompt: 'Once upon a time', raw: true, options });
     out.generate[model] = { response: gen.response, model: gen.model, eval_count: gen.eval_count };

@@ -1,0 +1,41 @@
+// Package testkit holds small helpers that tests of several packages share. It imports only the
+// standard library, so any package's tests may use it.
+package testkit
+
+import (
+	"bytes"
+	"sync"
+	"testing"
+	"time"
+)
+
+// SyncBuffer is a bytes.Buffer that goroutines under test (an engine's, a server's handlers)
+// and the test itself may share, e.g. as a slog handler's writer. The zero value is empty.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what has been written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Eventually polls cond every 10 ms until it holds, failing t (as waiting for what) once d has
+// passed without it.
+func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+	}
+}
