@@ -55,44 +55,43 @@ func benchMatcher(b *testing.B, v *Vocab, prefix string) *Matcher {
 	return m
 }
 
-// BenchmarkMaskCold computes a mask from nothing: a fresh matcher state, no cached steps.
-func BenchmarkMaskCold(b *testing.B) {
+// benchMasks runs body as a sub-benchmark for every benchmark vocabulary and JSON context, on a
+// matcher that has accepted the context's prefix.
+func benchMasks(b *testing.B, body func(b *testing.B, m *Matcher, prefix string)) {
 	for _, bv := range benchVocabs {
 		v, _ := modelVocab(b, bv.file)
 		for _, bc := range benchContexts {
-			b.Run(bv.name+"/"+bc.name, func(b *testing.B) {
-				m := benchMatcher(b, v, bc.prefix)
-				b.ReportAllocs()
-				for b.Loop() {
-					m.Reset()
-					if err := m.AcceptBytes([]byte(bc.prefix)); err != nil {
-						b.Fatal(err)
-					}
-					m.Mask()
-				}
-				b.ReportMetric(float64(m.work), "work/op")
-			})
+			b.Run(bv.name+"/"+bc.name, func(b *testing.B) { body(b, benchMatcher(b, v, bc.prefix), bc.prefix) })
 		}
 	}
 }
 
+// BenchmarkMaskCold computes a mask from nothing: a fresh matcher state, no cached steps.
+func BenchmarkMaskCold(b *testing.B) {
+	benchMasks(b, func(b *testing.B, m *Matcher, prefix string) {
+		b.ReportAllocs()
+		for b.Loop() {
+			m.Reset()
+			if err := m.AcceptBytes([]byte(prefix)); err != nil {
+				b.Fatal(err)
+			}
+			m.Mask()
+		}
+		b.ReportMetric(float64(m.work), "work/op")
+	})
+}
+
 // BenchmarkMaskWarm recomputes a mask whose byte steps are all cached: the trie walk alone.
 func BenchmarkMaskWarm(b *testing.B) {
-	for _, bv := range benchVocabs {
-		v, _ := modelVocab(b, bv.file)
-		for _, bc := range benchContexts {
-			b.Run(bv.name+"/"+bc.name, func(b *testing.B) {
-				m := benchMatcher(b, v, bc.prefix)
-				m.Mask()
-				mask := make([]uint64, len(m.Mask()))
-				b.ReportAllocs()
-				for b.Loop() {
-					clear(mask)
-					m.fillMask(m.cur, mask)
-				}
-			})
+	benchMasks(b, func(b *testing.B, m *Matcher, _ string) {
+		m.Mask()
+		mask := make([]uint64, len(m.Mask()))
+		b.ReportAllocs()
+		for b.Loop() {
+			clear(mask)
+			m.fillMask(m.cur, mask)
 		}
-	}
+	})
 }
 
 // BenchmarkAcceptToken checks and accepts one token inside a string, as the sampler does when
