@@ -190,11 +190,7 @@ func TestFiltersBoundSampling(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := onlyParams(1)
-			p.Seed = 42
-			tc.mod(&p)
-			s := mustNew(t, p, len(probs))
-			logits := probsToLogits(probs)
+			s, logits := seededOver(t, 42, tc.mod, probs)
 			seen := map[int32]bool{}
 			for range 2000 {
 				seen[s.Sample(logits)] = true

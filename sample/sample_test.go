@@ -37,6 +37,16 @@ func mustNew(t testing.TB, p Params, vocab int) *Sampler {
 	return s
 }
 
+// seededOver is a sampler of onlyParams(1) with seed and then mod applied, over a vocabulary of
+// len(probs), and the logits whose softmax is probs.
+func seededOver(t testing.TB, seed uint64, mod func(*Params), probs []float64) (*Sampler, []float32) {
+	t.Helper()
+	p := onlyParams(1)
+	p.Seed = seed
+	mod(&p)
+	return mustNew(t, p, len(probs)), probsToLogits(probs)
+}
+
 // onlyParams returns parameters with every filter and penalty off at temperature temp.
 func onlyParams(temp float32) Params {
 	return Params{Temperature: temp, TopP: 1, RepeatPenalty: 1, RepeatLastN: 64}
@@ -300,11 +310,7 @@ func TestDistribution(t *testing.T) {
 	const draws = 200000
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := onlyParams(1)
-			p.Seed = 1234
-			tc.mod(&p)
-			s := mustNew(t, p, len(probs))
-			logits := probsToLogits(probs)
+			s, logits := seededOver(t, 1234, tc.mod, probs)
 			counts := make([]int, len(probs))
 			for range draws {
 				counts[s.Sample(logits)]++
