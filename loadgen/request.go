@@ -151,6 +151,11 @@ func (c *client) do(ctx context.Context, r Request, messages []chatMessage) outc
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
+	// Marked idempotent (the key is not sent: a nil value), so that the transport retries a
+	// request whose reused keep-alive connection the server had closed before reading it
+	// (llama-server closes idle ones; 8-11 of 64 requests failed so, EOF or "server closed idle
+	// connection"), which no server saw.
+	req.Header["X-Idempotency-Key"] = nil
 	if c.apiKey != "" {
 		req.Header.Set("Authorization", "Bearer "+c.apiKey)
 	}
