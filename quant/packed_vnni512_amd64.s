@@ -90,8 +90,24 @@
 
 // Blocks for n columns. Q8_0: the even chunks' sums start at the corrections, the odd ones at 0;
 // Q4_0: the low nibbles' at 0, the high ones' at the corrections.
+// ZPF prefetches both panels' bytes ZPFD ahead (two cache lines of each, about a block), so that
+// the loads of decode (one or two columns: little work per byte) find them in cache; with three or
+// four columns a pass is compute-bound and the prefetches only took issue slots. Measured on an
+// AMD EPYC Zen 5: tinyllama Q4_0 tg64 40-43 t/s without, 48-54 with (by CPU time, 3 rounds);
+// 1024 and 4096 bytes ahead did less than 2048.
+#define ZPFD 2048
+#define ZPF \
+	PREFETCHT0 ZPFD(SI);            \
+	PREFETCHT0 ZPFD+64(SI);         \
+	PREFETCHT0 ZPFD(SI)(R14*1);     \
+	PREFETCHT0 ZPFD+64(SI)(R14*1)
+
 #define Z8B(I, C, S) ZSCALES; CLEAR4(VPXORD, Z16, Z17, Z18, Z19); I(Z8, Z9, Z10, Z11); Z8BLOCK(C); S(ZSCALE8); VP_ADVANCE(272)
 #define Z4B(I, C, S) ZSCALES; CLEAR4(VPXORD, Z8, Z9, Z10, Z11); I(Z16, Z17, Z18, Z19); Z4BLOCK(C); S(ZSCALE4); VP_ADVANCE(144)
+
+// Z8BP and Z4BP are Z8B and Z4B with the prefetch (the one- and two-column blocks).
+#define Z8BP(I, C, S) ZPF; Z8B(I, C, S)
+#define Z4BP(I, C, S) ZPF; Z4B(I, C, S)
 
 // ZDIV16 divides the Q4_0 results by 16 (see V4W in packed_vnni_amd64.h).
 #define ZDIV16 \
@@ -110,10 +126,10 @@
 // np even; sums: panelSums with m = -128.
 TEXT ·q8Panel2VNNI(SB), NOSPLIT, $0-72
 	ZP_PROLOGUE(0x80808080, 34)
-	ZP_LOOPS(Z8B(VI1, Z8C1, ZS1), Z8B(VI2, Z8C2, ZS2), Z8B(VI3, Z8C3, ZS3), Z8B(VI4, Z8C4, ZS4), VP_NOFIX, z8p, z8n1, z8n2, z8n3, z8n4, z8done, z8next)
+	ZP_LOOPS(Z8BP(VI1, Z8C1, ZS1), Z8BP(VI2, Z8C2, ZS2), Z8B(VI3, Z8C3, ZS3), Z8B(VI4, Z8C4, ZS4), VP_NOFIX, z8p, z8n1, z8n2, z8n3, z8n4, z8done, z8next)
 
 // func q4Panel2VNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 // np even; sums: panelSums with m = -128.
 TEXT ·q4Panel2VNNI(SB), NOSPLIT, $0-72
 	ZP_PROLOGUE(0x0f0f0f0f, 18)
-	ZP_LOOPS(Z4B(VI1, Z4C1, ZS1), Z4B(VI2, Z4C2, ZS2), Z4B(VI3, Z4C3, ZS3), Z4B(VI4, Z4C4, ZS4), ZDIV16, z4p, z4n1, z4n2, z4n3, z4n4, z4done, z4next)
+	ZP_LOOPS(Z4BP(VI1, Z4C1, ZS1), Z4BP(VI2, Z4C2, ZS2), Z4B(VI3, Z4C3, ZS3), Z4B(VI4, Z4C4, ZS4), ZDIV16, z4p, z4n1, z4n2, z4n3, z4n4, z4done, z4next)
