@@ -19,24 +19,17 @@ type AttnParams struct {
 // visList lists, for every token of the micro-batch, the KV cells it attends to: token t's cells
 // are cells[off[t]:off[t+1]].
 type visList struct {
-	windowed
-	cells []int32
-	off   []int32
+	window int32 // the window (0: the whole history) the list was built for
+	cells  []int32
+	off    []int32
 }
 
-// windowed is the window (0: the whole history) that a per-micro-batch list was built for.
-type windowed struct{ window int32 }
-
-func (w *windowed) of() *windowed { return w }
-
-// listFor returns the entry of lists[:*n] built for window, or claims the next entry for it
-// (built false: the caller builds it). A micro-batch uses at most two windows (full and sliding).
-func listFor[L any, P interface {
-	*L
-	of() *windowed
-}](lists []L, n *int, window int32) (l P, built bool) {
+// listFor returns the entry of lists[:*n] whose window (at win) is window, or claims the next
+// entry for it (built false: the caller builds it). A micro-batch uses at most two windows (full
+// and sliding).
+func listFor[L any](lists []L, n *int, window int32, win func(*L) *int32) (l *L, built bool) {
 	for i := range *n {
-		if l = &lists[i]; l.of().window == window {
+		if l = &lists[i]; *win(l) == window {
 			return l, true
 		}
 	}
@@ -45,7 +38,7 @@ func listFor[L any, P interface {
 	}
 	l = &lists[*n]
 	*n++
-	l.of().window = window
+	*win(l) = window
 	return l, false
 }
 
@@ -97,7 +90,7 @@ func (c *Runtime) storeKV(layer int, k, v []float32) {
 // (planBlocks) get empty lists: the tiled kernel reads their cells from tileCells. The first
 // call of a window decides.
 func (c *Runtime) visible(window int32, skipTiled bool) *visList {
-	l, built := listFor(c.vis[:], &c.nVis, window)
+	l, built := listFor(c.vis[:], &c.nVis, window, func(l *visList) *int32 { return &l.window })
 	if built {
 		return l
 	}

@@ -24,7 +24,7 @@ type tokBlock struct {
 // tileList holds, for one window, the cells each tiled block of the micro-batch sees (padded to
 // whole tiles) and each token's visible range of positions (lo, pos].
 type tileList struct {
-	windowed
+	window     int32     // the window the list was built for (0: the whole history)
 	cells, pos []int32   // the blocks' cells and their positions, back to back
 	off        []int32   // block b's cells are cells[off[b]:off[b+1]]
 	lo         []int32   // per token of the micro-batch: lo of (lo, pos]
@@ -84,7 +84,7 @@ func (c *Runtime) planBlocks() {
 // block's tokens are left out (each token masks the rest in the kernel), and the last is padded
 // with a cell no token sees.
 func (c *Runtime) tileCells(window int32) *tileList {
-	l, built := listFor(c.tileLists[:], &c.nTileLists, window)
+	l, built := listFor(c.tileLists[:], &c.nTileLists, window, func(l *tileList) *int32 { return &l.window })
 	if built {
 		return l
 	}
