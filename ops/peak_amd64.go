@@ -17,6 +17,9 @@ func peakAVXVNNI(n int)
 func peakAVX2Int8(n int)
 
 //go:noescape
+func peakAVX2Int8Signed(n int)
+
+//go:noescape
 func peakFMA512(n int)
 
 //go:noescape
@@ -36,7 +39,11 @@ func peakLoops() []PeakLoop {
 		l = append(l, PeakLoop{Name: "int8 vpdpbusd ymm (avxvnni, vex)", Kind: PeakInt8, Path: cpu.AVXVNNI, opsPerIter: 24 * 32 * 2, run: peakAVXVNNI})
 	}
 	if cpu.HasAVX2 {
-		l = append(l, PeakLoop{Name: "int8 vpmaddubsw+vpmaddwd ymm (avx2)", Kind: PeakInt8, Path: cpu.AVX2, opsPerIter: 12 * 32 * 2, run: peakAVX2Int8})
+		l = append(l,
+			PeakLoop{Name: "int8 vpmaddubsw+vpmaddwd ymm (avx2)", Kind: PeakInt8, Path: cpu.AVX2, opsPerIter: 12 * 32 * 2, run: peakAVX2Int8},
+			// After the roofline (peakFor takes the first loop of a path): what signed
+			// weights leave of it, the Q8_0 kernel's bound.
+			PeakLoop{Name: "int8 vpsignb+maddubs+maddwd (avx2)", Kind: PeakInt8, Path: cpu.AVX2, opsPerIter: 12 * 32 * 2, run: peakAVX2Int8Signed})
 	}
 	if cpu.HasAVX512VNNI { // AVX-512 F: part of the AVX512VNNI predicate
 		l = append(l, PeakLoop{Name: "f32 vfmadd231ps zmm (avx512)", Kind: PeakF32, Path: cpu.AVX512VNNI, opsPerIter: 24 * 16 * 2, run: peakFMA512})

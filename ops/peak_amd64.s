@@ -42,6 +42,17 @@
 #define A2X6 \
 	A2(Y0, Y6); A2(Y1, Y7); A2(Y2, Y8); A2(Y3, Y9); A2(Y4, Y10); A2(Y5, Y11)
 
+// A2S is A2 with the activations first taking the weights' signs (VPSIGNB), the sequence of the
+// AVX2 Q8_0 panel kernel, whose weights are signed: the sign costs a vector slot per product.
+#define A2S(acc, t) \
+	VPSIGNB Y14, Y15, t; \
+	VPMADDUBSW t, Y14, t; \
+	VPMADDWD   Y13, t, t; \
+	VPADDD     t, acc, acc
+
+#define A2SX6 \
+	A2S(Y0, Y6); A2S(Y1, Y7); A2S(Y2, Y8); A2S(Y3, Y9); A2S(Y4, Y10); A2S(Y5, Y11)
+
 // ZEROZ12, ZEROY12: Z0-Z11 or Y0-Y11 zeroed.
 #define ZEROZ12 \
 	VXORPS Z0, Z0, Z0; VXORPS Z1, Z1, Z1; VXORPS Z2, Z2, Z2; VXORPS Z3, Z3, Z3;         \
@@ -93,6 +104,16 @@ TEXT ·peakAVX2Int8(SB), NOSPLIT, $0-8
 	VMOVD        AX, X13
 	VPBROADCASTD X13, Y13
 	PEAK(avx2int8, A2X6)
+
+// func peakAVX2Int8Signed(n int)
+TEXT ·peakAVX2Int8Signed(SB), NOSPLIT, $0-8
+	MOVQ         n+0(FP), CX
+	VPXOR        Y14, Y14, Y14
+	VPXOR        Y15, Y15, Y15
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+	PEAK(avx2int8s, A2SX6)
 
 // func peakFMA512(n int)
 TEXT ·peakFMA512(SB), NOSPLIT, $0-8
