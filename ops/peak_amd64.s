@@ -53,6 +53,15 @@
 #define A2SX6 \
 	A2S(Y0, Y6); A2S(Y1, Y7); A2S(Y2, Y8); A2S(Y3, Y9); A2S(Y4, Y10); A2S(Y5, Y11)
 
+// A2PROLOGUE loads the iteration count and zeroes the operands; Y13 = int16 ones.
+#define A2PROLOGUE \
+	MOVQ         n+0(FP), CX;  \
+	VPXOR        Y14, Y14, Y14; \
+	VPXOR        Y15, Y15, Y15; \
+	MOVL         $0x00010001, AX; \
+	VMOVD        AX, X13;      \
+	VPBROADCASTD X13, Y13
+
 // ZEROZ12, ZEROY12: Z0-Z11 or Y0-Y11 zeroed.
 #define ZEROZ12 \
 	VXORPS Z0, Z0, Z0; VXORPS Z1, Z1, Z1; VXORPS Z2, Z2, Z2; VXORPS Z3, Z3, Z3;         \
@@ -97,22 +106,12 @@ TEXT ·peakAVXVNNI(SB), NOSPLIT, $0-8
 
 // func peakAVX2Int8(n int)
 TEXT ·peakAVX2Int8(SB), NOSPLIT, $0-8
-	MOVQ         n+0(FP), CX
-	VPXOR        Y14, Y14, Y14
-	VPXOR        Y15, Y15, Y15
-	MOVL         $0x00010001, AX
-	VMOVD        AX, X13
-	VPBROADCASTD X13, Y13
+	A2PROLOGUE
 	PEAK(avx2int8, A2X6)
 
 // func peakAVX2Int8Signed(n int)
 TEXT ·peakAVX2Int8Signed(SB), NOSPLIT, $0-8
-	MOVQ         n+0(FP), CX
-	VPXOR        Y14, Y14, Y14
-	VPXOR        Y15, Y15, Y15
-	MOVL         $0x00010001, AX
-	VMOVD        AX, X13
-	VPBROADCASTD X13, Y13
+	A2PROLOGUE
 	PEAK(avx2int8s, A2SX6)
 
 // func peakFMA512(n int)
