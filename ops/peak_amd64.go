@@ -26,7 +26,7 @@ func peakFMA512(n int)
 func peakFMA256(n int)
 
 // peakLoops lists the loops this CPU runs. Ops count a multiply-add as two: an iteration of
-// 24 VPDPBUSD on 512 bits is 24·64 multiply-adds; AVX2's int8 iteration is 12 triples of
+// 24 VPDPBUSD on 512 bits is 24·64 multiply-adds; AVX2's int8 iterations are 12 products of
 // 32 multiply-adds each.
 func peakLoops() []PeakLoop {
 	var l []PeakLoop

@@ -1,7 +1,7 @@
 #include "textflag.h"
 
-// Peak-throughput loops (peak.go): each iteration issues 24 instructions into 12 (AVX2: 6)
-// independent accumulators, enough to cover the latency of every instruction here at the
+// Peak-throughput loops (peak.go): each iteration issues 24 products (AVX2: 12 products of
+// three or, with the sign, four instructions) into 12 (AVX2: 6) independent accumulators, enough to cover the latency of every instruction here at the
 // throughput of two per cycle, and nothing else but the loop counter. The register contents
 // are whatever the caller left (the results are never read): integer products cannot trap and
 // the FMA loops start from zeroed registers, so no denormals slow them. Go's assembler writes
