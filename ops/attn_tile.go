@@ -317,42 +317,50 @@ type TileBlock struct {
 // q[t*qStride+h*hd:][:hd], with scores scale·q·k (soft-capped when softcap > 0). heads and hd
 // must fit s (NewTileScratch) and hd be a multiple of 8; the block's cells are a non-empty
 // multiple of TileCells, each token sees at least one of them.
+//
+// The n·heads query rows (token t of head h is row h·n+t) fill the lanes of ⌈n·heads/TileLanes⌉
+// TileRows, TileLanes a set: a block of 16 tokens takes one set per head, a decode token all its
+// heads in one set. The lanes of the kernel never mix, so a row's result does not depend on
+// which lane or set it has, nor on the other rows: the same bits for any block size.
 func AttnTiled(s *TileScratch, src TileSource, blk *TileBlock, q []float32, qStride, heads int, scale, softcap float32, out []float32, outStride int) {
 	hd, n := s.hd, len(blk.Pos)
 	if heads > len(s.rows) || n == 0 || n > TileLanes || len(blk.Lo) != n || len(blk.Cells) != len(blk.CPos) ||
 		len(blk.Cells) == 0 || len(blk.Cells)%TileCells != 0 {
 		panic(fmt.Sprintf("ops.AttnTiled: %d heads (scratch for %d), %d tokens, %d cells", heads, len(s.rows), n, len(blk.Cells)))
 	}
-	for h := range heads {
-		r := &s.rows[h]
+	nRows := n * heads
+	sets := (nRows + TileLanes - 1) / TileLanes // <= heads, as n <= TileLanes
+	for si := range sets {
+		r := &s.rows[si]
 		clear(r.QT)
 		clear(r.OT)
 		for i := range TileLanes {
 			r.Pos[i], r.Lo[i] = math.MinInt32, math.MinInt32
 			r.M[i], r.L[i] = TileMaxInit, 0
 		}
-		for t := range n {
-			r.Pos[t], r.Lo[t] = blk.Pos[t], blk.Lo[t]
-			for d, x := range q[t*qStride+h*hd:][:hd] {
-				r.QT[d*TileLanes+t] = scale * x
-			}
+	}
+	for k := range nRows {
+		h, t := k/n, k%n
+		r, i := &s.rows[k/TileLanes], k%TileLanes
+		r.Pos[i], r.Lo[i] = blk.Pos[t], blk.Lo[t]
+		for d, x := range q[t*qStride+h*hd:][:hd] {
+			r.QT[d*TileLanes+i] = scale * x
 		}
 	}
 	for c0 := 0; c0 < len(blk.Cells); c0 += TileCells {
 		cells, cpos := blk.Cells[c0:c0+TileCells], blk.CPos[c0:c0+TileCells]
 		src.LoadK(s.kt, cells)
 		src.LoadV(s.vt, cells)
-		for h := range heads {
-			AttnTileStep(&s.rows[h], hd, s.kt, s.vt, cpos, softcap)
+		for si := range sets {
+			AttnTileStep(&s.rows[si], hd, s.kt, s.vt, cpos, softcap)
 		}
 	}
-	for h := range heads {
-		r := &s.rows[h]
-		for t := range n {
-			o, inv := out[t*outStride+h*hd:][:hd], 1/r.L[t]
-			for d := range o {
-				o[d] = r.OT[d*TileLanes+t] * inv
-			}
+	for k := range nRows {
+		h, t := k/n, k%n
+		r, i := &s.rows[k/TileLanes], k%TileLanes
+		o, inv := out[t*outStride+h*hd:][:hd], 1/r.L[i]
+		for d := range o {
+			o[d] = r.OT[d*TileLanes+i] * inv
 		}
 	}
 }

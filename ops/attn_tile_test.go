@@ -330,3 +330,50 @@ func randF16Normal(r *rand.Rand, n int) []uint16 {
 	}
 	return h
 }
+
+// TestAttnTiledRowsIndependent checks that a token's tiled attention has the same bits whatever
+// block it comes in: alone (a decode step: all heads in the lanes of one set), in blocks of 5
+// (rows of several tokens and heads sharing sets) or of 16 (one set per head).
+func TestAttnTiledRowsIndependent(t *testing.T) {
+	const heads, hd, rows, n = 3, 64, 50, 16
+	r := rand.New(rand.NewPCG(7, 11))
+	k, v := randF16Normal(r, rows*hd), randF16Normal(r, rows*hd)
+	src := &CacheTiles[uint16]{K: k, V: v, Stride: hd, HD: hd}
+	var cells, cpos []int32
+	for c := range rows {
+		cells, cpos = append(cells, int32(c)), append(cpos, int32(c))
+	}
+	for len(cells)%TileCells != 0 {
+		cells, cpos = append(cells, 0), append(cpos, math.MaxInt32)
+	}
+	pos, lo := make([]int32, n), make([]int32, n)
+	for i := range n {
+		pos[i], lo[i] = int32(rows-n+i), math.MinInt32
+	}
+	q := randNormal(r, n*heads*hd)
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	attend := func(size int) []float32 {
+		out := make([]float32, n*heads*hd)
+		s := NewTileScratch(heads, hd)
+		for t0 := 0; t0 < n; t0 += size {
+			t1 := min(t0+size, n)
+			blk := &TileBlock{Pos: pos[t0:t1], Lo: lo[t0:t1], Cells: cells, CPos: cpos}
+			AttnTiled(s, src, blk, q[t0*heads*hd:], heads*hd, heads, scale, 0, out[t0*heads*hd:], heads*hd)
+		}
+		return out
+	}
+	want := attend(n)
+	for _, tc := range []struct {
+		name string
+		size int
+	}{{"alone", 1}, {"blocks of 5", 5}} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := attend(tc.size)
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("element %d (token %d, head %d): %v, in a block of 16 %v", i, i/(heads*hd), i/hd%heads, got[i], want[i])
+				}
+			}
+		})
+	}
+}
