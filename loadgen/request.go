@@ -127,37 +127,9 @@ func (c *client) do(ctx context.Context, r Request, messages []chatMessage) outc
 		return out
 	}
 
-	var body []byte
-	var err error
-	endpoint := c.endpoint
-	if messages != nil {
-		endpoint = c.chat
-		body, err = json.Marshal(chatRequest{Model: c.model, Messages: messages, MaxTokens: r.MaxTokens,
-			Stream: true, Temperature: 0, IgnoreEOS: true, StreamOptions: streamOptions{IncludeUsage: true}})
-	} else {
-		body, err = json.Marshal(completionRequest{
-			Model: c.model, Prompt: r.Prompt, MaxTokens: r.MaxTokens,
-			Stream: true, Temperature: 0, IgnoreEOS: true,
-			StreamOptions: streamOptions{IncludeUsage: true},
-		})
-	}
+	req, err := c.newRequest(rctx, r, messages)
 	if err != nil {
 		return fail(err)
-	}
-	var reply strings.Builder
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, endpoint, bytes.NewReader(body))
-	if err != nil {
-		return fail(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	// Marked idempotent (the key is not sent: a nil value), so that the transport retries a
-	// request whose reused keep-alive connection the server had closed before reading it
-	// (llama-server closes idle ones; 8-11 of 64 requests failed so, EOF or "server closed idle
-	// connection"), which no server saw.
-	req.Header["X-Idempotency-Key"] = nil
-	if c.apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.apiKey)
 	}
 
 	start := time.Now()
@@ -197,28 +169,83 @@ func (c *client) do(ctx context.Context, r Request, messages []chatMessage) outc
 		}
 	}
 
+	reply, chunks, usage, err := readStream(resp.Body, start, messages != nil, &out)
+	if err != nil {
+		return fail(err) // a timeout or cancellation while reading: fail says so, whatever err is
+	}
+	drain = true
+	out.reply = reply
+	out.tokens = chunks
+	if usage >= 0 {
+		out.tokens = usage
+	}
+	out.status = statusOK
+	return out
+}
+
+// newRequest makes the streaming request for r: a chat completion of messages when they are
+// given, else a completion of r.Prompt.
+func (c *client) newRequest(ctx context.Context, r Request, messages []chatMessage) (*http.Request, error) {
+	var body []byte
+	var err error
+	endpoint := c.endpoint
+	if messages != nil {
+		endpoint = c.chat
+		body, err = json.Marshal(chatRequest{Model: c.model, Messages: messages, MaxTokens: r.MaxTokens,
+			Stream: true, Temperature: 0, IgnoreEOS: true, StreamOptions: streamOptions{IncludeUsage: true}})
+	} else {
+		body, err = json.Marshal(completionRequest{
+			Model: c.model, Prompt: r.Prompt, MaxTokens: r.MaxTokens,
+			Stream: true, Temperature: 0, IgnoreEOS: true,
+			StreamOptions: streamOptions{IncludeUsage: true},
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	// Marked idempotent (the key is not sent: a nil value), so that the transport retries a
+	// request whose reused keep-alive connection the server had closed before reading it
+	// (llama-server closes idle ones; 8-11 of 64 requests failed so, EOF or "server closed idle
+	// connection"), which no server saw.
+	req.Header["X-Idempotency-Key"] = nil
+	if c.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.apiKey)
+	}
+	return req, nil
+}
+
+// readStream reads a completion's event stream up to [DONE]: it records in out the time to the
+// first text chunk, the gaps between later ones and the usage's prompt and cached tokens, and
+// returns the reply's text (when chat: the deltas' content), the number of text chunks and the
+// usage's completion tokens (-1 without usage). An error event, a malformed event or a stream
+// that ends without [DONE] is an error.
+func readStream(body io.Reader, start time.Time, chat bool, out *outcome) (reply string, chunks, usage int, err error) {
 	var (
-		last    time.Time
-		chunks  int // non-empty text chunks
-		events  int // data events before [DONE]
-		usage   = -1
-		sawDone bool
+		text   strings.Builder
+		last   time.Time
+		events int // data events before [DONE]
 	)
-	sc := newEventReader(resp.Body)
+	usage = -1
+	sc := newEventReader(body)
 	for sc.Next() {
 		now := time.Now()
 		data := sc.Data()
 		if string(bytes.TrimSpace(data)) == "[DONE]" {
-			sawDone = true
-			break
+			return text.String(), chunks, usage, nil
 		}
 		events++
 		var chunk completionChunk
 		if err := json.Unmarshal(data, &chunk); err != nil {
-			return fail(fmt.Errorf("bad stream event %d: %v: %.200q", events, err, data))
+			return "", 0, 0, fmt.Errorf("bad stream event %d: %v: %.200q", events, err, data)
 		}
 		if len(chunk.Error) > 0 && string(chunk.Error) != "null" {
-			return fail(fmt.Errorf("error event: %s", errorMessage(chunk.Error)))
+			return "", 0, 0, fmt.Errorf("error event: %s", errorMessage(chunk.Error))
 		}
 		if chunk.Usage != nil {
 			usage = chunk.Usage.CompletionTokens
@@ -227,9 +254,9 @@ func (c *client) do(ctx context.Context, r Request, messages []chatMessage) outc
 		if !hasText(chunk) {
 			continue
 		}
-		if messages != nil {
+		if chat {
 			for _, ch := range chunk.Choices {
-				reply.WriteString(ch.Delta.Content)
+				text.WriteString(ch.Delta.Content)
 			}
 		}
 		if chunks == 0 {
@@ -241,22 +268,9 @@ func (c *client) do(ctx context.Context, r Request, messages []chatMessage) outc
 		chunks++
 	}
 	if err := sc.Err(); err != nil {
-		return fail(fmt.Errorf("reading stream: %w", err))
+		return "", 0, 0, fmt.Errorf("reading stream: %w", err)
 	}
-	if !sawDone {
-		if rctx.Err() != nil {
-			return fail(rctx.Err())
-		}
-		return fail(errors.New("stream ended without [DONE]"))
-	}
-	drain = true
-	out.reply = reply.String()
-	out.tokens = chunks
-	if usage >= 0 {
-		out.tokens = usage
-	}
-	out.status = statusOK
-	return out
+	return "", 0, 0, errors.New("stream ended without [DONE]")
 }
 
 // drainTimeout bounds reading the rest of a response after [DONE].

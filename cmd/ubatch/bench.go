@@ -237,46 +237,16 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, tests []be
 	if n := lctx.Options().NCtx; need > n {
 		return fmt.Errorf("-c %d: a test needs %d tokens of KV cache (depth plus its prompt or generated tokens): give -c %d or more", n, need, need)
 	}
-	rng := rand.New(rand.NewPCG(1, 2))
 	var rows []benchRow
-	var cpuSum time.Duration // CPU time of the timed parts of the repetitions so far
 	var gemms []gemmCount
 	out.begin()
 	loop, err := runner.NewLoop(lctx, 1)
 	if err != nil {
 		return err
 	}
-	// tg: each step decodes a random token, as llama-bench's (the logits are not read).
-	random := func(int, []float32) (int32, bool, error) { return rng.Int32N(int32(m.Hparams().Vocab)), true, nil }
+	br := &benchRunner{loop: loop, rng: rand.New(rand.NewPCG(1, 2)), vocab: int32(m.Hparams().Vocab)}
 	for _, tc := range tests {
-		run := func() (time.Duration, error) {
-			loop.Reset()
-			tokens := func(n int) []int32 {
-				toks := make([]int32, n)
-				for i := range toks {
-					toks[i] = rng.Int32N(int32(m.Hparams().Vocab))
-				}
-				return toks
-			}
-			if tc.depth > 0 { // the context the test starts from, not timed
-				if err := loop.Prompt(seq0, tokens(tc.depth), nil); err != nil {
-					return 0, err
-				}
-			}
-			start, cpu0 := time.Now(), processCPU()
-			defer func() { cpuSum += processCPU() - cpu0 }()
-			if tc.pp > 0 {
-				if err := loop.Prompt(seq0, tokens(tc.pp), nil); err != nil {
-					return 0, err
-				}
-			}
-			for range tc.tg {
-				if _, err := loop.Step(random); err != nil {
-					return 0, err
-				}
-			}
-			return time.Since(start), nil
-		}
+		run := func() (time.Duration, error) { return br.run(tc) }
 		if _, err := run(); err != nil { // warm-up
 			return err
 		}
@@ -295,12 +265,12 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, tests []be
 			if measure {
 				read = append(read, bandwidth())
 			}
-			cpu0 := cpuSum
+			cpu0 := br.cpu
 			d, err := run()
 			if err != nil {
 				return err
 			}
-			row.CPUNs = append(row.CPUNs, (cpuSum - cpu0).Nanoseconds())
+			row.CPUNs = append(row.CPUNs, (br.cpu - cpu0).Nanoseconds())
 			row.SamplesNs = append(row.SamplesNs, d.Nanoseconds())
 			row.SamplesTs = append(row.SamplesTs, float64(tc.pp+tc.tg)/d.Seconds())
 		}
@@ -326,6 +296,49 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, tests []be
 	}
 	printSingleSummary(stdout, m, rows, gemms, threads(mf.threads))
 	return nil
+}
+
+// benchRunner runs the repetitions of benchSingle's tests on a one-sequence loop, with random
+// tokens as llama-bench's.
+type benchRunner struct {
+	loop  *runner.Loop
+	rng   *rand.Rand
+	vocab int32
+	cpu   time.Duration // process CPU time of the timed parts of the repetitions so far
+}
+
+func (b *benchRunner) tokens(n int) []int32 {
+	toks := make([]int32, n)
+	for i := range toks {
+		toks[i] = b.rng.Int32N(b.vocab)
+	}
+	return toks
+}
+
+// run runs tc once from an empty sequence: its depth's context (not timed), then its prompt and
+// its generated tokens (each step decodes a random token; the logits are not read), and returns
+// the time of the latter.
+func (b *benchRunner) run(tc benchTest) (time.Duration, error) {
+	b.loop.Reset()
+	if tc.depth > 0 {
+		if err := b.loop.Prompt(seq0, b.tokens(tc.depth), nil); err != nil {
+			return 0, err
+		}
+	}
+	start, cpu0 := time.Now(), processCPU()
+	defer func() { b.cpu += processCPU() - cpu0 }()
+	if tc.pp > 0 {
+		if err := b.loop.Prompt(seq0, b.tokens(tc.pp), nil); err != nil {
+			return 0, err
+		}
+	}
+	random := func(int, []float32) (int32, bool, error) { return b.rng.Int32N(b.vocab), true, nil }
+	for range tc.tg {
+		if _, err := b.loop.Step(random); err != nil {
+			return 0, err
+		}
+	}
+	return time.Since(start), nil
 }
 
 // printSingleSummary prints what follows the md table: memory, kernels, the tg tests' weight

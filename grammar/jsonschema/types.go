@@ -198,23 +198,9 @@ func (c *converter) visitProperties(s *object, name, path string) (string, error
 		}
 		props = p
 	}
-	required := map[string]bool{}
-	var reqOrder []string
-	if v, ok := s.get("required"); ok {
-		list, isList := v.([]any)
-		if !isList {
-			return "", schemaError(path, "required must be a list of property names")
-		}
-		for _, e := range list {
-			k, isStr := e.(string)
-			if !isStr {
-				return "", schemaError(path, "required must be a list of property names")
-			}
-			if !required[k] {
-				required[k] = true
-				reqOrder = append(reqOrder, k)
-			}
-		}
+	required, reqOrder, err := requiredNames(s, path)
+	if err != nil {
+		return "", err
 	}
 	keys := slices.Clone(props.keys)
 	for _, k := range reqOrder {
@@ -254,7 +240,39 @@ func (c *converter) visitProperties(s *object, name, path string) (string, error
 	if err != nil {
 		return "", err
 	}
-	var body string
+	body := c.objectBody(name, req, opt, extra)
+	return c.add(name, strings.TrimSpace(`"{" space `+body+` "}" space`)), nil
+}
+
+// requiredNames reads the schema's required list: the set of names and their first-seen order.
+func requiredNames(s *object, path string) (map[string]bool, []string, error) {
+	required := map[string]bool{}
+	var order []string
+	v, ok := s.get("required")
+	if !ok {
+		return required, nil, nil
+	}
+	list, isList := v.([]any)
+	if !isList {
+		return nil, nil, schemaError(path, "required must be a list of property names")
+	}
+	for _, e := range list {
+		k, isStr := e.(string)
+		if !isStr {
+			return nil, nil, schemaError(path, "required must be a list of property names")
+		}
+		if !required[k] {
+			required[k] = true
+			order = append(order, k)
+		}
+	}
+	return required, order, nil
+}
+
+// objectBody returns what goes between an object's braces: the required properties' key-value
+// rules req in order, then the optional ones opt, each at most once in order, then any number of
+// extra properties (the rule extra, "" when none are allowed).
+func (c *converter) objectBody(name string, req, opt []string, extra string) (body string) {
 	if len(req) > 0 {
 		// A builder, not +=: an object may have thousands of optional properties.
 		var sb strings.Builder
@@ -292,7 +310,7 @@ func (c *converter) visitProperties(s *object, name, path string) (string, error
 			body = "(" + strings.Join(alts, " | ") + ")?"
 		}
 	}
-	return c.add(name, strings.TrimSpace(`"{" space `+body+` "}" space`)), nil
+	return body
 }
 
 // additional returns the rule of one extra property ("" when none are allowed): a name that is
