@@ -4,7 +4,8 @@ import "ubatch/internal/cpu"
 
 // VNNI panel kernels: the AVX2 kernels' computation with VPDPBUSD (VPDPWSSD for Q6_K) for the
 // products. Q8_0 and Q4_0: EVEX-encoded with embedded broadcasts for AVX-512 VNNI
-// (packed_vnni_amd64.s) and VEX-encoded for AVX-VNNI (packed_avxvnni_amd64.s, with its
+// (packed_vnni_amd64.s; on 512-bit registers, two panels at once in packed_vnni512_amd64.s and
+// four in packed_vnni512q_amd64.s) and VEX-encoded for AVX-VNNI (packed_avxvnni_amd64.s, with its
 // EVEX-encoded test twin); they take activation sums (panelSums with m = -128: the starting value
 // of each block's integer sums, and the blocks' scales). Q4_K and Q6_K: AVX-512 VNNI only
 // (packed_k_vnni_amd64.s), no sums; on AVX-VNNI they run the AVX2 kernels.
