@@ -12,7 +12,10 @@
 // shared by 16 rows instead of 8. The 16 outputs of a pair are contiguous (panel p+1's rows follow
 // panel p's), so one store writes them.
 //
-// np must be even (the Go side runs an odd last panel with the 256-bit kernel). Registers:
+// np must be even (the Go side runs an odd last panel with the 256-bit kernel). With two columns
+// or more the Go side gives these kernels only what the four-panel kernels of
+// packed_vnni512q_amd64.s leave (np mod 4): these carry decode, whose prefetch (ZPF) they keep.
+// Registers:
 // BX pairs left; CX blocks left; SI the block of panel p, R14 the bytes of one panel (panel p+1's
 // block at (SI)(R14*1)); DI, R10, R12, R13 columns 0-3 (R8 apart); R11 nx; DX out; R9 the
 // block's activation sums (the corrections at 4j(R9), the scales at 16+4j(R9)); Z5 the 0x80 or

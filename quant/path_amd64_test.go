@@ -137,11 +137,12 @@ func TestPanelPathsMatchGo(t *testing.T) {
 				}
 				for _, nb := range nbs {
 					for nx := 1; nx <= MaxCols; nx++ {
-						// One panel or three, and two or four: the AVX-512 Q8_0 and Q4_0 kernels
-						// run pairs of panels, and an odd last one alone.
-						for _, np := range []int{1 + nx%2*2, 2 + (nx+1)%2*2} {
+						// One panel or three, two or four, and 3+nx and 12-nx: the AVX-512 Q8_0
+						// and Q4_0 kernels run fours of panels (3 columns or more), then a pair,
+						// then an odd last one alone.
+						for _, np := range []int{1 + nx%2*2, 2 + (nx+1)%2*2, 3 + nx, 12 - nx} {
 							w, x, xStride := panelTestInputs(t, r, typ, np, nb, nx, nb%2 == 1)
-							for _, outStride := range []int{np * PanelRows, np*PanelRows + 5, 64} {
+							for _, outStride := range []int{np * PanelRows, np*PanelRows + 5, max(64, np*PanelRows+16)} {
 								t.Run(fmt.Sprintf("%v/np=%d/nb=%d/nx=%d/stride=%d", typ, np, nb, nx, outStride), func(t *testing.T) {
 									checkPanelPath(t, typ, nb, w, x, xStride, nx, outStride)
 								})
@@ -347,11 +348,28 @@ func fuzzPanelPaths(f *testing.F, typ Type, seed uint64) {
 		if nb == 0 {
 			return
 		}
+		w7 := rotatedPanels(w, 7)
 		for _, p := range paths {
 			forcePath(t, p)
 			checkPanelPath(t, typ, nb, w, x, xRow, nx, PanelRows+1)
+			checkPanelPath(t, typ, nb, w7, x, xRow, nx, 7*PanelRows+1)
 		}
 	})
+}
+
+// rotatedPanels returns np panels made of the 8 rows in w (file layout): panel i holds them
+// rotated by i, row r being w's row (r+i)%8, so that the kernels that run several panels at once
+// (four, two, then one for np = 7) see different rows in every lane.
+func rotatedPanels(w []byte, np int) []byte {
+	rowBytes := len(w) / PanelRows
+	out := make([]byte, 0, np*len(w))
+	for i := range np {
+		for r := range PanelRows {
+			j := (r + i) % PanelRows
+			out = append(out, w[j*rowBytes:(j+1)*rowBytes]...)
+		}
+	}
+	return out
 }
 
 func FuzzPanelPathsQ8_0(f *testing.F) { fuzzPanelPaths(f, Q8_0, 29) }
