@@ -26,29 +26,14 @@ func init() {
 	setPanel(Q4_0, cpu.AVXVNNIEvex, asmPanel(Q4_0, q4PanelAVXVNNIEvex), -128)
 }
 
-// asmPanelPairs is asmPanel for a kernel pair that runs two panels at once (np even) and one
-// that runs a last odd panel alone.
-func asmPanelPairs(wt Type, pair, one panelAsm) panelFunc {
-	return func(np, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
-		checkPanelArgs(wt, np, nb, w, x, xStride, nx, out, outStride)
-		_ = sums[sumWords*nb-1]
-		if even := np &^ 1; even > 0 {
-			pair(even, nb, &w[0], &x[0], xStride, nx, &out[0], outStride, &sums[0])
-		}
-		if np&1 == 1 {
-			last := (np - 1) * PanelRows
-			one(1, nb, &w[last*nb*wt.TypeSize()], &x[0], xStride, nx, &out[last], outStride, &sums[0])
-		}
-	}
-}
-
 // quadCols is the fewest columns for which asmPanelQuads runs the four-panel kernel. Decode (one
 // column) streams the weights from memory and stays on the pair kernels, which prefetch; with
 // two columns the four-panel kernel was 15-25% faster on an AMD EPYC Zen 5 even without.
 const quadCols = 2
 
-// asmPanelQuads is asmPanelPairs with a kernel that runs four panels at once (np a multiple of
-// 4) for quadCols columns or more; the pair and one-panel kernels run the rest.
+// asmPanelQuads is asmPanel for three kernels of one computation: one that runs four panels at
+// once (np a multiple of 4), used for quadCols columns or more, one that runs two (np even) and
+// one that runs a last odd panel alone.
 func asmPanelQuads(wt Type, quad, pair, one panelAsm) panelFunc {
 	return func(np, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
 		checkPanelArgs(wt, np, nb, w, x, xStride, nx, out, outStride)
@@ -69,7 +54,8 @@ func asmPanelQuads(wt Type, quad, pair, one panelAsm) panelFunc {
 	}
 }
 
-// asmPanelPairsK is asmPanelPairs for the kernels that take no sums.
+// asmPanelPairsK runs the pair and one-panel kernels of asmPanelQuads, for the kernels that take
+// no sums.
 func asmPanelPairsK(wt Type, pair, one panelAsmK) panelFunc {
 	return func(np, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, _ []int32) {
 		checkPanelArgs(wt, np, nb, w, x, xStride, nx, out, outStride)
