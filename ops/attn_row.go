@@ -41,23 +41,38 @@ type TileRowSet struct {
 	scr     [RowTiles*RowSetRows*TileCells + RowSetRows*TileCells]float32
 }
 
+// TileV is where the row kernel reads the V rows of its tiles: cell j's row (hd elements) at
+// [Cells[j]*Stride:] of F16 (halves) when it is not nil, else of F32 (floats, an F32 cache or
+// rows widened from Q8_0).
+type TileV struct {
+	F16    []uint16
+	F32    []float32
+	Cells  []int32
+	Stride int
+}
+
 // AttnRowStep attends the r.N rows of r (1 <= r.N <= RowSetRows) to len(cpos)/TileCells tiles
 // (1 to RowTiles), as AttnTileStep would each row: ktT holds the K tiles transposed, column d of
 // tile t (its TileCells cells) at ktT[(d*RowTiles+t)*TileCells:] (AttnTileLoadKT* into
 // ktT[t*TileCells:]), hd×RowTiles×TileCells floats whatever the tiles (the columns of tiles past
-// the last are read, their scores unused); vt holds the tiles' V rows, tile t's row j at
-// vt[(t*TileCells+j)*hd:]; cpos their positions. hd is a multiple of 16, or it panics.
-func AttnRowStep(r *TileRowSet, hd int, ktT, vt []float32, cpos []int32, softcap float32) {
+// the last are read, their scores unused); v has their V rows, v.Cells[t*TileCells+j] tile t's
+// cell j; cpos their positions. hd is a multiple of 16, or it panics.
+func AttnRowStep(r *TileRowSet, hd int, ktT []float32, v *TileV, cpos []int32, softcap float32) {
 	tiles := len(cpos) / TileCells
 	if hd <= 0 || hd%16 != 0 || r.N < 1 || r.N > RowSetRows || len(r.Q) < r.N*hd || len(r.O) < r.N*hd ||
-		len(ktT) < hd*rowKTLD || tiles < 1 || tiles > RowTiles || len(cpos)%TileCells != 0 || len(vt) < tiles*TileCells*hd {
-		panic(fmt.Sprintf("ops.AttnRowStep: hd %d (a multiple of 16), %d rows, q %d, o %d, ktT %d, vt %d floats, %d cell positions",
-			hd, r.N, len(r.Q), len(r.O), len(ktT), len(vt), len(cpos)))
+		len(ktT) < hd*rowKTLD || tiles < 1 || tiles > RowTiles || len(cpos)%TileCells != 0 || len(v.Cells) < len(cpos) {
+		panic(fmt.Sprintf("ops.AttnRowStep: hd %d (a multiple of 16), %d rows, q %d, o %d, ktT %d floats, %d cell positions, %d V cells",
+			hd, r.N, len(r.Q), len(r.O), len(ktT), len(cpos), len(v.Cells)))
 	}
+	n := len(v.F32)
+	if v.F16 != nil {
+		n = len(v.F16)
+	}
+	checkCells("AttnRowStep", hd, n, v.Cells[:len(cpos)], v.Stride)
 	if !(softcap > 0) {
 		softcap = 0
 	}
-	attnRowStep(r, hd, ktT, vt, cpos, softcap)
+	attnRowStep(r, hd, ktT, v, cpos, softcap)
 }
 
 // AttnTileLoadKTF16 widens the TileCells rows cells[0:TileCells] of an F16 cache (as
@@ -126,8 +141,14 @@ func attnTileLoadKTQ8Go(dst []float32, k []byte, cells []int32, strideB, hd int)
 
 // attnRowStepGo is AttnRowStep without the checks, in Go: the assembly's operations in its
 // order, which per row are attnTileStepGo's.
-func attnRowStepGo(r *TileRowSet, hd int, ktT, vt []float32, cpos []int32, softcap float32) {
+func attnRowStepGo(r *TileRowSet, hd int, ktT []float32, v *TileV, cpos []int32, softcap float32) {
 	var s, p [TileCells]float32
+	vrow := func(cell int32, d int) float32 {
+		if v.F16 != nil {
+			return quant.F16ToF32(v.F16[int(cell)*v.Stride+d])
+		}
+		return v.F32[int(cell)*v.Stride+d]
+	}
 	negInf := float32(math.Inf(-1))
 	for t := range len(cpos) / TileCells {
 		for i := range r.N {
@@ -163,11 +184,11 @@ func attnRowStepGo(r *TileRowSet, hd int, ktT, vt []float32, cpos []int32, softc
 				sum += p[j]
 			}
 			r.M[i], r.L[i] = m, sum
-			o, v := r.O[i*hd:][:hd], vt[t*TileCells*hd:]
+			o, cells := r.O[i*hd:][:hd], v.Cells[t*TileCells:][:TileCells]
 			for d := range o {
 				acc := o[d] * c
 				for j, w := range p {
-					acc = fma32(w, v[j*hd+d], acc)
+					acc = fma32(w, vrow(cells[j], d), acc)
 				}
 				o[d] = acc
 			}
@@ -212,11 +233,13 @@ func attnTiledRows(s *TileScratch, src TileSource, blk *TileBlock, q []float32, 
 		c1 := min(c0+group, len(blk.Cells))
 		for t := range (c1 - c0) / TileCells {
 			cells := blk.Cells[c0+t*TileCells:][:TileCells]
+			a := min(c0+group+t*TileCells, len(blk.Cells))
+			src.Prefetch(blk.Cells[a:min(a+TileCells, len(blk.Cells))])
 			src.LoadKT(s.ktT[t*TileCells:], cells)
-			src.LoadV(s.vts[t*TileCells*hd:], cells)
 		}
+		src.RowV(&s.v, s.vts, blk.Cells[c0:c1])
 		for si := range sets {
-			AttnRowStep(&s.sets[si], hd, s.ktT, s.vts, blk.CPos[c0:c1], softcap)
+			AttnRowStep(&s.sets[si], hd, s.ktT, &s.v, blk.CPos[c0:c1], softcap)
 		}
 	}
 	for si := range sets {
@@ -232,3 +255,11 @@ func attnTiledRows(s *TileScratch, src TileSource, blk *TileBlock, q []float32, 
 		}
 	}
 }
+
+// rowCells are the cells 0 .. RowTiles·TileCells-1: TileV.Cells of rows widened in order.
+var rowCells = func() (c [RowTiles * TileCells]int32) {
+	for i := range c {
+		c[i] = int32(i)
+	}
+	return c
+}()

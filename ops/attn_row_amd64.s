@@ -237,6 +237,510 @@ GLOBL rowc<>(SB), RODATA|NOPTR, $60
 	RSUM(s); \
 	VMOVSS       X5, r4(AX)
 
+// RVJ1F32_1: one cell's weights times its V row, 1 rows × 1 chunks of 16.
+#define RVJ1F32_1 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VMOVUPS      0(R11)(AX*1), Z16; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ1F32_2: one cell's weights times its V row, 1 rows × 2 chunks of 16.
+#define RVJ1F32_2 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VMOVUPS      0(R11)(AX*1), Z16; \
+	VMOVUPS      64(R11)(AX*1), Z17; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 0(SI), Z17, Z1; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ1F32_3: one cell's weights times its V row, 1 rows × 3 chunks of 16.
+#define RVJ1F32_3 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VMOVUPS      0(R11)(AX*1), Z16; \
+	VMOVUPS      64(R11)(AX*1), Z17; \
+	VMOVUPS      128(R11)(AX*1), Z18; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 0(SI), Z17, Z1; \
+	VFMADD231PS.BCST 0(SI), Z18, Z2; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ1F32_4: one cell's weights times its V row, 1 rows × 4 chunks of 16.
+#define RVJ1F32_4 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VMOVUPS      0(R11)(AX*1), Z16; \
+	VMOVUPS      64(R11)(AX*1), Z17; \
+	VMOVUPS      128(R11)(AX*1), Z18; \
+	VMOVUPS      192(R11)(AX*1), Z19; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 0(SI), Z17, Z1; \
+	VFMADD231PS.BCST 0(SI), Z18, Z2; \
+	VFMADD231PS.BCST 0(SI), Z19, Z3; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ2F32_1: one cell's weights times its V row, 2 rows × 1 chunks of 16.
+#define RVJ2F32_1 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VMOVUPS      0(R11)(AX*1), Z16; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 64(SI), Z16, Z4; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ2F32_2: one cell's weights times its V row, 2 rows × 2 chunks of 16.
+#define RVJ2F32_2 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VMOVUPS      0(R11)(AX*1), Z16; \
+	VMOVUPS      64(R11)(AX*1), Z17; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 0(SI), Z17, Z1; \
+	VFMADD231PS.BCST 64(SI), Z16, Z4; \
+	VFMADD231PS.BCST 64(SI), Z17, Z5; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ2F32_3: one cell's weights times its V row, 2 rows × 3 chunks of 16.
+#define RVJ2F32_3 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VMOVUPS      0(R11)(AX*1), Z16; \
+	VMOVUPS      64(R11)(AX*1), Z17; \
+	VMOVUPS      128(R11)(AX*1), Z18; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 0(SI), Z17, Z1; \
+	VFMADD231PS.BCST 0(SI), Z18, Z2; \
+	VFMADD231PS.BCST 64(SI), Z16, Z4; \
+	VFMADD231PS.BCST 64(SI), Z17, Z5; \
+	VFMADD231PS.BCST 64(SI), Z18, Z6; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ2F32_4: one cell's weights times its V row, 2 rows × 4 chunks of 16.
+#define RVJ2F32_4 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VMOVUPS      0(R11)(AX*1), Z16; \
+	VMOVUPS      64(R11)(AX*1), Z17; \
+	VMOVUPS      128(R11)(AX*1), Z18; \
+	VMOVUPS      192(R11)(AX*1), Z19; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 0(SI), Z17, Z1; \
+	VFMADD231PS.BCST 0(SI), Z18, Z2; \
+	VFMADD231PS.BCST 0(SI), Z19, Z3; \
+	VFMADD231PS.BCST 64(SI), Z16, Z4; \
+	VFMADD231PS.BCST 64(SI), Z17, Z5; \
+	VFMADD231PS.BCST 64(SI), Z18, Z6; \
+	VFMADD231PS.BCST 64(SI), Z19, Z7; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ3F32_1: one cell's weights times its V row, 3 rows × 1 chunks of 16.
+#define RVJ3F32_1 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VMOVUPS      0(R11)(AX*1), Z16; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 64(SI), Z16, Z4; \
+	VFMADD231PS.BCST 128(SI), Z16, Z8; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ3F32_2: one cell's weights times its V row, 3 rows × 2 chunks of 16.
+#define RVJ3F32_2 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VMOVUPS      0(R11)(AX*1), Z16; \
+	VMOVUPS      64(R11)(AX*1), Z17; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 0(SI), Z17, Z1; \
+	VFMADD231PS.BCST 64(SI), Z16, Z4; \
+	VFMADD231PS.BCST 64(SI), Z17, Z5; \
+	VFMADD231PS.BCST 128(SI), Z16, Z8; \
+	VFMADD231PS.BCST 128(SI), Z17, Z9; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ3F32_3: one cell's weights times its V row, 3 rows × 3 chunks of 16.
+#define RVJ3F32_3 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VMOVUPS      0(R11)(AX*1), Z16; \
+	VMOVUPS      64(R11)(AX*1), Z17; \
+	VMOVUPS      128(R11)(AX*1), Z18; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 0(SI), Z17, Z1; \
+	VFMADD231PS.BCST 0(SI), Z18, Z2; \
+	VFMADD231PS.BCST 64(SI), Z16, Z4; \
+	VFMADD231PS.BCST 64(SI), Z17, Z5; \
+	VFMADD231PS.BCST 64(SI), Z18, Z6; \
+	VFMADD231PS.BCST 128(SI), Z16, Z8; \
+	VFMADD231PS.BCST 128(SI), Z17, Z9; \
+	VFMADD231PS.BCST 128(SI), Z18, Z10; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ3F32_4: one cell's weights times its V row, 3 rows × 4 chunks of 16.
+#define RVJ3F32_4 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VMOVUPS      0(R11)(AX*1), Z16; \
+	VMOVUPS      64(R11)(AX*1), Z17; \
+	VMOVUPS      128(R11)(AX*1), Z18; \
+	VMOVUPS      192(R11)(AX*1), Z19; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 0(SI), Z17, Z1; \
+	VFMADD231PS.BCST 0(SI), Z18, Z2; \
+	VFMADD231PS.BCST 0(SI), Z19, Z3; \
+	VFMADD231PS.BCST 64(SI), Z16, Z4; \
+	VFMADD231PS.BCST 64(SI), Z17, Z5; \
+	VFMADD231PS.BCST 64(SI), Z18, Z6; \
+	VFMADD231PS.BCST 64(SI), Z19, Z7; \
+	VFMADD231PS.BCST 128(SI), Z16, Z8; \
+	VFMADD231PS.BCST 128(SI), Z17, Z9; \
+	VFMADD231PS.BCST 128(SI), Z18, Z10; \
+	VFMADD231PS.BCST 128(SI), Z19, Z11; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ4F32_1: one cell's weights times its V row, 4 rows × 1 chunks of 16.
+#define RVJ4F32_1 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VMOVUPS      0(R11)(AX*1), Z16; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 64(SI), Z16, Z4; \
+	VFMADD231PS.BCST 128(SI), Z16, Z8; \
+	VFMADD231PS.BCST 192(SI), Z16, Z12; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ4F32_2: one cell's weights times its V row, 4 rows × 2 chunks of 16.
+#define RVJ4F32_2 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VMOVUPS      0(R11)(AX*1), Z16; \
+	VMOVUPS      64(R11)(AX*1), Z17; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 0(SI), Z17, Z1; \
+	VFMADD231PS.BCST 64(SI), Z16, Z4; \
+	VFMADD231PS.BCST 64(SI), Z17, Z5; \
+	VFMADD231PS.BCST 128(SI), Z16, Z8; \
+	VFMADD231PS.BCST 128(SI), Z17, Z9; \
+	VFMADD231PS.BCST 192(SI), Z16, Z12; \
+	VFMADD231PS.BCST 192(SI), Z17, Z13; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ4F32_3: one cell's weights times its V row, 4 rows × 3 chunks of 16.
+#define RVJ4F32_3 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VMOVUPS      0(R11)(AX*1), Z16; \
+	VMOVUPS      64(R11)(AX*1), Z17; \
+	VMOVUPS      128(R11)(AX*1), Z18; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 0(SI), Z17, Z1; \
+	VFMADD231PS.BCST 0(SI), Z18, Z2; \
+	VFMADD231PS.BCST 64(SI), Z16, Z4; \
+	VFMADD231PS.BCST 64(SI), Z17, Z5; \
+	VFMADD231PS.BCST 64(SI), Z18, Z6; \
+	VFMADD231PS.BCST 128(SI), Z16, Z8; \
+	VFMADD231PS.BCST 128(SI), Z17, Z9; \
+	VFMADD231PS.BCST 128(SI), Z18, Z10; \
+	VFMADD231PS.BCST 192(SI), Z16, Z12; \
+	VFMADD231PS.BCST 192(SI), Z17, Z13; \
+	VFMADD231PS.BCST 192(SI), Z18, Z14; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ4F32_4: one cell's weights times its V row, 4 rows × 4 chunks of 16.
+#define RVJ4F32_4 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VMOVUPS      0(R11)(AX*1), Z16; \
+	VMOVUPS      64(R11)(AX*1), Z17; \
+	VMOVUPS      128(R11)(AX*1), Z18; \
+	VMOVUPS      192(R11)(AX*1), Z19; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 0(SI), Z17, Z1; \
+	VFMADD231PS.BCST 0(SI), Z18, Z2; \
+	VFMADD231PS.BCST 0(SI), Z19, Z3; \
+	VFMADD231PS.BCST 64(SI), Z16, Z4; \
+	VFMADD231PS.BCST 64(SI), Z17, Z5; \
+	VFMADD231PS.BCST 64(SI), Z18, Z6; \
+	VFMADD231PS.BCST 64(SI), Z19, Z7; \
+	VFMADD231PS.BCST 128(SI), Z16, Z8; \
+	VFMADD231PS.BCST 128(SI), Z17, Z9; \
+	VFMADD231PS.BCST 128(SI), Z18, Z10; \
+	VFMADD231PS.BCST 128(SI), Z19, Z11; \
+	VFMADD231PS.BCST 192(SI), Z16, Z12; \
+	VFMADD231PS.BCST 192(SI), Z17, Z13; \
+	VFMADD231PS.BCST 192(SI), Z18, Z14; \
+	VFMADD231PS.BCST 192(SI), Z19, Z15; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ1F16_1: one cell's weights times its V row, 1 rows × 1 chunks of 16.
+#define RVJ1F16_1 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VCVTPH2PS    0(R11)(AX*1), Z16; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ1F16_2: one cell's weights times its V row, 1 rows × 2 chunks of 16.
+#define RVJ1F16_2 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VCVTPH2PS    0(R11)(AX*1), Z16; \
+	VCVTPH2PS    32(R11)(AX*1), Z17; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 0(SI), Z17, Z1; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ1F16_3: one cell's weights times its V row, 1 rows × 3 chunks of 16.
+#define RVJ1F16_3 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VCVTPH2PS    0(R11)(AX*1), Z16; \
+	VCVTPH2PS    32(R11)(AX*1), Z17; \
+	VCVTPH2PS    64(R11)(AX*1), Z18; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 0(SI), Z17, Z1; \
+	VFMADD231PS.BCST 0(SI), Z18, Z2; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ1F16_4: one cell's weights times its V row, 1 rows × 4 chunks of 16.
+#define RVJ1F16_4 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VCVTPH2PS    0(R11)(AX*1), Z16; \
+	VCVTPH2PS    32(R11)(AX*1), Z17; \
+	VCVTPH2PS    64(R11)(AX*1), Z18; \
+	VCVTPH2PS    96(R11)(AX*1), Z19; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 0(SI), Z17, Z1; \
+	VFMADD231PS.BCST 0(SI), Z18, Z2; \
+	VFMADD231PS.BCST 0(SI), Z19, Z3; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ2F16_1: one cell's weights times its V row, 2 rows × 1 chunks of 16.
+#define RVJ2F16_1 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VCVTPH2PS    0(R11)(AX*1), Z16; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 64(SI), Z16, Z4; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ2F16_2: one cell's weights times its V row, 2 rows × 2 chunks of 16.
+#define RVJ2F16_2 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VCVTPH2PS    0(R11)(AX*1), Z16; \
+	VCVTPH2PS    32(R11)(AX*1), Z17; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 0(SI), Z17, Z1; \
+	VFMADD231PS.BCST 64(SI), Z16, Z4; \
+	VFMADD231PS.BCST 64(SI), Z17, Z5; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ2F16_3: one cell's weights times its V row, 2 rows × 3 chunks of 16.
+#define RVJ2F16_3 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VCVTPH2PS    0(R11)(AX*1), Z16; \
+	VCVTPH2PS    32(R11)(AX*1), Z17; \
+	VCVTPH2PS    64(R11)(AX*1), Z18; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 0(SI), Z17, Z1; \
+	VFMADD231PS.BCST 0(SI), Z18, Z2; \
+	VFMADD231PS.BCST 64(SI), Z16, Z4; \
+	VFMADD231PS.BCST 64(SI), Z17, Z5; \
+	VFMADD231PS.BCST 64(SI), Z18, Z6; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ2F16_4: one cell's weights times its V row, 2 rows × 4 chunks of 16.
+#define RVJ2F16_4 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VCVTPH2PS    0(R11)(AX*1), Z16; \
+	VCVTPH2PS    32(R11)(AX*1), Z17; \
+	VCVTPH2PS    64(R11)(AX*1), Z18; \
+	VCVTPH2PS    96(R11)(AX*1), Z19; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 0(SI), Z17, Z1; \
+	VFMADD231PS.BCST 0(SI), Z18, Z2; \
+	VFMADD231PS.BCST 0(SI), Z19, Z3; \
+	VFMADD231PS.BCST 64(SI), Z16, Z4; \
+	VFMADD231PS.BCST 64(SI), Z17, Z5; \
+	VFMADD231PS.BCST 64(SI), Z18, Z6; \
+	VFMADD231PS.BCST 64(SI), Z19, Z7; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ3F16_1: one cell's weights times its V row, 3 rows × 1 chunks of 16.
+#define RVJ3F16_1 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VCVTPH2PS    0(R11)(AX*1), Z16; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 64(SI), Z16, Z4; \
+	VFMADD231PS.BCST 128(SI), Z16, Z8; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ3F16_2: one cell's weights times its V row, 3 rows × 2 chunks of 16.
+#define RVJ3F16_2 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VCVTPH2PS    0(R11)(AX*1), Z16; \
+	VCVTPH2PS    32(R11)(AX*1), Z17; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 0(SI), Z17, Z1; \
+	VFMADD231PS.BCST 64(SI), Z16, Z4; \
+	VFMADD231PS.BCST 64(SI), Z17, Z5; \
+	VFMADD231PS.BCST 128(SI), Z16, Z8; \
+	VFMADD231PS.BCST 128(SI), Z17, Z9; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ3F16_3: one cell's weights times its V row, 3 rows × 3 chunks of 16.
+#define RVJ3F16_3 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VCVTPH2PS    0(R11)(AX*1), Z16; \
+	VCVTPH2PS    32(R11)(AX*1), Z17; \
+	VCVTPH2PS    64(R11)(AX*1), Z18; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 0(SI), Z17, Z1; \
+	VFMADD231PS.BCST 0(SI), Z18, Z2; \
+	VFMADD231PS.BCST 64(SI), Z16, Z4; \
+	VFMADD231PS.BCST 64(SI), Z17, Z5; \
+	VFMADD231PS.BCST 64(SI), Z18, Z6; \
+	VFMADD231PS.BCST 128(SI), Z16, Z8; \
+	VFMADD231PS.BCST 128(SI), Z17, Z9; \
+	VFMADD231PS.BCST 128(SI), Z18, Z10; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ3F16_4: one cell's weights times its V row, 3 rows × 4 chunks of 16.
+#define RVJ3F16_4 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VCVTPH2PS    0(R11)(AX*1), Z16; \
+	VCVTPH2PS    32(R11)(AX*1), Z17; \
+	VCVTPH2PS    64(R11)(AX*1), Z18; \
+	VCVTPH2PS    96(R11)(AX*1), Z19; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 0(SI), Z17, Z1; \
+	VFMADD231PS.BCST 0(SI), Z18, Z2; \
+	VFMADD231PS.BCST 0(SI), Z19, Z3; \
+	VFMADD231PS.BCST 64(SI), Z16, Z4; \
+	VFMADD231PS.BCST 64(SI), Z17, Z5; \
+	VFMADD231PS.BCST 64(SI), Z18, Z6; \
+	VFMADD231PS.BCST 64(SI), Z19, Z7; \
+	VFMADD231PS.BCST 128(SI), Z16, Z8; \
+	VFMADD231PS.BCST 128(SI), Z17, Z9; \
+	VFMADD231PS.BCST 128(SI), Z18, Z10; \
+	VFMADD231PS.BCST 128(SI), Z19, Z11; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ4F16_1: one cell's weights times its V row, 4 rows × 1 chunks of 16.
+#define RVJ4F16_1 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VCVTPH2PS    0(R11)(AX*1), Z16; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 64(SI), Z16, Z4; \
+	VFMADD231PS.BCST 128(SI), Z16, Z8; \
+	VFMADD231PS.BCST 192(SI), Z16, Z12; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ4F16_2: one cell's weights times its V row, 4 rows × 2 chunks of 16.
+#define RVJ4F16_2 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VCVTPH2PS    0(R11)(AX*1), Z16; \
+	VCVTPH2PS    32(R11)(AX*1), Z17; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 0(SI), Z17, Z1; \
+	VFMADD231PS.BCST 64(SI), Z16, Z4; \
+	VFMADD231PS.BCST 64(SI), Z17, Z5; \
+	VFMADD231PS.BCST 128(SI), Z16, Z8; \
+	VFMADD231PS.BCST 128(SI), Z17, Z9; \
+	VFMADD231PS.BCST 192(SI), Z16, Z12; \
+	VFMADD231PS.BCST 192(SI), Z17, Z13; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ4F16_3: one cell's weights times its V row, 4 rows × 3 chunks of 16.
+#define RVJ4F16_3 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VCVTPH2PS    0(R11)(AX*1), Z16; \
+	VCVTPH2PS    32(R11)(AX*1), Z17; \
+	VCVTPH2PS    64(R11)(AX*1), Z18; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 0(SI), Z17, Z1; \
+	VFMADD231PS.BCST 0(SI), Z18, Z2; \
+	VFMADD231PS.BCST 64(SI), Z16, Z4; \
+	VFMADD231PS.BCST 64(SI), Z17, Z5; \
+	VFMADD231PS.BCST 64(SI), Z18, Z6; \
+	VFMADD231PS.BCST 128(SI), Z16, Z8; \
+	VFMADD231PS.BCST 128(SI), Z17, Z9; \
+	VFMADD231PS.BCST 128(SI), Z18, Z10; \
+	VFMADD231PS.BCST 192(SI), Z16, Z12; \
+	VFMADD231PS.BCST 192(SI), Z17, Z13; \
+	VFMADD231PS.BCST 192(SI), Z18, Z14; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
+// RVJ4F16_4: one cell's weights times its V row, 4 rows × 4 chunks of 16.
+#define RVJ4F16_4 \
+	MOVLQSX      (DX), AX; \
+	IMULQ        vstrideB+112(FP), AX; \
+	VCVTPH2PS    0(R11)(AX*1), Z16; \
+	VCVTPH2PS    32(R11)(AX*1), Z17; \
+	VCVTPH2PS    64(R11)(AX*1), Z18; \
+	VCVTPH2PS    96(R11)(AX*1), Z19; \
+	VFMADD231PS.BCST 0(SI), Z16, Z0; \
+	VFMADD231PS.BCST 0(SI), Z17, Z1; \
+	VFMADD231PS.BCST 0(SI), Z18, Z2; \
+	VFMADD231PS.BCST 0(SI), Z19, Z3; \
+	VFMADD231PS.BCST 64(SI), Z16, Z4; \
+	VFMADD231PS.BCST 64(SI), Z17, Z5; \
+	VFMADD231PS.BCST 64(SI), Z18, Z6; \
+	VFMADD231PS.BCST 64(SI), Z19, Z7; \
+	VFMADD231PS.BCST 128(SI), Z16, Z8; \
+	VFMADD231PS.BCST 128(SI), Z17, Z9; \
+	VFMADD231PS.BCST 128(SI), Z18, Z10; \
+	VFMADD231PS.BCST 128(SI), Z19, Z11; \
+	VFMADD231PS.BCST 192(SI), Z16, Z12; \
+	VFMADD231PS.BCST 192(SI), Z17, Z13; \
+	VFMADD231PS.BCST 192(SI), Z18, Z14; \
+	VFMADD231PS.BCST 192(SI), Z19, Z15; \
+	ADDQ         $4, DX; \
+	ADDQ         $4, SI
+
 // func attnTileLoadKTF16AVX512(dst *float32, k *uint16, cells *int32, strideB, hd int)
 //
 // The 16 rows of hd halves (hd > 0 a multiple of 16), row j from byte cells[j]·strideB of k,
@@ -590,50 +1094,47 @@ ktq8:
 	VZEROUPPER
 	RET
 
-// RVJ1_1: one cell's weights times its V row, 1 rows × 1 chunks of 16.
-#define RVJ1_1 \
-	VMOVUPS      0(AX), Z16; \
-	VFMADD231PS.BCST 0(SI), Z16, Z0; \
-	ADDQ         R8, AX; \
-	ADDQ         $4, SI
-
-// RVJ1_2: one cell's weights times its V row, 1 rows × 2 chunks of 16.
-#define RVJ1_2 \
-	VMOVUPS      0(AX), Z16; \
-	VMOVUPS      64(AX), Z17; \
-	VFMADD231PS.BCST 0(SI), Z16, Z0; \
-	VFMADD231PS.BCST 0(SI), Z17, Z1; \
-	ADDQ         R8, AX; \
-	ADDQ         $4, SI
-
-// RVJ1_3: one cell's weights times its V row, 1 rows × 3 chunks of 16.
-#define RVJ1_3 \
-	VMOVUPS      0(AX), Z16; \
-	VMOVUPS      64(AX), Z17; \
-	VMOVUPS      128(AX), Z18; \
-	VFMADD231PS.BCST 0(SI), Z16, Z0; \
-	VFMADD231PS.BCST 0(SI), Z17, Z1; \
-	VFMADD231PS.BCST 0(SI), Z18, Z2; \
-	ADDQ         R8, AX; \
-	ADDQ         $4, SI
-
-// RVJ1_4: one cell's weights times its V row, 1 rows × 4 chunks of 16.
-#define RVJ1_4 \
-	VMOVUPS      0(AX), Z16; \
-	VMOVUPS      64(AX), Z17; \
-	VMOVUPS      128(AX), Z18; \
-	VMOVUPS      192(AX), Z19; \
-	VFMADD231PS.BCST 0(SI), Z16, Z0; \
-	VFMADD231PS.BCST 0(SI), Z17, Z1; \
-	VFMADD231PS.BCST 0(SI), Z18, Z2; \
-	VFMADD231PS.BCST 0(SI), Z19, Z3; \
-	ADDQ         R8, AX; \
-	ADDQ         $4, SI
-
-// func attnRowStep1AVX512(q *float32, hd int, ktT, vt *float32, cpos, pos, lo *int32, softcap, inv float32, m, l, o, scr *float32, tiles int)
+// func attnTilePrefetch(k, v unsafe.Pointer, cells *int32, n, strideB, rowBytes int)
 //
-// 1 rows; hd > 0 a multiple of 16; softcap 0 (none) or > 0, inv = 1/softcap; 1 <= tiles <= 4.
-TEXT ·attnRowStep1AVX512(SB), NOSPLIT, $0-104
+// rowBytes > 0.
+TEXT ·attnTilePrefetch(SB), NOSPLIT, $0-48
+	MOVQ         k+0(FP), DI
+	MOVQ         v+8(FP), SI
+	MOVQ         cells+16(FP), DX
+	MOVQ         n+24(FP), CX
+	MOVQ         strideB+32(FP), R8
+	MOVQ         rowBytes+40(FP), R9
+	TESTQ        CX, CX
+	JZ           pfdone
+
+pfcell:
+	MOVLQSX      (DX), AX
+	IMULQ        R8, AX
+	LEAQ         (DI)(AX*1), R10
+	LEAQ         (SI)(AX*1), R11
+	XORQ         BX, BX
+
+pfline:
+	PREFETCHT0   (R10)(BX*1)
+	PREFETCHT0   (R11)(BX*1)
+	ADDQ         $64, BX
+	CMPQ         BX, R9
+	JLT          pfline
+	// The row's last byte: its last line when the row does not start a line.
+	PREFETCHT0   -1(R10)(R9*1)
+	PREFETCHT0   -1(R11)(R9*1)
+	ADDQ         $4, DX
+	DECQ         CX
+	JNZ          pfcell
+
+pfdone:
+	RET
+
+// func attnRowStep1F32AVX512(q *float32, hd int, ktT *float32, v *float32, cpos, pos, lo *int32, softcap, inv float32, m, l, o, scr *float32, tiles int, vcells *int32, vstrideB int)
+//
+// 1 rows; hd > 0 a multiple of 16; softcap 0 (none) or > 0, inv = 1/softcap; 1 <= tiles <= 4;
+// the V row of cell j of the tiles at byte vcells[j]·vstrideB of v, float32.
+TEXT ·attnRowStep1F32AVX512(SB), NOSPLIT, $0-120
 	MOVQ         hd+8(FP), R8
 	SHLQ         $2, R8
 	LEAQ         (R8)(R8*2), R9
@@ -680,45 +1181,45 @@ rs1:
 	VBROADCASTSS inv+60(FP), Z20
 	VBROADCASTSS softcap+56(FP), Z21
 	LEAQ         1024(BX), R12
-	MOVQ         cpos+32(FP), DX
-	MOVQ         vt+24(FP), R10
+	MOVQ         vcells+104(FP), R10
 
-rt1:
+rt1F32:
+	MOVQ         cpos+32(FP), DX
 	VMOVDQU32    (DX), Z19
 	MOVL         softcap+56(FP), AX
 	TESTL        AX, AX
-	JZ           rnc1
+	JZ           rnc1F32
 	// Soft cap of the tile's scores.
 	VMOVUPS      0(BX), Z0
 	TCAP(Z0)
 	VMOVUPS      Z0, 0(BX)
 
-rnc1:
+rnc1F32:
 	// Per row: mask, maximum, rescaling factor, weights, sum.
 	RPRO(0, 0, Z24)
 	// Outputs: o[i][d] = o[i][d]·c_i + Σ_j p_ij·v[j][d], 64 d a pass.
 	MOVQ         o+80(FP), DI
-	MOVQ         R10, R11
+	MOVQ         v+24(FP), R11
 	MOVQ         hd+8(FP), R13
 	SHRQ         $6, R13
-	JZ           rvt1
+	JZ           rvt1F32
 
-rvp1:
+rvp1F32:
 	VMULPS       0(DI), Z24, Z0
 	VMULPS       64(DI), Z24, Z1
 	VMULPS       128(DI), Z24, Z2
 	VMULPS       192(DI), Z24, Z3
-	MOVQ         R11, AX
+	MOVQ         R10, DX
 	MOVQ         R12, SI
 	MOVQ         $4, CX
 
-rvj1_4_0:
-	RVJ1_4
-	RVJ1_4
-	RVJ1_4
-	RVJ1_4
+rvj1F32_4_0:
+	RVJ1F32_4
+	RVJ1F32_4
+	RVJ1F32_4
+	RVJ1F32_4
 	DECQ         CX
-	JNZ          rvj1_4_0
+	JNZ          rvj1F32_4_0
 	VMOVUPS      Z0, 0(DI)
 	VMOVUPS      Z1, 64(DI)
 	VMOVUPS      Z2, 128(DI)
@@ -726,145 +1227,94 @@ rvj1_4_0:
 	ADDQ         $256, DI
 	ADDQ         $256, R11
 	DECQ         R13
-	JNZ          rvp1
+	JNZ          rvp1F32
 
-rvt1:
+rvt1F32:
 	MOVQ         hd+8(FP), R13
 	SHRQ         $4, R13
 	ANDQ         $3, R13
 	CMPQ         R13, $1
-	JEQ          rv1_1
+	JEQ          rv1F32_1
 	CMPQ         R13, $2
-	JEQ          rv1_2
+	JEQ          rv1F32_2
 	CMPQ         R13, $3
-	JEQ          rv1_3
-	JMP          rvd1
+	JEQ          rv1F32_3
+	JMP          rvd1F32
 
-rv1_1:
+rv1F32_1:
 	VMULPS       0(DI), Z24, Z0
-	MOVQ         R11, AX
+	MOVQ         R10, DX
 	MOVQ         R12, SI
 	MOVQ         $4, CX
 
-rvj1_1_1:
-	RVJ1_1
-	RVJ1_1
-	RVJ1_1
-	RVJ1_1
+rvj1F32_1_1:
+	RVJ1F32_1
+	RVJ1F32_1
+	RVJ1F32_1
+	RVJ1F32_1
 	DECQ         CX
-	JNZ          rvj1_1_1
+	JNZ          rvj1F32_1_1
 	VMOVUPS      Z0, 0(DI)
 	ADDQ         $64, DI
 	ADDQ         $64, R11
-	JMP          rvd1
+	JMP          rvd1F32
 
-rv1_2:
+rv1F32_2:
 	VMULPS       0(DI), Z24, Z0
 	VMULPS       64(DI), Z24, Z1
-	MOVQ         R11, AX
+	MOVQ         R10, DX
 	MOVQ         R12, SI
 	MOVQ         $4, CX
 
-rvj1_2_2:
-	RVJ1_2
-	RVJ1_2
-	RVJ1_2
-	RVJ1_2
+rvj1F32_2_2:
+	RVJ1F32_2
+	RVJ1F32_2
+	RVJ1F32_2
+	RVJ1F32_2
 	DECQ         CX
-	JNZ          rvj1_2_2
+	JNZ          rvj1F32_2_2
 	VMOVUPS      Z0, 0(DI)
 	VMOVUPS      Z1, 64(DI)
 	ADDQ         $128, DI
 	ADDQ         $128, R11
-	JMP          rvd1
+	JMP          rvd1F32
 
-rv1_3:
+rv1F32_3:
 	VMULPS       0(DI), Z24, Z0
 	VMULPS       64(DI), Z24, Z1
 	VMULPS       128(DI), Z24, Z2
-	MOVQ         R11, AX
+	MOVQ         R10, DX
 	MOVQ         R12, SI
 	MOVQ         $4, CX
 
-rvj1_3_3:
-	RVJ1_3
-	RVJ1_3
-	RVJ1_3
-	RVJ1_3
+rvj1F32_3_3:
+	RVJ1F32_3
+	RVJ1F32_3
+	RVJ1F32_3
+	RVJ1F32_3
 	DECQ         CX
-	JNZ          rvj1_3_3
+	JNZ          rvj1F32_3_3
 	VMOVUPS      Z0, 0(DI)
 	VMOVUPS      Z1, 64(DI)
 	VMOVUPS      Z2, 128(DI)
 	ADDQ         $192, DI
 	ADDQ         $192, R11
-	JMP          rvd1
+	JMP          rvd1F32
 
-rvd1:
+rvd1F32:
 	ADDQ         $256, BX
-	ADDQ         $64, DX
-	MOVQ         R8, AX
-	SHLQ         $4, AX
-	ADDQ         AX, R10
+	ADDQ         $64, cpos+32(FP)
+	ADDQ         $64, R10
 	DECQ         tiles+96(FP)
-	JNZ          rt1
+	JNZ          rt1F32
 	VZEROUPPER
 	RET
 
-// RVJ2_1: one cell's weights times its V row, 2 rows × 1 chunks of 16.
-#define RVJ2_1 \
-	VMOVUPS      0(AX), Z16; \
-	VFMADD231PS.BCST 0(SI), Z16, Z0; \
-	VFMADD231PS.BCST 64(SI), Z16, Z4; \
-	ADDQ         R8, AX; \
-	ADDQ         $4, SI
-
-// RVJ2_2: one cell's weights times its V row, 2 rows × 2 chunks of 16.
-#define RVJ2_2 \
-	VMOVUPS      0(AX), Z16; \
-	VMOVUPS      64(AX), Z17; \
-	VFMADD231PS.BCST 0(SI), Z16, Z0; \
-	VFMADD231PS.BCST 0(SI), Z17, Z1; \
-	VFMADD231PS.BCST 64(SI), Z16, Z4; \
-	VFMADD231PS.BCST 64(SI), Z17, Z5; \
-	ADDQ         R8, AX; \
-	ADDQ         $4, SI
-
-// RVJ2_3: one cell's weights times its V row, 2 rows × 3 chunks of 16.
-#define RVJ2_3 \
-	VMOVUPS      0(AX), Z16; \
-	VMOVUPS      64(AX), Z17; \
-	VMOVUPS      128(AX), Z18; \
-	VFMADD231PS.BCST 0(SI), Z16, Z0; \
-	VFMADD231PS.BCST 0(SI), Z17, Z1; \
-	VFMADD231PS.BCST 0(SI), Z18, Z2; \
-	VFMADD231PS.BCST 64(SI), Z16, Z4; \
-	VFMADD231PS.BCST 64(SI), Z17, Z5; \
-	VFMADD231PS.BCST 64(SI), Z18, Z6; \
-	ADDQ         R8, AX; \
-	ADDQ         $4, SI
-
-// RVJ2_4: one cell's weights times its V row, 2 rows × 4 chunks of 16.
-#define RVJ2_4 \
-	VMOVUPS      0(AX), Z16; \
-	VMOVUPS      64(AX), Z17; \
-	VMOVUPS      128(AX), Z18; \
-	VMOVUPS      192(AX), Z19; \
-	VFMADD231PS.BCST 0(SI), Z16, Z0; \
-	VFMADD231PS.BCST 0(SI), Z17, Z1; \
-	VFMADD231PS.BCST 0(SI), Z18, Z2; \
-	VFMADD231PS.BCST 0(SI), Z19, Z3; \
-	VFMADD231PS.BCST 64(SI), Z16, Z4; \
-	VFMADD231PS.BCST 64(SI), Z17, Z5; \
-	VFMADD231PS.BCST 64(SI), Z18, Z6; \
-	VFMADD231PS.BCST 64(SI), Z19, Z7; \
-	ADDQ         R8, AX; \
-	ADDQ         $4, SI
-
-// func attnRowStep2AVX512(q *float32, hd int, ktT, vt *float32, cpos, pos, lo *int32, softcap, inv float32, m, l, o, scr *float32, tiles int)
+// func attnRowStep2F32AVX512(q *float32, hd int, ktT *float32, v *float32, cpos, pos, lo *int32, softcap, inv float32, m, l, o, scr *float32, tiles int, vcells *int32, vstrideB int)
 //
-// 2 rows; hd > 0 a multiple of 16; softcap 0 (none) or > 0, inv = 1/softcap; 1 <= tiles <= 4.
-TEXT ·attnRowStep2AVX512(SB), NOSPLIT, $0-104
+// 2 rows; hd > 0 a multiple of 16; softcap 0 (none) or > 0, inv = 1/softcap; 1 <= tiles <= 4;
+// the V row of cell j of the tiles at byte vcells[j]·vstrideB of v, float32.
+TEXT ·attnRowStep2F32AVX512(SB), NOSPLIT, $0-120
 	MOVQ         hd+8(FP), R8
 	SHLQ         $2, R8
 	LEAQ         (R8)(R8*2), R9
@@ -925,14 +1375,14 @@ rs2:
 	VBROADCASTSS inv+60(FP), Z20
 	VBROADCASTSS softcap+56(FP), Z21
 	LEAQ         1024(BX), R12
-	MOVQ         cpos+32(FP), DX
-	MOVQ         vt+24(FP), R10
+	MOVQ         vcells+104(FP), R10
 
-rt2:
+rt2F32:
+	MOVQ         cpos+32(FP), DX
 	VMOVDQU32    (DX), Z19
 	MOVL         softcap+56(FP), AX
 	TESTL        AX, AX
-	JZ           rnc2
+	JZ           rnc2F32
 	// Soft cap of the tile's scores.
 	VMOVUPS      0(BX), Z0
 	TCAP(Z0)
@@ -941,18 +1391,18 @@ rt2:
 	TCAP(Z0)
 	VMOVUPS      Z0, 64(BX)
 
-rnc2:
+rnc2F32:
 	// Per row: mask, maximum, rescaling factor, weights, sum.
 	RPRO(0, 0, Z24)
 	RPRO(64, 4, Z25)
 	// Outputs: o[i][d] = o[i][d]·c_i + Σ_j p_ij·v[j][d], 64 d a pass.
 	MOVQ         o+80(FP), DI
-	MOVQ         R10, R11
+	MOVQ         v+24(FP), R11
 	MOVQ         hd+8(FP), R13
 	SHRQ         $6, R13
-	JZ           rvt2
+	JZ           rvt2F32
 
-rvp2:
+rvp2F32:
 	VMULPS       0(DI), Z24, Z0
 	VMULPS       64(DI), Z24, Z1
 	VMULPS       128(DI), Z24, Z2
@@ -961,17 +1411,17 @@ rvp2:
 	VMULPS       64(DI)(R8*1), Z25, Z5
 	VMULPS       128(DI)(R8*1), Z25, Z6
 	VMULPS       192(DI)(R8*1), Z25, Z7
-	MOVQ         R11, AX
+	MOVQ         R10, DX
 	MOVQ         R12, SI
 	MOVQ         $4, CX
 
-rvj2_4_0:
-	RVJ2_4
-	RVJ2_4
-	RVJ2_4
-	RVJ2_4
+rvj2F32_4_0:
+	RVJ2F32_4
+	RVJ2F32_4
+	RVJ2F32_4
+	RVJ2F32_4
 	DECQ         CX
-	JNZ          rvj2_4_0
+	JNZ          rvj2F32_4_0
 	VMOVUPS      Z0, 0(DI)
 	VMOVUPS      Z1, 64(DI)
 	VMOVUPS      Z2, 128(DI)
@@ -983,82 +1433,82 @@ rvj2_4_0:
 	ADDQ         $256, DI
 	ADDQ         $256, R11
 	DECQ         R13
-	JNZ          rvp2
+	JNZ          rvp2F32
 
-rvt2:
+rvt2F32:
 	MOVQ         hd+8(FP), R13
 	SHRQ         $4, R13
 	ANDQ         $3, R13
 	CMPQ         R13, $1
-	JEQ          rv2_1
+	JEQ          rv2F32_1
 	CMPQ         R13, $2
-	JEQ          rv2_2
+	JEQ          rv2F32_2
 	CMPQ         R13, $3
-	JEQ          rv2_3
-	JMP          rvd2
+	JEQ          rv2F32_3
+	JMP          rvd2F32
 
-rv2_1:
+rv2F32_1:
 	VMULPS       0(DI), Z24, Z0
 	VMULPS       0(DI)(R8*1), Z25, Z4
-	MOVQ         R11, AX
+	MOVQ         R10, DX
 	MOVQ         R12, SI
 	MOVQ         $4, CX
 
-rvj2_1_1:
-	RVJ2_1
-	RVJ2_1
-	RVJ2_1
-	RVJ2_1
+rvj2F32_1_1:
+	RVJ2F32_1
+	RVJ2F32_1
+	RVJ2F32_1
+	RVJ2F32_1
 	DECQ         CX
-	JNZ          rvj2_1_1
+	JNZ          rvj2F32_1_1
 	VMOVUPS      Z0, 0(DI)
 	VMOVUPS      Z4, 0(DI)(R8*1)
 	ADDQ         $64, DI
 	ADDQ         $64, R11
-	JMP          rvd2
+	JMP          rvd2F32
 
-rv2_2:
+rv2F32_2:
 	VMULPS       0(DI), Z24, Z0
 	VMULPS       64(DI), Z24, Z1
 	VMULPS       0(DI)(R8*1), Z25, Z4
 	VMULPS       64(DI)(R8*1), Z25, Z5
-	MOVQ         R11, AX
+	MOVQ         R10, DX
 	MOVQ         R12, SI
 	MOVQ         $4, CX
 
-rvj2_2_2:
-	RVJ2_2
-	RVJ2_2
-	RVJ2_2
-	RVJ2_2
+rvj2F32_2_2:
+	RVJ2F32_2
+	RVJ2F32_2
+	RVJ2F32_2
+	RVJ2F32_2
 	DECQ         CX
-	JNZ          rvj2_2_2
+	JNZ          rvj2F32_2_2
 	VMOVUPS      Z0, 0(DI)
 	VMOVUPS      Z1, 64(DI)
 	VMOVUPS      Z4, 0(DI)(R8*1)
 	VMOVUPS      Z5, 64(DI)(R8*1)
 	ADDQ         $128, DI
 	ADDQ         $128, R11
-	JMP          rvd2
+	JMP          rvd2F32
 
-rv2_3:
+rv2F32_3:
 	VMULPS       0(DI), Z24, Z0
 	VMULPS       64(DI), Z24, Z1
 	VMULPS       128(DI), Z24, Z2
 	VMULPS       0(DI)(R8*1), Z25, Z4
 	VMULPS       64(DI)(R8*1), Z25, Z5
 	VMULPS       128(DI)(R8*1), Z25, Z6
-	MOVQ         R11, AX
+	MOVQ         R10, DX
 	MOVQ         R12, SI
 	MOVQ         $4, CX
 
-rvj2_3_3:
-	RVJ2_3
-	RVJ2_3
-	RVJ2_3
-	RVJ2_3
+rvj2F32_3_3:
+	RVJ2F32_3
+	RVJ2F32_3
+	RVJ2F32_3
+	RVJ2F32_3
 	DECQ         CX
-	JNZ          rvj2_3_3
+	JNZ          rvj2F32_3_3
 	VMOVUPS      Z0, 0(DI)
 	VMOVUPS      Z1, 64(DI)
 	VMOVUPS      Z2, 128(DI)
@@ -1067,83 +1517,22 @@ rvj2_3_3:
 	VMOVUPS      Z6, 128(DI)(R8*1)
 	ADDQ         $192, DI
 	ADDQ         $192, R11
-	JMP          rvd2
+	JMP          rvd2F32
 
-rvd2:
+rvd2F32:
 	ADDQ         $256, BX
-	ADDQ         $64, DX
-	MOVQ         R8, AX
-	SHLQ         $4, AX
-	ADDQ         AX, R10
+	ADDQ         $64, cpos+32(FP)
+	ADDQ         $64, R10
 	DECQ         tiles+96(FP)
-	JNZ          rt2
+	JNZ          rt2F32
 	VZEROUPPER
 	RET
 
-// RVJ3_1: one cell's weights times its V row, 3 rows × 1 chunks of 16.
-#define RVJ3_1 \
-	VMOVUPS      0(AX), Z16; \
-	VFMADD231PS.BCST 0(SI), Z16, Z0; \
-	VFMADD231PS.BCST 64(SI), Z16, Z4; \
-	VFMADD231PS.BCST 128(SI), Z16, Z8; \
-	ADDQ         R8, AX; \
-	ADDQ         $4, SI
-
-// RVJ3_2: one cell's weights times its V row, 3 rows × 2 chunks of 16.
-#define RVJ3_2 \
-	VMOVUPS      0(AX), Z16; \
-	VMOVUPS      64(AX), Z17; \
-	VFMADD231PS.BCST 0(SI), Z16, Z0; \
-	VFMADD231PS.BCST 0(SI), Z17, Z1; \
-	VFMADD231PS.BCST 64(SI), Z16, Z4; \
-	VFMADD231PS.BCST 64(SI), Z17, Z5; \
-	VFMADD231PS.BCST 128(SI), Z16, Z8; \
-	VFMADD231PS.BCST 128(SI), Z17, Z9; \
-	ADDQ         R8, AX; \
-	ADDQ         $4, SI
-
-// RVJ3_3: one cell's weights times its V row, 3 rows × 3 chunks of 16.
-#define RVJ3_3 \
-	VMOVUPS      0(AX), Z16; \
-	VMOVUPS      64(AX), Z17; \
-	VMOVUPS      128(AX), Z18; \
-	VFMADD231PS.BCST 0(SI), Z16, Z0; \
-	VFMADD231PS.BCST 0(SI), Z17, Z1; \
-	VFMADD231PS.BCST 0(SI), Z18, Z2; \
-	VFMADD231PS.BCST 64(SI), Z16, Z4; \
-	VFMADD231PS.BCST 64(SI), Z17, Z5; \
-	VFMADD231PS.BCST 64(SI), Z18, Z6; \
-	VFMADD231PS.BCST 128(SI), Z16, Z8; \
-	VFMADD231PS.BCST 128(SI), Z17, Z9; \
-	VFMADD231PS.BCST 128(SI), Z18, Z10; \
-	ADDQ         R8, AX; \
-	ADDQ         $4, SI
-
-// RVJ3_4: one cell's weights times its V row, 3 rows × 4 chunks of 16.
-#define RVJ3_4 \
-	VMOVUPS      0(AX), Z16; \
-	VMOVUPS      64(AX), Z17; \
-	VMOVUPS      128(AX), Z18; \
-	VMOVUPS      192(AX), Z19; \
-	VFMADD231PS.BCST 0(SI), Z16, Z0; \
-	VFMADD231PS.BCST 0(SI), Z17, Z1; \
-	VFMADD231PS.BCST 0(SI), Z18, Z2; \
-	VFMADD231PS.BCST 0(SI), Z19, Z3; \
-	VFMADD231PS.BCST 64(SI), Z16, Z4; \
-	VFMADD231PS.BCST 64(SI), Z17, Z5; \
-	VFMADD231PS.BCST 64(SI), Z18, Z6; \
-	VFMADD231PS.BCST 64(SI), Z19, Z7; \
-	VFMADD231PS.BCST 128(SI), Z16, Z8; \
-	VFMADD231PS.BCST 128(SI), Z17, Z9; \
-	VFMADD231PS.BCST 128(SI), Z18, Z10; \
-	VFMADD231PS.BCST 128(SI), Z19, Z11; \
-	ADDQ         R8, AX; \
-	ADDQ         $4, SI
-
-// func attnRowStep3AVX512(q *float32, hd int, ktT, vt *float32, cpos, pos, lo *int32, softcap, inv float32, m, l, o, scr *float32, tiles int)
+// func attnRowStep3F32AVX512(q *float32, hd int, ktT *float32, v *float32, cpos, pos, lo *int32, softcap, inv float32, m, l, o, scr *float32, tiles int, vcells *int32, vstrideB int)
 //
-// 3 rows; hd > 0 a multiple of 16; softcap 0 (none) or > 0, inv = 1/softcap; 1 <= tiles <= 4.
-TEXT ·attnRowStep3AVX512(SB), NOSPLIT, $0-104
+// 3 rows; hd > 0 a multiple of 16; softcap 0 (none) or > 0, inv = 1/softcap; 1 <= tiles <= 4;
+// the V row of cell j of the tiles at byte vcells[j]·vstrideB of v, float32.
+TEXT ·attnRowStep3F32AVX512(SB), NOSPLIT, $0-120
 	MOVQ         hd+8(FP), R8
 	SHLQ         $2, R8
 	LEAQ         (R8)(R8*2), R9
@@ -1218,14 +1607,14 @@ rs3:
 	VBROADCASTSS inv+60(FP), Z20
 	VBROADCASTSS softcap+56(FP), Z21
 	LEAQ         1024(BX), R12
-	MOVQ         cpos+32(FP), DX
-	MOVQ         vt+24(FP), R10
+	MOVQ         vcells+104(FP), R10
 
-rt3:
+rt3F32:
+	MOVQ         cpos+32(FP), DX
 	VMOVDQU32    (DX), Z19
 	MOVL         softcap+56(FP), AX
 	TESTL        AX, AX
-	JZ           rnc3
+	JZ           rnc3F32
 	// Soft cap of the tile's scores.
 	VMOVUPS      0(BX), Z0
 	TCAP(Z0)
@@ -1237,19 +1626,19 @@ rt3:
 	TCAP(Z0)
 	VMOVUPS      Z0, 128(BX)
 
-rnc3:
+rnc3F32:
 	// Per row: mask, maximum, rescaling factor, weights, sum.
 	RPRO(0, 0, Z24)
 	RPRO(64, 4, Z25)
 	RPRO(128, 8, Z26)
 	// Outputs: o[i][d] = o[i][d]·c_i + Σ_j p_ij·v[j][d], 64 d a pass.
 	MOVQ         o+80(FP), DI
-	MOVQ         R10, R11
+	MOVQ         v+24(FP), R11
 	MOVQ         hd+8(FP), R13
 	SHRQ         $6, R13
-	JZ           rvt3
+	JZ           rvt3F32
 
-rvp3:
+rvp3F32:
 	VMULPS       0(DI), Z24, Z0
 	VMULPS       64(DI), Z24, Z1
 	VMULPS       128(DI), Z24, Z2
@@ -1262,17 +1651,17 @@ rvp3:
 	VMULPS       64(DI)(R8*2), Z26, Z9
 	VMULPS       128(DI)(R8*2), Z26, Z10
 	VMULPS       192(DI)(R8*2), Z26, Z11
-	MOVQ         R11, AX
+	MOVQ         R10, DX
 	MOVQ         R12, SI
 	MOVQ         $4, CX
 
-rvj3_4_0:
-	RVJ3_4
-	RVJ3_4
-	RVJ3_4
-	RVJ3_4
+rvj3F32_4_0:
+	RVJ3F32_4
+	RVJ3F32_4
+	RVJ3F32_4
+	RVJ3F32_4
 	DECQ         CX
-	JNZ          rvj3_4_0
+	JNZ          rvj3F32_4_0
 	VMOVUPS      Z0, 0(DI)
 	VMOVUPS      Z1, 64(DI)
 	VMOVUPS      Z2, 128(DI)
@@ -1288,60 +1677,60 @@ rvj3_4_0:
 	ADDQ         $256, DI
 	ADDQ         $256, R11
 	DECQ         R13
-	JNZ          rvp3
+	JNZ          rvp3F32
 
-rvt3:
+rvt3F32:
 	MOVQ         hd+8(FP), R13
 	SHRQ         $4, R13
 	ANDQ         $3, R13
 	CMPQ         R13, $1
-	JEQ          rv3_1
+	JEQ          rv3F32_1
 	CMPQ         R13, $2
-	JEQ          rv3_2
+	JEQ          rv3F32_2
 	CMPQ         R13, $3
-	JEQ          rv3_3
-	JMP          rvd3
+	JEQ          rv3F32_3
+	JMP          rvd3F32
 
-rv3_1:
+rv3F32_1:
 	VMULPS       0(DI), Z24, Z0
 	VMULPS       0(DI)(R8*1), Z25, Z4
 	VMULPS       0(DI)(R8*2), Z26, Z8
-	MOVQ         R11, AX
+	MOVQ         R10, DX
 	MOVQ         R12, SI
 	MOVQ         $4, CX
 
-rvj3_1_1:
-	RVJ3_1
-	RVJ3_1
-	RVJ3_1
-	RVJ3_1
+rvj3F32_1_1:
+	RVJ3F32_1
+	RVJ3F32_1
+	RVJ3F32_1
+	RVJ3F32_1
 	DECQ         CX
-	JNZ          rvj3_1_1
+	JNZ          rvj3F32_1_1
 	VMOVUPS      Z0, 0(DI)
 	VMOVUPS      Z4, 0(DI)(R8*1)
 	VMOVUPS      Z8, 0(DI)(R8*2)
 	ADDQ         $64, DI
 	ADDQ         $64, R11
-	JMP          rvd3
+	JMP          rvd3F32
 
-rv3_2:
+rv3F32_2:
 	VMULPS       0(DI), Z24, Z0
 	VMULPS       64(DI), Z24, Z1
 	VMULPS       0(DI)(R8*1), Z25, Z4
 	VMULPS       64(DI)(R8*1), Z25, Z5
 	VMULPS       0(DI)(R8*2), Z26, Z8
 	VMULPS       64(DI)(R8*2), Z26, Z9
-	MOVQ         R11, AX
+	MOVQ         R10, DX
 	MOVQ         R12, SI
 	MOVQ         $4, CX
 
-rvj3_2_2:
-	RVJ3_2
-	RVJ3_2
-	RVJ3_2
-	RVJ3_2
+rvj3F32_2_2:
+	RVJ3F32_2
+	RVJ3F32_2
+	RVJ3F32_2
+	RVJ3F32_2
 	DECQ         CX
-	JNZ          rvj3_2_2
+	JNZ          rvj3F32_2_2
 	VMOVUPS      Z0, 0(DI)
 	VMOVUPS      Z1, 64(DI)
 	VMOVUPS      Z4, 0(DI)(R8*1)
@@ -1350,9 +1739,9 @@ rvj3_2_2:
 	VMOVUPS      Z9, 64(DI)(R8*2)
 	ADDQ         $128, DI
 	ADDQ         $128, R11
-	JMP          rvd3
+	JMP          rvd3F32
 
-rv3_3:
+rv3F32_3:
 	VMULPS       0(DI), Z24, Z0
 	VMULPS       64(DI), Z24, Z1
 	VMULPS       128(DI), Z24, Z2
@@ -1362,17 +1751,17 @@ rv3_3:
 	VMULPS       0(DI)(R8*2), Z26, Z8
 	VMULPS       64(DI)(R8*2), Z26, Z9
 	VMULPS       128(DI)(R8*2), Z26, Z10
-	MOVQ         R11, AX
+	MOVQ         R10, DX
 	MOVQ         R12, SI
 	MOVQ         $4, CX
 
-rvj3_3_3:
-	RVJ3_3
-	RVJ3_3
-	RVJ3_3
-	RVJ3_3
+rvj3F32_3_3:
+	RVJ3F32_3
+	RVJ3F32_3
+	RVJ3F32_3
+	RVJ3F32_3
 	DECQ         CX
-	JNZ          rvj3_3_3
+	JNZ          rvj3F32_3_3
 	VMOVUPS      Z0, 0(DI)
 	VMOVUPS      Z1, 64(DI)
 	VMOVUPS      Z2, 128(DI)
@@ -1384,93 +1773,22 @@ rvj3_3_3:
 	VMOVUPS      Z10, 128(DI)(R8*2)
 	ADDQ         $192, DI
 	ADDQ         $192, R11
-	JMP          rvd3
+	JMP          rvd3F32
 
-rvd3:
+rvd3F32:
 	ADDQ         $256, BX
-	ADDQ         $64, DX
-	MOVQ         R8, AX
-	SHLQ         $4, AX
-	ADDQ         AX, R10
+	ADDQ         $64, cpos+32(FP)
+	ADDQ         $64, R10
 	DECQ         tiles+96(FP)
-	JNZ          rt3
+	JNZ          rt3F32
 	VZEROUPPER
 	RET
 
-// RVJ4_1: one cell's weights times its V row, 4 rows × 1 chunks of 16.
-#define RVJ4_1 \
-	VMOVUPS      0(AX), Z16; \
-	VFMADD231PS.BCST 0(SI), Z16, Z0; \
-	VFMADD231PS.BCST 64(SI), Z16, Z4; \
-	VFMADD231PS.BCST 128(SI), Z16, Z8; \
-	VFMADD231PS.BCST 192(SI), Z16, Z12; \
-	ADDQ         R8, AX; \
-	ADDQ         $4, SI
-
-// RVJ4_2: one cell's weights times its V row, 4 rows × 2 chunks of 16.
-#define RVJ4_2 \
-	VMOVUPS      0(AX), Z16; \
-	VMOVUPS      64(AX), Z17; \
-	VFMADD231PS.BCST 0(SI), Z16, Z0; \
-	VFMADD231PS.BCST 0(SI), Z17, Z1; \
-	VFMADD231PS.BCST 64(SI), Z16, Z4; \
-	VFMADD231PS.BCST 64(SI), Z17, Z5; \
-	VFMADD231PS.BCST 128(SI), Z16, Z8; \
-	VFMADD231PS.BCST 128(SI), Z17, Z9; \
-	VFMADD231PS.BCST 192(SI), Z16, Z12; \
-	VFMADD231PS.BCST 192(SI), Z17, Z13; \
-	ADDQ         R8, AX; \
-	ADDQ         $4, SI
-
-// RVJ4_3: one cell's weights times its V row, 4 rows × 3 chunks of 16.
-#define RVJ4_3 \
-	VMOVUPS      0(AX), Z16; \
-	VMOVUPS      64(AX), Z17; \
-	VMOVUPS      128(AX), Z18; \
-	VFMADD231PS.BCST 0(SI), Z16, Z0; \
-	VFMADD231PS.BCST 0(SI), Z17, Z1; \
-	VFMADD231PS.BCST 0(SI), Z18, Z2; \
-	VFMADD231PS.BCST 64(SI), Z16, Z4; \
-	VFMADD231PS.BCST 64(SI), Z17, Z5; \
-	VFMADD231PS.BCST 64(SI), Z18, Z6; \
-	VFMADD231PS.BCST 128(SI), Z16, Z8; \
-	VFMADD231PS.BCST 128(SI), Z17, Z9; \
-	VFMADD231PS.BCST 128(SI), Z18, Z10; \
-	VFMADD231PS.BCST 192(SI), Z16, Z12; \
-	VFMADD231PS.BCST 192(SI), Z17, Z13; \
-	VFMADD231PS.BCST 192(SI), Z18, Z14; \
-	ADDQ         R8, AX; \
-	ADDQ         $4, SI
-
-// RVJ4_4: one cell's weights times its V row, 4 rows × 4 chunks of 16.
-#define RVJ4_4 \
-	VMOVUPS      0(AX), Z16; \
-	VMOVUPS      64(AX), Z17; \
-	VMOVUPS      128(AX), Z18; \
-	VMOVUPS      192(AX), Z19; \
-	VFMADD231PS.BCST 0(SI), Z16, Z0; \
-	VFMADD231PS.BCST 0(SI), Z17, Z1; \
-	VFMADD231PS.BCST 0(SI), Z18, Z2; \
-	VFMADD231PS.BCST 0(SI), Z19, Z3; \
-	VFMADD231PS.BCST 64(SI), Z16, Z4; \
-	VFMADD231PS.BCST 64(SI), Z17, Z5; \
-	VFMADD231PS.BCST 64(SI), Z18, Z6; \
-	VFMADD231PS.BCST 64(SI), Z19, Z7; \
-	VFMADD231PS.BCST 128(SI), Z16, Z8; \
-	VFMADD231PS.BCST 128(SI), Z17, Z9; \
-	VFMADD231PS.BCST 128(SI), Z18, Z10; \
-	VFMADD231PS.BCST 128(SI), Z19, Z11; \
-	VFMADD231PS.BCST 192(SI), Z16, Z12; \
-	VFMADD231PS.BCST 192(SI), Z17, Z13; \
-	VFMADD231PS.BCST 192(SI), Z18, Z14; \
-	VFMADD231PS.BCST 192(SI), Z19, Z15; \
-	ADDQ         R8, AX; \
-	ADDQ         $4, SI
-
-// func attnRowStep4AVX512(q *float32, hd int, ktT, vt *float32, cpos, pos, lo *int32, softcap, inv float32, m, l, o, scr *float32, tiles int)
+// func attnRowStep4F32AVX512(q *float32, hd int, ktT *float32, v *float32, cpos, pos, lo *int32, softcap, inv float32, m, l, o, scr *float32, tiles int, vcells *int32, vstrideB int)
 //
-// 4 rows; hd > 0 a multiple of 16; softcap 0 (none) or > 0, inv = 1/softcap; 1 <= tiles <= 4.
-TEXT ·attnRowStep4AVX512(SB), NOSPLIT, $0-104
+// 4 rows; hd > 0 a multiple of 16; softcap 0 (none) or > 0, inv = 1/softcap; 1 <= tiles <= 4;
+// the V row of cell j of the tiles at byte vcells[j]·vstrideB of v, float32.
+TEXT ·attnRowStep4F32AVX512(SB), NOSPLIT, $0-120
 	MOVQ         hd+8(FP), R8
 	SHLQ         $2, R8
 	LEAQ         (R8)(R8*2), R9
@@ -1559,14 +1877,14 @@ rs4:
 	VBROADCASTSS inv+60(FP), Z20
 	VBROADCASTSS softcap+56(FP), Z21
 	LEAQ         1024(BX), R12
-	MOVQ         cpos+32(FP), DX
-	MOVQ         vt+24(FP), R10
+	MOVQ         vcells+104(FP), R10
 
-rt4:
+rt4F32:
+	MOVQ         cpos+32(FP), DX
 	VMOVDQU32    (DX), Z19
 	MOVL         softcap+56(FP), AX
 	TESTL        AX, AX
-	JZ           rnc4
+	JZ           rnc4F32
 	// Soft cap of the tile's scores.
 	VMOVUPS      0(BX), Z0
 	TCAP(Z0)
@@ -1581,7 +1899,7 @@ rt4:
 	TCAP(Z0)
 	VMOVUPS      Z0, 192(BX)
 
-rnc4:
+rnc4F32:
 	// Per row: mask, maximum, rescaling factor, weights, sum.
 	RPRO(0, 0, Z24)
 	RPRO(64, 4, Z25)
@@ -1589,12 +1907,12 @@ rnc4:
 	RPRO(192, 12, Z27)
 	// Outputs: o[i][d] = o[i][d]·c_i + Σ_j p_ij·v[j][d], 64 d a pass.
 	MOVQ         o+80(FP), DI
-	MOVQ         R10, R11
+	MOVQ         v+24(FP), R11
 	MOVQ         hd+8(FP), R13
 	SHRQ         $6, R13
-	JZ           rvt4
+	JZ           rvt4F32
 
-rvp4:
+rvp4F32:
 	VMULPS       0(DI), Z24, Z0
 	VMULPS       64(DI), Z24, Z1
 	VMULPS       128(DI), Z24, Z2
@@ -1611,17 +1929,17 @@ rvp4:
 	VMULPS       64(DI)(R9*1), Z27, Z13
 	VMULPS       128(DI)(R9*1), Z27, Z14
 	VMULPS       192(DI)(R9*1), Z27, Z15
-	MOVQ         R11, AX
+	MOVQ         R10, DX
 	MOVQ         R12, SI
 	MOVQ         $4, CX
 
-rvj4_4_0:
-	RVJ4_4
-	RVJ4_4
-	RVJ4_4
-	RVJ4_4
+rvj4F32_4_0:
+	RVJ4F32_4
+	RVJ4F32_4
+	RVJ4F32_4
+	RVJ4F32_4
 	DECQ         CX
-	JNZ          rvj4_4_0
+	JNZ          rvj4F32_4_0
 	VMOVUPS      Z0, 0(DI)
 	VMOVUPS      Z1, 64(DI)
 	VMOVUPS      Z2, 128(DI)
@@ -1641,45 +1959,45 @@ rvj4_4_0:
 	ADDQ         $256, DI
 	ADDQ         $256, R11
 	DECQ         R13
-	JNZ          rvp4
+	JNZ          rvp4F32
 
-rvt4:
+rvt4F32:
 	MOVQ         hd+8(FP), R13
 	SHRQ         $4, R13
 	ANDQ         $3, R13
 	CMPQ         R13, $1
-	JEQ          rv4_1
+	JEQ          rv4F32_1
 	CMPQ         R13, $2
-	JEQ          rv4_2
+	JEQ          rv4F32_2
 	CMPQ         R13, $3
-	JEQ          rv4_3
-	JMP          rvd4
+	JEQ          rv4F32_3
+	JMP          rvd4F32
 
-rv4_1:
+rv4F32_1:
 	VMULPS       0(DI), Z24, Z0
 	VMULPS       0(DI)(R8*1), Z25, Z4
 	VMULPS       0(DI)(R8*2), Z26, Z8
 	VMULPS       0(DI)(R9*1), Z27, Z12
-	MOVQ         R11, AX
+	MOVQ         R10, DX
 	MOVQ         R12, SI
 	MOVQ         $4, CX
 
-rvj4_1_1:
-	RVJ4_1
-	RVJ4_1
-	RVJ4_1
-	RVJ4_1
+rvj4F32_1_1:
+	RVJ4F32_1
+	RVJ4F32_1
+	RVJ4F32_1
+	RVJ4F32_1
 	DECQ         CX
-	JNZ          rvj4_1_1
+	JNZ          rvj4F32_1_1
 	VMOVUPS      Z0, 0(DI)
 	VMOVUPS      Z4, 0(DI)(R8*1)
 	VMOVUPS      Z8, 0(DI)(R8*2)
 	VMOVUPS      Z12, 0(DI)(R9*1)
 	ADDQ         $64, DI
 	ADDQ         $64, R11
-	JMP          rvd4
+	JMP          rvd4F32
 
-rv4_2:
+rv4F32_2:
 	VMULPS       0(DI), Z24, Z0
 	VMULPS       64(DI), Z24, Z1
 	VMULPS       0(DI)(R8*1), Z25, Z4
@@ -1688,17 +2006,17 @@ rv4_2:
 	VMULPS       64(DI)(R8*2), Z26, Z9
 	VMULPS       0(DI)(R9*1), Z27, Z12
 	VMULPS       64(DI)(R9*1), Z27, Z13
-	MOVQ         R11, AX
+	MOVQ         R10, DX
 	MOVQ         R12, SI
 	MOVQ         $4, CX
 
-rvj4_2_2:
-	RVJ4_2
-	RVJ4_2
-	RVJ4_2
-	RVJ4_2
+rvj4F32_2_2:
+	RVJ4F32_2
+	RVJ4F32_2
+	RVJ4F32_2
+	RVJ4F32_2
 	DECQ         CX
-	JNZ          rvj4_2_2
+	JNZ          rvj4F32_2_2
 	VMOVUPS      Z0, 0(DI)
 	VMOVUPS      Z1, 64(DI)
 	VMOVUPS      Z4, 0(DI)(R8*1)
@@ -1709,9 +2027,9 @@ rvj4_2_2:
 	VMOVUPS      Z13, 64(DI)(R9*1)
 	ADDQ         $128, DI
 	ADDQ         $128, R11
-	JMP          rvd4
+	JMP          rvd4F32
 
-rv4_3:
+rv4F32_3:
 	VMULPS       0(DI), Z24, Z0
 	VMULPS       64(DI), Z24, Z1
 	VMULPS       128(DI), Z24, Z2
@@ -1724,17 +2042,17 @@ rv4_3:
 	VMULPS       0(DI)(R9*1), Z27, Z12
 	VMULPS       64(DI)(R9*1), Z27, Z13
 	VMULPS       128(DI)(R9*1), Z27, Z14
-	MOVQ         R11, AX
+	MOVQ         R10, DX
 	MOVQ         R12, SI
 	MOVQ         $4, CX
 
-rvj4_3_3:
-	RVJ4_3
-	RVJ4_3
-	RVJ4_3
-	RVJ4_3
+rvj4F32_3_3:
+	RVJ4F32_3
+	RVJ4F32_3
+	RVJ4F32_3
+	RVJ4F32_3
 	DECQ         CX
-	JNZ          rvj4_3_3
+	JNZ          rvj4F32_3_3
 	VMOVUPS      Z0, 0(DI)
 	VMOVUPS      Z1, 64(DI)
 	VMOVUPS      Z2, 128(DI)
@@ -1749,15 +2067,961 @@ rvj4_3_3:
 	VMOVUPS      Z14, 128(DI)(R9*1)
 	ADDQ         $192, DI
 	ADDQ         $192, R11
-	JMP          rvd4
+	JMP          rvd4F32
 
-rvd4:
+rvd4F32:
 	ADDQ         $256, BX
-	ADDQ         $64, DX
-	MOVQ         R8, AX
-	SHLQ         $4, AX
-	ADDQ         AX, R10
+	ADDQ         $64, cpos+32(FP)
+	ADDQ         $64, R10
 	DECQ         tiles+96(FP)
-	JNZ          rt4
+	JNZ          rt4F32
+	VZEROUPPER
+	RET
+
+// func attnRowStep1F16AVX512(q *float32, hd int, ktT *float32, v *uint16, cpos, pos, lo *int32, softcap, inv float32, m, l, o, scr *float32, tiles int, vcells *int32, vstrideB int)
+//
+// 1 rows; hd > 0 a multiple of 16; softcap 0 (none) or > 0, inv = 1/softcap; 1 <= tiles <= 4;
+// the V row of cell j of the tiles at byte vcells[j]·vstrideB of v, uint16.
+TEXT ·attnRowStep1F16AVX512(SB), NOSPLIT, $0-120
+	MOVQ         hd+8(FP), R8
+	SHLQ         $2, R8
+	LEAQ         (R8)(R8*2), R9
+	// Scores of the 4 tiles: Z<4i+t> += column d of tile t · q[i][d], d in order.
+	ZZERO4
+	MOVQ         q+0(FP), SI
+	MOVQ         ktT+16(FP), DI
+	MOVQ         hd+8(FP), CX
+	SHRQ         $1, CX
+
+rs1:
+	VMOVUPS      0(DI), Z16
+	VMOVUPS      64(DI), Z17
+	VMOVUPS      128(DI), Z18
+	VMOVUPS      192(DI), Z19
+	VBROADCASTSS 0(SI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	VMOVUPS      256(DI), Z16
+	VMOVUPS      320(DI), Z17
+	VMOVUPS      384(DI), Z18
+	VMOVUPS      448(DI), Z19
+	VBROADCASTSS 4(SI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	ADDQ         $512, DI
+	ADDQ         $8, SI
+	DECQ         CX
+	JNZ          rs1
+	MOVQ         scr+88(FP), BX
+	VMOVUPS      Z0, 0(BX)
+	VMOVUPS      Z1, 256(BX)
+	VMOVUPS      Z2, 512(BX)
+	VMOVUPS      Z3, 768(BX)
+	VBROADCASTSS rowc<>+4(SB), Z31
+	VBROADCASTSS rowc<>+8(SB), Z30
+	VBROADCASTSS rowc<>+12(SB), Z29
+	VBROADCASTSS rowc<>+36(SB), Z22
+	VBROADCASTSS rowc<>+44(SB), Z23
+	VBROADCASTSS inv+60(FP), Z20
+	VBROADCASTSS softcap+56(FP), Z21
+	LEAQ         1024(BX), R12
+	MOVQ         vcells+104(FP), R10
+
+rt1F16:
+	MOVQ         cpos+32(FP), DX
+	VMOVDQU32    (DX), Z19
+	MOVL         softcap+56(FP), AX
+	TESTL        AX, AX
+	JZ           rnc1F16
+	// Soft cap of the tile's scores.
+	VMOVUPS      0(BX), Z0
+	TCAP(Z0)
+	VMOVUPS      Z0, 0(BX)
+
+rnc1F16:
+	// Per row: mask, maximum, rescaling factor, weights, sum.
+	RPRO(0, 0, Z24)
+	// Outputs: o[i][d] = o[i][d]·c_i + Σ_j p_ij·v[j][d], 64 d a pass.
+	MOVQ         o+80(FP), DI
+	MOVQ         v+24(FP), R11
+	MOVQ         hd+8(FP), R13
+	SHRQ         $6, R13
+	JZ           rvt1F16
+
+rvp1F16:
+	VMULPS       0(DI), Z24, Z0
+	VMULPS       64(DI), Z24, Z1
+	VMULPS       128(DI), Z24, Z2
+	VMULPS       192(DI), Z24, Z3
+	MOVQ         R10, DX
+	MOVQ         R12, SI
+	MOVQ         $4, CX
+
+rvj1F16_4_0:
+	RVJ1F16_4
+	RVJ1F16_4
+	RVJ1F16_4
+	RVJ1F16_4
+	DECQ         CX
+	JNZ          rvj1F16_4_0
+	VMOVUPS      Z0, 0(DI)
+	VMOVUPS      Z1, 64(DI)
+	VMOVUPS      Z2, 128(DI)
+	VMOVUPS      Z3, 192(DI)
+	ADDQ         $256, DI
+	ADDQ         $128, R11
+	DECQ         R13
+	JNZ          rvp1F16
+
+rvt1F16:
+	MOVQ         hd+8(FP), R13
+	SHRQ         $4, R13
+	ANDQ         $3, R13
+	CMPQ         R13, $1
+	JEQ          rv1F16_1
+	CMPQ         R13, $2
+	JEQ          rv1F16_2
+	CMPQ         R13, $3
+	JEQ          rv1F16_3
+	JMP          rvd1F16
+
+rv1F16_1:
+	VMULPS       0(DI), Z24, Z0
+	MOVQ         R10, DX
+	MOVQ         R12, SI
+	MOVQ         $4, CX
+
+rvj1F16_1_1:
+	RVJ1F16_1
+	RVJ1F16_1
+	RVJ1F16_1
+	RVJ1F16_1
+	DECQ         CX
+	JNZ          rvj1F16_1_1
+	VMOVUPS      Z0, 0(DI)
+	ADDQ         $64, DI
+	ADDQ         $32, R11
+	JMP          rvd1F16
+
+rv1F16_2:
+	VMULPS       0(DI), Z24, Z0
+	VMULPS       64(DI), Z24, Z1
+	MOVQ         R10, DX
+	MOVQ         R12, SI
+	MOVQ         $4, CX
+
+rvj1F16_2_2:
+	RVJ1F16_2
+	RVJ1F16_2
+	RVJ1F16_2
+	RVJ1F16_2
+	DECQ         CX
+	JNZ          rvj1F16_2_2
+	VMOVUPS      Z0, 0(DI)
+	VMOVUPS      Z1, 64(DI)
+	ADDQ         $128, DI
+	ADDQ         $64, R11
+	JMP          rvd1F16
+
+rv1F16_3:
+	VMULPS       0(DI), Z24, Z0
+	VMULPS       64(DI), Z24, Z1
+	VMULPS       128(DI), Z24, Z2
+	MOVQ         R10, DX
+	MOVQ         R12, SI
+	MOVQ         $4, CX
+
+rvj1F16_3_3:
+	RVJ1F16_3
+	RVJ1F16_3
+	RVJ1F16_3
+	RVJ1F16_3
+	DECQ         CX
+	JNZ          rvj1F16_3_3
+	VMOVUPS      Z0, 0(DI)
+	VMOVUPS      Z1, 64(DI)
+	VMOVUPS      Z2, 128(DI)
+	ADDQ         $192, DI
+	ADDQ         $96, R11
+	JMP          rvd1F16
+
+rvd1F16:
+	ADDQ         $256, BX
+	ADDQ         $64, cpos+32(FP)
+	ADDQ         $64, R10
+	DECQ         tiles+96(FP)
+	JNZ          rt1F16
+	VZEROUPPER
+	RET
+
+// func attnRowStep2F16AVX512(q *float32, hd int, ktT *float32, v *uint16, cpos, pos, lo *int32, softcap, inv float32, m, l, o, scr *float32, tiles int, vcells *int32, vstrideB int)
+//
+// 2 rows; hd > 0 a multiple of 16; softcap 0 (none) or > 0, inv = 1/softcap; 1 <= tiles <= 4;
+// the V row of cell j of the tiles at byte vcells[j]·vstrideB of v, uint16.
+TEXT ·attnRowStep2F16AVX512(SB), NOSPLIT, $0-120
+	MOVQ         hd+8(FP), R8
+	SHLQ         $2, R8
+	LEAQ         (R8)(R8*2), R9
+	// Scores of the 4 tiles: Z<4i+t> += column d of tile t · q[i][d], d in order.
+	ZZERO8
+	MOVQ         q+0(FP), SI
+	MOVQ         ktT+16(FP), DI
+	MOVQ         hd+8(FP), CX
+	SHRQ         $1, CX
+
+rs2:
+	VMOVUPS      0(DI), Z16
+	VMOVUPS      64(DI), Z17
+	VMOVUPS      128(DI), Z18
+	VMOVUPS      192(DI), Z19
+	VBROADCASTSS 0(SI), Z20
+	VBROADCASTSS 0(SI)(R8*1), Z21
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	VFMADD231PS  Z21, Z16, Z4
+	VFMADD231PS  Z21, Z17, Z5
+	VFMADD231PS  Z21, Z18, Z6
+	VFMADD231PS  Z21, Z19, Z7
+	VMOVUPS      256(DI), Z16
+	VMOVUPS      320(DI), Z17
+	VMOVUPS      384(DI), Z18
+	VMOVUPS      448(DI), Z19
+	VBROADCASTSS 4(SI), Z20
+	VBROADCASTSS 4(SI)(R8*1), Z21
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	VFMADD231PS  Z21, Z16, Z4
+	VFMADD231PS  Z21, Z17, Z5
+	VFMADD231PS  Z21, Z18, Z6
+	VFMADD231PS  Z21, Z19, Z7
+	ADDQ         $512, DI
+	ADDQ         $8, SI
+	DECQ         CX
+	JNZ          rs2
+	MOVQ         scr+88(FP), BX
+	VMOVUPS      Z0, 0(BX)
+	VMOVUPS      Z4, 64(BX)
+	VMOVUPS      Z1, 256(BX)
+	VMOVUPS      Z5, 320(BX)
+	VMOVUPS      Z2, 512(BX)
+	VMOVUPS      Z6, 576(BX)
+	VMOVUPS      Z3, 768(BX)
+	VMOVUPS      Z7, 832(BX)
+	VBROADCASTSS rowc<>+4(SB), Z31
+	VBROADCASTSS rowc<>+8(SB), Z30
+	VBROADCASTSS rowc<>+12(SB), Z29
+	VBROADCASTSS rowc<>+36(SB), Z22
+	VBROADCASTSS rowc<>+44(SB), Z23
+	VBROADCASTSS inv+60(FP), Z20
+	VBROADCASTSS softcap+56(FP), Z21
+	LEAQ         1024(BX), R12
+	MOVQ         vcells+104(FP), R10
+
+rt2F16:
+	MOVQ         cpos+32(FP), DX
+	VMOVDQU32    (DX), Z19
+	MOVL         softcap+56(FP), AX
+	TESTL        AX, AX
+	JZ           rnc2F16
+	// Soft cap of the tile's scores.
+	VMOVUPS      0(BX), Z0
+	TCAP(Z0)
+	VMOVUPS      Z0, 0(BX)
+	VMOVUPS      64(BX), Z0
+	TCAP(Z0)
+	VMOVUPS      Z0, 64(BX)
+
+rnc2F16:
+	// Per row: mask, maximum, rescaling factor, weights, sum.
+	RPRO(0, 0, Z24)
+	RPRO(64, 4, Z25)
+	// Outputs: o[i][d] = o[i][d]·c_i + Σ_j p_ij·v[j][d], 64 d a pass.
+	MOVQ         o+80(FP), DI
+	MOVQ         v+24(FP), R11
+	MOVQ         hd+8(FP), R13
+	SHRQ         $6, R13
+	JZ           rvt2F16
+
+rvp2F16:
+	VMULPS       0(DI), Z24, Z0
+	VMULPS       64(DI), Z24, Z1
+	VMULPS       128(DI), Z24, Z2
+	VMULPS       192(DI), Z24, Z3
+	VMULPS       0(DI)(R8*1), Z25, Z4
+	VMULPS       64(DI)(R8*1), Z25, Z5
+	VMULPS       128(DI)(R8*1), Z25, Z6
+	VMULPS       192(DI)(R8*1), Z25, Z7
+	MOVQ         R10, DX
+	MOVQ         R12, SI
+	MOVQ         $4, CX
+
+rvj2F16_4_0:
+	RVJ2F16_4
+	RVJ2F16_4
+	RVJ2F16_4
+	RVJ2F16_4
+	DECQ         CX
+	JNZ          rvj2F16_4_0
+	VMOVUPS      Z0, 0(DI)
+	VMOVUPS      Z1, 64(DI)
+	VMOVUPS      Z2, 128(DI)
+	VMOVUPS      Z3, 192(DI)
+	VMOVUPS      Z4, 0(DI)(R8*1)
+	VMOVUPS      Z5, 64(DI)(R8*1)
+	VMOVUPS      Z6, 128(DI)(R8*1)
+	VMOVUPS      Z7, 192(DI)(R8*1)
+	ADDQ         $256, DI
+	ADDQ         $128, R11
+	DECQ         R13
+	JNZ          rvp2F16
+
+rvt2F16:
+	MOVQ         hd+8(FP), R13
+	SHRQ         $4, R13
+	ANDQ         $3, R13
+	CMPQ         R13, $1
+	JEQ          rv2F16_1
+	CMPQ         R13, $2
+	JEQ          rv2F16_2
+	CMPQ         R13, $3
+	JEQ          rv2F16_3
+	JMP          rvd2F16
+
+rv2F16_1:
+	VMULPS       0(DI), Z24, Z0
+	VMULPS       0(DI)(R8*1), Z25, Z4
+	MOVQ         R10, DX
+	MOVQ         R12, SI
+	MOVQ         $4, CX
+
+rvj2F16_1_1:
+	RVJ2F16_1
+	RVJ2F16_1
+	RVJ2F16_1
+	RVJ2F16_1
+	DECQ         CX
+	JNZ          rvj2F16_1_1
+	VMOVUPS      Z0, 0(DI)
+	VMOVUPS      Z4, 0(DI)(R8*1)
+	ADDQ         $64, DI
+	ADDQ         $32, R11
+	JMP          rvd2F16
+
+rv2F16_2:
+	VMULPS       0(DI), Z24, Z0
+	VMULPS       64(DI), Z24, Z1
+	VMULPS       0(DI)(R8*1), Z25, Z4
+	VMULPS       64(DI)(R8*1), Z25, Z5
+	MOVQ         R10, DX
+	MOVQ         R12, SI
+	MOVQ         $4, CX
+
+rvj2F16_2_2:
+	RVJ2F16_2
+	RVJ2F16_2
+	RVJ2F16_2
+	RVJ2F16_2
+	DECQ         CX
+	JNZ          rvj2F16_2_2
+	VMOVUPS      Z0, 0(DI)
+	VMOVUPS      Z1, 64(DI)
+	VMOVUPS      Z4, 0(DI)(R8*1)
+	VMOVUPS      Z5, 64(DI)(R8*1)
+	ADDQ         $128, DI
+	ADDQ         $64, R11
+	JMP          rvd2F16
+
+rv2F16_3:
+	VMULPS       0(DI), Z24, Z0
+	VMULPS       64(DI), Z24, Z1
+	VMULPS       128(DI), Z24, Z2
+	VMULPS       0(DI)(R8*1), Z25, Z4
+	VMULPS       64(DI)(R8*1), Z25, Z5
+	VMULPS       128(DI)(R8*1), Z25, Z6
+	MOVQ         R10, DX
+	MOVQ         R12, SI
+	MOVQ         $4, CX
+
+rvj2F16_3_3:
+	RVJ2F16_3
+	RVJ2F16_3
+	RVJ2F16_3
+	RVJ2F16_3
+	DECQ         CX
+	JNZ          rvj2F16_3_3
+	VMOVUPS      Z0, 0(DI)
+	VMOVUPS      Z1, 64(DI)
+	VMOVUPS      Z2, 128(DI)
+	VMOVUPS      Z4, 0(DI)(R8*1)
+	VMOVUPS      Z5, 64(DI)(R8*1)
+	VMOVUPS      Z6, 128(DI)(R8*1)
+	ADDQ         $192, DI
+	ADDQ         $96, R11
+	JMP          rvd2F16
+
+rvd2F16:
+	ADDQ         $256, BX
+	ADDQ         $64, cpos+32(FP)
+	ADDQ         $64, R10
+	DECQ         tiles+96(FP)
+	JNZ          rt2F16
+	VZEROUPPER
+	RET
+
+// func attnRowStep3F16AVX512(q *float32, hd int, ktT *float32, v *uint16, cpos, pos, lo *int32, softcap, inv float32, m, l, o, scr *float32, tiles int, vcells *int32, vstrideB int)
+//
+// 3 rows; hd > 0 a multiple of 16; softcap 0 (none) or > 0, inv = 1/softcap; 1 <= tiles <= 4;
+// the V row of cell j of the tiles at byte vcells[j]·vstrideB of v, uint16.
+TEXT ·attnRowStep3F16AVX512(SB), NOSPLIT, $0-120
+	MOVQ         hd+8(FP), R8
+	SHLQ         $2, R8
+	LEAQ         (R8)(R8*2), R9
+	// Scores of the 4 tiles: Z<4i+t> += column d of tile t · q[i][d], d in order.
+	ZZERO12
+	MOVQ         q+0(FP), SI
+	MOVQ         ktT+16(FP), DI
+	MOVQ         hd+8(FP), CX
+	SHRQ         $1, CX
+
+rs3:
+	VMOVUPS      0(DI), Z16
+	VMOVUPS      64(DI), Z17
+	VMOVUPS      128(DI), Z18
+	VMOVUPS      192(DI), Z19
+	VBROADCASTSS 0(SI), Z20
+	VBROADCASTSS 0(SI)(R8*1), Z21
+	VBROADCASTSS 0(SI)(R8*2), Z22
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	VFMADD231PS  Z21, Z16, Z4
+	VFMADD231PS  Z21, Z17, Z5
+	VFMADD231PS  Z21, Z18, Z6
+	VFMADD231PS  Z21, Z19, Z7
+	VFMADD231PS  Z22, Z16, Z8
+	VFMADD231PS  Z22, Z17, Z9
+	VFMADD231PS  Z22, Z18, Z10
+	VFMADD231PS  Z22, Z19, Z11
+	VMOVUPS      256(DI), Z16
+	VMOVUPS      320(DI), Z17
+	VMOVUPS      384(DI), Z18
+	VMOVUPS      448(DI), Z19
+	VBROADCASTSS 4(SI), Z20
+	VBROADCASTSS 4(SI)(R8*1), Z21
+	VBROADCASTSS 4(SI)(R8*2), Z22
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	VFMADD231PS  Z21, Z16, Z4
+	VFMADD231PS  Z21, Z17, Z5
+	VFMADD231PS  Z21, Z18, Z6
+	VFMADD231PS  Z21, Z19, Z7
+	VFMADD231PS  Z22, Z16, Z8
+	VFMADD231PS  Z22, Z17, Z9
+	VFMADD231PS  Z22, Z18, Z10
+	VFMADD231PS  Z22, Z19, Z11
+	ADDQ         $512, DI
+	ADDQ         $8, SI
+	DECQ         CX
+	JNZ          rs3
+	MOVQ         scr+88(FP), BX
+	VMOVUPS      Z0, 0(BX)
+	VMOVUPS      Z4, 64(BX)
+	VMOVUPS      Z8, 128(BX)
+	VMOVUPS      Z1, 256(BX)
+	VMOVUPS      Z5, 320(BX)
+	VMOVUPS      Z9, 384(BX)
+	VMOVUPS      Z2, 512(BX)
+	VMOVUPS      Z6, 576(BX)
+	VMOVUPS      Z10, 640(BX)
+	VMOVUPS      Z3, 768(BX)
+	VMOVUPS      Z7, 832(BX)
+	VMOVUPS      Z11, 896(BX)
+	VBROADCASTSS rowc<>+4(SB), Z31
+	VBROADCASTSS rowc<>+8(SB), Z30
+	VBROADCASTSS rowc<>+12(SB), Z29
+	VBROADCASTSS rowc<>+36(SB), Z22
+	VBROADCASTSS rowc<>+44(SB), Z23
+	VBROADCASTSS inv+60(FP), Z20
+	VBROADCASTSS softcap+56(FP), Z21
+	LEAQ         1024(BX), R12
+	MOVQ         vcells+104(FP), R10
+
+rt3F16:
+	MOVQ         cpos+32(FP), DX
+	VMOVDQU32    (DX), Z19
+	MOVL         softcap+56(FP), AX
+	TESTL        AX, AX
+	JZ           rnc3F16
+	// Soft cap of the tile's scores.
+	VMOVUPS      0(BX), Z0
+	TCAP(Z0)
+	VMOVUPS      Z0, 0(BX)
+	VMOVUPS      64(BX), Z0
+	TCAP(Z0)
+	VMOVUPS      Z0, 64(BX)
+	VMOVUPS      128(BX), Z0
+	TCAP(Z0)
+	VMOVUPS      Z0, 128(BX)
+
+rnc3F16:
+	// Per row: mask, maximum, rescaling factor, weights, sum.
+	RPRO(0, 0, Z24)
+	RPRO(64, 4, Z25)
+	RPRO(128, 8, Z26)
+	// Outputs: o[i][d] = o[i][d]·c_i + Σ_j p_ij·v[j][d], 64 d a pass.
+	MOVQ         o+80(FP), DI
+	MOVQ         v+24(FP), R11
+	MOVQ         hd+8(FP), R13
+	SHRQ         $6, R13
+	JZ           rvt3F16
+
+rvp3F16:
+	VMULPS       0(DI), Z24, Z0
+	VMULPS       64(DI), Z24, Z1
+	VMULPS       128(DI), Z24, Z2
+	VMULPS       192(DI), Z24, Z3
+	VMULPS       0(DI)(R8*1), Z25, Z4
+	VMULPS       64(DI)(R8*1), Z25, Z5
+	VMULPS       128(DI)(R8*1), Z25, Z6
+	VMULPS       192(DI)(R8*1), Z25, Z7
+	VMULPS       0(DI)(R8*2), Z26, Z8
+	VMULPS       64(DI)(R8*2), Z26, Z9
+	VMULPS       128(DI)(R8*2), Z26, Z10
+	VMULPS       192(DI)(R8*2), Z26, Z11
+	MOVQ         R10, DX
+	MOVQ         R12, SI
+	MOVQ         $4, CX
+
+rvj3F16_4_0:
+	RVJ3F16_4
+	RVJ3F16_4
+	RVJ3F16_4
+	RVJ3F16_4
+	DECQ         CX
+	JNZ          rvj3F16_4_0
+	VMOVUPS      Z0, 0(DI)
+	VMOVUPS      Z1, 64(DI)
+	VMOVUPS      Z2, 128(DI)
+	VMOVUPS      Z3, 192(DI)
+	VMOVUPS      Z4, 0(DI)(R8*1)
+	VMOVUPS      Z5, 64(DI)(R8*1)
+	VMOVUPS      Z6, 128(DI)(R8*1)
+	VMOVUPS      Z7, 192(DI)(R8*1)
+	VMOVUPS      Z8, 0(DI)(R8*2)
+	VMOVUPS      Z9, 64(DI)(R8*2)
+	VMOVUPS      Z10, 128(DI)(R8*2)
+	VMOVUPS      Z11, 192(DI)(R8*2)
+	ADDQ         $256, DI
+	ADDQ         $128, R11
+	DECQ         R13
+	JNZ          rvp3F16
+
+rvt3F16:
+	MOVQ         hd+8(FP), R13
+	SHRQ         $4, R13
+	ANDQ         $3, R13
+	CMPQ         R13, $1
+	JEQ          rv3F16_1
+	CMPQ         R13, $2
+	JEQ          rv3F16_2
+	CMPQ         R13, $3
+	JEQ          rv3F16_3
+	JMP          rvd3F16
+
+rv3F16_1:
+	VMULPS       0(DI), Z24, Z0
+	VMULPS       0(DI)(R8*1), Z25, Z4
+	VMULPS       0(DI)(R8*2), Z26, Z8
+	MOVQ         R10, DX
+	MOVQ         R12, SI
+	MOVQ         $4, CX
+
+rvj3F16_1_1:
+	RVJ3F16_1
+	RVJ3F16_1
+	RVJ3F16_1
+	RVJ3F16_1
+	DECQ         CX
+	JNZ          rvj3F16_1_1
+	VMOVUPS      Z0, 0(DI)
+	VMOVUPS      Z4, 0(DI)(R8*1)
+	VMOVUPS      Z8, 0(DI)(R8*2)
+	ADDQ         $64, DI
+	ADDQ         $32, R11
+	JMP          rvd3F16
+
+rv3F16_2:
+	VMULPS       0(DI), Z24, Z0
+	VMULPS       64(DI), Z24, Z1
+	VMULPS       0(DI)(R8*1), Z25, Z4
+	VMULPS       64(DI)(R8*1), Z25, Z5
+	VMULPS       0(DI)(R8*2), Z26, Z8
+	VMULPS       64(DI)(R8*2), Z26, Z9
+	MOVQ         R10, DX
+	MOVQ         R12, SI
+	MOVQ         $4, CX
+
+rvj3F16_2_2:
+	RVJ3F16_2
+	RVJ3F16_2
+	RVJ3F16_2
+	RVJ3F16_2
+	DECQ         CX
+	JNZ          rvj3F16_2_2
+	VMOVUPS      Z0, 0(DI)
+	VMOVUPS      Z1, 64(DI)
+	VMOVUPS      Z4, 0(DI)(R8*1)
+	VMOVUPS      Z5, 64(DI)(R8*1)
+	VMOVUPS      Z8, 0(DI)(R8*2)
+	VMOVUPS      Z9, 64(DI)(R8*2)
+	ADDQ         $128, DI
+	ADDQ         $64, R11
+	JMP          rvd3F16
+
+rv3F16_3:
+	VMULPS       0(DI), Z24, Z0
+	VMULPS       64(DI), Z24, Z1
+	VMULPS       128(DI), Z24, Z2
+	VMULPS       0(DI)(R8*1), Z25, Z4
+	VMULPS       64(DI)(R8*1), Z25, Z5
+	VMULPS       128(DI)(R8*1), Z25, Z6
+	VMULPS       0(DI)(R8*2), Z26, Z8
+	VMULPS       64(DI)(R8*2), Z26, Z9
+	VMULPS       128(DI)(R8*2), Z26, Z10
+	MOVQ         R10, DX
+	MOVQ         R12, SI
+	MOVQ         $4, CX
+
+rvj3F16_3_3:
+	RVJ3F16_3
+	RVJ3F16_3
+	RVJ3F16_3
+	RVJ3F16_3
+	DECQ         CX
+	JNZ          rvj3F16_3_3
+	VMOVUPS      Z0, 0(DI)
+	VMOVUPS      Z1, 64(DI)
+	VMOVUPS      Z2, 128(DI)
+	VMOVUPS      Z4, 0(DI)(R8*1)
+	VMOVUPS      Z5, 64(DI)(R8*1)
+	VMOVUPS      Z6, 128(DI)(R8*1)
+	VMOVUPS      Z8, 0(DI)(R8*2)
+	VMOVUPS      Z9, 64(DI)(R8*2)
+	VMOVUPS      Z10, 128(DI)(R8*2)
+	ADDQ         $192, DI
+	ADDQ         $96, R11
+	JMP          rvd3F16
+
+rvd3F16:
+	ADDQ         $256, BX
+	ADDQ         $64, cpos+32(FP)
+	ADDQ         $64, R10
+	DECQ         tiles+96(FP)
+	JNZ          rt3F16
+	VZEROUPPER
+	RET
+
+// func attnRowStep4F16AVX512(q *float32, hd int, ktT *float32, v *uint16, cpos, pos, lo *int32, softcap, inv float32, m, l, o, scr *float32, tiles int, vcells *int32, vstrideB int)
+//
+// 4 rows; hd > 0 a multiple of 16; softcap 0 (none) or > 0, inv = 1/softcap; 1 <= tiles <= 4;
+// the V row of cell j of the tiles at byte vcells[j]·vstrideB of v, uint16.
+TEXT ·attnRowStep4F16AVX512(SB), NOSPLIT, $0-120
+	MOVQ         hd+8(FP), R8
+	SHLQ         $2, R8
+	LEAQ         (R8)(R8*2), R9
+	// Scores of the 4 tiles: Z<4i+t> += column d of tile t · q[i][d], d in order.
+	ZZERO16
+	MOVQ         q+0(FP), SI
+	MOVQ         ktT+16(FP), DI
+	MOVQ         hd+8(FP), CX
+	SHRQ         $1, CX
+
+rs4:
+	VMOVUPS      0(DI), Z16
+	VMOVUPS      64(DI), Z17
+	VMOVUPS      128(DI), Z18
+	VMOVUPS      192(DI), Z19
+	VBROADCASTSS 0(SI), Z20
+	VBROADCASTSS 0(SI)(R8*1), Z21
+	VBROADCASTSS 0(SI)(R8*2), Z22
+	VBROADCASTSS 0(SI)(R9*1), Z23
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	VFMADD231PS  Z21, Z16, Z4
+	VFMADD231PS  Z21, Z17, Z5
+	VFMADD231PS  Z21, Z18, Z6
+	VFMADD231PS  Z21, Z19, Z7
+	VFMADD231PS  Z22, Z16, Z8
+	VFMADD231PS  Z22, Z17, Z9
+	VFMADD231PS  Z22, Z18, Z10
+	VFMADD231PS  Z22, Z19, Z11
+	VFMADD231PS  Z23, Z16, Z12
+	VFMADD231PS  Z23, Z17, Z13
+	VFMADD231PS  Z23, Z18, Z14
+	VFMADD231PS  Z23, Z19, Z15
+	VMOVUPS      256(DI), Z16
+	VMOVUPS      320(DI), Z17
+	VMOVUPS      384(DI), Z18
+	VMOVUPS      448(DI), Z19
+	VBROADCASTSS 4(SI), Z20
+	VBROADCASTSS 4(SI)(R8*1), Z21
+	VBROADCASTSS 4(SI)(R8*2), Z22
+	VBROADCASTSS 4(SI)(R9*1), Z23
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	VFMADD231PS  Z21, Z16, Z4
+	VFMADD231PS  Z21, Z17, Z5
+	VFMADD231PS  Z21, Z18, Z6
+	VFMADD231PS  Z21, Z19, Z7
+	VFMADD231PS  Z22, Z16, Z8
+	VFMADD231PS  Z22, Z17, Z9
+	VFMADD231PS  Z22, Z18, Z10
+	VFMADD231PS  Z22, Z19, Z11
+	VFMADD231PS  Z23, Z16, Z12
+	VFMADD231PS  Z23, Z17, Z13
+	VFMADD231PS  Z23, Z18, Z14
+	VFMADD231PS  Z23, Z19, Z15
+	ADDQ         $512, DI
+	ADDQ         $8, SI
+	DECQ         CX
+	JNZ          rs4
+	MOVQ         scr+88(FP), BX
+	VMOVUPS      Z0, 0(BX)
+	VMOVUPS      Z4, 64(BX)
+	VMOVUPS      Z8, 128(BX)
+	VMOVUPS      Z12, 192(BX)
+	VMOVUPS      Z1, 256(BX)
+	VMOVUPS      Z5, 320(BX)
+	VMOVUPS      Z9, 384(BX)
+	VMOVUPS      Z13, 448(BX)
+	VMOVUPS      Z2, 512(BX)
+	VMOVUPS      Z6, 576(BX)
+	VMOVUPS      Z10, 640(BX)
+	VMOVUPS      Z14, 704(BX)
+	VMOVUPS      Z3, 768(BX)
+	VMOVUPS      Z7, 832(BX)
+	VMOVUPS      Z11, 896(BX)
+	VMOVUPS      Z15, 960(BX)
+	VBROADCASTSS rowc<>+4(SB), Z31
+	VBROADCASTSS rowc<>+8(SB), Z30
+	VBROADCASTSS rowc<>+12(SB), Z29
+	VBROADCASTSS rowc<>+36(SB), Z22
+	VBROADCASTSS rowc<>+44(SB), Z23
+	VBROADCASTSS inv+60(FP), Z20
+	VBROADCASTSS softcap+56(FP), Z21
+	LEAQ         1024(BX), R12
+	MOVQ         vcells+104(FP), R10
+
+rt4F16:
+	MOVQ         cpos+32(FP), DX
+	VMOVDQU32    (DX), Z19
+	MOVL         softcap+56(FP), AX
+	TESTL        AX, AX
+	JZ           rnc4F16
+	// Soft cap of the tile's scores.
+	VMOVUPS      0(BX), Z0
+	TCAP(Z0)
+	VMOVUPS      Z0, 0(BX)
+	VMOVUPS      64(BX), Z0
+	TCAP(Z0)
+	VMOVUPS      Z0, 64(BX)
+	VMOVUPS      128(BX), Z0
+	TCAP(Z0)
+	VMOVUPS      Z0, 128(BX)
+	VMOVUPS      192(BX), Z0
+	TCAP(Z0)
+	VMOVUPS      Z0, 192(BX)
+
+rnc4F16:
+	// Per row: mask, maximum, rescaling factor, weights, sum.
+	RPRO(0, 0, Z24)
+	RPRO(64, 4, Z25)
+	RPRO(128, 8, Z26)
+	RPRO(192, 12, Z27)
+	// Outputs: o[i][d] = o[i][d]·c_i + Σ_j p_ij·v[j][d], 64 d a pass.
+	MOVQ         o+80(FP), DI
+	MOVQ         v+24(FP), R11
+	MOVQ         hd+8(FP), R13
+	SHRQ         $6, R13
+	JZ           rvt4F16
+
+rvp4F16:
+	VMULPS       0(DI), Z24, Z0
+	VMULPS       64(DI), Z24, Z1
+	VMULPS       128(DI), Z24, Z2
+	VMULPS       192(DI), Z24, Z3
+	VMULPS       0(DI)(R8*1), Z25, Z4
+	VMULPS       64(DI)(R8*1), Z25, Z5
+	VMULPS       128(DI)(R8*1), Z25, Z6
+	VMULPS       192(DI)(R8*1), Z25, Z7
+	VMULPS       0(DI)(R8*2), Z26, Z8
+	VMULPS       64(DI)(R8*2), Z26, Z9
+	VMULPS       128(DI)(R8*2), Z26, Z10
+	VMULPS       192(DI)(R8*2), Z26, Z11
+	VMULPS       0(DI)(R9*1), Z27, Z12
+	VMULPS       64(DI)(R9*1), Z27, Z13
+	VMULPS       128(DI)(R9*1), Z27, Z14
+	VMULPS       192(DI)(R9*1), Z27, Z15
+	MOVQ         R10, DX
+	MOVQ         R12, SI
+	MOVQ         $4, CX
+
+rvj4F16_4_0:
+	RVJ4F16_4
+	RVJ4F16_4
+	RVJ4F16_4
+	RVJ4F16_4
+	DECQ         CX
+	JNZ          rvj4F16_4_0
+	VMOVUPS      Z0, 0(DI)
+	VMOVUPS      Z1, 64(DI)
+	VMOVUPS      Z2, 128(DI)
+	VMOVUPS      Z3, 192(DI)
+	VMOVUPS      Z4, 0(DI)(R8*1)
+	VMOVUPS      Z5, 64(DI)(R8*1)
+	VMOVUPS      Z6, 128(DI)(R8*1)
+	VMOVUPS      Z7, 192(DI)(R8*1)
+	VMOVUPS      Z8, 0(DI)(R8*2)
+	VMOVUPS      Z9, 64(DI)(R8*2)
+	VMOVUPS      Z10, 128(DI)(R8*2)
+	VMOVUPS      Z11, 192(DI)(R8*2)
+	VMOVUPS      Z12, 0(DI)(R9*1)
+	VMOVUPS      Z13, 64(DI)(R9*1)
+	VMOVUPS      Z14, 128(DI)(R9*1)
+	VMOVUPS      Z15, 192(DI)(R9*1)
+	ADDQ         $256, DI
+	ADDQ         $128, R11
+	DECQ         R13
+	JNZ          rvp4F16
+
+rvt4F16:
+	MOVQ         hd+8(FP), R13
+	SHRQ         $4, R13
+	ANDQ         $3, R13
+	CMPQ         R13, $1
+	JEQ          rv4F16_1
+	CMPQ         R13, $2
+	JEQ          rv4F16_2
+	CMPQ         R13, $3
+	JEQ          rv4F16_3
+	JMP          rvd4F16
+
+rv4F16_1:
+	VMULPS       0(DI), Z24, Z0
+	VMULPS       0(DI)(R8*1), Z25, Z4
+	VMULPS       0(DI)(R8*2), Z26, Z8
+	VMULPS       0(DI)(R9*1), Z27, Z12
+	MOVQ         R10, DX
+	MOVQ         R12, SI
+	MOVQ         $4, CX
+
+rvj4F16_1_1:
+	RVJ4F16_1
+	RVJ4F16_1
+	RVJ4F16_1
+	RVJ4F16_1
+	DECQ         CX
+	JNZ          rvj4F16_1_1
+	VMOVUPS      Z0, 0(DI)
+	VMOVUPS      Z4, 0(DI)(R8*1)
+	VMOVUPS      Z8, 0(DI)(R8*2)
+	VMOVUPS      Z12, 0(DI)(R9*1)
+	ADDQ         $64, DI
+	ADDQ         $32, R11
+	JMP          rvd4F16
+
+rv4F16_2:
+	VMULPS       0(DI), Z24, Z0
+	VMULPS       64(DI), Z24, Z1
+	VMULPS       0(DI)(R8*1), Z25, Z4
+	VMULPS       64(DI)(R8*1), Z25, Z5
+	VMULPS       0(DI)(R8*2), Z26, Z8
+	VMULPS       64(DI)(R8*2), Z26, Z9
+	VMULPS       0(DI)(R9*1), Z27, Z12
+	VMULPS       64(DI)(R9*1), Z27, Z13
+	MOVQ         R10, DX
+	MOVQ         R12, SI
+	MOVQ         $4, CX
+
+rvj4F16_2_2:
+	RVJ4F16_2
+	RVJ4F16_2
+	RVJ4F16_2
+	RVJ4F16_2
+	DECQ         CX
+	JNZ          rvj4F16_2_2
+	VMOVUPS      Z0, 0(DI)
+	VMOVUPS      Z1, 64(DI)
+	VMOVUPS      Z4, 0(DI)(R8*1)
+	VMOVUPS      Z5, 64(DI)(R8*1)
+	VMOVUPS      Z8, 0(DI)(R8*2)
+	VMOVUPS      Z9, 64(DI)(R8*2)
+	VMOVUPS      Z12, 0(DI)(R9*1)
+	VMOVUPS      Z13, 64(DI)(R9*1)
+	ADDQ         $128, DI
+	ADDQ         $64, R11
+	JMP          rvd4F16
+
+rv4F16_3:
+	VMULPS       0(DI), Z24, Z0
+	VMULPS       64(DI), Z24, Z1
+	VMULPS       128(DI), Z24, Z2
+	VMULPS       0(DI)(R8*1), Z25, Z4
+	VMULPS       64(DI)(R8*1), Z25, Z5
+	VMULPS       128(DI)(R8*1), Z25, Z6
+	VMULPS       0(DI)(R8*2), Z26, Z8
+	VMULPS       64(DI)(R8*2), Z26, Z9
+	VMULPS       128(DI)(R8*2), Z26, Z10
+	VMULPS       0(DI)(R9*1), Z27, Z12
+	VMULPS       64(DI)(R9*1), Z27, Z13
+	VMULPS       128(DI)(R9*1), Z27, Z14
+	MOVQ         R10, DX
+	MOVQ         R12, SI
+	MOVQ         $4, CX
+
+rvj4F16_3_3:
+	RVJ4F16_3
+	RVJ4F16_3
+	RVJ4F16_3
+	RVJ4F16_3
+	DECQ         CX
+	JNZ          rvj4F16_3_3
+	VMOVUPS      Z0, 0(DI)
+	VMOVUPS      Z1, 64(DI)
+	VMOVUPS      Z2, 128(DI)
+	VMOVUPS      Z4, 0(DI)(R8*1)
+	VMOVUPS      Z5, 64(DI)(R8*1)
+	VMOVUPS      Z6, 128(DI)(R8*1)
+	VMOVUPS      Z8, 0(DI)(R8*2)
+	VMOVUPS      Z9, 64(DI)(R8*2)
+	VMOVUPS      Z10, 128(DI)(R8*2)
+	VMOVUPS      Z12, 0(DI)(R9*1)
+	VMOVUPS      Z13, 64(DI)(R9*1)
+	VMOVUPS      Z14, 128(DI)(R9*1)
+	ADDQ         $192, DI
+	ADDQ         $96, R11
+	JMP          rvd4F16
+
+rvd4F16:
+	ADDQ         $256, BX
+	ADDQ         $64, cpos+32(FP)
+	ADDQ         $64, R10
+	DECQ         tiles+96(FP)
+	JNZ          rt4F16
 	VZEROUPPER
 	RET

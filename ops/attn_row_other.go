@@ -2,8 +2,12 @@
 
 package ops
 
-func attnRowStep(r *TileRowSet, hd int, ktT, vt []float32, cpos []int32, softcap float32) {
-	attnRowStepGo(r, hd, ktT, vt, cpos, softcap)
+import "unsafe"
+
+func tilePrefetch(k, v unsafe.Pointer, cells []int32, strideB, rowBytes int) {}
+
+func attnRowStep(r *TileRowSet, hd int, ktT []float32, v *TileV, cpos []int32, softcap float32) {
+	attnRowStepGo(r, hd, ktT, v, cpos, softcap)
 }
 
 func attnTileLoadKTF16(dst []float32, k []uint16, cells []int32, stride, hd int) {

@@ -63,6 +63,37 @@ func randTiles(r *rand.Rand, hd int, sigma float64, nanCell int) (ktT []float32,
 	return ktT, kts, vt, cpos
 }
 
+// rowTileV returns vt's rows (RowTiles tiles of TileCells rows of hd floats) as the row kernel
+// reads them: in a shuffled order of cells, padded, as halves when f16 (then vt's values are
+// rounded to halves in place, so that vt holds what the row kernel reads).
+func rowTileV(r *rand.Rand, vt []float32, hd int, f16 bool) *TileV {
+	if f16 {
+		for i, x := range vt {
+			vt[i] = quant.F16ToF32(quant.F32ToF16(x))
+		}
+	}
+	const pad = 3
+	n := RowTiles * TileCells
+	perm := r.Perm(n)
+	v := &TileV{Cells: make([]int32, n), Stride: hd + pad}
+	if f16 {
+		v.F16 = make([]uint16, n*v.Stride)
+	} else {
+		v.F32 = make([]float32, n*v.Stride)
+	}
+	for j := range n {
+		v.Cells[j] = int32(perm[j])
+		for d := range hd {
+			if f16 {
+				v.F16[perm[j]*v.Stride+d] = quant.F32ToF16(vt[j*hd+d])
+			} else {
+				v.F32[perm[j]*v.Stride+d] = vt[j*hd+d]
+			}
+		}
+	}
+	return v
+}
+
 // sameOrNaN reports whether a and b have the same bits or are both NaN (whose payload the
 // hardware and the Go twins may set differently).
 func sameOrNaN(a, b float32) bool {
@@ -82,15 +113,18 @@ func TestAttnRowAsmMatchesGo(t *testing.T) {
 		softcap  float32
 		window   bool
 		sigma    float64
+		f16      bool
 	}
 	var cases []tc
-	for _, hd := range []int{16, 32, 48, 64, 80, 128, 256} {
-		for rows := 1; rows <= RowSetRows; rows++ {
-			for _, softcap := range []float32{0, 20} {
-				for _, window := range []bool{false, true} {
-					for _, sigma := range []float64{0.3, 3} {
-						cases = append(cases, tc{fmt.Sprintf("hd=%d/rows=%d/softcap=%g/window=%v/sigma=%g", hd, rows, softcap, window, sigma),
-							hd, rows, softcap, window, sigma})
+	for _, f16 := range []bool{false, true} {
+		for _, hd := range []int{16, 32, 48, 64, 80, 128, 256} {
+			for rows := 1; rows <= RowSetRows; rows++ {
+				for _, softcap := range []float32{0, 20} {
+					for _, window := range []bool{false, true} {
+						for _, sigma := range []float64{0.3, 3} {
+							cases = append(cases, tc{fmt.Sprintf("f16=%v/hd=%d/rows=%d/softcap=%g/window=%v/sigma=%g", f16, hd, rows, softcap, window, sigma),
+								hd, rows, softcap, window, sigma, f16})
+						}
 					}
 				}
 			}
@@ -105,8 +139,9 @@ func TestAttnRowAsmMatchesGo(t *testing.T) {
 			for step := range 2 * RowTiles {
 				ktT, _, vt, cpos := randTiles(r, c.hd, c.sigma, -1)
 				tiles := 1 + step%RowTiles
-				AttnRowStep(fast, c.hd, ktT, vt, cpos[:tiles*TileCells], c.softcap)
-				attnRowStepGo(twin, c.hd, ktT, vt, cpos[:tiles*TileCells], c.softcap)
+				v := rowTileV(r, vt, c.hd, c.f16)
+				AttnRowStep(fast, c.hd, ktT, v, cpos[:tiles*TileCells], c.softcap)
+				attnRowStepGo(twin, c.hd, ktT, v, cpos[:tiles*TileCells], c.softcap)
 				sameBits(t, fmt.Sprintf("step %d M", step), fast.M[:c.rows], twin.M[:c.rows])
 				sameBits(t, fmt.Sprintf("step %d L", step), fast.L[:c.rows], twin.L[:c.rows])
 				sameBits(t, fmt.Sprintf("step %d O", step), fast.O[:c.rows*c.hd], twin.O[:c.rows*c.hd])
@@ -151,7 +186,8 @@ func TestAttnRowStepMatchesLanes(t *testing.T) {
 							cpos[j] = 1000 + int32(j)
 						}
 					}
-					AttnRowStep(rs, c.hd, ktT, vt, cpos, c.softcap)
+					v := rowTileV(r, vt, c.hd, c.nanCell == 3) // vt rounded to halves then, for the lane kernel too
+					AttnRowStep(rs, c.hd, ktT, v, cpos, c.softcap)
 					for tl := range RowTiles {
 						AttnTileStep(l, c.hd, kts[tl], vt[tl*TileCells*c.hd:], cpos[tl*TileCells:][:TileCells], c.softcap)
 					}
@@ -278,5 +314,32 @@ func TestAttnTiledRowKernelMatchesLanes(t *testing.T) {
 			attnTiledWith(false, s, src, blk, q, c.heads*c.hd, c.heads, scale, c.softcap, want, c.heads*c.hd)
 			sameBits(t, "row kernel out", got, want)
 		})
+	}
+}
+
+// BenchmarkAttnTiledDecode: one decode token's heads of one KV group (3 and 8, hd 64) over 2048
+// cells of an F16 and a Q8_0 cache, with the lane kernel and the row kernel.
+func BenchmarkAttnTiledDecode(b *testing.B) {
+	const hd, cells = 64, 2048
+	for _, kvType := range []string{"f16", "q8_0"} {
+		r := rand.New(rand.NewPCG(1, 1))
+		src, _, _, _ := newTiledSource(&testing.T{}, r, kvType, hd, cells)
+		blk := &TileBlock{Pos: []int32{cells - 1}, Lo: []int32{math.MinInt32}}
+		for c := range cells {
+			blk.Cells, blk.CPos = append(blk.Cells, int32(c)), append(blk.CPos, int32(c))
+		}
+		for _, heads := range []int{3, 8} {
+			q := randNormal(r, heads*hd)
+			out := make([]float32, heads*hd)
+			s := NewTileScratch(heads, hd)
+			for _, kernel := range []string{"lanes", "rows"} {
+				b.Run(fmt.Sprintf("%s/heads=%d/%s", kvType, heads, kernel), func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						attnTiledWith(kernel == "rows", s, src, blk, q, heads*hd, heads, 0.125, 0, out, heads*hd)
+					}
+				})
+			}
+		}
 	}
 }

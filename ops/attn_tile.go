@@ -3,6 +3,7 @@ package ops
 import (
 	"fmt"
 	"math"
+	"unsafe"
 
 	"ubatch/quant"
 )
@@ -259,6 +260,11 @@ type TileSource interface {
 	LoadK(dst []float32, cells []int32)
 	LoadV(dst []float32, cells []int32)
 	LoadKT(dst []float32, cells []int32)
+	Prefetch(cells []int32) // the K and V rows of cells, into the cache ahead of their loads
+	// RowV sets v to the V rows of cells (up to RowTiles tiles) for AttnRowStep: the cache's
+	// own rows where the kernel reads them (F16, F32), else rows widened into dst
+	// (RowTiles×TileCells×hd floats).
+	RowV(v *TileV, dst []float32, cells []int32)
 }
 
 // CacheTiles is a TileSource over one cache layer of element E: uint16 for F16, float32, or byte
@@ -275,6 +281,36 @@ func (s *CacheTiles[E]) LoadK(dst []float32, cells []int32) {
 func (s *CacheTiles[E]) LoadV(dst []float32, cells []int32) {
 	loadTile(dst, s.V, cells, s.Stride, s.HD)
 }
+
+// Prefetch asks the memory for the K and V rows of cells: the cache is streamed from memory at
+// every step, and the cells, in table order, are not at a stride the hardware would prefetch.
+func (s *CacheTiles[E]) Prefetch(cells []int32) {
+	if len(s.K) == 0 || len(s.V) == 0 {
+		return
+	}
+	var e E
+	size := int(unsafe.Sizeof(e))
+	rowBytes := s.HD * size
+	if size == 1 { // Q8_0: rows of blocks, Stride in bytes
+		rowBytes = s.HD / 32 * q8Block
+	}
+	tilePrefetch(unsafe.Pointer(&s.K[0]), unsafe.Pointer(&s.V[0]), cells, s.Stride*size, rowBytes)
+}
+
+func (s *CacheTiles[E]) RowV(v *TileV, dst []float32, cells []int32) {
+	switch vv := any(s.V).(type) {
+	case []uint16:
+		*v = TileV{F16: vv, Cells: cells, Stride: s.Stride}
+	case []float32:
+		*v = TileV{F32: vv, Cells: cells, Stride: s.Stride}
+	case []byte:
+		for t := range len(cells) / TileCells {
+			AttnTileLoadQ8(dst[t*TileCells*s.HD:], vv, cells[t*TileCells:][:TileCells], s.Stride, s.HD)
+		}
+		*v = TileV{F32: dst, Cells: rowCells[:len(cells)], Stride: s.HD}
+	}
+}
+
 func (s *CacheTiles[E]) LoadKT(dst []float32, cells []int32) {
 	switch k := any(s.K).(type) {
 	case []uint16:
@@ -306,6 +342,7 @@ type TileScratch struct {
 	rows     []TileRows
 	ktT, vts []float32
 	sets     []TileRowSet
+	v        TileV
 	hd       int
 }
 
@@ -388,6 +425,7 @@ func attnTiledLanes(s *TileScratch, src TileSource, blk *TileBlock, q []float32,
 	}
 	for c0 := 0; c0 < len(blk.Cells); c0 += TileCells {
 		cells, cpos := blk.Cells[c0:c0+TileCells], blk.CPos[c0:c0+TileCells]
+		src.Prefetch(blk.Cells[c0+TileCells : min(c0+2*TileCells, len(blk.Cells))])
 		src.LoadK(s.kt, cells)
 		src.LoadV(s.vt, cells)
 		for si := range sets {

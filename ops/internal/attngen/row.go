@@ -8,24 +8,30 @@ import "fmt"
 // sums and the outputs of each row (lanes = dimensions).
 //
 // Arguments: q (r rows of hd floats), hd, ktT (rowTiles transposed K tiles, column d of tile t
-// at float (d·rowTiles+t)·16), vt (the tiles' V rows, tile t at float t·16·hd), cpos, pos, lo,
-// softcap, inv, m, l, o (r rows of hd floats), scr (the scores at byte 256·t + 64·i, the weights
-// at 1024 + 64·i), tiles (1..rowTiles, the tiles the state takes).
+// at float (d·rowTiles+t)·16), v (the V rows: cell j's at byte vcells[j]·vstrideB, float32 or
+// halves by the variant), cpos, pos, lo, softcap, inv, m, l, o (r rows of hd floats), scr (the
+// scores at byte 256·t + 64·i, the weights at 1024 + 64·i), tiles (1..rowTiles, the tiles the
+// state takes), vcells, vstrideB.
 //
 // Registers: R8 hd·4, R9 3·hd·4 (rowIndex); in the scores SI q, DI ktT, CX the rounds, Z<4i+t>
 // the scores of row i and tile t, Z16-Z19 a column of each tile, Z20-Z23 a query of each row.
-// In the updates BX the tile's scores, DX its cpos, R10 its V rows, R12 the weights, the tiles
-// left in the argument tiles, CX the rounds over the cells; Z20 1/cap, Z21 cap, Z22 ONE, Z23 -Inf, Z24+i row i's rescaling factor, Z29-Z31
+// In the updates BX the tile's scores, DX its cpos (then its cells), R10 its cells, R11 v, R12
+// the weights, the tiles and their cpos in the arguments' slots, CX the rounds over the cells; Z20 1/cap, Z21 cap, Z22 ONE, Z23 -Inf, Z24+i row i's rescaling factor, Z29-Z31
 // the exponential's constants; Z0-Z5 temporaries of a row, then Z<4i+c> the output
 // accumulators and Z16-Z19 the V chunks.
-func rowStep(r int) {
-	rowValueMacros(r)
+func rowStep(r int, f16 bool) {
+	kind, vt := "F32", "float32"
+	if f16 {
+		kind, vt = "F16", "uint16"
+	}
+	name := fmt.Sprintf("%d%s", r, kind)
 	fmt.Fprintf(b, `
-// func attnRowStep%dAVX512(q *float32, hd int, ktT, vt *float32, cpos, pos, lo *int32, softcap, inv float32, m, l, o, scr *float32, tiles int)
+// func attnRowStep%sAVX512(q *float32, hd int, ktT *float32, v *%s, cpos, pos, lo *int32, softcap, inv float32, m, l, o, scr *float32, tiles int, vcells *int32, vstrideB int)
 //
-// %d rows; hd > 0 a multiple of 16; softcap 0 (none) or > 0, inv = 1/softcap; 1 <= tiles <= %d.
-TEXT ·attnRowStep%dAVX512(SB), NOSPLIT, $0-104
-`, r, r, rowTiles, r)
+// %d rows; hd > 0 a multiple of 16; softcap 0 (none) or > 0, inv = 1/softcap; 1 <= tiles <= %d;
+// the V row of cell j of the tiles at byte vcells[j]·vstrideB of v, %s.
+TEXT ·attnRowStep%sAVX512(SB), NOSPLIT, $0-120
+`, name, vt, r, rowTiles, vt, name)
 	emit("MOVQ hd+8(FP), R8")
 	emit("SHLQ $2, R8")
 	emit("LEAQ (R8)(R8*2), R9")
@@ -36,31 +42,30 @@ TEXT ·attnRowStep%dAVX512(SB), NOSPLIT, $0-104
 	emit("VBROADCASTSS inv+60(FP), Z20")
 	emit("VBROADCASTSS softcap+56(FP), Z21")
 	emit("LEAQ 1024(BX), R12")
-	loads("cpos+32(FP), DX", "vt+24(FP), R10")
-	label(fmt.Sprintf("rt%d", r))
+	loads("vcells+104(FP), R10")
+	label(fmt.Sprintf("rt%s", name))
+	loads("cpos+32(FP), DX")
 	emit("VMOVDQU32 (DX), Z19")
 	emit("MOVL softcap+56(FP), AX")
 	emit("TESTL AX, AX")
-	emit("JZ   rnc%d", r)
+	emit("JZ   rnc%s", name)
 	comment("Soft cap of the tile's scores.")
 	for i := 0; i < r; i++ {
 		emit("VMOVUPS %d(BX), Z0", 64*i)
 		emit("TCAP(Z0)")
 		emit("VMOVUPS Z0, %d(BX)", 64*i)
 	}
-	label(fmt.Sprintf("rnc%d", r))
+	label(fmt.Sprintf("rnc%s", name))
 	comment("Per row: mask, maximum, rescaling factor, weights, sum.")
 	for i := 0; i < r; i++ {
 		emit("RPRO(%d, %d, Z%d)", 64*i, 4*i, 24+i)
 	}
-	rowValues(r)
+	rowValues(r, f16, name)
 	emit("ADDQ $256, BX")
-	emit("ADDQ $64, DX")
-	emit("MOVQ R8, AX")
-	emit("SHLQ $4, AX")
-	emit("ADDQ AX, R10")
+	emit("ADDQ $64, cpos+32(FP)") // the next tile's positions, in the argument slot: DX is the cells' in rowValues
+	emit("ADDQ $64, R10")
 	emit("DECQ tiles+96(FP)") // the count of tiles left, in its argument slot
-	emit("JNZ  rt%d", r)
+	emit("JNZ  rt%s", name)
 	emit("VZEROUPPER")
 	emit("RET")
 }
@@ -144,74 +149,86 @@ func rowMacros() {
 	})
 }
 
-// rowValueMacros writes RVJ<r>_<c> for c = 1..4: one cell of the outputs, c chunks of 16
-// dimensions of the r rows: Z<16+k> = the chunks of the V row at AX, Z<4i+k> += the weight of
-// row i (64·i(SI)) · Z<16+k>; AX on to the next V row (R8), SI to the next weight.
-func rowValueMacros(r int) {
+// rowValueMacros writes RVJ<name>_<c> for c = 1..4: one cell of the outputs, c chunks of 16
+// dimensions of the r rows: Z<16+k> = the chunks of the cell's V row (DX the cell, its row at
+// cell·vstrideB from R11, widened from halves when f16), Z<4i+k> += the weight of row i
+// (64·i(SI)) · Z<16+k>; DX on to the next cell, SI to the next weight.
+func rowValueMacros(r int, f16 bool) {
+	name := fmt.Sprintf("%dF32", r)
+	if f16 {
+		name = fmt.Sprintf("%dF16", r)
+	}
 	for c := 1; c <= 4; c++ {
-		define(fmt.Sprintf("RVJ%d_%d: one cell's weights times its V row, %d rows × %d chunks of 16.", r, c, r, c),
-			fmt.Sprintf("RVJ%d_%d", r, c), func() {
+		define(fmt.Sprintf("RVJ%s_%d: one cell's weights times its V row, %d rows × %d chunks of 16.", name, c, r, c),
+			fmt.Sprintf("RVJ%s_%d", name, c), func() {
+				emit("MOVLQSX (DX), AX")
+				emit("IMULQ   vstrideB+112(FP), AX")
 				for k := 0; k < c; k++ {
-					emit("VMOVUPS %d(AX), Z%d", 64*k, 16+k)
+					if f16 {
+						emit("VCVTPH2PS %d(R11)(AX*1), Z%d", 32*k, 16+k)
+					} else {
+						emit("VMOVUPS %d(R11)(AX*1), Z%d", 64*k, 16+k)
+					}
 				}
 				for i := 0; i < r; i++ {
 					for k := 0; k < c; k++ {
 						emit("VFMADD231PS.BCST %d(SI), Z%d, Z%d", 64*i, 16+k, 4*i+k)
 					}
 				}
-				emit("ADDQ R8, AX")
+				emit("ADDQ $4, DX")
 				emit("ADDQ $4, SI")
 			})
 	}
 }
 
 // rowValues writes the outputs of the tile: o[i][d] = o[i][d]·c_i, then += p_ij·v[j][d] for the
-// cells j in order; 64 dimensions a pass, then the remaining 16, 32 or 48.
-func rowValues(r int) {
+// cells j in order; 64 dimensions a pass, then the remaining 16, 32 or 48. R11 is v at the pass's
+// dimensions.
+func rowValues(r int, f16 bool, name string) {
 	passes := 0 // for the labels of the passes' loops
 	comment("Outputs: o[i][d] = o[i][d]·c_i + Σ_j p_ij·v[j][d], 64 d a pass.")
-	loads("o+80(FP), DI")
-	emit("MOVQ R10, R11")
+	loads("o+80(FP), DI", "v+24(FP), R11")
 	emit("MOVQ hd+8(FP), R13")
 	emit("SHRQ $6, R13")
-	emit("JZ   rvt%d", r)
-	label(fmt.Sprintf("rvp%d", r))
-	rowPass(r, 4, &passes)
+	emit("JZ   rvt%s", name)
+	label(fmt.Sprintf("rvp%s", name))
+	rowPass(r, 4, f16, name, &passes)
 	emit("DECQ R13")
-	emit("JNZ  rvp%d", r)
-	label(fmt.Sprintf("rvt%d", r))
+	emit("JNZ  rvp%s", name)
+	label(fmt.Sprintf("rvt%s", name))
 	emit("MOVQ hd+8(FP), R13")
 	emit("SHRQ $4, R13")
 	emit("ANDQ $3, R13")
 	for c := 1; c <= 3; c++ {
 		emit("CMPQ R13, $%d", c)
-		emit("JEQ  rv%d_%d", r, c)
+		emit("JEQ  rv%s_%d", name, c)
 	}
-	emit("JMP  rvd%d", r)
+	emit("JMP  rvd%s", name)
 	for c := 1; c <= 3; c++ {
-		label(fmt.Sprintf("rv%d_%d", r, c))
-		rowPass(r, c, &passes)
-		emit("JMP  rvd%d", r)
+		label(fmt.Sprintf("rv%s_%d", name, c))
+		rowPass(r, c, f16, name, &passes)
+		emit("JMP  rvd%s", name)
 	}
-	label(fmt.Sprintf("rvd%d", r))
+	label(fmt.Sprintf("rvd%s", name))
 }
 
-// rowPass writes one pass of c chunks of 16 dimensions at DI (o) and R11 (the V rows): the
-// accumulators rescaled, the 16 cells, the stores; DI and R11 on to the next chunks.
-func rowPass(r, c int, passes *int) {
+// rowPass writes one pass of c chunks of 16 dimensions at DI (o) and R11 (v): the accumulators
+// rescaled, the 16 cells (from R10, the tile's cells), the stores; DI and R11 on to the next
+// chunks.
+func rowPass(r, c int, f16 bool, name string, passes *int) {
 	for i := 0; i < r; i++ {
 		for k := 0; k < c; k++ {
 			emit("VMULPS %d(DI)%s, Z%d, Z%d", 64*k, rowIndex[i], 24+i, 4*i+k)
 		}
 	}
-	emit("MOVQ R11, AX")
+	emit("MOVQ R10, DX")
 	emit("MOVQ R12, SI")
 	emit("MOVQ $4, CX")
-	l := fmt.Sprintf("rvj%d_%d_%d", r, c, *passes)
+	l := fmt.Sprintf("rvj%s_%d_%d", name, c, *passes)
 	*passes++
 	label(l)
 	for j := 0; j < 4; j++ {
-		emit("RVJ%d_%d", r, c)
+		emit("RVJ%s_%d", name, c)
 	}
 	emit("DECQ CX")
 	emit("JNZ  %s", l)
@@ -221,5 +238,9 @@ func rowPass(r, c int, passes *int) {
 		}
 	}
 	emit("ADDQ $%d, DI", 64*c)
-	emit("ADDQ $%d, R11", 64*c)
+	if f16 {
+		emit("ADDQ $%d, R11", 32*c)
+	} else {
+		emit("ADDQ $%d, R11", 64*c)
+	}
 }

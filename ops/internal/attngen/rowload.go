@@ -19,11 +19,20 @@ func row() {
 	mathMacros()
 	rowLoadMacros()
 	rowMacros()
+	// Before any TEXT: go vet checks a macro's arguments against the function it follows.
+	for _, f16 := range []bool{false, true} {
+		for r := 1; r <= rowSetRows; r++ {
+			rowValueMacros(r, f16)
+		}
+	}
 	rowLoadF16()
 	rowLoadF32()
 	rowLoadQ8()
-	for r := 1; r <= rowSetRows; r++ {
-		rowStep(r)
+	tilePrefetch()
+	for _, f16 := range []bool{false, true} {
+		for r := 1; r <= rowSetRows; r++ {
+			rowStep(r, f16)
+		}
 	}
 }
 
@@ -151,4 +160,38 @@ func rowLoadQ8() {
 	}
 	emit("ADDQ $34, SI")
 	rowLoadTail("ktq8")
+}
+
+// tilePrefetch writes attnTilePrefetch: PREFETCHT0 of the K and V rows of n cells, every cache
+// line of rowBytes from byte cells[i]·strideB of k and of v (a prefetch never faults).
+func tilePrefetch() {
+	b.WriteString(`
+// func attnTilePrefetch(k, v unsafe.Pointer, cells *int32, n, strideB, rowBytes int)
+//
+// rowBytes > 0.
+TEXT ·attnTilePrefetch(SB), NOSPLIT, $0-48
+`)
+	loads("k+0(FP), DI", "v+8(FP), SI", "cells+16(FP), DX", "n+24(FP), CX", "strideB+32(FP), R8", "rowBytes+40(FP), R9")
+	emit("TESTQ CX, CX")
+	emit("JZ    pfdone")
+	label("pfcell")
+	emit("MOVLQSX (DX), AX")
+	emit("IMULQ   R8, AX")
+	emit("LEAQ    (DI)(AX*1), R10")
+	emit("LEAQ    (SI)(AX*1), R11")
+	emit("XORQ    BX, BX")
+	label("pfline")
+	emit("PREFETCHT0 (R10)(BX*1)")
+	emit("PREFETCHT0 (R11)(BX*1)")
+	emit("ADDQ $64, BX")
+	emit("CMPQ BX, R9")
+	emit("JLT  pfline")
+	comment("The row's last byte: its last line when the row does not start a line.")
+	emit("PREFETCHT0 -1(R10)(R9*1)")
+	emit("PREFETCHT0 -1(R11)(R9*1)")
+	emit("ADDQ $4, DX")
+	emit("DECQ CX")
+	emit("JNZ  pfcell")
+	label("pfdone")
+	emit("RET")
 }
