@@ -3,6 +3,7 @@ package ops
 import (
 	"fmt"
 	"math"
+	"unsafe"
 
 	"ubatch/quant"
 )
@@ -253,10 +254,17 @@ func fma32(a, b, c float32) float32 {
 func AttnTiledFast() bool { return attnTileAsm() }
 
 // TileSource widens a tile of K or V rows of one KV head into float32 (AttnTileLoad*): dst gets
-// TileCells rows of hd floats, row j from cells[j].
+// TileCells rows of hd floats, row j from cells[j]; LoadKT the K rows transposed, the layout of
+// a tile of AttnRowStep's ktT (AttnTileLoadKT*).
 type TileSource interface {
 	LoadK(dst []float32, cells []int32)
 	LoadV(dst []float32, cells []int32)
+	LoadKT(dst []float32, cells []int32)
+	Prefetch(cells []int32) // the K and V rows of cells, into the cache ahead of their loads
+	// RowV sets v to the V rows of cells (up to RowTiles tiles) for AttnRowStep: the cache's
+	// own rows where the kernel reads them (F16, F32), else rows widened into dst
+	// (RowTiles×TileCells×hd floats).
+	RowV(v *TileV, dst []float32, cells []int32)
 }
 
 // CacheTiles is a TileSource over one cache layer of element E: uint16 for F16, float32, or byte
@@ -274,6 +282,46 @@ func (s *CacheTiles[E]) LoadV(dst []float32, cells []int32) {
 	loadTile(dst, s.V, cells, s.Stride, s.HD)
 }
 
+// Prefetch asks the memory for the K and V rows of cells: the cache is streamed from memory at
+// every step, and the cells, in table order, are not at a stride the hardware would prefetch.
+func (s *CacheTiles[E]) Prefetch(cells []int32) {
+	if len(s.K) == 0 || len(s.V) == 0 {
+		return
+	}
+	var e E
+	size := int(unsafe.Sizeof(e))
+	rowBytes := s.HD * size
+	if size == 1 { // Q8_0: rows of blocks, Stride in bytes
+		rowBytes = s.HD / 32 * q8Block
+	}
+	tilePrefetch(unsafe.Pointer(&s.K[0]), unsafe.Pointer(&s.V[0]), cells, s.Stride*size, rowBytes)
+}
+
+func (s *CacheTiles[E]) RowV(v *TileV, dst []float32, cells []int32) {
+	switch vv := any(s.V).(type) {
+	case []uint16:
+		*v = TileV{F16: vv, Cells: cells, Stride: s.Stride}
+	case []float32:
+		*v = TileV{F32: vv, Cells: cells, Stride: s.Stride}
+	case []byte:
+		for t := range len(cells) / TileCells {
+			AttnTileLoadQ8(dst[t*TileCells*s.HD:], vv, cells[t*TileCells:][:TileCells], s.Stride, s.HD)
+		}
+		*v = TileV{F32: dst, Cells: rowCells[:len(cells)], Stride: s.HD}
+	}
+}
+
+func (s *CacheTiles[E]) LoadKT(dst []float32, cells []int32) {
+	switch k := any(s.K).(type) {
+	case []uint16:
+		AttnTileLoadKTF16(dst, k, cells, s.Stride, s.HD)
+	case []float32:
+		AttnTileLoadKTF32(dst, k, cells, s.Stride, s.HD)
+	case []byte:
+		AttnTileLoadKTQ8(dst, k, cells, s.Stride, s.HD)
+	}
+}
+
 // loadTile is AttnTileLoadF16, AttnTileLoadF32 or AttnTileLoadQ8, by the cache's element type.
 func loadTile[E uint16 | float32 | byte](dst []float32, src []E, cells []int32, stride, hd int) {
 	switch src := any(src).(type) {
@@ -287,19 +335,29 @@ func loadTile[E uint16 | float32 | byte](dst []float32, src []E, cells []int32, 
 }
 
 // TileScratch is one worker's memory for AttnTiled: the widened K and V tile and the rows of
-// up to Heads query heads.
+// up to Heads query heads for the lane kernel; RowTiles tiles (K transposed) and the row sets of
+// up to TileLanes rows for the row kernel.
 type TileScratch struct {
-	kt, vt []float32
-	rows   []TileRows
-	hd     int
+	kt, vt   []float32
+	rows     []TileRows
+	ktT, vts []float32
+	sets     []TileRowSet
+	v        TileV
+	hd       int
 }
 
 // NewTileScratch makes the scratch for heads query heads of hd dimensions.
 func NewTileScratch(heads, hd int) *TileScratch {
-	s := &TileScratch{kt: make([]float32, TileCells*hd), vt: make([]float32, TileCells*hd), rows: make([]TileRows, heads), hd: hd}
+	s := &TileScratch{kt: make([]float32, TileCells*hd), vt: make([]float32, TileCells*hd), rows: make([]TileRows, heads), hd: hd,
+		ktT: make([]float32, hd*rowKTLD), vts: make([]float32, RowTiles*TileCells*hd),
+		sets: make([]TileRowSet, TileLanes/RowSetRows)}
 	for i := range s.rows {
 		s.rows[i].QT = make([]float32, hd*TileLanes)
 		s.rows[i].OT = make([]float32, hd*TileLanes)
+	}
+	for i := range s.sets {
+		s.sets[i].Q = make([]float32, RowSetRows*hd)
+		s.sets[i].O = make([]float32, RowSetRows*hd)
 	}
 	return s
 }
@@ -322,12 +380,30 @@ type TileBlock struct {
 // TileRows, TileLanes a set: a block of 16 tokens takes one set per head, a decode token all its
 // heads in one set. The lanes of the kernel never mix, so a row's result does not depend on
 // which lane or set it has, nor on the other rows: the same bits for any block size.
+//
+// A block of few rows (useRows) takes the row kernel instead (attnTiledRows), whose results are
+// the same bits, row for row.
 func AttnTiled(s *TileScratch, src TileSource, blk *TileBlock, q []float32, qStride, heads int, scale, softcap float32, out []float32, outStride int) {
-	hd, n := s.hd, len(blk.Pos)
+	n := len(blk.Pos)
 	if heads > len(s.rows) || n == 0 || n > TileLanes || len(blk.Lo) != n || len(blk.Cells) != len(blk.CPos) ||
 		len(blk.Cells) == 0 || len(blk.Cells)%TileCells != 0 {
 		panic(fmt.Sprintf("ops.AttnTiled: %d heads (scratch for %d), %d tokens, %d cells", heads, len(s.rows), n, len(blk.Cells)))
 	}
+	attnTiledWith(useRows(n*heads, s.hd), s, src, blk, q, qStride, heads, scale, softcap, out, outStride)
+}
+
+// attnTiledWith is AttnTiled with the kernel chosen: the row kernel when rows, else the lanes.
+func attnTiledWith(rows bool, s *TileScratch, src TileSource, blk *TileBlock, q []float32, qStride, heads int, scale, softcap float32, out []float32, outStride int) {
+	if rows {
+		attnTiledRows(s, src, blk, q, qStride, heads, scale, softcap, out, outStride)
+	} else {
+		attnTiledLanes(s, src, blk, q, qStride, heads, scale, softcap, out, outStride)
+	}
+}
+
+// attnTiledLanes is AttnTiled with the lane kernel (AttnTileStep).
+func attnTiledLanes(s *TileScratch, src TileSource, blk *TileBlock, q []float32, qStride, heads int, scale, softcap float32, out []float32, outStride int) {
+	hd, n := s.hd, len(blk.Pos)
 	nRows := n * heads
 	sets := (nRows + TileLanes - 1) / TileLanes // <= heads, as n <= TileLanes
 	for si := range sets {
@@ -349,6 +425,7 @@ func AttnTiled(s *TileScratch, src TileSource, blk *TileBlock, q []float32, qStr
 	}
 	for c0 := 0; c0 < len(blk.Cells); c0 += TileCells {
 		cells, cpos := blk.Cells[c0:c0+TileCells], blk.CPos[c0:c0+TileCells]
+		src.Prefetch(blk.Cells[c0+TileCells : min(c0+2*TileCells, len(blk.Cells))])
 		src.LoadK(s.kt, cells)
 		src.LoadV(s.vt, cells)
 		for si := range sets {

@@ -60,6 +60,19 @@ GLOBL tilec<>(SB), RODATA|NOPTR, $60
 	VPSLLD       $23, t, t; \
 	VPADDD.Z     t, r, K3, x
 
+// TCAP(z): the soft cap of the scores z: cap · sign(y) · (1-e)/(1+e), y = z/cap, e = e^(-2|y|).
+#define TCAP(z) \
+	VMULPS       Z20, z, z; \
+	VPANDD.BCST  tilec<>+48(SB), z, Z16; \
+	VMULPS.BCST  tilec<>+56(SB), Z16, Z16; \
+	EXPZ(Z16, Z17, Z18); \
+	VSUBPS       Z16, Z22, Z17; \
+	VADDPS       Z16, Z22, Z18; \
+	VDIVPS       Z18, Z17, Z17; \
+	VPANDD.BCST  tilec<>+52(SB), z, Z18; \
+	VPORD        Z18, Z17, Z17; \
+	VMULPS       Z21, Z17, z
+
 // TROUND(vec, rows, shift): DI the vector (qt or ot), SI, R10, R11, R12 rows 0, 4, 8 and 12 of the
 // tile of rows (kt or vt; see tileRows), CX the rounds, hd >> shift.
 #define TROUND(vec, rows, shift) \
@@ -86,19 +99,6 @@ GLOBL tilec<>(SB), RODATA|NOPTR, $60
 	TROWS4(off, R10, q, Z4, Z5, Z6, Z7); \
 	TROWS4(off, R11, q, Z8, Z9, Z10, Z11); \
 	TROWS4(off, R12, q, Z12, Z13, Z14, Z15)
-
-// TCAP(z): the soft cap of the scores z: cap · sign(y) · (1-e)/(1+e), y = z/cap, e = e^(-2|y|).
-#define TCAP(z) \
-	VMULPS       Z20, z, z; \
-	VPANDD.BCST  tilec<>+48(SB), z, Z16; \
-	VMULPS.BCST  tilec<>+56(SB), Z16, Z16; \
-	EXPZ(Z16, Z17, Z18); \
-	VSUBPS       Z16, Z22, Z17; \
-	VADDPS       Z16, Z22, Z18; \
-	VDIVPS       Z18, Z17, Z17; \
-	VPANDD.BCST  tilec<>+52(SB), z, Z18; \
-	VPORD        Z18, Z17, Z17; \
-	VMULPS       Z21, Z17, z
 
 // TMASK(off, z): z = -Inf (Z26) where pos (Z25) < cpos[j] or lo (Z24) >= cpos[j], cpos[j] at
 // off(DX).

@@ -208,46 +208,9 @@ func TestAttnTiledNearExact(t *testing.T) {
 }
 
 func checkTiled(t *testing.T, kvType string, hd, n int, softcap float32, window int32) {
-	const heads, rows, pad = 3, 70, 3
+	const heads, rows = 3, 70
 	r := rand.New(rand.NewPCG(uint64(hd*n), uint64(window)))
-	stride := hd + pad
-	kf, vf := make([]float32, rows*stride), make([]float32, rows*stride) // the rows as the tiles widen them
-	var src TileSource
-	switch kvType {
-	case "f16":
-		k, v := randF16Normal(r, rows*stride), randF16Normal(r, rows*stride)
-		src = &CacheTiles[uint16]{K: k, V: v, Stride: stride, HD: hd}
-		for i := range k {
-			kf[i], vf[i] = quant.F16ToF32(k[i]), quant.F16ToF32(v[i])
-		}
-	case "f32":
-		for i := range kf {
-			kf[i], vf[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
-		}
-		src = &CacheTiles[float32]{K: kf, V: vf, Stride: stride, HD: hd}
-	case "q8_0":
-		strideB := hd/32*q8Block + pad
-		k, v := make([]byte, rows*strideB), make([]byte, rows*strideB)
-		for c := range rows {
-			for _, x := range [][]byte{k, v} {
-				if err := quant.Quantize(quant.Q8_0, randNormal(r, hd), x[c*strideB:][:hd/32*q8Block]); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		src = &CacheTiles[byte]{K: k, V: v, Stride: strideB, HD: hd}
-		tmp := make([]float32, TileCells*hd)
-		for c := range rows {
-			cells := make([]int32, TileCells)
-			for j := range cells {
-				cells[j] = int32(c)
-			}
-			attnTileLoadQ8Go(tmp, k, cells, strideB, hd)
-			copy(kf[c*stride:][:hd], tmp)
-			attnTileLoadQ8Go(tmp, v, cells, strideB, hd)
-			copy(vf[c*stride:][:hd], tmp)
-		}
-	}
+	src, kf, vf, stride := newTiledSource(t, r, kvType, hd, rows)
 	// Cells in a shuffled order at positions 0..rows-1; tokens at the last n positions.
 	perm := r.Perm(rows)
 	blk := &TileBlock{}
@@ -315,6 +278,51 @@ func checkTiled(t *testing.T, kvType string, hd, n int, softcap float32, window 
 	}
 }
 
+// newTiledSource makes a cache of rows random K and V rows of hd dimensions (stride floats or
+// blocks apart) of kvType ("f16", "f32" or "q8_0"), and the rows as the tiles widen them (kf, vf:
+// row c at [c*stride:]).
+func newTiledSource(t *testing.T, r *rand.Rand, kvType string, hd, rows int) (src TileSource, kf, vf []float32, stride int) {
+	const pad = 3
+	stride = hd + pad
+	kf, vf = make([]float32, rows*stride), make([]float32, rows*stride)
+	switch kvType {
+	case "f16":
+		k, v := randF16Normal(r, rows*stride), randF16Normal(r, rows*stride)
+		src = &CacheTiles[uint16]{K: k, V: v, Stride: stride, HD: hd}
+		for i := range k {
+			kf[i], vf[i] = quant.F16ToF32(k[i]), quant.F16ToF32(v[i])
+		}
+	case "f32":
+		for i := range kf {
+			kf[i], vf[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
+		}
+		src = &CacheTiles[float32]{K: kf, V: vf, Stride: stride, HD: hd}
+	case "q8_0":
+		strideB := hd/32*q8Block + pad
+		k, v := make([]byte, rows*strideB), make([]byte, rows*strideB)
+		for c := range rows {
+			for _, x := range [][]byte{k, v} {
+				if err := quant.Quantize(quant.Q8_0, randNormal(r, hd), x[c*strideB:][:hd/32*q8Block]); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		src = &CacheTiles[byte]{K: k, V: v, Stride: strideB, HD: hd}
+		tmp := make([]float32, TileCells*hd)
+		for c := range rows {
+			cells := make([]int32, TileCells)
+			for j := range cells {
+				cells[j] = int32(c)
+			}
+			attnTileLoadQ8Go(tmp, k, cells, strideB, hd)
+			copy(kf[c*stride:][:hd], tmp)
+			attnTileLoadQ8Go(tmp, v, cells, strideB, hd)
+			copy(vf[c*stride:][:hd], tmp)
+		}
+	}
+	return src, kf, vf, stride
+}
+
 func randNormal(r *rand.Rand, n int) []float32 {
 	x := make([]float32, n)
 	for i := range x {
@@ -332,8 +340,10 @@ func randF16Normal(r *rand.Rand, n int) []uint16 {
 }
 
 // TestAttnTiledRowsIndependent checks that a token's tiled attention has the same bits whatever
-// block it comes in: alone (a decode step: all heads in the lanes of one set), in blocks of 5
-// (rows of several tokens and heads sharing sets) or of 16 (one set per head).
+// block it comes in and whichever kernel the block takes: alone (a decode step: all heads in one
+// set; the row kernel), in blocks of 2 (6 rows, the row kernel) or of 5 (rows of several tokens
+// and heads sharing sets; the lane kernel), each also with the other kernel forced, against
+// blocks of 16 (one set per head, the lane kernel).
 func TestAttnTiledRowsIndependent(t *testing.T) {
 	const heads, hd, rows, n = 3, 64, 50, 16
 	r := rand.New(rand.NewPCG(7, 11))
@@ -352,23 +362,38 @@ func TestAttnTiledRowsIndependent(t *testing.T) {
 	}
 	q := randNormal(r, n*heads*hd)
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	attend := func(size int) []float32 {
+	// attend runs the blocks of size tokens with kernel "auto" (AttnTiled's choice), "rows" or
+	// "lanes".
+	attend := func(size int, kernel string) []float32 {
 		out := make([]float32, n*heads*hd)
 		s := NewTileScratch(heads, hd)
 		for t0 := 0; t0 < n; t0 += size {
 			t1 := min(t0+size, n)
 			blk := &TileBlock{Pos: pos[t0:t1], Lo: lo[t0:t1], Cells: cells, CPos: cpos}
-			AttnTiled(s, src, blk, q[t0*heads*hd:], heads*hd, heads, scale, 0, out[t0*heads*hd:], heads*hd)
+			qb, ob := q[t0*heads*hd:], out[t0*heads*hd:]
+			if kernel == "auto" {
+				AttnTiled(s, src, blk, qb, heads*hd, heads, scale, 0, ob, heads*hd)
+			} else {
+				attnTiledWith(kernel == "rows", s, src, blk, qb, heads*hd, heads, scale, 0, ob, heads*hd)
+			}
 		}
 		return out
 	}
-	want := attend(n)
+	if useRows(n*heads, hd) || !useRows(heads, hd) || !useRows(2*heads, hd) || useRows(5*heads, hd) {
+		t.Fatal("the cases no longer take the kernels their names say")
+	}
+	want := attend(n, "auto")
 	for _, tc := range []struct {
-		name string
-		size int
-	}{{"alone", 1}, {"blocks of 5", 5}} {
+		name   string
+		size   int
+		kernel string
+	}{
+		{"alone (row kernel)", 1, "auto"}, {"alone, lane kernel", 1, "lanes"},
+		{"blocks of 2 (row kernel)", 2, "auto"}, {"blocks of 2, lane kernel", 2, "lanes"},
+		{"blocks of 5 (lane kernel)", 5, "auto"}, {"blocks of 5, row kernel", 5, "rows"},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := attend(tc.size)
+			got := attend(tc.size, tc.kernel)
 			for i := range want {
 				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 					t.Fatalf("element %d (token %d, head %d): %v, in a block of 16 %v", i, i/(heads*hd), i/hd%heads, got[i], want[i])

@@ -4,7 +4,8 @@
 //	go run ./internal/attngen [-dir DIR]   (from ops/; go generate ./ops runs it)
 //
 // attn_amd64.s and attn_q8_amd64.s: the AVX2/FMA/F16C kernels over F16 and Q8_0 rows (f16.go,
-// q8.go), with attn_amd64.h; attn_tile_amd64.s: the AVX-512 tiled attention (tile.go).
+// q8.go), with attn_amd64.h; attn_tile_amd64.s: the AVX-512 tiled attention (tile.go);
+// attn_row_amd64.s: its row layout for blocks of few rows (row.go, rowload.go).
 // TestAttnAsmGenerated runs it into a temporary directory and checks that the committed files are
 // its output.
 //
@@ -155,6 +156,7 @@ var files = []struct {
 	{"attn_amd64.s", f16},
 	{"attn_q8_amd64.s", q8},
 	{"attn_tile_amd64.s", tile},
+	{"attn_row_amd64.s", row},
 }
 
 func main() {

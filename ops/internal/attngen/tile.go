@@ -13,7 +13,9 @@ func tile() {
 // AVX-512 kernels of the tiled prompt attention (see attn_tile.go and attn_tile_amd64.go). One
 // lane of a ZMM register is one query row; a tile is 16 rows × 16 KV cells.
 `)
+	constSym = "tilec"
 	tileConsts()
+	mathMacros()
 	tileMacros()
 	tileLoadMacros()
 	tileLoadF16()
@@ -44,26 +46,32 @@ var tileConstList = []struct {
 	{"MINUS2", 0xc0000000, "-2"},
 }
 
-// tc is the address of the constant name in tilec<>.
+// constSym names the file-local symbol (sym<>) of the constants in the file being written: each
+// assembly file has its own copy, as a <> symbol is visible in its file only.
+var constSym = "tilec"
+
+// tc is the address of the constant name in the constants of the file being written.
 func tc(name string) string {
 	for i, c := range tileConstList {
 		if c.name == name {
-			return fmt.Sprintf("tilec<>+%d(SB)", 4*i)
+			return fmt.Sprintf("%s<>+%d(SB)", constSym, 4*i)
 		}
 	}
 	panic("no tile constant " + name)
 }
 
+// tileConsts writes the constants as the symbol constSym.
 func tileConsts() {
 	b.WriteString("\n")
 	for i, c := range tileConstList {
-		fmt.Fprintf(b, "DATA tilec<>+%d(SB)/4, $0x%08x // %s: %s\n", 4*i, c.bits, c.name, c.note)
+		fmt.Fprintf(b, "DATA %s<>+%d(SB)/4, $0x%08x // %s: %s\n", constSym, 4*i, c.bits, c.name, c.note)
 	}
-	fmt.Fprintf(b, "GLOBL tilec<>(SB), RODATA|NOPTR, $%d\n", 4*len(tileConstList))
+	fmt.Fprintf(b, "GLOBL %s<>(SB), RODATA|NOPTR, $%d\n", constSym, 4*len(tileConstList))
 }
 
-// tileMacros writes the macros of tileStep: its blocks a row or a score register, invoked 16 times.
-func tileMacros() {
+// mathMacros writes the macros both tile kernels (tileStep, rowStep) use: ZZERO<n>, the
+// exponential EXPZ and the soft cap TCAP.
+func mathMacros() {
 	chain("ZZERO<n>: Z0 .. Z<n-1> zeroed.", "ZZERO", 16, func(i int) { emit("VPXORD Z%d, Z%d, Z%d", i, i, i) })
 	define("EXPZ(x, t, r): x = e^x lane-wise (0 where x < -60 or is NaN), overwriting t, r and K3: the "+
 		"exponential of act_amd64.s (EXPV), step by step expTile's. It expects Z31 = MAGIC, Z30 = LN2HI, "+
@@ -83,6 +91,23 @@ func tileMacros() {
 		emit("VPSLLD       $23, t, t")
 		emit("VPADDD.Z     t, r, K3, x")
 	})
+	define("TCAP(z): the soft cap of the scores z: cap · sign(y) · (1-e)/(1+e), y = z/cap, e = e^(-2|y|).",
+		"TCAP(z)", func() {
+			emit("VMULPS      Z20, z, z")
+			emit("VPANDD.BCST %s, z, Z16", tc("ABS"))
+			emit("VMULPS.BCST %s, Z16, Z16", tc("MINUS2"))
+			emit("EXPZ(Z16, Z17, Z18)")
+			emit("VSUBPS      Z16, Z22, Z17")
+			emit("VADDPS      Z16, Z22, Z18")
+			emit("VDIVPS      Z18, Z17, Z17")
+			emit("VPANDD.BCST %s, z, Z18", tc("SIGN"))
+			emit("VPORD       Z18, Z17, Z17")
+			emit("VMULPS      Z21, Z17, z")
+		})
+}
+
+// tileMacros writes the macros of tileStep: its blocks a row or a score register, invoked 16 times.
+func tileMacros() {
 	define("TROUND(vec, rows, shift): DI the vector (qt or ot), SI, R10, R11, R12 rows 0, 4, 8 and 12 "+
 		"of the tile of rows (kt or vt; see tileRows), CX the rounds, hd >> shift.", "TROUND(vec, rows, shift)",
 		func() {
@@ -104,19 +129,6 @@ func tileMacros() {
 			emit("TROWS4(off, %s, q, Z%d, Z%d, Z%d, Z%d)", base, 4*g, 4*g+1, 4*g+2, 4*g+3)
 		}
 	})
-	define("TCAP(z): the soft cap of the scores z: cap · sign(y) · (1-e)/(1+e), y = z/cap, e = e^(-2|y|).",
-		"TCAP(z)", func() {
-			emit("VMULPS      Z20, z, z")
-			emit("VPANDD.BCST %s, z, Z16", tc("ABS"))
-			emit("VMULPS.BCST %s, Z16, Z16", tc("MINUS2"))
-			emit("EXPZ(Z16, Z17, Z18)")
-			emit("VSUBPS      Z16, Z22, Z17")
-			emit("VADDPS      Z16, Z22, Z18")
-			emit("VDIVPS      Z18, Z17, Z17")
-			emit("VPANDD.BCST %s, z, Z18", tc("SIGN"))
-			emit("VPORD       Z18, Z17, Z17")
-			emit("VMULPS      Z21, Z17, z")
-		})
 	define("TMASK(off, z): z = -Inf (Z26) where pos (Z25) < cpos[j] or lo (Z24) >= cpos[j], cpos[j] at "+
 		"off(DX).", "TMASK(off, z)", func() {
 		emit("VPCMPD.BCST $1, off(DX), Z25, K1")

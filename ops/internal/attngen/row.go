@@ -1,0 +1,246 @@
+package main
+
+import "fmt"
+
+// rowStep writes attnRowStep<r>AVX512, the row kernel for r query rows (1 <= r <= rowSetRows):
+// the scores of rowTiles tiles at once (r·rowTiles independent chains of fused multiply-adds,
+// lanes = cells), stored; then tile by tile the soft cap, the mask, the maximum, the weights, the
+// sums and the outputs of each row (lanes = dimensions).
+//
+// Arguments: q (r rows of hd floats), hd, ktT (rowTiles transposed K tiles, column d of tile t
+// at float (d·rowTiles+t)·16), v (the V rows: cell j's at byte vcells[j]·vstrideB, float32 or
+// halves by the variant), cpos, pos, lo, softcap, inv, m, l, o (r rows of hd floats), scr (the
+// scores at byte 256·t + 64·i, the weights at 1024 + 64·i), tiles (1..rowTiles, the tiles the
+// state takes), vcells, vstrideB.
+//
+// Registers: R8 hd·4, R9 3·hd·4 (rowIndex); in the scores SI q, DI ktT, CX the rounds, Z<4i+t>
+// the scores of row i and tile t, Z16-Z19 a column of each tile, Z20-Z23 a query of each row.
+// In the updates BX the tile's scores, DX its cpos (then its cells), R10 its cells, R11 v, R12
+// the weights, the tiles and their cpos in the arguments' slots, CX the rounds over the cells; Z20 1/cap, Z21 cap, Z22 ONE, Z23 -Inf, Z24+i row i's rescaling factor, Z29-Z31
+// the exponential's constants; Z0-Z5 temporaries of a row, then Z<4i+c> the output
+// accumulators and Z16-Z19 the V chunks.
+func rowStep(r int, f16 bool) {
+	kind, vt := "F32", "float32"
+	if f16 {
+		kind, vt = "F16", "uint16"
+	}
+	name := fmt.Sprintf("%d%s", r, kind)
+	fmt.Fprintf(b, `
+// func attnRowStep%sAVX512(q *float32, hd int, ktT *float32, v *%s, cpos, pos, lo *int32, softcap, inv float32, m, l, o, scr *float32, tiles int, vcells *int32, vstrideB int)
+//
+// %d rows; hd > 0 a multiple of 16; softcap 0 (none) or > 0, inv = 1/softcap; 1 <= tiles <= %d;
+// the V row of cell j of the tiles at byte vcells[j]·vstrideB of v, %s.
+TEXT ·attnRowStep%sAVX512(SB), NOSPLIT, $0-120
+`, name, vt, r, rowTiles, vt, name)
+	emit("MOVQ hd+8(FP), R8")
+	emit("SHLQ $2, R8")
+	emit("LEAQ (R8)(R8*2), R9")
+	rowScores(r)
+
+	expConsts()
+	emit("VBROADCASTSS %s, Z23", tc("NEGINF"))
+	emit("VBROADCASTSS inv+60(FP), Z20")
+	emit("VBROADCASTSS softcap+56(FP), Z21")
+	emit("LEAQ 1024(BX), R12")
+	loads("vcells+104(FP), R10")
+	label(fmt.Sprintf("rt%s", name))
+	loads("cpos+32(FP), DX")
+	emit("VMOVDQU32 (DX), Z19")
+	emit("MOVL softcap+56(FP), AX")
+	emit("TESTL AX, AX")
+	emit("JZ   rnc%s", name)
+	comment("Soft cap of the tile's scores.")
+	for i := 0; i < r; i++ {
+		emit("VMOVUPS %d(BX), Z0", 64*i)
+		emit("TCAP(Z0)")
+		emit("VMOVUPS Z0, %d(BX)", 64*i)
+	}
+	label(fmt.Sprintf("rnc%s", name))
+	comment("Per row: mask, maximum, rescaling factor, weights, sum.")
+	for i := 0; i < r; i++ {
+		emit("RPRO(%d, %d, Z%d)", 64*i, 4*i, 24+i)
+	}
+	rowValues(r, f16, name)
+	emit("ADDQ $256, BX")
+	emit("ADDQ $64, cpos+32(FP)") // the next tile's positions, in the argument slot: DX is the cells' in rowValues
+	emit("ADDQ $64, R10")
+	emit("DECQ tiles+96(FP)") // the count of tiles left, in its argument slot
+	emit("JNZ  rt%s", name)
+	emit("VZEROUPPER")
+	emit("RET")
+}
+
+// rowScores writes the scores: Z<4i+t> = Σ_d ktT[d][t] · q[i][d], d in order, two d a round,
+// stored to the scratch (BX) at 256·t + 64·i.
+func rowScores(r int) {
+	comment("Scores of the %d tiles: Z<4i+t> += column d of tile t · q[i][d], d in order.", rowTiles)
+	emit("ZZERO%d", 4*r)
+	loads("q+0(FP), SI", "ktT+16(FP), DI", "hd+8(FP), CX")
+	emit("SHRQ $1, CX")
+	label(fmt.Sprintf("rs%d", r))
+	for u := 0; u < 2; u++ {
+		for t := 0; t < rowTiles; t++ {
+			emit("VMOVUPS %d(DI), Z%d", u*rowColBytes+64*t, 16+t)
+		}
+		for i := 0; i < r; i++ {
+			emit("VBROADCASTSS %d(SI)%s, Z%d", 4*u, rowIndex[i], 20+i)
+		}
+		for i := 0; i < r; i++ {
+			for t := 0; t < rowTiles; t++ {
+				emit("VFMADD231PS Z%d, Z%d, Z%d", 20+i, 16+t, 4*i+t)
+			}
+		}
+	}
+	emit("ADDQ $%d, DI", 2*rowColBytes)
+	emit("ADDQ $8, SI")
+	emit("DECQ CX")
+	emit("JNZ  rs%d", r)
+	emit("MOVQ scr+88(FP), BX")
+	for t := 0; t < rowTiles; t++ {
+		for i := 0; i < r; i++ {
+			emit("VMOVUPS Z%d, %d(BX)", 4*i+t, 256*t+64*i)
+		}
+	}
+}
+
+// rowMacros writes the macros of every rowStep: RPRO, a row's update of its state before the
+// outputs, and its folds RMAX and RSUM.
+func rowMacros() {
+	define("RMAX(off): X1 = the maximum of X1 and the 16 floats at off(BX), folded in cell order "+
+		"(VMAXSS is m > s ? m : s, NaN included, as the Go loop's if !(m > s) { m = s }).", "RMAX(off)",
+		func() {
+			for j := 0; j < 16; j++ {
+				emit("VMAXSS off+%d(BX), X1, X1", 4*j)
+			}
+		})
+	define("RSUM(off): X5 += the 16 floats at off(R12), one by one in cell order.", "RSUM(off)", func() {
+		for j := 0; j < 16; j++ {
+			emit("VADDSS off+%d(R12), X5, X5", 4*j)
+		}
+	})
+	define("RPRO(s, r4, c): the update of row r4/4 before its outputs: its (soft-capped) scores at "+
+		"s(BX) masked (-Inf where cpos (Z19) > pos or cpos <= lo) and stored back; the new maximum; "+
+		"the rescaling factor e^(M-M') to c; the weights e^(s-M') to s(R12) (s is also the row's "+
+		"offset in the weights); L' = L·c + the weights in cell order.", "RPRO(s, r4, c)", func() {
+		emit("VMOVUPS s(BX), Z0")
+		emit("MOVQ    pos+40(FP), AX")
+		emit("VPCMPD.BCST $6, r4(AX), Z19, K1")
+		emit("MOVQ    lo+48(FP), AX")
+		emit("VPCMPD.BCST $2, r4(AX), Z19, K2")
+		emit("KORW    K1, K2, K1")
+		emit("VMOVAPS Z23, K1, Z0")
+		emit("VMOVUPS Z0, s(BX)")
+		emit("MOVQ    m+64(FP), AX")
+		emit("VMOVSS  r4(AX), X1")
+		emit("RMAX(s)")
+		emit("VBROADCASTSS r4(AX), Z2")
+		emit("VMOVSS  X1, r4(AX)")
+		emit("VBROADCASTSS X1, Z1")
+		emit("VSUBPS  Z1, Z2, Z2")
+		emit("EXPZ(Z2, Z3, Z4)")
+		emit("VMOVAPS Z2, c")
+		emit("VSUBPS  Z1, Z0, Z0")
+		emit("EXPZ(Z0, Z3, Z4)")
+		emit("VMOVUPS Z0, s(R12)")
+		emit("MOVQ    l+72(FP), AX")
+		emit("VMULSS  r4(AX), X2, X5")
+		emit("RSUM(s)")
+		emit("VMOVSS  X5, r4(AX)")
+	})
+}
+
+// rowValueMacros writes RVJ<name>_<c> for c = 1..4: one cell of the outputs, c chunks of 16
+// dimensions of the r rows: Z<16+k> = the chunks of the cell's V row (DX the cell, its row at
+// cell·vstrideB from R11, widened from halves when f16), Z<4i+k> += the weight of row i
+// (64·i(SI)) · Z<16+k>; DX on to the next cell, SI to the next weight.
+func rowValueMacros(r int, f16 bool) {
+	name := fmt.Sprintf("%dF32", r)
+	if f16 {
+		name = fmt.Sprintf("%dF16", r)
+	}
+	for c := 1; c <= 4; c++ {
+		define(fmt.Sprintf("RVJ%s_%d: one cell's weights times its V row, %d rows × %d chunks of 16.", name, c, r, c),
+			fmt.Sprintf("RVJ%s_%d", name, c), func() {
+				emit("MOVLQSX (DX), AX")
+				emit("IMULQ   vstrideB+112(FP), AX")
+				for k := 0; k < c; k++ {
+					if f16 {
+						emit("VCVTPH2PS %d(R11)(AX*1), Z%d", 32*k, 16+k)
+					} else {
+						emit("VMOVUPS %d(R11)(AX*1), Z%d", 64*k, 16+k)
+					}
+				}
+				for i := 0; i < r; i++ {
+					for k := 0; k < c; k++ {
+						emit("VFMADD231PS.BCST %d(SI), Z%d, Z%d", 64*i, 16+k, 4*i+k)
+					}
+				}
+				emit("ADDQ $4, DX")
+				emit("ADDQ $4, SI")
+			})
+	}
+}
+
+// rowValues writes the outputs of the tile: o[i][d] = o[i][d]·c_i, then += p_ij·v[j][d] for the
+// cells j in order; 64 dimensions a pass, then the remaining 16, 32 or 48. R11 is v at the pass's
+// dimensions.
+func rowValues(r int, f16 bool, name string) {
+	passes := 0 // for the labels of the passes' loops
+	comment("Outputs: o[i][d] = o[i][d]·c_i + Σ_j p_ij·v[j][d], 64 d a pass.")
+	loads("o+80(FP), DI", "v+24(FP), R11")
+	emit("MOVQ hd+8(FP), R13")
+	emit("SHRQ $6, R13")
+	emit("JZ   rvt%s", name)
+	label(fmt.Sprintf("rvp%s", name))
+	rowPass(r, 4, f16, name, &passes)
+	emit("DECQ R13")
+	emit("JNZ  rvp%s", name)
+	label(fmt.Sprintf("rvt%s", name))
+	emit("MOVQ hd+8(FP), R13")
+	emit("SHRQ $4, R13")
+	emit("ANDQ $3, R13")
+	for c := 1; c <= 3; c++ {
+		emit("CMPQ R13, $%d", c)
+		emit("JEQ  rv%s_%d", name, c)
+	}
+	emit("JMP  rvd%s", name)
+	for c := 1; c <= 3; c++ {
+		label(fmt.Sprintf("rv%s_%d", name, c))
+		rowPass(r, c, f16, name, &passes)
+		emit("JMP  rvd%s", name)
+	}
+	label(fmt.Sprintf("rvd%s", name))
+}
+
+// rowPass writes one pass of c chunks of 16 dimensions at DI (o) and R11 (v): the accumulators
+// rescaled, the 16 cells (from R10, the tile's cells), the stores; DI and R11 on to the next
+// chunks.
+func rowPass(r, c int, f16 bool, name string, passes *int) {
+	for i := 0; i < r; i++ {
+		for k := 0; k < c; k++ {
+			emit("VMULPS %d(DI)%s, Z%d, Z%d", 64*k, rowIndex[i], 24+i, 4*i+k)
+		}
+	}
+	emit("MOVQ R10, DX")
+	emit("MOVQ R12, SI")
+	emit("MOVQ $4, CX")
+	l := fmt.Sprintf("rvj%s_%d_%d", name, c, *passes)
+	*passes++
+	label(l)
+	for j := 0; j < 4; j++ {
+		emit("RVJ%s_%d", name, c)
+	}
+	emit("DECQ CX")
+	emit("JNZ  %s", l)
+	for i := 0; i < r; i++ {
+		for k := 0; k < c; k++ {
+			emit("VMOVUPS Z%d, %d(DI)%s", 4*i+k, 64*k, rowIndex[i])
+		}
+	}
+	emit("ADDQ $%d, DI", 64*c)
+	if f16 {
+		emit("ADDQ $%d, R11", 32*c)
+	} else {
+		emit("ADDQ $%d, R11", 64*c)
+	}
+}
