@@ -22,11 +22,10 @@ type Options struct {
 	Threads   int           // worker goroutines; 0 = all cores
 	// TiledAttention attends every token by tiles (flash-style: several query rows share each
 	// K/V tile, no score row over the history), on the paths whose tiled kernel has assembly
-	// (AVX-512). It halves the cost of a prompt deep in the context (pp512 at depth 3072-4096)
-	// but doubles that of a decode token there (one row of a tile: tg32 at depth 3072 ran 40
-	// t/s against 87 exact on small Q8_0, Intel Xeon) and slowed serving 16 streams at ~900
-	// cells by a third, so it is off by default (serve/bench/run --tiled-attention). Every token
-	// or none: a token's attention must not depend on the batch it came in.
+	// (AVX-512); decode blocks of few rows take its row kernel (ops.AttnTiled). It halves the
+	// cost of a prompt deep in the context and saves ~10% at its start; the commands turn it on
+	// by default (--tiled-attention), the zero Options keep the exact kernels. Every token or
+	// none: a token's attention must not depend on the batch it came in.
 	TiledAttention bool
 	// Embeddings makes the tokens that ask for output keep their final-norm hidden state (read
 	// with Embedding) instead of logits: a context for /v1/embeddings skips the output matmul.

@@ -21,6 +21,7 @@ const (
 	logNote     = "ubatch logs to stderr in one format"
 	noMultimod  = "no multimodal models (text only)"
 	alwaysOn    = "always on in ubatch"
+	flashNote   = "--tiled-attention (flash-style, the default): off and 0 take the exact kernels, on, auto and 1 the tiled ones, where not given"
 )
 
 // llamaFlagTable lists llama-server's, llama-cli's and llama-bench's documented flags that ubatch
@@ -75,8 +76,8 @@ var llamaFlagTable = []llamaFlag{
 	{spell: "-fit, --fit", arg: "[on|off]", cmds: "srb", note: noGPU + " (the KV cache is checked against the available memory, see serve's --mem-limit)", choices: []string{"on", "off"}},
 	{spell: "-fitt, --fit-target", arg: "MiB0,MiB1,...", cmds: "srbB", note: noGPU},
 	{spell: "-fitc, --fit-ctx", arg: "N", cmds: "srbB", note: noGPU},
-	{spell: "-fa, --flash-attn", arg: "[on|off|auto]", cmds: "srb", note: "ubatch's attention kernel is its own (no flash-attention switch)", choices: []string{"on", "off", "auto"}},
-	{spell: "-fa, --flash-attn", arg: "<on|off|auto>", cmds: "B", note: "ubatch's attention kernel is its own (no flash-attention switch)", choices: []string{"on", "off", "auto", "0", "1"}},
+	{spell: "-fa, --flash-attn", arg: "[on|off|auto]", cmds: "srb", how: mapped, note: flashNote, choices: []string{"on", "off", "auto"}, apply: flashAttn},
+	{spell: "-fa, --flash-attn", arg: "<on|off|auto>", cmds: "B", how: mapped, note: flashNote, choices: []string{"on", "off", "auto", "0", "1"}, apply: flashAttn},
 	{spell: "--repack", cmds: "srb", note: "weights are always packed into ubatch's panels"},
 	{spell: "-nr, --no-repack", cmds: "srb", note: "weights are always packed into ubatch's panels"},
 	{spell: "-bs, --backend-sampling", cmds: "srb", note: noGPU},
@@ -360,6 +361,12 @@ var llamaFlagTable = []llamaFlag{
 	{spell: "-pg", arg: "<pp,tg>", cmds: "B", how: refused, note: "combined prompt+generation tests are not supported: use -p and -n"},
 	{spell: "-embd, --embeddings", arg: "<0|1>", cmds: "B", how: refused, note: "embedding tests are not supported", keep: []string{"0"}},
 	{spell: "-pps", cmds: "B", how: refused, note: "a prompt shared across the sequences is not supported in --batched"},
+}
+
+// flashAttn is llama.cpp's -fa: ubatch's tiled attention is flash-style attention.
+func flashAttn(fs *pflag.FlagSet, v string) error {
+	on := v != "off" && v != "0"
+	return setUnlessGiven(fs, "tiled-attention", strconv.FormatBool(on))
 }
 
 // serveTimeout is llama-server's -to N (seconds): ubatch's read and write timeouts, where the
