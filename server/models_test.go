@@ -320,11 +320,13 @@ func TestMultiLoadOnce(t *testing.T) {
 		}
 		return time.Duration(got.LoadDuration)
 	}
+	// The gate opens 200 ms after this goroutine starts, a little less after the request's
+	// clock starts (measured 197.8 ms on a loaded machine): 150 ms tells a waited load from none.
 	go func() { time.Sleep(200 * time.Millisecond); gate <- struct{}{} }()
-	if d := loadDuration(); d < 200*time.Millisecond {
-		t.Errorf("load_duration of the request that loaded beta: %v, want the 200 ms it waited or more", d)
+	if d := loadDuration(); d < 150*time.Millisecond {
+		t.Errorf("load_duration of the request that loaded beta: %v, want about the 200 ms it waited", d)
 	}
-	if d := loadDuration(); d >= 200*time.Millisecond {
+	if d := loadDuration(); d >= 100*time.Millisecond {
 		t.Errorf("load_duration once beta is loaded: %v", d)
 	}
 }
