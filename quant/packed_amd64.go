@@ -9,13 +9,40 @@ func q8PanelAVX2(np, nb int, w, x *byte, xStride, nx int, out *float32, outStrid
 func q4PanelAVX2(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 
 //go:noescape
+func q8Panel2AVX2(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
+
+//go:noescape
+func q4Panel2AVX2(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
+
+//go:noescape
 func q4SumsAVX2(nb int, x *byte, xStride, nx int, mul int32, dst *int32)
 
 // The AVX2 panel kernels (the sums multipliers: see sumsMul); the K-quants' are in
 // packed_k_amd64.go.
 func init() {
-	setPanel(Q8_0, cpu.AVX2, asmPanel(Q8_0, q8PanelAVX2), 0)
-	setPanel(Q4_0, cpu.AVX2, asmPanel(Q4_0, q4PanelAVX2), 8)
+	setPanel(Q8_0, cpu.AVX2, asmPanelPairs(Q8_0, q8Panel2AVX2, q8PanelAVX2), 0)
+	setPanel(Q4_0, cpu.AVX2, asmPanelPairs(Q4_0, q4Panel2AVX2, q4PanelAVX2), 8)
+}
+
+// pairCols is the fewest columns for which asmPanelPairs runs the two-panel kernel.
+const pairCols = 2
+
+// asmPanelPairs is asmPanel for two kernels of one computation: one that runs two panels at once
+// (np even), used for pairCols columns or more, and one that runs the rest one panel at a time.
+func asmPanelPairs(wt Type, pair, one panelAsm) panelFunc {
+	return func(np, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
+		checkPanelArgs(wt, np, nb, w, x, xStride, nx, out, outStride)
+		_ = sums[sumWords*nb-1]
+		p := 0
+		if nx >= pairCols {
+			if p = np &^ 1; p > 0 {
+				pair(p, nb, &w[0], &x[0], xStride, nx, &out[0], outStride, &sums[0])
+			}
+		}
+		if p < np {
+			one(np-p, nb, &w[p*PanelRows*nb*wt.TypeSize()], &x[0], xStride, nx, &out[p*PanelRows], outStride, &sums[0])
+		}
+	}
 }
 
 // panelAsm is an assembly panel kernel that takes activation sums (Q8_0, Q4_0), panelAsmK one that

@@ -1,7 +1,7 @@
-// The frame shared by the Q8_0 and Q4_0 panel kernels (packed_amd64.s: AVX2; packed_vnni_amd64.s
-// and packed_avxvnni_amd64.s: VNNI): arguments, the panel and block loops, one per column count,
-// and the stores. Only VEX-encodable instructions, so that the AVX-VNNI kernels run without
-// AVX-512.
+// The frame shared by the Q8_0 and Q4_0 panel kernels (packed_amd64.s and packed_pair_amd64.s:
+// AVX2; packed_vnni_amd64.s and packed_avxvnni_amd64.s: VNNI): arguments, the panel and block
+// loops, one per column count, and the stores. Only VEX-encodable instructions, so that the
+// AVX-VNNI kernels run without AVX-512.
 //
 // Registers: BX panels left; CX blocks left; SI the current block (scales, then quants); DI,
 // R10, R12, R13 columns 0-3 (R8 apart); R11 nx; DX out (the panel's rows); R9 the block's

@@ -5,6 +5,8 @@
 // row per dword lane, so each column's products accumulate vertically: per block and column the
 // integer sums of the 8 rows sit in one register, converted once and fused-multiply-added with
 // the 8 rows' scales times the column's scale. Each chunk is decoded once for all nx columns.
+// These run decode (one column) and a last odd panel; packed_pair_amd64.s runs pairs of panels
+// for 2-4 columns, bit-identical to these (the tests' reference).
 //
 // Registers: the frame's (packed_amd64.h), with Y6 int16 ones.
 //

@@ -85,6 +85,18 @@ func checkPanelPath(t testing.TB, typ Type, nb int, w, x []byte, xStride, nx, ou
 	got, ref, want := panelOut(np*PanelRows, nx, outStride), panelOut(np*PanelRows, nx, outStride), panelOut(np*PanelRows, nx, outStride)
 	panelKernel(typ, np, nb, p, x, xStride, nx, got, outStride, sums)
 	panelAVX2(typ, np, nb, p, x, xStride, nx, ref, outStride, sums2)
+	if typ == Q4_0 || typ == Q8_0 {
+		// The AVX2 path runs two panels at once for 2+ columns: the one-panel kernel, run over
+		// the np panels, is the reference for both.
+		one := panelOut(np*PanelRows, nx, outStride)
+		k := map[Type]panelAsm{Q8_0: q8PanelAVX2, Q4_0: q4PanelAVX2}[typ]
+		asmPanel(typ, k)(np, nb, p, x, xStride, nx, one, outStride, sums2)
+		for i := range one {
+			if math.Float32bits(one[i]) != math.Float32bits(ref[i]) && !(one[i] != one[i] && ref[i] != ref[i]) {
+				t.Fatalf("%v np=%d nb=%d nx=%d out[%d]: AVX2 kernel %v, one-panel AVX2 kernel %v (must be bit-identical)", typ, np, nb, nx, i, ref[i], one[i])
+			}
+		}
+	}
 	panelGo(typ, np, nb, p, x, xStride, nx, want, outStride)
 	eachPanelResult(t, got, np*PanelRows, nx, outStride, func(i, r, j int) {
 		where := fmt.Sprintf("%v %v nb=%d nx=%d row %d column %d", panelPathFor(typ), typ, nb, nx, r, j)
@@ -171,13 +183,14 @@ func TestPanelPathsExtremes(t *testing.T) {
 		{"Q4_0 0 x 127", Q4_0, 0x00, 127, -8},
 		{"Q4_0 15 x -127", Q4_0, 0xff, -127, 7},
 	}
-	const nb = 3
+	// Five panels: the kernels that run several at once (four, two) and the one-panel kernel.
+	const nb, np = 3, 5
 	for _, ap := range asmPaths {
 		for _, c := range cases {
 			t.Run(ap.name+"/"+c.name, func(t *testing.T) {
 				forcePath(t, ap.path)
 				bs := c.typ.TypeSize()
-				w := make([]byte, PanelRows*nb*bs)
+				w := make([]byte, np*PanelRows*nb*bs)
 				for i := range w {
 					w[i] = c.wq
 				}
@@ -196,14 +209,14 @@ func TestPanelPathsExtremes(t *testing.T) {
 				if err := PackRows(c.typ, 32*nb, p, w); err != nil {
 					t.Fatal(err)
 				}
-				out := make([]float32, MaxCols*PanelRows)
+				out := make([]float32, MaxCols*np*PanelRows)
 				sums := make([]int32, sumWords*nb)
 				for nx := 1; nx <= MaxCols; nx++ {
 					if needsSums(c.typ) {
 						panelSums(c.typ, nb, x, nb*q8_0Bytes, nx, sums)
 					}
-					panelKernel(c.typ, 1, nb, p, x, nb*q8_0Bytes, nx, out, PanelRows, sums)
-					for i, v := range out[:nx*PanelRows] {
+					panelKernel(c.typ, np, nb, p, x, nb*q8_0Bytes, nx, out, np*PanelRows, sums)
+					for i, v := range out[:nx*np*PanelRows] {
 						if v != want {
 							t.Fatalf("nx=%d out[%d] = %v, want %v", nx, i, v, want)
 						}
@@ -337,7 +350,9 @@ func fuzzPanelPaths(f *testing.F, typ Type, seed uint64) {
 	f.Fuzz(func(t *testing.T, data []byte, nxb uint8) {
 		var paths []cpu.Path
 		for _, ap := range asmPaths {
-			if ap.path != cpu.AVX2 && pathOnCPU(ap.path) && (ap.path == cpu.AVX512VNNI || typ != Q4_K && typ != Q6_K) {
+			// AVX2 too for Q8_0 and Q4_0: checkPanelPath compares its multi-panel kernels with
+			// its one-panel ones.
+			if pathOnCPU(ap.path) && (ap.path == cpu.AVX512VNNI || typ != Q4_K && typ != Q6_K) && (ap.path != cpu.AVX2 || typ == Q8_0 || typ == Q4_0) {
 				paths = append(paths, ap.path)
 			}
 		}
