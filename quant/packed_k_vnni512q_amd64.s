@@ -29,16 +29,16 @@
 // Frame: U_q of rows 0-15 at 128q, of rows 16-31 at 128q+64. The shuffles come from qk4tab,
 // the 256-bit kernels' tables repeated over 512 bits (VPSHUFB takes them as memory operands).
 
-// QK_PROLOGUE is ZKP_PROLOGUE for fours of panels (BX counts them; AX = 3·R14); Z14 = the bytes
+// QK_PROLOGUE is ZKP_PROLOGUE for fours of panels (BX counts them; AX = 3·R14); Zm = the bytes
 // of mask.
-#define QK_PROLOGUE(bs, mask) \
+#define QK_PROLOGUE(bs, mask, Zm) \
 	KP_ARGS;               \
 	SHRQ  $2, BX;          \
 	MOVQ  nb+8(FP), R14;   \
 	IMULQ $bs, R14;        \
 	LEAQ  (R14)(R14*2), AX; \
 	MOVL  $mask, R9;       \
-	VPBROADCASTD R9, Z14
+	VPBROADCASTD R9, Zm
 
 // QKLOAD0 and QKLOAD1: the 32 bytes at off of panels p and p+1 (QKLOAD0) or p+2 and p+3.
 #define QKLOAD0(off, Zr, Yr) \
@@ -246,8 +246,194 @@ done:
 // func q4KPanel4VNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
 // np a multiple of 4.
 TEXT ·q4KPanel4VNNI(SB), NOSPLIT, $512-64
-	QK_PROLOGUE(1152, 0x0f0f0f0f)
+	QK_PROLOGUE(1152, 0x0f0f0f0f, Z14)
 	PANEL_LOOPS(QK_START, QK4B1, QK4B2, QK4B3, QK4B4, QK_STORE_HI(qk4hi), Z24, Z25, Z26, Z27, QK_STEP, qk4p, qk4n1, qk4n2, qk4n3, qk4n4, qk4done, qk4next)
+
+// ---------------------------------------------------------------------------------------------
+// Q6_K on four panels: q6KPanel2VNNI's sums with VPDPBUSD instead of VPMADDUBSW, VPADDW and
+// VPDPWSSD. A group's 16 elements are decoded into four level vectors per row half (P, Q and R
+// masked, and their bits 6-7 joined, as ZQ6DA and ZQ6DB); each column's 4 activation dwords are
+// broadcast once and each feeds two level vectors (rows 0-15 and 16-31), 8 VPDPBUSD per column
+// and group into dword sums, which VPMULLD scales by the group's scale (sign-extended from the
+// scale pairs) into the super-block sums; the level offsets go there too, as in the pair kernel
+// (VPDPWSSD of the bsum pair with −32 times the scale pairs). The integer sum is the pair
+// kernel's, Σ_g sc_g·(dot_g − 32·bsum_g), exactly: a group's dot is at most 16·63·128, times
+// |sc| <= 128 and summed over 16 groups far inside int32. Folding as Q6FOLDR, the same float
+// operations per row in the same order.
+//
+// Registers: Z0-Z3 and Z4-Z7: the group sums of columns 0-3, rows 0-15 and 16-31 (split for 1-3
+// columns as QK4C1-QK4C3); Z8-Z11 and Z12-Z15: the group's levels of elements 0-3, 4-7, 8-11 and
+// 12-15, rows 0-15 and 16-31 (d at the end of a super-block); Z16-Z19 and Z20-Z23: the
+// super-block's integer sums; Z24: a broadcast; Z25: scratch; Z26, Z27: the group pair's scale
+// pairs of rows 0-15 and 16-31, then −32 times them; Z28, Z29: the group's scales; Z30: 0x3f
+// bytes; Z31: zero. The frame holds the results: column j's rows 0-15 at 128j, rows 16-31 at
+// 128j+64.
+
+// Q6QLEV decodes group u of two panels (L) into l0-l3 (their ymm halves y0-y2 for the loads).
+#define Q6QLEV(L, u, l0, l1, l2, l3, y0, y1, y2) \
+	L(144+96*u, l0, y0);  \
+	L(176+96*u, l1, y1);  \
+	L(208+96*u, l2, y2);  \
+	VPANDND l0, Z30, l3;  \
+	VPSRLW  $2, l3, l3;   \
+	VPANDND l1, Z30, Z25; \
+	VPORD   Z25, l3, l3;  \
+	VPSRLW  $2, l3, l3;   \
+	VPANDND l2, Z30, Z25; \
+	VPORD   Z25, l3, l3;  \
+	VPSRLW  $2, l3, l3;   \
+	VPANDD  Z30, l0, l0;  \
+	VPANDD  Z30, l1, l1;  \
+	VPANDD  Z30, l2, l2
+
+// Q6QX adds column P's products of group u: elements 0-3 and 8-11 to a0 (rows 0-15) and a1
+// (rows 16-31), elements 4-7 and 12-15 to b0 and b1.
+#define Q6QX(u, P, a0, a1, b0, b1) \
+	VPBROADCASTD 4+16*u(P), Z24;  \
+	VPDPBUSD     Z24, Z8, a0;     \
+	VPDPBUSD     Z24, Z12, a1;    \
+	VPBROADCASTD 8+16*u(P), Z24;  \
+	VPDPBUSD     Z24, Z9, b0;     \
+	VPDPBUSD     Z24, Z13, b1;    \
+	VPBROADCASTD 12+16*u(P), Z24; \
+	VPDPBUSD     Z24, Z10, a0;    \
+	VPDPBUSD     Z24, Z14, a1;    \
+	VPBROADCASTD 16+16*u(P), Z24; \
+	VPDPBUSD     Z24, Z11, b0;    \
+	VPDPBUSD     Z24, Z15, b1
+
+#define Q6QC1(u) Q6QX(u, DI, Z0, Z4, Z2, Z6)
+#define Q6QC2(u) Q6QC1(u); Q6QX(u, R10, Z1, Z5, Z3, Z7)
+#define Q6QC3(u) Q6QX(u, DI, Z0, Z4, Z3, Z7); Q6QX(u, R10, Z1, Z5, Z1, Z5); Q6QX(u, R12, Z2, Z6, Z2, Z6)
+#define Q6QC4(u) Q6QX(u, DI, Z0, Z4, Z0, Z4); Q6QX(u, R10, Z1, Z5, Z1, Z5); Q6QX(u, R12, Z2, Z6, Z2, Z6); Q6QX(u, R13, Z3, Z7, Z3, Z7)
+
+// Group ends: the sums times the group's scales (Z28, Z29) added to the super-block sums.
+#define Q6QSA(a0, a1, i0, i1) \
+	VPMULLD Z28, a0, a0; \
+	VPMULLD Z29, a1, a1; \
+	VPADDD  a0, i0, i0;  \
+	VPADDD  a1, i1, i1
+
+#define Q6QS1 Q6QSA(Z0, Z4, Z16, Z20)
+#define Q6QS2 Q6QS1; Q6QSA(Z1, Z5, Z17, Z21)
+#define Q6QS3 Q6QS2; Q6QSA(Z2, Z6, Z18, Z22)
+#define Q6QS4 Q6QS3; Q6QSA(Z3, Z7, Z19, Z23)
+
+// Q6QG runs group u: levels, the columns (C), the join (J, QK4J1-QK4J4), the scaling (S).
+#define Q6QG(u, C, J, S) \
+	Q6QLEV(QKLOAD0, u, Z8, Z9, Z10, Z11, Y8, Y9, Y10);    \
+	Q6QLEV(QKLOAD1, u, Z12, Z13, Z14, Z15, Y12, Y13, Y14); \
+	QK4Z;                                                  \
+	C(u);                                                  \
+	J;                                                     \
+	S
+
+#define Q6QG1(u) Q6QG(u, Q6QC1, QK4J1, Q6QS1)
+#define Q6QG2(u) Q6QG(u, Q6QC2, QK4J2, Q6QS2)
+#define Q6QG3(u) Q6QG(u, Q6QC3, QK4J3, Q6QS3)
+#define Q6QG4(u) Q6QG(u, Q6QC4, QK4J4, Q6QS4)
+
+// Level offsets of group pair i: column P's bsum pair times −32 times the scale pairs.
+#define Q6QOX(i, P, i0, i1) \
+	VPBROADCASTD 260+4*i(P), Z24; \
+	VPDPWSSD     Z24, Z26, i0;    \
+	VPDPWSSD     Z24, Z27, i1
+
+#define Q6QO1(i) Q6QOX(i, DI, Z16, Z20)
+#define Q6QO2(i) Q6QO1(i); Q6QOX(i, R10, Z17, Z21)
+#define Q6QO3(i) Q6QO2(i); Q6QOX(i, R12, Z18, Z22)
+#define Q6QO4(i) Q6QO3(i); Q6QOX(i, R13, Z19, Z23)
+
+// Q6QP runs group pair i (for Q6PAIRS): the scale pairs of both row halves sign-extended to
+// words, group u0's scales their low words sign-extended to dwords, u1's the high words.
+#define Q6QP(i, u0, u1, G, O) \
+	VMOVDQU64    16+16*i(SI), X26;                 \
+	VINSERTI32X4 $1, 16+16*i(SI)(R14*1), Y26, Y26; \
+	VPMOVSXBW    Y26, Z26;                         \
+	VMOVDQU64    16+16*i(SI)(R14*2), X27;          \
+	VINSERTI32X4 $1, 16+16*i(SI)(AX*1), Y27, Y27;  \
+	VPMOVSXBW   Y27, Z27;                         \
+	VPSLLD      $16, Z26, Z28;                    \
+	VPSRAD      $16, Z28, Z28;                    \
+	VPSLLD      $16, Z27, Z29;                    \
+	VPSRAD      $16, Z29, Z29;                    \
+	G(u0);                                        \
+	VPSRAD      $16, Z26, Z28;                    \
+	VPSRAD      $16, Z27, Z29;                    \
+	G(u1);                                        \
+	VPSLLW      $5, Z26, Z26;                     \
+	VPSUBW      Z26, Z31, Z26;                    \
+	VPSLLW      $5, Z27, Z27;                     \
+	VPSUBW      Z27, Z31, Z27;                    \
+	O(i)
+
+// Q6QFOLD folds column P's sums (i0 rows 0-15, i1 rows 16-31) into its results at off in the
+// frame, as Q6FOLDR (d in Z8 and Z12).
+#define Q6QFOLD(P, i0, i1, off) \
+	VCVTDQ2PS    i0, i0;            \
+	VCVTDQ2PS    i1, i1;            \
+	VBROADCASTSS (P), Z24;          \
+	VMULPS       Z8, Z24, Z9;       \
+	VMULPS       Z12, Z24, Z13;     \
+	VMOVUPS      off(SP), Z10;      \
+	VFMADD231PS  Z9, i0, Z10;       \
+	VMOVUPS      Z10, off(SP);      \
+	VMOVUPS      off+64(SP), Z14;   \
+	VFMADD231PS  Z13, i1, Z14;      \
+	VMOVUPS      Z14, off+64(SP)
+
+#define Q6QFOLD1 Q6QFOLD(DI, Z16, Z20, 0)
+#define Q6QFOLD2 Q6QFOLD1; Q6QFOLD(R10, Z17, Z21, 128)
+#define Q6QFOLD3 Q6QFOLD2; Q6QFOLD(R12, Z18, Z22, 256)
+#define Q6QFOLD4 Q6QFOLD3; Q6QFOLD(R13, Z19, Z23, 384)
+
+#define Q6QBLOCK(G, O, FOLD) \
+	CLEAR4(VPXORD, Z16, Z17, Z18, Z19); \
+	CLEAR4(VPXORD, Z20, Z21, Z22, Z23); \
+	Q6PAIRS(Q6QP, G, O);                \
+	QKHALF0(0, Z8, Y8, X8);             \
+	QKHALF1(0, Z12, Y12, X12);          \
+	FOLD;                               \
+	KP_NEXT(1680)
+
+#define Q6QB1 Q6QBLOCK(Q6QG1, Q6QO1, Q6QFOLD1)
+#define Q6QB2 Q6QBLOCK(Q6QG2, Q6QO2, Q6QFOLD2)
+#define Q6QB3 Q6QBLOCK(Q6QG3, Q6QO3, Q6QFOLD3)
+#define Q6QB4 Q6QBLOCK(Q6QG4, Q6QO4, Q6QFOLD4)
+
+// Q6Q_START starts a quad: columns and super-blocks from the start, the results in the frame
+// cleared, Z31 zero and Z30 the mask again (Q6Q_END takes both for results).
+#define Q6Q_START \
+	KP_PANEL;                  \
+	MOVL      $0x3f3f3f3f, R9; \
+	VPBROADCASTD R9, Z30;      \
+	VPXORD    Z31, Z31, Z31;   \
+	VMOVDQU64 Z31, 0(SP);      \
+	VMOVDQU64 Z31, 64(SP);     \
+	VMOVDQU64 Z31, 128(SP);    \
+	VMOVDQU64 Z31, 192(SP);    \
+	VMOVDQU64 Z31, 256(SP);    \
+	VMOVDQU64 Z31, 320(SP);    \
+	VMOVDQU64 Z31, 384(SP);    \
+	VMOVDQU64 Z31, 448(SP)
+
+// Q6Q_END loads the results for the stores (rows 0-15 to Z24-Z27, rows 16-31 to Z28-Z31).
+#define Q6Q_END \
+	VMOVUPS 0(SP), Z24;   \
+	VMOVUPS 128(SP), Z25; \
+	VMOVUPS 256(SP), Z26; \
+	VMOVUPS 384(SP), Z27; \
+	VMOVUPS 64(SP), Z28;  \
+	VMOVUPS 192(SP), Z29; \
+	VMOVUPS 320(SP), Z30; \
+	VMOVUPS 448(SP), Z31; \
+	QK_STORE_HI(q6qhi)
+
+// func q6KPanel4VNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
+// np a multiple of 4.
+TEXT ·q6KPanel4VNNI(SB), NOSPLIT, $512-64
+	QK_PROLOGUE(1680, 0x3f3f3f3f, Z30)
+	PANEL_LOOPS(Q6Q_START, Q6QB1, Q6QB2, Q6QB3, Q6QB4, Q6Q_END, Z24, Z25, Z26, Z27, QK_STEP, q6qp, q6qn1, q6qn2, q6qn3, q6qn4, q6qdone, q6qnext)
 
 // qk4tab: vk4sc+0 (+0), vk4sc+32 (+64), the sub-block scales as int32s; k4dup+32 (+128) and
 // k4dup+96 (+192), the (m, m) pairs: each the same 16-byte pattern in all four lanes.
