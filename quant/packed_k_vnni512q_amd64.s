@@ -269,7 +269,17 @@ TEXT ·q4KPanel4VNNI(SB), NOSPLIT, $512-64
 // bytes; Z31: zero. The frame holds the results: column j's rows 0-15 at 128j, rows 16-31 at
 // 128j+64.
 
-// Q6QLEV decodes group u of two panels (L) into l0-l3 (their ymm halves y0-y2 for the loads).
+// QKLOADB0 and QKLOADB1: QKLOAD0 and QKLOAD1 from the group pair at BX.
+#define QKLOADB0(off, Zr, Yr) \
+	VMOVDQU64    off(BX), Yr; \
+	VINSERTI64X4 $1, off(BX)(R14*1), Zr, Zr
+
+#define QKLOADB1(off, Zr, Yr) \
+	VMOVDQU64    off(BX)(R14*2), Yr; \
+	VINSERTI64X4 $1, off(BX)(AX*1), Zr, Zr
+
+// Q6QLEV decodes group u (0 or 1) of the pair of two panels (L) into l0-l3 (their ymm halves
+// y0-y2 for the loads).
 #define Q6QLEV(L, u, l0, l1, l2, l3, y0, y1, y2) \
 	L(144+96*u, l0, y0);  \
 	L(176+96*u, l1, y1);  \
@@ -289,16 +299,16 @@ TEXT ·q4KPanel4VNNI(SB), NOSPLIT, $512-64
 // Q6QX adds column P's products of group u: elements 0-3 and 8-11 to a0 (rows 0-15) and a1
 // (rows 16-31), elements 4-7 and 12-15 to b0 and b1.
 #define Q6QX(u, P, a0, a1, b0, b1) \
-	VPBROADCASTD 4+16*u(P), Z24;  \
+	VPBROADCASTD 4+16*u(P)(R9*8), Z24;  \
 	VPDPBUSD     Z24, Z8, a0;     \
 	VPDPBUSD     Z24, Z12, a1;    \
-	VPBROADCASTD 8+16*u(P), Z24;  \
+	VPBROADCASTD 8+16*u(P)(R9*8), Z24;  \
 	VPDPBUSD     Z24, Z9, b0;     \
 	VPDPBUSD     Z24, Z13, b1;    \
-	VPBROADCASTD 12+16*u(P), Z24; \
+	VPBROADCASTD 12+16*u(P)(R9*8), Z24; \
 	VPDPBUSD     Z24, Z10, a0;    \
 	VPDPBUSD     Z24, Z14, a1;    \
-	VPBROADCASTD 16+16*u(P), Z24; \
+	VPBROADCASTD 16+16*u(P)(R9*8), Z24; \
 	VPDPBUSD     Z24, Z11, b0;    \
 	VPDPBUSD     Z24, Z15, b1
 
@@ -321,8 +331,8 @@ TEXT ·q4KPanel4VNNI(SB), NOSPLIT, $512-64
 
 // Q6QG runs group u: levels, the columns (C), the join (J, QK4J1-QK4J4), the scaling (S).
 #define Q6QG(u, C, J, S) \
-	Q6QLEV(QKLOAD0, u, Z8, Z9, Z10, Z11, Y8, Y9, Y10);    \
-	Q6QLEV(QKLOAD1, u, Z12, Z13, Z14, Z15, Y12, Y13, Y14); \
+	Q6QLEV(QKLOADB0, u, Z8, Z9, Z10, Z11, Y8, Y9, Y10);    \
+	Q6QLEV(QKLOADB1, u, Z12, Z13, Z14, Z15, Y12, Y13, Y14); \
 	QK4Z;                                                  \
 	C(u);                                                  \
 	J;                                                     \
@@ -334,38 +344,39 @@ TEXT ·q4KPanel4VNNI(SB), NOSPLIT, $512-64
 #define Q6QG4(u) Q6QG(u, Q6QC4, QK4J4, Q6QS4)
 
 // Level offsets of group pair i: column P's bsum pair times −32 times the scale pairs.
-#define Q6QOX(i, P, i0, i1) \
-	VPBROADCASTD 260+4*i(P), Z24; \
+#define Q6QOX(P, i0, i1) \
+	VPBROADCASTD 260(P)(R9*1), Z24;  \
 	VPDPWSSD     Z24, Z26, i0;    \
 	VPDPWSSD     Z24, Z27, i1
 
-#define Q6QO1(i) Q6QOX(i, DI, Z16, Z20)
-#define Q6QO2(i) Q6QO1(i); Q6QOX(i, R10, Z17, Z21)
-#define Q6QO3(i) Q6QO2(i); Q6QOX(i, R12, Z18, Z22)
-#define Q6QO4(i) Q6QO3(i); Q6QOX(i, R13, Z19, Z23)
+#define Q6QO1 Q6QOX(DI, Z16, Z20)
+#define Q6QO2 Q6QO1; Q6QOX(R10, Z17, Z21)
+#define Q6QO3 Q6QO2; Q6QOX(R12, Z18, Z22)
+#define Q6QO4 Q6QO3; Q6QOX(R13, Z19, Z23)
 
-// Q6QP runs group pair i (for Q6PAIRS): the scale pairs of both row halves sign-extended to
-// words, group u0's scales their low words sign-extended to dwords, u1's the high words.
-#define Q6QP(i, u0, u1, G, O) \
-	VMOVDQU64    16+16*i(SI), X26;                 \
-	VINSERTI32X4 $1, 16+16*i(SI)(R14*1), Y26, Y26; \
-	VPMOVSXBW    Y26, Z26;                         \
-	VMOVDQU64    16+16*i(SI)(R14*2), X27;          \
-	VINSERTI32X4 $1, 16+16*i(SI)(AX*1), Y27, Y27;  \
+// Q6QP runs the group pair i = R9/4 (its scale pairs at R8, its units at BX): the scale pairs
+// of both row halves sign-extended to words, group 2i's scales their low words sign-extended to
+// dwords, 2i+1's the high words.
+#define Q6QP(G, O) \
+	VMOVDQU64    16(R8), X26;                 \
+	VINSERTI32X4 $1, 16(R8)(R14*1), Y26, Y26; \
+	VPMOVSXBW    Y26, Z26;                    \
+	VMOVDQU64    16(R8)(R14*2), X27;          \
+	VINSERTI32X4 $1, 16(R8)(AX*1), Y27, Y27;  \
 	VPMOVSXBW   Y27, Z27;                         \
 	VPSLLD      $16, Z26, Z28;                    \
 	VPSRAD      $16, Z28, Z28;                    \
 	VPSLLD      $16, Z27, Z29;                    \
 	VPSRAD      $16, Z29, Z29;                    \
-	G(u0);                                        \
+	G(0);                                         \
 	VPSRAD      $16, Z26, Z28;                    \
 	VPSRAD      $16, Z27, Z29;                    \
-	G(u1);                                        \
+	G(1);                                         \
 	VPSLLW      $5, Z26, Z26;                     \
 	VPSUBW      Z26, Z31, Z26;                    \
 	VPSLLW      $5, Z27, Z27;                     \
 	VPSUBW      Z27, Z31, Z27;                    \
-	O(i)
+	O
 
 // Q6QFOLD folds column P's sums (i0 rows 0-15, i1 rows 16-31) into its results at off in the
 // frame, as Q6FOLDR (d in Z8 and Z12).
@@ -387,23 +398,38 @@ TEXT ·q4KPanel4VNNI(SB), NOSPLIT, $512-64
 #define Q6QFOLD3 Q6QFOLD2; Q6QFOLD(R12, Z18, Z22, 256)
 #define Q6QFOLD4 Q6QFOLD3; Q6QFOLD(R13, Z19, Z23, 384)
 
-#define Q6QBLOCK(G, O, FOLD) \
+// Q6QBLOCK runs a super-block: the group pairs in a loop (lp its label; R9 = 4i, R8 and BX at
+// pair i's scales and units), not unrolled as in the pair kernel, whose 16 groups would be
+// 2-3 times the code here.
+#define Q6QBLOCK(G, O, FOLD, lp) \
 	CLEAR4(VPXORD, Z16, Z17, Z18, Z19); \
 	CLEAR4(VPXORD, Z20, Z21, Z22, Z23); \
-	Q6PAIRS(Q6QP, G, O);                \
+	MOVQ SI, R8;                        \
+	MOVQ SI, BX;                        \
+	XORQ R9, R9;                        \
+lp:                                     \
+	Q6QP(G, O);                         \
+	ADDQ $16, R8;                       \
+	ADDQ $192, BX;                      \
+	ADDQ $4, R9;                        \
+	CMPQ R9, $32;                       \
+	JLT  lp;                            \
 	QKHALF0(0, Z8, Y8, X8);             \
 	QKHALF1(0, Z12, Y12, X12);          \
 	FOLD;                               \
 	KP_NEXT(1680)
 
-#define Q6QB1 Q6QBLOCK(Q6QG1, Q6QO1, Q6QFOLD1)
-#define Q6QB2 Q6QBLOCK(Q6QG2, Q6QO2, Q6QFOLD2)
-#define Q6QB3 Q6QBLOCK(Q6QG3, Q6QO3, Q6QFOLD3)
-#define Q6QB4 Q6QBLOCK(Q6QG4, Q6QO4, Q6QFOLD4)
+#define Q6QB1 Q6QBLOCK(Q6QG1, Q6QO1, Q6QFOLD1, q6qg1)
+#define Q6QB2 Q6QBLOCK(Q6QG2, Q6QO2, Q6QFOLD2, q6qg2)
+#define Q6QB3 Q6QBLOCK(Q6QG3, Q6QO3, Q6QFOLD3, q6qg3)
+#define Q6QB4 Q6QBLOCK(Q6QG4, Q6QO4, Q6QFOLD4, q6qg4)
 
 // Q6Q_START starts a quad: columns and super-blocks from the start, the results in the frame
-// cleared, Z31 zero and Z30 the mask again (Q6Q_END takes both for results).
+// cleared, Z31 zero and Z30 the mask again (Q6Q_END takes both for results); BX, the quads
+// left, saved at 512 in the frame and R8 xStride again (the pair loops take both).
 #define Q6Q_START \
+	MOVQ      BX, 512(SP);     \
+	MOVQ      xStride+32(FP), R8; \
 	KP_PANEL;                  \
 	MOVL      $0x3f3f3f3f, R9; \
 	VPBROADCASTD R9, Z30;      \
@@ -427,11 +453,12 @@ TEXT ·q4KPanel4VNNI(SB), NOSPLIT, $512-64
 	VMOVUPS 192(SP), Z29; \
 	VMOVUPS 320(SP), Z30; \
 	VMOVUPS 448(SP), Z31; \
+	MOVQ    512(SP), BX;  \
 	QK_STORE_HI(q6qhi)
 
 // func q6KPanel4VNNI(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int)
 // np a multiple of 4.
-TEXT ·q6KPanel4VNNI(SB), NOSPLIT, $512-64
+TEXT ·q6KPanel4VNNI(SB), NOSPLIT, $520-64
 	QK_PROLOGUE(1680, 0x3f3f3f3f, Z30)
 	PANEL_LOOPS(Q6Q_START, Q6QB1, Q6QB2, Q6QB3, Q6QB4, Q6Q_END, Z24, Z25, Z26, Z27, QK_STEP, q6qp, q6qn1, q6qn2, q6qn3, q6qn4, q6qdone, q6qnext)
 
