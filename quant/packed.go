@@ -306,9 +306,9 @@ func matmulPanels(wt Type, k int, w, xq []byte, nTok int, out []float32, outStri
 	if ws && !ready {
 		chunk = len(sums) / (sumWords * nb) * MaxCols
 	}
-	// A multiple of 4 panels: the AVX-512 Q8_0/Q4_0 kernels run them in fours (the K-quant ones
-	// and the AVX2 Q8_0/Q4_0 ones in pairs), and a smaller block would leave the rest to the pair or one-panel kernels in
-	// every block.
+	// A multiple of 4 panels: the AVX-512 kernels run them in fours (the AVX2 Q8_0/Q4_0 ones in
+	// pairs), and a smaller block would leave the rest to the pair or one-panel kernels in every
+	// block.
 	blockRows := max(4, panelBlockBytes/panel&^3) * PanelRows
 	if nTok <= MaxCols {
 		blockRows = r1 - r0 // one token group: nothing to keep in L2 for the next one

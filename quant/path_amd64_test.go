@@ -149,9 +149,9 @@ func TestPanelPathsMatchGo(t *testing.T) {
 				}
 				for _, nb := range nbs {
 					for nx := 1; nx <= MaxCols; nx++ {
-						// One panel or three, two or four, and 3+nx and 12-nx: the AVX-512 Q8_0
-						// and Q4_0 kernels run fours of panels (3 columns or more), then a pair,
-						// then an odd last one alone.
+						// One panel or three, two or four, and 3+nx and 12-nx: the AVX-512 kernels
+						// run fours of panels (2 columns or more), then a pair, then an odd last
+						// one alone.
 						for _, np := range []int{1 + nx%2*2, 2 + (nx+1)%2*2, 3 + nx, 12 - nx} {
 							w, x, xStride := panelTestInputs(t, r, typ, np, nb, nx, nb%2 == 1)
 							for _, outStride := range []int{np * PanelRows, np*PanelRows + 5, max(64, np*PanelRows+16)} {
