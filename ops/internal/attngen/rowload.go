@@ -18,7 +18,6 @@ func row() {
 	tileConsts()
 	mathMacros()
 	rowLoadMacros()
-	rowMacros()
 	// Before any TEXT: go vet checks a macro's arguments against the function it follows.
 	for _, f16 := range []bool{false, true} {
 		for r := 1; r <= rowSetRows; r++ {
