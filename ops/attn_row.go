@@ -231,6 +231,15 @@ func attnTiledRows(s *TileScratch, src TileSource, blk *TileBlock, q []float32, 
 			}
 		}
 	}
+	if !(softcap > 0) {
+		softcap = 0
+	}
+	// A CacheTiles has the block's cells checked once, then loaded and read unchecked; any other
+	// source through its methods and AttnRowStep, every tile checked.
+	fast, _ := src.(rowSource)
+	if fast != nil {
+		fast.checkRows(blk.Cells)
+	}
 	const group = RowTiles * TileCells
 	// The rows of a group are prefetched two groups ahead (measured faster than one or four, on
 	// a cache streamed from memory), the first two groups here.
@@ -241,11 +250,19 @@ func attnTiledRows(s *TileScratch, src TileSource, blk *TileBlock, q []float32, 
 			cells := blk.Cells[c0+t*TileCells:][:TileCells]
 			a := min(c0+2*group+t*TileCells, len(blk.Cells))
 			src.Prefetch(blk.Cells[a:min(a+TileCells, len(blk.Cells))])
-			src.LoadKT(s.ktT[t*TileCells:], cells)
+			if fast != nil {
+				fast.loadKT(s.ktT[t*TileCells:], cells)
+			} else {
+				src.LoadKT(s.ktT[t*TileCells:], cells)
+			}
 		}
 		src.RowV(&s.v, s.vts, blk.Cells[c0:c1])
 		for si := range sets {
-			AttnRowStep(&s.sets[si], hd, s.ktT, &s.v, blk.CPos[c0:c1], softcap)
+			if fast != nil {
+				attnRowStep(&s.sets[si], hd, s.ktT, &s.v, blk.CPos[c0:c1], softcap)
+			} else {
+				AttnRowStep(&s.sets[si], hd, s.ktT, &s.v, blk.CPos[c0:c1], softcap)
+			}
 		}
 	}
 	for si := range sets {
@@ -260,6 +277,14 @@ func attnTiledRows(s *TileScratch, src TileSource, blk *TileBlock, q []float32, 
 			}
 		}
 	}
+}
+
+// rowSource is a TileSource that checks a block's cells once for the row kernel (CacheTiles):
+// checkRows panics unless the K and V rows of every cell are inside the cache, after which
+// loadKT is LoadKT unchecked and the rows RowV gives may be read unchecked.
+type rowSource interface {
+	checkRows(cells []int32)
+	loadKT(dst []float32, cells []int32)
 }
 
 // rowCells are the cells 0 .. RowTiles·TileCells-1: TileV.Cells of rows widened in order.

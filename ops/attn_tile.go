@@ -322,6 +322,29 @@ func (s *CacheTiles[E]) LoadKT(dst []float32, cells []int32) {
 	}
 }
 
+func (s *CacheTiles[E]) checkRows(cells []int32) {
+	var e E
+	span := s.HD
+	if unsafe.Sizeof(e) == 1 { // Q8_0: rows of blocks
+		if s.HD%32 != 0 {
+			panic(fmt.Sprintf("ops.AttnTiled: hd %d is not a multiple of the Q8_0 block of 32", s.HD))
+		}
+		span = s.HD / 32 * q8Block
+	}
+	checkCells("AttnTiled", span, min(len(s.K), len(s.V)), cells, s.Stride)
+}
+
+func (s *CacheTiles[E]) loadKT(dst []float32, cells []int32) {
+	switch k := any(s.K).(type) {
+	case []uint16:
+		attnTileLoadKTF16(dst, k, cells, s.Stride, s.HD)
+	case []float32:
+		attnTileLoadKTF32(dst, k, cells, s.Stride, s.HD)
+	case []byte:
+		attnTileLoadKTQ8(dst, k, cells, s.Stride, s.HD)
+	}
+}
+
 // loadTile is AttnTileLoadF16, AttnTileLoadF32 or AttnTileLoadQ8, by the cache's element type.
 func loadTile[E uint16 | float32 | byte](dst []float32, src []E, cells []int32, stride, hd int) {
 	switch src := any(src).(type) {
