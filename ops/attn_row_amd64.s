@@ -1061,6 +1061,33 @@ pfline:
 pfdone:
 	RET
 
+// func attnTilePrefetch2L(k, v unsafe.Pointer, cells *int32, n, strideB int)
+//
+// attnTilePrefetch of rows of two whole cache lines (128 bytes from a multiple of 64): two
+// PREFETCHT0 a row, no loop over its lines.
+TEXT ·attnTilePrefetch2L(SB), NOSPLIT, $0-40
+	MOVQ         k+0(FP), DI
+	MOVQ         v+8(FP), SI
+	MOVQ         cells+16(FP), DX
+	MOVQ         n+24(FP), CX
+	MOVQ         strideB+32(FP), R8
+	TESTQ        CX, CX
+	JZ           pf2done
+
+pf2cell:
+	MOVLQSX      (DX), AX
+	IMULQ        R8, AX
+	PREFETCHT0   (DI)(AX*1)
+	PREFETCHT0   64(DI)(AX*1)
+	PREFETCHT0   (SI)(AX*1)
+	PREFETCHT0   64(SI)(AX*1)
+	ADDQ         $4, DX
+	DECQ         CX
+	JNZ          pf2cell
+
+pf2done:
+	RET
+
 // func attnRowStep1F32AVX512(q *float32, hd int, ktT *float32, v *float32, cpos, pos, lo *int32, softcap, inv float32, m, l, o, scr *float32, tiles int, vcells *int32, vstrideB int)
 //
 // 1 rows; hd > 0 a multiple of 16; softcap 0 (none) or > 0, inv = 1/softcap; 1 <= tiles <= 4;
