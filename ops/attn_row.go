@@ -246,14 +246,13 @@ func attnTiledRows(s *TileScratch, src TileSource, blk *TileBlock, q []float32, 
 	src.Prefetch(blk.Cells[:min(2*group, len(blk.Cells))])
 	for c0 := 0; c0 < len(blk.Cells); c0 += group {
 		c1 := min(c0+group, len(blk.Cells))
-		for t := range (c1 - c0) / TileCells {
-			cells := blk.Cells[c0+t*TileCells:][:TileCells]
-			a := min(c0+2*group+t*TileCells, len(blk.Cells))
-			src.Prefetch(blk.Cells[a:min(a+TileCells, len(blk.Cells))])
-			if fast != nil {
-				fast.loadKT(s.ktT[t*TileCells:], cells)
-			} else {
-				src.LoadKT(s.ktT[t*TileCells:], cells)
+		ahead := blk.Cells[min(c0+2*group, len(blk.Cells)):min(c0+3*group, len(blk.Cells))]
+		if fast != nil {
+			fast.loadGroup(s.ktT, blk.Cells[c0:c1], ahead)
+		} else {
+			for t := range (c1 - c0) / TileCells {
+				src.Prefetch(ahead[min(t*TileCells, len(ahead)):min((t+1)*TileCells, len(ahead))])
+				src.LoadKT(s.ktT[t*TileCells:], blk.Cells[c0+t*TileCells:][:TileCells])
 			}
 		}
 		src.RowV(&s.v, s.vts, blk.Cells[c0:c1])
@@ -281,10 +280,12 @@ func attnTiledRows(s *TileScratch, src TileSource, blk *TileBlock, q []float32, 
 
 // rowSource is a TileSource that checks a block's cells once for the row kernel (CacheTiles):
 // checkRows panics unless the K and V rows of every cell are inside the cache, after which
-// loadKT is LoadKT unchecked and the rows RowV gives may be read unchecked.
+// loadGroup loads tiles unchecked and the rows RowV gives may be read unchecked. loadGroup
+// loads the K tiles of cells (1 to RowTiles) transposed into ktT (LoadKT into ktT[t*TileCells:]
+// for tile t), before each prefetching the tile of ahead at its place (those it has).
 type rowSource interface {
 	checkRows(cells []int32)
-	loadKT(dst []float32, cells []int32)
+	loadGroup(ktT []float32, cells, ahead []int32)
 }
 
 // rowCells are the cells 0 .. RowTiles·TileCells-1: TileV.Cells of rows widened in order.

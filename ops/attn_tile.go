@@ -334,14 +334,24 @@ func (s *CacheTiles[E]) checkRows(cells []int32) {
 	checkCells("AttnTiled", span, min(len(s.K), len(s.V)), cells, s.Stride)
 }
 
-func (s *CacheTiles[E]) loadKT(dst []float32, cells []int32) {
-	switch k := any(s.K).(type) {
-	case []uint16:
-		attnTileLoadKTF16(dst, k, cells, s.Stride, s.HD)
-	case []float32:
-		attnTileLoadKTF32(dst, k, cells, s.Stride, s.HD)
-	case []byte:
-		attnTileLoadKTQ8(dst, k, cells, s.Stride, s.HD)
+func (s *CacheTiles[E]) loadGroup(ktT []float32, cells, ahead []int32) {
+	if k, ok := any(s.K).([]uint16); ok { // the F16 cache's loop without the switches
+		pk, pv := unsafe.Pointer(&k[0]), unsafe.Pointer(&s.V[0])
+		for t := range len(cells) / TileCells {
+			tilePrefetch(pk, pv, ahead[min(t*TileCells, len(ahead)):min((t+1)*TileCells, len(ahead))], 2*s.Stride, 2*s.HD)
+			attnTileLoadKTF16(ktT[t*TileCells:], k, cells[t*TileCells:][:TileCells], s.Stride, s.HD)
+		}
+		return
+	}
+	for t := range len(cells) / TileCells {
+		s.Prefetch(ahead[min(t*TileCells, len(ahead)):min((t+1)*TileCells, len(ahead))])
+		dst, c := ktT[t*TileCells:], cells[t*TileCells:][:TileCells]
+		switch k := any(s.K).(type) {
+		case []float32:
+			attnTileLoadKTF32(dst, k, c, s.Stride, s.HD)
+		case []byte:
+			attnTileLoadKTQ8(dst, k, c, s.Stride, s.HD)
+		}
 	}
 }
 
