@@ -231,21 +231,37 @@ func attnTiledRows(s *TileScratch, src TileSource, blk *TileBlock, q []float32, 
 			}
 		}
 	}
+	if !(softcap > 0) {
+		softcap = 0
+	}
+	// A CacheTiles has the block's cells checked once, then loaded and read unchecked; any other
+	// source through its methods and AttnRowStep, every tile checked.
+	fast, _ := src.(rowSource)
+	if fast != nil {
+		fast.checkRows(blk.Cells)
+	}
 	const group = RowTiles * TileCells
 	// The rows of a group are prefetched two groups ahead (measured faster than one or four, on
 	// a cache streamed from memory), the first two groups here.
 	src.Prefetch(blk.Cells[:min(2*group, len(blk.Cells))])
 	for c0 := 0; c0 < len(blk.Cells); c0 += group {
 		c1 := min(c0+group, len(blk.Cells))
-		for t := range (c1 - c0) / TileCells {
-			cells := blk.Cells[c0+t*TileCells:][:TileCells]
-			a := min(c0+2*group+t*TileCells, len(blk.Cells))
-			src.Prefetch(blk.Cells[a:min(a+TileCells, len(blk.Cells))])
-			src.LoadKT(s.ktT[t*TileCells:], cells)
+		ahead := blk.Cells[min(c0+2*group, len(blk.Cells)):min(c0+3*group, len(blk.Cells))]
+		if fast != nil {
+			fast.loadGroup(s.ktT, blk.Cells[c0:c1], ahead)
+		} else {
+			for t := range (c1 - c0) / TileCells {
+				src.Prefetch(ahead[min(t*TileCells, len(ahead)):min((t+1)*TileCells, len(ahead))])
+				src.LoadKT(s.ktT[t*TileCells:], blk.Cells[c0+t*TileCells:][:TileCells])
+			}
 		}
 		src.RowV(&s.v, s.vts, blk.Cells[c0:c1])
 		for si := range sets {
-			AttnRowStep(&s.sets[si], hd, s.ktT, &s.v, blk.CPos[c0:c1], softcap)
+			if fast != nil {
+				attnRowStep(&s.sets[si], hd, s.ktT, &s.v, blk.CPos[c0:c1], softcap)
+			} else {
+				AttnRowStep(&s.sets[si], hd, s.ktT, &s.v, blk.CPos[c0:c1], softcap)
+			}
 		}
 	}
 	for si := range sets {
@@ -260,6 +276,16 @@ func attnTiledRows(s *TileScratch, src TileSource, blk *TileBlock, q []float32, 
 			}
 		}
 	}
+}
+
+// rowSource is a TileSource that checks a block's cells once for the row kernel (CacheTiles):
+// checkRows panics unless the K and V rows of every cell are inside the cache, after which
+// loadGroup loads tiles unchecked and the rows RowV gives may be read unchecked. loadGroup
+// loads the K tiles of cells (1 to RowTiles) transposed into ktT (LoadKT into ktT[t*TileCells:]
+// for tile t), before each prefetching the tile of ahead at its place (those it has).
+type rowSource interface {
+	checkRows(cells []int32)
+	loadGroup(ktT []float32, cells, ahead []int32)
 }
 
 // rowCells are the cells 0 .. RowTiles·TileCells-1: TileV.Cells of rows widened in order.

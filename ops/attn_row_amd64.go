@@ -35,6 +35,12 @@ func attnRowStep4F16AVX512(q *float32, hd int, ktT *float32, v *uint16, cpos, po
 //go:noescape
 func attnTilePrefetch(k, v unsafe.Pointer, cells *int32, n, strideB, rowBytes int)
 
+// attnTilePrefetch2L is attnTilePrefetch for rows of two whole cache lines (rowBytes 128, k, v
+// and strideB multiples of 64).
+//
+//go:noescape
+func attnTilePrefetch2L(k, v unsafe.Pointer, cells *int32, n, strideB int)
+
 //go:noescape
 func attnTileLoadKTF16AVX512(dst *float32, k *uint16, cells *int32, strideB, hd int)
 
@@ -108,7 +114,12 @@ func attnTileLoadKTQ8(dst []float32, k []byte, cells []int32, strideB, hd int) {
 }
 
 func tilePrefetch(k, v unsafe.Pointer, cells []int32, strideB, rowBytes int) {
-	if len(cells) > 0 && rowBytes > 0 {
-		attnTilePrefetch(k, v, &cells[0], len(cells), strideB, rowBytes)
+	if len(cells) == 0 || rowBytes <= 0 {
+		return
 	}
+	if rowBytes == 128 && (uintptr(k)|uintptr(v)|uintptr(strideB))%64 == 0 { // F16 rows of hd 64
+		attnTilePrefetch2L(k, v, &cells[0], len(cells), strideB)
+		return
+	}
+	attnTilePrefetch(k, v, &cells[0], len(cells), strideB, rowBytes)
 }

@@ -168,75 +168,6 @@ GLOBL rowc<>(SB), RODATA|NOPTR, $60
 	VMOVUPS      Z15, 3840(DI); \
 	ADDQ         $4096, DI
 
-// RMAX(off): X1 = the maximum of X1 and the 16 floats at off(BX), folded in cell order (VMAXSS is m
-// > s ? m : s, NaN included, as the Go loop's if !(m > s) { m = s }).
-#define RMAX(off) \
-	VMAXSS       off+0(BX), X1, X1; \
-	VMAXSS       off+4(BX), X1, X1; \
-	VMAXSS       off+8(BX), X1, X1; \
-	VMAXSS       off+12(BX), X1, X1; \
-	VMAXSS       off+16(BX), X1, X1; \
-	VMAXSS       off+20(BX), X1, X1; \
-	VMAXSS       off+24(BX), X1, X1; \
-	VMAXSS       off+28(BX), X1, X1; \
-	VMAXSS       off+32(BX), X1, X1; \
-	VMAXSS       off+36(BX), X1, X1; \
-	VMAXSS       off+40(BX), X1, X1; \
-	VMAXSS       off+44(BX), X1, X1; \
-	VMAXSS       off+48(BX), X1, X1; \
-	VMAXSS       off+52(BX), X1, X1; \
-	VMAXSS       off+56(BX), X1, X1; \
-	VMAXSS       off+60(BX), X1, X1
-
-// RSUM(off): X5 += the 16 floats at off(R12), one by one in cell order.
-#define RSUM(off) \
-	VADDSS       off+0(R12), X5, X5; \
-	VADDSS       off+4(R12), X5, X5; \
-	VADDSS       off+8(R12), X5, X5; \
-	VADDSS       off+12(R12), X5, X5; \
-	VADDSS       off+16(R12), X5, X5; \
-	VADDSS       off+20(R12), X5, X5; \
-	VADDSS       off+24(R12), X5, X5; \
-	VADDSS       off+28(R12), X5, X5; \
-	VADDSS       off+32(R12), X5, X5; \
-	VADDSS       off+36(R12), X5, X5; \
-	VADDSS       off+40(R12), X5, X5; \
-	VADDSS       off+44(R12), X5, X5; \
-	VADDSS       off+48(R12), X5, X5; \
-	VADDSS       off+52(R12), X5, X5; \
-	VADDSS       off+56(R12), X5, X5; \
-	VADDSS       off+60(R12), X5, X5
-
-// RPRO(s, r4, c): the update of row r4/4 before its outputs: its (soft-capped) scores at s(BX)
-// masked (-Inf where cpos (Z19) > pos or cpos <= lo) and stored back; the new maximum; the
-// rescaling factor e^(M-M') to c; the weights e^(s-M') to s(R12) (s is also the row's offset in the
-// weights); L' = L·c + the weights in cell order.
-#define RPRO(s, r4, c) \
-	VMOVUPS      s(BX), Z0; \
-	MOVQ         pos+40(FP), AX; \
-	VPCMPD.BCST  $6, r4(AX), Z19, K1; \
-	MOVQ         lo+48(FP), AX; \
-	VPCMPD.BCST  $2, r4(AX), Z19, K2; \
-	KORW         K1, K2, K1; \
-	VMOVAPS      Z23, K1, Z0; \
-	VMOVUPS      Z0, s(BX); \
-	MOVQ         m+64(FP), AX; \
-	VMOVSS       r4(AX), X1; \
-	RMAX(s); \
-	VBROADCASTSS r4(AX), Z2; \
-	VMOVSS       X1, r4(AX); \
-	VBROADCASTSS X1, Z1; \
-	VSUBPS       Z1, Z2, Z2; \
-	EXPZ(Z2, Z3, Z4); \
-	VMOVAPS      Z2, c; \
-	VSUBPS       Z1, Z0, Z0; \
-	EXPZ(Z0, Z3, Z4); \
-	VMOVUPS      Z0, s(R12); \
-	MOVQ         l+72(FP), AX; \
-	VMULSS       r4(AX), X2, X5; \
-	RSUM(s); \
-	VMOVSS       X5, r4(AX)
-
 // RVJ1F32_1: one cell's weights times its V row, 1 rows × 1 chunks of 16.
 #define RVJ1F32_1 \
 	MOVLQSX      (DX), AX; \
@@ -1130,6 +1061,33 @@ pfline:
 pfdone:
 	RET
 
+// func attnTilePrefetch2L(k, v unsafe.Pointer, cells *int32, n, strideB int)
+//
+// attnTilePrefetch of rows of two whole cache lines (128 bytes from a multiple of 64): two
+// PREFETCHT0 a row, no loop over its lines.
+TEXT ·attnTilePrefetch2L(SB), NOSPLIT, $0-40
+	MOVQ         k+0(FP), DI
+	MOVQ         v+8(FP), SI
+	MOVQ         cells+16(FP), DX
+	MOVQ         n+24(FP), CX
+	MOVQ         strideB+32(FP), R8
+	TESTQ        CX, CX
+	JZ           pf2done
+
+pf2cell:
+	MOVLQSX      (DX), AX
+	IMULQ        R8, AX
+	PREFETCHT0   (DI)(AX*1)
+	PREFETCHT0   64(DI)(AX*1)
+	PREFETCHT0   (SI)(AX*1)
+	PREFETCHT0   64(SI)(AX*1)
+	ADDQ         $4, DX
+	DECQ         CX
+	JNZ          pf2cell
+
+pf2done:
+	RET
+
 // func attnRowStep1F32AVX512(q *float32, hd int, ktT *float32, v *float32, cpos, pos, lo *int32, softcap, inv float32, m, l, o, scr *float32, tiles int, vcells *int32, vstrideB int)
 //
 // 1 rows; hd > 0 a multiple of 16; softcap 0 (none) or > 0, inv = 1/softcap; 1 <= tiles <= 4;
@@ -1195,8 +1153,60 @@ rt1F32:
 	VMOVUPS      Z0, 0(BX)
 
 rnc1F32:
-	// Per row: mask, maximum, rescaling factor, weights, sum.
-	RPRO(0, 0, Z24)
+	// Per row, interleaved: mask, maximum, rescaling factor, weights, sum.
+	MOVQ         pos+40(FP), AX
+	MOVQ         lo+48(FP), CX
+	MOVQ         m+64(FP), SI
+	MOVQ         l+72(FP), DI
+	VMOVUPS      0(BX), Z0
+	VPCMPD.BCST  $6, 0(AX), Z19, K1
+	VPCMPD.BCST  $2, 0(CX), Z19, K2
+	KORW         K1, K2, K1
+	VMOVAPS      Z23, K1, Z0
+	VMOVUPS      Z0, 0(BX)
+	VMOVSS       0(SI), X4
+	VMAXSS       0(BX), X4, X4
+	VMAXSS       4(BX), X4, X4
+	VMAXSS       8(BX), X4, X4
+	VMAXSS       12(BX), X4, X4
+	VMAXSS       16(BX), X4, X4
+	VMAXSS       20(BX), X4, X4
+	VMAXSS       24(BX), X4, X4
+	VMAXSS       28(BX), X4, X4
+	VMAXSS       32(BX), X4, X4
+	VMAXSS       36(BX), X4, X4
+	VMAXSS       40(BX), X4, X4
+	VMAXSS       44(BX), X4, X4
+	VMAXSS       48(BX), X4, X4
+	VMAXSS       52(BX), X4, X4
+	VMAXSS       56(BX), X4, X4
+	VMAXSS       60(BX), X4, X4
+	VBROADCASTSS 0(SI), Z8
+	VMOVSS       X4, 0(SI)
+	VBROADCASTSS X4, Z12
+	VSUBPS       Z12, Z8, Z24
+	VSUBPS       Z12, Z0, Z0
+	EXPZ(Z24, Z16, Z17)
+	EXPZ(Z0, Z16, Z17)
+	VMOVUPS      Z0, 0(R12)
+	VMULSS       0(DI), X24, X4
+	VADDSS       0(R12), X4, X4
+	VADDSS       4(R12), X4, X4
+	VADDSS       8(R12), X4, X4
+	VADDSS       12(R12), X4, X4
+	VADDSS       16(R12), X4, X4
+	VADDSS       20(R12), X4, X4
+	VADDSS       24(R12), X4, X4
+	VADDSS       28(R12), X4, X4
+	VADDSS       32(R12), X4, X4
+	VADDSS       36(R12), X4, X4
+	VADDSS       40(R12), X4, X4
+	VADDSS       44(R12), X4, X4
+	VADDSS       48(R12), X4, X4
+	VADDSS       52(R12), X4, X4
+	VADDSS       56(R12), X4, X4
+	VADDSS       60(R12), X4, X4
+	VMOVSS       X4, 0(DI)
 	// Outputs: o[i][d] = o[i][d]·c_i + Σ_j p_ij·v[j][d], 64 d a pass.
 	MOVQ         o+80(FP), DI
 	MOVQ         v+24(FP), R11
@@ -1392,9 +1402,109 @@ rt2F32:
 	VMOVUPS      Z0, 64(BX)
 
 rnc2F32:
-	// Per row: mask, maximum, rescaling factor, weights, sum.
-	RPRO(0, 0, Z24)
-	RPRO(64, 4, Z25)
+	// Per row, interleaved: mask, maximum, rescaling factor, weights, sum.
+	MOVQ         pos+40(FP), AX
+	MOVQ         lo+48(FP), CX
+	MOVQ         m+64(FP), SI
+	MOVQ         l+72(FP), DI
+	VMOVUPS      0(BX), Z0
+	VPCMPD.BCST  $6, 0(AX), Z19, K1
+	VPCMPD.BCST  $2, 0(CX), Z19, K2
+	KORW         K1, K2, K1
+	VMOVAPS      Z23, K1, Z0
+	VMOVUPS      Z0, 0(BX)
+	VMOVUPS      64(BX), Z1
+	VPCMPD.BCST  $6, 4(AX), Z19, K1
+	VPCMPD.BCST  $2, 4(CX), Z19, K2
+	KORW         K1, K2, K1
+	VMOVAPS      Z23, K1, Z1
+	VMOVUPS      Z1, 64(BX)
+	VMOVSS       0(SI), X4
+	VMOVSS       4(SI), X5
+	VMAXSS       0(BX), X4, X4
+	VMAXSS       64(BX), X5, X5
+	VMAXSS       4(BX), X4, X4
+	VMAXSS       68(BX), X5, X5
+	VMAXSS       8(BX), X4, X4
+	VMAXSS       72(BX), X5, X5
+	VMAXSS       12(BX), X4, X4
+	VMAXSS       76(BX), X5, X5
+	VMAXSS       16(BX), X4, X4
+	VMAXSS       80(BX), X5, X5
+	VMAXSS       20(BX), X4, X4
+	VMAXSS       84(BX), X5, X5
+	VMAXSS       24(BX), X4, X4
+	VMAXSS       88(BX), X5, X5
+	VMAXSS       28(BX), X4, X4
+	VMAXSS       92(BX), X5, X5
+	VMAXSS       32(BX), X4, X4
+	VMAXSS       96(BX), X5, X5
+	VMAXSS       36(BX), X4, X4
+	VMAXSS       100(BX), X5, X5
+	VMAXSS       40(BX), X4, X4
+	VMAXSS       104(BX), X5, X5
+	VMAXSS       44(BX), X4, X4
+	VMAXSS       108(BX), X5, X5
+	VMAXSS       48(BX), X4, X4
+	VMAXSS       112(BX), X5, X5
+	VMAXSS       52(BX), X4, X4
+	VMAXSS       116(BX), X5, X5
+	VMAXSS       56(BX), X4, X4
+	VMAXSS       120(BX), X5, X5
+	VMAXSS       60(BX), X4, X4
+	VMAXSS       124(BX), X5, X5
+	VBROADCASTSS 0(SI), Z8
+	VMOVSS       X4, 0(SI)
+	VBROADCASTSS X4, Z12
+	VSUBPS       Z12, Z8, Z24
+	VSUBPS       Z12, Z0, Z0
+	VBROADCASTSS 4(SI), Z9
+	VMOVSS       X5, 4(SI)
+	VBROADCASTSS X5, Z13
+	VSUBPS       Z13, Z9, Z25
+	VSUBPS       Z13, Z1, Z1
+	EXPZ(Z24, Z16, Z17)
+	EXPZ(Z25, Z16, Z17)
+	EXPZ(Z0, Z16, Z17)
+	VMOVUPS      Z0, 0(R12)
+	EXPZ(Z1, Z16, Z17)
+	VMOVUPS      Z1, 64(R12)
+	VMULSS       0(DI), X24, X4
+	VMULSS       4(DI), X25, X5
+	VADDSS       0(R12), X4, X4
+	VADDSS       64(R12), X5, X5
+	VADDSS       4(R12), X4, X4
+	VADDSS       68(R12), X5, X5
+	VADDSS       8(R12), X4, X4
+	VADDSS       72(R12), X5, X5
+	VADDSS       12(R12), X4, X4
+	VADDSS       76(R12), X5, X5
+	VADDSS       16(R12), X4, X4
+	VADDSS       80(R12), X5, X5
+	VADDSS       20(R12), X4, X4
+	VADDSS       84(R12), X5, X5
+	VADDSS       24(R12), X4, X4
+	VADDSS       88(R12), X5, X5
+	VADDSS       28(R12), X4, X4
+	VADDSS       92(R12), X5, X5
+	VADDSS       32(R12), X4, X4
+	VADDSS       96(R12), X5, X5
+	VADDSS       36(R12), X4, X4
+	VADDSS       100(R12), X5, X5
+	VADDSS       40(R12), X4, X4
+	VADDSS       104(R12), X5, X5
+	VADDSS       44(R12), X4, X4
+	VADDSS       108(R12), X5, X5
+	VADDSS       48(R12), X4, X4
+	VADDSS       112(R12), X5, X5
+	VADDSS       52(R12), X4, X4
+	VADDSS       116(R12), X5, X5
+	VADDSS       56(R12), X4, X4
+	VADDSS       120(R12), X5, X5
+	VADDSS       60(R12), X4, X4
+	VADDSS       124(R12), X5, X5
+	VMOVSS       X4, 0(DI)
+	VMOVSS       X5, 4(DI)
 	// Outputs: o[i][d] = o[i][d]·c_i + Σ_j p_ij·v[j][d], 64 d a pass.
 	MOVQ         o+80(FP), DI
 	MOVQ         v+24(FP), R11
@@ -1627,10 +1737,158 @@ rt3F32:
 	VMOVUPS      Z0, 128(BX)
 
 rnc3F32:
-	// Per row: mask, maximum, rescaling factor, weights, sum.
-	RPRO(0, 0, Z24)
-	RPRO(64, 4, Z25)
-	RPRO(128, 8, Z26)
+	// Per row, interleaved: mask, maximum, rescaling factor, weights, sum.
+	MOVQ         pos+40(FP), AX
+	MOVQ         lo+48(FP), CX
+	MOVQ         m+64(FP), SI
+	MOVQ         l+72(FP), DI
+	VMOVUPS      0(BX), Z0
+	VPCMPD.BCST  $6, 0(AX), Z19, K1
+	VPCMPD.BCST  $2, 0(CX), Z19, K2
+	KORW         K1, K2, K1
+	VMOVAPS      Z23, K1, Z0
+	VMOVUPS      Z0, 0(BX)
+	VMOVUPS      64(BX), Z1
+	VPCMPD.BCST  $6, 4(AX), Z19, K1
+	VPCMPD.BCST  $2, 4(CX), Z19, K2
+	KORW         K1, K2, K1
+	VMOVAPS      Z23, K1, Z1
+	VMOVUPS      Z1, 64(BX)
+	VMOVUPS      128(BX), Z2
+	VPCMPD.BCST  $6, 8(AX), Z19, K1
+	VPCMPD.BCST  $2, 8(CX), Z19, K2
+	KORW         K1, K2, K1
+	VMOVAPS      Z23, K1, Z2
+	VMOVUPS      Z2, 128(BX)
+	VMOVSS       0(SI), X4
+	VMOVSS       4(SI), X5
+	VMOVSS       8(SI), X6
+	VMAXSS       0(BX), X4, X4
+	VMAXSS       64(BX), X5, X5
+	VMAXSS       128(BX), X6, X6
+	VMAXSS       4(BX), X4, X4
+	VMAXSS       68(BX), X5, X5
+	VMAXSS       132(BX), X6, X6
+	VMAXSS       8(BX), X4, X4
+	VMAXSS       72(BX), X5, X5
+	VMAXSS       136(BX), X6, X6
+	VMAXSS       12(BX), X4, X4
+	VMAXSS       76(BX), X5, X5
+	VMAXSS       140(BX), X6, X6
+	VMAXSS       16(BX), X4, X4
+	VMAXSS       80(BX), X5, X5
+	VMAXSS       144(BX), X6, X6
+	VMAXSS       20(BX), X4, X4
+	VMAXSS       84(BX), X5, X5
+	VMAXSS       148(BX), X6, X6
+	VMAXSS       24(BX), X4, X4
+	VMAXSS       88(BX), X5, X5
+	VMAXSS       152(BX), X6, X6
+	VMAXSS       28(BX), X4, X4
+	VMAXSS       92(BX), X5, X5
+	VMAXSS       156(BX), X6, X6
+	VMAXSS       32(BX), X4, X4
+	VMAXSS       96(BX), X5, X5
+	VMAXSS       160(BX), X6, X6
+	VMAXSS       36(BX), X4, X4
+	VMAXSS       100(BX), X5, X5
+	VMAXSS       164(BX), X6, X6
+	VMAXSS       40(BX), X4, X4
+	VMAXSS       104(BX), X5, X5
+	VMAXSS       168(BX), X6, X6
+	VMAXSS       44(BX), X4, X4
+	VMAXSS       108(BX), X5, X5
+	VMAXSS       172(BX), X6, X6
+	VMAXSS       48(BX), X4, X4
+	VMAXSS       112(BX), X5, X5
+	VMAXSS       176(BX), X6, X6
+	VMAXSS       52(BX), X4, X4
+	VMAXSS       116(BX), X5, X5
+	VMAXSS       180(BX), X6, X6
+	VMAXSS       56(BX), X4, X4
+	VMAXSS       120(BX), X5, X5
+	VMAXSS       184(BX), X6, X6
+	VMAXSS       60(BX), X4, X4
+	VMAXSS       124(BX), X5, X5
+	VMAXSS       188(BX), X6, X6
+	VBROADCASTSS 0(SI), Z8
+	VMOVSS       X4, 0(SI)
+	VBROADCASTSS X4, Z12
+	VSUBPS       Z12, Z8, Z24
+	VSUBPS       Z12, Z0, Z0
+	VBROADCASTSS 4(SI), Z9
+	VMOVSS       X5, 4(SI)
+	VBROADCASTSS X5, Z13
+	VSUBPS       Z13, Z9, Z25
+	VSUBPS       Z13, Z1, Z1
+	VBROADCASTSS 8(SI), Z10
+	VMOVSS       X6, 8(SI)
+	VBROADCASTSS X6, Z14
+	VSUBPS       Z14, Z10, Z26
+	VSUBPS       Z14, Z2, Z2
+	EXPZ(Z24, Z16, Z17)
+	EXPZ(Z25, Z16, Z17)
+	EXPZ(Z26, Z16, Z17)
+	EXPZ(Z0, Z16, Z17)
+	VMOVUPS      Z0, 0(R12)
+	EXPZ(Z1, Z16, Z17)
+	VMOVUPS      Z1, 64(R12)
+	EXPZ(Z2, Z16, Z17)
+	VMOVUPS      Z2, 128(R12)
+	VMULSS       0(DI), X24, X4
+	VMULSS       4(DI), X25, X5
+	VMULSS       8(DI), X26, X6
+	VADDSS       0(R12), X4, X4
+	VADDSS       64(R12), X5, X5
+	VADDSS       128(R12), X6, X6
+	VADDSS       4(R12), X4, X4
+	VADDSS       68(R12), X5, X5
+	VADDSS       132(R12), X6, X6
+	VADDSS       8(R12), X4, X4
+	VADDSS       72(R12), X5, X5
+	VADDSS       136(R12), X6, X6
+	VADDSS       12(R12), X4, X4
+	VADDSS       76(R12), X5, X5
+	VADDSS       140(R12), X6, X6
+	VADDSS       16(R12), X4, X4
+	VADDSS       80(R12), X5, X5
+	VADDSS       144(R12), X6, X6
+	VADDSS       20(R12), X4, X4
+	VADDSS       84(R12), X5, X5
+	VADDSS       148(R12), X6, X6
+	VADDSS       24(R12), X4, X4
+	VADDSS       88(R12), X5, X5
+	VADDSS       152(R12), X6, X6
+	VADDSS       28(R12), X4, X4
+	VADDSS       92(R12), X5, X5
+	VADDSS       156(R12), X6, X6
+	VADDSS       32(R12), X4, X4
+	VADDSS       96(R12), X5, X5
+	VADDSS       160(R12), X6, X6
+	VADDSS       36(R12), X4, X4
+	VADDSS       100(R12), X5, X5
+	VADDSS       164(R12), X6, X6
+	VADDSS       40(R12), X4, X4
+	VADDSS       104(R12), X5, X5
+	VADDSS       168(R12), X6, X6
+	VADDSS       44(R12), X4, X4
+	VADDSS       108(R12), X5, X5
+	VADDSS       172(R12), X6, X6
+	VADDSS       48(R12), X4, X4
+	VADDSS       112(R12), X5, X5
+	VADDSS       176(R12), X6, X6
+	VADDSS       52(R12), X4, X4
+	VADDSS       116(R12), X5, X5
+	VADDSS       180(R12), X6, X6
+	VADDSS       56(R12), X4, X4
+	VADDSS       120(R12), X5, X5
+	VADDSS       184(R12), X6, X6
+	VADDSS       60(R12), X4, X4
+	VADDSS       124(R12), X5, X5
+	VADDSS       188(R12), X6, X6
+	VMOVSS       X4, 0(DI)
+	VMOVSS       X5, 4(DI)
+	VMOVSS       X6, 8(DI)
 	// Outputs: o[i][d] = o[i][d]·c_i + Σ_j p_ij·v[j][d], 64 d a pass.
 	MOVQ         o+80(FP), DI
 	MOVQ         v+24(FP), R11
@@ -1900,11 +2158,207 @@ rt4F32:
 	VMOVUPS      Z0, 192(BX)
 
 rnc4F32:
-	// Per row: mask, maximum, rescaling factor, weights, sum.
-	RPRO(0, 0, Z24)
-	RPRO(64, 4, Z25)
-	RPRO(128, 8, Z26)
-	RPRO(192, 12, Z27)
+	// Per row, interleaved: mask, maximum, rescaling factor, weights, sum.
+	MOVQ         pos+40(FP), AX
+	MOVQ         lo+48(FP), CX
+	MOVQ         m+64(FP), SI
+	MOVQ         l+72(FP), DI
+	VMOVUPS      0(BX), Z0
+	VPCMPD.BCST  $6, 0(AX), Z19, K1
+	VPCMPD.BCST  $2, 0(CX), Z19, K2
+	KORW         K1, K2, K1
+	VMOVAPS      Z23, K1, Z0
+	VMOVUPS      Z0, 0(BX)
+	VMOVUPS      64(BX), Z1
+	VPCMPD.BCST  $6, 4(AX), Z19, K1
+	VPCMPD.BCST  $2, 4(CX), Z19, K2
+	KORW         K1, K2, K1
+	VMOVAPS      Z23, K1, Z1
+	VMOVUPS      Z1, 64(BX)
+	VMOVUPS      128(BX), Z2
+	VPCMPD.BCST  $6, 8(AX), Z19, K1
+	VPCMPD.BCST  $2, 8(CX), Z19, K2
+	KORW         K1, K2, K1
+	VMOVAPS      Z23, K1, Z2
+	VMOVUPS      Z2, 128(BX)
+	VMOVUPS      192(BX), Z3
+	VPCMPD.BCST  $6, 12(AX), Z19, K1
+	VPCMPD.BCST  $2, 12(CX), Z19, K2
+	KORW         K1, K2, K1
+	VMOVAPS      Z23, K1, Z3
+	VMOVUPS      Z3, 192(BX)
+	VMOVSS       0(SI), X4
+	VMOVSS       4(SI), X5
+	VMOVSS       8(SI), X6
+	VMOVSS       12(SI), X7
+	VMAXSS       0(BX), X4, X4
+	VMAXSS       64(BX), X5, X5
+	VMAXSS       128(BX), X6, X6
+	VMAXSS       192(BX), X7, X7
+	VMAXSS       4(BX), X4, X4
+	VMAXSS       68(BX), X5, X5
+	VMAXSS       132(BX), X6, X6
+	VMAXSS       196(BX), X7, X7
+	VMAXSS       8(BX), X4, X4
+	VMAXSS       72(BX), X5, X5
+	VMAXSS       136(BX), X6, X6
+	VMAXSS       200(BX), X7, X7
+	VMAXSS       12(BX), X4, X4
+	VMAXSS       76(BX), X5, X5
+	VMAXSS       140(BX), X6, X6
+	VMAXSS       204(BX), X7, X7
+	VMAXSS       16(BX), X4, X4
+	VMAXSS       80(BX), X5, X5
+	VMAXSS       144(BX), X6, X6
+	VMAXSS       208(BX), X7, X7
+	VMAXSS       20(BX), X4, X4
+	VMAXSS       84(BX), X5, X5
+	VMAXSS       148(BX), X6, X6
+	VMAXSS       212(BX), X7, X7
+	VMAXSS       24(BX), X4, X4
+	VMAXSS       88(BX), X5, X5
+	VMAXSS       152(BX), X6, X6
+	VMAXSS       216(BX), X7, X7
+	VMAXSS       28(BX), X4, X4
+	VMAXSS       92(BX), X5, X5
+	VMAXSS       156(BX), X6, X6
+	VMAXSS       220(BX), X7, X7
+	VMAXSS       32(BX), X4, X4
+	VMAXSS       96(BX), X5, X5
+	VMAXSS       160(BX), X6, X6
+	VMAXSS       224(BX), X7, X7
+	VMAXSS       36(BX), X4, X4
+	VMAXSS       100(BX), X5, X5
+	VMAXSS       164(BX), X6, X6
+	VMAXSS       228(BX), X7, X7
+	VMAXSS       40(BX), X4, X4
+	VMAXSS       104(BX), X5, X5
+	VMAXSS       168(BX), X6, X6
+	VMAXSS       232(BX), X7, X7
+	VMAXSS       44(BX), X4, X4
+	VMAXSS       108(BX), X5, X5
+	VMAXSS       172(BX), X6, X6
+	VMAXSS       236(BX), X7, X7
+	VMAXSS       48(BX), X4, X4
+	VMAXSS       112(BX), X5, X5
+	VMAXSS       176(BX), X6, X6
+	VMAXSS       240(BX), X7, X7
+	VMAXSS       52(BX), X4, X4
+	VMAXSS       116(BX), X5, X5
+	VMAXSS       180(BX), X6, X6
+	VMAXSS       244(BX), X7, X7
+	VMAXSS       56(BX), X4, X4
+	VMAXSS       120(BX), X5, X5
+	VMAXSS       184(BX), X6, X6
+	VMAXSS       248(BX), X7, X7
+	VMAXSS       60(BX), X4, X4
+	VMAXSS       124(BX), X5, X5
+	VMAXSS       188(BX), X6, X6
+	VMAXSS       252(BX), X7, X7
+	VBROADCASTSS 0(SI), Z8
+	VMOVSS       X4, 0(SI)
+	VBROADCASTSS X4, Z12
+	VSUBPS       Z12, Z8, Z24
+	VSUBPS       Z12, Z0, Z0
+	VBROADCASTSS 4(SI), Z9
+	VMOVSS       X5, 4(SI)
+	VBROADCASTSS X5, Z13
+	VSUBPS       Z13, Z9, Z25
+	VSUBPS       Z13, Z1, Z1
+	VBROADCASTSS 8(SI), Z10
+	VMOVSS       X6, 8(SI)
+	VBROADCASTSS X6, Z14
+	VSUBPS       Z14, Z10, Z26
+	VSUBPS       Z14, Z2, Z2
+	VBROADCASTSS 12(SI), Z11
+	VMOVSS       X7, 12(SI)
+	VBROADCASTSS X7, Z15
+	VSUBPS       Z15, Z11, Z27
+	VSUBPS       Z15, Z3, Z3
+	EXPZ(Z24, Z16, Z17)
+	EXPZ(Z25, Z16, Z17)
+	EXPZ(Z26, Z16, Z17)
+	EXPZ(Z27, Z16, Z17)
+	EXPZ(Z0, Z16, Z17)
+	VMOVUPS      Z0, 0(R12)
+	EXPZ(Z1, Z16, Z17)
+	VMOVUPS      Z1, 64(R12)
+	EXPZ(Z2, Z16, Z17)
+	VMOVUPS      Z2, 128(R12)
+	EXPZ(Z3, Z16, Z17)
+	VMOVUPS      Z3, 192(R12)
+	VMULSS       0(DI), X24, X4
+	VMULSS       4(DI), X25, X5
+	VMULSS       8(DI), X26, X6
+	VMULSS       12(DI), X27, X7
+	VADDSS       0(R12), X4, X4
+	VADDSS       64(R12), X5, X5
+	VADDSS       128(R12), X6, X6
+	VADDSS       192(R12), X7, X7
+	VADDSS       4(R12), X4, X4
+	VADDSS       68(R12), X5, X5
+	VADDSS       132(R12), X6, X6
+	VADDSS       196(R12), X7, X7
+	VADDSS       8(R12), X4, X4
+	VADDSS       72(R12), X5, X5
+	VADDSS       136(R12), X6, X6
+	VADDSS       200(R12), X7, X7
+	VADDSS       12(R12), X4, X4
+	VADDSS       76(R12), X5, X5
+	VADDSS       140(R12), X6, X6
+	VADDSS       204(R12), X7, X7
+	VADDSS       16(R12), X4, X4
+	VADDSS       80(R12), X5, X5
+	VADDSS       144(R12), X6, X6
+	VADDSS       208(R12), X7, X7
+	VADDSS       20(R12), X4, X4
+	VADDSS       84(R12), X5, X5
+	VADDSS       148(R12), X6, X6
+	VADDSS       212(R12), X7, X7
+	VADDSS       24(R12), X4, X4
+	VADDSS       88(R12), X5, X5
+	VADDSS       152(R12), X6, X6
+	VADDSS       216(R12), X7, X7
+	VADDSS       28(R12), X4, X4
+	VADDSS       92(R12), X5, X5
+	VADDSS       156(R12), X6, X6
+	VADDSS       220(R12), X7, X7
+	VADDSS       32(R12), X4, X4
+	VADDSS       96(R12), X5, X5
+	VADDSS       160(R12), X6, X6
+	VADDSS       224(R12), X7, X7
+	VADDSS       36(R12), X4, X4
+	VADDSS       100(R12), X5, X5
+	VADDSS       164(R12), X6, X6
+	VADDSS       228(R12), X7, X7
+	VADDSS       40(R12), X4, X4
+	VADDSS       104(R12), X5, X5
+	VADDSS       168(R12), X6, X6
+	VADDSS       232(R12), X7, X7
+	VADDSS       44(R12), X4, X4
+	VADDSS       108(R12), X5, X5
+	VADDSS       172(R12), X6, X6
+	VADDSS       236(R12), X7, X7
+	VADDSS       48(R12), X4, X4
+	VADDSS       112(R12), X5, X5
+	VADDSS       176(R12), X6, X6
+	VADDSS       240(R12), X7, X7
+	VADDSS       52(R12), X4, X4
+	VADDSS       116(R12), X5, X5
+	VADDSS       180(R12), X6, X6
+	VADDSS       244(R12), X7, X7
+	VADDSS       56(R12), X4, X4
+	VADDSS       120(R12), X5, X5
+	VADDSS       184(R12), X6, X6
+	VADDSS       248(R12), X7, X7
+	VADDSS       60(R12), X4, X4
+	VADDSS       124(R12), X5, X5
+	VADDSS       188(R12), X6, X6
+	VADDSS       252(R12), X7, X7
+	VMOVSS       X4, 0(DI)
+	VMOVSS       X5, 4(DI)
+	VMOVSS       X6, 8(DI)
+	VMOVSS       X7, 12(DI)
 	// Outputs: o[i][d] = o[i][d]·c_i + Σ_j p_ij·v[j][d], 64 d a pass.
 	MOVQ         o+80(FP), DI
 	MOVQ         v+24(FP), R11
@@ -2143,8 +2597,60 @@ rt1F16:
 	VMOVUPS      Z0, 0(BX)
 
 rnc1F16:
-	// Per row: mask, maximum, rescaling factor, weights, sum.
-	RPRO(0, 0, Z24)
+	// Per row, interleaved: mask, maximum, rescaling factor, weights, sum.
+	MOVQ         pos+40(FP), AX
+	MOVQ         lo+48(FP), CX
+	MOVQ         m+64(FP), SI
+	MOVQ         l+72(FP), DI
+	VMOVUPS      0(BX), Z0
+	VPCMPD.BCST  $6, 0(AX), Z19, K1
+	VPCMPD.BCST  $2, 0(CX), Z19, K2
+	KORW         K1, K2, K1
+	VMOVAPS      Z23, K1, Z0
+	VMOVUPS      Z0, 0(BX)
+	VMOVSS       0(SI), X4
+	VMAXSS       0(BX), X4, X4
+	VMAXSS       4(BX), X4, X4
+	VMAXSS       8(BX), X4, X4
+	VMAXSS       12(BX), X4, X4
+	VMAXSS       16(BX), X4, X4
+	VMAXSS       20(BX), X4, X4
+	VMAXSS       24(BX), X4, X4
+	VMAXSS       28(BX), X4, X4
+	VMAXSS       32(BX), X4, X4
+	VMAXSS       36(BX), X4, X4
+	VMAXSS       40(BX), X4, X4
+	VMAXSS       44(BX), X4, X4
+	VMAXSS       48(BX), X4, X4
+	VMAXSS       52(BX), X4, X4
+	VMAXSS       56(BX), X4, X4
+	VMAXSS       60(BX), X4, X4
+	VBROADCASTSS 0(SI), Z8
+	VMOVSS       X4, 0(SI)
+	VBROADCASTSS X4, Z12
+	VSUBPS       Z12, Z8, Z24
+	VSUBPS       Z12, Z0, Z0
+	EXPZ(Z24, Z16, Z17)
+	EXPZ(Z0, Z16, Z17)
+	VMOVUPS      Z0, 0(R12)
+	VMULSS       0(DI), X24, X4
+	VADDSS       0(R12), X4, X4
+	VADDSS       4(R12), X4, X4
+	VADDSS       8(R12), X4, X4
+	VADDSS       12(R12), X4, X4
+	VADDSS       16(R12), X4, X4
+	VADDSS       20(R12), X4, X4
+	VADDSS       24(R12), X4, X4
+	VADDSS       28(R12), X4, X4
+	VADDSS       32(R12), X4, X4
+	VADDSS       36(R12), X4, X4
+	VADDSS       40(R12), X4, X4
+	VADDSS       44(R12), X4, X4
+	VADDSS       48(R12), X4, X4
+	VADDSS       52(R12), X4, X4
+	VADDSS       56(R12), X4, X4
+	VADDSS       60(R12), X4, X4
+	VMOVSS       X4, 0(DI)
 	// Outputs: o[i][d] = o[i][d]·c_i + Σ_j p_ij·v[j][d], 64 d a pass.
 	MOVQ         o+80(FP), DI
 	MOVQ         v+24(FP), R11
@@ -2340,9 +2846,109 @@ rt2F16:
 	VMOVUPS      Z0, 64(BX)
 
 rnc2F16:
-	// Per row: mask, maximum, rescaling factor, weights, sum.
-	RPRO(0, 0, Z24)
-	RPRO(64, 4, Z25)
+	// Per row, interleaved: mask, maximum, rescaling factor, weights, sum.
+	MOVQ         pos+40(FP), AX
+	MOVQ         lo+48(FP), CX
+	MOVQ         m+64(FP), SI
+	MOVQ         l+72(FP), DI
+	VMOVUPS      0(BX), Z0
+	VPCMPD.BCST  $6, 0(AX), Z19, K1
+	VPCMPD.BCST  $2, 0(CX), Z19, K2
+	KORW         K1, K2, K1
+	VMOVAPS      Z23, K1, Z0
+	VMOVUPS      Z0, 0(BX)
+	VMOVUPS      64(BX), Z1
+	VPCMPD.BCST  $6, 4(AX), Z19, K1
+	VPCMPD.BCST  $2, 4(CX), Z19, K2
+	KORW         K1, K2, K1
+	VMOVAPS      Z23, K1, Z1
+	VMOVUPS      Z1, 64(BX)
+	VMOVSS       0(SI), X4
+	VMOVSS       4(SI), X5
+	VMAXSS       0(BX), X4, X4
+	VMAXSS       64(BX), X5, X5
+	VMAXSS       4(BX), X4, X4
+	VMAXSS       68(BX), X5, X5
+	VMAXSS       8(BX), X4, X4
+	VMAXSS       72(BX), X5, X5
+	VMAXSS       12(BX), X4, X4
+	VMAXSS       76(BX), X5, X5
+	VMAXSS       16(BX), X4, X4
+	VMAXSS       80(BX), X5, X5
+	VMAXSS       20(BX), X4, X4
+	VMAXSS       84(BX), X5, X5
+	VMAXSS       24(BX), X4, X4
+	VMAXSS       88(BX), X5, X5
+	VMAXSS       28(BX), X4, X4
+	VMAXSS       92(BX), X5, X5
+	VMAXSS       32(BX), X4, X4
+	VMAXSS       96(BX), X5, X5
+	VMAXSS       36(BX), X4, X4
+	VMAXSS       100(BX), X5, X5
+	VMAXSS       40(BX), X4, X4
+	VMAXSS       104(BX), X5, X5
+	VMAXSS       44(BX), X4, X4
+	VMAXSS       108(BX), X5, X5
+	VMAXSS       48(BX), X4, X4
+	VMAXSS       112(BX), X5, X5
+	VMAXSS       52(BX), X4, X4
+	VMAXSS       116(BX), X5, X5
+	VMAXSS       56(BX), X4, X4
+	VMAXSS       120(BX), X5, X5
+	VMAXSS       60(BX), X4, X4
+	VMAXSS       124(BX), X5, X5
+	VBROADCASTSS 0(SI), Z8
+	VMOVSS       X4, 0(SI)
+	VBROADCASTSS X4, Z12
+	VSUBPS       Z12, Z8, Z24
+	VSUBPS       Z12, Z0, Z0
+	VBROADCASTSS 4(SI), Z9
+	VMOVSS       X5, 4(SI)
+	VBROADCASTSS X5, Z13
+	VSUBPS       Z13, Z9, Z25
+	VSUBPS       Z13, Z1, Z1
+	EXPZ(Z24, Z16, Z17)
+	EXPZ(Z25, Z16, Z17)
+	EXPZ(Z0, Z16, Z17)
+	VMOVUPS      Z0, 0(R12)
+	EXPZ(Z1, Z16, Z17)
+	VMOVUPS      Z1, 64(R12)
+	VMULSS       0(DI), X24, X4
+	VMULSS       4(DI), X25, X5
+	VADDSS       0(R12), X4, X4
+	VADDSS       64(R12), X5, X5
+	VADDSS       4(R12), X4, X4
+	VADDSS       68(R12), X5, X5
+	VADDSS       8(R12), X4, X4
+	VADDSS       72(R12), X5, X5
+	VADDSS       12(R12), X4, X4
+	VADDSS       76(R12), X5, X5
+	VADDSS       16(R12), X4, X4
+	VADDSS       80(R12), X5, X5
+	VADDSS       20(R12), X4, X4
+	VADDSS       84(R12), X5, X5
+	VADDSS       24(R12), X4, X4
+	VADDSS       88(R12), X5, X5
+	VADDSS       28(R12), X4, X4
+	VADDSS       92(R12), X5, X5
+	VADDSS       32(R12), X4, X4
+	VADDSS       96(R12), X5, X5
+	VADDSS       36(R12), X4, X4
+	VADDSS       100(R12), X5, X5
+	VADDSS       40(R12), X4, X4
+	VADDSS       104(R12), X5, X5
+	VADDSS       44(R12), X4, X4
+	VADDSS       108(R12), X5, X5
+	VADDSS       48(R12), X4, X4
+	VADDSS       112(R12), X5, X5
+	VADDSS       52(R12), X4, X4
+	VADDSS       116(R12), X5, X5
+	VADDSS       56(R12), X4, X4
+	VADDSS       120(R12), X5, X5
+	VADDSS       60(R12), X4, X4
+	VADDSS       124(R12), X5, X5
+	VMOVSS       X4, 0(DI)
+	VMOVSS       X5, 4(DI)
 	// Outputs: o[i][d] = o[i][d]·c_i + Σ_j p_ij·v[j][d], 64 d a pass.
 	MOVQ         o+80(FP), DI
 	MOVQ         v+24(FP), R11
@@ -2575,10 +3181,158 @@ rt3F16:
 	VMOVUPS      Z0, 128(BX)
 
 rnc3F16:
-	// Per row: mask, maximum, rescaling factor, weights, sum.
-	RPRO(0, 0, Z24)
-	RPRO(64, 4, Z25)
-	RPRO(128, 8, Z26)
+	// Per row, interleaved: mask, maximum, rescaling factor, weights, sum.
+	MOVQ         pos+40(FP), AX
+	MOVQ         lo+48(FP), CX
+	MOVQ         m+64(FP), SI
+	MOVQ         l+72(FP), DI
+	VMOVUPS      0(BX), Z0
+	VPCMPD.BCST  $6, 0(AX), Z19, K1
+	VPCMPD.BCST  $2, 0(CX), Z19, K2
+	KORW         K1, K2, K1
+	VMOVAPS      Z23, K1, Z0
+	VMOVUPS      Z0, 0(BX)
+	VMOVUPS      64(BX), Z1
+	VPCMPD.BCST  $6, 4(AX), Z19, K1
+	VPCMPD.BCST  $2, 4(CX), Z19, K2
+	KORW         K1, K2, K1
+	VMOVAPS      Z23, K1, Z1
+	VMOVUPS      Z1, 64(BX)
+	VMOVUPS      128(BX), Z2
+	VPCMPD.BCST  $6, 8(AX), Z19, K1
+	VPCMPD.BCST  $2, 8(CX), Z19, K2
+	KORW         K1, K2, K1
+	VMOVAPS      Z23, K1, Z2
+	VMOVUPS      Z2, 128(BX)
+	VMOVSS       0(SI), X4
+	VMOVSS       4(SI), X5
+	VMOVSS       8(SI), X6
+	VMAXSS       0(BX), X4, X4
+	VMAXSS       64(BX), X5, X5
+	VMAXSS       128(BX), X6, X6
+	VMAXSS       4(BX), X4, X4
+	VMAXSS       68(BX), X5, X5
+	VMAXSS       132(BX), X6, X6
+	VMAXSS       8(BX), X4, X4
+	VMAXSS       72(BX), X5, X5
+	VMAXSS       136(BX), X6, X6
+	VMAXSS       12(BX), X4, X4
+	VMAXSS       76(BX), X5, X5
+	VMAXSS       140(BX), X6, X6
+	VMAXSS       16(BX), X4, X4
+	VMAXSS       80(BX), X5, X5
+	VMAXSS       144(BX), X6, X6
+	VMAXSS       20(BX), X4, X4
+	VMAXSS       84(BX), X5, X5
+	VMAXSS       148(BX), X6, X6
+	VMAXSS       24(BX), X4, X4
+	VMAXSS       88(BX), X5, X5
+	VMAXSS       152(BX), X6, X6
+	VMAXSS       28(BX), X4, X4
+	VMAXSS       92(BX), X5, X5
+	VMAXSS       156(BX), X6, X6
+	VMAXSS       32(BX), X4, X4
+	VMAXSS       96(BX), X5, X5
+	VMAXSS       160(BX), X6, X6
+	VMAXSS       36(BX), X4, X4
+	VMAXSS       100(BX), X5, X5
+	VMAXSS       164(BX), X6, X6
+	VMAXSS       40(BX), X4, X4
+	VMAXSS       104(BX), X5, X5
+	VMAXSS       168(BX), X6, X6
+	VMAXSS       44(BX), X4, X4
+	VMAXSS       108(BX), X5, X5
+	VMAXSS       172(BX), X6, X6
+	VMAXSS       48(BX), X4, X4
+	VMAXSS       112(BX), X5, X5
+	VMAXSS       176(BX), X6, X6
+	VMAXSS       52(BX), X4, X4
+	VMAXSS       116(BX), X5, X5
+	VMAXSS       180(BX), X6, X6
+	VMAXSS       56(BX), X4, X4
+	VMAXSS       120(BX), X5, X5
+	VMAXSS       184(BX), X6, X6
+	VMAXSS       60(BX), X4, X4
+	VMAXSS       124(BX), X5, X5
+	VMAXSS       188(BX), X6, X6
+	VBROADCASTSS 0(SI), Z8
+	VMOVSS       X4, 0(SI)
+	VBROADCASTSS X4, Z12
+	VSUBPS       Z12, Z8, Z24
+	VSUBPS       Z12, Z0, Z0
+	VBROADCASTSS 4(SI), Z9
+	VMOVSS       X5, 4(SI)
+	VBROADCASTSS X5, Z13
+	VSUBPS       Z13, Z9, Z25
+	VSUBPS       Z13, Z1, Z1
+	VBROADCASTSS 8(SI), Z10
+	VMOVSS       X6, 8(SI)
+	VBROADCASTSS X6, Z14
+	VSUBPS       Z14, Z10, Z26
+	VSUBPS       Z14, Z2, Z2
+	EXPZ(Z24, Z16, Z17)
+	EXPZ(Z25, Z16, Z17)
+	EXPZ(Z26, Z16, Z17)
+	EXPZ(Z0, Z16, Z17)
+	VMOVUPS      Z0, 0(R12)
+	EXPZ(Z1, Z16, Z17)
+	VMOVUPS      Z1, 64(R12)
+	EXPZ(Z2, Z16, Z17)
+	VMOVUPS      Z2, 128(R12)
+	VMULSS       0(DI), X24, X4
+	VMULSS       4(DI), X25, X5
+	VMULSS       8(DI), X26, X6
+	VADDSS       0(R12), X4, X4
+	VADDSS       64(R12), X5, X5
+	VADDSS       128(R12), X6, X6
+	VADDSS       4(R12), X4, X4
+	VADDSS       68(R12), X5, X5
+	VADDSS       132(R12), X6, X6
+	VADDSS       8(R12), X4, X4
+	VADDSS       72(R12), X5, X5
+	VADDSS       136(R12), X6, X6
+	VADDSS       12(R12), X4, X4
+	VADDSS       76(R12), X5, X5
+	VADDSS       140(R12), X6, X6
+	VADDSS       16(R12), X4, X4
+	VADDSS       80(R12), X5, X5
+	VADDSS       144(R12), X6, X6
+	VADDSS       20(R12), X4, X4
+	VADDSS       84(R12), X5, X5
+	VADDSS       148(R12), X6, X6
+	VADDSS       24(R12), X4, X4
+	VADDSS       88(R12), X5, X5
+	VADDSS       152(R12), X6, X6
+	VADDSS       28(R12), X4, X4
+	VADDSS       92(R12), X5, X5
+	VADDSS       156(R12), X6, X6
+	VADDSS       32(R12), X4, X4
+	VADDSS       96(R12), X5, X5
+	VADDSS       160(R12), X6, X6
+	VADDSS       36(R12), X4, X4
+	VADDSS       100(R12), X5, X5
+	VADDSS       164(R12), X6, X6
+	VADDSS       40(R12), X4, X4
+	VADDSS       104(R12), X5, X5
+	VADDSS       168(R12), X6, X6
+	VADDSS       44(R12), X4, X4
+	VADDSS       108(R12), X5, X5
+	VADDSS       172(R12), X6, X6
+	VADDSS       48(R12), X4, X4
+	VADDSS       112(R12), X5, X5
+	VADDSS       176(R12), X6, X6
+	VADDSS       52(R12), X4, X4
+	VADDSS       116(R12), X5, X5
+	VADDSS       180(R12), X6, X6
+	VADDSS       56(R12), X4, X4
+	VADDSS       120(R12), X5, X5
+	VADDSS       184(R12), X6, X6
+	VADDSS       60(R12), X4, X4
+	VADDSS       124(R12), X5, X5
+	VADDSS       188(R12), X6, X6
+	VMOVSS       X4, 0(DI)
+	VMOVSS       X5, 4(DI)
+	VMOVSS       X6, 8(DI)
 	// Outputs: o[i][d] = o[i][d]·c_i + Σ_j p_ij·v[j][d], 64 d a pass.
 	MOVQ         o+80(FP), DI
 	MOVQ         v+24(FP), R11
@@ -2848,11 +3602,207 @@ rt4F16:
 	VMOVUPS      Z0, 192(BX)
 
 rnc4F16:
-	// Per row: mask, maximum, rescaling factor, weights, sum.
-	RPRO(0, 0, Z24)
-	RPRO(64, 4, Z25)
-	RPRO(128, 8, Z26)
-	RPRO(192, 12, Z27)
+	// Per row, interleaved: mask, maximum, rescaling factor, weights, sum.
+	MOVQ         pos+40(FP), AX
+	MOVQ         lo+48(FP), CX
+	MOVQ         m+64(FP), SI
+	MOVQ         l+72(FP), DI
+	VMOVUPS      0(BX), Z0
+	VPCMPD.BCST  $6, 0(AX), Z19, K1
+	VPCMPD.BCST  $2, 0(CX), Z19, K2
+	KORW         K1, K2, K1
+	VMOVAPS      Z23, K1, Z0
+	VMOVUPS      Z0, 0(BX)
+	VMOVUPS      64(BX), Z1
+	VPCMPD.BCST  $6, 4(AX), Z19, K1
+	VPCMPD.BCST  $2, 4(CX), Z19, K2
+	KORW         K1, K2, K1
+	VMOVAPS      Z23, K1, Z1
+	VMOVUPS      Z1, 64(BX)
+	VMOVUPS      128(BX), Z2
+	VPCMPD.BCST  $6, 8(AX), Z19, K1
+	VPCMPD.BCST  $2, 8(CX), Z19, K2
+	KORW         K1, K2, K1
+	VMOVAPS      Z23, K1, Z2
+	VMOVUPS      Z2, 128(BX)
+	VMOVUPS      192(BX), Z3
+	VPCMPD.BCST  $6, 12(AX), Z19, K1
+	VPCMPD.BCST  $2, 12(CX), Z19, K2
+	KORW         K1, K2, K1
+	VMOVAPS      Z23, K1, Z3
+	VMOVUPS      Z3, 192(BX)
+	VMOVSS       0(SI), X4
+	VMOVSS       4(SI), X5
+	VMOVSS       8(SI), X6
+	VMOVSS       12(SI), X7
+	VMAXSS       0(BX), X4, X4
+	VMAXSS       64(BX), X5, X5
+	VMAXSS       128(BX), X6, X6
+	VMAXSS       192(BX), X7, X7
+	VMAXSS       4(BX), X4, X4
+	VMAXSS       68(BX), X5, X5
+	VMAXSS       132(BX), X6, X6
+	VMAXSS       196(BX), X7, X7
+	VMAXSS       8(BX), X4, X4
+	VMAXSS       72(BX), X5, X5
+	VMAXSS       136(BX), X6, X6
+	VMAXSS       200(BX), X7, X7
+	VMAXSS       12(BX), X4, X4
+	VMAXSS       76(BX), X5, X5
+	VMAXSS       140(BX), X6, X6
+	VMAXSS       204(BX), X7, X7
+	VMAXSS       16(BX), X4, X4
+	VMAXSS       80(BX), X5, X5
+	VMAXSS       144(BX), X6, X6
+	VMAXSS       208(BX), X7, X7
+	VMAXSS       20(BX), X4, X4
+	VMAXSS       84(BX), X5, X5
+	VMAXSS       148(BX), X6, X6
+	VMAXSS       212(BX), X7, X7
+	VMAXSS       24(BX), X4, X4
+	VMAXSS       88(BX), X5, X5
+	VMAXSS       152(BX), X6, X6
+	VMAXSS       216(BX), X7, X7
+	VMAXSS       28(BX), X4, X4
+	VMAXSS       92(BX), X5, X5
+	VMAXSS       156(BX), X6, X6
+	VMAXSS       220(BX), X7, X7
+	VMAXSS       32(BX), X4, X4
+	VMAXSS       96(BX), X5, X5
+	VMAXSS       160(BX), X6, X6
+	VMAXSS       224(BX), X7, X7
+	VMAXSS       36(BX), X4, X4
+	VMAXSS       100(BX), X5, X5
+	VMAXSS       164(BX), X6, X6
+	VMAXSS       228(BX), X7, X7
+	VMAXSS       40(BX), X4, X4
+	VMAXSS       104(BX), X5, X5
+	VMAXSS       168(BX), X6, X6
+	VMAXSS       232(BX), X7, X7
+	VMAXSS       44(BX), X4, X4
+	VMAXSS       108(BX), X5, X5
+	VMAXSS       172(BX), X6, X6
+	VMAXSS       236(BX), X7, X7
+	VMAXSS       48(BX), X4, X4
+	VMAXSS       112(BX), X5, X5
+	VMAXSS       176(BX), X6, X6
+	VMAXSS       240(BX), X7, X7
+	VMAXSS       52(BX), X4, X4
+	VMAXSS       116(BX), X5, X5
+	VMAXSS       180(BX), X6, X6
+	VMAXSS       244(BX), X7, X7
+	VMAXSS       56(BX), X4, X4
+	VMAXSS       120(BX), X5, X5
+	VMAXSS       184(BX), X6, X6
+	VMAXSS       248(BX), X7, X7
+	VMAXSS       60(BX), X4, X4
+	VMAXSS       124(BX), X5, X5
+	VMAXSS       188(BX), X6, X6
+	VMAXSS       252(BX), X7, X7
+	VBROADCASTSS 0(SI), Z8
+	VMOVSS       X4, 0(SI)
+	VBROADCASTSS X4, Z12
+	VSUBPS       Z12, Z8, Z24
+	VSUBPS       Z12, Z0, Z0
+	VBROADCASTSS 4(SI), Z9
+	VMOVSS       X5, 4(SI)
+	VBROADCASTSS X5, Z13
+	VSUBPS       Z13, Z9, Z25
+	VSUBPS       Z13, Z1, Z1
+	VBROADCASTSS 8(SI), Z10
+	VMOVSS       X6, 8(SI)
+	VBROADCASTSS X6, Z14
+	VSUBPS       Z14, Z10, Z26
+	VSUBPS       Z14, Z2, Z2
+	VBROADCASTSS 12(SI), Z11
+	VMOVSS       X7, 12(SI)
+	VBROADCASTSS X7, Z15
+	VSUBPS       Z15, Z11, Z27
+	VSUBPS       Z15, Z3, Z3
+	EXPZ(Z24, Z16, Z17)
+	EXPZ(Z25, Z16, Z17)
+	EXPZ(Z26, Z16, Z17)
+	EXPZ(Z27, Z16, Z17)
+	EXPZ(Z0, Z16, Z17)
+	VMOVUPS      Z0, 0(R12)
+	EXPZ(Z1, Z16, Z17)
+	VMOVUPS      Z1, 64(R12)
+	EXPZ(Z2, Z16, Z17)
+	VMOVUPS      Z2, 128(R12)
+	EXPZ(Z3, Z16, Z17)
+	VMOVUPS      Z3, 192(R12)
+	VMULSS       0(DI), X24, X4
+	VMULSS       4(DI), X25, X5
+	VMULSS       8(DI), X26, X6
+	VMULSS       12(DI), X27, X7
+	VADDSS       0(R12), X4, X4
+	VADDSS       64(R12), X5, X5
+	VADDSS       128(R12), X6, X6
+	VADDSS       192(R12), X7, X7
+	VADDSS       4(R12), X4, X4
+	VADDSS       68(R12), X5, X5
+	VADDSS       132(R12), X6, X6
+	VADDSS       196(R12), X7, X7
+	VADDSS       8(R12), X4, X4
+	VADDSS       72(R12), X5, X5
+	VADDSS       136(R12), X6, X6
+	VADDSS       200(R12), X7, X7
+	VADDSS       12(R12), X4, X4
+	VADDSS       76(R12), X5, X5
+	VADDSS       140(R12), X6, X6
+	VADDSS       204(R12), X7, X7
+	VADDSS       16(R12), X4, X4
+	VADDSS       80(R12), X5, X5
+	VADDSS       144(R12), X6, X6
+	VADDSS       208(R12), X7, X7
+	VADDSS       20(R12), X4, X4
+	VADDSS       84(R12), X5, X5
+	VADDSS       148(R12), X6, X6
+	VADDSS       212(R12), X7, X7
+	VADDSS       24(R12), X4, X4
+	VADDSS       88(R12), X5, X5
+	VADDSS       152(R12), X6, X6
+	VADDSS       216(R12), X7, X7
+	VADDSS       28(R12), X4, X4
+	VADDSS       92(R12), X5, X5
+	VADDSS       156(R12), X6, X6
+	VADDSS       220(R12), X7, X7
+	VADDSS       32(R12), X4, X4
+	VADDSS       96(R12), X5, X5
+	VADDSS       160(R12), X6, X6
+	VADDSS       224(R12), X7, X7
+	VADDSS       36(R12), X4, X4
+	VADDSS       100(R12), X5, X5
+	VADDSS       164(R12), X6, X6
+	VADDSS       228(R12), X7, X7
+	VADDSS       40(R12), X4, X4
+	VADDSS       104(R12), X5, X5
+	VADDSS       168(R12), X6, X6
+	VADDSS       232(R12), X7, X7
+	VADDSS       44(R12), X4, X4
+	VADDSS       108(R12), X5, X5
+	VADDSS       172(R12), X6, X6
+	VADDSS       236(R12), X7, X7
+	VADDSS       48(R12), X4, X4
+	VADDSS       112(R12), X5, X5
+	VADDSS       176(R12), X6, X6
+	VADDSS       240(R12), X7, X7
+	VADDSS       52(R12), X4, X4
+	VADDSS       116(R12), X5, X5
+	VADDSS       180(R12), X6, X6
+	VADDSS       244(R12), X7, X7
+	VADDSS       56(R12), X4, X4
+	VADDSS       120(R12), X5, X5
+	VADDSS       184(R12), X6, X6
+	VADDSS       248(R12), X7, X7
+	VADDSS       60(R12), X4, X4
+	VADDSS       124(R12), X5, X5
+	VADDSS       188(R12), X6, X6
+	VADDSS       252(R12), X7, X7
+	VMOVSS       X4, 0(DI)
+	VMOVSS       X5, 4(DI)
+	VMOVSS       X6, 8(DI)
+	VMOVSS       X7, 12(DI)
 	// Outputs: o[i][d] = o[i][d]·c_i + Σ_j p_ij·v[j][d], 64 d a pass.
 	MOVQ         o+80(FP), DI
 	MOVQ         v+24(FP), R11

@@ -318,7 +318,8 @@ func TestAttnTiledRowKernelMatchesLanes(t *testing.T) {
 }
 
 // BenchmarkAttnTiledDecode: one decode token's heads of one KV group (3 and 8, hd 64) over 2048
-// cells of an F16 and a Q8_0 cache, with the lane kernel and the row kernel.
+// cells of an F16 and a Q8_0 cache, with the lane kernel and the row kernel (and, F16, the exact
+// kernels).
 func BenchmarkAttnTiledDecode(b *testing.B) {
 	const hd, cells = 64, 2048
 	for _, kvType := range []string{"f16", "q8_0"} {
@@ -332,11 +333,25 @@ func BenchmarkAttnTiledDecode(b *testing.B) {
 			q := randNormal(r, heads*hd)
 			out := make([]float32, heads*hd)
 			s := NewTileScratch(heads, hd)
-			for _, kernel := range []string{"lanes", "rows"} {
+			kernels := []string{"lanes", "rows"}
+			ct, f16 := src.(*CacheTiles[uint16])
+			if f16 {
+				kernels = append(kernels, "exact") // the exact kernels', for the same token
+			}
+			scores := make([]float32, heads*cells)
+			for _, kernel := range kernels {
 				b.Run(fmt.Sprintf("%s/heads=%d/%s", kvType, heads, kernel), func(b *testing.B) {
 					b.ReportAllocs()
 					for b.Loop() {
-						attnTiledWith(kernel == "rows", s, src, blk, q, heads*hd, heads, 0.125, 0, out, heads*hd)
+						if kernel != "exact" {
+							attnTiledWith(kernel == "rows", s, src, blk, q, heads*hd, heads, 0.125, 0, out, heads*hd)
+							continue
+						}
+						AttnScoresF16(q, heads, hd, ct.K, blk.Cells, ct.Stride, 0.125, scores)
+						for h := range heads {
+							SoftmaxInPlace(scores[h*cells : (h+1)*cells])
+						}
+						AttnValuesF16(scores, heads, hd, ct.V, blk.Cells, ct.Stride, out)
 					}
 				})
 			}

@@ -322,6 +322,39 @@ func (s *CacheTiles[E]) LoadKT(dst []float32, cells []int32) {
 	}
 }
 
+func (s *CacheTiles[E]) checkRows(cells []int32) {
+	var e E
+	span := s.HD
+	if unsafe.Sizeof(e) == 1 { // Q8_0: rows of blocks
+		if s.HD%32 != 0 {
+			panic(fmt.Sprintf("ops.AttnTiled: hd %d is not a multiple of the Q8_0 block of 32", s.HD))
+		}
+		span = s.HD / 32 * q8Block
+	}
+	checkCells("AttnTiled", span, min(len(s.K), len(s.V)), cells, s.Stride)
+}
+
+func (s *CacheTiles[E]) loadGroup(ktT []float32, cells, ahead []int32) {
+	if k, ok := any(s.K).([]uint16); ok { // the F16 cache's loop without the switches
+		pk, pv := unsafe.Pointer(&k[0]), unsafe.Pointer(&s.V[0])
+		for t := range len(cells) / TileCells {
+			tilePrefetch(pk, pv, ahead[min(t*TileCells, len(ahead)):min((t+1)*TileCells, len(ahead))], 2*s.Stride, 2*s.HD)
+			attnTileLoadKTF16(ktT[t*TileCells:], k, cells[t*TileCells:][:TileCells], s.Stride, s.HD)
+		}
+		return
+	}
+	for t := range len(cells) / TileCells {
+		s.Prefetch(ahead[min(t*TileCells, len(ahead)):min((t+1)*TileCells, len(ahead))])
+		dst, c := ktT[t*TileCells:], cells[t*TileCells:][:TileCells]
+		switch k := any(s.K).(type) {
+		case []float32:
+			attnTileLoadKTF32(dst, k, c, s.Stride, s.HD)
+		case []byte:
+			attnTileLoadKTQ8(dst, k, c, s.Stride, s.HD)
+		}
+	}
+}
+
 // loadTile is AttnTileLoadF16, AttnTileLoadF32 or AttnTileLoadQ8, by the cache's element type.
 func loadTile[E uint16 | float32 | byte](dst []float32, src []E, cells []int32, stride, hd int) {
 	switch src := any(src).(type) {

@@ -16,8 +16,9 @@ import "fmt"
 // Registers: R8 hd·4, R9 3·hd·4 (rowIndex); in the scores SI q, DI ktT, CX the rounds, Z<4i+t>
 // the scores of row i and tile t, Z16-Z19 a column of each tile, Z20-Z23 a query of each row.
 // In the updates BX the tile's scores, DX its cpos (then its cells), R10 its cells, R11 v, R12
-// the weights, the tiles and their cpos in the arguments' slots, CX the rounds over the cells; Z20 1/cap, Z21 cap, Z22 ONE, Z23 -Inf, Z24+i row i's rescaling factor, Z29-Z31
-// the exponential's constants; Z0-Z5 temporaries of a row, then Z<4i+c> the output
+// the weights, the tiles and their cpos in the arguments' slots, CX the rounds over the cells;
+// Z20 1/cap, Z21 cap, Z22 ONE, Z23 -Inf, Z24+i row i's rescaling factor, Z29-Z31 the
+// exponential's constants; Z0-Z17 the rows' temporaries (rowUpdate), then Z<4i+c> the output
 // accumulators and Z16-Z19 the V chunks.
 func rowStep(r int, f16 bool) {
 	kind, vt := "F32", "float32"
@@ -56,10 +57,7 @@ TEXT ·attnRowStep%sAVX512(SB), NOSPLIT, $0-120
 		emit("VMOVUPS Z0, %d(BX)", 64*i)
 	}
 	label(fmt.Sprintf("rnc%s", name))
-	comment("Per row: mask, maximum, rescaling factor, weights, sum.")
-	for i := 0; i < r; i++ {
-		emit("RPRO(%d, %d, Z%d)", 64*i, 4*i, 24+i)
-	}
+	rowUpdate(r)
 	rowValues(r, f16, name)
 	emit("ADDQ $256, BX")
 	emit("ADDQ $64, cpos+32(FP)") // the next tile's positions, in the argument slot: DX is the cells' in rowValues
@@ -103,50 +101,57 @@ func rowScores(r int) {
 	}
 }
 
-// rowMacros writes the macros of every rowStep: RPRO, a row's update of its state before the
-// outputs, and its folds RMAX and RSUM.
-func rowMacros() {
-	define("RMAX(off): X1 = the maximum of X1 and the 16 floats at off(BX), folded in cell order "+
-		"(VMAXSS is m > s ? m : s, NaN included, as the Go loop's if !(m > s) { m = s }).", "RMAX(off)",
-		func() {
-			for j := 0; j < 16; j++ {
-				emit("VMAXSS off+%d(BX), X1, X1", 4*j)
-			}
-		})
-	define("RSUM(off): X5 += the 16 floats at off(R12), one by one in cell order.", "RSUM(off)", func() {
-		for j := 0; j < 16; j++ {
-			emit("VADDSS off+%d(R12), X5, X5", 4*j)
-		}
-	})
-	define("RPRO(s, r4, c): the update of row r4/4 before its outputs: its (soft-capped) scores at "+
-		"s(BX) masked (-Inf where cpos (Z19) > pos or cpos <= lo) and stored back; the new maximum; "+
-		"the rescaling factor e^(M-M') to c; the weights e^(s-M') to s(R12) (s is also the row's "+
-		"offset in the weights); L' = L·c + the weights in cell order.", "RPRO(s, r4, c)", func() {
-		emit("VMOVUPS s(BX), Z0")
-		emit("MOVQ    pos+40(FP), AX")
-		emit("VPCMPD.BCST $6, r4(AX), Z19, K1")
-		emit("MOVQ    lo+48(FP), AX")
-		emit("VPCMPD.BCST $2, r4(AX), Z19, K2")
+// rowUpdate writes the rows' updates of their state before the outputs, the r rows' steps
+// interleaved (their chains independent, in flight together): the (soft-capped) scores at
+// 64·i(BX) masked (-Inf where cpos (Z19) > pos or cpos <= lo) and stored back; the new maximum,
+// folded in cell order from M (VMAXSS is m > s ? m : s, NaN included, as the Go loop's
+// if !(m > s) { m = s }); the rescaling factor e^(M-M') to Z24+i; the weights e^(s-M') to
+// 64·i(R12); L' = L·c + the weights one by one in cell order. Zi the scores, Z4+i the maximum
+// then the sum, Z8+i the old maximum, Z12+i the new.
+func rowUpdate(r int) {
+	comment("Per row, interleaved: mask, maximum, rescaling factor, weights, sum.")
+	loads("pos+40(FP), AX", "lo+48(FP), CX", "m+64(FP), SI", "l+72(FP), DI")
+	for i := 0; i < r; i++ {
+		emit("VMOVUPS %d(BX), Z%d", 64*i, i)
+		emit("VPCMPD.BCST $6, %d(AX), Z19, K1", 4*i)
+		emit("VPCMPD.BCST $2, %d(CX), Z19, K2", 4*i)
 		emit("KORW    K1, K2, K1")
-		emit("VMOVAPS Z23, K1, Z0")
-		emit("VMOVUPS Z0, s(BX)")
-		emit("MOVQ    m+64(FP), AX")
-		emit("VMOVSS  r4(AX), X1")
-		emit("RMAX(s)")
-		emit("VBROADCASTSS r4(AX), Z2")
-		emit("VMOVSS  X1, r4(AX)")
-		emit("VBROADCASTSS X1, Z1")
-		emit("VSUBPS  Z1, Z2, Z2")
-		emit("EXPZ(Z2, Z3, Z4)")
-		emit("VMOVAPS Z2, c")
-		emit("VSUBPS  Z1, Z0, Z0")
-		emit("EXPZ(Z0, Z3, Z4)")
-		emit("VMOVUPS Z0, s(R12)")
-		emit("MOVQ    l+72(FP), AX")
-		emit("VMULSS  r4(AX), X2, X5")
-		emit("RSUM(s)")
-		emit("VMOVSS  X5, r4(AX)")
-	})
+		emit("VMOVAPS Z23, K1, Z%d", i)
+		emit("VMOVUPS Z%d, %d(BX)", i, 64*i)
+	}
+	for i := 0; i < r; i++ {
+		emit("VMOVSS %d(SI), X%d", 4*i, 4+i)
+	}
+	for j := 0; j < 16; j++ {
+		for i := 0; i < r; i++ {
+			emit("VMAXSS %d(BX), X%d, X%d", 64*i+4*j, 4+i, 4+i)
+		}
+	}
+	for i := 0; i < r; i++ {
+		emit("VBROADCASTSS %d(SI), Z%d", 4*i, 8+i)
+		emit("VMOVSS X%d, %d(SI)", 4+i, 4*i)
+		emit("VBROADCASTSS X%d, Z%d", 4+i, 12+i)
+		emit("VSUBPS Z%d, Z%d, Z%d", 12+i, 8+i, 24+i)
+		emit("VSUBPS Z%d, Z%d, Z%d", 12+i, i, i)
+	}
+	for i := 0; i < r; i++ {
+		emit("EXPZ(Z%d, Z16, Z17)", 24+i)
+	}
+	for i := 0; i < r; i++ {
+		emit("EXPZ(Z%d, Z16, Z17)", i)
+		emit("VMOVUPS Z%d, %d(R12)", i, 64*i)
+	}
+	for i := 0; i < r; i++ {
+		emit("VMULSS %d(DI), X%d, X%d", 4*i, 24+i, 4+i)
+	}
+	for j := 0; j < 16; j++ {
+		for i := 0; i < r; i++ {
+			emit("VADDSS %d(R12), X%d, X%d", 64*i+4*j, 4+i, 4+i)
+		}
+	}
+	for i := 0; i < r; i++ {
+		emit("VMOVSS X%d, %d(DI)", 4+i, 4*i)
+	}
 }
 
 // rowValueMacros writes RVJ<name>_<c> for c = 1..4: one cell of the outputs, c chunks of 16

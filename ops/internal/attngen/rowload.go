@@ -18,7 +18,6 @@ func row() {
 	tileConsts()
 	mathMacros()
 	rowLoadMacros()
-	rowMacros()
 	// Before any TEXT: go vet checks a macro's arguments against the function it follows.
 	for _, f16 := range []bool{false, true} {
 		for r := 1; r <= rowSetRows; r++ {
@@ -193,5 +192,27 @@ TEXT ·attnTilePrefetch(SB), NOSPLIT, $0-48
 	emit("DECQ CX")
 	emit("JNZ  pfcell")
 	label("pfdone")
+	emit("RET")
+	b.WriteString(`
+// func attnTilePrefetch2L(k, v unsafe.Pointer, cells *int32, n, strideB int)
+//
+// attnTilePrefetch of rows of two whole cache lines (128 bytes from a multiple of 64): two
+// PREFETCHT0 a row, no loop over its lines.
+TEXT ·attnTilePrefetch2L(SB), NOSPLIT, $0-40
+`)
+	loads("k+0(FP), DI", "v+8(FP), SI", "cells+16(FP), DX", "n+24(FP), CX", "strideB+32(FP), R8")
+	emit("TESTQ CX, CX")
+	emit("JZ    pf2done")
+	label("pf2cell")
+	emit("MOVLQSX (DX), AX")
+	emit("IMULQ   R8, AX")
+	emit("PREFETCHT0 (DI)(AX*1)")
+	emit("PREFETCHT0 64(DI)(AX*1)")
+	emit("PREFETCHT0 (SI)(AX*1)")
+	emit("PREFETCHT0 64(SI)(AX*1)")
+	emit("ADDQ $4, DX")
+	emit("DECQ CX")
+	emit("JNZ  pf2cell")
+	label("pf2done")
 	emit("RET")
 }
