@@ -14,7 +14,9 @@
 //
 // np must be even (the Go side runs an odd last panel with the 256-bit kernel). With two columns
 // or more the Go side gives these kernels only what the four-panel kernels of
-// packed_vnni512q_amd64.s leave (np mod 4): these carry decode, whose prefetch (ZPF) they keep.
+// packed_vnni512q_amd64.s leave (np mod 4); decode (one column) runs the one-panel kernels, a
+// single stream of the weights. The prefetch of the one- and two-column blocks (ZPF) serves the
+// tests' and the fuzzers' direct calls and the two-column remainders.
 // Registers:
 // BX pairs left; CX blocks left; SI the block of panel p, R14 the bytes of one panel (panel p+1's
 // block at (SI)(R14*1)); DI, R10, R12, R13 columns 0-3 (R8 apart); R11 nx; DX out; R9 the

@@ -28,8 +28,9 @@ func init() {
 }
 
 // quadCols is the fewest columns for which asmPanelQuads runs the four-panel kernel. Decode (one
-// column) streams the weights from memory and stays on the pair kernels, which prefetch; with
-// two columns the four-panel kernel was 15-25% faster on an AMD EPYC Zen 5 even without.
+// column) streams the weights from memory and runs the one-panel kernels (see asmPanelQuads);
+// with two columns the four-panel kernel was 15-25% faster on an AMD EPYC Zen 5 than the pair
+// kernel.
 const quadCols = 2
 
 // asmPanelQuads is asmPanel for three kernels of one computation: one that runs four panels at
@@ -39,6 +40,14 @@ func asmPanelQuads(wt Type, quad, pair, one panelAsm) panelFunc {
 	return func(np, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
 		checkPanelArgs(wt, np, nb, w, x, xStride, nx, out, outStride)
 		_ = sums[sumWords*nb-1]
+		if nx == 1 {
+			// Decode: one panel after the other is one sequential stream of the weights, which
+			// the prefetchers follow better than the pair kernel's two streams a panel apart
+			// (small Q8_0 tg64 327-369 t/s against 265-298, tinyllama Q4_0 61-66 against 51-52,
+			// AMD EPYC Zen 5).
+			one(np, nb, &w[0], &x[0], xStride, nx, &out[0], outStride, &sums[0])
+			return
+		}
 		p := 0
 		if nx >= quadCols {
 			if p = np &^ 3; p > 0 {
@@ -59,6 +68,10 @@ func asmPanelQuads(wt Type, quad, pair, one panelAsm) panelFunc {
 func asmPanelQuadsK(wt Type, quad, pair, one panelAsmK) panelFunc {
 	return func(np, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, _ []int32) {
 		checkPanelArgs(wt, np, nb, w, x, xStride, nx, out, outStride)
+		if nx == 1 { // one stream, as in asmPanelQuads: tinyllama Q4_K_M tg32 59-60 t/s against 51-53
+			one(np, nb, &w[0], &x[0], xStride, nx, &out[0], outStride)
+			return
+		}
 		p := 0
 		if nx >= quadCols {
 			if p = np &^ 3; p > 0 {

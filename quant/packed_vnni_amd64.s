@@ -78,12 +78,20 @@
 #define V4BLOCK(C) C(0); C(1); C(2); C(3)
 
 // Blocks for n columns (VP_KERNEL's Bn; the product macro is not needed: V8X and V4X are EVEX).
-#define V8B1(DP) VI8(VI1); V8BLOCK(V8C1); VS1(VSCALE8)
+// The 1-column blocks (decode, memory-bound: little work per byte) prefetch VPFD bytes ahead, a
+// block's cache lines (4 of Q8_0's 272 bytes, 2 of Q4_0's 144; the hardware prefetchers fetch
+// the rest of the stream): tinyllama Q4_0 tg32 61-66 t/s against 51-64 without (AMD EPYC Zen 5);
+// 1024 bytes ahead did no better.
+#define VPFD 2048
+#define V8PF PREFETCHT0 VPFD(SI); PREFETCHT0 VPFD+64(SI); PREFETCHT0 VPFD+128(SI); PREFETCHT0 VPFD+192(SI)
+#define V4PF PREFETCHT0 VPFD(SI); PREFETCHT0 VPFD+64(SI)
+
+#define V8B1(DP) V8PF; VI8(VI1); V8BLOCK(V8C1); VS1(VSCALE8)
 #define V8B2(DP) VI8(VI2); V8BLOCK(V8C2); VS2(VSCALE8)
 #define V8B3(DP) VI8(VI3); V8BLOCK(V8C3); VS3(VSCALE8)
 #define V8B4(DP) VI8(VI4); V8BLOCK(V8C4); VS4(VSCALE8)
 
-#define V4B1(DP) VI4H(VI1); V4BLOCK(V4C1); VS1(VSCALE4)
+#define V4B1(DP) V4PF; VI4H(VI1); V4BLOCK(V4C1); VS1(VSCALE4)
 #define V4B2(DP) VI4H(VI2); V4BLOCK(V4C2); VS2(VSCALE4)
 #define V4B3(DP) VI4H(VI3); V4BLOCK(V4C3); VS3(VSCALE4)
 #define V4B4(DP) VI4H(VI4); V4BLOCK(V4C4); VS4(VSCALE4)
