@@ -118,7 +118,8 @@ func (t *matmulTask) Do(i, _ int) {
 		}
 		w := job.w
 		if w.packed {
-			// Pairs of panels: the AVX-512 Q8_0/Q4_0 kernels run two at once, an odd one alone.
+			// Pairs of panels: the prompt kernels run four or two at once (AVX-512) or two
+			// (AVX2), an odd one alone; a range of 2 mod 4 panels leaves a pair to the pair kernel.
 			r0, r1 := ops.Split(w.Rows, job.chunks, 2*quant.PanelRows, i)
 			quant.MatMulPackedSums(w.Type, w.Cols, w.Data, job.xq, job.sums, t.n, job.out, w.Rows, r0, r1)
 			return
