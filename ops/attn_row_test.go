@@ -358,3 +358,26 @@ func BenchmarkAttnTiledDecode(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAttnTiledPrompt times AttnTiled for a block of 16 prompt tokens × 3 heads of one KV
+// group (hd 64, F16 cache) at the end of 256 cells: the lane kernel with the transposes of the
+// queries in and the outputs out, a prompt's attention at shallow depth.
+func BenchmarkAttnTiledPrompt(b *testing.B) {
+	const hd, cells, n, heads = 64, 256, 16, 3
+	r := rand.New(rand.NewPCG(2, 2))
+	src, _, _, _ := newTiledSource(&testing.T{}, r, "f16", hd, cells)
+	blk := &TileBlock{}
+	for c := range cells {
+		blk.Cells, blk.CPos = append(blk.Cells, int32(c)), append(blk.CPos, int32(c))
+	}
+	for t := range n {
+		blk.Pos, blk.Lo = append(blk.Pos, int32(cells-n+t)), append(blk.Lo, math.MinInt32)
+	}
+	q := randNormal(r, n*heads*hd)
+	out := make([]float32, n*heads*hd)
+	s := NewTileScratch(heads, hd)
+	b.ReportAllocs()
+	for b.Loop() {
+		AttnTiled(s, src, blk, q, heads*hd, heads, 0.125, 0, out, heads*hd)
+	}
+}
