@@ -235,13 +235,7 @@ func TestAttnTileLoadsKTMatchGo(t *testing.T) {
 			if hd%32 != 0 {
 				return
 			}
-			strideB := hd/32*q8Block + pad
-			q8 := make([]byte, rows*strideB)
-			for c := range rows {
-				if err := quant.Quantize(quant.Q8_0, randF32s(r, hd), q8[c*strideB:][:hd/32*q8Block]); err != nil {
-					t.Fatal(err)
-				}
-			}
+			q8, strideB := randQ8Rows(t, r, rows, hd, pad)
 			AttnTileLoadKTQ8(got[2*TileCells:], q8, cells, strideB, hd)
 			attnTileLoadKTQ8Go(want[2*TileCells:], q8, cells, strideB, hd)
 			sameBits(t, "Q8_0", got, want)

@@ -165,13 +165,7 @@ func TestAttnTileLoadsMatchGo(t *testing.T) {
 			if hd%32 != 0 {
 				return
 			}
-			strideB := hd/32*q8Block + pad
-			q8 := make([]byte, rows*strideB)
-			for c := range rows {
-				if err := quant.Quantize(quant.Q8_0, randF32s(r, hd), q8[c*strideB:][:hd/32*q8Block]); err != nil {
-					t.Fatal(err)
-				}
-			}
+			q8, strideB := randQ8Rows(t, r, rows, hd, pad)
 			AttnTileLoadQ8(got, q8, cells, strideB, hd)
 			attnTileLoadQ8Go(want, q8, cells, strideB, hd)
 			sameBits(t, "Q8_0", got, want)
@@ -401,4 +395,18 @@ func TestAttnTiledRowsIndependent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// randQ8Rows returns rows Q8_0 rows of hd uniform values (hd a multiple of 32), pad bytes apart
+// beyond their blocks, and their stride in bytes.
+func randQ8Rows(t *testing.T, r *rand.Rand, rows, hd, pad int) ([]byte, int) {
+	t.Helper()
+	strideB := hd/32*q8Block + pad
+	q8 := make([]byte, rows*strideB)
+	for c := range rows {
+		if err := quant.Quantize(quant.Q8_0, randF32s(r, hd), q8[c*strideB:][:hd/32*q8Block]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return q8, strideB
 }
