@@ -109,32 +109,28 @@ func rowLoadTail(loop string) {
 // rowLoadF16 writes attnTileLoadKTF16AVX512: per 16 dimensions, the 16 rows' halves widened
 // (VCVTPH2PS), transposed, stored.
 func rowLoadF16() {
-	rowLoadHead("attnTileLoadKTF16AVX512", "uint16", "// The 16 rows of hd halves (hd > 0 a multiple of 16), row j from byte cells[j]·strideB of k,\n"+
-		"// transposed: k[j][d] to dst[d·64 + j].", 4)
-	label("ktf16")
-	for j := 0; j < 16; j++ {
-		emit("RADDR(%d)", 4*j)
-		emit("VCVTPH2PS (SI)(AX*1), Z%d", j)
-	}
-	emit("TT16")
-	emit("TSTORE")
-	emit("ADDQ $32, SI")
-	rowLoadTail("ktf16")
+	rowLoadWide("attnTileLoadKTF16AVX512", "uint16", "halves", "VCVTPH2PS", "ktf16", 32)
 }
 
 // rowLoadF32 writes attnTileLoadKTF32AVX512: AttnTileLoadKTF16's transposition of float32 rows.
 func rowLoadF32() {
-	rowLoadHead("attnTileLoadKTF32AVX512", "float32", "// The 16 rows of hd floats (hd > 0 a multiple of 16), row j from byte cells[j]·strideB of k,\n"+
+	rowLoadWide("attnTileLoadKTF32AVX512", "float32", "floats", "VMOVUPS", "ktf32", 64)
+}
+
+// rowLoadWide writes a transposing loader of rows of elem: per 16 dimensions (step bytes of a
+// row), each of the 16 rows' values loaded into a float32 register with load, transposed, stored.
+func rowLoadWide(name, elem, what, load, loop string, step int) {
+	rowLoadHead(name, elem, "// The 16 rows of hd "+what+" (hd > 0 a multiple of 16), row j from byte cells[j]·strideB of k,\n"+
 		"// transposed: k[j][d] to dst[d·64 + j].", 4)
-	label("ktf32")
+	label(loop)
 	for j := 0; j < 16; j++ {
 		emit("RADDR(%d)", 4*j)
-		emit("VMOVUPS (SI)(AX*1), Z%d", j)
+		emit("%s (SI)(AX*1), Z%d", load, j)
 	}
 	emit("TT16")
 	emit("TSTORE")
-	emit("ADDQ $64, SI")
-	rowLoadTail("ktf32")
+	emit("ADDQ $%d, SI", step)
+	rowLoadTail(loop)
 }
 
 // rowLoadQ8 writes attnTileLoadKTQ8AVX512: per Q8_0 block, each half of 16 values of the 16 rows
