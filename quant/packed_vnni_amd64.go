@@ -27,43 +27,6 @@ func init() {
 	setPanel(Q4_0, cpu.AVXVNNIEvex, asmPanel(Q4_0, q4PanelAVXVNNIEvex), -128)
 }
 
-// quadCols is the fewest columns for which asmPanelQuads runs the four-panel kernel. Decode (one
-// column) streams the weights from memory and runs the one-panel kernels (see asmPanelQuads);
-// with two columns the four-panel kernel was 15-25% faster on an AMD EPYC Zen 5 than the pair
-// kernel.
-const quadCols = 2
-
-// asmPanelQuads is asmPanel for three kernels of one computation: one that runs four panels at
-// once (np a multiple of 4), used for quadCols columns or more, one that runs two (np even) and
-// one that runs a last odd panel alone.
-func asmPanelQuads(wt Type, quad, pair, one panelAsm) panelFunc {
-	return func(np, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, sums []int32) {
-		checkPanelArgs(wt, np, nb, w, x, xStride, nx, out, outStride)
-		_ = sums[sumWords*nb-1]
-		if nx == 1 {
-			// Decode: one panel after the other is one sequential stream of the weights, which
-			// the prefetchers follow better than the pair kernel's two streams a panel apart
-			// (small Q8_0 tg64 327-369 t/s against 265-298, tinyllama Q4_0 61-66 against 51-52,
-			// AMD EPYC Zen 5).
-			one(np, nb, &w[0], &x[0], xStride, nx, &out[0], outStride, &sums[0])
-			return
-		}
-		p := 0
-		if nx >= quadCols {
-			if p = np &^ 3; p > 0 {
-				quad(p, nb, &w[0], &x[0], xStride, nx, &out[0], outStride, &sums[0])
-			}
-		}
-		if even := (np - p) &^ 1; even > 0 {
-			pair(even, nb, &w[p*PanelRows*nb*wt.TypeSize()], &x[0], xStride, nx, &out[p*PanelRows], outStride, &sums[0])
-			p += even
-		}
-		if p < np {
-			one(1, nb, &w[p*PanelRows*nb*wt.TypeSize()], &x[0], xStride, nx, &out[p*PanelRows], outStride, &sums[0])
-		}
-	}
-}
-
 // asmPanelQuadsK is asmPanelQuads for the kernels that take no sums.
 func asmPanelQuadsK(wt Type, quad, pair, one panelAsmK) panelFunc {
 	return func(np, nb int, w, x []byte, xStride, nx int, out []float32, outStride int, _ []int32) {
