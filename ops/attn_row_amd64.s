@@ -6,23 +6,6 @@
 // attn_row_amd64.go). The scores have one lane per KV cell (the K tile transposed), the outputs
 // one lane per dimension; the query rows are unrolled, never in lanes.
 
-DATA rowc<>+0(SB)/4, $0x3fb8aa3b // LOG2E: log2(e)
-DATA rowc<>+4(SB)/4, $0x4b400000 // MAGIC: 1.5·2^23
-DATA rowc<>+8(SB)/4, $0x3f317200 // LN2HI: ln2 to 15 bits
-DATA rowc<>+12(SB)/4, $0x35bfbe8e // LN2LO: ln2 - LN2HI
-DATA rowc<>+16(SB)/4, $0x3ab51202 // C6: 0.00138145708
-DATA rowc<>+20(SB)/4, $0x3c091d00 // C5: 0.00836873055
-DATA rowc<>+24(SB)/4, $0x3d2aac79 // C4: 0.041668389
-DATA rowc<>+28(SB)/4, $0x3e2aaa49 // C3: 0.166665211
-DATA rowc<>+32(SB)/4, $0x3efffffe // C2: 0.49999994
-DATA rowc<>+36(SB)/4, $0x3f800000 // ONE: 1
-DATA rowc<>+40(SB)/4, $0xc2700000 // CUTOFF: -60
-DATA rowc<>+44(SB)/4, $0xff800000 // NEGINF: -Inf
-DATA rowc<>+48(SB)/4, $0x7fffffff // ABS: all but the sign
-DATA rowc<>+52(SB)/4, $0x80000000 // SIGN: the sign
-DATA rowc<>+56(SB)/4, $0xc0000000 // MINUS2: -2
-GLOBL rowc<>(SB), RODATA|NOPTR, $60
-
 // ZZERO<n>: Z0 .. Z<n-1> zeroed.
 #define ZZERO1 VPXORD Z0, Z0, Z0
 #define ZZERO2 ZZERO1; VPXORD Z1, Z1, Z1
@@ -46,16 +29,16 @@ GLOBL rowc<>(SB), RODATA|NOPTR, $60
 // Z29 = LN2LO and Z22 = ONE.
 #define EXPZ(x, t, r) \
 	VMOVAPS      Z31, t; \
-	VFMADD231PS.BCST rowc<>+0(SB), x, t; \
+	VFMADD231PS.BCST ·attnTileConsts+0(SB), x, t; \
 	VSUBPS       Z31, t, r; \
-	VCMPPS.BCST  $0x1d, rowc<>+40(SB), x, K3; \
+	VCMPPS.BCST  $0x1d, ·attnTileConsts+40(SB), x, K3; \
 	VFNMADD231PS Z30, r, x; \
 	VFNMADD231PS Z29, r, x; \
-	VBROADCASTSS rowc<>+16(SB), r; \
-	VFMADD213PS.BCST rowc<>+20(SB), x, r; \
-	VFMADD213PS.BCST rowc<>+24(SB), x, r; \
-	VFMADD213PS.BCST rowc<>+28(SB), x, r; \
-	VFMADD213PS.BCST rowc<>+32(SB), x, r; \
+	VBROADCASTSS ·attnTileConsts+16(SB), r; \
+	VFMADD213PS.BCST ·attnTileConsts+20(SB), x, r; \
+	VFMADD213PS.BCST ·attnTileConsts+24(SB), x, r; \
+	VFMADD213PS.BCST ·attnTileConsts+28(SB), x, r; \
+	VFMADD213PS.BCST ·attnTileConsts+32(SB), x, r; \
 	VFMADD213PS  Z22, x, r; \
 	VFMADD213PS  Z22, x, r; \
 	VPSLLD       $23, t, t; \
@@ -64,13 +47,13 @@ GLOBL rowc<>(SB), RODATA|NOPTR, $60
 // TCAP(z): the soft cap of the scores z: cap · sign(y) · (1-e)/(1+e), y = z/cap, e = e^(-2|y|).
 #define TCAP(z) \
 	VMULPS       Z20, z, z; \
-	VPANDD.BCST  rowc<>+48(SB), z, Z16; \
-	VMULPS.BCST  rowc<>+56(SB), Z16, Z16; \
+	VPANDD.BCST  ·attnTileConsts+48(SB), z, Z16; \
+	VMULPS.BCST  ·attnTileConsts+56(SB), Z16, Z16; \
 	EXPZ(Z16, Z17, Z18); \
 	VSUBPS       Z16, Z22, Z17; \
 	VADDPS       Z16, Z22, Z18; \
 	VDIVPS       Z18, Z17, Z17; \
-	VPANDD.BCST  rowc<>+52(SB), z, Z18; \
+	VPANDD.BCST  ·attnTileConsts+52(SB), z, Z18; \
 	VPORD        Z18, Z17, Z17; \
 	VMULPS       Z21, Z17, z
 
@@ -1131,11 +1114,11 @@ rs1:
 	VMOVUPS      Z1, 256(BX)
 	VMOVUPS      Z2, 512(BX)
 	VMOVUPS      Z3, 768(BX)
-	VBROADCASTSS rowc<>+4(SB), Z31
-	VBROADCASTSS rowc<>+8(SB), Z30
-	VBROADCASTSS rowc<>+12(SB), Z29
-	VBROADCASTSS rowc<>+36(SB), Z22
-	VBROADCASTSS rowc<>+44(SB), Z23
+	VBROADCASTSS ·attnTileConsts+4(SB), Z31
+	VBROADCASTSS ·attnTileConsts+8(SB), Z30
+	VBROADCASTSS ·attnTileConsts+12(SB), Z29
+	VBROADCASTSS ·attnTileConsts+36(SB), Z22
+	VBROADCASTSS ·attnTileConsts+44(SB), Z23
 	VBROADCASTSS inv+60(FP), Z20
 	VBROADCASTSS softcap+56(FP), Z21
 	LEAQ         1024(BX), R12
@@ -1377,11 +1360,11 @@ rs2:
 	VMOVUPS      Z6, 576(BX)
 	VMOVUPS      Z3, 768(BX)
 	VMOVUPS      Z7, 832(BX)
-	VBROADCASTSS rowc<>+4(SB), Z31
-	VBROADCASTSS rowc<>+8(SB), Z30
-	VBROADCASTSS rowc<>+12(SB), Z29
-	VBROADCASTSS rowc<>+36(SB), Z22
-	VBROADCASTSS rowc<>+44(SB), Z23
+	VBROADCASTSS ·attnTileConsts+4(SB), Z31
+	VBROADCASTSS ·attnTileConsts+8(SB), Z30
+	VBROADCASTSS ·attnTileConsts+12(SB), Z29
+	VBROADCASTSS ·attnTileConsts+36(SB), Z22
+	VBROADCASTSS ·attnTileConsts+44(SB), Z23
 	VBROADCASTSS inv+60(FP), Z20
 	VBROADCASTSS softcap+56(FP), Z21
 	LEAQ         1024(BX), R12
@@ -1709,11 +1692,11 @@ rs3:
 	VMOVUPS      Z3, 768(BX)
 	VMOVUPS      Z7, 832(BX)
 	VMOVUPS      Z11, 896(BX)
-	VBROADCASTSS rowc<>+4(SB), Z31
-	VBROADCASTSS rowc<>+8(SB), Z30
-	VBROADCASTSS rowc<>+12(SB), Z29
-	VBROADCASTSS rowc<>+36(SB), Z22
-	VBROADCASTSS rowc<>+44(SB), Z23
+	VBROADCASTSS ·attnTileConsts+4(SB), Z31
+	VBROADCASTSS ·attnTileConsts+8(SB), Z30
+	VBROADCASTSS ·attnTileConsts+12(SB), Z29
+	VBROADCASTSS ·attnTileConsts+36(SB), Z22
+	VBROADCASTSS ·attnTileConsts+44(SB), Z23
 	VBROADCASTSS inv+60(FP), Z20
 	VBROADCASTSS softcap+56(FP), Z21
 	LEAQ         1024(BX), R12
@@ -2127,11 +2110,11 @@ rs4:
 	VMOVUPS      Z7, 832(BX)
 	VMOVUPS      Z11, 896(BX)
 	VMOVUPS      Z15, 960(BX)
-	VBROADCASTSS rowc<>+4(SB), Z31
-	VBROADCASTSS rowc<>+8(SB), Z30
-	VBROADCASTSS rowc<>+12(SB), Z29
-	VBROADCASTSS rowc<>+36(SB), Z22
-	VBROADCASTSS rowc<>+44(SB), Z23
+	VBROADCASTSS ·attnTileConsts+4(SB), Z31
+	VBROADCASTSS ·attnTileConsts+8(SB), Z30
+	VBROADCASTSS ·attnTileConsts+12(SB), Z29
+	VBROADCASTSS ·attnTileConsts+36(SB), Z22
+	VBROADCASTSS ·attnTileConsts+44(SB), Z23
 	VBROADCASTSS inv+60(FP), Z20
 	VBROADCASTSS softcap+56(FP), Z21
 	LEAQ         1024(BX), R12
@@ -2575,11 +2558,11 @@ rs1:
 	VMOVUPS      Z1, 256(BX)
 	VMOVUPS      Z2, 512(BX)
 	VMOVUPS      Z3, 768(BX)
-	VBROADCASTSS rowc<>+4(SB), Z31
-	VBROADCASTSS rowc<>+8(SB), Z30
-	VBROADCASTSS rowc<>+12(SB), Z29
-	VBROADCASTSS rowc<>+36(SB), Z22
-	VBROADCASTSS rowc<>+44(SB), Z23
+	VBROADCASTSS ·attnTileConsts+4(SB), Z31
+	VBROADCASTSS ·attnTileConsts+8(SB), Z30
+	VBROADCASTSS ·attnTileConsts+12(SB), Z29
+	VBROADCASTSS ·attnTileConsts+36(SB), Z22
+	VBROADCASTSS ·attnTileConsts+44(SB), Z23
 	VBROADCASTSS inv+60(FP), Z20
 	VBROADCASTSS softcap+56(FP), Z21
 	LEAQ         1024(BX), R12
@@ -2821,11 +2804,11 @@ rs2:
 	VMOVUPS      Z6, 576(BX)
 	VMOVUPS      Z3, 768(BX)
 	VMOVUPS      Z7, 832(BX)
-	VBROADCASTSS rowc<>+4(SB), Z31
-	VBROADCASTSS rowc<>+8(SB), Z30
-	VBROADCASTSS rowc<>+12(SB), Z29
-	VBROADCASTSS rowc<>+36(SB), Z22
-	VBROADCASTSS rowc<>+44(SB), Z23
+	VBROADCASTSS ·attnTileConsts+4(SB), Z31
+	VBROADCASTSS ·attnTileConsts+8(SB), Z30
+	VBROADCASTSS ·attnTileConsts+12(SB), Z29
+	VBROADCASTSS ·attnTileConsts+36(SB), Z22
+	VBROADCASTSS ·attnTileConsts+44(SB), Z23
 	VBROADCASTSS inv+60(FP), Z20
 	VBROADCASTSS softcap+56(FP), Z21
 	LEAQ         1024(BX), R12
@@ -3153,11 +3136,11 @@ rs3:
 	VMOVUPS      Z3, 768(BX)
 	VMOVUPS      Z7, 832(BX)
 	VMOVUPS      Z11, 896(BX)
-	VBROADCASTSS rowc<>+4(SB), Z31
-	VBROADCASTSS rowc<>+8(SB), Z30
-	VBROADCASTSS rowc<>+12(SB), Z29
-	VBROADCASTSS rowc<>+36(SB), Z22
-	VBROADCASTSS rowc<>+44(SB), Z23
+	VBROADCASTSS ·attnTileConsts+4(SB), Z31
+	VBROADCASTSS ·attnTileConsts+8(SB), Z30
+	VBROADCASTSS ·attnTileConsts+12(SB), Z29
+	VBROADCASTSS ·attnTileConsts+36(SB), Z22
+	VBROADCASTSS ·attnTileConsts+44(SB), Z23
 	VBROADCASTSS inv+60(FP), Z20
 	VBROADCASTSS softcap+56(FP), Z21
 	LEAQ         1024(BX), R12
@@ -3571,11 +3554,11 @@ rs4:
 	VMOVUPS      Z7, 832(BX)
 	VMOVUPS      Z11, 896(BX)
 	VMOVUPS      Z15, 960(BX)
-	VBROADCASTSS rowc<>+4(SB), Z31
-	VBROADCASTSS rowc<>+8(SB), Z30
-	VBROADCASTSS rowc<>+12(SB), Z29
-	VBROADCASTSS rowc<>+36(SB), Z22
-	VBROADCASTSS rowc<>+44(SB), Z23
+	VBROADCASTSS ·attnTileConsts+4(SB), Z31
+	VBROADCASTSS ·attnTileConsts+8(SB), Z30
+	VBROADCASTSS ·attnTileConsts+12(SB), Z29
+	VBROADCASTSS ·attnTileConsts+36(SB), Z22
+	VBROADCASTSS ·attnTileConsts+44(SB), Z23
 	VBROADCASTSS inv+60(FP), Z20
 	VBROADCASTSS softcap+56(FP), Z21
 	LEAQ         1024(BX), R12

@@ -5,22 +5,22 @@
 // AVX-512 kernels of the tiled prompt attention (see attn_tile.go and attn_tile_amd64.go). One
 // lane of a ZMM register is one query row; a tile is 16 rows × 16 KV cells.
 
-DATA tilec<>+0(SB)/4, $0x3fb8aa3b // LOG2E: log2(e)
-DATA tilec<>+4(SB)/4, $0x4b400000 // MAGIC: 1.5·2^23
-DATA tilec<>+8(SB)/4, $0x3f317200 // LN2HI: ln2 to 15 bits
-DATA tilec<>+12(SB)/4, $0x35bfbe8e // LN2LO: ln2 - LN2HI
-DATA tilec<>+16(SB)/4, $0x3ab51202 // C6: 0.00138145708
-DATA tilec<>+20(SB)/4, $0x3c091d00 // C5: 0.00836873055
-DATA tilec<>+24(SB)/4, $0x3d2aac79 // C4: 0.041668389
-DATA tilec<>+28(SB)/4, $0x3e2aaa49 // C3: 0.166665211
-DATA tilec<>+32(SB)/4, $0x3efffffe // C2: 0.49999994
-DATA tilec<>+36(SB)/4, $0x3f800000 // ONE: 1
-DATA tilec<>+40(SB)/4, $0xc2700000 // CUTOFF: -60
-DATA tilec<>+44(SB)/4, $0xff800000 // NEGINF: -Inf
-DATA tilec<>+48(SB)/4, $0x7fffffff // ABS: all but the sign
-DATA tilec<>+52(SB)/4, $0x80000000 // SIGN: the sign
-DATA tilec<>+56(SB)/4, $0xc0000000 // MINUS2: -2
-GLOBL tilec<>(SB), RODATA|NOPTR, $60
+DATA ·attnTileConsts+0(SB)/4, $0x3fb8aa3b // LOG2E: log2(e)
+DATA ·attnTileConsts+4(SB)/4, $0x4b400000 // MAGIC: 1.5·2^23
+DATA ·attnTileConsts+8(SB)/4, $0x3f317200 // LN2HI: ln2 to 15 bits
+DATA ·attnTileConsts+12(SB)/4, $0x35bfbe8e // LN2LO: ln2 - LN2HI
+DATA ·attnTileConsts+16(SB)/4, $0x3ab51202 // C6: 0.00138145708
+DATA ·attnTileConsts+20(SB)/4, $0x3c091d00 // C5: 0.00836873055
+DATA ·attnTileConsts+24(SB)/4, $0x3d2aac79 // C4: 0.041668389
+DATA ·attnTileConsts+28(SB)/4, $0x3e2aaa49 // C3: 0.166665211
+DATA ·attnTileConsts+32(SB)/4, $0x3efffffe // C2: 0.49999994
+DATA ·attnTileConsts+36(SB)/4, $0x3f800000 // ONE: 1
+DATA ·attnTileConsts+40(SB)/4, $0xc2700000 // CUTOFF: -60
+DATA ·attnTileConsts+44(SB)/4, $0xff800000 // NEGINF: -Inf
+DATA ·attnTileConsts+48(SB)/4, $0x7fffffff // ABS: all but the sign
+DATA ·attnTileConsts+52(SB)/4, $0x80000000 // SIGN: the sign
+DATA ·attnTileConsts+56(SB)/4, $0xc0000000 // MINUS2: -2
+GLOBL ·attnTileConsts(SB), RODATA|NOPTR, $60
 
 // ZZERO<n>: Z0 .. Z<n-1> zeroed.
 #define ZZERO1 VPXORD Z0, Z0, Z0
@@ -45,16 +45,16 @@ GLOBL tilec<>(SB), RODATA|NOPTR, $60
 // Z29 = LN2LO and Z22 = ONE.
 #define EXPZ(x, t, r) \
 	VMOVAPS      Z31, t; \
-	VFMADD231PS.BCST tilec<>+0(SB), x, t; \
+	VFMADD231PS.BCST ·attnTileConsts+0(SB), x, t; \
 	VSUBPS       Z31, t, r; \
-	VCMPPS.BCST  $0x1d, tilec<>+40(SB), x, K3; \
+	VCMPPS.BCST  $0x1d, ·attnTileConsts+40(SB), x, K3; \
 	VFNMADD231PS Z30, r, x; \
 	VFNMADD231PS Z29, r, x; \
-	VBROADCASTSS tilec<>+16(SB), r; \
-	VFMADD213PS.BCST tilec<>+20(SB), x, r; \
-	VFMADD213PS.BCST tilec<>+24(SB), x, r; \
-	VFMADD213PS.BCST tilec<>+28(SB), x, r; \
-	VFMADD213PS.BCST tilec<>+32(SB), x, r; \
+	VBROADCASTSS ·attnTileConsts+16(SB), r; \
+	VFMADD213PS.BCST ·attnTileConsts+20(SB), x, r; \
+	VFMADD213PS.BCST ·attnTileConsts+24(SB), x, r; \
+	VFMADD213PS.BCST ·attnTileConsts+28(SB), x, r; \
+	VFMADD213PS.BCST ·attnTileConsts+32(SB), x, r; \
 	VFMADD213PS  Z22, x, r; \
 	VFMADD213PS  Z22, x, r; \
 	VPSLLD       $23, t, t; \
@@ -63,13 +63,13 @@ GLOBL tilec<>(SB), RODATA|NOPTR, $60
 // TCAP(z): the soft cap of the scores z: cap · sign(y) · (1-e)/(1+e), y = z/cap, e = e^(-2|y|).
 #define TCAP(z) \
 	VMULPS       Z20, z, z; \
-	VPANDD.BCST  tilec<>+48(SB), z, Z16; \
-	VMULPS.BCST  tilec<>+56(SB), Z16, Z16; \
+	VPANDD.BCST  ·attnTileConsts+48(SB), z, Z16; \
+	VMULPS.BCST  ·attnTileConsts+56(SB), Z16, Z16; \
 	EXPZ(Z16, Z17, Z18); \
 	VSUBPS       Z16, Z22, Z17; \
 	VADDPS       Z16, Z22, Z18; \
 	VDIVPS       Z18, Z17, Z17; \
-	VPANDD.BCST  tilec<>+52(SB), z, Z18; \
+	VPANDD.BCST  ·attnTileConsts+52(SB), z, Z18; \
 	VPORD        Z18, Z17, Z17; \
 	VMULPS       Z21, Z17, z
 
@@ -226,10 +226,10 @@ tscores:
 	ADDQ         $16, R12
 	DECQ         CX
 	JNZ          tscores
-	VBROADCASTSS tilec<>+4(SB), Z31
-	VBROADCASTSS tilec<>+8(SB), Z30
-	VBROADCASTSS tilec<>+12(SB), Z29
-	VBROADCASTSS tilec<>+36(SB), Z22
+	VBROADCASTSS ·attnTileConsts+4(SB), Z31
+	VBROADCASTSS ·attnTileConsts+8(SB), Z30
+	VBROADCASTSS ·attnTileConsts+12(SB), Z29
+	VBROADCASTSS ·attnTileConsts+36(SB), Z22
 	MOVL         softcap+56(FP), AX
 	TESTL        AX, AX
 	JZ           tmask
@@ -260,7 +260,7 @@ tmask:
 	VMOVDQU32    (AX), Z25
 	MOVQ         lo+48(FP), AX
 	VMOVDQU32    (AX), Z24
-	VBROADCASTSS tilec<>+44(SB), Z26
+	VBROADCASTSS ·attnTileConsts+44(SB), Z26
 	TMASK(0, Z0)
 	TMASK(4, Z1)
 	TMASK(8, Z2)

@@ -14,8 +14,6 @@ func row() {
 // attn_row_amd64.go). The scores have one lane per KV cell (the K tile transposed), the outputs
 // one lane per dimension; the query rows are unrolled, never in lanes.
 `)
-	constSym = "rowc"
-	tileConsts()
 	mathMacros()
 	rowLoadMacros()
 	// Before any TEXT: go vet checks a macro's arguments against the function it follows.

@@ -13,7 +13,6 @@ func tile() {
 // AVX-512 kernels of the tiled prompt attention (see attn_tile.go and attn_tile_amd64.go). One
 // lane of a ZMM register is one query row; a tile is 16 rows × 16 KV cells.
 `)
-	constSym = "tilec"
 	tileConsts()
 	mathMacros()
 	tileMacros()
@@ -46,27 +45,24 @@ var tileConstList = []struct {
 	{"MINUS2", 0xc0000000, "-2"},
 }
 
-// constSym names the file-local symbol (sym<>) of the constants in the file being written: each
-// assembly file has its own copy, as a <> symbol is visible in its file only.
-var constSym = "tilec"
-
-// tc is the address of the constant name in the constants of the file being written.
+// tc is the address of the constant name: the table is one package symbol, written into
+// attn_tile_amd64.s (tileConsts) and read by the row kernels' file too.
 func tc(name string) string {
 	for i, c := range tileConstList {
 		if c.name == name {
-			return fmt.Sprintf("%s<>+%d(SB)", constSym, 4*i)
+			return fmt.Sprintf("·attnTileConsts+%d(SB)", 4*i)
 		}
 	}
 	panic("no tile constant " + name)
 }
 
-// tileConsts writes the constants as the symbol constSym.
+// tileConsts writes the constants' table, ·attnTileConsts.
 func tileConsts() {
 	b.WriteString("\n")
 	for i, c := range tileConstList {
-		fmt.Fprintf(b, "DATA %s<>+%d(SB)/4, $0x%08x // %s: %s\n", constSym, 4*i, c.bits, c.name, c.note)
+		fmt.Fprintf(b, "DATA ·attnTileConsts+%d(SB)/4, $0x%08x // %s: %s\n", 4*i, c.bits, c.name, c.note)
 	}
-	fmt.Fprintf(b, "GLOBL %s<>(SB), RODATA|NOPTR, $%d\n", constSym, 4*len(tileConstList))
+	fmt.Fprintf(b, "GLOBL ·attnTileConsts(SB), RODATA|NOPTR, $%d\n", 4*len(tileConstList))
 }
 
 // mathMacros writes the macros both tile kernels (tileStep, rowStep) use: ZZERO<n>, the
