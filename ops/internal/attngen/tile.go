@@ -22,7 +22,7 @@ func tile() {
 	tileStep()
 }
 
-// The constants of tilec<>, one float32 each (broadcast from memory): name, bits, value.
+// The constants of ·attnTileConsts, one float32 each (broadcast from memory): name, bits, value.
 var tileConstList = []struct {
 	name string
 	bits uint32
