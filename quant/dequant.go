@@ -39,8 +39,8 @@ func checkLens(t Type, nBytes, nElems int) error {
 
 // Dequantize converts len(dst) elements of type t, packed in src, to float32. len(dst) must be a
 // multiple of t.BlockSize() and len(src) must equal t.RowSize(len(dst)). Supported types: every
-// t with t.Supported() (floats, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, the K-quants Q2_K to Q8_K
-// and IQ4_XS).
+// t with t.Supported() (floats, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, the K-quants Q2_K
+// to Q8_K and IQ4_XS).
 func Dequantize(t Type, src []byte, dst []float32) error {
 	if err := checkLens(t, len(src), len(dst)); err != nil {
 		return err

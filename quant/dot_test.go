@@ -25,6 +25,7 @@ var dotTypes = []struct {
 	{"Q2_K", Q2_K, Q8_K},
 	{"Q3_K", Q3_K, Q8_K},
 	{"IQ4_XS", IQ4_XS, Q8_K},
+	{"MXFP4", MXFP4, Q8_0},
 }
 
 func TestActType(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 // fuzzTypes are the types the fuzz targets pick from (by index modulo the length); the last two
 // are unsupported and must be rejected with an error.
 var fuzzTypes = []Type{F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q8_K,
-	Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, IQ4_XS, Q8_1, Type(123)}
+	Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, IQ4_XS, MXFP4, Q8_1, Type(123)}
 
 // FuzzDequantize feeds arbitrary bytes as blocks of every type: Dequantize must return an error or
 // fill dst, never panic; and the dot kernels must accept any weight bytes.

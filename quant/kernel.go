@@ -102,7 +102,7 @@ func KernelName(t Type) string { return t.row().kernels.dotPath[cpu.Selected()].
 func DotGo(t Type) DotFunc { return t.row().dot }
 
 // ActType is the type activations are converted to before a dot with weights of type w (ggml's
-// vec_dot_type): Q8_0 for the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL);
+// vec_dot_type): Q8_0 for the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4);
 // Q8_K for the 256-element ones (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS); F32 for F32, F16 and
 // BF16. It is only meaningful for types with DotGo(w) != nil; for any other type it returns F32.
 func ActType(w Type) Type { return w.row().act }

@@ -36,6 +36,9 @@ const (
 	I64    Type = 27
 	F64    Type = 28
 	BF16   Type = 30
+	// MXFP4 is the OCP microscaling FP4 format (E2M1 values, an E8M0 scale per 32): gpt-oss's
+	// experts.
+	MXFP4 Type = 39
 )
 
 // QK_K is the number of elements in a K-quant super-block.
@@ -76,7 +79,7 @@ type typeTraits struct {
 // types is indexed by Type (an array, not a map: RowSize and TypeSize sit on hot paths). It is
 // filled by init, not by a composite literal, because the functions in the rows refer to types
 // themselves (through RowSize and the like), which Go forbids in a package-level initializer.
-var types [BF16 + 1]typeTraits
+var types [MXFP4 + 1]typeTraits
 
 func init() {
 	layout := func(name string, blockSize, typeSize int) typeTraits {
@@ -111,6 +114,8 @@ func init() {
 		pack: packQ32Rows, unpack: unpackQ32Row, panel: panelQ8_0Go, panelSums: true})
 	def(IQ4_NL, typeTraits{name: "IQ4_NL", blockSize: 32, typeSize: iq4NLBytes, act: Q8_0,
 		dequant: dequantIQ4NL, quantize: quantizeIQ4NL, dot: dotIQ4NLGo})
+	def(MXFP4, typeTraits{name: "MXFP4", blockSize: 32, typeSize: mxfp4Bytes, act: Q8_0,
+		dequant: dequantMXFP4, quantize: quantizeMXFP4, dot: dotMXFP4Go})
 
 	def(Q2_K, typeTraits{name: "Q2_K", blockSize: QK_K, typeSize: q2_KBytes, act: Q8_K,
 		dequant: dequantQ2_K, quantize: quantizeQ2_K, dot: dotQ2_KGo})
