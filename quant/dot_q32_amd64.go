@@ -2,17 +2,19 @@ package quant
 
 import "ubatch/internal/cpu"
 
-// AVX2 kernels for the 32-element block types Q5_0, IQ4_NL, Q4_1 and Q5_1 with Q8_0 activations
-// (dot_q32_amd64.s), built like the Q4_0 kernel (dot_q8_amd64.go): four blocks per step, each
-// decoded once for all nx columns, leftover blocks (nb%4) run padded with zero blocks. They
-// compute the same integer block sums as the Go twins in q32.go and differ from them only in the
-// order (and fusing) of the float32 operations; see kernels_test.go for the tolerance.
-// As in the Q4_0 kernel (and ggml), the signed Q5_0 and IQ4_NL levels give their signs to the
-// activation quants, which is exact for quants in [-127, 127], all that QuantizeAct writes.
+// AVX2 kernels for the 32-element block types Q5_0, IQ4_NL, MXFP4, Q4_1 and Q5_1 with Q8_0
+// activations (dot_q32_amd64.s), built like the Q4_0 kernel (dot_q8_amd64.go): four blocks per
+// step, each decoded once for all nx columns, leftover blocks (nb%4) run padded with zero blocks.
+// They compute the same integer block sums as the Go twins in q32.go and mxfp4.go and differ from
+// them only in the order (and fusing) of the float32 operations; see kernels_test.go for the
+// tolerance. As in the Q4_0 kernel (and ggml), the signed Q5_0, IQ4_NL and MXFP4 levels give their
+// signs to the activation quants, which is exact for quants in [-127, 127], all that QuantizeAct
+// writes.
 
 func init() {
 	setDot(Q5_0, cpu.AVX2, dotQ5_0AVX2)
 	setDot(IQ4_NL, cpu.AVX2, dotIQ4NLAVX2)
+	setDot(MXFP4, cpu.AVX2, dotMXFP4AVX2)
 	setDot(Q4_1, cpu.AVX2, dotQ4_1AVX2)
 	setDot(Q5_1, cpu.AVX2, dotQ5_1AVX2)
 }
@@ -25,6 +27,9 @@ func dotQ5_0AVX2Asm(nb int, w, x *byte, xStride, nx int, out *float32)
 
 //go:noescape
 func dotIQ4NLAVX2Asm(nb int, w, x *byte, xStride, nx int, out *float32)
+
+//go:noescape
+func dotMXFP4AVX2Asm(nb int, w, x *byte, xStride, nx int, out *float32)
 
 //go:noescape
 func dotQ4_1AVX2Asm(nb int, w, x *byte, xStride, nx int, out *float32)
@@ -76,10 +81,11 @@ func q32Dot(asm q32Asm, bb int) DotFunc {
 	}
 }
 
-// The DotFuncs for Q5_0, IQ4_NL, Q4_1 and Q5_1 weights with Q8_0 activations.
+// The DotFuncs for Q5_0, IQ4_NL, MXFP4, Q4_1 and Q5_1 weights with Q8_0 activations.
 var (
 	dotQ5_0AVX2  = q32Dot(dotQ5_0AVX2Asm, q5_0Bytes)
 	dotIQ4NLAVX2 = q32Dot(dotIQ4NLAVX2Asm, iq4NLBytes)
+	dotMXFP4AVX2 = q32Dot(dotMXFP4AVX2Asm, mxfp4Bytes)
 	dotQ4_1AVX2  = q32Dot(dotQ4_1AVX2Asm, q4_1Bytes)
 	dotQ5_1AVX2  = q32Dot(dotQ5_1AVX2Asm, q5_1Bytes)
 )

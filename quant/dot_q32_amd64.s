@@ -1,7 +1,8 @@
 #include "textflag.h"
 #include "dot_q32_amd64.h"
 
-// Q5_0, IQ4_NL, Q4_1 and Q5_1 x Q8_0 dot products with AVX2, FMA and F16C (see dot_q32_amd64.go).
+// Q5_0, IQ4_NL, MXFP4, Q4_1 and Q5_1 x Q8_0 dot products with AVX2, FMA and F16C (see
+// dot_q32_amd64.go).
 //
 // func dotQ5_0AVX2Asm(nb int, w, x *byte, xStride, nx int, out *float32)  (and the others)
 //
@@ -12,7 +13,8 @@
 // eight lanes summed at the end). SI weights; DI, R10, R12, R13 columns 0-3; CX iterations; R11
 // nx; DX out.
 //
-// Signed levels (Q5_0 in [-16, 15], IQ4_NL table values in [-127, 113]) are multiplied as in
+// Signed levels (Q5_0 in [-16, 15], IQ4_NL table values in [-127, 113], MXFP4's in [-12, 12]) are
+// multiplied as in
 // ggml: vpsignb gives the activation quants the weights' signs so that vpmaddubsw can multiply
 // |w| (unsigned) by ±x. Unsigned levels (Q4_1 in [0, 15], Q5_1 in [0, 31]) go to vpmaddubsw as
 // they are; their min term needs Σx per block, which a vpmaddubsw with bytes of 1 sums.
@@ -20,7 +22,7 @@
 // Integer ranges (activation quants in [-127, 127], as QuantizeAct writes them): vpmaddubsw pair
 // sums stay below 2·127·128 = 32512, so none saturates. Q5_0 (|w| <= 16), Q4_1 and Q5_1
 // (w <= 31) then sum up to 8 products in 16 bits (<= 8·31·128 = 31744) before vpmaddwd widens
-// them; IQ4_NL widens the pair sums at once.
+// them; IQ4_NL and MXFP4 widen the pair sums at once.
 
 CONST32(maskf0<>, 0xf0f0f0f0f0f0f0f0)
 CONST32(mask10<>, 0x1010101010101010)
@@ -66,6 +68,51 @@ GLOBL ·iq4nl(SB), RODATA|NOPTR, $32
 	NIBBLES(off+2(SI), w); \
 	VPSHUFB w, Y8, w;      \
 	VPSIGNB w, w, a
+
+// mxfp4tab is kvalues_mxfp4 (the E2M1 values doubled) in both lanes:
+// 0 1 2 3 4 6 8 12 0 -1 -2 -3 -4 -6 -8 -12.
+LANES(mxfp4tab<>, 0, 0x0c08060403020100, 0xf4f8fafcfdfeff00)
+GLOBL mxfp4tab<>(SB), RODATA|NOPTR, $32
+
+// MXDEC decodes the MXFP4 block at off(SI) (scale byte, then the codes) with mxfp4tab in Y8:
+// w = table values, a = |w|.
+#define MXDEC(off, w, a) \
+	NIBBLES(off+1(SI), w); \
+	VPSHUFB w, Y8, w;      \
+	VPSIGNB w, w, a
+
+// E8M0HALF4's dword constants: 2<<23, 1<<23 and the subnormal 2^-128 (0x00200000).
+DATA16(e8m0two<>, 0, 0x0100000001000000)
+GLOBL e8m0two<>(SB), RODATA|NOPTR, $16
+DATA16(e8m0one<>, 0, 0x0080000000800000)
+GLOBL e8m0one<>(SB), RODATA|NOPTR, $16
+DATA16(e8m0sub<>, 0, 0x0020000000200000)
+GLOBL e8m0sub<>(SB), RODATA|NOPTR, $16
+
+// E8M0HALF4 sets Y11 to [s0 s1 s2 s3 | s0 s1 s2 s3], s_i = 2^(e_i-128) for the scale bytes e_i
+// of the four MXFP4 blocks at SI, bs bytes apart (ggml's GGML_E8M0_TO_FP32_HALF, exactly): the
+// float bits (e-1)<<23 for e >= 2, the subnormal 0x00200000<<e for e < 2, chosen by the sign of
+// (e-2)<<23 (VBLENDVPS). Clobbers AX, BX and X8-X10.
+#define E8M0HALF4(bs) \
+	MOVBLZX     0(SI), AX;               \
+	MOVBLZX     bs(SI), BX;              \
+	SHLL        $8, BX;                  \
+	ORL         BX, AX;                  \
+	MOVBLZX     2*bs(SI), BX;            \
+	SHLL        $16, BX;                 \
+	ORL         BX, AX;                  \
+	MOVBLZX     3*bs(SI), BX;            \
+	SHLL        $24, BX;                 \
+	ORL         BX, AX;                  \
+	VMOVD       AX, X11;                 \
+	VPMOVZXBD   X11, X11;                \
+	VPSLLD      $23, X11, X9;            \
+	VPSUBD      e8m0two<>(SB), X9, X9;   \
+	VPADDD      e8m0one<>(SB), X9, X10;  \
+	VMOVDQU     e8m0sub<>(SB), X8;       \
+	VPSLLVD     X11, X8, X8;             \
+	VBLENDVPS   X9, X8, X10, X11;        \
+	VINSERTI128 $1, X11, Y11, Y11
 
 // Q51DEC decodes the Q5_1 block at off(SI) into the unsigned levels u. Clobbers Y8.
 #define Q51DEC(off, u) \
@@ -135,6 +182,7 @@ GLOBL ·iq4nl(SB), RODATA|NOPTR, $32
 // The loops' decoders. IQ4_NL reloads its table (Y8 is scratch in the columns).
 #define Q50BLOCKS DEC4(Q50DEC, 22)
 #define IQ4BLOCKS VMOVDQU ·iq4nl(SB), Y8; DEC4(IQ4DEC, 18)
+#define MXBLOCKS VMOVDQU mxfp4tab<>(SB), Y8; MXDEC(0, Y0, Y1); MXDEC(17, Y2, Y3); MXDEC(34, Y4, Y5); MXDEC(51, Y6, Y7); E8M0HALF4(17)
 #define Q41BLOCKS DEC4M(Q41DEC, 20)
 #define Q51BLOCKS DEC4M(Q51DEC, 24)
 
@@ -145,6 +193,10 @@ TEXT ·dotQ5_0AVX2Asm(SB), NOSPLIT, $0-48
 TEXT ·dotIQ4NLAVX2Asm(SB), NOSPLIT, $0-48
 	PROLOGUE
 	ROWLOOP(PF2, IQ4BLOCKS, COL32, 72, iq4loop, iq4next, iq4ret)
+
+TEXT ·dotMXFP4AVX2Asm(SB), NOSPLIT, $0-48
+	PROLOGUE
+	ROWLOOP(PF2, MXBLOCKS, COL32, 68, mxloop, mxnext, mxret)
 
 TEXT ·dotQ4_1AVX2Asm(SB), NOSPLIT, $0-48
 	PROLOGUE

@@ -9,7 +9,7 @@ import (
 // asmTypes are the weight types whose AVX2 kernels (dot_q8_amd64.go, dot_q32_amd64.go,
 // dot_f_amd64.go) kernels_test.go checks; the K-quants' have their own tests in
 // dot_k_amd64_test.go.
-var asmTypes = []Type{Q4_0, Q8_0, F16, F32, BF16, Q5_0, IQ4_NL, Q4_1, Q5_1}
+var asmTypes = []Type{Q4_0, Q8_0, F16, F32, BF16, Q5_0, IQ4_NL, MXFP4, Q4_1, Q5_1}
 
 // asmVariants lists the one amd64 variant.
 func asmVariants() []asmVariant {
