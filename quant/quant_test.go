@@ -37,8 +37,8 @@ func roundTrip(t *testing.T, typ Type, x []float32) []float32 {
 // Bounds are a little above what these quantizers measure on 16384 N(0,1) samples (the test logs
 // them): F16 2.1e-4, BF16 1.7e-3, Q8_0 5.3e-3, Q8_K 6.9e-3, Q6_K 1.77e-2, Q5_K 3.59e-2,
 // Q4_K 7.15e-2, Q4_0 8.56e-2, Q4_1 7.79e-2, Q5_0 4.24e-2, Q5_1 3.77e-2, IQ4_NL 7.57e-2,
-// Q2_K 0.296, Q3_K 0.150, IQ4_XS 7.63e-2, MXFP4 0.114. Q8_0's is what a uniform step of amax/127 predicts
-// (2.1σ/127/√12 ≈ 4.8e-3 for 32 Gaussians).
+// Q2_K 0.296, Q3_K 0.150, IQ4_XS 7.63e-2, MXFP4 0.114. Q8_0's is what a uniform step of amax/127
+// predicts (2.1σ/127/√12 ≈ 4.8e-3 for 32 Gaussians).
 var roundTripBounds = []struct {
 	name  string
 	typ   Type
