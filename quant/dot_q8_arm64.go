@@ -1,9 +1,9 @@
 package quant
 
-// NEON kernels for the 32-element block formats Q4_0, Q8_0, Q5_0, IQ4_NL, Q4_1 and Q5_1 (dotted
-// with Q8_0 activations), one activation row per assembly call (dot_q8_arm64.s). Each block's
-// levels are expanded to 32 int8 (nibbles, minus 8 for Q4_0; the fifth bits of Q5_0/Q5_1 spread
-// with VTBL and VCMTST; IQ4_NL's nibbles looked up with VTBL), and the 32 int8 products are
+// NEON kernels for the 32-element block formats Q4_0, Q8_0, Q5_0, IQ4_NL, MXFP4, Q4_1 and Q5_1
+// (dotted with Q8_0 activations), one activation row per assembly call (dot_q8_arm64.s). Each
+// block's levels are expanded to 32 int8 (nibbles, minus 8 for Q4_0; the fifth bits of
+// Q5_0/Q5_1 spread with VTBL and VCMTST; IQ4_NL's and MXFP4's nibbles looked up with VTBL), and the 32 int8 products are
 // summed exactly into four int32 lanes, either with widening multiplies and pairwise adds
 // (SMULL/SMULL2, SADDLP/SADALP: every ARMv8 CPU) or with SDOT where the CPU has the dot-product
 // extension (ARMv8.2 DotProd: Apple M1 and later, Graviton 2 and later, Ampere Altra, Raspberry
@@ -25,6 +25,7 @@ func init() {
 		{Q8_0, dotQ8_0NEONAsm, dotQ8_0SDOTAsm, nil, q8_0Bytes},
 		{Q5_0, dotQ5_0NEONAsm, dotQ5_0SDOTAsm, &q5Consts[0], q5_0Bytes},
 		{IQ4_NL, dotIQ4NLNEONAsm, dotIQ4NLSDOTAsm, &iq4Table[0], iq4NLBytes},
+		{MXFP4, dotMXFP4NEONAsm, dotMXFP4SDOTAsm, &mxfp4Table[0], mxfp4Bytes},
 		{Q4_1, dotQ4_1NEONAsm, dotQ4_1SDOTAsm, nil, q4_1Bytes},
 		{Q5_1, dotQ5_1NEONAsm, dotQ5_1SDOTAsm, &q5Consts[0], q5_1Bytes},
 	} {
@@ -49,6 +50,12 @@ func dotIQ4NLNEONAsm(nb int, w, x, c *byte) float32
 
 //go:noescape
 func dotIQ4NLSDOTAsm(nb int, w, x, c *byte) float32
+
+//go:noescape
+func dotMXFP4NEONAsm(nb int, w, x, c *byte) float32
+
+//go:noescape
+func dotMXFP4SDOTAsm(nb int, w, x, c *byte) float32
 
 //go:noescape
 func dotQ5_0NEONAsm(nb int, w, x, c *byte) float32
@@ -79,6 +86,14 @@ var q5Consts = [48]byte{
 // iq4Table is iq4Values as bytes, the VTBL table of the IQ4_NL kernels.
 var iq4Table = func() (t [16]byte) {
 	for i, v := range iq4Values {
+		t[i] = byte(v)
+	}
+	return t
+}()
+
+// mxfp4Table is mxfp4Values as bytes, the VTBL table of the MXFP4 kernels.
+var mxfp4Table = func() (t [16]byte) {
+	for i, v := range mxfp4Values {
 		t[i] = byte(v)
 	}
 	return t

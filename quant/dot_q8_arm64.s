@@ -1,8 +1,8 @@
 #include "textflag.h"
 #include "dot_arm64.h"
 
-// NEON kernels for one Q8_0 activation row against one Q4_0, Q8_0, Q5_0, IQ4_NL, Q4_1 or Q5_1
-// weight row (see dot_q8_arm64.go); the int8 dots are the macros of dot_arm64.h. Go's assembler
+// NEON kernels for one Q8_0 activation row against one Q4_0, Q8_0, Q5_0, IQ4_NL, MXFP4, Q4_1 or
+// Q5_1 weight row (see dot_q8_arm64.go); the int8 dots are the macros of dot_arm64.h. Go's assembler
 // has no mnemonics for the vector int→float conversion and the pairwise float adds either, so
 // those are WORD encodings too, each with the instruction it encodes (GNU syntax).
 //
@@ -80,6 +80,34 @@
 	VTBL	V1.B16, [V28.B16], V1.B16; \
 	ADD	$18, R1
 
+// LOADMX loads the MXFP4 weight block at R1 (scale byte e, then the codes in the layout of
+// Q4_0's) and looks its codes up in mxfp4Values, in V28: V0 elements 0-15, V1 16-31. V30 holds
+// 0x0f. R4 gets the float bits of the scale 2^(e-128) (ggml's GGML_E8M0_TO_FP32_HALF, exactly):
+// (e-1)<<23, or the subnormal 0x00200000<<e for e < 2.
+#define LOADMX \
+	MOVBU	(R1), R4; \
+	ADD	$1, R1, R6; \
+	NIBBLES; \
+	VTBL	V0.B16, [V28.B16], V0.B16; \
+	VTBL	V1.B16, [V28.B16], V1.B16; \
+	SUB	$1, R4, R8; \
+	LSL	$23, R8, R8; \
+	MOVW	$0x00200000, R9; \
+	LSL	R4, R9, R9; \
+	CMP	$2, R4; \
+	CSEL	LO, R9, R8, R4; \
+	ADD	$17, R1
+
+// BLOCKSCALEMX is BLOCKSCALE with the weight scale in R4 as float32 bits (LOADMX).
+#define BLOCKSCALEMX \
+	WORD	$0x4e21da10 /* scvtf v16.4s, v16.4s */; \
+	FMOVS	R4, F17; \
+	FMOVS	R5, F18; \
+	FCVTHS	F18, F18; \
+	FMULS	F18, F17, F17; \
+	VDUP	V17.S[0], V19.S4; \
+	VFMLA	V19.S4, V16.S4, V20.S4
+
 // LOADQ5 loads the Q5_0 weight block at R1 (f16 d, 32 bits qh, 16 bytes qs) and expands it to
 // levels (nibble | bit<<4) - 16 in V0 (elements 0-15, bits 0-15 of qh) and V1 (16-31) with
 // LEVELS5. V31 = 16.
@@ -151,7 +179,7 @@ done: \
 	HSUM
 
 // The functions take (nb int, w, x, c *byte): nb blocks of weights at w and activations at x;
-// c is a table of constants for the types that need one (IQ4_NL: its 16 values; Q5_0, Q5_1: the
+// c is a table of constants for the types that need one (IQ4_NL, MXFP4: their 16 values; Q5_0, Q5_1: the
 // VTBL indexes and bit masks of LOADQ5), unused by the others. Each type has a NEON function
 // (IDOT_SMULL) and an SDOT one (IDOT_SDOT), which differ in nothing else.
 
@@ -188,6 +216,7 @@ TEXT name(SB), NOSPLIT, $0-36; \
 DOTFUNCS(·dotQ8_0NEONAsm, ·dotQ8_0SDOTAsm, SETUP_Q8, LOADQ8, BLOCKSCALE)
 DOTFUNCS(·dotQ4_0NEONAsm, ·dotQ4_0SDOTAsm, SETUP_Q4, LOADQ4, BLOCKSCALE)
 DOTFUNCS(·dotIQ4NLNEONAsm, ·dotIQ4NLSDOTAsm, SETUP_IQ4, LOADIQ4, BLOCKSCALE)
+DOTFUNCS(·dotMXFP4NEONAsm, ·dotMXFP4SDOTAsm, SETUP_IQ4, LOADMX, BLOCKSCALEMX)
 DOTFUNCS(·dotQ5_0NEONAsm, ·dotQ5_0SDOTAsm, SETUP_Q5, LOADQ5, BLOCKSCALE)
 DOTFUNCS(·dotQ4_1NEONAsm, ·dotQ4_1SDOTAsm, SETUP_Q41, LOADQ41, BLOCKSCALEMIN)
 DOTFUNCS(·dotQ5_1NEONAsm, ·dotQ5_1SDOTAsm, SETUP_Q51, LOADQ51, BLOCKSCALEMIN)

@@ -10,7 +10,7 @@ import (
 // asmTypes are the weight types with NEON kernels (dot_q8_arm64.go, dot_q4k_arm64.go,
 // dot_q5k_arm64.go, dot_q6k_arm64.go, dot_k23_arm64.go, dot_f_arm64.go), which kernels_test.go
 // checks.
-var asmTypes = []Type{Q4_0, Q8_0, Q5_0, IQ4_NL, Q4_1, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, F32, F16, BF16}
+var asmTypes = []Type{Q4_0, Q8_0, Q5_0, IQ4_NL, MXFP4, Q4_1, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, F32, F16, BF16}
 
 // asmVariants lists the arm64 variants, in the order of preference: every ARMv8 CPU runs "neon";
 // "neon-dp" needs the dot-product extension (under qemu-user run with QEMU_CPU=max).
