@@ -80,7 +80,7 @@ func BenchmarkDequantize(b *testing.B) {
 func BenchmarkQuantize(b *testing.B) {
 	const k = 4096
 	x := gaussian(10, k, 1)
-	for _, typ := range []Type{Q8_0, Q4_0, Q4_K, Q5_K, Q6_K} {
+	for _, typ := range []Type{Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MXFP4} {
 		b.Run(typ.String(), func(b *testing.B) {
 			q := make([]byte, typ.RowSize(k))
 			b.SetBytes(4 * k)
