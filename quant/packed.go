@@ -92,22 +92,32 @@ func PackRows(wt Type, k int, dst, src []byte) error {
 	return r.pack(wt, k, dst, src)
 }
 
-// packQ32Rows is PackRows for Q4_0 and Q8_0, whose shapes PackRows has checked.
+// q32ScaleBytes is the size of the scale that starts each block of a 32-element type with a
+// panel layout: an f16 (Q4_0, Q8_0) or MXFP4's E8M0 byte. A panel block starts with its 8 rows'
+// scales, so its quants are at PanelRows times this.
+func q32ScaleBytes(wt Type) int {
+	if wt == MXFP4 {
+		return 1
+	}
+	return 2
+}
+
+// packQ32Rows is PackRows for Q4_0, Q8_0 and MXFP4, whose shapes PackRows has checked.
 func packQ32Rows(wt Type, k int, dst, src []byte) error {
 	rowBytes := wt.RowSize(k)
 	panel := PanelRows * rowBytes
-	nb, bs := k/32, wt.TypeSize()
-	qb := bs - 2 // quant bytes per block and row: 16 or 32
+	nb, bs, sb := k/32, wt.TypeSize(), q32ScaleBytes(wt)
+	qb := bs - sb // quant bytes per block and row: 16 or 32
 	for p := 0; p < len(src); p += panel {
 		s, d := src[p:p+panel], dst[p:p+panel]
 		for b := 0; b < nb; b++ {
 			pb := d[b*PanelRows*bs : (b+1)*PanelRows*bs]
-			q := pb[16:]
+			q := pb[PanelRows*sb:]
 			for r := 0; r < PanelRows; r++ {
 				blk := s[r*rowBytes+b*bs : r*rowBytes+(b+1)*bs]
-				copy(pb[2*r:2*r+2], blk[:2])
+				copy(pb[sb*r:sb*r+sb], blk[:sb])
 				for c := 0; c < qb/4; c++ {
-					binary.LittleEndian.PutUint32(q[32*c+4*r:], binary.LittleEndian.Uint32(blk[2+4*c:]))
+					binary.LittleEndian.PutUint32(q[32*c+4*r:], binary.LittleEndian.Uint32(blk[sb+4*c:]))
 				}
 			}
 		}
@@ -122,6 +132,10 @@ func panelQ8_0Go(nb int, w, x []byte, xStride, nx int, out []float32, outStride 
 
 func panelQ4_0Go(nb int, w, x []byte, xStride, nx int, out []float32, outStride int) {
 	panelProductGo(Q4_0, nb, w, x, xStride, nx, out, outStride)
+}
+
+func panelMXFP4Go(nb int, w, x []byte, xStride, nx int, out []float32, outStride int) {
+	panelProductGo(MXFP4, nb, w, x, xStride, nx, out, outStride)
 }
 
 func panelQ4KGo(nb int, w, x []byte, xStride, nx int, out []float32, outStride int) {
@@ -159,21 +173,30 @@ func panelProductGo(wt Type, nb int, w, x []byte, xStride, nx int, out []float32
 	}
 }
 
-// panelQ32Block adds to acc[r] row r's product of the Q8_0 or Q4_0 panel block pb with the
-// Q8_0 block xb of scale dx.
+// panelQ32Block adds to acc[r] row r's product of the Q8_0, Q4_0 or MXFP4 panel block pb with
+// the Q8_0 block xb of scale dx.
 func panelQ32Block(wt Type, pb, xb []byte, dx float32, acc *[PanelRows]float32) {
 	xb = xb[:q8_0Bytes] // a constant length: fewer bounds checks below
+	q := pb[PanelRows*q32ScaleBytes(wt):]
 	for r := 0; r < PanelRows; r++ {
 		var s int32
 		for i := 0; i < 32; i++ {
-			s += panelQuant(wt, pb[16:], r, i) * int32(int8(xb[2+i]))
+			s += panelQuant(wt, q, r, i) * int32(int8(xb[2+i]))
 		}
-		acc[r] += float32(s) * (f16At(pb[2*r:]) * dx)
+		acc[r] += float32(s) * (panelScale(wt, pb, r) * dx)
 	}
 }
 
+// panelScale is row r's scale in the packed 32-element block pb of wt.
+func panelScale(wt Type, pb []byte, r int) float32 {
+	if wt == MXFP4 {
+		return e8m0Half(pb[r])
+	}
+	return f16At(pb[2*r:])
+}
+
 // panelQuant is element i of row r in the quants q of a packed block of wt (the block's bytes
-// from 16 on).
+// after the scales): the integer weight (Q4_0's nibble minus 8, MXFP4's table value).
 func panelQuant(wt Type, q []byte, r, i int) int32 {
 	if wt == Q8_0 {
 		return int32(int8(q[32*(i/4)+4*r+i%4]))
@@ -181,6 +204,9 @@ func panelQuant(wt Type, q []byte, r, i int) int32 {
 	v := q[32*(i%16/4)+4*r+i%4]
 	if i >= 16 {
 		v >>= 4
+	}
+	if wt == MXFP4 {
+		return int32(mxfp4Values[v&0xf])
 	}
 	return int32(v&0xf) - 8
 }

@@ -34,22 +34,34 @@ func packTol(f *matmulFixture, r, tok int) float64 {
 		bw, bx := w[b*f.typ.TypeSize():], x[b*q8_0Bytes:]
 		for i := 0; i < 32; i++ {
 			q := panelQuantRow(f.typ, bw, i)
-			mag += math.Abs(float64(f16At(bw)) * float64(f16At(bx)) * float64(q) * float64(int8(bx[2+i])))
+			mag += math.Abs(float64(rowScale(f.typ, bw)) * float64(f16At(bx)) * float64(q) * float64(int8(bx[2+i])))
 		}
 	}
 	return 1e-5*mag + 1e-30
 }
 
-// panelQuantRow is element i of a file-layout Q4_0 or Q8_0 block as an integer weight.
+// panelQuantRow is element i of a file-layout Q4_0, Q8_0 or MXFP4 block as an integer weight.
 func panelQuantRow(wt Type, blk []byte, i int) int32 {
 	if wt == Q8_0 {
 		return int32(int8(blk[2+i]))
 	}
-	v := blk[2+i%16]
+	sb := q32ScaleBytes(wt)
+	v := blk[sb+i%16]
 	if i >= 16 {
 		v >>= 4
 	}
+	if wt == MXFP4 {
+		return int32(mxfp4Values[v&0xf])
+	}
 	return int32(v&0xf) - 8
+}
+
+// rowScale is the scale of a file-layout Q4_0, Q8_0 or MXFP4 block.
+func rowScale(wt Type, blk []byte) float32 {
+	if wt == MXFP4 {
+		return e8m0Half(blk[0])
+	}
+	return f16At(blk)
 }
 
 func TestPackRowsErrors(t *testing.T) {
@@ -75,19 +87,19 @@ func TestPackRowsErrors(t *testing.T) {
 
 // TestPackedLayout checks single elements and scales of a packed panel against the file layout.
 func TestPackedLayout(t *testing.T) {
-	for _, typ := range []Type{Q4_0, Q8_0} {
+	for _, typ := range []Type{Q4_0, Q8_0, MXFP4} {
 		f := newMatmulFixture(t, typ, 96, 16, 1)
 		p := packFixture(t, f)
-		nb, bb := 3, 8*typ.TypeSize()
+		nb, bb, q0 := 3, 8*typ.TypeSize(), 8*q32ScaleBytes(typ)
 		for r := 0; r < 16; r++ {
 			panel := p[r/8*8*f.rowBytes:]
 			for b := 0; b < nb; b++ {
 				blk := f.w[r*f.rowBytes+b*typ.TypeSize():]
-				if got, want := f16At(panel[bb*b+2*(r%8):]), f16At(blk); got != want {
+				if got, want := panelScale(typ, panel[bb*b:], r%8), rowScale(typ, blk); got != want {
 					t.Fatalf("%v row %d block %d: scale %v, want %v", typ, r, b, got, want)
 				}
 				for i := 0; i < 32; i++ {
-					if got, want := panelQuant(typ, panel[bb*b+16:], r%8, i), panelQuantRow(typ, blk, i); got != want {
+					if got, want := panelQuant(typ, panel[bb*b+q0:], r%8, i), panelQuantRow(typ, blk, i); got != want {
 						t.Fatalf("%v row %d block %d element %d: %d, want %d", typ, r, b, i, got, want)
 					}
 				}
@@ -165,7 +177,7 @@ func TestMatMulPacked(t *testing.T) {
 	}
 }
 
-// packedCases are the Q8_0 and Q4_0 shapes of the MatMulPacked tests: one token, token counts
+// packedCases are the Q8_0, Q4_0 and MXFP4 shapes of the MatMulPacked tests: one token, token counts
 // that leave partial groups, several panel blocks, row ranges, and activation sums in chunks.
 func packedCases() []packedCase {
 	return []packedCase{
@@ -179,6 +191,11 @@ func packedCases() []packedCase {
 		{"q4 sums in chunks", Q4_0, 5632, 16, 97, 0, 16, 0},
 		{"q8 small sums", Q8_0, 32, 8, 100, 0, 8, 0},
 		{"q4 small sums", Q4_0, 32, 8, 100, 0, 8, 0},
+		{"mxfp4 one token", MXFP4, 256, 24, 1, 0, 24, 0},
+		{"mxfp4 partial groups", MXFP4, 2048, 40, 7, 8, 40, 3},
+		{"mxfp4 several panel blocks", MXFP4, 2048, 272, 6, 16, 264, 1},
+		{"mxfp4 sums in chunks", MXFP4, 5632, 16, 97, 0, 16, 0},
+		{"mxfp4 small sums", MXFP4, 32, 8, 100, 0, 8, 0},
 	}
 }
 
@@ -186,7 +203,7 @@ func TestMatMulPackedNoAlloc(t *testing.T) {
 	if !noescapeHides {
 		t.Skip("no noescape assembly here: MatMulPacked's activation sums escape (noescape.go)")
 	}
-	for _, typ := range []Type{Q4_0, Q8_0, Q4_K, Q6_K} {
+	for _, typ := range []Type{Q4_0, Q8_0, Q4_K, Q6_K, MXFP4} {
 		for _, nTok := range []int{1, 9, 200} {
 			f := newMatmulFixture(t, typ, 2048, 16, nTok)
 			p := packFixture(t, f)

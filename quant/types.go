@@ -115,7 +115,8 @@ func init() {
 	def(IQ4_NL, typeTraits{name: "IQ4_NL", blockSize: 32, typeSize: iq4NLBytes, act: Q8_0,
 		dequant: dequantIQ4NL, quantize: quantizeIQ4NL, dot: dotIQ4NLGo})
 	def(MXFP4, typeTraits{name: "MXFP4", blockSize: 32, typeSize: mxfp4Bytes, act: Q8_0,
-		dequant: dequantMXFP4, quantize: quantizeMXFP4, dot: dotMXFP4Go})
+		dequant: dequantMXFP4, quantize: quantizeMXFP4, dot: dotMXFP4Go,
+		pack: packQ32Rows, unpack: unpackQ32Row, panel: panelMXFP4Go, panelSums: true})
 
 	def(Q2_K, typeTraits{name: "Q2_K", blockSize: QK_K, typeSize: q2_KBytes, act: Q8_K,
 		dequant: dequantQ2_K, quantize: quantizeQ2_K, dot: dotQ2_KGo})

@@ -16,14 +16,14 @@ func DequantizePackedRow(wt Type, k int, w []byte, r int, dst []float32) {
 	unpack(wt, k, panel, r%PanelRows, dst[:k])
 }
 
-// unpackQ32Row is DequantizePackedRow's decoding of row lane of a Q4_0 or Q8_0 panel.
+// unpackQ32Row is DequantizePackedRow's decoding of row lane of a Q4_0, Q8_0 or MXFP4 panel.
 func unpackQ32Row(wt Type, k int, panel []byte, lane int, dst []float32) {
-	bb := PanelRows * wt.TypeSize()
+	bb, q0 := PanelRows*wt.TypeSize(), PanelRows*q32ScaleBytes(wt)
 	for b := range k / 32 {
 		pb := panel[b*bb : (b+1)*bb]
-		d := f16At(pb[2*lane:])
+		d := panelScale(wt, pb, lane)
 		for i := range 32 {
-			dst[32*b+i] = d * float32(panelQuant(wt, pb[16:], lane, i))
+			dst[32*b+i] = d * float32(panelQuant(wt, pb[q0:], lane, i))
 		}
 	}
 }
