@@ -70,9 +70,9 @@ GLOBL ·iq4nl(SB), RODATA|NOPTR, $32
 	VPSIGNB w, w, a
 
 // mxfp4tab is kvalues_mxfp4 (the E2M1 values doubled) in both lanes:
-// 0 1 2 3 4 6 8 12 0 -1 -2 -3 -4 -6 -8 -12.
-LANES(mxfp4tab<>, 0, 0x0c08060403020100, 0xf4f8fafcfdfeff00)
-GLOBL mxfp4tab<>(SB), RODATA|NOPTR, $32
+// 0 1 2 3 4 6 8 12 0 -1 -2 -3 -4 -6 -8 -12 (packed_mxfp4_amd64.s's panel kernel uses it too).
+LANES(·mxfp4tab, 0, 0x0c08060403020100, 0xf4f8fafcfdfeff00)
+GLOBL ·mxfp4tab(SB), RODATA|NOPTR, $32
 
 // MXDEC decodes the MXFP4 block at off(SI) (scale byte, then the codes) with mxfp4tab in Y8:
 // w = table values, a = |w|.
@@ -81,13 +81,11 @@ GLOBL mxfp4tab<>(SB), RODATA|NOPTR, $32
 	VPSHUFB w, Y8, w;      \
 	VPSIGNB w, w, a
 
-// E8M0HALF4's dword constants: 2<<23, 1<<23 and the subnormal 2^-128 (0x00200000).
-DATA16(e8m0two<>, 0, 0x0100000001000000)
-GLOBL e8m0two<>(SB), RODATA|NOPTR, $16
-DATA16(e8m0one<>, 0, 0x0080000000800000)
-GLOBL e8m0one<>(SB), RODATA|NOPTR, $16
-DATA16(e8m0sub<>, 0, 0x0020000000200000)
-GLOBL e8m0sub<>(SB), RODATA|NOPTR, $16
+// The dword constants of the E8M0 scale conversions (E8M0HALF4, and packed_mxfp4_amd64.s's):
+// 2<<23, 1<<23 and the subnormal 2^-128 (0x00200000).
+CONST32(·e8m0two, 0x0100000001000000)
+CONST32(·e8m0one, 0x0080000000800000)
+CONST32(·e8m0sub, 0x0020000000200000)
 
 // E8M0HALF4 sets Y11 to [s0 s1 s2 s3 | s0 s1 s2 s3], s_i = 2^(e_i-128) for the scale bytes e_i
 // of the four MXFP4 blocks at SI, bs bytes apart (ggml's GGML_E8M0_TO_FP32_HALF, exactly): the
@@ -107,9 +105,9 @@ GLOBL e8m0sub<>(SB), RODATA|NOPTR, $16
 	VMOVD       AX, X11;                 \
 	VPMOVZXBD   X11, X11;                \
 	VPSLLD      $23, X11, X9;            \
-	VPSUBD      e8m0two<>(SB), X9, X9;   \
-	VPADDD      e8m0one<>(SB), X9, X10;  \
-	VMOVDQU     e8m0sub<>(SB), X8;       \
+	VPSUBD      ·e8m0two(SB), X9, X9;   \
+	VPADDD      ·e8m0one(SB), X9, X10;  \
+	VMOVDQU     ·e8m0sub(SB), X8;       \
 	VPSLLVD     X11, X8, X8;             \
 	VBLENDVPS   X9, X8, X10, X11;        \
 	VINSERTI128 $1, X11, Y11, Y11
@@ -182,7 +180,7 @@ GLOBL e8m0sub<>(SB), RODATA|NOPTR, $16
 // The loops' decoders. IQ4_NL reloads its table (Y8 is scratch in the columns).
 #define Q50BLOCKS DEC4(Q50DEC, 22)
 #define IQ4BLOCKS VMOVDQU ·iq4nl(SB), Y8; DEC4(IQ4DEC, 18)
-#define MXBLOCKS VMOVDQU mxfp4tab<>(SB), Y8; MXDEC(0, Y0, Y1); MXDEC(17, Y2, Y3); MXDEC(34, Y4, Y5); MXDEC(51, Y6, Y7); E8M0HALF4(17)
+#define MXBLOCKS VMOVDQU ·mxfp4tab(SB), Y8; MXDEC(0, Y0, Y1); MXDEC(17, Y2, Y3); MXDEC(34, Y4, Y5); MXDEC(51, Y6, Y7); E8M0HALF4(17)
 #define Q41BLOCKS DEC4M(Q41DEC, 20)
 #define Q51BLOCKS DEC4M(Q51DEC, 24)
 

@@ -15,6 +15,9 @@ func q8Panel2AVX2(np, nb int, w, x *byte, xStride, nx int, out *float32, outStri
 func q4Panel2AVX2(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
 
 //go:noescape
+func mxfp4PanelAVX2(np, nb int, w, x *byte, xStride, nx int, out *float32, outStride int, sums *int32)
+
+//go:noescape
 func q4SumsAVX2(nb int, x *byte, xStride, nx int, mul int32, dst *int32)
 
 // The AVX2 panel kernels (the sums multipliers: see sumsMul); the K-quants' are in
@@ -22,6 +25,8 @@ func q4SumsAVX2(nb int, x *byte, xStride, nx int, mul int32, dst *int32)
 func init() {
 	setPanel(Q8_0, cpu.AVX2, asmPanelQuads(Q8_0, nil, q8Panel2AVX2, q8PanelAVX2), 0)
 	setPanel(Q4_0, cpu.AVX2, asmPanelQuads(Q4_0, nil, q4Panel2AVX2, q4PanelAVX2), 8)
+	// MXFP4 has the one-panel kernel only (packed_mxfp4_amd64.s), for every column count.
+	setPanel(MXFP4, cpu.AVX2, asmPanel(MXFP4, mxfp4PanelAVX2), 0)
 }
 
 // quadCols is the fewest columns for which asmPanelQuads runs the four-panel kernel. Decode (one

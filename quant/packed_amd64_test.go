@@ -53,8 +53,8 @@ func eachPanelResult(t testing.TB, out []float32, rows, nx, outStride int, check
 	}
 }
 
-// checkPanel compares the AVX2 panel kernel of typ (Q4_0, Q8_0, Q4_K or Q6_K) with its Go twin
-// on one panel (8 rows of file-layout weights w with nb blocks, packed here) and nx activation
+// checkPanel compares the AVX2 panel kernel of typ (Q4_0, Q8_0, MXFP4, Q4_K or Q6_K) with its Go
+// twin on one panel (8 rows of file-layout weights w with nb blocks, packed here) and nx activation
 // rows xStride bytes apart, within asmRelTol of Σ|terms| (absDot; kPackMag for the K-quants,
 // whose kernels sum the same exact integers per super-block and differ in float32 rounding
 // only), and checks that nothing outside the 8 x nx outputs is written.
@@ -112,7 +112,7 @@ func panelRows(t testing.TB, r *rand.Rand, typ Type, nb int) []byte {
 }
 
 func TestPanelAsmMatchesGo(t *testing.T) {
-	for _, typ := range []Type{Q4_0, Q8_0} {
+	for _, typ := range []Type{Q4_0, Q8_0, MXFP4} {
 		if !hasPanelAsm() {
 			t.Skip("no AVX2")
 		}
@@ -214,6 +214,8 @@ func FuzzPanelQ4_0(f *testing.F) { fuzzPanel(f, Q4_0, 13) }
 
 func FuzzPanelQ8_0(f *testing.F) { fuzzPanel(f, Q8_0, 13) }
 
+func FuzzPanelMXFP4(f *testing.F) { fuzzPanel(f, MXFP4, 13) }
+
 // BenchmarkMatMulPacked multiplies a 2048x2048 (or, for ffn_down's shape, 2048x5632) packed
 // matrix of each packable type with nTok tokens on one goroutine, next to MatMul over the same
 // unpacked rows with the single-row assembly kernel. GFLOP/s counts 2·rows·k·nTok; MB/s the
@@ -222,7 +224,7 @@ func BenchmarkMatMulPacked(b *testing.B) {
 	if !hasPanelAsm() {
 		b.Skip("no AVX2")
 	}
-	for _, typ := range []Type{Q4_0, Q8_0, Q4_K, Q6_K} {
+	for _, typ := range []Type{Q4_0, Q8_0, Q4_K, Q6_K, MXFP4} {
 		for _, k := range []int{2048, 5632} {
 			const nRows = 2048
 			for _, nTok := range []int{1, 4, 16, 64} {
@@ -263,7 +265,7 @@ func BenchmarkMatMulPackedStream(b *testing.B) {
 		b.Skip("no AVX2")
 	}
 	const k, fixRows, streamBytes = 2048, 2048, 96 << 20
-	for _, typ := range []Type{Q4_0, Q8_0, Q4_K, Q6_K} {
+	for _, typ := range []Type{Q4_0, Q8_0, Q4_K, Q6_K, MXFP4} {
 		f := newMatmulFixture(b, typ, k, fixRows, 1)
 		p := packFixture(b, f)
 		w := make([]byte, streamBytes/len(p)*len(p))

@@ -267,7 +267,7 @@ func TestPanelPathsNoAlloc(t *testing.T) {
 	for _, ap := range asmPaths {
 		t.Run(ap.name, func(t *testing.T) {
 			forcePath(t, ap.path)
-			for _, typ := range []Type{Q4_0, Q8_0, Q4_K, Q6_K} {
+			for _, typ := range []Type{Q4_0, Q8_0, Q4_K, Q6_K, MXFP4} {
 				f := newMatmulFixture(t, typ, 2048, 16, 9)
 				p := packFixture(t, f)
 				out := make([]float32, 9*16)
