@@ -26,7 +26,7 @@ func init() {
 	setPanel(Q8_0, cpu.AVX2, asmPanelQuads(Q8_0, nil, q8Panel2AVX2, q8PanelAVX2), 0)
 	setPanel(Q4_0, cpu.AVX2, asmPanelQuads(Q4_0, nil, q4Panel2AVX2, q4PanelAVX2), 8)
 	// MXFP4 has the one-panel kernel only (packed_mxfp4_amd64.s), for every column count.
-	setPanel(MXFP4, cpu.AVX2, asmPanel(MXFP4, mxfp4PanelAVX2), 0)
+	setPanel(MXFP4, cpu.AVX2, asmPanel(MXFP4, mxfp4PanelAVX2), 12)
 }
 
 // quadCols is the fewest columns for which asmPanelQuads runs the four-panel kernel. Decode (one

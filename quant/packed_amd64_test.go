@@ -69,7 +69,8 @@ func checkPanel(t testing.TB, typ Type, nb int, w, x []byte, xStride, nx, outStr
 	var sums []int32
 	if !isK {
 		sums = make([]int32, sumWords*nb)
-		q4SumsGo(nb, x, xStride, nx, 8, sums)
+		// The multiplier of the AVX2 kernel (8 for Q4_0, 12 for MXFP4; Q8_0 reads no corrections).
+		q4SumsGo(nb, x, xStride, nx, max(8, types[typ].kernels.panel[cpu.AVX2].sumsMul), sums)
 		if typ == Q4_0 {
 			checkSums(t, nb, x, xStride, nx, 8, sums)
 		}

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"ubatch/internal/cpu"
 )
 
 // TestMXFP4PanelScales runs the AVX2 MXFP4 panel kernel on panels whose blocks all share one
@@ -39,7 +41,7 @@ func TestMXFP4PanelScales(t *testing.T) {
 			t.Fatal(err)
 		}
 		sums := make([]int32, sumWords*nb)
-		q4SumsGo(nb, x, xr, MaxCols, 0, sums)
+		q4SumsGo(nb, x, xr, MaxCols, types[MXFP4].kernels.panel[cpu.AVX2].sumsMul, sums)
 		out := make([]float32, MaxCols*PanelRows)
 		panelAVX2(MXFP4, 1, nb, p, x, xr, MaxCols, out, PanelRows, sums)
 		for row := range PanelRows {

@@ -42,8 +42,8 @@ func PanelKernelPath(t Type) string {
 // selectedPanel is the panel kernel of weights of type wt on the selected path.
 func selectedPanel(wt Type) panelSlot { return types[wt].kernels.panelAt[cpu.Selected()] }
 
-// needsSums reports whether panelKernel takes activation sums for weights of type wt: Q4_0 and
-// Q8_0, whose kernels read the activation scales from them (and corrections, see sumsMul).
+// needsSums reports whether panelKernel takes activation sums for weights of type wt: Q4_0, Q8_0
+// and MXFP4, whose kernels read the activation scales from them (and corrections, see sumsMul).
 func needsSums(wt Type) bool { return wt.row().panelSums }
 
 // sumWords is how many int32 words of activation sums the panel kernels take per block (see
@@ -60,7 +60,7 @@ func panelSums(wt Type, nb int, x []byte, xStride, nx int, dst []int32) {
 
 // sumsMul is the multiplier m of panelSums, the correction each kernel needs for its offset
 // weights (its panelKernel's sumsMul): on AVX2, 8 for Q4_0 (subtracted: the weights are nibbles
-// q-8) and 0 for Q8_0 (signed weights, no correction); on the VNNI paths -128, the starting value
+// q-8), 12 for MXFP4 (its table values plus 12) and 0 for Q8_0 (signed weights, no correction); on the VNNI paths -128, the starting value
 // of the integer sums (Q8_0: the weights are w+128; Q4_0: 16·8·Σx, as the Q4_0 kernels sum 16
 // times the products, see packed_vnni_amd64.h); 0 for the Go twins, which read no sums.
 func sumsMul(wt Type) int32 { return selectedPanel(wt).sumsMul }
