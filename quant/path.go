@@ -60,7 +60,8 @@ func panelSums(wt Type, nb int, x []byte, xStride, nx int, dst []int32) {
 
 // sumsMul is the multiplier m of panelSums, the correction each kernel needs for its offset
 // weights (its panelKernel's sumsMul): on AVX2, 8 for Q4_0 (subtracted: the weights are nibbles
-// q-8), 12 for MXFP4 (its table values plus 12) and 0 for Q8_0 (signed weights, no correction); on the VNNI paths -128, the starting value
-// of the integer sums (Q8_0: the weights are w+128; Q4_0: 16·8·Σx, as the Q4_0 kernels sum 16
-// times the products, see packed_vnni_amd64.h); 0 for the Go twins, which read no sums.
+// q-8), 12 for MXFP4 (its table values plus 12) and 0 for Q8_0 (signed weights, no correction);
+// on the VNNI paths -128, the starting value of the integer sums (Q8_0: the weights are w+128;
+// Q4_0: 16·8·Σx, as the Q4_0 kernels sum 16 times the products, see packed_vnni_amd64.h); 0 for
+// the Go twins, which read no sums. (MXFP4 runs its AVX2 kernel on the VNNI paths too.)
 func sumsMul(wt Type) int32 { return selectedPanel(wt).sumsMul }
