@@ -119,6 +119,10 @@ func TestEveryCommandsHelp(t *testing.T) {
 		{"list", []string{"list", "-h"}, 40},
 		{"rm", []string{"rm", "-h"}, 40},
 		{"synth", []string{"synth", "-h"}, 40},
+		{"ps", []string{"ps", "-h"}, 40},
+		{"stop", []string{"stop", "-h"}, 40},
+		{"show", []string{"show", "-h"}, 40},
+		{"create", []string{"create", "-h"}, 40},
 	}
 	usage := regexp.MustCompile(`^Usage: ubatch `)
 	for _, tc := range tests {
