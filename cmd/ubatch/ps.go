@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"ubatch/hub"
 )
 
 // serverFlags name the running server that ps and stop talk to, as Ollama's CLI talks to its
@@ -191,10 +193,6 @@ func cmdStop(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 // sameModelName compares names as the server does: without case, ":latest" and ".gguf" implied.
 func sameModelName(a, b string) bool {
-	norm := func(s string) string {
-		s = strings.ToLower(s)
-		s = strings.TrimSuffix(s, ":latest")
-		return strings.TrimSuffix(s, ".gguf")
-	}
+	norm := func(s string) string { return hub.NormalizeName(strings.TrimSuffix(strings.ToLower(s), ".gguf")) }
 	return norm(a) == norm(b)
 }
