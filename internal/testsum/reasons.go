@@ -25,7 +25,7 @@ var reasonRules = []reasonRule{
 		"put it beside the checkout as ../shared, or set UBATCH_SHARED to its path"},
 	{regexp.MustCompile(`(?i)chromium`), "Chromium is not installed (the web page's browser test)",
 		"apt-get install chromium"},
-	{regexp.MustCompile(`\b(redis-server|nginx|prometheus|promtool) is not installed`), "$1 is not installed",
+	{regexp.MustCompile(`\b(redis-server|nginx|prometheus|promtool|curl) is not installed`), "$1 is not installed",
 		"apt-get install $1 (Debian's package)"},
 	{regexp.MustCompile(`(redis-server|nginx|prometheus) not found`), "$1 is not installed",
 		"apt-get install $1 (Debian's package)"},
