@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -259,5 +260,38 @@ func TestChatHistory(t *testing.T) {
 	out.Reset()
 	if err := s.run(ctx, strings.NewReader("/clear\n"), &out); err != nil || s.history != nil {
 		t.Errorf("/clear: %v, history %v", err, s.history)
+	}
+}
+
+// TestRunChatInterrupt: Ctrl-C at the >>> prompt ends the session at once, though stdin stays
+// open.
+func TestRunChatInterrupt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd, _ := freshCommand(t, ctx, "run", "-n", "4")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(stdout, buf); err != nil || string(buf) != ">>> " {
+		t.Fatalf("read %q, %v; want the prompt", buf, err)
+	}
+	start := time.Now()
+	cmd.Process.Signal(os.Interrupt)
+	io.Copy(io.Discard, stdout) // until it exits
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("run after Ctrl-C: %v", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("run took %v to stop after Ctrl-C", d)
 	}
 }

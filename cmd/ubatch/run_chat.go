@@ -68,9 +68,11 @@ func newChatSession(m *model.Model, lctx *runner.Runtime, params sample.Params, 
 
 // run is the session's read-reply loop.
 func (s *chatSession) run(ctx context.Context, in io.Reader, out io.Writer) error {
-	r := bufio.NewReader(in)
+	done := make(chan struct{})
+	defer close(done)
+	lines := readLines(in, done)
 	for ctx.Err() == nil {
-		msg, err := readMessage(r, out)
+		msg, err := readMessage(ctx, lines, out)
 		if errors.Is(err, io.EOF) {
 			fmt.Fprintln(out)
 			return nil
@@ -104,15 +106,42 @@ func (s *chatSession) run(ctx context.Context, in io.Reader, out io.Writer) erro
 	return nil
 }
 
+// readLines sends in's lines (without their line ends) on the channel it returns, closed at
+// the end of the input, so that the session can stop on ctx (Ctrl-C) while a read waits. It
+// stops sending once done is closed.
+func readLines(in io.Reader, done <-chan struct{}) <-chan string {
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(in)
+		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+		for sc.Scan() {
+			select {
+			case lines <- strings.TrimRight(sc.Text(), "\r"):
+			case <-done:
+				return
+			}
+		}
+	}()
+	return lines
+}
+
 // readMessage prints the prompt and reads one message: a line, or with """ the lines up to the
-// closing """. It returns io.EOF at the end of the input with nothing read.
-func readMessage(r *bufio.Reader, out io.Writer) (string, error) {
-	fmt.Fprint(out, ">>> ")
-	line, err := r.ReadString('\n')
-	if err != nil && (line == "" || !errors.Is(err, io.EOF)) {
-		return "", err
+// closing """. It returns io.EOF at the end of the input (or when ctx ends) with nothing read.
+func readMessage(ctx context.Context, lines <-chan string, out io.Writer) (string, error) {
+	next := func() (string, bool) {
+		select {
+		case l, ok := <-lines:
+			return l, ok
+		case <-ctx.Done():
+			return "", false
+		}
 	}
-	line = strings.TrimRight(line, "\r\n")
+	fmt.Fprint(out, ">>> ")
+	line, ok := next()
+	if !ok {
+		return "", io.EOF
+	}
 	rest, multi := strings.CutPrefix(line, `"""`)
 	if !multi {
 		return line, nil
@@ -120,21 +149,20 @@ func readMessage(r *bufio.Reader, out io.Writer) (string, error) {
 	if body, ok := strings.CutSuffix(rest, `"""`); ok {
 		return body, nil // """one line"""
 	}
-	lines := []string{rest}
+	msg := []string{rest}
 	for {
 		fmt.Fprint(out, "... ")
-		l, err := r.ReadString('\n')
-		l = strings.TrimRight(l, "\r\n")
-		if body, ok := strings.CutSuffix(l, `"""`); ok {
-			lines = append(lines, body)
+		l, ok := next()
+		if !ok { // the input ended inside the message: take what came
 			break
 		}
-		lines = append(lines, l)
-		if err != nil { // input ended inside the message: take what came
+		if body, closed := strings.CutSuffix(l, `"""`); closed {
+			msg = append(msg, body)
 			break
 		}
+		msg = append(msg, l)
 	}
-	return strings.TrimPrefix(strings.Join(lines, "\n"), "\n"), nil
+	return strings.TrimPrefix(strings.Join(msg, "\n"), "\n"), nil
 }
 
 // contextFull is a conversation that no longer fits the context; the session goes on.
