@@ -28,7 +28,7 @@ func commands() []command {
 	return []command{
 		{"serve", "serve the model over HTTP (OpenAI-compatible and llama.cpp APIs)", cmdServe},
 		{"route", "route requests over a fleet of serve nodes by cached prefix and load", cmdRoute},
-		{"run", "generate text from a prompt, streaming it, with a performance summary", cmdRun},
+		{"run", "chat with a model in the terminal, or with -p generate from a prompt with a performance summary", cmdRun},
 		{"batched", "decode one prompt into N parallel sequences in shared batches", cmdBatched},
 		{"bench", "measure throughput (llama-bench and llama-batched-bench style; `bench serve` for HTTP load)", cmdBench},
 		{"logits", "write the logits of every prompt position as float32 (for correctness checks)", cmdLogits},
