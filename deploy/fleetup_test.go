@@ -64,31 +64,7 @@ func TestFleetUp(t *testing.T) {
 	tool(t, "curl", "curl")
 	base := freeBase(t, 6)
 	p := startProc(t, "fleet-up", "env", "UBATCH_BIN="+ubatchBin, "DIR="+t.TempDir()+"/fleet", "bash", "../scripts/fleet-up.sh", strconv.Itoa(base))
-	urls := map[string]string{}
-	deadline := time.Now().Add(3 * time.Minute)
-	for len(urls) < 7 {
-		if p.exited() || time.Now().After(deadline) {
-			t.Fatalf("fleet-up.sh did not print its URLs (exited: %v)", p.exited())
-		}
-		time.Sleep(200 * time.Millisecond)
-		f, err := os.Open(p.log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if m := fleetUpLine.FindStringSubmatch(sc.Text()); m != nil {
-				urls[m[1]] = m[2]
-			}
-		}
-		f.Close()
-	}
-	dir := ""
-	if b, err := os.ReadFile(p.log); err == nil {
-		if m := regexp.MustCompile(`fleet: up under (\S+)`).FindSubmatch(b); m != nil {
-			dir = string(m[1])
-		}
-	}
+	urls, dir := fleetUpURLs(t, p)
 	for i, name := range []string{"nginx", "router", "node n1", "node n2", "redis", "prometheus"} {
 		scheme := "http"
 		if name == "redis" {
@@ -162,6 +138,45 @@ func TestFleetUp(t *testing.T) {
 		}
 	})
 
+	checkFleetStops(t, p, strings.Fields(urls["pids"]), dir)
+}
+
+// fleetUpURLs waits for fleet-up.sh's URL lines in its log and returns them by name (and
+// "pids"), with the folder it runs in.
+func fleetUpURLs(t *testing.T, p *proc) (map[string]string, string) {
+	t.Helper()
+	urls := map[string]string{}
+	deadline := time.Now().Add(3 * time.Minute)
+	for len(urls) < 7 {
+		if p.exited() || time.Now().After(deadline) {
+			t.Fatalf("fleet-up.sh did not print its URLs (exited: %v)", p.exited())
+		}
+		time.Sleep(200 * time.Millisecond)
+		f, err := os.Open(p.log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if m := fleetUpLine.FindStringSubmatch(sc.Text()); m != nil {
+				urls[m[1]] = m[2]
+			}
+		}
+		f.Close()
+	}
+	dir := ""
+	if b, err := os.ReadFile(p.log); err == nil {
+		if m := regexp.MustCompile(`fleet: up under (\S+)`).FindSubmatch(b); m != nil {
+			dir = string(m[1])
+		}
+	}
+	return urls, dir
+}
+
+// checkFleetStops sends the script SIGINT (Ctrl-C) and checks that it exits 0 having stopped
+// every process it started (pids) and removed its folder.
+func checkFleetStops(t *testing.T, p *proc, pids []string, dir string) {
+	t.Helper()
 	p.signal(syscall.SIGINT) // Ctrl-C
 	select {
 	case <-p.done:
@@ -171,9 +186,8 @@ func TestFleetUp(t *testing.T) {
 	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
 		t.Errorf("fleet-up.sh exited %d after SIGINT", code)
 	}
-	pids := strings.Fields(urls["pids"])
 	if len(pids) != 6 {
-		t.Errorf("pids %q, want six", urls["pids"])
+		t.Errorf("pids %q, want six", pids)
 	}
 	for _, s := range pids {
 		pid, err := strconv.Atoi(s)
