@@ -221,7 +221,7 @@ func (o *resolved) lookup(arg string) (m Model, ok bool, err error) {
 		return Model{}, false, err
 	}
 	for _, m := range models {
-		if m.Name == strings.ToLower(arg) { // a name wins over another entry's source
+		if m.Name == strings.ToLower(arg) || m.Name == NormalizeName(arg) { // a name wins over another entry's source
 			return m, true, nil
 		}
 	}

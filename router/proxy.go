@@ -199,8 +199,9 @@ func (r *Router) whole(ctx context.Context, w http.ResponseWriter, req *http.Req
 		if retryable(st, data) {
 			return attempt{reason: "status_5xx", status: st, header: resp.Header, body: data}
 		}
-	case st == http.StatusOK && (p.stream || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") || !json.Valid(data)):
-		// A node answers 200 with JSON, or with an event stream when asked to stream.
+	case st == http.StatusOK && !webPage(req.URL.Path) && (p.stream || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") || !json.Valid(data)):
+		// A node answers 200 with JSON, or with an event stream when asked to stream (its web
+		// page, HTML, JavaScript and CSS, aside).
 		r.markFailed(n, "garbage")
 		return attempt{reason: "garbage"}
 	default:
@@ -212,6 +213,9 @@ func (r *Router) whole(ctx context.Context, w http.ResponseWriter, req *http.Req
 	passOn(w, n.label, resp.StatusCode, resp.Header, data)
 	return attempt{done: true}
 }
+
+// webPage reports whether path is the node's web page or one of its files (GET /, /ui/*).
+func webPage(path string) bool { return path == "/" || strings.HasPrefix(path, "/ui/") }
 
 // failed handles a transport error: a client that went away ends the request; otherwise the
 // failure counts against n and the next node is tried.

@@ -249,7 +249,15 @@ func (r *Router) Handler() http.Handler {
 	}
 	mux.HandleFunc("/health", r.handleHealth)
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, req *http.Request) { r.mhttp.ServeHTTP(w, req) })
+	// The web page (GET /, /ui/*) and its live feed come from a node picked by load: the page
+	// shows that node's batching.
+	mux.HandleFunc("/live", r.handleOther)
+	mux.HandleFunc("/ui/", r.handleOther)
 	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path == "/" {
+			r.handleOther(w, req)
+			return
+		}
 		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", fmt.Sprintf("no route %s %s", req.Method, req.URL.Path))
 	})
 	return mux

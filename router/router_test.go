@@ -366,6 +366,10 @@ func TestOtherRoutesAreForwarded(t *testing.T) {
 		{"one model", http.MethodGet, "/v1/models/stories", "", `"stories"`},
 		{"props", http.MethodGet, "/props", "", `{`},
 		{"tokenize", http.MethodPost, "/tokenize", `{"content": "hello"}`, `"tokens"`},
+		{"the web page", http.MethodGet, "/", "", `<!doctype html>`},
+		{"a page asset", http.MethodGet, "/ui/app.js", "", `/live`},
+		// the node's answer, not the router's "no route": this node has no live view
+		{"the live feed", http.MethodGet, "/live", "", `the live view is not enabled on this server`},
 		{"unknown route", http.MethodGet, "/nope", "", `not_found`},
 	}
 	for _, tc := range tests {

@@ -123,6 +123,7 @@ func TestBrowser(t *testing.T) {
 	if bars, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#chart .bar').length`)); err != nil || bars == 0 {
 		t.Errorf("step chart has %d bars (%v)", bars, err)
 	}
+	checkChartScale(t, ctx)
 
 	// A second message typed into the form.
 	if err := chromedp.Do(ctx,
@@ -530,4 +531,51 @@ func colours(img image.Image) int {
 		}
 	}
 	return len(seen)
+}
+
+// chartScale checks the step chart: each column's full height is the largest budget in view,
+// so a step's decode and prompt tokens stand against what a step could carry (a step that used
+// part of its budget is not drawn full), the scale says so in plural, and the legend explains
+// every budget reason.
+const chartScale = `(() => {
+  const bars = [...document.querySelectorAll('#chart .bar')];
+  const n = (b, k) => +b.dataset[k];
+  const max = Math.max(...bars.map((b) => Math.max(n(b, 'budget'), n(b, 'decode') + n(b, 'prefill'))));
+  const h = (b, c) => parseFloat(b.querySelector('.' + c).style.height);
+  const off = bars.filter((b) => Math.abs(h(b, 'decode') - 100 * n(b, 'decode') / max) > 0.01 ||
+    Math.abs(h(b, 'prefill') - 100 * n(b, 'prefill') / max) > 0.01 || Math.abs(h(b, 'budget') - 100 * n(b, 'budget') / max) > 0.01);
+  const partial = bars.filter((b) => n(b, 'decode') + n(b, 'prefill') < n(b, 'budget'));
+  const drawnFull = partial.filter((b) => h(b, 'decode') + h(b, 'prefill') >= 99.99);
+  const dts = [...document.querySelectorAll('#reasons dt')].map((d) => d.textContent);
+  return JSON.stringify({bars: bars.length, max, off: off.length, partial: partial.length, drawnFull: drawnFull.length,
+    scale: document.getElementById('chart-scale').textContent, reasons: dts.join(' ')});
+})()`
+
+func checkChartScale(t *testing.T, ctx context.Context) {
+	t.Helper()
+	js, err := chromedp.Run(ctx, chromedp.Evaluate[string](chartScale))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Bars, Max, Off, Partial, DrawnFull int
+		Scale, Reasons                     string
+	}
+	if err := json.Unmarshal([]byte(js), &got); err != nil {
+		t.Fatalf("%v: %s", err, js)
+	}
+	wantScale := fmt.Sprintf("full height: %d tokens, the largest budget in view", got.Max)
+	if got.Max == 1 {
+		wantScale = "full height: 1 token, the largest budget in view"
+	}
+	switch {
+	case got.Bars == 0 || got.Off > 0:
+		t.Errorf("%d of %d columns are not drawn against the largest budget (%d tokens): %s", got.Off, got.Bars, got.Max, js)
+	case got.Partial == 0 || got.DrawnFull > 0:
+		t.Errorf("of %d steps that used part of their budget, %d are drawn full: %s", got.Partial, got.DrawnFull, js)
+	case got.Scale != wantScale:
+		t.Errorf("the chart's scale says %q, want %q", got.Scale, wantScale)
+	case got.Reasons != "no_decode fixed learning target queue floor batch_size":
+		t.Errorf("the legend explains %q", got.Reasons)
+	}
 }

@@ -4,13 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
 
 	"ubatch/hub"
+	"ubatch/internal/demo"
 )
 
 // cmdList is `ubatch list`: the library's models with what their GGUF headers say.
-func cmdList(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func cmdList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("list", "list", stderr)
 	if err := parsePositional(fs, args); err != nil {
 		return err
@@ -23,12 +25,21 @@ func cmdList(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(models) == 0 {
-		fmt.Fprintln(stderr, "the library is empty: ubatch pull ORG/REPO:QUANT (e.g. ubatch pull Qwen/Qwen3-0.6B-GGUF:Q4_K_M)")
-		return nil
-	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSIZE\tFAMILY\tQUANT\tPATH")
+	if len(models) == 0 {
+		// What serve serves then: the demo model, under the name serve gives it.
+		path, err := hub.Resolve(ctx, "", hub.Options{})
+		if err != nil {
+			return err
+		}
+		m := hub.Model{Name: demo.Name, Path: path}
+		if st, err := os.Stat(path); err == nil {
+			m.Size = st.Size()
+		}
+		models = append(models, m)
+		defer fmt.Fprintln(stderr, "the library is empty: ubatch serve serves the demo model above; add models with ubatch pull ORG/REPO:QUANT (e.g. ubatch pull Qwen/Qwen3-0.6B-GGUF:Q4_K_M) or ubatch create NAME -f FILE.gguf")
+	}
 	for _, m := range models {
 		family, qt := "?", "?"
 		if m.Problem == "" {

@@ -219,36 +219,47 @@ func settleLlamaFlags(fs *pflag.FlagSet) error {
 	return nil
 }
 
-// printLlamaFlags lists the command's llama.cpp flags after its own, one line each.
+// printLlamaFlags lists the command's llama.cpp flags after its own, compactly so that the
+// command's own flags stay in view: each mapped flag on a line, then the other spellings of its
+// flags, the ignored and the refused ones as wrapped lists of names (the log line or the error
+// a flag gets says why).
 func printLlamaFlags(w io.Writer, fs *pflag.FlagSet) {
 	flags := llamaFlagsOf(fs)
 	if len(flags) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nllama.cpp's flags, taken so that its command lines run here (\"ignored\": no effect on ubatch, said in a log\nline at start; \"refused\": a one-line error, ubatch cannot do what it asks):\n")
+	fmt.Fprintf(w, "\nllama.cpp compatibility (its command lines run here as they are):\n")
+	var same, ign, ref []string
 	for _, f := range flags {
-		left := f.spell
-		if f.arg != "" {
-			left += " " + f.arg
-		}
-		var right string
 		switch f.how {
 		case aliased:
-			right = "the same as --" + f.note
-		case refused:
-			right = "refused: " + f.note
-			if len(f.keep) > 0 {
-				right += " (" + strings.Join(f.keep, ", ") + ": ignored)"
-			}
+			same = append(same, f.first()+"="+"--"+f.note)
 		case mapped:
-			right = f.note
+			left := f.spell
+			if f.arg != "" {
+				left += " " + f.arg
+			}
+			if len(left) > 30 {
+				fmt.Fprintf(w, "  %s\n  %-30s  %s\n", left, "", f.note)
+			} else {
+				fmt.Fprintf(w, "  %-30s  %s\n", left, f.note)
+			}
+		case refused:
+			ref = append(ref, f.first())
 		default:
-			right = "ignored: " + f.note
+			ign = append(ign, f.first())
 		}
-		if len(left) > 38 {
-			fmt.Fprintf(w, "  %s\n  %-38s %s\n", left, "", right)
-		} else {
-			fmt.Fprintf(w, "  %-38s %s\n", left, right)
+	}
+	for _, l := range []struct {
+		title string
+		names []string
+	}{
+		{"other spellings of its flags", same},
+		{"ignored: no effect on a CPU, a log line at start says why", ign},
+		{"refused: ubatch cannot do what they ask, a one-line error says why (their \"off\" value is ignored)", ref},
+	} {
+		if len(l.names) > 0 {
+			fmt.Fprintf(w, "  %s:\n%s\n", l.title, wrapWords(l.names, "    "))
 		}
 	}
 }

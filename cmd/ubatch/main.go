@@ -28,7 +28,7 @@ func commands() []command {
 	return []command{
 		{"serve", "serve the model over HTTP (OpenAI-compatible and llama.cpp APIs)", cmdServe},
 		{"route", "route requests over a fleet of serve nodes by cached prefix and load", cmdRoute},
-		{"run", "generate text from a prompt, streaming it, with a performance summary", cmdRun},
+		{"run", "chat with a model in the terminal, or with -p generate from a prompt with a performance summary", cmdRun},
 		{"batched", "decode one prompt into N parallel sequences in shared batches", cmdBatched},
 		{"bench", "measure throughput (llama-bench and llama-batched-bench style; `bench serve` for HTTP load)", cmdBench},
 		{"logits", "write the logits of every prompt position as float32 (for correctness checks)", cmdLogits},
@@ -37,6 +37,10 @@ func commands() []command {
 		{"pull", "download a model into the library: ORG/REPO[:QUANT] or hf://ORG/REPO/FILE.gguf", cmdPull},
 		{"list", "list the library's models (name, size, family, quant, path)", cmdList},
 		{"rm", "remove a model from the library", cmdRm},
+		{"create", "add a local GGUF to the library: create NAME -f FILE.gguf (or a Modelfile with FROM)", cmdCreate},
+		{"show", "print a model's architecture, parameters, context, quantization, capabilities (from its header)", cmdShow},
+		{"ps", "list the models a running server has loaded (its /api/ps)", cmdPs},
+		{"stop", "unload a model of a running server now", cmdStop},
 		{"synth", "write a GGUF of any supported family (--arch) with seeded random weights", cmdSynth},
 		{"version", "print the version (also ubatch --version)", cmdVersion},
 	}

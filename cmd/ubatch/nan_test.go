@@ -56,8 +56,8 @@ func TestNaNLogitsAreNamed(t *testing.T) {
 		name string
 		args []string
 	}{
-		{name: "run greedy", args: []string{"run", "-m", model, "-n", "4", "--temp", "0"}},
-		{name: "run sampling", args: []string{"run", "-m", model, "-n", "4", "--temp", "0.8", "--seed", "1"}},
+		{name: "run greedy", args: []string{"run", "-m", model, "-p", "Once", "-n", "4", "--temp", "0"}},
+		{name: "run sampling", args: []string{"run", "-m", model, "-p", "Once", "-n", "4", "--temp", "0.8", "--seed", "1"}},
 		{name: "batched", args: []string{"batched", "-m", model, "-np", "2", "-n", "4", "--temp", "0"}},
 	}
 	for _, tc := range tests {

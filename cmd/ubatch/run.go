@@ -13,14 +13,14 @@ import (
 )
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("run", "run [-m MODEL] [-p PROMPT] [-n N] [sampling flags]", stderr)
+	fs := newFlags("run", "run [-m MODEL] [-p PROMPT] [-n N] [sampling flags]\n\nWithout -p (or -f) a chat: a >>> prompt reads messages from stdin, each answered with the conversation\nso far (through the model's chat template, if it has one); \"\"\" begins and ends a message of several lines,\n/clear forgets the conversation, /bye or Ctrl-D exits.", stderr)
 	var mf modelFlags
 	var sf samplingFlags
 	mf.register(fs, 2048)
 	sf.register(fs)
-	prompt := fs.StringP("prompt", "p", "Once upon a time", "prompt text (special-token text such as <s> is parsed as those tokens)")
+	prompt := fs.StringP("prompt", "p", "", "prompt text, generated from once (special-token text such as <s> is parsed as those tokens); without it (and -f), a chat on stdin")
 	file := fs.StringP("file", "f", "", "read the prompt from this file (instead of -p)")
-	n := fs.IntP("n-predict", "n", 128, "number of tokens to generate (-1 = until end of generation or a full context)")
+	n := fs.IntP("n-predict", "n", 128, "number of tokens to generate (-1 = until end of generation or a full context); in a chat, of each reply")
 	if err := parse(fs, args, mf.check, sf.check, func() error { return atLeast("-n", *n, -1) }); err != nil {
 		return err
 	}
@@ -37,6 +37,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer m.Close()
 	defer lctx.Close() // before m's
+	if !fs.Changed("prompt") && *file == "" {
+		return runChat(ctx, m, lctx, sf.params(m.Vocab.EOG()), *n, os.Stdin, stdout)
+	}
 	toks, err := promptTokens(m, *prompt, lctx.Options().NCtx)
 	if err != nil {
 		return err

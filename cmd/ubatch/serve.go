@@ -123,20 +123,9 @@ func (o *serveOpts) register(fs *pflag.FlagSet) {
 // cmdServe serves the models (-m, repeated, or the library) over the OpenAI, llama.cpp and
 // Ollama HTTP APIs until ctx ends (SIGINT/SIGTERM), then drains in-flight requests.
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", "serve [-m MODEL]... [--host 127.0.0.1] [--port 8080] [-c CTX] [-np 16] [flags]\n\n"+
-		"Models: each -m (a path, a library name, ORG/REPO[:QUANT]); without -m, every model of the library\n"+
-		"(--models-dir; the demo model when it is empty). One -m is loaded at start and kept (unless --keep-alive);\n"+
-		"otherwise a model loads on its first request and unloads after --keep-alive idle. Requests name it in \"model\".\n"+
-		"Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /v1/models/{id},\n"+
-		"POST /v1/embeddings (with --embeddings) (OpenAI; also without /v1); POST /completion, POST /infill,\n"+
-		"POST /v1/rerank (with --rerank), POST /tokenize, "+
-		"POST /detokenize, POST /apply-template, GET /props, GET /health (llama.cpp); GET /metrics (Prometheus);\n"+
-		"POST /api/chat, /api/generate, /api/embed, GET /api/tags, /api/ps ... (Ollama);\n"+
-		"GET / (the web page: chat playground and live batching view), GET /live (its event feed).\n"+
-		"Requests may set \"priority\": \"low\"|\"normal\"|\"high\" or an integer (higher is served first; a waiting\n"+
-		"request gains one level per 5 s waited, up to high; above --max-client-priority only with the --api-key).\n"+
-		"SIGINT/SIGTERM stops accepting connections, lets running requests finish (for up to --shutdown-timeout,\n"+
-		"then cuts them: streams end with an error event), then exits.", stderr)
+	const synopsis = "serve [-m MODEL]... [--host 127.0.0.1] [--port 8080] [-c CTX] [-np N] [flags]"
+	fs := newFlags("serve", synopsis, stderr)
+	setHelpGroups(fs, synopsis, serveHelpText, serveHelpGroups, stderr)
 	var o serveOpts
 	o.register(fs)
 	if err := parse(fs, args, o.mf.check, o.sf.check, o.cf.check, o.mm.check); err != nil {

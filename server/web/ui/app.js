@@ -169,6 +169,29 @@ function fmt(v) { return v === 0 ? "0" : v < 10 ? v.toFixed(2) : v.toFixed(1); }
 
 function pct(n, total) { return total > 0 ? (100 * n / total) + "%" : "0"; }
 
+// REASONS says what set a step's budget, for each reason the engine gives (engine.BudgetReason).
+const REASONS = {
+  no_decode: "nobody was decoding: prompts may take the whole --batch-size",
+  fixed: "no latency target (--target-itl 0): --batch-size and --chunk-size only",
+  learning: "the step cost model is not fitted yet: one --chunk-size of prompt per step",
+  target: "prompt chunks sized so that the step meets --target-itl",
+  queue: "as target, relaxed (up to 2x) because requests wait for admission",
+  floor: "decoding alone reaches the target: a minimal prompt chunk keeps prompts moving",
+  batch_size: "the target allows more than --batch-size, which caps it",
+};
+
+// renderReasons fills the legend of the reasons, once.
+function renderReasons() {
+  const dl = $("reasons");
+  for (const [k, v] of Object.entries(REASONS)) {
+    const dt = document.createElement("dt");
+    dt.textContent = k;
+    const dd = document.createElement("dd");
+    dd.textContent = v;
+    dl.append(dt, dd);
+  }
+}
+
 function renderLive(s) {
   const c = s.counts;
   $("steps").textContent = c.steps;
@@ -183,26 +206,26 @@ function renderLive(s) {
   $("kv-used").style.width = pct(s.kv_used - s.kv_shared, s.kv_total);
   $("kv-cached").style.width = pct(s.kv_cached, s.kv_total);
 
-  // The height scale is the largest batch in view, so that one decode token still shows; a
-  // budget beyond it fills the column.
+  // A column's full height is the largest budget in view (the tokens a step could carry), so a
+  // step's decode and prompt tokens show against what it could have carried, and its own budget
+  // is the light column behind them. A segment with tokens keeps a pixel, so one token shows.
   const chart = $("chart");
-  const max = Math.max(1, ...s.steps.map((st) => st.decode + st.prefill));
-  $("chart-scale").textContent = "scale " + max + " tokens";
+  const max = Math.max(1, ...s.steps.map((st) => Math.max(st.budget, st.decode + st.prefill)));
+  $("chart-scale").textContent = `full height: ${max} ${max === 1 ? "token" : "tokens"}, the largest budget in view`;
   chart.textContent = "";
   for (const st of s.steps) {
     const bar = document.createElement("div");
     bar.className = "bar";
-    bar.title = `step ${st.n}: ${st.decode} decode + ${st.prefill} prompt of ${st.budget} (${st.reason}), ${fmt(st.step_ms)} ms`;
-    const b = document.createElement("div");
-    b.className = "budget";
-    b.style.height = pct(Math.min(st.budget, max), max);
-    const d = document.createElement("div");
-    d.className = "decode";
-    d.style.height = pct(st.decode, max);
-    const p = document.createElement("div");
-    p.className = "prefill";
-    p.style.height = pct(st.prefill, max);
-    bar.append(b, d, p);
+    bar.title = `step ${st.n}: ${st.decode} decode + ${st.prefill} prompt of a budget of ${st.budget} (${st.reason}: ${REASONS[st.reason] || "?"}), ${fmt(st.step_ms)} ms`;
+    Object.assign(bar.dataset, { decode: st.decode, prefill: st.prefill, budget: st.budget });
+    const seg = (cls, n) => {
+      const d = document.createElement("div");
+      d.className = cls;
+      d.style.height = pct(n, max);
+      if (n > 0) d.style.minHeight = "1px";
+      return d;
+    };
+    bar.append(seg("budget", st.budget), seg("decode", st.decode), seg("prefill", st.prefill));
     chart.append(bar);
   }
 
@@ -211,6 +234,7 @@ function renderLive(s) {
   for (const st of s.steps.slice(-8).reverse()) {
     const tr = document.createElement("tr");
     for (const v of [st.n, st.decode, st.prefill, st.budget, st.reason, fmt(st.step_ms), st.running + "/" + st.waiting]) cell(tr, v);
+    tr.children[4].title = REASONS[st.reason] || "";
     rows.append(tr);
   }
   const reqs = $("req-rows");
@@ -266,6 +290,7 @@ async function loadModel() {
   } catch { /* the live view reports connection problems */ }
 }
 
+renderReasons();
 loadModel();
 live();
 // ?q= only fills the message box: sending it on load would let any page that links or frames

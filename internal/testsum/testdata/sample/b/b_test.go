@@ -1,0 +1,5 @@
+package b
+
+import "testing"
+
+func TestBroken(t *testing.T) { undefined() }

@@ -1,0 +1,2 @@
+module sample
+go 1.26
