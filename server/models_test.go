@@ -30,6 +30,7 @@ type multiOptions struct {
 	embedder bool           // each model serves /v1/embeddings and /api/embed
 	live     bool
 	gate     chan struct{} // when set, every load waits for a value on it
+	one      bool          // Models lists alpha alone (a server of one model)
 }
 
 // multiEnv is a NewMulti front over two real synth models (qwen3 Q8_0 "alpha", llama Q4_0
@@ -63,6 +64,9 @@ func newMultiEnv(t *testing.T, o multiOptions) *multiEnv {
 		e.live = NewLive()
 	}
 	cfg := o.cfg
+	if o.one {
+		e.specs = e.specs[:1]
+	}
 	cfg.Models = func() ([]ModelSpec, error) { return e.specs, nil }
 	cfg.Load = func(ctx context.Context, spec ModelSpec) (*Loaded, error) {
 		e.loads.Add(1)

@@ -65,7 +65,8 @@ func (req *ollamaChatRequest) prepare(ctx context.Context, s *Server) (genParams
 	rep := &ollamaReply{s: s, model: req.Model, chat: true}
 	rep.start, rep.loadTime = requestLoad(ctx)
 	stream := parseOllamaStream(req.Stream)
-	if err := s.ollamaModelName("model", req.Model); err != nil {
+	var err error
+	if rep.model, err = s.ollamaModelName(ctx, "model", req.Model); err != nil {
 		return genParams{}, nil, nil, err
 	}
 	if req.Logprobs != nil && *req.Logprobs {
@@ -101,7 +102,8 @@ func (req *ollamaGenerateRequest) prepare(ctx context.Context, s *Server) (genPa
 	rep := &ollamaReply{s: s, model: req.Model}
 	rep.start, rep.loadTime = requestLoad(ctx)
 	stream := parseOllamaStream(req.Stream)
-	if err := s.ollamaModelName("model", req.Model); err != nil {
+	var err error
+	if rep.model, err = s.ollamaModelName(ctx, "model", req.Model); err != nil {
 		return genParams{}, nil, nil, err
 	}
 	switch {

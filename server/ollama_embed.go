@@ -68,7 +68,8 @@ func (s *Server) handleOllamaEmbed(w http.ResponseWriter, r *http.Request) {
 			vecs[i] = normalize(v[:*d])
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"model": req.Model, "embeddings": vecs,
+	model, _ := s.ollamaModelName(r.Context(), "model", req.Model) // (checked by ollamaEmbed)
+	writeJSON(w, http.StatusOK, map[string]any{"model": model, "embeddings": vecs,
 		"total_duration": int64(time.Since(start)), "load_duration": 0, "prompt_eval_count": n})
 }
 
@@ -92,7 +93,7 @@ func (s *Server) handleOllamaEmbeddings(w http.ResponseWriter, r *http.Request) 
 // n is their tokens in all.
 func (s *Server) ollamaEmbed(r *http.Request, model string, inputs []promptInput, truncate bool) ([][]float32, int, error) {
 	e := s.cfg.Embedder
-	if err := s.ollamaModelName("model", model); err != nil {
+	if _, err := s.ollamaModelName(r.Context(), "model", model); err != nil {
 		return nil, 0, err
 	}
 	if e == nil {

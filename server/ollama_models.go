@@ -162,7 +162,7 @@ func (s *Server) decodeName(w http.ResponseWriter, r *http.Request, req *ollamaN
 	if req.Model == "" {
 		req.Model = req.Name
 	}
-	if err := s.ollamaModelName("model", req.Model); err != nil {
+	if _, err := s.ollamaModelName(r.Context(), "model", req.Model); err != nil {
 		writeOllamaError(w, err)
 		return false
 	}
@@ -249,7 +249,7 @@ func (s *Server) handleOllamaPull(w http.ResponseWriter, r *http.Request) {
 	if req.Model == "" {
 		req.Model = req.Name
 	}
-	if err := s.ollamaModelName("model", req.Model); err != nil {
+	if _, err := s.ollamaModelName(r.Context(), "model", req.Model); err != nil {
 		if ae := toAPIError(err); ae.status == http.StatusNotFound {
 			err = notFound(fmt.Sprintf("model %q not found: this server serves the one model it was started with "+
 				"(%s) and cannot pull others", req.Model, s.cfg.ModelID))

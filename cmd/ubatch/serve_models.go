@@ -155,7 +155,8 @@ func (ss *serveSetup) registry(ctx context.Context) (*server.Registry, error) {
 		}
 	}
 	return server.NewRegistry(server.RegistryConfig{Models: list, Load: ss.load, KeepAlive: ss.keepAlive,
-		MaxModels: o.mm.maxModels, MemBudget: budget, LoadTimeout: o.mm.loadTimeout, Pull: pull, Logger: ss.logger})
+		MaxModels: o.mm.maxModels, MemBudget: budget, LoadTimeout: o.mm.loadTimeout, Pull: pull, Logger: ss.logger,
+		AnyName: ss.single}) // llama-server answers any name with its one model
 }
 
 // preload loads the one model of a single-model server now, so that a bad file or a -c that does
