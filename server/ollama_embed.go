@@ -54,8 +54,8 @@ func (s *Server) handleOllamaEmbed(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	dim := s.cfg.Model.Hparams().Dim
-	if d := req.Dimensions; d != nil && (*d < 1 || *d > dim) {
-		writeOllamaError(w, badRequest("dimensions", "dimensions must be in [1, %d] (this model's width), got %d", dim, *d))
+	if err := checkDimensions(req.Dimensions, dim); err != nil {
+		writeOllamaError(w, err)
 		return
 	}
 	vecs, n, err := s.ollamaEmbed(r, req.Model, inputs, req.Truncate == nil || *req.Truncate)
@@ -63,11 +63,7 @@ func (s *Server) handleOllamaEmbed(w http.ResponseWriter, r *http.Request) {
 		writeOllamaError(w, err)
 		return
 	}
-	if d := req.Dimensions; d != nil && *d < dim {
-		for i, v := range vecs {
-			vecs[i] = normalize(v[:*d])
-		}
-	}
+	vecs = truncateEmbeddings(vecs, req.Dimensions, dim)
 	model, _ := s.ollamaModelName(r.Context(), "model", req.Model) // (checked by ollamaEmbed)
 	writeJSON(w, http.StatusOK, map[string]any{"model": model, "embeddings": vecs,
 		"total_duration": int64(time.Since(start)), "load_duration": 0, "prompt_eval_count": n})
