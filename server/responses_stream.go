@@ -58,7 +58,17 @@ func (r *responsesReply) begin(sse *sseWriter) error {
 }
 
 func (r *responsesReply) chunk(sse *sseWriter, ev seqEvent) error {
-	text := ev.text
+	thought, text := splitThought(r.thinking, ev)
+	if thought != "" {
+		if err := r.streamReasoning(sse, thought); err != nil {
+			return err
+		}
+	}
+	if text != "" || ev.done {
+		if err := r.closeReasoning(sse); err != nil {
+			return err
+		}
+	}
 	var calls []chat.ToolCall
 	if r.parser != nil {
 		text = r.parser.Add(text)
@@ -100,12 +110,13 @@ func (r *responsesReply) chunk(sse *sseWriter, ev seqEvent) error {
 func (r *responsesReply) openStreamMessage(sse *sseWriter) error {
 	zero := 0
 	r.openMessage()
+	idx := r.outputIndex(r.msg)
 	added := *r.msg
 	added.Content = []outputText{}
-	if err := r.emit(sse, responseEvent{Type: "response.output_item.added", OutputIndex: &zero, Item: &added}); err != nil {
+	if err := r.emit(sse, responseEvent{Type: "response.output_item.added", OutputIndex: &idx, Item: &added}); err != nil {
 		return err
 	}
-	return r.emit(sse, responseEvent{Type: "response.content_part.added", ItemID: r.msg.ID, OutputIndex: &zero,
+	return r.emit(sse, responseEvent{Type: "response.content_part.added", ItemID: r.msg.ID, OutputIndex: &idx,
 		ContentIndex: &zero, Part: &outputText{Type: "output_text", Annotations: []any{}}})
 }
 
@@ -118,35 +129,31 @@ func (r *responsesReply) streamText(sse *sseWriter, text string) error {
 		}
 	}
 	r.text.WriteString(text)
-	return r.emit(sse, responseEvent{Type: "response.output_text.delta", ItemID: r.msg.ID, OutputIndex: &zero,
+	idx := r.outputIndex(r.msg)
+	return r.emit(sse, responseEvent{Type: "response.output_text.delta", ItemID: r.msg.ID, OutputIndex: &idx,
 		ContentIndex: &zero, Delta: &text, Logprobs: "[]"})
 }
 
 // closeMessage sends the end of the output message: its whole text, part and item.
 func (r *responsesReply) closeMessage(sse *sseWriter) error {
-	zero := 0
+	zero, idx := 0, r.outputIndex(r.msg)
 	part := &r.msg.Content[0]
 	part.Text = r.text.String()
-	if err := r.emit(sse, responseEvent{Type: "response.output_text.done", ItemID: r.msg.ID, OutputIndex: &zero,
+	if err := r.emit(sse, responseEvent{Type: "response.output_text.done", ItemID: r.msg.ID, OutputIndex: &idx,
 		ContentIndex: &zero, Text: &part.Text, Logprobs: "[]"}); err != nil {
 		return err
 	}
-	if err := r.emit(sse, responseEvent{Type: "response.content_part.done", ItemID: r.msg.ID, OutputIndex: &zero,
+	if err := r.emit(sse, responseEvent{Type: "response.content_part.done", ItemID: r.msg.ID, OutputIndex: &idx,
 		ContentIndex: &zero, Part: part}); err != nil {
 		return err
 	}
-	return r.emit(sse, responseEvent{Type: "response.output_item.done", OutputIndex: &zero, Item: r.msg})
+	return r.emit(sse, responseEvent{Type: "response.output_item.done", OutputIndex: &idx, Item: r.msg})
 }
 
 // streamCall sends one function call: the item, its arguments (whole: the call is parsed
 // once the generation ends) and its end.
 func (r *responsesReply) streamCall(sse *sseWriter, it *functionCallItem) error {
-	idx := 0
-	for i, o := range r.resp.Output {
-		if o == any(it) {
-			idx = i
-		}
-	}
+	idx := r.outputIndex(it)
 	added := *it
 	added.Status, added.Arguments = "in_progress", ""
 	for _, ev := range []responseEvent{
