@@ -100,7 +100,8 @@ type responsesReply struct {
 	resp   responseObject
 	conv   []map[string]any // the conversation this response answers (no instructions)
 	store  bool
-	parser *chat.ToolParser // with tools, streaming
+	parser *chat.ToolParser    // with tools, streaming
+	calls  []*functionCallItem // streaming: the calls started, in order
 
 	reasoning   reasoningMode         // how the reply is read for its thought
 	thinking    *chat.ReasoningParser // streaming, with reasoning.split
@@ -165,6 +166,7 @@ func newResponsesReply(s *Server, req *responsesRequest, g genParams, conv []map
 	}
 	if g.tools != nil && g.stream {
 		r.parser = chat.NewToolParser(g.tools.format, g.tools.names)
+		r.parser.StreamCalls()
 	}
 	return r
 }
