@@ -2,7 +2,9 @@ package server
 
 import (
 	"bytes"
+	"encoding/json"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -105,5 +107,34 @@ func TestAnyNameBounds(t *testing.T) {
 				t.Errorf("Find maps an unknown name: it must stay strict")
 			}
 		})
+	}
+}
+
+// TestOpenAINodeClientAnyName: the official OpenAI Node client with an app's hard-coded
+// "gpt-4o-mini" (and "text-embedding-3-small" with dimensions 8) gets a completion and a
+// shortened unit embedding from a one-model server, reported under the model's id.
+func TestOpenAINodeClientAnyName(t *testing.T) {
+	dir := nodeOpenAI(t)
+	e := newMultiEnv(t, multiOptions{cfg: RegistryConfig{KeepAlive: -1, AnyName: true, Logger: slog.New(slog.DiscardHandler)}, embedder: true, one: true})
+	out := runNodeScript(t, dir, "openai_anyname.js", "BASE_URL="+e.ts.URL+"/v1")
+	var got struct {
+		ChatModel  string    `json:"chat_model"`
+		ChatText   *string   `json:"chat_text"`
+		ChatFinish string    `json:"chat_finish"`
+		EmbedModel string    `json:"embed_model"`
+		Embedding  []float64 `json:"embedding"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("client output %q: %v", out, err)
+	}
+	if got.ChatModel != "alpha" || got.ChatText == nil || got.ChatFinish == "" {
+		t.Errorf("chat: model %q, text %v, finish %q; want a completion from alpha", got.ChatModel, got.ChatText, got.ChatFinish)
+	}
+	var norm float64
+	for _, x := range got.Embedding {
+		norm += x * x
+	}
+	if got.EmbedModel != "alpha" || len(got.Embedding) != 8 || math.Abs(norm-1) > 1e-4 {
+		t.Errorf("embeddings: model %q, %d dimensions, norm² %.6f; want alpha's, 8, unit", got.EmbedModel, len(got.Embedding), norm)
 	}
 }
