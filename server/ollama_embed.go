@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -26,8 +27,8 @@ type ollamaEmbeddingsRequest struct {
 	KeepAlive json.RawMessage            `json:"keep_alive"`
 }
 
-// handleOllamaEmbed embeds input (a string or a list of strings) with the embedder of
-// /v1/embeddings (serve --embeddings) and its limits. dimensions below the model's width keeps
+// handleOllamaEmbed embeds input (a string or a list of strings) with Config.OllamaEmbedder
+// (serve sets it for every model, as Ollama embeds with any) and /v1/embeddings' limits. dimensions below the model's width keeps
 // the first ones, normalized again, as Ollama does.
 func (s *Server) handleOllamaEmbed(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
@@ -88,7 +89,7 @@ func (s *Server) handleOllamaEmbeddings(w http.ResponseWriter, r *http.Request) 
 // ollamaEmbed checks the model and the inputs against /v1/embeddings' limits and embeds them;
 // n is their tokens in all.
 func (s *Server) ollamaEmbed(r *http.Request, model string, inputs []promptInput, truncate bool) ([][]float32, int, error) {
-	e := s.cfg.Embedder
+	e := cmp.Or(s.cfg.OllamaEmbedder, s.cfg.Embedder)
 	if _, err := s.ollamaModelName(r.Context(), "model", model); err != nil {
 		return nil, 0, err
 	}

@@ -342,10 +342,13 @@ func (ss *serveSetup) routes(spec server.ModelSpec, m *model.Model, eng *engine.
 		p := o.sf.params(m.Vocab.EOG())
 		sampling = &p
 	}
+	// Ollama embeds with any model, so its routes always do; /v1/embeddings is llama-server's
+	// and, as there, behind --embeddings.
+	ollamaEmb := server.NewEmbedder(modelPooling(m, *o.pooling), min(m.Hparams().CtxTrain, 2048))
+	ollamaEmb.Priority = ss.embedPriority
 	var emb *server.Embedder
 	if *o.embeddings {
-		emb = server.NewEmbedder(modelPooling(m, *o.pooling), min(m.Hparams().CtxTrain, 2048))
-		emb.Priority = ss.embedPriority
+		emb = ollamaEmb
 	}
 	rr, err := newReranker(*o.rerank, m, ss.embedPriority)
 	if err != nil {
@@ -353,7 +356,7 @@ func (ss *serveSetup) routes(spec server.ModelSpec, m *model.Model, eng *engine.
 	}
 	return server.New(server.Config{Model: m, Engine: eng, SlotSavePath: o.kf.slotPath, KVLayout: kvLay, APIKey: *o.apiKey, MaxClientPriority: &ss.clientPriority,
 		MaxBodyBytes: *o.maxBody, Logger: ss.logger.With("model", spec.ID), Metrics: metrics, ModelID: spec.ID,
-		Aliases: spec.Aliases, Embedder: emb, Reranker: rr, ChatTemplate: *o.chatTemplate, ReasoningFormat: *o.reasoningFormat,
+		Aliases: spec.Aliases, Embedder: emb, OllamaEmbedder: ollamaEmb, Reranker: rr, ChatTemplate: *o.chatTemplate, ReasoningFormat: *o.reasoningFormat,
 		Live: ss.live, Sampling: sampling, MaxLiveStreams: *o.maxLive, MaxEmbeddingInputs: *o.maxEmbInputs,
 		MaxEmbeddingTokens: *o.maxEmbTokens, Limits: o.cf.lim, KVBlocks: o.ff.kvBlocks(eng, ss.reg, ss.logger)})
 }
