@@ -32,7 +32,8 @@ import (
 
 // NewMulti builds the front of reg's models. cfg's Model and Engine must be nil; its security
 // fields (APIKey, CORSOrigins, ListenAddr, AllowedHosts), MaxBodyBytes, Logger and Gatherer
-// (the process's own series; every loaded model's are added to it) apply to every route.
+// (the process's own series; every loaded model's are added to it) apply to every route;
+// ChatTemplate and Sampling are what /api/show reports for a model not loaded.
 func NewMulti(cfg Config, reg *Registry) (*Server, error) {
 	if cfg.Model != nil || cfg.Engine != nil {
 		return nil, errors.New("server: NewMulti's Config has no Model or Engine: the registry loads them")
@@ -63,6 +64,7 @@ func NewMulti(cfg Config, reg *Registry) (*Server, error) {
 	s.mux.HandleFunc("GET /api/ps", f.handlePS)
 	s.mux.HandleFunc("GET /api/version", s.handleOllamaVersion)
 	s.mux.HandleFunc("POST /api/pull", f.handlePull)
+	s.mux.HandleFunc("POST /api/show", f.handleShow)
 	s.mux.HandleFunc("GET /health", s.handleHealth)
 	s.mux.HandleFunc("GET /metrics", f.handleMetrics)
 	s.mux.HandleFunc("GET /live", s.handleLive) // cfg.Live: every model's engine observes it

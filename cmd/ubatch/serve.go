@@ -238,7 +238,7 @@ func (ss *serveSetup) listen(ctx context.Context, reg *server.Registry, first *s
 	addr := net.JoinHostPort(*o.host, strconv.Itoa(*o.port))
 	srv, err := server.NewMulti(server.Config{APIKey: *o.apiKey, MaxBodyBytes: *o.maxBody, Logger: logger, Gatherer: ss.reg,
 		CORSOrigins: splitList(*o.corsOrigin), Live: ss.live, ListenAddr: addr, AllowedHosts: splitList(*o.allowedHosts),
-		MaxLiveStreams: *o.maxLive}, reg)
+		MaxLiveStreams: *o.maxLive, ChatTemplate: *o.chatTemplate, Sampling: ss.showSampling()}, reg)
 	if err != nil {
 		return err
 	}

@@ -159,6 +159,16 @@ func (ss *serveSetup) registry(ctx context.Context) (*server.Registry, error) {
 		AnyName: ss.single}) // llama-server answers any name with its one model
 }
 
+// showSampling is the sampling flags as the front's /api/show reports them for a model not
+// loaded; nil without sampling flags (each API's defaults).
+func (ss *serveSetup) showSampling() *sample.Params {
+	if !ss.sampling {
+		return nil
+	}
+	p := ss.o.sf.params(nil) // (the end-of-generation tokens are the model's: not shown)
+	return &p
+}
+
 // preload loads the one model of a single-model server now, so that a bad file or a -c that does
 // not fit fails at start-up, as it always has.
 func (ss *serveSetup) preload(ctx context.Context, reg *server.Registry) (*server.Loaded, error) {
