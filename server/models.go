@@ -47,16 +47,28 @@ func (s ModelSpec) names() []string {
 	return append([]string{s.ID, base, strings.TrimSuffix(base, filepath.Ext(base))}, s.Aliases...)
 }
 
-// answersTo reports whether name names s, without case and with Ollama's ":latest" tag or
-// without.
+// answersTo reports whether name names s (sameModelName).
 func (s ModelSpec) answersTo(name string) bool {
-	bare := strings.TrimSuffix(name, ":latest")
-	for _, n := range s.names() {
-		if n != "" && (strings.EqualFold(n, name) || strings.EqualFold(n, bare)) {
-			return true
-		}
+	return slices.ContainsFunc(s.names(), func(n string) bool { return n != "" && sameModelName(n, name) })
+}
+
+// sameModelName reports whether a and b name one model as Ollama compares names: without case,
+// ":latest" implied where there is no tag ("qwen3" is "qwen3:latest").
+func sameModelName(a, b string) bool {
+	return strings.EqualFold(strings.TrimSuffix(a, ":latest"), strings.TrimSuffix(b, ":latest"))
+}
+
+// ollamaName is the name:tag Ollama's listings (/api/tags, /api/ps) give the model id: lower
+// case, a file name without .gguf, ":latest" where there is no tag (stories260K.gguf is
+// stories260k:latest; a library name, qwen3-0.6b:q4_k_m, stays). Requests naming it so find
+// the model (answersTo). The library's own rule is hub.NormalizeName; this adds the file stem.
+func ollamaName(id string) string {
+	n := strings.ToLower(id)
+	n = strings.TrimSuffix(n, ".gguf")
+	if !strings.Contains(n[strings.LastIndex(n, "/")+1:], ":") {
+		n += ":latest"
 	}
-	return false
+	return n
 }
 
 // Loaded is one model in memory, as a Loader builds it.

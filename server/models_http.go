@@ -322,7 +322,8 @@ func (f *front) entry(spec ModelSpec) (ollamaModelEntry, error) {
 		f.mu.Unlock()
 	}
 	e := c.e.entry
-	e.Name, e.Model = spec.ID, spec.ID
+	e.Name = ollamaName(spec.ID)
+	e.Model = e.Name
 	return e, c.e.err
 }
 

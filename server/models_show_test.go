@@ -59,3 +59,34 @@ func TestMultiShowUnloaded(t *testing.T) {
 		t.Errorf("after alpha loaded: alpha %q, beta %q, %d loads", loaded.Parameters, unloaded.Parameters, e.loads.Load())
 	}
 }
+
+// TestOllamaName: Ollama's listings name every model name:tag, and that name finds the model
+// again, as do the bare name and any case.
+func TestOllamaName(t *testing.T) {
+	tests := []struct {
+		name, id, want string
+		asks           []string // names that must find the spec
+	}{
+		{name: "a file name", id: "stories260K.gguf", want: "stories260k:latest", asks: []string{"stories260k:latest", "Stories260K", "stories260K.gguf"}},
+		{name: "a library name keeps its tag", id: "qwen3-0.6b:q4_k_m", want: "qwen3-0.6b:q4_k_m", asks: []string{"QWEN3-0.6B:Q4_K_M"}},
+		{name: "a created name", id: "mine:latest", want: "mine:latest", asks: []string{"mine", "Mine:latest"}},
+		{name: "an alias without a tag", id: "tiny", want: "tiny:latest", asks: []string{"tiny:latest", "tiny"}},
+		{name: "a namespace", id: "local/tiny", want: "local/tiny:latest", asks: []string{"local/tiny:latest"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ollamaName(tc.id); got != tc.want {
+				t.Errorf("ollamaName(%q) = %q, want %q", tc.id, got, tc.want)
+			}
+			spec := ModelSpec{ID: tc.id, Path: "/m/" + tc.id}
+			for _, a := range append(tc.asks, ollamaName(tc.id)) {
+				if !spec.answersTo(a) {
+					t.Errorf("%q does not find %q", a, tc.id)
+				}
+			}
+			if spec.answersTo("other:latest") {
+				t.Errorf("other:latest finds %q", tc.id)
+			}
+		})
+	}
+}

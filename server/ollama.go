@@ -60,8 +60,7 @@ func (s *Server) ollamaModelName(ctx context.Context, field, name string) (strin
 func (s *Server) knownName(field, name string) error {
 	base := filepath.Base(s.cfg.Model.Path)
 	known := append([]string{s.cfg.ModelID, base, strings.TrimSuffix(base, filepath.Ext(base))}, s.cfg.Aliases...)
-	bare := strings.TrimSuffix(name, ":latest")
-	if slices.ContainsFunc(known, func(k string) bool { return strings.EqualFold(k, name) || strings.EqualFold(k, bare) }) {
+	if slices.ContainsFunc(known, func(k string) bool { return sameModelName(k, name) }) {
 		return nil
 	}
 	return &apiError{status: http.StatusNotFound, typ: "invalid_request_error", param: field, code: "model_not_found",

@@ -62,7 +62,7 @@ func (s *Server) buildOllamaIdentity() ollamaIdentity {
 
 // describeOllama is the entry of the model id in file f (mapped from path, size bytes).
 func describeOllama(id, path string, f *gguf.File, size int64) ollamaIdentity {
-	e := ollamaModelEntry{Name: id, Model: id, Size: size}
+	e := ollamaModelEntry{Name: ollamaName(id), Model: ollamaName(id), Size: size}
 	if fi, err := os.Stat(path); err == nil {
 		e.ModifiedAt = ollamaTime(fi.ModTime())
 	}
