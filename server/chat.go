@@ -125,10 +125,10 @@ func (c *chatReply) whole(res []*choiceResult, u usageJSON) any {
 		}
 		if c.g.tools != nil {
 			var calls []chat.ToolCall
-			content, calls = chat.ParseToolCalls(c.g.tools.format, content, c.g.tools.names)
+			content, calls = c.g.tools.parse(content, r.finish == "length")
 			if len(calls) > 0 {
 				msg.ToolCalls = toolReply(calls, c.g.tools.parallel, false)
-				r.finish = "tool_calls"
+				r.finish = toolsFinish(r.finish)
 			}
 		}
 		if content != "" || msg.ToolCalls == nil {

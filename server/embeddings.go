@@ -114,7 +114,8 @@ type embeddingsResponse struct {
 }
 
 // handleEmbeddings is OpenAI's POST /v1/embeddings: input is a string, a list of token ids, or a
-// list of either; each gets the model's pooled, L2-normalized final hidden state.
+// list of either; each gets the model's pooled, L2-normalized final hidden state, cut to its
+// first dimensions and normalized again when dimensions is below the model's width.
 func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 	e := s.cfg.Embedder
 	if e == nil {
@@ -132,8 +133,9 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("encoding_format", "encoding_format %q: use float or base64", req.EncodingFormat))
 		return
 	}
-	if req.Dimensions != nil && *req.Dimensions != s.cfg.Model.Hparams().Dim {
-		writeError(w, badRequest("dimensions", "dimensions %d is not supported: this model's embeddings have %d", *req.Dimensions, s.cfg.Model.Hparams().Dim))
+	dim := s.cfg.Model.Hparams().Dim
+	if err := checkDimensions(req.Dimensions, dim); err != nil {
+		writeError(w, err)
 		return
 	}
 	inputs, err := parsePrompts("input", req.Input)
@@ -156,6 +158,7 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	vecs = truncateEmbeddings(vecs, req.Dimensions, dim)
 	resp := embeddingsResponse{Object: "list", Model: s.cfg.ModelID, Data: make([]embeddingJSON, 0, len(vecs))}
 	for i, vec := range vecs {
 		item := embeddingJSON{Object: "embedding", Index: i, Embedding: vec}
@@ -171,6 +174,26 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 	}
 	resp.Usage.TotalTokens = resp.Usage.PromptTokens
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// checkDimensions checks a request's dimensions (nil: the model's width dim): 1 to dim.
+func checkDimensions(d *int, dim int) error {
+	if d != nil && (*d < 1 || *d > dim) {
+		return badRequest("dimensions", "dimensions must be in [1, %d] (this model's width), got %d", dim, *d)
+	}
+	return nil
+}
+
+// truncateEmbeddings keeps the first d of each unit vector of width dim and normalizes them
+// again, as OpenAI's text-embedding-3 and Ollama shorten embeddings; nil or dim: vecs as they are.
+func truncateEmbeddings(vecs [][]float32, d *int, dim int) [][]float32 {
+	if d == nil || *d >= dim {
+		return vecs
+	}
+	for i, v := range vecs {
+		vecs[i] = normalize(v[:*d])
+	}
+	return vecs
 }
 
 // embeddingTokens tokenizes every input before any is embedded, so that a request over a limit is

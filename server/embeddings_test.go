@@ -77,6 +77,47 @@ func TestEmbeddingsEndpoint(t *testing.T) {
 	}
 }
 
+// TestEmbeddingsDimensions: dimensions below the model's width (64) keeps the first ones of
+// llama-embedding's vector, normalized again (OpenAI's text-embedding-3 shortening); the width
+// itself is the whole vector.
+func TestEmbeddingsDimensions(t *testing.T) {
+	refs := testdata.LoadEmbeddings(t)
+	var ref testdata.Embedding
+	for _, it := range refs {
+		if it.Pooling == "mean" {
+			ref = it
+			break
+		}
+	}
+	e := newEnv(t, envOptions{embedder: engine.PoolMean})
+	for _, tc := range []struct {
+		name string
+		dims int
+	}{
+		{name: "one", dims: 1},
+		{name: "seven", dims: 7},
+		{name: "the width", dims: 64},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var body struct {
+				Data []struct{ Embedding []float32 } `json:"data"`
+			}
+			e.postJSON("/v1/embeddings", map[string]any{"input": ref.Prompt, "dimensions": tc.dims}, http.StatusOK, &body)
+			if len(body.Data) != 1 || len(body.Data[0].Embedding) != tc.dims {
+				t.Fatalf("got %d items, want one of %d dimensions: %+v", len(body.Data), tc.dims, body)
+			}
+			got, want := body.Data[0].Embedding, normalize(ref.Embedding[:tc.dims])
+			var norm float64
+			for _, x := range got {
+				norm += float64(x) * float64(x)
+			}
+			if c := testdata.Cosine(got, want); c < 0.999 || math.Abs(norm-1) > 1e-4 {
+				t.Errorf("cosine %.5f against the reference's first %d renormalized, norm² %.6f", c, tc.dims, norm)
+			}
+		})
+	}
+}
+
 func TestEmbeddingsErrors(t *testing.T) {
 	e := newEnv(t, envOptions{embedder: engine.PoolMean})
 	long := strings.Repeat("Once upon a time ", 100)
@@ -86,7 +127,8 @@ func TestEmbeddingsErrors(t *testing.T) {
 	}{
 		{"no input", `{"model":"m"}`, "input", 400},
 		{"bad format", `{"input":"hi","encoding_format":"int8"}`, "encoding_format", 400},
-		{"dimensions", `{"input":"hi","dimensions":7}`, "dimensions", 400},
+		{"dimensions zero", `{"input":"hi","dimensions":0}`, "dimensions", 400},
+		{"dimensions over the width", `{"input":"hi","dimensions":65}`, "dimensions", 400},
 		{"token outside vocabulary", `{"input":[1,99999]}`, "input", 400},
 		{"too long", `{"input":"` + long + `"}`, "input", 400},
 		{"malformed", `{"input":`, "", 400},

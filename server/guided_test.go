@@ -209,6 +209,49 @@ func TestMinTokens(t *testing.T) {
 }
 
 // TestGuidedErrors: every vLLM field this server cannot honour as asked is a 400 naming it.
+// TestRepetitionPenalty: vLLM's repetition_penalty is repeat_penalty under another name: the
+// same greedy text for the same value, and (at 5) not the unpenalized text; both names with one
+// value pass.
+func TestRepetitionPenalty(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	text := func(extra map[string]any) string {
+		body := map[string]any{"prompt": "Once upon a time", "max_tokens": 40, "temperature": 0}
+		for k, v := range extra {
+			body[k] = v
+		}
+		res := e.complete(body)
+		if len(res.Choices) != 1 {
+			t.Fatalf("%v: %d choices", extra, len(res.Choices))
+		}
+		return res.Choices[0].Text
+	}
+	plain := text(nil)
+	tests := []struct {
+		name  string
+		extra map[string]any
+		same  bool // the same text as repeat_penalty 5, else as no penalty
+	}{
+		{name: "vLLM's name", extra: map[string]any{"repetition_penalty": 5}, same: true},
+		{name: "both names agreeing", extra: map[string]any{"repetition_penalty": 5, "repeat_penalty": 5}, same: true},
+		{name: "one disables", extra: map[string]any{"repetition_penalty": 1}},
+	}
+	want := text(map[string]any{"repeat_penalty": 5})
+	if want == plain {
+		t.Fatalf("repeat_penalty 5 leaves the greedy text as it is (%q): the test cannot tell the names apart", plain)
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, w := text(tc.extra), plain
+			if tc.same {
+				w = want
+			}
+			if got != w {
+				t.Errorf("%v: %q, want %q", tc.extra, got, w)
+			}
+		})
+	}
+}
+
 func TestGuidedErrors(t *testing.T) {
 	e := newEnv(t, envOptions{limits: RequestLimits{}})
 	msgs := []map[string]any{{"role": "user", "content": "hi"}}
@@ -274,8 +317,10 @@ func TestGuidedErrors(t *testing.T) {
 			field: "prompt_logprobs", want: "not supported"},
 		{name: "best_of", path: "/v1/completions", body: map[string]any{"best_of": 2},
 			field: "best_of", want: "not supported"},
-		{name: "repetition_penalty", path: "/v1/completions", body: map[string]any{"repetition_penalty": 1.1},
-			field: "repetition_penalty", want: "not supported"},
+		{name: "repetition_penalty zero", path: "/v1/completions", body: map[string]any{"repetition_penalty": 0},
+			field: "repetition_penalty", want: "(0, 100]"},
+		{name: "repetition_penalty against repeat_penalty", path: "/v1/chat/completions", body: map[string]any{"repetition_penalty": 1.2, "repeat_penalty": 1.1},
+			field: "repetition_penalty", want: "set one of them"},
 		{name: "stop_token_ids", path: "/v1/chat/completions", body: map[string]any{"stop_token_ids": []int{2}},
 			field: "stop_token_ids", want: "not supported"},
 	}

@@ -47,16 +47,28 @@ func (s ModelSpec) names() []string {
 	return append([]string{s.ID, base, strings.TrimSuffix(base, filepath.Ext(base))}, s.Aliases...)
 }
 
-// answersTo reports whether name names s, without case and with Ollama's ":latest" tag or
-// without.
+// answersTo reports whether name names s (sameModelName).
 func (s ModelSpec) answersTo(name string) bool {
-	bare := strings.TrimSuffix(name, ":latest")
-	for _, n := range s.names() {
-		if n != "" && (strings.EqualFold(n, name) || strings.EqualFold(n, bare)) {
-			return true
-		}
+	return slices.ContainsFunc(s.names(), func(n string) bool { return n != "" && sameModelName(n, name) })
+}
+
+// sameModelName reports whether a and b name one model as Ollama compares names: without case,
+// ":latest" implied where there is no tag ("qwen3" is "qwen3:latest").
+func sameModelName(a, b string) bool {
+	return strings.EqualFold(strings.TrimSuffix(a, ":latest"), strings.TrimSuffix(b, ":latest"))
+}
+
+// ollamaName is the name:tag Ollama's listings (/api/tags, /api/ps) give the model id: lower
+// case, a file name without .gguf, ":latest" where there is no tag (stories260K.gguf is
+// stories260k:latest; a library name, qwen3-0.6b:q4_k_m, stays). Requests naming it so find
+// the model (answersTo). The library's own rule is hub.NormalizeName; this adds the file stem.
+func ollamaName(id string) string {
+	n := strings.ToLower(id)
+	n = strings.TrimSuffix(n, ".gguf")
+	if !strings.Contains(n[strings.LastIndex(n, "/")+1:], ":") {
+		n += ":latest"
 	}
-	return false
+	return n
 }
 
 // Loaded is one model in memory, as a Loader builds it.
@@ -93,6 +105,11 @@ type RegistryConfig struct {
 	// LoadTimeout bounds a request's wait for its model to load (then 503 with Retry-After);
 	// 0 means DefaultLoadTimeout.
 	LoadTimeout time.Duration
+	// AnyName is llama-server's leniency for a server of one model (serve -m once): a request
+	// naming any other model is answered by it, under its own id, and each unknown name is
+	// logged once (up to maxLoggedNames). It applies only while Models lists one model; with
+	// several, an unknown name stays a 404 model_not_found. Pulls and deletes stay strict.
+	AnyName bool
 	// Pull, when set, serves Ollama's /api/pull for a model the server does not have yet: it puts
 	// name (ORG/REPO[:QUANT]) into what Models lists, calling progress as bytes arrive (total < 0
 	// when unknown). nil: /api/pull only knows the models served.
@@ -112,7 +129,12 @@ type Registry struct {
 	specs   []ModelSpec // Models' last answer
 	specErr error
 	specAt  time.Time
+	named   map[string]bool // the unknown names AnyName answered and logged
 }
+
+// maxLoggedNames bounds the unknown names a Registry remembers having logged: a client choosing
+// a new name per request grows nothing past it.
+const maxLoggedNames = 256
 
 // slot is one model loading or loaded. Its fields are guarded by Registry.mu, but l and err,
 // which are written once before ready closes.
@@ -170,8 +192,40 @@ func (r *Registry) refresh() {
 	r.mu.Unlock()
 }
 
-// Find resolves a request's model name: "" is the default model.
+// Find resolves a request's model name: "" is the default model. It is strict: an unknown name
+// is a 404 whatever AnyName says.
 func (r *Registry) Find(name string) (ModelSpec, error) {
+	spec, _, err := r.resolve(name, false)
+	return spec, err
+}
+
+// resolve is Find; with lenient and RegistryConfig.AnyName, a name the one model does not
+// answer to resolves to it (mapped true), logged the first time.
+func (r *Registry) resolve(name string, lenient bool) (spec ModelSpec, mapped bool, err error) {
+	spec, err = r.find(name)
+	if err == nil || !lenient || !r.cfg.AnyName || toAPIError(err).code != "model_not_found" {
+		return spec, false, err
+	}
+	specs, lerr := r.Specs()
+	if lerr != nil || len(specs) != 1 {
+		return spec, false, err
+	}
+	r.mu.Lock()
+	first := !r.named[name] && len(r.named) < maxLoggedNames
+	if first {
+		if r.named == nil {
+			r.named = map[string]bool{}
+		}
+		r.named[name] = true
+	}
+	r.mu.Unlock()
+	if first {
+		r.cfg.Logger.Info("a request names another model: the one model served answers it", "name", name, "model", specs[0].ID)
+	}
+	return specs[0], true, nil
+}
+
+func (r *Registry) find(name string) (ModelSpec, error) {
 	specs, err := r.Specs()
 	if err != nil {
 		return ModelSpec{}, internalError(fmt.Errorf("listing the models: %w", err))

@@ -32,7 +32,8 @@ import (
 
 // NewMulti builds the front of reg's models. cfg's Model and Engine must be nil; its security
 // fields (APIKey, CORSOrigins, ListenAddr, AllowedHosts), MaxBodyBytes, Logger and Gatherer
-// (the process's own series; every loaded model's are added to it) apply to every route.
+// (the process's own series; every loaded model's are added to it) apply to every route;
+// ChatTemplate and Sampling are what /api/show reports for a model not loaded.
 func NewMulti(cfg Config, reg *Registry) (*Server, error) {
 	if cfg.Model != nil || cfg.Engine != nil {
 		return nil, errors.New("server: NewMulti's Config has no Model or Engine: the registry loads them")
@@ -63,6 +64,7 @@ func NewMulti(cfg Config, reg *Registry) (*Server, error) {
 	s.mux.HandleFunc("GET /api/ps", f.handlePS)
 	s.mux.HandleFunc("GET /api/version", s.handleOllamaVersion)
 	s.mux.HandleFunc("POST /api/pull", f.handlePull)
+	s.mux.HandleFunc("POST /api/show", f.handleShow)
 	s.mux.HandleFunc("GET /health", s.handleHealth)
 	s.mux.HandleFunc("GET /metrics", f.handleMetrics)
 	s.mux.HandleFunc("GET /live", s.handleLive) // cfg.Live: every model's engine observes it
@@ -111,10 +113,12 @@ func (f *front) dispatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var spec ModelSpec
+	var mapped bool
 	if name == "" && r.Method == http.MethodGet {
 		spec, err = f.getDefault()
 	} else {
-		spec, err = f.reg.Find(name)
+		// A delete names what it removes: never another model's file.
+		spec, mapped, err = f.reg.resolve(name, r.URL.Path != "/api/delete")
 	}
 	if err != nil {
 		frontError(w, r, err)
@@ -127,7 +131,7 @@ func (f *front) dispatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer f.reg.release(slot, keep)
-	ctx := context.WithValue(r.Context(), loadKey{}, loadInfo{received: received, load: time.Since(received)})
+	ctx := context.WithValue(r.Context(), loadKey{}, loadInfo{received: received, load: time.Since(received), mapped: mapped})
 	r = r.WithContext(ctx)
 	ms := slot.l.Server
 	if rec, ok := w.(*recorder); ok { // (always, behind Handler) a panic is counted in the model's metrics
@@ -140,10 +144,13 @@ func (f *front) dispatch(w http.ResponseWriter, r *http.Request) {
 // loadKey keys a request's loadInfo in its context.
 type loadKey struct{}
 
-// loadInfo is when the front received a request and how long getting its model took.
+// loadInfo is when the front received a request and how long getting its model took; mapped
+// is set when the request named another model and the one served answers it
+// (RegistryConfig.AnyName).
 type loadInfo struct {
 	received time.Time
 	load     time.Duration
+	mapped   bool
 }
 
 // requestLoad is when the request of ctx arrived and how long it waited for its model to load
@@ -153,6 +160,13 @@ func requestLoad(ctx context.Context) (time.Time, time.Duration) {
 		return li.received, li.load
 	}
 	return time.Now(), 0
+}
+
+// nameMapped reports whether the front answered the request of ctx with its one model though
+// the request named another (RegistryConfig.AnyName).
+func nameMapped(ctx context.Context) bool {
+	li, _ := ctx.Value(loadKey{}).(loadInfo)
+	return li.mapped
 }
 
 // getDefault is the model of a GET route without ?model= (/props, /slots, a stored
@@ -308,7 +322,8 @@ func (f *front) entry(spec ModelSpec) (ollamaModelEntry, error) {
 		f.mu.Unlock()
 	}
 	e := c.e.entry
-	e.Name, e.Model = spec.ID, spec.ID
+	e.Name = ollamaName(spec.ID)
+	e.Model = e.Name
 	return e, c.e.err
 }
 

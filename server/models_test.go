@@ -30,6 +30,7 @@ type multiOptions struct {
 	embedder bool           // each model serves /v1/embeddings and /api/embed
 	live     bool
 	gate     chan struct{} // when set, every load waits for a value on it
+	one      bool          // Models lists alpha alone (a server of one model)
 }
 
 // multiEnv is a NewMulti front over two real synth models (qwen3 Q8_0 "alpha", llama Q4_0
@@ -63,6 +64,9 @@ func newMultiEnv(t *testing.T, o multiOptions) *multiEnv {
 		e.live = NewLive()
 	}
 	cfg := o.cfg
+	if o.one {
+		e.specs = e.specs[:1]
+	}
 	cfg.Models = func() ([]ModelSpec, error) { return e.specs, nil }
 	cfg.Load = func(ctx context.Context, spec ModelSpec) (*Loaded, error) {
 		e.loads.Add(1)
@@ -152,7 +156,7 @@ func (e *multiEnv) do(t *testing.T, method, path, body string) (int, string, str
 	return resp.StatusCode, resp.Header.Get("Retry-After"), string(b)
 }
 
-// psNames lists /api/ps's models.
+// psNames lists /api/ps's models by id.
 func (e *multiEnv) psNames(t *testing.T) []string {
 	t.Helper()
 	code, _, body := e.do(t, "GET", "/api/ps", "")
@@ -165,7 +169,11 @@ func (e *multiEnv) psNames(t *testing.T) []string {
 	}
 	var names []string
 	for _, m := range ps.Models {
-		names = append(names, m.Name)
+		id, ok := strings.CutSuffix(m.Name, ":latest") // listed as name:tag (TestMultiRoutes checks it)
+		if !ok {
+			t.Fatalf("/api/ps lists %q, not name:latest", m.Name)
+		}
+		names = append(names, id)
 	}
 	return names
 }
@@ -187,6 +195,8 @@ func TestMultiRoutes(t *testing.T) {
 		{name: "openai by id", method: "POST", path: "/v1/chat/completions", body: chatBody("alpha", ""), want: 200, contains: `"model":"alpha"`},
 		{name: "openai by alias", method: "POST", path: "/v1/completions", body: `{"model":"org/beta-gguf:q4_0","prompt":"a","max_tokens":2}`, want: 200, contains: `"model":"beta"`},
 		{name: "ollama by file name and tag", method: "POST", path: "/api/chat", body: chatBody("alpha-Q8_0:latest", ""), want: 200, contains: `"done":true`},
+		{name: "openai by the name /api/tags lists", method: "POST", path: "/v1/chat/completions", body: chatBody("alpha:latest", ""), want: 200, contains: `"model":"alpha"`},
+		{name: "ollama show by the listed name", method: "POST", path: "/api/show", body: `{"model":"beta:latest"}`, want: 200, contains: `"details"`},
 		{name: "llama.cpp route", method: "POST", path: "/completion", body: `{"model":"beta","prompt":"a","n_predict":2}`, want: 200, contains: `"content"`},
 		{name: "tokenize", method: "POST", path: "/tokenize", body: `{"model":"alpha","content":"a b"}`, want: 200, contains: `"tokens"`},
 		{name: "openai unknown", method: "POST", path: "/v1/chat/completions", body: chatBody("gamma", ""), want: 404, contains: `"code":"model_not_found"`},
@@ -228,7 +238,7 @@ func TestMultiRoutes(t *testing.T) {
 		t.Errorf("/v1/models: %d %s", code, body)
 	}
 	code, _, body = e.do(t, "GET", "/api/tags", "")
-	if code != 200 || !strings.Contains(body, `"name":"alpha"`) || !strings.Contains(body, `"name":"beta"`) || !strings.Contains(body, `"family":"llama"`) {
+	if code != 200 || !strings.Contains(body, `"name":"alpha:latest"`) || !strings.Contains(body, `"name":"beta:latest"`) || !strings.Contains(body, `"family":"llama"`) {
 		t.Errorf("/api/tags: %d %s", code, body)
 	}
 	code, _, body = e.do(t, "GET", "/metrics", "")

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,18 +41,26 @@ func (s *Server) routeOllama() {
 	s.mux.HandleFunc("DELETE /api/delete", s.handleOllamaDelete)
 }
 
-// ollamaModelName resolves a request's model name. The server has one model: it answers to its
-// id (serve --alias, or the file name), the file name with or without .gguf, each with
-// Ollama's default tag ":latest" or without. Anything else is Ollama's 404. This is the one
-// place a lookup among several models would go.
-func (s *Server) ollamaModelName(field, name string) error {
+// ollamaModelName resolves a request's model name and says the name its reply reports. The
+// server has one model: it answers to its id (serve --alias, or the file name), the file name
+// with or without .gguf, each with Ollama's default tag ":latest" or without, and the reply
+// echoes the name asked. Anything else is Ollama's 404, unless the front mapped the name onto
+// this model (RegistryConfig.AnyName): then the reply reports the model's own id.
+func (s *Server) ollamaModelName(ctx context.Context, field, name string) (string, error) {
 	if name == "" {
-		return badRequest(field, "%s is required", field)
+		return "", badRequest(field, "%s is required", field)
 	}
+	if nameMapped(ctx) {
+		return s.cfg.ModelID, nil
+	}
+	return name, s.knownName(field, name)
+}
+
+// knownName is nil when name names this server's model, else Ollama's 404.
+func (s *Server) knownName(field, name string) error {
 	base := filepath.Base(s.cfg.Model.Path)
 	known := append([]string{s.cfg.ModelID, base, strings.TrimSuffix(base, filepath.Ext(base))}, s.cfg.Aliases...)
-	bare := strings.TrimSuffix(name, ":latest")
-	if slices.ContainsFunc(known, func(k string) bool { return strings.EqualFold(k, name) || strings.EqualFold(k, bare) }) {
+	if slices.ContainsFunc(known, func(k string) bool { return sameModelName(k, name) }) {
 		return nil
 	}
 	return &apiError{status: http.StatusNotFound, typ: "invalid_request_error", param: field, code: "model_not_found",

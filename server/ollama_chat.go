@@ -65,7 +65,8 @@ func (req *ollamaChatRequest) prepare(ctx context.Context, s *Server) (genParams
 	rep := &ollamaReply{s: s, model: req.Model, chat: true}
 	rep.start, rep.loadTime = requestLoad(ctx)
 	stream := parseOllamaStream(req.Stream)
-	if err := s.ollamaModelName("model", req.Model); err != nil {
+	var err error
+	if rep.model, err = s.ollamaModelName(ctx, "model", req.Model); err != nil {
 		return genParams{}, nil, nil, err
 	}
 	if req.Logprobs != nil && *req.Logprobs {
@@ -101,7 +102,8 @@ func (req *ollamaGenerateRequest) prepare(ctx context.Context, s *Server) (genPa
 	rep := &ollamaReply{s: s, model: req.Model}
 	rep.start, rep.loadTime = requestLoad(ctx)
 	stream := parseOllamaStream(req.Stream)
-	if err := s.ollamaModelName("model", req.Model); err != nil {
+	var err error
+	if rep.model, err = s.ollamaModelName(ctx, "model", req.Model); err != nil {
 		return genParams{}, nil, nil, err
 	}
 	switch {
@@ -265,12 +267,20 @@ func (s *Server) ollamaThink(raw json.RawMessage) (*string, map[string]any, erro
 	default:
 		return nil, nil, badRequest("think", `think must be true, false, "high", "medium" or "low"`)
 	}
+	return s.thinkSwitch("think", on, level)
+}
+
+// thinkSwitch sets the chat template's thinking switch: off, enable_thinking false and the
+// reasoning left in the text (there is none to split); on, enable_thinking true, the reasoning
+// split out, and level (when set) as the template's reasoning_effort, which gpt-oss's reads. On
+// is a 400 naming field when the template has no thinking markup to switch.
+func (s *Server) thinkSwitch(field string, on bool, level string) (*string, map[string]any, error) {
 	if !on {
 		none := ReasoningNone
 		return &none, map[string]any{"enable_thinking": false}, nil
 	}
 	if chat.DetectReasoningFormat(s.tmpl.Source()) != chat.ReasoningThink {
-		return nil, nil, badRequest("think", "model %q does not support thinking", s.cfg.ModelID)
+		return nil, nil, badRequest(field, "model %q does not support thinking: its chat template has no thinking switch", s.cfg.ModelID)
 	}
 	auto := ReasoningAuto
 	kwargs := map[string]any{"enable_thinking": true}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -26,8 +27,8 @@ type ollamaEmbeddingsRequest struct {
 	KeepAlive json.RawMessage            `json:"keep_alive"`
 }
 
-// handleOllamaEmbed embeds input (a string or a list of strings) with the embedder of
-// /v1/embeddings (serve --embeddings) and its limits. dimensions below the model's width keeps
+// handleOllamaEmbed embeds input (a string or a list of strings) with Config.OllamaEmbedder
+// (serve sets it for every model, as Ollama embeds with any) and /v1/embeddings' limits. dimensions below the model's width keeps
 // the first ones, normalized again, as Ollama does.
 func (s *Server) handleOllamaEmbed(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
@@ -54,8 +55,8 @@ func (s *Server) handleOllamaEmbed(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	dim := s.cfg.Model.Hparams().Dim
-	if d := req.Dimensions; d != nil && (*d < 1 || *d > dim) {
-		writeOllamaError(w, badRequest("dimensions", "dimensions must be in [1, %d] (this model's width), got %d", dim, *d))
+	if err := checkDimensions(req.Dimensions, dim); err != nil {
+		writeOllamaError(w, err)
 		return
 	}
 	vecs, n, err := s.ollamaEmbed(r, req.Model, inputs, req.Truncate == nil || *req.Truncate)
@@ -63,12 +64,9 @@ func (s *Server) handleOllamaEmbed(w http.ResponseWriter, r *http.Request) {
 		writeOllamaError(w, err)
 		return
 	}
-	if d := req.Dimensions; d != nil && *d < dim {
-		for i, v := range vecs {
-			vecs[i] = normalize(v[:*d])
-		}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"model": req.Model, "embeddings": vecs,
+	vecs = truncateEmbeddings(vecs, req.Dimensions, dim)
+	model, _ := s.ollamaModelName(r.Context(), "model", req.Model) // (checked by ollamaEmbed)
+	writeJSON(w, http.StatusOK, map[string]any{"model": model, "embeddings": vecs,
 		"total_duration": int64(time.Since(start)), "load_duration": 0, "prompt_eval_count": n})
 }
 
@@ -91,8 +89,8 @@ func (s *Server) handleOllamaEmbeddings(w http.ResponseWriter, r *http.Request) 
 // ollamaEmbed checks the model and the inputs against /v1/embeddings' limits and embeds them;
 // n is their tokens in all.
 func (s *Server) ollamaEmbed(r *http.Request, model string, inputs []promptInput, truncate bool) ([][]float32, int, error) {
-	e := s.cfg.Embedder
-	if err := s.ollamaModelName("model", model); err != nil {
+	e := cmp.Or(s.cfg.OllamaEmbedder, s.cfg.Embedder)
+	if _, err := s.ollamaModelName(r.Context(), "model", model); err != nil {
 		return nil, 0, err
 	}
 	if e == nil {

@@ -14,6 +14,7 @@ import (
 	"ubatch/chat"
 	"ubatch/gguf"
 	"ubatch/quant"
+	"ubatch/sample"
 )
 
 // ollamaDetails is a model's details object in /api/tags, /api/ps and /api/show.
@@ -61,7 +62,7 @@ func (s *Server) buildOllamaIdentity() ollamaIdentity {
 
 // describeOllama is the entry of the model id in file f (mapped from path, size bytes).
 func describeOllama(id, path string, f *gguf.File, size int64) ollamaIdentity {
-	e := ollamaModelEntry{Name: id, Model: id, Size: size}
+	e := ollamaModelEntry{Name: ollamaName(id), Model: ollamaName(id), Size: size}
 	if fi, err := os.Stat(path); err == nil {
 		e.ModifiedAt = ollamaTime(fi.ModTime())
 	}
@@ -162,7 +163,7 @@ func (s *Server) decodeName(w http.ResponseWriter, r *http.Request, req *ollamaN
 	if req.Model == "" {
 		req.Model = req.Name
 	}
-	if err := s.ollamaModelName("model", req.Model); err != nil {
+	if _, err := s.ollamaModelName(r.Context(), "model", req.Model); err != nil {
 		writeOllamaError(w, err)
 		return false
 	}
@@ -187,38 +188,55 @@ func (s *Server) handleOllamaShow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m := s.cfg.Model
-	info := map[string]any{}
-	for _, kv := range m.File.Metadata {
-		info[kv.Key] = kv.Value
-		if n, ok := arrayLen(kv.Value); ok && n > maxShowArray && !req.Verbose {
-			info[kv.Key] = nil
-		}
-	}
-	d := s.defaults(ollamaDefaults())
-	params := fmt.Sprintf("temperature %g\ntop_k %d\ntop_p %g\nmin_p %g\nrepeat_penalty %g\nrepeat_last_n %d\nnum_ctx %d",
-		d.Temperature, d.TopK, d.TopP, d.MinP, d.RepeatPenalty, d.RepeatLastN, s.cfg.Engine.Limits().NCtxSeq)
-	caps := []string{"completion"}
-	if strings.Contains(s.tmpl.Source(), "tools") { // Ollama's test too: the template renders tools
-		caps = append(caps, "tools")
-	}
-	if chat.DetectReasoningFormat(s.tmpl.Source()) == chat.ReasoningThink {
-		caps = append(caps, "thinking")
-	}
+	params := ollamaParams(s.defaults(ollamaDefaults())) + fmt.Sprintf("\nnum_ctx %d", s.cfg.Engine.Limits().NCtxSeq)
+	caps := templateCaps(s.tmpl.Source())
 	if m.Vocab.FIM().HasInfill() {
 		caps = append(caps, "insert")
 	}
 	if s.cfg.Embedder != nil {
 		caps = append(caps, "embedding")
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"modelfile":    fmt.Sprintf("# ubatch serves this file; a Modelfile cannot change it\nFROM %s\n", m.Path),
+	writeJSON(w, http.StatusOK, showReply(m.File, m.Path, e, s.tmpl.Source(), params, caps, req.Verbose))
+}
+
+// ollamaParams is /api/show's parameters for sampling defaults d (Ollama's Modelfile lines).
+func ollamaParams(d sample.Params) string {
+	return fmt.Sprintf("temperature %g\ntop_k %d\ntop_p %g\nmin_p %g\nrepeat_penalty %g\nrepeat_last_n %d",
+		d.Temperature, d.TopK, d.TopP, d.MinP, d.RepeatPenalty, d.RepeatLastN)
+}
+
+// templateCaps are the capabilities a chat template shows: completion, tools when it renders
+// them (Ollama's test too), thinking when it has the <think> markup.
+func templateCaps(tmpl string) []string {
+	caps := []string{"completion"}
+	if strings.Contains(tmpl, "tools") {
+		caps = append(caps, "tools")
+	}
+	if chat.DetectReasoningFormat(tmpl) == chat.ReasoningThink {
+		caps = append(caps, "thinking")
+	}
+	return caps
+}
+
+// showReply is /api/show's answer for the model in f (at path): without verbose, metadata
+// arrays longer than maxShowArray are null.
+func showReply(f *gguf.File, path string, e ollamaModelEntry, tmpl, params string, caps []string, verbose bool) map[string]any {
+	info := map[string]any{}
+	for _, kv := range f.Metadata {
+		info[kv.Key] = kv.Value
+		if n, ok := arrayLen(kv.Value); ok && n > maxShowArray && !verbose {
+			info[kv.Key] = nil
+		}
+	}
+	return map[string]any{
+		"modelfile":    fmt.Sprintf("# ubatch serves this file; a Modelfile cannot change it\nFROM %s\n", path),
 		"parameters":   params,
-		"template":     s.tmpl.Source(),
+		"template":     tmpl,
 		"details":      e.Details,
 		"model_info":   info,
 		"capabilities": caps,
 		"modified_at":  e.ModifiedAt,
-	})
+	}
 }
 
 // arrayLen is the length of a metadata array value.
@@ -249,7 +267,7 @@ func (s *Server) handleOllamaPull(w http.ResponseWriter, r *http.Request) {
 	if req.Model == "" {
 		req.Model = req.Name
 	}
-	if err := s.ollamaModelName("model", req.Model); err != nil {
+	if _, err := s.ollamaModelName(r.Context(), "model", req.Model); err != nil {
 		if ae := toAPIError(err); ae.status == http.StatusNotFound {
 			err = notFound(fmt.Sprintf("model %q not found: this server serves the one model it was started with "+
 				"(%s) and cannot pull others", req.Model, s.cfg.ModelID))

@@ -152,7 +152,7 @@ func TestOllamaNodeClient(t *testing.T) {
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("client output: %v", err)
 	}
-	if len(got.List) != 1 || got.List[0].Name != "stories" || got.List[0].Format != "gguf" || got.List[0].Family != "llama" ||
+	if len(got.List) != 1 || got.List[0].Name != "stories:latest" || got.List[0].Format != "gguf" || got.List[0].Family != "llama" ||
 		len(got.List[0].Digest) != 64 || got.List[0].Size != e.model.Size || got.List[0].Quant == "" || got.List[0].Params == "" || !got.List[0].Modified {
 		t.Errorf("list: %+v", got.List)
 	}
@@ -172,7 +172,7 @@ func TestOllamaNodeClient(t *testing.T) {
 	if em := got.Embed; em.N != 2 || em.Dim != e.model.Hparams().Dim || em.Count < 4 {
 		t.Errorf("embed: %+v", em)
 	}
-	if len(got.PS) != 1 || got.PS[0].Name != "stories" || got.PS[0].Size <= 0 || !got.PS[0].Expires {
+	if len(got.PS) != 1 || got.PS[0].Name != "stories:latest" || got.PS[0].Size <= 0 || !got.PS[0].Expires {
 		t.Errorf("ps: %+v", got.PS)
 	}
 	if got.Version == "" {
@@ -221,8 +221,8 @@ func TestOllamaNodeClientModels(t *testing.T) {
 	if len(got.PsBefore) != 0 {
 		t.Errorf("ps before any request: %v, want none loaded", got.PsBefore)
 	}
-	if len(got.List) != 2 || got.List[0].Name != "alpha" || got.List[0].Family != "qwen3" || got.List[0].Quant != "Q8_0" ||
-		got.List[1].Name != "beta" || got.List[1].Family != "llama" || got.List[1].Quant != "Q4_0" {
+	if len(got.List) != 2 || got.List[0].Name != "alpha:latest" || got.List[0].Family != "qwen3" || got.List[0].Quant != "Q8_0" ||
+		got.List[1].Name != "beta:latest" || got.List[1].Family != "llama" || got.List[1].Quant != "Q4_0" {
 		t.Errorf("list: %+v", got.List)
 	}
 	arch := map[string]string{"alpha": "qwen3", "beta": "llama"}
@@ -240,11 +240,11 @@ func TestOllamaNodeClientModels(t *testing.T) {
 			t.Errorf("embed on %s: %+v", m, em)
 		}
 	}
-	if fmt.Sprint(got.PS["alpha"]) != "[alpha]" || fmt.Sprint(got.PS["beta"]) != "[alpha beta]" {
+	if fmt.Sprint(got.PS["alpha"]) != "[alpha:latest]" || fmt.Sprint(got.PS["beta"]) != "[alpha:latest beta:latest]" {
 		t.Errorf("ps after each model's requests: %v", got.PS)
 	}
-	if fmt.Sprint(got.PsAfter) != "[beta]" {
-		t.Errorf("ps after keep_alive 0 on alpha: %v, want [beta]", got.PsAfter)
+	if fmt.Sprint(got.PsAfter) != "[beta:latest]" {
+		t.Errorf("ps after keep_alive 0 on alpha: %v, want [beta:latest]", got.PsAfter)
 	}
 	if len(got.Unknown) != 4 {
 		t.Errorf("unknown model: %+v", got.Unknown)

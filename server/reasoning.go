@@ -152,7 +152,7 @@ func (c *chatReply) chunk(sse *sseWriter, ev seqEvent) error {
 			return err
 		}
 		if len(calls) > 0 {
-			finish = "tool_calls"
+			finish = toolsFinish(finish)
 		}
 	}
 	return c.send(sse, chatChoice{Index: ev.index, Delta: &chatDelta{}, FinishReason: &finish})

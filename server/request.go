@@ -84,7 +84,7 @@ var unsupported = map[string]func(json.RawMessage) bool{
 	"use_beam_search": isTrue, "length_penalty": notOne, "early_stopping": isTrue, "prompt_logprobs": notNull,
 	"stop_token_ids": nonEmpty, "bad_words": nonEmpty, "allowed_token_ids": nonEmpty,
 	"include_stop_str_in_output": isTrue, "logits_processors": nonEmpty, "truncate_prompt_tokens": notNull,
-	"repetition_penalty": notOne, "guided_whitespace_pattern": nonEmpty,
+	"guided_whitespace_pattern": nonEmpty,
 }
 
 // supporter is a request type that implements some fields the unsupported list names for the
@@ -302,6 +302,10 @@ type samplingFields struct {
 	LogitBias        json.RawMessage `json:"logit_bias"`
 	MinTokens        *int            `json:"min_tokens"` // vLLM: no end of generation before this many tokens
 
+	// vLLM's (and Hugging Face's) name of repeat_penalty, the same multiplicative penalty; here
+	// over repeat_last_n tokens, where vLLM's counts the whole sequence.
+	RepetitionPenalty *float64 `json:"repetition_penalty"`
+
 	// vLLM's structured output (guided.go).
 	GuidedJSON        json.RawMessage `json:"guided_json"`
 	GuidedChoice      json.RawMessage `json:"guided_choice"`
@@ -372,6 +376,21 @@ func openAIDefaults() sample.Params {
 	return sample.Params{Temperature: 1, TopP: 1, RepeatPenalty: 1, RepeatLastN: 64}
 }
 
+// repeatPenalty is repeat_penalty, or vLLM's repetition_penalty in its place; both set must
+// agree. nil: neither.
+func (f *samplingFields) repeatPenalty() (*float64, error) {
+	v := f.RepetitionPenalty
+	switch {
+	case v == nil:
+		return f.RepeatPenalty, nil
+	case f.RepeatPenalty != nil && *f.RepeatPenalty != *v:
+		return nil, badRequest("repetition_penalty", "repetition_penalty %g and repeat_penalty %g are one penalty: set one of them", *v, *f.RepeatPenalty)
+	case !(*v > 0 && *v <= 100):
+		return nil, badRequest("repetition_penalty", "repetition_penalty must be in (0, 100] (1 disables it), got %g", *v)
+	}
+	return v, nil
+}
+
 // defaults is the base of a request's sampling: the server's --temp etc. when given, else the
 // API's own (api).
 func (s *Server) defaults(api sample.Params) sample.Params {
@@ -391,10 +410,14 @@ func (f *samplingFields) params(d sample.Params, eog []int32, vocab int) (genPar
 	if p.LogitBias, err = parseLogitBias(f.LogitBias); err != nil {
 		return g, err
 	}
+	repeat, err := f.repeatPenalty()
+	if err != nil {
+		return g, err
+	}
 	for _, v := range []struct {
 		to   *float32
 		from *float64
-	}{{&p.Temperature, f.Temperature}, {&p.TopP, f.TopP}, {&p.MinP, f.MinP}, {&p.RepeatPenalty, f.RepeatPenalty},
+	}{{&p.Temperature, f.Temperature}, {&p.TopP, f.TopP}, {&p.MinP, f.MinP}, {&p.RepeatPenalty, repeat},
 		{&p.FrequencyPenalty, f.FrequencyPenalty}, {&p.PresencePenalty, f.PresencePenalty}} {
 		if v.from != nil {
 			*v.to = float32(*v.from)

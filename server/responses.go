@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"unicode/utf8"
@@ -87,11 +88,14 @@ func (req *responsesRequest) prepare(ctx context.Context, s *Server) (genParams,
 	if err != nil {
 		return genParams{}, nil, nil, err
 	}
+	if err := s.reasoningEffort(req.Reasoning, cr); err != nil {
+		return genParams{}, nil, nil, err
+	}
 	g, prompt, err := s.chatParams(ctx, cr)
 	if err != nil {
 		return g, nil, nil, responsesParam(err)
 	}
-	return g, [][]int32{prompt}, newResponsesReply(s, req, g, conv), nil
+	return g, [][]int32{prompt}, newResponsesReply(s, req, g, conv, cr.reasoning), nil
 }
 
 // check refuses what this server does not implement, naming the field, and checks the fields
@@ -106,7 +110,7 @@ func (req *responsesRequest) check() error {
 		{"include", nonEmpty(req.Include), "no extra output (logprobs, reasoning content, tool results) can be included"},
 		{"truncation", nonEmpty(req.Truncation) && string(bytes.TrimSpace(req.Truncation)) != `"disabled"`,
 			"a conversation longer than the context is refused, not cut"},
-		{"reasoning", reasoningAsked(req.Reasoning), "the model has no reasoning effort to set"},
+		{"reasoning.summary", reasoningSummary(req.Reasoning), "the reasoning is returned as it is, not summarized"},
 		{"prompt", nonEmpty(req.Prompt), "there are no stored prompt templates"},
 		{"conversation", nonEmpty(req.Conversation), "there is no Conversations API: use previous_response_id"},
 		{"top_logprobs", positive(req.TopLogprobs), "log-probabilities are only on the chat and completions routes"},
@@ -130,19 +134,50 @@ func (req *responsesRequest) check() error {
 	return nil
 }
 
-// reasoningAsked reports whether reasoning sets an effort or a summary: OpenAI itself answers
-// 400 to those on a model that does not reason, and accepts null or {}.
-func reasoningAsked(raw json.RawMessage) bool {
+// reasoningFields is the request's reasoning object.
+type reasoningFields struct {
+	Effort                   *string
+	Summary, GenerateSummary json.RawMessage
+}
+
+// reasoningSummary reports whether reasoning asks for a summary (null or {} do not).
+func reasoningSummary(raw json.RawMessage) bool {
+	var r reasoningFields
+	return nonEmpty(raw) && (json.Unmarshal(raw, &r) != nil || !isNull(r.Summary) || !isNull(r.GenerateSummary))
+}
+
+// reasoningEffort maps reasoning.effort onto the chat template's thinking switch, as Ollama's
+// think levels are: "none" and "minimal" turn thinking off (enable_thinking false), "low",
+// "medium" and "high" turn it on and pass the level as the template's reasoning_effort (what
+// vLLM and llama-server hand gpt-oss's template). Turning it on is a 400 for a template without
+// the switch, as OpenAI refuses an effort on a model that does not reason. The request's own
+// chat_template_kwargs win over the switch's.
+func (s *Server) reasoningEffort(raw json.RawMessage, cr *chatRequest) error {
+	var r reasoningFields
 	if !nonEmpty(raw) {
-		return false
-	}
-	var r struct {
-		Effort, Summary, GenerateSummary json.RawMessage
+		return nil
 	}
 	if json.Unmarshal(raw, &r) != nil {
-		return true
+		return badRequest("reasoning", "reasoning must be an object such as {\"effort\": \"low\"}")
 	}
-	return !isNull(r.Effort) || !isNull(r.Summary) || !isNull(r.GenerateSummary)
+	if r.Effort == nil {
+		return nil
+	}
+	var on bool
+	switch *r.Effort {
+	case "none", "minimal":
+	case "low", "medium", "high":
+		on = true
+	default:
+		return badRequest("reasoning.effort", "reasoning.effort %q: use none, minimal, low, medium or high", *r.Effort)
+	}
+	format, kwargs, err := s.thinkSwitch("reasoning.effort", on, *r.Effort)
+	if err != nil {
+		return err
+	}
+	maps.Copy(kwargs, cr.ChatTemplateKwargs)
+	cr.ReasoningFormat, cr.ChatTemplateKwargs = format, kwargs
+	return nil
 }
 
 // chatRequest is the chat request that generates this response: conv (the previous

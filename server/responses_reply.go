@@ -100,7 +100,13 @@ type responsesReply struct {
 	resp   responseObject
 	conv   []map[string]any // the conversation this response answers (no instructions)
 	store  bool
-	parser *chat.ToolParser // with tools, streaming
+	parser *chat.ToolParser    // with tools, streaming
+	calls  []*functionCallItem // streaming: the calls started, in order
+
+	reasoning   reasoningMode         // how the reply is read for its thought
+	thinking    *chat.ReasoningParser // streaming, with reasoning.split
+	thought     *reasoningItem        // the reasoning output item, once there is a thought
+	thoughtText strings.Builder       // streaming: the thought so far
 
 	// Streaming state.
 	seq    int          // the next event's sequence_number
@@ -110,8 +116,11 @@ type responsesReply struct {
 	failed bool
 }
 
-func newResponsesReply(s *Server, req *responsesRequest, g genParams, conv []map[string]any) *responsesReply {
-	r := &responsesReply{s: s, g: g, conv: conv, store: req.Store == nil || *req.Store}
+func newResponsesReply(s *Server, req *responsesRequest, g genParams, conv []map[string]any, rm reasoningMode) *responsesReply {
+	r := &responsesReply{s: s, g: g, conv: conv, store: req.Store == nil || *req.Store, reasoning: rm}
+	if rm.split && g.stream {
+		r.thinking = chat.NewReasoningParser(rm.inThought)
+	}
 	o := &r.resp
 	o.ID, o.Object, o.CreatedAt, o.Status = "resp_"+rand.Text(), "response", time.Now().Unix(), "in_progress"
 	o.Model, o.Output, o.Store, o.Truncation = s.cfg.ModelID, []any{}, r.store, "disabled"
@@ -122,6 +131,10 @@ func newResponsesReply(s *Server, req *responsesRequest, g genParams, conv []map
 	o.ParallelToolCalls = req.ParallelToolCalls == nil || *req.ParallelToolCalls
 	if req.PreviousResponseID != "" {
 		o.PreviousResponseID = &req.PreviousResponseID
+	}
+	var rf reasoningFields
+	if nonEmpty(req.Reasoning) && json.Unmarshal(req.Reasoning, &rf) == nil {
+		o.Reasoning.Effort = rf.Effort
 	}
 	o.Temperature, o.TopP = 1, 1
 	if req.Temperature != nil {
@@ -153,12 +166,13 @@ func newResponsesReply(s *Server, req *responsesRequest, g genParams, conv []map
 	}
 	if g.tools != nil && g.stream {
 		r.parser = chat.NewToolParser(g.tools.format, g.tools.names)
+		r.parser.StreamCalls()
 	}
 	return r
 }
 
 func (r *responsesReply) whole(res []*choiceResult, u usageJSON) any {
-	text := res[0].text.String()
+	text := r.splitWhole(res[0].text.String())
 	var calls []chat.ToolCall
 	if r.g.tools != nil {
 		text, calls = chat.ParseToolCalls(r.g.tools.format, text, r.g.tools.names)

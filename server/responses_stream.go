@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/rand"
 	"encoding/json"
 
 	"ubatch/chat"
@@ -58,13 +59,24 @@ func (r *responsesReply) begin(sse *sseWriter) error {
 }
 
 func (r *responsesReply) chunk(sse *sseWriter, ev seqEvent) error {
-	text := ev.text
-	var calls []chat.ToolCall
+	thought, text := splitThought(r.thinking, ev)
+	if thought != "" {
+		if err := r.streamReasoning(sse, thought); err != nil {
+			return err
+		}
+	}
+	if text != "" || ev.done {
+		if err := r.closeReasoning(sse); err != nil {
+			return err
+		}
+	}
+	var deltas []chat.ToolDelta
 	if r.parser != nil {
 		text = r.parser.Add(text)
+		deltas = r.parser.TakeDeltas()
 		if ev.done {
-			rest, parsed := r.parser.Finish()
-			text, calls = text+rest, parsed
+			rest, _ := r.parser.Finish() // (its calls are what the deltas joined into)
+			text, deltas = text+rest, append(deltas, r.parser.TakeDeltas()...)
 		}
 	}
 	if text != "" {
@@ -72,24 +84,23 @@ func (r *responsesReply) chunk(sse *sseWriter, ev seqEvent) error {
 			return err
 		}
 	}
-	if !ev.done {
-		return nil
+	if err := r.streamCallDeltas(sse, deltas); err != nil || !ev.done {
+		return err
 	}
-	if r.msg == nil && len(calls) == 0 {
+	if r.msg == nil && len(r.calls) == 0 {
 		// An empty reply is still one (empty) message, as without streaming.
 		if err := r.openStreamMessage(sse); err != nil {
 			return err
 		}
 	}
-	items := r.addCalls(calls)
 	r.settle(ev.finish)
 	if r.msg != nil {
 		if err := r.closeMessage(sse); err != nil {
 			return err
 		}
 	}
-	for _, it := range items {
-		if err := r.streamCall(sse, it); err != nil {
+	for _, it := range r.calls {
+		if err := r.endCall(sse, it); err != nil {
 			return err
 		}
 	}
@@ -100,12 +111,13 @@ func (r *responsesReply) chunk(sse *sseWriter, ev seqEvent) error {
 func (r *responsesReply) openStreamMessage(sse *sseWriter) error {
 	zero := 0
 	r.openMessage()
+	idx := r.outputIndex(r.msg)
 	added := *r.msg
 	added.Content = []outputText{}
-	if err := r.emit(sse, responseEvent{Type: "response.output_item.added", OutputIndex: &zero, Item: &added}); err != nil {
+	if err := r.emit(sse, responseEvent{Type: "response.output_item.added", OutputIndex: &idx, Item: &added}); err != nil {
 		return err
 	}
-	return r.emit(sse, responseEvent{Type: "response.content_part.added", ItemID: r.msg.ID, OutputIndex: &zero,
+	return r.emit(sse, responseEvent{Type: "response.content_part.added", ItemID: r.msg.ID, OutputIndex: &idx,
 		ContentIndex: &zero, Part: &outputText{Type: "output_text", Annotations: []any{}}})
 }
 
@@ -118,48 +130,66 @@ func (r *responsesReply) streamText(sse *sseWriter, text string) error {
 		}
 	}
 	r.text.WriteString(text)
-	return r.emit(sse, responseEvent{Type: "response.output_text.delta", ItemID: r.msg.ID, OutputIndex: &zero,
+	idx := r.outputIndex(r.msg)
+	return r.emit(sse, responseEvent{Type: "response.output_text.delta", ItemID: r.msg.ID, OutputIndex: &idx,
 		ContentIndex: &zero, Delta: &text, Logprobs: "[]"})
 }
 
 // closeMessage sends the end of the output message: its whole text, part and item.
 func (r *responsesReply) closeMessage(sse *sseWriter) error {
-	zero := 0
+	zero, idx := 0, r.outputIndex(r.msg)
 	part := &r.msg.Content[0]
 	part.Text = r.text.String()
-	if err := r.emit(sse, responseEvent{Type: "response.output_text.done", ItemID: r.msg.ID, OutputIndex: &zero,
+	if err := r.emit(sse, responseEvent{Type: "response.output_text.done", ItemID: r.msg.ID, OutputIndex: &idx,
 		ContentIndex: &zero, Text: &part.Text, Logprobs: "[]"}); err != nil {
 		return err
 	}
-	if err := r.emit(sse, responseEvent{Type: "response.content_part.done", ItemID: r.msg.ID, OutputIndex: &zero,
+	if err := r.emit(sse, responseEvent{Type: "response.content_part.done", ItemID: r.msg.ID, OutputIndex: &idx,
 		ContentIndex: &zero, Part: part}); err != nil {
 		return err
 	}
-	return r.emit(sse, responseEvent{Type: "response.output_item.done", OutputIndex: &zero, Item: r.msg})
+	return r.emit(sse, responseEvent{Type: "response.output_item.done", OutputIndex: &idx, Item: r.msg})
 }
 
-// streamCall sends one function call: the item, its arguments (whole: the call is parsed
-// once the generation ends) and its end.
-func (r *responsesReply) streamCall(sse *sseWriter, it *functionCallItem) error {
-	idx := 0
-	for i, o := range r.resp.Output {
-		if o == any(it) {
-			idx = i
+// streamCallDeltas sends the tool parser's deltas as chat streams them: a call's item is added
+// once its function is known, then its arguments go out in fragments as the model writes them
+// (response.function_call_arguments.delta); without parallel_tool_calls only the first call.
+func (r *responsesReply) streamCallDeltas(sse *sseWriter, deltas []chat.ToolDelta) error {
+	for _, d := range deltas {
+		if d.Index > 0 && !r.g.tools.parallel {
+			continue
 		}
-	}
-	added := *it
-	added.Status, added.Arguments = "in_progress", ""
-	for _, ev := range []responseEvent{
-		{Type: "response.output_item.added", OutputIndex: &idx, Item: &added},
-		{Type: "response.function_call_arguments.delta", ItemID: it.ID, OutputIndex: &idx, Delta: &it.Arguments},
-		{Type: "response.function_call_arguments.done", ItemID: it.ID, OutputIndex: &idx, Name: it.Name, Arguments: &it.Arguments},
-		{Type: "response.output_item.done", OutputIndex: &idx, Item: it},
-	} {
-		if err := r.emit(sse, ev); err != nil {
+		if d.Name != "" {
+			it := &functionCallItem{ID: "fc_" + rand.Text(), Type: "function_call", Status: "in_progress", CallID: newCallID(), Name: d.Name}
+			r.resp.Output = append(r.resp.Output, it)
+			r.calls = append(r.calls, it)
+			idx, added := r.outputIndex(it), *it
+			if err := r.emit(sse, responseEvent{Type: "response.output_item.added", OutputIndex: &idx, Item: &added}); err != nil {
+				return err
+			}
+		}
+		if d.Arguments == "" || d.Index >= len(r.calls) {
+			continue
+		}
+		it := r.calls[d.Index]
+		it.Arguments += d.Arguments
+		idx, frag := r.outputIndex(it), d.Arguments
+		if err := r.emit(sse, responseEvent{Type: "response.function_call_arguments.delta", ItemID: it.ID, OutputIndex: &idx, Delta: &frag}); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// endCall sends the end of a streamed function call: its whole arguments, then the item.
+func (r *responsesReply) endCall(sse *sseWriter, it *functionCallItem) error {
+	idx := r.outputIndex(it)
+	it.Status = "completed"
+	if err := r.emit(sse, responseEvent{Type: "response.function_call_arguments.done", ItemID: it.ID, OutputIndex: &idx,
+		Name: it.Name, Arguments: &it.Arguments}); err != nil {
+		return err
+	}
+	return r.emit(sse, responseEvent{Type: "response.output_item.done", OutputIndex: &idx, Item: it})
 }
 
 // end sends the finished response (response.completed, or response.incomplete when cut by

@@ -324,7 +324,9 @@ func TestResponsesErrors(t *testing.T) {
 		{"background", map[string]any{"input": "x", "background": true}, "background", "not supported"},
 		{"include", map[string]any{"input": "x", "include": []any{"message.output_text.logprobs"}}, "include", "not supported"},
 		{"truncation auto", map[string]any{"input": "x", "truncation": "auto"}, "truncation", "not supported"},
-		{"reasoning effort", map[string]any{"input": "x", "reasoning": map[string]any{"effort": "high"}}, "reasoning", "not supported"},
+		{"reasoning effort without a thinking switch", map[string]any{"input": "x", "reasoning": map[string]any{"effort": "high"}}, "reasoning.effort", "does not support thinking"},
+		{"reasoning effort unknown", map[string]any{"input": "x", "reasoning": map[string]any{"effort": "max"}}, "reasoning.effort", "use none"},
+		{"reasoning summary", map[string]any{"input": "x", "reasoning": map[string]any{"summary": "auto"}}, "reasoning.summary", "not supported"},
 		{"stored prompt", map[string]any{"input": "x", "prompt": map[string]any{"id": "pmpt_1"}}, "prompt", "not supported"},
 		{"conversation", map[string]any{"input": "x", "conversation": "conv_1"}, "conversation", "not supported"},
 		{"top_logprobs", map[string]any{"input": "x", "top_logprobs": 2}, "top_logprobs", "not supported"},
@@ -420,7 +422,7 @@ func TestResponsesPrevious(t *testing.T) {
 }
 
 // TestResponsesTools: a forced call of a flat function tool comes back as a function_call item
-// (streamed too), and its function_call_output, after previous_response_id or in full input
+// (streamed too, its arguments in several deltas), and its function_call_output, after previous_response_id or in full input
 // items, renders as chat's tool message after the assistant's call.
 func TestResponsesTools(t *testing.T) {
 	e := newEnv(t, envOptions{nCtx: 2048})
@@ -437,9 +439,19 @@ func TestResponsesTools(t *testing.T) {
 		t.Fatalf("call %+v", call)
 	}
 
+	// Streamed, the arguments come in several deltas, as chat streams them, joining into the
+	// non-streamed call's.
 	events := e.streamResponse(body)
 	var names []string
+	var joined strings.Builder
+	fragments := 0
 	for _, ev := range events {
+		if ev.name == "response.function_call_arguments.delta" {
+			joined.WriteString(ev.data["delta"].(string))
+			if fragments++; fragments > 1 {
+				continue // one name for a run of deltas
+			}
+		}
 		names = append(names, ev.name)
 	}
 	want := "response.created response.in_progress response.output_item.added response.function_call_arguments.delta " +
@@ -448,8 +460,10 @@ func TestResponsesTools(t *testing.T) {
 		t.Fatalf("streamed call: events %v", names)
 	}
 	item := events[len(events)-2].data["item"].(map[string]any)
-	if item["type"] != "function_call" || item["arguments"] != call.Arguments || events[3].data["delta"] != call.Arguments {
-		t.Fatalf("streamed call %v, not streamed %+v", item, call)
+	done := events[len(events)-3].data["arguments"]
+	if item["type"] != "function_call" || item["arguments"] != call.Arguments || joined.String() != call.Arguments ||
+		done != call.Arguments || fragments < 3 {
+		t.Fatalf("streamed call %v (%d deltas joining into %q, done %v), not streamed %+v", item, fragments, joined.String(), done, call)
 	}
 
 	output := map[string]any{"type": "function_call_output", "call_id": call.CallID, "output": "22C and sunny"}

@@ -62,6 +62,9 @@ type Config struct {
 	Aliases []string
 	// Embedder, when set, serves POST /v1/embeddings; nil answers 404.
 	Embedder *Embedder
+	// OllamaEmbedder serves Ollama's /api/embed and /api/embeddings (serve sets it for every
+	// model: Ollama embeds with any); nil: Embedder's, and 404 without either.
+	OllamaEmbedder *Embedder
 	// Reranker, when set, serves POST /v1/rerank (serve --rerank); nil answers 404.
 	Reranker *Reranker
 	// Sampling, when set, is every route's default for the sampling fields a request leaves out

@@ -294,6 +294,31 @@ func isRuleNameByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-'
 }
 
+// parse splits a whole reply into content and calls. A reply cut by max_tokens (cut) is read
+// as a stream reads it, so that a call cut inside its arguments is the call with the arguments
+// written so far, as the streamed reply sent it (deltas cannot be taken back) and as OpenAI
+// returns a call cut by max_tokens; toolsFinish then keeps finish_reason "length", which tells
+// the client the arguments are incomplete.
+func (t *toolMode) parse(content string, cut bool) (string, []chat.ToolCall) {
+	if !cut {
+		return chat.ParseToolCalls(t.format, content, t.names)
+	}
+	p := chat.NewToolParser(t.format, t.names)
+	p.StreamCalls()
+	content = p.Add(content)
+	rest, calls := p.Finish()
+	return content + rest, calls
+}
+
+// toolsFinish is the finish_reason of a reply with tool calls: "tool_calls", but "length" for
+// one cut by max_tokens (its last call may be incomplete), as OpenAI reports it.
+func toolsFinish(finish string) string {
+	if finish == "length" {
+		return finish
+	}
+	return "tool_calls"
+}
+
 // toolReply turns parsed calls into OpenAI's tool_calls; parallel false keeps the first.
 func toolReply(calls []chat.ToolCall, parallel bool, withIndex bool) []toolCallJSON {
 	if !parallel && len(calls) > 1 {

@@ -75,3 +75,62 @@ func TestToolCallsStreamedDeltas(t *testing.T) {
 		})
 	}
 }
+
+// TestToolCallCutSameStreamed: a forced call cut by max_tokens reads the same streamed and not:
+// for every max_tokens up to the whole call, the same content, the same calls (a call cut inside
+// its arguments is the call with the arguments written so far, as OpenAI returns it and as the
+// stream has sent it) and finish_reason "length" while cut; one of them is cut inside the
+// arguments, so the case is exercised.
+func TestToolCallCutSameStreamed(t *testing.T) {
+	tool := []map[string]any{{
+		"type": "function",
+		"function": map[string]any{
+			"name": "get_weather",
+			"parameters": map[string]any{
+				"type":       "object",
+				"properties": map[string]any{"city": map[string]any{"type": "string", "maxLength": 12}},
+				"required":   []string{"city"},
+			},
+		},
+	}}
+	e := newEnv(t, envOptions{nCtx: toolsNCtx})
+	body := func(n int) map[string]any {
+		return map[string]any{
+			"messages":    []map[string]string{{"role": "user", "content": "What is the weather in Paris?"}},
+			"tools":       tool,
+			"tool_choice": "required",
+			"max_tokens":  n,
+			"temperature": 0,
+		}
+	}
+	insideArgs := false
+	for n := 1; n <= 80; n++ {
+		w := e.chatWhole(body(n))
+		s := e.streamChat(body(n))
+		content := ""
+		if w.Message.Content != nil {
+			content = *w.Message.Content
+		}
+		if w.FinishReason != s.finish || content != s.content.String() || len(w.Message.ToolCalls) != len(s.calls) {
+			t.Fatalf("max_tokens %d: non-streamed %+v (content %q), streamed calls %+v content %q finish %q",
+				n, w, content, s.calls, s.content.String(), s.finish)
+		}
+		for i, c := range w.Message.ToolCalls {
+			if c.Function.Name != s.calls[i].Function.Name || c.Function.Arguments != s.calls[i].Function.Arguments {
+				t.Fatalf("max_tokens %d: call %d is %+v non-streamed, %+v streamed", n, i, c.Function, s.calls[i].Function)
+			}
+		}
+		if w.FinishReason != "length" {
+			if w.FinishReason != "tool_calls" || len(w.Message.ToolCalls) != 1 {
+				t.Fatalf("max_tokens %d: the whole call ends with %q and %d calls, want tool_calls and one", n, w.FinishReason, len(w.Message.ToolCalls))
+			}
+			break
+		}
+		if len(w.Message.ToolCalls) == 1 && !json.Valid([]byte(w.Message.ToolCalls[0].Function.Arguments)) {
+			insideArgs = true
+		}
+	}
+	if !insideArgs {
+		t.Errorf("no max_tokens cut the call inside its arguments: the case is not exercised")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"time"
 
@@ -31,11 +32,22 @@ func cmdPull(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			fmt.Fprintln(stderr, note)
 		}
 		if err != nil {
-			return fmt.Errorf("%w (set HF_TOKEN for a gated or private repository, HF_ENDPOINT for a mirror)", err)
+			return pullHint(err)
 		}
 		fmt.Fprintf(stdout, "%s\t%s\t%s\n", m.Name, humanSize(m.Size), m.Path)
 	}
 	return nil
+}
+
+// pullHint says what to do about a failed pull: a network that does not reach the Hub is not a
+// token's business (an offline machine was told to set HF_TOKEN).
+func pullHint(err error) error {
+	var op *net.OpError
+	var dns *net.DNSError
+	if errors.As(err, &op) || errors.As(err, &dns) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w (the Hub cannot be reached: check the network, or set HF_ENDPOINT for a mirror; models already pulled still serve: ubatch list)", err)
+	}
+	return fmt.Errorf("%w (set HF_TOKEN for a gated or private repository, HF_ENDPOINT for a mirror)", err)
 }
 
 // parsePositional parses flags for the library commands, which take names rather than flags:

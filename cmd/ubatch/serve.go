@@ -105,7 +105,7 @@ func (o *serveOpts) register(fs *pflag.FlagSet) {
 	o.maxEmbTokens = fs.Int("max-embedding-tokens", server.DefaultMaxEmbeddingTokens, "most tokens of one /v1/embeddings request's inputs in all (400 beyond it)")
 	o.verbose = fs.BoolP("verbose", "v", false, "log every request (debug level)")
 	o.cpuProfile = fs.String("cpuprofile", "", "write a CPU profile of the whole run, until shutdown, to this file (inspect with go tool pprof)")
-	o.embeddings = fs.Bool("embeddings", false, "serve POST /v1/embeddings (and Ollama's /api/embed, /api/embeddings; llama.cpp's --embeddings): each input is a prompt-only sequence of the engine, computed by its one worker pool under the step budget beside the streams, at --embedding-priority")
+	o.embeddings = fs.Bool("embeddings", false, "serve POST /v1/embeddings (llama.cpp's --embeddings; Ollama's /api/embed and /api/embeddings embed without it, as Ollama does): each input is a prompt-only sequence of the engine, computed by its one worker pool under the step budget beside the streams, at --embedding-priority")
 	o.rerank = fs.Bool("rerank", false, "serve POST /v1/rerank (llama-server's --rerank/--reranking; a reranker GGUF: pooling type rank; --max-embedding-inputs and --max-embedding-tokens bound its documents), through the engine as --embeddings")
 	o.embedPriority = fs.String("embedding-priority", "low", "priority of embedding and rerank inputs' prompt chunks against completions' prompts (low, normal, high or an integer); decode tokens always go first, so the streams keep --target-itl")
 	o.corsOrigin = fs.String("cors-origin", "", "browser origins allowed to call the API, comma-separated (\"*\" for any; default: pages on localhost only)")
@@ -227,7 +227,7 @@ func (ss *serveSetup) listen(ctx context.Context, reg *server.Registry, first *s
 	addr := net.JoinHostPort(*o.host, strconv.Itoa(*o.port))
 	srv, err := server.NewMulti(server.Config{APIKey: *o.apiKey, MaxBodyBytes: *o.maxBody, Logger: logger, Gatherer: ss.reg,
 		CORSOrigins: splitList(*o.corsOrigin), Live: ss.live, ListenAddr: addr, AllowedHosts: splitList(*o.allowedHosts),
-		MaxLiveStreams: *o.maxLive}, reg)
+		MaxLiveStreams: *o.maxLive, ChatTemplate: *o.chatTemplate, Sampling: ss.showSampling()}, reg)
 	if err != nil {
 		return err
 	}

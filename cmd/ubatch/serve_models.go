@@ -155,7 +155,18 @@ func (ss *serveSetup) registry(ctx context.Context) (*server.Registry, error) {
 		}
 	}
 	return server.NewRegistry(server.RegistryConfig{Models: list, Load: ss.load, KeepAlive: ss.keepAlive,
-		MaxModels: o.mm.maxModels, MemBudget: budget, LoadTimeout: o.mm.loadTimeout, Pull: pull, Logger: ss.logger})
+		MaxModels: o.mm.maxModels, MemBudget: budget, LoadTimeout: o.mm.loadTimeout, Pull: pull, Logger: ss.logger,
+		AnyName: ss.single}) // llama-server answers any name with its one model
+}
+
+// showSampling is the sampling flags as the front's /api/show reports them for a model not
+// loaded; nil without sampling flags (each API's defaults).
+func (ss *serveSetup) showSampling() *sample.Params {
+	if !ss.sampling {
+		return nil
+	}
+	p := ss.o.sf.params(nil) // (the end-of-generation tokens are the model's: not shown)
+	return &p
 }
 
 // preload loads the one model of a single-model server now, so that a bad file or a -c that does
@@ -341,10 +352,13 @@ func (ss *serveSetup) routes(spec server.ModelSpec, m *model.Model, eng *engine.
 		p := o.sf.params(m.Vocab.EOG())
 		sampling = &p
 	}
+	// Ollama embeds with any model, so its routes always do; /v1/embeddings is llama-server's
+	// and, as there, behind --embeddings.
+	ollamaEmb := server.NewEmbedder(modelPooling(m, *o.pooling), min(m.Hparams().CtxTrain, 2048))
+	ollamaEmb.Priority = ss.embedPriority
 	var emb *server.Embedder
 	if *o.embeddings {
-		emb = server.NewEmbedder(modelPooling(m, *o.pooling), min(m.Hparams().CtxTrain, 2048))
-		emb.Priority = ss.embedPriority
+		emb = ollamaEmb
 	}
 	rr, err := newReranker(*o.rerank, m, ss.embedPriority)
 	if err != nil {
@@ -352,7 +366,7 @@ func (ss *serveSetup) routes(spec server.ModelSpec, m *model.Model, eng *engine.
 	}
 	return server.New(server.Config{Model: m, Engine: eng, SlotSavePath: o.kf.slotPath, KVLayout: kvLay, APIKey: *o.apiKey, MaxClientPriority: &ss.clientPriority,
 		MaxBodyBytes: *o.maxBody, Logger: ss.logger.With("model", spec.ID), Metrics: metrics, ModelID: spec.ID,
-		Aliases: spec.Aliases, Embedder: emb, Reranker: rr, ChatTemplate: *o.chatTemplate, ReasoningFormat: *o.reasoningFormat,
+		Aliases: spec.Aliases, Embedder: emb, OllamaEmbedder: ollamaEmb, Reranker: rr, ChatTemplate: *o.chatTemplate, ReasoningFormat: *o.reasoningFormat,
 		Live: ss.live, Sampling: sampling, MaxLiveStreams: *o.maxLive, MaxEmbeddingInputs: *o.maxEmbInputs,
 		MaxEmbeddingTokens: *o.maxEmbTokens, Limits: o.cf.lim, KVBlocks: o.ff.kvBlocks(eng, ss.reg, ss.logger)})
 }
