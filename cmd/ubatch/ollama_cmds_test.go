@@ -100,6 +100,7 @@ func TestPsStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	port := u.Port()
+	const psName = "stories260k:latest" // /api/ps lists Ollama's name:tag, not the file name
 	tests := []struct {
 		name     string
 		args     []string
@@ -110,7 +111,7 @@ func TestPsStop(t *testing.T) {
 		{"ps: the demo model, loaded at start", []string{"ps", "--port", port}, 0, "100% CPU", "", ""},
 		{"stop an unknown name", []string{"stop", "nobody", "--port", port}, 1, "", `couldn't find model "nobody" to stop`, ""},
 		{"stop", []string{"stop", "stories260k", "--port", port}, 0, "", "", ""},
-		{"ps: nothing loaded", []string{"ps", "--port", port}, 0, "NAME", "", demo.Name},
+		{"ps: nothing loaded", []string{"ps", "--port", port}, 0, "NAME", "", psName},
 		{"stop again", []string{"stop", demo.Name, "--port", port}, 1, "", "couldn't find model", ""},
 		{"no server", []string{"ps", "--port", "1"}, 1, "", "no server at http://127.0.0.1:1", ""},
 	}
@@ -124,7 +125,7 @@ func TestPsStop(t *testing.T) {
 			if tc.name == "ps: the demo model, loaded at start" {
 				lines := strings.Split(strings.TrimSpace(out), "\n")
 				if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "NAME ID SIZE PROCESSOR CONTEXT UNTIL" ||
-					!strings.HasPrefix(lines[1], demo.Name+" ") || !strings.HasSuffix(lines[1], "Forever") {
+					!strings.HasPrefix(lines[1], psName+" ") || !strings.HasSuffix(lines[1], "Forever") {
 					t.Errorf("ps printed:\n%s", out)
 				}
 			}
