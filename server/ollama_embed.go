@@ -32,10 +32,12 @@ type ollamaEmbeddingsRequest struct {
 func (s *Server) handleOllamaEmbed(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	var req ollamaEmbedRequest
-	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+	release, err := s.decodeParsed(w, r, &req)
+	if err != nil {
 		writeOllamaError(w, err)
 		return
 	}
+	defer release() // (called as soon as the inputs are tokenized)
 	var inputs []promptInput
 	var one string
 	var list []string
@@ -58,7 +60,7 @@ func (s *Server) handleOllamaEmbed(w http.ResponseWriter, r *http.Request) {
 		writeOllamaError(w, badRequest("dimensions", "dimensions must be in [1, %d] (this model's width), got %d", dim, *d))
 		return
 	}
-	vecs, n, err := s.ollamaEmbed(r, req.Model, inputs, req.Truncate == nil || *req.Truncate)
+	vecs, n, err := s.ollamaEmbed(r, release, req.Model, inputs, req.Truncate == nil || *req.Truncate)
 	if err != nil {
 		writeOllamaError(w, err)
 		return
@@ -76,11 +78,13 @@ func (s *Server) handleOllamaEmbed(w http.ResponseWriter, r *http.Request) {
 // embedding of this server; Ollama's older route returns the raw pooled vector).
 func (s *Server) handleOllamaEmbeddings(w http.ResponseWriter, r *http.Request) {
 	var req ollamaEmbeddingsRequest
-	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+	release, err := s.decodeParsed(w, r, &req)
+	if err != nil {
 		writeOllamaError(w, err)
 		return
 	}
-	vecs, _, err := s.ollamaEmbed(r, req.Model, []promptInput{{text: req.Prompt, isText: true}}, true)
+	defer release() // (called as soon as the inputs are tokenized)
+	vecs, _, err := s.ollamaEmbed(r, release, req.Model, []promptInput{{text: req.Prompt, isText: true}}, true)
 	if err != nil {
 		writeOllamaError(w, err)
 		return
@@ -90,7 +94,7 @@ func (s *Server) handleOllamaEmbeddings(w http.ResponseWriter, r *http.Request) 
 
 // ollamaEmbed checks the model and the inputs against /v1/embeddings' limits and embeds them;
 // n is their tokens in all.
-func (s *Server) ollamaEmbed(r *http.Request, model string, inputs []promptInput, truncate bool) ([][]float32, int, error) {
+func (s *Server) ollamaEmbed(r *http.Request, tokenized func(), model string, inputs []promptInput, truncate bool) ([][]float32, int, error) {
 	e := s.cfg.Embedder
 	if err := s.ollamaModelName("model", model); err != nil {
 		return nil, 0, err
@@ -106,6 +110,7 @@ func (s *Server) ollamaEmbed(r *http.Request, model string, inputs []promptInput
 			"(--max-embedding-inputs): split the request", len(inputs), limit)
 	}
 	toks, err := s.embeddingTokens(inputs, s.embedCtx(e.NCtx), truncate)
+	tokenized()
 	if err != nil {
 		return nil, 0, err
 	}
