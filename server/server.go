@@ -271,12 +271,14 @@ func (s *Server) route() {
 }
 
 // Handler returns the server's HTTP handler: security headers and Host check, CORS, routing,
-// API-key check and request logging.
+// API-key check, request logging, and the drain of a body refused with 413.
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+		body := r.Body
 		s.serveRecovering(rec, r) // a panic: a 500 with an error id, logged and counted (recover.go)
+		s.linger(rec, r, body)    // after a 413, the client gets to read it (linger.go)
 		s.cfg.Logger.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status,
 			"bytes", rec.bytes, "duration", time.Since(start), "remote", r.RemoteAddr)
 	})
