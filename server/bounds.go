@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -52,6 +53,9 @@ type ParseBudget struct {
 	sem   *semaphore.Weighted
 	total int64
 	wait  time.Duration
+	// workers caps the large bodies parsed at once at half the CPUs (at least one), so that
+	// parsing never holds every CPU: /health, /metrics and the engine's steps find one free.
+	workers *semaphore.Weighted
 
 	mu       sync.Mutex
 	inFlight int64     // bytes taken
@@ -68,7 +72,8 @@ func NewParseBudget(total int64, wait time.Duration) *ParseBudget {
 	if wait <= 0 {
 		wait = DefaultParseWait
 	}
-	return &ParseBudget{sem: semaphore.NewWeighted(total), total: total, wait: wait}
+	return &ParseBudget{sem: semaphore.NewWeighted(total), total: total, wait: wait,
+		workers: semaphore.NewWeighted(int64(max(1, runtime.GOMAXPROCS(0)/2)))}
 }
 
 // errParseBusy is the 503 of a request that waited out the parse budget.
@@ -84,7 +89,11 @@ func (b *ParseBudget) acquire(ctx context.Context, n int) (release func(), err e
 	w := min(int64(n), b.total)
 	ctx, cancel := context.WithTimeout(ctx, b.wait)
 	defer cancel()
+	if err := b.workers.Acquire(ctx, 1); err != nil {
+		return nil, errParseBusy
+	}
 	if err := b.sem.Acquire(ctx, w); err != nil {
+		b.workers.Release(1)
 		return nil, errParseBusy
 	}
 	b.mu.Lock()
@@ -101,6 +110,7 @@ func (b *ParseBudget) acquire(ctx context.Context, n int) (release func(), err e
 // does the same under pressure.
 func (b *ParseBudget) release(w int64) {
 	b.sem.Release(w)
+	b.workers.Release(1)
 	b.mu.Lock()
 	b.inFlight -= w
 	free := b.inFlight == 0 && b.large && time.Since(b.freed) >= freeOSEvery
@@ -145,15 +155,26 @@ func (s *Server) encode(field, text string, addSpecial, parseSpecial bool) ([]in
 	return s.cfg.Model.Vocab.Encode(text, addSpecial, parseSpecial), nil
 }
 
-// decodeParsed is decodeBody that then takes the parse budget for the body's bytes. The caller
-// releases it once the request's text is rendered and tokenized; on error there is nothing to
-// release.
+// decodeParsed is decodeBody under the parse budget for the body's bytes, taken before the body
+// is read when its Content-Length says it is large (else once it is read). The caller releases
+// it once the request's text is rendered and tokenized; on error there is nothing to release.
 func (s *Server) decodeParsed(w http.ResponseWriter, r *http.Request, v any) (release func(), err error) {
+	b := s.cfg.ParseBudget
+	release = func() {}
+	if r.ContentLength >= smallBody {
+		if release, err = b.acquire(r.Context(), int(min(r.ContentLength, s.cfg.MaxBodyBytes))); err != nil {
+			return nil, err
+		}
+	}
 	n, err := decodeBodyN(w, r, s.cfg.MaxBodyBytes, v)
 	if err != nil {
+		release()
 		return nil, err
 	}
-	return s.cfg.ParseBudget.acquire(r.Context(), n)
+	if r.ContentLength < smallBody {
+		return b.acquire(r.Context(), n)
+	}
+	return release, nil
 }
 
 // echo is a client's string as an error message quotes it: Go-quoted, and past echoLimit bytes
@@ -164,6 +185,14 @@ func echo(s string) string {
 		return strconv.Quote(s)
 	}
 	return strconv.Quote(firstBytes(s, echoLimit)) + "… (" + strconv.Itoa(len(s)) + " bytes)"
+}
+
+// clip is s cut as echo cuts it, unquoted (for a value an error suggests as a flag's).
+func clip(s string) string {
+	if len(s) <= echoLimit {
+		return s
+	}
+	return firstBytes(s, echoLimit) + "…"
 }
 
 // firstBytes is the start of s within n bytes, ending at a character boundary.

@@ -326,7 +326,7 @@ func (s *Server) renderChat(messages, toolsRaw json.RawMessage, kwargs map[strin
 		}
 	}
 	text, err := s.tmpl.Render(msgs, chat.Options{
-		BOS: s.bosText, EOS: s.eosText, AddGenerationPrompt: true, Tools: tools, Vars: kwargs,
+		BOS: s.bosText, EOS: s.eosText, AddGenerationPrompt: true, Tools: tools, Vars: kwargs, Timeout: s.cfg.Limits.RenderTimeout,
 	})
 	if err != nil {
 		// A render that runs out of time or steps is the request's doing (the template is

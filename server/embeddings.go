@@ -131,7 +131,7 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 	switch req.EncodingFormat {
 	case "", "float", "base64":
 	default:
-		writeError(w, badRequest("encoding_format", "encoding_format %q: use float or base64", req.EncodingFormat))
+		writeError(w, badRequest("encoding_format", "encoding_format %s: use float or base64", echo(req.EncodingFormat)))
 		return
 	}
 	if req.Dimensions != nil && *req.Dimensions != s.cfg.Model.Hparams().Dim {

@@ -230,7 +230,7 @@ func ollamaFormat(raw json.RawMessage, f *samplingFields) (json.RawMessage, erro
 		case "json":
 			return json.RawMessage(`{"type":"json_object"}`), nil
 		}
-		return nil, badRequest("format", `format must be "json" or a JSON schema object, got %q`, name)
+		return nil, badRequest("format", `format must be "json" or a JSON schema object, got %s`, echo(name))
 	}
 	if raw[0] != '{' {
 		return nil, badRequest("format", `format must be "json" or a JSON schema object`)

@@ -233,7 +233,7 @@ func parsePriority(raw json.RawMessage) (engine.Priority, error) {
 		case "high":
 			return engine.PriorityHigh, nil
 		}
-		return 0, badRequest("priority", "priority %q: use \"low\", \"normal\", \"high\" or an integer", s)
+		return 0, badRequest("priority", "priority %s: use \"low\", \"normal\", \"high\" or an integer", echo(s))
 	}
 	var n int
 	if err := json.Unmarshal(raw, &n); err != nil || n < -1000 || n > 1000 {
@@ -330,7 +330,7 @@ func parseLogitBias(raw json.RawMessage) (map[int32]float32, error) {
 		for k, b := range obj {
 			id, err := strconv.ParseInt(k, 10, 32)
 			if err != nil {
-				return nil, badRequest("logit_bias", "logit_bias: key %q is not a token id", k)
+				return nil, badRequest("logit_bias", "logit_bias: key %s is not a token id", echo(k))
 			}
 			out[int32(id)] = float32(b)
 		}
@@ -343,7 +343,7 @@ func parseLogitBias(raw json.RawMessage) (map[int32]float32, error) {
 	for _, pr := range pairs {
 		var id int32
 		if json.Unmarshal(pr[0], &id) != nil {
-			return nil, badRequest("logit_bias", "logit_bias: %s is not a token id", pr[0])
+			return nil, badRequest("logit_bias", "logit_bias: %s is not a token id", echo(string(pr[0])))
 		}
 		bias := -100.0
 		if string(bytes.TrimSpace(pr[1])) != "false" && json.Unmarshal(pr[1], &bias) != nil {

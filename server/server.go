@@ -120,6 +120,9 @@ type RequestLimits struct {
 	// MaxMessages caps the messages of one chat request (0: DefaultMaxMessages) and
 	// MaxContentParts the content parts of one message (0: DefaultMaxContentParts).
 	MaxMessages, MaxContentParts int
+	// RenderTimeout bounds one chat template render (0: chat.DefaultTimeout); past it the
+	// request is a 400 naming messages.
+	RenderTimeout time.Duration
 }
 
 func (l RequestLimits) withDefaults() RequestLimits {
