@@ -26,8 +26,10 @@ const (
 	// live at the end; stories260K, 4.2 MB of "ab "), so 16 MiB of text is about 700 MiB of heap
 	// at the worst moment.
 	DefaultParseBudget = 16 << 20
-	// DefaultParseWait is how long a request waits for the parse budget before a 503.
-	DefaultParseWait = 2 * time.Second
+	// DefaultParseWait is how long a request waits for the parse budget before a 503: waiting
+	// costs a parked goroutine (a large body waits unread), and a burst of large requests is
+	// refused with 4xx one after another rather than partly with 503.
+	DefaultParseWait = 10 * time.Second
 
 	// boundSlack is what the text bound allows beyond n_ctx_seq × the longest token: a space
 	// prefix, the BOS text a template writes, rounding.
@@ -216,4 +218,51 @@ func lastBytes(s string, n int) string {
 		cut++
 	}
 	return s[cut:]
+}
+
+// countElements counts the elements of raw, valid JSON, when it is an array (else 0), and stops
+// once it has seen more than limit: one pass over the bytes, no allocation, so that a list is
+// measured before anything decodes it.
+func countElements(raw []byte, limit int) int {
+	i := 0
+	for i < len(raw) && raw[i] <= ' ' {
+		i++
+	}
+	if i == len(raw) || raw[i] != '[' {
+		return 0
+	}
+	depth, n, inString, empty := 0, 0, false, true
+	for ; i < len(raw); i++ {
+		c := raw[i]
+		switch {
+		case inString:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+		case c == ']' || c == '}':
+			if depth--; depth == 0 {
+				if !empty {
+					n++
+				}
+				return n
+			}
+		case c == ',' && depth == 1:
+			if n++; n > limit {
+				return n
+			}
+		}
+		if depth == 1 && c > ' ' && c != '[' && c != ',' {
+			empty = false
+		}
+		if depth > 1 {
+			empty = false
+		}
+	}
+	return n
 }

@@ -306,3 +306,36 @@ func TestLongModelNameIsCut(t *testing.T) {
 		t.Fatalf("status %d, %d bytes: %.300s; want a 404 quoting the name cut", resp.StatusCode, len(b), b)
 	}
 }
+
+// TestCountElements counts JSON arrays the way messages are counted before they are decoded.
+func TestCountElements(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		raw   string
+		limit int
+		want  int
+	}{
+		{name: "empty", raw: `[]`, limit: 10, want: 0},
+		{name: "empty with spaces", raw: " [ \n ] ", limit: 10, want: 0},
+		{name: "one object", raw: `[{"role":"user","content":"a, b"}]`, limit: 10, want: 1},
+		{name: "commas and brackets in strings", raw: `[{"c":"],[,{"},"x\"],",3]`, limit: 10, want: 3},
+		{name: "nested lists", raw: `[[1,2],[3,[4,5]],{}]`, limit: 10, want: 3},
+		{name: "stops past the limit", raw: `[1,2,3,4,5,6,7,8]`, limit: 3, want: 4},
+		{name: "not a list", raw: `{"a":1}`, limit: 10, want: 0},
+		{name: "a string", raw: `"[1,2]"`, limit: 10, want: 0},
+		{name: "escaped backslash before the quote", raw: `["a\\",2]`, limit: 10, want: 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := countElements([]byte(c.raw), c.limit); got != c.want {
+				t.Errorf("countElements(%s, %d) = %d, want %d", c.raw, c.limit, got, c.want)
+			}
+		})
+	}
+	big, _ := json.Marshal(userMessages(100_000, "hello"))
+	if got := countElements(big, 4096); got != 4097 {
+		t.Errorf("100000 messages with limit 4096: %d, want 4097", got)
+	}
+	if got := countElements(big, 1<<20); got != 100_000 {
+		t.Errorf("100000 messages: %d", got)
+	}
+}

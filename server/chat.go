@@ -203,11 +203,15 @@ func (s *Server) chatParams(ctx context.Context, req *chatRequest) (genParams, [
 // parseMessages checks the messages' shape (a non-empty list of objects with a string role),
 // their count (Limits.MaxMessages) and each one's content parts (MaxContentParts), and that
 // their text could fit in a sequence (textBound), before any message is rendered. The list is
-// split into raw elements first, so that counting a list of any length costs little; the
-// template decides what else it needs.
+// counted before it is decoded (countElements), so that a list of any length costs one pass
+// over its first MaxMessages items; the template decides what else it needs.
 func (s *Server) parseMessages(raw json.RawMessage) ([]map[string]any, error) {
 	if isNull(raw) {
 		return nil, badRequest("messages", "messages is required")
+	}
+	lim := s.cfg.Limits
+	if n := countElements(raw, lim.MaxMessages); n > lim.MaxMessages {
+		return nil, badRequest("messages", "messages has more than %d items (--max-messages)", lim.MaxMessages)
 	}
 	var list []json.RawMessage
 	if err := json.Unmarshal(raw, &list); err != nil {
@@ -215,10 +219,6 @@ func (s *Server) parseMessages(raw json.RawMessage) ([]map[string]any, error) {
 	}
 	if len(list) == 0 {
 		return nil, badRequest("messages", "messages is empty")
-	}
-	lim := s.cfg.Limits
-	if len(list) > lim.MaxMessages {
-		return nil, badRequest("messages", "messages has %d items, at most %d are allowed (--max-messages)", len(list), lim.MaxMessages)
 	}
 	msgs := make([]map[string]any, len(list))
 	text := 0
