@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // errorOf decodes an OpenAI-shaped error response.
@@ -337,5 +339,28 @@ func TestCountElements(t *testing.T) {
 	}
 	if got := countElements(big, 1<<20); got != 100_000 {
 		t.Errorf("100000 messages: %d", got)
+	}
+}
+
+// TestParseBudgetGivesMemoryBack: once the last large body in flight is done, the budget hands
+// the heap back (debug.FreeOSMemory), and not after small bodies alone.
+func TestParseBudgetGivesMemoryBack(t *testing.T) {
+	b := NewParseBudget(0, 0)
+	b.workers = semaphore.NewWeighted(2) // two bodies at once whatever the machine's cores
+	freed := func() time.Time { b.mu.Lock(); defer b.mu.Unlock(); return b.freed }
+	small, _ := b.acquire(context.Background(), smallBody)
+	small()
+	if !freed().IsZero() {
+		t.Fatal("memory handed back after a small body")
+	}
+	big, _ := b.acquire(context.Background(), largeBody)
+	other, _ := b.acquire(context.Background(), smallBody)
+	big()
+	if !freed().IsZero() {
+		t.Fatal("memory handed back while a body is still parsed")
+	}
+	other()
+	if freed().IsZero() {
+		t.Fatal("memory not handed back after the last large body")
 	}
 }
