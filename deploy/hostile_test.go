@@ -183,6 +183,14 @@ func TestHostileClients(t *testing.T) {
 	for _, c := range hostileCases(bang) {
 		t.Run(c.name, func(t *testing.T) { f.attack(t, c) })
 	}
+	// Issue 32's parse attacks, straight at a node (hostile_parse_test.go; through the router in
+	// TestHostileParseViaRouter).
+	for _, row := range parseBurstRows() {
+		t.Run(row.name+" at a node", func(t *testing.T) {
+			burst(t, f.nodes[0].url, row, []*proc{f.nodes[0].p}, []string{f.nodes[0].url, f.rURL})
+		})
+	}
+	t.Run("refusals at a node", func(t *testing.T) { refusals(t, f.nodes[0].url) })
 	t.Run("expensive grammar beside a plain stream", f.starve)
 	t.Run("slow-header flood from one address", func(t *testing.T) { f.flood(t, "slow", 2000) })
 	t.Run("600 live streams from one address", func(t *testing.T) { f.flood(t, "live", 600) })

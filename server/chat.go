@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -199,20 +200,33 @@ func (s *Server) chatParams(ctx context.Context, req *chatRequest) (genParams, [
 	return g, toks, nil
 }
 
-// parseMessages checks the messages' shape (a non-empty list of objects with a string role); the
-// template decides what else it needs.
-func parseMessages(raw json.RawMessage) ([]map[string]any, error) {
+// parseMessages checks the messages' shape (a non-empty list of objects with a string role),
+// their count (Limits.MaxMessages) and each one's content parts (MaxContentParts), and that
+// their text could fit in a sequence (textBound), before any message is rendered. The list is
+// counted before it is decoded (countElements), so that a list of any length costs one pass
+// over its first MaxMessages items; the template decides what else it needs.
+func (s *Server) parseMessages(raw json.RawMessage) ([]map[string]any, error) {
 	if isNull(raw) {
 		return nil, badRequest("messages", "messages is required")
 	}
-	var msgs []map[string]any
-	if err := json.Unmarshal(raw, &msgs); err != nil {
+	lim := s.cfg.Limits
+	if n := countElements(raw, lim.MaxMessages); n > lim.MaxMessages {
+		return nil, badRequest("messages", "messages has more than %d items (--max-messages)", lim.MaxMessages)
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
 		return nil, badRequest("messages", "messages must be a list of message objects")
 	}
-	if len(msgs) == 0 {
+	if len(list) == 0 {
 		return nil, badRequest("messages", "messages is empty")
 	}
-	for i, m := range msgs {
+	msgs := make([]map[string]any, len(list))
+	text := 0
+	for i, el := range list {
+		var m map[string]any
+		if err := json.Unmarshal(el, &m); err != nil {
+			return nil, badRequest("messages", "messages[%d] must be a message object", i)
+		}
 		if m == nil {
 			return nil, badRequest("messages", "messages[%d] is null", i)
 		}
@@ -222,17 +236,46 @@ func parseMessages(raw json.RawMessage) ([]map[string]any, error) {
 		switch c := m["content"].(type) {
 		case nil, string:
 		case []any:
+			if len(c) > lim.MaxContentParts {
+				return nil, badRequest("messages", "messages[%d].content has %d parts, at most %d are allowed (--max-content-parts)", i, len(c), lim.MaxContentParts)
+			}
 			for j, part := range c {
 				if pm, _ := part.(map[string]any); pm["type"] != "text" {
-					return nil, badRequest("messages", "messages[%d].content[%d] has type %v: this server takes text parts only (no images or audio)", i, j, pm["type"])
+					return nil, badRequest("messages", "messages[%d].content[%d] has type %s: this server takes text parts only (no images or audio)", i, j, echo(fmt.Sprint(pm["type"])))
 				}
 			}
 		default:
 			return nil, badRequest("messages", "messages[%d].content must be a string, a list of parts or null, got %T", i, c)
 		}
+		if text += textBytes(m); text > s.textBound() {
+			return nil, s.checkText("messages", text)
+		}
 		objectArguments(m)
+		msgs[i] = m
 	}
 	return msgs, nil
+}
+
+// textBytes is the bytes of the strings in v, a JSON-decoded value: what a template can print
+// of it, keys aside.
+func textBytes(v any) int {
+	switch v := v.(type) {
+	case string:
+		return len(v)
+	case []any:
+		n := 0
+		for _, e := range v {
+			n += textBytes(e)
+		}
+		return n
+	case map[string]any:
+		n := 0
+		for _, e := range v {
+			n += textBytes(e)
+		}
+		return n
+	}
+	return 0
 }
 
 func (s *Server) chatLogprobs(toks []genToken) *chatLogprobs {
@@ -265,9 +308,12 @@ func (s *Server) pieceBytes(id int32) []int {
 // renderChat renders the request's messages (and tools, and extra template variables) with the
 // model's chat template, adding the generation prompt.
 func (s *Server) renderChat(messages, toolsRaw json.RawMessage, kwargs map[string]any) (string, error) {
-	msgs, err := parseMessages(messages)
+	msgs, err := s.parseMessages(messages)
 	if err != nil {
 		return "", err
+	}
+	if n := textBytes(kwargs); n > s.textBound() {
+		return "", s.checkText("chat_template_kwargs", n)
 	}
 	var tools []any
 	if !isNull(toolsRaw) {
@@ -280,13 +326,20 @@ func (s *Server) renderChat(messages, toolsRaw json.RawMessage, kwargs map[strin
 		}
 	}
 	text, err := s.tmpl.Render(msgs, chat.Options{
-		BOS: s.bosText, EOS: s.eosText, AddGenerationPrompt: true, Tools: tools, Vars: kwargs,
+		BOS: s.bosText, EOS: s.eosText, AddGenerationPrompt: true, Tools: tools, Vars: kwargs, Timeout: s.cfg.Limits.RenderTimeout,
 	})
 	if err != nil {
+		// A render that runs out of time or steps is the request's doing (the template is
+		// the server's, tested on real conversations): a 400, never a 500 a router would hold
+		// against the node.
 		if errors.Is(err, chat.ErrTimeout) {
-			return "", internalError(err)
+			return "", &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", param: "messages", code: "template_timeout",
+				message: err.Error() + ": the messages take the chat template too long to render; send fewer or shorter ones"}
 		}
 		return "", badRequest("messages", "the chat template rejected the messages: %v", err)
+	}
+	if len(text) > s.textBound() {
+		return "", s.checkText("messages", len(text))
 	}
 	return text, nil
 }

@@ -173,7 +173,7 @@ func (s *Server) responseFormatGrammar(ctx context.Context, raw json.RawMessage)
 	case "":
 		return "", badRequest("response_format", "response_format.type is required: text, json_object or json_schema")
 	}
-	return "", badRequest("response_format", "response_format.type %q is not supported: use text, json_object or json_schema", rf.Type)
+	return "", badRequest("response_format", "response_format.type %s is not supported: use text, json_object or json_schema", echo(rf.Type))
 }
 
 // compileSlots is how many constraints compile at once: half the cores, at least one. A

@@ -123,14 +123,16 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req embeddingsRequest
-	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+	release, err := s.decodeParsed(w, r, &req)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
+	defer release() // (called as soon as the inputs are tokenized)
 	switch req.EncodingFormat {
 	case "", "float", "base64":
 	default:
-		writeError(w, badRequest("encoding_format", "encoding_format %q: use float or base64", req.EncodingFormat))
+		writeError(w, badRequest("encoding_format", "encoding_format %s: use float or base64", echo(req.EncodingFormat)))
 		return
 	}
 	dim := s.cfg.Model.Hparams().Dim
@@ -149,6 +151,7 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	toks, err := s.embeddingTokens(inputs, s.embedCtx(e.NCtx), false)
+	release()
 	if err != nil {
 		writeError(w, err)
 		return
@@ -205,6 +208,10 @@ func (s *Server) embeddingTokens(inputs []promptInput, nCtx int, truncate bool) 
 	out := make([][]int32, 0, len(inputs))
 	total := 0
 	for i, in := range inputs {
+		if truncate && in.isText {
+			// The first nCtx tokens lie in the text's first textBound bytes.
+			in.text = firstBytes(in.text, s.textBound())
+		}
 		toks, err := s.promptTokens("input", in)
 		if err != nil {
 			return nil, err

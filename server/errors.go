@@ -102,7 +102,7 @@ func toAPIError(err error) *apiError {
 	return internalError(err)
 }
 
-// writeError sends err as a JSON error response. A 429 carries Retry-After so that clients back
+// writeError sends err as a JSON error response. A 429 (and a busy 503) carries Retry-After so that clients back
 // off instead of hammering a full queue; a 408 closes the connection.
 func writeError(w http.ResponseWriter, err error) {
 	ae := errorHeaders(w, err)
@@ -116,6 +116,10 @@ func errorHeaders(w http.ResponseWriter, err error) *apiError {
 	switch ae.status {
 	case http.StatusTooManyRequests:
 		w.Header().Set("Retry-After", "1")
+	case http.StatusServiceUnavailable:
+		if ae.code == "server_busy" { // the parse budget (bounds.go): another try soon may pass
+			w.Header().Set("Retry-After", "1")
+		}
 	case http.StatusRequestTimeout:
 		// The rest of the body may still be on its way: the connection cannot carry another request.
 		w.Header().Set("Connection", "close")

@@ -31,8 +31,8 @@ func checkGuidedBackend(b *string) error {
 	}
 	name, _, _ := strings.Cut(*b, ":") // vLLM takes options after a colon: "xgrammar:disable-any-whitespace"
 	if !slices.Contains(guidedBackends, name) {
-		return badRequest("guided_decoding_backend", "guided_decoding_backend %q: use one of %s (all mean the server's own grammar engine)",
-			*b, strings.Join(guidedBackends, ", "))
+		return badRequest("guided_decoding_backend", "guided_decoding_backend %s: use one of %s (all mean the server's own grammar engine)",
+			echo(*b), strings.Join(guidedBackends, ", "))
 	}
 	return nil
 }

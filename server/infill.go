@@ -54,6 +54,10 @@ func (req *infillRequest) prepare(ctx context.Context, s *Server) (genParams, []
 	if req.NPredict != nil {
 		nPredict = max(*req.NPredict, 0)
 	}
+	if err := s.checkText("prompt", len(in.prompt)); err != nil {
+		return genParams{}, nil, nil, err
+	}
+	in.clip(s.textBound())
 	lim := s.cfg.Engine.Limits()
 	prompt := buildInfill(v, in, lim.NBatch, lim.NCtxSeq, nPredict)
 	raw, err := json.Marshal(prompt)
@@ -96,6 +100,27 @@ func (req *infillRequest) input() (infillInput, error) {
 		in.prompt = *req.Prompt
 	}
 	return in, nil
+}
+
+// clip cuts the text that buildInfill would cut anyway before it is tokenized: of the prefix
+// only its last bound bytes can be among the tokens kept (at most a sequence's), of the suffix
+// its first, and of the extra context the last chunks within bound bytes (the first kept one
+// cut at its start). bound is Server.textBound: the kept tokens' bytes end boundSlack bytes or
+// more before the cut, so tokenizing the cut text keeps the same tokens.
+func (in *infillInput) clip(bound int) {
+	in.prefix, in.suffix = lastBytes(in.prefix, bound), firstBytes(in.suffix, bound)
+	left := bound
+	for i := len(in.extra) - 1; i >= 0; i-- {
+		if left <= 0 {
+			in.extra = in.extra[i+1:]
+			return
+		}
+		if t := *in.extra[i].Text; len(t) > left {
+			short := lastBytes(t, left)
+			in.extra[i].Text = &short
+		}
+		left -= len(*in.extra[i].Text)
+	}
 }
 
 // snippetHeader separates input_extra chunks when the vocabulary has no file-separator token

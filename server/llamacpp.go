@@ -216,10 +216,12 @@ type tokenPiece struct {
 
 func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 	var req tokenizeRequest
-	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+	release, err := s.decodeParsed(w, r, &req)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
+	defer release() // (the answer is small beside the text)
 	if req.isVLLM() {
 		s.vllmTokenize(w, &req)
 		return

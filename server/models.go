@@ -253,7 +253,7 @@ func (r *Registry) find(name string) (ModelSpec, error) {
 		}
 	}
 	return ModelSpec{}, &apiError{status: http.StatusNotFound, typ: "invalid_request_error", param: "model", code: "model_not_found",
-		message: fmt.Sprintf("model %q not found: this server serves %s (GET /v1/models; ubatch pull adds to the library)", name, specIDs(specs))}
+		message: fmt.Sprintf("model %s not found: this server serves %s (GET /v1/models; ubatch pull adds to the library)", echo(name), specIDs(specs))}
 }
 
 func specIDs(specs []ModelSpec) string {

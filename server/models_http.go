@@ -253,7 +253,7 @@ func parseKeepAlive(raw json.RawMessage) (time.Duration, error) {
 		if d, err = time.ParseDuration(str); err != nil {
 			n, nerr := strconv.ParseFloat(str, 64)
 			if nerr != nil || math.IsNaN(n) || math.Abs(n) > float64(math.MaxInt64/int64(time.Second)) {
-				return 0, badRequest("keep_alive", "keep_alive %q: use a duration such as \"5m\", or seconds", str)
+				return 0, badRequest("keep_alive", "keep_alive %s: use a duration such as \"5m\", or seconds", echo(str))
 			}
 			d = time.Duration(n * float64(time.Second))
 		}

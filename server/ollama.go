@@ -64,7 +64,7 @@ func (s *Server) knownName(field, name string) error {
 		return nil
 	}
 	return &apiError{status: http.StatusNotFound, typ: "invalid_request_error", param: field, code: "model_not_found",
-		message: fmt.Sprintf("model %q not found", name)}
+		message: fmt.Sprintf("model %s not found", echo(name))}
 }
 
 // ollamaError is Ollama's error body: {"error": "message"}, which its clients read as the

@@ -163,9 +163,14 @@ func (s *Server) generatePrompt(req *ollamaGenerateRequest, g *genParams) ([]int
 			return nil, reasoning, badRequest("suffix", "suffix is not supported by this model: its vocabulary has no fill-in-the-middle tokens")
 		}
 		lim := s.cfg.Engine.Limits()
-		toks = buildInfill(v, infillInput{prefix: req.Prompt, suffix: req.Suffix}, lim.NBatch, lim.NCtxSeq, g.maxTokens)
+		in := infillInput{prefix: req.Prompt, suffix: req.Suffix}
+		in.clip(s.textBound())
+		toks = buildInfill(v, in, lim.NBatch, lim.NCtxSeq, g.maxTokens)
 	case req.Raw:
-		toks = v.Encode(req.Prompt, bos, true)
+		var err error
+		if toks, err = s.encode("prompt", req.Prompt, bos, true); err != nil {
+			return nil, reasoning, err
+		}
 	default:
 		var msgs []map[string]string
 		if req.System != "" {
@@ -227,7 +232,7 @@ func ollamaFormat(raw json.RawMessage, f *samplingFields) (json.RawMessage, erro
 		case "json":
 			return json.RawMessage(`{"type":"json_object"}`), nil
 		}
-		return nil, badRequest("format", `format must be "json" or a JSON schema object, got %q`, name)
+		return nil, badRequest("format", `format must be "json" or a JSON schema object, got %s`, echo(name))
 	}
 	if raw[0] != '{' {
 		return nil, badRequest("format", `format must be "json" or a JSON schema object`)

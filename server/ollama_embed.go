@@ -33,10 +33,12 @@ type ollamaEmbeddingsRequest struct {
 func (s *Server) handleOllamaEmbed(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	var req ollamaEmbedRequest
-	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+	release, err := s.decodeParsed(w, r, &req)
+	if err != nil {
 		writeOllamaError(w, err)
 		return
 	}
+	defer release() // (called as soon as the inputs are tokenized)
 	var inputs []promptInput
 	var one string
 	var list []string
@@ -59,7 +61,7 @@ func (s *Server) handleOllamaEmbed(w http.ResponseWriter, r *http.Request) {
 		writeOllamaError(w, err)
 		return
 	}
-	vecs, n, err := s.ollamaEmbed(r, req.Model, inputs, req.Truncate == nil || *req.Truncate)
+	vecs, n, err := s.ollamaEmbed(r, release, req.Model, inputs, req.Truncate == nil || *req.Truncate)
 	if err != nil {
 		writeOllamaError(w, err)
 		return
@@ -74,11 +76,13 @@ func (s *Server) handleOllamaEmbed(w http.ResponseWriter, r *http.Request) {
 // embedding of this server; Ollama's older route returns the raw pooled vector).
 func (s *Server) handleOllamaEmbeddings(w http.ResponseWriter, r *http.Request) {
 	var req ollamaEmbeddingsRequest
-	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+	release, err := s.decodeParsed(w, r, &req)
+	if err != nil {
 		writeOllamaError(w, err)
 		return
 	}
-	vecs, _, err := s.ollamaEmbed(r, req.Model, []promptInput{{text: req.Prompt, isText: true}}, true)
+	defer release() // (called as soon as the inputs are tokenized)
+	vecs, _, err := s.ollamaEmbed(r, release, req.Model, []promptInput{{text: req.Prompt, isText: true}}, true)
 	if err != nil {
 		writeOllamaError(w, err)
 		return
@@ -88,7 +92,7 @@ func (s *Server) handleOllamaEmbeddings(w http.ResponseWriter, r *http.Request) 
 
 // ollamaEmbed checks the model and the inputs against /v1/embeddings' limits and embeds them;
 // n is their tokens in all.
-func (s *Server) ollamaEmbed(r *http.Request, model string, inputs []promptInput, truncate bool) ([][]float32, int, error) {
+func (s *Server) ollamaEmbed(r *http.Request, tokenized func(), model string, inputs []promptInput, truncate bool) ([][]float32, int, error) {
 	e := cmp.Or(s.cfg.OllamaEmbedder, s.cfg.Embedder)
 	if _, err := s.ollamaModelName(r.Context(), "model", model); err != nil {
 		return nil, 0, err
@@ -104,6 +108,7 @@ func (s *Server) ollamaEmbed(r *http.Request, model string, inputs []promptInput
 			"(--max-embedding-inputs): split the request", len(inputs), limit)
 	}
 	toks, err := s.embeddingTokens(inputs, s.embedCtx(e.NCtx), truncate)
+	tokenized()
 	if err != nil {
 		return nil, 0, err
 	}

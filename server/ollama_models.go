@@ -269,8 +269,8 @@ func (s *Server) handleOllamaPull(w http.ResponseWriter, r *http.Request) {
 	}
 	if _, err := s.ollamaModelName(r.Context(), "model", req.Model); err != nil {
 		if ae := toAPIError(err); ae.status == http.StatusNotFound {
-			err = notFound(fmt.Sprintf("model %q not found: this server serves the one model it was started with "+
-				"(%s) and cannot pull others", req.Model, s.cfg.ModelID))
+			err = notFound(fmt.Sprintf("model %s not found: this server serves the one model it was started with "+
+				"(%s) and cannot pull others", echo(req.Model), s.cfg.ModelID))
 		}
 		writeOllamaError(w, err)
 		return
@@ -291,5 +291,5 @@ func (s *Server) handleOllamaDelete(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeName(w, r, &req) {
 		return
 	}
-	writeOllamaError(w, badRequest("model", "model %q is the one this server serves: it cannot be deleted while served", req.Model))
+	writeOllamaError(w, badRequest("model", "model %s is the one this server serves: it cannot be deleted while served", echo(req.Model)))
 }

@@ -202,7 +202,7 @@ func (s *Server) promptTokens(field string, in promptInput) ([]int32, error) {
 		if in.text == "" {
 			return nil, badRequest(field, "%s is empty", field)
 		}
-		return v.Encode(in.text, true, true), nil
+		return s.encode(field, in.text, true, true)
 	}
 	if len(in.tokens) == 0 {
 		return nil, badRequest(field, "%s is an empty list of tokens", field)

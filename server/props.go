@@ -27,10 +27,12 @@ func (s *Server) handleApplyTemplate(w http.ResponseWriter, r *http.Request) {
 		Tools              json.RawMessage `json:"tools"`
 		ChatTemplateKwargs map[string]any  `json:"chat_template_kwargs"`
 	}
-	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+	release, err := s.decodeParsed(w, r, &req)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
+	defer release()
 	text, err := s.renderChat(req.Messages, req.Tools, req.ChatTemplateKwargs)
 	if err != nil {
 		writeError(w, err)

@@ -29,21 +29,27 @@ const (
 // 400 naming the offending field where the decoder knows it. Unknown fields are ignored, since
 // OpenAI clients send many that do not apply here.
 func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	_, err := decodeBodyN(w, r, limit, v)
+	return err
+}
+
+// decodeBodyN is decodeBody that also returns the body's size in bytes.
+func decodeBodyN(w http.ResponseWriter, r *http.Request, limit int64, v any) (int, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error",
+			return 0, &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error",
 				code: "request_too_large", message: fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)}
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return &apiError{status: http.StatusRequestTimeout, typ: "invalid_request_error", code: "request_timeout",
+			return 0, &apiError{status: http.StatusRequestTimeout, typ: "invalid_request_error", code: "request_timeout",
 				message: "the request body did not arrive within the server's read deadline: send it whole and at once"}
 		}
-		return badRequest("", "reading the request body: %v", err)
+		return 0, badRequest("", "reading the request body: %v", err)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return badRequest("", "the request body is empty: send a JSON object")
+		return 0, badRequest("", "the request body is empty: send a JSON object")
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		var te *json.UnmarshalTypeError
@@ -55,15 +61,15 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 			for _, embedded := range []string{"samplingFields.", "openAIFields.", "vllmTokenizeFields."} {
 				field = strings.ReplaceAll(field, embedded, "")
 			}
-			return badRequest(field, "field %q: expected %s, got JSON %s", field, te.Type, te.Value)
+			return 0, badRequest(field, "field %q: expected %s, got JSON %s", field, te.Type, te.Value)
 		case errors.As(err, &te):
-			return badRequest("", "the request body must be a JSON object, got JSON %s", te.Value)
+			return 0, badRequest("", "the request body must be a JSON object, got JSON %s", te.Value)
 		case errors.As(err, &se):
-			return badRequest("", "malformed JSON at byte %d: %v", se.Offset, err)
+			return 0, badRequest("", "malformed JSON at byte %d: %v", se.Offset, err)
 		}
-		return badRequest("", "malformed JSON: %v", err)
+		return 0, badRequest("", "malformed JSON: %v", err)
 	}
-	return rejectUnsupported(body, v)
+	return len(body), rejectUnsupported(body, v)
 }
 
 // unsupported are request fields of OpenAI's or llama-server's API that this server does not
@@ -227,7 +233,7 @@ func parsePriority(raw json.RawMessage) (engine.Priority, error) {
 		case "high":
 			return engine.PriorityHigh, nil
 		}
-		return 0, badRequest("priority", "priority %q: use \"low\", \"normal\", \"high\" or an integer", s)
+		return 0, badRequest("priority", "priority %s: use \"low\", \"normal\", \"high\" or an integer", echo(s))
 	}
 	var n int
 	if err := json.Unmarshal(raw, &n); err != nil || n < -1000 || n > 1000 {
@@ -328,7 +334,7 @@ func parseLogitBias(raw json.RawMessage) (map[int32]float32, error) {
 		for k, b := range obj {
 			id, err := strconv.ParseInt(k, 10, 32)
 			if err != nil {
-				return nil, badRequest("logit_bias", "logit_bias: key %q is not a token id", k)
+				return nil, badRequest("logit_bias", "logit_bias: key %s is not a token id", echo(k))
 			}
 			out[int32(id)] = float32(b)
 		}
@@ -341,7 +347,7 @@ func parseLogitBias(raw json.RawMessage) (map[int32]float32, error) {
 	for _, pr := range pairs {
 		var id int32
 		if json.Unmarshal(pr[0], &id) != nil {
-			return nil, badRequest("logit_bias", "logit_bias: %s is not a token id", pr[0])
+			return nil, badRequest("logit_bias", "logit_bias: %s is not a token id", echo(string(pr[0])))
 		}
 		bias := -100.0
 		if string(bytes.TrimSpace(pr[1])) != "false" && json.Unmarshal(pr[1], &bias) != nil {

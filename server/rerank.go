@@ -145,7 +145,8 @@ func (s *Server) handleRerank(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req rerankRequest
-	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+	release, err := s.decodeParsed(w, r, &req)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
@@ -154,6 +155,7 @@ func (s *Server) handleRerank(w http.ResponseWriter, r *http.Request) {
 		docs = req.Texts
 	}
 	prompts, err := s.rerankPrompts(rr, &req, docs)
+	release()
 	if err != nil {
 		writeError(w, err)
 		return
@@ -203,9 +205,15 @@ func (s *Server) rerankPrompts(rr *Reranker, req *rerankRequest, docs []string) 
 			"(--max-embedding-inputs): split the request", len(docs), limit)
 	}
 	limit := orDefault(s.cfg.MaxEmbeddingTokens, DefaultMaxEmbeddingTokens)
+	if err := s.checkText("query", len(*req.Query)); err != nil {
+		return nil, err
+	}
 	out := make([][]int32, 0, len(docs))
 	total := 0
 	for i, d := range docs {
+		if err := s.checkText("documents", len(d)); err != nil {
+			return nil, err
+		}
 		toks := rerankPrompt(s.cfg.Model.Vocab, rr.template, *req.Query, d)
 		if len(toks) == 0 {
 			return nil, badRequest("documents", "documents[%d] and the query are empty", i)

@@ -51,14 +51,16 @@ func errorWriterOf(v any) func(http.ResponseWriter, error) {
 }
 
 // serveCompletion is the one path of a completion request: decode the body into req, prepare,
-// submit, then answer (respond).
+// submit, then answer (respond). Rendering and tokenizing hold the parse budget (bounds.go).
 func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, req completionRoute) {
 	fail := errorWriterOf(req)
-	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, req); err != nil {
+	release, err := s.decodeParsed(w, r, req)
+	if err != nil {
 		fail(w, err)
 		return
 	}
 	g, prompts, rep, err := req.prepare(r.Context(), s)
+	release() // the text is rendered and tokenized
 	if err == nil {
 		err = s.checkPriority(r, g.priority)
 	}

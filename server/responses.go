@@ -300,7 +300,7 @@ func inputMessages(raw json.RawMessage) ([]map[string]any, error) {
 			}
 			msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": it.CallID, "content": out})
 		default:
-			return nil, badRequest(field+".type", "%s.type %q is not supported: this server takes message, function_call and function_call_output items", field, it.Type)
+			return nil, badRequest(field+".type", "%s.type %s is not supported: this server takes message, function_call and function_call_output items", field, echo(it.Type))
 		}
 	}
 	return msgs, nil
@@ -317,7 +317,7 @@ func inputMessage(field string, it inputItem) (map[string]any, error) {
 	case "":
 		return nil, badRequest(field+".role", "%s has no role", field)
 	default:
-		return nil, badRequest(field+".role", "%s.role %q: use user, system, developer or assistant", field, role)
+		return nil, badRequest(field+".role", "%s.role %s: use user, system, developer or assistant", field, echo(role))
 	}
 	text, err := partsText(field+".content", it.Content)
 	if err != nil {
@@ -354,7 +354,7 @@ func partsText(field string, raw json.RawMessage) (string, error) {
 		case p.Type == "input_image" || p.Type == "input_file" || p.Type == "input_audio":
 			return "", badRequest(fmt.Sprintf("%s[%d]", field, j), "%s[%d] is of type %s: this server takes text only (no images, files or audio)", field, j, p.Type)
 		default:
-			return "", badRequest(fmt.Sprintf("%s[%d]", field, j), "%s[%d]: a part of type %q with its text is expected (input_text or output_text)", field, j, p.Type)
+			return "", badRequest(fmt.Sprintf("%s[%d]", field, j), "%s[%d]: a part of type %s with its text is expected (input_text or output_text)", field, j, echo(p.Type))
 		}
 	}
 	return sb.String(), nil
@@ -431,7 +431,7 @@ func textFormat(raw json.RawMessage) (json.RawMessage, error) {
 		return nil, badRequest("text", `text must be an object like {"format": {"type": "json_object"}}`)
 	}
 	if t.Verbosity != nil && *t.Verbosity != "medium" {
-		return nil, badRequest("text.verbosity", "text.verbosity %q is not supported: the model has no verbosity to set", *t.Verbosity)
+		return nil, badRequest("text.verbosity", "text.verbosity %s is not supported: the model has no verbosity to set", echo(*t.Verbosity))
 	}
 	if isNull(t.Format) {
 		return nil, nil
@@ -457,5 +457,5 @@ func textFormat(raw json.RawMessage) (json.RawMessage, error) {
 		return json.Marshal(map[string]any{"type": "json_schema",
 			"json_schema": map[string]any{"name": f.Name, "schema": f.Schema, "strict": f.Strict}})
 	}
-	return nil, badRequest("text.format.type", "text.format.type %q: use text, json_object or json_schema", f.Type)
+	return nil, badRequest("text.format.type", "text.format.type %s: use text, json_object or json_schema", echo(f.Type))
 }

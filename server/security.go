@@ -85,14 +85,11 @@ func (g hostGuard) allows(host string) bool {
 
 // refusal is the 403 for a Host the guard does not allow; it names the flag that allows it.
 func (g hostGuard) refusal(host string) *apiError {
-	name := hostName(host)
-	if len(name) > 100 { // the client chose it: keep the message short
-		name = name[:100] + "..."
-	}
+	name := hostName(host) // the client chose it: echo and clip keep the message short
 	return &apiError{status: http.StatusForbidden, typ: "invalid_request_error", code: "host_not_allowed",
-		message: fmt.Sprintf("Host %q is not allowed: this server (listening on %s) answers only localhost names and --allowed-hosts, "+
+		message: fmt.Sprintf("Host %s is not allowed: this server (listening on %s) answers only localhost names and --allowed-hosts, "+
 			"so that other sites cannot reach it by DNS rebinding; to serve this name, start it with --allowed-hosts %s (or \"*\" for any)",
-			name, g.listen, name)}
+			echo(name), g.listen, clip(name))}
 }
 
 // secure sets the headers every response carries and refuses (403) a request whose Host the

@@ -95,8 +95,13 @@ type Config struct {
 	// tokens in all (400 naming input beyond them); 0 means DefaultMaxEmbeddingInputs and
 	// DefaultMaxEmbeddingTokens.
 	MaxEmbeddingInputs, MaxEmbeddingTokens int
-	// Limits bound the constraints a request may ask for; zero fields take their defaults.
+	// Limits bound the constraints and the messages a request may bring; zero fields take
+	// their defaults.
 	Limits RequestLimits
+	// ParseBudget bounds the bytes of request bodies being rendered and tokenized at once; one
+	// budget may be shared by several Servers (serve's models). nil: a budget of this server's
+	// own, DefaultParseBudget.
+	ParseBudget *ParseBudget
 	// KVBlocks, when set, serves POST /kv/blocks: this node's KV blocks for its fleet's peers
 	// (peer.Handler), behind the API key like every other route; nil answers 404.
 	KVBlocks http.Handler
@@ -115,6 +120,12 @@ type RequestLimits struct {
 	// MaxTools caps the tools of one chat request (0: DefaultMaxTools) and MaxToolsBytes the
 	// size of their parameters in all, as sent (0: DefaultMaxToolsBytes).
 	MaxTools, MaxToolsBytes int
+	// MaxMessages caps the messages of one chat request (0: DefaultMaxMessages) and
+	// MaxContentParts the content parts of one message (0: DefaultMaxContentParts).
+	MaxMessages, MaxContentParts int
+	// RenderTimeout bounds one chat template render (0: chat.DefaultTimeout); past it the
+	// request is a 400 naming messages.
+	RenderTimeout time.Duration
 }
 
 func (l RequestLimits) withDefaults() RequestLimits {
@@ -123,6 +134,12 @@ func (l RequestLimits) withDefaults() RequestLimits {
 	}
 	if l.MaxToolsBytes <= 0 {
 		l.MaxToolsBytes = DefaultMaxToolsBytes
+	}
+	if l.MaxMessages <= 0 {
+		l.MaxMessages = DefaultMaxMessages
+	}
+	if l.MaxContentParts <= 0 {
+		l.MaxContentParts = DefaultMaxContentParts
 	}
 	return l
 }
@@ -182,6 +199,9 @@ func New(cfg Config) (*Server, error) {
 		cfg.ModelID = filepath.Base(cfg.Model.Path)
 	}
 	cfg.Limits = cfg.Limits.withDefaults()
+	if cfg.ParseBudget == nil {
+		cfg.ParseBudget = NewParseBudget(0, 0)
+	}
 	hosts, err := newHostGuard(cfg.ListenAddr, cfg.AllowedHosts)
 	if err != nil {
 		return nil, err
@@ -257,12 +277,14 @@ func (s *Server) route() {
 }
 
 // Handler returns the server's HTTP handler: security headers and Host check, CORS, routing,
-// API-key check and request logging.
+// API-key check, request logging, and the drain of a body refused with 413.
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+		body := r.Body
 		s.serveRecovering(rec, r) // a panic: a 500 with an error id, logged and counted (recover.go)
+		s.linger(rec, r, body)    // after a 413, the client gets to read it (linger.go)
 		s.cfg.Logger.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status,
 			"bytes", rec.bytes, "duration", time.Since(start), "remote", r.RemoteAddr)
 	})

@@ -61,7 +61,7 @@ func checkSlotFilename(name string) error {
 		return badRequest("filename", "filename is longer than %d bytes", maxSlotFilename)
 	case !utf8.ValidString(name) || strings.ContainsAny(name, "/\\\x00") || name == "." || name == ".." ||
 		strings.HasPrefix(name, ".") || filepath.Base(name) != name:
-		return badRequest("filename", "invalid filename %q: a plain file name, no path separators, not starting with a dot", name)
+		return badRequest("filename", "invalid filename %s: a plain file name, no path separators, not starting with a dot", echo(name))
 	}
 	return nil
 }
@@ -74,7 +74,7 @@ func (s *Server) handleSlotAction(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := strconv.Atoi(r.PathValue("id"))
 	if err != nil || id < 0 || id >= s.cfg.Engine.Config().MaxRunning {
-		writeError(w, badRequest("id_slot", "invalid slot id %q: use 0 to %d", r.PathValue("id"), s.cfg.Engine.Config().MaxRunning-1))
+		writeError(w, badRequest("id_slot", "invalid slot id %s: use 0 to %d", echo(r.PathValue("id")), s.cfg.Engine.Config().MaxRunning-1))
 		return
 	}
 	action := r.URL.Query().Get("action")
@@ -132,7 +132,7 @@ func (s *Server) handleSlotAction(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, http.StatusOK, slotEraseReply{IDSlot: id, NErased: n})
 	default:
-		writeError(w, badRequest("action", "invalid action %q: use save, restore or erase", action))
+		writeError(w, badRequest("action", "invalid action %s: use save, restore or erase", echo(action)))
 	}
 }
 

@@ -98,10 +98,10 @@ func (s *Server) toolSetup(ctx context.Context, g *genParams, req *chatRequest) 
 		return mode, nil
 	}
 	if len(allowed) == 0 {
-		return nil, badRequest("tool_choice", "tool_choice names %q, which is not among the tools", name)
+		return nil, badRequest("tool_choice", "tool_choice names %s, which is not among the tools", echo(name))
 	}
 	if g.sampling.Grammar != nil {
-		return nil, badRequest("tool_choice", "tool_choice %q cannot be combined with another output constraint", choice)
+		return nil, badRequest("tool_choice", "tool_choice %s cannot be combined with another output constraint", echo(choice))
 	}
 	release, err := s.compileSlot(ctx)
 	if err != nil {
@@ -170,7 +170,7 @@ func parseToolChoice(raw json.RawMessage) (choice, name string, err error) {
 		case "none", "auto", "required":
 			return choice, "", nil
 		}
-		return "", "", badRequest("tool_choice", "tool_choice %q: use none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}", choice)
+		return "", "", badRequest("tool_choice", "tool_choice %s: use none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}", echo(choice))
 	}
 	var named struct {
 		Type     string `json:"type"`

@@ -80,6 +80,8 @@ type Tokenizer struct {
 	fim      FIMTokens
 	byteTok  [256]int32
 
+	maxText int // the longest token text in bytes (MaxTokenBytes)
+
 	pieceBuf []byte  // Piece texts of all tokens, concatenated
 	pieceOff []int32 // Piece(id) = pieceBuf[pieceOff[id]:pieceOff[id+1]]
 
@@ -140,6 +142,7 @@ func New(v Vocab) (*Tokenizer, error) {
 		}
 		t.ids[s] = int32(i)
 		t.tokens[i] = s
+		t.maxText = max(t.maxText, len(s))
 		if v.Scores != nil {
 			t.scores[i] = v.Scores[i]
 		}
@@ -389,6 +392,15 @@ func (t *Tokenizer) Token(id int32) string {
 	}
 	return t.tokens[id]
 }
+
+// MaxTokenBytes bounds the bytes of input text one token stands for: the longest token text of
+// the vocabulary, and at least 4 (one UTF-8 character read as the unknown token). Every token
+// text is at least as long as the input it covers (SentencePiece writes a space as the 3-byte
+// "▁", byte-level BPE a byte as one or two characters, a byte token as "<0xNN>"), so a text
+// longer than n·MaxTokenBytes() (plus a space prefix) cannot encode to n tokens or fewer. The one
+// exception is ASCII whitespace that a special token with the LStrip or RStrip attribute
+// swallows (BERT-style vocabularies' mask tokens), which no chat model's vocabulary has.
+func (t *Tokenizer) MaxTokenBytes() int { return max(t.maxText, 4) }
 
 // IsControl reports whether id is a control or unknown token, which decodes to no text.
 func (t *Tokenizer) IsControl(id int32) bool {

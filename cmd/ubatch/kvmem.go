@@ -136,9 +136,16 @@ func memInfoField(meminfo []byte, key string) (int64, bool) {
 // cgroupRoom returns the bytes left under the memory limit of the process's cgroup, as named in
 // proc/self/cgroup; false when there is no limit or it cannot be read.
 func cgroupRoom(root fs.FS) (int64, bool) {
+	limit, usage, ok := cgroupMemory(root)
+	return max(0, limit-usage), ok
+}
+
+// cgroupMemory returns the memory limit of the process's cgroup and its usage; false when there
+// is no limit or they cannot be read.
+func cgroupMemory(root fs.FS) (limit, usage int64, ok bool) {
 	b, err := fs.ReadFile(root, "proc/self/cgroup")
 	if err != nil {
-		return 0, false
+		return 0, 0, false
 	}
 	for line := range strings.Lines(string(b)) {
 		parts := strings.SplitN(strings.TrimSpace(line), ":", 3)
@@ -160,13 +167,13 @@ func cgroupRoom(root fs.FS) (int64, bool) {
 			usage, ok2 := readCount(root, path.Join(d, usageFile))
 			if ok1 && ok2 {
 				if limit >= 1<<62 { // "max", or v1's page-rounded MaxInt64: no limit
-					return 0, false
+					return 0, 0, false
 				}
-				return max(0, limit-usage), true
+				return limit, usage, true
 			}
 		}
 	}
-	return 0, false
+	return 0, 0, false
 }
 
 // readCount reads a file holding one decimal count, or "max" (returned as MaxInt64).

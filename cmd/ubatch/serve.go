@@ -217,6 +217,7 @@ func (o *serveOpts) setup(fs *pflag.FlagSet, stderr io.Writer) (*serveSetup, err
 	ss.reg = prometheus.NewRegistry()
 	ss.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ss.live = server.NewLive()
+	ss.parse = server.NewParseBudget(o.cf.parseBudget, o.cf.parseWait)
 	return ss, nil
 }
 
@@ -254,6 +255,13 @@ func (ss *serveSetup) listen(ctx context.Context, reg *server.Registry, first *s
 		return errors.New("--redis: a fleet node serves one model: give exactly one -m")
 	}
 	defer stopFleet()
+	outside := ss.memBudget // several models: what the registry lets them take
+	if first != nil {
+		outside = first.Bytes
+	}
+	if limit := setGoMemLimit(os.DirFS("/"), outside, os.Getenv("GOMEMLIMIT")); limit > 0 {
+		attrs = append(attrs, "go_mem_limit", fmtBytes(limit))
+	}
 	logger.Info("listening", attrs...)
 	scfg := server.ServeConfig{Grace: *o.grace, ReadTimeout: *o.readTimeout, WriteTimeout: *o.writeTimeout,
 		MaxConnections: *o.maxConns, MaxConnsPerClient: *o.maxConnsPerClient, TrustedProxies: ss.proxies, Logger: logger}

@@ -54,6 +54,12 @@ func TestConstraintFlags(t *testing.T) {
 		{name: "negative budget", args: []string{"--grammar-budget", "-1"}, want: "--grammar-budget"},
 		{name: "no tools", args: []string{"--max-tools", "0"}, want: "--max-tools must"},
 		{name: "zero time", args: []string{"--grammar-max-time", "0s"}, want: "--grammar-max-time"},
+		{name: "parse bounds set", args: []string{"--max-messages", "10", "--max-content-parts", "2", "--parse-budget", "1048576", "--parse-wait", "1s"}},
+		{name: "no messages", args: []string{"--max-messages", "0"}, want: "--max-messages must"},
+		{name: "no parts", args: []string{"--max-content-parts", "-3"}, want: "--max-content-parts must"},
+		{name: "no parse budget", args: []string{"--parse-budget", "0"}, want: "--parse-budget must"},
+		{name: "no parse wait", args: []string{"--parse-wait", "0s"}, want: "--parse-wait must"},
+		{name: "no render time", args: []string{"--render-timeout", "0s"}, want: "--render-timeout must"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
@@ -72,6 +78,12 @@ func TestConstraintFlags(t *testing.T) {
 			if tc.name == "defaults" && (cf.lim.Grammar.MaxRepetition != grammar.DefaultMaxRepetition ||
 				cf.lim.MaxTools != server.DefaultMaxTools || cf.lim.GrammarBudget != grammar.DefaultBudget) {
 				t.Fatalf("defaults %+v", cf.lim)
+			}
+			if tc.name == "defaults" && (cf.lim.MaxMessages != server.DefaultMaxMessages || cf.parseBudget != server.DefaultParseBudget) {
+				t.Fatalf("defaults %+v, parse budget %d", cf.lim, cf.parseBudget)
+			}
+			if tc.name == "parse bounds set" && (cf.lim.MaxMessages != 10 || cf.lim.MaxContentParts != 2 || cf.parseBudget != 1<<20 || cf.parseWait != time.Second) {
+				t.Fatalf("flags did not reach the limits: %+v, parse budget %d wait %v", cf.lim, cf.parseBudget, cf.parseWait)
 			}
 			if tc.name == "set" && (cf.lim.Grammar.MaxRepetition != 50 || cf.lim.MaxTools != 4 ||
 				cf.lim.Grammar.MaxTime != 500*time.Millisecond) {

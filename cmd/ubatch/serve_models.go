@@ -106,9 +106,11 @@ type serveSetup struct {
 	live           *server.Live         // every engine's steps, for the web page
 	blockSize      int
 	specsAtStart   []server.ModelSpec
-	single         bool        // one model, given with -m (or the demo model): loaded at start
-	library        bool        // serving the library: /api/pull pulls into it
-	cores          *sync.Mutex // one forward pass at a time across models (nil: one model)
+	single         bool                // one model, given with -m (or the demo model): loaded at start
+	library        bool                // serving the library: /api/pull pulls into it
+	cores          *sync.Mutex         // one forward pass at a time across models (nil: one model)
+	parse          *server.ParseBudget // shared by every model's server
+	memBudget      int64               // what the registry lets loaded models take (0: no bound)
 }
 
 // registry lists the models to serve and makes the registry that loads them.
@@ -154,6 +156,7 @@ func (ss *serveSetup) registry(ctx context.Context) (*server.Registry, error) {
 			return err
 		}
 	}
+	ss.memBudget = budget
 	return server.NewRegistry(server.RegistryConfig{Models: list, Load: ss.load, KeepAlive: ss.keepAlive,
 		MaxModels: o.mm.maxModels, MemBudget: budget, LoadTimeout: o.mm.loadTimeout, Pull: pull, Logger: ss.logger,
 		AnyName: ss.single}) // llama-server answers any name with its one model
@@ -368,7 +371,7 @@ func (ss *serveSetup) routes(spec server.ModelSpec, m *model.Model, eng *engine.
 		MaxBodyBytes: *o.maxBody, Logger: ss.logger.With("model", spec.ID), Metrics: metrics, ModelID: spec.ID,
 		Aliases: spec.Aliases, Embedder: emb, OllamaEmbedder: ollamaEmb, Reranker: rr, ChatTemplate: *o.chatTemplate, ReasoningFormat: *o.reasoningFormat,
 		Live: ss.live, Sampling: sampling, MaxLiveStreams: *o.maxLive, MaxEmbeddingInputs: *o.maxEmbInputs,
-		MaxEmbeddingTokens: *o.maxEmbTokens, Limits: o.cf.lim, KVBlocks: o.ff.kvBlocks(eng, ss.reg, ss.logger)})
+		MaxEmbeddingTokens: *o.maxEmbTokens, Limits: o.cf.lim, ParseBudget: ss.parse, KVBlocks: o.ff.kvBlocks(eng, ss.reg, ss.logger)})
 }
 
 // exclusiveDecoder runs one forward pass at a time across the models of a server: each model's
