@@ -34,8 +34,12 @@ func startFake(t *testing.T, b behaviour) *fakeNode {
 	f := &fakeNode{release: make(chan struct{})}
 	f.set(b)
 	f.ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/health" {
+		switch r.URL.Path {
+		case "/health":
 			w.Write([]byte(`{"status":"ok"}`))
+			return
+		case "/props": // the router reads the node's context: no such route here
+			http.NotFound(w, r)
 			return
 		}
 		f.calls.Add(1)

@@ -33,6 +33,10 @@ type node struct {
 	// check (GET /health answers without the engine) says nothing about requests: a node
 	// whose every request times out while /health answers must still leave.
 	fails int
+	// nctx is the node's context in tokens from its GET /props (0 = unknown), read once it
+	// answers its health checks (propsRead) and again after it comes back into rotation.
+	nctx      int
+	propsRead bool
 
 	status   fleet.Status
 	statusAt time.Time // zero: no status from Redis
@@ -92,7 +96,7 @@ func (r *Router) markFailed(n *node, kind string) {
 	n.okStreak = 0
 	eject := n.healthy && n.fails >= r.cfg.Fall
 	if eject {
-		n.healthy = false
+		n.healthy, n.propsRead = false, false
 	}
 	fails := n.fails
 	r.mu.Unlock()
@@ -155,9 +159,17 @@ func (r *Router) checkHealth(ctx context.Context) {
 				}
 			}
 			now := n.healthy
+			if !now {
+				n.propsRead = false
+			}
+			readProps := now && !n.propsRead
+			n.propsRead = n.propsRead || readProps
 			r.mu.Unlock()
 			if !ok {
 				r.m.failures.WithLabelValues(n.label, "health").Inc()
+			}
+			if readProps {
+				r.readProps(ctx, n)
 			}
 			if was != now {
 				if now {
@@ -194,6 +206,53 @@ func (r *Router) probe(ctx context.Context, n *node) bool {
 		Status string `json:"status"`
 	}
 	return json.Unmarshal(body, &h) == nil && h.Status == "ok"
+}
+
+// readProps reads n's context size from its GET /props (llama-server's
+// default_generation_settings.n_ctx, the tokens its KV cache holds), which bounds the prompts
+// the router parses (see nodeContext). A node without it keeps nctx 0.
+func (r *Router) readProps(ctx context.Context, n *node) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.HealthTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.url+"/props", nil)
+	if err != nil {
+		return
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	var props struct {
+		Settings struct {
+			NCtx int `json:"n_ctx"`
+		} `json:"default_generation_settings"`
+	}
+	// The chat template makes /props a few kilobytes; a megabyte is far beyond any.
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&props) != nil {
+		return
+	}
+	r.mu.Lock()
+	n.nctx = max(props.Settings.NCtx, 0)
+	r.mu.Unlock()
+}
+
+// nodeContext is the largest context, in tokens, of the nodes in rotation: no prompt of more
+// tokens fits any of them. 0 when it is unknown (no node in rotation, or one that has not told).
+func (r *Router) nodeContext() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	most := 0
+	for _, n := range r.nodes {
+		if !n.healthy {
+			continue
+		}
+		if n.nctx <= 0 {
+			return 0
+		}
+		most = max(most, n.nctx)
+	}
+	return most
 }
 
 // refresh reads the nodes' statuses from Redis. With a static fleet (--nodes) a status is

@@ -83,10 +83,19 @@ type Config struct {
 	// most the router holds in memory for one); beyond it the client gets 502 response_too_large.
 	MaxResponseBytes int64
 	MaxAttempts      int // nodes tried per request before giving up (default 3)
-	Logger           *slog.Logger
-	Registerer       prometheus.Registerer // nil = a private registry
-	Gatherer         prometheus.Gatherer   // what /metrics serves; nil = that private registry
-	Transport        http.RoundTripper     // nil = a transport tuned for streaming to nodes
+	// PrefixBytes bounds the leading bytes of a prompt's text (a chat's rendered messages) that
+	// the router tokenizes to route by prefix (default DefaultPrefixBytes); see bounds.go.
+	PrefixBytes int
+	// ParseBudget bounds the request body bytes being parsed at once (default
+	// DefaultParseBudget); a request beyond it is routed by load, unparsed.
+	ParseBudget int64
+	// QuarantineTTL is how long the router remembers a request body whose node died serving it
+	// (default 10 min); one that killed two nodes is refused meanwhile. See guard.go.
+	QuarantineTTL time.Duration
+	Logger        *slog.Logger
+	Registerer    prometheus.Registerer // nil = a private registry
+	Gatherer      prometheus.Gatherer   // what /metrics serves; nil = that private registry
+	Transport     http.RoundTripper     // nil = a transport tuned for streaming to nodes
 }
 
 // Router is the HTTP front. Create it with New, call Start, serve Handler.
@@ -99,6 +108,8 @@ type Router struct {
 	recent *affinity
 	static bool
 	rr     atomic.Uint64
+	budget *byteBudget
+	qod    *quarantine
 	mhttp  http.Handler
 	pickMu sync.Mutex // makes a routing decision and its claim one step (see decide)
 
@@ -158,6 +169,13 @@ func New(cfg Config) (*Router, error) {
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 3
 	}
+	if cfg.PrefixBytes <= 0 {
+		cfg.PrefixBytes = DefaultPrefixBytes
+	}
+	if cfg.ParseBudget <= 0 {
+		cfg.ParseBudget = DefaultParseBudget
+	}
+	def(&cfg.QuarantineTTL, 10*time.Minute)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -176,7 +194,8 @@ func New(cfg Config) (*Router, error) {
 	}
 	r := &Router{cfg: cfg, log: cfg.Logger.With("component", "router"), m: newMetrics(cfg.Registerer),
 		index: cfg.Index, client: &http.Client{Transport: cfg.Transport},
-		recent: newAffinity(cfg.AffinityTTL, 1<<18), static: len(cfg.Nodes) > 0, nodes: map[string]*node{}}
+		recent: newAffinity(cfg.AffinityTTL, 1<<18), static: len(cfg.Nodes) > 0, nodes: map[string]*node{},
+		budget: &byteBudget{max: cfg.ParseBudget}, qod: newQuarantine(cfg.QuarantineTTL, maxQuarantined)}
 	for _, raw := range cfg.Nodes {
 		u, err := normalizeURL(raw)
 		if err != nil {
@@ -203,6 +222,7 @@ func (r *Router) Start(ctx context.Context) {
 	go r.loop(ctx, r.cfg.RefreshInterval, func(ctx context.Context) {
 		r.refresh(ctx)
 		r.recent.sweep()
+		r.qod.sweep(time.Now())
 	})
 }
 
@@ -268,15 +288,27 @@ func (r *Router) handleHealth(w http.ResponseWriter, _ *http.Request) {
 
 // writeError answers in OpenAI's error shape.
 func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
+	writeParamError(w, status, typ, code, "", msg)
+}
+
+// writeParamError answers in OpenAI's error shape naming the request field at fault (param; ""
+// for none).
+func writeParamError(w http.ResponseWriter, status int, typ, code, param, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
 	w.WriteHeader(status)
-	w.Write(errorJSON(typ, code, msg))
+	w.Write(errorBody(typ, code, param, msg))
 }
 
-func errorJSON(typ, code, msg string) []byte {
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": code}})
+func errorJSON(typ, code, msg string) []byte { return errorBody(typ, code, "", msg) }
+
+func errorBody(typ, code, param, msg string) []byte {
+	var p any
+	if param != "" {
+		p = param
+	}
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": p, "code": code}})
 	return append(b, '\n')
 }
