@@ -1,0 +1,30 @@
+package main
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+)
+
+// goMemLimit is the Go runtime's soft memory limit (debug.SetMemoryLimit) for a process that
+// holds no model weights or KV cache (ubatch route), so that the garbage collector gives memory
+// back to the system after large requests before the kernel runs out: spec, a size as
+// --mem-limit takes it (e.g. 1G), or when spec is empty nine tenths of the room left under the
+// process's cgroup memory limit (read under root). 0 means none: no spec and no cgroup limit,
+// or GOMEMLIMIT set in the environment, which the runtime has applied already.
+func goMemLimit(spec string, root fs.FS) (limit int64, source string, err error) {
+	if spec != "" {
+		n, err := parseSize(spec)
+		if err != nil || n <= 0 {
+			return 0, "", fmt.Errorf("--mem-limit %q: want a positive size such as 1G or 512M", spec)
+		}
+		return n, "--mem-limit", nil
+	}
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return 0, "", nil
+	}
+	if room, ok := cgroupRoom(root); ok && room > 0 {
+		return room / 10 * 9, "the cgroup's memory limit", nil
+	}
+	return 0, "", nil
+}
