@@ -1,12 +1,16 @@
 package router
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"ubatch/internal/testkit"
 )
 
 // testLimits are the default parse bounds.
@@ -168,5 +172,61 @@ func TestByteBudget(t *testing.T) {
 		if got := b.tryAcquire(s.acquire); got != s.want {
 			t.Fatalf("%s: tryAcquire(%d) = %v, want %v (used %d)", s.name, s.acquire, got, s.want, b.used.Load())
 		}
+	}
+}
+
+// TestPromptOverTheNodesContext sends a completion prompt longer than the nodes' context could
+// hold: the router refuses it (400, param prompt) from the context it read from the nodes'
+// /props, before tokenizing it; a prompt within the bound is forwarded.
+func TestPromptOverTheNodesContext(t *testing.T) {
+	n := startNode(t, "", "")
+	rt := startRouter(t, Config{Nodes: []string{n.url}})
+	testkit.Eventually(t, 10*time.Second, "the node's context known", func() bool { return rt.r.nodeContext() > 0 })
+	nctx, piece := rt.r.nodeContext(), rt.r.cfg.Prompter.maxPiece
+	tests := []struct {
+		name    string
+		bytes   int
+		refused bool
+	}{
+		{"over the bound", nctx*piece + 10, true},
+		{"within the bound", nctx, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := rt.counter("rejected", "context_length")
+			status, _, body := rt.post("/v1/completions", fmt.Sprintf(`{"prompt": %q, "max_tokens": 1}`, strings.Repeat("a", tc.bytes)))
+			refused := rt.counter("rejected", "context_length") > before
+			if refused != tc.refused || status != http.StatusBadRequest && tc.refused {
+				t.Fatalf("refused by the router: %v, want %v; status %d: %.300s", refused, tc.refused, status, body)
+			}
+			if tc.refused && errorParam(body) != "prompt" {
+				t.Fatalf("param %q, want prompt: %s", errorParam(body), body)
+			}
+		})
+	}
+}
+
+// errorParam is the param of an OpenAI error body, "" if there is none.
+func errorParam(body []byte) string {
+	var e struct {
+		Error struct {
+			Param string `json:"param"`
+		} `json:"error"`
+	}
+	json.Unmarshal(body, &e)
+	return e.Error.Param
+}
+
+// TestEchoedStringsAreCut asks for a route with a 5,000-byte path: the 404 names a cut one.
+func TestEchoedStringsAreCut(t *testing.T) {
+	a := startFake(t, answer(http.StatusOK))
+	rt := startRouter(t, Config{Nodes: []string{a.ts.URL}, HealthInterval: time.Hour})
+	resp, err := http.Get(rt.ts.URL + "/" + strings.Repeat("x", 5000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := readAll(t, resp)
+	if resp.StatusCode != http.StatusNotFound || len(body) > 600 || !strings.Contains(string(body), "xxx...") {
+		t.Fatalf("status %d, %d bytes: %.300s", resp.StatusCode, len(body), body)
 	}
 }

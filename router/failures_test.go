@@ -65,6 +65,14 @@ func answer(status int) behaviour {
 	}
 }
 
+// busy503 is a node's own "busy, retry": 503 with Retry-After and an OpenAI error body.
+func busy503(_ *fakeNode, w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", "1")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	w.Write(errorJSON("server_error", "busy", "the server is busy parsing: retry"))
+}
+
 func plain500(_ *fakeNode, w http.ResponseWriter, _ *http.Request) {
 	http.Error(w, "<html>Internal Server Error</html>", http.StatusInternalServerError)
 }
@@ -117,6 +125,7 @@ func TestWhatIsRetried(t *testing.T) {
 		{"502 retried", answer(http.StatusBadGateway), 502, 2, "status_5xx"},
 		{"503 retried", answer(http.StatusServiceUnavailable), 503, 2, "status_5xx"},
 		{"429 retried", answer(http.StatusTooManyRequests), 429, 2, ""},
+		{"busy 503 with Retry-After retried, not counted", busy503, 503, 2, ""},
 		{"garbage retried", garbage, 502, 2, "garbage"},
 	}
 	for _, tc := range tests {
@@ -131,6 +140,9 @@ func TestWhatIsRetried(t *testing.T) {
 				t.Fatalf("the nodes got %d requests, want %d", got, tc.wantCalls)
 			}
 			for _, f := range []*fakeNode{a, b} {
+				if tc.failure == "" && rt.counter("failures", label(f.ts.URL), "status_5xx") != 0 {
+					t.Fatalf("%s: a failure was counted", label(f.ts.URL))
+				}
 				if tc.failure != "" && f.calls.Load() > 0 && rt.counter("failures", label(f.ts.URL), tc.failure) != 1 {
 					t.Fatalf("%s: the %s failure was not counted", label(f.ts.URL), tc.failure)
 				}
@@ -157,6 +169,9 @@ func TestFallConsecutiveFailures(t *testing.T) {
 		{"a success resets the count", []behaviour{e500, e500, ok, e500, e500}, true},
 		{"a 4xx never counts", []behaviour{e400, e400, e400, e400}, true},
 		{"a 4xx resets the count", []behaviour{e500, e500, e400, e500, e500}, true},
+		{"busy 503s never count", []behaviour{busy503, busy503, busy503, busy503}, true},
+		{"413s never count", []behaviour{answer(http.StatusRequestEntityTooLarge), answer(http.StatusRequestEntityTooLarge),
+			answer(http.StatusRequestEntityTooLarge)}, true},
 		{"three garbage answers eject", []behaviour{garbage, garbage, garbage}, false},
 		{"three first-byte timeouts eject", []behaviour{hang(""), hang(""), hang("")}, false},
 		{"failures of different kinds add up", []behaviour{plain500, garbage, hang("application/json")}, false},

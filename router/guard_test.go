@@ -2,14 +2,18 @@ package router
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"ubatch/internal/testkit"
 )
 
 // Ways a node dies while it serves a request: its connection breaks before any response, in
@@ -209,5 +213,54 @@ func TestTooLargeBodyIsDrained(t *testing.T) {
 	}
 	if a.calls.Load() != 0 {
 		t.Fatal("an oversized body reached the node")
+	}
+}
+
+// TestSlowHealthWhileBusy has a node answer its health checks too late: while it serves the
+// router's requests (none failed) that does not eject it; once idle, it does.
+func TestSlowHealthWhileBusy(t *testing.T) {
+	var slow atomic.Bool
+	release := make(chan struct{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/health":
+			if slow.Load() {
+				time.Sleep(300 * time.Millisecond)
+			}
+			w.Write([]byte(`{"status":"ok"}`))
+		case "/props":
+			http.NotFound(w, r)
+		default:
+			<-release // a heavy request, parsed for a long time
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"choices":[]}`))
+		}
+	}))
+	defer ts.Close()
+	rt := startRouter(t, Config{Nodes: []string{ts.URL}, HealthInterval: time.Hour, HealthTimeout: 100 * time.Millisecond})
+	done := make(chan struct{})
+	for range 3 {
+		go func() {
+			rt.post("/v1/chat/completions", `{"messages": [{"role": "user", "content": "heavy"}]}`)
+			done <- struct{}{}
+		}()
+	}
+	testkit.Eventually(t, 5*time.Second, "requests in flight", func() bool { return rt.r.nodes[ts.URL].inflight.Load() == 3 })
+	slow.Store(true)
+	for range 4 {
+		rt.r.checkHealth(context.Background())
+	}
+	if rt.r.Healthy() != 1 {
+		t.Fatal("late health checks ejected a node busy with the router's requests")
+	}
+	close(release)
+	for range 3 {
+		<-done
+	}
+	for range 3 {
+		rt.r.checkHealth(context.Background())
+	}
+	if rt.r.Healthy() != 0 {
+		t.Fatal("late health checks of an idle node did not eject it")
 	}
 }

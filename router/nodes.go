@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -134,11 +135,20 @@ func (r *Router) checkHealth(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, n := range nodes {
 		wg.Go(func() {
-			ok := r.probe(ctx, n)
+			ok, timedOut := r.probe(ctx, n)
 			if ctx.Err() != nil {
 				return
 			}
 			r.mu.Lock()
+			if timedOut && n.healthy && n.inflight.Load() > 0 && n.fails == 0 {
+				// Busy with this router's requests, none of which has failed: a node parsing
+				// heavy prompts may answer its probe late, and three heavy chats must not eject
+				// it. A hung node's requests reach their first-byte timeout and fail, and then its
+				// probes count again.
+				r.mu.Unlock()
+				r.m.failures.WithLabelValues(n.label, "health_busy").Inc()
+				return
+			}
 			was := n.healthy
 			if !n.probed {
 				n.probed, n.healthy = true, ok
@@ -185,27 +195,29 @@ func (r *Router) checkHealth(ctx context.Context) {
 	wg.Wait()
 }
 
-// probe is one GET /health: healthy means 200 with {"status":"ok"}, within the timeout.
-func (r *Router) probe(ctx context.Context, n *node) bool {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.HealthTimeout)
+// probe is one GET /health: healthy means 200 with {"status":"ok"}, within the timeout;
+// timedOut is whether it failed by the timeout alone (the node took too long, it did not refuse).
+func (r *Router) probe(ctx context.Context, n *node) (ok, timedOut bool) {
+	pctx, cancel := context.WithTimeout(ctx, r.cfg.HealthTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.url+"/health", nil)
+	late := func() bool { return ctx.Err() == nil && errors.Is(pctx.Err(), context.DeadlineExceeded) }
+	req, err := http.NewRequestWithContext(pctx, http.MethodGet, n.url+"/health", nil)
 	if err != nil {
-		return false
+		return false, false
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {
-		return false
+		return false, late()
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if err != nil || resp.StatusCode != http.StatusOK {
-		return false
+		return false, err != nil && late()
 	}
 	var h struct {
 		Status string `json:"status"`
 	}
-	return json.Unmarshal(body, &h) == nil && h.Status == "ok"
+	return json.Unmarshal(body, &h) == nil && h.Status == "ok", false
 }
 
 // readProps reads n's context size from its GET /props (llama-server's

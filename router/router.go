@@ -270,7 +270,7 @@ func (r *Router) Handler() http.Handler {
 	mux.HandleFunc("/health", r.handleHealth)
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, req *http.Request) { r.mhttp.ServeHTTP(w, req) })
 	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
-		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", fmt.Sprintf("no route %s %s", req.Method, req.URL.Path))
+		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", fmt.Sprintf("no route %s %s", clip(req.Method), clip(req.URL.Path)))
 	})
 	return mux
 }
@@ -311,4 +311,15 @@ func errorBody(typ, code, param, msg string) []byte {
 	}
 	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": p, "code": code}})
 	return append(b, '\n')
+}
+
+// maxEcho bounds a client's string echoed in an error message.
+const maxEcho = 200
+
+// clip is s cut to maxEcho bytes (marked "..."), for echoing a client's string.
+func clip(s string) string {
+	if len(s) <= maxEcho {
+		return s
+	}
+	return cutUTF8(s, maxEcho) + "..."
 }
