@@ -120,7 +120,7 @@ func TestWhatIsRetried(t *testing.T) {
 	}{
 		{"400 passed on", answer(http.StatusBadRequest), 400, 1, ""},
 		{"404 passed on", answer(http.StatusNotFound), 404, 1, ""},
-		{"500 with an OpenAI body passed on", answer(http.StatusInternalServerError), 500, 1, "status_5xx"},
+		{"500 with an OpenAI body passed on", answer(http.StatusInternalServerError), 500, 1, "verdict_5xx"},
 		{"500 without an OpenAI body retried", plain500, 500, 2, "status_5xx"},
 		{"502 retried", answer(http.StatusBadGateway), 502, 2, "status_5xx"},
 		{"503 retried", answer(http.StatusServiceUnavailable), 503, 2, "status_5xx"},
@@ -163,12 +163,14 @@ func TestFallConsecutiveFailures(t *testing.T) {
 		seq     []behaviour
 		healthy bool
 	}{
-		{"one 5xx stays", []behaviour{e500}, true},
-		{"two 5xx stay", []behaviour{e500, e500}, true},
-		{"three 5xx eject", []behaviour{e500, e500, e500}, false},
-		{"a success resets the count", []behaviour{e500, e500, ok, e500, e500}, true},
+		{"one 5xx stays", []behaviour{plain500}, true},
+		{"two 5xx stay", []behaviour{plain500, plain500}, true},
+		{"three 5xx eject", []behaviour{plain500, plain500, plain500}, false},
+		{"a success resets the count", []behaviour{plain500, plain500, ok, plain500, plain500}, true},
+		{"500 verdicts (OpenAI error bodies) never count", []behaviour{e500, e500, e500, e500}, true},
+		{"a 500 verdict neither counts nor resets", []behaviour{plain500, plain500, e500, plain500}, false},
 		{"a 4xx never counts", []behaviour{e400, e400, e400, e400}, true},
-		{"a 4xx resets the count", []behaviour{e500, e500, e400, e500, e500}, true},
+		{"a 4xx resets the count", []behaviour{plain500, plain500, e400, plain500, plain500}, true},
 		{"busy 503s never count", []behaviour{busy503, busy503, busy503, busy503}, true},
 		{"413s never count", []behaviour{answer(http.StatusRequestEntityTooLarge), answer(http.StatusRequestEntityTooLarge),
 			answer(http.StatusRequestEntityTooLarge)}, true},
@@ -206,7 +208,7 @@ func TestFallConsecutiveFailures(t *testing.T) {
 			}
 			// Rise (2) good health checks bring it back, with its failures forgotten: one more
 			// 5xx does not eject it again.
-			f.set(e500)
+			f.set(plain500)
 			rt.r.checkHealth(context.Background())
 			if rt.r.Healthy() != 0 {
 				t.Fatal("back in rotation after one good health check, before --rise")

@@ -66,7 +66,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Per node, time from forwarding a request to the end of its response.", latencyBuckets(), "node"),
 		retries: metric.CounterVec("ubatch_route_retries_total", "Requests sent again to another node after a failure of the node's before the first byte, by failure.", "reason"),
 		failures: metric.CounterVec("ubatch_route_node_failures_total",
-			"Node failures seen by the router (connect, died, status_5xx, garbage, timeout, health, mid_stream; health_busy: a late health check not counted, the node being busy with this router's requests).", "node", "kind"),
+			"Node failures seen by the router (connect, died, status_5xx, garbage, timeout, health, mid_stream; not counted towards --fall: verdict_5xx, a node's well-formed 5xx answer to the request, and health_busy, a late health check while the node serves this router's requests).", "node", "kind"),
 		ejections: metric.CounterVec("ubatch_route_node_ejections_total",
 			"Times a node was taken out of rotation, by cause: requests (--fall failed requests in a row) or health (--fall failed health checks in a row).",
 			"node", "cause"),

@@ -172,10 +172,11 @@ func passOn(w http.ResponseWriter, node string, status int, header http.Header, 
 // and buffers any other response whole (up to MaxResponseBytes), so that a node failing before
 // its first byte (or answering garbage) can be retried elsewhere.
 //
-// What is retried: transport errors (refused, reset, first-byte timeout), garbage, 429, and the
-// 5xx that retryable accepts; each but 429 counts towards the node's Fall. A 4xx is the
-// request's own fault: the client gets it as is. A 5xx that is the node's verdict on the request
-// is passed on too, and counts.
+// What is retried: transport errors (refused, first-byte timeout; a connection broken while
+// the node served it once only, see guard.go), garbage, 429, a busy 503 with Retry-After, and
+// the 5xx that retryable accepts; each but 429 and the busy 503 counts towards the node's Fall.
+// A 4xx is the request's own fault: the client gets it as is. A 5xx that is the node's verdict
+// on the request is passed on too, and does not count.
 func (r *Router) try(w http.ResponseWriter, req *http.Request, body []byte, p parsed, n *node) attempt {
 	ctx, cancel := context.WithCancelCause(req.Context())
 	defer cancel(nil)
@@ -235,11 +236,14 @@ func (r *Router) whole(ctx context.Context, w http.ResponseWriter, req *http.Req
 		// every node for being busy with them.
 		r.answered(n)
 		return attempt{reason: "status_503_busy", status: st, header: resp.Header, body: data}
-	case st >= 500:
+	case st >= 500 && retryable(st, data):
 		r.markFailed(n, "status_5xx")
-		if retryable(st, data) {
-			return attempt{reason: "status_5xx", status: st, header: resp.Header, body: data}
-		}
+		return attempt{reason: "status_5xx", status: st, header: resp.Header, body: data}
+	case st >= 500:
+		// The node's verdict on this very request, well-formed: it is up and answering. Not
+		// counted towards --fall (the count stays as it was), or a client sending requests the
+		// node fails (prompts it takes too long to render) would eject every node.
+		r.m.failures.WithLabelValues(n.label, "verdict_5xx").Inc()
 	case st == http.StatusOK && (p.stream || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") || !json.Valid(data)):
 		// A node answers 200 with JSON, or with an event stream when asked to stream.
 		r.markFailed(n, "garbage")

@@ -63,9 +63,11 @@ type Config struct {
 	HealthInterval time.Duration // default 1 s
 	HealthTimeout  time.Duration // default 1 s
 	// Fall is how many failures in a row take a node out of rotation (default 3, as HAProxy's
-	// fall): Fall failed requests (5xx, transport error, timeout, garbage; a request the node
-	// answers below 500 resets the count), or Fall failed health checks (a good check resets
-	// that count). One failure never ejects alone, so a request that makes a node fail cannot
+	// fall): Fall failed requests (a 5xx the node did not give as a well-formed verdict on the
+	// request, transport error, timeout, garbage; a request the node answers below 500 resets
+	// the count, a busy 503 with Retry-After and a verdict 5xx neither count nor reset), or Fall
+	// failed health checks (a good check resets that count; a late one while the node serves
+	// this router's requests is not counted). One failure never ejects alone, so a request that makes a node fail cannot
 	// empty the fleet. Rise is how many good health checks in a row bring it back (default 2).
 	Rise, Fall      int
 	RefreshInterval time.Duration // how often node statuses are read from Redis (default 1 s)

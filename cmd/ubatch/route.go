@@ -49,8 +49,9 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	idle := fs.Duration("stream-idle-timeout", 5*time.Minute, "after a response's first byte, end it (a stream with an error event) when its node sends nothing for this long")
 	maxResp := fs.Int64("max-response-bytes", router.DefaultMaxResponseBytes, "largest non-streamed response read from a node, and so held in memory per request; "+
 		"beyond it the client gets 502 response_too_large (streams pass through event by event and are not bounded as a whole)")
-	fall := fs.Int("fall", 3, "take a node out of rotation after this many failed requests in a row (5xx, transport error, timeout, garbage; "+
-		"an answer below 500, a 4xx included, resets the count), or this many failed health checks in a row")
+	fall := fs.Int("fall", 3, "take a node out of rotation after this many failed requests in a row (a 5xx without the node's OpenAI error body, or 502/504, "+
+		"transport error, timeout, garbage; an answer below 500, a 4xx included, resets the count; a 503 with Retry-After or a node's "+
+		"well-formed 500 about the request counts neither way), or this many failed health checks in a row")
 	rise := fs.Int("rise", 2, "good health checks in a row that bring a node back into rotation")
 	blockSize := fs.Int("kv-block", 16, "KV block size of nodes that publish none (as serve's --kv-block)")
 	grace := fs.Duration("shutdown-timeout", server.DefaultGrace, "on SIGINT/SIGTERM, how long in-flight requests may run")
