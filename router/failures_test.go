@@ -34,8 +34,12 @@ func startFake(t *testing.T, b behaviour) *fakeNode {
 	f := &fakeNode{release: make(chan struct{})}
 	f.set(b)
 	f.ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/health" {
+		switch r.URL.Path {
+		case "/health":
 			w.Write([]byte(`{"status":"ok"}`))
+			return
+		case "/props": // the router reads the node's context: no such route here
+			http.NotFound(w, r)
 			return
 		}
 		f.calls.Add(1)
@@ -59,6 +63,14 @@ func answer(status int) behaviour {
 		}
 		w.Write(errorJSON("x_error", "test", "answered "+strconv.Itoa(status)))
 	}
+}
+
+// busy503 is a node's own "busy, retry": 503 with Retry-After and an OpenAI error body.
+func busy503(_ *fakeNode, w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", "1")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	w.Write(errorJSON("server_error", "busy", "the server is busy parsing: retry"))
 }
 
 func plain500(_ *fakeNode, w http.ResponseWriter, _ *http.Request) {
@@ -108,11 +120,12 @@ func TestWhatIsRetried(t *testing.T) {
 	}{
 		{"400 passed on", answer(http.StatusBadRequest), 400, 1, ""},
 		{"404 passed on", answer(http.StatusNotFound), 404, 1, ""},
-		{"500 with an OpenAI body passed on", answer(http.StatusInternalServerError), 500, 1, "status_5xx"},
+		{"500 with an OpenAI body passed on", answer(http.StatusInternalServerError), 500, 1, "verdict_5xx"},
 		{"500 without an OpenAI body retried", plain500, 500, 2, "status_5xx"},
 		{"502 retried", answer(http.StatusBadGateway), 502, 2, "status_5xx"},
 		{"503 retried", answer(http.StatusServiceUnavailable), 503, 2, "status_5xx"},
 		{"429 retried", answer(http.StatusTooManyRequests), 429, 2, ""},
+		{"busy 503 with Retry-After retried, not counted", busy503, 503, 2, ""},
 		{"garbage retried", garbage, 502, 2, "garbage"},
 	}
 	for _, tc := range tests {
@@ -127,6 +140,9 @@ func TestWhatIsRetried(t *testing.T) {
 				t.Fatalf("the nodes got %d requests, want %d", got, tc.wantCalls)
 			}
 			for _, f := range []*fakeNode{a, b} {
+				if tc.failure == "" && rt.counter("failures", label(f.ts.URL), "status_5xx") != 0 {
+					t.Fatalf("%s: a failure was counted", label(f.ts.URL))
+				}
 				if tc.failure != "" && f.calls.Load() > 0 && rt.counter("failures", label(f.ts.URL), tc.failure) != 1 {
 					t.Fatalf("%s: the %s failure was not counted", label(f.ts.URL), tc.failure)
 				}
@@ -147,12 +163,17 @@ func TestFallConsecutiveFailures(t *testing.T) {
 		seq     []behaviour
 		healthy bool
 	}{
-		{"one 5xx stays", []behaviour{e500}, true},
-		{"two 5xx stay", []behaviour{e500, e500}, true},
-		{"three 5xx eject", []behaviour{e500, e500, e500}, false},
-		{"a success resets the count", []behaviour{e500, e500, ok, e500, e500}, true},
+		{"one 5xx stays", []behaviour{plain500}, true},
+		{"two 5xx stay", []behaviour{plain500, plain500}, true},
+		{"three 5xx eject", []behaviour{plain500, plain500, plain500}, false},
+		{"a success resets the count", []behaviour{plain500, plain500, ok, plain500, plain500}, true},
+		{"500 verdicts (OpenAI error bodies) never count", []behaviour{e500, e500, e500, e500}, true},
+		{"a 500 verdict neither counts nor resets", []behaviour{plain500, plain500, e500, plain500}, false},
 		{"a 4xx never counts", []behaviour{e400, e400, e400, e400}, true},
-		{"a 4xx resets the count", []behaviour{e500, e500, e400, e500, e500}, true},
+		{"a 4xx resets the count", []behaviour{plain500, plain500, e400, plain500, plain500}, true},
+		{"busy 503s never count", []behaviour{busy503, busy503, busy503, busy503}, true},
+		{"413s never count", []behaviour{answer(http.StatusRequestEntityTooLarge), answer(http.StatusRequestEntityTooLarge),
+			answer(http.StatusRequestEntityTooLarge)}, true},
 		{"three garbage answers eject", []behaviour{garbage, garbage, garbage}, false},
 		{"three first-byte timeouts eject", []behaviour{hang(""), hang(""), hang("")}, false},
 		{"failures of different kinds add up", []behaviour{plain500, garbage, hang("application/json")}, false},
@@ -187,7 +208,7 @@ func TestFallConsecutiveFailures(t *testing.T) {
 			}
 			// Rise (2) good health checks bring it back, with its failures forgotten: one more
 			// 5xx does not eject it again.
-			f.set(e500)
+			f.set(plain500)
 			rt.r.checkHealth(context.Background())
 			if rt.r.Healthy() != 0 {
 				t.Fatal("back in rotation after one good health check, before --rise")

@@ -176,6 +176,10 @@ func (tr *testRouter) counter(name string, labels ...string) float64 {
 		return testutil.ToFloat64(r.ejections.WithLabelValues(labels...))
 	case "rejected":
 		return testutil.ToFloat64(r.rejected.WithLabelValues(labels...))
+	case "parses":
+		return testutil.ToFloat64(r.parses.WithLabelValues(labels...))
+	case "deaths":
+		return testutil.ToFloat64(r.deaths.WithLabelValues(labels...))
 	}
 	tr.t.Fatalf("no counter %s", name)
 	return 0

@@ -37,6 +37,8 @@ type metrics struct {
 	redisErrors    prometheus.Counter
 	lookup         prometheus.Histogram
 	unknownNodes   prometheus.Gauge
+	parses         *prometheus.CounterVec
+	deaths         *prometheus.CounterVec
 
 	mu             sync.Mutex
 	prompt, cached float64
@@ -64,12 +66,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Per node, time from forwarding a request to the end of its response.", latencyBuckets(), "node"),
 		retries: metric.CounterVec("ubatch_route_retries_total", "Requests sent again to another node after a failure of the node's before the first byte, by failure.", "reason"),
 		failures: metric.CounterVec("ubatch_route_node_failures_total",
-			"Node failures seen by the router (connect, status_5xx, garbage, timeout, health, mid_stream).", "node", "kind"),
+			"Node failures seen by the router (connect, died, status_5xx, garbage, timeout, health, mid_stream; not counted towards --fall: verdict_5xx, a node's well-formed 5xx answer to the request, and health_busy, a late health check while the node serves this router's requests).", "node", "kind"),
 		ejections: metric.CounterVec("ubatch_route_node_ejections_total",
 			"Times a node was taken out of rotation, by cause: requests (--fall failed requests in a row) or health (--fall failed health checks in a row).",
 			"node", "cause"),
 		streamErrors: metric.CounterVec("ubatch_route_stream_errors_total", "Streams a node broke after the first byte (ended with an error event).", "node"),
-		rejected:     metric.CounterVec("ubatch_route_rejected_total", "Requests the router answered itself (too_large, no_node, bad_request, response_too_large).", "reason"),
+		rejected:     metric.CounterVec("ubatch_route_rejected_total", "Requests the router answered itself (too_large, no_node, bad_request, response_too_large, context_length, quarantined).", "reason"),
 		healthy: metric.GaugeVec("ubatch_route_node_healthy",
 			"1 when the node is in rotation, 0 when taken out.", "node"),
 		inflight: metric.GaugeVec("ubatch_route_node_inflight",
@@ -79,18 +81,26 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Time of one prefix lookup in Redis.", prometheus.ExponentialBuckets(0.0001, 2, 16)),
 		unknownNodes: metric.Gauge("ubatch_route_unknown_nodes",
 			"Nodes in Redis that are not in --nodes (ignored)."),
+		parses: metric.CounterVec("ubatch_route_parse_total",
+			"Prompts of completion and chat requests by how the router read them: whole, prefix (its leading --prefix-bytes only) "+
+				"or over_budget (--parse-budget full: routed by load, unparsed).", "outcome"),
+		deaths: metric.CounterVec("ubatch_route_node_deaths_total",
+			"Requests whose node's connection broke while serving them (reset or EOF before the response ended), the query-of-death guard's evidence.", "node"),
 		hitRatio: metric.Gauge("ubatch_route_prefix_hit_ratio",
 			"Cache-aware hit rate since the start: expected cached prompt tokens of the chosen nodes over prompt tokens."),
 	}
 	if reg != nil {
 		reg.MustRegister(m.decisions, m.promptTokens, m.expectedCached, m.reportedPrompt, m.reportedCached, m.mismatch,
 			m.ttfb, m.duration, m.retries, m.failures, m.ejections, m.streamErrors, m.rejected, m.healthy, m.inflight,
-			m.redisErrors, m.lookup, m.unknownNodes, m.hitRatio)
+			m.redisErrors, m.lookup, m.unknownNodes, m.parses, m.deaths, m.hitRatio)
 	}
-	for _, r := range []string{"too_large", "no_node", "bad_request", "response_too_large"} {
+	for _, r := range []string{"too_large", "no_node", "bad_request", "response_too_large", "context_length", "quarantined"} {
 		m.rejected.WithLabelValues(r)
 	}
-	for _, r := range []string{"connect", "status_5xx", "status_429", "garbage", "timeout"} {
+	for _, o := range []string{"whole", "prefix", "over_budget"} {
+		m.parses.WithLabelValues(o)
+	}
+	for _, r := range []string{"connect", "died", "status_5xx", "status_503_busy", "status_429", "garbage", "timeout"} {
 		m.retries.WithLabelValues(r)
 	}
 	return m

@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -33,6 +34,10 @@ type node struct {
 	// check (GET /health answers without the engine) says nothing about requests: a node
 	// whose every request times out while /health answers must still leave.
 	fails int
+	// nctx is the node's context in tokens from its GET /props (0 = unknown), read once it
+	// answers its health checks (propsRead) and again after it comes back into rotation.
+	nctx      int
+	propsRead bool
 
 	status   fleet.Status
 	statusAt time.Time // zero: no status from Redis
@@ -92,7 +97,7 @@ func (r *Router) markFailed(n *node, kind string) {
 	n.okStreak = 0
 	eject := n.healthy && n.fails >= r.cfg.Fall
 	if eject {
-		n.healthy = false
+		n.healthy, n.propsRead = false, false
 	}
 	fails := n.fails
 	r.mu.Unlock()
@@ -130,11 +135,20 @@ func (r *Router) checkHealth(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, n := range nodes {
 		wg.Go(func() {
-			ok := r.probe(ctx, n)
+			ok, timedOut := r.probe(ctx, n)
 			if ctx.Err() != nil {
 				return
 			}
 			r.mu.Lock()
+			if timedOut && n.healthy && n.inflight.Load() > 0 && n.fails == 0 {
+				// Busy with this router's requests, none of which has failed: a node parsing
+				// heavy prompts may answer its probe late, and three heavy chats must not eject
+				// it. A hung node's requests reach their first-byte timeout and fail, and then its
+				// probes count again.
+				r.mu.Unlock()
+				r.m.failures.WithLabelValues(n.label, "health_busy").Inc()
+				return
+			}
 			was := n.healthy
 			if !n.probed {
 				n.probed, n.healthy = true, ok
@@ -155,9 +169,17 @@ func (r *Router) checkHealth(ctx context.Context) {
 				}
 			}
 			now := n.healthy
+			if !now {
+				n.propsRead = false
+			}
+			readProps := now && !n.propsRead
+			n.propsRead = n.propsRead || readProps
 			r.mu.Unlock()
 			if !ok {
 				r.m.failures.WithLabelValues(n.label, "health").Inc()
+			}
+			if readProps {
+				r.readProps(ctx, n)
 			}
 			if was != now {
 				if now {
@@ -173,27 +195,76 @@ func (r *Router) checkHealth(ctx context.Context) {
 	wg.Wait()
 }
 
-// probe is one GET /health: healthy means 200 with {"status":"ok"}, within the timeout.
-func (r *Router) probe(ctx context.Context, n *node) bool {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.HealthTimeout)
+// probe is one GET /health: healthy means 200 with {"status":"ok"}, within the timeout;
+// timedOut is whether it failed by the timeout alone (the node took too long, it did not refuse).
+func (r *Router) probe(ctx context.Context, n *node) (ok, timedOut bool) {
+	pctx, cancel := context.WithTimeout(ctx, r.cfg.HealthTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.url+"/health", nil)
+	late := func() bool { return ctx.Err() == nil && errors.Is(pctx.Err(), context.DeadlineExceeded) }
+	req, err := http.NewRequestWithContext(pctx, http.MethodGet, n.url+"/health", nil)
 	if err != nil {
-		return false
+		return false, false
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {
-		return false
+		return false, late()
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if err != nil || resp.StatusCode != http.StatusOK {
-		return false
+		return false, err != nil && late()
 	}
 	var h struct {
 		Status string `json:"status"`
 	}
-	return json.Unmarshal(body, &h) == nil && h.Status == "ok"
+	return json.Unmarshal(body, &h) == nil && h.Status == "ok", false
+}
+
+// readProps reads n's context size from its GET /props (llama-server's
+// default_generation_settings.n_ctx, the tokens its KV cache holds), which bounds the prompts
+// the router parses (see nodeContext). A node without it keeps nctx 0.
+func (r *Router) readProps(ctx context.Context, n *node) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.HealthTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.url+"/props", nil)
+	if err != nil {
+		return
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	var props struct {
+		Settings struct {
+			NCtx int `json:"n_ctx"`
+		} `json:"default_generation_settings"`
+	}
+	// The chat template makes /props a few kilobytes; a megabyte is far beyond any.
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&props) != nil {
+		return
+	}
+	r.mu.Lock()
+	n.nctx = max(props.Settings.NCtx, 0)
+	r.mu.Unlock()
+}
+
+// nodeContext is the largest context, in tokens, of the nodes in rotation: no prompt of more
+// tokens fits any of them. 0 when it is unknown (no node in rotation, or one that has not told).
+func (r *Router) nodeContext() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	most := 0
+	for _, n := range r.nodes {
+		if !n.healthy {
+			continue
+		}
+		if n.nctx <= 0 {
+			return 0
+		}
+		most = max(most, n.nctx)
+	}
+	return most
 }
 
 // refresh reads the nodes' statuses from Redis. With a static fleet (--nodes) a status is

@@ -30,7 +30,9 @@ func (r *Router) handlePrompt(w http.ResponseWriter, req *http.Request) {
 	}
 	var p parsed
 	if req.Method == http.MethodPost {
-		p = r.cfg.Prompter.parse(req.URL.Path, body)
+		if p, ok = r.parse(w, req, body); !ok {
+			return
+		}
 	}
 	r.route(w, req, body, p)
 }
@@ -43,10 +45,10 @@ func (r *Router) handleOther(w http.ResponseWriter, req *http.Request) {
 
 // readBody reads the request body up to MaxBodyBytes, answering 413 beyond it.
 func (r *Router) readBody(w http.ResponseWriter, req *http.Request) ([]byte, bool) {
+	src := req.Body
 	tooLarge := func() ([]byte, bool) {
 		r.m.rejected.WithLabelValues("too_large").Inc()
-		writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large",
-			fmt.Sprintf("request body is larger than %d bytes", r.cfg.MaxBodyBytes))
+		refuseTooLarge(w, src, fmt.Sprintf("request body is larger than %d bytes, the router's --max-body: send less", r.cfg.MaxBodyBytes))
 		return nil, false
 	}
 	if req.ContentLength > r.cfg.MaxBodyBytes {
@@ -75,11 +77,22 @@ type attempt struct {
 	header http.Header
 	body   []byte
 	node   string
+	// died is whether the node's connection broke while it served the request (see guard.go);
+	// with done, after part of a stream had reached the client.
+	died bool
 }
 
 // route sends the request to the best node, then to the next ones while they fail for reasons
 // of their own (see try) before the first byte.
 func (r *Router) route(w http.ResponseWriter, req *http.Request, body []byte, p parsed) {
+	var key *bodyKey // the body's name for the query-of-death guard, once needed
+	if r.qod.active() {
+		k := keyOf(req, body)
+		if r.refuseQuarantined(w, req, k, r.qod.deaths(k, time.Now())) {
+			return
+		}
+		key = &k
+	}
 	d := r.decide(req.Context(), p.tokens, len(body))
 	if len(d.order) == 0 {
 		if r.Healthy() > 0 {
@@ -100,7 +113,10 @@ func (r *Router) route(w http.ResponseWriter, req *http.Request, body []byte, p 
 			"cached", best.cached, "load", best.load, "prefix", prefixKey(p.tokens), "candidates", d.String())
 	}
 	var last attempt
-	for i, c := range d.order[:min(len(d.order), r.cfg.MaxAttempts)] {
+	died := false // a node died serving the request
+	limit := min(len(d.order), r.cfg.MaxAttempts)
+	for i := 0; i < limit; i++ {
+		c := d.order[i]
 		if i > 0 {
 			r.m.retries.WithLabelValues(last.reason).Inc()
 			// decide claimed the first node; a retry claims its own.
@@ -113,6 +129,25 @@ func (r *Router) route(w http.ResponseWriter, req *http.Request, body []byte, p 
 		last = r.try(w, req, body, p, c.n)
 		r.release(c.n)
 		last.node = c.n.label
+		if last.died {
+			if key == nil {
+				k := keyOf(req, body)
+				key = &k
+			}
+			deaths := r.nodeDied(req, c.n, *key)
+			if last.done {
+				return
+			}
+			if died || deaths >= quarantineDeaths {
+				r.log.Warn("refusing a request that broke two nodes (query of death)", "path", req.URL.Path,
+					"body_sha256", fmt.Sprintf("%x", *key), "for", r.cfg.QuarantineTTL)
+				r.refuseQuarantined(w, req, *key, max(deaths, quarantineDeaths))
+				return
+			}
+			// One more node at most: a request that kills nodes must not reach every node.
+			died, limit = true, min(limit, i+2)
+			continue
+		}
 		if last.done {
 			return
 		}
@@ -137,10 +172,11 @@ func passOn(w http.ResponseWriter, node string, status int, header http.Header, 
 // and buffers any other response whole (up to MaxResponseBytes), so that a node failing before
 // its first byte (or answering garbage) can be retried elsewhere.
 //
-// What is retried: transport errors (refused, reset, first-byte timeout), garbage, 429, and the
-// 5xx that retryable accepts; each but 429 counts towards the node's Fall. A 4xx is the
-// request's own fault: the client gets it as is. A 5xx that is the node's verdict on the request
-// is passed on too, and counts.
+// What is retried: transport errors (refused, first-byte timeout; a connection broken while
+// the node served it once only, see guard.go), garbage, 429, a busy 503 with Retry-After, and
+// the 5xx that retryable accepts; each but 429 and the busy 503 counts towards the node's Fall.
+// A 4xx is the request's own fault: the client gets it as is. A 5xx that is the node's verdict
+// on the request is passed on too, and does not count.
 func (r *Router) try(w http.ResponseWriter, req *http.Request, body []byte, p parsed, n *node) attempt {
 	ctx, cancel := context.WithCancelCause(req.Context())
 	defer cancel(nil)
@@ -158,7 +194,7 @@ func (r *Router) try(w http.ResponseWriter, req *http.Request, body []byte, p pa
 	start := time.Now()
 	resp, err := r.client.Do(out)
 	if err != nil {
-		return r.failed(ctx, req, n, "connect")
+		return r.failed(ctx, req, n, transportFailure(err))
 	}
 	defer resp.Body.Close()
 	r.m.ttfb.WithLabelValues(n.label).Observe(time.Since(start).Seconds())
@@ -188,17 +224,26 @@ func (r *Router) whole(ctx context.Context, w http.ResponseWriter, req *http.Req
 		return attempt{done: true}
 	}
 	if err != nil {
-		return r.failed(ctx, req, n, "garbage")
+		return r.failed(ctx, req, n, "died") // the body broke off
 	}
 	switch st := resp.StatusCode; {
 	case st == http.StatusTooManyRequests:
 		r.answered(n) // busy, not broken
 		return attempt{reason: "status_429", status: st, header: resp.Header, body: data}
-	case st >= 500:
+	case st == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "" && isOpenAIError(data):
+		// A node's own "busy, come back" (its parse budget or queue full, shutting down): tried
+		// elsewhere, and not counted towards --fall, or a burst of heavy requests would eject
+		// every node for being busy with them.
+		r.answered(n)
+		return attempt{reason: "status_503_busy", status: st, header: resp.Header, body: data}
+	case st >= 500 && retryable(st, data):
 		r.markFailed(n, "status_5xx")
-		if retryable(st, data) {
-			return attempt{reason: "status_5xx", status: st, header: resp.Header, body: data}
-		}
+		return attempt{reason: "status_5xx", status: st, header: resp.Header, body: data}
+	case st >= 500:
+		// The node's verdict on this very request, well-formed: it is up and answering. Not
+		// counted towards --fall (the count stays as it was), or a client sending requests the
+		// node fails (prompts it takes too long to render) would eject every node.
+		r.m.failures.WithLabelValues(n.label, "verdict_5xx").Inc()
 	case st == http.StatusOK && !webPage(req.URL.Path) && (p.stream || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") || !json.Valid(data)):
 		// A node answers 200 with JSON, or with an event stream when asked to stream (its web
 		// page, HTML, JavaScript and CSS, aside).
@@ -227,7 +272,23 @@ func (r *Router) failed(ctx context.Context, req *http.Request, n *node, kind st
 		kind = "timeout"
 	}
 	r.markFailed(n, kind)
-	return attempt{reason: kind}
+	return attempt{reason: kind, died: kind == "died"}
+}
+
+// transportFailure is the failure kind of a transport error of client.Do: "connect" when the
+// request never reached the node (dial, DNS, TLS), "died" when the connection broke after it
+// was sent. (The transport itself resends a request on a kept-alive connection the node had
+// closed before it was written.)
+func transportFailure(err error) string {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return "connect"
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return "connect"
+	}
+	return "died"
 }
 
 // stream passes an event stream from src (resp's body) through, whole events at a time, each
@@ -238,7 +299,11 @@ func (r *Router) stream(ctx context.Context, w http.ResponseWriter, req *http.Re
 	src io.Reader, p parsed, n *node, wd *watchdog) attempt {
 	rd := newEventReader(src)
 	if !rd.Next() {
-		return r.failed(ctx, req, n, "garbage")
+		kind := "garbage" // an empty stream
+		if rd.Err() != nil {
+			kind = "died"
+		}
+		return r.failed(ctx, req, n, kind)
 	}
 	copyHeader(w.Header(), resp.Header)
 	w.Header().Del("Content-Length")
@@ -273,11 +338,12 @@ func (r *Router) stream(ctx context.Context, w http.ResponseWriter, req *http.Re
 	}
 	r.m.streamErrors.WithLabelValues(n.label).Inc()
 	r.markFailed(n, "mid_stream")
+	dead := !errors.Is(context.Cause(ctx), errIdle)
 	r.log.Warn("stream broken mid-way; ended with an error event", "node", n.label, "err", err)
 	msg := fmt.Sprintf("node %s failed mid-stream (%s); the output so far is incomplete: retry the request", n.label, why)
 	w.Write(append(append([]byte("data: "), bytes.TrimSpace(errorJSON("server_error", "node_failed", msg))...), "\n\n"...))
 	rc.Flush()
-	return attempt{done: true}
+	return attempt{done: true, died: dead}
 }
 
 // newEventReader reads a node's event stream as the router passes it on: every event (a
@@ -306,7 +372,7 @@ func (r *Router) observeUsage(p parsed, data []byte) {
 	}
 	r.m.reportedPrompt.Add(float64(u.Usage.PromptTokens))
 	r.m.reportedCached.Add(float64(u.Usage.PromptTokensDetails.CachedTokens))
-	if p.tokens != nil && !p.multi && u.Usage.PromptTokens != len(p.tokens) {
+	if p.tokens != nil && !p.multi && p.whole && u.Usage.PromptTokens != len(p.tokens) {
 		r.m.mismatch.Inc()
 	}
 }

@@ -63,9 +63,11 @@ type Config struct {
 	HealthInterval time.Duration // default 1 s
 	HealthTimeout  time.Duration // default 1 s
 	// Fall is how many failures in a row take a node out of rotation (default 3, as HAProxy's
-	// fall): Fall failed requests (5xx, transport error, timeout, garbage; a request the node
-	// answers below 500 resets the count), or Fall failed health checks (a good check resets
-	// that count). One failure never ejects alone, so a request that makes a node fail cannot
+	// fall): Fall failed requests (a 5xx the node did not give as a well-formed verdict on the
+	// request, transport error, timeout, garbage; a request the node answers below 500 resets
+	// the count, a busy 503 with Retry-After and a verdict 5xx neither count nor reset), or Fall
+	// failed health checks (a good check resets that count; a late one while the node serves
+	// this router's requests is not counted). One failure never ejects alone, so a request that makes a node fail cannot
 	// empty the fleet. Rise is how many good health checks in a row bring it back (default 2).
 	Rise, Fall      int
 	RefreshInterval time.Duration // how often node statuses are read from Redis (default 1 s)
@@ -83,10 +85,19 @@ type Config struct {
 	// most the router holds in memory for one); beyond it the client gets 502 response_too_large.
 	MaxResponseBytes int64
 	MaxAttempts      int // nodes tried per request before giving up (default 3)
-	Logger           *slog.Logger
-	Registerer       prometheus.Registerer // nil = a private registry
-	Gatherer         prometheus.Gatherer   // what /metrics serves; nil = that private registry
-	Transport        http.RoundTripper     // nil = a transport tuned for streaming to nodes
+	// PrefixBytes bounds the leading bytes of a prompt's text (a chat's rendered messages) that
+	// the router tokenizes to route by prefix (default DefaultPrefixBytes); see bounds.go.
+	PrefixBytes int
+	// ParseBudget bounds the request body bytes being parsed at once (default
+	// DefaultParseBudget); a request beyond it is routed by load, unparsed.
+	ParseBudget int64
+	// QuarantineTTL is how long the router remembers a request body whose node died serving it
+	// (default 10 min); one that killed two nodes is refused meanwhile. See guard.go.
+	QuarantineTTL time.Duration
+	Logger        *slog.Logger
+	Registerer    prometheus.Registerer // nil = a private registry
+	Gatherer      prometheus.Gatherer   // what /metrics serves; nil = that private registry
+	Transport     http.RoundTripper     // nil = a transport tuned for streaming to nodes
 }
 
 // Router is the HTTP front. Create it with New, call Start, serve Handler.
@@ -99,6 +110,8 @@ type Router struct {
 	recent *affinity
 	static bool
 	rr     atomic.Uint64
+	budget *byteBudget
+	qod    *quarantine
 	mhttp  http.Handler
 	pickMu sync.Mutex // makes a routing decision and its claim one step (see decide)
 
@@ -158,6 +171,13 @@ func New(cfg Config) (*Router, error) {
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 3
 	}
+	if cfg.PrefixBytes <= 0 {
+		cfg.PrefixBytes = DefaultPrefixBytes
+	}
+	if cfg.ParseBudget <= 0 {
+		cfg.ParseBudget = DefaultParseBudget
+	}
+	def(&cfg.QuarantineTTL, 10*time.Minute)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -176,7 +196,8 @@ func New(cfg Config) (*Router, error) {
 	}
 	r := &Router{cfg: cfg, log: cfg.Logger.With("component", "router"), m: newMetrics(cfg.Registerer),
 		index: cfg.Index, client: &http.Client{Transport: cfg.Transport},
-		recent: newAffinity(cfg.AffinityTTL, 1<<18), static: len(cfg.Nodes) > 0, nodes: map[string]*node{}}
+		recent: newAffinity(cfg.AffinityTTL, 1<<18), static: len(cfg.Nodes) > 0, nodes: map[string]*node{},
+		budget: &byteBudget{max: cfg.ParseBudget}, qod: newQuarantine(cfg.QuarantineTTL, maxQuarantined)}
 	for _, raw := range cfg.Nodes {
 		u, err := normalizeURL(raw)
 		if err != nil {
@@ -203,6 +224,7 @@ func (r *Router) Start(ctx context.Context) {
 	go r.loop(ctx, r.cfg.RefreshInterval, func(ctx context.Context) {
 		r.refresh(ctx)
 		r.recent.sweep()
+		r.qod.sweep(time.Now())
 	})
 }
 
@@ -258,7 +280,7 @@ func (r *Router) Handler() http.Handler {
 			r.handleOther(w, req)
 			return
 		}
-		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", fmt.Sprintf("no route %s %s", req.Method, req.URL.Path))
+		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", fmt.Sprintf("no route %s %s", clip(req.Method), clip(req.URL.Path)))
 	})
 	return mux
 }
@@ -276,15 +298,38 @@ func (r *Router) handleHealth(w http.ResponseWriter, _ *http.Request) {
 
 // writeError answers in OpenAI's error shape.
 func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
+	writeParamError(w, status, typ, code, "", msg)
+}
+
+// writeParamError answers in OpenAI's error shape naming the request field at fault (param; ""
+// for none).
+func writeParamError(w http.ResponseWriter, status int, typ, code, param, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
 	w.WriteHeader(status)
-	w.Write(errorJSON(typ, code, msg))
+	w.Write(errorBody(typ, code, param, msg))
 }
 
-func errorJSON(typ, code, msg string) []byte {
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": code}})
+func errorJSON(typ, code, msg string) []byte { return errorBody(typ, code, "", msg) }
+
+func errorBody(typ, code, param, msg string) []byte {
+	var p any
+	if param != "" {
+		p = param
+	}
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": p, "code": code}})
 	return append(b, '\n')
+}
+
+// maxEcho bounds a client's string echoed in an error message.
+const maxEcho = 200
+
+// clip is s cut to maxEcho bytes (marked "..."), for echoing a client's string.
+func clip(s string) string {
+	if len(s) <= maxEcho {
+		return s
+	}
+	return cutUTF8(s, maxEcho) + "..."
 }

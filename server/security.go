@@ -95,14 +95,34 @@ func (g hostGuard) refusal(host string) *apiError {
 // secure sets the headers every response carries and refuses (403) a request whose Host the
 // server does not answer. It reports whether the request may go on; it must run before anything
 // else writes to w.
-func (s *Server) secure(w http.ResponseWriter, r *http.Request) bool {
+func (s *Server) secure(w http.ResponseWriter, r *http.Request) bool { return s.hosts.admit(w, r) }
+
+// admit is secure for guard g.
+func (g hostGuard) admit(w http.ResponseWriter, r *http.Request) bool {
 	// Browsers must not guess a type: a JSON error echoing request text must never run as HTML.
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	if s.hosts.allows(r.Host) {
+	if g.allows(r.Host) {
 		return true
 	}
-	writeError(w, s.hosts.refusal(r.Host))
+	writeError(w, g.refusal(r.Host))
 	return false
+}
+
+// HostCheck wraps h in the Host check of a server listening on listen (host:port) that also
+// answers the Host names in allowed (as --allowed-hosts: "*" for any), for fronts such as
+// `ubatch route`: on a loopback listen address, or when allowed names some hosts, a request
+// whose Host is neither a localhost name nor allowed gets 403 host_not_allowed (DNS rebinding,
+// see hostGuard). Every response carries X-Content-Type-Options: nosniff.
+func HostCheck(h http.Handler, listen string, allowed []string) (http.Handler, error) {
+	g, err := newHostGuard(listen, allowed)
+	if err != nil {
+		return nil, err
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.admit(w, r) {
+			h.ServeHTTP(w, r)
+		}
+	}), nil
 }
 
 // corsHeaders are the request headers a cross-origin page may send (lower case): the API's own,

@@ -205,6 +205,10 @@ func TestRangeErrorsAreOneLine(t *testing.T) {
 		{[]string{"bench", "serve", "--clients", "0"}, "ubatch bench serve: --clients 0: must be at least 1"},
 		{[]string{"route", "--nodes", "http://127.0.0.1:1", "--port", "99999"}, "ubatch route: --port 99999: must be in [0, 65535] (see ubatch route --help)"},
 		{[]string{"route", "--nodes", "http://127.0.0.1:1", "--fall", "0"}, "ubatch route: --fall 0: must be positive"},
+		{[]string{"route", "--nodes", "http://127.0.0.1:1", "--parse-budget", "x"}, `ubatch route: --parse-budget "x": want a positive size such as 64M (see ubatch route --help)`},
+		{[]string{"route", "--nodes", "http://127.0.0.1:1", "--prefix-bytes", "0"}, "ubatch route: --prefix-bytes 0: must be positive"},
+		{[]string{"route", "--nodes", "http://127.0.0.1:1", "--trusted-proxies", "nope"}, `ubatch route: --trusted-proxies: "nope" is neither a CIDR prefix nor an IP address (see ubatch route --help)`},
+		{[]string{"route", "--nodes", "http://127.0.0.1:1", "--mem-limit", "lots"}, `ubatch route: --mem-limit "lots": want a positive size such as 1G or 512M (see ubatch route --help)`},
 		{[]string{"route"}, "ubatch route: no nodes: give --nodes, --redis, or both"},
 		{[]string{"version", "extra"}, "ubatch version: unexpected arguments"},
 	} {

@@ -7,11 +7,15 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
+	"os"
+	"runtime/debug"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/pflag"
 
 	"ubatch/fleet"
 	"ubatch/gguf"
@@ -45,12 +49,14 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	idle := fs.Duration("stream-idle-timeout", 5*time.Minute, "after a response's first byte, end it (a stream with an error event) when its node sends nothing for this long")
 	maxResp := fs.Int64("max-response-bytes", router.DefaultMaxResponseBytes, "largest non-streamed response read from a node, and so held in memory per request; "+
 		"beyond it the client gets 502 response_too_large (streams pass through event by event and are not bounded as a whole)")
-	fall := fs.Int("fall", 3, "take a node out of rotation after this many failed requests in a row (5xx, transport error, timeout, garbage; "+
-		"an answer below 500, a 4xx included, resets the count), or this many failed health checks in a row")
+	fall := fs.Int("fall", 3, "take a node out of rotation after this many failed requests in a row (a 5xx without the node's OpenAI error body, or 502/504, "+
+		"transport error, timeout, garbage; an answer below 500, a 4xx included, resets the count; a 503 with Retry-After or a node's "+
+		"well-formed 500 about the request counts neither way), or this many failed health checks in a row")
 	rise := fs.Int("rise", 2, "good health checks in a row that bring a node back into rotation")
 	blockSize := fs.Int("kv-block", 16, "KV block size of nodes that publish none (as serve's --kv-block)")
 	grace := fs.Duration("shutdown-timeout", server.DefaultGrace, "on SIGINT/SIGTERM, how long in-flight requests may run")
 	maxConns := fs.Int("max-connections", 4096, "most open client connections; beyond it new connections get 503 at once")
+	bf := newRouteBoundFlags(fs)
 	verbose := fs.BoolP("verbose", "v", false, "debug logging")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -63,7 +69,11 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return flagError(fs, fmt.Errorf("--port %d: must be in [0, 65535]", *port))
 	}
 	if err := mustBePositive(fs, "max-body", "kv-block", "max-connections", "shutdown-timeout", "first-byte-timeout",
-		"stream-idle-timeout", "max-response-bytes", "fall", "rise"); err != nil {
+		"stream-idle-timeout", "max-response-bytes", "fall", "rise", "max-conns-per-client", "prefix-bytes", "quarantine-ttl"); err != nil {
+		return flagError(fs, err)
+	}
+	lim, err := bf.limits()
+	if err != nil {
 		return flagError(fs, err)
 	}
 	level := slog.LevelInfo
@@ -71,6 +81,11 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	if lim.goMem > 0 {
+		debug.SetMemoryLimit(lim.goMem)
+		logger.Info("Go memory limit set", "limit", fmtBytes(lim.goMem), "source", lim.goMemSource)
+	}
 
 	path, err := hub.Resolve(ctx, *modelPath, hub.Options{Progress: hub.ProgressPrinter(stderr, "download"), Logger: logger})
 	if err != nil {
@@ -90,6 +105,7 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg := router.Config{Prompter: prompter, Nodes: nodeList, BlockSize: *blockSize, MaxBodyBytes: *maxBody,
 		LoadWeight: *loadWeight, QueueWeight: *queueWeight, PeerCredit: *peerCredit, AffinityTTL: *affinity, HealthInterval: *health,
 		FirstByteTimeout: *firstByte, StreamIdleTimeout: *idle, MaxResponseBytes: *maxResp, Fall: *fall, Rise: *rise,
+		PrefixBytes: *bf.prefixBytes, ParseBudget: lim.parseBudget, QuarantineTTL: *bf.quarantine,
 		Logger: logger, Registerer: reg, Gatherer: reg}
 	if *redisURL != "" {
 		quietRedis(logger)
@@ -104,7 +120,12 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
+	listen := net.JoinHostPort(*host, strconv.Itoa(*port))
+	handler, err := server.HostCheck(rt.Handler(), listen, splitList(*bf.allowedHosts))
+	if err != nil {
+		return flagError(fs, fmt.Errorf("--allowed-hosts: %w", err))
+	}
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return err
 	}
@@ -113,10 +134,52 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rt.Start(rctx)
 	logger.Info("routing", "url", "http://"+ln.Addr().String(), "model", path, "nodes", len(nodeList),
 		"redis", *redisURL != "", "healthy", rt.Healthy())
-	scfg := server.ServeConfig{Grace: *grace, MaxConnections: *maxConns, Logger: logger}
-	if err := server.Serve(ctx, ln, rt.Handler(), scfg); err != nil {
+	scfg := server.ServeConfig{Grace: *grace, MaxConnections: *maxConns, MaxConnsPerClient: *bf.perClient,
+		TrustedProxies: lim.proxies, Logger: logger}
+	if err := server.Serve(ctx, ln, handler, scfg); err != nil {
 		return err
 	}
 	logger.Info("router stopped")
 	return nil
+}
+
+// routeBoundFlags are route's flags that bound what clients may make it do.
+type routeBoundFlags struct {
+	perClient, prefixBytes                              *int
+	trustedProxies, allowedHosts, parseBudget, memLimit *string
+	quarantine                                          *time.Duration
+}
+
+func newRouteBoundFlags(fs *pflag.FlagSet) routeBoundFlags {
+	var b routeBoundFlags
+	b.perClient = fs.Int("max-conns-per-client", server.DefaultMaxConnsPerClient, "most open connections from one client address (IPv6: its /64), so one client cannot take every --max-connections slot; beyond it new connections get 429 at once. Behind --trusted-proxies it caps each client's requests in flight instead (/health, /metrics exempt)")
+	b.trustedProxies = fs.String("trusted-proxies", "", "reverse proxies (nginx) in front, comma-separated CIDRs or addresses: their connections are not capped per address, and their X-Forwarded-For names the client that --max-conns-per-client counts (default: none)")
+	b.allowedHosts = fs.String("allowed-hosts", "", "Host header names served besides localhost ones, comma-separated (\"*\" for any); on a loopback --host other names get 403, so that a web page cannot reach the router by DNS rebinding")
+	b.prefixBytes = fs.Int("prefix-bytes", router.DefaultPrefixBytes, "leading bytes of a prompt's text (a chat's rendered messages) the router tokenizes to route by prefix; the nodes read the rest")
+	b.parseBudget = fs.String("parse-budget", "64M", "request body bytes the router parses at once, all requests together; a request beyond it is routed by load, unparsed")
+	b.quarantine = fs.Duration("quarantine-ttl", 10*time.Minute, "how long a request body is refused (422) once the connections of two nodes broke while serving it (a query of death), counted from its last failure")
+	b.memLimit = fs.String("mem-limit", "", "the Go runtime's soft memory limit, e.g. 1G, so that memory goes back to the system after large requests (default: nine tenths of the room under the cgroup's memory limit, none without one; GOMEMLIMIT overrides the default)")
+	return b
+}
+
+// routeFlagLimits are the values of routeBoundFlags that need parsing.
+type routeFlagLimits struct {
+	parseBudget int64
+	proxies     []netip.Prefix
+	goMem       int64 // the Go memory limit to set; 0 = none
+	goMemSource string
+}
+
+// limits parses --parse-budget, --trusted-proxies and --mem-limit.
+func (b routeBoundFlags) limits() (routeFlagLimits, error) {
+	var l routeFlagLimits
+	var err error
+	if l.parseBudget, err = parseSize(*b.parseBudget); err != nil || l.parseBudget <= 0 {
+		return l, fmt.Errorf("--parse-budget %q: want a positive size such as 64M", *b.parseBudget)
+	}
+	if l.proxies, err = server.ParseTrustedProxies(*b.trustedProxies); err != nil {
+		return l, fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	l.goMem, l.goMemSource, err = routeMemLimit(*b.memLimit, os.DirFS("/"), os.Getenv("GOMEMLIMIT"))
+	return l, err
 }
