@@ -26,6 +26,11 @@ type KVApplier interface {
 // ErrNoTiers: the engine was not given tiers (SetTiers), so slots cannot be saved.
 var ErrNoTiers = errors.New("engine: slot save and restore need SetTiers")
 
+// ErrSlotFile: the blocks to restore are not a saved slot's run: not chained from the start
+// of a sequence, or not this cache's size of cells (a disk tier's block file deep in a
+// sequence, say).
+var ErrSlotFile = errors.New("engine: not a saved slot")
+
 // ErrSlot: the slot id is outside the slots.
 var ErrSlot = errors.New("engine: no such slot")
 
@@ -171,7 +176,7 @@ func (e *Engine) restoreSlot(id int, blocks []kvfile.Block) (int, error) {
 	parent := kvcache.RootKey
 	for i, b := range blocks {
 		if int(b.Depth) != i || b.Parent != parent || int64(len(b.Data)) != int64(len(b.Tokens))*t.cellB {
-			return 0, fmt.Errorf("engine: block %d of the saved slot does not continue the one before it", i)
+			return 0, fmt.Errorf("%w: its block %d (at depth %d) does not continue the one before it from the start of a sequence", ErrSlotFile, i, b.Depth)
 		}
 		parent = b.Key
 		hist = append(hist, b.Tokens...)
