@@ -377,7 +377,7 @@ func (t *Tier) hitKeys(q *engine.Lookup) ([]kvcache.Key, engine.Hit) {
 		}
 		take(e)
 	}
-	parent := kvcache.RootKey
+	parent := q.Salt.Key // a partial first block chains from the request's salt
 	if d > 0 {
 		if d-1 >= len(q.Keys) {
 			return keys, h

@@ -147,7 +147,8 @@ func (l Layout) CellBytes() int64 {
 	return n
 }
 
-// Block is one block's image: its Key and its parent's (kvcache.RootKey at Depth 0), its index
+// Block is one block's image: its Key and its parent's (at Depth 0 its salt's Key:
+// kvcache.RootKey unsalted, see kvcache.Salt), its index
 // in its sequence, its tokens and positions (len 1..BlockSize, positions Depth*BlockSize+i) and
 // Data, len(Tokens) × CellBytes bytes (kvstore's image layout, see the package doc).
 type Block struct {
@@ -180,9 +181,6 @@ func (b *Block) checkMeta(l Layout) error {
 		if p != b.Depth*int32(l.BlockSize)+int32(i) {
 			return fmt.Errorf("%w: cell %d of block %d at position %d", ErrCorrupt, i, b.Depth, p)
 		}
-	}
-	if b.Depth == 0 && b.Parent != kvcache.RootKey {
-		return fmt.Errorf("%w: a first block with a parent", ErrCorrupt)
 	}
 	if kvcache.ChainKey(b.Parent, b.Tokens) != b.Key {
 		return fmt.Errorf("%w: block %d's key is not its parent's and tokens' hash", ErrCorrupt, b.Depth)
