@@ -142,7 +142,7 @@ func (s *Server) handleSlotAction(w http.ResponseWriter, r *http.Request) {
 
 func slotError(err error) error {
 	switch {
-	case errors.Is(err, engine.ErrSlot):
+	case errors.Is(err, engine.ErrSlot), errors.Is(err, engine.ErrSlotSalted):
 		return badRequest("id_slot", "%v", err)
 	case errors.Is(err, engine.ErrNoTiers):
 		return &apiError{status: http.StatusNotImplemented, typ: "not_supported_error", message: err.Error()}
