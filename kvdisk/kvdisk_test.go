@@ -20,8 +20,13 @@ func layout() kvfile.Layout {
 
 // chain makes the blocks of tokens (full blocks, then a partial one) with random data.
 func chain(l kvfile.Layout, tokens []int32, rng *rand.Rand) []kvfile.Block {
+	return saltedChain(l, kvcache.Salt{}, tokens, rng)
+}
+
+// saltedChain is chain for a sequence salted salt.
+func saltedChain(l kvfile.Layout, salt kvcache.Salt, tokens []int32, rng *rand.Rand) []kvfile.Block {
 	var out []kvfile.Block
-	parent := kvcache.RootKey
+	parent := salt.Key
 	for d := 0; d*l.BlockSize < len(tokens); d++ {
 		toks := tokens[d*l.BlockSize : min((d+1)*l.BlockSize, len(tokens))]
 		b := kvfile.Block{Parent: parent, Depth: int32(d), Tokens: slices.Clone(toks), Pos: make([]int32, len(toks)),
@@ -123,6 +128,42 @@ func TestRestart(t *testing.T) {
 				if b.Key != w.Key || !slices.Equal(b.Tokens, w.Tokens) || !slices.Equal(b.Data, w.Data) {
 					t.Fatalf("block %d differs from the one written", tc.from+i)
 				}
+			}
+		})
+	}
+}
+
+// TestSaltedBlocks: blocks written under a salt (a full chain with a partial tail, and a lone
+// partial first block) are found, after a restart, by lookups of that salt only.
+func TestSaltedBlocks(t *testing.T) {
+	l := layout()
+	rng := rand.New(rand.NewPCG(3, 3))
+	a := kvcache.NewSalt("tenant-a")
+	prompt, short := randTokens(rng, 18, 0, 1000), randTokens(rng, 3, 0, 1000)
+	dir := t.TempDir()
+	written(t, dir, l, append(saltedChain(l, a, prompt, rng), saltedChain(l, a, short, rng)...))
+	tier := open(t, dir, l, 1<<20)
+	tests := []struct {
+		name   string
+		salt   kvcache.Salt
+		prompt []int32
+		blocks int
+	}{
+		{name: "same salt", salt: a, prompt: prompt, blocks: 5},
+		{name: "same salt, partial first block", salt: a, prompt: short, blocks: 1},
+		{name: "another salt", salt: kvcache.NewSalt("tenant-b"), prompt: prompt},
+		{name: "another salt, partial first block", salt: kvcache.NewSalt("tenant-b"), prompt: short},
+		{name: "no salt", prompt: prompt},
+		{name: "no salt, partial first block", prompt: short},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			q := &engine.Lookup{Tokens: tc.prompt, Keys: kvcache.ChainKeysFrom(nil, tc.salt.Key, tc.prompt, l.BlockSize),
+				BlockSize: l.BlockSize, Salt: tc.salt}
+			h := tier.Probe(q)
+			got, err := tier.Fetch(context.Background(), q, h)
+			if h.Blocks != tc.blocks || err != nil || len(got) != tc.blocks {
+				t.Fatalf("Probe = %+v, Fetch = %d blocks, %v; want %d", h, len(got), err, tc.blocks)
 			}
 		})
 	}
