@@ -7,6 +7,7 @@ import (
 
 	"ubatch/chat"
 	"ubatch/gguf"
+	"ubatch/prefixhash"
 	"ubatch/tokenizer"
 )
 
@@ -51,6 +52,7 @@ type request struct {
 	Messages           []json.RawMessage `json:"messages"`
 	Tools              []json.RawMessage `json:"tools"`
 	ChatTemplateKwargs map[string]any    `json:"chat_template_kwargs"`
+	CacheSalt          string            `json:"cache_salt"`
 }
 
 // parsed is what the router learned from a request body.
@@ -58,6 +60,7 @@ type parsed struct {
 	stream bool
 	tokens []int32 // the (first) prompt's tokens; nil when unknown
 	multi  bool    // several prompts: tokens is the first one's
+	root   uint64  // the routing hash its chain starts from: its cache_salt's (prefixhash.Salted)
 }
 
 // parse reads a body for route path. A body the router cannot make sense of yields no tokens:
@@ -67,7 +70,7 @@ func (p *Prompter) parse(path string, body []byte) parsed {
 	if json.Unmarshal(body, &req) != nil {
 		return parsed{}
 	}
-	out := parsed{stream: req.Stream}
+	out := parsed{stream: req.Stream, root: prefixhash.Salted(req.CacheSalt)}
 	switch path {
 	case "/v1/completions", "/completions", "/completion":
 		out.tokens, out.multi = p.completionTokens(req.Prompt)
