@@ -6,7 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"ubatch/engine"
 	"ubatch/kvcache"
@@ -166,6 +169,40 @@ func TestSaltedBlocks(t *testing.T) {
 				t.Fatalf("Probe = %+v, Fetch = %d blocks, %v; want %d", h, len(got), err, tc.blocks)
 			}
 		})
+	}
+}
+
+// TestFIFOInTheDirectory: a FIFO named like a block file does not hang the start (the scan
+// opens regular files only); it is ignored and left alone.
+func TestFIFOInTheDirectory(t *testing.T) {
+	l := layout()
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, strings.Repeat("ab", 32)+ext)
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("no FIFOs here: %v", err)
+	}
+	done := make(chan *Tier, 1)
+	go func() {
+		tier, err := Open(dir, l, 1<<20, nil)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- tier
+	}()
+	select {
+	case tier := <-done:
+		if tier == nil {
+			return
+		}
+		defer tier.Close()
+		if st := tier.Stats(); st.Blocks != 0 || st.Rejected != 1 {
+			t.Fatalf("stats %+v, want no block and one file rejected", st)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Open still scanning after 5s: it opened the FIFO")
+	}
+	if _, err := os.Lstat(fifo); err != nil {
+		t.Fatalf("the FIFO was removed: %v", err)
 	}
 }
 

@@ -468,23 +468,35 @@ func WriteFile(path string, l Layout, blocks []Block) (int64, error) {
 // directory, a socket), which ReadFile does not open.
 var ErrNotRegular = errors.New("kvfile: not a regular file")
 
-// ReadFile decodes the image at path (see Decode). It opens only a regular file: the open does
-// not block (O_NONBLOCK, so a FIFO without a writer cannot hang it) and anything else is
-// ErrNotRegular, checked on the opened file itself (no race with a rename). Reading stops with
-// ctx's error when ctx ends.
-func ReadFile(ctx context.Context, path string, want Layout, maxBlocks int) ([]Block, error) {
+// OpenRegular opens path for reading if it is a regular file: the open does not block
+// (O_NONBLOCK, so a FIFO without a writer cannot hang it) and anything else is ErrNotRegular,
+// checked on the opened file itself (no race with a rename). It returns the file and its
+// information; the caller closes the file.
+func OpenRegular(path string) (*os.File, os.FileInfo, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%w: %s is a %v", ErrNotRegular, filepath.Base(path), fi.Mode().Type())
+	}
+	return f, fi, nil
+}
+
+// ReadFile decodes the image at path (see Decode), a regular file only (OpenRegular). Reading
+// stops with ctx's error when ctx ends.
+func ReadFile(ctx context.Context, path string, want Layout, maxBlocks int) ([]Block, error) {
+	f, _, err := OpenRegular(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: %s is a %v", ErrNotRegular, filepath.Base(path), fi.Mode().Type())
-	}
 	blocks, err := Decode(ctxReader{ctx, f}, want, maxBlocks)
 	if cerr := ctx.Err(); err != nil && cerr != nil {
 		return nil, cerr // Decode words a failed read as corruption
