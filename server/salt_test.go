@@ -131,3 +131,40 @@ func TestCacheSaltInvalid(t *testing.T) {
 		})
 	}
 }
+
+// TestCacheSaltTurnMemory: a chat turn remembered under a salt (its reply's generated tokens,
+// for the next turn) is found for the next turn under that salt only: a conversation continued
+// under another salt or none is tokenized afresh, so its prompt_tokens cannot tell that the
+// conversation took place.
+func TestCacheSaltTurnMemory(t *testing.T) {
+	e := synthEnv(t, synthOptions{arch: "llama"})
+	msgs := []map[string]string{{"role": "user", "content": "Tell me about a cat."}}
+	var r turnUsage
+	e.postJSON("/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 24, "temperature": 0, "cache_salt": "a"},
+		http.StatusOK, &r)
+	msgs = append(msgs, map[string]string{"role": "assistant", "content": r.Choices[0].Message.Content},
+		map[string]string{"role": "user", "content": "And then?"})
+	raw, _ := json.Marshal(msgs)
+	text, err := e.srv.renderChat(raw, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := e.model.Vocab.Encode(text, true, true)
+	tests := []struct {
+		name  string
+		salt  string
+		found bool
+	}{
+		{name: "same salt", salt: "a", found: true},
+		{name: "another salt", salt: "b"},
+		{name: "no salt"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, n := e.srv.reuseTurn(turnNamespace(context.Background(), tc.salt), text, full, raw)
+			if (n > 0) != tc.found {
+				t.Fatalf("%d tokens from the turn memory, want some: %v", n, tc.found)
+			}
+		})
+	}
+}
