@@ -87,3 +87,19 @@ func TestImportSalted(t *testing.T) {
 		t.Fatalf("an unsalted import of the same tokens holds %d, want its own 4", held)
 	}
 }
+
+// TestSaltedAdmissionDoesNotAllocate: the salt's root is hashed on the stack, so checking a
+// salted admission allocates nothing, as an unsalted one.
+func TestSaltedAdmissionDoesNotAllocate(t *testing.T) {
+	prompt := []int32{10, 11, 12, 13, 14, 15, 16, 17, 18}
+	c := newCache(t, Config{BlockSize: 4, NumBlocks: 16, MaxSeqs: 2})
+	a := NewSalt("a")
+	if _, err := c.Admit(0, a, prompt, 0); err != nil {
+		t.Fatal(err)
+	}
+	reserve(t, c, []int32{0}, 0, 0, prompt...)
+	c.SeqFree(0)
+	if n := testing.AllocsPerRun(100, func() { c.CanAdmit(a, prompt, 4) }); n != 0 {
+		t.Fatalf("a salted CanAdmit allocates %v times", n)
+	}
+}
