@@ -21,7 +21,7 @@ func (e *Engine) admit() {
 	for i := 0; i < len(e.waiting); {
 		s := e.waiting[i]
 		growth := e.expectedGrowth(s)
-		a := e.kv.CanAdmit(s.tokens, growth)
+		a := e.kv.CanAdmit(s.req.Salt, s.tokens, growth)
 		if a.Wait {
 			e.par.stop = AdmitPrefix
 			i++
@@ -58,7 +58,7 @@ func (e *Engine) admit() {
 		e.freeIDs = e.freeIDs[:len(e.freeIDs)-1]
 		e.waiting = slices.Delete(e.waiting, i, i+1)
 		e.queued.Add(-1)
-		n, err := e.kv.Admit(int(id), s.tokens, growth)
+		n, err := e.kv.Admit(int(id), s.req.Salt, s.tokens, growth)
 		if err != nil {
 			// The cache refused an id the scheduler believed free: a bug, reported to the client
 			// rather than hidden behind a recompute.
@@ -219,6 +219,6 @@ func (e *Engine) admissionCost(s *sequence) int {
 	} else {
 		growth = e.expectedGrowth(s)
 	}
-	a := e.kv.CanAdmit(s.tokens, growth)
+	a := e.kv.CanAdmit(s.req.Salt, s.tokens, growth)
 	return max(len(s.tokens)-a.Cached, 1) + max(growth, 1)
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"ubatch/kvcache"
 	"ubatch/sample"
 )
 
@@ -93,6 +94,10 @@ type Request struct {
 	Priority    Priority
 	Logprobs    bool // report each chosen token's log-probability
 	TopLogprobs int  // and this many top alternatives (needs Logprobs)
+	// Salt is the request's prefix-cache namespace (vLLM's cache_salt, kvcache.NewSalt): its
+	// prompt matches only blocks of the same salt, in RAM and in every tier, and the blocks it
+	// computes are of that salt. The zero Salt shares with every unsalted request.
+	Salt kvcache.Salt
 }
 
 // Output is one event of a request's stream: a generated token, or the final event (Done).

@@ -63,6 +63,9 @@ type EmbedRequest struct {
 	// Priority orders the request's prompt chunks against other prompts and its admission
 	// against other embedding requests; it does not age. Decode tokens always go first.
 	Priority Priority
+	// Salt is the input's prefix-cache namespace (Request.Salt); it matters for PoolLast inputs,
+	// the only ones that use the prefix cache.
+	Salt kvcache.Salt
 }
 
 // EmbedConfig bounds the embedding requests of an engine (Config.Embed).
@@ -172,7 +175,7 @@ func (e *Engine) newEmbedSeq(ctx context.Context, req EmbedRequest, st *Stream, 
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	s := &sequence{
-		kvSeq: -1, req: Request{Prompt: req.Prompt, Priority: req.Priority}, ctx: ctx, stream: st, choice: seq,
+		kvSeq: -1, req: Request{Prompt: req.Prompt, Priority: req.Priority, Salt: req.Salt}, ctx: ctx, stream: st, choice: seq,
 		tokens: append([]int32(nil), req.Prompt...), nPrompt: len(req.Prompt), promptTokens: len(req.Prompt),
 		arrival: e.arrivals.Add(1), level: req.Priority, // preempted by its own priority: it never ages
 		embed: &embedState{pool: pool, normalize: req.Normalize},
@@ -224,7 +227,7 @@ func (e *Engine) admitEmbeds() {
 			}
 		}
 		last := s.embed.pool == PoolLast
-		a := e.kv.CanAdmit(s.tokens, 0)
+		a := e.kv.CanAdmit(s.req.Salt, s.tokens, 0)
 		need := a.Need
 		if !last {
 			need = (len(s.tokens) + e.kvBlockSize() - 1) / e.kvBlockSize()
@@ -238,7 +241,7 @@ func (e *Engine) admitEmbeds() {
 		q.queued.Add(-1)
 		s.kvSeq, s.cached = id, 0
 		if last {
-			n, err := e.kv.Admit(int(id), s.tokens, 0)
+			n, err := e.kv.Admit(int(id), s.req.Salt, s.tokens, 0)
 			if err != nil {
 				e.finishEmbed(s, FinishError, fmt.Errorf("engine: admitting an embedding: %w", err))
 				continue

@@ -30,8 +30,8 @@ type Decoder interface {
 // owned by the engine alone): the manager does all the block arithmetic of admission, prefix
 // sharing and batch capacity, and keeps the sequences' lengths.
 type kvOwner interface {
-	CanAdmit(prompt []int32, reserve int) kvcache.Admission
-	Admit(seq int, prompt []int32, reserve int) (int, error)
+	CanAdmit(salt kvcache.Salt, prompt []int32, reserve int) kvcache.Admission
+	Admit(seq int, salt kvcache.Salt, prompt []int32, reserve int) (int, error)
 	CanSchedule(b *batch.Batch) bool
 	Schedule(b *batch.Batch, kv *batch.KV) error
 	ForgetCells(cells []int32)

@@ -13,22 +13,23 @@ import (
 // most max of them, with their K/V copied out (a peer serving POST /kv/blocks). It runs on the
 // engine goroutine between steps (control): the store operations still pending (loads of
 // imported blocks, copies, saves of evicted blocks to a sink) are applied first, in their
-// order, so the copy is what the blocks hold. It waits for the engine, or for ctx.
-func (e *Engine) ExportBlocks(ctx context.Context, tokens []int32, max int) ([]kvfile.Block, error) {
+// order, so the copy is what the blocks hold. It waits for the engine, or for ctx. Only blocks
+// of salt are found (a salted request's peer fetch), chained from salt.Key.
+func (e *Engine) ExportBlocks(ctx context.Context, salt kvcache.Salt, tokens []int32, max int) ([]kvfile.Block, error) {
 	var blocks []kvfile.Block
 	var err error
-	cerr := e.control(ctx, func() { blocks, err = e.exportBlocks(tokens, max) })
+	cerr := e.control(ctx, func() { blocks, err = e.exportBlocks(salt, tokens, max) })
 	return blocks, errors.Join(cerr, err)
 }
 
-func (e *Engine) exportBlocks(tokens []int32, max int) ([]kvfile.Block, error) {
+func (e *Engine) exportBlocks(salt kvcache.Salt, tokens []int32, max int) ([]kvfile.Block, error) {
 	t := &e.tier
 	ap, ok := e.dec.(KVApplier)
 	if !ok || t.m == nil {
 		return nil, ErrNoTiers
 	}
 	bs := t.m.Config().BlockSize
-	found := t.m.Prefix(nil, tokens)
+	found := t.m.Prefix(nil, salt, tokens)
 	found = found[:min(len(found), max)]
 	for len(found) > 0 && int(found[len(found)-1].N) < bs { // full blocks only
 		found = found[:len(found)-1]
@@ -50,7 +51,7 @@ func (e *Engine) exportBlocks(tokens []int32, max int) ([]kvfile.Block, error) {
 		return nil, err
 	}
 	out := make([]kvfile.Block, len(found))
-	parent := kvcache.RootKey
+	parent := salt.Key
 	for i, cb := range found {
 		lo := int(cb.Depth) * bs
 		toks := slices.Clone(tokens[lo : lo+int(cb.N)])

@@ -83,7 +83,7 @@ func TestExportBlocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ea.ExportBlocks(context.Background(), prompt(8, 1), 2); !errors.Is(err, ErrNoTiers) {
+	if _, err := ea.ExportBlocks(context.Background(), kvcache.Salt{}, prompt(8, 1), 2); !errors.Is(err, ErrNoTiers) {
 		t.Fatalf("ExportBlocks without tiers: %v", err)
 	}
 	if !ea.SetTiers(nil, nil, testLayout(bs)) {
@@ -101,11 +101,11 @@ func TestExportBlocks(t *testing.T) {
 	}
 	wantOut, _ := collect(t, st)
 
-	blocks, err := ea.ExportBlocks(context.Background(), p[:5*bs], 3)
+	blocks, err := ea.ExportBlocks(context.Background(), kvcache.Salt{}, p[:5*bs], 3)
 	if err != nil || len(blocks) != 3 {
 		t.Fatalf("ExportBlocks(max 3) = %d blocks, %v", len(blocks), err)
 	}
-	blocks, err = ea.ExportBlocks(context.Background(), p[:5*bs], 10)
+	blocks, err = ea.ExportBlocks(context.Background(), kvcache.Salt{}, p[:5*bs], 10)
 	if err != nil || len(blocks) != 5 {
 		t.Fatalf("ExportBlocks = %d blocks, %v; want the prompt's 5 full blocks", len(blocks), err)
 	}
@@ -126,7 +126,7 @@ func TestExportBlocks(t *testing.T) {
 			}
 		}
 	}
-	if other, err := ea.ExportBlocks(context.Background(), prompt(3*bs, 40), 10); err != nil || len(other) != 0 {
+	if other, err := ea.ExportBlocks(context.Background(), kvcache.Salt{}, prompt(3*bs, 40), 10); err != nil || len(other) != 0 {
 		t.Fatalf("a prompt the cache never saw: %d blocks, %v", len(other), err)
 	}
 
@@ -149,7 +149,7 @@ func TestExportBlocks(t *testing.T) {
 		t.Fatalf("node b: %v with %d cached tokens; node a: %v, want %d cached", got, last.Usage.CachedTokens, wantOut, 5*bs)
 	}
 	// What b's store now holds for p is a's: export it back.
-	again, err := eb.ExportBlocks(context.Background(), p[:5*bs], 10)
+	again, err := eb.ExportBlocks(context.Background(), kvcache.Salt{}, p[:5*bs], 10)
 	if err != nil || len(again) != 5 {
 		t.Fatalf("re-export from b: %d blocks, %v", len(again), err)
 	}

@@ -26,6 +26,21 @@ type KVApplier interface {
 // ErrNoTiers: the engine was not given tiers (SetTiers), so slots cannot be saved.
 var ErrNoTiers = errors.New("engine: slot save and restore need SetTiers")
 
+// ErrSlotFile: the blocks to restore are not a saved slot's run: not chained from the start
+// of a sequence, or not this cache's size of cells (a disk tier's block file deep in a
+// sequence, say).
+var ErrSlotFile = errors.New("engine: not a saved slot")
+
+// ErrSlotSalted: the slot's history is a salted request's (Request.Salt), whose blocks are not
+// written to slot files: a file restored by anyone would hand them to unsalted prompts.
+var ErrSlotSalted = errors.New("engine: the slot last ran a request with a cache_salt, whose blocks are not saved")
+
+// slotHistory is a slot's history: its tokens and their salt.
+type slotHistory struct {
+	tokens []int32
+	salt   kvcache.Salt
+}
+
 // ErrSlot: the slot id is outside the slots.
 var ErrSlot = errors.New("engine: no such slot")
 
@@ -71,11 +86,15 @@ func (e *Engine) saveSlot(id int) ([]kvfile.Block, int, error) {
 	if !ok || t.m == nil {
 		return nil, 0, ErrNoTiers
 	}
-	hist := t.history(e, id)
+	h := t.history(e, id)
+	if !h.salt.IsZero() {
+		return nil, 0, fmt.Errorf("%w (slot %d)", ErrSlotSalted, id)
+	}
+	hist := h.tokens
 	if len(hist) == 0 {
 		return nil, 0, nil
 	}
-	cached := t.m.Prefix(nil, hist)
+	cached := t.m.Prefix(nil, kvcache.Salt{}, hist)
 	imgs := make([]int32, len(cached))
 	cells := make([]int32, len(cached))
 	for i, cb := range cached {
@@ -171,19 +190,19 @@ func (e *Engine) restoreSlot(id int, blocks []kvfile.Block) (int, error) {
 	parent := kvcache.RootKey
 	for i, b := range blocks {
 		if int(b.Depth) != i || b.Parent != parent || int64(len(b.Data)) != int64(len(b.Tokens))*t.cellB {
-			return 0, fmt.Errorf("engine: block %d of the saved slot does not continue the one before it", i)
+			return 0, fmt.Errorf("%w: its block %d (at depth %d) does not continue the one before it from the start of a sequence", ErrSlotFile, i, b.Depth)
 		}
 		parent = b.Key
 		hist = append(hist, b.Tokens...)
 		t.loads = append(t.loads, kvcache.ImportBlock{Depth: b.Depth, Cells: int32(len(b.Tokens))})
 	}
 	var held int
-	t.imgIdx, held = t.m.Import(hist, t.loads, t.imgIdx[:0])
+	t.imgIdx, held = t.m.Import(kvcache.Salt{}, hist, t.loads, t.imgIdx[:0])
 	t.setLoads(t.imgIdx, blocks)
 	if t.last == nil {
-		t.last = map[int][]int32{}
+		t.last = map[int]slotHistory{}
 	}
-	t.last[id] = hist[:held]
+	t.last[id] = slotHistory{tokens: hist[:held]}
 	return held, nil
 }
 
@@ -197,7 +216,7 @@ func (e *Engine) EraseSlot(ctx context.Context, id int) (int, error) {
 			err = fmt.Errorf("%w: %d (there are %d)", ErrSlot, id, e.cfg.MaxRunning)
 			return
 		}
-		n = len(e.tier.last[id])
+		n = len(e.tier.last[id].tokens)
 		delete(e.tier.last, id)
 	})
 	return n, errors.Join(cerr, err)
@@ -205,10 +224,10 @@ func (e *Engine) EraseSlot(ctx context.Context, id int) (int, error) {
 
 // history is slot id's history: its running sequence's tokens in the KV cache, else the last
 // one's.
-func (t *tierState) history(e *Engine, id int) []int32 {
+func (t *tierState) history(e *Engine, id int) slotHistory {
 	for _, s := range e.running {
 		if int(s.kvSeq) == id {
-			return s.tokens[:e.nKV(s)]
+			return slotHistory{tokens: s.tokens[:e.nKV(s)], salt: s.req.Salt}
 		}
 	}
 	return t.last[id]
@@ -221,7 +240,7 @@ func (e *Engine) tierRemember(s *sequence) {
 		return
 	}
 	if t.last == nil {
-		t.last = map[int][]int32{}
+		t.last = map[int]slotHistory{}
 	}
-	t.last[int(s.kvSeq)] = slices.Clone(s.tokens[:e.nKV(s)])
+	t.last[int(s.kvSeq)] = slotHistory{tokens: slices.Clone(s.tokens[:e.nKV(s)]), salt: s.req.Salt}
 }

@@ -41,12 +41,15 @@ type BlockSource interface {
 
 // Lookup is a prefix a source is asked about: Tokens are the prompt but its last token (what
 // admission may attach), Keys the kvcache.ChainKey of each of its full blocks of BlockSize
-// (len(Tokens)/BlockSize of them), From the first block the RAM cache does not hold whole.
+// (len(Tokens)/BlockSize of them, chained from Salt.Key), From the first block the RAM cache
+// does not hold whole, Salt the request's (a partial first block chains from Salt.Key, a peer
+// routes by hashes from Salt.Routing).
 type Lookup struct {
 	Tokens    []int32
 	Keys      []kvcache.Key
 	From      int
 	BlockSize int
+	Salt      kvcache.Salt
 }
 
 // Hit is what a source holds of a Lookup: Blocks blocks from From on, covering Cells cells
@@ -80,10 +83,10 @@ type TierObserver interface {
 // tierOwner is what the tiers need of the KV manager beyond kvOwner.
 type tierOwner interface {
 	SetSpill(want func(kvcache.Key) bool)
-	Import(prompt []int32, blocks []kvcache.ImportBlock, imgs []int32) ([]int32, int)
+	Import(salt kvcache.Salt, prompt []int32, blocks []kvcache.ImportBlock, imgs []int32) ([]int32, int)
 	SpillSeq(seq int) (blocks, cells int)
 	TakeSpills(dst []kvcache.Spill) []kvcache.Spill
-	Prefix(dst []kvcache.CachedBlock, tokens []int32) []kvcache.CachedBlock
+	Prefix(dst []kvcache.CachedBlock, salt kvcache.Salt, tokens []int32) []kvcache.CachedBlock
 	SaveCells(cell, n int32) (int32, error)
 	Config() kvcache.Config
 }
@@ -104,7 +107,7 @@ type tierState struct {
 	loads    []kvcache.ImportBlock
 	imgIdx   []int32
 	control  chan func()
-	last     map[int][]int32 // slot id -> its last sequence's history (slots_save.go)
+	last     map[int]slotHistory // slot id -> its last sequence's history (slots_save.go)
 }
 
 type fetchResult struct {
@@ -153,7 +156,7 @@ func (e *Engine) tierWait(s *sequence) bool {
 		return false // a fetch at this length brought nothing in (no room): recompute instead
 	}
 	bs := t.m.Config().BlockSize
-	a := e.kv.CanAdmit(s.tokens, 0)
+	a := e.kv.CanAdmit(s.req.Salt, s.tokens, 0)
 	if a.Cached+bs > len(s.tokens)-1 {
 		return false // RAM holds all but a partial block of it
 	}
@@ -162,10 +165,10 @@ func (e *Engine) tierWait(s *sequence) bool {
 	q := t.tried[s]
 	if q == nil || len(q.Tokens) != len(s.tokens)-1 {
 		toks := slices.Clone(s.tokens[:len(s.tokens)-1])
-		q = &Lookup{Tokens: toks, Keys: kvcache.ChainKeys(nil, toks, bs), BlockSize: bs}
+		q = &Lookup{Tokens: toks, Keys: kvcache.ChainKeysFrom(nil, s.req.Salt.Key, toks, bs), BlockSize: bs, Salt: s.req.Salt}
 		t.tried[s] = q
 	}
-	q = &Lookup{Tokens: q.Tokens, Keys: q.Keys, From: a.Cached / bs, BlockSize: bs}
+	q = &Lookup{Tokens: q.Tokens, Keys: q.Keys, From: a.Cached / bs, BlockSize: bs, Salt: q.Salt}
 	for _, src := range t.sources {
 		h := src.Probe(q)
 		gain := q.From*bs + h.Cells - a.Cached
@@ -238,7 +241,7 @@ func (e *Engine) tierImport(r fetchResult) {
 		}
 		t.loads = append(t.loads, kvcache.ImportBlock{Depth: int32(d), Cells: int32(len(b.Tokens))})
 	}
-	t.imgIdx, _ = t.m.Import(prompt, t.loads, t.imgIdx[:0])
+	t.imgIdx, _ = t.m.Import(s.req.Salt, prompt, t.loads, t.imgIdx[:0])
 	loaded := t.setLoads(t.imgIdx, r.blocks)
 	if loaded == 0 {
 		t.stuck[s] = len(s.tokens)

@@ -54,7 +54,7 @@ func (t *Tracker) OnBlock(ev kvcache.BlockEvent) {
 			t.byKV[ev.Hash] = e
 			return
 		}
-		parent := prefixhash.Root
+		parent := ev.Root // prefixhash.Root, or a salted sequence's root
 		if ev.Depth > 0 {
 			p, ok := t.byKV[ev.Parent]
 			if !ok {

@@ -31,13 +31,13 @@ func (a Admission) Fits() bool { return !a.Wait && a.Need <= a.Avail }
 // prefix it would attach, the blocks it needs for the prompt and reserve more cells (the tokens
 // it is expected to generate), those available once the live sequences' own expected growth is
 // set aside, and whether waiting for a sequence that is computing the same prefix would save
-// work. It changes nothing but scratch state.
-func (c *Manager) CanAdmit(prompt []int32, reserve int) Admission {
+// work. It changes nothing but scratch state. Only blocks of salt count (see Salt).
+func (c *Manager) CanAdmit(salt Salt, prompt []int32, reserve int) Admission {
 	if len(prompt) == 0 {
 		return Admission{}
 	}
 	attach := prompt[:len(prompt)-1]
-	_, m := c.match(attach)
+	_, m := c.match(c.root(salt), attach)
 	full := len(c.matched)
 	taken := 0
 	for _, b := range c.matched {
@@ -49,7 +49,7 @@ func (c *Manager) CanAdmit(prompt []int32, reserve int) Admission {
 	a.Avail = c.available() - taken - a.Committed
 	cells := len(prompt) + max(reserve, 0)
 	a.Need = max(0, (cells+int(c.bs)-1)/int(c.bs)-full)
-	a.Wait = c.inFlight(attach, a.Cached)
+	a.Wait = c.inFlight(salt, attach, a.Cached)
 	return a
 }
 
@@ -58,12 +58,13 @@ func (c *Manager) CanAdmit(prompt []int32, reserve int) Admission {
 // returns its length, n; the caller then decodes prompt[n:] from position n. prompt is recorded
 // as what seq is about to compute, so that CanAdmit can tell later prompts sharing it to wait
 // for its blocks; reserve is the cells seq is expected to generate beyond prompt. Check
-// CanAdmit first: Admit does not refuse a sequence for want of blocks (its decode would).
-func (c *Manager) Admit(seq int, prompt []int32, reserve int) (int, error) {
+// CanAdmit first: Admit does not refuse a sequence for want of blocks (its decode would). seq
+// is salted salt (AttachPrefixSalt).
+func (c *Manager) Admit(seq int, salt Salt, prompt []int32, reserve int) (int, error) {
 	if len(prompt) == 0 {
 		return 0, fmt.Errorf("kvcache: Admit: empty prompt for sequence %d", seq)
 	}
-	n, err := c.AttachPrefix(seq, prompt[:len(prompt)-1])
+	n, err := c.AttachPrefixSalt(seq, salt, prompt[:len(prompt)-1])
 	if err != nil {
 		return 0, err
 	}
@@ -93,12 +94,13 @@ func (c *Manager) committed() int {
 // shares with tokens beyond the cached prefix of length cached. Once it has computed them, they
 // are in its blocks, full or not, and a partial match copies the rest of the shared block. Only
 // a share of at least one whole block is worth a wait, or every prompt sharing just BOS would
-// wait for others' first blocks.
-func (c *Manager) inFlight(tokens []int32, cached int) bool {
+// wait for others' first blocks. Only sequences of salt count: another salt's blocks will never
+// be shared, and waiting for them would tell the prompt's sender about another tenant's.
+func (c *Manager) inFlight(salt Salt, tokens []int32, cached int) bool {
 	for s := range c.seqs {
 		sq := &c.seqs[s]
 		in := sq.intent
-		if int(sq.n) >= len(in)-1 {
+		if int(sq.n) >= len(in)-1 || sq.salt != salt {
 			continue // computed all it was admitted with but the last token (or not admitted by Admit)
 		}
 		n := min(len(tokens), len(in))

@@ -37,7 +37,7 @@ func TestCanAdmitCounts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCache(t, Config{BlockSize: 4, NumBlocks: tc.numBlocks, MaxSeqs: 2})
 			tc.setup(t, c)
-			got := c.CanAdmit(tc.prompt, tc.reserve)
+			got := c.CanAdmit(Salt{}, tc.prompt, tc.reserve)
 			if got != tc.want {
 				t.Fatalf("CanAdmit = %+v, want %+v", got, tc.want)
 			}
@@ -48,7 +48,7 @@ func TestCanAdmitCounts(t *testing.T) {
 				return
 			}
 			before := c.Stats()
-			n, err := c.Admit(1, tc.prompt, tc.reserve)
+			n, err := c.Admit(1, Salt{}, tc.prompt, tc.reserve)
 			if err != nil || n != got.Cached {
 				t.Fatalf("Admit = %d, %v; CanAdmit said %d", n, err, got.Cached)
 			}
@@ -94,13 +94,13 @@ func TestCanAdmitWaitsForInFlightPrefix(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCache(t, Config{BlockSize: 4, NumBlocks: 16, MaxSeqs: 2})
-			if n, err := c.Admit(0, leader, 4); err != nil || n != 0 {
+			if n, err := c.Admit(0, Salt{}, leader, 4); err != nil || n != 0 {
 				t.Fatalf("Admit leader = %d, %v", n, err)
 			}
 			if tc.computed > 0 {
 				reserve(t, c, []int32{0}, 0, 0, leader[:tc.computed]...)
 			}
-			if got := c.CanAdmit(tc.prompt, 1); got.Wait != tc.wait {
+			if got := c.CanAdmit(Salt{}, tc.prompt, 1); got.Wait != tc.wait {
 				t.Fatalf("CanAdmit = %+v, want Wait %v", got, tc.wait)
 			}
 		})
@@ -123,7 +123,7 @@ func TestAdmitErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := takeSnapshot(c)
-			if _, err := c.Admit(tc.seq, tc.prompt, 1); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			if _, err := c.Admit(tc.seq, Salt{}, tc.prompt, 1); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("error %v, want %q", err, tc.wantErr)
 			}
 			if !before.equal(takeSnapshot(c)) {
@@ -138,7 +138,7 @@ func TestAdmitErrors(t *testing.T) {
 // new admission may not count as available; as it grows, its claim shrinks.
 func TestCanAdmitSetsAsideGrowth(t *testing.T) {
 	c := newCache(t, Config{BlockSize: 4, NumBlocks: 8, MaxSeqs: 2})
-	if _, err := c.Admit(0, []int32{1, 2, 3, 4, 5}, 11); err != nil {
+	if _, err := c.Admit(0, Salt{}, []int32{1, 2, 3, 4, 5}, 11); err != nil {
 		t.Fatal(err)
 	}
 	reserve(t, c, []int32{0}, 0, 0, 1, 2, 3, 4, 5)
@@ -159,7 +159,7 @@ func TestCanAdmitSetsAsideGrowth(t *testing.T) {
 				reserve(t, c, []int32{0}, pos, 0, 9)
 				pos++
 			}
-			a := c.CanAdmit([]int32{7, 7, 7}, 1)
+			a := c.CanAdmit(Salt{}, []int32{7, 7, 7}, 1)
 			free := 8 - len(c.Blocks(0))
 			if a.Committed != tc.committed || a.Avail != free-tc.committed {
 				t.Fatalf("CanAdmit = %+v, want %d committed of %d free", a, tc.committed, free)
@@ -167,7 +167,7 @@ func TestCanAdmitSetsAsideGrowth(t *testing.T) {
 		})
 	}
 	c.SeqFree(0)
-	if a := c.CanAdmit([]int32{7, 7, 7}, 1); a.Committed != 0 {
+	if a := c.CanAdmit(Salt{}, []int32{7, 7, 7}, 1); a.Committed != 0 {
 		t.Fatalf("a freed sequence still claims %d blocks", a.Committed)
 	}
 }

@@ -211,6 +211,10 @@ type seqTable struct {
 	posMin, posMax int32   // over non-empty cells; -1 when the sequence is empty
 	intent         []int32 // the tokens Admit started the sequence with (computed or about to be)
 	expect         int32   // the cells Admit expects it to reach: intent plus the reserve
+	// salt is the namespace of the sequence's blocks (salt.go), set when it starts
+	// (AttachPrefix, Admit, SeqCopy); root is the seeded hash its first block chains from.
+	salt Salt
+	root uint64
 }
 
 // Check returns cfg with its defaults applied (BlockSize 0: DefaultBlockSize), or an error for

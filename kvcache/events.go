@@ -28,16 +28,20 @@ type BlockEvent struct {
 	// Tokens are the block's BlockSize token ids, for BlockStored. The slice is a view of the
 	// cache's memory, valid only during the call.
 	Tokens []int32
+	// Root is the routing hash the sequence's chain starts from (its Salt's Routing;
+	// prefixhash.Root unsalted), for BlockStored at Depth 0.
+	Root uint64
 }
 
-// emitStored reports that block b, at slot bi of a sequence, was just hashed.
-func (c *Manager) emitStored(b int32, bi int) {
+// emitStored reports that block b, at slot bi of a sequence whose chain of routing hashes
+// starts from root, was just hashed.
+func (c *Manager) emitStored(b int32, bi int, root uint64) {
 	if c.cfg.OnBlock == nil {
 		return
 	}
 	base := b * c.bs
 	c.cfg.OnBlock(BlockEvent{Kind: BlockStored, Hash: c.hash[b], Parent: c.parent[b], Depth: bi,
-		Tokens: c.tok[base : base+c.bs : base+c.bs]})
+		Tokens: c.tok[base : base+c.bs : base+c.bs], Root: root})
 }
 
 // emitRemoved reports that block b, still hashed, is about to lose its hash.

@@ -22,7 +22,7 @@ func (c *Manager) freeSeq(seq int) {
 	if k := len(sq.table); k > 0 {
 		b := sq.table[k-1]
 		if count := sq.n - int32(k-1)*c.bs; c.ref[b] == 1 && c.keepable(seq, k-1, count) {
-			parent := rootHash
+			parent := sq.root
 			if k > 1 {
 				parent = c.hash[sq.table[k-2]]
 			}
@@ -38,6 +38,7 @@ func (c *Manager) freeSeq(seq int) {
 	sq.table = sq.table[:0]
 	sq.intent = sq.intent[:0]
 	sq.n, sq.posMin, sq.posMax = 0, -1, -1
+	sq.salt, sq.root = Salt{}, rootHash
 }
 
 // keepable reports whether block slot bi of seq, whose first count cells seq covers, may be kept

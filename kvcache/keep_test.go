@@ -142,7 +142,7 @@ func TestKeptPartialBlockCopied(t *testing.T) {
 	c.SeqFree(0)
 	for round := range 3 {
 		seq := round % 2
-		n, err := c.Admit(seq, append(slices.Clone(orig2toks(orig)), 20), 2)
+		n, err := c.Admit(seq, Salt{}, append(slices.Clone(orig2toks(orig)), 20), 2)
 		if err != nil || n != 10 {
 			t.Fatalf("round %d: Admit = %d, %v; want 10", round, n, err)
 		}

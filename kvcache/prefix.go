@@ -45,7 +45,7 @@ func (c *Manager) hashBlock(seq, bi int) {
 	if !c.chained(seq, bi) {
 		return
 	}
-	parent := rootHash
+	parent := sq.root
 	if bi > 0 {
 		parent = c.hash[sq.table[bi-1]]
 	}
@@ -57,7 +57,7 @@ func (c *Manager) hashBlock(seq, bi int) {
 		c.index[h] = b
 		c.indexed[b] = true
 	}
-	c.emitStored(b, bi)
+	c.emitStored(b, bi, sq.salt.Routing)
 }
 
 // chained reports whether the first bi blocks of seq's table form an intact hash chain from its
@@ -68,7 +68,7 @@ func (c *Manager) hashBlock(seq, bi int) {
 // different history.
 func (c *Manager) chained(seq, bi int) bool {
 	t := c.seqs[seq].table
-	parent := rootHash
+	parent := c.seqs[seq].root
 	for j := range bi {
 		b := t[j]
 		if !c.hashed[b] || c.depth[b] != int32(j) || c.parent[b] != parent {
@@ -135,7 +135,7 @@ func (c *Manager) partial(i int32, parent uint64, tokens []int32, taken int) (sr
 		if len(sq.table) <= int(i) || c.hashed[sq.table[i]] {
 			continue
 		}
-		if i == 0 && parent != rootHash {
+		if i == 0 && sq.root != parent {
 			continue
 		}
 		if i > 0 && (c.hash[sq.table[i-1]] != parent || !c.chained(s, int(i))) {
@@ -163,13 +163,13 @@ func (c *Manager) leadingCells(b, i int32, tokens []int32) int {
 	return m
 }
 
-// match finds the longest prefix of tokens the cache can provide: the full blocks with matching
-// chained hashes and verified token ids, appended to c.matched, then possibly the first m cells of
-// one more block src (see partial), which is kept available even when the matched blocks that are
-// cached leave the pool.
-func (c *Manager) match(tokens []int32) (src int32, m int) {
+// match finds the longest prefix of tokens the cache can provide to a sequence whose first block
+// chains from root (its salt's): the full blocks with matching chained hashes and verified token
+// ids, appended to c.matched, then possibly the first m cells of one more block src (see
+// partial), which is kept available even when the matched blocks that are cached leave the pool.
+func (c *Manager) match(root uint64, tokens []int32) (src int32, m int) {
 	c.matched = c.matched[:0]
-	parent, taken := rootHash, 0
+	parent, taken := root, 0
 	for i := int32(0); ; i++ {
 		n := len(c.matched) * int(c.bs)
 		var b int32
@@ -193,7 +193,7 @@ func (c *Manager) match(tokens []int32) (src int32, m int) {
 // blocks with matching chained hashes and verified token ids, then possibly the first cells of
 // one more block (see partial).
 func (c *Manager) MatchPrefix(tokens []int32) int {
-	_, m := c.match(tokens)
+	_, m := c.match(rootHash, tokens)
 	return len(c.matched)*int(c.bs) + m
 }
 
@@ -202,7 +202,14 @@ func (c *Manager) MatchPrefix(tokens []int32) int {
 // list if they were cached), the cells of a partial match are copied into a new block of seq's
 // own (a KVCopy store operation). The caller then decodes tokens[n:] from position n. A caller that needs logits for the
 // last prompt token must leave it out of tokens, so that at least one token remains to decode.
+// The sequence is unsalted (see AttachPrefixSalt).
 func (c *Manager) AttachPrefix(seq int, tokens []int32) (int, error) {
+	return c.AttachPrefixSalt(seq, Salt{}, tokens)
+}
+
+// AttachPrefixSalt is AttachPrefix for a sequence salted salt: only blocks of that salt match,
+// and the blocks seq then computes are of that salt.
+func (c *Manager) AttachPrefixSalt(seq int, salt Salt, tokens []int32) (int, error) {
 	c.gen++
 	if seq < 0 || seq >= len(c.seqs) {
 		return 0, fmt.Errorf("kvcache: AttachPrefix: sequence id %d outside [0, %d)", seq, len(c.seqs))
@@ -211,7 +218,8 @@ func (c *Manager) AttachPrefix(seq int, tokens []int32) (int, error) {
 	if sq.n != 0 {
 		return 0, fmt.Errorf("kvcache: AttachPrefix: sequence %d is not empty (%d cells)", seq, sq.n)
 	}
-	src, m := c.match(tokens)
+	sq.salt, sq.root = salt, c.root(salt)
+	src, m := c.match(sq.root, tokens)
 	for _, b := range c.matched {
 		if c.ref[b] == 0 {
 			c.cacheRemove(b)

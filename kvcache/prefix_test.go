@@ -230,7 +230,7 @@ func TestPrefixEviction(t *testing.T) {
 			c := newCache(t, Config{BlockSize: 4, NumBlocks: 4, MaxSeqs: 1})
 			for _, u := range tc.uses {
 				p := append(blk(u), 0) // the extra token is computed for its logits
-				n, err := c.Admit(0, p, 0)
+				n, err := c.Admit(0, Salt{}, p, 0)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -270,10 +270,10 @@ func TestSystemPromptSurvivesOneOffPrompts(t *testing.T) {
 	}
 	run := func(p []int32) int {
 		t.Helper()
-		if a := c.CanAdmit(p, 0); !a.Fits() {
+		if a := c.CanAdmit(Salt{}, p, 0); !a.Fits() {
 			t.Fatalf("a %d-token prompt does not fit an idle cache: %+v", len(p), a)
 		}
-		n, err := c.Admit(0, p, 0)
+		n, err := c.Admit(0, Salt{}, p, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -476,7 +476,7 @@ func TestDuplicateOfPartialSourceKeepsItMatchable(t *testing.T) {
 	reserve(t, c, []int32{0}, 0, 0, full...)
 	c.SeqFree(0)
 	for round := range 3 {
-		n, err := c.Admit(1, prompt, 1)
+		n, err := c.Admit(1, Salt{}, prompt, 1)
 		if err != nil || n != 6 {
 			t.Fatalf("round %d: Admit = %d, %v; want 6 (a block and 2 copied cells)", round, n, err)
 		}

@@ -119,7 +119,7 @@ func (r *randTest) checkFreedMatchable(s int, toks []int32) {
 
 // cachedAmong counts the cached blocks MatchPrefix(toks) attaches (they leave the pool).
 func (r *randTest) cachedAmong(toks []int32) int {
-	r.c.match(toks)
+	r.c.match(rootHash, toks)
 	n := 0
 	for _, b := range r.c.matched {
 		if r.c.ref[b] == 0 {

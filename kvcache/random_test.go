@@ -415,7 +415,7 @@ func (r *randTest) opAttach() {
 func (r *randTest) attach(s int, toks []int32, doc int) {
 	r.log = append(r.log, fmt.Sprintf("AttachPrefix(%d, %d tokens)", s, len(toks)))
 	match := r.c.MatchPrefix(toks)
-	src, m := r.c.match(toks)
+	src, m := r.c.match(rootHash, toks)
 	fromKept := m > 0 && r.c.part[src] > 0
 	before := takeSnapshot(r.c)
 	n, err := r.c.AttachPrefix(s, toks)

@@ -135,7 +135,7 @@ func (r *randTest) opImport() {
 	}
 	r.log = append(r.log, fmt.Sprintf("Import(%d tokens, %d blocks)", len(prompt), len(ibs)))
 	before := r.c.MatchPrefix(prompt)
-	imgs, held := r.c.Import(prompt, ibs, nil)
+	imgs, held := r.c.Import(Salt{}, prompt, ibs, nil)
 	loaded := 0
 	for i, idx := range imgs {
 		if idx < 0 {

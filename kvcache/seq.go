@@ -164,6 +164,7 @@ func (c *Manager) SeqCopy(src, dst int, p0, p1 int32) error {
 	}
 	ds := &c.seqs[dst]
 	ds.table = ds.table[:0]
+	ds.salt, ds.root = ss.salt, ss.root // the copy continues src's chain
 	n := int32(0)
 	for bi := int32(0); bi <= last/c.bs; bi++ {
 		count := min(c.bs, last+1-bi*c.bs) // slots of this block dst covers

@@ -47,7 +47,12 @@ func chainKey(buf []byte, parent Key, toks []int32) Key {
 // ChainKeys appends to dst the Keys of the full blocks of tokens in blocks of bs (len(tokens)/bs
 // of them) and returns it.
 func ChainKeys(dst []Key, tokens []int32, bs int) []Key {
-	parent := RootKey
+	return ChainKeysFrom(dst, RootKey, tokens, bs)
+}
+
+// ChainKeysFrom is ChainKeys for a chain whose first block's parent is root (a Salt's Key).
+func ChainKeysFrom(dst []Key, root Key, tokens []int32, bs int) []Key {
+	parent := root
 	buf := make([]byte, 0, len(parent)+4*bs)
 	for i := 0; (i+1)*bs <= len(tokens); i++ {
 		parent = chainKey(buf, parent, tokens[i*bs:(i+1)*bs])
@@ -57,7 +62,7 @@ func ChainKeys(dst []Key, tokens []int32, bs int) []Key {
 }
 
 // Spill describes a block whose cells a KVSave operation reads out into image Img: its Key, the
-// Key of the block before it (RootKey at Depth 0), its index in its sequence (positions
+// Key of the block before it (its salt's Key, RootKey unsalted, at Depth 0), its index in its sequence (positions
 // Depth*BlockSize onwards, in order) and its tokens (len BlockSize for a full block, fewer for a
 // kept partial one). Tokens is a view valid until the next mutating call.
 type Spill struct {
@@ -109,10 +114,13 @@ func (c *Manager) setKey(b int32, parent Key, n int32) {
 	c.key[b] = chainKey(c.keyBuf, parent, c.tok[base:base+n])
 }
 
-// parentKey is the Key of slot bi-1 of seq's table, RootKey for bi 0.
+// parentKey is the Key of slot bi-1 of seq's table, its salt's Key (RootKey unsalted) for bi 0.
 func (c *Manager) parentKey(seq, bi int) Key {
-	if bi == 0 || c.key == nil {
+	if c.key == nil {
 		return RootKey
+	}
+	if bi == 0 {
+		return c.seqs[seq].salt.Key
 	}
 	return c.key[c.seqs[seq].table[bi-1]]
 }
@@ -203,15 +211,16 @@ type ImportBlock struct {
 // index for the step these operations go with), or -1 for a block not loaded (the cache held
 // it already, or the walk ended before it). The imported blocks are left cached (refcount 0,
 // priced as used once), a partial last block as a kept partial block. It returns imgs and the
-// prompt tokens the cache now holds in a row from the start.
-func (c *Manager) Import(prompt []int32, blocks []ImportBlock, imgs []int32) ([]int32, int) {
+// prompt tokens the cache now holds in a row from the start. The chain is salt's: blocks of
+// another salt are not found, and the blocks imported are of salt.
+func (c *Manager) Import(salt Salt, prompt []int32, blocks []ImportBlock, imgs []int32) ([]int32, int) {
 	c.gen++
 	first := len(imgs)
 	for range blocks {
 		imgs = append(imgs, -1)
 	}
 	pinned := c.pinned[:0]
-	parent, pk := rootHash, RootKey
+	parent, pk := c.root(salt), salt.Key
 	held := 0
 	next := 0
 	for i := int32(0); ; i++ {
@@ -263,7 +272,7 @@ func (c *Manager) Import(prompt []int32, blocks []ImportBlock, imgs []int32) ([]
 			c.index[h] = b
 			c.indexed[b] = true
 		}
-		c.emitStored(b, int(i))
+		c.emitStored(b, int(i), salt.Routing)
 		c.ref[b] = 1
 		pinned = append(pinned, b)
 		parent, held = h, lo+int(c.bs)
@@ -296,10 +305,11 @@ type CachedBlock struct {
 // Prefix appends to dst the blocks the cache holds (live or cached) for the longest prefix of
 // tokens it can provide: full blocks by hash, then a partial block whose leading cells continue
 // it (as MatchPrefix counts, but only a block those cells start; a partial match's source of
-// more cells is cut to the ones that match). It changes nothing. Used to save a slot.
-func (c *Manager) Prefix(dst []CachedBlock, tokens []int32) []CachedBlock {
-	src, m := c.match(tokens)
-	pk := RootKey
+// more cells is cut to the ones that match). It changes nothing. Used to save a slot. Only
+// blocks of salt are found.
+func (c *Manager) Prefix(dst []CachedBlock, salt Salt, tokens []int32) []CachedBlock {
+	src, m := c.match(c.root(salt), tokens)
+	pk := salt.Key
 	for i, b := range c.matched {
 		k := Key{}
 		if c.key != nil {

@@ -174,10 +174,10 @@ func (t *Tier) rebuild() error {
 			continue
 		}
 		e, mod, err := t.scan(full, strings.TrimSuffix(name, ext))
-		if errors.Is(err, kvfile.ErrForeign) {
-			// Another model's or cache layout's (a server sharing the directory, another -ctk):
-			// left alone, never read.
-			t.log.Warn("kv disk: ignoring a block file of another model or cache layout", "file", full, "err", err)
+		if errors.Is(err, kvfile.ErrForeign) || errors.Is(err, kvfile.ErrNotRegular) {
+			// Another model's or cache layout's (a server sharing the directory, another -ctk),
+			// or not a file at all: left alone, never read.
+			t.log.Warn("kv disk: ignoring a block file of another model or cache layout, or not a regular file", "file", full, "err", err)
 			t.st.Rejected++
 			continue
 		}
@@ -200,15 +200,11 @@ func (t *Tier) rebuild() error {
 
 // scan reads a file's header and record metadata (not its data) and checks its size.
 func (t *Tier) scan(path, name string) (*entry, time.Time, error) {
-	f, err := os.Open(path)
+	f, fi, err := kvfile.OpenRegular(path) // a FIFO named like a block must not hang the start
 	if err != nil {
 		return nil, time.Time{}, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, time.Time{}, err
-	}
 	b, err := kvfile.DecodeMeta(f, t.layout)
 	if err != nil {
 		return nil, time.Time{}, err
@@ -377,7 +373,7 @@ func (t *Tier) hitKeys(q *engine.Lookup) ([]kvcache.Key, engine.Hit) {
 		}
 		take(e)
 	}
-	parent := kvcache.RootKey
+	parent := q.Salt.Key // a partial first block chains from the request's salt
 	if d > 0 {
 		if d-1 >= len(q.Keys) {
 			return keys, h
@@ -441,14 +437,10 @@ func (t *Tier) Fetch(ctx context.Context, q *engine.Lookup, h engine.Hit) ([]kvf
 // read reads and verifies one block; a file that fails is removed from the index and disk.
 func (t *Tier) read(k kvcache.Key) (kvfile.Block, int64, error) {
 	path := t.path(k)
-	f, err := os.Open(path)
+	f, fi, err := kvfile.OpenRegular(path)
 	if err == nil {
-		var fi os.FileInfo
-		fi, err = f.Stat()
 		var blocks []kvfile.Block
-		if err == nil {
-			blocks, err = kvfile.Decode(f, t.layout, 1)
-		}
+		blocks, err = kvfile.Decode(f, t.layout, 1)
 		f.Close()
 		if err == nil && (len(blocks) != 1 || blocks[0].Key != k) {
 			err = fmt.Errorf("%w: not the block it is named for", kvfile.ErrCorrupt)

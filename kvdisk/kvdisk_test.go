@@ -6,7 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"ubatch/engine"
 	"ubatch/kvcache"
@@ -20,8 +23,13 @@ func layout() kvfile.Layout {
 
 // chain makes the blocks of tokens (full blocks, then a partial one) with random data.
 func chain(l kvfile.Layout, tokens []int32, rng *rand.Rand) []kvfile.Block {
+	return saltedChain(l, kvcache.Salt{}, tokens, rng)
+}
+
+// saltedChain is chain for a sequence salted salt.
+func saltedChain(l kvfile.Layout, salt kvcache.Salt, tokens []int32, rng *rand.Rand) []kvfile.Block {
 	var out []kvfile.Block
-	parent := kvcache.RootKey
+	parent := salt.Key
 	for d := 0; d*l.BlockSize < len(tokens); d++ {
 		toks := tokens[d*l.BlockSize : min((d+1)*l.BlockSize, len(tokens))]
 		b := kvfile.Block{Parent: parent, Depth: int32(d), Tokens: slices.Clone(toks), Pos: make([]int32, len(toks)),
@@ -125,6 +133,76 @@ func TestRestart(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSaltedBlocks: blocks written under a salt (a full chain with a partial tail, and a lone
+// partial first block) are found, after a restart, by lookups of that salt only.
+func TestSaltedBlocks(t *testing.T) {
+	l := layout()
+	rng := rand.New(rand.NewPCG(3, 3))
+	a := kvcache.NewSalt("tenant-a")
+	prompt, short := randTokens(rng, 18, 0, 1000), randTokens(rng, 3, 0, 1000)
+	dir := t.TempDir()
+	written(t, dir, l, append(saltedChain(l, a, prompt, rng), saltedChain(l, a, short, rng)...))
+	tier := open(t, dir, l, 1<<20)
+	tests := []struct {
+		name   string
+		salt   kvcache.Salt
+		prompt []int32
+		blocks int
+	}{
+		{name: "same salt", salt: a, prompt: prompt, blocks: 5},
+		{name: "same salt, partial first block", salt: a, prompt: short, blocks: 1},
+		{name: "another salt", salt: kvcache.NewSalt("tenant-b"), prompt: prompt},
+		{name: "another salt, partial first block", salt: kvcache.NewSalt("tenant-b"), prompt: short},
+		{name: "no salt", prompt: prompt},
+		{name: "no salt, partial first block", prompt: short},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			q := &engine.Lookup{Tokens: tc.prompt, Keys: kvcache.ChainKeysFrom(nil, tc.salt.Key, tc.prompt, l.BlockSize),
+				BlockSize: l.BlockSize, Salt: tc.salt}
+			h := tier.Probe(q)
+			got, err := tier.Fetch(context.Background(), q, h)
+			if h.Blocks != tc.blocks || err != nil || len(got) != tc.blocks {
+				t.Fatalf("Probe = %+v, Fetch = %d blocks, %v; want %d", h, len(got), err, tc.blocks)
+			}
+		})
+	}
+}
+
+// TestFIFOInTheDirectory: a FIFO named like a block file does not hang the start (the scan
+// opens regular files only); it is ignored and left alone.
+func TestFIFOInTheDirectory(t *testing.T) {
+	l := layout()
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, strings.Repeat("ab", 32)+ext)
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("no FIFOs here: %v", err)
+	}
+	done := make(chan *Tier, 1)
+	go func() {
+		tier, err := Open(dir, l, 1<<20, nil)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- tier
+	}()
+	select {
+	case tier := <-done:
+		if tier == nil {
+			return
+		}
+		defer tier.Close()
+		if st := tier.Stats(); st.Blocks != 0 || st.Rejected != 1 {
+			t.Fatalf("stats %+v, want no block and one file rejected", st)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Open still scanning after 5s: it opened the FIFO")
+	}
+	if _, err := os.Lstat(fifo); err != nil {
+		t.Fatalf("the FIFO was removed: %v", err)
 	}
 }
 

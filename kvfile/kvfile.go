@@ -24,6 +24,7 @@ package kvfile
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -33,6 +34,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"ubatch/kvcache"
 )
@@ -145,7 +147,8 @@ func (l Layout) CellBytes() int64 {
 	return n
 }
 
-// Block is one block's image: its Key and its parent's (kvcache.RootKey at Depth 0), its index
+// Block is one block's image: its Key and its parent's (at Depth 0 its salt's Key:
+// kvcache.RootKey unsalted, see kvcache.Salt), its index
 // in its sequence, its tokens and positions (len 1..BlockSize, positions Depth*BlockSize+i) and
 // Data, len(Tokens) × CellBytes bytes (kvstore's image layout, see the package doc).
 type Block struct {
@@ -178,9 +181,6 @@ func (b *Block) checkMeta(l Layout) error {
 		if p != b.Depth*int32(l.BlockSize)+int32(i) {
 			return fmt.Errorf("%w: cell %d of block %d at position %d", ErrCorrupt, i, b.Depth, p)
 		}
-	}
-	if b.Depth == 0 && b.Parent != kvcache.RootKey {
-		return fmt.Errorf("%w: a first block with a parent", ErrCorrupt)
 	}
 	if kvcache.ChainKey(b.Parent, b.Tokens) != b.Key {
 		return fmt.Errorf("%w: block %d's key is not its parent's and tokens' hash", ErrCorrupt, b.Depth)
@@ -422,12 +422,21 @@ func (b *Block) setTokens(meta []byte, n int) {
 	}
 }
 
+// MaxName is the longest file name WriteFile can write: a file system's usual NAME_MAX (255
+// bytes) less what its temporary name adds (a leading dot, a dot and up to ten random digits,
+// ".tmp"). A longer name fails to be created, whatever the directory.
+const MaxName = 255 - len(".") - len(".") - 10 - len(".tmp")
+
 // WriteFile writes blocks under l to path atomically: to a temporary file in the same
 // directory, then renamed over path, so a reader sees the old file, the whole new one, or none
 // (a crash may leave a "*.tmp" file behind, never a torn path). Not synced to disk: a power cut
-// may lose or tear the file, which the checksums then reject.
+// may lose or tear the file, which the checksums then reject. path's base name must be at most
+// MaxName bytes.
 func WriteFile(path string, l Layout, blocks []Block) (int64, error) {
 	dir, base := filepath.Split(path)
+	if len(base) > MaxName {
+		return 0, fmt.Errorf("kvfile: file name of %d bytes, at most %d fit with the temporary suffix", len(base), MaxName)
+	}
 	f, err := os.CreateTemp(dir, "."+base+".*.tmp")
 	if err != nil {
 		return 0, err
@@ -455,12 +464,55 @@ func WriteFile(path string, l Layout, blocks []Block) (int64, error) {
 	return size, nil
 }
 
-// ReadFile decodes the image at path (see Decode).
-func ReadFile(path string, want Layout, maxBlocks int) ([]Block, error) {
-	f, err := os.Open(path)
+// ErrNotRegular: the path names something other than a regular file (a FIFO, a device, a
+// directory, a socket), which ReadFile does not open.
+var ErrNotRegular = errors.New("kvfile: not a regular file")
+
+// OpenRegular opens path for reading if it is a regular file: the open does not block
+// (O_NONBLOCK, so a FIFO without a writer cannot hang it) and anything else is ErrNotRegular,
+// checked on the opened file itself (no race with a rename). It returns the file and its
+// information; the caller closes the file.
+func OpenRegular(path string) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%w: %s is a %v", ErrNotRegular, filepath.Base(path), fi.Mode().Type())
+	}
+	return f, fi, nil
+}
+
+// ReadFile decodes the image at path (see Decode), a regular file only (OpenRegular). Reading
+// stops with ctx's error when ctx ends.
+func ReadFile(ctx context.Context, path string, want Layout, maxBlocks int) ([]Block, error) {
+	f, _, err := OpenRegular(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return Decode(f, want, maxBlocks)
+	blocks, err := Decode(ctxReader{ctx, f}, want, maxBlocks)
+	if cerr := ctx.Err(); err != nil && cerr != nil {
+		return nil, cerr // Decode words a failed read as corruption
+	}
+	return blocks, err
+}
+
+// ctxReader reads r until ctx ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }

@@ -2,12 +2,16 @@ package kvfile
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"ubatch/kvcache"
 )
@@ -179,7 +183,7 @@ func TestWriteFileAtomic(t *testing.T) {
 	if err != nil || size != Size(l, blocks) {
 		t.Fatalf("WriteFile = %d, %v", size, err)
 	}
-	got, err := ReadFile(path, l, 0)
+	got, err := ReadFile(context.Background(), path, l, 0)
 	if err != nil || !equalBlocks(got, blocks) {
 		t.Fatalf("ReadFile = %v", err)
 	}
@@ -190,6 +194,79 @@ func TestWriteFileAtomic(t *testing.T) {
 	meta, err := DecodeMeta(bytes.NewReader(encode(t, l, blocks[:1])), l)
 	if err != nil || meta.Key != blocks[0].Key || !slices.Equal(meta.Tokens, blocks[0].Tokens) || meta.Data != nil {
 		t.Fatalf("DecodeMeta = %+v, %v", meta, err)
+	}
+}
+
+// TestWriteFileNameBound writes the longest name that fits with the temporary suffix and refuses
+// one byte more before touching the directory.
+func TestWriteFileNameBound(t *testing.T) {
+	l := testLayout()
+	blocks := testBlocks(l, 1, 0, rand.New(rand.NewPCG(15, 16)))
+	tests := []struct {
+		name string
+		n    int
+		ok   bool
+	}{
+		{name: "MaxName", n: MaxName, ok: true},
+		{name: "MaxName+1", n: MaxName + 1},
+		{name: "NAME_MAX", n: 255},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			_, err := WriteFile(filepath.Join(dir, strings.Repeat("a", tc.n)), l, blocks)
+			if (err == nil) != tc.ok {
+				t.Fatalf("WriteFile of a %d-byte name: %v, want ok %v", tc.n, err, tc.ok)
+			}
+			des, _ := os.ReadDir(dir)
+			if want := map[bool]int{true: 1, false: 0}[tc.ok]; len(des) != want {
+				t.Fatalf("%d files in the directory, want %d", len(des), want)
+			}
+		})
+	}
+}
+
+// TestReadFileRegularOnly: a FIFO without a writer and a directory are refused at once
+// (ErrNotRegular), not read; a cancelled context stops a regular file's read.
+func TestReadFileRegularOnly(t *testing.T) {
+	l := testLayout()
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("no FIFOs here: %v", err)
+	}
+	file := filepath.Join(dir, "x.kvb")
+	if _, err := WriteFile(file, l, testBlocks(l, 2, 0, rand.New(rand.NewPCG(17, 18)))); err != nil {
+		t.Fatal(err)
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name string
+		ctx  context.Context
+		path string
+		want error
+	}{
+		{name: "fifo", ctx: context.Background(), path: fifo, want: ErrNotRegular},
+		{name: "directory", ctx: context.Background(), path: dir, want: ErrNotRegular},
+		{name: "cancelled", ctx: cancelled, path: file, want: context.Canceled},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() {
+				_, err := ReadFile(tc.ctx, tc.path, l, 0)
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if !errors.Is(err, tc.want) {
+					t.Fatalf("ReadFile = %v, want %v", err, tc.want)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("ReadFile still blocked after 5s")
+			}
+		})
 	}
 }
 

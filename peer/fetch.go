@@ -183,7 +183,7 @@ func (s *Source) Fetch(ctx context.Context, q *engine.Lookup, h engine.Hit) ([]k
 	defer cancel()
 	start := time.Now()
 	end := min(len(q.Keys), q.From+h.Blocks)
-	hashes := prefixhash.Chain(make([]uint64, 0, end), q.Tokens[:end*bs], bs)
+	hashes := prefixhash.ChainFrom(make([]uint64, 0, end), q.Salt.Routing, q.Tokens[:end*bs], bs)
 	holders, err := s.cfg.Index.Holders(ctx, *s.peers.Load(), fleet.HolderQuery{Self: *s.self.Load(), KVIdentity: s.ident, BlockSize: bs},
 		hashes, q.From+s.cfg.MinBlocks)
 	if err != nil {
@@ -280,6 +280,7 @@ func (s *Source) fetch(ctx context.Context, p fleet.Holder, hashes []uint64, q *
 	for i, x := range hashes {
 		req.Hashes[i] = fmt.Sprintf("%016x", x)
 	}
+	req.encodeSalt(q.Salt)
 	body, _ := json.Marshal(req) // plain fields: cannot fail
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(p.URL, "/")+"/kv/blocks", bytes.NewReader(body))
 	if err != nil {

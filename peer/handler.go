@@ -83,7 +83,11 @@ func serveBlocks(cfg HandlerConfig, ident string, w http.ResponseWriter, r *http
 	case len(req.Tokens) != len(req.Hashes)*bs:
 		return fail(w, http.StatusBadRequest, "invalid_tokens", fmt.Sprintf("tokens: %d, want block_size × hashes = %d", len(req.Tokens), len(req.Hashes)*bs))
 	}
-	chain := prefixhash.Chain(make([]uint64, 0, len(req.Hashes)), req.Tokens, bs)
+	salt, err := req.salt()
+	if err != nil {
+		return fail(w, http.StatusBadRequest, "invalid_salt", err.Error())
+	}
+	chain := prefixhash.ChainFrom(make([]uint64, 0, len(req.Hashes)), salt.Routing, req.Tokens, bs)
 	for i, s := range req.Hashes {
 		h, err := strconv.ParseUint(s, 16, 64)
 		if err != nil || len(s) != 16 {
@@ -97,7 +101,7 @@ func serveBlocks(cfg HandlerConfig, ident string, w http.ResponseWriter, r *http
 	if n == req.From {
 		return fail(w, http.StatusRequestEntityTooLarge, "block_too_large", "one block is larger than the node's limit of one answer")
 	}
-	blocks, err := cfg.Cache.ExportBlocks(r.Context(), req.Tokens[:n*bs], n)
+	blocks, err := cfg.Cache.ExportBlocks(r.Context(), salt, req.Tokens[:n*bs], n)
 	if err != nil {
 		if r.Context().Err() != nil {
 			return 499, 0, 0 // the client went away: nothing to answer

@@ -24,14 +24,15 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 
+	"ubatch/kvcache"
 	"ubatch/kvfile"
 )
 
 // Exporter is the node's RAM cache as the serving side uses it (engine.Engine).
 type Exporter interface {
-	// ExportBlocks returns the leading full blocks of tokens the cache holds, at most max,
-	// with their K/V copied out.
-	ExportBlocks(ctx context.Context, tokens []int32, max int) ([]kvfile.Block, error)
+	// ExportBlocks returns the leading full blocks of tokens the cache holds of salt, at most
+	// max, with their K/V copied out.
+	ExportBlocks(ctx context.Context, salt kvcache.Salt, tokens []int32, max int) ([]kvfile.Block, error)
 }
 
 // Identity names a KV layout in the fleet's Redis (fleet.Status.KVIdentity): 32 hex digits of

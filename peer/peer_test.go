@@ -46,10 +46,13 @@ func kvData(toks []int32) []byte {
 	return d
 }
 
-func blocksOf(toks []int32) []kvfile.Block {
+func blocksOf(toks []int32) []kvfile.Block { return saltedBlocksOf(kvcache.Salt{}, toks) }
+
+// saltedBlocksOf is blocksOf for a sequence salted salt.
+func saltedBlocksOf(salt kvcache.Salt, toks []int32) []kvfile.Block {
 	var out []kvfile.Block
-	parent := kvcache.RootKey
-	for i, k := range kvcache.ChainKeys(nil, toks, bs) {
+	parent := salt.Key
+	for i, k := range kvcache.ChainKeysFrom(nil, salt.Key, toks, bs) {
 		t := slices.Clone(toks[i*bs : (i+1)*bs])
 		pos := make([]int32, bs)
 		for j := range pos {
@@ -61,19 +64,19 @@ func blocksOf(toks []int32) []kvfile.Block {
 	return out
 }
 
-func newMemCache(toks []int32) *memCache {
+func newMemCache(salt kvcache.Salt, toks []int32) *memCache {
 	m := &memCache{held: map[kvcache.Key]kvfile.Block{}}
-	for _, b := range blocksOf(toks) {
+	for _, b := range saltedBlocksOf(salt, toks) {
 		m.held[b.Key] = b
 	}
 	return m
 }
 
-func (m *memCache) ExportBlocks(ctx context.Context, toks []int32, max int) ([]kvfile.Block, error) {
+func (m *memCache) ExportBlocks(ctx context.Context, salt kvcache.Salt, toks []int32, max int) ([]kvfile.Block, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []kvfile.Block
-	for _, k := range kvcache.ChainKeys(nil, toks, bs) {
+	for _, k := range kvcache.ChainKeysFrom(nil, salt.Key, toks, bs) {
 		b, ok := m.held[k]
 		if !ok || len(out) == max {
 			break
@@ -97,12 +100,17 @@ func tokens(n int, base int32) []int32 {
 
 // publish lists node id in Redis as fleet.Publisher does, holding the blocks of holds.
 func publish(t *testing.T, rs *testredis.Server, id, url, ident string, holds []int32) {
+	publishSalted(t, rs, id, url, ident, kvcache.Salt{}, holds)
+}
+
+// publishSalted is publish for blocks of salt.
+func publishSalted(t *testing.T, rs *testredis.Server, id, url, ident string, salt kvcache.Salt, holds []int32) {
 	c := rs.Client()
 	ctx := context.Background()
 	st, _ := json.Marshal(fleet.Status{ID: id, URL: url, BlockSize: bs, KVIdentity: ident})
 	c.SAdd(ctx, "test:nodes", id)
 	c.Set(ctx, "test:node:"+id, st, 0)
-	for _, h := range prefixhash.Chain(nil, holds, bs) {
+	for _, h := range prefixhash.ChainFrom(nil, salt.Routing, holds, bs) {
 		c.SAdd(ctx, "test:node:"+id+":blocks", fmt.Sprintf("%016x", h))
 	}
 }
@@ -118,15 +126,20 @@ type pair struct {
 // newPair runs node A's handler (behind wrap, if set) over a cache holding prompt, and makes
 // node B's peer tier over a fleet in which A holds it.
 func newPair(t *testing.T, prompt []int32, wrap func(http.Handler) http.Handler) *pair {
+	return newSaltedPair(t, kvcache.Salt{}, prompt, wrap)
+}
+
+// newSaltedPair is newPair for a node A that holds prompt's blocks of salt.
+func newSaltedPair(t *testing.T, salt kvcache.Salt, prompt []int32, wrap func(http.Handler) http.Handler) *pair {
 	rs := testredis.Start(t)
-	p := &pair{a: newMemCache(prompt), m: NewMetrics(prometheus.NewRegistry()), served: NewMetrics(prometheus.NewRegistry())}
+	p := &pair{a: newMemCache(salt, prompt), m: NewMetrics(prometheus.NewRegistry()), served: NewMetrics(prometheus.NewRegistry())}
 	var h http.Handler = Handler(HandlerConfig{Cache: p.a, Layout: layout, Metrics: p.served, Logger: slog.New(slog.DiscardHandler)})
 	if wrap != nil {
 		h = wrap(h)
 	}
 	p.srv = httptest.NewServer(h)
 	t.Cleanup(p.srv.Close)
-	publish(t, rs, "a", p.srv.URL, Identity(layout), prompt)
+	publishSalted(t, rs, "a", p.srv.URL, Identity(layout), salt, prompt)
 	publish(t, rs, "b", "http://127.0.0.1:1", Identity(layout), nil)
 	var err error
 	p.src, err = NewSource(SourceConfig{Index: fleet.NewIndex(rs.Client(), "test"), Self: "b", Layout: layout,
@@ -190,6 +203,52 @@ func TestFetchBringsThePeersBlocks(t *testing.T) {
 	}
 }
 
+// TestFetchKeepsSaltsApart: a peer holding a prompt's blocks of one salt gives them to a fetch
+// of that salt (the routing hashes, the request's salt and the keys all chain from it) and none
+// to a fetch of another salt or of none.
+func TestFetchKeepsSaltsApart(t *testing.T) {
+	prompt := tokens(6*bs+3, 700)
+	t1 := kvcache.NewSalt("tenant-1")
+	p := newSaltedPair(t, t1, prompt, nil)
+	tests := []struct {
+		name string
+		salt kvcache.Salt
+		want int
+	}{
+		{name: "same salt", salt: t1, want: 6},
+		{name: "another salt", salt: kvcache.NewSalt("tenant-2")},
+		{name: "no salt", salt: kvcache.Salt{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			toks := prompt[:len(prompt)-1]
+			q := &engine.Lookup{Tokens: toks, Keys: kvcache.ChainKeysFrom(nil, tc.salt.Key, toks, bs), BlockSize: bs, Salt: tc.salt}
+			got, err := p.src.Fetch(context.Background(), q, p.src.Probe(q))
+			if err != nil || len(got) != tc.want {
+				t.Fatalf("Fetch = %d blocks, %v; want %d", len(got), err, tc.want)
+			}
+			for i, b := range got {
+				if b.Key != q.Keys[i] {
+					t.Fatalf("block %d is not the prompt's of its salt", i)
+				}
+			}
+		})
+	}
+	// A request whose hashes are the salt's but which names no salt is refused: the hashes are
+	// checked against the chain from the salt it names.
+	hs := prefixhash.ChainFrom(nil, t1.Routing, prompt[:2*bs], bs)
+	body, _ := json.Marshal(blocksRequest{KVIdentity: Identity(layout), BlockSize: bs, Tokens: prompt[:2*bs],
+		Hashes: []string{fmt.Sprintf("%016x", hs[0]), fmt.Sprintf("%016x", hs[1])}})
+	resp, err := http.Post(p.srv.URL, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("salted hashes without the salt: %d, want 400", resp.StatusCode)
+	}
+}
+
 func TestProbeNeedsAPeer(t *testing.T) {
 	prompt := tokens(4*bs, 1)
 	p := newPair(t, prompt, nil)
@@ -236,7 +295,7 @@ func TestFetchFailuresFallBack(t *testing.T) {
 			})
 		}, nil, ReasonTimeout},
 		{"another identity", func(http.Handler) http.Handler {
-			return Handler(HandlerConfig{Cache: newMemCache(prompt), Layout: otherModel, Logger: slog.New(slog.DiscardHandler)})
+			return Handler(HandlerConfig{Cache: newMemCache(kvcache.Salt{}, prompt), Layout: otherModel, Logger: slog.New(slog.DiscardHandler)})
 		}, nil, ReasonIdentity},
 		{"image of another model", func(http.Handler) http.Handler {
 			// A peer that answers with a valid image of another model under our identity.
@@ -327,7 +386,7 @@ func TestConcurrentFetchesOfOnePrefixShareOne(t *testing.T) {
 
 func TestHandlerRejectsBadRequests(t *testing.T) {
 	toks := tokens(3*bs, 9)
-	srv := httptest.NewServer(Handler(HandlerConfig{Cache: newMemCache(toks), Layout: layout, MaxBlocks: 4, Logger: slog.New(slog.DiscardHandler)}))
+	srv := httptest.NewServer(Handler(HandlerConfig{Cache: newMemCache(kvcache.Salt{}, toks), Layout: layout, MaxBlocks: 4, Logger: slog.New(slog.DiscardHandler)}))
 	defer srv.Close()
 	hashes := func(t []int32) []string {
 		var out []string

@@ -117,3 +117,34 @@ func seq(n int, start int32) []int32 {
 	}
 	return s
 }
+
+// TestSalted: a salt's chain shares no hash with another salt's or the unsalted one over the
+// same tokens; the empty salt is the unsalted chain; the root follows the definition.
+func TestSalted(t *testing.T) {
+	toks := seq(64, 7)
+	if Salted("") != Root {
+		t.Fatal("the empty salt is not Root")
+	}
+	if got, want := Salted("a"), xxhash.Sum64String(saltDomain+"a"); got != want {
+		t.Fatalf("Salted(a) = %#x, definition gives %#x", got, want)
+	}
+	chains := map[string][]uint64{}
+	for _, salt := range []string{"", "a", "b", "tenant-1", "tenant-10"} {
+		chains[salt] = ChainFrom(nil, Salted(salt), toks, 16)
+	}
+	seen := map[uint64]string{}
+	for salt, hs := range chains {
+		if len(hs) != 4 {
+			t.Fatalf("salt %q: %d hashes, want 4", salt, len(hs))
+		}
+		for _, h := range hs {
+			if other, dup := seen[h]; dup {
+				t.Fatalf("salts %q and %q share hash %#x", salt, other, h)
+			}
+			seen[h] = salt
+		}
+	}
+	if got := Chain(nil, toks, 16); got[3] != chains[""][3] {
+		t.Fatal("ChainFrom(Root) differs from Chain")
+	}
+}

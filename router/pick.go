@@ -56,6 +56,12 @@ func (d decision) String() string {
 // own: the fetch costs a fraction of the compute, so the prefix pins the tenant less and a busy
 // node's tenant spreads to the least loaded of its peers, which fetches the prefix.
 func (r *Router) decide(ctx context.Context, prompt []int32, bodyLen int) decision {
+	return r.decideFrom(ctx, prompt, prefixhash.Root, bodyLen)
+}
+
+// decideFrom is decide for a prompt whose routing hashes chain from root (its cache_salt's,
+// prefixhash.Salted): nodes hold a salted prompt's blocks under those hashes only.
+func (r *Router) decideFrom(ctx context.Context, prompt []int32, root uint64, bodyLen int) decision {
 	nodes := r.snapshotNodes()
 	cands := make([]candidate, 0, len(nodes))
 	for _, s := range nodes {
@@ -73,7 +79,7 @@ func (r *Router) decide(ctx context.Context, prompt []int32, bodyLen int) decisi
 	}
 	var chains map[int][]uint64 // block size -> the prompt's chained block hashes
 	if len(prompt) > 0 {
-		chains = r.matchIndex(ctx, prompt, cands)
+		chains = r.matchIndex(ctx, prompt, root, cands)
 		d.reason = ReasonLeastLoaded
 	}
 	// Affinity and in-flight counts are read and the choice claimed under one lock: requests
@@ -170,7 +176,7 @@ func (c *candidate) blockSize(def int) int {
 
 // matchIndex sets each candidate's cached prefix length from what the index in Redis says its
 // node holds, and returns the prompt's block hashes for each block size among the candidates.
-func (r *Router) matchIndex(ctx context.Context, prompt []int32, cands []candidate) map[int][]uint64 {
+func (r *Router) matchIndex(ctx context.Context, prompt []int32, root uint64, cands []candidate) map[int][]uint64 {
 	chains := map[int][]uint64{}
 	bySize := map[int][]int{} // block size -> candidate indices
 	for i := range cands {
@@ -178,7 +184,7 @@ func (r *Router) matchIndex(ctx context.Context, prompt []int32, cands []candida
 		bySize[bs] = append(bySize[bs], i)
 	}
 	for bs, idx := range bySize {
-		hashes := prefixhash.Chain(nil, prompt, bs)
+		hashes := prefixhash.ChainFrom(nil, root, prompt, bs)
 		if len(hashes) == 0 {
 			continue
 		}

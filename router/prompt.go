@@ -7,6 +7,7 @@ import (
 
 	"ubatch/chat"
 	"ubatch/gguf"
+	"ubatch/prefixhash"
 	"ubatch/tokenizer"
 )
 
@@ -54,6 +55,7 @@ type request struct {
 	Messages           json.RawMessage   `json:"messages"` // decoded lazily, a bounded prefix (see chatPrefix)
 	Tools              []json.RawMessage `json:"tools"`
 	ChatTemplateKwargs map[string]any    `json:"chat_template_kwargs"`
+	CacheSalt          string            `json:"cache_salt"`
 }
 
 // parsed is what the router learned from a request body.
@@ -67,6 +69,8 @@ type parsed struct {
 	// textBytes is the length of a completion's prompt text (0 for tokens or chats), which
 	// the router measures against the nodes' context before tokenizing anything.
 	textBytes int
+	// root is the routing hash its chain starts from: its cache_salt's (prefixhash.Salted).
+	root uint64
 }
 
 // parse reads a body for route path, tokenizing at most lim's bounded prefix of its prompt. A
@@ -77,7 +81,7 @@ func (p *Prompter) parse(path string, body []byte, lim limits) parsed {
 	if json.Unmarshal(body, &req) != nil {
 		return parsed{}
 	}
-	out := parsed{stream: req.Stream}
+	out := parsed{stream: req.Stream, root: prefixhash.Salted(req.CacheSalt)}
 	switch path {
 	case "/v1/completions", "/completions", "/completion":
 		out.tokens, out.multi, out.whole, out.textBytes = p.completionTokens(req.Prompt, lim)

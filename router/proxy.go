@@ -93,7 +93,7 @@ func (r *Router) route(w http.ResponseWriter, req *http.Request, body []byte, p 
 		}
 		key = &k
 	}
-	d := r.decide(req.Context(), p.tokens, len(body))
+	d := r.decideFrom(req.Context(), p.tokens, p.root, len(body))
 	if len(d.order) == 0 {
 		if r.Healthy() > 0 {
 			r.m.rejected.WithLabelValues("too_large").Inc()
@@ -122,7 +122,7 @@ func (r *Router) route(w http.ResponseWriter, req *http.Request, body []byte, p 
 			// decide claimed the first node; a retry claims its own.
 			var hashes []uint64
 			if len(p.tokens) > 0 {
-				hashes = prefixhash.Chain(nil, p.tokens, c.blockSize(r.cfg.BlockSize))
+				hashes = prefixhash.ChainFrom(nil, p.root, p.tokens, c.blockSize(r.cfg.BlockSize))
 			}
 			r.claim(c.n, hashes)
 		}

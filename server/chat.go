@@ -191,11 +191,12 @@ func (s *Server) chatParams(ctx context.Context, req *chatRequest) (genParams, [
 	if len(toks) == 0 {
 		return g, nil, badRequest("messages", "the rendered conversation is empty")
 	}
-	toks, _ = s.reuseTurn(text, toks, req.Messages)
+	ns := turnNamespace(ctx, g.cacheSalt)
+	toks, _ = s.reuseTurn(ns, text, toks, req.Messages)
 	if g.n == 1 && g.tools == nil && !req.reasoning.split {
 		// The reply comes back as the next turn's assistant content only when nothing was
 		// taken out of it (tool calls, reasoning).
-		g.remember = s.rememberTurn(text, toks)
+		g.remember = s.rememberTurn(ns, text, toks)
 	}
 	return g, toks, nil
 }

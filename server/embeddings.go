@@ -52,11 +52,13 @@ func (s *Server) embedCtx(n int) int {
 // embed computes the embedding of every input of toks in the engine, in one SubmitEmbed: the
 // vectors in input order, each pooled with pool and, with normalize, of unit L2 norm. computed
 // counts the inputs done. When ctx ends (the client left) the inputs not done yet are dropped
-// at the engine's next step and embed returns context.Cause(ctx).
-func (s *Server) embed(ctx context.Context, toks [][]int32, pool engine.Pooling, normalize bool, prio engine.Priority, computed *atomic.Int64) ([][]float32, error) {
+// at the engine's next step and embed returns context.Cause(ctx). cacheSalt is the request's
+// cache_salt (salt.go; PoolLast inputs use the prefix cache).
+func (s *Server) embed(ctx context.Context, toks [][]int32, pool engine.Pooling, normalize bool, prio engine.Priority, cacheSalt string, computed *atomic.Int64) ([][]float32, error) {
+	salt := requestSalt(ctx, cacheSalt)
 	reqs := make([]engine.EmbedRequest, len(toks))
 	for i, t := range toks {
-		reqs[i] = engine.EmbedRequest{Prompt: t, Pooling: pool, Normalize: normalize, Priority: prio}
+		reqs[i] = engine.EmbedRequest{Prompt: t, Pooling: pool, Normalize: normalize, Priority: prio, Salt: salt}
 	}
 	st, err := s.cfg.Engine.SubmitEmbed(ctx, reqs...)
 	if err != nil {
@@ -95,6 +97,7 @@ type embeddingsRequest struct {
 	EncodingFormat string          `json:"encoding_format"` // "float" (default) or "base64"
 	Dimensions     *int            `json:"dimensions"`
 	User           string          `json:"user"`
+	CacheSalt      *string         `json:"cache_salt"` // vLLM's (salt.go)
 }
 
 type embeddingJSON struct {
@@ -140,6 +143,11 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	salt, err := checkCacheSalt(req.CacheSalt)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	inputs, err := parsePrompts("input", req.Input)
 	if err != nil {
 		writeError(w, err)
@@ -156,7 +164,7 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	vecs, err := s.embed(r.Context(), toks, e.Pooling, true, e.Priority, &e.computed)
+	vecs, err := s.embed(r.Context(), toks, e.Pooling, true, e.Priority, salt, &e.computed)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -37,6 +37,7 @@ type envOptions struct {
 	chatTemplate                            string // "": the model's (stories260K has none: ChatML)
 	reasoningFormat                         string // serve's --reasoning-format
 	parseBudget                             *ParseBudget
+	cacheSaltPerKey                         bool   // serve's --cache-salt-per-key
 }
 
 // testEnv is a real engine over stories260K behind an httptest server.
@@ -78,7 +79,8 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 		emb = NewEmbedder(o.embedder, 128)
 	}
 	srv, err := New(Config{Model: m, Engine: eng, APIKey: o.apiKey, MaxBodyBytes: o.maxBody, Metrics: met, Gatherer: reg, ModelID: "stories", Embedder: emb, Live: live,
-		Limits: o.limits, ChatTemplate: o.chatTemplate, ReasoningFormat: o.reasoningFormat, ParseBudget: o.parseBudget})
+		Limits: o.limits, ChatTemplate: o.chatTemplate, ReasoningFormat: o.reasoningFormat, ParseBudget: o.parseBudget,
+		CacheSaltPerKey: o.cacheSaltPerKey})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,11 +76,12 @@ func (s *Server) generate(ctx context.Context, prompts [][]int32, g genParams) (
 		}
 		return gen, nil
 	}
+	salt := requestSalt(ctx, g.cacheSalt)
 	reqs := make([]engine.Request, total)
 	gen.seqs = make([]seqText, total)
 	for i := range reqs {
 		reqs[i] = engine.Request{Prompt: prompts[i/g.n], MaxTokens: g.maxTokens, Sampling: g.sampling,
-			Priority: g.priority, Logprobs: g.logprobs, TopLogprobs: g.topLogprobs}
+			Priority: g.priority, Logprobs: g.logprobs, TopLogprobs: g.topLogprobs, Salt: salt}
 		// Independent sequences of one request need distinct random streams.
 		reqs[i].Sampling.Seed += uint64(i % g.n)
 		gen.seqs[i].text = newTextStream(s.cfg.Model.Vocab, g.stop)

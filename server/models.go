@@ -528,13 +528,20 @@ func (r *Registry) state(id string) string {
 	return "loaded"
 }
 
+// closeWait bounds how long Close waits for the requests still holding a model. Serve has
+// cut every request by the time it returns, so one still holding a model then is stuck where
+// no context reaches (a system call): waiting on it would keep the process from exiting.
+const closeWait = 5 * time.Second
+
 // Close unloads every model once no request uses it and refuses new requests; loads in progress
-// are given up.
+// are given up. A model still in use (or loading) after closeWait is left as it is, with a
+// warning: the process is exiting, and unloading weights under a running request could crash it.
 func (r *Registry) Close() {
 	r.mu.Lock()
 	r.closed = true
 	r.mu.Unlock()
 	r.cancel()
+	deadline := time.Now().Add(closeWait)
 	for {
 		r.mu.Lock()
 		var idle []*slot
@@ -558,6 +565,10 @@ func (r *Registry) Close() {
 			r.unload(s, "shutdown")
 		}
 		if left == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.cfg.Logger.Warn("models still in use or loading at shutdown: exiting without unloading them", "models", left, "waited", closeWait)
 			return
 		}
 		time.Sleep(10 * time.Millisecond) // requests drain within the server's grace

@@ -24,6 +24,7 @@ type ollamaChatRequest struct {
 	Think     json.RawMessage            `json:"think"`
 	KeepAlive json.RawMessage            `json:"keep_alive"` // accepted: the one model stays loaded
 	Logprobs  *bool                      `json:"logprobs"`
+	CacheSalt *string                    `json:"cache_salt"` // vLLM's (salt.go), ours on Ollama's routes
 }
 
 // ollamaGenerateRequest is the body of Ollama's POST /api/generate.
@@ -43,6 +44,7 @@ type ollamaGenerateRequest struct {
 	Think     json.RawMessage            `json:"think"`
 	KeepAlive json.RawMessage            `json:"keep_alive"`
 	Logprobs  *bool                      `json:"logprobs"`
+	CacheSalt *string                    `json:"cache_salt"` // vLLM's (salt.go), ours on Ollama's routes
 }
 
 func (s *Server) handleOllamaChat(w http.ResponseWriter, r *http.Request) {
@@ -82,6 +84,7 @@ func (req *ollamaChatRequest) prepare(ctx context.Context, s *Server) (genParams
 	if err != nil {
 		return genParams{}, nil, nil, err
 	}
+	sf.CacheSalt = req.CacheSalt
 	cr := &chatRequest{samplingFields: sf, Messages: req.Messages, Tools: req.Tools}
 	cr.Stream = stream
 	if cr.ResponseFormat, err = ollamaFormat(req.Format, &cr.samplingFields); err != nil {
@@ -121,6 +124,7 @@ func (req *ollamaGenerateRequest) prepare(ctx context.Context, s *Server) (genPa
 	if err != nil {
 		return genParams{}, nil, nil, err
 	}
+	sf.CacheSalt = req.CacheSalt
 	rf, err := ollamaFormat(req.Format, &sf)
 	if err != nil {
 		return genParams{}, nil, nil, err

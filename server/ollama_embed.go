@@ -112,7 +112,7 @@ func (s *Server) ollamaEmbed(r *http.Request, tokenized func(), model string, in
 	if err != nil {
 		return nil, 0, err
 	}
-	vecs, err := s.embed(r.Context(), toks, e.Pooling, true, e.Priority, &e.computed)
+	vecs, err := s.embed(r.Context(), toks, e.Pooling, true, e.Priority, "", &e.computed)
 	n := 0
 	for _, t := range toks {
 		n += len(t)

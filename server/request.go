@@ -307,6 +307,7 @@ type samplingFields struct {
 	JSONSchema       json.RawMessage `json:"json_schema"` // llama.cpp: a JSON Schema the output must follow
 	LogitBias        json.RawMessage `json:"logit_bias"`
 	MinTokens        *int            `json:"min_tokens"` // vLLM: no end of generation before this many tokens
+	CacheSalt        *string         `json:"cache_salt"` // vLLM: the prefix-cache namespace (salt.go)
 
 	// vLLM's (and Hugging Face's) name of repeat_penalty, the same multiplicative penalty; here
 	// over repeat_last_n tokens, where vLLM's counts the whole sequence.
@@ -367,6 +368,7 @@ type genParams struct {
 	logprobs     bool
 	topLogprobs  int
 	stop         []string
+	cacheSalt    string    // the request's cache_salt (checkCacheSalt); the tenant's is added at submit
 	n            int       // independent sequences per prompt
 	keepTokens   bool      // report token ids with the text even without logprobs
 	stream       bool      // answer with server-sent events
@@ -454,6 +456,9 @@ func (f *samplingFields) params(d sample.Params, eog []int32, vocab int) (genPar
 		return g, err
 	}
 	if g.priority, err = parsePriority(f.Priority); err != nil {
+		return g, err
+	}
+	if g.cacheSalt, err = checkCacheSalt(f.CacheSalt); err != nil {
 		return g, err
 	}
 	if f.MinTokens != nil {

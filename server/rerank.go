@@ -41,7 +41,7 @@ func NewReranker(m *model.Model, nCtx int) (*Reranker, error) {
 // scoreAll scores each prompt in the engine, in order; when ctx ends it stops with
 // context.Cause(ctx).
 func (s *Server) scoreAll(ctx context.Context, rr *Reranker, prompts [][]int32) ([]float32, error) {
-	hidden, err := s.embed(ctx, prompts, engine.PoolLast, false, rr.Priority, &rr.computed)
+	hidden, err := s.embed(ctx, prompts, engine.PoolLast, false, rr.Priority, "", &rr.computed)
 	if err != nil {
 		return nil, err
 	}

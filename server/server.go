@@ -42,6 +42,9 @@ type Config struct {
 	Engine       *engine.Engine
 	// APIKey, when non-empty, is required as "Authorization: Bearer KEY" on every route but /health.
 	APIKey string
+	// CacheSaltPerKey salts every request's prefix-cache blocks by its bearer token (hashed),
+	// besides its cache_salt: tenants that send different tokens never share a block (salt.go).
+	CacheSaltPerKey bool
 	// MaxClientPriority is the highest "priority" a request may ask for without the API key
 	// (nil: engine.PriorityHigh); above it a completion request is a 400 naming priority. A
 	// request carrying the APIKey may ask for any; without an APIKey the cap applies to all.
@@ -323,6 +326,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{status: http.StatusUnauthorized, typ: "authentication_error",
 			code: "invalid_api_key", message: "invalid or missing API key: send Authorization: Bearer KEY"})
 		return
+	}
+	if s.cfg.CacheSaltPerKey {
+		r = withTenantSalt(r)
 	}
 	if !own {
 		s.dispatch(w, r) // a NewMulti front: a route of the request's model

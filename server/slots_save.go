@@ -49,8 +49,9 @@ type slotEraseReply struct {
 	NErased int `json:"n_erased"`
 }
 
-// maxSlotFilename bounds a slot file's name (a file system's usual NAME_MAX).
-const maxSlotFilename = 255
+// maxSlotFilename bounds a slot file's name: what fits in a file system's usual NAME_MAX with
+// the suffix of the temporary file a save writes first.
+const maxSlotFilename = kvfile.MaxName
 
 // checkSlotFilename refuses names that are not one plain file name in the directory.
 func checkSlotFilename(name string) error {
@@ -58,7 +59,7 @@ func checkSlotFilename(name string) error {
 	case name == "":
 		return badRequest("filename", "filename is required: the name of a file in --slot-save-path")
 	case len(name) > maxSlotFilename:
-		return badRequest("filename", "filename is longer than %d bytes", maxSlotFilename)
+		return badRequest("filename", "filename is %d bytes long: use at most %d (a save first writes a temporary file whose name adds to it)", len(name), maxSlotFilename)
 	case !utf8.ValidString(name) || strings.ContainsAny(name, "/\\\x00") || name == "." || name == ".." ||
 		strings.HasPrefix(name, ".") || filepath.Base(name) != name:
 		return badRequest("filename", "invalid filename %s: a plain file name, no path separators, not starting with a dot", echo(name))
@@ -111,13 +112,16 @@ func (s *Server) handleSlotAction(w http.ResponseWriter, r *http.Request) {
 			Timings: slotSaveTimings{SaveMS: ms(time.Since(start))}})
 	case "restore":
 		bs := s.cfg.KVLayout.BlockSize
-		blocks, err := kvfile.ReadFile(path, s.cfg.KVLayout, s.cfg.Engine.Limits().NCtxSeq/bs+1)
+		blocks, err := kvfile.ReadFile(r.Context(), path, s.cfg.KVLayout, s.cfg.Engine.Limits().NCtxSeq/bs+1)
 		if err != nil {
 			writeError(w, slotFileError(req.Filename, err))
 			return
 		}
 		var size int64 = kvfile.Size(s.cfg.KVLayout, blocks)
 		n, err := s.cfg.Engine.RestoreSlot(r.Context(), id, blocks)
+		if errors.Is(err, engine.ErrSlotFile) {
+			err = badRequest("filename", "%s is not a saved slot: %v", req.Filename, err)
+		}
 		if err != nil {
 			writeError(w, slotError(err))
 			return
@@ -138,7 +142,7 @@ func (s *Server) handleSlotAction(w http.ResponseWriter, r *http.Request) {
 
 func slotError(err error) error {
 	switch {
-	case errors.Is(err, engine.ErrSlot):
+	case errors.Is(err, engine.ErrSlot), errors.Is(err, engine.ErrSlotSalted):
 		return badRequest("id_slot", "%v", err)
 	case errors.Is(err, engine.ErrNoTiers):
 		return &apiError{status: http.StatusNotImplemented, typ: "not_supported_error", message: err.Error()}
@@ -146,14 +150,17 @@ func slotError(err error) error {
 	return toAPIError(err)
 }
 
-// slotFileError words a restore's file error: a missing file is 404, one of another model or
-// layout or a corrupt one 400 naming filename.
+// slotFileError words a restore's file error: a missing file is 404; one of another model or
+// layout, a corrupt one or one that is not a regular file (a FIFO, a directory) 400 naming
+// filename.
 func slotFileError(name string, err error) error {
 	switch {
 	case errors.Is(err, kvfile.ErrForeign):
 		return badRequest("filename", "%s holds the KV cache of another model or cache layout: %v", name, err)
 	case errors.Is(err, kvfile.ErrCorrupt):
 		return badRequest("filename", "%s is not an intact slot file: %v", name, err)
+	case errors.Is(err, kvfile.ErrNotRegular):
+		return badRequest("filename", "%s is not a regular file: only slot files written by save are restored", name)
 	case errors.Is(err, os.ErrNotExist):
 		return notFound("slot file " + strconv.Quote(name) + " not found in --slot-save-path")
 	}

@@ -1,16 +1,20 @@
 package server
 
 import (
+	"context"
+	"encoding/hex"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"ubatch/engine"
 	"ubatch/internal/testmodel"
 	"ubatch/kvcache"
+	"ubatch/kvfile"
 	"ubatch/runner"
 )
 
@@ -122,4 +126,84 @@ func TestSlotSaveRestore(t *testing.T) {
 	if !strings.Contains(body.Error.Message, "another model") {
 		t.Fatalf("restore into another model: %s", body.Error.Message)
 	}
+}
+
+// TestSlotRestoreWrongFiles: names up to what fits with the save's temporary suffix are saved
+// and a longer one is a 400 (a 255-byte name was a 500: its temporary name did not fit); a
+// disk-tier block file (one block deep in a sequence), a FIFO and a directory in the slot
+// folder are 400s naming filename, answered at once (the FIFO hung the request forever).
+func TestSlotRestoreWrongFiles(t *testing.T) {
+	path := taskModel(t, "qwen3", false, false)
+	dir := t.TempDir()
+	e := slotEnv(t, path, dir)
+	e.complete(map[string]any{"prompt": strings.Repeat("the quick brown fox jumps over the lazy dog ", 6), "max_tokens": 2, "temperature": 0})
+	longest := strings.Repeat("s", kvfile.MaxName)
+	e.postJSON("/slots/0?action=save", map[string]any{"filename": longest}, 200, nil)
+
+	// A disk tier's block file: one block of the saved run, written alone as kvdisk writes it.
+	l := e.srv.cfg.KVLayout
+	blocks, err := kvfile.ReadFile(context.Background(), filepath.Join(dir, longest), l, 0)
+	if err != nil || len(blocks) < 2 {
+		t.Fatalf("the saved slot: %d blocks, %v; want at least 2", len(blocks), err)
+	}
+	key := blocks[1].Key
+	if _, err := kvfile.WriteFile(filepath.Join(dir, hex.EncodeToString(key[:])+".kvb"), l, blocks[1:2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		url      string
+		filename string
+		status   int
+		message  string
+	}{
+		{name: "255 bytes", url: "/slots/0?action=save", filename: strings.Repeat("a", 255), status: 400, message: "at most"},
+		{name: "one byte over", url: "/slots/0?action=save", filename: longest + "s", status: 400, message: "at most"},
+		{name: "restore the longest", url: "/slots/1?action=restore", filename: longest, status: 200},
+		{name: "disk tier block file", url: "/slots/0?action=restore", filename: hex.EncodeToString(key[:]) + ".kvb", status: 400, message: "not a saved slot"},
+		{name: "fifo", url: "/slots/0?action=restore", filename: "fifo", status: 400, message: "not a regular file"},
+		{name: "directory", url: "/slots/0?action=restore", filename: "sub", status: 400, message: "not a regular file"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			var body errorBody
+			e.postJSON(tc.url, map[string]any{"filename": tc.filename}, tc.status, &body)
+			if took := time.Since(start); took > 10*time.Second {
+				t.Fatalf("answered after %v", took)
+			}
+			if tc.status == 200 {
+				return
+			}
+			if p := body.Error.Param; p == nil || *p != "filename" || !strings.Contains(body.Error.Message, tc.message) {
+				t.Fatalf("param %v, message %q; want filename, %q", p, body.Error.Message, tc.message)
+			}
+		})
+	}
+}
+
+// TestRegistryCloseBounded: a request that holds its model past the shutdown (stuck where no
+// context reaches it) no longer keeps Close, and with it the process, from returning.
+func TestRegistryCloseBounded(t *testing.T) {
+	e := newMultiEnv(t, multiOptions{})
+	spec, err := e.reg.Find(e.specs[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.reg.acquire(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	e.reg.Close()
+	if took := time.Since(start); took < closeWait || took > closeWait+5*time.Second {
+		t.Fatalf("Close returned after %v with a model in use, want about %v", took, closeWait)
+	}
+	e.reg.release(s, nil)
 }

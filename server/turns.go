@@ -2,6 +2,7 @@ package server
 
 import (
 	"container/list"
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -95,8 +96,9 @@ const maxTurnTries = 4
 // completion's prompt and reply, ending at the content of one of msgs' assistant messages), it
 // returns that conversation's tokens followed by the tokenization of the rest of text, provided
 // full ends with the same tokens (no token spans the seam, so the rest means what it meant in
-// full); otherwise full. The second result is how many tokens came from the memory.
-func (s *Server) reuseTurn(text string, full []int32, messages json.RawMessage) ([]int32, int) {
+// full); otherwise full. The second result is how many tokens came from the memory. ns is the
+// request's cache namespace (turnNamespace): conversations are remembered and found within it.
+func (s *Server) reuseTurn(ns, text string, full []int32, messages json.RawMessage) ([]int32, int) {
 	if s.turns == nil || s.turns.empty() {
 		return full, 0
 	}
@@ -119,7 +121,7 @@ func (s *Server) reuseTurn(text string, full []int32, messages json.RawMessage) 
 			continue
 		}
 		end := at + len(c)
-		known := s.turns.get(text[:end])
+		known := s.turns.get(ns + text[:end])
 		if known == nil {
 			continue
 		}
@@ -134,8 +136,8 @@ func (s *Server) reuseTurn(text string, full []int32, messages json.RawMessage) 
 
 // rememberTurn returns the hook that remembers a chat completion's conversation when it ends:
 // text and prompt are the rendered prompt and its tokens; the hook gets the reply's text and
-// generated tokens (nil when the memory is off).
-func (s *Server) rememberTurn(text string, prompt []int32) func(reply string, ids []int32) {
+// generated tokens (nil when the memory is off). ns is as for reuseTurn.
+func (s *Server) rememberTurn(ns, text string, prompt []int32) func(reply string, ids []int32) {
 	if s.turns == nil {
 		return nil
 	}
@@ -143,8 +145,19 @@ func (s *Server) rememberTurn(text string, prompt []int32) func(reply string, id
 		if reply == "" {
 			return
 		}
-		s.turns.put(text+asSent(reply), append(slices.Clip(prompt), ids...))
+		s.turns.put(ns+text+asSent(reply), append(slices.Clip(prompt), ids...))
 	}
+}
+
+// turnNamespace is the turn memory's namespace of a request with cache_salt salt in ctx: its
+// salt's key, "" unsalted. A remembered turn changes the tokens of the conversation that
+// continues it (and so its prompt_tokens), which would tell a client of another salt that this
+// conversation took place.
+func turnNamespace(ctx context.Context, salt string) string {
+	if k := requestSalt(ctx, salt); !k.IsZero() {
+		return string(k.Key[:])
+	}
+	return ""
 }
 
 // asSent is reply as the client read it, and so as it comes back in the next turn: JSON

@@ -59,6 +59,7 @@ type serveOpts struct {
 	embedPriority     *string
 	corsOrigin        *string
 	allowedHosts      *string
+	cacheSaltPerKey   *bool
 	contextShift      *bool
 	keep              *int
 	chatTemplate      *string
@@ -109,6 +110,7 @@ func (o *serveOpts) register(fs *pflag.FlagSet) {
 	o.rerank = fs.Bool("rerank", false, "serve POST /v1/rerank (llama-server's --rerank/--reranking; a reranker GGUF: pooling type rank; --max-embedding-inputs and --max-embedding-tokens bound its documents), through the engine as --embeddings")
 	o.embedPriority = fs.String("embedding-priority", "low", "priority of embedding and rerank inputs' prompt chunks against completions' prompts (low, normal, high or an integer); decode tokens always go first, so the streams keep --target-itl")
 	o.corsOrigin = fs.String("cors-origin", "", "browser origins allowed to call the API, comma-separated (\"*\" for any; default: pages on localhost only)")
+	o.cacheSaltPerKey = fs.Bool("cache-salt-per-key", false, "salt every request's prefix-cache blocks by its bearer token (hashed), besides its cache_salt: tenants sending different tokens never share a cached prefix, so cached_tokens and the time to first token reveal nothing of each other's prompts (at the cost of no sharing between them)")
 	o.allowedHosts = fs.String("allowed-hosts", "", "Host header names served besides localhost ones, comma-separated (\"*\" for any); on a loopback --host other names get 403, so that a web page cannot reach the server by DNS rebinding (its own name re-resolved to 127.0.0.1)")
 	o.contextShift = fs.Bool("context-shift", false, "let a sequence that reaches n_ctx_seq go on: drop the older half of its history and shift the rest (llama.cpp's --context-shift); without it, it stops there")
 	o.keep = fs.Int("keep", 0, "with --context-shift, prompt tokens a shift never drops besides BOS (llama.cpp's --keep/n_keep: a model that adds BOS keeps it too); -1: the whole prompt")
@@ -228,7 +230,8 @@ func (ss *serveSetup) listen(ctx context.Context, reg *server.Registry, first *s
 	addr := net.JoinHostPort(*o.host, strconv.Itoa(*o.port))
 	srv, err := server.NewMulti(server.Config{APIKey: *o.apiKey, MaxBodyBytes: *o.maxBody, Logger: logger, Gatherer: ss.reg,
 		CORSOrigins: splitList(*o.corsOrigin), Live: ss.live, ListenAddr: addr, AllowedHosts: splitList(*o.allowedHosts),
-		MaxLiveStreams: *o.maxLive, ChatTemplate: *o.chatTemplate, Sampling: ss.showSampling()}, reg)
+		CacheSaltPerKey: *o.cacheSaltPerKey,
+		MaxLiveStreams:  *o.maxLive, ChatTemplate: *o.chatTemplate, Sampling: ss.showSampling()}, reg)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,67 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"ubatch/kvcache"
+)
+
+// Cache salts (vLLM's cache_salt). usage.prompt_tokens_details.cached_tokens, and the time to
+// first token, tell a client how much of its prompt someone sent before. A request's
+// cache_salt puts its prompt's blocks in a namespace of their own (kvcache.Salt): only requests
+// with the same salt share them, in RAM, on disk and between peers. Config.CacheSaltPerKey adds
+// the client's bearer token (hashed) to every request's salt, so that tenants of one server
+// never share a block whatever they send; requests without a token share the unsalted space.
+
+// maxCacheSalt bounds cache_salt: a namespace name, not a payload.
+const maxCacheSalt = 256
+
+// checkCacheSalt validates the cache_salt field: absent or a string of 1 to maxCacheSalt bytes
+// of UTF-8 without NUL (the separator of the tenant's part).
+func checkCacheSalt(v *string) (string, error) {
+	switch {
+	case v == nil:
+		return "", nil
+	case *v == "":
+		return "", badRequest("cache_salt", "cache_salt is empty: omit it to share the cache with unsalted requests, or give a non-empty string")
+	case len(*v) > maxCacheSalt:
+		return "", badRequest("cache_salt", "cache_salt is %d bytes long: use at most %d", len(*v), maxCacheSalt)
+	case !utf8.ValidString(*v) || strings.ContainsRune(*v, 0):
+		return "", badRequest("cache_salt", "cache_salt must be valid UTF-8 without NUL characters")
+	}
+	return *v, nil
+}
+
+// tenantKey is the context key of the request's tenant salt (withTenantSalt).
+type tenantKey struct{}
+
+// withTenantSalt puts the hash of r's bearer token, if any, in its context as the tenant part
+// of every salt it uses (Config.CacheSaltPerKey).
+func withTenantSalt(r *http.Request) *http.Request {
+	auth := r.Header.Get("Authorization")
+	const prefix = "Bearer "
+	if len(auth) <= len(prefix) || !strings.EqualFold(auth[:len(prefix)], prefix) {
+		return r
+	}
+	tok := strings.TrimSpace(auth[len(prefix):])
+	if tok == "" {
+		return r
+	}
+	h := sha256.Sum256([]byte("ubatch tenant\x00" + tok))
+	return r.WithContext(context.WithValue(r.Context(), tenantKey{}, string(h[:])))
+}
+
+// requestSalt is the kvcache.Salt of a request with cache_salt salt (may be "") in ctx: the
+// tenant's part (withTenantSalt) and the request's, so that no client reaches another
+// tenant's namespace by choosing its cache_salt.
+func requestSalt(ctx context.Context, salt string) kvcache.Salt {
+	tenant, _ := ctx.Value(tenantKey{}).(string)
+	if tenant == "" {
+		return kvcache.NewSalt(salt)
+	}
+	return kvcache.NewSalt(tenant + "\x00" + salt)
+}
