@@ -37,7 +37,7 @@ type envOptions struct {
 	chatTemplate                            string // "": the model's (stories260K has none: ChatML)
 	reasoningFormat                         string // serve's --reasoning-format
 	parseBudget                             *ParseBudget
-	cacheSaltPerKey                         bool   // serve's --cache-salt-per-key
+	cacheSaltPerKey                         bool // serve's --cache-salt-per-key
 }
 
 // testEnv is a real engine over stories260K behind an httptest server.
