@@ -92,6 +92,9 @@ type Config struct {
 	// tokens in all (400 naming input beyond them); 0 means DefaultMaxEmbeddingInputs and
 	// DefaultMaxEmbeddingTokens.
 	MaxEmbeddingInputs, MaxEmbeddingTokens int
+	// MaxN caps one completion request's sequences, n times its prompts (400 naming n, or
+	// prompt, beyond it); 0 means DefaultMaxN.
+	MaxN int
 	// Limits bound the constraints a request may ask for; zero fields take their defaults.
 	Limits RequestLimits
 	// KVBlocks, when set, serves POST /kv/blocks: this node's KV blocks for its fleet's peers
