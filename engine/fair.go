@@ -11,7 +11,7 @@ import (
 // inter-token target full, and no running sequence stands below its priority (makeRoom), it
 // preempts a sequence of the client holding the most (slots when the slots are full, cells
 // claimed when the KV cache is) if that client holds more than the waiting request's client
-// would after the swap: the running set moves towards an equal share per client (progressive
+// will with it: the running set moves towards an equal share per client (progressive
 // filling) without two clients preempting each other back and forth. Waiting requests are
 // also admitted fewest-held-client first among equals (orderWaiting), so that one client's
 // queued sequences cannot stand in front of another client's first. A request that has waited
@@ -54,7 +54,7 @@ func (e *Engine) claim(s *sequence) int { return len(s.tokens) + e.expectedGrowt
 // fairVictim is the running sequence a waiting s may preempt for fair share, or nil: the one
 // of the lowest standing (byStanding) of the client holding the most (by cells when kv, else
 // by slots), among running generation sequences of other clients admitted at no more than s's
-// own priority, when after the swap that client would still hold at least as much as s's.
+// own priority, when that client holds more than s's will with s.
 func (e *Engine) fairVictim(s *sequence, kv bool) *sequence {
 	if s.embed != nil {
 		return nil
@@ -79,12 +79,13 @@ func (e *Engine) fairVictim(s *sequence, kv bool) *sequence {
 	if victim == nil {
 		return nil
 	}
-	v, mine := use[victim.req.Client], use[s.req.Client]
+	// Only a client holding more than s's will once s is in: the victim's client could not then
+	// preempt s back (it would hold less than s's client holds with s).
+	need := 1
 	if kv {
-		if v-e.claim(victim) < mine+e.claim(s) {
-			return nil
-		}
-	} else if v-1 < mine+1 {
+		need = e.claim(s)
+	}
+	if use[victim.req.Client] <= use[s.req.Client]+need {
 		return nil
 	}
 	return victim
