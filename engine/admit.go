@@ -31,7 +31,7 @@ func (e *Engine) admit() {
 		if !slot || (!a.Fits() && len(e.running) > 0) {
 			// Full: a running request of lower priority makes room, or s waits (and so does
 			// everyone behind it, to keep the order).
-			if e.makeRoom(s) {
+			if e.makeRoom(s, slot) {
 				continue
 			}
 			switch {
@@ -46,7 +46,12 @@ func (e *Engine) admit() {
 		}
 		if !e.itlAllows(s) {
 			// One more stream would slow every stream past the target: s waits (a preemption
-			// would not help, the running set would stay as large).
+			// of a lower priority would not help, the running set would stay as large), unless
+			// a client holds more than its share: one of its sequences gives s its place.
+			if v := e.fairVictim(s, false); v != nil {
+				e.preemptSeq(v)
+				continue
+			}
 			e.par.stop = AdmitITL
 			return
 		}
@@ -82,22 +87,31 @@ func (e *Engine) admit() {
 		}
 		e.running = append(e.running, s)
 		e.admitted(s)
+		e.noteAdmitted(s, e.now())
 	}
 }
 
 // makeRoom preempts the running sequence of the lowest standing (byStanding) if that is below
-// s's own priority, and reports whether it did. s's aging never counts: aging bounds a wait for
+// s's own priority; else, for fair share, a sequence of a client holding more than s's
+// (fairVictim, by cells when the KV cache is full: kv, else by slots); else, when s has waited
+// Config.MaxWait, a sequence that has run as long (overdueVictim). It reports whether it
+// preempted one. s's aging never counts: aging bounds a wait for
 // a slot, while preempting throws computed KV away, and a long-waiting request would evict
 // fresh ones of higher priority. The victim's aging does: a request admitted thanks to its age
 // stands at its aged priority, or the next fresh request above its own priority would preempt
 // it at once, again at each readmission (it keeps its age), and aging would bound nothing.
-func (e *Engine) makeRoom(s *sequence) bool {
+func (e *Engine) makeRoom(s *sequence, kv bool) bool {
 	if len(e.running) == 0 {
 		return false
 	}
 	victim := slices.MaxFunc(e.running, byStanding)
 	if victim.level >= s.req.Priority {
-		return false
+		if victim = e.fairVictim(s, kv); victim == nil {
+			victim = e.overdueVictim(s)
+		}
+		if victim == nil {
+			return false
+		}
 	}
 	e.preemptSeq(victim)
 	return true
@@ -114,7 +128,8 @@ func byStanding(a, b *sequence) int {
 
 // expectedGrowth is how many more tokens s is expected to generate: what its MaxTokens and the
 // context leave, but no more than growthFactor times the mean completion of the requests
-// finished so far (none yet: the limit itself). Admission sets this much KV aside for every
+// finished so far (none yet: the limit itself), and for a request of n > 1 sequences no more
+// than its share of a quarter of the KV cache (growthShare). Admission sets this much KV aside for every
 // running sequence, so a pool much smaller than the admitted work does not thrash.
 func (e *Engine) expectedGrowth(s *sequence) int {
 	left := e.lim.NCtxSeq - len(s.tokens)
@@ -124,6 +139,7 @@ func (e *Engine) expectedGrowth(s *sequence) int {
 	if e.finishedN > 0 {
 		left = min(left, int(math.Ceil(growthFactor*e.completionMean)))
 	}
+	left = min(left, e.growthShare(len(s.stream.seqs)))
 	return max(left, 1)
 }
 
@@ -156,7 +172,8 @@ func (c *Config) agingDefaults() {
 
 // orderWaiting sorts the waiting queue for admission, in place (nothing is allocated): by aged
 // priority (agedPriority), then, among equals, requests that have waited MaxWait or more in
-// arrival order, then under SJF the cheapest expected cost first (admissionCost), then arrival.
+// arrival order, then those whose client holds the fewest running sequences (fair.go), then
+// under SJF the cheapest expected cost first (admissionCost), then arrival.
 // It stamps a request's queue time the first time it sees it, on the engine's clock, and keeps
 // it across preemptions, so a preempted request keeps the age it had.
 func (e *Engine) orderWaiting() {
@@ -165,9 +182,10 @@ func (e *Engine) orderWaiting() {
 	}
 	now := e.now()
 	sjf := e.cfg.Policy == SJF
+	e.heldBy()
 	for _, s := range e.waiting {
 		if s.queuedAt.IsZero() {
-			s.queuedAt = now
+			s.queuedAt, s.waitSince = now, now
 		}
 		wait := now.Sub(s.queuedAt)
 		s.level = e.agedPriority(s.req.Priority, wait)
@@ -190,6 +208,9 @@ func admitBefore(a, b *sequence) int {
 			return -1
 		}
 		return 1
+	}
+	if a.held != b.held {
+		return cmp.Compare(a.held, b.held) // the client holding fewer sequences first (fair.go)
 	}
 	if !a.overdue && a.cost != b.cost {
 		return cmp.Compare(a.cost, b.cost)

@@ -90,8 +90,12 @@ type Request struct {
 	MaxTokens int // tokens to generate; <= 0 means until end of generation or the sequence cap (Limits.NCtxSeq)
 	// Sampling is the request's sampler; llama.cpp's ignore_eos is Sampling.IgnoreTokens holding
 	// the end-of-generation tokens (Config.IsEOG then never sees one).
-	Sampling    sample.Params
-	Priority    Priority
+	Sampling sample.Params
+	Priority Priority
+	// Client identifies who sent the request (the server's client address, with the API key
+	// when one is sent): the engine shares slots and KV blocks fairly between clients
+	// (fair.go). Requests without one share the identity "".
+	Client      string
 	Logprobs    bool // report each chosen token's log-probability
 	TopLogprobs int  // and this many top alternatives (needs Logprobs)
 	// Salt is the request's prefix-cache namespace (vLLM's cache_salt, kvcache.NewSalt): its

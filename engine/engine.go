@@ -99,6 +99,7 @@ type Engine struct {
 	completionMean float64
 	finishedN      int
 	par            parallelism      // the running set's adaptive bound (parallel.go)
+	fair           fairness         // per-client counts of an admission round (fair.go)
 	plan           stepPlan         // the budget of the batch in b
 	stepX          [nFeat]float64   // the cost-model features of the batch in b
 	now            func() time.Time // the clock steps and samples are timed with (tests give a fake one)

@@ -59,6 +59,11 @@ type sequence struct {
 	cost     int
 	level    Priority
 	overdue  bool
+	// Fair share (fair.go): the running sequences of its client as of the latest admission
+	// round, when it last began to wait (queued or preempted) and was last admitted.
+	held       int
+	waitSince  time.Time
+	admittedAt time.Time
 }
 
 // nKV is the number of s's tokens in the KV cache (0 while waiting): the manager's length of its
@@ -352,7 +357,8 @@ func (s *sequence) seqIDs() []int32 {
 }
 
 // preemptLowest frees the KV blocks of the running sequence of the lowest standing (byStanding: the
-// priority it was admitted at, then the newest) and puts it back in the waiting queue to be
+// priority it was admitted at, then the newest; among those of the lowest priority, one of the
+// client claiming the most cells: lowestStanding) and puts it back in the waiting queue to be
 // recomputed later (its full blocks stay in the prefix cache, so the recompute is often cheap).
 // With a single sequence left that still does not fit, that sequence has outgrown the cache and
 // ends with FinishLength. It reports whether a retry can help.
@@ -360,7 +366,7 @@ func (e *Engine) preemptLowest() bool {
 	if len(e.running) == 0 {
 		return false
 	}
-	victim := slices.MaxFunc(e.running, byStanding)
+	victim := e.lowestStanding()
 	if len(e.running) == 1 {
 		e.running = e.running[:0]
 		e.finish(victim, FinishLength, nil)
@@ -380,6 +386,7 @@ func (e *Engine) preemptSeq(victim *sequence) {
 	victim.kvSeq, victim.chunk = -1, 0
 	victim.cost = 0 // its history is longer now, and mostly cached: estimated again
 	victim.usage.Preemptions++
+	victim.waitSince = e.now() // its time slice (overdueVictim) starts again
 	if victim.embed != nil {
 		e.requeueEmbed(victim)
 	} else {

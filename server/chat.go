@@ -155,7 +155,7 @@ func (s *Server) chatParams(ctx context.Context, req *chatRequest) (genParams, [
 		return g, nil, err
 	}
 	g.stream = req.Stream
-	if err := g.setN(req.N, 1); err != nil {
+	if err := g.setN(req.N, 1, s.maxN()); err != nil {
 		return g, nil, err
 	}
 	if g.logprobs, _, err = parseLogprobs(req.Logprobs); err != nil {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -206,13 +207,10 @@ func unlimitedPath(path string) bool { return path == "/health" || path == "/met
 // IP are not limited.
 func withClientRequestLimit(h http.Handler, counts *clientCounts, prefixes []netip.Prefix) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a, ok := addrOf(r.RemoteAddr)
+		a, ok := requestClient(r, prefixes)
 		if !ok || unlimitedPath(r.URL.Path) {
 			h.ServeHTTP(w, r)
 			return
-		}
-		if trusted(prefixes, a) {
-			a = forwardedClient(r.Header.Values("X-Forwarded-For"), prefixes, a)
 		}
 		key := clientKey(a)
 		if !counts.acquire(key) {
@@ -223,6 +221,37 @@ func withClientRequestLimit(h http.Handler, counts *clientCounts, prefixes []net
 		defer counts.release(key)
 		h.ServeHTTP(w, r)
 	})
+}
+
+// requestClient is the client of r: its connection's address, or behind a trusted proxy the
+// X-Forwarded-For client (forwardedClient); false when the address is not IP.
+func requestClient(r *http.Request, prefixes []netip.Prefix) (netip.Addr, bool) {
+	a, ok := addrOf(r.RemoteAddr)
+	if ok && trusted(prefixes, a) {
+		a = forwardedClient(r.Header.Values("X-Forwarded-For"), prefixes, a)
+	}
+	return a, ok
+}
+
+type clientIDKey struct{}
+
+// withClientID puts every request's client identity, its client key (requestClient, an IPv6
+// client's /64) as text, in the request's context, where generate gives it to the engine
+// (engine.Request.Client) so that the engine shares its slots and KV cache fairly between
+// clients. A non-IP client (a Unix socket) has none.
+func withClientID(h http.Handler, prefixes []netip.Prefix) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a, ok := requestClient(r, prefixes); ok {
+			r = r.WithContext(context.WithValue(r.Context(), clientIDKey{}, clientKey(a).String()))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// clientID is the client identity withClientID put in ctx, "" when none.
+func clientID(ctx context.Context) string {
+	id, _ := ctx.Value(clientIDKey{}).(string)
+	return id
 }
 
 // connClient is the key a new connection is counted under by the per-client connection cap, and

@@ -24,7 +24,7 @@ const fuzzDeadline = 30 * time.Second
 // engine with a 64-cell context (a bound on every generation) and a queue deep enough for the
 // most sequences a request may ask for.
 func newFuzzEnv(f *testing.F) *testEnv {
-	return newEnv(f, envOptions{nCtx: 64, nSeq: 4, maxQueue: 2 * maxN})
+	return newEnv(f, envOptions{nCtx: 64, nSeq: 4, maxQueue: 2 * DefaultMaxN})
 }
 
 // fuzzSeeds are bodies every target starts from: valid requests of each route's forms and
@@ -97,10 +97,10 @@ func checkGen(s *Server, g genParams, prompts [][]int32) error {
 		return fmt.Errorf("%w: "+format, append([]any{errInvariant}, args...)...)
 	}
 	switch {
-	case len(prompts) == 0 || len(prompts) > maxN:
+	case len(prompts) == 0 || len(prompts) > DefaultMaxN:
 		return bad("%d prompts", len(prompts))
-	case g.n < 1 || g.n > maxN/len(prompts):
-		return bad("n=%d with %d prompts: more than %d sequences", g.n, len(prompts), maxN)
+	case g.n < 1 || g.n > DefaultMaxN/len(prompts):
+		return bad("n=%d with %d prompts: more than %d sequences", g.n, len(prompts), DefaultMaxN)
 	case g.maxTokens < 0 || g.topLogprobs < 0 || g.topLogprobs > maxTopLogprobs || g.topLogprobs > 0 && !g.logprobs:
 		return bad("max tokens %d, logprobs %v top %d", g.maxTokens, g.logprobs, g.topLogprobs)
 	case len(g.stop) > maxStopStrings:

@@ -81,7 +81,7 @@ func (s *Server) generate(ctx context.Context, prompts [][]int32, g genParams) (
 	gen.seqs = make([]seqText, total)
 	for i := range reqs {
 		reqs[i] = engine.Request{Prompt: prompts[i/g.n], MaxTokens: g.maxTokens, Sampling: g.sampling,
-			Priority: g.priority, Logprobs: g.logprobs, TopLogprobs: g.topLogprobs, Salt: salt}
+			Priority: g.priority, Client: clientID(ctx), Logprobs: g.logprobs, TopLogprobs: g.topLogprobs, Salt: salt}
 		// Independent sequences of one request need distinct random streams.
 		reqs[i].Sampling.Seed += uint64(i % g.n)
 		gen.seqs[i].text = newTextStream(s.cfg.Model.Vocab, g.stop)

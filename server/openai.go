@@ -182,7 +182,7 @@ func (s *Server) completionParams(ctx context.Context, req *completionRequest) (
 	if err != nil {
 		return g, nil, err
 	}
-	if err := g.setN(req.N, len(inputs)); err != nil {
+	if err := g.setN(req.N, len(inputs), s.maxN()); err != nil {
 		return g, nil, err
 	}
 	prompts := make([][]int32, len(inputs))

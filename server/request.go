@@ -17,9 +17,12 @@ import (
 	"ubatch/sample"
 )
 
+// DefaultMaxN is the default of Config.MaxN (serve --max-n): sequences per request, n times
+// the number of prompts. The engine shares its slots between clients whatever it is.
+const DefaultMaxN = 64
+
 // Limits on request fields, so that one request cannot monopolise the server.
 const (
-	maxN           = 64 // sequences per request (n times the number of prompts)
 	maxStopStrings = 16
 	maxStopLen     = 256 // bytes per stop string
 	maxTopLogprobs = 20
@@ -507,8 +510,8 @@ func (g *genParams) setMaxTokens(maxTokens, maxCompletion *int) error {
 }
 
 // setN applies OpenAI's n (independent sequences per prompt) and bounds the request's total
-// number of sequences.
-func (g *genParams) setN(n *int, prompts int) error {
+// number of sequences by maxN (Config.MaxN).
+func (g *genParams) setN(n *int, prompts, maxN int) error {
 	if prompts > maxN {
 		return badRequest("prompt", "%d prompts in one request, at most %d are allowed", prompts, maxN)
 	}
@@ -522,3 +525,6 @@ func (g *genParams) setN(n *int, prompts int) error {
 	g.n = *n
 	return nil
 }
+
+// maxN is Config.MaxN with its default.
+func (s *Server) maxN() int { return orDefault(s.cfg.MaxN, DefaultMaxN) }

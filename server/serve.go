@@ -94,6 +94,7 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, cfg ServeConfig
 	if perClient > 0 {
 		h = withClientRequestLimit(h, newClientCounts(perClient, "requests in flight", logger), cfg.TrustedProxies)
 	}
+	h = withClientID(h, cfg.TrustedProxies)
 	srv := &http.Server{
 		Handler:     withWriteDeadlines(h, cfg.WriteTimeout),
 		ReadTimeout: cfg.ReadTimeout,

@@ -98,6 +98,9 @@ type Config struct {
 	// tokens in all (400 naming input beyond them); 0 means DefaultMaxEmbeddingInputs and
 	// DefaultMaxEmbeddingTokens.
 	MaxEmbeddingInputs, MaxEmbeddingTokens int
+	// MaxN caps one completion request's sequences, n times its prompts (400 naming n, or
+	// prompt, beyond it); 0 means DefaultMaxN.
+	MaxN int
 	// Limits bound the constraints and the messages a request may bring; zero fields take
 	// their defaults.
 	Limits RequestLimits

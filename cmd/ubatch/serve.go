@@ -52,6 +52,7 @@ type serveOpts struct {
 	maxLive           *int
 	maxEmbInputs      *int
 	maxEmbTokens      *int
+	maxN              *int
 	verbose           *bool
 	cpuProfile        *string
 	embeddings        *bool
@@ -104,6 +105,7 @@ func (o *serveOpts) register(fs *pflag.FlagSet) {
 	o.maxLive = fs.Int("max-live-streams", server.DefaultMaxLiveStreams, "most open GET /live streams (the web page's live view); beyond it they get 503 at once. They do not count against --max-connections")
 	o.maxEmbInputs = fs.Int("max-embedding-inputs", server.DefaultMaxEmbeddingInputs, "most inputs of one /v1/embeddings request (400 beyond it)")
 	o.maxEmbTokens = fs.Int("max-embedding-tokens", server.DefaultMaxEmbeddingTokens, "most tokens of one /v1/embeddings request's inputs in all (400 beyond it)")
+	o.maxN = fs.Int("max-n", server.DefaultMaxN, "most sequences of one completion request, n times its prompts (400 naming n beyond it); the engine shares slots and KV between clients whatever n is")
 	o.verbose = fs.BoolP("verbose", "v", false, "log every request (debug level)")
 	o.cpuProfile = fs.String("cpuprofile", "", "write a CPU profile of the whole run, until shutdown, to this file (inspect with go tool pprof)")
 	o.embeddings = fs.Bool("embeddings", false, "serve POST /v1/embeddings (llama.cpp's --embeddings; Ollama's /api/embed and /api/embeddings embed without it, as Ollama does): each input is a prompt-only sequence of the engine, computed by its one worker pool under the step budget beside the streams, at --embedding-priority")
@@ -178,6 +180,9 @@ func (o *serveOpts) setup(fs *pflag.FlagSet, stderr io.Writer) (*serveSetup, err
 	}
 	if err == nil {
 		ss.proxies, err = checkClientLimitFlags(*o.maxConnsPerClient, *o.maxLive, *o.maxEmbInputs, *o.maxEmbTokens, *o.trustedProxies)
+	}
+	if err == nil && *o.maxN < 1 {
+		err = fmt.Errorf("--max-n %d: must be positive", *o.maxN)
 	}
 	if err != nil {
 		return nil, flagError(fs, err)

@@ -370,7 +370,7 @@ func (ss *serveSetup) routes(spec server.ModelSpec, m *model.Model, eng *engine.
 	return server.New(server.Config{Model: m, Engine: eng, SlotSavePath: o.kf.slotPath, KVLayout: kvLay, APIKey: *o.apiKey, MaxClientPriority: &ss.clientPriority,
 		MaxBodyBytes: *o.maxBody, Logger: ss.logger.With("model", spec.ID), Metrics: metrics, ModelID: spec.ID,
 		Aliases: spec.Aliases, Embedder: emb, OllamaEmbedder: ollamaEmb, Reranker: rr, ChatTemplate: *o.chatTemplate, ReasoningFormat: *o.reasoningFormat,
-		Live: ss.live, Sampling: sampling, MaxLiveStreams: *o.maxLive, MaxEmbeddingInputs: *o.maxEmbInputs,
+		Live: ss.live, Sampling: sampling, MaxLiveStreams: *o.maxLive, MaxEmbeddingInputs: *o.maxEmbInputs, MaxN: *o.maxN,
 		MaxEmbeddingTokens: *o.maxEmbTokens, Limits: o.cf.lim, ParseBudget: ss.parse, KVBlocks: o.ff.kvBlocks(eng, ss.reg, ss.logger)})
 }
 
