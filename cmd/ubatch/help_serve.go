@@ -10,7 +10,8 @@ var serveHelpGroups = []flagGroup{
 	{"Scheduling", []string{"batch-size", "ubatch-size", "chunk-size", "target-itl", "policy", "tiled-attention"}},
 	{"Limits: memory, connections, requests", []string{"mem-limit", "max-queue", "max-body", "read-timeout", "write-timeout",
 		"max-connections", "max-conns-per-client", "trusted-proxies", "max-client-priority", "max-live-streams",
-		"max-embedding-inputs", "max-embedding-tokens"}},
+		"max-embedding-inputs", "max-embedding-tokens", "max-n", "max-messages", "max-content-parts", "render-timeout",
+		"parse-budget", "parse-wait"}},
 	{"Limits: output constraints and tools", []string{"grammar-max-bytes", "grammar-max-rules", "grammar-max-alternatives",
 		"grammar-max-repetition", "grammar-max-elements", "grammar-max-time", "grammar-budget", "max-sample-time",
 		"max-tools", "max-tools-bytes"}},
@@ -19,7 +20,7 @@ var serveHelpGroups = []flagGroup{
 	{"Fleet (ubatch route, Redis, peers)", []string{"redis", "node-id", "advertise-url", "fleet-namespace", "fleet-ttl",
 		"peer-kv", "peer-timeout", "peer-max-blocks"}},
 	{"API and security", []string{"api-key", "cors-origin", "allowed-hosts", "embeddings", "rerank", "embedding-priority",
-		"pooling", "chat-template", "chat-template-file", "jinja", "reasoning-format"}},
+		"pooling", "chat-template", "chat-template-file", "jinja", "reasoning-format", "cache-salt-per-key"}},
 	{"Process", []string{"verbose", "shutdown-timeout", "cpuprofile", "version"}},
 }
 
