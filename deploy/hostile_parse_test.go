@@ -193,7 +193,8 @@ func oversized(t *testing.T, base, path string, size int) (status int, readErr, 
 
 // refusals checks what a client reads of two refusals at base: a body over the 4 MiB
 // --max-body is a 413 the client reads whole (the server drains the rest before closing), and
-// a 5,000-byte unknown model comes back cut in the 404's message.
+// a 5,000-byte bad priority comes back cut in the 400's message. (Not an unknown model: a
+// server of one model answers any model name, as llama-server does.)
 func refusals(t *testing.T, base string) {
 	t.Run("a body over --max-body is read as a 413", func(t *testing.T) {
 		status, readErr, sendErr := oversized(t, base, "/v1/completions", 6<<20)
@@ -201,16 +202,16 @@ func refusals(t *testing.T, base string) {
 			t.Fatalf("status %d, reading: %v, sending: %v; want a 413 read whole", status, readErr, sendErr)
 		}
 	})
-	t.Run("a 5000-byte model name is cut", func(t *testing.T) {
-		body, _ := json.Marshal(map[string]any{"model": strings.Repeat("m", 5000), "prompt": "x", "max_tokens": 1})
+	t.Run("a 5000-byte priority is cut", func(t *testing.T) {
+		body, _ := json.Marshal(map[string]any{"priority": strings.Repeat("m", 5000), "prompt": "x", "max_tokens": 1})
 		resp, err := http.Post(base+"/v1/completions", "application/json", bytes.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
 		msg, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusNotFound || len(msg) > 1000 {
-			t.Fatalf("status %d, %d bytes: %.300s; want a 404 whose message quotes the name cut", resp.StatusCode, len(msg), msg)
+		if resp.StatusCode != http.StatusBadRequest || len(msg) > 1000 || !bytes.Contains(msg, []byte("(5000 bytes)")) {
+			t.Fatalf("status %d, %d bytes: %.300s; want a 400 whose message quotes the priority cut", resp.StatusCode, len(msg), msg)
 		}
 	})
 }
