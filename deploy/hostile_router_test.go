@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -56,8 +57,53 @@ func TestHostileRouter(t *testing.T) {
 			}
 		}
 	})
+	t.Run("connections from one address", func(t *testing.T) { oneAddress(t, rURL) })
 	t.Run("heavy chats", func(t *testing.T) { heavyChats(t, client, router, rURL, len(nodes)) })
 	t.Run("query of death", func(t *testing.T) { queryOfDeath(t, client, router, rURL, nodes) })
+}
+
+// oneAddress opens 100 idle connections to the router from 127.0.0.5, more than
+// --max-conns-per-client (64): the connections beyond it are answered 429, and another address
+// (127.0.0.6) is still served.
+func oneAddress(t *testing.T, rURL string) {
+	addr := strings.TrimPrefix(rURL, "http://")
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	refused := 0
+	for range 100 {
+		d := net.Dialer{Timeout: time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.5")}}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			refused++
+			continue
+		}
+		conns = append(conns, c)
+	}
+	// A connection over the cap is answered at once; one within it waits for a request.
+	for _, c := range conns {
+		c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		buf := make([]byte, 12)
+		if n, _ := io.ReadFull(c, buf); n == len(buf) && string(buf) == "HTTP/1.1 429" {
+			refused++
+		}
+	}
+	if refused != 100-64 {
+		t.Errorf("%d of 100 connections from one address refused, want %d (--max-conns-per-client 64)", refused, 100-64)
+	}
+	other := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.6")}}).DialContext}}
+	resp, err := other.Get(rURL + "/v1/models")
+	if err != nil {
+		t.Fatalf("another address meanwhile: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("another address meanwhile: %d", resp.StatusCode)
+	}
 }
 
 // heavyChats sends 24 concurrent chats of 100,000 short messages (3.5 MB each) through the

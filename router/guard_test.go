@@ -264,3 +264,27 @@ func TestSlowHealthWhileBusy(t *testing.T) {
 		t.Fatal("late health checks of an idle node did not eject it")
 	}
 }
+
+// TestTransportFailureKinds tells a node that was never reached (connect: retried freely) from
+// one whose connection broke after the request was sent (died: the guard's evidence).
+func TestTransportFailureKinds(t *testing.T) {
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closedURL := closed.URL
+	closed.Close()
+	dying := startFake(t, dieBeforeAnswering)
+	tests := []struct{ name, url, want string }{
+		{"nothing listening", closedURL, "connect"},
+		{"closed after the request", dying.ts.URL, "died"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := http.Post(tc.url+"/v1/completions", "application/json", strings.NewReader(`{"prompt": "x"}`))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if got := transportFailure(err); got != tc.want {
+				t.Fatalf("%v: %s, want %s", err, got, tc.want)
+			}
+		})
+	}
+}
