@@ -20,11 +20,16 @@ const (
 )
 
 // Cost model features: a step's time is modelled as θ·x with x = [1, decode tokens, prompt
-// tokens, attended KV cells / cellScale]. Decode tokens and prompt tokens are separate because
-// only decode tokens (and a prompt's last) pay for the output matrix; attended cells are the sum
-// over the batch's tokens of the cells each one reads, the attention's share.
+// tokens, cells the decode tokens attend / cellScale, cells the prompt tokens attend /
+// cellScale]. Decode tokens and prompt tokens are separate because only decode tokens (and a
+// prompt's last) pay for the output matrix; attended cells are the sum over the tokens of the
+// cells each one reads, the attention's share, and a prompt chunk's grow with its depth (a
+// chunk of l tokens over n cells attends l·n + l(l+1)/2). Decode and prompt attention are
+// priced apart: one query row per sequence reading its cells is not the tiled prompt kernel's
+// cost per cell, and one coefficient for both (fitted mostly on decode steps) priced a chunk
+// deep in a 2,000-token input at a fraction of its time.
 const (
-	nFeat     = 4
+	nFeat     = 5
 	cellScale = 1024.0
 	// forget weights the steps seen: each step's weight decays by this factor per later step,
 	// so the fit follows a machine whose speed changes (an effective window of ~100 steps).
@@ -85,9 +90,15 @@ func (t *errTail) add(e float64) {
 	t.q = s[min(t.n-1, int(errQuantile*float64(t.n)))]
 }
 
-func features(decode, prompt int, cells float64) [nFeat]float64 {
-	return [nFeat]float64{1, float64(decode), float64(prompt), cells / cellScale}
+// features is the cost model's x of a step of decode decode tokens attending cells cells and
+// prompt prompt tokens attending promptCells cells.
+func features(decode, prompt int, cells, promptCells float64) [nFeat]float64 {
+	return [nFeat]float64{1, float64(decode), float64(prompt), cells / cellScale, promptCells / cellScale}
 }
+
+// chunkCells is the cells a prompt chunk of l tokens extending a sequence of n cells attends:
+// n+1, ..., n+l.
+func chunkCells(n, l int) float64 { return float64(l)*float64(n) + float64(l)*float64(l+1)/2 }
 
 func (m *costModel) ready() bool {
 	return m.withPrompt >= minFitSteps && m.steps >= 2*minFitSteps && m.maxP > m.minP
@@ -134,7 +145,7 @@ func (m *costModel) observe(x [nFeat]float64, sec float64) {
 // most negative coefficient until none is: a per-token cost below zero means too little data
 // to tell it apart, and zero is the safe reading of that.
 func (m *costModel) fit() {
-	free := [nFeat]bool{true, true, true, true}
+	free := [nFeat]bool{true, true, true, true, true}
 	for range nFeat {
 		theta, ok := m.solve(free)
 		if !ok {
@@ -218,8 +229,7 @@ func (m *costModel) margin(target float64) float64 {
 // promptCost is the modelled time of a prompt chunk of l tokens extending a sequence that holds
 // n cells: l prompt tokens attending n+1, ..., n+l cells.
 func (m *costModel) promptCost(n, l int) float64 {
-	cells := float64(l)*float64(n) + float64(l)*float64(l+1)/2
-	return m.theta[2]*float64(l) + m.theta[3]*cells/cellScale
+	return m.theta[2]*float64(l) + m.theta[4]*chunkCells(n, l)/cellScale
 }
 
 // chunkFor is the longest prompt chunk extending a sequence of n cells that costs at most avail
@@ -229,8 +239,8 @@ func (m *costModel) chunkFor(n int, avail float64, limit int) int {
 		return 0
 	}
 	// a l² + b l <= avail, from promptCost.
-	a := m.theta[3] / cellScale / 2
-	b := m.theta[2] + m.theta[3]/cellScale*(float64(n)+0.5)
+	a := m.theta[4] / cellScale / 2
+	b := m.theta[2] + m.theta[4]/cellScale*(float64(n)+0.5)
 	var l float64
 	switch {
 	case a > 0:
@@ -283,7 +293,7 @@ func (e *Engine) planStep(decode int, cells float64, firstN int) stepPlan {
 	}
 	target := e.cfg.TargetITL.Seconds() * relax
 	p.target = time.Duration(target * float64(time.Second))
-	p.avail = target - e.cost.margin(target) - e.cost.predict(features(decode, 0, cells))
+	p.avail = target - e.cost.margin(target) - e.cost.predict(features(decode, 0, cells, 0))
 	prompt := e.cost.chunkFor(firstN, p.avail, e.cfg.BatchSize-decode)
 	if prompt < minChunk {
 		prompt, p.floor, p.reason = minChunk, true, BudgetFloor

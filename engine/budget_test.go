@@ -16,10 +16,10 @@ func TestCostModelRecoversCoefficients(t *testing.T) {
 		theta [nFeat]float64
 		want  [nFeat]float64
 	}{
-		{name: "all positive", theta: [nFeat]float64{0.004, 0.002, 0.001, 0.0005}, want: [nFeat]float64{0.004, 0.002, 0.001, 0.0005}},
+		{name: "all positive", theta: [nFeat]float64{0.004, 0.002, 0.001, 0.0005, 0.0002}, want: [nFeat]float64{0.004, 0.002, 0.001, 0.0005, 0.0002}},
 		// A cost that falls with attended cells is not a cost: the fit keeps it at 0 and
 		// explains the times with the others as best it can.
-		{name: "negative clamped", theta: [nFeat]float64{0.004, 0.002, 0.001, -0.0001}},
+		{name: "negative clamped", theta: [nFeat]float64{0.004, 0.002, 0.001, -0.0001, 0.0002}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -29,7 +29,7 @@ func TestCostModelRecoversCoefficients(t *testing.T) {
 				if i%3 == 0 {
 					p = 0
 				}
-				x := features(d, p, float64((i*911)%9000))
+				x := features(d, p, float64((i*911)%9000), chunkCells((i*53)%3000, p))
 				y := 0.0
 				for k := range nFeat {
 					y += tc.theta[k] * x[k]
@@ -55,7 +55,7 @@ func TestCostModelRecoversCoefficients(t *testing.T) {
 }
 
 func TestChunkForInvertsPromptCost(t *testing.T) {
-	m := costModel{theta: [nFeat]float64{0.002, 0.001, 0.0004, 0.003}}
+	m := costModel{theta: [nFeat]float64{0.002, 0.001, 0.0004, 0.003, 0.002}}
 	for _, n := range []int{0, 100, 5000} {
 		for _, avail := range []float64{0.001, 0.02, 0.2} {
 			l := m.chunkFor(n, avail, 100000)
@@ -92,6 +92,8 @@ type timedDecoder struct {
 	*fakeDecoder
 	clock *fakeClock
 	cost  []time.Duration // per Decode
+	// costOf, when set, is the step cost instead of stepCost.
+	costOf func(*batch.Batch) time.Duration
 }
 
 // newTimed is a timedDecoder over newFake(t, blocks, blockSize, seqs) on a clock that starts at
@@ -125,6 +127,9 @@ func stepCost(b *batch.Batch) time.Duration {
 
 func (d *timedDecoder) Decode(b *batch.Batch) error {
 	c := stepCost(b)
+	if d.costOf != nil {
+		c = d.costOf(b)
+	}
 	d.clock.advance(c)
 	d.mu.Lock()
 	d.cost = append(d.cost, c)
@@ -322,7 +327,7 @@ func TestMarginCoversTheTail(t *testing.T) {
 			theta := [nFeat]float64{0.004, 0.002, 0.001, 0.0005}
 			var m costModel
 			for i := range 2000 {
-				x := features(1+i%7, (i*37)%200, float64((i*911)%9000))
+				x := features(1+i%7, (i*37)%200, float64((i*911)%9000), 0)
 				y := 0.0
 				for k := range nFeat {
 					y += theta[k] * x[k]

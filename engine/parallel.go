@@ -51,7 +51,7 @@ func (e *Engine) decodeOverTarget() bool {
 	for _, s := range e.running {
 		cells += float64(len(s.tokens))
 	}
-	x := features(len(e.running), 0, cells)
+	x := features(len(e.running), 0, cells, 0)
 	e.par.over = len(e.running) > 0 && e.cost.predict(x) > e.par.target-e.cost.margin(e.par.target)
 	return e.par.over
 }
@@ -141,7 +141,7 @@ func (e *Engine) itlAllows(s *sequence) bool {
 		return true
 	}
 	target := e.par.target
-	x := features(len(e.running)+1, 0, e.par.cells+float64(len(s.tokens)))
+	x := features(len(e.running)+1, 0, e.par.cells+float64(len(s.tokens)), 0)
 	return e.cost.predict(x) <= target-e.cost.margin(target)
 }
 

@@ -304,7 +304,7 @@ func (e *Engine) buildBatch() bool {
 	}
 	e.plan = e.planStep(decode, cells, firstN)
 	budget = e.plan.tokens - decode
-	prompt := 0
+	prompt, promptCells := 0, 0.0
 	for i, s := range prefill {
 		if budget == 0 {
 			break
@@ -321,7 +321,7 @@ func (e *Engine) buildBatch() bool {
 		s.chunk = n
 		budget -= n
 		prompt += n
-		cells += float64(n)*float64(s.before) + float64(n)*float64(n+1)/2
+		promptCells += chunkCells(s.before, n)
 	}
 	if e.plan.reason == BudgetNoDecode {
 		// No stream to keep steady: the chunk limit protects nobody, so prompts take the whole
@@ -331,10 +331,10 @@ func (e *Engine) buildBatch() bool {
 			s.chunk += extra
 			budget -= extra
 			prompt += extra
-			cells += float64(extra)*float64(s.before+s.chunk-extra) + float64(extra)*float64(extra+1)/2
+			promptCells += chunkCells(s.before+s.chunk-extra, extra)
 		}
 	}
-	e.stepX = features(decode, prompt, cells)
+	e.stepX = features(decode, prompt, cells, promptCells)
 	e.plan.predicted = time.Duration(e.cost.predict(e.stepX) * float64(time.Second))
 	e.inBatch = prefill[:0]
 	// Tokens go in in running order so logits rows can be matched back in step.

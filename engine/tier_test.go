@@ -109,7 +109,7 @@ func TestSwapOutAndIn(t *testing.T) {
 	// A fitted cost model in which a prompt token costs 10 ms: far more than the tier's reads.
 	for i := range 2 * minFitSteps {
 		p := 8 * (i + 1)
-		e.cost.observe(features(0, p, 0), 0.01*float64(p))
+		e.cost.observe(features(0, p, 0, 0), 0.01*float64(p))
 	}
 	if !e.cost.ready() {
 		t.Fatal("cost model not ready")
