@@ -20,6 +20,7 @@
 package prefixhash
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 
 	"github.com/cespare/xxhash/v2"
@@ -30,6 +31,18 @@ const Root uint64 = 0
 
 // saltDomain separates salt roots from every other use of XXH64 over strings.
 const saltDomain = "ubatch cache_salt\x00"
+
+// TenantSalt is the salt of a request with cache_salt salt sent with bearer token token, on a
+// server that salts by key (serve and route --cache-salt-per-key): the token's SHA-256 and the
+// salt, so that no client reaches another token's namespace by choosing its cache_salt, and the
+// router's routing hashes chain from the root the nodes' do. Without a token it is salt.
+func TenantSalt(token, salt string) string {
+	if token == "" {
+		return salt
+	}
+	h := sha256.Sum256([]byte("ubatch tenant\x00" + token))
+	return string(h[:]) + "\x00" + salt
+}
 
 // Salted returns the root of the chain of a request salted with salt: Root for "" (no salt),
 // else XXH64 of a domain prefix and the salt, never Root.

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"ubatch/internal/httpauth"
 	"ubatch/tokenizer"
 )
 
@@ -44,6 +45,9 @@ type limits struct {
 	// ctxBytes is the longest completion prompt text that may fit a node's context (its n_ctx
 	// times the vocabulary's longest piece); 0 = unknown, no bound.
 	ctxBytes int
+	// tenant is the request's bearer token under Config.CacheSaltPerKey ("" otherwise): the
+	// tenant part of its salt, as the nodes' (prefixhash.TenantSalt).
+	tenant string
 }
 
 // prefixTokens bounds a prompt given as tokens: about as many as prefixBytes of English text.
@@ -193,6 +197,9 @@ func (r *Router) parse(w http.ResponseWriter, req *http.Request, body []byte) (p
 	nctx := r.nodeContext()
 	if nctx > 0 {
 		lim.ctxBytes = nctx * r.cfg.Prompter.maxPiece
+	}
+	if r.cfg.CacheSaltPerKey {
+		lim.tenant = httpauth.Bearer(req)
 	}
 	p := r.cfg.Prompter.parse(req.URL.Path, body, lim)
 	if lim.ctxBytes > 0 && p.textBytes > lim.ctxBytes {

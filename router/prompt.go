@@ -69,7 +69,8 @@ type parsed struct {
 	// textBytes is the length of a completion's prompt text (0 for tokens or chats), which
 	// the router measures against the nodes' context before tokenizing anything.
 	textBytes int
-	// root is the routing hash its chain starts from: its cache_salt's (prefixhash.Salted).
+	// root is the routing hash its chain starts from: its cache_salt's (prefixhash.Salted), with
+	// its tenant's part under Config.CacheSaltPerKey.
 	root uint64
 }
 
@@ -81,7 +82,7 @@ func (p *Prompter) parse(path string, body []byte, lim limits) parsed {
 	if json.Unmarshal(body, &req) != nil {
 		return parsed{}
 	}
-	out := parsed{stream: req.Stream, root: prefixhash.Salted(req.CacheSalt)}
+	out := parsed{stream: req.Stream, root: prefixhash.Salted(prefixhash.TenantSalt(lim.tenant, req.CacheSalt))}
 	switch path {
 	case "/v1/completions", "/completions", "/completion":
 		out.tokens, out.multi, out.whole, out.textBytes = p.completionTokens(req.Prompt, lim)

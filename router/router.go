@@ -94,10 +94,14 @@ type Config struct {
 	// QuarantineTTL is how long the router remembers a request body whose node died serving it
 	// (default 10 min); one that killed two nodes is refused meanwhile. See guard.go.
 	QuarantineTTL time.Duration
-	Logger        *slog.Logger
-	Registerer    prometheus.Registerer // nil = a private registry
-	Gatherer      prometheus.Gatherer   // what /metrics serves; nil = that private registry
-	Transport     http.RoundTripper     // nil = a transport tuned for streaming to nodes
+	// CacheSaltPerKey roots each request's routing hashes at its bearer token and cache_salt
+	// (prefixhash.TenantSalt), as nodes started with serve --cache-salt-per-key root their
+	// blocks': set it when they are, or their salted prefixes are never found.
+	CacheSaltPerKey bool
+	Logger          *slog.Logger
+	Registerer      prometheus.Registerer // nil = a private registry
+	Gatherer        prometheus.Gatherer   // what /metrics serves; nil = that private registry
+	Transport       http.RoundTripper     // nil = a transport tuned for streaming to nodes
 }
 
 // Router is the HTTP front. Create it with New, call Start, serve Handler.

@@ -2,12 +2,13 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
 	"net/http"
 	"strings"
 	"unicode/utf8"
 
+	"ubatch/internal/httpauth"
 	"ubatch/kvcache"
+	"ubatch/prefixhash"
 )
 
 // Cache salts (vLLM's cache_salt). usage.prompt_tokens_details.cached_tokens, and the time to
@@ -36,32 +37,22 @@ func checkCacheSalt(v *string) (string, error) {
 	return *v, nil
 }
 
-// tenantKey is the context key of the request's tenant salt (withTenantSalt).
+// tenantKey is the context key of the request's bearer token (withTenantSalt).
 type tenantKey struct{}
 
-// withTenantSalt puts the hash of r's bearer token, if any, in its context as the tenant part
-// of every salt it uses (Config.CacheSaltPerKey).
+// withTenantSalt puts r's bearer token, if any, in its context as the tenant part of every
+// salt it uses (Config.CacheSaltPerKey).
 func withTenantSalt(r *http.Request) *http.Request {
-	auth := r.Header.Get("Authorization")
-	const prefix = "Bearer "
-	if len(auth) <= len(prefix) || !strings.EqualFold(auth[:len(prefix)], prefix) {
-		return r
-	}
-	tok := strings.TrimSpace(auth[len(prefix):])
+	tok := httpauth.Bearer(r)
 	if tok == "" {
 		return r
 	}
-	h := sha256.Sum256([]byte("ubatch tenant\x00" + tok))
-	return r.WithContext(context.WithValue(r.Context(), tenantKey{}, string(h[:])))
+	return r.WithContext(context.WithValue(r.Context(), tenantKey{}, tok))
 }
 
 // requestSalt is the kvcache.Salt of a request with cache_salt salt (may be "") in ctx: the
-// tenant's part (withTenantSalt) and the request's, so that no client reaches another
-// tenant's namespace by choosing its cache_salt.
+// tenant's part (withTenantSalt) and the request's (prefixhash.TenantSalt).
 func requestSalt(ctx context.Context, salt string) kvcache.Salt {
-	tenant, _ := ctx.Value(tenantKey{}).(string)
-	if tenant == "" {
-		return kvcache.NewSalt(salt)
-	}
-	return kvcache.NewSalt(tenant + "\x00" + salt)
+	tok, _ := ctx.Value(tenantKey{}).(string)
+	return kvcache.NewSalt(prefixhash.TenantSalt(tok, salt))
 }

@@ -22,6 +22,7 @@ import (
 	"ubatch/chat"
 	"ubatch/engine"
 	"ubatch/grammar"
+	"ubatch/internal/httpauth"
 	"ubatch/kvfile"
 	"ubatch/model"
 	"ubatch/sample"
@@ -364,12 +365,7 @@ func (s *Server) authorized(r *http.Request) bool {
 	if s.cfg.APIKey == "" {
 		return true
 	}
-	auth := r.Header.Get("Authorization")
-	const prefix = "Bearer "
-	if len(auth) < len(prefix) || !strings.EqualFold(auth[:len(prefix)], prefix) {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(auth[len(prefix):])), []byte(s.cfg.APIKey)) == 1
+	return subtle.ConstantTimeCompare([]byte(httpauth.Bearer(r)), []byte(s.cfg.APIKey)) == 1
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {

@@ -53,6 +53,7 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"transport error, timeout, garbage; an answer below 500, a 4xx included, resets the count; a 503 with Retry-After or a node's "+
 		"well-formed 500 about the request counts neither way), or this many failed health checks in a row")
 	rise := fs.Int("rise", 2, "good health checks in a row that bring a node back into rotation")
+	saltPerKey := fs.Bool("cache-salt-per-key", false, "root each request's routing hashes at its bearer token and cache_salt, as nodes started with serve --cache-salt-per-key salt their blocks: set it when the nodes do, or their salted prefixes are never found")
 	blockSize := fs.Int("kv-block", 16, "KV block size of nodes that publish none (as serve's --kv-block)")
 	grace := fs.Duration("shutdown-timeout", server.DefaultGrace, "on SIGINT/SIGTERM, how long in-flight requests may run")
 	maxConns := fs.Int("max-connections", 4096, "most open client connections; beyond it new connections get 503 at once")
@@ -105,7 +106,7 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg := router.Config{Prompter: prompter, Nodes: nodeList, BlockSize: *blockSize, MaxBodyBytes: *maxBody,
 		LoadWeight: *loadWeight, QueueWeight: *queueWeight, PeerCredit: *peerCredit, AffinityTTL: *affinity, HealthInterval: *health,
 		FirstByteTimeout: *firstByte, StreamIdleTimeout: *idle, MaxResponseBytes: *maxResp, Fall: *fall, Rise: *rise,
-		PrefixBytes: *bf.prefixBytes, ParseBudget: lim.parseBudget, QuarantineTTL: *bf.quarantine,
+		PrefixBytes: *bf.prefixBytes, ParseBudget: lim.parseBudget, QuarantineTTL: *bf.quarantine, CacheSaltPerKey: *saltPerKey,
 		Logger: logger, Registerer: reg, Gatherer: reg}
 	if *redisURL != "" {
 		quietRedis(logger)
