@@ -1,0 +1,306 @@
+package chat
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// harmonyReply is a reply read as the server reads it: ReasoningParser, then ToolParser
+// (ToolHarmony) on the content it releases.
+type harmonyReply struct {
+	reasoning, content string
+	calls              []ToolCall
+	deltas             []ToolDelta
+}
+
+// readHarmony reads text in pieces of size bytes (0: at once); split false skips the
+// reasoning parser (reasoning_format none), names nil the tool parser (no tools).
+func readHarmony(text string, size int, split bool, names []string, stream bool) harmonyReply {
+	var out harmonyReply
+	var rp *ReasoningParser
+	if split {
+		rp = NewReasoningParser(false)
+	}
+	var tp *ToolParser
+	if names != nil {
+		tp = NewToolParser(ToolHarmony, names)
+		if stream {
+			tp.StreamCalls()
+		}
+	}
+	var rs, cs strings.Builder
+	feed := func(r, c string, last bool) {
+		rs.WriteString(r)
+		if tp != nil {
+			c = tp.Add(c)
+			if last {
+				rest, calls := tp.Finish()
+				c += rest
+				out.calls = calls
+			}
+			out.deltas = append(out.deltas, tp.TakeDeltas()...)
+		}
+		cs.WriteString(c)
+	}
+	if size <= 0 {
+		size = len(text) + 1
+	}
+	for i := 0; i < len(text); i += size {
+		piece := text[i:min(len(text), i+size)]
+		r, c := "", piece
+		if rp != nil {
+			r, c = rp.Add(piece)
+		}
+		feed(r, c, false)
+	}
+	r, c := "", ""
+	if rp != nil {
+		r, c = rp.Finish()
+	}
+	feed(r, c, true)
+	out.reasoning, out.content = rs.String(), cs.String()
+	return out
+}
+
+const (
+	hAnalysis = "<|channel|>analysis<|message|>"
+	hFinal    = "<|start|>assistant<|channel|>final<|message|>"
+)
+
+func TestHarmonyParse(t *testing.T) {
+	names := []string{"get_weather", "lookup"}
+	type call struct{ name, args string }
+	for _, tc := range []struct {
+		name      string
+		text      string
+		split     bool // reasoning split (reasoning_format auto)
+		reasoning string
+		content   string
+		calls     []call
+		wholeOnly bool // streamed, the call stands as sent (TestHarmonyStreamedCall)
+	}{
+		{name: "analysis then final", split: true, text: hAnalysis + "User asks 2+2. Answer 4.<|end|>" + hFinal + "It is 4.",
+			reasoning: "User asks 2+2. Answer 4.", content: "It is 4."},
+		{name: "final only", split: true, text: "<|channel|>final<|message|>Hello there.", content: "Hello there."},
+		{name: "final with a constraint", split: true, text: hAnalysis + "x<|end|><|start|>assistant<|channel|>final <|constrain|>json<|message|>{\"a\":1}",
+			reasoning: "x", content: `{"a":1}`},
+		{name: "analysis only, cut", split: true, text: hAnalysis + "still thinking", reasoning: "still thinking"},
+		{name: "commentary preamble is content", split: true,
+			text:      hAnalysis + "plan<|end|><|start|>assistant<|channel|>commentary<|message|>Let me check. <|end|>" + hFinal + "Done.",
+			reasoning: "plan", content: "Let me check. Done."},
+		{name: "tool call, recipient in channel", split: true,
+			text:      hAnalysis + "Need weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}",
+			reasoning: "Need weather.", calls: []call{{"get_weather", `{"city":"Paris"}`}}},
+		{name: "tool call, recipient in role", split: true,
+			text:  " to=functions.lookup<|channel|>commentary json<|message|>{\"q\": \"a b\"}",
+			calls: []call{{"lookup", `{"q":"a b"}`}}},
+		{name: "tool call after start, recipient in role", split: true,
+			text:      hAnalysis + "t<|end|><|start|>assistant to=functions.lookup<|channel|>commentary json<|message|>{}",
+			reasoning: "t", calls: []call{{"lookup", `{}`}}},
+		{name: "tool call on the analysis channel", split: true,
+			text:  "<|channel|>analysis to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Oslo\"}",
+			calls: []call{{"get_weather", `{"city":"Oslo"}`}}},
+		{name: "tool call ended by <|call|> text", split: true,
+			text:  "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Oslo\"}<|call|>",
+			calls: []call{{"get_weather", `{"city":"Oslo"}`}}},
+		{name: "arguments as a JSON string", split: true,
+			text:  "<|channel|>commentary to=functions.lookup json<|message|>\"{\\\"q\\\": 1}\"",
+			calls: []call{{"lookup", `{"q":1}`}}},
+		{name: "unknown function is content as written", split: true,
+			text:      hAnalysis + "a<|end|><|start|>assistant<|channel|>commentary to=functions.rm_rf json<|message|>{}",
+			reasoning: "a", content: "<|start|>assistant<|channel|>commentary to=functions.rm_rf json<|message|>{}"},
+		{name: "bad arguments are content as written", split: true,
+			text:    "<|channel|>commentary to=functions.lookup json<|message|>{\"q\": ",
+			content: "<|channel|>commentary to=functions.lookup json<|message|>{\"q\": ", wholeOnly: true},
+		{name: "built-in tool is content", split: true,
+			text:    "<|channel|>analysis to=browser.search code<|message|>{\"query\":\"x\"}",
+			content: "<|channel|>analysis to=browser.search code<|message|>{\"query\":\"x\"}"},
+		{name: "missing end between messages", split: true, text: hAnalysis + "think" + hFinal + "answer",
+			reasoning: "think", content: "answer"},
+		{name: "unknown channel is content as written", split: true, text: "<|channel|>secret<|message|>x<|end|>",
+			content: "<|channel|>secret<|message|>x<|end|>"},
+		{name: "header never completed", split: true, text: "<|channel|>analy", content: "<|channel|>analy"},
+		{name: "only the start marker", split: true, text: "<|start|>", content: "<|start|>"},
+		{name: "not harmony", split: true, text: "Plain answer with <|channel|> inside.", content: "Plain answer with <|channel|> inside."},
+		{name: "looks like a recipient but is text", split: true, text: "to=functions are maps", content: "to=functions are maps"},
+		{name: "junk between messages is content", split: true, text: hAnalysis + "r<|end|>junk" + hFinal + "c",
+			reasoning: "r", content: "junkc"},
+		{name: "split off: text as written, calls still read", split: false,
+			text:    hAnalysis + "r<|end|><|start|>assistant<|channel|>commentary to=functions.lookup json<|message|>{\"q\":2}",
+			content: hAnalysis + "r<|end|>", calls: []call{{"lookup", `{"q":2}`}}},
+		{name: "content before and after a call", split: true,
+			text:    "<|channel|>commentary<|message|>Checking.<|end|><|start|>assistant<|channel|>commentary to=functions.lookup json<|message|>{\"q\":3}<|end|>" + hFinal + "ok",
+			content: "Checking.ok", calls: []call{{"lookup", `{"q":3}`}}},
+		{name: "markers inside a think reply are not harmony", split: true, text: "<think>a</think><|channel|>final<|message|>b",
+			reasoning: "a", content: "<|channel|>final<|message|>b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, stream := range []bool{false, true} {
+				if stream && tc.wholeOnly {
+					continue
+				}
+				for _, size := range []int{0, 1, 2, 3, 5, 7, 11} {
+					got := readHarmony(tc.text, size, tc.split, names, stream)
+					if got.reasoning != tc.reasoning || got.content != tc.content {
+						t.Fatalf("size %d stream %v: reasoning %q content %q, want %q %q", size, stream, got.reasoning, got.content, tc.reasoning, tc.content)
+					}
+					if len(got.calls) != len(tc.calls) {
+						t.Fatalf("size %d stream %v: calls %+v, want %+v", size, stream, got.calls, tc.calls)
+					}
+					for i, c := range got.calls {
+						if c.Name != tc.calls[i].name || c.Arguments != tc.calls[i].args {
+							t.Fatalf("size %d stream %v: call %d %+v, want %+v", size, stream, i, c, tc.calls[i])
+						}
+					}
+					if !stream {
+						if len(got.deltas) != 0 {
+							t.Fatalf("size %d: deltas %+v without StreamCalls", size, got.deltas)
+						}
+						continue
+					}
+					checkDeltas(t, got)
+				}
+			}
+		})
+	}
+}
+
+// checkDeltas checks that streamed deltas rebuild the calls: a name first, then fragments.
+func checkDeltas(t *testing.T, got harmonyReply) {
+	t.Helper()
+	var built []ToolCall
+	for _, d := range got.deltas {
+		switch {
+		case d.Name != "":
+			if d.Index != len(built) || d.Arguments != "" {
+				t.Fatalf("delta %+v opens call %d", d, len(built))
+			}
+			built = append(built, ToolCall{Name: d.Name})
+		case d.Index != len(built)-1:
+			t.Fatalf("arguments delta %+v with %d calls open", d, len(built))
+		default:
+			built[d.Index].Arguments += d.Arguments
+		}
+	}
+	if len(built) != len(got.calls) {
+		t.Fatalf("deltas make %+v, calls %+v", built, got.calls)
+	}
+	for i := range built {
+		if built[i] != got.calls[i] {
+			t.Fatalf("deltas make %+v, calls %+v", built, got.calls)
+		}
+	}
+}
+
+// TestHarmonyStreaming: the thought and the answer come out as they are written, and no delta
+// carries a marker, however the tokens split them.
+func TestHarmonyStreaming(t *testing.T) {
+	text := hAnalysis + "one two three four<|end|>" + hFinal + "five six seven"
+	for size := 1; size <= 12; size++ {
+		rp := NewReasoningParser(false)
+		var reasoningDeltas, contentDeltas int
+		var rs, cs strings.Builder
+		for i := 0; i < len(text); i += size {
+			r, c := rp.Add(text[i:min(len(text), i+size)])
+			for _, d := range []string{r, c} {
+				if strings.Contains(d, "<|") || strings.Contains(d, "|>") {
+					t.Fatalf("size %d: delta %q carries markup", size, d)
+				}
+			}
+			if r != "" {
+				reasoningDeltas++
+			}
+			if c != "" {
+				contentDeltas++
+			}
+			rs.WriteString(r)
+			cs.WriteString(c)
+		}
+		r, c := rp.Finish()
+		rs.WriteString(r)
+		cs.WriteString(c)
+		if rs.String() != "one two three four" || cs.String() != "five six seven" {
+			t.Fatalf("size %d: reasoning %q content %q", size, rs.String(), cs.String())
+		}
+		if size < 8 && (reasoningDeltas < 2 || contentDeltas < 2) {
+			t.Fatalf("size %d: %d reasoning and %d content deltas, want them as they are written", size, reasoningDeltas, contentDeltas)
+		}
+	}
+}
+
+// TestHarmonyStreamedCall: a call's name goes out once its header is read, before its
+// arguments end; a call cut inside its arguments stands as streamed (max_tokens).
+func TestHarmonyStreamedCall(t *testing.T) {
+	head := "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+	p := NewToolParser(ToolHarmony, []string{"get_weather"})
+	p.StreamCalls()
+	if c := p.Add(head + `{"city": "Pa`); c != "" {
+		t.Fatalf("content %q before the call", c)
+	}
+	d := p.TakeDeltas()
+	if len(d) != 2 || d[0].Name != "get_weather" || d[1].Arguments != `{"city":"Pa` {
+		t.Fatalf("deltas %+v, want the name then the arguments so far", d)
+	}
+	rest, calls := p.Finish()
+	if rest != "" || len(calls) != 1 || calls[0].Arguments != `{"city":"Pa` {
+		t.Fatalf("cut call: content %q calls %+v, want the call as streamed", rest, calls)
+	}
+	if d := p.TakeDeltas(); len(d) != 0 {
+		t.Fatalf("deltas %+v after a cut call", d)
+	}
+}
+
+func TestDetectHarmony(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		template  string
+		reasoning ReasoningFormat
+		tools     ToolFormat
+	}{
+		{"gpt-oss", `{{- "<|start|>assistant<|channel|>final<|message|>" }}`, ReasoningHarmony, ToolHarmony},
+		{"qwen3", `<think>{{ x }}</think><tool_call>`, ReasoningThink, ToolHermes},
+		{"plain", `{{ messages }}`, ReasoningNone, ToolHermes},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if f := DetectReasoningFormat(tc.template); f != tc.reasoning {
+				t.Errorf("reasoning format %v, want %v", f, tc.reasoning)
+			}
+			if f := DetectToolFormat(tc.template); f != tc.tools {
+				t.Errorf("tool format %v, want %v", f, tc.tools)
+			}
+		})
+	}
+}
+
+// FuzzHarmony: any output, in any pieces, parses without a panic into the same texts as the
+// whole, and the parts it returns are made of the output's bytes (valid UTF-8 stays valid).
+func FuzzHarmony(f *testing.F) {
+	for _, s := range []string{
+		hAnalysis + "a<|end|>" + hFinal + "b",
+		"<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"x\":[1,\"}\"]}",
+		" to=functions.f<|channel|>commentary json<|message|>{}",
+		"<|start|><|start|><|channel|><|message|><|end|><|call|>",
+		"to=functions." + strings.Repeat("x", 300),
+		"<think>x</think>",
+	} {
+		f.Add(s, uint8(3))
+	}
+	f.Fuzz(func(t *testing.T, text string, size uint8) {
+		names := []string{"f", "g"}
+		for _, split := range []bool{false, true} {
+			whole := readHarmony(text, 0, split, names, true)
+			got := readHarmony(text, int(size%16)+1, split, names, true)
+			if got.reasoning != whole.reasoning || got.content != whole.content || len(got.calls) != len(whole.calls) {
+				t.Fatalf("split %v size %d: %+v, whole %+v", split, size%16+1, got, whole)
+			}
+			if len(whole.reasoning)+len(whole.content) > len(text) {
+				t.Fatalf("split %v: reasoning and content longer than the text: %+v", split, whole)
+			}
+			if utf8.ValidString(text) && (!utf8.ValidString(whole.reasoning) || !utf8.ValidString(whole.content)) {
+				t.Fatalf("split %v: invalid UTF-8 out of valid text: %+v", split, whole)
+			}
+			checkDeltas(t, got)
+		}
+	})
+}
