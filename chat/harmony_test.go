@@ -1,9 +1,13 @@
 package chat
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
+
+	"ubatch/internal/testdata"
 )
 
 // harmonyReply is a reply read as the server reads it: ReasoningParser, then ToolParser
@@ -303,4 +307,67 @@ func FuzzHarmony(f *testing.F) {
 			checkDeltas(t, got)
 		}
 	})
+}
+
+// TestHarmonyTemplate renders a tool conversation through gpt-oss's published chat template
+// (../shared/templates/openai-gpt-oss-120b.jinja, from Hugging Face's openai/gpt-oss-120b as
+// llama.cpp ships it): the effort in the system message, the system prompt and the tools as
+// the developer message in harmony's TypeScript-like namespace, the thought of a turn that
+// called a tool kept (reasoning_content, given as thinking) while an answered turn's is
+// dropped, the tool's result from functions.NAME to the assistant on the commentary channel.
+func TestHarmonyTemplate(t *testing.T) {
+	tmpl := mustParse(t, string(testdata.ReadFile(t, "templates/openai-gpt-oss-120b.jinja")))
+	tools := []any{json.RawMessage(`{"type": "function", "function": {"name": "get_weather", "description": "Get the weather.",
+		"parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "City name"}, "days": {"type": "integer"}}, "required": ["city"]}}}`)}
+	history := []map[string]any{
+		{"role": "system", "content": "Be brief."},
+		{"role": "user", "content": "Hi"},
+		{"role": "assistant", "content": "Hello!", "reasoning_content": "Greet back."},
+		{"role": "user", "content": "Weather in Paris?"},
+		{"role": "assistant", "content": nil, "reasoning_content": "Need the tool.",
+			"tool_calls": []any{map[string]any{"id": "call_1", "type": "function", "function": map[string]any{"name": "get_weather", "arguments": map[string]any{"city": "Paris"}}}}},
+		{"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+	}
+	for _, tc := range []struct {
+		name    string
+		msgs    []map[string]any
+		vars    map[string]any
+		want    []string
+		notWant []string
+	}{
+		{name: "tools and history", msgs: history, vars: map[string]any{"reasoning_effort": "high"}, want: []string{
+			"<|start|>system<|message|>You are ChatGPT",
+			"Reasoning: high\n\n# Valid channels: analysis, commentary, final. Channel must be included for every message.\nCalls to these tools must go to the commentary channel: 'functions'.<|end|>",
+			"<|start|>developer<|message|># Instructions\n\nBe brief.\n\n# Tools\n\n## functions\n\nnamespace functions {\n\n// Get the weather.\ntype get_weather = (_: {\n// City name\ncity: string,\ndays?: number,\n}) => any;\n\n} // namespace functions<|end|>",
+			"<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>final<|message|>Hello!<|end|>",
+			"<|start|>assistant<|channel|>analysis<|message|>Need the tool.<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": \"Paris\"}<|call|>",
+			"<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>\"sunny\"<|end|><|start|>assistant",
+		}, notWant: []string{"Greet back."}},
+		{name: "default effort", msgs: history[1:2], want: []string{"Reasoning: medium\n\n"}, notWant: []string{"<|start|>developer"}},
+		{name: "low effort", msgs: history[1:2], vars: map[string]any{"reasoning_effort": "low"}, want: []string{"Reasoning: low\n\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := Options{AddGenerationPrompt: true, Vars: tc.vars, Now: func() time.Time { return time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC) }}
+			if tc.name == "tools and history" {
+				opts.Tools = tools
+			}
+			got, err := tmpl.Render(tc.msgs, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("prompt lacks %q:\n%s", w, got)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(got, w) {
+					t.Errorf("prompt holds %q:\n%s", w, got)
+				}
+			}
+			if !strings.HasSuffix(got, "<|start|>assistant") || !strings.Contains(got, "Current date: 2026-12-07\n") {
+				t.Errorf("prompt does not end with the generation prompt or lacks the date:\n%s", got)
+			}
+		})
+	}
 }
