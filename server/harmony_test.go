@@ -1,0 +1,233 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"ubatch/chat"
+	"ubatch/internal/testdata"
+)
+
+// harmonyGrammar makes a model write harmony as gpt-oss does: a thought on the analysis
+// channel, then the answer on the final one (stories260K spells the markers in characters;
+// gpt-oss's vocabulary prints its special tokens as the same text).
+const harmonyGrammar = `root ::= "<|channel|>analysis<|message|>" [a-z] [a-z ]{2,24} "<|end|><|start|>assistant<|channel|>final<|message|>" [a-z] [a-z ]{2,24}`
+
+func gptOSSEnv(t *testing.T) *testEnv {
+	return newEnv(t, envOptions{nCtx: toolsNCtx, chatTemplate: string(testdata.ReadFile(t, "templates/openai-gpt-oss-120b.jinja"))})
+}
+
+// harmonyParts cuts the grammar's reply into its thought and its answer.
+func harmonyParts(t *testing.T, raw string) (thought, answer string) {
+	t.Helper()
+	rest, ok := strings.CutPrefix(raw, "<|channel|>analysis<|message|>")
+	thought, answer, ok2 := strings.Cut(rest, "<|end|><|start|>assistant<|channel|>final<|message|>")
+	if !ok || !ok2 || thought == "" || answer == "" {
+		t.Fatalf("reasoning_format none: content %q, want the grammar's harmony", raw)
+	}
+	return thought, answer
+}
+
+// TestChatHarmony: with gpt-oss's template, a harmony reply's analysis channel is
+// reasoning_content and its final channel content, streamed (the thought as deltas before the
+// answer, no markup in any delta) and not; reasoning_format none leaves the text as written.
+func TestChatHarmony(t *testing.T) {
+	e := gptOSSEnv(t)
+	if f := chat.DetectReasoningFormat(e.srv.tmpl.Source()); f != chat.ReasoningHarmony {
+		t.Fatalf("gpt-oss's template reads as %v", f)
+	}
+	body := func(format string) map[string]any {
+		b := map[string]any{"messages": []map[string]string{{"role": "user", "content": "Think, then tell me a story."}},
+			"max_tokens": 400, "temperature": 0, "grammar": harmonyGrammar}
+		if format != "" {
+			b["reasoning_format"] = format
+		}
+		return b
+	}
+	raw := deref(e.chatWhole(body("none")).Message.Content)
+	thought, answer := harmonyParts(t, raw)
+	for _, tc := range []struct {
+		name, format       string
+		reasoning, content string
+	}{
+		{"default", "", thought, answer},
+		{"none", "none", "", raw},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := e.chatWhole(body(tc.format))
+			if deref(w.Message.ReasoningContent) != tc.reasoning || deref(w.Message.Content) != tc.content || w.FinishReason != "stop" {
+				t.Errorf("whole: %+v, want reasoning %q content %q", w, tc.reasoning, tc.content)
+			}
+			s := e.streamChat(body(tc.format))
+			if s.reasoning.String() != tc.reasoning || s.content.String() != tc.content || s.finish != "stop" {
+				t.Errorf("streamed: reasoning %q content %q finish %q, want %q %q", s.reasoning.String(), s.content.String(), s.finish, tc.reasoning, tc.content)
+			}
+			if tc.reasoning != "" && (s.reasoningChunks < 2 || s.contentBefore) {
+				t.Errorf("streamed: the thought in %d chunks (content before it: %v), want deltas before the answer", s.reasoningChunks, s.contentBefore)
+			}
+		})
+	}
+}
+
+// TestChatHarmonyToolCall: a harmony call on the commentary channel is a tool call, streamed
+// (name first, then arguments) and not, with finish_reason tool_calls; tool_choice required
+// holds the model to one call in harmony's form.
+func TestChatHarmonyToolCall(t *testing.T) {
+	e := gptOSSEnv(t)
+	if f := chat.DetectToolFormat(e.srv.tmpl.Source()); f != chat.ToolHarmony {
+		t.Fatalf("gpt-oss's template reads as %v", f)
+	}
+	tools := []map[string]any{{"type": "function", "function": map[string]any{"name": "get_weather", "description": "Get the weather.",
+		"parameters": map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string", "maxLength": 12}},
+			"required": []string{"city"}}}}}
+	callGrammar := `root ::= "<|channel|>analysis<|message|>" [a-z] [a-z ]{2,20} "<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"" [a-z]{1,8} "\"}"`
+	for _, tc := range []struct {
+		name string
+		body map[string]any
+		// thought: the reply has a thought (the forced one does; required may or may not)
+		thought bool
+	}{
+		{"auto", map[string]any{"tool_choice": "auto", "grammar": callGrammar}, true},
+		{"required", map[string]any{"tool_choice": "required"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := func() map[string]any {
+				b := map[string]any{"messages": []map[string]string{{"role": "user", "content": "What is the weather in Paris?"}},
+					"tools": tools, "max_tokens": 400, "temperature": 0}
+				for k, v := range tc.body {
+					b[k] = v
+				}
+				return b
+			}
+			w := e.chatWhole(body())
+			if len(w.Message.ToolCalls) != 1 || w.FinishReason != "tool_calls" || w.Message.ToolCalls[0].Function.Name != "get_weather" {
+				t.Fatalf("non-streamed: %+v, want one get_weather call", w)
+			}
+			var args struct{ City string }
+			if err := json.Unmarshal([]byte(w.Message.ToolCalls[0].Function.Arguments), &args); err != nil || args.City == "" {
+				t.Fatalf("arguments %q: %v", w.Message.ToolCalls[0].Function.Arguments, err)
+			}
+			if c := deref(w.Message.Content); strings.Contains(c, "<|") {
+				t.Errorf("content %q holds markup", c)
+			}
+			if tc.thought && deref(w.Message.ReasoningContent) == "" {
+				t.Errorf("no reasoning_content: %+v", w)
+			}
+			s := e.streamChat(body())
+			if len(s.calls) != 1 || s.calls[0].Function != w.Message.ToolCalls[0].Function || s.finish != "tool_calls" ||
+				s.reasoning.String() != deref(w.Message.ReasoningContent) || s.callChunks < 2 {
+				t.Errorf("streamed: %+v %q in %d chunks, want %+v", s.calls, s.reasoning.String(), s.callChunks, w)
+			}
+		})
+	}
+}
+
+// TestResponsesHarmony: /v1/responses gives a harmony reply's thought as a reasoning item
+// before the message, streamed and not, and reasoning.effort reaches the template.
+func TestResponsesHarmony(t *testing.T) {
+	e := gptOSSEnv(t)
+	for _, effort := range []string{"", "high", "none"} {
+		t.Run("effort "+effort, func(t *testing.T) {
+			body := map[string]any{"input": "Think, then tell me a story.", "max_output_tokens": 400, "temperature": 0, "grammar": harmonyGrammar}
+			if effort != "" {
+				body["reasoning"] = map[string]any{"effort": effort}
+			}
+			whole := e.respond(body)
+			if len(whole.Output) != 2 || whole.Output[0].Type != "reasoning" || whole.Output[1].Type != "message" {
+				t.Fatalf("output %+v, want a reasoning item then a message", whole.Output)
+			}
+			thought, answer := whole.Output[0].Content[0].Text, whole.text()
+			if thought == "" || answer == "" || strings.Contains(thought+answer, "<|") {
+				t.Fatalf("thought %q, answer %q: want both, without markup", thought, answer)
+			}
+			var streamed strings.Builder
+			for _, ev := range e.streamResponse(body) {
+				if ev.name == "response.reasoning_text.delta" {
+					streamed.WriteString(ev.data["delta"].(string))
+				}
+			}
+			if streamed.String() != thought {
+				t.Errorf("streamed thought %q, want %q", streamed.String(), thought)
+			}
+		})
+	}
+}
+
+// TestHarmonyEffortPrompt: chat's reasoning_effort and Responses' reasoning.effort become the
+// system message's Reasoning line (none, which gpt-oss cannot do, the least: low); a bad effort
+// is a 400 naming the field.
+func TestHarmonyEffortPrompt(t *testing.T) {
+	e := gptOSSEnv(t)
+	for _, tc := range []struct {
+		name, effort, want string
+	}{
+		{"absent", "", "Reasoning: medium\n"},
+		{"high", "high", "Reasoning: high\n"},
+		{"low", "low", "Reasoning: low\n"},
+		{"none is low", "none", "Reasoning: low\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := &chatRequest{Messages: json.RawMessage(`[{"role": "user", "content": "Hi"}]`)}
+			if tc.effort != "" {
+				req.ReasoningEffort = &tc.effort
+			}
+			_, toks, err := e.srv.chatParams(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if prompt := e.model.Vocab.Decode(toks); !strings.Contains(prompt, tc.want) {
+				t.Errorf("prompt %q, want %q in it", prompt, tc.want)
+			}
+			if req.reasoning.split != true {
+				t.Errorf("effort %q: the reply is not split", tc.effort)
+			}
+		})
+	}
+	var bad struct {
+		Error struct{ Param string } `json:"error"`
+	}
+	e.postJSON("/v1/chat/completions", map[string]any{"messages": []map[string]string{{"role": "user", "content": "Hi"}},
+		"reasoning_effort": "extreme"}, http.StatusBadRequest, &bad)
+	if bad.Error.Param != "reasoning_effort" {
+		t.Errorf("a bad effort names %q, want reasoning_effort", bad.Error.Param)
+	}
+}
+
+// TestOllamaHarmony: Ollama's /api/chat reads a harmony reply into message.thinking, content
+// and tool_calls (the reply is given to the route's reader, as no Ollama field can hold the
+// model to harmony); think levels are gpt-oss's efforts, and think false is not a 400.
+func TestOllamaHarmony(t *testing.T) {
+	e := gptOSSEnv(t)
+	format, kwargs, err := e.srv.ollamaThink(json.RawMessage(`"high"`))
+	if err != nil || deref(format) != ReasoningAuto || kwargs["reasoning_effort"] != "high" {
+		t.Fatalf("think high: %v %v %v", deref(format), kwargs, err)
+	}
+	if format, kwargs, err = e.srv.ollamaThink(json.RawMessage(`false`)); err != nil || deref(format) != ReasoningAuto || kwargs["reasoning_effort"] != "low" {
+		t.Fatalf("think false: %v %v %v, want the split kept at effort low", deref(format), kwargs, err)
+	}
+	call := "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Oslo\"}"
+	for _, tc := range []struct {
+		name, text, thinking, content, call string
+	}{
+		{"answer", "<|channel|>analysis<|message|>hmm<|end|><|start|>assistant<|channel|>final<|message|>Hi!", "hmm", "Hi!", ""},
+		{"call", "<|channel|>analysis<|message|>need it<|end|>" + call, "need it", "", `{"city":"Oslo"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &ollamaReply{s: e.srv, chat: true}
+			o.setup(genParams{tools: &toolMode{format: chat.ToolHarmony, names: []string{"get_weather"}}}, reasoningMode{split: true})
+			r := &choiceResult{finish: "stop"}
+			r.text.WriteString(tc.text)
+			resp := o.whole([]*choiceResult{r}, usageJSON{}).(ollamaResponse)
+			m := resp.Message
+			if m.Thinking != tc.thinking || m.Content != tc.content {
+				t.Errorf("thinking %q content %q, want %q %q", m.Thinking, m.Content, tc.thinking, tc.content)
+			}
+			if got := len(m.ToolCalls); tc.call == "" && got != 0 || tc.call != "" && (got != 1 || string(m.ToolCalls[0].Function.Arguments) != tc.call) {
+				t.Errorf("tool calls %+v, want %q", m.ToolCalls, tc.call)
+			}
+		})
+	}
+}
