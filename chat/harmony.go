@@ -112,8 +112,21 @@ type harmonyScanner struct {
 
 func newHarmonyScanner() harmonyScanner { return harmonyScanner{lead: true} }
 
+// harmonyChunk is the most feed reads in one step: a header that does not end re-reads its
+// bytes after its first, and in chunks that re-reading stays within a header's length and a
+// chunk's, whatever the size of the pieces fed.
+const harmonyChunk = 512
+
 // feed reads the next piece of text.
 func (sc *harmonyScanner) feed(s string, out harmonySink) {
+	for len(s) > harmonyChunk {
+		sc.feedChunk(s[:harmonyChunk], out)
+		s = s[harmonyChunk:]
+	}
+	sc.feedChunk(s, out)
+}
+
+func (sc *harmonyScanner) feedChunk(s string, out harmonySink) {
 	text := s
 	if sc.pending != "" {
 		text, sc.pending = sc.pending+s, ""

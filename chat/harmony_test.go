@@ -277,6 +277,22 @@ func TestDetectHarmony(t *testing.T) {
 	}
 }
 
+// TestHarmonyLongText: a long reply of would-be headers that never end is read in time linear
+// in its length, as content, fed at once or in pieces.
+func TestHarmonyLongText(t *testing.T) {
+	text := strings.Repeat("<|start|>", 200000) // 1.8 MB, every header cut short by the next
+	for _, size := range []int{0, 1000, 7} {
+		start := time.Now()
+		got := readHarmony(text, size, true, []string{"f"}, true)
+		if got.content != text || got.reasoning != "" || len(got.calls) != 0 {
+			t.Fatalf("size %d: the text is not content as written (%d bytes of %d)", size, len(got.content), len(text))
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Fatalf("size %d: %v to read %d bytes", size, d, len(text))
+		}
+	}
+}
+
 // FuzzHarmony: any output, in any pieces, parses without a panic into the same texts as the
 // whole, and the parts it returns are made of the output's bytes (valid UTF-8 stays valid).
 func FuzzHarmony(f *testing.F) {
