@@ -156,6 +156,40 @@ func TestResponsesHarmony(t *testing.T) {
 	}
 }
 
+// TestResponsesHarmonyCall: a harmony call is a function_call item after the reasoning item,
+// streamed and not, and the follow-up turn with the call's output renders (gpt-oss's template
+// raises on a tool result that no assistant call precedes: a 400).
+func TestResponsesHarmonyCall(t *testing.T) {
+	e := gptOSSEnv(t)
+	body := map[string]any{"input": "Weather in Paris?", "tools": []any{weatherFlat}, "max_output_tokens": 400, "temperature": 0,
+		"grammar": `root ::= "<|channel|>analysis<|message|>" [a-z] [a-z ]{2,20} "<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"" [a-z]{1,8} "\"}"`}
+	r := e.respond(body)
+	if len(r.Output) != 2 || r.Output[0].Type != "reasoning" || r.Output[1].Type != "function_call" || r.Output[1].Name != "get_weather" {
+		t.Fatalf("output %+v, want a reasoning item and a get_weather call", r.Output)
+	}
+	var args struct{ City string }
+	if err := json.Unmarshal([]byte(r.Output[1].Arguments), &args); err != nil || args.City == "" {
+		t.Fatalf("arguments %q: %v", r.Output[1].Arguments, err)
+	}
+	var joined, thought strings.Builder
+	for _, ev := range e.streamResponse(body) {
+		switch ev.name {
+		case "response.function_call_arguments.delta":
+			joined.WriteString(ev.data["delta"].(string))
+		case "response.reasoning_text.delta":
+			thought.WriteString(ev.data["delta"].(string))
+		}
+	}
+	if joined.String() != r.Output[1].Arguments || thought.String() != r.Output[0].Content[0].Text {
+		t.Errorf("streamed arguments %q thought %q, want %q %q", joined.String(), thought.String(), r.Output[1].Arguments, r.Output[0].Content[0].Text)
+	}
+	follow := map[string]any{"tools": []any{weatherFlat}, "max_output_tokens": 4, "temperature": 0, "previous_response_id": r.ID,
+		"input": []any{map[string]any{"type": "function_call_output", "call_id": r.Output[1].CallID, "output": "22C"}}}
+	if got := e.respond(follow); got.Status != "completed" && got.Status != "incomplete" {
+		t.Fatalf("follow-up %+v", got)
+	}
+}
+
 // TestHarmonyEffortPrompt: chat's reasoning_effort and Responses' reasoning.effort become the
 // system message's Reasoning line (none, which gpt-oss cannot do, the least: low); a bad effort
 // is a 400 naming the field.
