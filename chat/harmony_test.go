@@ -347,11 +347,12 @@ func TestHarmonyTemplate(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		msgs    []map[string]any
+		tools   bool
 		vars    map[string]any
 		want    []string
 		notWant []string
 	}{
-		{name: "tools and history", msgs: history, vars: map[string]any{"reasoning_effort": "high"}, want: []string{
+		{name: "tools and history", msgs: history, tools: true, vars: map[string]any{"reasoning_effort": "high"}, want: []string{
 			"<|start|>system<|message|>You are ChatGPT",
 			"Reasoning: high\n\n# Valid channels: analysis, commentary, final. Channel must be included for every message.\nCalls to these tools must go to the commentary channel: 'functions'.<|end|>",
 			"<|start|>developer<|message|># Instructions\n\nBe brief.\n\n# Tools\n\n## functions\n\nnamespace functions {\n\n// Get the weather.\ntype get_weather = (_: {\n// City name\ncity: string,\ndays?: number,\n}) => any;\n\n} // namespace functions<|end|>",
@@ -359,12 +360,18 @@ func TestHarmonyTemplate(t *testing.T) {
 			"<|start|>assistant<|channel|>analysis<|message|>Need the tool.<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": \"Paris\"}<|call|>",
 			"<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>\"sunny\"<|end|><|start|>assistant",
 		}, notWant: []string{"Greet back."}},
+		{name: "a call with content and a thought keeps the content", msgs: []map[string]any{
+			{"role": "user", "content": "Weather?"},
+			{"role": "assistant", "content": "Let me check.", "reasoning_content": "Need the tool.",
+				"tool_calls": []any{map[string]any{"type": "function", "function": map[string]any{"name": "get_weather", "arguments": map[string]any{"city": "Oslo"}}}}},
+			{"role": "tool", "content": "rain"},
+		}, tools: true, want: []string{"<|start|>assistant<|channel|>analysis<|message|>Let me check.<|end|><|start|>assistant to=functions.get_weather"}, notWant: []string{"Need the tool."}},
 		{name: "default effort", msgs: history[1:2], want: []string{"Reasoning: medium\n\n"}, notWant: []string{"<|start|>developer"}},
 		{name: "low effort", msgs: history[1:2], vars: map[string]any{"reasoning_effort": "low"}, want: []string{"Reasoning: low\n\n"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := Options{AddGenerationPrompt: true, Vars: tc.vars, Now: func() time.Time { return time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC) }}
-			if tc.name == "tools and history" {
+			if tc.tools {
 				opts.Tools = tools
 			}
 			got, err := tmpl.Render(tc.msgs, opts)
