@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -231,8 +232,9 @@ func TestHarmonyEffortPrompt(t *testing.T) {
 }
 
 // TestOllamaHarmony: Ollama's /api/chat reads a harmony reply into message.thinking, content
-// and tool_calls (the reply is given to the route's reader, as no Ollama field can hold the
-// model to harmony); think levels are gpt-oss's efforts, and think false is not a 400.
+// and tool_calls, whole and streamed (the reply is given to the route's reader, as no Ollama
+// field can hold the model to harmony); think levels are gpt-oss's efforts, and think false is
+// not a 400.
 func TestOllamaHarmony(t *testing.T) {
 	e := gptOSSEnv(t)
 	format, kwargs, err := e.srv.ollamaThink(json.RawMessage(`"high"`))
@@ -261,6 +263,39 @@ func TestOllamaHarmony(t *testing.T) {
 			}
 			if got := len(m.ToolCalls); tc.call == "" && got != 0 || tc.call != "" && (got != 1 || string(m.ToolCalls[0].Function.Arguments) != tc.call) {
 				t.Errorf("tool calls %+v, want %q", m.ToolCalls, tc.call)
+			}
+
+			// Streamed in 3-byte pieces, one object a line: the same thinking, content and call.
+			o = &ollamaReply{s: e.srv, chat: true}
+			o.setup(genParams{stream: true, tools: &toolMode{format: chat.ToolHarmony, names: []string{"get_weather"}}}, reasoningMode{split: true})
+			rec := httptest.NewRecorder()
+			sse := &sseWriter{w: rec, rc: http.NewResponseController(rec), ndjson: true}
+			for i := 0; i < len(tc.text); i += 3 {
+				ev := seqEvent{text: tc.text[i:min(len(tc.text), i+3)]}
+				if ev.done = i+3 >= len(tc.text); ev.done {
+					ev.finish = "stop"
+				}
+				if err := o.chunk(sse, ev); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var thinking, content strings.Builder
+			var calls []ollamaToolCall
+			for _, line := range strings.Split(strings.TrimSpace(rec.Body.String()), "\n") {
+				var obj struct{ Message *ollamaMessage }
+				if err := json.Unmarshal([]byte(line), &obj); err != nil || obj.Message == nil {
+					t.Fatalf("line %q: %v", line, err)
+				}
+				if strings.Contains(obj.Message.Thinking+obj.Message.Content, "<|") {
+					t.Fatalf("line %q carries markup", line)
+				}
+				thinking.WriteString(obj.Message.Thinking)
+				content.WriteString(obj.Message.Content)
+				calls = append(calls, obj.Message.ToolCalls...)
+			}
+			if thinking.String() != tc.thinking || content.String() != tc.content || len(calls) != len(m.ToolCalls) ||
+				len(calls) == 1 && string(calls[0].Function.Arguments) != tc.call {
+				t.Errorf("streamed: thinking %q content %q calls %+v, want %q %q %q", thinking.String(), content.String(), calls, tc.thinking, tc.content, tc.call)
 			}
 		})
 	}
