@@ -147,6 +147,10 @@ func (sc *harmonyScanner) feedChunk(s string, out harmonySink) {
 				}
 				sc.lead = false
 			}
+			if strings.IndexByte(text, '<') < 0 {
+				out.text(text) // no marker, nor the start of one
+				return
+			}
 			i, _ := firstMarker(text, hStart, hChannel)
 			if i >= 0 {
 				out.text(text[:i])
@@ -173,6 +177,10 @@ func (sc *harmonyScanner) feedChunk(s string, out harmonySink) {
 				sc.st, text, sc.hdr = hsText, sc.hdr[1:], ""
 			}
 		case hsBody:
+			if strings.IndexByte(text, '<') < 0 {
+				out.body(text)
+				return
+			}
 			i, m := firstMarker(text, hBoundaries[:]...)
 			if i < 0 {
 				k := 0
@@ -234,6 +242,38 @@ func opensHarmony(trimmed string) (opens, maybe bool) {
 	return false, maybe
 }
 
+// joiner gathers what one Add releases: one piece is returned as it is (a substring of the
+// text fed, no allocation, the common case of a token inside a message); several are joined in
+// a buffer kept from one Add to the next.
+type joiner struct {
+	one  string
+	buf  []byte
+	many bool
+}
+
+func (j *joiner) add(s string) {
+	switch {
+	case s == "":
+	case !j.many && j.one == "":
+		j.one = s
+	case !j.many:
+		j.buf = append(append(j.buf[:0], j.one...), s...)
+		j.many = true
+	default:
+		j.buf = append(j.buf, s...)
+	}
+}
+
+// take returns what was gathered and starts again.
+func (j *joiner) take() string {
+	out := j.one
+	if j.many {
+		out = string(j.buf)
+	}
+	j.one, j.many = "", false
+	return out
+}
+
 type harmonyMode uint8
 
 const (
@@ -248,10 +288,10 @@ const (
 type harmonySplit struct {
 	sc                 harmonyScanner
 	mode               harmonyMode
-	reasoning, content strings.Builder // what the current Add or Finish releases
+	reasoning, content joiner // what the current Add or Finish releases
 }
 
-func (h *harmonySplit) text(raw string) { h.content.WriteString(raw) }
+func (h *harmonySplit) text(raw string) { h.content.add(raw) }
 
 func (h *harmonySplit) open(hd harmonyHeader) {
 	switch {
@@ -266,37 +306,29 @@ func (h *harmonySplit) open(hd harmonyHeader) {
 	default:
 		h.mode = hmRaw
 	}
-	h.content.WriteString(hd.raw)
+	h.content.add(hd.raw)
 }
 
 func (h *harmonySplit) body(s string) {
 	if h.mode == hmReason {
-		h.reasoning.WriteString(s)
+		h.reasoning.add(s)
 		return
 	}
-	h.content.WriteString(s)
+	h.content.add(s)
 }
 
 func (h *harmonySplit) close(end string) {
 	if h.mode == hmRaw {
-		h.content.WriteString(end)
+		h.content.add(end)
 	}
-}
-
-// take returns and clears what was released.
-func (h *harmonySplit) take() (reasoning, content string) {
-	reasoning, content = h.reasoning.String(), h.content.String()
-	h.reasoning.Reset()
-	h.content.Reset()
-	return reasoning, content
 }
 
 func (h *harmonySplit) add(s string) (reasoning, content string) {
 	h.sc.feed(s, h)
-	return h.take()
+	return h.reasoning.take(), h.content.take()
 }
 
 func (h *harmonySplit) finish() (reasoning, content string) {
 	h.sc.finish(h)
-	return h.take()
+	return h.reasoning.take(), h.content.take()
 }

@@ -394,3 +394,36 @@ func TestHarmonyTemplate(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkReplyParsers reads a reply of about 2 KB in 4-byte pieces (a token's text) through
+// the reasoning and tool parsers, as a streamed chat reply is read: harmony against <think> and
+// Hermes; b.N counts replies, pieces/op how many Add calls each made.
+func BenchmarkReplyParsers(b *testing.B) {
+	thought, answer := strings.Repeat("some thinking ", 70), strings.Repeat("the answer ", 90)
+	for _, bc := range []struct {
+		name, text string
+		tools      ToolFormat
+	}{
+		{"harmony", hAnalysis + thought + "<|end|>" + hFinal + answer, ToolHarmony},
+		{"think", "<think>" + thought + "</think>" + answer, ToolHermes},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			pieces := 0
+			for b.Loop() {
+				rp, tp := NewReasoningParser(false), NewToolParser(bc.tools, []string{"f"})
+				tp.StreamCalls()
+				for i := 0; i < len(bc.text); i += 4 {
+					_, c := rp.Add(bc.text[i:min(len(bc.text), i+4)])
+					tp.Add(c)
+					tp.TakeDeltas()
+					pieces++
+				}
+				_, c := rp.Finish()
+				tp.Add(c)
+				tp.Finish()
+			}
+			b.ReportMetric(float64(pieces)/float64(b.N), "pieces/op")
+		})
+	}
+}

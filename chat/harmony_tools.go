@@ -31,7 +31,7 @@ type harmonyCalls struct {
 	names   []string
 	stream  bool
 	holding bool
-	content strings.Builder // what the current Add releases
+	content joiner          // what the current Add releases
 	held    strings.Builder // the text from the first call's header on, as given
 	rest    strings.Builder // the held text that is not a call: content when the calls hold
 	calls   []*harmonyCall
@@ -45,7 +45,7 @@ func (h *harmonyCalls) text(raw string) {
 		h.rest.WriteString(raw)
 		return
 	}
-	h.content.WriteString(raw)
+	h.content.add(raw)
 }
 
 func (h *harmonyCalls) open(hd harmonyHeader) {
@@ -120,9 +120,7 @@ func (h *harmonyCalls) close(end string) {
 
 func (h *harmonyCalls) add(s string) string {
 	h.sc.feed(s, h)
-	out := h.content.String()
-	h.content.Reset()
-	return out
+	return h.content.take()
 }
 
 // finish ends the reply: the content not yet returned and the calls. When every call parses
@@ -132,8 +130,7 @@ func (h *harmonyCalls) add(s string) string {
 // them and the calls not streamed as written.
 func (h *harmonyCalls) finish() (string, []ToolCall) {
 	h.sc.finish(h)
-	content := h.content.String()
-	h.content.Reset()
+	content := h.content.take()
 	if !h.holding {
 		return content, nil
 	}
