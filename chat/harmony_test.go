@@ -329,8 +329,8 @@ func FuzzHarmony(f *testing.F) {
 // (../shared/templates/openai-gpt-oss-120b.jinja, from Hugging Face's openai/gpt-oss-120b as
 // llama.cpp ships it): the effort in the system message, the system prompt and the tools as
 // the developer message in harmony's TypeScript-like namespace, the thought of a turn that
-// called a tool kept (reasoning_content, given as thinking) while an answered turn's is
-// dropped, the tool's result from functions.NAME to the assistant on the commentary channel.
+// called a tool kept (reasoning_content, given as thinking) until a later turn answers, an
+// answered turn's dropped, the tool's result from functions.NAME to the assistant on the commentary channel.
 func TestHarmonyTemplate(t *testing.T) {
 	tmpl := mustParse(t, string(testdata.ReadFile(t, "templates/openai-gpt-oss-120b.jinja")))
 	tools := []any{json.RawMessage(`{"type": "function", "function": {"name": "get_weather", "description": "Get the weather.",
@@ -360,6 +360,11 @@ func TestHarmonyTemplate(t *testing.T) {
 			"<|start|>assistant<|channel|>analysis<|message|>Need the tool.<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": \"Paris\"}<|call|>",
 			"<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>\"sunny\"<|end|><|start|>assistant",
 		}, notWant: []string{"Greet back."}},
+		{name: "tools, a call's thought dropped once answered", msgs: append(append([]map[string]any{}, history...),
+			map[string]any{"role": "assistant", "content": "Sunny in Paris.", "reasoning_content": "Report it."},
+			map[string]any{"role": "user", "content": "Thanks"}), tools: true,
+			want:    []string{"<|start|>user<|message|>Weather in Paris?<|end|><|start|>assistant to=functions.get_weather", "<|channel|>final<|message|>Sunny in Paris.<|end|>"},
+			notWant: []string{"Need the tool.", "Report it.", "Greet back."}},
 		{name: "a call with content and a thought keeps the content", msgs: []map[string]any{
 			{"role": "user", "content": "Weather?"},
 			{"role": "assistant", "content": "Let me check.", "reasoning_content": "Need the tool.",
