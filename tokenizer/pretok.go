@@ -142,29 +142,43 @@ func matchLlama3(digits int) matcher {
 		if isNumber(r) {
 			return run(rs, pos, min(end, pos+digits), isNumber)
 		}
-		start := pos
-		if r == ' ' && pos+1 < end && isOther(rs[pos+1]) {
-			start = pos + 1
+		if n := symbolRun(rs, pos, end, isLineBreak); n > 0 {
+			return n
 		}
-		if isOther(rs[start]) {
-			i := start + run(rs, start, end, isOther)
-			for i < end && (rs[i] == '\r' || rs[i] == '\n') {
-				i++
-			}
-			return i - pos
-		}
-		// r is whitespace. \s*[\r\n]+ ends at the last line break of the whitespace run.
-		k := run(rs, pos, end, isSpace)
-		for i := pos + k - 1; i >= pos; i-- {
-			if rs[i] == '\r' || rs[i] == '\n' {
-				return i + 1 - pos
-			}
-		}
-		if pos+k < end && k > 1 {
-			return k - 1 // \s+(?!\S)
-		}
-		return k // \s+
+		return spaceRun(rs, pos, end) // r is whitespace
 	}
+}
+
+func isLineBreak(r rune) bool        { return r == '\r' || r == '\n' }
+func isLineBreakOrSlash(r rune) bool { return isLineBreak(r) || r == '/' }
+
+// symbolRun is  ?[^\s\p{L}\p{N}]+<trail>*, the symbols of llama3's regex and its kin (trail is
+// [\r\n] there, [\r\n/] in o200k's); 0 when it does not match.
+func symbolRun(rs []rune, pos, end int, trail func(rune) bool) int {
+	start := pos
+	if rs[pos] == ' ' && pos+1 < end && isOther(rs[pos+1]) {
+		start = pos + 1
+	}
+	if !isOther(rs[start]) {
+		return 0
+	}
+	i := start + run(rs, start, end, isOther)
+	return run(rs, i, end, trail) + i - pos
+}
+
+// spaceRun is \s*[\r\n]+|\s+(?!\S)|\s+ at whitespace: up to the run's last line break, else
+// all but the space before a non-space, else the one space.
+func spaceRun(rs []rune, pos, end int) int {
+	k := run(rs, pos, end, isSpace)
+	for i := pos + k - 1; i >= pos; i-- {
+		if isLineBreak(rs[i]) {
+			return i + 1 - pos
+		}
+	}
+	if pos+k < end && k > 1 {
+		return k - 1 // \s+(?!\S)
+	}
+	return k // \s+
 }
 
 // matchPunctRun is [\p{P}<extra>]+.
@@ -272,28 +286,10 @@ func matchO200k(rs []rune, pos, end int) int {
 	if isNumber(r) {
 		return run(rs, pos, min(end, pos+3), isNumber)
 	}
-	start := pos
-	if r == ' ' && pos+1 < end && isOther(rs[pos+1]) {
-		start = pos + 1
+	if n := symbolRun(rs, pos, end, isLineBreakOrSlash); n > 0 {
+		return n
 	}
-	if isOther(rs[start]) {
-		i := start + run(rs, start, end, isOther)
-		for i < end && (rs[i] == '\r' || rs[i] == '\n' || rs[i] == '/') {
-			i++
-		}
-		return i - pos
-	}
-	// r is whitespace, as in llama3's: up to the run's last line break, else \s+(?!\S), else \s+.
-	k := run(rs, pos, end, isSpace)
-	for i := pos + k - 1; i >= pos; i-- {
-		if rs[i] == '\r' || rs[i] == '\n' {
-			return i + 1 - pos
-		}
-	}
-	if pos+k < end && k > 1 {
-		return k - 1
-	}
-	return k
+	return spaceRun(rs, pos, end) // r is whitespace
 }
 
 // o200kWord matches one of o200k's word alternatives at start, [U]*[L]+ (lowerRun) or
