@@ -127,7 +127,8 @@ func TestChatHarmonyToolCall(t *testing.T) {
 }
 
 // TestResponsesHarmony: /v1/responses gives a harmony reply's thought as a reasoning item
-// before the message, streamed and not, and reasoning.effort reaches the template.
+// before the message, streamed and not, whatever reasoning.effort says (none too: gpt-oss
+// cannot stop reasoning; TestHarmonyEffortPrompt checks the prompt).
 func TestResponsesHarmony(t *testing.T) {
 	e := gptOSSEnv(t)
 	for _, effort := range []string{"", "high", "none"} {
@@ -191,9 +192,9 @@ func TestResponsesHarmonyCall(t *testing.T) {
 	}
 }
 
-// TestHarmonyEffortPrompt: chat's reasoning_effort and Responses' reasoning.effort become the
-// system message's Reasoning line (none, which gpt-oss cannot do, the least: low); a bad effort
-// is a 400 naming the field.
+// TestHarmonyEffortPrompt: chat's reasoning_effort and Responses' reasoning.effort (as the
+// route maps it onto the chat request) become the system message's Reasoning line (none, which
+// gpt-oss cannot do, the least: low), the reply split; a bad effort is a 400 naming the field.
 func TestHarmonyEffortPrompt(t *testing.T) {
 	e := gptOSSEnv(t)
 	for _, tc := range []struct {
@@ -205,19 +206,25 @@ func TestHarmonyEffortPrompt(t *testing.T) {
 		{"none is low", "none", "Reasoning: low\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req := &chatRequest{Messages: json.RawMessage(`[{"role": "user", "content": "Hi"}]`)}
+			chatReq := &chatRequest{Messages: json.RawMessage(`[{"role": "user", "content": "Hi"}]`)}
+			responsesReq := &chatRequest{Messages: chatReq.Messages}
 			if tc.effort != "" {
-				req.ReasoningEffort = &tc.effort
+				chatReq.ReasoningEffort = &tc.effort
+				if err := e.srv.reasoningEffort(json.RawMessage(`{"effort": "`+tc.effort+`"}`), responsesReq); err != nil {
+					t.Fatal(err)
+				}
 			}
-			_, toks, err := e.srv.chatParams(context.Background(), req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if prompt := e.model.Vocab.Decode(toks); !strings.Contains(prompt, tc.want) {
-				t.Errorf("prompt %q, want %q in it", prompt, tc.want)
-			}
-			if req.reasoning.split != true {
-				t.Errorf("effort %q: the reply is not split", tc.effort)
+			for _, req := range []*chatRequest{chatReq, responsesReq} {
+				_, toks, err := e.srv.chatParams(context.Background(), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if prompt := e.model.Vocab.Decode(toks); !strings.Contains(prompt, tc.want) {
+					t.Errorf("prompt %q, want %q in it", prompt, tc.want)
+				}
+				if !req.reasoning.split {
+					t.Errorf("effort %q: the reply is not split", tc.effort)
+				}
 			}
 		})
 	}
