@@ -11,10 +11,13 @@ const (
 	// ReasoningThink: <think>...</think> before the answer (Qwen3, QwQ, DeepSeek-R1 and its
 	// distills, and many fine-tunes).
 	ReasoningThink
+	// ReasoningHarmony: gpt-oss's harmony channels, the analysis channel's messages before the
+	// final one's (see harmony.go).
+	ReasoningHarmony
 )
 
 func (f ReasoningFormat) String() string {
-	return [...]string{"none", "think"}[f]
+	return [...]string{"none", "think", "harmony"}[f]
 }
 
 const (
@@ -23,11 +26,13 @@ const (
 )
 
 // DetectReasoningFormat picks the reasoning markup a chat template teaches its model, from what
-// it renders (as DetectToolFormat does for tool calls): a template that writes <think> teaches
-// think tags. gpt-oss's channels (<|channel|>analysis) are not read: their markers are special
-// tokens that the detokenizer does not print, and their tool calls are a format of their own.
+// it renders (as DetectToolFormat does for tool calls): a template that writes <|channel|> is
+// gpt-oss's harmony, one that writes <think> teaches think tags.
 func DetectReasoningFormat(template string) ReasoningFormat {
-	if strings.Contains(template, thinkOpen) {
+	switch {
+	case strings.Contains(template, hChannel):
+		return ReasoningHarmony
+	case strings.Contains(template, thinkOpen):
 		return ReasoningThink
 	}
 	return ReasoningNone
@@ -53,12 +58,16 @@ const (
 // ReasoningParser splits a streamed reply into reasoning and content, for ReasoningThink: a
 // <think>...</think> block at the start of the reply (after blanks) is reasoning, the rest is
 // content. As llama-server does, the reasoning is trimmed of blanks at both ends and the answer
-// of blanks at its start; an unclosed thought is reasoning to the end. Feeding the whole reply
-// to Add at once, or in pieces of any size, gives the same texts.
+// of blanks at its start; an unclosed thought is reasoning to the end. A reply that opens with a
+// harmony header (<|channel|>, <|start|> or to=functions., after blanks) is read as harmony
+// instead: the analysis channel is reasoning, the final and commentary channels' text content,
+// and tool calls stay in the content as written for ToolParser's ToolHarmony (harmony.go).
+// Feeding the whole reply to Add at once, or in pieces of any size, gives the same texts.
 type ReasoningParser struct {
 	state   reasoningState
-	lead    bool   // in the thought, nothing but blanks yet: they are dropped
-	pending string // a suffix held back: blanks and the start of a tag, decided by what follows
+	lead    bool          // in the thought, nothing but blanks yet: they are dropped
+	pending string        // a suffix held back: blanks and the start of a tag, decided by what follows
+	harmony *harmonySplit // the reply opened with a harmony header
 }
 
 // NewReasoningParser makes a parser for one reply. inThought says the prompt opened the thought
@@ -73,6 +82,9 @@ func NewReasoningParser(inThought bool) *ReasoningParser {
 
 // Add takes the next piece of the reply and returns the reasoning and content to send now.
 func (p *ReasoningParser) Add(delta string) (reasoning, content string) {
+	if p.harmony != nil {
+		return p.harmony.add(delta)
+	}
 	text := delta
 	if p.pending != "" {
 		text = p.pending + delta
@@ -82,12 +94,16 @@ func (p *ReasoningParser) Add(delta string) (reasoning, content string) {
 		switch p.state {
 		case rsStart:
 			trimmed := strings.TrimLeft(text, " \t\r\n")
+			harmony, maybe := opensHarmony(trimmed)
 			switch {
 			case strings.HasPrefix(trimmed, thinkOpen):
 				p.state, p.lead = rsThought, true
 				text = trimmed[len(thinkOpen):]
 				continue
-			case trimmed == "" || strings.HasPrefix(thinkOpen, trimmed):
+			case harmony:
+				p.harmony = &harmonySplit{sc: newHarmonyScanner()}
+				return p.harmony.add(trimmed)
+			case trimmed == "" || strings.HasPrefix(thinkOpen, trimmed) || maybe:
 				p.pending = text
 				return reasoning, content
 			}
@@ -129,6 +145,9 @@ func (p *ReasoningParser) thought(s string) string {
 
 // Finish ends the reply and returns what was held back.
 func (p *ReasoningParser) Finish() (reasoning, content string) {
+	if p.harmony != nil {
+		return p.harmony.finish()
+	}
 	rest := p.pending
 	p.pending = ""
 	switch p.state {

@@ -15,6 +15,7 @@ package chat
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -100,7 +101,9 @@ type Options struct {
 // Each message is a JSON-decoded OpenAI chat message: role, content (a string,
 // null, or a list of parts such as {"type":"text","text":...}), and optional
 // name, tool_calls, tool_call_id, reasoning_content and so on; the template
-// decides what it uses. Values are converted as JSON data (see toValue): map
+// decides what it uses. An assistant message's reasoning_content is also
+// given as thinking, the name gpt-oss's template reads (as llama-server
+// does), unless the message has a thinking of its own (see withThinking). Values are converted as JSON data (see toValue): map
 // keys are sorted, while json.RawMessage values keep their document order and
 // structs their field order. A message that violates the template's rules
 // fails with a *TemplateError.
@@ -194,7 +197,7 @@ func renderData(messages []map[string]any, opts Options, g *guard) (map[string]j
 		if m == nil {
 			return nil, fmt.Errorf("chat: message %d is null", i)
 		}
-		v, err := toValue(m, 0)
+		v, err := toValue(withThinking(m), 0)
 		if err != nil {
 			return nil, fmt.Errorf("chat: message %d: %w", i, err)
 		}
@@ -215,4 +218,21 @@ func renderData(messages []map[string]any, opts Options, g *guard) (map[string]j
 	data["bos_token"] = jinja.NewString(opts.BOS)
 	data["eos_token"] = jinja.NewString(opts.EOS)
 	return data, nil
+}
+
+// withThinking returns m with its reasoning_content also as thinking when m is an assistant
+// message that has one and no thinking; m itself is not modified. A message with tool calls and
+// text content gets none: gpt-oss's template takes one of the two as the call's analysis and
+// raises on both, so the text the client read is kept.
+func withThinking(m map[string]any) map[string]any {
+	r, ok := m["reasoning_content"]
+	if _, has := m["thinking"]; !ok || has || m["role"] != "assistant" {
+		return m
+	}
+	if c, _ := m["content"].(string); c != "" && m["tool_calls"] != nil {
+		return m
+	}
+	m = maps.Clone(m)
+	m["thinking"] = r
+	return m
 }

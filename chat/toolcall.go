@@ -20,16 +20,21 @@ const (
 	// ToolMistral: [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...] (Mistral Nemo, Small
 	// 3.1), or [TOOL_CALLS]name[ARGS]{...}, repeated (Mistral Small 3.2, Devstral).
 	ToolMistral
+	// ToolHarmony: gpt-oss's harmony messages addressed to a function,
+	// <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...} (see harmony.go).
+	ToolHarmony
 )
 
 func (f ToolFormat) String() string {
-	return [...]string{"hermes", "llama3", "mistral"}[f]
+	return [...]string{"hermes", "llama3", "mistral", "harmony"}[f]
 }
 
 // DetectToolFormat picks the tool-call format a chat template teaches its model, from the
 // markers it renders; Hermes-style tags when it shows none.
 func DetectToolFormat(template string) ToolFormat {
 	switch {
+	case strings.Contains(template, hChannel):
+		return ToolHarmony
 	case strings.Contains(template, "[TOOL_CALLS]"):
 		return ToolMistral
 	case strings.Contains(template, "<tool_call>"):
@@ -56,15 +61,20 @@ type ToolParser struct {
 	held    strings.Builder // text from the first possible tool-call start on
 	sent    bool            // content has been emitted (a Llama 3 call must start the reply)
 	holding bool
-	pending string      // a suffix that may be the start of a marker
-	stream  *callStream // with StreamCalls: the calls read as they arrive
+	pending string        // a suffix that may be the start of a marker
+	stream  *callStream   // with StreamCalls: the calls read as they arrive
+	harmony *harmonyCalls // ToolHarmony reads messages, not markers: the other fields are unused
 }
 
 // NewToolParser makes a parser for one reply in format f. names are the functions the request
 // offered: only calls of those are tool calls, since a client cannot run any other (a model may
 // well invent one, or be talked into it). With no names every reply is content.
 func NewToolParser(f ToolFormat, names []string) *ToolParser {
-	return &ToolParser{f: f, names: names}
+	p := &ToolParser{f: f, names: names}
+	if f == ToolHarmony {
+		p.harmony = &harmonyCalls{sc: newHarmonyScanner(), names: names}
+	}
+	return p
 }
 
 // marker starts a call in the tagged formats.
@@ -80,12 +90,19 @@ func (p *ToolParser) marker() string {
 // writes them. Finish still parses the whole held text, and sends what the stream has not;
 // where that parse fails after calls went out, the calls stand as sent (see callStream.settle).
 func (p *ToolParser) StreamCalls() {
+	if p.harmony != nil {
+		p.harmony.stream = true
+		return
+	}
 	p.stream = &callStream{f: p.f, names: p.names}
 }
 
 // TakeDeltas returns the deltas of streamed calls queued by Add and Finish since the last
 // call; the slice is the parser's, valid until the next Add or Finish.
 func (p *ToolParser) TakeDeltas() []ToolDelta {
+	if p.harmony != nil {
+		return p.harmony.takeDeltas()
+	}
 	if p.stream == nil {
 		return nil
 	}
@@ -104,6 +121,9 @@ func (p *ToolParser) hold(s string) {
 
 // Add takes the next piece of generated text and returns the part to stream as content now.
 func (p *ToolParser) Add(delta string) string {
+	if p.harmony != nil {
+		return p.harmony.add(delta)
+	}
 	if p.holding {
 		p.hold(delta)
 		return ""
@@ -149,6 +169,9 @@ func (p *ToolParser) Add(delta string) string {
 
 // Finish ends the reply: it returns the content not yet returned and the tool calls.
 func (p *ToolParser) Finish() (string, []ToolCall) {
+	if p.harmony != nil {
+		return p.harmony.finish()
+	}
 	rest := p.pending
 	p.pending = ""
 	if !p.holding {

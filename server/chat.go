@@ -23,6 +23,7 @@ type chatRequest struct {
 	ResponseFormat     json.RawMessage `json:"response_format"`
 	ChatTemplateKwargs map[string]any  `json:"chat_template_kwargs"` // llama.cpp: extra template variables
 	ReasoningFormat    *string         `json:"reasoning_format"`     // llama.cpp: none, auto or deepseek
+	ReasoningEffort    *string         `json:"reasoning_effort"`     // OpenAI's: the template's thinking switch (applyEffort)
 
 	reasoning reasoningMode // set by chatParams: how the reply is read for reasoning
 }
@@ -175,6 +176,11 @@ func (s *Server) chatParams(ctx context.Context, req *chatRequest) (genParams, [
 	}
 	if g.tools, err = s.toolSetup(ctx, &g, req); err != nil {
 		return g, nil, err
+	}
+	if req.ReasoningEffort != nil {
+		if err := s.applyEffort("reasoning_effort", *req.ReasoningEffort, req); err != nil {
+			return g, nil, err
+		}
 	}
 	text, err := s.renderChat(req.Messages, req.Tools, req.ChatTemplateKwargs)
 	if err != nil {

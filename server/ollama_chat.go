@@ -282,13 +282,20 @@ func (s *Server) ollamaThink(raw json.RawMessage) (*string, map[string]any, erro
 // thinkSwitch sets the chat template's thinking switch: off, enable_thinking false and the
 // reasoning left in the text (there is none to split); on, enable_thinking true, the reasoning
 // split out, and level (when set) as the template's reasoning_effort, which gpt-oss's reads. On
-// is a 400 naming field when the template has no thinking markup to switch.
+// is a 400 naming field when the template has no thinking markup to switch. gpt-oss's harmony
+// has no off: off is its reasoning_effort low, the analysis channel still split out.
 func (s *Server) thinkSwitch(field string, on bool, level string) (*string, map[string]any, error) {
+	format := chat.DetectReasoningFormat(s.tmpl.Source())
+	if !on && format == chat.ReasoningHarmony {
+		// gpt-oss always reasons: off is its least effort, and the channels are still split
+		// (left in the text they would put harmony's markup in the answer).
+		on, level = true, "low"
+	}
 	if !on {
 		none := ReasoningNone
 		return &none, map[string]any{"enable_thinking": false}, nil
 	}
-	if chat.DetectReasoningFormat(s.tmpl.Source()) != chat.ReasoningThink {
+	if format == chat.ReasoningNone {
 		return nil, nil, badRequest(field, "model %q does not support thinking: its chat template has no thinking switch", s.cfg.ModelID)
 	}
 	auto := ReasoningAuto

@@ -206,13 +206,13 @@ func ollamaParams(d sample.Params) string {
 }
 
 // templateCaps are the capabilities a chat template shows: completion, tools when it renders
-// them (Ollama's test too), thinking when it has the <think> markup.
+// them (Ollama's test too), thinking when it has the <think> markup or harmony's channels.
 func templateCaps(tmpl string) []string {
 	caps := []string{"completion"}
 	if strings.Contains(tmpl, "tools") {
 		caps = append(caps, "tools")
 	}
-	if chat.DetectReasoningFormat(tmpl) == chat.ReasoningThink {
+	if chat.DetectReasoningFormat(tmpl) != chat.ReasoningNone {
 		caps = append(caps, "thinking")
 	}
 	return caps

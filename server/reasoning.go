@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/rand"
 	"fmt"
+	"maps"
 
 	"ubatch/chat"
 )
@@ -13,7 +14,7 @@ const (
 	ReasoningNone = "none"
 	// ReasoningAuto (the default) splits the reasoning markup the chat template teaches
 	// (chat.DetectReasoningFormat): <think>...</think> into reasoning_content, starting inside
-	// the thought when the rendered prompt opened it.
+	// the thought when the rendered prompt opened it; gpt-oss's harmony analysis channel.
 	ReasoningAuto = "auto"
 	// ReasoningDeepSeek splits <think>...</think> whatever the template shows, opened by the
 	// reply or by the prompt.
@@ -54,10 +55,36 @@ func (s *Server) reasoningSetup(field *string, prompt string, g *genParams) (rea
 	case ReasoningDeepSeek:
 		m.split = true
 	default:
-		m.split = chat.DetectReasoningFormat(s.tmpl.Source()) == chat.ReasoningThink
+		m.split = chat.DetectReasoningFormat(s.tmpl.Source()) != chat.ReasoningNone
 	}
 	m.inThought = m.split && g.sampling.Grammar == nil && chat.PromptOpensThought(prompt)
 	return m, nil
+}
+
+// applyEffort maps an effort (chat's reasoning_effort, the Responses API's reasoning.effort,
+// named by field) onto cr's thinking switch, as Ollama's think levels are (thinkSwitch): "none"
+// and "minimal" turn thinking off, "low", "medium" and "high" turn it on and pass the level as
+// the template's reasoning_effort (what gpt-oss's reads, as vLLM and llama-server hand it). The
+// request's own chat_template_kwargs and reasoning_format win over the switch's.
+func (s *Server) applyEffort(field, effort string, cr *chatRequest) error {
+	var on bool
+	switch effort {
+	case "none", "minimal":
+	case "low", "medium", "high":
+		on = true
+	default:
+		return badRequest(field, "%s %q: use none, minimal, low, medium or high", field, echo(effort))
+	}
+	format, kwargs, err := s.thinkSwitch(field, on, effort)
+	if err != nil {
+		return err
+	}
+	maps.Copy(kwargs, cr.ChatTemplateKwargs)
+	cr.ChatTemplateKwargs = kwargs
+	if cr.ReasoningFormat == nil {
+		cr.ReasoningFormat = format
+	}
+	return nil
 }
 
 // toolCallDelta is one entry of a streamed delta.tool_calls, as OpenAI, vLLM and llama-server

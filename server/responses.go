@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net/http"
 	"strings"
 	"unicode/utf8"
@@ -163,21 +162,7 @@ func (s *Server) reasoningEffort(raw json.RawMessage, cr *chatRequest) error {
 	if r.Effort == nil {
 		return nil
 	}
-	var on bool
-	switch *r.Effort {
-	case "none", "minimal":
-	case "low", "medium", "high":
-		on = true
-	default:
-		return badRequest("reasoning.effort", "reasoning.effort %q: use none, minimal, low, medium or high", *r.Effort)
-	}
-	format, kwargs, err := s.thinkSwitch("reasoning.effort", on, *r.Effort)
-	if err != nil {
-		return err
-	}
-	maps.Copy(kwargs, cr.ChatTemplateKwargs)
-	cr.ReasoningFormat, cr.ChatTemplateKwargs = format, kwargs
-	return nil
+	return s.applyEffort("reasoning.effort", *r.Effort, cr)
 }
 
 // chatRequest is the chat request that generates this response: conv (the previous

@@ -202,6 +202,11 @@ func toolCallGrammar(ctx context.Context, format chat.ToolFormat, tools []toolFu
 		sb.WriteString("root ::= tool-call\n")
 	case chat.ToolMistral:
 		sb.WriteString(`root ::= "[TOOL_CALLS][" tool-call "]"` + "\n")
+	case chat.ToolHarmony:
+		// An optional thought first (no marker inside it), then the call on the commentary
+		// channel, its body the arguments.
+		sb.WriteString(`root ::= ( "<|channel|>analysis<|message|>" harmony-text* "<|end|><|start|>assistant" )? "<|channel|>commentary to=functions." tool-call` + "\n")
+		sb.WriteString(`harmony-text ::= [^<] | "<" [^|]` + "\n")
 	default:
 		sb.WriteString(`root ::= "<tool_call>\n" tool-call "\n</tool_call>"` + "\n")
 	}
@@ -246,6 +251,11 @@ func toolCallGrammar(ctx context.Context, format chat.ToolFormat, tools []toolFu
 			return "", internalError(fmt.Errorf("%s: the schema's grammar: %w", param, err))
 		}
 		// Names are plain (parseTools), so they go into the literals as they are.
+		if format == chat.ToolHarmony {
+			fmt.Fprintf(&sb, `call-%d ::= "%s <|constrain|>json<|message|>" %sroot`+"\n", i, t.Function.Name, prefix)
+			sb.WriteString(rules)
+			continue
+		}
 		fmt.Fprintf(&sb, `call-%d ::= "{" call-space "\"name\"" call-space ":" call-space "\"%s\"" call-space "," call-space "\"%s\"" call-space ":" call-space %sroot "}" call-space`+"\n",
 			i, t.Function.Name, argsKey, prefix)
 		sb.WriteString(rules)

@@ -28,6 +28,7 @@ var (
 	preStar    = preTokenizer{passes: []matcher{matchOneNumber, matchGPT2}}
 	preFalcon  = preTokenizer{passes: []matcher{matchPunctRun("$+<=>^~|`"), matchGPT2, matchThreeDigits}}
 	preDSCoder = preTokenizer{passes: []matcher{matchNewline, matchSpaceThen(isLetter), matchSpaceThen(unicode.IsPunct), matchCJK, matchOneNumber}}
+	preO200k   = preTokenizer{passes: []matcher{matchO200k}}
 )
 
 // preTokenizers maps tokenizer.ggml.pre names to pre-tokenizers (llama.cpp's grouping).
@@ -54,6 +55,9 @@ var preTokenizers = map[string]preTokenizer{
 
 	"falcon":         preFalcon,
 	"deepseek-coder": preDSCoder,
+
+	// gpt-oss's o200k (llama.cpp's LLAMA_VOCAB_PRE_TYPE_GPT4O)
+	"gpt-4o": preO200k, "llama4": preO200k,
 }
 
 // Character classes of the regexes. \s is Unicode White_Space, which is what unicode.IsSpace
@@ -138,29 +142,43 @@ func matchLlama3(digits int) matcher {
 		if isNumber(r) {
 			return run(rs, pos, min(end, pos+digits), isNumber)
 		}
-		start := pos
-		if r == ' ' && pos+1 < end && isOther(rs[pos+1]) {
-			start = pos + 1
+		if n := symbolRun(rs, pos, end, isLineBreak); n > 0 {
+			return n
 		}
-		if isOther(rs[start]) {
-			i := start + run(rs, start, end, isOther)
-			for i < end && (rs[i] == '\r' || rs[i] == '\n') {
-				i++
-			}
-			return i - pos
-		}
-		// r is whitespace. \s*[\r\n]+ ends at the last line break of the whitespace run.
-		k := run(rs, pos, end, isSpace)
-		for i := pos + k - 1; i >= pos; i-- {
-			if rs[i] == '\r' || rs[i] == '\n' {
-				return i + 1 - pos
-			}
-		}
-		if pos+k < end && k > 1 {
-			return k - 1 // \s+(?!\S)
-		}
-		return k // \s+
+		return spaceRun(rs, pos, end) // r is whitespace
 	}
+}
+
+func isLineBreak(r rune) bool        { return r == '\r' || r == '\n' }
+func isLineBreakOrSlash(r rune) bool { return isLineBreak(r) || r == '/' }
+
+// symbolRun is  ?[^\s\p{L}\p{N}]+<trail>*, the symbols of llama3's regex and its kin (trail is
+// [\r\n] there, [\r\n/] in o200k's); 0 when it does not match.
+func symbolRun(rs []rune, pos, end int, trail func(rune) bool) int {
+	start := pos
+	if rs[pos] == ' ' && pos+1 < end && isOther(rs[pos+1]) {
+		start = pos + 1
+	}
+	if !isOther(rs[start]) {
+		return 0
+	}
+	i := start + run(rs, start, end, isOther)
+	return run(rs, i, end, trail) + i - pos
+}
+
+// spaceRun is \s*[\r\n]+|\s+(?!\S)|\s+ at whitespace: up to the run's last line break, else
+// all but the space before a non-space, else the one space.
+func spaceRun(rs []rune, pos, end int) int {
+	k := run(rs, pos, end, isSpace)
+	for i := pos + k - 1; i >= pos; i-- {
+		if isLineBreak(rs[i]) {
+			return i + 1 - pos
+		}
+	}
+	if pos+k < end && k > 1 {
+		return k - 1 // \s+(?!\S)
+	}
+	return k // \s+
 }
 
 // matchPunctRun is [\p{P}<extra>]+.
@@ -227,6 +245,76 @@ func matchCJK(rs []rune, pos, end int) int {
 	return run(rs, pos, end, func(r rune) bool {
 		return r >= 0x0800 && r <= 0x9FA5 || r >= 0xAC00 && r <= 0xD7FF
 	})
+}
+
+// upperish is o200k's [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], lowerish its [\p{Ll}\p{Lm}\p{Lo}\p{M}]:
+// a word's capitals and its lower-case rest, the uncased letters and the marks in both.
+func upperish(r rune) bool {
+	return unicode.In(r, unicode.Lu, unicode.Lt, unicode.Lm, unicode.Lo, unicode.M)
+}
+
+func lowerish(r rune) bool {
+	return unicode.In(r, unicode.Ll, unicode.Lm, unicode.Lo, unicode.M)
+}
+
+// matchO200k is o200k's regex (tiktoken's o200k_base, gpt-oss's and GPT-4o's):
+//
+//	[^\r\n\p{L}\p{N}]?[U]*[L]+C?|[^\r\n\p{L}\p{N}]?[U]+[L]*C?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//
+// with U upperish, L lowerish and C a contraction ('s, 't, 're, 've, 'm, 'll, 'd in any case), so
+// that CamelCase splits before each capital. It follows the original pattern, whose classes
+// hold the combining marks (\p{M}); llama.cpp runs a rewrite of it that leaves them out, so on
+// text with combining marks its pieces differ from tiktoken's and from these.
+func matchO200k(rs []rune, pos, end int) int {
+	r := rs[pos]
+	prefix := r != '\r' && r != '\n' && !isLetter(r) && !isNumber(r)
+	// The two word alternatives, each first with the optional prefix rune taken, then without.
+	for _, lowerRun := range []bool{true, false} {
+		for _, skip := range []bool{true, false} {
+			if skip && (!prefix || pos+1 >= end) {
+				continue
+			}
+			start := pos
+			if skip {
+				start++
+			}
+			if n := o200kWord(rs, start, end, lowerRun); n > 0 {
+				return start - pos + n
+			}
+		}
+	}
+	if isNumber(r) {
+		return run(rs, pos, min(end, pos+3), isNumber)
+	}
+	if n := symbolRun(rs, pos, end, isLineBreakOrSlash); n > 0 {
+		return n
+	}
+	return spaceRun(rs, pos, end) // r is whitespace
+}
+
+// o200kWord matches one of o200k's word alternatives at start, [U]*[L]+ (lowerRun) or
+// [U]+[L]*, and the optional contraction after it; it returns the length, 0 for no match.
+func o200kWord(rs []rune, start, end int, lowerRun bool) int {
+	u := run(rs, start, end, upperish)
+	n := u
+	if lowerRun {
+		// [U]* backs off until [L]+ can start: the longest k <= u with a lowerish rune at k.
+		k := u
+		for k >= 0 && (start+k >= end || !lowerish(rs[start+k])) {
+			k--
+		}
+		if k < 0 {
+			return 0
+		}
+		n = k
+	} else if u == 0 {
+		return 0
+	}
+	n += run(rs, start+n, end, lowerish)
+	if start+n < end {
+		n += contraction(rs, start+n, end, true)
+	}
+	return n
 }
 
 // split runs the passes over rs and returns the end offsets (in runes) of the resulting pieces,

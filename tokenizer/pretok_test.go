@@ -1,6 +1,8 @@
 package tokenizer
 
 import (
+	"encoding/json"
+	"os"
 	"slices"
 	"testing"
 )
@@ -44,6 +46,9 @@ func TestPreTokenizers(t *testing.T) {
 		{"default", "default", "x+=1000;", []string{"x", "+=", "100", "0", ";"}},
 		{"deepseek-coder", "deepseek-coder", "a\nb 12 中文 x!", []string{"a", "\n", "b", " ", "1", "2", " ", "中文", " x", "!"}},
 		{"unicode letters and marks", "gpt-2", "naïve café", []string{"naïve", " café"}},
+		{"o200k splits CamelCase", "gpt-4o", "XMLHttpRequest isOK", []string{"XMLHttp", "Request", " is", "OK"}},
+		{"o200k contraction after capitals", "gpt-4o", "WE'LL don't", []string{"WE'LL", " don't"}},
+		{"o200k slashes and newlines join punctuation", "gpt-4o", "a//\n\nb 1234", []string{"a", "//\n\n", "b", " ", "123", "4"}},
 		{"empty", "llama3", "", nil},
 	}
 	for _, tc := range tests {
@@ -128,4 +133,57 @@ func TestByteUnicode(t *testing.T) {
 	if byteUnicode[' '] != "Ġ" || byteUnicode['\n'] != "Ċ" || byteUnicode['A'] != "A" {
 		t.Errorf("space %q newline %q", byteUnicode[' '], byteUnicode['\n'])
 	}
+}
+
+// TestO200kVectors: the o200k pre-tokenizer (tokenizer.ggml.pre "gpt-4o", gpt-oss's) cuts each
+// input of testdata/o200k_pretok.json where tiktoken's pattern does, as node's regex engine
+// runs it (testdata/o200k_pretok.mjs made the file; the command is in it).
+func TestO200kVectors(t *testing.T) {
+	raw, err := os.ReadFile("testdata/o200k_pretok.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Vectors []struct {
+			Text   string   `json:"text"`
+			Pieces []string `json:"pieces"`
+		} `json:"vectors"`
+	}
+	if err := json.Unmarshal(raw, &file); err != nil {
+		t.Fatal(err)
+	}
+	if len(file.Vectors) < 300 {
+		t.Fatalf("%d vectors, want the file's 328", len(file.Vectors))
+	}
+	for _, name := range []string{"gpt-4o", "llama4"} {
+		p, ok := preTokenizers[name]
+		if !ok {
+			t.Fatalf("no pre-tokenizer %q", name)
+		}
+		for i, v := range file.Vectors {
+			if got := pieces(p, v.Text); !slices.Equal(got, v.Pieces) {
+				t.Errorf("%s vector %d: split(%q) = %q, want %q", name, i, v.Text, got, v.Pieces)
+			}
+		}
+	}
+}
+
+// FuzzO200k: the o200k split of any text is non-empty pieces that join into the text.
+func FuzzO200k(f *testing.F) {
+	for _, s := range []string{"XMLHttpRequest", "don't", "a//\n\nb", "cafe\u0301", " 'S\u0301", "\u0301'll"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		got := pieces(preO200k, text)
+		joined := ""
+		for _, p := range got {
+			if p == "" {
+				t.Fatalf("split(%q) = %q: an empty piece", text, got)
+			}
+			joined += p
+		}
+		if joined != string([]rune(text)) {
+			t.Fatalf("split(%q) = %q: does not join into the text", text, got)
+		}
+	})
 }

@@ -197,7 +197,8 @@ func (s *chatSession) reply(ctx context.Context, msg string, out io.Writer) erro
 		limit = s.nCtx
 	}
 	stream := s.m.Vocab.NewStream()
-	var answer strings.Builder
+	var answer strings.Builder // the text as written, for a session without a template
+	shown := newReplyText(out, s.tmpl)
 	err = s.loop.Generate(ctx, limit, func(_ int, logits []float32) (int32, bool, error) {
 		tok, err := smp.Pick(logits)
 		if err != nil {
@@ -209,15 +210,16 @@ func (s *chatSession) reply(ctx context.Context, msg string, out io.Writer) erro
 		}
 		piece := stream.Add(tok)
 		answer.WriteString(piece)
-		fmt.Fprint(out, piece)
+		shown.add(piece)
 		return tok, true, nil
 	})
 	tail := stream.Flush()
 	answer.WriteString(tail)
-	fmt.Fprint(out, tail+"\n\n")
+	shown.add(tail)
+	shown.finish()
+	fmt.Fprint(out, "\n\n")
 	if s.tmpl != nil {
-		s.history = append(s.history, map[string]any{"role": "user", "content": msg},
-			map[string]any{"role": "assistant", "content": strings.TrimSpace(answer.String())})
+		s.history = append(s.history, map[string]any{"role": "user", "content": msg}, shown.message())
 	} else {
 		s.text += msg + answer.String() + "\n"
 	}

@@ -118,7 +118,7 @@ func (o *serveOpts) register(fs *pflag.FlagSet) {
 	o.keep = fs.Int("keep", 0, "with --context-shift, prompt tokens a shift never drops besides BOS (llama.cpp's --keep/n_keep: a model that adds BOS keeps it too); -1: the whole prompt")
 	o.chatTemplate = fs.String("chat-template", "", "Jinja chat template to use instead of the model's tokenizer.chat_template")
 	o.chatTemplateFile = fs.String("chat-template-file", "", "read the chat template from this file")
-	o.reasoningFormat = fs.String("reasoning-format", server.ReasoningAuto, "default of chat requests' reasoning_format: auto (split the reasoning the chat template teaches, <think>...</think>, into reasoning_content), deepseek (split <think>...</think> whatever the template) or none (leave it in content)")
+	o.reasoningFormat = fs.String("reasoning-format", server.ReasoningAuto, "default of chat requests' reasoning_format: auto (split the reasoning the chat template teaches, <think>...</think> or gpt-oss's analysis channel, into reasoning_content), deepseek (split <think>...</think> whatever the template) or none (leave it in content)")
 	fs.Bool("jinja", true, "accepted for llama.cpp compatibility: templates are always rendered with Jinja")
 	o.pooling = fs.String("pooling", "", "how /v1/embeddings pools the tokens' final hidden states: mean, cls (the first token) or last (default: the model's ARCH.pooling_type when it is one of these, else mean)")
 	o.memLimit = fs.String("mem-limit", "", "memory the KV cache may take, e.g. 8G or 512M; -c is refused beyond it; serving several models, also what the loaded models' weights and KV caches may take in all (the least recently used idle one is unloaded to make room) (default: what the system has available: MemAvailable, within the cgroup's limit)")

@@ -86,7 +86,7 @@ func capabilities(f *gguf.File, tmpl string) []string {
 	if strings.Contains(tmpl, "tools") {
 		caps = append(caps, "tools")
 	}
-	if chat.DetectReasoningFormat(tmpl) == chat.ReasoningThink {
+	if chat.DetectReasoningFormat(tmpl) != chat.ReasoningNone {
 		caps = append(caps, "thinking")
 	}
 	if _, ok := f.Uint("tokenizer.ggml.fim_pre_token_id"); ok {
