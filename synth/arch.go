@@ -11,7 +11,7 @@ import (
 // Arch is a model family's file layout as llama.cpp's converter writes it: the tensors and
 // metadata keys synth writes for it. The zero values of the optional parts mean "absent".
 type Arch struct {
-	Name  string // the --arch name: llama, llama3, qwen2, qwen3, gemma2, gemma3, phi3
+	Name  string // the --arch name: llama, llama3, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe
 	GGUF  string // general.architecture
 	Shape Shape  // the default shape: that of the family's shared file (../shared/models/arch)
 	Vocab string // default vocabulary, a file of shared/models/vocab

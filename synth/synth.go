@@ -1,5 +1,5 @@
 // Package synth writes GGUF files with seeded random weights for every model family ubatch runs
-// (llama, llama3, qwen2, qwen3, gemma2, gemma3, phi3): benchmark models, and fixtures for tests
+// (llama, llama3, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe): benchmark models, and fixtures for tests
 // that need a model of a family without ../shared. Random weights cost exactly what trained ones
 // cost to run; only the text they produce is meaningless. Each family's tensors and metadata are
 // laid out as llama.cpp's converter writes them (see Archs).
