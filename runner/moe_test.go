@@ -24,11 +24,16 @@ func (g *moeGraph) Matrices() []*Weight             { return g.x.AppendMatrices(
 func (g *moeGraph) LayerRope(int) *ops.Rope         { return nil }
 func (g *moeGraph) Forward(*Runtime, *batch.UBatch) {}
 
-// moeLayer is a synthetic layer: dim 256, experts of ffn 192 in weight type wt (router F32),
+// moeLayer is a synthetic layer: dim 256, experts of ffn 192 (256 for the K-quants, whose
+// blocks are 256) in weight type wt (router F32),
 // random weights (router std 3/sqrt(dim), so that routing is decisive, as in the shared file),
 // biases when bias is set, packed where the CPU has panels when pack is set.
 func moeLayer(t testing.TB, wt quant.Type, experts, used int, bias, pack bool) *moeGraph {
-	const dim, ffn = 256, 192
+	const dim = 256
+	ffn := 192
+	if wt.BlockSize() > ffn {
+		ffn = 256
+	}
 	rng := rand.New(rand.NewPCG(1, uint64(experts)))
 	mat := func(name string, typ quant.Type, rows, cols int, std float64) Weight {
 		v := make([]float32, rows*cols)
@@ -191,9 +196,9 @@ func setInput(c *Runtime, n int, seed uint64) {
 }
 
 // TestMoEFFNMatchesReference compares MoEFFN over micro-batches of 1, 5 and 64 tokens with the
-// float64 reference, per token: F32 experts compute the same sums (1e-5), Q8_0 ones round the
-// activations to 8 bits first (~1% on this shape), packed or in the file layout; both gatings,
-// biases (gpt-oss's shape), and K = E.
+// float64 reference, per token: F32 experts compute the same sums (1e-5), quantized ones (Q8_0,
+// MXFP4, Q4_K) round the activations to 8 bits first (1-3% on this shape), packed or in the file
+// layout; both gatings, biases (gpt-oss's shape), and K = E.
 func TestMoEFFNMatchesReference(t *testing.T) {
 	cases := []struct {
 		name          string
@@ -209,6 +214,10 @@ func TestMoEFFNMatchesReference(t *testing.T) {
 		{name: "f32 every expert", wt: quant.F32, experts: 4, used: 4, gating: Gating{Func: SoftmaxTopK, K: 4, Norm: true}, maxRel: 1e-5},
 		{name: "q8_0", wt: quant.Q8_0, experts: 8, used: 2, gating: Gating{Func: SoftmaxTopK, K: 2, Norm: true}, maxRel: 0.03},
 		{name: "q8_0 packed", wt: quant.Q8_0, experts: 8, used: 2, gating: Gating{Func: SoftmaxTopK, K: 2, Norm: true}, pack: true, maxRel: 0.03},
+		// gpt-oss's expert type and routing (its clamped SwiGLU is not here yet).
+		{name: "mxfp4 packed top2-softmax with biases", wt: quant.MXFP4, experts: 8, used: 2, gating: Gating{Func: TopKSoftmax, K: 2}, bias: true, pack: true, maxRel: 0.03},
+		// Q8_K activations: one scale per 256, coarser than Q8_0's (measured 2.6%).
+		{name: "q4_k", wt: quant.Q4_K, experts: 4, used: 2, gating: Gating{Func: SoftmaxTopK, K: 2, Norm: true}, maxRel: 0.04},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
