@@ -37,6 +37,9 @@ func Load(b *model.Binder) (runner.Graph, error) {
 	if b.Err() != nil {
 		return nil, b.Err()
 	}
+	// No layer has a dense feed-forward (feed_forward_length, 6144 in Qwen3-30B-A3B, sizes
+	// nothing): the runner's FFN scratch need only hold an expert's.
+	h.FFN = h.ExpertFFN
 	m.Gating = runner.Gating{Func: runner.SoftmaxTopK, K: h.NExpertsUsed, Norm: true}
 	m.Experts = model.BindLayers(h.NLayers, func(x *runner.Experts, _ int, p string) {
 		x.Router = b.Weight(p+"ffn_gate_inp.weight", h.Dim, h.NExperts)
