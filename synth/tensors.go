@@ -144,7 +144,7 @@ func (l *layout) generate(sp tensorSpec, seed uint64) ([]byte, quant.Type, error
 	if role == "token_embd" && l.tied {
 		role = "output" // a tied embedding is quantized as the output projection
 	}
-	t := fitType(tensorType(l.fileType, role, sp.layer, l.s.Layers), sp.cols)
+	t := fitType(eightExperts(tensorType(l.fileType, role, sp.layer, l.s.Layers), l.fileType, role, l.experts), sp.cols)
 	if sp.kind == kindRouter {
 		t = quant.F32 // llama.cpp's quantizer leaves ffn_gate_inp alone
 	}
@@ -209,6 +209,22 @@ func tensorType(ftype, role string, layer, nLayers int) quant.Type {
 		}
 	}
 	return quant.Q4_K
+}
+
+// eightExperts is llama.cpp's quantizer's rule for models of exactly 8 experts (Mixtral's
+// count): attn_k and attn_v in Q8_0 whatever the quantized file type, attn_output in Q5_K for
+// Q4_K_M; t is the type chosen otherwise.
+func eightExperts(t quant.Type, ftype, role string, experts int) quant.Type {
+	if experts != 8 || ftype == "f32" || ftype == "f16" {
+		return t
+	}
+	switch {
+	case role == "attn_k" || role == "attn_v":
+		return quant.Q8_0
+	case role == "attn_output" && ftype == "q4_k_m":
+		return quant.Q5_K
+	}
+	return t
 }
 
 // moreBits is llama.cpp's use_more_bits: the first and last eighth of the layers, and every
