@@ -42,11 +42,7 @@ func (c *Runtime) NormHeads(x []float32, heads int, w []float32) {
 }
 
 // AddBias adds b to every row of x (rows of len(b)).
-func (c *Runtime) AddBias(x, b []float32) {
-	for i := range c.n {
-		ops.Add(x[i*len(b):(i+1)*len(b)], b)
-	}
-}
+func (c *Runtime) AddBias(x, b []float32) { addRows(x, b, c.n) }
 
 // Add adds x to dst, rows of width.
 func (c *Runtime) Add(dst, x []float32, width int) {
