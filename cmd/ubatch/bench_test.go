@@ -119,3 +119,28 @@ func TestBenchExperts(t *testing.T) {
 		t.Errorf("info: exit %d, %s\n%s", code, errs, out)
 	}
 }
+
+// TestBenchBatchedExperts: --batched reports the experts a tg step read per layer: exactly K
+// for one sequence, more (at most E) for four decoding together.
+func TestBenchBatchedExperts(t *testing.T) {
+	path := testdata.Model(t, "arch/synth-qwen3moe-q8_0.gguf")
+	code, out, errs := ubatch(t, "bench", "--batched", "-m", path, "-npp", "8", "-ntg", "4", "-npl", "1,4", "-t", "1", "-o", "jsonl")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rows []batchedRow
+	for line := range strings.Lines(out) {
+		var r batchedRow
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("%v: %q", err, line)
+		}
+		rows = append(rows, r)
+	}
+	if len(rows) != 2 || rows[0].ExpertsTG != 2 || rows[1].ExpertsTG <= 2 || rows[1].ExpertsTG > 8 {
+		t.Fatalf("rows %+v: want B=1 reading 2 experts per layer per tg step, B=4 more, at most 8", rows)
+	}
+	if code, out, _ := ubatch(t, "bench", "--batched", "-m", path, "-npp", "8", "-ntg", "4", "-npl", "1", "-t", "1"); code != 0 ||
+		!strings.Contains(out, "B=1: a tg step read 2.0 of the 8 experts per layer (2 used per token)") {
+		t.Errorf("md: exit %d\n%s", code, out)
+	}
+}
