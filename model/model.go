@@ -12,7 +12,6 @@ package model
 import (
 	"fmt"
 	"os"
-	"slices"
 	"sort"
 	"sync"
 
@@ -210,8 +209,10 @@ func (m *Model) Prefetch(progress func(done, total int64)) {
 // packed), each once.
 func (m *Model) fileTensors() [][]byte {
 	var out [][]byte
+	seen := map[*byte]bool{}
 	for _, w := range m.Graph.Matrices() {
-		if !w.Packed() && !slices.ContainsFunc(out, func(d []byte) bool { return &d[0] == &w.Data[0] }) {
+		if !w.Packed() && !seen[&w.Data[0]] {
+			seen[&w.Data[0]] = true
 			out = append(out, w.Data)
 		}
 	}

@@ -3,7 +3,6 @@ package model
 import (
 	"fmt"
 	"runtime"
-	"slices"
 	"sync"
 
 	"ubatch/internal/mem"
@@ -21,9 +20,11 @@ import (
 // packed so far and the total after each.
 func (m *Model) pack(progress func(done, total int64)) error {
 	var ws []*runner.Weight
+	seen := map[*runner.Weight]bool{} // a mixture-of-experts model has tens of thousands
 	total := 0
 	for _, w := range m.Graph.Matrices() {
-		if quant.CanPack(w.Type, w.Cols, w.Rows) && !slices.Contains(ws, w) {
+		if quant.CanPack(w.Type, w.Cols, w.Rows) && !seen[w] {
+			seen[w] = true
 			ws = append(ws, w)
 			total += len(w.Data)
 		}

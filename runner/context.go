@@ -133,6 +133,7 @@ type Runtime struct {
 	qa   quantTask
 	attn attnTask
 	act  actTask
+	moe  moeScratch // sized when Hparams.NExperts > 0
 }
 
 // New allocates a Runtime for g: the K/V memory for opts.NCtx cells and scratch for
@@ -195,6 +196,9 @@ func New(g Graph, opts Options) (*Runtime, error) {
 		}
 	}
 	c.tokTiled = make([]bool, n)
+	if h.NExperts > 0 {
+		c.moe = newMoEScratch(h, n)
+	}
 	return c, nil
 }
 

@@ -26,6 +26,9 @@ type Hparams struct {
 	Vocab    int
 	CtxTrain int     // context length the model was trained with
 	Eps      float32 // RMSNorm epsilon
+	// A mixture-of-experts family's sizes (0 for dense ones): experts per layer, experts used per
+	// token, and each expert's feed-forward width.
+	NExperts, NExpertsUsed, ExpertFFN int
 }
 
 // QDim is the width of all query heads together: NHeads * HeadDim (not always Dim, e.g. Qwen 3).

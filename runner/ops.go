@@ -42,11 +42,7 @@ func (c *Runtime) NormHeads(x []float32, heads int, w []float32) {
 }
 
 // AddBias adds b to every row of x (rows of len(b)).
-func (c *Runtime) AddBias(x, b []float32) {
-	for i := range c.n {
-		ops.Add(x[i*len(b):(i+1)*len(b)], b)
-	}
-}
+func (c *Runtime) AddBias(x, b []float32) { addRows(x, b, c.n) }
 
 // Add adds x to dst, rows of width.
 func (c *Runtime) Add(dst, x []float32, width int) {
@@ -81,8 +77,12 @@ const (
 // GLU computes gate = act(gate)·up over rows of width, in parallel: at prompt sizes the
 // exponentials are a noticeable share of a layer.
 func (c *Runtime) GLU(act Activation, gate, up []float32, width int) {
+	c.glu(act, gate, up, c.n*width)
+}
+
+// glu is GLU over the first n elements of gate and up.
+func (c *Runtime) glu(act Activation, gate, up []float32, n int) {
 	t := &c.act
-	n := c.n * width
 	t.act, t.gate, t.up, t.n = act, gate[:n], up[:n], n
 	t.parts = 1
 	if n >= 1<<14 {

@@ -2,6 +2,7 @@ package synth
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"ubatch/gguf"
@@ -10,7 +11,7 @@ import (
 // Arch is a model family's file layout as llama.cpp's converter writes it: the tensors and
 // metadata keys synth writes for it. The zero values of the optional parts mean "absent".
 type Arch struct {
-	Name  string // the --arch name: llama, llama3, qwen2, qwen3, gemma2, gemma3, phi3
+	Name  string // the --arch name: llama, llama3, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe
 	GGUF  string // general.architecture
 	Shape Shape  // the default shape: that of the family's shared file (../shared/models/arch)
 	Vocab string // default vocabulary, a file of shared/models/vocab
@@ -33,6 +34,11 @@ type Arch struct {
 	VocabSizeKey   bool    // ARCH.vocab_size is written (synth's original llama files)
 	QuantVersion   bool    // general.quantization_version is written, as llama.cpp's quantizer does
 	PositionalAttn bool    // Q and K weights of std 1.2/sqrt(dim), norms 1±0.1, biases 0.1 (below)
+	// MoE replaces the dense feed-forward by experts: the router ffn_gate_inp (kept F32, std
+	// 3/sqrt(dim) so that routing is decisive) and the stacked ffn_{gate,up,down}_exps.
+	MoE bool
+	// VocabSkip are tokenizer keys of the vocabulary file not copied (the shared file lacks them).
+	VocabSkip []string
 }
 
 // Archs are the families synth writes. Except llama (synth's benchmark models, unchanged), each
@@ -62,6 +68,12 @@ var Archs = []Arch{
 		QuantVersion: true, PositionalAttn: true},
 	{Name: "phi3", GGUF: "phi3", Vocab: "ggml-vocab-phi-3.gguf", Output: "untied", Fused: true, RopeBase: 10000, Eps: 1e-6,
 		Shape:        Shape{Name: "phi3", Dim: 128, Layers: 4, Heads: 4, KVHeads: 4, FFN: 384, Ctx: 4096, RopeBase: 10000, Eps: 1e-6},
+		QuantVersion: true, PositionalAttn: true},
+	// The shared file has stories260K's vocabulary, which is beside vocab/, not in it.
+	{Name: "qwen3moe", GGUF: "qwen3moe", Vocab: "../stories260K.gguf", VocabSkip: []string{"tokenizer.ggml.seperator_token_id"}, Output: "untied", QKNorm: true,
+		KeyLength: true, WideHeads: true, RopeBase: 1e6, Eps: 1e-6, MoE: true,
+		Shape: Shape{Name: "qwen3moe", Dim: 256, Layers: 4, Heads: 8, KVHeads: 4, HeadDim: 64, FFN: 768, Ctx: 4096, RopeBase: 1e6, Eps: 1e-6,
+			Experts: 8, ExpertsUsed: 2, ExpertFFN: 192},
 		QuantVersion: true, PositionalAttn: true},
 }
 
@@ -101,6 +113,7 @@ type layout struct {
 	modelName             string
 	ropeFreqs             []float32
 	ropeOrigCtx, ropeDims int
+	experts, used, expFFN int // Arch.MoE's sizes
 }
 
 func newLayout(a Arch, s Shape, vocab int, fileType string) (*layout, error) {
@@ -139,6 +152,15 @@ func newLayout(a Arch, s Shape, vocab int, fileType string) (*layout, error) {
 	}
 	if a.Eps != 0 {
 		l.eps = a.Eps
+	}
+	if a.MoE {
+		l.experts, l.used, l.expFFN = s.Experts, s.ExpertsUsed, s.ExpertFFN
+		if l.experts == 0 {
+			l.experts, l.used, l.expFFN = 8, 2, max(32, s.FFN/4)
+		}
+		if l.used < 1 || l.used > l.experts || l.expFFN <= 0 {
+			return nil, fmt.Errorf("shape %s: %d of %d experts of FFN %d: want 1 <= used <= experts and a positive FFN", s.Name, l.used, l.experts, l.expFFN)
+		}
 	}
 	l.ropeDims = l.headDim
 	if a.RopeFreqs {
@@ -182,6 +204,11 @@ func (l *layout) setMetadata(set func(string, any)) {
 	if l.FinalSoftcap > 0 {
 		set(k("final_logit_softcapping"), l.FinalSoftcap)
 	}
+	if l.MoE {
+		set(k("expert_count"), uint32(l.experts))
+		set(k("expert_used_count"), uint32(l.used))
+		set(k("expert_feed_forward_length"), uint32(l.expFFN))
+	}
 	if l.VocabSizeKey {
 		set(k("vocab_size"), uint32(l.vocab))
 	}
@@ -190,7 +217,9 @@ func (l *layout) setMetadata(set func(string, any)) {
 // setTokenizer copies the vocabulary's tokenizer.* keys but its chat template (the shared files
 // have none), then stores the chat template if one is given.
 func (l *layout) setTokenizer(w *gguf.Writer, vocab *gguf.File, set func(string, any)) error {
-	keep := func(k string) bool { return strings.HasPrefix(k, "tokenizer.") && k != "tokenizer.chat_template" }
+	keep := func(k string) bool {
+		return strings.HasPrefix(k, "tokenizer.") && k != "tokenizer.chat_template" && !slices.Contains(l.VocabSkip, k)
+	}
 	if err := w.SetFrom(vocab, keep); err != nil {
 		return err
 	}

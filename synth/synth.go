@@ -1,5 +1,5 @@
 // Package synth writes GGUF files with seeded random weights for every model family ubatch runs
-// (llama, llama3, qwen2, qwen3, gemma2, gemma3, phi3): benchmark models, and fixtures for tests
+// (llama, llama3, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe): benchmark models, and fixtures for tests
 // that need a model of a family without ../shared. Random weights cost exactly what trained ones
 // cost to run; only the text they produce is meaningless. Each family's tensors and metadata are
 // laid out as llama.cpp's converter writes them (see Archs).
@@ -22,6 +22,9 @@ type Shape struct {
 	Ctx                              int
 	RopeBase, Eps                    float32 // unless the Arch sets its own
 	TiedOutput                       bool    // no output.weight (unless the Arch decides)
+	// A mixture of experts (Arch.MoE): experts per layer, used per token, each one's FFN width.
+	// 0: the Arch's defaults (8, 2 and FFN/4).
+	Experts, ExpertsUsed, ExpertFFN int
 }
 
 // Shapes are the benchmark shapes of shared/perf/README.md, "tiny" (the shape of the shared
@@ -32,6 +35,10 @@ var Shapes = []Shape{
 	{Name: "small", Dim: 768, Layers: 12, Heads: 12, KVHeads: 4, FFN: 2048, Ctx: 2048, RopeBase: 10000, Eps: 1e-5},
 	{Name: "tiny", Dim: 256, Layers: 4, Heads: 8, KVHeads: 4, FFN: 768, Ctx: 2048, RopeBase: 10000, Eps: 1e-5, TiedOutput: true},
 	{Name: "mini", Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, FFN: 128, Ctx: 512, RopeBase: 10000, Eps: 1e-5},
+	// The MoE benchmark of issue 33 (about Qwen3-30B-A3B's layers, fewer of them): 24 layers,
+	// dim 2048, 64 experts of FFN 768 with 8 used, 32/4 heads of 128, a 32k vocabulary.
+	{Name: "moe-bench", Dim: 2048, Layers: 24, Heads: 32, KVHeads: 4, HeadDim: 128, FFN: 6144, Ctx: 4096, RopeBase: 1e6, Eps: 1e-6,
+		Experts: 64, ExpertsUsed: 8, ExpertFFN: 768},
 }
 
 // ShapeByName finds a shape.
@@ -41,7 +48,7 @@ func ShapeByName(name string) (Shape, error) {
 			return s, nil
 		}
 	}
-	return Shape{}, fmt.Errorf("unknown shape %q (known: tinyllama, small, tiny, mini, or an architecture's own)", name)
+	return Shape{}, fmt.Errorf("unknown shape %q (known: tinyllama, small, tiny, mini, moe-bench, or an architecture's own)", name)
 }
 
 // FileTypes are the weight types Build accepts, with llama.cpp's general.file_type numbers.

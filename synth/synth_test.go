@@ -53,6 +53,34 @@ func TestQ4KMMix(t *testing.T) {
 	}
 }
 
+// TestEightExpertsMix: with exactly 8 experts llama.cpp's quantizer keeps attn_k and attn_v in
+// Q8_0 in every quantized type and gives attn_output Q5_K in Q4_K_M; other counts and float
+// files are unchanged.
+func TestEightExpertsMix(t *testing.T) {
+	tests := []struct {
+		name, ftype, role string
+		experts           int
+		want              quant.Type
+	}{
+		{"q4_k_m attn_v", "q4_k_m", "attn_v", 8, quant.Q8_0},
+		{"q4_k_m attn_k", "q4_k_m", "attn_k", 8, quant.Q8_0},
+		{"q4_k_m attn_output", "q4_k_m", "attn_output", 8, quant.Q5_K},
+		{"q4_k_m attn_q unchanged", "q4_k_m", "attn_q", 8, quant.Q4_K},
+		{"q4_0 attn_v", "q4_0", "attn_v", 8, quant.Q8_0},
+		{"q4_0 attn_output unchanged", "q4_0", "attn_output", 8, quant.Q4_0},
+		{"64 experts unchanged", "q4_k_m", "attn_k", 64, quant.Q4_K},
+		{"dense unchanged", "q4_k_m", "attn_output", 0, quant.Q4_K},
+		{"f16 unchanged", "f16", "attn_v", 8, quant.F16},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := eightExperts(tensorType(tc.ftype, tc.role, 1, 4), tc.ftype, tc.role, tc.experts); got != tc.want {
+				t.Fatalf("%v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestShapes(t *testing.T) {
 	tests := []struct {
 		name                      string

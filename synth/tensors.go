@@ -15,6 +15,7 @@ const (
 	kindNorm             // a norm weight vector
 	kindBias             // a bias vector
 	kindRopeFreqs        // rope_freqs.weight
+	kindRouter           // ffn_gate_inp: F32 in every file type, std 3/sqrt(dim)
 )
 
 type tensorSpec struct {
@@ -24,6 +25,7 @@ type tensorSpec struct {
 	kind       int
 	cols, rows int // rows < 0: one per vocabulary token; 1-D tensors have rows 0
 	qkRows     int // the first qkRows rows are Q or K rows (std 1.2/sqrt(dim) when PositionalAttn)
+	experts    int // a stacked expert tensor of this many [cols, rows] matrices; 0: 2-D
 }
 
 // tensors lists the layout's tensors in the order they are written: token_embd, rope_freqs, the
@@ -63,6 +65,18 @@ func (l *layout) tensors() []tensorSpec {
 			ts = append(ts, vec(p+"post_attention_norm.weight", kindNorm, s.Dim))
 		}
 		ts = append(ts, vec(p+"ffn_norm.weight", kindNorm, s.Dim))
+		if l.MoE {
+			exps := func(name, role string, cols, rows int) tensorSpec {
+				t := w(name, role, i, cols, rows, 0)
+				t.experts = l.experts
+				return t
+			}
+			router := w(p+"ffn_gate_inp.weight", "router", i, s.Dim, l.experts, 0)
+			router.kind = kindRouter
+			ts = append(ts, router, exps(p+"ffn_gate_exps.weight", "ffn_gate", s.Dim, l.expFFN),
+				exps(p+"ffn_up_exps.weight", "ffn_up", s.Dim, l.expFFN), exps(p+"ffn_down_exps.weight", "ffn_down", l.expFFN, s.Dim))
+			continue
+		}
 		if l.Fused {
 			ts = append(ts, w(p+"ffn_up.weight", "ffn_up", i, s.Dim, 2*s.FFN, 0))
 		} else {
@@ -85,17 +99,21 @@ func (l *layout) tensors() []tensorSpec {
 
 // dims is the tensor's GGUF shape.
 func (l *layout) dims(sp tensorSpec) []uint64 {
-	if sp.rows == 0 {
+	switch {
+	case sp.rows == 0:
 		return []uint64{uint64(sp.cols)}
+	case sp.experts > 0:
+		return []uint64{uint64(sp.cols), uint64(sp.rows), uint64(sp.experts)}
 	}
 	return []uint64{uint64(sp.cols), uint64(l.rows(sp))}
 }
 
+// rows is the number of rows of the tensor's data: every expert's, for a stacked one.
 func (l *layout) rows(sp tensorSpec) int {
 	if sp.rows < 0 {
 		return l.vocab
 	}
-	return sp.rows
+	return sp.rows * max(1, sp.experts)
 }
 
 // generate makes one tensor's data from its own generator, seeded from (seed, name), so that the
@@ -126,14 +144,20 @@ func (l *layout) generate(sp tensorSpec, seed uint64) ([]byte, quant.Type, error
 	if role == "token_embd" && l.tied {
 		role = "output" // a tied embedding is quantized as the output projection
 	}
-	t := fitType(tensorType(l.fileType, role, sp.layer, l.s.Layers), sp.cols)
+	t := fitType(eightExperts(tensorType(l.fileType, role, sp.layer, l.s.Layers), l.fileType, role, l.experts), sp.cols)
+	if sp.kind == kindRouter {
+		t = quant.F32 // llama.cpp's quantizer leaves ffn_gate_inp alone
+	}
 	n, rb := l.rows(sp), t.RowSize(sp.cols)
 	out := make([]byte, n*rb)
 	row := make([]float32, sp.cols)
 	qkStd := 1.2 / math.Sqrt(float64(l.s.Dim))
 	for r := range n {
 		std := 0.02
-		if l.PositionalAttn && r < sp.qkRows {
+		switch {
+		case sp.kind == kindRouter:
+			std = 3 / math.Sqrt(float64(l.s.Dim))
+		case l.PositionalAttn && r < sp.qkRows:
 			std = qkStd
 		}
 		for i := range row {
@@ -185,6 +209,22 @@ func tensorType(ftype, role string, layer, nLayers int) quant.Type {
 		}
 	}
 	return quant.Q4_K
+}
+
+// eightExperts is llama.cpp's quantizer's rule for models of exactly 8 experts (Mixtral's
+// count): attn_k and attn_v in Q8_0 whatever the quantized file type, attn_output in Q5_K for
+// Q4_K_M; t is the type chosen otherwise.
+func eightExperts(t quant.Type, ftype, role string, experts int) quant.Type {
+	if experts != 8 || ftype == "f32" || ftype == "f16" {
+		return t
+	}
+	switch {
+	case role == "attn_k" || role == "attn_v":
+		return quant.Q8_0
+	case role == "attn_output" && ftype == "q4_k_m":
+		return quant.Q5_K
+	}
+	return t
 }
 
 // moreBits is llama.cpp's use_more_bits: the first and last eighth of the layers, and every

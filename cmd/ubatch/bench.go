@@ -144,7 +144,11 @@ type benchRow struct {
 	ReadGBps        float64   `json:"read_gbps,omitempty"`
 	BandwidthShare  float64   `json:"bandwidth_share,omitempty"`
 	BandwidthShares []float64 `json:"bandwidth_shares,omitempty"`
-	KernelPath      string    `json:"kernel_path"`
+	// Mixture-of-experts models: the experts per layer and the mean number of distinct experts
+	// a step read per layer (its tokens' choices together), over the test's repetitions.
+	Experts     int     `json:"n_experts,omitempty"`
+	ExpertsRead float64 `json:"experts_read_per_layer,omitempty"`
+	KernelPath  string  `json:"kernel_path"`
 	// CPUNs is ubatch's own: the process's CPU time (user + system, all threads) over the timed
 	// part of each repetition (the depth's prefill left out), for rates on a machine shared with
 	// other work, where it moves far less than the wall time (see printCPURates).
@@ -152,8 +156,9 @@ type benchRow struct {
 }
 
 // weightBytes is what one decode step reads of the weights: every matrix once (a tied
-// embedding once, as the output) plus one embedding row.
-func weightBytes(m *model.Model) int64 {
+// embedding once, as the output), but of a mixture-of-experts model's stacked expert tensors
+// (*_exps.weight) only expertsRead of the experts of each layer.
+func weightBytes(m *model.Model, expertsRead float64) int64 {
 	var n int64
 	seen := map[*runner.Weight]bool{}
 	for _, w := range m.Graph.Matrices() {
@@ -161,6 +166,15 @@ func weightBytes(m *model.Model) int64 {
 			seen[w] = true
 			n += int64(len(w.Data))
 		}
+	}
+	if e := m.Hparams().NExperts; e > 0 {
+		var exps int64
+		for _, t := range m.File.Tensors {
+			if strings.HasSuffix(t.Name, "_exps.weight") {
+				exps += int64(t.Size)
+			}
+		}
+		n -= int64(float64(exps) * (1 - expertsRead/float64(e)))
 	}
 	return n
 }
@@ -258,6 +272,7 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, tests []be
 		if tc.pp > 0 {
 			lctx.CountGEMM(&gemm)
 		}
+		l0, r0 := lctx.ExpertsRead()
 		for range reps {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -275,6 +290,9 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, tests []be
 			row.SamplesTs = append(row.SamplesTs, float64(tc.pp+tc.tg)/d.Seconds())
 		}
 		lctx.CountGEMM(nil)
+		if l, r := lctx.ExpertsRead(); l > l0 {
+			row.Experts, row.ExpertsRead = m.Hparams().NExperts, float64(r-r0)/float64(l-l0)
+		}
 		if tc.pp > 0 {
 			gemms = append(gemms, gemmCount{test: row.testName(), stats: gemm.Stats()})
 		}
@@ -282,7 +300,7 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, tests []be
 		row.AvgTs, row.StddevTs = meanStd(row.SamplesTs)
 		row.PeakRSS = peakRSS()
 		if tc.tg > 0 {
-			row.WeightBytes = weightBytes(m)
+			row.WeightBytes = weightBytes(m, row.ExpertsRead)
 			row.GBps = float64(row.WeightBytes) * row.AvgTs / 1e9
 			if measure {
 				shareOfBandwidth(&row, append(read, bandwidth()))
@@ -355,8 +373,23 @@ func printSingleSummary(stdout io.Writer, m *model.Model, rows []benchRow, gemms
 			fmt.Fprintln(stdout)
 		}
 	}
+	printExperts(stdout, m, rows)
 	printCPURates(stdout, rows, threads)
 	printGEMMShares(stdout, gemms, threads)
+}
+
+// printExperts says, for a mixture-of-experts model, how many experts each test's steps read
+// per layer: K for one token, up to all of them for a prompt.
+func printExperts(stdout io.Writer, m *model.Model, rows []benchRow) {
+	h := m.Hparams()
+	if h.NExperts == 0 {
+		return
+	}
+	fmt.Fprintf(stdout, "experts: %d per layer, %d used per token; read per layer per step:", h.NExperts, h.NExpertsUsed)
+	for _, r := range rows {
+		fmt.Fprintf(stdout, " %s %.1f", r.testName(), r.ExpertsRead)
+	}
+	fmt.Fprintln(stdout)
 }
 
 func newBenchRow(m *model.Model, lctx *runner.Runtime, np, ng int) benchRow {

@@ -29,6 +29,9 @@ type batchedRow struct {
 	SpeedTGCPU float64 `json:"speed_tg_cpu,omitempty"`
 	T          float64 `json:"t"`
 	Speed      float64 `json:"speed"`
+	// ExpertsTG is, for a mixture-of-experts model, the mean number of distinct experts a tg
+	// step read per layer: what pl sequences' tokens chose together (ubatch's own figure).
+	ExpertsTG float64 `json:"experts_read_tg,omitempty"`
 }
 
 // benchBatched runs, for every (pp, tg, pl): pl sequences each decode their own pp-token prompt
@@ -65,6 +68,7 @@ func benchBatched(ctx context.Context, m *model.Model, mf *modelFlags, npp, ntg,
 	random := func(int, []float32) (int32, bool, error) { return rng.Int32N(int32(m.Hparams().Vocab)), true, nil }
 	warm := true
 	var rows []batchedRow // md: for the CPU-time summary
+	var expTG float64     // the last measure's experts read per layer per tg step
 	for _, pp := range npp {
 		for _, tg := range ntg {
 			for _, pl := range npl {
@@ -75,6 +79,7 @@ func benchBatched(ctx context.Context, m *model.Model, mf *modelFlags, npp, ntg,
 					return ctx.Err()
 				}
 				measure := func() (tPP, tTG, cTG time.Duration, err error) {
+					expTG = 0
 					loop, err := runner.NewLoop(lctx, pl)
 					if err != nil {
 						return 0, 0, 0, err
@@ -92,10 +97,14 @@ func benchBatched(ctx context.Context, m *model.Model, mf *modelFlags, npp, ntg,
 					}
 					tPP = time.Since(t0)
 					t1, c1 := time.Now(), processCPU()
+					l0, r0 := lctx.ExpertsRead()
 					for range tg {
 						if _, err := loop.Step(random); err != nil {
 							return 0, 0, 0, err
 						}
+					}
+					if l, r := lctx.ExpertsRead(); l > l0 {
+						expTG = float64(r-r0) / float64(l-l0)
 					}
 					return tPP, time.Since(t1), processCPU() - c1, nil
 				}
@@ -110,6 +119,7 @@ func benchBatched(ctx context.Context, m *model.Model, mf *modelFlags, npp, ntg,
 					return err
 				}
 				r := newBatchedRow(pp, tg, pl, tPP, tTG, cTG, threads(lctx.Options().Threads))
+				r.ExpertsTG = expTG
 				if asJSON {
 					line, _ := json.Marshal(r)
 					fmt.Fprintln(stdout, string(line))
@@ -122,8 +132,7 @@ func benchBatched(ctx context.Context, m *model.Model, mf *modelFlags, npp, ntg,
 		}
 	}
 	if !asJSON {
-		printCPUTG(stdout, rows)
-		fmt.Fprintf(stdout, "\npeak RSS: %.1f MiB (model file %.1f MiB)\n%s\n", float64(peakRSS())/(1<<20), float64(m.Size)/(1<<20), modelKernels(m))
+		printBatchedSummary(stdout, m, rows)
 	} else {
 		fmt.Fprintf(stderr, "peak RSS: %.1f MiB\n", float64(peakRSS())/(1<<20))
 	}
@@ -149,12 +158,21 @@ func newBatchedRow(pp, tg, pl int, tPP, tTG, cTG time.Duration, threads int) bat
 	return r
 }
 
-// printCPUTG prints the tg steps' rates per CPU-second of the rows (md output), after the table.
-func printCPUTG(w io.Writer, rows []batchedRow) {
+// printBatchedSummary prints what follows the md table: the tg steps' rates per CPU-second of
+// the rows, the experts their steps read (mixture-of-experts models), memory and kernels.
+func printBatchedSummary(w io.Writer, m *model.Model, rows []batchedRow) {
 	fmt.Fprintln(w)
 	for _, r := range rows {
 		if r.SpeedTGCPU > 0 {
 			fmt.Fprintf(w, "B=%d: S_TG %.2f t/s by process CPU time (%.3f s user+sys over the tg steps, per thread)\n", r.PL, r.SpeedTGCPU, r.CPUTG)
 		}
 	}
+	if h := m.Hparams(); h.NExperts > 0 {
+		for _, r := range rows {
+			if r.ExpertsTG > 0 {
+				fmt.Fprintf(w, "B=%d: a tg step read %.1f of the %d experts per layer (%d used per token)\n", r.PL, r.ExpertsTG, h.NExperts, h.NExpertsUsed)
+			}
+		}
+	}
+	fmt.Fprintf(w, "\npeak RSS: %.1f MiB (model file %.1f MiB)\n%s\n", float64(peakRSS())/(1<<20), float64(m.Size)/(1<<20), modelKernels(m))
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"ubatch/internal/testdata"
+	"ubatch/model"
 )
 
 func TestShareOfBandwidth(t *testing.T) {
@@ -81,5 +82,65 @@ func TestBenchDepth(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want an error with %q", code, errs, tc.want)
 			}
 		})
+	}
+}
+
+// TestBenchExperts: on a mixture-of-experts model, bench reports the experts per layer, and a
+// decode step reads exactly the K used of them per layer (its one token's), so that a tg row's
+// weight bytes count K of the E experts; a prompt's tokens read more (at most E). info reports
+// the counts from the file.
+func TestBenchExperts(t *testing.T) {
+	path := testdata.Model(t, "arch/synth-qwen3moe-q8_0.gguf")
+	code, out, errs := ubatch(t, "bench", "-m", path, "-p", "32", "-n", "4", "-r", "1", "-t", "1", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rows []benchRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 2 {
+		t.Fatalf("%d rows, %v:\n%s", len(rows), err, out)
+	}
+	pp, tg := rows[0], rows[1]
+	if pp.Experts != 8 || tg.Experts != 8 || tg.ExpertsRead != 2 || pp.ExpertsRead <= 2 || pp.ExpertsRead > 8 {
+		t.Errorf("experts %d/%d, read per layer: pp %v, tg %v; want 8 experts, tg reading 2 and pp more, at most 8", pp.Experts, tg.Experts, pp.ExpertsRead, tg.ExpertsRead)
+	}
+	// The experts are 3 of the file's 6.7 MiB (4 layers x 3 x 8 x 192 x 256 Q8_0): a token reads
+	// a quarter of them.
+	const exps = 4 * 3 * 8 * 192 * 256 * 34 / 32
+	m, err := model.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	full := weightBytes(m, 8)
+	if want := full - exps*3/4; tg.WeightBytes != int64(want) {
+		t.Errorf("tg weight bytes %d, want %d (all %d less three quarters of the experts' %d)", tg.WeightBytes, want, full, exps)
+	}
+	if code, out, errs := ubatch(t, "info", "-m", path); code != 0 || !strings.Contains(out, "experts: 8 per layer, 2 used per token, FFN 192 each") {
+		t.Errorf("info: exit %d, %s\n%s", code, errs, out)
+	}
+}
+
+// TestBenchBatchedExperts: --batched reports the experts a tg step read per layer: exactly K
+// for one sequence, more (at most E) for four decoding together.
+func TestBenchBatchedExperts(t *testing.T) {
+	path := testdata.Model(t, "arch/synth-qwen3moe-q8_0.gguf")
+	code, out, errs := ubatch(t, "bench", "--batched", "-m", path, "-npp", "8", "-ntg", "4", "-npl", "1,4", "-t", "1", "-o", "jsonl")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rows []batchedRow
+	for line := range strings.Lines(out) {
+		var r batchedRow
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("%v: %q", err, line)
+		}
+		rows = append(rows, r)
+	}
+	if len(rows) != 2 || rows[0].ExpertsTG != 2 || rows[1].ExpertsTG <= 2 || rows[1].ExpertsTG > 8 {
+		t.Fatalf("rows %+v: want B=1 reading 2 experts per layer per tg step, B=4 more, at most 8", rows)
+	}
+	if code, out, _ := ubatch(t, "bench", "--batched", "-m", path, "-npp", "8", "-ntg", "4", "-npl", "1", "-t", "1"); code != 0 ||
+		!strings.Contains(out, "B=1: a tg step read 2.0 of the 8 experts per layer (2 used per token)") {
+		t.Errorf("md: exit %d\n%s", code, out)
 	}
 }

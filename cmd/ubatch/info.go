@@ -38,6 +38,13 @@ func cmdInfo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	fmt.Fprintf(stdout, "\ntensor data: %.2f MiB; types: %v\n%s\n", float64(total)/(1<<20), counts, fileKernels(f))
+	if a := f.Architecture(); a != "" {
+		if n, ok := f.Int(a + ".expert_count"); ok {
+			used, _ := f.Int(a + ".expert_used_count")
+			ffn, _ := f.Int(a + ".expert_feed_forward_length")
+			fmt.Fprintf(stdout, "experts: %d per layer, %d used per token, FFN %d each\n", n, used, ffn)
+		}
+	}
 	return nil
 }
 

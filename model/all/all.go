@@ -11,4 +11,5 @@ import (
 	_ "ubatch/model/phi3"
 	_ "ubatch/model/qwen2"
 	_ "ubatch/model/qwen3"
+	_ "ubatch/model/qwen3moe"
 )

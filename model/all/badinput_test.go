@@ -70,7 +70,7 @@ func badModels() []badModel {
 		}, `"blk.0.attn_q`}, // attn_q.weight, or phi3's attn_qkv.weight
 		{"value_length differs from key_length", "", func(v *variant, h hp) { v.set(h.key("attention.value_length"), uint32(h.headDim/2)) },
 			"ARCH.attention.value_length = "},
-		{"missing required tensor", "", func(v *variant, h hp) { v.dropTensor("blk.1.ffn_down.weight") },
+		{"missing required tensor", "blk.1.ffn_down.weight", func(v *variant, h hp) { v.dropTensor("blk.1.ffn_down.weight") },
 			`tensor "blk.1.ffn_down.weight" is missing`},
 		{"missing token_embd", "", func(v *variant, h hp) { v.dropTensor("token_embd.weight") },
 			`tensor "token_embd.weight" is missing`},
@@ -78,7 +78,7 @@ func badModels() []badModel {
 			`tensor "blk.0.attn_output.weight" has shape`},
 		{"norm of the wrong length", "", func(v *variant, h hp) { v.tensor("blk.1.ffn_norm.weight").Dims[0] += 8 },
 			`tensor "blk.1.ffn_norm.weight" has shape`},
-		{"feed_forward_length contradicts the tensors", "", func(v *variant, h hp) { v.set(h.key("feed_forward_length"), uint32(4*h.ffn)) },
+		{"feed_forward_length contradicts the tensors", "blk.0.ffn_down.weight", func(v *variant, h hp) { v.set(h.key("feed_forward_length"), uint32(4*h.ffn)) },
 			`"blk.0.ffn_`},
 		{"embedding_length contradicts the tensors", "", func(v *variant, h hp) { v.set(h.key("embedding_length"), uint32(2*h.dim)) },
 			`tensor "token_embd.weight" has shape`},
@@ -115,6 +115,30 @@ func badModels() []badModel {
 			`tensor "blk.0.attn_k.bias" has shape`},
 		{"q norm missing", "blk.1.attn_q_norm.weight", func(v *variant, h hp) { v.dropTensor("blk.1.attn_q_norm.weight") },
 			`tensor "blk.1.attn_q_norm.weight" is missing`},
+		// Experts (qwen3moe): the counts, widths and stacked tensors must agree.
+		{"expert_count zero", "expert_count", func(v *variant, h hp) { v.set(h.key("expert_count"), uint32(0)) },
+			"ARCH.expert_count = 0 is out of range"},
+		{"expert_count missing", "expert_count", func(v *variant, h hp) { v.set(h.key("expert_count"), nil) },
+			"ARCH.expert_count is missing"},
+		{"expert_count contradicts the tensors", "expert_count", func(v *variant, h hp) { v.set(h.key("expert_count"), uint32(2*h.experts)) },
+			`tensor "blk.0.ffn_gate_inp.weight" has shape`},
+		{"more experts used than exist", "expert_used_count", func(v *variant, h hp) { v.set(h.key("expert_used_count"), uint32(h.experts+1)) },
+			"the file uses more experts per token than it has"},
+		{"expert_used_count zero", "expert_used_count", func(v *variant, h hp) { v.set(h.key("expert_used_count"), uint32(0)) },
+			"ARCH.expert_used_count = 0 is out of range"},
+		{"expert_feed_forward_length contradicts the tensors", "expert_feed_forward_length", func(v *variant, h hp) {
+			v.set(h.key("expert_feed_forward_length"), uint32(2*h.expertFFN))
+		}, `tensor "blk.0.ffn_gate_exps.weight" has shape`},
+		{"stacked experts one short", "blk.1.ffn_down_exps.weight", func(v *variant, h hp) { v.tensor("blk.1.ffn_down_exps.weight").Dims[2]-- },
+			`tensor "blk.1.ffn_down_exps.weight" has shape`},
+		{"stacked experts as one 2-D matrix", "blk.0.ffn_up_exps.weight", func(v *variant, h hp) {
+			t := v.tensor("blk.0.ffn_up_exps.weight")
+			t.Dims = []uint64{t.Dims[0], t.Dims[1] * t.Dims[2]}
+		}, `tensor "blk.0.ffn_up_exps.weight" has shape`},
+		{"router missing", "blk.1.ffn_gate_inp.weight", func(v *variant, h hp) { v.dropTensor("blk.1.ffn_gate_inp.weight") },
+			`tensor "blk.1.ffn_gate_inp.weight" is missing`},
+		{"expert tensor missing", "blk.1.ffn_gate_exps.weight", func(v *variant, h hp) { v.dropTensor("blk.1.ffn_gate_exps.weight") },
+			`tensor "blk.1.ffn_gate_exps.weight" is missing`},
 		{"unknown architecture", "", func(v *variant, h hp) { v.set("general.architecture", "mamba9") },
 			`unsupported architecture "mamba9"`},
 		{"architecture missing", "", func(v *variant, h hp) { v.set("general.architecture", nil) },
@@ -133,6 +157,7 @@ func badModels() []badModel {
 type hp struct {
 	fx                       fixture
 	dim, ffn, headDim, vocab int
+	experts, expertFFN       int
 	tokens                   []string
 }
 
@@ -145,7 +170,7 @@ func hparamsOf(t *testing.T, fx fixture) hp {
 	defer m.Close()
 	g := m.Hparams()
 	toks, _ := fx.file.Strings("tokenizer.ggml.tokens")
-	return hp{fx: fx, dim: g.Dim, ffn: g.FFN, headDim: g.HeadDim, vocab: g.Vocab, tokens: toks}
+	return hp{fx: fx, dim: g.Dim, ffn: g.FFN, headDim: g.HeadDim, vocab: g.Vocab, experts: g.NExperts, expertFFN: g.ExpertFFN, tokens: toks}
 }
 
 func (h hp) key(k string) string { return h.fx.arch.GGUF + "." + k }

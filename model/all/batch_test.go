@@ -42,6 +42,9 @@ func TestBatchedEqualsAlone(t *testing.T) {
 		{"gemma2", "arch/synth-gemma2-q8_0.gguf", kvcache.F16, 1e-2},
 		{"gemma3", "arch/synth-gemma3-q8_0.gguf", kvcache.F16, 1e-2},
 		{"phi3", "arch/synth-phi3-q8_0.gguf", kvcache.F16, 1e-2},
+		// Experts: the micro-batch's tokens are grouped by expert, so a token's expert matmuls
+		// run over other sequences' columns; its result must not depend on them.
+		{"qwen3moe", "arch/synth-qwen3moe-q8_0.gguf", kvcache.F16, 1e-2},
 		// A Q8_0 cache: the same rows are quantized alike whatever the batch.
 		{"synth-f16-q8_0kv", "synth-tiny-f16.gguf", kvcache.Q8_0, 1e-4},
 		{"synth-q8_0-q8_0kv", "synth-tiny-q8_0.gguf", kvcache.Q8_0, 1e-2},

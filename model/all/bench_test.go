@@ -17,6 +17,7 @@ var decodeModels = []struct{ name, file string }{
 	{"gemma2", "arch/synth-gemma2-q8_0.gguf"},
 	{"gemma3", "arch/synth-gemma3-q8_0.gguf"},
 	{"phi3", "arch/synth-phi3-q8_0.gguf"},
+	{"qwen3moe", "arch/synth-qwen3moe-q8_0.gguf"},
 }
 
 // decodeStep returns a function that decodes one more token of sequence 0, wrapping around

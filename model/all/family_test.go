@@ -27,6 +27,11 @@ func TestFamiliesMatchLlamaCpp(t *testing.T) {
 		{"synth-gemma2-q8_0", 0.06}, // 2.49%
 		{"synth-gemma3-q8_0", 0.06}, // 2.63%
 		{"synth-phi3-q8_0", 0.06},   // 1.62%
+		// Experts: softmax top-2 of 8, renormalised. llama.cpp on the same weights in F32 lands
+		// 3.8% from its reference (shared README); measured 1.85%. Decisive routing leaves the
+		// chosen two nearly all the probability, so weights not renormalised are only 5.5% off:
+		// the bound is tighter than the others' to catch that.
+		{"synth-qwen3moe-q8_0", 0.04},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -305,5 +305,24 @@ func loadSeeds(fx fixture) [][]byte {
 		mutation(opRename, ten("blk.1.attn_norm.weight"), 3),
 		mutation(opAddDim, ten("output_norm.weight"), 1),
 	}
+	if _, moe := fx.file.Value(a + "expert_count"); moe {
+		seeds = append(seeds,
+			mutation(opUint32, key(a+"expert_count"), 0),
+			mutation(opNudge, key(a+"expert_count"), 1),
+			mutation(opDropKey, key(a+"expert_count"), 0),
+			mutation(opNudge, key(a+"expert_used_count"), 8),
+			mutation(opUint32, key(a+"expert_used_count"), 0),
+			mutation(opNudge, key(a+"expert_feed_forward_length"), 32),
+			mutation(opResize, ten("blk.0.ffn_gate_exps.weight"), 2<<8|1), // one expert fewer... or none
+			mutation(opResize, ten("blk.1.ffn_down_exps.weight"), 0<<8|0),
+			mutation(opResize, ten("blk.0.ffn_up_exps.weight"), 1<<8|2),
+			mutation(opDropTensor, ten("blk.1.ffn_up_exps.weight"), 0),
+			mutation(opDropTensor, ten("blk.0.ffn_gate_inp.weight"), 0),
+			mutation(opRetype, ten("blk.0.ffn_gate_inp.weight"), 2), // a quantized router still computes
+			mutation(opRetype, ten("blk.1.ffn_down_exps.weight"), 1),
+			mutation(opAddDim, ten("blk.0.ffn_gate_inp.weight"), 1),
+			mutation(opAddDim, ten("blk.1.ffn_gate_exps.weight"), 0),
+		)
+	}
 	return seeds
 }

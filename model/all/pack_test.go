@@ -27,6 +27,8 @@ func TestPackedModel(t *testing.T) {
 		{"q6_k", "synth-tiny-q6_k.gguf", false},
 		// A tied output: token_embd packed once, its rows read from the panels.
 		{"llama3-tied", "arch/synth-llama3-q8_0.gguf", true},
+		// Experts: each expert's slice of the stacked tensors packed on its own.
+		{"qwen3moe", "arch/synth-qwen3moe-q8_0.gguf", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

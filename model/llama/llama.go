@@ -27,18 +27,28 @@ type Block struct {
 
 // Bind binds block p's ("blk.N.") seven matrices.
 func (w *Block) Bind(b *model.Binder, p string, h *runner.Hparams) {
-	w.Wq = b.Weight(p+"attn_q.weight", h.Dim, h.QDim())
-	w.Wk = b.Weight(p+"attn_k.weight", h.Dim, h.KVDim())
-	w.Wv = b.Weight(p+"attn_v.weight", h.Dim, h.KVDim())
-	w.Wo = b.Weight(p+"attn_output.weight", h.QDim(), h.Dim)
+	w.bindAttention(b, p, h)
 	w.Gate = b.Weight(p+"ffn_gate.weight", h.Dim, h.FFN)
 	w.Up = b.Weight(p+"ffn_up.weight", h.Dim, h.FFN)
 	w.Down = b.Weight(p+"ffn_down.weight", h.FFN, h.Dim)
 }
 
-// AppendMatrices appends the seven matrices to ws (the graphs' Matrices, for packing).
+// bindAttention binds block p's four attention matrices.
+func (w *Block) bindAttention(b *model.Binder, p string, h *runner.Hparams) {
+	w.Wq = b.Weight(p+"attn_q.weight", h.Dim, h.QDim())
+	w.Wk = b.Weight(p+"attn_k.weight", h.Dim, h.KVDim())
+	w.Wv = b.Weight(p+"attn_v.weight", h.Dim, h.KVDim())
+	w.Wo = b.Weight(p+"attn_output.weight", h.QDim(), h.Dim)
+}
+
+// AppendMatrices appends the seven matrices to ws (the graphs' Matrices, for packing), or the
+// four of attention in a block without a dense feed-forward (LoadNEOXExperts).
 func (w *Block) AppendMatrices(ws []*runner.Weight) []*runner.Weight {
-	return append(ws, &w.Wq, &w.Wk, &w.Wv, &w.Wo, &w.Gate, &w.Up, &w.Down)
+	ws = append(ws, &w.Wq, &w.Wk, &w.Wv, &w.Wo)
+	if w.Gate.Data == nil {
+		return ws
+	}
+	return append(ws, &w.Gate, &w.Up, &w.Down)
 }
 
 // Model is a loaded llama model.
@@ -50,13 +60,18 @@ type Model struct {
 }
 
 // Load binds a llama file's tensors.
-func Load(b *model.Binder) (runner.Graph, error) { return load(b, false) }
+func Load(b *model.Binder) (runner.Graph, error) { return load(b, false, true) }
 
 // LoadNEOX binds the tensors of a file laid out as llama's whose rope is NEOX-style: the start
 // of the families that extend the llama block (Qwen 2 and 3).
-func LoadNEOX(b *model.Binder) (*Model, error) { return load(b, true) }
+func LoadNEOX(b *model.Binder) (*Model, error) { return load(b, true, true) }
 
-func load(b *model.Binder, neox bool) (*Model, error) {
+// LoadNEOXExperts is LoadNEOX for a file whose layers have no dense feed-forward (ffn_gate, up
+// and down): the mixture-of-experts families bind their experts themselves and pass their FFN
+// to ForwardLayers. ffn_norm is bound as in llama.
+func LoadNEOXExperts(b *model.Binder) (*Model, error) { return load(b, true, false) }
+
+func load(b *model.Binder, neox, dense bool) (*Model, error) {
 	m := &Model{H: b.Hparams()}
 	h := &m.H
 	if b.Err() != nil {
@@ -69,7 +84,11 @@ func load(b *model.Binder, neox bool) (*Model, error) {
 	m.Layers = model.BindLayers(h.NLayers, func(l *Layer, _ int, p string) {
 		l.AttnNorm = b.Vector(p+"attn_norm.weight", h.Dim, false)
 		l.FFNNorm = b.Vector(p+"ffn_norm.weight", h.Dim, false)
-		l.Bind(b, p, h)
+		if dense {
+			l.Bind(b, p, h)
+		} else {
+			l.bindAttention(b, p, h)
+		}
 	})
 	return m, b.Err()
 }
@@ -117,6 +136,13 @@ func (m *Model) Forward(c *runner.Runtime, _ *batch.UBatch) { m.ForwardBlocks(c,
 // Scratch) between their projections and the rotation: the hook of the families that extend the
 // llama block (qwen2's biases, qwen3's per-head norms).
 func (m *Model) ForwardBlocks(c *runner.Runtime, afterQKV func(li int)) {
+	m.ForwardLayers(c, afterQKV, nil)
+}
+
+// ForwardLayers is ForwardBlocks with ffn, when not nil, computing layer li's feed-forward
+// (Scratch.Tmp from XN, the normed residual) instead of the dense one: the hook of the
+// mixture-of-experts families.
+func (m *Model) ForwardLayers(c *runner.Runtime, afterQKV, ffn func(li int)) {
 	s, h := &c.S, &m.H
 	c.Embed(&m.Embd, 1)
 	for li := range m.Layers {
@@ -129,7 +155,11 @@ func (m *Model) ForwardBlocks(c *runner.Runtime, afterQKV func(li int)) {
 		c.SelfAttention(li, m.Rope, runner.AttnParams{}, &l.Wo)
 		c.Add(s.X, s.Tmp, h.Dim)
 		c.Norm(s.XN, s.X, l.FFNNorm)
-		c.GatedFFN(runner.SiLU, &l.Gate, &l.Up, &l.Down)
+		if ffn != nil {
+			ffn(li)
+		} else {
+			c.GatedFFN(runner.SiLU, &l.Gate, &l.Up, &l.Down)
+		}
 		c.Add(s.X, s.Tmp, h.Dim)
 	}
 	c.Output(m.OutNorm, m.Output, 0)

@@ -27,18 +27,25 @@ func Load(b *model.Binder) (runner.Graph, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &g.H
-	norm := model.BindLayers(h.NLayers, func(l *Norm, _ int, p string) {
+	return &Model{Model: g, Norm: BindNorms(b, &g.H)}, b.Err()
+}
+
+// BindNorms binds every layer's attn_q_norm and attn_k_norm (HeadDim each): qwen3's attention,
+// which Qwen3-MoE shares.
+func BindNorms(b *model.Binder, h *runner.Hparams) []Norm {
+	return model.BindLayers(h.NLayers, func(l *Norm, _ int, p string) {
 		l.Q = b.Vector(p+"attn_q_norm.weight", h.HeadDim, false)
 		l.K = b.Vector(p+"attn_k_norm.weight", h.HeadDim, false)
 	})
-	return &Model{Model: g, Norm: norm}, b.Err()
+}
+
+// Apply normalises every head of the micro-batch's Q and K (in Scratch) with the norm weights.
+func (n *Norm) Apply(c *runner.Runtime) {
+	h := c.Hparams()
+	c.NormHeads(c.S.Q, h.NHeads, n.Q)
+	c.NormHeads(c.S.K, h.NKVHeads, n.K)
 }
 
 func (m *Model) Forward(c *runner.Runtime, _ *batch.UBatch) {
-	s, h := &c.S, &m.H
-	m.ForwardBlocks(c, func(li int) {
-		c.NormHeads(s.Q, h.NHeads, m.Norm[li].Q)
-		c.NormHeads(s.K, h.NKVHeads, m.Norm[li].K)
-	})
+	m.ForwardBlocks(c, func(li int) { m.Norm[li].Apply(c) })
 }

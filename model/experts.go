@@ -1,0 +1,53 @@
+package model
+
+import (
+	"slices"
+
+	"ubatch/runner"
+)
+
+// maxExperts bounds expert_count: the largest models of 2026 have 512 per layer.
+const maxExperts = 4096
+
+// ExpertHparams reads a mixture-of-experts family's sizes into h: expert_count (experts per
+// layer), expert_used_count (per token, at most expert_count) and expert_feed_forward_length
+// (each expert's hidden width), all required.
+func (b *Binder) ExpertHparams(h *runner.Hparams) {
+	h.NExperts = b.Int("expert_count", -1, 1, maxExperts)
+	if b.err == nil && b.Has("expert_used_count") {
+		if n, ok := b.File.Int(b.key("expert_used_count")); ok && n > int64(h.NExperts) {
+			b.Fail("metadata %s = %d is more than %s = %d: the file uses more experts per token than it has", b.key("expert_used_count"), n, b.key("expert_count"), h.NExperts)
+			return
+		}
+	}
+	h.NExpertsUsed = b.Int("expert_used_count", -1, 1, h.NExperts)
+	h.ExpertFFN = b.Int("expert_feed_forward_length", -1, 1, 4<<20)
+}
+
+// Experts binds the stacked expert tensor name (GGUF dims [cols, rows, n]: n matrices of rows
+// rows of cols elements, as llama.cpp stores ffn_{gate,up,down}_exps) as n per-expert Weights
+// that share the file's bytes (runner.ExpertViews).
+func (b *Binder) Experts(name string, n, cols, rows int) []runner.Weight {
+	if b.err != nil {
+		return nil
+	}
+	t, ok := b.File.Tensor(name)
+	if !ok {
+		b.Fail("tensor %q is missing: not a complete %s GGUF", name, b.Arch)
+		return nil
+	}
+	if want := []uint64{uint64(cols), uint64(rows), uint64(n)}; !slices.Equal(t.Dims, want) {
+		b.Fail("tensor %q has shape %v, want %v (from the metadata: %d experts of [%d %d])", name, t.Dims, want, n, cols, rows)
+		return nil
+	}
+	all, err := runner.NewWeight(name, t.Type, n*rows, cols, t.Data)
+	if err != nil {
+		b.Fail("%v (supported: %s)", err, supportedTypes())
+		return nil
+	}
+	ws, err := runner.ExpertViews(name, all, n)
+	if err != nil {
+		b.Fail("%v", err)
+	}
+	return ws
+}
