@@ -87,30 +87,9 @@ import (
 	"math"
 
 	"ubatch/batch"
+	"ubatch/kvformat"
+	"ubatch/quant"
 )
-
-// DType is the element type of the stored K and V rows.
-type DType int
-
-const (
-	F32 DType = iota // float32
-	F16              // IEEE 754 half precision, stored as its uint16 bits
-	// Q8_0 stores each row as ggml Q8_0 blocks of 32 values (an f16 scale d, 32 int8 q; value
-	// d·q), quantized by the store (kvstore). KVDim must be a multiple of 32.
-	Q8_0
-)
-
-func (d DType) String() string {
-	switch d {
-	case F32:
-		return "F32"
-	case F16:
-		return "F16"
-	case Q8_0:
-		return "Q8_0"
-	}
-	return fmt.Sprintf("DType(%d)", int(d))
-}
 
 // DefaultBlockSize is the block size used when Config.BlockSize is 0.
 const DefaultBlockSize = 16
@@ -122,8 +101,8 @@ const DefaultBlockSize = 16
 type Config struct {
 	NLayers, KVDim       int // KVDim = n_kv_heads * head_dim
 	BlockSize, NumBlocks int
-	DType                DType
-	MaxSeqs              int // sequence ids are in [0, MaxSeqs)
+	DType                quant.Type // a KV format (package kvformat): F16, F32 or Q8_0
+	MaxSeqs              int        // sequence ids are in [0, MaxSeqs)
 	// OnBlock, when set, is called on every prefix-cache change (see BlockEvent), synchronously
 	// from the mutating call, so it must return quickly and must not call the cache.
 	OnBlock func(BlockEvent)
@@ -237,10 +216,13 @@ func (cfg Config) Check() (Config, error) {
 		return cfg, fmt.Errorf("kvcache: MaxSeqs %d must be positive", cfg.MaxSeqs)
 	case cfg.MaxSeqs > math.MaxInt32:
 		return cfg, fmt.Errorf("kvcache: MaxSeqs %d does not fit in int32", cfg.MaxSeqs)
-	case cfg.DType != F32 && cfg.DType != F16 && cfg.DType != Q8_0:
-		return cfg, fmt.Errorf("kvcache: unsupported DType %v", cfg.DType)
-	case cfg.DType == Q8_0 && cfg.KVDim%32 != 0:
-		return cfg, fmt.Errorf("kvcache: a Q8_0 cache needs a KV width (kv heads × head dim) that is a multiple of 32, this model's is %d: use F16", cfg.KVDim)
+	}
+	f := kvformat.Of(cfg.DType)
+	switch {
+	case f == nil:
+		return cfg, fmt.Errorf("kvcache: unsupported DType %v: use %s", cfg.DType, kvformat.Names())
+	case cfg.KVDim%f.Align() != 0:
+		return cfg, fmt.Errorf("kvcache: a %v cache needs a KV width (kv heads × head dim) that is a multiple of %d, this model's is %d: use F16", cfg.DType, f.Align(), cfg.KVDim)
 	}
 	if int64(cfg.NumBlocks)*int64(cfg.BlockSize) > math.MaxInt32 {
 		return cfg, fmt.Errorf("kvcache: %d blocks of %d cells exceed the int32 cell index range",

@@ -31,7 +31,7 @@ func newCacheShift(t testing.TB, cfg Config, shift func(l int, k []float32, delt
 	}
 	if cfg.KVDim == 0 {
 		cfg.KVDim = 3
-		if cfg.DType == Q8_0 {
+		if cfg.DType == quant.Q8_0 {
 			cfg.KVDim = 32 // one Q8_0 block
 		}
 	}
@@ -54,11 +54,11 @@ func writeKV(c *Cache, cell int32, k float32) {
 		row := int(cell) * kv
 		for d := range kv {
 			switch c.cfg.DType {
-			case F32:
+			case quant.F32:
 				c.KF32(l)[row+d], c.VF32(l)[row+d] = val, -val
-			case F16:
+			case quant.F16:
 				c.KF16(l)[row+d], c.VF16(l)[row+d] = quant.F32ToF16(val), quant.F32ToF16(-val)
-			case Q8_0:
+			case quant.Q8_0:
 				// Scale val, every q 1: the row reads back as half(val), as in an F16 cache.
 				rb := c.RowBytes()
 				setQ8Block(c.KQ8(l)[int(cell)*rb+d/32*34:], val)
@@ -89,10 +89,10 @@ func readKV(c *Cache, cell int32) (k float32, err error) {
 	kv := c.cfg.KVDim
 	row := int(cell) * kv
 	get := func(l, d int) (float32, float32) {
-		if c.cfg.DType == Q8_0 {
+		if c.cfg.DType == quant.Q8_0 {
 			return q8At(c, c.KQ8(l), cell, d), q8At(c, c.VQ8(l), cell, d)
 		}
-		if c.cfg.DType == F16 {
+		if c.cfg.DType == quant.F16 {
 			return quant.F16ToF32(c.KF16(l)[row+d]), quant.F16ToF32(c.VF16(l)[row+d])
 		}
 		return c.KF32(l)[row+d], c.VF32(l)[row+d]
@@ -100,7 +100,7 @@ func readKV(c *Cache, cell int32) (k float32, err error) {
 	// A shift requantizes Q8_0 keys (q 127, the scale rounded to half): layers then agree to
 	// within that rounding only.
 	eq := func(a, b float32) bool {
-		return a == b || c.cfg.DType == Q8_0 && math.Abs(float64(a-b)) <= math.Abs(float64(b))/200
+		return a == b || c.cfg.DType == quant.Q8_0 && math.Abs(float64(a-b)) <= math.Abs(float64(b))/200
 	}
 	k, _ = get(0, 0)
 	for l := range c.cfg.NLayers {
@@ -143,9 +143,9 @@ func visible(t testing.TB, c *Cache, seq int) []entry {
 		}
 		var v float32
 		switch c.cfg.DType {
-		case Q8_0:
+		case quant.Q8_0:
 			v = q8At(c, c.VQ8(0), cell, 0)
-		case F16:
+		case quant.F16:
 			v = quant.F16ToF32(c.VF16(0)[int(cell)*c.cfg.KVDim])
 		default:
 			v = c.VF32(0)[int(cell)*c.cfg.KVDim]

@@ -17,7 +17,7 @@ import (
 	"ubatch/engine"
 	"ubatch/internal/testdata"
 	"ubatch/internal/testkit"
-	"ubatch/kvcache"
+	"ubatch/quant"
 	"ubatch/runner"
 )
 
@@ -298,7 +298,7 @@ func TestEmbeddingsMatchRunner(t *testing.T) {
 	for _, pool := range []runner.Pooling{runner.PoolMean, runner.PoolLast} {
 		t.Run(string(pool), func(t *testing.T) {
 			e := newEnv(t, envOptions{embedder: engine.Pooling(pool), batch: 12})
-			c, err := runner.New(e.model.Graph, runner.Options{NCtx: 128, NBatch: 128, NUBatch: 128, KVType: kvcache.F32, Threads: 1, Embeddings: true})
+			c, err := runner.New(e.model.Graph, runner.Options{NCtx: 128, NBatch: 128, NUBatch: 128, KVType: quant.F32, Threads: 1, Embeddings: true})
 			if err != nil {
 				t.Fatal(err)
 			}

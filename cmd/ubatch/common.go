@@ -16,9 +16,10 @@ import (
 
 	"ubatch/gguf"
 	"ubatch/hub"
-	"ubatch/kvcache"
+	"ubatch/kvformat"
 	"ubatch/model"
 	_ "ubatch/model/all"
+	"ubatch/quant"
 	"ubatch/runner"
 	"ubatch/sample"
 )
@@ -81,20 +82,15 @@ func (f *modelFlags) options(nSeq int) (runner.Options, error) {
 }
 
 // kvDType is the KV cache type the flags ask for.
-func (f *modelFlags) kvDType() (kvcache.DType, error) {
+func (f *modelFlags) kvDType() (quant.Type, error) {
 	kvType, err := f.cacheType()
 	if err != nil {
 		return 0, err
 	}
-	switch kvType {
-	case "f16":
-		return kvcache.F16, nil
-	case "f32":
-		return kvcache.F32, nil
-	case "q8_0":
-		return kvcache.Q8_0, nil
+	if t, ok := kvformat.Parse(kvType); ok {
+		return t, nil
 	}
-	return 0, fmt.Errorf("--kv-type %q: use f16, f32 or q8_0", kvType)
+	return 0, fmt.Errorf("--kv-type %q: use %s", kvType, kvformat.Names())
 }
 
 // cacheType reconciles --kv-type with llama.cpp's -ctk/-ctv: either alias, when given, sets the

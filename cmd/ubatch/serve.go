@@ -19,6 +19,7 @@ import (
 
 	"ubatch/engine"
 	"ubatch/kvcache"
+	"ubatch/quant"
 	"ubatch/runner"
 	"ubatch/server"
 )
@@ -313,7 +314,7 @@ const (
 
 // serveKVCells sizes the default KV cache of the server: each of np sequences may reach the
 // model's training context (at most 2048 tokens), within 2 GiB of K and V of type dt.
-func serveKVCells(m *runner.Hparams, np int, dt kvcache.DType) int {
+func serveKVCells(m *runner.Hparams, np int, dt quant.Type) int {
 	perCell, err := kvcache.CellBytes(m.NLayers, m.KVDim(), dt)
 	if err != nil || perCell <= 0 {
 		perCell = int64(4 * m.NLayers * m.KVDim()) // F16
