@@ -19,7 +19,7 @@ type Options struct {
 	NUBatch   int        // most tokens one forward pass computes (micro-batch)
 	NSeqMax   int        // sequence ids are in [0, NSeqMax)
 	KVType    quant.Type // a KV format (kvformat): F16 (llama.cpp's default), F32 or Q8_0 (HeadDim a multiple of 32)
-	BlockSize int        // KV block size in cells; 0 = 16
+	BlockSize int        // KV block size in cells; 0 = kvcache.DefaultBlockSize
 	Threads   int        // worker goroutines; 0 = all cores
 	// TiledAttention attends every token by tiles (flash-style: several query rows share each
 	// K/V tile, no score row over the history), on the paths whose tiled kernel has assembly
@@ -36,22 +36,29 @@ type Options struct {
 	OnBlock func(kvcache.BlockEvent)
 }
 
+// The sizes of a Runtime whose Options leave them 0 (llama.cpp's): the logical and the
+// physical batch.
+const (
+	DefaultNBatch  = 2048
+	DefaultNUBatch = 512
+)
+
 func (o *Options) defaults(h *Hparams) {
 	if o.NCtx <= 0 {
 		o.NCtx = min(h.CtxTrain, 4096)
 	}
 	if o.NBatch <= 0 {
-		o.NBatch = 2048
+		o.NBatch = DefaultNBatch
 	}
 	if o.NUBatch <= 0 {
-		o.NUBatch = 512
+		o.NUBatch = DefaultNUBatch
 	}
 	o.NUBatch = min(o.NUBatch, o.NBatch)
 	if o.NSeqMax <= 0 {
 		o.NSeqMax = 1
 	}
 	if o.BlockSize <= 0 {
-		o.BlockSize = 16
+		o.BlockSize = kvcache.DefaultBlockSize
 	}
 	if o.NCtx%o.BlockSize != 0 {
 		o.NCtx += o.BlockSize - o.NCtx%o.BlockSize
@@ -226,7 +233,7 @@ func (c *Runtime) session() *Session {
 	if c.own == nil {
 		m, err := kvcache.NewManager(c.kvCfg)
 		if err != nil {
-			panic("runner: " + err.Error()) // checked by NewContext
+			panic("runner: " + err.Error()) // checked by New
 		}
 		c.own = &Session{c: c, kv: m}
 	}

@@ -20,6 +20,7 @@ import (
 	"ubatch/fleet"
 	"ubatch/gguf"
 	"ubatch/hub"
+	"ubatch/kvcache"
 	"ubatch/router"
 	"ubatch/server"
 )
@@ -53,7 +54,7 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"transport error, timeout, garbage; an answer below 500, a 4xx included, resets the count; a 503 with Retry-After or a node's "+
 		"well-formed 500 about the request counts neither way), or this many failed health checks in a row")
 	rise := fs.Int("rise", 2, "good health checks in a row that bring a node back into rotation")
-	blockSize := fs.Int("kv-block", 16, "KV block size of nodes that publish none (as serve's --kv-block)")
+	blockSize := fs.Int("kv-block", kvcache.DefaultBlockSize, "KV block size of nodes that publish none (as serve's --kv-block)")
 	grace := fs.Duration("shutdown-timeout", server.DefaultGrace, "on SIGINT/SIGTERM, how long in-flight requests may run")
 	maxConns := fs.Int("max-connections", 4096, "most open client connections; beyond it new connections get 503 at once")
 	bf := newRouteBoundFlags(fs)

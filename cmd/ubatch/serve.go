@@ -77,7 +77,7 @@ func (o *serveOpts) register(fs *pflag.FlagSet) {
 	// prompt chunks and -b is only their cap; it decides the steps with nobody decoding (a
 	// burst of new prompts), and 512 served the shared and mixed workloads faster than 192
 	// (the default until then) and, on mixed, than 2048 (docs/performance.md).
-	o.mf.register(fs, 512)
+	o.mf.register(fs, engine.DefaultBatchSize)
 	o.mm.register(fs, &o.mf)
 	o.sf.register(fs)
 	o.ff.register(fs)

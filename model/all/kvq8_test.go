@@ -90,7 +90,7 @@ func TestKVQ8RefusesSmallHeads(t *testing.T) {
 	m := load(t, "stories260K.gguf", false)
 	_, err := runner.New(m.Graph, runner.Options{NCtx: 64, KVType: quant.Q8_0, Threads: 1})
 	if err == nil || !strings.Contains(err.Error(), "multiple of 32") || !strings.Contains(err.Error(), "f16") {
-		t.Fatalf("NewContext with a Q8_0 cache for head dim 8: %v, want an error naming the head dimension and F16", err)
+		t.Fatalf("runner.New with a Q8_0 cache for head dim 8: %v, want an error naming the head dimension and F16", err)
 	}
 }
 
