@@ -387,16 +387,9 @@ func (c *Manager) Clear() {
 		c.seqs[s] = seqTable{table: c.seqs[s].table[:0], posMin: -1, posMax: -1, intent: c.seqs[s].intent[:0]}
 	}
 	c.free = c.free[:0]
-	for b := len(c.ref) - 1; b >= 0; b-- {
-		if c.hashed[b] {
-			c.emitRemoved(int32(b))
-		}
-		c.ref[b] = 0
-		c.hashed[b], c.indexed[b], c.stale[b] = false, false, false
-		c.part[b] = 0
-		c.heapIdx[b] = -1
-		c.sibPrev[b], c.sibNext[b] = -1, -1
-		c.free = append(c.free, int32(b)) // block 0 on top: allocation goes in address order
+	for b := int32(len(c.ref)) - 1; b >= 0; b-- {
+		c.reset(b)
+		c.free = append(c.free, b) // block 0 on top: allocation goes in address order
 	}
 	for i := range c.pos {
 		c.pos[i] = -1
@@ -406,79 +399,15 @@ func (c *Manager) Clear() {
 	c.heap, c.clock = c.heap[:0], 0
 }
 
-// available is the number of blocks an allocation may take (free, then evicted cached ones).
-func (c *Manager) available() int { return len(c.free) + len(c.heap) }
-
-// alloc takes a free block, or evicts the cached one of lowest priority (evict.go); the caller
-// has checked available() and sets the refcount. The block's cells are marked empty.
-func (c *Manager) alloc() int32 {
-	var b int32
-	if n := len(c.free); n > 0 {
-		b = c.free[n-1]
-		c.free = c.free[:n-1]
-	} else {
-		b = c.evict()
-		c.spill(b, false) // to another tier, if one takes it (tier.go)
-		c.unhash(b)
-	}
-	base := b * c.bs
-	for j := range c.bs {
-		c.pos[base+j] = -1
-	}
-	c.stale[b] = false
-	c.hits[b] = 1
-	return b
-}
-
-// release drops one reference to b. A block left unreferenced is kept as a cached block when it
-// is (or can become) the index entry for its hash, and freed otherwise.
-func (c *Manager) release(b int32) {
-	c.ref[b]--
-	if c.ref[b] > 0 {
-		return
-	}
-	if c.hashed[b] && !c.indexed[b] {
-		if _, taken := c.index[c.hash[b]]; !taken {
-			c.index[c.hash[b]] = b
-			c.indexed[b] = true
-		}
-	}
-	if c.indexed[b] {
-		c.cachePush(b)
-		return
-	}
-	c.unhash(b)
-	c.free = append(c.free, b)
-}
-
-// unhash forgets b's content hash, removing it from the prefix index, or, for a kept partial
-// block, its place among its parent's children. b must not be cached.
-func (c *Manager) unhash(b int32) {
-	if c.part[b] > 0 {
-		c.unlinkChild(b)
-		c.part[b] = 0
-		return
-	}
-	if !c.hashed[b] {
-		return
-	}
-	if c.indexed[b] {
-		delete(c.index, c.hash[b])
-		c.indexed[b] = false
-		c.promoteDuplicate(b)
-	}
-	c.unlinkChild(b)
-	c.emitRemoved(b)
-	c.hashed[b] = false
-}
-
 // copyCells copies the first count cells of block src (position, token; K and V of every layer
-// through a store operation) into block dst.
+// through a store operation) into block dst, fresh from alloc; dst is stale if src is.
 func (c *Manager) copyCells(src, dst, count int32) {
 	s, d := src*c.bs, dst*c.bs
 	copy(c.pos[d:d+count], c.pos[s:s+count])
 	copy(c.tok[d:d+count], c.tok[s:s+count])
-	c.stale[dst] = c.stale[src]
+	if c.stale[src] {
+		c.markStale(dst) // dst is fresh from alloc: not stale until now
+	}
 	c.opCopy(s, d, count)
 }
 
@@ -531,8 +460,7 @@ func (c *Manager) cowBlock(seq int, bi int, count int32) int32 {
 	}
 	nb := c.alloc()
 	c.copyCells(b, nb, count)
-	c.ref[b]--
-	c.ref[nb] = 1
+	c.split(b, nb, 1)
 	c.seqs[seq].table[bi] = nb
 	return nb
 }

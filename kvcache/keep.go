@@ -26,7 +26,7 @@ func (c *Manager) freeSeq(seq int) {
 			if k > 1 {
 				parent = c.hash[sq.table[k-2]]
 			}
-			c.ref[b] = 0
+			c.drop(b)
 			c.setKey(b, c.parentKey(seq, k-1), count)
 			c.keep(b, int32(k-1), count, parent)
 			sq.table = sq.table[:k-1]

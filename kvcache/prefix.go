@@ -221,10 +221,7 @@ func (c *Manager) AttachPrefixSalt(seq int, salt Salt, tokens []int32) (int, err
 	sq.salt, sq.root = salt, c.root(salt)
 	src, m := c.match(sq.root, tokens)
 	for _, b := range c.matched {
-		if c.ref[b] == 0 {
-			c.cacheRemove(b)
-		}
-		c.ref[b]++
+		c.pin(b)
 		c.hits[b]++
 		sq.table = append(sq.table, b)
 	}
@@ -243,7 +240,7 @@ func (c *Manager) AttachPrefixSalt(seq int, salt Salt, tokens []int32) (int, err
 			c.cachePush(src) // priced again: it was just used
 		}
 		c.copyCells(src, nb, int32(m))
-		c.ref[nb] = 1
+		c.hold(nb, 1)
 		sq.table = append(sq.table, nb)
 		n += m
 	}

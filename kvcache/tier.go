@@ -273,7 +273,7 @@ func (c *Manager) Import(salt Salt, prompt []int32, blocks []ImportBlock, imgs [
 			c.indexed[b] = true
 		}
 		c.emitStored(b, int(i), salt.Routing)
-		c.ref[b] = 1
+		c.hold(b, 1)
 		pinned = append(pinned, b)
 		parent, held = h, lo+int(c.bs)
 		if c.key != nil {
@@ -285,14 +285,6 @@ func (c *Manager) Import(salt Salt, prompt []int32, blocks []ImportBlock, imgs [
 	}
 	c.pinned = pinned[:0]
 	return imgs, held
-}
-
-// pin takes one more reference to b, out of the eviction heap if it was cached.
-func (c *Manager) pin(b int32) {
-	if c.ref[b] == 0 {
-		c.cacheRemove(b)
-	}
-	c.ref[b]++
 }
 
 // CachedBlock is one block of a prefix as Prefix finds it in the cache: its cell range and Key.

@@ -1,0 +1,124 @@
+package kvcache
+
+// A block's life: free (on c.free), held (ref > 0: in that many sequence tables), cached (ref
+// 0, in the eviction heap: an indexed full block or a kept partial one). Exactly one of the
+// three holds at any time (checkInvariants in the tests), and the reference count and the
+// stale mark are written only here:
+//
+//   - alloc takes a free block, or evicts the cached block of lowest priority; the caller then
+//     holds it (hold) or copies into it.
+//   - hold gives a block fresh from alloc its first references; pin adds one to a held block or
+//     takes a cached one out of the heap; split moves references of a shared block to its
+//     copy-on-write copy.
+//   - release drops one: a block left unreferenced is cached when it is (or can become) its
+//     hash's index entry, and freed otherwise; drop hands the last one to keep, which caches the
+//     block as a partial one.
+//   - markStale marks a block whose K/V a fresh decode of its tokens would not give; alloc
+//     clears the mark.
+
+// available is the number of blocks an allocation may take (free, then evicted cached ones).
+func (c *Manager) available() int { return len(c.free) + len(c.heap) }
+
+// alloc takes a free block, or evicts the cached one of lowest priority (evict.go); the caller
+// has checked available() and holds it (hold) or copies into it. The block's cells are marked
+// empty, and it is not stale.
+func (c *Manager) alloc() int32 {
+	var b int32
+	if n := len(c.free); n > 0 {
+		b = c.free[n-1]
+		c.free = c.free[:n-1]
+	} else {
+		b = c.evict()
+		c.spill(b, false) // to another tier, if one takes it (tier.go)
+		c.unhash(b)
+	}
+	base := b * c.bs
+	for j := range c.bs {
+		c.pos[base+j] = -1
+	}
+	c.stale[b] = false
+	c.hits[b] = 1
+	return b
+}
+
+// hold gives b, fresh from alloc (no reference yet), its first k references: k tables hold it.
+func (c *Manager) hold(b, k int32) { c.ref[b] = k }
+
+// pin takes one more reference to b, out of the eviction heap if it was cached.
+func (c *Manager) pin(b int32) {
+	if c.ref[b] == 0 {
+		c.cacheRemove(b)
+	}
+	c.ref[b]++
+}
+
+// split moves k of b's references to nb, b's copy fresh from alloc: the k tables that held b
+// now hold nb. b keeps at least one (it had more than k).
+func (c *Manager) split(b, nb, k int32) {
+	c.ref[b] -= k
+	c.ref[nb] = k
+}
+
+// release drops one reference to b. A block left unreferenced is kept as a cached block when it
+// is (or can become) the index entry for its hash, and freed otherwise.
+func (c *Manager) release(b int32) {
+	c.ref[b]--
+	if c.ref[b] > 0 {
+		return
+	}
+	if c.hashed[b] && !c.indexed[b] {
+		if _, taken := c.index[c.hash[b]]; !taken {
+			c.index[c.hash[b]] = b
+			c.indexed[b] = true
+		}
+	}
+	if c.indexed[b] {
+		c.cachePush(b)
+		return
+	}
+	c.unhash(b)
+	c.free = append(c.free, b)
+}
+
+// drop takes b's one reference away without caching or freeing it: keep caches it next, as a
+// kept partial block.
+func (c *Manager) drop(b int32) { c.ref[b] = 0 }
+
+// markStale marks b's K/V as not what a fresh decode of its tokens gives (re-rotated keys,
+// cells whose forward pass failed): it is never hashed nor copied by a partial match until it
+// is allocated again.
+func (c *Manager) markStale(b int32) { c.stale[b] = true }
+
+// unhash forgets b's content hash, removing it from the prefix index, or, for a kept partial
+// block, its place among its parent's children. b must not be cached.
+func (c *Manager) unhash(b int32) {
+	if c.part[b] > 0 {
+		c.unlinkChild(b)
+		c.part[b] = 0
+		return
+	}
+	if !c.hashed[b] {
+		return
+	}
+	if c.indexed[b] {
+		delete(c.index, c.hash[b])
+		c.indexed[b] = false
+		c.promoteDuplicate(b)
+	}
+	c.unlinkChild(b)
+	c.emitRemoved(b)
+	c.hashed[b] = false
+}
+
+// reset makes b a block that holds nothing (Clear, which then frees it): no reference, no
+// hash, not cached nor stale, on no list of children.
+func (c *Manager) reset(b int32) {
+	if c.hashed[b] {
+		c.emitRemoved(b)
+	}
+	c.ref[b] = 0
+	c.hashed[b], c.indexed[b], c.stale[b] = false, false, false
+	c.part[b] = 0
+	c.heapIdx[b] = -1
+	c.sibPrev[b], c.sibNext[b] = -1, -1
+}
