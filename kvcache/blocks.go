@@ -15,6 +15,9 @@ package kvcache
 //     block as a partial one.
 //   - markStale marks a block whose K/V a fresh decode of its tokens would not give; alloc
 //     clears the mark.
+//   - setHash gives a full block its chained hash and, when the hash has no entry, the prefix
+//     index's entry (indexIfFree, also for a released block or a duplicate promoted in its
+//     twin's place); unhash takes it out of both.
 
 // available is the number of blocks an allocation may take (free, then evicted cached ones).
 func (c *Manager) available() int { return len(c.free) + len(c.heap) }
@@ -67,10 +70,7 @@ func (c *Manager) release(b int32) {
 		return
 	}
 	if c.hashed[b] && !c.indexed[b] {
-		if _, taken := c.index[c.hash[b]]; !taken {
-			c.index[c.hash[b]] = b
-			c.indexed[b] = true
-		}
+		c.indexIfFree(b)
 	}
 	if c.indexed[b] {
 		c.cachePush(b)
@@ -88,6 +88,22 @@ func (c *Manager) drop(b int32) { c.ref[b] = 0 }
 // cells whose forward pass failed): it is never hashed nor copied by a partial match until it
 // is allocated again.
 func (c *Manager) markStale(b int32) { c.stale[b] = true }
+
+// setHash records h as b's content hash, chained from parent as block depth of its
+// sequence: b joins its parent's children and, when no block holds h's index entry, takes it.
+func (c *Manager) setHash(b int32, h, parent uint64, depth int32) {
+	c.hash[b], c.parent[b], c.hashed[b], c.depth[b] = h, parent, true, depth
+	c.linkChild(b)
+	c.indexIfFree(b)
+}
+
+// indexIfFree makes the hashed block b its hash's prefix index entry when no block is.
+func (c *Manager) indexIfFree(b int32) {
+	if _, taken := c.index[c.hash[b]]; !taken {
+		c.index[c.hash[b]] = b
+		c.indexed[b] = true
+	}
+}
 
 // unhash forgets b's content hash, removing it from the prefix index, or, for a kept partial
 // block, its place among its parent's children. b must not be cached.

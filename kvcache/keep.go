@@ -134,8 +134,7 @@ func (c *Manager) promoteDuplicate(b int32) {
 	x, ok := c.child[c.parent[b]]
 	for n := 0; ok && x >= 0 && n < maxSiblings; n++ {
 		if x != b && c.hashed[x] && !c.indexed[x] && c.hash[x] == h {
-			c.index[h] = x
-			c.indexed[x] = true
+			c.indexIfFree(x) // free: b just left it
 			return
 		}
 		x = c.sibNext[x]

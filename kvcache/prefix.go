@@ -49,14 +49,8 @@ func (c *Manager) hashBlock(seq, bi int) {
 	if bi > 0 {
 		parent = c.hash[sq.table[bi-1]]
 	}
-	h := c.hashFn(c.seed, parent, c.tok[base:base+c.bs])
-	c.hash[b], c.parent[b], c.hashed[b], c.depth[b] = h, parent, true, int32(bi)
 	c.setKey(b, c.parentKey(seq, bi), c.bs)
-	c.linkChild(b)
-	if _, taken := c.index[h]; !taken {
-		c.index[h] = b
-		c.indexed[b] = true
-	}
+	c.setHash(b, c.hashFn(c.seed, parent, c.tok[base:base+c.bs]), parent, int32(bi))
 	c.emitStored(b, bi, sq.salt.Routing)
 }
 

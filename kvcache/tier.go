@@ -265,13 +265,8 @@ func (c *Manager) Import(salt Salt, prompt []int32, blocks []ImportBlock, imgs [
 			break
 		}
 		h := c.hashFn(c.seed, parent, c.tok[base:base+c.bs])
-		c.hash[b], c.parent[b], c.hashed[b], c.depth[b] = h, parent, true, i
 		c.setKey(b, pk, c.bs)
-		c.linkChild(b)
-		if _, taken := c.index[h]; !taken {
-			c.index[h] = b
-			c.indexed[b] = true
-		}
+		c.setHash(b, h, parent, i)
 		c.emitStored(b, int(i), salt.Routing)
 		c.hold(b, 1)
 		pinned = append(pinned, b)
