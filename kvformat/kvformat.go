@@ -38,32 +38,10 @@ type Format struct {
 
 // formats lists every format the cache stores, F16 (llama.cpp's default) first.
 var formats = [...]Format{
-	{typ: quant.F16, flag: "f16", align: 1,
-		store: func(dst []byte, src []float32) { quant.F32ToF16s(u16s(dst), src) },
-		load:  func(dst []float32, src []byte) { quant.F16ToF32s(dst, u16s(src)) },
-		scores: func(q []float32, heads, hd int, k []byte, cells []int32, stride int, scale float32, out []float32) {
-			ops.AttnScoresF16(q, heads, hd, u16s(k), cells, stride/2, scale, out)
-		},
-		values: func(p []float32, heads, hd int, v []byte, cells []int32, stride int, out []float32) {
-			ops.AttnValuesF16(p, heads, hd, u16s(v), cells, stride/2, out)
-		},
-		tiles: func(t *Tiles, k, v []byte, stride, hd int) ops.TileSource {
-			t.f16 = ops.CacheTiles[uint16]{K: u16s(k), V: u16s(v), Stride: stride / 2, HD: hd}
-			return &t.f16
-		}},
-	{typ: quant.F32, flag: "f32", align: 1,
-		store: func(dst []byte, src []float32) { copy(f32s(dst), src) },
-		load:  func(dst []float32, src []byte) { copy(dst, f32s(src)) },
-		scores: func(q []float32, heads, hd int, k []byte, cells []int32, stride int, scale float32, out []float32) {
-			ops.AttnScoresF32(q, heads, hd, f32s(k), cells, stride/4, scale, out)
-		},
-		values: func(p []float32, heads, hd int, v []byte, cells []int32, stride int, out []float32) {
-			ops.AttnValuesF32(p, heads, hd, f32s(v), cells, stride/4, out)
-		},
-		tiles: func(t *Tiles, k, v []byte, stride, hd int) ops.TileSource {
-			t.f32 = ops.CacheTiles[float32]{K: f32s(k), V: f32s(v), Stride: stride / 4, HD: hd}
-			return &t.f32
-		}},
+	plain(quant.F16, "f16", quant.F32ToF16s, quant.F16ToF32s, ops.AttnScoresF16, ops.AttnValuesF16,
+		func(t *Tiles) *ops.CacheTiles[uint16] { return &t.f16 }),
+	plain(quant.F32, "f32", copyF32, copyF32, ops.AttnScoresF32, ops.AttnValuesF32,
+		func(t *Tiles) *ops.CacheTiles[float32] { return &t.f32 }),
 	{typ: quant.Q8_0, flag: "q8_0", align: 32,
 		store:  func(dst []byte, src []float32) { mustNil(quant.Quantize(quant.Q8_0, src, dst)) },
 		load:   func(dst []float32, src []byte) { mustNil(quant.Dequantize(quant.Q8_0, src, dst)) },
@@ -74,6 +52,33 @@ var formats = [...]Format{
 			return &t.q8
 		}},
 }
+
+// plain is the row of a format of plain elements E (F16's half bits, float32): a row's bytes
+// are its elements, which store, load and ops's kernels for E read with strides in elements;
+// room is E's source in a worker's Tiles.
+func plain[E uint16 | float32](typ quant.Type, flag string,
+	store func(dst []E, src []float32), load func(dst []float32, src []E),
+	scores func(q []float32, heads, hd int, k []E, cells []int32, stride int, scale float32, out []float32),
+	values func(p []float32, heads, hd int, v []E, cells []int32, stride int, out []float32),
+	room func(*Tiles) *ops.CacheTiles[E]) Format {
+	size := typ.RowSize(1) // bytes of one element
+	return Format{typ: typ, flag: flag, align: 1,
+		store: func(dst []byte, src []float32) { store(elems[E](dst), src) },
+		load:  func(dst []float32, src []byte) { load(dst, elems[E](src)) },
+		scores: func(q []float32, heads, hd int, k []byte, cells []int32, stride int, scale float32, out []float32) {
+			scores(q, heads, hd, elems[E](k), cells, stride/size, scale, out)
+		},
+		values: func(p []float32, heads, hd int, v []byte, cells []int32, stride int, out []float32) {
+			values(p, heads, hd, elems[E](v), cells, stride/size, out)
+		},
+		tiles: func(t *Tiles, k, v []byte, stride, hd int) ops.TileSource {
+			r := room(t)
+			*r = ops.CacheTiles[E]{K: elems[E](k), V: elems[E](v), Stride: stride / size, HD: hd}
+			return r
+		}}
+}
+
+func copyF32(dst, src []float32) { copy(dst, src) }
 
 // mustNil panics on err: the row sizes a Format is given are fixed when the store is made
 // (kvcache.Config.Check), so a size error is a bug.
@@ -178,18 +183,13 @@ func Alloc(n int) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), n)
 }
 
-// f32s and u16s view a row's bytes as its elements (little-endian on every architecture ubatch
-// builds for: the layout of kvfile's images). b starts aligned (see Format).
-func f32s(b []byte) []float32 {
-	if len(b) < 4 {
+// elems views a row's bytes as its elements (little-endian on every architecture ubatch builds
+// for: the layout of kvfile's images). b starts aligned (see Format).
+func elems[E uint16 | float32](b []byte) []E {
+	var e E
+	size := int(unsafe.Sizeof(e))
+	if len(b) < size {
 		return nil
 	}
-	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
-}
-
-func u16s(b []byte) []uint16 {
-	if len(b) < 2 {
-		return nil
-	}
-	return unsafe.Slice((*uint16)(unsafe.Pointer(&b[0])), len(b)/2)
+	return unsafe.Slice((*E)(unsafe.Pointer(&b[0])), len(b)/size)
 }

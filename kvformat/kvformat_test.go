@@ -188,7 +188,7 @@ func TestLookups(t *testing.T) {
 func TestAlloc(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 5, 7, 9, 34, 4096} {
 		b := Alloc(n)
-		if len(b) != n || len(f32s(b[:n/4*4])) != n/4 {
+		if len(b) != n || len(elems[float32](b[:n/4*4])) != n/4 {
 			t.Fatalf("Alloc(%d): %d bytes", n, len(b))
 		}
 		if a := uintptrOf(b) % 8; a != 0 {
