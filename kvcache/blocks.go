@@ -20,7 +20,7 @@ package kvcache
 //     twin's place); unhash takes it out of both.
 
 // available is the number of blocks an allocation may take (free, then evicted cached ones).
-func (c *Manager) available() int { return len(c.free) + len(c.heap) }
+func (c *Manager) available() int { return len(c.free) + c.evq.len() }
 
 // alloc takes a free block, or evicts the cached one of lowest priority (evict.go); the caller
 // has checked available() and holds it (hold) or copies into it. The block's cells are marked
@@ -126,8 +126,8 @@ func (c *Manager) unhash(b int32) {
 	c.hashed[b] = false
 }
 
-// reset makes b a block that holds nothing (Clear, which then frees it): no reference, no
-// hash, not cached nor stale, on no list of children.
+// reset makes b a block that holds nothing (Clear, which then frees it and empties the
+// eviction order): no reference, no hash, not stale, on no list of children.
 func (c *Manager) reset(b int32) {
 	if c.hashed[b] {
 		c.emitRemoved(b)
@@ -135,6 +135,5 @@ func (c *Manager) reset(b int32) {
 	c.ref[b] = 0
 	c.hashed[b], c.indexed[b], c.stale[b] = false, false, false
 	c.part[b] = 0
-	c.heapIdx[b] = -1
 	c.sibPrev[b], c.sibNext[b] = -1, -1
 }

@@ -133,18 +133,13 @@ type Manager struct {
 	stale []bool
 	// part: the cells of a kept partial block, the last, partly filled block of a freed
 	// sequence, cached for partial matches (keep.go); 0 for every other block.
-	part     []int32
-	indexed  []bool  // the block is the prefix index entry for its hash
-	depth    []int32 // index in its sequence's table when hashed
-	hits     []int32 // sequences that used the block since it was allocated (see evict.go)
-	prio     []float64
-	cachedAt []uint64
-	heapIdx  []int32 // position in heap of a cached block, -1 otherwise
+	part    []int32
+	indexed []bool  // the block is the prefix index entry for its hash
+	depth   []int32 // index in its sequence's table when hashed
+	hits    []int32 // sequences that used the block since it was allocated (see evict.go)
 
-	free  []int32 // stack of blocks with refcount 0 that hold nothing reusable
-	heap  []int32 // cached blocks, a min-heap by eviction priority (evict.go)
-	clock float64
-	stamp uint64
+	free  []int32    // stack of blocks with refcount 0 that hold nothing reusable
+	evq   evictOrder // the cached blocks (evict.go)
 	index map[uint64]int32
 	// child: parent hash -> the latest hashed block chained from it, the head of a list through
 	// sibNext/sibPrev of every hashed block chained from that parent (duplicates included), for
@@ -259,10 +254,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		indexed:  make([]bool, cfg.NumBlocks),
 		depth:    make([]int32, cfg.NumBlocks),
 		hits:     make([]int32, cfg.NumBlocks),
-		prio:     make([]float64, cfg.NumBlocks),
-		cachedAt: make([]uint64, cfg.NumBlocks),
-		heapIdx:  make([]int32, cfg.NumBlocks),
-		heap:     make([]int32, 0, cfg.NumBlocks),
+		evq:      newEvictOrder(cfg.NumBlocks),
 		free:     make([]int32, 0, cfg.NumBlocks),
 		index:    make(map[uint64]int32, cfg.NumBlocks),
 		child:    make(map[uint64]int32, cfg.NumBlocks),
@@ -349,7 +341,7 @@ type Stats struct {
 
 // Stats counts blocks and cells. It costs O(NumBlocks*BlockSize) and allocates nothing.
 func (c *Manager) Stats() Stats {
-	st := Stats{BlockSize: int(c.bs), Total: len(c.ref), Cached: len(c.heap), Free: len(c.free)}
+	st := Stats{BlockSize: int(c.bs), Total: len(c.ref), Cached: c.evq.len(), Free: len(c.free)}
 	clear(c.fill)
 	for s := range c.seqs {
 		sq := &c.seqs[s]
@@ -396,7 +388,7 @@ func (c *Manager) Clear() {
 	}
 	clear(c.index)
 	clear(c.child)
-	c.heap, c.clock = c.heap[:0], 0
+	c.evq.clear()
 }
 
 // copyCells copies the first count cells of block src (position, token; K and V of every layer

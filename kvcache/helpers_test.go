@@ -210,10 +210,10 @@ func takeSnapshot(c *Cache) snapshot {
 	c.sync()
 	s := snapshot{
 		Pos: slices.Clone(c.pos), Tok: slices.Clone(c.tok), Ref: slices.Clone(c.ref),
-		Free: slices.Clone(c.free), Hits: slices.Clone(c.hits), Part: slices.Clone(c.part), Heap: slices.Clone(c.heap), Prio: slices.Clone(c.prio),
+		Free: slices.Clone(c.free), Hits: slices.Clone(c.hits), Part: slices.Clone(c.part), Heap: slices.Clone(c.evq.heap), Prio: slices.Clone(c.evq.prio),
 		Hash: slices.Clone(c.hash), Parent: slices.Clone(c.parent),
 		Hashed: slices.Clone(c.hashed), Indexed: slices.Clone(c.indexed), Rotated: slices.Clone(c.stale),
-		Clock: c.clock, Index: maps.Clone(c.index),
+		Clock: c.evq.clock, Index: maps.Clone(c.index),
 	}
 	for _, sq := range c.seqs {
 		s.Seqs = append(s.Seqs, seqTable{table: slices.Clone(sq.table), n: sq.n, posMin: sq.posMin, posMax: sq.posMax})
@@ -291,18 +291,18 @@ func checkInvariants(t testing.TB, c *Cache) {
 		}
 	}
 	inLRU := make([]bool, nb) // in the eviction heap
-	for i, b := range c.heap {
-		if inLRU[b] || c.heapIdx[b] != int32(i) {
-			t.Fatalf("eviction heap broken at %d (block %d, index %d)", i, b, c.heapIdx[b])
+	for i, b := range c.evq.heap {
+		if inLRU[b] || c.evq.idx[b] != int32(i) {
+			t.Fatalf("eviction heap broken at %d (block %d, index %d)", i, b, c.evq.idx[b])
 		}
-		if i > 0 && c.less(int32(i), int32((i-1)/2)) {
+		if i > 0 && c.evq.less(int32(i), int32((i-1)/2)) {
 			t.Fatalf("eviction heap out of order at %d", i)
 		}
 		inLRU[b] = true
 	}
 	for b := range nb {
-		if !inLRU[b] && c.heapIdx[b] != -1 {
-			t.Fatalf("block %d outside the eviction heap has index %d", b, c.heapIdx[b])
+		if !inLRU[b] && c.evq.idx[b] != -1 {
+			t.Fatalf("block %d outside the eviction heap has index %d", b, c.evq.idx[b])
 		}
 	}
 	inFree := make([]bool, nb)

@@ -310,7 +310,7 @@ func (c *Manager) ForgetCells(cells []int32) {
 		if !c.hashed[b] && c.part[b] == 0 {
 			continue
 		}
-		cached := c.heapIdx[b] >= 0 // an indexed full block or a kept partial one
+		cached := c.evq.has(b) // an indexed full block or a kept partial one
 		if cached {
 			c.cacheRemove(b)
 		}

@@ -336,8 +336,9 @@ func (c *Manager) SpillCached(max int) int {
 		return 0
 	}
 	n := 0
-	for i := len(c.heap) - 1; i >= 0 && n < max; i-- {
-		if c.spill(c.heap[i], false) {
+	cached := c.evq.blocks()
+	for i := len(cached) - 1; i >= 0 && n < max; i-- {
+		if c.spill(cached[i], false) {
 			n++
 		}
 	}
