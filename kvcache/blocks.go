@@ -127,7 +127,7 @@ func (c *Manager) unhash(b int32) {
 }
 
 // reset makes b a block that holds nothing (Clear, which then frees it and empties the
-// eviction order): no reference, no hash, not stale, on no list of children.
+// eviction order and the lists of children): no reference, no hash, not stale.
 func (c *Manager) reset(b int32) {
 	if c.hashed[b] {
 		c.emitRemoved(b)
@@ -135,5 +135,4 @@ func (c *Manager) reset(b int32) {
 	c.ref[b] = 0
 	c.hashed[b], c.indexed[b], c.stale[b] = false, false, false
 	c.part[b] = 0
-	c.sibPrev[b], c.sibNext[b] = -1, -1
 }

@@ -138,15 +138,11 @@ type Manager struct {
 	depth   []int32 // index in its sequence's table when hashed
 	hits    []int32 // sequences that used the block since it was allocated (see evict.go)
 
-	free  []int32    // stack of blocks with refcount 0 that hold nothing reusable
-	evq   evictOrder // the cached blocks (evict.go)
-	index map[uint64]int32
-	// child: parent hash -> the latest hashed block chained from it, the head of a list through
-	// sibNext/sibPrev of every hashed block chained from that parent (duplicates included), for
-	// partial matches.
-	child            map[uint64]int32
-	sibNext, sibPrev []int32
-	matched          []int32 // scratch of match
+	free    []int32    // stack of blocks with refcount 0 that hold nothing reusable
+	evq     evictOrder // the cached blocks (evict.go)
+	index   map[uint64]int32
+	kids    children // per parent hash, the blocks chained from it (children.go)
+	matched []int32  // scratch of match
 
 	seqs []seqTable
 
@@ -249,15 +245,13 @@ func NewManager(cfg Config) (*Manager, error) {
 		hashed:   make([]bool, cfg.NumBlocks),
 		stale:    make([]bool, cfg.NumBlocks),
 		part:     make([]int32, cfg.NumBlocks),
-		sibNext:  make([]int32, cfg.NumBlocks),
-		sibPrev:  make([]int32, cfg.NumBlocks),
+		kids:     newChildren(cfg.NumBlocks),
 		indexed:  make([]bool, cfg.NumBlocks),
 		depth:    make([]int32, cfg.NumBlocks),
 		hits:     make([]int32, cfg.NumBlocks),
 		evq:      newEvictOrder(cfg.NumBlocks),
 		free:     make([]int32, 0, cfg.NumBlocks),
 		index:    make(map[uint64]int32, cfg.NumBlocks),
-		child:    make(map[uint64]int32, cfg.NumBlocks),
 		seqs:     make([]seqTable, cfg.MaxSeqs),
 		seed:     maphash.MakeSeed(),
 		hashFn:   chainHash,
@@ -387,7 +381,7 @@ func (c *Manager) Clear() {
 		c.pos[i] = -1
 	}
 	clear(c.index)
-	clear(c.child)
+	c.kids.clear()
 	c.evq.clear()
 }
 

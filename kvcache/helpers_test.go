@@ -360,11 +360,11 @@ func checkChildLists(t testing.TB, c *Cache) {
 	// Every hashed or kept partial block is in its parent's list of children exactly once, no
 	// other block is.
 	inList := make([]int, nb)
-	for p, head := range c.child {
+	for p, head := range c.kids.head {
 		prev := int32(-1)
-		for b := head; b >= 0; b = c.sibNext[b] {
-			if !(c.hashed[b] || c.part[b] > 0) || c.parent[b] != p || c.sibPrev[b] != prev {
-				t.Fatalf("children of %x: block %d (hashed %v, parent %x, prev %d, want %d)", p, b, c.hashed[b], c.parent[b], c.sibPrev[b], prev)
+		for b := head; b >= 0; b = c.kids.next[b] {
+			if !(c.hashed[b] || c.part[b] > 0) || c.parent[b] != p || c.kids.prev[b] != prev {
+				t.Fatalf("children of %x: block %d (hashed %v, parent %x, prev %d, want %d)", p, b, c.hashed[b], c.parent[b], c.kids.prev[b], prev)
 			}
 			inList[b]++
 			prev = b

@@ -119,10 +119,8 @@ func (c *Manager) partial(i int32, parent uint64, tokens []int32, taken int) (sr
 			src, m = b, k
 		}
 	}
-	b, ok := c.child[parent]
-	for n := 0; ok && b >= 0 && n < maxSiblings; n++ {
+	for b, n := c.kids.first(parent), 0; b >= 0 && n < maxSiblings; b, n = c.kids.after(b), n+1 {
 		try(b, int(c.cellsIn(b)))
-		b = c.sibNext[b]
 	}
 	for s := range c.seqs {
 		sq := &c.seqs[s]
