@@ -69,10 +69,10 @@ func (c *Manager) release(b int32) {
 	if c.ref[b] > 0 {
 		return
 	}
-	if c.hashed[b] && !c.indexed[b] {
+	if c.hashed[b] && !c.index.holds(b) {
 		c.indexIfFree(b)
 	}
-	if c.indexed[b] {
+	if c.index.holds(b) {
 		c.cachePush(b)
 		return
 	}
@@ -99,10 +99,7 @@ func (c *Manager) setHash(b int32, h, parent uint64, depth int32) {
 
 // indexIfFree makes the hashed block b its hash's prefix index entry when no block is.
 func (c *Manager) indexIfFree(b int32) {
-	if _, taken := c.index[c.hash[b]]; !taken {
-		c.index[c.hash[b]] = b
-		c.indexed[b] = true
-	}
+	c.index.claim(b, c.hash[b])
 }
 
 // unhash forgets b's content hash, removing it from the prefix index, or, for a kept partial
@@ -116,9 +113,8 @@ func (c *Manager) unhash(b int32) {
 	if !c.hashed[b] {
 		return
 	}
-	if c.indexed[b] {
-		delete(c.index, c.hash[b])
-		c.indexed[b] = false
+	if c.index.holds(b) {
+		c.index.drop(b, c.hash[b])
 		c.promoteDuplicate(b)
 	}
 	c.unlinkChild(b)
@@ -133,6 +129,6 @@ func (c *Manager) reset(b int32) {
 		c.emitRemoved(b)
 	}
 	c.ref[b] = 0
-	c.hashed[b], c.indexed[b], c.stale[b] = false, false, false
+	c.hashed[b], c.stale[b] = false, false
 	c.part[b] = 0
 }

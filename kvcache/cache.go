@@ -133,16 +133,15 @@ type Manager struct {
 	stale []bool
 	// part: the cells of a kept partial block, the last, partly filled block of a freed
 	// sequence, cached for partial matches (keep.go); 0 for every other block.
-	part    []int32
-	indexed []bool  // the block is the prefix index entry for its hash
-	depth   []int32 // index in its sequence's table when hashed
-	hits    []int32 // sequences that used the block since it was allocated (see evict.go)
+	part  []int32
+	depth []int32 // index in its sequence's table when hashed
+	hits  []int32 // sequences that used the block since it was allocated (see evict.go)
 
-	free    []int32    // stack of blocks with refcount 0 that hold nothing reusable
-	evq     evictOrder // the cached blocks (evict.go)
-	index   map[uint64]int32
-	kids    children // per parent hash, the blocks chained from it (children.go)
-	matched []int32  // scratch of match
+	free    []int32     // stack of blocks with refcount 0 that hold nothing reusable
+	evq     evictOrder  // the cached blocks (evict.go)
+	index   prefixIndex // hash -> the block that answers for it (prefix.go)
+	kids    children    // per parent hash, the blocks chained from it (children.go)
+	matched []int32     // scratch of match
 
 	seqs []seqTable
 
@@ -246,12 +245,11 @@ func NewManager(cfg Config) (*Manager, error) {
 		stale:    make([]bool, cfg.NumBlocks),
 		part:     make([]int32, cfg.NumBlocks),
 		kids:     newChildren(cfg.NumBlocks),
-		indexed:  make([]bool, cfg.NumBlocks),
 		depth:    make([]int32, cfg.NumBlocks),
 		hits:     make([]int32, cfg.NumBlocks),
 		evq:      newEvictOrder(cfg.NumBlocks),
 		free:     make([]int32, 0, cfg.NumBlocks),
-		index:    make(map[uint64]int32, cfg.NumBlocks),
+		index:    newPrefixIndex(cfg.NumBlocks),
 		seqs:     make([]seqTable, cfg.MaxSeqs),
 		seed:     maphash.MakeSeed(),
 		hashFn:   chainHash,
@@ -380,7 +378,7 @@ func (c *Manager) Clear() {
 	for i := range c.pos {
 		c.pos[i] = -1
 	}
-	clear(c.index)
+	c.index.clear()
 	c.kids.clear()
 	c.evq.clear()
 }

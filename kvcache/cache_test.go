@@ -106,7 +106,7 @@ func TestReserveAppendsAndHashesFullBlocks(t *testing.T) {
 			t.Fatalf("cell %d: pos %d tok %d", cell, c.Pos(cell), c.Token(cell))
 		}
 	}
-	if !c.hashed[b[0]] || !c.indexed[b[0]] || c.hashed[b[1]] {
+	if !c.hashed[b[0]] || !c.index.is[b[0]] || c.hashed[b[1]] {
 		t.Fatalf("the full block must be hashed and indexed, the partial one not")
 	}
 	st := c.Stats()

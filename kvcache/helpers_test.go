@@ -212,8 +212,8 @@ func takeSnapshot(c *Cache) snapshot {
 		Pos: slices.Clone(c.pos), Tok: slices.Clone(c.tok), Ref: slices.Clone(c.ref),
 		Free: slices.Clone(c.free), Hits: slices.Clone(c.hits), Part: slices.Clone(c.part), Heap: slices.Clone(c.evq.heap), Prio: slices.Clone(c.evq.prio),
 		Hash: slices.Clone(c.hash), Parent: slices.Clone(c.parent),
-		Hashed: slices.Clone(c.hashed), Indexed: slices.Clone(c.indexed), Rotated: slices.Clone(c.stale),
-		Clock: c.evq.clock, Index: maps.Clone(c.index),
+		Hashed: slices.Clone(c.hashed), Indexed: slices.Clone(c.index.is), Rotated: slices.Clone(c.stale),
+		Clock: c.evq.clock, Index: maps.Clone(c.index.entry),
 	}
 	for _, sq := range c.seqs {
 		s.Seqs = append(s.Seqs, seqTable{table: slices.Clone(sq.table), n: sq.n, posMin: sq.posMin, posMax: sq.posMax})
@@ -325,7 +325,7 @@ func checkInvariants(t testing.TB, c *Cache) {
 		if states != 1 {
 			t.Fatalf("block %d: ref %d, in LRU %v, free %v", b, c.ref[b], inLRU[b], inFree[b])
 		}
-		if inLRU[b] && !c.indexed[b] && c.part[b] == 0 {
+		if inLRU[b] && !c.index.is[b] && c.part[b] == 0 {
 			t.Fatalf("cached block %d is neither indexed nor a kept partial block", b)
 		}
 		if inFree[b] && (c.hashed[b] || c.part[b] != 0) {
@@ -334,14 +334,14 @@ func checkInvariants(t testing.TB, c *Cache) {
 		if c.part[b] != 0 && (!inLRU[b] || c.hashed[b] || c.stale[b] || c.part[b] >= bs) {
 			t.Fatalf("kept partial block %d (%d cells): cached %v, hashed %v, stale %v", b, c.part[b], inLRU[b], c.hashed[b], c.stale[b])
 		}
-		if c.indexed[b] {
-			if !c.hashed[b] || c.index[c.hash[b]] != int32(b) {
+		if c.index.is[b] {
+			if !c.hashed[b] || c.index.entry[c.hash[b]] != int32(b) {
 				t.Fatalf("block %d marked indexed but the index disagrees", b)
 			}
 		}
 	}
-	for h, b := range c.index {
-		if !c.indexed[b] || c.hash[b] != h {
+	for h, b := range c.index.entry {
+		if !c.index.is[b] || c.hash[b] != h {
 			t.Fatalf("index entry %x -> block %d not marked", h, b)
 		}
 	}

@@ -108,7 +108,7 @@ func (c *Manager) promoteDuplicate(b int32) {
 	h := c.hash[b]
 	x := c.kids.first(c.parent[b])
 	for n := 0; x >= 0 && n < maxSiblings; n++ {
-		if x != b && c.hashed[x] && !c.indexed[x] && c.hash[x] == h {
+		if x != b && c.hashed[x] && !c.index.holds(x) && c.hash[x] == h {
 			c.indexIfFree(x) // free: b just left it
 			return
 		}

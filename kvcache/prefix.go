@@ -73,12 +73,52 @@ func (c *Manager) chained(seq, bi int) bool {
 	return true
 }
 
+// prefixIndex maps a full block's chained hash to the one block that answers for it, its
+// entry: of live or cached duplicates (same content) only one is. Per block, by block id,
+// whether it is its hash's entry.
+type prefixIndex struct {
+	entry map[uint64]int32
+	is    []bool
+}
+
+func newPrefixIndex(nBlocks int) prefixIndex {
+	return prefixIndex{entry: make(map[uint64]int32, nBlocks), is: make([]bool, nBlocks)}
+}
+
+// clear empties the index.
+func (x *prefixIndex) clear() {
+	clear(x.entry)
+	clear(x.is)
+}
+
+// lookup returns h's entry.
+func (x *prefixIndex) lookup(h uint64) (int32, bool) {
+	b, ok := x.entry[h]
+	return b, ok
+}
+
+// holds reports whether b is its hash's entry.
+func (x *prefixIndex) holds(b int32) bool { return x.is[b] }
+
+// claim makes b, of hash h, h's entry if h has none.
+func (x *prefixIndex) claim(b int32, h uint64) {
+	if _, taken := x.entry[h]; !taken {
+		x.entry[h], x.is[b] = b, true
+	}
+}
+
+// drop takes b, h's entry, out of the index.
+func (x *prefixIndex) drop(b int32, h uint64) {
+	delete(x.entry, h)
+	x.is[b] = false
+}
+
 // lookup returns the indexed block holding tokens as block number i of a sequence whose
 // previous block has hash parent, with the hash it was found under. The block's tokens,
 // positions and parent hash are checked, so a hash collision yields no match.
 func (c *Manager) lookup(i int32, parent uint64, tokens []int32) (b int32, h uint64, ok bool) {
 	h = c.hashFn(c.seed, parent, tokens)
-	b, ok = c.index[h]
+	b, ok = c.index.lookup(h)
 	if !ok || c.parent[b] != parent {
 		return 0, 0, false
 	}
