@@ -19,6 +19,37 @@ package kvcache
 //     index's entry (indexIfFree, also for a released block or a duplicate promoted in its
 //     twin's place); unhash takes it out of both.
 
+// blockState is the state of every block, indexed by block id; Manager embeds it. A new
+// per-block field is declared, allocated and reset here.
+type blockState struct {
+	ref    []int32  // the sequence tables that hold the block
+	hash   []uint64 // chained hash; meaningful only when hashed
+	parent []uint64 // the parent hash the block's hash was chained from, to verify matches
+	hashed []bool   // hash describes the block's current content (full, canonical positions)
+	// stale: the block's K/V may differ from what a fresh decode of its tokens gives (keys
+	// re-rotated by SeqShift, cells whose forward pass failed): never hashed nor copied by a
+	// partial match. Cleared when the block is allocated again.
+	stale []bool
+	// part: the cells of a kept partial block, the last, partly filled block of a freed
+	// sequence, cached for partial matches (keep.go); 0 for every other block.
+	part  []int32
+	depth []int32 // index in its sequence's table when hashed
+	hits  []int32 // sequences that used the block since it was allocated (see evict.go)
+}
+
+func newBlockState(n int) blockState {
+	return blockState{ref: make([]int32, n), hash: make([]uint64, n), parent: make([]uint64, n),
+		hashed: make([]bool, n), stale: make([]bool, n), part: make([]int32, n),
+		depth: make([]int32, n), hits: make([]int32, n)}
+}
+
+// reset makes b hold nothing: no reference, no hash, not stale, not kept.
+func (s *blockState) reset(b int32) {
+	s.ref[b] = 0
+	s.hashed[b], s.stale[b] = false, false
+	s.part[b] = 0
+}
+
 // available is the number of blocks an allocation may take (free, then evicted cached ones).
 func (c *Manager) available() int { return len(c.free) + c.evq.len() }
 
@@ -122,13 +153,11 @@ func (c *Manager) unhash(b int32) {
 	c.hashed[b] = false
 }
 
-// reset makes b a block that holds nothing (Clear, which then frees it and empties the
-// eviction order and the lists of children): no reference, no hash, not stale.
-func (c *Manager) reset(b int32) {
+// forget makes b a block that holds nothing (Clear, which then frees it and empties the
+// eviction order, the index and the lists of children), telling OnBlock of its hash.
+func (c *Manager) forget(b int32) {
 	if c.hashed[b] {
 		c.emitRemoved(b)
 	}
-	c.ref[b] = 0
-	c.hashed[b], c.stale[b] = false, false
-	c.part[b] = 0
+	c.blockState.reset(b)
 }

@@ -122,20 +122,7 @@ type Manager struct {
 	pos []int32 // -1 = empty
 	tok []int32
 
-	// Per block.
-	ref    []int32
-	hash   []uint64 // chained hash; meaningful only when hashed
-	parent []uint64 // the parent hash the block's hash was chained from, to verify matches
-	hashed []bool   // hash describes the block's current content (full, canonical positions)
-	// stale: the block's K/V may differ from what a fresh decode of its tokens gives (keys
-	// re-rotated by SeqShift, cells whose forward pass failed): never hashed nor copied by a
-	// partial match. Cleared when the block is allocated again.
-	stale []bool
-	// part: the cells of a kept partial block, the last, partly filled block of a freed
-	// sequence, cached for partial matches (keep.go); 0 for every other block.
-	part  []int32
-	depth []int32 // index in its sequence's table when hashed
-	hits  []int32 // sequences that used the block since it was allocated (see evict.go)
+	blockState // per block (blocks.go)
 
 	free    []int32     // stack of blocks with refcount 0 that hold nothing reusable
 	evq     evictOrder  // the cached blocks (evict.go)
@@ -234,28 +221,21 @@ func NewManager(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("kvcache: %d cells of %d values in %d layers overflow int", nCells, cfg.KVDim, cfg.NLayers)
 	}
 	c := &Manager{
-		cfg:      cfg,
-		bs:       int32(cfg.BlockSize),
-		pos:      make([]int32, nCells),
-		tok:      make([]int32, nCells),
-		ref:      make([]int32, cfg.NumBlocks),
-		hash:     make([]uint64, cfg.NumBlocks),
-		parent:   make([]uint64, cfg.NumBlocks),
-		hashed:   make([]bool, cfg.NumBlocks),
-		stale:    make([]bool, cfg.NumBlocks),
-		part:     make([]int32, cfg.NumBlocks),
-		kids:     newChildren(cfg.NumBlocks),
-		depth:    make([]int32, cfg.NumBlocks),
-		hits:     make([]int32, cfg.NumBlocks),
-		evq:      newEvictOrder(cfg.NumBlocks),
-		free:     make([]int32, 0, cfg.NumBlocks),
-		index:    newPrefixIndex(cfg.NumBlocks),
-		seqs:     make([]seqTable, cfg.MaxSeqs),
-		seed:     maphash.MakeSeed(),
-		hashFn:   chainHash,
-		oldTable: make([]int32, 0, cfg.NumBlocks),
-		rotated:  make([]int32, 0, nCells),
-		fill:     make([]int32, cfg.NumBlocks),
+		cfg:        cfg,
+		bs:         int32(cfg.BlockSize),
+		pos:        make([]int32, nCells),
+		tok:        make([]int32, nCells),
+		blockState: newBlockState(cfg.NumBlocks),
+		kids:       newChildren(cfg.NumBlocks),
+		evq:        newEvictOrder(cfg.NumBlocks),
+		free:       make([]int32, 0, cfg.NumBlocks),
+		index:      newPrefixIndex(cfg.NumBlocks),
+		seqs:       make([]seqTable, cfg.MaxSeqs),
+		seed:       maphash.MakeSeed(),
+		hashFn:     chainHash,
+		oldTable:   make([]int32, 0, cfg.NumBlocks),
+		rotated:    make([]int32, 0, nCells),
+		fill:       make([]int32, cfg.NumBlocks),
 	}
 	c.sim.init(cfg.MaxSeqs, cfg.NumBlocks)
 	c.Clear()
@@ -372,7 +352,7 @@ func (c *Manager) Clear() {
 	}
 	c.free = c.free[:0]
 	for b := int32(len(c.ref)) - 1; b >= 0; b-- {
-		c.reset(b)
+		c.forget(b)
 		c.free = append(c.free, b) // block 0 on top: allocation goes in address order
 	}
 	for i := range c.pos {
