@@ -17,9 +17,12 @@
 //
 // # Bookkeeping
 //
-// Everything is plain slices, in the spirit of llama.cpp's llama-kv-cells.h. Per cell: its
-// position (-1 = empty) and token id. Per block: a refcount (the number of sequence block tables
-// that hold it), a chained content hash and LRU links. Per sequence: a block table and nCells,
+// Everything is plain slices indexed by cell or block id, in the spirit of llama.cpp's
+// llama-kv-cells.h. Per cell: its position (-1 = empty) and token id. Per block (blockState,
+// blocks.go, the one writer of refcounts): a refcount (the number of sequence block tables that
+// hold it) and a chained content hash; the eviction order (evictOrder), the prefix index
+// (prefixIndex) and the lists of children of each parent hash (children) are types of their
+// own that the Manager composes. Per sequence: a block table and nCells,
 // the logical length (SeqLen); the sequence's cells are the first nCells slots of its table, in
 // order, and may contain holes (empty cells) after SeqRemove or SeqShift. A sequence never holds
 // the same block twice; len(table) == ceil(nCells/BlockSize); when nCells > 0 its last slot is
