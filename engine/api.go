@@ -30,9 +30,13 @@ const (
 	PriorityHigh   Priority = 1
 )
 
+// DefaultBatchSize is Config.BatchSize when it is 0: one micro-batch of the default physical
+// batch (runner.DefaultNUBatch) per step.
+const DefaultBatchSize = 512
+
 // Config tunes the scheduler.
 type Config struct {
-	BatchSize int // token budget per step (default 512, at most the context's n_batch)
+	BatchSize int // token budget per step (default DefaultBatchSize, at most the context's n_batch)
 	ChunkSize int // most prompt tokens of one sequence per step (default 256)
 	// MaxRunning bounds the concurrent sequences (default: the context's n_seq_max): an upper
 	// bound, within which the engine runs as many as the KV cache holds at the mean sequence

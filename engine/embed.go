@@ -110,7 +110,7 @@ type embedState struct {
 type embedQueue struct {
 	waiting []*sequence
 	queued  atomic.Int64
-	bs      int // the KV block size (0 until read)
+	bs      int // the KV manager's block size
 }
 
 // SubmitEmbed queues embedding requests that share one Stream, as Submit does generation ones:
@@ -257,12 +257,8 @@ func (e *Engine) admitEmbeds() {
 	}
 }
 
-func (e *Engine) kvBlockSize() int {
-	if e.embeds.bs == 0 {
-		e.embeds.bs = max(1, cmp.Or(e.dec.KVConfig().BlockSize, kvcache.DefaultBlockSize))
-	}
-	return e.embeds.bs
-}
+// kvBlockSize is the KV manager's block size (its Config, defaults applied: New).
+func (e *Engine) kvBlockSize() int { return e.embeds.bs }
 
 // addEmbedChunk adds s's chunk to the batch: the tokens its pooling reads want their hidden state.
 func (e *Engine) addEmbedChunk(s *sequence) {

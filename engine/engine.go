@@ -141,7 +141,7 @@ func New(d Decoder, lim Limits, cfg Config) (*Engine, error) {
 		lim.NCtxSeq = lim.NCtx
 	}
 	if cfg.BatchSize <= 0 {
-		cfg.BatchSize = 512
+		cfg.BatchSize = DefaultBatchSize
 	}
 	cfg.BatchSize = min(cfg.BatchSize, lim.NBatch)
 	if cfg.ChunkSize <= 0 {
@@ -177,6 +177,7 @@ func New(d Decoder, lim Limits, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e := &Engine{dec: d, kv: kv, lim: lim, cfg: cfg, stopped: make(chan struct{}), now: time.Now}
+	e.embeds.bs = kv.Config().BlockSize
 	e.panics, _ = cfg.Observer.(PanicObserver)
 	// queued and embeds.queued bound it: each send holds >= 1 request.
 	e.incoming = make(chan []*sequence, cfg.MaxQueue+cfg.Embed.MaxQueue)

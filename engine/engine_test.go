@@ -12,6 +12,7 @@ import (
 
 	"ubatch/batch"
 	"ubatch/kvcache"
+	"ubatch/quant"
 	"ubatch/sample"
 )
 
@@ -45,7 +46,7 @@ func newFake(t *testing.T, blocks, blockSize, seqs int) *fakeDecoder {
 
 // fakeKV is the KV layout a fake decoder reports.
 func fakeKV(blocks, blockSize, seqs int) kvcache.Config {
-	return kvcache.Config{NLayers: 1, KVDim: 2, BlockSize: blockSize, NumBlocks: blocks, DType: kvcache.F32, MaxSeqs: seqs}
+	return kvcache.Config{NLayers: 1, KVDim: 2, BlockSize: blockSize, NumBlocks: blocks, DType: quant.F32, MaxSeqs: seqs}
 }
 
 func (f *fakeDecoder) KVConfig() kvcache.Config { return f.cfg }

@@ -13,6 +13,7 @@ import (
 	"ubatch/kvcache"
 	"ubatch/kvfile"
 	"ubatch/kvstore"
+	"ubatch/quant"
 )
 
 // storeDecoder is fakeDecoder with real K/V memory: every token's K and V rows are a function of
@@ -69,7 +70,7 @@ func (s *blockSource) Fetch(ctx context.Context, q *Lookup, h Hit) ([]kvfile.Blo
 func (s *blockSource) ReadCost(int64) time.Duration { return 0 }
 
 func testLayout(bs int) kvfile.Layout {
-	return kvfile.Layout{Model: kvfile.ModelID{7}, DType: kvcache.F32, BlockSize: bs, Layers: []kvfile.Layer{{KVHeads: 1, HeadDim: 2}}}
+	return kvfile.Layout{Model: kvfile.ModelID{7}, DType: quant.F32, BlockSize: bs, Layers: []kvfile.Layer{{KVHeads: 1, HeadDim: 2}}}
 }
 
 // TestExportBlocks: blocks exported from one engine hold what its decode wrote, chained by key;

@@ -8,8 +8,8 @@ import (
 	"ubatch/engine"
 	"ubatch/internal/testdata"
 	"ubatch/internal/testmodel"
-	"ubatch/kvcache"
 	_ "ubatch/model/all"
+	"ubatch/quant"
 	"ubatch/runner"
 	"ubatch/sample"
 )
@@ -20,7 +20,7 @@ import (
 // second (it waited the hog's whole run before fair share), and the hog still finishes.
 func TestHogBesideAPlainClient(t *testing.T) {
 	m := testmodel.Open(t, testdata.Model(t, "stories260K.gguf"))
-	rt := testmodel.Runtime(t, m, runner.Options{NCtx: 8192, NBatch: 512, NUBatch: 512, NSeqMax: 64, KVType: kvcache.F16, Threads: 1})
+	rt := testmodel.Runtime(t, m, runner.Options{NCtx: 8192, NBatch: 512, NUBatch: 512, NSeqMax: 64, KVType: quant.F16, Threads: 1})
 	e := testmodel.Engine(t, m, rt, engine.Config{MaxRunning: 64})
 	testmodel.Run(t, e)
 	ctx, cancel := context.WithCancel(context.Background())

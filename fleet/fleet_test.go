@@ -15,6 +15,7 @@ import (
 	"ubatch/internal/testredis"
 	"ubatch/kvcache"
 	"ubatch/prefixhash"
+	"ubatch/quant"
 )
 
 const bs = 4
@@ -29,7 +30,7 @@ type node struct {
 func newNode(t *testing.T, blocks int) *node {
 	tr := NewTracker(blocks)
 	c, err := kvcache.NewManager(kvcache.Config{NLayers: 1, KVDim: 2, BlockSize: bs, NumBlocks: blocks, MaxSeqs: 4,
-		DType: kvcache.F32, OnBlock: tr.OnBlock})
+		DType: quant.F32, OnBlock: tr.OnBlock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,9 +17,12 @@
 //
 // # Bookkeeping
 //
-// Everything is plain slices, in the spirit of llama.cpp's llama-kv-cells.h. Per cell: its
-// position (-1 = empty) and token id. Per block: a refcount (the number of sequence block tables
-// that hold it), a chained content hash and LRU links. Per sequence: a block table and nCells,
+// Everything is plain slices indexed by cell or block id, in the spirit of llama.cpp's
+// llama-kv-cells.h. Per cell: its position (-1 = empty) and token id. Per block (blockState,
+// blocks.go, the one writer of refcounts): a refcount (the number of sequence block tables that
+// hold it) and a chained content hash; the eviction order (evictOrder), the prefix index
+// (prefixIndex) and the lists of children of each parent hash (children) are types of their
+// own that the Manager composes. Per sequence: a block table and nCells,
 // the logical length (SeqLen); the sequence's cells are the first nCells slots of its table, in
 // order, and may contain holes (empty cells) after SeqRemove or SeqShift. A sequence never holds
 // the same block twice; len(table) == ceil(nCells/BlockSize); when nCells > 0 its last slot is
@@ -87,30 +90,9 @@ import (
 	"math"
 
 	"ubatch/batch"
+	"ubatch/kvformat"
+	"ubatch/quant"
 )
-
-// DType is the element type of the stored K and V rows.
-type DType int
-
-const (
-	F32 DType = iota // float32
-	F16              // IEEE 754 half precision, stored as its uint16 bits
-	// Q8_0 stores each row as ggml Q8_0 blocks of 32 values (an f16 scale d, 32 int8 q; value
-	// d·q), quantized by the store (kvstore). KVDim must be a multiple of 32.
-	Q8_0
-)
-
-func (d DType) String() string {
-	switch d {
-	case F32:
-		return "F32"
-	case F16:
-		return "F16"
-	case Q8_0:
-		return "Q8_0"
-	}
-	return fmt.Sprintf("DType(%d)", int(d))
-}
 
 // DefaultBlockSize is the block size used when Config.BlockSize is 0.
 const DefaultBlockSize = 16
@@ -122,8 +104,8 @@ const DefaultBlockSize = 16
 type Config struct {
 	NLayers, KVDim       int // KVDim = n_kv_heads * head_dim
 	BlockSize, NumBlocks int
-	DType                DType
-	MaxSeqs              int // sequence ids are in [0, MaxSeqs)
+	DType                quant.Type // a KV format (package kvformat): F16, F32 or Q8_0
+	MaxSeqs              int        // sequence ids are in [0, MaxSeqs)
 	// OnBlock, when set, is called on every prefix-cache change (see BlockEvent), synchronously
 	// from the mutating call, so it must return quickly and must not call the cache.
 	OnBlock func(BlockEvent)
@@ -143,36 +125,13 @@ type Manager struct {
 	pos []int32 // -1 = empty
 	tok []int32
 
-	// Per block.
-	ref    []int32
-	hash   []uint64 // chained hash; meaningful only when hashed
-	parent []uint64 // the parent hash the block's hash was chained from, to verify matches
-	hashed []bool   // hash describes the block's current content (full, canonical positions)
-	// stale: the block's K/V may differ from what a fresh decode of its tokens gives (keys
-	// re-rotated by SeqShift, cells whose forward pass failed): never hashed nor copied by a
-	// partial match. Cleared when the block is allocated again.
-	stale []bool
-	// part: the cells of a kept partial block, the last, partly filled block of a freed
-	// sequence, cached for partial matches (keep.go); 0 for every other block.
-	part     []int32
-	indexed  []bool  // the block is the prefix index entry for its hash
-	depth    []int32 // index in its sequence's table when hashed
-	hits     []int32 // sequences that used the block since it was allocated (see evict.go)
-	prio     []float64
-	cachedAt []uint64
-	heapIdx  []int32 // position in heap of a cached block, -1 otherwise
+	blockState // per block (blocks.go)
 
-	free  []int32 // stack of blocks with refcount 0 that hold nothing reusable
-	heap  []int32 // cached blocks, a min-heap by eviction priority (evict.go)
-	clock float64
-	stamp uint64
-	index map[uint64]int32
-	// child: parent hash -> the latest hashed block chained from it, the head of a list through
-	// sibNext/sibPrev of every hashed block chained from that parent (duplicates included), for
-	// partial matches.
-	child            map[uint64]int32
-	sibNext, sibPrev []int32
-	matched          []int32 // scratch of match
+	free    []int32     // stack of blocks with refcount 0 that hold nothing reusable
+	evq     evictOrder  // the cached blocks (evict.go)
+	index   prefixIndex // hash -> the block that answers for it (prefix.go)
+	kids    children    // per parent hash, the blocks chained from it (children.go)
+	matched []int32     // scratch of match
 
 	seqs []seqTable
 
@@ -237,10 +196,13 @@ func (cfg Config) Check() (Config, error) {
 		return cfg, fmt.Errorf("kvcache: MaxSeqs %d must be positive", cfg.MaxSeqs)
 	case cfg.MaxSeqs > math.MaxInt32:
 		return cfg, fmt.Errorf("kvcache: MaxSeqs %d does not fit in int32", cfg.MaxSeqs)
-	case cfg.DType != F32 && cfg.DType != F16 && cfg.DType != Q8_0:
-		return cfg, fmt.Errorf("kvcache: unsupported DType %v", cfg.DType)
-	case cfg.DType == Q8_0 && cfg.KVDim%32 != 0:
-		return cfg, fmt.Errorf("kvcache: a Q8_0 cache needs a KV width (kv heads × head dim) that is a multiple of 32, this model's is %d: use F16", cfg.KVDim)
+	}
+	f := kvformat.Of(cfg.DType)
+	switch {
+	case f == nil:
+		return cfg, fmt.Errorf("kvcache: unsupported DType %v: use %s", cfg.DType, kvformat.Names())
+	case cfg.KVDim%f.Align() != 0:
+		return cfg, fmt.Errorf("kvcache: a %v cache needs a KV width (kv heads × head dim) that is a multiple of %d, this model's is %d: use F16", cfg.DType, f.Align(), cfg.KVDim)
 	}
 	if int64(cfg.NumBlocks)*int64(cfg.BlockSize) > math.MaxInt32 {
 		return cfg, fmt.Errorf("kvcache: %d blocks of %d cells exceed the int32 cell index range",
@@ -262,34 +224,21 @@ func NewManager(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("kvcache: %d cells of %d values in %d layers overflow int", nCells, cfg.KVDim, cfg.NLayers)
 	}
 	c := &Manager{
-		cfg:      cfg,
-		bs:       int32(cfg.BlockSize),
-		pos:      make([]int32, nCells),
-		tok:      make([]int32, nCells),
-		ref:      make([]int32, cfg.NumBlocks),
-		hash:     make([]uint64, cfg.NumBlocks),
-		parent:   make([]uint64, cfg.NumBlocks),
-		hashed:   make([]bool, cfg.NumBlocks),
-		stale:    make([]bool, cfg.NumBlocks),
-		part:     make([]int32, cfg.NumBlocks),
-		sibNext:  make([]int32, cfg.NumBlocks),
-		sibPrev:  make([]int32, cfg.NumBlocks),
-		indexed:  make([]bool, cfg.NumBlocks),
-		depth:    make([]int32, cfg.NumBlocks),
-		hits:     make([]int32, cfg.NumBlocks),
-		prio:     make([]float64, cfg.NumBlocks),
-		cachedAt: make([]uint64, cfg.NumBlocks),
-		heapIdx:  make([]int32, cfg.NumBlocks),
-		heap:     make([]int32, 0, cfg.NumBlocks),
-		free:     make([]int32, 0, cfg.NumBlocks),
-		index:    make(map[uint64]int32, cfg.NumBlocks),
-		child:    make(map[uint64]int32, cfg.NumBlocks),
-		seqs:     make([]seqTable, cfg.MaxSeqs),
-		seed:     maphash.MakeSeed(),
-		hashFn:   chainHash,
-		oldTable: make([]int32, 0, cfg.NumBlocks),
-		rotated:  make([]int32, 0, nCells),
-		fill:     make([]int32, cfg.NumBlocks),
+		cfg:        cfg,
+		bs:         int32(cfg.BlockSize),
+		pos:        make([]int32, nCells),
+		tok:        make([]int32, nCells),
+		blockState: newBlockState(cfg.NumBlocks),
+		kids:       newChildren(cfg.NumBlocks),
+		evq:        newEvictOrder(cfg.NumBlocks),
+		free:       make([]int32, 0, cfg.NumBlocks),
+		index:      newPrefixIndex(cfg.NumBlocks),
+		seqs:       make([]seqTable, cfg.MaxSeqs),
+		seed:       maphash.MakeSeed(),
+		hashFn:     chainHash,
+		oldTable:   make([]int32, 0, cfg.NumBlocks),
+		rotated:    make([]int32, 0, nCells),
+		fill:       make([]int32, cfg.NumBlocks),
 	}
 	c.sim.init(cfg.MaxSeqs, cfg.NumBlocks)
 	c.Clear()
@@ -367,7 +316,7 @@ type Stats struct {
 
 // Stats counts blocks and cells. It costs O(NumBlocks*BlockSize) and allocates nothing.
 func (c *Manager) Stats() Stats {
-	st := Stats{BlockSize: int(c.bs), Total: len(c.ref), Cached: len(c.heap), Free: len(c.free)}
+	st := Stats{BlockSize: int(c.bs), Total: len(c.ref), Cached: c.evq.len(), Free: len(c.free)}
 	clear(c.fill)
 	for s := range c.seqs {
 		sq := &c.seqs[s]
@@ -405,98 +354,27 @@ func (c *Manager) Clear() {
 		c.seqs[s] = seqTable{table: c.seqs[s].table[:0], posMin: -1, posMax: -1, intent: c.seqs[s].intent[:0]}
 	}
 	c.free = c.free[:0]
-	for b := len(c.ref) - 1; b >= 0; b-- {
-		if c.hashed[b] {
-			c.emitRemoved(int32(b))
-		}
-		c.ref[b] = 0
-		c.hashed[b], c.indexed[b], c.stale[b] = false, false, false
-		c.part[b] = 0
-		c.heapIdx[b] = -1
-		c.sibPrev[b], c.sibNext[b] = -1, -1
-		c.free = append(c.free, int32(b)) // block 0 on top: allocation goes in address order
+	for b := int32(len(c.ref)) - 1; b >= 0; b-- {
+		c.forget(b)
+		c.free = append(c.free, b) // block 0 on top: allocation goes in address order
 	}
 	for i := range c.pos {
 		c.pos[i] = -1
 	}
-	clear(c.index)
-	clear(c.child)
-	c.heap, c.clock = c.heap[:0], 0
-}
-
-// available is the number of blocks an allocation may take (free, then evicted cached ones).
-func (c *Manager) available() int { return len(c.free) + len(c.heap) }
-
-// alloc takes a free block, or evicts the cached one of lowest priority (evict.go); the caller
-// has checked available() and sets the refcount. The block's cells are marked empty.
-func (c *Manager) alloc() int32 {
-	var b int32
-	if n := len(c.free); n > 0 {
-		b = c.free[n-1]
-		c.free = c.free[:n-1]
-	} else {
-		b = c.evict()
-		c.spill(b, false) // to another tier, if one takes it (tier.go)
-		c.unhash(b)
-	}
-	base := b * c.bs
-	for j := range c.bs {
-		c.pos[base+j] = -1
-	}
-	c.stale[b] = false
-	c.hits[b] = 1
-	return b
-}
-
-// release drops one reference to b. A block left unreferenced is kept as a cached block when it
-// is (or can become) the index entry for its hash, and freed otherwise.
-func (c *Manager) release(b int32) {
-	c.ref[b]--
-	if c.ref[b] > 0 {
-		return
-	}
-	if c.hashed[b] && !c.indexed[b] {
-		if _, taken := c.index[c.hash[b]]; !taken {
-			c.index[c.hash[b]] = b
-			c.indexed[b] = true
-		}
-	}
-	if c.indexed[b] {
-		c.cachePush(b)
-		return
-	}
-	c.unhash(b)
-	c.free = append(c.free, b)
-}
-
-// unhash forgets b's content hash, removing it from the prefix index, or, for a kept partial
-// block, its place among its parent's children. b must not be cached.
-func (c *Manager) unhash(b int32) {
-	if c.part[b] > 0 {
-		c.unlinkChild(b)
-		c.part[b] = 0
-		return
-	}
-	if !c.hashed[b] {
-		return
-	}
-	if c.indexed[b] {
-		delete(c.index, c.hash[b])
-		c.indexed[b] = false
-		c.promoteDuplicate(b)
-	}
-	c.unlinkChild(b)
-	c.emitRemoved(b)
-	c.hashed[b] = false
+	c.index.clear()
+	c.kids.clear()
+	c.evq.clear()
 }
 
 // copyCells copies the first count cells of block src (position, token; K and V of every layer
-// through a store operation) into block dst.
+// through a store operation) into block dst, fresh from alloc; dst is stale if src is.
 func (c *Manager) copyCells(src, dst, count int32) {
 	s, d := src*c.bs, dst*c.bs
 	copy(c.pos[d:d+count], c.pos[s:s+count])
 	copy(c.tok[d:d+count], c.tok[s:s+count])
-	c.stale[dst] = c.stale[src]
+	if c.stale[src] {
+		c.markStale(dst) // dst is fresh from alloc: not stale until now
+	}
 	c.opCopy(s, d, count)
 }
 
@@ -549,8 +427,7 @@ func (c *Manager) cowBlock(seq int, bi int, count int32) int32 {
 	}
 	nb := c.alloc()
 	c.copyCells(b, nb, count)
-	c.ref[b]--
-	c.ref[nb] = 1
+	c.split(b, nb, 1)
 	c.seqs[seq].table[bi] = nb
 	return nb
 }

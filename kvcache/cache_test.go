@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"ubatch/kvformat"
+	"ubatch/quant"
 )
 
 func TestNewValidation(t *testing.T) {
@@ -16,15 +19,15 @@ func TestNewValidation(t *testing.T) {
 	}{
 		{name: "valid", mod: func(*Config) {}},
 		{name: "default block size", mod: func(c *Config) { c.BlockSize = 0 }},
-		{name: "f16", mod: func(c *Config) { c.DType = F16 }},
+		{name: "f16", mod: func(c *Config) { c.DType = quant.F16 }},
 		{name: "no layers", mod: func(c *Config) { c.NLayers = 0 }, wantErr: "NLayers"},
 		{name: "no kv dim", mod: func(c *Config) { c.KVDim = -1 }, wantErr: "KVDim"},
 		{name: "negative block size", mod: func(c *Config) { c.BlockSize = -16 }, wantErr: "BlockSize"},
 		{name: "no blocks", mod: func(c *Config) { c.NumBlocks = 0 }, wantErr: "NumBlocks"},
 		{name: "no seqs", mod: func(c *Config) { c.MaxSeqs = 0 }, wantErr: "MaxSeqs"},
 		{name: "bad dtype", mod: func(c *Config) { c.DType = 7 }, wantErr: "DType"},
-		{name: "q8_0", mod: func(c *Config) { c.DType, c.KVDim = Q8_0, 64 }},
-		{name: "q8_0 width not a multiple of 32", mod: func(c *Config) { c.DType, c.KVDim = Q8_0, 40 }, wantErr: "multiple of 32"},
+		{name: "q8_0", mod: func(c *Config) { c.DType, c.KVDim = quant.Q8_0, 64 }},
+		{name: "q8_0 width not a multiple of 32", mod: func(c *Config) { c.DType, c.KVDim = quant.Q8_0, 40 }, wantErr: "multiple of 32"},
 		{name: "cell index overflow", mod: func(c *Config) { c.NumBlocks, c.BlockSize = 1<<27, 32 }, wantErr: "int32"},
 	}
 	for _, tc := range tests {
@@ -55,10 +58,10 @@ func TestNewValidation(t *testing.T) {
 func TestStorageAccessors(t *testing.T) {
 	tests := []struct {
 		name  string
-		dtype DType
+		dtype quant.Type
 	}{
-		{name: "f32", dtype: F32},
-		{name: "f16", dtype: F16},
+		{name: "f32", dtype: quant.F32},
+		{name: "f16", dtype: quant.F16},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -67,14 +70,14 @@ func TestStorageAccessors(t *testing.T) {
 			for l := range 3 {
 				f32 := len(c.KF32(l)) == want && len(c.VF32(l)) == want
 				f16 := len(c.KF16(l)) == want && len(c.VF16(l)) == want
-				if f32 != (tc.dtype == F32) || f16 != (tc.dtype == F16) {
+				if f32 != (tc.dtype == quant.F32) || f16 != (tc.dtype == quant.F16) {
 					t.Fatalf("layer %d: F32 accessors %v, F16 accessors %v", l, f32, f16)
 				}
-				if (c.KF32(l) == nil) != (tc.dtype != F32) || (c.KF16(l) == nil) != (tc.dtype != F16) {
+				if (c.KF32(l) == nil) != (tc.dtype != quant.F32) || (c.KF16(l) == nil) != (tc.dtype != quant.F16) {
 					t.Fatalf("layer %d: the accessors of the other dtype must return nil", l)
 				}
 			}
-			if c.KQ8(0) != nil || c.VQ8(0) != nil || c.RowBytes() != int(tc.dtype.RowBytes(5)) {
+			if c.KQ8(0) != nil || c.VQ8(0) != nil || c.RowBytes() != int(kvformat.RowBytes(tc.dtype, 5)) {
 				t.Fatalf("Q8_0 accessors must return nil for %v; RowBytes %d", tc.dtype, c.RowBytes())
 			}
 			if c.KF32(3) != nil || c.VF16(-1) != nil || c.KQ8(3) != nil || c.VQ8(-1) != nil {
@@ -103,7 +106,7 @@ func TestReserveAppendsAndHashesFullBlocks(t *testing.T) {
 			t.Fatalf("cell %d: pos %d tok %d", cell, c.Pos(cell), c.Token(cell))
 		}
 	}
-	if !c.hashed[b[0]] || !c.indexed[b[0]] || c.hashed[b[1]] {
+	if !c.hashed[b[0]] || !c.index.is[b[0]] || c.hashed[b[1]] {
 		t.Fatalf("the full block must be hashed and indexed, the partial one not")
 	}
 	st := c.Stats()
@@ -226,7 +229,7 @@ func TestReserveSharedTokenOneCell(t *testing.T) {
 // TestStorageQ8 checks the Q8_0 layout: per layer, one row of KVDim/32 blocks of 34 bytes per
 // cell, half the bytes of F16 plus the scales.
 func TestStorageQ8(t *testing.T) {
-	c := newCache(t, Config{NLayers: 3, KVDim: 64, BlockSize: 4, NumBlocks: 6, DType: Q8_0})
+	c := newCache(t, Config{NLayers: 3, KVDim: 64, BlockSize: 4, NumBlocks: 6, DType: quant.Q8_0})
 	if c.RowBytes() != 68 {
 		t.Fatalf("RowBytes %d, want 2 blocks of 34", c.RowBytes())
 	}
@@ -243,11 +246,11 @@ func TestStorageQ8(t *testing.T) {
 func TestCopyOnWriteIsolatesSequences(t *testing.T) {
 	tests := []struct {
 		name  string
-		dtype DType
+		dtype quant.Type
 	}{
-		{name: "f32", dtype: F32},
-		{name: "f16", dtype: F16},
-		{name: "q8_0", dtype: Q8_0},
+		{name: "f32", dtype: quant.F32},
+		{name: "f16", dtype: quant.F16},
+		{name: "q8_0", dtype: quant.Q8_0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

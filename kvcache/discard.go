@@ -99,14 +99,13 @@ func (c *Manager) ownForDiscard(seq int, bi, count int32) {
 	if c.ref[b] > 1 {
 		nb := c.alloc()
 		c.copyCells(b, nb, count)
-		c.ref[b]--
-		c.ref[nb] = 1
+		c.split(b, nb, 1)
 		c.seqs[seq].table[bi] = nb
 		b = nb
 	} else {
 		c.unhash(b)
 	}
-	c.stale[b] = true
+	c.markStale(b)
 }
 
 // moveCell copies cell src (position, token; K and V of every layer through a store operation)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	"ubatch/quant"
 )
 
 // TestSeqDiscard runs context shifts on a 10-token sequence (blocks of 4, K = 100+position): the
@@ -33,7 +35,7 @@ func TestSeqDiscard(t *testing.T) {
 			},
 			want: discarded([]int32{0, 2, 3, 4, 5, 6, 7, 8, 9}, 6, 8), blocks: 2, calls: 2 * 2},
 	}
-	for _, dt := range []DType{F32, F16} {
+	for _, dt := range []quant.Type{quant.F32, quant.F16} {
 		for _, tc := range tests {
 			t.Run(dt.String()+"/"+tc.name, func(t *testing.T) {
 				calls := 0

@@ -21,81 +21,127 @@ const maxHits = 16
 
 func blockCost(depth int32) float64 { return 1 + 1/float64(1+depth) }
 
-// cachePush makes the unreferenced block b cached, priced as of now.
-func (c *Manager) cachePush(b int32) {
-	c.prio[b] = c.clock + float64(min(c.hits[b], maxHits))*blockCost(c.depth[b])
-	c.stamp++
-	c.cachedAt[b] = c.stamp
-	i := int32(len(c.heap))
-	c.heap = append(c.heap, b)
-	c.heapIdx[b] = i
-	c.up(i)
+// evictOrder is the order in which cached blocks are evicted: a min-heap of block ids by
+// priority (above), the earliest cached first on a tie. Its per-block slices are indexed by
+// block id; a block is in it exactly when it is cached.
+type evictOrder struct {
+	heap  []int32   // the cached blocks, heap-ordered
+	idx   []int32   // per block: its position in heap, -1 when not cached
+	prio  []float64 // per block: its priority, set when it was cached
+	at    []uint64  // per block: stamp when it was cached
+	clock float64   // the priority of the last evicted block
+	stamp uint64
 }
 
-// cacheRemove takes the cached block b out of the eviction heap (it is being attached,
-// evicted or forgotten).
-func (c *Manager) cacheRemove(b int32) {
-	i := c.heapIdx[b]
-	last := int32(len(c.heap) - 1)
-	if i != last {
-		c.swap(i, last)
-	}
-	c.heap = c.heap[:last]
-	c.heapIdx[b] = -1
-	if i != last {
-		c.down(i)
-		c.up(i)
+func newEvictOrder(nBlocks int) evictOrder {
+	q := evictOrder{heap: make([]int32, 0, nBlocks), idx: make([]int32, nBlocks),
+		prio: make([]float64, nBlocks), at: make([]uint64, nBlocks)}
+	q.clear()
+	return q
+}
+
+// clear empties the order and sets the clock back to 0.
+func (q *evictOrder) clear() {
+	q.heap, q.clock = q.heap[:0], 0
+	for b := range q.idx {
+		q.idx[b] = -1
 	}
 }
 
-// evict removes the cached block of lowest priority, advances the clock to its priority and
+// len is the number of cached blocks.
+func (q *evictOrder) len() int { return len(q.heap) }
+
+// has reports whether b is cached.
+func (q *evictOrder) has(b int32) bool { return q.idx[b] >= 0 }
+
+// blocks returns the cached blocks in heap order (the first the next to go); read-only, valid
+// until the order changes.
+func (q *evictOrder) blocks() []int32 { return q.heap }
+
+// push makes b, not cached, cached, priced as of now for hits uses at depth.
+func (q *evictOrder) push(b, hits, depth int32) {
+	q.prio[b] = q.clock + float64(min(hits, maxHits))*blockCost(depth)
+	q.stamp++
+	q.at[b] = q.stamp
+	i := int32(len(q.heap))
+	q.heap = append(q.heap, b)
+	q.idx[b] = i
+	q.up(i)
+}
+
+// remove takes the cached block b out (it is being attached, evicted or forgotten).
+func (q *evictOrder) remove(b int32) {
+	i := q.idx[b]
+	last := int32(len(q.heap) - 1)
+	if i != last {
+		q.swap(i, last)
+	}
+	q.heap = q.heap[:last]
+	q.idx[b] = -1
+	if i != last {
+		q.down(i)
+		q.up(i)
+	}
+}
+
+// pop removes the cached block of lowest priority, advances the clock to its priority and
 // returns it; there must be one.
-func (c *Manager) evict() int32 {
-	b := c.heap[0]
-	c.cacheRemove(b)
-	c.clock = max(c.clock, c.prio[b])
+func (q *evictOrder) pop() int32 {
+	b := q.heap[0]
+	q.remove(b)
+	q.clock = max(q.clock, q.prio[b])
 	return b
 }
 
-func (c *Manager) less(i, j int32) bool {
-	a, b := c.heap[i], c.heap[j]
-	if c.prio[a] != c.prio[b] {
-		return c.prio[a] < c.prio[b]
+func (q *evictOrder) less(i, j int32) bool {
+	a, b := q.heap[i], q.heap[j]
+	if q.prio[a] != q.prio[b] {
+		return q.prio[a] < q.prio[b]
 	}
-	return c.cachedAt[a] < c.cachedAt[b]
+	return q.at[a] < q.at[b]
 }
 
-func (c *Manager) swap(i, j int32) {
-	c.heap[i], c.heap[j] = c.heap[j], c.heap[i]
-	c.heapIdx[c.heap[i]], c.heapIdx[c.heap[j]] = i, j
+func (q *evictOrder) swap(i, j int32) {
+	q.heap[i], q.heap[j] = q.heap[j], q.heap[i]
+	q.idx[q.heap[i]], q.idx[q.heap[j]] = i, j
 }
 
-func (c *Manager) up(i int32) {
+func (q *evictOrder) up(i int32) {
 	for i > 0 {
 		p := (i - 1) / 2
-		if !c.less(i, p) {
+		if !q.less(i, p) {
 			return
 		}
-		c.swap(i, p)
+		q.swap(i, p)
 		i = p
 	}
 }
 
-func (c *Manager) down(i int32) {
-	n := int32(len(c.heap))
+func (q *evictOrder) down(i int32) {
+	n := int32(len(q.heap))
 	for {
 		l := 2*i + 1
 		if l >= n {
 			return
 		}
 		m := l
-		if r := l + 1; r < n && c.less(r, l) {
+		if r := l + 1; r < n && q.less(r, l) {
 			m = r
 		}
-		if !c.less(m, i) {
+		if !q.less(m, i) {
 			return
 		}
-		c.swap(i, m)
+		q.swap(i, m)
 		i = m
 	}
 }
+
+// cachePush makes the unreferenced block b cached, priced as of now.
+func (c *Manager) cachePush(b int32) { c.evq.push(b, c.hits[b], c.depth[b]) }
+
+// cacheRemove takes the cached block b out of the eviction order (it is being attached,
+// evicted or forgotten).
+func (c *Manager) cacheRemove(b int32) { c.evq.remove(b) }
+
+// evict removes the cached block of lowest priority and returns it; there must be one.
+func (c *Manager) evict() int32 { return c.evq.pop() }

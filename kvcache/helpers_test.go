@@ -31,7 +31,7 @@ func newCacheShift(t testing.TB, cfg Config, shift func(l int, k []float32, delt
 	}
 	if cfg.KVDim == 0 {
 		cfg.KVDim = 3
-		if cfg.DType == Q8_0 {
+		if cfg.DType == quant.Q8_0 {
 			cfg.KVDim = 32 // one Q8_0 block
 		}
 	}
@@ -54,11 +54,11 @@ func writeKV(c *Cache, cell int32, k float32) {
 		row := int(cell) * kv
 		for d := range kv {
 			switch c.cfg.DType {
-			case F32:
+			case quant.F32:
 				c.KF32(l)[row+d], c.VF32(l)[row+d] = val, -val
-			case F16:
+			case quant.F16:
 				c.KF16(l)[row+d], c.VF16(l)[row+d] = quant.F32ToF16(val), quant.F32ToF16(-val)
-			case Q8_0:
+			case quant.Q8_0:
 				// Scale val, every q 1: the row reads back as half(val), as in an F16 cache.
 				rb := c.RowBytes()
 				setQ8Block(c.KQ8(l)[int(cell)*rb+d/32*34:], val)
@@ -89,10 +89,10 @@ func readKV(c *Cache, cell int32) (k float32, err error) {
 	kv := c.cfg.KVDim
 	row := int(cell) * kv
 	get := func(l, d int) (float32, float32) {
-		if c.cfg.DType == Q8_0 {
+		if c.cfg.DType == quant.Q8_0 {
 			return q8At(c, c.KQ8(l), cell, d), q8At(c, c.VQ8(l), cell, d)
 		}
-		if c.cfg.DType == F16 {
+		if c.cfg.DType == quant.F16 {
 			return quant.F16ToF32(c.KF16(l)[row+d]), quant.F16ToF32(c.VF16(l)[row+d])
 		}
 		return c.KF32(l)[row+d], c.VF32(l)[row+d]
@@ -100,7 +100,7 @@ func readKV(c *Cache, cell int32) (k float32, err error) {
 	// A shift requantizes Q8_0 keys (q 127, the scale rounded to half): layers then agree to
 	// within that rounding only.
 	eq := func(a, b float32) bool {
-		return a == b || c.cfg.DType == Q8_0 && math.Abs(float64(a-b)) <= math.Abs(float64(b))/200
+		return a == b || c.cfg.DType == quant.Q8_0 && math.Abs(float64(a-b)) <= math.Abs(float64(b))/200
 	}
 	k, _ = get(0, 0)
 	for l := range c.cfg.NLayers {
@@ -143,9 +143,9 @@ func visible(t testing.TB, c *Cache, seq int) []entry {
 		}
 		var v float32
 		switch c.cfg.DType {
-		case Q8_0:
+		case quant.Q8_0:
 			v = q8At(c, c.VQ8(0), cell, 0)
-		case F16:
+		case quant.F16:
 			v = quant.F16ToF32(c.VF16(0)[int(cell)*c.cfg.KVDim])
 		default:
 			v = c.VF32(0)[int(cell)*c.cfg.KVDim]
@@ -210,10 +210,10 @@ func takeSnapshot(c *Cache) snapshot {
 	c.sync()
 	s := snapshot{
 		Pos: slices.Clone(c.pos), Tok: slices.Clone(c.tok), Ref: slices.Clone(c.ref),
-		Free: slices.Clone(c.free), Hits: slices.Clone(c.hits), Part: slices.Clone(c.part), Heap: slices.Clone(c.heap), Prio: slices.Clone(c.prio),
+		Free: slices.Clone(c.free), Hits: slices.Clone(c.hits), Part: slices.Clone(c.part), Heap: slices.Clone(c.evq.heap), Prio: slices.Clone(c.evq.prio),
 		Hash: slices.Clone(c.hash), Parent: slices.Clone(c.parent),
-		Hashed: slices.Clone(c.hashed), Indexed: slices.Clone(c.indexed), Rotated: slices.Clone(c.stale),
-		Clock: c.clock, Index: maps.Clone(c.index),
+		Hashed: slices.Clone(c.hashed), Indexed: slices.Clone(c.index.is), Rotated: slices.Clone(c.stale),
+		Clock: c.evq.clock, Index: maps.Clone(c.index.entry),
 	}
 	for _, sq := range c.seqs {
 		s.Seqs = append(s.Seqs, seqTable{table: slices.Clone(sq.table), n: sq.n, posMin: sq.posMin, posMax: sq.posMax})
@@ -291,18 +291,18 @@ func checkInvariants(t testing.TB, c *Cache) {
 		}
 	}
 	inLRU := make([]bool, nb) // in the eviction heap
-	for i, b := range c.heap {
-		if inLRU[b] || c.heapIdx[b] != int32(i) {
-			t.Fatalf("eviction heap broken at %d (block %d, index %d)", i, b, c.heapIdx[b])
+	for i, b := range c.evq.heap {
+		if inLRU[b] || c.evq.idx[b] != int32(i) {
+			t.Fatalf("eviction heap broken at %d (block %d, index %d)", i, b, c.evq.idx[b])
 		}
-		if i > 0 && c.less(int32(i), int32((i-1)/2)) {
+		if i > 0 && c.evq.less(int32(i), int32((i-1)/2)) {
 			t.Fatalf("eviction heap out of order at %d", i)
 		}
 		inLRU[b] = true
 	}
 	for b := range nb {
-		if !inLRU[b] && c.heapIdx[b] != -1 {
-			t.Fatalf("block %d outside the eviction heap has index %d", b, c.heapIdx[b])
+		if !inLRU[b] && c.evq.idx[b] != -1 {
+			t.Fatalf("block %d outside the eviction heap has index %d", b, c.evq.idx[b])
 		}
 	}
 	inFree := make([]bool, nb)
@@ -325,7 +325,7 @@ func checkInvariants(t testing.TB, c *Cache) {
 		if states != 1 {
 			t.Fatalf("block %d: ref %d, in LRU %v, free %v", b, c.ref[b], inLRU[b], inFree[b])
 		}
-		if inLRU[b] && !c.indexed[b] && c.part[b] == 0 {
+		if inLRU[b] && !c.index.is[b] && c.part[b] == 0 {
 			t.Fatalf("cached block %d is neither indexed nor a kept partial block", b)
 		}
 		if inFree[b] && (c.hashed[b] || c.part[b] != 0) {
@@ -334,14 +334,14 @@ func checkInvariants(t testing.TB, c *Cache) {
 		if c.part[b] != 0 && (!inLRU[b] || c.hashed[b] || c.stale[b] || c.part[b] >= bs) {
 			t.Fatalf("kept partial block %d (%d cells): cached %v, hashed %v, stale %v", b, c.part[b], inLRU[b], c.hashed[b], c.stale[b])
 		}
-		if c.indexed[b] {
-			if !c.hashed[b] || c.index[c.hash[b]] != int32(b) {
+		if c.index.is[b] {
+			if !c.hashed[b] || c.index.entry[c.hash[b]] != int32(b) {
 				t.Fatalf("block %d marked indexed but the index disagrees", b)
 			}
 		}
 	}
-	for h, b := range c.index {
-		if !c.indexed[b] || c.hash[b] != h {
+	for h, b := range c.index.entry {
+		if !c.index.is[b] || c.hash[b] != h {
 			t.Fatalf("index entry %x -> block %d not marked", h, b)
 		}
 	}
@@ -360,11 +360,11 @@ func checkChildLists(t testing.TB, c *Cache) {
 	// Every hashed or kept partial block is in its parent's list of children exactly once, no
 	// other block is.
 	inList := make([]int, nb)
-	for p, head := range c.child {
+	for p, head := range c.kids.head {
 		prev := int32(-1)
-		for b := head; b >= 0; b = c.sibNext[b] {
-			if !(c.hashed[b] || c.part[b] > 0) || c.parent[b] != p || c.sibPrev[b] != prev {
-				t.Fatalf("children of %x: block %d (hashed %v, parent %x, prev %d, want %d)", p, b, c.hashed[b], c.parent[b], c.sibPrev[b], prev)
+		for b := head; b >= 0; b = c.kids.next[b] {
+			if !(c.hashed[b] || c.part[b] > 0) || c.parent[b] != p || c.kids.prev[b] != prev {
+				t.Fatalf("children of %x: block %d (hashed %v, parent %x, prev %d, want %d)", p, b, c.hashed[b], c.parent[b], c.kids.prev[b], prev)
 			}
 			inList[b]++
 			prev = b

@@ -26,7 +26,7 @@ func (c *Manager) freeSeq(seq int) {
 			if k > 1 {
 				parent = c.hash[sq.table[k-2]]
 			}
-			c.ref[b] = 0
+			c.drop(b)
 			c.setKey(b, c.parentKey(seq, k-1), count)
 			c.keep(b, int32(k-1), count, parent)
 			sq.table = sq.table[:k-1]
@@ -65,9 +65,9 @@ func (c *Manager) keepable(seq, bi int, count int32) bool {
 // of b's are freed in its favour. Like partial matches, it looks at maxSiblings children at most.
 func (c *Manager) keep(b, depth, count int32, parent uint64) {
 	toks := c.tok[b*c.bs : b*c.bs+count]
-	x, ok := c.child[parent]
-	for n := 0; ok && x >= 0 && n < maxSiblings; n++ {
-		next := c.sibNext[x]
+	x := c.kids.first(parent)
+	for n := 0; x >= 0 && n < maxSiblings; n++ {
+		next := c.kids.after(x)
 		switch {
 		case c.stale[x]:
 		case c.leadingCells(x, depth, toks[:min(count, c.cellsIn(x))]) == int(count):
@@ -96,48 +96,22 @@ func (c *Manager) cellsIn(b int32) int32 {
 
 // linkChild puts b, hashed or kept partial with parent[b] set, at the head of its parent's list
 // of children.
-func (c *Manager) linkChild(b int32) {
-	p := c.parent[b]
-	head, ok := c.child[p]
-	if !ok {
-		head = -1
-	}
-	c.sibPrev[b], c.sibNext[b] = -1, head
-	if head >= 0 {
-		c.sibPrev[head] = b
-	}
-	c.child[p] = b
-}
+func (c *Manager) linkChild(b int32) { c.kids.link(b, c.parent[b]) }
 
 // unlinkChild removes b from its parent's list of children.
-func (c *Manager) unlinkChild(b int32) {
-	p, n := c.sibPrev[b], c.sibNext[b]
-	switch {
-	case p >= 0:
-		c.sibNext[p] = n
-	case n >= 0:
-		c.child[c.parent[b]] = n
-	default:
-		delete(c.child, c.parent[b])
-	}
-	if n >= 0 {
-		c.sibPrev[n] = p
-	}
-	c.sibPrev[b], c.sibNext[b] = -1, -1
-}
+func (c *Manager) unlinkChild(b int32) { c.kids.unlink(b, c.parent[b]) }
 
 // promoteDuplicate gives the index entry b just lost to a live duplicate of b (same hash, among
 // the first maxSiblings children of b's parent), so that a block whose twin was overwritten,
 // shifted or evicted stays matchable as a full block while its sequence lives.
 func (c *Manager) promoteDuplicate(b int32) {
 	h := c.hash[b]
-	x, ok := c.child[c.parent[b]]
-	for n := 0; ok && x >= 0 && n < maxSiblings; n++ {
-		if x != b && c.hashed[x] && !c.indexed[x] && c.hash[x] == h {
-			c.index[h] = x
-			c.indexed[x] = true
+	x := c.kids.first(c.parent[b])
+	for n := 0; x >= 0 && n < maxSiblings; n++ {
+		if x != b && c.hashed[x] && !c.index.holds(x) && c.hash[x] == h {
+			c.indexIfFree(x) // free: b just left it
 			return
 		}
-		x = c.sibNext[x]
+		x = c.kids.after(x)
 	}
 }

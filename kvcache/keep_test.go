@@ -3,6 +3,8 @@ package kvcache
 import (
 	"slices"
 	"testing"
+
+	"ubatch/quant"
 )
 
 // TestKeptPartialBlocks checks which last blocks of freed sequences stay matchable, with blocks of
@@ -119,7 +121,7 @@ func TestKeptPartialBlocks(t *testing.T) {
 			if nb == 0 {
 				nb = 8
 			}
-			c := newCache(t, Config{BlockSize: 4, NumBlocks: nb, MaxSeqs: 2, DType: F16})
+			c := newCache(t, Config{BlockSize: 4, NumBlocks: nb, MaxSeqs: 2, DType: quant.F16})
 			tc.setup(t, c)
 			checkInvariants(t, c)
 			if st := c.Stats(); st.Used != 0 || st.Cached != tc.cached {

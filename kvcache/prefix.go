@@ -49,14 +49,8 @@ func (c *Manager) hashBlock(seq, bi int) {
 	if bi > 0 {
 		parent = c.hash[sq.table[bi-1]]
 	}
-	h := c.hashFn(c.seed, parent, c.tok[base:base+c.bs])
-	c.hash[b], c.parent[b], c.hashed[b], c.depth[b] = h, parent, true, int32(bi)
 	c.setKey(b, c.parentKey(seq, bi), c.bs)
-	c.linkChild(b)
-	if _, taken := c.index[h]; !taken {
-		c.index[h] = b
-		c.indexed[b] = true
-	}
+	c.setHash(b, c.hashFn(c.seed, parent, c.tok[base:base+c.bs]), parent, int32(bi))
 	c.emitStored(b, bi, sq.salt.Routing)
 }
 
@@ -79,12 +73,52 @@ func (c *Manager) chained(seq, bi int) bool {
 	return true
 }
 
+// prefixIndex maps a full block's chained hash to the one block that answers for it, its
+// entry: of live or cached duplicates (same content) only one is. Per block, by block id,
+// whether it is its hash's entry.
+type prefixIndex struct {
+	entry map[uint64]int32
+	is    []bool
+}
+
+func newPrefixIndex(nBlocks int) prefixIndex {
+	return prefixIndex{entry: make(map[uint64]int32, nBlocks), is: make([]bool, nBlocks)}
+}
+
+// clear empties the index.
+func (x *prefixIndex) clear() {
+	clear(x.entry)
+	clear(x.is)
+}
+
+// lookup returns h's entry.
+func (x *prefixIndex) lookup(h uint64) (int32, bool) {
+	b, ok := x.entry[h]
+	return b, ok
+}
+
+// holds reports whether b is its hash's entry.
+func (x *prefixIndex) holds(b int32) bool { return x.is[b] }
+
+// claim makes b, of hash h, h's entry if h has none.
+func (x *prefixIndex) claim(b int32, h uint64) {
+	if _, taken := x.entry[h]; !taken {
+		x.entry[h], x.is[b] = b, true
+	}
+}
+
+// drop takes b, h's entry, out of the index.
+func (x *prefixIndex) drop(b int32, h uint64) {
+	delete(x.entry, h)
+	x.is[b] = false
+}
+
 // lookup returns the indexed block holding tokens as block number i of a sequence whose
 // previous block has hash parent, with the hash it was found under. The block's tokens,
 // positions and parent hash are checked, so a hash collision yields no match.
 func (c *Manager) lookup(i int32, parent uint64, tokens []int32) (b int32, h uint64, ok bool) {
 	h = c.hashFn(c.seed, parent, tokens)
-	b, ok = c.index[h]
+	b, ok = c.index.lookup(h)
 	if !ok || c.parent[b] != parent {
 		return 0, 0, false
 	}
@@ -125,10 +159,8 @@ func (c *Manager) partial(i int32, parent uint64, tokens []int32, taken int) (sr
 			src, m = b, k
 		}
 	}
-	b, ok := c.child[parent]
-	for n := 0; ok && b >= 0 && n < maxSiblings; n++ {
+	for b, n := c.kids.first(parent), 0; b >= 0 && n < maxSiblings; b, n = c.kids.after(b), n+1 {
 		try(b, int(c.cellsIn(b)))
-		b = c.sibNext[b]
 	}
 	for s := range c.seqs {
 		sq := &c.seqs[s]
@@ -221,10 +253,7 @@ func (c *Manager) AttachPrefixSalt(seq int, salt Salt, tokens []int32) (int, err
 	sq.salt, sq.root = salt, c.root(salt)
 	src, m := c.match(sq.root, tokens)
 	for _, b := range c.matched {
-		if c.ref[b] == 0 {
-			c.cacheRemove(b)
-		}
-		c.ref[b]++
+		c.pin(b)
 		c.hits[b]++
 		sq.table = append(sq.table, b)
 	}
@@ -243,7 +272,7 @@ func (c *Manager) AttachPrefixSalt(seq int, salt Salt, tokens []int32) (int, err
 			c.cachePush(src) // priced again: it was just used
 		}
 		c.copyCells(src, nb, int32(m))
-		c.ref[nb] = 1
+		c.hold(nb, 1)
 		sq.table = append(sq.table, nb)
 		n += m
 	}

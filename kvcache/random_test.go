@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"ubatch/quant"
 )
 
 // refModel is the reference for the randomized test: what each sequence sees, as a plain list of
@@ -545,12 +547,12 @@ func (rr randomRun) run(t *testing.T) {
 func TestRandomOpsAgainstReference(t *testing.T) {
 	tests := []struct {
 		name  string
-		dtype DType
+		dtype quant.Type
 		seeds int
 		ops   int
 	}{
-		{name: "f32", dtype: F32, seeds: 20, ops: 300},
-		{name: "f16", dtype: F16, seeds: 5, ops: 300},
+		{name: "f32", dtype: quant.F32, seeds: 20, ops: 300},
+		{name: "f16", dtype: quant.F16, seeds: 5, ops: 300},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, randomRun{

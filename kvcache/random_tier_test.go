@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"ubatch/batch"
+	"ubatch/quant"
 )
 
 func f32View(x []float32) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x)) }
@@ -87,9 +88,9 @@ func (s *testStore) image(o batch.KVOp, images [][]byte) {
 // layerBytes is layer l's K (kv 0) or V (kv 1) storage as little-endian bytes (a view).
 func (s *testStore) layerBytes(l, kv int) []byte {
 	switch s.cfg.DType {
-	case F32:
+	case quant.F32:
 		return f32View([][]float32{s.k32[l], s.v32[l]}[kv])
-	case F16:
+	case quant.F16:
 		return u16View([][]uint16{s.k16[l], s.v16[l]}[kv])
 	}
 	return [][]byte{s.k8[l], s.v8[l]}[kv]
@@ -176,11 +177,11 @@ func (r *randTest) opImport() {
 func TestRandomOpsWithTier(t *testing.T) {
 	tests := []struct {
 		name  string
-		dtype DType
+		dtype quant.Type
 		seeds int
 	}{
-		{name: "f32", dtype: F32, seeds: 20},
-		{name: "f16", dtype: F16, seeds: 5},
+		{name: "f32", dtype: quant.F32, seeds: 20},
+		{name: "f16", dtype: quant.F16, seeds: 5},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, randomRun{

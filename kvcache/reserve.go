@@ -257,7 +257,7 @@ func (c *Manager) reserve(tokens, pos []int32, seqs [][]int32, cells []int32) {
 		var b int32
 		if off == 0 {
 			b = c.alloc()
-			c.ref[b] = k
+			c.hold(b, k)
 			for _, s := range ss {
 				c.seqs[s].table = append(c.seqs[s].table, b)
 			}
@@ -267,8 +267,7 @@ func (c *Manager) reserve(tokens, pos []int32, seqs [][]int32, cells []int32) {
 			if c.ref[b] > k {
 				nb := c.alloc()
 				c.copyCells(b, nb, off)
-				c.ref[b] -= k
-				c.ref[nb] = k
+				c.split(b, nb, k)
 				for _, s := range ss {
 					c.seqs[s].table[bi] = nb
 				}
@@ -307,11 +306,11 @@ func (c *Manager) ForgetCells(cells []int32) {
 			continue
 		}
 		b := cell / c.bs
-		c.stale[b] = true // nor copied by a partial match while a sequence still holds it
+		c.markStale(b) // nor copied by a partial match while a sequence still holds it
 		if !c.hashed[b] && c.part[b] == 0 {
 			continue
 		}
-		cached := c.heapIdx[b] >= 0 // an indexed full block or a kept partial one
+		cached := c.evq.has(b) // an indexed full block or a kept partial one
 		if cached {
 			c.cacheRemove(b)
 		}

@@ -173,7 +173,7 @@ func (c *Manager) SeqCopy(src, dst int, p0, p1 int32) error {
 		case 0:
 			continue
 		case 1:
-			c.ref[b]++
+			c.pin(b)
 		case 2:
 			nb := c.alloc()
 			c.copyCells(b, nb, count)
@@ -182,7 +182,7 @@ func (c *Manager) SeqCopy(src, dst int, p0, p1 int32) error {
 					c.pos[nb*c.bs+j] = -1
 				}
 			}
-			c.ref[nb] = 1
+			c.hold(nb, 1)
 			b = nb
 		}
 		ds.table = append(ds.table, b)
@@ -294,7 +294,7 @@ func (c *Manager) remap(op string, seq int, r posRange, f func(int32) (int32, er
 			last = bi
 			b = c.cowBlock(seq, int(bi), min(c.bs, sq.n-bi*c.bs))
 			c.unhash(b)
-			c.stale[b] = true
+			c.markStale(b)
 		}
 		cell := int(b*c.bs + i%c.bs)
 		if np < 0 {

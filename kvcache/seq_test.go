@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"ubatch/quant"
 )
 
 // tenTokens makes seq hold positions 0..9 with tokens 10..19 and K = 100+pos, in blocks of 4.
@@ -408,9 +410,9 @@ func TestSeqShift(t *testing.T) {
 		{name: "empty range", p0: 4, p1: 4, delta: 9, wantPos: seqRange(10), wantCalls: 0},
 		{name: "everything below zero", p0: -1, p1: -1, delta: -10, wantPos: []int32{}, wantCalls: 0},
 	}
-	for _, dt := range []DType{F32, F16, Q8_0} {
+	for _, dt := range []quant.Type{quant.F32, quant.F16, quant.Q8_0} {
 		kvDim := 3
-		if dt == Q8_0 {
+		if dt == quant.Q8_0 {
 			kvDim = 32
 		}
 		for _, tc := range tests {
@@ -455,7 +457,7 @@ func TestSeqShift(t *testing.T) {
 						continue
 					}
 					want := entry{Pos: np, Tok: e.Tok, K: k, V: e.V}
-					if dt == Q8_0 && math.Abs(float64(got[j].K-k)) <= math.Abs(float64(k))/200 {
+					if dt == quant.Q8_0 && math.Abs(float64(got[j].K-k)) <= math.Abs(float64(k))/200 {
 						// Requantized to 8 bits: d = amax/127 rounded to half, q = 127.
 						got[j].K = k
 					}

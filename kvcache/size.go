@@ -3,48 +3,30 @@ package kvcache
 import (
 	"fmt"
 	"math"
+
+	"ubatch/kvformat"
+	"ubatch/quant"
 )
 
 // perCellMeta is the bookkeeping NewManager allocates per cell: its position and its token id (int32
 // each).
 const perCellMeta = 4 + 4
 
-// RowBytes returns the bytes a row of n elements of d takes (n*4 for F32, n*2 for F16, n/32
-// blocks of 34 bytes for Q8_0), or 0 for an unknown DType, n <= 0, or a Q8_0 row whose n is not a
-// multiple of 32. It does not check for overflow: n is at most a KV width.
-func (d DType) RowBytes(n int) int64 {
-	if n <= 0 {
-		return 0
-	}
-	switch d {
-	case F32:
-		return 4 * int64(n)
-	case F16:
-		return 2 * int64(n)
-	case Q8_0:
-		if n%32 != 0 {
-			return 0
-		}
-		return int64(n) / 32 * 34
-	}
-	return 0
-}
-
 // CellBytes returns the bytes one cell of a cache costs: a K and a V row of kvDim elements of dt
 // in each of nLayers layers, plus the cell's position and token id. It fails on a non-positive
 // count, an unknown dt, a Q8_0 kvDim that is not a multiple of 32, or a size beyond int64.
-func CellBytes(nLayers, kvDim int, dt DType) (int64, error) {
+func CellBytes(nLayers, kvDim int, dt quant.Type) (int64, error) {
 	switch {
 	case nLayers <= 0:
 		return 0, fmt.Errorf("kvcache: NLayers %d must be positive", nLayers)
 	case kvDim <= 0:
 		return 0, fmt.Errorf("kvcache: KVDim %d must be positive", kvDim)
-	case dt.RowBytes(32) == 0:
-		return 0, fmt.Errorf("kvcache: unsupported DType %v", dt)
-	case dt.RowBytes(kvDim) == 0:
-		return 0, fmt.Errorf("kvcache: a %v cache needs a KV width that is a multiple of 32, not %d: use F16", dt, kvDim)
+	case kvformat.Of(dt) == nil:
+		return 0, fmt.Errorf("kvcache: unsupported DType %v: use %s", dt, kvformat.Names())
+	case kvformat.RowBytes(dt, kvDim) == 0:
+		return 0, fmt.Errorf("kvcache: a %v cache needs a KV width that is a multiple of %d, not %d: use F16", dt, kvformat.Of(dt).Align(), kvDim)
 	}
-	rows, ok := mul(2*dt.RowBytes(kvDim), int64(nLayers)) // K and V
+	rows, ok := mul(2*kvformat.RowBytes(dt, kvDim), int64(nLayers)) // K and V
 	if !ok || rows > math.MaxInt64-perCellMeta {
 		return 0, fmt.Errorf("kvcache: a cell of %d layers of %d values overflows int64 bytes", nLayers, kvDim)
 	}
@@ -57,7 +39,7 @@ func CellBytes(nLayers, kvDim int, dt DType) (int64, error) {
 // the default block size) is not counted. It fails on a non-positive count, an unknown dt, more
 // cells than an int32 cell index reaches (which they refuse too), or a size beyond int64: so
 // callers can check a requested size against the memory they have before allocating it.
-func PoolBytes(nLayers, kvDim, cells int, dt DType) (int64, error) {
+func PoolBytes(nLayers, kvDim, cells int, dt quant.Type) (int64, error) {
 	per, err := CellBytes(nLayers, kvDim, dt)
 	if err != nil {
 		return 0, err

@@ -2,6 +2,7 @@ package kvcache
 
 import (
 	"ubatch/batch"
+	"ubatch/kvformat"
 	"ubatch/quant"
 )
 
@@ -69,15 +70,15 @@ type testStore struct {
 }
 
 func (s *testStore) init(cfg Config, shift func(l int, k []float32, delta int32)) {
-	s.cfg, s.shift, s.rowBytes, s.row = cfg, shift, int(cfg.DType.RowBytes(cfg.KVDim)), make([]float32, cfg.KVDim)
+	s.cfg, s.shift, s.rowBytes, s.row = cfg, shift, int(kvformat.RowBytes(cfg.DType, cfg.KVDim)), make([]float32, cfg.KVDim)
 	cells := cfg.NumBlocks * cfg.BlockSize
 	for range cfg.NLayers {
 		switch cfg.DType {
-		case F32:
+		case quant.F32:
 			s.k32, s.v32 = append(s.k32, make([]float32, cells*cfg.KVDim)), append(s.v32, make([]float32, cells*cfg.KVDim))
-		case F16:
+		case quant.F16:
 			s.k16, s.v16 = append(s.k16, make([]uint16, cells*cfg.KVDim)), append(s.v16, make([]uint16, cells*cfg.KVDim))
-		case Q8_0:
+		case quant.Q8_0:
 			s.k8, s.v8 = append(s.k8, make([]byte, cells*s.rowBytes)), append(s.v8, make([]byte, cells*s.rowBytes))
 		}
 	}
@@ -110,14 +111,14 @@ func (s *testStore) apply(ops []batch.KVOp, images [][]byte) {
 		for l := range s.cfg.NLayers {
 			for cell := int(o.Dst); cell < int(o.Dst+o.N); cell++ {
 				switch s.cfg.DType {
-				case F32:
+				case quant.F32:
 					s.shift(l, s.k32[l][cell*kv:(cell+1)*kv], o.Delta)
-				case F16:
+				case quant.F16:
 					row := s.k16[l][cell*kv : (cell+1)*kv]
 					quant.F16ToF32s(s.row, row)
 					s.shift(l, s.row, o.Delta)
 					quant.F32ToF16s(row, s.row)
-				case Q8_0:
+				case quant.Q8_0:
 					row := s.k8[l][cell*rb : (cell+1)*rb]
 					if err := quant.Dequantize(quant.Q8_0, row, s.row); err != nil {
 						panic(err)

@@ -265,15 +265,10 @@ func (c *Manager) Import(salt Salt, prompt []int32, blocks []ImportBlock, imgs [
 			break
 		}
 		h := c.hashFn(c.seed, parent, c.tok[base:base+c.bs])
-		c.hash[b], c.parent[b], c.hashed[b], c.depth[b] = h, parent, true, i
 		c.setKey(b, pk, c.bs)
-		c.linkChild(b)
-		if _, taken := c.index[h]; !taken {
-			c.index[h] = b
-			c.indexed[b] = true
-		}
+		c.setHash(b, h, parent, i)
 		c.emitStored(b, int(i), salt.Routing)
-		c.ref[b] = 1
+		c.hold(b, 1)
 		pinned = append(pinned, b)
 		parent, held = h, lo+int(c.bs)
 		if c.key != nil {
@@ -285,14 +280,6 @@ func (c *Manager) Import(salt Salt, prompt []int32, blocks []ImportBlock, imgs [
 	}
 	c.pinned = pinned[:0]
 	return imgs, held
-}
-
-// pin takes one more reference to b, out of the eviction heap if it was cached.
-func (c *Manager) pin(b int32) {
-	if c.ref[b] == 0 {
-		c.cacheRemove(b)
-	}
-	c.ref[b]++
 }
 
 // CachedBlock is one block of a prefix as Prefix finds it in the cache: its cell range and Key.
@@ -349,8 +336,9 @@ func (c *Manager) SpillCached(max int) int {
 		return 0
 	}
 	n := 0
-	for i := len(c.heap) - 1; i >= 0 && n < max; i-- {
-		if c.spill(c.heap[i], false) {
+	cached := c.evq.blocks()
+	for i := len(cached) - 1; i >= 0 && n < max; i-- {
+		if c.spill(cached[i], false) {
 			n++
 		}
 	}

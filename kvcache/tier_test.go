@@ -5,12 +5,13 @@ import (
 	"testing"
 
 	"ubatch/batch"
+	"ubatch/quant"
 )
 
 // TestSpillSeq swaps a sequence out: every full block and its partly filled last block are
 // read out (KVSave) with their chained keys, and the images hold the cells' K/V.
 func TestSpillSeq(t *testing.T) {
-	c := newCache(t, Config{NLayers: 2, KVDim: 2, BlockSize: 4, NumBlocks: 8, MaxSeqs: 2, DType: F32})
+	c := newCache(t, Config{NLayers: 2, KVDim: 2, BlockSize: 4, NumBlocks: 8, MaxSeqs: 2, DType: quant.F32})
 	c.enableTier(func() bool { return false })
 	toks := []int32{5, 6, 7, 8, 9, 10, 11, 12, 13, 14}
 	reserve(t, c, []int32{0}, 0, 1, toks...)

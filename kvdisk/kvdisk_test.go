@@ -14,10 +14,11 @@ import (
 	"ubatch/engine"
 	"ubatch/kvcache"
 	"ubatch/kvfile"
+	"ubatch/quant"
 )
 
 func layout() kvfile.Layout {
-	return kvfile.Layout{Model: kvfile.ModelID{7}, DType: kvcache.F16, BlockSize: 4,
+	return kvfile.Layout{Model: kvfile.ModelID{7}, DType: quant.F16, BlockSize: 4,
 		Layers: []kvfile.Layer{{KVHeads: 1, HeadDim: 8}, {KVHeads: 1, HeadDim: 8}}}
 }
 

@@ -7,7 +7,7 @@
 //
 // # Format (all integers little-endian)
 //
-//	header:  magic "UBKV" | version u32 (1) | model identity [32]byte | dtype u32 (kvcache.DType)
+//	header:  magic "UBKV" | version u32 (2) | model identity [32]byte | dtype u32 (quant.Type)
 //	         | block size u32 | layers u32 | per layer: kv heads u32, head dim u32
 //	         | records u32 | crc32c u32 of everything before it
 //	record:  key [32]byte | parent key [32]byte | depth u32 | cells u32 (1..block size)
@@ -37,10 +37,23 @@ import (
 	"syscall"
 
 	"ubatch/kvcache"
+	"ubatch/kvformat"
+	"ubatch/quant"
 )
 
-// Version is the format version written and read.
-const Version = 1
+// Version is the format version written. Version 2 names the dtype by ggml's type id
+// (quant.Type, kvformat's rows: F32 0, F16 1, Q8_0 8); version 1, still read (v1Type), had
+// Q8_0 as 2. A build that reads only version 1 finds a version 2 file foreign and leaves it.
+const Version = 2
+
+// v1Type maps a version 1 dtype (0 F32, 1 F16, 2 Q8_0) to its type; any other to a type that
+// is no KV format, which Check refuses.
+func v1Type(d uint32) quant.Type {
+	if v1 := [...]quant.Type{quant.F32, quant.F16, quant.Q8_0}; d < uint32(len(v1)) {
+		return v1[d]
+	}
+	return quant.Type(math.MaxUint32)
+}
 
 var magic = [4]byte{'U', 'B', 'K', 'V'}
 
@@ -102,7 +115,7 @@ type Layer struct{ KVHeads, HeadDim int }
 // each layer's shape. Two layouts must be Equal for blocks to move between them.
 type Layout struct {
 	Model     ModelID
-	DType     kvcache.DType
+	DType     quant.Type
 	BlockSize int
 	Layers    []Layer
 }
@@ -127,11 +140,11 @@ func (l Layout) Check() error {
 		return fmt.Errorf("kvfile: block size %d outside [1, %d]", l.BlockSize, MaxBlockSize)
 	case len(l.Layers) == 0 || len(l.Layers) > MaxLayers:
 		return fmt.Errorf("kvfile: %d layers outside [1, %d]", len(l.Layers), MaxLayers)
-	case l.DType.RowBytes(32) == 0:
+	case kvformat.Of(l.DType) == nil:
 		return fmt.Errorf("kvfile: unknown dtype %v", l.DType)
 	}
 	for i, ly := range l.Layers {
-		if ly.KVHeads <= 0 || ly.HeadDim <= 0 || ly.KVHeads*ly.HeadDim > MaxHeadDim || l.DType.RowBytes(ly.KVHeads*ly.HeadDim) == 0 {
+		if ly.KVHeads <= 0 || ly.HeadDim <= 0 || ly.KVHeads*ly.HeadDim > MaxHeadDim || kvformat.RowBytes(l.DType, ly.KVHeads*ly.HeadDim) == 0 {
 			return fmt.Errorf("kvfile: layer %d: %d kv heads of %d is not a %v row", i, ly.KVHeads, ly.HeadDim, l.DType)
 		}
 	}
@@ -142,7 +155,7 @@ func (l Layout) Check() error {
 func (l Layout) CellBytes() int64 {
 	var n int64
 	for _, ly := range l.Layers {
-		n += 2 * l.DType.RowBytes(ly.KVHeads*ly.HeadDim)
+		n += 2 * kvformat.RowBytes(l.DType, ly.KVHeads*ly.HeadDim)
 	}
 	return n
 }
@@ -274,11 +287,15 @@ func DecodeHeader(r io.Reader) (Layout, int, error) {
 		return l, 0, fmt.Errorf("%w: not a ubatch KV block file", ErrCorrupt)
 	}
 	le := binary.LittleEndian
-	if v := le.Uint32(fixed[4:]); v != Version {
-		return l, 0, fmt.Errorf("%w: version %d, this build reads %d", ErrForeign, v, Version)
+	v := le.Uint32(fixed[4:])
+	if v != Version && v != 1 {
+		return l, 0, fmt.Errorf("%w: version %d, this build reads %d and 1", ErrForeign, v, Version)
 	}
 	copy(l.Model[:], fixed[8:40])
-	l.DType = kvcache.DType(le.Uint32(fixed[40:]))
+	l.DType = quant.Type(le.Uint32(fixed[40:]))
+	if v == 1 {
+		l.DType = v1Type(le.Uint32(fixed[40:]))
+	}
 	bs, nl := le.Uint32(fixed[44:]), le.Uint32(fixed[48:])
 	if bs == 0 || bs > MaxBlockSize || nl == 0 || nl > MaxLayers {
 		return l, 0, fmt.Errorf("%w: block size %d, %d layers", ErrCorrupt, bs, nl)

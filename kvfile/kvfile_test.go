@@ -3,7 +3,9 @@ package kvfile
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -14,10 +16,11 @@ import (
 	"time"
 
 	"ubatch/kvcache"
+	"ubatch/quant"
 )
 
 func testLayout() Layout {
-	return Layout{Model: ModelID{1, 2, 3}, DType: kvcache.F16, BlockSize: 4,
+	return Layout{Model: ModelID{1, 2, 3}, DType: quant.F16, BlockSize: 4,
 		Layers: []Layer{{KVHeads: 2, HeadDim: 4}, {KVHeads: 2, HeadDim: 4}}}
 }
 
@@ -69,14 +72,14 @@ func TestRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	tests := []struct {
 		name    string
-		dtype   kvcache.DType
+		dtype   quant.Type
 		n, part int
 		headDim int
 	}{
-		{name: "one full block f16", dtype: kvcache.F16, n: 1, headDim: 4},
-		{name: "chain with a partial tail f32", dtype: kvcache.F32, n: 5, part: 3, headDim: 4},
-		{name: "q8_0", dtype: kvcache.Q8_0, n: 3, part: 1, headDim: 32},
-		{name: "no blocks", dtype: kvcache.F16, n: 0, headDim: 4},
+		{name: "one full block f16", dtype: quant.F16, n: 1, headDim: 4},
+		{name: "chain with a partial tail f32", dtype: quant.F32, n: 5, part: 3, headDim: 4},
+		{name: "q8_0", dtype: quant.Q8_0, n: 3, part: 1, headDim: 32},
+		{name: "no blocks", dtype: quant.F16, n: 0, headDim: 4},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -107,7 +110,7 @@ func TestForeign(t *testing.T) {
 		want Layout
 	}{
 		{name: "another model", want: other(func(o *Layout) { o.Model[0] ^= 1 })},
-		{name: "another dtype", want: other(func(o *Layout) { o.DType = kvcache.F32 })},
+		{name: "another dtype", want: other(func(o *Layout) { o.DType = quant.F32 })},
 		{name: "another block size", want: other(func(o *Layout) { o.BlockSize = 8 })},
 		{name: "another layer count", want: other(func(o *Layout) { o.Layers = o.Layers[:1] })},
 		{name: "another head dim", want: other(func(o *Layout) { o.Layers[1].HeadDim = 8 })},
@@ -295,4 +298,50 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("accepted bytes do not encode back: %v", err)
 		}
 	})
+}
+
+// TestVersion1 reads images as a version 1 build wrote them (Q8_0 numbered 2): each decodes as
+// the layout it names, a dtype version 1 did not have is refused, and a later version is
+// foreign.
+func TestVersion1(t *testing.T) {
+	tests := []struct {
+		name      string
+		dtype     quant.Type // the layout written and wanted
+		version   uint32
+		code      uint32 // the dtype as the header stores it
+		wantErr   bool
+		wantOther bool // ErrForeign
+	}{
+		{name: "q8_0 as 2", dtype: quant.Q8_0, version: 1, code: 2},
+		{name: "f16 as 1", dtype: quant.F16, version: 1, code: 1},
+		{name: "f32 as 0", dtype: quant.F32, version: 1, code: 0},
+		{name: "8 was no version 1 dtype", dtype: quant.Q8_0, version: 1, code: 8, wantErr: true},
+		{name: "q8_0 as 8 in version 2", dtype: quant.Q8_0, version: 2, code: 8},
+		{name: "version 3", dtype: quant.F16, version: 3, code: 1, wantErr: true, wantOther: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := testLayout()
+			l.DType = tc.dtype
+			for i := range l.Layers {
+				l.Layers[i].HeadDim = 32
+			}
+			blocks := testBlocks(l, 2, 1, rand.New(rand.NewPCG(9, 10)))
+			data := encode(t, l, blocks)
+			le := binary.LittleEndian
+			le.PutUint32(data[4:], tc.version)
+			le.PutUint32(data[40:], tc.code)
+			h := 4 + 4 + 32 + 12 + 8*len(l.Layers) + 8 // the header, its checksum last
+			le.PutUint32(data[h-4:], crc32.Checksum(data[:h-4], castagnoli))
+			got, err := Decode(bytes.NewReader(data), l, 0)
+			switch {
+			case tc.wantErr && err == nil:
+				t.Fatalf("Decode accepted version %d dtype %d", tc.version, tc.code)
+			case tc.wantOther && !errors.Is(err, ErrForeign):
+				t.Fatalf("Decode = %v, want ErrForeign", err)
+			case !tc.wantErr && (err != nil || !equalBlocks(got, blocks)):
+				t.Fatalf("Decode = %d blocks, %v; want the %d encoded", len(got), err, len(blocks))
+			}
+		})
+	}
 }

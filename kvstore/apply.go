@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"ubatch/batch"
-	"ubatch/quant"
 )
 
 // Apply performs ops in order (batch.KV.Ops: copies of cells and re-rotations of keys, every
@@ -77,47 +76,20 @@ func (s *Store) ApplyImages(ops []batch.KVOp, images [][]byte) error {
 // copyCells copies the K and V rows of every layer of cells [src, src+n) to [dst, dst+n)
 // (memmove: the ranges may overlap).
 func (s *Store) copyCells(src, dst, n int32) {
-	kv := s.cfg.KVDim
-	a, b, m := int(src)*kv, int(dst)*kv, int(n)*kv
-	for l := range s.k32 {
-		copy(s.k32[l][b:b+m], s.k32[l][a:a+m])
-		copy(s.v32[l][b:b+m], s.v32[l][a:a+m])
-	}
-	for l := range s.k16 {
-		copy(s.k16[l][b:b+m], s.k16[l][a:a+m])
-		copy(s.v16[l][b:b+m], s.v16[l][a:a+m])
-	}
 	rb := s.rowBytes
-	a, b, m = int(src)*rb, int(dst)*rb, int(n)*rb
-	for l := range s.k8 {
-		copy(s.k8[l][b:b+m], s.k8[l][a:a+m])
-		copy(s.v8[l][b:b+m], s.v8[l][a:a+m])
+	a, b, m := int(src)*rb, int(dst)*rb, int(n)*rb
+	for l := range s.k {
+		copy(s.k[l][b:b+m], s.k[l][a:a+m])
+		copy(s.v[l][b:b+m], s.v[l][a:a+m])
 	}
 }
 
-// rotateKey re-rotates the key row of cell in layer l by delta positions, through a float32 row
-// for F16 and Q8_0 storage.
+// rotateKey re-rotates the key row of cell in layer l by delta positions, through a float32 row:
+// for a quantized format one more rounding, like llama.cpp's shift of a quantized K cache.
 func (s *Store) rotateKey(l, cell int, delta int32) {
-	kv := s.cfg.KVDim
-	switch {
-	case s.k32 != nil:
-		s.shift(l, s.k32[l][cell*kv:(cell+1)*kv], delta)
-	case s.k16 != nil:
-		row := s.k16[l][cell*kv : (cell+1)*kv]
-		quant.F16ToF32s(s.rowBuf, row)
-		s.shift(l, s.rowBuf, delta)
-		quant.F32ToF16s(row, s.rowBuf)
-	default:
-		// Dequantize, rotate, requantize: one more rounding to 8 bits, like llama.cpp's shift
-		// of a quantized K cache.
-		rb := s.rowBytes
-		row := s.k8[l][cell*rb : (cell+1)*rb]
-		if err := quant.Dequantize(quant.Q8_0, row, s.rowBuf); err != nil {
-			panic("kvstore: " + err.Error()) // sizes are fixed by New
-		}
-		s.shift(l, s.rowBuf, delta)
-		if err := quant.Quantize(quant.Q8_0, s.rowBuf, row); err != nil {
-			panic("kvstore: " + err.Error())
-		}
-	}
+	rb := s.rowBytes
+	row := s.k[l][cell*rb : (cell+1)*rb]
+	s.f.Load(s.rowBuf, row)
+	s.shift(l, s.rowBuf, delta)
+	s.f.Store(row, s.rowBuf)
 }

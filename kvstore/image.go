@@ -1,13 +1,11 @@
 package kvstore
 
-import "unsafe"
-
 // Images: a run of n consecutive cells' K and V rows of every layer, in the store's own type,
 // as one byte slice laid out [layer][K, then V][cell][RowBytes] (kvfile.Block.Data): for layer
-// l, K rows at l*2*n*RowBytes, V rows right after them. F32 and F16 elements are little-endian
-// (the byte order of every architecture ubatch builds for: amd64, arm64), Q8_0 rows are ggml's
-// blocks as stored. A KVSave reads cells into an image before they are reused for other
-// content; a KVLoad writes them back, in another process, after a restart, or on a peer.
+// l, K rows at l*2*n*RowBytes, V rows right after them, each row as stored (kvformat: F32 and
+// F16 elements little-endian, the byte order of amd64 and arm64; Q8_0 rows ggml's blocks). A
+// KVSave reads cells into an image before they are reused for other content; a KVLoad writes
+// them back, in another process, after a restart, or on a peer.
 
 // ImageBytes returns the bytes of an image of n cells: 2 × NLayers × n × RowBytes.
 func (s *Store) ImageBytes(n int) int64 {
@@ -44,29 +42,5 @@ func (s *Store) cellsImage(cell, n int32, img []byte, load bool) {
 	}
 }
 
-// layerBytes returns layer l's K and V storage as bytes (cell c's row at c*RowBytes).
-func (s *Store) layerBytes(l int) (k, v []byte) {
-	switch {
-	case s.k32 != nil:
-		return f32Bytes(s.k32[l]), f32Bytes(s.v32[l])
-	case s.k16 != nil:
-		return u16Bytes(s.k16[l]), u16Bytes(s.v16[l])
-	}
-	return s.k8[l], s.v8[l]
-}
-
-// The store's float rows seen as their bytes in memory: little-endian on the architectures
-// ubatch runs on, which is the image's byte order.
-func f32Bytes(x []float32) []byte {
-	if len(x) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x))
-}
-
-func u16Bytes(x []uint16) []byte {
-	if len(x) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 2*len(x))
-}
+// layerBytes returns layer l's K and V storage (cell c's row at c*RowBytes).
+func (s *Store) layerBytes(l int) (k, v []byte) { return s.k[l], s.v[l] }

@@ -7,13 +7,14 @@ import (
 
 	"ubatch/batch"
 	"ubatch/kvcache"
+	"ubatch/quant"
 )
 
 // TestImagesRoundTrip saves cells of every type into images and loads them into other cells:
 // the rows come back bit for bit, and a wrong-sized or missing image, or cells past the store,
 // are refused.
 func TestImagesRoundTrip(t *testing.T) {
-	for _, dt := range []kvcache.DType{kvcache.F32, kvcache.F16, kvcache.Q8_0} {
+	for _, dt := range []quant.Type{quant.F32, quant.F16, quant.Q8_0} {
 		t.Run(dt.String(), func(t *testing.T) {
 			cfg := kvcache.Config{NLayers: 3, KVDim: 32, BlockSize: 4, NumBlocks: 6, MaxSeqs: 1, DType: dt}
 			s, err := New(cfg, func(int, []float32, int32) {})

@@ -1,6 +1,8 @@
 package kvstore
 
 import (
+	"encoding/binary"
+	"math"
 	"runtime"
 	"slices"
 	"testing"
@@ -18,10 +20,10 @@ func TestPoolBytesMatchesNew(t *testing.T) {
 		name string
 		cfg  kvcache.Config
 	}{
-		{name: "F16 small blocks", cfg: kvcache.Config{NLayers: 5, KVDim: 32, BlockSize: 16, NumBlocks: 256, DType: kvcache.F16, MaxSeqs: 8}},
-		{name: "F32 large blocks", cfg: kvcache.Config{NLayers: 4, KVDim: 128, BlockSize: 256, NumBlocks: 16, DType: kvcache.F32, MaxSeqs: 4}},
-		{name: "Q8_0", cfg: kvcache.Config{NLayers: 3, KVDim: 96, BlockSize: 16, NumBlocks: 64, DType: kvcache.Q8_0, MaxSeqs: 2}},
-		{name: "F16 one layer", cfg: kvcache.Config{NLayers: 1, KVDim: 8, BlockSize: 16, NumBlocks: 1024, DType: kvcache.F16, MaxSeqs: 1}},
+		{name: "F16 small blocks", cfg: kvcache.Config{NLayers: 5, KVDim: 32, BlockSize: 16, NumBlocks: 256, DType: quant.F16, MaxSeqs: 8}},
+		{name: "F32 large blocks", cfg: kvcache.Config{NLayers: 4, KVDim: 128, BlockSize: 256, NumBlocks: 16, DType: quant.F32, MaxSeqs: 4}},
+		{name: "Q8_0", cfg: kvcache.Config{NLayers: 3, KVDim: 96, BlockSize: 16, NumBlocks: 64, DType: quant.Q8_0, MaxSeqs: 2}},
+		{name: "F16 one layer", cfg: kvcache.Config{NLayers: 1, KVDim: 8, BlockSize: 16, NumBlocks: 1024, DType: quant.F16, MaxSeqs: 1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -56,30 +58,27 @@ func TestPoolBytesMatchesNew(t *testing.T) {
 	}
 }
 
-// rowOf reads cell's K (or V) row of layer l as float32.
+// rowOf reads cell's K (or V) row of layer l as float32, decoding the stored bytes itself
+// (little-endian floats and halves, ggml's Q8_0 blocks).
 func rowOf(s *Store, l, cell int, v bool) []float32 {
-	kv := s.cfg.KVDim
+	kv, rb := s.cfg.KVDim, s.RowBytes()
+	src := s.K(l)
+	if v {
+		src = s.V(l)
+	}
+	row := src[cell*rb : (cell+1)*rb]
 	out := make([]float32, kv)
 	switch s.cfg.DType {
-	case kvcache.F32:
-		src := s.KF32(l)
-		if v {
-			src = s.VF32(l)
+	case quant.F32:
+		for i := range out {
+			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(row[4*i:]))
 		}
-		copy(out, src[cell*kv:(cell+1)*kv])
-	case kvcache.F16:
-		src := s.KF16(l)
-		if v {
-			src = s.VF16(l)
+	case quant.F16:
+		for i := range out {
+			out[i] = quant.F16ToF32(binary.LittleEndian.Uint16(row[2*i:]))
 		}
-		quant.F16ToF32s(out, src[cell*kv:(cell+1)*kv])
-	case kvcache.Q8_0:
-		src := s.KQ8(l)
-		if v {
-			src = s.VQ8(l)
-		}
-		rb := s.RowBytes()
-		if err := quant.Dequantize(quant.Q8_0, src[cell*rb:(cell+1)*rb], out); err != nil {
+	case quant.Q8_0:
+		if err := quant.Dequantize(quant.Q8_0, row, out); err != nil {
 			panic(err)
 		}
 	}
@@ -89,7 +88,7 @@ func rowOf(s *Store, l, cell int, v bool) []float32 {
 // TestApply writes rows, applies copies (overlapping downwards too) and shifts, and compares
 // every layer's rows with the same operations done on plain float32 rows.
 func TestApply(t *testing.T) {
-	for _, dt := range []kvcache.DType{kvcache.F32, kvcache.F16, kvcache.Q8_0} {
+	for _, dt := range []quant.Type{quant.F32, quant.F16, quant.Q8_0} {
 		t.Run(dt.String(), func(t *testing.T) {
 			cfg := kvcache.Config{NLayers: 2, KVDim: 32, BlockSize: 4, NumBlocks: 4, DType: dt, MaxSeqs: 1}
 			shifts := 0
@@ -147,7 +146,7 @@ func TestApply(t *testing.T) {
 				for c := range cells {
 					gk, gv := rowOf(s, l, c, false), rowOf(s, l, c, true)
 					tol := float32(0)
-					if dt != kvcache.F32 {
+					if dt != quant.F32 {
 						tol = 0.05 * max(1, abs(ref[l][c]))
 					}
 					if abs(gk[0]-ref[l][c]) > tol || abs(gv[0]+refV[l][c]) > tol || slices.Min(gk) != slices.Max(gk) {
@@ -171,7 +170,7 @@ func abs(x float32) float32 {
 
 // TestApplyAllocatesNothing: the per-step work of the store allocates nothing.
 func TestApplyAllocatesNothing(t *testing.T) {
-	s, err := New(kvcache.Config{NLayers: 2, KVDim: 32, BlockSize: 4, NumBlocks: 4, DType: kvcache.F16, MaxSeqs: 1}, func(int, []float32, int32) {})
+	s, err := New(kvcache.Config{NLayers: 2, KVDim: 32, BlockSize: 4, NumBlocks: 4, DType: quant.F16, MaxSeqs: 1}, func(int, []float32, int32) {})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"ubatch/quant"
 )
 
-// Attention kernels over a Q8_0 KV cache (kvcache.Q8_0): each cell's row is a run of ggml Q8_0
+// Attention kernels over a Q8_0 KV cache (kvformat's Q8_0 rows): each cell's row is a run of ggml Q8_0
 // blocks of 32 values, 34 bytes each (the half-precision scale d, then 32 int8 q; value d·q).
 // The kernels read the blocks directly: a key or value is never dequantized into memory.
 

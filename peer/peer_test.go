@@ -24,11 +24,12 @@ import (
 	"ubatch/kvcache"
 	"ubatch/kvfile"
 	"ubatch/prefixhash"
+	"ubatch/quant"
 )
 
 const bs = 4
 
-var layout = kvfile.Layout{Model: kvfile.ModelID{1, 2, 3}, DType: kvcache.F32, BlockSize: bs, Layers: []kvfile.Layer{{KVHeads: 1, HeadDim: 8}, {KVHeads: 1, HeadDim: 8}}}
+var layout = kvfile.Layout{Model: kvfile.ModelID{1, 2, 3}, DType: quant.F32, BlockSize: bs, Layers: []kvfile.Layer{{KVHeads: 1, HeadDim: 8}, {KVHeads: 1, HeadDim: 8}}}
 
 // memCache is a node's cache of whole blocks for the serving side, K/V bytes derived from the
 // tokens so that a test can tell blocks apart and check what arrived.

@@ -22,8 +22,8 @@ import (
 	"ubatch/internal/sse"
 	"ubatch/internal/testdata"
 	"ubatch/internal/testmodel"
-	"ubatch/kvcache"
 	_ "ubatch/model/all"
+	"ubatch/quant"
 	"ubatch/runner"
 	"ubatch/server"
 )
@@ -42,7 +42,7 @@ func startNode(t *testing.T, id, redisURL string) *testNode {
 	m := testmodel.Open(t, testdata.Model(t, "stories260K.gguf"))
 	tr := fleet.NewTracker(64)
 	lctx := testmodel.Runtime(t, m, runner.Options{NCtx: 1024, NBatch: 512, NUBatch: 512, NSeqMax: 8,
-		KVType: kvcache.F32, Threads: 1, OnBlock: tr.OnBlock})
+		KVType: quant.F32, Threads: 1, OnBlock: tr.OnBlock})
 	eng := testmodel.Engine(t, m, lctx, engine.Config{})
 	stop := testmodel.Run(t, eng)
 	srv, err := server.New(server.Config{Model: m, Engine: eng, ModelID: "stories", Logger: quiet})

@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"ubatch/fleet"
+	"ubatch/kvcache"
 )
 
 // DefaultMaxResponseBytes is Config.MaxResponseBytes's default: far above any completion's JSON
@@ -42,7 +43,8 @@ type Config struct {
 	// Nodes are the nodes' base URLs. Empty: the fleet is discovered from Index. Given: only these
 	// nodes are used, and Redis entries of other nodes are ignored.
 	Nodes []string
-	// BlockSize is the KV block size assumed for nodes that publish none (default 16).
+	// BlockSize is the KV block size assumed for nodes that publish none (default
+	// kvcache.DefaultBlockSize, serve's).
 	BlockSize int
 	// MaxBodyBytes bounds request bodies (413 beyond it); 0 = 4 MiB, the nodes' default. A body
 	// is also never sent to a node that publishes a smaller limit.
@@ -152,7 +154,7 @@ func New(cfg Config) (*Router, error) {
 		cfg.MaxResponseBytes = DefaultMaxResponseBytes
 	}
 	if cfg.BlockSize <= 0 {
-		cfg.BlockSize = 16
+		cfg.BlockSize = kvcache.DefaultBlockSize
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 4 << 20

@@ -3,7 +3,6 @@ package runner
 import (
 	"math"
 
-	"ubatch/kvcache"
 	"ubatch/ops"
 )
 
@@ -151,35 +150,21 @@ func (a *attnTask) Do(i, w int) {
 // exact kernels: all the scores, their softmax, the weighted values.
 func (a *attnTask) doToken(t, g, w int) {
 	c, h := a.c, a.c.h
-	hd, kvDim, rep, qd := h.HeadDim, h.KVDim(), h.NHeads/h.NKVHeads, h.QDim()
+	hd, rep, qd := h.HeadDim, h.NHeads/h.NKVHeads, h.QDim()
 
 	vis := a.vis.cells[a.vis.off[t]:a.vis.off[t+1]]
 	nv := len(vis)
 	scores := c.workerScores[w][:rep*nv]
 	q := a.q[t*qd+g*rep*hd:][:rep*hd]
 	out := a.out[t*qd+g*rep*hd:][:rep*hd]
-	// Q8_0: head g's values are the row's blocks from g*hd/32 (NewContext checked hd%32 == 0).
-	q8Off, rb := g*hd/32*34, c.store.RowBytes()
-	switch c.opts.KVType {
-	case kvcache.F16:
-		ops.AttnScoresF16(q, rep, hd, c.store.KF16(a.layer)[g*hd:], vis, kvDim, a.scale, scores)
-	case kvcache.Q8_0:
-		ops.AttnScoresQ8(q, rep, hd, c.store.KQ8(a.layer)[q8Off:], vis, rb, a.scale, scores)
-	default:
-		ops.AttnScoresF32(q, rep, hd, c.store.KF32(a.layer)[g*hd:], vis, kvDim, a.scale, scores)
-	}
+	f, rb := c.store.Format(), c.store.RowBytes()
+	off := f.RowBytes(g * hd) // head g's first value in a row (New checked hd against f.Align)
+	f.Scores(q, rep, hd, c.store.K(a.layer)[off:], vis, rb, a.scale, scores)
 	if a.softcap > 0 {
 		ops.Softcap(scores, a.softcap)
 	}
 	for hh := range rep {
 		ops.SoftmaxInPlace(scores[hh*nv : (hh+1)*nv])
 	}
-	switch c.opts.KVType {
-	case kvcache.F16:
-		ops.AttnValuesF16(scores, rep, hd, c.store.VF16(a.layer)[g*hd:], vis, kvDim, out)
-	case kvcache.Q8_0:
-		ops.AttnValuesQ8(scores, rep, hd, c.store.VQ8(a.layer)[q8Off:], vis, rb, out)
-	default:
-		ops.AttnValuesF32(scores, rep, hd, c.store.VF32(a.layer)[g*hd:], vis, kvDim, out)
-	}
+	f.Values(scores, rep, hd, c.store.V(a.layer)[off:], vis, rb, out)
 }

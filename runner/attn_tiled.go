@@ -3,7 +3,7 @@ package runner
 import (
 	"math"
 
-	"ubatch/kvcache"
+	"ubatch/kvformat"
 	"ubatch/ops"
 )
 
@@ -33,13 +33,11 @@ type tileList struct {
 
 type tileRef struct{ c0, c1 int32 }
 
-// tileWorker is one worker's scratch for the tiled attention and its KV sources (fields set per
-// call, so that passing them as ops.TileSource allocates nothing).
+// tileWorker is one worker's scratch for the tiled attention and the room of its KV source
+// (set per call, so that passing it as an ops.TileSource allocates nothing).
 type tileWorker struct {
-	s   *ops.TileScratch
-	f16 ops.CacheTiles[uint16]
-	f32 ops.CacheTiles[float32]
-	q8  ops.CacheTiles[byte]
+	s  *ops.TileScratch
+	kv kvformat.Tiles
 }
 
 // tiledOK reports whether this context's attention is tiled: asked for (Options.TiledAttention),
@@ -143,21 +141,11 @@ func (c *Runtime) tileCells(window int32) *tileList {
 // doTiled attends the query heads of kv group g of the tiled block c.blocks[bi] on worker w.
 func (a *attnTask) doTiled(bi, g, w int) {
 	c, h := a.c, a.c.h
-	hd, kvDim, rep, qd := h.HeadDim, h.KVDim(), h.NHeads/h.NKVHeads, h.QDim()
+	hd, rep, qd := h.HeadDim, h.NHeads/h.NKVHeads, h.QDim()
 	tw := &c.tileWorkers[w]
-	var src ops.TileSource
-	switch c.opts.KVType {
-	case kvcache.F16:
-		tw.f16 = ops.CacheTiles[uint16]{K: c.store.KF16(a.layer)[g*hd:], V: c.store.VF16(a.layer)[g*hd:], Stride: kvDim, HD: hd}
-		src = &tw.f16
-	case kvcache.Q8_0:
-		off := g * hd / 32 * 34
-		tw.q8 = ops.CacheTiles[byte]{K: c.store.KQ8(a.layer)[off:], V: c.store.VQ8(a.layer)[off:], Stride: c.store.RowBytes(), HD: hd}
-		src = &tw.q8
-	default:
-		tw.f32 = ops.CacheTiles[float32]{K: c.store.KF32(a.layer)[g*hd:], V: c.store.VF32(a.layer)[g*hd:], Stride: kvDim, HD: hd}
-		src = &tw.f32
-	}
+	f := c.store.Format()
+	kvOff := f.RowBytes(g * hd) // head g's first value in a row
+	src := f.Tiles(&tw.kv, c.store.K(a.layer)[kvOff:], c.store.V(a.layer)[kvOff:], c.store.RowBytes(), hd)
 	b, ref := c.blocks[bi], a.tiles.blocks[bi]
 	blk := ops.TileBlock{
 		Pos: c.ub.Pos[b.t0:b.t1], Lo: a.tiles.lo[b.t0:b.t1],

@@ -6,6 +6,7 @@ import (
 
 	"ubatch/batch"
 	"ubatch/kvcache"
+	"ubatch/kvformat"
 	"ubatch/kvstore"
 	"ubatch/ops"
 	"ubatch/quant"
@@ -13,13 +14,13 @@ import (
 
 // Options sizes a Runtime.
 type Options struct {
-	NCtx      int           // KV cells shared by all sequences (llama.cpp's -c); also the longest sequence
-	NBatch    int           // most tokens one Decode call accepts (logical batch)
-	NUBatch   int           // most tokens one forward pass computes (micro-batch)
-	NSeqMax   int           // sequence ids are in [0, NSeqMax)
-	KVType    kvcache.DType // F16 (llama.cpp's default), F32 or Q8_0 (HeadDim a multiple of 32)
-	BlockSize int           // KV block size in cells; 0 = 16
-	Threads   int           // worker goroutines; 0 = all cores
+	NCtx      int        // KV cells shared by all sequences (llama.cpp's -c); also the longest sequence
+	NBatch    int        // most tokens one Decode call accepts (logical batch)
+	NUBatch   int        // most tokens one forward pass computes (micro-batch)
+	NSeqMax   int        // sequence ids are in [0, NSeqMax)
+	KVType    quant.Type // a KV format (kvformat): F16 (llama.cpp's default), F32 or Q8_0 (HeadDim a multiple of 32)
+	BlockSize int        // KV block size in cells; 0 = kvcache.DefaultBlockSize
+	Threads   int        // worker goroutines; 0 = all cores
 	// TiledAttention attends every token by tiles (flash-style: several query rows share each
 	// K/V tile, no score row over the history), on the paths whose tiled kernel has assembly
 	// (AVX-512); decode blocks of few rows take its row kernel (ops.AttnTiled). It halves the
@@ -35,22 +36,29 @@ type Options struct {
 	OnBlock func(kvcache.BlockEvent)
 }
 
+// The sizes of a Runtime whose Options leave them 0 (llama.cpp's): the logical and the
+// physical batch.
+const (
+	DefaultNBatch  = 2048
+	DefaultNUBatch = 512
+)
+
 func (o *Options) defaults(h *Hparams) {
 	if o.NCtx <= 0 {
 		o.NCtx = min(h.CtxTrain, 4096)
 	}
 	if o.NBatch <= 0 {
-		o.NBatch = 2048
+		o.NBatch = DefaultNBatch
 	}
 	if o.NUBatch <= 0 {
-		o.NUBatch = 512
+		o.NUBatch = DefaultNUBatch
 	}
 	o.NUBatch = min(o.NUBatch, o.NBatch)
 	if o.NSeqMax <= 0 {
 		o.NSeqMax = 1
 	}
 	if o.BlockSize <= 0 {
-		o.BlockSize = 16
+		o.BlockSize = kvcache.DefaultBlockSize
 	}
 	if o.NCtx%o.BlockSize != 0 {
 		o.NCtx += o.BlockSize - o.NCtx%o.BlockSize
@@ -142,10 +150,9 @@ func New(g Graph, opts Options) (*Runtime, error) {
 	h := g.Hparams()
 	opts.defaults(h)
 	c := &Runtime{g: g, h: h, opts: opts}
-	if opts.KVType == kvcache.Q8_0 && h.HeadDim%32 != 0 {
-		// As in llama.cpp: a Q8_0 block of 32 must not mix heads (one head's large keys would
-		// coarsen another's).
-		return nil, fmt.Errorf("runner: a Q8_0 KV cache needs a head dimension that is a multiple of 32, this model's is %d: use an F16 KV cache (--kv-type f16)", h.HeadDim)
+	if f := kvformat.Of(opts.KVType); f != nil && h.HeadDim%f.Align() != 0 {
+		// A head's values must start a row's block (kvformat's Align).
+		return nil, fmt.Errorf("runner: a %v KV cache needs a head dimension that is a multiple of %d, this model's is %d: use an F16 KV cache (--kv-type f16)", opts.KVType, f.Align(), h.HeadDim)
 	}
 	c.kvCfg = kvcache.Config{
 		NLayers: h.NLayers, KVDim: h.KVDim(), BlockSize: opts.BlockSize,
@@ -230,7 +237,7 @@ func (c *Runtime) session() *Session {
 	if c.own == nil {
 		m, err := kvcache.NewManager(c.kvCfg)
 		if err != nil {
-			panic("runner: " + err.Error()) // checked by NewContext
+			panic("runner: " + err.Error()) // checked by New
 		}
 		c.own = &Session{c: c, kv: m}
 	}

@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"ubatch/internal/testdata"
-	"ubatch/kvcache"
 	"ubatch/model"
 	_ "ubatch/model/all"
+	"ubatch/quant"
 	"ubatch/runner"
 )
 
@@ -20,7 +20,7 @@ func loopContext(t *testing.T, opts runner.Options) *runner.Runtime {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	opts.KVType, opts.Threads = kvcache.F32, 1
+	opts.KVType, opts.Threads = quant.F32, 1
 	c, err := runner.New(m.Graph, opts)
 	if err != nil {
 		t.Fatal(err)

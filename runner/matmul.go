@@ -54,7 +54,7 @@ func (c *Runtime) matmul(x []float32, nJobs, n int) {
 		job.xq = c.xq[slot]
 		job.sums = nil
 		if need := quant.SumsLen(w.Type, w.Cols, n); w.packed && need > 0 {
-			if len(c.mmSums[j]) < need { // sized at NewContext; only a later kernel path change needs more
+			if len(c.mmSums[j]) < need { // sized by New; only a later kernel path change needs more
 				c.mmSums[j] = make([]int32, need)
 			}
 			job.sums = c.mmSums[j]

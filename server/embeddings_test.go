@@ -17,7 +17,8 @@ import (
 	"ubatch/engine"
 	"ubatch/internal/testdata"
 	"ubatch/internal/testkit"
-	"ubatch/kvcache"
+	"ubatch/internal/testmodel"
+	"ubatch/quant"
 	"ubatch/runner"
 )
 
@@ -25,9 +26,9 @@ import (
 // both poolings, as floats and as base64, one item per input in order.
 func TestEmbeddingsEndpoint(t *testing.T) {
 	refs := testdata.LoadEmbeddings(t)
-	for _, pool := range []runner.Pooling{runner.PoolMean, runner.PoolLast} {
+	for _, pool := range []engine.Pooling{engine.PoolMean, engine.PoolLast} {
 		t.Run(string(pool), func(t *testing.T) {
-			e := newEnv(t, envOptions{embedder: engine.Pooling(pool)})
+			e := newEnv(t, envOptions{embedder: pool})
 			var want []testdata.Embedding
 			var inputs []string
 			for _, it := range refs {
@@ -290,15 +291,15 @@ func TestEmbeddingsStopWhenClientLeaves(t *testing.T) {
 }
 
 // TestEmbeddingsMatchRunner: embeddings computed in the engine, in chunks of a small step budget
-// beside a generating stream, are runner.Embed's on a context of their own (the path before
+// beside a generating stream, are testmodel.Embed's on a context of their own (the path before
 // embeddings moved into the engine), for every pooling the runner has, within
 // TestBatchedEqualsAlone's bound for this model (model/all): the kernels for different token
 // counts may differ in the last bit, so a batch's composition is not bit-neutral.
 func TestEmbeddingsMatchRunner(t *testing.T) {
-	for _, pool := range []runner.Pooling{runner.PoolMean, runner.PoolLast} {
+	for _, pool := range []engine.Pooling{engine.PoolMean, engine.PoolLast} {
 		t.Run(string(pool), func(t *testing.T) {
-			e := newEnv(t, envOptions{embedder: engine.Pooling(pool), batch: 12})
-			c, err := runner.New(e.model.Graph, runner.Options{NCtx: 128, NBatch: 128, NUBatch: 128, KVType: kvcache.F32, Threads: 1, Embeddings: true})
+			e := newEnv(t, envOptions{embedder: pool, batch: 12})
+			c, err := runner.New(e.model.Graph, runner.Options{NCtx: 128, NBatch: 128, NUBatch: 128, KVType: quant.F32, Threads: 1, Embeddings: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -320,14 +321,14 @@ func TestEmbeddingsMatchRunner(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				want, err := runner.Embed(c, toks, pool)
+				want, err := testmodel.Embed(c, toks, pool)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if got := body.Data[i].Embedding; len(got) != len(want) {
-					t.Errorf("input %d (%d tokens): %d dimensions, runner.Embed's %d", i, len(toks), len(got), len(want))
+					t.Errorf("input %d (%d tokens): %d dimensions, testmodel.Embed's %d", i, len(toks), len(got), len(want))
 				} else if e := testdata.RelRMS(got, want); e > 1e-4 {
-					t.Errorf("input %d (%d tokens): relative RMS %.2e from runner.Embed's > 1e-4", i, len(toks), e)
+					t.Errorf("input %d (%d tokens): relative RMS %.2e from testmodel.Embed's > 1e-4", i, len(toks), e)
 				}
 			}
 			if _, err := io.Copy(io.Discard, gen.Body); err != nil {

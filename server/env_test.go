@@ -20,9 +20,9 @@ import (
 	"ubatch/internal/sse"
 	"ubatch/internal/testdata"
 	"ubatch/internal/testmodel"
-	"ubatch/kvcache"
 	"ubatch/model"
 	_ "ubatch/model/all"
+	"ubatch/quant"
 	"ubatch/runner"
 )
 
@@ -63,7 +63,7 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 	if o.nSeq == 0 {
 		o.nSeq = 8
 	}
-	lctx := testmodel.Runtime(t, m, runner.Options{NCtx: o.nCtx, NBatch: 512, NUBatch: 512, NSeqMax: o.nSeq, KVType: kvcache.F32, Threads: 2})
+	lctx := testmodel.Runtime(t, m, runner.Options{NCtx: o.nCtx, NBatch: 512, NUBatch: 512, NSeqMax: o.nSeq, KVType: quant.F32, Threads: 2})
 	reg := prometheus.NewRegistry()
 	met := NewMetrics(reg)
 	var obs engine.Observer = met

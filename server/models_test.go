@@ -18,8 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"ubatch/engine"
-	"ubatch/kvcache"
 	"ubatch/model"
+	"ubatch/quant"
 	"ubatch/runner"
 	"ubatch/synth"
 )
@@ -102,7 +102,7 @@ func (e *multiEnv) load(spec ModelSpec, embedder bool) (*Loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	lctx, err := runner.New(m.Graph, runner.Options{NCtx: 512, NBatch: 256, NUBatch: 256, NSeqMax: 4, KVType: kvcache.F32, Threads: 2})
+	lctx, err := runner.New(m.Graph, runner.Options{NCtx: 512, NBatch: 256, NUBatch: 256, NSeqMax: 4, KVType: quant.F32, Threads: 2})
 	if err != nil {
 		m.Close()
 		return nil, err

@@ -10,7 +10,7 @@ import (
 	"ubatch/engine"
 	"ubatch/internal/testdata"
 	"ubatch/internal/testmodel"
-	"ubatch/kvcache"
+	"ubatch/quant"
 	"ubatch/runner"
 )
 
@@ -31,7 +31,7 @@ func TestMoEGreedyMatchesReference(t *testing.T) {
 	if m.Arch != "qwen3moe" || m.Hparams().NExperts != 8 {
 		t.Fatalf("loaded %s with %d experts, want qwen3moe with 8", m.Arch, m.Hparams().NExperts)
 	}
-	lctx := testmodel.Runtime(t, m, runner.Options{NCtx: 512, NBatch: 256, NUBatch: 256, NSeqMax: 4, KVType: kvcache.F16, Threads: 2})
+	lctx := testmodel.Runtime(t, m, runner.Options{NCtx: 512, NBatch: 256, NUBatch: 256, NSeqMax: 4, KVType: quant.F16, Threads: 2})
 	eng := testmodel.Engine(t, m, lctx, engine.Config{})
 	stop := testmodel.Run(t, eng)
 	srv, err := New(Config{Model: m, Engine: eng, ModelID: "moe"})

@@ -13,8 +13,8 @@ import (
 
 	"ubatch/engine"
 	"ubatch/internal/testmodel"
-	"ubatch/kvcache"
 	"ubatch/kvfile"
+	"ubatch/quant"
 	"ubatch/runner"
 )
 
@@ -23,7 +23,7 @@ import (
 func slotEnv(t *testing.T, path, slotDir string) *testEnv {
 	t.Helper()
 	m := testmodel.Open(t, path)
-	lctx := testmodel.Runtime(t, m, runner.Options{NCtx: 512, NSeqMax: 2, KVType: kvcache.F16, Threads: 2})
+	lctx := testmodel.Runtime(t, m, runner.Options{NCtx: 512, NSeqMax: 2, KVType: quant.F16, Threads: 2})
 	eng := testmodel.Engine(t, m, lctx, engine.Config{})
 	l := testmodel.Layout(t, m, lctx)
 	if slotDir != "" && !eng.SetTiers(nil, nil, l) {

@@ -7,7 +7,7 @@ import (
 
 	"ubatch/engine"
 	"ubatch/internal/testmodel"
-	"ubatch/kvcache"
+	"ubatch/quant"
 	"ubatch/runner"
 	"ubatch/synth"
 )
@@ -34,7 +34,7 @@ func synthEnv(t *testing.T, o synthOptions) *testEnv {
 		o.arch = "qwen3"
 	}
 	m := testmodel.Open(t, taskModel(t, o.arch, o.fim, o.rerank))
-	lctx := testmodel.Runtime(t, m, runner.Options{NCtx: synthNCtx, NBatch: synthNBatch, NUBatch: synthNBatch, NSeqMax: 4, KVType: kvcache.F32, Threads: 2})
+	lctx := testmodel.Runtime(t, m, runner.Options{NCtx: synthNCtx, NBatch: synthNBatch, NUBatch: synthNBatch, NSeqMax: 4, KVType: quant.F32, Threads: 2})
 	eng := testmodel.Engine(t, m, lctx, engine.Config{})
 	stop := testmodel.Run(t, eng)
 	var rr *Reranker

@@ -19,7 +19,7 @@ func cmdBatched(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := newFlags("batched", "batched [-m MODEL] [-p PROMPT] [-np N] [-n TOKENS] [sampling flags]", stderr)
 	var mf modelFlags
 	var sf samplingFlags
-	mf.register(fs, 2048)
+	mf.register(fs, runner.DefaultNBatch)
 	sf.register(fs)
 	prompt := fs.StringP("prompt", "p", "Once upon a time", "prompt text shared by all sequences")
 	np := fs.Int("parallel", 4, "number of parallel sequences")

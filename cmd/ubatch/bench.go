@@ -28,7 +28,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fs := newFlags("bench", "bench [-m MODEL] [-p 512] [-n 128] [-d 0] [-r 5] [-o md|json|jsonl|csv]\n       ubatch bench --batched [-m MODEL] [-npp 128] [-ntg 32] [-npl 1,2,4,8,16] [-o md|jsonl]\n       ubatch bench serve -h", stderr)
 	var mf modelFlags
-	mf.register(fs, 2048)
+	mf.register(fs, runner.DefaultNBatch)
 	// llama-bench's defaults, so that the same command line measures the same tests.
 	pp := fs.StringP("n-prompt", "p", "512", "prompt lengths to test (comma-separated; 0 skips the pp test)")
 	tg := fs.StringP("n-gen", "n", "128", "generation lengths to test (comma-separated; 0 skips the tg test)")

@@ -17,8 +17,10 @@ import (
 	"ubatch/gguf"
 	"ubatch/hub"
 	"ubatch/kvcache"
+	"ubatch/kvformat"
 	"ubatch/model"
 	_ "ubatch/model/all"
+	"ubatch/quant"
 	"ubatch/runner"
 	"ubatch/sample"
 )
@@ -43,12 +45,12 @@ func (f *modelFlags) register(fs *pflag.FlagSet, batch int) {
 	fs.IntVarP(&f.ctx, "ctx-size", "c", 0, "KV cache size in tokens, shared by all sequences (0 = the model's training context, at most 4096; for serve, room for every parallel sequence: up to 2048 tokens each within 2 GiB; serve refuses a KV cache larger than the available memory, see --mem-limit)")
 	fs.IntVarP(&f.threads, "threads", "t", 0, "worker threads (0 = all cores)")
 	fs.IntVarP(&f.batch, "batch-size", "b", batch, "logical batch size: most tokens one decode call takes (serve: the token budget of one engine step: one decode token per running sequence plus prompt chunks; smaller = steadier streams, larger = faster prompts)")
-	fs.IntVar(&f.ubatch, "ubatch-size", 512, "physical batch size: most tokens one forward pass computes")
+	fs.IntVar(&f.ubatch, "ubatch-size", runner.DefaultNUBatch, "physical batch size: most tokens one forward pass computes")
 	fs.StringVar(&f.kvType, "kv-type", "f16", "KV cache element type: f16, f32 or q8_0 (about half the memory of f16; needs a head dimension that is a multiple of 32)")
 	// llama.cpp sets K and V apart; ubatch stores both alike, so they must agree.
 	fs.StringVar(&f.kvTypeK, "cache-type-k", "", "llama.cpp's -ctk: the same as --kv-type (must equal -ctv if both are given)")
 	fs.StringVar(&f.kvTypeV, "cache-type-v", "", "llama.cpp's -ctv: the same as --kv-type (must equal -ctk if both are given)")
-	fs.IntVar(&f.blockSize, "kv-block", 16, "KV cache block size in tokens")
+	fs.IntVar(&f.blockSize, "kv-block", kvcache.DefaultBlockSize, "KV cache block size in tokens")
 	fs.BoolVar(&f.tiled, "tiled-attention", true, "attend by tiles (flash-style; AVX-512 only, elsewhere the exact kernels run anyway): prompts about 10% faster at the start of the context and about 2x deep in it (thousands of tokens), decode about as fast; =false: the exact kernels (llama.cpp's -fa off)")
 }
 
@@ -81,20 +83,15 @@ func (f *modelFlags) options(nSeq int) (runner.Options, error) {
 }
 
 // kvDType is the KV cache type the flags ask for.
-func (f *modelFlags) kvDType() (kvcache.DType, error) {
+func (f *modelFlags) kvDType() (quant.Type, error) {
 	kvType, err := f.cacheType()
 	if err != nil {
 		return 0, err
 	}
-	switch kvType {
-	case "f16":
-		return kvcache.F16, nil
-	case "f32":
-		return kvcache.F32, nil
-	case "q8_0":
-		return kvcache.Q8_0, nil
+	if t, ok := kvformat.Parse(kvType); ok {
+		return t, nil
 	}
-	return 0, fmt.Errorf("--kv-type %q: use f16, f32 or q8_0", kvType)
+	return 0, fmt.Errorf("--kv-type %q: use %s", kvType, kvformat.Names())
 }
 
 // cacheType reconciles --kv-type with llama.cpp's -ctk/-ctv: either alias, when given, sets the

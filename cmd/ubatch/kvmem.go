@@ -11,13 +11,15 @@ import (
 	"strings"
 
 	"ubatch/kvcache"
+	"ubatch/kvformat"
+	"ubatch/quant"
 )
 
 // checkKVPool refuses a KV cache of cells cells (rounded up to whole blocks of blockSize) that
 // overflows or takes more than avail bytes, with an error that gives the largest -c that fits.
 // avail < 0 means unknown: only the size limits of the cache itself apply. what names the size
 // in the error ("-c 4096", "the default -c 4096 ...").
-func checkKVPool(nLayers, kvDim, cells, blockSize int, dt kvcache.DType, avail int64, source, what string) error {
+func checkKVPool(nLayers, kvDim, cells, blockSize int, dt quant.Type, avail int64, source, what string) error {
 	if cells <= 0 {
 		return fmt.Errorf("%s: the KV cache size must be positive", what)
 	}
@@ -30,7 +32,7 @@ func checkKVPool(nLayers, kvDim, cells, blockSize int, dt kvcache.DType, avail i
 		largest = min(largest, avail/perCell)
 	}
 	largest -= largest % int64(blockSize)
-	row := dt.RowBytes(kvDim)
+	row := kvformat.RowBytes(dt, kvDim)
 	layout := fmt.Sprintf("%d bytes a token: %d layers × K and V × a %d-byte row (KV width %d as %v), + %d of bookkeeping",
 		perCell, nLayers, row, kvDim, dt, perCell-2*int64(nLayers)*row)
 	fits := fmt.Sprintf("the largest -c that fits is %d", largest)

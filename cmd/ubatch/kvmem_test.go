@@ -10,7 +10,7 @@ import (
 	"testing/fstest"
 
 	"ubatch/internal/testdata"
-	"ubatch/kvcache"
+	"ubatch/quant"
 )
 
 func TestCheckKVPool(t *testing.T) {
@@ -19,32 +19,32 @@ func TestCheckKVPool(t *testing.T) {
 	tests := []struct {
 		name    string
 		cells   int
-		dt      kvcache.DType
+		dt      quant.Type
 		avail   int64
 		source  string
 		wantErr []string
 	}{
-		{name: "fits", cells: 4096, dt: kvcache.F16, avail: 4096 * 648},
-		{name: "fits after rounding to a block", cells: 4090, dt: kvcache.F16, avail: 4096 * 648},
-		{name: "unknown memory", cells: 1 << 20, dt: kvcache.F32, avail: -1},
-		{name: "one block short", cells: 4097, dt: kvcache.F16, avail: 4096 * 648, source: "MemAvailable in /proc/meminfo",
+		{name: "fits", cells: 4096, dt: quant.F16, avail: 4096 * 648},
+		{name: "fits after rounding to a block", cells: 4090, dt: quant.F16, avail: 4096 * 648},
+		{name: "unknown memory", cells: 1 << 20, dt: quant.F32, avail: -1},
+		{name: "one block short", cells: 4097, dt: quant.F16, avail: 4096 * 648, source: "MemAvailable in /proc/meminfo",
 			wantErr: []string{"-c 4097: the KV cache would take 2.54 MiB", "only 2.53 MiB is available (MemAvailable in /proc/meminfo; --mem-limit overrides it)", "the largest -c that fits is 4096"}},
-		{name: "F32 takes twice the room", cells: 4096, dt: kvcache.F32, avail: 4096 * 648, source: "--mem-limit",
+		{name: "F32 takes twice the room", cells: 4096, dt: quant.F32, avail: 4096 * 648, source: "--mem-limit",
 			wantErr: []string{"--mem-limit allows 2.53 MiB", "the largest -c that fits is 2048"}},
-		{name: "the issue's 10M", cells: 10_000_000, dt: kvcache.F16, avail: 1 << 30, source: "x",
+		{name: "the issue's 10M", cells: 10_000_000, dt: quant.F16, avail: 1 << 30, source: "x",
 			wantErr: []string{"would take 6.03 GiB", "the largest -c that fits is 1657008"}},
-		{name: "overflow", cells: math.MaxInt, dt: kvcache.F16, avail: -1,
+		{name: "overflow", cells: math.MaxInt, dt: quant.F16, avail: -1,
 			wantErr: []string{"cannot be that large", "int32 cell index", "the largest -c that fits is 2147483632"}},
-		{name: "overflow with memory known", cells: math.MaxInt - 3, dt: kvcache.F16, avail: 1 << 30,
+		{name: "overflow with memory known", cells: math.MaxInt - 3, dt: quant.F16, avail: 1 << 30,
 			wantErr: []string{"cannot be that large", "the largest -c that fits is 1657008"}},
-		{name: "not one block", cells: 16, dt: kvcache.F16, avail: 1000, source: "x",
+		{name: "not one block", cells: 16, dt: quant.F16, avail: 1000, source: "x",
 			wantErr: []string{"not even one KV block of 16 tokens fits"}},
 		// Q8_0: 2*5*34 + 8 = 348 bytes a cell, 54% of F16.
-		{name: "Q8_0 fits twice F16's", cells: 7616, dt: kvcache.Q8_0, avail: 4096 * 648},
-		{name: "Q8_0 one block short", cells: 7617, dt: kvcache.Q8_0, avail: 4096 * 648, source: "--mem-limit",
+		{name: "Q8_0 fits twice F16's", cells: 7616, dt: quant.Q8_0, avail: 4096 * 648},
+		{name: "Q8_0 one block short", cells: 7617, dt: quant.Q8_0, avail: 4096 * 648, source: "--mem-limit",
 			wantErr: []string{"348 bytes a token: 5 layers × K and V × a 34-byte row (KV width 32 as Q8_0)", "the largest -c that fits is 7616"}},
-		{name: "zero", cells: 0, dt: kvcache.F16, avail: -1, wantErr: []string{"must be positive"}},
-		{name: "negative", cells: -5, dt: kvcache.F16, avail: -1, wantErr: []string{"must be positive"}},
+		{name: "zero", cells: 0, dt: quant.F16, avail: -1, wantErr: []string{"must be positive"}},
+		{name: "negative", cells: -5, dt: quant.F16, avail: -1, wantErr: []string{"must be positive"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -72,13 +72,13 @@ func TestCheckKVPool(t *testing.T) {
 // block more does not.
 func TestLargestFitFits(t *testing.T) {
 	for _, avail := range []int64{648 * 16, 1 << 20, 1<<30 + 12345, 7 << 30} {
-		err := checkKVPool(5, 32, math.MaxInt32, 16, kvcache.F16, avail, "x", "-c")
+		err := checkKVPool(5, 32, math.MaxInt32, 16, quant.F16, avail, "x", "-c")
 		_, after, _ := strings.Cut(err.Error(), "the largest -c that fits is ")
 		n := atoi(t, after)
-		if err := checkKVPool(5, 32, n, 16, kvcache.F16, avail, "x", "-c"); err != nil {
+		if err := checkKVPool(5, 32, n, 16, quant.F16, avail, "x", "-c"); err != nil {
 			t.Errorf("avail %d: the advertised largest -c %d is refused: %v", avail, n, err)
 		}
-		if err := checkKVPool(5, 32, n+1, 16, kvcache.F16, avail, "x", "-c"); err == nil {
+		if err := checkKVPool(5, 32, n+1, 16, quant.F16, avail, "x", "-c"); err == nil {
 			t.Errorf("avail %d: -c %d, past the advertised largest, is accepted", avail, n+1)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 func cmdLogits(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("logits", "logits [-m MODEL] -p PROMPT -o FILE", stderr)
 	var mf modelFlags
-	mf.register(fs, 2048)
+	mf.register(fs, runner.DefaultNBatch)
 	prompt := fs.StringP("prompt", "p", "Once upon a time", "prompt text (BOS added as the model's metadata says; special-token text not parsed)")
 	out := fs.StringP("output", "o", "", "output file: float32 little-endian, row-major [n_prompt_tokens][n_vocab] (required)")
 	if err := parse(fs, args, mf.check); err != nil {

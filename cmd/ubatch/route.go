@@ -20,6 +20,7 @@ import (
 	"ubatch/fleet"
 	"ubatch/gguf"
 	"ubatch/hub"
+	"ubatch/kvcache"
 	"ubatch/router"
 	"ubatch/server"
 )
@@ -54,7 +55,7 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"well-formed 500 about the request counts neither way), or this many failed health checks in a row")
 	rise := fs.Int("rise", 2, "good health checks in a row that bring a node back into rotation")
 	saltPerKey := fs.Bool("cache-salt-per-key", false, "root each request's routing hashes at its bearer token and cache_salt, as nodes started with serve --cache-salt-per-key salt their blocks: set it when the nodes do, or their salted prefixes are never found")
-	blockSize := fs.Int("kv-block", 16, "KV block size of nodes that publish none (as serve's --kv-block)")
+	blockSize := fs.Int("kv-block", kvcache.DefaultBlockSize, "KV block size of nodes that publish none (as serve's --kv-block)")
 	grace := fs.Duration("shutdown-timeout", server.DefaultGrace, "on SIGINT/SIGTERM, how long in-flight requests may run")
 	maxConns := fs.Int("max-connections", 4096, "most open client connections; beyond it new connections get 503 at once")
 	bf := newRouteBoundFlags(fs)

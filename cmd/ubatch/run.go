@@ -16,7 +16,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := newFlags("run", "run [-m MODEL] [-p PROMPT] [-n N] [sampling flags]\n\nWithout -p (or -f) a chat: a >>> prompt reads messages from stdin, each answered with the conversation\nso far (through the model's chat template, if it has one); \"\"\" begins and ends a message of several lines,\n/clear forgets the conversation, /bye or Ctrl-D exits.", stderr)
 	var mf modelFlags
 	var sf samplingFlags
-	mf.register(fs, 2048)
+	mf.register(fs, runner.DefaultNBatch)
 	sf.register(fs)
 	prompt := fs.StringP("prompt", "p", "", "prompt text, generated from once (special-token text such as <s> is parsed as those tokens); without it (and -f), a chat on stdin")
 	file := fs.StringP("file", "f", "", "read the prompt from this file (instead of -p)")

@@ -19,6 +19,7 @@ import (
 
 	"ubatch/engine"
 	"ubatch/kvcache"
+	"ubatch/quant"
 	"ubatch/runner"
 	"ubatch/server"
 )
@@ -76,7 +77,7 @@ func (o *serveOpts) register(fs *pflag.FlagSet) {
 	// prompt chunks and -b is only their cap; it decides the steps with nobody decoding (a
 	// burst of new prompts), and 512 served the shared and mixed workloads faster than 192
 	// (the default until then) and, on mixed, than 2048 (docs/performance.md).
-	o.mf.register(fs, 512)
+	o.mf.register(fs, engine.DefaultBatchSize)
 	o.mm.register(fs, &o.mf)
 	o.sf.register(fs)
 	o.ff.register(fs)
@@ -313,7 +314,7 @@ const (
 
 // serveKVCells sizes the default KV cache of the server: each of np sequences may reach the
 // model's training context (at most 2048 tokens), within 2 GiB of K and V of type dt.
-func serveKVCells(m *runner.Hparams, np int, dt kvcache.DType) int {
+func serveKVCells(m *runner.Hparams, np int, dt quant.Type) int {
 	perCell, err := kvcache.CellBytes(m.NLayers, m.KVDim(), dt)
 	if err != nil || perCell <= 0 {
 		perCell = int64(4 * m.NLayers * m.KVDim()) // F16

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -136,7 +135,7 @@ func (ss *serveSetup) registry(ctx context.Context) (*server.Registry, error) {
 	if !ss.single {
 		ss.cores = new(sync.Mutex)
 	}
-	ss.blockSize = cmp.Or(max(ss.kvOpts.BlockSize, 0), kvcache.DefaultBlockSize)
+	ss.blockSize = ss.kvOpts.BlockSize // positive: modelFlags.check
 	budget := int64(0)
 	if ss.budget > 0 {
 		budget = ss.budget
@@ -357,7 +356,7 @@ func (ss *serveSetup) routes(spec server.ModelSpec, m *model.Model, eng *engine.
 	}
 	// Ollama embeds with any model, so its routes always do; /v1/embeddings is llama-server's
 	// and, as there, behind --embeddings.
-	ollamaEmb := server.NewEmbedder(modelPooling(m, *o.pooling), min(m.Hparams().CtxTrain, 2048))
+	ollamaEmb := server.NewEmbedder(modelPooling(m, *o.pooling), embedCtx(m))
 	ollamaEmb.Priority = ss.embedPriority
 	var emb *server.Embedder
 	if *o.embeddings {

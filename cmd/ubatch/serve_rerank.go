@@ -8,6 +8,10 @@ import (
 	"ubatch/server"
 )
 
+// embedCtx is the longest input of the embedders and the reranker: the model's training
+// context, at most 2048 tokens.
+func embedCtx(m *model.Model) int { return min(m.Hparams().CtxTrain, 2048) }
+
 // newReranker configures POST /v1/rerank when on (serve --rerank, llama-server's --reranking),
 // its prompts as long as the embeddings' inputs, computed by the engine at priority prio. A
 // model that is not a reranker is refused at start rather than answering every request with a
@@ -16,7 +20,7 @@ func newReranker(on bool, m *model.Model, prio engine.Priority) (*server.Reranke
 	if !on {
 		return nil, nil
 	}
-	rr, err := server.NewReranker(m, min(m.Hparams().CtxTrain, 2048))
+	rr, err := server.NewReranker(m, embedCtx(m))
 	if err != nil {
 		return nil, fmt.Errorf("--rerank: %w", err)
 	}

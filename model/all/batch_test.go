@@ -5,13 +5,13 @@ import (
 
 	"ubatch/batch"
 	"ubatch/internal/testdata"
-	"ubatch/kvcache"
+	"ubatch/quant"
 	"ubatch/runner"
 )
 
 // aloneLogits runs one sequence's whole history through a fresh context, one batch, and returns
 // the logits at every position.
-func aloneLogits(t *testing.T, model string, kv kvcache.DType, toks []int32) [][]float32 {
+func aloneLogits(t *testing.T, model string, kv quant.Type, toks []int32) [][]float32 {
 	c := open(t, model, runner.Options{NCtx: 256, KVType: kv, Threads: 2})
 	return promptLogits(t, c, toks)
 }
@@ -23,33 +23,33 @@ func TestBatchedEqualsAlone(t *testing.T) {
 	cases := []struct {
 		name   string
 		model  string
-		kv     kvcache.DType
+		kv     quant.Type
 		maxRel float64
 	}{
-		{"stories-f32", "stories260K.gguf", kvcache.F32, 1e-4},
-		{"stories-f16", "stories260K.gguf", kvcache.F16, 1e-4},
+		{"stories-f32", "stories260K.gguf", quant.F32, 1e-4},
+		{"stories-f16", "stories260K.gguf", quant.F16, 1e-4},
 		// Quantized models re-round activations to 8 bits before every matmul: a last-ulp
 		// difference between kernel paths for different column counts can flip one rounding and
 		// move the logits by ~0.5%. The bound is well inside the Engine-core tolerance (3-5%).
-		{"synth-q4_k_m", "synth-tiny-q4_k_m.gguf", kvcache.F16, 1e-2},
-		{"synth-q8_0", "synth-tiny-q8_0.gguf", kvcache.F16, 1e-2},
+		{"synth-q4_k_m", "synth-tiny-q4_k_m.gguf", quant.F16, 1e-2},
+		{"synth-q8_0", "synth-tiny-q8_0.gguf", quant.F16, 1e-2},
 		// One model per family: biases, Q/K norms, fused matrices, sliding windows (seq 0's
 		// 30 tokens pass gemma's 16-token window) and soft-caps must all act per token and
 		// per sequence.
-		{"llama3", "arch/synth-llama3-q8_0.gguf", kvcache.F16, 1e-2},
-		{"qwen2", "arch/synth-qwen2-q8_0.gguf", kvcache.F16, 1e-2},
-		{"qwen3", "arch/synth-qwen3-q8_0.gguf", kvcache.F16, 1e-2},
-		{"gemma2", "arch/synth-gemma2-q8_0.gguf", kvcache.F16, 1e-2},
-		{"gemma3", "arch/synth-gemma3-q8_0.gguf", kvcache.F16, 1e-2},
-		{"phi3", "arch/synth-phi3-q8_0.gguf", kvcache.F16, 1e-2},
+		{"llama3", "arch/synth-llama3-q8_0.gguf", quant.F16, 1e-2},
+		{"qwen2", "arch/synth-qwen2-q8_0.gguf", quant.F16, 1e-2},
+		{"qwen3", "arch/synth-qwen3-q8_0.gguf", quant.F16, 1e-2},
+		{"gemma2", "arch/synth-gemma2-q8_0.gguf", quant.F16, 1e-2},
+		{"gemma3", "arch/synth-gemma3-q8_0.gguf", quant.F16, 1e-2},
+		{"phi3", "arch/synth-phi3-q8_0.gguf", quant.F16, 1e-2},
 		// Experts: the micro-batch's tokens are grouped by expert, so a token's expert matmuls
 		// run over other sequences' columns; its result must not depend on them.
-		{"qwen3moe", "arch/synth-qwen3moe-q8_0.gguf", kvcache.F16, 1e-2},
+		{"qwen3moe", "arch/synth-qwen3moe-q8_0.gguf", quant.F16, 1e-2},
 		// A Q8_0 cache: the same rows are quantized alike whatever the batch.
-		{"synth-f16-q8_0kv", "synth-tiny-f16.gguf", kvcache.Q8_0, 1e-4},
-		{"synth-q8_0-q8_0kv", "synth-tiny-q8_0.gguf", kvcache.Q8_0, 1e-2},
-		{"gemma2-q8_0kv", "arch/synth-gemma2-q8_0.gguf", kvcache.Q8_0, 1e-2},
-		{"qwen3-q8_0kv", "arch/synth-qwen3-q8_0.gguf", kvcache.Q8_0, 1e-2},
+		{"synth-f16-q8_0kv", "synth-tiny-f16.gguf", quant.Q8_0, 1e-4},
+		{"synth-q8_0-q8_0kv", "synth-tiny-q8_0.gguf", quant.Q8_0, 1e-2},
+		{"gemma2-q8_0kv", "arch/synth-gemma2-q8_0.gguf", quant.Q8_0, 1e-2},
+		{"qwen3-q8_0kv", "arch/synth-qwen3-q8_0.gguf", quant.Q8_0, 1e-2},
 	}
 	hist := [][]int32{ // each sequence's full token history
 		{1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 300, 310, 320, 330, 340, 350, 360, 370, 380, 390,

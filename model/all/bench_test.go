@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"ubatch/batch"
-	"ubatch/kvcache"
+	"ubatch/quant"
 	"ubatch/runner"
 )
 
@@ -73,7 +73,7 @@ func BenchmarkDecode(b *testing.B) {
 func BenchmarkDecodeQ8(b *testing.B) {
 	for _, tc := range decodeModels[1:] { // stories260K's heads of 8 do not fit
 		b.Run(tc.name, func(b *testing.B) {
-			step := decodeStep(b, open(b, tc.file, runner.Options{NCtx: 512, KVType: kvcache.Q8_0}))
+			step := decodeStep(b, open(b, tc.file, runner.Options{NCtx: 512, KVType: quant.Q8_0}))
 			b.ReportAllocs()
 			for b.Loop() {
 				step()

@@ -3,6 +3,7 @@ package all_test
 import (
 	"testing"
 
+	"ubatch/engine"
 	"ubatch/internal/testdata"
 	"ubatch/internal/testmodel"
 	"ubatch/runner"
@@ -15,11 +16,11 @@ func TestEmbeddingsMatchLlamaCpp(t *testing.T) {
 	c := testmodel.Runtime(t, m, runner.Options{NCtx: 256, Threads: 2, Embeddings: true})
 	for _, it := range testdata.LoadEmbeddings(t) {
 		t.Run(it.Pooling+"/"+it.Prompt, func(t *testing.T) {
-			pool, err := runner.ParsePooling(it.Pooling)
+			pool, err := engine.ParsePooling(it.Pooling)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := runner.Embed(c, m.Vocab.Encode(it.Prompt, true, false), pool)
+			got, err := testmodel.Embed(c, m.Vocab.Encode(it.Prompt, true, false), pool)
 			if err != nil {
 				t.Fatal(err)
 			}

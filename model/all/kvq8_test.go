@@ -7,7 +7,7 @@ import (
 	"ubatch/batch"
 	"ubatch/internal/testdata"
 	"ubatch/internal/testmodel"
-	"ubatch/kvcache"
+	"ubatch/quant"
 	"ubatch/runner"
 )
 
@@ -44,9 +44,9 @@ func TestKVQ8MatchesF16(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ref := testdata.LoadReference(t, tc.ref)
 			m := load(t, tc.model, false)
-			f16 := testmodel.Runtime(t, m, runner.Options{NCtx: 256, KVType: kvcache.F16, Threads: 2})
-			q8 := testmodel.Runtime(t, m, runner.Options{NCtx: 256, KVType: kvcache.Q8_0, Threads: 2})
-			f32 := testmodel.Runtime(t, m, runner.Options{NCtx: 256, KVType: kvcache.F32, Threads: 2})
+			f16 := testmodel.Runtime(t, m, runner.Options{NCtx: 256, KVType: quant.F16, Threads: 2})
+			q8 := testmodel.Runtime(t, m, runner.Options{NCtx: 256, KVType: quant.Q8_0, Threads: 2})
+			f32 := testmodel.Runtime(t, m, runner.Options{NCtx: 256, KVType: quant.F32, Threads: 2})
 			want, got := promptLogits(t, f16, ref.PromptTokens), promptLogits(t, q8, ref.PromptTokens)
 			w32 := promptLogits(t, f32, ref.PromptTokens)
 			floor := 0.0
@@ -90,9 +90,9 @@ func TestKVQ8MatchesF16(t *testing.T) {
 // context refuses, saying what to use instead.
 func TestKVQ8RefusesSmallHeads(t *testing.T) {
 	m := load(t, "stories260K.gguf", false)
-	_, err := runner.New(m.Graph, runner.Options{NCtx: 64, KVType: kvcache.Q8_0, Threads: 1})
+	_, err := runner.New(m.Graph, runner.Options{NCtx: 64, KVType: quant.Q8_0, Threads: 1})
 	if err == nil || !strings.Contains(err.Error(), "multiple of 32") || !strings.Contains(err.Error(), "f16") {
-		t.Fatalf("NewContext with a Q8_0 cache for head dim 8: %v, want an error naming the head dimension and F16", err)
+		t.Fatalf("runner.New with a Q8_0 cache for head dim 8: %v, want an error naming the head dimension and F16", err)
 	}
 }
 
@@ -104,7 +104,7 @@ func TestDecodeAllocatesNothingQ8(t *testing.T) {
 			if tc.name == "stories" {
 				t.Skip("stories260K's heads of 8 do not fit Q8_0 blocks (TestKVQ8RefusesSmallHeads)")
 			}
-			step := decodeStep(t, open(t, tc.file, runner.Options{NCtx: 512, KVType: kvcache.Q8_0, Threads: 2}))
+			step := decodeStep(t, open(t, tc.file, runner.Options{NCtx: 512, KVType: quant.Q8_0, Threads: 2}))
 			for range 40 {
 				step()
 			}

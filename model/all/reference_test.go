@@ -9,8 +9,8 @@ import (
 	"ubatch/gguf"
 	"ubatch/internal/testdata"
 	"ubatch/internal/testmodel"
-	"ubatch/kvcache"
 	"ubatch/model"
+	"ubatch/quant"
 	"ubatch/runner"
 )
 
@@ -75,8 +75,8 @@ func TestStoriesGreedyMatchesLlamaCpp(t *testing.T) {
 	ref := testdata.LoadReference(t, "stories260K")
 	for _, kv := range []struct {
 		name string
-		typ  kvcache.DType
-	}{{"f16-kv", kvcache.F16}, {"f32-kv", kvcache.F32}} {
+		typ  quant.Type
+	}{{"f16-kv", quant.F16}, {"f32-kv", quant.F32}} {
 		t.Run(kv.name, func(t *testing.T) {
 			c := open(t, "stories260K.gguf", runner.Options{NCtx: 256, KVType: kv.typ, Threads: 2})
 			rows := promptLogits(t, c, ref.PromptTokens)

@@ -7,7 +7,7 @@ import (
 	"ubatch/batch"
 	"ubatch/internal/testdata"
 	"ubatch/internal/testmodel"
-	"ubatch/kvcache"
+	"ubatch/quant"
 	"ubatch/runner"
 )
 
@@ -93,7 +93,7 @@ func TestContextShiftCompaction(t *testing.T) {
 	for _, tc := range decodeModels {
 		t.Run(tc.name, func(t *testing.T) {
 			m := load(t, tc.file, false)
-			opts := runner.Options{NCtx: 128, NSeqMax: 1, Threads: 2, KVType: kvcache.F16}
+			opts := runner.Options{NCtx: 128, NSeqMax: 1, Threads: 2, KVType: quant.F16}
 			c := testmodel.Runtime(t, m, opts)
 			var got [][]float32
 			var hists [][]int32
@@ -126,7 +126,7 @@ func TestContextShiftCompaction(t *testing.T) {
 			if step != len(got) || step < shifts {
 				t.Fatalf("%d steps after shifts compared, want %d (at least %d)", step, len(got), shifts)
 			}
-			fresh := testmodel.Runtime(t, m, runner.Options{NCtx: 128, NSeqMax: 1, Threads: 2, KVType: kvcache.F16})
+			fresh := testmodel.Runtime(t, m, runner.Options{NCtx: 128, NSeqMax: 1, Threads: 2, KVType: quant.F16})
 			worstFresh, agree := 0.0, 0
 			for i, hist := range hists {
 				fresh.KV().Clear()
@@ -154,7 +154,7 @@ func TestContextShiftKeysMatchFreshDecode(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := load(t, tc.file, false)
 			for _, d := range []int32{1, 17, 40} {
-				c := testmodel.Runtime(t, m, runner.Options{NCtx: 128, NSeqMax: 1, Threads: 2, KVType: kvcache.F16})
+				c := testmodel.Runtime(t, m, runner.Options{NCtx: 128, NSeqMax: 1, Threads: 2, KVType: quant.F16})
 				var b batch.Batch
 				for i, tok := range hist[:len(hist)-1] {
 					b.Add(tok, d+int32(i), []int32{0}, false)
@@ -171,7 +171,7 @@ func TestContextShiftKeysMatchFreshDecode(t *testing.T) {
 					t.Fatal(err)
 				}
 				got := c.Logits(0)
-				ref := testmodel.Runtime(t, m, runner.Options{NCtx: 128, NSeqMax: 1, Threads: 2, KVType: kvcache.F16})
+				ref := testmodel.Runtime(t, m, runner.Options{NCtx: 128, NSeqMax: 1, Threads: 2, KVType: quant.F16})
 				want := promptLogits(t, ref, hist)
 				w := want[len(want)-1]
 				// Measured with F16 keys: at most 1.9e-2 (gemma2; 0 on most families); a rotation

@@ -1,0 +1,163 @@
+package kvcache
+
+// A block's life: free (on c.free), held (ref > 0: in that many sequence tables), cached (ref
+// 0, in the eviction heap: an indexed full block or a kept partial one). Exactly one of the
+// three holds at any time (checkInvariants in the tests), and the reference count and the
+// stale mark are written only here:
+//
+//   - alloc takes a free block, or evicts the cached block of lowest priority; the caller then
+//     holds it (hold) or copies into it.
+//   - hold gives a block fresh from alloc its first references; pin adds one to a held block or
+//     takes a cached one out of the heap; split moves references of a shared block to its
+//     copy-on-write copy.
+//   - release drops one: a block left unreferenced is cached when it is (or can become) its
+//     hash's index entry, and freed otherwise; drop hands the last one to keep, which caches the
+//     block as a partial one.
+//   - markStale marks a block whose K/V a fresh decode of its tokens would not give; alloc
+//     clears the mark.
+//   - setHash gives a full block its chained hash and, when the hash has no entry, the prefix
+//     index's entry (indexIfFree, also for a released block or a duplicate promoted in its
+//     twin's place); unhash takes it out of both.
+
+// blockState is the state of every block, indexed by block id; Manager embeds it. A new
+// per-block field is declared, allocated and reset here.
+type blockState struct {
+	ref    []int32  // the sequence tables that hold the block
+	hash   []uint64 // chained hash; meaningful only when hashed
+	parent []uint64 // the parent hash the block's hash was chained from, to verify matches
+	hashed []bool   // hash describes the block's current content (full, canonical positions)
+	// stale: the block's K/V may differ from what a fresh decode of its tokens gives (keys
+	// re-rotated by SeqShift, cells whose forward pass failed): never hashed nor copied by a
+	// partial match. Cleared when the block is allocated again.
+	stale []bool
+	// part: the cells of a kept partial block, the last, partly filled block of a freed
+	// sequence, cached for partial matches (keep.go); 0 for every other block.
+	part  []int32
+	depth []int32 // index in its sequence's table when hashed
+	hits  []int32 // sequences that used the block since it was allocated (see evict.go)
+}
+
+func newBlockState(n int) blockState {
+	return blockState{ref: make([]int32, n), hash: make([]uint64, n), parent: make([]uint64, n),
+		hashed: make([]bool, n), stale: make([]bool, n), part: make([]int32, n),
+		depth: make([]int32, n), hits: make([]int32, n)}
+}
+
+// reset makes b hold nothing: no reference, no hash, not stale, not kept.
+func (s *blockState) reset(b int32) {
+	s.ref[b] = 0
+	s.hashed[b], s.stale[b] = false, false
+	s.part[b] = 0
+}
+
+// available is the number of blocks an allocation may take (free, then evicted cached ones).
+func (c *Manager) available() int { return len(c.free) + c.evq.len() }
+
+// alloc takes a free block, or evicts the cached one of lowest priority (evict.go); the caller
+// has checked available() and holds it (hold) or copies into it. The block's cells are marked
+// empty, and it is not stale.
+func (c *Manager) alloc() int32 {
+	var b int32
+	if n := len(c.free); n > 0 {
+		b = c.free[n-1]
+		c.free = c.free[:n-1]
+	} else {
+		b = c.evict()
+		c.spill(b, false) // to another tier, if one takes it (tier.go)
+		c.unhash(b)
+	}
+	base := b * c.bs
+	for j := range c.bs {
+		c.pos[base+j] = -1
+	}
+	c.stale[b] = false
+	c.hits[b] = 1
+	return b
+}
+
+// hold gives b, fresh from alloc (no reference yet), its first k references: k tables hold it.
+func (c *Manager) hold(b, k int32) { c.ref[b] = k }
+
+// pin takes one more reference to b, out of the eviction heap if it was cached.
+func (c *Manager) pin(b int32) {
+	if c.ref[b] == 0 {
+		c.cacheRemove(b)
+	}
+	c.ref[b]++
+}
+
+// split moves k of b's references to nb, b's copy fresh from alloc: the k tables that held b
+// now hold nb. b keeps at least one (it had more than k).
+func (c *Manager) split(b, nb, k int32) {
+	c.ref[b] -= k
+	c.ref[nb] = k
+}
+
+// release drops one reference to b. A block left unreferenced is kept as a cached block when it
+// is (or can become) the index entry for its hash, and freed otherwise.
+func (c *Manager) release(b int32) {
+	c.ref[b]--
+	if c.ref[b] > 0 {
+		return
+	}
+	if c.hashed[b] && !c.index.holds(b) {
+		c.indexIfFree(b)
+	}
+	if c.index.holds(b) {
+		c.cachePush(b)
+		return
+	}
+	c.unhash(b)
+	c.free = append(c.free, b)
+}
+
+// drop takes b's one reference away without caching or freeing it: keep caches it next, as a
+// kept partial block.
+func (c *Manager) drop(b int32) { c.ref[b] = 0 }
+
+// markStale marks b's K/V as not what a fresh decode of its tokens gives (re-rotated keys,
+// cells whose forward pass failed): it is never hashed nor copied by a partial match until it
+// is allocated again.
+func (c *Manager) markStale(b int32) { c.stale[b] = true }
+
+// setHash records h as b's content hash, chained from parent as block depth of its
+// sequence: b joins its parent's children and, when no block holds h's index entry, takes it.
+func (c *Manager) setHash(b int32, h, parent uint64, depth int32) {
+	c.hash[b], c.parent[b], c.hashed[b], c.depth[b] = h, parent, true, depth
+	c.linkChild(b)
+	c.indexIfFree(b)
+}
+
+// indexIfFree makes the hashed block b its hash's prefix index entry when no block is.
+func (c *Manager) indexIfFree(b int32) {
+	c.index.claim(b, c.hash[b])
+}
+
+// unhash forgets b's content hash, removing it from the prefix index, or, for a kept partial
+// block, its place among its parent's children. b must not be cached.
+func (c *Manager) unhash(b int32) {
+	if c.part[b] > 0 {
+		c.unlinkChild(b)
+		c.part[b] = 0
+		return
+	}
+	if !c.hashed[b] {
+		return
+	}
+	if c.index.holds(b) {
+		c.index.drop(b, c.hash[b])
+		c.promoteDuplicate(b)
+	}
+	c.unlinkChild(b)
+	c.emitRemoved(b)
+	c.hashed[b] = false
+}
+
+// forget makes b a block that holds nothing (Clear, which then frees it and empties the
+// eviction order, the index and the lists of children), telling OnBlock of its hash.
+func (c *Manager) forget(b int32) {
+	if c.hashed[b] {
+		c.emitRemoved(b)
+	}
+	c.blockState.reset(b)
+}
