@@ -122,51 +122,51 @@ type embeddingsResponse struct {
 func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 	e := s.cfg.Embedder
 	if e == nil {
-		writeError(w, notFound("embeddings are off: start the server with --embeddings"))
+		WriteError(w, NotFound("embeddings are off: start the server with --embeddings"))
 		return
 	}
 	var req embeddingsRequest
-	release, err := s.decodeParsed(w, r, &req)
+	release, err := s.DecodeParsed(w, r, &req)
 	if err != nil {
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
 	defer release() // (called as soon as the inputs are tokenized)
 	switch req.EncodingFormat {
 	case "", "float", "base64":
 	default:
-		writeError(w, badRequest("encoding_format", "encoding_format %s: use float or base64", echo(req.EncodingFormat)))
+		WriteError(w, BadRequest("encoding_format", "encoding_format %s: use float or base64", Echo(req.EncodingFormat)))
 		return
 	}
 	dim := s.cfg.Model.Hparams().Dim
 	if err := checkDimensions(req.Dimensions, dim); err != nil {
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
 	salt, err := checkCacheSalt(req.CacheSalt)
 	if err != nil {
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
-	inputs, err := parsePrompts("input", req.Input)
+	inputs, err := ParsePrompts("input", req.Input)
 	if err != nil {
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
 	if limit := orDefault(s.cfg.MaxEmbeddingInputs, DefaultMaxEmbeddingInputs); len(inputs) > limit {
-		writeError(w, badRequest("input", "input has %d items; this server embeds at most %d per request "+
+		WriteError(w, BadRequest("input", "input has %d items; this server embeds at most %d per request "+
 			"(--max-embedding-inputs): split the request", len(inputs), limit))
 		return
 	}
 	toks, err := s.embeddingTokens(inputs, s.embedCtx(e.NCtx), false)
 	release()
 	if err != nil {
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
 	vecs, err := s.embed(r.Context(), toks, e.Pooling, true, e.Priority, salt, &e.computed)
 	if err != nil {
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
 	vecs = truncateEmbeddings(vecs, req.Dimensions, dim)
@@ -184,13 +184,13 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		resp.Usage.PromptTokens += len(toks[i])
 	}
 	resp.Usage.TotalTokens = resp.Usage.PromptTokens
-	writeJSON(w, http.StatusOK, resp)
+	WriteJSON(w, http.StatusOK, resp)
 }
 
 // checkDimensions checks a request's dimensions (nil: the model's width dim): 1 to dim.
 func checkDimensions(d *int, dim int) error {
 	if d != nil && (*d < 1 || *d > dim) {
-		return badRequest("dimensions", "dimensions must be in [1, %d] (this model's width), got %d", dim, *d)
+		return BadRequest("dimensions", "dimensions must be in [1, %d] (this model's width), got %d", dim, *d)
 	}
 	return nil
 }
@@ -211,16 +211,16 @@ func truncateEmbeddings(vecs [][]float32, d *int, dim int) [][]float32 {
 // refused before it costs any compute. Each input must fit the embedding context of nCtx tokens
 // (or, with truncate, Ollama's default, is cut to it) and all together Config.MaxEmbeddingTokens;
 // tokenizing stops at the first input over either.
-func (s *Server) embeddingTokens(inputs []promptInput, nCtx int, truncate bool) ([][]int32, error) {
+func (s *Server) embeddingTokens(inputs []PromptInput, nCtx int, truncate bool) ([][]int32, error) {
 	limit := orDefault(s.cfg.MaxEmbeddingTokens, DefaultMaxEmbeddingTokens)
 	out := make([][]int32, 0, len(inputs))
 	total := 0
 	for i, in := range inputs {
 		if truncate && in.isText {
-			// The first nCtx tokens lie in the text's first textBound bytes.
-			in.text = firstBytes(in.text, s.textBound())
+			// The first nCtx tokens lie in the text's first TextBound bytes.
+			in.text = firstBytes(in.text, s.TextBound())
 		}
-		toks, err := s.promptTokens("input", in)
+		toks, err := s.PromptTokens("input", in)
 		if err != nil {
 			return nil, err
 		}
@@ -228,11 +228,11 @@ func (s *Server) embeddingTokens(inputs []promptInput, nCtx int, truncate bool) 
 			toks = toks[:nCtx]
 		}
 		if len(toks) > nCtx {
-			return nil, &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", param: "input", code: "context_length_exceeded",
-				message: fmt.Sprintf("input[%d] has %d tokens, more than the embedding context of %d", i, len(toks), nCtx)}
+			return nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "input", Code: "context_length_exceeded",
+				Message: fmt.Sprintf("input[%d] has %d tokens, more than the embedding context of %d", i, len(toks), nCtx)}
 		}
 		if total += len(toks); total > limit {
-			return nil, badRequest("input", "input has more than %d tokens in all (%d in its first %d items); this server "+
+			return nil, BadRequest("input", "input has more than %d tokens in all (%d in its first %d items); this server "+
 				"embeds at most %d per request (--max-embedding-tokens): split the request", limit, total, i+1, limit)
 		}
 		out = append(out, toks)

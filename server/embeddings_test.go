@@ -316,7 +316,7 @@ func TestEmbeddingsMatchRunner(t *testing.T) {
 				t.Fatalf("%d embeddings for %d inputs", len(body.Data), len(inputs))
 			}
 			for i, in := range inputs {
-				toks, err := e.srv.promptTokens("input", promptInput{text: in, isText: true})
+				toks, err := e.srv.PromptTokens("input", PromptInput{text: in, isText: true})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -210,7 +210,7 @@ type completionResult struct {
 		FinishReason string              `json:"finish_reason"`
 		Logprobs     *completionLogprobs `json:"logprobs"`
 	} `json:"choices"`
-	Usage usageJSON `json:"usage"`
+	Usage UsageJSON `json:"usage"`
 }
 
 // postStream posts body to path with stream: true and returns the response, failing unless it

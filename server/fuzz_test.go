@@ -72,27 +72,27 @@ func FuzzLlamaCompletion(f *testing.F) {
 }
 
 // paramsFunc is a route's parser: its decoded request's generation parameters and prompts.
-type paramsFunc[R any] func(*Server, context.Context, *R) (genParams, [][]int32, error)
+type paramsFunc[R any] func(*Server, context.Context, *R) (GenParams, [][]int32, error)
 
 // onePrompt is params as a paramsFunc, for a route of one prompt.
-func onePrompt[R any](params func(*Server, context.Context, *R) (genParams, []int32, error)) paramsFunc[R] {
-	return func(s *Server, ctx context.Context, req *R) (genParams, [][]int32, error) {
+func onePrompt[R any](params func(*Server, context.Context, *R) (GenParams, []int32, error)) paramsFunc[R] {
+	return func(s *Server, ctx context.Context, req *R) (GenParams, [][]int32, error) {
 		g, prompt, err := params(s, ctx, req)
 		return g, [][]int32{prompt}, err
 	}
 }
 
-// decodeBytes runs decodeBody over body.
+// decodeBytes runs DecodeBody over body.
 func decodeBytes(body []byte, v any) error {
 	r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
-	return decodeBody(httptest.NewRecorder(), r, DefaultMaxBodyBytes, v)
+	return DecodeBody(httptest.NewRecorder(), r, DefaultMaxBodyBytes, v)
 }
 
 // errInvariant marks a parsed request that breaks a limit the handlers rely on.
 var errInvariant = errors.New("invariant broken")
 
 // checkGen checks what the parsers accepted: the limits the generation relies on hold.
-func checkGen(s *Server, g genParams, prompts [][]int32) error {
+func checkGen(s *Server, g GenParams, prompts [][]int32) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{errInvariant}, args...)...)
 	}
@@ -101,8 +101,8 @@ func checkGen(s *Server, g genParams, prompts [][]int32) error {
 		return bad("%d prompts", len(prompts))
 	case g.n < 1 || g.n > DefaultMaxN/len(prompts):
 		return bad("n=%d with %d prompts: more than %d sequences", g.n, len(prompts), DefaultMaxN)
-	case g.maxTokens < 0 || g.topLogprobs < 0 || g.topLogprobs > maxTopLogprobs || g.topLogprobs > 0 && !g.logprobs:
-		return bad("max tokens %d, logprobs %v top %d", g.maxTokens, g.logprobs, g.topLogprobs)
+	case g.maxTokens < 0 || g.TopLogprobs < 0 || g.TopLogprobs > MaxTopLogprobs || g.TopLogprobs > 0 && !g.Logprobs:
+		return bad("max tokens %d, logprobs %v top %d", g.maxTokens, g.Logprobs, g.TopLogprobs)
 	case len(g.stop) > maxStopStrings:
 		return bad("%d stop strings", len(g.stop))
 	}
@@ -148,8 +148,8 @@ func fuzzRoute[R any](f *testing.F, path string, params paramsFunc[R]) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if err := parse(body); err != nil {
-			var ae *apiError
-			if errors.Is(err, errInvariant) || !errors.As(err, &ae) || ae.status != http.StatusBadRequest && ae.status != http.StatusInternalServerError {
+			var ae *APIError
+			if errors.Is(err, errInvariant) || !errors.As(err, &ae) || ae.Status != http.StatusBadRequest && ae.Status != http.StatusInternalServerError {
 				t.Fatalf("parsing %q: %v", body, err)
 			}
 		}

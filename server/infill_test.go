@@ -25,19 +25,19 @@ func TestInfillPrompt(t *testing.T) {
 	v := e.model.Vocab
 	f := v.FIM()
 	enc := func(s string) []int32 { return v.Encode(s, false, false) }
-	in := infillInput{prefix: "func a(", suffix: ") {}", prompt: "b",
-		extra: []infillChunk{{Filename: strp("x.go"), Text: strp("package x")}, {Text: strp("var y")}}}
+	in := InfillInput{Prefix: "func a(", Suffix: ") {}", Prompt: "b",
+		Extra: []InfillChunk{{Filename: strp("x.go"), Text: strp("package x")}, {Text: strp("var y")}}}
 	want := cat([]int32{v.BOS(), f.Rep}, enc("myproject\n"), []int32{f.Sep}, enc("x.go\n"), enc("package x"),
 		[]int32{f.Sep}, enc("tmp\n"), enc("var y"), []int32{f.Sep}, enc("filename\n"),
 		[]int32{f.Pre}, enc("func a("), v.Encode("b", false, true), []int32{f.Suf}, enc(") {}"), []int32{f.Mid})
-	if got := buildInfill(v, in, 256, 1024, 16); !slices.Equal(got, want) {
+	if got := BuildInfill(v, in, 256, 1024, 16); !slices.Equal(got, want) {
 		t.Fatalf("prompt\n got %v\nwant %v", got, want)
 	}
 
 	long := strings.Repeat("a b c d ", 100)
 	toks := enc(long)
-	in = infillInput{prefix: long, suffix: long, prompt: "b", extra: []infillChunk{{Filename: strp("f"), Text: &long}}}
-	got := buildInfill(v, in, 64, 200, 10) // prefix 48, suffix 16-2-1 = 13, extra 200-64-20 = 116
+	in = InfillInput{Prefix: long, Suffix: long, Prompt: "b", Extra: []InfillChunk{{Filename: strp("f"), Text: &long}}}
+	got := BuildInfill(v, in, 64, 200, 10) // prefix 48, suffix 16-2-1 = 13, extra 200-64-20 = 116
 	extra := cat([]int32{f.Rep}, enc("myproject\n"), []int32{f.Sep}, enc("f\n"), toks, []int32{f.Sep}, enc("filename\n"))
 	want = cat([]int32{v.BOS()}, extra[len(extra)-116:], []int32{f.Pre}, toks[len(toks)-48:], v.Encode("b", false, true),
 		[]int32{f.Suf}, toks[:13], []int32{f.Mid})
@@ -60,9 +60,9 @@ func TestInfillPrompt(t *testing.T) {
 		t.Fatalf("plain FIM %+v", plain.FIM())
 	}
 	penc := func(s string) []int32 { return plain.Encode(s, false, false) }
-	in = infillInput{prefix: "p", suffix: "s", extra: []infillChunk{{Filename: strp("x.go"), Text: strp("e")}}}
+	in = InfillInput{Prefix: "p", Suffix: "s", Extra: []InfillChunk{{Filename: strp("x.go"), Text: strp("e")}}}
 	want = cat(penc(snippetHeader), penc("e"), []int32{f.Pre}, penc("p"), []int32{f.Suf}, penc("s"), []int32{f.Mid})
-	if got := buildInfill(plain, in, 256, 1024, 0); !slices.Equal(got, want) {
+	if got := BuildInfill(plain, in, 256, 1024, 0); !slices.Equal(got, want) {
 		t.Fatalf("snippet prompt\n got %v\nwant %v", got, want)
 	}
 }
@@ -74,8 +74,8 @@ func TestInfillEndpoint(t *testing.T) {
 	e := synthEnv(t, synthOptions{fim: true})
 	body := map[string]any{"n_predict": 6, "temperature": 0, "ignore_eos": true, "return_tokens": true,
 		"input_prefix": "func a(", "input_suffix": ") {}", "prompt": "b", "input_extra": []map[string]string{{"filename": "x.go", "text": "package x"}}}
-	in := infillInput{prefix: "func a(", suffix: ") {}", prompt: "b", extra: []infillChunk{{Filename: strp("x.go"), Text: strp("package x")}}}
-	prompt := buildInfill(e.model.Vocab, in, synthNBatch, synthNCtx, 6)
+	in := InfillInput{Prefix: "func a(", Suffix: ") {}", Prompt: "b", Extra: []InfillChunk{{Filename: strp("x.go"), Text: strp("package x")}}}
+	prompt := BuildInfill(e.model.Vocab, in, synthNBatch, synthNCtx, 6)
 	var got, ref llamaCompletion
 	e.postJSON("/infill", body, http.StatusOK, &got)
 	if got.TokensEvaluated != len(prompt) || got.TokensPredicted != 6 || len(got.Tokens) != 6 || !got.Stop {

@@ -94,14 +94,14 @@ type ollamaCached struct {
 
 // frontError answers err in the shape of r's API: Ollama's on /api/, else OpenAI's.
 func frontError(w http.ResponseWriter, r *http.Request, err error) {
-	if ae := toAPIError(err); ae.code == "model_loading" || ae.code == "model_busy" {
+	if ae := ToAPIError(err); ae.Code == "model_loading" || ae.Code == "model_busy" {
 		w.Header().Set("Retry-After", "5")
 	}
 	if strings.HasPrefix(r.URL.Path, "/api/") {
 		writeOllamaError(w, err)
 		return
 	}
-	writeError(w, err)
+	WriteError(w, err)
 }
 
 // dispatch finds the request's model, loads it if need be, and serves the request with the
@@ -206,11 +206,11 @@ func (f *front) requestModel(r *http.Request) (name string, keep *time.Duration,
 	limit := f.s.cfg.MaxBodyBytes
 	buf, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
-		return "", nil, &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", message: "reading the request body: " + err.Error()}
+		return "", nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: "reading the request body: " + err.Error()}
 	}
 	if int64(len(buf)) > limit {
-		return "", nil, &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error", code: "request_too_large",
-			message: fmt.Sprintf("the request body is larger than %d bytes", limit)}
+		return "", nil, &APIError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
+			Message: fmt.Sprintf("the request body is larger than %d bytes", limit)}
 	}
 	r.Body = io.NopCloser(bytes.NewReader(buf))
 	var p modelPeek
@@ -218,15 +218,15 @@ func (f *front) requestModel(r *http.Request) (name string, keep *time.Duration,
 		return "", nil, nil // the model's route words the JSON error (a default model's, or "model is required")
 	}
 	raw := p.Model
-	if len(raw) == 0 || isNull(raw) {
+	if len(raw) == 0 || IsNull(raw) {
 		raw = p.Name
 	}
-	if len(raw) > 0 && !isNull(raw) {
+	if len(raw) > 0 && !IsNull(raw) {
 		if json.Unmarshal(raw, &name) != nil {
-			return "", nil, badRequest("model", "model must be a string")
+			return "", nil, BadRequest("model", "model must be a string")
 		}
 	}
-	if strings.HasPrefix(r.URL.Path, "/api/") && len(p.KeepAlive) > 0 && !isNull(p.KeepAlive) {
+	if strings.HasPrefix(r.URL.Path, "/api/") && len(p.KeepAlive) > 0 && !IsNull(p.KeepAlive) {
 		d, err := parseKeepAlive(p.KeepAlive)
 		if err != nil {
 			return "", nil, err
@@ -245,7 +245,7 @@ func parseKeepAlive(raw json.RawMessage) (time.Duration, error) {
 	switch {
 	case json.Unmarshal(raw, &secs) == nil:
 		if math.IsNaN(secs) || secs > float64(math.MaxInt64/int64(time.Second)) {
-			return 0, badRequest("keep_alive", "keep_alive %v: too large", secs)
+			return 0, BadRequest("keep_alive", "keep_alive %v: too large", secs)
 		}
 		d = time.Duration(secs * float64(time.Second))
 	case json.Unmarshal(raw, &str) == nil:
@@ -253,12 +253,12 @@ func parseKeepAlive(raw json.RawMessage) (time.Duration, error) {
 		if d, err = time.ParseDuration(str); err != nil {
 			n, nerr := strconv.ParseFloat(str, 64)
 			if nerr != nil || math.IsNaN(n) || math.Abs(n) > float64(math.MaxInt64/int64(time.Second)) {
-				return 0, badRequest("keep_alive", "keep_alive %s: use a duration such as \"5m\", or seconds", echo(str))
+				return 0, BadRequest("keep_alive", "keep_alive %s: use a duration such as \"5m\", or seconds", Echo(str))
 			}
 			d = time.Duration(n * float64(time.Second))
 		}
 	default:
-		return 0, badRequest("keep_alive", "keep_alive must be a duration string or a number of seconds")
+		return 0, BadRequest("keep_alive", "keep_alive must be a duration string or a number of seconds")
 	}
 	if d < 0 {
 		d = -1
@@ -270,14 +270,14 @@ func parseKeepAlive(raw json.RawMessage) (time.Duration, error) {
 func (f *front) handleModels(w http.ResponseWriter, r *http.Request) {
 	specs, err := f.reg.Specs()
 	if err != nil {
-		writeError(w, internalError(err))
+		WriteError(w, InternalError(err))
 		return
 	}
 	data := make([]modelJSON, 0, len(specs))
 	for _, s := range specs {
 		data = append(data, f.modelJSON(s))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+	WriteJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
 func (f *front) modelJSON(s ModelSpec) modelJSON {
@@ -291,10 +291,10 @@ func (f *front) modelJSON(s ModelSpec) modelJSON {
 func (f *front) handleModel(w http.ResponseWriter, r *http.Request) {
 	spec, err := f.reg.Find(r.PathValue("id"))
 	if err != nil {
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, f.modelJSON(spec))
+	WriteJSON(w, http.StatusOK, f.modelJSON(spec))
 }
 
 // entry is spec's /api/tags entry: the loaded model's own, else read from the file's header
@@ -302,7 +302,7 @@ func (f *front) handleModel(w http.ResponseWriter, r *http.Request) {
 func (f *front) entry(spec ModelSpec) (ollamaModelEntry, error) {
 	fi, err := os.Stat(spec.Path)
 	if err != nil {
-		return ollamaModelEntry{}, internalError(err)
+		return ollamaModelEntry{}, InternalError(err)
 	}
 	f.mu.Lock()
 	c, ok := f.entries[spec.Path]
@@ -310,7 +310,7 @@ func (f *front) entry(spec ModelSpec) (ollamaModelEntry, error) {
 	if !ok || !c.mod.Equal(fi.ModTime()) || c.size != fi.Size() {
 		file, err := gguf.Open(spec.Path)
 		if err != nil {
-			return ollamaModelEntry{}, internalError(fmt.Errorf("model %s: %w", spec.ID, err))
+			return ollamaModelEntry{}, InternalError(fmt.Errorf("model %s: %w", spec.ID, err))
 		}
 		c = ollamaCached{mod: fi.ModTime(), size: fi.Size(), e: describeOllama(spec.ID, spec.Path, file, fi.Size())}
 		file.Close()
@@ -330,7 +330,7 @@ func (f *front) entry(spec ModelSpec) (ollamaModelEntry, error) {
 func (f *front) handleTags(w http.ResponseWriter, r *http.Request) {
 	specs, err := f.reg.Specs()
 	if err != nil {
-		writeOllamaError(w, internalError(err))
+		writeOllamaError(w, InternalError(err))
 		return
 	}
 	models := make([]ollamaModelEntry, 0, len(specs))
@@ -342,7 +342,7 @@ func (f *front) handleTags(w http.ResponseWriter, r *http.Request) {
 		}
 		models = append(models, e)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"models": models})
+	WriteJSON(w, http.StatusOK, map[string]any{"models": models})
 }
 
 // handlePS lists the loaded models: size is the memory each holds (weights and KV pool),
@@ -366,7 +366,7 @@ func (f *front) handlePS(w http.ResponseWriter, r *http.Request) {
 		e.ContextLength = m.l.Engine.Limits().NCtxSeq
 		models = append(models, e)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"models": models})
+	WriteJSON(w, http.StatusOK, map[string]any{"models": models})
 }
 
 // stats sums the loaded models' engines for the live view: sequences and KV blocks.
@@ -407,7 +407,7 @@ func (f *front) handleMetrics(w http.ResponseWriter, r *http.Request) {
 // stream is false; without Pull it is a 404.
 func (f *front) handlePull(w http.ResponseWriter, r *http.Request) {
 	var req ollamaNameRequest
-	if err := decodeBody(w, r, f.s.cfg.MaxBodyBytes, &req); err != nil {
+	if err := DecodeBody(w, r, f.s.cfg.MaxBodyBytes, &req); err != nil {
 		writeOllamaError(w, err)
 		return
 	}
@@ -415,7 +415,7 @@ func (f *front) handlePull(w http.ResponseWriter, r *http.Request) {
 		req.Model = req.Name
 	}
 	if req.Model == "" {
-		writeOllamaError(w, badRequest("model", "model is required"))
+		writeOllamaError(w, BadRequest("model", "model is required"))
 		return
 	}
 	stream := parseOllamaStream(req.Stream)
@@ -428,54 +428,54 @@ func (f *front) handlePull(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(req.Model) > 512 {
-		writeOllamaError(w, badRequest("model", "model: a name of at most 512 bytes"))
+		writeOllamaError(w, BadRequest("model", "model: a name of at most 512 bytes"))
 		return
 	}
 	if !f.pulling.CompareAndSwap(false, true) {
-		writeOllamaError(w, &apiError{status: http.StatusTooManyRequests, typ: "rate_limit_error", param: "model", code: "pull_in_progress",
-			message: "another model is being pulled: one pull at a time; retry when it is done"})
+		writeOllamaError(w, &APIError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Param: "model", Code: "pull_in_progress",
+			Message: "another model is being pulled: one pull at a time; retry when it is done"})
 		return
 	}
 	defer f.pulling.Store(false)
-	var sse *sseWriter
+	var sse *SSEWriter
 	progress := func(done, total int64) {}
 	if stream {
 		sse = ollamaRoute{}.open(w)
-		sse.send(map[string]string{"status": "pulling manifest"})
+		sse.Send(map[string]string{"status": "pulling manifest"})
 		progress = func(done, total int64) {
 			p := map[string]any{"status": "pulling " + req.Model, "digest": req.Model, "completed": done}
 			if total >= 0 {
 				p["total"] = total
 			}
-			sse.send(p)
+			sse.Send(p)
 		}
 	}
 	err := f.reg.cfg.Pull(r.Context(), req.Model, progress)
 	f.reg.refresh()
 	if err == nil {
 		if _, err = f.reg.Find(req.Model); err != nil {
-			err = internalError(fmt.Errorf("pulled %s, but the library does not list it: %w", req.Model, err))
+			err = InternalError(fmt.Errorf("pulled %s, but the library does not list it: %w", req.Model, err))
 		}
 	}
-	if err != nil && !errors.As(err, new(*apiError)) {
-		err = &apiError{status: http.StatusNotFound, typ: "invalid_request_error", param: "model", code: "pull_failed",
-			message: fmt.Sprintf("pull %s: %v", req.Model, err)}
+	if err != nil && !errors.As(err, new(*APIError)) {
+		err = &APIError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "pull_failed",
+			Message: fmt.Sprintf("pull %s: %v", req.Model, err)}
 	}
 	f.pullDone(w, stream, sse, err)
 }
 
 // pullDone ends a pull: {"status": "success"}, or the error (a line of the stream once started).
-func (f *front) pullDone(w http.ResponseWriter, stream bool, sse *sseWriter, err error) {
+func (f *front) pullDone(w http.ResponseWriter, stream bool, sse *SSEWriter, err error) {
 	switch {
 	case sse != nil && err != nil:
 		sse.sendError(err)
 	case err != nil:
 		writeOllamaError(w, err)
 	case sse != nil:
-		sse.send(map[string]string{"status": "success"})
+		sse.Send(map[string]string{"status": "success"})
 	case stream:
-		ollamaRoute{}.open(w).send(map[string]string{"status": "success"})
+		ollamaRoute{}.open(w).Send(map[string]string{"status": "success"})
 	default:
-		writeJSON(w, http.StatusOK, map[string]string{"status": "success"})
+		WriteJSON(w, http.StatusOK, map[string]string{"status": "success"})
 	}
 }

@@ -22,7 +22,7 @@ func (f *front) handleShow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if name == "" {
-		writeOllamaError(w, badRequest("model", "model is required"))
+		writeOllamaError(w, BadRequest("model", "model is required"))
 		return
 	}
 	spec, _, err := f.reg.resolve(name, true)
@@ -35,7 +35,7 @@ func (f *front) handleShow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req ollamaNameRequest
-	if err := decodeBody(w, r, f.s.cfg.MaxBodyBytes, &req); err != nil {
+	if err := DecodeBody(w, r, f.s.cfg.MaxBodyBytes, &req); err != nil {
 		writeOllamaError(w, err)
 		return
 	}
@@ -46,7 +46,7 @@ func (f *front) handleShow(w http.ResponseWriter, r *http.Request) {
 	}
 	file, err := gguf.Open(spec.Path)
 	if err != nil {
-		writeOllamaError(w, internalError(fmt.Errorf("model %s: %w", spec.ID, err)))
+		writeOllamaError(w, InternalError(fmt.Errorf("model %s: %w", spec.ID, err)))
 		return
 	}
 	defer file.Close()
@@ -55,7 +55,7 @@ func (f *front) handleShow(w http.ResponseWriter, r *http.Request) {
 	if f.s.cfg.Sampling != nil {
 		d = *f.s.cfg.Sampling
 	}
-	writeJSON(w, http.StatusOK, showReply(file, spec.Path, e, tmpl, ollamaParams(d), templateCaps(tmpl), req.Verbose))
+	WriteJSON(w, http.StatusOK, showReply(file, spec.Path, e, tmpl, ollamaParams(d), templateCaps(tmpl), req.Verbose))
 }
 
 // fileTemplate is the chat template a model of file will use: override, else the file's

@@ -48,50 +48,50 @@ type ollamaGenerateRequest struct {
 }
 
 func (s *Server) handleOllamaChat(w http.ResponseWriter, r *http.Request) {
-	s.serveCompletion(w, r, &ollamaChatRequest{})
+	s.ServeCompletion(w, r, &ollamaChatRequest{})
 }
 
 func (s *Server) handleOllamaGenerate(w http.ResponseWriter, r *http.Request) {
-	s.serveCompletion(w, r, &ollamaGenerateRequest{})
+	s.ServeCompletion(w, r, &ollamaGenerateRequest{})
 }
 
 // ollamaLoad is the answer to a request with nothing to generate, which Ollama clients send to
 // load a model: one final object with done_reason "load", through the shared path's
 // no-generation case (an empty prompt is never submitted).
-func ollamaLoad(rep *ollamaReply, stream bool) (genParams, [][]int32, reply, error) {
+func ollamaLoad(rep *ollamaReply, stream bool) (GenParams, [][]int32, Reply, error) {
 	rep.load = true
-	return genParams{n: 1, noGeneration: true, stream: stream}, [][]int32{{}}, rep, nil
+	return GenParams{n: 1, noGeneration: true, Stream: stream}, [][]int32{{}}, rep, nil
 }
 
-func (req *ollamaChatRequest) prepare(ctx context.Context, s *Server) (genParams, [][]int32, reply, error) {
+func (req *ollamaChatRequest) Prepare(ctx context.Context, s *Server) (GenParams, [][]int32, Reply, error) {
 	rep := &ollamaReply{s: s, model: req.Model, chat: true}
 	rep.start, rep.loadTime = requestLoad(ctx)
 	stream := parseOllamaStream(req.Stream)
 	var err error
 	if rep.model, err = s.ollamaModelName(ctx, "model", req.Model); err != nil {
-		return genParams{}, nil, nil, err
+		return GenParams{}, nil, nil, err
 	}
 	if req.Logprobs != nil && *req.Logprobs {
-		return genParams{}, nil, nil, badRequest("logprobs", "logprobs is not supported on Ollama's routes: use /v1/chat/completions")
+		return GenParams{}, nil, nil, BadRequest("logprobs", "logprobs is not supported on Ollama's routes: use /v1/chat/completions")
 	}
-	if t := bytes.TrimSpace(req.Messages); isNull(t) || string(t) == "[]" {
+	if t := bytes.TrimSpace(req.Messages); IsNull(t) || string(t) == "[]" {
 		return ollamaLoad(rep, stream)
 	}
 	if err := checkOllamaImages(req.Messages); err != nil {
-		return genParams{}, nil, nil, err
+		return GenParams{}, nil, nil, err
 	}
 	sf, err := s.ollamaSampling(req.Options)
 	if err != nil {
-		return genParams{}, nil, nil, err
+		return GenParams{}, nil, nil, err
 	}
 	sf.CacheSalt = req.CacheSalt
-	cr := &chatRequest{samplingFields: sf, Messages: req.Messages, Tools: req.Tools}
+	cr := &chatRequest{SamplingFields: sf, Messages: req.Messages, Tools: req.Tools}
 	cr.Stream = stream
-	if cr.ResponseFormat, err = ollamaFormat(req.Format, &cr.samplingFields); err != nil {
-		return genParams{}, nil, nil, err
+	if cr.ResponseFormat, err = ollamaFormat(req.Format, &cr.SamplingFields); err != nil {
+		return GenParams{}, nil, nil, err
 	}
 	if cr.ReasoningFormat, cr.ChatTemplateKwargs, err = s.ollamaThink(req.Think); err != nil {
-		return genParams{}, nil, nil, err
+		return GenParams{}, nil, nil, err
 	}
 	g, prompt, err := s.chatParams(ctx, cr)
 	if err != nil {
@@ -101,40 +101,40 @@ func (req *ollamaChatRequest) prepare(ctx context.Context, s *Server) (genParams
 	return g, [][]int32{prompt}, rep, nil
 }
 
-func (req *ollamaGenerateRequest) prepare(ctx context.Context, s *Server) (genParams, [][]int32, reply, error) {
+func (req *ollamaGenerateRequest) Prepare(ctx context.Context, s *Server) (GenParams, [][]int32, Reply, error) {
 	rep := &ollamaReply{s: s, model: req.Model}
 	rep.start, rep.loadTime = requestLoad(ctx)
 	stream := parseOllamaStream(req.Stream)
 	var err error
 	if rep.model, err = s.ollamaModelName(ctx, "model", req.Model); err != nil {
-		return genParams{}, nil, nil, err
+		return GenParams{}, nil, nil, err
 	}
 	switch {
 	case req.Template != "":
-		return genParams{}, nil, nil, badRequest("template", "template is not supported: the model's own chat template is used "+
+		return GenParams{}, nil, nil, BadRequest("template", "template is not supported: the model's own chat template is used "+
 			"(serve --chat-template replaces it; raw: true sends the prompt as is)")
 	case nonEmpty(req.Images):
-		return genParams{}, nil, nil, badRequest("images", "images are not supported: this server runs text models only")
+		return GenParams{}, nil, nil, BadRequest("images", "images are not supported: this server runs text models only")
 	case req.Logprobs != nil && *req.Logprobs:
-		return genParams{}, nil, nil, badRequest("logprobs", "logprobs is not supported on Ollama's routes: use /v1/completions")
+		return GenParams{}, nil, nil, BadRequest("logprobs", "logprobs is not supported on Ollama's routes: use /v1/completions")
 	case req.Prompt == "" && req.Suffix == "" && len(req.Context) == 0:
 		return ollamaLoad(rep, stream)
 	}
 	sf, err := s.ollamaSampling(req.Options)
 	if err != nil {
-		return genParams{}, nil, nil, err
+		return GenParams{}, nil, nil, err
 	}
 	sf.CacheSalt = req.CacheSalt
 	rf, err := ollamaFormat(req.Format, &sf)
 	if err != nil {
-		return genParams{}, nil, nil, err
+		return GenParams{}, nil, nil, err
 	}
-	g, err := sf.params(s.defaults(openAIDefaults()), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
+	g, err := sf.Params(s.Defaults(openAIDefaults()), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
 	if err != nil {
 		return g, nil, nil, err
 	}
-	g.stream, g.keepTokens = stream, true // keepTokens: the reply's context lists the generated ids
-	if err := s.constrain(ctx, &g, &sf, rf); err != nil {
+	g.Stream, g.KeepTokens = stream, true // keepTokens: the reply's context lists the generated ids
+	if err := s.Constrain(ctx, &g, &sf, rf); err != nil {
 		return g, nil, nil, formatError(err)
 	}
 	toks, reasoning, err := s.generatePrompt(req, &g)
@@ -149,12 +149,12 @@ func (req *ollamaGenerateRequest) prepare(ctx context.Context, s *Server) (genPa
 // generatePrompt tokenizes a generate request: the prompt in the model's chat template after
 // the system prompt (or as is with raw, or between the suffix's fill-in-the-middle tokens), after
 // the token ids of context, a previous reply's, as Ollama continues a conversation.
-func (s *Server) generatePrompt(req *ollamaGenerateRequest, g *genParams) ([]int32, reasoningMode, error) {
+func (s *Server) generatePrompt(req *ollamaGenerateRequest, g *GenParams) ([]int32, reasoningMode, error) {
 	v := s.cfg.Model.Vocab
 	var prev []int32
 	if len(req.Context) > 0 {
 		var err error
-		if prev, err = s.promptTokens("context", promptInput{tokens: req.Context}); err != nil {
+		if prev, err = s.PromptTokens("context", PromptInput{tokens: req.Context}); err != nil {
 			return nil, reasoningMode{}, err
 		}
 	}
@@ -164,12 +164,12 @@ func (s *Server) generatePrompt(req *ollamaGenerateRequest, g *genParams) ([]int
 	switch {
 	case req.Suffix != "":
 		if !v.FIM().HasInfill() {
-			return nil, reasoning, badRequest("suffix", "suffix is not supported by this model: its vocabulary has no fill-in-the-middle tokens")
+			return nil, reasoning, BadRequest("suffix", "suffix is not supported by this model: its vocabulary has no fill-in-the-middle tokens")
 		}
 		lim := s.cfg.Engine.Limits()
-		in := infillInput{prefix: req.Prompt, suffix: req.Suffix}
-		in.clip(s.textBound())
-		toks = buildInfill(v, in, lim.NBatch, lim.NCtxSeq, g.maxTokens)
+		in := InfillInput{Prefix: req.Prompt, Suffix: req.Suffix}
+		in.Clip(s.TextBound())
+		toks = BuildInfill(v, in, lim.NBatch, lim.NCtxSeq, g.maxTokens)
 	case req.Raw:
 		var err error
 		if toks, err = s.encode("prompt", req.Prompt, bos, true); err != nil {
@@ -186,7 +186,7 @@ func (s *Server) generatePrompt(req *ollamaGenerateRequest, g *genParams) ([]int
 		if err != nil {
 			return nil, reasoning, err
 		}
-		text, err := s.renderChat(raw, nil, kwargs)
+		text, err := s.RenderChat(raw, nil, kwargs)
 		if err != nil {
 			return nil, reasoning, err
 		}
@@ -200,7 +200,7 @@ func (s *Server) generatePrompt(req *ollamaGenerateRequest, g *genParams) ([]int
 	}
 	toks = append(prev, toks...)
 	if len(toks) == 0 {
-		return nil, reasoning, badRequest("prompt", "the prompt is empty")
+		return nil, reasoning, BadRequest("prompt", "the prompt is empty")
 	}
 	return toks, reasoning, nil
 }
@@ -215,17 +215,17 @@ func checkOllamaImages(raw json.RawMessage) error {
 	}
 	for i, m := range msgs {
 		if nonEmpty(m.Images) {
-			return badRequest("messages", "messages[%d].images: images are not supported, this server runs text models only", i)
+			return BadRequest("messages", "messages[%d].images: images are not supported, this server runs text models only", i)
 		}
 	}
 	return nil
 }
 
 // ollamaFormat maps format onto the grammar engine: "json" is response_format json_object
-// (returned, for constrain), a JSON schema object is json_schema (set in f).
-func ollamaFormat(raw json.RawMessage, f *samplingFields) (json.RawMessage, error) {
+// (returned, for Constrain), a JSON schema object is json_schema (set in f).
+func ollamaFormat(raw json.RawMessage, f *SamplingFields) (json.RawMessage, error) {
 	raw = bytes.TrimSpace(raw)
-	if isNull(raw) {
+	if IsNull(raw) {
 		return nil, nil
 	}
 	var name string
@@ -236,10 +236,10 @@ func ollamaFormat(raw json.RawMessage, f *samplingFields) (json.RawMessage, erro
 		case "json":
 			return json.RawMessage(`{"type":"json_object"}`), nil
 		}
-		return nil, badRequest("format", `format must be "json" or a JSON schema object, got %s`, echo(name))
+		return nil, BadRequest("format", `format must be "json" or a JSON schema object, got %s`, Echo(name))
 	}
 	if raw[0] != '{' {
-		return nil, badRequest("format", `format must be "json" or a JSON schema object`)
+		return nil, BadRequest("format", `format must be "json" or a JSON schema object`)
 	}
 	f.JSONSchema = raw
 	return nil, nil
@@ -248,11 +248,11 @@ func ollamaFormat(raw json.RawMessage, f *samplingFields) (json.RawMessage, erro
 // formatError renames the constraint fields format was mapped onto in an error, so that the
 // client reads the name it sent.
 func formatError(err error) error {
-	ae := toAPIError(err)
+	ae := ToAPIError(err)
 	for _, field := range []string{"json_schema", "response_format"} {
-		if ae.param == field {
+		if ae.Param == field {
 			c := *ae
-			c.param, c.message = "format", strings.Replace(c.message, field, "format", 1)
+			c.Param, c.Message = "format", strings.Replace(c.Message, field, "format", 1)
 			return &c
 		}
 	}
@@ -264,7 +264,7 @@ func formatError(err error) error {
 // false keeps the reply whole and tells the template not to; absent is the server's default.
 // A model whose template does not think cannot be asked to (400, as Ollama answers).
 func (s *Server) ollamaThink(raw json.RawMessage) (*string, map[string]any, error) {
-	if isNull(raw) {
+	if IsNull(raw) {
 		return nil, nil, nil
 	}
 	var on bool
@@ -274,7 +274,7 @@ func (s *Server) ollamaThink(raw json.RawMessage) (*string, map[string]any, erro
 	case json.Unmarshal(raw, &level) == nil && (level == "high" || level == "medium" || level == "low"):
 		on = true
 	default:
-		return nil, nil, badRequest("think", `think must be true, false, "high", "medium" or "low"`)
+		return nil, nil, BadRequest("think", `think must be true, false, "high", "medium" or "low"`)
 	}
 	return s.thinkSwitch("think", on, level)
 }
@@ -289,7 +289,7 @@ func (s *Server) thinkSwitch(field string, on bool, level string) (*string, map[
 		return &none, map[string]any{"enable_thinking": false}, nil
 	}
 	if chat.DetectReasoningFormat(s.tmpl.Source()) != chat.ReasoningThink {
-		return nil, nil, badRequest(field, "model %q does not support thinking: its chat template has no thinking switch", s.cfg.ModelID)
+		return nil, nil, BadRequest(field, "model %q does not support thinking: its chat template has no thinking switch", s.cfg.ModelID)
 	}
 	auto := ReasoningAuto
 	kwargs := map[string]any{"enable_thinking": true}
@@ -310,7 +310,7 @@ type ollamaReply struct {
 	start     time.Time     // when the request arrived
 	loadTime  time.Duration // spent getting its model loaded (a NewMulti front's wait)
 	load      bool          // nothing was generated: done_reason "load"
-	g         genParams
+	g         GenParams
 	reasoning reasoningMode
 	// context is /api/generate's prompt, which with the generated ids is the reply's context.
 	context   []int32
@@ -320,9 +320,9 @@ type ollamaReply struct {
 	tools   *chat.ToolParser
 }
 
-func (o *ollamaReply) setup(g genParams, r reasoningMode) {
+func (o *ollamaReply) setup(g GenParams, r reasoningMode) {
 	o.g, o.reasoning = g, r
-	if !g.stream {
+	if !g.Stream {
 		return
 	}
 	if r.split {
@@ -422,37 +422,37 @@ func ollamaCalls(calls []chat.ToolCall) []ollamaToolCall {
 	return out
 }
 
-// chunk sends a fragment of the reply, held back by the parsers while it may be markup, and at
+// Chunk sends a fragment of the reply, held back by the parsers while it may be markup, and at
 // the end what they held, the tool calls and the timings, in the final object.
-func (o *ollamaReply) chunk(sse *sseWriter, ev seqEvent) error {
+func (o *ollamaReply) Chunk(sse *SSEWriter, ev SeqEvent) error {
 	thinking, content := splitThought(o.thought, ev)
 	var calls []chat.ToolCall
 	if o.tools != nil {
 		content = o.tools.Add(content)
-		if ev.done {
+		if ev.Done {
 			var rest string
 			rest, calls = o.tools.Finish()
 			content += rest
 		}
 	}
-	for _, t := range ev.tokens {
-		o.generated = append(o.generated, t.id)
+	for _, t := range ev.Tokens {
+		o.generated = append(o.generated, t.ID)
 	}
-	if !ev.done {
+	if !ev.Done {
 		if thinking == "" && content == "" {
 			return nil
 		}
-		return sse.send(o.object(content, thinking, nil, "", nil))
+		return sse.Send(o.object(content, thinking, nil, "", nil))
 	}
-	return sse.send(o.object(content, thinking, calls, ev.finish, &ev.usage))
+	return sse.Send(o.object(content, thinking, calls, ev.Finish, &ev.Usage))
 }
 
-// end has nothing to add: the final object went out with the sequence's done event.
-func (o *ollamaReply) end(*sseWriter, usageJSON) error { return nil }
+// End has nothing to add: the final object went out with the sequence's done event.
+func (o *ollamaReply) End(*SSEWriter, UsageJSON) error { return nil }
 
-func (o *ollamaReply) whole(res []*choiceResult, _ usageJSON) any {
+func (o *ollamaReply) Whole(res []*ChoiceResult, _ UsageJSON) any {
 	r := res[0]
-	content, thinking := r.text.String(), ""
+	content, thinking := r.Text.String(), ""
 	if o.reasoning.split {
 		thinking, content = chat.SplitReasoning(content, o.reasoning.inThought)
 	}
@@ -460,8 +460,8 @@ func (o *ollamaReply) whole(res []*choiceResult, _ usageJSON) any {
 	if o.g.tools != nil {
 		content, calls = chat.ParseToolCalls(o.g.tools.format, content, o.g.tools.names)
 	}
-	for _, t := range r.tokens {
-		o.generated = append(o.generated, t.id)
+	for _, t := range r.Tokens {
+		o.generated = append(o.generated, t.ID)
 	}
-	return o.object(content, thinking, calls, r.finish, &r.usage)
+	return o.object(content, thinking, calls, r.Finish, &r.Usage)
 }

@@ -33,27 +33,27 @@ type ollamaEmbeddingsRequest struct {
 func (s *Server) handleOllamaEmbed(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	var req ollamaEmbedRequest
-	release, err := s.decodeParsed(w, r, &req)
+	release, err := s.DecodeParsed(w, r, &req)
 	if err != nil {
 		writeOllamaError(w, err)
 		return
 	}
 	defer release() // (called as soon as the inputs are tokenized)
-	var inputs []promptInput
+	var inputs []PromptInput
 	var one string
 	var list []string
 	switch in := bytes.TrimSpace(req.Input); {
-	case isNull(in):
-		writeOllamaError(w, badRequest("input", "input is required"))
+	case IsNull(in):
+		writeOllamaError(w, BadRequest("input", "input is required"))
 		return
 	case json.Unmarshal(in, &one) == nil:
-		inputs = []promptInput{{text: one, isText: true}}
+		inputs = []PromptInput{{text: one, isText: true}}
 	case json.Unmarshal(in, &list) == nil:
 		for _, t := range list {
-			inputs = append(inputs, promptInput{text: t, isText: true})
+			inputs = append(inputs, PromptInput{text: t, isText: true})
 		}
 	default:
-		writeOllamaError(w, badRequest("input", "input must be a string or a list of strings"))
+		writeOllamaError(w, BadRequest("input", "input must be a string or a list of strings"))
 		return
 	}
 	dim := s.cfg.Model.Hparams().Dim
@@ -68,7 +68,7 @@ func (s *Server) handleOllamaEmbed(w http.ResponseWriter, r *http.Request) {
 	}
 	vecs = truncateEmbeddings(vecs, req.Dimensions, dim)
 	model, _ := s.ollamaModelName(r.Context(), "model", req.Model) // (checked by ollamaEmbed)
-	writeJSON(w, http.StatusOK, map[string]any{"model": model, "embeddings": vecs,
+	WriteJSON(w, http.StatusOK, map[string]any{"model": model, "embeddings": vecs,
 		"total_duration": int64(time.Since(start)), "load_duration": 0, "prompt_eval_count": n})
 }
 
@@ -76,35 +76,35 @@ func (s *Server) handleOllamaEmbed(w http.ResponseWriter, r *http.Request) {
 // embedding of this server; Ollama's older route returns the raw pooled vector).
 func (s *Server) handleOllamaEmbeddings(w http.ResponseWriter, r *http.Request) {
 	var req ollamaEmbeddingsRequest
-	release, err := s.decodeParsed(w, r, &req)
+	release, err := s.DecodeParsed(w, r, &req)
 	if err != nil {
 		writeOllamaError(w, err)
 		return
 	}
 	defer release() // (called as soon as the inputs are tokenized)
-	vecs, _, err := s.ollamaEmbed(r, release, req.Model, []promptInput{{text: req.Prompt, isText: true}}, true)
+	vecs, _, err := s.ollamaEmbed(r, release, req.Model, []PromptInput{{text: req.Prompt, isText: true}}, true)
 	if err != nil {
 		writeOllamaError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"embedding": vecs[0]})
+	WriteJSON(w, http.StatusOK, map[string]any{"embedding": vecs[0]})
 }
 
 // ollamaEmbed checks the model and the inputs against /v1/embeddings' limits and embeds them;
 // n is their tokens in all.
-func (s *Server) ollamaEmbed(r *http.Request, tokenized func(), model string, inputs []promptInput, truncate bool) ([][]float32, int, error) {
+func (s *Server) ollamaEmbed(r *http.Request, tokenized func(), model string, inputs []PromptInput, truncate bool) ([][]float32, int, error) {
 	e := cmp.Or(s.cfg.OllamaEmbedder, s.cfg.Embedder)
 	if _, err := s.ollamaModelName(r.Context(), "model", model); err != nil {
 		return nil, 0, err
 	}
 	if e == nil {
-		return nil, 0, notFound("embeddings are off: start the server with --embeddings")
+		return nil, 0, NotFound("embeddings are off: start the server with --embeddings")
 	}
 	if len(inputs) == 0 {
-		return nil, 0, badRequest("input", "input is an empty list")
+		return nil, 0, BadRequest("input", "input is an empty list")
 	}
 	if limit := orDefault(s.cfg.MaxEmbeddingInputs, DefaultMaxEmbeddingInputs); len(inputs) > limit {
-		return nil, 0, badRequest("input", "input has %d items; this server embeds at most %d per request "+
+		return nil, 0, BadRequest("input", "input has %d items; this server embeds at most %d per request "+
 			"(--max-embedding-inputs): split the request", len(inputs), limit)
 	}
 	toks, err := s.embeddingTokens(inputs, s.embedCtx(e.NCtx), truncate)

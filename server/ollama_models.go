@@ -68,12 +68,12 @@ func describeOllama(id, path string, f *gguf.File, size int64) ollamaIdentity {
 	}
 	fd, err := os.Open(path)
 	if err != nil {
-		return ollamaIdentity{err: internalError(fmt.Errorf("reading the model file for its digest: %w", err))}
+		return ollamaIdentity{err: InternalError(fmt.Errorf("reading the model file for its digest: %w", err))}
 	}
 	defer fd.Close()
 	h := sha256.New()
 	if _, err := io.CopyN(h, fd, int64(min(f.DataOffset, uint64(size)))); err != nil {
-		return ollamaIdentity{err: internalError(fmt.Errorf("reading the model file for its digest: %w", err))}
+		return ollamaIdentity{err: InternalError(fmt.Errorf("reading the model file for its digest: %w", err))}
 	}
 	fmt.Fprintf(h, "size %d", size)
 	e.Digest = hex.EncodeToString(h.Sum(nil))
@@ -121,7 +121,7 @@ func (s *Server) handleOllamaTags(w http.ResponseWriter, r *http.Request) {
 		writeOllamaError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"models": []ollamaModelEntry{e}})
+	WriteJSON(w, http.StatusOK, map[string]any{"models": []ollamaModelEntry{e}})
 }
 
 // handleOllamaPS lists the loaded model: the server's one, loaded for its lifetime, which
@@ -137,11 +137,11 @@ func (s *Server) handleOllamaPS(w http.ResponseWriter, r *http.Request) {
 	e.ModifiedAt, e.SizeVRAM = "", &vram
 	e.ExpiresAt = ollamaTime(time.Date(2318, 1, 1, 0, 0, 0, 0, time.UTC))
 	e.ContextLength = s.cfg.Engine.Limits().NCtxSeq
-	writeJSON(w, http.StatusOK, map[string]any{"models": []ollamaModelEntry{e}})
+	WriteJSON(w, http.StatusOK, map[string]any{"models": []ollamaModelEntry{e}})
 }
 
 func (s *Server) handleOllamaVersion(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"version": ollamaVersion})
+	WriteJSON(w, http.StatusOK, map[string]string{"version": ollamaVersion})
 }
 
 // ollamaNameRequest is the body of /api/show, /api/pull and /api/delete: model, or its older
@@ -156,7 +156,7 @@ type ollamaNameRequest struct {
 
 // decodeName reads a name request and resolves its model; false when it has answered.
 func (s *Server) decodeName(w http.ResponseWriter, r *http.Request, req *ollamaNameRequest) bool {
-	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, req); err != nil {
+	if err := DecodeBody(w, r, s.cfg.MaxBodyBytes, req); err != nil {
 		writeOllamaError(w, err)
 		return false
 	}
@@ -188,7 +188,7 @@ func (s *Server) handleOllamaShow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m := s.cfg.Model
-	params := ollamaParams(s.defaults(ollamaDefaults())) + fmt.Sprintf("\nnum_ctx %d", s.cfg.Engine.Limits().NCtxSeq)
+	params := ollamaParams(s.Defaults(ollamaDefaults())) + fmt.Sprintf("\nnum_ctx %d", s.cfg.Engine.Limits().NCtxSeq)
 	caps := templateCaps(s.tmpl.Source())
 	if m.Vocab.FIM().HasInfill() {
 		caps = append(caps, "insert")
@@ -196,7 +196,7 @@ func (s *Server) handleOllamaShow(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Embedder != nil {
 		caps = append(caps, "embedding")
 	}
-	writeJSON(w, http.StatusOK, showReply(m.File, m.Path, e, s.tmpl.Source(), params, caps, req.Verbose))
+	WriteJSON(w, http.StatusOK, showReply(m.File, m.Path, e, s.tmpl.Source(), params, caps, req.Verbose))
 }
 
 // ollamaParams is /api/show's parameters for sampling defaults d (Ollama's Modelfile lines).
@@ -260,7 +260,7 @@ func arrayLen(v any) (int, bool) {
 // model library to pull others into, which is said in a 404.
 func (s *Server) handleOllamaPull(w http.ResponseWriter, r *http.Request) {
 	var req ollamaNameRequest
-	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+	if err := DecodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
 		writeOllamaError(w, err)
 		return
 	}
@@ -268,20 +268,20 @@ func (s *Server) handleOllamaPull(w http.ResponseWriter, r *http.Request) {
 		req.Model = req.Name
 	}
 	if _, err := s.ollamaModelName(r.Context(), "model", req.Model); err != nil {
-		if ae := toAPIError(err); ae.status == http.StatusNotFound {
-			err = notFound(fmt.Sprintf("model %s not found: this server serves the one model it was started with "+
-				"(%s) and cannot pull others", echo(req.Model), s.cfg.ModelID))
+		if ae := ToAPIError(err); ae.Status == http.StatusNotFound {
+			err = NotFound(fmt.Sprintf("model %s not found: this server serves the one model it was started with "+
+				"(%s) and cannot pull others", Echo(req.Model), s.cfg.ModelID))
 		}
 		writeOllamaError(w, err)
 		return
 	}
 	done := map[string]string{"status": "success"}
 	if !parseOllamaStream(req.Stream) {
-		writeJSON(w, http.StatusOK, done)
+		WriteJSON(w, http.StatusOK, done)
 		return
 	}
 	sse := ollamaRoute{}.open(w)
-	sse.send(done)
+	sse.Send(done)
 }
 
 // handleOllamaDelete refuses to delete the model being served (400) and does not know any other
@@ -291,5 +291,5 @@ func (s *Server) handleOllamaDelete(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeName(w, r, &req) {
 		return
 	}
-	writeOllamaError(w, badRequest("model", "model %s is the one this server serves: it cannot be deleted while served", echo(req.Model)))
+	writeOllamaError(w, BadRequest("model", "model %s is the one this server serves: it cannot be deleted while served", Echo(req.Model)))
 }

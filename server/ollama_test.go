@@ -48,25 +48,25 @@ func TestOllamaOptions(t *testing.T) {
 		name  string
 		opts  string
 		param string // "": accepted
-		check func(f samplingFields) bool
+		check func(f SamplingFields) bool
 	}{
-		{name: "defaults are Ollama's", opts: `{}`, check: func(f samplingFields) bool {
+		{name: "defaults are Ollama's", opts: `{}`, check: func(f SamplingFields) bool {
 			return f32(f.Temperature) == 0.8 && f32(f.TopP) == 0.9 && f32(f.RepeatPenalty) == 1.1 && *f.TopK == 40
 		}},
 		{name: "sampling options map", opts: `{"temperature":0.2,"top_k":5,"top_p":0.5,"min_p":0.1,"seed":7,"repeat_penalty":1.3,"repeat_last_n":-1,"presence_penalty":0.5,"frequency_penalty":0.25,"stop":["x"]}`,
-			check: func(f samplingFields) bool {
+			check: func(f SamplingFields) bool {
 				return f32(f.Temperature) == 0.2 && *f.TopK == 5 && f32(f.TopP) == 0.5 && f32(f.MinP) == 0.1 && *f.Seed == 7 &&
 					f32(f.RepeatPenalty) == 1.3 && *f.RepeatLastN == -1 && f32(f.PresencePenalty) == 0.5 &&
 					f32(f.FrequencyPenalty) == 0.25 && string(f.Stop) == `["x"]`
 			}},
-		{name: "num_predict", opts: `{"num_predict":12}`, check: func(f samplingFields) bool { return *f.NPredict == 12 }},
-		{name: "num_predict -2 fills the context", opts: `{"num_predict":-2}`, check: func(f samplingFields) bool { return *f.NPredict == -1 }},
+		{name: "num_predict", opts: `{"num_predict":12}`, check: func(f SamplingFields) bool { return *f.NPredict == 12 }},
+		{name: "num_predict -2 fills the context", opts: `{"num_predict":-2}`, check: func(f SamplingFields) bool { return *f.NPredict == -1 }},
 		{name: "load and hardware options are accepted", opts: `{"num_gpu":99,"num_thread":4,"num_batch":512,"use_mmap":true,"num_keep":4,"numa":false,"main_gpu":0}`,
-			check: func(f samplingFields) bool { return f.NPredict == nil }},
+			check: func(f SamplingFields) bool { return f.NPredict == nil }},
 		{name: "no-op values of unsupported options pass", opts: `{"mirostat":0,"typical_p":1,"tfs_z":1,"mirostat_tau":5}`,
-			check: func(f samplingFields) bool { return true }},
-		{name: "num_ctx within the context", opts: `{"num_ctx":256}`, check: func(f samplingFields) bool { return true }},
-		{name: "unknown options are ignored as Ollama does", opts: `{"future_knob":3}`, check: func(f samplingFields) bool { return true }},
+			check: func(f SamplingFields) bool { return true }},
+		{name: "num_ctx within the context", opts: `{"num_ctx":256}`, check: func(f SamplingFields) bool { return true }},
+		{name: "unknown options are ignored as Ollama does", opts: `{"future_knob":3}`, check: func(f SamplingFields) bool { return true }},
 		{name: "mirostat", opts: `{"mirostat":2}`, param: "mirostat"},
 		{name: "typical_p", opts: `{"typical_p":0.5}`, param: "typical_p"},
 		{name: "tfs_z", opts: `{"tfs_z":0.9}`, param: "tfs_z"},
@@ -83,8 +83,8 @@ func TestOllamaOptions(t *testing.T) {
 			}
 			f, err := e.srv.ollamaSampling(opts)
 			if tc.param != "" {
-				if ae := toAPIError(err); err == nil || ae.status != http.StatusBadRequest || ae.param != tc.param ||
-					!strings.Contains(ae.message, tc.param) {
+				if ae := ToAPIError(err); err == nil || ae.Status != http.StatusBadRequest || ae.Param != tc.param ||
+					!strings.Contains(ae.Message, tc.param) {
 					t.Fatalf("err %v, want a 400 naming %s", err, tc.param)
 				}
 				return

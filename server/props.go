@@ -12,11 +12,11 @@ import (
 func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if id != s.cfg.ModelID {
-		writeError(w, &apiError{status: http.StatusNotFound, typ: "invalid_request_error", param: "model", code: "model_not_found",
-			message: "the model " + id + " does not exist: this server serves " + s.cfg.ModelID})
+		WriteError(w, &APIError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
+			Message: "the model " + id + " does not exist: this server serves " + s.cfg.ModelID})
 		return
 	}
-	writeJSON(w, http.StatusOK, modelJSON{ID: s.cfg.ModelID, Object: "model", Created: s.created, OwnedBy: "ubatch"})
+	WriteJSON(w, http.StatusOK, modelJSON{ID: s.cfg.ModelID, Object: "model", Created: s.created, OwnedBy: "ubatch"})
 }
 
 // handleApplyTemplate is llama-server's POST /apply-template: the prompt text a chat request's
@@ -27,27 +27,27 @@ func (s *Server) handleApplyTemplate(w http.ResponseWriter, r *http.Request) {
 		Tools              json.RawMessage `json:"tools"`
 		ChatTemplateKwargs map[string]any  `json:"chat_template_kwargs"`
 	}
-	release, err := s.decodeParsed(w, r, &req)
+	release, err := s.DecodeParsed(w, r, &req)
 	if err != nil {
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
 	defer release()
-	text, err := s.renderChat(req.Messages, req.Tools, req.ChatTemplateKwargs)
+	text, err := s.RenderChat(req.Messages, req.Tools, req.ChatTemplateKwargs)
 	if err != nil {
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"prompt": text})
+	WriteJSON(w, http.StatusOK, map[string]string{"prompt": text})
 }
 
 // handleProps is llama-server's GET /props: the server's defaults, slots, model and template.
 func (s *Server) handleProps(w http.ResponseWriter, r *http.Request) {
-	d := s.defaults(sample.DefaultParams())
+	d := s.Defaults(sample.DefaultParams())
 	h := s.cfg.Model.Hparams()
 	cfg := s.cfg.Engine.Config()
 	kv := s.cfg.Engine.Stats().KV
-	writeJSON(w, http.StatusOK, map[string]any{
+	WriteJSON(w, http.StatusOK, map[string]any{
 		"default_generation_settings": map[string]any{
 			"n_ctx": kv.Total * kv.BlockSize,
 			"params": map[string]any{
@@ -140,7 +140,7 @@ func (s *Server) handleSlots(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, j)
 	}
-	writeJSON(w, http.StatusOK, out)
+	WriteJSON(w, http.StatusOK, out)
 }
 
 func newSlotTask(sl engine.Slot) *slotTask {

@@ -39,11 +39,11 @@ type reasoningMode struct {
 // request's reasoning_format (nil: the server's default), prompt the rendered conversation. With
 // a grammar the reply is what the grammar writes, so it is not taken to continue a thought the
 // prompt opened (a forced tool call or a JSON answer would all be reasoning).
-func (s *Server) reasoningSetup(field *string, prompt string, g *genParams) (reasoningMode, error) {
+func (s *Server) reasoningSetup(field *string, prompt string, g *GenParams) (reasoningMode, error) {
 	name := s.cfg.ReasoningFormat
 	if field != nil {
 		if err := checkReasoningFormat(*field); err != nil {
-			return reasoningMode{}, badRequest("reasoning_format", "%v", err)
+			return reasoningMode{}, BadRequest("reasoning_format", "%v", err)
 		}
 		name = *field
 	}
@@ -83,7 +83,7 @@ type chatStream struct {
 
 // sendToolDeltas sends each of a choice's tool-call deltas as a chunk of its own, so that a
 // call's name arrives before its arguments; with parallel false only the first call goes out.
-func (c *chatReply) sendToolDeltas(sse *sseWriter, index int, deltas []chat.ToolDelta) error {
+func (c *chatReply) sendToolDeltas(sse *SSEWriter, index int, deltas []chat.ToolDelta) error {
 	cs := &c.streams[index]
 	for _, d := range deltas {
 		if d.Index > 0 && !c.g.tools.parallel {
@@ -103,9 +103,9 @@ func (c *chatReply) sendToolDeltas(sse *sseWriter, index int, deltas []chat.Tool
 	return nil
 }
 
-// chunk sends one event of a choice: the assistant role first, then the reasoning and content
+// Chunk sends one event of a choice: the assistant role first, then the reasoning and content
 // it adds, the tool-call deltas, and at the end what the parsers held back and the finish.
-func (c *chatReply) chunk(sse *sseWriter, ev seqEvent) error {
+func (c *chatReply) Chunk(sse *SSEWriter, ev SeqEvent) error {
 	// Each choice opens with the assistant role, as OpenAI's streams do.
 	if !c.started[ev.index] {
 		c.started[ev.index] = true
@@ -121,7 +121,7 @@ func (c *chatReply) chunk(sse *sseWriter, ev seqEvent) error {
 		content = cs.tools.Add(content)
 		deltas = cs.tools.TakeDeltas()
 	}
-	if reasoning != "" || content != "" || len(ev.tokens) > 0 {
+	if reasoning != "" || content != "" || len(ev.Tokens) > 0 {
 		d := &chatDelta{}
 		if reasoning != "" {
 			d.ReasoningContent = &reasoning
@@ -130,17 +130,17 @@ func (c *chatReply) chunk(sse *sseWriter, ev seqEvent) error {
 			d.Content = &content
 		}
 		ch := chatChoice{Index: ev.index, Delta: d}
-		if c.g.logprobs {
-			ch.Logprobs = c.s.chatLogprobs(ev.tokens)
+		if c.g.Logprobs {
+			ch.Logprobs = c.s.chatLogprobs(ev.Tokens)
 		}
 		if err := c.send(sse, ch); err != nil {
 			return err
 		}
 	}
-	if err := c.sendToolDeltas(sse, ev.index, deltas); err != nil || !ev.done {
+	if err := c.sendToolDeltas(sse, ev.index, deltas); err != nil || !ev.Done {
 		return err
 	}
-	finish := ev.finish
+	finish := ev.Finish
 	if cs.tools != nil {
 		rest, calls := cs.tools.Finish()
 		if rest != "" {
@@ -163,12 +163,12 @@ func newCallID() string { return "call_" + rand.Text()[:24] }
 
 // splitThought feeds one event's text to a stream's reasoning parser (nil: no split) and returns
 // the reasoning and the content it releases, all that it held back once the event is the last.
-func splitThought(p *chat.ReasoningParser, ev seqEvent) (reasoning, content string) {
+func splitThought(p *chat.ReasoningParser, ev SeqEvent) (reasoning, content string) {
 	if p == nil {
-		return "", ev.text
+		return "", ev.Text
 	}
-	reasoning, content = p.Add(ev.text)
-	if ev.done {
+	reasoning, content = p.Add(ev.Text)
+	if ev.Done {
 		r, c := p.Finish()
 		reasoning, content = reasoning+r, content+c
 	}

@@ -96,7 +96,7 @@ type functionCallItem struct {
 // store, with its conversation, for previous_response_id and GET /v1/responses/{id}.
 type responsesReply struct {
 	s      *Server
-	g      genParams
+	g      GenParams
 	resp   responseObject
 	conv   []map[string]any // the conversation this response answers (no instructions)
 	store  bool
@@ -116,9 +116,9 @@ type responsesReply struct {
 	failed bool
 }
 
-func newResponsesReply(s *Server, req *responsesRequest, g genParams, conv []map[string]any, rm reasoningMode) *responsesReply {
+func newResponsesReply(s *Server, req *responsesRequest, g GenParams, conv []map[string]any, rm reasoningMode) *responsesReply {
 	r := &responsesReply{s: s, g: g, conv: conv, store: req.Store == nil || *req.Store, reasoning: rm}
-	if rm.split && g.stream {
+	if rm.split && g.Stream {
 		r.thinking = chat.NewReasoningParser(rm.inThought)
 	}
 	o := &r.resp
@@ -147,14 +147,14 @@ func newResponsesReply(s *Server, req *responsesRequest, g genParams, conv []map
 	var text struct {
 		Format json.RawMessage `json:"format"`
 	}
-	if json.Unmarshal(req.Text, &text) == nil && !isNull(text.Format) {
+	if json.Unmarshal(req.Text, &text) == nil && !IsNull(text.Format) {
 		o.Text.Format = text.Format
 	}
 	o.ToolChoice, o.Tools = json.RawMessage(`"auto"`), json.RawMessage(`[]`)
-	if !isNull(req.ToolChoice) {
+	if !IsNull(req.ToolChoice) {
 		o.ToolChoice = req.ToolChoice
 	}
-	if !isNull(req.Tools) {
+	if !IsNull(req.Tools) {
 		o.Tools = req.Tools
 	}
 	if req.User != "" {
@@ -164,15 +164,15 @@ func newResponsesReply(s *Server, req *responsesRequest, g genParams, conv []map
 	if o.Metadata == nil {
 		o.Metadata = map[string]string{}
 	}
-	if g.tools != nil && g.stream {
+	if g.tools != nil && g.Stream {
 		r.parser = chat.NewToolParser(g.tools.format, g.tools.names)
 		r.parser.StreamCalls()
 	}
 	return r
 }
 
-func (r *responsesReply) whole(res []*choiceResult, u usageJSON) any {
-	text := r.splitWhole(res[0].text.String())
+func (r *responsesReply) Whole(res []*ChoiceResult, u UsageJSON) any {
+	text := r.splitWhole(res[0].Text.String())
 	var calls []chat.ToolCall
 	if r.g.tools != nil {
 		text, calls = chat.ParseToolCalls(r.g.tools.format, text, r.g.tools.names)
@@ -182,7 +182,7 @@ func (r *responsesReply) whole(res []*choiceResult, u usageJSON) any {
 		r.msg.Content[0].Text = text
 	}
 	r.addCalls(calls)
-	r.settle(res[0].finish)
+	r.settle(res[0].Finish)
 	r.finishUsage(u)
 	return &r.resp
 }
@@ -226,7 +226,7 @@ func (r *responsesReply) settle(finish string) {
 }
 
 // finishUsage sets the usage of the settled response and keeps it in the store.
-func (r *responsesReply) finishUsage(u usageJSON) {
+func (r *responsesReply) finishUsage(u UsageJSON) {
 	o := &r.resp
 	o.Usage = &responseUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
 	o.Usage.InputTokensDetails.CachedTokens = u.PromptTokensDetails.CachedTokens

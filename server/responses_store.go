@@ -103,18 +103,18 @@ func (s *responseStore) history(id string) ([]map[string]any, error) {
 	}
 	st, ok := s.get(id)
 	if !ok {
-		return nil, &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", param: "previous_response_id",
-			code: "previous_response_not_found", message: fmt.Sprintf("Previous response with id '%s' not found.", id)}
+		return nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "previous_response_id",
+			Code: "previous_response_not_found", Message: fmt.Sprintf("Previous response with id '%s' not found.", id)}
 	}
 	var conv []map[string]any
 	if err := json.Unmarshal(st.conv, &conv); err != nil {
-		return nil, internalError(err)
+		return nil, InternalError(err)
 	}
 	return conv, nil
 }
 
-func responseNotFound(id string) *apiError {
-	return notFound(fmt.Sprintf("Response with id '%s' not found (responses are kept in memory: the last %d, or fewer when large).", id, defaultMaxStoredResponses))
+func responseNotFound(id string) *APIError {
+	return NotFound(fmt.Sprintf("Response with id '%s' not found (responses are kept in memory: the last %d, or fewer when large).", id, defaultMaxStoredResponses))
 }
 
 // handleGetResponse answers GET /v1/responses/{id} with a stored response.
@@ -122,7 +122,7 @@ func (s *Server) handleGetResponse(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	st, ok := s.responses.get(id)
 	if !ok {
-		writeError(w, responseNotFound(id))
+		WriteError(w, responseNotFound(id))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -138,8 +138,8 @@ func (s *Server) handleDeleteResponse(w http.ResponseWriter, r *http.Request) {
 	ok := s.responses.remove(id)
 	s.responses.mu.Unlock()
 	if !ok {
-		writeError(w, responseNotFound(id))
+		WriteError(w, responseNotFound(id))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response", "deleted": true})
+	WriteJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response", "deleted": true})
 }

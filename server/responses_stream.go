@@ -31,7 +31,7 @@ type responseEvent struct {
 
 // emit sends ev, numbered, as an SSE event named by its type (the Responses API's streams name
 // every event; the SDKs dispatch on the name).
-func (r *responsesReply) emit(sse *sseWriter, ev responseEvent) error {
+func (r *responsesReply) emit(sse *SSEWriter, ev responseEvent) error {
 	ev.SequenceNumber = r.seq
 	r.seq++
 	b, err := json.Marshal(ev)
@@ -50,7 +50,7 @@ func (r *responsesReply) emit(sse *sseWriter, ev responseEvent) error {
 
 // begin opens the stream with response.created and response.in_progress, and makes the
 // stream's failures response.failed and error events.
-func (r *responsesReply) begin(sse *sseWriter) error {
+func (r *responsesReply) begin(sse *SSEWriter) error {
 	sse.errorEvent = func(err error) error { return r.fail(sse, err) }
 	if err := r.emit(sse, responseEvent{Type: "response.created", Response: &r.resp}); err != nil {
 		return err
@@ -58,14 +58,14 @@ func (r *responsesReply) begin(sse *sseWriter) error {
 	return r.emit(sse, responseEvent{Type: "response.in_progress", Response: &r.resp})
 }
 
-func (r *responsesReply) chunk(sse *sseWriter, ev seqEvent) error {
+func (r *responsesReply) Chunk(sse *SSEWriter, ev SeqEvent) error {
 	thought, text := splitThought(r.thinking, ev)
 	if thought != "" {
 		if err := r.streamReasoning(sse, thought); err != nil {
 			return err
 		}
 	}
-	if text != "" || ev.done {
+	if text != "" || ev.Done {
 		if err := r.closeReasoning(sse); err != nil {
 			return err
 		}
@@ -74,7 +74,7 @@ func (r *responsesReply) chunk(sse *sseWriter, ev seqEvent) error {
 	if r.parser != nil {
 		text = r.parser.Add(text)
 		deltas = r.parser.TakeDeltas()
-		if ev.done {
+		if ev.Done {
 			rest, _ := r.parser.Finish() // (its calls are what the deltas joined into)
 			text, deltas = text+rest, append(deltas, r.parser.TakeDeltas()...)
 		}
@@ -84,7 +84,7 @@ func (r *responsesReply) chunk(sse *sseWriter, ev seqEvent) error {
 			return err
 		}
 	}
-	if err := r.streamCallDeltas(sse, deltas); err != nil || !ev.done {
+	if err := r.streamCallDeltas(sse, deltas); err != nil || !ev.Done {
 		return err
 	}
 	if r.msg == nil && len(r.calls) == 0 {
@@ -93,7 +93,7 @@ func (r *responsesReply) chunk(sse *sseWriter, ev seqEvent) error {
 			return err
 		}
 	}
-	r.settle(ev.finish)
+	r.settle(ev.Finish)
 	if r.msg != nil {
 		if err := r.closeMessage(sse); err != nil {
 			return err
@@ -108,7 +108,7 @@ func (r *responsesReply) chunk(sse *sseWriter, ev seqEvent) error {
 }
 
 // openStreamMessage starts the output message and its text part.
-func (r *responsesReply) openStreamMessage(sse *sseWriter) error {
+func (r *responsesReply) openStreamMessage(sse *SSEWriter) error {
 	zero := 0
 	r.openMessage()
 	idx := r.outputIndex(r.msg)
@@ -122,7 +122,7 @@ func (r *responsesReply) openStreamMessage(sse *sseWriter) error {
 }
 
 // streamText sends one text delta, opening the output message first if this is its first.
-func (r *responsesReply) streamText(sse *sseWriter, text string) error {
+func (r *responsesReply) streamText(sse *SSEWriter, text string) error {
 	zero := 0
 	if r.msg == nil {
 		if err := r.openStreamMessage(sse); err != nil {
@@ -136,7 +136,7 @@ func (r *responsesReply) streamText(sse *sseWriter, text string) error {
 }
 
 // closeMessage sends the end of the output message: its whole text, part and item.
-func (r *responsesReply) closeMessage(sse *sseWriter) error {
+func (r *responsesReply) closeMessage(sse *SSEWriter) error {
 	zero, idx := 0, r.outputIndex(r.msg)
 	part := &r.msg.Content[0]
 	part.Text = r.text.String()
@@ -154,7 +154,7 @@ func (r *responsesReply) closeMessage(sse *sseWriter) error {
 // streamCallDeltas sends the tool parser's deltas as chat streams them: a call's item is added
 // once its function is known, then its arguments go out in fragments as the model writes them
 // (response.function_call_arguments.delta); without parallel_tool_calls only the first call.
-func (r *responsesReply) streamCallDeltas(sse *sseWriter, deltas []chat.ToolDelta) error {
+func (r *responsesReply) streamCallDeltas(sse *SSEWriter, deltas []chat.ToolDelta) error {
 	for _, d := range deltas {
 		if d.Index > 0 && !r.g.tools.parallel {
 			continue
@@ -182,7 +182,7 @@ func (r *responsesReply) streamCallDeltas(sse *sseWriter, deltas []chat.ToolDelt
 }
 
 // endCall sends the end of a streamed function call: its whole arguments, then the item.
-func (r *responsesReply) endCall(sse *sseWriter, it *functionCallItem) error {
+func (r *responsesReply) endCall(sse *SSEWriter, it *functionCallItem) error {
 	idx := r.outputIndex(it)
 	it.Status = "completed"
 	if err := r.emit(sse, responseEvent{Type: "response.function_call_arguments.done", ItemID: it.ID, OutputIndex: &idx,
@@ -192,9 +192,9 @@ func (r *responsesReply) endCall(sse *sseWriter, it *functionCallItem) error {
 	return r.emit(sse, responseEvent{Type: "response.output_item.done", OutputIndex: &idx, Item: it})
 }
 
-// end sends the finished response (response.completed, or response.incomplete when cut by
+// End sends the finished response (response.completed, or response.incomplete when cut by
 // max_output_tokens) once its usage is known, and stores it. Responses streams have no [DONE].
-func (r *responsesReply) end(sse *sseWriter, u usageJSON) error {
+func (r *responsesReply) End(sse *SSEWriter, u UsageJSON) error {
 	r.finishUsage(u)
 	typ := "response.completed"
 	if r.resp.Status == "incomplete" {
@@ -205,23 +205,23 @@ func (r *responsesReply) end(sse *sseWriter, u usageJSON) error {
 
 // fail reports a failure after the stream started: the response, failed, then the error (the
 // SDKs throw on an error event, so the failed response comes first).
-func (r *responsesReply) fail(sse *sseWriter, err error) error {
+func (r *responsesReply) fail(sse *SSEWriter, err error) error {
 	if r.failed {
 		return nil
 	}
 	r.failed = true
-	ae := toAPIError(err)
-	code := ae.code
+	ae := ToAPIError(err)
+	code := ae.Code
 	if code == "" {
-		code = ae.typ
+		code = ae.Type
 	}
-	r.resp.Status, r.resp.Error = "failed", &responseError{Code: code, Message: ae.message}
+	r.resp.Status, r.resp.Error = "failed", &responseError{Code: code, Message: ae.Message}
 	if err := r.emit(sse, responseEvent{Type: "response.failed", Response: &r.resp}); err != nil {
 		return err
 	}
-	ev := responseEvent{Type: "error", Code: &code, Message: ae.message}
-	if ae.param != "" {
-		ev.Param = &ae.param
+	ev := responseEvent{Type: "error", Code: &code, Message: ae.Message}
+	if ae.Param != "" {
+		ev.Param = &ae.Param
 	}
 	return r.emit(sse, ev)
 }

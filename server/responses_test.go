@@ -124,7 +124,7 @@ func (e *testEnv) chatAnswer(msgs []map[string]any, tools []any, maxTokens int) 
 				Content *string `json:"content"`
 			} `json:"message"`
 		} `json:"choices"`
-		Usage usageJSON `json:"usage"`
+		Usage UsageJSON `json:"usage"`
 	}
 	e.postJSON("/v1/chat/completions", body, http.StatusOK, &r)
 	return r.Usage.PromptTokens, deref(r.Choices[0].Message.Content)

@@ -314,20 +314,20 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if len(allow) == 0 {
-			writeError(w, notFound(fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)))
+			WriteError(w, NotFound(fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)))
 			return
 		}
 		w.Header().Set("Allow", strings.Join(allow, ", "))
-		writeError(w, &apiError{status: http.StatusMethodNotAllowed, typ: "invalid_request_error",
-			code: "method_not_allowed", message: fmt.Sprintf("%s %s is not supported: use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))})
+		WriteError(w, &APIError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
+			Code: "method_not_allowed", Message: fmt.Sprintf("%s %s is not supported: use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))})
 		return
 	}
 	// /health answers without a key so that load balancers can probe it, and the web page and
 	// its assets so that a browser can show them (the page asks for the key and sends it itself).
 	if !public(r.URL.Path) && !s.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="ubatch"`)
-		writeError(w, &apiError{status: http.StatusUnauthorized, typ: "authentication_error",
-			code: "invalid_api_key", message: "invalid or missing API key: send Authorization: Bearer KEY"})
+		WriteError(w, &APIError{Status: http.StatusUnauthorized, Type: "authentication_error",
+			Code: "invalid_api_key", Message: "invalid or missing API key: send Authorization: Bearer KEY"})
 		return
 	}
 	if s.cfg.CacheSaltPerKey {
@@ -373,12 +373,12 @@ func (s *Server) authorized(r *http.Request) bool {
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	if s.metrics == nil {
-		writeError(w, notFound("metrics are not enabled on this server"))
+		WriteError(w, NotFound("metrics are not enabled on this server"))
 		return
 	}
 	if s.cfg.Metrics != nil {
@@ -403,7 +403,7 @@ type modelStatus struct {
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{
+	WriteJSON(w, http.StatusOK, map[string]any{
 		"object": "list",
 		"data":   []modelJSON{{ID: s.cfg.ModelID, Object: "model", Created: s.created, OwnedBy: "ubatch"}},
 	})

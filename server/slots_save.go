@@ -57,36 +57,36 @@ const maxSlotFilename = kvfile.MaxName
 func checkSlotFilename(name string) error {
 	switch {
 	case name == "":
-		return badRequest("filename", "filename is required: the name of a file in --slot-save-path")
+		return BadRequest("filename", "filename is required: the name of a file in --slot-save-path")
 	case len(name) > maxSlotFilename:
-		return badRequest("filename", "filename is %d bytes long: use at most %d (a save first writes a temporary file whose name adds to it)", len(name), maxSlotFilename)
+		return BadRequest("filename", "filename is %d bytes long: use at most %d (a save first writes a temporary file whose name adds to it)", len(name), maxSlotFilename)
 	case !utf8.ValidString(name) || strings.ContainsAny(name, "/\\\x00") || name == "." || name == ".." ||
 		strings.HasPrefix(name, ".") || filepath.Base(name) != name:
-		return badRequest("filename", "invalid filename %s: a plain file name, no path separators, not starting with a dot", echo(name))
+		return BadRequest("filename", "invalid filename %s: a plain file name, no path separators, not starting with a dot", Echo(name))
 	}
 	return nil
 }
 
 func (s *Server) handleSlotAction(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.SlotSavePath == "" {
-		writeError(w, &apiError{status: http.StatusNotImplemented, typ: "not_supported_error",
-			message: "this server does not support slot actions: start it with --slot-save-path DIR"})
+		WriteError(w, &APIError{Status: http.StatusNotImplemented, Type: "not_supported_error",
+			Message: "this server does not support slot actions: start it with --slot-save-path DIR"})
 		return
 	}
 	id, err := strconv.Atoi(r.PathValue("id"))
 	if err != nil || id < 0 || id >= s.cfg.Engine.Config().MaxRunning {
-		writeError(w, badRequest("id_slot", "invalid slot id %s: use 0 to %d", echo(r.PathValue("id")), s.cfg.Engine.Config().MaxRunning-1))
+		WriteError(w, BadRequest("id_slot", "invalid slot id %s: use 0 to %d", Echo(r.PathValue("id")), s.cfg.Engine.Config().MaxRunning-1))
 		return
 	}
 	action := r.URL.Query().Get("action")
 	var req slotFileRequest
 	if action == "save" || action == "restore" {
-		if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
-			writeError(w, err)
+		if err := DecodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+			WriteError(w, err)
 			return
 		}
 		if err := checkSlotFilename(req.Filename); err != nil {
-			writeError(w, err)
+			WriteError(w, err)
 			return
 		}
 	}
@@ -96,7 +96,7 @@ func (s *Server) handleSlotAction(w http.ResponseWriter, r *http.Request) {
 	case "save":
 		blocks, _, err := s.cfg.Engine.SaveSlot(r.Context(), id)
 		if err != nil {
-			writeError(w, slotError(err))
+			WriteError(w, slotError(err))
 			return
 		}
 		n := 0
@@ -105,49 +105,49 @@ func (s *Server) handleSlotAction(w http.ResponseWriter, r *http.Request) {
 		}
 		size, err := kvfile.WriteFile(path, s.cfg.KVLayout, blocks)
 		if err != nil {
-			writeError(w, internalError(err))
+			WriteError(w, InternalError(err))
 			return
 		}
-		writeJSON(w, http.StatusOK, slotSaveReply{IDSlot: id, Filename: req.Filename, NSaved: n, NWritten: size,
-			Timings: slotSaveTimings{SaveMS: ms(time.Since(start))}})
+		WriteJSON(w, http.StatusOK, slotSaveReply{IDSlot: id, Filename: req.Filename, NSaved: n, NWritten: size,
+			Timings: slotSaveTimings{SaveMS: Millis(time.Since(start))}})
 	case "restore":
 		bs := s.cfg.KVLayout.BlockSize
 		blocks, err := kvfile.ReadFile(r.Context(), path, s.cfg.KVLayout, s.cfg.Engine.Limits().NCtxSeq/bs+1)
 		if err != nil {
-			writeError(w, slotFileError(req.Filename, err))
+			WriteError(w, slotFileError(req.Filename, err))
 			return
 		}
 		var size int64 = kvfile.Size(s.cfg.KVLayout, blocks)
 		n, err := s.cfg.Engine.RestoreSlot(r.Context(), id, blocks)
 		if errors.Is(err, engine.ErrSlotFile) {
-			err = badRequest("filename", "%s is not a saved slot: %v", req.Filename, err)
+			err = BadRequest("filename", "%s is not a saved slot: %v", req.Filename, err)
 		}
 		if err != nil {
-			writeError(w, slotError(err))
+			WriteError(w, slotError(err))
 			return
 		}
-		writeJSON(w, http.StatusOK, slotRestoreReply{IDSlot: id, Filename: req.Filename, NRestored: n, NRead: size,
-			Timings: slotSaveTimings{RestoreMS: ms(time.Since(start))}})
+		WriteJSON(w, http.StatusOK, slotRestoreReply{IDSlot: id, Filename: req.Filename, NRestored: n, NRead: size,
+			Timings: slotSaveTimings{RestoreMS: Millis(time.Since(start))}})
 	case "erase":
 		n, err := s.cfg.Engine.EraseSlot(r.Context(), id)
 		if err != nil {
-			writeError(w, slotError(err))
+			WriteError(w, slotError(err))
 			return
 		}
-		writeJSON(w, http.StatusOK, slotEraseReply{IDSlot: id, NErased: n})
+		WriteJSON(w, http.StatusOK, slotEraseReply{IDSlot: id, NErased: n})
 	default:
-		writeError(w, badRequest("action", "invalid action %s: use save, restore or erase", echo(action)))
+		WriteError(w, BadRequest("action", "invalid action %s: use save, restore or erase", Echo(action)))
 	}
 }
 
 func slotError(err error) error {
 	switch {
 	case errors.Is(err, engine.ErrSlot), errors.Is(err, engine.ErrSlotSalted):
-		return badRequest("id_slot", "%v", err)
+		return BadRequest("id_slot", "%v", err)
 	case errors.Is(err, engine.ErrNoTiers):
-		return &apiError{status: http.StatusNotImplemented, typ: "not_supported_error", message: err.Error()}
+		return &APIError{Status: http.StatusNotImplemented, Type: "not_supported_error", Message: err.Error()}
 	}
-	return toAPIError(err)
+	return ToAPIError(err)
 }
 
 // slotFileError words a restore's file error: a missing file is 404; one of another model or
@@ -156,13 +156,13 @@ func slotError(err error) error {
 func slotFileError(name string, err error) error {
 	switch {
 	case errors.Is(err, kvfile.ErrForeign):
-		return badRequest("filename", "%s holds the KV cache of another model or cache layout: %v", name, err)
+		return BadRequest("filename", "%s holds the KV cache of another model or cache layout: %v", name, err)
 	case errors.Is(err, kvfile.ErrCorrupt):
-		return badRequest("filename", "%s is not an intact slot file: %v", name, err)
+		return BadRequest("filename", "%s is not an intact slot file: %v", name, err)
 	case errors.Is(err, kvfile.ErrNotRegular):
-		return badRequest("filename", "%s is not a regular file: only slot files written by save are restored", name)
+		return BadRequest("filename", "%s is not a regular file: only slot files written by save are restored", name)
 	case errors.Is(err, os.ErrNotExist):
-		return notFound("slot file " + strconv.Quote(name) + " not found in --slot-save-path")
+		return NotFound("slot file " + strconv.Quote(name) + " not found in --slot-save-path")
 	}
-	return internalError(err)
+	return InternalError(err)
 }

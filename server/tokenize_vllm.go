@@ -21,14 +21,14 @@ type vllmTokenizeFields struct {
 	ChatTemplateKwargs   map[string]any  `json:"chat_template_kwargs"`
 }
 
-func (r *tokenizeRequest) isVLLM() bool { return r.Prompt != nil || !isNull(r.Messages) }
+func (r *tokenizeRequest) isVLLM() bool { return r.Prompt != nil || !IsNull(r.Messages) }
 
 // vllmTokenize answers vLLM's /tokenize: {"tokens", "count", "max_model_len"}, and
 // "token_strs" when asked.
 func (s *Server) vllmTokenize(w http.ResponseWriter, req *tokenizeRequest) {
 	toks, err := s.vllmTokens(req)
 	if err != nil {
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
 	lim := s.cfg.Engine.Limits()
@@ -44,7 +44,7 @@ func (s *Server) vllmTokenize(w http.ResponseWriter, req *tokenizeRequest) {
 		}
 		out["token_strs"] = strs
 	}
-	writeJSON(w, http.StatusOK, out)
+	WriteJSON(w, http.StatusOK, out)
 }
 
 // vllmTokens tokenizes a vLLM body: the prompt as /v1/completions would (special-token text
@@ -59,18 +59,18 @@ func (s *Server) vllmTokens(req *tokenizeRequest) ([]int32, error) {
 		if req.Prompt == nil {
 			second = "messages"
 		}
-		return nil, badRequest(second, "content (llama.cpp's) and %s (vLLM's) cannot be used together: send one body form", second)
-	case req.Prompt != nil && !isNull(req.Messages):
-		return nil, badRequest("messages", "prompt and messages cannot be used together")
+		return nil, BadRequest(second, "content (llama.cpp's) and %s (vLLM's) cannot be used together: send one body form", second)
+	case req.Prompt != nil && !IsNull(req.Messages):
+		return nil, BadRequest("messages", "prompt and messages cannot be used together")
 	case req.Prompt != nil:
 		add := req.AddSpecialTokens == nil || *req.AddSpecialTokens
 		return append([]int32{}, v.Encode(*req.Prompt, add, true)...), nil
 	case req.AddGenerationPrompt != nil && !*req.AddGenerationPrompt:
-		return nil, badRequest("add_generation_prompt", "add_generation_prompt: false is not supported: the chat template always gets the assistant's turn")
+		return nil, BadRequest("add_generation_prompt", "add_generation_prompt: false is not supported: the chat template always gets the assistant's turn")
 	case req.ContinueFinalMessage:
-		return nil, badRequest("continue_final_message", "continue_final_message is not supported")
+		return nil, BadRequest("continue_final_message", "continue_final_message is not supported")
 	}
-	text, err := s.renderChat(req.Messages, req.Tools, req.ChatTemplateKwargs)
+	text, err := s.RenderChat(req.Messages, req.Tools, req.ChatTemplateKwargs)
 	if err != nil {
 		return nil, err
 	}
