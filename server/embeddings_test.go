@@ -160,6 +160,7 @@ func embedEnv(t *testing.T, e *testEnv, cfg Config, wrap func(http.Handler) http
 	t.Helper()
 	emb := NewEmbedder(engine.PoolMean, 128)
 	cfg.Model, cfg.Engine, cfg.Embedder, cfg.ModelID = e.model, e.eng, emb, "stories"
+	cfg.Dialects = testDialects
 	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

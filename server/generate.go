@@ -241,3 +241,6 @@ type UsageJSON struct {
 		CachedTokens int `json:"cached_tokens"`
 	} `json:"prompt_tokens_details"`
 }
+
+// Millis is d in milliseconds, as the APIs' timings give durations.
+func Millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

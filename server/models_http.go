@@ -53,7 +53,7 @@ func NewMulti(cfg Config, reg *Registry) (*Server, error) {
 	s.engineStats = f.stats
 	// The routes of a model's Server, learnt from a template that is never served: every route
 	// the front does not answer itself goes to the request's model.
-	tmpl := &Server{mux: http.NewServeMux(), cfg: Config{KVBlocks: http.NotFoundHandler()}} // (optional routes too)
+	tmpl := &Server{mux: http.NewServeMux(), cfg: Config{KVBlocks: http.NotFoundHandler(), Dialects: cfg.Dialects}} // (optional routes too)
 	tmpl.route()
 	s.modelMux, s.dispatch = tmpl.mux, f.dispatch
 	for _, prefix := range []string{"/v1", ""} {

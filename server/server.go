@@ -1,8 +1,11 @@
-// Package server exposes an engine over HTTP: OpenAI's completions, chat completions and models
-// routes, llama.cpp's /completion, /tokenize, /detokenize and /health, and Prometheus metrics.
-// Handlers tokenize, submit to the continuous-batching engine and stream results back as
-// server-sent events; every request's sequences are cancelled when its client goes away. GET / is
-// a built-in web page (package web) whose live view of the batching reads GET /live (a Live hub).
+// Package server is the HTTP core over an engine: requests, streams, limits, errors, the
+// engine hand-off, the mux and the middleware, with OpenAI's completions, chat completions,
+// embeddings and models routes, the Responses API's, Ollama's, /health and Prometheus metrics.
+// Other API dialects are packages of their own (server/llamacpp) that register their routes
+// (Config.Dialects) and import only this one. Handlers tokenize, submit to the
+// continuous-batching engine and stream results back as server-sent events; every request's
+// sequences are cancelled when its client goes away. GET / is a built-in web page (package web)
+// whose live view of the batching reads GET /live (a Live hub).
 package server
 
 import (
@@ -108,6 +111,9 @@ type Config struct {
 	// budget may be shared by several Servers (serve's models). nil: a budget of this server's
 	// own, DefaultParseBudget.
 	ParseBudget *ParseBudget
+	// Dialects are the API dialects served beside the core's routes, each its own package
+	// (server/llamacpp); cmd/ubatch serves them all. A NewMulti front's are its models'.
+	Dialects []Dialect
 	// KVBlocks, when set, serves POST /kv/blocks: this node's KV blocks for its fleet's peers
 	// (peer.Handler), behind the API key like every other route; nil answers 404.
 	KVBlocks http.Handler
@@ -250,7 +256,7 @@ func New(cfg Config) (*Server, error) {
 // route registers every route of a model's server on s.mux. A NewMulti front runs it on a
 // template Server of its own to learn which routes are a model's.
 func (s *Server) route() {
-	// OpenAI's routes, also without /v1 as llama-server accepts them, then llama.cpp's own.
+	// OpenAI's routes, also without /v1 as llama-server accepts them, then the others.
 	for _, prefix := range []string{"/v1", ""} {
 		s.mux.HandleFunc("POST "+prefix+"/completions", s.handleCompletions)
 		s.mux.HandleFunc("POST "+prefix+"/chat/completions", s.handleChatCompletions)
@@ -259,24 +265,19 @@ func (s *Server) route() {
 		s.mux.HandleFunc("POST "+prefix+"/embeddings", s.handleEmbeddings)
 		s.routeResponses(prefix)
 	}
-	s.mux.HandleFunc("POST /completion", s.handleLlamaCompletion)
-	s.mux.HandleFunc("POST /infill", s.handleInfill)
 	for _, p := range []string{"/rerank", "/reranking", "/v1/rerank", "/v1/reranking"} { // llama-server's four names
 		s.mux.HandleFunc("POST "+p, s.handleRerank)
 	}
-	s.mux.HandleFunc("POST /tokenize", s.handleTokenize)
-	s.mux.HandleFunc("POST /detokenize", s.handleDetokenize)
-	s.mux.HandleFunc("POST /apply-template", s.handleApplyTemplate)
-	s.mux.HandleFunc("GET /props", s.handleProps)
-	s.mux.HandleFunc("GET /slots", s.handleSlots)
-	s.mux.HandleFunc("POST /slots/{id}", s.handleSlotAction)
 	s.mux.HandleFunc("GET /health", s.handleHealth)
 	s.mux.HandleFunc("GET /metrics", s.handleMetrics)
 	s.mux.HandleFunc("GET /live", s.handleLive)
 	if s.cfg.KVBlocks != nil {
 		s.mux.Handle("POST /kv/blocks", s.cfg.KVBlocks)
 	}
-	s.routeOllama() // Ollama's /api/... (ollama.go)
+	s.routeOllama()                    // Ollama's /api/... (ollama.go)
+	for _, d := range s.cfg.Dialects { // the dialects' packages (dialect.go)
+		d(s)
+	}
 	// The web page only at exactly / so that unknown API paths keep their JSON 404.
 	s.mux.Handle("GET /{$}", web.Page())
 	s.mux.Handle("GET /ui/", web.Assets())
@@ -407,6 +408,17 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 		"object": "list",
 		"data":   []modelJSON{{ID: s.cfg.ModelID, Object: "model", Created: s.created, OwnedBy: "ubatch"}},
 	})
+}
+
+// handleModel is OpenAI's GET /v1/models/{id}: the served model, or 404 for any other id.
+func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if id != s.cfg.ModelID {
+		WriteError(w, &APIError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
+			Message: "the model " + id + " does not exist: this server serves " + s.cfg.ModelID})
+		return
+	}
+	WriteJSON(w, http.StatusOK, modelJSON{ID: s.cfg.ModelID, Object: "model", Created: s.created, OwnedBy: "ubatch"})
 }
 
 // recorder remembers the status and size of a response for the request log. It forwards Flush

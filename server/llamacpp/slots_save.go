@@ -1,4 +1,4 @@
-package server
+package llamacpp
 
 import (
 	"errors"
@@ -12,6 +12,7 @@ import (
 
 	"ubatch/engine"
 	"ubatch/kvfile"
+	"ubatch/server"
 )
 
 // llama-server's slot save and restore: POST /slots/{id}?action=save|restore|erase with
@@ -57,97 +58,97 @@ const maxSlotFilename = kvfile.MaxName
 func checkSlotFilename(name string) error {
 	switch {
 	case name == "":
-		return BadRequest("filename", "filename is required: the name of a file in --slot-save-path")
+		return server.BadRequest("filename", "filename is required: the name of a file in --slot-save-path")
 	case len(name) > maxSlotFilename:
-		return BadRequest("filename", "filename is %d bytes long: use at most %d (a save first writes a temporary file whose name adds to it)", len(name), maxSlotFilename)
+		return server.BadRequest("filename", "filename is %d bytes long: use at most %d (a save first writes a temporary file whose name adds to it)", len(name), maxSlotFilename)
 	case !utf8.ValidString(name) || strings.ContainsAny(name, "/\\\x00") || name == "." || name == ".." ||
 		strings.HasPrefix(name, ".") || filepath.Base(name) != name:
-		return BadRequest("filename", "invalid filename %s: a plain file name, no path separators, not starting with a dot", Echo(name))
+		return server.BadRequest("filename", "invalid filename %s: a plain file name, no path separators, not starting with a dot", server.Echo(name))
 	}
 	return nil
 }
 
-func (s *Server) handleSlotAction(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.SlotSavePath == "" {
-		WriteError(w, &APIError{Status: http.StatusNotImplemented, Type: "not_supported_error",
+func (s *api) handleSlotAction(w http.ResponseWriter, r *http.Request) {
+	if s.Config().SlotSavePath == "" {
+		server.WriteError(w, &server.APIError{Status: http.StatusNotImplemented, Type: "not_supported_error",
 			Message: "this server does not support slot actions: start it with --slot-save-path DIR"})
 		return
 	}
 	id, err := strconv.Atoi(r.PathValue("id"))
-	if err != nil || id < 0 || id >= s.cfg.Engine.Config().MaxRunning {
-		WriteError(w, BadRequest("id_slot", "invalid slot id %s: use 0 to %d", Echo(r.PathValue("id")), s.cfg.Engine.Config().MaxRunning-1))
+	if err != nil || id < 0 || id >= s.Config().Engine.Config().MaxRunning {
+		server.WriteError(w, server.BadRequest("id_slot", "invalid slot id %s: use 0 to %d", server.Echo(r.PathValue("id")), s.Config().Engine.Config().MaxRunning-1))
 		return
 	}
 	action := r.URL.Query().Get("action")
 	var req slotFileRequest
 	if action == "save" || action == "restore" {
-		if err := DecodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
-			WriteError(w, err)
+		if err := server.DecodeBody(w, r, s.Config().MaxBodyBytes, &req); err != nil {
+			server.WriteError(w, err)
 			return
 		}
 		if err := checkSlotFilename(req.Filename); err != nil {
-			WriteError(w, err)
+			server.WriteError(w, err)
 			return
 		}
 	}
-	path := filepath.Join(s.cfg.SlotSavePath, req.Filename)
+	path := filepath.Join(s.Config().SlotSavePath, req.Filename)
 	start := time.Now()
 	switch action {
 	case "save":
-		blocks, _, err := s.cfg.Engine.SaveSlot(r.Context(), id)
+		blocks, _, err := s.Config().Engine.SaveSlot(r.Context(), id)
 		if err != nil {
-			WriteError(w, slotError(err))
+			server.WriteError(w, slotError(err))
 			return
 		}
 		n := 0
 		for _, b := range blocks {
 			n += len(b.Tokens)
 		}
-		size, err := kvfile.WriteFile(path, s.cfg.KVLayout, blocks)
+		size, err := kvfile.WriteFile(path, s.Config().KVLayout, blocks)
 		if err != nil {
-			WriteError(w, InternalError(err))
+			server.WriteError(w, server.InternalError(err))
 			return
 		}
-		WriteJSON(w, http.StatusOK, slotSaveReply{IDSlot: id, Filename: req.Filename, NSaved: n, NWritten: size,
-			Timings: slotSaveTimings{SaveMS: Millis(time.Since(start))}})
+		server.WriteJSON(w, http.StatusOK, slotSaveReply{IDSlot: id, Filename: req.Filename, NSaved: n, NWritten: size,
+			Timings: slotSaveTimings{SaveMS: server.Millis(time.Since(start))}})
 	case "restore":
-		bs := s.cfg.KVLayout.BlockSize
-		blocks, err := kvfile.ReadFile(r.Context(), path, s.cfg.KVLayout, s.cfg.Engine.Limits().NCtxSeq/bs+1)
+		bs := s.Config().KVLayout.BlockSize
+		blocks, err := kvfile.ReadFile(r.Context(), path, s.Config().KVLayout, s.Config().Engine.Limits().NCtxSeq/bs+1)
 		if err != nil {
-			WriteError(w, slotFileError(req.Filename, err))
+			server.WriteError(w, slotFileError(req.Filename, err))
 			return
 		}
-		var size int64 = kvfile.Size(s.cfg.KVLayout, blocks)
-		n, err := s.cfg.Engine.RestoreSlot(r.Context(), id, blocks)
+		var size int64 = kvfile.Size(s.Config().KVLayout, blocks)
+		n, err := s.Config().Engine.RestoreSlot(r.Context(), id, blocks)
 		if errors.Is(err, engine.ErrSlotFile) {
-			err = BadRequest("filename", "%s is not a saved slot: %v", req.Filename, err)
+			err = server.BadRequest("filename", "%s is not a saved slot: %v", req.Filename, err)
 		}
 		if err != nil {
-			WriteError(w, slotError(err))
+			server.WriteError(w, slotError(err))
 			return
 		}
-		WriteJSON(w, http.StatusOK, slotRestoreReply{IDSlot: id, Filename: req.Filename, NRestored: n, NRead: size,
-			Timings: slotSaveTimings{RestoreMS: Millis(time.Since(start))}})
+		server.WriteJSON(w, http.StatusOK, slotRestoreReply{IDSlot: id, Filename: req.Filename, NRestored: n, NRead: size,
+			Timings: slotSaveTimings{RestoreMS: server.Millis(time.Since(start))}})
 	case "erase":
-		n, err := s.cfg.Engine.EraseSlot(r.Context(), id)
+		n, err := s.Config().Engine.EraseSlot(r.Context(), id)
 		if err != nil {
-			WriteError(w, slotError(err))
+			server.WriteError(w, slotError(err))
 			return
 		}
-		WriteJSON(w, http.StatusOK, slotEraseReply{IDSlot: id, NErased: n})
+		server.WriteJSON(w, http.StatusOK, slotEraseReply{IDSlot: id, NErased: n})
 	default:
-		WriteError(w, BadRequest("action", "invalid action %s: use save, restore or erase", Echo(action)))
+		server.WriteError(w, server.BadRequest("action", "invalid action %s: use save, restore or erase", server.Echo(action)))
 	}
 }
 
 func slotError(err error) error {
 	switch {
 	case errors.Is(err, engine.ErrSlot), errors.Is(err, engine.ErrSlotSalted):
-		return BadRequest("id_slot", "%v", err)
+		return server.BadRequest("id_slot", "%v", err)
 	case errors.Is(err, engine.ErrNoTiers):
-		return &APIError{Status: http.StatusNotImplemented, Type: "not_supported_error", Message: err.Error()}
+		return &server.APIError{Status: http.StatusNotImplemented, Type: "not_supported_error", Message: err.Error()}
 	}
-	return ToAPIError(err)
+	return server.ToAPIError(err)
 }
 
 // slotFileError words a restore's file error: a missing file is 404; one of another model or
@@ -156,13 +157,13 @@ func slotError(err error) error {
 func slotFileError(name string, err error) error {
 	switch {
 	case errors.Is(err, kvfile.ErrForeign):
-		return BadRequest("filename", "%s holds the KV cache of another model or cache layout: %v", name, err)
+		return server.BadRequest("filename", "%s holds the KV cache of another model or cache layout: %v", name, err)
 	case errors.Is(err, kvfile.ErrCorrupt):
-		return BadRequest("filename", "%s is not an intact slot file: %v", name, err)
+		return server.BadRequest("filename", "%s is not an intact slot file: %v", name, err)
 	case errors.Is(err, kvfile.ErrNotRegular):
-		return BadRequest("filename", "%s is not a regular file: only slot files written by save are restored", name)
+		return server.BadRequest("filename", "%s is not a regular file: only slot files written by save are restored", name)
 	case errors.Is(err, os.ErrNotExist):
-		return NotFound("slot file " + strconv.Quote(name) + " not found in --slot-save-path")
+		return server.NotFound("slot file " + strconv.Quote(name) + " not found in --slot-save-path")
 	}
-	return InternalError(err)
+	return server.InternalError(err)
 }

@@ -1,22 +1,22 @@
-package server
+package llamacpp
 
 import (
 	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"ubatch/engine"
 	"ubatch/sample"
+	"ubatch/server"
 )
 
 // llamaCompletionRequest is the body of llama.cpp's POST /completion. Absent sampling fields take
 // llama.cpp's defaults (sample.DefaultParams); n_predict absent or -1 generates until the end of
 // generation or a full context.
 type llamaCompletionRequest struct {
-	SamplingFields
+	server.SamplingFields
 	Prompt       json.RawMessage `json:"prompt"`
 	Stream       bool            `json:"stream"`
 	ReturnTokens bool            `json:"return_tokens"` // include each chunk's token ids
@@ -35,12 +35,12 @@ type llamaProb struct {
 	TopLogprobs []llamaProb `json:"top_logprobs,omitempty"`
 }
 
-func (s *Server) llamaProbs(toks []GenToken) []llamaProb {
+func (s *api) llamaProbs(toks []server.GenToken) []llamaProb {
 	out := make([]llamaProb, 0, len(toks))
 	for _, t := range toks {
-		p := llamaProb{ID: t.ID, Token: s.PieceText(t.ID), Logprob: FiniteLogprob(t.Logprob), Bytes: s.PieceBytes(t.ID), TopLogprobs: []llamaProb{}}
+		p := llamaProb{ID: t.ID, Token: s.PieceText(t.ID), Logprob: server.FiniteLogprob(t.Logprob), Bytes: s.PieceBytes(t.ID), TopLogprobs: []llamaProb{}}
 		for _, a := range t.Top {
-			p.TopLogprobs = append(p.TopLogprobs, llamaProb{ID: a.Token, Token: s.PieceText(a.Token), Logprob: FiniteLogprob(a.LogProb), Bytes: s.PieceBytes(a.Token)})
+			p.TopLogprobs = append(p.TopLogprobs, llamaProb{ID: a.Token, Token: s.PieceText(a.Token), Logprob: server.FiniteLogprob(a.LogProb), Bytes: s.PieceBytes(a.Token)})
 		}
 		out = append(out, p)
 	}
@@ -78,11 +78,12 @@ type llamaCompletion struct {
 	Probs           []llamaProb   `json:"completion_probabilities,omitempty"`
 }
 
-func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
+func (s *api) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
 	s.ServeCompletion(w, r, &llamaCompletionRequest{})
 }
 
-func (req *llamaCompletionRequest) Prepare(ctx context.Context, s *Server) (GenParams, [][]int32, Reply, error) {
+func (req *llamaCompletionRequest) Prepare(ctx context.Context, srv *server.Server) (server.GenParams, [][]int32, server.Reply, error) {
+	s := &api{srv}
 	g, prompt, err := s.llamaParams(ctx, req)
 	if err != nil {
 		return g, nil, nil, err
@@ -91,25 +92,25 @@ func (req *llamaCompletionRequest) Prepare(ctx context.Context, s *Server) (GenP
 }
 
 // llamaParams validates a /completion request and tokenizes its prompt.
-func (s *Server) llamaParams(ctx context.Context, req *llamaCompletionRequest) (GenParams, []int32, error) {
-	g, err := req.Params(s.Defaults(sample.DefaultParams()), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
+func (s *api) llamaParams(ctx context.Context, req *llamaCompletionRequest) (server.GenParams, []int32, error) {
+	g, err := req.Params(s.Defaults(sample.DefaultParams()), s.Config().Model.Vocab.EOG(), s.Config().Model.Vocab.VocabSize())
 	if err != nil {
 		return g, nil, err
 	}
 	g.KeepTokens, g.Stream = req.ReturnTokens, req.Stream
-	if req.NProbs < 0 || req.NProbs > MaxTopLogprobs {
-		return g, nil, BadRequest("n_probs", "n_probs must be in [0, %d], got %d", MaxTopLogprobs, req.NProbs)
+	if req.NProbs < 0 || req.NProbs > server.MaxTopLogprobs {
+		return g, nil, server.BadRequest("n_probs", "n_probs must be in [0, %d], got %d", server.MaxTopLogprobs, req.NProbs)
 	}
 	g.Logprobs, g.TopLogprobs = req.NProbs > 0, req.NProbs
 	if err := s.Constrain(ctx, &g, &req.SamplingFields, nil); err != nil {
 		return g, nil, err
 	}
-	inputs, err := ParsePrompts("prompt", req.Prompt)
+	inputs, err := server.ParsePrompts("prompt", req.Prompt)
 	if err != nil {
 		return g, nil, err
 	}
 	if len(inputs) != 1 {
-		return g, nil, BadRequest("prompt", "/completion takes one prompt, got %d", len(inputs))
+		return g, nil, server.BadRequest("prompt", "/completion takes one prompt, got %d", len(inputs))
 	}
 	prompt, err := s.PromptTokens("prompt", inputs[0])
 	return g, prompt, err
@@ -118,11 +119,11 @@ func (s *Server) llamaParams(ctx context.Context, req *llamaCompletionRequest) (
 // llamaReply words a generation as llama.cpp's /completion does: one object per chunk, the
 // stop:true summary last, and no [DONE].
 type llamaReply struct {
-	s *Server
-	g GenParams
+	s *api
+	g server.GenParams
 }
 
-func (l *llamaReply) content(text string, toks []GenToken) llamaCompletion {
+func (l *llamaReply) content(text string, toks []server.GenToken) llamaCompletion {
 	c := llamaCompletion{Content: text, Tokens: tokenIDs(toks)}
 	if l.g.Logprobs {
 		c.Probs = l.s.llamaProbs(toks)
@@ -130,7 +131,7 @@ func (l *llamaReply) content(text string, toks []GenToken) llamaCompletion {
 	return c
 }
 
-func (l *llamaReply) Chunk(sse *SSEWriter, ev SeqEvent) error {
+func (l *llamaReply) Chunk(sse *server.SSEWriter, ev server.SeqEvent) error {
 	if !ev.Done {
 		return sse.Send(l.content(ev.Text, ev.Tokens))
 	}
@@ -145,9 +146,9 @@ func (l *llamaReply) Chunk(sse *SSEWriter, ev SeqEvent) error {
 	return sse.Send(final)
 }
 
-func (l *llamaReply) End(*SSEWriter, UsageJSON) error { return nil }
+func (l *llamaReply) End(*server.SSEWriter, server.UsageJSON) error { return nil }
 
-func (l *llamaReply) Whole(res []*ChoiceResult, _ UsageJSON) any {
+func (l *llamaReply) Whole(res []*server.ChoiceResult, _ server.UsageJSON) any {
 	c := res[0]
 	final := l.s.llamaFinal(c.Finish, c.StopWord, c.Usage)
 	final.Content = c.Text.String()
@@ -158,7 +159,7 @@ func (l *llamaReply) Whole(res []*ChoiceResult, _ UsageJSON) any {
 	return final
 }
 
-func tokenIDs(toks []GenToken) []int32 {
+func tokenIDs(toks []server.GenToken) []int32 {
 	ids := make([]int32, len(toks))
 	for i, t := range toks {
 		ids[i] = t.ID
@@ -169,7 +170,7 @@ func tokenIDs(toks []GenToken) []int32 {
 // llamaFinal builds the stop:true summary object. Its timings come from the engine's time stamps
 // (engine.Usage.PromptTime, GenerationTime), taken where the work happened: the handler reads the
 // stream in bursts, after the tokens were made.
-func (s *Server) llamaFinal(finish, stopWord string, u engine.Usage) llamaCompletion {
+func (s *api) llamaFinal(finish, stopWord string, u engine.Usage) llamaCompletion {
 	stopType := "limit"
 	switch {
 	case stopWord != "":
@@ -179,8 +180,8 @@ func (s *Server) llamaFinal(finish, stopWord string, u engine.Usage) llamaComple
 	}
 	computed := u.PromptTokens - u.CachedTokens
 	promptTime, genTime := u.PromptTime(), u.GenerationTime()
-	t := &llamaTimings{CacheN: u.CachedTokens, PromptN: computed, PromptMS: Millis(promptTime),
-		PredictedN: u.CompletionTokens, PredictedMS: Millis(genTime)}
+	t := &llamaTimings{CacheN: u.CachedTokens, PromptN: computed, PromptMS: server.Millis(promptTime),
+		PredictedN: u.CompletionTokens, PredictedMS: server.Millis(genTime)}
 	if computed > 0 && promptTime > 0 {
 		t.PromptPerTokenMS = t.PromptMS / float64(computed)
 		t.PromptPerSecond = float64(computed) / promptTime.Seconds()
@@ -191,12 +192,10 @@ func (s *Server) llamaFinal(finish, stopWord string, u engine.Usage) llamaComple
 	}
 	f := false
 	return llamaCompletion{
-		Stop: true, Model: s.cfg.ModelID, TokensPredicted: u.CompletionTokens, TokensEvaluated: u.PromptTokens,
+		Stop: true, Model: s.Config().ModelID, TokensPredicted: u.CompletionTokens, TokensEvaluated: u.PromptTokens,
 		TokensCached: u.CachedTokens, StopType: stopType, StoppingWord: stopWord, Truncated: &f, Timings: t,
 	}
 }
-
-func Millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // tokenizeRequest is the body of POST /tokenize: llama.cpp's (content) or vLLM's (prompt or
 // messages: vllmTokenizeFields, tokenize_vllm.go).
@@ -214,11 +213,11 @@ type tokenPiece struct {
 	Piece any   `json:"piece"`
 }
 
-func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
+func (s *api) handleTokenize(w http.ResponseWriter, r *http.Request) {
 	var req tokenizeRequest
 	release, err := s.DecodeParsed(w, r, &req)
 	if err != nil {
-		WriteError(w, err)
+		server.WriteError(w, err)
 		return
 	}
 	defer release() // (the answer is small beside the text)
@@ -227,18 +226,18 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Content == nil {
-		WriteError(w, BadRequest("content", "content is required (or vLLM's prompt or messages)"))
+		server.WriteError(w, server.BadRequest("content", "content is required (or vLLM's prompt or messages)"))
 		return
 	}
 	parse := req.ParseSpecial == nil || *req.ParseSpecial
-	toks := s.cfg.Model.Vocab.Encode(*req.Content, req.AddSpecial, parse)
+	toks := s.Config().Model.Vocab.Encode(*req.Content, req.AddSpecial, parse)
 	if !req.WithPieces {
-		WriteJSON(w, http.StatusOK, map[string]any{"tokens": append([]int32{}, toks...)})
+		server.WriteJSON(w, http.StatusOK, map[string]any{"tokens": append([]int32{}, toks...)})
 		return
 	}
 	out := make([]tokenPiece, len(toks))
 	for i, t := range toks {
-		p := s.cfg.Model.Vocab.Piece(t)
+		p := s.Config().Model.Vocab.Piece(t)
 		out[i].ID = t
 		if utf8.Valid(p) {
 			out[i].Piece = string(p)
@@ -246,7 +245,7 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 			out[i].Piece = s.PieceBytes(t)
 		}
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"tokens": out})
+	server.WriteJSON(w, http.StatusOK, map[string]any{"tokens": out})
 }
 
 // detokenizeRequest is the body of POST /detokenize. llama.cpp's and vLLM's are both tokens;
@@ -257,16 +256,16 @@ type detokenizeRequest struct {
 	Model  *string `json:"model"`
 }
 
-func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
+func (s *api) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 	var req detokenizeRequest
-	if err := DecodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
-		WriteError(w, err)
+	if err := server.DecodeBody(w, r, s.Config().MaxBodyBytes, &req); err != nil {
+		server.WriteError(w, err)
 		return
 	}
-	v := s.cfg.Model.Vocab
+	v := s.Config().Model.Vocab
 	for _, t := range req.Tokens {
 		if t < 0 || int(t) >= v.VocabSize() {
-			WriteError(w, BadRequest("tokens", "token id %d is outside the vocabulary [0, %d)", t, v.VocabSize()))
+			server.WriteError(w, server.BadRequest("tokens", "token id %d is outside the vocabulary [0, %d)", t, v.VocabSize()))
 			return
 		}
 	}
@@ -274,5 +273,5 @@ func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 	if req.Model != nil {
 		key = "prompt"
 	}
-	WriteJSON(w, http.StatusOK, map[string]string{key: strings.ToValidUTF8(v.Decode(req.Tokens), "\uFFFD")})
+	server.WriteJSON(w, http.StatusOK, map[string]string{key: strings.ToValidUTF8(v.Decode(req.Tokens), "\uFFFD")})
 }

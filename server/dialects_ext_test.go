@@ -1,0 +1,9 @@
+package server_test
+
+import (
+	"ubatch/server"
+	"ubatch/server/llamacpp"
+)
+
+// The core's tests run their servers with every dialect (server.testDialects).
+func init() { server.SetTestDialects(llamacpp.Routes) }
