@@ -11,8 +11,8 @@ import (
 	"ubatch/chat"
 )
 
-// chatRequest is the body of POST /v1/chat/completions.
-type chatRequest struct {
+// ChatRequest is the body of POST /v1/chat/completions.
+type ChatRequest struct {
 	SamplingFields
 	openAIFields
 	Messages           json.RawMessage `json:"messages"`
@@ -24,7 +24,7 @@ type chatRequest struct {
 	ChatTemplateKwargs map[string]any  `json:"chat_template_kwargs"` // llama.cpp: extra template variables
 	ReasoningFormat    *string         `json:"reasoning_format"`     // llama.cpp: none, auto or deepseek
 
-	reasoning reasoningMode // set by chatParams: how the reply is read for reasoning
+	Reasoning ReasoningMode // set by ChatParams: how the reply is read for reasoning
 }
 
 // chatMessage is a reply; content is null when the reply is only tool calls.
@@ -71,11 +71,11 @@ type chatChoice struct {
 type chatResponse = openAIResponse[chatChoice]
 
 func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
-	s.ServeCompletion(w, r, &chatRequest{})
+	s.ServeCompletion(w, r, &ChatRequest{})
 }
 
-func (req *chatRequest) Prepare(ctx context.Context, s *Server) (GenParams, [][]int32, Reply, error) {
-	g, prompt, err := s.chatParams(ctx, req)
+func (req *ChatRequest) Prepare(ctx context.Context, s *Server) (GenParams, [][]int32, Reply, error) {
+	g, prompt, err := s.ChatParams(ctx, req)
 	if err != nil {
 		return g, nil, nil, err
 	}
@@ -84,16 +84,16 @@ func (req *chatRequest) Prepare(ctx context.Context, s *Server) (GenParams, [][]
 		object = "chat.completion.chunk"
 	}
 	c := &chatReply{openAIReply: newOpenAIReply[chatChoice](s, "chatcmpl-", object, &req.openAIFields), s: s, g: g,
-		reasoning: req.reasoning}
+		reasoning: req.Reasoning}
 	c.started = make([]bool, g.n)
 	if req.Stream {
 		c.streams = make([]chatStream, g.n)
 		for i := range c.streams {
-			if req.reasoning.split {
-				c.streams[i].reasoning = chat.NewReasoningParser(req.reasoning.inThought)
+			if req.Reasoning.Split {
+				c.streams[i].reasoning = chat.NewReasoningParser(req.Reasoning.InThought)
 			}
-			if g.tools != nil {
-				c.streams[i].tools = chat.NewToolParser(g.tools.format, g.tools.names)
+			if g.Tools != nil {
+				c.streams[i].tools = chat.NewToolParser(g.Tools.Format, g.Tools.Names)
 				c.streams[i].tools.StreamCalls()
 			}
 		}
@@ -108,7 +108,7 @@ type chatReply struct {
 	openAIReply[chatChoice]
 	s         *Server
 	g         GenParams
-	reasoning reasoningMode
+	reasoning ReasoningMode
 	started   []bool       // by choice: the assistant role was sent
 	streams   []chatStream // by choice, streaming
 }
@@ -118,17 +118,17 @@ func (c *chatReply) Whole(res []*ChoiceResult, u UsageJSON) any {
 	for i, r := range res {
 		msg := &chatMessage{Role: "assistant"}
 		content := r.Text.String()
-		if c.reasoning.split {
+		if c.reasoning.Split {
 			var reasoning string
-			if reasoning, content = chat.SplitReasoning(content, c.reasoning.inThought); reasoning != "" {
+			if reasoning, content = chat.SplitReasoning(content, c.reasoning.InThought); reasoning != "" {
 				msg.ReasoningContent = &reasoning
 			}
 		}
-		if c.g.tools != nil {
+		if c.g.Tools != nil {
 			var calls []chat.ToolCall
-			content, calls = c.g.tools.parse(content, r.Finish == "length")
+			content, calls = c.g.Tools.parse(content, r.Finish == "length")
 			if len(calls) > 0 {
-				msg.ToolCalls = toolReply(calls, c.g.tools.parallel, false)
+				msg.ToolCalls = ToolReply(calls, c.g.Tools.Parallel, false)
 				r.Finish = toolsFinish(r.Finish)
 			}
 		}
@@ -143,10 +143,10 @@ func (c *chatReply) Whole(res []*ChoiceResult, u UsageJSON) any {
 	return c.response(choices, u)
 }
 
-// chatParams validates a chat request, renders its messages with the chat template and tokenizes
+// ChatParams validates a chat request, renders its messages with the chat template and tokenizes
 // the result (special-token text parsed; BOS added when the model wants it and the template did
 // not already write it).
-func (s *Server) chatParams(ctx context.Context, req *chatRequest) (GenParams, []int32, error) {
+func (s *Server) ChatParams(ctx context.Context, req *ChatRequest) (GenParams, []int32, error) {
 	g, err := req.Params(s.Defaults(openAIDefaults()), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
 	if err != nil {
 		return g, nil, err
@@ -173,14 +173,14 @@ func (s *Server) chatParams(ctx context.Context, req *chatRequest) (GenParams, [
 	if err := s.Constrain(ctx, &g, &req.SamplingFields, req.ResponseFormat); err != nil {
 		return g, nil, err
 	}
-	if g.tools, err = s.toolSetup(ctx, &g, req); err != nil {
+	if g.Tools, err = s.toolSetup(ctx, &g, req); err != nil {
 		return g, nil, err
 	}
 	text, err := s.RenderChat(req.Messages, req.Tools, req.ChatTemplateKwargs)
 	if err != nil {
 		return g, nil, err
 	}
-	if req.reasoning, err = s.reasoningSetup(req.ReasoningFormat, text, &g); err != nil {
+	if req.Reasoning, err = s.reasoningSetup(req.ReasoningFormat, text, &g); err != nil {
 		return g, nil, err
 	}
 	v := s.cfg.Model.Vocab
@@ -193,7 +193,7 @@ func (s *Server) chatParams(ctx context.Context, req *chatRequest) (GenParams, [
 	}
 	ns := turnNamespace(ctx, g.cacheSalt)
 	toks, _ = s.reuseTurn(ns, text, toks, req.Messages)
-	if g.n == 1 && g.tools == nil && !req.reasoning.split {
+	if g.n == 1 && g.Tools == nil && !req.Reasoning.Split {
 		// The reply comes back as the next turn's assistant content only when nothing was
 		// taken out of it (tool calls, reasoning).
 		g.remember = s.rememberTurn(ns, text, toks)

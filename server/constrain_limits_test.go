@@ -92,7 +92,7 @@ func TestConstrainStopsWithTheRequest(t *testing.T) {
 			return err
 		}},
 		{"tools", func() error {
-			_, _, err := e.srv.chatParams(ctx, &chatRequest{Messages: json.RawMessage(`[{"role":"user","content":"hi"}]`),
+			_, _, err := e.srv.ChatParams(ctx, &ChatRequest{Messages: json.RawMessage(`[{"role":"user","content":"hi"}]`),
 				Tools: tools, ToolChoice: json.RawMessage(`"required"`)})
 			return err
 		}},

@@ -64,7 +64,7 @@ func FuzzCompletions(f *testing.F) {
 }
 
 func FuzzChatCompletions(f *testing.F) {
-	fuzzRoute(f, "/v1/chat/completions", onePrompt((*Server).chatParams))
+	fuzzRoute(f, "/v1/chat/completions", onePrompt((*Server).ChatParams))
 }
 
 // FuzzLlamaCompletion fuzzes llama.cpp's /completion through its handler alone: its request

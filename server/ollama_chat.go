@@ -85,7 +85,7 @@ func (req *ollamaChatRequest) Prepare(ctx context.Context, s *Server) (GenParams
 		return GenParams{}, nil, nil, err
 	}
 	sf.CacheSalt = req.CacheSalt
-	cr := &chatRequest{SamplingFields: sf, Messages: req.Messages, Tools: req.Tools}
+	cr := &ChatRequest{SamplingFields: sf, Messages: req.Messages, Tools: req.Tools}
 	cr.Stream = stream
 	if cr.ResponseFormat, err = ollamaFormat(req.Format, &cr.SamplingFields); err != nil {
 		return GenParams{}, nil, nil, err
@@ -93,11 +93,11 @@ func (req *ollamaChatRequest) Prepare(ctx context.Context, s *Server) (GenParams
 	if cr.ReasoningFormat, cr.ChatTemplateKwargs, err = s.ollamaThink(req.Think); err != nil {
 		return GenParams{}, nil, nil, err
 	}
-	g, prompt, err := s.chatParams(ctx, cr)
+	g, prompt, err := s.ChatParams(ctx, cr)
 	if err != nil {
 		return g, nil, nil, formatError(err)
 	}
-	rep.setup(g, cr.reasoning)
+	rep.setup(g, cr.Reasoning)
 	return g, [][]int32{prompt}, rep, nil
 }
 
@@ -113,7 +113,7 @@ func (req *ollamaGenerateRequest) Prepare(ctx context.Context, s *Server) (GenPa
 	case req.Template != "":
 		return GenParams{}, nil, nil, BadRequest("template", "template is not supported: the model's own chat template is used "+
 			"(serve --chat-template replaces it; raw: true sends the prompt as is)")
-	case nonEmpty(req.Images):
+	case NonEmpty(req.Images):
 		return GenParams{}, nil, nil, BadRequest("images", "images are not supported: this server runs text models only")
 	case req.Logprobs != nil && *req.Logprobs:
 		return GenParams{}, nil, nil, BadRequest("logprobs", "logprobs is not supported on Ollama's routes: use /v1/completions")
@@ -149,18 +149,18 @@ func (req *ollamaGenerateRequest) Prepare(ctx context.Context, s *Server) (GenPa
 // generatePrompt tokenizes a generate request: the prompt in the model's chat template after
 // the system prompt (or as is with raw, or between the suffix's fill-in-the-middle tokens), after
 // the token ids of context, a previous reply's, as Ollama continues a conversation.
-func (s *Server) generatePrompt(req *ollamaGenerateRequest, g *GenParams) ([]int32, reasoningMode, error) {
+func (s *Server) generatePrompt(req *ollamaGenerateRequest, g *GenParams) ([]int32, ReasoningMode, error) {
 	v := s.cfg.Model.Vocab
 	var prev []int32
 	if len(req.Context) > 0 {
 		var err error
 		if prev, err = s.PromptTokens("context", PromptInput{tokens: req.Context}); err != nil {
-			return nil, reasoningMode{}, err
+			return nil, ReasoningMode{}, err
 		}
 	}
 	bos := len(prev) == 0 // the context already starts with the model's BOS
 	var toks []int32
-	var reasoning reasoningMode
+	var reasoning ReasoningMode
 	switch {
 	case req.Suffix != "":
 		if !v.FIM().HasInfill() {
@@ -214,7 +214,7 @@ func checkOllamaImages(raw json.RawMessage) error {
 		return nil // parseMessages words the shape error
 	}
 	for i, m := range msgs {
-		if nonEmpty(m.Images) {
+		if NonEmpty(m.Images) {
 			return BadRequest("messages", "messages[%d].images: images are not supported, this server runs text models only", i)
 		}
 	}
@@ -276,14 +276,14 @@ func (s *Server) ollamaThink(raw json.RawMessage) (*string, map[string]any, erro
 	default:
 		return nil, nil, BadRequest("think", `think must be true, false, "high", "medium" or "low"`)
 	}
-	return s.thinkSwitch("think", on, level)
+	return s.ThinkSwitch("think", on, level)
 }
 
-// thinkSwitch sets the chat template's thinking switch: off, enable_thinking false and the
+// ThinkSwitch sets the chat template's thinking switch: off, enable_thinking false and the
 // reasoning left in the text (there is none to split); on, enable_thinking true, the reasoning
 // split out, and level (when set) as the template's reasoning_effort, which gpt-oss's reads. On
 // is a 400 naming field when the template has no thinking markup to switch.
-func (s *Server) thinkSwitch(field string, on bool, level string) (*string, map[string]any, error) {
+func (s *Server) ThinkSwitch(field string, on bool, level string) (*string, map[string]any, error) {
 	if !on {
 		none := ReasoningNone
 		return &none, map[string]any{"enable_thinking": false}, nil
@@ -311,7 +311,7 @@ type ollamaReply struct {
 	loadTime  time.Duration // spent getting its model loaded (a NewMulti front's wait)
 	load      bool          // nothing was generated: done_reason "load"
 	g         GenParams
-	reasoning reasoningMode
+	reasoning ReasoningMode
 	// context is /api/generate's prompt, which with the generated ids is the reply's context.
 	context   []int32
 	generated []int32
@@ -320,16 +320,16 @@ type ollamaReply struct {
 	tools   *chat.ToolParser
 }
 
-func (o *ollamaReply) setup(g GenParams, r reasoningMode) {
+func (o *ollamaReply) setup(g GenParams, r ReasoningMode) {
 	o.g, o.reasoning = g, r
 	if !g.Stream {
 		return
 	}
-	if r.split {
-		o.thought = chat.NewReasoningParser(r.inThought)
+	if r.Split {
+		o.thought = chat.NewReasoningParser(r.InThought)
 	}
-	if g.tools != nil {
-		o.tools = chat.NewToolParser(g.tools.format, g.tools.names)
+	if g.Tools != nil {
+		o.tools = chat.NewToolParser(g.Tools.Format, g.Tools.Names)
 	}
 }
 
@@ -425,7 +425,7 @@ func ollamaCalls(calls []chat.ToolCall) []ollamaToolCall {
 // Chunk sends a fragment of the reply, held back by the parsers while it may be markup, and at
 // the end what they held, the tool calls and the timings, in the final object.
 func (o *ollamaReply) Chunk(sse *SSEWriter, ev SeqEvent) error {
-	thinking, content := splitThought(o.thought, ev)
+	thinking, content := SplitThought(o.thought, ev)
 	var calls []chat.ToolCall
 	if o.tools != nil {
 		content = o.tools.Add(content)
@@ -453,12 +453,12 @@ func (o *ollamaReply) End(*SSEWriter, UsageJSON) error { return nil }
 func (o *ollamaReply) Whole(res []*ChoiceResult, _ UsageJSON) any {
 	r := res[0]
 	content, thinking := r.Text.String(), ""
-	if o.reasoning.split {
-		thinking, content = chat.SplitReasoning(content, o.reasoning.inThought)
+	if o.reasoning.Split {
+		thinking, content = chat.SplitReasoning(content, o.reasoning.InThought)
 	}
 	var calls []chat.ToolCall
-	if o.g.tools != nil {
-		content, calls = chat.ParseToolCalls(o.g.tools.format, content, o.g.tools.names)
+	if o.g.Tools != nil {
+		content, calls = chat.ParseToolCalls(o.g.Tools.Format, content, o.g.Tools.Names)
 	}
 	for _, t := range r.Tokens {
 		o.generated = append(o.generated, t.ID)

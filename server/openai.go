@@ -68,12 +68,12 @@ type openAIResponse[C any] struct {
 type completionResponse = openAIResponse[completionChoice]
 
 // jsonNull is the usage value of non-final chunks when the client asked for usage.
-const jsonNull = rawJSON("null")
+const jsonNull = RawJSON("null")
 
-// rawJSON is JSON text embedded as is.
-type rawJSON string
+// RawJSON is JSON text embedded as is.
+type RawJSON string
 
-func (r rawJSON) MarshalJSON() ([]byte, error) { return []byte(r), nil }
+func (r RawJSON) MarshalJSON() ([]byte, error) { return []byte(r), nil }
 
 // openAIReply is what the replies of both OpenAI routes share: the response envelope, and the
 // end of a stream (the usage chunk when asked for, then [DONE]).

@@ -29,34 +29,34 @@ func checkReasoningFormat(name string) error {
 	return fmt.Errorf("reasoning format %q: use %s, %s or %s", name, ReasoningNone, ReasoningAuto, ReasoningDeepSeek)
 }
 
-// reasoningMode is how a chat reply is read for reasoning.
-type reasoningMode struct {
-	split     bool // <think>...</think> goes to reasoning_content
-	inThought bool // the prompt opened the thought: the reply starts inside it
+// ReasoningMode is how a chat reply is read for reasoning.
+type ReasoningMode struct {
+	Split     bool // <think>...</think> goes to reasoning_content
+	InThought bool // the prompt opened the thought: the reply starts inside it
 }
 
 // reasoningSetup decides how a chat request's reply is read for reasoning: field is the
 // request's reasoning_format (nil: the server's default), prompt the rendered conversation. With
 // a grammar the reply is what the grammar writes, so it is not taken to continue a thought the
 // prompt opened (a forced tool call or a JSON answer would all be reasoning).
-func (s *Server) reasoningSetup(field *string, prompt string, g *GenParams) (reasoningMode, error) {
+func (s *Server) reasoningSetup(field *string, prompt string, g *GenParams) (ReasoningMode, error) {
 	name := s.cfg.ReasoningFormat
 	if field != nil {
 		if err := checkReasoningFormat(*field); err != nil {
-			return reasoningMode{}, BadRequest("reasoning_format", "%v", err)
+			return ReasoningMode{}, BadRequest("reasoning_format", "%v", err)
 		}
 		name = *field
 	}
-	var m reasoningMode
+	var m ReasoningMode
 	switch name {
 	case ReasoningNone:
 		return m, nil
 	case ReasoningDeepSeek:
-		m.split = true
+		m.Split = true
 	default:
-		m.split = chat.DetectReasoningFormat(s.tmpl.Source()) == chat.ReasoningThink
+		m.Split = chat.DetectReasoningFormat(s.tmpl.Source()) == chat.ReasoningThink
 	}
-	m.inThought = m.split && g.sampling.Grammar == nil && chat.PromptOpensThought(prompt)
+	m.InThought = m.Split && g.sampling.Grammar == nil && chat.PromptOpensThought(prompt)
 	return m, nil
 }
 
@@ -86,13 +86,13 @@ type chatStream struct {
 func (c *chatReply) sendToolDeltas(sse *SSEWriter, index int, deltas []chat.ToolDelta) error {
 	cs := &c.streams[index]
 	for _, d := range deltas {
-		if d.Index > 0 && !c.g.tools.parallel {
+		if d.Index > 0 && !c.g.Tools.Parallel {
 			continue
 		}
 		var td toolCallDelta
 		td.Index = d.Index
 		if d.Name != "" {
-			cs.ids = append(cs.ids, newCallID())
+			cs.ids = append(cs.ids, NewCallID())
 			td.ID, td.Type, td.Function.Name = cs.ids[d.Index], "function", d.Name
 		}
 		td.Function.Arguments = d.Arguments
@@ -115,7 +115,7 @@ func (c *chatReply) Chunk(sse *SSEWriter, ev SeqEvent) error {
 		}
 	}
 	cs := &c.streams[ev.index]
-	reasoning, content := splitThought(cs.reasoning, ev)
+	reasoning, content := SplitThought(cs.reasoning, ev)
 	var deltas []chat.ToolDelta
 	if cs.tools != nil {
 		content = cs.tools.Add(content)
@@ -158,12 +158,12 @@ func (c *chatReply) Chunk(sse *SSEWriter, ev SeqEvent) error {
 	return c.send(sse, chatChoice{Index: ev.index, Delta: &chatDelta{}, FinishReason: &finish})
 }
 
-// newCallID is a tool call's id, as OpenAI spells them.
-func newCallID() string { return "call_" + rand.Text()[:24] }
+// NewCallID is a tool call's id, as OpenAI spells them.
+func NewCallID() string { return "call_" + rand.Text()[:24] }
 
-// splitThought feeds one event's text to a stream's reasoning parser (nil: no split) and returns
+// SplitThought feeds one event's text to a stream's reasoning parser (nil: no split) and returns
 // the reasoning and the content it releases, all that it held back once the event is the last.
-func splitThought(p *chat.ReasoningParser, ev SeqEvent) (reasoning, content string) {
+func SplitThought(p *chat.ReasoningParser, ev SeqEvent) (reasoning, content string) {
 	if p == nil {
 		return "", ev.Text
 	}

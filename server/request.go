@@ -81,19 +81,19 @@ func decodeBodyN(w http.ResponseWriter, r *http.Request, limit int64, v any) (in
 // that silently ignores it. Fields that do not change the output (user, store, metadata, ...)
 // are accepted and ignored.
 var unsupported = map[string]func(json.RawMessage) bool{
-	"n_probs": positive, "echo": isTrue, "best_of": aboveOne, "suffix": nonEmpty,
-	"lora": nonEmpty, "image_data": nonEmpty, "multimodal_data": nonEmpty, "audio": nonEmpty,
-	"functions": nonEmpty, "function_call": nonEmpty, "prediction": nonEmpty,
-	"web_search_options": nonEmpty, "mirostat": positive, "typical_p": belowOne,
-	"dynatemp_range": positive, "dry_multiplier": positive, "xtc_probability": positive,
-	"top_n_sigma": positive, "n_indent": positive, "t_max_predict_ms": positive,
-	"logit_bias_eog": nonEmpty, "modalities": notTextOnly,
+	"n_probs": Positive, "echo": IsTrue, "best_of": aboveOne, "suffix": NonEmpty,
+	"lora": NonEmpty, "image_data": NonEmpty, "multimodal_data": NonEmpty, "audio": NonEmpty,
+	"functions": NonEmpty, "function_call": NonEmpty, "prediction": NonEmpty,
+	"web_search_options": NonEmpty, "mirostat": Positive, "typical_p": belowOne,
+	"dynatemp_range": Positive, "dry_multiplier": Positive, "xtc_probability": Positive,
+	"top_n_sigma": Positive, "n_indent": Positive, "t_max_predict_ms": Positive,
+	"logit_bias_eog": NonEmpty, "modalities": notTextOnly,
 	// vLLM's: beam search, prompt log-probabilities, its own penalty and token lists
 	// (guided_* and min_tokens are implemented: guided.go).
-	"use_beam_search": isTrue, "length_penalty": notOne, "early_stopping": isTrue, "prompt_logprobs": notNull,
-	"stop_token_ids": nonEmpty, "bad_words": nonEmpty, "allowed_token_ids": nonEmpty,
-	"include_stop_str_in_output": isTrue, "logits_processors": nonEmpty, "truncate_prompt_tokens": notNull,
-	"guided_whitespace_pattern": nonEmpty,
+	"use_beam_search": IsTrue, "length_penalty": notOne, "early_stopping": IsTrue, "prompt_logprobs": notNull,
+	"stop_token_ids": NonEmpty, "bad_words": NonEmpty, "allowed_token_ids": NonEmpty,
+	"include_stop_str_in_output": IsTrue, "logits_processors": NonEmpty, "truncate_prompt_tokens": notNull,
+	"guided_whitespace_pattern": NonEmpty,
 }
 
 // supporter is a request type that implements some fields the unsupported list names for the
@@ -124,14 +124,14 @@ func number(v json.RawMessage) (float64, bool) {
 	return f, json.Unmarshal(v, &f) == nil
 }
 
-func positive(v json.RawMessage) bool { f, ok := number(v); return ok && f > 0 || !ok && !IsNull(v) }
+func Positive(v json.RawMessage) bool { f, ok := number(v); return ok && f > 0 || !ok && !IsNull(v) }
 func aboveOne(v json.RawMessage) bool { f, ok := number(v); return ok && f > 1 || !ok && !IsNull(v) }
 func belowOne(v json.RawMessage) bool { f, ok := number(v); return ok && f < 1 || !ok && !IsNull(v) }
-func isTrue(v json.RawMessage) bool   { return string(bytes.TrimSpace(v)) == "true" }
+func IsTrue(v json.RawMessage) bool   { return string(bytes.TrimSpace(v)) == "true" }
 func notOne(v json.RawMessage) bool   { f, ok := number(v); return ok && f != 1 || !ok && !IsNull(v) }
 func notNull(v json.RawMessage) bool  { return !IsNull(v) }
 
-func nonEmpty(v json.RawMessage) bool {
+func NonEmpty(v json.RawMessage) bool {
 	switch string(bytes.TrimSpace(v)) {
 	case "", "null", "false", `""`, "[]", "{}":
 		return false
@@ -141,7 +141,7 @@ func nonEmpty(v json.RawMessage) bool {
 
 func notTextOnly(v json.RawMessage) bool {
 	var m []string
-	return nonEmpty(v) && (json.Unmarshal(v, &m) != nil || !slices.Equal(m, []string{"text"}))
+	return NonEmpty(v) && (json.Unmarshal(v, &m) != nil || !slices.Equal(m, []string{"text"}))
 }
 
 // IsNull reports whether a raw field is absent or JSON null.
@@ -375,7 +375,7 @@ type GenParams struct {
 	n            int       // independent sequences per prompt
 	KeepTokens   bool      // report token ids with the text even without logprobs
 	Stream       bool      // answer with server-sent events
-	tools        *toolMode // chat with tools: the reply is read for tool calls
+	Tools        *ToolMode // chat with tools: the reply is read for tool calls
 	// remember, when set, gets the reply's text and generated tokens of a sequence that ended
 	// by itself (end of generation or max_tokens, not a stop string): the turn memory's hook.
 	remember func(reply string, ids []int32)

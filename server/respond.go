@@ -27,7 +27,7 @@ type Reply interface {
 // streamBeginner is a reply whose streams open with events of their own (the Responses API's
 // response.created) and may set the stream's errorEvent.
 type streamBeginner interface {
-	begin(sse *SSEWriter) error
+	Begin(sse *SSEWriter) error
 }
 
 // streamOpener is a reply whose stream is not server-sent events (Ollama's NDJSON): open
@@ -90,7 +90,7 @@ func respond(ctx context.Context, w http.ResponseWriter, gen *generation, rep Re
 		} else {
 			sse = startSSE(w)
 		}
-		if b, ok := rep.(streamBeginner); ok && b.begin(sse) != nil {
+		if b, ok := rep.(streamBeginner); ok && b.Begin(sse) != nil {
 			return
 		}
 	}

@@ -84,18 +84,18 @@ func (req *responsesRequest) Prepare(ctx context.Context, s *Server) (GenParams,
 		return GenParams{}, nil, nil, BadRequest("previous_response_id",
 			"the conversation with its previous responses has %d messages, at most %d are allowed: start a new one", len(conv), maxResponseItems)
 	}
-	cr, err := req.chatRequest(conv)
+	cr, err := req.ChatRequest(conv)
 	if err != nil {
 		return GenParams{}, nil, nil, err
 	}
 	if err := s.reasoningEffort(req.Reasoning, cr); err != nil {
 		return GenParams{}, nil, nil, err
 	}
-	g, prompt, err := s.chatParams(ctx, cr)
+	g, prompt, err := s.ChatParams(ctx, cr)
 	if err != nil {
 		return g, nil, nil, responsesParam(err)
 	}
-	return g, [][]int32{prompt}, newResponsesReply(s, req, g, conv, cr.reasoning), nil
+	return g, [][]int32{prompt}, newResponsesReply(s, req, g, conv, cr.Reasoning), nil
 }
 
 // check refuses what this server does not implement, naming the field, and checks the fields
@@ -106,15 +106,15 @@ func (req *responsesRequest) check() error {
 		asks bool
 		what string
 	}{
-		{"background", isTrue(req.Background), "responses run while the request is open"},
-		{"include", nonEmpty(req.Include), "no extra output (logprobs, reasoning content, tool results) can be included"},
-		{"truncation", nonEmpty(req.Truncation) && string(bytes.TrimSpace(req.Truncation)) != `"disabled"`,
+		{"background", IsTrue(req.Background), "responses run while the request is open"},
+		{"include", NonEmpty(req.Include), "no extra output (logprobs, reasoning content, tool results) can be included"},
+		{"truncation", NonEmpty(req.Truncation) && string(bytes.TrimSpace(req.Truncation)) != `"disabled"`,
 			"a conversation longer than the context is refused, not cut"},
 		{"reasoning.summary", reasoningSummary(req.Reasoning), "the reasoning is returned as it is, not summarized"},
-		{"prompt", nonEmpty(req.Prompt), "there are no stored prompt templates"},
-		{"conversation", nonEmpty(req.Conversation), "there is no Conversations API: use previous_response_id"},
-		{"top_logprobs", positive(req.TopLogprobs), "log-probabilities are only on the chat and completions routes"},
-		{"max_tool_calls", nonEmpty(req.MaxToolCalls), "the number of tool calls is not limited (parallel_tool_calls: false gives at most one)"},
+		{"prompt", NonEmpty(req.Prompt), "there are no stored prompt templates"},
+		{"conversation", NonEmpty(req.Conversation), "there is no Conversations API: use previous_response_id"},
+		{"top_logprobs", Positive(req.TopLogprobs), "log-probabilities are only on the chat and completions routes"},
+		{"max_tool_calls", NonEmpty(req.MaxToolCalls), "the number of tool calls is not limited (parallel_tool_calls: false gives at most one)"},
 	} {
 		if f.asks {
 			return BadRequest(f.name, "%s is not supported by this server: %s", f.name, f.what)
@@ -143,7 +143,7 @@ type reasoningFields struct {
 // reasoningSummary reports whether reasoning asks for a summary (null or {} do not).
 func reasoningSummary(raw json.RawMessage) bool {
 	var r reasoningFields
-	return nonEmpty(raw) && (json.Unmarshal(raw, &r) != nil || !IsNull(r.Summary) || !IsNull(r.GenerateSummary))
+	return NonEmpty(raw) && (json.Unmarshal(raw, &r) != nil || !IsNull(r.Summary) || !IsNull(r.GenerateSummary))
 }
 
 // reasoningEffort maps reasoning.effort onto the chat template's thinking switch, as Ollama's
@@ -152,9 +152,9 @@ func reasoningSummary(raw json.RawMessage) bool {
 // vLLM and llama-server hand gpt-oss's template). Turning it on is a 400 for a template without
 // the switch, as OpenAI refuses an effort on a model that does not reason. The request's own
 // chat_template_kwargs win over the switch's.
-func (s *Server) reasoningEffort(raw json.RawMessage, cr *chatRequest) error {
+func (s *Server) reasoningEffort(raw json.RawMessage, cr *ChatRequest) error {
 	var r reasoningFields
-	if !nonEmpty(raw) {
+	if !NonEmpty(raw) {
 		return nil
 	}
 	if json.Unmarshal(raw, &r) != nil {
@@ -171,7 +171,7 @@ func (s *Server) reasoningEffort(raw json.RawMessage, cr *chatRequest) error {
 	default:
 		return BadRequest("reasoning.effort", "reasoning.effort %q: use none, minimal, low, medium or high", *r.Effort)
 	}
-	format, kwargs, err := s.thinkSwitch("reasoning.effort", on, *r.Effort)
+	format, kwargs, err := s.ThinkSwitch("reasoning.effort", on, *r.Effort)
 	if err != nil {
 		return err
 	}
@@ -180,10 +180,10 @@ func (s *Server) reasoningEffort(raw json.RawMessage, cr *chatRequest) error {
 	return nil
 }
 
-// chatRequest is the chat request that generates this response: conv (the previous
+// ChatRequest is the chat request that generates this response: conv (the previous
 // responses' messages and the input's) behind the instructions as a system message.
-func (req *responsesRequest) chatRequest(conv []map[string]any) (*chatRequest, error) {
-	cr := &chatRequest{SamplingFields: req.SamplingFields, ParallelToolCalls: req.ParallelToolCalls,
+func (req *responsesRequest) ChatRequest(conv []map[string]any) (*ChatRequest, error) {
+	cr := &ChatRequest{SamplingFields: req.SamplingFields, ParallelToolCalls: req.ParallelToolCalls,
 		ChatTemplateKwargs: req.ChatTemplateKwargs}
 	cr.Model, cr.Stream, cr.User, cr.MaxCompletionTokens = req.Model, req.Stream, req.User, req.MaxOutputTokens
 	msgs := conv

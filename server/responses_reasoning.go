@@ -36,10 +36,10 @@ func (r *responsesReply) openReasoning() {
 
 // splitWhole takes the reasoning out of a whole reply's text into the reasoning item.
 func (r *responsesReply) splitWhole(text string) string {
-	if !r.reasoning.split {
+	if !r.reasoning.Split {
 		return text
 	}
-	thought, content := chat.SplitReasoning(text, r.reasoning.inThought)
+	thought, content := chat.SplitReasoning(text, r.reasoning.InThought)
 	if thought != "" {
 		r.openReasoning()
 		r.thought.Content[0].Text, r.thought.Status = thought, "completed"

@@ -103,7 +103,7 @@ type responsesReply struct {
 	parser *chat.ToolParser    // with tools, streaming
 	calls  []*functionCallItem // streaming: the calls started, in order
 
-	reasoning   reasoningMode         // how the reply is read for its thought
+	reasoning   ReasoningMode         // how the reply is read for its thought
 	thinking    *chat.ReasoningParser // streaming, with reasoning.split
 	thought     *reasoningItem        // the reasoning output item, once there is a thought
 	thoughtText strings.Builder       // streaming: the thought so far
@@ -116,10 +116,10 @@ type responsesReply struct {
 	failed bool
 }
 
-func newResponsesReply(s *Server, req *responsesRequest, g GenParams, conv []map[string]any, rm reasoningMode) *responsesReply {
+func newResponsesReply(s *Server, req *responsesRequest, g GenParams, conv []map[string]any, rm ReasoningMode) *responsesReply {
 	r := &responsesReply{s: s, g: g, conv: conv, store: req.Store == nil || *req.Store, reasoning: rm}
-	if rm.split && g.Stream {
-		r.thinking = chat.NewReasoningParser(rm.inThought)
+	if rm.Split && g.Stream {
+		r.thinking = chat.NewReasoningParser(rm.InThought)
 	}
 	o := &r.resp
 	o.ID, o.Object, o.CreatedAt, o.Status = "resp_"+rand.Text(), "response", time.Now().Unix(), "in_progress"
@@ -133,7 +133,7 @@ func newResponsesReply(s *Server, req *responsesRequest, g GenParams, conv []map
 		o.PreviousResponseID = &req.PreviousResponseID
 	}
 	var rf reasoningFields
-	if nonEmpty(req.Reasoning) && json.Unmarshal(req.Reasoning, &rf) == nil {
+	if NonEmpty(req.Reasoning) && json.Unmarshal(req.Reasoning, &rf) == nil {
 		o.Reasoning.Effort = rf.Effort
 	}
 	o.Temperature, o.TopP = 1, 1
@@ -164,8 +164,8 @@ func newResponsesReply(s *Server, req *responsesRequest, g GenParams, conv []map
 	if o.Metadata == nil {
 		o.Metadata = map[string]string{}
 	}
-	if g.tools != nil && g.Stream {
-		r.parser = chat.NewToolParser(g.tools.format, g.tools.names)
+	if g.Tools != nil && g.Stream {
+		r.parser = chat.NewToolParser(g.Tools.Format, g.Tools.Names)
 		r.parser.StreamCalls()
 	}
 	return r
@@ -174,8 +174,8 @@ func newResponsesReply(s *Server, req *responsesRequest, g GenParams, conv []map
 func (r *responsesReply) Whole(res []*ChoiceResult, u UsageJSON) any {
 	text := r.splitWhole(res[0].Text.String())
 	var calls []chat.ToolCall
-	if r.g.tools != nil {
-		text, calls = chat.ParseToolCalls(r.g.tools.format, text, r.g.tools.names)
+	if r.g.Tools != nil {
+		text, calls = chat.ParseToolCalls(r.g.Tools.Format, text, r.g.Tools.Names)
 	}
 	if text != "" || len(calls) == 0 {
 		r.openMessage()
@@ -198,7 +198,7 @@ func (r *responsesReply) openMessage() {
 // function_call items and returns them.
 func (r *responsesReply) addCalls(calls []chat.ToolCall) []*functionCallItem {
 	var items []*functionCallItem
-	for _, c := range toolReply(calls, r.g.tools != nil && r.g.tools.parallel, false) {
+	for _, c := range ToolReply(calls, r.g.Tools != nil && r.g.Tools.Parallel, false) {
 		it := &functionCallItem{ID: "fc_" + rand.Text(), Type: "function_call", Status: "completed",
 			CallID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments}
 		r.resp.Output = append(r.resp.Output, it)

@@ -22,7 +22,7 @@ type responseEvent struct {
 	Text           *string         `json:"text,omitempty"`
 	Name           string          `json:"name,omitempty"`
 	Arguments      *string         `json:"arguments,omitempty"`
-	Logprobs       rawJSON         `json:"logprobs,omitempty"`
+	Logprobs       RawJSON         `json:"logprobs,omitempty"`
 	// The error event's.
 	Code    *string `json:"code,omitempty"`
 	Message string  `json:"message,omitempty"`
@@ -38,20 +38,13 @@ func (r *responsesReply) emit(sse *SSEWriter, ev responseEvent) error {
 	if err != nil {
 		return err
 	}
-	buf := make([]byte, 0, len(b)+len(ev.Type)+16)
-	buf = append(buf, "event: "...)
-	buf = append(buf, ev.Type...)
-	buf = append(buf, '\n')
-	if _, err := sse.w.Write(buf); err != nil {
-		return err
-	}
-	return sse.raw(b)
+	return sse.SendEvent(ev.Type, b)
 }
 
 // begin opens the stream with response.created and response.in_progress, and makes the
 // stream's failures response.failed and error events.
-func (r *responsesReply) begin(sse *SSEWriter) error {
-	sse.errorEvent = func(err error) error { return r.fail(sse, err) }
+func (r *responsesReply) Begin(sse *SSEWriter) error {
+	sse.ErrorEvent = func(err error) error { return r.fail(sse, err) }
 	if err := r.emit(sse, responseEvent{Type: "response.created", Response: &r.resp}); err != nil {
 		return err
 	}
@@ -59,7 +52,7 @@ func (r *responsesReply) begin(sse *SSEWriter) error {
 }
 
 func (r *responsesReply) Chunk(sse *SSEWriter, ev SeqEvent) error {
-	thought, text := splitThought(r.thinking, ev)
+	thought, text := SplitThought(r.thinking, ev)
 	if thought != "" {
 		if err := r.streamReasoning(sse, thought); err != nil {
 			return err
@@ -156,11 +149,11 @@ func (r *responsesReply) closeMessage(sse *SSEWriter) error {
 // (response.function_call_arguments.delta); without parallel_tool_calls only the first call.
 func (r *responsesReply) streamCallDeltas(sse *SSEWriter, deltas []chat.ToolDelta) error {
 	for _, d := range deltas {
-		if d.Index > 0 && !r.g.tools.parallel {
+		if d.Index > 0 && !r.g.Tools.Parallel {
 			continue
 		}
 		if d.Name != "" {
-			it := &functionCallItem{ID: "fc_" + rand.Text(), Type: "function_call", Status: "in_progress", CallID: newCallID(), Name: d.Name}
+			it := &functionCallItem{ID: "fc_" + rand.Text(), Type: "function_call", Status: "in_progress", CallID: NewCallID(), Name: d.Name}
 			r.resp.Output = append(r.resp.Output, it)
 			r.calls = append(r.calls, it)
 			idx, added := r.outputIndex(it), *it

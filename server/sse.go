@@ -12,9 +12,9 @@ import (
 type SSEWriter struct {
 	w  http.ResponseWriter
 	rc *http.ResponseController
-	// errorEvent, when set, words a failure instead of sendError's error object (the
+	// ErrorEvent, when set, words a failure instead of sendError's error object (the
 	// Responses API's response.failed and error events).
-	errorEvent func(err error) error
+	ErrorEvent func(err error) error
 	// ndjson frames each event as one line of JSON (Ollama's streams) instead of "data: ...".
 	ndjson bool
 }
@@ -46,8 +46,8 @@ func (s *SSEWriter) done() error { return s.raw([]byte("[DONE]")) }
 
 // sendError reports a failure that happened after the stream started, as an OpenAI error object.
 func (s *SSEWriter) sendError(err error) error {
-	if s.errorEvent != nil {
-		return s.errorEvent(err)
+	if s.ErrorEvent != nil {
+		return s.ErrorEvent(err)
 	}
 	return s.Send(ToAPIError(err).body())
 }
@@ -63,6 +63,17 @@ func (s *SSEWriter) endCut(ctx context.Context) bool {
 		s.sendError(err)
 	}
 	return true
+}
+
+// SendEvent sends b (one JSON object) as an event named name: "event: name" before its data
+// line (the Responses API's streams name every event).
+func (s *SSEWriter) SendEvent(name string, b []byte) error {
+	buf := make([]byte, 0, len(name)+8)
+	buf = append(append(append(buf, "event: "...), name...), '\n')
+	if _, err := s.w.Write(buf); err != nil {
+		return err
+	}
+	return s.raw(b)
 }
 
 func (s *SSEWriter) raw(b []byte) error {

@@ -37,11 +37,11 @@ type toolCallJSON struct {
 	} `json:"function"`
 }
 
-// toolMode is how a chat request's reply is read for tool calls; nil means plain text.
-type toolMode struct {
-	format   chat.ToolFormat
-	parallel bool     // more than one call may be returned
-	names    []string // the functions a call may name; a call of any other is content
+// ToolMode is how a chat request's reply is read for tool calls; nil means plain text.
+type ToolMode struct {
+	Format   chat.ToolFormat
+	Parallel bool     // more than one call may be returned
+	Names    []string // the functions a call may name; a call of any other is content
 }
 
 // Limits on what a client sizes in tools (RequestLimits' defaults): each tool is rendered into
@@ -65,7 +65,7 @@ var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // tools) the reply is text. "auto" parses whatever calls of the tools the model writes;
 // "required" and a named function also Constrain the output by grammar to one call of the
 // allowed functions in the model's format, so it cannot answer otherwise.
-func (s *Server) toolSetup(ctx context.Context, g *GenParams, req *chatRequest) (*toolMode, error) {
+func (s *Server) toolSetup(ctx context.Context, g *GenParams, req *ChatRequest) (*ToolMode, error) {
 	if IsNull(req.Tools) {
 		if !IsNull(req.ToolChoice) {
 			var choice string
@@ -79,7 +79,7 @@ func (s *Server) toolSetup(ctx context.Context, g *GenParams, req *chatRequest) 
 	if err != nil {
 		return nil, err
 	}
-	mode := &toolMode{format: chat.DetectToolFormat(s.tmpl.Source()), parallel: req.ParallelToolCalls == nil || *req.ParallelToolCalls}
+	mode := &ToolMode{Format: chat.DetectToolFormat(s.tmpl.Source()), Parallel: req.ParallelToolCalls == nil || *req.ParallelToolCalls}
 	choice, name, err := parseToolChoice(req.ToolChoice)
 	if err != nil {
 		return nil, err
@@ -88,7 +88,7 @@ func (s *Server) toolSetup(ctx context.Context, g *GenParams, req *chatRequest) 
 	for i, t := range tools {
 		if choice != "required" || name == "" || t.Function.Name == name {
 			allowed = append(allowed, i)
-			mode.names = append(mode.names, t.Function.Name)
+			mode.Names = append(mode.Names, t.Function.Name)
 		}
 	}
 	switch choice {
@@ -108,7 +108,7 @@ func (s *Server) toolSetup(ctx context.Context, g *GenParams, req *chatRequest) 
 		return nil, err
 	}
 	defer release()
-	src, err := toolCallGrammar(ctx, mode.format, tools, allowed, s.cfg.Limits.Grammar)
+	src, err := toolCallGrammar(ctx, mode.Format, tools, allowed, s.cfg.Limits.Grammar)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func (s *Server) toolSetup(ctx context.Context, g *GenParams, req *chatRequest) 
 	if err := s.setGrammar(g, gr); err != nil {
 		return nil, err
 	}
-	mode.parallel = false
+	mode.Parallel = false
 	return mode, nil
 }
 
@@ -299,11 +299,11 @@ func isRuleNameByte(c byte) bool {
 // written so far, as the streamed reply sent it (deltas cannot be taken back) and as OpenAI
 // returns a call cut by max_tokens; toolsFinish then keeps finish_reason "length", which tells
 // the client the arguments are incomplete.
-func (t *toolMode) parse(content string, cut bool) (string, []chat.ToolCall) {
+func (t *ToolMode) parse(content string, cut bool) (string, []chat.ToolCall) {
 	if !cut {
-		return chat.ParseToolCalls(t.format, content, t.names)
+		return chat.ParseToolCalls(t.Format, content, t.Names)
 	}
-	p := chat.NewToolParser(t.format, t.names)
+	p := chat.NewToolParser(t.Format, t.Names)
 	p.StreamCalls()
 	content = p.Add(content)
 	rest, calls := p.Finish()
@@ -319,8 +319,8 @@ func toolsFinish(finish string) string {
 	return "tool_calls"
 }
 
-// toolReply turns parsed calls into OpenAI's tool_calls; parallel false keeps the first.
-func toolReply(calls []chat.ToolCall, parallel bool, withIndex bool) []toolCallJSON {
+// ToolReply turns parsed calls into OpenAI's tool_calls; parallel false keeps the first.
+func ToolReply(calls []chat.ToolCall, parallel bool, withIndex bool) []toolCallJSON {
 	if !parallel && len(calls) > 1 {
 		calls = calls[:1]
 	}

@@ -208,7 +208,7 @@ func TestToolRequestsAccepted(t *testing.T) {
 		{"null parameters", toolsBody(`"required"`, `{"name":"f","parameters":null}`)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var req chatRequest
+			var req ChatRequest
 			if err := json.Unmarshal([]byte(tc.body), &req); err != nil {
 				t.Fatal(err)
 			}
@@ -217,7 +217,7 @@ func TestToolRequestsAccepted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if mode == nil || len(mode.names) == 0 || (string(req.ToolChoice) == `"required"`) != (g.sampling.Grammar != nil) {
+			if mode == nil || len(mode.Names) == 0 || (string(req.ToolChoice) == `"required"`) != (g.sampling.Grammar != nil) {
 				t.Errorf("mode %+v, grammar %v", mode, g.sampling.Grammar != nil)
 			}
 		})
