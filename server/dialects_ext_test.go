@@ -3,7 +3,8 @@ package server_test
 import (
 	"ubatch/server"
 	"ubatch/server/llamacpp"
+	"ubatch/server/responses"
 )
 
 // The core's tests run their servers with every dialect (server.testDialects).
-func init() { server.SetTestDialects(llamacpp.Routes) }
+func init() { server.SetTestDialects(llamacpp.Routes, responses.Routes) }

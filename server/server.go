@@ -1,7 +1,7 @@
 // Package server is the HTTP core over an engine: requests, streams, limits, errors, the
 // engine hand-off, the mux and the middleware, with OpenAI's completions, chat completions,
-// embeddings and models routes, the Responses API's, Ollama's, /health and Prometheus metrics.
-// Other API dialects are packages of their own (server/llamacpp) that register their routes
+// embeddings and models routes, Ollama's, /health and Prometheus metrics. Other API dialects
+// are packages of their own (server/llamacpp, server/responses) that register their routes
 // (Config.Dialects) and import only this one. Handlers tokenize, submit to the
 // continuous-batching engine and stream results back as server-sent events; every request's
 // sequences are cancelled when its client goes away. GET / is a built-in web page (package web)
@@ -112,7 +112,7 @@ type Config struct {
 	// own, DefaultParseBudget.
 	ParseBudget *ParseBudget
 	// Dialects are the API dialects served beside the core's routes, each its own package
-	// (server/llamacpp); cmd/ubatch serves them all. A NewMulti front's are its models'.
+	// (server/llamacpp, server/responses); cmd/ubatch serves them all. A NewMulti front's are its models'.
 	Dialects []Dialect
 	// KVBlocks, when set, serves POST /kv/blocks: this node's KV blocks for its fleet's peers
 	// (peer.Handler), behind the API key like every other route; nil answers 404.
@@ -171,7 +171,6 @@ type Server struct {
 	grammarVocab func() (*grammar.Vocab, error)
 	// compiling holds a slot per constraint being compiled (see compileSlot).
 	compiling chan struct{}
-	responses responseStore // finished /v1/responses, for previous_response_id
 
 	// modelMux and dispatch are a NewMulti front's: the routes of a model's server (a template's,
 	// never served), and what serves a request on one of them.
@@ -263,7 +262,6 @@ func (s *Server) route() {
 		s.mux.HandleFunc("GET "+prefix+"/models", s.handleModels)
 		s.mux.HandleFunc("GET "+prefix+"/models/{id}", s.handleModel)
 		s.mux.HandleFunc("POST "+prefix+"/embeddings", s.handleEmbeddings)
-		s.routeResponses(prefix)
 	}
 	for _, p := range []string{"/rerank", "/reranking", "/v1/rerank", "/v1/reranking"} { // llama-server's four names
 		s.mux.HandleFunc("POST "+p, s.handleRerank)

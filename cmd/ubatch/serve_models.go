@@ -28,6 +28,7 @@ import (
 	"ubatch/sample"
 	"ubatch/server"
 	"ubatch/server/llamacpp"
+	"ubatch/server/responses"
 )
 
 // modelsFlags are serve's flags for several models: -m repeated, the library, keep-alive and the
@@ -378,7 +379,7 @@ func (ss *serveSetup) routes(spec server.ModelSpec, m *model.Model, eng *engine.
 
 // dialects are the API dialects' packages every model's server (and the front) serves beside
 // the core's routes.
-func dialects() []server.Dialect { return []server.Dialect{llamacpp.Routes} }
+func dialects() []server.Dialect { return []server.Dialect{llamacpp.Routes, responses.Routes} }
 
 // exclusiveDecoder runs one forward pass at a time across the models of a server: each model's
 // context has its own worker pool of -t threads, and the lock keeps the threads computing at any

@@ -1,10 +1,11 @@
-package server
+package responses
 
 import (
 	"crypto/rand"
 	"encoding/json"
 
 	"ubatch/chat"
+	"ubatch/server"
 )
 
 // responseEvent is one event of a streamed response; each type sets its own fields (OpenAI's
@@ -22,7 +23,7 @@ type responseEvent struct {
 	Text           *string         `json:"text,omitempty"`
 	Name           string          `json:"name,omitempty"`
 	Arguments      *string         `json:"arguments,omitempty"`
-	Logprobs       RawJSON         `json:"logprobs,omitempty"`
+	Logprobs       server.RawJSON  `json:"logprobs,omitempty"`
 	// The error event's.
 	Code    *string `json:"code,omitempty"`
 	Message string  `json:"message,omitempty"`
@@ -31,7 +32,7 @@ type responseEvent struct {
 
 // emit sends ev, numbered, as an SSE event named by its type (the Responses API's streams name
 // every event; the SDKs dispatch on the name).
-func (r *responsesReply) emit(sse *SSEWriter, ev responseEvent) error {
+func (r *responsesReply) emit(sse *server.SSEWriter, ev responseEvent) error {
 	ev.SequenceNumber = r.seq
 	r.seq++
 	b, err := json.Marshal(ev)
@@ -43,7 +44,7 @@ func (r *responsesReply) emit(sse *SSEWriter, ev responseEvent) error {
 
 // begin opens the stream with response.created and response.in_progress, and makes the
 // stream's failures response.failed and error events.
-func (r *responsesReply) Begin(sse *SSEWriter) error {
+func (r *responsesReply) Begin(sse *server.SSEWriter) error {
 	sse.ErrorEvent = func(err error) error { return r.fail(sse, err) }
 	if err := r.emit(sse, responseEvent{Type: "response.created", Response: &r.resp}); err != nil {
 		return err
@@ -51,8 +52,8 @@ func (r *responsesReply) Begin(sse *SSEWriter) error {
 	return r.emit(sse, responseEvent{Type: "response.in_progress", Response: &r.resp})
 }
 
-func (r *responsesReply) Chunk(sse *SSEWriter, ev SeqEvent) error {
-	thought, text := SplitThought(r.thinking, ev)
+func (r *responsesReply) Chunk(sse *server.SSEWriter, ev server.SeqEvent) error {
+	thought, text := server.SplitThought(r.thinking, ev)
 	if thought != "" {
 		if err := r.streamReasoning(sse, thought); err != nil {
 			return err
@@ -101,7 +102,7 @@ func (r *responsesReply) Chunk(sse *SSEWriter, ev SeqEvent) error {
 }
 
 // openStreamMessage starts the output message and its text part.
-func (r *responsesReply) openStreamMessage(sse *SSEWriter) error {
+func (r *responsesReply) openStreamMessage(sse *server.SSEWriter) error {
 	zero := 0
 	r.openMessage()
 	idx := r.outputIndex(r.msg)
@@ -115,7 +116,7 @@ func (r *responsesReply) openStreamMessage(sse *SSEWriter) error {
 }
 
 // streamText sends one text delta, opening the output message first if this is its first.
-func (r *responsesReply) streamText(sse *SSEWriter, text string) error {
+func (r *responsesReply) streamText(sse *server.SSEWriter, text string) error {
 	zero := 0
 	if r.msg == nil {
 		if err := r.openStreamMessage(sse); err != nil {
@@ -129,7 +130,7 @@ func (r *responsesReply) streamText(sse *SSEWriter, text string) error {
 }
 
 // closeMessage sends the end of the output message: its whole text, part and item.
-func (r *responsesReply) closeMessage(sse *SSEWriter) error {
+func (r *responsesReply) closeMessage(sse *server.SSEWriter) error {
 	zero, idx := 0, r.outputIndex(r.msg)
 	part := &r.msg.Content[0]
 	part.Text = r.text.String()
@@ -147,13 +148,13 @@ func (r *responsesReply) closeMessage(sse *SSEWriter) error {
 // streamCallDeltas sends the tool parser's deltas as chat streams them: a call's item is added
 // once its function is known, then its arguments go out in fragments as the model writes them
 // (response.function_call_arguments.delta); without parallel_tool_calls only the first call.
-func (r *responsesReply) streamCallDeltas(sse *SSEWriter, deltas []chat.ToolDelta) error {
+func (r *responsesReply) streamCallDeltas(sse *server.SSEWriter, deltas []chat.ToolDelta) error {
 	for _, d := range deltas {
 		if d.Index > 0 && !r.g.Tools.Parallel {
 			continue
 		}
 		if d.Name != "" {
-			it := &functionCallItem{ID: "fc_" + rand.Text(), Type: "function_call", Status: "in_progress", CallID: NewCallID(), Name: d.Name}
+			it := &functionCallItem{ID: "fc_" + rand.Text(), Type: "function_call", Status: "in_progress", CallID: server.NewCallID(), Name: d.Name}
 			r.resp.Output = append(r.resp.Output, it)
 			r.calls = append(r.calls, it)
 			idx, added := r.outputIndex(it), *it
@@ -175,7 +176,7 @@ func (r *responsesReply) streamCallDeltas(sse *SSEWriter, deltas []chat.ToolDelt
 }
 
 // endCall sends the end of a streamed function call: its whole arguments, then the item.
-func (r *responsesReply) endCall(sse *SSEWriter, it *functionCallItem) error {
+func (r *responsesReply) endCall(sse *server.SSEWriter, it *functionCallItem) error {
 	idx := r.outputIndex(it)
 	it.Status = "completed"
 	if err := r.emit(sse, responseEvent{Type: "response.function_call_arguments.done", ItemID: it.ID, OutputIndex: &idx,
@@ -187,7 +188,7 @@ func (r *responsesReply) endCall(sse *SSEWriter, it *functionCallItem) error {
 
 // End sends the finished response (response.completed, or response.incomplete when cut by
 // max_output_tokens) once its usage is known, and stores it. Responses streams have no [DONE].
-func (r *responsesReply) End(sse *SSEWriter, u UsageJSON) error {
+func (r *responsesReply) End(sse *server.SSEWriter, u server.UsageJSON) error {
 	r.finishUsage(u)
 	typ := "response.completed"
 	if r.resp.Status == "incomplete" {
@@ -198,12 +199,12 @@ func (r *responsesReply) End(sse *SSEWriter, u UsageJSON) error {
 
 // fail reports a failure after the stream started: the response, failed, then the error (the
 // SDKs throw on an error event, so the failed response comes first).
-func (r *responsesReply) fail(sse *SSEWriter, err error) error {
+func (r *responsesReply) fail(sse *server.SSEWriter, err error) error {
 	if r.failed {
 		return nil
 	}
 	r.failed = true
-	ae := ToAPIError(err)
+	ae := server.ToAPIError(err)
 	code := ae.Code
 	if code == "" {
 		code = ae.Type
