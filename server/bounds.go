@@ -148,9 +148,9 @@ func (s *Server) CheckText(field string, n int) error {
 	return nil
 }
 
-// encode tokenizes text (the request field field) as tokenizer.Encode does, once CheckText
+// Encode tokenizes text (the request field field) as tokenizer.Encode does, once CheckText
 // allows it.
-func (s *Server) encode(field, text string, addSpecial, parseSpecial bool) ([]int32, error) {
+func (s *Server) Encode(field, text string, addSpecial, parseSpecial bool) ([]int32, error) {
 	if err := s.CheckText(field, len(text)); err != nil {
 		return nil, err
 	}

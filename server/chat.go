@@ -147,7 +147,7 @@ func (c *chatReply) Whole(res []*ChoiceResult, u UsageJSON) any {
 // the result (special-token text parsed; BOS added when the model wants it and the template did
 // not already write it).
 func (s *Server) ChatParams(ctx context.Context, req *ChatRequest) (GenParams, []int32, error) {
-	g, err := req.Params(s.Defaults(openAIDefaults()), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
+	g, err := req.Params(s.Defaults(OpenAIDefaults()), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
 	if err != nil {
 		return g, nil, err
 	}
@@ -180,7 +180,7 @@ func (s *Server) ChatParams(ctx context.Context, req *ChatRequest) (GenParams, [
 	if err != nil {
 		return g, nil, err
 	}
-	if req.Reasoning, err = s.reasoningSetup(req.ReasoningFormat, text, &g); err != nil {
+	if req.Reasoning, err = s.ReasoningSetup(req.ReasoningFormat, text, &g); err != nil {
 		return g, nil, err
 	}
 	v := s.cfg.Model.Vocab

@@ -1,6 +1,10 @@
 package server
 
-import "net/http"
+import (
+	"net/http"
+
+	"ubatch/chat"
+)
 
 // A Dialect registers one API dialect's routes on a model's Server (server/llamacpp's Routes):
 // handlers that decode that API's bodies and word its answers over the core's requests,
@@ -21,3 +25,7 @@ func (s *Server) BOSText() string { return s.bosText }
 
 // EOSText is the text of the model's end-of-sequence token ("" when it has none).
 func (s *Server) EOSText() string { return s.eosText }
+
+// Template is the chat template s renders conversations with (Config.ChatTemplate, the model's, or
+// ChatML).
+func (s *Server) Template() *chat.Template { return s.tmpl }

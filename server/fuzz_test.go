@@ -104,8 +104,8 @@ func checkGen(s *Server, g GenParams, prompts [][]int32) error {
 		return bad("%d prompts", len(prompts))
 	case g.n < 1 || g.n > DefaultMaxN/len(prompts):
 		return bad("n=%d with %d prompts: more than %d sequences", g.n, len(prompts), DefaultMaxN)
-	case g.maxTokens < 0 || g.TopLogprobs < 0 || g.TopLogprobs > MaxTopLogprobs || g.TopLogprobs > 0 && !g.Logprobs:
-		return bad("max tokens %d, logprobs %v top %d", g.maxTokens, g.Logprobs, g.TopLogprobs)
+	case g.MaxTokens < 0 || g.TopLogprobs < 0 || g.TopLogprobs > MaxTopLogprobs || g.TopLogprobs > 0 && !g.Logprobs:
+		return bad("max tokens %d, logprobs %v top %d", g.MaxTokens, g.Logprobs, g.TopLogprobs)
 	case len(g.stop) > maxStopStrings:
 		return bad("%d stop strings", len(g.stop))
 	}

@@ -80,7 +80,7 @@ func (s *Server) generate(ctx context.Context, prompts [][]int32, g GenParams) (
 	reqs := make([]engine.Request, total)
 	gen.seqs = make([]seqText, total)
 	for i := range reqs {
-		reqs[i] = engine.Request{Prompt: prompts[i/g.n], MaxTokens: g.maxTokens, Sampling: g.sampling,
+		reqs[i] = engine.Request{Prompt: prompts[i/g.n], MaxTokens: g.MaxTokens, Sampling: g.sampling,
 			Priority: g.priority, Client: clientID(ctx), Logprobs: g.Logprobs, TopLogprobs: g.TopLogprobs, Salt: salt}
 		// Independent sequences of one request need distinct random streams.
 		reqs[i].Sampling.Seed += uint64(i % g.n)

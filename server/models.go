@@ -47,14 +47,14 @@ func (s ModelSpec) names() []string {
 	return append([]string{s.ID, base, strings.TrimSuffix(base, filepath.Ext(base))}, s.Aliases...)
 }
 
-// answersTo reports whether name names s (sameModelName).
+// answersTo reports whether name names s (SameModelName).
 func (s ModelSpec) answersTo(name string) bool {
-	return slices.ContainsFunc(s.names(), func(n string) bool { return n != "" && sameModelName(n, name) })
+	return slices.ContainsFunc(s.names(), func(n string) bool { return n != "" && SameModelName(n, name) })
 }
 
-// sameModelName reports whether a and b name one model as Ollama compares names: without case,
+// SameModelName reports whether a and b name one model as Ollama compares names: without case,
 // ":latest" implied where there is no tag ("qwen3" is "qwen3:latest").
-func sameModelName(a, b string) bool {
+func SameModelName(a, b string) bool {
 	return strings.EqualFold(strings.TrimSuffix(a, ":latest"), strings.TrimSuffix(b, ":latest"))
 }
 

@@ -62,7 +62,7 @@ func NewMulti(cfg Config, reg *Registry) (*Server, error) {
 	}
 	s.mux.HandleFunc("GET /api/tags", f.handleTags)
 	s.mux.HandleFunc("GET /api/ps", f.handlePS)
-	s.mux.HandleFunc("GET /api/version", s.handleOllamaVersion)
+	s.mux.HandleFunc("GET /api/version", s.HandleOllamaVersion)
 	s.mux.HandleFunc("POST /api/pull", f.handlePull)
 	s.mux.HandleFunc("POST /api/show", f.handleShow)
 	s.mux.HandleFunc("GET /health", s.handleHealth)
@@ -89,7 +89,7 @@ type front struct {
 type ollamaCached struct {
 	mod  time.Time
 	size int64
-	e    ollamaIdentity
+	e    OllamaIdentity
 }
 
 // frontError answers err in the shape of r's API: Ollama's on /api/, else OpenAI's.
@@ -98,7 +98,7 @@ func frontError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Retry-After", "5")
 	}
 	if strings.HasPrefix(r.URL.Path, "/api/") {
-		writeOllamaError(w, err)
+		WriteOllamaError(w, err)
 		return
 	}
 	WriteError(w, err)
@@ -153,18 +153,18 @@ type loadInfo struct {
 	mapped   bool
 }
 
-// requestLoad is when the request of ctx arrived and how long it waited for its model to load
+// RequestLoad is when the request of ctx arrived and how long it waited for its model to load
 // (now and 0 without a front).
-func requestLoad(ctx context.Context) (time.Time, time.Duration) {
+func RequestLoad(ctx context.Context) (time.Time, time.Duration) {
 	if li, ok := ctx.Value(loadKey{}).(loadInfo); ok {
 		return li.received, li.load
 	}
 	return time.Now(), 0
 }
 
-// nameMapped reports whether the front answered the request of ctx with its one model though
+// NameMapped reports whether the front answered the request of ctx with its one model though
 // the request named another (RegistryConfig.AnyName).
-func nameMapped(ctx context.Context) bool {
+func NameMapped(ctx context.Context) bool {
 	li, _ := ctx.Value(loadKey{}).(loadInfo)
 	return li.mapped
 }
@@ -299,10 +299,10 @@ func (f *front) handleModel(w http.ResponseWriter, r *http.Request) {
 
 // entry is spec's /api/tags entry: the loaded model's own, else read from the file's header
 // (once per file version).
-func (f *front) entry(spec ModelSpec) (ollamaModelEntry, error) {
+func (f *front) entry(spec ModelSpec) (OllamaModelEntry, error) {
 	fi, err := os.Stat(spec.Path)
 	if err != nil {
-		return ollamaModelEntry{}, InternalError(err)
+		return OllamaModelEntry{}, InternalError(err)
 	}
 	f.mu.Lock()
 	c, ok := f.entries[spec.Path]
@@ -310,9 +310,9 @@ func (f *front) entry(spec ModelSpec) (ollamaModelEntry, error) {
 	if !ok || !c.mod.Equal(fi.ModTime()) || c.size != fi.Size() {
 		file, err := gguf.Open(spec.Path)
 		if err != nil {
-			return ollamaModelEntry{}, InternalError(fmt.Errorf("model %s: %w", spec.ID, err))
+			return OllamaModelEntry{}, InternalError(fmt.Errorf("model %s: %w", spec.ID, err))
 		}
-		c = ollamaCached{mod: fi.ModTime(), size: fi.Size(), e: describeOllama(spec.ID, spec.Path, file, fi.Size())}
+		c = ollamaCached{mod: fi.ModTime(), size: fi.Size(), e: DescribeOllama(spec.ID, spec.Path, file, fi.Size())}
 		file.Close()
 		f.mu.Lock()
 		if f.entries == nil {
@@ -321,19 +321,19 @@ func (f *front) entry(spec ModelSpec) (ollamaModelEntry, error) {
 		f.entries[spec.Path] = c
 		f.mu.Unlock()
 	}
-	e := c.e.entry
+	e := c.e.Entry
 	e.Name = ollamaName(spec.ID)
 	e.Model = e.Name
-	return e, c.e.err
+	return e, c.e.Err
 }
 
 func (f *front) handleTags(w http.ResponseWriter, r *http.Request) {
 	specs, err := f.reg.Specs()
 	if err != nil {
-		writeOllamaError(w, InternalError(err))
+		WriteOllamaError(w, InternalError(err))
 		return
 	}
-	models := make([]ollamaModelEntry, 0, len(specs))
+	models := make([]OllamaModelEntry, 0, len(specs))
 	for _, s := range specs {
 		e, err := f.entry(s)
 		if err != nil {
@@ -349,11 +349,11 @@ func (f *front) handleTags(w http.ResponseWriter, r *http.Request) {
 // expires_at when it unloads if no request comes (far in the future for a model kept forever).
 func (f *front) handlePS(w http.ResponseWriter, r *http.Request) {
 	loaded := f.reg.loadedModels()
-	models := make([]ollamaModelEntry, 0, len(loaded))
+	models := make([]OllamaModelEntry, 0, len(loaded))
 	for _, m := range loaded {
 		e, err := f.entry(m.spec) // from the file: m may be unloading, its mapping gone
 		if err != nil {
-			writeOllamaError(w, err)
+			WriteOllamaError(w, err)
 			return
 		}
 		var vram int64
@@ -362,7 +362,7 @@ func (f *front) handlePS(w http.ResponseWriter, r *http.Request) {
 		if exp.IsZero() {
 			exp = time.Date(2318, 1, 1, 0, 0, 0, 0, time.UTC)
 		}
-		e.ExpiresAt = ollamaTime(exp)
+		e.ExpiresAt = OllamaTime(exp)
 		e.ContextLength = m.l.Engine.Limits().NCtxSeq
 		models = append(models, e)
 	}
@@ -406,33 +406,33 @@ func (f *front) handleMetrics(w http.ResponseWriter, r *http.Request) {
 // through RegistryConfig.Pull (into the library) with Ollama's progress objects, streamed unless
 // stream is false; without Pull it is a 404.
 func (f *front) handlePull(w http.ResponseWriter, r *http.Request) {
-	var req ollamaNameRequest
+	var req OllamaNameRequest
 	if err := DecodeBody(w, r, f.s.cfg.MaxBodyBytes, &req); err != nil {
-		writeOllamaError(w, err)
+		WriteOllamaError(w, err)
 		return
 	}
 	if req.Model == "" {
 		req.Model = req.Name
 	}
 	if req.Model == "" {
-		writeOllamaError(w, BadRequest("model", "model is required"))
+		WriteOllamaError(w, BadRequest("model", "model is required"))
 		return
 	}
-	stream := parseOllamaStream(req.Stream)
+	stream := ParseOllamaStream(req.Stream)
 	if _, err := f.reg.Find(req.Model); err == nil || f.reg.cfg.Pull == nil {
 		if err != nil {
-			writeOllamaError(w, err)
+			WriteOllamaError(w, err)
 			return
 		}
 		f.pullDone(w, stream, nil, nil)
 		return
 	}
 	if len(req.Model) > 512 {
-		writeOllamaError(w, BadRequest("model", "model: a name of at most 512 bytes"))
+		WriteOllamaError(w, BadRequest("model", "model: a name of at most 512 bytes"))
 		return
 	}
 	if !f.pulling.CompareAndSwap(false, true) {
-		writeOllamaError(w, &APIError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Param: "model", Code: "pull_in_progress",
+		WriteOllamaError(w, &APIError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Param: "model", Code: "pull_in_progress",
 			Message: "another model is being pulled: one pull at a time; retry when it is done"})
 		return
 	}
@@ -440,7 +440,7 @@ func (f *front) handlePull(w http.ResponseWriter, r *http.Request) {
 	var sse *SSEWriter
 	progress := func(done, total int64) {}
 	if stream {
-		sse = ollamaRoute{}.open(w)
+		sse = OllamaRoute{}.Open(w)
 		sse.Send(map[string]string{"status": "pulling manifest"})
 		progress = func(done, total int64) {
 			p := map[string]any{"status": "pulling " + req.Model, "digest": req.Model, "completed": done}
@@ -470,11 +470,11 @@ func (f *front) pullDone(w http.ResponseWriter, stream bool, sse *SSEWriter, err
 	case sse != nil && err != nil:
 		sse.sendError(err)
 	case err != nil:
-		writeOllamaError(w, err)
+		WriteOllamaError(w, err)
 	case sse != nil:
 		sse.Send(map[string]string{"status": "success"})
 	case stream:
-		ollamaRoute{}.open(w).Send(map[string]string{"status": "success"})
+		OllamaRoute{}.Open(w).Send(map[string]string{"status": "success"})
 	default:
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "success"})
 	}

@@ -158,12 +158,12 @@ func (c *completionReply) Whole(res []*ChoiceResult, u UsageJSON) any {
 
 // completionParams validates a /v1/completions request and tokenizes its prompts.
 func (s *Server) completionParams(ctx context.Context, req *completionRequest) (GenParams, [][]int32, error) {
-	g, err := req.Params(s.Defaults(openAIDefaults()), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
+	g, err := req.Params(s.Defaults(OpenAIDefaults()), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
 	if err != nil {
 		return g, nil, err
 	}
 	if req.NPredict == nil {
-		g.maxTokens = openAIMaxTokensDefault
+		g.MaxTokens = openAIMaxTokensDefault
 	}
 	if err := g.setMaxTokens(req.MaxTokens, req.MaxCompletionTokens); err != nil {
 		return g, nil, err
@@ -202,7 +202,7 @@ func (s *Server) PromptTokens(field string, in PromptInput) ([]int32, error) {
 		if in.text == "" {
 			return nil, BadRequest(field, "%s is empty", field)
 		}
-		return s.encode(field, in.text, true, true)
+		return s.Encode(field, in.text, true, true)
 	}
 	if len(in.tokens) == 0 {
 		return nil, BadRequest(field, "%s is an empty list of tokens", field)

@@ -35,11 +35,11 @@ type ReasoningMode struct {
 	InThought bool // the prompt opened the thought: the reply starts inside it
 }
 
-// reasoningSetup decides how a chat request's reply is read for reasoning: field is the
+// ReasoningSetup decides how a chat request's reply is read for reasoning: field is the
 // request's reasoning_format (nil: the server's default), prompt the rendered conversation. With
 // a grammar the reply is what the grammar writes, so it is not taken to continue a thought the
 // prompt opened (a forced tool call or a JSON answer would all be reasoning).
-func (s *Server) reasoningSetup(field *string, prompt string, g *GenParams) (ReasoningMode, error) {
+func (s *Server) ReasoningSetup(field *string, prompt string, g *GenParams) (ReasoningMode, error) {
 	name := s.cfg.ReasoningFormat
 	if field != nil {
 		if err := checkReasoningFormat(*field); err != nil {
@@ -173,4 +173,24 @@ func SplitThought(p *chat.ReasoningParser, ev SeqEvent) (reasoning, content stri
 		reasoning, content = reasoning+r, content+c
 	}
 	return reasoning, content
+}
+
+// ThinkSwitch sets the chat template's thinking switch: off, enable_thinking false and the
+// reasoning left in the text (there is none to split); on, enable_thinking true, the reasoning
+// split out, and level (when set) as the template's reasoning_effort, which gpt-oss's reads. On
+// is a 400 naming field when the template has no thinking markup to switch.
+func (s *Server) ThinkSwitch(field string, on bool, level string) (*string, map[string]any, error) {
+	if !on {
+		none := ReasoningNone
+		return &none, map[string]any{"enable_thinking": false}, nil
+	}
+	if chat.DetectReasoningFormat(s.tmpl.Source()) != chat.ReasoningThink {
+		return nil, nil, BadRequest(field, "model %q does not support thinking: its chat template has no thinking switch", s.cfg.ModelID)
+	}
+	auto := ReasoningAuto
+	kwargs := map[string]any{"enable_thinking": true}
+	if level != "" {
+		kwargs["reasoning_effort"] = level
+	}
+	return &auto, kwargs, nil
 }

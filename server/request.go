@@ -84,13 +84,13 @@ var unsupported = map[string]func(json.RawMessage) bool{
 	"n_probs": Positive, "echo": IsTrue, "best_of": aboveOne, "suffix": NonEmpty,
 	"lora": NonEmpty, "image_data": NonEmpty, "multimodal_data": NonEmpty, "audio": NonEmpty,
 	"functions": NonEmpty, "function_call": NonEmpty, "prediction": NonEmpty,
-	"web_search_options": NonEmpty, "mirostat": Positive, "typical_p": belowOne,
+	"web_search_options": NonEmpty, "mirostat": Positive, "typical_p": BelowOne,
 	"dynatemp_range": Positive, "dry_multiplier": Positive, "xtc_probability": Positive,
 	"top_n_sigma": Positive, "n_indent": Positive, "t_max_predict_ms": Positive,
 	"logit_bias_eog": NonEmpty, "modalities": notTextOnly,
 	// vLLM's: beam search, prompt log-probabilities, its own penalty and token lists
 	// (guided_* and min_tokens are implemented: guided.go).
-	"use_beam_search": IsTrue, "length_penalty": notOne, "early_stopping": IsTrue, "prompt_logprobs": notNull,
+	"use_beam_search": IsTrue, "length_penalty": NotOne, "early_stopping": IsTrue, "prompt_logprobs": notNull,
 	"stop_token_ids": NonEmpty, "bad_words": NonEmpty, "allowed_token_ids": NonEmpty,
 	"include_stop_str_in_output": IsTrue, "logits_processors": NonEmpty, "truncate_prompt_tokens": notNull,
 	"guided_whitespace_pattern": NonEmpty,
@@ -126,9 +126,9 @@ func number(v json.RawMessage) (float64, bool) {
 
 func Positive(v json.RawMessage) bool { f, ok := number(v); return ok && f > 0 || !ok && !IsNull(v) }
 func aboveOne(v json.RawMessage) bool { f, ok := number(v); return ok && f > 1 || !ok && !IsNull(v) }
-func belowOne(v json.RawMessage) bool { f, ok := number(v); return ok && f < 1 || !ok && !IsNull(v) }
+func BelowOne(v json.RawMessage) bool { f, ok := number(v); return ok && f < 1 || !ok && !IsNull(v) }
 func IsTrue(v json.RawMessage) bool   { return string(bytes.TrimSpace(v)) == "true" }
-func notOne(v json.RawMessage) bool   { f, ok := number(v); return ok && f != 1 || !ok && !IsNull(v) }
+func NotOne(v json.RawMessage) bool   { f, ok := number(v); return ok && f != 1 || !ok && !IsNull(v) }
 func notNull(v json.RawMessage) bool  { return !IsNull(v) }
 
 func NonEmpty(v json.RawMessage) bool {
@@ -156,6 +156,12 @@ type PromptInput struct {
 	tokens []int32
 	isText bool
 }
+
+// TextPrompt is a prompt of text, to tokenize.
+func TextPrompt(text string) PromptInput { return PromptInput{text: text, isText: true} }
+
+// TokenPrompt is a prompt of token ids, given by the client.
+func TokenPrompt(tokens []int32) PromptInput { return PromptInput{tokens: tokens} }
 
 // ParsePrompts accepts OpenAI's prompt forms (in the request field named field): a string, a list of token ids, a list of strings or
 // a list of token-id lists. Each element is one prompt.
@@ -364,7 +370,7 @@ func parseLogitBias(raw json.RawMessage) (map[int32]float32, error) {
 
 // GenParams is a validated generation request for one prompt.
 type GenParams struct {
-	maxTokens    int           // 0: until end of generation or a full context
+	MaxTokens    int           // 0: until end of generation or a full context
 	noGeneration bool          // n_predict 0: evaluate nothing, return an empty completion
 	sampling     sample.Params // ignore_eos: IgnoreTokens holds the end-of-generation tokens
 	priority     engine.Priority
@@ -381,9 +387,13 @@ type GenParams struct {
 	remember func(reply string, ids []int32)
 }
 
-// openAIDefaults are the sampling settings of OpenAI's API when a field is absent: plain sampling
+// NoGeneration is a generation of nothing, as n_predict 0 asks (streaming or not): the shared
+// path answers it without submitting its prompt, which may be empty.
+func NoGeneration(stream bool) GenParams { return GenParams{n: 1, noGeneration: true, Stream: stream} }
+
+// OpenAIDefaults are the sampling settings of OpenAI's API when a field is absent: plain sampling
 // from the softmax at temperature 1, no truncation, no penalties.
-func openAIDefaults() sample.Params {
+func OpenAIDefaults() sample.Params {
 	return sample.Params{Temperature: 1, TopP: 1, RepeatPenalty: 1, RepeatLastN: 64}
 }
 
@@ -452,7 +462,7 @@ func (f *SamplingFields) Params(d sample.Params, eog []int32, vocab int) (GenPar
 		if *v < -1 {
 			return g, BadRequest("n_predict", "n_predict must be >= -1 (-1 = until the end of generation), got %d", *v)
 		}
-		g.maxTokens = max(*v, 0)
+		g.MaxTokens = max(*v, 0)
 		g.noGeneration = *v == 0
 	}
 	if g.stop, err = parseStop(f.Stop); err != nil {
@@ -486,8 +496,8 @@ func (g *GenParams) checkMinTokens() error {
 	switch {
 	case m > 0 && g.noGeneration:
 		return BadRequest("min_tokens", "min_tokens is %d but n_predict 0 generates nothing", m)
-	case m > 0 && g.maxTokens > 0 && m > g.maxTokens:
-		return BadRequest("min_tokens", "min_tokens (%d) must be at most max_tokens (%d)", m, g.maxTokens)
+	case m > 0 && g.MaxTokens > 0 && m > g.MaxTokens:
+		return BadRequest("min_tokens", "min_tokens (%d) must be at most max_tokens (%d)", m, g.MaxTokens)
 	}
 	return nil
 }
@@ -504,7 +514,7 @@ func (g *GenParams) setMaxTokens(maxTokens, maxCompletion *int) error {
 		if *f.v < 1 {
 			return BadRequest(f.name, "%s must be >= 1, got %d", f.name, *f.v)
 		}
-		g.maxTokens, g.noGeneration = *f.v, false
+		g.MaxTokens, g.noGeneration = *f.v, false
 	}
 	return nil
 }

@@ -108,12 +108,12 @@ func TestSamplingDefaultsAndValidation(t *testing.T) {
 	eog := []int32{2}
 	t.Run("OpenAI defaults", func(t *testing.T) {
 		var f SamplingFields
-		g, err := f.Params(openAIDefaults(), eog, 1000)
+		g, err := f.Params(OpenAIDefaults(), eog, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
 		p := g.sampling
-		if p.Temperature != 1 || p.TopP != 1 || p.TopK != 0 || p.MinP != 0 || p.RepeatPenalty != 1 || g.n != 1 || g.maxTokens != 0 {
+		if p.Temperature != 1 || p.TopP != 1 || p.TopK != 0 || p.MinP != 0 || p.RepeatPenalty != 1 || g.n != 1 || g.MaxTokens != 0 {
 			t.Fatalf("params %+v", g)
 		}
 	})
@@ -134,12 +134,12 @@ func TestSamplingDefaultsAndValidation(t *testing.T) {
 		if err := json.Unmarshal([]byte(`{"temperature": 0, "top_k": 5, "min_p": 0.1, "seed": 42, "ignore_eos": true, "n_predict": 7, "stop": "x"}`), &f); err != nil {
 			t.Fatal(err)
 		}
-		g, err := f.Params(openAIDefaults(), eog, 1000)
+		g, err := f.Params(OpenAIDefaults(), eog, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if g.sampling.Temperature != 0 || g.sampling.TopK != 5 || g.sampling.MinP != float32(0.1) || g.sampling.Seed != 42 ||
-			!reflect.DeepEqual(g.sampling.IgnoreTokens, eog) || g.maxTokens != 7 || !reflect.DeepEqual(g.stop, []string{"x"}) {
+			!reflect.DeepEqual(g.sampling.IgnoreTokens, eog) || g.MaxTokens != 7 || !reflect.DeepEqual(g.stop, []string{"x"}) {
 			t.Fatalf("params %+v", g)
 		}
 	})
@@ -159,7 +159,7 @@ func TestSamplingDefaultsAndValidation(t *testing.T) {
 	})
 	t.Run("n_predict 0 generates nothing", func(t *testing.T) {
 		zero := 0
-		g, err := (&SamplingFields{NPredict: &zero}).Params(openAIDefaults(), eog, 1000)
+		g, err := (&SamplingFields{NPredict: &zero}).Params(OpenAIDefaults(), eog, 1000)
 		if err != nil || !g.noGeneration {
 			t.Fatalf("params %+v, %v", g, err)
 		}
@@ -192,7 +192,7 @@ func TestSamplingDefaultsAndValidation(t *testing.T) {
 			if err := json.Unmarshal([]byte(tc.json), &f); err != nil {
 				t.Fatal(err)
 			}
-			_, err := f.Params(openAIDefaults(), eog, 1000)
+			_, err := f.Params(OpenAIDefaults(), eog, 1000)
 			checkParam(t, err, tc.param)
 		})
 	}

@@ -41,7 +41,7 @@ func NewReranker(m *model.Model, nCtx int) (*Reranker, error) {
 // scoreAll scores each prompt in the engine, in order; when ctx ends it stops with
 // context.Cause(ctx).
 func (s *Server) scoreAll(ctx context.Context, rr *Reranker, prompts [][]int32) ([]float32, error) {
-	hidden, err := s.embed(ctx, prompts, engine.PoolLast, false, rr.Priority, "", &rr.computed)
+	hidden, err := s.Embed(ctx, prompts, engine.PoolLast, false, rr.Priority, "", &rr.computed)
 	if err != nil {
 		return nil, err
 	}
@@ -218,9 +218,9 @@ func (s *Server) rerankPrompts(rr *Reranker, req *rerankRequest, docs []string) 
 		if len(toks) == 0 {
 			return nil, BadRequest("documents", "documents[%d] and the query are empty", i)
 		}
-		if len(toks) > s.embedCtx(rr.nCtx) {
+		if len(toks) > s.EmbedCtx(rr.nCtx) {
 			return nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "documents", Code: "context_length_exceeded",
-				Message: fmt.Sprintf("documents[%d] with the query is %d tokens, more than the rerank context of %d", i, len(toks), s.embedCtx(rr.nCtx))}
+				Message: fmt.Sprintf("documents[%d] with the query is %d tokens, more than the rerank context of %d", i, len(toks), s.EmbedCtx(rr.nCtx))}
 		}
 		if total += len(toks); total > limit {
 			return nil, BadRequest("documents", "the documents with the query have more than %d tokens in all (%d in the first %d); this "+

@@ -33,7 +33,7 @@ type streamBeginner interface {
 // streamOpener is a reply whose stream is not server-sent events (Ollama's NDJSON): open
 // writes the status and headers and returns the writer of its lines.
 type streamOpener interface {
-	open(w http.ResponseWriter) *SSEWriter
+	Open(w http.ResponseWriter) *SSEWriter
 }
 
 // routeErrors is a route (its request or its reply) whose error responses have a shape of
@@ -86,7 +86,7 @@ func respond(ctx context.Context, w http.ResponseWriter, gen *generation, rep Re
 	var sse *SSEWriter
 	if stream {
 		if o, ok := rep.(streamOpener); ok {
-			sse = o.open(w)
+			sse = o.Open(w)
 		} else {
 			sse = startSSE(w)
 		}

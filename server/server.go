@@ -1,8 +1,8 @@
 // Package server is the HTTP core over an engine: requests, streams, limits, errors, the
 // engine hand-off, the mux and the middleware, with OpenAI's completions, chat completions,
-// embeddings and models routes, Ollama's, /health and Prometheus metrics. Other API dialects
-// are packages of their own (server/llamacpp, server/responses) that register their routes
-// (Config.Dialects) and import only this one. Handlers tokenize, submit to the
+// embeddings and models routes, /health and Prometheus metrics. Other API dialects are
+// packages of their own (server/llamacpp, server/ollama, server/responses) that register
+// their routes (Config.Dialects) and import only this one. Handlers tokenize, submit to the
 // continuous-batching engine and stream results back as server-sent events; every request's
 // sequences are cancelled when its client goes away. GET / is a built-in web page (package web)
 // whose live view of the batching reads GET /live (a Live hub).
@@ -112,7 +112,8 @@ type Config struct {
 	// own, DefaultParseBudget.
 	ParseBudget *ParseBudget
 	// Dialects are the API dialects served beside the core's routes, each its own package
-	// (server/llamacpp, server/responses); cmd/ubatch serves them all. A NewMulti front's are its models'.
+	// (server/llamacpp, server/ollama, server/responses); cmd/ubatch serves them all. A
+	// NewMulti front's are its models'.
 	Dialects []Dialect
 	// KVBlocks, when set, serves POST /kv/blocks: this node's KV blocks for its fleet's peers
 	// (peer.Handler), behind the API key like every other route; nil answers 404.
@@ -180,9 +181,6 @@ type Server struct {
 	// engineStats is what the live view shows of the engine: Config.Engine's, or on a NewMulti
 	// front the loaded models' together.
 	engineStats func() engine.Stats
-
-	// ollamaInfo is the model as Ollama's routes describe it (ollama_models.go), built on first use.
-	ollamaInfo func() ollamaIdentity
 }
 
 // New validates cfg and builds the server. The chat template comes from the model's
@@ -272,7 +270,6 @@ func (s *Server) route() {
 	if s.cfg.KVBlocks != nil {
 		s.mux.Handle("POST /kv/blocks", s.cfg.KVBlocks)
 	}
-	s.routeOllama()                    // Ollama's /api/... (ollama.go)
 	for _, d := range s.cfg.Dialects { // the dialects' packages (dialect.go)
 		d(s)
 	}

@@ -28,6 +28,7 @@ import (
 	"ubatch/sample"
 	"ubatch/server"
 	"ubatch/server/llamacpp"
+	"ubatch/server/ollama"
 	"ubatch/server/responses"
 )
 
@@ -379,7 +380,9 @@ func (ss *serveSetup) routes(spec server.ModelSpec, m *model.Model, eng *engine.
 
 // dialects are the API dialects' packages every model's server (and the front) serves beside
 // the core's routes.
-func dialects() []server.Dialect { return []server.Dialect{llamacpp.Routes, responses.Routes} }
+func dialects() []server.Dialect {
+	return []server.Dialect{llamacpp.Routes, ollama.Routes, responses.Routes}
+}
 
 // exclusiveDecoder runs one forward pass at a time across the models of a server: each model's
 // context has its own worker pool of -t threads, and the lock keeps the threads computing at any

@@ -1,4 +1,4 @@
-package server
+package ollama
 
 import (
 	"bytes"
@@ -10,11 +10,12 @@ import (
 
 	"ubatch/chat"
 	"ubatch/engine"
+	"ubatch/server"
 )
 
 // ollamaChatRequest is the body of Ollama's POST /api/chat.
 type ollamaChatRequest struct {
-	ollamaRoute
+	server.OllamaRoute
 	Model     string                     `json:"model"`
 	Messages  json.RawMessage            `json:"messages"`
 	Tools     json.RawMessage            `json:"tools"`
@@ -25,11 +26,13 @@ type ollamaChatRequest struct {
 	KeepAlive json.RawMessage            `json:"keep_alive"` // accepted: the one model stays loaded
 	Logprobs  *bool                      `json:"logprobs"`
 	CacheSalt *string                    `json:"cache_salt"` // vLLM's (salt.go), ours on Ollama's routes
+
+	api *api // the routes it came in on
 }
 
 // ollamaGenerateRequest is the body of Ollama's POST /api/generate.
 type ollamaGenerateRequest struct {
-	ollamaRoute
+	server.OllamaRoute
 	Model     string                     `json:"model"`
 	Prompt    string                     `json:"prompt"`
 	Suffix    string                     `json:"suffix"`
@@ -45,53 +48,56 @@ type ollamaGenerateRequest struct {
 	KeepAlive json.RawMessage            `json:"keep_alive"`
 	Logprobs  *bool                      `json:"logprobs"`
 	CacheSalt *string                    `json:"cache_salt"` // vLLM's (salt.go), ours on Ollama's routes
+
+	api *api // the routes it came in on
 }
 
-func (s *Server) handleOllamaChat(w http.ResponseWriter, r *http.Request) {
-	s.ServeCompletion(w, r, &ollamaChatRequest{})
+func (s *api) handleOllamaChat(w http.ResponseWriter, r *http.Request) {
+	s.ServeCompletion(w, r, &ollamaChatRequest{api: s})
 }
 
-func (s *Server) handleOllamaGenerate(w http.ResponseWriter, r *http.Request) {
-	s.ServeCompletion(w, r, &ollamaGenerateRequest{})
+func (s *api) handleOllamaGenerate(w http.ResponseWriter, r *http.Request) {
+	s.ServeCompletion(w, r, &ollamaGenerateRequest{api: s})
 }
 
 // ollamaLoad is the answer to a request with nothing to generate, which Ollama clients send to
 // load a model: one final object with done_reason "load", through the shared path's
 // no-generation case (an empty prompt is never submitted).
-func ollamaLoad(rep *ollamaReply, stream bool) (GenParams, [][]int32, Reply, error) {
+func ollamaLoad(rep *ollamaReply, stream bool) (server.GenParams, [][]int32, server.Reply, error) {
 	rep.load = true
-	return GenParams{n: 1, noGeneration: true, Stream: stream}, [][]int32{{}}, rep, nil
+	return server.NoGeneration(stream), [][]int32{{}}, rep, nil
 }
 
-func (req *ollamaChatRequest) Prepare(ctx context.Context, s *Server) (GenParams, [][]int32, Reply, error) {
+func (req *ollamaChatRequest) Prepare(ctx context.Context, srv *server.Server) (server.GenParams, [][]int32, server.Reply, error) {
+	s := req.api
 	rep := &ollamaReply{s: s, model: req.Model, chat: true}
-	rep.start, rep.loadTime = requestLoad(ctx)
-	stream := parseOllamaStream(req.Stream)
+	rep.start, rep.loadTime = server.RequestLoad(ctx)
+	stream := server.ParseOllamaStream(req.Stream)
 	var err error
 	if rep.model, err = s.ollamaModelName(ctx, "model", req.Model); err != nil {
-		return GenParams{}, nil, nil, err
+		return server.GenParams{}, nil, nil, err
 	}
 	if req.Logprobs != nil && *req.Logprobs {
-		return GenParams{}, nil, nil, BadRequest("logprobs", "logprobs is not supported on Ollama's routes: use /v1/chat/completions")
+		return server.GenParams{}, nil, nil, server.BadRequest("logprobs", "logprobs is not supported on Ollama's routes: use /v1/chat/completions")
 	}
-	if t := bytes.TrimSpace(req.Messages); IsNull(t) || string(t) == "[]" {
+	if t := bytes.TrimSpace(req.Messages); server.IsNull(t) || string(t) == "[]" {
 		return ollamaLoad(rep, stream)
 	}
 	if err := checkOllamaImages(req.Messages); err != nil {
-		return GenParams{}, nil, nil, err
+		return server.GenParams{}, nil, nil, err
 	}
 	sf, err := s.ollamaSampling(req.Options)
 	if err != nil {
-		return GenParams{}, nil, nil, err
+		return server.GenParams{}, nil, nil, err
 	}
 	sf.CacheSalt = req.CacheSalt
-	cr := &ChatRequest{SamplingFields: sf, Messages: req.Messages, Tools: req.Tools}
+	cr := &server.ChatRequest{SamplingFields: sf, Messages: req.Messages, Tools: req.Tools}
 	cr.Stream = stream
 	if cr.ResponseFormat, err = ollamaFormat(req.Format, &cr.SamplingFields); err != nil {
-		return GenParams{}, nil, nil, err
+		return server.GenParams{}, nil, nil, err
 	}
 	if cr.ReasoningFormat, cr.ChatTemplateKwargs, err = s.ollamaThink(req.Think); err != nil {
-		return GenParams{}, nil, nil, err
+		return server.GenParams{}, nil, nil, err
 	}
 	g, prompt, err := s.ChatParams(ctx, cr)
 	if err != nil {
@@ -101,35 +107,36 @@ func (req *ollamaChatRequest) Prepare(ctx context.Context, s *Server) (GenParams
 	return g, [][]int32{prompt}, rep, nil
 }
 
-func (req *ollamaGenerateRequest) Prepare(ctx context.Context, s *Server) (GenParams, [][]int32, Reply, error) {
+func (req *ollamaGenerateRequest) Prepare(ctx context.Context, srv *server.Server) (server.GenParams, [][]int32, server.Reply, error) {
+	s := req.api
 	rep := &ollamaReply{s: s, model: req.Model}
-	rep.start, rep.loadTime = requestLoad(ctx)
-	stream := parseOllamaStream(req.Stream)
+	rep.start, rep.loadTime = server.RequestLoad(ctx)
+	stream := server.ParseOllamaStream(req.Stream)
 	var err error
 	if rep.model, err = s.ollamaModelName(ctx, "model", req.Model); err != nil {
-		return GenParams{}, nil, nil, err
+		return server.GenParams{}, nil, nil, err
 	}
 	switch {
 	case req.Template != "":
-		return GenParams{}, nil, nil, BadRequest("template", "template is not supported: the model's own chat template is used "+
+		return server.GenParams{}, nil, nil, server.BadRequest("template", "template is not supported: the model's own chat template is used "+
 			"(serve --chat-template replaces it; raw: true sends the prompt as is)")
-	case NonEmpty(req.Images):
-		return GenParams{}, nil, nil, BadRequest("images", "images are not supported: this server runs text models only")
+	case server.NonEmpty(req.Images):
+		return server.GenParams{}, nil, nil, server.BadRequest("images", "images are not supported: this server runs text models only")
 	case req.Logprobs != nil && *req.Logprobs:
-		return GenParams{}, nil, nil, BadRequest("logprobs", "logprobs is not supported on Ollama's routes: use /v1/completions")
+		return server.GenParams{}, nil, nil, server.BadRequest("logprobs", "logprobs is not supported on Ollama's routes: use /v1/completions")
 	case req.Prompt == "" && req.Suffix == "" && len(req.Context) == 0:
 		return ollamaLoad(rep, stream)
 	}
 	sf, err := s.ollamaSampling(req.Options)
 	if err != nil {
-		return GenParams{}, nil, nil, err
+		return server.GenParams{}, nil, nil, err
 	}
 	sf.CacheSalt = req.CacheSalt
 	rf, err := ollamaFormat(req.Format, &sf)
 	if err != nil {
-		return GenParams{}, nil, nil, err
+		return server.GenParams{}, nil, nil, err
 	}
-	g, err := sf.Params(s.Defaults(openAIDefaults()), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
+	g, err := sf.Params(s.Defaults(server.OpenAIDefaults()), s.Config().Model.Vocab.EOG(), s.Config().Model.Vocab.VocabSize())
 	if err != nil {
 		return g, nil, nil, err
 	}
@@ -149,30 +156,30 @@ func (req *ollamaGenerateRequest) Prepare(ctx context.Context, s *Server) (GenPa
 // generatePrompt tokenizes a generate request: the prompt in the model's chat template after
 // the system prompt (or as is with raw, or between the suffix's fill-in-the-middle tokens), after
 // the token ids of context, a previous reply's, as Ollama continues a conversation.
-func (s *Server) generatePrompt(req *ollamaGenerateRequest, g *GenParams) ([]int32, ReasoningMode, error) {
-	v := s.cfg.Model.Vocab
+func (s *api) generatePrompt(req *ollamaGenerateRequest, g *server.GenParams) ([]int32, server.ReasoningMode, error) {
+	v := s.Config().Model.Vocab
 	var prev []int32
 	if len(req.Context) > 0 {
 		var err error
-		if prev, err = s.PromptTokens("context", PromptInput{tokens: req.Context}); err != nil {
-			return nil, ReasoningMode{}, err
+		if prev, err = s.PromptTokens("context", server.TokenPrompt(req.Context)); err != nil {
+			return nil, server.ReasoningMode{}, err
 		}
 	}
 	bos := len(prev) == 0 // the context already starts with the model's BOS
 	var toks []int32
-	var reasoning ReasoningMode
+	var reasoning server.ReasoningMode
 	switch {
 	case req.Suffix != "":
 		if !v.FIM().HasInfill() {
-			return nil, reasoning, BadRequest("suffix", "suffix is not supported by this model: its vocabulary has no fill-in-the-middle tokens")
+			return nil, reasoning, server.BadRequest("suffix", "suffix is not supported by this model: its vocabulary has no fill-in-the-middle tokens")
 		}
-		lim := s.cfg.Engine.Limits()
-		in := InfillInput{Prefix: req.Prompt, Suffix: req.Suffix}
+		lim := s.Config().Engine.Limits()
+		in := server.InfillInput{Prefix: req.Prompt, Suffix: req.Suffix}
 		in.Clip(s.TextBound())
-		toks = BuildInfill(v, in, lim.NBatch, lim.NCtxSeq, g.maxTokens)
+		toks = server.BuildInfill(v, in, lim.NBatch, lim.NCtxSeq, g.MaxTokens)
 	case req.Raw:
 		var err error
-		if toks, err = s.encode("prompt", req.Prompt, bos, true); err != nil {
+		if toks, err = s.Encode("prompt", req.Prompt, bos, true); err != nil {
 			return nil, reasoning, err
 		}
 	default:
@@ -190,17 +197,17 @@ func (s *Server) generatePrompt(req *ollamaGenerateRequest, g *GenParams) ([]int
 		if err != nil {
 			return nil, reasoning, err
 		}
-		if reasoning, err = s.reasoningSetup(format, text, g); err != nil {
+		if reasoning, err = s.ReasoningSetup(format, text, g); err != nil {
 			return nil, reasoning, err
 		}
 		toks = v.Encode(text, false, true)
-		if bos && v.AddBOS() && v.BOS() >= 0 && (s.bosText == "" || !strings.HasPrefix(text, s.bosText)) {
+		if bos && v.AddBOS() && v.BOS() >= 0 && (s.BOSText() == "" || !strings.HasPrefix(text, s.BOSText())) {
 			toks = append([]int32{v.BOS()}, toks...)
 		}
 	}
 	toks = append(prev, toks...)
 	if len(toks) == 0 {
-		return nil, reasoning, BadRequest("prompt", "the prompt is empty")
+		return nil, reasoning, server.BadRequest("prompt", "the prompt is empty")
 	}
 	return toks, reasoning, nil
 }
@@ -214,8 +221,8 @@ func checkOllamaImages(raw json.RawMessage) error {
 		return nil // parseMessages words the shape error
 	}
 	for i, m := range msgs {
-		if NonEmpty(m.Images) {
-			return BadRequest("messages", "messages[%d].images: images are not supported, this server runs text models only", i)
+		if server.NonEmpty(m.Images) {
+			return server.BadRequest("messages", "messages[%d].images: images are not supported, this server runs text models only", i)
 		}
 	}
 	return nil
@@ -223,9 +230,9 @@ func checkOllamaImages(raw json.RawMessage) error {
 
 // ollamaFormat maps format onto the grammar engine: "json" is response_format json_object
 // (returned, for Constrain), a JSON schema object is json_schema (set in f).
-func ollamaFormat(raw json.RawMessage, f *SamplingFields) (json.RawMessage, error) {
+func ollamaFormat(raw json.RawMessage, f *server.SamplingFields) (json.RawMessage, error) {
 	raw = bytes.TrimSpace(raw)
-	if IsNull(raw) {
+	if server.IsNull(raw) {
 		return nil, nil
 	}
 	var name string
@@ -236,10 +243,10 @@ func ollamaFormat(raw json.RawMessage, f *SamplingFields) (json.RawMessage, erro
 		case "json":
 			return json.RawMessage(`{"type":"json_object"}`), nil
 		}
-		return nil, BadRequest("format", `format must be "json" or a JSON schema object, got %s`, Echo(name))
+		return nil, server.BadRequest("format", `format must be "json" or a JSON schema object, got %s`, server.Echo(name))
 	}
 	if raw[0] != '{' {
-		return nil, BadRequest("format", `format must be "json" or a JSON schema object`)
+		return nil, server.BadRequest("format", `format must be "json" or a JSON schema object`)
 	}
 	f.JSONSchema = raw
 	return nil, nil
@@ -248,7 +255,7 @@ func ollamaFormat(raw json.RawMessage, f *SamplingFields) (json.RawMessage, erro
 // formatError renames the constraint fields format was mapped onto in an error, so that the
 // client reads the name it sent.
 func formatError(err error) error {
-	ae := ToAPIError(err)
+	ae := server.ToAPIError(err)
 	for _, field := range []string{"json_schema", "response_format"} {
 		if ae.Param == field {
 			c := *ae
@@ -263,8 +270,8 @@ func formatError(err error) error {
 // "high", "medium", "low") splits the thought into thinking and tells the template to think;
 // false keeps the reply whole and tells the template not to; absent is the server's default.
 // A model whose template does not think cannot be asked to (400, as Ollama answers).
-func (s *Server) ollamaThink(raw json.RawMessage) (*string, map[string]any, error) {
-	if IsNull(raw) {
+func (s *api) ollamaThink(raw json.RawMessage) (*string, map[string]any, error) {
+	if server.IsNull(raw) {
 		return nil, nil, nil
 	}
 	var on bool
@@ -274,44 +281,24 @@ func (s *Server) ollamaThink(raw json.RawMessage) (*string, map[string]any, erro
 	case json.Unmarshal(raw, &level) == nil && (level == "high" || level == "medium" || level == "low"):
 		on = true
 	default:
-		return nil, nil, BadRequest("think", `think must be true, false, "high", "medium" or "low"`)
+		return nil, nil, server.BadRequest("think", `think must be true, false, "high", "medium" or "low"`)
 	}
 	return s.ThinkSwitch("think", on, level)
-}
-
-// ThinkSwitch sets the chat template's thinking switch: off, enable_thinking false and the
-// reasoning left in the text (there is none to split); on, enable_thinking true, the reasoning
-// split out, and level (when set) as the template's reasoning_effort, which gpt-oss's reads. On
-// is a 400 naming field when the template has no thinking markup to switch.
-func (s *Server) ThinkSwitch(field string, on bool, level string) (*string, map[string]any, error) {
-	if !on {
-		none := ReasoningNone
-		return &none, map[string]any{"enable_thinking": false}, nil
-	}
-	if chat.DetectReasoningFormat(s.tmpl.Source()) != chat.ReasoningThink {
-		return nil, nil, BadRequest(field, "model %q does not support thinking: its chat template has no thinking switch", s.cfg.ModelID)
-	}
-	auto := ReasoningAuto
-	kwargs := map[string]any{"enable_thinking": true}
-	if level != "" {
-		kwargs["reasoning_effort"] = level
-	}
-	return &auto, kwargs, nil
 }
 
 // ollamaReply words a generation as Ollama does: one object a line while streaming (message
 // fragments on /api/chat, response text on /api/generate), the last with done, done_reason and
 // the timings; without streaming, that last object holding the whole reply.
 type ollamaReply struct {
-	ollamaRoute
-	s         *Server
+	server.OllamaRoute
+	s         *api
 	model     string
 	chat      bool          // message objects (/api/chat) rather than response text
 	start     time.Time     // when the request arrived
 	loadTime  time.Duration // spent getting its model loaded (a NewMulti front's wait)
 	load      bool          // nothing was generated: done_reason "load"
-	g         GenParams
-	reasoning ReasoningMode
+	g         server.GenParams
+	reasoning server.ReasoningMode
 	// context is /api/generate's prompt, which with the generated ids is the reply's context.
 	context   []int32
 	generated []int32
@@ -320,7 +307,7 @@ type ollamaReply struct {
 	tools   *chat.ToolParser
 }
 
-func (o *ollamaReply) setup(g GenParams, r ReasoningMode) {
+func (o *ollamaReply) setup(g server.GenParams, r server.ReasoningMode) {
 	o.g, o.reasoning = g, r
 	if !g.Stream {
 		return
@@ -385,7 +372,7 @@ func between(a, b time.Time) int64 {
 
 // object builds one object of the reply; final ones (u set) carry done and the timings.
 func (o *ollamaReply) object(content, thinking string, calls []chat.ToolCall, finish string, u *engine.Usage) ollamaResponse {
-	resp := ollamaResponse{Model: o.model, CreatedAt: ollamaTime(time.Now())}
+	resp := ollamaResponse{Model: o.model, CreatedAt: server.OllamaTime(time.Now())}
 	if o.chat {
 		resp.Message = &ollamaMessage{Role: "assistant", Content: content, Thinking: thinking, ToolCalls: ollamaCalls(calls)}
 	} else {
@@ -424,8 +411,8 @@ func ollamaCalls(calls []chat.ToolCall) []ollamaToolCall {
 
 // Chunk sends a fragment of the reply, held back by the parsers while it may be markup, and at
 // the end what they held, the tool calls and the timings, in the final object.
-func (o *ollamaReply) Chunk(sse *SSEWriter, ev SeqEvent) error {
-	thinking, content := SplitThought(o.thought, ev)
+func (o *ollamaReply) Chunk(sse *server.SSEWriter, ev server.SeqEvent) error {
+	thinking, content := server.SplitThought(o.thought, ev)
 	var calls []chat.ToolCall
 	if o.tools != nil {
 		content = o.tools.Add(content)
@@ -448,9 +435,9 @@ func (o *ollamaReply) Chunk(sse *SSEWriter, ev SeqEvent) error {
 }
 
 // End has nothing to add: the final object went out with the sequence's done event.
-func (o *ollamaReply) End(*SSEWriter, UsageJSON) error { return nil }
+func (o *ollamaReply) End(*server.SSEWriter, server.UsageJSON) error { return nil }
 
-func (o *ollamaReply) Whole(res []*ChoiceResult, _ UsageJSON) any {
+func (o *ollamaReply) Whole(res []*server.ChoiceResult, _ server.UsageJSON) any {
 	r := res[0]
 	content, thinking := r.Text.String(), ""
 	if o.reasoning.Split {
