@@ -10,8 +10,7 @@ import (
 // newEnv is a server with llama.cpp's routes over o (stories260K unless o.Model says).
 func newEnv(t testing.TB, o servertest.Options) *servertest.Env {
 	t.Helper()
-	o.Config.Dialects = []server.Dialect{Routes}
-	return servertest.New(t, o)
+	return servertest.New(t, o, Routes)
 }
 
 // Sizes of synthEnv's engine: a batch smaller than the context, so that /infill's extra

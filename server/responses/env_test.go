@@ -3,15 +3,13 @@ package responses
 import (
 	"testing"
 
-	"ubatch/server"
 	"ubatch/server/servertest"
 )
 
 // newEnv is a server with the Responses API's routes over o (stories260K unless o.Model says).
 func newEnv(t testing.TB, o servertest.Options) *servertest.Env {
 	t.Helper()
-	o.Config.Dialects = []server.Dialect{Routes}
-	return servertest.New(t, o)
+	return servertest.New(t, o, Routes)
 }
 
 func deref(s *string) string {

@@ -48,9 +48,10 @@ type Env struct {
 	Client *http.Client
 }
 
-// New starts the server of o.
-func New(t testing.TB, o Options) *Env {
+// New starts the server of o, serving dialects besides o.Config.Dialects.
+func New(t testing.TB, o Options, dialects ...server.Dialect) *Env {
 	t.Helper()
+	o.Config.Dialects = append(o.Config.Dialects, dialects...)
 	if o.Model == "" {
 		o.Model = testdata.Model(t, "stories260K.gguf")
 	}
