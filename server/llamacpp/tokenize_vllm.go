@@ -76,7 +76,7 @@ func (s *api) vllmTokens(req *tokenizeRequest) ([]int32, error) {
 		return nil, err
 	}
 	toks := v.Encode(text, false, true)
-	// As chatParams does, and with add_special_tokens whatever the model says.
+	// As server.ChatParams does, and with add_special_tokens whatever the model says.
 	wantBOS := v.AddBOS() || req.AddSpecialTokens != nil && *req.AddSpecialTokens
 	if wantBOS && v.BOS() >= 0 && (s.BOSText() == "" || !strings.HasPrefix(text, s.BOSText())) {
 		toks = append([]int32{v.BOS()}, toks...)

@@ -25,7 +25,7 @@ type ollamaChatRequest struct {
 	Think     json.RawMessage            `json:"think"`
 	KeepAlive json.RawMessage            `json:"keep_alive"` // accepted: the one model stays loaded
 	Logprobs  *bool                      `json:"logprobs"`
-	CacheSalt *string                    `json:"cache_salt"` // vLLM's (salt.go), ours on Ollama's routes
+	CacheSalt *string                    `json:"cache_salt"` // vLLM's (server/salt.go), ours on Ollama's routes
 
 	api *api // the routes it came in on
 }
@@ -47,7 +47,7 @@ type ollamaGenerateRequest struct {
 	Think     json.RawMessage            `json:"think"`
 	KeepAlive json.RawMessage            `json:"keep_alive"`
 	Logprobs  *bool                      `json:"logprobs"`
-	CacheSalt *string                    `json:"cache_salt"` // vLLM's (salt.go), ours on Ollama's routes
+	CacheSalt *string                    `json:"cache_salt"` // vLLM's (server/salt.go), ours on Ollama's routes
 
 	api *api // the routes it came in on
 }
