@@ -230,14 +230,15 @@ func (s *api) handleTokenize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	parse := req.ParseSpecial == nil || *req.ParseSpecial
-	toks := s.Config().Model.Vocab.Encode(*req.Content, req.AddSpecial, parse)
+	v := s.Config().Model.Vocab
+	toks := v.Encode(*req.Content, req.AddSpecial, parse)
 	if !req.WithPieces {
 		server.WriteJSON(w, http.StatusOK, map[string]any{"tokens": append([]int32{}, toks...)})
 		return
 	}
 	out := make([]tokenPiece, len(toks))
 	for i, t := range toks {
-		p := s.Config().Model.Vocab.Piece(t)
+		p := v.Piece(t)
 		out[i].ID = t
 		if utf8.Valid(p) {
 			out[i].Piece = string(p)
