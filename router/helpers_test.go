@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 	_ "ubatch/model/all"
+	"ubatch/server/llamacpp"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -45,7 +46,7 @@ func startNode(t *testing.T, id, redisURL string) *testNode {
 		KVType: quant.F32, Threads: 1, OnBlock: tr.OnBlock})
 	eng := testmodel.Engine(t, m, lctx, engine.Config{})
 	stop := testmodel.Run(t, eng)
-	srv, err := server.New(server.Config{Model: m, Engine: eng, ModelID: "stories", Logger: quiet})
+	srv, err := server.New(server.Config{Model: m, Engine: eng, ModelID: "stories", Logger: quiet, Dialects: []server.Dialect{llamacpp.Routes}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,8 +79,8 @@ func NewParseBudget(total int64, wait time.Duration) *ParseBudget {
 }
 
 // errParseBusy is the 503 of a request that waited out the parse budget.
-var errParseBusy = &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "server_busy",
-	message: "the server is parsing too many large requests at once (--parse-budget); retry later"}
+var errParseBusy = &APIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "server_busy",
+	Message: "the server is parsing too many large requests at once (--parse-budget); retry later"}
 
 // acquire takes the budget of a body of n bytes; release gives it back. A body under smallBody
 // takes nothing.
@@ -125,9 +125,9 @@ func (b *ParseBudget) release(w int64) {
 	}
 }
 
-// textBound is the most bytes of text that can tokenize into one sequence (n_ctx_seq tokens):
+// TextBound is the most bytes of text that can tokenize into one sequence (n_ctx_seq tokens):
 // no token stands for more than the vocabulary's MaxTokenBytes.
-func (s *Server) textBound() int {
+func (s *Server) TextBound() int {
 	lim := s.cfg.Engine.Limits()
 	n := lim.NCtxSeq
 	if n <= 0 {
@@ -136,31 +136,31 @@ func (s *Server) textBound() int {
 	return n*s.cfg.Model.Vocab.MaxTokenBytes() + boundSlack
 }
 
-// checkText refuses a text of n bytes (in the request field field) that cannot fit in a
+// CheckText refuses a text of n bytes (in the request field field) that cannot fit in a
 // sequence, before anything tokenizes it.
-func (s *Server) checkText(field string, n int) error {
-	if bound := s.textBound(); n > bound {
+func (s *Server) CheckText(field string, n int) error {
+	if bound := s.TextBound(); n > bound {
 		lim := s.cfg.Engine.Limits()
-		return &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", param: field, code: "context_length_exceeded",
-			message: fmt.Sprintf("%s is %d bytes of text: it cannot fit in a sequence of %d tokens (n_ctx_seq; no token of this model stands for more than %d bytes, so at most %d bytes fit); shorten it",
+		return &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: field, Code: "context_length_exceeded",
+			Message: fmt.Sprintf("%s is %d bytes of text: it cannot fit in a sequence of %d tokens (n_ctx_seq; no token of this model stands for more than %d bytes, so at most %d bytes fit); shorten it",
 				field, n, max(lim.NCtxSeq, 0), s.cfg.Model.Vocab.MaxTokenBytes(), bound)}
 	}
 	return nil
 }
 
-// encode tokenizes text (the request field field) as tokenizer.Encode does, once checkText
+// Encode tokenizes text (the request field field) as tokenizer.Encode does, once CheckText
 // allows it.
-func (s *Server) encode(field, text string, addSpecial, parseSpecial bool) ([]int32, error) {
-	if err := s.checkText(field, len(text)); err != nil {
+func (s *Server) Encode(field, text string, addSpecial, parseSpecial bool) ([]int32, error) {
+	if err := s.CheckText(field, len(text)); err != nil {
 		return nil, err
 	}
 	return s.cfg.Model.Vocab.Encode(text, addSpecial, parseSpecial), nil
 }
 
-// decodeParsed is decodeBody under the parse budget for the body's bytes, taken before the body
+// DecodeParsed is DecodeBody under the parse budget for the body's bytes, taken before the body
 // is read when its Content-Length says it is large (else once it is read). The caller releases
 // it once the request's text is rendered and tokenized; on error there is nothing to release.
-func (s *Server) decodeParsed(w http.ResponseWriter, r *http.Request, v any) (release func(), err error) {
+func (s *Server) DecodeParsed(w http.ResponseWriter, r *http.Request, v any) (release func(), err error) {
 	b := s.cfg.ParseBudget
 	release = func() {}
 	if r.ContentLength >= smallBody {
@@ -179,17 +179,17 @@ func (s *Server) decodeParsed(w http.ResponseWriter, r *http.Request, v any) (re
 	return release, nil
 }
 
-// echo is a client's string as an error message quotes it: Go-quoted, and past echoLimit bytes
+// Echo is a client's string as an error message quotes it: Go-quoted, and past echoLimit bytes
 // cut at a character boundary with an ellipsis and its whole length, so that an error never
 // sends back what the client sized.
-func echo(s string) string {
+func Echo(s string) string {
 	if len(s) <= echoLimit {
 		return strconv.Quote(s)
 	}
 	return strconv.Quote(firstBytes(s, echoLimit)) + "… (" + strconv.Itoa(len(s)) + " bytes)"
 }
 
-// clip is s cut as echo cuts it, unquoted (for a value an error suggests as a flag's).
+// clip is s cut as Echo cuts it, unquoted (for a value an error suggests as a flag's).
 func clip(s string) string {
 	if len(s) <= echoLimit {
 		return s

@@ -52,9 +52,9 @@ func userMessages(n int, text string) []map[string]any {
 // tokenizing the 4.2 MB text takes alone), and a text that fits is served.
 func TestTextBounds(t *testing.T) {
 	e := newEnv(t, envOptions{maxBody: 8 << 20, limits: RequestLimits{MaxMessages: 100, MaxContentParts: 8}})
-	bound := e.srv.textBound()
+	bound := e.srv.TextBound()
 	if want := 512*e.model.Vocab.MaxTokenBytes() + boundSlack; bound != want {
-		t.Fatalf("textBound %d, want %d", bound, want)
+		t.Fatalf("TextBound %d, want %d", bound, want)
 	}
 	huge := strings.Repeat("ab ", 1_390_000) // 4.2 MB, the issue's prompt
 	t0 := time.Now()
@@ -175,8 +175,8 @@ func TestParseBudget(t *testing.T) {
 				t.Fatalf("err %v after %v, want an error: %v", err, took, c.wantErr)
 			}
 			if err != nil {
-				if ae := toAPIError(err); ae.status != http.StatusServiceUnavailable || ae.code != "server_busy" {
-					t.Fatalf("%d %s, want 503 server_busy", ae.status, ae.code)
+				if ae := ToAPIError(err); ae.Status != http.StatusServiceUnavailable || ae.Code != "server_busy" {
+					t.Fatalf("%d %s, want 503 server_busy", ae.Status, ae.Code)
 				}
 				if !c.cancel && took < 90*time.Millisecond {
 					t.Fatalf("refused after %v, before the 100ms wait", took)
@@ -300,7 +300,7 @@ func TestEcho(t *testing.T) {
 		{name: "quotes and control bytes", in: "a\"b\n", want: `"a\"b\n"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := echo(c.in); got != c.want {
+			if got := Echo(c.in); got != c.want {
 				t.Errorf("echo: %.200q, want %.200q", got, c.want)
 			}
 		})

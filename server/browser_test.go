@@ -203,7 +203,7 @@ func TestBrowserAPIKey(t *testing.T) {
 		"messages": []map[string]string{{"role": "user", "content": "Once upon a time"}}}, "Authorization", "Bearer sekrit")
 	defer resp.Body.Close()
 	var res struct {
-		Usage usageJSON `json:"usage"`
+		Usage UsageJSON `json:"usage"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("status %d: %v", resp.StatusCode, err)

@@ -11,9 +11,9 @@ import (
 	"ubatch/chat"
 )
 
-// chatRequest is the body of POST /v1/chat/completions.
-type chatRequest struct {
-	samplingFields
+// ChatRequest is the body of POST /v1/chat/completions.
+type ChatRequest struct {
+	SamplingFields
 	openAIFields
 	Messages           json.RawMessage `json:"messages"`
 	TopLogprobs        *int            `json:"top_logprobs"`
@@ -25,7 +25,7 @@ type chatRequest struct {
 	ReasoningFormat    *string         `json:"reasoning_format"`     // llama.cpp: none, auto or deepseek
 	ReasoningEffort    *string         `json:"reasoning_effort"`     // OpenAI's: the template's thinking switch (applyEffort)
 
-	reasoning reasoningMode // set by chatParams: how the reply is read for reasoning
+	Reasoning ReasoningMode // set by ChatParams: how the reply is read for reasoning
 }
 
 // chatMessage is a reply; content is null when the reply is only tool calls.
@@ -72,11 +72,11 @@ type chatChoice struct {
 type chatResponse = openAIResponse[chatChoice]
 
 func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
-	s.serveCompletion(w, r, &chatRequest{})
+	s.ServeCompletion(w, r, &ChatRequest{})
 }
 
-func (req *chatRequest) prepare(ctx context.Context, s *Server) (genParams, [][]int32, reply, error) {
-	g, prompt, err := s.chatParams(ctx, req)
+func (req *ChatRequest) Prepare(ctx context.Context, s *Server) (GenParams, [][]int32, Reply, error) {
+	g, prompt, err := s.ChatParams(ctx, req)
 	if err != nil {
 		return g, nil, nil, err
 	}
@@ -85,16 +85,16 @@ func (req *chatRequest) prepare(ctx context.Context, s *Server) (genParams, [][]
 		object = "chat.completion.chunk"
 	}
 	c := &chatReply{openAIReply: newOpenAIReply[chatChoice](s, "chatcmpl-", object, &req.openAIFields), s: s, g: g,
-		reasoning: req.reasoning}
+		reasoning: req.Reasoning}
 	c.started = make([]bool, g.n)
 	if req.Stream {
 		c.streams = make([]chatStream, g.n)
 		for i := range c.streams {
-			if req.reasoning.split {
-				c.streams[i].reasoning = chat.NewReasoningParser(req.reasoning.inThought)
+			if req.Reasoning.Split {
+				c.streams[i].reasoning = chat.NewReasoningParser(req.Reasoning.InThought)
 			}
-			if g.tools != nil {
-				c.streams[i].tools = chat.NewToolParser(g.tools.format, g.tools.names)
+			if g.Tools != nil {
+				c.streams[i].tools = chat.NewToolParser(g.Tools.Format, g.Tools.Names)
 				c.streams[i].tools.StreamCalls()
 			}
 		}
@@ -108,85 +108,85 @@ func (req *chatRequest) prepare(ctx context.Context, s *Server) (genParams, [][]
 type chatReply struct {
 	openAIReply[chatChoice]
 	s         *Server
-	g         genParams
-	reasoning reasoningMode
+	g         GenParams
+	reasoning ReasoningMode
 	started   []bool       // by choice: the assistant role was sent
 	streams   []chatStream // by choice, streaming
 }
 
-func (c *chatReply) whole(res []*choiceResult, u usageJSON) any {
+func (c *chatReply) Whole(res []*ChoiceResult, u UsageJSON) any {
 	choices := make([]chatChoice, len(res))
 	for i, r := range res {
 		msg := &chatMessage{Role: "assistant"}
-		content := r.text.String()
-		if c.reasoning.split {
+		content := r.Text.String()
+		if c.reasoning.Split {
 			var reasoning string
-			if reasoning, content = chat.SplitReasoning(content, c.reasoning.inThought); reasoning != "" {
+			if reasoning, content = chat.SplitReasoning(content, c.reasoning.InThought); reasoning != "" {
 				msg.ReasoningContent = &reasoning
 			}
 		}
-		if c.g.tools != nil {
+		if c.g.Tools != nil {
 			var calls []chat.ToolCall
-			content, calls = c.g.tools.parse(content, r.finish == "length")
+			content, calls = c.g.Tools.parse(content, r.Finish == "length")
 			if len(calls) > 0 {
-				msg.ToolCalls = toolReply(calls, c.g.tools.parallel, false)
-				r.finish = toolsFinish(r.finish)
+				msg.ToolCalls = ToolReply(calls, c.g.Tools.Parallel, false)
+				r.Finish = toolsFinish(r.Finish)
 			}
 		}
 		if content != "" || msg.ToolCalls == nil {
 			msg.Content = &content
 		}
-		choices[i] = chatChoice{Index: i, Message: msg, FinishReason: &r.finish}
-		if c.g.logprobs {
-			choices[i].Logprobs = c.s.chatLogprobs(r.tokens)
+		choices[i] = chatChoice{Index: i, Message: msg, FinishReason: &r.Finish}
+		if c.g.Logprobs {
+			choices[i].Logprobs = c.s.chatLogprobs(r.Tokens)
 		}
 	}
 	return c.response(choices, u)
 }
 
-// chatParams validates a chat request, renders its messages with the chat template and tokenizes
+// ChatParams validates a chat request, renders its messages with the chat template and tokenizes
 // the result (special-token text parsed; BOS added when the model wants it and the template did
 // not already write it).
-func (s *Server) chatParams(ctx context.Context, req *chatRequest) (genParams, []int32, error) {
-	g, err := req.params(s.defaults(openAIDefaults()), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
+func (s *Server) ChatParams(ctx context.Context, req *ChatRequest) (GenParams, []int32, error) {
+	g, err := req.Params(s.Defaults(OpenAIDefaults()), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
 	if err != nil {
 		return g, nil, err
 	}
 	if err := g.setMaxTokens(req.MaxTokens, req.MaxCompletionTokens); err != nil {
 		return g, nil, err
 	}
-	g.stream = req.Stream
+	g.Stream = req.Stream
 	if err := g.setN(req.N, 1, s.maxN()); err != nil {
 		return g, nil, err
 	}
-	if g.logprobs, _, err = parseLogprobs(req.Logprobs); err != nil {
+	if g.Logprobs, _, err = parseLogprobs(req.Logprobs); err != nil {
 		return g, nil, err
 	}
 	if req.TopLogprobs != nil {
-		if *req.TopLogprobs < 0 || *req.TopLogprobs > maxTopLogprobs {
-			return g, nil, badRequest("top_logprobs", "top_logprobs must be in [0, %d], got %d", maxTopLogprobs, *req.TopLogprobs)
+		if *req.TopLogprobs < 0 || *req.TopLogprobs > MaxTopLogprobs {
+			return g, nil, BadRequest("top_logprobs", "top_logprobs must be in [0, %d], got %d", MaxTopLogprobs, *req.TopLogprobs)
 		}
-		if !g.logprobs {
-			return g, nil, badRequest("top_logprobs", "top_logprobs needs logprobs: true")
+		if !g.Logprobs {
+			return g, nil, BadRequest("top_logprobs", "top_logprobs needs logprobs: true")
 		}
-		g.topLogprobs = *req.TopLogprobs
+		g.TopLogprobs = *req.TopLogprobs
 	}
-	if err := s.constrain(ctx, &g, &req.samplingFields, req.ResponseFormat); err != nil {
+	if err := s.Constrain(ctx, &g, &req.SamplingFields, req.ResponseFormat); err != nil {
 		return g, nil, err
 	}
-	if g.tools, err = s.toolSetup(ctx, &g, req); err != nil {
+	if g.Tools, err = s.toolSetup(ctx, &g, req); err != nil {
 		return g, nil, err
 	}
 	if req.ReasoningEffort != nil {
-		if err := s.applyEffort("reasoning_effort", *req.ReasoningEffort, req); err != nil {
+		if err := s.ApplyEffort("reasoning_effort", *req.ReasoningEffort, req); err != nil {
 			return g, nil, err
 		}
 	}
-	text, err := s.renderChat(req.Messages, req.Tools, req.ChatTemplateKwargs)
+	text, err := s.RenderChat(req.Messages, req.Tools, req.ChatTemplateKwargs)
 	if err != nil {
 		return g, nil, err
 	}
-	if req.reasoning, err = s.reasoningSetup(req.ReasoningFormat, text, &g); err != nil {
+	if req.Reasoning, err = s.ReasoningSetup(req.ReasoningFormat, text, &g); err != nil {
 		return g, nil, err
 	}
 	v := s.cfg.Model.Vocab
@@ -195,11 +195,11 @@ func (s *Server) chatParams(ctx context.Context, req *chatRequest) (genParams, [
 		toks = append([]int32{v.BOS()}, toks...)
 	}
 	if len(toks) == 0 {
-		return g, nil, badRequest("messages", "the rendered conversation is empty")
+		return g, nil, BadRequest("messages", "the rendered conversation is empty")
 	}
 	ns := turnNamespace(ctx, g.cacheSalt)
 	toks, _ = s.reuseTurn(ns, text, toks, req.Messages)
-	if g.n == 1 && g.tools == nil && !req.reasoning.split {
+	if g.n == 1 && g.Tools == nil && !req.Reasoning.Split {
 		// The reply comes back as the next turn's assistant content only when nothing was
 		// taken out of it (tool calls, reasoning).
 		g.remember = s.rememberTurn(ns, text, toks)
@@ -209,53 +209,53 @@ func (s *Server) chatParams(ctx context.Context, req *chatRequest) (genParams, [
 
 // parseMessages checks the messages' shape (a non-empty list of objects with a string role),
 // their count (Limits.MaxMessages) and each one's content parts (MaxContentParts), and that
-// their text could fit in a sequence (textBound), before any message is rendered. The list is
+// their text could fit in a sequence (TextBound), before any message is rendered. The list is
 // counted before it is decoded (countElements), so that a list of any length costs one pass
 // over its first MaxMessages items; the template decides what else it needs.
 func (s *Server) parseMessages(raw json.RawMessage) ([]map[string]any, error) {
-	if isNull(raw) {
-		return nil, badRequest("messages", "messages is required")
+	if IsNull(raw) {
+		return nil, BadRequest("messages", "messages is required")
 	}
 	lim := s.cfg.Limits
 	if n := countElements(raw, lim.MaxMessages); n > lim.MaxMessages {
-		return nil, badRequest("messages", "messages has more than %d items (--max-messages)", lim.MaxMessages)
+		return nil, BadRequest("messages", "messages has more than %d items (--max-messages)", lim.MaxMessages)
 	}
 	var list []json.RawMessage
 	if err := json.Unmarshal(raw, &list); err != nil {
-		return nil, badRequest("messages", "messages must be a list of message objects")
+		return nil, BadRequest("messages", "messages must be a list of message objects")
 	}
 	if len(list) == 0 {
-		return nil, badRequest("messages", "messages is empty")
+		return nil, BadRequest("messages", "messages is empty")
 	}
 	msgs := make([]map[string]any, len(list))
 	text := 0
 	for i, el := range list {
 		var m map[string]any
 		if err := json.Unmarshal(el, &m); err != nil {
-			return nil, badRequest("messages", "messages[%d] must be a message object", i)
+			return nil, BadRequest("messages", "messages[%d] must be a message object", i)
 		}
 		if m == nil {
-			return nil, badRequest("messages", "messages[%d] is null", i)
+			return nil, BadRequest("messages", "messages[%d] is null", i)
 		}
 		if role, ok := m["role"].(string); !ok || role == "" {
-			return nil, badRequest("messages", "messages[%d] has no role", i)
+			return nil, BadRequest("messages", "messages[%d] has no role", i)
 		}
 		switch c := m["content"].(type) {
 		case nil, string:
 		case []any:
 			if len(c) > lim.MaxContentParts {
-				return nil, badRequest("messages", "messages[%d].content has %d parts, at most %d are allowed (--max-content-parts)", i, len(c), lim.MaxContentParts)
+				return nil, BadRequest("messages", "messages[%d].content has %d parts, at most %d are allowed (--max-content-parts)", i, len(c), lim.MaxContentParts)
 			}
 			for j, part := range c {
 				if pm, _ := part.(map[string]any); pm["type"] != "text" {
-					return nil, badRequest("messages", "messages[%d].content[%d] has type %s: this server takes text parts only (no images or audio)", i, j, echo(fmt.Sprint(pm["type"])))
+					return nil, BadRequest("messages", "messages[%d].content[%d] has type %s: this server takes text parts only (no images or audio)", i, j, Echo(fmt.Sprint(pm["type"])))
 				}
 			}
 		default:
-			return nil, badRequest("messages", "messages[%d].content must be a string, a list of parts or null, got %T", i, c)
+			return nil, BadRequest("messages", "messages[%d].content must be a string, a list of parts or null, got %T", i, c)
 		}
-		if text += textBytes(m); text > s.textBound() {
-			return nil, s.checkText("messages", text)
+		if text += textBytes(m); text > s.TextBound() {
+			return nil, s.CheckText("messages", text)
 		}
 		objectArguments(m)
 		msgs[i] = m
@@ -285,11 +285,11 @@ func textBytes(v any) int {
 	return 0
 }
 
-func (s *Server) chatLogprobs(toks []genToken) *chatLogprobs {
+func (s *Server) chatLogprobs(toks []GenToken) *chatLogprobs {
 	lp := &chatLogprobs{Content: []chatTokenLogprob{}}
 	for _, t := range toks {
-		e := chatTokenLogprob{chatTopLogprob: s.tokenLogprob(t.id, t.logprob), TopLogprobs: []chatTopLogprob{}}
-		for _, a := range t.top {
+		e := chatTokenLogprob{chatTopLogprob: s.tokenLogprob(t.ID, t.Logprob), TopLogprobs: []chatTopLogprob{}}
+		for _, a := range t.Top {
 			e.TopLogprobs = append(e.TopLogprobs, s.tokenLogprob(a.Token, a.LogProb))
 		}
 		lp.Content = append(lp.Content, e)
@@ -299,11 +299,11 @@ func (s *Server) chatLogprobs(toks []genToken) *chatLogprobs {
 
 // tokenLogprob is token id's logprob entry.
 func (s *Server) tokenLogprob(id int32, logprob float32) chatTopLogprob {
-	return chatTopLogprob{Token: s.pieceText(id), Logprob: finiteLogprob(logprob), Bytes: s.pieceBytes(id)}
+	return chatTopLogprob{Token: s.PieceText(id), Logprob: FiniteLogprob(logprob), Bytes: s.PieceBytes(id)}
 }
 
-// pieceBytes is a token's text as a list of byte values (JSON would turn a []byte into base64).
-func (s *Server) pieceBytes(id int32) []int {
+// PieceBytes is a token's text as a list of byte values (JSON would turn a []byte into base64).
+func (s *Server) PieceBytes(id int32) []int {
 	p := s.cfg.Model.Vocab.Piece(id)
 	out := make([]int, len(p))
 	for i, b := range p {
@@ -312,21 +312,21 @@ func (s *Server) pieceBytes(id int32) []int {
 	return out
 }
 
-// renderChat renders the request's messages (and tools, and extra template variables) with the
+// RenderChat renders the request's messages (and tools, and extra template variables) with the
 // model's chat template, adding the generation prompt.
-func (s *Server) renderChat(messages, toolsRaw json.RawMessage, kwargs map[string]any) (string, error) {
+func (s *Server) RenderChat(messages, toolsRaw json.RawMessage, kwargs map[string]any) (string, error) {
 	msgs, err := s.parseMessages(messages)
 	if err != nil {
 		return "", err
 	}
-	if n := textBytes(kwargs); n > s.textBound() {
-		return "", s.checkText("chat_template_kwargs", n)
+	if n := textBytes(kwargs); n > s.TextBound() {
+		return "", s.CheckText("chat_template_kwargs", n)
 	}
 	var tools []any
-	if !isNull(toolsRaw) {
+	if !IsNull(toolsRaw) {
 		var list []json.RawMessage
 		if err := json.Unmarshal(toolsRaw, &list); err != nil {
-			return "", badRequest("tools", "tools must be a list of tool objects")
+			return "", BadRequest("tools", "tools must be a list of tool objects")
 		}
 		for _, t := range list {
 			tools = append(tools, t)
@@ -340,13 +340,13 @@ func (s *Server) renderChat(messages, toolsRaw json.RawMessage, kwargs map[strin
 		// the server's, tested on real conversations): a 400, never a 500 a router would hold
 		// against the node.
 		if errors.Is(err, chat.ErrTimeout) {
-			return "", &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", param: "messages", code: "template_timeout",
-				message: err.Error() + ": the messages take the chat template too long to render; send fewer or shorter ones"}
+			return "", &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "messages", Code: "template_timeout",
+				Message: err.Error() + ": the messages take the chat template too long to render; send fewer or shorter ones"}
 		}
-		return "", badRequest("messages", "the chat template rejected the messages: %v", err)
+		return "", BadRequest("messages", "the chat template rejected the messages: %v", err)
 	}
-	if len(text) > s.textBound() {
-		return "", s.checkText("messages", len(text))
+	if len(text) > s.TextBound() {
+		return "", s.CheckText("messages", len(text))
 	}
 	return text, nil
 }

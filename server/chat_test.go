@@ -22,7 +22,7 @@ type chatResult struct {
 		Logprobs     *chatLogprobs `json:"logprobs"`
 		FinishReason string        `json:"finish_reason"`
 	} `json:"choices"`
-	Usage usageJSON `json:"usage"`
+	Usage UsageJSON `json:"usage"`
 }
 
 // TestChatFallbackTemplate checks that a model without a chat template is prompted with ChatML,
@@ -77,7 +77,7 @@ func TestChatFallbackTemplate(t *testing.T) {
 				Delta        json.RawMessage `json:"delta"`
 				FinishReason *string         `json:"finish_reason"`
 			} `json:"choices"`
-			Usage *usageJSON `json:"usage"`
+			Usage *UsageJSON `json:"usage"`
 		}
 		var content strings.Builder
 		for i, ev := range events[:len(events)-1] {

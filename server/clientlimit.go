@@ -214,8 +214,8 @@ func withClientRequestLimit(h http.Handler, counts *clientCounts, prefixes []net
 		}
 		key := clientKey(a)
 		if !counts.acquire(key) {
-			writeError(w, &apiError{status: http.StatusTooManyRequests, typ: "rate_limit_error", code: "too_many_client_requests",
-				message: fmt.Sprintf("your address (%s) has %d requests in flight, the limit per client: wait for one to finish", a, counts.max)})
+			WriteError(w, &APIError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "too_many_client_requests",
+				Message: fmt.Sprintf("your address (%s) has %d requests in flight, the limit per client: wait for one to finish", a, counts.max)})
 			return
 		}
 		defer counts.release(key)
@@ -266,6 +266,6 @@ func connClient(c net.Conn, prefixes []netip.Prefix) (netip.Addr, bool) {
 
 // tooManyClientConnections is the whole HTTP response a connection over its client's cap gets.
 func tooManyClientConnections(limit int) []byte {
-	return rawError(http.StatusTooManyRequests, &apiError{typ: "rate_limit_error", code: "too_many_client_connections",
-		message: fmt.Sprintf("your address has %d connections open, the limit per client: close some or retry later", limit)})
+	return rawError(http.StatusTooManyRequests, &APIError{Type: "rate_limit_error", Code: "too_many_client_connections",
+		Message: fmt.Sprintf("your address has %d connections open, the limit per client: close some or retry later", limit)})
 }

@@ -187,7 +187,7 @@ func TestTrustedProxyLimitsRequestsPerClient(t *testing.T) {
 			entered <- struct{}{}
 			<-release
 		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	proxies, _ := ParseTrustedProxies("127.0.0.2")
 	addr := startServe(t, h, ServeConfig{MaxConnections: 32, MaxConnsPerClient: 2, TrustedProxies: proxies})

@@ -23,14 +23,14 @@ type responseFormat struct {
 	Schema json.RawMessage `json:"schema"`
 }
 
-// constrain compiles the request's output constraint, if any, once for all its sequences:
+// Constrain compiles the request's output constraint, if any, once for all its sequences:
 // llama.cpp's grammar (GBNF) or json_schema, OpenAI's response_format (rf, chat only), or vLLM's
 // guided_json, guided_choice, guided_regex, guided_grammar or structured_outputs (guided.go). At
 // most one may be given (a second is a 400 naming it, before anything is converted); an invalid
 // one, or one past the server's grammar limits, is a 400 naming its field. Compilation stops
 // when ctx (the request's) ends. It also checks min_tokens against the length the request
 // allows, which its callers have set by now.
-func (s *Server) constrain(ctx context.Context, g *genParams, f *samplingFields, rf json.RawMessage) error {
+func (s *Server) Constrain(ctx context.Context, g *GenParams, f *SamplingFields, rf json.RawMessage) error {
 	if err := g.checkMinTokens(); err != nil {
 		return err
 	}
@@ -43,13 +43,13 @@ func (s *Server) constrain(ctx context.Context, g *genParams, f *samplingFields,
 		gbnf  func() (string, error)
 	}{
 		{"grammar", f.Grammar != nil && *f.Grammar != "", func() (string, error) { return *f.Grammar, nil }},
-		{"json_schema", !isNull(f.JSONSchema), func() (string, error) { return s.schemaGrammar(ctx, "json_schema", f.JSONSchema) }},
-		{"response_format", !isNull(rf) && !isTextFormat(rf), func() (string, error) { return s.responseFormatGrammar(ctx, rf) }},
-		{"guided_json", !isNull(f.GuidedJSON), func() (string, error) { return s.schemaGrammar(ctx, "guided_json", f.GuidedJSON) }},
-		{"guided_choice", !isNull(f.GuidedChoice), func() (string, error) { return s.choiceGrammar("guided_choice", f.GuidedChoice) }},
+		{"json_schema", !IsNull(f.JSONSchema), func() (string, error) { return s.schemaGrammar(ctx, "json_schema", f.JSONSchema) }},
+		{"response_format", !IsNull(rf) && !isTextFormat(rf), func() (string, error) { return s.responseFormatGrammar(ctx, rf) }},
+		{"guided_json", !IsNull(f.GuidedJSON), func() (string, error) { return s.schemaGrammar(ctx, "guided_json", f.GuidedJSON) }},
+		{"guided_choice", !IsNull(f.GuidedChoice), func() (string, error) { return s.choiceGrammar("guided_choice", f.GuidedChoice) }},
 		{"guided_regex", f.GuidedRegex != nil, func() (string, error) { return s.regexGrammar(ctx, "guided_regex", *f.GuidedRegex) }},
 		{"guided_grammar", f.GuidedGrammar != nil && *f.GuidedGrammar != "", func() (string, error) { return *f.GuidedGrammar, nil }},
-		{"structured_outputs", !isNull(f.StructuredOutputs), func() (string, error) { return s.structuredGrammar(ctx, f.StructuredOutputs) }},
+		{"structured_outputs", !IsNull(f.StructuredOutputs), func() (string, error) { return s.structuredGrammar(ctx, f.StructuredOutputs) }},
 	}
 	var given []string
 	pick := -1
@@ -62,7 +62,7 @@ func (s *Server) constrain(ctx context.Context, g *genParams, f *samplingFields,
 		}
 	}
 	if len(given) > 1 {
-		return badRequest(given[1], "%s and %s cannot be used together: give one output constraint", given[0], given[1])
+		return BadRequest(given[1], "%s and %s cannot be used together: give one output constraint", given[0], given[1])
 	}
 	if pick < 0 {
 		return nil
@@ -85,10 +85,10 @@ func (s *Server) constrain(ctx context.Context, g *genParams, f *samplingFields,
 }
 
 // setGrammar makes gr the request's constraint, matched within the server's budget.
-func (s *Server) setGrammar(g *genParams, gr *grammar.Grammar) error {
+func (s *Server) setGrammar(g *GenParams, gr *grammar.Grammar) error {
 	v, err := s.grammarVocab()
 	if err != nil {
-		return internalError(err)
+		return InternalError(err)
 	}
 	g.sampling.Grammar, g.sampling.GrammarVocab, g.sampling.GrammarBudget = gr, v, s.cfg.Limits.GrammarBudget
 	return nil
@@ -105,9 +105,9 @@ func (s *Server) compileConstraint(ctx context.Context, field, src string) (*gra
 	case isLimit(err):
 		return nil, limitError(field, err)
 	case field == "grammar" || field == "guided_grammar" || field == "structured_outputs":
-		return nil, badRequest(field, "%s: %v", field, err)
+		return nil, BadRequest(field, "%s: %v", field, err)
 	}
-	return nil, badRequest(field, "%s: the schema's grammar is not usable: %v", field, err)
+	return nil, BadRequest(field, "%s: the schema's grammar is not usable: %v", field, err)
 }
 
 func isLimit(err error) bool {
@@ -119,7 +119,7 @@ func isLimit(err error) bool {
 // the limit (the LimitError's own text: "grammar: 70000 repetitions exceed the limit of 10000
 // (...)").
 func limitError(field string, err error) error {
-	return badRequest(field, "%s is too large or too complex to follow: %v", field, err)
+	return BadRequest(field, "%s is too large or too complex to follow: %v", field, err)
 }
 
 // schemaGrammar converts a JSON Schema given as a JSON object (or, as some clients send it, a
@@ -129,7 +129,7 @@ func (s *Server) schemaGrammar(ctx context.Context, field string, raw json.RawMe
 	if len(raw) > 0 && raw[0] == '"' {
 		var text string
 		if err := json.Unmarshal(raw, &text); err != nil {
-			return "", badRequest(field, "%s must be a JSON Schema object", field)
+			return "", BadRequest(field, "%s must be a JSON Schema object", field)
 		}
 		raw = []byte(text)
 	}
@@ -138,7 +138,7 @@ func (s *Server) schemaGrammar(ctx context.Context, field string, raw json.RawMe
 		return "", limitError(field, err)
 	}
 	if err != nil {
-		return "", badRequest(field, "%s: %v", field, err)
+		return "", BadRequest(field, "%s: %v", field, err)
 	}
 	return gbnf, nil
 }
@@ -155,25 +155,25 @@ func isTextFormat(raw json.RawMessage) bool {
 func (s *Server) responseFormatGrammar(ctx context.Context, raw json.RawMessage) (string, error) {
 	var rf responseFormat
 	if err := json.Unmarshal(raw, &rf); err != nil {
-		return "", badRequest("response_format", "response_format must be an object like {\"type\": \"json_object\"}")
+		return "", BadRequest("response_format", "response_format must be an object like {\"type\": \"json_object\"}")
 	}
 	switch rf.Type {
 	case "text":
 		return "", nil
 	case "json_object":
-		if isNull(rf.Schema) {
+		if IsNull(rf.Schema) {
 			return jsonschema.ObjectGrammar(), nil
 		}
 		return s.schemaGrammar(ctx, "response_format", rf.Schema)
 	case "json_schema":
-		if rf.JSONSchema == nil || isNull(rf.JSONSchema.Schema) {
-			return "", badRequest("response_format", "response_format of type json_schema needs json_schema.schema")
+		if rf.JSONSchema == nil || IsNull(rf.JSONSchema.Schema) {
+			return "", BadRequest("response_format", "response_format of type json_schema needs json_schema.schema")
 		}
 		return s.schemaGrammar(ctx, "response_format", rf.JSONSchema.Schema)
 	case "":
-		return "", badRequest("response_format", "response_format.type is required: text, json_object or json_schema")
+		return "", BadRequest("response_format", "response_format.type is required: text, json_object or json_schema")
 	}
-	return "", badRequest("response_format", "response_format.type %s is not supported: use text, json_object or json_schema", echo(rf.Type))
+	return "", BadRequest("response_format", "response_format.type %s is not supported: use text, json_object or json_schema", Echo(rf.Type))
 }
 
 // compileSlots is how many constraints compile at once: half the cores, at least one. A

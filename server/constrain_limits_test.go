@@ -88,11 +88,11 @@ func TestConstrainStopsWithTheRequest(t *testing.T) {
 	}{
 		{"json_schema", func() error {
 			_, _, err := e.srv.completionParams(ctx, &completionRequest{Prompt: json.RawMessage(`"x"`),
-				samplingFields: samplingFields{JSONSchema: schema}})
+				SamplingFields: SamplingFields{JSONSchema: schema}})
 			return err
 		}},
 		{"tools", func() error {
-			_, _, err := e.srv.chatParams(ctx, &chatRequest{Messages: json.RawMessage(`[{"role":"user","content":"hi"}]`),
+			_, _, err := e.srv.ChatParams(ctx, &ChatRequest{Messages: json.RawMessage(`[{"role":"user","content":"hi"}]`),
 				Tools: tools, ToolChoice: json.RawMessage(`"required"`)})
 			return err
 		}},
@@ -165,13 +165,13 @@ func TestCompileSlots(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if _, _, err := e.srv.completionParams(ctx, &completionRequest{Prompt: json.RawMessage(`"x"`),
-		samplingFields: samplingFields{Grammar: &g}}); !errors.Is(err, context.DeadlineExceeded) {
+		SamplingFields: SamplingFields{Grammar: &g}}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("with every slot held, a constrained request got %v, want its context's end", err)
 	}
 	done := make(chan error, 1)
 	go func() {
 		_, _, err := e.srv.completionParams(context.Background(), &completionRequest{Prompt: json.RawMessage(`"x"`),
-			samplingFields: samplingFields{Grammar: &g}})
+			SamplingFields: SamplingFields{Grammar: &g}})
 		done <- err
 	}()
 	select {

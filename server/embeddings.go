@@ -41,20 +41,20 @@ func NewEmbedder(pool engine.Pooling, nCtx int) *Embedder {
 	return &Embedder{Pooling: pool, NCtx: nCtx, Priority: engine.PriorityLow}
 }
 
-// embedCtx is the longest input the engine embeds for a route whose own bound is n (0: none).
-func (s *Server) embedCtx(n int) int {
+// EmbedCtx is the longest input the engine embeds for a route whose own bound is n (0: none).
+func (s *Server) EmbedCtx(n int) int {
 	if lim := s.cfg.Engine.Limits().NCtxSeq; n <= 0 || n > lim {
 		return lim
 	}
 	return n
 }
 
-// embed computes the embedding of every input of toks in the engine, in one SubmitEmbed: the
+// Embed computes the embedding of every input of toks in the engine, in one SubmitEmbed: the
 // vectors in input order, each pooled with pool and, with normalize, of unit L2 norm. computed
 // counts the inputs done. When ctx ends (the client left) the inputs not done yet are dropped
-// at the engine's next step and embed returns context.Cause(ctx). cacheSalt is the request's
+// at the engine's next step and Embed returns context.Cause(ctx). cacheSalt is the request's
 // cache_salt (salt.go; PoolLast inputs use the prefix cache).
-func (s *Server) embed(ctx context.Context, toks [][]int32, pool engine.Pooling, normalize bool, prio engine.Priority, cacheSalt string, computed *atomic.Int64) ([][]float32, error) {
+func (s *Server) Embed(ctx context.Context, toks [][]int32, pool engine.Pooling, normalize bool, prio engine.Priority, cacheSalt string, computed *atomic.Int64) ([][]float32, error) {
 	salt := requestSalt(ctx, cacheSalt)
 	reqs := make([]engine.EmbedRequest, len(toks))
 	for i, t := range toks {
@@ -122,54 +122,54 @@ type embeddingsResponse struct {
 func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 	e := s.cfg.Embedder
 	if e == nil {
-		writeError(w, notFound("embeddings are off: start the server with --embeddings"))
+		WriteError(w, NotFound("embeddings are off: start the server with --embeddings"))
 		return
 	}
 	var req embeddingsRequest
-	release, err := s.decodeParsed(w, r, &req)
+	release, err := s.DecodeParsed(w, r, &req)
 	if err != nil {
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
 	defer release() // (called as soon as the inputs are tokenized)
 	switch req.EncodingFormat {
 	case "", "float", "base64":
 	default:
-		writeError(w, badRequest("encoding_format", "encoding_format %s: use float or base64", echo(req.EncodingFormat)))
+		WriteError(w, BadRequest("encoding_format", "encoding_format %s: use float or base64", Echo(req.EncodingFormat)))
 		return
 	}
 	dim := s.cfg.Model.Hparams().Dim
-	if err := checkDimensions(req.Dimensions, dim); err != nil {
-		writeError(w, err)
+	if err := CheckDimensions(req.Dimensions, dim); err != nil {
+		WriteError(w, err)
 		return
 	}
 	salt, err := checkCacheSalt(req.CacheSalt)
 	if err != nil {
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
-	inputs, err := parsePrompts("input", req.Input)
+	inputs, err := ParsePrompts("input", req.Input)
 	if err != nil {
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
-	if limit := orDefault(s.cfg.MaxEmbeddingInputs, DefaultMaxEmbeddingInputs); len(inputs) > limit {
-		writeError(w, badRequest("input", "input has %d items; this server embeds at most %d per request "+
+	if limit := s.MaxEmbeddingInputs(); len(inputs) > limit {
+		WriteError(w, BadRequest("input", "input has %d items; this server embeds at most %d per request "+
 			"(--max-embedding-inputs): split the request", len(inputs), limit))
 		return
 	}
-	toks, err := s.embeddingTokens(inputs, s.embedCtx(e.NCtx), false)
+	toks, err := s.EmbeddingTokens(inputs, s.EmbedCtx(e.NCtx), false)
 	release()
 	if err != nil {
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
-	vecs, err := s.embed(r.Context(), toks, e.Pooling, true, e.Priority, salt, &e.computed)
+	vecs, err := s.Embed(r.Context(), toks, e.Pooling, true, e.Priority, salt, &e.computed)
 	if err != nil {
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
-	vecs = truncateEmbeddings(vecs, req.Dimensions, dim)
+	vecs = TruncateEmbeddings(vecs, req.Dimensions, dim)
 	resp := embeddingsResponse{Object: "list", Model: s.cfg.ModelID, Data: make([]embeddingJSON, 0, len(vecs))}
 	for i, vec := range vecs {
 		item := embeddingJSON{Object: "embedding", Index: i, Embedding: vec}
@@ -184,20 +184,20 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		resp.Usage.PromptTokens += len(toks[i])
 	}
 	resp.Usage.TotalTokens = resp.Usage.PromptTokens
-	writeJSON(w, http.StatusOK, resp)
+	WriteJSON(w, http.StatusOK, resp)
 }
 
-// checkDimensions checks a request's dimensions (nil: the model's width dim): 1 to dim.
-func checkDimensions(d *int, dim int) error {
+// CheckDimensions checks a request's dimensions (nil: the model's width dim): 1 to dim.
+func CheckDimensions(d *int, dim int) error {
 	if d != nil && (*d < 1 || *d > dim) {
-		return badRequest("dimensions", "dimensions must be in [1, %d] (this model's width), got %d", dim, *d)
+		return BadRequest("dimensions", "dimensions must be in [1, %d] (this model's width), got %d", dim, *d)
 	}
 	return nil
 }
 
-// truncateEmbeddings keeps the first d of each unit vector of width dim and normalizes them
+// TruncateEmbeddings keeps the first d of each unit vector of width dim and normalizes them
 // again, as OpenAI's text-embedding-3 and Ollama shorten embeddings; nil or dim: vecs as they are.
-func truncateEmbeddings(vecs [][]float32, d *int, dim int) [][]float32 {
+func TruncateEmbeddings(vecs [][]float32, d *int, dim int) [][]float32 {
 	if d == nil || *d >= dim {
 		return vecs
 	}
@@ -207,20 +207,20 @@ func truncateEmbeddings(vecs [][]float32, d *int, dim int) [][]float32 {
 	return vecs
 }
 
-// embeddingTokens tokenizes every input before any is embedded, so that a request over a limit is
+// EmbeddingTokens tokenizes every input before any is embedded, so that a request over a limit is
 // refused before it costs any compute. Each input must fit the embedding context of nCtx tokens
 // (or, with truncate, Ollama's default, is cut to it) and all together Config.MaxEmbeddingTokens;
 // tokenizing stops at the first input over either.
-func (s *Server) embeddingTokens(inputs []promptInput, nCtx int, truncate bool) ([][]int32, error) {
+func (s *Server) EmbeddingTokens(inputs []PromptInput, nCtx int, truncate bool) ([][]int32, error) {
 	limit := orDefault(s.cfg.MaxEmbeddingTokens, DefaultMaxEmbeddingTokens)
 	out := make([][]int32, 0, len(inputs))
 	total := 0
 	for i, in := range inputs {
 		if truncate && in.isText {
-			// The first nCtx tokens lie in the text's first textBound bytes.
-			in.text = firstBytes(in.text, s.textBound())
+			// The first nCtx tokens lie in the text's first TextBound bytes.
+			in.text = firstBytes(in.text, s.TextBound())
 		}
-		toks, err := s.promptTokens("input", in)
+		toks, err := s.PromptTokens("input", in)
 		if err != nil {
 			return nil, err
 		}
@@ -228,16 +228,25 @@ func (s *Server) embeddingTokens(inputs []promptInput, nCtx int, truncate bool) 
 			toks = toks[:nCtx]
 		}
 		if len(toks) > nCtx {
-			return nil, &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", param: "input", code: "context_length_exceeded",
-				message: fmt.Sprintf("input[%d] has %d tokens, more than the embedding context of %d", i, len(toks), nCtx)}
+			return nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "input", Code: "context_length_exceeded",
+				Message: fmt.Sprintf("input[%d] has %d tokens, more than the embedding context of %d", i, len(toks), nCtx)}
 		}
 		if total += len(toks); total > limit {
-			return nil, badRequest("input", "input has more than %d tokens in all (%d in its first %d items); this server "+
+			return nil, BadRequest("input", "input has more than %d tokens in all (%d in its first %d items); this server "+
 				"embeds at most %d per request (--max-embedding-tokens): split the request", limit, total, i+1, limit)
 		}
 		out = append(out, toks)
 	}
 	return out, nil
+}
+
+// Computed counts the inputs e embedded since the start (Server.Embed adds to it).
+func (e *Embedder) Computed() *atomic.Int64 { return &e.computed }
+
+// MaxEmbeddingInputs is Config.MaxEmbeddingInputs with its default: the inputs of one
+// embeddings request (/v1/embeddings', Ollama's).
+func (s *Server) MaxEmbeddingInputs() int {
+	return orDefault(s.cfg.MaxEmbeddingInputs, DefaultMaxEmbeddingInputs)
 }
 
 // orDefault is v, or def when v is not positive (a Config field left at zero).
@@ -246,4 +255,21 @@ func orDefault(v, def int) int {
 		return def
 	}
 	return v
+}
+
+// normalize scales v to unit length (a zero vector stays zero).
+func normalize(v []float32) []float32 {
+	var sum float64
+	for _, x := range v {
+		sum += float64(x) * float64(x)
+	}
+	if sum == 0 {
+		return v
+	}
+	inv := float32(1 / math.Sqrt(sum))
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = x * inv
+	}
+	return out
 }

@@ -161,6 +161,7 @@ func embedEnv(t *testing.T, e *testEnv, cfg Config, wrap func(http.Handler) http
 	t.Helper()
 	emb := NewEmbedder(engine.PoolMean, 128)
 	cfg.Model, cfg.Engine, cfg.Embedder, cfg.ModelID = e.model, e.eng, emb, "stories"
+	cfg.Dialects = testDialects
 	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -317,7 +318,7 @@ func TestEmbeddingsMatchRunner(t *testing.T) {
 				t.Fatalf("%d embeddings for %d inputs", len(body.Data), len(inputs))
 			}
 			for i, in := range inputs {
-				toks, err := e.srv.promptTokens("input", promptInput{text: in, isText: true})
+				toks, err := e.srv.PromptTokens("input", PromptInput{text: in, isText: true})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -78,7 +78,7 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 	if o.embedder != "" {
 		emb = NewEmbedder(o.embedder, 128)
 	}
-	srv, err := New(Config{Model: m, Engine: eng, APIKey: o.apiKey, MaxBodyBytes: o.maxBody, Metrics: met, Gatherer: reg, ModelID: "stories", Embedder: emb, Live: live,
+	srv, err := New(Config{Model: m, Engine: eng, Dialects: testDialects, APIKey: o.apiKey, MaxBodyBytes: o.maxBody, Metrics: met, Gatherer: reg, ModelID: "stories", Embedder: emb, Live: live,
 		Limits: o.limits, ChatTemplate: o.chatTemplate, ReasoningFormat: o.reasoningFormat, ParseBudget: o.parseBudget,
 		CacheSaltPerKey: o.cacheSaltPerKey})
 	if err != nil {
@@ -210,7 +210,7 @@ type completionResult struct {
 		FinishReason string              `json:"finish_reason"`
 		Logprobs     *completionLogprobs `json:"logprobs"`
 	} `json:"choices"`
-	Usage usageJSON `json:"usage"`
+	Usage UsageJSON `json:"usage"`
 }
 
 // postStream posts body to path with stream: true and returns the response, failing unless it

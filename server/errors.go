@@ -10,16 +10,16 @@ import (
 	"ubatch/sample"
 )
 
-// apiError is an error with the HTTP status and OpenAI error fields it should be reported with.
-type apiError struct {
-	status  int
-	typ     string // OpenAI error type, e.g. "invalid_request_error"
-	param   string // the request field at fault, "" when none
-	code    string // machine-readable code, "" when none
-	message string
+// APIError is an error with the HTTP status and OpenAI error fields it should be reported with.
+type APIError struct {
+	Status  int
+	Type    string // OpenAI error type, e.g. "invalid_request_error"
+	Param   string // the request field at fault, "" when none
+	Code    string // machine-readable code, "" when none
+	Message string
 }
 
-func (e *apiError) Error() string { return e.message }
+func (e *APIError) Error() string { return e.Message }
 
 // errorBody is OpenAI's error shape: {"error": {"message", "type", "param", "code"}}. param and
 // code are null when unknown, as OpenAI sends them.
@@ -34,34 +34,34 @@ type errorDetail struct {
 	Code    *string `json:"code"`
 }
 
-func (e *apiError) body() errorBody {
-	d := errorDetail{Message: e.message, Type: e.typ}
-	if e.param != "" {
-		d.Param = &e.param
+func (e *APIError) body() errorBody {
+	d := errorDetail{Message: e.Message, Type: e.Type}
+	if e.Param != "" {
+		d.Param = &e.Param
 	}
-	if e.code != "" {
-		d.Code = &e.code
+	if e.Code != "" {
+		d.Code = &e.Code
 	}
 	return errorBody{Error: d}
 }
 
-// badRequest reports an invalid value of the request field param.
-func badRequest(param, format string, args ...any) *apiError {
-	return &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", param: param,
-		message: fmt.Sprintf(format, args...)}
+// BadRequest reports an invalid value of the request field param.
+func BadRequest(param, format string, args ...any) *APIError {
+	return &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param,
+		Message: fmt.Sprintf(format, args...)}
 }
 
-func notFound(msg string) *apiError {
-	return &apiError{status: http.StatusNotFound, typ: "invalid_request_error", code: "not_found", message: msg}
+func NotFound(msg string) *APIError {
+	return &APIError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found", Message: msg}
 }
 
-func internalError(err error) *apiError {
-	return &apiError{status: http.StatusInternalServerError, typ: "server_error", message: err.Error()}
+func InternalError(err error) *APIError {
+	return &APIError{Status: http.StatusInternalServerError, Type: "server_error", Message: err.Error()}
 }
 
-// toAPIError maps an error from the engine (or anything else) to its status and shape.
-func toAPIError(err error) *apiError {
-	var ae *apiError
+// ToAPIError maps an error from the engine (or anything else) to its status and shape.
+func ToAPIError(err error) *APIError {
+	var ae *APIError
 	if errors.As(err, &ae) {
 		return ae
 	}
@@ -71,53 +71,53 @@ func toAPIError(err error) *apiError {
 		if field == "ignore_tokens" { // the only list of tokens the sampler ignores: ignore_eos's
 			field = "ignore_eos"
 		}
-		return badRequest(field, "%s must be %s, got %v", field, pe.Want, pe.Value)
+		return BadRequest(field, "%s must be %s, got %v", field, pe.Want, pe.Value)
 	}
 	// A generation the request itself ended (its grammar's dead end or cost, its ignore_eos) is
 	// the client's fault: a 400, so that a router in front does not hold it against the node.
 	var re *sample.RequestError
 	if errors.As(err, &re) {
-		return &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", param: re.Param, code: re.Code,
-			message: re.Error()}
+		return &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: re.Param, Code: re.Code,
+			Message: re.Error()}
 	}
 	// A recovered panic is a bug: the client gets the ID that ties it to the logged stack.
 	var panicked *engine.PanicError
 	if errors.As(err, &panicked) {
-		return &apiError{status: http.StatusInternalServerError, typ: "server_error", code: "internal_error",
-			message: panicked.Error()}
+		return &APIError{Status: http.StatusInternalServerError, Type: "server_error", Code: "internal_error",
+			Message: panicked.Error()}
 	}
 	switch {
 	case errors.Is(err, engine.ErrQueueFull):
-		return &apiError{status: http.StatusTooManyRequests, typ: "rate_limit_error", code: "queue_full",
-			message: "the server is busy: too many requests are waiting; retry later"}
+		return &APIError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "queue_full",
+			Message: "the server is busy: too many requests are waiting; retry later"}
 	case errors.Is(err, engine.ErrPromptSize):
-		return &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", param: "prompt",
-			code: "context_length_exceeded", message: err.Error()}
+		return &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "prompt",
+			Code: "context_length_exceeded", Message: err.Error()}
 	case errors.Is(err, engine.ErrClosed):
-		return &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "shutting_down",
-			message: "the server is shutting down"}
+		return &APIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down",
+			Message: "the server is shutting down"}
 	case errors.Is(err, errShutdown):
-		return &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "shutting_down", message: err.Error()}
+		return &APIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down", Message: err.Error()}
 	}
-	return internalError(err)
+	return InternalError(err)
 }
 
-// writeError sends err as a JSON error response. A 429 (and a busy 503) carries Retry-After so that clients back
+// WriteError sends err as a JSON error response. A 429 (and a busy 503) carries Retry-After so that clients back
 // off instead of hammering a full queue; a 408 closes the connection.
-func writeError(w http.ResponseWriter, err error) {
+func WriteError(w http.ResponseWriter, err error) {
 	ae := errorHeaders(w, err)
-	writeJSON(w, ae.status, ae.body())
+	WriteJSON(w, ae.Status, ae.body())
 }
 
 // errorHeaders maps err to its status and sets the headers that status needs, for the error
 // writers of every API shape.
-func errorHeaders(w http.ResponseWriter, err error) *apiError {
-	ae := toAPIError(err)
-	switch ae.status {
+func errorHeaders(w http.ResponseWriter, err error) *APIError {
+	ae := ToAPIError(err)
+	switch ae.Status {
 	case http.StatusTooManyRequests:
 		w.Header().Set("Retry-After", "1")
 	case http.StatusServiceUnavailable:
-		if ae.code == "server_busy" { // the parse budget (bounds.go): another try soon may pass
+		if ae.Code == "server_busy" { // the parse budget (bounds.go): another try soon may pass
 			w.Header().Set("Retry-After", "1")
 		}
 	case http.StatusRequestTimeout:
@@ -127,13 +127,13 @@ func errorHeaders(w http.ResponseWriter, err error) *apiError {
 	return ae
 }
 
-// writeJSON sends v with the given status. Encoding errors cannot be reported to a client that
+// WriteJSON sends v with the given status. Encoding errors cannot be reported to a client that
 // has already received the status line, so they are dropped.
-func writeJSON(w http.ResponseWriter, status int, v any) {
+func WriteJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
-		b, _ = json.Marshal(internalError(err).body())
+		b, _ = json.Marshal(InternalError(err).body())
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

@@ -64,35 +64,38 @@ func FuzzCompletions(f *testing.F) {
 }
 
 func FuzzChatCompletions(f *testing.F) {
-	fuzzRoute(f, "/v1/chat/completions", onePrompt((*Server).chatParams))
+	fuzzRoute(f, "/v1/chat/completions", onePrompt((*Server).ChatParams))
 }
 
+// FuzzLlamaCompletion fuzzes llama.cpp's /completion through its handler alone: its request
+// type is server/llamacpp's, which this package cannot name (its fields are SamplingFields,
+// which the other targets' parsers check).
 func FuzzLlamaCompletion(f *testing.F) {
-	fuzzRoute(f, "/completion", onePrompt((*Server).llamaParams))
+	fuzzRoute[struct{}](f, "/completion", nil)
 }
 
 // paramsFunc is a route's parser: its decoded request's generation parameters and prompts.
-type paramsFunc[R any] func(*Server, context.Context, *R) (genParams, [][]int32, error)
+type paramsFunc[R any] func(*Server, context.Context, *R) (GenParams, [][]int32, error)
 
 // onePrompt is params as a paramsFunc, for a route of one prompt.
-func onePrompt[R any](params func(*Server, context.Context, *R) (genParams, []int32, error)) paramsFunc[R] {
-	return func(s *Server, ctx context.Context, req *R) (genParams, [][]int32, error) {
+func onePrompt[R any](params func(*Server, context.Context, *R) (GenParams, []int32, error)) paramsFunc[R] {
+	return func(s *Server, ctx context.Context, req *R) (GenParams, [][]int32, error) {
 		g, prompt, err := params(s, ctx, req)
 		return g, [][]int32{prompt}, err
 	}
 }
 
-// decodeBytes runs decodeBody over body.
+// decodeBytes runs DecodeBody over body.
 func decodeBytes(body []byte, v any) error {
 	r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
-	return decodeBody(httptest.NewRecorder(), r, DefaultMaxBodyBytes, v)
+	return DecodeBody(httptest.NewRecorder(), r, DefaultMaxBodyBytes, v)
 }
 
 // errInvariant marks a parsed request that breaks a limit the handlers rely on.
 var errInvariant = errors.New("invariant broken")
 
 // checkGen checks what the parsers accepted: the limits the generation relies on hold.
-func checkGen(s *Server, g genParams, prompts [][]int32) error {
+func checkGen(s *Server, g GenParams, prompts [][]int32) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{errInvariant}, args...)...)
 	}
@@ -101,8 +104,8 @@ func checkGen(s *Server, g genParams, prompts [][]int32) error {
 		return bad("%d prompts", len(prompts))
 	case g.n < 1 || g.n > DefaultMaxN/len(prompts):
 		return bad("n=%d with %d prompts: more than %d sequences", g.n, len(prompts), DefaultMaxN)
-	case g.maxTokens < 0 || g.topLogprobs < 0 || g.topLogprobs > maxTopLogprobs || g.topLogprobs > 0 && !g.logprobs:
-		return bad("max tokens %d, logprobs %v top %d", g.maxTokens, g.logprobs, g.topLogprobs)
+	case g.MaxTokens < 0 || g.TopLogprobs < 0 || g.TopLogprobs > MaxTopLogprobs || g.TopLogprobs > 0 && !g.Logprobs:
+		return bad("max tokens %d, logprobs %v top %d", g.MaxTokens, g.Logprobs, g.TopLogprobs)
 	case len(g.stop) > maxStopStrings:
 		return bad("%d stop strings", len(g.stop))
 	}
@@ -124,7 +127,7 @@ func checkGen(s *Server, g genParams, prompts [][]int32) error {
 	return nil
 }
 
-// fuzzRoute fuzzes the JSON body of one route: the body decoded as an R and params check what
+// fuzzRoute fuzzes the JSON body of one route: the body decoded as an R and params (unless nil) check what
 // the route's parsers accept (they must reject bad input with a 400, never panic, and accept
 // only requests within the limits: checkGen), then the whole handler serves the body against
 // the real engine: it must answer in time, with a well-formed response, and leave no sequence
@@ -136,6 +139,9 @@ func fuzzRoute[R any](f *testing.F, path string, params paramsFunc[R]) {
 	e := newFuzzEnv(f)
 	h := e.srv.Handler()
 	parse := func(body []byte) error {
+		if params == nil {
+			return nil
+		}
 		var req R
 		if err := decodeBytes(body, &req); err != nil {
 			return err
@@ -148,8 +154,8 @@ func fuzzRoute[R any](f *testing.F, path string, params paramsFunc[R]) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if err := parse(body); err != nil {
-			var ae *apiError
-			if errors.Is(err, errInvariant) || !errors.As(err, &ae) || ae.status != http.StatusBadRequest && ae.status != http.StatusInternalServerError {
+			var ae *APIError
+			if errors.Is(err, errInvariant) || !errors.As(err, &ae) || ae.Status != http.StatusBadRequest && ae.Status != http.StatusInternalServerError {
 				t.Fatalf("parsing %q: %v", body, err)
 			}
 		}

@@ -10,17 +10,17 @@ import (
 	"ubatch/engine"
 )
 
-// seqEvent is what one sequence of a generation reports: newly releasable text (with its tokens
+// SeqEvent is what one sequence of a generation reports: newly releasable text (with its tokens
 // when log-probabilities were asked for), and finally a done event.
-type seqEvent struct {
+type SeqEvent struct {
 	index  int // choice index: prompt*n + sequence
-	text   string
-	tokens []genToken
+	Text   string
+	Tokens []GenToken
 
-	done     bool
-	finish   string // "stop" or "length", with done
-	stopWord string // the stop string that ended the sequence, if any
-	usage    engine.Usage
+	Done     bool
+	Finish   string // "stop" or "length", with done
+	StopWord string // the stop string that ended the sequence, if any
+	Usage    engine.Usage
 	genTime  time.Duration // from the first generated token to the end
 	err      error         // with done, when the sequence failed
 }
@@ -37,9 +37,9 @@ type generation struct {
 	seqs    []seqText
 	// withTokens: events carry their tokens (for logprobs or llama.cpp's return_tokens).
 	withTokens bool
-	ready      []seqEvent // events to return before reading the stream
+	ready      []SeqEvent // events to return before reading the stream
 	observe    func(first time.Time, tokens int)
-	remember   func(reply string, ids []int32) // genParams.remember
+	remember   func(reply string, ids []int32) // GenParams.remember
 }
 
 // seqText is one sequence's text: stop-string detection over its decoded tokens.
@@ -49,7 +49,7 @@ type seqText struct {
 	firstAt time.Time
 	// stopped is the final event once a stop string ended the sequence: it goes out with the
 	// engine's final output (its usage), which follows within one step of the cancel.
-	stopped *seqEvent
+	stopped *SeqEvent
 	// With generation.remember: the tokens generated and the text released so far.
 	ids   []int32
 	reply strings.Builder
@@ -62,17 +62,17 @@ var errNoOutput = errors.New("generation was cancelled")
 // generate submits n sequences for each prompt, as one group on one engine stream. Submission
 // errors (queue full, prompt too long, shutdown) are returned before anything was sent, so the
 // handler can still answer with an error status.
-func (s *Server) generate(ctx context.Context, prompts [][]int32, g genParams) (*generation, error) {
+func (s *Server) generate(ctx context.Context, prompts [][]int32, g GenParams) (*generation, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	gen := &generation{cancel: cancel, n: g.n, withTokens: g.logprobs || g.keepTokens, observe: s.observeSequence, remember: g.remember}
+	gen := &generation{cancel: cancel, n: g.n, withTokens: g.Logprobs || g.KeepTokens, observe: s.observeSequence, remember: g.remember}
 	for _, p := range prompts {
 		gen.prompts = append(gen.prompts, len(p))
 	}
 	total := len(prompts) * g.n
 	if g.noGeneration {
 		for i := range total {
-			gen.ready = append(gen.ready, seqEvent{index: i, done: true, finish: "length",
-				usage: engine.Usage{PromptTokens: len(prompts[i/g.n])}})
+			gen.ready = append(gen.ready, SeqEvent{index: i, Done: true, Finish: "length",
+				Usage: engine.Usage{PromptTokens: len(prompts[i/g.n])}})
 		}
 		return gen, nil
 	}
@@ -80,8 +80,8 @@ func (s *Server) generate(ctx context.Context, prompts [][]int32, g genParams) (
 	reqs := make([]engine.Request, total)
 	gen.seqs = make([]seqText, total)
 	for i := range reqs {
-		reqs[i] = engine.Request{Prompt: prompts[i/g.n], MaxTokens: g.maxTokens, Sampling: g.sampling,
-			Priority: g.priority, Client: clientID(ctx), Logprobs: g.logprobs, TopLogprobs: g.topLogprobs, Salt: salt}
+		reqs[i] = engine.Request{Prompt: prompts[i/g.n], MaxTokens: g.MaxTokens, Sampling: g.sampling,
+			Priority: g.priority, Client: clientID(ctx), Logprobs: g.Logprobs, TopLogprobs: g.TopLogprobs, Salt: salt}
 		// Independent sequences of one request need distinct random streams.
 		reqs[i].Sampling.Seed += uint64(i % g.n)
 		gen.seqs[i].text = newTextStream(s.cfg.Model.Vocab, g.stop)
@@ -101,7 +101,7 @@ func (s *Server) generate(ctx context.Context, prompts [][]int32, g genParams) (
 // next returns the next event of any sequence (seqEvent.index says which); io.EOF once every
 // sequence has reported done; the error of a failed sequence; or ctx's cause when ctx ends first
 // (errShutdown for a request cut at shutdown).
-func (gen *generation) next(ctx context.Context) (seqEvent, error) {
+func (gen *generation) next(ctx context.Context) (SeqEvent, error) {
 	for {
 		if len(gen.ready) > 0 {
 			ev := gen.ready[0]
@@ -109,21 +109,21 @@ func (gen *generation) next(ctx context.Context) (seqEvent, error) {
 			return ev, nil
 		}
 		if ctx.Err() != nil {
-			return seqEvent{}, context.Cause(ctx)
+			return SeqEvent{}, context.Cause(ctx)
 		}
 		if gen.st == nil {
-			return seqEvent{}, io.EOF
+			return SeqEvent{}, io.EOF
 		}
 		o, err := gen.st.Recv(ctx)
 		switch {
 		case errors.Is(err, io.EOF):
-			return seqEvent{}, io.EOF
+			return SeqEvent{}, io.EOF
 		case err != nil:
-			return seqEvent{}, context.Cause(ctx)
+			return SeqEvent{}, context.Cause(ctx)
 		}
 		if ev, ok := gen.event(o); ok {
 			if ev.err != nil {
-				return seqEvent{}, ev.err
+				return SeqEvent{}, ev.err
 			}
 			return ev, nil
 		}
@@ -132,21 +132,21 @@ func (gen *generation) next(ctx context.Context) (seqEvent, error) {
 
 // event turns one engine output into the sequence's event, if it has one to send: text that is
 // safe to release, or the final event.
-func (gen *generation) event(o engine.Output) (seqEvent, bool) {
+func (gen *generation) event(o engine.Output) (SeqEvent, bool) {
 	q := &gen.seqs[o.Seq]
-	var ev seqEvent
+	var ev SeqEvent
 	switch {
 	case o.Done && q.stopped != nil:
 		ev = *q.stopped
-		ev.usage = o.Usage
-		ev.usage.CompletionTokens = q.kept
+		ev.Usage = o.Usage
+		ev.Usage.CompletionTokens = q.kept
 	case o.Done:
 		text, toks, word := q.text.flush()
-		ev = seqEvent{text: text, tokens: toks, done: true, finish: string(o.Finish), stopWord: word, usage: o.Usage}
+		ev = SeqEvent{Text: text, Tokens: toks, Done: true, Finish: string(o.Finish), StopWord: word, Usage: o.Usage}
 		switch {
 		case word != "":
-			ev.finish = "stop"
-			ev.usage.CompletionTokens = q.kept
+			ev.Finish = "stop"
+			ev.Usage.CompletionTokens = q.kept
 		case o.Finish == engine.FinishError:
 			ev.err = o.Err
 			if ev.err == nil {
@@ -165,28 +165,28 @@ func (gen *generation) event(o engine.Output) (seqEvent, bool) {
 			q.firstAt = time.Now()
 		}
 		q.kept++
-		text, toks, word := q.text.add(genToken{id: o.Token, logprob: o.LogProb, top: o.Top})
+		text, toks, word := q.text.add(GenToken{ID: o.Token, Logprob: o.LogProb, Top: o.Top})
 		if gen.remember != nil {
 			q.ids = append(q.ids, o.Token)
 			q.reply.WriteString(text)
 		}
 		if word != "" {
 			gen.st.CancelSeq(o.Seq, engine.FinishStop)
-			q.stopped = &seqEvent{text: text, tokens: toks, done: true, finish: "stop", stopWord: word}
+			q.stopped = &SeqEvent{Text: text, Tokens: toks, Done: true, Finish: "stop", StopWord: word}
 			return ev, false
 		}
-		ev = seqEvent{text: text, tokens: toks}
+		ev = SeqEvent{Text: text, Tokens: toks}
 	}
 	ev.index = o.Seq
 	if !gen.withTokens {
-		ev.tokens = nil
+		ev.Tokens = nil
 	}
-	if ev.done {
+	if ev.Done {
 		ev.genTime = sinceOrZero(q.firstAt)
-		gen.observe(q.firstAt, ev.usage.CompletionTokens)
+		gen.observe(q.firstAt, ev.Usage.CompletionTokens)
 		return ev, true
 	}
-	return ev, ev.text != "" || len(ev.tokens) > 0
+	return ev, ev.Text != "" || len(ev.Tokens) > 0
 }
 
 func sinceOrZero(t time.Time) time.Duration {
@@ -205,13 +205,13 @@ func (s *Server) observeSequence(first time.Time, tokens int) {
 	s.cfg.Metrics.observeTimePerOutputToken(time.Since(first) / time.Duration(tokens-1))
 }
 
-// choiceResult is one sequence's complete output, for non-streaming responses.
-type choiceResult struct {
-	text     strings.Builder
-	tokens   []genToken
-	finish   string
-	stopWord string
-	usage    engine.Usage
+// ChoiceResult is one sequence's complete output, for non-streaming responses.
+type ChoiceResult struct {
+	Text     strings.Builder
+	Tokens   []GenToken
+	Finish   string
+	StopWord string
+	Usage    engine.Usage
 	genTime  time.Duration
 }
 
@@ -219,21 +219,21 @@ type choiceResult struct {
 // count once per prompt (its n sequences share it), and so do cached tokens: those the prompt's
 // first sequence took from the prefix cache (the others reuse that sequence's blocks);
 // completion tokens add up.
-func (gen *generation) usageOf(res []*choiceResult) usageJSON {
-	var u usageJSON
+func (gen *generation) usageOf(res []*ChoiceResult) UsageJSON {
+	var u UsageJSON
 	for i, n := range gen.prompts {
 		u.PromptTokens += n
-		u.PromptTokensDetails.CachedTokens += res[i*gen.n].usage.CachedTokens
+		u.PromptTokensDetails.CachedTokens += res[i*gen.n].Usage.CachedTokens
 		for j := range gen.n {
-			u.CompletionTokens += res[i*gen.n+j].usage.CompletionTokens
+			u.CompletionTokens += res[i*gen.n+j].Usage.CompletionTokens
 		}
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	return u
 }
 
-// usageJSON is OpenAI's usage object.
-type usageJSON struct {
+// UsageJSON is OpenAI's usage object.
+type UsageJSON struct {
 	PromptTokens        int `json:"prompt_tokens"`
 	CompletionTokens    int `json:"completion_tokens"`
 	TotalTokens         int `json:"total_tokens"`
@@ -241,3 +241,6 @@ type usageJSON struct {
 		CachedTokens int `json:"cached_tokens"`
 	} `json:"prompt_tokens_details"`
 }
+
+// Millis is d in milliseconds, as the APIs' timings give durations.
+func Millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

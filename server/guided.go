@@ -31,8 +31,8 @@ func checkGuidedBackend(b *string) error {
 	}
 	name, _, _ := strings.Cut(*b, ":") // vLLM takes options after a colon: "xgrammar:disable-any-whitespace"
 	if !slices.Contains(guidedBackends, name) {
-		return badRequest("guided_decoding_backend", "guided_decoding_backend %s: use one of %s (all mean the server's own grammar engine)",
-			echo(*b), strings.Join(guidedBackends, ", "))
+		return BadRequest("guided_decoding_backend", "guided_decoding_backend %s: use one of %s (all mean the server's own grammar engine)",
+			Echo(*b), strings.Join(guidedBackends, ", "))
 	}
 	return nil
 }
@@ -41,10 +41,10 @@ func checkGuidedBackend(b *string) error {
 func (s *Server) choiceGrammar(field string, raw json.RawMessage) (string, error) {
 	var choices []string
 	if err := json.Unmarshal(raw, &choices); err != nil {
-		return "", badRequest(field, "%s must be a list of strings", field)
+		return "", BadRequest(field, "%s must be a list of strings", field)
 	}
 	if len(choices) == 0 {
-		return "", badRequest(field, "%s is an empty list: give at least one choice", field)
+		return "", BadRequest(field, "%s is an empty list: give at least one choice", field)
 	}
 	maxAlts := s.cfg.Limits.Grammar.MaxAlternatives
 	if maxAlts <= 0 {
@@ -74,9 +74,9 @@ func (s *Server) regexGrammar(ctx context.Context, field, pattern string) (strin
 	case isLimit(err):
 		return "", limitError(field, err)
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
-		return "", badRequest(field, "%s: the request ended before its regex was converted", field)
+		return "", BadRequest(field, "%s: the request ended before its regex was converted", field)
 	}
-	return "", badRequest(field, "%s: %v", field, err)
+	return "", BadRequest(field, "%s: %v", field, err)
 }
 
 // structuredOutputs is vLLM's structured_outputs object. Its other keys are refused (the decoder
@@ -97,13 +97,13 @@ func (s *Server) structuredGrammar(ctx context.Context, raw json.RawMessage) (st
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&so); err != nil {
-		return "", badRequest(field, "structured_outputs must be an object with one of json, regex, choice, grammar or json_object: %v", err)
+		return "", BadRequest(field, "structured_outputs must be an object with one of json, regex, choice, grammar or json_object: %v", err)
 	}
 	var given []string
 	for _, k := range []struct {
 		name string
 		set  bool
-	}{{"json", !isNull(so.JSON)}, {"regex", so.Regex != nil}, {"choice", !isNull(so.Choice)},
+	}{{"json", !IsNull(so.JSON)}, {"regex", so.Regex != nil}, {"choice", !IsNull(so.Choice)},
 		{"grammar", so.Grammar != nil}, {"json_object", so.JSONObject != nil && *so.JSONObject}} {
 		if k.set {
 			given = append(given, k.name)
@@ -111,7 +111,7 @@ func (s *Server) structuredGrammar(ctx context.Context, raw json.RawMessage) (st
 	}
 	switch {
 	case len(given) > 1:
-		return "", badRequest(field, "structured_outputs sets %s: give one of them", strings.Join(given, " and "))
+		return "", BadRequest(field, "structured_outputs sets %s: give one of them", strings.Join(given, " and "))
 	case len(given) == 0:
 		return "", nil
 	}

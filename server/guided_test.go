@@ -187,7 +187,7 @@ func TestMinTokens(t *testing.T) {
 				for k, v := range tc.body {
 					body[k] = v
 				}
-				var usage usageJSON
+				var usage UsageJSON
 				var text string
 				if path == "/v1/completions" {
 					body["prompt"] = "Once upon a time"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -126,75 +125,9 @@ func TestChatHarmonyToolCall(t *testing.T) {
 	}
 }
 
-// TestResponsesHarmony: /v1/responses gives a harmony reply's thought as a reasoning item
-// before the message, streamed and not, whatever reasoning.effort says (none too: gpt-oss
-// cannot stop reasoning; TestHarmonyEffortPrompt checks the prompt).
-func TestResponsesHarmony(t *testing.T) {
-	e := gptOSSEnv(t)
-	for _, effort := range []string{"", "high", "none"} {
-		t.Run("effort "+effort, func(t *testing.T) {
-			body := map[string]any{"input": "Think, then tell me a story.", "max_output_tokens": 400, "temperature": 0, "grammar": harmonyGrammar}
-			if effort != "" {
-				body["reasoning"] = map[string]any{"effort": effort}
-			}
-			whole := e.respond(body)
-			if len(whole.Output) != 2 || whole.Output[0].Type != "reasoning" || whole.Output[1].Type != "message" {
-				t.Fatalf("output %+v, want a reasoning item then a message", whole.Output)
-			}
-			thought, answer := whole.Output[0].Content[0].Text, whole.text()
-			if thought == "" || answer == "" || strings.Contains(thought+answer, "<|") {
-				t.Fatalf("thought %q, answer %q: want both, without markup", thought, answer)
-			}
-			var streamed strings.Builder
-			for _, ev := range e.streamResponse(body) {
-				if ev.name == "response.reasoning_text.delta" {
-					streamed.WriteString(ev.data["delta"].(string))
-				}
-			}
-			if streamed.String() != thought {
-				t.Errorf("streamed thought %q, want %q", streamed.String(), thought)
-			}
-		})
-	}
-}
-
-// TestResponsesHarmonyCall: a harmony call is a function_call item after the reasoning item,
-// streamed and not, and the follow-up turn with the call's output renders (gpt-oss's template
-// raises on a tool result that no assistant call precedes: a 400).
-func TestResponsesHarmonyCall(t *testing.T) {
-	e := gptOSSEnv(t)
-	body := map[string]any{"input": "Weather in Paris?", "tools": []any{weatherFlat}, "max_output_tokens": 400, "temperature": 0,
-		"grammar": `root ::= "<|channel|>analysis<|message|>" [a-z] [a-z ]{2,20} "<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"" [a-z]{1,8} "\"}"`}
-	r := e.respond(body)
-	if len(r.Output) != 2 || r.Output[0].Type != "reasoning" || r.Output[1].Type != "function_call" || r.Output[1].Name != "get_weather" {
-		t.Fatalf("output %+v, want a reasoning item and a get_weather call", r.Output)
-	}
-	var args struct{ City string }
-	if err := json.Unmarshal([]byte(r.Output[1].Arguments), &args); err != nil || args.City == "" {
-		t.Fatalf("arguments %q: %v", r.Output[1].Arguments, err)
-	}
-	var joined, thought strings.Builder
-	for _, ev := range e.streamResponse(body) {
-		switch ev.name {
-		case "response.function_call_arguments.delta":
-			joined.WriteString(ev.data["delta"].(string))
-		case "response.reasoning_text.delta":
-			thought.WriteString(ev.data["delta"].(string))
-		}
-	}
-	if joined.String() != r.Output[1].Arguments || thought.String() != r.Output[0].Content[0].Text {
-		t.Errorf("streamed arguments %q thought %q, want %q %q", joined.String(), thought.String(), r.Output[1].Arguments, r.Output[0].Content[0].Text)
-	}
-	follow := map[string]any{"tools": []any{weatherFlat}, "max_output_tokens": 4, "temperature": 0, "previous_response_id": r.ID,
-		"input": []any{map[string]any{"type": "function_call_output", "call_id": r.Output[1].CallID, "output": "22C"}}}
-	if got := e.respond(follow); got.Status != "completed" && got.Status != "incomplete" {
-		t.Fatalf("follow-up %+v", got)
-	}
-}
-
-// TestHarmonyEffortPrompt: chat's reasoning_effort and Responses' reasoning.effort (as the
-// route maps it onto the chat request) become the system message's Reasoning line (none, which
-// gpt-oss cannot do, the least: low), the reply split; a bad effort is a 400 naming the field.
+// TestHarmonyEffortPrompt: chat's reasoning_effort (Responses' reasoning.effort goes through
+// the same ApplyEffort) becomes the system message's Reasoning line (none, which gpt-oss cannot
+// do, the least: low), the reply split; a bad effort is a 400 naming the field.
 func TestHarmonyEffortPrompt(t *testing.T) {
 	e := gptOSSEnv(t)
 	for _, tc := range []struct {
@@ -206,23 +139,19 @@ func TestHarmonyEffortPrompt(t *testing.T) {
 		{"none is low", "none", "Reasoning: low\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			chatReq := &chatRequest{Messages: json.RawMessage(`[{"role": "user", "content": "Hi"}]`)}
-			responsesReq := &chatRequest{Messages: chatReq.Messages}
+			req := &ChatRequest{Messages: json.RawMessage(`[{"role": "user", "content": "Hi"}]`)}
 			if tc.effort != "" {
-				chatReq.ReasoningEffort = &tc.effort
-				if err := e.srv.reasoningEffort(json.RawMessage(`{"effort": "`+tc.effort+`"}`), responsesReq); err != nil {
-					t.Fatal(err)
-				}
+				req.ReasoningEffort = &tc.effort
 			}
-			for _, req := range []*chatRequest{chatReq, responsesReq} {
-				_, toks, err := e.srv.chatParams(context.Background(), req)
+			{
+				_, toks, err := e.srv.ChatParams(context.Background(), req)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if prompt := e.model.Vocab.Decode(toks); !strings.Contains(prompt, tc.want) {
 					t.Errorf("prompt %q, want %q in it", prompt, tc.want)
 				}
-				if !req.reasoning.split {
+				if !req.Reasoning.Split {
 					t.Errorf("effort %q: the reply is not split", tc.effort)
 				}
 			}
@@ -235,75 +164,5 @@ func TestHarmonyEffortPrompt(t *testing.T) {
 		"reasoning_effort": "extreme"}, http.StatusBadRequest, &bad)
 	if bad.Error.Param != "reasoning_effort" {
 		t.Errorf("a bad effort names %q, want reasoning_effort", bad.Error.Param)
-	}
-}
-
-// TestOllamaHarmony: Ollama's /api/chat reads a harmony reply into message.thinking, content
-// and tool_calls, whole and streamed (the reply is given to the route's reader, as no Ollama
-// field can hold the model to harmony); think levels are gpt-oss's efforts, and think false is
-// not a 400.
-func TestOllamaHarmony(t *testing.T) {
-	e := gptOSSEnv(t)
-	format, kwargs, err := e.srv.ollamaThink(json.RawMessage(`"high"`))
-	if err != nil || deref(format) != ReasoningAuto || kwargs["reasoning_effort"] != "high" {
-		t.Fatalf("think high: %v %v %v", deref(format), kwargs, err)
-	}
-	if format, kwargs, err = e.srv.ollamaThink(json.RawMessage(`false`)); err != nil || deref(format) != ReasoningAuto || kwargs["reasoning_effort"] != "low" {
-		t.Fatalf("think false: %v %v %v, want the split kept at effort low", deref(format), kwargs, err)
-	}
-	call := "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Oslo\"}"
-	for _, tc := range []struct {
-		name, text, thinking, content, call string
-	}{
-		{"answer", "<|channel|>analysis<|message|>hmm<|end|><|start|>assistant<|channel|>final<|message|>Hi!", "hmm", "Hi!", ""},
-		{"call", "<|channel|>analysis<|message|>need it<|end|>" + call, "need it", "", `{"city":"Oslo"}`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			o := &ollamaReply{s: e.srv, chat: true}
-			o.setup(genParams{tools: &toolMode{format: chat.ToolHarmony, names: []string{"get_weather"}}}, reasoningMode{split: true})
-			r := &choiceResult{finish: "stop"}
-			r.text.WriteString(tc.text)
-			resp := o.whole([]*choiceResult{r}, usageJSON{}).(ollamaResponse)
-			m := resp.Message
-			if m.Thinking != tc.thinking || m.Content != tc.content {
-				t.Errorf("thinking %q content %q, want %q %q", m.Thinking, m.Content, tc.thinking, tc.content)
-			}
-			if got := len(m.ToolCalls); tc.call == "" && got != 0 || tc.call != "" && (got != 1 || string(m.ToolCalls[0].Function.Arguments) != tc.call) {
-				t.Errorf("tool calls %+v, want %q", m.ToolCalls, tc.call)
-			}
-
-			// Streamed in 3-byte pieces, one object a line: the same thinking, content and call.
-			o = &ollamaReply{s: e.srv, chat: true}
-			o.setup(genParams{stream: true, tools: &toolMode{format: chat.ToolHarmony, names: []string{"get_weather"}}}, reasoningMode{split: true})
-			rec := httptest.NewRecorder()
-			sse := &sseWriter{w: rec, rc: http.NewResponseController(rec), ndjson: true}
-			for i := 0; i < len(tc.text); i += 3 {
-				ev := seqEvent{text: tc.text[i:min(len(tc.text), i+3)]}
-				if ev.done = i+3 >= len(tc.text); ev.done {
-					ev.finish = "stop"
-				}
-				if err := o.chunk(sse, ev); err != nil {
-					t.Fatal(err)
-				}
-			}
-			var thinking, content strings.Builder
-			var calls []ollamaToolCall
-			for _, line := range strings.Split(strings.TrimSpace(rec.Body.String()), "\n") {
-				var obj struct{ Message *ollamaMessage }
-				if err := json.Unmarshal([]byte(line), &obj); err != nil || obj.Message == nil {
-					t.Fatalf("line %q: %v", line, err)
-				}
-				if strings.Contains(obj.Message.Thinking+obj.Message.Content, "<|") {
-					t.Fatalf("line %q carries markup", line)
-				}
-				thinking.WriteString(obj.Message.Thinking)
-				content.WriteString(obj.Message.Content)
-				calls = append(calls, obj.Message.ToolCalls...)
-			}
-			if thinking.String() != tc.thinking || content.String() != tc.content || len(calls) != len(m.ToolCalls) ||
-				len(calls) == 1 && string(calls[0].Function.Arguments) != tc.call {
-				t.Errorf("streamed: thinking %q content %q calls %+v, want %q %q %q", thinking.String(), content.String(), calls, tc.thinking, tc.content, tc.call)
-			}
-		})
 	}
 }

@@ -128,14 +128,14 @@ func TestBodyDeadlineEndsWithTheBody(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
-			writeError(w, badRequest("", "%v", err))
+			WriteError(w, BadRequest("", "%v", err))
 			return
 		}
 		select {
 		case <-r.Context().Done():
-			writeError(w, internalError(fmt.Errorf("the request was cancelled while it worked: %w", context.Cause(r.Context()))))
+			WriteError(w, InternalError(fmt.Errorf("the request was cancelled while it worked: %w", context.Cause(r.Context()))))
 		case <-time.After(2 * timeout):
-			writeJSON(w, http.StatusOK, map[string]int{"bytes": len(body)})
+			WriteJSON(w, http.StatusOK, map[string]int{"bytes": len(body)})
 		}
 	})
 	addr := startServe(t, h, ServeConfig{ReadTimeout: timeout})
@@ -170,7 +170,7 @@ func TestWriteDeadlineCutsAReaderThatStops(t *testing.T) {
 		sse := startSSE(w)
 		chunk := strings.Repeat("x", 4096)
 		for {
-			if err := sse.send(chunk); err != nil {
+			if err := sse.Send(chunk); err != nil {
 				ended <- err
 				return
 			}
@@ -193,7 +193,7 @@ func TestWriteDeadlineCutsAReaderThatStops(t *testing.T) {
 func TestConnectionCap(t *testing.T) {
 	const limit = 3
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	addr := startServe(t, h, ServeConfig{MaxConnections: limit})
 	get := func(c net.Conn) (*http.Response, []byte, error) {

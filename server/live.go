@@ -175,8 +175,8 @@ func (l *Live) Step(info engine.StepInfo) {
 	l.mu.Lock()
 	l.nSteps++
 	l.steps[(l.nSteps-1)%liveSteps] = LiveStep{N: l.nSteps, Decode: info.DecodeTokens, Prefill: info.PrefillTokens,
-		Budget: info.Budget, Reason: string(info.Reason), TargetMS: ms(info.Target), ForwardMS: ms(info.Duration),
-		StepMS: ms(info.Elapsed), PredictMS: ms(info.Predicted), Running: info.Running, Waiting: info.Waiting,
+		Budget: info.Budget, Reason: string(info.Reason), TargetMS: Millis(info.Target), ForwardMS: Millis(info.Duration),
+		StepMS: Millis(info.Elapsed), PredictMS: Millis(info.Predicted), Running: info.Running, Waiting: info.Waiting,
 		KVUsed: info.KVUsed, KVCached: info.KVCached, KVTotal: info.KVTotal, UnixMillis: now}
 	l.last = info
 	l.counts.Steps++
@@ -219,12 +219,12 @@ func (l *Live) Token(bool, time.Duration) {
 // Finished implements engine.Observer.
 func (l *Live) Finished(reason engine.FinishReason, u engine.Usage) {
 	r := LiveRequest{Finish: string(reason), Prompt: u.PromptTokens, Cached: u.CachedTokens,
-		Completion: u.CompletionTokens, QueueMS: ms(u.QueueTime), LatencyMS: ms(u.Latency), Preemptions: u.Preemptions}
+		Completion: u.CompletionTokens, QueueMS: Millis(u.QueueTime), LatencyMS: Millis(u.Latency), Preemptions: u.Preemptions}
 	if u.CompletionTokens > 0 {
-		r.TTFTMS = ms(u.TimeToFirstToken)
+		r.TTFTMS = Millis(u.TimeToFirstToken)
 	}
 	if u.CompletionTokens > 1 {
-		r.ITLMS = ms(u.Latency-u.TimeToFirstToken) / float64(u.CompletionTokens-1)
+		r.ITLMS = Millis(u.Latency-u.TimeToFirstToken) / float64(u.CompletionTokens-1)
 	}
 	l.mu.Lock()
 	l.nReqs++
@@ -294,13 +294,13 @@ func ring[T any](buf []T, n uint64) []T {
 func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
 	l := s.cfg.Live
 	if l == nil {
-		writeError(w, notFound("the live view is not enabled on this server"))
+		WriteError(w, NotFound("the live view is not enabled on this server"))
 		return
 	}
 	select {
 	case <-l.closed:
-		writeError(w, &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "shutting_down",
-			message: "the server is shutting down: the live view is closed"})
+		WriteError(w, &APIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down",
+			Message: "the server is shutting down: the live view is closed"})
 		return
 	default:
 	}
@@ -311,8 +311,8 @@ func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
 		// each refused stream open would otherwise fill the connection cap with them.
 		w.Header().Set("Connection", "close")
 		w.Header().Set("Retry-After", "5")
-		writeError(w, &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "too_many_live_streams",
-			message: fmt.Sprintf("the live view has %d streams open, its limit (--max-live-streams): close another page or retry later", limit)})
+		WriteError(w, &APIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "too_many_live_streams",
+			Message: fmt.Sprintf("the live view has %d streams open, its limit (--max-live-streams): close another page or retry later", limit)})
 		return
 	}
 	defer l.streams.Add(-1)

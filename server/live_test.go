@@ -16,7 +16,7 @@ import (
 func TestLiveStreamCap(t *testing.T) {
 	e := newEnv(t, envOptions{live: true})
 	live := e.srv.cfg.Live
-	srv, err := New(Config{Model: e.model, Engine: e.eng, Live: live, MaxLiveStreams: 2, ModelID: "stories"})
+	srv, err := New(Config{Model: e.model, Engine: e.eng, Dialects: testDialects, Live: live, MaxLiveStreams: 2, ModelID: "stories"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,14 +47,14 @@ func (s ModelSpec) names() []string {
 	return append([]string{s.ID, base, strings.TrimSuffix(base, filepath.Ext(base))}, s.Aliases...)
 }
 
-// answersTo reports whether name names s (sameModelName).
+// answersTo reports whether name names s (SameModelName).
 func (s ModelSpec) answersTo(name string) bool {
-	return slices.ContainsFunc(s.names(), func(n string) bool { return n != "" && sameModelName(n, name) })
+	return slices.ContainsFunc(s.names(), func(n string) bool { return n != "" && SameModelName(n, name) })
 }
 
-// sameModelName reports whether a and b name one model as Ollama compares names: without case,
+// SameModelName reports whether a and b name one model as Ollama compares names: without case,
 // ":latest" implied where there is no tag ("qwen3" is "qwen3:latest").
-func sameModelName(a, b string) bool {
+func SameModelName(a, b string) bool {
 	return strings.EqualFold(strings.TrimSuffix(a, ":latest"), strings.TrimSuffix(b, ":latest"))
 }
 
@@ -203,7 +203,7 @@ func (r *Registry) Find(name string) (ModelSpec, error) {
 // answer to resolves to it (mapped true), logged the first time.
 func (r *Registry) resolve(name string, lenient bool) (spec ModelSpec, mapped bool, err error) {
 	spec, err = r.find(name)
-	if err == nil || !lenient || !r.cfg.AnyName || toAPIError(err).code != "model_not_found" {
+	if err == nil || !lenient || !r.cfg.AnyName || ToAPIError(err).Code != "model_not_found" {
 		return spec, false, err
 	}
 	specs, lerr := r.Specs()
@@ -228,7 +228,7 @@ func (r *Registry) resolve(name string, lenient bool) (spec ModelSpec, mapped bo
 func (r *Registry) find(name string) (ModelSpec, error) {
 	specs, err := r.Specs()
 	if err != nil {
-		return ModelSpec{}, internalError(fmt.Errorf("listing the models: %w", err))
+		return ModelSpec{}, InternalError(fmt.Errorf("listing the models: %w", err))
 	}
 	if name == "" {
 		def := r.cfg.Default
@@ -240,7 +240,7 @@ func (r *Registry) find(name string) (ModelSpec, error) {
 				return s, nil
 			}
 		}
-		return ModelSpec{}, badRequest("model", "model is required: this server serves several models (%s); GET /v1/models lists them", specIDs(specs))
+		return ModelSpec{}, BadRequest("model", "model is required: this server serves several models (%s); GET /v1/models lists them", specIDs(specs))
 	}
 	for _, s := range specs { // an id wins over another model's alias
 		if strings.EqualFold(s.ID, name) {
@@ -252,8 +252,8 @@ func (r *Registry) find(name string) (ModelSpec, error) {
 			return s, nil
 		}
 	}
-	return ModelSpec{}, &apiError{status: http.StatusNotFound, typ: "invalid_request_error", param: "model", code: "model_not_found",
-		message: fmt.Sprintf("model %s not found: this server serves %s (GET /v1/models; ubatch pull adds to the library)", echo(name), specIDs(specs))}
+	return ModelSpec{}, &APIError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
+		Message: fmt.Sprintf("model %s not found: this server serves %s (GET /v1/models; ubatch pull adds to the library)", Echo(name), specIDs(specs))}
 }
 
 func specIDs(specs []ModelSpec) string {
@@ -268,9 +268,9 @@ func specIDs(specs []ModelSpec) string {
 }
 
 // errNoRoom is a load that must wait for a busy model to be released.
-func errNoRoom(format string, args ...any) *apiError {
-	return &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "model_busy",
-		message: fmt.Sprintf(format, args...) + "; retry later"}
+func errNoRoom(format string, args ...any) *APIError {
+	return &APIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "model_busy",
+		Message: fmt.Sprintf(format, args...) + "; retry later"}
 }
 
 // acquire returns spec loaded and marks it used until release; it waits for a load in progress
@@ -308,8 +308,8 @@ func (r *Registry) acquire(ctx context.Context, spec ModelSpec) (*slot, error) {
 		return nil, ctx.Err()
 	case <-timer.C:
 		r.release(s, nil)
-		return nil, &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "model_loading",
-			message: fmt.Sprintf("model %s is still loading after %v; retry later", spec.ID, r.cfg.LoadTimeout)}
+		return nil, &APIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "model_loading",
+			Message: fmt.Sprintf("model %s is still loading after %v; retry later", spec.ID, r.cfg.LoadTimeout)}
 	}
 	if s.err != nil {
 		r.release(s, nil)
@@ -328,8 +328,8 @@ func (r *Registry) load(s *slot, victims []*slot) {
 	r.mu.Lock()
 	s.loadTime = time.Since(start)
 	if err != nil {
-		s.err = &apiError{status: http.StatusInternalServerError, typ: "server_error", code: "model_load_failed",
-			message: fmt.Sprintf("loading model %s: %v", s.spec.ID, err)}
+		s.err = &APIError{Status: http.StatusInternalServerError, Type: "server_error", Code: "model_load_failed",
+			Message: fmt.Sprintf("loading model %s: %v", s.spec.ID, err)}
 		delete(r.loaded, s.spec.ID) // the next request tries again
 	} else {
 		s.l = l
@@ -476,9 +476,9 @@ func (r *Registry) Preload(ctx context.Context, id string) (*Loaded, error) {
 	}
 	s, err := r.acquire(ctx, spec)
 	if err != nil {
-		var ae *apiError
-		if errors.As(err, &ae) && ae.code == "model_load_failed" {
-			return nil, errors.New(ae.message)
+		var ae *APIError
+		if errors.As(err, &ae) && ae.Code == "model_load_failed" {
+			return nil, errors.New(ae.Message)
 		}
 		return nil, err
 	}

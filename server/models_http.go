@@ -53,7 +53,7 @@ func NewMulti(cfg Config, reg *Registry) (*Server, error) {
 	s.engineStats = f.stats
 	// The routes of a model's Server, learnt from a template that is never served: every route
 	// the front does not answer itself goes to the request's model.
-	tmpl := &Server{mux: http.NewServeMux(), cfg: Config{KVBlocks: http.NotFoundHandler()}} // (optional routes too)
+	tmpl := &Server{mux: http.NewServeMux(), cfg: Config{KVBlocks: http.NotFoundHandler(), Dialects: cfg.Dialects}} // (optional routes too)
 	tmpl.route()
 	s.modelMux, s.dispatch = tmpl.mux, f.dispatch
 	for _, prefix := range []string{"/v1", ""} {
@@ -62,7 +62,7 @@ func NewMulti(cfg Config, reg *Registry) (*Server, error) {
 	}
 	s.mux.HandleFunc("GET /api/tags", f.handleTags)
 	s.mux.HandleFunc("GET /api/ps", f.handlePS)
-	s.mux.HandleFunc("GET /api/version", s.handleOllamaVersion)
+	s.mux.HandleFunc("GET /api/version", s.HandleOllamaVersion)
 	s.mux.HandleFunc("POST /api/pull", f.handlePull)
 	s.mux.HandleFunc("POST /api/show", f.handleShow)
 	s.mux.HandleFunc("GET /health", s.handleHealth)
@@ -89,19 +89,19 @@ type front struct {
 type ollamaCached struct {
 	mod  time.Time
 	size int64
-	e    ollamaIdentity
+	e    OllamaIdentity
 }
 
 // frontError answers err in the shape of r's API: Ollama's on /api/, else OpenAI's.
 func frontError(w http.ResponseWriter, r *http.Request, err error) {
-	if ae := toAPIError(err); ae.code == "model_loading" || ae.code == "model_busy" {
+	if ae := ToAPIError(err); ae.Code == "model_loading" || ae.Code == "model_busy" {
 		w.Header().Set("Retry-After", "5")
 	}
 	if strings.HasPrefix(r.URL.Path, "/api/") {
-		writeOllamaError(w, err)
+		WriteOllamaError(w, err)
 		return
 	}
-	writeError(w, err)
+	WriteError(w, err)
 }
 
 // dispatch finds the request's model, loads it if need be, and serves the request with the
@@ -153,18 +153,18 @@ type loadInfo struct {
 	mapped   bool
 }
 
-// requestLoad is when the request of ctx arrived and how long it waited for its model to load
+// RequestLoad is when the request of ctx arrived and how long it waited for its model to load
 // (now and 0 without a front).
-func requestLoad(ctx context.Context) (time.Time, time.Duration) {
+func RequestLoad(ctx context.Context) (time.Time, time.Duration) {
 	if li, ok := ctx.Value(loadKey{}).(loadInfo); ok {
 		return li.received, li.load
 	}
 	return time.Now(), 0
 }
 
-// nameMapped reports whether the front answered the request of ctx with its one model though
+// NameMapped reports whether the front answered the request of ctx with its one model though
 // the request named another (RegistryConfig.AnyName).
-func nameMapped(ctx context.Context) bool {
+func NameMapped(ctx context.Context) bool {
 	li, _ := ctx.Value(loadKey{}).(loadInfo)
 	return li.mapped
 }
@@ -206,11 +206,11 @@ func (f *front) requestModel(r *http.Request) (name string, keep *time.Duration,
 	limit := f.s.cfg.MaxBodyBytes
 	buf, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
-		return "", nil, &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", message: "reading the request body: " + err.Error()}
+		return "", nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: "reading the request body: " + err.Error()}
 	}
 	if int64(len(buf)) > limit {
-		return "", nil, &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error", code: "request_too_large",
-			message: fmt.Sprintf("the request body is larger than %d bytes", limit)}
+		return "", nil, &APIError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
+			Message: fmt.Sprintf("the request body is larger than %d bytes", limit)}
 	}
 	r.Body = io.NopCloser(bytes.NewReader(buf))
 	var p modelPeek
@@ -218,15 +218,15 @@ func (f *front) requestModel(r *http.Request) (name string, keep *time.Duration,
 		return "", nil, nil // the model's route words the JSON error (a default model's, or "model is required")
 	}
 	raw := p.Model
-	if len(raw) == 0 || isNull(raw) {
+	if len(raw) == 0 || IsNull(raw) {
 		raw = p.Name
 	}
-	if len(raw) > 0 && !isNull(raw) {
+	if len(raw) > 0 && !IsNull(raw) {
 		if json.Unmarshal(raw, &name) != nil {
-			return "", nil, badRequest("model", "model must be a string")
+			return "", nil, BadRequest("model", "model must be a string")
 		}
 	}
-	if strings.HasPrefix(r.URL.Path, "/api/") && len(p.KeepAlive) > 0 && !isNull(p.KeepAlive) {
+	if strings.HasPrefix(r.URL.Path, "/api/") && len(p.KeepAlive) > 0 && !IsNull(p.KeepAlive) {
 		d, err := parseKeepAlive(p.KeepAlive)
 		if err != nil {
 			return "", nil, err
@@ -245,7 +245,7 @@ func parseKeepAlive(raw json.RawMessage) (time.Duration, error) {
 	switch {
 	case json.Unmarshal(raw, &secs) == nil:
 		if math.IsNaN(secs) || secs > float64(math.MaxInt64/int64(time.Second)) {
-			return 0, badRequest("keep_alive", "keep_alive %v: too large", secs)
+			return 0, BadRequest("keep_alive", "keep_alive %v: too large", secs)
 		}
 		d = time.Duration(secs * float64(time.Second))
 	case json.Unmarshal(raw, &str) == nil:
@@ -253,12 +253,12 @@ func parseKeepAlive(raw json.RawMessage) (time.Duration, error) {
 		if d, err = time.ParseDuration(str); err != nil {
 			n, nerr := strconv.ParseFloat(str, 64)
 			if nerr != nil || math.IsNaN(n) || math.Abs(n) > float64(math.MaxInt64/int64(time.Second)) {
-				return 0, badRequest("keep_alive", "keep_alive %s: use a duration such as \"5m\", or seconds", echo(str))
+				return 0, BadRequest("keep_alive", "keep_alive %s: use a duration such as \"5m\", or seconds", Echo(str))
 			}
 			d = time.Duration(n * float64(time.Second))
 		}
 	default:
-		return 0, badRequest("keep_alive", "keep_alive must be a duration string or a number of seconds")
+		return 0, BadRequest("keep_alive", "keep_alive must be a duration string or a number of seconds")
 	}
 	if d < 0 {
 		d = -1
@@ -270,14 +270,14 @@ func parseKeepAlive(raw json.RawMessage) (time.Duration, error) {
 func (f *front) handleModels(w http.ResponseWriter, r *http.Request) {
 	specs, err := f.reg.Specs()
 	if err != nil {
-		writeError(w, internalError(err))
+		WriteError(w, InternalError(err))
 		return
 	}
 	data := make([]modelJSON, 0, len(specs))
 	for _, s := range specs {
 		data = append(data, f.modelJSON(s))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+	WriteJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
 func (f *front) modelJSON(s ModelSpec) modelJSON {
@@ -291,18 +291,18 @@ func (f *front) modelJSON(s ModelSpec) modelJSON {
 func (f *front) handleModel(w http.ResponseWriter, r *http.Request) {
 	spec, err := f.reg.Find(r.PathValue("id"))
 	if err != nil {
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, f.modelJSON(spec))
+	WriteJSON(w, http.StatusOK, f.modelJSON(spec))
 }
 
 // entry is spec's /api/tags entry: the loaded model's own, else read from the file's header
 // (once per file version).
-func (f *front) entry(spec ModelSpec) (ollamaModelEntry, error) {
+func (f *front) entry(spec ModelSpec) (OllamaModelEntry, error) {
 	fi, err := os.Stat(spec.Path)
 	if err != nil {
-		return ollamaModelEntry{}, internalError(err)
+		return OllamaModelEntry{}, InternalError(err)
 	}
 	f.mu.Lock()
 	c, ok := f.entries[spec.Path]
@@ -310,9 +310,9 @@ func (f *front) entry(spec ModelSpec) (ollamaModelEntry, error) {
 	if !ok || !c.mod.Equal(fi.ModTime()) || c.size != fi.Size() {
 		file, err := gguf.Open(spec.Path)
 		if err != nil {
-			return ollamaModelEntry{}, internalError(fmt.Errorf("model %s: %w", spec.ID, err))
+			return OllamaModelEntry{}, InternalError(fmt.Errorf("model %s: %w", spec.ID, err))
 		}
-		c = ollamaCached{mod: fi.ModTime(), size: fi.Size(), e: describeOllama(spec.ID, spec.Path, file, fi.Size())}
+		c = ollamaCached{mod: fi.ModTime(), size: fi.Size(), e: DescribeOllama(spec.ID, spec.Path, file, fi.Size())}
 		file.Close()
 		f.mu.Lock()
 		if f.entries == nil {
@@ -321,19 +321,19 @@ func (f *front) entry(spec ModelSpec) (ollamaModelEntry, error) {
 		f.entries[spec.Path] = c
 		f.mu.Unlock()
 	}
-	e := c.e.entry
+	e := c.e.Entry
 	e.Name = ollamaName(spec.ID)
 	e.Model = e.Name
-	return e, c.e.err
+	return e, c.e.Err
 }
 
 func (f *front) handleTags(w http.ResponseWriter, r *http.Request) {
 	specs, err := f.reg.Specs()
 	if err != nil {
-		writeOllamaError(w, internalError(err))
+		WriteOllamaError(w, InternalError(err))
 		return
 	}
-	models := make([]ollamaModelEntry, 0, len(specs))
+	models := make([]OllamaModelEntry, 0, len(specs))
 	for _, s := range specs {
 		e, err := f.entry(s)
 		if err != nil {
@@ -342,18 +342,18 @@ func (f *front) handleTags(w http.ResponseWriter, r *http.Request) {
 		}
 		models = append(models, e)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"models": models})
+	WriteJSON(w, http.StatusOK, map[string]any{"models": models})
 }
 
 // handlePS lists the loaded models: size is the memory each holds (weights and KV pool),
 // expires_at when it unloads if no request comes (far in the future for a model kept forever).
 func (f *front) handlePS(w http.ResponseWriter, r *http.Request) {
 	loaded := f.reg.loadedModels()
-	models := make([]ollamaModelEntry, 0, len(loaded))
+	models := make([]OllamaModelEntry, 0, len(loaded))
 	for _, m := range loaded {
 		e, err := f.entry(m.spec) // from the file: m may be unloading, its mapping gone
 		if err != nil {
-			writeOllamaError(w, err)
+			WriteOllamaError(w, err)
 			return
 		}
 		var vram int64
@@ -362,11 +362,11 @@ func (f *front) handlePS(w http.ResponseWriter, r *http.Request) {
 		if exp.IsZero() {
 			exp = time.Date(2318, 1, 1, 0, 0, 0, 0, time.UTC)
 		}
-		e.ExpiresAt = ollamaTime(exp)
+		e.ExpiresAt = OllamaTime(exp)
 		e.ContextLength = m.l.Engine.Limits().NCtxSeq
 		models = append(models, e)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"models": models})
+	WriteJSON(w, http.StatusOK, map[string]any{"models": models})
 }
 
 // stats sums the loaded models' engines for the live view: sequences and KV blocks.
@@ -406,76 +406,76 @@ func (f *front) handleMetrics(w http.ResponseWriter, r *http.Request) {
 // through RegistryConfig.Pull (into the library) with Ollama's progress objects, streamed unless
 // stream is false; without Pull it is a 404.
 func (f *front) handlePull(w http.ResponseWriter, r *http.Request) {
-	var req ollamaNameRequest
-	if err := decodeBody(w, r, f.s.cfg.MaxBodyBytes, &req); err != nil {
-		writeOllamaError(w, err)
+	var req OllamaNameRequest
+	if err := DecodeBody(w, r, f.s.cfg.MaxBodyBytes, &req); err != nil {
+		WriteOllamaError(w, err)
 		return
 	}
 	if req.Model == "" {
 		req.Model = req.Name
 	}
 	if req.Model == "" {
-		writeOllamaError(w, badRequest("model", "model is required"))
+		WriteOllamaError(w, BadRequest("model", "model is required"))
 		return
 	}
-	stream := parseOllamaStream(req.Stream)
+	stream := ParseOllamaStream(req.Stream)
 	if _, err := f.reg.Find(req.Model); err == nil || f.reg.cfg.Pull == nil {
 		if err != nil {
-			writeOllamaError(w, err)
+			WriteOllamaError(w, err)
 			return
 		}
 		f.pullDone(w, stream, nil, nil)
 		return
 	}
 	if len(req.Model) > 512 {
-		writeOllamaError(w, badRequest("model", "model: a name of at most 512 bytes"))
+		WriteOllamaError(w, BadRequest("model", "model: a name of at most 512 bytes"))
 		return
 	}
 	if !f.pulling.CompareAndSwap(false, true) {
-		writeOllamaError(w, &apiError{status: http.StatusTooManyRequests, typ: "rate_limit_error", param: "model", code: "pull_in_progress",
-			message: "another model is being pulled: one pull at a time; retry when it is done"})
+		WriteOllamaError(w, &APIError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Param: "model", Code: "pull_in_progress",
+			Message: "another model is being pulled: one pull at a time; retry when it is done"})
 		return
 	}
 	defer f.pulling.Store(false)
-	var sse *sseWriter
+	var sse *SSEWriter
 	progress := func(done, total int64) {}
 	if stream {
-		sse = ollamaRoute{}.open(w)
-		sse.send(map[string]string{"status": "pulling manifest"})
+		sse = OllamaRoute{}.Open(w)
+		sse.Send(map[string]string{"status": "pulling manifest"})
 		progress = func(done, total int64) {
 			p := map[string]any{"status": "pulling " + req.Model, "digest": req.Model, "completed": done}
 			if total >= 0 {
 				p["total"] = total
 			}
-			sse.send(p)
+			sse.Send(p)
 		}
 	}
 	err := f.reg.cfg.Pull(r.Context(), req.Model, progress)
 	f.reg.refresh()
 	if err == nil {
 		if _, err = f.reg.Find(req.Model); err != nil {
-			err = internalError(fmt.Errorf("pulled %s, but the library does not list it: %w", req.Model, err))
+			err = InternalError(fmt.Errorf("pulled %s, but the library does not list it: %w", req.Model, err))
 		}
 	}
-	if err != nil && !errors.As(err, new(*apiError)) {
-		err = &apiError{status: http.StatusNotFound, typ: "invalid_request_error", param: "model", code: "pull_failed",
-			message: fmt.Sprintf("pull %s: %v", req.Model, err)}
+	if err != nil && !errors.As(err, new(*APIError)) {
+		err = &APIError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "pull_failed",
+			Message: fmt.Sprintf("pull %s: %v", req.Model, err)}
 	}
 	f.pullDone(w, stream, sse, err)
 }
 
 // pullDone ends a pull: {"status": "success"}, or the error (a line of the stream once started).
-func (f *front) pullDone(w http.ResponseWriter, stream bool, sse *sseWriter, err error) {
+func (f *front) pullDone(w http.ResponseWriter, stream bool, sse *SSEWriter, err error) {
 	switch {
 	case sse != nil && err != nil:
 		sse.sendError(err)
 	case err != nil:
-		writeOllamaError(w, err)
+		WriteOllamaError(w, err)
 	case sse != nil:
-		sse.send(map[string]string{"status": "success"})
+		sse.Send(map[string]string{"status": "success"})
 	case stream:
-		ollamaRoute{}.open(w).send(map[string]string{"status": "success"})
+		OllamaRoute{}.Open(w).Send(map[string]string{"status": "success"})
 	default:
-		writeJSON(w, http.StatusOK, map[string]string{"status": "success"})
+		WriteJSON(w, http.StatusOK, map[string]string{"status": "success"})
 	}
 }

@@ -18,44 +18,44 @@ import (
 func (f *front) handleShow(w http.ResponseWriter, r *http.Request) {
 	name, _, err := f.requestModel(r)
 	if err != nil {
-		writeOllamaError(w, err)
+		WriteOllamaError(w, err)
 		return
 	}
 	if name == "" {
-		writeOllamaError(w, badRequest("model", "model is required"))
+		WriteOllamaError(w, BadRequest("model", "model is required"))
 		return
 	}
 	spec, _, err := f.reg.resolve(name, true)
 	if err != nil {
-		writeOllamaError(w, err)
+		WriteOllamaError(w, err)
 		return
 	}
 	if f.reg.state(spec.ID) == "loaded" {
 		f.dispatch(w, r)
 		return
 	}
-	var req ollamaNameRequest
-	if err := decodeBody(w, r, f.s.cfg.MaxBodyBytes, &req); err != nil {
-		writeOllamaError(w, err)
+	var req OllamaNameRequest
+	if err := DecodeBody(w, r, f.s.cfg.MaxBodyBytes, &req); err != nil {
+		WriteOllamaError(w, err)
 		return
 	}
 	e, err := f.entry(spec)
 	if err != nil {
-		writeOllamaError(w, err)
+		WriteOllamaError(w, err)
 		return
 	}
 	file, err := gguf.Open(spec.Path)
 	if err != nil {
-		writeOllamaError(w, internalError(fmt.Errorf("model %s: %w", spec.ID, err)))
+		WriteOllamaError(w, InternalError(fmt.Errorf("model %s: %w", spec.ID, err)))
 		return
 	}
 	defer file.Close()
 	tmpl := fileTemplate(f.s.cfg.ChatTemplate, file)
-	d := ollamaDefaults()
+	d := OllamaDefaults()
 	if f.s.cfg.Sampling != nil {
 		d = *f.s.cfg.Sampling
 	}
-	writeJSON(w, http.StatusOK, showReply(file, spec.Path, e, tmpl, ollamaParams(d), templateCaps(tmpl), req.Verbose))
+	WriteJSON(w, http.StatusOK, ShowReply(file, spec.Path, e, tmpl, OllamaParams(d), TemplateCaps(tmpl), req.Verbose))
 }
 
 // fileTemplate is the chat template a model of file will use: override, else the file's

@@ -80,7 +80,7 @@ func newMultiEnv(t *testing.T, o multiOptions) *multiEnv {
 		t.Fatal(err)
 	}
 	e.reg = reg
-	front, err := NewMulti(Config{Live: e.live}, reg)
+	front, err := NewMulti(Config{Live: e.live, Dialects: testDialects}, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func (e *multiEnv) load(spec ModelSpec, embedder bool) (*Loaded, error) {
 	if embedder {
 		emb = NewEmbedder(engine.PoolMean, 128)
 	}
-	srv, err := New(Config{Model: m, Engine: eng, ModelID: spec.ID, Aliases: spec.Aliases, Metrics: met, Embedder: emb, Live: e.live})
+	srv, err := New(Config{Model: m, Engine: eng, Dialects: testDialects, ModelID: spec.ID, Aliases: spec.Aliases, Metrics: met, Embedder: emb, Live: e.live})
 	if err != nil {
 		return nil, err
 	}
@@ -435,4 +435,24 @@ func TestMultiPullOneAtATime(t *testing.T) {
 	if code, _, out := e.do(t, "POST", "/api/pull", body); code != http.StatusNotFound {
 		t.Fatalf("a pull after the first ended: %d %s, want it taken (404 from the hub)", code, out)
 	}
+}
+
+// TestRegistryCloseBounded: a request that holds its model past the shutdown (stuck where no
+// context reaches it) no longer keeps Close, and with it the process, from returning.
+func TestRegistryCloseBounded(t *testing.T) {
+	e := newMultiEnv(t, multiOptions{})
+	spec, err := e.reg.Find(e.specs[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.reg.acquire(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	e.reg.Close()
+	if took := time.Since(start); took < closeWait || took > closeWait+5*time.Second {
+		t.Fatalf("Close returned after %v with a model in use, want about %v", took, closeWait)
+	}
+	e.reg.release(s, nil)
 }

@@ -30,7 +30,7 @@ type openAIFields struct {
 
 // completionRequest is the body of POST /v1/completions.
 type completionRequest struct {
-	samplingFields
+	SamplingFields
 	openAIFields
 	Prompt json.RawMessage `json:"prompt"`
 	Echo   bool            `json:"echo"`
@@ -60,7 +60,7 @@ type openAIResponse[C any] struct {
 	Created int64  `json:"created"`
 	Model   string `json:"model"`
 	Choices []C    `json:"choices"`
-	// Usage is a *usageJSON in responses and final chunks, JSON null in the other chunks of a
+	// Usage is a *UsageJSON in responses and final chunks, JSON null in the other chunks of a
 	// stream that asked for usage, and omitted otherwise (OpenAI's convention).
 	Usage any `json:"usage,omitempty"`
 }
@@ -68,12 +68,12 @@ type openAIResponse[C any] struct {
 type completionResponse = openAIResponse[completionChoice]
 
 // jsonNull is the usage value of non-final chunks when the client asked for usage.
-const jsonNull = rawJSON("null")
+const jsonNull = RawJSON("null")
 
-// rawJSON is JSON text embedded as is.
-type rawJSON string
+// RawJSON is JSON text embedded as is.
+type RawJSON string
 
-func (r rawJSON) MarshalJSON() ([]byte, error) { return []byte(r), nil }
+func (r RawJSON) MarshalJSON() ([]byte, error) { return []byte(r), nil }
 
 // openAIReply is what the replies of both OpenAI routes share: the response envelope, and the
 // end of a stream (the usage chunk when asked for, then [DONE]).
@@ -91,15 +91,15 @@ func newOpenAIReply[C any](s *Server, id, object string, f *openAIFields) openAI
 }
 
 // send sends one chunk with choices.
-func (o *openAIReply[C]) send(sse *sseWriter, choices ...C) error {
+func (o *openAIReply[C]) send(sse *SSEWriter, choices ...C) error {
 	o.resp.Choices = choices
-	return sse.send(o.resp)
+	return sse.Send(o.resp)
 }
 
-func (o *openAIReply[C]) end(sse *sseWriter, u usageJSON) error {
+func (o *openAIReply[C]) End(sse *SSEWriter, u UsageJSON) error {
 	if o.includeUsage {
 		o.resp.Choices, o.resp.Usage = []C{}, &u // choices [], not null
-		if err := sse.send(o.resp); err != nil {
+		if err := sse.Send(o.resp); err != nil {
 			return err
 		}
 	}
@@ -107,16 +107,16 @@ func (o *openAIReply[C]) end(sse *sseWriter, u usageJSON) error {
 }
 
 // response is the non-streaming response with choices.
-func (o *openAIReply[C]) response(choices []C, u usageJSON) any {
+func (o *openAIReply[C]) response(choices []C, u UsageJSON) any {
 	o.resp.Choices, o.resp.Usage = choices, &u
 	return o.resp
 }
 
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
-	s.serveCompletion(w, r, &completionRequest{})
+	s.ServeCompletion(w, r, &completionRequest{})
 }
 
-func (req *completionRequest) prepare(ctx context.Context, s *Server) (genParams, [][]int32, reply, error) {
+func (req *completionRequest) Prepare(ctx context.Context, s *Server) (GenParams, [][]int32, Reply, error) {
 	g, prompts, err := s.completionParams(ctx, req)
 	if err != nil {
 		return g, nil, nil, err
@@ -128,57 +128,57 @@ func (req *completionRequest) prepare(ctx context.Context, s *Server) (genParams
 type completionReply struct {
 	openAIReply[completionChoice]
 	s *Server
-	g genParams
+	g GenParams
 }
 
-func (c *completionReply) choice(index int, text string, toks []genToken) completionChoice {
+func (c *completionReply) choice(index int, text string, toks []GenToken) completionChoice {
 	ch := completionChoice{Text: text, Index: index}
-	if c.g.logprobs {
+	if c.g.Logprobs {
 		ch.Logprobs = c.s.completionLogprobs(toks)
 	}
 	return ch
 }
 
-func (c *completionReply) chunk(sse *sseWriter, ev seqEvent) error {
-	ch := c.choice(ev.index, ev.text, ev.tokens)
-	if ev.done {
-		ch.FinishReason = &ev.finish
+func (c *completionReply) Chunk(sse *SSEWriter, ev SeqEvent) error {
+	ch := c.choice(ev.index, ev.Text, ev.Tokens)
+	if ev.Done {
+		ch.FinishReason = &ev.Finish
 	}
 	return c.send(sse, ch)
 }
 
-func (c *completionReply) whole(res []*choiceResult, u usageJSON) any {
+func (c *completionReply) Whole(res []*ChoiceResult, u UsageJSON) any {
 	choices := make([]completionChoice, len(res))
 	for i, r := range res {
-		choices[i] = c.choice(i, r.text.String(), r.tokens)
-		choices[i].FinishReason = &r.finish
+		choices[i] = c.choice(i, r.Text.String(), r.Tokens)
+		choices[i].FinishReason = &r.Finish
 	}
 	return c.response(choices, u)
 }
 
 // completionParams validates a /v1/completions request and tokenizes its prompts.
-func (s *Server) completionParams(ctx context.Context, req *completionRequest) (genParams, [][]int32, error) {
-	g, err := req.params(s.defaults(openAIDefaults()), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
+func (s *Server) completionParams(ctx context.Context, req *completionRequest) (GenParams, [][]int32, error) {
+	g, err := req.Params(s.Defaults(OpenAIDefaults()), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
 	if err != nil {
 		return g, nil, err
 	}
 	if req.NPredict == nil {
-		g.maxTokens = openAIMaxTokensDefault
+		g.MaxTokens = openAIMaxTokensDefault
 	}
 	if err := g.setMaxTokens(req.MaxTokens, req.MaxCompletionTokens); err != nil {
 		return g, nil, err
 	}
-	g.stream = req.Stream
+	g.Stream = req.Stream
 	if req.Echo {
-		return g, nil, badRequest("echo", "echo is not supported")
+		return g, nil, BadRequest("echo", "echo is not supported")
 	}
-	if g.logprobs, g.topLogprobs, err = parseLogprobs(req.Logprobs); err != nil {
+	if g.Logprobs, g.TopLogprobs, err = parseLogprobs(req.Logprobs); err != nil {
 		return g, nil, err
 	}
-	if err := s.constrain(ctx, &g, &req.samplingFields, nil); err != nil {
+	if err := s.Constrain(ctx, &g, &req.SamplingFields, nil); err != nil {
 		return g, nil, err
 	}
-	inputs, err := parsePrompts("prompt", req.Prompt)
+	inputs, err := ParsePrompts("prompt", req.Prompt)
 	if err != nil {
 		return g, nil, err
 	}
@@ -187,44 +187,44 @@ func (s *Server) completionParams(ctx context.Context, req *completionRequest) (
 	}
 	prompts := make([][]int32, len(inputs))
 	for i, in := range inputs {
-		if prompts[i], err = s.promptTokens("prompt", in); err != nil {
+		if prompts[i], err = s.PromptTokens("prompt", in); err != nil {
 			return g, nil, err
 		}
 	}
 	return g, prompts, nil
 }
 
-// promptTokens tokenizes a text prompt as llama.cpp's server does (special tokens added as the
+// PromptTokens tokenizes a text prompt as llama.cpp's server does (special tokens added as the
 // model asks, special-token text parsed) or checks a token-id prompt against the vocabulary.
-func (s *Server) promptTokens(field string, in promptInput) ([]int32, error) {
+func (s *Server) PromptTokens(field string, in PromptInput) ([]int32, error) {
 	v := s.cfg.Model.Vocab
 	if in.isText {
 		if in.text == "" {
-			return nil, badRequest(field, "%s is empty", field)
+			return nil, BadRequest(field, "%s is empty", field)
 		}
-		return s.encode(field, in.text, true, true)
+		return s.Encode(field, in.text, true, true)
 	}
 	if len(in.tokens) == 0 {
-		return nil, badRequest(field, "%s is an empty list of tokens", field)
+		return nil, BadRequest(field, "%s is an empty list of tokens", field)
 	}
 	for _, t := range in.tokens {
 		if t < 0 || int(t) >= v.VocabSize() {
-			return nil, badRequest(field, "token id %d is outside the vocabulary [0, %d)", t, v.VocabSize())
+			return nil, BadRequest(field, "token id %d is outside the vocabulary [0, %d)", t, v.VocabSize())
 		}
 	}
 	return in.tokens, nil
 }
 
-func (s *Server) completionLogprobs(toks []genToken) *completionLogprobs {
+func (s *Server) completionLogprobs(toks []GenToken) *completionLogprobs {
 	lp := &completionLogprobs{
 		Tokens: []string{}, TokenLogprobs: []float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{},
 	}
 	for _, t := range toks {
-		lp.Tokens = append(lp.Tokens, s.pieceText(t.id))
-		lp.TokenLogprobs = append(lp.TokenLogprobs, finiteLogprob(t.logprob))
-		top := make(map[string]float64, len(t.top))
-		for _, a := range t.top {
-			top[s.pieceText(a.Token)] = finiteLogprob(a.LogProb)
+		lp.Tokens = append(lp.Tokens, s.PieceText(t.ID))
+		lp.TokenLogprobs = append(lp.TokenLogprobs, FiniteLogprob(t.Logprob))
+		top := make(map[string]float64, len(t.Top))
+		for _, a := range t.Top {
+			top[s.PieceText(a.Token)] = FiniteLogprob(a.LogProb)
 		}
 		lp.TopLogprobs = append(lp.TopLogprobs, top)
 		lp.TextOffset = append(lp.TextOffset, t.offset)
@@ -232,14 +232,14 @@ func (s *Server) completionLogprobs(toks []genToken) *completionLogprobs {
 	return lp
 }
 
-// pieceText is the text of one token as logprobs report it (a byte token that is part of a
+// PieceText is the text of one token as logprobs report it (a byte token that is part of a
 // multi-byte character is not valid UTF-8 alone; JSON encoding then shows U+FFFD, while the chat
 // API's bytes field keeps the exact bytes).
-func (s *Server) pieceText(id int32) string { return string(s.cfg.Model.Vocab.Piece(id)) }
+func (s *Server) PieceText(id int32) string { return string(s.cfg.Model.Vocab.Piece(id)) }
 
-// finiteLogprob maps -Inf (a token the sampler could never pick) to OpenAI's -9999, since JSON has
+// FiniteLogprob maps -Inf (a token the sampler could never pick) to OpenAI's -9999, since JSON has
 // no infinities.
-func finiteLogprob(v float32) float64 {
+func FiniteLogprob(v float32) float64 {
 	if math.IsInf(float64(v), 0) || math.IsNaN(float64(v)) {
 		return -9999
 	}

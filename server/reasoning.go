@@ -30,52 +30,52 @@ func checkReasoningFormat(name string) error {
 	return fmt.Errorf("reasoning format %q: use %s, %s or %s", name, ReasoningNone, ReasoningAuto, ReasoningDeepSeek)
 }
 
-// reasoningMode is how a chat reply is read for reasoning.
-type reasoningMode struct {
-	split     bool // <think>...</think> goes to reasoning_content
-	inThought bool // the prompt opened the thought: the reply starts inside it
+// ReasoningMode is how a chat reply is read for reasoning.
+type ReasoningMode struct {
+	Split     bool // <think>...</think> goes to reasoning_content
+	InThought bool // the prompt opened the thought: the reply starts inside it
 }
 
-// reasoningSetup decides how a chat request's reply is read for reasoning: field is the
+// ReasoningSetup decides how a chat request's reply is read for reasoning: field is the
 // request's reasoning_format (nil: the server's default), prompt the rendered conversation. With
 // a grammar the reply is what the grammar writes, so it is not taken to continue a thought the
 // prompt opened (a forced tool call or a JSON answer would all be reasoning).
-func (s *Server) reasoningSetup(field *string, prompt string, g *genParams) (reasoningMode, error) {
+func (s *Server) ReasoningSetup(field *string, prompt string, g *GenParams) (ReasoningMode, error) {
 	name := s.cfg.ReasoningFormat
 	if field != nil {
 		if err := checkReasoningFormat(*field); err != nil {
-			return reasoningMode{}, badRequest("reasoning_format", "%v", err)
+			return ReasoningMode{}, BadRequest("reasoning_format", "%v", err)
 		}
 		name = *field
 	}
-	var m reasoningMode
+	var m ReasoningMode
 	switch name {
 	case ReasoningNone:
 		return m, nil
 	case ReasoningDeepSeek:
-		m.split = true
+		m.Split = true
 	default:
-		m.split = chat.DetectReasoningFormat(s.tmpl.Source()) != chat.ReasoningNone
+		m.Split = chat.DetectReasoningFormat(s.tmpl.Source()) != chat.ReasoningNone
 	}
-	m.inThought = m.split && g.sampling.Grammar == nil && chat.PromptOpensThought(prompt)
+	m.InThought = m.Split && g.sampling.Grammar == nil && chat.PromptOpensThought(prompt)
 	return m, nil
 }
 
-// applyEffort maps an effort (chat's reasoning_effort, the Responses API's reasoning.effort,
+// ApplyEffort maps an effort (chat's reasoning_effort, the Responses API's reasoning.effort,
 // named by field) onto cr's thinking switch, as Ollama's think levels are (thinkSwitch): "none"
 // and "minimal" turn thinking off, "low", "medium" and "high" turn it on and pass the level as
 // the template's reasoning_effort (what gpt-oss's reads, as vLLM and llama-server hand it). The
 // request's own chat_template_kwargs and reasoning_format win over the switch's.
-func (s *Server) applyEffort(field, effort string, cr *chatRequest) error {
+func (s *Server) ApplyEffort(field, effort string, cr *ChatRequest) error {
 	var on bool
 	switch effort {
 	case "none", "minimal":
 	case "low", "medium", "high":
 		on = true
 	default:
-		return badRequest(field, "%s %q: use none, minimal, low, medium or high", field, echo(effort))
+		return BadRequest(field, "%s %q: use none, minimal, low, medium or high", field, Echo(effort))
 	}
-	format, kwargs, err := s.thinkSwitch(field, on, effort)
+	format, kwargs, err := s.ThinkSwitch(field, on, effort)
 	if err != nil {
 		return err
 	}
@@ -110,16 +110,16 @@ type chatStream struct {
 
 // sendToolDeltas sends each of a choice's tool-call deltas as a chunk of its own, so that a
 // call's name arrives before its arguments; with parallel false only the first call goes out.
-func (c *chatReply) sendToolDeltas(sse *sseWriter, index int, deltas []chat.ToolDelta) error {
+func (c *chatReply) sendToolDeltas(sse *SSEWriter, index int, deltas []chat.ToolDelta) error {
 	cs := &c.streams[index]
 	for _, d := range deltas {
-		if d.Index > 0 && !c.g.tools.parallel {
+		if d.Index > 0 && !c.g.Tools.Parallel {
 			continue
 		}
 		var td toolCallDelta
 		td.Index = d.Index
 		if d.Name != "" {
-			cs.ids = append(cs.ids, newCallID())
+			cs.ids = append(cs.ids, NewCallID())
 			td.ID, td.Type, td.Function.Name = cs.ids[d.Index], "function", d.Name
 		}
 		td.Function.Arguments = d.Arguments
@@ -130,9 +130,9 @@ func (c *chatReply) sendToolDeltas(sse *sseWriter, index int, deltas []chat.Tool
 	return nil
 }
 
-// chunk sends one event of a choice: the assistant role first, then the reasoning and content
+// Chunk sends one event of a choice: the assistant role first, then the reasoning and content
 // it adds, the tool-call deltas, and at the end what the parsers held back and the finish.
-func (c *chatReply) chunk(sse *sseWriter, ev seqEvent) error {
+func (c *chatReply) Chunk(sse *SSEWriter, ev SeqEvent) error {
 	// Each choice opens with the assistant role, as OpenAI's streams do.
 	if !c.started[ev.index] {
 		c.started[ev.index] = true
@@ -142,13 +142,13 @@ func (c *chatReply) chunk(sse *sseWriter, ev seqEvent) error {
 		}
 	}
 	cs := &c.streams[ev.index]
-	reasoning, content := splitThought(cs.reasoning, ev)
+	reasoning, content := SplitThought(cs.reasoning, ev)
 	var deltas []chat.ToolDelta
 	if cs.tools != nil {
 		content = cs.tools.Add(content)
 		deltas = cs.tools.TakeDeltas()
 	}
-	if reasoning != "" || content != "" || len(ev.tokens) > 0 {
+	if reasoning != "" || content != "" || len(ev.Tokens) > 0 {
 		d := &chatDelta{}
 		if reasoning != "" {
 			d.ReasoningContent = &reasoning
@@ -157,17 +157,17 @@ func (c *chatReply) chunk(sse *sseWriter, ev seqEvent) error {
 			d.Content = &content
 		}
 		ch := chatChoice{Index: ev.index, Delta: d}
-		if c.g.logprobs {
-			ch.Logprobs = c.s.chatLogprobs(ev.tokens)
+		if c.g.Logprobs {
+			ch.Logprobs = c.s.chatLogprobs(ev.Tokens)
 		}
 		if err := c.send(sse, ch); err != nil {
 			return err
 		}
 	}
-	if err := c.sendToolDeltas(sse, ev.index, deltas); err != nil || !ev.done {
+	if err := c.sendToolDeltas(sse, ev.index, deltas); err != nil || !ev.Done {
 		return err
 	}
-	finish := ev.finish
+	finish := ev.Finish
 	if cs.tools != nil {
 		rest, calls := cs.tools.Finish()
 		if rest != "" {
@@ -185,19 +185,46 @@ func (c *chatReply) chunk(sse *sseWriter, ev seqEvent) error {
 	return c.send(sse, chatChoice{Index: ev.index, Delta: &chatDelta{}, FinishReason: &finish})
 }
 
-// newCallID is a tool call's id, as OpenAI spells them.
-func newCallID() string { return "call_" + rand.Text()[:24] }
+// NewCallID is a tool call's id, as OpenAI spells them.
+func NewCallID() string { return "call_" + rand.Text()[:24] }
 
-// splitThought feeds one event's text to a stream's reasoning parser (nil: no split) and returns
+// SplitThought feeds one event's text to a stream's reasoning parser (nil: no split) and returns
 // the reasoning and the content it releases, all that it held back once the event is the last.
-func splitThought(p *chat.ReasoningParser, ev seqEvent) (reasoning, content string) {
+func SplitThought(p *chat.ReasoningParser, ev SeqEvent) (reasoning, content string) {
 	if p == nil {
-		return "", ev.text
+		return "", ev.Text
 	}
-	reasoning, content = p.Add(ev.text)
-	if ev.done {
+	reasoning, content = p.Add(ev.Text)
+	if ev.Done {
 		r, c := p.Finish()
 		reasoning, content = reasoning+r, content+c
 	}
 	return reasoning, content
+}
+
+// ThinkSwitch sets the chat template's thinking switch: off, enable_thinking false and the
+// reasoning left in the text (there is none to split); on, enable_thinking true, the reasoning
+// split out, and level (when set) as the template's reasoning_effort, which gpt-oss's reads. On
+// is a 400 naming field when the template has no thinking markup to switch. gpt-oss's harmony
+// has no off: off is its reasoning_effort low, the analysis channel still split out.
+func (s *Server) ThinkSwitch(field string, on bool, level string) (*string, map[string]any, error) {
+	format := chat.DetectReasoningFormat(s.tmpl.Source())
+	if !on && format == chat.ReasoningHarmony {
+		// gpt-oss always reasons: off is its least effort, and the channels are still split
+		// (left in the text they would put harmony's markup in the answer).
+		on, level = true, "low"
+	}
+	if !on {
+		none := ReasoningNone
+		return &none, map[string]any{"enable_thinking": false}, nil
+	}
+	if format == chat.ReasoningNone {
+		return nil, nil, BadRequest(field, "model %q does not support thinking: its chat template has no thinking switch", s.cfg.ModelID)
+	}
+	auto := ReasoningAuto
+	kwargs := map[string]any{"enable_thinking": true}
+	if level != "" {
+		kwargs["reasoning_effort"] = level
+	}
+	return &auto, kwargs, nil
 }

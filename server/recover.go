@@ -42,8 +42,8 @@ func recoverPanics(w *recorder, r *http.Request, log *slog.Logger, met *Metrics,
 			panic(http.ErrAbortHandler)
 		}
 		w.Header().Del("Content-Length") // the handler may have announced a body it did not write
-		writeError(w, &apiError{status: http.StatusInternalServerError, typ: "server_error", code: "internal_error",
-			message: fmt.Sprintf("internal error %s: please report it", id)})
+		WriteError(w, &APIError{Status: http.StatusInternalServerError, Type: "server_error", Code: "internal_error",
+			Message: fmt.Sprintf("internal error %s: please report it", id)})
 	}()
 	next(w, r)
 }

@@ -34,7 +34,7 @@ func TestHandlerPanicRecovered(t *testing.T) {
 		},
 		"/stream": func(w http.ResponseWriter, r *http.Request) {
 			sse := startSSE(w)
-			sse.send(map[string]string{"text": "partial"})
+			sse.Send(map[string]string{"text": "partial"})
 			explode()
 		},
 		"/abort": func(w http.ResponseWriter, r *http.Request) {
@@ -127,11 +127,11 @@ func TestSamplingErrorStatus(t *testing.T) {
 		{errors.New("sample: every token the grammar allows has a NaN logit"), 500, "", "", "NaN"},
 	}
 	for _, tc := range tests {
-		ae := toAPIError(tc.err)
+		ae := ToAPIError(tc.err)
 		d := ae.body().Error
-		if ae.status != tc.status || deref(d.Param) != tc.param || deref(d.Code) != tc.code || !strings.Contains(d.Message, tc.inText) {
+		if ae.Status != tc.status || deref(d.Param) != tc.param || deref(d.Code) != tc.code || !strings.Contains(d.Message, tc.inText) {
 			b, _ := json.Marshal(ae.body())
-			t.Errorf("%v: %d %s; want %d param %q code %q", tc.err, ae.status, b, tc.status, tc.param, tc.code)
+			t.Errorf("%v: %d %s; want %d param %q code %q", tc.err, ae.Status, b, tc.status, tc.param, tc.code)
 		}
 	}
 }

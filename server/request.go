@@ -25,34 +25,34 @@ const DefaultMaxN = 64
 const (
 	maxStopStrings = 16
 	maxStopLen     = 256 // bytes per stop string
-	maxTopLogprobs = 20
+	MaxTopLogprobs = 20
 )
 
-// decodeBody reads the JSON request body into v. Errors are reported as 413 (body over limit) or
+// DecodeBody reads the JSON request body into v. Errors are reported as 413 (body over limit) or
 // 400 naming the offending field where the decoder knows it. Unknown fields are ignored, since
 // OpenAI clients send many that do not apply here.
-func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+func DecodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
 	_, err := decodeBodyN(w, r, limit, v)
 	return err
 }
 
-// decodeBodyN is decodeBody that also returns the body's size in bytes.
+// decodeBodyN is DecodeBody that also returns the body's size in bytes.
 func decodeBodyN(w http.ResponseWriter, r *http.Request, limit int64, v any) (int, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return 0, &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error",
-				code: "request_too_large", message: fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)}
+			return 0, &APIError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
+				Code: "request_too_large", Message: fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)}
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return 0, &apiError{status: http.StatusRequestTimeout, typ: "invalid_request_error", code: "request_timeout",
-				message: "the request body did not arrive within the server's read deadline: send it whole and at once"}
+			return 0, &APIError{Status: http.StatusRequestTimeout, Type: "invalid_request_error", Code: "request_timeout",
+				Message: "the request body did not arrive within the server's read deadline: send it whole and at once"}
 		}
-		return 0, badRequest("", "reading the request body: %v", err)
+		return 0, BadRequest("", "reading the request body: %v", err)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return 0, badRequest("", "the request body is empty: send a JSON object")
+		return 0, BadRequest("", "the request body is empty: send a JSON object")
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		var te *json.UnmarshalTypeError
@@ -61,16 +61,16 @@ func decodeBodyN(w http.ResponseWriter, r *http.Request, limit int64, v any) (in
 		case errors.As(err, &te) && te.Field != "":
 			// The decoder names fields of embedded structs with the Go struct's name first.
 			field := te.Field
-			for _, embedded := range []string{"samplingFields.", "openAIFields.", "vllmTokenizeFields."} {
+			for _, embedded := range []string{"SamplingFields.", "openAIFields.", "vllmTokenizeFields."} {
 				field = strings.ReplaceAll(field, embedded, "")
 			}
-			return 0, badRequest(field, "field %q: expected %s, got JSON %s", field, te.Type, te.Value)
+			return 0, BadRequest(field, "field %q: expected %s, got JSON %s", field, te.Type, te.Value)
 		case errors.As(err, &te):
-			return 0, badRequest("", "the request body must be a JSON object, got JSON %s", te.Value)
+			return 0, BadRequest("", "the request body must be a JSON object, got JSON %s", te.Value)
 		case errors.As(err, &se):
-			return 0, badRequest("", "malformed JSON at byte %d: %v", se.Offset, err)
+			return 0, BadRequest("", "malformed JSON at byte %d: %v", se.Offset, err)
 		}
-		return 0, badRequest("", "malformed JSON: %v", err)
+		return 0, BadRequest("", "malformed JSON: %v", err)
 	}
 	return len(body), rejectUnsupported(body, v)
 }
@@ -81,24 +81,24 @@ func decodeBodyN(w http.ResponseWriter, r *http.Request, limit int64, v any) (in
 // that silently ignores it. Fields that do not change the output (user, store, metadata, ...)
 // are accepted and ignored.
 var unsupported = map[string]func(json.RawMessage) bool{
-	"n_probs": positive, "echo": isTrue, "best_of": aboveOne, "suffix": nonEmpty,
-	"lora": nonEmpty, "image_data": nonEmpty, "multimodal_data": nonEmpty, "audio": nonEmpty,
-	"functions": nonEmpty, "function_call": nonEmpty, "prediction": nonEmpty,
-	"web_search_options": nonEmpty, "mirostat": positive, "typical_p": belowOne,
-	"dynatemp_range": positive, "dry_multiplier": positive, "xtc_probability": positive,
-	"top_n_sigma": positive, "n_indent": positive, "t_max_predict_ms": positive,
-	"logit_bias_eog": nonEmpty, "modalities": notTextOnly,
+	"n_probs": Positive, "echo": IsTrue, "best_of": aboveOne, "suffix": NonEmpty,
+	"lora": NonEmpty, "image_data": NonEmpty, "multimodal_data": NonEmpty, "audio": NonEmpty,
+	"functions": NonEmpty, "function_call": NonEmpty, "prediction": NonEmpty,
+	"web_search_options": NonEmpty, "mirostat": Positive, "typical_p": BelowOne,
+	"dynatemp_range": Positive, "dry_multiplier": Positive, "xtc_probability": Positive,
+	"top_n_sigma": Positive, "n_indent": Positive, "t_max_predict_ms": Positive,
+	"logit_bias_eog": NonEmpty, "modalities": notTextOnly,
 	// vLLM's: beam search, prompt log-probabilities, its own penalty and token lists
 	// (guided_* and min_tokens are implemented: guided.go).
-	"use_beam_search": isTrue, "length_penalty": notOne, "early_stopping": isTrue, "prompt_logprobs": notNull,
-	"stop_token_ids": nonEmpty, "bad_words": nonEmpty, "allowed_token_ids": nonEmpty,
-	"include_stop_str_in_output": isTrue, "logits_processors": nonEmpty, "truncate_prompt_tokens": notNull,
-	"guided_whitespace_pattern": nonEmpty,
+	"use_beam_search": IsTrue, "length_penalty": NotOne, "early_stopping": IsTrue, "prompt_logprobs": notNull,
+	"stop_token_ids": NonEmpty, "bad_words": NonEmpty, "allowed_token_ids": NonEmpty,
+	"include_stop_str_in_output": IsTrue, "logits_processors": NonEmpty, "truncate_prompt_tokens": notNull,
+	"guided_whitespace_pattern": NonEmpty,
 }
 
 // supporter is a request type that implements some fields the unsupported list names for the
 // other routes (llama.cpp's /completion takes n_probs).
-type supporter interface{ supports(field string) bool }
+type supporter interface{ Supports(field string) bool }
 
 func rejectUnsupported(body []byte, v any) error {
 	sup, _ := v.(supporter)
@@ -108,7 +108,7 @@ func rejectUnsupported(body []byte, v any) error {
 	}
 	var bad []string
 	for k, v := range fields {
-		if asks, ok := unsupported[k]; ok && asks(v) && (sup == nil || !sup.supports(k)) {
+		if asks, ok := unsupported[k]; ok && asks(v) && (sup == nil || !sup.Supports(k)) {
 			bad = append(bad, k)
 		}
 	}
@@ -116,7 +116,7 @@ func rejectUnsupported(body []byte, v any) error {
 		return nil
 	}
 	slices.Sort(bad)
-	return badRequest(bad[0], "%s is not supported by this server; remove it from the request (see the README's API table)", strings.Join(bad, ", "))
+	return BadRequest(bad[0], "%s is not supported by this server; remove it from the request (see the README's API table)", strings.Join(bad, ", "))
 }
 
 func number(v json.RawMessage) (float64, bool) {
@@ -124,14 +124,14 @@ func number(v json.RawMessage) (float64, bool) {
 	return f, json.Unmarshal(v, &f) == nil
 }
 
-func positive(v json.RawMessage) bool { f, ok := number(v); return ok && f > 0 || !ok && !isNull(v) }
-func aboveOne(v json.RawMessage) bool { f, ok := number(v); return ok && f > 1 || !ok && !isNull(v) }
-func belowOne(v json.RawMessage) bool { f, ok := number(v); return ok && f < 1 || !ok && !isNull(v) }
-func isTrue(v json.RawMessage) bool   { return string(bytes.TrimSpace(v)) == "true" }
-func notOne(v json.RawMessage) bool   { f, ok := number(v); return ok && f != 1 || !ok && !isNull(v) }
-func notNull(v json.RawMessage) bool  { return !isNull(v) }
+func Positive(v json.RawMessage) bool { f, ok := number(v); return ok && f > 0 || !ok && !IsNull(v) }
+func aboveOne(v json.RawMessage) bool { f, ok := number(v); return ok && f > 1 || !ok && !IsNull(v) }
+func BelowOne(v json.RawMessage) bool { f, ok := number(v); return ok && f < 1 || !ok && !IsNull(v) }
+func IsTrue(v json.RawMessage) bool   { return string(bytes.TrimSpace(v)) == "true" }
+func NotOne(v json.RawMessage) bool   { f, ok := number(v); return ok && f != 1 || !ok && !IsNull(v) }
+func notNull(v json.RawMessage) bool  { return !IsNull(v) }
 
-func nonEmpty(v json.RawMessage) bool {
+func NonEmpty(v json.RawMessage) bool {
 	switch string(bytes.TrimSpace(v)) {
 	case "", "null", "false", `""`, "[]", "{}":
 		return false
@@ -141,54 +141,60 @@ func nonEmpty(v json.RawMessage) bool {
 
 func notTextOnly(v json.RawMessage) bool {
 	var m []string
-	return nonEmpty(v) && (json.Unmarshal(v, &m) != nil || !slices.Equal(m, []string{"text"}))
+	return NonEmpty(v) && (json.Unmarshal(v, &m) != nil || !slices.Equal(m, []string{"text"}))
 }
 
-// isNull reports whether a raw field is absent or JSON null.
-func isNull(raw json.RawMessage) bool {
+// IsNull reports whether a raw field is absent or JSON null.
+func IsNull(raw json.RawMessage) bool {
 	t := bytes.TrimSpace(raw)
 	return len(t) == 0 || string(t) == "null"
 }
 
-// promptInput is one prompt: text to tokenize, or token ids given by the client.
-type promptInput struct {
+// PromptInput is one prompt: text to tokenize, or token ids given by the client.
+type PromptInput struct {
 	text   string
 	tokens []int32
 	isText bool
 }
 
-// parsePrompts accepts OpenAI's prompt forms (in the request field named field): a string, a list of token ids, a list of strings or
+// TextPrompt is a prompt of text, to tokenize.
+func TextPrompt(text string) PromptInput { return PromptInput{text: text, isText: true} }
+
+// TokenPrompt is a prompt of token ids, given by the client.
+func TokenPrompt(tokens []int32) PromptInput { return PromptInput{tokens: tokens} }
+
+// ParsePrompts accepts OpenAI's prompt forms (in the request field named field): a string, a list of token ids, a list of strings or
 // a list of token-id lists. Each element is one prompt.
-func parsePrompts(field string, raw json.RawMessage) ([]promptInput, error) {
-	if isNull(raw) {
-		return nil, badRequest(field, "%s is required", field)
+func ParsePrompts(field string, raw json.RawMessage) ([]PromptInput, error) {
+	if IsNull(raw) {
+		return nil, BadRequest(field, "%s is required", field)
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return []promptInput{{text: s, isText: true}}, nil
+		return []PromptInput{{text: s, isText: true}}, nil
 	}
 	var toks []int32
 	if json.Unmarshal(raw, &toks) == nil {
-		return []promptInput{{tokens: toks}}, nil
+		return []PromptInput{{tokens: toks}}, nil
 	}
 	var list []json.RawMessage
 	if json.Unmarshal(raw, &list) != nil {
-		return nil, badRequest(field, "%s must be a string, a list of token ids, or a list of those", field)
+		return nil, BadRequest(field, "%s must be a string, a list of token ids, or a list of those", field)
 	}
 	if len(list) == 0 {
-		return nil, badRequest(field, "%s is an empty list", field)
+		return nil, BadRequest(field, "%s is an empty list", field)
 	}
-	out := make([]promptInput, 0, len(list))
+	out := make([]PromptInput, 0, len(list))
 	for i, el := range list {
 		if json.Unmarshal(el, &s) == nil {
-			out = append(out, promptInput{text: s, isText: true})
+			out = append(out, PromptInput{text: s, isText: true})
 			continue
 		}
 		var toks []int32 // fresh each time: Unmarshal would reuse the previous backing array
 		if err := json.Unmarshal(el, &toks); err != nil || toks == nil {
-			return nil, badRequest(field, "%s[%d] must be a string or a list of token ids", field, i)
+			return nil, BadRequest(field, "%s[%d] must be a string or a list of token ids", field, i)
 		}
-		out = append(out, promptInput{tokens: toks})
+		out = append(out, PromptInput{tokens: toks})
 	}
 	return out, nil
 }
@@ -196,7 +202,7 @@ func parsePrompts(field string, raw json.RawMessage) ([]promptInput, error) {
 // parseStop accepts a string or a list of strings. Empty strings are dropped: they would match
 // before any text.
 func parseStop(raw json.RawMessage) ([]string, error) {
-	if isNull(raw) {
+	if IsNull(raw) {
 		return nil, nil
 	}
 	var one string
@@ -204,15 +210,15 @@ func parseStop(raw json.RawMessage) ([]string, error) {
 	if json.Unmarshal(raw, &one) == nil {
 		list = []string{one}
 	} else if err := json.Unmarshal(raw, &list); err != nil {
-		return nil, badRequest("stop", "stop must be a string or a list of strings")
+		return nil, BadRequest("stop", "stop must be a string or a list of strings")
 	}
 	if len(list) > maxStopStrings {
-		return nil, badRequest("stop", "stop has %d strings, at most %d are allowed", len(list), maxStopStrings)
+		return nil, BadRequest("stop", "stop has %d strings, at most %d are allowed", len(list), maxStopStrings)
 	}
 	out := list[:0]
 	for _, s := range list {
 		if len(s) > maxStopLen {
-			return nil, badRequest("stop", "a stop string is %d bytes long, at most %d are allowed", len(s), maxStopLen)
+			return nil, BadRequest("stop", "a stop string is %d bytes long, at most %d are allowed", len(s), maxStopLen)
 		}
 		if s != "" {
 			out = append(out, s)
@@ -223,7 +229,7 @@ func parseStop(raw json.RawMessage) ([]string, error) {
 
 // parsePriority accepts "low", "normal", "high" or an integer (higher runs first).
 func parsePriority(raw json.RawMessage) (engine.Priority, error) {
-	if isNull(raw) {
+	if IsNull(raw) {
 		return engine.PriorityNormal, nil
 	}
 	var s string
@@ -236,11 +242,11 @@ func parsePriority(raw json.RawMessage) (engine.Priority, error) {
 		case "high":
 			return engine.PriorityHigh, nil
 		}
-		return 0, badRequest("priority", "priority %s: use \"low\", \"normal\", \"high\" or an integer", echo(s))
+		return 0, BadRequest("priority", "priority %s: use \"low\", \"normal\", \"high\" or an integer", Echo(s))
 	}
 	var n int
 	if err := json.Unmarshal(raw, &n); err != nil || n < -1000 || n > 1000 {
-		return 0, badRequest("priority", "priority must be \"low\", \"normal\", \"high\" or an integer in [-1000, 1000]")
+		return 0, BadRequest("priority", "priority must be \"low\", \"normal\", \"high\" or an integer in [-1000, 1000]")
 	}
 	return engine.Priority(n), nil
 }
@@ -270,28 +276,28 @@ func (s *Server) checkPriority(r *http.Request, p engine.Priority) error {
 	if p <= limit || (s.cfg.APIKey != "" && s.authorized(r)) {
 		return nil
 	}
-	return badRequest("priority", "priority %d is above %d, the highest a request may ask for without the API key", p, limit)
+	return BadRequest("priority", "priority %d is above %d, the highest a request may ask for without the API key", p, limit)
 }
 
 // parseLogprobs reads a logprobs field that may be a bool (chat) or an integer number of top
 // alternatives (completions). It returns whether log-probabilities are wanted and, for the
 // integer form, how many alternatives.
 func parseLogprobs(raw json.RawMessage) (on bool, top int, err error) {
-	if isNull(raw) {
+	if IsNull(raw) {
 		return false, 0, nil
 	}
 	if json.Unmarshal(raw, &on) == nil {
 		return on, 0, nil
 	}
-	if err := json.Unmarshal(raw, &top); err != nil || top < 0 || top > maxTopLogprobs {
-		return false, 0, badRequest("logprobs", "logprobs must be a boolean or an integer in [0, %d]", maxTopLogprobs)
+	if err := json.Unmarshal(raw, &top); err != nil || top < 0 || top > MaxTopLogprobs {
+		return false, 0, BadRequest("logprobs", "logprobs must be a boolean or an integer in [0, %d]", MaxTopLogprobs)
 	}
 	return true, top, nil
 }
 
-// samplingFields are the sampling and generation fields all completion routes share (OpenAI's
+// SamplingFields are the sampling and generation fields all completion routes share (OpenAI's
 // and llama.cpp's names). A nil pointer means the field was absent.
-type samplingFields struct {
+type SamplingFields struct {
 	Temperature      *float64        `json:"temperature"`
 	TopP             *float64        `json:"top_p"`
 	TopK             *int            `json:"top_k"`
@@ -329,7 +335,7 @@ type samplingFields struct {
 // [[id, bias], ...] where a bias of false bans the token (-100). sample.Params.Validate checks
 // the ids and the biases.
 func parseLogitBias(raw json.RawMessage) (map[int32]float32, error) {
-	if isNull(raw) {
+	if IsNull(raw) {
 		return nil, nil
 	}
 	out := map[int32]float32{}
@@ -338,7 +344,7 @@ func parseLogitBias(raw json.RawMessage) (map[int32]float32, error) {
 		for k, b := range obj {
 			id, err := strconv.ParseInt(k, 10, 32)
 			if err != nil {
-				return nil, badRequest("logit_bias", "logit_bias: key %s is not a token id", echo(k))
+				return nil, BadRequest("logit_bias", "logit_bias: key %s is not a token id", Echo(k))
 			}
 			out[int32(id)] = float32(b)
 		}
@@ -346,76 +352,80 @@ func parseLogitBias(raw json.RawMessage) (map[int32]float32, error) {
 	}
 	var pairs [][2]json.RawMessage
 	if json.Unmarshal(raw, &pairs) != nil {
-		return nil, badRequest("logit_bias", `logit_bias must be an object {"token id": bias} or a list of [token id, bias] pairs`)
+		return nil, BadRequest("logit_bias", `logit_bias must be an object {"token id": bias} or a list of [token id, bias] pairs`)
 	}
 	for _, pr := range pairs {
 		var id int32
 		if json.Unmarshal(pr[0], &id) != nil {
-			return nil, badRequest("logit_bias", "logit_bias: %s is not a token id", echo(string(pr[0])))
+			return nil, BadRequest("logit_bias", "logit_bias: %s is not a token id", Echo(string(pr[0])))
 		}
 		bias := -100.0
 		if string(bytes.TrimSpace(pr[1])) != "false" && json.Unmarshal(pr[1], &bias) != nil {
-			return nil, badRequest("logit_bias", "logit_bias: the bias of token %d must be a number or false", id)
+			return nil, BadRequest("logit_bias", "logit_bias: the bias of token %d must be a number or false", id)
 		}
 		out[id] = float32(bias)
 	}
 	return out, nil
 }
 
-// genParams is a validated generation request for one prompt.
-type genParams struct {
-	maxTokens    int           // 0: until end of generation or a full context
+// GenParams is a validated generation request for one prompt.
+type GenParams struct {
+	MaxTokens    int           // 0: until end of generation or a full context
 	noGeneration bool          // n_predict 0: evaluate nothing, return an empty completion
 	sampling     sample.Params // ignore_eos: IgnoreTokens holds the end-of-generation tokens
 	priority     engine.Priority
-	logprobs     bool
-	topLogprobs  int
+	Logprobs     bool
+	TopLogprobs  int
 	stop         []string
 	cacheSalt    string    // the request's cache_salt (checkCacheSalt); the tenant's is added at submit
 	n            int       // independent sequences per prompt
-	keepTokens   bool      // report token ids with the text even without logprobs
-	stream       bool      // answer with server-sent events
-	tools        *toolMode // chat with tools: the reply is read for tool calls
+	KeepTokens   bool      // report token ids with the text even without logprobs
+	Stream       bool      // answer with server-sent events
+	Tools        *ToolMode // chat with tools: the reply is read for tool calls
 	// remember, when set, gets the reply's text and generated tokens of a sequence that ended
 	// by itself (end of generation or max_tokens, not a stop string): the turn memory's hook.
 	remember func(reply string, ids []int32)
 }
 
-// openAIDefaults are the sampling settings of OpenAI's API when a field is absent: plain sampling
+// NoGeneration is a generation of nothing, as n_predict 0 asks (streaming or not): the shared
+// path answers it without submitting its prompt, which may be empty.
+func NoGeneration(stream bool) GenParams { return GenParams{n: 1, noGeneration: true, Stream: stream} }
+
+// OpenAIDefaults are the sampling settings of OpenAI's API when a field is absent: plain sampling
 // from the softmax at temperature 1, no truncation, no penalties.
-func openAIDefaults() sample.Params {
+func OpenAIDefaults() sample.Params {
 	return sample.Params{Temperature: 1, TopP: 1, RepeatPenalty: 1, RepeatLastN: 64}
 }
 
 // repeatPenalty is repeat_penalty, or vLLM's repetition_penalty in its place; both set must
 // agree. nil: neither.
-func (f *samplingFields) repeatPenalty() (*float64, error) {
+func (f *SamplingFields) repeatPenalty() (*float64, error) {
 	v := f.RepetitionPenalty
 	switch {
 	case v == nil:
 		return f.RepeatPenalty, nil
 	case f.RepeatPenalty != nil && *f.RepeatPenalty != *v:
-		return nil, badRequest("repetition_penalty", "repetition_penalty %g and repeat_penalty %g are one penalty: set one of them", *v, *f.RepeatPenalty)
+		return nil, BadRequest("repetition_penalty", "repetition_penalty %g and repeat_penalty %g are one penalty: set one of them", *v, *f.RepeatPenalty)
 	case !(*v > 0 && *v <= 100):
-		return nil, badRequest("repetition_penalty", "repetition_penalty must be in (0, 100] (1 disables it), got %g", *v)
+		return nil, BadRequest("repetition_penalty", "repetition_penalty must be in (0, 100] (1 disables it), got %g", *v)
 	}
 	return v, nil
 }
 
-// defaults is the base of a request's sampling: the server's --temp etc. when given, else the
+// Defaults is the base of a request's sampling: the server's --temp etc. when given, else the
 // API's own (api).
-func (s *Server) defaults(api sample.Params) sample.Params {
+func (s *Server) Defaults(api sample.Params) sample.Params {
 	if s.cfg.Sampling != nil {
 		return *s.cfg.Sampling
 	}
 	return api
 }
 
-// params applies f over defaults d; eog lists the end-of-generation tokens that ignore_eos bans
+// Params applies f over defaults d; eog lists the end-of-generation tokens that ignore_eos bans
 // in the sampler (true bans them, false lifts a server-wide --ignore-eos); token ids are checked
 // against vocab. The sampling ranges are sample.Params.Validate's; its errors name the field.
-func (f *samplingFields) params(d sample.Params, eog []int32, vocab int) (genParams, error) {
-	g := genParams{sampling: d, n: 1}
+func (f *SamplingFields) Params(d sample.Params, eog []int32, vocab int) (GenParams, error) {
+	g := GenParams{sampling: d, n: 1}
 	p := &g.sampling
 	var err error
 	if p.LogitBias, err = parseLogitBias(f.LogitBias); err != nil {
@@ -444,15 +454,15 @@ func (f *samplingFields) params(d sample.Params, eog []int32, vocab int) (genPar
 	case f.Seed == nil || *f.Seed == -1: // llama.cpp's "random"
 		p.Seed = rand.Uint64()
 	case *f.Seed < 0:
-		return g, badRequest("seed", "seed must be >= 0 (or -1 for a random seed), got %d", *f.Seed)
+		return g, BadRequest("seed", "seed must be >= 0 (or -1 for a random seed), got %d", *f.Seed)
 	default:
 		p.Seed = uint64(*f.Seed)
 	}
 	if v := f.NPredict; v != nil {
 		if *v < -1 {
-			return g, badRequest("n_predict", "n_predict must be >= -1 (-1 = until the end of generation), got %d", *v)
+			return g, BadRequest("n_predict", "n_predict must be >= -1 (-1 = until the end of generation), got %d", *v)
 		}
-		g.maxTokens = max(*v, 0)
+		g.MaxTokens = max(*v, 0)
 		g.noGeneration = *v == 0
 	}
 	if g.stop, err = parseStop(f.Stop); err != nil {
@@ -475,25 +485,25 @@ func (f *samplingFields) params(d sample.Params, eog []int32, vocab int) (genPar
 		}
 	}
 	if err := p.Validate(vocab); err != nil {
-		return g, toAPIError(err)
+		return g, ToAPIError(err)
 	}
 	return g, nil
 }
 
 // checkMinTokens holds min_tokens within the tokens the request may generate.
-func (g *genParams) checkMinTokens() error {
+func (g *GenParams) checkMinTokens() error {
 	m := g.sampling.MinTokens
 	switch {
 	case m > 0 && g.noGeneration:
-		return badRequest("min_tokens", "min_tokens is %d but n_predict 0 generates nothing", m)
-	case m > 0 && g.maxTokens > 0 && m > g.maxTokens:
-		return badRequest("min_tokens", "min_tokens (%d) must be at most max_tokens (%d)", m, g.maxTokens)
+		return BadRequest("min_tokens", "min_tokens is %d but n_predict 0 generates nothing", m)
+	case m > 0 && g.MaxTokens > 0 && m > g.MaxTokens:
+		return BadRequest("min_tokens", "min_tokens (%d) must be at most max_tokens (%d)", m, g.MaxTokens)
 	}
 	return nil
 }
 
 // setMaxTokens applies OpenAI's max_tokens / max_completion_tokens (the newer name wins).
-func (g *genParams) setMaxTokens(maxTokens, maxCompletion *int) error {
+func (g *GenParams) setMaxTokens(maxTokens, maxCompletion *int) error {
 	for _, f := range []struct {
 		name string
 		v    *int
@@ -502,25 +512,25 @@ func (g *genParams) setMaxTokens(maxTokens, maxCompletion *int) error {
 			continue
 		}
 		if *f.v < 1 {
-			return badRequest(f.name, "%s must be >= 1, got %d", f.name, *f.v)
+			return BadRequest(f.name, "%s must be >= 1, got %d", f.name, *f.v)
 		}
-		g.maxTokens, g.noGeneration = *f.v, false
+		g.MaxTokens, g.noGeneration = *f.v, false
 	}
 	return nil
 }
 
 // setN applies OpenAI's n (independent sequences per prompt) and bounds the request's total
 // number of sequences by maxN (Config.MaxN).
-func (g *genParams) setN(n *int, prompts, maxN int) error {
+func (g *GenParams) setN(n *int, prompts, maxN int) error {
 	if prompts > maxN {
-		return badRequest("prompt", "%d prompts in one request, at most %d are allowed", prompts, maxN)
+		return BadRequest("prompt", "%d prompts in one request, at most %d are allowed", prompts, maxN)
 	}
 	if n == nil {
 		return nil
 	}
 	// Compare n with the per-prompt limit: n*prompts would overflow for a huge n and pass.
 	if limit := maxN / max(prompts, 1); *n < 1 || *n > limit {
-		return badRequest("n", "n must be in [1, %d] (per prompt: %d prompts given), got %d", limit, prompts, *n)
+		return BadRequest("n", "n must be in [1, %d] (per prompt: %d prompts given), got %d", limit, prompts, *n)
 	}
 	g.n = *n
 	return nil

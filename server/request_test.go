@@ -15,24 +15,24 @@ func TestParsePrompts(t *testing.T) {
 	tests := []struct {
 		name    string
 		raw     string
-		want    []promptInput
+		want    []PromptInput
 		wantErr bool
 	}{
-		{name: "string", raw: `"hi"`, want: []promptInput{{text: "hi", isText: true}}},
-		{name: "token ids", raw: `[1, 2, 3]`, want: []promptInput{{tokens: []int32{1, 2, 3}}}},
-		{name: "list of strings", raw: `["a", "b"]`, want: []promptInput{{text: "a", isText: true}, {text: "b", isText: true}}},
-		{name: "list of token lists", raw: `[[1], [2, 3]]`, want: []promptInput{{tokens: []int32{1}}, {tokens: []int32{2, 3}}}},
-		{name: "mixed list", raw: `["a", [4]]`, want: []promptInput{{text: "a", isText: true}, {tokens: []int32{4}}}},
+		{name: "string", raw: `"hi"`, want: []PromptInput{{text: "hi", isText: true}}},
+		{name: "token ids", raw: `[1, 2, 3]`, want: []PromptInput{{tokens: []int32{1, 2, 3}}}},
+		{name: "list of strings", raw: `["a", "b"]`, want: []PromptInput{{text: "a", isText: true}, {text: "b", isText: true}}},
+		{name: "list of token lists", raw: `[[1], [2, 3]]`, want: []PromptInput{{tokens: []int32{1}}, {tokens: []int32{2, 3}}}},
+		{name: "mixed list", raw: `["a", [4]]`, want: []PromptInput{{text: "a", isText: true}, {tokens: []int32{4}}}},
 		{name: "absent", raw: ``, wantErr: true},
 		{name: "null", raw: `null`, wantErr: true},
 		{name: "number", raw: `5`, wantErr: true},
-		{name: "empty list", raw: `[]`, want: []promptInput{{tokens: []int32{}}}},
+		{name: "empty list", raw: `[]`, want: []PromptInput{{tokens: []int32{}}}},
 		{name: "fractional token", raw: `[1.5]`, wantErr: true},
 		{name: "object element", raw: `[{"a": 1}]`, wantErr: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parsePrompts("prompt", json.RawMessage(tc.raw))
+			got, err := ParsePrompts("prompt", json.RawMessage(tc.raw))
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("error %v, want error %v", err, tc.wantErr)
 			}
@@ -50,8 +50,8 @@ func TestParsePrompts(t *testing.T) {
 // checkParam checks that err is a 400 naming param.
 func checkParam(t *testing.T, err error, param string) {
 	t.Helper()
-	var ae *apiError
-	if !errors.As(err, &ae) || ae.status != http.StatusBadRequest || ae.param != param {
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Param != param {
 		t.Fatalf("error %#v: want a 400 about %q", err, param)
 	}
 }
@@ -107,19 +107,19 @@ func logprobsPair(raw json.RawMessage) (any, error) {
 func TestSamplingDefaultsAndValidation(t *testing.T) {
 	eog := []int32{2}
 	t.Run("OpenAI defaults", func(t *testing.T) {
-		var f samplingFields
-		g, err := f.params(openAIDefaults(), eog, 1000)
+		var f SamplingFields
+		g, err := f.Params(OpenAIDefaults(), eog, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
 		p := g.sampling
-		if p.Temperature != 1 || p.TopP != 1 || p.TopK != 0 || p.MinP != 0 || p.RepeatPenalty != 1 || g.n != 1 || g.maxTokens != 0 {
+		if p.Temperature != 1 || p.TopP != 1 || p.TopK != 0 || p.MinP != 0 || p.RepeatPenalty != 1 || g.n != 1 || g.MaxTokens != 0 {
 			t.Fatalf("params %+v", g)
 		}
 	})
 	t.Run("llama.cpp defaults", func(t *testing.T) {
-		var f samplingFields
-		g, err := f.params(sample.DefaultParams(), eog, 1000)
+		var f SamplingFields
+		g, err := f.Params(sample.DefaultParams(), eog, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,36 +130,36 @@ func TestSamplingDefaultsAndValidation(t *testing.T) {
 		}
 	})
 	t.Run("fields override and ignore_eos bans EOG", func(t *testing.T) {
-		var f samplingFields
+		var f SamplingFields
 		if err := json.Unmarshal([]byte(`{"temperature": 0, "top_k": 5, "min_p": 0.1, "seed": 42, "ignore_eos": true, "n_predict": 7, "stop": "x"}`), &f); err != nil {
 			t.Fatal(err)
 		}
-		g, err := f.params(openAIDefaults(), eog, 1000)
+		g, err := f.Params(OpenAIDefaults(), eog, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if g.sampling.Temperature != 0 || g.sampling.TopK != 5 || g.sampling.MinP != float32(0.1) || g.sampling.Seed != 42 ||
-			!reflect.DeepEqual(g.sampling.IgnoreTokens, eog) || g.maxTokens != 7 || !reflect.DeepEqual(g.stop, []string{"x"}) {
+			!reflect.DeepEqual(g.sampling.IgnoreTokens, eog) || g.MaxTokens != 7 || !reflect.DeepEqual(g.stop, []string{"x"}) {
 			t.Fatalf("params %+v", g)
 		}
 	})
 	t.Run("ignore_eos false lifts a server-wide ban", func(t *testing.T) {
 		d := sample.DefaultParams()
 		d.IgnoreTokens = eog // serve --ignore-eos
-		var absent, off samplingFields
+		var absent, off SamplingFields
 		if err := json.Unmarshal([]byte(`{"ignore_eos": false}`), &off); err != nil {
 			t.Fatal(err)
 		}
-		if g, err := absent.params(d, eog, 1000); err != nil || !reflect.DeepEqual(g.sampling.IgnoreTokens, eog) {
+		if g, err := absent.Params(d, eog, 1000); err != nil || !reflect.DeepEqual(g.sampling.IgnoreTokens, eog) {
 			t.Fatalf("absent: ignored %v (%v), want the server's %v", g.sampling.IgnoreTokens, err, eog)
 		}
-		if g, err := off.params(d, eog, 1000); err != nil || len(g.sampling.IgnoreTokens) != 0 {
+		if g, err := off.Params(d, eog, 1000); err != nil || len(g.sampling.IgnoreTokens) != 0 {
 			t.Fatalf("ignore_eos false: ignored %v (%v), want none", g.sampling.IgnoreTokens, err)
 		}
 	})
 	t.Run("n_predict 0 generates nothing", func(t *testing.T) {
 		zero := 0
-		g, err := (&samplingFields{NPredict: &zero}).params(openAIDefaults(), eog, 1000)
+		g, err := (&SamplingFields{NPredict: &zero}).Params(OpenAIDefaults(), eog, 1000)
 		if err != nil || !g.noGeneration {
 			t.Fatalf("params %+v, %v", g, err)
 		}
@@ -188,11 +188,11 @@ func TestSamplingDefaultsAndValidation(t *testing.T) {
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
-			var f samplingFields
+			var f SamplingFields
 			if err := json.Unmarshal([]byte(tc.json), &f); err != nil {
 				t.Fatal(err)
 			}
-			_, err := f.params(openAIDefaults(), eog, 1000)
+			_, err := f.Params(OpenAIDefaults(), eog, 1000)
 			checkParam(t, err, tc.param)
 		})
 	}

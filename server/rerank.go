@@ -41,7 +41,7 @@ func NewReranker(m *model.Model, nCtx int) (*Reranker, error) {
 // scoreAll scores each prompt in the engine, in order; when ctx ends it stops with
 // context.Cause(ctx).
 func (s *Server) scoreAll(ctx context.Context, rr *Reranker, prompts [][]int32) ([]float32, error) {
-	hidden, err := s.embed(ctx, prompts, engine.PoolLast, false, rr.Priority, "", &rr.computed)
+	hidden, err := s.Embed(ctx, prompts, engine.PoolLast, false, rr.Priority, "", &rr.computed)
 	if err != nil {
 		return nil, err
 	}
@@ -135,19 +135,19 @@ type usageTokens struct {
 // tokens in all (--max-embedding-tokens), each prompt within the rerank context.
 func (s *Server) handleRerank(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Model.RankHead() == nil {
-		writeError(w, &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", param: "model", code: "model_not_reranker",
-			message: fmt.Sprintf("model %s is not a reranker: its %s.pooling_type is not rank (4) with a cls.output.weight head", s.cfg.ModelID, s.cfg.Model.Arch)})
+		WriteError(w, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "model", Code: "model_not_reranker",
+			Message: fmt.Sprintf("model %s is not a reranker: its %s.pooling_type is not rank (4) with a cls.output.weight head", s.cfg.ModelID, s.cfg.Model.Arch)})
 		return
 	}
 	rr := s.cfg.Reranker
 	if rr == nil {
-		writeError(w, notFound("reranking is off: start the server with --rerank"))
+		WriteError(w, NotFound("reranking is off: start the server with --rerank"))
 		return
 	}
 	var req rerankRequest
-	release, err := s.decodeParsed(w, r, &req)
+	release, err := s.DecodeParsed(w, r, &req)
 	if err != nil {
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
 	docs, tei := req.Documents, req.Texts != nil && req.Documents == nil
@@ -157,12 +157,12 @@ func (s *Server) handleRerank(w http.ResponseWriter, r *http.Request) {
 	prompts, err := s.rerankPrompts(rr, &req, docs)
 	release()
 	if err != nil {
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
 	scores, err := s.scoreAll(r.Context(), rr, prompts)
 	if err != nil {
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
 	results := make([]rerankResult, len(scores))
@@ -183,10 +183,10 @@ func (s *Server) handleRerank(w http.ResponseWriter, r *http.Request) {
 		results = results[:min(*req.TopN, len(results))]
 	}
 	if tei {
-		writeJSON(w, http.StatusOK, results)
+		WriteJSON(w, http.StatusOK, results)
 		return
 	}
-	writeJSON(w, http.StatusOK, rerankResponse{Model: s.cfg.ModelID, Object: "list", Usage: usage, Results: results})
+	WriteJSON(w, http.StatusOK, rerankResponse{Model: s.cfg.ModelID, Object: "list", Usage: usage, Results: results})
 }
 
 // rerankPrompts checks the request and tokenizes every pair before any is scored, so that a
@@ -194,36 +194,36 @@ func (s *Server) handleRerank(w http.ResponseWriter, r *http.Request) {
 func (s *Server) rerankPrompts(rr *Reranker, req *rerankRequest, docs []string) ([][]int32, error) {
 	switch {
 	case req.Query == nil:
-		return nil, badRequest("query", "query is required")
+		return nil, BadRequest("query", "query is required")
 	case len(docs) == 0:
-		return nil, badRequest("documents", "documents must be a non-empty list of strings")
+		return nil, BadRequest("documents", "documents must be a non-empty list of strings")
 	case req.TopN != nil && *req.TopN < 1:
-		return nil, badRequest("top_n", "top_n must be >= 1, got %d", *req.TopN)
+		return nil, BadRequest("top_n", "top_n must be >= 1, got %d", *req.TopN)
 	}
 	if limit := orDefault(s.cfg.MaxEmbeddingInputs, DefaultMaxEmbeddingInputs); len(docs) > limit {
-		return nil, badRequest("documents", "documents has %d items; this server ranks at most %d per request "+
+		return nil, BadRequest("documents", "documents has %d items; this server ranks at most %d per request "+
 			"(--max-embedding-inputs): split the request", len(docs), limit)
 	}
 	limit := orDefault(s.cfg.MaxEmbeddingTokens, DefaultMaxEmbeddingTokens)
-	if err := s.checkText("query", len(*req.Query)); err != nil {
+	if err := s.CheckText("query", len(*req.Query)); err != nil {
 		return nil, err
 	}
 	out := make([][]int32, 0, len(docs))
 	total := 0
 	for i, d := range docs {
-		if err := s.checkText("documents", len(d)); err != nil {
+		if err := s.CheckText("documents", len(d)); err != nil {
 			return nil, err
 		}
 		toks := rerankPrompt(s.cfg.Model.Vocab, rr.template, *req.Query, d)
 		if len(toks) == 0 {
-			return nil, badRequest("documents", "documents[%d] and the query are empty", i)
+			return nil, BadRequest("documents", "documents[%d] and the query are empty", i)
 		}
-		if len(toks) > s.embedCtx(rr.nCtx) {
-			return nil, &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", param: "documents", code: "context_length_exceeded",
-				message: fmt.Sprintf("documents[%d] with the query is %d tokens, more than the rerank context of %d", i, len(toks), s.embedCtx(rr.nCtx))}
+		if len(toks) > s.EmbedCtx(rr.nCtx) {
+			return nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "documents", Code: "context_length_exceeded",
+				Message: fmt.Sprintf("documents[%d] with the query is %d tokens, more than the rerank context of %d", i, len(toks), s.EmbedCtx(rr.nCtx))}
 		}
 		if total += len(toks); total > limit {
-			return nil, badRequest("documents", "the documents with the query have more than %d tokens in all (%d in the first %d); this "+
+			return nil, BadRequest("documents", "the documents with the query have more than %d tokens in all (%d in the first %d); this "+
 				"server ranks at most %d per request (--max-embedding-tokens): split the request", limit, total, i+1, limit)
 		}
 		out = append(out, toks)

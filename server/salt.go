@@ -28,11 +28,11 @@ func checkCacheSalt(v *string) (string, error) {
 	case v == nil:
 		return "", nil
 	case *v == "":
-		return "", badRequest("cache_salt", "cache_salt is empty: omit it to share the cache with unsalted requests, or give a non-empty string")
+		return "", BadRequest("cache_salt", "cache_salt is empty: omit it to share the cache with unsalted requests, or give a non-empty string")
 	case len(*v) > maxCacheSalt:
-		return "", badRequest("cache_salt", "cache_salt is %d bytes long: use at most %d", len(*v), maxCacheSalt)
+		return "", BadRequest("cache_salt", "cache_salt is %d bytes long: use at most %d", len(*v), maxCacheSalt)
 	case !utf8.ValidString(*v) || strings.ContainsRune(*v, 0):
-		return "", badRequest("cache_salt", "cache_salt must be valid UTF-8 without NUL characters")
+		return "", BadRequest("cache_salt", "cache_salt must be valid UTF-8 without NUL characters")
 	}
 	return *v, nil
 }

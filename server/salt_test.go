@@ -145,7 +145,7 @@ func TestCacheSaltTurnMemory(t *testing.T) {
 	msgs = append(msgs, map[string]string{"role": "assistant", "content": r.Choices[0].Message.Content},
 		map[string]string{"role": "user", "content": "And then?"})
 	raw, _ := json.Marshal(msgs)
-	text, err := e.srv.renderChat(raw, nil, nil)
+	text, err := e.srv.RenderChat(raw, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,12 +84,12 @@ func (g hostGuard) allows(host string) bool {
 }
 
 // refusal is the 403 for a Host the guard does not allow; it names the flag that allows it.
-func (g hostGuard) refusal(host string) *apiError {
+func (g hostGuard) refusal(host string) *APIError {
 	name := hostName(host) // the client chose it: echo and clip keep the message short
-	return &apiError{status: http.StatusForbidden, typ: "invalid_request_error", code: "host_not_allowed",
-		message: fmt.Sprintf("Host %s is not allowed: this server (listening on %s) answers only localhost names and --allowed-hosts, "+
+	return &APIError{Status: http.StatusForbidden, Type: "invalid_request_error", Code: "host_not_allowed",
+		Message: fmt.Sprintf("Host %s is not allowed: this server (listening on %s) answers only localhost names and --allowed-hosts, "+
 			"so that other sites cannot reach it by DNS rebinding; to serve this name, start it with --allowed-hosts %s (or \"*\" for any)",
-			echo(name), g.listen, clip(name))}
+			Echo(name), g.listen, clip(name))}
 }
 
 // secure sets the headers every response carries and refuses (403) a request whose Host the
@@ -104,7 +104,7 @@ func (g hostGuard) admit(w http.ResponseWriter, r *http.Request) bool {
 	if g.allows(r.Host) {
 		return true
 	}
-	writeError(w, g.refusal(r.Host))
+	WriteError(w, g.refusal(r.Host))
 	return false
 }
 

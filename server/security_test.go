@@ -18,6 +18,7 @@ func (e *testEnv) guarded(t *testing.T, listen string, allowed ...string) *Serve
 	t.Helper()
 	cfg := e.srv.cfg
 	cfg.ListenAddr, cfg.AllowedHosts = listen, allowed
+	cfg.Dialects = testDialects
 	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -167,13 +167,13 @@ func (d *deadlineWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter 
 
 // tooManyConnections is the whole HTTP response a connection beyond the cap gets.
 func tooManyConnections(limit int) []byte {
-	return rawError(http.StatusServiceUnavailable, &apiError{typ: "server_error", code: "too_many_connections",
-		message: fmt.Sprintf("the server has %d connections open, its limit: retry later", limit)})
+	return rawError(http.StatusServiceUnavailable, &APIError{Type: "server_error", Code: "too_many_connections",
+		Message: fmt.Sprintf("the server has %d connections open, its limit: retry later", limit)})
 }
 
 // rawError is the whole HTTP/1.1 response, closing the connection, that reports ae with status:
 // the listener writes it to connections it refuses, before net/http ever sees them.
-func rawError(status int, ae *apiError) []byte {
+func rawError(status int, ae *APIError) []byte {
 	body, _ := json.Marshal(ae.body())
 	body = append(body, '\n')
 	head := fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"+

@@ -1,8 +1,11 @@
-// Package server exposes an engine over HTTP: OpenAI's completions, chat completions and models
-// routes, llama.cpp's /completion, /tokenize, /detokenize and /health, and Prometheus metrics.
-// Handlers tokenize, submit to the continuous-batching engine and stream results back as
-// server-sent events; every request's sequences are cancelled when its client goes away. GET / is
-// a built-in web page (package web) whose live view of the batching reads GET /live (a Live hub).
+// Package server is the HTTP core over an engine: requests, streams, limits, errors, the
+// engine hand-off, the mux and the middleware, with OpenAI's completions, chat completions,
+// embeddings and models routes, /health and Prometheus metrics. Other API dialects are
+// packages of their own (server/llamacpp, server/ollama, server/responses) that register
+// their routes (Config.Dialects) and import only this one. Handlers tokenize, submit to the
+// continuous-batching engine and stream results back as server-sent events; every request's
+// sequences are cancelled when its client goes away. GET / is a built-in web page (package web)
+// whose live view of the batching reads GET /live (a Live hub).
 package server
 
 import (
@@ -109,6 +112,10 @@ type Config struct {
 	// budget may be shared by several Servers (serve's models). nil: a budget of this server's
 	// own, DefaultParseBudget.
 	ParseBudget *ParseBudget
+	// Dialects are the API dialects served beside the core's routes, each its own package
+	// (server/llamacpp, server/ollama, server/responses); cmd/ubatch serves them all. A
+	// NewMulti front's are its models'.
+	Dialects []Dialect
 	// KVBlocks, when set, serves POST /kv/blocks: this node's KV blocks for its fleet's peers
 	// (peer.Handler), behind the API key like every other route; nil answers 404.
 	KVBlocks http.Handler
@@ -166,7 +173,6 @@ type Server struct {
 	grammarVocab func() (*grammar.Vocab, error)
 	// compiling holds a slot per constraint being compiled (see compileSlot).
 	compiling chan struct{}
-	responses responseStore // finished /v1/responses, for previous_response_id
 
 	// modelMux and dispatch are a NewMulti front's: the routes of a model's server (a template's,
 	// never served), and what serves a request on one of them.
@@ -176,9 +182,6 @@ type Server struct {
 	// engineStats is what the live view shows of the engine: Config.Engine's, or on a NewMulti
 	// front the loaded models' together.
 	engineStats func() engine.Stats
-
-	// ollamaInfo is the model as Ollama's routes describe it (ollama_models.go), built on first use.
-	ollamaInfo func() ollamaIdentity
 }
 
 // New validates cfg and builds the server. The chat template comes from the model's
@@ -251,33 +254,26 @@ func New(cfg Config) (*Server, error) {
 // route registers every route of a model's server on s.mux. A NewMulti front runs it on a
 // template Server of its own to learn which routes are a model's.
 func (s *Server) route() {
-	// OpenAI's routes, also without /v1 as llama-server accepts them, then llama.cpp's own.
+	// OpenAI's routes, also without /v1 as llama-server accepts them, then the others.
 	for _, prefix := range []string{"/v1", ""} {
 		s.mux.HandleFunc("POST "+prefix+"/completions", s.handleCompletions)
 		s.mux.HandleFunc("POST "+prefix+"/chat/completions", s.handleChatCompletions)
 		s.mux.HandleFunc("GET "+prefix+"/models", s.handleModels)
 		s.mux.HandleFunc("GET "+prefix+"/models/{id}", s.handleModel)
 		s.mux.HandleFunc("POST "+prefix+"/embeddings", s.handleEmbeddings)
-		s.routeResponses(prefix)
 	}
-	s.mux.HandleFunc("POST /completion", s.handleLlamaCompletion)
-	s.mux.HandleFunc("POST /infill", s.handleInfill)
 	for _, p := range []string{"/rerank", "/reranking", "/v1/rerank", "/v1/reranking"} { // llama-server's four names
 		s.mux.HandleFunc("POST "+p, s.handleRerank)
 	}
-	s.mux.HandleFunc("POST /tokenize", s.handleTokenize)
-	s.mux.HandleFunc("POST /detokenize", s.handleDetokenize)
-	s.mux.HandleFunc("POST /apply-template", s.handleApplyTemplate)
-	s.mux.HandleFunc("GET /props", s.handleProps)
-	s.mux.HandleFunc("GET /slots", s.handleSlots)
-	s.mux.HandleFunc("POST /slots/{id}", s.handleSlotAction)
 	s.mux.HandleFunc("GET /health", s.handleHealth)
 	s.mux.HandleFunc("GET /metrics", s.handleMetrics)
 	s.mux.HandleFunc("GET /live", s.handleLive)
 	if s.cfg.KVBlocks != nil {
 		s.mux.Handle("POST /kv/blocks", s.cfg.KVBlocks)
 	}
-	s.routeOllama() // Ollama's /api/... (ollama.go)
+	for _, d := range s.cfg.Dialects { // the dialects' packages (dialect.go)
+		d(s)
+	}
 	// The web page only at exactly / so that unknown API paths keep their JSON 404.
 	s.mux.Handle("GET /{$}", web.Page())
 	s.mux.Handle("GET /ui/", web.Assets())
@@ -315,20 +311,20 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if len(allow) == 0 {
-			writeError(w, notFound(fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)))
+			WriteError(w, NotFound(fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)))
 			return
 		}
 		w.Header().Set("Allow", strings.Join(allow, ", "))
-		writeError(w, &apiError{status: http.StatusMethodNotAllowed, typ: "invalid_request_error",
-			code: "method_not_allowed", message: fmt.Sprintf("%s %s is not supported: use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))})
+		WriteError(w, &APIError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
+			Code: "method_not_allowed", Message: fmt.Sprintf("%s %s is not supported: use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))})
 		return
 	}
 	// /health answers without a key so that load balancers can probe it, and the web page and
 	// its assets so that a browser can show them (the page asks for the key and sends it itself).
 	if !public(r.URL.Path) && !s.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="ubatch"`)
-		writeError(w, &apiError{status: http.StatusUnauthorized, typ: "authentication_error",
-			code: "invalid_api_key", message: "invalid or missing API key: send Authorization: Bearer KEY"})
+		WriteError(w, &APIError{Status: http.StatusUnauthorized, Type: "authentication_error",
+			Code: "invalid_api_key", Message: "invalid or missing API key: send Authorization: Bearer KEY"})
 		return
 	}
 	if s.cfg.CacheSaltPerKey {
@@ -369,12 +365,12 @@ func (s *Server) authorized(r *http.Request) bool {
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	if s.metrics == nil {
-		writeError(w, notFound("metrics are not enabled on this server"))
+		WriteError(w, NotFound("metrics are not enabled on this server"))
 		return
 	}
 	if s.cfg.Metrics != nil {
@@ -399,10 +395,21 @@ type modelStatus struct {
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{
+	WriteJSON(w, http.StatusOK, map[string]any{
 		"object": "list",
 		"data":   []modelJSON{{ID: s.cfg.ModelID, Object: "model", Created: s.created, OwnedBy: "ubatch"}},
 	})
+}
+
+// handleModel is OpenAI's GET /v1/models/{id}: the served model, or 404 for any other id.
+func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if id != s.cfg.ModelID {
+		WriteError(w, &APIError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
+			Message: "the model " + id + " does not exist: this server serves " + s.cfg.ModelID})
+		return
+	}
+	WriteJSON(w, http.StatusOK, modelJSON{ID: s.cfg.ModelID, Object: "model", Created: s.created, OwnedBy: "ubatch"})
 }
 
 // recorder remembers the status and size of a response for the request log. It forwards Flush

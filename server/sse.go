@@ -7,33 +7,33 @@ import (
 	"net/http"
 )
 
-// sseWriter writes server-sent events, one `data: JSON` event per chunk, flushing each so that
+// SSEWriter writes server-sent events, one `data: JSON` event per chunk, flushing each so that
 // clients see tokens as they are generated.
-type sseWriter struct {
+type SSEWriter struct {
 	w  http.ResponseWriter
 	rc *http.ResponseController
-	// errorEvent, when set, words a failure instead of sendError's error object (the
+	// ErrorEvent, when set, words a failure instead of sendError's error object (the
 	// Responses API's response.failed and error events).
-	errorEvent func(err error) error
+	ErrorEvent func(err error) error
 	// ndjson frames each event as one line of JSON (Ollama's streams) instead of "data: ...".
 	ndjson bool
 }
 
 // startSSE sends the 200 status and event-stream headers. After it, errors can only be reported
 // as events.
-func startSSE(w http.ResponseWriter) *sseWriter {
+func startSSE(w http.ResponseWriter) *SSEWriter {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // keep reverse proxies from buffering the stream
 	w.WriteHeader(http.StatusOK)
-	s := &sseWriter{w: w, rc: http.NewResponseController(w)}
+	s := &SSEWriter{w: w, rc: http.NewResponseController(w)}
 	s.rc.Flush()
 	return s
 }
 
-// send writes v as one event. An error means the client is gone.
-func (s *sseWriter) send(v any) error {
+// Send writes v as one event. An error means the client is gone.
+func (s *SSEWriter) Send(v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -42,20 +42,20 @@ func (s *sseWriter) send(v any) error {
 }
 
 // done writes OpenAI's end-of-stream marker.
-func (s *sseWriter) done() error { return s.raw([]byte("[DONE]")) }
+func (s *SSEWriter) done() error { return s.raw([]byte("[DONE]")) }
 
 // sendError reports a failure that happened after the stream started, as an OpenAI error object.
-func (s *sseWriter) sendError(err error) error {
-	if s.errorEvent != nil {
-		return s.errorEvent(err)
+func (s *SSEWriter) sendError(err error) error {
+	if s.ErrorEvent != nil {
+		return s.ErrorEvent(err)
 	}
-	return s.send(toAPIError(err).body())
+	return s.Send(ToAPIError(err).body())
 }
 
 // endCut reports whether ctx, the request's context, has ended, and when the server cut the
 // request at shutdown (the client is still there) sends the reason as an error event, so that the
 // client can tell a cut stream from a finished one.
-func (s *sseWriter) endCut(ctx context.Context) bool {
+func (s *SSEWriter) endCut(ctx context.Context) bool {
 	if ctx.Err() == nil {
 		return false
 	}
@@ -65,7 +65,18 @@ func (s *sseWriter) endCut(ctx context.Context) bool {
 	return true
 }
 
-func (s *sseWriter) raw(b []byte) error {
+// SendEvent sends b (one JSON object) as an event named name: "event: name" before its data
+// line (the Responses API's streams name every event).
+func (s *SSEWriter) SendEvent(name string, b []byte) error {
+	buf := make([]byte, 0, len(name)+8)
+	buf = append(append(append(buf, "event: "...), name...), '\n')
+	if _, err := s.w.Write(buf); err != nil {
+		return err
+	}
+	return s.raw(b)
+}
+
+func (s *SSEWriter) raw(b []byte) error {
 	buf := make([]byte, 0, len(b)+8)
 	if s.ndjson {
 		buf = append(append(buf, b...), '\n')

@@ -44,7 +44,7 @@ func synthEnv(t *testing.T, o synthOptions) *testEnv {
 			t.Fatal(err)
 		}
 	}
-	srv, err := New(Config{Model: m, Engine: eng, ModelID: "synth", Reranker: rr,
+	srv, err := New(Config{Model: m, Engine: eng, Dialects: testDialects, ModelID: "synth", Reranker: rr,
 		MaxEmbeddingInputs: o.cfg.MaxEmbeddingInputs, MaxEmbeddingTokens: o.cfg.MaxEmbeddingTokens})
 	if err != nil {
 		t.Fatal(err)

@@ -7,12 +7,12 @@ import (
 	"ubatch/tokenizer"
 )
 
-// genToken is one generated token as reported to clients, with where its text starts in the
+// GenToken is one generated token as reported to clients, with where its text starts in the
 // completion (byte offset).
-type genToken struct {
-	id      int32
-	logprob float32
-	top     []sample.TokenLogProb
+type GenToken struct {
+	ID      int32
+	Logprob float32
+	Top     []sample.TokenLogProb
 	offset  int // start of the token's text in the completion, in bytes
 	end     int // end of its text
 }
@@ -28,7 +28,7 @@ type textStream struct {
 	stop     []string
 	held     string     // decoded text not yet released
 	released int        // bytes released so far
-	pending  []genToken // tokens whose text is not fully released
+	pending  []GenToken // tokens whose text is not fully released
 	done     bool
 	// minTokens is the request's min_tokens: as in vLLM, stop strings do not end the text
 	// before that many tokens were added (the sampler holds the end tokens back as long).
@@ -41,8 +41,8 @@ func newTextStream(vocab *tokenizer.Tokenizer, stop []string) *textStream {
 
 // add decodes one token. It returns the text that can be sent now, the tokens it completes, and,
 // when a stop string matched, that string (the text is then cut before it and the stream is done).
-func (t *textStream) add(tok genToken) (text string, toks []genToken, stopWord string) {
-	piece := t.dec.Add(tok.id)
+func (t *textStream) add(tok GenToken) (text string, toks []GenToken, stopWord string) {
+	piece := t.dec.Add(tok.ID)
 	t.added++
 	produced := t.released + len(t.held)
 	tok.offset, tok.end = produced, produced+len(piece)
@@ -53,7 +53,7 @@ func (t *textStream) add(tok genToken) (text string, toks []genToken, stopWord s
 
 // flush ends the stream: it decodes any incomplete trailing bytes and releases everything that is
 // not cut by a stop string.
-func (t *textStream) flush() (text string, toks []genToken, stopWord string) {
+func (t *textStream) flush() (text string, toks []GenToken, stopWord string) {
 	if t.done {
 		return "", nil, ""
 	}
@@ -61,7 +61,7 @@ func (t *textStream) flush() (text string, toks []genToken, stopWord string) {
 	return t.release(true)
 }
 
-func (t *textStream) release(final bool) (string, []genToken, string) {
+func (t *textStream) release(final bool) (string, []GenToken, string) {
 	if t.done {
 		return "", nil, ""
 	}

@@ -49,10 +49,10 @@ func TestTextStreamStopStrings(t *testing.T) {
 			}
 			ts := newTextStream(m.Vocab, tc.stop)
 			var out strings.Builder
-			var released []genToken
+			var released []GenToken
 			word := ""
 			for i, id := range toks {
-				text, rel, w := ts.add(genToken{id: id})
+				text, rel, w := ts.add(GenToken{ID: id})
 				if !utf8.ValidString(text) {
 					t.Fatalf("chunk %q is not valid UTF-8", text)
 				}

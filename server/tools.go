@@ -37,11 +37,11 @@ type toolCallJSON struct {
 	} `json:"function"`
 }
 
-// toolMode is how a chat request's reply is read for tool calls; nil means plain text.
-type toolMode struct {
-	format   chat.ToolFormat
-	parallel bool     // more than one call may be returned
-	names    []string // the functions a call may name; a call of any other is content
+// ToolMode is how a chat request's reply is read for tool calls; nil means plain text.
+type ToolMode struct {
+	Format   chat.ToolFormat
+	Parallel bool     // more than one call may be returned
+	Names    []string // the functions a call may name; a call of any other is content
 }
 
 // Limits on what a client sizes in tools (RequestLimits' defaults): each tool is rendered into
@@ -63,14 +63,14 @@ var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // toolSetup reads tools, tool_choice and parallel_tool_calls. With tool_choice "none" (or no
 // tools) the reply is text. "auto" parses whatever calls of the tools the model writes;
-// "required" and a named function also constrain the output by grammar to one call of the
+// "required" and a named function also Constrain the output by grammar to one call of the
 // allowed functions in the model's format, so it cannot answer otherwise.
-func (s *Server) toolSetup(ctx context.Context, g *genParams, req *chatRequest) (*toolMode, error) {
-	if isNull(req.Tools) {
-		if !isNull(req.ToolChoice) {
+func (s *Server) toolSetup(ctx context.Context, g *GenParams, req *ChatRequest) (*ToolMode, error) {
+	if IsNull(req.Tools) {
+		if !IsNull(req.ToolChoice) {
 			var choice string
 			if json.Unmarshal(req.ToolChoice, &choice) != nil || choice != "none" {
-				return nil, badRequest("tool_choice", "tool_choice needs tools")
+				return nil, BadRequest("tool_choice", "tool_choice needs tools")
 			}
 		}
 		return nil, nil
@@ -79,7 +79,7 @@ func (s *Server) toolSetup(ctx context.Context, g *genParams, req *chatRequest) 
 	if err != nil {
 		return nil, err
 	}
-	mode := &toolMode{format: chat.DetectToolFormat(s.tmpl.Source()), parallel: req.ParallelToolCalls == nil || *req.ParallelToolCalls}
+	mode := &ToolMode{Format: chat.DetectToolFormat(s.tmpl.Source()), Parallel: req.ParallelToolCalls == nil || *req.ParallelToolCalls}
 	choice, name, err := parseToolChoice(req.ToolChoice)
 	if err != nil {
 		return nil, err
@@ -88,7 +88,7 @@ func (s *Server) toolSetup(ctx context.Context, g *genParams, req *chatRequest) 
 	for i, t := range tools {
 		if choice != "required" || name == "" || t.Function.Name == name {
 			allowed = append(allowed, i)
-			mode.names = append(mode.names, t.Function.Name)
+			mode.Names = append(mode.Names, t.Function.Name)
 		}
 	}
 	switch choice {
@@ -98,17 +98,17 @@ func (s *Server) toolSetup(ctx context.Context, g *genParams, req *chatRequest) 
 		return mode, nil
 	}
 	if len(allowed) == 0 {
-		return nil, badRequest("tool_choice", "tool_choice names %s, which is not among the tools", echo(name))
+		return nil, BadRequest("tool_choice", "tool_choice names %s, which is not among the tools", Echo(name))
 	}
 	if g.sampling.Grammar != nil {
-		return nil, badRequest("tool_choice", "tool_choice %s cannot be combined with another output constraint", echo(choice))
+		return nil, BadRequest("tool_choice", "tool_choice %s cannot be combined with another output constraint", Echo(choice))
 	}
 	release, err := s.compileSlot(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	src, err := toolCallGrammar(ctx, mode.format, tools, allowed, s.cfg.Limits.Grammar)
+	src, err := toolCallGrammar(ctx, mode.Format, tools, allowed, s.cfg.Limits.Grammar)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func (s *Server) toolSetup(ctx context.Context, g *genParams, req *chatRequest) 
 	if err := s.setGrammar(g, gr); err != nil {
 		return nil, err
 	}
-	mode.parallel = false
+	mode.Parallel = false
 	return mode, nil
 }
 
@@ -129,31 +129,31 @@ func (s *Server) toolSetup(ctx context.Context, g *genParams, req *chatRequest) 
 func parseTools(raw json.RawMessage, lim RequestLimits) ([]toolFunction, error) {
 	var tools []toolFunction
 	if err := json.Unmarshal(raw, &tools); err != nil {
-		return nil, badRequest("tools", "tools must be a list of {\"type\": \"function\", \"function\": {...}} objects")
+		return nil, BadRequest("tools", "tools must be a list of {\"type\": \"function\", \"function\": {...}} objects")
 	}
 	if len(tools) > lim.MaxTools {
-		return nil, badRequest("tools", "%d tools given: at most %d are allowed (--max-tools)", len(tools), lim.MaxTools)
+		return nil, BadRequest("tools", "%d tools given: at most %d are allowed (--max-tools)", len(tools), lim.MaxTools)
 	}
 	size := 0
 	for i, t := range tools {
 		if t.Type != "function" {
-			return nil, badRequest("tools", "tools[%d] must have type \"function\"", i)
+			return nil, BadRequest("tools", "tools[%d] must have type \"function\"", i)
 		}
 		if n := t.Function.Name; !toolName.MatchString(n) {
 			shown := strconv.Quote(n)
 			if len(n) > 64 { // not echoed back whole: it may be megabytes
 				shown = fmt.Sprintf("of %d bytes", len(n))
 			}
-			return nil, badRequest(fmt.Sprintf("tools[%d].function.name", i),
+			return nil, BadRequest(fmt.Sprintf("tools[%d].function.name", i),
 				"tools[%d].function.name %s must be 1 to 64 letters, digits, underscores or dashes", i, shown)
 		}
 		size += len(bytes.TrimSpace(t.Function.Parameters))
 		if size > lim.MaxToolsBytes {
-			return nil, badRequest("tools", "the tools' parameters exceed %d bytes in all (--max-tools-bytes)", lim.MaxToolsBytes)
+			return nil, BadRequest("tools", "the tools' parameters exceed %d bytes in all (--max-tools-bytes)", lim.MaxToolsBytes)
 		}
 		if err := checkParameters(t.Function.Parameters); err != nil {
 			param := fmt.Sprintf("tools[%d].function.parameters", i)
-			return nil, badRequest(param, "%s: %v", param, err)
+			return nil, BadRequest(param, "%s: %v", param, err)
 		}
 	}
 	return tools, nil
@@ -162,7 +162,7 @@ func parseTools(raw json.RawMessage, lim RequestLimits) ([]toolFunction, error) 
 // parseToolChoice returns "none", "auto" or "required", and the function name for
 // {"type": "function", "function": {"name": ...}} (choice "required").
 func parseToolChoice(raw json.RawMessage) (choice, name string, err error) {
-	if isNull(raw) {
+	if IsNull(raw) {
 		return "auto", "", nil
 	}
 	if json.Unmarshal(raw, &choice) == nil {
@@ -170,7 +170,7 @@ func parseToolChoice(raw json.RawMessage) (choice, name string, err error) {
 		case "none", "auto", "required":
 			return choice, "", nil
 		}
-		return "", "", badRequest("tool_choice", "tool_choice %s: use none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}", echo(choice))
+		return "", "", BadRequest("tool_choice", "tool_choice %s: use none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}", Echo(choice))
 	}
 	var named struct {
 		Type     string `json:"type"`
@@ -179,7 +179,7 @@ func parseToolChoice(raw json.RawMessage) (choice, name string, err error) {
 		} `json:"function"`
 	}
 	if json.Unmarshal(raw, &named) != nil || named.Type != "function" || named.Function.Name == "" {
-		return "", "", badRequest("tool_choice", "tool_choice must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}")
+		return "", "", BadRequest("tool_choice", "tool_choice must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}")
 	}
 	return "required", named.Function.Name, nil
 }
@@ -227,7 +227,7 @@ func toolCallGrammar(ctx context.Context, format chat.ToolFormat, tools []toolFu
 	for _, i := range allowed {
 		t := tools[i]
 		params := t.Function.Parameters
-		if isNull(params) {
+		if IsNull(params) {
 			params = json.RawMessage(`{"type": "object"}`)
 		}
 		param := fmt.Sprintf("tools[%d].function.parameters", i)
@@ -240,15 +240,15 @@ func toolCallGrammar(ctx context.Context, format chat.ToolFormat, tools []toolFu
 			return "", limitError("tools", err)
 		}
 		if err != nil {
-			return "", badRequest(param, "%s cannot be turned into a grammar: %v", param, err)
+			return "", BadRequest(param, "%s cannot be turned into a grammar: %v", param, err)
 		}
 		if size += len(src); size > maxToolGrammarBytes {
-			return "", badRequest("tools", "the tools' parameters make a grammar of over %d bytes (at %s)", maxToolGrammarBytes, param)
+			return "", BadRequest("tools", "the tools' parameters make a grammar of over %d bytes (at %s)", maxToolGrammarBytes, param)
 		}
 		prefix := "t" + strconv.Itoa(i) + "-"
 		rules, err := prefixRules(src, prefix)
 		if err != nil {
-			return "", internalError(fmt.Errorf("%s: the schema's grammar: %w", param, err))
+			return "", InternalError(fmt.Errorf("%s: the schema's grammar: %w", param, err))
 		}
 		// Names are plain (parseTools), so they go into the literals as they are.
 		if format == chat.ToolHarmony {
@@ -309,11 +309,11 @@ func isRuleNameByte(c byte) bool {
 // written so far, as the streamed reply sent it (deltas cannot be taken back) and as OpenAI
 // returns a call cut by max_tokens; toolsFinish then keeps finish_reason "length", which tells
 // the client the arguments are incomplete.
-func (t *toolMode) parse(content string, cut bool) (string, []chat.ToolCall) {
+func (t *ToolMode) parse(content string, cut bool) (string, []chat.ToolCall) {
 	if !cut {
-		return chat.ParseToolCalls(t.format, content, t.names)
+		return chat.ParseToolCalls(t.Format, content, t.Names)
 	}
-	p := chat.NewToolParser(t.format, t.names)
+	p := chat.NewToolParser(t.Format, t.Names)
 	p.StreamCalls()
 	content = p.Add(content)
 	rest, calls := p.Finish()
@@ -329,8 +329,8 @@ func toolsFinish(finish string) string {
 	return "tool_calls"
 }
 
-// toolReply turns parsed calls into OpenAI's tool_calls; parallel false keeps the first.
-func toolReply(calls []chat.ToolCall, parallel bool, withIndex bool) []toolCallJSON {
+// ToolReply turns parsed calls into OpenAI's tool_calls; parallel false keeps the first.
+func ToolReply(calls []chat.ToolCall, parallel bool, withIndex bool) []toolCallJSON {
 	if !parallel && len(calls) > 1 {
 		calls = calls[:1]
 	}
@@ -363,7 +363,7 @@ var (
 // reference never reaches the wrapper the call grammar puts around it, nor another tool. It
 // runs for every tool_choice, as the template shows the schema to the model either way.
 func checkParameters(raw json.RawMessage) error {
-	if isNull(raw) {
+	if IsNull(raw) {
 		return nil
 	}
 	var doc any

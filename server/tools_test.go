@@ -183,8 +183,8 @@ func TestToolGrammarCap(t *testing.T) {
 	}
 	// The byte cap, not the compile time limit a loaded machine under -race can reach first.
 	_, err := toolCallGrammar(context.Background(), chat.ToolHermes, tools, allowed, grammar.Limits{MaxTime: time.Minute})
-	var ae *apiError
-	if !errors.As(err, &ae) || ae.param != "tools" || !strings.Contains(ae.message, strconv.Itoa(maxToolGrammarBytes)+" bytes") {
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.Param != "tools" || !strings.Contains(ae.Message, strconv.Itoa(maxToolGrammarBytes)+" bytes") {
 		t.Fatalf("120 tools of a %d-byte schema each: %v, want a 400 on tools naming the %d-byte cap", len(params), err, maxToolGrammarBytes)
 	}
 }
@@ -208,16 +208,16 @@ func TestToolRequestsAccepted(t *testing.T) {
 		{"null parameters", toolsBody(`"required"`, `{"name":"f","parameters":null}`)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var req chatRequest
+			var req ChatRequest
 			if err := json.Unmarshal([]byte(tc.body), &req); err != nil {
 				t.Fatal(err)
 			}
-			var g genParams
+			var g GenParams
 			mode, err := e.srv.toolSetup(context.Background(), &g, &req)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if mode == nil || len(mode.names) == 0 || (string(req.ToolChoice) == `"required"`) != (g.sampling.Grammar != nil) {
+			if mode == nil || len(mode.Names) == 0 || (string(req.ToolChoice) == `"required"`) != (g.sampling.Grammar != nil) {
 				t.Errorf("mode %+v, grammar %v", mode, g.sampling.Grammar != nil)
 			}
 		})

@@ -92,7 +92,7 @@ func (m *turnMemo) get(key string) []int32 {
 const maxTurnTries = 4
 
 // reuseTurn returns the tokens of a chat prompt: text is the rendered conversation, full its
-// tokenization, messages its request's messages (checked by renderChat already). When text starts with a remembered conversation (a previous
+// tokenization, messages its request's messages (checked by RenderChat already). When text starts with a remembered conversation (a previous
 // completion's prompt and reply, ending at the content of one of msgs' assistant messages), it
 // returns that conversation's tokens followed by the tokenization of the rest of text, provided
 // full ends with the same tokens (no token spans the seam, so the rest means what it meant in

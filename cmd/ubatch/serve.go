@@ -237,7 +237,7 @@ func (ss *serveSetup) listen(ctx context.Context, reg *server.Registry, first *s
 	srv, err := server.NewMulti(server.Config{APIKey: *o.apiKey, MaxBodyBytes: *o.maxBody, Logger: logger, Gatherer: ss.reg,
 		CORSOrigins: splitList(*o.corsOrigin), Live: ss.live, ListenAddr: addr, AllowedHosts: splitList(*o.allowedHosts),
 		CacheSaltPerKey: *o.cacheSaltPerKey,
-		MaxLiveStreams:  *o.maxLive, ChatTemplate: *o.chatTemplate, Sampling: ss.showSampling()}, reg)
+		MaxLiveStreams:  *o.maxLive, ChatTemplate: *o.chatTemplate, Sampling: ss.showSampling(), Dialects: dialects()}, reg)
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,9 @@ import (
 	"ubatch/runner"
 	"ubatch/sample"
 	"ubatch/server"
+	"ubatch/server/llamacpp"
+	"ubatch/server/ollama"
+	"ubatch/server/responses"
 )
 
 // modelsFlags are serve's flags for several models: -m repeated, the library, keep-alive and the
@@ -370,7 +373,14 @@ func (ss *serveSetup) routes(spec server.ModelSpec, m *model.Model, eng *engine.
 		MaxBodyBytes: *o.maxBody, Logger: ss.logger.With("model", spec.ID), Metrics: metrics, ModelID: spec.ID,
 		Aliases: spec.Aliases, Embedder: emb, OllamaEmbedder: ollamaEmb, Reranker: rr, ChatTemplate: *o.chatTemplate, ReasoningFormat: *o.reasoningFormat,
 		Live: ss.live, Sampling: sampling, MaxLiveStreams: *o.maxLive, MaxEmbeddingInputs: *o.maxEmbInputs, MaxN: *o.maxN,
-		MaxEmbeddingTokens: *o.maxEmbTokens, Limits: o.cf.lim, ParseBudget: ss.parse, KVBlocks: o.ff.kvBlocks(eng, ss.reg, ss.logger)})
+		MaxEmbeddingTokens: *o.maxEmbTokens, Limits: o.cf.lim, ParseBudget: ss.parse, KVBlocks: o.ff.kvBlocks(eng, ss.reg, ss.logger),
+		Dialects: dialects()})
+}
+
+// dialects are the API dialects' packages every model's server (and the front) serves beside
+// the core's routes.
+func dialects() []server.Dialect {
+	return []server.Dialect{llamacpp.Routes, ollama.Routes, responses.Routes}
 }
 
 // exclusiveDecoder runs one forward pass at a time across the models of a server: each model's

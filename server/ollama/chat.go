@@ -1,4 +1,4 @@
-package server
+package ollama
 
 import (
 	"bytes"
@@ -10,11 +10,12 @@ import (
 
 	"ubatch/chat"
 	"ubatch/engine"
+	"ubatch/server"
 )
 
 // ollamaChatRequest is the body of Ollama's POST /api/chat.
 type ollamaChatRequest struct {
-	ollamaRoute
+	server.OllamaRoute
 	Model     string                     `json:"model"`
 	Messages  json.RawMessage            `json:"messages"`
 	Tools     json.RawMessage            `json:"tools"`
@@ -24,12 +25,14 @@ type ollamaChatRequest struct {
 	Think     json.RawMessage            `json:"think"`
 	KeepAlive json.RawMessage            `json:"keep_alive"` // accepted: the one model stays loaded
 	Logprobs  *bool                      `json:"logprobs"`
-	CacheSalt *string                    `json:"cache_salt"` // vLLM's (salt.go), ours on Ollama's routes
+	CacheSalt *string                    `json:"cache_salt"` // vLLM's (server/salt.go), ours on Ollama's routes
+
+	api *api // the routes it came in on
 }
 
 // ollamaGenerateRequest is the body of Ollama's POST /api/generate.
 type ollamaGenerateRequest struct {
-	ollamaRoute
+	server.OllamaRoute
 	Model     string                     `json:"model"`
 	Prompt    string                     `json:"prompt"`
 	Suffix    string                     `json:"suffix"`
@@ -44,97 +47,101 @@ type ollamaGenerateRequest struct {
 	Think     json.RawMessage            `json:"think"`
 	KeepAlive json.RawMessage            `json:"keep_alive"`
 	Logprobs  *bool                      `json:"logprobs"`
-	CacheSalt *string                    `json:"cache_salt"` // vLLM's (salt.go), ours on Ollama's routes
+	CacheSalt *string                    `json:"cache_salt"` // vLLM's (server/salt.go), ours on Ollama's routes
+
+	api *api // the routes it came in on
 }
 
-func (s *Server) handleOllamaChat(w http.ResponseWriter, r *http.Request) {
-	s.serveCompletion(w, r, &ollamaChatRequest{})
+func (s *api) handleOllamaChat(w http.ResponseWriter, r *http.Request) {
+	s.ServeCompletion(w, r, &ollamaChatRequest{api: s})
 }
 
-func (s *Server) handleOllamaGenerate(w http.ResponseWriter, r *http.Request) {
-	s.serveCompletion(w, r, &ollamaGenerateRequest{})
+func (s *api) handleOllamaGenerate(w http.ResponseWriter, r *http.Request) {
+	s.ServeCompletion(w, r, &ollamaGenerateRequest{api: s})
 }
 
 // ollamaLoad is the answer to a request with nothing to generate, which Ollama clients send to
 // load a model: one final object with done_reason "load", through the shared path's
 // no-generation case (an empty prompt is never submitted).
-func ollamaLoad(rep *ollamaReply, stream bool) (genParams, [][]int32, reply, error) {
+func ollamaLoad(rep *ollamaReply, stream bool) (server.GenParams, [][]int32, server.Reply, error) {
 	rep.load = true
-	return genParams{n: 1, noGeneration: true, stream: stream}, [][]int32{{}}, rep, nil
+	return server.NoGeneration(stream), [][]int32{{}}, rep, nil
 }
 
-func (req *ollamaChatRequest) prepare(ctx context.Context, s *Server) (genParams, [][]int32, reply, error) {
+func (req *ollamaChatRequest) Prepare(ctx context.Context, srv *server.Server) (server.GenParams, [][]int32, server.Reply, error) {
+	s := req.api
 	rep := &ollamaReply{s: s, model: req.Model, chat: true}
-	rep.start, rep.loadTime = requestLoad(ctx)
-	stream := parseOllamaStream(req.Stream)
+	rep.start, rep.loadTime = server.RequestLoad(ctx)
+	stream := server.ParseOllamaStream(req.Stream)
 	var err error
 	if rep.model, err = s.ollamaModelName(ctx, "model", req.Model); err != nil {
-		return genParams{}, nil, nil, err
+		return server.GenParams{}, nil, nil, err
 	}
 	if req.Logprobs != nil && *req.Logprobs {
-		return genParams{}, nil, nil, badRequest("logprobs", "logprobs is not supported on Ollama's routes: use /v1/chat/completions")
+		return server.GenParams{}, nil, nil, server.BadRequest("logprobs", "logprobs is not supported on Ollama's routes: use /v1/chat/completions")
 	}
-	if t := bytes.TrimSpace(req.Messages); isNull(t) || string(t) == "[]" {
+	if t := bytes.TrimSpace(req.Messages); server.IsNull(t) || string(t) == "[]" {
 		return ollamaLoad(rep, stream)
 	}
 	if err := checkOllamaImages(req.Messages); err != nil {
-		return genParams{}, nil, nil, err
+		return server.GenParams{}, nil, nil, err
 	}
 	sf, err := s.ollamaSampling(req.Options)
 	if err != nil {
-		return genParams{}, nil, nil, err
+		return server.GenParams{}, nil, nil, err
 	}
 	sf.CacheSalt = req.CacheSalt
-	cr := &chatRequest{samplingFields: sf, Messages: req.Messages, Tools: req.Tools}
+	cr := &server.ChatRequest{SamplingFields: sf, Messages: req.Messages, Tools: req.Tools}
 	cr.Stream = stream
-	if cr.ResponseFormat, err = ollamaFormat(req.Format, &cr.samplingFields); err != nil {
-		return genParams{}, nil, nil, err
+	if cr.ResponseFormat, err = ollamaFormat(req.Format, &cr.SamplingFields); err != nil {
+		return server.GenParams{}, nil, nil, err
 	}
 	if cr.ReasoningFormat, cr.ChatTemplateKwargs, err = s.ollamaThink(req.Think); err != nil {
-		return genParams{}, nil, nil, err
+		return server.GenParams{}, nil, nil, err
 	}
-	g, prompt, err := s.chatParams(ctx, cr)
+	g, prompt, err := s.ChatParams(ctx, cr)
 	if err != nil {
 		return g, nil, nil, formatError(err)
 	}
-	rep.setup(g, cr.reasoning)
+	rep.setup(g, cr.Reasoning)
 	return g, [][]int32{prompt}, rep, nil
 }
 
-func (req *ollamaGenerateRequest) prepare(ctx context.Context, s *Server) (genParams, [][]int32, reply, error) {
+func (req *ollamaGenerateRequest) Prepare(ctx context.Context, srv *server.Server) (server.GenParams, [][]int32, server.Reply, error) {
+	s := req.api
 	rep := &ollamaReply{s: s, model: req.Model}
-	rep.start, rep.loadTime = requestLoad(ctx)
-	stream := parseOllamaStream(req.Stream)
+	rep.start, rep.loadTime = server.RequestLoad(ctx)
+	stream := server.ParseOllamaStream(req.Stream)
 	var err error
 	if rep.model, err = s.ollamaModelName(ctx, "model", req.Model); err != nil {
-		return genParams{}, nil, nil, err
+		return server.GenParams{}, nil, nil, err
 	}
 	switch {
 	case req.Template != "":
-		return genParams{}, nil, nil, badRequest("template", "template is not supported: the model's own chat template is used "+
+		return server.GenParams{}, nil, nil, server.BadRequest("template", "template is not supported: the model's own chat template is used "+
 			"(serve --chat-template replaces it; raw: true sends the prompt as is)")
-	case nonEmpty(req.Images):
-		return genParams{}, nil, nil, badRequest("images", "images are not supported: this server runs text models only")
+	case server.NonEmpty(req.Images):
+		return server.GenParams{}, nil, nil, server.BadRequest("images", "images are not supported: this server runs text models only")
 	case req.Logprobs != nil && *req.Logprobs:
-		return genParams{}, nil, nil, badRequest("logprobs", "logprobs is not supported on Ollama's routes: use /v1/completions")
+		return server.GenParams{}, nil, nil, server.BadRequest("logprobs", "logprobs is not supported on Ollama's routes: use /v1/completions")
 	case req.Prompt == "" && req.Suffix == "" && len(req.Context) == 0:
 		return ollamaLoad(rep, stream)
 	}
 	sf, err := s.ollamaSampling(req.Options)
 	if err != nil {
-		return genParams{}, nil, nil, err
+		return server.GenParams{}, nil, nil, err
 	}
 	sf.CacheSalt = req.CacheSalt
 	rf, err := ollamaFormat(req.Format, &sf)
 	if err != nil {
-		return genParams{}, nil, nil, err
+		return server.GenParams{}, nil, nil, err
 	}
-	g, err := sf.params(s.defaults(openAIDefaults()), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
+	g, err := sf.Params(s.Defaults(server.OpenAIDefaults()), s.Config().Model.Vocab.EOG(), s.Config().Model.Vocab.VocabSize())
 	if err != nil {
 		return g, nil, nil, err
 	}
-	g.stream, g.keepTokens = stream, true // keepTokens: the reply's context lists the generated ids
-	if err := s.constrain(ctx, &g, &sf, rf); err != nil {
+	g.Stream, g.KeepTokens = stream, true // keepTokens: the reply's context lists the generated ids
+	if err := s.Constrain(ctx, &g, &sf, rf); err != nil {
 		return g, nil, nil, formatError(err)
 	}
 	toks, reasoning, err := s.generatePrompt(req, &g)
@@ -149,30 +156,30 @@ func (req *ollamaGenerateRequest) prepare(ctx context.Context, s *Server) (genPa
 // generatePrompt tokenizes a generate request: the prompt in the model's chat template after
 // the system prompt (or as is with raw, or between the suffix's fill-in-the-middle tokens), after
 // the token ids of context, a previous reply's, as Ollama continues a conversation.
-func (s *Server) generatePrompt(req *ollamaGenerateRequest, g *genParams) ([]int32, reasoningMode, error) {
-	v := s.cfg.Model.Vocab
+func (s *api) generatePrompt(req *ollamaGenerateRequest, g *server.GenParams) ([]int32, server.ReasoningMode, error) {
+	v := s.Config().Model.Vocab
 	var prev []int32
 	if len(req.Context) > 0 {
 		var err error
-		if prev, err = s.promptTokens("context", promptInput{tokens: req.Context}); err != nil {
-			return nil, reasoningMode{}, err
+		if prev, err = s.PromptTokens("context", server.TokenPrompt(req.Context)); err != nil {
+			return nil, server.ReasoningMode{}, err
 		}
 	}
 	bos := len(prev) == 0 // the context already starts with the model's BOS
 	var toks []int32
-	var reasoning reasoningMode
+	var reasoning server.ReasoningMode
 	switch {
 	case req.Suffix != "":
 		if !v.FIM().HasInfill() {
-			return nil, reasoning, badRequest("suffix", "suffix is not supported by this model: its vocabulary has no fill-in-the-middle tokens")
+			return nil, reasoning, server.BadRequest("suffix", "suffix is not supported by this model: its vocabulary has no fill-in-the-middle tokens")
 		}
-		lim := s.cfg.Engine.Limits()
-		in := infillInput{prefix: req.Prompt, suffix: req.Suffix}
-		in.clip(s.textBound())
-		toks = buildInfill(v, in, lim.NBatch, lim.NCtxSeq, g.maxTokens)
+		lim := s.Config().Engine.Limits()
+		in := server.InfillInput{Prefix: req.Prompt, Suffix: req.Suffix}
+		in.Clip(s.TextBound())
+		toks = server.BuildInfill(v, in, lim.NBatch, lim.NCtxSeq, g.MaxTokens)
 	case req.Raw:
 		var err error
-		if toks, err = s.encode("prompt", req.Prompt, bos, true); err != nil {
+		if toks, err = s.Encode("prompt", req.Prompt, bos, true); err != nil {
 			return nil, reasoning, err
 		}
 	default:
@@ -186,21 +193,21 @@ func (s *Server) generatePrompt(req *ollamaGenerateRequest, g *genParams) ([]int
 		if err != nil {
 			return nil, reasoning, err
 		}
-		text, err := s.renderChat(raw, nil, kwargs)
+		text, err := s.RenderChat(raw, nil, kwargs)
 		if err != nil {
 			return nil, reasoning, err
 		}
-		if reasoning, err = s.reasoningSetup(format, text, g); err != nil {
+		if reasoning, err = s.ReasoningSetup(format, text, g); err != nil {
 			return nil, reasoning, err
 		}
 		toks = v.Encode(text, false, true)
-		if bos && v.AddBOS() && v.BOS() >= 0 && (s.bosText == "" || !strings.HasPrefix(text, s.bosText)) {
+		if bos && v.AddBOS() && v.BOS() >= 0 && (s.BOSText() == "" || !strings.HasPrefix(text, s.BOSText())) {
 			toks = append([]int32{v.BOS()}, toks...)
 		}
 	}
 	toks = append(prev, toks...)
 	if len(toks) == 0 {
-		return nil, reasoning, badRequest("prompt", "the prompt is empty")
+		return nil, reasoning, server.BadRequest("prompt", "the prompt is empty")
 	}
 	return toks, reasoning, nil
 }
@@ -214,18 +221,18 @@ func checkOllamaImages(raw json.RawMessage) error {
 		return nil // parseMessages words the shape error
 	}
 	for i, m := range msgs {
-		if nonEmpty(m.Images) {
-			return badRequest("messages", "messages[%d].images: images are not supported, this server runs text models only", i)
+		if server.NonEmpty(m.Images) {
+			return server.BadRequest("messages", "messages[%d].images: images are not supported, this server runs text models only", i)
 		}
 	}
 	return nil
 }
 
 // ollamaFormat maps format onto the grammar engine: "json" is response_format json_object
-// (returned, for constrain), a JSON schema object is json_schema (set in f).
-func ollamaFormat(raw json.RawMessage, f *samplingFields) (json.RawMessage, error) {
+// (returned, for Constrain), a JSON schema object is json_schema (set in f).
+func ollamaFormat(raw json.RawMessage, f *server.SamplingFields) (json.RawMessage, error) {
 	raw = bytes.TrimSpace(raw)
-	if isNull(raw) {
+	if server.IsNull(raw) {
 		return nil, nil
 	}
 	var name string
@@ -236,10 +243,10 @@ func ollamaFormat(raw json.RawMessage, f *samplingFields) (json.RawMessage, erro
 		case "json":
 			return json.RawMessage(`{"type":"json_object"}`), nil
 		}
-		return nil, badRequest("format", `format must be "json" or a JSON schema object, got %s`, echo(name))
+		return nil, server.BadRequest("format", `format must be "json" or a JSON schema object, got %s`, server.Echo(name))
 	}
 	if raw[0] != '{' {
-		return nil, badRequest("format", `format must be "json" or a JSON schema object`)
+		return nil, server.BadRequest("format", `format must be "json" or a JSON schema object`)
 	}
 	f.JSONSchema = raw
 	return nil, nil
@@ -248,11 +255,11 @@ func ollamaFormat(raw json.RawMessage, f *samplingFields) (json.RawMessage, erro
 // formatError renames the constraint fields format was mapped onto in an error, so that the
 // client reads the name it sent.
 func formatError(err error) error {
-	ae := toAPIError(err)
+	ae := server.ToAPIError(err)
 	for _, field := range []string{"json_schema", "response_format"} {
-		if ae.param == field {
+		if ae.Param == field {
 			c := *ae
-			c.param, c.message = "format", strings.Replace(c.message, field, "format", 1)
+			c.Param, c.Message = "format", strings.Replace(c.Message, field, "format", 1)
 			return &c
 		}
 	}
@@ -263,8 +270,8 @@ func formatError(err error) error {
 // "high", "medium", "low") splits the thought into thinking and tells the template to think;
 // false keeps the reply whole and tells the template not to; absent is the server's default.
 // A model whose template does not think cannot be asked to (400, as Ollama answers).
-func (s *Server) ollamaThink(raw json.RawMessage) (*string, map[string]any, error) {
-	if isNull(raw) {
+func (s *api) ollamaThink(raw json.RawMessage) (*string, map[string]any, error) {
+	if server.IsNull(raw) {
 		return nil, nil, nil
 	}
 	var on bool
@@ -274,51 +281,24 @@ func (s *Server) ollamaThink(raw json.RawMessage) (*string, map[string]any, erro
 	case json.Unmarshal(raw, &level) == nil && (level == "high" || level == "medium" || level == "low"):
 		on = true
 	default:
-		return nil, nil, badRequest("think", `think must be true, false, "high", "medium" or "low"`)
+		return nil, nil, server.BadRequest("think", `think must be true, false, "high", "medium" or "low"`)
 	}
-	return s.thinkSwitch("think", on, level)
-}
-
-// thinkSwitch sets the chat template's thinking switch: off, enable_thinking false and the
-// reasoning left in the text (there is none to split); on, enable_thinking true, the reasoning
-// split out, and level (when set) as the template's reasoning_effort, which gpt-oss's reads. On
-// is a 400 naming field when the template has no thinking markup to switch. gpt-oss's harmony
-// has no off: off is its reasoning_effort low, the analysis channel still split out.
-func (s *Server) thinkSwitch(field string, on bool, level string) (*string, map[string]any, error) {
-	format := chat.DetectReasoningFormat(s.tmpl.Source())
-	if !on && format == chat.ReasoningHarmony {
-		// gpt-oss always reasons: off is its least effort, and the channels are still split
-		// (left in the text they would put harmony's markup in the answer).
-		on, level = true, "low"
-	}
-	if !on {
-		none := ReasoningNone
-		return &none, map[string]any{"enable_thinking": false}, nil
-	}
-	if format == chat.ReasoningNone {
-		return nil, nil, badRequest(field, "model %q does not support thinking: its chat template has no thinking switch", s.cfg.ModelID)
-	}
-	auto := ReasoningAuto
-	kwargs := map[string]any{"enable_thinking": true}
-	if level != "" {
-		kwargs["reasoning_effort"] = level
-	}
-	return &auto, kwargs, nil
+	return s.ThinkSwitch("think", on, level)
 }
 
 // ollamaReply words a generation as Ollama does: one object a line while streaming (message
 // fragments on /api/chat, response text on /api/generate), the last with done, done_reason and
 // the timings; without streaming, that last object holding the whole reply.
 type ollamaReply struct {
-	ollamaRoute
-	s         *Server
+	server.OllamaRoute
+	s         *api
 	model     string
 	chat      bool          // message objects (/api/chat) rather than response text
 	start     time.Time     // when the request arrived
 	loadTime  time.Duration // spent getting its model loaded (a NewMulti front's wait)
 	load      bool          // nothing was generated: done_reason "load"
-	g         genParams
-	reasoning reasoningMode
+	g         server.GenParams
+	reasoning server.ReasoningMode
 	// context is /api/generate's prompt, which with the generated ids is the reply's context.
 	context   []int32
 	generated []int32
@@ -327,16 +307,16 @@ type ollamaReply struct {
 	tools   *chat.ToolParser
 }
 
-func (o *ollamaReply) setup(g genParams, r reasoningMode) {
+func (o *ollamaReply) setup(g server.GenParams, r server.ReasoningMode) {
 	o.g, o.reasoning = g, r
-	if !g.stream {
+	if !g.Stream {
 		return
 	}
-	if r.split {
-		o.thought = chat.NewReasoningParser(r.inThought)
+	if r.Split {
+		o.thought = chat.NewReasoningParser(r.InThought)
 	}
-	if g.tools != nil {
-		o.tools = chat.NewToolParser(g.tools.format, g.tools.names)
+	if g.Tools != nil {
+		o.tools = chat.NewToolParser(g.Tools.Format, g.Tools.Names)
 	}
 }
 
@@ -392,7 +372,7 @@ func between(a, b time.Time) int64 {
 
 // object builds one object of the reply; final ones (u set) carry done and the timings.
 func (o *ollamaReply) object(content, thinking string, calls []chat.ToolCall, finish string, u *engine.Usage) ollamaResponse {
-	resp := ollamaResponse{Model: o.model, CreatedAt: ollamaTime(time.Now())}
+	resp := ollamaResponse{Model: o.model, CreatedAt: server.OllamaTime(time.Now())}
 	if o.chat {
 		resp.Message = &ollamaMessage{Role: "assistant", Content: content, Thinking: thinking, ToolCalls: ollamaCalls(calls)}
 	} else {
@@ -429,46 +409,46 @@ func ollamaCalls(calls []chat.ToolCall) []ollamaToolCall {
 	return out
 }
 
-// chunk sends a fragment of the reply, held back by the parsers while it may be markup, and at
+// Chunk sends a fragment of the reply, held back by the parsers while it may be markup, and at
 // the end what they held, the tool calls and the timings, in the final object.
-func (o *ollamaReply) chunk(sse *sseWriter, ev seqEvent) error {
-	thinking, content := splitThought(o.thought, ev)
+func (o *ollamaReply) Chunk(sse *server.SSEWriter, ev server.SeqEvent) error {
+	thinking, content := server.SplitThought(o.thought, ev)
 	var calls []chat.ToolCall
 	if o.tools != nil {
 		content = o.tools.Add(content)
-		if ev.done {
+		if ev.Done {
 			var rest string
 			rest, calls = o.tools.Finish()
 			content += rest
 		}
 	}
-	for _, t := range ev.tokens {
-		o.generated = append(o.generated, t.id)
+	for _, t := range ev.Tokens {
+		o.generated = append(o.generated, t.ID)
 	}
-	if !ev.done {
+	if !ev.Done {
 		if thinking == "" && content == "" {
 			return nil
 		}
-		return sse.send(o.object(content, thinking, nil, "", nil))
+		return sse.Send(o.object(content, thinking, nil, "", nil))
 	}
-	return sse.send(o.object(content, thinking, calls, ev.finish, &ev.usage))
+	return sse.Send(o.object(content, thinking, calls, ev.Finish, &ev.Usage))
 }
 
-// end has nothing to add: the final object went out with the sequence's done event.
-func (o *ollamaReply) end(*sseWriter, usageJSON) error { return nil }
+// End has nothing to add: the final object went out with the sequence's done event.
+func (o *ollamaReply) End(*server.SSEWriter, server.UsageJSON) error { return nil }
 
-func (o *ollamaReply) whole(res []*choiceResult, _ usageJSON) any {
+func (o *ollamaReply) Whole(res []*server.ChoiceResult, _ server.UsageJSON) any {
 	r := res[0]
-	content, thinking := r.text.String(), ""
-	if o.reasoning.split {
-		thinking, content = chat.SplitReasoning(content, o.reasoning.inThought)
+	content, thinking := r.Text.String(), ""
+	if o.reasoning.Split {
+		thinking, content = chat.SplitReasoning(content, o.reasoning.InThought)
 	}
 	var calls []chat.ToolCall
-	if o.g.tools != nil {
-		content, calls = chat.ParseToolCalls(o.g.tools.format, content, o.g.tools.names)
+	if o.g.Tools != nil {
+		content, calls = chat.ParseToolCalls(o.g.Tools.Format, content, o.g.Tools.Names)
 	}
-	for _, t := range r.tokens {
-		o.generated = append(o.generated, t.id)
+	for _, t := range r.Tokens {
+		o.generated = append(o.generated, t.ID)
 	}
-	return o.object(content, thinking, calls, r.finish, &r.usage)
+	return o.object(content, thinking, calls, r.Finish, &r.Usage)
 }

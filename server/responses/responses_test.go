@@ -1,4 +1,4 @@
-package server
+package responses
 
 import (
 	"encoding/json"
@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"ubatch/internal/sse"
+	"ubatch/server"
+	"ubatch/server/servertest"
 )
 
 // responseResult decodes a response object as a client reads it.
@@ -63,13 +65,13 @@ func (r *responseResult) text() string {
 }
 
 // respond posts a /v1/responses body and decodes the 200 answer.
-func (e *testEnv) respond(body map[string]any) responseResult {
-	e.t.Helper()
+func respond(e *servertest.Env, body map[string]any) responseResult {
+	e.T.Helper()
 	var r responseResult
-	e.postJSON("/v1/responses", body, http.StatusOK, &r)
+	e.PostJSON("/v1/responses", body, http.StatusOK, &r)
 	if r.Object != "response" || !strings.HasPrefix(r.ID, "resp_") || r.Usage == nil ||
 		r.Usage.TotalTokens != r.Usage.InputTokens+r.Usage.OutputTokens || r.Usage.InputTokensDetails.CachedTokens == nil {
-		e.t.Fatalf("not a response object: %+v", r)
+		e.T.Fatalf("not a response object: %+v", r)
 	}
 	return r
 }
@@ -82,9 +84,9 @@ type namedEvent struct {
 
 // streamResponse posts body with stream: true and returns the events, checking that each
 // event's name is its data's type and that sequence numbers count from 0.
-func (e *testEnv) streamResponse(body map[string]any) []namedEvent {
-	e.t.Helper()
-	resp := e.postStream("/v1/responses", body)
+func streamResponse(e *servertest.Env, body map[string]any) []namedEvent {
+	e.T.Helper()
+	resp := e.PostStream("/v1/responses", body)
 	defer resp.Body.Close()
 	var events []namedEvent
 	sc := sse.NewReader(resp.Body, 1<<20)
@@ -93,27 +95,27 @@ func (e *testEnv) streamResponse(body map[string]any) []namedEvent {
 		name, line := sc.Name(), sc.Raw()
 		// The server writes each event as its name and one data line: anything else is unexpected.
 		if name == "" || string(line) != "event: "+name+"\ndata: "+sc.Text()+"\n\n" {
-			e.t.Fatalf("unexpected SSE event %q", line)
+			e.T.Fatalf("unexpected SSE event %q", line)
 		}
 		var d map[string]any
 		if err := json.Unmarshal(sc.Data(), &d); err != nil {
-			e.t.Fatalf("event %s: %v", line, err)
+			e.T.Fatalf("event %s: %v", line, err)
 		}
 		if d["type"] != name || d["sequence_number"] != float64(len(events)) {
-			e.t.Fatalf("event %d named %q: %s", len(events), name, line)
+			e.T.Fatalf("event %d named %q: %s", len(events), name, line)
 		}
 		events = append(events, namedEvent{name, d})
 	}
 	if err := sc.Err(); err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return events
 }
 
 // chatAnswer is the prompt size and the text /v1/chat/completions gives msgs (and tools) at
 // temperature 0 within maxTokens.
-func (e *testEnv) chatAnswer(msgs []map[string]any, tools []any, maxTokens int) (int, string) {
-	e.t.Helper()
+func chatAnswer(e *servertest.Env, msgs []map[string]any, tools []any, maxTokens int) (int, string) {
+	e.T.Helper()
 	body := map[string]any{"messages": msgs, "max_tokens": maxTokens, "temperature": 0}
 	if tools != nil {
 		body["tools"] = tools
@@ -124,9 +126,9 @@ func (e *testEnv) chatAnswer(msgs []map[string]any, tools []any, maxTokens int) 
 				Content *string `json:"content"`
 			} `json:"message"`
 		} `json:"choices"`
-		Usage usageJSON `json:"usage"`
+		Usage server.UsageJSON `json:"usage"`
 	}
-	e.postJSON("/v1/chat/completions", body, http.StatusOK, &r)
+	e.PostJSON("/v1/chat/completions", body, http.StatusOK, &r)
 	return r.Usage.PromptTokens, deref(r.Choices[0].Message.Content)
 }
 
@@ -142,7 +144,7 @@ var (
 // has as many tokens as /v1/chat/completions gives those messages, and the greedy text is the
 // same.
 func TestResponsesInput(t *testing.T) {
-	e := newEnv(t, envOptions{nCtx: 2048})
+	e := newEnv(t, servertest.Options{NCtx: 2048})
 	call := []any{map[string]any{"id": "call_1", "type": "function", "function": map[string]any{"name": "get_weather", "arguments": `{"city":"Paris"}`}}}
 	tests := []struct {
 		name  string
@@ -175,8 +177,8 @@ func TestResponsesInput(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.body["max_output_tokens"], tt.body["temperature"] = 6, 0
-			r := e.respond(tt.body)
-			prompt, text := e.chatAnswer(tt.chat, tt.tools, 6)
+			r := respond(e, tt.body)
+			prompt, text := chatAnswer(e, tt.chat, tt.tools, 6)
 			if r.Usage.InputTokens != prompt || r.text() != text || text == "" {
 				t.Fatalf("input_tokens %d, text %q; chat: prompt %d, text %q", r.Usage.InputTokens, r.text(), prompt, text)
 			}
@@ -190,7 +192,7 @@ func TestResponsesInput(t *testing.T) {
 	}
 	// The route is served without /v1 too.
 	var r responseResult
-	e.postJSON("/responses", map[string]any{"input": "Hi", "max_output_tokens": 2}, http.StatusOK, &r)
+	e.PostJSON("/responses", map[string]any{"input": "Hi", "max_output_tokens": 2}, http.StatusOK, &r)
 	if r.Object != "response" {
 		t.Errorf("/responses: %+v", r)
 	}
@@ -199,7 +201,7 @@ func TestResponsesInput(t *testing.T) {
 // TestResponsesStatus: a reply cut by max_output_tokens is incomplete (reason
 // max_output_tokens, its message too), one the grammar ends is completed, streamed or not.
 func TestResponsesStatus(t *testing.T) {
-	e := newEnv(t, envOptions{})
+	e := newEnv(t, servertest.Options{})
 	tests := []struct {
 		name       string
 		body       map[string]any
@@ -218,7 +220,7 @@ func TestResponsesStatus(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.body["temperature"] = 0
-			r := e.respond(tt.body)
+			r := respond(e, tt.body)
 			reason := ""
 			if r.IncompleteDetails != nil {
 				reason = r.IncompleteDetails.Reason
@@ -227,7 +229,7 @@ func TestResponsesStatus(t *testing.T) {
 				tt.outputToks > 0 && r.Usage.OutputTokens != tt.outputToks || tt.text != "" && r.text() != tt.text {
 				t.Fatalf("%+v, want status %s (%q)", r, tt.status, tt.reason)
 			}
-			events := e.streamResponse(tt.body)
+			events := streamResponse(e, tt.body)
 			last := events[len(events)-1]
 			want := map[string]string{"completed": "response.completed", "incomplete": "response.incomplete"}[tt.status]
 			resp, _ := last.data["response"].(map[string]any)
@@ -242,10 +244,10 @@ func TestResponsesStatus(t *testing.T) {
 // TestResponsesStream: a streamed response's events come in OpenAI's order, their deltas join
 // into the done text, and the final response is the one a request without stream gets.
 func TestResponsesStream(t *testing.T) {
-	e := newEnv(t, envOptions{})
+	e := newEnv(t, servertest.Options{})
 	body := map[string]any{"input": "Once upon a time", "max_output_tokens": 12, "temperature": 0, "instructions": "Tell a story."}
-	plain := e.respond(body)
-	events := e.streamResponse(body)
+	plain := respond(e, body)
+	events := streamResponse(e, body)
 	var names []string
 	var deltas strings.Builder
 	for _, ev := range events {
@@ -282,8 +284,8 @@ func TestResponsesStream(t *testing.T) {
 // TestResponsesStreamFailure: a generation that fails once the stream is open ends it with
 // response.failed and an error event naming the field, not a completed response.
 func TestResponsesStreamFailure(t *testing.T) {
-	e := newEnv(t, envOptions{})
-	events := e.streamResponse(map[string]any{"input": "x", "grammar": `root ::= "a"`, "ignore_eos": true, "max_output_tokens": 8})
+	e := newEnv(t, servertest.Options{})
+	events := streamResponse(e, map[string]any{"input": "x", "grammar": `root ::= "a"`, "ignore_eos": true, "max_output_tokens": 8})
 	n := len(events)
 	if n < 4 || events[n-2].name != "response.failed" || events[n-1].name != "error" {
 		t.Fatalf("events %v", events)
@@ -299,7 +301,7 @@ func TestResponsesStreamFailure(t *testing.T) {
 // TestResponsesErrors: what this server does not implement, and malformed input, are 400s
 // naming the field.
 func TestResponsesErrors(t *testing.T) {
-	e := newEnv(t, envOptions{})
+	e := newEnv(t, servertest.Options{})
 	many := make([]any, maxResponseItems+1)
 	for i := range many {
 		many[i] = map[string]any{"role": "user", "content": "x"}
@@ -354,14 +356,14 @@ func TestResponsesErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			body := e.checkBadParam(t, "/v1/responses", tt.body, tt.param, tt.want)
+			body := e.CheckBadParam(t, "/v1/responses", tt.body, tt.param, tt.want)
 			if tt.param == "previous_response_id" && deref(body.Error.Code) != "previous_response_not_found" {
 				t.Errorf("code %v, want previous_response_not_found", deref(body.Error.Code))
 			}
 		})
 	}
 	// Fields that do not change the output are accepted.
-	e.respond(map[string]any{"input": "x", "max_output_tokens": 2, "store": true, "user": "u", "metadata": map[string]any{"k": "v"},
+	respond(e, map[string]any{"input": "x", "max_output_tokens": 2, "store": true, "user": "u", "metadata": map[string]any{"k": "v"},
 		"reasoning": map[string]any{"effort": nil}, "truncation": "disabled", "background": false, "service_tier": "auto",
 		"text": map[string]any{"format": map[string]any{"type": "text"}, "verbosity": "medium"}, "parallel_tool_calls": true})
 }
@@ -370,24 +372,24 @@ func TestResponsesErrors(t *testing.T) {
 // output, not its instructions, as OpenAI does); GET returns a stored response, DELETE forgets
 // it; store: false keeps nothing.
 func TestResponsesPrevious(t *testing.T) {
-	e := newEnv(t, envOptions{nCtx: 1024})
-	first := e.respond(map[string]any{"input": "Once upon a time", "instructions": "Tell a story.", "max_output_tokens": 6, "temperature": 0})
-	second := e.respond(map[string]any{"input": "And then?", "previous_response_id": first.ID, "max_output_tokens": 6, "temperature": 0})
-	prompt, text := e.chatAnswer([]map[string]any{{"role": "user", "content": "Once upon a time"},
+	e := newEnv(t, servertest.Options{NCtx: 1024})
+	first := respond(e, map[string]any{"input": "Once upon a time", "instructions": "Tell a story.", "max_output_tokens": 6, "temperature": 0})
+	second := respond(e, map[string]any{"input": "And then?", "previous_response_id": first.ID, "max_output_tokens": 6, "temperature": 0})
+	prompt, text := chatAnswer(e, []map[string]any{{"role": "user", "content": "Once upon a time"},
 		{"role": "assistant", "content": first.text()}, {"role": "user", "content": "And then?"}}, nil, 6)
 	if second.Usage.InputTokens != prompt || second.text() != text || deref(second.PreviousResponseID) != first.ID {
 		t.Fatalf("continued: input_tokens %d, text %q, previous %v; chat: %d, %q", second.Usage.InputTokens, second.text(),
 			second.PreviousResponseID, prompt, text)
 	}
 	// A third turn carries both earlier ones.
-	third := e.respond(map[string]any{"input": "The end.", "previous_response_id": second.ID, "max_output_tokens": 2})
+	third := respond(e, map[string]any{"input": "The end.", "previous_response_id": second.ID, "max_output_tokens": 2})
 	if third.Usage.InputTokens <= second.Usage.InputTokens+second.Usage.OutputTokens {
 		t.Errorf("third turn: %d input tokens, the second had %d in and %d out", third.Usage.InputTokens, second.Usage.InputTokens, second.Usage.OutputTokens)
 	}
 
 	get := func(id string, want int) responseResult {
 		t.Helper()
-		resp, err := e.client.Get(e.ts.URL + "/v1/responses/" + id)
+		resp, err := e.Client.Get(e.URL + "/v1/responses/" + id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -403,8 +405,8 @@ func TestResponsesPrevious(t *testing.T) {
 	if got := get(first.ID, http.StatusOK); got.ID != first.ID || got.text() != first.text() || got.Status != first.Status {
 		t.Errorf("GET: %+v, created %+v", got, first)
 	}
-	req, _ := http.NewRequest(http.MethodDelete, e.ts.URL+"/responses/"+first.ID, nil)
-	resp, err := e.client.Do(req)
+	req, _ := http.NewRequest(http.MethodDelete, e.URL+"/responses/"+first.ID, nil)
+	resp, err := e.Client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,9 +417,9 @@ func TestResponsesPrevious(t *testing.T) {
 		t.Fatalf("DELETE: %d %v", resp.StatusCode, del)
 	}
 	get(first.ID, http.StatusNotFound)
-	e.postJSON("/v1/responses", map[string]any{"input": "x", "previous_response_id": first.ID}, http.StatusBadRequest, nil)
+	e.PostJSON("/v1/responses", map[string]any{"input": "x", "previous_response_id": first.ID}, http.StatusBadRequest, nil)
 
-	unstored := e.respond(map[string]any{"input": "x", "max_output_tokens": 2, "store": false})
+	unstored := respond(e, map[string]any{"input": "x", "max_output_tokens": 2, "store": false})
 	get(unstored.ID, http.StatusNotFound)
 }
 
@@ -425,10 +427,10 @@ func TestResponsesPrevious(t *testing.T) {
 // (streamed too, its arguments in several deltas), and its function_call_output, after previous_response_id or in full input
 // items, renders as chat's tool message after the assistant's call.
 func TestResponsesTools(t *testing.T) {
-	e := newEnv(t, envOptions{nCtx: 2048})
+	e := newEnv(t, servertest.Options{NCtx: 2048})
 	body := map[string]any{"input": "Weather in Paris?", "tools": []any{weatherFlat}, "max_output_tokens": 160, "temperature": 0,
 		"tool_choice": map[string]any{"type": "function", "name": "get_weather"}}
-	r := e.respond(body)
+	r := respond(e, body)
 	if len(r.Output) != 1 || r.Status != "completed" {
 		t.Fatalf("output %+v", r)
 	}
@@ -441,7 +443,7 @@ func TestResponsesTools(t *testing.T) {
 
 	// Streamed, the arguments come in several deltas, as chat streams them, joining into the
 	// non-streamed call's.
-	events := e.streamResponse(body)
+	events := streamResponse(e, body)
 	var names []string
 	var joined strings.Builder
 	fragments := 0
@@ -469,12 +471,12 @@ func TestResponsesTools(t *testing.T) {
 	output := map[string]any{"type": "function_call_output", "call_id": call.CallID, "output": "22C and sunny"}
 	follow := map[string]any{"tools": []any{weatherFlat}, "max_output_tokens": 4, "temperature": 0}
 	follow["input"], follow["previous_response_id"] = []any{output}, r.ID
-	viaPrevious := e.respond(follow)
+	viaPrevious := respond(e, follow)
 	delete(follow, "previous_response_id")
 	follow["input"] = []any{map[string]any{"role": "user", "content": "Weather in Paris?"},
 		map[string]any{"type": "function_call", "call_id": call.CallID, "name": call.Name, "arguments": call.Arguments}, output}
-	viaItems := e.respond(follow)
-	prompt, text := e.chatAnswer([]map[string]any{{"role": "user", "content": "Weather in Paris?"},
+	viaItems := respond(e, follow)
+	prompt, text := chatAnswer(e, []map[string]any{{"role": "user", "content": "Weather in Paris?"},
 		{"role": "assistant", "content": "", "tool_calls": []any{map[string]any{"id": call.CallID, "type": "function",
 			"function": map[string]any{"name": call.Name, "arguments": call.Arguments}}}},
 		{"role": "tool", "tool_call_id": call.CallID, "content": "22C and sunny"}}, []any{weatherChat}, 4)
@@ -488,10 +490,10 @@ func TestResponsesTools(t *testing.T) {
 // TestResponsesTextFormat: text.format json_schema constrains the output as chat's
 // response_format does.
 func TestResponsesTextFormat(t *testing.T) {
-	e := newEnv(t, envOptions{})
+	e := newEnv(t, servertest.Options{})
 	schema := map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string", "maxLength": 8},
 		"age": map[string]any{"type": "integer", "maximum": 99}}, "required": []any{"name", "age"}, "additionalProperties": false}
-	r := e.respond(map[string]any{"input": "A girl.", "max_output_tokens": 64, "temperature": 0,
+	r := respond(e, map[string]any{"input": "A girl.", "max_output_tokens": 64, "temperature": 0,
 		"text": map[string]any{"format": map[string]any{"type": "json_schema", "name": "person", "schema": schema, "strict": true}}})
 	var person struct {
 		Name *string `json:"name"`

@@ -1,29 +1,29 @@
-package server
+package llamacpp
 
 import (
 	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"ubatch/engine"
 	"ubatch/sample"
+	"ubatch/server"
 )
 
 // llamaCompletionRequest is the body of llama.cpp's POST /completion. Absent sampling fields take
 // llama.cpp's defaults (sample.DefaultParams); n_predict absent or -1 generates until the end of
 // generation or a full context.
 type llamaCompletionRequest struct {
-	samplingFields
+	server.SamplingFields
 	Prompt       json.RawMessage `json:"prompt"`
 	Stream       bool            `json:"stream"`
 	ReturnTokens bool            `json:"return_tokens"` // include each chunk's token ids
 	NProbs       int             `json:"n_probs"`       // each token's probability and the top n
 }
 
-func (*llamaCompletionRequest) supports(field string) bool { return field == "n_probs" }
+func (*llamaCompletionRequest) Supports(field string) bool { return field == "n_probs" }
 
 // llamaProb is one entry of llama.cpp's completion_probabilities: a generated token with its
 // log-probability and the n most likely tokens at that step.
@@ -35,12 +35,12 @@ type llamaProb struct {
 	TopLogprobs []llamaProb `json:"top_logprobs,omitempty"`
 }
 
-func (s *Server) llamaProbs(toks []genToken) []llamaProb {
+func (s *api) llamaProbs(toks []server.GenToken) []llamaProb {
 	out := make([]llamaProb, 0, len(toks))
 	for _, t := range toks {
-		p := llamaProb{ID: t.id, Token: s.pieceText(t.id), Logprob: finiteLogprob(t.logprob), Bytes: s.pieceBytes(t.id), TopLogprobs: []llamaProb{}}
-		for _, a := range t.top {
-			p.TopLogprobs = append(p.TopLogprobs, llamaProb{ID: a.Token, Token: s.pieceText(a.Token), Logprob: finiteLogprob(a.LogProb), Bytes: s.pieceBytes(a.Token)})
+		p := llamaProb{ID: t.ID, Token: s.PieceText(t.ID), Logprob: server.FiniteLogprob(t.Logprob), Bytes: s.PieceBytes(t.ID), TopLogprobs: []llamaProb{}}
+		for _, a := range t.Top {
+			p.TopLogprobs = append(p.TopLogprobs, llamaProb{ID: a.Token, Token: s.PieceText(a.Token), Logprob: server.FiniteLogprob(a.LogProb), Bytes: s.PieceBytes(a.Token)})
 		}
 		out = append(out, p)
 	}
@@ -78,11 +78,12 @@ type llamaCompletion struct {
 	Probs           []llamaProb   `json:"completion_probabilities,omitempty"`
 }
 
-func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
-	s.serveCompletion(w, r, &llamaCompletionRequest{})
+func (s *api) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
+	s.ServeCompletion(w, r, &llamaCompletionRequest{})
 }
 
-func (req *llamaCompletionRequest) prepare(ctx context.Context, s *Server) (genParams, [][]int32, reply, error) {
+func (req *llamaCompletionRequest) Prepare(ctx context.Context, srv *server.Server) (server.GenParams, [][]int32, server.Reply, error) {
+	s := &api{srv}
 	g, prompt, err := s.llamaParams(ctx, req)
 	if err != nil {
 		return g, nil, nil, err
@@ -91,77 +92,77 @@ func (req *llamaCompletionRequest) prepare(ctx context.Context, s *Server) (genP
 }
 
 // llamaParams validates a /completion request and tokenizes its prompt.
-func (s *Server) llamaParams(ctx context.Context, req *llamaCompletionRequest) (genParams, []int32, error) {
-	g, err := req.params(s.defaults(sample.DefaultParams()), s.cfg.Model.Vocab.EOG(), s.cfg.Model.Vocab.VocabSize())
+func (s *api) llamaParams(ctx context.Context, req *llamaCompletionRequest) (server.GenParams, []int32, error) {
+	g, err := req.Params(s.Defaults(sample.DefaultParams()), s.Config().Model.Vocab.EOG(), s.Config().Model.Vocab.VocabSize())
 	if err != nil {
 		return g, nil, err
 	}
-	g.keepTokens, g.stream = req.ReturnTokens, req.Stream
-	if req.NProbs < 0 || req.NProbs > maxTopLogprobs {
-		return g, nil, badRequest("n_probs", "n_probs must be in [0, %d], got %d", maxTopLogprobs, req.NProbs)
+	g.KeepTokens, g.Stream = req.ReturnTokens, req.Stream
+	if req.NProbs < 0 || req.NProbs > server.MaxTopLogprobs {
+		return g, nil, server.BadRequest("n_probs", "n_probs must be in [0, %d], got %d", server.MaxTopLogprobs, req.NProbs)
 	}
-	g.logprobs, g.topLogprobs = req.NProbs > 0, req.NProbs
-	if err := s.constrain(ctx, &g, &req.samplingFields, nil); err != nil {
+	g.Logprobs, g.TopLogprobs = req.NProbs > 0, req.NProbs
+	if err := s.Constrain(ctx, &g, &req.SamplingFields, nil); err != nil {
 		return g, nil, err
 	}
-	inputs, err := parsePrompts("prompt", req.Prompt)
+	inputs, err := server.ParsePrompts("prompt", req.Prompt)
 	if err != nil {
 		return g, nil, err
 	}
 	if len(inputs) != 1 {
-		return g, nil, badRequest("prompt", "/completion takes one prompt, got %d", len(inputs))
+		return g, nil, server.BadRequest("prompt", "/completion takes one prompt, got %d", len(inputs))
 	}
-	prompt, err := s.promptTokens("prompt", inputs[0])
+	prompt, err := s.PromptTokens("prompt", inputs[0])
 	return g, prompt, err
 }
 
 // llamaReply words a generation as llama.cpp's /completion does: one object per chunk, the
 // stop:true summary last, and no [DONE].
 type llamaReply struct {
-	s *Server
-	g genParams
+	s *api
+	g server.GenParams
 }
 
-func (l *llamaReply) content(text string, toks []genToken) llamaCompletion {
+func (l *llamaReply) content(text string, toks []server.GenToken) llamaCompletion {
 	c := llamaCompletion{Content: text, Tokens: tokenIDs(toks)}
-	if l.g.logprobs {
+	if l.g.Logprobs {
 		c.Probs = l.s.llamaProbs(toks)
 	}
 	return c
 }
 
-func (l *llamaReply) chunk(sse *sseWriter, ev seqEvent) error {
-	if !ev.done {
-		return sse.send(l.content(ev.text, ev.tokens))
+func (l *llamaReply) Chunk(sse *server.SSEWriter, ev server.SeqEvent) error {
+	if !ev.Done {
+		return sse.Send(l.content(ev.Text, ev.Tokens))
 	}
-	if ev.text != "" {
+	if ev.Text != "" {
 		// The last text goes out in its own chunk so that the final object stays a summary.
-		if err := sse.send(l.content(ev.text, ev.tokens)); err != nil {
+		if err := sse.Send(l.content(ev.Text, ev.Tokens)); err != nil {
 			return err
 		}
 	}
-	final := l.s.llamaFinal(ev.finish, ev.stopWord, ev.usage)
+	final := l.s.llamaFinal(ev.Finish, ev.StopWord, ev.Usage)
 	final.Tokens = []int32{} // the tokens went out with the text
-	return sse.send(final)
+	return sse.Send(final)
 }
 
-func (l *llamaReply) end(*sseWriter, usageJSON) error { return nil }
+func (l *llamaReply) End(*server.SSEWriter, server.UsageJSON) error { return nil }
 
-func (l *llamaReply) whole(res []*choiceResult, _ usageJSON) any {
+func (l *llamaReply) Whole(res []*server.ChoiceResult, _ server.UsageJSON) any {
 	c := res[0]
-	final := l.s.llamaFinal(c.finish, c.stopWord, c.usage)
-	final.Content = c.text.String()
-	final.Tokens = tokenIDs(c.tokens)
-	if l.g.logprobs {
-		final.Probs = l.s.llamaProbs(c.tokens)
+	final := l.s.llamaFinal(c.Finish, c.StopWord, c.Usage)
+	final.Content = c.Text.String()
+	final.Tokens = tokenIDs(c.Tokens)
+	if l.g.Logprobs {
+		final.Probs = l.s.llamaProbs(c.Tokens)
 	}
 	return final
 }
 
-func tokenIDs(toks []genToken) []int32 {
+func tokenIDs(toks []server.GenToken) []int32 {
 	ids := make([]int32, len(toks))
 	for i, t := range toks {
-		ids[i] = t.id
+		ids[i] = t.ID
 	}
 	return ids
 }
@@ -169,7 +170,7 @@ func tokenIDs(toks []genToken) []int32 {
 // llamaFinal builds the stop:true summary object. Its timings come from the engine's time stamps
 // (engine.Usage.PromptTime, GenerationTime), taken where the work happened: the handler reads the
 // stream in bursts, after the tokens were made.
-func (s *Server) llamaFinal(finish, stopWord string, u engine.Usage) llamaCompletion {
+func (s *api) llamaFinal(finish, stopWord string, u engine.Usage) llamaCompletion {
 	stopType := "limit"
 	switch {
 	case stopWord != "":
@@ -179,8 +180,8 @@ func (s *Server) llamaFinal(finish, stopWord string, u engine.Usage) llamaComple
 	}
 	computed := u.PromptTokens - u.CachedTokens
 	promptTime, genTime := u.PromptTime(), u.GenerationTime()
-	t := &llamaTimings{CacheN: u.CachedTokens, PromptN: computed, PromptMS: ms(promptTime),
-		PredictedN: u.CompletionTokens, PredictedMS: ms(genTime)}
+	t := &llamaTimings{CacheN: u.CachedTokens, PromptN: computed, PromptMS: server.Millis(promptTime),
+		PredictedN: u.CompletionTokens, PredictedMS: server.Millis(genTime)}
 	if computed > 0 && promptTime > 0 {
 		t.PromptPerTokenMS = t.PromptMS / float64(computed)
 		t.PromptPerSecond = float64(computed) / promptTime.Seconds()
@@ -191,12 +192,10 @@ func (s *Server) llamaFinal(finish, stopWord string, u engine.Usage) llamaComple
 	}
 	f := false
 	return llamaCompletion{
-		Stop: true, Model: s.cfg.ModelID, TokensPredicted: u.CompletionTokens, TokensEvaluated: u.PromptTokens,
+		Stop: true, Model: s.Config().ModelID, TokensPredicted: u.CompletionTokens, TokensEvaluated: u.PromptTokens,
 		TokensCached: u.CachedTokens, StopType: stopType, StoppingWord: stopWord, Truncated: &f, Timings: t,
 	}
 }
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // tokenizeRequest is the body of POST /tokenize: llama.cpp's (content) or vLLM's (prompt or
 // messages: vllmTokenizeFields, tokenize_vllm.go).
@@ -214,11 +213,11 @@ type tokenPiece struct {
 	Piece any   `json:"piece"`
 }
 
-func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
+func (s *api) handleTokenize(w http.ResponseWriter, r *http.Request) {
 	var req tokenizeRequest
-	release, err := s.decodeParsed(w, r, &req)
+	release, err := s.DecodeParsed(w, r, &req)
 	if err != nil {
-		writeError(w, err)
+		server.WriteError(w, err)
 		return
 	}
 	defer release() // (the answer is small beside the text)
@@ -227,26 +226,27 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Content == nil {
-		writeError(w, badRequest("content", "content is required (or vLLM's prompt or messages)"))
+		server.WriteError(w, server.BadRequest("content", "content is required (or vLLM's prompt or messages)"))
 		return
 	}
 	parse := req.ParseSpecial == nil || *req.ParseSpecial
-	toks := s.cfg.Model.Vocab.Encode(*req.Content, req.AddSpecial, parse)
+	v := s.Config().Model.Vocab
+	toks := v.Encode(*req.Content, req.AddSpecial, parse)
 	if !req.WithPieces {
-		writeJSON(w, http.StatusOK, map[string]any{"tokens": append([]int32{}, toks...)})
+		server.WriteJSON(w, http.StatusOK, map[string]any{"tokens": append([]int32{}, toks...)})
 		return
 	}
 	out := make([]tokenPiece, len(toks))
 	for i, t := range toks {
-		p := s.cfg.Model.Vocab.Piece(t)
+		p := v.Piece(t)
 		out[i].ID = t
 		if utf8.Valid(p) {
 			out[i].Piece = string(p)
 		} else {
-			out[i].Piece = s.pieceBytes(t)
+			out[i].Piece = s.PieceBytes(t)
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tokens": out})
+	server.WriteJSON(w, http.StatusOK, map[string]any{"tokens": out})
 }
 
 // detokenizeRequest is the body of POST /detokenize. llama.cpp's and vLLM's are both tokens;
@@ -257,16 +257,16 @@ type detokenizeRequest struct {
 	Model  *string `json:"model"`
 }
 
-func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
+func (s *api) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 	var req detokenizeRequest
-	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
-		writeError(w, err)
+	if err := server.DecodeBody(w, r, s.Config().MaxBodyBytes, &req); err != nil {
+		server.WriteError(w, err)
 		return
 	}
-	v := s.cfg.Model.Vocab
+	v := s.Config().Model.Vocab
 	for _, t := range req.Tokens {
 		if t < 0 || int(t) >= v.VocabSize() {
-			writeError(w, badRequest("tokens", "token id %d is outside the vocabulary [0, %d)", t, v.VocabSize()))
+			server.WriteError(w, server.BadRequest("tokens", "token id %d is outside the vocabulary [0, %d)", t, v.VocabSize()))
 			return
 		}
 	}
@@ -274,5 +274,5 @@ func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 	if req.Model != nil {
 		key = "prompt"
 	}
-	writeJSON(w, http.StatusOK, map[string]string{key: strings.ToValidUTF8(v.Decode(req.Tokens), "\uFFFD")})
+	server.WriteJSON(w, http.StatusOK, map[string]string{key: strings.ToValidUTF8(v.Decode(req.Tokens), "\uFFFD")})
 }

@@ -1,4 +1,4 @@
-package server
+package responses
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"ubatch/server"
 	"unicode/utf8"
 )
 
@@ -27,7 +28,7 @@ const (
 // a response_format), so that it runs through the chat route's template, constraints and
 // tool-call parsing. The sampling fields other routes take (top_k, seed, ...) are accepted too.
 type responsesRequest struct {
-	samplingFields
+	server.SamplingFields
 	Model              string            `json:"model"`
 	Input              json.RawMessage   `json:"input"`
 	Instructions       *string           `json:"instructions"`
@@ -53,48 +54,44 @@ type responsesRequest struct {
 	Conversation json.RawMessage `json:"conversation"`
 	TopLogprobs  json.RawMessage `json:"top_logprobs"`
 	MaxToolCalls json.RawMessage `json:"max_tool_calls"`
+
+	api *api // the routes it came in on (their store)
 }
 
-func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
-	s.serveCompletion(w, r, &responsesRequest{})
+func (s *api) handleResponses(w http.ResponseWriter, r *http.Request) {
+	s.ServeCompletion(w, r, &responsesRequest{api: s})
 }
 
-// routeResponses registers the Responses API's routes under prefix ("/v1" or "").
-func (s *Server) routeResponses(prefix string) {
-	s.mux.HandleFunc("POST "+prefix+"/responses", s.handleResponses)
-	s.mux.HandleFunc("GET "+prefix+"/responses/{id}", s.handleGetResponse)
-	s.mux.HandleFunc("DELETE "+prefix+"/responses/{id}", s.handleDeleteResponse)
-}
-
-func (req *responsesRequest) prepare(ctx context.Context, s *Server) (genParams, [][]int32, reply, error) {
+func (req *responsesRequest) Prepare(ctx context.Context, _ *server.Server) (server.GenParams, [][]int32, server.Reply, error) {
+	s := req.api
 	if err := req.check(); err != nil {
-		return genParams{}, nil, nil, err
+		return server.GenParams{}, nil, nil, err
 	}
 	conv, err := s.responses.history(req.PreviousResponseID)
 	if err != nil {
-		return genParams{}, nil, nil, err
+		return server.GenParams{}, nil, nil, err
 	}
 	input, err := inputMessages(req.Input)
 	if err != nil {
-		return genParams{}, nil, nil, err
+		return server.GenParams{}, nil, nil, err
 	}
 	conv = append(conv, input...)
 	if len(conv) > maxResponseItems {
-		return genParams{}, nil, nil, badRequest("previous_response_id",
+		return server.GenParams{}, nil, nil, server.BadRequest("previous_response_id",
 			"the conversation with its previous responses has %d messages, at most %d are allowed: start a new one", len(conv), maxResponseItems)
 	}
 	cr, err := req.chatRequest(conv)
 	if err != nil {
-		return genParams{}, nil, nil, err
+		return server.GenParams{}, nil, nil, err
 	}
 	if err := s.reasoningEffort(req.Reasoning, cr); err != nil {
-		return genParams{}, nil, nil, err
+		return server.GenParams{}, nil, nil, err
 	}
-	g, prompt, err := s.chatParams(ctx, cr)
+	g, prompt, err := s.ChatParams(ctx, cr)
 	if err != nil {
 		return g, nil, nil, responsesParam(err)
 	}
-	return g, [][]int32{prompt}, newResponsesReply(s, req, g, conv, cr.reasoning), nil
+	return g, [][]int32{prompt}, newResponsesReply(s, req, g, conv, cr.Reasoning), nil
 }
 
 // check refuses what this server does not implement, naming the field, and checks the fields
@@ -105,29 +102,29 @@ func (req *responsesRequest) check() error {
 		asks bool
 		what string
 	}{
-		{"background", isTrue(req.Background), "responses run while the request is open"},
-		{"include", nonEmpty(req.Include), "no extra output (logprobs, reasoning content, tool results) can be included"},
-		{"truncation", nonEmpty(req.Truncation) && string(bytes.TrimSpace(req.Truncation)) != `"disabled"`,
+		{"background", server.IsTrue(req.Background), "responses run while the request is open"},
+		{"include", server.NonEmpty(req.Include), "no extra output (logprobs, reasoning content, tool results) can be included"},
+		{"truncation", server.NonEmpty(req.Truncation) && string(bytes.TrimSpace(req.Truncation)) != `"disabled"`,
 			"a conversation longer than the context is refused, not cut"},
 		{"reasoning.summary", reasoningSummary(req.Reasoning), "the reasoning is returned as it is, not summarized"},
-		{"prompt", nonEmpty(req.Prompt), "there are no stored prompt templates"},
-		{"conversation", nonEmpty(req.Conversation), "there is no Conversations API: use previous_response_id"},
-		{"top_logprobs", positive(req.TopLogprobs), "log-probabilities are only on the chat and completions routes"},
-		{"max_tool_calls", nonEmpty(req.MaxToolCalls), "the number of tool calls is not limited (parallel_tool_calls: false gives at most one)"},
+		{"prompt", server.NonEmpty(req.Prompt), "there are no stored prompt templates"},
+		{"conversation", server.NonEmpty(req.Conversation), "there is no Conversations API: use previous_response_id"},
+		{"top_logprobs", server.Positive(req.TopLogprobs), "log-probabilities are only on the chat and completions routes"},
+		{"max_tool_calls", server.NonEmpty(req.MaxToolCalls), "the number of tool calls is not limited (parallel_tool_calls: false gives at most one)"},
 	} {
 		if f.asks {
-			return badRequest(f.name, "%s is not supported by this server: %s", f.name, f.what)
+			return server.BadRequest(f.name, "%s is not supported by this server: %s", f.name, f.what)
 		}
 	}
 	if req.MaxOutputTokens != nil && *req.MaxOutputTokens < 1 {
-		return badRequest("max_output_tokens", "max_output_tokens must be >= 1, got %d", *req.MaxOutputTokens)
+		return server.BadRequest("max_output_tokens", "max_output_tokens must be >= 1, got %d", *req.MaxOutputTokens)
 	}
 	if len(req.Metadata) > maxMetadataPairs {
-		return badRequest("metadata", "metadata has %d pairs, at most %d are allowed", len(req.Metadata), maxMetadataPairs)
+		return server.BadRequest("metadata", "metadata has %d pairs, at most %d are allowed", len(req.Metadata), maxMetadataPairs)
 	}
 	for k, v := range req.Metadata {
 		if utf8.RuneCountInString(k) > maxMetadataKeyLen || utf8.RuneCountInString(v) > maxMetadataValueLen {
-			return badRequest("metadata", "metadata keys are at most %d characters and values %d", maxMetadataKeyLen, maxMetadataValueLen)
+			return server.BadRequest("metadata", "metadata keys are at most %d characters and values %d", maxMetadataKeyLen, maxMetadataValueLen)
 		}
 	}
 	return nil
@@ -142,7 +139,7 @@ type reasoningFields struct {
 // reasoningSummary reports whether reasoning asks for a summary (null or {} do not).
 func reasoningSummary(raw json.RawMessage) bool {
 	var r reasoningFields
-	return nonEmpty(raw) && (json.Unmarshal(raw, &r) != nil || !isNull(r.Summary) || !isNull(r.GenerateSummary))
+	return server.NonEmpty(raw) && (json.Unmarshal(raw, &r) != nil || !server.IsNull(r.Summary) || !server.IsNull(r.GenerateSummary))
 }
 
 // reasoningEffort maps reasoning.effort onto the chat template's thinking switch, as Ollama's
@@ -151,24 +148,24 @@ func reasoningSummary(raw json.RawMessage) bool {
 // vLLM and llama-server hand gpt-oss's template). Turning it on is a 400 for a template without
 // the switch, as OpenAI refuses an effort on a model that does not reason. The request's own
 // chat_template_kwargs win over the switch's.
-func (s *Server) reasoningEffort(raw json.RawMessage, cr *chatRequest) error {
+func (s *api) reasoningEffort(raw json.RawMessage, cr *server.ChatRequest) error {
 	var r reasoningFields
-	if !nonEmpty(raw) {
+	if !server.NonEmpty(raw) {
 		return nil
 	}
 	if json.Unmarshal(raw, &r) != nil {
-		return badRequest("reasoning", "reasoning must be an object such as {\"effort\": \"low\"}")
+		return server.BadRequest("reasoning", "reasoning must be an object such as {\"effort\": \"low\"}")
 	}
 	if r.Effort == nil {
 		return nil
 	}
-	return s.applyEffort("reasoning.effort", *r.Effort, cr)
+	return s.ApplyEffort("reasoning.effort", *r.Effort, cr)
 }
 
 // chatRequest is the chat request that generates this response: conv (the previous
 // responses' messages and the input's) behind the instructions as a system message.
-func (req *responsesRequest) chatRequest(conv []map[string]any) (*chatRequest, error) {
-	cr := &chatRequest{samplingFields: req.samplingFields, ParallelToolCalls: req.ParallelToolCalls,
+func (req *responsesRequest) chatRequest(conv []map[string]any) (*server.ChatRequest, error) {
+	cr := &server.ChatRequest{SamplingFields: req.SamplingFields, ParallelToolCalls: req.ParallelToolCalls,
 		ChatTemplateKwargs: req.ChatTemplateKwargs}
 	cr.Model, cr.Stream, cr.User, cr.MaxCompletionTokens = req.Model, req.Stream, req.User, req.MaxOutputTokens
 	msgs := conv
@@ -179,7 +176,7 @@ func (req *responsesRequest) chatRequest(conv []map[string]any) (*chatRequest, e
 	}
 	var err error
 	if cr.Messages, err = json.Marshal(msgs); err != nil {
-		return nil, internalError(err)
+		return nil, server.InternalError(err)
 	}
 	if cr.Tools, err = chatTools(req.Tools); err != nil {
 		return nil, err
@@ -196,8 +193,8 @@ func (req *responsesRequest) chatRequest(conv []map[string]any) (*chatRequest, e
 // responsesParam renames the chat field an error names (param and message) to the Responses
 // field it came from.
 func responsesParam(err error) error {
-	ae := toAPIError(err)
-	p := ae.param
+	ae := server.ToAPIError(err)
+	p := ae.Param
 	switch {
 	case p == "messages":
 		p = "input"
@@ -208,11 +205,11 @@ func responsesParam(err error) error {
 	case strings.HasPrefix(p, "tools[") && strings.Contains(p, "].function."):
 		p = strings.Replace(p, "].function.", "].", 1)
 	}
-	if p == ae.param {
+	if p == ae.Param {
 		return ae
 	}
 	renamed := *ae
-	renamed.param, renamed.message = p, strings.ReplaceAll(ae.message, ae.param, p)
+	renamed.Param, renamed.Message = p, strings.ReplaceAll(ae.Message, ae.Param, p)
 	return &renamed
 }
 
@@ -232,8 +229,8 @@ type inputItem struct {
 // messages. A function_call item joins the assistant message before it (the calls of one turn
 // are one assistant message with tool_calls), a function_call_output is a tool message.
 func inputMessages(raw json.RawMessage) ([]map[string]any, error) {
-	if isNull(raw) {
-		return nil, badRequest("input", "input is required: a string or a list of input items")
+	if server.IsNull(raw) {
+		return nil, server.BadRequest("input", "input is required: a string or a list of input items")
 	}
 	var text string
 	if json.Unmarshal(raw, &text) == nil {
@@ -241,19 +238,19 @@ func inputMessages(raw json.RawMessage) ([]map[string]any, error) {
 	}
 	var items []json.RawMessage
 	if json.Unmarshal(raw, &items) != nil {
-		return nil, badRequest("input", "input must be a string or a list of input items")
+		return nil, server.BadRequest("input", "input must be a string or a list of input items")
 	}
 	if len(items) == 0 {
-		return nil, badRequest("input", "input is an empty list")
+		return nil, server.BadRequest("input", "input is an empty list")
 	}
 	if len(items) > maxResponseItems {
-		return nil, badRequest("input", "input has %d items, at most %d are allowed", len(items), maxResponseItems)
+		return nil, server.BadRequest("input", "input has %d items, at most %d are allowed", len(items), maxResponseItems)
 	}
 	msgs := make([]map[string]any, 0, len(items))
 	for i, el := range items {
 		var it inputItem
 		if err := json.Unmarshal(el, &it); err != nil {
-			return nil, badRequest(fmt.Sprintf("input[%d]", i), "input[%d] must be an input item object: %v", i, err)
+			return nil, server.BadRequest(fmt.Sprintf("input[%d]", i), "input[%d] must be an input item object: %v", i, err)
 		}
 		field := fmt.Sprintf("input[%d]", i)
 		switch it.Type {
@@ -265,7 +262,7 @@ func inputMessages(raw json.RawMessage) ([]map[string]any, error) {
 			msgs = append(msgs, m)
 		case "function_call":
 			if it.CallID == "" || it.Name == "" {
-				return nil, badRequest(field, "%s: a function_call item needs call_id and name", field)
+				return nil, server.BadRequest(field, "%s: a function_call item needs call_id and name", field)
 			}
 			call := map[string]any{"id": it.CallID, "type": "function",
 				"function": map[string]any{"name": it.Name, "arguments": it.Arguments}}
@@ -277,7 +274,7 @@ func inputMessages(raw json.RawMessage) ([]map[string]any, error) {
 			msgs = append(msgs, map[string]any{"role": "assistant", "content": "", "tool_calls": []any{call}})
 		case "function_call_output":
 			if it.CallID == "" {
-				return nil, badRequest(field, "%s: a function_call_output item needs call_id", field)
+				return nil, server.BadRequest(field, "%s: a function_call_output item needs call_id", field)
 			}
 			out, err := partsText(field+".output", it.Output)
 			if err != nil {
@@ -285,7 +282,7 @@ func inputMessages(raw json.RawMessage) ([]map[string]any, error) {
 			}
 			msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": it.CallID, "content": out})
 		default:
-			return nil, badRequest(field+".type", "%s.type %s is not supported: this server takes message, function_call and function_call_output items", field, echo(it.Type))
+			return nil, server.BadRequest(field+".type", "%s.type %s is not supported: this server takes message, function_call and function_call_output items", field, server.Echo(it.Type))
 		}
 	}
 	return msgs, nil
@@ -300,9 +297,9 @@ func inputMessage(field string, it inputItem) (map[string]any, error) {
 	case "developer":
 		role = "system"
 	case "":
-		return nil, badRequest(field+".role", "%s has no role", field)
+		return nil, server.BadRequest(field+".role", "%s has no role", field)
 	default:
-		return nil, badRequest(field+".role", "%s.role %s: use user, system, developer or assistant", field, echo(role))
+		return nil, server.BadRequest(field+".role", "%s.role %s: use user, system, developer or assistant", field, server.Echo(role))
 	}
 	text, err := partsText(field+".content", it.Content)
 	if err != nil {
@@ -314,8 +311,8 @@ func inputMessage(field string, it inputItem) (map[string]any, error) {
 // partsText is a message's content (or a function_call_output's output): a string, or a list
 // of text parts, joined. Images, files and audio are refused.
 func partsText(field string, raw json.RawMessage) (string, error) {
-	if isNull(raw) {
-		return "", badRequest(field, "%s is required", field)
+	if server.IsNull(raw) {
+		return "", server.BadRequest(field, "%s is required", field)
 	}
 	var text string
 	if json.Unmarshal(raw, &text) == nil {
@@ -327,7 +324,7 @@ func partsText(field string, raw json.RawMessage) (string, error) {
 		Refusal *string `json:"refusal"`
 	}
 	if json.Unmarshal(raw, &parts) != nil {
-		return "", badRequest(field, "%s must be a string or a list of content parts", field)
+		return "", server.BadRequest(field, "%s must be a string or a list of content parts", field)
 	}
 	var sb strings.Builder
 	for j, p := range parts {
@@ -337,9 +334,9 @@ func partsText(field string, raw json.RawMessage) (string, error) {
 		case p.Type == "refusal" && p.Refusal != nil:
 			sb.WriteString(*p.Refusal)
 		case p.Type == "input_image" || p.Type == "input_file" || p.Type == "input_audio":
-			return "", badRequest(fmt.Sprintf("%s[%d]", field, j), "%s[%d] is of type %s: this server takes text only (no images, files or audio)", field, j, p.Type)
+			return "", server.BadRequest(fmt.Sprintf("%s[%d]", field, j), "%s[%d] is of type %s: this server takes text only (no images, files or audio)", field, j, p.Type)
 		default:
-			return "", badRequest(fmt.Sprintf("%s[%d]", field, j), "%s[%d]: a part of type %s with its text is expected (input_text or output_text)", field, j, echo(p.Type))
+			return "", server.BadRequest(fmt.Sprintf("%s[%d]", field, j), "%s[%d]: a part of type %s with its text is expected (input_text or output_text)", field, j, server.Echo(p.Type))
 		}
 	}
 	return sb.String(), nil
@@ -349,12 +346,12 @@ func partsText(field string, raw json.RawMessage) (string, error) {
 // "parameters": ...}) into chat's ({"type": "function", "function": {...}}), every other key
 // kept (the template shows the description). Built-in tools are refused.
 func chatTools(raw json.RawMessage) (json.RawMessage, error) {
-	if isNull(raw) {
+	if server.IsNull(raw) {
 		return nil, nil
 	}
 	var tools []map[string]json.RawMessage
 	if json.Unmarshal(raw, &tools) != nil {
-		return nil, badRequest("tools", `tools must be a list of {"type": "function", "name": ..., "parameters": ...} objects`)
+		return nil, server.BadRequest("tools", `tools must be a list of {"type": "function", "name": ..., "parameters": ...} objects`)
 	}
 	if len(tools) == 0 {
 		return nil, nil
@@ -364,7 +361,7 @@ func chatTools(raw json.RawMessage) (json.RawMessage, error) {
 		var typ string
 		json.Unmarshal(t["type"], &typ)
 		if typ != "function" {
-			return nil, badRequest(fmt.Sprintf("tools[%d].type", i),
+			return nil, server.BadRequest(fmt.Sprintf("tools[%d].type", i),
 				"tools[%d].type %q is not supported: this server runs function tools only (no built-in tools such as web_search or file_search)", i, typ)
 		}
 		fn := make(map[string]json.RawMessage, len(t))
@@ -377,7 +374,7 @@ func chatTools(raw json.RawMessage) (json.RawMessage, error) {
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
-		return nil, internalError(err)
+		return nil, server.InternalError(err)
 	}
 	return b, nil
 }
@@ -385,7 +382,7 @@ func chatTools(raw json.RawMessage) (json.RawMessage, error) {
 // chatToolChoice turns the Responses API's tool_choice into chat's: the strings are the same,
 // a named function is {"type": "function", "name": ...} instead of chat's nested object.
 func chatToolChoice(raw json.RawMessage) (json.RawMessage, error) {
-	if isNull(raw) {
+	if server.IsNull(raw) {
 		return nil, nil
 	}
 	var s string
@@ -397,7 +394,7 @@ func chatToolChoice(raw json.RawMessage) (json.RawMessage, error) {
 		Name string `json:"name"`
 	}
 	if json.Unmarshal(raw, &named) != nil || named.Type != "function" || named.Name == "" {
-		return nil, badRequest("tool_choice", `tool_choice must be none, auto, required or {"type": "function", "name": ...} (no built-in tools, no allowed_tools)`)
+		return nil, server.BadRequest("tool_choice", `tool_choice must be none, auto, required or {"type": "function", "name": ...} (no built-in tools, no allowed_tools)`)
 	}
 	return json.Marshal(map[string]any{"type": "function", "function": map[string]string{"name": named.Name}})
 }
@@ -405,7 +402,7 @@ func chatToolChoice(raw json.RawMessage) (json.RawMessage, error) {
 // textFormat turns text.format into chat's response_format (nil for plain text); verbosity
 // other than medium is refused, as nothing here changes it.
 func textFormat(raw json.RawMessage) (json.RawMessage, error) {
-	if isNull(raw) {
+	if server.IsNull(raw) {
 		return nil, nil
 	}
 	var t struct {
@@ -413,12 +410,12 @@ func textFormat(raw json.RawMessage) (json.RawMessage, error) {
 		Verbosity *string         `json:"verbosity"`
 	}
 	if json.Unmarshal(raw, &t) != nil {
-		return nil, badRequest("text", `text must be an object like {"format": {"type": "json_object"}}`)
+		return nil, server.BadRequest("text", `text must be an object like {"format": {"type": "json_object"}}`)
 	}
 	if t.Verbosity != nil && *t.Verbosity != "medium" {
-		return nil, badRequest("text.verbosity", "text.verbosity %s is not supported: the model has no verbosity to set", echo(*t.Verbosity))
+		return nil, server.BadRequest("text.verbosity", "text.verbosity %s is not supported: the model has no verbosity to set", server.Echo(*t.Verbosity))
 	}
-	if isNull(t.Format) {
+	if server.IsNull(t.Format) {
 		return nil, nil
 	}
 	var f struct {
@@ -428,7 +425,7 @@ func textFormat(raw json.RawMessage) (json.RawMessage, error) {
 		Strict *bool           `json:"strict"`
 	}
 	if json.Unmarshal(t.Format, &f) != nil {
-		return nil, badRequest("text.format", `text.format must be an object like {"type": "json_schema", "schema": {...}}`)
+		return nil, server.BadRequest("text.format", `text.format must be an object like {"type": "json_schema", "schema": {...}}`)
 	}
 	switch f.Type {
 	case "text":
@@ -436,11 +433,11 @@ func textFormat(raw json.RawMessage) (json.RawMessage, error) {
 	case "json_object":
 		return json.RawMessage(`{"type": "json_object"}`), nil
 	case "json_schema":
-		if isNull(f.Schema) {
-			return nil, badRequest("text.format.schema", "text.format of type json_schema needs schema")
+		if server.IsNull(f.Schema) {
+			return nil, server.BadRequest("text.format.schema", "text.format of type json_schema needs schema")
 		}
 		return json.Marshal(map[string]any{"type": "json_schema",
 			"json_schema": map[string]any{"name": f.Name, "schema": f.Schema, "strict": f.Strict}})
 	}
-	return nil, badRequest("text.format.type", "text.format.type %s: use text, json_object or json_schema", echo(f.Type))
+	return nil, server.BadRequest("text.format.type", "text.format.type %s: use text, json_object or json_schema", server.Echo(f.Type))
 }

@@ -1,4 +1,4 @@
-package server
+package responses
 
 import (
 	"container/list"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"ubatch/server"
 )
 
 // The store's default bounds: stored responses are kept for previous_response_id and GET
@@ -103,26 +104,26 @@ func (s *responseStore) history(id string) ([]map[string]any, error) {
 	}
 	st, ok := s.get(id)
 	if !ok {
-		return nil, &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", param: "previous_response_id",
-			code: "previous_response_not_found", message: fmt.Sprintf("Previous response with id '%s' not found.", id)}
+		return nil, &server.APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "previous_response_id",
+			Code: "previous_response_not_found", Message: fmt.Sprintf("Previous response with id '%s' not found.", id)}
 	}
 	var conv []map[string]any
 	if err := json.Unmarshal(st.conv, &conv); err != nil {
-		return nil, internalError(err)
+		return nil, server.InternalError(err)
 	}
 	return conv, nil
 }
 
-func responseNotFound(id string) *apiError {
-	return notFound(fmt.Sprintf("Response with id '%s' not found (responses are kept in memory: the last %d, or fewer when large).", id, defaultMaxStoredResponses))
+func responseNotFound(id string) *server.APIError {
+	return server.NotFound(fmt.Sprintf("Response with id '%s' not found (responses are kept in memory: the last %d, or fewer when large).", id, defaultMaxStoredResponses))
 }
 
 // handleGetResponse answers GET /v1/responses/{id} with a stored response.
-func (s *Server) handleGetResponse(w http.ResponseWriter, r *http.Request) {
+func (s *api) handleGetResponse(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	st, ok := s.responses.get(id)
 	if !ok {
-		writeError(w, responseNotFound(id))
+		server.WriteError(w, responseNotFound(id))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -131,15 +132,15 @@ func (s *Server) handleGetResponse(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleDeleteResponse answers DELETE /v1/responses/{id}: the response is forgotten.
-func (s *Server) handleDeleteResponse(w http.ResponseWriter, r *http.Request) {
+func (s *api) handleDeleteResponse(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	s.responses.mu.Lock()
 	s.responses.init()
 	ok := s.responses.remove(id)
 	s.responses.mu.Unlock()
 	if !ok {
-		writeError(w, responseNotFound(id))
+		server.WriteError(w, responseNotFound(id))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response", "deleted": true})
+	server.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response", "deleted": true})
 }

@@ -1,4 +1,4 @@
-package server
+package responses
 
 import (
 	"encoding/json"
@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"ubatch/internal/testdata"
+	"ubatch/server"
+	"ubatch/server/servertest"
 )
 
 // thinkGrammar makes a model write a thought, then an answer, as a Qwen3 model does.
@@ -16,9 +18,9 @@ const thinkGrammar = `root ::= "<think>" [a-z] [a-z ]{2,24} "</think>" [a-z] [a-
 // events that join into the item's text, all before the message's first event and at output
 // index 0, the message at 1; the same items as without streaming.
 func TestResponsesReasoning(t *testing.T) {
-	e := newEnv(t, envOptions{chatTemplate: string(testdata.ReadFile(t, "templates/Qwen-Qwen3-0.6B.jinja"))})
+	e := newEnv(t, servertest.Options{Config: server.Config{ChatTemplate: string(testdata.ReadFile(t, "templates/Qwen-Qwen3-0.6B.jinja"))}})
 	body := map[string]any{"input": "Think, then tell me a story.", "max_output_tokens": 80, "temperature": 0, "grammar": thinkGrammar}
-	whole := e.respond(body)
+	whole := respond(e, body)
 	if len(whole.Output) != 2 || whole.Output[0].Type != "reasoning" || len(whole.Output[0].Content) != 1 ||
 		whole.Output[0].Content[0].Type != "reasoning_text" || whole.Output[1].Type != "message" {
 		t.Fatalf("output %+v, want a reasoning item then a message", whole.Output)
@@ -27,7 +29,7 @@ func TestResponsesReasoning(t *testing.T) {
 	if thought == "" || strings.Contains(thought, "<think>") || answer == "" || strings.Contains(answer, "think>") {
 		t.Fatalf("thought %q, answer %q: want the markup gone and both non-empty", thought, answer)
 	}
-	events := e.streamResponse(body)
+	events := streamResponse(e, body)
 	var deltas strings.Builder
 	reasoningDone, messageAdded := -1, -1
 	for i, ev := range events {
@@ -70,7 +72,7 @@ func TestResponsesReasoning(t *testing.T) {
 // think (the thought split out, the effort echoed), none and minimal do not (enable_thinking
 // false: the template closes the thought in the prompt, and the reply is left as written).
 func TestResponsesReasoningEffort(t *testing.T) {
-	e := newEnv(t, envOptions{chatTemplate: string(testdata.ReadFile(t, "templates/Qwen-Qwen3-0.6B.jinja"))})
+	e := newEnv(t, servertest.Options{Config: server.Config{ChatTemplate: string(testdata.ReadFile(t, "templates/Qwen-Qwen3-0.6B.jinja"))}})
 	tests := []struct {
 		name, effort string
 		split        bool
@@ -86,7 +88,7 @@ func TestResponsesReasoningEffort(t *testing.T) {
 				responseResult
 				Reasoning struct{ Effort *string } `json:"reasoning"`
 			}
-			e.postJSON("/v1/responses", map[string]any{"input": "Think, then tell me a story.", "max_output_tokens": 80,
+			e.PostJSON("/v1/responses", map[string]any{"input": "Think, then tell me a story.", "max_output_tokens": 80,
 				"temperature": 0, "grammar": thinkGrammar, "reasoning": map[string]any{"effort": tc.effort}}, 200, &r)
 			split := len(r.Output) == 2 && r.Output[0].Type == "reasoning"
 			if split != tc.split || split == strings.Contains(r.text(), "<think>") {

@@ -7,9 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	"ubatch/internal/testkit"
 	"ubatch/sample"
 )
 
@@ -120,75 +118,6 @@ func TestLogitBiasRequest(t *testing.T) {
 	}
 }
 
-// slotView reads a /slots entry: encoding/json cannot fill slotJSON's embedded pointer to an
-// unexported type, so the task's fields are here by value (zero when idle: slotHead says so).
-type slotView struct {
-	slotHead
-	slotTask
-}
-
-// TestSlots: /slots lists every slot as llama-server does (the engine's MaxRunning of them), idle
-// ones with id_task -1; a running stream's slot shows its task, its sampling parameters under
-// llama-server's names and its next_token counts, the other slots staying idle.
-func TestSlots(t *testing.T) {
-	tests := []struct {
-		name       string
-		maxRunning int
-		wantSlots  int
-	}{
-		{name: "n_seq_max", wantSlots: 8},
-		{name: "parallel below it", maxRunning: 3, wantSlots: 3},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, envOptions{maxRunning: tc.maxRunning})
-			var idle []slotView
-			e.getJSON("/slots", &idle)
-			checkSlots(t, idle, tc.wantSlots, -1)
-
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			resp := e.post(ctx, "/completion", map[string]any{"prompt": "Once upon a time", "n_predict": 400, "ignore_eos": true,
-				"stream": true, "seed": 42, "temperature": 0.5, "top_k": 7})
-			defer resp.Body.Close()
-			var slots []slotView
-			testkit.Eventually(t, 5*time.Second, "a slot that decodes", func() bool {
-				slots = nil
-				e.getJSON("/slots", &slots)
-				return len(slots) > 0 && slots[0].IsProcessing && slots[0].NDecoded > 0
-			})
-			checkSlots(t, slots, tc.wantSlots, 0)
-			s := slots[0]
-			next := s.NextToken
-			if s.IDTask < 0 || s.State != "decoding" || s.NPromptTokens < 2 || s.NPromptTokensProcessed+s.NPromptTokensCache != s.NPromptTokens ||
-				s.Params.Seed != 42 || s.Params.Temperature != 0.5 || s.Params.TopK != 7 || s.Params.NPredict != 400 ||
-				len(next) != 1 || !next[0].HasNextToken || next[0].NDecoded < 1 || next[0].NRemain != 400-next[0].NDecoded {
-				t.Errorf("running slot %+v", s)
-			}
-		})
-	}
-}
-
-// checkSlots checks that slots are ids [0, n), n_ctx the sequence cap, and all idle but busy
-// (-1: none).
-func checkSlots(t *testing.T, slots []slotView, n, busy int) {
-	t.Helper()
-	if len(slots) != n {
-		t.Fatalf("%d slots, want %d: %+v", len(slots), n, slots)
-	}
-	for i, s := range slots {
-		if s.ID != int32(i) || s.NCtx != 512 || s.Speculative {
-			t.Errorf("slot %d: %+v", i, s)
-		}
-		if i == busy {
-			continue
-		}
-		if s.IsProcessing || s.IDTask != -1 || s.State != "idle" || s.NPromptTokens != 0 || s.NextToken != nil {
-			t.Errorf("slot %d not idle: %+v", i, s)
-		}
-	}
-}
-
 // TestServerSamplingDefaults: the server's sampling defaults (serve --temp ...) apply to fields a
 // request leaves out, and /props reports them.
 func TestServerSamplingDefaults(t *testing.T) {
@@ -214,32 +143,5 @@ func TestServerSamplingDefaults(t *testing.T) {
 	e.postJSON("/v1/completions", body, http.StatusOK, &b)
 	if a.Choices[0].Text != b.Choices[0].Text {
 		t.Errorf("server default temperature 0 not applied: %q vs %q", a.Choices[0].Text, b.Choices[0].Text)
-	}
-}
-
-// TestNProbs: /completion with n_probs returns llama.cpp's completion_probabilities: each token
-// with its log-probability and the top n, the chosen token first under greedy decoding.
-func TestNProbs(t *testing.T) {
-	e := newEnv(t, envOptions{})
-	var resp struct {
-		Content string `json:"content"`
-		Probs   []struct {
-			ID          int32   `json:"id"`
-			Token       string  `json:"token"`
-			Logprob     float64 `json:"logprob"`
-			TopLogprobs []struct {
-				ID      int32   `json:"id"`
-				Logprob float64 `json:"logprob"`
-			} `json:"top_logprobs"`
-		} `json:"completion_probabilities"`
-	}
-	e.postJSON("/completion", map[string]any{"prompt": "Once upon a time", "n_predict": 5, "temperature": 0, "n_probs": 3}, http.StatusOK, &resp)
-	if len(resp.Probs) != 5 {
-		t.Fatalf("%d probabilities for 5 tokens: %+v", len(resp.Probs), resp)
-	}
-	for i, p := range resp.Probs {
-		if len(p.TopLogprobs) != 3 || p.TopLogprobs[0].ID != p.ID || p.Logprob > 0 || p.TopLogprobs[1].Logprob > p.TopLogprobs[0].Logprob {
-			t.Errorf("token %d: %+v", i, p)
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package server
+package llamacpp
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"ubatch/server/servertest"
 )
 
 // TestLlamaCompletionTimings: /completion's timings are the engine's: predicted_n is the
@@ -15,7 +16,7 @@ import (
 // within the request's wall time and take real model time (the handler reading a finished
 // stream used to see 8 tokens in 0.0078 ms), whether or not the reply streams.
 func TestLlamaCompletionTimings(t *testing.T) {
-	e := newEnv(t, envOptions{})
+	e := newEnv(t, servertest.Options{})
 	long := strings.Repeat("Once upon a time there was a little girl named Lily. ", 6)
 	tests := []struct {
 		name      string
@@ -34,7 +35,7 @@ func TestLlamaCompletionTimings(t *testing.T) {
 			body := map[string]any{"prompt": tc.prompt, "n_predict": tc.nPredict, "temperature": 0, "ignore_eos": true,
 				"cache_prompt": true, "stream": tc.stream}
 			began := time.Now()
-			final := e.llamaFinalOf(t, body)
+			final := llamaFinalOf(t, e, body)
 			wall := float64(time.Since(began)) / float64(time.Millisecond)
 			tm := final.Timings
 			if tm == nil {
@@ -65,16 +66,16 @@ func TestLlamaCompletionTimings(t *testing.T) {
 
 // llamaFinalOf posts a /completion and returns its summary object: the reply, or the last event
 // of a stream.
-func (e *testEnv) llamaFinalOf(t *testing.T, body map[string]any) llamaCompletion {
+func llamaFinalOf(t *testing.T, e *servertest.Env, body map[string]any) llamaCompletion {
 	t.Helper()
 	var res llamaCompletion
 	if body["stream"] != true {
-		e.postJSON("/completion", body, http.StatusOK, &res)
+		e.PostJSON("/completion", body, http.StatusOK, &res)
 		return res
 	}
-	resp := e.post(context.Background(), "/completion", body)
+	resp := e.Post(context.Background(), "/completion", body)
 	defer resp.Body.Close()
-	events := sseEvents(t, resp.Body)
+	events := servertest.SSEEvents(t, resp.Body)
 	if len(events) == 0 {
 		t.Fatal("no events")
 	}

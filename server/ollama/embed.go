@@ -1,12 +1,12 @@
-package server
+package ollama
 
 import (
 	"bytes"
 	"cmp"
 	"encoding/json"
-	"math"
 	"net/http"
 	"time"
+	"ubatch/server"
 )
 
 // ollamaEmbedRequest is the body of Ollama's POST /api/embed.
@@ -30,109 +30,92 @@ type ollamaEmbeddingsRequest struct {
 // handleOllamaEmbed embeds input (a string or a list of strings) with Config.OllamaEmbedder
 // (serve sets it for every model, as Ollama embeds with any) and /v1/embeddings' limits. dimensions below the model's width keeps
 // the first ones, normalized again, as Ollama does.
-func (s *Server) handleOllamaEmbed(w http.ResponseWriter, r *http.Request) {
+func (s *api) handleOllamaEmbed(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	var req ollamaEmbedRequest
-	release, err := s.decodeParsed(w, r, &req)
+	release, err := s.DecodeParsed(w, r, &req)
 	if err != nil {
-		writeOllamaError(w, err)
+		server.WriteOllamaError(w, err)
 		return
 	}
 	defer release() // (called as soon as the inputs are tokenized)
-	var inputs []promptInput
+	var inputs []server.PromptInput
 	var one string
 	var list []string
 	switch in := bytes.TrimSpace(req.Input); {
-	case isNull(in):
-		writeOllamaError(w, badRequest("input", "input is required"))
+	case server.IsNull(in):
+		server.WriteOllamaError(w, server.BadRequest("input", "input is required"))
 		return
 	case json.Unmarshal(in, &one) == nil:
-		inputs = []promptInput{{text: one, isText: true}}
+		inputs = []server.PromptInput{server.TextPrompt(one)}
 	case json.Unmarshal(in, &list) == nil:
 		for _, t := range list {
-			inputs = append(inputs, promptInput{text: t, isText: true})
+			inputs = append(inputs, server.TextPrompt(t))
 		}
 	default:
-		writeOllamaError(w, badRequest("input", "input must be a string or a list of strings"))
+		server.WriteOllamaError(w, server.BadRequest("input", "input must be a string or a list of strings"))
 		return
 	}
-	dim := s.cfg.Model.Hparams().Dim
-	if err := checkDimensions(req.Dimensions, dim); err != nil {
-		writeOllamaError(w, err)
+	dim := s.Config().Model.Hparams().Dim
+	if err := server.CheckDimensions(req.Dimensions, dim); err != nil {
+		server.WriteOllamaError(w, err)
 		return
 	}
 	vecs, n, err := s.ollamaEmbed(r, release, req.Model, inputs, req.Truncate == nil || *req.Truncate)
 	if err != nil {
-		writeOllamaError(w, err)
+		server.WriteOllamaError(w, err)
 		return
 	}
-	vecs = truncateEmbeddings(vecs, req.Dimensions, dim)
+	vecs = server.TruncateEmbeddings(vecs, req.Dimensions, dim)
 	model, _ := s.ollamaModelName(r.Context(), "model", req.Model) // (checked by ollamaEmbed)
-	writeJSON(w, http.StatusOK, map[string]any{"model": model, "embeddings": vecs,
+	server.WriteJSON(w, http.StatusOK, map[string]any{"model": model, "embeddings": vecs,
 		"total_duration": int64(time.Since(start)), "load_duration": 0, "prompt_eval_count": n})
 }
 
 // handleOllamaEmbeddings is the older route: one prompt, one embedding (normalized, as every
 // embedding of this server; Ollama's older route returns the raw pooled vector).
-func (s *Server) handleOllamaEmbeddings(w http.ResponseWriter, r *http.Request) {
+func (s *api) handleOllamaEmbeddings(w http.ResponseWriter, r *http.Request) {
 	var req ollamaEmbeddingsRequest
-	release, err := s.decodeParsed(w, r, &req)
+	release, err := s.DecodeParsed(w, r, &req)
 	if err != nil {
-		writeOllamaError(w, err)
+		server.WriteOllamaError(w, err)
 		return
 	}
 	defer release() // (called as soon as the inputs are tokenized)
-	vecs, _, err := s.ollamaEmbed(r, release, req.Model, []promptInput{{text: req.Prompt, isText: true}}, true)
+	vecs, _, err := s.ollamaEmbed(r, release, req.Model, []server.PromptInput{server.TextPrompt(req.Prompt)}, true)
 	if err != nil {
-		writeOllamaError(w, err)
+		server.WriteOllamaError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"embedding": vecs[0]})
+	server.WriteJSON(w, http.StatusOK, map[string]any{"embedding": vecs[0]})
 }
 
 // ollamaEmbed checks the model and the inputs against /v1/embeddings' limits and embeds them;
 // n is their tokens in all.
-func (s *Server) ollamaEmbed(r *http.Request, tokenized func(), model string, inputs []promptInput, truncate bool) ([][]float32, int, error) {
-	e := cmp.Or(s.cfg.OllamaEmbedder, s.cfg.Embedder)
+func (s *api) ollamaEmbed(r *http.Request, tokenized func(), model string, inputs []server.PromptInput, truncate bool) ([][]float32, int, error) {
+	e := cmp.Or(s.Config().OllamaEmbedder, s.Config().Embedder)
 	if _, err := s.ollamaModelName(r.Context(), "model", model); err != nil {
 		return nil, 0, err
 	}
 	if e == nil {
-		return nil, 0, notFound("embeddings are off: start the server with --embeddings")
+		return nil, 0, server.NotFound("embeddings are off: start the server with --embeddings")
 	}
 	if len(inputs) == 0 {
-		return nil, 0, badRequest("input", "input is an empty list")
+		return nil, 0, server.BadRequest("input", "input is an empty list")
 	}
-	if limit := orDefault(s.cfg.MaxEmbeddingInputs, DefaultMaxEmbeddingInputs); len(inputs) > limit {
-		return nil, 0, badRequest("input", "input has %d items; this server embeds at most %d per request "+
+	if limit := s.MaxEmbeddingInputs(); len(inputs) > limit {
+		return nil, 0, server.BadRequest("input", "input has %d items; this server embeds at most %d per request "+
 			"(--max-embedding-inputs): split the request", len(inputs), limit)
 	}
-	toks, err := s.embeddingTokens(inputs, s.embedCtx(e.NCtx), truncate)
+	toks, err := s.EmbeddingTokens(inputs, s.EmbedCtx(e.NCtx), truncate)
 	tokenized()
 	if err != nil {
 		return nil, 0, err
 	}
-	vecs, err := s.embed(r.Context(), toks, e.Pooling, true, e.Priority, "", &e.computed)
+	vecs, err := s.Embed(r.Context(), toks, e.Pooling, true, e.Priority, "", e.Computed())
 	n := 0
 	for _, t := range toks {
 		n += len(t)
 	}
 	return vecs, n, err
-}
-
-// normalize scales v to unit length (a zero vector stays zero).
-func normalize(v []float32) []float32 {
-	var sum float64
-	for _, x := range v {
-		sum += float64(x) * float64(x)
-	}
-	if sum == 0 {
-		return v
-	}
-	inv := float32(1 / math.Sqrt(sum))
-	out := make([]float32, len(v))
-	for i, x := range v {
-		out[i] = x * inv
-	}
-	return out
 }

@@ -1,4 +1,4 @@
-package server
+package responses
 
 import (
 	"crypto/rand"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"ubatch/chat"
+	"ubatch/server"
 )
 
 // responseObject is the Responses API's response: the whole answer without streaming, and the
@@ -92,18 +93,18 @@ type functionCallItem struct {
 }
 
 // responsesReply words a generation as the Responses API does: the whole response, or its
-// stream of typed events (responses_stream.go). A finished response is kept in the server's
+// stream of typed events (stream.go). A finished response is kept in the server's
 // store, with its conversation, for previous_response_id and GET /v1/responses/{id}.
 type responsesReply struct {
-	s      *Server
-	g      genParams
+	s      *api
+	g      server.GenParams
 	resp   responseObject
 	conv   []map[string]any // the conversation this response answers (no instructions)
 	store  bool
 	parser *chat.ToolParser    // with tools, streaming
 	calls  []*functionCallItem // streaming: the calls started, in order
 
-	reasoning   reasoningMode         // how the reply is read for its thought
+	reasoning   server.ReasoningMode  // how the reply is read for its thought
 	thinking    *chat.ReasoningParser // streaming, with reasoning.split
 	thought     *reasoningItem        // the reasoning output item, once there is a thought
 	thoughtText strings.Builder       // streaming: the thought so far
@@ -116,14 +117,14 @@ type responsesReply struct {
 	failed bool
 }
 
-func newResponsesReply(s *Server, req *responsesRequest, g genParams, conv []map[string]any, rm reasoningMode) *responsesReply {
+func newResponsesReply(s *api, req *responsesRequest, g server.GenParams, conv []map[string]any, rm server.ReasoningMode) *responsesReply {
 	r := &responsesReply{s: s, g: g, conv: conv, store: req.Store == nil || *req.Store, reasoning: rm}
-	if rm.split && g.stream {
-		r.thinking = chat.NewReasoningParser(rm.inThought)
+	if rm.Split && g.Stream {
+		r.thinking = chat.NewReasoningParser(rm.InThought)
 	}
 	o := &r.resp
 	o.ID, o.Object, o.CreatedAt, o.Status = "resp_"+rand.Text(), "response", time.Now().Unix(), "in_progress"
-	o.Model, o.Output, o.Store, o.Truncation = s.cfg.ModelID, []any{}, r.store, "disabled"
+	o.Model, o.Output, o.Store, o.Truncation = s.Config().ModelID, []any{}, r.store, "disabled"
 	if req.Instructions != nil {
 		o.Instructions = req.Instructions
 	}
@@ -133,7 +134,7 @@ func newResponsesReply(s *Server, req *responsesRequest, g genParams, conv []map
 		o.PreviousResponseID = &req.PreviousResponseID
 	}
 	var rf reasoningFields
-	if nonEmpty(req.Reasoning) && json.Unmarshal(req.Reasoning, &rf) == nil {
+	if server.NonEmpty(req.Reasoning) && json.Unmarshal(req.Reasoning, &rf) == nil {
 		o.Reasoning.Effort = rf.Effort
 	}
 	o.Temperature, o.TopP = 1, 1
@@ -147,14 +148,14 @@ func newResponsesReply(s *Server, req *responsesRequest, g genParams, conv []map
 	var text struct {
 		Format json.RawMessage `json:"format"`
 	}
-	if json.Unmarshal(req.Text, &text) == nil && !isNull(text.Format) {
+	if json.Unmarshal(req.Text, &text) == nil && !server.IsNull(text.Format) {
 		o.Text.Format = text.Format
 	}
 	o.ToolChoice, o.Tools = json.RawMessage(`"auto"`), json.RawMessage(`[]`)
-	if !isNull(req.ToolChoice) {
+	if !server.IsNull(req.ToolChoice) {
 		o.ToolChoice = req.ToolChoice
 	}
-	if !isNull(req.Tools) {
+	if !server.IsNull(req.Tools) {
 		o.Tools = req.Tools
 	}
 	if req.User != "" {
@@ -164,25 +165,25 @@ func newResponsesReply(s *Server, req *responsesRequest, g genParams, conv []map
 	if o.Metadata == nil {
 		o.Metadata = map[string]string{}
 	}
-	if g.tools != nil && g.stream {
-		r.parser = chat.NewToolParser(g.tools.format, g.tools.names)
+	if g.Tools != nil && g.Stream {
+		r.parser = chat.NewToolParser(g.Tools.Format, g.Tools.Names)
 		r.parser.StreamCalls()
 	}
 	return r
 }
 
-func (r *responsesReply) whole(res []*choiceResult, u usageJSON) any {
-	text := r.splitWhole(res[0].text.String())
+func (r *responsesReply) Whole(res []*server.ChoiceResult, u server.UsageJSON) any {
+	text := r.splitWhole(res[0].Text.String())
 	var calls []chat.ToolCall
-	if r.g.tools != nil {
-		text, calls = chat.ParseToolCalls(r.g.tools.format, text, r.g.tools.names)
+	if r.g.Tools != nil {
+		text, calls = chat.ParseToolCalls(r.g.Tools.Format, text, r.g.Tools.Names)
 	}
 	if text != "" || len(calls) == 0 {
 		r.openMessage()
 		r.msg.Content[0].Text = text
 	}
 	r.addCalls(calls)
-	r.settle(res[0].finish)
+	r.settle(res[0].Finish)
 	r.finishUsage(u)
 	return &r.resp
 }
@@ -198,7 +199,7 @@ func (r *responsesReply) openMessage() {
 // function_call items and returns them.
 func (r *responsesReply) addCalls(calls []chat.ToolCall) []*functionCallItem {
 	var items []*functionCallItem
-	for _, c := range toolReply(calls, r.g.tools != nil && r.g.tools.parallel, false) {
+	for _, c := range server.ToolReply(calls, r.g.Tools != nil && r.g.Tools.Parallel, false) {
 		it := &functionCallItem{ID: "fc_" + rand.Text(), Type: "function_call", Status: "completed",
 			CallID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments}
 		r.resp.Output = append(r.resp.Output, it)
@@ -226,7 +227,7 @@ func (r *responsesReply) settle(finish string) {
 }
 
 // finishUsage sets the usage of the settled response and keeps it in the store.
-func (r *responsesReply) finishUsage(u usageJSON) {
+func (r *responsesReply) finishUsage(u server.UsageJSON) {
 	o := &r.resp
 	o.Usage = &responseUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
 	o.Usage.InputTokensDetails.CachedTokens = u.PromptTokensDetails.CachedTokens

@@ -1,9 +1,10 @@
-package server
+package responses
 
 import (
 	"crypto/rand"
 
 	"ubatch/chat"
+	"ubatch/server"
 )
 
 // The reasoning of a /v1/responses reply: with a chat template that teaches <think>...</think>
@@ -36,10 +37,10 @@ func (r *responsesReply) openReasoning() {
 
 // splitWhole takes the reasoning out of a whole reply's text into the reasoning item.
 func (r *responsesReply) splitWhole(text string) string {
-	if !r.reasoning.split {
+	if !r.reasoning.Split {
 		return text
 	}
-	thought, content := chat.SplitReasoning(text, r.reasoning.inThought)
+	thought, content := chat.SplitReasoning(text, r.reasoning.InThought)
 	if thought != "" {
 		r.openReasoning()
 		r.thought.Content[0].Text, r.thought.Status = thought, "completed"
@@ -59,7 +60,7 @@ func (r *responsesReply) outputIndex(item any) int {
 
 // streamReasoning sends one delta of the thought, adding the reasoning item first if it is the
 // thought's first.
-func (r *responsesReply) streamReasoning(sse *sseWriter, delta string) error {
+func (r *responsesReply) streamReasoning(sse *server.SSEWriter, delta string) error {
 	zero := 0
 	if r.thought == nil {
 		r.openReasoning()
@@ -77,7 +78,7 @@ func (r *responsesReply) streamReasoning(sse *sseWriter, delta string) error {
 
 // closeReasoning ends a streamed thought (once: the text that follows it has begun, or the
 // reply ended): its whole text, then the item.
-func (r *responsesReply) closeReasoning(sse *sseWriter) error {
+func (r *responsesReply) closeReasoning(sse *server.SSEWriter) error {
 	if r.thought == nil || r.thought.Status == "completed" {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package server
+package llamacpp
 
 import (
 	"encoding/json"
@@ -6,48 +6,38 @@ import (
 
 	"ubatch/engine"
 	"ubatch/sample"
+	"ubatch/server"
 )
-
-// handleModel is OpenAI's GET /v1/models/{id}: the served model, or 404 for any other id.
-func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if id != s.cfg.ModelID {
-		writeError(w, &apiError{status: http.StatusNotFound, typ: "invalid_request_error", param: "model", code: "model_not_found",
-			message: "the model " + id + " does not exist: this server serves " + s.cfg.ModelID})
-		return
-	}
-	writeJSON(w, http.StatusOK, modelJSON{ID: s.cfg.ModelID, Object: "model", Created: s.created, OwnedBy: "ubatch"})
-}
 
 // handleApplyTemplate is llama-server's POST /apply-template: the prompt text a chat request's
 // messages render to, without generating.
-func (s *Server) handleApplyTemplate(w http.ResponseWriter, r *http.Request) {
+func (s *api) handleApplyTemplate(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Messages           json.RawMessage `json:"messages"`
 		Tools              json.RawMessage `json:"tools"`
 		ChatTemplateKwargs map[string]any  `json:"chat_template_kwargs"`
 	}
-	release, err := s.decodeParsed(w, r, &req)
+	release, err := s.DecodeParsed(w, r, &req)
 	if err != nil {
-		writeError(w, err)
+		server.WriteError(w, err)
 		return
 	}
 	defer release()
-	text, err := s.renderChat(req.Messages, req.Tools, req.ChatTemplateKwargs)
+	text, err := s.RenderChat(req.Messages, req.Tools, req.ChatTemplateKwargs)
 	if err != nil {
-		writeError(w, err)
+		server.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"prompt": text})
+	server.WriteJSON(w, http.StatusOK, map[string]string{"prompt": text})
 }
 
 // handleProps is llama-server's GET /props: the server's defaults, slots, model and template.
-func (s *Server) handleProps(w http.ResponseWriter, r *http.Request) {
-	d := s.defaults(sample.DefaultParams())
-	h := s.cfg.Model.Hparams()
-	cfg := s.cfg.Engine.Config()
-	kv := s.cfg.Engine.Stats().KV
-	writeJSON(w, http.StatusOK, map[string]any{
+func (s *api) handleProps(w http.ResponseWriter, r *http.Request) {
+	d := s.Defaults(sample.DefaultParams())
+	h := s.Config().Model.Hparams()
+	cfg := s.Config().Engine.Config()
+	kv := s.Config().Engine.Stats().KV
+	server.WriteJSON(w, http.StatusOK, map[string]any{
 		"default_generation_settings": map[string]any{
 			"n_ctx": kv.Total * kv.BlockSize,
 			"params": map[string]any{
@@ -56,14 +46,14 @@ func (s *Server) handleProps(w http.ResponseWriter, r *http.Request) {
 			},
 		},
 		"total_slots":   cfg.MaxRunning,
-		"model_path":    s.cfg.Model.Path,
-		"model_alias":   s.cfg.ModelID,
-		"architecture":  s.cfg.Model.Arch,
+		"model_path":    s.Config().Model.Path,
+		"model_alias":   s.Config().ModelID,
+		"architecture":  s.Config().Model.Arch,
 		"n_embd":        h.Dim,
 		"n_vocab":       h.Vocab,
-		"chat_template": s.cfg.Model.ChatTemplate(),
-		"bos_token":     s.bosText,
-		"eos_token":     s.eosText,
+		"chat_template": s.Config().Model.ChatTemplate(),
+		"bos_token":     s.BOSText(),
+		"eos_token":     s.EOSText(),
 		"modalities":    map[string]bool{"vision": false, "audio": false},
 		"build_info":    "ubatch",
 	})
@@ -125,9 +115,9 @@ type slotNextTokens struct {
 
 // handleSlots is llama-server's GET /slots: one entry per slot (the engine's MaxRunning of them,
 // as llama-server's n_parallel), idle ones too.
-func (s *Server) handleSlots(w http.ResponseWriter, r *http.Request) {
-	nCtx := s.cfg.Engine.Limits().NCtxSeq
-	slots := s.cfg.Engine.Slots()
+func (s *api) handleSlots(w http.ResponseWriter, r *http.Request) {
+	nCtx := s.Config().Engine.Limits().NCtxSeq
+	slots := s.Config().Engine.Slots()
 	out := make([]slotJSON, 0, len(slots))
 	for _, sl := range slots {
 		j := slotJSON{slotHead: slotHead{ID: sl.ID, IDTask: -1, NCtx: nCtx, State: "idle"}}
@@ -140,7 +130,7 @@ func (s *Server) handleSlots(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, j)
 	}
-	writeJSON(w, http.StatusOK, out)
+	server.WriteJSON(w, http.StatusOK, out)
 }
 
 func newSlotTask(sl engine.Slot) *slotTask {

@@ -1,4 +1,4 @@
-package server
+package ollama
 
 import (
 	"bufio"
@@ -8,25 +8,27 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"ubatch/server"
+	"ubatch/server/servertest"
 )
 
 // ollamaCall posts body to path and returns the status and the body.
-func (e *testEnv) ollamaCall(method, path string, body any) (int, []byte) {
-	e.t.Helper()
+func ollamaCall(e *servertest.Env, method, path string, body any) (int, []byte) {
+	e.T.Helper()
 	var resp *http.Response
 	if method == http.MethodPost {
-		resp = e.post(context.Background(), path, body)
+		resp = e.Post(context.Background(), path, body)
 	} else {
 		raw, _ := json.Marshal(body)
-		req, err := http.NewRequest(method, e.ts.URL+path, strings.NewReader(string(raw)))
+		req, err := http.NewRequest(method, e.URL+path, strings.NewReader(string(raw)))
 		if err != nil {
-			e.t.Fatal(err)
+			e.T.Fatal(err)
 		}
 		if body == nil {
 			req.Body = http.NoBody
 		}
-		if resp, err = e.client.Do(req); err != nil {
-			e.t.Fatal(err)
+		if resp, err = e.Client.Do(req); err != nil {
+			e.T.Fatal(err)
 		}
 	}
 	defer resp.Body.Close()
@@ -37,7 +39,7 @@ func (e *testEnv) ollamaCall(method, path string, body any) (int, []byte) {
 // TestOllamaOptions: each option's mapping onto the sampler, Ollama's defaults, and the 400s
 // naming an option this server does not implement or a num_ctx it cannot give.
 func TestOllamaOptions(t *testing.T) {
-	e := newEnv(t, envOptions{})
+	e := newEnv(t, servertest.Options{})
 	f32 := func(p *float64) float64 {
 		if p == nil {
 			return -99
@@ -48,25 +50,25 @@ func TestOllamaOptions(t *testing.T) {
 		name  string
 		opts  string
 		param string // "": accepted
-		check func(f samplingFields) bool
+		check func(f server.SamplingFields) bool
 	}{
-		{name: "defaults are Ollama's", opts: `{}`, check: func(f samplingFields) bool {
+		{name: "defaults are Ollama's", opts: `{}`, check: func(f server.SamplingFields) bool {
 			return f32(f.Temperature) == 0.8 && f32(f.TopP) == 0.9 && f32(f.RepeatPenalty) == 1.1 && *f.TopK == 40
 		}},
 		{name: "sampling options map", opts: `{"temperature":0.2,"top_k":5,"top_p":0.5,"min_p":0.1,"seed":7,"repeat_penalty":1.3,"repeat_last_n":-1,"presence_penalty":0.5,"frequency_penalty":0.25,"stop":["x"]}`,
-			check: func(f samplingFields) bool {
+			check: func(f server.SamplingFields) bool {
 				return f32(f.Temperature) == 0.2 && *f.TopK == 5 && f32(f.TopP) == 0.5 && f32(f.MinP) == 0.1 && *f.Seed == 7 &&
 					f32(f.RepeatPenalty) == 1.3 && *f.RepeatLastN == -1 && f32(f.PresencePenalty) == 0.5 &&
 					f32(f.FrequencyPenalty) == 0.25 && string(f.Stop) == `["x"]`
 			}},
-		{name: "num_predict", opts: `{"num_predict":12}`, check: func(f samplingFields) bool { return *f.NPredict == 12 }},
-		{name: "num_predict -2 fills the context", opts: `{"num_predict":-2}`, check: func(f samplingFields) bool { return *f.NPredict == -1 }},
+		{name: "num_predict", opts: `{"num_predict":12}`, check: func(f server.SamplingFields) bool { return *f.NPredict == 12 }},
+		{name: "num_predict -2 fills the context", opts: `{"num_predict":-2}`, check: func(f server.SamplingFields) bool { return *f.NPredict == -1 }},
 		{name: "load and hardware options are accepted", opts: `{"num_gpu":99,"num_thread":4,"num_batch":512,"use_mmap":true,"num_keep":4,"numa":false,"main_gpu":0}`,
-			check: func(f samplingFields) bool { return f.NPredict == nil }},
+			check: func(f server.SamplingFields) bool { return f.NPredict == nil }},
 		{name: "no-op values of unsupported options pass", opts: `{"mirostat":0,"typical_p":1,"tfs_z":1,"mirostat_tau":5}`,
-			check: func(f samplingFields) bool { return true }},
-		{name: "num_ctx within the context", opts: `{"num_ctx":256}`, check: func(f samplingFields) bool { return true }},
-		{name: "unknown options are ignored as Ollama does", opts: `{"future_knob":3}`, check: func(f samplingFields) bool { return true }},
+			check: func(f server.SamplingFields) bool { return true }},
+		{name: "num_ctx within the context", opts: `{"num_ctx":256}`, check: func(f server.SamplingFields) bool { return true }},
+		{name: "unknown options are ignored as Ollama does", opts: `{"future_knob":3}`, check: func(f server.SamplingFields) bool { return true }},
 		{name: "mirostat", opts: `{"mirostat":2}`, param: "mirostat"},
 		{name: "typical_p", opts: `{"typical_p":0.5}`, param: "typical_p"},
 		{name: "tfs_z", opts: `{"tfs_z":0.9}`, param: "tfs_z"},
@@ -81,10 +83,10 @@ func TestOllamaOptions(t *testing.T) {
 			if err := json.Unmarshal([]byte(tc.opts), &opts); err != nil {
 				t.Fatal(err)
 			}
-			f, err := e.srv.ollamaSampling(opts)
+			f, err := (&api{Server: e.Server}).ollamaSampling(opts)
 			if tc.param != "" {
-				if ae := toAPIError(err); err == nil || ae.status != http.StatusBadRequest || ae.param != tc.param ||
-					!strings.Contains(ae.message, tc.param) {
+				if ae := server.ToAPIError(err); err == nil || ae.Status != http.StatusBadRequest || ae.Param != tc.param ||
+					!strings.Contains(ae.Message, tc.param) {
 					t.Fatalf("err %v, want a 400 naming %s", err, tc.param)
 				}
 				return
@@ -99,7 +101,7 @@ func TestOllamaOptions(t *testing.T) {
 // TestOllamaErrors: the 4xx of Ollama's routes, each in Ollama's {"error": "..."} shape with its
 // status and a message naming the field.
 func TestOllamaErrors(t *testing.T) {
-	e := newEnv(t, envOptions{})
+	e := newEnv(t, servertest.Options{})
 	msgs := []map[string]any{{"role": "user", "content": "hi"}}
 	tests := []struct {
 		name, method, path string
@@ -132,7 +134,7 @@ func TestOllamaErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			status, data := e.ollamaCall(tc.method, tc.path, tc.body)
+			status, data := ollamaCall(e, tc.method, tc.path, tc.body)
 			var body struct {
 				Error *string `json:"error"`
 			}
@@ -145,8 +147,8 @@ func TestOllamaErrors(t *testing.T) {
 
 // TestOllamaHead: HEAD /, Ollama's liveness probe, answers 200 through the web page's route.
 func TestOllamaHead(t *testing.T) {
-	e := newEnv(t, envOptions{})
-	resp, err := e.client.Head(e.ts.URL + "/")
+	e := newEnv(t, servertest.Options{})
+	resp, err := e.Client.Head(e.URL + "/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +177,7 @@ func ollamaLines(t *testing.T, r io.Reader) []map[string]any {
 // but the last, which has done, done_reason and the counts and durations; generate's context
 // carries the prompt and the reply, and sending it back continues from it.
 func TestOllamaStreams(t *testing.T) {
-	e := newEnv(t, envOptions{})
+	e := newEnv(t, servertest.Options{})
 	for _, tc := range []struct {
 		name, path string
 		body       map[string]any
@@ -191,7 +193,7 @@ func TestOllamaStreams(t *testing.T) {
 			"options": map[string]any{"num_predict": 8, "seed": 1}}, func(m map[string]any) string { s, _ := m["response"].(string); return s }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := e.post(context.Background(), tc.path, tc.body)
+			resp := e.Post(context.Background(), tc.path, tc.body)
 			defer resp.Body.Close()
 			if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" {
 				t.Fatalf("status %d, Content-Type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
@@ -224,7 +226,7 @@ func TestOllamaStreams(t *testing.T) {
 			PromptEvalCount int     `json:"prompt_eval_count"`
 			EvalCount       int     `json:"eval_count"`
 		}
-		e.postJSON("/api/generate", map[string]any{"model": "stories", "prompt": "Once upon", "raw": true, "stream": false,
+		e.PostJSON("/api/generate", map[string]any{"model": "stories", "prompt": "Once upon", "raw": true, "stream": false,
 			"options": map[string]any{"num_predict": 4, "temperature": 0}}, 200, &first)
 		if len(first.Context) != first.PromptEvalCount+first.EvalCount || first.EvalCount != 4 {
 			t.Fatalf("context of %d ids, want prompt %d + reply %d", len(first.Context), first.PromptEvalCount, first.EvalCount)
@@ -232,7 +234,7 @@ func TestOllamaStreams(t *testing.T) {
 		var next struct {
 			PromptEvalCount int `json:"prompt_eval_count"`
 		}
-		e.postJSON("/api/generate", map[string]any{"model": "stories", "prompt": " a", "raw": true, "stream": false, "context": first.Context,
+		e.PostJSON("/api/generate", map[string]any{"model": "stories", "prompt": " a", "raw": true, "stream": false, "context": first.Context,
 			"options": map[string]any{"num_predict": 2}}, 200, &next)
 		if next.PromptEvalCount <= len(first.Context) {
 			t.Fatalf("prompt_eval_count %d after a context of %d: the context was not prepended", next.PromptEvalCount, len(first.Context))
@@ -240,7 +242,7 @@ func TestOllamaStreams(t *testing.T) {
 	})
 	t.Run("load", func(t *testing.T) {
 		var got map[string]any
-		e.postJSON("/api/generate", map[string]any{"model": "stories", "stream": false}, 200, &got)
+		e.PostJSON("/api/generate", map[string]any{"model": "stories", "stream": false}, 200, &got)
 		if got["done"] != true || got["done_reason"] != "load" {
 			t.Fatalf("%v, want done with done_reason load", got)
 		}
@@ -249,7 +251,7 @@ func TestOllamaStreams(t *testing.T) {
 		var got struct {
 			Message struct{ Content string } `json:"message"`
 		}
-		e.postJSON("/api/chat", map[string]any{"model": "stories", "stream": false, "format": "json",
+		e.PostJSON("/api/chat", map[string]any{"model": "stories", "stream": false, "format": "json",
 			"messages": []map[string]any{{"role": "user", "content": "a"}}, "options": map[string]any{"num_predict": 200}}, 200, &got)
 		if c := strings.TrimSpace(got.Message.Content); !strings.HasPrefix(c, "{") {
 			t.Fatalf("content %q: want a JSON object's start", c)

@@ -1,10 +1,11 @@
-package server
+package responses
 
 import (
 	"crypto/rand"
 	"encoding/json"
 
 	"ubatch/chat"
+	"ubatch/server"
 )
 
 // responseEvent is one event of a streamed response; each type sets its own fields (OpenAI's
@@ -22,7 +23,7 @@ type responseEvent struct {
 	Text           *string         `json:"text,omitempty"`
 	Name           string          `json:"name,omitempty"`
 	Arguments      *string         `json:"arguments,omitempty"`
-	Logprobs       rawJSON         `json:"logprobs,omitempty"`
+	Logprobs       server.RawJSON  `json:"logprobs,omitempty"`
 	// The error event's.
 	Code    *string `json:"code,omitempty"`
 	Message string  `json:"message,omitempty"`
@@ -31,41 +32,34 @@ type responseEvent struct {
 
 // emit sends ev, numbered, as an SSE event named by its type (the Responses API's streams name
 // every event; the SDKs dispatch on the name).
-func (r *responsesReply) emit(sse *sseWriter, ev responseEvent) error {
+func (r *responsesReply) emit(sse *server.SSEWriter, ev responseEvent) error {
 	ev.SequenceNumber = r.seq
 	r.seq++
 	b, err := json.Marshal(ev)
 	if err != nil {
 		return err
 	}
-	buf := make([]byte, 0, len(b)+len(ev.Type)+16)
-	buf = append(buf, "event: "...)
-	buf = append(buf, ev.Type...)
-	buf = append(buf, '\n')
-	if _, err := sse.w.Write(buf); err != nil {
-		return err
-	}
-	return sse.raw(b)
+	return sse.SendEvent(ev.Type, b)
 }
 
 // begin opens the stream with response.created and response.in_progress, and makes the
 // stream's failures response.failed and error events.
-func (r *responsesReply) begin(sse *sseWriter) error {
-	sse.errorEvent = func(err error) error { return r.fail(sse, err) }
+func (r *responsesReply) Begin(sse *server.SSEWriter) error {
+	sse.ErrorEvent = func(err error) error { return r.fail(sse, err) }
 	if err := r.emit(sse, responseEvent{Type: "response.created", Response: &r.resp}); err != nil {
 		return err
 	}
 	return r.emit(sse, responseEvent{Type: "response.in_progress", Response: &r.resp})
 }
 
-func (r *responsesReply) chunk(sse *sseWriter, ev seqEvent) error {
-	thought, text := splitThought(r.thinking, ev)
+func (r *responsesReply) Chunk(sse *server.SSEWriter, ev server.SeqEvent) error {
+	thought, text := server.SplitThought(r.thinking, ev)
 	if thought != "" {
 		if err := r.streamReasoning(sse, thought); err != nil {
 			return err
 		}
 	}
-	if text != "" || ev.done {
+	if text != "" || ev.Done {
 		if err := r.closeReasoning(sse); err != nil {
 			return err
 		}
@@ -74,7 +68,7 @@ func (r *responsesReply) chunk(sse *sseWriter, ev seqEvent) error {
 	if r.parser != nil {
 		text = r.parser.Add(text)
 		deltas = r.parser.TakeDeltas()
-		if ev.done {
+		if ev.Done {
 			rest, _ := r.parser.Finish() // (its calls are what the deltas joined into)
 			text, deltas = text+rest, append(deltas, r.parser.TakeDeltas()...)
 		}
@@ -84,7 +78,7 @@ func (r *responsesReply) chunk(sse *sseWriter, ev seqEvent) error {
 			return err
 		}
 	}
-	if err := r.streamCallDeltas(sse, deltas); err != nil || !ev.done {
+	if err := r.streamCallDeltas(sse, deltas); err != nil || !ev.Done {
 		return err
 	}
 	if r.msg == nil && len(r.calls) == 0 {
@@ -93,7 +87,7 @@ func (r *responsesReply) chunk(sse *sseWriter, ev seqEvent) error {
 			return err
 		}
 	}
-	r.settle(ev.finish)
+	r.settle(ev.Finish)
 	if r.msg != nil {
 		if err := r.closeMessage(sse); err != nil {
 			return err
@@ -108,7 +102,7 @@ func (r *responsesReply) chunk(sse *sseWriter, ev seqEvent) error {
 }
 
 // openStreamMessage starts the output message and its text part.
-func (r *responsesReply) openStreamMessage(sse *sseWriter) error {
+func (r *responsesReply) openStreamMessage(sse *server.SSEWriter) error {
 	zero := 0
 	r.openMessage()
 	idx := r.outputIndex(r.msg)
@@ -122,7 +116,7 @@ func (r *responsesReply) openStreamMessage(sse *sseWriter) error {
 }
 
 // streamText sends one text delta, opening the output message first if this is its first.
-func (r *responsesReply) streamText(sse *sseWriter, text string) error {
+func (r *responsesReply) streamText(sse *server.SSEWriter, text string) error {
 	zero := 0
 	if r.msg == nil {
 		if err := r.openStreamMessage(sse); err != nil {
@@ -136,7 +130,7 @@ func (r *responsesReply) streamText(sse *sseWriter, text string) error {
 }
 
 // closeMessage sends the end of the output message: its whole text, part and item.
-func (r *responsesReply) closeMessage(sse *sseWriter) error {
+func (r *responsesReply) closeMessage(sse *server.SSEWriter) error {
 	zero, idx := 0, r.outputIndex(r.msg)
 	part := &r.msg.Content[0]
 	part.Text = r.text.String()
@@ -154,13 +148,13 @@ func (r *responsesReply) closeMessage(sse *sseWriter) error {
 // streamCallDeltas sends the tool parser's deltas as chat streams them: a call's item is added
 // once its function is known, then its arguments go out in fragments as the model writes them
 // (response.function_call_arguments.delta); without parallel_tool_calls only the first call.
-func (r *responsesReply) streamCallDeltas(sse *sseWriter, deltas []chat.ToolDelta) error {
+func (r *responsesReply) streamCallDeltas(sse *server.SSEWriter, deltas []chat.ToolDelta) error {
 	for _, d := range deltas {
-		if d.Index > 0 && !r.g.tools.parallel {
+		if d.Index > 0 && !r.g.Tools.Parallel {
 			continue
 		}
 		if d.Name != "" {
-			it := &functionCallItem{ID: "fc_" + rand.Text(), Type: "function_call", Status: "in_progress", CallID: newCallID(), Name: d.Name}
+			it := &functionCallItem{ID: "fc_" + rand.Text(), Type: "function_call", Status: "in_progress", CallID: server.NewCallID(), Name: d.Name}
 			r.resp.Output = append(r.resp.Output, it)
 			r.calls = append(r.calls, it)
 			idx, added := r.outputIndex(it), *it
@@ -182,7 +176,7 @@ func (r *responsesReply) streamCallDeltas(sse *sseWriter, deltas []chat.ToolDelt
 }
 
 // endCall sends the end of a streamed function call: its whole arguments, then the item.
-func (r *responsesReply) endCall(sse *sseWriter, it *functionCallItem) error {
+func (r *responsesReply) endCall(sse *server.SSEWriter, it *functionCallItem) error {
 	idx := r.outputIndex(it)
 	it.Status = "completed"
 	if err := r.emit(sse, responseEvent{Type: "response.function_call_arguments.done", ItemID: it.ID, OutputIndex: &idx,
@@ -192,9 +186,9 @@ func (r *responsesReply) endCall(sse *sseWriter, it *functionCallItem) error {
 	return r.emit(sse, responseEvent{Type: "response.output_item.done", OutputIndex: &idx, Item: it})
 }
 
-// end sends the finished response (response.completed, or response.incomplete when cut by
+// End sends the finished response (response.completed, or response.incomplete when cut by
 // max_output_tokens) once its usage is known, and stores it. Responses streams have no [DONE].
-func (r *responsesReply) end(sse *sseWriter, u usageJSON) error {
+func (r *responsesReply) End(sse *server.SSEWriter, u server.UsageJSON) error {
 	r.finishUsage(u)
 	typ := "response.completed"
 	if r.resp.Status == "incomplete" {
@@ -205,23 +199,23 @@ func (r *responsesReply) end(sse *sseWriter, u usageJSON) error {
 
 // fail reports a failure after the stream started: the response, failed, then the error (the
 // SDKs throw on an error event, so the failed response comes first).
-func (r *responsesReply) fail(sse *sseWriter, err error) error {
+func (r *responsesReply) fail(sse *server.SSEWriter, err error) error {
 	if r.failed {
 		return nil
 	}
 	r.failed = true
-	ae := toAPIError(err)
-	code := ae.code
+	ae := server.ToAPIError(err)
+	code := ae.Code
 	if code == "" {
-		code = ae.typ
+		code = ae.Type
 	}
-	r.resp.Status, r.resp.Error = "failed", &responseError{Code: code, Message: ae.message}
+	r.resp.Status, r.resp.Error = "failed", &responseError{Code: code, Message: ae.Message}
 	if err := r.emit(sse, responseEvent{Type: "response.failed", Response: &r.resp}); err != nil {
 		return err
 	}
-	ev := responseEvent{Type: "error", Code: &code, Message: ae.message}
-	if ae.param != "" {
-		ev.Param = &ae.param
+	ev := responseEvent{Type: "error", Code: &code, Message: ae.Message}
+	if ae.Param != "" {
+		ev.Param = &ae.Param
 	}
 	return r.emit(sse, ev)
 }

@@ -1,9 +1,8 @@
-package server
+package llamacpp
 
 import (
 	"context"
 	"encoding/hex"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,11 +15,13 @@ import (
 	"ubatch/kvfile"
 	"ubatch/quant"
 	"ubatch/runner"
+	"ubatch/server"
+	"ubatch/server/servertest"
 )
 
 // slotEnv is a server over a mini synth qwen3 model whose engine has tiers (none beyond RAM:
 // SetTiers for slot save and restore) and slotDir as --slot-save-path ("" for none).
-func slotEnv(t *testing.T, path, slotDir string) *testEnv {
+func slotEnv(t *testing.T, path, slotDir string) *servertest.Env {
 	t.Helper()
 	m := testmodel.Open(t, path)
 	lctx := testmodel.Runtime(t, m, runner.Options{NCtx: 512, NSeqMax: 2, KVType: quant.F16, Threads: 2})
@@ -29,21 +30,17 @@ func slotEnv(t *testing.T, path, slotDir string) *testEnv {
 	if slotDir != "" && !eng.SetTiers(nil, nil, l) {
 		t.Fatal("SetTiers refused")
 	}
-	stop := testmodel.Run(t, eng)
-	srv, err := New(Config{Model: m, Engine: eng, ModelID: "synth", SlotSavePath: slotDir, KVLayout: l})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return serveEnv(t, m, eng, srv, stop, &http.Client{Timeout: 60 * time.Second})
+	testmodel.Run(t, eng)
+	return servertest.Serve(t, m, eng, server.Config{ModelID: "synth", SlotSavePath: slotDir, KVLayout: l, Dialects: []server.Dialect{Routes}})
 }
 
 func TestSlotActionErrors(t *testing.T) {
-	path := taskModel(t, "qwen3", false, false)
+	path := servertest.SynthModel(t, "qwen3", false, false)
 	none := slotEnv(t, path, "")
 	e := slotEnv(t, path, t.TempDir())
 	tests := []struct {
 		name   string
-		env    *testEnv
+		env    *servertest.Env
 		url    string
 		body   any
 		status int
@@ -62,8 +59,8 @@ func TestSlotActionErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var body errorBody
-			tc.env.postJSON(tc.url, tc.body, tc.status, &body)
+			var body servertest.ErrorBody
+			tc.env.PostJSON(tc.url, tc.body, tc.status, &body)
 			if got := body.Error.Param; tc.param != "" && (got == nil || *got != tc.param) {
 				t.Fatalf("param %v, want %q", got, tc.param)
 			}
@@ -75,15 +72,15 @@ func TestSlotActionErrors(t *testing.T) {
 // (another process, in effect) and checks that the same prompt then comes from the cache with
 // the same greedy text; a file of another model is refused.
 func TestSlotSaveRestore(t *testing.T) {
-	path := taskModel(t, "qwen3", false, false)
+	path := servertest.SynthModel(t, "qwen3", false, false)
 	dir := t.TempDir()
 	prompt := strings.Repeat("the quick brown fox jumps over the lazy dog ", 6)
 	req := map[string]any{"prompt": prompt, "max_tokens": 6, "temperature": 0}
 
 	a := slotEnv(t, path, dir)
-	first := a.complete(req)
+	first := a.Complete(req)
 	var saved slotSaveReply
-	a.postJSON("/slots/0?action=save", map[string]any{"filename": "s.bin"}, 200, &saved)
+	a.PostJSON("/slots/0?action=save", map[string]any{"filename": "s.bin"}, 200, &saved)
 	n := first.Usage.PromptTokens + first.Usage.CompletionTokens - 1 // the last token is never in the cache
 	if saved.IDSlot != 0 || saved.Filename != "s.bin" || saved.NSaved != n || saved.NWritten <= 0 {
 		t.Fatalf("save: %+v, want %d tokens saved", saved, n)
@@ -94,11 +91,11 @@ func TestSlotSaveRestore(t *testing.T) {
 
 	b := slotEnv(t, path, dir)
 	var restored slotRestoreReply
-	b.postJSON("/slots/1?action=restore", map[string]any{"filename": "s.bin"}, 200, &restored)
+	b.PostJSON("/slots/1?action=restore", map[string]any{"filename": "s.bin"}, 200, &restored)
 	if restored.IDSlot != 1 || restored.NRestored != n || restored.NRead != saved.NWritten {
 		t.Fatalf("restore: %+v, want %d tokens, %d bytes", restored, n, saved.NWritten)
 	}
-	again := b.complete(req)
+	again := b.Complete(req)
 	if again.Choices[0].Text != first.Choices[0].Text {
 		t.Fatalf("after restore: %q, before: %q", again.Choices[0].Text, first.Choices[0].Text)
 	}
@@ -106,7 +103,7 @@ func TestSlotSaveRestore(t *testing.T) {
 		t.Fatalf("after restore %d of %d prompt tokens cached", c, first.Usage.PromptTokens)
 	}
 	var erased slotEraseReply
-	b.postJSON("/slots/1?action=erase", map[string]any{}, 200, &erased)
+	b.PostJSON("/slots/1?action=erase", map[string]any{}, 200, &erased)
 	if erased.NErased != n {
 		t.Fatalf("erase: %+v, want %d", erased, n)
 	}
@@ -121,8 +118,8 @@ func TestSlotSaveRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := slotEnv(t, other, dir)
-	var body errorBody
-	c.postJSON("/slots/0?action=restore", map[string]any{"filename": "s.bin"}, 400, &body)
+	var body servertest.ErrorBody
+	c.PostJSON("/slots/0?action=restore", map[string]any{"filename": "s.bin"}, 400, &body)
 	if !strings.Contains(body.Error.Message, "another model") {
 		t.Fatalf("restore into another model: %s", body.Error.Message)
 	}
@@ -133,15 +130,15 @@ func TestSlotSaveRestore(t *testing.T) {
 // disk-tier block file (one block deep in a sequence), a FIFO and a directory in the slot
 // folder are 400s naming filename, answered at once (the FIFO hung the request forever).
 func TestSlotRestoreWrongFiles(t *testing.T) {
-	path := taskModel(t, "qwen3", false, false)
+	path := servertest.SynthModel(t, "qwen3", false, false)
 	dir := t.TempDir()
 	e := slotEnv(t, path, dir)
-	e.complete(map[string]any{"prompt": strings.Repeat("the quick brown fox jumps over the lazy dog ", 6), "max_tokens": 2, "temperature": 0})
+	e.Complete(map[string]any{"prompt": strings.Repeat("the quick brown fox jumps over the lazy dog ", 6), "max_tokens": 2, "temperature": 0})
 	longest := strings.Repeat("s", kvfile.MaxName)
-	e.postJSON("/slots/0?action=save", map[string]any{"filename": longest}, 200, nil)
+	e.PostJSON("/slots/0?action=save", map[string]any{"filename": longest}, 200, nil)
 
 	// A disk tier's block file: one block of the saved run, written alone as kvdisk writes it.
-	l := e.srv.cfg.KVLayout
+	l := e.Server.Config().KVLayout
 	blocks, err := kvfile.ReadFile(context.Background(), filepath.Join(dir, longest), l, 0)
 	if err != nil || len(blocks) < 2 {
 		t.Fatalf("the saved slot: %d blocks, %v; want at least 2", len(blocks), err)
@@ -173,8 +170,8 @@ func TestSlotRestoreWrongFiles(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
-			var body errorBody
-			e.postJSON(tc.url, map[string]any{"filename": tc.filename}, tc.status, &body)
+			var body servertest.ErrorBody
+			e.PostJSON(tc.url, map[string]any{"filename": tc.filename}, tc.status, &body)
 			if took := time.Since(start); took > 10*time.Second {
 				t.Fatalf("answered after %v", took)
 			}
@@ -186,24 +183,4 @@ func TestSlotRestoreWrongFiles(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestRegistryCloseBounded: a request that holds its model past the shutdown (stuck where no
-// context reaches it) no longer keeps Close, and with it the process, from returning.
-func TestRegistryCloseBounded(t *testing.T) {
-	e := newMultiEnv(t, multiOptions{})
-	spec, err := e.reg.Find(e.specs[0].ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := e.reg.acquire(context.Background(), spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	e.reg.Close()
-	if took := time.Since(start); took < closeWait || took > closeWait+5*time.Second {
-		t.Fatalf("Close returned after %v with a model in use, want about %v", took, closeWait)
-	}
-	e.reg.release(s, nil)
 }

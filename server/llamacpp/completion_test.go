@@ -1,4 +1,4 @@
-package server
+package llamacpp
 
 import (
 	"context"
@@ -6,14 +6,15 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"ubatch/server/servertest"
 )
 
 func TestLlamaCompletion(t *testing.T) {
-	e := newEnv(t, envOptions{})
-	prompt, full := referenceGreedy(t)
+	e := newEnv(t, servertest.Options{})
+	prompt, full := servertest.ReferenceGreedy(t)
 	t.Run("non-streaming", func(t *testing.T) {
 		var res llamaCompletion
-		e.postJSON("/completion", map[string]any{"prompt": prompt, "n_predict": 20, "temperature": 0, "cache_prompt": true}, http.StatusOK, &res)
+		e.PostJSON("/completion", map[string]any{"prompt": prompt, "n_predict": 20, "temperature": 0, "cache_prompt": true}, http.StatusOK, &res)
 		if !res.Stop || res.StopType != "limit" || res.TokensPredicted != 20 || res.TokensEvaluated != 5 {
 			t.Fatalf("summary %+v", res)
 		}
@@ -26,23 +27,23 @@ func TestLlamaCompletion(t *testing.T) {
 	})
 	t.Run("stop word", func(t *testing.T) {
 		var res llamaCompletion
-		e.postJSON("/completion", map[string]any{"prompt": prompt, "n_predict": 30, "temperature": 0, "stop": []string{"Lily"}}, http.StatusOK, &res)
+		e.PostJSON("/completion", map[string]any{"prompt": prompt, "n_predict": 30, "temperature": 0, "stop": []string{"Lily"}}, http.StatusOK, &res)
 		if res.StopType != "word" || res.StoppingWord != "Lily" || res.Content != full[:strings.Index(full, "Lily")] {
 			t.Fatalf("result %+v", res)
 		}
 	})
 	t.Run("n_predict 0 evaluates nothing", func(t *testing.T) {
 		var res llamaCompletion
-		e.postJSON("/completion", map[string]any{"prompt": prompt, "n_predict": 0}, http.StatusOK, &res)
+		e.PostJSON("/completion", map[string]any{"prompt": prompt, "n_predict": 0}, http.StatusOK, &res)
 		if !res.Stop || res.Content != "" || res.TokensPredicted != 0 || res.TokensEvaluated != 5 {
 			t.Fatalf("result %+v", res)
 		}
 	})
 	t.Run("streaming", func(t *testing.T) {
-		resp := e.post(context.Background(), "/completion", map[string]any{"prompt": prompt, "n_predict": 20, "temperature": 0,
+		resp := e.Post(context.Background(), "/completion", map[string]any{"prompt": prompt, "n_predict": 20, "temperature": 0,
 			"stream": true, "return_tokens": true})
 		defer resp.Body.Close()
-		events := sseEvents(t, resp.Body)
+		events := servertest.SSEEvents(t, resp.Body)
 		var content strings.Builder
 		ntok := 0
 		for i, ev := range events {
@@ -70,7 +71,7 @@ func TestLlamaCompletion(t *testing.T) {
 		texts := map[string]bool{}
 		for seed := range 4 {
 			var res llamaCompletion
-			e.postJSON("/completion", map[string]any{"prompt": prompt, "n_predict": 24, "seed": seed}, http.StatusOK, &res)
+			e.PostJSON("/completion", map[string]any{"prompt": prompt, "n_predict": 24, "seed": seed}, http.StatusOK, &res)
 			texts[res.Content] = true
 		}
 		if len(texts) < 2 {
@@ -80,7 +81,7 @@ func TestLlamaCompletion(t *testing.T) {
 }
 
 func TestTokenizeDetokenize(t *testing.T) {
-	e := newEnv(t, envOptions{})
+	e := newEnv(t, servertest.Options{})
 	tests := []struct {
 		name    string
 		content string
@@ -95,8 +96,8 @@ func TestTokenizeDetokenize(t *testing.T) {
 			var tok struct {
 				Tokens []int32 `json:"tokens"`
 			}
-			e.postJSON("/tokenize", map[string]any{"content": tc.content, "add_special": tc.special}, http.StatusOK, &tok)
-			want := e.model.Vocab.Encode(tc.content, tc.special, true)
+			e.PostJSON("/tokenize", map[string]any{"content": tc.content, "add_special": tc.special}, http.StatusOK, &tok)
+			want := e.Model.Vocab.Encode(tc.content, tc.special, true)
 			if len(tok.Tokens) != len(want) {
 				t.Fatalf("tokens %v, want %v", tok.Tokens, want)
 			}
@@ -105,13 +106,13 @@ func TestTokenizeDetokenize(t *testing.T) {
 					t.Fatalf("tokens %v, want %v", tok.Tokens, want)
 				}
 			}
-			if tc.special && tok.Tokens[0] != e.model.Vocab.BOS() {
+			if tc.special && tok.Tokens[0] != e.Model.Vocab.BOS() {
 				t.Fatalf("add_special did not add BOS: %v", tok.Tokens)
 			}
 			var det struct {
 				Content string `json:"content"`
 			}
-			e.postJSON("/detokenize", map[string]any{"tokens": tok.Tokens}, http.StatusOK, &det)
+			e.PostJSON("/detokenize", map[string]any{"tokens": tok.Tokens}, http.StatusOK, &det)
 			// Like llama.cpp, only the first token's SPM space is dropped, and BOS is that token.
 			if got := det.Content; got != tc.content && !(tc.special && got == " "+tc.content) {
 				t.Fatalf("detokenize gave %q, want %q", det.Content, tc.content)
@@ -122,7 +123,7 @@ func TestTokenizeDetokenize(t *testing.T) {
 					Piece any   `json:"piece"`
 				} `json:"tokens"`
 			}
-			e.postJSON("/tokenize", map[string]any{"content": tc.content, "add_special": tc.special, "with_pieces": true}, http.StatusOK, &pieces)
+			e.PostJSON("/tokenize", map[string]any{"content": tc.content, "add_special": tc.special, "with_pieces": true}, http.StatusOK, &pieces)
 			var spelled []byte
 			for i, p := range pieces.Tokens {
 				if p.ID != want[i] {
@@ -143,5 +144,32 @@ func TestTokenizeDetokenize(t *testing.T) {
 				t.Fatalf("pieces spell %q, want %q", spelled, tc.content)
 			}
 		})
+	}
+}
+
+// TestNProbs: /completion with n_probs returns llama.cpp's completion_probabilities: each token
+// with its log-probability and the top n, the chosen token first under greedy decoding.
+func TestNProbs(t *testing.T) {
+	e := newEnv(t, servertest.Options{})
+	var resp struct {
+		Content string `json:"content"`
+		Probs   []struct {
+			ID          int32   `json:"id"`
+			Token       string  `json:"token"`
+			Logprob     float64 `json:"logprob"`
+			TopLogprobs []struct {
+				ID      int32   `json:"id"`
+				Logprob float64 `json:"logprob"`
+			} `json:"top_logprobs"`
+		} `json:"completion_probabilities"`
+	}
+	e.PostJSON("/completion", map[string]any{"prompt": "Once upon a time", "n_predict": 5, "temperature": 0, "n_probs": 3}, http.StatusOK, &resp)
+	if len(resp.Probs) != 5 {
+		t.Fatalf("%d probabilities for 5 tokens: %+v", len(resp.Probs), resp)
+	}
+	for i, p := range resp.Probs {
+		if len(p.TopLogprobs) != 3 || p.TopLogprobs[0].ID != p.ID || p.Logprob > 0 || p.TopLogprobs[1].Logprob > p.TopLogprobs[0].Logprob {
+			t.Errorf("token %d: %+v", i, p)
+		}
 	}
 }

@@ -1,0 +1,11 @@
+package server_test
+
+import (
+	"ubatch/server"
+	"ubatch/server/llamacpp"
+	"ubatch/server/ollama"
+	"ubatch/server/responses"
+)
+
+// The core's tests run their servers with every dialect (server.testDialects).
+func init() { server.SetTestDialects(llamacpp.Routes, ollama.Routes, responses.Routes) }

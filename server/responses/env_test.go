@@ -1,0 +1,20 @@
+package responses
+
+import (
+	"testing"
+
+	"ubatch/server/servertest"
+)
+
+// newEnv is a server with the Responses API's routes over o (stories260K unless o.Model says).
+func newEnv(t testing.TB, o servertest.Options) *servertest.Env {
+	t.Helper()
+	return servertest.New(t, o, Routes)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,253 @@
+// Package servertest runs a real server for the tests of the API dialects (server/llamacpp, ...):
+// a model, an engine and a server.Server with the dialects asked for, behind an httptest
+// server, closed when the test ends. The core's own tests have their fixtures in package server.
+package servertest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"ubatch/engine"
+	"ubatch/internal/sse"
+	"ubatch/internal/testdata"
+	"ubatch/internal/testmodel"
+	"ubatch/model"
+	_ "ubatch/model/all" // the families the test models are
+	"ubatch/quant"
+	"ubatch/runner"
+	"ubatch/server"
+	"ubatch/synth"
+)
+
+// Options size a test server; zero fields take small defaults.
+type Options struct {
+	// Model is the model file; "" is ../shared's stories260K.gguf.
+	Model string
+	// NCtx, NBatch and NSeq size the runtime (512, 512 and 8 when 0).
+	NCtx, NBatch, NSeq int
+	// Engine configures the engine.
+	Engine engine.Config
+	// Config is the server's; Model, Engine and ModelID ("stories" when "") are filled in.
+	Config server.Config
+}
+
+// Env is a real engine and server behind an httptest server.
+type Env struct {
+	T      testing.TB
+	Model  *model.Model
+	Engine *engine.Engine
+	Server *server.Server
+	URL    string
+	Client *http.Client
+}
+
+// New starts the server of o, serving dialects besides o.Config.Dialects.
+func New(t testing.TB, o Options, dialects ...server.Dialect) *Env {
+	t.Helper()
+	o.Config.Dialects = append(o.Config.Dialects, dialects...)
+	if o.Model == "" {
+		o.Model = testdata.Model(t, "stories260K.gguf")
+	}
+	o.NCtx, o.NBatch, o.NSeq = orDefault(o.NCtx, 512), orDefault(o.NBatch, 512), orDefault(o.NSeq, 8)
+	m := testmodel.Open(t, o.Model)
+	lctx := testmodel.Runtime(t, m, runner.Options{NCtx: o.NCtx, NBatch: o.NBatch, NUBatch: o.NBatch, NSeqMax: o.NSeq, KVType: quant.F32, Threads: 2})
+	eng := testmodel.Engine(t, m, lctx, o.Engine)
+	testmodel.Run(t, eng)
+	if o.Config.ModelID == "" {
+		o.Config.ModelID = "stories"
+	}
+	return Serve(t, m, eng, o.Config)
+}
+
+// Serve serves a server over m and eng (running) with cfg, its Model and Engine filled in.
+func Serve(t testing.TB, m *model.Model, eng *engine.Engine, cfg server.Config) *Env {
+	t.Helper()
+	cfg.Model, cfg.Engine = m, eng
+	srv, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	e := &Env{T: t, Model: m, Engine: eng, Server: srv, URL: ts.URL, Client: &http.Client{Timeout: 60 * time.Second}}
+	t.Cleanup(func() { e.Client.CloseIdleConnections(); ts.Close() })
+	return e
+}
+
+// SynthModel writes synth.TaskFixture(arch, "q8_0", fim, rerank) to t.TempDir() and returns
+// its path: a model that needs no ../shared.
+func SynthModel(t testing.TB, arch string, fim, rerank bool) string {
+	t.Helper()
+	w, err := synth.TaskFixture(arch, "q8_0", fim, rerank)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testmodel.Write(t, w, arch+".gguf")
+}
+
+func orDefault(v, d int) int {
+	if v == 0 {
+		return d
+	}
+	return v
+}
+
+// Post sends body (a value to encode, or a string sent as is) to path with header's name, value
+// pairs and returns the response; the caller closes its body.
+func (e *Env) Post(ctx context.Context, path string, body any, header ...string) *http.Response {
+	e.T.Helper()
+	var raw []byte
+	switch b := body.(type) {
+	case string:
+		raw = []byte(b)
+	default:
+		var err error
+		if raw, err = json.Marshal(b); err != nil {
+			e.T.Fatal(err)
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.URL+path, bytes.NewReader(raw))
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := e.Client.Do(req)
+	if err != nil {
+		e.T.Fatalf("POST %s: %v", path, err)
+	}
+	return resp
+}
+
+// PostJSON posts body, checks the status and decodes the JSON response into out (unless nil).
+func (e *Env) PostJSON(path string, body any, wantStatus int, out any) {
+	e.T.Helper()
+	resp := e.Post(context.Background(), path, body)
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != wantStatus {
+		e.T.Fatalf("POST %s: status %d, want %d: %s", path, resp.StatusCode, wantStatus, data)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			e.T.Fatalf("POST %s: decoding %s: %v", path, data, err)
+		}
+	}
+}
+
+// PostStream posts body to path with stream: true and returns the response, failing unless it
+// is a 200 event stream; the caller closes its body.
+func (e *Env) PostStream(path string, body map[string]any) *http.Response {
+	e.T.Helper()
+	body["stream"] = true
+	resp := e.Post(context.Background(), path, body)
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		e.T.Fatalf("%s: status %d (Content-Type %q, want text/event-stream): %s", path, resp.StatusCode, ct, data)
+	}
+	return resp
+}
+
+// GetJSON GETs path, checks for 200 and decodes the JSON response into out.
+func (e *Env) GetJSON(path string, out any) {
+	e.T.Helper()
+	resp, err := e.Client.Get(e.URL + path)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		e.T.Fatalf("GET %s: status %d", path, resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		e.T.Fatalf("GET %s: %v", path, err)
+	}
+}
+
+// Completion is what the dialects' tests read of a /v1/completions answer.
+type Completion struct {
+	Choices []struct {
+		Text         string `json:"text"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage server.UsageJSON `json:"usage"`
+}
+
+// Complete runs a non-streaming /v1/completions request.
+func (e *Env) Complete(body map[string]any) Completion {
+	e.T.Helper()
+	var res Completion
+	e.PostJSON("/v1/completions", body, http.StatusOK, &res)
+	return res
+}
+
+// ErrorBody is OpenAI's error shape.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is the inside of OpenAI's error shape, {"error": {...}}.
+type ErrorDetail struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+// CheckBadParam posts body to path and checks that the answer is a 400 whose error names param
+// and has a message containing want ("": any message); it returns the error body.
+func (e *Env) CheckBadParam(t *testing.T, path string, body any, param, want string) ErrorBody {
+	t.Helper()
+	resp := e.Post(context.Background(), path, body)
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var eb ErrorBody
+	if err := json.Unmarshal(data, &eb); resp.StatusCode != http.StatusBadRequest || err != nil ||
+		eb.Error.Param == nil || *eb.Error.Param != param || !strings.Contains(eb.Error.Message, want) {
+		t.Errorf("%s: status %d, body %.300s; want a 400 naming %s with a message containing %q", path, resp.StatusCode, data, param, want)
+	}
+	return eb
+}
+
+// SSEEvents reads a whole event stream and returns the data payloads.
+func SSEEvents(t testing.TB, r io.Reader) []string {
+	t.Helper()
+	var out []string
+	rd := sse.NewReader(r, 1<<20)
+	rd.All = true
+	for rd.Next() {
+		// The server writes each event as one data line: anything else is unexpected.
+		if string(rd.Raw()) != "data: "+rd.Text()+"\n\n" {
+			t.Fatalf("unexpected SSE event %q", rd.Raw())
+		}
+		out = append(out, rd.Text())
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatalf("reading the event stream: %v", err)
+	}
+	return out
+}
+
+// ReferenceGreedy returns llama.cpp's greedy continuation of "Once upon a time" for
+// stories260K.
+func ReferenceGreedy(t testing.TB) (prompt, text string) {
+	t.Helper()
+	data := testdata.ReadFile(t, "reference/stories260K.json")
+	var ref struct {
+		Prompt     string `json:"prompt"`
+		GreedyText string `json:"greedy_text"`
+	}
+	if err := json.Unmarshal(data, &ref); err != nil {
+		t.Fatal(err)
+	}
+	return ref.Prompt, ref.GreedyText
+}
