@@ -178,6 +178,13 @@ func TestHelmTemplate(t *testing.T) {
 		t.Errorf("router args %q: want the nodes' Redis and model", rargs)
 	}
 	checkFlagsExist(t, "route", rargs[1:])
+	var redisFrom []string
+	for _, f := range objs["NetworkPolicy/rel-ubatch-redis"].get("spec", "ingress", "0", "from").([]any) {
+		redisFrom = append(redisFrom, object(f.(map[string]any)).str("podSelector", "matchLabels", "app.kubernetes.io/component"))
+	}
+	if !slices.Equal(redisFrom, []string{"node", "router"}) {
+		t.Errorf("Redis reachable from %q, want only the nodes and routers", redisFrom)
+	}
 	checkProbes(t, node, rc)
 }
 
