@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -17,6 +18,10 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	fleetpkg "ubatch/fleet"
+	"ubatch/internal/testkit"
+	"ubatch/internal/testredis"
 )
 
 const chartDir = "helm/ubatch"
@@ -302,4 +307,37 @@ func TestHelmExternalRedis(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "redis.url is required") {
 		t.Errorf("no redis at all rendered (%v):\n%s", err, out)
 	}
+}
+
+// TestHelmArgsRun runs the command lines the chart renders for a node and a router, with the
+// pod's environment filled in and /data mapped to a temporary directory, against a real Redis:
+// the node serves /health and publishes itself under its pod name and its headless-Service URL,
+// and the router, reading the same Redis, answers its liveness probe.
+func TestHelmArgsRun(t *testing.T) {
+	helm := helmBin(t)
+	statSources("..")
+	rdb := testredis.StartTCP(t)
+	nodePort, routerPort := freePort(t), freePort(t)
+	objs := render(t, helm, "--set", "redis.enabled=false", "--set", "redis.url="+rdb.URL,
+		"--set", "node.port="+strconv.Itoa(nodePort), "--set", "router.port="+strconv.Itoa(routerPort))
+	data := t.TempDir()
+	pod := strings.NewReplacer("$(POD_NAME)", "rel-ubatch-node-0", "$(POD_NAMESPACE)", "default", "/data", data)
+	args := func(key string) []string {
+		var out []string
+		for _, a := range strs(objs[key].get("spec", "template", "spec", "containers", "0", "args")) {
+			out = append(out, pod.Replace(a))
+		}
+		return out
+	}
+	node := startProc(t, "chart-node", append([]string{"env", "UBATCH_HOME=" + data, ubatchBin}, args("StatefulSet/rel-ubatch-node")...)...)
+	base := "http://127.0.0.1:" + strconv.Itoa(nodePort)
+	waitHTTP(t, node, base+"/health", "ok", 60*time.Second)
+	want := "http://rel-ubatch-node-0.rel-ubatch-node.default.svc.cluster.local:" + strconv.Itoa(nodePort)
+	ix := fleetpkg.NewIndex(rdb.Client(), fleetpkg.DefaultNamespace)
+	testkit.Eventually(t, 10*time.Second, "the node to publish itself in Redis", func() bool {
+		nodes, _, err := ix.Nodes(context.Background())
+		return err == nil && len(nodes) == 1 && nodes[0].ID == "rel-ubatch-node-0" && nodes[0].URL == want
+	})
+	router := startProc(t, "chart-router", append([]string{"env", "UBATCH_HOME=" + t.TempDir(), ubatchBin}, args("Deployment/rel-ubatch-router")...)...)
+	waitHTTP(t, router, "http://127.0.0.1:"+strconv.Itoa(routerPort)+"/metrics", "ubatch_route", 30*time.Second)
 }
