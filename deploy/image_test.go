@@ -20,7 +20,7 @@ import (
 	"ubatch/internal/ociimage"
 )
 
-// TestImage builds the image with the real `ubatch image`, reads the tarball back with
+// TestImage builds the image with the real `ubatch image` (twice: the same bytes), reads the tarball back with
 // go-containerregistry, checks its config (user, port, volume, entrypoint, environment) and its
 // one layer (the binary byte for byte, the users, /tmp, /data), then runs the binary taken out
 // of the layer: it serves /health and the vLLM metrics on loopback.
@@ -35,6 +35,15 @@ func TestImage(t *testing.T) {
 	st, err := os.Stat(out)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Every time in the layer is the epoch and the config has no creation time, so the same
+	// binary gives the same bytes (and image digest).
+	again := filepath.Join(dir, "again.tar")
+	if b, err := exec.Command(ubatchBin, "image", "-o", again, "--tag", "ubatch:test").CombinedOutput(); err != nil {
+		t.Fatalf("ubatch image again: %v\n%s", err, b)
+	}
+	if a, b := readFile(t, out), readFile(t, again); !bytes.Equal(a, b) {
+		t.Error("two images of the same binary differ")
 	}
 	t.Logf("image tarball: %.1f MiB", float64(st.Size())/(1<<20))
 	img, err := tarball.ImageFromPath(out, nil)
@@ -121,6 +130,15 @@ func TestImage(t *testing.T) {
 	base := "http://127.0.0.1:" + port
 	waitHTTP(t, p, base+"/health", `"ok"`, 60*time.Second)
 	waitHTTP(t, p, base+"/metrics", "vllm:num_requests_waiting", 10*time.Second)
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func hasKey(m map[string]struct{}, k string) bool { _, ok := m[k]; return ok }
