@@ -37,6 +37,8 @@ func TestMain(m *testing.M) {
 		os.Exit(code)
 	}
 	build := exec.Command("go", "build", "-o", ubatchBin, "ubatch/cmd/ubatch")
+	// Static, as the image (image_test.go) needs it: with cgo the net package links the C library.
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building ubatch:", err)

@@ -41,6 +41,7 @@ func commands() []command {
 		{"show", "print a model's architecture, parameters, context, quantization, capabilities (from its header)", cmdShow},
 		{"ps", "list the models a running server has loaded (its /api/ps)", cmdPs},
 		{"stop", "unload a model of a running server now", cmdStop},
+		{"image", "write a container image of this static binary as a tarball, without Docker (image -o ubatch.tar)", cmdImage},
 		{"synth", "write a GGUF of any supported family (--arch) with seeded random weights", cmdSynth},
 		{"version", "print the version (also ubatch --version)", cmdVersion},
 	}

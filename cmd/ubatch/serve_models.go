@@ -320,6 +320,8 @@ func (ss *serveSetup) build(spec server.ModelSpec, m *model.Model) (*server.Load
 		lctx.Close()
 		return nil, err
 	}
+	// The Gateway API Inference Extension's pickers read vLLM's names, labelled model_name.
+	server.RegisterVLLM(sub, spec.ID, eng.Stats)
 	// A fleet node's peer tier and POST /kv/blocks are the process's (one model, kept: registry).
 	diskTier, kvLay, closeTiers, err := o.kf.start(m, lctx, eng, ss.logger, o.ff.peerTier(*o.apiKey, ss.reg, ss.logger))
 	if err != nil {
