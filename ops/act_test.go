@@ -331,7 +331,7 @@ func BenchmarkSwiGLU(b *testing.B) {
 		for _, im := range []struct {
 			name string
 			f    func(dst, gate, up []float32)
-		}{{"fast", SwiGLU}, {"go", swigluGo}} {
+		}{{"fast", SwiGLU}, {"go", swigluGo}, {"oai", func(dst, gate, up []float32) { SwiGLUOAI(dst, gate, up, 1.702, 7) }}} {
 			b.Run(fmt.Sprintf("%s/n=%d", im.name, n), func(b *testing.B) {
 				b.SetBytes(int64(12 * n))
 				b.ReportAllocs()
