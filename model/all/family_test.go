@@ -37,10 +37,12 @@ func TestFamiliesMatchLlamaCpp(t *testing.T) {
 		// the clamped SwiGLU, MXFP4 experts. llama.cpp on the same weights in F32 lands 4.6%
 		// from its reference (shared README); measured 4.15% on 23 positions. At position 16
 		// layer 1's router has experts 1 and 0 at 3.3317 and 3.3266, a tie that activation
-		// rounding decides either way: that row is 24.5% off, so one row may reach tieRel.
-		// Ignoring the sinks puts every row 16-116% off, the window rows 8-23 17-96%, YaRN
-		// 16-73%, plain SwiGLU 28-70% (measured): far past one row.
-		{"synth-gpt-oss-mxfp4", 0.06, 1},
+		// rounding decides either way: that row is 24.5% off (on the avx2 and go kernel paths).
+		// The next closest second choice, 0.0104 apart at position 19, may go either way on
+		// another path: so two rows may reach tieRel. Ignoring the sinks puts every row 16-116%
+		// off, the window rows 8-23 17-96%, YaRN 16-73%, plain SwiGLU 28-70% (measured): far
+		// past two rows.
+		{"synth-gpt-oss-mxfp4", 0.06, 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
