@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -135,6 +136,12 @@ func (b *Binder) Weight(name string, cols, rows int) runner.Weight {
 
 // Vector reads the 1-D tensor name of n elements as float32 (absent and optional: nil).
 func (b *Binder) Vector(name string, n int, optional bool) []float32 {
+	return b.Floats(name, []uint64{uint64(n)}, optional)
+}
+
+// Floats reads the tensor name of GGUF dims dims (innermost first) as float32, row-major
+// (absent and optional: nil). A value that is not finite is an error.
+func (b *Binder) Floats(name string, dims []uint64, optional bool) []float32 {
 	if b.err != nil {
 		return nil
 	}
@@ -145,9 +152,13 @@ func (b *Binder) Vector(name string, n int, optional bool) []float32 {
 		}
 		return nil
 	}
-	if len(t.Dims) != 1 || int(t.Dims[0]) != n {
-		b.Fail("tensor %q has shape %v, want [%d] (from the metadata)", name, t.Dims, n)
+	if !slices.Equal(t.Dims, dims) {
+		b.Fail("tensor %q has shape %v, want %v (from the metadata)", name, t.Dims, dims)
 		return nil
+	}
+	n := 1
+	for _, d := range dims {
+		n *= int(d)
 	}
 	out := make([]float32, n)
 	if err := quant.Dequantize(t.Type, t.Data, out); err != nil {

@@ -51,3 +51,22 @@ func (b *Binder) Experts(name string, n, cols, rows int) []runner.Weight {
 	}
 	return ws
 }
+
+// BindExperts binds layer p's ("blk.N.") mixture-of-experts tensors into x: the router
+// ffn_gate_inp [Dim -> E] and the stacked ffn_{gate,up}_exps [E x Dim -> ExpertFFN] and
+// ffn_down_exps [E x ExpertFFN -> Dim]; with biases (gpt-oss) also ffn_gate_inp.bias [E],
+// ffn_{gate,up}_exps.bias [E][ExpertFFN] and ffn_down_exps.bias [E][Dim] (GGUF dims [n, E]).
+// ExpertHparams must have filled h.
+func (b *Binder) BindExperts(x *runner.Experts, p string, h *runner.Hparams, biases bool) {
+	e := uint64(h.NExperts)
+	x.Router = b.Weight(p+"ffn_gate_inp.weight", h.Dim, h.NExperts)
+	x.Gate = b.Experts(p+"ffn_gate_exps.weight", h.NExperts, h.Dim, h.ExpertFFN)
+	x.Up = b.Experts(p+"ffn_up_exps.weight", h.NExperts, h.Dim, h.ExpertFFN)
+	x.Down = b.Experts(p+"ffn_down_exps.weight", h.NExperts, h.ExpertFFN, h.Dim)
+	if biases {
+		x.RouterBias = b.Vector(p+"ffn_gate_inp.bias", h.NExperts, false)
+		x.GateBias = b.Floats(p+"ffn_gate_exps.bias", []uint64{uint64(h.ExpertFFN), e}, false)
+		x.UpBias = b.Floats(p+"ffn_up_exps.bias", []uint64{uint64(h.ExpertFFN), e}, false)
+		x.DownBias = b.Floats(p+"ffn_down_exps.bias", []uint64{uint64(h.Dim), e}, false)
+	}
+}

@@ -37,18 +37,26 @@ func SwiGLU(dst, gate, up []float32) {
 }
 
 // SoftmaxInPlace replaces x with softmax(x) and returns nothing; x must be non-empty.
-func SoftmaxInPlace(x []float32) {
+func SoftmaxInPlace(x []float32) { SoftmaxSinkInPlace(x, negInf) }
+
+// SoftmaxSinkInPlace replaces x with the softmax of x and one more logit, sink, that joins only
+// the denominator: x[i] = e^x[i] / (e^sink + Σ_j e^x[j]) (gpt-oss's attention sinks: a head may
+// attend to nothing). x must be non-empty; sink -Inf is SoftmaxInPlace.
+func SoftmaxSinkInPlace(x []float32, sink float32) {
 	n := len(x) &^ 7
 	if !actAsm() || n == 0 {
-		softmaxGo(x)
+		softmaxSinkGo(x, sink)
 		return
 	}
 	tail := x[n:]
-	mx := maxAVX2(n, &x[0])
+	mx := max(maxAVX2(n, &x[0]), sink)
 	for _, v := range tail {
 		mx = max(mx, v)
 	}
 	sum := expSubSumAVX2(n, mx, &x[0])
+	if sink != negInf {
+		sum += ExpNeg(sink - mx)
+	}
 	for i, v := range tail {
 		e := ExpNeg(v - mx)
 		tail[i] = e

@@ -331,7 +331,7 @@ func BenchmarkSwiGLU(b *testing.B) {
 		for _, im := range []struct {
 			name string
 			f    func(dst, gate, up []float32)
-		}{{"fast", SwiGLU}, {"go", swigluGo}} {
+		}{{"fast", SwiGLU}, {"go", swigluGo}, {"oai", func(dst, gate, up []float32) { SwiGLUOAI(dst, gate, up, 1.702, 7) }}} {
 			b.Run(fmt.Sprintf("%s/n=%d", im.name, n), func(b *testing.B) {
 				b.SetBytes(int64(12 * n))
 				b.ReportAllocs()
@@ -369,5 +369,68 @@ func BenchmarkSoftmax(b *testing.B) {
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/elem")
 			})
 		}
+	}
+}
+
+// TestSoftmaxSink checks SoftmaxSinkInPlace against the float64 formula e^x[i] / (e^sink +
+// Σ e^x[j]) and its Go twin, and that a -Inf sink is SoftmaxInPlace to the bit.
+func TestSoftmaxSink(t *testing.T) {
+	inf := float32(math.Inf(-1))
+	r := rand.New(rand.NewPCG(33, 34))
+	tests := []struct {
+		name string
+		x    []float32
+		sink float32
+		want []float32 // nil: the float64 formula
+	}{
+		{name: "two equal and a sink", x: []float32{0, 0}, sink: 0, want: []float32{1.0 / 3, 1.0 / 3}},
+		{name: "sink dwarfs", x: fill(9, -100), sink: 100, want: fill(9, 0)},
+		{name: "sink negligible", x: []float32{5, 5}, sink: -100, want: []float32{0.5, 0.5}},
+		{name: "masked with a sink", x: append(fill(15, inf), 0), sink: 0, want: append(fill(15, 0), 0.5)},
+		{name: "all masked", x: fill(10, inf), sink: 1, want: fill(10, 0)},
+		{name: "random 8", x: randNormal(r, 8), sink: 0.5},
+		{name: "random 37", x: randNormal(r, 37), sink: -1.5},
+		{name: "random 100, large sink", x: randNormal(r, 100), sink: 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := append([]float32(nil), tc.x...)
+			SoftmaxSinkInPlace(got, tc.sink)
+			twin := append([]float32(nil), tc.x...)
+			softmaxSinkGo(twin, tc.sink)
+			want := tc.want
+			if want == nil {
+				mx, sum := float64(tc.sink), 0.0
+				for _, v := range tc.x {
+					mx = max(mx, float64(v))
+				}
+				sum = math.Exp(float64(tc.sink) - mx)
+				for _, v := range tc.x {
+					sum += math.Exp(float64(v) - mx)
+				}
+				for _, v := range tc.x {
+					want = append(want, float32(math.Exp(float64(v)-mx)/sum))
+				}
+			}
+			for i := range want {
+				if d := math.Abs(float64(got[i] - want[i])); d > 1e-6 || math.IsNaN(float64(got[i])) {
+					t.Fatalf("out[%d] = %v, want %v", i, got[i], want[i])
+				}
+				if d := math.Abs(float64(got[i] - twin[i])); d > 1e-6 {
+					t.Fatalf("out[%d] = %v, Go twin %v", i, got[i], twin[i])
+				}
+			}
+			plain := append([]float32(nil), tc.x...)
+			withInf := append([]float32(nil), tc.x...)
+			if tc.x[0] != inf {
+				SoftmaxInPlace(plain)
+				SoftmaxSinkInPlace(withInf, inf)
+				for i := range plain {
+					if math.Float32bits(plain[i]) != math.Float32bits(withInf[i]) {
+						t.Fatalf("sink -Inf: out[%d] = %v, SoftmaxInPlace %v", i, withInf[i], plain[i])
+					}
+				}
+			}
+		})
 	}
 }

@@ -270,7 +270,7 @@ func attnTiledRows(s *TileScratch, src TileSource, blk *TileBlock, q []float32, 
 		for i := range r.N {
 			k := k0 + i
 			h, t := k/n, k%n
-			o, inv := out[t*outStride+h*hd:][:hd], 1/r.L[i]
+			o, inv := out[t*outStride+h*hd:][:hd], rowInv(blk, h, r.M[i], r.L[i])
 			for d := range o {
 				o[d] = r.O[i*hd+d] * inv
 			}

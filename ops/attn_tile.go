@@ -401,6 +401,21 @@ func NewTileScratch(heads, hd int) *TileScratch {
 type TileBlock struct {
 	Pos, Lo     []int32 // per token: it sees the cells at positions in (Lo, Pos]
 	Cells, CPos []int32 // the cells and their positions
+	// Sinks, when not nil, are the heads' sink logits (one per head of the call, in the units of
+	// the scaled scores): each joins its head's softmax denominator as e^sink, with no value
+	// (gpt-oss). They are applied once per row at the end, to its running maximum and sum.
+	Sinks []float32
+}
+
+// rowInv is 1/(l + e^(sink-m)) for the row of head h with running maximum m and sum l: the
+// row's normaliser, with the head's sink in the denominator when blk has sinks.
+func rowInv(blk *TileBlock, h int, m, l float32) float32 {
+	if blk.Sinks == nil {
+		return 1 / l
+	}
+	// In float64: e^(sink-m) may exceed float32's range where a sink dwarfs every score (the
+	// row's weights then all go to 0, the limit).
+	return float32(1 / (float64(l) + math.Exp(float64(blk.Sinks[h])-float64(m))))
 }
 
 // AttnTiled writes the attention of heads query heads that share one KV head (src), for the
@@ -419,8 +434,8 @@ type TileBlock struct {
 func AttnTiled(s *TileScratch, src TileSource, blk *TileBlock, q []float32, qStride, heads int, scale, softcap float32, out []float32, outStride int) {
 	n := len(blk.Pos)
 	if heads > len(s.rows) || n == 0 || n > TileLanes || len(blk.Lo) != n || len(blk.Cells) != len(blk.CPos) ||
-		len(blk.Cells) == 0 || len(blk.Cells)%TileCells != 0 {
-		panic(fmt.Sprintf("ops.AttnTiled: %d heads (scratch for %d), %d tokens, %d cells", heads, len(s.rows), n, len(blk.Cells)))
+		len(blk.Cells) == 0 || len(blk.Cells)%TileCells != 0 || blk.Sinks != nil && len(blk.Sinks) < heads {
+		panic(fmt.Sprintf("ops.AttnTiled: %d heads (scratch for %d), %d tokens, %d cells, %d sinks", heads, len(s.rows), n, len(blk.Cells), len(blk.Sinks)))
 	}
 	attnTiledWith(useRows(n*heads, s.hd), s, src, blk, q, qStride, heads, scale, softcap, out, outStride)
 }
@@ -468,7 +483,7 @@ func attnTiledLanes(s *TileScratch, src TileSource, blk *TileBlock, q []float32,
 	for k := range nRows {
 		h, t := k/n, k%n
 		r, i := &s.rows[k/TileLanes], k%TileLanes
-		o, inv := out[t*outStride+h*hd:][:hd], 1/r.L[i]
+		o, inv := out[t*outStride+h*hd:][:hd], rowInv(blk, h, r.M[i], r.L[i])
 		for d := range o {
 			o[d] = r.OT[d*TileLanes+i] * inv
 		}

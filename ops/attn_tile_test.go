@@ -190,10 +190,11 @@ func TestAttnTiledNearExact(t *testing.T) {
 				for _, opt := range []struct {
 					softcap float32
 					window  int32
-				}{{0, 0}, {30, 0}, {0, 9}} {
-					name := fmt.Sprintf("%s/hd=%d/tokens=%d/softcap=%g/window=%d", kvType, hd, n, opt.softcap, opt.window)
+					sinks   bool
+				}{{0, 0, false}, {30, 0, false}, {0, 9, false}, {0, 0, true}, {0, 9, true}} {
+					name := fmt.Sprintf("%s/hd=%d/tokens=%d/softcap=%g/window=%d/sinks=%v", kvType, hd, n, opt.softcap, opt.window, opt.sinks)
 					t.Run(name, func(t *testing.T) {
-						checkTiled(t, kvType, hd, n, opt.softcap, opt.window)
+						checkTiled(t, kvType, hd, n, opt.softcap, opt.window, opt.sinks)
 					})
 				}
 			}
@@ -201,7 +202,9 @@ func TestAttnTiledNearExact(t *testing.T) {
 	}
 }
 
-func checkTiled(t *testing.T, kvType string, hd, n int, softcap float32, window int32) {
+// checkTiled compares AttnTiled with a float64 softmax over the cells each token sees, with a
+// sink logit per head in the denominator when sinks.
+func checkTiled(t *testing.T, kvType string, hd, n int, softcap float32, window int32, sinks bool) {
 	const heads, rows = 3, 70
 	r := rand.New(rand.NewPCG(uint64(hd*n), uint64(window)))
 	src, kf, vf, stride := newTiledSource(t, r, kvType, hd, rows)
@@ -225,6 +228,13 @@ func checkTiled(t *testing.T, kvType string, hd, n int, softcap float32, window 
 	q := randNormal(r, n*heads*hd)
 	for i := range q {
 		q[i] *= 2 // scores of a few units: softmax weights far from uniform
+	}
+	if sinks {
+		// Sinks of the scores' size: each takes a large but not overwhelming share.
+		blk.Sinks = randNormal(r, heads)
+		for i := range blk.Sinks {
+			blk.Sinks[i] = 2*blk.Sinks[i] + 1
+		}
 	}
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	out := make([]float32, n*heads*hd)
@@ -251,6 +261,10 @@ func checkTiled(t *testing.T, kvType string, hd, n int, softcap float32, window 
 				mx = max(mx, s[j])
 			}
 			var sum, vmax float64
+			if sinks {
+				mx = max(mx, float64(blk.Sinks[h]))
+				sum = math.Exp(float64(blk.Sinks[h]) - mx)
+			}
 			for j, c := range cells {
 				s[j] = math.Exp(s[j] - mx)
 				sum += s[j]

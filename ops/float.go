@@ -32,12 +32,18 @@ func RMSNorm(dst, x, w []float32, eps float32) {
 
 // softmaxGo replaces x with softmax(x); x must be non-empty. It is the pure-Go twin of
 // SoftmaxInPlace (act_amd64.go, act_other.go) and its fallback.
-func softmaxGo(x []float32) {
-	mx := x[0]
-	for _, v := range x[1:] {
+func softmaxGo(x []float32) { softmaxSinkGo(x, negInf) }
+
+// softmaxSinkGo is the pure-Go twin of SoftmaxSinkInPlace and its fallback.
+func softmaxSinkGo(x []float32, sink float32) {
+	mx := sink
+	for _, v := range x {
 		mx = max(mx, v)
 	}
 	var sum float32
+	if sink != negInf { // -Inf - -Inf would be NaN where x is all -Inf
+		sum = ExpNeg(sink - mx)
+	}
 	for i, v := range x {
 		e := ExpNeg(v - mx)
 		x[i] = e
@@ -48,6 +54,9 @@ func softmaxGo(x []float32) {
 		x[i] *= inv
 	}
 }
+
+// negInf is float32 -Inf: the sink of a softmax without one (e^sink = 0).
+var negInf = float32(math.Inf(-1))
 
 // swigluGo writes dst[i] = silu(gate[i]) * up[i]; dst may alias gate. It is the pure-Go twin of
 // SwiGLU (act_amd64.go, act_other.go) and its fallback.

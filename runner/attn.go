@@ -13,6 +13,11 @@ type AttnParams struct {
 	// Window, when > 0, limits a token at position p to the cells at positions (p-Window, p]:
 	// sliding-window attention (Gemma, Mistral's SWA layers).
 	Window int32
+	// Sinks, when not nil, hold a sink logit per query head ([NHeads]; gpt-oss's attn_sinks):
+	// each joins its head's softmax denominator as e^sink, with no value, so that a head may
+	// attend to little. Every path applies them: the exact one in its softmax, the tiled one to
+	// each row's running maximum and sum.
+	Sinks []float32
 }
 
 // visList lists, for every token of the micro-batch, the KV cells it attends to: token t's cells
@@ -63,7 +68,7 @@ func (c *Runtime) SelfAttention(li int, rope *ops.Rope, p AttnParams, wo *Weight
 func (c *Runtime) Attention(layer int, q, k, v, out []float32, p AttnParams) {
 	c.storeKV(layer, k, v)
 	a := &c.attn
-	a.c, a.layer, a.q, a.out, a.softcap = c, layer, q, out, p.Softcap
+	a.c, a.layer, a.q, a.out, a.softcap, a.sinks = c, layer, q, out, p.Softcap, p.Sinks
 	a.scale = p.Scale
 	if a.scale == 0 {
 		a.scale = float32(1 / math.Sqrt(float64(c.h.HeadDim)))
@@ -127,6 +132,7 @@ type attnTask struct {
 	layer          int
 	q, out         []float32
 	scale, softcap float32
+	sinks          []float32 // per query head, or nil
 }
 
 // Do attends the query heads of kv group g of one block of tokens (the last blocks first: they
@@ -164,7 +170,11 @@ func (a *attnTask) doToken(t, g, w int) {
 		ops.Softcap(scores, a.softcap)
 	}
 	for hh := range rep {
-		ops.SoftmaxInPlace(scores[hh*nv : (hh+1)*nv])
+		if a.sinks != nil {
+			ops.SoftmaxSinkInPlace(scores[hh*nv:(hh+1)*nv], a.sinks[g*rep+hh])
+		} else {
+			ops.SoftmaxInPlace(scores[hh*nv : (hh+1)*nv])
+		}
 	}
 	f.Values(scores, rep, hd, c.store.V(a.layer)[off:], vis, rb, out)
 }

@@ -43,7 +43,7 @@ type tileWorker struct {
 // tiledOK reports whether this context's attention is tiled: asked for (Options.TiledAttention),
 // assembly on the selected path and a head dimension the kernel takes.
 func (c *Runtime) tiledOK() bool {
-	return c.opts.TiledAttention && ops.AttnTiledFast() && c.h.HeadDim%8 == 0
+	return c.opts.TiledAttention && (ops.AttnTiledFast() || c.tiledGo) && c.h.HeadDim%8 == 0
 }
 
 // planBlocks splits the micro-batch into tokBlocks once (every layer reuses them): when tiledOK,
@@ -150,6 +150,9 @@ func (a *attnTask) doTiled(bi, g, w int) {
 	blk := ops.TileBlock{
 		Pos: c.ub.Pos[b.t0:b.t1], Lo: a.tiles.lo[b.t0:b.t1],
 		Cells: a.tiles.cells[ref.c0:ref.c1], CPos: a.tiles.pos[ref.c0:ref.c1],
+	}
+	if a.sinks != nil {
+		blk.Sinks = a.sinks[g*rep : (g+1)*rep]
 	}
 	off := int(b.t0)*qd + g*rep*hd
 	ops.AttnTiled(tw.s, src, &blk, a.q[off:], qd, rep, a.scale, a.softcap, a.out[off:], qd)

@@ -119,6 +119,7 @@ type Runtime struct {
 	tileLists   [2]tileList
 	nTileLists  int
 	tileWorkers []tileWorker // per pool worker
+	tiledGo     bool         // tests: TiledAttention on the kernel's Go twin where it has no assembly
 	// shift is shiftK's rotation table for (layer, delta), valid when ok.
 	shift struct {
 		cs    []float32

@@ -72,6 +72,15 @@ type Activation int
 const (
 	SiLU Activation = iota // SwiGLU (Llama, Qwen, Phi-3)
 	GELU                   // GELU with the tanh approximation (Gemma)
+	// SwiGLUOAI is gpt-oss's clamped SwiGLU: g·sigmoid(1.702·g)·(u+1) with the gate g clamped
+	// above at 7 and up u to [-7, 7] (llama.cpp's swiglu_oai, whose alpha and limit are fixed).
+	SwiGLUOAI
+)
+
+// The constants of SwiGLUOAI, as llama.cpp's graph fixes them for gpt-oss.
+const (
+	oaiAlpha = 1.702
+	oaiLimit = 7.0
 )
 
 // GLU computes gate = act(gate)·up over rows of width, in parallel: at prompt sizes the
@@ -99,11 +108,14 @@ type actTask struct {
 
 func (t *actTask) Do(i, _ int) {
 	lo, hi := ops.Split(t.n, t.parts, 8, i)
-	if t.act == GELU {
+	switch t.act {
+	case GELU:
 		ops.GeGLU(t.gate[lo:hi], t.gate[lo:hi], t.up[lo:hi])
-		return
+	case SwiGLUOAI:
+		ops.SwiGLUOAI(t.gate[lo:hi], t.gate[lo:hi], t.up[lo:hi], oaiAlpha, oaiLimit)
+	default:
+		ops.SwiGLU(t.gate[lo:hi], t.gate[lo:hi], t.up[lo:hi])
 	}
-	ops.SwiGLU(t.gate[lo:hi], t.gate[lo:hi], t.up[lo:hi])
 }
 
 // Output writes the outputs of the micro-batch's tokens that asked for them: RMSNorm of X with

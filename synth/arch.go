@@ -11,7 +11,7 @@ import (
 // Arch is a model family's file layout as llama.cpp's converter writes it: the tensors and
 // metadata keys synth writes for it. The zero values of the optional parts mean "absent".
 type Arch struct {
-	Name  string // the --arch name: llama, llama3, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe
+	Name  string // the --arch name: llama, llama3, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe, gpt-oss
 	GGUF  string // general.architecture
 	Shape Shape  // the default shape: that of the family's shared file (../shared/models/arch)
 	Vocab string // default vocabulary, a file of shared/models/vocab
@@ -37,6 +37,13 @@ type Arch struct {
 	// MoE replaces the dense feed-forward by experts: the router ffn_gate_inp (kept F32, std
 	// 3/sqrt(dim) so that routing is decisive) and the stacked ffn_{gate,up,down}_exps.
 	MoE bool
+	// OAI is gpt-oss's layout on top of MoE and QKVBias: attn_output.bias, attn_sinks (std 1),
+	// post_attention_norm in place of ffn_norm, the router's and experts' biases, gate and up
+	// weights of std 3/sqrt(dim) (so that the clamped SwiGLU clamps) and YaRN rope (factor 4
+	// from an original context of 64, so that it matters in a short prompt).
+	OAI bool
+	// SharedType is the file type of the family's shared file ("": q8_0).
+	SharedType string
 	// VocabSkip are tokenizer keys of the vocabulary file not copied (the shared file lacks them).
 	VocabSkip []string
 }
@@ -74,6 +81,11 @@ var Archs = []Arch{
 		KeyLength: true, WideHeads: true, RopeBase: 1e6, Eps: 1e-6, MoE: true,
 		Shape: Shape{Name: "qwen3moe", Dim: 256, Layers: 4, Heads: 8, KVHeads: 4, HeadDim: 64, FFN: 768, Ctx: 4096, RopeBase: 1e6, Eps: 1e-6,
 			Experts: 8, ExpertsUsed: 2, ExpertFFN: 192},
+		QuantVersion: true, PositionalAttn: true},
+	{Name: "gpt-oss", GGUF: "gpt-oss", Vocab: "../stories260K.gguf", VocabSkip: []string{"tokenizer.ggml.seperator_token_id"}, Output: "untied", QKVBias: true,
+		KeyLength: true, RopeBase: 150000, Eps: 1e-6, Window: 8, MoE: true, OAI: true, SharedType: "mxfp4",
+		Shape: Shape{Name: "gpt-oss", Dim: 256, Layers: 4, Heads: 8, KVHeads: 2, HeadDim: 64, FFN: 768, Ctx: 4096, RopeBase: 150000, Eps: 1e-6,
+			Experts: 8, ExpertsUsed: 2, ExpertFFN: 256},
 		QuantVersion: true, PositionalAttn: true},
 }
 
@@ -203,6 +215,11 @@ func (l *layout) setMetadata(set func(string, any)) {
 	}
 	if l.FinalSoftcap > 0 {
 		set(k("final_logit_softcapping"), l.FinalSoftcap)
+	}
+	if l.OAI {
+		set(k("rope.scaling.type"), "yarn")
+		set(k("rope.scaling.factor"), float32(4))
+		set(k("rope.scaling.original_context_length"), uint32(64))
 	}
 	if l.MoE {
 		set(k("expert_count"), uint32(l.experts))

@@ -114,9 +114,13 @@ func finite(t *testing.T, row []float32) []float32 {
 func TestLayoutMatchesShared(t *testing.T) {
 	for _, a := range synth.Archs[1:] { // llama has no shared arch file
 		t.Run(a.Name, func(t *testing.T) {
-			want := openShared(t, "arch/synth-"+a.Name+"-q8_0.gguf")
+			ftype := a.SharedType
+			if ftype == "" {
+				ftype = "q8_0"
+			}
+			want := openShared(t, "arch/synth-"+a.Name+"-"+ftype+".gguf")
 			vocab := openShared(t, "vocab/"+a.Vocab)
-			w, err := synth.Build(synth.Options{Arch: a.Name, FileType: "q8_0", Vocab: vocab, Seed: 1})
+			w, err := synth.Build(synth.Options{Arch: a.Name, FileType: ftype, Vocab: vocab, Seed: 1})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -52,13 +52,14 @@ func ShapeByName(name string) (Shape, error) {
 }
 
 // FileTypes are the weight types Build accepts, with llama.cpp's general.file_type numbers.
-var FileTypes = map[string]uint32{"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 7, "q4_k_m": 15, "q6_k": 18}
+// mxfp4 is llama.cpp's MXFP4_MOE: MXFP4 experts, Q8_0 for the other matrices.
+var FileTypes = map[string]uint32{"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 7, "q4_k_m": 15, "q6_k": 18, "mxfp4": 38}
 
 // Options for Build.
 type Options struct {
 	Arch         string     // a family of Archs; "" is llama
 	Shape        Shape      // sizes; the zero Shape is the family's default (Arch.Shape)
-	FileType     string     // f32, f16, q8_0, q4_0, q4_k_m, q6_k
+	FileType     string     // f32, f16, q8_0, q4_0, q4_k_m, q6_k, mxfp4
 	Vocab        *gguf.File // tokenizer.* metadata is copied from it; its token count is the vocab size
 	ChatTemplate string     // stored as tokenizer.chat_template when not empty
 	FIM          bool       // write the vocabulary's fill-in-the-middle token keys (see BuiltinVocabFIM)

@@ -16,6 +16,7 @@ const (
 	kindBias             // a bias vector
 	kindRopeFreqs        // rope_freqs.weight
 	kindRouter           // ffn_gate_inp: F32 in every file type, std 3/sqrt(dim)
+	kindSink             // attn_sinks.weight (gpt-oss): N(0, 1)
 )
 
 type tensorSpec struct {
@@ -61,10 +62,15 @@ func (l *layout) tensors() []tensorSpec {
 			ts = append(ts, vec(p+"attn_q_norm.weight", kindNorm, l.headDim), vec(p+"attn_k_norm.weight", kindNorm, l.headDim))
 		}
 		ts = append(ts, w(p+"attn_output.weight", "attn_output", i, l.qDim, s.Dim, 0))
-		if l.PostNorms {
+		if l.OAI {
+			ts = append(ts, vec(p+"attn_output.bias", kindBias, s.Dim), vec(p+"attn_sinks.weight", kindSink, s.Heads))
+		}
+		if l.PostNorms || l.OAI {
 			ts = append(ts, vec(p+"post_attention_norm.weight", kindNorm, s.Dim))
 		}
-		ts = append(ts, vec(p+"ffn_norm.weight", kindNorm, s.Dim))
+		if !l.OAI {
+			ts = append(ts, vec(p+"ffn_norm.weight", kindNorm, s.Dim))
+		}
 		if l.MoE {
 			exps := func(name, role string, cols, rows int) tensorSpec {
 				t := w(name, role, i, cols, rows, 0)
@@ -75,6 +81,15 @@ func (l *layout) tensors() []tensorSpec {
 			router.kind = kindRouter
 			ts = append(ts, router, exps(p+"ffn_gate_exps.weight", "ffn_gate", s.Dim, l.expFFN),
 				exps(p+"ffn_up_exps.weight", "ffn_up", s.Dim, l.expFFN), exps(p+"ffn_down_exps.weight", "ffn_down", l.expFFN, s.Dim))
+			if l.OAI { // [n, E] biases: one row per expert
+				bias := func(name string, n, rows int) tensorSpec {
+					t := vec(name, kindBias, n)
+					t.rows = rows
+					return t
+				}
+				ts = append(ts, bias(p+"ffn_gate_inp.bias", l.experts, 0), bias(p+"ffn_gate_exps.bias", l.expFFN, l.experts),
+					bias(p+"ffn_up_exps.bias", l.expFFN, l.experts), bias(p+"ffn_down_exps.bias", s.Dim, l.experts))
+			}
 			continue
 		}
 		if l.Fused {
@@ -122,21 +137,23 @@ func (l *layout) generate(sp tensorSpec, seed uint64) ([]byte, quant.Type, error
 	h := fnv.New64a()
 	h.Write([]byte(sp.name))
 	rng := rand.New(rand.NewPCG(seed, h.Sum64()))
-	if sp.rows == 0 {
-		v := make([]float32, sp.cols)
+	if sp.rows == 0 || sp.kind == kindBias { // vectors and the experts' bias rows: F32
+		v := make([]float32, sp.cols*max(1, sp.rows))
 		for i := range v {
 			switch {
 			case sp.kind == kindRopeFreqs:
 				v[i] = l.ropeFreqs[i]
 			case sp.kind == kindBias:
 				v[i] = float32(rng.NormFloat64() * 0.1)
+			case sp.kind == kindSink:
+				v[i] = float32(rng.NormFloat64())
 			case l.PositionalAttn:
 				v[i] = float32(1 + rng.NormFloat64()*0.1)
 			default:
 				v[i] = 1
 			}
 		}
-		buf := make([]byte, 4*sp.cols)
+		buf := make([]byte, 4*len(v))
 		err := quant.Quantize(quant.F32, v, buf)
 		return buf, quant.F32, err
 	}
@@ -145,8 +162,11 @@ func (l *layout) generate(sp tensorSpec, seed uint64) ([]byte, quant.Type, error
 		role = "output" // a tied embedding is quantized as the output projection
 	}
 	t := fitType(eightExperts(tensorType(l.fileType, role, sp.layer, l.s.Layers), l.fileType, role, l.experts), sp.cols)
-	if sp.kind == kindRouter {
+	switch {
+	case sp.kind == kindRouter:
 		t = quant.F32 // llama.cpp's quantizer leaves ffn_gate_inp alone
+	case l.fileType == "mxfp4" && sp.experts > 0:
+		t = quant.MXFP4
 	}
 	n, rb := l.rows(sp), t.RowSize(sp.cols)
 	out := make([]byte, n*rb)
@@ -155,7 +175,7 @@ func (l *layout) generate(sp tensorSpec, seed uint64) ([]byte, quant.Type, error
 	for r := range n {
 		std := 0.02
 		switch {
-		case sp.kind == kindRouter:
+		case sp.kind == kindRouter, l.OAI && sp.experts > 0 && (sp.role == "ffn_gate" || sp.role == "ffn_up"):
 			std = 3 / math.Sqrt(float64(l.s.Dim))
 		case l.PositionalAttn && r < sp.qkRows:
 			std = qkStd
@@ -184,6 +204,8 @@ func fitType(t quant.Type, cols int) quant.Type {
 // Q5_K for a fused attn_qkv.
 func tensorType(ftype, role string, layer, nLayers int) quant.Type {
 	switch ftype {
+	case "mxfp4": // the experts are MXFP4 (generate), everything else Q8_0
+		return quant.Q8_0
 	case "f32":
 		return quant.F32
 	case "f16":

@@ -7,6 +7,7 @@ package all
 
 import (
 	_ "ubatch/model/gemma"
+	_ "ubatch/model/gptoss"
 	_ "ubatch/model/llama"
 	_ "ubatch/model/phi3"
 	_ "ubatch/model/qwen2"

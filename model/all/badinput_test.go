@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"ubatch/gguf"
+	"ubatch/internal/testdata"
 	"ubatch/model"
 )
 
@@ -24,26 +26,74 @@ func TestBadModelsFail(t *testing.T) {
 				}
 				v := newVariant(fx.file)
 				tc.edit(v, h)
-				img, err := v.encode()
-				if err != nil {
-					t.Fatalf("the variant does not encode: %v", err)
-				}
-				path := filepath.Join(t.TempDir(), "bad.gguf")
-				if err := os.WriteFile(path, img, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				m, err := model.Open(path)
-				if err == nil {
-					m.Close()
-					t.Fatal("loaded without an error")
-				}
-				want := strings.ReplaceAll(tc.want, "ARCH", fx.arch.GGUF)
-				if !strings.Contains(err.Error(), want) {
-					t.Fatalf("error %q does not contain %q", err, want)
-				}
-				t.Log(err)
+				expectLoadError(t, v, strings.ReplaceAll(tc.want, "ARCH", fx.arch.GGUF))
 			})
 		}
+	}
+}
+
+// expectLoadError writes v and checks that model.Open refuses it with an error containing want.
+func expectLoadError(t *testing.T, v *variant, want string) {
+	t.Helper()
+	img, err := v.encode()
+	if err != nil {
+		t.Fatalf("the variant does not encode: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "bad.gguf")
+	if err := os.WriteFile(path, img, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Open(path)
+	if err == nil {
+		m.Close()
+		t.Fatal("loaded without an error")
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q does not contain %q", err, want)
+	}
+	t.Log(err)
+}
+
+// TestBadGptOssFails makes inconsistent variants of the shared gpt-oss file (synth has no
+// gpt-oss fixture yet): its own tensors (sinks, the output's bias, post_attention_norm, the
+// router's and experts' biases) and the window must be as the metadata says.
+func TestBadGptOssFails(t *testing.T) {
+	f, err := gguf.Parse(testdata.ReadFile(t, "models/arch/synth-gpt-oss-mxfp4.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		edit func(v *variant)
+		want string
+	}{
+		{"sinks of the wrong length", func(v *variant) { v.tensor("blk.1.attn_sinks.weight").Dims[0] /= 2 },
+			`tensor "blk.1.attn_sinks.weight" has shape [4], want [8]`},
+		{"sinks missing", func(v *variant) { v.dropTensor("blk.2.attn_sinks.weight") },
+			`tensor "blk.2.attn_sinks.weight" is missing`},
+		{"output bias of the wrong length", func(v *variant) { v.tensor("blk.0.attn_output.bias").Dims[0] += 8 },
+			`tensor "blk.0.attn_output.bias" has shape`},
+		{"post_attention_norm missing", func(v *variant) { v.dropTensor("blk.3.post_attention_norm.weight") },
+			`tensor "blk.3.post_attention_norm.weight" is missing`},
+		{"router bias missing", func(v *variant) { v.dropTensor("blk.0.ffn_gate_inp.bias") },
+			`tensor "blk.0.ffn_gate_inp.bias" is missing`},
+		{"expert bias one expert short", func(v *variant) { v.tensor("blk.1.ffn_up_exps.bias").Dims[1]-- },
+			`tensor "blk.1.ffn_up_exps.bias" has shape [256 7], want [256 8]`},
+		{"expert bias flattened", func(v *variant) {
+			t := v.tensor("blk.2.ffn_down_exps.bias")
+			t.Dims = []uint64{t.Dims[0] * t.Dims[1]}
+		}, `tensor "blk.2.ffn_down_exps.bias" has shape`},
+		{"sliding window missing", func(v *variant) { v.set("gpt-oss.attention.sliding_window", nil) },
+			"gpt-oss.attention.sliding_window is missing"},
+		{"sliding window zero", func(v *variant) { v.set("gpt-oss.attention.sliding_window", uint32(0)) },
+			"gpt-oss.attention.sliding_window = 0 is out of range"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := newVariant(f)
+			tc.edit(v)
+			expectLoadError(t, v, tc.want)
+		})
 	}
 }
 
@@ -76,7 +126,7 @@ func badModels() []badModel {
 			`tensor "token_embd.weight" is missing`},
 		{"matrix of the wrong shape", "", func(v *variant, h hp) { v.tensor("blk.0.attn_output.weight").Dims[1] += 32 },
 			`tensor "blk.0.attn_output.weight" has shape`},
-		{"norm of the wrong length", "", func(v *variant, h hp) { v.tensor("blk.1.ffn_norm.weight").Dims[0] += 8 },
+		{"norm of the wrong length", "blk.1.ffn_norm.weight", func(v *variant, h hp) { v.tensor("blk.1.ffn_norm.weight").Dims[0] += 8 },
 			`tensor "blk.1.ffn_norm.weight" has shape`},
 		{"feed_forward_length contradicts the tensors", "blk.0.ffn_down.weight", func(v *variant, h hp) { v.set(h.key("feed_forward_length"), uint32(4*h.ffn)) },
 			`"blk.0.ffn_`},
@@ -85,7 +135,7 @@ func badModels() []badModel {
 		{"block_count smaller than the tensors' layers", "", func(v *variant, h hp) { v.set(h.key("block_count"), uint32(1)) },
 			`is past ARCH.block_count = 1`},
 		{"block_count larger than the tensors' layers", "", func(v *variant, h hp) { v.set(h.key("block_count"), uint32(3)) },
-			`tensor "blk.2.attn_norm.weight" is missing`},
+			`tensor "blk.2.`}, // attn_norm.weight, or gpt-oss's attn_q.bias (bound first), is missing
 		{"block_count missing", "", func(v *variant, h hp) { v.set(h.key("block_count"), nil) },
 			"ARCH.block_count is missing"},
 		{"context_length a string", "", func(v *variant, h hp) { v.set(h.key("context_length"), "4096") },

@@ -45,6 +45,8 @@ func TestBatchedEqualsAlone(t *testing.T) {
 		// Experts: the micro-batch's tokens are grouped by expert, so a token's expert matmuls
 		// run over other sequences' columns; its result must not depend on them.
 		{"qwen3moe", "arch/synth-qwen3moe-q8_0.gguf", quant.F16, 1e-2},
+		// Sinks, the window on even layers and expert biases, on MXFP4 experts.
+		{"gpt-oss", "arch/synth-gpt-oss-mxfp4.gguf", quant.F16, 1e-2},
 		// A Q8_0 cache: the same rows are quantized alike whatever the batch.
 		{"synth-f16-q8_0kv", "synth-tiny-f16.gguf", quant.Q8_0, 1e-4},
 		{"synth-q8_0-q8_0kv", "synth-tiny-q8_0.gguf", quant.Q8_0, 1e-2},

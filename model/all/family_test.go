@@ -20,25 +20,36 @@ func TestFamiliesMatchLlamaCpp(t *testing.T) {
 	cases := []struct {
 		name   string
 		maxRel float64
+		ties   int // positions allowed past maxRel, up to tieRel: a router's near tie (experts)
 	}{
-		{"synth-llama3-q8_0", 0.06}, // measured 1.73%
-		{"synth-qwen2-q8_0", 0.06},  // 1.81%
-		{"synth-qwen3-q8_0", 0.06},  // 1.35%
-		{"synth-gemma2-q8_0", 0.06}, // 2.49%
-		{"synth-gemma3-q8_0", 0.06}, // 2.63%
-		{"synth-phi3-q8_0", 0.06},   // 1.62%
+		{"synth-llama3-q8_0", 0.06, 0}, // measured 1.73%
+		{"synth-qwen2-q8_0", 0.06, 0},  // 1.81%
+		{"synth-qwen3-q8_0", 0.06, 0},  // 1.35%
+		{"synth-gemma2-q8_0", 0.06, 0}, // 2.49%
+		{"synth-gemma3-q8_0", 0.06, 0}, // 2.63%
+		{"synth-phi3-q8_0", 0.06, 0},   // 1.62%
 		// Experts: softmax top-2 of 8, renormalised. llama.cpp on the same weights in F32 lands
 		// 3.8% from its reference (shared README); measured 1.85%. Decisive routing leaves the
 		// chosen two nearly all the probability, so weights not renormalised are only 5.5% off:
 		// the bound is tighter than the others' to catch that.
-		{"synth-qwen3moe-q8_0", 0.04},
+		{"synth-qwen3moe-q8_0", 0.04, 0},
+		// gpt-oss: top-2 of 8 then a softmax over the two, sinks, a window on even layers, YaRN,
+		// the clamped SwiGLU, MXFP4 experts. llama.cpp on the same weights in F32 lands 4.6%
+		// from its reference (shared README); measured 4.15% on 23 positions. At position 16
+		// layer 1's router has experts 1 and 0 at 3.3317 and 3.3266, a tie that activation
+		// rounding decides either way: that row is 24.5% off (on the avx2 and go kernel paths).
+		// The next closest second choice, 0.0104 apart at position 19, may go either way on
+		// another path: so two rows may reach tieRel. Ignoring the sinks puts every row 16-116%
+		// off, the window rows 8-23 17-96%, YaRN 16-73%, plain SwiGLU 28-70% (measured): far
+		// past two rows.
+		{"synth-gpt-oss-mxfp4", 0.06, 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ref := testdata.LoadReference(t, tc.name)
 			c := open(t, "arch/"+tc.name+".gguf", runner.Options{NCtx: 128, Threads: 2})
 			rows := promptLogits(t, c, ref.PromptTokens)
-			checkLogits(t, rows, ref, tc.maxRel, 4)
+			checkLogitsTies(t, rows, ref, tc.maxRel, 4, tc.ties)
 			checkGreedy(t, c, rows[len(rows)-1], ref)
 		})
 	}
@@ -99,13 +110,29 @@ func top2Margin(x []float32) (margin, spread float32) {
 // more than clear times the RMS difference of the two rows. It logs the worst error.
 func checkLogits(t *testing.T, rows [][]float32, ref *testdata.Reference, maxRel, clear float64) {
 	t.Helper()
-	worst := 0.0
+	checkLogitsTies(t, rows, ref, maxRel, clear, 0)
+}
+
+// tieRel bounds the rows checkLogitsTies lets past maxRel: a near tie in a router sends a token
+// to another expert (25% measured), a structural error puts most rows past 50%.
+const tieRel = 0.3
+
+// checkLogitsTies is checkLogits with up to ties rows allowed past maxRel, none past tieRel. It
+// logs the worst error of the other rows.
+func checkLogitsTies(t *testing.T, rows [][]float32, ref *testdata.Reference, maxRel, clear float64, ties int) {
+	t.Helper()
+	worst, tied := 0.0, 0
 	for i, row := range rows {
 		want := ref.Row(i)
 		e := testdata.RelRMS(row, want)
-		worst = max(worst, e)
-		if e > maxRel {
-			t.Errorf("position %d: logits relative RMS error %.4f > %.4f", i, e, maxRel)
+		if e > maxRel && e <= tieRel && tied < ties {
+			tied++
+			t.Logf("position %d: logits relative RMS error %.4f, allowed as a router's near tie", i, e)
+		} else {
+			worst = max(worst, e)
+			if e > maxRel {
+				t.Errorf("position %d: logits relative RMS error %.4f > %.4f", i, e, maxRel)
+			}
 		}
 		top := ref.Top10[i]
 		margin := top[0][1] - top[1][1]

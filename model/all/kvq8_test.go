@@ -39,6 +39,9 @@ func TestKVQ8MatchesF16(t *testing.T) {
 		{"phi3", "arch/synth-phi3-q8_0.gguf", "synth-phi3-q8_0", 0.03},        // 2.22% (1.79%)
 		// 3.94% (4.42%): the floor is higher where any rounding can move a near-tie routing choice.
 		{"qwen3moe", "arch/synth-qwen3moe-q8_0.gguf", "synth-qwen3moe-q8_0", 0.06},
+		// Not gpt-oss: its routers' near ties let any rounding move a few positions by 25-40%
+		// (measured: F32 vs F16 cache worst 27.0%, Q8_0 vs F16 40.0%, mean 4.9%); its sinks on
+		// a Q8_0 cache are checked against a float64 softmax in runner's TestAttentionSinks.
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -29,6 +29,7 @@ func TestPackedModel(t *testing.T) {
 		{"llama3-tied", "arch/synth-llama3-q8_0.gguf", true},
 		// Experts: each expert's slice of the stacked tensors packed on its own.
 		{"qwen3moe", "arch/synth-qwen3moe-q8_0.gguf", false},
+		{"gpt-oss", "arch/synth-gpt-oss-mxfp4.gguf", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -27,14 +27,15 @@ type Block struct {
 
 // Bind binds block p's ("blk.N.") seven matrices.
 func (w *Block) Bind(b *model.Binder, p string, h *runner.Hparams) {
-	w.bindAttention(b, p, h)
+	w.BindAttention(b, p, h)
 	w.Gate = b.Weight(p+"ffn_gate.weight", h.Dim, h.FFN)
 	w.Up = b.Weight(p+"ffn_up.weight", h.Dim, h.FFN)
 	w.Down = b.Weight(p+"ffn_down.weight", h.FFN, h.Dim)
 }
 
-// bindAttention binds block p's four attention matrices.
-func (w *Block) bindAttention(b *model.Binder, p string, h *runner.Hparams) {
+// BindAttention binds block p's four attention matrices (the families whose feed-forward is
+// not llama's bind the rest themselves).
+func (w *Block) BindAttention(b *model.Binder, p string, h *runner.Hparams) {
 	w.Wq = b.Weight(p+"attn_q.weight", h.Dim, h.QDim())
 	w.Wk = b.Weight(p+"attn_k.weight", h.Dim, h.KVDim())
 	w.Wv = b.Weight(p+"attn_v.weight", h.Dim, h.KVDim())
@@ -87,7 +88,7 @@ func load(b *model.Binder, neox, dense bool) (*Model, error) {
 		if dense {
 			l.Bind(b, p, h)
 		} else {
-			l.bindAttention(b, p, h)
+			l.BindAttention(b, p, h)
 		}
 	})
 	return m, b.Err()

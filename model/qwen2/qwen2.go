@@ -27,19 +27,27 @@ func Load(b *model.Binder) (runner.Graph, error) {
 		return nil, err
 	}
 	h := &g.H
-	bias := model.BindLayers(h.NLayers, func(l *Bias, _ int, p string) {
+	bias := BindBias(b, h)
+	return &Model{Model: g, Bias: bias}, b.Err()
+}
+
+// BindBias binds every layer's attn_{q,k,v}.bias ([QDim], [KVDim], [KVDim]).
+func BindBias(b *model.Binder, h *runner.Hparams) []Bias {
+	return model.BindLayers(h.NLayers, func(l *Bias, _ int, p string) {
 		l.Q = b.Vector(p+"attn_q.bias", h.QDim(), false)
 		l.K = b.Vector(p+"attn_k.bias", h.KVDim(), false)
 		l.V = b.Vector(p+"attn_v.bias", h.KVDim(), false)
 	})
-	return &Model{Model: g, Bias: bias}, b.Err()
+}
+
+// Apply adds the biases to the micro-batch's Q, K and V (Scratch), before the rotation.
+func (l *Bias) Apply(c *runner.Runtime) {
+	s := &c.S
+	c.AddBias(s.Q, l.Q)
+	c.AddBias(s.K, l.K)
+	c.AddBias(s.V, l.V)
 }
 
 func (m *Model) Forward(c *runner.Runtime, _ *batch.UBatch) {
-	s := &c.S
-	m.ForwardBlocks(c, func(li int) {
-		c.AddBias(s.Q, m.Bias[li].Q)
-		c.AddBias(s.K, m.Bias[li].K)
-		c.AddBias(s.V, m.Bias[li].V)
-	})
+	m.ForwardBlocks(c, func(li int) { m.Bias[li].Apply(c) })
 }

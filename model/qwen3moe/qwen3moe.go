@@ -42,10 +42,7 @@ func Load(b *model.Binder) (runner.Graph, error) {
 	h.FFN = h.ExpertFFN
 	m.Gating = runner.Gating{Func: runner.SoftmaxTopK, K: h.NExpertsUsed, Norm: true}
 	m.Experts = model.BindLayers(h.NLayers, func(x *runner.Experts, _ int, p string) {
-		x.Router = b.Weight(p+"ffn_gate_inp.weight", h.Dim, h.NExperts)
-		x.Gate = b.Experts(p+"ffn_gate_exps.weight", h.NExperts, h.Dim, h.ExpertFFN)
-		x.Up = b.Experts(p+"ffn_up_exps.weight", h.NExperts, h.Dim, h.ExpertFFN)
-		x.Down = b.Experts(p+"ffn_down_exps.weight", h.NExperts, h.ExpertFFN, h.Dim)
+		b.BindExperts(x, p, h, false)
 	})
 	return m, b.Err()
 }
