@@ -51,6 +51,16 @@ func (p Path) Lower() Path {
 	return Go
 }
 
+// Nearest is the path whose kernel runs where p is selected: p or the nearest path below it
+// (Lower) for which has reports a kernel, else Go (the twin). quant's type table and ops' kernel
+// table resolve their kernels with it, once, so that a call only indexes by Selected.
+func (p Path) Nearest(has func(Path) bool) Path {
+	for p != Go && !has(p) {
+		p = p.Lower()
+	}
+	return p
+}
+
 // The instruction sets of this CPU (false off their architecture). HasAVX2 is the one predicate
 // of every amd64 kernel: AVX2, FMA, F16C and BMI2.
 var (
