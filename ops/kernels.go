@@ -1,17 +1,13 @@
 package ops
 
-import (
-	"slices"
-
-	"ubatch/internal/cpu"
-)
+import "ubatch/internal/cpu"
 
 // Kernel paths (internal/cpu): the selection quant reads too, so that --kernels means one thing
 // for every kernel. Each ops entry point with assembly somewhere is an op. Each architecture's
 // kernels file (kernels_amd64.go, kernels_arm64.go, kernels_other.go) lists, in opKernels, the
 // paths that have an assembly kernel for each op. From that list opPaths resolves once, at
 // start, for every path the path whose kernel the op runs. It takes the nearest path at or below
-// it that has one (cpu.Path.Nearest), as quant's type table does, else cpu.Go, the Go twin. An
+// it that has one (cpu.Resolve), as quant's type table does, else cpu.Go, the Go twin. An
 // entry point then branches on opPaths[cpu.Selected()][op]: two loads and a predictable branch.
 
 // op names an ops entry point that has an assembly kernel on some path.
@@ -58,8 +54,8 @@ var opPaths = resolveOps(&opKernels)
 // resolveOps resolves have (by op, the paths with an assembly kernel) into opPaths' layout.
 func resolveOps(have *[numOps][]cpu.Path) (at [cpu.NumPaths][numOps]cpu.Path) {
 	for o := range numOps {
-		for p := range cpu.NumPaths {
-			at[p][o] = p.Nearest(func(q cpu.Path) bool { return slices.Contains(have[o], q) })
+		for p, q := range cpu.Resolve(have[o]...) {
+			at[p][o] = q
 		}
 	}
 	return at

@@ -74,3 +74,23 @@ func TestNearest(t *testing.T) {
 		})
 	}
 }
+
+// TestResolve: Resolve gives every path its Nearest.
+func TestResolve(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		have []Path
+	}{{"none", nil}, {"avx2", []Path{AVX2}}, {"avx2 and avx512vnni", []Path{AVX2, AVX512VNNI}}, {"neon", []Path{NEON}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			at := Resolve(tc.have...)
+			for p := range NumPaths {
+				if want := p.Nearest(func(q Path) bool { return slices.Contains(tc.have, q) }); at[p] != want {
+					t.Errorf("Resolve(%v)[%v] = %v, want %v", tc.have, p, at[p], want)
+				}
+			}
+			if at[Go] != Go || (len(tc.have) > 0 && at[tc.have[0]] != tc.have[0]) {
+				t.Errorf("Resolve(%v) = %v", tc.have, at)
+			}
+		})
+	}
+}
