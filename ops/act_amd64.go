@@ -1,12 +1,8 @@
 package ops
 
 // The activation kernels use the AVX2/FMA assembly in act_amd64.s where the selected path runs
-// assembly (for the first multiple of 8 elements; the rest is done here in Go with the pure-Go
-// twins).
-
-// actAsm reports whether SwiGLU and SoftmaxInPlace run assembly (the tests then compare them
-// with the twins, whose summation order differs).
-func actAsm() bool { return asmOn() }
+// it (runsAsm, kernels.go), for the first multiple of 8 elements; the rest is done here in Go
+// with the pure-Go twins.
 
 //go:noescape
 func swigluAVX2(n int, dst, gate, up *float32)
@@ -28,7 +24,7 @@ func SwiGLU(dst, gate, up []float32) {
 	up = up[:len(gate)]
 	dst = dst[:len(gate)]
 	n := len(gate) &^ 7
-	if !actAsm() || n == 0 {
+	if !runsAsm(opSwiGLU) || n == 0 {
 		swigluGo(dst, gate, up)
 		return
 	}
@@ -44,7 +40,7 @@ func SoftmaxInPlace(x []float32) { SoftmaxSinkInPlace(x, negInf) }
 // attend to nothing). x must be non-empty; sink -Inf is SoftmaxInPlace.
 func SoftmaxSinkInPlace(x []float32, sink float32) {
 	n := len(x) &^ 7
-	if !actAsm() || n == 0 {
+	if !runsAsm(opSoftmax) || n == 0 {
 		softmaxSinkGo(x, sink)
 		return
 	}

@@ -11,7 +11,7 @@ import (
 // ExpNeg. The returned sum is checked against the float64 sum of the outputs within
 // (n/16 + 4)·2^-24 relative.
 func TestExpAVX2(t *testing.T) {
-	if !actAsm() {
+	if !runsAsm(opSwiGLU) {
 		t.Skip("no AVX2/FMA")
 	}
 	const expRelTol = 1.5e-7
@@ -72,7 +72,7 @@ func TestExpAVX2(t *testing.T) {
 }
 
 func TestMaxAVX2(t *testing.T) {
-	if !actAsm() {
+	if !runsAsm(opSwiGLU) {
 		t.Skip("no AVX2/FMA")
 	}
 	r := rand.New(rand.NewPCG(17, 18))

@@ -2,9 +2,7 @@
 
 package ops
 
-// actAsm reports whether SwiGLU and SoftmaxInPlace run assembly: never here (arm64 has none for
-// them).
-func actAsm() bool { return false }
+// SwiGLU and SoftmaxInPlace have no assembly here (see kernels_arm64.go).
 
 // SwiGLU writes dst[i] = silu(gate[i]) * up[i]; dst may alias gate.
 func SwiGLU(dst, gate, up []float32) { swigluGo(dst, gate, up) }

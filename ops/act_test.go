@@ -99,7 +99,7 @@ func runSwiGLU(t testing.TB, what string, gate, up []float32) {
 // they are the Go twins (off amd64, or without AVX2/FMA): such a comparison cannot fail.
 func requireActAsm(t testing.TB) {
 	t.Helper()
-	requireAsm(t, actAsm(), "SwiGLU and SoftmaxInPlace")
+	requireAsm(t, runsAsm(opSwiGLU) && runsAsm(opSoftmax), "SwiGLU and SoftmaxInPlace")
 }
 
 func TestSwiGLUMatchesGo(t *testing.T) {
@@ -187,7 +187,7 @@ func checkSoftmax(t testing.TB, what string, x, got, want []float32) {
 		sum += g
 	}
 	terms := n/16 + 16
-	if !actAsm() {
+	if !runsAsm(opSoftmax) {
 		terms = n + 2 // the Go twin sums sequentially
 	}
 	if tol := float64(terms) * u; !(math.Abs(sum-1) <= tol) {

@@ -2,10 +2,8 @@ package ops
 
 //go:generate go run ./internal/attngen
 
-// attnAsm reports whether the attention kernels, F16 here and Q8_0 in attn_q8_amd64.go, use the
-// assembly of attn_amd64.s and attn_q8_amd64.s (AVX2, FMA, F16C; the tests then compare it with
-// the Go twins).
-func attnAsm() bool { return asmOn() }
+// The attention kernels, F16 here and Q8_0 in attn_q8_amd64.go, run the AVX2/FMA/F16C assembly
+// of attn_amd64.s and attn_q8_amd64.s where the selected path runs it (runsAsm, kernels.go).
 
 // attnScoresF16AVX2 writes out[h*outStride+j] for h < heads <= 8 and j < n, n > 0 a multiple of 8,
 // hd > 0 a multiple of 8; strideB is k's row stride in bytes.
@@ -42,7 +40,7 @@ func headGroup(heads, most int) int {
 
 func attnScoresF16(q []float32, heads, hd int, k []uint16, cells []int32, stride int, scale float32, out []float32) {
 	n := len(cells)
-	if !attnAsm() || hd%8 != 0 || hd == 0 || n == 0 {
+	if !runsAsm(opAttnScoresF16) || hd%8 != 0 || hd == 0 || n == 0 {
 		attnScoresF16Go(q, heads, hd, k, cells, stride, scale, out)
 		return
 	}
@@ -69,7 +67,7 @@ func attnScoresF16(q []float32, heads, hd int, k []uint16, cells []int32, stride
 
 func attnValuesF16(p []float32, heads, hd int, v []uint16, cells []int32, stride int, out []float32) {
 	n := len(cells)
-	if !attnAsm() || hd%8 != 0 || n == 0 {
+	if !runsAsm(opAttnValuesF16) || hd%8 != 0 || n == 0 {
 		attnValuesF16Go(p, heads, hd, v, cells, stride, out)
 		return
 	}

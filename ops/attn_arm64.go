@@ -5,14 +5,11 @@ import "ubatch/quant"
 // Attention over F16 and Q8_0 caches on arm64: each KV row (its head span) is widened to float32
 // once (F16 with cvtF16NEON, in vec_arm64.s; Q8_0 as d·q per element) into a stack buffer, then
 // dotted with (scores) or added to (values) every head's vector with the NEON F32 kernels. Rows
-// longer than attnRowMax (no model has such heads), and the "go" path, use the Go twins.
+// longer than attnRowMax (no model has such heads), and paths without these kernels (runsAsm,
+// kernels.go: the "go" path), use the Go twins.
 
 // attnRowMax is the longest head dimension the stack buffer holds.
 const attnRowMax = 512
-
-// attnAsm reports whether the exported attention kernels, F16 and Q8_0, differ from the Go twins
-// (the tests then compare the two): here they run on the NEON vector kernels where asmOn.
-func attnAsm() bool { return asmOn() }
 
 //go:noescape
 func cvtF16NEON(n int, src *uint16, dst *float32)
@@ -42,10 +39,10 @@ func widen[E uint16 | byte](dst []float32, src []E) {
 	}
 }
 
-// widenedScores is attnScoresF16 or attnScoresQ8 (stride in elements of kv): the Go twin for
-// hd > attnRowMax or without asmOn.
-func widenedScores[E uint16 | byte](q []float32, heads, hd int, kv []E, cells []int32, stride int, scale float32, out []float32) {
-	if hd > attnRowMax || !asmOn() {
+// widenedScores is attnScoresF16 or attnScoresQ8 (op o; stride in elements of kv): the Go twin
+// for hd > attnRowMax or where the selected path has no kernel for o.
+func widenedScores[E uint16 | byte](o op, q []float32, heads, hd int, kv []E, cells []int32, stride int, scale float32, out []float32) {
+	if hd > attnRowMax || !runsAsm(o) {
 		switch kv := any(kv).(type) {
 		case []uint16:
 			attnScoresF16Go(q, heads, hd, kv, cells, stride, scale, out)
@@ -65,10 +62,10 @@ func widenedScores[E uint16 | byte](q []float32, heads, hd int, kv []E, cells []
 	}
 }
 
-// widenedValues is attnValuesF16 or attnValuesQ8 (stride in elements of kv): the Go twin for
-// hd > attnRowMax or without asmOn.
-func widenedValues[E uint16 | byte](p []float32, heads, hd int, kv []E, cells []int32, stride int, out []float32) {
-	if hd > attnRowMax || !asmOn() {
+// widenedValues is attnValuesF16 or attnValuesQ8 (op o; stride in elements of kv): the Go twin
+// for hd > attnRowMax or where the selected path has no kernel for o.
+func widenedValues[E uint16 | byte](o op, p []float32, heads, hd int, kv []E, cells []int32, stride int, out []float32) {
+	if hd > attnRowMax || !runsAsm(o) {
 		switch kv := any(kv).(type) {
 		case []uint16:
 			attnValuesF16Go(p, heads, hd, kv, cells, stride, out)
@@ -91,17 +88,17 @@ func widenedValues[E uint16 | byte](p []float32, heads, hd int, kv []E, cells []
 }
 
 func attnScoresF16(q []float32, heads, hd int, k []uint16, cells []int32, stride int, scale float32, out []float32) {
-	widenedScores(q, heads, hd, k, cells, stride, scale, out)
+	widenedScores(opAttnScoresF16, q, heads, hd, k, cells, stride, scale, out)
 }
 
 func attnValuesF16(p []float32, heads, hd int, v []uint16, cells []int32, stride int, out []float32) {
-	widenedValues(p, heads, hd, v, cells, stride, out)
+	widenedValues(opAttnValuesF16, p, heads, hd, v, cells, stride, out)
 }
 
 func attnScoresQ8(q []float32, heads, hd int, k []byte, cells []int32, strideB int, scale float32, out []float32) {
-	widenedScores(q, heads, hd, k, cells, strideB, scale, out)
+	widenedScores(opAttnScoresQ8, q, heads, hd, k, cells, strideB, scale, out)
 }
 
 func attnValuesQ8(p []float32, heads, hd int, v []byte, cells []int32, strideB int, out []float32) {
-	widenedValues(p, heads, hd, v, cells, strideB, out)
+	widenedValues(opAttnValuesQ8, p, heads, hd, v, cells, strideB, out)
 }

@@ -2,10 +2,6 @@
 
 package ops
 
-// attnAsm reports whether the exported attention kernels differ from the Go twins (the tests then
-// compare the two): never here.
-func attnAsm() bool { return false }
-
 func attnScoresF16(q []float32, heads, hd int, k []uint16, cells []int32, stride int, scale float32, out []float32) {
 	attnScoresF16Go(q, heads, hd, k, cells, stride, scale, out)
 }

@@ -26,7 +26,7 @@ const q8TileHeads = 3
 
 func attnScoresQ8(q []float32, heads, hd int, k []byte, cells []int32, strideB int, scale float32, out []float32) {
 	n := len(cells)
-	if !attnAsm() || hd == 0 || n == 0 {
+	if !runsAsm(opAttnScoresQ8) || hd == 0 || n == 0 {
 		attnScoresQ8Go(q, heads, hd, k, cells, strideB, scale, out)
 		return
 	}
@@ -37,7 +37,7 @@ func attnScoresQ8(q []float32, heads, hd int, k []byte, cells []int32, strideB i
 
 func attnValuesQ8(p []float32, heads, hd int, v []byte, cells []int32, strideB int, out []float32) {
 	n := len(cells)
-	if !attnAsm() || hd == 0 || n == 0 {
+	if !runsAsm(opAttnValuesQ8) || hd == 0 || n == 0 {
 		attnValuesQ8Go(p, heads, hd, v, cells, strideB, out)
 		return
 	}

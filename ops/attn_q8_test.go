@@ -10,7 +10,7 @@ import (
 )
 
 // The Q8_0 attention kernels are checked against float64 sums over the dequantized cache (the Go
-// twins) and, where attnAsm (amd64 with AVX2, arm64), the exported kernels against the twins, to
+// twins) and, where runsAsm says the attention kernels run (amd64 with AVX2, arm64), the exported kernels against the twins, to
 // float32 rounding:
 //
 //	|got - want| <= (attnRelTol + terms·2^-24) · Σ|terms| + absTol
@@ -80,7 +80,7 @@ func checkQ8Scores(t testing.TB, d *q8Data, scale float32) {
 			}
 			what := fmt.Sprintf("AttnScoresQ8 head %d cell %d (#%d)", h, c, j)
 			checkQ8(t, what+" twin vs float64", twin[h*n+j], float64(scale)*want, s*mag, d.hd)
-			if attnAsm() { // otherwise the exported kernel is the twin
+			if runsAsm(opAttnScoresQ8) { // otherwise the exported kernel is the twin
 				checkQ8(t, what+" vs twin", got[h*n+j], float64(twin[h*n+j]), s*mag, d.hd)
 			}
 		}
@@ -109,7 +109,7 @@ func checkQ8Values(t testing.TB, d *q8Data) {
 			}
 			what := fmt.Sprintf("AttnValuesQ8 out[head %d, %d]", h, i)
 			checkQ8(t, what+" twin vs float64", twin[h*d.hd+i], want, mag, n)
-			if attnAsm() {
+			if runsAsm(opAttnValuesQ8) {
 				checkQ8(t, what+" vs twin", got[h*d.hd+i], float64(twin[h*d.hd+i]), mag, n)
 			}
 		}
@@ -126,7 +126,7 @@ func checkQ8(t testing.TB, what string, got float32, want, mag float64, terms in
 }
 
 func TestAttnQ8KernelsMatchReference(t *testing.T) {
-	t.Logf("assembly: %v", attnAsm())
+	t.Logf("assembly: %v", runsAsm(opAttnScoresQ8))
 	for _, heads := range []int{1, 2, 3, 4, 5, 7, 8, 11} {
 		for _, hd := range []int{32, 64, 96, 128, 160, 256} {
 			for _, n := range []int{0, 1, 2, 7, 8, 15, 17, 300} {

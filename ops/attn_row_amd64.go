@@ -3,7 +3,7 @@ package ops
 import "unsafe"
 
 // The row kernel's assembly (attn_row_amd64.s, written by internal/attngen), on the same path as
-// the lane kernel's (attnTileAsm).
+// the lane kernel's (avx512vnni, see kernels_amd64.go).
 
 //go:noescape
 func attnRowStep1F32AVX512(q *float32, hd int, ktT *float32, v *float32, cpos, pos, lo *int32, softcap, inv float32, m, l, o, scr *float32, tiles int, vcells *int32, vstrideB int)
@@ -52,7 +52,7 @@ func attnTileLoadKTQ8AVX512(dst *float32, k *byte, cells *int32, strideB, hd int
 
 // attnRowStep is AttnRowStep after its checks (softcap 0 or > 0).
 func attnRowStep(r *TileRowSet, hd int, ktT []float32, v *TileV, cpos []int32, softcap float32) {
-	if !attnTileAsm() {
+	if !runsAsm(opRowStep) {
 		attnRowStepGo(r, hd, ktT, v, cpos, softcap)
 		return
 	}
@@ -90,7 +90,7 @@ func attnRowStep(r *TileRowSet, hd int, ktT []float32, v *TileV, cpos []int32, s
 }
 
 func attnTileLoadKTF16(dst []float32, k []uint16, cells []int32, stride, hd int) {
-	if !attnTileAsm() {
+	if !runsAsm(opTileLoadKTF16) {
 		attnTileLoadKTF16Go(dst, k, cells, stride, hd)
 		return
 	}
@@ -98,7 +98,7 @@ func attnTileLoadKTF16(dst []float32, k []uint16, cells []int32, stride, hd int)
 }
 
 func attnTileLoadKTF32(dst []float32, k []float32, cells []int32, stride, hd int) {
-	if !attnTileAsm() {
+	if !runsAsm(opTileLoadKTF32) {
 		attnTileLoadKTF32Go(dst, k, cells, stride, hd)
 		return
 	}
@@ -106,7 +106,7 @@ func attnTileLoadKTF32(dst []float32, k []float32, cells []int32, stride, hd int
 }
 
 func attnTileLoadKTQ8(dst []float32, k []byte, cells []int32, strideB, hd int) {
-	if !attnTileAsm() {
+	if !runsAsm(opTileLoadKTQ8) {
 		attnTileLoadKTQ8Go(dst, k, cells, strideB, hd)
 		return
 	}
@@ -114,7 +114,7 @@ func attnTileLoadKTQ8(dst []float32, k []byte, cells []int32, strideB, hd int) {
 }
 
 func tilePrefetch(k, v unsafe.Pointer, cells []int32, strideB, rowBytes int) {
-	if len(cells) == 0 || rowBytes <= 0 {
+	if !runsAsm(opTilePrefetch) || len(cells) == 0 || rowBytes <= 0 {
 		return
 	}
 	if rowBytes == 128 && (uintptr(k)|uintptr(v)|uintptr(strideB))%64 == 0 { // F16 rows of hd 64

@@ -104,7 +104,7 @@ func sameOrNaN(a, b float32) bool {
 // calls of 1 to RowTiles tiles, for 1 to RowSetRows rows, with and without soft cap and window,
 // scores small and large.
 func TestAttnRowAsmMatchesGo(t *testing.T) {
-	if !attnTileAsm() {
+	if !runsAsm(opRowStep) {
 		t.Skip("no tiled attention assembly on this kernel path: the Go twin would be compared with itself")
 	}
 	type tc struct {
@@ -211,7 +211,7 @@ func TestAttnRowStepMatchesLanes(t *testing.T) {
 // TestAttnTileLoadsKTMatchGo: the transposing assembly loaders give the Go twins' bits (F16:
 // every finite half, subnormals too).
 func TestAttnTileLoadsKTMatchGo(t *testing.T) {
-	if !attnTileAsm() {
+	if !runsAsm(opRowStep) {
 		t.Skip("no tiled attention assembly on this kernel path: the Go twin would be compared with itself")
 	}
 	r := rand.New(rand.NewPCG(5, 6))

@@ -140,7 +140,7 @@ func checkValues(t testing.TB, d *attnData) {
 // they are the Go twins (no assembly for this architecture or CPU): such a comparison cannot fail.
 func requireAttnAsm(t testing.TB) {
 	t.Helper()
-	requireAsm(t, attnAsm(), "the exported attention kernels")
+	requireAsm(t, runsAsm(opAttnScoresF16), "the exported attention kernels")
 }
 
 func TestAttnKernelsMatchGo(t *testing.T) {

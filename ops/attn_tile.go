@@ -249,9 +249,9 @@ func fma32(a, b, c float32) float32 {
 }
 
 // AttnTiledFast reports whether the tiled attention runs assembly on the selected kernel path
-// (AVX-512). Elsewhere its Go twin, with fused multiply-adds emulated in float64, is slower
+// (avx512vnni, see kernels_amd64.go): its lane and its row kernel. Elsewhere its Go twin, with fused multiply-adds emulated in float64, is slower
 // than the exact kernels, and the runner uses those.
-func AttnTiledFast() bool { return attnTileAsm() }
+func AttnTiledFast() bool { return runsAsm(opTileStep) && runsAsm(opRowStep) }
 
 // TileSource widens a tile of K or V rows of one KV head into float32 (AttnTileLoad*): dst gets
 // TileCells rows of hd floats, row j from cells[j]; LoadKT the K rows transposed, the layout of

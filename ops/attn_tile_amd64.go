@@ -1,12 +1,8 @@
 package ops
 
-import "ubatch/internal/cpu"
-
-// attnTileAsm reports whether the tiled attention runs the AVX-512 assembly of
-// attn_tile_amd64.s: on the avx512vnni path (whose CPUs have AVX-512 F). The AVX2 and AVX-VNNI
-// paths have no tiled kernel; there AttnTiledFast is false and the runner keeps the exact
-// kernels.
-func attnTileAsm() bool { return cpu.Selected() == cpu.AVX512VNNI }
+// The tiled attention runs the AVX-512 assembly of attn_tile_amd64.s where the selected path runs
+// it (runsAsm, kernels.go): on avx512vnni, whose CPUs have AVX-512 F. The other paths have no
+// tiled kernel; there AttnTiledFast is false and the runner keeps the exact kernels.
 
 //go:noescape
 func attnTileStepAVX512(qt *float32, hd int, kt, vt *float32, cpos, pos, lo *int32, softcap, inv float32, m, l, ot *float32)
@@ -21,7 +17,7 @@ func attnTileStep(r *TileRows, hd int, kt, vt []float32, cpos []int32, softcap f
 	if !(softcap > 0) {
 		softcap = 0
 	}
-	if !attnTileAsm() {
+	if !runsAsm(opTileStep) {
 		attnTileStepGo(r, hd, kt, vt, cpos, softcap)
 		return
 	}
@@ -33,7 +29,7 @@ func attnTileStep(r *TileRows, hd int, kt, vt []float32, cpos []int32, softcap f
 }
 
 func attnTileLoadF16(dst []float32, k []uint16, cells []int32, stride, hd int) {
-	if !attnTileAsm() || hd%8 != 0 {
+	if !runsAsm(opTileLoadF16) || hd%8 != 0 {
 		attnTileLoadF16Go(dst, k, cells, stride, hd)
 		return
 	}
@@ -41,7 +37,7 @@ func attnTileLoadF16(dst []float32, k []uint16, cells []int32, stride, hd int) {
 }
 
 func attnTileLoadQ8(dst []float32, k []byte, cells []int32, strideB, hd int) {
-	if !attnTileAsm() {
+	if !runsAsm(opTileLoadQ8) {
 		attnTileLoadQ8Go(dst, k, cells, strideB, hd)
 		return
 	}

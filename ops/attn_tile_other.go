@@ -2,9 +2,8 @@
 
 package ops
 
-// attnTileAsm reports whether the tiled attention has assembly here: no (see attn_tile.go; the
-// runner keeps the exact kernels where AttnTiledFast is false).
-func attnTileAsm() bool { return false }
+// The tiled attention has no assembly here (see kernels.go; the runner keeps the exact kernels
+// where AttnTiledFast is false).
 
 func attnTileStep(r *TileRows, hd int, kt, vt []float32, cpos []int32, softcap float32) {
 	if !(softcap > 0) {

@@ -98,7 +98,7 @@ func cloneTileRows(r *TileRows) *TileRows {
 // several successive tiles, with and without soft cap and window, for scores small and large
 // (large ones take the exponentials below their cutoff).
 func TestAttnTileAsmMatchesGo(t *testing.T) {
-	if !attnTileAsm() {
+	if !runsAsm(opTileStep) {
 		t.Skip("no tiled attention assembly on this kernel path: the Go twin would be compared with itself")
 	}
 	for _, hd := range []int{8, 16, 24, 64, 128, 136, 256} {
@@ -145,7 +145,7 @@ func sameBits(t *testing.T, what string, got, want []float32) {
 // TestAttnTileLoadsMatchGo: the assembly row loaders widen F16 (every finite half, subnormals
 // too) and Q8_0 rows to the Go twins' bits.
 func TestAttnTileLoadsMatchGo(t *testing.T) {
-	if !attnTileAsm() {
+	if !runsAsm(opTileStep) {
 		t.Skip("no tiled attention assembly on this kernel path: the Go twin would be compared with itself")
 	}
 	r := rand.New(rand.NewPCG(3, 4))

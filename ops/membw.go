@@ -9,7 +9,9 @@ import (
 // stream their share of buf (which should be far larger than the last-level cache) through
 // SumWords, rounds times, and the fastest round counts. SumWords' assembly does nothing but
 // load (8 independent 32-byte loads and adds per 256 bytes), so what limits it is memory, not
-// the core, as for a decode step's weights; a multiply-add loop measured 20-30% less.
+// the core, as for a decode step's weights; a multiply-add loop measured 20-30% less. Like every
+// kernel it follows the selected path: on "go" (ubatch --kernels go) it runs the Go twin, which
+// may make the core, not memory, the limit.
 func ReadBandwidth(buf []uint64, threads, rounds int) float64 {
 	threads = max(1, threads)
 	for i := range buf { // fault every page in before timing
@@ -34,7 +36,7 @@ func ReadBandwidth(buf []uint64, threads, rounds int) float64 {
 func SumWords(x []uint64) uint64 {
 	n := 0
 	var s uint64
-	if sumWordsAsm && len(x) >= 32 {
+	if runsAsm(opSumWords) && len(x) >= 32 {
 		n = len(x) &^ 31
 		s = sumWordsAVX2(n, &x[0])
 	}

@@ -8,8 +8,8 @@ import (
 )
 
 func TestSumWordsMatchesGo(t *testing.T) {
-	if !sumWordsAsm {
-		t.Skip("no sumWords assembly on this CPU: SumWords is its Go twin")
+	if !runsAsm(opSumWords) {
+		t.Skip("no sumWords assembly on this kernel path: SumWords is its Go twin")
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, n := range []int{32, 33, 64, 95, 1000, 4096 + 7} {
@@ -26,8 +26,8 @@ func TestSumWordsMatchesGo(t *testing.T) {
 func FuzzSumWords(f *testing.F) {
 	f.Add(uint64(1), 40)
 	f.Fuzz(func(t *testing.T, seed uint64, n int) {
-		if !sumWordsAsm {
-			t.Skip("no sumWords assembly on this CPU")
+		if !runsAsm(opSumWords) {
+			t.Skip("no sumWords assembly on this kernel path")
 		}
 		n = min(max(n, 0), 1<<14)
 		r := rand.New(rand.NewPCG(seed, 0))

@@ -13,7 +13,3 @@ func AxpyF32(a float32, x, y []float32) { axpyF32Go(a, x, y) }
 
 // AxpyF16 computes y[i] += a·half(x[i]) over len(y) elements.
 func AxpyF16(a float32, x []uint16, y []float32) { axpyF16Go(a, x, y) }
-
-// vecAsm reports whether the exported vector kernels run assembly: never here, off amd64 and
-// arm64.
-func vecAsm() bool { return false }

@@ -99,7 +99,7 @@ func requireAsm(t testing.TB, asm bool, what string) {
 // requireVecAsm is requireAsm for the exported vector kernels.
 func requireVecAsm(t testing.TB) {
 	t.Helper()
-	requireAsm(t, vecAsm(), "the exported vector kernels")
+	requireAsm(t, runsAsm(opDotF32), "the exported vector kernels")
 }
 
 // checkVecKernels compares the four exported kernels with their Go twins: the dots of x with y

@@ -59,18 +59,12 @@ func (r *typeTraits) resolve() {
 		twin = twinPanels(r.typeSize, r.panel)
 	}
 	for p := range cpu.NumPaths {
-		q := p
-		for q != cpu.Go && k.dot[q] == nil {
-			q = q.Lower()
-		}
+		q := p.Nearest(func(q cpu.Path) bool { return k.dot[q] != nil })
 		k.dotPath[p], k.dotAt[p] = q, k.dot[q]
 		if q == cpu.Go {
 			k.dotAt[p] = r.dot
 		}
-		q = p
-		for q != cpu.Go && k.panel[q].run == nil {
-			q = q.Lower()
-		}
+		q = p.Nearest(func(q cpu.Path) bool { return k.panel[q].run != nil })
 		k.panelPath[p], k.panelAt[p] = q, k.panel[q]
 		if q == cpu.Go {
 			k.panelAt[p] = panelSlot{run: twin} // the twins read no sums

@@ -52,7 +52,7 @@ func panelGo(wt Type, np, nb int, w, x []byte, xStride, nx int, out []float32, o
 
 // q4SumsKernel is q4SumsGo, in assembly where the selected path has it.
 func q4SumsKernel(nb int, x []byte, xStride, nx int, mul int32, dst []int32) {
-	if hasSumsAsm && cpu.Selected() != cpu.Go {
+	if q4SumsPaths[cpu.Selected()] != cpu.Go {
 		q4Sums(nb, x, xStride, nx, mul, dst)
 		return
 	}

@@ -101,8 +101,9 @@ func checkPanelArgs(wt Type, np, nb int, w, x []byte, xStride, nx int, out []flo
 	_ = out[(nx-1)*outStride+np*PanelRows-1]
 }
 
-// hasSumsAsm says that q4Sums exists here.
-const hasSumsAsm = true
+// q4SumsPaths is, by selected path, the path whose activation sums run: q4Sums (AVX2) on every
+// amd64 path, the Go twin on "go".
+var q4SumsPaths = cpu.Resolve(cpu.AVX2)
 
 // q4Sums is q4SumsGo for AVX2.
 func q4Sums(nb int, x []byte, xStride, nx int, mul int32, dst []int32) {

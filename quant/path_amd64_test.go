@@ -430,3 +430,30 @@ func BenchmarkPanelPaths(b *testing.B) {
 		}
 	}
 }
+
+// TestHelperKernelPaths: the kernels outside the type table (the Q8_0 quantizer, the panels'
+// activation sums, the F16 conversion) resolve to their AVX2 kernels on every amd64 path and to
+// their Go twins on "go" (and on the arm64 paths, which amd64 never selects).
+func TestHelperKernelPaths(t *testing.T) {
+	helpers := []struct {
+		name  string
+		paths *[cpu.NumPaths]cpu.Path
+	}{{"quantizeQ8_0", &quantizeQ8Paths}, {"q4Sums", &q4SumsPaths}, {"f32ToF16s", &f32ToF16sPaths}}
+	for _, tc := range []struct {
+		name string
+		path cpu.Path
+		want cpu.Path
+	}{
+		{"go", cpu.Go, cpu.Go}, {"avx2", cpu.AVX2, cpu.AVX2}, {"avxvnni", cpu.AVXVNNI, cpu.AVX2},
+		{"avx512vnni", cpu.AVX512VNNI, cpu.AVX2}, {"avxvnni-evex", cpu.AVXVNNIEvex, cpu.AVX2},
+		{"neon", cpu.NEON, cpu.Go}, {"neon-dp", cpu.NEONDP, cpu.Go},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, h := range helpers {
+				if got := h.paths[tc.path]; got != tc.want {
+					t.Errorf("%s on %v runs the %v kernel, want %v", h.name, tc.path, got, tc.want)
+				}
+			}
+		})
+	}
+}

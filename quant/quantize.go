@@ -75,7 +75,7 @@ func roundAway(f float32) int32 {
 // quantizeQ8_0 quantizes the len(src)/32 blocks of src into dst, with the AVX2 kernel where the
 // selected path runs assembly (byte-identical, see quantize_amd64.go).
 func quantizeQ8_0(src []float32, dst []byte) {
-	if hasQuantizeAsm && cpu.Selected() != cpu.Go {
+	if quantizeQ8Paths[cpu.Selected()] != cpu.Go {
 		quantizeQ8_0AVX2(src, dst)
 		return
 	}

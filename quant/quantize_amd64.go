@@ -1,5 +1,7 @@
 package quant
 
+import "ubatch/internal/cpu"
+
 // AVX2 kernel for quantizing activation rows to Q8_0 (quantize_amd64.s). Its output is
 // byte-identical to quantizeQ8_0Go for every input without NaN, because it performs the same
 // float32 operations, each exactly rounded: amax as the maximum of the magnitudes (VMAXPS; the
@@ -25,8 +27,9 @@ package quant
 // give the same bytes on amd64, but int32 of a NaN is implementation-specific in Go, so only the
 // kernel's behaviour is specified and tested.
 
-// hasQuantizeAsm says that quantizeQ8_0AVX2 exists here.
-const hasQuantizeAsm = true
+// quantizeQ8Paths is, by selected path, the path whose Q8_0 quantizer runs: the AVX2 kernel on
+// every amd64 path (they build on it), the Go twin on "go".
+var quantizeQ8Paths = cpu.Resolve(cpu.AVX2)
 
 //go:noescape
 func quantizeQ8_0AVX2Asm(nb int, src *float32, dst *byte)

@@ -2,7 +2,9 @@
 
 package quant
 
-// hasQuantizeAsm says that there is no quantizeQ8_0AVX2 here, so that it is never called.
-const hasQuantizeAsm = false
+import "ubatch/internal/cpu"
+
+// quantizeQ8Paths resolves every path to the Go twin: there is no quantizeQ8_0AVX2 here.
+var quantizeQ8Paths = cpu.Resolve()
 
 func quantizeQ8_0AVX2([]float32, []byte) { panic("quant: no assembly Q8_0 quantizer") }

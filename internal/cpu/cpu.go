@@ -7,6 +7,7 @@ package cpu
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/cpu"
@@ -49,6 +50,26 @@ func (p Path) Lower() Path {
 		return NEON
 	}
 	return Go
+}
+
+// Nearest is the path whose kernel runs where p is selected: p or the nearest path below it
+// (Lower) for which has reports a kernel, else Go (the twin). quant's type table and ops' kernel
+// table resolve their kernels with it, once, so that a call only indexes by Selected.
+func (p Path) Nearest(has func(Path) bool) Path {
+	for p != Go && !has(p) {
+		p = p.Lower()
+	}
+	return p
+}
+
+// Resolve is Nearest for every path, for a kernel that the paths in have have: at[p] is the path
+// whose kernel runs where p is selected (Go: the twin). Kernels outside a table of their own
+// resolve once with it and index the result by Selected.
+func Resolve(have ...Path) (at [NumPaths]Path) {
+	for p := range NumPaths {
+		at[p] = p.Nearest(func(q Path) bool { return slices.Contains(have, q) })
+	}
+	return at
 }
 
 // The instruction sets of this CPU (false off their architecture). HasAVX2 is the one predicate
