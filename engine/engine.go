@@ -195,6 +195,13 @@ func (e *Engine) Config() Config { return e.cfg }
 // Limits returns the effective limits (NCtxSeq defaulted).
 func (e *Engine) Limits() Limits { return e.lim }
 
+// Accepting reports whether Submit would queue one more request now: the engine is not shut
+// down and a waiting place is free (fewer than MaxQueue requests wait). It is a snapshot for
+// readiness probes; Submit still decides.
+func (e *Engine) Accepting() bool {
+	return !e.closed.Load() && e.queued.Load() < int64(e.cfg.MaxQueue)
+}
+
 // Submit queues one request, or several that share one Stream (the n completions of one API
 // request: Output.Seq is the index in reqs). It fails at once, queueing none of them, with
 // ErrQueueFull when fewer than len(reqs) of MaxQueue waiting places are free, ErrPromptSize when

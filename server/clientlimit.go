@@ -200,7 +200,9 @@ func (c *clientCounts) count(key netip.Addr) int {
 
 // unlimitedPath reports whether path is exempt from the per-client request cap: the probes of
 // load balancers and monitoring, cheap and needed most when a client misbehaves.
-func unlimitedPath(path string) bool { return path == "/health" || path == "/metrics" }
+func unlimitedPath(path string) bool {
+	return path == "/health" || path == "/ready" || path == "/metrics"
+}
 
 // withClientRequestLimit caps the requests in flight per client (see the comment at the top of
 // this file) at counts.max; prefixes are the trusted proxies. Requests whose remote address is not

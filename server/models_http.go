@@ -66,6 +66,7 @@ func NewMulti(cfg Config, reg *Registry) (*Server, error) {
 	s.mux.HandleFunc("POST /api/pull", f.handlePull)
 	s.mux.HandleFunc("POST /api/show", f.handleShow)
 	s.mux.HandleFunc("GET /health", s.handleHealth)
+	s.mux.HandleFunc("GET /ready", f.handleReady)
 	s.mux.HandleFunc("GET /metrics", f.handleMetrics)
 	s.mux.HandleFunc("GET /live", s.handleLive) // cfg.Live: every model's engine observes it
 	s.mux.Handle("GET /{$}", web.Page())

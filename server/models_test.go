@@ -31,24 +31,26 @@ type multiOptions struct {
 	live     bool
 	gate     chan struct{} // when set, every load waits for a value on it
 	one      bool          // Models lists alpha alone (a server of one model)
+	maxQueue int           // each engine's Config.MaxQueue (0: its default)
 }
 
 // multiEnv is a NewMulti front over two real synth models (qwen3 Q8_0 "alpha", llama Q4_0
 // "beta"), each loaded by a real Loader: model file, runner context, engine, Server.
 type multiEnv struct {
-	ts     *httptest.Server
-	reg    *Registry
-	loads  atomic.Int32 // Loader calls
-	closes atomic.Int32 // Loaded.Close calls
-	live   *Live
-	specs  []ModelSpec
-	client *http.Client
+	ts       *httptest.Server
+	reg      *Registry
+	loads    atomic.Int32 // Loader calls
+	closes   atomic.Int32 // Loaded.Close calls
+	live     *Live
+	specs    []ModelSpec
+	client   *http.Client
+	maxQueue int
 }
 
 func newMultiEnv(t *testing.T, o multiOptions) *multiEnv {
 	t.Helper()
 	dir := t.TempDir()
-	e := &multiEnv{client: &http.Client{Timeout: 60 * time.Second}}
+	e := &multiEnv{client: &http.Client{Timeout: 60 * time.Second}, maxQueue: o.maxQueue}
 	for _, m := range []struct{ id, arch, typ, alias string }{{"alpha", "qwen3", "q8_0", "Org/Alpha-GGUF:Q8_0"}, {"beta", "llama", "q4_0", "Org/Beta-GGUF:Q4_0"}} {
 		w, err := synth.TaskFixture(m.arch, m.typ, false, false)
 		if err != nil {
@@ -115,7 +117,7 @@ func (e *multiEnv) load(spec ModelSpec, embedder bool) (*Loaded, error) {
 	}
 	opts := lctx.Options()
 	eng, err := engine.New(lctx, engine.Limits{NCtx: opts.NCtx, NSeqMax: opts.NSeqMax, NBatch: opts.NBatch, Vocab: m.Hparams().Vocab},
-		engine.Config{IsEOG: m.Vocab.IsEOG, Observer: obs})
+		engine.Config{IsEOG: m.Vocab.IsEOG, Observer: obs, MaxQueue: e.maxQueue, MaxRunning: min(e.maxQueue, 4)})
 	if err != nil {
 		lctx.Close()
 		m.Close()

@@ -266,6 +266,7 @@ func (s *Server) route() {
 		s.mux.HandleFunc("POST "+p, s.handleRerank)
 	}
 	s.mux.HandleFunc("GET /health", s.handleHealth)
+	s.mux.HandleFunc("GET /ready", s.handleReady)
 	s.mux.HandleFunc("GET /metrics", s.handleMetrics)
 	s.mux.HandleFunc("GET /live", s.handleLive)
 	if s.cfg.KVBlocks != nil {
@@ -353,7 +354,7 @@ func (s *Server) pattern(r *http.Request) (own bool, pattern string) {
 
 // public reports whether path is served without the API key.
 func public(path string) bool {
-	return path == "/health" || path == "/" || strings.HasPrefix(path, "/ui/")
+	return path == "/health" || path == "/ready" || path == "/" || strings.HasPrefix(path, "/ui/")
 }
 
 // authorized checks the bearer token in constant time.
