@@ -1,9 +1,11 @@
 package deploy
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -79,5 +81,57 @@ func TestHelmAutoscaling(t *testing.T) {
 		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\{`).Match(body) {
 			t.Errorf("a node's /metrics has no series %s (adapter rule %s)", name, r.Name.As)
 		}
+	}
+}
+
+// TestHelmExtProc: router.extProc.enabled makes the routers an endpoint picker (the flag
+// `ubatch route -h` lists, a gRPC port on their Service and NetworkPolicy), the nodes
+// advertise their pod IP, and with the InferencePool CRD the chart renders the pool of the
+// node pods with the router Service's gRPC port as its picker.
+func TestHelmExtProc(t *testing.T) {
+	helm := helmBin(t)
+	if objs := render(t, helm, "--set", "router.extProc.enabled=true"); objs["InferencePool/rel-ubatch"] != nil {
+		t.Error("an InferencePool rendered without its CRD")
+	}
+	objs := render(t, helm, "--set", "router.extProc.enabled=true", "--api-versions", "inference.networking.k8s.io/v1/InferencePool")
+	pool := objs["InferencePool/rel-ubatch"]
+	if pool == nil {
+		t.Fatal("no InferencePool with the CRD present")
+	}
+	router := object(objs["Deployment/rel-ubatch-router"].get("spec", "template", "spec", "containers", "0").(map[string]any))
+	rargs := strs(router.get("args"))
+	if !slices.Contains(rargs, "--ext-proc-port=9002") {
+		t.Errorf("router args %q: no --ext-proc-port", rargs)
+	}
+	checkFlagsExist(t, "route", rargs[1:])
+	svcPort := map[string]int{}
+	for _, p := range objs["Service/rel-ubatch-router"].get("spec", "ports").([]any) {
+		po := object(p.(map[string]any))
+		n, _ := po.get("port").(int)
+		svcPort[po.str("name")] = n
+	}
+	if pool.str("spec", "endpointPickerRef", "name") != "rel-ubatch-router" || pool.get("spec", "endpointPickerRef", "port", "number") != svcPort["grpc"] || svcPort["grpc"] == 0 {
+		t.Errorf("picker ref %v, router Service ports %v", pool.get("spec", "endpointPickerRef"), svcPort)
+	}
+	sts := objs["StatefulSet/rel-ubatch-node"]
+	podLabels := sts.get("spec", "template", "metadata", "labels").(map[string]any)
+	for k, v := range pool.get("spec", "selector", "matchLabels").(map[string]any) {
+		if podLabels[k] != v {
+			t.Errorf("pool selector %s=%v does not select the node pods (%v)", k, v, podLabels[k])
+		}
+	}
+	if pool.get("spec", "targetPorts", "0", "number") != 8080 {
+		t.Errorf("pool target port %v, want the nodes' 8080", pool.get("spec", "targetPorts"))
+	}
+	node := object(sts.get("spec", "template", "spec", "containers", "0").(map[string]any))
+	if !slices.Contains(strs(node.get("args")), "--advertise-url=http://$(POD_IP):8080") || !strings.Contains(fmt.Sprint(node.get("env")), "status.podIP") {
+		t.Errorf("nodes do not advertise their pod IP: %q", strs(node.get("args")))
+	}
+	var grpcOpen bool
+	for _, p := range objs["NetworkPolicy/rel-ubatch-router"].get("spec", "ingress", "0", "ports").([]any) {
+		grpcOpen = grpcOpen || object(p.(map[string]any)).str("port") == "grpc"
+	}
+	if !grpcOpen {
+		t.Error("the router NetworkPolicy does not admit the gateway on the gRPC port")
 	}
 }

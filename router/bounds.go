@@ -187,10 +187,27 @@ func refuseTooLarge(w http.ResponseWriter, src io.Reader, msg string) {
 // this file), or answers the client itself and reports false: a completion prompt text longer
 // than every node's context could hold is a 400 before it is tokenized.
 func (r *Router) parse(w http.ResponseWriter, req *http.Request, body []byte) (parsed, bool) {
+	p, ref := r.parseBody(req.URL.Path, httpauth.Bearer(req), body)
+	if ref != nil {
+		writeParamError(w, ref.status, ref.typ, ref.code, ref.param, ref.msg)
+		return parsed{}, false
+	}
+	return p, true
+}
+
+// refusal is a client's error the router answers itself, in OpenAI's error shape.
+type refusal struct {
+	status                int
+	typ, code, param, msg string
+}
+
+// parseBody is parse for a body sent to path with bearer token bearer ("" for none): the
+// prompt's (leading) tokens, or the refusal to answer instead of routing.
+func (r *Router) parseBody(path, bearer string, body []byte) (parsed, *refusal) {
 	size := int64(len(body))
 	if !r.budget.tryAcquire(size) {
 		r.m.parses.WithLabelValues("over_budget").Inc()
-		return parsed{}, true
+		return parsed{}, nil
 	}
 	defer r.budget.release(size)
 	lim := limits{prefixBytes: r.cfg.PrefixBytes, maxMessages: maxParsedMessages, maxParts: maxParsedParts}
@@ -199,15 +216,14 @@ func (r *Router) parse(w http.ResponseWriter, req *http.Request, body []byte) (p
 		lim.ctxBytes = nctx * r.cfg.Prompter.maxPiece
 	}
 	if r.cfg.CacheSaltPerKey {
-		lim.tenant = httpauth.Bearer(req)
+		lim.tenant = bearer
 	}
-	p := r.cfg.Prompter.parse(req.URL.Path, body, lim)
+	p := r.cfg.Prompter.parse(path, body, lim)
 	if lim.ctxBytes > 0 && p.textBytes > lim.ctxBytes {
 		r.m.rejected.WithLabelValues("context_length").Inc()
-		writeParamError(w, http.StatusBadRequest, "invalid_request_error", "context_length_exceeded", "prompt",
+		return parsed{}, &refusal{http.StatusBadRequest, "invalid_request_error", "context_length_exceeded", "prompt",
 			fmt.Sprintf("the prompt is %d bytes, more than the %d tokens of the nodes' context can hold (a token is at most %d bytes "+
-				"of this model's text): shorten it", p.textBytes, nctx, r.cfg.Prompter.maxPiece))
-		return parsed{}, false
+				"of this model's text): shorten it", p.textBytes, nctx, r.cfg.Prompter.maxPiece)}
 	}
 	switch {
 	case p.whole:
@@ -215,5 +231,5 @@ func (r *Router) parse(w http.ResponseWriter, req *http.Request, body []byte) (p
 	case p.tokens != nil:
 		r.m.parses.WithLabelValues("prefix").Inc()
 	}
-	return p, true
+	return p, nil
 }

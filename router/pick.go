@@ -62,10 +62,15 @@ func (r *Router) decide(ctx context.Context, prompt []int32, bodyLen int) decisi
 // decideFrom is decide for a prompt whose routing hashes chain from root (its cache_salt's,
 // prefixhash.Salted): nodes hold a salted prompt's blocks under those hashes only.
 func (r *Router) decideFrom(ctx context.Context, prompt []int32, root uint64, bodyLen int) decision {
+	return r.decideAmong(ctx, prompt, root, bodyLen, nil)
+}
+
+// decideAmong is decideFrom over the nodes whose label (host:port) allow holds; nil allows all.
+func (r *Router) decideAmong(ctx context.Context, prompt []int32, root uint64, bodyLen int, allow map[string]bool) decision {
 	nodes := r.snapshotNodes()
 	cands := make([]candidate, 0, len(nodes))
 	for _, s := range nodes {
-		if !s.healthy {
+		if !s.healthy || (allow != nil && !allow[s.n.label]) {
 			continue
 		}
 		if lim := s.status.MaxBody; s.hasState && lim > 0 && int64(bodyLen) > lim {

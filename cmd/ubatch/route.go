@@ -1,6 +1,9 @@
 package main
 
 import (
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc"
+
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +41,7 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	namespace := fs.String("fleet-namespace", fleet.DefaultNamespace, "prefix of the fleet's Redis keys, as given to serve")
 	host := fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
 	port := fs.Int("port", 8000, "TCP port to listen on (0 = any free port; the log says which)")
+	extProc := fs.Int("ext-proc-port", -1, "also serve Envoy's ext_proc gRPC protocol on this port (on --host) as the endpoint picker of a gateway with the Gateway API Inference Extension; the gateway then forwards each request to the node named in x-gateway-destination-endpoint (-1 = off, 0 = any free port)")
 	maxBody := fs.Int64("max-body", server.DefaultMaxBodyBytes, "largest request body in bytes (413 beyond it); never more than a node accepts is forwarded")
 	loadWeight := fs.Float64("load-weight", 16, "cached prompt tokens one request in flight on a node is worth when scoring nodes")
 	peerCredit := fs.Float64("peer-credit", 0, "share (0..1) of a prompt prefix that another node of the same KV identity holds counted as cached on a node that lacks it, since nodes fetch blocks from their peers (serve --peer-kv): 0 pins a tenant to its node until load outweighs the whole prefix; 0.9 spreads a busy node's tenant to a less loaded peer")
@@ -69,6 +73,8 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return flagError(fs, errors.New("no nodes: give --nodes, --redis, or both"))
 	case *port < 0 || *port > 65535:
 		return flagError(fs, fmt.Errorf("--port %d: must be in [0, 65535]", *port))
+	case *extProc < -1 || *extProc > 65535:
+		return flagError(fs, fmt.Errorf("--ext-proc-port %d: must be -1 (off) or in [0, 65535]", *extProc))
 	}
 	if err := mustBePositive(fs, "max-body", "kv-block", "max-connections", "shutdown-timeout", "first-byte-timeout",
 		"stream-idle-timeout", "max-response-bytes", "fall", "rise", "max-conns-per-client", "prefix-bytes", "quarantine-ttl"); err != nil {
@@ -134,6 +140,13 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	rt.Start(rctx)
+	if *extProc >= 0 {
+		stopPicker, err := servePicker(rt, net.JoinHostPort(*host, strconv.Itoa(*extProc)), logger)
+		if err != nil {
+			return err
+		}
+		defer stopPicker()
+	}
 	logger.Info("routing", "url", "http://"+ln.Addr().String(), "model", path, "nodes", len(nodeList),
 		"redis", *redisURL != "", "healthy", rt.Healthy())
 	scfg := server.ServeConfig{Grace: *grace, MaxConnections: *maxConns, MaxConnsPerClient: *bf.perClient,
@@ -184,4 +197,22 @@ func (b routeBoundFlags) limits() (routeFlagLimits, error) {
 	}
 	l.goMem, l.goMemSource, err = routeMemLimit(*b.memLimit, os.DirFS("/"), os.Getenv("GOMEMLIMIT"))
 	return l, err
+}
+
+// servePicker serves the router's ext_proc endpoint picker (router.Router.ExtProc) on addr
+// until the returned stop, which lets the exchanges in flight end.
+func servePicker(rt *router.Router, addr string, logger *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--ext-proc-port: %w", err)
+	}
+	gs := grpc.NewServer()
+	extprocv3.RegisterExternalProcessorServer(gs, rt.ExtProc())
+	go func() {
+		if err := gs.Serve(ln); err != nil {
+			logger.Error("ext_proc picker stopped", "err", err)
+		}
+	}()
+	logger.Info("endpoint picker (ext_proc)", "addr", ln.Addr().String())
+	return gs.GracefulStop, nil
 }
