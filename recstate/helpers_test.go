@@ -56,7 +56,9 @@ func (r *fakeRunner) apply(ops []Op) error {
 }
 
 // step is a forward pass: seq's state consumes toks.
-func (r *fakeRunner) step(seq int, toks []int32) { r.seqs[seq].toks = append(r.seqs[seq].toks, toks...) }
+func (r *fakeRunner) step(seq int, toks []int32) {
+	r.seqs[seq].toks = append(r.seqs[seq].toks, toks...)
+}
 
 // harness drives a Manager and a fakeRunner together for one test.
 type harness struct {
