@@ -8,10 +8,11 @@ import (
 	"ubatch/kvcache"
 )
 
-// DefaultEvery is Policy.Every's default: a snapshot every 32 blocks (512 tokens of 16). It is
-// the coarsest grid at which the simulation (TestPolicySimulation) still meets the issue's
-// targets with Branch and Tail set, and it bounds what a cut back or a preempted sequence
-// recomputes to 512 tokens while a 2,000-token prompt keeps 3 snapshots.
+// DefaultEvery is Policy.Every's default: a snapshot every 32 blocks (512 tokens of 16). Of
+// the grids TestPolicySimulation measures (1, 8, 32, 128 blocks), it is the coarsest with which
+// DefaultPolicy meets the targets: the second of 16 questions after a 2,000-token prefix
+// starts from 1,536 (every later one from the branch point, 1,984), with 48 snapshots against
+// 233 for every block. It also bounds what a cut back recomputes to 512 tokens.
 const DefaultEvery = 32
 
 // Policy says at which block boundaries a sequence keeps a snapshot of its state. Each costs
