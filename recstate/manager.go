@@ -192,7 +192,7 @@ func (m *Manager) Start(seq int, salt kvcache.Salt, prompt []int32, cached int) 
 func (m *Manager) load(seq int, id int32) {
 	sq := &m.seqs[seq]
 	sq.pos = m.snap.pos[id]
-	m.snap.touch(id)
+	m.snap.use(id)
 	m.ops = append(m.ops, Op{Kind: OpLoad, Seq: int32(seq), Snap: id})
 	m.anchor(seq, id)
 }

@@ -12,6 +12,7 @@ type pool struct {
 	pos   []int32 // the boundary (tokens consumed) the slot's state is valid at
 	ref   []int32 // sequences anchored on the slot
 	kept  []bool  // a policy boundary's snapshot, not a tail that is dropped once superseded
+	hits  []int8  // uses since it was taken, at most maxHits: second chances before eviction
 	live  []bool  // the slot holds a snapshot (in byKey)
 	prev  []int32 // LRU links of unreferenced live slots, -1 at the ends
 	next  []int32
@@ -25,7 +26,7 @@ type pool struct {
 
 func newPool(n int) pool {
 	p := pool{key: make([]kvcache.Key, n), pos: make([]int32, n), ref: make([]int32, n),
-		kept: make([]bool, n), live: make([]bool, n), prev: make([]int32, n),
+		kept: make([]bool, n), hits: make([]int8, n), live: make([]bool, n), prev: make([]int32, n),
 		next: make([]int32, n), head: -1, tail: -1, byKey: make(map[kvcache.Key]int32, n),
 		free: make([]int32, 0, n)}
 	for i := n - 1; i >= 0; i-- {
@@ -51,6 +52,15 @@ func (p *pool) take(k kvcache.Key, pos int32, kept bool) (int32, bool) {
 		id = p.free[n-1]
 		p.free = p.free[:n-1]
 	} else if p.head >= 0 {
+		// Second chances (CLOCK): a used snapshot, a shared prefix's, goes back to the recent
+		// end once per use, so a stream of one-off prompts' snapshots passes it by. Bounded:
+		// each pass spends a use, at most maxHits per slot.
+		for p.hits[p.head] > 0 {
+			id = p.head
+			p.hits[id]--
+			p.unlink(id)
+			p.pushRecent(id)
+		}
 		id = p.head
 		p.unlink(id)
 		delete(p.byKey, p.key[id])
@@ -58,10 +68,20 @@ func (p *pool) take(k kvcache.Key, pos int32, kept bool) (int32, bool) {
 	} else {
 		return -1, false
 	}
-	p.key[id], p.pos[id], p.kept[id], p.live[id], p.ref[id] = k, pos, kept, true, 0
+	p.key[id], p.pos[id], p.kept[id], p.live[id], p.ref[id], p.hits[id] = k, pos, kept, true, 0, 0
 	p.byKey[k] = id
 	p.pushRecent(id)
 	return id, true
+}
+
+// maxHits bounds a snapshot's second chances.
+const maxHits = 3
+
+// use marks slot id as used by another sequence than the one that saved it (a prefix hit, a
+// cut back, a save of the same prefix): it is just used, and gains a second chance.
+func (p *pool) use(id int32) {
+	p.hits[id] = min(p.hits[id]+1, maxHits)
+	p.touch(id)
 }
 
 // touch marks the unreferenced slot id as just used.

@@ -47,6 +47,11 @@ func (m *Manager) save(seq int) {
 	key := sq.keys[len(sq.keys)-1]
 	id := m.snap.find(key)
 	if id < 0 {
+		// A tail only seq holds is dropped once superseded: free its slot first, so that the
+		// new snapshot does not evict a kept one to make room.
+		if a := sq.anchor; a >= 0 && m.snap.ref[a] == 1 && !m.snap.kept[a] {
+			m.anchor(seq, -1)
+		}
 		var ok bool
 		if id, ok = m.snap.take(key, sq.pos, kept); !ok {
 			m.skipped++
@@ -56,7 +61,7 @@ func (m *Manager) save(seq int) {
 		m.ops = append(m.ops, Op{Kind: OpSave, Seq: int32(seq), Snap: id})
 	} else {
 		m.snap.kept[id] = m.snap.kept[id] || kept
-		m.snap.touch(id)
+		m.snap.use(id)
 	}
 	m.anchor(seq, id)
 }
