@@ -23,7 +23,8 @@
 // boundaries keep one: every Every-th block, the prompt's branch point and last full block, and
 // a sequence's latest boundary (its tail). Slots are Budget/StateBytes; a sequence holds a
 // reference to its latest snapshot (its anchor, where a cut back or a failed step restarts);
-// unreferenced snapshots are evicted least recently used first, a superseded tail at once.
+// unreferenced snapshots are evicted least recently used first (one used by another sequence gets
+// second chances), a superseded tail at once.
 //
 // # Prefix hits
 //

@@ -233,10 +233,10 @@ func (m *Manager) Match(salt kvcache.Salt, prompt []int32, cached int) int {
 
 // ChunkEnd returns where seq's next prompt chunk, about to cover positions [Pos, end), must end:
 // the first boundary in (Pos, end) at which seq keeps a snapshot (Policy.Every, Branch,
-// PromptEnd), else end. A state is valid only where a step ends, so a chunk that crossed the
-// boundary could not save it.
+// PromptEnd), else end (always end with no snapshot slots). A state is valid only where a step
+// ends, so a chunk that crossed the boundary could not save it.
 func (m *Manager) ChunkEnd(seq int, end int) int {
-	if !m.Live(seq) {
+	if !m.Live(seq) || m.Slots() == 0 {
 		return end
 	}
 	sq := &m.seqs[seq]

@@ -173,3 +173,42 @@ func TestCopy(t *testing.T) {
 	h.checkState(0, append(append([]int32(nil), a...), 8))
 	h.checkInvariants()
 }
+
+// TestChunkEnd: a prompt chunk ends at the first boundary the policy keeps past Pos.
+func TestChunkEnd(t *testing.T) {
+	prompt := tokens(2, 50) // blocks of 4: prompt end 48
+	for _, tc := range []struct {
+		name   string
+		policy Policy
+		cached int // kvcache's match (the branch, when Policy.Branch)
+		pos    int // where the state is before the chunk
+		end    int
+		want   int
+		slots  int // 4, or none when -1
+	}{
+		{name: "every 2 blocks", policy: Policy{Every: 2}, end: 20, want: 8},
+		{name: "from 8", policy: Policy{Every: 2}, pos: 8, end: 20, want: 16},
+		{name: "ends before", policy: Policy{Every: 2}, pos: 8, end: 15, want: 15},
+		{name: "ends on it", policy: Policy{Every: 2}, pos: 8, end: 16, want: 16},
+		{name: "branch", policy: Policy{Every: 4, Branch: true}, cached: 14, end: 40, want: 12},
+		{name: "prompt end", policy: Policy{PromptEnd: true}, pos: 30, end: 50, want: 48},
+		{name: "tail cuts nothing", policy: Policy{Tail: true}, end: 50, want: 50},
+		{name: "end at pos", policy: Policy{Every: 1}, pos: 8, end: 8, want: 8},
+		{name: "no slots", policy: Policy{Every: 1}, end: 20, want: 20, slots: -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			budget := int64(4)
+			if tc.slots < 0 {
+				budget = 0
+			}
+			h := newHarness(t, Config{MaxSeqs: 1, BlockSize: 4, StateBytes: 1, Budget: budget, Policy: tc.policy})
+			h.start(0, kvcache.Salt{}, prompt, tc.cached)
+			if tc.pos > 0 {
+				h.advance(0, prompt[:tc.pos])
+			}
+			if got := h.m.ChunkEnd(0, tc.end); got != tc.want {
+				t.Fatalf("ChunkEnd(0, %d) at %d = %d, want %d", tc.end, tc.pos, got, tc.want)
+			}
+		})
+	}
+}
