@@ -143,18 +143,16 @@ type Manager struct {
 	rotated  []int32 // SeqDiscard's cells whose keys it re-rotates
 	fill     []int32 // per block, for Stats
 
-	ops []batch.KVOp // store operations decided and not yet handed over (TakeOps, Schedule)
+	ops opList // store operations decided and not yet handed over (ops.go)
 
-	// Tiers (tier.go): per-block Keys (nil until SetSpill), the spill filter, the blocks whose
-	// KVSave operations are pending, and the images numbered since the operations were last
-	// handed over.
+	// Tiers (tier.go): per-block Keys (nil until SetSpill), the spill filter and the blocks
+	// whose KVSave operations are pending.
 	tiers     bool
 	want      func(Key) bool
 	key, pkey []Key
 	keyBuf    []byte
 	spills    []spillRec
 	spillToks []int32
-	nImg      int32
 	pinned    []int32 // Import's scratch
 	// gen counts mutating calls; planGen/planFor record the last successful CanSchedule, so that
 	// Schedule right after it does not plan the same batch again.
@@ -348,8 +346,8 @@ func (c *Manager) SeqCells(seq int) int { return c.SeqLen(seq) }
 // pending store operations are dropped (nothing they would write is referenced any more).
 func (c *Manager) Clear() {
 	c.gen++
-	c.ops = c.ops[:0]
-	c.spills, c.spillToks, c.nImg = c.spills[:0], c.spillToks[:0], 0
+	c.ops.reset()
+	c.spills, c.spillToks = c.spills[:0], c.spillToks[:0]
 	for s := range c.seqs {
 		c.seqs[s] = seqTable{table: c.seqs[s].table[:0], posMin: -1, posMax: -1, intent: c.seqs[s].intent[:0]}
 	}
@@ -375,47 +373,18 @@ func (c *Manager) copyCells(src, dst, count int32) {
 	if c.stale[src] {
 		c.markStale(dst) // dst is fresh from alloc: not stale until now
 	}
-	c.opCopy(s, d, count)
-}
-
-// opCopy appends the store operation copying cells [src, src+n) to [dst, dst+n), merged into
-// the last one when it continues it.
-func (c *Manager) opCopy(src, dst, n int32) {
-	if k := len(c.ops); k > 0 {
-		o := &c.ops[k-1]
-		if o.Kind == batch.KVCopy && o.Src+o.N == src && o.Dst+o.N == dst && (dst < src || dst >= src+n+o.N) {
-			o.N += n
-			return
-		}
-	}
-	c.ops = append(c.ops, batch.KVOp{Kind: batch.KVCopy, Src: src, Dst: dst, N: n})
-}
-
-// opShift appends the store operation re-rotating the keys of cell by delta positions, merged
-// into the last one when it continues it with the same delta.
-func (c *Manager) opShift(cell, delta int32) {
-	if k := len(c.ops); k > 0 {
-		o := &c.ops[k-1]
-		if o.Kind == batch.KVShift && o.Delta == delta && o.Dst+o.N == cell {
-			o.N++
-			return
-		}
-	}
-	c.ops = append(c.ops, batch.KVOp{Kind: batch.KVShift, Dst: cell, N: 1, Delta: delta})
+	c.ops.copyCells(s, d, count)
 }
 
 // TakeOps appends the pending store operations, in the order they were decided, to dst and
 // returns it; they are then no longer pending. Schedule does this for a step; a caller that
 // changes sequences without decoding (a test, a tool) hands them to its store itself.
 func (c *Manager) TakeOps(dst []batch.KVOp) []batch.KVOp {
-	dst = append(dst, c.ops...)
-	c.ops = c.ops[:0]
-	c.nImg = 0 // the images of KVLoad and KVSave are numbered per hand-over
-	return dst
+	return c.ops.take(dst)
 }
 
 // PendingOps returns the number of pending store operations.
-func (c *Manager) PendingOps() int { return len(c.ops) }
+func (c *Manager) PendingOps() int { return c.ops.len() }
 
 // cowBlock makes seq's table slot bi hold a block seq may modify: if the block is shared, its
 // first count cells are copied to a new block that replaces it in seq's table. The caller has

@@ -112,7 +112,7 @@ func (c *Manager) ownForDiscard(seq int, bi, count int32) {
 // to cell dst.
 func (c *Manager) moveCell(src, dst int32) {
 	c.pos[dst], c.tok[dst] = c.pos[src], c.tok[src]
-	c.opCopy(src, dst, 1)
+	c.ops.copyCells(src, dst, 1)
 }
 
 // rotateCells asks the store to re-rotate the keys of cells by delta positions.
@@ -121,6 +121,6 @@ func (c *Manager) rotateCells(cells []int32, delta int32) {
 		return
 	}
 	for _, cell := range cells {
-		c.opShift(cell, delta)
+		c.ops.shift(cell, delta)
 	}
 }

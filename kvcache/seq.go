@@ -302,7 +302,7 @@ func (c *Manager) remap(op string, seq int, r posRange, f func(int32) (int32, er
 			continue
 		}
 		c.pos[cell] = np
-		c.opShift(int32(cell), np-p)
+		c.ops.shift(int32(cell), np-p)
 	}
 	c.trim(seq)
 	return nil

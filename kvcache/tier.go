@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"ubatch/batch"
 )
 
 // Tiers beyond RAM. A block leaving RAM (evicted from the prefix cache, or a preempted
@@ -138,10 +137,8 @@ func (c *Manager) spill(b int32, swap bool) bool {
 	base := b * c.bs
 	off := int32(len(c.spillToks))
 	c.spillToks = append(c.spillToks, c.tok[base:base+n]...)
-	img := c.nImg
-	c.nImg++
+	img := c.ops.save(base, n)
 	c.spills = append(c.spills, spillRec{key: c.key[b], parent: c.pkey[b], depth: c.depth[b], off: off, n: n, img: img, swap: swap})
-	c.ops = append(c.ops, batch.KVOp{Kind: batch.KVSave, Src: base, Dst: img, N: n})
 	return true
 }
 
@@ -254,10 +251,7 @@ func (c *Manager) Import(salt Salt, prompt []int32, blocks []ImportBlock, imgs [
 			c.pos[base+j] = i*c.bs + j
 			c.tok[base+j] = prompt[lo+int(j)]
 		}
-		img := c.nImg
-		c.nImg++
-		c.ops = append(c.ops, batch.KVOp{Kind: batch.KVLoad, Src: img, Dst: base, N: ib.Cells})
-		imgs[slot] = img
+		imgs[slot] = c.ops.load(base, ib.Cells)
 		if ib.Cells < c.bs { // a partial block ends the chain
 			c.setKey(b, pk, ib.Cells)
 			c.keep(b, i, ib.Cells, parent)
@@ -320,10 +314,7 @@ func (c *Manager) SaveCells(cell, n int32) (int32, error) {
 	if n <= 0 || n > c.bs || cell < 0 || int(cell)+int(n) > len(c.pos) {
 		return 0, fmt.Errorf("kvcache: SaveCells: cells [%d, %d) outside the cache", cell, cell+n)
 	}
-	img := c.nImg
-	c.nImg++
-	c.ops = append(c.ops, batch.KVOp{Kind: batch.KVSave, Src: cell, Dst: img, N: n})
-	return img, nil
+	return c.ops.save(cell, n), nil
 }
 
 // SpillCached records a KVSave of up to max cached blocks (refcount 0, kept for prefix reuse)
