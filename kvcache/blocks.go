@@ -1,5 +1,7 @@
 package kvcache
 
+import "fmt"
+
 // A block's life: free (on c.free), held (ref > 0: in that many sequence tables), cached (ref
 // 0, in the eviction heap: an indexed full block or a kept partial one). Exactly one of the
 // three holds at any time (checkInvariants in the tests), and the reference count and the
@@ -53,8 +55,18 @@ func (s *blockState) reset(b int32) {
 // available is the number of blocks an allocation may take (free, then evicted cached ones).
 func (c *Manager) available() int { return len(c.free) + c.evq.len() }
 
+// canAlloc is the check that goes with alloc: nil when need blocks can be allocated, else
+// ErrKVFull with both counts, which the caller wraps with what needed them. An operation calls
+// it once for all its blocks, before changing anything. It allocates only when it fails.
+func (c *Manager) canAlloc(need int) error {
+	if avail := c.available(); need > avail {
+		return fmt.Errorf("%w: %d needed, %d available", ErrKVFull, need, avail)
+	}
+	return nil
+}
+
 // alloc takes a free block, or evicts the cached one of lowest priority (evict.go); the caller
-// has checked available() and holds it (hold) or copies into it. The block's cells are marked
+// has checked canAlloc (or available()) and holds it (hold) or copies into it. The block's cells are marked
 // empty, and it is not stale.
 func (c *Manager) alloc() int32 {
 	var b int32

@@ -52,9 +52,8 @@ func (c *Manager) SeqDiscard(seq int, p0, p1 int32) error {
 		}
 		k++
 	}
-	if avail := c.available(); need > avail {
-		return fmt.Errorf("%w: SeqDiscard of [%d, %d) in sequence %d needs %d block copies, %d available",
-			ErrKVFull, p0, p1, seq, need, avail)
+	if err := c.canAlloc(need); err != nil {
+		return fmt.Errorf("SeqDiscard of [%d, %d) in sequence %d: %w", p0, p1, seq, err)
 	}
 	// The move: sources are read through the table as it was (a shared block replaced in the
 	// table keeps its content for its other holders, and for the cells still to be read); a

@@ -199,9 +199,8 @@ func (c *Manager) CheckReserve(pos []int32, seqs [][]int32) error {
 	if err != nil {
 		return err
 	}
-	if avail := c.available(); need > avail {
-		return fmt.Errorf("%w: micro-batch of %d tokens needs %d blocks, %d available",
-			ErrKVFull, len(pos), need, avail)
+	if err := c.canAlloc(need); err != nil {
+		return fmt.Errorf("a micro-batch of %d tokens: %w", len(pos), err)
 	}
 	return nil
 }

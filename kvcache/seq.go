@@ -67,9 +67,8 @@ func (c *Manager) SeqRemove(seq int, p0, p1 int32) error {
 			}
 		}
 	}
-	if avail := c.available(); need > avail {
-		return fmt.Errorf("%w: removing positions [%d, %d) needs %d block copies, %d available",
-			ErrKVFull, p0, p1, need, avail)
+	if err := c.canAlloc(need); err != nil {
+		return fmt.Errorf("removing positions [%d, %d): %w", p0, p1, err)
 	}
 	for s := lo; s < hi; s++ {
 		kept := c.keptLen(s, r)
@@ -158,9 +157,8 @@ func (c *Manager) SeqCopy(src, dst int, p0, p1 int32) error {
 			need++
 		}
 	}
-	if avail := c.available(); need > avail {
-		return fmt.Errorf("%w: copying positions [%d, %d) of sequence %d needs %d block copies, %d available",
-			ErrKVFull, p0, p1, src, need, avail)
+	if err := c.canAlloc(need); err != nil {
+		return fmt.Errorf("copying positions [%d, %d) of sequence %d: %w", p0, p1, src, err)
 	}
 	ds := &c.seqs[dst]
 	ds.table = ds.table[:0]
@@ -276,8 +274,8 @@ func (c *Manager) remap(op string, seq int, r posRange, f func(int32) (int32, er
 			}
 		}
 	}
-	if avail := c.available(); need > avail {
-		return fmt.Errorf("%w: %s of sequence %d needs %d block copies, %d available", ErrKVFull, op, seq, need, avail)
+	if err := c.canAlloc(need); err != nil {
+		return fmt.Errorf("%s of sequence %d: %w", op, seq, err)
 	}
 	last = -1
 	var b int32

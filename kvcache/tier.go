@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-
 )
 
 // Tiers beyond RAM. A block leaving RAM (evicted from the prefix cache, or a preempted
