@@ -66,8 +66,8 @@ func (c *Manager) canAlloc(need int) error {
 }
 
 // alloc takes a free block, or evicts the cached one of lowest priority (evict.go); the caller
-// has checked canAlloc (or available()) and holds it (hold) or copies into it. The block's cells are marked
-// empty, and it is not stale.
+// has checked canAlloc (or available()) and holds it (hold) or copies into it. The block's
+// cells are marked empty, and it is not stale.
 func (c *Manager) alloc() int32 {
 	var b int32
 	if n := len(c.free); n > 0 {
@@ -78,10 +78,7 @@ func (c *Manager) alloc() int32 {
 		c.spill(b, false) // to another tier, if one takes it (tier.go)
 		c.unhash(b)
 	}
-	base := b * c.bs
-	for j := range c.bs {
-		c.pos[base+j] = -1
-	}
+	c.cells.emptyRange(b*c.bs, c.bs)
 	c.stale[b] = false
 	c.hits[b] = 1
 	return b

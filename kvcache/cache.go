@@ -18,7 +18,8 @@
 // # Bookkeeping
 //
 // Everything is plain slices indexed by cell or block id, in the spirit of llama.cpp's
-// llama-kv-cells.h. Per cell: its position (-1 = empty) and token id. Per block (blockState,
+// llama-kv-cells.h. Per cell (cellState, cells.go): its position (-1 = empty) and token id.
+// The store operations the bookkeeping decides are an opList (ops.go). Per block (blockState,
 // blocks.go, the one writer of refcounts): a refcount (the number of sequence block tables that
 // hold it) and a chained content hash; the eviction order (evictOrder), the prefix index
 // (prefixIndex) and the lists of children of each parent hash (children) are types of their
@@ -121,9 +122,7 @@ type Manager struct {
 	cfg Config
 	bs  int32 // BlockSize
 
-	// Per cell.
-	pos []int32 // -1 = empty
-	tok []int32
+	cells cellState // per cell (cells.go)
 
 	blockState // per block (blocks.go)
 
@@ -224,8 +223,7 @@ func NewManager(cfg Config) (*Manager, error) {
 	c := &Manager{
 		cfg:        cfg,
 		bs:         int32(cfg.BlockSize),
-		pos:        make([]int32, nCells),
-		tok:        make([]int32, nCells),
+		cells:      newCellState(nCells),
 		blockState: newBlockState(cfg.NumBlocks),
 		kids:       newChildren(cfg.NumBlocks),
 		evq:        newEvictOrder(cfg.NumBlocks),
@@ -270,19 +268,19 @@ func (c *Manager) SeqLen(seq int) int {
 // cells within some sequence's first SeqCells slots are meaningful: cells past a sequence's end
 // may hold stale positions.
 func (c *Manager) Pos(cell int32) int32 {
-	if cell < 0 || int(cell) >= len(c.pos) {
+	if !c.cells.in(cell) {
 		return -1
 	}
-	return c.pos[cell]
+	return c.cells.pos(cell)
 }
 
 // Token returns the token id recorded for cell (meaningful when Pos(cell) >= 0), or -1 if cell
 // is out of range.
 func (c *Manager) Token(cell int32) int32 {
-	if cell < 0 || int(cell) >= len(c.tok) {
+	if !c.cells.in(cell) {
 		return -1
 	}
-	return c.tok[cell]
+	return c.cells.tok(cell)
 }
 
 // SeqPosMax returns the largest position among seq's cells, -1 if it has none.
@@ -331,7 +329,7 @@ func (c *Manager) Stats() Stats {
 		}
 		base := int32(b) * c.bs
 		for j := range c.fill[b] {
-			if c.pos[base+j] >= 0 {
+			if c.cells.pos(base+j) >= 0 {
 				st.UsedCells++
 			}
 		}
@@ -356,9 +354,7 @@ func (c *Manager) Clear() {
 		c.forget(b)
 		c.free = append(c.free, b) // block 0 on top: allocation goes in address order
 	}
-	for i := range c.pos {
-		c.pos[i] = -1
-	}
+	c.cells.emptyRange(0, int32(c.cells.n()))
 	c.index.clear()
 	c.kids.clear()
 	c.evq.clear()
@@ -368,8 +364,7 @@ func (c *Manager) Clear() {
 // through a store operation) into block dst, fresh from alloc; dst is stale if src is.
 func (c *Manager) copyCells(src, dst, count int32) {
 	s, d := src*c.bs, dst*c.bs
-	copy(c.pos[d:d+count], c.pos[s:s+count])
-	copy(c.tok[d:d+count], c.tok[s:s+count])
+	c.cells.copyRange(s, d, count)
 	if c.stale[src] {
 		c.markStale(dst) // dst is fresh from alloc: not stale until now
 	}
@@ -406,7 +401,7 @@ func (c *Manager) cowBlock(seq int, bi int, count int32) int32 {
 func (c *Manager) trim(seq int) {
 	sq := &c.seqs[seq]
 	n := sq.n
-	for n > 0 && c.pos[sq.table[(n-1)/c.bs]*c.bs+(n-1)%c.bs] < 0 {
+	for n > 0 && c.cells.pos(sq.table[(n-1)/c.bs]*c.bs+(n-1)%c.bs) < 0 {
 		n--
 	}
 	c.truncate(sq, n)
@@ -428,7 +423,7 @@ func (c *Manager) updateRange(seq int) {
 	sq := &c.seqs[seq]
 	sq.posMin, sq.posMax = -1, -1
 	for i := range sq.n {
-		p := c.pos[sq.table[i/c.bs]*c.bs+i%c.bs]
+		p := c.cells.pos(sq.table[i/c.bs]*c.bs + i%c.bs)
 		if p < 0 {
 			continue
 		}

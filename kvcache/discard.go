@@ -37,7 +37,7 @@ func (c *Manager) SeqDiscard(seq int, p0, p1 int32) error {
 	need := 0
 	lastBlk := int32(-1)
 	for i := range sq.n {
-		p := c.pos[c.cellOf(seq, i)]
+		p := c.cells.pos(c.cellOf(seq, i))
 		if p < 0 || r.has(p) {
 			if first < 0 {
 				first = i
@@ -64,7 +64,7 @@ func (c *Manager) SeqDiscard(seq int, p0, p1 int32) error {
 	j, prepared := int32(0), int32(-1)
 	for i := range sq.n {
 		src := c.oldTable[i/c.bs]*c.bs + i%c.bs
-		p := c.pos[src]
+		p := c.cells.pos(src)
 		if p < 0 || r.has(p) {
 			continue
 		}
@@ -78,7 +78,7 @@ func (c *Manager) SeqDiscard(seq int, p0, p1 int32) error {
 				c.moveCell(src, dst)
 			}
 			if p >= p1 {
-				c.pos[dst] = p - d
+				c.cells.move(dst, p-d)
 				c.rotated = append(c.rotated, dst)
 			}
 		}
@@ -110,7 +110,7 @@ func (c *Manager) ownForDiscard(seq int, bi, count int32) {
 // moveCell copies cell src (position, token; K and V of every layer through a store operation)
 // to cell dst.
 func (c *Manager) moveCell(src, dst int32) {
-	c.pos[dst], c.tok[dst] = c.pos[src], c.tok[src]
+	c.cells.copyRange(src, dst, 1)
 	c.ops.copyCells(src, dst, 1)
 }
 

@@ -50,13 +50,7 @@ func (c *Manager) keepable(seq, bi int, count int32) bool {
 	if count <= 0 || count >= c.bs || c.hashed[b] || c.stale[b] {
 		return false
 	}
-	base, first := b*c.bs, int32(bi)*c.bs
-	for j := range count {
-		if c.pos[base+j] != first+j {
-			return false
-		}
-	}
-	return c.chained(seq, bi)
+	return c.cells.canonical(b*c.bs, count, int32(bi)*c.bs) && c.chained(seq, bi)
 }
 
 // keep makes the unreferenced block b, the first count cells of block number depth of a freed
@@ -64,7 +58,7 @@ func (c *Manager) keepable(seq, bi int, count int32) bool {
 // of parent already holds those cells (b is freed then); kept siblings whose cells are a prefix
 // of b's are freed in its favour. Like partial matches, it looks at maxSiblings children at most.
 func (c *Manager) keep(b, depth, count int32, parent uint64) {
-	toks := c.tok[b*c.bs : b*c.bs+count]
+	toks := c.cells.tokens(b*c.bs, count)
 	x := c.kids.first(parent)
 	for n := 0; x >= 0 && n < maxSiblings; n++ {
 		next := c.kids.after(x)
@@ -73,7 +67,7 @@ func (c *Manager) keep(b, depth, count int32, parent uint64) {
 		case c.leadingCells(x, depth, toks[:min(count, c.cellsIn(x))]) == int(count):
 			c.free = append(c.free, b) // x holds b's cells already
 			return
-		case c.part[x] > 0 && c.leadingCells(b, depth, c.tok[x*c.bs:x*c.bs+c.part[x]]) == int(c.part[x]):
+		case c.part[x] > 0 && c.leadingCells(b, depth, c.cells.tokens(x*c.bs, c.part[x])) == int(c.part[x]):
 			c.cacheRemove(x) // b holds x's cells and more
 			c.unhash(x)
 			c.free = append(c.free, x)

@@ -276,8 +276,7 @@ func (c *Manager) reserve(tokens, pos []int32, seqs [][]int32, cells []int32) {
 			}
 		}
 		cell := b*c.bs + off
-		c.pos[cell] = p
-		c.tok[cell] = tokens[i]
+		c.cells.set(cell, p, tokens[i])
 		cells[i] = cell
 		for _, s := range ss {
 			st := &c.seqs[s]
@@ -301,7 +300,7 @@ func (c *Manager) reserve(tokens, pos []int32, seqs [][]int32, cells []int32) {
 func (c *Manager) ForgetCells(cells []int32) {
 	c.gen++
 	for _, cell := range cells {
-		if cell < 0 || int(cell) >= len(c.pos) {
+		if !c.cells.in(cell) {
 			continue
 		}
 		b := cell / c.bs

@@ -109,7 +109,7 @@ func (c *Manager) setKey(b int32, parent Key, n int32) {
 	}
 	base := b * c.bs
 	c.pkey[b] = parent
-	c.key[b] = chainKey(c.keyBuf, parent, c.tok[base:base+n])
+	c.key[b] = chainKey(c.keyBuf, parent, c.cells.tokens(base, n))
 }
 
 // parentKey is the Key of slot bi-1 of seq's table, its salt's Key (RootKey unsalted) for bi 0.
@@ -135,7 +135,7 @@ func (c *Manager) spill(b int32, swap bool) bool {
 	n := c.cellsIn(b)
 	base := b * c.bs
 	off := int32(len(c.spillToks))
-	c.spillToks = append(c.spillToks, c.tok[base:base+n]...)
+	c.spillToks = append(c.spillToks, c.cells.tokens(base, n)...)
 	img := c.ops.save(base, n)
 	c.spills = append(c.spills, spillRec{key: c.key[b], parent: c.pkey[b], depth: c.depth[b], off: off, n: n, img: img, swap: swap})
 	return true
@@ -247,8 +247,7 @@ func (c *Manager) Import(salt Salt, prompt []int32, blocks []ImportBlock, imgs [
 		b := c.alloc()
 		base := b * c.bs
 		for j := range ib.Cells {
-			c.pos[base+j] = i*c.bs + j
-			c.tok[base+j] = prompt[lo+int(j)]
+			c.cells.set(base+j, i*c.bs+j, prompt[lo+int(j)])
 		}
 		imgs[slot] = c.ops.load(base, ib.Cells)
 		if ib.Cells < c.bs { // a partial block ends the chain
@@ -257,7 +256,7 @@ func (c *Manager) Import(salt Salt, prompt []int32, blocks []ImportBlock, imgs [
 			held = lo + int(ib.Cells)
 			break
 		}
-		h := c.hashFn(c.seed, parent, c.tok[base:base+c.bs])
+		h := c.hashFn(c.seed, parent, c.cells.tokens(base, c.bs))
 		c.setKey(b, pk, c.bs)
 		c.setHash(b, h, parent, i)
 		c.emitStored(b, int(i), salt.Routing)
@@ -310,7 +309,7 @@ func (c *Manager) Prefix(dst []CachedBlock, salt Salt, tokens []int32) []CachedB
 // the images of the operations TakeOps or Schedule hands over next). For saving what Prefix
 // found.
 func (c *Manager) SaveCells(cell, n int32) (int32, error) {
-	if n <= 0 || n > c.bs || cell < 0 || int(cell)+int(n) > len(c.pos) {
+	if n <= 0 || n > c.bs || cell < 0 || int(cell)+int(n) > c.cells.n() {
 		return 0, fmt.Errorf("kvcache: SaveCells: cells [%d, %d) outside the cache", cell, cell+n)
 	}
 	return c.ops.save(cell, n), nil
