@@ -4,8 +4,8 @@ import "fmt"
 
 // A block's life: free (on c.free), held (ref > 0: in that many sequence tables), cached (ref
 // 0, in the eviction heap: an indexed full block or a kept partial one). Exactly one of the
-// three holds at any time (checkInvariants in the tests), and the reference count and the
-// stale mark are written only here:
+// three holds at any time (checkInvariants in the tests), and the free list and every
+// per-block field (blockState) are written only here:
 //
 //   - alloc takes a free block, or evicts the cached block of lowest priority; the caller then
 //     holds it (hold) or copies into it.
@@ -13,8 +13,9 @@ import "fmt"
 //     takes a cached one out of the heap; split moves references of a shared block to its
 //     copy-on-write copy.
 //   - release drops one: a block left unreferenced is cached when it is (or can become) its
-//     hash's index entry, and freed otherwise; drop hands the last one to keep, which caches the
-//     block as a partial one.
+//     hash's index entry, and freed otherwise (freeBlock); drop hands the last one to keep, which
+//     caches the block as a partial one (setKept) or frees it; uncache frees a cached block.
+//   - use counts a sequence that takes a block (its eviction priority, evict.go).
 //   - markStale marks a block whose K/V a fresh decode of its tokens would not give; alloc
 //     clears the mark.
 //   - setHash gives a full block its chained hash and, when the hash has no entry, the prefix
@@ -117,8 +118,31 @@ func (c *Manager) release(b int32) {
 		return
 	}
 	c.unhash(b)
-	c.free = append(c.free, b)
+	c.freeBlock(b)
 }
+
+// freeBlock puts b, unreferenced, neither cached nor hashed, on the free list.
+func (c *Manager) freeBlock(b int32) { c.free = append(c.free, b) }
+
+// uncache takes the cached block b out of the cache (the eviction order, its hash or its place
+// among its parent's children) and frees it.
+func (c *Manager) uncache(b int32) {
+	c.cacheRemove(b)
+	c.unhash(b)
+	c.freeBlock(b)
+}
+
+// setKept makes the unreferenced block b a kept partial block (keep.go): its first count cells,
+// block number depth of its sequence, chained from parent. It joins parent's children and the
+// cache.
+func (c *Manager) setKept(b, count int32, parent uint64, depth int32) {
+	c.part[b], c.parent[b], c.depth[b] = count, parent, depth
+	c.linkChild(b)
+	c.cachePush(b)
+}
+
+// use counts one more sequence that took b since it was allocated (its eviction priority).
+func (c *Manager) use(b int32) { c.hits[b]++ }
 
 // drop takes b's one reference away without caching or freeing it: keep caches it next, as a
 // kept partial block.
@@ -162,11 +186,19 @@ func (c *Manager) unhash(b int32) {
 	c.hashed[b] = false
 }
 
-// forget makes b a block that holds nothing (Clear, which then frees it and empties the
-// eviction order, the index and the lists of children), telling OnBlock of its hash.
-func (c *Manager) forget(b int32) {
-	if c.hashed[b] {
-		c.emitRemoved(b)
+// forgetAll makes every block one that holds nothing, telling OnBlock of each hash, and frees
+// it, block 0 on top so that allocation goes in address order; then empties the eviction order,
+// the index and the lists of children (Clear).
+func (c *Manager) forgetAll() {
+	c.free = c.free[:0]
+	for b := int32(len(c.ref)) - 1; b >= 0; b-- {
+		if c.hashed[b] {
+			c.emitRemoved(b)
+		}
+		c.blockState.reset(b)
+		c.freeBlock(b)
 	}
-	c.blockState.reset(b)
+	c.index.clear()
+	c.kids.clear()
+	c.evq.clear()
 }

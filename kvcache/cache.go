@@ -349,15 +349,8 @@ func (c *Manager) Clear() {
 	for s := range c.seqs {
 		c.seqs[s] = seqTable{table: c.seqs[s].table[:0], posMin: -1, posMax: -1, intent: c.seqs[s].intent[:0]}
 	}
-	c.free = c.free[:0]
-	for b := int32(len(c.ref)) - 1; b >= 0; b-- {
-		c.forget(b)
-		c.free = append(c.free, b) // block 0 on top: allocation goes in address order
-	}
+	c.forgetAll()
 	c.cells.emptyRange(0, int32(c.cells.n()))
-	c.index.clear()
-	c.kids.clear()
-	c.evq.clear()
 }
 
 // copyCells copies the first count cells of block src (position, token; K and V of every layer

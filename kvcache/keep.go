@@ -65,18 +65,14 @@ func (c *Manager) keep(b, depth, count int32, parent uint64) {
 		switch {
 		case c.stale[x]:
 		case c.leadingCells(x, depth, toks[:min(count, c.cellsIn(x))]) == int(count):
-			c.free = append(c.free, b) // x holds b's cells already
+			c.freeBlock(b) // x holds b's cells already
 			return
 		case c.part[x] > 0 && c.leadingCells(b, depth, c.cells.tokens(x*c.bs, c.part[x])) == int(c.part[x]):
-			c.cacheRemove(x) // b holds x's cells and more
-			c.unhash(x)
-			c.free = append(c.free, x)
+			c.uncache(x) // b holds x's cells and more
 		}
 		x = next
 	}
-	c.part[b], c.parent[b], c.depth[b] = count, parent, depth
-	c.linkChild(b)
-	c.cachePush(b)
+	c.setKept(b, count, parent, depth)
 }
 
 // cellsIn is the number of leading cells of the child block b (hashed or kept partial) that

@@ -240,12 +240,12 @@ func (c *Manager) AttachPrefixSalt(seq int, salt Salt, tokens []int32) (int, err
 	src, m := c.match(sq.root, tokens)
 	for _, b := range c.matched {
 		c.pin(b)
-		c.hits[b]++
+		c.use(b)
 		sq.table = append(sq.table, b)
 	}
 	n := len(c.matched) * int(c.bs)
 	if m > 0 {
-		c.hits[src]++
+		c.use(src)
 		// The copy is a store operation, applied in order before any forward pass writes: src
 		// keeps its K/V until then even if it is evicted and reallocated meanwhile. It is only
 		// kept out of this alloc, so that the copy does not take its own source.

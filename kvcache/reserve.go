@@ -308,13 +308,10 @@ func (c *Manager) ForgetCells(cells []int32) {
 		if !c.hashed[b] && c.part[b] == 0 {
 			continue
 		}
-		cached := c.evq.has(b) // an indexed full block or a kept partial one
-		if cached {
-			c.cacheRemove(b)
-		}
-		c.unhash(b)
-		if cached {
-			c.free = append(c.free, b)
+		if c.evq.has(b) { // an indexed full block or a kept partial one
+			c.uncache(b)
+		} else {
+			c.unhash(b)
 		}
 	}
 }

@@ -126,18 +126,23 @@ func (c *Manager) parentKey(seq, bi int) Key {
 // spill records a KVSave of block b's content (it is about to be evicted, or swapped out) when
 // it has a Key and want says the tier takes it.
 func (c *Manager) spill(b int32, swap bool) bool {
-	if c.want == nil || c.stale[b] || (!c.hashed[b] && c.part[b] == 0) || c.key[b] == RootKey {
+	if !c.hashed[b] && c.part[b] == 0 {
 		return false
 	}
-	if !c.want(c.key[b]) {
+	return c.spillAs(b, c.depth[b], c.cellsIn(b), swap)
+}
+
+// spillAs is spill of b's first n cells as block number depth of its sequence: b need not be
+// hashed nor kept yet (SpillSeq's last, partly filled block).
+func (c *Manager) spillAs(b, depth, n int32, swap bool) bool {
+	if c.want == nil || c.stale[b] || c.key[b] == RootKey || !c.want(c.key[b]) {
 		return false
 	}
-	n := c.cellsIn(b)
 	base := b * c.bs
 	off := int32(len(c.spillToks))
 	c.spillToks = append(c.spillToks, c.cells.tokens(base, n)...)
 	img := c.ops.save(base, n)
-	c.spills = append(c.spills, spillRec{key: c.key[b], parent: c.pkey[b], depth: c.depth[b], off: off, n: n, img: img, swap: swap})
+	c.spills = append(c.spills, spillRec{key: c.key[b], parent: c.pkey[b], depth: depth, off: off, n: n, img: img, swap: swap})
 	return true
 }
 
@@ -172,11 +177,7 @@ func (c *Manager) SpillSeq(seq int) (blocks, cells int) {
 			}
 			// Not kept yet (that happens when seq is freed): give the partial block its Key now.
 			c.setKey(b, c.parentKey(seq, bi), count)
-			c.depth[b] = int32(bi)
-			c.part[b] = count
-			ok := c.spill(b, true)
-			c.part[b] = 0
-			if ok {
+			if c.spillAs(b, int32(bi), count, true) {
 				blocks++
 				cells += int(count)
 			}
