@@ -22,8 +22,12 @@ import "fmt"
 //     index's entry (indexIfFree, also for a released block or a duplicate promoted in its
 //     twin's place); unhash takes it out of both.
 
-// blockState is the state of every block, indexed by block id; Manager embeds it. A new
-// per-block field is declared, allocated and reset here.
+// blockState is the state of every block, indexed by block id, with the free list and the
+// eviction order; Manager embeds it. A new per-block field is declared, allocated and reset
+// here. Its methods (available, hold, pin, split, freeBlock, use, drop, markStale, and
+// evict.go's cachePush, cacheRemove, evict) touch only this state; the steps of a block's life
+// that also reach the prefix index, the tiers or OnBlock (alloc, release, uncache, setKept,
+// setHash, unhash, forgetAll) are the Manager's.
 type blockState struct {
 	ref    []int32  // the sequence tables that hold the block
 	hash   []uint64 // chained hash; meaningful only when hashed
@@ -38,12 +42,16 @@ type blockState struct {
 	part  []int32
 	depth []int32 // index in its sequence's table when hashed
 	hits  []int32 // sequences that used the block since it was allocated (see evict.go)
+
+	free []int32    // stack of blocks with refcount 0 that hold nothing reusable
+	evq  evictOrder // the cached blocks (evict.go)
 }
 
 func newBlockState(n int) blockState {
 	return blockState{ref: make([]int32, n), hash: make([]uint64, n), parent: make([]uint64, n),
 		hashed: make([]bool, n), stale: make([]bool, n), part: make([]int32, n),
-		depth: make([]int32, n), hits: make([]int32, n)}
+		depth: make([]int32, n), hits: make([]int32, n),
+		free: make([]int32, 0, n), evq: newEvictOrder(n)}
 }
 
 // reset makes b hold nothing: no reference, no hash, not stale, not kept.
@@ -54,7 +62,7 @@ func (s *blockState) reset(b int32) {
 }
 
 // available is the number of blocks an allocation may take (free, then evicted cached ones).
-func (c *Manager) available() int { return len(c.free) + c.evq.len() }
+func (s *blockState) available() int { return len(s.free) + s.evq.len() }
 
 // canAlloc is the check that goes with alloc: nil when need blocks can be allocated, else
 // ErrKVFull with both counts, which the caller wraps with what needed them. An operation calls
@@ -86,21 +94,21 @@ func (c *Manager) alloc() int32 {
 }
 
 // hold gives b, fresh from alloc (no reference yet), its first k references: k tables hold it.
-func (c *Manager) hold(b, k int32) { c.ref[b] = k }
+func (s *blockState) hold(b, k int32) { s.ref[b] = k }
 
 // pin takes one more reference to b, out of the eviction heap if it was cached.
-func (c *Manager) pin(b int32) {
-	if c.ref[b] == 0 {
-		c.cacheRemove(b)
+func (s *blockState) pin(b int32) {
+	if s.ref[b] == 0 {
+		s.cacheRemove(b)
 	}
-	c.ref[b]++
+	s.ref[b]++
 }
 
 // split moves k of b's references to nb, b's copy fresh from alloc: the k tables that held b
 // now hold nb. b keeps at least one (it had more than k).
-func (c *Manager) split(b, nb, k int32) {
-	c.ref[b] -= k
-	c.ref[nb] = k
+func (s *blockState) split(b, nb, k int32) {
+	s.ref[b] -= k
+	s.ref[nb] = k
 }
 
 // release drops one reference to b. A block left unreferenced is kept as a cached block when it
@@ -122,7 +130,7 @@ func (c *Manager) release(b int32) {
 }
 
 // freeBlock puts b, unreferenced, neither cached nor hashed, on the free list.
-func (c *Manager) freeBlock(b int32) { c.free = append(c.free, b) }
+func (s *blockState) freeBlock(b int32) { s.free = append(s.free, b) }
 
 // uncache takes the cached block b out of the cache (the eviction order, its hash or its place
 // among its parent's children) and frees it.
@@ -142,16 +150,16 @@ func (c *Manager) setKept(b, count int32, parent uint64, depth int32) {
 }
 
 // use counts one more sequence that took b since it was allocated (its eviction priority).
-func (c *Manager) use(b int32) { c.hits[b]++ }
+func (s *blockState) use(b int32) { s.hits[b]++ }
 
 // drop takes b's one reference away without caching or freeing it: keep caches it next, as a
 // kept partial block.
-func (c *Manager) drop(b int32) { c.ref[b] = 0 }
+func (s *blockState) drop(b int32) { s.ref[b] = 0 }
 
 // markStale marks b's K/V as not what a fresh decode of its tokens gives (re-rotated keys,
 // cells whose forward pass failed): it is never hashed nor copied by a partial match until it
 // is allocated again.
-func (c *Manager) markStale(b int32) { c.stale[b] = true }
+func (s *blockState) markStale(b int32) { s.stale[b] = true }
 
 // setHash records h as b's content hash, chained from parent as block depth of its
 // sequence: b joins its parent's children and, when no block holds h's index entry, takes it.

@@ -126,8 +126,6 @@ type Manager struct {
 
 	blockState // per block (blocks.go)
 
-	free    []int32     // stack of blocks with refcount 0 that hold nothing reusable
-	evq     evictOrder  // the cached blocks (evict.go)
 	index   prefixIndex // hash -> the block that answers for it (prefix.go)
 	kids    children    // per parent hash, the blocks chained from it (children.go)
 	matched []int32     // scratch of match
@@ -226,8 +224,6 @@ func NewManager(cfg Config) (*Manager, error) {
 		cells:      newCellState(nCells),
 		blockState: newBlockState(cfg.NumBlocks),
 		kids:       newChildren(cfg.NumBlocks),
-		evq:        newEvictOrder(cfg.NumBlocks),
-		free:       make([]int32, 0, cfg.NumBlocks),
 		index:      newPrefixIndex(cfg.NumBlocks),
 		seqs:       make([]seqTable, cfg.MaxSeqs),
 		seed:       maphash.MakeSeed(),
