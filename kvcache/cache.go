@@ -142,15 +142,7 @@ type Manager struct {
 
 	ops opList // store operations decided and not yet handed over (ops.go)
 
-	// Tiers (tier.go): per-block Keys (nil until SetSpill), the spill filter and the blocks
-	// whose KVSave operations are pending.
-	tiers     bool
-	want      func(Key) bool
-	key, pkey []Key
-	keyBuf    []byte
-	spills    []spillRec
-	spillToks []int32
-	pinned    []int32 // Import's scratch
+	tier tierState // spilling to other tiers (tier.go)
 	// gen counts mutating calls; planGen/planFor record the last successful CanSchedule, so that
 	// Schedule right after it does not plan the same batch again.
 	gen     uint64
@@ -341,7 +333,7 @@ func (c *Manager) SeqCells(seq int) int { return c.SeqLen(seq) }
 func (c *Manager) Clear() {
 	c.gen++
 	c.ops.reset()
-	c.spills, c.spillToks = c.spills[:0], c.spillToks[:0]
+	c.tier.spills, c.tier.spillToks = c.tier.spills[:0], c.tier.spillToks[:0]
 	for s := range c.seqs {
 		c.seqs[s] = seqTable{table: c.seqs[s].table[:0], posMin: -1, posMax: -1, intent: c.seqs[s].intent[:0]}
 	}
