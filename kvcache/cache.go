@@ -18,7 +18,8 @@
 // # Bookkeeping
 //
 // Everything is plain slices indexed by cell or block id, in the spirit of llama.cpp's
-// llama-kv-cells.h. Per cell: its position (-1 = empty) and token id. Per block (blockState,
+// llama-kv-cells.h. Per cell (cellState, cells.go): its position (-1 = empty) and token id.
+// The store operations the bookkeeping decides are an opList (ops.go). Per block (blockState,
 // blocks.go, the one writer of refcounts): a refcount (the number of sequence block tables that
 // hold it) and a chained content hash; the eviction order (evictOrder), the prefix index
 // (prefixIndex) and the lists of children of each parent hash (children) are types of their
@@ -121,14 +122,10 @@ type Manager struct {
 	cfg Config
 	bs  int32 // BlockSize
 
-	// Per cell.
-	pos []int32 // -1 = empty
-	tok []int32
+	cells cellState // per cell (cells.go)
 
 	blockState // per block (blocks.go)
 
-	free    []int32     // stack of blocks with refcount 0 that hold nothing reusable
-	evq     evictOrder  // the cached blocks (evict.go)
 	index   prefixIndex // hash -> the block that answers for it (prefix.go)
 	kids    children    // per parent hash, the blocks chained from it (children.go)
 	matched []int32     // scratch of match
@@ -143,19 +140,9 @@ type Manager struct {
 	rotated  []int32 // SeqDiscard's cells whose keys it re-rotates
 	fill     []int32 // per block, for Stats
 
-	ops []batch.KVOp // store operations decided and not yet handed over (TakeOps, Schedule)
+	ops opList // store operations decided and not yet handed over (ops.go)
 
-	// Tiers (tier.go): per-block Keys (nil until SetSpill), the spill filter, the blocks whose
-	// KVSave operations are pending, and the images numbered since the operations were last
-	// handed over.
-	tiers     bool
-	want      func(Key) bool
-	key, pkey []Key
-	keyBuf    []byte
-	spills    []spillRec
-	spillToks []int32
-	nImg      int32
-	pinned    []int32 // Import's scratch
+	tier tierState // spilling to other tiers (tier.go)
 	// gen counts mutating calls; planGen/planFor record the last successful CanSchedule, so that
 	// Schedule right after it does not plan the same batch again.
 	gen     uint64
@@ -226,12 +213,9 @@ func NewManager(cfg Config) (*Manager, error) {
 	c := &Manager{
 		cfg:        cfg,
 		bs:         int32(cfg.BlockSize),
-		pos:        make([]int32, nCells),
-		tok:        make([]int32, nCells),
+		cells:      newCellState(nCells),
 		blockState: newBlockState(cfg.NumBlocks),
 		kids:       newChildren(cfg.NumBlocks),
-		evq:        newEvictOrder(cfg.NumBlocks),
-		free:       make([]int32, 0, cfg.NumBlocks),
 		index:      newPrefixIndex(cfg.NumBlocks),
 		seqs:       make([]seqTable, cfg.MaxSeqs),
 		seed:       maphash.MakeSeed(),
@@ -272,19 +256,19 @@ func (c *Manager) SeqLen(seq int) int {
 // cells within some sequence's first SeqCells slots are meaningful: cells past a sequence's end
 // may hold stale positions.
 func (c *Manager) Pos(cell int32) int32 {
-	if cell < 0 || int(cell) >= len(c.pos) {
+	if !c.cells.in(cell) {
 		return -1
 	}
-	return c.pos[cell]
+	return c.cells.pos(cell)
 }
 
 // Token returns the token id recorded for cell (meaningful when Pos(cell) >= 0), or -1 if cell
 // is out of range.
 func (c *Manager) Token(cell int32) int32 {
-	if cell < 0 || int(cell) >= len(c.tok) {
+	if !c.cells.in(cell) {
 		return -1
 	}
-	return c.tok[cell]
+	return c.cells.tok(cell)
 }
 
 // SeqPosMax returns the largest position among seq's cells, -1 if it has none.
@@ -333,7 +317,7 @@ func (c *Manager) Stats() Stats {
 		}
 		base := int32(b) * c.bs
 		for j := range c.fill[b] {
-			if c.pos[base+j] >= 0 {
+			if c.cells.pos(base+j) >= 0 {
 				st.UsedCells++
 			}
 		}
@@ -348,74 +332,35 @@ func (c *Manager) SeqCells(seq int) int { return c.SeqLen(seq) }
 // pending store operations are dropped (nothing they would write is referenced any more).
 func (c *Manager) Clear() {
 	c.gen++
-	c.ops = c.ops[:0]
-	c.spills, c.spillToks, c.nImg = c.spills[:0], c.spillToks[:0], 0
+	c.ops.reset()
+	c.tier.spills, c.tier.spillToks = c.tier.spills[:0], c.tier.spillToks[:0]
 	for s := range c.seqs {
 		c.seqs[s] = seqTable{table: c.seqs[s].table[:0], posMin: -1, posMax: -1, intent: c.seqs[s].intent[:0]}
 	}
-	c.free = c.free[:0]
-	for b := int32(len(c.ref)) - 1; b >= 0; b-- {
-		c.forget(b)
-		c.free = append(c.free, b) // block 0 on top: allocation goes in address order
-	}
-	for i := range c.pos {
-		c.pos[i] = -1
-	}
-	c.index.clear()
-	c.kids.clear()
-	c.evq.clear()
+	c.forgetAll()
+	c.cells.emptyRange(0, int32(c.cells.n()))
 }
 
 // copyCells copies the first count cells of block src (position, token; K and V of every layer
 // through a store operation) into block dst, fresh from alloc; dst is stale if src is.
 func (c *Manager) copyCells(src, dst, count int32) {
 	s, d := src*c.bs, dst*c.bs
-	copy(c.pos[d:d+count], c.pos[s:s+count])
-	copy(c.tok[d:d+count], c.tok[s:s+count])
+	c.cells.copyRange(s, d, count)
 	if c.stale[src] {
 		c.markStale(dst) // dst is fresh from alloc: not stale until now
 	}
-	c.opCopy(s, d, count)
-}
-
-// opCopy appends the store operation copying cells [src, src+n) to [dst, dst+n), merged into
-// the last one when it continues it.
-func (c *Manager) opCopy(src, dst, n int32) {
-	if k := len(c.ops); k > 0 {
-		o := &c.ops[k-1]
-		if o.Kind == batch.KVCopy && o.Src+o.N == src && o.Dst+o.N == dst && (dst < src || dst >= src+n+o.N) {
-			o.N += n
-			return
-		}
-	}
-	c.ops = append(c.ops, batch.KVOp{Kind: batch.KVCopy, Src: src, Dst: dst, N: n})
-}
-
-// opShift appends the store operation re-rotating the keys of cell by delta positions, merged
-// into the last one when it continues it with the same delta.
-func (c *Manager) opShift(cell, delta int32) {
-	if k := len(c.ops); k > 0 {
-		o := &c.ops[k-1]
-		if o.Kind == batch.KVShift && o.Delta == delta && o.Dst+o.N == cell {
-			o.N++
-			return
-		}
-	}
-	c.ops = append(c.ops, batch.KVOp{Kind: batch.KVShift, Dst: cell, N: 1, Delta: delta})
+	c.ops.copyCells(s, d, count)
 }
 
 // TakeOps appends the pending store operations, in the order they were decided, to dst and
 // returns it; they are then no longer pending. Schedule does this for a step; a caller that
 // changes sequences without decoding (a test, a tool) hands them to its store itself.
 func (c *Manager) TakeOps(dst []batch.KVOp) []batch.KVOp {
-	dst = append(dst, c.ops...)
-	c.ops = c.ops[:0]
-	c.nImg = 0 // the images of KVLoad and KVSave are numbered per hand-over
-	return dst
+	return c.ops.take(dst)
 }
 
 // PendingOps returns the number of pending store operations.
-func (c *Manager) PendingOps() int { return len(c.ops) }
+func (c *Manager) PendingOps() int { return c.ops.len() }
 
 // cowBlock makes seq's table slot bi hold a block seq may modify: if the block is shared, its
 // first count cells are copied to a new block that replaces it in seq's table. The caller has
@@ -437,7 +382,7 @@ func (c *Manager) cowBlock(seq int, bi int, count int32) int32 {
 func (c *Manager) trim(seq int) {
 	sq := &c.seqs[seq]
 	n := sq.n
-	for n > 0 && c.pos[sq.table[(n-1)/c.bs]*c.bs+(n-1)%c.bs] < 0 {
+	for n > 0 && c.cells.pos(sq.table[(n-1)/c.bs]*c.bs+(n-1)%c.bs) < 0 {
 		n--
 	}
 	c.truncate(sq, n)
@@ -459,7 +404,7 @@ func (c *Manager) updateRange(seq int) {
 	sq := &c.seqs[seq]
 	sq.posMin, sq.posMax = -1, -1
 	for i := range sq.n {
-		p := c.pos[sq.table[i/c.bs]*c.bs+i%c.bs]
+		p := c.cells.pos(sq.table[i/c.bs]*c.bs + i%c.bs)
 		if p < 0 {
 			continue
 		}

@@ -37,7 +37,7 @@ func (c *Manager) SeqDiscard(seq int, p0, p1 int32) error {
 	need := 0
 	lastBlk := int32(-1)
 	for i := range sq.n {
-		p := c.pos[c.cellOf(seq, i)]
+		p := c.cells.pos(c.cellOf(seq, i))
 		if p < 0 || r.has(p) {
 			if first < 0 {
 				first = i
@@ -52,9 +52,8 @@ func (c *Manager) SeqDiscard(seq int, p0, p1 int32) error {
 		}
 		k++
 	}
-	if avail := c.available(); need > avail {
-		return fmt.Errorf("%w: SeqDiscard of [%d, %d) in sequence %d needs %d block copies, %d available",
-			ErrKVFull, p0, p1, seq, need, avail)
+	if err := c.canAlloc(need); err != nil {
+		return fmt.Errorf("SeqDiscard of [%d, %d) in sequence %d: %w", p0, p1, seq, err)
 	}
 	// The move: sources are read through the table as it was (a shared block replaced in the
 	// table keeps its content for its other holders, and for the cells still to be read); a
@@ -65,7 +64,7 @@ func (c *Manager) SeqDiscard(seq int, p0, p1 int32) error {
 	j, prepared := int32(0), int32(-1)
 	for i := range sq.n {
 		src := c.oldTable[i/c.bs]*c.bs + i%c.bs
-		p := c.pos[src]
+		p := c.cells.pos(src)
 		if p < 0 || r.has(p) {
 			continue
 		}
@@ -79,7 +78,7 @@ func (c *Manager) SeqDiscard(seq int, p0, p1 int32) error {
 				c.moveCell(src, dst)
 			}
 			if p >= p1 {
-				c.pos[dst] = p - d
+				c.cells.move(dst, p-d)
 				c.rotated = append(c.rotated, dst)
 			}
 		}
@@ -111,8 +110,8 @@ func (c *Manager) ownForDiscard(seq int, bi, count int32) {
 // moveCell copies cell src (position, token; K and V of every layer through a store operation)
 // to cell dst.
 func (c *Manager) moveCell(src, dst int32) {
-	c.pos[dst], c.tok[dst] = c.pos[src], c.tok[src]
-	c.opCopy(src, dst, 1)
+	c.cells.copyRange(src, dst, 1)
+	c.ops.copyCells(src, dst, 1)
 }
 
 // rotateCells asks the store to re-rotate the keys of cells by delta positions.
@@ -121,6 +120,6 @@ func (c *Manager) rotateCells(cells []int32, delta int32) {
 		return
 	}
 	for _, cell := range cells {
-		c.opShift(cell, delta)
+		c.ops.shift(cell, delta)
 	}
 }

@@ -41,7 +41,7 @@ func (c *Manager) emitStored(b int32, bi int, root uint64) {
 	}
 	base := b * c.bs
 	c.cfg.OnBlock(BlockEvent{Kind: BlockStored, Hash: c.hash[b], Parent: c.parent[b], Depth: bi,
-		Tokens: c.tok[base : base+c.bs : base+c.bs], Root: root})
+		Tokens: c.cells.tokens(base, c.bs), Root: root})
 }
 
 // emitRemoved reports that block b, still hashed, is about to lose its hash.

@@ -137,11 +137,11 @@ func (q *evictOrder) down(i int32) {
 }
 
 // cachePush makes the unreferenced block b cached, priced as of now.
-func (c *Manager) cachePush(b int32) { c.evq.push(b, c.hits[b], c.depth[b]) }
+func (s *blockState) cachePush(b int32) { s.evq.push(b, s.hits[b], s.depth[b]) }
 
 // cacheRemove takes the cached block b out of the eviction order (it is being attached,
 // evicted or forgotten).
-func (c *Manager) cacheRemove(b int32) { c.evq.remove(b) }
+func (s *blockState) cacheRemove(b int32) { s.evq.remove(b) }
 
 // evict removes the cached block of lowest priority and returns it; there must be one.
-func (c *Manager) evict() int32 { return c.evq.pop() }
+func (s *blockState) evict() int32 { return s.evq.pop() }

@@ -209,7 +209,7 @@ type snapshot struct {
 func takeSnapshot(c *Cache) snapshot {
 	c.sync()
 	s := snapshot{
-		Pos: slices.Clone(c.pos), Tok: slices.Clone(c.tok), Ref: slices.Clone(c.ref),
+		Pos: slices.Clone(c.cells.ps), Tok: slices.Clone(c.cells.ts), Ref: slices.Clone(c.ref),
 		Free: slices.Clone(c.free), Hits: slices.Clone(c.hits), Part: slices.Clone(c.part), Heap: slices.Clone(c.evq.heap), Prio: slices.Clone(c.evq.prio),
 		Hash: slices.Clone(c.hash), Parent: slices.Clone(c.parent),
 		Hashed: slices.Clone(c.hashed), Indexed: slices.Clone(c.index.is), Rotated: slices.Clone(c.stale),
@@ -274,12 +274,12 @@ func checkInvariants(t testing.TB, c *Cache) {
 			seen[b] = true
 			count[b]++
 		}
-		if sq.n > 0 && c.pos[c.cellOf(s, sq.n-1)] < 0 {
+		if sq.n > 0 && c.cells.pos(c.cellOf(s, sq.n-1)) < 0 {
 			t.Fatalf("seq %d: trailing slot %d is empty", s, sq.n-1)
 		}
 		lo, hi := int32(-1), int32(-1)
 		for i := range sq.n {
-			if p := c.pos[c.cellOf(s, i)]; p >= 0 {
+			if p := c.cells.pos(c.cellOf(s, i)); p >= 0 {
 				if lo < 0 || p < lo {
 					lo = p
 				}

@@ -50,13 +50,7 @@ func (c *Manager) keepable(seq, bi int, count int32) bool {
 	if count <= 0 || count >= c.bs || c.hashed[b] || c.stale[b] {
 		return false
 	}
-	base, first := b*c.bs, int32(bi)*c.bs
-	for j := range count {
-		if c.pos[base+j] != first+j {
-			return false
-		}
-	}
-	return c.chained(seq, bi)
+	return c.cells.canonical(b*c.bs, count, int32(bi)*c.bs) && c.chained(seq, bi)
 }
 
 // keep makes the unreferenced block b, the first count cells of block number depth of a freed
@@ -64,25 +58,21 @@ func (c *Manager) keepable(seq, bi int, count int32) bool {
 // of parent already holds those cells (b is freed then); kept siblings whose cells are a prefix
 // of b's are freed in its favour. Like partial matches, it looks at maxSiblings children at most.
 func (c *Manager) keep(b, depth, count int32, parent uint64) {
-	toks := c.tok[b*c.bs : b*c.bs+count]
+	toks := c.cells.tokens(b*c.bs, count)
 	x := c.kids.first(parent)
 	for n := 0; x >= 0 && n < maxSiblings; n++ {
 		next := c.kids.after(x)
 		switch {
 		case c.stale[x]:
 		case c.leadingCells(x, depth, toks[:min(count, c.cellsIn(x))]) == int(count):
-			c.free = append(c.free, b) // x holds b's cells already
+			c.freeBlock(b) // x holds b's cells already
 			return
-		case c.part[x] > 0 && c.leadingCells(b, depth, c.tok[x*c.bs:x*c.bs+c.part[x]]) == int(c.part[x]):
-			c.cacheRemove(x) // b holds x's cells and more
-			c.unhash(x)
-			c.free = append(c.free, x)
+		case c.part[x] > 0 && c.leadingCells(b, depth, c.cells.tokens(x*c.bs, c.part[x])) == int(c.part[x]):
+			c.uncache(x) // b holds x's cells and more
 		}
 		x = next
 	}
-	c.part[b], c.parent[b], c.depth[b] = count, parent, depth
-	c.linkChild(b)
-	c.cachePush(b)
+	c.setKept(b, count, parent, depth)
 }
 
 // cellsIn is the number of leading cells of the child block b (hashed or kept partial) that

@@ -36,13 +36,7 @@ func (c *Manager) hashBlock(seq, bi int) {
 		return
 	}
 	base := b * c.bs
-	first := int32(bi) * c.bs
-	for j := range c.bs {
-		if c.pos[base+j] != first+j {
-			return
-		}
-	}
-	if !c.chained(seq, bi) {
+	if !c.cells.canonical(base, c.bs, int32(bi)*c.bs) || !c.chained(seq, bi) {
 		return
 	}
 	parent := sq.root
@@ -50,7 +44,7 @@ func (c *Manager) hashBlock(seq, bi int) {
 		parent = c.hash[sq.table[bi-1]]
 	}
 	c.setKey(b, c.parentKey(seq, bi), c.bs)
-	c.setHash(b, c.hashFn(c.seed, parent, c.tok[base:base+c.bs]), parent, int32(bi))
+	c.setHash(b, c.hashFn(c.seed, parent, c.cells.tokens(base, c.bs)), parent, int32(bi))
 	c.emitStored(b, bi, sq.salt.Routing)
 }
 
@@ -122,11 +116,8 @@ func (c *Manager) lookup(i int32, parent uint64, tokens []int32) (b int32, h uin
 	if !ok || c.parent[b] != parent {
 		return 0, 0, false
 	}
-	base, first := b*c.bs, i*c.bs
-	for j, t := range tokens {
-		if c.tok[base+int32(j)] != t || c.pos[base+int32(j)] != first+int32(j) {
-			return 0, 0, false
-		}
+	if c.cells.leading(b*c.bs, i*c.bs, tokens) != len(tokens) {
+		return 0, 0, false
 	}
 	return b, h, true
 }
@@ -187,12 +178,7 @@ func (c *Manager) partial(i int32, parent uint64, tokens []int32, taken int) (sr
 
 // leadingCells counts the leading cells of block b that hold tokens at positions i*BlockSize..
 func (c *Manager) leadingCells(b, i int32, tokens []int32) int {
-	base, first := b*c.bs, i*c.bs
-	m := 0
-	for m < len(tokens) && c.tok[base+int32(m)] == tokens[m] && c.pos[base+int32(m)] == first+int32(m) {
-		m++
-	}
-	return m
+	return c.cells.leading(b*c.bs, i*c.bs, tokens)
 }
 
 // match finds the longest prefix of tokens the cache can provide to a sequence whose first block
@@ -254,12 +240,12 @@ func (c *Manager) AttachPrefixSalt(seq int, salt Salt, tokens []int32) (int, err
 	src, m := c.match(sq.root, tokens)
 	for _, b := range c.matched {
 		c.pin(b)
-		c.hits[b]++
+		c.use(b)
 		sq.table = append(sq.table, b)
 	}
 	n := len(c.matched) * int(c.bs)
 	if m > 0 {
-		c.hits[src]++
+		c.use(src)
 		// The copy is a store operation, applied in order before any forward pass writes: src
 		// keeps its K/V until then even if it is evicted and reallocated meanwhile. It is only
 		// kept out of this alloc, so that the copy does not take its own source.

@@ -19,7 +19,7 @@ func (r *randTest) opDiscard() {
 	rg := posRange{p0, p1}
 	wantN, first := int32(0), int32(-1)
 	for i := range r.c.seqs[s].n {
-		p := r.c.pos[r.c.cellOf(s, i)]
+		p := r.c.cells.pos(r.c.cellOf(s, i))
 		switch {
 		case p < 0 || rg.has(p):
 			if first < 0 {

@@ -110,7 +110,7 @@ func (r *randTest) checkShareable() {
 					break
 				}
 				cell := b*c.bs + j
-				if c.pos[cell] != i {
+				if c.cells.pos(cell) != i {
 					// Not a canonical run from the start: a hashed block here was shared into
 					// a later slot by a range copy, matched by its content, not by this chain.
 					open = true
@@ -120,10 +120,10 @@ func (r *randTest) checkShareable() {
 				if err != nil {
 					r.fatalf("seq %d: %v", s, err)
 				}
-				if want := kOf(hist, i, c.tok[cell]); k != want {
+				if want := kOf(hist, i, c.cells.tok(cell)); k != want {
 					r.fatalf("seq %d slot %d (block %d, hashed %v): K %g, a fresh decode gives %g", s, i, b, !open, k, want)
 				}
-				hist = append(hist, entry{i, c.tok[cell], k, -k})
+				hist = append(hist, entry{i, c.cells.tok(cell), k, -k})
 			}
 			if open {
 				break

@@ -199,9 +199,8 @@ func (c *Manager) CheckReserve(pos []int32, seqs [][]int32) error {
 	if err != nil {
 		return err
 	}
-	if avail := c.available(); need > avail {
-		return fmt.Errorf("%w: micro-batch of %d tokens needs %d blocks, %d available",
-			ErrKVFull, len(pos), need, avail)
+	if err := c.canAlloc(need); err != nil {
+		return fmt.Errorf("a micro-batch of %d tokens: %w", len(pos), err)
 	}
 	return nil
 }
@@ -277,8 +276,7 @@ func (c *Manager) reserve(tokens, pos []int32, seqs [][]int32, cells []int32) {
 			}
 		}
 		cell := b*c.bs + off
-		c.pos[cell] = p
-		c.tok[cell] = tokens[i]
+		c.cells.set(cell, p, tokens[i])
 		cells[i] = cell
 		for _, s := range ss {
 			st := &c.seqs[s]
@@ -302,7 +300,7 @@ func (c *Manager) reserve(tokens, pos []int32, seqs [][]int32, cells []int32) {
 func (c *Manager) ForgetCells(cells []int32) {
 	c.gen++
 	for _, cell := range cells {
-		if cell < 0 || int(cell) >= len(c.pos) {
+		if !c.cells.in(cell) {
 			continue
 		}
 		b := cell / c.bs
@@ -310,13 +308,10 @@ func (c *Manager) ForgetCells(cells []int32) {
 		if !c.hashed[b] && c.part[b] == 0 {
 			continue
 		}
-		cached := c.evq.has(b) // an indexed full block or a kept partial one
-		if cached {
-			c.cacheRemove(b)
-		}
-		c.unhash(b)
-		if cached {
-			c.free = append(c.free, b)
+		if c.evq.has(b) { // an indexed full block or a kept partial one
+			c.uncache(b)
+		} else {
+			c.unhash(b)
 		}
 	}
 }

@@ -60,6 +60,6 @@ func (c *Manager) Schedule(b *batch.Batch, kv *batch.KV) error {
 	for s := range c.seqs {
 		kv.Tables[s], kv.Lens[s] = c.seqs[s].table, c.seqs[s].n
 	}
-	kv.CellPos, kv.BlockSize = c.pos, c.bs
+	kv.CellPos, kv.BlockSize = c.cells.positions(), c.bs
 	return nil
 }

@@ -22,7 +22,7 @@ func (r posRange) has(p int32) bool { return p >= r.p0 && (r.p1 < 0 || p < r.p1)
 // stays non-empty.
 func (c *Manager) keptLen(seq int, r posRange) int32 {
 	for i := c.seqs[seq].n - 1; i >= 0; i-- {
-		if p := c.pos[c.cellOf(seq, i)]; p >= 0 && !r.has(p) {
+		if p := c.cells.pos(c.cellOf(seq, i)); p >= 0 && !r.has(p) {
 			return i + 1
 		}
 	}
@@ -56,7 +56,7 @@ func (c *Manager) SeqRemove(seq int, p0, p1 int32) error {
 		kept := c.keptLen(s, r)
 		last := int32(-1)
 		for i := range kept {
-			if p := c.pos[c.cellOf(s, i)]; p < 0 || !r.has(p) || i/c.bs == last {
+			if p := c.cells.pos(c.cellOf(s, i)); p < 0 || !r.has(p) || i/c.bs == last {
 				continue
 			}
 			last = i / c.bs
@@ -67,15 +67,14 @@ func (c *Manager) SeqRemove(seq int, p0, p1 int32) error {
 			}
 		}
 	}
-	if avail := c.available(); need > avail {
-		return fmt.Errorf("%w: removing positions [%d, %d) needs %d block copies, %d available",
-			ErrKVFull, p0, p1, need, avail)
+	if err := c.canAlloc(need); err != nil {
+		return fmt.Errorf("removing positions [%d, %d): %w", p0, p1, err)
 	}
 	for s := lo; s < hi; s++ {
 		kept := c.keptLen(s, r)
 		last, b := int32(-1), int32(-1)
 		for i := range kept {
-			p := c.pos[c.cellOf(s, i)]
+			p := c.cells.pos(c.cellOf(s, i))
 			if p < 0 || !r.has(p) {
 				continue
 			}
@@ -84,7 +83,7 @@ func (c *Manager) SeqRemove(seq int, p0, p1 int32) error {
 				b = c.cowBlock(s, int(bi), min(c.bs, kept-bi*c.bs))
 				c.unhash(b)
 			}
-			c.pos[b*c.bs+i%c.bs] = -1
+			c.cells.empty(b*c.bs + i%c.bs)
 		}
 		c.seqs[s].n = kept
 		c.trim(s)
@@ -144,7 +143,7 @@ func (c *Manager) SeqCopy(src, dst int, p0, p1 int32) error {
 	}
 	last := int32(-1) // the last slot of src holding a cell in r
 	for i := range ss.n {
-		if p := c.pos[c.cellOf(src, i)]; p >= 0 && r.has(p) {
+		if p := c.cells.pos(c.cellOf(src, i)); p >= 0 && r.has(p) {
 			last = i
 		}
 	}
@@ -158,9 +157,8 @@ func (c *Manager) SeqCopy(src, dst int, p0, p1 int32) error {
 			need++
 		}
 	}
-	if avail := c.available(); need > avail {
-		return fmt.Errorf("%w: copying positions [%d, %d) of sequence %d needs %d block copies, %d available",
-			ErrKVFull, p0, p1, src, need, avail)
+	if err := c.canAlloc(need); err != nil {
+		return fmt.Errorf("copying positions [%d, %d) of sequence %d: %w", p0, p1, src, err)
 	}
 	ds := &c.seqs[dst]
 	ds.table = ds.table[:0]
@@ -178,8 +176,8 @@ func (c *Manager) SeqCopy(src, dst int, p0, p1 int32) error {
 			nb := c.alloc()
 			c.copyCells(b, nb, count)
 			for j := range count {
-				if p := c.pos[nb*c.bs+j]; p >= 0 && !r.has(p) {
-					c.pos[nb*c.bs+j] = -1
+				if p := c.cells.pos(nb*c.bs + j); p >= 0 && !r.has(p) {
+					c.cells.empty(nb*c.bs + j)
 				}
 			}
 			c.hold(nb, 1)
@@ -199,7 +197,7 @@ func (c *Manager) SeqCopy(src, dst int, p0, p1 int32) error {
 func (c *Manager) copyAction(src int, bi, last int32, r posRange) int {
 	in, out := false, false
 	for i := bi * c.bs; i < min((bi+1)*c.bs, last+1); i++ {
-		switch p := c.pos[c.cellOf(src, i)]; {
+		switch p := c.cells.pos(c.cellOf(src, i)); {
 		case p < 0:
 		case r.has(p):
 			in = true
@@ -261,7 +259,7 @@ func (c *Manager) remap(op string, seq int, r posRange, f func(int32) (int32, er
 	need := 0
 	last := int32(-1)
 	for i := range sq.n {
-		p := c.pos[c.cellOf(seq, i)]
+		p := c.cells.pos(c.cellOf(seq, i))
 		if p < 0 || !r.has(p) {
 			continue
 		}
@@ -276,13 +274,13 @@ func (c *Manager) remap(op string, seq int, r posRange, f func(int32) (int32, er
 			}
 		}
 	}
-	if avail := c.available(); need > avail {
-		return fmt.Errorf("%w: %s of sequence %d needs %d block copies, %d available", ErrKVFull, op, seq, need, avail)
+	if err := c.canAlloc(need); err != nil {
+		return fmt.Errorf("%s of sequence %d: %w", op, seq, err)
 	}
 	last = -1
 	var b int32
 	for i := range sq.n {
-		p := c.pos[c.cellOf(seq, i)]
+		p := c.cells.pos(c.cellOf(seq, i))
 		if p < 0 || !r.has(p) {
 			continue
 		}
@@ -296,13 +294,13 @@ func (c *Manager) remap(op string, seq int, r posRange, f func(int32) (int32, er
 			c.unhash(b)
 			c.markStale(b)
 		}
-		cell := int(b*c.bs + i%c.bs)
+		cell := b*c.bs + i%c.bs
 		if np < 0 {
-			c.pos[cell] = -1
+			c.cells.empty(cell)
 			continue
 		}
-		c.pos[cell] = np
-		c.opShift(int32(cell), np-p)
+		c.cells.move(cell, np)
+		c.ops.shift(cell, np-p)
 	}
 	c.trim(seq)
 	return nil

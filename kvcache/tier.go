@@ -4,8 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-
-	"ubatch/batch"
 )
 
 // Tiers beyond RAM. A block leaving RAM (evicted from the prefix cache, or a preempted
@@ -73,6 +71,18 @@ type Spill struct {
 	Swap        bool // written because its sequence was swapped out (SpillSeq), not evicted
 }
 
+// tierState is what the Manager keeps for spilling to other tiers: every block's Key and the
+// Key of the block before it (nil until SetSpill), the spill filter, the blocks whose KVSave
+// operations are pending (their tokens in spillToks) and scratch.
+type tierState struct {
+	want      func(Key) bool
+	key, pkey []Key // per block
+	keyBuf    []byte
+	spills    []spillRec
+	spillToks []int32
+	pinned    []int32 // Import's scratch
+}
+
 type spillRec struct {
 	key, parent Key
 	depth       int32
@@ -87,61 +97,63 @@ type spillRec struct {
 // nil turns spilling off (keys are still computed). Call it before any block is hashed; blocks
 // hashed before have no Key and are never spilled.
 func (c *Manager) SetSpill(want func(Key) bool) {
-	c.tiers = true
-	c.want = want
-	if c.key == nil {
-		c.key = make([]Key, len(c.ref))
-		c.pkey = make([]Key, len(c.ref))
-		c.keyBuf = make([]byte, 0, len(Key{})+4*int(c.bs))
+	c.tier.want = want
+	if c.tier.key == nil {
+		c.tier.key = make([]Key, len(c.ref))
+		c.tier.pkey = make([]Key, len(c.ref))
+		c.tier.keyBuf = make([]byte, 0, len(Key{})+4*int(c.bs))
 	}
 }
 
 // BlockKey returns the Key of block b (hashed or kept partial), and false when it has none.
 func (c *Manager) BlockKey(b int32) (Key, bool) {
-	if c.key == nil || b < 0 || int(b) >= len(c.key) || (!c.hashed[b] && c.part[b] == 0) || c.key[b] == RootKey {
+	if c.tier.key == nil || b < 0 || int(b) >= len(c.tier.key) || (!c.hashed[b] && c.part[b] == 0) || c.tier.key[b] == RootKey {
 		return Key{}, false
 	}
-	return c.key[b], true
+	return c.tier.key[b], true
 }
 
 // setKey gives block b, chained after the block with Key parent, the Key of its first n cells.
 func (c *Manager) setKey(b int32, parent Key, n int32) {
-	if c.key == nil {
+	if c.tier.key == nil {
 		return
 	}
 	base := b * c.bs
-	c.pkey[b] = parent
-	c.key[b] = chainKey(c.keyBuf, parent, c.tok[base:base+n])
+	c.tier.pkey[b] = parent
+	c.tier.key[b] = chainKey(c.tier.keyBuf, parent, c.cells.tokens(base, n))
 }
 
 // parentKey is the Key of slot bi-1 of seq's table, its salt's Key (RootKey unsalted) for bi 0.
 func (c *Manager) parentKey(seq, bi int) Key {
-	if c.key == nil {
+	if c.tier.key == nil {
 		return RootKey
 	}
 	if bi == 0 {
 		return c.seqs[seq].salt.Key
 	}
-	return c.key[c.seqs[seq].table[bi-1]]
+	return c.tier.key[c.seqs[seq].table[bi-1]]
 }
 
 // spill records a KVSave of block b's content (it is about to be evicted, or swapped out) when
 // it has a Key and want says the tier takes it.
 func (c *Manager) spill(b int32, swap bool) bool {
-	if c.want == nil || c.stale[b] || (!c.hashed[b] && c.part[b] == 0) || c.key[b] == RootKey {
+	if !c.hashed[b] && c.part[b] == 0 {
 		return false
 	}
-	if !c.want(c.key[b]) {
+	return c.spillAs(b, c.depth[b], c.cellsIn(b), swap)
+}
+
+// spillAs is spill of b's first n cells as block number depth of its sequence: b need not be
+// hashed nor kept yet (SpillSeq's last, partly filled block).
+func (c *Manager) spillAs(b, depth, n int32, swap bool) bool {
+	if c.tier.want == nil || c.stale[b] || c.tier.key[b] == RootKey || !c.tier.want(c.tier.key[b]) {
 		return false
 	}
-	n := c.cellsIn(b)
 	base := b * c.bs
-	off := int32(len(c.spillToks))
-	c.spillToks = append(c.spillToks, c.tok[base:base+n]...)
-	img := c.nImg
-	c.nImg++
-	c.spills = append(c.spills, spillRec{key: c.key[b], parent: c.pkey[b], depth: c.depth[b], off: off, n: n, img: img, swap: swap})
-	c.ops = append(c.ops, batch.KVOp{Kind: batch.KVSave, Src: base, Dst: img, N: n})
+	off := int32(len(c.tier.spillToks))
+	c.tier.spillToks = append(c.tier.spillToks, c.cells.tokens(base, n)...)
+	img := c.ops.save(base, n)
+	c.tier.spills = append(c.tier.spills, spillRec{key: c.tier.key[b], parent: c.tier.pkey[b], depth: depth, off: off, n: n, img: img, swap: swap})
 	return true
 }
 
@@ -149,12 +161,12 @@ func (c *Manager) spill(b int32, swap bool) bool {
 // Clear) to dst and returns it. Call it right after Schedule (or TakeOps), whose operations
 // they go with: their images are numbered within that step's batch.KV.Images.
 func (c *Manager) TakeSpills(dst []Spill) []Spill {
-	for _, r := range c.spills {
-		dst = append(dst, Spill{Key: r.key, Parent: r.parent, Depth: r.depth, Tokens: c.spillToks[r.off : r.off+r.n : r.off+r.n],
+	for _, r := range c.tier.spills {
+		dst = append(dst, Spill{Key: r.key, Parent: r.parent, Depth: r.depth, Tokens: c.tier.spillToks[r.off : r.off+r.n : r.off+r.n],
 			Img: r.img, Swap: r.swap})
 	}
-	c.spills = c.spills[:0]
-	c.spillToks = c.spillToks[:0]
+	c.tier.spills = c.tier.spills[:0]
+	c.tier.spillToks = c.tier.spillToks[:0]
 	return dst
 }
 
@@ -164,7 +176,7 @@ func (c *Manager) TakeSpills(dst []Spill) []Spill {
 // number of blocks and cells spilled.
 func (c *Manager) SpillSeq(seq int) (blocks, cells int) {
 	c.gen++
-	if seq < 0 || seq >= len(c.seqs) || c.want == nil {
+	if seq < 0 || seq >= len(c.seqs) || c.tier.want == nil {
 		return 0, 0
 	}
 	sq := &c.seqs[seq]
@@ -176,11 +188,7 @@ func (c *Manager) SpillSeq(seq int) (blocks, cells int) {
 			}
 			// Not kept yet (that happens when seq is freed): give the partial block its Key now.
 			c.setKey(b, c.parentKey(seq, bi), count)
-			c.depth[b] = int32(bi)
-			c.part[b] = count
-			ok := c.spill(b, true)
-			c.part[b] = 0
-			if ok {
+			if c.spillAs(b, int32(bi), count, true) {
 				blocks++
 				cells += int(count)
 			}
@@ -219,7 +227,7 @@ func (c *Manager) Import(salt Salt, prompt []int32, blocks []ImportBlock, imgs [
 	for range blocks {
 		imgs = append(imgs, -1)
 	}
-	pinned := c.pinned[:0]
+	pinned := c.tier.pinned[:0]
 	parent, pk := c.root(salt), salt.Key
 	held := 0
 	next := 0
@@ -233,8 +241,8 @@ func (c *Manager) Import(salt Salt, prompt []int32, blocks []ImportBlock, imgs [
 				c.pin(b)
 				pinned = append(pinned, b)
 				parent, held = h, lo+int(c.bs)
-				if c.key != nil {
-					pk = c.key[b]
+				if c.tier.key != nil {
+					pk = c.tier.key[b]
 				}
 				continue
 			}
@@ -251,34 +259,30 @@ func (c *Manager) Import(salt Salt, prompt []int32, blocks []ImportBlock, imgs [
 		b := c.alloc()
 		base := b * c.bs
 		for j := range ib.Cells {
-			c.pos[base+j] = i*c.bs + j
-			c.tok[base+j] = prompt[lo+int(j)]
+			c.cells.set(base+j, i*c.bs+j, prompt[lo+int(j)])
 		}
-		img := c.nImg
-		c.nImg++
-		c.ops = append(c.ops, batch.KVOp{Kind: batch.KVLoad, Src: img, Dst: base, N: ib.Cells})
-		imgs[slot] = img
+		imgs[slot] = c.ops.load(base, ib.Cells)
 		if ib.Cells < c.bs { // a partial block ends the chain
 			c.setKey(b, pk, ib.Cells)
 			c.keep(b, i, ib.Cells, parent)
 			held = lo + int(ib.Cells)
 			break
 		}
-		h := c.hashFn(c.seed, parent, c.tok[base:base+c.bs])
+		h := c.hashFn(c.seed, parent, c.cells.tokens(base, c.bs))
 		c.setKey(b, pk, c.bs)
 		c.setHash(b, h, parent, i)
 		c.emitStored(b, int(i), salt.Routing)
 		c.hold(b, 1)
 		pinned = append(pinned, b)
 		parent, held = h, lo+int(c.bs)
-		if c.key != nil {
-			pk = c.key[b]
+		if c.tier.key != nil {
+			pk = c.tier.key[b]
 		}
 	}
 	for k := len(pinned) - 1; k >= 0; k-- { // deepest first, as freeSeq releases
 		c.release(pinned[k])
 	}
-	c.pinned = pinned[:0]
+	c.tier.pinned = pinned[:0]
 	return imgs, held
 }
 
@@ -299,8 +303,8 @@ func (c *Manager) Prefix(dst []CachedBlock, salt Salt, tokens []int32) []CachedB
 	pk := salt.Key
 	for i, b := range c.matched {
 		k := Key{}
-		if c.key != nil {
-			k = c.key[b]
+		if c.tier.key != nil {
+			k = c.tier.key[b]
 		}
 		dst = append(dst, CachedBlock{Key: k, Parent: pk, Depth: int32(i), Cell: b * c.bs, N: c.bs})
 		pk = k
@@ -317,13 +321,10 @@ func (c *Manager) Prefix(dst []CachedBlock, salt Salt, tokens []int32) []CachedB
 // the images of the operations TakeOps or Schedule hands over next). For saving what Prefix
 // found.
 func (c *Manager) SaveCells(cell, n int32) (int32, error) {
-	if n <= 0 || n > c.bs || cell < 0 || int(cell)+int(n) > len(c.pos) {
+	if n <= 0 || n > c.bs || cell < 0 || int(cell)+int(n) > c.cells.n() {
 		return 0, fmt.Errorf("kvcache: SaveCells: cells [%d, %d) outside the cache", cell, cell+n)
 	}
-	img := c.nImg
-	c.nImg++
-	c.ops = append(c.ops, batch.KVOp{Kind: batch.KVSave, Src: cell, Dst: img, N: n})
-	return img, nil
+	return c.ops.save(cell, n), nil
 }
 
 // SpillCached records a KVSave of up to max cached blocks (refcount 0, kept for prefix reuse)
@@ -332,7 +333,7 @@ func (c *Manager) SaveCells(cell, n int32) (int32, error) {
 // returns the number spilled; call it again (after handing those over) until it returns 0.
 func (c *Manager) SpillCached(max int) int {
 	c.gen++
-	if c.want == nil {
+	if c.tier.want == nil {
 		return 0
 	}
 	n := 0

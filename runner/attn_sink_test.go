@@ -87,7 +87,11 @@ func TestAttentionSinks(t *testing.T) {
 					for p := range int32(n) {
 						b.Add(1, p, []int32{0}, false)
 					}
-					if err := c.Decode(&b); err != nil {
+					s, err := NewSession(c)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := s.Decode(&b); err != nil {
 						t.Fatal(err)
 					}
 					worst, worstNoSink := 0.0, 0.0

@@ -32,7 +32,7 @@ type Options struct {
 	// with Embedding) instead of logits: a context for /v1/embeddings skips the output matmul.
 	Embeddings bool
 	// OnBlock receives the prefix-cache events (kvcache.Config.OnBlock) of the KV manager made
-	// for this context (KVConfig: by the engine, or the context's own Session); nil = none.
+	// for this context (KVConfig: by the engine, or a Session); nil = none.
 	OnBlock func(kvcache.BlockEvent)
 }
 
@@ -83,10 +83,9 @@ type Scratch struct {
 // scratch buffers, the worker pool and the logits. It does not own the KV bookkeeping: a batch
 // comes with its schedule (batch.Batch.KV: the cell of every token, the block tables, the store
 // operations due) from the KV manager's owner, the engine, which makes its kvcache.Manager from
-// KVConfig. A Runtime used without an engine (tools, tests) gets a Session of its own on first
-// use of KV or of Decode with a batch that has no schedule; one Runtime serves one of the two,
-// never both. It is not safe for concurrent use: one goroutine (the engine's step loop, or a
-// CLI) owns it.
+// KVConfig; callers without an engine (tools, tests) pair it with a manager of their own in a
+// Session. One manager schedules a Runtime's batches. It is not safe for concurrent use: one
+// goroutine (the engine's step loop, or a CLI) owns it.
 type Runtime struct {
 	g     Graph
 	h     *Hparams
@@ -94,10 +93,7 @@ type Runtime struct {
 	pool  *ops.Pool
 	store *kvstore.Store
 	kvCfg kvcache.Config
-	own   *Session // the context's own manager, for callers without an engine; nil until used
-	// external: a batch scheduled by another manager was decoded, so no own Session may be made.
-	external bool
-	S        Scratch
+	S     Scratch
 
 	n     int // tokens of the micro-batch being computed
 	ub    *batch.UBatch
@@ -226,67 +222,35 @@ func (c *Runtime) KVConfig() kvcache.Config { return c.kvCfg }
 // Store returns the context's K/V memory.
 func (c *Runtime) Store() *kvstore.Store { return c.store }
 
-// KV returns the manager of the context's own Session (made on first use), for tools and tests
-// that decode without an engine: sequence operations and statistics. It panics on a context
-// whose batches an engine schedules: its manager is the engine's.
-func (c *Runtime) KV() *kvcache.Manager { return c.session().KV() }
-
-func (c *Runtime) session() *Session {
-	if c.external {
-		panic("runner: the KV cache of this context is managed by an engine; its Session is not available")
-	}
-	if c.own == nil {
-		m, err := kvcache.NewManager(c.kvCfg)
-		if err != nil {
-			panic("runner: " + err.Error()) // checked by New
-		}
-		c.own = &Session{c: c, kv: m}
-	}
-	return c.own
-}
-
 // Close stops the worker goroutines.
 func (c *Runtime) Close() { c.pool.Close() }
 
 // ErrBatchTooLarge reports a batch over Options.NBatch tokens.
 var ErrBatchTooLarge = errors.New("batch larger than n_batch")
 
+// ErrUnscheduled reports a batch without a KV schedule given to Runtime.Decode.
+var ErrUnscheduled = errors.New("runner: a batch without a KV schedule (batch.Batch.KV): schedule it with a kvcache.Manager first, or decode it through a Session")
+
 // Decode runs the forward pass for every token of b (split into micro-batches of NUBatch), writes
 // their K/V into the store and keeps the logits of the tokens that asked for them (read them
-// with Logits). b.KV is its schedule (kvcache.Manager.Schedule, by the engine): Decode first
-// applies b.KV.Ops to the store, then checks b (a failure then changes nothing but those
-// operations, which the manager counts as done), then writes every token's K and V at
+// with Logits). b.KV is its schedule (kvcache.Manager.Schedule, by the engine or a Session):
+// Decode first applies b.KV.Ops to the store, then checks b (a failure then changes nothing but
+// those operations, which the manager counts as done), then writes every token's K and V at
 // b.KV.Slots and attends through b.KV's tables. It reserves nothing. A batch without a schedule
-// goes through the context's own Session (see KV), which schedules it first (and returns
-// kvcache.ErrKVFull, with nothing changed, when the cache cannot hold it).
+// is ErrUnscheduled.
 func (c *Runtime) Decode(b *batch.Batch) error {
-	if b.KV == nil {
-		return c.session().Decode(b)
-	}
-	if c.own != nil {
-		return errors.New("runner: a batch scheduled by another KV manager, on a context with a Session of its own")
-	}
-	c.external = true
-	return c.decode(b, false)
-}
-
-func (c *Runtime) decodeTooLarge(b *batch.Batch) error {
-	return fmt.Errorf("%w: %d tokens, n_batch is %d", ErrBatchTooLarge, b.Len(), c.opts.NBatch)
-}
-
-// decode is Decode of a batch with its schedule; checked: the caller validated b (a Session).
-func (c *Runtime) decode(b *batch.Batch, checked bool) error {
 	kv := b.KV
+	if kv == nil {
+		return ErrUnscheduled
+	}
 	if err := c.store.ApplyImages(kv.Ops, kv.Images); err != nil {
 		return err
 	}
 	if b.Len() > c.opts.NBatch {
 		return c.decodeTooLarge(b)
 	}
-	if !checked {
-		if err := b.Validate(c.h.Vocab, c.opts.NSeqMax); err != nil {
-			return err
-		}
+	if err := b.Validate(c.h.Vocab, c.opts.NSeqMax); err != nil {
+		return err
 	}
 	if len(kv.Slots) != b.Len() || len(kv.Tables) != c.opts.NSeqMax || len(kv.Lens) != c.opts.NSeqMax ||
 		len(kv.CellPos) != c.opts.NCtx || int(kv.BlockSize) != c.opts.BlockSize {
@@ -310,6 +274,10 @@ func (c *Runtime) decode(b *batch.Batch, checked bool) error {
 		c.g.Forward(c, ub)
 	}
 	return nil
+}
+
+func (c *Runtime) decodeTooLarge(b *batch.Batch) error {
+	return fmt.Errorf("%w: %d tokens, n_batch is %d", ErrBatchTooLarge, b.Len(), c.opts.NBatch)
 }
 
 // outputRows maps b's output tokens to rows: a logits row each, in token order, or, for those

@@ -10,12 +10,13 @@ import (
 // Loop is the decode loop of everything that decodes without an engine (the run, batched,
 // bench and logits commands, tests): prompts fed in chunks of n_batch, then steps that decode
 // one token for every live sequence, each token chosen by a callback from the output of the
-// sequence's last decoded token. It decodes through the context's own Session (Runtime.Decode
-// of a batch without a schedule), so the context must not belong to an engine. Sequence ids
+// sequence's last decoded token. It decodes through a Session, which schedules every batch on
+// the session's KV manager, so the Runtime must not belong to an engine. Sequence ids
 // are [0, n) of NewLoop; each has its own next position. A Loop reuses its batch: once warm, a
 // step allocates nothing.
 type Loop struct {
-	c    *Runtime
+	s    *Session
+	c    *Runtime // s's
 	b    batch.Batch
 	ids  []int32 // 0, 1, ..., n-1: a token's sequence list is a slice of it
 	row  []int   // each sequence's token index in the last batch that has its output, -1: none
@@ -31,29 +32,33 @@ type Loop struct {
 type Next func(seq int, out []float32) (tok int32, ok bool, err error)
 
 // NewLoop makes a loop of n sequences (at most the context's NSeqMax and its NBatch, since a
-// step decodes one token of each in one batch) over c; each sequence goes on from what the
-// context's Session holds of it (none on a fresh context).
-func NewLoop(c *Runtime, n int) (*Loop, error) {
+// step decodes one token of each in one batch) over s; each sequence goes on from what s's KV
+// manager holds of it (none on a fresh Session).
+func NewLoop(s *Session, n int) (*Loop, error) {
+	c := s.c
 	if n < 1 || n > c.opts.NSeqMax || n > c.opts.NBatch {
 		return nil, fmt.Errorf("runner: a loop of %d sequences on a context of %d (NSeqMax) with batches of %d (NBatch)", n, c.opts.NSeqMax, c.opts.NBatch)
 	}
-	l := &Loop{c: c, ids: make([]int32, n), row: make([]int, n), pos: make([]int32, n), live: make([]bool, n)}
-	kv := c.KV()
+	l := &Loop{s: s, c: c, ids: make([]int32, n), row: make([]int, n), pos: make([]int32, n), live: make([]bool, n)}
+	kv := s.kv
 	for i := range l.ids {
 		l.ids[i], l.row[i], l.pos[i], l.live[i] = int32(i), -1, int32(kv.SeqLen(i)), true
 	}
 	return l, nil
 }
 
-// Reset empties the KV cache of the context's Session and starts every sequence again at
+// Reset empties the KV cache of the loop's Session and starts every sequence again at
 // position 0, live, with no output.
 func (l *Loop) Reset() {
-	l.c.KV().Clear()
+	l.s.kv.Clear()
 	for i := range l.ids {
 		l.row[i], l.pos[i], l.live[i] = -1, 0, true
 	}
 	l.Runs = 0
 }
+
+// Session returns the Session the loop decodes through.
+func (l *Loop) Session() *Session { return l.s }
 
 // Pos is sequence seq's next position: the tokens it has in the KV cache.
 func (l *Loop) Pos(seq int) int32 { return l.pos[seq] }
@@ -91,7 +96,7 @@ func (l *Loop) Prompt(seqs []int32, toks []int32, each func(i int, out []float32
 		for i := start; i < end; i++ {
 			l.b.Add(toks[i], pos0+int32(i), seqs, each != nil || i == len(toks)-1)
 		}
-		if err := l.c.Decode(&l.b); err != nil {
+		if err := l.s.Decode(&l.b); err != nil {
 			return err
 		}
 		for i := range end - start {
@@ -119,7 +124,7 @@ func (l *Loop) Prompts(toks [][]int32) error {
 	for s, p := range toks {
 		for i, tok := range p {
 			if l.b.Len() == nb {
-				if err := l.c.Decode(&l.b); err != nil {
+				if err := l.s.Decode(&l.b); err != nil {
 					return err
 				}
 				l.b.Clear()
@@ -131,7 +136,7 @@ func (l *Loop) Prompts(toks [][]int32) error {
 	if l.b.Len() == 0 {
 		return nil
 	}
-	if err := l.c.Decode(&l.b); err != nil {
+	if err := l.s.Decode(&l.b); err != nil {
 		return err
 	}
 	// Only the last chunk's outputs are left to read: a prompt that ended earlier has none.
@@ -181,7 +186,7 @@ func (l *Loop) step(next Next, decode bool) (int, error) {
 	if l.b.Len() == 0 {
 		return 0, nil
 	}
-	if err := l.c.Decode(&l.b); err != nil {
+	if err := l.s.Decode(&l.b); err != nil {
 		return 0, err
 	}
 	for i := range l.b.Len() {

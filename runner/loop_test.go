@@ -13,7 +13,8 @@ import (
 	"ubatch/runner"
 )
 
-func loopContext(t *testing.T, opts runner.Options) *runner.Runtime {
+// loopContext is a Session over a new Runtime of stories260K with opts (F32 KV, one thread).
+func loopContext(t *testing.T, opts runner.Options) *runner.Session {
 	t.Helper()
 	m, err := model.Open(testdata.Model(t, "stories260K.gguf"))
 	if err != nil {
@@ -26,7 +27,11 @@ func loopContext(t *testing.T, opts runner.Options) *runner.Runtime {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	return c
+	s, err := runner.NewSession(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func argmax(x []float32) int32 {

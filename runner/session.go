@@ -1,28 +1,29 @@
 package runner
 
 import (
+	"errors"
+
 	"ubatch/batch"
 	"ubatch/kvcache"
 )
 
-// Session is a Runtime with a KV manager of its own, for decoding without an engine (the CLI
-// tools, tests, embeddings): it does per Decode what the engine does per step, so that its
-// callers build plain batches. Make one with NewSession, or use a Runtime's own (Runtime.KV,
-// Runtime.Decode of a batch without a schedule).
+// Session pairs a Runtime with the KV manager that schedules its batches, for decoding without
+// an engine (the CLI tools, tests): per Decode it does what the engine does per step, so that
+// its callers build plain batches. The caller makes it explicitly (NewSession); the Runtime
+// does not know it. One manager schedules a Runtime's batches: while a Session decodes over a
+// Runtime, no engine and no other Session may.
 type Session struct {
 	c     *Runtime
 	kv    *kvcache.Manager
 	sched batch.KV // the schedule of the last batch, reused
 }
 
-// NewSession makes a Session over c with a new KV manager (c.KVConfig()). c must not be
-// decoded otherwise meanwhile (by an engine, or through its own Session).
+// NewSession makes a Session over c with a new, empty KV manager (c.KVConfig()).
 func NewSession(c *Runtime) (*Session, error) {
 	m, err := kvcache.NewManager(c.kvCfg)
 	if err != nil {
 		return nil, err
 	}
-	c.external = true
 	return &Session{c: c, kv: m}, nil
 }
 
@@ -30,19 +31,24 @@ func NewSession(c *Runtime) (*Session, error) {
 // and statistics. Changes made through it reach the store with the next Decode.
 func (s *Session) KV() *kvcache.Manager { return s.kv }
 
-// Runtime returns the context the session decodes with.
+// Runtime returns the Runtime the session decodes with.
 func (s *Session) Runtime() *Runtime { return s.c }
 
-// Decode schedules b on the session's manager and runs it: it checks b and that the cache can
-// hold it (kvcache.ErrKVFull, or the validation error, with nothing changed), gives its tokens
-// their cells (Schedule) and decodes it with that schedule (b.KV is set to it for the call and
-// nil again after, so that the batch may be decoded by another session next). If the forward
-// pass fails or panics, the batch's cells are forgotten (ForgetCells: never matched as a
-// prefix); the sequences still hold them.
+// errScheduled: the session schedules every batch itself.
+var errScheduled = errors.New("runner: a batch that already has a KV schedule, given to a Session: decode it with the Runtime of the manager that scheduled it")
+
+// Decode schedules b (which must have no schedule: b.KV nil) on the session's manager and
+// decodes it with Runtime.Decode. It checks b and that the cache can hold it first
+// (kvcache.ErrKVFull, or the validation error, with nothing changed), gives its tokens their
+// cells (Schedule), and sets b.KV to that schedule for the call only (nil again after, so that
+// the batch may go to another session next). If the forward pass fails or panics, the batch's
+// cells are forgotten (ForgetCells: never matched as a prefix); the sequences still hold them.
 func (s *Session) Decode(b *batch.Batch) error {
 	c := s.c
+	if b.KV != nil {
+		return errScheduled
+	}
 	if b.Len() > c.opts.NBatch {
-		b.KV = nil
 		return c.decodeTooLarge(b)
 	}
 	if err := b.Validate(c.h.Vocab, c.opts.NSeqMax); err != nil {
@@ -62,7 +68,7 @@ func (s *Session) Decode(b *batch.Batch) error {
 			s.kv.ForgetCells(s.sched.Slots)
 		}
 	}()
-	err := c.decode(b, true)
+	err := c.Decode(b)
 	ok = err == nil
 	return err
 }

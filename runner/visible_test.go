@@ -61,7 +61,11 @@ func TestVisibleCells(t *testing.T) {
 		b.Add(1, p, []int32{0}, false)
 	}
 	b.Add(2, 0, []int32{1}, false) // sequence 1: one token
-	if err := c.Decode(&b); err != nil {
+	s, err := NewSession(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Decode(&b); err != nil {
 		t.Fatal(err)
 	}
 	for p := range int32(10) {

@@ -36,11 +36,15 @@ func benchDecode(b *testing.B, src string, temp float32) {
 		b.Fatal(err)
 	}
 	defer m.Close()
-	c, err := runner.New(m.Graph, runner.Options{NCtx: 512, Threads: 1})
+	rt, err := runner.New(m.Graph, runner.Options{NCtx: 512, Threads: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer c.Close()
+	defer rt.Close()
+	c, err := runner.NewSession(rt)
+	if err != nil {
+		b.Fatal(err)
+	}
 	p := sample.DefaultParams()
 	p.Temperature, p.Seed, p.IgnoreTokens = temp, 1, m.Vocab.EOG()
 	if src != "" {

@@ -305,6 +305,10 @@ func TestEmbeddingsMatchRunner(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
+			s, err := runner.NewSession(c)
+			if err != nil {
+				t.Fatal(err)
+			}
 			gen := e.post(context.Background(), "/v1/completions", map[string]any{"prompt": "Once upon a time", "max_tokens": 60, "temperature": 0, "stream": true})
 			defer gen.Body.Close()
 			inputs := []string{"Once upon a time, there was a little girl named Lily.", "She liked to play", "The cat sat on the mat and looked at the big red ball for a long time."}
@@ -322,7 +326,7 @@ func TestEmbeddingsMatchRunner(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				want, err := testmodel.Embed(c, toks, pool)
+				want, err := testmodel.Embed(s, toks, pool)
 				if err != nil {
 					t.Fatal(err)
 				}

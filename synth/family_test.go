@@ -37,7 +37,7 @@ func TestFamiliesRun(t *testing.T) {
 				if m.Arch != a.GGUF {
 					t.Fatalf("general.architecture %q, want %q", m.Arch, a.GGUF)
 				}
-				c := testmodel.Runtime(t, m, runner.Options{NCtx: 128, NSeqMax: 2, NUBatch: 8, Threads: 2})
+				c := testmodel.Session(t, m, runner.Options{NCtx: 128, NSeqMax: 2, NUBatch: 8, Threads: 2})
 				got := [][][]float32{make([][]float32, len(hist[0])), make([][]float32, len(hist[1]))}
 				var b batch.Batch
 				decode := func() {
@@ -65,7 +65,7 @@ func TestFamiliesRun(t *testing.T) {
 					t.Fatalf("logits of positions 1 and 2 differ by only %.1e: the model ignores its input", e)
 				}
 				for s, h := range hist {
-					alone := testmodel.Runtime(t, m, runner.Options{NCtx: 128, Threads: 2})
+					alone := testmodel.Session(t, m, runner.Options{NCtx: 128, Threads: 2})
 					b.Clear()
 					for p, tok := range h {
 						b.Add(tok, int32(p), []int32{0}, true)

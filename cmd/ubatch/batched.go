@@ -104,7 +104,7 @@ func runBatched(ctx context.Context, lctx *runner.Runtime, vocab *tokenizer.Toke
 	for i := range all {
 		all[i] = int32(i)
 	}
-	loop, err := runner.NewLoop(lctx, np)
+	loop, err := newLoop(lctx, np)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +112,7 @@ func runBatched(ctx context.Context, lctx *runner.Runtime, vocab *tokenizer.Toke
 	if err := loop.Prompt(all, toks, nil); err != nil {
 		return nil, err
 	}
-	res := &batchedResult{tPrompt: time.Since(t0), kvAfterPrompt: lctx.KV().Stats(), texts: make([]string, np)}
+	res := &batchedResult{tPrompt: time.Since(t0), kvAfterPrompt: loop.Session().KV().Stats(), texts: make([]string, np)}
 	samplers := make([]*sample.Sampler, np)
 	streams := make([]*tokenizer.Stream, np)
 	for i := range samplers {
@@ -149,6 +149,6 @@ func runBatched(ctx context.Context, lctx *runner.Runtime, vocab *tokenizer.Toke
 		res.texts[i] += streams[i].Flush()
 	}
 	res.tGen = time.Since(t1)
-	res.kvEnd = lctx.KV().Stats()
+	res.kvEnd = loop.Session().KV().Stats()
 	return res, nil
 }

@@ -254,7 +254,7 @@ func benchSingle(ctx context.Context, m *model.Model, mf *modelFlags, tests []be
 	var rows []benchRow
 	var gemms []gemmCount
 	out.begin()
-	loop, err := runner.NewLoop(lctx, 1)
+	loop, err := newLoop(lctx, 1)
 	if err != nil {
 		return err
 	}

@@ -64,6 +64,11 @@ func benchBatched(ctx context.Context, m *model.Model, mf *modelFlags, npp, ntg,
 		fmt.Fprintf(stdout, "|%6s |%6s |%4s |%6s |%8s |%8s |%8s |%8s |%8s |%8s |\n", "PP", "TG", "B", "N_KV", "T_PP s", "S_PP t/s", "T_TG s", "S_TG t/s", "T s", "S t/s")
 		fmt.Fprintf(stdout, "|-------|-------|-----|-------|---------|---------|---------|---------|---------|---------|\n")
 	}
+	// One Session for every measure: each loop resets its KV cache.
+	sess, err := runner.NewSession(lctx)
+	if err != nil {
+		return err
+	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	random := func(int, []float32) (int32, bool, error) { return rng.Int32N(int32(m.Hparams().Vocab)), true, nil }
 	warm := true
@@ -80,7 +85,7 @@ func benchBatched(ctx context.Context, m *model.Model, mf *modelFlags, npp, ntg,
 				}
 				measure := func() (tPP, tTG, cTG time.Duration, err error) {
 					expTG = 0
-					loop, err := runner.NewLoop(lctx, pl)
+					loop, err := runner.NewLoop(sess, pl)
 					if err != nil {
 						return 0, 0, 0, err
 					}

@@ -122,6 +122,16 @@ func (f *modelFlags) newContext(m *model.Model, nSeq int, fit func(*runner.Optio
 	return runner.New(m.Graph, o)
 }
 
+// newLoop is a decode loop of n sequences over lctx through a new Session (an empty KV cache):
+// the commands that decode without an engine.
+func newLoop(lctx *runner.Runtime, n int) (*runner.Loop, error) {
+	s, err := runner.NewSession(lctx)
+	if err != nil {
+		return nil, err
+	}
+	return runner.NewLoop(s, n)
+}
+
 // load opens the model (open) and makes a runtime of nSeq sequences over it (newContext, with
 // fit); the caller closes the runtime, then the model.
 func (f *modelFlags) load(ctx context.Context, stderr io.Writer, nSeq int, fit func(*runner.Options)) (*model.Model, *runner.Runtime, time.Duration, error) {

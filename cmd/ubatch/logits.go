@@ -67,7 +67,7 @@ func promptLogits(lctx *runner.Runtime, toks []int32) ([]float32, error) {
 	}
 	nv := lctx.Hparams().Vocab
 	rows := make([]float32, 0, len(toks)*nv)
-	loop, err := runner.NewLoop(lctx, 1)
+	loop, err := newLoop(lctx, 1)
 	if err != nil {
 		return nil, err
 	}

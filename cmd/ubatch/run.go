@@ -57,7 +57,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprint(stdout, *prompt)
 	}
 
-	loop, err := runner.NewLoop(lctx, 1)
+	loop, err := newLoop(lctx, 1)
 	if err != nil {
 		return err
 	}

@@ -52,7 +52,7 @@ func runChat(ctx context.Context, m *model.Model, lctx *runner.Runtime, params s
 // newChatSession starts a session on the model's context (one sequence); limit bounds each
 // reply's tokens (-1: up to the context).
 func newChatSession(m *model.Model, lctx *runner.Runtime, params sample.Params, limit int) (*chatSession, error) {
-	loop, err := runner.NewLoop(lctx, 1)
+	loop, err := newLoop(lctx, 1)
 	if err != nil {
 		return nil, err
 	}

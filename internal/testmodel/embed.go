@@ -9,12 +9,13 @@ import (
 	"ubatch/runner"
 )
 
-// Embed computes the sentence embedding of toks in c (made with Options.Embeddings) as
-// llama.cpp's llama-embedding does, on a context of its own (no engine): the final-norm hidden
+// Embed computes the sentence embedding of toks in s (over a Runtime made with
+// Options.Embeddings) as llama.cpp's llama-embedding does, on a context of its own (no engine): the final-norm hidden
 // states pool reads ("" is PoolMean), summed, scaled to unit L2 norm. It uses sequence 0 and
 // leaves the cache empty; toks must fit the context. The tests hold the engine's embeddings to
 // it.
-func Embed(c *runner.Runtime, toks []int32, pool engine.Pooling) ([]float32, error) {
+func Embed(s *runner.Session, toks []int32, pool engine.Pooling) ([]float32, error) {
+	c := s.Runtime()
 	if !c.Options().Embeddings {
 		return nil, errors.New("testmodel: the context was not made with Options.Embeddings")
 	}
@@ -27,8 +28,8 @@ func Embed(c *runner.Runtime, toks []int32, pool engine.Pooling) ([]float32, err
 	case len(toks) > c.Options().NCtx:
 		return nil, fmt.Errorf("input of %d tokens is longer than the embedding context (%d)", len(toks), c.Options().NCtx)
 	}
-	defer c.KV().SeqFree(0)
-	l, err := runner.NewLoop(c, 1)
+	defer s.KV().SeqFree(0)
+	l, err := runner.NewLoop(s, 1)
 	if err != nil {
 		return nil, err
 	}

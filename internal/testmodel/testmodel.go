@@ -63,6 +63,17 @@ func Runtime(t testing.TB, m *model.Model, o runner.Options) *runner.Runtime {
 	return rt
 }
 
+// Session is a Session (an empty KV manager of its own) over a new Runtime(t, m, o): for
+// tests that decode without an engine.
+func Session(t testing.TB, m *model.Model, o runner.Options) *runner.Session {
+	t.Helper()
+	s, err := runner.NewSession(Runtime(t, m, o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // Engine is an engine over rt with the limits of rt's options (context, sequences, batch) and
 // m's vocabulary; cfg.IsEOG nil takes m's. It runs once Run starts it.
 func Engine(t testing.TB, m *model.Model, rt *runner.Runtime, cfg engine.Config) *engine.Engine {

@@ -23,7 +23,7 @@ var decodeModels = []struct{ name, file string }{
 
 // decodeStep returns a function that decodes one more token of sequence 0, wrapping around
 // before the cache fills.
-func decodeStep(tb testing.TB, c *runner.Runtime) func() {
+func decodeStep(tb testing.TB, c *runner.Session) func() {
 	var bt batch.Batch
 	seq := []int32{0}
 	pos := int32(0)

@@ -13,7 +13,7 @@ import (
 // llama-embedding's (cosine >= 0.999; measured in the log).
 func TestEmbeddingsMatchLlamaCpp(t *testing.T) {
 	m := load(t, "stories260K.gguf", false)
-	c := testmodel.Runtime(t, m, runner.Options{NCtx: 256, Threads: 2, Embeddings: true})
+	c := testmodel.Session(t, m, runner.Options{NCtx: 256, Threads: 2, Embeddings: true})
 	for _, it := range testdata.LoadEmbeddings(t) {
 		t.Run(it.Pooling+"/"+it.Prompt, func(t *testing.T) {
 			pool, err := engine.ParsePooling(it.Pooling)

@@ -58,7 +58,7 @@ func TestFamiliesMatchLlamaCpp(t *testing.T) {
 // checkGreedy continues the prompt greedily and compares with llama.cpp's greedy tokens while
 // they are clear choices: at the first step whose top-2 margin is below 2% of the logits' spread
 // (where rounding noise may pick either) the two continuations may part, and it stops there.
-func checkGreedy(t *testing.T, c *runner.Runtime, last []float32, ref *testdata.Reference) {
+func checkGreedy(t *testing.T, c *runner.Session, last []float32, ref *testdata.Reference) {
 	t.Helper()
 	loop, err := runner.NewLoop(c, 1) // goes on from the prompt in c's KV cache
 	if err != nil {

@@ -105,11 +105,15 @@ func FuzzLoad(f *testing.F) {
 // token of each. Decode may refuse (e.g. a context the model cannot be sized for); it must not
 // panic, and when finite is set every logit must be finite.
 func decodeFew(t *testing.T, m *model.Model, finite bool) {
-	c, err := runner.New(m.Graph, runner.Options{NCtx: 32, NSeqMax: 2, NUBatch: 4, Threads: 1})
+	rt, err := runner.New(m.Graph, runner.Options{NCtx: 32, NSeqMax: 2, NUBatch: 4, Threads: 1})
 	if err != nil {
 		return
 	}
-	defer c.Close()
+	defer rt.Close()
+	c, err := runner.NewSession(rt)
+	if err != nil {
+		t.Fatal(err) // New checked the KV configuration
+	}
 	vocab := int32(m.Hparams().Vocab)
 	var b batch.Batch
 	for p := range 5 {

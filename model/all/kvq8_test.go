@@ -47,9 +47,9 @@ func TestKVQ8MatchesF16(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ref := testdata.LoadReference(t, tc.ref)
 			m := load(t, tc.model, false)
-			f16 := testmodel.Runtime(t, m, runner.Options{NCtx: 256, KVType: quant.F16, Threads: 2})
-			q8 := testmodel.Runtime(t, m, runner.Options{NCtx: 256, KVType: quant.Q8_0, Threads: 2})
-			f32 := testmodel.Runtime(t, m, runner.Options{NCtx: 256, KVType: quant.F32, Threads: 2})
+			f16 := testmodel.Session(t, m, runner.Options{NCtx: 256, KVType: quant.F16, Threads: 2})
+			q8 := testmodel.Session(t, m, runner.Options{NCtx: 256, KVType: quant.Q8_0, Threads: 2})
+			f32 := testmodel.Session(t, m, runner.Options{NCtx: 256, KVType: quant.F32, Threads: 2})
 			want, got := promptLogits(t, f16, ref.PromptTokens), promptLogits(t, q8, ref.PromptTokens)
 			w32 := promptLogits(t, f32, ref.PromptTokens)
 			floor := 0.0
@@ -73,7 +73,7 @@ func TestKVQ8MatchesF16(t *testing.T) {
 				pos := len(ref.PromptTokens) + i
 				b.Clear()
 				b.Add(argmax(last), int32(pos), []int32{0}, true)
-				for _, c := range []*runner.Runtime{f16, q8, f32} {
+				for _, c := range []*runner.Session{f16, q8, f32} {
 					if err := c.Decode(&b); err != nil {
 						t.Fatal(err)
 					}

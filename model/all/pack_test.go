@@ -80,5 +80,9 @@ func logitsOf(t *testing.T, g runner.Graph, toks []int32) [][]float32 {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	return promptLogits(t, c, toks)
+	s, err := runner.NewSession(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return promptLogits(t, s, toks)
 }

@@ -30,15 +30,15 @@ func load(t testing.TB, name string, noPack bool) *model.Model {
 	return m
 }
 
-// open loads a model and makes a context over it.
-func open(t testing.TB, name string, opts runner.Options) *runner.Runtime {
+// open loads a model and makes a Session over a new context of it.
+func open(t testing.TB, name string, opts runner.Options) *runner.Session {
 	t.Helper()
-	return testmodel.Runtime(t, load(t, name, false), opts)
+	return testmodel.Session(t, load(t, name, false), opts)
 }
 
 // promptLogits decodes toks as sequence 0 (in one batch when they fit n_batch) with the
 // tools' decode loop and returns every position's logits.
-func promptLogits(t *testing.T, c *runner.Runtime, toks []int32) [][]float32 {
+func promptLogits(t *testing.T, c *runner.Session, toks []int32) [][]float32 {
 	t.Helper()
 	loop, err := runner.NewLoop(c, 1)
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 // two runs see the same tokens), else the greedy one. onStep gets each decoded step's logits, the
 // history they continue (its last token the one just decoded, at position len(hist)-1) and the
 // shifts so far. It returns the tokens it decoded after the prompt.
-func shiftRun(t *testing.T, c *runner.Runtime, prompt []int32, limit, keep, shifts, after int, compact bool,
+func shiftRun(t *testing.T, c *runner.Session, prompt []int32, limit, keep, shifts, after int, compact bool,
 	force []int32, onStep func(logits []float32, hist []int32, shifts int)) []int32 {
 	t.Helper()
 	var b batch.Batch
@@ -94,7 +94,7 @@ func TestContextShiftCompaction(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := load(t, tc.file, false)
 			opts := runner.Options{NCtx: 128, NSeqMax: 1, Threads: 2, KVType: quant.F16}
-			c := testmodel.Runtime(t, m, opts)
+			c := testmodel.Session(t, m, opts)
 			var got [][]float32
 			var hists [][]int32
 			toks := shiftRun(t, c, prompt, limit, keep, shifts, after, true, nil, func(logits []float32, hist []int32, done int) {
@@ -106,7 +106,7 @@ func TestContextShiftCompaction(t *testing.T) {
 			// Without compaction the dropped halves keep their blocks: 4 shifts of 32 cells
 			// need room for them.
 			opts.NCtx = 512
-			old := testmodel.Runtime(t, m, opts)
+			old := testmodel.Session(t, m, opts)
 			step, worst := 0, 0.0
 			shiftRun(t, old, prompt, limit, keep, shifts, after, false, toks, func(logits []float32, hist []int32, done int) {
 				if done == 0 {
@@ -126,7 +126,7 @@ func TestContextShiftCompaction(t *testing.T) {
 			if step != len(got) || step < shifts {
 				t.Fatalf("%d steps after shifts compared, want %d (at least %d)", step, len(got), shifts)
 			}
-			fresh := testmodel.Runtime(t, m, runner.Options{NCtx: 128, NSeqMax: 1, Threads: 2, KVType: quant.F16})
+			fresh := testmodel.Session(t, m, runner.Options{NCtx: 128, NSeqMax: 1, Threads: 2, KVType: quant.F16})
 			worstFresh, agree := 0.0, 0
 			for i, hist := range hists {
 				fresh.KV().Clear()
@@ -154,7 +154,7 @@ func TestContextShiftKeysMatchFreshDecode(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := load(t, tc.file, false)
 			for _, d := range []int32{1, 17, 40} {
-				c := testmodel.Runtime(t, m, runner.Options{NCtx: 128, NSeqMax: 1, Threads: 2, KVType: quant.F16})
+				c := testmodel.Session(t, m, runner.Options{NCtx: 128, NSeqMax: 1, Threads: 2, KVType: quant.F16})
 				var b batch.Batch
 				for i, tok := range hist[:len(hist)-1] {
 					b.Add(tok, d+int32(i), []int32{0}, false)
@@ -171,7 +171,7 @@ func TestContextShiftKeysMatchFreshDecode(t *testing.T) {
 					t.Fatal(err)
 				}
 				got := c.Logits(0)
-				ref := testmodel.Runtime(t, m, runner.Options{NCtx: 128, NSeqMax: 1, Threads: 2, KVType: quant.F16})
+				ref := testmodel.Session(t, m, runner.Options{NCtx: 128, NSeqMax: 1, Threads: 2, KVType: quant.F16})
 				want := promptLogits(t, ref, hist)
 				w := want[len(want)-1]
 				// Measured with F16 keys: at most 1.9e-2 (gemma2; 0 on most families); a rotation

@@ -62,7 +62,7 @@ func TestTypesLogitsMatchLlamaCpp(t *testing.T) {
 // last logits) greedily and compares the tokens with want. At the first difference it fails
 // unless ubatch's logit for llama.cpp's token is within tie of its own top logit; it returns how
 // many tokens agreed.
-func checkGreedyTie(t *testing.T, c *runner.Runtime, prompt, want []int32, first int32, tie float64) int {
+func checkGreedyTie(t *testing.T, c *runner.Session, prompt, want []int32, first int32, tie float64) int {
 	t.Helper()
 	var b batch.Batch
 	logits := []float32(nil)
