@@ -85,15 +85,22 @@ type Engine struct {
 
 	// Owned by the Run goroutine.
 	waiting []*sequence
-	embeds  embedQueue // embedding requests waiting (embed.go)
-	running []*sequence
+	running []*sequence // written by the core alone (core.go), as are waiting and freeIDs
 	freeIDs []int32
+	embeds  embedQueue // embedding requests waiting (embed.go)
 	b       batch.Batch
 	sched   batch.KV    // b's KV schedule (cells, tables, store operations), reused
 	inBatch []*sequence // sequences with a logits row in b, by row order
 	stats   Stats
 	cost    costModel
-	tier    tierState // KV tiers beyond RAM (tier.go)
+	// The components (core.go): the KV tiers beyond RAM (tier.go), the slots' histories
+	// (slots_save.go), and the per-sequence memory beside the KV blocks, [tier, saved].
+	tier   *tierState
+	fetch  prefixFetcher // tier
+	images stepImages    // tier
+	saved  *slotHistories
+	mem    []seqMemory
+	ctl    chan func() // control calls run between steps (Engine.control)
 	// completionMean is the mean completion length of the finishedN requests that ran to
 	// their end, recent ones weighing most (expectedGrowth).
 	completionMean float64
@@ -176,7 +183,11 @@ func New(d Decoder, lim Limits, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	e := &Engine{dec: d, kv: kv, lim: lim, cfg: cfg, stopped: make(chan struct{}), now: time.Now}
+	e := &Engine{dec: d, kv: kv, lim: lim, cfg: cfg, stopped: make(chan struct{}), now: time.Now, ctl: make(chan func(), 16)}
+	e.tier = &tierState{}
+	e.fetch, e.images = e.tier, e.tier
+	e.saved = &slotHistories{last: map[int]slotHistory{}}
+	e.mem = []seqMemory{e.tier, e.saved}
 	e.embeds.bs = kv.Config().BlockSize
 	e.panics, _ = cfg.Observer.(PanicObserver)
 	// queued and embeds.queued bound it: each send holds >= 1 request.
@@ -306,75 +317,5 @@ func (e *Engine) Slots() []Slot {
 	return slices.Clone(e.slots)
 }
 
-// Run is the step loop; it owns all scheduling state. It returns when ctx ends, after finishing
-// every outstanding request with ErrClosed. Let in-flight requests drain before cancelling ctx
-// for a graceful shutdown.
-func (e *Engine) Run(ctx context.Context) error {
-	defer close(e.stopped)
-	for {
-		if len(e.running) == 0 && len(e.waiting) == 0 && len(e.embeds.waiting) == 0 {
-			e.publish()
-			select {
-			case ss := <-e.incoming:
-				e.enqueue(ss)
-			case f := <-e.tier.control: // nil without tiers
-				f()
-			case <-ctx.Done():
-				e.shutdown()
-				return ctx.Err()
-			}
-		}
-		if ctx.Err() != nil {
-			e.shutdown()
-			return ctx.Err()
-		}
-		e.drainIncoming()
-		if !e.tierRun(ctx) {
-			e.shutdown()
-			return ctx.Err()
-		}
-		e.step()
-		e.publish()
-	}
-}
-
 // Done is closed when Run has returned.
 func (e *Engine) Done() <-chan struct{} { return e.stopped }
-
-// drainIncoming enqueues every submission waiting in e.incoming, without blocking.
-func (e *Engine) drainIncoming() {
-	for {
-		select {
-		case ss := <-e.incoming:
-			e.enqueue(ss)
-		default:
-			return
-		}
-	}
-}
-
-func (e *Engine) enqueue(ss []*sequence) {
-	if isEmbed(ss) {
-		e.embeds.waiting = append(e.embeds.waiting, ss...)
-		return
-	}
-	e.waiting = append(e.waiting, ss...)
-}
-
-func (e *Engine) shutdown() {
-	e.sendMu.Lock() // waits for Submits between their closed check and their send
-	e.closed.Store(true)
-	e.sendMu.Unlock()
-	e.drainIncoming()
-	for _, s := range e.running {
-		e.finish(s, FinishError, ErrClosed)
-	}
-	for _, s := range e.waiting {
-		e.queued.Add(-1)
-		e.finish(s, FinishError, ErrClosed)
-	}
-	e.shutdownEmbeds()
-	e.running, e.waiting = nil, nil
-	e.tierFlush() // the prefix cache to disk, to survive the restart (tier.go)
-	e.publish()
-}
