@@ -2,13 +2,10 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"ubatch/batch"
-	"ubatch/kvcache"
 )
 
 // The scheduler core: the loop's policy, in the order a step runs it. Each step reaps the
@@ -90,42 +87,6 @@ func (e *Engine) idle() bool {
 		return false
 	}
 	return !slices.ContainsFunc(e.waiting, func(s *sequence) bool { return !e.fetch.fetching(s) })
-}
-
-// drainIncoming enqueues every submission waiting in e.incoming, without blocking.
-func (e *Engine) drainIncoming() {
-	for {
-		select {
-		case ss := <-e.incoming:
-			e.enqueue(ss)
-		default:
-			return
-		}
-	}
-}
-
-// drainControl runs the control calls queued, without blocking.
-func (e *Engine) drainControl() {
-	for {
-		select {
-		case f := <-e.ctl:
-			f()
-		default:
-			return
-		}
-	}
-}
-
-// pollFetches takes in the fetches that finished, without blocking.
-func (e *Engine) pollFetches() {
-	for {
-		select {
-		case r := <-e.fetch.done():
-			e.fetch.imported(r)
-		default:
-			return
-		}
-	}
 }
 
 func (e *Engine) enqueue(ss []*sequence) {
@@ -266,13 +227,17 @@ func (e *Engine) start(s *sequence, growth int, attach bool) (int, bool) {
 	if attach {
 		n, err = e.kv.Admit(int(id), s.req.Salt, s.tokens, growth)
 	}
-	for _, m := range e.mem {
-		if err == nil {
-			err = m.admitted(s)
+	for i, m := range e.mem {
+		if err != nil {
+			break
+		}
+		if err = m.admitted(s); err != nil {
+			for _, held := range e.mem[:i] { // the components that took s give it up
+				held.released(s, false)
+			}
 		}
 	}
 	if err != nil {
-		// Not released: the memory components may not hold s, and the slot keeps its history.
 		e.kv.SeqFree(int(id))
 		e.freeIDs = append(e.freeIDs, id)
 		s.kvSeq = -1
@@ -346,23 +311,7 @@ func (e *Engine) finish(s *sequence, reason FinishReason, err error) {
 		e.finishEmbed(s, reason, err)
 		return
 	}
-	if errors.Is(err, kvcache.ErrKVFull) {
-		reason = FinishLength
-	} else if err != nil {
-		reason = FinishError
-	}
-	s.usage.PromptTokens = s.promptTokens
-	s.usage.CompletionTokens = s.generated
-	s.usage.Latency = time.Since(s.submitted)
-	if reason == FinishStop || reason == FinishLength {
-		e.noteCompletion(s.generated)
-		e.par.noteLength(s.promptTokens + s.generated)
-	}
-	if e.cfg.Observer != nil {
-		e.cfg.Observer.Finished(reason, s.usage)
-	}
-	s.stream.push(Output{Seq: s.choice, Done: true, Finish: reason, Err: err, Usage: s.usage})
-	s.done = true
+	e.finishGen(s, reason, err)
 }
 
 func (e *Engine) shutdown() {

@@ -138,24 +138,10 @@ func (e *Engine) SubmitEmbed(ctx context.Context, reqs ...EmbedRequest) (*Stream
 		}
 		seqs[i] = s
 	}
-	n := int64(len(reqs))
-	if e.embeds.queued.Add(n) > int64(e.cfg.Embed.MaxQueue) {
-		e.embeds.queued.Add(-n)
-		return nil, ErrQueueFull
+	if err := e.send(seqs, &e.embeds.queued, e.cfg.Embed.MaxQueue, nil); err != nil {
+		return nil, err
 	}
-	e.sendMu.RLock()
-	defer e.sendMu.RUnlock()
-	if e.closed.Load() {
-		e.embeds.queued.Add(-n)
-		return nil, ErrClosed
-	}
-	select {
-	case e.incoming <- seqs: // its capacity counts EmbedConfig.MaxQueue sends besides Config.MaxQueue
-		return st, nil
-	default:
-		e.embeds.queued.Add(-n)
-		return nil, ErrQueueFull
-	}
+	return st, nil
 }
 
 func (e *Engine) newEmbedSeq(ctx context.Context, req EmbedRequest, st *Stream, seq int) (*sequence, error) {

@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
+	"ubatch/kvcache"
 	"ubatch/sample"
 )
 
@@ -156,4 +158,26 @@ func (e *Engine) observeStep(info StepInfo, capacity int, began time.Time) {
 		e.cfg.Observer.Step(info)
 	}
 	e.logStep(info)
+}
+
+// finishGen sends generation sequence s's final output, its id and blocks freed (finish),
+// and counts it: a KV cache outgrown is FinishLength, any other error FinishError.
+func (e *Engine) finishGen(s *sequence, reason FinishReason, err error) {
+	if errors.Is(err, kvcache.ErrKVFull) {
+		reason = FinishLength
+	} else if err != nil {
+		reason = FinishError
+	}
+	s.usage.PromptTokens = s.promptTokens
+	s.usage.CompletionTokens = s.generated
+	s.usage.Latency = time.Since(s.submitted)
+	if reason == FinishStop || reason == FinishLength {
+		e.noteCompletion(s.generated)
+		e.par.noteLength(s.promptTokens + s.generated)
+	}
+	if e.cfg.Observer != nil {
+		e.cfg.Observer.Finished(reason, s.usage)
+	}
+	s.stream.push(Output{Seq: s.choice, Done: true, Finish: reason, Err: err, Usage: s.usage})
+	s.done = true
 }

@@ -227,26 +227,39 @@ func (e *Engine) Submit(ctx context.Context, reqs ...Request) (*Stream, error) {
 		}
 		seqs[i] = s
 	}
-	n := int64(len(reqs))
-	if e.queued.Add(n) > int64(e.cfg.MaxQueue) {
-		e.queued.Add(-n)
-		if e.cfg.Observer != nil {
-			e.cfg.Observer.Rejected()
+	var rejected func()
+	if e.cfg.Observer != nil {
+		rejected = e.cfg.Observer.Rejected
+	}
+	if err := e.send(seqs, &e.queued, e.cfg.MaxQueue, rejected); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// send queues a submission's sequences to Run, counted in queued against limit (ErrQueueFull
+// past it, rejected told then if set), unless the engine shut down (ErrClosed).
+func (e *Engine) send(seqs []*sequence, queued *atomic.Int64, limit int, rejected func()) error {
+	n := int64(len(seqs))
+	if queued.Add(n) > int64(limit) {
+		queued.Add(-n)
+		if rejected != nil {
+			rejected()
 		}
-		return nil, ErrQueueFull
+		return ErrQueueFull
 	}
 	e.sendMu.RLock()
 	defer e.sendMu.RUnlock()
-	if e.closed.Load() { // shut down since the check above: shutdown may have drained incoming
-		e.queued.Add(-n)
-		return nil, ErrClosed
+	if e.closed.Load() { // shut down since the caller's check: shutdown may have drained incoming
+		queued.Add(-n)
+		return ErrClosed
 	}
 	select {
-	case e.incoming <- seqs:
-		return st, nil
-	default: // unreachable while queued bounds the channel, but never block a handler
-		e.queued.Add(-n)
-		return nil, ErrQueueFull
+	case e.incoming <- seqs: // its capacity counts Config.MaxQueue and EmbedConfig.MaxQueue sends
+		return nil
+	default: // unreachable while the queued counts bound the channel, but never block a handler
+		queued.Add(-n)
+		return ErrQueueFull
 	}
 }
 
@@ -319,3 +332,39 @@ func (e *Engine) Slots() []Slot {
 
 // Done is closed when Run has returned.
 func (e *Engine) Done() <-chan struct{} { return e.stopped }
+
+// drainIncoming enqueues every submission waiting in e.incoming, without blocking.
+func (e *Engine) drainIncoming() {
+	for {
+		select {
+		case ss := <-e.incoming:
+			e.enqueue(ss)
+		default:
+			return
+		}
+	}
+}
+
+// drainControl runs the control calls queued, without blocking.
+func (e *Engine) drainControl() {
+	for {
+		select {
+		case f := <-e.ctl:
+			f()
+		default:
+			return
+		}
+	}
+}
+
+// pollFetches takes in the fetches that finished, without blocking.
+func (e *Engine) pollFetches() {
+	for {
+		select {
+		case r := <-e.fetch.done():
+			e.fetch.imported(r)
+		default:
+			return
+		}
+	}
+}
