@@ -55,6 +55,18 @@ func (e *Engine) decode() error {
 	return err
 }
 
+// failBatch fails the sequences of the batch the decoder refused with err: the batch fitted
+// (buildBatch checked), so this is a model failure, and its cells hold no K/V and must never be
+// matched.
+func (e *Engine) failBatch(err error) {
+	e.kv.ForgetCells(e.sched.Slots)
+	for _, s := range e.running {
+		if s.chunk > 0 {
+			e.finish(s, FinishError, fmt.Errorf("decode: %w", err))
+		}
+	}
+}
+
 // notePassedOver counts, for each prefilling sequence, the steps in a row its prompt got no
 // chunk (buildBatch's maxPrefillWait).
 func (e *Engine) notePassedOver() {

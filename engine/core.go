@@ -86,7 +86,12 @@ func (e *Engine) idle() bool {
 	if len(e.running) > 0 || len(e.embeds.waiting) > 0 {
 		return false
 	}
-	return !slices.ContainsFunc(e.waiting, func(s *sequence) bool { return !e.fetch.fetching(s) })
+	for _, s := range e.waiting {
+		if !e.fetch.fetching(s) {
+			return false
+		}
+	}
+	return true
 }
 
 func (e *Engine) enqueue(ss []*sequence) {
@@ -119,14 +124,7 @@ func (e *Engine) step() {
 	}
 	start := e.now()
 	if err := e.decode(); err != nil {
-		// The batch fitted (checked above), so this is a model failure: its cells hold no K/V and
-		// must never be matched, and its sequences fail.
-		e.kv.ForgetCells(e.sched.Slots)
-		for _, s := range e.running {
-			if s.chunk > 0 {
-				e.finish(s, FinishError, fmt.Errorf("decode: %w", err))
-			}
-		}
+		e.failBatch(err)
 		e.dropEnded()
 		return
 	}
@@ -164,12 +162,10 @@ func (e *Engine) dropEnded() {
 }
 
 // admit moves waiting requests, in orderWaiting's order, into running while sequence slots and
-// KV blocks allow, starting each from its longest cached prefix. A request whose prefix a
-// running sequence is still computing waits (the KV cache says so) and later ones may pass it:
-// this is what makes a burst of requests with one system prompt compute that prompt once.
-//
-// The running set is bounded by the adaptive parallelism (parallel.go): its bound, the KV
-// cache, and the inter-token target; e.par.stop records which one stopped the round.
+// KV blocks allow, each from its longest cached prefix. A request whose prefix a running
+// sequence is still computing waits and later ones may pass it: a burst of requests with one
+// system prompt computes it once. The adaptive parallelism bounds the running set
+// (parallel.go); e.par.stop records what stopped the round.
 func (e *Engine) admit() {
 	e.orderWaiting()
 	e.beginAdmission()
@@ -215,10 +211,9 @@ func (e *Engine) admit() {
 	}
 }
 
-// start gives waiting s (already out of its queue) a sequence id, its blocks from the longest
-// cached prefix (attach: else from none) with growth cells set aside, and the per-sequence
-// memory components' state, and puts it in running. It returns the cached tokens; on a refusal
-// (a bug: the ids and blocks were checked free) s ends with the error and start reports false.
+// start gives waiting s (out of its queue) a sequence id, its blocks (attach: from the longest
+// cached prefix, growth cells set aside) and the memory components' state, and puts it in
+// running. It returns the cached tokens, or false when s ended with a refusal.
 func (e *Engine) start(s *sequence, growth int, attach bool) (int, bool) {
 	id := e.freeIDs[len(e.freeIDs)-1]
 	e.freeIDs = e.freeIDs[:len(e.freeIDs)-1]
@@ -249,6 +244,13 @@ func (e *Engine) start(s *sequence, growth int, attach bool) (int, bool) {
 	return n, true
 }
 
+// initIDs makes the sequence ids [0, n) free, a stack handing out the lowest first.
+func (e *Engine) initIDs(n int) {
+	for id := n - 1; id >= 0; id-- {
+		e.freeIDs = append(e.freeIDs, int32(id))
+	}
+}
+
 // release frees s's id, its blocks (full ones stay in the prefix cache) and the memory
 // components' state (preempted: s will be admitted again).
 func (e *Engine) release(s *sequence, preempted bool) {
@@ -263,12 +265,10 @@ func (e *Engine) release(s *sequence, preempted bool) {
 	s.kvSeq = -1
 }
 
-// preemptLowest frees the KV blocks of the running sequence of the lowest standing (byStanding: the
-// priority it was admitted at, then the newest; among those of the lowest priority, one of the
-// client claiming the most cells: lowestStanding) and puts it back in the waiting queue to be
-// recomputed later (its full blocks stay in the prefix cache, so the recompute is often cheap).
-// With a single sequence left that still does not fit, that sequence has outgrown the cache and
-// ends with FinishLength. It reports whether a retry can help.
+// preemptLowest preempts the running sequence of the lowest standing (lowestStanding), to be
+// recomputed later (its full blocks stay in the prefix cache, so that is often cheap). A single
+// sequence left that still does not fit has outgrown the cache: it ends with FinishLength. It
+// reports whether a retry can help.
 func (e *Engine) preemptLowest() bool {
 	if len(e.running) == 0 {
 		return false

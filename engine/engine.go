@@ -192,9 +192,7 @@ func New(d Decoder, lim Limits, cfg Config) (*Engine, error) {
 	e.panics, _ = cfg.Observer.(PanicObserver)
 	// queued and embeds.queued bound it: each send holds >= 1 request.
 	e.incoming = make(chan []*sequence, cfg.MaxQueue+cfg.Embed.MaxQueue)
-	for id := lim.NSeqMax - 1; id >= 0; id-- {
-		e.freeIDs = append(e.freeIDs, int32(id))
-	}
+	e.initIDs(lim.NSeqMax)
 	e.par.bound, e.par.stop = cfg.MaxRunning, AdmitQueueEmpty
 	e.publish()
 	return e, nil
