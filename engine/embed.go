@@ -129,14 +129,11 @@ func (e *Engine) SubmitEmbed(ctx context.Context, reqs ...EmbedRequest) (*Stream
 	if len(reqs) == 0 {
 		return nil, fmt.Errorf("%w: no input", ErrPromptSize)
 	}
-	st := newStream(len(reqs))
-	seqs := make([]*sequence, len(reqs))
-	for i, req := range reqs {
-		s, err := e.newEmbedSeq(ctx, req, st, i)
-		if err != nil {
-			return nil, err
-		}
-		seqs[i] = s
+	st, seqs, err := newSeqs(reqs, func(req EmbedRequest, st *Stream, i int) (*sequence, error) {
+		return e.newEmbedSeq(ctx, req, st, i)
+	})
+	if err != nil {
+		return nil, err
 	}
 	if err := e.send(seqs, &e.embeds.queued, e.cfg.Embed.MaxQueue, nil); err != nil {
 		return nil, err

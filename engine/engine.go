@@ -216,14 +216,9 @@ func (e *Engine) Submit(ctx context.Context, reqs ...Request) (*Stream, error) {
 	if len(reqs) == 0 {
 		return nil, fmt.Errorf("%w: no request", ErrPromptSize)
 	}
-	st := newStream(len(reqs))
-	seqs := make([]*sequence, len(reqs))
-	for i, req := range reqs {
-		s, err := e.newSeq(ctx, req, st, i)
-		if err != nil {
-			return nil, err
-		}
-		seqs[i] = s
+	st, seqs, err := newSeqs(reqs, func(req Request, st *Stream, i int) (*sequence, error) { return e.newSeq(ctx, req, st, i) })
+	if err != nil {
+		return nil, err
 	}
 	var rejected func()
 	if e.cfg.Observer != nil {
@@ -233,6 +228,21 @@ func (e *Engine) Submit(ctx context.Context, reqs ...Request) (*Stream, error) {
 		return nil, err
 	}
 	return st, nil
+}
+
+// newSeqs makes the sequences of a submission's requests, which share one stream: mk checks
+// request i and makes its sequence. It fails with the first request's error.
+func newSeqs[R any](reqs []R, mk func(req R, st *Stream, i int) (*sequence, error)) (*Stream, []*sequence, error) {
+	st := newStream(len(reqs))
+	seqs := make([]*sequence, len(reqs))
+	for i, req := range reqs {
+		s, err := mk(req, st, i)
+		if err != nil {
+			return nil, nil, err
+		}
+		seqs[i] = s
+	}
+	return st, seqs, nil
 }
 
 // send queues a submission's sequences to Run, counted in queued against limit (ErrQueueFull
