@@ -2,93 +2,39 @@ package engine
 
 import (
 	"cmp"
-	"fmt"
 	"math"
 	"slices"
 	"time"
 )
 
-// admit moves waiting requests, in orderWaiting's order, into running while sequence slots and
-// KV blocks allow, starting each from its longest cached prefix. A request whose prefix a
-// running sequence is still computing waits (the KV cache says so) and later ones may pass it:
-// this is what makes a burst of requests with one system prompt compute that prompt once.
-//
-// The running set is bounded by the adaptive parallelism (parallel.go): its bound, the KV
-// cache, and the inter-token target; e.par.stop records which one stopped the round.
-func (e *Engine) admit() {
-	e.orderWaiting()
-	e.beginAdmission()
-	for i := 0; i < len(e.waiting); {
-		s := e.waiting[i]
-		growth := e.expectedGrowth(s)
-		a := e.kv.CanAdmit(s.req.Salt, s.tokens, growth)
-		if a.Wait {
-			e.par.stop = AdmitPrefix
-			i++
-			continue
-		}
-		slot := len(e.running) < e.par.bound && len(e.freeIDs) > 0
-		if !slot || (!a.Fits() && len(e.running) > 0) {
-			// Full: a running request of lower priority makes room, or s waits (and so does
-			// everyone behind it, to keep the order).
-			if e.makeRoom(s, slot) {
-				continue
-			}
-			switch {
-			case slot:
-				e.par.stop = AdmitKV
-			case len(e.running) >= e.par.bound:
-				e.par.stop = e.par.boundBy
-			default:
-				e.par.stop = AdmitSlots // no sequence id free (a finished one not yet reaped)
-			}
-			return
-		}
-		if !e.itlAllows(s) {
-			// One more stream would slow every stream past the target: s waits (a preemption
-			// of a lower priority would not help, the running set would stay as large), unless
-			// a client holds more than its share: one of its sequences gives s its place.
-			if v := e.fairVictim(s, false); v != nil {
-				e.preemptSeq(v)
-				continue
-			}
-			e.par.stop = AdmitITL
-			return
-		}
-		if e.tierWait(s) { // blocks of its prefix are on their way from another tier (tier.go)
-			i++
-			continue
-		}
-		id := e.freeIDs[len(e.freeIDs)-1]
-		e.freeIDs = e.freeIDs[:len(e.freeIDs)-1]
-		e.waiting = slices.Delete(e.waiting, i, i+1)
-		e.queued.Add(-1)
-		n, err := e.kv.Admit(int(id), s.req.Salt, s.tokens, growth)
-		if err != nil {
-			// The cache refused an id the scheduler believed free: a bug, reported to the client
-			// rather than hidden behind a recompute.
-			e.kv.SeqFree(int(id))
-			e.freeIDs = append(e.freeIDs, id)
-			e.finish(s, FinishError, fmt.Errorf("engine: admitting a request: %w", err))
-			continue
-		}
-		s.kvSeq, s.cached = id, n
-		e.stats.PromptCached += uint64(min(n, s.nPrompt))
-		if e.cfg.Observer != nil {
-			e.cfg.Observer.Lookup(len(s.tokens), n)
-		}
-		if !s.counted {
-			s.counted = true
-			s.usage.QueueTime = time.Since(s.submitted)
-			s.usage.CachedTokens = min(n, s.nPrompt)
-			if e.cfg.Observer != nil {
-				e.cfg.Observer.Admitted(s.usage.QueueTime, s.nPrompt, s.usage.CachedTokens)
-			}
-		}
-		e.running = append(e.running, s)
-		e.admitted(s)
-		e.noteAdmitted(s, e.now())
+// fullReason is why admission stopped at a request that found the running set or the KV
+// cache full (slot: a sequence id and a place in the bound were free).
+func (e *Engine) fullReason(slot bool) AdmitReason {
+	switch {
+	case slot:
+		return AdmitKV
+	case len(e.running) >= e.par.bound:
+		return e.par.boundBy
 	}
+	return AdmitSlots // no sequence id free (a finished one not yet reaped)
+}
+
+// admittedGen records generation request s's admission with n tokens from the prefix cache.
+func (e *Engine) admittedGen(s *sequence, n int) {
+	e.stats.PromptCached += uint64(min(n, s.nPrompt))
+	if e.cfg.Observer != nil {
+		e.cfg.Observer.Lookup(len(s.tokens), n)
+	}
+	if !s.counted {
+		s.counted = true
+		s.usage.QueueTime = time.Since(s.submitted)
+		s.usage.CachedTokens = min(n, s.nPrompt)
+		if e.cfg.Observer != nil {
+			e.cfg.Observer.Admitted(s.usage.QueueTime, s.nPrompt, s.usage.CachedTokens)
+		}
+	}
+	e.admitted(s)
+	e.noteAdmitted(s, e.now())
 }
 
 // makeRoom preempts the running sequence of the lowest standing (byStanding) if that is below

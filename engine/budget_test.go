@@ -218,13 +218,7 @@ func TestBudgetFollowsTarget(t *testing.T) {
 				t.Fatal(err)
 			}
 			collect(t, long)
-			for _, s := range decoders {
-				s.Cancel(FinishCancelled)
-			}
-			steps := rec.snapshot()
-			d.mu.Lock()
-			costs := append([]time.Duration(nil), d.cost...)
-			d.mu.Unlock()
+			steps, costs := endDecoders(decoders, rec, d)
 			var mixed, prompt int
 			for i, s := range steps {
 				// Only steps whose prompt allowance was used up: the prompt's last chunk may be short.
@@ -343,4 +337,16 @@ func TestMarginCoversTheTail(t *testing.T) {
 			}
 		})
 	}
+}
+
+// endDecoders cancels the decoding streams and returns the steps rec observed and the cost d
+// charged for each.
+func endDecoders(decoders []*Stream, rec *stepRecorder, d *timedDecoder) ([]StepInfo, []time.Duration) {
+	for _, s := range decoders {
+		s.Cancel(FinishCancelled)
+	}
+	steps := rec.snapshot()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return steps, append([]time.Duration(nil), d.cost...)
 }

@@ -81,13 +81,7 @@ func TestChunksPricedByDepth(t *testing.T) {
 				t.Fatal(err)
 			}
 			collect(t, long)
-			for _, s := range decoders {
-				s.Cancel(FinishCancelled)
-			}
-			steps := rec.snapshot()
-			d.mu.Lock()
-			costs := append([]time.Duration(nil), d.cost...)
-			d.mu.Unlock()
+			steps, costs := endDecoders(decoders, rec, d)
 			sized, worst := 0, time.Duration(0)
 			for i, s := range steps {
 				if s.Reason != BudgetTarget || s.DecodeTokens != 8 || s.PrefillTokens == 0 {

@@ -129,33 +129,16 @@ func (e *Engine) SubmitEmbed(ctx context.Context, reqs ...EmbedRequest) (*Stream
 	if len(reqs) == 0 {
 		return nil, fmt.Errorf("%w: no input", ErrPromptSize)
 	}
-	st := newStream(len(reqs))
-	seqs := make([]*sequence, len(reqs))
-	for i, req := range reqs {
-		s, err := e.newEmbedSeq(ctx, req, st, i)
-		if err != nil {
-			return nil, err
-		}
-		seqs[i] = s
+	st, seqs, err := newSeqs(reqs, func(req EmbedRequest, st *Stream, i int) (*sequence, error) {
+		return e.newEmbedSeq(ctx, req, st, i)
+	})
+	if err != nil {
+		return nil, err
 	}
-	n := int64(len(reqs))
-	if e.embeds.queued.Add(n) > int64(e.cfg.Embed.MaxQueue) {
-		e.embeds.queued.Add(-n)
-		return nil, ErrQueueFull
+	if err := e.send(seqs, &e.embeds.queued, e.cfg.Embed.MaxQueue, nil); err != nil {
+		return nil, err
 	}
-	e.sendMu.RLock()
-	defer e.sendMu.RUnlock()
-	if e.closed.Load() {
-		e.embeds.queued.Add(-n)
-		return nil, ErrClosed
-	}
-	select {
-	case e.incoming <- seqs: // its capacity counts EmbedConfig.MaxQueue sends besides Config.MaxQueue
-		return st, nil
-	default:
-		e.embeds.queued.Add(-n)
-		return nil, ErrQueueFull
-	}
+	return st, nil
 }
 
 func (e *Engine) newEmbedSeq(ctx context.Context, req EmbedRequest, st *Stream, seq int) (*sequence, error) {
@@ -235,24 +218,16 @@ func (e *Engine) admitEmbeds() {
 		if need > a.Avail && len(e.running) > 0 {
 			return // blocks free up as running sequences finish
 		}
-		id := e.freeIDs[len(e.freeIDs)-1]
-		e.freeIDs = e.freeIDs[:len(e.freeIDs)-1]
 		q.waiting = q.waiting[1:]
 		q.queued.Add(-1)
-		s.kvSeq, s.cached = id, 0
-		if last {
-			n, err := e.kv.Admit(int(id), s.req.Salt, s.tokens, 0)
-			if err != nil {
-				e.finishEmbed(s, FinishError, fmt.Errorf("engine: admitting an embedding: %w", err))
-				continue
-			}
-			s.cached = n
-			e.stats.PromptCached += uint64(n)
+		n, ok := e.start(s, 0, last)
+		if !ok {
+			continue
 		}
+		e.stats.PromptCached += uint64(n)
 		st := s.embed
 		st.sum, st.n = st.sum[:0], 0
 		s.usage.CachedTokens = s.cached
-		e.running = append(e.running, s)
 		running++
 	}
 }
@@ -322,11 +297,7 @@ var errEmbedKV = errors.New("engine: the KV cache cannot hold this input even al
 // its one output: the embedding when reason is FinishStop, else the reason and err. Embedding
 // requests are not counted in the generation metrics (Observer.Finished).
 func (e *Engine) finishEmbed(s *sequence, reason FinishReason, err error) {
-	if s.kvSeq >= 0 {
-		e.kv.SeqFree(int(s.kvSeq))
-		e.freeIDs = append(e.freeIDs, s.kvSeq)
-		s.kvSeq = -1
-	}
+	e.release(s, false)
 	out := Output{Seq: s.choice, Done: true, Finish: reason, Err: err}
 	switch {
 	case reason == FinishLength && err == nil:
@@ -343,11 +314,14 @@ func (e *Engine) finishEmbed(s *sequence, reason FinishReason, err error) {
 	s.done = true
 }
 
-// requeueEmbed puts a preempted embedding sequence back in its queue (evict has freed its blocks
-// and id): it starts again from its first token.
-func (e *Engine) requeueEmbed(s *sequence) {
-	e.embeds.waiting = append(e.embeds.waiting, s)
-	e.embeds.queued.Add(1)
+// enqueue adds a submission's sequences (counted in queued by SubmitEmbed) to the queue.
+func (q *embedQueue) enqueue(ss []*sequence) { q.waiting = append(q.waiting, ss...) }
+
+// requeue puts a preempted embedding sequence back in the queue: it starts again from its
+// first token.
+func (q *embedQueue) requeue(s *sequence) {
+	q.waiting = append(q.waiting, s)
+	q.queued.Add(1)
 }
 
 // shutdownEmbeds ends every waiting embedding request with ErrClosed.

@@ -85,15 +85,22 @@ type Engine struct {
 
 	// Owned by the Run goroutine.
 	waiting []*sequence
-	embeds  embedQueue // embedding requests waiting (embed.go)
-	running []*sequence
+	running []*sequence // written by the core alone (core.go), as are waiting and freeIDs
 	freeIDs []int32
+	embeds  embedQueue // embedding requests waiting (embed.go)
 	b       batch.Batch
 	sched   batch.KV    // b's KV schedule (cells, tables, store operations), reused
 	inBatch []*sequence // sequences with a logits row in b, by row order
 	stats   Stats
 	cost    costModel
-	tier    tierState // KV tiers beyond RAM (tier.go)
+	// The components (core.go): the KV tiers beyond RAM (tier.go), the slots' histories
+	// (slots_save.go), and the per-sequence memory beside the KV blocks, [tier, saved].
+	tier   *tierState
+	fetch  prefixFetcher // tier
+	images stepImages    // tier
+	saved  *slotHistories
+	mem    []seqMemory
+	ctl    chan func() // control calls run between steps (Engine.control)
 	// completionMean is the mean completion length of the finishedN requests that ran to
 	// their end, recent ones weighing most (expectedGrowth).
 	completionMean float64
@@ -176,14 +183,16 @@ func New(d Decoder, lim Limits, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	e := &Engine{dec: d, kv: kv, lim: lim, cfg: cfg, stopped: make(chan struct{}), now: time.Now}
+	e := &Engine{dec: d, kv: kv, lim: lim, cfg: cfg, stopped: make(chan struct{}), now: time.Now, ctl: make(chan func(), 16)}
+	e.tier = &tierState{}
+	e.fetch, e.images = e.tier, e.tier
+	e.saved = &slotHistories{last: map[int]slotHistory{}}
+	e.mem = []seqMemory{e.tier, e.saved}
 	e.embeds.bs = kv.Config().BlockSize
 	e.panics, _ = cfg.Observer.(PanicObserver)
 	// queued and embeds.queued bound it: each send holds >= 1 request.
 	e.incoming = make(chan []*sequence, cfg.MaxQueue+cfg.Embed.MaxQueue)
-	for id := lim.NSeqMax - 1; id >= 0; id-- {
-		e.freeIDs = append(e.freeIDs, int32(id))
-	}
+	e.initIDs(lim.NSeqMax)
 	e.par.bound, e.par.stop = cfg.MaxRunning, AdmitQueueEmpty
 	e.publish()
 	return e, nil
@@ -214,35 +223,58 @@ func (e *Engine) Submit(ctx context.Context, reqs ...Request) (*Stream, error) {
 	if len(reqs) == 0 {
 		return nil, fmt.Errorf("%w: no request", ErrPromptSize)
 	}
+	st, seqs, err := newSeqs(reqs, func(req Request, st *Stream, i int) (*sequence, error) { return e.newSeq(ctx, req, st, i) })
+	if err != nil {
+		return nil, err
+	}
+	var rejected func()
+	if e.cfg.Observer != nil {
+		rejected = e.cfg.Observer.Rejected
+	}
+	if err := e.send(seqs, &e.queued, e.cfg.MaxQueue, rejected); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// newSeqs makes the sequences of a submission's requests, which share one stream: mk checks
+// request i and makes its sequence. It fails with the first request's error.
+func newSeqs[R any](reqs []R, mk func(req R, st *Stream, i int) (*sequence, error)) (*Stream, []*sequence, error) {
 	st := newStream(len(reqs))
 	seqs := make([]*sequence, len(reqs))
 	for i, req := range reqs {
-		s, err := e.newSeq(ctx, req, st, i)
+		s, err := mk(req, st, i)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		seqs[i] = s
 	}
-	n := int64(len(reqs))
-	if e.queued.Add(n) > int64(e.cfg.MaxQueue) {
-		e.queued.Add(-n)
-		if e.cfg.Observer != nil {
-			e.cfg.Observer.Rejected()
+	return st, seqs, nil
+}
+
+// send queues a submission's sequences to Run, counted in queued against limit (ErrQueueFull
+// past it, rejected told then if set), unless the engine shut down (ErrClosed).
+func (e *Engine) send(seqs []*sequence, queued *atomic.Int64, limit int, rejected func()) error {
+	n := int64(len(seqs))
+	if queued.Add(n) > int64(limit) {
+		queued.Add(-n)
+		if rejected != nil {
+			rejected()
 		}
-		return nil, ErrQueueFull
+		return ErrQueueFull
 	}
 	e.sendMu.RLock()
 	defer e.sendMu.RUnlock()
-	if e.closed.Load() { // shut down since the check above: shutdown may have drained incoming
-		e.queued.Add(-n)
-		return nil, ErrClosed
+	if e.closed.Load() { // shut down since the caller's check: shutdown may have drained incoming
+		queued.Add(-n)
+		return ErrClosed
 	}
 	select {
-	case e.incoming <- seqs:
-		return st, nil
-	default: // unreachable while queued bounds the channel, but never block a handler
-		e.queued.Add(-n)
-		return nil, ErrQueueFull
+	case e.incoming <- seqs: // its capacity counts Config.MaxQueue and EmbedConfig.MaxQueue sends
+		return nil
+	default: // unreachable while the queued counts bound the channel, but never block a handler
+		queued.Add(-n)
+		return ErrQueueFull
 	}
 }
 
@@ -313,38 +345,6 @@ func (e *Engine) Slots() []Slot {
 	return slices.Clone(e.slots)
 }
 
-// Run is the step loop; it owns all scheduling state. It returns when ctx ends, after finishing
-// every outstanding request with ErrClosed. Let in-flight requests drain before cancelling ctx
-// for a graceful shutdown.
-func (e *Engine) Run(ctx context.Context) error {
-	defer close(e.stopped)
-	for {
-		if len(e.running) == 0 && len(e.waiting) == 0 && len(e.embeds.waiting) == 0 {
-			e.publish()
-			select {
-			case ss := <-e.incoming:
-				e.enqueue(ss)
-			case f := <-e.tier.control: // nil without tiers
-				f()
-			case <-ctx.Done():
-				e.shutdown()
-				return ctx.Err()
-			}
-		}
-		if ctx.Err() != nil {
-			e.shutdown()
-			return ctx.Err()
-		}
-		e.drainIncoming()
-		if !e.tierRun(ctx) {
-			e.shutdown()
-			return ctx.Err()
-		}
-		e.step()
-		e.publish()
-	}
-}
-
 // Done is closed when Run has returned.
 func (e *Engine) Done() <-chan struct{} { return e.stopped }
 
@@ -360,28 +360,26 @@ func (e *Engine) drainIncoming() {
 	}
 }
 
-func (e *Engine) enqueue(ss []*sequence) {
-	if isEmbed(ss) {
-		e.embeds.waiting = append(e.embeds.waiting, ss...)
-		return
+// drainControl runs the control calls queued, without blocking.
+func (e *Engine) drainControl() {
+	for {
+		select {
+		case f := <-e.ctl:
+			f()
+		default:
+			return
+		}
 	}
-	e.waiting = append(e.waiting, ss...)
 }
 
-func (e *Engine) shutdown() {
-	e.sendMu.Lock() // waits for Submits between their closed check and their send
-	e.closed.Store(true)
-	e.sendMu.Unlock()
-	e.drainIncoming()
-	for _, s := range e.running {
-		e.finish(s, FinishError, ErrClosed)
+// pollFetches takes in the fetches that finished, without blocking.
+func (e *Engine) pollFetches() {
+	for {
+		select {
+		case r := <-e.fetch.done():
+			e.fetch.imported(r)
+		default:
+			return
+		}
 	}
-	for _, s := range e.waiting {
-		e.queued.Add(-1)
-		e.finish(s, FinishError, ErrClosed)
-	}
-	e.shutdownEmbeds()
-	e.running, e.waiting = nil, nil
-	e.tierFlush() // the prefix cache to disk, to survive the restart (tier.go)
-	e.publish()
 }

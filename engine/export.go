@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"slices"
 
 	"ubatch/kvcache"
 	"ubatch/kvfile"
@@ -23,9 +22,8 @@ func (e *Engine) ExportBlocks(ctx context.Context, salt kvcache.Salt, tokens []i
 }
 
 func (e *Engine) exportBlocks(salt kvcache.Salt, tokens []int32, max int) ([]kvfile.Block, error) {
-	t := &e.tier
-	ap, ok := e.dec.(KVApplier)
-	if !ok || t.m == nil {
+	t := e.tier
+	if t.ap == nil || t.m == nil {
 		return nil, ErrNoTiers
 	}
 	bs := t.m.Config().BlockSize
@@ -37,33 +35,9 @@ func (e *Engine) exportBlocks(salt kvcache.Salt, tokens []int32, max int) ([]kvf
 	if len(found) == 0 {
 		return nil, nil
 	}
-	imgs := make([]int32, len(found))
-	cells := make([]int32, len(found))
-	for i, cb := range found {
-		img, err := t.m.SaveCells(cb.Cell, cb.N)
-		if err != nil {
-			return nil, err
-		}
-		imgs[i], cells[i] = img, cb.N
-	}
-	data, err := e.applyNow(ap, imgs, cells)
+	data, err := t.readOut(found)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]kvfile.Block, len(found))
-	parent := salt.Key
-	for i, cb := range found {
-		lo := int(cb.Depth) * bs
-		toks := slices.Clone(tokens[lo : lo+int(cb.N)])
-		pos := make([]int32, cb.N)
-		for j := range pos {
-			pos[j] = int32(lo + j)
-		}
-		// The key from the tokens, as a slot save does: it is what the block holds, and the
-		// receiving node checks it against its own prompt's chain.
-		key := kvcache.ChainKey(parent, toks)
-		out[i] = kvfile.Block{Key: key, Parent: parent, Depth: cb.Depth, Tokens: toks, Pos: pos, Data: data[i]}
-		parent = key
-	}
-	return out, nil
+	return t.chain(salt.Key, found, tokens, data), nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	"ubatch/batch"
 	"ubatch/kvcache"
 	"ubatch/kvfile"
 )
@@ -17,11 +16,6 @@ import (
 // for that history (full ones and a partial last one) out of the store; restoring imports a
 // saved run of blocks into the prefix cache (so the next prompt that starts with it, in any
 // slot, finds it cached) and makes it the slot's history; erasing forgets the history.
-
-// KVApplier is a Decoder that can apply store operations outside a step (runner.Runtime).
-type KVApplier interface {
-	ApplyKV(ops []batch.KVOp, images [][]byte) error
-}
 
 // ErrNoTiers: the engine was not given tiers (SetTiers), so slots cannot be saved.
 var ErrNoTiers = errors.New("engine: slot save and restore need SetTiers")
@@ -41,17 +35,36 @@ type slotHistory struct {
 	salt   kvcache.Salt
 }
 
+// slotHistories is the slots' histories when idle, the last sequence's of each, owned by the
+// Run goroutine. The core reaches it as a seqMemory: a sequence ending records its history
+// there. It records nothing before SetTiers (kv nil), as slots are saved on the tiers.
+type slotHistories struct {
+	kv   kvOwner
+	last map[int]slotHistory // slot id -> its last sequence's history
+}
+
+// admitted: a slot's history changes when its sequence leaves it.
+func (h *slotHistories) admitted(*sequence) error { return nil }
+
+// released records the history of generation sequence s, which ended, as its slot's.
+func (h *slotHistories) released(s *sequence, preempted bool) {
+	if preempted || h.kv == nil || s.embed != nil {
+		return
+	}
+	h.last[int(s.kvSeq)] = slotHistory{tokens: slices.Clone(s.tokens[:h.kv.SeqLen(int(s.kvSeq))]), salt: s.req.Salt}
+}
+
 // ErrSlot: the slot id is outside the slots.
 var ErrSlot = errors.New("engine: no such slot")
 
 // control runs f on the Run goroutine and waits for it (or ctx, or the engine's end).
 func (e *Engine) control(ctx context.Context, f func()) error {
-	if e.tier.control == nil {
+	if e.tier.m == nil {
 		return ErrNoTiers
 	}
 	done := make(chan struct{})
 	select {
-	case e.tier.control <- func() { f(); close(done) }:
+	case e.ctl <- func() { f(); close(done) }:
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-e.stopped:
@@ -78,94 +91,38 @@ func (e *Engine) SaveSlot(ctx context.Context, id int) ([]kvfile.Block, int, err
 }
 
 func (e *Engine) saveSlot(id int) ([]kvfile.Block, int, error) {
-	if id < 0 || id >= e.cfg.MaxRunning {
-		return nil, 0, fmt.Errorf("%w: %d (there are %d)", ErrSlot, id, e.cfg.MaxRunning)
+	if err := e.checkSlot(id); err != nil {
+		return nil, 0, err
 	}
-	t := &e.tier
-	ap, ok := e.dec.(KVApplier)
-	if !ok || t.m == nil {
+	t := e.tier
+	if t.ap == nil || t.m == nil {
 		return nil, 0, ErrNoTiers
 	}
-	h := t.history(e, id)
+	h := e.history(id)
 	if !h.salt.IsZero() {
 		return nil, 0, fmt.Errorf("%w (slot %d)", ErrSlotSalted, id)
 	}
-	hist := h.tokens
-	if len(hist) == 0 {
+	if len(h.tokens) == 0 {
 		return nil, 0, nil
 	}
-	cached := t.m.Prefix(nil, kvcache.Salt{}, hist)
-	imgs := make([]int32, len(cached))
-	cells := make([]int32, len(cached))
-	for i, cb := range cached {
-		cells[i] = cb.N
-		img, err := t.m.SaveCells(cb.Cell, cb.N)
-		if err != nil {
-			return nil, 0, err
-		}
-		imgs[i] = img
-	}
-	out, err := e.applyNow(ap, imgs, cells)
+	cached := t.m.Prefix(nil, kvcache.Salt{}, h.tokens)
+	data, err := t.readOut(cached)
 	if err != nil {
 		return nil, 0, err
 	}
-	bs := int32(t.m.Config().BlockSize)
-	blocks := make([]kvfile.Block, len(cached))
-	for i, cb := range cached {
-		lo := int(cb.Depth * bs)
-		toks := slices.Clone(hist[lo : lo+int(cb.N)])
-		pos := make([]int32, cb.N)
-		for j := range pos {
-			pos[j] = cb.Depth*bs + int32(j)
-		}
-		blocks[i] = kvfile.Block{Key: kvcache.ChainKey(cb.Parent, toks), Parent: cb.Parent, Depth: cb.Depth,
-			Tokens: toks, Pos: pos, Data: out[i]}
-		if i+1 < len(cached) {
-			cached[i+1].Parent = blocks[i].Key
-		}
+	parent := kvcache.RootKey
+	if len(cached) > 0 {
+		parent = cached[0].Parent
 	}
-	return blocks, len(hist), nil
+	return t.chain(parent, cached, h.tokens, data), len(h.tokens), nil
 }
 
-// applyNow applies the manager's pending store operations at once (outside a step), with the
-// images of the pending loads and spills, and hands the spills to the sink; it returns the
-// images numbered want, filled.
-func (e *Engine) applyNow(ap KVApplier, want, cells []int32) ([][]byte, error) {
-	t := &e.tier
-	ops := e.kvOps()
-	e.tierImagesFor(want, cells)
-	err := ap.ApplyKV(ops, t.imgs)
-	out := make([][]byte, len(want))
-	for i, idx := range want {
-		out[i] = t.imgs[idx]
+// checkSlot reports ErrSlot for an id outside the slots.
+func (e *Engine) checkSlot(id int) error {
+	if id < 0 || id >= e.cfg.MaxRunning {
+		return fmt.Errorf("%w: %d (there are %d)", ErrSlot, id, e.cfg.MaxRunning)
 	}
-	e.tierSpilled(err == nil)
-	return out, err
-}
-
-// kvOps takes the manager's pending store operations.
-func (e *Engine) kvOps() []batch.KVOp {
-	m, ok := e.kv.(interface {
-		TakeOps(dst []batch.KVOp) []batch.KVOp
-	})
-	if !ok {
-		return nil
-	}
-	e.sched.Ops = m.TakeOps(e.sched.Ops[:0])
-	return e.sched.Ops
-}
-
-// tierImagesFor is tierImages plus a buffer for each image in want, of cells[i] cells (a
-// slot's blocks).
-func (e *Engine) tierImagesFor(want, cells []int32) {
-	e.tierImages()
-	t := &e.tier
-	for i, idx := range want {
-		for int(idx) >= len(t.imgs) {
-			t.imgs = append(t.imgs, nil)
-		}
-		t.imgs[idx] = make([]byte, int64(cells[i])*t.cellB)
-	}
+	return nil
 }
 
 // RestoreSlot imports blocks (a saved run, chained from the start) into the prefix cache and
@@ -178,10 +135,10 @@ func (e *Engine) RestoreSlot(ctx context.Context, id int, blocks []kvfile.Block)
 }
 
 func (e *Engine) restoreSlot(id int, blocks []kvfile.Block) (int, error) {
-	if id < 0 || id >= e.cfg.MaxRunning {
-		return 0, fmt.Errorf("%w: %d (there are %d)", ErrSlot, id, e.cfg.MaxRunning)
+	if err := e.checkSlot(id); err != nil {
+		return 0, err
 	}
-	t := &e.tier
+	t := e.tier
 	if t.m == nil {
 		return 0, ErrNoTiers
 	}
@@ -199,10 +156,7 @@ func (e *Engine) restoreSlot(id int, blocks []kvfile.Block) (int, error) {
 	var held int
 	t.imgIdx, held = t.m.Import(kvcache.Salt{}, hist, t.loads, t.imgIdx[:0])
 	t.setLoads(t.imgIdx, blocks)
-	if t.last == nil {
-		t.last = map[int]slotHistory{}
-	}
-	t.last[id] = slotHistory{tokens: hist[:held]}
+	e.saved.last[id] = slotHistory{tokens: hist[:held]}
 	return held, nil
 }
 
@@ -212,35 +166,22 @@ func (e *Engine) EraseSlot(ctx context.Context, id int) (int, error) {
 	var n int
 	var err error
 	cerr := e.control(ctx, func() {
-		if id < 0 || id >= e.cfg.MaxRunning {
-			err = fmt.Errorf("%w: %d (there are %d)", ErrSlot, id, e.cfg.MaxRunning)
+		if err = e.checkSlot(id); err != nil {
 			return
 		}
-		n = len(e.tier.last[id].tokens)
-		delete(e.tier.last, id)
+		n = len(e.saved.last[id].tokens)
+		delete(e.saved.last, id)
 	})
 	return n, errors.Join(cerr, err)
 }
 
 // history is slot id's history: its running sequence's tokens in the KV cache, else the last
 // one's.
-func (t *tierState) history(e *Engine, id int) slotHistory {
+func (e *Engine) history(id int) slotHistory {
 	for _, s := range e.running {
 		if int(s.kvSeq) == id {
 			return slotHistory{tokens: s.tokens[:e.nKV(s)], salt: s.req.Salt}
 		}
 	}
-	return t.last[id]
-}
-
-// tierRemember records the history of s, which is leaving its slot, as the slot's.
-func (e *Engine) tierRemember(s *sequence) {
-	t := &e.tier
-	if t.m == nil || s.kvSeq < 0 {
-		return
-	}
-	if t.last == nil {
-		t.last = map[int]slotHistory{}
-	}
-	t.last[int(s.kvSeq)] = slotHistory{tokens: slices.Clone(s.tokens[:e.nKV(s)]), salt: s.req.Salt}
+	return e.saved.last[id]
 }

@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"time"
 
+	"ubatch/batch"
 	"ubatch/kvcache"
 	"ubatch/kvfile"
 )
@@ -91,23 +93,29 @@ type tierOwner interface {
 	Config() kvcache.Config
 }
 
-// tierState is the engine's side of the tiers, owned by the Run goroutine.
+// tierState is the KV tiers beyond RAM, owned by the Run goroutine: the core reaches it as a
+// prefixFetcher (admission), stepImages (around decode) and seqMemory (swap-out at
+// preemption). Its zero value, an engine without SetTiers, does nothing.
 type tierState struct {
 	sources  []BlockSource
 	sink     BlockSink
-	m        tierOwner
+	kv       kvOwner
+	m        tierOwner // kv, when SetTiers took it; nil: no tiers
+	cost     *costModel
+	obs      TierObserver // nil: the Observer does not count tiers
+	log      *slog.Logger
+	ap       KVApplier // nil: the decoder cannot apply store operations outside a step
 	layout   kvfile.Layout
 	cellB    int64
-	fetching map[*sequence]bool    // a fetch is in flight for the request
+	inflight map[*sequence]bool    // a fetch is in flight for the request
 	tried    map[*sequence]*Lookup // a waiting request's prompt keys, hashed once per length
 	stuck    map[*sequence]int     // the length at which a fetch for the request imported nothing
-	done     chan fetchResult
+	fetched  chan fetchResult
 	imgs     [][]byte // images of the pending KVLoad/KVSave operations, by index
 	spills   []kvcache.Spill
 	loads    []kvcache.ImportBlock
 	imgIdx   []int32
-	control  chan func()
-	last     map[int]slotHistory // slot id -> its last sequence's history (slots_save.go)
+	ops      []batch.KVOp // applyNow's, reused
 }
 
 type fetchResult struct {
@@ -128,11 +136,14 @@ func (e *Engine) SetTiers(sources []BlockSource, sink BlockSink, l kvfile.Layout
 	if !ok {
 		return false
 	}
-	t := &e.tier
-	t.sources, t.sink, t.m, t.layout, t.cellB = sources, sink, m, l, l.CellBytes()
-	t.fetching, t.tried, t.stuck = map[*sequence]bool{}, map[*sequence]*Lookup{}, map[*sequence]int{}
-	t.done = make(chan fetchResult, e.cfg.MaxQueue+e.lim.NSeqMax)
-	t.control = make(chan func(), 16)
+	t := e.tier
+	t.sources, t.sink, t.kv, t.m, t.layout, t.cellB = sources, sink, e.kv, m, l, l.CellBytes()
+	t.cost, t.log = &e.cost, e.cfg.Logger
+	t.obs, _ = e.cfg.Observer.(TierObserver)
+	t.ap, _ = e.dec.(KVApplier)
+	t.inflight, t.tried, t.stuck = map[*sequence]bool{}, map[*sequence]*Lookup{}, map[*sequence]int{}
+	t.fetched = make(chan fetchResult, e.cfg.MaxQueue+e.lim.NSeqMax)
+	e.saved.kv = e.kv
 	var want func(kvcache.Key) bool
 	if sink != nil {
 		want = sink.Want
@@ -141,22 +152,21 @@ func (e *Engine) SetTiers(sources []BlockSource, sink BlockSink, l kvfile.Layout
 	return true
 }
 
-// tierWait reports whether the waiting request s must wait for blocks a tier is fetching for
+// wait reports whether the waiting request s must wait for blocks a tier is fetching for
 // it; at its first turn (for its current length) it probes the sources and starts a fetch when
 // one holds more of its prefix than RAM and reading it is expected to beat computing it.
-func (e *Engine) tierWait(s *sequence) bool {
-	t := &e.tier
+func (t *tierState) wait(s *sequence) bool {
 	if t.m == nil || len(t.sources) == 0 {
 		return false
 	}
-	if t.fetching[s] {
+	if t.inflight[s] {
 		return true
 	}
 	if t.stuck[s] == len(s.tokens) {
 		return false // a fetch at this length brought nothing in (no room): recompute instead
 	}
 	bs := t.m.Config().BlockSize
-	a := e.kv.CanAdmit(s.req.Salt, s.tokens, 0)
+	a := t.kv.CanAdmit(s.req.Salt, s.tokens, 0)
 	if a.Cached+bs > len(s.tokens)-1 {
 		return false // RAM holds all but a partial block of it
 	}
@@ -175,49 +185,39 @@ func (e *Engine) tierWait(s *sequence) bool {
 		if h.Blocks == 0 || gain <= 0 {
 			continue
 		}
-		if e.cost.ready() {
-			compute := time.Duration(e.cost.promptCost(a.Cached, gain) * float64(time.Second))
+		if t.cost.ready() {
+			compute := time.Duration(t.cost.promptCost(a.Cached, gain) * float64(time.Second))
 			if src.ReadCost(h.Bytes) >= compute {
 				continue
 			}
 		} // before the model is fitted (a fresh start, the case a disk tier is for) reading wins
-		t.fetching[s] = true
-		go e.fetch(s, src, q, h)
+		t.inflight[s] = true
+		go t.fetch(s, src, q, h)
 		return true
 	}
 	return false
 }
 
 // fetch runs on its own goroutine: it reads the blocks and hands them to the Run goroutine.
-func (e *Engine) fetch(s *sequence, src BlockSource, q *Lookup, h Hit) {
+func (t *tierState) fetch(s *sequence, src BlockSource, q *Lookup, h Hit) {
 	start := time.Now()
 	blocks, err := src.Fetch(s.ctx, q, h)
-	e.tier.done <- fetchResult{s: s, src: src, from: q.From, blocks: blocks, took: time.Since(start), err: err}
+	t.fetched <- fetchResult{s: s, src: src, from: q.From, blocks: blocks, took: time.Since(start), err: err}
 }
 
-// tierPoll takes in the fetches that finished (without waiting), on the Run goroutine.
-func (e *Engine) tierPoll() {
-	if e.tier.done == nil {
-		return
-	}
-	for {
-		select {
-		case r := <-e.tier.done:
-			e.tierImport(r)
-		default:
-			return
-		}
-	}
-}
+// fetching reports whether a fetch is in flight for s.
+func (t *tierState) fetching(s *sequence) bool { return t.inflight[s] }
 
-// tierImport brings a finished fetch's blocks into the RAM prefix cache: those whose tokens and
+// done is the channel finished fetches arrive on; nil without tiers.
+func (t *tierState) done() <-chan fetchResult { return t.fetched }
+
+// imported brings a finished fetch's blocks into the RAM prefix cache: those whose tokens and
 // chain continue the request's prompt, in order from the first block RAM lacked.
-func (e *Engine) tierImport(r fetchResult) {
-	t := &e.tier
+func (t *tierState) imported(r fetchResult) {
 	s := r.s
-	delete(t.fetching, s)
-	if r.err != nil && e.cfg.Logger != nil {
-		e.cfg.Logger.Warn("kv tier fetch failed", "tier", r.src.Name(), "err", r.err)
+	delete(t.inflight, s)
+	if r.err != nil && t.log != nil {
+		t.log.Warn("kv tier fetch failed", "tier", r.src.Name(), "err", r.err)
 	}
 	if s.done || s.kvSeq >= 0 {
 		return
@@ -251,131 +251,76 @@ func (e *Engine) tierImport(r fetchResult) {
 			bytes += int64(len(r.blocks[i].Data))
 		}
 	}
-	if o, ok := e.cfg.Observer.(TierObserver); ok && loaded > 0 {
-		o.TierFetched(r.src.Name(), loaded, bytes, r.took, s.usage.Preemptions > 0)
+	if t.obs != nil && loaded > 0 {
+		t.obs.TierFetched(r.src.Name(), loaded, bytes, r.took, s.usage.Preemptions > 0)
 	}
 }
 
-// tierSwapOut hands a preempted sequence's blocks to the sink when reading them back is
-// expected to be cheaper than computing them again; otherwise they stay in the RAM prefix cache
-// (and follow the evicted blocks to the sink if they are evicted) and are recomputed as before.
-func (e *Engine) tierSwapOut(victim *sequence) {
-	t := &e.tier
-	if t.m == nil || t.sink == nil || len(t.sources) == 0 || !e.cost.ready() {
-		return
-	}
-	n := e.nKV(victim)
-	compute := time.Duration(e.cost.promptCost(0, n) * float64(time.Second))
-	if t.sources[0].ReadCost(int64(n)*t.cellB) >= compute {
-		return
-	}
-	if blocks, _ := t.m.SpillSeq(int(victim.kvSeq)); blocks > 0 {
-		if o, ok := e.cfg.Observer.(TierObserver); ok {
-			o.TierSwappedOut(blocks)
-		}
-	}
-}
-
-// tierImages sets the images of the step's KVLoad and KVSave operations (e.sched, right after
-// Schedule): the blocks imported since the last step, and a buffer for every block spilled.
-func (e *Engine) tierImages() {
-	t := &e.tier
-	if t.m == nil {
-		return
-	}
-	t.spills = t.m.TakeSpills(t.spills[:0])
-	for _, sp := range t.spills {
-		for int(sp.Img) >= len(t.imgs) {
-			t.imgs = append(t.imgs, nil)
-		}
-		t.imgs[sp.Img] = make([]byte, int64(len(sp.Tokens))*t.cellB)
-	}
-	e.sched.Images = t.imgs
-}
-
-// tierSpilled hands the step's spilled blocks, their images now filled by the store, to the
-// sink (when the step's operations were applied: ok) and forgets the step's images.
-func (e *Engine) tierSpilled(ok bool) {
-	t := &e.tier
-	if t.m == nil {
-		return
-	}
-	bs := int32(t.m.Config().BlockSize)
-	if ok && t.sink != nil {
-		for _, sp := range t.spills {
-			pos := make([]int32, len(sp.Tokens))
-			for i := range pos {
-				pos[i] = sp.Depth*bs + int32(i)
-			}
-			t.sink.Put(kvfile.Block{Key: sp.Key, Parent: sp.Parent, Depth: sp.Depth, Tokens: slices.Clone(sp.Tokens), Pos: pos,
-				Data: t.imgs[sp.Img]}, sp.Swap)
-		}
-	}
-	clear(t.imgs)
-	t.imgs = t.imgs[:0]
-	t.spills = t.spills[:0]
-	e.sched.Images = nil
-}
-
-// tierBlocked reports whether the Run loop has nothing to do but wait for a fetch: nothing
-// running, and every waiting request waiting for one.
-func (e *Engine) tierBlocked() bool {
-	if len(e.running) > 0 || len(e.tier.fetching) == 0 {
-		return false
-	}
-	for _, s := range e.waiting {
-		if !e.tier.fetching[s] {
-			return false
-		}
-	}
-	return true
-}
-
-// tierRun does the tiers' share of a Run round: the control calls queued (slot save and
-// restore), the fetches finished, and, when nothing else can move, a wait for one of them (or a
-// new request). It reports false when ctx ended during that wait.
-func (e *Engine) tierRun(ctx context.Context) bool {
-	t := &e.tier
-	if t.control == nil {
-		return true
-	}
-	for drained := false; !drained; {
-		select {
-		case f := <-t.control:
-			f()
-		default:
-			drained = true
-		}
-	}
-	e.tierPoll()
-	for e.tierBlocked() {
-		select {
-		case r := <-t.done:
-			e.tierImport(r)
-		case ss := <-e.incoming:
-			e.enqueue(ss)
-		case f := <-t.control:
-			f()
-		case <-ctx.Done():
-			return false
-		}
-	}
+// sweep forgets the prompt keys and stuck lengths of requests that ended.
+func (t *tierState) sweep() {
 	for s := range t.tried {
 		if s.done {
 			delete(t.tried, s)
 			delete(t.stuck, s)
 		}
 	}
-	return true
 }
 
-// tierFlush writes the RAM prefix cache out to the sink when the engine stops, so that it
+// admitted: the tiers keep nothing per running sequence.
+func (t *tierState) admitted(*sequence) error { return nil }
+
+// released hands a preempted sequence's blocks to the sink when reading them back is expected
+// to be cheaper than computing them again; otherwise they stay in the RAM prefix cache (and
+// follow the evicted blocks to the sink if they are evicted) and are recomputed as before.
+func (t *tierState) released(victim *sequence, preempted bool) {
+	if !preempted || t.m == nil || t.sink == nil || len(t.sources) == 0 || !t.cost.ready() {
+		return
+	}
+	n := t.kv.SeqLen(int(victim.kvSeq))
+	compute := time.Duration(t.cost.promptCost(0, n) * float64(time.Second))
+	if t.sources[0].ReadCost(int64(n)*t.cellB) >= compute {
+		return
+	}
+	if blocks, _ := t.m.SpillSeq(int(victim.kvSeq)); blocks > 0 && t.obs != nil {
+		t.obs.TierSwappedOut(blocks)
+	}
+}
+
+// stage sets the images of the step's KVLoad and KVSave operations (kv, right after
+// Schedule): the blocks imported since the last step, and a buffer for every block spilled.
+func (t *tierState) stage(kv *batch.KV) {
+	if t.m == nil {
+		return
+	}
+	t.spills = t.m.TakeSpills(t.spills[:0])
+	for _, sp := range t.spills {
+		t.setImage(sp.Img, make([]byte, int64(len(sp.Tokens))*t.cellB))
+	}
+	kv.Images = t.imgs
+}
+
+// staged hands the step's spilled blocks, their images now filled by the store, to the
+// sink (when the step's operations were applied: ok) and forgets the step's images.
+func (t *tierState) staged(kv *batch.KV, ok bool) {
+	if t.m == nil {
+		return
+	}
+	if ok && t.sink != nil {
+		for _, sp := range t.spills {
+			t.sink.Put(t.block(sp.Key, sp.Parent, sp.Depth, slices.Clone(sp.Tokens), t.imgs[sp.Img]), sp.Swap)
+		}
+	}
+	clear(t.imgs)
+	t.imgs = t.imgs[:0]
+	t.spills = t.spills[:0]
+	kv.Images = nil
+}
+
+// flush writes the RAM prefix cache out to the sink when the engine stops, so that it
 // survives a restart: the cached blocks the sink does not hold yet, in rounds the sink's queue
 // takes, waiting for each round to be written (shutdown, not a step, waits here).
-func (e *Engine) tierFlush() {
-	t := &e.tier
-	ap, ok := e.dec.(KVApplier)
-	if t.m == nil || t.sink == nil || !ok {
+func (t *tierState) flush() {
+	if t.m == nil || t.sink == nil || t.ap == nil {
 		return
 	}
 	flush, _ := t.sink.(interface{ Flush() })
@@ -383,13 +328,13 @@ func (e *Engine) tierFlush() {
 	if !ok || flush == nil {
 		return
 	}
-	for range e.kv.Stats().Total {
+	for range t.kv.Stats().Total {
 		if m.SpillCached(flushRound) == 0 {
 			return
 		}
-		if _, err := e.applyNow(ap, nil, nil); err != nil {
-			if e.cfg.Logger != nil {
-				e.cfg.Logger.Warn("kv tier: writing the prefix cache out at shutdown", "err", err)
+		if _, err := t.applyNow(nil, nil); err != nil {
+			if t.log != nil {
+				t.log.Warn("kv tier: writing the prefix cache out at shutdown", "err", err)
 			}
 			return
 		}
@@ -397,8 +342,16 @@ func (e *Engine) tierFlush() {
 	}
 }
 
-// flushRound is how many blocks tierFlush hands over at a time: within the disk tier's queue.
+// flushRound is how many blocks flush hands over at a time: within the disk tier's queue.
 const flushRound = 64
+
+// setImage puts data at image idx.
+func (t *tierState) setImage(idx int32, data []byte) {
+	for int(idx) >= len(t.imgs) {
+		t.imgs = append(t.imgs, nil)
+	}
+	t.imgs[idx] = data
+}
 
 // setLoads puts the data of blocks[i] at image imgs[i] (Import's numbering; -1: not loaded) and
 // returns how many were loaded.
@@ -408,10 +361,7 @@ func (t *tierState) setLoads(imgs []int32, blocks []kvfile.Block) int {
 		if idx < 0 {
 			continue
 		}
-		for int(idx) >= len(t.imgs) {
-			t.imgs = append(t.imgs, nil)
-		}
-		t.imgs[idx] = blocks[i].Data
+		t.setImage(idx, blocks[i].Data)
 		n++
 	}
 	return n
