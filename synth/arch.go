@@ -90,7 +90,7 @@ var Archs = []Arch{
 			Experts: 8, ExpertsUsed: 2, ExpertFFN: 192},
 		QuantVersion: true, PositionalAttn: true},
 	{Name: "gemma4", GGUF: "gemma4", Vocab: "../stories260K.gguf", VocabSkip: []string{"tokenizer.ggml.seperator_token_id"}, Output: "tied", PostNorms: true, QKNorm: true,
-		KeyLength: true, RopeBase: 1e6, Eps: 1e-6, Window: 8, FreqBaseSWA: 10000, FinalSoftcap: 3, RopeFreqs: true, Gemma4: true,
+		KeyLength: true, RopeBase: 1e6, Eps: 1e-6, Window: 8, FreqBaseSWA: 10000, FinalSoftcap: 1, RopeFreqs: true, Gemma4: true,
 		Shape: gemma4Shapes[0], Shapes: gemma4Shapes, QuantVersion: true, PositionalAttn: true},
 	{Name: "gpt-oss", GGUF: "gpt-oss", Vocab: "../stories260K.gguf", VocabSkip: []string{"tokenizer.ggml.seperator_token_id"}, Output: "untied", QKVBias: true,
 		KeyLength: true, RopeBase: 150000, Eps: 1e-6, Window: 8, MoE: true, OAI: true, SharedType: "mxfp4",
