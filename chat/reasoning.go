@@ -14,24 +14,32 @@ const (
 	// ReasoningHarmony: gpt-oss's harmony channels, the analysis channel's messages before the
 	// final one's (see harmony.go).
 	ReasoningHarmony
+	// ReasoningGemma4: Gemma 4's <|channel>thought ... <channel|> before the answer, written
+	// when the template's enable_thinking put <|think|> in the system turn.
+	ReasoningGemma4
 )
 
 func (f ReasoningFormat) String() string {
-	return [...]string{"none", "think", "harmony"}[f]
+	return [...]string{"none", "think", "harmony", "gemma4"}[f]
 }
 
 const (
 	thinkOpen  = "<think>"
 	thinkClose = "</think>"
+	g4Open     = "<|channel>thought" // Gemma 4's; not harmony's <|channel|>
+	g4Close    = "<channel|>"
 )
 
 // DetectReasoningFormat picks the reasoning markup a chat template teaches its model, from what
 // it renders (as DetectToolFormat does for tool calls): a template that writes <|channel|> is
-// gpt-oss's harmony, one that writes <think> teaches think tags.
+// gpt-oss's harmony, one that writes <|channel>thought Gemma 4's, one that writes <think> teaches
+// think tags.
 func DetectReasoningFormat(template string) ReasoningFormat {
 	switch {
 	case strings.Contains(template, hChannel):
 		return ReasoningHarmony
+	case strings.Contains(template, g4Open):
+		return ReasoningGemma4
 	case strings.Contains(template, thinkOpen):
 		return ReasoningThink
 	}
@@ -57,7 +65,7 @@ const (
 
 // ReasoningParser splits a streamed reply into reasoning and content, for ReasoningThink: a
 // <think>...</think> block at the start of the reply (after blanks) is reasoning, the rest is
-// content. As llama-server does, the reasoning is trimmed of blanks at both ends and the answer
+// content; for ReasoningGemma4 the same of a <|channel>thought...<channel|> block. As llama-server does, the reasoning is trimmed of blanks at both ends and the answer
 // of blanks at its start; an unclosed thought is reasoning to the end. A reply that opens with a
 // harmony header (<|channel|>, <|start|> or to=functions., after blanks) is read as harmony
 // instead: the analysis channel is reasoning, the final and commentary channels' text content,
@@ -67,13 +75,14 @@ type ReasoningParser struct {
 	state   reasoningState
 	lead    bool          // in the thought, nothing but blanks yet: they are dropped
 	pending string        // a suffix held back: blanks and the start of a tag, decided by what follows
+	close   string        // the tag that ends the thought: </think>, or Gemma 4's <channel|>
 	harmony *harmonySplit // the reply opened with a harmony header
 }
 
 // NewReasoningParser makes a parser for one reply. inThought says the prompt opened the thought
 // (PromptOpensThought), so that the reply starts as reasoning.
 func NewReasoningParser(inThought bool) *ReasoningParser {
-	p := &ReasoningParser{}
+	p := &ReasoningParser{close: thinkClose}
 	if inThought {
 		p.state, p.lead = rsThought, true
 	}
@@ -100,24 +109,28 @@ func (p *ReasoningParser) Add(delta string) (reasoning, content string) {
 				p.state, p.lead = rsThought, true
 				text = trimmed[len(thinkOpen):]
 				continue
+			case strings.HasPrefix(trimmed, g4Open):
+				p.state, p.lead, p.close = rsThought, true, g4Close
+				text = trimmed[len(g4Open):]
+				continue
 			case harmony:
 				p.harmony = &harmonySplit{sc: newHarmonyScanner()}
 				return p.harmony.add(trimmed)
-			case trimmed == "" || strings.HasPrefix(thinkOpen, trimmed) || maybe:
+			case trimmed == "" || strings.HasPrefix(thinkOpen, trimmed) || strings.HasPrefix(g4Open, trimmed) || maybe:
 				p.pending = text
 				return reasoning, content
 			}
 			p.state = rsContent
 			return reasoning, content + text
 		case rsThought:
-			if i := strings.Index(text, thinkClose); i >= 0 {
+			if i := strings.Index(text, p.close); i >= 0 {
 				reasoning += p.thought(strings.TrimRight(text[:i], " \t\r\n"))
-				p.state, text = rsAfter, text[i+len(thinkClose):]
+				p.state, text = rsAfter, text[i+len(p.close):]
 				continue
 			}
 			// Hold back what may begin the closing tag, and the blanks before it: they are
 			// the reasoning's if more follows, trimmed if the tag does.
-			cut := len(text) - partialSuffix(text, thinkClose)
+			cut := len(text) - partialSuffix(text, p.close)
 			cut = len(strings.TrimRight(text[:cut], " \t\r\n"))
 			p.pending = text[cut:]
 			return reasoning + p.thought(text[:cut]), content

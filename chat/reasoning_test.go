@@ -22,6 +22,12 @@ func TestSplitReasoning(t *testing.T) {
 		{"partial close tag at the end", "<think>x </thi", false, "x </thi", ""},
 		{"close tag look-alike inside", "<think>a </thinker> b</think>c", false, "a </thinker> b", "c"},
 		{"content keeps its inner blanks", "<think>t</think> a  b ", false, "t", "a  b "},
+		// Gemma 4's thought channel, as its template teaches it.
+		{"gemma4 thought then answer", "<|channel>thought\nweigh it\n<channel|>It is four.", false, "weigh it", "It is four."},
+		{"gemma4 empty thought", "<|channel>thought\n<channel|>Hi", false, "", "Hi"},
+		{"gemma4 unclosed thought", "<|channel>thought\nstill", false, "still", ""},
+		{"gemma4 close tag is its own", "<|channel>thought a </think> b<channel|>c", false, "a </think> b", "c"},
+		{"gemma4 other channel is content", "<|channel>final x", false, "", "<|channel>final x"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, c := SplitReasoning(tc.text, tc.inThought)
@@ -55,6 +61,8 @@ func TestDetectReasoning(t *testing.T) {
 		{"qwen3 enable_thinking false", "...<think>...", "<|im_start|>assistant\n<think>\n\n</think>\n\n", ReasoningThink, false},
 		{"r1 distill opens it", "...<think>...", "<｜Assistant｜><think>\n", ReasoningThink, true},
 		{"chatml", "<|im_start|>", "<|im_start|>assistant\n", ReasoningNone, false},
+		{"gemma4", "{{- '<|channel>thought\n' -}}...<channel|>", "<|turn>model\n", ReasoningGemma4, false},
+		{"harmony is not gemma4", "<|channel|>analysis", "<|start|>assistant", ReasoningHarmony, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if f := DetectReasoningFormat(tc.template); f != tc.format {

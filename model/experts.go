@@ -70,3 +70,31 @@ func (b *Binder) BindExperts(x *runner.Experts, p string, h *runner.Hparams, bia
 		x.DownBias = b.Floats(p+"ffn_down_exps.bias", []uint64{uint64(h.Dim), e}, false)
 	}
 }
+
+// BindFusedExperts binds layer p's experts as BindExperts does (no biases), with gate and up
+// either stacked together in ffn_gate_up_exps (GGUF dims [Dim, 2·ExpertFFN, E]: each expert's
+// gate rows, then its up rows; Gemma 4's converter writes this) or, when that is absent, as
+// ffn_gate_exps and ffn_up_exps.
+func (b *Binder) BindFusedExperts(x *runner.Experts, p string, h *runner.Hparams) {
+	name := p + "ffn_gate_up_exps.weight"
+	if !b.HasTensor(name) {
+		b.BindExperts(x, p, h, false)
+		return
+	}
+	x.Router = b.Weight(p+"ffn_gate_inp.weight", h.Dim, h.NExperts)
+	both := b.Experts(name, h.NExperts, h.Dim, 2*h.ExpertFFN)
+	x.Gate, x.Up = make([]runner.Weight, len(both)), make([]runner.Weight, len(both))
+	for e, w := range both {
+		size := h.ExpertFFN * w.RowBytes()
+		var err error
+		if x.Gate[e], err = runner.NewWeight(w.Name+".gate", w.Type, h.ExpertFFN, w.Cols, w.Data[:size:size]); err != nil {
+			b.Fail("%v", err)
+			return
+		}
+		if x.Up[e], err = runner.NewWeight(w.Name+".up", w.Type, h.ExpertFFN, w.Cols, w.Data[size:]); err != nil {
+			b.Fail("%v", err)
+			return
+		}
+	}
+	x.Down = b.Experts(p+"ffn_down_exps.weight", h.NExperts, h.ExpertFFN, h.Dim)
+}

@@ -126,6 +126,8 @@ type Experts struct {
 	RouterBias                 []float32
 	Gate, Up, Down             []Weight
 	GateBias, UpBias, DownBias []float32
+	// DownScale [E], when not nil, multiplies expert e's output (Gemma 4's ffn_down_exps.scale).
+	DownScale []float32
 }
 
 // AppendMatrices appends the router's and every expert's matrices to ws (Graph.Matrices).
@@ -191,13 +193,17 @@ func (c *Runtime) ExpertsRead() (layers, read int64) { return c.moe.layers, c.mo
 // products are parallel over rows within each expert's matrices, as the dense ones are. x has
 // Hparams.NExperts experts of Hparams.ExpertFFN and g.K is at most NExpertsUsed (the loader's
 // checks); both are fixed when the Runtime is made.
-func (c *Runtime) MoEFFN(g *Gating, act Activation, x *Experts) {
+func (c *Runtime) MoEFFN(g *Gating, act Activation, x *Experts) { c.MoEFFNRouted(g, act, x, c.S.XN) }
+
+// MoEFFNRouted is MoEFFN with the router reading in ([n][Dim]) instead of XN: Gemma 4 routes on
+// a differently normed copy of the residual than the one the experts read.
+func (c *Runtime) MoEFFNRouted(g *Gating, act Activation, x *Experts, in []float32) {
 	h, ms, n := c.h, &c.moe, c.n
 	ne, k, dim, ffn := len(x.Gate), g.K, h.Dim, h.ExpertFFN
 	if ne != h.NExperts || k < 1 || k > h.NExpertsUsed || k > ne {
 		panic(fmt.Sprintf("runner: %d experts, %d used, for a Runtime sized for %d and %d", ne, k, h.NExperts, h.NExpertsUsed))
 	}
-	c.MatMul(c.S.XN, &x.Router, ms.logits)
+	c.MatMul(in, &x.Router, ms.logits)
 	for i := range n {
 		g.Route(ms.logits[i*ne:(i+1)*ne], x.RouterBias, ms.order, ms.w[i*k:(i+1)*k])
 		copy(ms.ids[i*k:(i+1)*k], ms.order[:k])
@@ -229,8 +235,12 @@ func (c *Runtime) MoEFFN(g *Gating, act Activation, x *Experts) {
 		if x.DownBias != nil {
 			addRows(ms.y, x.DownBias[e*dim:(e+1)*dim], m)
 		}
+		scale := float32(1)
+		if x.DownScale != nil {
+			scale = x.DownScale[e]
+		}
 		for j, t := range gr.tok[lo:hi] {
-			axpy(out[int(t)*dim:(int(t)+1)*dim], gr.w[lo+j], ms.y[j*dim:(j+1)*dim])
+			axpy(out[int(t)*dim:(int(t)+1)*dim], scale*gr.w[lo+j], ms.y[j*dim:(j+1)*dim])
 		}
 	}
 }

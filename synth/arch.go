@@ -14,7 +14,9 @@ type Arch struct {
 	Name  string // the --arch name: llama, llama3, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe, gpt-oss
 	GGUF  string // general.architecture
 	Shape Shape  // the default shape: that of the family's shared file (../shared/models/arch)
-	Vocab string // default vocabulary, a file of shared/models/vocab
+	// Shapes are the family's own other shapes (--shape), found before the common Shapes.
+	Shapes []Shape
+	Vocab  string // default vocabulary, a file of shared/models/vocab
 
 	// Output is "tied" (no output.weight), "untied", or "" (the shape's TiedOutput decides).
 	Output         string
@@ -42,6 +44,11 @@ type Arch struct {
 	// weights of std 3/sqrt(dim) (so that the clamped SwiGLU clamps) and YaRN rope (factor 4
 	// from an original context of 64, so that it matters in a short prompt).
 	OAI bool
+	// Gemma4 is Gemma 4's layout on top of PostNorms and QKNorm (gemma4.go): per-layer
+	// layer_output_scale, a boolean sliding_window_pattern array, the _swa key and rope
+	// lengths, shared_kv_layers, rope_freqs of the full layers' proportional rope; with MoE a
+	// dense FFN beside the experts, fused ffn_gate_up_exps, the router's and experts' scales.
+	Gemma4 bool
 	// SharedType is the file type of the family's shared file ("": q8_0).
 	SharedType string
 	// VocabSkip are tokenizer keys of the vocabulary file not copied (the shared file lacks them).
@@ -82,6 +89,9 @@ var Archs = []Arch{
 		Shape: Shape{Name: "qwen3moe", Dim: 256, Layers: 4, Heads: 8, KVHeads: 4, HeadDim: 64, FFN: 768, Ctx: 4096, RopeBase: 1e6, Eps: 1e-6,
 			Experts: 8, ExpertsUsed: 2, ExpertFFN: 192},
 		QuantVersion: true, PositionalAttn: true},
+	{Name: "gemma4", GGUF: "gemma4", Vocab: "../stories260K.gguf", VocabSkip: []string{"tokenizer.ggml.seperator_token_id"}, Output: "tied", PostNorms: true, QKNorm: true,
+		KeyLength: true, RopeBase: 1e6, Eps: 1e-6, Window: 8, FreqBaseSWA: 10000, FinalSoftcap: 1, RopeFreqs: true, Gemma4: true,
+		Shape: gemma4Shapes[0], Shapes: gemma4Shapes, QuantVersion: true, PositionalAttn: true},
 	{Name: "gpt-oss", GGUF: "gpt-oss", Vocab: "../stories260K.gguf", VocabSkip: []string{"tokenizer.ggml.seperator_token_id"}, Output: "untied", QKVBias: true,
 		KeyLength: true, RopeBase: 150000, Eps: 1e-6, Window: 8, MoE: true, OAI: true, SharedType: "mxfp4",
 		Shape: Shape{Name: "gpt-oss", Dim: 256, Layers: 4, Heads: 8, KVHeads: 2, HeadDim: 64, FFN: 768, Ctx: 4096, RopeBase: 150000, Eps: 1e-6,
@@ -102,6 +112,16 @@ func ArchByName(name string) (Arch, error) {
 		names = append(names, a.Name)
 	}
 	return Arch{}, fmt.Errorf("unknown architecture %q (known: %s)", name, strings.Join(names, ", "))
+}
+
+// ShapeByName finds one of the family's own shapes, or else a common one.
+func (a Arch) ShapeByName(name string) (Shape, error) {
+	for _, s := range a.Shapes {
+		if s.Name == name {
+			return s, nil
+		}
+	}
+	return ShapeByName(name)
 }
 
 func mustShape(name string) Shape {
@@ -165,7 +185,10 @@ func newLayout(a Arch, s Shape, vocab int, fileType string) (*layout, error) {
 	if a.Eps != 0 {
 		l.eps = a.Eps
 	}
-	if a.MoE {
+	if a.Gemma4 && s.Experts > 0 {
+		l.MoE = true // Gemma 4's MoE kind differs from its dense kind only in its sizes
+	}
+	if l.MoE {
 		l.experts, l.used, l.expFFN = s.Experts, s.ExpertsUsed, s.ExpertFFN
 		if l.experts == 0 {
 			l.experts, l.used, l.expFFN = 8, 2, max(32, s.FFN/4)
@@ -175,7 +198,10 @@ func newLayout(a Arch, s Shape, vocab int, fileType string) (*layout, error) {
 		}
 	}
 	l.ropeDims = l.headDim
-	if a.RopeFreqs {
+	switch {
+	case a.Gemma4:
+		l.ropeFreqs = proportionalRopeFactors(l.ropeDims, gemma4FullRotary)
+	case a.RopeFreqs:
 		l.ropeOrigCtx = 64
 		l.ropeFreqs = llama3RopeFactors(l.ropeDims, l.ropeBase, 8, 1, 4, l.ropeOrigCtx)
 	}
@@ -203,6 +229,9 @@ func (l *layout) setMetadata(set func(string, any)) {
 	set(k("attention.layer_norm_rms_epsilon"), l.eps)
 	if l.Window > 0 {
 		set(k("attention.sliding_window"), uint32(l.Window))
+	}
+	if l.Gemma4 {
+		l.setGemma4(set)
 	}
 	if l.WindowPattern > 0 {
 		set(k("attention.sliding_window_pattern"), uint32(l.WindowPattern))

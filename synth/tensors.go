@@ -11,12 +11,14 @@ import (
 
 // What a tensor holds, which decides how it is generated.
 const (
-	kindWeight    = iota // a 2-D matrix, N(0, 0.02²) (Q and K rows: see qkRows)
-	kindNorm             // a norm weight vector
-	kindBias             // a bias vector
-	kindRopeFreqs        // rope_freqs.weight
-	kindRouter           // ffn_gate_inp: F32 in every file type, std 3/sqrt(dim)
-	kindSink             // attn_sinks.weight (gpt-oss): N(0, 1)
+	kindWeight     = iota // a 2-D matrix, N(0, 0.02²) (Q and K rows: see qkRows)
+	kindNorm              // a norm weight vector
+	kindBias              // a bias vector
+	kindRopeFreqs         // rope_freqs.weight
+	kindRouter            // ffn_gate_inp: F32 in every file type, std 3/sqrt(dim)
+	kindSink              // attn_sinks.weight (gpt-oss): N(0, 1)
+	kindLayerScale        // layer_output_scale.weight (Gemma 4): uniform in [0.5, 1)
+	kindQKNorm            // Gemma 4's attn_q_norm and attn_k_norm: 0.5·(1 + N(0, 0.1²)), see gemma4Block
 )
 
 type tensorSpec struct {
@@ -44,6 +46,10 @@ func (l *layout) tensors() []tensorSpec {
 		ts = append(ts, vec("rope_freqs.weight", kindRopeFreqs, l.ropeDims/2))
 	}
 	for i := range s.Layers {
+		if l.Gemma4 {
+			ts = append(ts, l.gemma4Block(i)...)
+			continue
+		}
 		p := fmt.Sprintf("blk.%d.", i)
 		ts = append(ts, vec(p+"attn_norm.weight", kindNorm, s.Dim))
 		if l.Fused {
@@ -147,6 +153,10 @@ func (l *layout) generate(sp tensorSpec, seed uint64) ([]byte, quant.Type, error
 				v[i] = float32(rng.NormFloat64() * 0.1)
 			case sp.kind == kindSink:
 				v[i] = float32(rng.NormFloat64())
+			case sp.kind == kindQKNorm:
+				v[i] = float32(0.5 * (1 + rng.NormFloat64()*0.1))
+			case sp.kind == kindLayerScale:
+				v[i] = float32(0.5 + rng.Float64()/2)
 			case l.PositionalAttn:
 				v[i] = float32(1 + rng.NormFloat64()*0.1)
 			default:
@@ -175,6 +185,8 @@ func (l *layout) generate(sp tensorSpec, seed uint64) ([]byte, quant.Type, error
 	for r := range n {
 		std := 0.02
 		switch {
+		case sp.kind == kindRouter && l.Gemma4:
+			std = 3 // Gemma 4's router sees rmsnorm(x)/sqrt(dim): logits of std 3 route decisively
 		case sp.kind == kindRouter, l.OAI && sp.experts > 0 && (sp.role == "ffn_gate" || sp.role == "ffn_up"):
 			std = 3 / math.Sqrt(float64(l.s.Dim))
 		case l.PositionalAttn && r < sp.qkRows:

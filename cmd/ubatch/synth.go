@@ -14,8 +14,8 @@ import (
 
 func cmdSynth(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("synth", "synth [--arch FAMILY] [--shape SHAPE] --type f32|f16|q8_0|q4_0|q4_k_m|q6_k|mxfp4 [--vocab VOCAB.gguf|builtin] [--chat-template FILE] -o OUT.gguf", stderr)
-	arch := fs.String("arch", "llama", "model family: llama, llama3 (with rope_freqs), qwen2, qwen3, gemma2, gemma3, phi3, or the mixtures of experts qwen3moe and gpt-oss")
-	shape := fs.String("shape", "", "model shape: tinyllama (1.1B), small (~110M), tiny (the shared synth-tiny shape), mini (for tests), moe-bench (qwen3moe: 24 layers, dim 2048, 64 experts of 768 with 8 used) or the family's own (default: small for llama, else the family's shared model's)")
+	arch := fs.String("arch", "llama", "model family: llama, llama3 (with rope_freqs), qwen2, qwen3, gemma2, gemma3, gemma4 (its kinds by --shape), phi3, or the mixtures of experts qwen3moe and gpt-oss")
+	shape := fs.String("shape", "", "model shape: tinyllama (1.1B), small (~110M), tiny (the shared synth-tiny shape), mini (for tests), moe-bench (qwen3moe: 24 layers, dim 2048, 64 experts of 768 with 8 used), gemma4's dense or moe, or the family's own (default: small for llama, else the family's shared model's)")
 	typ := fs.String("type", "q8_0", "weight type: f32, f16, q8_0, q4_0, q4_k_m (llama.cpp's per-tensor mix), q6_k or mxfp4 (llama.cpp's MXFP4_MOE: MXFP4 experts, Q8_0 elsewhere)")
 	vocab := fs.String("vocab", "", "vocab GGUF whose tokenizer is copied, or \"builtin\" (a 512-token SentencePiece vocabulary); default: the family's shared vocabulary (shared/models/vocab/ggml-vocab-llama-spm.gguf for llama) beside the repository")
 	chatTmpl := fs.String("chat-template", "", "file whose text is stored as tokenizer.chat_template")
@@ -36,7 +36,7 @@ func cmdSynth(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	s := a.Shape
 	if *shape != "" && *shape != a.Shape.Name {
-		if s, err = synth.ShapeByName(*shape); err != nil {
+		if s, err = a.ShapeByName(*shape); err != nil {
 			return err
 		}
 	}

@@ -7,6 +7,7 @@ package all
 
 import (
 	_ "ubatch/model/gemma"
+	_ "ubatch/model/gemma4"
 	_ "ubatch/model/gptoss"
 	_ "ubatch/model/llama"
 	_ "ubatch/model/phi3"

@@ -117,6 +117,10 @@ func badModels() []badModel {
 		{"key_length contradicts the Q weight", "", func(v *variant, h hp) {
 			v.set(h.key("attention.key_length"), uint32(2*h.headDim))
 			v.set(h.key("attention.value_length"), uint32(2*h.headDim))
+			if h.has("attention.key_length_swa") { // Gemma 4: the sliding layers' too
+				v.set(h.key("attention.key_length_swa"), uint32(2*h.headDim))
+				v.set(h.key("attention.value_length_swa"), uint32(2*h.headDim))
+			}
 		}, `"blk.0.attn_q`}, // attn_q.weight, or phi3's attn_qkv.weight
 		{"value_length differs from key_length", "", func(v *variant, h hp) { v.set(h.key("attention.value_length"), uint32(h.headDim/2)) },
 			"ARCH.attention.value_length = "},
