@@ -75,7 +75,7 @@ func synthModel(t *testing.T, shape, ftype string) *model.Model {
 // every position's logits against llama.cpp's.
 func rowErrors(t *testing.T, m *model.Model, ref *testdata.Reference) []float64 {
 	t.Helper()
-	c := testmodel.Runtime(t, m, runner.Options{NCtx: 128, Threads: 2})
+	c := testmodel.Session(t, m, runner.Options{NCtx: 128, Threads: 2})
 	loop, err := runner.NewLoop(c, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +138,7 @@ func TestGreedyMatchesLlamaCpp(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ref := reference(t, "gemma4-"+name)
 			shape, ftype, _ := strings.Cut(name, "-")
-			c := testmodel.Runtime(t, synthModel(t, shape, ftype), runner.Options{NCtx: 128, Threads: 2})
+			c := testmodel.Session(t, synthModel(t, shape, ftype), runner.Options{NCtx: 128, Threads: 2})
 			loop, err := runner.NewLoop(c, 1)
 			if err != nil {
 				t.Fatal(err)
