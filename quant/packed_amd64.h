@@ -53,19 +53,23 @@
 
 // PANEL_STORE stores the nx (R11) columns' results from a0..a3 (ymm: 8 floats each; zmm: 16,
 // for a pair of panels) at DX, outStride floats apart.
-#define PANEL_STORE(a0, a1, a2, a3, done) \
+#define PANEL_STORE(a0, a1, a2, a3, done) PANEL_STORE_AT(0, a0, a1, a2, a3, done)
+
+// PANEL_STORE_AT is PANEL_STORE at off bytes after DX: the rows after a panel's first results
+// (32 for a pair of ymm panels, 64 for a quad of zmm ones).
+#define PANEL_STORE_AT(off, a0, a1, a2, a3, done) \
 	MOVQ    outStride+56(FP), R9; \
-	VMOVUPS a0, (DX);             \
+	VMOVUPS a0, off(DX);          \
 	CMPQ    R11, $2;              \
 	JLT     done;                 \
-	VMOVUPS a1, (DX)(R9*4);       \
+	VMOVUPS a1, off(DX)(R9*4);    \
 	CMPQ    R11, $3;              \
 	JLT     done;                 \
-	VMOVUPS a2, (DX)(R9*8);       \
+	VMOVUPS a2, off(DX)(R9*8);    \
 	CMPQ    R11, $4;              \
 	JLT     done;                 \
 	LEAQ    (R9)(R9*2), R9;       \
-	VMOVUPS a3, (DX)(R9*4)
+	VMOVUPS a3, off(DX)(R9*4)
 
 // PANEL_LOOPS is the body of every panel kernel (these, packed_k_amd64.h's and the 512-bit ones),
 // after its prologue: for each of the BX panels (or pairs), START, then the loop for nx = 1..4

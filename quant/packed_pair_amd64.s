@@ -170,18 +170,7 @@ CONST4(pairOnes16<>, 0x00010001)
 	VMOVUPS 96(SP), Y13;              \
 	VMOVUPS 160(SP), Y14;             \
 	VMOVUPS 224(SP), Y15;             \
-	MOVQ    outStride+56(FP), R9;     \
-	VMOVUPS Y12, 32(DX);              \
-	CMPQ    R11, $2;                  \
-	JLT     done;                     \
-	VMOVUPS Y13, 32(DX)(R9*4);        \
-	CMPQ    R11, $3;                  \
-	JLT     done;                     \
-	VMOVUPS Y14, 32(DX)(R9*8);        \
-	CMPQ    R11, $4;                  \
-	JLT     done;                     \
-	LEAQ    (R9)(R9*2), R9;           \
-	VMOVUPS Y15, 32(DX)(R9*4);        \
+	PANEL_STORE_AT(32, Y12, Y13, Y14, Y15, done); \
 done:
 
 #define PP_LOOPS(S1, S2, S3, S4, lhi, lp, l1, l2, l3, l4, ldone, lnext) \

@@ -141,20 +141,7 @@
 
 // QSTORE_HI stores the results of rows 16-31 (Z20-Z23) of the nx columns, 64 bytes after those
 // of rows 0-15, which PANEL_STORE stores.
-#define QSTORE_HI(done) \
-	MOVQ    outStride+56(FP), R9;     \
-	VMOVUPS Z20, 64(DX);              \
-	CMPQ    R11, $2;                  \
-	JLT     done;                     \
-	VMOVUPS Z21, 64(DX)(R9*4);        \
-	CMPQ    R11, $3;                  \
-	JLT     done;                     \
-	VMOVUPS Z22, 64(DX)(R9*8);        \
-	CMPQ    R11, $4;                  \
-	JLT     done;                     \
-	LEAQ    (R9)(R9*2), R9;           \
-	VMOVUPS Z23, 64(DX)(R9*4);        \
-done:
+#define QSTORE_HI(done) PANEL_STORE_AT(64, Z20, Z21, Z22, Z23, done); done:
 
 // QP_STEP moves to the next quad's 32 outputs and weights (SI is at panel p+1 after the blocks
 // of panel p).
