@@ -16,13 +16,23 @@
 // int, sums *int32), frame $0-72. The np panels follow
 // each other in w; each starts over at x and sums and writes the 8 floats after the previous
 // panel's.
-#define VP_PROLOGUE(mask) \
-	MOVQ         np+0(FP), BX;       \
-	MOVQ         w+16(FP), SI;       \
-	MOVQ         xStride+32(FP), R8; \
-	MOVQ         nx+40(FP), R11;     \
-	MOVQ         out+48(FP), DX;     \
-	BCAST32(mask, X5, Y5)
+#define VP_PROLOGUE(mask) MOVQ np+0(FP), BX; PANEL_ARGS; BCAST32(mask, X5, Y5)
+
+// PANEL_ARGS loads the arguments every panel kernel takes the same way (the panel count and
+// the sums are each kernel's own): SI w, R8 xStride, R11 nx, DX out.
+#define PANEL_ARGS \
+	MOVQ w+16(FP), SI;       \
+	MOVQ xStride+32(FP), R8; \
+	MOVQ nx+40(FP), R11;     \
+	MOVQ out+48(FP), DX
+
+// GROUP_ARGS starts the prologue of the kernels that run panels in groups of 2^shift (pairs,
+// quads): BX the groups to run, R14 the bytes of one panel of nb blocks of bs bytes a row.
+#define GROUP_ARGS(shift, bs) \
+	MOVQ  np+0(FP), BX;  \
+	SHRQ  $shift, BX;    \
+	MOVQ  nb+8(FP), R14; \
+	IMULQ $(8*bs), R14
 
 // VP_COLS starts a panel (or pair of panels, packed_vnni512_amd64.s): all blocks to go, the
 // columns and sums from their start. VP_PANEL also clears the results.

@@ -25,15 +25,7 @@
 
 CONST4(pairOnes16<>, 0x00010001)
 
-#define PP_PROLOGUE(bs) \
-	MOVQ  np+0(FP), BX;       \
-	SHRQ  $1, BX;             \
-	MOVQ  nb+8(FP), R14;      \
-	IMULQ $(8*bs), R14;       \
-	MOVQ  w+16(FP), SI;       \
-	MOVQ  xStride+32(FP), R8; \
-	MOVQ  nx+40(FP), R11;     \
-	MOVQ  out+48(FP), DX
+#define PP_PROLOGUE(bs) GROUP_ARGS(1, bs); PANEL_ARGS
 
 // PP_PAIR starts a pair: the columns and sums from their start, the frame's results cleared.
 #define PP_PAIR \

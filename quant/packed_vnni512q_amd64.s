@@ -26,16 +26,10 @@
 // sums of rows 0-15 and 16-31; Z16-Z19 and Z20-Z23 their results; Z28-Z29 scratch.
 
 #define QP_PROLOGUE(mask, bs) \
-	MOVQ         np+0(FP), BX;       \
-	SHRQ         $2, BX;             \
-	MOVQ         nb+8(FP), R14;      \
-	IMULQ        $(8*bs), R14;       \
-	LEAQ         (R14)(R14*2), AX;   \
-	MOVQ         w+16(FP), SI;       \
-	MOVQ         xStride+32(FP), R8; \
-	MOVQ         nx+40(FP), R11;     \
-	MOVQ         out+48(FP), DX;     \
-	MOVL         $mask, R9;          \
+	GROUP_ARGS(2, bs);              \
+	LEAQ         (R14)(R14*2), AX; \
+	PANEL_ARGS;                     \
+	MOVL         $mask, R9;        \
 	VPBROADCASTD R9, Z31
 
 #define QP_QUAD \
