@@ -2,6 +2,7 @@ package chat
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -173,27 +174,9 @@ func TestHarmonyParse(t *testing.T) {
 // checkDeltas checks that streamed deltas rebuild the calls: a name first, then fragments.
 func checkDeltas(t *testing.T, got harmonyReply) {
 	t.Helper()
-	var built []ToolCall
-	for _, d := range got.deltas {
-		switch {
-		case d.Name != "":
-			if d.Index != len(built) || d.Arguments != "" {
-				t.Fatalf("delta %+v opens call %d", d, len(built))
-			}
-			built = append(built, ToolCall{Name: d.Name})
-		case d.Index != len(built)-1:
-			t.Fatalf("arguments delta %+v with %d calls open", d, len(built))
-		default:
-			built[d.Index].Arguments += d.Arguments
-		}
-	}
-	if len(built) != len(got.calls) {
+	built := joinDeltas(t, got.deltas)
+	if !slices.Equal(built, got.calls) {
 		t.Fatalf("deltas make %+v, calls %+v", built, got.calls)
-	}
-	for i := range built {
-		if built[i] != got.calls[i] {
-			t.Fatalf("deltas make %+v, calls %+v", built, got.calls)
-		}
 	}
 }
 
