@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"ubatch/internal/testdata"
+	"ubatch/internal/testkit"
 )
 
 // harmonyReply is a reply read as the server reads it: ReasoningParser, then ToolParser
@@ -366,16 +367,7 @@ func TestHarmonyTemplate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, w := range tc.want {
-				if !strings.Contains(got, w) {
-					t.Errorf("prompt lacks %q:\n%s", w, got)
-				}
-			}
-			for _, w := range tc.notWant {
-				if strings.Contains(got, w) {
-					t.Errorf("prompt holds %q:\n%s", w, got)
-				}
-			}
+			testkit.CheckText(t, "prompt", got, tc.want, tc.notWant)
 			if !strings.HasSuffix(got, "<|start|>assistant") || !strings.Contains(got, "Current date: 2026-12-07\n") {
 				t.Errorf("prompt does not end with the generation prompt or lacks the date:\n%s", got)
 			}
