@@ -2,12 +2,14 @@ package chat
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"ubatch/internal/testdata"
+	"ubatch/internal/testkit"
 )
 
 // harmonyReply is a reply read as the server reads it: ReasoningParser, then ToolParser
@@ -173,27 +175,9 @@ func TestHarmonyParse(t *testing.T) {
 // checkDeltas checks that streamed deltas rebuild the calls: a name first, then fragments.
 func checkDeltas(t *testing.T, got harmonyReply) {
 	t.Helper()
-	var built []ToolCall
-	for _, d := range got.deltas {
-		switch {
-		case d.Name != "":
-			if d.Index != len(built) || d.Arguments != "" {
-				t.Fatalf("delta %+v opens call %d", d, len(built))
-			}
-			built = append(built, ToolCall{Name: d.Name})
-		case d.Index != len(built)-1:
-			t.Fatalf("arguments delta %+v with %d calls open", d, len(built))
-		default:
-			built[d.Index].Arguments += d.Arguments
-		}
-	}
-	if len(built) != len(got.calls) {
+	built := joinDeltas(t, got.deltas)
+	if !slices.Equal(built, got.calls) {
 		t.Fatalf("deltas make %+v, calls %+v", built, got.calls)
-	}
-	for i := range built {
-		if built[i] != got.calls[i] {
-			t.Fatalf("deltas make %+v, calls %+v", built, got.calls)
-		}
 	}
 }
 
@@ -383,16 +367,7 @@ func TestHarmonyTemplate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, w := range tc.want {
-				if !strings.Contains(got, w) {
-					t.Errorf("prompt lacks %q:\n%s", w, got)
-				}
-			}
-			for _, w := range tc.notWant {
-				if strings.Contains(got, w) {
-					t.Errorf("prompt holds %q:\n%s", w, got)
-				}
-			}
+			testkit.CheckText(t, "prompt", got, tc.want, tc.notWant)
 			if !strings.HasSuffix(got, "<|start|>assistant") || !strings.Contains(got, "Current date: 2026-12-07\n") {
 				t.Errorf("prompt does not end with the generation prompt or lacks the date:\n%s", got)
 			}

@@ -68,45 +68,19 @@ func parse(data []byte) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if nKV > d.left()/minKVSize {
-		return nil, fmt.Errorf("metadata count %d is impossible: only %d bytes follow the header", nKV, d.left())
-	}
-	f := &File{
-		Version:  version,
-		Size:     uint64(len(data)),
-		Metadata: make([]KV, 0, min(nKV, maxPrealloc)),
-		keys:     make(map[string]int, min(nKV, maxPrealloc)),
-	}
-	for i := range nKV {
-		kv, err := d.kv()
-		if err != nil {
-			return nil, fmt.Errorf("metadata entry %d of %d: %w", i, nKV, err)
-		}
-		if _, dup := f.keys[kv.Key]; dup {
-			return nil, fmt.Errorf("metadata key %q appears twice", kv.Key)
-		}
-		f.keys[kv.Key] = len(f.Metadata)
-		f.Metadata = append(f.Metadata, kv)
+	f := &File{Version: version, Size: uint64(len(data))}
+	f.Metadata, f.keys, err = readNamed(d, nKV, minKVSize,
+		sectionNames{"metadata", "header", "entry", "key"}, d.kv, func(kv *KV) string { return kv.Key })
+	if err != nil {
+		return nil, err
 	}
 	if f.Alignment, err = alignment(f); err != nil {
 		return nil, err
 	}
-
-	if nTensors > d.left()/minTensorInfoSize {
-		return nil, fmt.Errorf("tensor count %d is impossible: only %d bytes follow the metadata", nTensors, d.left())
-	}
-	f.Tensors = make([]TensorInfo, 0, min(nTensors, maxPrealloc))
-	f.tensors = make(map[string]int, min(nTensors, maxPrealloc))
-	for i := range nTensors {
-		ti, err := d.tensorInfo()
-		if err != nil {
-			return nil, fmt.Errorf("tensor info %d of %d: %w", i, nTensors, err)
-		}
-		if _, dup := f.tensors[ti.Name]; dup {
-			return nil, fmt.Errorf("tensor name %q appears twice", ti.Name)
-		}
-		f.tensors[ti.Name] = len(f.Tensors)
-		f.Tensors = append(f.Tensors, ti)
+	f.Tensors, f.tensors, err = readNamed(d, nTensors, minTensorInfoSize,
+		sectionNames{"tensor", "metadata", "info", "name"}, d.tensorInfo, func(ti *TensorInfo) string { return ti.Name })
+	if err != nil {
+		return nil, err
 	}
 	// d.off <= len(data) and Alignment <= 1<<30, so this cannot overflow.
 	f.DataOffset = alignUp(d.off, f.Alignment)
@@ -114,6 +88,36 @@ func parse(data []byte) (*File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// sectionNames are the words errors about a section of the header (the metadata, the tensor
+// infos) use: "<what> count ... follow the <after>", "<what> <entry> i of n", "<what> <name> ...
+// appears twice".
+type sectionNames struct{ what, after, entry, name string }
+
+// readNamed reads n entries of at least minSize bytes each with next, and the index of each
+// entry's name (name) in them; a count the bytes left cannot hold is an error before anything is
+// allocated, and so is a name given twice.
+func readNamed[T any](d *decoder, n, minSize uint64, w sectionNames,
+	next func() (T, error), name func(*T) string) ([]T, map[string]int, error) {
+	if n > d.left()/minSize {
+		return nil, nil, fmt.Errorf("%s count %d is impossible: only %d bytes follow the %s", w.what, n, d.left(), w.after)
+	}
+	out := make([]T, 0, min(n, maxPrealloc))
+	index := make(map[string]int, min(n, maxPrealloc))
+	for i := range n {
+		e, err := next()
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s %s %d of %d: %w", w.what, w.entry, i, n, err)
+		}
+		k := name(&e)
+		if _, dup := index[k]; dup {
+			return nil, nil, fmt.Errorf("%s %s %q appears twice", w.what, w.name, k)
+		}
+		index[k] = len(out)
+		out = append(out, e)
+	}
+	return out, index, nil
 }
 
 // alignment validates general.alignment as llama.cpp does: a non-zero power of two of type uint32.

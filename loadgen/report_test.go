@@ -3,9 +3,10 @@ package loadgen
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
 	"testing"
 	"time"
+
+	"ubatch/internal/testkit"
 )
 
 func sampleResult() Result {
@@ -85,17 +86,7 @@ func TestWriteText(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var b bytes.Buffer
 			tt.r.WriteText(&b)
-			out := b.String()
-			for _, s := range tt.want {
-				if !strings.Contains(out, s) {
-					t.Errorf("output lacks %q:\n%s", s, out)
-				}
-			}
-			for _, s := range tt.notWant {
-				if strings.Contains(out, s) {
-					t.Errorf("output has %q:\n%s", s, out)
-				}
-			}
+			testkit.CheckText(t, "output", b.String(), tt.want, tt.notWant)
 		})
 	}
 }

@@ -9,8 +9,8 @@ import (
 )
 
 // TestAttnAsmGenerated checks that each file internal/attngen writes (attn_amd64.h,
-// attn_amd64.s, attn_q8_amd64.s, attn_tile_amd64.s) is the committed one, so that an edit to
-// either side is not lost at the next `go generate`.
+// attn_amd64.s, attn_q8_amd64.s, attn_tile_amd64.h, attn_tile_amd64.s, attn_row_amd64.s) is the
+// committed one, so that an edit to either side is not lost at the next `go generate`.
 func TestAttnAsmGenerated(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the generator with go run")

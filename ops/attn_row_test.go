@@ -219,10 +219,7 @@ func TestAttnTileLoadsKTMatchGo(t *testing.T) {
 		t.Run(fmt.Sprintf("hd=%d", hd), func(t *testing.T) {
 			const rows, pad = 40, 5
 			stride := hd + pad
-			cells := make([]int32, TileCells)
-			for j := range cells {
-				cells[j] = int32(r.IntN(rows))
-			}
+			cells := randCells(r, TileCells, rows)
 			got, want := make([]float32, hd*rowKTLD), make([]float32, hd*rowKTLD)
 			f16 := randF16s(r, rows*stride)
 			AttnTileLoadKTF16(got[TileCells:], f16, cells, stride, hd)

@@ -153,10 +153,7 @@ func TestAttnTileLoadsMatchGo(t *testing.T) {
 		t.Run(fmt.Sprintf("hd=%d", hd), func(t *testing.T) {
 			const rows, pad = 40, 5
 			stride := hd + pad
-			cells := make([]int32, TileCells)
-			for j := range cells {
-				cells[j] = int32(r.IntN(rows))
-			}
+			cells := randCells(r, TileCells, rows)
 			f16 := randF16s(r, rows*stride)
 			got, want := make([]float32, TileCells*hd), make([]float32, TileCells*hd)
 			AttnTileLoadF16(got, f16, cells, stride, hd)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"ubatch/internal/cpu"
+	"ubatch/internal/cputime"
 )
 
 // Peak throughput of this CPU's vector units: loops of independent multiply-adds with nothing
@@ -115,5 +116,13 @@ func timedRun(l PeakLoop, n int) float64 {
 
 var clockStart = time.Now()
 
-// wallClock is monotonic wall time, threadTime's fallback.
-func wallClock() time.Duration { return time.Since(clockStart) }
+// threadTime is the calling thread's CPU time, or monotonic wall time where that is unknown.
+func threadTime() time.Duration {
+	if d, ok := cputime.Thread(); ok {
+		return d
+	}
+	return time.Since(clockStart)
+}
+
+// ProcessCPU is the CPU time (user + system) of the whole process so far, 0 if unknown.
+func ProcessCPU() time.Duration { return cputime.Process() }

@@ -25,16 +25,42 @@ func dotBF16AVX2Asm(n int, w, x *byte, xStride, nx int, out *float32)
 
 // dotF32AVX2 is the DotFunc for F32 weights with F32 activations.
 func dotF32AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	if !checkDotArgs(4*k, 4*k, w, x, xStride, nx, out) {
+	dotFloatAVX2(dotF32AVX2Asm, F32, k, w, x, xStride, nx, out)
+}
+
+// dotF16AVX2 is the DotFunc for F16 weights with F32 activations.
+func dotF16AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
+	dotFloatAVX2(dotF16AVX2Asm, F16, k, w, x, xStride, nx, out)
+}
+
+// dotBF16AVX2 is the DotFunc for BF16 weights with F32 activations.
+func dotBF16AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
+	dotFloatAVX2(dotBF16AVX2Asm, BF16, k, w, x, xStride, nx, out)
+}
+
+// dotFloatAVX2 is the DotFunc body of the kernels for float weights of type typ (F32, F16 or
+// BF16; asm is its kernel above): checks the shape, runs the leading multiple of 8 elements with
+// asm and adds the tail in Go.
+func dotFloatAVX2(asm func(n int, w, x *byte, xStride, nx int, out *float32), typ Type,
+	k int, w []byte, x []byte, xStride int, nx int, out []float32) {
+	wb := 2 // bytes a weight
+	if typ == F32 {
+		wb = 4
+	}
+	if !checkDotArgs(wb*k, 4*k, w, x, xStride, nx, out) {
 		return
 	}
 	n := k &^ 7
 	if n > 0 {
-		dotF32AVX2Asm(n, &w[0], &x[0], xStride, nx, &out[0])
+		asm(n, &w[0], &x[0], xStride, nx, &out[0])
 	} else {
 		clear(out[:nx])
 	}
 	if n == k {
+		return
+	}
+	if typ != F32 {
+		halfTail(typ == BF16, n, k, w, x, xStride, nx, out)
 		return
 	}
 	for j := 0; j < nx; j++ {
@@ -42,39 +68,8 @@ func dotF32AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
 	}
 }
 
-// dotF16AVX2 is the DotFunc for F16 weights with F32 activations.
-func dotF16AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	if !checkDotArgs(2*k, 4*k, w, x, xStride, nx, out) {
-		return
-	}
-	n := k &^ 7
-	if n > 0 {
-		dotF16AVX2Asm(n, &w[0], &x[0], xStride, nx, &out[0])
-	} else {
-		clear(out[:nx])
-	}
-	halfTail(false, n, k, w, x, xStride, nx, out)
-}
-
-// dotBF16AVX2 is the DotFunc for BF16 weights with F32 activations.
-func dotBF16AVX2(k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	if !checkDotArgs(2*k, 4*k, w, x, xStride, nx, out) {
-		return
-	}
-	n := k &^ 7
-	if n > 0 {
-		dotBF16AVX2Asm(n, &w[0], &x[0], xStride, nx, &out[0])
-	} else {
-		clear(out[:nx])
-	}
-	halfTail(true, n, k, w, x, xStride, nx, out)
-}
-
 // halfTail adds elements [n, k) (fewer than 8) of an F16 (or BF16) weight row to each column.
 func halfTail(bf16 bool, n, k int, w []byte, x []byte, xStride int, nx int, out []float32) {
-	if n == k {
-		return
-	}
 	var wf [8]float32
 	decodeHalves(bf16, wf[:k-n], w[2*n:2*k])
 	for j := 0; j < nx; j++ {

@@ -54,25 +54,48 @@ func dotQ2_KRows(sdot bool, k int, w, x []byte, xStride, nx int, out []float32) 
 	copy(out[:nx], acc[:nx])
 }
 
-// dotQ3_KRows is the DotFunc body of the Q3_K kernels, with SDOT if sdot.
+// dotQ3_KRows is dotK16Rows for Q3_K.
 func dotQ3_KRows(sdot bool, k int, w, x []byte, xStride, nx int, out []float32) {
+	dotK16Rows(false, sdot, k, w, x, xStride, nx, out)
+}
+
+// dotK16Rows is the DotFunc body of the Q3_K (or, if q6, Q6_K, dot_q6k_arm64.go) kernels, with
+// SDOT if sdot: a super-block's sixteen group dots times its signed group scales, times its f16
+// scale d. The assembly is called directly, not through a func value, so that isub stays on the
+// stack.
+func dotK16Rows(q6, sdot bool, k int, w, x []byte, xStride, nx int, out []float32) {
 	nb := k / QK_K
-	if !checkDotArgs(nb*q3_KBytes, nb*q8_KBytes, w, x, xStride, nx, out) {
+	blockBytes, dOff := q3_KBytes, 108
+	if q6 {
+		blockBytes, dOff = q6_KBytes, 208
+	}
+	if !checkDotArgs(nb*blockBytes, nb*q8_KBytes, w, x, xStride, nx, out) {
 		return
 	}
 	var acc [MaxCols]float32
 	var isub [16]int32
 	var sc [16]int8
 	for b := 0; b < nb; b++ {
-		blk := w[b*q3_KBytes : (b+1)*q3_KBytes]
-		d := f16At(blk[108:])
-		scalesQ3_K(&sc, blk[96:108])
+		blk := w[b*blockBytes : (b+1)*blockBytes]
+		d := f16At(blk[dOff:])
+		if q6 {
+			for g := range sc {
+				sc[g] = int8(blk[192+g])
+			}
+		} else {
+			scalesQ3_K(&sc, blk[96:108])
+		}
 		for j := 0; j < nx; j++ {
 			o := j*xStride + b*q8_KBytes
 			xb := x[o : o+q8_KBytes]
-			if sdot {
+			switch {
+			case q6 && sdot:
+				q6KDotsSDOT(&blk[0], &xb[4], &isub)
+			case q6:
+				q6KDotsNEON(&blk[0], &xb[4], &isub)
+			case sdot:
 				q3KDotsSDOT(&blk[32], &blk[0], &xb[4], &isub)
-			} else {
+			default:
 				q3KDotsNEON(&blk[32], &blk[0], &xb[4], &isub)
 			}
 			var isum int32

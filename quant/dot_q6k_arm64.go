@@ -15,33 +15,7 @@ func init() {
 	setNEONRows(Q6_K, dotQ6_KRows)
 }
 
-// dotQ6_KRows is the DotFunc body of the Q6_K kernels, with SDOT if sdot (the assembly is
-// called directly so that isub stays on the stack).
+// dotQ6_KRows is dotK16Rows (dot_k23_arm64.go) for Q6_K.
 func dotQ6_KRows(sdot bool, k int, w, x []byte, xStride, nx int, out []float32) {
-	nb := k / QK_K
-	if !checkDotArgs(nb*q6_KBytes, nb*q8_KBytes, w, x, xStride, nx, out) {
-		return
-	}
-	var acc [MaxCols]float32
-	var isub [16]int32
-	for b := 0; b < nb; b++ {
-		blk := w[b*q6_KBytes : (b+1)*q6_KBytes]
-		d := f16At(blk[208:])
-		sc := blk[192:208]
-		for j := 0; j < nx; j++ {
-			o := j*xStride + b*q8_KBytes
-			xb := x[o : o+q8_KBytes]
-			if sdot {
-				q6KDotsSDOT(&blk[0], &xb[4], &isub)
-			} else {
-				q6KDotsNEON(&blk[0], &xb[4], &isub)
-			}
-			var isum int32
-			for g := 0; g < 16; g++ {
-				isum += int32(int8(sc[g])) * isub[g]
-			}
-			acc[j] += d * f32At(xb) * float32(isum)
-		}
-	}
-	copy(out[:nx], acc[:nx])
+	dotK16Rows(true, sdot, k, w, x, xStride, nx, out)
 }

@@ -44,6 +44,27 @@ func dequantTensor(t *testing.T, f *gguf.File, name string) (quant.Type, []byte,
 	return ti.Type, data, y
 }
 
+// requantize quantizes src (the values of a tensor of type typ) with Quantize and returns the
+// fraction of the new blocks' bytes equal to orig (llama.cpp's blocks of that tensor) and the
+// values the new blocks dequantize to.
+func requantize(t *testing.T, typ quant.Type, src []float32, orig []byte) (frac float64, back []float32) {
+	mine := make([]byte, len(orig))
+	if err := quant.Quantize(typ, src, mine); err != nil {
+		t.Fatal(err)
+	}
+	same := 0
+	for i := range mine {
+		if mine[i] == orig[i] {
+			same++
+		}
+	}
+	back = make([]float32, len(src))
+	if err := quant.Dequantize(typ, mine, back); err != nil {
+		t.Fatal(err)
+	}
+	return float64(same) / float64(len(mine)), back
+}
+
 // TestLlamaCppFiles dequantizes tensors that llama.cpp quantized and compares them with the same
 // tensor of the F16 file: a wrong block layout gives errors of order 1, not the type's few
 // percent. It then requantizes the F16 values with Quantize: llama.cpp used the same reference
@@ -89,21 +110,7 @@ func TestLlamaCppFiles(t *testing.T) {
 				t.Errorf("relative RMS vs F16 %.4g > %.4g", e, tc.bound)
 			}
 
-			mine := make([]byte, len(data))
-			if err := quant.Quantize(typ, want, mine); err != nil {
-				t.Fatal(err)
-			}
-			same := 0
-			for i := range mine {
-				if mine[i] == data[i] {
-					same++
-				}
-			}
-			back := make([]float32, len(want))
-			if err := quant.Dequantize(typ, mine, back); err != nil {
-				t.Fatal(err)
-			}
-			frac := float64(same) / float64(len(mine))
+			frac, back := requantize(t, typ, want, data)
 			t.Logf("requantized: %.2f%% identical bytes, relative RMS vs llama.cpp %.4g", 100*frac, testdata.RelRMS(back, got))
 			if frac < tc.minSame {
 				t.Errorf("requantized tensor shares %.2f%% of llama.cpp's bytes, want >= %.0f%%", 100*frac, 100*tc.minSame)

@@ -30,28 +30,12 @@ func TestMXFP4KernelsScales(t *testing.T) {
 			for b := 0; b < k/32; b++ {
 				w[b*mxfp4Bytes] = e
 			}
-			// Activations whose products with the scale stay finite and whose f16 scales are
-			// not 0.
-			xs := math.Ldexp(1, max(-14, min(10, 128-int(e))))
-			xr := Q8_0.RowSize(k)
-			xf := make([]float32, k)
-			x := make([]byte, MaxCols*xr)
-			for j := range MaxCols {
-				for i := range xf {
-					xf[i] = float32(r.NormFloat64() * xs)
-				}
-				QuantizeAct(MXFP4, xf, x[j*xr:])
-			}
+			x, xr := mxfp4ScaleActs(r, e, k)
 			var out [MaxCols]float32
 			asm(k, w, x, xr, MaxCols, out[:])
 			wd := decodeRow(t, MXFP4, w, k)
 			for j := range MaxCols {
-				xd := decodeRow(t, Q8_0, x[j*xr:], k)
-				var exact, mag float64
-				for i := range wd {
-					exact += wd[i] * xd[i]
-					mag += math.Abs(wd[i] * xd[i])
-				}
+				exact, mag := exactDot(wd, decodeRow(t, Q8_0, x[j*xr:], k))
 				if mag == 0 || math.IsInf(mag, 0) {
 					t.Fatalf("%s e=%d column %d: test inputs give Σ|terms| %g", v.name, e, j, mag)
 				}
@@ -65,4 +49,21 @@ func TestMXFP4KernelsScales(t *testing.T) {
 	if !ran {
 		t.Skip("no MXFP4 assembly kernel runs on this CPU")
 	}
+}
+
+// mxfp4ScaleActs returns MaxCols Q8_0 activation rows of k values each, xr bytes apart, scaled
+// so that their products with MXFP4 blocks of scale byte e stay finite and their own f16 scales
+// are not 0.
+func mxfp4ScaleActs(r *rand.Rand, e byte, k int) (x []byte, xr int) {
+	xs := math.Ldexp(1, max(-14, min(10, 128-int(e))))
+	xr = Q8_0.RowSize(k)
+	xf := make([]float32, k)
+	x = make([]byte, MaxCols*xr)
+	for j := range MaxCols {
+		for i := range xf {
+			xf[i] = float32(r.NormFloat64() * xs)
+		}
+		QuantizeAct(MXFP4, xf, x[j*xr:])
+	}
+	return x, xr
 }

@@ -78,6 +78,16 @@ func decodeRow(t testing.TB, typ Type, b []byte, k int) []float64 {
 	return r
 }
 
+// exactDot returns the float64 dot of two decoded rows of one length and its Σ|w_i·x_i|, the
+// scale a kernel's rounding error is measured against.
+func exactDot(wd, xd []float64) (exact, mag float64) {
+	for i := range wd {
+		exact += wd[i] * xd[i]
+		mag += math.Abs(wd[i] * xd[i])
+	}
+	return exact, mag
+}
+
 // absDot is Σ|w_i·x_i| over the decoded weight row and activation row, or for the types with a
 // min (Q4_1, Q5_1, Q4_K, Q5_K: d at offset 0 and dmin or m at 2 of each block; Q2_K: at 80 and
 // 82) Σ|x_i|·(|d·sc_i·q_i| + |dmin·m_i|).
@@ -301,12 +311,7 @@ func TestAsmKernelsAgainstFloat64(t *testing.T) {
 			asm(k, w, x, xRow, MaxCols, out[:])
 			wd := decodeRow(t, typ, w, k)
 			for j := 0; j < MaxCols; j++ {
-				xd := decodeRow(t, ActType(typ), x[j*xRow:], k)
-				var exact, mag float64
-				for i := range wd {
-					exact += wd[i] * xd[i]
-					mag += math.Abs(wd[i] * xd[i])
-				}
+				exact, mag := exactDot(wd, decodeRow(t, ActType(typ), x[j*xRow:], k))
 				if d := math.Abs(float64(out[j]) - exact); d > asmRelTol*mag+asmAbsTol {
 					t.Errorf("k=%d column %d: asm %v, exact %v (|diff| %.3g, Σ|terms| %.3g)", k, j, out[j], exact, d, mag)
 				}

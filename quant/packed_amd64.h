@@ -16,13 +16,23 @@
 // int, sums *int32), frame $0-72. The np panels follow
 // each other in w; each starts over at x and sums and writes the 8 floats after the previous
 // panel's.
-#define VP_PROLOGUE(mask) \
-	MOVQ         np+0(FP), BX;       \
-	MOVQ         w+16(FP), SI;       \
-	MOVQ         xStride+32(FP), R8; \
-	MOVQ         nx+40(FP), R11;     \
-	MOVQ         out+48(FP), DX;     \
-	BCAST32(mask, X5, Y5)
+#define VP_PROLOGUE(mask) MOVQ np+0(FP), BX; PANEL_ARGS; BCAST32(mask, X5, Y5)
+
+// PANEL_ARGS loads the arguments every panel kernel takes the same way (the panel count and
+// the sums are each kernel's own): SI w, R8 xStride, R11 nx, DX out.
+#define PANEL_ARGS \
+	MOVQ w+16(FP), SI;       \
+	MOVQ xStride+32(FP), R8; \
+	MOVQ nx+40(FP), R11;     \
+	MOVQ out+48(FP), DX
+
+// GROUP_ARGS starts the prologue of the kernels that run panels in groups of 2^shift (pairs,
+// quads): BX the groups to run, R14 the bytes of one panel of nb blocks of bs bytes a row.
+#define GROUP_ARGS(shift, bs) \
+	MOVQ  np+0(FP), BX;  \
+	SHRQ  $shift, BX;    \
+	MOVQ  nb+8(FP), R14; \
+	IMULQ $(8*bs), R14
 
 // VP_COLS starts a panel (or pair of panels, packed_vnni512_amd64.s): all blocks to go, the
 // columns and sums from their start. VP_PANEL also clears the results.
@@ -53,19 +63,23 @@
 
 // PANEL_STORE stores the nx (R11) columns' results from a0..a3 (ymm: 8 floats each; zmm: 16,
 // for a pair of panels) at DX, outStride floats apart.
-#define PANEL_STORE(a0, a1, a2, a3, done) \
+#define PANEL_STORE(a0, a1, a2, a3, done) PANEL_STORE_AT(0, a0, a1, a2, a3, done)
+
+// PANEL_STORE_AT is PANEL_STORE at off bytes after DX: the rows after a panel's first results
+// (32 for a pair of ymm panels, 64 for a quad of zmm ones).
+#define PANEL_STORE_AT(off, a0, a1, a2, a3, done) \
 	MOVQ    outStride+56(FP), R9; \
-	VMOVUPS a0, (DX);             \
+	VMOVUPS a0, off(DX);          \
 	CMPQ    R11, $2;              \
 	JLT     done;                 \
-	VMOVUPS a1, (DX)(R9*4);       \
+	VMOVUPS a1, off(DX)(R9*4);    \
 	CMPQ    R11, $3;              \
 	JLT     done;                 \
-	VMOVUPS a2, (DX)(R9*8);       \
+	VMOVUPS a2, off(DX)(R9*8);    \
 	CMPQ    R11, $4;              \
 	JLT     done;                 \
 	LEAQ    (R9)(R9*2), R9;       \
-	VMOVUPS a3, (DX)(R9*4)
+	VMOVUPS a3, off(DX)(R9*4)
 
 // PANEL_LOOPS is the body of every panel kernel (these, packed_k_amd64.h's and the 512-bit ones),
 // after its prologue: for each of the BX panels (or pairs), START, then the loop for nx = 1..4

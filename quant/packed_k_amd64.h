@@ -25,12 +25,7 @@
 // mask.
 #define KP_PROLOGUE(mask) KP_ARGS; BCAST32(mask, X15, Y15)
 
-#define KP_ARGS \
-	MOVQ np+0(FP), BX;       \
-	MOVQ w+16(FP), SI;       \
-	MOVQ xStride+32(FP), R8; \
-	MOVQ nx+40(FP), R11;     \
-	MOVQ out+48(FP), DX
+#define KP_ARGS MOVQ np+0(FP), BX; PANEL_ARGS
 
 // KP_PANEL starts a panel: all super-blocks to go, the columns from their start.
 #define KP_PANEL \

@@ -224,20 +224,7 @@
 
 // QK_STORE_HI stores the results of rows 16-31 (Z28-Z31) of the nx columns, 64 bytes after those
 // of rows 0-15, which PANEL_STORE stores.
-#define QK_STORE_HI(done) \
-	MOVQ    outStride+56(FP), R9; \
-	VMOVUPS Z28, 64(DX);          \
-	CMPQ    R11, $2;              \
-	JLT     done;                 \
-	VMOVUPS Z29, 64(DX)(R9*4);    \
-	CMPQ    R11, $3;              \
-	JLT     done;                 \
-	VMOVUPS Z30, 64(DX)(R9*8);    \
-	CMPQ    R11, $4;              \
-	JLT     done;                 \
-	LEAQ    (R9)(R9*2), R9;       \
-	VMOVUPS Z31, 64(DX)(R9*4);    \
-done:
+#define QK_STORE_HI(done) PANEL_STORE_AT(64, Z28, Z29, Z30, Z31, done); done:
 
 // QK_STEP moves to the next quad's 32 outputs and weights (SI is at panel p+1 after the
 // super-blocks of panel p).

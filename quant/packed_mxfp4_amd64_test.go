@@ -26,16 +26,7 @@ func TestMXFP4PanelScales(t *testing.T) {
 		for o := 0; o < len(w); o += mxfp4Bytes {
 			w[o] = e
 		}
-		xs := math.Ldexp(1, max(-14, min(10, 128-int(e))))
-		xr := Q8_0.RowSize(k)
-		xf := make([]float32, k)
-		x := make([]byte, MaxCols*xr)
-		for j := range MaxCols {
-			for i := range xf {
-				xf[i] = float32(r.NormFloat64() * xs)
-			}
-			QuantizeAct(MXFP4, xf, x[j*xr:])
-		}
+		x, xr := mxfp4ScaleActs(r, e, k)
 		p := make([]byte, len(w))
 		if err := PackRows(MXFP4, k, p, w); err != nil {
 			t.Fatal(err)
@@ -47,12 +38,7 @@ func TestMXFP4PanelScales(t *testing.T) {
 		for row := range PanelRows {
 			wd := decodeRow(t, MXFP4, w[row*MXFP4.RowSize(k):], k)
 			for j := range MaxCols {
-				xd := decodeRow(t, Q8_0, x[j*xr:], k)
-				var exact, mag float64
-				for i := range wd {
-					exact += wd[i] * xd[i]
-					mag += math.Abs(wd[i] * xd[i])
-				}
+				exact, mag := exactDot(wd, decodeRow(t, Q8_0, x[j*xr:], k))
 				if mag == 0 || math.IsInf(mag, 0) {
 					t.Fatalf("e=%d row %d column %d: test inputs give Σ|terms| %g", e, row, j, mag)
 				}

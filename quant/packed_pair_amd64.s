@@ -25,15 +25,7 @@
 
 CONST4(pairOnes16<>, 0x00010001)
 
-#define PP_PROLOGUE(bs) \
-	MOVQ  np+0(FP), BX;       \
-	SHRQ  $1, BX;             \
-	MOVQ  nb+8(FP), R14;      \
-	IMULQ $(8*bs), R14;       \
-	MOVQ  w+16(FP), SI;       \
-	MOVQ  xStride+32(FP), R8; \
-	MOVQ  nx+40(FP), R11;     \
-	MOVQ  out+48(FP), DX
+#define PP_PROLOGUE(bs) GROUP_ARGS(1, bs); PANEL_ARGS
 
 // PP_PAIR starts a pair: the columns and sums from their start, the frame's results cleared.
 #define PP_PAIR \
@@ -170,18 +162,7 @@ CONST4(pairOnes16<>, 0x00010001)
 	VMOVUPS 96(SP), Y13;              \
 	VMOVUPS 160(SP), Y14;             \
 	VMOVUPS 224(SP), Y15;             \
-	MOVQ    outStride+56(FP), R9;     \
-	VMOVUPS Y12, 32(DX);              \
-	CMPQ    R11, $2;                  \
-	JLT     done;                     \
-	VMOVUPS Y13, 32(DX)(R9*4);        \
-	CMPQ    R11, $3;                  \
-	JLT     done;                     \
-	VMOVUPS Y14, 32(DX)(R9*8);        \
-	CMPQ    R11, $4;                  \
-	JLT     done;                     \
-	LEAQ    (R9)(R9*2), R9;           \
-	VMOVUPS Y15, 32(DX)(R9*4);        \
+	PANEL_STORE_AT(32, Y12, Y13, Y14, Y15, done); \
 done:
 
 #define PP_LOOPS(S1, S2, S3, S4, lhi, lp, l1, l2, l3, l4, ldone, lnext) \

@@ -25,15 +25,9 @@
 // two integer sums; Z12-Z15 their results.
 
 #define ZP_PROLOGUE(mask, bs) \
-	MOVQ         np+0(FP), BX;       \
-	SHRQ         $1, BX;             \
-	MOVQ         nb+8(FP), R14;      \
-	IMULQ        $(8*bs), R14;       \
-	MOVQ         w+16(FP), SI;       \
-	MOVQ         xStride+32(FP), R8; \
-	MOVQ         nx+40(FP), R11;     \
-	MOVQ         out+48(FP), DX;     \
-	MOVL         $mask, AX;          \
+	GROUP_ARGS(1, bs);     \
+	PANEL_ARGS;            \
+	MOVL         $mask, AX; \
 	VPBROADCASTD AX, Z5
 
 // ZP_PAIR starts a pair of panels as VP_PANEL starts one.

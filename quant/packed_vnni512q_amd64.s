@@ -26,16 +26,10 @@
 // sums of rows 0-15 and 16-31; Z16-Z19 and Z20-Z23 their results; Z28-Z29 scratch.
 
 #define QP_PROLOGUE(mask, bs) \
-	MOVQ         np+0(FP), BX;       \
-	SHRQ         $2, BX;             \
-	MOVQ         nb+8(FP), R14;      \
-	IMULQ        $(8*bs), R14;       \
-	LEAQ         (R14)(R14*2), AX;   \
-	MOVQ         w+16(FP), SI;       \
-	MOVQ         xStride+32(FP), R8; \
-	MOVQ         nx+40(FP), R11;     \
-	MOVQ         out+48(FP), DX;     \
-	MOVL         $mask, R9;          \
+	GROUP_ARGS(2, bs);              \
+	LEAQ         (R14)(R14*2), AX; \
+	PANEL_ARGS;                     \
+	MOVL         $mask, R9;        \
 	VPBROADCASTD R9, Z31
 
 #define QP_QUAD \
@@ -141,20 +135,7 @@
 
 // QSTORE_HI stores the results of rows 16-31 (Z20-Z23) of the nx columns, 64 bytes after those
 // of rows 0-15, which PANEL_STORE stores.
-#define QSTORE_HI(done) \
-	MOVQ    outStride+56(FP), R9;     \
-	VMOVUPS Z20, 64(DX);              \
-	CMPQ    R11, $2;                  \
-	JLT     done;                     \
-	VMOVUPS Z21, 64(DX)(R9*4);        \
-	CMPQ    R11, $3;                  \
-	JLT     done;                     \
-	VMOVUPS Z22, 64(DX)(R9*8);        \
-	CMPQ    R11, $4;                  \
-	JLT     done;                     \
-	LEAQ    (R9)(R9*2), R9;           \
-	VMOVUPS Z23, 64(DX)(R9*4);        \
-done:
+#define QSTORE_HI(done) PANEL_STORE_AT(64, Z20, Z21, Z22, Z23, done); done:
 
 // QP_STEP moves to the next quad's 32 outputs and weights (SI is at panel p+1 after the blocks
 // of panel p).

@@ -38,21 +38,8 @@ func TestTypesFiles(t *testing.T) {
 			if typ != tc.typ {
 				t.Fatalf("%s is %v, expected %v", tc.tensor, typ, tc.typ)
 			}
-			mine := make([]byte, len(data))
-			if err := quant.Quantize(typ, got, mine); err != nil {
-				t.Fatal(err)
-			}
-			same := 0
-			for i := range mine {
-				if mine[i] == data[i] {
-					same++
-				}
-			}
-			back := make([]float32, len(got))
-			if err := quant.Dequantize(typ, mine, back); err != nil {
-				t.Fatal(err)
-			}
-			frac, e := float64(same)/float64(len(mine)), testdata.RelRMS(back, got)
+			frac, back := requantize(t, typ, got, data)
+			e := testdata.RelRMS(back, got)
 			t.Logf("requantized: %.2f%% identical bytes, relative RMS vs llama.cpp %.4g", 100*frac, e)
 			if frac < tc.minSame || e > tc.maxRel {
 				t.Errorf("requantized tensor shares %.2f%% of llama.cpp's bytes (want >= %.0f%%), relative RMS %.4g (want <= %.3g)",

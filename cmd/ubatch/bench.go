@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"ubatch/internal/cputime"
 	"ubatch/model"
 	"ubatch/ops"
 	"ubatch/quant"
@@ -343,8 +344,8 @@ func (b *benchRunner) run(tc benchTest) (time.Duration, error) {
 			return 0, err
 		}
 	}
-	start, cpu0 := time.Now(), processCPU()
-	defer func() { b.cpu += processCPU() - cpu0 }()
+	start, cpu0 := time.Now(), cputime.Process()
+	defer func() { b.cpu += cputime.Process() - cpu0 }()
 	if tc.pp > 0 {
 		if err := b.loop.Prompt(seq0, b.tokens(tc.pp), nil); err != nil {
 			return 0, err

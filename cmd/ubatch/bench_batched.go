@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"ubatch/internal/cputime"
 	"ubatch/model"
 	"ubatch/runner"
 )
@@ -101,7 +102,7 @@ func benchBatched(ctx context.Context, m *model.Model, mf *modelFlags, npp, ntg,
 						return 0, 0, 0, err
 					}
 					tPP = time.Since(t0)
-					t1, c1 := time.Now(), processCPU()
+					t1, c1 := time.Now(), cputime.Process()
 					l0, r0 := lctx.ExpertsRead()
 					for range tg {
 						if _, err := loop.Step(random); err != nil {
@@ -111,7 +112,7 @@ func benchBatched(ctx context.Context, m *model.Model, mf *modelFlags, npp, ntg,
 					if l, r := lctx.ExpertsRead(); l > l0 {
 						expTG = float64(r-r0) / float64(l-l0)
 					}
-					return tPP, time.Since(t1), processCPU() - c1, nil
+					return tPP, time.Since(t1), cputime.Process() - c1, nil
 				}
 				if warm { // the first run pages the weights in and sizes the buffers
 					warm = false

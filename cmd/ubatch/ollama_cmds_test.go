@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"ubatch/internal/demo"
+	"ubatch/internal/testkit"
 )
 
 // TestLibraryCommands: on a fresh $UBATCH_HOME, list shows the demo model; create adds a local
@@ -70,21 +71,8 @@ func TestLibraryCommands(t *testing.T) {
 			if code != tc.code {
 				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, out, errs)
 			}
-			for _, w := range tc.out {
-				if !strings.Contains(out, w) {
-					t.Errorf("stdout lacks %q:\n%s", w, out)
-				}
-			}
-			for _, w := range tc.err {
-				if !strings.Contains(errs, w) {
-					t.Errorf("stderr lacks %q:\n%s", w, errs)
-				}
-			}
-			for _, w := range tc.notOut {
-				if strings.Contains(out, w) {
-					t.Errorf("stdout has %q:\n%s", w, out)
-				}
-			}
+			testkit.CheckText(t, "stdout", out, tc.out, tc.notOut)
+			testkit.CheckText(t, "stderr", errs, tc.err, nil)
 		})
 	}
 }

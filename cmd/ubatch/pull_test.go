@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"ubatch/internal/testkit"
 )
 
 // fakeHub serves root (ORG/REPO/FILE trees) as the Hugging Face Hub does: the model API
@@ -101,16 +103,8 @@ func TestPullListRunRm(t *testing.T) {
 			if code != tc.wantCode {
 				t.Fatalf("exit %d, want %d: %s", code, tc.wantCode, errs)
 			}
-			for _, w := range tc.wantOut {
-				if !strings.Contains(out, w) {
-					t.Errorf("stdout lacks %q:\n%s", w, out)
-				}
-			}
-			for _, w := range tc.wantErr {
-				if !strings.Contains(errs, w) {
-					t.Errorf("stderr lacks %q:\n%s", w, errs)
-				}
-			}
+			testkit.CheckText(t, "stdout", out, tc.wantOut, nil)
+			testkit.CheckText(t, "stderr", errs, tc.wantErr, nil)
 		})
 	}
 	if _, err := os.Stat(filepath.Join(lib, "tiny-Q8_0.gguf")); err == nil {

@@ -4,6 +4,7 @@ package testkit
 
 import (
 	"bytes"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -36,6 +37,22 @@ func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	for deadline := time.Now().Add(d); !cond(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+	}
+}
+
+// CheckText reports (without stopping t) each string of want that got, a command's or a
+// renderer's output named what ("stdout", "prompt"), lacks, and each of notWant that it holds.
+func CheckText(t testing.TB, what, got string, want, notWant []string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(got, w) {
+			t.Errorf("%s lacks %q:\n%s", what, w, got)
+		}
+	}
+	for _, w := range notWant {
+		if strings.Contains(got, w) {
+			t.Errorf("%s holds %q:\n%s", what, w, got)
 		}
 	}
 }
