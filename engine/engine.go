@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -139,10 +140,17 @@ type Slot struct {
 	Since        time.Duration // since submission
 }
 
+// ErrRecurrent is New's refusal of a hybrid model (a decoder whose Recurrent() is true): the
+// engine does not keep recurrent states yet.
+var ErrRecurrent = errors.New("engine: this model is a hybrid whose layers keep a recurrent state per sequence (qwen35), which the engine cannot schedule yet: run it with ubatch run, batched or bench")
+
 // New makes an engine over d. It does not start it: call Run.
 func New(d Decoder, lim Limits, cfg Config) (*Engine, error) {
 	if lim.NCtx <= 0 || lim.NSeqMax <= 0 || lim.NBatch <= 0 || lim.Vocab <= 0 || lim.NCtxSeq < 0 {
 		return nil, fmt.Errorf("engine: bad limits %+v", lim)
+	}
+	if r, ok := d.(interface{ Recurrent() bool }); ok && r.Recurrent() {
+		return nil, ErrRecurrent
 	}
 	if lim.NCtxSeq == 0 || lim.NCtxSeq > lim.NCtx {
 		lim.NCtxSeq = lim.NCtx

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -577,5 +578,19 @@ func TestSubmitSeveral(t *testing.T) {
 	}
 	if n := len(got[2]); n < 3 || n >= 200 || !slices.Equal(got[2], expected(ps[2], n)) || last[2].Finish != FinishStop {
 		t.Errorf("cancelled request: %d tokens, finish %s", n, last[2].Finish)
+	}
+}
+
+// recurrentFake is a decoder of a hybrid model: one with a recurrent state per sequence.
+type recurrentFake struct{ *fakeDecoder }
+
+func (recurrentFake) Recurrent() bool { return true }
+
+// TestNewRefusesRecurrent: until the engine keeps recurrent states, a hybrid model is a clear
+// error at New, not wrong output.
+func TestNewRefusesRecurrent(t *testing.T) {
+	_, err := New(recurrentFake{newFake(t, 8, 4, 2)}, Limits{NCtx: 32, NSeqMax: 2, NBatch: 8, Vocab: vocab}, Config{})
+	if err == nil || !strings.Contains(err.Error(), "recurrent state") {
+		t.Fatalf("New over a recurrent decoder: %v, want an error about its recurrent state", err)
 	}
 }

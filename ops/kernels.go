@@ -32,7 +32,8 @@ const (
 	opTileLoadKTF32
 	opTileLoadKTQ8
 	opTilePrefetch
-	opSumWords // ReadBandwidth's loop
+	opSumWords  // ReadBandwidth's loop
+	opDeltaRule // the gated delta rule's row (DeltaRuleStep)
 
 	numOps
 )
@@ -43,7 +44,8 @@ var opNames = [numOps]string{opDotF32: "DotF32", opDotF16: "DotF16", opAxpyF32: 
 	opAttnScoresQ8: "attnScoresQ8", opAttnValuesQ8: "attnValuesQ8", opTileStep: "attnTileStep",
 	opTileLoadF16: "attnTileLoadF16", opTileLoadQ8: "attnTileLoadQ8", opRowStep: "attnRowStep",
 	opTileLoadKTF16: "attnTileLoadKTF16", opTileLoadKTF32: "attnTileLoadKTF32",
-	opTileLoadKTQ8: "attnTileLoadKTQ8", opTilePrefetch: "tilePrefetch", opSumWords: "SumWords"}
+	opTileLoadKTQ8: "attnTileLoadKTQ8", opTilePrefetch: "tilePrefetch", opSumWords: "SumWords",
+	opDeltaRule: "DeltaRuleStep"}
 
 func (o op) String() string { return opNames[o] }
 

@@ -16,4 +16,5 @@ var opKernels = [numOps][]cpu.Path{
 	opTileLoadKTF32: {cpu.AVX512VNNI}, opTileLoadKTQ8: {cpu.AVX512VNNI},
 	opTilePrefetch: {cpu.AVX512VNNI},
 	opSumWords:     {cpu.AVX2},
+	opDeltaRule:    {cpu.AVX2},
 }

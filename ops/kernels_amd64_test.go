@@ -4,7 +4,7 @@ import "ubatch/internal/cpu"
 
 // avx2Ops are the ops with AVX2 kernels, which every amd64 path runs (cpu.Path.Lower).
 var avx2Ops = []op{opDotF32, opDotF16, opAxpyF32, opAxpyF16, opSwiGLU, opSoftmax,
-	opAttnScoresF16, opAttnValuesF16, opAttnScoresQ8, opAttnValuesQ8, opSumWords}
+	opAttnScoresF16, opAttnValuesF16, opAttnScoresQ8, opAttnValuesQ8, opSumWords, opDeltaRule}
 
 // tileOps are the tiled attention's AVX-512 ops, on avx512vnni only.
 var tileOps = []op{opTileStep, opTileLoadF16, opTileLoadQ8, opRowStep, opTileLoadKTF16,

@@ -109,7 +109,8 @@ func TestKernelsGoRunsTwins(t *testing.T) {
 				for _, name := range []struct {
 					o    op
 					name string
-				}{{opDotF32, "DotF32"}, {opSoftmax, "SoftmaxInPlace"}, {opAttnScoresF16, "AttnScoresF16"}} {
+				}{{opDotF32, "DotF32"}, {opSoftmax, "SoftmaxInPlace"}, {opAttnScoresF16, "AttnScoresF16"},
+					{opDeltaRule, "DeltaRuleStep"}} {
 					if runsAsm(name.o) && !diff[name.name] {
 						t.Errorf("%s: same bits as its Go twin: the check could not catch assembly", name.name)
 					}
@@ -177,6 +178,14 @@ func twinDiffs(t *testing.T) map[string]bool {
 	AttnValuesF16(y[:heads*cells], heads, hd, kv, idx, hd, a[:heads*hd])
 	attnValuesF16Go(y[:heads*cells], heads, hd, kv, idx, hd, b[:heads*hd])
 	d["AttnValuesF16"] = bits(a[:heads*hd], b[:heads*hd])
+
+	const dk, dv = 32, 16 // the gated delta rule on a state in a and b
+	copy(a[:dk*dv], y)
+	copy(b[:dk*dv], y)
+	o1, o2 := make([]float32, dv), make([]float32, dv)
+	DeltaRuleStep(o1, a[:dk*dv], x[:dk], x[dk:2*dk], x[2*dk:2*dk+dv], dk, dv, 0.9, 0.6, 0.17)
+	deltaRuleGo(o2, b[:dk*dv], x[:dk], x[dk:2*dk], x[2*dk:2*dk+dv], dk, dv, 0.9, 0.6, 0.17)
+	d["DeltaRuleStep"] = bits(o1, o2) || bits(a[:dk*dv], b[:dk*dv])
 	return d
 }
 

@@ -139,6 +139,7 @@ type Runtime struct {
 	attn attnTask
 	act  actTask
 	moe  moeScratch // sized when Hparams.NExperts > 0
+	rec  *recState  // every sequence's recurrent state, when Hparams.Recurrent is set
 }
 
 // New allocates a Runtime for g: the K/V memory for opts.NCtx cells and scratch for
@@ -151,8 +152,12 @@ func New(g Graph, opts Options) (*Runtime, error) {
 		// A head's values must start a row's block (kvformat's Align).
 		return nil, fmt.Errorf("runner: a %v KV cache needs a head dimension that is a multiple of %d, this model's is %d: use an F16 KV cache (--kv-type f16)", opts.KVType, f.Align(), h.HeadDim)
 	}
+	kvLayers := h.NLayers
+	if h.KVLayers > 0 {
+		kvLayers = h.KVLayers
+	}
 	c.kvCfg = kvcache.Config{
-		NLayers: h.NLayers, KVDim: h.KVDim(), BlockSize: opts.BlockSize,
+		NLayers: kvLayers, KVDim: h.KVDim(), BlockSize: opts.BlockSize,
 		NumBlocks: opts.NCtx / opts.BlockSize, DType: opts.KVType, MaxSeqs: opts.NSeqMax,
 		OnBlock: opts.OnBlock,
 	}
@@ -203,6 +208,9 @@ func New(g Graph, opts Options) (*Runtime, error) {
 	if h.NExperts > 0 {
 		c.moe = newMoEScratch(h, n)
 	}
+	if h.Recurrent != nil {
+		c.rec = newRecState(h.Recurrent, opts.NSeqMax, n, qd)
+	}
 	return c, nil
 }
 
@@ -250,6 +258,9 @@ func (c *Runtime) Decode(b *batch.Batch) error {
 		return c.decodeTooLarge(b)
 	}
 	if err := b.Validate(c.h.Vocab, c.opts.NSeqMax); err != nil {
+		return err
+	}
+	if err := c.checkRecurrent(b); err != nil {
 		return err
 	}
 	if len(kv.Slots) != b.Len() || len(kv.Tables) != c.opts.NSeqMax || len(kv.Lens) != c.opts.NSeqMax ||

@@ -29,6 +29,10 @@ type Hparams struct {
 	// A mixture-of-experts family's sizes (0 for dense ones): experts per layer, experts used per
 	// token, and each expert's feed-forward width.
 	NExperts, NExpertsUsed, ExpertFFN int
+	// A hybrid family's layers with a KV cache (0: all NLayers; it attends with KV layer indices
+	// in [0, KVLayers)) and its recurrent layers' sizes (nil: none; see Recurrent).
+	KVLayers  int
+	Recurrent *Recurrent
 }
 
 // QDim is the width of all query heads together: NHeads * HeadDim (not always Dim, e.g. Qwen 3).

@@ -47,10 +47,13 @@ func NewLoop(s *Session, n int) (*Loop, error) {
 	return l, nil
 }
 
-// Reset empties the KV cache of the loop's Session and starts every sequence again at
-// position 0, live, with no output.
+// Reset empties the KV cache of the loop's Session (and its sequences' recurrent states) and
+// starts every sequence again at position 0, live, with no output.
 func (l *Loop) Reset() {
 	l.s.kv.Clear()
+	for s := range l.c.opts.NSeqMax {
+		l.c.StateClear(s)
+	}
 	for i := range l.ids {
 		l.row[i], l.pos[i], l.live[i] = -1, 0, true
 	}
@@ -89,6 +92,9 @@ func (l *Loop) Prompt(seqs []int32, toks []int32, each func(i int, out []float32
 			return fmt.Errorf("runner: a shared prompt for sequences at positions %d and %d", pos0, l.pos[s])
 		}
 	}
+	if l.c.rec != nil && len(seqs) > 1 {
+		return l.promptCopied(seqs, toks, each)
+	}
 	nb := l.c.opts.NBatch
 	for start := 0; start < len(toks); start += nb {
 		end := min(start+nb, len(toks))
@@ -108,6 +114,26 @@ func (l *Loop) Prompt(seqs []int32, toks []int32, each func(i int, out []float32
 	for _, s := range seqs {
 		l.pos[s] = pos0 + int32(len(toks))
 		l.row[s] = (len(toks) - 1) % nb
+	}
+	return nil
+}
+
+// promptCopied is Prompt of a prompt shared by several fresh sequences of a hybrid model, whose
+// tokens may belong to one sequence only: it decodes the prompt for seqs[0], then copies that
+// sequence's KV cells and recurrent state to the others.
+func (l *Loop) promptCopied(seqs []int32, toks []int32, each func(i int, out []float32)) error {
+	if l.pos[seqs[0]] != 0 {
+		return fmt.Errorf("runner: a prompt shared by %d sequences at position %d of a hybrid model: share a prompt from position 0 only", len(seqs), l.pos[seqs[0]])
+	}
+	if err := l.Prompt(seqs[:1], toks, each); err != nil {
+		return err
+	}
+	for _, s := range seqs[1:] {
+		if err := l.s.kv.SeqCopy(int(seqs[0]), int(s), 0, -1); err != nil {
+			return err
+		}
+		l.c.StateCopy(int(s), int(seqs[0]))
+		l.pos[s], l.row[s] = l.pos[seqs[0]], l.row[seqs[0]]
 	}
 	return nil
 }

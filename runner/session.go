@@ -54,6 +54,9 @@ func (s *Session) Decode(b *batch.Batch) error {
 	if err := b.Validate(c.h.Vocab, c.opts.NSeqMax); err != nil {
 		return err
 	}
+	if err := c.checkRecurrent(b); err != nil { // before any cell is given: nothing changes
+		return err
+	}
 	if err := s.kv.CheckSchedule(b); err != nil {
 		return err
 	}

@@ -13,5 +13,6 @@ import (
 	_ "ubatch/model/phi3"
 	_ "ubatch/model/qwen2"
 	_ "ubatch/model/qwen3"
+	_ "ubatch/model/qwen35"
 	_ "ubatch/model/qwen3moe"
 )

@@ -19,6 +19,7 @@ var decodeModels = []struct{ name, file string }{
 	{"phi3", "arch/synth-phi3-q8_0.gguf"},
 	{"qwen3moe", "arch/synth-qwen3moe-q8_0.gguf"},
 	{"gpt-oss", "arch/synth-gpt-oss-mxfp4.gguf"},
+	{"qwen35", "arch/synth-qwen35-f16.gguf"},
 }
 
 // decodeStep returns a function that decodes one more token of sequence 0, wrapping around

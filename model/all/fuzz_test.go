@@ -49,6 +49,7 @@ var optionalKeys = []string{
 	"attention.key_length", "attention.value_length", "attention.sliding_window",
 	"attention.sliding_window_pattern", "rope.freq_base_swa", "attn_logit_softcapping",
 	"final_logit_softcapping", "rope.dimension_count", "context_length",
+	"full_attention_interval", "nextn_predict_layers", // qwen35's
 }
 
 // mutation builds one mutation's bytes.
