@@ -11,10 +11,12 @@ import (
 	"ubatch/chat"
 )
 
-// ChatRequest is the body of POST /v1/chat/completions.
+// ChatRequest is a chat as the core renders, constrains and tokenizes it (ChatParams): the body
+// of OpenAI's /v1/chat/completions (server/openai), and what Ollama's and the Responses API's
+// chats become.
 type ChatRequest struct {
 	SamplingFields
-	openAIFields
+	OpenAIFields
 	Messages           json.RawMessage `json:"messages"`
 	TopLogprobs        *int            `json:"top_logprobs"`
 	Tools              json.RawMessage `json:"tools"`
@@ -28,122 +30,6 @@ type ChatRequest struct {
 	Reasoning ReasoningMode // set by ChatParams: how the reply is read for reasoning
 }
 
-// chatMessage is a reply; content is null when the reply is only tool calls.
-type chatMessage struct {
-	Role             string         `json:"role"`
-	Content          *string        `json:"content"`
-	ReasoningContent *string        `json:"reasoning_content,omitempty"` // the model's thought, when split
-	ToolCalls        []toolCallJSON `json:"tool_calls,omitempty"`
-}
-
-// chatDelta is a streamed message fragment; absent fields are omitted, as OpenAI does.
-type chatDelta struct {
-	Role             string          `json:"role,omitempty"`
-	Content          *string         `json:"content,omitempty"`
-	ReasoningContent *string         `json:"reasoning_content,omitempty"`
-	ToolCalls        []toolCallDelta `json:"tool_calls,omitempty"`
-}
-
-type chatLogprobs struct {
-	Content []chatTokenLogprob `json:"content"`
-}
-
-// chatTokenLogprob is a chosen token's entry: token, logprob and bytes as an alternative's, then
-// the alternatives (JSON puts the embedded fields first, in their order).
-type chatTokenLogprob struct {
-	chatTopLogprob
-	TopLogprobs []chatTopLogprob `json:"top_logprobs"`
-}
-
-type chatTopLogprob struct {
-	Token   string  `json:"token"`
-	Logprob float64 `json:"logprob"`
-	Bytes   []int   `json:"bytes"`
-}
-
-type chatChoice struct {
-	Index        int           `json:"index"`
-	Message      *chatMessage  `json:"message,omitempty"`
-	Delta        *chatDelta    `json:"delta,omitempty"`
-	Logprobs     *chatLogprobs `json:"logprobs"`
-	FinishReason *string       `json:"finish_reason"`
-}
-
-type chatResponse = openAIResponse[chatChoice]
-
-func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
-	s.ServeCompletion(w, r, &ChatRequest{})
-}
-
-func (req *ChatRequest) Prepare(ctx context.Context, s *Server) (GenParams, [][]int32, Reply, error) {
-	g, prompt, err := s.ChatParams(ctx, req)
-	if err != nil {
-		return g, nil, nil, err
-	}
-	object := "chat.completion"
-	if req.Stream {
-		object = "chat.completion.chunk"
-	}
-	c := &chatReply{openAIReply: newOpenAIReply[chatChoice](s, "chatcmpl-", object, &req.openAIFields), s: s, g: g,
-		reasoning: req.Reasoning}
-	c.started = make([]bool, g.n)
-	if req.Stream {
-		c.streams = make([]chatStream, g.n)
-		for i := range c.streams {
-			if req.Reasoning.Split {
-				c.streams[i].reasoning = chat.NewReasoningParser(req.Reasoning.InThought)
-			}
-			if g.Tools != nil {
-				c.streams[i].tools = chat.NewToolParser(g.Tools.Format, g.Tools.Names)
-				c.streams[i].tools.StreamCalls()
-			}
-		}
-	}
-	return g, [][]int32{prompt}, c, nil
-}
-
-// chatReply words a generation as /v1/chat/completions does: the reply is read for reasoning
-// (reasoning_content), then, with tools, for tool calls (streaming, text that may start one is
-// held back until the call's function is known, then the call streams as deltas).
-type chatReply struct {
-	openAIReply[chatChoice]
-	s         *Server
-	g         GenParams
-	reasoning ReasoningMode
-	started   []bool       // by choice: the assistant role was sent
-	streams   []chatStream // by choice, streaming
-}
-
-func (c *chatReply) Whole(res []*ChoiceResult, u UsageJSON) any {
-	choices := make([]chatChoice, len(res))
-	for i, r := range res {
-		msg := &chatMessage{Role: "assistant"}
-		content := r.Text.String()
-		if c.reasoning.Split {
-			var reasoning string
-			if reasoning, content = chat.SplitReasoning(content, c.reasoning.InThought); reasoning != "" {
-				msg.ReasoningContent = &reasoning
-			}
-		}
-		if c.g.Tools != nil {
-			var calls []chat.ToolCall
-			content, calls = c.g.Tools.parse(content, r.Finish == "length")
-			if len(calls) > 0 {
-				msg.ToolCalls = ToolReply(calls, c.g.Tools.Parallel, false)
-				r.Finish = toolsFinish(r.Finish)
-			}
-		}
-		if content != "" || msg.ToolCalls == nil {
-			msg.Content = &content
-		}
-		choices[i] = chatChoice{Index: i, Message: msg, FinishReason: &r.Finish}
-		if c.g.Logprobs {
-			choices[i].Logprobs = c.s.chatLogprobs(r.Tokens)
-		}
-	}
-	return c.response(choices, u)
-}
-
 // ChatParams validates a chat request, renders its messages with the chat template and tokenizes
 // the result (special-token text parsed; BOS added when the model wants it and the template did
 // not already write it).
@@ -152,14 +38,14 @@ func (s *Server) ChatParams(ctx context.Context, req *ChatRequest) (GenParams, [
 	if err != nil {
 		return g, nil, err
 	}
-	if err := g.setMaxTokens(req.MaxTokens, req.MaxCompletionTokens); err != nil {
+	if err := g.SetMaxTokens(req.MaxTokens, req.MaxCompletionTokens); err != nil {
 		return g, nil, err
 	}
 	g.Stream = req.Stream
-	if err := g.setN(req.N, 1, s.maxN()); err != nil {
+	if err := g.SetN(req.N, 1, s.MaxN()); err != nil {
 		return g, nil, err
 	}
-	if g.Logprobs, _, err = parseLogprobs(req.Logprobs); err != nil {
+	if g.Logprobs, _, err = ParseLogprobs(req.Logprobs); err != nil {
 		return g, nil, err
 	}
 	if req.TopLogprobs != nil {
@@ -283,33 +169,6 @@ func textBytes(v any) int {
 		return n
 	}
 	return 0
-}
-
-func (s *Server) chatLogprobs(toks []GenToken) *chatLogprobs {
-	lp := &chatLogprobs{Content: []chatTokenLogprob{}}
-	for _, t := range toks {
-		e := chatTokenLogprob{chatTopLogprob: s.tokenLogprob(t.ID, t.Logprob), TopLogprobs: []chatTopLogprob{}}
-		for _, a := range t.Top {
-			e.TopLogprobs = append(e.TopLogprobs, s.tokenLogprob(a.Token, a.LogProb))
-		}
-		lp.Content = append(lp.Content, e)
-	}
-	return lp
-}
-
-// tokenLogprob is token id's logprob entry.
-func (s *Server) tokenLogprob(id int32, logprob float32) chatTopLogprob {
-	return chatTopLogprob{Token: s.PieceText(id), Logprob: FiniteLogprob(logprob), Bytes: s.PieceBytes(id)}
-}
-
-// PieceBytes is a token's text as a list of byte values (JSON would turn a []byte into base64).
-func (s *Server) PieceBytes(id int32) []int {
-	p := s.cfg.Model.Vocab.Piece(id)
-	out := make([]int, len(p))
-	for i, b := range p {
-		out[i] = int(b)
-	}
-	return out
 }
 
 // RenderChat renders the request's messages (and tools, and extra template variables) with the

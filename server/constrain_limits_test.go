@@ -87,9 +87,7 @@ func TestConstrainStopsWithTheRequest(t *testing.T) {
 		run  func() error
 	}{
 		{"json_schema", func() error {
-			_, _, err := e.srv.completionParams(ctx, &completionRequest{Prompt: json.RawMessage(`"x"`),
-				SamplingFields: SamplingFields{JSONSchema: schema}})
-			return err
+			return constrain(ctx, e.srv, SamplingFields{JSONSchema: schema})
 		}},
 		{"tools", func() error {
 			_, _, err := e.srv.ChatParams(ctx, &ChatRequest{Messages: json.RawMessage(`[{"role":"user","content":"hi"}]`),
@@ -164,15 +162,12 @@ func TestCompileSlots(t *testing.T) {
 	g := `root ::= "a"`
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if _, _, err := e.srv.completionParams(ctx, &completionRequest{Prompt: json.RawMessage(`"x"`),
-		SamplingFields: SamplingFields{Grammar: &g}}); !errors.Is(err, context.DeadlineExceeded) {
+	if err := constrain(ctx, e.srv, SamplingFields{Grammar: &g}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("with every slot held, a constrained request got %v, want its context's end", err)
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := e.srv.completionParams(context.Background(), &completionRequest{Prompt: json.RawMessage(`"x"`),
-			SamplingFields: SamplingFields{Grammar: &g}})
-		done <- err
+		done <- constrain(context.Background(), e.srv, SamplingFields{Grammar: &g})
 	}()
 	select {
 	case err := <-done:
@@ -186,4 +181,14 @@ func TestCompileSlots(t *testing.T) {
 	for _, release := range held[1:] {
 		release()
 	}
+}
+
+// constrain compiles f's constraint as a completion request does (Params, then Constrain).
+func constrain(ctx context.Context, s *Server, f SamplingFields) error {
+	v := s.cfg.Model.Vocab
+	g, err := f.Params(s.Defaults(OpenAIDefaults()), v.EOG(), v.VocabSize())
+	if err != nil {
+		return err
+	}
+	return s.Constrain(ctx, &g, &f, nil)
 }

@@ -143,7 +143,7 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, err)
 		return
 	}
-	salt, err := checkCacheSalt(req.CacheSalt)
+	salt, err := CheckCacheSalt(req.CacheSalt)
 	if err != nil {
 		WriteError(w, err)
 		return
@@ -247,6 +247,12 @@ func (e *Embedder) Computed() *atomic.Int64 { return &e.computed }
 // embeddings request (/v1/embeddings', Ollama's).
 func (s *Server) MaxEmbeddingInputs() int {
 	return orDefault(s.cfg.MaxEmbeddingInputs, DefaultMaxEmbeddingInputs)
+}
+
+// MaxEmbeddingTokens is Config.MaxEmbeddingTokens with its default: the tokens of one
+// embeddings or rerank request's inputs in all.
+func (s *Server) MaxEmbeddingTokens() int {
+	return orDefault(s.cfg.MaxEmbeddingTokens, DefaultMaxEmbeddingTokens)
 }
 
 // orDefault is v, or def when v is not positive (a Config field left at zero).

@@ -25,6 +25,9 @@ type SeqEvent struct {
 	err      error         // with done, when the sequence failed
 }
 
+// Index is the event's choice index: prompt*n + sequence.
+func (ev SeqEvent) Index() int { return ev.index }
+
 // generation is the sequences running in the engine for one HTTP request, all on one engine
 // stream that the handler's goroutine reads through next. cancel must be called when the handler
 // returns: it cancels every sequence still running, freeing its KV blocks at the engine's next

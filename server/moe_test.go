@@ -44,7 +44,7 @@ func TestMoEGreedyMatchesReference(t *testing.T) {
 			lctx := testmodel.Runtime(t, m, runner.Options{NCtx: 512, NBatch: 256, NUBatch: 256, NSeqMax: 4, KVType: quant.F16, Threads: 2})
 			eng := testmodel.Engine(t, m, lctx, engine.Config{})
 			stop := testmodel.Run(t, eng)
-			srv, err := New(Config{Model: m, Engine: eng, ModelID: "moe"})
+			srv, err := New(Config{Model: m, Engine: eng, Dialects: testDialects, ModelID: "moe"})
 			if err != nil {
 				t.Fatal(err)
 			}

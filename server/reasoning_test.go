@@ -16,7 +16,7 @@ type streamedChat struct {
 	reasoning, content strings.Builder
 	reasoningChunks    int
 	contentBefore      bool // content arrived before the last reasoning delta
-	calls              []toolCallJSON
+	calls              []ToolCallJSON
 	callChunks         int // chunks carrying tool_calls
 	finish             string
 }
@@ -65,7 +65,7 @@ func (e *testEnv) streamChat(body map[string]any) *streamedChat {
 				if tc.Index != len(out.calls) || tc.Type != "function" || tc.Function.Name == "" || tc.Function.Arguments != "" {
 					e.t.Fatalf("call start %+v after %d calls", tc, len(out.calls))
 				}
-				var c toolCallJSON
+				var c ToolCallJSON
 				c.ID, c.Type, c.Function.Name = tc.ID, tc.Type, tc.Function.Name
 				out.calls = append(out.calls, c)
 			case tc.Index != len(out.calls)-1 || tc.Type != "" || tc.Function.Name != "":
@@ -86,7 +86,7 @@ type chatWhole struct {
 	Message struct {
 		Content          *string        `json:"content"`
 		ReasoningContent *string        `json:"reasoning_content"`
-		ToolCalls        []toolCallJSON `json:"tool_calls"`
+		ToolCalls        []ToolCallJSON `json:"tool_calls"`
 	} `json:"message"`
 	FinishReason string `json:"finish_reason"`
 }

@@ -61,7 +61,7 @@ func decodeBodyN(w http.ResponseWriter, r *http.Request, limit int64, v any) (in
 		case errors.As(err, &te) && te.Field != "":
 			// The decoder names fields of embedded structs with the Go struct's name first.
 			field := te.Field
-			for _, embedded := range []string{"SamplingFields.", "openAIFields.", "vllmTokenizeFields."} {
+			for _, embedded := range []string{"ChatRequest.", "SamplingFields.", "OpenAIFields.", "vllmTokenizeFields."} {
 				field = strings.ReplaceAll(field, embedded, "")
 			}
 			return 0, BadRequest(field, "field %q: expected %s, got JSON %s", field, te.Type, te.Value)
@@ -279,10 +279,10 @@ func (s *Server) checkPriority(r *http.Request, p engine.Priority) error {
 	return BadRequest("priority", "priority %d is above %d, the highest a request may ask for without the API key", p, limit)
 }
 
-// parseLogprobs reads a logprobs field that may be a bool (chat) or an integer number of top
+// ParseLogprobs reads a logprobs field that may be a bool (chat) or an integer number of top
 // alternatives (completions). It returns whether log-probabilities are wanted and, for the
 // integer form, how many alternatives.
-func parseLogprobs(raw json.RawMessage) (on bool, top int, err error) {
+func ParseLogprobs(raw json.RawMessage) (on bool, top int, err error) {
 	if IsNull(raw) {
 		return false, 0, nil
 	}
@@ -377,7 +377,7 @@ type GenParams struct {
 	Logprobs     bool
 	TopLogprobs  int
 	stop         []string
-	cacheSalt    string    // the request's cache_salt (checkCacheSalt); the tenant's is added at submit
+	cacheSalt    string    // the request's cache_salt (CheckCacheSalt); the tenant's is added at submit
 	n            int       // independent sequences per prompt
 	KeepTokens   bool      // report token ids with the text even without logprobs
 	Stream       bool      // answer with server-sent events
@@ -386,6 +386,9 @@ type GenParams struct {
 	// by itself (end of generation or max_tokens, not a stop string): the turn memory's hook.
 	remember func(reply string, ids []int32)
 }
+
+// N is the number of independent sequences per prompt (OpenAI's n; 1 unless SetN set it).
+func (g GenParams) N() int { return g.n }
 
 // NoGeneration is a generation of nothing, as n_predict 0 asks (streaming or not): the shared
 // path answers it without submitting its prompt, which may be empty.
@@ -471,7 +474,7 @@ func (f *SamplingFields) Params(d sample.Params, eog []int32, vocab int) (GenPar
 	if g.priority, err = parsePriority(f.Priority); err != nil {
 		return g, err
 	}
-	if g.cacheSalt, err = checkCacheSalt(f.CacheSalt); err != nil {
+	if g.cacheSalt, err = CheckCacheSalt(f.CacheSalt); err != nil {
 		return g, err
 	}
 	if f.MinTokens != nil {
@@ -502,8 +505,8 @@ func (g *GenParams) checkMinTokens() error {
 	return nil
 }
 
-// setMaxTokens applies OpenAI's max_tokens / max_completion_tokens (the newer name wins).
-func (g *GenParams) setMaxTokens(maxTokens, maxCompletion *int) error {
+// SetMaxTokens applies OpenAI's max_tokens / max_completion_tokens (the newer name wins).
+func (g *GenParams) SetMaxTokens(maxTokens, maxCompletion *int) error {
 	for _, f := range []struct {
 		name string
 		v    *int
@@ -519,9 +522,9 @@ func (g *GenParams) setMaxTokens(maxTokens, maxCompletion *int) error {
 	return nil
 }
 
-// setN applies OpenAI's n (independent sequences per prompt) and bounds the request's total
+// SetN applies OpenAI's n (independent sequences per prompt) and bounds the request's total
 // number of sequences by maxN (Config.MaxN).
-func (g *GenParams) setN(n *int, prompts, maxN int) error {
+func (g *GenParams) SetN(n *int, prompts, maxN int) error {
 	if prompts > maxN {
 		return BadRequest("prompt", "%d prompts in one request, at most %d are allowed", prompts, maxN)
 	}
@@ -536,5 +539,5 @@ func (g *GenParams) setN(n *int, prompts, maxN int) error {
 	return nil
 }
 
-// maxN is Config.MaxN with its default.
-func (s *Server) maxN() int { return orDefault(s.cfg.MaxN, DefaultMaxN) }
+// MaxN is Config.MaxN with its default.
+func (s *Server) MaxN() int { return orDefault(s.cfg.MaxN, DefaultMaxN) }

@@ -100,7 +100,7 @@ func wrap[T any](f func(json.RawMessage) (T, error)) func(json.RawMessage) (any,
 }
 
 func logprobsPair(raw json.RawMessage) (any, error) {
-	on, top, err := parseLogprobs(raw)
+	on, top, err := ParseLogprobs(raw)
 	return [2]any{on, top}, err
 }
 

@@ -21,9 +21,9 @@ import (
 // maxCacheSalt bounds cache_salt: a namespace name, not a payload.
 const maxCacheSalt = 256
 
-// checkCacheSalt validates the cache_salt field: absent or a string of 1 to maxCacheSalt bytes
+// CheckCacheSalt validates the cache_salt field: absent or a string of 1 to maxCacheSalt bytes
 // of UTF-8 without NUL (the separator of the tenant's part).
-func checkCacheSalt(v *string) (string, error) {
+func CheckCacheSalt(v *string) (string, error) {
 	switch {
 	case v == nil:
 		return "", nil

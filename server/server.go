@@ -254,10 +254,9 @@ func New(cfg Config) (*Server, error) {
 // route registers every route of a model's server on s.mux. A NewMulti front runs it on a
 // template Server of its own to learn which routes are a model's.
 func (s *Server) route() {
-	// OpenAI's routes, also without /v1 as llama-server accepts them, then the others.
+	// OpenAI's models routes, also without /v1 as llama-server accepts them (a front answers
+	// them for all its models; server/openai has the others), then the rest.
 	for _, prefix := range []string{"/v1", ""} {
-		s.mux.HandleFunc("POST "+prefix+"/completions", s.handleCompletions)
-		s.mux.HandleFunc("POST "+prefix+"/chat/completions", s.handleChatCompletions)
 		s.mux.HandleFunc("GET "+prefix+"/models", s.handleModels)
 		s.mux.HandleFunc("GET "+prefix+"/models/{id}", s.handleModel)
 		s.mux.HandleFunc("POST "+prefix+"/embeddings", s.handleEmbeddings)

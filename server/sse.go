@@ -41,8 +41,8 @@ func (s *SSEWriter) Send(v any) error {
 	return s.raw(b)
 }
 
-// done writes OpenAI's end-of-stream marker.
-func (s *SSEWriter) done() error { return s.raw([]byte("[DONE]")) }
+// Done writes OpenAI's end-of-stream marker, data: [DONE].
+func (s *SSEWriter) Done() error { return s.raw([]byte("[DONE]")) }
 
 // sendError reports a failure that happened after the stream started, as an OpenAI error object.
 func (s *SSEWriter) sendError(err error) error {

@@ -17,6 +17,9 @@ type GenToken struct {
 	end     int // end of its text
 }
 
+// Offset is where the token's text starts in the completion, in bytes.
+func (t GenToken) Offset() int { return t.offset }
+
 // textStream turns generated tokens into text that is safe to send: it decodes through the
 // tokenizer's streaming decoder (so UTF-8 characters are never split), holds back text that may
 // be the beginning of a stop string, and cuts the text at the first stop string.

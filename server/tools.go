@@ -26,8 +26,8 @@ type toolFunction struct {
 	} `json:"function"`
 }
 
-// toolCallJSON is one call in OpenAI's message.tool_calls (Index only in streamed deltas).
-type toolCallJSON struct {
+// ToolCallJSON is one call in OpenAI's message.tool_calls (Index only in streamed deltas).
+type ToolCallJSON struct {
 	Index    *int   `json:"index,omitempty"`
 	ID       string `json:"id"`
 	Type     string `json:"type"`
@@ -304,12 +304,12 @@ func isRuleNameByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-'
 }
 
-// parse splits a whole reply into content and calls. A reply cut by max_tokens (cut) is read
+// Parse splits a whole reply into content and calls. A reply cut by max_tokens (cut) is read
 // as a stream reads it, so that a call cut inside its arguments is the call with the arguments
 // written so far, as the streamed reply sent it (deltas cannot be taken back) and as OpenAI
-// returns a call cut by max_tokens; toolsFinish then keeps finish_reason "length", which tells
+// returns a call cut by max_tokens; ToolsFinish then keeps finish_reason "length", which tells
 // the client the arguments are incomplete.
-func (t *ToolMode) parse(content string, cut bool) (string, []chat.ToolCall) {
+func (t *ToolMode) Parse(content string, cut bool) (string, []chat.ToolCall) {
 	if !cut {
 		return chat.ParseToolCalls(t.Format, content, t.Names)
 	}
@@ -320,9 +320,9 @@ func (t *ToolMode) parse(content string, cut bool) (string, []chat.ToolCall) {
 	return content + rest, calls
 }
 
-// toolsFinish is the finish_reason of a reply with tool calls: "tool_calls", but "length" for
+// ToolsFinish is the finish_reason of a reply with tool calls: "tool_calls", but "length" for
 // one cut by max_tokens (its last call may be incomplete), as OpenAI reports it.
-func toolsFinish(finish string) string {
+func ToolsFinish(finish string) string {
 	if finish == "length" {
 		return finish
 	}
@@ -330,11 +330,11 @@ func toolsFinish(finish string) string {
 }
 
 // ToolReply turns parsed calls into OpenAI's tool_calls; parallel false keeps the first.
-func ToolReply(calls []chat.ToolCall, parallel bool, withIndex bool) []toolCallJSON {
+func ToolReply(calls []chat.ToolCall, parallel bool, withIndex bool) []ToolCallJSON {
 	if !parallel && len(calls) > 1 {
 		calls = calls[:1]
 	}
-	out := make([]toolCallJSON, len(calls))
+	out := make([]ToolCallJSON, len(calls))
 	for i, c := range calls {
 		out[i].ID = "call_" + rand.Text()[:24]
 		out[i].Type = "function"

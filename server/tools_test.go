@@ -25,7 +25,7 @@ type toolChatResponse struct {
 	Choices []struct {
 		Message struct {
 			Content   *string        `json:"content"`
-			ToolCalls []toolCallJSON `json:"tool_calls"`
+			ToolCalls []ToolCallJSON `json:"tool_calls"`
 		} `json:"message"`
 		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`

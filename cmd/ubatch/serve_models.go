@@ -28,6 +28,7 @@ import (
 	"ubatch/server"
 	"ubatch/server/llamacpp"
 	"ubatch/server/ollama"
+	"ubatch/server/openai"
 	"ubatch/server/responses"
 )
 
@@ -382,7 +383,7 @@ func (ss *serveSetup) routes(spec server.ModelSpec, m *model.Model, eng *engine.
 // dialects are the API dialects' packages every model's server (and the front) serves beside
 // the core's routes.
 func dialects() []server.Dialect {
-	return []server.Dialect{llamacpp.Routes, ollama.Routes, responses.Routes}
+	return []server.Dialect{llamacpp.Routes, ollama.Routes, openai.Routes, responses.Routes}
 }
 
 // exclusiveDecoder runs one forward pass at a time across the models of a server: each model's

@@ -1,6 +1,7 @@
 // Package servertest runs a real server for the tests of the API dialects (server/llamacpp, ...):
-// a model, an engine and a server.Server with the dialects asked for, behind an httptest
-// server, closed when the test ends. The core's own tests have their fixtures in package server.
+// a model, an engine and a server.Server with OpenAI's dialect and the dialects asked for,
+// behind an httptest server, closed when the test ends. The core's own tests have their fixtures
+// in package server.
 package servertest
 
 import (
@@ -23,6 +24,7 @@ import (
 	"ubatch/quant"
 	"ubatch/runner"
 	"ubatch/server"
+	"ubatch/server/openai"
 	"ubatch/synth"
 )
 
@@ -48,7 +50,7 @@ type Env struct {
 	Client *http.Client
 }
 
-// New starts the server of o, serving dialects besides o.Config.Dialects.
+// New starts the server of o, serving dialects besides o.Config.Dialects (and OpenAI's: Serve).
 func New(t testing.TB, o Options, dialects ...server.Dialect) *Env {
 	t.Helper()
 	o.Config.Dialects = append(o.Config.Dialects, dialects...)
@@ -66,10 +68,13 @@ func New(t testing.TB, o Options, dialects ...server.Dialect) *Env {
 	return Serve(t, m, eng, o.Config)
 }
 
-// Serve serves a server over m and eng (running) with cfg, its Model and Engine filled in.
+// Serve serves a server over m and eng (running) with cfg, its Model and Engine filled in, and
+// OpenAI's dialect besides cfg's, as cmd/ubatch serves it: the dialects' tests compare their
+// answers with OpenAI's.
 func Serve(t testing.TB, m *model.Model, eng *engine.Engine, cfg server.Config) *Env {
 	t.Helper()
 	cfg.Model, cfg.Engine = m, eng
+	cfg.Dialects = append(cfg.Dialects[:len(cfg.Dialects):len(cfg.Dialects)], openai.Routes)
 	srv, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
