@@ -2,9 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,8 +21,8 @@ const (
 	DefaultMaxEmbeddingTokens = 32768
 )
 
-// Embedder configures the embedding routes (/v1/embeddings, Ollama's /api/embed and
-// /api/embeddings): their inputs go to the engine (engine.SubmitEmbed) as prompt-only
+// Embedder configures the embedding routes (server/openai's /v1/embeddings, server/ollama's
+// /api/embed and /api/embeddings): their inputs go to the engine (engine.SubmitEmbed) as prompt-only
 // sequences, computed by its one runner under its step budget beside the generating streams,
 // at Priority; Pooling and normalization are applied there.
 type Embedder struct {
@@ -89,102 +86,6 @@ func (s *Server) Embed(ctx context.Context, toks [][]int32, pool engine.Pooling,
 		computed.Add(1)
 		out[o.Seq] = o.Embedding
 	}
-}
-
-type embeddingsRequest struct {
-	Input          json.RawMessage `json:"input"`
-	Model          string          `json:"model"`
-	EncodingFormat string          `json:"encoding_format"` // "float" (default) or "base64"
-	Dimensions     *int            `json:"dimensions"`
-	User           string          `json:"user"`
-	CacheSalt      *string         `json:"cache_salt"` // vLLM's (salt.go)
-}
-
-type embeddingJSON struct {
-	Object    string `json:"object"`
-	Index     int    `json:"index"`
-	Embedding any    `json:"embedding"` // []float32, or a base64 string of little-endian float32s
-}
-
-type embeddingsResponse struct {
-	Object string          `json:"object"`
-	Data   []embeddingJSON `json:"data"`
-	Model  string          `json:"model"`
-	Usage  struct {
-		PromptTokens int `json:"prompt_tokens"`
-		TotalTokens  int `json:"total_tokens"`
-	} `json:"usage"`
-}
-
-// handleEmbeddings is OpenAI's POST /v1/embeddings: input is a string, a list of token ids, or a
-// list of either; each gets the model's pooled, L2-normalized final hidden state, cut to its
-// first dimensions and normalized again when dimensions is below the model's width.
-func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
-	e := s.cfg.Embedder
-	if e == nil {
-		WriteError(w, NotFound("embeddings are off: start the server with --embeddings"))
-		return
-	}
-	var req embeddingsRequest
-	release, err := s.DecodeParsed(w, r, &req)
-	if err != nil {
-		WriteError(w, err)
-		return
-	}
-	defer release() // (called as soon as the inputs are tokenized)
-	switch req.EncodingFormat {
-	case "", "float", "base64":
-	default:
-		WriteError(w, BadRequest("encoding_format", "encoding_format %s: use float or base64", Echo(req.EncodingFormat)))
-		return
-	}
-	dim := s.cfg.Model.Hparams().Dim
-	if err := CheckDimensions(req.Dimensions, dim); err != nil {
-		WriteError(w, err)
-		return
-	}
-	salt, err := CheckCacheSalt(req.CacheSalt)
-	if err != nil {
-		WriteError(w, err)
-		return
-	}
-	inputs, err := ParsePrompts("input", req.Input)
-	if err != nil {
-		WriteError(w, err)
-		return
-	}
-	if limit := s.MaxEmbeddingInputs(); len(inputs) > limit {
-		WriteError(w, BadRequest("input", "input has %d items; this server embeds at most %d per request "+
-			"(--max-embedding-inputs): split the request", len(inputs), limit))
-		return
-	}
-	toks, err := s.EmbeddingTokens(inputs, s.EmbedCtx(e.NCtx), false)
-	release()
-	if err != nil {
-		WriteError(w, err)
-		return
-	}
-	vecs, err := s.Embed(r.Context(), toks, e.Pooling, true, e.Priority, salt, &e.computed)
-	if err != nil {
-		WriteError(w, err)
-		return
-	}
-	vecs = TruncateEmbeddings(vecs, req.Dimensions, dim)
-	resp := embeddingsResponse{Object: "list", Model: s.cfg.ModelID, Data: make([]embeddingJSON, 0, len(vecs))}
-	for i, vec := range vecs {
-		item := embeddingJSON{Object: "embedding", Index: i, Embedding: vec}
-		if req.EncodingFormat == "base64" {
-			raw := make([]byte, 4*len(vec))
-			for j, v := range vec {
-				binary.LittleEndian.PutUint32(raw[4*j:], math.Float32bits(v))
-			}
-			item.Embedding = base64.StdEncoding.EncodeToString(raw)
-		}
-		resp.Data = append(resp.Data, item)
-		resp.Usage.PromptTokens += len(toks[i])
-	}
-	resp.Usage.TotalTokens = resp.Usage.PromptTokens
-	WriteJSON(w, http.StatusOK, resp)
 }
 
 // CheckDimensions checks a request's dimensions (nil: the model's width dim): 1 to dim.

@@ -46,3 +46,11 @@ type chatTopLogprob struct {
 	Logprob float64 `json:"logprob"`
 	Bytes   []int   `json:"bytes"`
 }
+
+type embeddingsResponse struct {
+	Object string `json:"object"`
+	Data   []struct {
+		Index     int       `json:"index"`
+		Embedding []float32 `json:"embedding"`
+	} `json:"data"`
+}

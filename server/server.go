@@ -259,7 +259,6 @@ func (s *Server) route() {
 	for _, prefix := range []string{"/v1", ""} {
 		s.mux.HandleFunc("GET "+prefix+"/models", s.handleModels)
 		s.mux.HandleFunc("GET "+prefix+"/models/{id}", s.handleModel)
-		s.mux.HandleFunc("POST "+prefix+"/embeddings", s.handleEmbeddings)
 	}
 	for _, p := range []string{"/rerank", "/reranking", "/v1/rerank", "/v1/reranking"} { // llama-server's four names
 		s.mux.HandleFunc("POST "+p, s.handleRerank)

@@ -20,6 +20,7 @@ func Routes(s *server.Server) {
 	for _, prefix := range []string{"/v1", ""} {
 		s.HandleFunc("POST "+prefix+"/completions", a.handleCompletions)
 		s.HandleFunc("POST "+prefix+"/chat/completions", a.handleChatCompletions)
+		s.HandleFunc("POST "+prefix+"/embeddings", a.handleEmbeddings)
 	}
 }
 
