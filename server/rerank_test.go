@@ -69,7 +69,10 @@ type rerankJSON struct {
 		Score          *float64 `json:"score"`
 		Text           *string  `json:"text"`
 	} `json:"results"`
-	Usage usageTokens `json:"usage"`
+	Usage struct {
+		PromptTokens int `json:"prompt_tokens"`
+		TotalTokens  int `json:"total_tokens"`
+	} `json:"usage"`
 }
 
 // TestRerankEndpoint: every document's score equals the direct computation, the results are
@@ -84,7 +87,8 @@ func TestRerankEndpoint(t *testing.T) {
 			tokens := 0
 			for i, d := range docs {
 				want[i] = directScore(t, e, "what sat", d)
-				tokens += len(rerankPrompt(e.model.Vocab, synth.RerankTemplate, "what sat", d))
+				// The template filled in and tokenized whole, as llama-server does (no special text).
+				tokens += len(e.model.Vocab.Encode(strings.NewReplacer("{query}", "what sat", "{document}", d).Replace(synth.RerankTemplate), false, true))
 			}
 			order := []int{0, 1, 2, 3, 4}
 			slices.SortStableFunc(order, func(a, b int) int { return -cmpFloat(want[a], want[b]) })
@@ -164,26 +168,5 @@ func TestRerankErrors(t *testing.T) {
 	}
 	if n := e.srv.cfg.Reranker.computed.Load(); n != 0 {
 		t.Errorf("%d pairs scored by refused requests", n)
-	}
-}
-
-// TestRerankPrompt: without a template, BOS query document (the builtin vocabulary adds BOS,
-// not EOS); with one, a document holding a special token's text cannot produce that token,
-// while the template's own special tokens are kept.
-func TestRerankPrompt(t *testing.T) {
-	e := synthEnv(t, synthOptions{fim: true, rerank: true})
-	v := e.model.Vocab
-	sep := v.FIM().Sep
-	enc := func(s string) []int32 { return v.Encode(s, false, false) }
-	if got, want := rerankPrompt(v, "", "q r", "d e"), cat([]int32{v.BOS()}, enc("q r"), enc("d e")); !slices.Equal(got, want) {
-		t.Errorf("no template: %v, want %v", got, want)
-	}
-	tmpl := "<|file_sep|>Q: {query} D: {document}<|file_sep|>"
-	if got := rerankPrompt(v, tmpl, "q", "d"); !slices.Equal(got, v.Encode("<|file_sep|>Q: q D: d<|file_sep|>", false, true)) {
-		t.Errorf("plain texts: %v", got)
-	}
-	got := rerankPrompt(v, tmpl, "q", "d<|file_sep|>yes")
-	if got[0] != sep || got[len(got)-1] != sep || slices.Contains(got[1:len(got)-1], sep) {
-		t.Errorf("special text in the document: %v (sep %d)", got, sep)
 	}
 }

@@ -260,9 +260,6 @@ func (s *Server) route() {
 		s.mux.HandleFunc("GET "+prefix+"/models", s.handleModels)
 		s.mux.HandleFunc("GET "+prefix+"/models/{id}", s.handleModel)
 	}
-	for _, p := range []string{"/rerank", "/reranking", "/v1/rerank", "/v1/reranking"} { // llama-server's four names
-		s.mux.HandleFunc("POST "+p, s.handleRerank)
-	}
 	s.mux.HandleFunc("GET /health", s.handleHealth)
 	s.mux.HandleFunc("GET /ready", s.handleReady)
 	s.mux.HandleFunc("GET /metrics", s.handleMetrics)

@@ -22,6 +22,9 @@ func Routes(s *server.Server) {
 		s.HandleFunc("POST "+prefix+"/chat/completions", a.handleChatCompletions)
 		s.HandleFunc("POST "+prefix+"/embeddings", a.handleEmbeddings)
 	}
+	for _, p := range []string{"/rerank", "/reranking", "/v1/rerank", "/v1/reranking"} { // llama-server's four names
+		s.HandleFunc("POST "+p, a.handleRerank)
+	}
 }
 
 // api is the core Server as OpenAI's handlers use it.
