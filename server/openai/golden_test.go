@@ -1,4 +1,4 @@
-package server_test
+package openai_test
 
 import (
 	"context"
@@ -20,10 +20,10 @@ import (
 	"ubatch/server/servertest"
 )
 
-var updateGolden = flag.Bool("update", false, "rewrite the OpenAI golden answers in testdata/openai")
+var updateGolden = flag.Bool("update", false, "rewrite the golden answers in testdata")
 
 // goldenCase is one request whose whole answer (status, Content-Type, body) is compared with
-// testdata/openai/NAME.golden.
+// testdata/NAME.golden.
 type goldenCase struct {
 	name   string
 	method string
@@ -133,7 +133,7 @@ func runGolden(t *testing.T, e *servertest.Env, cases []goldenCase) {
 			for _, m := range masks {
 				got = m.re.ReplaceAllString(got, m.with)
 			}
-			path := filepath.Join("testdata", "openai", c.name+".golden")
+			path := filepath.Join("testdata", c.name+".golden")
 			if *updateGolden {
 				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 					t.Fatal(err)

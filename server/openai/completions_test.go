@@ -1,4 +1,4 @@
-package server
+package openai_test
 
 import (
 	"encoding/json"
@@ -6,27 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"ubatch/internal/testdata"
 	"ubatch/internal/testkit"
+	"ubatch/server/servertest"
 )
 
-// referenceGreedy returns llama.cpp's greedy continuation of "Once upon a time" for stories260K.
-func referenceGreedy(t *testing.T) (prompt, text string) {
-	t.Helper()
-	data := testdata.ReadFile(t, "reference/stories260K.json")
-	var ref struct {
-		Prompt     string `json:"prompt"`
-		GreedyText string `json:"greedy_text"`
-	}
-	if err := json.Unmarshal(data, &ref); err != nil {
-		t.Fatal(err)
-	}
-	return ref.Prompt, ref.GreedyText
-}
-
 func TestCompletionGreedyMatchesReference(t *testing.T) {
-	e := newEnv(t, envOptions{})
-	prompt, want := referenceGreedy(t)
+	e := newEnv(t)
+	prompt, want := servertest.ReferenceGreedy(t)
 	res := e.complete(map[string]any{"prompt": prompt, "max_tokens": 30, "temperature": 0})
 	if len(res.Choices) != 1 {
 		t.Fatalf("got %d choices", len(res.Choices))
@@ -47,8 +33,8 @@ func TestCompletionGreedyMatchesReference(t *testing.T) {
 }
 
 func TestCompletionStopStrings(t *testing.T) {
-	e := newEnv(t, envOptions{})
-	prompt, full := referenceGreedy(t)
+	e := newEnv(t)
+	prompt, full := servertest.ReferenceGreedy(t)
 	tests := []struct {
 		name string
 		stop any
@@ -87,7 +73,7 @@ func TestCompletionStopStrings(t *testing.T) {
 }
 
 func TestCompletionNAndPromptLists(t *testing.T) {
-	e := newEnv(t, envOptions{})
+	e := newEnv(t)
 	greedy := e.complete(map[string]any{"prompt": "The cat sat", "max_tokens": 10, "temperature": 0})
 	t.Run("greedy n=3 gives identical choices", func(t *testing.T) {
 		res := e.complete(map[string]any{"prompt": "The cat sat", "max_tokens": 10, "temperature": 0, "n": 3})
@@ -118,7 +104,7 @@ func TestCompletionNAndPromptLists(t *testing.T) {
 		}
 	})
 	t.Run("list of prompts and token ids", func(t *testing.T) {
-		toks := e.model.Vocab.Encode("The cat sat", true, true)
+		toks := e.Model.Vocab.Encode("The cat sat", true, true)
 		res := e.complete(map[string]any{"prompt": []any{"Once upon a time", toks}, "max_tokens": 10, "temperature": 0, "n": 2})
 		if len(res.Choices) != 4 || res.Choices[2].Text != greedy.Choices[0].Text || res.Choices[3].Text != greedy.Choices[0].Text {
 			t.Fatalf("choices %+v: want 4, the last two %q", res.Choices, greedy.Choices[0].Text)
@@ -129,9 +115,9 @@ func TestCompletionNAndPromptLists(t *testing.T) {
 	})
 	t.Run("n sequences compute their prompt once", func(t *testing.T) {
 		prompt := strings.Repeat("The little dog ran to the big red ball in the park. ", 12)
-		st0 := e.eng.Stats()
+		st0 := e.Engine.Stats()
 		res := e.complete(map[string]any{"prompt": prompt, "max_tokens": 4, "temperature": 0, "n": 4})
-		computed := int(e.eng.Stats().PromptComputed - st0.PromptComputed)
+		computed := int(e.Engine.Stats().PromptComputed - st0.PromptComputed)
 		n := res.Usage.PromptTokens
 		// The first sequence computes the prompt; the others only its last, partial block.
 		if n < 100 || computed > n+3*16 {
@@ -168,7 +154,7 @@ func TestCompletionNAndPromptLists(t *testing.T) {
 // TestCompletionNStopStrings: one engine stream carries a request's n sequences, and a stop
 // string cancels its sequence alone; each choice ends once, and usage counts every choice.
 func TestCompletionNStopStrings(t *testing.T) {
-	e := newEnv(t, envOptions{})
+	e := newEnv(t)
 	body := map[string]any{"prompt": "The cat sat", "max_tokens": 40, "temperature": 1.5, "seed": 7, "n": 4,
 		"stop": []string{"e"}, "stream_options": map[string]any{"include_usage": true}}
 	_, _, events := e.streamCompletion(body)
@@ -209,7 +195,7 @@ func TestCompletionNStopStrings(t *testing.T) {
 }
 
 func TestCompletionLogprobs(t *testing.T) {
-	e := newEnv(t, envOptions{})
+	e := newEnv(t)
 	res := e.complete(map[string]any{"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0, "logprobs": 3})
 	c := res.Choices[0]
 	lp := c.Logprobs
@@ -244,7 +230,7 @@ func TestCompletionLogprobs(t *testing.T) {
 // TestCompletionStreamFormat checks the chunk sequence: text chunks with usage null, a final
 // chunk with finish_reason, a usage chunk with no choices, then [DONE].
 func TestCompletionStreamFormat(t *testing.T) {
-	e := newEnv(t, envOptions{})
+	e := newEnv(t)
 	want := e.complete(map[string]any{"prompt": "Once upon a time", "max_tokens": 12, "temperature": 0})
 	_, _, events := e.streamCompletion(map[string]any{"prompt": "Once upon a time", "max_tokens": 12, "temperature": 0,
 		"stream_options": map[string]any{"include_usage": true}})
@@ -290,24 +276,5 @@ func TestCompletionStreamFormat(t *testing.T) {
 		if strings.Contains(ev, `"usage"`) {
 			t.Fatalf("chunk %s has usage although include_usage was not set", ev)
 		}
-	}
-}
-
-func TestModels(t *testing.T) {
-	e := newEnv(t, envOptions{})
-	resp, err := e.client.Get(e.ts.URL + "/v1/models")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var list struct {
-		Object string      `json:"object"`
-		Data   []modelJSON `json:"data"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
-		t.Fatal(err)
-	}
-	if list.Object != "list" || len(list.Data) != 1 || list.Data[0].ID != "stories" || list.Data[0].OwnedBy != "ubatch" || list.Data[0].Object != "model" {
-		t.Fatalf("models %+v", list)
 	}
 }
