@@ -1,11 +1,13 @@
 // Package server is the HTTP core over an engine: requests, streams, limits, errors, the
-// engine hand-off, the mux and the middleware, with OpenAI's completions, chat completions,
-// embeddings and models routes, /health and Prometheus metrics. Other API dialects are
-// packages of their own (server/llamacpp, server/ollama, server/responses) that register
-// their routes (Config.Dialects) and import only this one. Handlers tokenize, submit to the
-// continuous-batching engine and stream results back as server-sent events; every request's
-// sequences are cancelled when its client goes away. GET / is a built-in web page (package web)
-// whose live view of the batching reads GET /live (a Live hub).
+// engine hand-off, the mux and the middleware, with GET /v1/models, /health, /ready, /live and
+// Prometheus metrics. What several API dialects share is here too: chat rendering
+// (ChatRequest, ChatParams), tool-call and reasoning parsing, the sampling fields, the error
+// body and server-sent events. The API dialects are packages of their own (server/openai,
+// server/llamacpp, server/ollama, server/responses) that register their routes
+// (Config.Dialects) and import only this one. Their handlers tokenize, submit to the
+// continuous-batching engine and stream results back; every request's sequences are cancelled
+// when its client goes away. GET / is a built-in web page (package web) whose live view of the
+// batching reads GET /live (a Live hub).
 package server
 
 import (
@@ -67,12 +69,12 @@ type Config struct {
 	// Aliases are other names the model answers to on Ollama's routes (a library model's
 	// ORG/REPO:QUANT); the OpenAI routes take any name (NewMulti's front checks them).
 	Aliases []string
-	// Embedder, when set, serves POST /v1/embeddings; nil answers 404.
+	// Embedder, when set, serves POST /v1/embeddings (server/openai); nil answers 404.
 	Embedder *Embedder
 	// OllamaEmbedder serves Ollama's /api/embed and /api/embeddings (serve sets it for every
 	// model: Ollama embeds with any); nil: Embedder's, and 404 without either.
 	OllamaEmbedder *Embedder
-	// Reranker, when set, serves POST /v1/rerank (serve --rerank); nil answers 404.
+	// Reranker, when set, serves POST /v1/rerank (server/openai; serve --rerank); nil answers 404.
 	Reranker *Reranker
 	// Sampling, when set, is every route's default for the sampling fields a request leaves out
 	// (serve's --temp, --top-k, ...); nil keeps each API's own defaults (OpenAI's plain sampling
@@ -113,8 +115,8 @@ type Config struct {
 	// own, DefaultParseBudget.
 	ParseBudget *ParseBudget
 	// Dialects are the API dialects served beside the core's routes, each its own package
-	// (server/llamacpp, server/ollama, server/responses); cmd/ubatch serves them all. A
-	// NewMulti front's are its models'.
+	// (server/openai, server/llamacpp, server/ollama, server/responses); cmd/ubatch serves them
+	// all. A NewMulti front's are its models'.
 	Dialects []Dialect
 	// KVBlocks, when set, serves POST /kv/blocks: this node's KV blocks for its fleet's peers
 	// (peer.Handler), behind the API key like every other route; nil answers 404.
