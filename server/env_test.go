@@ -205,10 +205,9 @@ type completionResult struct {
 	Object  string `json:"object"`
 	Model   string `json:"model"`
 	Choices []struct {
-		Text         string              `json:"text"`
-		Index        int                 `json:"index"`
-		FinishReason string              `json:"finish_reason"`
-		Logprobs     *completionLogprobs `json:"logprobs"`
+		Text         string `json:"text"`
+		Index        int    `json:"index"`
+		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
 	Usage UsageJSON `json:"usage"`
 }

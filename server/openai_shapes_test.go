@@ -3,35 +3,19 @@ package server
 // What the core's tests read of server/openai's answers (its types are its own): the shapes of
 // OpenAI's API, decoded as a client does.
 
+// completionChoice is a /v1/completions stream chunk's choice.
 type completionChoice struct {
-	Text         string              `json:"text"`
-	Index        int                 `json:"index"`
-	Logprobs     *completionLogprobs `json:"logprobs"`
-	FinishReason *string             `json:"finish_reason"`
+	Text         string  `json:"text"`
+	FinishReason *string `json:"finish_reason"`
 }
 
-type completionLogprobs struct {
-	Tokens        []string             `json:"tokens"`
-	TokenLogprobs []float64            `json:"token_logprobs"`
-	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
-	TextOffset    []int                `json:"text_offset"`
-}
-
+// chatDelta is a chat stream chunk's delta; a tool call's delta has the shape of a whole call,
+// its index always set.
 type chatDelta struct {
-	Role             string          `json:"role,omitempty"`
-	Content          *string         `json:"content,omitempty"`
-	ReasoningContent *string         `json:"reasoning_content,omitempty"`
-	ToolCalls        []toolCallDelta `json:"tool_calls,omitempty"`
-}
-
-type toolCallDelta struct {
-	Index    int    `json:"index"`
-	ID       string `json:"id,omitempty"`
-	Type     string `json:"type,omitempty"`
-	Function struct {
-		Name      string `json:"name,omitempty"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
+	Role             string         `json:"role"`
+	Content          *string        `json:"content"`
+	ReasoningContent *string        `json:"reasoning_content"`
+	ToolCalls        []ToolCallJSON `json:"tool_calls"`
 }
 
 type chatLogprobs struct {

@@ -60,18 +60,22 @@ func (e *testEnv) streamChat(body map[string]any) *streamedChat {
 			out.callChunks++
 		}
 		for _, tc := range d.ToolCalls {
+			index := -1 // a delta without an index matches no call
+			if tc.Index != nil {
+				index = *tc.Index
+			}
 			switch {
 			case tc.ID != "":
-				if tc.Index != len(out.calls) || tc.Type != "function" || tc.Function.Name == "" || tc.Function.Arguments != "" {
+				if index != len(out.calls) || tc.Type != "function" || tc.Function.Name == "" || tc.Function.Arguments != "" {
 					e.t.Fatalf("call start %+v after %d calls", tc, len(out.calls))
 				}
 				var c ToolCallJSON
 				c.ID, c.Type, c.Function.Name = tc.ID, tc.Type, tc.Function.Name
 				out.calls = append(out.calls, c)
-			case tc.Index != len(out.calls)-1 || tc.Type != "" || tc.Function.Name != "":
+			case index < 0 || index != len(out.calls)-1 || tc.Type != "" || tc.Function.Name != "":
 				e.t.Fatalf("arguments delta %+v with %d calls open", tc, len(out.calls))
 			default:
-				out.calls[tc.Index].Function.Arguments += tc.Function.Arguments
+				out.calls[index].Function.Arguments += tc.Function.Arguments
 			}
 		}
 		if f := chunk.Choices[0].FinishReason; f != nil {

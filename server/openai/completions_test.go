@@ -134,7 +134,7 @@ func TestCompletionNAndPromptLists(t *testing.T) {
 		texts := map[int]string{}
 		finished := map[int]bool{}
 		for _, ev := range events[:len(events)-1] {
-			var ch completionResult
+			var ch servertest.Completion
 			if err := json.Unmarshal([]byte(ev), &ch); err != nil {
 				t.Fatal(err)
 			}
@@ -164,7 +164,7 @@ func TestCompletionNStopStrings(t *testing.T) {
 	texts := map[int]string{}
 	finish := map[int]string{}
 	for _, ev := range events[:len(events)-2] {
-		var ch completionResult
+		var ch servertest.Completion
 		if err := json.Unmarshal([]byte(ev), &ch); err != nil {
 			t.Fatal(err)
 		}
@@ -176,7 +176,7 @@ func TestCompletionNStopStrings(t *testing.T) {
 			finish[c.Index] = c.FinishReason
 		}
 	}
-	var usage completionResult
+	var usage servertest.Completion
 	if err := json.Unmarshal([]byte(events[len(events)-2]), &usage); err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestCompletionStreamFormat(t *testing.T) {
 		if string(raw["usage"]) != "null" || string(raw["object"]) != `"text_completion"` {
 			t.Fatalf("chunk %d %s: want usage null and object text_completion", i, ev)
 		}
-		var ch completionResult
+		var ch servertest.Completion
 		json.Unmarshal([]byte(ev), &ch)
 		if len(ch.Choices) != 1 {
 			t.Fatalf("chunk %d has %d choices", i, len(ch.Choices))
@@ -260,7 +260,7 @@ func TestCompletionStreamFormat(t *testing.T) {
 	if text.String() != want.Choices[0].Text {
 		t.Fatalf("streamed %q, want %q", text.String(), want.Choices[0].Text)
 	}
-	var final completionResult
+	var final servertest.Completion
 	if err := json.Unmarshal([]byte(events[len(events)-2]), &final); err != nil {
 		t.Fatal(err)
 	}

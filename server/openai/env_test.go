@@ -2,45 +2,19 @@ package openai_test
 
 import (
 	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 
-	"ubatch/server"
 	"ubatch/server/servertest"
 )
 
-// env is servertest's server over stories260K (from ../shared), which serves this dialect.
+// env is servertest's server over stories260K (from ../shared), which serves this dialect;
+// its complete is servertest's Complete.
 type env struct{ *servertest.Env }
 
+func (e *env) complete(body map[string]any) servertest.Completion { return e.Complete(body) }
+
 func newEnv(t *testing.T) *env { return &env{servertest.New(t, servertest.Options{})} }
-
-// completionResult decodes a /v1/completions response or stream chunk.
-type completionResult struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Model   string `json:"model"`
-	Choices []struct {
-		Text         string `json:"text"`
-		Index        int    `json:"index"`
-		FinishReason string `json:"finish_reason"`
-		Logprobs     *struct {
-			Tokens        []string             `json:"tokens"`
-			TokenLogprobs []float64            `json:"token_logprobs"`
-			TopLogprobs   []map[string]float64 `json:"top_logprobs"`
-			TextOffset    []int                `json:"text_offset"`
-		} `json:"logprobs"`
-	} `json:"choices"`
-	Usage server.UsageJSON `json:"usage"`
-}
-
-// complete runs a non-streaming /v1/completions request.
-func (e *env) complete(body map[string]any) completionResult {
-	e.T.Helper()
-	var res completionResult
-	e.PostJSON("/v1/completions", body, http.StatusOK, &res)
-	return res
-}
 
 // streamCompletion runs a streaming /v1/completions request and returns the text, the last
 // finish reason and every event's data.
@@ -55,7 +29,7 @@ func (e *env) streamCompletion(body map[string]any) (string, string, []string) {
 		if ev == "[DONE]" {
 			continue
 		}
-		var ch completionResult
+		var ch servertest.Completion
 		if err := json.Unmarshal([]byte(ev), &ch); err != nil {
 			e.T.Fatalf("bad chunk %q: %v", ev, err)
 		}

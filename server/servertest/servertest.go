@@ -178,11 +178,20 @@ func (e *Env) GetJSON(path string, out any) {
 	}
 }
 
-// Completion is what the dialects' tests read of a /v1/completions answer.
+// Completion is what the dialects' tests read of a /v1/completions answer or stream chunk.
 type Completion struct {
-	Choices []struct {
+	ID, Object, Model string
+	Choices           []struct {
 		Text         string `json:"text"`
+		Index        int    `json:"index"`
 		FinishReason string `json:"finish_reason"`
+		// Logprobs is the legacy completions logprobs object: one entry per token in each list.
+		Logprobs *struct {
+			Tokens        []string             `json:"tokens"`
+			TokenLogprobs []float64            `json:"token_logprobs"`
+			TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+			TextOffset    []int                `json:"text_offset"`
+		} `json:"logprobs"`
 	} `json:"choices"`
 	Usage server.UsageJSON `json:"usage"`
 }
