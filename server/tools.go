@@ -307,7 +307,7 @@ func isRuleNameByte(c byte) bool {
 // Parse splits a whole reply into content and calls. A reply cut by max_tokens (cut) is read
 // as a stream reads it, so that a call cut inside its arguments is the call with the arguments
 // written so far, as the streamed reply sent it (deltas cannot be taken back) and as OpenAI
-// returns a call cut by max_tokens; ToolsFinish then keeps finish_reason "length", which tells
+// returns a call cut by max_tokens; server/openai then keeps finish_reason "length", which tells
 // the client the arguments are incomplete.
 func (t *ToolMode) Parse(content string, cut bool) (string, []chat.ToolCall) {
 	if !cut {
@@ -318,15 +318,6 @@ func (t *ToolMode) Parse(content string, cut bool) (string, []chat.ToolCall) {
 	content = p.Add(content)
 	rest, calls := p.Finish()
 	return content + rest, calls
-}
-
-// ToolsFinish is the finish_reason of a reply with tool calls: "tool_calls", but "length" for
-// one cut by max_tokens (its last call may be incomplete), as OpenAI reports it.
-func ToolsFinish(finish string) string {
-	if finish == "length" {
-		return finish
-	}
-	return "tool_calls"
 }
 
 // ToolReply turns parsed calls into OpenAI's tool_calls; parallel false keeps the first.

@@ -112,7 +112,7 @@ func (c *chatReply) Whole(res []*server.ChoiceResult, u server.UsageJSON) any {
 			content, calls = c.g.Tools.Parse(content, r.Finish == "length")
 			if len(calls) > 0 {
 				msg.ToolCalls = server.ToolReply(calls, c.g.Tools.Parallel, false)
-				r.Finish = server.ToolsFinish(r.Finish)
+				r.Finish = toolsFinish(r.Finish)
 			}
 		}
 		if content != "" || msg.ToolCalls == nil {

@@ -98,8 +98,17 @@ func (c *chatReply) Chunk(sse *server.SSEWriter, ev server.SeqEvent) error {
 			return err
 		}
 		if len(calls) > 0 {
-			finish = server.ToolsFinish(finish)
+			finish = toolsFinish(finish)
 		}
 	}
 	return c.send(sse, chatChoice{Index: index, Delta: &chatDelta{}, FinishReason: &finish})
+}
+
+// toolsFinish is the finish_reason of a reply with tool calls: "tool_calls", but "length" for
+// one cut by max_tokens (its last call may be incomplete), as OpenAI reports it.
+func toolsFinish(finish string) string {
+	if finish == "length" {
+		return finish
+	}
+	return "tool_calls"
 }
