@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
@@ -63,6 +64,18 @@ func (f *kvDiskFlags) start(m *model.Model, lctx *runner.Runtime, eng *engine.En
 	nop := func() {}
 	if f.dir == "" && f.slotPath == "" && peers == nil {
 		return nil, kvfile.Layout{}, nop, nil
+	}
+	if eng.Recurrent() {
+		var flags []string
+		for _, fl := range []struct {
+			name string
+			set  bool
+		}{{"--kv-disk", f.dir != ""}, {"--slot-save-path", f.slotPath != ""}, {"--peer-kv (with --redis)", peers != nil}} {
+			if fl.set {
+				flags = append(flags, fl.name)
+			}
+		}
+		return nil, kvfile.Layout{}, nop, fmt.Errorf("%s: %w", strings.Join(flags, ", "), engine.ErrRecurrentTiers)
 	}
 	l, err := kvLayout(m, lctx)
 	if err != nil {

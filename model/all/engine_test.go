@@ -9,6 +9,7 @@ import (
 
 	"ubatch/engine"
 	"ubatch/internal/testmodel"
+	"ubatch/recstate"
 	"ubatch/runner"
 	"ubatch/sample"
 )
@@ -42,9 +43,6 @@ func TestEngineEqualsAlonePerFamily(t *testing.T) {
 					o := c.Options()
 					eng, err := engine.New(c, engine.Limits{NCtx: o.NCtx, NSeqMax: o.NSeqMax, NBatch: o.NBatch, Vocab: m.Hparams().Vocab},
 						engine.Config{BatchSize: 64, ChunkSize: 16})
-					if errors.Is(err, engine.ErrRecurrent) {
-						t.Skip(err)
-					}
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -96,13 +94,15 @@ func TestEngineEqualsAlonePerFamily(t *testing.T) {
 				// 8 sequences of up to 43 tokens need 8x3 blocks of 16 cells beyond the shared
 				// prefix; 128 cells (8 blocks) force preemption.
 				got, st := run(128, 8, prompts)
+				hybrid := testmodel.Runtime(t, m, runner.Options{NCtx: 16, NSeqMax: 1, Threads: 1}).Recurrent()
 				for i, p := range prompts {
 					alone, _ := run(256, 1, [][]int32{p})
 					if !slices.Equal(got[i], alone[0]) {
 						t.Errorf("request %d: batched %v, alone %v", i, got[i], alone[0])
 					}
 				}
-				if st.PromptCached == 0 || st.Preemptions == 0 {
+				// A hybrid reuses no prefix without snapshots of its recurrent state.
+				if (st.PromptCached == 0 && !hybrid) || st.Preemptions == 0 {
 					t.Errorf("want both prefix-cache hits and preemptions, got %+v", st)
 				}
 				t.Logf("steps %d, preemptions %d, prompt tokens computed %d, cached %d", st.Steps, st.Preemptions, st.PromptComputed, st.PromptCached)
@@ -125,8 +125,13 @@ func TestContextShift(t *testing.T) {
 				o := c.Options()
 				eng, err := engine.New(c, engine.Limits{NCtx: o.NCtx, NCtxSeq: 32, NSeqMax: 1, NBatch: o.NBatch, Vocab: m.Hparams().Vocab},
 					engine.Config{ContextShift: shift})
-				if errors.Is(err, engine.ErrRecurrent) {
-					t.Skip(err)
+				if c.Recurrent() && shift {
+					// A recurrent state summarizes every token since position 0: it cannot drop
+					// the older half.
+					if !errors.Is(err, engine.ErrRecurrentShift) || !errors.Is(err, recstate.ErrContextShift) {
+						t.Fatalf("context shift on a hybrid model: got %v, want %v", err, engine.ErrRecurrentShift)
+					}
+					continue
 				}
 				if err != nil {
 					t.Fatal(err)

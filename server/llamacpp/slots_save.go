@@ -69,6 +69,11 @@ func checkSlotFilename(name string) error {
 }
 
 func (s *api) handleSlotAction(w http.ResponseWriter, r *http.Request) {
+	if s.Config().Engine.Recurrent() { // before --slot-save-path, which serve refuses for it
+		server.WriteError(w, &server.APIError{Status: http.StatusBadRequest, Type: "invalid_request_error",
+			Message: "this model's slots cannot be saved or restored: " + engine.ErrRecurrentTiers.Error()})
+		return
+	}
 	if s.Config().SlotSavePath == "" {
 		server.WriteError(w, &server.APIError{Status: http.StatusNotImplemented, Type: "not_supported_error",
 			Message: "this server does not support slot actions: start it with --slot-save-path DIR"})
@@ -143,7 +148,7 @@ func (s *api) handleSlotAction(w http.ResponseWriter, r *http.Request) {
 
 func slotError(err error) error {
 	switch {
-	case errors.Is(err, engine.ErrSlot), errors.Is(err, engine.ErrSlotSalted):
+	case errors.Is(err, engine.ErrSlot), errors.Is(err, engine.ErrSlotSalted), errors.Is(err, engine.ErrRecurrentTiers):
 		return server.BadRequest("id_slot", "%v", err)
 	case errors.Is(err, engine.ErrNoTiers):
 		return &server.APIError{Status: http.StatusNotImplemented, Type: "not_supported_error", Message: err.Error()}

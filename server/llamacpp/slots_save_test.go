@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"ubatch/engine"
+	"ubatch/internal/testdata"
 	"ubatch/internal/testmodel"
 	"ubatch/kvfile"
 	"ubatch/quant"
@@ -63,6 +64,21 @@ func TestSlotActionErrors(t *testing.T) {
 			tc.env.PostJSON(tc.url, tc.body, tc.status, &body)
 			if got := body.Error.Param; tc.param != "" && (got == nil || *got != tc.param) {
 				t.Fatalf("param %v, want %q", got, tc.param)
+			}
+		})
+	}
+}
+
+// TestSlotActionHybrid: a hybrid model's slot holds a recurrent state no slot file carries yet,
+// so every slot action is a 400 that says so (serve refuses --slot-save-path for it at start).
+func TestSlotActionHybrid(t *testing.T) {
+	e := slotEnv(t, testdata.Model(t, "arch/synth-qwen35-f16.gguf"), "")
+	for _, action := range []string{"save", "restore", "erase"} {
+		t.Run(action, func(t *testing.T) {
+			var body servertest.ErrorBody
+			e.PostJSON("/slots/0?action="+action, map[string]any{"filename": "a.bin"}, 400, &body)
+			if !strings.Contains(body.Error.Message, "recurrent state") {
+				t.Fatalf("message %q does not say why", body.Error.Message)
 			}
 		})
 	}
