@@ -10,6 +10,7 @@ import (
 
 	"ubatch/batch"
 	"ubatch/kvcache"
+	"ubatch/recstate"
 	"ubatch/sample"
 )
 
@@ -60,6 +61,7 @@ type Stats struct {
 	Bound          int
 	AdmitStop      AdmitReason
 	KV             kvcache.Stats
+	States         recstate.Stats // a hybrid model's recurrent-state snapshots (zero for others)
 	Steps          uint64
 	Preemptions    uint64
 	PromptComputed uint64 // prompt tokens run through the model
@@ -199,7 +201,7 @@ func New(d Decoder, lim Limits, cfg Config) (*Engine, error) {
 	e.saved = &slotHistories{last: map[int]slotHistory{}}
 	e.mem = []seqMemory{e.tier, e.saved}
 	if hybrid {
-		rs, hk, err := newRecurrent(sd, kv, lim.NSeqMax)
+		rs, hk, err := newRecurrent(sd, kv, lim.NSeqMax, cfg.StateCacheBytes)
 		if err != nil {
 			return nil, err
 		}
@@ -331,6 +333,9 @@ func (e *Engine) Stats() Stats {
 func (e *Engine) publish() {
 	e.stats.Running, e.stats.Waiting = len(e.running), len(e.waiting)+len(e.incoming)
 	e.stats.KV = e.kv.Stats()
+	if e.rec != nil {
+		e.stats.States = e.rec.rec.Stats()
+	}
 	e.stats.Bound, e.stats.AdmitStop = e.par.bound, e.par.stop
 	now := time.Now()
 	e.mu.Lock()

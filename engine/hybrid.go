@@ -20,12 +20,39 @@ import (
 // from a snapshot, when the sequence is admitted again.
 
 // stateDecoder is a hybrid decoder's recurrent side (runner.Runtime): one live state per sequence
-// id in [0, NSeqMax), StateBytes bytes each.
+// id in [0, NSeqMax), StateBytes bytes each, and snapshot slots in [0, n) once
+// ReserveSnapshots(n) made them, which SnapshotSave and SnapshotLoad copy whole states into and
+// out of.
 type stateDecoder interface {
 	Recurrent() bool
 	StateBytes() int
 	StateClear(seq int)
 	StateCopy(dst, src int)
+	ReserveSnapshots(n int) error
+	SnapshotSave(slot, seq int)
+	SnapshotLoad(seq, slot int)
+}
+
+// Snapshot memory defaults (Config.StateCacheBytes 0): defaultSnapshotsPerSeq slots per sequence
+// id, within maxDefaultStateCache bytes. recstate.DefaultPolicy keeps a snapshot every 32 blocks
+// (512 tokens), at a prompt's branch point and last full block, and at each sequence's latest
+// boundary: a few per sequence cover a shared system prompt and the next turn of each chat.
+const (
+	defaultSnapshotsPerSeq = 8
+	maxDefaultStateCache   = 1 << 30
+)
+
+// stateCacheBudget is the snapshots' byte budget for cfg's StateCacheBytes: 0 takes the default
+// (defaultSnapshotsPerSeq per sequence id within maxDefaultStateCache, at least one slot),
+// negative keeps none.
+func stateCacheBudget(want int64, stateBytes int64, nSeq int) int64 {
+	switch {
+	case want < 0:
+		return 0
+	case want > 0:
+		return want
+	}
+	return max(stateBytes, min(int64(defaultSnapshotsPerSeq*nSeq)*stateBytes, maxDefaultStateCache))
 }
 
 // ErrRecurrentShift is New's refusal of ContextShift for a hybrid model.
@@ -85,11 +112,16 @@ type recurrentStates struct {
 	ops []recstate.Op // TakeOps's, reused
 }
 
-// newRecurrent makes the hybrid component over kv for decoder d, with no snapshot slots.
-func newRecurrent(d stateDecoder, kv *kvcache.Manager, nSeq int) (*recurrentStates, *hybridKV, error) {
+// newRecurrent makes the hybrid component over kv for decoder d: snapshots within budget bytes
+// (cfg.StateCacheBytes, see stateCacheBudget) under recstate.DefaultPolicy, their slots made in d.
+func newRecurrent(d stateDecoder, kv *kvcache.Manager, nSeq int, budget int64) (*recurrentStates, *hybridKV, error) {
+	sb := int64(d.StateBytes())
 	rec, err := recstate.New(recstate.Config{MaxSeqs: nSeq, BlockSize: kv.Config().BlockSize,
-		StateBytes: int64(d.StateBytes())})
+		StateBytes: sb, Budget: stateCacheBudget(budget, sb, nSeq), Policy: recstate.DefaultPolicy})
 	if err != nil {
+		return nil, nil, fmt.Errorf("engine: %w", err)
+	}
+	if err := d.ReserveSnapshots(rec.Slots()); err != nil {
 		return nil, nil, fmt.Errorf("engine: %w", err)
 	}
 	return &recurrentStates{rec: rec, dec: d}, &hybridKV{Manager: kv, rec: rec}, nil
@@ -134,6 +166,10 @@ func (r *recurrentStates) apply() {
 			r.dec.StateClear(int(op.Seq))
 		case recstate.OpCopy:
 			r.dec.StateCopy(int(op.Seq), int(op.Src))
+		case recstate.OpLoad:
+			r.dec.SnapshotLoad(int(op.Seq), int(op.Snap))
+		case recstate.OpSave:
+			r.dec.SnapshotSave(int(op.Snap), int(op.Seq))
 		}
 	}
 }

@@ -42,6 +42,8 @@ func (r *Recurrent) StateBytesPerSeq() int64 { return 4 * int64(r.seqLen()) }
 type recState struct {
 	r    Recurrent
 	data []float32
+	// snaps holds the snapshot slots (snapshot.go), each laid out as one sequence's state.
+	snaps []float32
 	// Scratch of one micro-batch: in-projection [n][ConvChannels], its convolution, the output
 	// gate z [n][ValueDim], beta and alpha [n][VHeads], the heads' output [n][ValueDim], and the
 	// gated attention's joint query+gate projection [n][2·QDim].

@@ -21,6 +21,7 @@ func TestServeHybrid(t *testing.T) {
 	}{
 		{name: "context shift", args: []string{"--context-shift"}, want: "context shift is refused for this hybrid recurrent model"},
 		{name: "disk tier", args: []string{"--kv-disk", t.TempDir()}, want: "--kv-disk: engine: a hybrid recurrent model"},
+		{name: "bad snapshot size", args: []string{"--state-cache", "lots"}, want: "--state-cache"},
 		{name: "slot files", args: []string{"--slot-save-path", t.TempDir()}, want: "--slot-save-path: engine: a hybrid recurrent model"},
 	}
 	for _, tc := range refusals {
@@ -34,7 +35,7 @@ func TestServeHybrid(t *testing.T) {
 		})
 	}
 	t.Run("chat", func(t *testing.T) {
-		p := startServeProc(t, nil, "-m", model, "-np", "4", "-c", "1024", "-t", "2")
+		p := startServeProc(t, nil, "-m", model, "-np", "4", "-c", "1024", "-t", "2", "--state-cache", "8M")
 		code, body := p.call(t, "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":8,"temperature":0,"n":2}`)
 		if code != 200 || !strings.Contains(body, `"completion_tokens":`) {
 			t.Fatalf("chat completion: %d %.300s", code, body)
