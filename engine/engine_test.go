@@ -589,12 +589,14 @@ func (recurrentFake) Recurrent() bool { return true }
 
 type stateFake struct{ recurrentFake }
 
-func (stateFake) StateBytes() int            { return 64 }
-func (stateFake) StateClear(int)             {}
-func (stateFake) StateCopy(int, int)         {}
-func (stateFake) ReserveSnapshots(int) error { return nil }
-func (stateFake) SnapshotSave(int, int)      {}
-func (stateFake) SnapshotLoad(int, int)      {}
+func (stateFake) StateBytes() int                 { return 64 }
+func (stateFake) StateClear(int)                  {}
+func (stateFake) StateCopy(int, int)              {}
+func (stateFake) ReserveSnapshots(int) error      { return nil }
+func (stateFake) SnapshotSave(int, int)           {}
+func (stateFake) SnapshotLoad(int, int)           {}
+func (stateFake) SnapshotRead(int, []byte)        {}
+func (stateFake) SnapshotWrite(int, []byte) error { return nil }
 
 // TestNewRecurrent: a decoder with a recurrent state is scheduled only when the engine can
 // manage the state, and never with a context shift, which a state cannot follow.

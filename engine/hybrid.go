@@ -31,6 +31,8 @@ type stateDecoder interface {
 	ReserveSnapshots(n int) error
 	SnapshotSave(slot, seq int)
 	SnapshotLoad(seq, slot int)
+	SnapshotRead(slot int, dst []byte)        // a slot's state, in StateSave's layout
+	SnapshotWrite(slot int, src []byte) error // a slot's state from StateSave's bytes, checked
 }
 
 // Snapshot memory defaults (Config.StateCacheBytes 0): defaultSnapshotsPerSeq slots per sequence
@@ -62,11 +64,11 @@ var ErrRecurrentShift = fmt.Errorf("engine: context shift is refused for this hy
 // cannot clear or copy it: scheduled as a plain model, it would run sequences on stale states.
 var errRecurrentOps = errors.New("engine: the decoder keeps a recurrent state per sequence but has no StateClear and StateCopy to manage it")
 
-// ErrRecurrentTiers: the KV tiers beyond RAM (disk, peers) and slot save and restore carry KV
-// blocks alone, and a hybrid model's blocks are useless (or, resumed without the recurrent state
-// of their position, silently wrong) without the state, which no tier carries yet.
+// ErrRecurrentTiers: the KV tiers beyond RAM (disk, peers) carry KV blocks alone, and a hybrid
+// model's blocks are useless (or, resumed without the recurrent state of their position,
+// silently wrong) without the state, which only slot files carry yet (SaveSlotImage).
 var ErrRecurrentTiers = errors.New("engine: a hybrid recurrent model (qwen35) keeps a recurrent state beside its KV blocks, " +
-	"which the disk tier, peer fetch and slot save/restore do not carry yet: serve it without --kv-disk, --slot-save-path and --peer-kv")
+	"which the disk tier and peer fetch do not carry yet: serve it without --kv-disk and --peer-kv")
 
 // hybridKV is a hybrid model's kvOwner: kvcache's manager with the recurrent states' bookkeeping
 // beside it, so that every admission and free of the core covers both memories.
@@ -198,5 +200,5 @@ func (r *recurrentStates) advance(running []*sequence) error {
 }
 
 // Recurrent reports whether the engine schedules a hybrid model, whose sequences keep a
-// recurrent state beside their KV blocks (no context shift, no tiers beyond RAM, no slot files).
+// recurrent state beside their KV blocks (no context shift, no tiers beyond RAM but slot files).
 func (e *Engine) Recurrent() bool { return e.rec != nil }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"testing"
@@ -36,12 +37,20 @@ func newHybridFake(t *testing.T, blocks, blockSize, seqs int) *hybridFake {
 	return &hybridFake{fakeDecoder: newFake(t, blocks, blockSize, seqs), states: make([]fakeState, seqs)}
 }
 
-func (f *hybridFake) Recurrent() bool              { return true }
-func (f *hybridFake) StateBytes() int              { return 16 }
-func (f *hybridFake) StateClear(seq int)           { f.states[seq] = fakeState{} }
-func (f *hybridFake) StateCopy(dst, src int)       { f.states[dst] = f.states[src] }
-func (f *hybridFake) SnapshotSave(slot, seq int)   { f.snaps[slot] = f.states[seq] }
-func (f *hybridFake) SnapshotLoad(seq, slot int)   { f.states[seq] = f.snaps[slot] }
+func (f *hybridFake) Recurrent() bool            { return true }
+func (f *hybridFake) StateBytes() int            { return 16 }
+func (f *hybridFake) StateClear(seq int)         { f.states[seq] = fakeState{} }
+func (f *hybridFake) StateCopy(dst, src int)     { f.states[dst] = f.states[src] }
+func (f *hybridFake) SnapshotSave(slot, seq int) { f.snaps[slot] = f.states[seq] }
+func (f *hybridFake) SnapshotLoad(seq, slot int) { f.states[seq] = f.snaps[slot] }
+func (f *hybridFake) SnapshotRead(slot int, dst []byte) {
+	binary.LittleEndian.PutUint64(dst, f.snaps[slot].h)
+	binary.LittleEndian.PutUint64(dst[8:], uint64(f.snaps[slot].n))
+}
+func (f *hybridFake) SnapshotWrite(slot int, src []byte) error {
+	f.snaps[slot] = fakeState{h: binary.LittleEndian.Uint64(src), n: int32(binary.LittleEndian.Uint64(src[8:]))}
+	return nil
+}
 func (f *hybridFake) ReserveSnapshots(n int) error { f.snaps = make([]fakeState, n); return nil }
 
 func (f *hybridFake) Decode(b *batch.Batch) error {

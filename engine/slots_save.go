@@ -59,9 +59,6 @@ var ErrSlot = errors.New("engine: no such slot")
 
 // control runs f on the Run goroutine and waits for it (or ctx, or the engine's end).
 func (e *Engine) control(ctx context.Context, f func()) error {
-	if e.rec != nil {
-		return ErrRecurrentTiers
-	}
 	if e.tier.m == nil {
 		return ErrNoTiers
 	}

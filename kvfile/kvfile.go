@@ -495,4 +495,3 @@ func (b *Block) setTokens(meta []byte, n int) {
 		b.Pos[i] = int32(le.Uint32(meta[4*(n+i):]))
 	}
 }
-

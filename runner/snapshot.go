@@ -58,3 +58,25 @@ func (c *Runtime) SnapshotLoad(seq, slot int) {
 	c.checkSeq(seq)
 	copy(c.rec.seq(seq), c.rec.snap(slot))
 }
+
+// SnapshotRead writes snapshot slot's state into dst[:StateBytes()], in StateSave's layout.
+// slot is in [0, Snapshots()); len(dst) >= StateBytes().
+func (c *Runtime) SnapshotRead(slot int, dst []byte) {
+	if c.rec == nil {
+		return
+	}
+	putFloats(dst, c.rec.snap(slot))
+}
+
+// SnapshotWrite replaces snapshot slot's state by src, StateSave's bytes (a state of another
+// size, or holding a value that is not finite, is an error and changes nothing). slot is in
+// [0, Snapshots()).
+func (c *Runtime) SnapshotWrite(slot int, src []byte) error {
+	if c.rec == nil {
+		return fmt.Errorf("runner: a recurrent state for a model without recurrent layers")
+	}
+	if slot < 0 || slot >= c.Snapshots() {
+		return fmt.Errorf("runner: snapshot slot %d outside [0, %d)", slot, c.Snapshots())
+	}
+	return getFloats(c.rec.snap(slot), src)
+}

@@ -10,8 +10,8 @@ import (
 )
 
 // TestServeHybrid: serve -m on the hybrid qwen35 answers a chat completion, and refuses at start,
-// with the reason, what its recurrent state rules out: --context-shift and the KV tiers that do
-// not carry the state (--kv-disk, --slot-save-path).
+// with the reason, what its recurrent state rules out: --context-shift and the KV tier that does
+// not carry the state (--kv-disk); slot files, which carry it, are served.
 func TestServeHybrid(t *testing.T) {
 	model := testdata.Model(t, "arch/synth-qwen35-f16.gguf")
 	refusals := []struct {
@@ -22,7 +22,6 @@ func TestServeHybrid(t *testing.T) {
 		{name: "context shift", args: []string{"--context-shift"}, want: "context shift is refused for this hybrid recurrent model"},
 		{name: "disk tier", args: []string{"--kv-disk", t.TempDir()}, want: "--kv-disk: engine: a hybrid recurrent model"},
 		{name: "bad snapshot size", args: []string{"--state-cache", "lots"}, want: "--state-cache"},
-		{name: "slot files", args: []string{"--slot-save-path", t.TempDir()}, want: "--slot-save-path: engine: a hybrid recurrent model"},
 	}
 	for _, tc := range refusals {
 		t.Run(tc.name, func(t *testing.T) {
@@ -35,10 +34,13 @@ func TestServeHybrid(t *testing.T) {
 		})
 	}
 	t.Run("chat", func(t *testing.T) {
-		p := startServeProc(t, nil, "-m", model, "-np", "4", "-c", "1024", "-t", "2", "--state-cache", "8M")
+		p := startServeProc(t, nil, "-m", model, "-np", "4", "-c", "1024", "-t", "2", "--state-cache", "8M", "--slot-save-path", t.TempDir())
 		code, body := p.call(t, "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":8,"temperature":0,"n":2}`)
 		if code != 200 || !strings.Contains(body, `"completion_tokens":`) {
 			t.Fatalf("chat completion: %d %.300s", code, body)
+		}
+		if code, body := p.call(t, "/slots/0?action=save", `{"filename":"s.bin"}`); code != 200 || !strings.Contains(body, `"n_saved":`) {
+			t.Fatalf("slot save: %d %.300s", code, body)
 		}
 	})
 }

@@ -147,8 +147,8 @@ func TestHybridEngineEqualsAlone(t *testing.T) {
 }
 
 // TestHybridEngineRefusals: what the hybrid's recurrent state rules out until the tiers carry
-// it is refused with the reason, not served wrong: a context shift at New, the tiers at
-// SetTiers, slot save and restore and a peer's export at their call.
+// it is refused with the reason, not served wrong: a context shift at New, a disk tier or peer
+// source at SetTiers (slot files alone are accepted: they carry the state), a peer's export.
 func TestHybridEngineRefusals(t *testing.T) {
 	m := load(t, hybridModel, false)
 	c := testmodel.Runtime(t, m, runner.Options{NCtx: 128, NSeqMax: 2, Threads: 1})
@@ -161,22 +161,15 @@ func TestHybridEngineRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if eng.SetTiers(nil, nil, kvfile.Layout{}) {
-		t.Error("SetTiers accepted tiers for a hybrid model")
+	l := kvfile.Layout{BlockSize: c.KVConfig().BlockSize, StateBytes: c.StateBytes()} // SetTiers reads no file
+	if eng.SetTiers([]engine.BlockSource{nil}, nil, l) {
+		t.Error("SetTiers accepted a block source for a hybrid model")
+	}
+	if !eng.SetTiers(nil, nil, l) {
+		t.Error("SetTiers refused slot files alone for a hybrid model")
 	}
 	testmodel.Run(t, eng)
-	ctx := context.Background()
-	calls := []struct {
-		name string
-		call func() error
-	}{
-		{name: "save", call: func() error { _, _, err := eng.SaveSlot(ctx, 0); return err }},
-		{name: "restore", call: func() error { _, err := eng.RestoreSlot(ctx, 0, nil); return err }},
-		{name: "export", call: func() error { _, err := eng.ExportBlocks(ctx, kvcache.Salt{}, []int32{1, 2}, 4); return err }},
-	}
-	for _, tc := range calls {
-		if err := tc.call(); !errors.Is(err, engine.ErrRecurrentTiers) {
-			t.Errorf("%s: %v, want %v", tc.name, err, engine.ErrRecurrentTiers)
-		}
+	if _, err := eng.ExportBlocks(context.Background(), kvcache.Salt{}, []int32{1, 2}, 4); !errors.Is(err, engine.ErrRecurrentTiers) {
+		t.Errorf("export: %v, want %v", err, engine.ErrRecurrentTiers)
 	}
 }
