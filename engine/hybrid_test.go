@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"ubatch/batch"
 )
@@ -72,6 +73,7 @@ func (f *hybridFake) Decode(b *batch.Batch) error {
 		row[f.states[seq].next()] = 10
 		f.logits = append(f.logits, row)
 	}
+	time.Sleep(f.delay)
 	return nil
 }
 
@@ -101,15 +103,16 @@ func TestHybridScheduling(t *testing.T) {
 		stateCache int64
 		prompts    [][]int32
 		hits       int // 1: prefix hits must happen, -1: must not (no snapshots), 0: either
-		preempt    bool
+		// preempt submits the last prompt at PriorityHigh once the others run: it must preempt.
+		preempt bool
 	}{
 		{name: "distinct prompts", blocks: 256, prompts: [][]int32{prompt(9, 1), prompt(30, 2), prompt(17, 4), prompt(5, 5), prompt(44, 6), prompt(23, 7)}},
 		{name: "shared prefix, snapshots", blocks: 256, hits: 1, prompts: [][]int32{
 			append(slices.Clone(shared), 1, 2, 3), append(slices.Clone(shared), 4, 5), append(slices.Clone(shared), 6, 7, 8, 9), append(slices.Clone(shared), 10)}},
 		{name: "shared prefix, no snapshots", blocks: 256, stateCache: -1, hits: -1, prompts: [][]int32{
 			append(slices.Clone(shared), 1, 2, 3), append(slices.Clone(shared), 4, 5)}},
-		{name: "tight KV preempts", blocks: 40, preempt: true, prompts: [][]int32{
-			prompt(30, 11), prompt(31, 12), prompt(29, 13), prompt(33, 14), prompt(30, 15), prompt(28, 16)}},
+		{name: "high priority preempts", blocks: 40, preempt: true, prompts: [][]int32{
+			prompt(30, 11), prompt(31, 12), prompt(29, 13), prompt(33, 14), prompt(30, 15), prompt(60, 16)}},
 		{name: "tight KV, shared prefix", blocks: 40, prompts: [][]int32{
 			append(slices.Clone(shared), 1), append(slices.Clone(shared), 2), append(slices.Clone(shared), 3), append(slices.Clone(shared), 4),
 			append(slices.Clone(shared), 5), append(slices.Clone(shared), 6)}},
@@ -117,6 +120,7 @@ func TestHybridScheduling(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newHybridFake(t, tc.blocks, 4, 8)
+			d.delay = 200 * time.Microsecond // the low ones still run when the high one comes
 			e, err := New(d, Limits{NCtx: tc.blocks * 4, NSeqMax: 8, NBatch: 64, Vocab: vocab},
 				Config{BatchSize: 32, ChunkSize: 8, StateCacheBytes: tc.stateCache})
 			if err != nil {
@@ -137,8 +141,18 @@ func TestHybridScheduling(t *testing.T) {
 				collect(t, st)
 			}
 			var streams []*Stream
-			for _, p := range tc.prompts {
-				st, err := e.Submit(context.Background(), Request{Prompt: p, MaxTokens: 24, Sampling: greedy()})
+			var firsts [][]int32 // a token read from each stream before the high one was sent
+			for i, p := range tc.prompts {
+				req := Request{Prompt: p, MaxTokens: 24, Sampling: greedy()}
+				if tc.preempt && i == len(tc.prompts)-1 {
+					o, err := streams[0].Recv(context.Background())
+					if err != nil || o.Done {
+						t.Fatalf("the first stream: %+v, %v", o, err)
+					}
+					firsts = append(firsts, []int32{o.Token})
+					req.Priority = PriorityHigh
+				}
+				st, err := e.Submit(context.Background(), req)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -147,6 +161,9 @@ func TestHybridScheduling(t *testing.T) {
 			cached := 0
 			for i, st := range streams {
 				got, last := collect(t, st)
+				if i < len(firsts) {
+					got = append(firsts[i], got...)
+				}
 				if last.Finish == FinishError {
 					t.Fatalf("prompt %d: %v", i, last.Err)
 				}
