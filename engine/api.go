@@ -51,6 +51,11 @@ type Config struct {
 	// (llama.cpp's --context-shift), compacted into whole blocks so that the dropped half's
 	// memory is released; without it the sequence ends with FinishLength.
 	ContextShift bool
+	// StateCacheBytes bounds the memory of a hybrid model's recurrent-state snapshots, which its
+	// prefix hits resume from (a KV prefix is reused only up to a block boundary with a
+	// snapshot of the state there). 0 = 8 snapshots per sequence id within 1 GiB; < 0 = none,
+	// so no prefix of a hybrid is reused. Other models ignore it.
+	StateCacheBytes int64
 	// Keep is the number of leading tokens a context shift never drops (llama.cpp's n_keep as
 	// llama-server counts it, BOS included: serve passes --keep plus one for a model that adds
 	// BOS). Negative: the whole prompt. When Keep leaves nothing to drop, the sequence ends with

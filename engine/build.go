@@ -50,8 +50,12 @@ func (e *Engine) decode() error {
 			panic(v)
 		}
 	}()
+	e.rec.apply() // the states' clears and loads of this step's admissions
 	err := e.dec.Decode(&e.b)
 	e.images.staged(&e.sched, err == nil)
+	if err == nil {
+		err = e.rec.advance(e.running)
+	}
 	return err
 }
 
@@ -141,6 +145,7 @@ func (e *Engine) buildBatch() bool {
 			break
 		}
 		limit := min(len(s.tokens)-s.before, e.cfg.ChunkSize, budget)
+		limit = e.rec.chunkEnd(s, s.before+limit) - s.before // a hybrid's snapshot boundary
 		n := limit
 		if e.plan.timed {
 			n = e.cost.chunkFor(s.before, e.plan.avail, limit)
@@ -159,6 +164,7 @@ func (e *Engine) buildBatch() bool {
 		// budget (a burst's shared system prompt is computed in a third of the steps).
 		for _, s := range prefill {
 			extra := min(len(s.tokens)-s.before-s.chunk, budget)
+			extra = max(0, e.rec.chunkEnd(s, s.before+s.chunk+extra)-s.before-s.chunk)
 			s.chunk += extra
 			budget -= extra
 			prompt += extra

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -11,6 +10,7 @@ import (
 
 	"ubatch/batch"
 	"ubatch/kvcache"
+	"ubatch/recstate"
 	"ubatch/sample"
 )
 
@@ -61,6 +61,7 @@ type Stats struct {
 	Bound          int
 	AdmitStop      AdmitReason
 	KV             kvcache.Stats
+	States         recstate.Stats // a hybrid model's recurrent-state snapshots (zero for others)
 	Steps          uint64
 	Preemptions    uint64
 	PromptComputed uint64 // prompt tokens run through the model
@@ -95,11 +96,13 @@ type Engine struct {
 	stats   Stats
 	cost    costModel
 	// The components (core.go): the KV tiers beyond RAM (tier.go), the slots' histories
-	// (slots_save.go), and the per-sequence memory beside the KV blocks, [tier, saved].
+	// (slots_save.go), the recurrent states of a hybrid model (hybrid.go), and the per-sequence
+	// memory beside the KV blocks, [tier, saved] and rec when set.
 	tier   *tierState
 	fetch  prefixFetcher // tier
 	images stepImages    // tier
 	saved  *slotHistories
+	rec    *recurrentStates // a hybrid model's recurrent states (hybrid.go); nil for others
 	mem    []seqMemory
 	ctl    chan func() // control calls run between steps (Engine.control)
 	// completionMean is the mean completion length of the finishedN requests that ran to
@@ -140,17 +143,18 @@ type Slot struct {
 	Since        time.Duration // since submission
 }
 
-// ErrRecurrent is New's refusal of a hybrid model (a decoder whose Recurrent() is true): the
-// engine does not keep recurrent states yet.
-var ErrRecurrent = errors.New("engine: this model is a hybrid whose layers keep a recurrent state per sequence (qwen35), which the engine cannot schedule yet: run it with ubatch run, batched or bench")
-
 // New makes an engine over d. It does not start it: call Run.
 func New(d Decoder, lim Limits, cfg Config) (*Engine, error) {
 	if lim.NCtx <= 0 || lim.NSeqMax <= 0 || lim.NBatch <= 0 || lim.Vocab <= 0 || lim.NCtxSeq < 0 {
 		return nil, fmt.Errorf("engine: bad limits %+v", lim)
 	}
-	if r, ok := d.(interface{ Recurrent() bool }); ok && r.Recurrent() {
-		return nil, ErrRecurrent
+	sd, hybrid := d.(stateDecoder)
+	hybrid = hybrid && sd.Recurrent()
+	if r, ok := d.(interface{ Recurrent() bool }); ok && r.Recurrent() && !hybrid {
+		return nil, errRecurrentOps
+	}
+	if hybrid && cfg.ContextShift {
+		return nil, ErrRecurrentShift
 	}
 	if lim.NCtxSeq == 0 || lim.NCtxSeq > lim.NCtx {
 		lim.NCtxSeq = lim.NCtx
@@ -196,6 +200,14 @@ func New(d Decoder, lim Limits, cfg Config) (*Engine, error) {
 	e.fetch, e.images = e.tier, e.tier
 	e.saved = &slotHistories{last: map[int]slotHistory{}}
 	e.mem = []seqMemory{e.tier, e.saved}
+	if hybrid {
+		rs, hk, err := newRecurrent(sd, kv, lim.NSeqMax, cfg.StateCacheBytes)
+		if err != nil {
+			return nil, err
+		}
+		e.rec, e.kv = rs, hk
+		e.mem = append(e.mem, rs)
+	}
 	e.embeds.bs = kv.Config().BlockSize
 	e.panics, _ = cfg.Observer.(PanicObserver)
 	// queued and embeds.queued bound it: each send holds >= 1 request.
@@ -321,6 +333,9 @@ func (e *Engine) Stats() Stats {
 func (e *Engine) publish() {
 	e.stats.Running, e.stats.Waiting = len(e.running), len(e.waiting)+len(e.incoming)
 	e.stats.KV = e.kv.Stats()
+	if e.rec != nil {
+		e.stats.States = e.rec.rec.Stats()
+	}
 	e.stats.Bound, e.stats.AdmitStop = e.par.bound, e.par.stop
 	now := time.Now()
 	e.mu.Lock()

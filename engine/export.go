@@ -22,6 +22,9 @@ func (e *Engine) ExportBlocks(ctx context.Context, salt kvcache.Salt, tokens []i
 }
 
 func (e *Engine) exportBlocks(salt kvcache.Salt, tokens []int32, max int) ([]kvfile.Block, error) {
+	if e.rec != nil { // a peer would resume the blocks without their recurrent state
+		return nil, ErrRecurrentTiers
+	}
 	t := e.tier
 	if t.ap == nil || t.m == nil {
 		return nil, ErrNoTiers

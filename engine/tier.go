@@ -130,8 +130,12 @@ type fetchResult struct {
 // SetTiers gives the engine its tiers beyond RAM: sources probed, in order, for prefixes the
 // RAM cache lacks, and a sink for the blocks it evicts (nil: none), of layout l (the blocks'
 // model and cache layout, as kvfile writes them). Call it before Run. It fails when the KV
-// manager cannot have tiers (a test's fake).
+// manager cannot have tiers (a test's fake), or the model is a hybrid and sources or sink are
+// given (ErrRecurrentTiers: a hybrid's tiers are its slot files alone).
 func (e *Engine) SetTiers(sources []BlockSource, sink BlockSink, l kvfile.Layout) bool {
+	if e.rec != nil && (len(sources) > 0 || sink != nil) {
+		return false
+	}
 	m, ok := e.kv.(tierOwner)
 	if !ok {
 		return false

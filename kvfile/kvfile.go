@@ -24,7 +24,6 @@ package kvfile
 
 import (
 	"bufio"
-	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -33,8 +32,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
-	"syscall"
 
 	"ubatch/kvcache"
 	"ubatch/kvformat"
@@ -118,11 +115,14 @@ type Layout struct {
 	DType     quant.Type
 	BlockSize int
 	Layers    []Layer
+	// StateBytes is one recurrent state's size for a hybrid model (a State record's data), 0
+	// for a model without one. A layout with states is written as version 3 (state.go).
+	StateBytes int
 }
 
 // Equal reports whether l and o describe the same model and cache layout.
 func (l Layout) Equal(o Layout) bool {
-	if l.Model != o.Model || l.DType != o.DType || l.BlockSize != o.BlockSize || len(l.Layers) != len(o.Layers) {
+	if l.Model != o.Model || l.DType != o.DType || l.BlockSize != o.BlockSize || len(l.Layers) != len(o.Layers) || l.StateBytes != o.StateBytes {
 		return false
 	}
 	for i := range l.Layers {
@@ -142,6 +142,8 @@ func (l Layout) Check() error {
 		return fmt.Errorf("kvfile: %d layers outside [1, %d]", len(l.Layers), MaxLayers)
 	case kvformat.Of(l.DType) == nil:
 		return fmt.Errorf("kvfile: unknown dtype %v", l.DType)
+	case l.StateBytes < 0 || l.StateBytes > MaxStateBytes:
+		return fmt.Errorf("kvfile: state of %d bytes outside [0, %d]", l.StateBytes, MaxStateBytes)
 	}
 	for i, ly := range l.Layers {
 		if ly.KVHeads <= 0 || ly.HeadDim <= 0 || ly.KVHeads*ly.HeadDim > MaxHeadDim || kvformat.RowBytes(l.DType, ly.KVHeads*ly.HeadDim) == 0 {
@@ -201,11 +203,12 @@ func (b *Block) checkMeta(l Layout) error {
 	return nil
 }
 
-// headerBytes is the encoded header of l for records records.
+// headerBytes is the encoded header of l for records records: version 2, or 3 with the state
+// size for a layout with states.
 func headerBytes(l Layout, records int) []byte {
-	h := make([]byte, 0, 4+4+32+12+8*len(l.Layers)+8)
+	h := make([]byte, 0, 4+4+32+12+8*len(l.Layers)+12)
 	h = append(h, magic[:]...)
-	h = binary.LittleEndian.AppendUint32(h, Version)
+	h = binary.LittleEndian.AppendUint32(h, l.version())
 	h = append(h, l.Model[:]...)
 	h = binary.LittleEndian.AppendUint32(h, uint32(l.DType))
 	h = binary.LittleEndian.AppendUint32(h, uint32(l.BlockSize))
@@ -213,6 +216,9 @@ func headerBytes(l Layout, records int) []byte {
 	for _, ly := range l.Layers {
 		h = binary.LittleEndian.AppendUint32(h, uint32(ly.KVHeads))
 		h = binary.LittleEndian.AppendUint32(h, uint32(ly.HeadDim))
+	}
+	if l.StateBytes > 0 {
+		h = binary.LittleEndian.AppendUint32(h, uint32(l.StateBytes))
 	}
 	h = binary.LittleEndian.AppendUint32(h, uint32(records))
 	return binary.LittleEndian.AppendUint32(h, crc32.Checksum(h, castagnoli))
@@ -228,30 +234,40 @@ func Size(l Layout, blocks []Block) int64 {
 }
 
 func recordSize(l Layout, cells int) int64 {
-	return 32 + 32 + 8 + 8*int64(cells) + int64(cells)*l.CellBytes() + 4
+	return int64(l.kindBytes()) + 32 + 32 + 8 + 8*int64(cells) + int64(cells)*l.CellBytes() + 4
 }
 
 // Encode writes blocks under layout l to w. Every block must fit l (sizes, canonical
 // positions).
-func Encode(w io.Writer, l Layout, blocks []Block) error {
+func Encode(w io.Writer, l Layout, blocks []Block) error { return EncodeImage(w, l, blocks, nil) }
+
+// EncodeImage writes blocks and then states under layout l to w. Every block must fit l;
+// states need a layout with states (StateBytes > 0), each of them fitting it.
+func EncodeImage(w io.Writer, l Layout, blocks []Block, states []State) error {
 	if err := l.Check(); err != nil {
 		return err
 	}
-	if len(blocks) > MaxRecords {
-		return fmt.Errorf("kvfile: %d blocks, at most %d", len(blocks), MaxRecords)
+	if len(blocks)+len(states) > MaxRecords {
+		return fmt.Errorf("kvfile: %d records, at most %d", len(blocks)+len(states), MaxRecords)
 	}
 	for i := range blocks {
 		if err := blocks[i].check(l); err != nil {
 			return fmt.Errorf("kvfile: block %d: %w", i, err)
 		}
 	}
-	if _, err := w.Write(headerBytes(l, len(blocks))); err != nil {
+	for i := range states {
+		if err := states[i].check(l); err != nil {
+			return fmt.Errorf("kvfile: state %d: %w", i, err)
+		}
+	}
+	if _, err := w.Write(headerBytes(l, len(blocks)+len(states))); err != nil {
 		return err
 	}
 	var meta []byte
 	for i := range blocks {
 		b := &blocks[i]
-		meta = append(meta[:0], b.Key[:]...)
+		meta = l.appendKind(meta[:0], kindBlock)
+		meta = append(meta, b.Key[:]...)
 		meta = append(meta, b.Parent[:]...)
 		meta = binary.LittleEndian.AppendUint32(meta, uint32(b.Depth))
 		meta = binary.LittleEndian.AppendUint32(meta, uint32(len(b.Tokens)))
@@ -272,7 +288,7 @@ func Encode(w io.Writer, l Layout, blocks []Block) error {
 			return err
 		}
 	}
-	return nil
+	return encodeStates(w, states)
 }
 
 // DecodeHeader reads and checks a header: its checksum, version and limits. It returns the
@@ -288,8 +304,8 @@ func DecodeHeader(r io.Reader) (Layout, int, error) {
 	}
 	le := binary.LittleEndian
 	v := le.Uint32(fixed[4:])
-	if v != Version && v != 1 {
-		return l, 0, fmt.Errorf("%w: version %d, this build reads %d and 1", ErrForeign, v, Version)
+	if v != Version && v != 1 && v != VersionStates {
+		return l, 0, fmt.Errorf("%w: version %d, this build reads %d, %d and 1", ErrForeign, v, VersionStates, Version)
 	}
 	copy(l.Model[:], fixed[8:40])
 	l.DType = quant.Type(le.Uint32(fixed[40:]))
@@ -301,7 +317,11 @@ func DecodeHeader(r io.Reader) (Layout, int, error) {
 		return l, 0, fmt.Errorf("%w: block size %d, %d layers", ErrCorrupt, bs, nl)
 	}
 	l.BlockSize = int(bs)
-	rest := make([]byte, 8*int(nl)+8)
+	extra := 0 // version 3's state size
+	if v == VersionStates {
+		extra = 4
+	}
+	rest := make([]byte, 8*int(nl)+extra+8)
 	if _, err := io.ReadFull(r, rest); err != nil {
 		return l, 0, fmt.Errorf("%w: header: %v", ErrCorrupt, err)
 	}
@@ -314,6 +334,13 @@ func DecodeHeader(r io.Reader) (Layout, int, error) {
 		l.Layers[i] = Layer{KVHeads: int(le.Uint32(rest[8*i:])), HeadDim: int(le.Uint32(rest[8*i+4:]))}
 	}
 	n := le.Uint32(rest[len(rest)-8:])
+	if extra > 0 {
+		sb := le.Uint32(rest[8*nl:])
+		if sb == 0 || sb > MaxStateBytes {
+			return l, 0, fmt.Errorf("%w: states of %d bytes", ErrCorrupt, sb)
+		}
+		l.StateBytes = int(sb)
+	}
 	if err := l.Check(); err != nil {
 		return l, 0, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
@@ -326,35 +353,61 @@ func DecodeHeader(r io.Reader) (Layout, int, error) {
 // Decode reads a whole image written by Encode and returns its blocks, which must be of layout
 // want (ErrForeign otherwise) and intact (ErrCorrupt otherwise: every checksum, size and
 // position verified, nothing after the last record). maxBlocks bounds the records accepted
-// (0: MaxRecords).
+// (0: MaxRecords). An image with states (EncodeImage) is ErrForeign: use DecodeImage.
 func Decode(r io.Reader, want Layout, maxBlocks int) ([]Block, error) {
+	blocks, states, err := DecodeImage(r, want, maxBlocks)
+	if err == nil && len(states) > 0 {
+		return nil, fmt.Errorf("%w: the image holds %d recurrent states besides its blocks", ErrForeign, len(states))
+	}
+	return blocks, err
+}
+
+// DecodeImage is Decode for an image that may hold states after its blocks (EncodeImage):
+// it returns both. maxBlocks bounds the records of either kind.
+func DecodeImage(r io.Reader, want Layout, maxBlocks int) ([]Block, []State, error) {
 	br := bufio.NewReader(r)
 	l, n, err := DecodeHeader(br)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !l.Equal(want) {
-		return nil, fmt.Errorf("%w: the file's model or layout (%v, blocks of %d, %d layers) is not this cache's (%v, blocks of %d, %d layers)",
+		return nil, nil, fmt.Errorf("%w: the file's model or layout (%v, blocks of %d, %d layers) is not this cache's (%v, blocks of %d, %d layers)",
 			ErrForeign, l.DType, l.BlockSize, len(l.Layers), want.DType, want.BlockSize, len(want.Layers))
 	}
 	if maxBlocks <= 0 {
 		maxBlocks = MaxRecords
 	}
 	if n > maxBlocks {
-		return nil, fmt.Errorf("%w: %d blocks, at most %d accepted", ErrCorrupt, n, maxBlocks)
+		return nil, nil, fmt.Errorf("%w: %d blocks, at most %d accepted", ErrCorrupt, n, maxBlocks)
 	}
 	blocks := make([]Block, 0, min(n, 1024))
+	var states []State
 	for i := range n {
-		b, err := decodeRecord(br, l)
+		kind, err := l.readKind(br)
+		if err == nil && kind == kindBlock && len(states) > 0 {
+			err = fmt.Errorf("%w: a block after the states", ErrCorrupt)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("record %d: %w", i, err)
+			return nil, nil, fmt.Errorf("record %d: %w", i, err)
+		}
+		if kind == kindState {
+			st, err := decodeState(br, l)
+			if err != nil {
+				return nil, nil, fmt.Errorf("record %d: %w", i, err)
+			}
+			states = append(states, st)
+			continue
+		}
+		b, err := decodeRecord(br, l, l.appendKind(nil, kind))
+		if err != nil {
+			return nil, nil, fmt.Errorf("record %d: %w", i, err)
 		}
 		blocks = append(blocks, b)
 	}
 	if _, err := br.ReadByte(); err != io.EOF {
-		return nil, fmt.Errorf("%w: bytes after the last record", ErrCorrupt)
+		return nil, nil, fmt.Errorf("%w: bytes after the last record", ErrCorrupt)
 	}
-	return blocks, nil
+	return blocks, states, nil
 }
 
 // DecodeMeta reads the header and the first record's key, parent, depth, tokens and positions
@@ -372,6 +425,9 @@ func DecodeMeta(r io.Reader, want Layout) (Block, error) {
 	if n != 1 {
 		return Block{}, fmt.Errorf("%w: %d records in a block file", ErrCorrupt, n)
 	}
+	if kind, err := l.readKind(br); err != nil || kind != kindBlock {
+		return Block{}, fmt.Errorf("%w: a block file's record is no block (%v)", ErrCorrupt, err)
+	}
 	var b Block
 	_, cells, err := b.readHead(br, l)
 	if err != nil {
@@ -388,7 +444,8 @@ func DecodeMeta(r io.Reader, want Layout) (Block, error) {
 	return b, nil
 }
 
-func decodeRecord(r io.Reader, l Layout) (Block, error) {
+// decodeRecord reads a block record after its kind, whose bytes pre the checksum covers too.
+func decodeRecord(r io.Reader, l Layout, pre []byte) (Block, error) {
 	var b Block
 	head, n, err := b.readHead(r, l)
 	if err != nil {
@@ -398,7 +455,7 @@ func decodeRecord(r io.Reader, l Layout) (Block, error) {
 	if _, err := io.ReadFull(r, body); err != nil {
 		return b, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
-	crc := crc32.Update(crc32.Checksum(head, castagnoli), castagnoli, body[:len(body)-4])
+	crc := crc32.Update(crc32.Update(crc32.Checksum(pre, castagnoli), castagnoli, head), castagnoli, body[:len(body)-4])
 	if crc != binary.LittleEndian.Uint32(body[len(body)-4:]) {
 		return b, fmt.Errorf("%w: record checksum", ErrCorrupt)
 	}
@@ -437,99 +494,4 @@ func (b *Block) setTokens(meta []byte, n int) {
 		b.Tokens[i] = int32(le.Uint32(meta[4*i:]))
 		b.Pos[i] = int32(le.Uint32(meta[4*(n+i):]))
 	}
-}
-
-// MaxName is the longest file name WriteFile can write: a file system's usual NAME_MAX (255
-// bytes) less what its temporary name adds (a leading dot, a dot and up to ten random digits,
-// ".tmp"). A longer name fails to be created, whatever the directory.
-const MaxName = 255 - len(".") - len(".") - 10 - len(".tmp")
-
-// WriteFile writes blocks under l to path atomically: to a temporary file in the same
-// directory, then renamed over path, so a reader sees the old file, the whole new one, or none
-// (a crash may leave a "*.tmp" file behind, never a torn path). Not synced to disk: a power cut
-// may lose or tear the file, which the checksums then reject. path's base name must be at most
-// MaxName bytes.
-func WriteFile(path string, l Layout, blocks []Block) (int64, error) {
-	dir, base := filepath.Split(path)
-	if len(base) > MaxName {
-		return 0, fmt.Errorf("kvfile: file name of %d bytes, at most %d fit with the temporary suffix", len(base), MaxName)
-	}
-	f, err := os.CreateTemp(dir, "."+base+".*.tmp")
-	if err != nil {
-		return 0, err
-	}
-	tmp := f.Name()
-	w := bufio.NewWriterSize(f, 1<<16)
-	err = Encode(w, l, blocks)
-	if err == nil {
-		err = w.Flush()
-	}
-	var size int64
-	if err == nil {
-		size, err = f.Seek(0, io.SeekCurrent)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return 0, err
-	}
-	return size, nil
-}
-
-// ErrNotRegular: the path names something other than a regular file (a FIFO, a device, a
-// directory, a socket), which ReadFile does not open.
-var ErrNotRegular = errors.New("kvfile: not a regular file")
-
-// OpenRegular opens path for reading if it is a regular file: the open does not block
-// (O_NONBLOCK, so a FIFO without a writer cannot hang it) and anything else is ErrNotRegular,
-// checked on the opened file itself (no race with a rename). It returns the file and its
-// information; the caller closes the file.
-func OpenRegular(path string) (*os.File, os.FileInfo, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, nil, fmt.Errorf("%w: %s is a %v", ErrNotRegular, filepath.Base(path), fi.Mode().Type())
-	}
-	return f, fi, nil
-}
-
-// ReadFile decodes the image at path (see Decode), a regular file only (OpenRegular). Reading
-// stops with ctx's error when ctx ends.
-func ReadFile(ctx context.Context, path string, want Layout, maxBlocks int) ([]Block, error) {
-	f, _, err := OpenRegular(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	blocks, err := Decode(ctxReader{ctx, f}, want, maxBlocks)
-	if cerr := ctx.Err(); err != nil && cerr != nil {
-		return nil, cerr // Decode words a failed read as corruption
-	}
-	return blocks, err
-}
-
-// ctxReader reads r until ctx ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }

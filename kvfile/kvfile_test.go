@@ -317,7 +317,7 @@ func TestVersion1(t *testing.T) {
 		{name: "f32 as 0", dtype: quant.F32, version: 1, code: 0},
 		{name: "8 was no version 1 dtype", dtype: quant.Q8_0, version: 1, code: 8, wantErr: true},
 		{name: "q8_0 as 8 in version 2", dtype: quant.Q8_0, version: 2, code: 8},
-		{name: "version 3", dtype: quant.F16, version: 3, code: 1, wantErr: true, wantOther: true},
+		{name: "version 4", dtype: quant.F16, version: 4, code: 1, wantErr: true, wantOther: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -42,6 +42,8 @@ func (r *Recurrent) StateBytesPerSeq() int64 { return 4 * int64(r.seqLen()) }
 type recState struct {
 	r    Recurrent
 	data []float32
+	// snaps holds the snapshot slots (snapshot.go), each laid out as one sequence's state.
+	snaps []float32
 	// Scratch of one micro-batch: in-projection [n][ConvChannels], its convolution, the output
 	// gate z [n][ValueDim], beta and alpha [n][VHeads], the heads' output [n][ValueDim], and the
 	// gated attention's joint query+gate projection [n][2·QDim].
@@ -130,9 +132,13 @@ func (c *Runtime) StateSave(seq int, dst []byte) {
 		return
 	}
 	c.checkSeq(seq)
-	src := c.rec.seq(seq)
+	putFloats(dst, c.rec.seq(seq))
+}
+
+// putFloats writes src into dst as float32 little-endian; len(dst) >= 4·len(src).
+func putFloats(dst []byte, src []float32) {
 	if len(dst) < 4*len(src) {
-		panic(fmt.Sprintf("runner: StateSave into %d bytes, the state has %d", len(dst), 4*len(src)))
+		panic(fmt.Sprintf("runner: a recurrent state into %d bytes, the state has %d", len(dst), 4*len(src)))
 	}
 	for i, v := range src {
 		binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v))
@@ -151,7 +157,12 @@ func (c *Runtime) StateLoad(seq int, src []byte) error {
 	if seq < 0 || seq >= c.opts.NSeqMax {
 		return fmt.Errorf("runner: recurrent state of sequence %d outside [0, %d)", seq, c.opts.NSeqMax)
 	}
-	dst := c.rec.seq(seq)
+	return getFloats(c.rec.seq(seq), src)
+}
+
+// getFloats replaces dst by src's float32 little-endian values, all finite and exactly
+// len(dst) of them, or changes nothing and says why.
+func getFloats(dst []float32, src []byte) error {
 	if len(src) != 4*len(dst) {
 		return fmt.Errorf("runner: a recurrent state of %d bytes, this model's has %d (saved from another model?)", len(src), 4*len(dst))
 	}

@@ -15,7 +15,7 @@ var serveHelpGroups = []flagGroup{
 	{"Limits: output constraints and tools", []string{"grammar-max-bytes", "grammar-max-rules", "grammar-max-alternatives",
 		"grammar-max-repetition", "grammar-max-elements", "grammar-max-time", "grammar-budget", "max-sample-time",
 		"max-tools", "max-tools-bytes"}},
-	{"KV cache and its tiers", []string{"kv-type", "cache-type-k", "cache-type-v", "kv-block", "context-shift", "keep",
+	{"KV cache and its tiers", []string{"kv-type", "cache-type-k", "cache-type-v", "kv-block", "context-shift", "keep", "state-cache",
 		"kv-disk", "kv-disk-size", "slot-save-path"}},
 	{"Fleet (ubatch route, Redis, peers)", []string{"redis", "node-id", "advertise-url", "fleet-namespace", "fleet-ttl",
 		"peer-kv", "peer-timeout", "peer-max-blocks"}},

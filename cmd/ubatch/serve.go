@@ -69,6 +69,7 @@ type serveOpts struct {
 	reasoningFormat   *string
 	pooling           *string
 	memLimit          *string
+	stateCache        *string
 }
 
 // register adds serve's flags to fs.
@@ -116,6 +117,7 @@ func (o *serveOpts) register(fs *pflag.FlagSet) {
 	o.cacheSaltPerKey = fs.Bool("cache-salt-per-key", false, "salt every request's prefix-cache blocks by its bearer token (hashed), besides its cache_salt: tenants sending different tokens never share a cached prefix, so cached_tokens and the time to first token reveal nothing of each other's prompts (at the cost of no sharing between them)")
 	o.allowedHosts = fs.String("allowed-hosts", "", "Host header names served besides localhost ones, comma-separated (\"*\" for any); on a loopback --host other names get 403, so that a web page cannot reach the server by DNS rebinding (its own name re-resolved to 127.0.0.1)")
 	o.contextShift = fs.Bool("context-shift", false, "let a sequence that reaches n_ctx_seq go on: drop the older half of its history and shift the rest (llama.cpp's --context-shift); without it, it stops there")
+	o.stateCache = fs.String("state-cache", "", "memory for a hybrid model's (qwen35) snapshots of its recurrent state, e.g. 256M: a prompt prefix is reused up to the longest block boundary with a snapshot (every 512 tokens, where prompts branch, each prompt's last block and each sequence's latest one); 0 keeps none, so no prefix of a hybrid is reused (default: 8 snapshots per sequence, within 1G)")
 	o.keep = fs.Int("keep", 0, "with --context-shift, prompt tokens a shift never drops besides BOS (llama.cpp's --keep/n_keep: a model that adds BOS keeps it too); -1: the whole prompt")
 	o.chatTemplate = fs.String("chat-template", "", "Jinja chat template to use instead of the model's tokenizer.chat_template")
 	o.chatTemplateFile = fs.String("chat-template-file", "", "read the chat template from this file")
@@ -201,6 +203,16 @@ func (o *serveOpts) setup(fs *pflag.FlagSet, stderr io.Writer) (*serveSetup, err
 			return nil, fmt.Errorf("--mem-limit: %w", err)
 		}
 		ss.budgetSource = "--mem-limit"
+	}
+	if *o.stateCache != "" {
+		n, err := parseSize(*o.stateCache)
+		if err != nil {
+			return nil, fmt.Errorf("--state-cache: %w", err)
+		}
+		ss.stateCache = n
+		if n == 0 {
+			ss.stateCache = -1 // engine.Config's "none"
+		}
 	}
 	level := slog.LevelInfo
 	if *o.verbose {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
@@ -48,8 +49,9 @@ func kvLayout(m *model.Model, lctx *runner.Runtime) (kvfile.Layout, error) {
 		return kvfile.Layout{}, fmt.Errorf("the model file's identity for --kv-disk: %w", err)
 	}
 	h, cfg := lctx.Hparams(), lctx.KVConfig()
-	l := kvfile.Layout{Model: id, DType: cfg.DType, BlockSize: cfg.BlockSize}
-	for range h.NLayers {
+	// The KV cache's layers (a hybrid's attention layers alone), and a hybrid's state size.
+	l := kvfile.Layout{Model: id, DType: cfg.DType, BlockSize: cfg.BlockSize, StateBytes: lctx.StateBytes()}
+	for range cfg.NLayers {
 		l.Layers = append(l.Layers, kvfile.Layer{KVHeads: h.NKVHeads, HeadDim: h.HeadDim})
 	}
 	return l, l.Check()
@@ -63,6 +65,16 @@ func (f *kvDiskFlags) start(m *model.Model, lctx *runner.Runtime, eng *engine.En
 	nop := func() {}
 	if f.dir == "" && f.slotPath == "" && peers == nil {
 		return nil, kvfile.Layout{}, nop, nil
+	}
+	if eng.Recurrent() && (f.dir != "" || peers != nil) { // slot files carry its state; these do not
+		var flags []string
+		if f.dir != "" {
+			flags = append(flags, "--kv-disk")
+		}
+		if peers != nil {
+			flags = append(flags, "--peer-kv (with --redis)")
+		}
+		return nil, kvfile.Layout{}, nop, fmt.Errorf("%s: %w", strings.Join(flags, ", "), engine.ErrRecurrentTiers)
 	}
 	l, err := kvLayout(m, lctx)
 	if err != nil {

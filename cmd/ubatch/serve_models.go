@@ -102,7 +102,8 @@ type serveSetup struct {
 	kvOpts         runner.Options
 	budget         int64 // bytes, -1: unknown
 	budgetSource   string
-	sampling       bool // sampling flags were given: they are every route's defaults
+	stateCache     int64 // --state-cache as engine.Config.StateCacheBytes (0: default, -1: none)
+	sampling       bool  // sampling flags were given: they are every route's defaults
 	keepAliveSet   bool
 	keepAlive      time.Duration
 	reg            *prometheus.Registry // the process's series; each model has a registry of its own
@@ -315,11 +316,16 @@ func (ss *serveSetup) build(spec server.ModelSpec, m *model.Model) (*server.Load
 	eng, err := engine.New(dec,
 		engine.Limits{NCtx: opts.NCtx, NCtxSeq: nCtxSeq, NSeqMax: opts.NSeqMax, NBatch: opts.NBatch, Vocab: m.Hparams().Vocab},
 		engine.Config{BatchSize: o.mf.batch, ChunkSize: *o.chunkSize, MaxRunning: np, MaxQueue: *o.maxQueue,
-			Policy: engine.Policy(*o.policy), ContextShift: *o.contextShift, Keep: shiftKeep(*o.keep, m.Vocab.AddBOS()), IsEOG: m.Vocab.IsEOG,
+			Policy: engine.Policy(*o.policy), ContextShift: *o.contextShift, StateCacheBytes: ss.stateCache, Keep: shiftKeep(*o.keep, m.Vocab.AddBOS()), IsEOG: m.Vocab.IsEOG,
 			Observer: server.Observers{metrics, ss.live}, TargetITL: *o.targetITL, MaxSampleTime: o.cf.sampleTime, Logger: ss.logger})
 	if err != nil {
 		lctx.Close()
 		return nil, err
+	}
+	if eng.Recurrent() {
+		st := eng.Stats().States
+		ss.logger.Info("hybrid model: a recurrent state per sequence, snapshots for prefix reuse", "model", spec.ID,
+			"state_bytes", lctx.StateBytes(), "snapshot_slots", st.Slots, "snapshot_bytes", int64(st.Slots)*int64(lctx.StateBytes()))
 	}
 	// The Gateway API Inference Extension's pickers read vLLM's names, labelled model_name.
 	server.RegisterVLLM(sub, spec.ID, eng.Stats)

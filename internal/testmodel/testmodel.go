@@ -108,8 +108,9 @@ func Layout(t testing.TB, m *model.Model, rt *runner.Runtime) kvfile.Layout {
 		t.Fatal(err)
 	}
 	h, cfg := rt.Hparams(), rt.KVConfig()
-	l := kvfile.Layout{Model: id, DType: cfg.DType, BlockSize: cfg.BlockSize}
-	for range h.NLayers {
+	// The KV cache's layers (a hybrid's attention layers alone), and a hybrid's state size.
+	l := kvfile.Layout{Model: id, DType: cfg.DType, BlockSize: cfg.BlockSize, StateBytes: rt.StateBytes()}
+	for range cfg.NLayers {
 		l.Layers = append(l.Layers, kvfile.Layer{KVHeads: h.NKVHeads, HeadDim: h.HeadDim})
 	}
 	return l

@@ -156,6 +156,29 @@ func TestHybridStateOps(t *testing.T) {
 			t.Errorf("saved and loaded state: relative RMS %.2e from the uninterrupted run", e)
 		}
 	})
+	t.Run("snapshot", func(t *testing.T) {
+		rt := c.Runtime()
+		if err := rt.ReserveSnapshots(-1); err == nil {
+			t.Error("ReserveSnapshots(-1) accepted")
+		}
+		if err := rt.ReserveSnapshots(2); err != nil || rt.Snapshots() != 2 {
+			t.Fatalf("ReserveSnapshots(2): %v, %d slots", err, rt.Snapshots())
+		}
+		if err := rt.StateLoad(0, saved); err != nil {
+			t.Fatal(err)
+		}
+		rt.SnapshotSave(1, 0)
+		rt.StateClear(0)
+		rt.SnapshotLoad(1, 1) // into sequence 1, which continues sequence 0's first 12 tokens
+		if err := c.KV().SeqCopy(0, 1, 0, 12); err != nil {
+			t.Fatal(err)
+		}
+		if e := worstRel(continueLogits(t, c, 1, 12, tail), want); e > 1e-5 {
+			t.Errorf("state through a snapshot slot: relative RMS %.2e from the uninterrupted run", e)
+		}
+		c.KV().SeqFree(1)
+		rt.StateClear(1)
+	})
 	t.Run("clear-refeed", func(t *testing.T) {
 		c.KV().SeqFree(0)
 		c.Runtime().StateClear(0)

@@ -95,7 +95,7 @@ func (s *api) handleSlotAction(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	switch action {
 	case "save":
-		blocks, _, err := s.Config().Engine.SaveSlot(r.Context(), id)
+		blocks, states, _, err := s.Config().Engine.SaveSlotImage(r.Context(), id)
 		if err != nil {
 			server.WriteError(w, slotError(err))
 			return
@@ -104,7 +104,7 @@ func (s *api) handleSlotAction(w http.ResponseWriter, r *http.Request) {
 		for _, b := range blocks {
 			n += len(b.Tokens)
 		}
-		size, err := kvfile.WriteFile(path, s.Config().KVLayout, blocks)
+		size, err := kvfile.WriteImageFile(path, s.Config().KVLayout, blocks, states)
 		if err != nil {
 			server.WriteError(w, server.InternalError(err))
 			return
@@ -113,13 +113,14 @@ func (s *api) handleSlotAction(w http.ResponseWriter, r *http.Request) {
 			Timings: slotSaveTimings{SaveMS: server.Millis(time.Since(start))}})
 	case "restore":
 		bs := s.Config().KVLayout.BlockSize
-		blocks, err := kvfile.ReadFile(r.Context(), path, s.Config().KVLayout, s.Config().Engine.Limits().NCtxSeq/bs+1)
+		// A hybrid's file holds a state after its blocks: room for one per block.
+		blocks, states, err := kvfile.ReadImageFile(r.Context(), path, s.Config().KVLayout, 2*(s.Config().Engine.Limits().NCtxSeq/bs+1))
 		if err != nil {
 			server.WriteError(w, slotFileError(req.Filename, err))
 			return
 		}
-		var size int64 = kvfile.Size(s.Config().KVLayout, blocks)
-		n, err := s.Config().Engine.RestoreSlot(r.Context(), id, blocks)
+		var size int64 = kvfile.SizeImage(s.Config().KVLayout, blocks, states)
+		n, err := s.Config().Engine.RestoreSlotImage(r.Context(), id, blocks, states)
 		if errors.Is(err, engine.ErrSlotFile) {
 			err = server.BadRequest("filename", "%s is not a saved slot: %v", req.Filename, err)
 		}

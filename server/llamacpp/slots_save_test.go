@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"ubatch/engine"
+	"ubatch/internal/testdata"
 	"ubatch/internal/testmodel"
 	"ubatch/kvfile"
 	"ubatch/quant"
@@ -66,6 +67,53 @@ func TestSlotActionErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSlotSaveRestoreHybrid: a hybrid model's slot file carries snapshots of its recurrent
+// state beside its blocks (version 3), so a new server that restores it answers the same
+// prompt, and the next turn of it, from the cache with the greedy text of a server that
+// computed them.
+func TestSlotSaveRestoreHybrid(t *testing.T) {
+	path := testdata.Model(t, "arch/synth-qwen35-f16.gguf")
+	dir := t.TempDir()
+	prompt := strings.Repeat("Tom and Sue went to the park to play with a big red ball. ", 4)
+	req := map[string]any{"prompt": prompt, "max_tokens": 8, "temperature": 0}
+
+	a := slotEnv(t, path, dir)
+	first := a.Complete(req)
+	next := map[string]any{"prompt": prompt + first.Choices[0].Text + " The end.", "max_tokens": 8, "temperature": 0}
+	var saved slotSaveReply
+	a.PostJSON("/slots/0?action=save", map[string]any{"filename": "h.bin"}, 200, &saved)
+	data, err := os.ReadFile(filepath.Join(dir, "h.bin"))
+	if err != nil || len(data) < 8 || data[4] != kvfile.VersionStates || int64(len(data)) != saved.NWritten {
+		t.Fatalf("the file: %d bytes (n_written %d), %v: want a version %d image", len(data), saved.NWritten, err, kvfile.VersionStates)
+	}
+	want := slotEnv(t, path, "").Complete(next) // computed from scratch
+
+	b := slotEnv(t, path, dir)
+	var restored slotRestoreReply
+	b.PostJSON("/slots/1?action=restore", map[string]any{"filename": "h.bin"}, 200, &restored)
+	if restored.NRestored != saved.NSaved || restored.NRead != saved.NWritten {
+		t.Fatalf("restore: %+v, saved %+v", restored, saved)
+	}
+	again := b.Complete(req)
+	if again.Choices[0].Text != first.Choices[0].Text || again.Usage.PromptTokensDetails.CachedTokens == 0 {
+		t.Fatalf("after restore: %q with %d cached tokens, before: %q", again.Choices[0].Text, again.Usage.PromptTokensDetails.CachedTokens, first.Choices[0].Text)
+	}
+	// A fresh server again, so that the next turn finds only what the file brought.
+	c := slotEnv(t, path, dir)
+	c.PostJSON("/slots/0?action=restore", map[string]any{"filename": "h.bin"}, 200, &restored)
+	turn := c.Complete(next)
+	if turn.Choices[0].Text != want.Choices[0].Text {
+		t.Fatalf("next turn after restore: %q, computed: %q", turn.Choices[0].Text, want.Choices[0].Text)
+	}
+	// At least the prompt's last full block: the next turn's text is tokenized afresh, so its
+	// tokens may part from the generated ones inside the reply.
+	if cached := turn.Usage.PromptTokensDetails.CachedTokens; cached < again.Usage.PromptTokensDetails.CachedTokens {
+		t.Fatalf("next turn after restore: %d of %d prompt tokens cached, the same prompt %d", cached, turn.Usage.PromptTokens, again.Usage.PromptTokensDetails.CachedTokens)
+	}
+	t.Logf("saved %d tokens in %d bytes; same prompt %d cached, next turn %d of %d", saved.NSaved, saved.NWritten,
+		again.Usage.PromptTokensDetails.CachedTokens, turn.Usage.PromptTokensDetails.CachedTokens, turn.Usage.PromptTokens)
 }
 
 // TestSlotSaveRestore saves a slot after a completion, restores the file into a new server
