@@ -40,7 +40,7 @@ func TestImagesRoundTrip(t *testing.T) {
 			if !bytes.Equal(img, other) || bytes.Count(img, []byte{0}) == len(img) {
 				t.Fatal("cells loaded from an image do not read back as saved")
 			}
-			rb := s.RowBytes()
+			rb := s.RowBytes(0)
 			for l := range cfg.NLayers {
 				kb, vb := s.layerBytes(l)
 				if !bytes.Equal(kb[2*rb:7*rb], kb[12*rb:17*rb]) || !bytes.Equal(vb[2*rb:7*rb], vb[12*rb:17*rb]) {

@@ -49,8 +49,9 @@ func kvLayout(m *model.Model, lctx *runner.Runtime) (kvfile.Layout, error) {
 	}
 	h, cfg := lctx.Hparams(), lctx.KVConfig()
 	l := kvfile.Layout{Model: id, DType: cfg.DType, BlockSize: cfg.BlockSize}
-	for range h.NLayers {
-		l.Layers = append(l.Layers, kvfile.Layer{KVHeads: h.NKVHeads, HeadDim: h.HeadDim})
+	for i := range h.NKVLayers() {
+		a := h.Shape(i)
+		l.Layers = append(l.Layers, kvfile.Layer{KVHeads: a.NKVHeads, HeadDim: a.HeadDim})
 	}
 	return l, l.Check()
 }

@@ -109,8 +109,9 @@ func Layout(t testing.TB, m *model.Model, rt *runner.Runtime) kvfile.Layout {
 	}
 	h, cfg := rt.Hparams(), rt.KVConfig()
 	l := kvfile.Layout{Model: id, DType: cfg.DType, BlockSize: cfg.BlockSize}
-	for range h.NLayers {
-		l.Layers = append(l.Layers, kvfile.Layer{KVHeads: h.NKVHeads, HeadDim: h.HeadDim})
+	for i := range h.NKVLayers() {
+		a := h.Shape(i)
+		l.Layers = append(l.Layers, kvfile.Layer{KVHeads: a.NKVHeads, HeadDim: a.HeadDim})
 	}
 	return l
 }
