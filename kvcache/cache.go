@@ -103,10 +103,10 @@ const DefaultBlockSize = 16
 // them, so that a manager and a store made from one Config agree). All counts must be positive
 // (BlockSize 0 means DefaultBlockSize).
 type Config struct {
-	NLayers, KVDim       int // KVDim = n_kv_heads * head_dim
+	NLayers, KVDim int // KVDim = n_kv_heads * head_dim
 	// KVDims, when not nil, is each layer's row width (len NLayers; Gemma 4's full and sliding
 	// layers differ) and KVDim their largest; nil: KVDim for every layer.
-	KVDims []int
+	KVDims               []int
 	BlockSize, NumBlocks int
 	DType                quant.Type // a KV format (package kvformat): F16, F32 or Q8_0
 	MaxSeqs              int        // sequence ids are in [0, MaxSeqs)

@@ -116,7 +116,7 @@ type Runtime struct {
 	nTileLists  int
 	tileWorkers [][]tileWorker // per tile shape (tileShapes), per pool worker
 	tileShapes  []tileShape
-	tiledGo     bool         // tests: TiledAttention on the kernel's Go twin where it has no assembly
+	tiledGo     bool // tests: TiledAttention on the kernel's Go twin where it has no assembly
 	// shift is shiftK's rotation table for (layer, delta), valid when ok.
 	shift struct {
 		cs    []float32
