@@ -77,6 +77,8 @@ type Scratch struct {
 	Gate []float32 // feed-forward [n][FFN]
 	Up   []float32 // feed-forward [n][FFN]
 	Wide []float32 // output of a fused matrix [n][max(QDim+2·KVDim, 2·FFN)]
+	// A family's own values (Hparams.AuxWidth; nil when 0): [n][AuxWidth] and one row of it.
+	Aux, AuxRow []float32
 }
 
 // Runtime runs forward passes of one Graph: it owns the K/V memory (a kvstore.Store), the
@@ -169,6 +171,9 @@ func New(g Graph, opts Options) (*Runtime, error) {
 	c.S = Scratch{
 		X: f(h.Dim), XN: f(max(h.Dim, qd)), Q: f(qd), K: f(kvd), V: f(kvd), Att: f(qd),
 		Tmp: f(max(h.Dim, qd)), Gate: f(h.FFN), Up: f(h.FFN), Wide: f(wide),
+	}
+	if h.AuxWidth > 0 {
+		c.S.Aux, c.S.AuxRow = f(h.AuxWidth), make([]float32, h.AuxWidth)
 	}
 	for i := range c.vis {
 		c.vis[i].off = make([]int32, n+1)

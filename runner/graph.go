@@ -38,6 +38,9 @@ type Hparams struct {
 	// size and KV head count are not its sliding layers'); NHeads, NKVHeads and HeadDim are then
 	// KV layer 0's. nil: every layer is (NHeads, NKVHeads, HeadDim).
 	KVShapes []AttnShape
+	// AuxWidth, when > 0, sizes a family's own per-token values kept across layers
+	// (Scratch.Aux, [n][AuxWidth], and one more row, Scratch.AuxRow): Gemma 4's per-layer inputs.
+	AuxWidth int
 }
 
 // AttnShape is one layer's attention: query heads, key/value heads (NHeads a multiple) and the

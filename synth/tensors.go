@@ -45,6 +45,9 @@ func (l *layout) tensors() []tensorSpec {
 	if l.RopeFreqs {
 		ts = append(ts, vec("rope_freqs.weight", kindRopeFreqs, l.ropeDims/2))
 	}
+	if l.Gemma4 {
+		ts = append(ts, l.gemma4Globals()...)
+	}
 	for i := range s.Layers {
 		if l.Gemma4 {
 			ts = append(ts, l.gemma4Block(i)...)
