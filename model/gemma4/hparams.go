@@ -29,8 +29,9 @@ type layerDims struct {
 func readLayers(b *model.Binder, h *runner.Hparams, pl model.PerLayer, sliding []bool) []layerDims {
 	key := func(k string) string { return b.Arch + "." + k }
 	full := h.HeadDim // attention.key_length, value_length checked equal by HparamsPerLayer
-	swa := b.Int("attention.key_length_swa", full, 1, 1<<16)
-	if v := b.Int("attention.value_length_swa", swa, 1, 1<<16); b.Err() == nil && v != swa {
+	// Required, as llama.cpp's Gemma 4 loader reads them (its converter always writes them).
+	swa := b.Int("attention.key_length_swa", -1, 1, 1<<16)
+	if v := b.Int("attention.value_length_swa", -1, 1, 1<<16); b.Err() == nil && v != swa {
 		b.Fail("metadata %s = %d differs from %s = %d: Gemma 4 needs equal key and value head sizes", key("attention.value_length_swa"), v, key("attention.key_length_swa"), swa)
 	}
 	n := h.NLayers
@@ -132,10 +133,10 @@ func ropes(b *model.Binder, sliding []bool, fullHD, swaHD int) (global, local *o
 	return global, local
 }
 
-// perLayerInput reads embedding_length_per_layer_input (0: no per-layer embeddings) and checks
-// that the per-layer inputs of every token fit an int.
+// perLayerInput reads embedding_length_per_layer_input (required, as in llama.cpp; 0: no
+// per-layer embeddings) and checks that the per-layer inputs of every token fit an int.
 func perLayerInput(b *model.Binder, h *runner.Hparams) int {
-	n := b.Int("embedding_length_per_layer_input", 0, 0, 1<<16)
+	n := b.Int("embedding_length_per_layer_input", -1, 0, 1<<16)
 	if b.Err() == nil && n > 0 && h.NLayers*n > 1<<24 {
 		b.Fail("metadata %s.embedding_length_per_layer_input = %d over %d layers is too wide", b.Arch, n, h.NLayers)
 	}
