@@ -106,6 +106,9 @@ func TestMatchesLlamaCpp(t *testing.T) {
 		// llama.cpp's own F32 of this file has 9 rows past 0.15 (up to 0.46): Q4_K's rounding
 		// moves several routers' choices. A structural error puts all 24 past.
 		{"moe-q4_k_m", "moe", "q4_k_m", 0.15, 10},
+		{"e-f16", "e", "f16", 0.02, 0},
+		{"e-q8_0", "e", "q8_0", 0.15, 0},
+		{"e-q4_k_m", "e", "q4_k_m", 0.15, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
