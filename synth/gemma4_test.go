@@ -117,6 +117,9 @@ func TestGemma4Layout(t *testing.T) {
 					t.Errorf("tensor %s should not be written", name)
 				}
 			}
+			if ti, _ := f.Tensor("per_layer_model_proj.weight"); ti != nil && ti.Type.String() != "F16" {
+				t.Errorf("per_layer_model_proj is %v, want F16 (llama.cpp's quantizer leaves it as converted)", ti.Type)
+			}
 			if ti, _ := f.Tensor("blk.1.ffn_gate_inp.weight"); ti != nil && ti.Type.String() != "F32" {
 				t.Errorf("the router is %v, want F32 (llama.cpp's quantizer leaves it)", ti.Type)
 			}
