@@ -7,16 +7,18 @@ import "fmt"
 const gemma4FullRotary = 0.25
 
 // gemma4Shapes are the kinds of Gemma 4 synth writes, each small, with the released files'
-// per-layer sizes: full layers of heads twice as wide and half as many KV heads as the sliding
-// ones, and no attn_v (their values are their keys):
+// per-layer sizes: full layers of heads twice as wide and fewer KV heads than the sliding ones
+// (the 31B's 512 and 256 wide, 4 and 16 KV heads; here 2 and 4, moe 1 and 4), and no attn_v
+// (their values are their keys):
 //   - dense, the 31B's layout;
 //   - moe, the 26B-A4B's: a dense FFN beside 8 experts of which 2 are used;
 //   - e, the E2B/E4B's: per-layer embeddings, the last 3 of 9 layers reusing the KV of the last
-//     sliding and full layers before them, their FFN twice as wide; attn_v on every layer.
+//     sliding and full layers before them, their FFN twice as wide; half the KV heads on the full
+//     layers, attn_v on every layer.
 var gemma4Shapes = []Shape{
-	{Name: "dense", Dim: 256, Layers: 4, Heads: 8, KVHeads: 2, HeadDim: 64, FFN: 512, Ctx: 4096, RopeBase: 1e6, Eps: 1e-6,
-		FullHeadDim: 128, FullKVHeads: 1, FullKEqV: true},
-	{Name: "moe", Dim: 256, Layers: 4, Heads: 8, KVHeads: 2, HeadDim: 64, FFN: 256, Ctx: 4096, RopeBase: 1e6, Eps: 1e-6,
+	{Name: "dense", Dim: 256, Layers: 4, Heads: 8, KVHeads: 4, HeadDim: 64, FFN: 512, Ctx: 4096, RopeBase: 1e6, Eps: 1e-6,
+		FullHeadDim: 128, FullKVHeads: 2, FullKEqV: true},
+	{Name: "moe", Dim: 256, Layers: 4, Heads: 8, KVHeads: 4, HeadDim: 64, FFN: 256, Ctx: 4096, RopeBase: 1e6, Eps: 1e-6,
 		Experts: 8, ExpertsUsed: 2, ExpertFFN: 128, FullHeadDim: 128, FullKVHeads: 1, FullKEqV: true},
 	{Name: "e", Dim: 256, Layers: 9, Heads: 4, KVHeads: 2, HeadDim: 64, FFN: 256, Ctx: 4096, RopeBase: 1e6, Eps: 1e-6,
 		FullHeadDim: 128, FullKVHeads: 1, SharedKV: 3, PerLayerInput: 256, DoubleWideFFN: true},

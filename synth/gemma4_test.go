@@ -23,16 +23,16 @@ func TestGemma4Layout(t *testing.T) {
 	}{
 		{"dense", fourLayers, map[string]any{
 			"attention.key_length": uint32(128), "attention.key_length_swa": uint32(64),
-			"attention.head_count_kv": []uint32{2, 2, 1, 1}, "feed_forward_length": uint32(512),
+			"attention.head_count_kv": []uint32{4, 4, 2, 2}, "feed_forward_length": uint32(512),
 			"rope.dimension_count": uint32(128), "rope.dimension_count_swa": uint32(64),
 		}, map[string][]uint64{
 			"rope_freqs.weight":                {64},
 			"blk.0.layer_output_scale.weight":  {1},
 			"blk.0.attn_q_norm.weight":         {64},
-			"blk.0.attn_k.weight":              {256, 128},
-			"blk.0.attn_v.weight":              {256, 128},
+			"blk.0.attn_k.weight":              {256, 256},
+			"blk.0.attn_v.weight":              {256, 256},
 			"blk.3.attn_q.weight":              {256, 1024},
-			"blk.3.attn_k.weight":              {256, 128},
+			"blk.3.attn_k.weight":              {256, 256},
 			"blk.3.attn_q_norm.weight":         {128},
 			"blk.3.attn_output.weight":         {1024, 256},
 			"blk.3.ffn_gate.weight":            {256, 512},

@@ -49,6 +49,7 @@ func TestFeaturesMatter(t *testing.T) {
 			}
 		}},
 		{"no per-layer embeddings", "e", func(m *gemma4.Model) { m.PLE = nil }},
+		{"shared KV read from the first layer of its kind", "e", gemma4.SharedFrom},
 		{"per-layer inputs without their projection", "e", func(m *gemma4.Model) {
 			m.PLE.ProjNorm = slices.Repeat([]float32{0}, len(m.PLE.ProjNorm))
 		}},
