@@ -221,15 +221,15 @@ func (b *Binder) hparams(perLayer bool) (runner.Hparams, PerLayer) {
 	if !perLayer {
 		pl = PerLayer{}
 	}
+	if h.NHeads%h.NKVHeads != 0 {
+		b.Fail("metadata %s = %d does not divide %s = %d", b.key("attention.head_count_kv"), h.NKVHeads, b.key("attention.head_count"), h.NHeads)
+		return h, pl
+	}
 	for l := range pl.Heads {
 		if pl.Heads[l]%pl.KVHeads[l] != 0 {
 			b.Fail("metadata %s = %d (layer %d) does not divide %s = %d", b.key("attention.head_count_kv"), pl.KVHeads[l], l, b.key("attention.head_count"), pl.Heads[l])
 			return h, pl
 		}
-	}
-	if h.NHeads%h.NKVHeads != 0 {
-		b.Fail("metadata %s = %d does not divide %s = %d", b.key("attention.head_count_kv"), h.NKVHeads, b.key("attention.head_count"), h.NHeads)
-		return h, pl
 	}
 	def := -1
 	if h.Dim%h.NHeads == 0 {

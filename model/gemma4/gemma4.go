@@ -21,6 +21,7 @@
 package gemma4
 
 import (
+	"fmt"
 	"math"
 
 	"ubatch/batch"
@@ -65,17 +66,21 @@ type Model struct {
 }
 
 func load(b *model.Binder) (runner.Graph, error) {
-	h, pl := b.HparamsPerLayer()
-	m := &Model{H: h}
-	h2 := &m.H
+	hp, pl := b.HparamsPerLayer()
+	m := &Model{H: hp}
+	h := &m.H
 	moe := b.Has("expert_count")
 	if moe {
-		b.ExpertHparams(h2)
+		b.ExpertHparams(h)
 	}
-	fullHD := h2.HeadDim
-	sliding := slidingLayers(b, h2.NLayers)
-	dims := readLayers(b, h2, pl, sliding)
-	nPL := perLayerInput(b, h2)
+	fullHD := h.HeadDim
+	if last := fmt.Sprintf("blk.%d.attn_norm.weight", h.NLayers-1); b.Err() == nil && !b.HasTensor(last) {
+		// Before the per-layer keys, so that a block_count the tensors contradict is named as such.
+		b.Fail("tensor %q is missing: not a complete %s GGUF (%s.block_count = %d)", last, b.Arch, b.Arch, h.NLayers)
+	}
+	sliding := slidingLayers(b, h.NLayers)
+	dims := readLayers(b, h, pl, sliding)
+	nPL := perLayerInput(b, h)
 	if b.Err() != nil {
 		return nil, b.Err()
 	}
@@ -88,21 +93,21 @@ func load(b *model.Binder) (runner.Graph, error) {
 	if moe {
 		// A MoE layer keeps its dense output and the router's input in Scratch.Wide, [n][2·FFN]:
 		// FFN sizes only the scratch here.
-		h2.FFN = max(h2.FFN, h2.Dim)
-		m.Gating = runner.Gating{Func: runner.SoftmaxTopK, K: h2.NExpertsUsed, Norm: true}
+		h.FFN = max(h.FFN, h.Dim)
+		m.Gating = runner.Gating{Func: runner.SoftmaxTopK, K: h.NExpertsUsed, Norm: true}
 	}
-	m.embedScale = float32(math.Sqrt(float64(h2.Dim)))
+	m.embedScale = float32(math.Sqrt(float64(h.Dim)))
 	m.ones = make([]float32, max(fullHD, swaHD))
 	for i := range m.ones {
 		m.ones[i] = 1
 	}
 	m.FinalSoftcap = b.Float("final_logit_softcapping", 0, 0, 1e6)
 	window := b.Int("attention.sliding_window", -1, 1, 1<<24)
-	m.Embeddings.Bind(b, h2)
+	m.Embeddings.Bind(b, h)
 	if nPL > 0 {
-		m.PLE = bindPLE(b, h2, nPL)
+		m.PLE = bindPLE(b, h, nPL)
 	}
-	m.Layers = model.BindLayers(h2.NLayers, func(l *Layer, i int, p string) {
+	m.Layers = model.BindLayers(h.NLayers, func(l *Layer, i int, p string) {
 		l.dims = dims[i]
 		m.bindLayer(b, l, p, moe)
 	})
