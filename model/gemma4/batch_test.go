@@ -102,33 +102,3 @@ func alone(t *testing.T, m *model.Model, o runner.Options, toks []int32) [][]flo
 	}
 	return out
 }
-
-// TestDecodeAllocatesNothing: a decode step of the e shape (per-layer inputs, shared KV) and of
-// the dense one allocates nothing once warm.
-func TestDecodeAllocatesNothing(t *testing.T) {
-	for _, shape := range []string{"e", "dense"} {
-		t.Run(shape, func(t *testing.T) {
-			c := testmodel.Session(t, synthModel(t, shape, "q8_0"), runner.Options{NCtx: 128, Threads: 2})
-			var b batch.Batch
-			pos := int32(0)
-			step := func() {
-				if pos == 128 {
-					c.KV().Clear()
-					pos = 0
-				}
-				b.Clear()
-				b.Add(1, pos, []int32{0}, true)
-				if err := c.Decode(&b); err != nil {
-					t.Fatal(err)
-				}
-				pos++
-			}
-			for range 20 { // past the window, every scratch slice grown
-				step()
-			}
-			if n := testing.AllocsPerRun(50, step); n != 0 {
-				t.Errorf("%.1f allocations per decode step, want 0", n)
-			}
-		})
-	}
-}
