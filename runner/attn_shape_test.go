@@ -2,6 +2,7 @@ package runner
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"ubatch/batch"
@@ -95,5 +96,40 @@ func TestAttentionShapes(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestKVShapesChecked: New refuses per-layer shapes it cannot lay out, naming the layer.
+func TestKVShapesChecked(t *testing.T) {
+	base := Hparams{Dim: 8, NLayers: 2, NHeads: 4, NKVHeads: 2, HeadDim: 32, FFN: 8, Vocab: 8, CtxTrain: 64}
+	cases := []struct {
+		name   string
+		shapes []AttnShape
+		kv     quant.Type
+		want   string
+	}{
+		{name: "valid", shapes: []AttnShape{{4, 2, 32}, {4, 1, 64}}, kv: quant.Q8_0},
+		{name: "one shape for two layers", shapes: []AttnShape{{4, 2, 32}}, want: "1 KV layer shapes for 2 KV layers"},
+		{name: "KV heads not dividing", shapes: []AttnShape{{4, 2, 32}, {4, 3, 64}}, want: "KV layer 1: 4 query heads over 3 KV heads"},
+		{name: "no KV heads", shapes: []AttnShape{{4, 2, 32}, {4, 0, 64}}, want: "KV layer 1"},
+		{name: "a head Q8_0 cannot block", shapes: []AttnShape{{4, 2, 32}, {4, 1, 48}}, kv: quant.Q8_0, want: "multiple of 32, this model's is 48"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := base
+			h.KVShapes = tc.shapes
+			c, err := New(&shapeProbe{h: h}, Options{NCtx: 32, Threads: 1, KVType: tc.kv})
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatal(err)
+			case tc.want == "":
+				c.Close()
+			case err == nil:
+				c.Close()
+				t.Fatalf("New accepted %+v", tc.shapes)
+			case !strings.Contains(err.Error(), tc.want):
+				t.Fatalf("error %q, want it to contain %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -209,17 +209,8 @@ func New(g Graph, opts Options) (*Runtime, error) {
 func (c *Runtime) kvConfig() error {
 	h, opts := c.h, &c.opts
 	n := h.NKVLayers()
-	_, _, kvd, _ := h.MaxShape()
-	c.kvCfg = kvcache.Config{
-		NLayers: n, KVDim: kvd, BlockSize: opts.BlockSize,
-		NumBlocks: opts.NCtx / opts.BlockSize, DType: opts.KVType, MaxSeqs: opts.NSeqMax,
-		OnBlock: opts.OnBlock,
-	}
-	if h.KVShapes != nil {
-		if len(h.KVShapes) != n {
-			return fmt.Errorf("runner: %d KV layer shapes for %d KV layers", len(h.KVShapes), n)
-		}
-		c.kvCfg.KVDims = make([]int, n)
+	if h.KVShapes != nil && len(h.KVShapes) != n {
+		return fmt.Errorf("runner: %d KV layer shapes for %d KV layers", len(h.KVShapes), n)
 	}
 	for l := range n {
 		a := h.Shape(l)
@@ -230,8 +221,17 @@ func (c *Runtime) kvConfig() error {
 			// A head's values must start a row's block (kvformat's Align).
 			return fmt.Errorf("runner: a %v KV cache needs a head dimension that is a multiple of %d, this model's is %d: use an F16 KV cache (--kv-type f16)", opts.KVType, f.Align(), a.HeadDim)
 		}
-		if c.kvCfg.KVDims != nil {
-			c.kvCfg.KVDims[l] = a.KVDim()
+	}
+	_, _, kvd, _ := h.MaxShape()
+	c.kvCfg = kvcache.Config{
+		NLayers: n, KVDim: kvd, BlockSize: opts.BlockSize,
+		NumBlocks: opts.NCtx / opts.BlockSize, DType: opts.KVType, MaxSeqs: opts.NSeqMax,
+		OnBlock: opts.OnBlock,
+	}
+	if h.KVShapes != nil {
+		c.kvCfg.KVDims = make([]int, n)
+		for l := range n {
+			c.kvCfg.KVDims[l] = h.Shape(l).KVDim()
 		}
 	}
 	_, err := c.kvCfg.Check()
