@@ -29,8 +29,10 @@ type Hparams struct {
 	// A mixture-of-experts family's sizes (0 for dense ones): experts per layer, experts used per
 	// token, and each expert's feed-forward width.
 	NExperts, NExpertsUsed, ExpertFFN int
-	// A hybrid family's layers with a KV cache (0: all NLayers; it attends with KV layer indices
-	// in [0, KVLayers)) and its recurrent layers' sizes (nil: none; see Recurrent).
+	// The layers with a KV cache of their own (0: all NLayers; the family attends with KV layer
+	// indices in [0, KVLayers)): a hybrid family's attention layers, or Gemma 4's layers before
+	// those that share an earlier layer's KV (SharedAttention). Recurrent holds a hybrid's
+	// recurrent layers' sizes (nil: none).
 	KVLayers  int
 	Recurrent *Recurrent
 	// KVShapes, when not nil, are the attention shapes of the KV layers (len: KVLayers, or
