@@ -103,7 +103,10 @@ const DefaultBlockSize = 16
 // them, so that a manager and a store made from one Config agree). All counts must be positive
 // (BlockSize 0 means DefaultBlockSize).
 type Config struct {
-	NLayers, KVDim       int // KVDim = n_kv_heads * head_dim
+	NLayers, KVDim int // KVDim = n_kv_heads * head_dim
+	// KVDims, when not nil, is each layer's row width (len NLayers; Gemma 4's full and sliding
+	// layers differ) and KVDim their largest; nil: KVDim for every layer.
+	KVDims               []int
 	BlockSize, NumBlocks int
 	DType                quant.Type // a KV format (package kvformat): F16, F32 or Q8_0
 	MaxSeqs              int        // sequence ids are in [0, MaxSeqs)
@@ -190,12 +193,30 @@ func (cfg Config) Check() (Config, error) {
 		return cfg, fmt.Errorf("kvcache: unsupported DType %v: use %s", cfg.DType, kvformat.Names())
 	case cfg.KVDim%f.Align() != 0:
 		return cfg, fmt.Errorf("kvcache: a %v cache needs a KV width (kv heads × head dim) that is a multiple of %d, this model's is %d: use F16", cfg.DType, f.Align(), cfg.KVDim)
+	case cfg.KVDims != nil && len(cfg.KVDims) != cfg.NLayers:
+		return cfg, fmt.Errorf("kvcache: %d KVDims for %d layers", len(cfg.KVDims), cfg.NLayers)
+	}
+	for l, d := range cfg.KVDims {
+		switch {
+		case d <= 0 || d > cfg.KVDim:
+			return cfg, fmt.Errorf("kvcache: layer %d's KV width %d is not in [1, KVDim %d]", l, d, cfg.KVDim)
+		case d%f.Align() != 0:
+			return cfg, fmt.Errorf("kvcache: a %v cache needs a KV width (kv heads × head dim) that is a multiple of %d, layer %d's is %d: use F16", cfg.DType, f.Align(), l, d)
+		}
 	}
 	if int64(cfg.NumBlocks)*int64(cfg.BlockSize) > math.MaxInt32 {
 		return cfg, fmt.Errorf("kvcache: %d blocks of %d cells exceed the int32 cell index range",
 			cfg.NumBlocks, cfg.BlockSize)
 	}
 	return cfg, nil
+}
+
+// LayerDim is layer l's row width: KVDims[l], or KVDim when KVDims is nil.
+func (cfg *Config) LayerDim(l int) int {
+	if cfg.KVDims != nil {
+		return cfg.KVDims[l]
+	}
+	return cfg.KVDim
 }
 
 // NewManager allocates the bookkeeping of a cache (no K/V memory: see kvstore.New). It returns an

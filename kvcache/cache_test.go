@@ -28,6 +28,11 @@ func TestNewValidation(t *testing.T) {
 		{name: "bad dtype", mod: func(c *Config) { c.DType = 7 }, wantErr: "DType"},
 		{name: "q8_0", mod: func(c *Config) { c.DType, c.KVDim = quant.Q8_0, 64 }},
 		{name: "q8_0 width not a multiple of 32", mod: func(c *Config) { c.DType, c.KVDim = quant.Q8_0, 40 }, wantErr: "multiple of 32"},
+		{name: "per-layer widths", mod: func(c *Config) { c.KVDims = []int{4, 2} }},
+		{name: "per-layer widths of the wrong count", mod: func(c *Config) { c.KVDims = []int{4} }, wantErr: "KVDims"},
+		{name: "a per-layer width past KVDim", mod: func(c *Config) { c.KVDims = []int{4, 8} }, wantErr: "layer 1"},
+		{name: "a per-layer width of 0", mod: func(c *Config) { c.KVDims = []int{0, 4} }, wantErr: "layer 0"},
+		{name: "q8_0 per-layer width not a multiple of 32", mod: func(c *Config) { c.DType, c.KVDim, c.KVDims = quant.Q8_0, 64, []int{64, 48} }, wantErr: "layer 1"},
 		{name: "cell index overflow", mod: func(c *Config) { c.NumBlocks, c.BlockSize = 1<<27, 32 }, wantErr: "int32"},
 	}
 	for _, tc := range tests {

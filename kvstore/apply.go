@@ -76,9 +76,8 @@ func (s *Store) ApplyImages(ops []batch.KVOp, images [][]byte) error {
 // copyCells copies the K and V rows of every layer of cells [src, src+n) to [dst, dst+n)
 // (memmove: the ranges may overlap).
 func (s *Store) copyCells(src, dst, n int32) {
-	rb := s.rowBytes
-	a, b, m := int(src)*rb, int(dst)*rb, int(n)*rb
-	for l := range s.k {
+	for l, rb := range s.rowBytes {
+		a, b, m := int(src)*rb, int(dst)*rb, int(n)*rb
 		copy(s.k[l][b:b+m], s.k[l][a:a+m])
 		copy(s.v[l][b:b+m], s.v[l][a:a+m])
 	}
@@ -87,9 +86,9 @@ func (s *Store) copyCells(src, dst, n int32) {
 // rotateKey re-rotates the key row of cell in layer l by delta positions, through a float32 row:
 // for a quantized format one more rounding, like llama.cpp's shift of a quantized K cache.
 func (s *Store) rotateKey(l, cell int, delta int32) {
-	rb := s.rowBytes
-	row := s.k[l][cell*rb : (cell+1)*rb]
-	s.f.Load(s.rowBuf, row)
-	s.shift(l, s.rowBuf, delta)
-	s.f.Store(row, s.rowBuf)
+	rb := s.rowBytes[l]
+	row, buf := s.k[l][cell*rb:(cell+1)*rb], s.rowBuf[:s.cfg.LayerDim(l)]
+	s.f.Load(buf, row)
+	s.shift(l, buf, delta)
+	s.f.Store(row, buf)
 }

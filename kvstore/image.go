@@ -1,15 +1,19 @@
 package kvstore
 
 // Images: a run of n consecutive cells' K and V rows of every layer, in the store's own type,
-// as one byte slice laid out [layer][K, then V][cell][RowBytes] (kvfile.Block.Data): for layer
-// l, K rows at l*2*n*RowBytes, V rows right after them, each row as stored (kvformat: F32 and
+// as one byte slice laid out [layer][K, then V][cell][RowBytes(layer)] (kvfile.Block.Data): layer
+// l's K rows after the earlier layers' 2·n rows, its V rows right after them, each row as stored (kvformat: F32 and
 // F16 elements little-endian, the byte order of amd64 and arm64; Q8_0 rows ggml's blocks). A
 // KVSave reads cells into an image before they are reused for other content; a KVLoad writes
 // them back, in another process, after a restart, or on a peer.
 
-// ImageBytes returns the bytes of an image of n cells: 2 × NLayers × n × RowBytes.
+// ImageBytes returns the bytes of an image of n cells: 2 × n × the sum of every layer's RowBytes.
 func (s *Store) ImageBytes(n int) int64 {
-	return 2 * int64(s.cfg.NLayers) * int64(n) * int64(s.rowBytes)
+	var sum int64
+	for _, rb := range s.rowBytes {
+		sum += int64(rb)
+	}
+	return 2 * int64(n) * sum
 }
 
 // SaveCells copies the K and V rows of cells [cell, cell+n) of every layer into img
@@ -25,13 +29,12 @@ func (s *Store) LoadCells(cell, n int32, img []byte) {
 }
 
 func (s *Store) cellsImage(cell, n int32, img []byte, load bool) {
-	rb := s.rowBytes
-	span := int(n) * rb
-	a := int(cell) * rb
-	for l := range s.cfg.NLayers {
+	at := 0 // layer l's K rows in img
+	for l, rb := range s.rowBytes {
+		span, a := int(n)*rb, int(cell)*rb
 		k, v := s.layerBytes(l)
-		ik := img[2*l*span : 2*l*span+span]
-		iv := img[2*l*span+span : 2*(l+1)*span]
+		ik, iv := img[at:at+span], img[at+span:at+2*span]
+		at += 2 * span
 		if load {
 			copy(k[a:a+span], ik)
 			copy(v[a:a+span], iv)

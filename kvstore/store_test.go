@@ -61,7 +61,7 @@ func TestPoolBytesMatchesNew(t *testing.T) {
 // rowOf reads cell's K (or V) row of layer l as float32, decoding the stored bytes itself
 // (little-endian floats and halves, ggml's Q8_0 blocks).
 func rowOf(s *Store, l, cell int, v bool) []float32 {
-	kv, rb := s.cfg.KVDim, s.RowBytes()
+	kv, rb := s.cfg.LayerDim(l), s.RowBytes(l)
 	src := s.K(l)
 	if v {
 		src = s.V(l)
@@ -86,78 +86,92 @@ func rowOf(s *Store, l, cell int, v bool) []float32 {
 }
 
 // TestApply writes rows, applies copies (overlapping downwards too) and shifts, and compares
-// every layer's rows with the same operations done on plain float32 rows.
+// every layer's rows with the same operations done on plain float32 rows, with one width for
+// every layer and with layers of different widths (Gemma 4's).
 func TestApply(t *testing.T) {
-	for _, dt := range []quant.Type{quant.F32, quant.F16, quant.Q8_0} {
-		t.Run(dt.String(), func(t *testing.T) {
-			cfg := kvcache.Config{NLayers: 2, KVDim: 32, BlockSize: 4, NumBlocks: 4, DType: dt, MaxSeqs: 1}
-			shifts := 0
-			add := func(l int, k []float32, d int32) {
-				shifts++
-				for i := range k {
-					k[i] += float32(d)
-				}
+	type widths struct {
+		name  string
+		kvDim int
+		dims  []int
+	}
+	for _, w := range []widths{{name: "one width", kvDim: 32}, {name: "per-layer widths", kvDim: 64, dims: []int{64, 32}}} {
+		for _, dt := range []quant.Type{quant.F32, quant.F16, quant.Q8_0} {
+			t.Run(w.name+"/"+dt.String(), func(t *testing.T) { testApply(t, dt, w.kvDim, w.dims) })
+		}
+	}
+}
+
+func testApply(t *testing.T, dt quant.Type, kvDim int, dims []int) {
+	cfg := kvcache.Config{NLayers: 2, KVDim: kvDim, KVDims: dims, BlockSize: 4, NumBlocks: 4, DType: dt, MaxSeqs: 1}
+	shifts := 0
+	add := func(l int, k []float32, d int32) {
+		if len(k) != cfg.LayerDim(l) {
+			t.Errorf("layer %d: a key row of %d to shift, want %d", l, len(k), cfg.LayerDim(l))
+		}
+		shifts++
+		for i := range k {
+			k[i] += float32(d)
+		}
+	}
+	s, err := New(cfg, add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cells = 16
+	// Reference: ref[l][cell] = the value every element of the K row holds; V is -K.
+	var ref [2][cells]float32
+	ids := make([]int32, cells)
+	for l := range 2 {
+		wd := cfg.LayerDim(l)
+		k, v := make([]float32, cells*wd), make([]float32, cells*wd)
+		for c := range cells {
+			ref[l][c] = float32(c + 10*l)
+			ids[c] = int32(c)
+			for d := range wd {
+				k[c*wd+d], v[c*wd+d] = ref[l][c], -ref[l][c]
 			}
-			s, err := New(cfg, add)
-			if err != nil {
-				t.Fatal(err)
+		}
+		s.Write(l, ids, k, v)
+	}
+	ops := []batch.KVOp{
+		{Kind: batch.KVCopy, Src: 4, Dst: 12, N: 3},
+		{Kind: batch.KVCopy, Src: 2, Dst: 0, N: 4}, // overlapping, downwards
+		{Kind: batch.KVShift, Dst: 12, N: 2, Delta: -3},
+		{Kind: batch.KVShift, Dst: 0, N: 1, Delta: -3},
+		{Kind: batch.KVShift, Dst: 5, N: 1, Delta: 2},
+	}
+	if err := s.Apply(ops); err != nil {
+		t.Fatal(err)
+	}
+	refV := ref
+	for l := range 2 {
+		r, rv := ref[l][:], refV[l][:]
+		copy(r[12:15], r[4:7])
+		copy(rv[12:15], rv[4:7])
+		copy(r[0:4], r[2:6])
+		copy(rv[0:4], rv[2:6])
+		r[12] -= 3
+		r[13] -= 3
+		r[0] -= 3
+		r[5] += 2
+	}
+	if shifts != 2*4 {
+		t.Errorf("%d key rotations, want 8 (4 cells x 2 layers)", shifts)
+	}
+	for l := range 2 {
+		for c := range cells {
+			gk, gv := rowOf(s, l, c, false), rowOf(s, l, c, true)
+			tol := float32(0)
+			if dt != quant.F32 {
+				tol = 0.05 * max(1, abs(ref[l][c]))
 			}
-			const cells = 16
-			// Reference: ref[l][cell] = the value every element of the K row holds; V is -K.
-			var ref [2][cells]float32
-			k, v := make([]float32, cells*32), make([]float32, cells*32)
-			ids := make([]int32, cells)
-			for l := range 2 {
-				for c := range cells {
-					ref[l][c] = float32(c + 10*l)
-					ids[c] = int32(c)
-					for d := range 32 {
-						k[c*32+d], v[c*32+d] = ref[l][c], -ref[l][c]
-					}
-				}
-				s.Write(l, ids, k, v)
+			if abs(gk[0]-ref[l][c]) > tol || abs(gv[0]+refV[l][c]) > tol || slices.Min(gk) != slices.Max(gk) {
+				t.Fatalf("layer %d cell %d: K %v V %v, want %v, %v", l, c, gk[0], gv[0], ref[l][c], -refV[l][c])
 			}
-			ops := []batch.KVOp{
-				{Kind: batch.KVCopy, Src: 4, Dst: 12, N: 3},
-				{Kind: batch.KVCopy, Src: 2, Dst: 0, N: 4}, // overlapping, downwards
-				{Kind: batch.KVShift, Dst: 12, N: 2, Delta: -3},
-				{Kind: batch.KVShift, Dst: 0, N: 1, Delta: -3},
-				{Kind: batch.KVShift, Dst: 5, N: 1, Delta: 2},
-			}
-			if err := s.Apply(ops); err != nil {
-				t.Fatal(err)
-			}
-			refV := ref
-			for l := range 2 {
-				r, rv := ref[l][:], refV[l][:]
-				copy(r[12:15], r[4:7])
-				copy(rv[12:15], rv[4:7])
-				copy(r[0:4], r[2:6])
-				copy(rv[0:4], rv[2:6])
-				r[12] -= 3
-				r[13] -= 3
-				r[0] -= 3
-				r[5] += 2
-			}
-			if shifts != 2*4 {
-				t.Errorf("%d key rotations, want 8 (4 cells x 2 layers)", shifts)
-			}
-			for l := range 2 {
-				for c := range cells {
-					gk, gv := rowOf(s, l, c, false), rowOf(s, l, c, true)
-					tol := float32(0)
-					if dt != quant.F32 {
-						tol = 0.05 * max(1, abs(ref[l][c]))
-					}
-					if abs(gk[0]-ref[l][c]) > tol || abs(gv[0]+refV[l][c]) > tol || slices.Min(gk) != slices.Max(gk) {
-						t.Fatalf("layer %d cell %d: K %v V %v, want %v, %v", l, c, gk[0], gv[0], ref[l][c], -refV[l][c])
-					}
-				}
-			}
-			if err := s.Apply([]batch.KVOp{{Kind: batch.KVCopy, Src: 14, Dst: 0, N: 3}}); err == nil {
-				t.Fatal("an operation past the last cell was applied")
-			}
-		})
+		}
+	}
+	if err := s.Apply([]batch.KVOp{{Kind: batch.KVCopy, Src: 14, Dst: 0, N: 3}}); err == nil {
+		t.Fatal("an operation past the last cell was applied")
 	}
 }
 

@@ -179,21 +179,57 @@ func (b *Binder) Floats(name string, dims []uint64, optional bool) []float32 {
 // attention.key_length/value_length (default dim/heads), feed_forward_length, context_length
 // and the RMSNorm epsilon.
 func (b *Binder) Hparams() runner.Hparams {
+	h, _ := b.hparams(false)
+	return h
+}
+
+// PerLayer are the values llama.cpp reads as a key or an array of one per layer
+// (get_key_or_arr): attention.head_count, attention.head_count_kv and feed_forward_length.
+type PerLayer struct{ Heads, KVHeads, FFN []int }
+
+// HparamsPerLayer is Hparams for a family whose head_count, head_count_kv and
+// feed_forward_length may each be an array of one per layer (Gemma 4): h holds layer 0's head
+// counts and the largest FFN, pl every layer's values (each layer's query heads a multiple of
+// its KV heads).
+func (b *Binder) HparamsPerLayer() (h runner.Hparams, pl PerLayer) { return b.hparams(true) }
+
+func (b *Binder) hparams(perLayer bool) (runner.Hparams, PerLayer) {
 	const big = 1 << 20
 	var h runner.Hparams
+	var pl PerLayer
 	h.Dim = b.Int("embedding_length", -1, 1, big)
 	h.NLayers = b.Int("block_count", -1, 1, 4096)
-	h.NHeads = b.Int("attention.head_count", -1, 1, 4096)
-	h.FFN = b.Int("feed_forward_length", -1, 1, 4*big)
+	ints := func(k string, def, lo, hi int) []int {
+		if perLayer {
+			return b.LayerInts(k, h.NLayers, def, lo, hi)
+		}
+		return []int{b.Int(k, def, lo, hi)}
+	}
+	pl.Heads = ints("attention.head_count", -1, 1, 4096)
+	pl.FFN = ints("feed_forward_length", -1, 1, 4*big)
 	h.CtxTrain = b.Int("context_length", 2048, 1, 1<<24)
-	h.NKVHeads = b.Int("attention.head_count_kv", h.NHeads, 1, 4096)
+	if b.err != nil {
+		return h, pl
+	}
+	h.NHeads = pl.Heads[0]
+	pl.KVHeads = ints("attention.head_count_kv", h.NHeads, 1, 4096)
 	h.Eps = b.Float("attention.layer_norm_rms_epsilon", 1e-5, 1e-12, 1)
 	if b.err != nil {
-		return h
+		return h, pl
+	}
+	h.NKVHeads, h.FFN = pl.KVHeads[0], slices.Max(pl.FFN)
+	if !perLayer {
+		pl = PerLayer{}
 	}
 	if h.NHeads%h.NKVHeads != 0 {
 		b.Fail("metadata %s = %d does not divide %s = %d", b.key("attention.head_count_kv"), h.NKVHeads, b.key("attention.head_count"), h.NHeads)
-		return h
+		return h, pl
+	}
+	for l := range pl.Heads {
+		if pl.Heads[l]%pl.KVHeads[l] != 0 {
+			b.Fail("metadata %s = %d (layer %d) does not divide %s = %d", b.key("attention.head_count_kv"), pl.KVHeads[l], l, b.key("attention.head_count"), pl.Heads[l])
+			return h, pl
+		}
 	}
 	def := -1
 	if h.Dim%h.NHeads == 0 {
@@ -207,7 +243,44 @@ func (b *Binder) Hparams() runner.Hparams {
 	if t, ok := b.File.Tensor("token_embd.weight"); ok && len(t.Dims) == 2 {
 		h.Vocab = int(t.Dims[1])
 	}
-	return h
+	return h, pl
+}
+
+// LayerInts reads key k (without the "ARCH." prefix) as llama.cpp's get_key_or_arr does: one
+// integer for all n layers, or an array of n integers, each in [lo, hi]. An absent key takes
+// def for every layer, or is an error when def < 0; an array of another length or type is an
+// error naming the key.
+func (b *Binder) LayerInts(k string, n, def, lo, hi int) []int {
+	if b.err != nil {
+		return nil
+	}
+	key := b.key(k)
+	v, present := b.File.Value(key)
+	out := make([]int, n)
+	if _, scalar := b.File.Int(key); !present || scalar {
+		x := b.Int(k, def, lo, hi)
+		for i := range out {
+			out[i] = x
+		}
+		return out
+	}
+	arr, ok := b.File.Int32s(key)
+	if !ok {
+		b.Fail("metadata %s is %T %v, want an integer or an array of %d integers (one per layer)", key, v, v, n)
+		return nil
+	}
+	if len(arr) != n {
+		b.Fail("metadata %s has %d values, want %d (one per layer, %s)", key, len(arr), n, b.key("block_count"))
+		return nil
+	}
+	for i, x := range arr {
+		if int(x) < lo || int(x) > hi {
+			b.Fail("metadata %s[%d] = %d is out of range [%d, %d]", key, i, x, lo, hi)
+			return nil
+		}
+		out[i] = int(x)
+	}
+	return out
 }
 
 // checkLayerCount fails when a tensor names a block at or past n: block_count and the tensors

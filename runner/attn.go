@@ -2,13 +2,14 @@ package runner
 
 import (
 	"math"
+	"slices"
 
 	"ubatch/ops"
 )
 
 // AttnParams describe one layer's self-attention.
 type AttnParams struct {
-	Scale   float32 // multiplies q·k; 0 means 1/sqrt(HeadDim)
+	Scale   float32 // multiplies q·k; 0 means 1/sqrt(the layer's head size)
 	Softcap float32 // when > 0, scores become Softcap*tanh(score/Softcap) before the softmax (Gemma 2)
 	// Window, when > 0, limits a token at position p to the cells at positions (p-Window, p]:
 	// sliding-window attention (Gemma, Mistral's SWA layers).
@@ -47,31 +48,47 @@ func listFor[L any](lists []L, n *int, window int32, win func(*L) *int32) (l *L,
 }
 
 // SelfAttention is a decoder block's attention after the Q, K and V projections: it rotates
-// S.Q and S.K by rope, attends layer li (Attention, S.V into S.Att) and projects the result by
-// wo into S.Tmp, for the family to add to the residual S.X.
+// S.Q and S.K by rope, attends KV layer li (Attention, S.V into S.Att; Hparams.Shape(li) its
+// shape) and projects the result by wo into S.Tmp, for the family to add to the residual S.X.
 func (c *Runtime) SelfAttention(li int, rope *ops.Rope, p AttnParams, wo *Weight) {
-	s := &c.S
-	c.Rope(s.Q, c.h.NHeads, rope)
-	c.Rope(s.K, c.h.NKVHeads, rope)
+	s, a := &c.S, c.h.Shape(li)
+	c.Rope(s.Q, a.NHeads, a.HeadDim, rope)
+	c.Rope(s.K, a.NKVHeads, a.HeadDim, rope)
 	c.Attention(li, s.Q, s.K, s.V, s.Att, p)
 	c.MatMul(s.Att, wo, s.Tmp)
 }
 
-// Attention stores the micro-batch's k and v rows ([n][KVDim]) in layer's KV cells, then writes
-// to out ([n][QDim]) the attention of every query head of q ([n][QDim]) over the cells its token
-// sees: its (first) sequence's cells at positions <= its own, within p.Window. Query head h
-// reads kv head h / (NHeads/NKVHeads).
+// SharedAttention is SelfAttention for a layer that reuses KV layer src's keys and values
+// (Gemma 4's shared KV layers, attention.shared_kv_layers): it rotates S.Q by rope and attends
+// src's cells as they are, this micro-batch's rows among them (src came earlier in the pass),
+// storing nothing.
+func (c *Runtime) SharedAttention(src int, rope *ops.Rope, p AttnParams, wo *Weight) {
+	s, a := &c.S, c.h.Shape(src)
+	c.Rope(s.Q, a.NHeads, a.HeadDim, rope)
+	c.Attention(src, s.Q, nil, nil, s.Att, p)
+	c.MatMul(s.Att, wo, s.Tmp)
+}
+
+// Attention stores the micro-batch's k and v rows ([n][KVDim] of layer's shape, Hparams.Shape)
+// in layer's KV cells (nil k and v: it stores nothing, the layer's cells hold them already),
+// then writes to out ([n][QDim]) the attention of every query head of q ([n][QDim]) over the
+// cells its token sees: its (first) sequence's cells at positions <= its own, within p.Window.
+// Query head h reads kv head h / (NHeads/NKVHeads).
 //
 // Where the tiled kernel has assembly (ops.AttnTiledFast), blocks of up to ops.TileLanes
 // consecutive tokens of one sequence go through it together (ops.AttnTiled, attn_tiled.go);
 // elsewhere every token goes through the exact kernels on its own.
 func (c *Runtime) Attention(layer int, q, k, v, out []float32, p AttnParams) {
-	c.storeKV(layer, k, v)
-	a := &c.attn
+	if k != nil {
+		c.storeKV(layer, k, v)
+	}
+	a, sh := &c.attn, c.h.Shape(layer)
 	a.c, a.layer, a.q, a.out, a.softcap, a.sinks = c, layer, q, out, p.Softcap, p.Sinks
+	a.hd, a.rep, a.qd, a.nkv = sh.HeadDim, sh.NHeads/sh.NKVHeads, sh.QDim(), sh.NKVHeads
+	a.tile = slices.Index(c.tileShapes, tileShape{a.rep, a.hd})
 	a.scale = p.Scale
 	if a.scale == 0 {
-		a.scale = float32(1 / math.Sqrt(float64(c.h.HeadDim)))
+		a.scale = float32(1 / math.Sqrt(float64(sh.HeadDim)))
 	}
 	c.planBlocks()
 	a.vis = c.visible(p.Window, true)
@@ -79,12 +96,12 @@ func (c *Runtime) Attention(layer int, q, k, v, out []float32, p AttnParams) {
 	if c.nTiled > 0 {
 		a.tiles = c.tileCells(p.Window)
 	}
-	c.pool.Run(len(c.blocks)*c.h.NKVHeads, a)
+	c.pool.Run(len(c.blocks)*a.nkv, a)
 }
 
 // storeKV writes the micro-batch's K and V rows into their cells (the batch's slot mapping).
 func (c *Runtime) storeKV(layer int, k, v []float32) {
-	kvDim := c.h.KVDim()
+	kvDim := c.h.Shape(layer).KVDim()
 	c.store.Write(layer, c.cells, k[:c.n*kvDim], v[:c.n*kvDim])
 }
 
@@ -133,6 +150,9 @@ type attnTask struct {
 	q, out         []float32
 	scale, softcap float32
 	sinks          []float32 // per query head, or nil
+	// The layer's shape: head size, query heads per KV head, query row width, KV heads; and
+	// its tile scratch (an index of tileShapes).
+	hd, rep, qd, nkv, tile int
 }
 
 // Do attends the query heads of kv group g of one block of tokens (the last blocks first: they
@@ -141,7 +161,7 @@ type attnTask struct {
 // sequence's block table serves them all.
 func (a *attnTask) Do(i, w int) {
 	c := a.c
-	bi, g := len(c.blocks)-1-i/c.h.NKVHeads, i%c.h.NKVHeads
+	bi, g := len(c.blocks)-1-i/a.nkv, i%a.nkv
 	b := c.blocks[bi]
 	if b.tiled {
 		a.doTiled(bi, g, w)
@@ -155,15 +175,15 @@ func (a *attnTask) Do(i, w int) {
 // doToken attends token t's query heads of kv group g to the token's visible cells with the
 // exact kernels: all the scores, their softmax, the weighted values.
 func (a *attnTask) doToken(t, g, w int) {
-	c, h := a.c, a.c.h
-	hd, rep, qd := h.HeadDim, h.NHeads/h.NKVHeads, h.QDim()
+	c := a.c
+	hd, rep, qd := a.hd, a.rep, a.qd
 
 	vis := a.vis.cells[a.vis.off[t]:a.vis.off[t+1]]
 	nv := len(vis)
 	scores := c.workerScores[w][:rep*nv]
 	q := a.q[t*qd+g*rep*hd:][:rep*hd]
 	out := a.out[t*qd+g*rep*hd:][:rep*hd]
-	f, rb := c.store.Format(), c.store.RowBytes()
+	f, rb := c.store.Format(), c.store.RowBytes(a.layer)
 	off := f.RowBytes(g * hd) // head g's first value in a row (New checked hd against f.Align)
 	f.Scores(q, rep, hd, c.store.K(a.layer)[off:], vis, rb, a.scale, scores)
 	if a.softcap > 0 {

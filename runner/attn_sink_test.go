@@ -96,7 +96,7 @@ func TestAttentionSinks(t *testing.T) {
 					}
 					worst, worstNoSink := 0.0, 0.0
 					for p := range int32(n) {
-						d, dNo := sinkDiff(t, &h, kv, p, window, sinks, g.out[p])
+						d, dNo := attnDiff(t, h.Shape(0), kv, p, window, sinks, "qkv", g.out[p])
 						worst, worstNoSink = max(worst, d), max(worstNoSink, dNo)
 					}
 					// F16 and Q8_0 round q·k's inputs, not only the cells: the exact path
@@ -113,12 +113,13 @@ func TestAttentionSinks(t *testing.T) {
 	}
 }
 
-// sinkDiff returns the largest |got - reference| of position p's output, and the largest from
-// the reference without sinks (how much the sinks matter).
-func sinkDiff(t *testing.T, h *Hparams, kv quant.Type, p, window int32, sinks, got []float32) (float64, float64) {
-	hd, kvd, rep := h.HeadDim, h.KVDim(), h.NHeads/h.NKVHeads
-	q := make([]float32, h.QDim())
-	qkvRow(p, 'q', q)
+// attnDiff returns the largest |got - reference| of position p's output of attention of shape a
+// over a cache of kv, its q, k and v rows drawn by qkvRow with the letters of qkv, and the
+// largest from the reference without sinks (how much the sinks matter; nil sinks: none).
+func attnDiff(t *testing.T, a AttnShape, kv quant.Type, p, window int32, sinks []float32, qkv string, got []float32) (float64, float64) {
+	hd, kvd, rep := a.HeadDim, a.KVDim(), a.NHeads/a.NKVHeads
+	q := make([]float32, a.QDim())
+	qkvRow(p, qkv[0], q)
 	var ks, vs [][]float32
 	lo := int32(-1)
 	if window > 0 {
@@ -129,13 +130,13 @@ func sinkDiff(t *testing.T, h *Hparams, kv quant.Type, p, window int32, sinks, g
 			continue
 		}
 		k, v := make([]float32, kvd), make([]float32, kvd)
-		qkvRow(c, 'k', k)
-		qkvRow(c, 'v', v)
+		qkvRow(c, qkv[1], k)
+		qkvRow(c, qkv[2], v)
 		ks, vs = append(ks, cacheRound(t, kv, k)), append(vs, cacheRound(t, kv, v))
 	}
 	worst, noSink := 0.0, 0.0
 	scale := 1 / math.Sqrt(float64(hd))
-	for hh := range h.NHeads {
+	for hh := range a.NHeads {
 		g := hh / rep
 		s := make([]float64, len(ks))
 		mx := math.Inf(-1)
@@ -151,7 +152,10 @@ func sinkDiff(t *testing.T, h *Hparams, kv quant.Type, p, window int32, sinks, g
 			s[j] = math.Exp(s[j] - mx)
 			sum += s[j]
 		}
-		withSink := sum + math.Exp(float64(sinks[hh])-mx)
+		withSink := sum
+		if sinks != nil {
+			withSink += math.Exp(float64(sinks[hh]) - mx)
+		}
 		for d := range hd {
 			var acc float64
 			for j := range s {

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"math"
+	"slices"
 
 	"ubatch/kvformat"
 	"ubatch/ops"
@@ -33,6 +34,33 @@ type tileList struct {
 
 type tileRef struct{ c0, c1 int32 }
 
+// tileShape is an attention shape the tiled kernel runs (one per distinct shape of the KV
+// layers): its scratch is sized by the query heads per KV head and the head size.
+type tileShape struct{ rep, hd int }
+
+// newTileWorkers makes every pool worker a tile scratch for each distinct shape of the KV
+// layers, when every head size is one the tiled kernel takes (a multiple of 8).
+func (c *Runtime) newTileWorkers() {
+	h := c.h
+	for l := range h.NKVLayers() {
+		a := h.Shape(l)
+		if a.HeadDim%8 != 0 {
+			c.tileShapes, c.tileWorkers = nil, nil
+			return
+		}
+		ts := tileShape{a.NHeads / a.NKVHeads, a.HeadDim}
+		if slices.Contains(c.tileShapes, ts) {
+			continue
+		}
+		c.tileShapes = append(c.tileShapes, ts)
+		ws := make([]tileWorker, c.pool.Size())
+		for w := range ws {
+			ws[w].s = ops.NewTileScratch(ts.rep, ts.hd)
+		}
+		c.tileWorkers = append(c.tileWorkers, ws)
+	}
+}
+
 // tileWorker is one worker's scratch for the tiled attention and the room of its KV source
 // (set per call, so that passing it as an ops.TileSource allocates nothing).
 type tileWorker struct {
@@ -41,9 +69,9 @@ type tileWorker struct {
 }
 
 // tiledOK reports whether this context's attention is tiled: asked for (Options.TiledAttention),
-// assembly on the selected path and a head dimension the kernel takes.
+// assembly on the selected path and head dimensions the kernel takes (newTileWorkers).
 func (c *Runtime) tiledOK() bool {
-	return c.opts.TiledAttention && (ops.AttnTiledFast() || c.tiledGo) && c.h.HeadDim%8 == 0
+	return c.opts.TiledAttention && (ops.AttnTiledFast() || c.tiledGo) && c.tileShapes != nil
 }
 
 // planBlocks splits the micro-batch into tokBlocks once (every layer reuses them): when tiledOK,
@@ -140,12 +168,12 @@ func (c *Runtime) tileCells(window int32) *tileList {
 
 // doTiled attends the query heads of kv group g of the tiled block c.blocks[bi] on worker w.
 func (a *attnTask) doTiled(bi, g, w int) {
-	c, h := a.c, a.c.h
-	hd, rep, qd := h.HeadDim, h.NHeads/h.NKVHeads, h.QDim()
-	tw := &c.tileWorkers[w]
+	c := a.c
+	hd, rep, qd := a.hd, a.rep, a.qd
+	tw := &c.tileWorkers[a.tile][w]
 	f := c.store.Format()
 	kvOff := f.RowBytes(g * hd) // head g's first value in a row
-	src := f.Tiles(&tw.kv, c.store.K(a.layer)[kvOff:], c.store.V(a.layer)[kvOff:], c.store.RowBytes(), hd)
+	src := f.Tiles(&tw.kv, c.store.K(a.layer)[kvOff:], c.store.V(a.layer)[kvOff:], c.store.RowBytes(a.layer), hd)
 	b, ref := c.blocks[bi], a.tiles.blocks[bi]
 	blk := ops.TileBlock{
 		Pos: c.ub.Pos[b.t0:b.t1], Lo: a.tiles.lo[b.t0:b.t1],

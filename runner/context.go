@@ -77,6 +77,8 @@ type Scratch struct {
 	Gate []float32 // feed-forward [n][FFN]
 	Up   []float32 // feed-forward [n][FFN]
 	Wide []float32 // output of a fused matrix [n][max(QDim+2·KVDim, 2·FFN)]
+	// A family's own values (Hparams.AuxWidth; nil when 0): [n][AuxWidth] and one row of it.
+	Aux, AuxRow []float32
 }
 
 // Runtime runs forward passes of one Graph: it owns the K/V memory (a kvstore.Store), the
@@ -114,8 +116,9 @@ type Runtime struct {
 	tokTiled    []bool
 	tileLists   [2]tileList
 	nTileLists  int
-	tileWorkers []tileWorker // per pool worker
-	tiledGo     bool         // tests: TiledAttention on the kernel's Go twin where it has no assembly
+	tileWorkers [][]tileWorker // per tile shape (tileShapes), per pool worker
+	tileShapes  []tileShape
+	tiledGo     bool // tests: TiledAttention on the kernel's Go twin where it has no assembly
 	// shift is shiftK's rotation table for (layer, delta), valid when ok.
 	shift struct {
 		cs    []float32
@@ -148,20 +151,7 @@ func New(g Graph, opts Options) (*Runtime, error) {
 	h := g.Hparams()
 	opts.defaults(h)
 	c := &Runtime{g: g, h: h, opts: opts}
-	if f := kvformat.Of(opts.KVType); f != nil && h.HeadDim%f.Align() != 0 {
-		// A head's values must start a row's block (kvformat's Align).
-		return nil, fmt.Errorf("runner: a %v KV cache needs a head dimension that is a multiple of %d, this model's is %d: use an F16 KV cache (--kv-type f16)", opts.KVType, f.Align(), h.HeadDim)
-	}
-	kvLayers := h.NLayers
-	if h.KVLayers > 0 {
-		kvLayers = h.KVLayers
-	}
-	c.kvCfg = kvcache.Config{
-		NLayers: kvLayers, KVDim: h.KVDim(), BlockSize: opts.BlockSize,
-		NumBlocks: opts.NCtx / opts.BlockSize, DType: opts.KVType, MaxSeqs: opts.NSeqMax,
-		OnBlock: opts.OnBlock,
-	}
-	if _, err := c.kvCfg.Check(); err != nil {
+	if err := c.kvConfig(); err != nil {
 		return nil, err
 	}
 	st, err := kvstore.New(c.kvCfg, c.shiftK)
@@ -176,11 +166,14 @@ func New(g Graph, opts Options) (*Runtime, error) {
 	for _, w := range g.Matrices() {
 		maxAct = max(maxAct, quant.ActType(w.Type).RowSize(w.Cols))
 	}
-	qd, kvd := h.QDim(), h.KVDim()
+	_, qd, kvd, rep := h.MaxShape()
 	wide := max(qd+2*kvd, 2*h.FFN) // fused QKV, fused gate+up
 	c.S = Scratch{
 		X: f(h.Dim), XN: f(max(h.Dim, qd)), Q: f(qd), K: f(kvd), V: f(kvd), Att: f(qd),
 		Tmp: f(max(h.Dim, qd)), Gate: f(h.FFN), Up: f(h.FFN), Wide: f(wide),
+	}
+	if h.AuxWidth > 0 {
+		c.S.Aux, c.S.AuxRow = f(h.AuxWidth), make([]float32, h.AuxWidth)
 	}
 	for i := range c.vis {
 		c.vis[i].off = make([]int32, n+1)
@@ -197,13 +190,10 @@ func New(g Graph, opts Options) (*Runtime, error) {
 	for i := range c.mmSums {
 		c.mmSums[i] = make([]int32, maxSums)
 	}
-	rep := h.NHeads / h.NKVHeads
 	for range c.pool.Size() {
 		c.workerScores = append(c.workerScores, make([]float32, rep*opts.NCtx))
-		if h.HeadDim%8 == 0 {
-			c.tileWorkers = append(c.tileWorkers, tileWorker{s: ops.NewTileScratch(rep, h.HeadDim)})
-		}
 	}
+	c.newTileWorkers()
 	c.tokTiled = make([]bool, n)
 	if h.NExperts > 0 {
 		c.moe = newMoEScratch(h, n)
@@ -212,6 +202,40 @@ func New(g Graph, opts Options) (*Runtime, error) {
 		c.rec = newRecState(h.Recurrent, opts.NSeqMax, n, qd)
 	}
 	return c, nil
+}
+
+// kvConfig sets c.kvCfg, the KV layout of c's graph: a row per KV layer of its shape's KVDim
+// (KVDims when the layers differ), every head starting a block of the KV format.
+func (c *Runtime) kvConfig() error {
+	h, opts := c.h, &c.opts
+	n := h.NKVLayers()
+	if h.KVShapes != nil && len(h.KVShapes) != n {
+		return fmt.Errorf("runner: %d KV layer shapes for %d KV layers", len(h.KVShapes), n)
+	}
+	for l := range n {
+		a := h.Shape(l)
+		if a.NHeads <= 0 || a.NKVHeads <= 0 || a.HeadDim <= 0 || a.NHeads%a.NKVHeads != 0 {
+			return fmt.Errorf("runner: KV layer %d: %d query heads over %d KV heads of %d", l, a.NHeads, a.NKVHeads, a.HeadDim)
+		}
+		if f := kvformat.Of(opts.KVType); f != nil && a.HeadDim%f.Align() != 0 {
+			// A head's values must start a row's block (kvformat's Align).
+			return fmt.Errorf("runner: a %v KV cache needs a head dimension that is a multiple of %d, this model's is %d: use an F16 KV cache (--kv-type f16)", opts.KVType, f.Align(), a.HeadDim)
+		}
+	}
+	_, _, kvd, _ := h.MaxShape()
+	c.kvCfg = kvcache.Config{
+		NLayers: n, KVDim: kvd, BlockSize: opts.BlockSize,
+		NumBlocks: opts.NCtx / opts.BlockSize, DType: opts.KVType, MaxSeqs: opts.NSeqMax,
+		OnBlock: opts.OnBlock,
+	}
+	if h.KVShapes != nil {
+		c.kvCfg.KVDims = make([]int, n)
+		for l := range n {
+			c.kvCfg.KVDims[l] = h.Shape(l).KVDim()
+		}
+	}
+	_, err := c.kvCfg.Check()
+	return err
 }
 
 // Graph returns the graph this context runs.
@@ -353,5 +377,5 @@ func (c *Runtime) shiftK(l int, k []float32, delta int32) {
 		r.ShiftTable(c.shift.cs, float64(delta))
 		c.shift.layer, c.shift.delta, c.shift.ok = l, delta, true
 	}
-	r.Apply(k, c.h.HeadDim, c.shift.cs)
+	r.Apply(k, c.h.Shape(l).HeadDim, c.shift.cs)
 }

@@ -29,17 +29,68 @@ type Hparams struct {
 	// A mixture-of-experts family's sizes (0 for dense ones): experts per layer, experts used per
 	// token, and each expert's feed-forward width.
 	NExperts, NExpertsUsed, ExpertFFN int
-	// A hybrid family's layers with a KV cache (0: all NLayers; it attends with KV layer indices
-	// in [0, KVLayers)) and its recurrent layers' sizes (nil: none; see Recurrent).
+	// The layers with a KV cache of their own (0: all NLayers; the family attends with KV layer
+	// indices in [0, KVLayers)): a hybrid family's attention layers, or Gemma 4's layers before
+	// those that share an earlier layer's KV (SharedAttention). Recurrent holds a hybrid's
+	// recurrent layers' sizes (nil: none).
 	KVLayers  int
 	Recurrent *Recurrent
+	// KVShapes, when not nil, are the attention shapes of the KV layers (len: KVLayers, or
+	// NLayers when that is 0), for a family whose layers differ (Gemma 4: its full layers' head
+	// size and KV head count are not its sliding layers'); NHeads, NKVHeads and HeadDim are then
+	// KV layer 0's. nil: every layer is (NHeads, NKVHeads, HeadDim).
+	KVShapes []AttnShape
+	// AuxWidth, when > 0, sizes a family's own per-token values kept across layers
+	// (Scratch.Aux, [n][AuxWidth], and one more row, Scratch.AuxRow): Gemma 4's per-layer inputs.
+	AuxWidth int
 }
+
+// AttnShape is one layer's attention: query heads, key/value heads (NHeads a multiple) and the
+// width of one head, for queries, keys and values alike.
+type AttnShape struct{ NHeads, NKVHeads, HeadDim int }
+
+// QDim is the width of all query heads together: NHeads * HeadDim.
+func (a AttnShape) QDim() int { return a.NHeads * a.HeadDim }
+
+// KVDim is the width of one KV-cache row: NKVHeads * HeadDim.
+func (a AttnShape) KVDim() int { return a.NKVHeads * a.HeadDim }
 
 // QDim is the width of all query heads together: NHeads * HeadDim (not always Dim, e.g. Qwen 3).
 func (h *Hparams) QDim() int { return h.NHeads * h.HeadDim }
 
 // KVDim is the width of one KV-cache row: NKVHeads * HeadDim.
 func (h *Hparams) KVDim() int { return h.NKVHeads * h.HeadDim }
+
+// Shape is KV layer l's attention shape: KVShapes[l], or (NHeads, NKVHeads, HeadDim).
+func (h *Hparams) Shape(l int) AttnShape {
+	if h.KVShapes != nil {
+		return h.KVShapes[l]
+	}
+	return AttnShape{h.NHeads, h.NKVHeads, h.HeadDim}
+}
+
+// NKVLayers is the number of layers with a KV cache: KVLayers, or NLayers when that is 0.
+func (h *Hparams) NKVLayers() int {
+	if h.KVLayers > 0 {
+		return h.KVLayers
+	}
+	return h.NLayers
+}
+
+// MaxShape is the largest of every KV layer's sizes, each on its own (scratch sizes): the most
+// query heads, KV heads, the widest head, the widest query and KV rows, the most query heads
+// per KV head.
+func (h *Hparams) MaxShape() (s AttnShape, qDim, kvDim, rep int) {
+	for l := range h.NKVLayers() {
+		a := h.Shape(l)
+		s = AttnShape{max(s.NHeads, a.NHeads), max(s.NKVHeads, a.NKVHeads), max(s.HeadDim, a.HeadDim)}
+		qDim, kvDim, rep = max(qDim, a.QDim()), max(kvDim, a.KVDim()), max(rep, a.NHeads/a.NKVHeads)
+		if h.KVShapes == nil {
+			break
+		}
+	}
+	return s, qDim, kvDim, rep
+}
 
 // Graph is one model family's forward pass over loaded weights. It is immutable and may be
 // shared by several Contexts.

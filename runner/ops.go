@@ -32,10 +32,10 @@ func (c *Runtime) Norm(dst, src, w []float32) {
 	}
 }
 
-// NormHeads applies RMSNorm with weights w (len HeadDim) to every head of x, in place: rows of
-// heads*HeadDim (per-head Q/K norms of Qwen 3 and Gemma 3).
+// NormHeads applies RMSNorm with weights w (len: the head size) to every head of x, in place:
+// rows of heads*len(w) (per-head Q/K norms of Qwen 3 and Gemma 3).
 func (c *Runtime) NormHeads(x []float32, heads int, w []float32) {
-	hd := c.h.HeadDim
+	hd := len(w)
 	for i := range c.n * heads {
 		ops.RMSNorm(x[i*hd:(i+1)*hd], x[i*hd:(i+1)*hd], w, c.h.Eps)
 	}
@@ -49,12 +49,12 @@ func (c *Runtime) Add(dst, x []float32, width int) {
 	ops.Add(dst[:c.n*width], x[:c.n*width])
 }
 
-// Rope rotates every head of every row of x (rows of heads*HeadDim) by its token's position.
-func (c *Runtime) Rope(x []float32, heads int, r *ops.Rope) {
+// Rope rotates every head of hd of every row of x (rows of heads*hd) by its token's position.
+func (c *Runtime) Rope(x []float32, heads, hd int, r *ops.Rope) {
 	tab := c.ropes.get(r, c.ub.Pos)
-	tl, w := r.TableLen(), heads*c.h.HeadDim
+	tl, w := r.TableLen(), heads*hd
 	for i := range c.n {
-		r.Apply(x[i*w:(i+1)*w], c.h.HeadDim, tab[i*tl:(i+1)*tl])
+		r.Apply(x[i*w:(i+1)*w], hd, tab[i*tl:(i+1)*tl])
 	}
 }
 

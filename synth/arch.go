@@ -200,6 +200,10 @@ func newLayout(a Arch, s Shape, vocab int, fileType string) (*layout, error) {
 	l.ropeDims = l.headDim
 	switch {
 	case a.Gemma4:
+		if err := l.checkGemma4(); err != nil {
+			return nil, err
+		}
+		l.ropeDims = l.gemma4FullHD() // the full layers' rope and rope_freqs; the sliding ones' is rope.dimension_count_swa
 		l.ropeFreqs = proportionalRopeFactors(l.ropeDims, gemma4FullRotary)
 	case a.RopeFreqs:
 		l.ropeOrigCtx = 64

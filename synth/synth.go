@@ -25,6 +25,14 @@ type Shape struct {
 	// A mixture of experts (Arch.MoE): experts per layer, used per token, each one's FFN width.
 	// 0: the Arch's defaults (8, 2 and FFN/4).
 	Experts, ExpertsUsed, ExpertFFN int
+	// Gemma 4's per-layer sizes (0 and false: none, every layer as the sliding ones): the full
+	// layers' head size and KV head count, full layers without attn_v (attention_k_eq_v), the
+	// last SharedKV layers reading earlier layers' KV, per-layer embeddings of PerLayerInput
+	// values a layer, and the shared layers' FFN twice as wide (use_double_wide_mlp).
+	FullHeadDim, FullKVHeads int
+	FullKEqV                 bool
+	SharedKV, PerLayerInput  int
+	DoubleWideFFN            bool
 }
 
 // Shapes are the benchmark shapes of shared/perf/README.md, "tiny" (the shape of the shared

@@ -45,6 +45,9 @@ func (l *layout) tensors() []tensorSpec {
 	if l.RopeFreqs {
 		ts = append(ts, vec("rope_freqs.weight", kindRopeFreqs, l.ropeDims/2))
 	}
+	if l.Gemma4 {
+		ts = append(ts, l.gemma4Globals()...)
+	}
 	for i := range s.Layers {
 		if l.Gemma4 {
 			ts = append(ts, l.gemma4Block(i)...)
@@ -168,13 +171,17 @@ func (l *layout) generate(sp tensorSpec, seed uint64) ([]byte, quant.Type, error
 		return buf, quant.F32, err
 	}
 	role := sp.role
-	if role == "token_embd" && l.tied {
-		role = "output" // a tied embedding is quantized as the output projection
+	if (role == "token_embd" || role == "per_layer_token_embd") && l.tied {
+		// A tied embedding is quantized as the output projection; llama.cpp's quantizer counts
+		// Gemma 4's per-layer token table as a token embedding too.
+		role = "output"
 	}
 	t := fitType(eightExperts(tensorType(l.fileType, role, sp.layer, l.s.Layers), l.fileType, role, l.experts), sp.cols)
 	switch {
 	case sp.kind == kindRouter:
 		t = quant.F32 // llama.cpp's quantizer leaves ffn_gate_inp alone
+	case role == "per_layer_model_proj" && l.fileType != "f32":
+		t = quant.F16 // and per_layer_model_proj, as converted (F16)
 	case l.fileType == "mxfp4" && sp.experts > 0:
 		t = quant.MXFP4
 	}

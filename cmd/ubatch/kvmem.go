@@ -13,6 +13,7 @@ import (
 	"ubatch/kvcache"
 	"ubatch/kvformat"
 	"ubatch/quant"
+	"ubatch/runner"
 )
 
 // checkKVPool refuses a KV cache of cells cells (rounded up to whole blocks of blockSize) that
@@ -190,4 +191,14 @@ func readCount(root fs.FS, name string) (int64, bool) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	return n, err == nil && n >= 0
+}
+
+// kvLayers and kvWidest size a model's KV cache for the memory checks: its layers with a KV
+// cache of their own, each as wide as the widest (Gemma 4's full and sliding layers differ; an
+// upper bound then).
+func kvLayers(h *runner.Hparams) int { return h.NKVLayers() }
+
+func kvWidest(h *runner.Hparams) int {
+	_, _, kvd, _ := h.MaxShape()
+	return kvd
 }

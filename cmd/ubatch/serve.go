@@ -327,9 +327,9 @@ const (
 // serveKVCells sizes the default KV cache of the server: each of np sequences may reach the
 // model's training context (at most 2048 tokens), within 2 GiB of K and V of type dt.
 func serveKVCells(m *runner.Hparams, np int, dt quant.Type) int {
-	perCell, err := kvcache.CellBytes(m.NLayers, m.KVDim(), dt)
+	perCell, err := kvcache.CellBytes(kvLayers(m), kvWidest(m), dt)
 	if err != nil || perCell <= 0 {
-		perCell = int64(4 * m.NLayers * m.KVDim()) // F16
+		perCell = int64(4 * kvLayers(m) * kvWidest(m)) // F16
 	}
 	return max(512, min(np*min(m.CtxTrain, 2048), int((2<<30)/perCell)))
 }

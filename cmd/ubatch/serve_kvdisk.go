@@ -49,10 +49,12 @@ func kvLayout(m *model.Model, lctx *runner.Runtime) (kvfile.Layout, error) {
 		return kvfile.Layout{}, fmt.Errorf("the model file's identity for --kv-disk: %w", err)
 	}
 	h, cfg := lctx.Hparams(), lctx.KVConfig()
-	// The KV cache's layers (a hybrid's attention layers alone), and a hybrid's state size.
+	// The KV cache's layers (a hybrid's attention layers alone, each at its own shape), and a
+	// hybrid's state size.
 	l := kvfile.Layout{Model: id, DType: cfg.DType, BlockSize: cfg.BlockSize, StateBytes: lctx.StateBytes()}
-	for range cfg.NLayers {
-		l.Layers = append(l.Layers, kvfile.Layer{KVHeads: h.NKVHeads, HeadDim: h.HeadDim})
+	for i := range h.NKVLayers() {
+		a := h.Shape(i)
+		l.Layers = append(l.Layers, kvfile.Layer{KVHeads: a.NKVHeads, HeadDim: a.HeadDim})
 	}
 	return l, l.Check()
 }

@@ -292,7 +292,7 @@ func (ss *serveSetup) build(spec server.ModelSpec, m *model.Model) (*server.Load
 			budget, source = avail, src
 		}
 	}
-	if err := checkKVPool(m.Hparams().NLayers, m.Hparams().KVDim(), nCtx, ss.blockSize, ss.kvOpts.KVType, budget, source, what); err != nil {
+	if err := checkKVPool(kvLayers(m.Hparams()), kvWidest(m.Hparams()), nCtx, ss.blockSize, ss.kvOpts.KVType, budget, source, what); err != nil {
 		return nil, err
 	}
 	lctx, err := o.mf.newContext(m, np, func(ro *runner.Options) { ro.NCtx, ro.OnBlock = nCtx, o.ff.onBlock() })
@@ -353,7 +353,7 @@ func (ss *serveSetup) build(spec server.ModelSpec, m *model.Model) (*server.Load
 		closeAll()
 		return nil, err
 	}
-	kvBytes, _ := kvcache.PoolBytes(m.Hparams().NLayers, m.Hparams().KVDim(), opts.NCtx, ss.kvOpts.KVType)
+	kvBytes, _ := kvcache.PoolBytes(kvLayers(m.Hparams()), kvWidest(m.Hparams()), opts.NCtx, ss.kvOpts.KVType)
 	return &server.Loaded{Server: srv, Engine: eng, Metrics: sub, Bytes: m.Size + kvBytes,
 		Close: func() { closeAll(); m.Close() }}, nil
 }

@@ -108,10 +108,12 @@ func Layout(t testing.TB, m *model.Model, rt *runner.Runtime) kvfile.Layout {
 		t.Fatal(err)
 	}
 	h, cfg := rt.Hparams(), rt.KVConfig()
-	// The KV cache's layers (a hybrid's attention layers alone), and a hybrid's state size.
+	// The KV cache's layers (a hybrid's attention layers alone, each at its own shape), and a
+	// hybrid's state size.
 	l := kvfile.Layout{Model: id, DType: cfg.DType, BlockSize: cfg.BlockSize, StateBytes: rt.StateBytes()}
-	for range cfg.NLayers {
-		l.Layers = append(l.Layers, kvfile.Layer{KVHeads: h.NKVHeads, HeadDim: h.HeadDim})
+	for i := range h.NKVLayers() {
+		a := h.Shape(i)
+		l.Layers = append(l.Layers, kvfile.Layer{KVHeads: a.NKVHeads, HeadDim: a.HeadDim})
 	}
 	return l
 }

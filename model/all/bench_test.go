@@ -20,6 +20,9 @@ var decodeModels = []struct{ name, file string }{
 	{"qwen3moe", "arch/synth-qwen3moe-q8_0.gguf"},
 	{"gpt-oss", "arch/synth-gpt-oss-mxfp4.gguf"},
 	{"qwen35", "arch/synth-qwen35-f16.gguf"},
+	// Per-layer head sizes and KV head counts (dense), per-layer inputs and shared KV layers (e).
+	{"gemma4-dense", "synth:gemma4:dense:q8_0"},
+	{"gemma4-e", "synth:gemma4:e:q8_0"},
 }
 
 // decodeStep returns a function that decodes one more token of sequence 0, wrapping around

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"ubatch/gguf"
@@ -12,12 +13,21 @@ import (
 	"ubatch/model"
 	"ubatch/quant"
 	"ubatch/runner"
+	"ubatch/synth"
 )
 
-// load opens a model from ../shared/models (skipping when absent) with or without packing.
+// load opens a model from ../shared/models (skipping when absent) with or without packing. A
+// name "synth:ARCH:SHAPE:TYPE" is synth's model of that family (seed 42, stories260K's
+// vocabulary), for the kinds the shared files lack (Gemma 4's).
 func load(t testing.TB, name string, noPack bool) *model.Model {
 	t.Helper()
-	f, err := gguf.Open(testdata.Model(t, name))
+	path := ""
+	if spec, ok := strings.CutPrefix(name, "synth:"); ok {
+		path = synthFile(t, spec)
+	} else {
+		path = testdata.Model(t, name)
+	}
+	f, err := gguf.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,6 +38,33 @@ func load(t testing.TB, name string, noPack bool) *model.Model {
 	}
 	t.Cleanup(func() { m.Close() })
 	return m
+}
+
+// synthFile writes synth's model of spec, "ARCH:SHAPE:TYPE", and returns its path.
+func synthFile(t testing.TB, spec string) string {
+	t.Helper()
+	parts := strings.Split(spec, ":")
+	if len(parts) != 3 {
+		t.Fatalf("synth model %q: want ARCH:SHAPE:TYPE", spec)
+	}
+	vocab, err := gguf.Open(testdata.Model(t, "stories260K.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vocab.Close()
+	a, err := synth.ArchByName(parts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := a.ShapeByName(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := synth.Build(synth.Options{Arch: a.Name, Shape: s, FileType: parts[2], Vocab: vocab, Seed: 42, Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testmodel.Write(t, w, strings.ReplaceAll(spec, ":", "-")+".gguf")
 }
 
 // open loads a model and makes a Session over a new context of it.

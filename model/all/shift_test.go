@@ -2,6 +2,7 @@ package all_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"ubatch/batch"
@@ -153,8 +154,15 @@ func TestContextShiftKeysMatchFreshDecode(t *testing.T) {
 	for _, tc := range decodeModels {
 		t.Run(tc.name, func(t *testing.T) {
 			m := load(t, tc.file, false)
+			kv := quant.F16
+			if strings.HasPrefix(tc.file, "synth:gemma4") {
+				// These heads (unscaled scores of normed Q and K) amplify F16's rounding of the
+				// keys: the same history decoded at an offset, with no shift, is already 4-5% from
+				// one at 0 (F32: 0). F32 keys leave the re-rotation's own rounding.
+				kv = quant.F32
+			}
 			for _, d := range []int32{1, 17, 40} {
-				c := testmodel.Session(t, m, runner.Options{NCtx: 128, NSeqMax: 1, Threads: 2, KVType: quant.F16})
+				c := testmodel.Session(t, m, runner.Options{NCtx: 128, NSeqMax: 1, Threads: 2, KVType: kv})
 				var b batch.Batch
 				for i, tok := range hist[:len(hist)-1] {
 					b.Add(tok, d+int32(i), []int32{0}, false)
@@ -171,7 +179,7 @@ func TestContextShiftKeysMatchFreshDecode(t *testing.T) {
 					t.Fatal(err)
 				}
 				got := c.Logits(0)
-				ref := testmodel.Session(t, m, runner.Options{NCtx: 128, NSeqMax: 1, Threads: 2, KVType: quant.F16})
+				ref := testmodel.Session(t, m, runner.Options{NCtx: 128, NSeqMax: 1, Threads: 2, KVType: kv})
 				want := promptLogits(t, ref, hist)
 				w := want[len(want)-1]
 				// Measured with F16 keys: at most 1.9e-2 (gemma2; 0 on most families); a rotation

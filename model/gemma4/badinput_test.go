@@ -11,8 +11,8 @@ import (
 	"ubatch/synth"
 )
 
-// edited rebuilds a mini Gemma 4 of shape (3 layers, dim 64, F32) with set's keys replacing or
-// adding values and drop's keys and tensors left out.
+// edited rebuilds a mini Gemma 4 of shape (dim 64, F32; 3 layers, the e shape 9) with set's keys
+// replacing or adding values and drop's keys and tensors left out.
 func edited(t *testing.T, shape string, set map[string]any, drop []string) *gguf.File {
 	t.Helper()
 	a, _ := synth.ArchByName("gemma4")
@@ -20,7 +20,13 @@ func edited(t *testing.T, shape string, set map[string]any, drop []string) *gguf
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Dim, s.Layers, s.FFN, s.Heads, s.KVHeads, s.HeadDim = 64, 3, 128, 4, 2, 16
+	s.Dim, s.FFN, s.Heads, s.KVHeads, s.HeadDim, s.FullHeadDim = 64, 128, 4, 2, 16, 32
+	if s.SharedKV == 0 {
+		s.Layers = 3
+	}
+	if s.PerLayerInput > 0 {
+		s.PerLayerInput = 16
+	}
 	v, err := synth.BuiltinVocab(320)
 	if err != nil {
 		t.Fatal(err)
@@ -60,20 +66,48 @@ func TestBadFilesFail(t *testing.T) {
 	}{
 		{"valid dense", "dense", nil, nil, ""},
 		{"valid moe", "moe", nil, nil, ""},
+		{"valid e", "e", nil, nil, ""},
+		{"shared layers without their own K", "e", nil, []string{"blk.8.attn_k.weight", "blk.8.attn_k_norm.weight", "blk.7.attn_v.weight"}, ""},
 		{"pattern too short", "dense", map[string]any{"gemma4.attention.sliding_window_pattern": []bool{true, false}}, nil,
 			"gemma4.attention.sliding_window_pattern is []bool [true false], want an array of 3 bools"},
 		{"pattern a number", "dense", map[string]any{"gemma4.attention.sliding_window_pattern": uint32(6)}, nil,
 			"gemma4.attention.sliding_window_pattern = 6 is out of range"},
-		{"sliding heads of another size", "dense", map[string]any{"gemma4.attention.key_length_swa": uint32(32)}, nil,
-			"key_length_swa = 32 differs from attention.key_length = 16"},
-		{"KV heads per layer", "dense", map[string]any{"gemma4.attention.head_count_kv": []uint32{2, 2, 4}}, nil,
-			"gemma4.attention.head_count_kv is []uint32 [2 2 4]: per-layer values are not supported yet"},
-		{"FFN widths per layer", "dense", map[string]any{"gemma4.feed_forward_length": []uint32{128, 128, 256}}, nil,
-			"gemma4.feed_forward_length is []uint32"},
-		{"shared KV layers", "dense", map[string]any{"gemma4.attention.shared_kv_layers": uint32(1)}, nil,
-			"layers that share an earlier layer's KV (the E2B/E4B models) are not supported yet"},
-		{"per-layer embeddings", "dense", map[string]any{"gemma4.embedding_length_per_layer_input": uint32(8)}, nil,
-			"per-layer embeddings (the E2B/E4B models) are not supported yet"},
+		{"sliding value heads of another size", "dense", map[string]any{"gemma4.attention.value_length_swa": uint32(32)}, nil,
+			"gemma4.attention.value_length_swa = 32 differs from gemma4.attention.key_length_swa = 16"},
+		{"sliding heads of another size than the tensors", "dense", map[string]any{"gemma4.attention.key_length_swa": uint32(32), "gemma4.attention.value_length_swa": uint32(32)}, nil,
+			`tensor "blk.0.attn_q.weight" has shape [64 64], want [64 128]`},
+		{"KV heads per layer, too few", "dense", map[string]any{"gemma4.attention.head_count_kv": []uint32{2, 2}}, nil,
+			"gemma4.attention.head_count_kv has 2 values, want 3 (one per layer, gemma4.block_count)"},
+		{"KV heads per layer, too many", "dense", map[string]any{"gemma4.attention.head_count_kv": []uint32{2, 2, 1, 1}}, nil,
+			"gemma4.attention.head_count_kv has 4 values, want 3"},
+		{"KV heads per layer, not dividing", "dense", map[string]any{"gemma4.attention.head_count_kv": []uint32{2, 3, 1}}, nil,
+			"gemma4.attention.head_count_kv = 3 (layer 1) does not divide"},
+		{"KV heads per layer, out of range", "dense", map[string]any{"gemma4.attention.head_count_kv": []uint32{2, 0, 1}}, nil,
+			"gemma4.attention.head_count_kv[1] = 0 is out of range"},
+		{"KV heads per layer, strings", "dense", map[string]any{"gemma4.attention.head_count_kv": []string{"2", "2", "1"}}, nil,
+			"gemma4.attention.head_count_kv is []string [2 2 1], want an integer or an array of 3 integers"},
+		{"KV heads per layer against the tensors", "dense", map[string]any{"gemma4.attention.head_count_kv": []uint32{2, 2, 1}}, nil,
+			`tensor "blk.2.attn_k.weight" has shape [64 64], want [64 32]`},
+		{"FFN widths per layer, wrong length", "e", map[string]any{"gemma4.feed_forward_length": []uint32{128, 128, 256}}, nil,
+			"gemma4.feed_forward_length has 3 values, want 9"},
+		{"FFN widths per layer against the tensors", "e", map[string]any{"gemma4.feed_forward_length": uint32(128)}, nil,
+			`tensor "blk.6.ffn_gate.weight" has shape [64 256], want [64 128]`},
+		{"shared KV layers past the count", "dense", map[string]any{"gemma4.attention.shared_kv_layers": uint32(4)}, nil,
+			"gemma4.attention.shared_kv_layers = 4 is out of range [0, 3]"},
+		{"shared KV layers leaving one", "e", map[string]any{"gemma4.attention.shared_kv_layers": uint32(8)}, nil,
+			"gemma4.attention.shared_kv_layers = 8 leaves 1 of gemma4.block_count = 9 layers"},
+		{"shared KV layers of another kind", "dense", map[string]any{"gemma4.attention.shared_kv_layers": uint32(1)}, nil,
+			"gemma4.attention.shared_kv_layers = 1: layer 2 (sliding false"},
+		{"shared KV layers a string", "e", map[string]any{"gemma4.attention.shared_kv_layers": "3"}, nil,
+			"gemma4.attention.shared_kv_layers is string 3, want an integer"},
+		{"per-layer embeddings without their tensors", "dense", map[string]any{"gemma4.embedding_length_per_layer_input": uint32(8)}, nil,
+			`tensor "per_layer_token_embd.weight" is missing`},
+		{"per-layer embeddings of another width", "e", map[string]any{"gemma4.embedding_length_per_layer_input": uint32(8)}, nil,
+			`tensor "per_layer_token_embd.weight" has shape [144 320], want [72 320]`},
+		{"per-layer embeddings without a layer's gate", "e", nil, []string{"blk.4.inp_gate.weight"}, `tensor "blk.4.inp_gate.weight" is missing`},
+		{"per-layer embeddings without their norm", "e", nil, []string{"per_layer_proj_norm.weight"}, `tensor "per_layer_proj_norm.weight" is missing`},
+		{"per-layer embeddings without the key", "e", nil, []string{"gemma4.embedding_length_per_layer_input"}, "gemma4.embedding_length_per_layer_input is missing"},
+		{"sliding head size missing", "dense", nil, []string{"gemma4.attention.key_length_swa"}, "gemma4.attention.key_length_swa is missing"},
 		{"rope_freqs missing", "dense", nil, []string{"rope_freqs.weight"}, `tensor "rope_freqs.weight" is missing`},
 		{"window missing", "dense", nil, []string{"gemma4.attention.sliding_window"}, "gemma4.attention.sliding_window is missing"},
 		{"router without expert_count", "moe", nil, []string{"gemma4.expert_count"}, "is in a file without gemma4.expert_count"},

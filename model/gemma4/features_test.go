@@ -48,6 +48,11 @@ func TestFeaturesMatter(t *testing.T) {
 				m.Layers[i].RouterNorm = m.Layers[i].PreNorm2
 			}
 		}},
+		{"no per-layer embeddings", "e", func(m *gemma4.Model) { m.PLE = nil }},
+		{"shared KV read from the first layer of its kind", "e", gemma4.SharedFrom},
+		{"per-layer inputs without their projection", "e", func(m *gemma4.Model) {
+			m.PLE.ProjNorm = slices.Repeat([]float32{0}, len(m.PLE.ProjNorm))
+		}},
 		{"no dense FFN beside the experts", "moe", func(m *gemma4.Model) {
 			for i := range m.Layers {
 				l := &m.Layers[i]

@@ -11,14 +11,17 @@
 //   - (26B-A4B) experts beside the dense feed-forward: the router reads
 //     rmsnorm(x)/sqrt(dim)·ffn_gate_inp.scale, a softmax then the top k renormalised, GELU
 //     experts (ffn_gate_up_exps fused) scaled each by ffn_down_exps.scale, and the dense and
-//     expert outputs normed apart (post_ffw_norm_1, _2) and summed before post_ffw_norm.
-//
-// Not yet supported, and refused at load with an error naming the key: full layers whose head
-// size or KV head count differs from the sliding ones' (the released models' 512 and 256), the
-// E-models' per-layer embeddings and KV shared across layers, per-layer FFN widths.
+//     expert outputs normed apart (post_ffw_norm_1, _2) and summed before post_ffw_norm;
+//   - per-layer sizes as llama.cpp reads them: head_count, head_count_kv and
+//     feed_forward_length a value or an array of one per layer, the full layers' head size
+//     attention.key_length and the sliding ones' key_length_swa (the released models' 512 and
+//     256), the KV cache holding each layer's own width (runner.Hparams.KVShapes);
+//   - (E2B/E4B) per-layer embeddings (ple.go) and the last attention.shared_kv_layers layers
+//     reading the KV of the last earlier layer of their kind instead of their own.
 package gemma4
 
 import (
+	"fmt"
 	"math"
 
 	"ubatch/batch"
@@ -42,6 +45,11 @@ type Layer struct {
 	Experts                        runner.Experts
 	RouterNorm                     []float32
 	PreNorm2, PostNorm1, PostNorm2 []float32
+	// The per-layer embedding's gate (inp_gate, [Dim] -> [n_embd_per_layer]), projection back
+	// (proj) and its norm (post_norm), when the file has per-layer embeddings.
+	InpGate, Proj runner.Weight
+	PostNorm      []float32
+	dims          layerDims
 }
 
 // Model is a loaded Gemma 4 model; the output is tied to the embedding unless output.weight is
@@ -53,24 +61,35 @@ type Model struct {
 	FinalSoftcap float32 // 0: none
 	Gating       runner.Gating
 	embedScale   float32
-	ones         []float32 // [HeadDim] of 1: the values' unweighted norm
-	ffn          int       // the dense feed-forward's width (H.FFN may be raised; see load)
+	ones         []float32 // [the widest head] of 1: the values' unweighted norm
+	PLE          *PerLayerEmbeddings
 }
 
 func load(b *model.Binder) (runner.Graph, error) {
-	if err := refuseUnsupported(b); err != nil {
-		return nil, err
-	}
-	m := &Model{H: b.Hparams()}
+	hp, pl := b.HparamsPerLayer()
+	m := &Model{H: hp}
 	h := &m.H
 	moe := b.Has("expert_count")
 	if moe {
 		b.ExpertHparams(h)
 	}
+	fullHD := h.HeadDim
+	if last := fmt.Sprintf("blk.%d.attn_norm.weight", h.NLayers-1); b.Err() == nil && !b.HasTensor(last) {
+		// Before the per-layer keys, so that a block_count the tensors contradict is named as such.
+		b.Fail("tensor %q is missing: not a complete %s GGUF (%s.block_count = %d)", last, b.Arch, b.Arch, h.NLayers)
+	}
+	sliding := slidingLayers(b, h.NLayers)
+	dims := readLayers(b, h, pl, sliding)
+	nPL := perLayerInput(b, h)
 	if b.Err() != nil {
 		return nil, b.Err()
 	}
-	m.ffn = h.FFN
+	swaHD := fullHD
+	for _, d := range dims {
+		if d.Sliding {
+			swaHD = d.Attn.HeadDim
+		}
+	}
 	if moe {
 		// A MoE layer keeps its dense output and the router's input in Scratch.Wide, [n][2·FFN]:
 		// FFN sizes only the scratch here.
@@ -78,17 +97,21 @@ func load(b *model.Binder) (runner.Graph, error) {
 		m.Gating = runner.Gating{Func: runner.SoftmaxTopK, K: h.NExpertsUsed, Norm: true}
 	}
 	m.embedScale = float32(math.Sqrt(float64(h.Dim)))
-	m.ones = make([]float32, h.HeadDim)
+	m.ones = make([]float32, max(fullHD, swaHD))
 	for i := range m.ones {
 		m.ones[i] = 1
 	}
 	m.FinalSoftcap = b.Float("final_logit_softcapping", 0, 0, 1e6)
 	window := b.Int("attention.sliding_window", -1, 1, 1<<24)
 	m.Embeddings.Bind(b, h)
-	m.Layers = model.BindLayers(h.NLayers, func(l *Layer, _ int, p string) { m.bindLayer(b, l, p, moe) })
-	// After the tensors, so that a block_count the tensors contradict is named as such.
-	sliding := slidingLayers(b, h.NLayers)
-	global, local := ropes(b, h, sliding)
+	if nPL > 0 {
+		m.PLE = bindPLE(b, h, nPL)
+	}
+	m.Layers = model.BindLayers(h.NLayers, func(l *Layer, i int, p string) {
+		l.dims = dims[i]
+		m.bindLayer(b, l, p, moe)
+	})
+	global, local := ropes(b, sliding, fullHD, swaHD)
 	if b.Err() != nil {
 		return nil, b.Err()
 	}
@@ -102,29 +125,38 @@ func load(b *model.Binder) (runner.Graph, error) {
 	return m, nil
 }
 
-// bindLayer binds block p's tensors: attention (attn_v optional), its norms, the output scale,
-// the dense feed-forward and, for a MoE file, the router and experts.
+// bindLayer binds block p's tensors with the layer's sizes (l.dims): attention (attn_v
+// optional; attn_k, its norm and attn_v unused, and optional, on a layer that shares an
+// earlier layer's KV), its norms, the output scale, the dense feed-forward, the per-layer
+// embedding's tensors and, for a MoE file, the router and experts.
 func (m *Model) bindLayer(b *model.Binder, l *Layer, p string, moe bool) {
-	h := &m.H
+	h, a, ffn := &m.H, l.dims.Attn, l.dims.FFN
 	l.AttnNorm = b.Vector(p+"attn_norm.weight", h.Dim, false)
-	l.Wq = b.Weight(p+"attn_q.weight", h.Dim, h.QDim())
-	l.Wk = b.Weight(p+"attn_k.weight", h.Dim, h.KVDim())
-	if l.NoV = !b.HasTensor(p + "attn_v.weight"); !l.NoV {
-		l.Wv = b.Weight(p+"attn_v.weight", h.Dim, h.KVDim())
+	l.Wq = b.Weight(p+"attn_q.weight", h.Dim, a.QDim())
+	if !l.dims.Shared || b.HasTensor(p+"attn_k.weight") {
+		l.Wk = b.Weight(p+"attn_k.weight", h.Dim, a.KVDim())
+		l.KNorm = b.Vector(p+"attn_k_norm.weight", a.HeadDim, l.dims.Shared)
 	}
-	l.Wo = b.Weight(p+"attn_output.weight", h.QDim(), h.Dim)
-	l.QNorm = b.Vector(p+"attn_q_norm.weight", h.HeadDim, false)
-	l.KNorm = b.Vector(p+"attn_k_norm.weight", h.HeadDim, false)
+	if l.NoV = !b.HasTensor(p + "attn_v.weight"); !l.NoV {
+		l.Wv = b.Weight(p+"attn_v.weight", h.Dim, a.KVDim())
+	}
+	l.Wo = b.Weight(p+"attn_output.weight", a.QDim(), h.Dim)
+	l.QNorm = b.Vector(p+"attn_q_norm.weight", a.HeadDim, false)
 	l.PostAttnNorm = b.Vector(p+"post_attention_norm.weight", h.Dim, false)
 	l.OutScale = 1
 	if s := b.Vector(p+"layer_output_scale.weight", 1, true); s != nil {
 		l.OutScale = s[0]
 	}
 	l.FFNNorm = b.Vector(p+"ffn_norm.weight", h.Dim, false)
-	l.Gate = b.Weight(p+"ffn_gate.weight", h.Dim, m.ffn)
-	l.Up = b.Weight(p+"ffn_up.weight", h.Dim, m.ffn)
-	l.Down = b.Weight(p+"ffn_down.weight", m.ffn, h.Dim)
+	l.Gate = b.Weight(p+"ffn_gate.weight", h.Dim, ffn)
+	l.Up = b.Weight(p+"ffn_up.weight", h.Dim, ffn)
+	l.Down = b.Weight(p+"ffn_down.weight", ffn, h.Dim)
 	l.PostFFNNorm = b.Vector(p+"post_ffw_norm.weight", h.Dim, false)
+	if m.PLE != nil {
+		l.InpGate = b.Weight(p+"inp_gate.weight", h.Dim, m.PLE.Width)
+		l.Proj = b.Weight(p+"proj.weight", m.PLE.Width, h.Dim)
+		l.PostNorm = b.Vector(p+"post_norm.weight", h.Dim, false)
+	}
 	if !moe {
 		if b.HasTensor(p + "ffn_gate_inp.weight") {
 			b.Fail("tensor %q is in a file without %s.expert_count: the metadata and the tensors disagree", p+"ffn_gate_inp.weight", b.Arch)
@@ -148,37 +180,39 @@ func (m *Model) LayerRope(l int) *ops.Rope { return m.Layers[l].Rope }
 
 func (m *Model) Matrices() []*runner.Weight {
 	ws := []*runner.Weight{m.Output}
+	if m.PLE != nil {
+		ws = append(ws, &m.PLE.ModelProj)
+	}
 	for i := range m.Layers {
 		l := &m.Layers[i]
-		ws = append(ws, &l.Wq, &l.Wk)
-		if !l.NoV {
-			ws = append(ws, &l.Wv)
+		ws = append(ws, &l.Wq)
+		if !l.dims.Shared {
+			ws = append(ws, &l.Wk)
+			if !l.NoV {
+				ws = append(ws, &l.Wv)
+			}
 		}
 		ws = append(ws, &l.Wo, &l.Gate, &l.Up, &l.Down)
 		if l.Experts.Gate != nil {
 			ws = l.Experts.AppendMatrices(ws)
 		}
+		if m.PLE != nil {
+			ws = append(ws, &l.InpGate, &l.Proj)
+		}
 	}
 	return ws
 }
 
-func (m *Model) Forward(c *runner.Runtime, _ *batch.UBatch) {
+func (m *Model) Forward(c *runner.Runtime, ub *batch.UBatch) {
 	s, h := &c.S, &m.H
-	n := c.N()
 	c.Embed(&m.Embd, m.embedScale)
+	if m.PLE != nil {
+		m.PLE.inputs(c, ub.Tokens)
+	}
 	for li := range m.Layers {
 		l := &m.Layers[li]
 		c.Norm(s.XN, s.X, l.AttnNorm)
-		if l.NoV {
-			c.MatMul2(s.XN, &l.Wq, s.Q, &l.Wk, s.K)
-			copy(s.V[:n*h.KVDim()], s.K)
-		} else {
-			c.MatMul3(s.XN, &l.Wq, s.Q, &l.Wk, s.K, &l.Wv, s.V)
-		}
-		c.NormHeads(s.Q, h.NHeads, l.QNorm)
-		c.NormHeads(s.K, h.NKVHeads, l.KNorm)
-		c.NormHeads(s.V, h.NKVHeads, m.ones)
-		c.SelfAttention(li, l.Rope, l.Attn, &l.Wo)
+		m.attention(c, l)
 		c.Norm(s.Tmp, s.Tmp, l.PostAttnNorm)
 		c.Add(s.X, s.Tmp, h.Dim)
 		c.Norm(s.XN, s.X, l.FFNNorm)
@@ -188,13 +222,39 @@ func (m *Model) Forward(c *runner.Runtime, _ *batch.UBatch) {
 		}
 		c.Norm(s.Tmp, s.Tmp, l.PostFFNNorm)
 		c.Add(s.X, s.Tmp, h.Dim)
+		if m.PLE != nil {
+			m.PLE.layer(c, li, &l.InpGate, &l.Proj, l.PostNorm)
+		}
 		if l.OutScale != 1 {
-			for i := range s.X[:n*h.Dim] {
+			for i := range s.X[:c.N()*h.Dim] {
 				s.X[i] *= l.OutScale
 			}
 		}
 	}
 	c.Output(m.OutNorm, m.Output, m.FinalSoftcap)
+}
+
+// attention is layer l's attention from S.XN into S.Tmp: Q (and, on a layer with a KV cache of
+// its own, K and V, V being K when there is no attn_v) projected and RMS-normed per head, V
+// without a weight, then attended over the layer's KV, or the earlier layer's it shares.
+func (m *Model) attention(c *runner.Runtime, l *Layer) {
+	s, a, n := &c.S, l.dims.Attn, c.N()
+	if l.dims.Shared {
+		c.MatMul(s.XN, &l.Wq, s.Q)
+		c.NormHeads(s.Q, a.NHeads, l.QNorm)
+		c.SharedAttention(l.dims.KV, l.Rope, l.Attn, &l.Wo)
+		return
+	}
+	if l.NoV {
+		c.MatMul2(s.XN, &l.Wq, s.Q, &l.Wk, s.K)
+		copy(s.V[:n*a.KVDim()], s.K)
+	} else {
+		c.MatMul3(s.XN, &l.Wq, s.Q, &l.Wk, s.K, &l.Wv, s.V)
+	}
+	c.NormHeads(s.Q, a.NHeads, l.QNorm)
+	c.NormHeads(s.K, a.NKVHeads, l.KNorm)
+	c.NormHeads(s.V, a.NKVHeads, m.ones[:a.HeadDim])
+	c.SelfAttention(l.dims.KV, l.Rope, l.Attn, &l.Wo)
 }
 
 // experts adds a MoE layer's experts to the dense feed-forward's output in Tmp: Tmp becomes
