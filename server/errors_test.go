@@ -13,7 +13,7 @@ import (
 // and has a message containing want ("": any message); it returns the error body.
 func (e *testEnv) checkBadParam(t *testing.T, path string, body any, param, want string) errorBody {
 	t.Helper()
-	resp := e.post(context.Background(), path, body)
+	resp := e.Post(context.Background(), path, body)
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
 	var eb errorBody
@@ -107,14 +107,14 @@ func TestErrorResponses(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			req, err := http.NewRequestWithContext(context.Background(), tc.method, e.ts.URL+tc.path, strings.NewReader(tc.body))
+			req, err := http.NewRequestWithContext(context.Background(), tc.method, e.URL+tc.path, strings.NewReader(tc.body))
 			if err != nil {
 				t.Fatal(err)
 			}
 			for i := 0; i+1 < len(tc.header); i += 2 {
 				req.Header.Set(tc.header[i], tc.header[i+1])
 			}
-			resp, err := e.client.Do(req)
+			resp, err := e.Client.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,7 +132,7 @@ func TestErrorResponses(t *testing.T) {
 		})
 	}
 	t.Run("health needs no key", func(t *testing.T) {
-		resp, err := e.client.Get(e.ts.URL + "/health")
+		resp, err := e.Client.Get(e.URL + "/health")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +143,7 @@ func TestErrorResponses(t *testing.T) {
 		}
 	})
 	t.Run("key accepted", func(t *testing.T) {
-		resp := e.post(context.Background(), "/v1/completions", `{"prompt": "x", "max_tokens": 2}`, auth...)
+		resp := e.Post(context.Background(), "/v1/completions", `{"prompt": "x", "max_tokens": 2}`, auth...)
 		defer resp.Body.Close()
 		if resp.StatusCode != 200 {
 			data, _ := io.ReadAll(resp.Body)

@@ -12,19 +12,19 @@ import (
 // guidedText posts body to path (one of the three completion routes) and returns every
 // choice's text and finish reason, in llama.cpp's stop_type words mapped to OpenAI's.
 func (e *testEnv) guidedText(path string, body map[string]any) (texts, finishes []string) {
-	e.t.Helper()
+	e.T.Helper()
 	switch path {
 	case "/v1/chat/completions":
 		body["messages"] = []map[string]any{{"role": "user", "content": "Tell me a story."}}
 		var res chatResult
-		e.postJSON(path, body, http.StatusOK, &res)
+		e.PostJSON(path, body, http.StatusOK, &res)
 		for _, c := range res.Choices {
 			texts, finishes = append(texts, c.Message.Content), append(finishes, c.FinishReason)
 		}
 	case "/completion":
 		body["prompt"] = "Once upon a time"
 		var res llamaCompletion
-		e.postJSON(path, body, http.StatusOK, &res)
+		e.PostJSON(path, body, http.StatusOK, &res)
 		finish := map[string]string{"eos": "stop", "limit": "length"}[res.StopType]
 		texts, finishes = []string{res.Content}, []string{finish}
 	default:
@@ -196,7 +196,7 @@ func TestMinTokens(t *testing.T) {
 				} else {
 					body["messages"] = []map[string]any{{"role": "user", "content": "Tell me a story."}}
 					var res chatResult
-					e.postJSON(path, body, http.StatusOK, &res)
+					e.PostJSON(path, body, http.StatusOK, &res)
 					usage, text = res.Usage, res.Choices[0].Message.Content
 				}
 				got := usage.CompletionTokens

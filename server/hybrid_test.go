@@ -50,7 +50,7 @@ func TestHybridServes(t *testing.T) {
 
 	msgs := []map[string]any{{"role": "user", "content": "Tell me about the park."}}
 	var chat chatResult
-	e.postJSON("/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 12, "temperature": 0, "n": 2}, http.StatusOK, &chat)
+	e.PostJSON("/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 12, "temperature": 0, "n": 2}, http.StatusOK, &chat)
 	if len(chat.Choices) != 2 || chat.Usage.PromptTokens == 0 || chat.Usage.CompletionTokens == 0 {
 		t.Fatalf("chat response %+v", chat)
 	}

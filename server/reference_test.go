@@ -23,7 +23,7 @@ func referenceGreedy(t *testing.T) (prompt, text string) {
 
 func TestModels(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	resp, err := e.client.Get(e.ts.URL + "/v1/models")
+	resp, err := e.Client.Get(e.URL + "/v1/models")
 	if err != nil {
 		t.Fatal(err)
 	}
