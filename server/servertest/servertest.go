@@ -161,13 +161,6 @@ var SSEEvents = testhttp.SSEEvents
 // stories260K.
 func ReferenceGreedy(t testing.TB) (prompt, text string) {
 	t.Helper()
-	data := testdata.ReadFile(t, "reference/stories260K.json")
-	var ref struct {
-		Prompt     string `json:"prompt"`
-		GreedyText string `json:"greedy_text"`
-	}
-	if err := json.Unmarshal(data, &ref); err != nil {
-		t.Fatal(err)
-	}
-	return ref.Prompt, ref.GreedyText
+	r := testdata.ReadReference(t, "stories260K")
+	return r.Prompt, r.GreedyText
 }
