@@ -300,15 +300,7 @@ func TestEmbeddingsMatchRunner(t *testing.T) {
 	for _, pool := range []engine.Pooling{engine.PoolMean, engine.PoolLast} {
 		t.Run(string(pool), func(t *testing.T) {
 			e := newEnv(t, envOptions{embedder: pool, batch: 12})
-			c, err := runner.New(e.model.Graph, runner.Options{NCtx: 128, NBatch: 128, NUBatch: 128, KVType: quant.F32, Threads: 1, Embeddings: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			s, err := runner.NewSession(c)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := testmodel.Session(t, e.model, runner.Options{NCtx: 128, NBatch: 128, NUBatch: 128, KVType: quant.F32, Threads: 1, Embeddings: true})
 			gen := e.Post(context.Background(), "/v1/completions", map[string]any{"prompt": "Once upon a time", "max_tokens": 60, "temperature": 0, "stream": true})
 			defer gen.Body.Close()
 			inputs := []string{"Once upon a time, there was a little girl named Lily.", "She liked to play", "The cat sat on the mat and looked at the big red ball for a long time."}

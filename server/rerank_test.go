@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"ubatch/batch"
+	"ubatch/internal/testmodel"
 	"ubatch/quant"
 	"ubatch/runner"
 	"ubatch/synth"
@@ -22,15 +23,7 @@ func directScore(t *testing.T, e *testEnv, query, doc string) float64 {
 	m := e.model
 	text := strings.ReplaceAll(strings.ReplaceAll(synth.RerankTemplate, "{query}", query), "{document}", doc)
 	toks := m.Vocab.Encode(text, false, true)
-	rt, err := runner.New(m.Graph, runner.Options{NCtx: 512, NBatch: 512, NUBatch: 512, Threads: 1, Embeddings: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
-	c, err := runner.NewSession(rt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := testmodel.Session(t, m, runner.Options{NCtx: 512, NBatch: 512, NUBatch: 512, Threads: 1, Embeddings: true})
 	var b batch.Batch
 	for i, tok := range toks {
 		b.Add(tok, int32(i), []int32{0}, i == len(toks)-1)
