@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"ubatch/chat"
+	"ubatch/internal/testhttp"
 )
 
 type chatResult struct {
@@ -22,7 +23,7 @@ type chatResult struct {
 		Logprobs     *chatLogprobs `json:"logprobs"`
 		FinishReason string        `json:"finish_reason"`
 	} `json:"choices"`
-	Usage UsageJSON `json:"usage"`
+	Usage testhttp.Usage `json:"usage"`
 }
 
 // TestChatFallbackTemplate checks that a model without a chat template is prompted with ChatML,
@@ -56,7 +57,7 @@ func TestChatFallbackTemplate(t *testing.T) {
 	if res.Usage.PromptTokens != len(want) {
 		t.Fatalf("prompt tokens %d, want %d (BOS + the ChatML rendering)", res.Usage.PromptTokens, len(want))
 	}
-	same := e.complete(map[string]any{"prompt": want, "max_tokens": 16, "temperature": 0})
+	same := e.Complete(map[string]any{"prompt": want, "max_tokens": 16, "temperature": 0})
 	if same.Choices[0].Text != c.Message.Content {
 		t.Fatalf("chat content %q, completions on the same tokens %q", c.Message.Content, same.Choices[0].Text)
 	}

@@ -130,27 +130,6 @@ func (e *testEnv) streamCompletion(body map[string]any) (string, string, []strin
 	return text.String(), finish, events
 }
 
-// complete runs a non-streaming /v1/completions request.
-func (e *testEnv) complete(body map[string]any) completionResult {
-	e.T.Helper()
-	var res completionResult
-	e.PostJSON("/v1/completions", body, http.StatusOK, &res)
-	return res
-}
-
-// completionResult decodes a /v1/completions response.
-type completionResult struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Model   string `json:"model"`
-	Choices []struct {
-		Text         string `json:"text"`
-		Index        int    `json:"index"`
-		FinishReason string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage UsageJSON `json:"usage"`
-}
-
 // kvUsed returns the engine's used KV blocks.
 func (e *testEnv) kvUsed() int { return e.eng.Stats().KV.Used }
 

@@ -146,7 +146,7 @@ func TestGrammarField(t *testing.T) {
 	})
 	t.Run("completions json_schema", func(t *testing.T) {
 		schema := `{"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9}, "minItems": 2, "maxItems": 4}`
-		res := e.complete(map[string]any{"prompt": prompt, "max_tokens": 100, "temperature": 0,
+		res := e.Complete(map[string]any{"prompt": prompt, "max_tokens": 100, "temperature": 0,
 			"json_schema": json.RawMessage(schema)})
 		c := res.Choices[0]
 		if c.FinishReason != "stop" {

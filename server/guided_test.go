@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"slices"
 	"testing"
+
+	"ubatch/internal/testhttp"
 )
 
 // guidedText posts body to path (one of the three completion routes) and returns every
@@ -29,7 +31,7 @@ func (e *testEnv) guidedText(path string, body map[string]any) (texts, finishes 
 		texts, finishes = []string{res.Content}, []string{finish}
 	default:
 		body["prompt"] = "Once upon a time"
-		res := e.complete(body)
+		res := e.Complete(body)
 		for _, c := range res.Choices {
 			texts, finishes = append(texts, c.Text), append(finishes, c.FinishReason)
 		}
@@ -187,11 +189,11 @@ func TestMinTokens(t *testing.T) {
 				for k, v := range tc.body {
 					body[k] = v
 				}
-				var usage UsageJSON
+				var usage testhttp.Usage
 				var text string
 				if path == "/v1/completions" {
 					body["prompt"] = "Once upon a time"
-					res := e.complete(body)
+					res := e.Complete(body)
 					usage, text = res.Usage, res.Choices[0].Text
 				} else {
 					body["messages"] = []map[string]any{{"role": "user", "content": "Tell me a story."}}
@@ -219,7 +221,7 @@ func TestRepetitionPenalty(t *testing.T) {
 		for k, v := range extra {
 			body[k] = v
 		}
-		res := e.complete(body)
+		res := e.Complete(body)
 		if len(res.Choices) != 1 {
 			t.Fatalf("%v: %d choices", extra, len(res.Choices))
 		}
@@ -339,6 +341,6 @@ func TestGuidedErrors(t *testing.T) {
 		})
 	}
 	// The no-op values of vLLM's refused fields pass.
-	e.complete(map[string]any{"prompt": "a", "max_tokens": 2, "use_beam_search": false, "length_penalty": 1,
+	e.Complete(map[string]any{"prompt": "a", "max_tokens": 2, "use_beam_search": false, "length_penalty": 1,
 		"best_of": 1, "repetition_penalty": 1, "guided_decoding_backend": "auto", "min_tokens": 0, "stop_token_ids": []int{}})
 }

@@ -100,19 +100,19 @@ func mustJSON(v any) []byte {
 // and that /v1 requests without a temperature sample (OpenAI's default is 1, not greedy).
 func TestLenientRequests(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	res := e.complete(map[string]any{"prompt": "The cat", "max_tokens": 4, "user": "u1", "cache_prompt": false,
+	res := e.Complete(map[string]any{"prompt": "The cat", "max_tokens": 4, "user": "u1", "cache_prompt": false,
 		"suffix": nil, "best_of": 1, "response_format": map[string]any{"type": "text"}, "model": "whatever"})
 	if res.Model != "stories" || len(res.Choices) != 1 {
 		t.Fatalf("response %+v", res)
 	}
-	defaults := e.complete(map[string]any{"prompt": "The cat"})
+	defaults := e.Complete(map[string]any{"prompt": "The cat"})
 	const maxTokensDefault = 16 // OpenAI's (server/openai's)
 	if defaults.Usage.CompletionTokens > maxTokensDefault {
 		t.Fatalf("%d tokens without max_tokens; OpenAI's default is %d", defaults.Usage.CompletionTokens, maxTokensDefault)
 	}
 	texts := map[string]bool{}
 	for seed := range 4 {
-		r := e.complete(map[string]any{"prompt": "The cat", "max_tokens": 16, "seed": seed})
+		r := e.Complete(map[string]any{"prompt": "The cat", "max_tokens": 16, "seed": seed})
 		texts[r.Choices[0].Text] = true
 	}
 	if len(texts) < 2 {

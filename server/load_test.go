@@ -31,7 +31,7 @@ func (e *testEnv) singles(prompts []string, maxTokens int, extra map[string]any)
 		for k, v := range extra {
 			body[k] = v
 		}
-		res := e.complete(body)
+		res := e.Complete(body)
 		out[i] = res.Choices[0].Text
 	}
 	return out
@@ -90,7 +90,7 @@ func TestPreemptionKeepsOutputs(t *testing.T) {
 	extra := map[string]any{"ignore_eos": true}
 	want := e.singles(prompts, 60, extra)
 	for range 30 {
-		e.complete(map[string]any{"prompt": "Tom", "max_tokens": 1})
+		e.Complete(map[string]any{"prompt": "Tom", "max_tokens": 1})
 	}
 	before := e.eng.Stats().Preemptions
 	got := e.concurrently(t, prompts, 60, extra)
@@ -180,9 +180,9 @@ func TestPrefixCacheServesRepeatedPrompt(t *testing.T) {
 	}
 	body := map[string]any{"prompt": sb.String(), "max_tokens": 12, "temperature": 0}
 	st0 := e.eng.Stats()
-	first := e.complete(body)
+	first := e.Complete(body)
 	st1 := e.eng.Stats()
-	second := e.complete(body)
+	second := e.Complete(body)
 	st2 := e.eng.Stats()
 	n := first.Usage.PromptTokens
 	if n < 100 {
@@ -214,7 +214,7 @@ func TestPrefixCacheServesRepeatedPrompt(t *testing.T) {
 // away at random points, and checks that goroutines and KV blocks return to their baseline.
 func TestBurstWithDisconnectsLeaksNothing(t *testing.T) {
 	e := newEnv(t, envOptions{nSeq: 8, maxQueue: 256})
-	e.complete(map[string]any{"prompt": "warm up", "max_tokens": 2})
+	e.Complete(map[string]any{"prompt": "warm up", "max_tokens": 2})
 	e.Client.CloseIdleConnections()
 	time.Sleep(50 * time.Millisecond)
 	baseG := runtime.NumGoroutine()

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"ubatch/internal/testhttp"
 )
 
 // saltPrompt is a stories260K prompt of three full blocks and a partial one.
@@ -46,7 +48,7 @@ func TestCacheSaltSeparatesTenants(t *testing.T) {
 			if tc.salt != nil {
 				body["cache_salt"] = tc.salt
 			}
-			var res completionResult
+			var res testhttp.Completion
 			e.PostJSON(tc.path, body, http.StatusOK, &res)
 			if c := res.Usage.PromptTokensDetails.CachedTokens; !tc.cached(c, res.Usage.PromptTokens) {
 				t.Fatalf("%d of %d prompt tokens cached", c, res.Usage.PromptTokens)
@@ -89,7 +91,7 @@ func TestCacheSaltPerKey(t *testing.T) {
 			resp := e.Post(context.Background(), "/v1/completions",
 				map[string]any{"prompt": saltPrompt, "max_tokens": 2, "temperature": 0, "cache_salt": tc.salt}, hdr...)
 			defer resp.Body.Close()
-			var res completionResult
+			var res testhttp.Completion
 			if err := json.NewDecoder(resp.Body).Decode(&res); err != nil || resp.StatusCode != 200 {
 				t.Fatalf("status %d, %v", resp.StatusCode, err)
 			}

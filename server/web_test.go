@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"ubatch/engine"
+	"ubatch/internal/testhttp"
 )
 
 func TestWebRoutes(t *testing.T) {
@@ -136,7 +137,7 @@ func TestLiveFeed(t *testing.T) {
 		t.Fatalf("first event of an idle server: %+v", first)
 	}
 
-	var res completionResult
+	var res testhttp.Completion
 	e.PostJSON("/v1/completions", map[string]any{"prompt": "Once upon a time", "max_tokens": 12, "temperature": 0}, 200, &res)
 	s := readLive(t, sc, func(s LiveSnapshot) bool { return s.Counts.Finished == 1 })
 	if len(s.Requests) != 1 {

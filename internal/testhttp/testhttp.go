@@ -98,6 +98,42 @@ func (c *Caller) GetJSON(path string, out any) {
 	}
 }
 
+// Usage is what the tests read of an OpenAI usage object.
+type Usage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	TotalTokens         int `json:"total_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+// Completion is what the tests read of a /v1/completions answer or stream chunk.
+type Completion struct {
+	ID, Object, Model string
+	Choices           []struct {
+		Text         string `json:"text"`
+		Index        int    `json:"index"`
+		FinishReason string `json:"finish_reason"`
+		// Logprobs is the legacy completions logprobs object: one entry per token in each list.
+		Logprobs *struct {
+			Tokens        []string             `json:"tokens"`
+			TokenLogprobs []float64            `json:"token_logprobs"`
+			TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+			TextOffset    []int                `json:"text_offset"`
+		} `json:"logprobs"`
+	} `json:"choices"`
+	Usage Usage `json:"usage"`
+}
+
+// Complete runs a non-streaming /v1/completions request.
+func (c *Caller) Complete(body map[string]any) Completion {
+	c.T.Helper()
+	var res Completion
+	c.PostJSON("/v1/completions", body, http.StatusOK, &res)
+	return res
+}
+
 // SSEEvents reads a whole event stream and returns the data payloads, failing t on an event
 // that is not one data line (the server writes each event so) or a broken stream.
 func SSEEvents(t testing.TB, r io.Reader) []string {

@@ -101,30 +101,7 @@ func orDefault(v, d int) int {
 }
 
 // Completion is what the dialects' tests read of a /v1/completions answer or stream chunk.
-type Completion struct {
-	ID, Object, Model string
-	Choices           []struct {
-		Text         string `json:"text"`
-		Index        int    `json:"index"`
-		FinishReason string `json:"finish_reason"`
-		// Logprobs is the legacy completions logprobs object: one entry per token in each list.
-		Logprobs *struct {
-			Tokens        []string             `json:"tokens"`
-			TokenLogprobs []float64            `json:"token_logprobs"`
-			TopLogprobs   []map[string]float64 `json:"top_logprobs"`
-			TextOffset    []int                `json:"text_offset"`
-		} `json:"logprobs"`
-	} `json:"choices"`
-	Usage server.UsageJSON `json:"usage"`
-}
-
-// Complete runs a non-streaming /v1/completions request.
-func (e *Env) Complete(body map[string]any) Completion {
-	e.T.Helper()
-	var res Completion
-	e.PostJSON("/v1/completions", body, http.StatusOK, &res)
-	return res
-}
+type Completion = testhttp.Completion
 
 // ErrorBody is OpenAI's error shape.
 type ErrorBody struct {
