@@ -9,21 +9,6 @@ import (
 	"testing"
 )
 
-// checkBadParam posts body to path and checks that the answer is a 400 whose error names param
-// and has a message containing want ("": any message); it returns the error body.
-func (e *testEnv) checkBadParam(t *testing.T, path string, body any, param, want string) errorBody {
-	t.Helper()
-	resp := e.Post(context.Background(), path, body)
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	var eb errorBody
-	if err := json.Unmarshal(data, &eb); resp.StatusCode != http.StatusBadRequest || err != nil ||
-		eb.Error.Param == nil || *eb.Error.Param != param || !strings.Contains(eb.Error.Message, want) {
-		t.Errorf("%s: status %d, body %.300s; want a 400 naming %s with a message containing %q", path, resp.StatusCode, data, param, want)
-	}
-	return eb
-}
-
 // checkError checks an error response's status and OpenAI error shape and returns its body.
 func checkError(t *testing.T, resp *http.Response, status int, typ string) errorDetail {
 	t.Helper()

@@ -198,7 +198,7 @@ func TestConstraintErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e.checkBadParam(t, tt.path, tt.body, tt.field, tt.want)
+			e.CheckBadParam(t, tt.path, tt.body, tt.field, tt.want)
 		})
 	}
 }

@@ -337,7 +337,7 @@ func TestGuidedErrors(t *testing.T) {
 			} else {
 				body["prompt"] = "Once upon a time"
 			}
-			e.checkBadParam(t, tt.path, body, tt.field, tt.want)
+			e.CheckBadParam(t, tt.path, body, tt.field, tt.want)
 		})
 	}
 	// The no-op values of vLLM's refused fields pass.

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"ubatch/internal/sse"
@@ -132,6 +133,35 @@ func (c *Caller) Complete(body map[string]any) Completion {
 	var res Completion
 	c.PostJSON("/v1/completions", body, http.StatusOK, &res)
 	return res
+}
+
+// ErrorBody is OpenAI's error shape, {"error": {...}}, as the tests decode it.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is the inside of OpenAI's error shape.
+type ErrorDetail struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+// CheckBadParam posts body to path and checks that the answer is a 400 whose error names param
+// and has a message containing want ("": any message), reporting to t (which may be a subtest's)
+// without stopping it; it returns the error body.
+func (c *Caller) CheckBadParam(t *testing.T, path string, body any, param, want string) ErrorBody {
+	t.Helper()
+	resp := c.Post(context.Background(), path, body)
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var eb ErrorBody
+	if err := json.Unmarshal(data, &eb); resp.StatusCode != http.StatusBadRequest || err != nil ||
+		eb.Error.Param == nil || *eb.Error.Param != param || !strings.Contains(eb.Error.Message, want) {
+		t.Errorf("%s: status %d, body %.300s; want a 400 naming %s with a message containing %q", path, resp.StatusCode, data, param, want)
+	}
+	return eb
 }
 
 // SSEEvents reads a whole event stream and returns the data payloads, failing t on an event

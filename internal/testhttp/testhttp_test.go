@@ -43,3 +43,17 @@ func TestCaller(t *testing.T) {
 		t.Errorf("SSEEvents = %q, want [a [DONE]]", got)
 	}
 }
+
+// TestCheckBadParam: a 400 naming the parameter passes and its body comes back decoded.
+func TestCheckBadParam(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, `{"error":{"message":"max_tokens must be positive","type":"invalid_request_error","param":"max_tokens","code":null}}`)
+	}))
+	defer ts.Close()
+	c := &Caller{T: t, URL: ts.URL, Client: ts.Client()}
+	eb := c.CheckBadParam(t, "/v1/completions", map[string]any{"max_tokens": -1}, "max_tokens", "positive")
+	if eb.Error.Type != "invalid_request_error" || eb.Error.Code != nil {
+		t.Errorf("error body %+v", eb)
+	}
+}

@@ -5,12 +5,8 @@
 package servertest
 
 import (
-	"context"
-	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -103,33 +99,11 @@ func orDefault(v, d int) int {
 // Completion is what the dialects' tests read of a /v1/completions answer or stream chunk.
 type Completion = testhttp.Completion
 
-// ErrorBody is OpenAI's error shape.
-type ErrorBody struct {
-	Error ErrorDetail `json:"error"`
-}
-
-// ErrorDetail is the inside of OpenAI's error shape, {"error": {...}}.
-type ErrorDetail struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    *string `json:"code"`
-}
-
-// CheckBadParam posts body to path and checks that the answer is a 400 whose error names param
-// and has a message containing want ("": any message); it returns the error body.
-func (e *Env) CheckBadParam(t *testing.T, path string, body any, param, want string) ErrorBody {
-	t.Helper()
-	resp := e.Post(context.Background(), path, body)
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	var eb ErrorBody
-	if err := json.Unmarshal(data, &eb); resp.StatusCode != http.StatusBadRequest || err != nil ||
-		eb.Error.Param == nil || *eb.Error.Param != param || !strings.Contains(eb.Error.Message, want) {
-		t.Errorf("%s: status %d, body %.300s; want a 400 naming %s with a message containing %q", path, resp.StatusCode, data, param, want)
-	}
-	return eb
-}
+// ErrorBody and ErrorDetail are OpenAI's error shape as the dialects' tests decode it.
+type (
+	ErrorBody   = testhttp.ErrorBody
+	ErrorDetail = testhttp.ErrorDetail
+)
 
 // SSEEvents reads a whole event stream and returns the data payloads.
 var SSEEvents = testhttp.SSEEvents
