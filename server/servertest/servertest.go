@@ -1,7 +1,7 @@
 // Package servertest runs a real server for the tests of the API dialects (server/llamacpp, ...):
 // a model, an engine and a server.Server with OpenAI's dialect and the dialects asked for,
 // behind an httptest server, closed when the test ends. The core's own tests have their fixtures
-// in package server.
+// in package server; both post through internal/testhttp's Caller.
 package servertest
 
 import (
