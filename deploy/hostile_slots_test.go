@@ -3,7 +3,6 @@ package deploy
 import (
 	"bufio"
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"ubatch/internal/testdata"
+	"ubatch/kvdisk"
 	"ubatch/kvfile"
 )
 
@@ -73,9 +73,8 @@ func TestHostileSlots(t *testing.T) {
 	if err != nil || len(blocks) < 2 {
 		t.Fatalf("the saved slot: %d blocks, %v; want at least 2", len(blocks), err)
 	}
-	key := blocks[1].Key
-	blockFile := hex.EncodeToString(key[:]) + ".kvb"
-	if _, err := kvfile.WriteFile(filepath.Join(slots, blockFile), layout, blocks[1:2]); err != nil {
+	blockFile := kvdisk.FileName(blocks[1].Key)
+	if _, err := kvdisk.WriteBlock(slots, layout, blocks[1]); err != nil {
 		t.Fatal(err)
 	}
 	if err := syscall.Mkfifo(filepath.Join(slots, "fifo"), 0o600); err != nil {

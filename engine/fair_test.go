@@ -91,15 +91,20 @@ func TestFairVictim(t *testing.T) {
 			e := fairEngine(t, tc.running)
 			s := &sequence{kvSeq: -1, stream: newStream(1), tokens: make([]int32, tc.tokens),
 				req: Request{Client: tc.client, Priority: tc.prio, MaxTokens: 8}}
-			v := e.fairVictim(s, tc.kv)
-			got := uint64(0)
-			if v != nil {
-				got = v.arrival
-			}
-			if got != tc.want {
-				t.Fatalf("victim %d, want %d (0: none)", got, tc.want)
-			}
+			checkVictim(t, e.fairVictim(s, tc.kv), tc.want)
 		})
+	}
+}
+
+// checkVictim fails t unless v is the sequence that arrived as want (0: no victim).
+func checkVictim(t *testing.T, v *sequence, want uint64) {
+	t.Helper()
+	got := uint64(0)
+	if v != nil {
+		got = v.arrival
+	}
+	if got != want {
+		t.Fatalf("victim %d, want %d (0: none)", got, want)
 	}
 }
 
@@ -146,14 +151,7 @@ func TestOverdueVictim(t *testing.T) {
 			}
 			s := &sequence{kvSeq: -1, stream: st, tokens: make([]int32, 4), level: tc.level, waitSince: now.Add(-tc.waited),
 				req: Request{Client: "b", MaxTokens: 8}}
-			v := e.overdueVictim(s)
-			got := uint64(0)
-			if v != nil {
-				got = v.arrival
-			}
-			if got != tc.want {
-				t.Fatalf("victim %d, want %d (0: none)", got, tc.want)
-			}
+			checkVictim(t, e.overdueVictim(s), tc.want)
 		})
 	}
 }

@@ -150,7 +150,17 @@ func (t *Tier) Stats() Stats {
 	return st
 }
 
-func (t *Tier) path(k kvcache.Key) string { return filepath.Join(t.dir, hex.EncodeToString(k[:])+ext) }
+func (t *Tier) path(k kvcache.Key) string { return filepath.Join(t.dir, FileName(k)) }
+
+// FileName is the name of block k's file in a tier's directory: the key in hex, then ".kvb".
+func FileName(k kvcache.Key) string { return hex.EncodeToString(k[:]) + ext }
+
+// WriteBlock writes b, of layout l, into dir as the tier writes it (one block, named
+// FileName(b.Key)) and returns the bytes written: the tier's files made by hand, in tests and
+// tools, are then the tier's own.
+func WriteBlock(dir string, l kvfile.Layout, b kvfile.Block) (int64, error) {
+	return kvfile.WriteFile(filepath.Join(dir, FileName(b.Key)), l, []kvfile.Block{b})
+}
 
 // rebuild indexes the directory's files (see Open).
 func (t *Tier) rebuild() error {
@@ -316,7 +326,7 @@ func (t *Tier) Put(b kvfile.Block, swap bool) {
 func (t *Tier) writer() {
 	defer t.wg.Done()
 	for j := range t.queue {
-		size, err := kvfile.WriteFile(t.path(j.b.Key), t.layout, []kvfile.Block{j.b})
+		size, err := WriteBlock(t.dir, t.layout, j.b)
 		t.mu.Lock()
 		delete(t.pending, j.b.Key)
 		if err != nil {

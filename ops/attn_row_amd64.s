@@ -605,6 +605,1370 @@
 	ADDQ         $4, DX; \
 	ADDQ         $4, SI
 
+// ROWSTEP1: rowStep's kernel for r = 1, its V rows read by rvj1-rvj4 with vb bytes to 16 elements.
+#define ROWSTEP1(rvj1, rvj2, rvj3, rvj4, vb) \
+	MOVQ         hd+8(FP), R8; \
+	SHLQ         $2, R8; \
+	LEAQ         (R8)(R8*2), R9; \
+	ZZERO4; \
+	MOVQ         q+0(FP), SI; \
+	MOVQ         ktT+16(FP), DI; \
+	MOVQ         hd+8(FP), CX; \
+	SHRQ         $1, CX; \
+rs: \
+	VMOVUPS      0(DI), Z16; \
+	VMOVUPS      64(DI), Z17; \
+	VMOVUPS      128(DI), Z18; \
+	VMOVUPS      192(DI), Z19; \
+	VBROADCASTSS 0(SI), Z20; \
+	VFMADD231PS  Z20, Z16, Z0; \
+	VFMADD231PS  Z20, Z17, Z1; \
+	VFMADD231PS  Z20, Z18, Z2; \
+	VFMADD231PS  Z20, Z19, Z3; \
+	VMOVUPS      256(DI), Z16; \
+	VMOVUPS      320(DI), Z17; \
+	VMOVUPS      384(DI), Z18; \
+	VMOVUPS      448(DI), Z19; \
+	VBROADCASTSS 4(SI), Z20; \
+	VFMADD231PS  Z20, Z16, Z0; \
+	VFMADD231PS  Z20, Z17, Z1; \
+	VFMADD231PS  Z20, Z18, Z2; \
+	VFMADD231PS  Z20, Z19, Z3; \
+	ADDQ         $512, DI; \
+	ADDQ         $8, SI; \
+	DECQ         CX; \
+	JNZ          rs; \
+	MOVQ         scr+88(FP), BX; \
+	VMOVUPS      Z0, 0(BX); \
+	VMOVUPS      Z1, 256(BX); \
+	VMOVUPS      Z2, 512(BX); \
+	VMOVUPS      Z3, 768(BX); \
+	VBROADCASTSS ·attnTileConsts+4(SB), Z31; \
+	VBROADCASTSS ·attnTileConsts+8(SB), Z30; \
+	VBROADCASTSS ·attnTileConsts+12(SB), Z29; \
+	VBROADCASTSS ·attnTileConsts+36(SB), Z22; \
+	VBROADCASTSS ·attnTileConsts+44(SB), Z23; \
+	VBROADCASTSS inv+60(FP), Z20; \
+	VBROADCASTSS softcap+56(FP), Z21; \
+	LEAQ         1024(BX), R12; \
+	MOVQ         vcells+104(FP), R10; \
+rt: \
+	MOVQ         cpos+32(FP), DX; \
+	VMOVDQU32    (DX), Z19; \
+	MOVL         softcap+56(FP), AX; \
+	TESTL        AX, AX; \
+	JZ           rnc; \
+	VMOVUPS      0(BX), Z0; \
+	TCAP(Z0); \
+	VMOVUPS      Z0, 0(BX); \
+rnc: \
+	MOVQ         pos+40(FP), AX; \
+	MOVQ         lo+48(FP), CX; \
+	MOVQ         m+64(FP), SI; \
+	MOVQ         l+72(FP), DI; \
+	VMOVUPS      0(BX), Z0; \
+	VPCMPD.BCST  $6, 0(AX), Z19, K1; \
+	VPCMPD.BCST  $2, 0(CX), Z19, K2; \
+	KORW         K1, K2, K1; \
+	VMOVAPS      Z23, K1, Z0; \
+	VMOVUPS      Z0, 0(BX); \
+	VMOVSS       0(SI), X4; \
+	VMAXSS       0(BX), X4, X4; \
+	VMAXSS       4(BX), X4, X4; \
+	VMAXSS       8(BX), X4, X4; \
+	VMAXSS       12(BX), X4, X4; \
+	VMAXSS       16(BX), X4, X4; \
+	VMAXSS       20(BX), X4, X4; \
+	VMAXSS       24(BX), X4, X4; \
+	VMAXSS       28(BX), X4, X4; \
+	VMAXSS       32(BX), X4, X4; \
+	VMAXSS       36(BX), X4, X4; \
+	VMAXSS       40(BX), X4, X4; \
+	VMAXSS       44(BX), X4, X4; \
+	VMAXSS       48(BX), X4, X4; \
+	VMAXSS       52(BX), X4, X4; \
+	VMAXSS       56(BX), X4, X4; \
+	VMAXSS       60(BX), X4, X4; \
+	VBROADCASTSS 0(SI), Z8; \
+	VMOVSS       X4, 0(SI); \
+	VBROADCASTSS X4, Z12; \
+	VSUBPS       Z12, Z8, Z24; \
+	VSUBPS       Z12, Z0, Z0; \
+	EXPZ(Z24, Z16, Z17); \
+	EXPZ(Z0, Z16, Z17); \
+	VMOVUPS      Z0, 0(R12); \
+	VMULSS       0(DI), X24, X4; \
+	VADDSS       0(R12), X4, X4; \
+	VADDSS       4(R12), X4, X4; \
+	VADDSS       8(R12), X4, X4; \
+	VADDSS       12(R12), X4, X4; \
+	VADDSS       16(R12), X4, X4; \
+	VADDSS       20(R12), X4, X4; \
+	VADDSS       24(R12), X4, X4; \
+	VADDSS       28(R12), X4, X4; \
+	VADDSS       32(R12), X4, X4; \
+	VADDSS       36(R12), X4, X4; \
+	VADDSS       40(R12), X4, X4; \
+	VADDSS       44(R12), X4, X4; \
+	VADDSS       48(R12), X4, X4; \
+	VADDSS       52(R12), X4, X4; \
+	VADDSS       56(R12), X4, X4; \
+	VADDSS       60(R12), X4, X4; \
+	VMOVSS       X4, 0(DI); \
+	MOVQ         o+80(FP), DI; \
+	MOVQ         v+24(FP), R11; \
+	MOVQ         hd+8(FP), R13; \
+	SHRQ         $6, R13; \
+	JZ           rvt; \
+rvp: \
+	VMULPS       0(DI), Z24, Z0; \
+	VMULPS       64(DI), Z24, Z1; \
+	VMULPS       128(DI), Z24, Z2; \
+	VMULPS       192(DI), Z24, Z3; \
+	MOVQ         R10, DX; \
+	MOVQ         R12, SI; \
+	MOVQ         $4, CX; \
+rvj4_0: \
+	rvj4; \
+	rvj4; \
+	rvj4; \
+	rvj4; \
+	DECQ         CX; \
+	JNZ          rvj4_0; \
+	VMOVUPS      Z0, 0(DI); \
+	VMOVUPS      Z1, 64(DI); \
+	VMOVUPS      Z2, 128(DI); \
+	VMOVUPS      Z3, 192(DI); \
+	ADDQ         $256, DI; \
+	ADDQ         $(4*vb), R11; \
+	DECQ         R13; \
+	JNZ          rvp; \
+rvt: \
+	MOVQ         hd+8(FP), R13; \
+	SHRQ         $4, R13; \
+	ANDQ         $3, R13; \
+	CMPQ         R13, $1; \
+	JEQ          rv1; \
+	CMPQ         R13, $2; \
+	JEQ          rv2; \
+	CMPQ         R13, $3; \
+	JEQ          rv3; \
+	JMP          rvd; \
+rv1: \
+	VMULPS       0(DI), Z24, Z0; \
+	MOVQ         R10, DX; \
+	MOVQ         R12, SI; \
+	MOVQ         $4, CX; \
+rvj1_1: \
+	rvj1; \
+	rvj1; \
+	rvj1; \
+	rvj1; \
+	DECQ         CX; \
+	JNZ          rvj1_1; \
+	VMOVUPS      Z0, 0(DI); \
+	ADDQ         $64, DI; \
+	ADDQ         $(1*vb), R11; \
+	JMP          rvd; \
+rv2: \
+	VMULPS       0(DI), Z24, Z0; \
+	VMULPS       64(DI), Z24, Z1; \
+	MOVQ         R10, DX; \
+	MOVQ         R12, SI; \
+	MOVQ         $4, CX; \
+rvj2_2: \
+	rvj2; \
+	rvj2; \
+	rvj2; \
+	rvj2; \
+	DECQ         CX; \
+	JNZ          rvj2_2; \
+	VMOVUPS      Z0, 0(DI); \
+	VMOVUPS      Z1, 64(DI); \
+	ADDQ         $128, DI; \
+	ADDQ         $(2*vb), R11; \
+	JMP          rvd; \
+rv3: \
+	VMULPS       0(DI), Z24, Z0; \
+	VMULPS       64(DI), Z24, Z1; \
+	VMULPS       128(DI), Z24, Z2; \
+	MOVQ         R10, DX; \
+	MOVQ         R12, SI; \
+	MOVQ         $4, CX; \
+rvj3_3: \
+	rvj3; \
+	rvj3; \
+	rvj3; \
+	rvj3; \
+	DECQ         CX; \
+	JNZ          rvj3_3; \
+	VMOVUPS      Z0, 0(DI); \
+	VMOVUPS      Z1, 64(DI); \
+	VMOVUPS      Z2, 128(DI); \
+	ADDQ         $192, DI; \
+	ADDQ         $(3*vb), R11; \
+	JMP          rvd; \
+rvd: \
+	ADDQ         $256, BX; \
+	ADDQ         $64, cpos+32(FP); \
+	ADDQ         $64, R10; \
+	DECQ         tiles+96(FP); \
+	JNZ          rt; \
+	VZEROUPPER; \
+	RET
+
+// ROWSTEP2: rowStep's kernel for r = 2, its V rows read by rvj1-rvj4 with vb bytes to 16 elements.
+#define ROWSTEP2(rvj1, rvj2, rvj3, rvj4, vb) \
+	MOVQ         hd+8(FP), R8; \
+	SHLQ         $2, R8; \
+	LEAQ         (R8)(R8*2), R9; \
+	ZZERO8; \
+	MOVQ         q+0(FP), SI; \
+	MOVQ         ktT+16(FP), DI; \
+	MOVQ         hd+8(FP), CX; \
+	SHRQ         $1, CX; \
+rs: \
+	VMOVUPS      0(DI), Z16; \
+	VMOVUPS      64(DI), Z17; \
+	VMOVUPS      128(DI), Z18; \
+	VMOVUPS      192(DI), Z19; \
+	VBROADCASTSS 0(SI), Z20; \
+	VBROADCASTSS 0(SI)(R8*1), Z21; \
+	VFMADD231PS  Z20, Z16, Z0; \
+	VFMADD231PS  Z20, Z17, Z1; \
+	VFMADD231PS  Z20, Z18, Z2; \
+	VFMADD231PS  Z20, Z19, Z3; \
+	VFMADD231PS  Z21, Z16, Z4; \
+	VFMADD231PS  Z21, Z17, Z5; \
+	VFMADD231PS  Z21, Z18, Z6; \
+	VFMADD231PS  Z21, Z19, Z7; \
+	VMOVUPS      256(DI), Z16; \
+	VMOVUPS      320(DI), Z17; \
+	VMOVUPS      384(DI), Z18; \
+	VMOVUPS      448(DI), Z19; \
+	VBROADCASTSS 4(SI), Z20; \
+	VBROADCASTSS 4(SI)(R8*1), Z21; \
+	VFMADD231PS  Z20, Z16, Z0; \
+	VFMADD231PS  Z20, Z17, Z1; \
+	VFMADD231PS  Z20, Z18, Z2; \
+	VFMADD231PS  Z20, Z19, Z3; \
+	VFMADD231PS  Z21, Z16, Z4; \
+	VFMADD231PS  Z21, Z17, Z5; \
+	VFMADD231PS  Z21, Z18, Z6; \
+	VFMADD231PS  Z21, Z19, Z7; \
+	ADDQ         $512, DI; \
+	ADDQ         $8, SI; \
+	DECQ         CX; \
+	JNZ          rs; \
+	MOVQ         scr+88(FP), BX; \
+	VMOVUPS      Z0, 0(BX); \
+	VMOVUPS      Z4, 64(BX); \
+	VMOVUPS      Z1, 256(BX); \
+	VMOVUPS      Z5, 320(BX); \
+	VMOVUPS      Z2, 512(BX); \
+	VMOVUPS      Z6, 576(BX); \
+	VMOVUPS      Z3, 768(BX); \
+	VMOVUPS      Z7, 832(BX); \
+	VBROADCASTSS ·attnTileConsts+4(SB), Z31; \
+	VBROADCASTSS ·attnTileConsts+8(SB), Z30; \
+	VBROADCASTSS ·attnTileConsts+12(SB), Z29; \
+	VBROADCASTSS ·attnTileConsts+36(SB), Z22; \
+	VBROADCASTSS ·attnTileConsts+44(SB), Z23; \
+	VBROADCASTSS inv+60(FP), Z20; \
+	VBROADCASTSS softcap+56(FP), Z21; \
+	LEAQ         1024(BX), R12; \
+	MOVQ         vcells+104(FP), R10; \
+rt: \
+	MOVQ         cpos+32(FP), DX; \
+	VMOVDQU32    (DX), Z19; \
+	MOVL         softcap+56(FP), AX; \
+	TESTL        AX, AX; \
+	JZ           rnc; \
+	VMOVUPS      0(BX), Z0; \
+	TCAP(Z0); \
+	VMOVUPS      Z0, 0(BX); \
+	VMOVUPS      64(BX), Z0; \
+	TCAP(Z0); \
+	VMOVUPS      Z0, 64(BX); \
+rnc: \
+	MOVQ         pos+40(FP), AX; \
+	MOVQ         lo+48(FP), CX; \
+	MOVQ         m+64(FP), SI; \
+	MOVQ         l+72(FP), DI; \
+	VMOVUPS      0(BX), Z0; \
+	VPCMPD.BCST  $6, 0(AX), Z19, K1; \
+	VPCMPD.BCST  $2, 0(CX), Z19, K2; \
+	KORW         K1, K2, K1; \
+	VMOVAPS      Z23, K1, Z0; \
+	VMOVUPS      Z0, 0(BX); \
+	VMOVUPS      64(BX), Z1; \
+	VPCMPD.BCST  $6, 4(AX), Z19, K1; \
+	VPCMPD.BCST  $2, 4(CX), Z19, K2; \
+	KORW         K1, K2, K1; \
+	VMOVAPS      Z23, K1, Z1; \
+	VMOVUPS      Z1, 64(BX); \
+	VMOVSS       0(SI), X4; \
+	VMOVSS       4(SI), X5; \
+	VMAXSS       0(BX), X4, X4; \
+	VMAXSS       64(BX), X5, X5; \
+	VMAXSS       4(BX), X4, X4; \
+	VMAXSS       68(BX), X5, X5; \
+	VMAXSS       8(BX), X4, X4; \
+	VMAXSS       72(BX), X5, X5; \
+	VMAXSS       12(BX), X4, X4; \
+	VMAXSS       76(BX), X5, X5; \
+	VMAXSS       16(BX), X4, X4; \
+	VMAXSS       80(BX), X5, X5; \
+	VMAXSS       20(BX), X4, X4; \
+	VMAXSS       84(BX), X5, X5; \
+	VMAXSS       24(BX), X4, X4; \
+	VMAXSS       88(BX), X5, X5; \
+	VMAXSS       28(BX), X4, X4; \
+	VMAXSS       92(BX), X5, X5; \
+	VMAXSS       32(BX), X4, X4; \
+	VMAXSS       96(BX), X5, X5; \
+	VMAXSS       36(BX), X4, X4; \
+	VMAXSS       100(BX), X5, X5; \
+	VMAXSS       40(BX), X4, X4; \
+	VMAXSS       104(BX), X5, X5; \
+	VMAXSS       44(BX), X4, X4; \
+	VMAXSS       108(BX), X5, X5; \
+	VMAXSS       48(BX), X4, X4; \
+	VMAXSS       112(BX), X5, X5; \
+	VMAXSS       52(BX), X4, X4; \
+	VMAXSS       116(BX), X5, X5; \
+	VMAXSS       56(BX), X4, X4; \
+	VMAXSS       120(BX), X5, X5; \
+	VMAXSS       60(BX), X4, X4; \
+	VMAXSS       124(BX), X5, X5; \
+	VBROADCASTSS 0(SI), Z8; \
+	VMOVSS       X4, 0(SI); \
+	VBROADCASTSS X4, Z12; \
+	VSUBPS       Z12, Z8, Z24; \
+	VSUBPS       Z12, Z0, Z0; \
+	VBROADCASTSS 4(SI), Z9; \
+	VMOVSS       X5, 4(SI); \
+	VBROADCASTSS X5, Z13; \
+	VSUBPS       Z13, Z9, Z25; \
+	VSUBPS       Z13, Z1, Z1; \
+	EXPZ(Z24, Z16, Z17); \
+	EXPZ(Z25, Z16, Z17); \
+	EXPZ(Z0, Z16, Z17); \
+	VMOVUPS      Z0, 0(R12); \
+	EXPZ(Z1, Z16, Z17); \
+	VMOVUPS      Z1, 64(R12); \
+	VMULSS       0(DI), X24, X4; \
+	VMULSS       4(DI), X25, X5; \
+	VADDSS       0(R12), X4, X4; \
+	VADDSS       64(R12), X5, X5; \
+	VADDSS       4(R12), X4, X4; \
+	VADDSS       68(R12), X5, X5; \
+	VADDSS       8(R12), X4, X4; \
+	VADDSS       72(R12), X5, X5; \
+	VADDSS       12(R12), X4, X4; \
+	VADDSS       76(R12), X5, X5; \
+	VADDSS       16(R12), X4, X4; \
+	VADDSS       80(R12), X5, X5; \
+	VADDSS       20(R12), X4, X4; \
+	VADDSS       84(R12), X5, X5; \
+	VADDSS       24(R12), X4, X4; \
+	VADDSS       88(R12), X5, X5; \
+	VADDSS       28(R12), X4, X4; \
+	VADDSS       92(R12), X5, X5; \
+	VADDSS       32(R12), X4, X4; \
+	VADDSS       96(R12), X5, X5; \
+	VADDSS       36(R12), X4, X4; \
+	VADDSS       100(R12), X5, X5; \
+	VADDSS       40(R12), X4, X4; \
+	VADDSS       104(R12), X5, X5; \
+	VADDSS       44(R12), X4, X4; \
+	VADDSS       108(R12), X5, X5; \
+	VADDSS       48(R12), X4, X4; \
+	VADDSS       112(R12), X5, X5; \
+	VADDSS       52(R12), X4, X4; \
+	VADDSS       116(R12), X5, X5; \
+	VADDSS       56(R12), X4, X4; \
+	VADDSS       120(R12), X5, X5; \
+	VADDSS       60(R12), X4, X4; \
+	VADDSS       124(R12), X5, X5; \
+	VMOVSS       X4, 0(DI); \
+	VMOVSS       X5, 4(DI); \
+	MOVQ         o+80(FP), DI; \
+	MOVQ         v+24(FP), R11; \
+	MOVQ         hd+8(FP), R13; \
+	SHRQ         $6, R13; \
+	JZ           rvt; \
+rvp: \
+	VMULPS       0(DI), Z24, Z0; \
+	VMULPS       64(DI), Z24, Z1; \
+	VMULPS       128(DI), Z24, Z2; \
+	VMULPS       192(DI), Z24, Z3; \
+	VMULPS       0(DI)(R8*1), Z25, Z4; \
+	VMULPS       64(DI)(R8*1), Z25, Z5; \
+	VMULPS       128(DI)(R8*1), Z25, Z6; \
+	VMULPS       192(DI)(R8*1), Z25, Z7; \
+	MOVQ         R10, DX; \
+	MOVQ         R12, SI; \
+	MOVQ         $4, CX; \
+rvj4_0: \
+	rvj4; \
+	rvj4; \
+	rvj4; \
+	rvj4; \
+	DECQ         CX; \
+	JNZ          rvj4_0; \
+	VMOVUPS      Z0, 0(DI); \
+	VMOVUPS      Z1, 64(DI); \
+	VMOVUPS      Z2, 128(DI); \
+	VMOVUPS      Z3, 192(DI); \
+	VMOVUPS      Z4, 0(DI)(R8*1); \
+	VMOVUPS      Z5, 64(DI)(R8*1); \
+	VMOVUPS      Z6, 128(DI)(R8*1); \
+	VMOVUPS      Z7, 192(DI)(R8*1); \
+	ADDQ         $256, DI; \
+	ADDQ         $(4*vb), R11; \
+	DECQ         R13; \
+	JNZ          rvp; \
+rvt: \
+	MOVQ         hd+8(FP), R13; \
+	SHRQ         $4, R13; \
+	ANDQ         $3, R13; \
+	CMPQ         R13, $1; \
+	JEQ          rv1; \
+	CMPQ         R13, $2; \
+	JEQ          rv2; \
+	CMPQ         R13, $3; \
+	JEQ          rv3; \
+	JMP          rvd; \
+rv1: \
+	VMULPS       0(DI), Z24, Z0; \
+	VMULPS       0(DI)(R8*1), Z25, Z4; \
+	MOVQ         R10, DX; \
+	MOVQ         R12, SI; \
+	MOVQ         $4, CX; \
+rvj1_1: \
+	rvj1; \
+	rvj1; \
+	rvj1; \
+	rvj1; \
+	DECQ         CX; \
+	JNZ          rvj1_1; \
+	VMOVUPS      Z0, 0(DI); \
+	VMOVUPS      Z4, 0(DI)(R8*1); \
+	ADDQ         $64, DI; \
+	ADDQ         $(1*vb), R11; \
+	JMP          rvd; \
+rv2: \
+	VMULPS       0(DI), Z24, Z0; \
+	VMULPS       64(DI), Z24, Z1; \
+	VMULPS       0(DI)(R8*1), Z25, Z4; \
+	VMULPS       64(DI)(R8*1), Z25, Z5; \
+	MOVQ         R10, DX; \
+	MOVQ         R12, SI; \
+	MOVQ         $4, CX; \
+rvj2_2: \
+	rvj2; \
+	rvj2; \
+	rvj2; \
+	rvj2; \
+	DECQ         CX; \
+	JNZ          rvj2_2; \
+	VMOVUPS      Z0, 0(DI); \
+	VMOVUPS      Z1, 64(DI); \
+	VMOVUPS      Z4, 0(DI)(R8*1); \
+	VMOVUPS      Z5, 64(DI)(R8*1); \
+	ADDQ         $128, DI; \
+	ADDQ         $(2*vb), R11; \
+	JMP          rvd; \
+rv3: \
+	VMULPS       0(DI), Z24, Z0; \
+	VMULPS       64(DI), Z24, Z1; \
+	VMULPS       128(DI), Z24, Z2; \
+	VMULPS       0(DI)(R8*1), Z25, Z4; \
+	VMULPS       64(DI)(R8*1), Z25, Z5; \
+	VMULPS       128(DI)(R8*1), Z25, Z6; \
+	MOVQ         R10, DX; \
+	MOVQ         R12, SI; \
+	MOVQ         $4, CX; \
+rvj3_3: \
+	rvj3; \
+	rvj3; \
+	rvj3; \
+	rvj3; \
+	DECQ         CX; \
+	JNZ          rvj3_3; \
+	VMOVUPS      Z0, 0(DI); \
+	VMOVUPS      Z1, 64(DI); \
+	VMOVUPS      Z2, 128(DI); \
+	VMOVUPS      Z4, 0(DI)(R8*1); \
+	VMOVUPS      Z5, 64(DI)(R8*1); \
+	VMOVUPS      Z6, 128(DI)(R8*1); \
+	ADDQ         $192, DI; \
+	ADDQ         $(3*vb), R11; \
+	JMP          rvd; \
+rvd: \
+	ADDQ         $256, BX; \
+	ADDQ         $64, cpos+32(FP); \
+	ADDQ         $64, R10; \
+	DECQ         tiles+96(FP); \
+	JNZ          rt; \
+	VZEROUPPER; \
+	RET
+
+// ROWSTEP3: rowStep's kernel for r = 3, its V rows read by rvj1-rvj4 with vb bytes to 16 elements.
+#define ROWSTEP3(rvj1, rvj2, rvj3, rvj4, vb) \
+	MOVQ         hd+8(FP), R8; \
+	SHLQ         $2, R8; \
+	LEAQ         (R8)(R8*2), R9; \
+	ZZERO12; \
+	MOVQ         q+0(FP), SI; \
+	MOVQ         ktT+16(FP), DI; \
+	MOVQ         hd+8(FP), CX; \
+	SHRQ         $1, CX; \
+rs: \
+	VMOVUPS      0(DI), Z16; \
+	VMOVUPS      64(DI), Z17; \
+	VMOVUPS      128(DI), Z18; \
+	VMOVUPS      192(DI), Z19; \
+	VBROADCASTSS 0(SI), Z20; \
+	VBROADCASTSS 0(SI)(R8*1), Z21; \
+	VBROADCASTSS 0(SI)(R8*2), Z22; \
+	VFMADD231PS  Z20, Z16, Z0; \
+	VFMADD231PS  Z20, Z17, Z1; \
+	VFMADD231PS  Z20, Z18, Z2; \
+	VFMADD231PS  Z20, Z19, Z3; \
+	VFMADD231PS  Z21, Z16, Z4; \
+	VFMADD231PS  Z21, Z17, Z5; \
+	VFMADD231PS  Z21, Z18, Z6; \
+	VFMADD231PS  Z21, Z19, Z7; \
+	VFMADD231PS  Z22, Z16, Z8; \
+	VFMADD231PS  Z22, Z17, Z9; \
+	VFMADD231PS  Z22, Z18, Z10; \
+	VFMADD231PS  Z22, Z19, Z11; \
+	VMOVUPS      256(DI), Z16; \
+	VMOVUPS      320(DI), Z17; \
+	VMOVUPS      384(DI), Z18; \
+	VMOVUPS      448(DI), Z19; \
+	VBROADCASTSS 4(SI), Z20; \
+	VBROADCASTSS 4(SI)(R8*1), Z21; \
+	VBROADCASTSS 4(SI)(R8*2), Z22; \
+	VFMADD231PS  Z20, Z16, Z0; \
+	VFMADD231PS  Z20, Z17, Z1; \
+	VFMADD231PS  Z20, Z18, Z2; \
+	VFMADD231PS  Z20, Z19, Z3; \
+	VFMADD231PS  Z21, Z16, Z4; \
+	VFMADD231PS  Z21, Z17, Z5; \
+	VFMADD231PS  Z21, Z18, Z6; \
+	VFMADD231PS  Z21, Z19, Z7; \
+	VFMADD231PS  Z22, Z16, Z8; \
+	VFMADD231PS  Z22, Z17, Z9; \
+	VFMADD231PS  Z22, Z18, Z10; \
+	VFMADD231PS  Z22, Z19, Z11; \
+	ADDQ         $512, DI; \
+	ADDQ         $8, SI; \
+	DECQ         CX; \
+	JNZ          rs; \
+	MOVQ         scr+88(FP), BX; \
+	VMOVUPS      Z0, 0(BX); \
+	VMOVUPS      Z4, 64(BX); \
+	VMOVUPS      Z8, 128(BX); \
+	VMOVUPS      Z1, 256(BX); \
+	VMOVUPS      Z5, 320(BX); \
+	VMOVUPS      Z9, 384(BX); \
+	VMOVUPS      Z2, 512(BX); \
+	VMOVUPS      Z6, 576(BX); \
+	VMOVUPS      Z10, 640(BX); \
+	VMOVUPS      Z3, 768(BX); \
+	VMOVUPS      Z7, 832(BX); \
+	VMOVUPS      Z11, 896(BX); \
+	VBROADCASTSS ·attnTileConsts+4(SB), Z31; \
+	VBROADCASTSS ·attnTileConsts+8(SB), Z30; \
+	VBROADCASTSS ·attnTileConsts+12(SB), Z29; \
+	VBROADCASTSS ·attnTileConsts+36(SB), Z22; \
+	VBROADCASTSS ·attnTileConsts+44(SB), Z23; \
+	VBROADCASTSS inv+60(FP), Z20; \
+	VBROADCASTSS softcap+56(FP), Z21; \
+	LEAQ         1024(BX), R12; \
+	MOVQ         vcells+104(FP), R10; \
+rt: \
+	MOVQ         cpos+32(FP), DX; \
+	VMOVDQU32    (DX), Z19; \
+	MOVL         softcap+56(FP), AX; \
+	TESTL        AX, AX; \
+	JZ           rnc; \
+	VMOVUPS      0(BX), Z0; \
+	TCAP(Z0); \
+	VMOVUPS      Z0, 0(BX); \
+	VMOVUPS      64(BX), Z0; \
+	TCAP(Z0); \
+	VMOVUPS      Z0, 64(BX); \
+	VMOVUPS      128(BX), Z0; \
+	TCAP(Z0); \
+	VMOVUPS      Z0, 128(BX); \
+rnc: \
+	MOVQ         pos+40(FP), AX; \
+	MOVQ         lo+48(FP), CX; \
+	MOVQ         m+64(FP), SI; \
+	MOVQ         l+72(FP), DI; \
+	VMOVUPS      0(BX), Z0; \
+	VPCMPD.BCST  $6, 0(AX), Z19, K1; \
+	VPCMPD.BCST  $2, 0(CX), Z19, K2; \
+	KORW         K1, K2, K1; \
+	VMOVAPS      Z23, K1, Z0; \
+	VMOVUPS      Z0, 0(BX); \
+	VMOVUPS      64(BX), Z1; \
+	VPCMPD.BCST  $6, 4(AX), Z19, K1; \
+	VPCMPD.BCST  $2, 4(CX), Z19, K2; \
+	KORW         K1, K2, K1; \
+	VMOVAPS      Z23, K1, Z1; \
+	VMOVUPS      Z1, 64(BX); \
+	VMOVUPS      128(BX), Z2; \
+	VPCMPD.BCST  $6, 8(AX), Z19, K1; \
+	VPCMPD.BCST  $2, 8(CX), Z19, K2; \
+	KORW         K1, K2, K1; \
+	VMOVAPS      Z23, K1, Z2; \
+	VMOVUPS      Z2, 128(BX); \
+	VMOVSS       0(SI), X4; \
+	VMOVSS       4(SI), X5; \
+	VMOVSS       8(SI), X6; \
+	VMAXSS       0(BX), X4, X4; \
+	VMAXSS       64(BX), X5, X5; \
+	VMAXSS       128(BX), X6, X6; \
+	VMAXSS       4(BX), X4, X4; \
+	VMAXSS       68(BX), X5, X5; \
+	VMAXSS       132(BX), X6, X6; \
+	VMAXSS       8(BX), X4, X4; \
+	VMAXSS       72(BX), X5, X5; \
+	VMAXSS       136(BX), X6, X6; \
+	VMAXSS       12(BX), X4, X4; \
+	VMAXSS       76(BX), X5, X5; \
+	VMAXSS       140(BX), X6, X6; \
+	VMAXSS       16(BX), X4, X4; \
+	VMAXSS       80(BX), X5, X5; \
+	VMAXSS       144(BX), X6, X6; \
+	VMAXSS       20(BX), X4, X4; \
+	VMAXSS       84(BX), X5, X5; \
+	VMAXSS       148(BX), X6, X6; \
+	VMAXSS       24(BX), X4, X4; \
+	VMAXSS       88(BX), X5, X5; \
+	VMAXSS       152(BX), X6, X6; \
+	VMAXSS       28(BX), X4, X4; \
+	VMAXSS       92(BX), X5, X5; \
+	VMAXSS       156(BX), X6, X6; \
+	VMAXSS       32(BX), X4, X4; \
+	VMAXSS       96(BX), X5, X5; \
+	VMAXSS       160(BX), X6, X6; \
+	VMAXSS       36(BX), X4, X4; \
+	VMAXSS       100(BX), X5, X5; \
+	VMAXSS       164(BX), X6, X6; \
+	VMAXSS       40(BX), X4, X4; \
+	VMAXSS       104(BX), X5, X5; \
+	VMAXSS       168(BX), X6, X6; \
+	VMAXSS       44(BX), X4, X4; \
+	VMAXSS       108(BX), X5, X5; \
+	VMAXSS       172(BX), X6, X6; \
+	VMAXSS       48(BX), X4, X4; \
+	VMAXSS       112(BX), X5, X5; \
+	VMAXSS       176(BX), X6, X6; \
+	VMAXSS       52(BX), X4, X4; \
+	VMAXSS       116(BX), X5, X5; \
+	VMAXSS       180(BX), X6, X6; \
+	VMAXSS       56(BX), X4, X4; \
+	VMAXSS       120(BX), X5, X5; \
+	VMAXSS       184(BX), X6, X6; \
+	VMAXSS       60(BX), X4, X4; \
+	VMAXSS       124(BX), X5, X5; \
+	VMAXSS       188(BX), X6, X6; \
+	VBROADCASTSS 0(SI), Z8; \
+	VMOVSS       X4, 0(SI); \
+	VBROADCASTSS X4, Z12; \
+	VSUBPS       Z12, Z8, Z24; \
+	VSUBPS       Z12, Z0, Z0; \
+	VBROADCASTSS 4(SI), Z9; \
+	VMOVSS       X5, 4(SI); \
+	VBROADCASTSS X5, Z13; \
+	VSUBPS       Z13, Z9, Z25; \
+	VSUBPS       Z13, Z1, Z1; \
+	VBROADCASTSS 8(SI), Z10; \
+	VMOVSS       X6, 8(SI); \
+	VBROADCASTSS X6, Z14; \
+	VSUBPS       Z14, Z10, Z26; \
+	VSUBPS       Z14, Z2, Z2; \
+	EXPZ(Z24, Z16, Z17); \
+	EXPZ(Z25, Z16, Z17); \
+	EXPZ(Z26, Z16, Z17); \
+	EXPZ(Z0, Z16, Z17); \
+	VMOVUPS      Z0, 0(R12); \
+	EXPZ(Z1, Z16, Z17); \
+	VMOVUPS      Z1, 64(R12); \
+	EXPZ(Z2, Z16, Z17); \
+	VMOVUPS      Z2, 128(R12); \
+	VMULSS       0(DI), X24, X4; \
+	VMULSS       4(DI), X25, X5; \
+	VMULSS       8(DI), X26, X6; \
+	VADDSS       0(R12), X4, X4; \
+	VADDSS       64(R12), X5, X5; \
+	VADDSS       128(R12), X6, X6; \
+	VADDSS       4(R12), X4, X4; \
+	VADDSS       68(R12), X5, X5; \
+	VADDSS       132(R12), X6, X6; \
+	VADDSS       8(R12), X4, X4; \
+	VADDSS       72(R12), X5, X5; \
+	VADDSS       136(R12), X6, X6; \
+	VADDSS       12(R12), X4, X4; \
+	VADDSS       76(R12), X5, X5; \
+	VADDSS       140(R12), X6, X6; \
+	VADDSS       16(R12), X4, X4; \
+	VADDSS       80(R12), X5, X5; \
+	VADDSS       144(R12), X6, X6; \
+	VADDSS       20(R12), X4, X4; \
+	VADDSS       84(R12), X5, X5; \
+	VADDSS       148(R12), X6, X6; \
+	VADDSS       24(R12), X4, X4; \
+	VADDSS       88(R12), X5, X5; \
+	VADDSS       152(R12), X6, X6; \
+	VADDSS       28(R12), X4, X4; \
+	VADDSS       92(R12), X5, X5; \
+	VADDSS       156(R12), X6, X6; \
+	VADDSS       32(R12), X4, X4; \
+	VADDSS       96(R12), X5, X5; \
+	VADDSS       160(R12), X6, X6; \
+	VADDSS       36(R12), X4, X4; \
+	VADDSS       100(R12), X5, X5; \
+	VADDSS       164(R12), X6, X6; \
+	VADDSS       40(R12), X4, X4; \
+	VADDSS       104(R12), X5, X5; \
+	VADDSS       168(R12), X6, X6; \
+	VADDSS       44(R12), X4, X4; \
+	VADDSS       108(R12), X5, X5; \
+	VADDSS       172(R12), X6, X6; \
+	VADDSS       48(R12), X4, X4; \
+	VADDSS       112(R12), X5, X5; \
+	VADDSS       176(R12), X6, X6; \
+	VADDSS       52(R12), X4, X4; \
+	VADDSS       116(R12), X5, X5; \
+	VADDSS       180(R12), X6, X6; \
+	VADDSS       56(R12), X4, X4; \
+	VADDSS       120(R12), X5, X5; \
+	VADDSS       184(R12), X6, X6; \
+	VADDSS       60(R12), X4, X4; \
+	VADDSS       124(R12), X5, X5; \
+	VADDSS       188(R12), X6, X6; \
+	VMOVSS       X4, 0(DI); \
+	VMOVSS       X5, 4(DI); \
+	VMOVSS       X6, 8(DI); \
+	MOVQ         o+80(FP), DI; \
+	MOVQ         v+24(FP), R11; \
+	MOVQ         hd+8(FP), R13; \
+	SHRQ         $6, R13; \
+	JZ           rvt; \
+rvp: \
+	VMULPS       0(DI), Z24, Z0; \
+	VMULPS       64(DI), Z24, Z1; \
+	VMULPS       128(DI), Z24, Z2; \
+	VMULPS       192(DI), Z24, Z3; \
+	VMULPS       0(DI)(R8*1), Z25, Z4; \
+	VMULPS       64(DI)(R8*1), Z25, Z5; \
+	VMULPS       128(DI)(R8*1), Z25, Z6; \
+	VMULPS       192(DI)(R8*1), Z25, Z7; \
+	VMULPS       0(DI)(R8*2), Z26, Z8; \
+	VMULPS       64(DI)(R8*2), Z26, Z9; \
+	VMULPS       128(DI)(R8*2), Z26, Z10; \
+	VMULPS       192(DI)(R8*2), Z26, Z11; \
+	MOVQ         R10, DX; \
+	MOVQ         R12, SI; \
+	MOVQ         $4, CX; \
+rvj4_0: \
+	rvj4; \
+	rvj4; \
+	rvj4; \
+	rvj4; \
+	DECQ         CX; \
+	JNZ          rvj4_0; \
+	VMOVUPS      Z0, 0(DI); \
+	VMOVUPS      Z1, 64(DI); \
+	VMOVUPS      Z2, 128(DI); \
+	VMOVUPS      Z3, 192(DI); \
+	VMOVUPS      Z4, 0(DI)(R8*1); \
+	VMOVUPS      Z5, 64(DI)(R8*1); \
+	VMOVUPS      Z6, 128(DI)(R8*1); \
+	VMOVUPS      Z7, 192(DI)(R8*1); \
+	VMOVUPS      Z8, 0(DI)(R8*2); \
+	VMOVUPS      Z9, 64(DI)(R8*2); \
+	VMOVUPS      Z10, 128(DI)(R8*2); \
+	VMOVUPS      Z11, 192(DI)(R8*2); \
+	ADDQ         $256, DI; \
+	ADDQ         $(4*vb), R11; \
+	DECQ         R13; \
+	JNZ          rvp; \
+rvt: \
+	MOVQ         hd+8(FP), R13; \
+	SHRQ         $4, R13; \
+	ANDQ         $3, R13; \
+	CMPQ         R13, $1; \
+	JEQ          rv1; \
+	CMPQ         R13, $2; \
+	JEQ          rv2; \
+	CMPQ         R13, $3; \
+	JEQ          rv3; \
+	JMP          rvd; \
+rv1: \
+	VMULPS       0(DI), Z24, Z0; \
+	VMULPS       0(DI)(R8*1), Z25, Z4; \
+	VMULPS       0(DI)(R8*2), Z26, Z8; \
+	MOVQ         R10, DX; \
+	MOVQ         R12, SI; \
+	MOVQ         $4, CX; \
+rvj1_1: \
+	rvj1; \
+	rvj1; \
+	rvj1; \
+	rvj1; \
+	DECQ         CX; \
+	JNZ          rvj1_1; \
+	VMOVUPS      Z0, 0(DI); \
+	VMOVUPS      Z4, 0(DI)(R8*1); \
+	VMOVUPS      Z8, 0(DI)(R8*2); \
+	ADDQ         $64, DI; \
+	ADDQ         $(1*vb), R11; \
+	JMP          rvd; \
+rv2: \
+	VMULPS       0(DI), Z24, Z0; \
+	VMULPS       64(DI), Z24, Z1; \
+	VMULPS       0(DI)(R8*1), Z25, Z4; \
+	VMULPS       64(DI)(R8*1), Z25, Z5; \
+	VMULPS       0(DI)(R8*2), Z26, Z8; \
+	VMULPS       64(DI)(R8*2), Z26, Z9; \
+	MOVQ         R10, DX; \
+	MOVQ         R12, SI; \
+	MOVQ         $4, CX; \
+rvj2_2: \
+	rvj2; \
+	rvj2; \
+	rvj2; \
+	rvj2; \
+	DECQ         CX; \
+	JNZ          rvj2_2; \
+	VMOVUPS      Z0, 0(DI); \
+	VMOVUPS      Z1, 64(DI); \
+	VMOVUPS      Z4, 0(DI)(R8*1); \
+	VMOVUPS      Z5, 64(DI)(R8*1); \
+	VMOVUPS      Z8, 0(DI)(R8*2); \
+	VMOVUPS      Z9, 64(DI)(R8*2); \
+	ADDQ         $128, DI; \
+	ADDQ         $(2*vb), R11; \
+	JMP          rvd; \
+rv3: \
+	VMULPS       0(DI), Z24, Z0; \
+	VMULPS       64(DI), Z24, Z1; \
+	VMULPS       128(DI), Z24, Z2; \
+	VMULPS       0(DI)(R8*1), Z25, Z4; \
+	VMULPS       64(DI)(R8*1), Z25, Z5; \
+	VMULPS       128(DI)(R8*1), Z25, Z6; \
+	VMULPS       0(DI)(R8*2), Z26, Z8; \
+	VMULPS       64(DI)(R8*2), Z26, Z9; \
+	VMULPS       128(DI)(R8*2), Z26, Z10; \
+	MOVQ         R10, DX; \
+	MOVQ         R12, SI; \
+	MOVQ         $4, CX; \
+rvj3_3: \
+	rvj3; \
+	rvj3; \
+	rvj3; \
+	rvj3; \
+	DECQ         CX; \
+	JNZ          rvj3_3; \
+	VMOVUPS      Z0, 0(DI); \
+	VMOVUPS      Z1, 64(DI); \
+	VMOVUPS      Z2, 128(DI); \
+	VMOVUPS      Z4, 0(DI)(R8*1); \
+	VMOVUPS      Z5, 64(DI)(R8*1); \
+	VMOVUPS      Z6, 128(DI)(R8*1); \
+	VMOVUPS      Z8, 0(DI)(R8*2); \
+	VMOVUPS      Z9, 64(DI)(R8*2); \
+	VMOVUPS      Z10, 128(DI)(R8*2); \
+	ADDQ         $192, DI; \
+	ADDQ         $(3*vb), R11; \
+	JMP          rvd; \
+rvd: \
+	ADDQ         $256, BX; \
+	ADDQ         $64, cpos+32(FP); \
+	ADDQ         $64, R10; \
+	DECQ         tiles+96(FP); \
+	JNZ          rt; \
+	VZEROUPPER; \
+	RET
+
+// ROWSTEP4: rowStep's kernel for r = 4, its V rows read by rvj1-rvj4 with vb bytes to 16 elements.
+#define ROWSTEP4(rvj1, rvj2, rvj3, rvj4, vb) \
+	MOVQ         hd+8(FP), R8; \
+	SHLQ         $2, R8; \
+	LEAQ         (R8)(R8*2), R9; \
+	ZZERO16; \
+	MOVQ         q+0(FP), SI; \
+	MOVQ         ktT+16(FP), DI; \
+	MOVQ         hd+8(FP), CX; \
+	SHRQ         $1, CX; \
+rs: \
+	VMOVUPS      0(DI), Z16; \
+	VMOVUPS      64(DI), Z17; \
+	VMOVUPS      128(DI), Z18; \
+	VMOVUPS      192(DI), Z19; \
+	VBROADCASTSS 0(SI), Z20; \
+	VBROADCASTSS 0(SI)(R8*1), Z21; \
+	VBROADCASTSS 0(SI)(R8*2), Z22; \
+	VBROADCASTSS 0(SI)(R9*1), Z23; \
+	VFMADD231PS  Z20, Z16, Z0; \
+	VFMADD231PS  Z20, Z17, Z1; \
+	VFMADD231PS  Z20, Z18, Z2; \
+	VFMADD231PS  Z20, Z19, Z3; \
+	VFMADD231PS  Z21, Z16, Z4; \
+	VFMADD231PS  Z21, Z17, Z5; \
+	VFMADD231PS  Z21, Z18, Z6; \
+	VFMADD231PS  Z21, Z19, Z7; \
+	VFMADD231PS  Z22, Z16, Z8; \
+	VFMADD231PS  Z22, Z17, Z9; \
+	VFMADD231PS  Z22, Z18, Z10; \
+	VFMADD231PS  Z22, Z19, Z11; \
+	VFMADD231PS  Z23, Z16, Z12; \
+	VFMADD231PS  Z23, Z17, Z13; \
+	VFMADD231PS  Z23, Z18, Z14; \
+	VFMADD231PS  Z23, Z19, Z15; \
+	VMOVUPS      256(DI), Z16; \
+	VMOVUPS      320(DI), Z17; \
+	VMOVUPS      384(DI), Z18; \
+	VMOVUPS      448(DI), Z19; \
+	VBROADCASTSS 4(SI), Z20; \
+	VBROADCASTSS 4(SI)(R8*1), Z21; \
+	VBROADCASTSS 4(SI)(R8*2), Z22; \
+	VBROADCASTSS 4(SI)(R9*1), Z23; \
+	VFMADD231PS  Z20, Z16, Z0; \
+	VFMADD231PS  Z20, Z17, Z1; \
+	VFMADD231PS  Z20, Z18, Z2; \
+	VFMADD231PS  Z20, Z19, Z3; \
+	VFMADD231PS  Z21, Z16, Z4; \
+	VFMADD231PS  Z21, Z17, Z5; \
+	VFMADD231PS  Z21, Z18, Z6; \
+	VFMADD231PS  Z21, Z19, Z7; \
+	VFMADD231PS  Z22, Z16, Z8; \
+	VFMADD231PS  Z22, Z17, Z9; \
+	VFMADD231PS  Z22, Z18, Z10; \
+	VFMADD231PS  Z22, Z19, Z11; \
+	VFMADD231PS  Z23, Z16, Z12; \
+	VFMADD231PS  Z23, Z17, Z13; \
+	VFMADD231PS  Z23, Z18, Z14; \
+	VFMADD231PS  Z23, Z19, Z15; \
+	ADDQ         $512, DI; \
+	ADDQ         $8, SI; \
+	DECQ         CX; \
+	JNZ          rs; \
+	MOVQ         scr+88(FP), BX; \
+	VMOVUPS      Z0, 0(BX); \
+	VMOVUPS      Z4, 64(BX); \
+	VMOVUPS      Z8, 128(BX); \
+	VMOVUPS      Z12, 192(BX); \
+	VMOVUPS      Z1, 256(BX); \
+	VMOVUPS      Z5, 320(BX); \
+	VMOVUPS      Z9, 384(BX); \
+	VMOVUPS      Z13, 448(BX); \
+	VMOVUPS      Z2, 512(BX); \
+	VMOVUPS      Z6, 576(BX); \
+	VMOVUPS      Z10, 640(BX); \
+	VMOVUPS      Z14, 704(BX); \
+	VMOVUPS      Z3, 768(BX); \
+	VMOVUPS      Z7, 832(BX); \
+	VMOVUPS      Z11, 896(BX); \
+	VMOVUPS      Z15, 960(BX); \
+	VBROADCASTSS ·attnTileConsts+4(SB), Z31; \
+	VBROADCASTSS ·attnTileConsts+8(SB), Z30; \
+	VBROADCASTSS ·attnTileConsts+12(SB), Z29; \
+	VBROADCASTSS ·attnTileConsts+36(SB), Z22; \
+	VBROADCASTSS ·attnTileConsts+44(SB), Z23; \
+	VBROADCASTSS inv+60(FP), Z20; \
+	VBROADCASTSS softcap+56(FP), Z21; \
+	LEAQ         1024(BX), R12; \
+	MOVQ         vcells+104(FP), R10; \
+rt: \
+	MOVQ         cpos+32(FP), DX; \
+	VMOVDQU32    (DX), Z19; \
+	MOVL         softcap+56(FP), AX; \
+	TESTL        AX, AX; \
+	JZ           rnc; \
+	VMOVUPS      0(BX), Z0; \
+	TCAP(Z0); \
+	VMOVUPS      Z0, 0(BX); \
+	VMOVUPS      64(BX), Z0; \
+	TCAP(Z0); \
+	VMOVUPS      Z0, 64(BX); \
+	VMOVUPS      128(BX), Z0; \
+	TCAP(Z0); \
+	VMOVUPS      Z0, 128(BX); \
+	VMOVUPS      192(BX), Z0; \
+	TCAP(Z0); \
+	VMOVUPS      Z0, 192(BX); \
+rnc: \
+	MOVQ         pos+40(FP), AX; \
+	MOVQ         lo+48(FP), CX; \
+	MOVQ         m+64(FP), SI; \
+	MOVQ         l+72(FP), DI; \
+	VMOVUPS      0(BX), Z0; \
+	VPCMPD.BCST  $6, 0(AX), Z19, K1; \
+	VPCMPD.BCST  $2, 0(CX), Z19, K2; \
+	KORW         K1, K2, K1; \
+	VMOVAPS      Z23, K1, Z0; \
+	VMOVUPS      Z0, 0(BX); \
+	VMOVUPS      64(BX), Z1; \
+	VPCMPD.BCST  $6, 4(AX), Z19, K1; \
+	VPCMPD.BCST  $2, 4(CX), Z19, K2; \
+	KORW         K1, K2, K1; \
+	VMOVAPS      Z23, K1, Z1; \
+	VMOVUPS      Z1, 64(BX); \
+	VMOVUPS      128(BX), Z2; \
+	VPCMPD.BCST  $6, 8(AX), Z19, K1; \
+	VPCMPD.BCST  $2, 8(CX), Z19, K2; \
+	KORW         K1, K2, K1; \
+	VMOVAPS      Z23, K1, Z2; \
+	VMOVUPS      Z2, 128(BX); \
+	VMOVUPS      192(BX), Z3; \
+	VPCMPD.BCST  $6, 12(AX), Z19, K1; \
+	VPCMPD.BCST  $2, 12(CX), Z19, K2; \
+	KORW         K1, K2, K1; \
+	VMOVAPS      Z23, K1, Z3; \
+	VMOVUPS      Z3, 192(BX); \
+	VMOVSS       0(SI), X4; \
+	VMOVSS       4(SI), X5; \
+	VMOVSS       8(SI), X6; \
+	VMOVSS       12(SI), X7; \
+	VMAXSS       0(BX), X4, X4; \
+	VMAXSS       64(BX), X5, X5; \
+	VMAXSS       128(BX), X6, X6; \
+	VMAXSS       192(BX), X7, X7; \
+	VMAXSS       4(BX), X4, X4; \
+	VMAXSS       68(BX), X5, X5; \
+	VMAXSS       132(BX), X6, X6; \
+	VMAXSS       196(BX), X7, X7; \
+	VMAXSS       8(BX), X4, X4; \
+	VMAXSS       72(BX), X5, X5; \
+	VMAXSS       136(BX), X6, X6; \
+	VMAXSS       200(BX), X7, X7; \
+	VMAXSS       12(BX), X4, X4; \
+	VMAXSS       76(BX), X5, X5; \
+	VMAXSS       140(BX), X6, X6; \
+	VMAXSS       204(BX), X7, X7; \
+	VMAXSS       16(BX), X4, X4; \
+	VMAXSS       80(BX), X5, X5; \
+	VMAXSS       144(BX), X6, X6; \
+	VMAXSS       208(BX), X7, X7; \
+	VMAXSS       20(BX), X4, X4; \
+	VMAXSS       84(BX), X5, X5; \
+	VMAXSS       148(BX), X6, X6; \
+	VMAXSS       212(BX), X7, X7; \
+	VMAXSS       24(BX), X4, X4; \
+	VMAXSS       88(BX), X5, X5; \
+	VMAXSS       152(BX), X6, X6; \
+	VMAXSS       216(BX), X7, X7; \
+	VMAXSS       28(BX), X4, X4; \
+	VMAXSS       92(BX), X5, X5; \
+	VMAXSS       156(BX), X6, X6; \
+	VMAXSS       220(BX), X7, X7; \
+	VMAXSS       32(BX), X4, X4; \
+	VMAXSS       96(BX), X5, X5; \
+	VMAXSS       160(BX), X6, X6; \
+	VMAXSS       224(BX), X7, X7; \
+	VMAXSS       36(BX), X4, X4; \
+	VMAXSS       100(BX), X5, X5; \
+	VMAXSS       164(BX), X6, X6; \
+	VMAXSS       228(BX), X7, X7; \
+	VMAXSS       40(BX), X4, X4; \
+	VMAXSS       104(BX), X5, X5; \
+	VMAXSS       168(BX), X6, X6; \
+	VMAXSS       232(BX), X7, X7; \
+	VMAXSS       44(BX), X4, X4; \
+	VMAXSS       108(BX), X5, X5; \
+	VMAXSS       172(BX), X6, X6; \
+	VMAXSS       236(BX), X7, X7; \
+	VMAXSS       48(BX), X4, X4; \
+	VMAXSS       112(BX), X5, X5; \
+	VMAXSS       176(BX), X6, X6; \
+	VMAXSS       240(BX), X7, X7; \
+	VMAXSS       52(BX), X4, X4; \
+	VMAXSS       116(BX), X5, X5; \
+	VMAXSS       180(BX), X6, X6; \
+	VMAXSS       244(BX), X7, X7; \
+	VMAXSS       56(BX), X4, X4; \
+	VMAXSS       120(BX), X5, X5; \
+	VMAXSS       184(BX), X6, X6; \
+	VMAXSS       248(BX), X7, X7; \
+	VMAXSS       60(BX), X4, X4; \
+	VMAXSS       124(BX), X5, X5; \
+	VMAXSS       188(BX), X6, X6; \
+	VMAXSS       252(BX), X7, X7; \
+	VBROADCASTSS 0(SI), Z8; \
+	VMOVSS       X4, 0(SI); \
+	VBROADCASTSS X4, Z12; \
+	VSUBPS       Z12, Z8, Z24; \
+	VSUBPS       Z12, Z0, Z0; \
+	VBROADCASTSS 4(SI), Z9; \
+	VMOVSS       X5, 4(SI); \
+	VBROADCASTSS X5, Z13; \
+	VSUBPS       Z13, Z9, Z25; \
+	VSUBPS       Z13, Z1, Z1; \
+	VBROADCASTSS 8(SI), Z10; \
+	VMOVSS       X6, 8(SI); \
+	VBROADCASTSS X6, Z14; \
+	VSUBPS       Z14, Z10, Z26; \
+	VSUBPS       Z14, Z2, Z2; \
+	VBROADCASTSS 12(SI), Z11; \
+	VMOVSS       X7, 12(SI); \
+	VBROADCASTSS X7, Z15; \
+	VSUBPS       Z15, Z11, Z27; \
+	VSUBPS       Z15, Z3, Z3; \
+	EXPZ(Z24, Z16, Z17); \
+	EXPZ(Z25, Z16, Z17); \
+	EXPZ(Z26, Z16, Z17); \
+	EXPZ(Z27, Z16, Z17); \
+	EXPZ(Z0, Z16, Z17); \
+	VMOVUPS      Z0, 0(R12); \
+	EXPZ(Z1, Z16, Z17); \
+	VMOVUPS      Z1, 64(R12); \
+	EXPZ(Z2, Z16, Z17); \
+	VMOVUPS      Z2, 128(R12); \
+	EXPZ(Z3, Z16, Z17); \
+	VMOVUPS      Z3, 192(R12); \
+	VMULSS       0(DI), X24, X4; \
+	VMULSS       4(DI), X25, X5; \
+	VMULSS       8(DI), X26, X6; \
+	VMULSS       12(DI), X27, X7; \
+	VADDSS       0(R12), X4, X4; \
+	VADDSS       64(R12), X5, X5; \
+	VADDSS       128(R12), X6, X6; \
+	VADDSS       192(R12), X7, X7; \
+	VADDSS       4(R12), X4, X4; \
+	VADDSS       68(R12), X5, X5; \
+	VADDSS       132(R12), X6, X6; \
+	VADDSS       196(R12), X7, X7; \
+	VADDSS       8(R12), X4, X4; \
+	VADDSS       72(R12), X5, X5; \
+	VADDSS       136(R12), X6, X6; \
+	VADDSS       200(R12), X7, X7; \
+	VADDSS       12(R12), X4, X4; \
+	VADDSS       76(R12), X5, X5; \
+	VADDSS       140(R12), X6, X6; \
+	VADDSS       204(R12), X7, X7; \
+	VADDSS       16(R12), X4, X4; \
+	VADDSS       80(R12), X5, X5; \
+	VADDSS       144(R12), X6, X6; \
+	VADDSS       208(R12), X7, X7; \
+	VADDSS       20(R12), X4, X4; \
+	VADDSS       84(R12), X5, X5; \
+	VADDSS       148(R12), X6, X6; \
+	VADDSS       212(R12), X7, X7; \
+	VADDSS       24(R12), X4, X4; \
+	VADDSS       88(R12), X5, X5; \
+	VADDSS       152(R12), X6, X6; \
+	VADDSS       216(R12), X7, X7; \
+	VADDSS       28(R12), X4, X4; \
+	VADDSS       92(R12), X5, X5; \
+	VADDSS       156(R12), X6, X6; \
+	VADDSS       220(R12), X7, X7; \
+	VADDSS       32(R12), X4, X4; \
+	VADDSS       96(R12), X5, X5; \
+	VADDSS       160(R12), X6, X6; \
+	VADDSS       224(R12), X7, X7; \
+	VADDSS       36(R12), X4, X4; \
+	VADDSS       100(R12), X5, X5; \
+	VADDSS       164(R12), X6, X6; \
+	VADDSS       228(R12), X7, X7; \
+	VADDSS       40(R12), X4, X4; \
+	VADDSS       104(R12), X5, X5; \
+	VADDSS       168(R12), X6, X6; \
+	VADDSS       232(R12), X7, X7; \
+	VADDSS       44(R12), X4, X4; \
+	VADDSS       108(R12), X5, X5; \
+	VADDSS       172(R12), X6, X6; \
+	VADDSS       236(R12), X7, X7; \
+	VADDSS       48(R12), X4, X4; \
+	VADDSS       112(R12), X5, X5; \
+	VADDSS       176(R12), X6, X6; \
+	VADDSS       240(R12), X7, X7; \
+	VADDSS       52(R12), X4, X4; \
+	VADDSS       116(R12), X5, X5; \
+	VADDSS       180(R12), X6, X6; \
+	VADDSS       244(R12), X7, X7; \
+	VADDSS       56(R12), X4, X4; \
+	VADDSS       120(R12), X5, X5; \
+	VADDSS       184(R12), X6, X6; \
+	VADDSS       248(R12), X7, X7; \
+	VADDSS       60(R12), X4, X4; \
+	VADDSS       124(R12), X5, X5; \
+	VADDSS       188(R12), X6, X6; \
+	VADDSS       252(R12), X7, X7; \
+	VMOVSS       X4, 0(DI); \
+	VMOVSS       X5, 4(DI); \
+	VMOVSS       X6, 8(DI); \
+	VMOVSS       X7, 12(DI); \
+	MOVQ         o+80(FP), DI; \
+	MOVQ         v+24(FP), R11; \
+	MOVQ         hd+8(FP), R13; \
+	SHRQ         $6, R13; \
+	JZ           rvt; \
+rvp: \
+	VMULPS       0(DI), Z24, Z0; \
+	VMULPS       64(DI), Z24, Z1; \
+	VMULPS       128(DI), Z24, Z2; \
+	VMULPS       192(DI), Z24, Z3; \
+	VMULPS       0(DI)(R8*1), Z25, Z4; \
+	VMULPS       64(DI)(R8*1), Z25, Z5; \
+	VMULPS       128(DI)(R8*1), Z25, Z6; \
+	VMULPS       192(DI)(R8*1), Z25, Z7; \
+	VMULPS       0(DI)(R8*2), Z26, Z8; \
+	VMULPS       64(DI)(R8*2), Z26, Z9; \
+	VMULPS       128(DI)(R8*2), Z26, Z10; \
+	VMULPS       192(DI)(R8*2), Z26, Z11; \
+	VMULPS       0(DI)(R9*1), Z27, Z12; \
+	VMULPS       64(DI)(R9*1), Z27, Z13; \
+	VMULPS       128(DI)(R9*1), Z27, Z14; \
+	VMULPS       192(DI)(R9*1), Z27, Z15; \
+	MOVQ         R10, DX; \
+	MOVQ         R12, SI; \
+	MOVQ         $4, CX; \
+rvj4_0: \
+	rvj4; \
+	rvj4; \
+	rvj4; \
+	rvj4; \
+	DECQ         CX; \
+	JNZ          rvj4_0; \
+	VMOVUPS      Z0, 0(DI); \
+	VMOVUPS      Z1, 64(DI); \
+	VMOVUPS      Z2, 128(DI); \
+	VMOVUPS      Z3, 192(DI); \
+	VMOVUPS      Z4, 0(DI)(R8*1); \
+	VMOVUPS      Z5, 64(DI)(R8*1); \
+	VMOVUPS      Z6, 128(DI)(R8*1); \
+	VMOVUPS      Z7, 192(DI)(R8*1); \
+	VMOVUPS      Z8, 0(DI)(R8*2); \
+	VMOVUPS      Z9, 64(DI)(R8*2); \
+	VMOVUPS      Z10, 128(DI)(R8*2); \
+	VMOVUPS      Z11, 192(DI)(R8*2); \
+	VMOVUPS      Z12, 0(DI)(R9*1); \
+	VMOVUPS      Z13, 64(DI)(R9*1); \
+	VMOVUPS      Z14, 128(DI)(R9*1); \
+	VMOVUPS      Z15, 192(DI)(R9*1); \
+	ADDQ         $256, DI; \
+	ADDQ         $(4*vb), R11; \
+	DECQ         R13; \
+	JNZ          rvp; \
+rvt: \
+	MOVQ         hd+8(FP), R13; \
+	SHRQ         $4, R13; \
+	ANDQ         $3, R13; \
+	CMPQ         R13, $1; \
+	JEQ          rv1; \
+	CMPQ         R13, $2; \
+	JEQ          rv2; \
+	CMPQ         R13, $3; \
+	JEQ          rv3; \
+	JMP          rvd; \
+rv1: \
+	VMULPS       0(DI), Z24, Z0; \
+	VMULPS       0(DI)(R8*1), Z25, Z4; \
+	VMULPS       0(DI)(R8*2), Z26, Z8; \
+	VMULPS       0(DI)(R9*1), Z27, Z12; \
+	MOVQ         R10, DX; \
+	MOVQ         R12, SI; \
+	MOVQ         $4, CX; \
+rvj1_1: \
+	rvj1; \
+	rvj1; \
+	rvj1; \
+	rvj1; \
+	DECQ         CX; \
+	JNZ          rvj1_1; \
+	VMOVUPS      Z0, 0(DI); \
+	VMOVUPS      Z4, 0(DI)(R8*1); \
+	VMOVUPS      Z8, 0(DI)(R8*2); \
+	VMOVUPS      Z12, 0(DI)(R9*1); \
+	ADDQ         $64, DI; \
+	ADDQ         $(1*vb), R11; \
+	JMP          rvd; \
+rv2: \
+	VMULPS       0(DI), Z24, Z0; \
+	VMULPS       64(DI), Z24, Z1; \
+	VMULPS       0(DI)(R8*1), Z25, Z4; \
+	VMULPS       64(DI)(R8*1), Z25, Z5; \
+	VMULPS       0(DI)(R8*2), Z26, Z8; \
+	VMULPS       64(DI)(R8*2), Z26, Z9; \
+	VMULPS       0(DI)(R9*1), Z27, Z12; \
+	VMULPS       64(DI)(R9*1), Z27, Z13; \
+	MOVQ         R10, DX; \
+	MOVQ         R12, SI; \
+	MOVQ         $4, CX; \
+rvj2_2: \
+	rvj2; \
+	rvj2; \
+	rvj2; \
+	rvj2; \
+	DECQ         CX; \
+	JNZ          rvj2_2; \
+	VMOVUPS      Z0, 0(DI); \
+	VMOVUPS      Z1, 64(DI); \
+	VMOVUPS      Z4, 0(DI)(R8*1); \
+	VMOVUPS      Z5, 64(DI)(R8*1); \
+	VMOVUPS      Z8, 0(DI)(R8*2); \
+	VMOVUPS      Z9, 64(DI)(R8*2); \
+	VMOVUPS      Z12, 0(DI)(R9*1); \
+	VMOVUPS      Z13, 64(DI)(R9*1); \
+	ADDQ         $128, DI; \
+	ADDQ         $(2*vb), R11; \
+	JMP          rvd; \
+rv3: \
+	VMULPS       0(DI), Z24, Z0; \
+	VMULPS       64(DI), Z24, Z1; \
+	VMULPS       128(DI), Z24, Z2; \
+	VMULPS       0(DI)(R8*1), Z25, Z4; \
+	VMULPS       64(DI)(R8*1), Z25, Z5; \
+	VMULPS       128(DI)(R8*1), Z25, Z6; \
+	VMULPS       0(DI)(R8*2), Z26, Z8; \
+	VMULPS       64(DI)(R8*2), Z26, Z9; \
+	VMULPS       128(DI)(R8*2), Z26, Z10; \
+	VMULPS       0(DI)(R9*1), Z27, Z12; \
+	VMULPS       64(DI)(R9*1), Z27, Z13; \
+	VMULPS       128(DI)(R9*1), Z27, Z14; \
+	MOVQ         R10, DX; \
+	MOVQ         R12, SI; \
+	MOVQ         $4, CX; \
+rvj3_3: \
+	rvj3; \
+	rvj3; \
+	rvj3; \
+	rvj3; \
+	DECQ         CX; \
+	JNZ          rvj3_3; \
+	VMOVUPS      Z0, 0(DI); \
+	VMOVUPS      Z1, 64(DI); \
+	VMOVUPS      Z2, 128(DI); \
+	VMOVUPS      Z4, 0(DI)(R8*1); \
+	VMOVUPS      Z5, 64(DI)(R8*1); \
+	VMOVUPS      Z6, 128(DI)(R8*1); \
+	VMOVUPS      Z8, 0(DI)(R8*2); \
+	VMOVUPS      Z9, 64(DI)(R8*2); \
+	VMOVUPS      Z10, 128(DI)(R8*2); \
+	VMOVUPS      Z12, 0(DI)(R9*1); \
+	VMOVUPS      Z13, 64(DI)(R9*1); \
+	VMOVUPS      Z14, 128(DI)(R9*1); \
+	ADDQ         $192, DI; \
+	ADDQ         $(3*vb), R11; \
+	JMP          rvd; \
+rvd: \
+	ADDQ         $256, BX; \
+	ADDQ         $64, cpos+32(FP); \
+	ADDQ         $64, R10; \
+	DECQ         tiles+96(FP); \
+	JNZ          rt; \
+	VZEROUPPER; \
+	RET
+
 // func attnTileLoadKTF16AVX512(dst *float32, k *uint16, cells *int32, strideB, hd int)
 //
 // The 16 rows of hd halves (hd > 0 a multiple of 16), row j from byte cells[j]·strideB of k,
@@ -1026,2885 +2390,53 @@ pf2done:
 // 1 rows; hd > 0 a multiple of 16; softcap 0 (none) or > 0, inv = 1/softcap; 1 <= tiles <= 4;
 // the V row of cell j of the tiles at byte vcells[j]·vstrideB of v, float32.
 TEXT ·attnRowStep1F32AVX512(SB), NOSPLIT, $0-120
-	MOVQ         hd+8(FP), R8
-	SHLQ         $2, R8
-	LEAQ         (R8)(R8*2), R9
-	// Scores of the 4 tiles: Z<4i+t> += column d of tile t · q[i][d], d in order.
-	ZZERO4
-	MOVQ         q+0(FP), SI
-	MOVQ         ktT+16(FP), DI
-	MOVQ         hd+8(FP), CX
-	SHRQ         $1, CX
-
-rs1:
-	VMOVUPS      0(DI), Z16
-	VMOVUPS      64(DI), Z17
-	VMOVUPS      128(DI), Z18
-	VMOVUPS      192(DI), Z19
-	VBROADCASTSS 0(SI), Z20
-	VFMADD231PS  Z20, Z16, Z0
-	VFMADD231PS  Z20, Z17, Z1
-	VFMADD231PS  Z20, Z18, Z2
-	VFMADD231PS  Z20, Z19, Z3
-	VMOVUPS      256(DI), Z16
-	VMOVUPS      320(DI), Z17
-	VMOVUPS      384(DI), Z18
-	VMOVUPS      448(DI), Z19
-	VBROADCASTSS 4(SI), Z20
-	VFMADD231PS  Z20, Z16, Z0
-	VFMADD231PS  Z20, Z17, Z1
-	VFMADD231PS  Z20, Z18, Z2
-	VFMADD231PS  Z20, Z19, Z3
-	ADDQ         $512, DI
-	ADDQ         $8, SI
-	DECQ         CX
-	JNZ          rs1
-	MOVQ         scr+88(FP), BX
-	VMOVUPS      Z0, 0(BX)
-	VMOVUPS      Z1, 256(BX)
-	VMOVUPS      Z2, 512(BX)
-	VMOVUPS      Z3, 768(BX)
-	VBROADCASTSS ·attnTileConsts+4(SB), Z31
-	VBROADCASTSS ·attnTileConsts+8(SB), Z30
-	VBROADCASTSS ·attnTileConsts+12(SB), Z29
-	VBROADCASTSS ·attnTileConsts+36(SB), Z22
-	VBROADCASTSS ·attnTileConsts+44(SB), Z23
-	VBROADCASTSS inv+60(FP), Z20
-	VBROADCASTSS softcap+56(FP), Z21
-	LEAQ         1024(BX), R12
-	MOVQ         vcells+104(FP), R10
-
-rt1F32:
-	MOVQ         cpos+32(FP), DX
-	VMOVDQU32    (DX), Z19
-	MOVL         softcap+56(FP), AX
-	TESTL        AX, AX
-	JZ           rnc1F32
-	// Soft cap of the tile's scores.
-	VMOVUPS      0(BX), Z0
-	TCAP(Z0)
-	VMOVUPS      Z0, 0(BX)
-
-rnc1F32:
-	// Per row, interleaved: mask, maximum, rescaling factor, weights, sum.
-	MOVQ         pos+40(FP), AX
-	MOVQ         lo+48(FP), CX
-	MOVQ         m+64(FP), SI
-	MOVQ         l+72(FP), DI
-	VMOVUPS      0(BX), Z0
-	VPCMPD.BCST  $6, 0(AX), Z19, K1
-	VPCMPD.BCST  $2, 0(CX), Z19, K2
-	KORW         K1, K2, K1
-	VMOVAPS      Z23, K1, Z0
-	VMOVUPS      Z0, 0(BX)
-	VMOVSS       0(SI), X4
-	VMAXSS       0(BX), X4, X4
-	VMAXSS       4(BX), X4, X4
-	VMAXSS       8(BX), X4, X4
-	VMAXSS       12(BX), X4, X4
-	VMAXSS       16(BX), X4, X4
-	VMAXSS       20(BX), X4, X4
-	VMAXSS       24(BX), X4, X4
-	VMAXSS       28(BX), X4, X4
-	VMAXSS       32(BX), X4, X4
-	VMAXSS       36(BX), X4, X4
-	VMAXSS       40(BX), X4, X4
-	VMAXSS       44(BX), X4, X4
-	VMAXSS       48(BX), X4, X4
-	VMAXSS       52(BX), X4, X4
-	VMAXSS       56(BX), X4, X4
-	VMAXSS       60(BX), X4, X4
-	VBROADCASTSS 0(SI), Z8
-	VMOVSS       X4, 0(SI)
-	VBROADCASTSS X4, Z12
-	VSUBPS       Z12, Z8, Z24
-	VSUBPS       Z12, Z0, Z0
-	EXPZ(Z24, Z16, Z17)
-	EXPZ(Z0, Z16, Z17)
-	VMOVUPS      Z0, 0(R12)
-	VMULSS       0(DI), X24, X4
-	VADDSS       0(R12), X4, X4
-	VADDSS       4(R12), X4, X4
-	VADDSS       8(R12), X4, X4
-	VADDSS       12(R12), X4, X4
-	VADDSS       16(R12), X4, X4
-	VADDSS       20(R12), X4, X4
-	VADDSS       24(R12), X4, X4
-	VADDSS       28(R12), X4, X4
-	VADDSS       32(R12), X4, X4
-	VADDSS       36(R12), X4, X4
-	VADDSS       40(R12), X4, X4
-	VADDSS       44(R12), X4, X4
-	VADDSS       48(R12), X4, X4
-	VADDSS       52(R12), X4, X4
-	VADDSS       56(R12), X4, X4
-	VADDSS       60(R12), X4, X4
-	VMOVSS       X4, 0(DI)
-	// Outputs: o[i][d] = o[i][d]·c_i + Σ_j p_ij·v[j][d], 64 d a pass.
-	MOVQ         o+80(FP), DI
-	MOVQ         v+24(FP), R11
-	MOVQ         hd+8(FP), R13
-	SHRQ         $6, R13
-	JZ           rvt1F32
-
-rvp1F32:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       64(DI), Z24, Z1
-	VMULPS       128(DI), Z24, Z2
-	VMULPS       192(DI), Z24, Z3
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj1F32_4_0:
-	RVJ1F32_4
-	RVJ1F32_4
-	RVJ1F32_4
-	RVJ1F32_4
-	DECQ         CX
-	JNZ          rvj1F32_4_0
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z1, 64(DI)
-	VMOVUPS      Z2, 128(DI)
-	VMOVUPS      Z3, 192(DI)
-	ADDQ         $256, DI
-	ADDQ         $256, R11
-	DECQ         R13
-	JNZ          rvp1F32
-
-rvt1F32:
-	MOVQ         hd+8(FP), R13
-	SHRQ         $4, R13
-	ANDQ         $3, R13
-	CMPQ         R13, $1
-	JEQ          rv1F32_1
-	CMPQ         R13, $2
-	JEQ          rv1F32_2
-	CMPQ         R13, $3
-	JEQ          rv1F32_3
-	JMP          rvd1F32
-
-rv1F32_1:
-	VMULPS       0(DI), Z24, Z0
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj1F32_1_1:
-	RVJ1F32_1
-	RVJ1F32_1
-	RVJ1F32_1
-	RVJ1F32_1
-	DECQ         CX
-	JNZ          rvj1F32_1_1
-	VMOVUPS      Z0, 0(DI)
-	ADDQ         $64, DI
-	ADDQ         $64, R11
-	JMP          rvd1F32
-
-rv1F32_2:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       64(DI), Z24, Z1
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj1F32_2_2:
-	RVJ1F32_2
-	RVJ1F32_2
-	RVJ1F32_2
-	RVJ1F32_2
-	DECQ         CX
-	JNZ          rvj1F32_2_2
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z1, 64(DI)
-	ADDQ         $128, DI
-	ADDQ         $128, R11
-	JMP          rvd1F32
-
-rv1F32_3:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       64(DI), Z24, Z1
-	VMULPS       128(DI), Z24, Z2
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj1F32_3_3:
-	RVJ1F32_3
-	RVJ1F32_3
-	RVJ1F32_3
-	RVJ1F32_3
-	DECQ         CX
-	JNZ          rvj1F32_3_3
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z1, 64(DI)
-	VMOVUPS      Z2, 128(DI)
-	ADDQ         $192, DI
-	ADDQ         $192, R11
-	JMP          rvd1F32
-
-rvd1F32:
-	ADDQ         $256, BX
-	ADDQ         $64, cpos+32(FP)
-	ADDQ         $64, R10
-	DECQ         tiles+96(FP)
-	JNZ          rt1F32
-	VZEROUPPER
-	RET
+	ROWSTEP1(RVJ1F32_1, RVJ1F32_2, RVJ1F32_3, RVJ1F32_4, 64)
 
 // func attnRowStep2F32AVX512(q *float32, hd int, ktT *float32, v *float32, cpos, pos, lo *int32, softcap, inv float32, m, l, o, scr *float32, tiles int, vcells *int32, vstrideB int)
 //
 // 2 rows; hd > 0 a multiple of 16; softcap 0 (none) or > 0, inv = 1/softcap; 1 <= tiles <= 4;
 // the V row of cell j of the tiles at byte vcells[j]·vstrideB of v, float32.
 TEXT ·attnRowStep2F32AVX512(SB), NOSPLIT, $0-120
-	MOVQ         hd+8(FP), R8
-	SHLQ         $2, R8
-	LEAQ         (R8)(R8*2), R9
-	// Scores of the 4 tiles: Z<4i+t> += column d of tile t · q[i][d], d in order.
-	ZZERO8
-	MOVQ         q+0(FP), SI
-	MOVQ         ktT+16(FP), DI
-	MOVQ         hd+8(FP), CX
-	SHRQ         $1, CX
-
-rs2:
-	VMOVUPS      0(DI), Z16
-	VMOVUPS      64(DI), Z17
-	VMOVUPS      128(DI), Z18
-	VMOVUPS      192(DI), Z19
-	VBROADCASTSS 0(SI), Z20
-	VBROADCASTSS 0(SI)(R8*1), Z21
-	VFMADD231PS  Z20, Z16, Z0
-	VFMADD231PS  Z20, Z17, Z1
-	VFMADD231PS  Z20, Z18, Z2
-	VFMADD231PS  Z20, Z19, Z3
-	VFMADD231PS  Z21, Z16, Z4
-	VFMADD231PS  Z21, Z17, Z5
-	VFMADD231PS  Z21, Z18, Z6
-	VFMADD231PS  Z21, Z19, Z7
-	VMOVUPS      256(DI), Z16
-	VMOVUPS      320(DI), Z17
-	VMOVUPS      384(DI), Z18
-	VMOVUPS      448(DI), Z19
-	VBROADCASTSS 4(SI), Z20
-	VBROADCASTSS 4(SI)(R8*1), Z21
-	VFMADD231PS  Z20, Z16, Z0
-	VFMADD231PS  Z20, Z17, Z1
-	VFMADD231PS  Z20, Z18, Z2
-	VFMADD231PS  Z20, Z19, Z3
-	VFMADD231PS  Z21, Z16, Z4
-	VFMADD231PS  Z21, Z17, Z5
-	VFMADD231PS  Z21, Z18, Z6
-	VFMADD231PS  Z21, Z19, Z7
-	ADDQ         $512, DI
-	ADDQ         $8, SI
-	DECQ         CX
-	JNZ          rs2
-	MOVQ         scr+88(FP), BX
-	VMOVUPS      Z0, 0(BX)
-	VMOVUPS      Z4, 64(BX)
-	VMOVUPS      Z1, 256(BX)
-	VMOVUPS      Z5, 320(BX)
-	VMOVUPS      Z2, 512(BX)
-	VMOVUPS      Z6, 576(BX)
-	VMOVUPS      Z3, 768(BX)
-	VMOVUPS      Z7, 832(BX)
-	VBROADCASTSS ·attnTileConsts+4(SB), Z31
-	VBROADCASTSS ·attnTileConsts+8(SB), Z30
-	VBROADCASTSS ·attnTileConsts+12(SB), Z29
-	VBROADCASTSS ·attnTileConsts+36(SB), Z22
-	VBROADCASTSS ·attnTileConsts+44(SB), Z23
-	VBROADCASTSS inv+60(FP), Z20
-	VBROADCASTSS softcap+56(FP), Z21
-	LEAQ         1024(BX), R12
-	MOVQ         vcells+104(FP), R10
-
-rt2F32:
-	MOVQ         cpos+32(FP), DX
-	VMOVDQU32    (DX), Z19
-	MOVL         softcap+56(FP), AX
-	TESTL        AX, AX
-	JZ           rnc2F32
-	// Soft cap of the tile's scores.
-	VMOVUPS      0(BX), Z0
-	TCAP(Z0)
-	VMOVUPS      Z0, 0(BX)
-	VMOVUPS      64(BX), Z0
-	TCAP(Z0)
-	VMOVUPS      Z0, 64(BX)
-
-rnc2F32:
-	// Per row, interleaved: mask, maximum, rescaling factor, weights, sum.
-	MOVQ         pos+40(FP), AX
-	MOVQ         lo+48(FP), CX
-	MOVQ         m+64(FP), SI
-	MOVQ         l+72(FP), DI
-	VMOVUPS      0(BX), Z0
-	VPCMPD.BCST  $6, 0(AX), Z19, K1
-	VPCMPD.BCST  $2, 0(CX), Z19, K2
-	KORW         K1, K2, K1
-	VMOVAPS      Z23, K1, Z0
-	VMOVUPS      Z0, 0(BX)
-	VMOVUPS      64(BX), Z1
-	VPCMPD.BCST  $6, 4(AX), Z19, K1
-	VPCMPD.BCST  $2, 4(CX), Z19, K2
-	KORW         K1, K2, K1
-	VMOVAPS      Z23, K1, Z1
-	VMOVUPS      Z1, 64(BX)
-	VMOVSS       0(SI), X4
-	VMOVSS       4(SI), X5
-	VMAXSS       0(BX), X4, X4
-	VMAXSS       64(BX), X5, X5
-	VMAXSS       4(BX), X4, X4
-	VMAXSS       68(BX), X5, X5
-	VMAXSS       8(BX), X4, X4
-	VMAXSS       72(BX), X5, X5
-	VMAXSS       12(BX), X4, X4
-	VMAXSS       76(BX), X5, X5
-	VMAXSS       16(BX), X4, X4
-	VMAXSS       80(BX), X5, X5
-	VMAXSS       20(BX), X4, X4
-	VMAXSS       84(BX), X5, X5
-	VMAXSS       24(BX), X4, X4
-	VMAXSS       88(BX), X5, X5
-	VMAXSS       28(BX), X4, X4
-	VMAXSS       92(BX), X5, X5
-	VMAXSS       32(BX), X4, X4
-	VMAXSS       96(BX), X5, X5
-	VMAXSS       36(BX), X4, X4
-	VMAXSS       100(BX), X5, X5
-	VMAXSS       40(BX), X4, X4
-	VMAXSS       104(BX), X5, X5
-	VMAXSS       44(BX), X4, X4
-	VMAXSS       108(BX), X5, X5
-	VMAXSS       48(BX), X4, X4
-	VMAXSS       112(BX), X5, X5
-	VMAXSS       52(BX), X4, X4
-	VMAXSS       116(BX), X5, X5
-	VMAXSS       56(BX), X4, X4
-	VMAXSS       120(BX), X5, X5
-	VMAXSS       60(BX), X4, X4
-	VMAXSS       124(BX), X5, X5
-	VBROADCASTSS 0(SI), Z8
-	VMOVSS       X4, 0(SI)
-	VBROADCASTSS X4, Z12
-	VSUBPS       Z12, Z8, Z24
-	VSUBPS       Z12, Z0, Z0
-	VBROADCASTSS 4(SI), Z9
-	VMOVSS       X5, 4(SI)
-	VBROADCASTSS X5, Z13
-	VSUBPS       Z13, Z9, Z25
-	VSUBPS       Z13, Z1, Z1
-	EXPZ(Z24, Z16, Z17)
-	EXPZ(Z25, Z16, Z17)
-	EXPZ(Z0, Z16, Z17)
-	VMOVUPS      Z0, 0(R12)
-	EXPZ(Z1, Z16, Z17)
-	VMOVUPS      Z1, 64(R12)
-	VMULSS       0(DI), X24, X4
-	VMULSS       4(DI), X25, X5
-	VADDSS       0(R12), X4, X4
-	VADDSS       64(R12), X5, X5
-	VADDSS       4(R12), X4, X4
-	VADDSS       68(R12), X5, X5
-	VADDSS       8(R12), X4, X4
-	VADDSS       72(R12), X5, X5
-	VADDSS       12(R12), X4, X4
-	VADDSS       76(R12), X5, X5
-	VADDSS       16(R12), X4, X4
-	VADDSS       80(R12), X5, X5
-	VADDSS       20(R12), X4, X4
-	VADDSS       84(R12), X5, X5
-	VADDSS       24(R12), X4, X4
-	VADDSS       88(R12), X5, X5
-	VADDSS       28(R12), X4, X4
-	VADDSS       92(R12), X5, X5
-	VADDSS       32(R12), X4, X4
-	VADDSS       96(R12), X5, X5
-	VADDSS       36(R12), X4, X4
-	VADDSS       100(R12), X5, X5
-	VADDSS       40(R12), X4, X4
-	VADDSS       104(R12), X5, X5
-	VADDSS       44(R12), X4, X4
-	VADDSS       108(R12), X5, X5
-	VADDSS       48(R12), X4, X4
-	VADDSS       112(R12), X5, X5
-	VADDSS       52(R12), X4, X4
-	VADDSS       116(R12), X5, X5
-	VADDSS       56(R12), X4, X4
-	VADDSS       120(R12), X5, X5
-	VADDSS       60(R12), X4, X4
-	VADDSS       124(R12), X5, X5
-	VMOVSS       X4, 0(DI)
-	VMOVSS       X5, 4(DI)
-	// Outputs: o[i][d] = o[i][d]·c_i + Σ_j p_ij·v[j][d], 64 d a pass.
-	MOVQ         o+80(FP), DI
-	MOVQ         v+24(FP), R11
-	MOVQ         hd+8(FP), R13
-	SHRQ         $6, R13
-	JZ           rvt2F32
-
-rvp2F32:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       64(DI), Z24, Z1
-	VMULPS       128(DI), Z24, Z2
-	VMULPS       192(DI), Z24, Z3
-	VMULPS       0(DI)(R8*1), Z25, Z4
-	VMULPS       64(DI)(R8*1), Z25, Z5
-	VMULPS       128(DI)(R8*1), Z25, Z6
-	VMULPS       192(DI)(R8*1), Z25, Z7
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj2F32_4_0:
-	RVJ2F32_4
-	RVJ2F32_4
-	RVJ2F32_4
-	RVJ2F32_4
-	DECQ         CX
-	JNZ          rvj2F32_4_0
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z1, 64(DI)
-	VMOVUPS      Z2, 128(DI)
-	VMOVUPS      Z3, 192(DI)
-	VMOVUPS      Z4, 0(DI)(R8*1)
-	VMOVUPS      Z5, 64(DI)(R8*1)
-	VMOVUPS      Z6, 128(DI)(R8*1)
-	VMOVUPS      Z7, 192(DI)(R8*1)
-	ADDQ         $256, DI
-	ADDQ         $256, R11
-	DECQ         R13
-	JNZ          rvp2F32
-
-rvt2F32:
-	MOVQ         hd+8(FP), R13
-	SHRQ         $4, R13
-	ANDQ         $3, R13
-	CMPQ         R13, $1
-	JEQ          rv2F32_1
-	CMPQ         R13, $2
-	JEQ          rv2F32_2
-	CMPQ         R13, $3
-	JEQ          rv2F32_3
-	JMP          rvd2F32
-
-rv2F32_1:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       0(DI)(R8*1), Z25, Z4
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj2F32_1_1:
-	RVJ2F32_1
-	RVJ2F32_1
-	RVJ2F32_1
-	RVJ2F32_1
-	DECQ         CX
-	JNZ          rvj2F32_1_1
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z4, 0(DI)(R8*1)
-	ADDQ         $64, DI
-	ADDQ         $64, R11
-	JMP          rvd2F32
-
-rv2F32_2:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       64(DI), Z24, Z1
-	VMULPS       0(DI)(R8*1), Z25, Z4
-	VMULPS       64(DI)(R8*1), Z25, Z5
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj2F32_2_2:
-	RVJ2F32_2
-	RVJ2F32_2
-	RVJ2F32_2
-	RVJ2F32_2
-	DECQ         CX
-	JNZ          rvj2F32_2_2
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z1, 64(DI)
-	VMOVUPS      Z4, 0(DI)(R8*1)
-	VMOVUPS      Z5, 64(DI)(R8*1)
-	ADDQ         $128, DI
-	ADDQ         $128, R11
-	JMP          rvd2F32
-
-rv2F32_3:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       64(DI), Z24, Z1
-	VMULPS       128(DI), Z24, Z2
-	VMULPS       0(DI)(R8*1), Z25, Z4
-	VMULPS       64(DI)(R8*1), Z25, Z5
-	VMULPS       128(DI)(R8*1), Z25, Z6
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj2F32_3_3:
-	RVJ2F32_3
-	RVJ2F32_3
-	RVJ2F32_3
-	RVJ2F32_3
-	DECQ         CX
-	JNZ          rvj2F32_3_3
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z1, 64(DI)
-	VMOVUPS      Z2, 128(DI)
-	VMOVUPS      Z4, 0(DI)(R8*1)
-	VMOVUPS      Z5, 64(DI)(R8*1)
-	VMOVUPS      Z6, 128(DI)(R8*1)
-	ADDQ         $192, DI
-	ADDQ         $192, R11
-	JMP          rvd2F32
-
-rvd2F32:
-	ADDQ         $256, BX
-	ADDQ         $64, cpos+32(FP)
-	ADDQ         $64, R10
-	DECQ         tiles+96(FP)
-	JNZ          rt2F32
-	VZEROUPPER
-	RET
+	ROWSTEP2(RVJ2F32_1, RVJ2F32_2, RVJ2F32_3, RVJ2F32_4, 64)
 
 // func attnRowStep3F32AVX512(q *float32, hd int, ktT *float32, v *float32, cpos, pos, lo *int32, softcap, inv float32, m, l, o, scr *float32, tiles int, vcells *int32, vstrideB int)
 //
 // 3 rows; hd > 0 a multiple of 16; softcap 0 (none) or > 0, inv = 1/softcap; 1 <= tiles <= 4;
 // the V row of cell j of the tiles at byte vcells[j]·vstrideB of v, float32.
 TEXT ·attnRowStep3F32AVX512(SB), NOSPLIT, $0-120
-	MOVQ         hd+8(FP), R8
-	SHLQ         $2, R8
-	LEAQ         (R8)(R8*2), R9
-	// Scores of the 4 tiles: Z<4i+t> += column d of tile t · q[i][d], d in order.
-	ZZERO12
-	MOVQ         q+0(FP), SI
-	MOVQ         ktT+16(FP), DI
-	MOVQ         hd+8(FP), CX
-	SHRQ         $1, CX
-
-rs3:
-	VMOVUPS      0(DI), Z16
-	VMOVUPS      64(DI), Z17
-	VMOVUPS      128(DI), Z18
-	VMOVUPS      192(DI), Z19
-	VBROADCASTSS 0(SI), Z20
-	VBROADCASTSS 0(SI)(R8*1), Z21
-	VBROADCASTSS 0(SI)(R8*2), Z22
-	VFMADD231PS  Z20, Z16, Z0
-	VFMADD231PS  Z20, Z17, Z1
-	VFMADD231PS  Z20, Z18, Z2
-	VFMADD231PS  Z20, Z19, Z3
-	VFMADD231PS  Z21, Z16, Z4
-	VFMADD231PS  Z21, Z17, Z5
-	VFMADD231PS  Z21, Z18, Z6
-	VFMADD231PS  Z21, Z19, Z7
-	VFMADD231PS  Z22, Z16, Z8
-	VFMADD231PS  Z22, Z17, Z9
-	VFMADD231PS  Z22, Z18, Z10
-	VFMADD231PS  Z22, Z19, Z11
-	VMOVUPS      256(DI), Z16
-	VMOVUPS      320(DI), Z17
-	VMOVUPS      384(DI), Z18
-	VMOVUPS      448(DI), Z19
-	VBROADCASTSS 4(SI), Z20
-	VBROADCASTSS 4(SI)(R8*1), Z21
-	VBROADCASTSS 4(SI)(R8*2), Z22
-	VFMADD231PS  Z20, Z16, Z0
-	VFMADD231PS  Z20, Z17, Z1
-	VFMADD231PS  Z20, Z18, Z2
-	VFMADD231PS  Z20, Z19, Z3
-	VFMADD231PS  Z21, Z16, Z4
-	VFMADD231PS  Z21, Z17, Z5
-	VFMADD231PS  Z21, Z18, Z6
-	VFMADD231PS  Z21, Z19, Z7
-	VFMADD231PS  Z22, Z16, Z8
-	VFMADD231PS  Z22, Z17, Z9
-	VFMADD231PS  Z22, Z18, Z10
-	VFMADD231PS  Z22, Z19, Z11
-	ADDQ         $512, DI
-	ADDQ         $8, SI
-	DECQ         CX
-	JNZ          rs3
-	MOVQ         scr+88(FP), BX
-	VMOVUPS      Z0, 0(BX)
-	VMOVUPS      Z4, 64(BX)
-	VMOVUPS      Z8, 128(BX)
-	VMOVUPS      Z1, 256(BX)
-	VMOVUPS      Z5, 320(BX)
-	VMOVUPS      Z9, 384(BX)
-	VMOVUPS      Z2, 512(BX)
-	VMOVUPS      Z6, 576(BX)
-	VMOVUPS      Z10, 640(BX)
-	VMOVUPS      Z3, 768(BX)
-	VMOVUPS      Z7, 832(BX)
-	VMOVUPS      Z11, 896(BX)
-	VBROADCASTSS ·attnTileConsts+4(SB), Z31
-	VBROADCASTSS ·attnTileConsts+8(SB), Z30
-	VBROADCASTSS ·attnTileConsts+12(SB), Z29
-	VBROADCASTSS ·attnTileConsts+36(SB), Z22
-	VBROADCASTSS ·attnTileConsts+44(SB), Z23
-	VBROADCASTSS inv+60(FP), Z20
-	VBROADCASTSS softcap+56(FP), Z21
-	LEAQ         1024(BX), R12
-	MOVQ         vcells+104(FP), R10
-
-rt3F32:
-	MOVQ         cpos+32(FP), DX
-	VMOVDQU32    (DX), Z19
-	MOVL         softcap+56(FP), AX
-	TESTL        AX, AX
-	JZ           rnc3F32
-	// Soft cap of the tile's scores.
-	VMOVUPS      0(BX), Z0
-	TCAP(Z0)
-	VMOVUPS      Z0, 0(BX)
-	VMOVUPS      64(BX), Z0
-	TCAP(Z0)
-	VMOVUPS      Z0, 64(BX)
-	VMOVUPS      128(BX), Z0
-	TCAP(Z0)
-	VMOVUPS      Z0, 128(BX)
-
-rnc3F32:
-	// Per row, interleaved: mask, maximum, rescaling factor, weights, sum.
-	MOVQ         pos+40(FP), AX
-	MOVQ         lo+48(FP), CX
-	MOVQ         m+64(FP), SI
-	MOVQ         l+72(FP), DI
-	VMOVUPS      0(BX), Z0
-	VPCMPD.BCST  $6, 0(AX), Z19, K1
-	VPCMPD.BCST  $2, 0(CX), Z19, K2
-	KORW         K1, K2, K1
-	VMOVAPS      Z23, K1, Z0
-	VMOVUPS      Z0, 0(BX)
-	VMOVUPS      64(BX), Z1
-	VPCMPD.BCST  $6, 4(AX), Z19, K1
-	VPCMPD.BCST  $2, 4(CX), Z19, K2
-	KORW         K1, K2, K1
-	VMOVAPS      Z23, K1, Z1
-	VMOVUPS      Z1, 64(BX)
-	VMOVUPS      128(BX), Z2
-	VPCMPD.BCST  $6, 8(AX), Z19, K1
-	VPCMPD.BCST  $2, 8(CX), Z19, K2
-	KORW         K1, K2, K1
-	VMOVAPS      Z23, K1, Z2
-	VMOVUPS      Z2, 128(BX)
-	VMOVSS       0(SI), X4
-	VMOVSS       4(SI), X5
-	VMOVSS       8(SI), X6
-	VMAXSS       0(BX), X4, X4
-	VMAXSS       64(BX), X5, X5
-	VMAXSS       128(BX), X6, X6
-	VMAXSS       4(BX), X4, X4
-	VMAXSS       68(BX), X5, X5
-	VMAXSS       132(BX), X6, X6
-	VMAXSS       8(BX), X4, X4
-	VMAXSS       72(BX), X5, X5
-	VMAXSS       136(BX), X6, X6
-	VMAXSS       12(BX), X4, X4
-	VMAXSS       76(BX), X5, X5
-	VMAXSS       140(BX), X6, X6
-	VMAXSS       16(BX), X4, X4
-	VMAXSS       80(BX), X5, X5
-	VMAXSS       144(BX), X6, X6
-	VMAXSS       20(BX), X4, X4
-	VMAXSS       84(BX), X5, X5
-	VMAXSS       148(BX), X6, X6
-	VMAXSS       24(BX), X4, X4
-	VMAXSS       88(BX), X5, X5
-	VMAXSS       152(BX), X6, X6
-	VMAXSS       28(BX), X4, X4
-	VMAXSS       92(BX), X5, X5
-	VMAXSS       156(BX), X6, X6
-	VMAXSS       32(BX), X4, X4
-	VMAXSS       96(BX), X5, X5
-	VMAXSS       160(BX), X6, X6
-	VMAXSS       36(BX), X4, X4
-	VMAXSS       100(BX), X5, X5
-	VMAXSS       164(BX), X6, X6
-	VMAXSS       40(BX), X4, X4
-	VMAXSS       104(BX), X5, X5
-	VMAXSS       168(BX), X6, X6
-	VMAXSS       44(BX), X4, X4
-	VMAXSS       108(BX), X5, X5
-	VMAXSS       172(BX), X6, X6
-	VMAXSS       48(BX), X4, X4
-	VMAXSS       112(BX), X5, X5
-	VMAXSS       176(BX), X6, X6
-	VMAXSS       52(BX), X4, X4
-	VMAXSS       116(BX), X5, X5
-	VMAXSS       180(BX), X6, X6
-	VMAXSS       56(BX), X4, X4
-	VMAXSS       120(BX), X5, X5
-	VMAXSS       184(BX), X6, X6
-	VMAXSS       60(BX), X4, X4
-	VMAXSS       124(BX), X5, X5
-	VMAXSS       188(BX), X6, X6
-	VBROADCASTSS 0(SI), Z8
-	VMOVSS       X4, 0(SI)
-	VBROADCASTSS X4, Z12
-	VSUBPS       Z12, Z8, Z24
-	VSUBPS       Z12, Z0, Z0
-	VBROADCASTSS 4(SI), Z9
-	VMOVSS       X5, 4(SI)
-	VBROADCASTSS X5, Z13
-	VSUBPS       Z13, Z9, Z25
-	VSUBPS       Z13, Z1, Z1
-	VBROADCASTSS 8(SI), Z10
-	VMOVSS       X6, 8(SI)
-	VBROADCASTSS X6, Z14
-	VSUBPS       Z14, Z10, Z26
-	VSUBPS       Z14, Z2, Z2
-	EXPZ(Z24, Z16, Z17)
-	EXPZ(Z25, Z16, Z17)
-	EXPZ(Z26, Z16, Z17)
-	EXPZ(Z0, Z16, Z17)
-	VMOVUPS      Z0, 0(R12)
-	EXPZ(Z1, Z16, Z17)
-	VMOVUPS      Z1, 64(R12)
-	EXPZ(Z2, Z16, Z17)
-	VMOVUPS      Z2, 128(R12)
-	VMULSS       0(DI), X24, X4
-	VMULSS       4(DI), X25, X5
-	VMULSS       8(DI), X26, X6
-	VADDSS       0(R12), X4, X4
-	VADDSS       64(R12), X5, X5
-	VADDSS       128(R12), X6, X6
-	VADDSS       4(R12), X4, X4
-	VADDSS       68(R12), X5, X5
-	VADDSS       132(R12), X6, X6
-	VADDSS       8(R12), X4, X4
-	VADDSS       72(R12), X5, X5
-	VADDSS       136(R12), X6, X6
-	VADDSS       12(R12), X4, X4
-	VADDSS       76(R12), X5, X5
-	VADDSS       140(R12), X6, X6
-	VADDSS       16(R12), X4, X4
-	VADDSS       80(R12), X5, X5
-	VADDSS       144(R12), X6, X6
-	VADDSS       20(R12), X4, X4
-	VADDSS       84(R12), X5, X5
-	VADDSS       148(R12), X6, X6
-	VADDSS       24(R12), X4, X4
-	VADDSS       88(R12), X5, X5
-	VADDSS       152(R12), X6, X6
-	VADDSS       28(R12), X4, X4
-	VADDSS       92(R12), X5, X5
-	VADDSS       156(R12), X6, X6
-	VADDSS       32(R12), X4, X4
-	VADDSS       96(R12), X5, X5
-	VADDSS       160(R12), X6, X6
-	VADDSS       36(R12), X4, X4
-	VADDSS       100(R12), X5, X5
-	VADDSS       164(R12), X6, X6
-	VADDSS       40(R12), X4, X4
-	VADDSS       104(R12), X5, X5
-	VADDSS       168(R12), X6, X6
-	VADDSS       44(R12), X4, X4
-	VADDSS       108(R12), X5, X5
-	VADDSS       172(R12), X6, X6
-	VADDSS       48(R12), X4, X4
-	VADDSS       112(R12), X5, X5
-	VADDSS       176(R12), X6, X6
-	VADDSS       52(R12), X4, X4
-	VADDSS       116(R12), X5, X5
-	VADDSS       180(R12), X6, X6
-	VADDSS       56(R12), X4, X4
-	VADDSS       120(R12), X5, X5
-	VADDSS       184(R12), X6, X6
-	VADDSS       60(R12), X4, X4
-	VADDSS       124(R12), X5, X5
-	VADDSS       188(R12), X6, X6
-	VMOVSS       X4, 0(DI)
-	VMOVSS       X5, 4(DI)
-	VMOVSS       X6, 8(DI)
-	// Outputs: o[i][d] = o[i][d]·c_i + Σ_j p_ij·v[j][d], 64 d a pass.
-	MOVQ         o+80(FP), DI
-	MOVQ         v+24(FP), R11
-	MOVQ         hd+8(FP), R13
-	SHRQ         $6, R13
-	JZ           rvt3F32
-
-rvp3F32:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       64(DI), Z24, Z1
-	VMULPS       128(DI), Z24, Z2
-	VMULPS       192(DI), Z24, Z3
-	VMULPS       0(DI)(R8*1), Z25, Z4
-	VMULPS       64(DI)(R8*1), Z25, Z5
-	VMULPS       128(DI)(R8*1), Z25, Z6
-	VMULPS       192(DI)(R8*1), Z25, Z7
-	VMULPS       0(DI)(R8*2), Z26, Z8
-	VMULPS       64(DI)(R8*2), Z26, Z9
-	VMULPS       128(DI)(R8*2), Z26, Z10
-	VMULPS       192(DI)(R8*2), Z26, Z11
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj3F32_4_0:
-	RVJ3F32_4
-	RVJ3F32_4
-	RVJ3F32_4
-	RVJ3F32_4
-	DECQ         CX
-	JNZ          rvj3F32_4_0
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z1, 64(DI)
-	VMOVUPS      Z2, 128(DI)
-	VMOVUPS      Z3, 192(DI)
-	VMOVUPS      Z4, 0(DI)(R8*1)
-	VMOVUPS      Z5, 64(DI)(R8*1)
-	VMOVUPS      Z6, 128(DI)(R8*1)
-	VMOVUPS      Z7, 192(DI)(R8*1)
-	VMOVUPS      Z8, 0(DI)(R8*2)
-	VMOVUPS      Z9, 64(DI)(R8*2)
-	VMOVUPS      Z10, 128(DI)(R8*2)
-	VMOVUPS      Z11, 192(DI)(R8*2)
-	ADDQ         $256, DI
-	ADDQ         $256, R11
-	DECQ         R13
-	JNZ          rvp3F32
-
-rvt3F32:
-	MOVQ         hd+8(FP), R13
-	SHRQ         $4, R13
-	ANDQ         $3, R13
-	CMPQ         R13, $1
-	JEQ          rv3F32_1
-	CMPQ         R13, $2
-	JEQ          rv3F32_2
-	CMPQ         R13, $3
-	JEQ          rv3F32_3
-	JMP          rvd3F32
-
-rv3F32_1:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       0(DI)(R8*1), Z25, Z4
-	VMULPS       0(DI)(R8*2), Z26, Z8
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj3F32_1_1:
-	RVJ3F32_1
-	RVJ3F32_1
-	RVJ3F32_1
-	RVJ3F32_1
-	DECQ         CX
-	JNZ          rvj3F32_1_1
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z4, 0(DI)(R8*1)
-	VMOVUPS      Z8, 0(DI)(R8*2)
-	ADDQ         $64, DI
-	ADDQ         $64, R11
-	JMP          rvd3F32
-
-rv3F32_2:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       64(DI), Z24, Z1
-	VMULPS       0(DI)(R8*1), Z25, Z4
-	VMULPS       64(DI)(R8*1), Z25, Z5
-	VMULPS       0(DI)(R8*2), Z26, Z8
-	VMULPS       64(DI)(R8*2), Z26, Z9
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj3F32_2_2:
-	RVJ3F32_2
-	RVJ3F32_2
-	RVJ3F32_2
-	RVJ3F32_2
-	DECQ         CX
-	JNZ          rvj3F32_2_2
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z1, 64(DI)
-	VMOVUPS      Z4, 0(DI)(R8*1)
-	VMOVUPS      Z5, 64(DI)(R8*1)
-	VMOVUPS      Z8, 0(DI)(R8*2)
-	VMOVUPS      Z9, 64(DI)(R8*2)
-	ADDQ         $128, DI
-	ADDQ         $128, R11
-	JMP          rvd3F32
-
-rv3F32_3:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       64(DI), Z24, Z1
-	VMULPS       128(DI), Z24, Z2
-	VMULPS       0(DI)(R8*1), Z25, Z4
-	VMULPS       64(DI)(R8*1), Z25, Z5
-	VMULPS       128(DI)(R8*1), Z25, Z6
-	VMULPS       0(DI)(R8*2), Z26, Z8
-	VMULPS       64(DI)(R8*2), Z26, Z9
-	VMULPS       128(DI)(R8*2), Z26, Z10
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj3F32_3_3:
-	RVJ3F32_3
-	RVJ3F32_3
-	RVJ3F32_3
-	RVJ3F32_3
-	DECQ         CX
-	JNZ          rvj3F32_3_3
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z1, 64(DI)
-	VMOVUPS      Z2, 128(DI)
-	VMOVUPS      Z4, 0(DI)(R8*1)
-	VMOVUPS      Z5, 64(DI)(R8*1)
-	VMOVUPS      Z6, 128(DI)(R8*1)
-	VMOVUPS      Z8, 0(DI)(R8*2)
-	VMOVUPS      Z9, 64(DI)(R8*2)
-	VMOVUPS      Z10, 128(DI)(R8*2)
-	ADDQ         $192, DI
-	ADDQ         $192, R11
-	JMP          rvd3F32
-
-rvd3F32:
-	ADDQ         $256, BX
-	ADDQ         $64, cpos+32(FP)
-	ADDQ         $64, R10
-	DECQ         tiles+96(FP)
-	JNZ          rt3F32
-	VZEROUPPER
-	RET
+	ROWSTEP3(RVJ3F32_1, RVJ3F32_2, RVJ3F32_3, RVJ3F32_4, 64)
 
 // func attnRowStep4F32AVX512(q *float32, hd int, ktT *float32, v *float32, cpos, pos, lo *int32, softcap, inv float32, m, l, o, scr *float32, tiles int, vcells *int32, vstrideB int)
 //
 // 4 rows; hd > 0 a multiple of 16; softcap 0 (none) or > 0, inv = 1/softcap; 1 <= tiles <= 4;
 // the V row of cell j of the tiles at byte vcells[j]·vstrideB of v, float32.
 TEXT ·attnRowStep4F32AVX512(SB), NOSPLIT, $0-120
-	MOVQ         hd+8(FP), R8
-	SHLQ         $2, R8
-	LEAQ         (R8)(R8*2), R9
-	// Scores of the 4 tiles: Z<4i+t> += column d of tile t · q[i][d], d in order.
-	ZZERO16
-	MOVQ         q+0(FP), SI
-	MOVQ         ktT+16(FP), DI
-	MOVQ         hd+8(FP), CX
-	SHRQ         $1, CX
-
-rs4:
-	VMOVUPS      0(DI), Z16
-	VMOVUPS      64(DI), Z17
-	VMOVUPS      128(DI), Z18
-	VMOVUPS      192(DI), Z19
-	VBROADCASTSS 0(SI), Z20
-	VBROADCASTSS 0(SI)(R8*1), Z21
-	VBROADCASTSS 0(SI)(R8*2), Z22
-	VBROADCASTSS 0(SI)(R9*1), Z23
-	VFMADD231PS  Z20, Z16, Z0
-	VFMADD231PS  Z20, Z17, Z1
-	VFMADD231PS  Z20, Z18, Z2
-	VFMADD231PS  Z20, Z19, Z3
-	VFMADD231PS  Z21, Z16, Z4
-	VFMADD231PS  Z21, Z17, Z5
-	VFMADD231PS  Z21, Z18, Z6
-	VFMADD231PS  Z21, Z19, Z7
-	VFMADD231PS  Z22, Z16, Z8
-	VFMADD231PS  Z22, Z17, Z9
-	VFMADD231PS  Z22, Z18, Z10
-	VFMADD231PS  Z22, Z19, Z11
-	VFMADD231PS  Z23, Z16, Z12
-	VFMADD231PS  Z23, Z17, Z13
-	VFMADD231PS  Z23, Z18, Z14
-	VFMADD231PS  Z23, Z19, Z15
-	VMOVUPS      256(DI), Z16
-	VMOVUPS      320(DI), Z17
-	VMOVUPS      384(DI), Z18
-	VMOVUPS      448(DI), Z19
-	VBROADCASTSS 4(SI), Z20
-	VBROADCASTSS 4(SI)(R8*1), Z21
-	VBROADCASTSS 4(SI)(R8*2), Z22
-	VBROADCASTSS 4(SI)(R9*1), Z23
-	VFMADD231PS  Z20, Z16, Z0
-	VFMADD231PS  Z20, Z17, Z1
-	VFMADD231PS  Z20, Z18, Z2
-	VFMADD231PS  Z20, Z19, Z3
-	VFMADD231PS  Z21, Z16, Z4
-	VFMADD231PS  Z21, Z17, Z5
-	VFMADD231PS  Z21, Z18, Z6
-	VFMADD231PS  Z21, Z19, Z7
-	VFMADD231PS  Z22, Z16, Z8
-	VFMADD231PS  Z22, Z17, Z9
-	VFMADD231PS  Z22, Z18, Z10
-	VFMADD231PS  Z22, Z19, Z11
-	VFMADD231PS  Z23, Z16, Z12
-	VFMADD231PS  Z23, Z17, Z13
-	VFMADD231PS  Z23, Z18, Z14
-	VFMADD231PS  Z23, Z19, Z15
-	ADDQ         $512, DI
-	ADDQ         $8, SI
-	DECQ         CX
-	JNZ          rs4
-	MOVQ         scr+88(FP), BX
-	VMOVUPS      Z0, 0(BX)
-	VMOVUPS      Z4, 64(BX)
-	VMOVUPS      Z8, 128(BX)
-	VMOVUPS      Z12, 192(BX)
-	VMOVUPS      Z1, 256(BX)
-	VMOVUPS      Z5, 320(BX)
-	VMOVUPS      Z9, 384(BX)
-	VMOVUPS      Z13, 448(BX)
-	VMOVUPS      Z2, 512(BX)
-	VMOVUPS      Z6, 576(BX)
-	VMOVUPS      Z10, 640(BX)
-	VMOVUPS      Z14, 704(BX)
-	VMOVUPS      Z3, 768(BX)
-	VMOVUPS      Z7, 832(BX)
-	VMOVUPS      Z11, 896(BX)
-	VMOVUPS      Z15, 960(BX)
-	VBROADCASTSS ·attnTileConsts+4(SB), Z31
-	VBROADCASTSS ·attnTileConsts+8(SB), Z30
-	VBROADCASTSS ·attnTileConsts+12(SB), Z29
-	VBROADCASTSS ·attnTileConsts+36(SB), Z22
-	VBROADCASTSS ·attnTileConsts+44(SB), Z23
-	VBROADCASTSS inv+60(FP), Z20
-	VBROADCASTSS softcap+56(FP), Z21
-	LEAQ         1024(BX), R12
-	MOVQ         vcells+104(FP), R10
-
-rt4F32:
-	MOVQ         cpos+32(FP), DX
-	VMOVDQU32    (DX), Z19
-	MOVL         softcap+56(FP), AX
-	TESTL        AX, AX
-	JZ           rnc4F32
-	// Soft cap of the tile's scores.
-	VMOVUPS      0(BX), Z0
-	TCAP(Z0)
-	VMOVUPS      Z0, 0(BX)
-	VMOVUPS      64(BX), Z0
-	TCAP(Z0)
-	VMOVUPS      Z0, 64(BX)
-	VMOVUPS      128(BX), Z0
-	TCAP(Z0)
-	VMOVUPS      Z0, 128(BX)
-	VMOVUPS      192(BX), Z0
-	TCAP(Z0)
-	VMOVUPS      Z0, 192(BX)
-
-rnc4F32:
-	// Per row, interleaved: mask, maximum, rescaling factor, weights, sum.
-	MOVQ         pos+40(FP), AX
-	MOVQ         lo+48(FP), CX
-	MOVQ         m+64(FP), SI
-	MOVQ         l+72(FP), DI
-	VMOVUPS      0(BX), Z0
-	VPCMPD.BCST  $6, 0(AX), Z19, K1
-	VPCMPD.BCST  $2, 0(CX), Z19, K2
-	KORW         K1, K2, K1
-	VMOVAPS      Z23, K1, Z0
-	VMOVUPS      Z0, 0(BX)
-	VMOVUPS      64(BX), Z1
-	VPCMPD.BCST  $6, 4(AX), Z19, K1
-	VPCMPD.BCST  $2, 4(CX), Z19, K2
-	KORW         K1, K2, K1
-	VMOVAPS      Z23, K1, Z1
-	VMOVUPS      Z1, 64(BX)
-	VMOVUPS      128(BX), Z2
-	VPCMPD.BCST  $6, 8(AX), Z19, K1
-	VPCMPD.BCST  $2, 8(CX), Z19, K2
-	KORW         K1, K2, K1
-	VMOVAPS      Z23, K1, Z2
-	VMOVUPS      Z2, 128(BX)
-	VMOVUPS      192(BX), Z3
-	VPCMPD.BCST  $6, 12(AX), Z19, K1
-	VPCMPD.BCST  $2, 12(CX), Z19, K2
-	KORW         K1, K2, K1
-	VMOVAPS      Z23, K1, Z3
-	VMOVUPS      Z3, 192(BX)
-	VMOVSS       0(SI), X4
-	VMOVSS       4(SI), X5
-	VMOVSS       8(SI), X6
-	VMOVSS       12(SI), X7
-	VMAXSS       0(BX), X4, X4
-	VMAXSS       64(BX), X5, X5
-	VMAXSS       128(BX), X6, X6
-	VMAXSS       192(BX), X7, X7
-	VMAXSS       4(BX), X4, X4
-	VMAXSS       68(BX), X5, X5
-	VMAXSS       132(BX), X6, X6
-	VMAXSS       196(BX), X7, X7
-	VMAXSS       8(BX), X4, X4
-	VMAXSS       72(BX), X5, X5
-	VMAXSS       136(BX), X6, X6
-	VMAXSS       200(BX), X7, X7
-	VMAXSS       12(BX), X4, X4
-	VMAXSS       76(BX), X5, X5
-	VMAXSS       140(BX), X6, X6
-	VMAXSS       204(BX), X7, X7
-	VMAXSS       16(BX), X4, X4
-	VMAXSS       80(BX), X5, X5
-	VMAXSS       144(BX), X6, X6
-	VMAXSS       208(BX), X7, X7
-	VMAXSS       20(BX), X4, X4
-	VMAXSS       84(BX), X5, X5
-	VMAXSS       148(BX), X6, X6
-	VMAXSS       212(BX), X7, X7
-	VMAXSS       24(BX), X4, X4
-	VMAXSS       88(BX), X5, X5
-	VMAXSS       152(BX), X6, X6
-	VMAXSS       216(BX), X7, X7
-	VMAXSS       28(BX), X4, X4
-	VMAXSS       92(BX), X5, X5
-	VMAXSS       156(BX), X6, X6
-	VMAXSS       220(BX), X7, X7
-	VMAXSS       32(BX), X4, X4
-	VMAXSS       96(BX), X5, X5
-	VMAXSS       160(BX), X6, X6
-	VMAXSS       224(BX), X7, X7
-	VMAXSS       36(BX), X4, X4
-	VMAXSS       100(BX), X5, X5
-	VMAXSS       164(BX), X6, X6
-	VMAXSS       228(BX), X7, X7
-	VMAXSS       40(BX), X4, X4
-	VMAXSS       104(BX), X5, X5
-	VMAXSS       168(BX), X6, X6
-	VMAXSS       232(BX), X7, X7
-	VMAXSS       44(BX), X4, X4
-	VMAXSS       108(BX), X5, X5
-	VMAXSS       172(BX), X6, X6
-	VMAXSS       236(BX), X7, X7
-	VMAXSS       48(BX), X4, X4
-	VMAXSS       112(BX), X5, X5
-	VMAXSS       176(BX), X6, X6
-	VMAXSS       240(BX), X7, X7
-	VMAXSS       52(BX), X4, X4
-	VMAXSS       116(BX), X5, X5
-	VMAXSS       180(BX), X6, X6
-	VMAXSS       244(BX), X7, X7
-	VMAXSS       56(BX), X4, X4
-	VMAXSS       120(BX), X5, X5
-	VMAXSS       184(BX), X6, X6
-	VMAXSS       248(BX), X7, X7
-	VMAXSS       60(BX), X4, X4
-	VMAXSS       124(BX), X5, X5
-	VMAXSS       188(BX), X6, X6
-	VMAXSS       252(BX), X7, X7
-	VBROADCASTSS 0(SI), Z8
-	VMOVSS       X4, 0(SI)
-	VBROADCASTSS X4, Z12
-	VSUBPS       Z12, Z8, Z24
-	VSUBPS       Z12, Z0, Z0
-	VBROADCASTSS 4(SI), Z9
-	VMOVSS       X5, 4(SI)
-	VBROADCASTSS X5, Z13
-	VSUBPS       Z13, Z9, Z25
-	VSUBPS       Z13, Z1, Z1
-	VBROADCASTSS 8(SI), Z10
-	VMOVSS       X6, 8(SI)
-	VBROADCASTSS X6, Z14
-	VSUBPS       Z14, Z10, Z26
-	VSUBPS       Z14, Z2, Z2
-	VBROADCASTSS 12(SI), Z11
-	VMOVSS       X7, 12(SI)
-	VBROADCASTSS X7, Z15
-	VSUBPS       Z15, Z11, Z27
-	VSUBPS       Z15, Z3, Z3
-	EXPZ(Z24, Z16, Z17)
-	EXPZ(Z25, Z16, Z17)
-	EXPZ(Z26, Z16, Z17)
-	EXPZ(Z27, Z16, Z17)
-	EXPZ(Z0, Z16, Z17)
-	VMOVUPS      Z0, 0(R12)
-	EXPZ(Z1, Z16, Z17)
-	VMOVUPS      Z1, 64(R12)
-	EXPZ(Z2, Z16, Z17)
-	VMOVUPS      Z2, 128(R12)
-	EXPZ(Z3, Z16, Z17)
-	VMOVUPS      Z3, 192(R12)
-	VMULSS       0(DI), X24, X4
-	VMULSS       4(DI), X25, X5
-	VMULSS       8(DI), X26, X6
-	VMULSS       12(DI), X27, X7
-	VADDSS       0(R12), X4, X4
-	VADDSS       64(R12), X5, X5
-	VADDSS       128(R12), X6, X6
-	VADDSS       192(R12), X7, X7
-	VADDSS       4(R12), X4, X4
-	VADDSS       68(R12), X5, X5
-	VADDSS       132(R12), X6, X6
-	VADDSS       196(R12), X7, X7
-	VADDSS       8(R12), X4, X4
-	VADDSS       72(R12), X5, X5
-	VADDSS       136(R12), X6, X6
-	VADDSS       200(R12), X7, X7
-	VADDSS       12(R12), X4, X4
-	VADDSS       76(R12), X5, X5
-	VADDSS       140(R12), X6, X6
-	VADDSS       204(R12), X7, X7
-	VADDSS       16(R12), X4, X4
-	VADDSS       80(R12), X5, X5
-	VADDSS       144(R12), X6, X6
-	VADDSS       208(R12), X7, X7
-	VADDSS       20(R12), X4, X4
-	VADDSS       84(R12), X5, X5
-	VADDSS       148(R12), X6, X6
-	VADDSS       212(R12), X7, X7
-	VADDSS       24(R12), X4, X4
-	VADDSS       88(R12), X5, X5
-	VADDSS       152(R12), X6, X6
-	VADDSS       216(R12), X7, X7
-	VADDSS       28(R12), X4, X4
-	VADDSS       92(R12), X5, X5
-	VADDSS       156(R12), X6, X6
-	VADDSS       220(R12), X7, X7
-	VADDSS       32(R12), X4, X4
-	VADDSS       96(R12), X5, X5
-	VADDSS       160(R12), X6, X6
-	VADDSS       224(R12), X7, X7
-	VADDSS       36(R12), X4, X4
-	VADDSS       100(R12), X5, X5
-	VADDSS       164(R12), X6, X6
-	VADDSS       228(R12), X7, X7
-	VADDSS       40(R12), X4, X4
-	VADDSS       104(R12), X5, X5
-	VADDSS       168(R12), X6, X6
-	VADDSS       232(R12), X7, X7
-	VADDSS       44(R12), X4, X4
-	VADDSS       108(R12), X5, X5
-	VADDSS       172(R12), X6, X6
-	VADDSS       236(R12), X7, X7
-	VADDSS       48(R12), X4, X4
-	VADDSS       112(R12), X5, X5
-	VADDSS       176(R12), X6, X6
-	VADDSS       240(R12), X7, X7
-	VADDSS       52(R12), X4, X4
-	VADDSS       116(R12), X5, X5
-	VADDSS       180(R12), X6, X6
-	VADDSS       244(R12), X7, X7
-	VADDSS       56(R12), X4, X4
-	VADDSS       120(R12), X5, X5
-	VADDSS       184(R12), X6, X6
-	VADDSS       248(R12), X7, X7
-	VADDSS       60(R12), X4, X4
-	VADDSS       124(R12), X5, X5
-	VADDSS       188(R12), X6, X6
-	VADDSS       252(R12), X7, X7
-	VMOVSS       X4, 0(DI)
-	VMOVSS       X5, 4(DI)
-	VMOVSS       X6, 8(DI)
-	VMOVSS       X7, 12(DI)
-	// Outputs: o[i][d] = o[i][d]·c_i + Σ_j p_ij·v[j][d], 64 d a pass.
-	MOVQ         o+80(FP), DI
-	MOVQ         v+24(FP), R11
-	MOVQ         hd+8(FP), R13
-	SHRQ         $6, R13
-	JZ           rvt4F32
-
-rvp4F32:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       64(DI), Z24, Z1
-	VMULPS       128(DI), Z24, Z2
-	VMULPS       192(DI), Z24, Z3
-	VMULPS       0(DI)(R8*1), Z25, Z4
-	VMULPS       64(DI)(R8*1), Z25, Z5
-	VMULPS       128(DI)(R8*1), Z25, Z6
-	VMULPS       192(DI)(R8*1), Z25, Z7
-	VMULPS       0(DI)(R8*2), Z26, Z8
-	VMULPS       64(DI)(R8*2), Z26, Z9
-	VMULPS       128(DI)(R8*2), Z26, Z10
-	VMULPS       192(DI)(R8*2), Z26, Z11
-	VMULPS       0(DI)(R9*1), Z27, Z12
-	VMULPS       64(DI)(R9*1), Z27, Z13
-	VMULPS       128(DI)(R9*1), Z27, Z14
-	VMULPS       192(DI)(R9*1), Z27, Z15
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj4F32_4_0:
-	RVJ4F32_4
-	RVJ4F32_4
-	RVJ4F32_4
-	RVJ4F32_4
-	DECQ         CX
-	JNZ          rvj4F32_4_0
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z1, 64(DI)
-	VMOVUPS      Z2, 128(DI)
-	VMOVUPS      Z3, 192(DI)
-	VMOVUPS      Z4, 0(DI)(R8*1)
-	VMOVUPS      Z5, 64(DI)(R8*1)
-	VMOVUPS      Z6, 128(DI)(R8*1)
-	VMOVUPS      Z7, 192(DI)(R8*1)
-	VMOVUPS      Z8, 0(DI)(R8*2)
-	VMOVUPS      Z9, 64(DI)(R8*2)
-	VMOVUPS      Z10, 128(DI)(R8*2)
-	VMOVUPS      Z11, 192(DI)(R8*2)
-	VMOVUPS      Z12, 0(DI)(R9*1)
-	VMOVUPS      Z13, 64(DI)(R9*1)
-	VMOVUPS      Z14, 128(DI)(R9*1)
-	VMOVUPS      Z15, 192(DI)(R9*1)
-	ADDQ         $256, DI
-	ADDQ         $256, R11
-	DECQ         R13
-	JNZ          rvp4F32
-
-rvt4F32:
-	MOVQ         hd+8(FP), R13
-	SHRQ         $4, R13
-	ANDQ         $3, R13
-	CMPQ         R13, $1
-	JEQ          rv4F32_1
-	CMPQ         R13, $2
-	JEQ          rv4F32_2
-	CMPQ         R13, $3
-	JEQ          rv4F32_3
-	JMP          rvd4F32
-
-rv4F32_1:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       0(DI)(R8*1), Z25, Z4
-	VMULPS       0(DI)(R8*2), Z26, Z8
-	VMULPS       0(DI)(R9*1), Z27, Z12
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj4F32_1_1:
-	RVJ4F32_1
-	RVJ4F32_1
-	RVJ4F32_1
-	RVJ4F32_1
-	DECQ         CX
-	JNZ          rvj4F32_1_1
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z4, 0(DI)(R8*1)
-	VMOVUPS      Z8, 0(DI)(R8*2)
-	VMOVUPS      Z12, 0(DI)(R9*1)
-	ADDQ         $64, DI
-	ADDQ         $64, R11
-	JMP          rvd4F32
-
-rv4F32_2:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       64(DI), Z24, Z1
-	VMULPS       0(DI)(R8*1), Z25, Z4
-	VMULPS       64(DI)(R8*1), Z25, Z5
-	VMULPS       0(DI)(R8*2), Z26, Z8
-	VMULPS       64(DI)(R8*2), Z26, Z9
-	VMULPS       0(DI)(R9*1), Z27, Z12
-	VMULPS       64(DI)(R9*1), Z27, Z13
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj4F32_2_2:
-	RVJ4F32_2
-	RVJ4F32_2
-	RVJ4F32_2
-	RVJ4F32_2
-	DECQ         CX
-	JNZ          rvj4F32_2_2
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z1, 64(DI)
-	VMOVUPS      Z4, 0(DI)(R8*1)
-	VMOVUPS      Z5, 64(DI)(R8*1)
-	VMOVUPS      Z8, 0(DI)(R8*2)
-	VMOVUPS      Z9, 64(DI)(R8*2)
-	VMOVUPS      Z12, 0(DI)(R9*1)
-	VMOVUPS      Z13, 64(DI)(R9*1)
-	ADDQ         $128, DI
-	ADDQ         $128, R11
-	JMP          rvd4F32
-
-rv4F32_3:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       64(DI), Z24, Z1
-	VMULPS       128(DI), Z24, Z2
-	VMULPS       0(DI)(R8*1), Z25, Z4
-	VMULPS       64(DI)(R8*1), Z25, Z5
-	VMULPS       128(DI)(R8*1), Z25, Z6
-	VMULPS       0(DI)(R8*2), Z26, Z8
-	VMULPS       64(DI)(R8*2), Z26, Z9
-	VMULPS       128(DI)(R8*2), Z26, Z10
-	VMULPS       0(DI)(R9*1), Z27, Z12
-	VMULPS       64(DI)(R9*1), Z27, Z13
-	VMULPS       128(DI)(R9*1), Z27, Z14
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj4F32_3_3:
-	RVJ4F32_3
-	RVJ4F32_3
-	RVJ4F32_3
-	RVJ4F32_3
-	DECQ         CX
-	JNZ          rvj4F32_3_3
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z1, 64(DI)
-	VMOVUPS      Z2, 128(DI)
-	VMOVUPS      Z4, 0(DI)(R8*1)
-	VMOVUPS      Z5, 64(DI)(R8*1)
-	VMOVUPS      Z6, 128(DI)(R8*1)
-	VMOVUPS      Z8, 0(DI)(R8*2)
-	VMOVUPS      Z9, 64(DI)(R8*2)
-	VMOVUPS      Z10, 128(DI)(R8*2)
-	VMOVUPS      Z12, 0(DI)(R9*1)
-	VMOVUPS      Z13, 64(DI)(R9*1)
-	VMOVUPS      Z14, 128(DI)(R9*1)
-	ADDQ         $192, DI
-	ADDQ         $192, R11
-	JMP          rvd4F32
-
-rvd4F32:
-	ADDQ         $256, BX
-	ADDQ         $64, cpos+32(FP)
-	ADDQ         $64, R10
-	DECQ         tiles+96(FP)
-	JNZ          rt4F32
-	VZEROUPPER
-	RET
+	ROWSTEP4(RVJ4F32_1, RVJ4F32_2, RVJ4F32_3, RVJ4F32_4, 64)
 
 // func attnRowStep1F16AVX512(q *float32, hd int, ktT *float32, v *uint16, cpos, pos, lo *int32, softcap, inv float32, m, l, o, scr *float32, tiles int, vcells *int32, vstrideB int)
 //
 // 1 rows; hd > 0 a multiple of 16; softcap 0 (none) or > 0, inv = 1/softcap; 1 <= tiles <= 4;
 // the V row of cell j of the tiles at byte vcells[j]·vstrideB of v, uint16.
 TEXT ·attnRowStep1F16AVX512(SB), NOSPLIT, $0-120
-	MOVQ         hd+8(FP), R8
-	SHLQ         $2, R8
-	LEAQ         (R8)(R8*2), R9
-	// Scores of the 4 tiles: Z<4i+t> += column d of tile t · q[i][d], d in order.
-	ZZERO4
-	MOVQ         q+0(FP), SI
-	MOVQ         ktT+16(FP), DI
-	MOVQ         hd+8(FP), CX
-	SHRQ         $1, CX
-
-rs1:
-	VMOVUPS      0(DI), Z16
-	VMOVUPS      64(DI), Z17
-	VMOVUPS      128(DI), Z18
-	VMOVUPS      192(DI), Z19
-	VBROADCASTSS 0(SI), Z20
-	VFMADD231PS  Z20, Z16, Z0
-	VFMADD231PS  Z20, Z17, Z1
-	VFMADD231PS  Z20, Z18, Z2
-	VFMADD231PS  Z20, Z19, Z3
-	VMOVUPS      256(DI), Z16
-	VMOVUPS      320(DI), Z17
-	VMOVUPS      384(DI), Z18
-	VMOVUPS      448(DI), Z19
-	VBROADCASTSS 4(SI), Z20
-	VFMADD231PS  Z20, Z16, Z0
-	VFMADD231PS  Z20, Z17, Z1
-	VFMADD231PS  Z20, Z18, Z2
-	VFMADD231PS  Z20, Z19, Z3
-	ADDQ         $512, DI
-	ADDQ         $8, SI
-	DECQ         CX
-	JNZ          rs1
-	MOVQ         scr+88(FP), BX
-	VMOVUPS      Z0, 0(BX)
-	VMOVUPS      Z1, 256(BX)
-	VMOVUPS      Z2, 512(BX)
-	VMOVUPS      Z3, 768(BX)
-	VBROADCASTSS ·attnTileConsts+4(SB), Z31
-	VBROADCASTSS ·attnTileConsts+8(SB), Z30
-	VBROADCASTSS ·attnTileConsts+12(SB), Z29
-	VBROADCASTSS ·attnTileConsts+36(SB), Z22
-	VBROADCASTSS ·attnTileConsts+44(SB), Z23
-	VBROADCASTSS inv+60(FP), Z20
-	VBROADCASTSS softcap+56(FP), Z21
-	LEAQ         1024(BX), R12
-	MOVQ         vcells+104(FP), R10
-
-rt1F16:
-	MOVQ         cpos+32(FP), DX
-	VMOVDQU32    (DX), Z19
-	MOVL         softcap+56(FP), AX
-	TESTL        AX, AX
-	JZ           rnc1F16
-	// Soft cap of the tile's scores.
-	VMOVUPS      0(BX), Z0
-	TCAP(Z0)
-	VMOVUPS      Z0, 0(BX)
-
-rnc1F16:
-	// Per row, interleaved: mask, maximum, rescaling factor, weights, sum.
-	MOVQ         pos+40(FP), AX
-	MOVQ         lo+48(FP), CX
-	MOVQ         m+64(FP), SI
-	MOVQ         l+72(FP), DI
-	VMOVUPS      0(BX), Z0
-	VPCMPD.BCST  $6, 0(AX), Z19, K1
-	VPCMPD.BCST  $2, 0(CX), Z19, K2
-	KORW         K1, K2, K1
-	VMOVAPS      Z23, K1, Z0
-	VMOVUPS      Z0, 0(BX)
-	VMOVSS       0(SI), X4
-	VMAXSS       0(BX), X4, X4
-	VMAXSS       4(BX), X4, X4
-	VMAXSS       8(BX), X4, X4
-	VMAXSS       12(BX), X4, X4
-	VMAXSS       16(BX), X4, X4
-	VMAXSS       20(BX), X4, X4
-	VMAXSS       24(BX), X4, X4
-	VMAXSS       28(BX), X4, X4
-	VMAXSS       32(BX), X4, X4
-	VMAXSS       36(BX), X4, X4
-	VMAXSS       40(BX), X4, X4
-	VMAXSS       44(BX), X4, X4
-	VMAXSS       48(BX), X4, X4
-	VMAXSS       52(BX), X4, X4
-	VMAXSS       56(BX), X4, X4
-	VMAXSS       60(BX), X4, X4
-	VBROADCASTSS 0(SI), Z8
-	VMOVSS       X4, 0(SI)
-	VBROADCASTSS X4, Z12
-	VSUBPS       Z12, Z8, Z24
-	VSUBPS       Z12, Z0, Z0
-	EXPZ(Z24, Z16, Z17)
-	EXPZ(Z0, Z16, Z17)
-	VMOVUPS      Z0, 0(R12)
-	VMULSS       0(DI), X24, X4
-	VADDSS       0(R12), X4, X4
-	VADDSS       4(R12), X4, X4
-	VADDSS       8(R12), X4, X4
-	VADDSS       12(R12), X4, X4
-	VADDSS       16(R12), X4, X4
-	VADDSS       20(R12), X4, X4
-	VADDSS       24(R12), X4, X4
-	VADDSS       28(R12), X4, X4
-	VADDSS       32(R12), X4, X4
-	VADDSS       36(R12), X4, X4
-	VADDSS       40(R12), X4, X4
-	VADDSS       44(R12), X4, X4
-	VADDSS       48(R12), X4, X4
-	VADDSS       52(R12), X4, X4
-	VADDSS       56(R12), X4, X4
-	VADDSS       60(R12), X4, X4
-	VMOVSS       X4, 0(DI)
-	// Outputs: o[i][d] = o[i][d]·c_i + Σ_j p_ij·v[j][d], 64 d a pass.
-	MOVQ         o+80(FP), DI
-	MOVQ         v+24(FP), R11
-	MOVQ         hd+8(FP), R13
-	SHRQ         $6, R13
-	JZ           rvt1F16
-
-rvp1F16:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       64(DI), Z24, Z1
-	VMULPS       128(DI), Z24, Z2
-	VMULPS       192(DI), Z24, Z3
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj1F16_4_0:
-	RVJ1F16_4
-	RVJ1F16_4
-	RVJ1F16_4
-	RVJ1F16_4
-	DECQ         CX
-	JNZ          rvj1F16_4_0
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z1, 64(DI)
-	VMOVUPS      Z2, 128(DI)
-	VMOVUPS      Z3, 192(DI)
-	ADDQ         $256, DI
-	ADDQ         $128, R11
-	DECQ         R13
-	JNZ          rvp1F16
-
-rvt1F16:
-	MOVQ         hd+8(FP), R13
-	SHRQ         $4, R13
-	ANDQ         $3, R13
-	CMPQ         R13, $1
-	JEQ          rv1F16_1
-	CMPQ         R13, $2
-	JEQ          rv1F16_2
-	CMPQ         R13, $3
-	JEQ          rv1F16_3
-	JMP          rvd1F16
-
-rv1F16_1:
-	VMULPS       0(DI), Z24, Z0
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj1F16_1_1:
-	RVJ1F16_1
-	RVJ1F16_1
-	RVJ1F16_1
-	RVJ1F16_1
-	DECQ         CX
-	JNZ          rvj1F16_1_1
-	VMOVUPS      Z0, 0(DI)
-	ADDQ         $64, DI
-	ADDQ         $32, R11
-	JMP          rvd1F16
-
-rv1F16_2:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       64(DI), Z24, Z1
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj1F16_2_2:
-	RVJ1F16_2
-	RVJ1F16_2
-	RVJ1F16_2
-	RVJ1F16_2
-	DECQ         CX
-	JNZ          rvj1F16_2_2
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z1, 64(DI)
-	ADDQ         $128, DI
-	ADDQ         $64, R11
-	JMP          rvd1F16
-
-rv1F16_3:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       64(DI), Z24, Z1
-	VMULPS       128(DI), Z24, Z2
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj1F16_3_3:
-	RVJ1F16_3
-	RVJ1F16_3
-	RVJ1F16_3
-	RVJ1F16_3
-	DECQ         CX
-	JNZ          rvj1F16_3_3
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z1, 64(DI)
-	VMOVUPS      Z2, 128(DI)
-	ADDQ         $192, DI
-	ADDQ         $96, R11
-	JMP          rvd1F16
-
-rvd1F16:
-	ADDQ         $256, BX
-	ADDQ         $64, cpos+32(FP)
-	ADDQ         $64, R10
-	DECQ         tiles+96(FP)
-	JNZ          rt1F16
-	VZEROUPPER
-	RET
+	ROWSTEP1(RVJ1F16_1, RVJ1F16_2, RVJ1F16_3, RVJ1F16_4, 32)
 
 // func attnRowStep2F16AVX512(q *float32, hd int, ktT *float32, v *uint16, cpos, pos, lo *int32, softcap, inv float32, m, l, o, scr *float32, tiles int, vcells *int32, vstrideB int)
 //
 // 2 rows; hd > 0 a multiple of 16; softcap 0 (none) or > 0, inv = 1/softcap; 1 <= tiles <= 4;
 // the V row of cell j of the tiles at byte vcells[j]·vstrideB of v, uint16.
 TEXT ·attnRowStep2F16AVX512(SB), NOSPLIT, $0-120
-	MOVQ         hd+8(FP), R8
-	SHLQ         $2, R8
-	LEAQ         (R8)(R8*2), R9
-	// Scores of the 4 tiles: Z<4i+t> += column d of tile t · q[i][d], d in order.
-	ZZERO8
-	MOVQ         q+0(FP), SI
-	MOVQ         ktT+16(FP), DI
-	MOVQ         hd+8(FP), CX
-	SHRQ         $1, CX
-
-rs2:
-	VMOVUPS      0(DI), Z16
-	VMOVUPS      64(DI), Z17
-	VMOVUPS      128(DI), Z18
-	VMOVUPS      192(DI), Z19
-	VBROADCASTSS 0(SI), Z20
-	VBROADCASTSS 0(SI)(R8*1), Z21
-	VFMADD231PS  Z20, Z16, Z0
-	VFMADD231PS  Z20, Z17, Z1
-	VFMADD231PS  Z20, Z18, Z2
-	VFMADD231PS  Z20, Z19, Z3
-	VFMADD231PS  Z21, Z16, Z4
-	VFMADD231PS  Z21, Z17, Z5
-	VFMADD231PS  Z21, Z18, Z6
-	VFMADD231PS  Z21, Z19, Z7
-	VMOVUPS      256(DI), Z16
-	VMOVUPS      320(DI), Z17
-	VMOVUPS      384(DI), Z18
-	VMOVUPS      448(DI), Z19
-	VBROADCASTSS 4(SI), Z20
-	VBROADCASTSS 4(SI)(R8*1), Z21
-	VFMADD231PS  Z20, Z16, Z0
-	VFMADD231PS  Z20, Z17, Z1
-	VFMADD231PS  Z20, Z18, Z2
-	VFMADD231PS  Z20, Z19, Z3
-	VFMADD231PS  Z21, Z16, Z4
-	VFMADD231PS  Z21, Z17, Z5
-	VFMADD231PS  Z21, Z18, Z6
-	VFMADD231PS  Z21, Z19, Z7
-	ADDQ         $512, DI
-	ADDQ         $8, SI
-	DECQ         CX
-	JNZ          rs2
-	MOVQ         scr+88(FP), BX
-	VMOVUPS      Z0, 0(BX)
-	VMOVUPS      Z4, 64(BX)
-	VMOVUPS      Z1, 256(BX)
-	VMOVUPS      Z5, 320(BX)
-	VMOVUPS      Z2, 512(BX)
-	VMOVUPS      Z6, 576(BX)
-	VMOVUPS      Z3, 768(BX)
-	VMOVUPS      Z7, 832(BX)
-	VBROADCASTSS ·attnTileConsts+4(SB), Z31
-	VBROADCASTSS ·attnTileConsts+8(SB), Z30
-	VBROADCASTSS ·attnTileConsts+12(SB), Z29
-	VBROADCASTSS ·attnTileConsts+36(SB), Z22
-	VBROADCASTSS ·attnTileConsts+44(SB), Z23
-	VBROADCASTSS inv+60(FP), Z20
-	VBROADCASTSS softcap+56(FP), Z21
-	LEAQ         1024(BX), R12
-	MOVQ         vcells+104(FP), R10
-
-rt2F16:
-	MOVQ         cpos+32(FP), DX
-	VMOVDQU32    (DX), Z19
-	MOVL         softcap+56(FP), AX
-	TESTL        AX, AX
-	JZ           rnc2F16
-	// Soft cap of the tile's scores.
-	VMOVUPS      0(BX), Z0
-	TCAP(Z0)
-	VMOVUPS      Z0, 0(BX)
-	VMOVUPS      64(BX), Z0
-	TCAP(Z0)
-	VMOVUPS      Z0, 64(BX)
-
-rnc2F16:
-	// Per row, interleaved: mask, maximum, rescaling factor, weights, sum.
-	MOVQ         pos+40(FP), AX
-	MOVQ         lo+48(FP), CX
-	MOVQ         m+64(FP), SI
-	MOVQ         l+72(FP), DI
-	VMOVUPS      0(BX), Z0
-	VPCMPD.BCST  $6, 0(AX), Z19, K1
-	VPCMPD.BCST  $2, 0(CX), Z19, K2
-	KORW         K1, K2, K1
-	VMOVAPS      Z23, K1, Z0
-	VMOVUPS      Z0, 0(BX)
-	VMOVUPS      64(BX), Z1
-	VPCMPD.BCST  $6, 4(AX), Z19, K1
-	VPCMPD.BCST  $2, 4(CX), Z19, K2
-	KORW         K1, K2, K1
-	VMOVAPS      Z23, K1, Z1
-	VMOVUPS      Z1, 64(BX)
-	VMOVSS       0(SI), X4
-	VMOVSS       4(SI), X5
-	VMAXSS       0(BX), X4, X4
-	VMAXSS       64(BX), X5, X5
-	VMAXSS       4(BX), X4, X4
-	VMAXSS       68(BX), X5, X5
-	VMAXSS       8(BX), X4, X4
-	VMAXSS       72(BX), X5, X5
-	VMAXSS       12(BX), X4, X4
-	VMAXSS       76(BX), X5, X5
-	VMAXSS       16(BX), X4, X4
-	VMAXSS       80(BX), X5, X5
-	VMAXSS       20(BX), X4, X4
-	VMAXSS       84(BX), X5, X5
-	VMAXSS       24(BX), X4, X4
-	VMAXSS       88(BX), X5, X5
-	VMAXSS       28(BX), X4, X4
-	VMAXSS       92(BX), X5, X5
-	VMAXSS       32(BX), X4, X4
-	VMAXSS       96(BX), X5, X5
-	VMAXSS       36(BX), X4, X4
-	VMAXSS       100(BX), X5, X5
-	VMAXSS       40(BX), X4, X4
-	VMAXSS       104(BX), X5, X5
-	VMAXSS       44(BX), X4, X4
-	VMAXSS       108(BX), X5, X5
-	VMAXSS       48(BX), X4, X4
-	VMAXSS       112(BX), X5, X5
-	VMAXSS       52(BX), X4, X4
-	VMAXSS       116(BX), X5, X5
-	VMAXSS       56(BX), X4, X4
-	VMAXSS       120(BX), X5, X5
-	VMAXSS       60(BX), X4, X4
-	VMAXSS       124(BX), X5, X5
-	VBROADCASTSS 0(SI), Z8
-	VMOVSS       X4, 0(SI)
-	VBROADCASTSS X4, Z12
-	VSUBPS       Z12, Z8, Z24
-	VSUBPS       Z12, Z0, Z0
-	VBROADCASTSS 4(SI), Z9
-	VMOVSS       X5, 4(SI)
-	VBROADCASTSS X5, Z13
-	VSUBPS       Z13, Z9, Z25
-	VSUBPS       Z13, Z1, Z1
-	EXPZ(Z24, Z16, Z17)
-	EXPZ(Z25, Z16, Z17)
-	EXPZ(Z0, Z16, Z17)
-	VMOVUPS      Z0, 0(R12)
-	EXPZ(Z1, Z16, Z17)
-	VMOVUPS      Z1, 64(R12)
-	VMULSS       0(DI), X24, X4
-	VMULSS       4(DI), X25, X5
-	VADDSS       0(R12), X4, X4
-	VADDSS       64(R12), X5, X5
-	VADDSS       4(R12), X4, X4
-	VADDSS       68(R12), X5, X5
-	VADDSS       8(R12), X4, X4
-	VADDSS       72(R12), X5, X5
-	VADDSS       12(R12), X4, X4
-	VADDSS       76(R12), X5, X5
-	VADDSS       16(R12), X4, X4
-	VADDSS       80(R12), X5, X5
-	VADDSS       20(R12), X4, X4
-	VADDSS       84(R12), X5, X5
-	VADDSS       24(R12), X4, X4
-	VADDSS       88(R12), X5, X5
-	VADDSS       28(R12), X4, X4
-	VADDSS       92(R12), X5, X5
-	VADDSS       32(R12), X4, X4
-	VADDSS       96(R12), X5, X5
-	VADDSS       36(R12), X4, X4
-	VADDSS       100(R12), X5, X5
-	VADDSS       40(R12), X4, X4
-	VADDSS       104(R12), X5, X5
-	VADDSS       44(R12), X4, X4
-	VADDSS       108(R12), X5, X5
-	VADDSS       48(R12), X4, X4
-	VADDSS       112(R12), X5, X5
-	VADDSS       52(R12), X4, X4
-	VADDSS       116(R12), X5, X5
-	VADDSS       56(R12), X4, X4
-	VADDSS       120(R12), X5, X5
-	VADDSS       60(R12), X4, X4
-	VADDSS       124(R12), X5, X5
-	VMOVSS       X4, 0(DI)
-	VMOVSS       X5, 4(DI)
-	// Outputs: o[i][d] = o[i][d]·c_i + Σ_j p_ij·v[j][d], 64 d a pass.
-	MOVQ         o+80(FP), DI
-	MOVQ         v+24(FP), R11
-	MOVQ         hd+8(FP), R13
-	SHRQ         $6, R13
-	JZ           rvt2F16
-
-rvp2F16:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       64(DI), Z24, Z1
-	VMULPS       128(DI), Z24, Z2
-	VMULPS       192(DI), Z24, Z3
-	VMULPS       0(DI)(R8*1), Z25, Z4
-	VMULPS       64(DI)(R8*1), Z25, Z5
-	VMULPS       128(DI)(R8*1), Z25, Z6
-	VMULPS       192(DI)(R8*1), Z25, Z7
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj2F16_4_0:
-	RVJ2F16_4
-	RVJ2F16_4
-	RVJ2F16_4
-	RVJ2F16_4
-	DECQ         CX
-	JNZ          rvj2F16_4_0
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z1, 64(DI)
-	VMOVUPS      Z2, 128(DI)
-	VMOVUPS      Z3, 192(DI)
-	VMOVUPS      Z4, 0(DI)(R8*1)
-	VMOVUPS      Z5, 64(DI)(R8*1)
-	VMOVUPS      Z6, 128(DI)(R8*1)
-	VMOVUPS      Z7, 192(DI)(R8*1)
-	ADDQ         $256, DI
-	ADDQ         $128, R11
-	DECQ         R13
-	JNZ          rvp2F16
-
-rvt2F16:
-	MOVQ         hd+8(FP), R13
-	SHRQ         $4, R13
-	ANDQ         $3, R13
-	CMPQ         R13, $1
-	JEQ          rv2F16_1
-	CMPQ         R13, $2
-	JEQ          rv2F16_2
-	CMPQ         R13, $3
-	JEQ          rv2F16_3
-	JMP          rvd2F16
-
-rv2F16_1:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       0(DI)(R8*1), Z25, Z4
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj2F16_1_1:
-	RVJ2F16_1
-	RVJ2F16_1
-	RVJ2F16_1
-	RVJ2F16_1
-	DECQ         CX
-	JNZ          rvj2F16_1_1
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z4, 0(DI)(R8*1)
-	ADDQ         $64, DI
-	ADDQ         $32, R11
-	JMP          rvd2F16
-
-rv2F16_2:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       64(DI), Z24, Z1
-	VMULPS       0(DI)(R8*1), Z25, Z4
-	VMULPS       64(DI)(R8*1), Z25, Z5
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj2F16_2_2:
-	RVJ2F16_2
-	RVJ2F16_2
-	RVJ2F16_2
-	RVJ2F16_2
-	DECQ         CX
-	JNZ          rvj2F16_2_2
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z1, 64(DI)
-	VMOVUPS      Z4, 0(DI)(R8*1)
-	VMOVUPS      Z5, 64(DI)(R8*1)
-	ADDQ         $128, DI
-	ADDQ         $64, R11
-	JMP          rvd2F16
-
-rv2F16_3:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       64(DI), Z24, Z1
-	VMULPS       128(DI), Z24, Z2
-	VMULPS       0(DI)(R8*1), Z25, Z4
-	VMULPS       64(DI)(R8*1), Z25, Z5
-	VMULPS       128(DI)(R8*1), Z25, Z6
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj2F16_3_3:
-	RVJ2F16_3
-	RVJ2F16_3
-	RVJ2F16_3
-	RVJ2F16_3
-	DECQ         CX
-	JNZ          rvj2F16_3_3
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z1, 64(DI)
-	VMOVUPS      Z2, 128(DI)
-	VMOVUPS      Z4, 0(DI)(R8*1)
-	VMOVUPS      Z5, 64(DI)(R8*1)
-	VMOVUPS      Z6, 128(DI)(R8*1)
-	ADDQ         $192, DI
-	ADDQ         $96, R11
-	JMP          rvd2F16
-
-rvd2F16:
-	ADDQ         $256, BX
-	ADDQ         $64, cpos+32(FP)
-	ADDQ         $64, R10
-	DECQ         tiles+96(FP)
-	JNZ          rt2F16
-	VZEROUPPER
-	RET
+	ROWSTEP2(RVJ2F16_1, RVJ2F16_2, RVJ2F16_3, RVJ2F16_4, 32)
 
 // func attnRowStep3F16AVX512(q *float32, hd int, ktT *float32, v *uint16, cpos, pos, lo *int32, softcap, inv float32, m, l, o, scr *float32, tiles int, vcells *int32, vstrideB int)
 //
 // 3 rows; hd > 0 a multiple of 16; softcap 0 (none) or > 0, inv = 1/softcap; 1 <= tiles <= 4;
 // the V row of cell j of the tiles at byte vcells[j]·vstrideB of v, uint16.
 TEXT ·attnRowStep3F16AVX512(SB), NOSPLIT, $0-120
-	MOVQ         hd+8(FP), R8
-	SHLQ         $2, R8
-	LEAQ         (R8)(R8*2), R9
-	// Scores of the 4 tiles: Z<4i+t> += column d of tile t · q[i][d], d in order.
-	ZZERO12
-	MOVQ         q+0(FP), SI
-	MOVQ         ktT+16(FP), DI
-	MOVQ         hd+8(FP), CX
-	SHRQ         $1, CX
-
-rs3:
-	VMOVUPS      0(DI), Z16
-	VMOVUPS      64(DI), Z17
-	VMOVUPS      128(DI), Z18
-	VMOVUPS      192(DI), Z19
-	VBROADCASTSS 0(SI), Z20
-	VBROADCASTSS 0(SI)(R8*1), Z21
-	VBROADCASTSS 0(SI)(R8*2), Z22
-	VFMADD231PS  Z20, Z16, Z0
-	VFMADD231PS  Z20, Z17, Z1
-	VFMADD231PS  Z20, Z18, Z2
-	VFMADD231PS  Z20, Z19, Z3
-	VFMADD231PS  Z21, Z16, Z4
-	VFMADD231PS  Z21, Z17, Z5
-	VFMADD231PS  Z21, Z18, Z6
-	VFMADD231PS  Z21, Z19, Z7
-	VFMADD231PS  Z22, Z16, Z8
-	VFMADD231PS  Z22, Z17, Z9
-	VFMADD231PS  Z22, Z18, Z10
-	VFMADD231PS  Z22, Z19, Z11
-	VMOVUPS      256(DI), Z16
-	VMOVUPS      320(DI), Z17
-	VMOVUPS      384(DI), Z18
-	VMOVUPS      448(DI), Z19
-	VBROADCASTSS 4(SI), Z20
-	VBROADCASTSS 4(SI)(R8*1), Z21
-	VBROADCASTSS 4(SI)(R8*2), Z22
-	VFMADD231PS  Z20, Z16, Z0
-	VFMADD231PS  Z20, Z17, Z1
-	VFMADD231PS  Z20, Z18, Z2
-	VFMADD231PS  Z20, Z19, Z3
-	VFMADD231PS  Z21, Z16, Z4
-	VFMADD231PS  Z21, Z17, Z5
-	VFMADD231PS  Z21, Z18, Z6
-	VFMADD231PS  Z21, Z19, Z7
-	VFMADD231PS  Z22, Z16, Z8
-	VFMADD231PS  Z22, Z17, Z9
-	VFMADD231PS  Z22, Z18, Z10
-	VFMADD231PS  Z22, Z19, Z11
-	ADDQ         $512, DI
-	ADDQ         $8, SI
-	DECQ         CX
-	JNZ          rs3
-	MOVQ         scr+88(FP), BX
-	VMOVUPS      Z0, 0(BX)
-	VMOVUPS      Z4, 64(BX)
-	VMOVUPS      Z8, 128(BX)
-	VMOVUPS      Z1, 256(BX)
-	VMOVUPS      Z5, 320(BX)
-	VMOVUPS      Z9, 384(BX)
-	VMOVUPS      Z2, 512(BX)
-	VMOVUPS      Z6, 576(BX)
-	VMOVUPS      Z10, 640(BX)
-	VMOVUPS      Z3, 768(BX)
-	VMOVUPS      Z7, 832(BX)
-	VMOVUPS      Z11, 896(BX)
-	VBROADCASTSS ·attnTileConsts+4(SB), Z31
-	VBROADCASTSS ·attnTileConsts+8(SB), Z30
-	VBROADCASTSS ·attnTileConsts+12(SB), Z29
-	VBROADCASTSS ·attnTileConsts+36(SB), Z22
-	VBROADCASTSS ·attnTileConsts+44(SB), Z23
-	VBROADCASTSS inv+60(FP), Z20
-	VBROADCASTSS softcap+56(FP), Z21
-	LEAQ         1024(BX), R12
-	MOVQ         vcells+104(FP), R10
-
-rt3F16:
-	MOVQ         cpos+32(FP), DX
-	VMOVDQU32    (DX), Z19
-	MOVL         softcap+56(FP), AX
-	TESTL        AX, AX
-	JZ           rnc3F16
-	// Soft cap of the tile's scores.
-	VMOVUPS      0(BX), Z0
-	TCAP(Z0)
-	VMOVUPS      Z0, 0(BX)
-	VMOVUPS      64(BX), Z0
-	TCAP(Z0)
-	VMOVUPS      Z0, 64(BX)
-	VMOVUPS      128(BX), Z0
-	TCAP(Z0)
-	VMOVUPS      Z0, 128(BX)
-
-rnc3F16:
-	// Per row, interleaved: mask, maximum, rescaling factor, weights, sum.
-	MOVQ         pos+40(FP), AX
-	MOVQ         lo+48(FP), CX
-	MOVQ         m+64(FP), SI
-	MOVQ         l+72(FP), DI
-	VMOVUPS      0(BX), Z0
-	VPCMPD.BCST  $6, 0(AX), Z19, K1
-	VPCMPD.BCST  $2, 0(CX), Z19, K2
-	KORW         K1, K2, K1
-	VMOVAPS      Z23, K1, Z0
-	VMOVUPS      Z0, 0(BX)
-	VMOVUPS      64(BX), Z1
-	VPCMPD.BCST  $6, 4(AX), Z19, K1
-	VPCMPD.BCST  $2, 4(CX), Z19, K2
-	KORW         K1, K2, K1
-	VMOVAPS      Z23, K1, Z1
-	VMOVUPS      Z1, 64(BX)
-	VMOVUPS      128(BX), Z2
-	VPCMPD.BCST  $6, 8(AX), Z19, K1
-	VPCMPD.BCST  $2, 8(CX), Z19, K2
-	KORW         K1, K2, K1
-	VMOVAPS      Z23, K1, Z2
-	VMOVUPS      Z2, 128(BX)
-	VMOVSS       0(SI), X4
-	VMOVSS       4(SI), X5
-	VMOVSS       8(SI), X6
-	VMAXSS       0(BX), X4, X4
-	VMAXSS       64(BX), X5, X5
-	VMAXSS       128(BX), X6, X6
-	VMAXSS       4(BX), X4, X4
-	VMAXSS       68(BX), X5, X5
-	VMAXSS       132(BX), X6, X6
-	VMAXSS       8(BX), X4, X4
-	VMAXSS       72(BX), X5, X5
-	VMAXSS       136(BX), X6, X6
-	VMAXSS       12(BX), X4, X4
-	VMAXSS       76(BX), X5, X5
-	VMAXSS       140(BX), X6, X6
-	VMAXSS       16(BX), X4, X4
-	VMAXSS       80(BX), X5, X5
-	VMAXSS       144(BX), X6, X6
-	VMAXSS       20(BX), X4, X4
-	VMAXSS       84(BX), X5, X5
-	VMAXSS       148(BX), X6, X6
-	VMAXSS       24(BX), X4, X4
-	VMAXSS       88(BX), X5, X5
-	VMAXSS       152(BX), X6, X6
-	VMAXSS       28(BX), X4, X4
-	VMAXSS       92(BX), X5, X5
-	VMAXSS       156(BX), X6, X6
-	VMAXSS       32(BX), X4, X4
-	VMAXSS       96(BX), X5, X5
-	VMAXSS       160(BX), X6, X6
-	VMAXSS       36(BX), X4, X4
-	VMAXSS       100(BX), X5, X5
-	VMAXSS       164(BX), X6, X6
-	VMAXSS       40(BX), X4, X4
-	VMAXSS       104(BX), X5, X5
-	VMAXSS       168(BX), X6, X6
-	VMAXSS       44(BX), X4, X4
-	VMAXSS       108(BX), X5, X5
-	VMAXSS       172(BX), X6, X6
-	VMAXSS       48(BX), X4, X4
-	VMAXSS       112(BX), X5, X5
-	VMAXSS       176(BX), X6, X6
-	VMAXSS       52(BX), X4, X4
-	VMAXSS       116(BX), X5, X5
-	VMAXSS       180(BX), X6, X6
-	VMAXSS       56(BX), X4, X4
-	VMAXSS       120(BX), X5, X5
-	VMAXSS       184(BX), X6, X6
-	VMAXSS       60(BX), X4, X4
-	VMAXSS       124(BX), X5, X5
-	VMAXSS       188(BX), X6, X6
-	VBROADCASTSS 0(SI), Z8
-	VMOVSS       X4, 0(SI)
-	VBROADCASTSS X4, Z12
-	VSUBPS       Z12, Z8, Z24
-	VSUBPS       Z12, Z0, Z0
-	VBROADCASTSS 4(SI), Z9
-	VMOVSS       X5, 4(SI)
-	VBROADCASTSS X5, Z13
-	VSUBPS       Z13, Z9, Z25
-	VSUBPS       Z13, Z1, Z1
-	VBROADCASTSS 8(SI), Z10
-	VMOVSS       X6, 8(SI)
-	VBROADCASTSS X6, Z14
-	VSUBPS       Z14, Z10, Z26
-	VSUBPS       Z14, Z2, Z2
-	EXPZ(Z24, Z16, Z17)
-	EXPZ(Z25, Z16, Z17)
-	EXPZ(Z26, Z16, Z17)
-	EXPZ(Z0, Z16, Z17)
-	VMOVUPS      Z0, 0(R12)
-	EXPZ(Z1, Z16, Z17)
-	VMOVUPS      Z1, 64(R12)
-	EXPZ(Z2, Z16, Z17)
-	VMOVUPS      Z2, 128(R12)
-	VMULSS       0(DI), X24, X4
-	VMULSS       4(DI), X25, X5
-	VMULSS       8(DI), X26, X6
-	VADDSS       0(R12), X4, X4
-	VADDSS       64(R12), X5, X5
-	VADDSS       128(R12), X6, X6
-	VADDSS       4(R12), X4, X4
-	VADDSS       68(R12), X5, X5
-	VADDSS       132(R12), X6, X6
-	VADDSS       8(R12), X4, X4
-	VADDSS       72(R12), X5, X5
-	VADDSS       136(R12), X6, X6
-	VADDSS       12(R12), X4, X4
-	VADDSS       76(R12), X5, X5
-	VADDSS       140(R12), X6, X6
-	VADDSS       16(R12), X4, X4
-	VADDSS       80(R12), X5, X5
-	VADDSS       144(R12), X6, X6
-	VADDSS       20(R12), X4, X4
-	VADDSS       84(R12), X5, X5
-	VADDSS       148(R12), X6, X6
-	VADDSS       24(R12), X4, X4
-	VADDSS       88(R12), X5, X5
-	VADDSS       152(R12), X6, X6
-	VADDSS       28(R12), X4, X4
-	VADDSS       92(R12), X5, X5
-	VADDSS       156(R12), X6, X6
-	VADDSS       32(R12), X4, X4
-	VADDSS       96(R12), X5, X5
-	VADDSS       160(R12), X6, X6
-	VADDSS       36(R12), X4, X4
-	VADDSS       100(R12), X5, X5
-	VADDSS       164(R12), X6, X6
-	VADDSS       40(R12), X4, X4
-	VADDSS       104(R12), X5, X5
-	VADDSS       168(R12), X6, X6
-	VADDSS       44(R12), X4, X4
-	VADDSS       108(R12), X5, X5
-	VADDSS       172(R12), X6, X6
-	VADDSS       48(R12), X4, X4
-	VADDSS       112(R12), X5, X5
-	VADDSS       176(R12), X6, X6
-	VADDSS       52(R12), X4, X4
-	VADDSS       116(R12), X5, X5
-	VADDSS       180(R12), X6, X6
-	VADDSS       56(R12), X4, X4
-	VADDSS       120(R12), X5, X5
-	VADDSS       184(R12), X6, X6
-	VADDSS       60(R12), X4, X4
-	VADDSS       124(R12), X5, X5
-	VADDSS       188(R12), X6, X6
-	VMOVSS       X4, 0(DI)
-	VMOVSS       X5, 4(DI)
-	VMOVSS       X6, 8(DI)
-	// Outputs: o[i][d] = o[i][d]·c_i + Σ_j p_ij·v[j][d], 64 d a pass.
-	MOVQ         o+80(FP), DI
-	MOVQ         v+24(FP), R11
-	MOVQ         hd+8(FP), R13
-	SHRQ         $6, R13
-	JZ           rvt3F16
-
-rvp3F16:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       64(DI), Z24, Z1
-	VMULPS       128(DI), Z24, Z2
-	VMULPS       192(DI), Z24, Z3
-	VMULPS       0(DI)(R8*1), Z25, Z4
-	VMULPS       64(DI)(R8*1), Z25, Z5
-	VMULPS       128(DI)(R8*1), Z25, Z6
-	VMULPS       192(DI)(R8*1), Z25, Z7
-	VMULPS       0(DI)(R8*2), Z26, Z8
-	VMULPS       64(DI)(R8*2), Z26, Z9
-	VMULPS       128(DI)(R8*2), Z26, Z10
-	VMULPS       192(DI)(R8*2), Z26, Z11
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj3F16_4_0:
-	RVJ3F16_4
-	RVJ3F16_4
-	RVJ3F16_4
-	RVJ3F16_4
-	DECQ         CX
-	JNZ          rvj3F16_4_0
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z1, 64(DI)
-	VMOVUPS      Z2, 128(DI)
-	VMOVUPS      Z3, 192(DI)
-	VMOVUPS      Z4, 0(DI)(R8*1)
-	VMOVUPS      Z5, 64(DI)(R8*1)
-	VMOVUPS      Z6, 128(DI)(R8*1)
-	VMOVUPS      Z7, 192(DI)(R8*1)
-	VMOVUPS      Z8, 0(DI)(R8*2)
-	VMOVUPS      Z9, 64(DI)(R8*2)
-	VMOVUPS      Z10, 128(DI)(R8*2)
-	VMOVUPS      Z11, 192(DI)(R8*2)
-	ADDQ         $256, DI
-	ADDQ         $128, R11
-	DECQ         R13
-	JNZ          rvp3F16
-
-rvt3F16:
-	MOVQ         hd+8(FP), R13
-	SHRQ         $4, R13
-	ANDQ         $3, R13
-	CMPQ         R13, $1
-	JEQ          rv3F16_1
-	CMPQ         R13, $2
-	JEQ          rv3F16_2
-	CMPQ         R13, $3
-	JEQ          rv3F16_3
-	JMP          rvd3F16
-
-rv3F16_1:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       0(DI)(R8*1), Z25, Z4
-	VMULPS       0(DI)(R8*2), Z26, Z8
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj3F16_1_1:
-	RVJ3F16_1
-	RVJ3F16_1
-	RVJ3F16_1
-	RVJ3F16_1
-	DECQ         CX
-	JNZ          rvj3F16_1_1
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z4, 0(DI)(R8*1)
-	VMOVUPS      Z8, 0(DI)(R8*2)
-	ADDQ         $64, DI
-	ADDQ         $32, R11
-	JMP          rvd3F16
-
-rv3F16_2:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       64(DI), Z24, Z1
-	VMULPS       0(DI)(R8*1), Z25, Z4
-	VMULPS       64(DI)(R8*1), Z25, Z5
-	VMULPS       0(DI)(R8*2), Z26, Z8
-	VMULPS       64(DI)(R8*2), Z26, Z9
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj3F16_2_2:
-	RVJ3F16_2
-	RVJ3F16_2
-	RVJ3F16_2
-	RVJ3F16_2
-	DECQ         CX
-	JNZ          rvj3F16_2_2
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z1, 64(DI)
-	VMOVUPS      Z4, 0(DI)(R8*1)
-	VMOVUPS      Z5, 64(DI)(R8*1)
-	VMOVUPS      Z8, 0(DI)(R8*2)
-	VMOVUPS      Z9, 64(DI)(R8*2)
-	ADDQ         $128, DI
-	ADDQ         $64, R11
-	JMP          rvd3F16
-
-rv3F16_3:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       64(DI), Z24, Z1
-	VMULPS       128(DI), Z24, Z2
-	VMULPS       0(DI)(R8*1), Z25, Z4
-	VMULPS       64(DI)(R8*1), Z25, Z5
-	VMULPS       128(DI)(R8*1), Z25, Z6
-	VMULPS       0(DI)(R8*2), Z26, Z8
-	VMULPS       64(DI)(R8*2), Z26, Z9
-	VMULPS       128(DI)(R8*2), Z26, Z10
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj3F16_3_3:
-	RVJ3F16_3
-	RVJ3F16_3
-	RVJ3F16_3
-	RVJ3F16_3
-	DECQ         CX
-	JNZ          rvj3F16_3_3
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z1, 64(DI)
-	VMOVUPS      Z2, 128(DI)
-	VMOVUPS      Z4, 0(DI)(R8*1)
-	VMOVUPS      Z5, 64(DI)(R8*1)
-	VMOVUPS      Z6, 128(DI)(R8*1)
-	VMOVUPS      Z8, 0(DI)(R8*2)
-	VMOVUPS      Z9, 64(DI)(R8*2)
-	VMOVUPS      Z10, 128(DI)(R8*2)
-	ADDQ         $192, DI
-	ADDQ         $96, R11
-	JMP          rvd3F16
-
-rvd3F16:
-	ADDQ         $256, BX
-	ADDQ         $64, cpos+32(FP)
-	ADDQ         $64, R10
-	DECQ         tiles+96(FP)
-	JNZ          rt3F16
-	VZEROUPPER
-	RET
+	ROWSTEP3(RVJ3F16_1, RVJ3F16_2, RVJ3F16_3, RVJ3F16_4, 32)
 
 // func attnRowStep4F16AVX512(q *float32, hd int, ktT *float32, v *uint16, cpos, pos, lo *int32, softcap, inv float32, m, l, o, scr *float32, tiles int, vcells *int32, vstrideB int)
 //
 // 4 rows; hd > 0 a multiple of 16; softcap 0 (none) or > 0, inv = 1/softcap; 1 <= tiles <= 4;
 // the V row of cell j of the tiles at byte vcells[j]·vstrideB of v, uint16.
 TEXT ·attnRowStep4F16AVX512(SB), NOSPLIT, $0-120
-	MOVQ         hd+8(FP), R8
-	SHLQ         $2, R8
-	LEAQ         (R8)(R8*2), R9
-	// Scores of the 4 tiles: Z<4i+t> += column d of tile t · q[i][d], d in order.
-	ZZERO16
-	MOVQ         q+0(FP), SI
-	MOVQ         ktT+16(FP), DI
-	MOVQ         hd+8(FP), CX
-	SHRQ         $1, CX
-
-rs4:
-	VMOVUPS      0(DI), Z16
-	VMOVUPS      64(DI), Z17
-	VMOVUPS      128(DI), Z18
-	VMOVUPS      192(DI), Z19
-	VBROADCASTSS 0(SI), Z20
-	VBROADCASTSS 0(SI)(R8*1), Z21
-	VBROADCASTSS 0(SI)(R8*2), Z22
-	VBROADCASTSS 0(SI)(R9*1), Z23
-	VFMADD231PS  Z20, Z16, Z0
-	VFMADD231PS  Z20, Z17, Z1
-	VFMADD231PS  Z20, Z18, Z2
-	VFMADD231PS  Z20, Z19, Z3
-	VFMADD231PS  Z21, Z16, Z4
-	VFMADD231PS  Z21, Z17, Z5
-	VFMADD231PS  Z21, Z18, Z6
-	VFMADD231PS  Z21, Z19, Z7
-	VFMADD231PS  Z22, Z16, Z8
-	VFMADD231PS  Z22, Z17, Z9
-	VFMADD231PS  Z22, Z18, Z10
-	VFMADD231PS  Z22, Z19, Z11
-	VFMADD231PS  Z23, Z16, Z12
-	VFMADD231PS  Z23, Z17, Z13
-	VFMADD231PS  Z23, Z18, Z14
-	VFMADD231PS  Z23, Z19, Z15
-	VMOVUPS      256(DI), Z16
-	VMOVUPS      320(DI), Z17
-	VMOVUPS      384(DI), Z18
-	VMOVUPS      448(DI), Z19
-	VBROADCASTSS 4(SI), Z20
-	VBROADCASTSS 4(SI)(R8*1), Z21
-	VBROADCASTSS 4(SI)(R8*2), Z22
-	VBROADCASTSS 4(SI)(R9*1), Z23
-	VFMADD231PS  Z20, Z16, Z0
-	VFMADD231PS  Z20, Z17, Z1
-	VFMADD231PS  Z20, Z18, Z2
-	VFMADD231PS  Z20, Z19, Z3
-	VFMADD231PS  Z21, Z16, Z4
-	VFMADD231PS  Z21, Z17, Z5
-	VFMADD231PS  Z21, Z18, Z6
-	VFMADD231PS  Z21, Z19, Z7
-	VFMADD231PS  Z22, Z16, Z8
-	VFMADD231PS  Z22, Z17, Z9
-	VFMADD231PS  Z22, Z18, Z10
-	VFMADD231PS  Z22, Z19, Z11
-	VFMADD231PS  Z23, Z16, Z12
-	VFMADD231PS  Z23, Z17, Z13
-	VFMADD231PS  Z23, Z18, Z14
-	VFMADD231PS  Z23, Z19, Z15
-	ADDQ         $512, DI
-	ADDQ         $8, SI
-	DECQ         CX
-	JNZ          rs4
-	MOVQ         scr+88(FP), BX
-	VMOVUPS      Z0, 0(BX)
-	VMOVUPS      Z4, 64(BX)
-	VMOVUPS      Z8, 128(BX)
-	VMOVUPS      Z12, 192(BX)
-	VMOVUPS      Z1, 256(BX)
-	VMOVUPS      Z5, 320(BX)
-	VMOVUPS      Z9, 384(BX)
-	VMOVUPS      Z13, 448(BX)
-	VMOVUPS      Z2, 512(BX)
-	VMOVUPS      Z6, 576(BX)
-	VMOVUPS      Z10, 640(BX)
-	VMOVUPS      Z14, 704(BX)
-	VMOVUPS      Z3, 768(BX)
-	VMOVUPS      Z7, 832(BX)
-	VMOVUPS      Z11, 896(BX)
-	VMOVUPS      Z15, 960(BX)
-	VBROADCASTSS ·attnTileConsts+4(SB), Z31
-	VBROADCASTSS ·attnTileConsts+8(SB), Z30
-	VBROADCASTSS ·attnTileConsts+12(SB), Z29
-	VBROADCASTSS ·attnTileConsts+36(SB), Z22
-	VBROADCASTSS ·attnTileConsts+44(SB), Z23
-	VBROADCASTSS inv+60(FP), Z20
-	VBROADCASTSS softcap+56(FP), Z21
-	LEAQ         1024(BX), R12
-	MOVQ         vcells+104(FP), R10
-
-rt4F16:
-	MOVQ         cpos+32(FP), DX
-	VMOVDQU32    (DX), Z19
-	MOVL         softcap+56(FP), AX
-	TESTL        AX, AX
-	JZ           rnc4F16
-	// Soft cap of the tile's scores.
-	VMOVUPS      0(BX), Z0
-	TCAP(Z0)
-	VMOVUPS      Z0, 0(BX)
-	VMOVUPS      64(BX), Z0
-	TCAP(Z0)
-	VMOVUPS      Z0, 64(BX)
-	VMOVUPS      128(BX), Z0
-	TCAP(Z0)
-	VMOVUPS      Z0, 128(BX)
-	VMOVUPS      192(BX), Z0
-	TCAP(Z0)
-	VMOVUPS      Z0, 192(BX)
-
-rnc4F16:
-	// Per row, interleaved: mask, maximum, rescaling factor, weights, sum.
-	MOVQ         pos+40(FP), AX
-	MOVQ         lo+48(FP), CX
-	MOVQ         m+64(FP), SI
-	MOVQ         l+72(FP), DI
-	VMOVUPS      0(BX), Z0
-	VPCMPD.BCST  $6, 0(AX), Z19, K1
-	VPCMPD.BCST  $2, 0(CX), Z19, K2
-	KORW         K1, K2, K1
-	VMOVAPS      Z23, K1, Z0
-	VMOVUPS      Z0, 0(BX)
-	VMOVUPS      64(BX), Z1
-	VPCMPD.BCST  $6, 4(AX), Z19, K1
-	VPCMPD.BCST  $2, 4(CX), Z19, K2
-	KORW         K1, K2, K1
-	VMOVAPS      Z23, K1, Z1
-	VMOVUPS      Z1, 64(BX)
-	VMOVUPS      128(BX), Z2
-	VPCMPD.BCST  $6, 8(AX), Z19, K1
-	VPCMPD.BCST  $2, 8(CX), Z19, K2
-	KORW         K1, K2, K1
-	VMOVAPS      Z23, K1, Z2
-	VMOVUPS      Z2, 128(BX)
-	VMOVUPS      192(BX), Z3
-	VPCMPD.BCST  $6, 12(AX), Z19, K1
-	VPCMPD.BCST  $2, 12(CX), Z19, K2
-	KORW         K1, K2, K1
-	VMOVAPS      Z23, K1, Z3
-	VMOVUPS      Z3, 192(BX)
-	VMOVSS       0(SI), X4
-	VMOVSS       4(SI), X5
-	VMOVSS       8(SI), X6
-	VMOVSS       12(SI), X7
-	VMAXSS       0(BX), X4, X4
-	VMAXSS       64(BX), X5, X5
-	VMAXSS       128(BX), X6, X6
-	VMAXSS       192(BX), X7, X7
-	VMAXSS       4(BX), X4, X4
-	VMAXSS       68(BX), X5, X5
-	VMAXSS       132(BX), X6, X6
-	VMAXSS       196(BX), X7, X7
-	VMAXSS       8(BX), X4, X4
-	VMAXSS       72(BX), X5, X5
-	VMAXSS       136(BX), X6, X6
-	VMAXSS       200(BX), X7, X7
-	VMAXSS       12(BX), X4, X4
-	VMAXSS       76(BX), X5, X5
-	VMAXSS       140(BX), X6, X6
-	VMAXSS       204(BX), X7, X7
-	VMAXSS       16(BX), X4, X4
-	VMAXSS       80(BX), X5, X5
-	VMAXSS       144(BX), X6, X6
-	VMAXSS       208(BX), X7, X7
-	VMAXSS       20(BX), X4, X4
-	VMAXSS       84(BX), X5, X5
-	VMAXSS       148(BX), X6, X6
-	VMAXSS       212(BX), X7, X7
-	VMAXSS       24(BX), X4, X4
-	VMAXSS       88(BX), X5, X5
-	VMAXSS       152(BX), X6, X6
-	VMAXSS       216(BX), X7, X7
-	VMAXSS       28(BX), X4, X4
-	VMAXSS       92(BX), X5, X5
-	VMAXSS       156(BX), X6, X6
-	VMAXSS       220(BX), X7, X7
-	VMAXSS       32(BX), X4, X4
-	VMAXSS       96(BX), X5, X5
-	VMAXSS       160(BX), X6, X6
-	VMAXSS       224(BX), X7, X7
-	VMAXSS       36(BX), X4, X4
-	VMAXSS       100(BX), X5, X5
-	VMAXSS       164(BX), X6, X6
-	VMAXSS       228(BX), X7, X7
-	VMAXSS       40(BX), X4, X4
-	VMAXSS       104(BX), X5, X5
-	VMAXSS       168(BX), X6, X6
-	VMAXSS       232(BX), X7, X7
-	VMAXSS       44(BX), X4, X4
-	VMAXSS       108(BX), X5, X5
-	VMAXSS       172(BX), X6, X6
-	VMAXSS       236(BX), X7, X7
-	VMAXSS       48(BX), X4, X4
-	VMAXSS       112(BX), X5, X5
-	VMAXSS       176(BX), X6, X6
-	VMAXSS       240(BX), X7, X7
-	VMAXSS       52(BX), X4, X4
-	VMAXSS       116(BX), X5, X5
-	VMAXSS       180(BX), X6, X6
-	VMAXSS       244(BX), X7, X7
-	VMAXSS       56(BX), X4, X4
-	VMAXSS       120(BX), X5, X5
-	VMAXSS       184(BX), X6, X6
-	VMAXSS       248(BX), X7, X7
-	VMAXSS       60(BX), X4, X4
-	VMAXSS       124(BX), X5, X5
-	VMAXSS       188(BX), X6, X6
-	VMAXSS       252(BX), X7, X7
-	VBROADCASTSS 0(SI), Z8
-	VMOVSS       X4, 0(SI)
-	VBROADCASTSS X4, Z12
-	VSUBPS       Z12, Z8, Z24
-	VSUBPS       Z12, Z0, Z0
-	VBROADCASTSS 4(SI), Z9
-	VMOVSS       X5, 4(SI)
-	VBROADCASTSS X5, Z13
-	VSUBPS       Z13, Z9, Z25
-	VSUBPS       Z13, Z1, Z1
-	VBROADCASTSS 8(SI), Z10
-	VMOVSS       X6, 8(SI)
-	VBROADCASTSS X6, Z14
-	VSUBPS       Z14, Z10, Z26
-	VSUBPS       Z14, Z2, Z2
-	VBROADCASTSS 12(SI), Z11
-	VMOVSS       X7, 12(SI)
-	VBROADCASTSS X7, Z15
-	VSUBPS       Z15, Z11, Z27
-	VSUBPS       Z15, Z3, Z3
-	EXPZ(Z24, Z16, Z17)
-	EXPZ(Z25, Z16, Z17)
-	EXPZ(Z26, Z16, Z17)
-	EXPZ(Z27, Z16, Z17)
-	EXPZ(Z0, Z16, Z17)
-	VMOVUPS      Z0, 0(R12)
-	EXPZ(Z1, Z16, Z17)
-	VMOVUPS      Z1, 64(R12)
-	EXPZ(Z2, Z16, Z17)
-	VMOVUPS      Z2, 128(R12)
-	EXPZ(Z3, Z16, Z17)
-	VMOVUPS      Z3, 192(R12)
-	VMULSS       0(DI), X24, X4
-	VMULSS       4(DI), X25, X5
-	VMULSS       8(DI), X26, X6
-	VMULSS       12(DI), X27, X7
-	VADDSS       0(R12), X4, X4
-	VADDSS       64(R12), X5, X5
-	VADDSS       128(R12), X6, X6
-	VADDSS       192(R12), X7, X7
-	VADDSS       4(R12), X4, X4
-	VADDSS       68(R12), X5, X5
-	VADDSS       132(R12), X6, X6
-	VADDSS       196(R12), X7, X7
-	VADDSS       8(R12), X4, X4
-	VADDSS       72(R12), X5, X5
-	VADDSS       136(R12), X6, X6
-	VADDSS       200(R12), X7, X7
-	VADDSS       12(R12), X4, X4
-	VADDSS       76(R12), X5, X5
-	VADDSS       140(R12), X6, X6
-	VADDSS       204(R12), X7, X7
-	VADDSS       16(R12), X4, X4
-	VADDSS       80(R12), X5, X5
-	VADDSS       144(R12), X6, X6
-	VADDSS       208(R12), X7, X7
-	VADDSS       20(R12), X4, X4
-	VADDSS       84(R12), X5, X5
-	VADDSS       148(R12), X6, X6
-	VADDSS       212(R12), X7, X7
-	VADDSS       24(R12), X4, X4
-	VADDSS       88(R12), X5, X5
-	VADDSS       152(R12), X6, X6
-	VADDSS       216(R12), X7, X7
-	VADDSS       28(R12), X4, X4
-	VADDSS       92(R12), X5, X5
-	VADDSS       156(R12), X6, X6
-	VADDSS       220(R12), X7, X7
-	VADDSS       32(R12), X4, X4
-	VADDSS       96(R12), X5, X5
-	VADDSS       160(R12), X6, X6
-	VADDSS       224(R12), X7, X7
-	VADDSS       36(R12), X4, X4
-	VADDSS       100(R12), X5, X5
-	VADDSS       164(R12), X6, X6
-	VADDSS       228(R12), X7, X7
-	VADDSS       40(R12), X4, X4
-	VADDSS       104(R12), X5, X5
-	VADDSS       168(R12), X6, X6
-	VADDSS       232(R12), X7, X7
-	VADDSS       44(R12), X4, X4
-	VADDSS       108(R12), X5, X5
-	VADDSS       172(R12), X6, X6
-	VADDSS       236(R12), X7, X7
-	VADDSS       48(R12), X4, X4
-	VADDSS       112(R12), X5, X5
-	VADDSS       176(R12), X6, X6
-	VADDSS       240(R12), X7, X7
-	VADDSS       52(R12), X4, X4
-	VADDSS       116(R12), X5, X5
-	VADDSS       180(R12), X6, X6
-	VADDSS       244(R12), X7, X7
-	VADDSS       56(R12), X4, X4
-	VADDSS       120(R12), X5, X5
-	VADDSS       184(R12), X6, X6
-	VADDSS       248(R12), X7, X7
-	VADDSS       60(R12), X4, X4
-	VADDSS       124(R12), X5, X5
-	VADDSS       188(R12), X6, X6
-	VADDSS       252(R12), X7, X7
-	VMOVSS       X4, 0(DI)
-	VMOVSS       X5, 4(DI)
-	VMOVSS       X6, 8(DI)
-	VMOVSS       X7, 12(DI)
-	// Outputs: o[i][d] = o[i][d]·c_i + Σ_j p_ij·v[j][d], 64 d a pass.
-	MOVQ         o+80(FP), DI
-	MOVQ         v+24(FP), R11
-	MOVQ         hd+8(FP), R13
-	SHRQ         $6, R13
-	JZ           rvt4F16
-
-rvp4F16:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       64(DI), Z24, Z1
-	VMULPS       128(DI), Z24, Z2
-	VMULPS       192(DI), Z24, Z3
-	VMULPS       0(DI)(R8*1), Z25, Z4
-	VMULPS       64(DI)(R8*1), Z25, Z5
-	VMULPS       128(DI)(R8*1), Z25, Z6
-	VMULPS       192(DI)(R8*1), Z25, Z7
-	VMULPS       0(DI)(R8*2), Z26, Z8
-	VMULPS       64(DI)(R8*2), Z26, Z9
-	VMULPS       128(DI)(R8*2), Z26, Z10
-	VMULPS       192(DI)(R8*2), Z26, Z11
-	VMULPS       0(DI)(R9*1), Z27, Z12
-	VMULPS       64(DI)(R9*1), Z27, Z13
-	VMULPS       128(DI)(R9*1), Z27, Z14
-	VMULPS       192(DI)(R9*1), Z27, Z15
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj4F16_4_0:
-	RVJ4F16_4
-	RVJ4F16_4
-	RVJ4F16_4
-	RVJ4F16_4
-	DECQ         CX
-	JNZ          rvj4F16_4_0
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z1, 64(DI)
-	VMOVUPS      Z2, 128(DI)
-	VMOVUPS      Z3, 192(DI)
-	VMOVUPS      Z4, 0(DI)(R8*1)
-	VMOVUPS      Z5, 64(DI)(R8*1)
-	VMOVUPS      Z6, 128(DI)(R8*1)
-	VMOVUPS      Z7, 192(DI)(R8*1)
-	VMOVUPS      Z8, 0(DI)(R8*2)
-	VMOVUPS      Z9, 64(DI)(R8*2)
-	VMOVUPS      Z10, 128(DI)(R8*2)
-	VMOVUPS      Z11, 192(DI)(R8*2)
-	VMOVUPS      Z12, 0(DI)(R9*1)
-	VMOVUPS      Z13, 64(DI)(R9*1)
-	VMOVUPS      Z14, 128(DI)(R9*1)
-	VMOVUPS      Z15, 192(DI)(R9*1)
-	ADDQ         $256, DI
-	ADDQ         $128, R11
-	DECQ         R13
-	JNZ          rvp4F16
-
-rvt4F16:
-	MOVQ         hd+8(FP), R13
-	SHRQ         $4, R13
-	ANDQ         $3, R13
-	CMPQ         R13, $1
-	JEQ          rv4F16_1
-	CMPQ         R13, $2
-	JEQ          rv4F16_2
-	CMPQ         R13, $3
-	JEQ          rv4F16_3
-	JMP          rvd4F16
-
-rv4F16_1:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       0(DI)(R8*1), Z25, Z4
-	VMULPS       0(DI)(R8*2), Z26, Z8
-	VMULPS       0(DI)(R9*1), Z27, Z12
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj4F16_1_1:
-	RVJ4F16_1
-	RVJ4F16_1
-	RVJ4F16_1
-	RVJ4F16_1
-	DECQ         CX
-	JNZ          rvj4F16_1_1
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z4, 0(DI)(R8*1)
-	VMOVUPS      Z8, 0(DI)(R8*2)
-	VMOVUPS      Z12, 0(DI)(R9*1)
-	ADDQ         $64, DI
-	ADDQ         $32, R11
-	JMP          rvd4F16
-
-rv4F16_2:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       64(DI), Z24, Z1
-	VMULPS       0(DI)(R8*1), Z25, Z4
-	VMULPS       64(DI)(R8*1), Z25, Z5
-	VMULPS       0(DI)(R8*2), Z26, Z8
-	VMULPS       64(DI)(R8*2), Z26, Z9
-	VMULPS       0(DI)(R9*1), Z27, Z12
-	VMULPS       64(DI)(R9*1), Z27, Z13
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj4F16_2_2:
-	RVJ4F16_2
-	RVJ4F16_2
-	RVJ4F16_2
-	RVJ4F16_2
-	DECQ         CX
-	JNZ          rvj4F16_2_2
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z1, 64(DI)
-	VMOVUPS      Z4, 0(DI)(R8*1)
-	VMOVUPS      Z5, 64(DI)(R8*1)
-	VMOVUPS      Z8, 0(DI)(R8*2)
-	VMOVUPS      Z9, 64(DI)(R8*2)
-	VMOVUPS      Z12, 0(DI)(R9*1)
-	VMOVUPS      Z13, 64(DI)(R9*1)
-	ADDQ         $128, DI
-	ADDQ         $64, R11
-	JMP          rvd4F16
-
-rv4F16_3:
-	VMULPS       0(DI), Z24, Z0
-	VMULPS       64(DI), Z24, Z1
-	VMULPS       128(DI), Z24, Z2
-	VMULPS       0(DI)(R8*1), Z25, Z4
-	VMULPS       64(DI)(R8*1), Z25, Z5
-	VMULPS       128(DI)(R8*1), Z25, Z6
-	VMULPS       0(DI)(R8*2), Z26, Z8
-	VMULPS       64(DI)(R8*2), Z26, Z9
-	VMULPS       128(DI)(R8*2), Z26, Z10
-	VMULPS       0(DI)(R9*1), Z27, Z12
-	VMULPS       64(DI)(R9*1), Z27, Z13
-	VMULPS       128(DI)(R9*1), Z27, Z14
-	MOVQ         R10, DX
-	MOVQ         R12, SI
-	MOVQ         $4, CX
-
-rvj4F16_3_3:
-	RVJ4F16_3
-	RVJ4F16_3
-	RVJ4F16_3
-	RVJ4F16_3
-	DECQ         CX
-	JNZ          rvj4F16_3_3
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z1, 64(DI)
-	VMOVUPS      Z2, 128(DI)
-	VMOVUPS      Z4, 0(DI)(R8*1)
-	VMOVUPS      Z5, 64(DI)(R8*1)
-	VMOVUPS      Z6, 128(DI)(R8*1)
-	VMOVUPS      Z8, 0(DI)(R8*2)
-	VMOVUPS      Z9, 64(DI)(R8*2)
-	VMOVUPS      Z10, 128(DI)(R8*2)
-	VMOVUPS      Z12, 0(DI)(R9*1)
-	VMOVUPS      Z13, 64(DI)(R9*1)
-	VMOVUPS      Z14, 128(DI)(R9*1)
-	ADDQ         $192, DI
-	ADDQ         $96, R11
-	JMP          rvd4F16
-
-rvd4F16:
-	ADDQ         $256, BX
-	ADDQ         $64, cpos+32(FP)
-	ADDQ         $64, R10
-	DECQ         tiles+96(FP)
-	JNZ          rt4F16
-	VZEROUPPER
-	RET
+	ROWSTEP4(RVJ4F16_1, RVJ4F16_2, RVJ4F16_3, RVJ4F16_4, 32)

@@ -7,7 +7,7 @@ import (
 	"ubatch/batch"
 	"ubatch/grammar"
 	"ubatch/internal/testdata"
-	"ubatch/model"
+	"ubatch/internal/testmodel"
 	_ "ubatch/model/all"
 	"ubatch/runner"
 	"ubatch/sample"
@@ -31,23 +31,12 @@ const decodeTokens = 256
 // step and one Sample per token, as the engine does for one sequence, and reports ns/token
 // (sampler included: creating it, and its grammar's caches, is part of every stream).
 func benchDecode(b *testing.B, src string, temp float32) {
-	m, err := model.Open(testdata.Model(b, "stories260K.gguf"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
-	rt, err := runner.New(m.Graph, runner.Options{NCtx: 512, Threads: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rt.Close()
-	c, err := runner.NewSession(rt)
-	if err != nil {
-		b.Fatal(err)
-	}
+	m := testmodel.Open(b, testdata.Model(b, "stories260K.gguf"))
+	c := testmodel.Session(b, m, runner.Options{NCtx: 512, Threads: 1})
 	p := sample.DefaultParams()
 	p.Temperature, p.Seed, p.IgnoreTokens = temp, 1, m.Vocab.EOG()
 	if src != "" {
+		var err error
 		if p.Grammar, err = grammar.Parse(src); err != nil {
 			b.Fatal(err)
 		}

@@ -101,7 +101,7 @@ func TestTextBounds(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			start := time.Now()
-			resp := e.post(context.Background(), c.path, c.body)
+			resp := e.Post(context.Background(), c.path, c.body)
 			defer resp.Body.Close()
 			took := time.Since(start)
 			if resp.StatusCode != c.want {
@@ -130,7 +130,7 @@ func TestTextBounds(t *testing.T) {
 func TestTemplateTimeoutIsTheClients(t *testing.T) {
 	slow := `{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{{ messages[0].content }}`
 	e := newEnv(t, envOptions{chatTemplate: slow, limits: RequestLimits{RenderTimeout: 50 * time.Millisecond}})
-	resp := e.post(context.Background(), "/v1/chat/completions", map[string]any{"messages": userMessages(1, "hi"), "max_tokens": 1})
+	resp := e.Post(context.Background(), "/v1/chat/completions", map[string]any{"messages": userMessages(1, "hi"), "max_tokens": 1})
 	defer resp.Body.Close()
 	msg, param, code := errorOf(t, resp)
 	if resp.StatusCode != 400 || param != "messages" || code != "template_timeout" {
@@ -200,7 +200,7 @@ func TestParseBudgetBusy(t *testing.T) {
 	e := newEnv(t, envOptions{parseBudget: b})
 	hold, _ := b.acquire(context.Background(), 1<<20)
 	defer hold()
-	resp := e.post(context.Background(), "/v1/completions", map[string]any{"prompt": strings.Repeat("a", 100<<10), "max_tokens": 1})
+	resp := e.Post(context.Background(), "/v1/completions", map[string]any{"prompt": strings.Repeat("a", 100<<10), "max_tokens": 1})
 	defer resp.Body.Close()
 	_, _, code := errorOf(t, resp)
 	if resp.StatusCode != http.StatusServiceUnavailable || code != "server_busy" || resp.Header.Get("Retry-After") == "" {
@@ -311,7 +311,7 @@ func TestEcho(t *testing.T) {
 // the 404 quotes it cut.
 func TestLongModelNameIsCut(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	resp := e.post(context.Background(), "/api/generate", map[string]any{"model": strings.Repeat("m", 5000), "prompt": "x", "stream": false})
+	resp := e.Post(context.Background(), "/api/generate", map[string]any{"model": strings.Repeat("m", 5000), "prompt": "x", "stream": false})
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusNotFound || len(b) > 1000 || !strings.Contains(string(b), "(5000 bytes)") {

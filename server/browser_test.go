@@ -173,7 +173,7 @@ func TestBrowserAPIKey(t *testing.T) {
 	e := newEnv(t, envOptions{live: true, apiKey: "sekrit"})
 	ctx := browser(t)
 	if err := chromedp.Do(ctx,
-		chromedp.Navigate(e.ts.URL+"/?q=Once%20upon%20a%20time"),
+		chromedp.Navigate(e.URL+"/?q=Once%20upon%20a%20time"),
 		chromedp.Click(chromedp.CSS(`#send`)),
 		chromedp.Poll[chromedp.Void](`document.querySelector('#messages .msg.error')?.textContent.includes("401")`,
 			chromedp.WithPollingTimeout(10*time.Second)),
@@ -199,7 +199,7 @@ func TestBrowserAPIKey(t *testing.T) {
 		t.Fatal("the reply is empty")
 	}
 	// The chat's prompt is that of the one message alone: the failed turn is not in it.
-	resp := e.post(context.Background(), "/v1/chat/completions", map[string]any{"max_tokens": 1,
+	resp := e.Post(context.Background(), "/v1/chat/completions", map[string]any{"max_tokens": 1,
 		"messages": []map[string]string{{"role": "user", "content": "Once upon a time"}}}, "Authorization", "Bearer sekrit")
 	defer resp.Body.Close()
 	var res struct {
@@ -225,7 +225,7 @@ func TestBrowserStop(t *testing.T) {
 		if (r && r.textContent) { obs.disconnect(); document.getElementById('stop-btn').click(); }
 	}).observe(document.getElementById('messages'), {subtree: true, childList: true, characterData: true})`
 	if err := chromedp.Do(ctx,
-		chromedp.Navigate(e.ts.URL+"/"),
+		chromedp.Navigate(e.URL+"/"),
 		chromedp.SetValue(chromedp.CSS(`#max_tokens`), "500"),
 		chromedp.SetValue(chromedp.CSS(`#temperature`), "0"),
 		chromedp.Evaluate[chromedp.Void](clickOnFirstToken),

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"ubatch/chat"
+	"ubatch/internal/testhttp"
 )
 
 type chatResult struct {
@@ -22,7 +23,7 @@ type chatResult struct {
 		Logprobs     *chatLogprobs `json:"logprobs"`
 		FinishReason string        `json:"finish_reason"`
 	} `json:"choices"`
-	Usage UsageJSON `json:"usage"`
+	Usage testhttp.Usage `json:"usage"`
 }
 
 // TestChatFallbackTemplate checks that a model without a chat template is prompted with ChatML,
@@ -45,7 +46,7 @@ func TestChatFallbackTemplate(t *testing.T) {
 	}
 	want := append([]int32{e.model.Vocab.BOS()}, e.model.Vocab.Encode(rendered, false, true)...)
 	var res chatResult
-	e.postJSON("/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 16, "temperature": 0}, http.StatusOK, &res)
+	e.PostJSON("/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 16, "temperature": 0}, http.StatusOK, &res)
 	if res.Object != "chat.completion" || !strings.HasPrefix(res.ID, "chatcmpl-") || len(res.Choices) != 1 {
 		t.Fatalf("response %+v", res)
 	}
@@ -56,7 +57,7 @@ func TestChatFallbackTemplate(t *testing.T) {
 	if res.Usage.PromptTokens != len(want) {
 		t.Fatalf("prompt tokens %d, want %d (BOS + the ChatML rendering)", res.Usage.PromptTokens, len(want))
 	}
-	same := e.complete(map[string]any{"prompt": want, "max_tokens": 16, "temperature": 0})
+	same := e.Complete(map[string]any{"prompt": want, "max_tokens": 16, "temperature": 0})
 	if same.Choices[0].Text != c.Message.Content {
 		t.Fatalf("chat content %q, completions on the same tokens %q", c.Message.Content, same.Choices[0].Text)
 	}
@@ -64,7 +65,7 @@ func TestChatFallbackTemplate(t *testing.T) {
 	t.Run("stream", func(t *testing.T) {
 		body := map[string]any{"messages": msgs, "max_completion_tokens": 16, "temperature": 0, "stream": true,
 			"stream_options": map[string]any{"include_usage": true}}
-		resp := e.post(context.Background(), "/v1/chat/completions", body)
+		resp := e.Post(context.Background(), "/v1/chat/completions", body)
 		defer resp.Body.Close()
 		events := sseEvents(t, resp.Body)
 		if len(events) < 5 || events[len(events)-1] != "[DONE]" {
@@ -118,7 +119,7 @@ func TestChatFallbackTemplate(t *testing.T) {
 
 	t.Run("logprobs", func(t *testing.T) {
 		var lres chatResult
-		e.postJSON("/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 6, "temperature": 0,
+		e.PostJSON("/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 6, "temperature": 0,
 			"logprobs": true, "top_logprobs": 2}, http.StatusOK, &lres)
 		lp := lres.Choices[0].Logprobs
 		if lp == nil || len(lp.Content) != lres.Usage.CompletionTokens {
@@ -140,7 +141,7 @@ func TestChatFallbackTemplate(t *testing.T) {
 
 	t.Run("n=2", func(t *testing.T) {
 		var nres chatResult
-		e.postJSON("/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 16, "temperature": 0, "n": 2}, http.StatusOK, &nres)
+		e.PostJSON("/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 16, "temperature": 0, "n": 2}, http.StatusOK, &nres)
 		if len(nres.Choices) != 2 || nres.Choices[1].Index != 1 || nres.Choices[1].Message.Content != c.Message.Content {
 			t.Fatalf("choices %+v", nres.Choices)
 		}

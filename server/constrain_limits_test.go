@@ -59,7 +59,7 @@ func TestConstraintLimits(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp := e.post(context.Background(), tt.path, tt.body)
+			resp := e.Post(context.Background(), tt.path, tt.body)
 			defer resp.Body.Close()
 			d := checkError(t, resp, http.StatusBadRequest, "invalid_request_error")
 			if d.Param == nil || !strings.HasPrefix(*d.Param, tt.field) || !strings.Contains(d.Message, tt.want) {
@@ -137,7 +137,7 @@ func TestRequestLimitsConfigured(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp := e.post(context.Background(), tt.path, tt.body)
+			resp := e.Post(context.Background(), tt.path, tt.body)
 			defer resp.Body.Close()
 			d := checkError(t, resp, tt.status, "invalid_request_error")
 			if d.Param == nil || *d.Param != tt.param || !strings.Contains(d.Message, tt.want) {

@@ -48,7 +48,7 @@ func TestEmbeddingsEndpoint(t *testing.T) {
 						PromptTokens int `json:"prompt_tokens"`
 					} `json:"usage"`
 				}
-				e.postJSON("/v1/embeddings", map[string]any{"input": inputs, "model": "stories", "encoding_format": format}, http.StatusOK, &body)
+				e.PostJSON("/v1/embeddings", map[string]any{"input": inputs, "model": "stories", "encoding_format": format}, http.StatusOK, &body)
 				if body.Object != "list" || len(body.Data) != len(want) || body.Usage.PromptTokens == 0 {
 					t.Fatalf("%s: response %+v", format, body)
 				}
@@ -103,7 +103,7 @@ func TestEmbeddingsDimensions(t *testing.T) {
 			var body struct {
 				Data []struct{ Embedding []float32 } `json:"data"`
 			}
-			e.postJSON("/v1/embeddings", map[string]any{"input": ref.Prompt, "dimensions": tc.dims}, http.StatusOK, &body)
+			e.PostJSON("/v1/embeddings", map[string]any{"input": ref.Prompt, "dimensions": tc.dims}, http.StatusOK, &body)
 			if len(body.Data) != 1 || len(body.Data[0].Embedding) != tc.dims {
 				t.Fatalf("got %d items, want one of %d dimensions: %+v", len(body.Data), tc.dims, body)
 			}
@@ -135,7 +135,7 @@ func TestEmbeddingsErrors(t *testing.T) {
 		{"malformed", `{"input":`, "", 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := e.post(context.Background(), "/v1/embeddings", tc.body)
+			resp := e.Post(context.Background(), "/v1/embeddings", tc.body)
 			defer resp.Body.Close()
 			d := checkError(t, resp, tc.status, "invalid_request_error")
 			got := ""
@@ -148,7 +148,7 @@ func TestEmbeddingsErrors(t *testing.T) {
 		})
 	}
 	off := newEnv(t, envOptions{})
-	resp := off.post(context.Background(), "/v1/embeddings", `{"input":"hi"}`)
+	resp := off.Post(context.Background(), "/v1/embeddings", `{"input":"hi"}`)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("embeddings off: status %d, want 404", resp.StatusCode)
@@ -300,16 +300,8 @@ func TestEmbeddingsMatchRunner(t *testing.T) {
 	for _, pool := range []engine.Pooling{engine.PoolMean, engine.PoolLast} {
 		t.Run(string(pool), func(t *testing.T) {
 			e := newEnv(t, envOptions{embedder: pool, batch: 12})
-			c, err := runner.New(e.model.Graph, runner.Options{NCtx: 128, NBatch: 128, NUBatch: 128, KVType: quant.F32, Threads: 1, Embeddings: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			s, err := runner.NewSession(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			gen := e.post(context.Background(), "/v1/completions", map[string]any{"prompt": "Once upon a time", "max_tokens": 60, "temperature": 0, "stream": true})
+			s := testmodel.Session(t, e.model, runner.Options{NCtx: 128, NBatch: 128, NUBatch: 128, KVType: quant.F32, Threads: 1, Embeddings: true})
+			gen := e.Post(context.Background(), "/v1/completions", map[string]any{"prompt": "Once upon a time", "max_tokens": 60, "temperature": 0, "stream": true})
 			defer gen.Body.Close()
 			inputs := []string{"Once upon a time, there was a little girl named Lily.", "She liked to play", "The cat sat on the mat and looked at the big red ball for a long time."}
 			var body struct {
@@ -317,7 +309,7 @@ func TestEmbeddingsMatchRunner(t *testing.T) {
 					Embedding []float32 `json:"embedding"`
 				} `json:"data"`
 			}
-			e.postJSON("/v1/embeddings", map[string]any{"input": inputs}, http.StatusOK, &body)
+			e.PostJSON("/v1/embeddings", map[string]any{"input": inputs}, http.StatusOK, &body)
 			if len(body.Data) != len(inputs) {
 				t.Fatalf("%d embeddings for %d inputs", len(body.Data), len(inputs))
 			}

@@ -19,6 +19,7 @@ import (
 	"ubatch/engine"
 	"ubatch/internal/sse"
 	"ubatch/internal/testdata"
+	"ubatch/internal/testhttp"
 	"ubatch/internal/testmodel"
 	"ubatch/model"
 	_ "ubatch/model/all"
@@ -42,14 +43,13 @@ type envOptions struct {
 
 // testEnv is a real engine over stories260K behind an httptest server.
 type testEnv struct {
-	t       testing.TB
+	testhttp.Caller
 	model   *model.Model
 	eng     *engine.Engine
 	srv     *Server
 	ts      *httptest.Server
 	reg     *prometheus.Registry
 	metrics *Metrics
-	client  *http.Client
 	// stopEngine ends the engine's Run loop (as `ubatch serve` does after draining).
 	stopEngine func()
 }
@@ -93,82 +93,21 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 // server, which the test's end closes after client's idle connections.
 func serveEnv(t testing.TB, m *model.Model, eng *engine.Engine, srv *Server, stop func(), client *http.Client) *testEnv {
 	ts := httptest.NewServer(srv.Handler())
-	e := &testEnv{t: t, model: m, eng: eng, srv: srv, ts: ts, client: client, stopEngine: stop}
-	t.Cleanup(func() { e.client.CloseIdleConnections(); ts.Close() })
+	e := &testEnv{Caller: testhttp.Caller{T: t, URL: ts.URL, Client: client}, model: m, eng: eng, srv: srv, ts: ts, stopEngine: stop}
+	t.Cleanup(func() { e.Client.CloseIdleConnections(); ts.Close() })
 	return e
 }
 
-// post sends body (a value to encode, or a string sent as is) and returns the response; the
-// caller closes its body.
-func (e *testEnv) post(ctx context.Context, path string, body any, header ...string) *http.Response {
-	e.t.Helper()
-	var raw []byte
-	switch b := body.(type) {
-	case string:
-		raw = []byte(b)
-	default:
-		var err error
-		if raw, err = json.Marshal(b); err != nil {
-			e.t.Fatal(err)
-		}
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.ts.URL+path, bytes.NewReader(raw))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := e.client.Do(req)
-	if err != nil {
-		e.t.Fatalf("POST %s: %v", path, err)
-	}
-	return resp
-}
-
-// postJSON posts body, checks the status and decodes the JSON response into out.
-func (e *testEnv) postJSON(path string, body any, wantStatus int, out any) {
-	e.t.Helper()
-	resp := e.post(context.Background(), path, body)
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != wantStatus {
-		e.t.Fatalf("POST %s: status %d, want %d: %s", path, resp.StatusCode, wantStatus, data)
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			e.t.Fatalf("POST %s: decoding %s: %v", path, data, err)
-		}
-	}
-}
-
 // sseEvents reads a whole event stream and returns the data payloads.
-func sseEvents(t testing.TB, r io.Reader) []string {
-	t.Helper()
-	var out []string
-	rd := sse.NewReader(r, 1<<20)
-	rd.All = true
-	for rd.Next() {
-		// The server writes each event as one data line: anything else is unexpected.
-		if string(rd.Raw()) != "data: "+rd.Text()+"\n\n" {
-			t.Fatalf("unexpected SSE event %q", rd.Raw())
-		}
-		out = append(out, rd.Text())
-	}
-	if err := rd.Err(); err != nil {
-		t.Fatalf("reading the event stream: %v", err)
-	}
-	return out
-}
+var sseEvents = testhttp.SSEEvents
 
 // streamCompletion posts a streaming /v1/completions request and returns the concatenated text,
 // the finish reason and the raw events.
 func (e *testEnv) streamCompletion(body map[string]any) (string, string, []string) {
-	e.t.Helper()
-	resp := e.postStream("/v1/completions", body)
+	e.T.Helper()
+	resp := e.PostStream("/v1/completions", body)
 	defer resp.Body.Close()
-	events := sseEvents(e.t, resp.Body)
+	events := sseEvents(e.T, resp.Body)
 	var text strings.Builder
 	finish := ""
 	for _, ev := range events {
@@ -179,7 +118,7 @@ func (e *testEnv) streamCompletion(body map[string]any) (string, string, []strin
 			Choices []completionChoice `json:"choices"`
 		}
 		if err := json.Unmarshal([]byte(ev), &ch); err != nil {
-			e.t.Fatalf("bad chunk %q: %v", ev, err)
+			e.T.Fatalf("bad chunk %q: %v", ev, err)
 		}
 		for _, x := range ch.Choices {
 			text.WriteString(x.Text)
@@ -189,41 +128,6 @@ func (e *testEnv) streamCompletion(body map[string]any) (string, string, []strin
 		}
 	}
 	return text.String(), finish, events
-}
-
-// complete runs a non-streaming /v1/completions request.
-func (e *testEnv) complete(body map[string]any) completionResult {
-	e.t.Helper()
-	var res completionResult
-	e.postJSON("/v1/completions", body, http.StatusOK, &res)
-	return res
-}
-
-// completionResult decodes a /v1/completions response.
-type completionResult struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Model   string `json:"model"`
-	Choices []struct {
-		Text         string `json:"text"`
-		Index        int    `json:"index"`
-		FinishReason string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage UsageJSON `json:"usage"`
-}
-
-// postStream posts body to path with stream: true and returns the response, failing unless it
-// is a 200 event stream; the caller closes its body.
-func (e *testEnv) postStream(path string, body map[string]any) *http.Response {
-	e.t.Helper()
-	body["stream"] = true
-	resp := e.post(context.Background(), path, body)
-	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
-		data, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		e.t.Fatalf("%s: status %d (Content-Type %q, want text/event-stream): %s", path, resp.StatusCode, ct, data)
-	}
-	return resp
 }
 
 // kvUsed returns the engine's used KV blocks.

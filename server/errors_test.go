@@ -9,21 +9,6 @@ import (
 	"testing"
 )
 
-// checkBadParam posts body to path and checks that the answer is a 400 whose error names param
-// and has a message containing want ("": any message); it returns the error body.
-func (e *testEnv) checkBadParam(t *testing.T, path string, body any, param, want string) errorBody {
-	t.Helper()
-	resp := e.post(context.Background(), path, body)
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	var eb errorBody
-	if err := json.Unmarshal(data, &eb); resp.StatusCode != http.StatusBadRequest || err != nil ||
-		eb.Error.Param == nil || *eb.Error.Param != param || !strings.Contains(eb.Error.Message, want) {
-		t.Errorf("%s: status %d, body %.300s; want a 400 naming %s with a message containing %q", path, resp.StatusCode, data, param, want)
-	}
-	return eb
-}
-
 // checkError checks an error response's status and OpenAI error shape and returns its body.
 func checkError(t *testing.T, resp *http.Response, status int, typ string) errorDetail {
 	t.Helper()
@@ -107,14 +92,14 @@ func TestErrorResponses(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			req, err := http.NewRequestWithContext(context.Background(), tc.method, e.ts.URL+tc.path, strings.NewReader(tc.body))
+			req, err := http.NewRequestWithContext(context.Background(), tc.method, e.URL+tc.path, strings.NewReader(tc.body))
 			if err != nil {
 				t.Fatal(err)
 			}
 			for i := 0; i+1 < len(tc.header); i += 2 {
 				req.Header.Set(tc.header[i], tc.header[i+1])
 			}
-			resp, err := e.client.Do(req)
+			resp, err := e.Client.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,7 +117,7 @@ func TestErrorResponses(t *testing.T) {
 		})
 	}
 	t.Run("health needs no key", func(t *testing.T) {
-		resp, err := e.client.Get(e.ts.URL + "/health")
+		resp, err := e.Client.Get(e.URL + "/health")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +128,7 @@ func TestErrorResponses(t *testing.T) {
 		}
 	})
 	t.Run("key accepted", func(t *testing.T) {
-		resp := e.post(context.Background(), "/v1/completions", `{"prompt": "x", "max_tokens": 2}`, auth...)
+		resp := e.Post(context.Background(), "/v1/completions", `{"prompt": "x", "max_tokens": 2}`, auth...)
 		defer resp.Body.Close()
 		if resp.StatusCode != 200 {
 			data, _ := io.ReadAll(resp.Body)

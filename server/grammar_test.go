@@ -63,7 +63,7 @@ func TestResponseFormatJSONSchema(t *testing.T) {
 		"name": "person", "strict": true, "schema": json.RawMessage(personSchema)}}
 	t.Run("greedy", func(t *testing.T) {
 		var res chatResult
-		e.postJSON("/v1/chat/completions", map[string]any{"messages": msgs, "response_format": format,
+		e.PostJSON("/v1/chat/completions", map[string]any{"messages": msgs, "response_format": format,
 			"temperature": 0, "max_tokens": 400}, http.StatusOK, &res)
 		c := res.Choices[0]
 		if c.FinishReason != "stop" {
@@ -74,7 +74,7 @@ func TestResponseFormatJSONSchema(t *testing.T) {
 	})
 	t.Run("sampled", func(t *testing.T) {
 		var res chatResult
-		e.postJSON("/v1/chat/completions", map[string]any{"messages": msgs, "response_format": format,
+		e.PostJSON("/v1/chat/completions", map[string]any{"messages": msgs, "response_format": format,
 			"temperature": 1.2, "seed": 7, "n": 4, "max_tokens": 400}, http.StatusOK, &res)
 		for _, c := range res.Choices {
 			if c.FinishReason != "stop" {
@@ -85,7 +85,7 @@ func TestResponseFormatJSONSchema(t *testing.T) {
 		}
 	})
 	t.Run("streamed", func(t *testing.T) {
-		resp := e.post(context.Background(), "/v1/chat/completions", map[string]any{"messages": msgs,
+		resp := e.Post(context.Background(), "/v1/chat/completions", map[string]any{"messages": msgs,
 			"response_format": format, "temperature": 0.8, "seed": 3, "max_tokens": 400, "stream": true})
 		defer resp.Body.Close()
 		var text strings.Builder
@@ -111,7 +111,7 @@ func TestResponseFormatJSONSchema(t *testing.T) {
 	})
 	t.Run("json_object", func(t *testing.T) {
 		var res chatResult
-		e.postJSON("/v1/chat/completions", map[string]any{"messages": msgs, "temperature": 0, "max_tokens": 60,
+		e.PostJSON("/v1/chat/completions", map[string]any{"messages": msgs, "temperature": 0, "max_tokens": 60,
 			"response_format": map[string]any{"type": "json_object"}}, http.StatusOK, &res)
 		out := res.Choices[0].Message.Content
 		if !strings.HasPrefix(out, "{") {
@@ -123,7 +123,7 @@ func TestResponseFormatJSONSchema(t *testing.T) {
 	})
 	t.Run("text", func(t *testing.T) {
 		var res chatResult
-		e.postJSON("/v1/chat/completions", map[string]any{"messages": msgs, "temperature": 0, "max_tokens": 5,
+		e.PostJSON("/v1/chat/completions", map[string]any{"messages": msgs, "temperature": 0, "max_tokens": 5,
 			"response_format": map[string]any{"type": "text"}}, http.StatusOK, &res)
 		if res.Choices[0].Message.Content == "" {
 			t.Fatal("no text")
@@ -138,7 +138,7 @@ func TestGrammarField(t *testing.T) {
 		// The model's own continuation ("...there was a little girl named Lily") is outside this
 		// grammar, so every token goes through the mask.
 		var res llamaCompletion
-		e.postJSON("/completion", map[string]any{"prompt": prompt, "n_predict": 100, "temperature": 0,
+		e.PostJSON("/completion", map[string]any{"prompt": prompt, "n_predict": 100, "temperature": 0,
 			"grammar": "root ::= \" \" (\"yes\" | \"no\") \", \" [a-z]{2,8} \".\""}, http.StatusOK, &res)
 		if !regexp.MustCompile(`^ (yes|no), [a-z]{2,8}\.$`).MatchString(res.Content) || res.StopType != "eos" {
 			t.Fatalf("content %q, stop %q", res.Content, res.StopType)
@@ -146,7 +146,7 @@ func TestGrammarField(t *testing.T) {
 	})
 	t.Run("completions json_schema", func(t *testing.T) {
 		schema := `{"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9}, "minItems": 2, "maxItems": 4}`
-		res := e.complete(map[string]any{"prompt": prompt, "max_tokens": 100, "temperature": 0,
+		res := e.Complete(map[string]any{"prompt": prompt, "max_tokens": 100, "temperature": 0,
 			"json_schema": json.RawMessage(schema)})
 		c := res.Choices[0]
 		if c.FinishReason != "stop" {
@@ -198,7 +198,7 @@ func TestConstraintErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e.checkBadParam(t, tt.path, tt.body, tt.field, tt.want)
+			e.CheckBadParam(t, tt.path, tt.body, tt.field, tt.want)
 		})
 	}
 }

@@ -7,29 +7,31 @@ import (
 	"regexp"
 	"slices"
 	"testing"
+
+	"ubatch/internal/testhttp"
 )
 
 // guidedText posts body to path (one of the three completion routes) and returns every
 // choice's text and finish reason, in llama.cpp's stop_type words mapped to OpenAI's.
 func (e *testEnv) guidedText(path string, body map[string]any) (texts, finishes []string) {
-	e.t.Helper()
+	e.T.Helper()
 	switch path {
 	case "/v1/chat/completions":
 		body["messages"] = []map[string]any{{"role": "user", "content": "Tell me a story."}}
 		var res chatResult
-		e.postJSON(path, body, http.StatusOK, &res)
+		e.PostJSON(path, body, http.StatusOK, &res)
 		for _, c := range res.Choices {
 			texts, finishes = append(texts, c.Message.Content), append(finishes, c.FinishReason)
 		}
 	case "/completion":
 		body["prompt"] = "Once upon a time"
 		var res llamaCompletion
-		e.postJSON(path, body, http.StatusOK, &res)
+		e.PostJSON(path, body, http.StatusOK, &res)
 		finish := map[string]string{"eos": "stop", "limit": "length"}[res.StopType]
 		texts, finishes = []string{res.Content}, []string{finish}
 	default:
 		body["prompt"] = "Once upon a time"
-		res := e.complete(body)
+		res := e.Complete(body)
 		for _, c := range res.Choices {
 			texts, finishes = append(texts, c.Text), append(finishes, c.FinishReason)
 		}
@@ -187,16 +189,16 @@ func TestMinTokens(t *testing.T) {
 				for k, v := range tc.body {
 					body[k] = v
 				}
-				var usage UsageJSON
+				var usage testhttp.Usage
 				var text string
 				if path == "/v1/completions" {
 					body["prompt"] = "Once upon a time"
-					res := e.complete(body)
+					res := e.Complete(body)
 					usage, text = res.Usage, res.Choices[0].Text
 				} else {
 					body["messages"] = []map[string]any{{"role": "user", "content": "Tell me a story."}}
 					var res chatResult
-					e.postJSON(path, body, http.StatusOK, &res)
+					e.PostJSON(path, body, http.StatusOK, &res)
 					usage, text = res.Usage, res.Choices[0].Message.Content
 				}
 				got := usage.CompletionTokens
@@ -219,7 +221,7 @@ func TestRepetitionPenalty(t *testing.T) {
 		for k, v := range extra {
 			body[k] = v
 		}
-		res := e.complete(body)
+		res := e.Complete(body)
 		if len(res.Choices) != 1 {
 			t.Fatalf("%v: %d choices", extra, len(res.Choices))
 		}
@@ -335,10 +337,10 @@ func TestGuidedErrors(t *testing.T) {
 			} else {
 				body["prompt"] = "Once upon a time"
 			}
-			e.checkBadParam(t, tt.path, body, tt.field, tt.want)
+			e.CheckBadParam(t, tt.path, body, tt.field, tt.want)
 		})
 	}
 	// The no-op values of vLLM's refused fields pass.
-	e.complete(map[string]any{"prompt": "a", "max_tokens": 2, "use_beam_search": false, "length_penalty": 1,
+	e.Complete(map[string]any{"prompt": "a", "max_tokens": 2, "use_beam_search": false, "length_penalty": 1,
 		"best_of": 1, "repetition_penalty": 1, "guided_decoding_backend": "auto", "min_tokens": 0, "stop_token_ids": []int{}})
 }

@@ -160,7 +160,7 @@ func TestHarmonyEffortPrompt(t *testing.T) {
 	var bad struct {
 		Error struct{ Param string } `json:"error"`
 	}
-	e.postJSON("/v1/chat/completions", map[string]any{"messages": []map[string]string{{"role": "user", "content": "Hi"}},
+	e.PostJSON("/v1/chat/completions", map[string]any{"messages": []map[string]string{{"role": "user", "content": "Hi"}},
 		"reasoning_effort": "extreme"}, http.StatusBadRequest, &bad)
 	if bad.Error.Param != "reasoning_effort" {
 		t.Errorf("a bad effort names %q, want reasoning_effort", bad.Error.Param)

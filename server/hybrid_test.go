@@ -38,7 +38,7 @@ func TestHybridServes(t *testing.T) {
 	e := serveEnv(t, m, eng, srv, stop, &http.Client{Timeout: 60 * time.Second})
 
 	const n = 8
-	res := e.complete(map[string]any{"prompt": ref.Prompt, "max_tokens": n, "temperature": 0, "n": 3})
+	res := e.Complete(map[string]any{"prompt": ref.Prompt, "max_tokens": n, "temperature": 0, "n": 3})
 	if len(res.Choices) != 3 || res.Usage.CompletionTokens != 3*n {
 		t.Fatalf("got %d choices, usage %+v: want 3 choices of %d tokens", len(res.Choices), res.Usage, n)
 	}
@@ -50,7 +50,7 @@ func TestHybridServes(t *testing.T) {
 
 	msgs := []map[string]any{{"role": "user", "content": "Tell me about the park."}}
 	var chat chatResult
-	e.postJSON("/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 12, "temperature": 0, "n": 2}, http.StatusOK, &chat)
+	e.PostJSON("/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 12, "temperature": 0, "n": 2}, http.StatusOK, &chat)
 	if len(chat.Choices) != 2 || chat.Usage.PromptTokens == 0 || chat.Usage.CompletionTokens == 0 {
 		t.Fatalf("chat response %+v", chat)
 	}

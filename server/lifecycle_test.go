@@ -17,7 +17,7 @@ import (
 // an error event (no [DONE]), and new requests get 503.
 func TestEngineShutdown(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	resp := e.post(context.Background(), "/v1/completions", map[string]any{
+	resp := e.Post(context.Background(), "/v1/completions", map[string]any{
 		"prompt": "Once upon a time", "max_tokens": 450, "ignore_eos": true, "stream": true,
 	})
 	defer resp.Body.Close()
@@ -36,7 +36,7 @@ func TestEngineShutdown(t *testing.T) {
 	if err := json.Unmarshal([]byte(strings.TrimPrefix(last, "data: ")), &body); err != nil || body.Error.Code == nil || *body.Error.Code != "shutting_down" {
 		t.Fatalf("last event %q: want an error event with code shutting_down", last)
 	}
-	after := e.post(context.Background(), "/v1/completions", map[string]any{"prompt": "x", "max_tokens": 2})
+	after := e.Post(context.Background(), "/v1/completions", map[string]any{"prompt": "x", "max_tokens": 2})
 	defer after.Body.Close()
 	checkError(t, after, http.StatusServiceUnavailable, "server_error")
 }
@@ -47,7 +47,7 @@ func TestEngineShutdown(t *testing.T) {
 func TestPriorityOrdersTheQueue(t *testing.T) {
 	e := newEnv(t, envOptions{maxRunning: 1})
 	ctx, cancel := context.WithCancel(context.Background())
-	blocker := e.post(ctx, "/v1/completions", map[string]any{"prompt": "Once upon a time", "max_tokens": 450, "ignore_eos": true, "stream": true})
+	blocker := e.Post(ctx, "/v1/completions", map[string]any{"prompt": "Once upon a time", "max_tokens": 450, "ignore_eos": true, "stream": true})
 	defer blocker.Body.Close()
 	readChunks(t, blocker.Body, 1)
 	var mu sync.Mutex
@@ -62,7 +62,7 @@ func TestPriorityOrdersTheQueue(t *testing.T) {
 		}
 		wg.Go(func() {
 			raw, _ := json.Marshal(body)
-			resp, err := e.client.Post(e.ts.URL+"/v1/completions", "application/json", strings.NewReader(string(raw)))
+			resp, err := e.Client.Post(e.URL+"/v1/completions", "application/json", strings.NewReader(string(raw)))
 			if err != nil {
 				t.Error(err)
 				return
@@ -100,19 +100,19 @@ func mustJSON(v any) []byte {
 // and that /v1 requests without a temperature sample (OpenAI's default is 1, not greedy).
 func TestLenientRequests(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	res := e.complete(map[string]any{"prompt": "The cat", "max_tokens": 4, "user": "u1", "cache_prompt": false,
+	res := e.Complete(map[string]any{"prompt": "The cat", "max_tokens": 4, "user": "u1", "cache_prompt": false,
 		"suffix": nil, "best_of": 1, "response_format": map[string]any{"type": "text"}, "model": "whatever"})
 	if res.Model != "stories" || len(res.Choices) != 1 {
 		t.Fatalf("response %+v", res)
 	}
-	defaults := e.complete(map[string]any{"prompt": "The cat"})
+	defaults := e.Complete(map[string]any{"prompt": "The cat"})
 	const maxTokensDefault = 16 // OpenAI's (server/openai's)
 	if defaults.Usage.CompletionTokens > maxTokensDefault {
 		t.Fatalf("%d tokens without max_tokens; OpenAI's default is %d", defaults.Usage.CompletionTokens, maxTokensDefault)
 	}
 	texts := map[string]bool{}
 	for seed := range 4 {
-		r := e.complete(map[string]any{"prompt": "The cat", "max_tokens": 16, "seed": seed})
+		r := e.Complete(map[string]any{"prompt": "The cat", "max_tokens": 16, "seed": seed})
 		texts[r.Choices[0].Text] = true
 	}
 	if len(texts) < 2 {

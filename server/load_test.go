@@ -24,14 +24,14 @@ var storyPrompts = []string{
 
 // singles returns each prompt's greedy completion, run alone.
 func (e *testEnv) singles(prompts []string, maxTokens int, extra map[string]any) []string {
-	e.t.Helper()
+	e.T.Helper()
 	out := make([]string, len(prompts))
 	for i, p := range prompts {
 		body := map[string]any{"prompt": p, "max_tokens": maxTokens, "temperature": 0}
 		for k, v := range extra {
 			body[k] = v
 		}
-		res := e.complete(body)
+		res := e.Complete(body)
 		out[i] = res.Choices[0].Text
 	}
 	return out
@@ -48,7 +48,7 @@ func (e *testEnv) concurrently(t *testing.T, prompts []string, maxTokens int, ex
 			for k, v := range extra {
 				body[k] = v
 			}
-			text, _, chunks, err := streamText(context.Background(), e.client, e.ts.URL, body)
+			text, _, chunks, err := streamText(context.Background(), e.Client, e.URL, body)
 			if err != nil {
 				t.Errorf("prompt %d: %v", i, err)
 				return
@@ -90,7 +90,7 @@ func TestPreemptionKeepsOutputs(t *testing.T) {
 	extra := map[string]any{"ignore_eos": true}
 	want := e.singles(prompts, 60, extra)
 	for range 30 {
-		e.complete(map[string]any{"prompt": "Tom", "max_tokens": 1})
+		e.Complete(map[string]any{"prompt": "Tom", "max_tokens": 1})
 	}
 	before := e.eng.Stats().Preemptions
 	got := e.concurrently(t, prompts, 60, extra)
@@ -125,7 +125,7 @@ func TestClientDisconnectFreesKV(t *testing.T) {
 	base := e.kvUsed()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	resp := e.post(ctx, "/v1/completions", map[string]any{
+	resp := e.Post(ctx, "/v1/completions", map[string]any{
 		"prompt": "Once upon a time", "max_tokens": 400, "ignore_eos": true, "temperature": 0, "stream": true,
 	})
 	if resp.StatusCode != http.StatusOK {
@@ -151,15 +151,15 @@ func TestQueueFullReturns429(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	long := map[string]any{"prompt": "Once upon a time", "max_tokens": 400, "ignore_eos": true, "stream": true}
-	running := e.post(ctx, "/v1/completions", long)
+	running := e.Post(ctx, "/v1/completions", long)
 	defer running.Body.Close()
 	readChunks(t, running.Body, 1) // admitted and generating
-	queued := e.post(ctx, "/v1/completions", long)
+	queued := e.Post(ctx, "/v1/completions", long)
 	defer queued.Body.Close()
 	if queued.StatusCode != http.StatusOK {
 		t.Fatalf("second request: status %d, want 200 (queued)", queued.StatusCode)
 	}
-	resp := e.post(context.Background(), "/v1/completions", map[string]any{"prompt": "The cat", "max_tokens": 4})
+	resp := e.Post(context.Background(), "/v1/completions", map[string]any{"prompt": "The cat", "max_tokens": 4})
 	defer resp.Body.Close()
 	checkError(t, resp, http.StatusTooManyRequests, "rate_limit_error")
 	if ra := resp.Header.Get("Retry-After"); ra != "1" {
@@ -180,9 +180,9 @@ func TestPrefixCacheServesRepeatedPrompt(t *testing.T) {
 	}
 	body := map[string]any{"prompt": sb.String(), "max_tokens": 12, "temperature": 0}
 	st0 := e.eng.Stats()
-	first := e.complete(body)
+	first := e.Complete(body)
 	st1 := e.eng.Stats()
-	second := e.complete(body)
+	second := e.Complete(body)
 	st2 := e.eng.Stats()
 	n := first.Usage.PromptTokens
 	if n < 100 {
@@ -214,8 +214,8 @@ func TestPrefixCacheServesRepeatedPrompt(t *testing.T) {
 // away at random points, and checks that goroutines and KV blocks return to their baseline.
 func TestBurstWithDisconnectsLeaksNothing(t *testing.T) {
 	e := newEnv(t, envOptions{nSeq: 8, maxQueue: 256})
-	e.complete(map[string]any{"prompt": "warm up", "max_tokens": 2})
-	e.client.CloseIdleConnections()
+	e.Complete(map[string]any{"prompt": "warm up", "max_tokens": 2})
+	e.Client.CloseIdleConnections()
 	time.Sleep(50 * time.Millisecond)
 	baseG := runtime.NumGoroutine()
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -250,8 +250,8 @@ func TestBurstWithDisconnectsLeaksNothing(t *testing.T) {
 				time.AfterFunc(j.cancelWait, cancel)
 			}
 			body := fmt.Sprintf(`{"prompt": %q, "max_tokens": %d, "stream": %v, "ignore_eos": true}`, j.prompt, j.maxTokens, j.stream)
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.ts.URL+"/v1/completions", strings.NewReader(body))
-			resp, err := e.client.Do(req)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.URL+"/v1/completions", strings.NewReader(body))
+			resp, err := e.Client.Do(req)
 			if err != nil {
 				if j.cancelWait == 0 {
 					t.Errorf("request failed: %v", err)
@@ -277,7 +277,7 @@ func TestBurstWithDisconnectsLeaksNothing(t *testing.T) {
 	if t.Failed() {
 		t.Fatalf("engine state after the failed burst: %+v", e.eng.Stats())
 	}
-	e.waitSettled(t, e.client, baseG, 0)
+	e.waitSettled(t, e.Client, baseG, 0)
 }
 
 // waitSettled waits until the engine runs and queues nothing, exactly baseKV KV blocks are in use

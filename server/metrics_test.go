@@ -15,9 +15,9 @@ import (
 func TestMetricsExposition(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	for range 2 {
-		e.complete(map[string]any{"prompt": "Once upon a time there was a cat who liked to play with a ball", "max_tokens": 8, "temperature": 0})
+		e.Complete(map[string]any{"prompt": "Once upon a time there was a cat who liked to play with a ball", "max_tokens": 8, "temperature": 0})
 	}
-	resp, err := e.client.Get(e.ts.URL + "/metrics")
+	resp, err := e.Client.Get(e.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,19 +17,19 @@ import (
 
 // scrapeFamilies GETs /metrics and parses it as Prometheus text.
 func (e *testEnv) scrapeFamilies() map[string]*dto.MetricFamily {
-	e.t.Helper()
-	resp, err := e.client.Get(e.ts.URL + "/metrics")
+	e.T.Helper()
+	resp, err := e.Client.Get(e.URL + "/metrics")
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		e.t.Fatalf("/metrics: status %d", resp.StatusCode)
+		e.T.Fatalf("/metrics: status %d", resp.StatusCode)
 	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		e.t.Fatalf("/metrics is not Prometheus text: %v", err)
+		e.T.Fatalf("/metrics is not Prometheus text: %v", err)
 	}
 	return fams
 }
@@ -101,14 +101,14 @@ func TestVLLMMetrics(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	blocker := e.post(ctx, "/v1/completions", map[string]any{"prompt": "Once upon a time", "max_tokens": 450, "ignore_eos": true, "stream": true})
+	blocker := e.Post(ctx, "/v1/completions", map[string]any{"prompt": "Once upon a time", "max_tokens": 450, "ignore_eos": true, "stream": true})
 	defer blocker.Body.Close()
 	readChunks(t, blocker.Body, 1)
 	queued := make(chan struct{})
 	go func() {
 		defer close(queued)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.ts.URL+"/v1/completions", strings.NewReader(`{"prompt": "The cat sat", "max_tokens": 8}`))
-		if resp, err := e.client.Do(req); err == nil { // cancelled at the end: an error is expected
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.URL+"/v1/completions", strings.NewReader(`{"prompt": "The cat sat", "max_tokens": 8}`))
+		if resp, err := e.Client.Do(req); err == nil { // cancelled at the end: an error is expected
 			resp.Body.Close()
 		}
 	}()

@@ -50,7 +50,7 @@ func TestMoEGreedyMatchesReference(t *testing.T) {
 			}
 			e := serveEnv(t, m, eng, srv, stop, &http.Client{Timeout: 60 * time.Second})
 			n := tc.tokens
-			res := e.complete(map[string]any{"prompt": ref.Prompt, "max_tokens": n, "temperature": 0, "n": 3})
+			res := e.Complete(map[string]any{"prompt": ref.Prompt, "max_tokens": n, "temperature": 0, "n": 3})
 			if len(res.Choices) != 3 {
 				t.Fatalf("got %d choices, want 3", len(res.Choices))
 			}

@@ -102,7 +102,7 @@ func runNodeScript(t *testing.T, dir, script string, env ...string) []byte {
 func TestOllamaNodeClient(t *testing.T) {
 	dir := nodePackage(t, "ollama", ollamaNodeVersion)
 	e := newEnv(t, envOptions{embedder: engine.PoolMean})
-	out := runNodeScript(t, dir, "ollama_client.js", "OLLAMA_HOST="+e.ts.URL)
+	out := runNodeScript(t, dir, "ollama_client.js", "OLLAMA_HOST="+e.URL)
 	type final struct {
 		Done            bool   `json:"done"`
 		DoneReason      string `json:"done_reason"`

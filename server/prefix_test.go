@@ -21,7 +21,7 @@ func TestRepeatedPromptKeepsPartialBlock(t *testing.T) {
 	prompt := toks[:44]
 	var cached []int
 	for range 6 {
-		res := e.complete(map[string]any{"prompt": prompt, "max_tokens": 8, "temperature": 0, "ignore_eos": true})
+		res := e.Complete(map[string]any{"prompt": prompt, "max_tokens": 8, "temperature": 0, "ignore_eos": true})
 		if res.Usage.PromptTokens != 44 {
 			t.Fatalf("prompt_tokens %d, want 44", res.Usage.PromptTokens)
 		}
@@ -36,7 +36,7 @@ func TestRepeatedPromptKeepsPartialBlock(t *testing.T) {
 	other := slices.Clone(prompt)
 	other[1] = (other[1] + 1) % int32(e.model.Hparams().Vocab)
 	before := e.eng.Stats()
-	res := e.complete(map[string]any{"prompt": other, "max_tokens": 4, "temperature": 0, "n": 4, "ignore_eos": true})
+	res := e.Complete(map[string]any{"prompt": other, "max_tokens": 4, "temperature": 0, "n": 4, "ignore_eos": true})
 	if len(res.Choices) != 4 {
 		t.Fatalf("%d choices, want 4", len(res.Choices))
 	}

@@ -39,7 +39,7 @@ func TestMaxClientPriority(t *testing.T) {
 			if tc.path == "/v1/chat/completions" {
 				body = map[string]any{"messages": []map[string]string{{"role": "user", "content": "hi"}}, "max_tokens": 1, "priority": tc.priority}
 			}
-			resp := e.post(context.Background(), tc.path, body, tc.header...)
+			resp := e.Post(context.Background(), tc.path, body, tc.header...)
 			defer resp.Body.Close()
 			if tc.status != http.StatusBadRequest {
 				if data, _ := io.ReadAll(resp.Body); resp.StatusCode != tc.status {

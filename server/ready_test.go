@@ -61,24 +61,24 @@ func fillQueue(t *testing.T, c *http.Client, base, model, key string) (cancel fu
 // Both answer without the API key.
 func TestReadyFollowsTheQueue(t *testing.T) {
 	e := newEnv(t, envOptions{maxRunning: 1, maxQueue: 1, apiKey: "k"})
-	if code, b := ready(t, e.client, e.ts.URL); code != http.StatusOK || b.Status != "ready" {
+	if code, b := ready(t, e.Client, e.URL); code != http.StatusOK || b.Status != "ready" {
 		t.Fatalf("idle /ready: %d %+v, want 200 ready", code, b)
 	}
-	cancel := fillQueue(t, e.client, e.ts.URL, "stories", "k")
+	cancel := fillQueue(t, e.Client, e.URL, "stories", "k")
 	defer cancel()
 	testkit.Eventually(t, 5*time.Second, "the queue to fill", func() bool { return !e.eng.Accepting() })
-	code, b := ready(t, e.client, e.ts.URL)
+	code, b := ready(t, e.Client, e.URL)
 	if code != http.StatusServiceUnavailable || b.Status != "busy" || !slices.Equal(b.Full, []string{"stories"}) {
 		t.Fatalf("full queue /ready: %d %+v, want 503 busy [stories]", code, b)
 	}
-	if resp, err := e.client.Get(e.ts.URL + "/health"); err != nil || resp.StatusCode != http.StatusOK {
+	if resp, err := e.Client.Get(e.URL + "/health"); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("/health while busy: %v %v, want 200", resp, err)
 	} else {
 		resp.Body.Close()
 	}
 	cancel()
 	testkit.Eventually(t, 10*time.Second, "/ready back to 200", func() bool {
-		code, _ := ready(t, e.client, e.ts.URL)
+		code, _ := ready(t, e.Client, e.URL)
 		return code == http.StatusOK
 	})
 }

@@ -25,11 +25,11 @@ type streamedChat struct {
 // tool-call delta out of shape: a call opens with its id, type and name and empty arguments;
 // later deltas carry only its index and a fragment of the arguments.
 func (e *testEnv) streamChat(body map[string]any) *streamedChat {
-	e.t.Helper()
-	resp := e.postStream("/v1/chat/completions", body)
+	e.T.Helper()
+	resp := e.PostStream("/v1/chat/completions", body)
 	defer resp.Body.Close()
 	out := &streamedChat{}
-	for _, ev := range sseEvents(e.t, resp.Body) {
+	for _, ev := range sseEvents(e.T, resp.Body) {
 		if ev == "[DONE]" {
 			continue
 		}
@@ -40,7 +40,7 @@ func (e *testEnv) streamChat(body map[string]any) *streamedChat {
 			} `json:"choices"`
 		}
 		if err := json.Unmarshal([]byte(ev), &chunk); err != nil {
-			e.t.Fatalf("bad chunk %q: %v", ev, err)
+			e.T.Fatalf("bad chunk %q: %v", ev, err)
 		}
 		if len(chunk.Choices) == 0 {
 			continue
@@ -67,13 +67,13 @@ func (e *testEnv) streamChat(body map[string]any) *streamedChat {
 			switch {
 			case tc.ID != "":
 				if index != len(out.calls) || tc.Type != "function" || tc.Function.Name == "" || tc.Function.Arguments != "" {
-					e.t.Fatalf("call start %+v after %d calls", tc, len(out.calls))
+					e.T.Fatalf("call start %+v after %d calls", tc, len(out.calls))
 				}
 				var c ToolCallJSON
 				c.ID, c.Type, c.Function.Name = tc.ID, tc.Type, tc.Function.Name
 				out.calls = append(out.calls, c)
 			case index < 0 || index != len(out.calls)-1 || tc.Type != "" || tc.Function.Name != "":
-				e.t.Fatalf("arguments delta %+v with %d calls open", tc, len(out.calls))
+				e.T.Fatalf("arguments delta %+v with %d calls open", tc, len(out.calls))
 			default:
 				out.calls[index].Function.Arguments += tc.Function.Arguments
 			}
@@ -96,13 +96,13 @@ type chatWhole struct {
 }
 
 func (e *testEnv) chatWhole(body map[string]any) chatWhole {
-	e.t.Helper()
+	e.T.Helper()
 	var resp struct {
 		Choices []chatWhole `json:"choices"`
 	}
-	e.postJSON("/v1/chat/completions", body, http.StatusOK, &resp)
+	e.PostJSON("/v1/chat/completions", body, http.StatusOK, &resp)
 	if len(resp.Choices) != 1 {
-		e.t.Fatalf("choices %+v", resp.Choices)
+		e.T.Fatalf("choices %+v", resp.Choices)
 	}
 	return resp.Choices[0]
 }
@@ -192,7 +192,7 @@ func TestChatReasoningTemplates(t *testing.T) {
 			var out struct {
 				Prompt string `json:"prompt"`
 			}
-			qwen3.postJSON("/apply-template", tc.body, http.StatusOK, &out)
+			qwen3.PostJSON("/apply-template", tc.body, http.StatusOK, &out)
 			if tc.suffix && !strings.HasSuffix(out.Prompt, tc.want) || !tc.suffix && !strings.Contains(out.Prompt, tc.want) {
 				t.Errorf("prompt %q, want it to hold %q (at its end: %v)", out.Prompt, tc.want, tc.suffix)
 			}
@@ -221,7 +221,7 @@ func TestChatReasoningTemplates(t *testing.T) {
 		}
 	}
 
-	resp := r1.post(context.Background(), "/v1/chat/completions", ask("deepseek-legacy"))
+	resp := r1.Post(context.Background(), "/v1/chat/completions", ask("deepseek-legacy"))
 	data, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(data), `"param":"reasoning_format"`) {

@@ -151,7 +151,7 @@ func TestGrammarCompleteWithIgnoreEOS(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	body := map[string]any{"prompt": "x", "grammar": `root ::= "a"`, "ignore_eos": true, "max_tokens": 8}
 	for _, path := range []string{"/v1/completions", "/completion"} {
-		resp := e.post(t.Context(), path, body)
+		resp := e.Post(t.Context(), path, body)
 		d := checkError(t, resp, http.StatusBadRequest, "invalid_request_error")
 		resp.Body.Close()
 		if deref(d.Param) != "ignore_eos" || deref(d.Code) != sample.CodeGrammarDeadEnd || !strings.Contains(d.Message, "ignore_eos") {
@@ -162,7 +162,7 @@ func TestGrammarCompleteWithIgnoreEOS(t *testing.T) {
 	for k, v := range body {
 		streamed[k] = v
 	}
-	resp := e.post(t.Context(), "/v1/completions", streamed)
+	resp := e.Post(t.Context(), "/v1/completions", streamed)
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("streamed: status %d", resp.StatusCode)

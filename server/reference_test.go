@@ -10,20 +10,13 @@ import (
 // referenceGreedy returns llama.cpp's greedy continuation of "Once upon a time" for stories260K.
 func referenceGreedy(t *testing.T) (prompt, text string) {
 	t.Helper()
-	data := testdata.ReadFile(t, "reference/stories260K.json")
-	var ref struct {
-		Prompt     string `json:"prompt"`
-		GreedyText string `json:"greedy_text"`
-	}
-	if err := json.Unmarshal(data, &ref); err != nil {
-		t.Fatal(err)
-	}
-	return ref.Prompt, ref.GreedyText
+	r := testdata.ReadReference(t, "stories260K")
+	return r.Prompt, r.GreedyText
 }
 
 func TestModels(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	resp, err := e.client.Get(e.ts.URL + "/v1/models")
+	resp, err := e.Client.Get(e.URL + "/v1/models")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"ubatch/batch"
+	"ubatch/internal/testmodel"
 	"ubatch/quant"
 	"ubatch/runner"
 	"ubatch/synth"
@@ -22,15 +23,7 @@ func directScore(t *testing.T, e *testEnv, query, doc string) float64 {
 	m := e.model
 	text := strings.ReplaceAll(strings.ReplaceAll(synth.RerankTemplate, "{query}", query), "{document}", doc)
 	toks := m.Vocab.Encode(text, false, true)
-	rt, err := runner.New(m.Graph, runner.Options{NCtx: 512, NBatch: 512, NUBatch: 512, Threads: 1, Embeddings: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
-	c, err := runner.NewSession(rt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := testmodel.Session(t, m, runner.Options{NCtx: 512, NBatch: 512, NUBatch: 512, Threads: 1, Embeddings: true})
 	var b batch.Batch
 	for i, tok := range toks {
 		b.Add(tok, int32(i), []int32{0}, i == len(toks)-1)
@@ -93,7 +86,7 @@ func TestRerankEndpoint(t *testing.T) {
 			order := []int{0, 1, 2, 3, 4}
 			slices.SortStableFunc(order, func(a, b int) int { return -cmpFloat(want[a], want[b]) })
 			var got rerankJSON
-			e.postJSON("/v1/rerank", map[string]any{"model": "x", "query": "what sat", "documents": docs, "top_n": 3}, http.StatusOK, &got)
+			e.PostJSON("/v1/rerank", map[string]any{"model": "x", "query": "what sat", "documents": docs, "top_n": 3}, http.StatusOK, &got)
 			if got.Object != "list" || got.Model != "synth" || len(got.Results) != 3 || got.Usage.PromptTokens != tokens || got.Usage.TotalTokens != tokens {
 				t.Fatalf("response %+v (want 3 results, %d tokens)", got, tokens)
 			}
@@ -107,7 +100,7 @@ func TestRerankEndpoint(t *testing.T) {
 			}
 			for _, p := range []string{"/rerank", "/reranking", "/v1/reranking"} {
 				var all rerankJSON
-				e.postJSON(p, map[string]any{"query": "what sat", "documents": docs}, http.StatusOK, &all)
+				e.PostJSON(p, map[string]any{"query": "what sat", "documents": docs}, http.StatusOK, &all)
 				if len(all.Results) != len(docs) || all.Results[0].Index != order[0] {
 					t.Errorf("%s: %+v", p, all)
 				}
@@ -117,7 +110,7 @@ func TestRerankEndpoint(t *testing.T) {
 				Score *float64 `json:"score"`
 				Text  string   `json:"text"`
 			}
-			e.postJSON("/rerank", map[string]any{"query": "what sat", "texts": docs, "return_text": true, "top_n": 1}, http.StatusOK, &tei)
+			e.PostJSON("/rerank", map[string]any{"query": "what sat", "texts": docs, "return_text": true, "top_n": 1}, http.StatusOK, &tei)
 			if len(tei) != 1 || tei[0].Index != order[0] || tei[0].Score == nil || tei[0].Text != docs[order[0]] {
 				t.Errorf("TEI: %+v", tei)
 			}
@@ -140,11 +133,11 @@ func cmpFloat(a, b float64) int {
 // the field, before anything is scored.
 func TestRerankErrors(t *testing.T) {
 	var eb errorBody
-	synthEnv(t, synthOptions{}).postJSON("/v1/rerank", map[string]any{"query": "q", "documents": []string{"d"}}, http.StatusBadRequest, &eb)
+	synthEnv(t, synthOptions{}).PostJSON("/v1/rerank", map[string]any{"query": "q", "documents": []string{"d"}}, http.StatusBadRequest, &eb)
 	if eb.Error.Param == nil || *eb.Error.Param != "model" || !strings.Contains(eb.Error.Message, "not a reranker") {
 		t.Errorf("not a reranker: %+v", eb.Error)
 	}
-	synthEnv(t, synthOptions{rerank: true}).postJSON("/v1/rerank", map[string]any{"query": "q", "documents": []string{"d"}}, http.StatusNotFound, &eb)
+	synthEnv(t, synthOptions{rerank: true}).PostJSON("/v1/rerank", map[string]any{"query": "q", "documents": []string{"d"}}, http.StatusNotFound, &eb)
 	if !strings.Contains(eb.Error.Message, "--rerank") {
 		t.Errorf("off: %+v", eb.Error)
 	}
@@ -161,7 +154,7 @@ func TestRerankErrors(t *testing.T) {
 		{map[string]any{"query": "q", "documents": []string{"a"}, "top_n": 0}, "top_n"},
 	} {
 		var eb errorBody
-		e.postJSON("/v1/rerank", tc.body, http.StatusBadRequest, &eb)
+		e.PostJSON("/v1/rerank", tc.body, http.StatusBadRequest, &eb)
 		if eb.Error.Param == nil || *eb.Error.Param != tc.param {
 			t.Errorf("%v: %+v, want param %s", tc.body, eb.Error, tc.param)
 		}

@@ -55,7 +55,7 @@ func (r nodeResult) finished() bool {
 func TestResponsesNodeClient(t *testing.T) {
 	dir := nodeOpenAIVersion(t, openAINodeResponses)
 	e := newEnv(t, envOptions{nCtx: 2048}) // the tools' system turn needs more than 512 tokens
-	out := runNodeScript(t, dir, "responses_client.js", "BASE_URL="+e.ts.URL+"/v1")
+	out := runNodeScript(t, dir, "responses_client.js", "BASE_URL="+e.URL+"/v1")
 	var got struct {
 		Plain  nodeResult `json:"plain"`
 		Stream struct {

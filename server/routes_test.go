@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,17 +13,17 @@ import (
 func TestExtraRoutes(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	var m modelJSON
-	e.getJSON("/v1/models/stories", &m)
+	e.GetJSON("/v1/models/stories", &m)
 	if m.ID != "stories" || m.Object != "model" {
 		t.Errorf("GET /v1/models/stories = %+v", m)
 	}
 	var props map[string]any
-	e.getJSON("/props", &props)
+	e.GetJSON("/props", &props)
 	if props["total_slots"] == nil || props["architecture"] != "llama" || props["default_generation_settings"] == nil {
 		t.Errorf("GET /props = %v", props)
 	}
 	var tmpl struct{ Prompt string }
-	e.postJSON("/apply-template", map[string]any{"messages": []map[string]string{{"role": "user", "content": "Hi there"}}}, http.StatusOK, &tmpl)
+	e.PostJSON("/apply-template", map[string]any{"messages": []map[string]string{{"role": "user", "content": "Hi there"}}}, http.StatusOK, &tmpl)
 	if !strings.Contains(tmpl.Prompt, "Hi there") {
 		t.Errorf("apply-template prompt %q lacks the message", tmpl.Prompt)
 	}
@@ -32,12 +31,12 @@ func TestExtraRoutes(t *testing.T) {
 	var c struct {
 		Choices []struct{ Text string } `json:"choices"`
 	}
-	e.postJSON("/completions", map[string]any{"prompt": "Once upon a time", "max_tokens": 4, "temperature": 0}, http.StatusOK, &c)
+	e.PostJSON("/completions", map[string]any{"prompt": "Once upon a time", "max_tokens": 4, "temperature": 0}, http.StatusOK, &c)
 	if len(c.Choices) != 1 || c.Choices[0].Text == "" {
 		t.Errorf("POST /completions = %+v", c)
 	}
 	var list struct{ Data []modelJSON }
-	e.getJSON("/models", &list)
+	e.GetJSON("/models", &list)
 	if len(list.Data) != 1 {
 		t.Errorf("GET /models = %+v", list)
 	}
@@ -57,12 +56,12 @@ func TestCORS(t *testing.T) {
 		{"no origin", http.MethodGet, "", http.StatusOK, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req, _ := http.NewRequestWithContext(context.Background(), tc.method, e.ts.URL+"/v1/models", nil)
+			req, _ := http.NewRequestWithContext(context.Background(), tc.method, e.URL+"/v1/models", nil)
 			if tc.origin != "" {
 				req.Header.Set("Origin", tc.origin)
 			}
 			req.Header.Set("Access-Control-Request-Method", "POST")
-			resp, err := e.client.Do(req)
+			resp, err := e.Client.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -72,22 +71,6 @@ func TestCORS(t *testing.T) {
 				t.Errorf("status %d, Allow-Origin %q; want %d, allowed %v", resp.StatusCode, got, tc.status, tc.allowed)
 			}
 		})
-	}
-}
-
-// getJSON GETs path, checks for 200 and decodes the JSON response into out.
-func (e *testEnv) getJSON(path string, out any) {
-	e.t.Helper()
-	resp, err := e.client.Get(e.ts.URL + path)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		e.t.Fatalf("GET %s: status %d", path, resp.StatusCode)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		e.t.Fatalf("GET %s: %v", path, err)
 	}
 }
 
@@ -103,7 +86,7 @@ func TestLogitBiasRequest(t *testing.T) {
 		var resp struct {
 			Tokens []int `json:"tokens"`
 		}
-		e.postJSON("/completion", body, http.StatusOK, &resp)
+		e.PostJSON("/completion", body, http.StatusOK, &resp)
 		return resp.Tokens
 	}
 	first := complete(nil)
@@ -130,7 +113,7 @@ func TestServerSamplingDefaults(t *testing.T) {
 			Params map[string]float64 `json:"params"`
 		} `json:"default_generation_settings"`
 	}
-	e.getJSON("/props", &props)
+	e.GetJSON("/props", &props)
 	if props.Settings.Params["temperature"] != 0 || props.Settings.Params["top_k"] != 7 {
 		t.Errorf("/props params %v", props.Settings.Params)
 	}
@@ -139,8 +122,8 @@ func TestServerSamplingDefaults(t *testing.T) {
 		Choices []struct{ Text string } `json:"choices"`
 	}
 	body := map[string]any{"prompt": "Once upon a time", "max_tokens": 12}
-	e.postJSON("/v1/completions", body, http.StatusOK, &a)
-	e.postJSON("/v1/completions", body, http.StatusOK, &b)
+	e.PostJSON("/v1/completions", body, http.StatusOK, &a)
+	e.PostJSON("/v1/completions", body, http.StatusOK, &b)
 	if a.Choices[0].Text != b.Choices[0].Text {
 		t.Errorf("server default temperature 0 not applied: %q vs %q", a.Choices[0].Text, b.Choices[0].Text)
 	}

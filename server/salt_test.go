@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"ubatch/internal/testhttp"
 )
 
 // saltPrompt is a stories260K prompt of three full blocks and a partial one.
@@ -46,8 +48,8 @@ func TestCacheSaltSeparatesTenants(t *testing.T) {
 			if tc.salt != nil {
 				body["cache_salt"] = tc.salt
 			}
-			var res completionResult
-			e.postJSON(tc.path, body, http.StatusOK, &res)
+			var res testhttp.Completion
+			e.PostJSON(tc.path, body, http.StatusOK, &res)
 			if c := res.Usage.PromptTokensDetails.CachedTokens; !tc.cached(c, res.Usage.PromptTokens) {
 				t.Fatalf("%d of %d prompt tokens cached", c, res.Usage.PromptTokens)
 			}
@@ -86,10 +88,10 @@ func TestCacheSaltPerKey(t *testing.T) {
 			if tc.token != "" {
 				hdr = []string{"Authorization", "Bearer " + tc.token}
 			}
-			resp := e.post(context.Background(), "/v1/completions",
+			resp := e.Post(context.Background(), "/v1/completions",
 				map[string]any{"prompt": saltPrompt, "max_tokens": 2, "temperature": 0, "cache_salt": tc.salt}, hdr...)
 			defer resp.Body.Close()
-			var res completionResult
+			var res testhttp.Completion
 			if err := json.NewDecoder(resp.Body).Decode(&res); err != nil || resp.StatusCode != 200 {
 				t.Fatalf("status %d, %v", resp.StatusCode, err)
 			}
@@ -121,7 +123,7 @@ func TestCacheSaltInvalid(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := e.post(context.Background(), tc.path, tc.body)
+			resp := e.Post(context.Background(), tc.path, tc.body)
 			defer resp.Body.Close()
 			data, _ := io.ReadAll(resp.Body)
 			// Ollama's routes answer in Ollama's error shape, {"error": "message"}, without param.
@@ -140,7 +142,7 @@ func TestCacheSaltTurnMemory(t *testing.T) {
 	e := synthEnv(t, synthOptions{arch: "llama"})
 	msgs := []map[string]string{{"role": "user", "content": "Tell me about a cat."}}
 	var r turnUsage
-	e.postJSON("/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 24, "temperature": 0, "cache_salt": "a"},
+	e.PostJSON("/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 24, "temperature": 0, "cache_salt": "a"},
 		http.StatusOK, &r)
 	msgs = append(msgs, map[string]string{"role": "assistant", "content": r.Choices[0].Message.Content},
 		map[string]string{"role": "user", "content": "And then?"})

@@ -228,13 +228,13 @@ func TestCORSPreflightHeaders(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			req, _ := http.NewRequest(http.MethodOptions, e.ts.URL+"/v1/chat/completions", nil)
+			req, _ := http.NewRequest(http.MethodOptions, e.URL+"/v1/chat/completions", nil)
 			req.Header.Set("Origin", "http://localhost:5173")
 			req.Header.Set("Access-Control-Request-Method", "POST")
 			for _, v := range tc.requested {
 				req.Header.Add("Access-Control-Request-Headers", v)
 			}
-			resp, err := e.client.Do(req)
+			resp, err := e.Client.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}

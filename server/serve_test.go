@@ -23,7 +23,7 @@ func TestServeGracefulShutdown(t *testing.T) {
 	url := "http://" + addr
 
 	body := `{"prompt": "Once upon a time", "max_tokens": 200, "ignore_eos": true, "stream": true}`
-	resp, err := e.client.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
+	resp, err := e.Client.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestServeGraceExpires(t *testing.T) {
 	addr, served := runServe(t, ctx, e.srv.Handler(), ServeConfig{Grace: time.Millisecond})
 	url := "http://" + addr
 	long := `{"prompt": "Once upon a time", "max_tokens": 450, "ignore_eos": true, "stream": %v}`
-	resp, err := e.client.Post(url+"/v1/completions", "application/json", strings.NewReader(fmt.Sprintf(long, true)))
+	resp, err := e.Client.Post(url+"/v1/completions", "application/json", strings.NewReader(fmt.Sprintf(long, true)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestServeGraceExpires(t *testing.T) {
 	}
 	plain := make(chan *http.Response, 1)
 	go func() {
-		r, err := e.client.Post(url+"/v1/completions", "application/json", strings.NewReader(fmt.Sprintf(long, false)))
+		r, err := e.Client.Post(url+"/v1/completions", "application/json", strings.NewReader(fmt.Sprintf(long, false)))
 		if err != nil {
 			t.Error(err)
 		}

@@ -57,7 +57,7 @@ func TestToolCallsForced(t *testing.T) {
 			"temperature": 0,
 		}
 		var resp toolChatResponse
-		e.postJSON("/v1/chat/completions", body, http.StatusOK, &resp)
+		e.PostJSON("/v1/chat/completions", body, http.StatusOK, &resp)
 		if len(resp.Choices) != 1 || len(resp.Choices[0].Message.ToolCalls) != 1 {
 			t.Fatalf("%v: want one tool call, got %+v", choice, resp)
 		}
@@ -87,7 +87,7 @@ func TestToolRequests(t *testing.T) {
 	// A tool result sent back: the assistant's call (arguments as JSON text) and the tool's
 	// answer render through the template.
 	var resp map[string]any
-	e.postJSON("/v1/chat/completions", map[string]any{
+	e.PostJSON("/v1/chat/completions", map[string]any{
 		"messages": []map[string]any{
 			{"role": "user", "content": "Weather in Paris?"},
 			{"role": "assistant", "content": nil, "tool_calls": []map[string]any{{"id": "call_1", "type": "function",
@@ -127,7 +127,7 @@ func TestToolRequests(t *testing.T) {
 		{"schemas too large", toolsBody(`"auto"`, manyTools(2, strings.Repeat("x", DefaultMaxToolsBytes/2))...), "tools", "262144 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := e.post(context.Background(), "/v1/chat/completions", tc.body)
+			r := e.Post(context.Background(), "/v1/chat/completions", tc.body)
 			defer r.Body.Close()
 			d := checkError(t, r, http.StatusBadRequest, "invalid_request_error")
 			if d.Param == nil || *d.Param != tc.param {
@@ -223,7 +223,7 @@ func TestToolRequestsAccepted(t *testing.T) {
 		})
 	}
 	// A small one is served whole.
-	r := e.post(context.Background(), "/v1/chat/completions", toolsBody(`"required"`, `{"name":"tree","parameters":`+tree+`}`))
+	r := e.Post(context.Background(), "/v1/chat/completions", toolsBody(`"required"`, `{"name":"tree","parameters":`+tree+`}`))
 	defer r.Body.Close()
 	if r.StatusCode != http.StatusOK {
 		data, _ := io.ReadAll(r.Body)
@@ -251,7 +251,7 @@ func TestToolChoiceAutoUnknownFunction(t *testing.T) {
 				"grammar": "root ::= " + string(lit),
 			}
 			var resp toolChatResponse
-			e.postJSON("/v1/chat/completions", body, http.StatusOK, &resp)
+			e.PostJSON("/v1/chat/completions", body, http.StatusOK, &resp)
 			if len(resp.Choices) != 1 {
 				t.Fatalf("response %+v", resp)
 			}

@@ -82,22 +82,11 @@ func TestToolCallsStreamedDeltas(t *testing.T) {
 // stream has sent it) and finish_reason "length" while cut; one of them is cut inside the
 // arguments, so the case is exercised.
 func TestToolCallCutSameStreamed(t *testing.T) {
-	tool := []map[string]any{{
-		"type": "function",
-		"function": map[string]any{
-			"name": "get_weather",
-			"parameters": map[string]any{
-				"type":       "object",
-				"properties": map[string]any{"city": map[string]any{"type": "string", "maxLength": 12}},
-				"required":   []string{"city"},
-			},
-		},
-	}}
 	e := newEnv(t, envOptions{nCtx: toolsNCtx})
 	body := func(n int) map[string]any {
 		return map[string]any{
 			"messages":    []map[string]string{{"role": "user", "content": "What is the weather in Paris?"}},
-			"tools":       tool,
+			"tools":       weatherTool,
 			"tool_choice": "required",
 			"max_tokens":  n,
 			"temperature": 0,

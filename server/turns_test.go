@@ -64,7 +64,7 @@ func TestNextTurnRecomputesOnlyItsMessage(t *testing.T) {
 			prev := 0 // the previous turn's prompt + completion
 			for turn := 1; turn <= 4; turn++ {
 				var r turnUsage
-				e.postJSON("/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 24, "temperature": 0},
+				e.PostJSON("/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 24, "temperature": 0},
 					http.StatusOK, &r)
 				u := r.Usage
 				t.Logf("turn %d: prompt %d, cached %d, completion %d", turn, u.PromptTokens, u.PromptTokensDetails.CachedTokens, u.CompletionTokens)

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"ubatch/engine"
+	"ubatch/internal/testhttp"
 )
 
 func TestWebRoutes(t *testing.T) {
@@ -36,11 +37,11 @@ func TestWebRoutes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			req, _ := http.NewRequest(http.MethodGet, e.ts.URL+tc.path, nil)
+			req, _ := http.NewRequest(http.MethodGet, e.URL+tc.path, nil)
 			if tc.key != "" {
 				req.Header.Set("Authorization", "Bearer "+tc.key)
 			}
-			resp, err := e.client.Do(req)
+			resp, err := e.Client.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,7 +65,7 @@ func TestWebRoutes(t *testing.T) {
 // browser test checks the same in Chromium, with the page's script running.
 func TestWebPageNoInline(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	resp, err := e.client.Get(e.ts.URL + "/")
+	resp, err := e.Client.Get(e.URL + "/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,8 +121,8 @@ func TestLiveFeed(t *testing.T) {
 	e := newEnv(t, envOptions{live: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.ts.URL+"/live", nil)
-	resp, err := e.client.Do(req)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.URL+"/live", nil)
+	resp, err := e.Client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +137,8 @@ func TestLiveFeed(t *testing.T) {
 		t.Fatalf("first event of an idle server: %+v", first)
 	}
 
-	var res completionResult
-	e.postJSON("/v1/completions", map[string]any{"prompt": "Once upon a time", "max_tokens": 12, "temperature": 0}, 200, &res)
+	var res testhttp.Completion
+	e.PostJSON("/v1/completions", map[string]any{"prompt": "Once upon a time", "max_tokens": 12, "temperature": 0}, 200, &res)
 	s := readLive(t, sc, func(s LiveSnapshot) bool { return s.Counts.Finished == 1 })
 	if len(s.Requests) != 1 {
 		t.Fatalf("requests %+v, want the one finished", s.Requests)
@@ -166,7 +167,7 @@ func TestLiveFeed(t *testing.T) {
 		t.Errorf("steps computed %d prompt tokens, the prompt has %d", prefill, res.Usage.PromptTokens)
 	}
 	// The same prompt again is a prefix-cache hit.
-	e.postJSON("/v1/completions", map[string]any{"prompt": "Once upon a time", "max_tokens": 4, "temperature": 0}, 200, &res)
+	e.PostJSON("/v1/completions", map[string]any{"prompt": "Once upon a time", "max_tokens": 4, "temperature": 0}, 200, &res)
 	s = readLive(t, sc, func(s LiveSnapshot) bool { return s.Counts.Finished == 2 })
 	if s.Counts.LookupHits != 1 || s.Requests[1].Cached == 0 || s.Requests[1].N != 2 {
 		t.Errorf("second request: counts %+v, request %+v; want a prefix-cache hit", s.Counts, s.Requests[1])
@@ -214,7 +215,7 @@ func TestLiveClose(t *testing.T) {
 	defer cancel()
 	context.AfterFunc(ctx, e.srv.cfg.Live.Close)
 	addr, served := runServe(t, ctx, e.srv.Handler(), ServeConfig{Grace: time.Minute})
-	resp, err := e.client.Get("http://" + addr + "/live")
+	resp, err := e.Client.Get("http://" + addr + "/live")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +228,7 @@ func TestLiveClose(t *testing.T) {
 	}
 	awaitServed(t, served, 20*time.Second, "with the live stream open (its hub closed)")
 	// The hub stays closed: a new stream is refused.
-	r, err := http.Get(e.ts.URL + "/live")
+	r, err := http.Get(e.URL + "/live")
 	if err != nil {
 		t.Fatal(err)
 	}

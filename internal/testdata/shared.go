@@ -128,14 +128,21 @@ type Reference struct {
 	Logits       []float32      `json:"-"` // [len(PromptTokens)][NVocab]
 }
 
-// LoadReference reads shared/reference/NAME.json and its logits file.
-func LoadReference(t testing.TB, name string) *Reference {
+// ReadReference reads shared/reference/NAME.json without its logits file (Logits stays nil).
+func ReadReference(t testing.TB, name string) *Reference {
 	t.Helper()
 	raw := ReadFile(t, "reference/"+name+".json")
 	var r Reference
 	if err := json.Unmarshal(raw, &r); err != nil {
 		t.Fatalf("%s.json: %v", name, err)
 	}
+	return &r
+}
+
+// LoadReference reads shared/reference/NAME.json and its logits file.
+func LoadReference(t testing.TB, name string) *Reference {
+	t.Helper()
+	r := ReadReference(t, name)
 	lr := ReadFile(t, "reference/"+r.LogitsFile)
 	if len(lr) != 4*len(r.PromptTokens)*r.NVocab {
 		t.Fatalf("%s: %d bytes, want %d", r.LogitsFile, len(lr), 4*len(r.PromptTokens)*r.NVocab)
@@ -144,7 +151,7 @@ func LoadReference(t testing.TB, name string) *Reference {
 	for i := range r.Logits {
 		r.Logits[i] = math.Float32frombits(binary.LittleEndian.Uint32(lr[4*i:]))
 	}
-	return &r
+	return r
 }
 
 // Row returns the logits of prompt position I.

@@ -1,25 +1,12 @@
 package all_test
 
-import (
-	"testing"
-
-	"ubatch/gguf"
-	"ubatch/internal/testdata"
-)
+import "testing"
 
 // TestBadQwen35Fails makes inconsistent variants of the shared qwen35 file (synth has no qwen35
 // fixture yet): the delta nets' sizes (ssm.*) must agree with each other and with their tensors,
 // the attention interval must leave an attention layer, and the rope sections must fit.
 func TestBadQwen35Fails(t *testing.T) {
-	f, err := gguf.Parse(testdata.ReadFile(t, "models/arch/synth-qwen35-f16.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cases := []struct {
-		name string
-		edit func(v *variant)
-		want string
-	}{
+	expectSharedFails(t, "models/arch/synth-qwen35-f16.gguf", []sharedCase{
 		{"inner_size not heads of state_size", func(v *variant) { v.set("qwen35.ssm.inner_size", uint32(256)) },
 			"qwen35.ssm.inner_size = 256 is not ssm.time_step_rank (4) value heads of ssm.state_size (32)"},
 		{"state_size contradicts inner_size", func(v *variant) { v.set("qwen35.ssm.state_size", uint32(64)) },
@@ -66,12 +53,5 @@ func TestBadQwen35Fails(t *testing.T) {
 			"want four non-negative counts"},
 		{"rope sections three", func(v *variant) { v.set("qwen35.rope.dimension_sections", []int32{3, 3, 2}) },
 			"want four non-negative counts"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			v := newVariant(f)
-			tc.edit(v)
-			expectLoadError(t, v, tc.want)
-		})
-	}
+	})
 }

@@ -58,15 +58,7 @@ func expectLoadError(t *testing.T, v *variant, want string) {
 // gpt-oss fixture yet): its own tensors (sinks, the output's bias, post_attention_norm, the
 // router's and experts' biases) and the window must be as the metadata says.
 func TestBadGptOssFails(t *testing.T) {
-	f, err := gguf.Parse(testdata.ReadFile(t, "models/arch/synth-gpt-oss-mxfp4.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cases := []struct {
-		name string
-		edit func(v *variant)
-		want string
-	}{
+	expectSharedFails(t, "models/arch/synth-gpt-oss-mxfp4.gguf", []sharedCase{
 		{"sinks of the wrong length", func(v *variant) { v.tensor("blk.1.attn_sinks.weight").Dims[0] /= 2 },
 			`tensor "blk.1.attn_sinks.weight" has shape [4], want [8]`},
 		{"sinks missing", func(v *variant) { v.dropTensor("blk.2.attn_sinks.weight") },
@@ -87,6 +79,24 @@ func TestBadGptOssFails(t *testing.T) {
 			"gpt-oss.attention.sliding_window is missing"},
 		{"sliding window zero", func(v *variant) { v.set("gpt-oss.attention.sliding_window", uint32(0)) },
 			"gpt-oss.attention.sliding_window = 0 is out of range"},
+	})
+}
+
+// sharedCase is one inconsistent variant of a shared file: edit makes it from the file, and
+// loading it must fail with an error containing want.
+type sharedCase struct {
+	name string
+	edit func(v *variant)
+	want string
+}
+
+// expectSharedFails parses the shared file rel (skipping without ../shared) and checks each
+// case's variant of it.
+func expectSharedFails(t *testing.T, rel string, cases []sharedCase) {
+	t.Helper()
+	f, err := gguf.Parse(testdata.ReadFile(t, rel))
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,7 +3,6 @@ package all_test
 import (
 	"context"
 	"errors"
-	"io"
 	"slices"
 	"testing"
 
@@ -71,25 +70,7 @@ func TestEngineEqualsAlonePerFamily(t *testing.T) {
 							}
 						}
 					}
-					streams := submit(ps, maxTokens)
-					outs := make([][]int32, len(ps))
-					for i, st := range streams {
-						for {
-							o, err := st.Recv(context.Background())
-							if err == io.EOF {
-								break
-							} else if err != nil {
-								t.Fatal(err)
-							}
-							if o.Done && o.Finish == engine.FinishError {
-								t.Fatalf("request %d: %v", i, o.Err)
-							}
-							if !o.Done {
-								outs[i] = append(outs[i], o.Token)
-							}
-						}
-					}
-					return outs, eng.Stats()
+					return collect(t, submit(ps, maxTokens), 1), eng.Stats()
 				}
 				// 8 sequences of up to 43 tokens need 8x3 blocks of 16 cells beyond the shared
 				// prefix; 128 cells (8 blocks) force preemption.

@@ -1,13 +1,11 @@
 package all_test
 
 import (
-	"encoding/binary"
 	"slices"
 	"testing"
 
 	"ubatch/gguf"
 	"ubatch/internal/testdata"
-	"ubatch/model"
 )
 
 // FuzzLoadQwen35 is FuzzLoad on the shared qwen35 file (synth has no qwen35 fixture yet): its
@@ -57,29 +55,6 @@ func FuzzLoadQwen35(f *testing.F) {
 		f.Add(byte(0x80), s)
 	}
 	f.Fuzz(func(t *testing.T, flags byte, muts []byte) {
-		v := newVariant(base)
-		retyped := false
-		for n := 0; n < 4 && len(muts) >= mutationSize; n++ {
-			mutate(v, "qwen35", muts[0], muts[1], int32(binary.LittleEndian.Uint32(muts[2:])))
-			retyped = retyped || muts[0]%opCount == opRetype
-			muts = muts[mutationSize:]
-		}
-		img, err := v.encode()
-		if err != nil {
-			return
-		}
-		file, err := gguf.Parse(img)
-		if err != nil {
-			return
-		}
-		m, err := model.Load(file, model.LoadOptions{NoPack: flags&0x80 != 0})
-		if err != nil {
-			if err.Error() == "" {
-				t.Fatal("empty error")
-			}
-			return
-		}
-		defer m.Close()
-		decodeFew(t, m, !retyped)
+		loadMutated(t, base, "qwen35", muts, flags&0x80 != 0)
 	})
 }

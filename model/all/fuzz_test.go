@@ -75,31 +75,39 @@ func FuzzLoad(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, family byte, muts []byte) {
 		fx := fxs[int(family&0x7f)%len(fxs)]
-		v := newVariant(fx.file)
-		retyped := false
-		for n := 0; n < 4 && len(muts) >= mutationSize; n++ {
-			mutate(v, fx.arch.GGUF, muts[0], muts[1], int32(binary.LittleEndian.Uint32(muts[2:])))
-			retyped = retyped || muts[0]%opCount == opRetype
-			muts = muts[mutationSize:]
-		}
-		img, err := v.encode()
-		if err != nil {
-			return // gguf's writer refuses it: not a parseable file
-		}
-		file, err := gguf.Parse(img)
-		if err != nil {
-			return
-		}
-		m, err := model.Load(file, model.LoadOptions{NoPack: family&0x80 != 0})
-		if err != nil {
-			if err.Error() == "" {
-				t.Fatal("empty error")
-			}
-			return
-		}
-		defer m.Close()
-		decodeFew(t, m, !retyped)
+		loadMutated(t, fx.file, fx.arch.GGUF, muts, family&0x80 != 0)
 	})
+}
+
+// loadMutated applies up to four mutations of muts to a variant of base (a file of arch), then
+// checks that model.Load (packing the weights unless noPack) fails with an error or gives a
+// model that decodes a few tokens: with finite logits unless a tensor was retyped.
+func loadMutated(t *testing.T, base *gguf.File, arch string, muts []byte, noPack bool) {
+	t.Helper()
+	v := newVariant(base)
+	retyped := false
+	for n := 0; n < 4 && len(muts) >= mutationSize; n++ {
+		mutate(v, arch, muts[0], muts[1], int32(binary.LittleEndian.Uint32(muts[2:])))
+		retyped = retyped || muts[0]%opCount == opRetype
+		muts = muts[mutationSize:]
+	}
+	img, err := v.encode()
+	if err != nil {
+		return // gguf's writer refuses it: not a parseable file
+	}
+	file, err := gguf.Parse(img)
+	if err != nil {
+		return
+	}
+	m, err := model.Load(file, model.LoadOptions{NoPack: noPack})
+	if err != nil {
+		if err.Error() == "" {
+			t.Fatal("empty error")
+		}
+		return
+	}
+	defer m.Close()
+	decodeFew(t, m, !retyped)
 }
 
 // decodeFew decodes a 5-token prompt of sequence 0 with a 2-token one of sequence 1, then one

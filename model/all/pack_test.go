@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"ubatch/internal/testdata"
+	"ubatch/internal/testmodel"
+	"ubatch/model"
 	"ubatch/quant"
 	"ubatch/runner"
 )
@@ -55,7 +57,7 @@ func TestPackedModel(t *testing.T) {
 				t.Fatal("no weight was packed")
 			}
 			toks := []int32{1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 300, 301}
-			got, want := logitsOf(t, packed.Graph, toks), logitsOf(t, plain.Graph, toks)
+			got, want := logitsOf(t, packed, toks), logitsOf(t, plain, toks)
 			far := 0
 			for p := range got {
 				rel := testdata.RelRMS(got[p], want[p])
@@ -73,16 +75,7 @@ func TestPackedModel(t *testing.T) {
 	}
 }
 
-func logitsOf(t *testing.T, g runner.Graph, toks []int32) [][]float32 {
+func logitsOf(t *testing.T, m *model.Model, toks []int32) [][]float32 {
 	t.Helper()
-	c, err := runner.New(g, runner.Options{NCtx: 64, Threads: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := runner.NewSession(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return promptLogits(t, s, toks)
+	return promptLogits(t, testmodel.Session(t, m, runner.Options{NCtx: 64, Threads: 2}), toks)
 }

@@ -13,7 +13,6 @@ import (
 	"ubatch/model"
 	"ubatch/model/llama"
 	"ubatch/model/qwen2"
-	"ubatch/ops"
 	"ubatch/runner"
 )
 
@@ -32,16 +31,14 @@ type Layer struct {
 
 // Model is a loaded gpt-oss model.
 type Model struct {
-	H    runner.Hparams
-	Rope *ops.Rope
-	llama.Embeddings
+	llama.Base
 	Layers []Layer
 	Gating runner.Gating
 }
 
 // Load binds a gpt-oss file's tensors.
 func Load(b *model.Binder) (runner.Graph, error) {
-	m := &Model{H: b.Hparams()}
+	m := &Model{Base: llama.Base{H: b.Hparams()}}
 	h := &m.H
 	b.ExpertHparams(h)
 	if b.Err() != nil {
@@ -71,10 +68,6 @@ func Load(b *model.Binder) (runner.Graph, error) {
 	})
 	return m, b.Err()
 }
-
-func (m *Model) Hparams() *runner.Hparams { return &m.H }
-
-func (m *Model) LayerRope(int) *ops.Rope { return m.Rope }
 
 func (m *Model) Matrices() []*runner.Weight {
 	ws := []*runner.Weight{m.Output}

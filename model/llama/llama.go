@@ -52,11 +52,22 @@ func (w *Block) AppendMatrices(ws []*runner.Weight) []*runner.Weight {
 	return append(ws, &w.Gate, &w.Up, &w.Down)
 }
 
-// Model is a loaded llama model.
-type Model struct {
+// Base is what a family whose layers share one rope holds besides its layers: the
+// hyperparameters, that rope and the tensors around the layers. Its methods are runner.Graph's
+// Hparams and LayerRope.
+type Base struct {
 	H    runner.Hparams
 	Rope *ops.Rope
 	Embeddings
+}
+
+func (m *Base) Hparams() *runner.Hparams { return &m.H }
+
+func (m *Base) LayerRope(int) *ops.Rope { return m.Rope }
+
+// Model is a loaded llama model.
+type Model struct {
+	Base
 	Layers []Layer
 }
 
@@ -73,7 +84,7 @@ func LoadNEOX(b *model.Binder) (*Model, error) { return load(b, true, true) }
 func LoadNEOXExperts(b *model.Binder) (*Model, error) { return load(b, true, false) }
 
 func load(b *model.Binder, neox, dense bool) (*Model, error) {
-	m := &Model{H: b.Hparams()}
+	m := &Model{Base: Base{H: b.Hparams()}}
 	h := &m.H
 	if b.Err() != nil {
 		return nil, b.Err()
@@ -118,10 +129,6 @@ func (e *Embeddings) Bind(b *model.Binder, h *runner.Hparams) {
 	}
 	e.Rank = b.RankHead(h.Dim)
 }
-
-func (m *Model) Hparams() *runner.Hparams { return &m.H }
-
-func (m *Model) LayerRope(int) *ops.Rope { return m.Rope }
 
 func (m *Model) Matrices() []*runner.Weight {
 	ws := []*runner.Weight{m.Output}

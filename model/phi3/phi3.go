@@ -7,7 +7,6 @@ import (
 	"ubatch/batch"
 	"ubatch/model"
 	"ubatch/model/llama"
-	"ubatch/ops"
 	"ubatch/runner"
 )
 
@@ -24,16 +23,14 @@ type Layer struct {
 
 // Model is a loaded Phi-3 model.
 type Model struct {
-	H    runner.Hparams
-	Rope *ops.Rope
-	llama.Embeddings
+	llama.Base
 	Layers []Layer
 }
 
 // Load binds a phi3 file's tensors. Of LongRoPE's two factor sets it uses the short one, meant
 // for contexts within the original training length (rope.scaling.original_context_length).
 func Load(b *model.Binder) (runner.Graph, error) {
-	m := &Model{H: b.Hparams()}
+	m := &Model{Base: llama.Base{H: b.Hparams()}}
 	h := &m.H
 	if b.Err() != nil {
 		return nil, b.Err()
@@ -55,10 +52,6 @@ func Load(b *model.Binder) (runner.Graph, error) {
 	})
 	return m, b.Err()
 }
-
-func (m *Model) Hparams() *runner.Hparams { return &m.H }
-
-func (m *Model) LayerRope(int) *ops.Rope { return m.Rope }
 
 func (m *Model) Matrices() []*runner.Weight {
 	ws := []*runner.Weight{m.Output}

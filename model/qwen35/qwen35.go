@@ -10,7 +10,6 @@ import (
 	"ubatch/batch"
 	"ubatch/model"
 	"ubatch/model/llama"
-	"ubatch/ops"
 	"ubatch/runner"
 )
 
@@ -29,15 +28,13 @@ type Layer struct {
 
 // Model is a loaded qwen35 model.
 type Model struct {
-	H    runner.Hparams
-	Rope *ops.Rope
-	llama.Embeddings
+	llama.Base
 	Layers []Layer
 }
 
 // Load binds a qwen35 file's tensors.
 func Load(b *model.Binder) (runner.Graph, error) {
-	m := &Model{H: b.Hparams()}
+	m := &Model{Base: llama.Base{H: b.Hparams()}}
 	h := &m.H
 	rec := bindHparams(b, h)
 	if b.Err() != nil {
@@ -145,10 +142,6 @@ func (l *Layer) bindAttention(b *model.Binder, p string, h *runner.Hparams) {
 	l.QNorm = b.Vector(p+"attn_q_norm.weight", h.HeadDim, false)
 	l.KNorm = b.Vector(p+"attn_k_norm.weight", h.HeadDim, false)
 }
-
-func (m *Model) Hparams() *runner.Hparams { return &m.H }
-
-func (m *Model) LayerRope(int) *ops.Rope { return m.Rope }
 
 func (m *Model) Matrices() []*runner.Weight {
 	ws := []*runner.Weight{m.Output}

@@ -2,7 +2,6 @@ package llamacpp
 
 import (
 	"context"
-	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"ubatch/engine"
 	"ubatch/internal/testdata"
 	"ubatch/internal/testmodel"
+	"ubatch/kvdisk"
 	"ubatch/kvfile"
 	"ubatch/quant"
 	"ubatch/runner"
@@ -191,8 +191,7 @@ func TestSlotRestoreWrongFiles(t *testing.T) {
 	if err != nil || len(blocks) < 2 {
 		t.Fatalf("the saved slot: %d blocks, %v; want at least 2", len(blocks), err)
 	}
-	key := blocks[1].Key
-	if _, err := kvfile.WriteFile(filepath.Join(dir, hex.EncodeToString(key[:])+".kvb"), l, blocks[1:2]); err != nil {
+	if _, err := kvdisk.WriteBlock(dir, l, blocks[1]); err != nil {
 		t.Fatal(err)
 	}
 	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
@@ -211,7 +210,7 @@ func TestSlotRestoreWrongFiles(t *testing.T) {
 		{name: "255 bytes", url: "/slots/0?action=save", filename: strings.Repeat("a", 255), status: 400, message: "at most"},
 		{name: "one byte over", url: "/slots/0?action=save", filename: longest + "s", status: 400, message: "at most"},
 		{name: "restore the longest", url: "/slots/1?action=restore", filename: longest, status: 200},
-		{name: "disk tier block file", url: "/slots/0?action=restore", filename: hex.EncodeToString(key[:]) + ".kvb", status: 400, message: "not a saved slot"},
+		{name: "disk tier block file", url: "/slots/0?action=restore", filename: kvdisk.FileName(blocks[1].Key), status: 400, message: "not a saved slot"},
 		{name: "fifo", url: "/slots/0?action=restore", filename: "fifo", status: 400, message: "not a regular file"},
 		{name: "directory", url: "/slots/0?action=restore", filename: "sub", status: 400, message: "not a regular file"},
 	}

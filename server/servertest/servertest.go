@@ -1,23 +1,18 @@
 // Package servertest runs a real server for the tests of the API dialects (server/llamacpp, ...):
 // a model, an engine and a server.Server with OpenAI's dialect and the dialects asked for,
 // behind an httptest server, closed when the test ends. The core's own tests have their fixtures
-// in package server.
+// in package server; both post through internal/testhttp's Caller.
 package servertest
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
 	"ubatch/engine"
-	"ubatch/internal/sse"
 	"ubatch/internal/testdata"
+	"ubatch/internal/testhttp"
 	"ubatch/internal/testmodel"
 	"ubatch/model"
 	_ "ubatch/model/all" // the families the test models are
@@ -40,14 +35,12 @@ type Options struct {
 	Config server.Config
 }
 
-// Env is a real engine and server behind an httptest server.
+// Env is a real engine and server behind an httptest server; its Caller posts to it.
 type Env struct {
-	T      testing.TB
+	testhttp.Caller
 	Model  *model.Model
 	Engine *engine.Engine
 	Server *server.Server
-	URL    string
-	Client *http.Client
 }
 
 // New starts the server of o, serving dialects besides o.Config.Dialects (and OpenAI's: Serve).
@@ -80,7 +73,7 @@ func Serve(t testing.TB, m *model.Model, eng *engine.Engine, cfg server.Config) 
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(srv.Handler())
-	e := &Env{T: t, Model: m, Engine: eng, Server: srv, URL: ts.URL, Client: &http.Client{Timeout: 60 * time.Second}}
+	e := &Env{Caller: testhttp.Caller{T: t, URL: ts.URL, Client: &http.Client{Timeout: 60 * time.Second}}, Model: m, Engine: eng, Server: srv}
 	t.Cleanup(func() { e.Client.CloseIdleConnections(); ts.Close() })
 	return e
 }
@@ -103,165 +96,22 @@ func orDefault(v, d int) int {
 	return v
 }
 
-// Post sends body (a value to encode, or a string sent as is) to path with header's name, value
-// pairs and returns the response; the caller closes its body.
-func (e *Env) Post(ctx context.Context, path string, body any, header ...string) *http.Response {
-	e.T.Helper()
-	var raw []byte
-	switch b := body.(type) {
-	case string:
-		raw = []byte(b)
-	default:
-		var err error
-		if raw, err = json.Marshal(b); err != nil {
-			e.T.Fatal(err)
-		}
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.URL+path, bytes.NewReader(raw))
-	if err != nil {
-		e.T.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := e.Client.Do(req)
-	if err != nil {
-		e.T.Fatalf("POST %s: %v", path, err)
-	}
-	return resp
-}
-
-// PostJSON posts body, checks the status and decodes the JSON response into out (unless nil).
-func (e *Env) PostJSON(path string, body any, wantStatus int, out any) {
-	e.T.Helper()
-	resp := e.Post(context.Background(), path, body)
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != wantStatus {
-		e.T.Fatalf("POST %s: status %d, want %d: %s", path, resp.StatusCode, wantStatus, data)
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			e.T.Fatalf("POST %s: decoding %s: %v", path, data, err)
-		}
-	}
-}
-
-// PostStream posts body to path with stream: true and returns the response, failing unless it
-// is a 200 event stream; the caller closes its body.
-func (e *Env) PostStream(path string, body map[string]any) *http.Response {
-	e.T.Helper()
-	body["stream"] = true
-	resp := e.Post(context.Background(), path, body)
-	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
-		data, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		e.T.Fatalf("%s: status %d (Content-Type %q, want text/event-stream): %s", path, resp.StatusCode, ct, data)
-	}
-	return resp
-}
-
-// GetJSON GETs path, checks for 200 and decodes the JSON response into out.
-func (e *Env) GetJSON(path string, out any) {
-	e.T.Helper()
-	resp, err := e.Client.Get(e.URL + path)
-	if err != nil {
-		e.T.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		e.T.Fatalf("GET %s: status %d", path, resp.StatusCode)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		e.T.Fatalf("GET %s: %v", path, err)
-	}
-}
-
 // Completion is what the dialects' tests read of a /v1/completions answer or stream chunk.
-type Completion struct {
-	ID, Object, Model string
-	Choices           []struct {
-		Text         string `json:"text"`
-		Index        int    `json:"index"`
-		FinishReason string `json:"finish_reason"`
-		// Logprobs is the legacy completions logprobs object: one entry per token in each list.
-		Logprobs *struct {
-			Tokens        []string             `json:"tokens"`
-			TokenLogprobs []float64            `json:"token_logprobs"`
-			TopLogprobs   []map[string]float64 `json:"top_logprobs"`
-			TextOffset    []int                `json:"text_offset"`
-		} `json:"logprobs"`
-	} `json:"choices"`
-	Usage server.UsageJSON `json:"usage"`
-}
+type Completion = testhttp.Completion
 
-// Complete runs a non-streaming /v1/completions request.
-func (e *Env) Complete(body map[string]any) Completion {
-	e.T.Helper()
-	var res Completion
-	e.PostJSON("/v1/completions", body, http.StatusOK, &res)
-	return res
-}
-
-// ErrorBody is OpenAI's error shape.
-type ErrorBody struct {
-	Error ErrorDetail `json:"error"`
-}
-
-// ErrorDetail is the inside of OpenAI's error shape, {"error": {...}}.
-type ErrorDetail struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    *string `json:"code"`
-}
-
-// CheckBadParam posts body to path and checks that the answer is a 400 whose error names param
-// and has a message containing want ("": any message); it returns the error body.
-func (e *Env) CheckBadParam(t *testing.T, path string, body any, param, want string) ErrorBody {
-	t.Helper()
-	resp := e.Post(context.Background(), path, body)
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	var eb ErrorBody
-	if err := json.Unmarshal(data, &eb); resp.StatusCode != http.StatusBadRequest || err != nil ||
-		eb.Error.Param == nil || *eb.Error.Param != param || !strings.Contains(eb.Error.Message, want) {
-		t.Errorf("%s: status %d, body %.300s; want a 400 naming %s with a message containing %q", path, resp.StatusCode, data, param, want)
-	}
-	return eb
-}
+// ErrorBody and ErrorDetail are OpenAI's error shape as the dialects' tests decode it.
+type (
+	ErrorBody   = testhttp.ErrorBody
+	ErrorDetail = testhttp.ErrorDetail
+)
 
 // SSEEvents reads a whole event stream and returns the data payloads.
-func SSEEvents(t testing.TB, r io.Reader) []string {
-	t.Helper()
-	var out []string
-	rd := sse.NewReader(r, 1<<20)
-	rd.All = true
-	for rd.Next() {
-		// The server writes each event as one data line: anything else is unexpected.
-		if string(rd.Raw()) != "data: "+rd.Text()+"\n\n" {
-			t.Fatalf("unexpected SSE event %q", rd.Raw())
-		}
-		out = append(out, rd.Text())
-	}
-	if err := rd.Err(); err != nil {
-		t.Fatalf("reading the event stream: %v", err)
-	}
-	return out
-}
+var SSEEvents = testhttp.SSEEvents
 
 // ReferenceGreedy returns llama.cpp's greedy continuation of "Once upon a time" for
 // stories260K.
 func ReferenceGreedy(t testing.TB) (prompt, text string) {
 	t.Helper()
-	data := testdata.ReadFile(t, "reference/stories260K.json")
-	var ref struct {
-		Prompt     string `json:"prompt"`
-		GreedyText string `json:"greedy_text"`
-	}
-	if err := json.Unmarshal(data, &ref); err != nil {
-		t.Fatal(err)
-	}
-	return ref.Prompt, ref.GreedyText
+	r := testdata.ReadReference(t, "stories260K")
+	return r.Prompt, r.GreedyText
 }

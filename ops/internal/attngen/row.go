@@ -21,9 +21,9 @@ import "fmt"
 // exponential's constants; Z0-Z17 the rows' temporaries (rowUpdate), then Z<4i+c> the output
 // accumulators and Z16-Z19 the V chunks.
 func rowStep(r int, f16 bool) {
-	kind, vt := "F32", "float32"
+	kind, vt, vb := "F32", "float32", 64
 	if f16 {
-		kind, vt = "F16", "uint16"
+		kind, vt, vb = "F16", "uint16", 32
 	}
 	name := fmt.Sprintf("%d%s", r, kind)
 	fmt.Fprintf(b, `
@@ -33,49 +33,58 @@ func rowStep(r int, f16 bool) {
 // the V row of cell j of the tiles at byte vcells[j]·vstrideB of v, %s.
 TEXT ·attnRowStep%sAVX512(SB), NOSPLIT, $0-120
 `, name, vt, r, rowTiles, vt, name)
-	emit("MOVQ hd+8(FP), R8")
-	emit("SHLQ $2, R8")
-	emit("LEAQ (R8)(R8*2), R9")
-	rowScores(r)
+	emit("ROWSTEP%d(RVJ%[2]s_1, RVJ%[2]s_2, RVJ%[2]s_3, RVJ%[2]s_4, %d)", r, name, vb)
+}
 
-	expConsts()
-	emit("VBROADCASTSS %s, Z23", tc("NEGINF"))
-	emit("VBROADCASTSS inv+60(FP), Z20")
-	emit("VBROADCASTSS softcap+56(FP), Z21")
-	emit("LEAQ 1024(BX), R12")
-	loads("vcells+104(FP), R10")
-	label(fmt.Sprintf("rt%s", name))
-	loads("cpos+32(FP), DX")
-	emit("VMOVDQU32 (DX), Z19")
-	emit("MOVL softcap+56(FP), AX")
-	emit("TESTL AX, AX")
-	emit("JZ   rnc%s", name)
-	comment("Soft cap of the tile's scores.")
-	for i := 0; i < r; i++ {
-		emit("VMOVUPS %d(BX), Z0", 64*i)
-		emit("TCAP(Z0)")
-		emit("VMOVUPS Z0, %d(BX)", 64*i)
-	}
-	label(fmt.Sprintf("rnc%s", name))
-	rowUpdate(r)
-	rowValues(r, f16, name)
-	emit("ADDQ $256, BX")
-	emit("ADDQ $64, cpos+32(FP)") // the next tile's positions, in the argument slot: DX is the cells' in rowValues
-	emit("ADDQ $64, R10")
-	emit("DECQ tiles+96(FP)") // the count of tiles left, in its argument slot
-	emit("JNZ  rt%s", name)
-	emit("VZEROUPPER")
-	emit("RET")
+// rowStepMacro writes ROWSTEP<r>(rvj1, rvj2, rvj3, rvj4, vb), the whole of rowStep's kernel for
+// r rows, which its float32 and float16 variants share: they differ only in the V rows, read by
+// rvj<c> (the variant's RVJ macro of c chunks) with vb bytes to 16 elements (64 or 32). The
+// labels are the kernel's own: a TEXT block scopes them.
+func rowStepMacro(r int) {
+	define(fmt.Sprintf("ROWSTEP%d: rowStep's kernel for r = %d, its V rows read by rvj1-rvj4 with vb bytes to 16 elements.", r, r),
+		fmt.Sprintf("ROWSTEP%d(rvj1, rvj2, rvj3, rvj4, vb)", r), func() {
+			emit("MOVQ hd+8(FP), R8")
+			emit("SHLQ $2, R8")
+			emit("LEAQ (R8)(R8*2), R9")
+			rowScores(r)
+
+			expConsts()
+			emit("VBROADCASTSS %s, Z23", tc("NEGINF"))
+			emit("VBROADCASTSS inv+60(FP), Z20")
+			emit("VBROADCASTSS softcap+56(FP), Z21")
+			emit("LEAQ 1024(BX), R12")
+			loads("vcells+104(FP), R10")
+			label("rt")
+			loads("cpos+32(FP), DX")
+			emit("VMOVDQU32 (DX), Z19")
+			emit("MOVL softcap+56(FP), AX")
+			emit("TESTL AX, AX")
+			emit("JZ   rnc")
+			for i := 0; i < r; i++ { // the soft cap of the tile's scores
+				emit("VMOVUPS %d(BX), Z0", 64*i)
+				emit("TCAP(Z0)")
+				emit("VMOVUPS Z0, %d(BX)", 64*i)
+			}
+			label("rnc")
+			rowUpdate(r)
+			rowValues(r)
+			emit("ADDQ $256, BX")
+			emit("ADDQ $64, cpos+32(FP)") // the next tile's positions, in the argument slot: DX is the cells' in rowValues
+			emit("ADDQ $64, R10")
+			emit("DECQ tiles+96(FP)") // the count of tiles left, in its argument slot
+			emit("JNZ  rt")
+			emit("VZEROUPPER")
+			emit("RET")
+		})
 }
 
 // rowScores writes the scores: Z<4i+t> = Σ_d ktT[d][t] · q[i][d], d in order, two d a round,
 // stored to the scratch (BX) at 256·t + 64·i.
 func rowScores(r int) {
-	comment("Scores of the %d tiles: Z<4i+t> += column d of tile t · q[i][d], d in order.", rowTiles)
 	emit("ZZERO%d", 4*r)
 	loads("q+0(FP), SI", "ktT+16(FP), DI", "hd+8(FP), CX")
 	emit("SHRQ $1, CX")
-	label(fmt.Sprintf("rs%d", r))
+	label("rs")
 	for u := 0; u < 2; u++ {
 		for t := 0; t < rowTiles; t++ {
 			emit("VMOVUPS %d(DI), Z%d", u*rowColBytes+64*t, 16+t)
@@ -92,7 +101,7 @@ func rowScores(r int) {
 	emit("ADDQ $%d, DI", 2*rowColBytes)
 	emit("ADDQ $8, SI")
 	emit("DECQ CX")
-	emit("JNZ  rs%d", r)
+	emit("JNZ  rs")
 	emit("MOVQ scr+88(FP), BX")
 	for t := 0; t < rowTiles; t++ {
 		for i := 0; i < r; i++ {
@@ -109,7 +118,6 @@ func rowScores(r int) {
 // 64·i(R12); L' = L·c + the weights one by one in cell order. Zi the scores, Z4+i the maximum
 // then the sum, Z8+i the old maximum, Z12+i the new.
 func rowUpdate(r int) {
-	comment("Per row, interleaved: mask, maximum, rescaling factor, weights, sum.")
 	loads("pos+40(FP), AX", "lo+48(FP), CX", "m+64(FP), SI", "l+72(FP), DI")
 	for i := 0; i < r; i++ {
 		emit("VMOVUPS %d(BX), Z%d", 64*i, i)
@@ -189,38 +197,37 @@ func rowValueMacros(r int, f16 bool) {
 // rowValues writes the outputs of the tile: o[i][d] = o[i][d]·c_i, then += p_ij·v[j][d] for the
 // cells j in order; 64 dimensions a pass, then the remaining 16, 32 or 48. R11 is v at the pass's
 // dimensions.
-func rowValues(r int, f16 bool, name string) {
+func rowValues(r int) {
 	passes := 0 // for the labels of the passes' loops
-	comment("Outputs: o[i][d] = o[i][d]·c_i + Σ_j p_ij·v[j][d], 64 d a pass.")
 	loads("o+80(FP), DI", "v+24(FP), R11")
 	emit("MOVQ hd+8(FP), R13")
 	emit("SHRQ $6, R13")
-	emit("JZ   rvt%s", name)
-	label(fmt.Sprintf("rvp%s", name))
-	rowPass(r, 4, f16, name, &passes)
+	emit("JZ   rvt")
+	label("rvp")
+	rowPass(r, 4, &passes)
 	emit("DECQ R13")
-	emit("JNZ  rvp%s", name)
-	label(fmt.Sprintf("rvt%s", name))
+	emit("JNZ  rvp")
+	label("rvt")
 	emit("MOVQ hd+8(FP), R13")
 	emit("SHRQ $4, R13")
 	emit("ANDQ $3, R13")
 	for c := 1; c <= 3; c++ {
 		emit("CMPQ R13, $%d", c)
-		emit("JEQ  rv%s_%d", name, c)
+		emit("JEQ  rv%d", c)
 	}
-	emit("JMP  rvd%s", name)
+	emit("JMP  rvd")
 	for c := 1; c <= 3; c++ {
-		label(fmt.Sprintf("rv%s_%d", name, c))
-		rowPass(r, c, f16, name, &passes)
-		emit("JMP  rvd%s", name)
+		label(fmt.Sprintf("rv%d", c))
+		rowPass(r, c, &passes)
+		emit("JMP  rvd")
 	}
-	label(fmt.Sprintf("rvd%s", name))
+	label("rvd")
 }
 
 // rowPass writes one pass of c chunks of 16 dimensions at DI (o) and R11 (v): the accumulators
-// rescaled, the 16 cells (from R10, the tile's cells), the stores; DI and R11 on to the next
-// chunks.
-func rowPass(r, c int, f16 bool, name string, passes *int) {
+// rescaled, the 16 cells (from R10, the tile's cells) by the macro parameter rvj<c>, the stores;
+// DI and R11 (by c times the parameter vb) on to the next chunks.
+func rowPass(r, c int, passes *int) {
 	for i := 0; i < r; i++ {
 		for k := 0; k < c; k++ {
 			emit("VMULPS %d(DI)%s, Z%d, Z%d", 64*k, rowIndex[i], 24+i, 4*i+k)
@@ -229,11 +236,11 @@ func rowPass(r, c int, f16 bool, name string, passes *int) {
 	emit("MOVQ R10, DX")
 	emit("MOVQ R12, SI")
 	emit("MOVQ $4, CX")
-	l := fmt.Sprintf("rvj%s_%d_%d", name, c, *passes)
+	l := fmt.Sprintf("rvj%d_%d", c, *passes)
 	*passes++
 	label(l)
 	for j := 0; j < 4; j++ {
-		emit("RVJ%s_%d", name, c)
+		emit("rvj%d", c)
 	}
 	emit("DECQ CX")
 	emit("JNZ  %s", l)
@@ -243,9 +250,5 @@ func rowPass(r, c int, f16 bool, name string, passes *int) {
 		}
 	}
 	emit("ADDQ $%d, DI", 64*c)
-	if f16 {
-		emit("ADDQ $%d, R11", 32*c)
-	} else {
-		emit("ADDQ $%d, R11", 64*c)
-	}
+	emit("ADDQ $(%d*vb), R11", c)
 }

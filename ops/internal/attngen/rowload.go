@@ -22,6 +22,9 @@ func row() {
 			rowValueMacros(r, f16)
 		}
 	}
+	for r := 1; r <= rowSetRows; r++ {
+		rowStepMacro(r)
+	}
 	rowLoadF16()
 	rowLoadF32()
 	rowLoadQ8()
