@@ -22,7 +22,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	discoveryclient "k8s.io/client-go/kubernetes/typed/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -81,7 +82,7 @@ type Config struct {
 // Watcher watches one Service's EndpointSlices. Create it with New; it is a router.Discovery.
 type Watcher struct {
 	svc    Service
-	client discoveryclient.DiscoveryV1Interface
+	client rest.Interface // discovery.k8s.io/v1
 	log    *slog.Logger
 
 	mu      sync.Mutex // serializes publish, so that set is never called concurrently
@@ -111,8 +112,7 @@ func New(ctx context.Context, cfg Config) (*Watcher, error) {
 	} else if rc, err = rest.InClusterConfig(); err != nil {
 		return nil, fmt.Errorf("--kube-service: not in a cluster (%w): give --kubeconfig", err)
 	}
-	rc.UserAgent = "ubatch-route"
-	client, err := discoveryclient.NewForConfig(rc)
+	client, err := restClient(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
@@ -123,7 +123,10 @@ func New(ctx context.Context, cfg Config) (*Watcher, error) {
 	}
 	lctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	list, err := client.EndpointSlices(w.svc.Namespace).List(lctx, w.listOptions())
+	var list discoveryv1.EndpointSliceList
+	opts := w.listOptions()
+	err = client.Get().Namespace(w.svc.Namespace).Resource("endpointslices").
+		VersionedParams(&opts, metav1.ParameterCodec).Do(lctx).Into(&list)
 	if err != nil {
 		return nil, fmt.Errorf("listing the EndpointSlices of Service %s at %s (the router's ServiceAccount needs get, list and watch on endpointslices in namespace %s): %w",
 			w.svc, rc.Host, w.svc.Namespace, err)
@@ -131,6 +134,22 @@ func New(ctx context.Context, cfg Config) (*Watcher, error) {
 	urls, _ := NodeURLs(ptrs(list.Items), w.svc.Port)
 	log.Info("watching the Service's endpoints", "api_server", rc.Host, "slices", len(list.Items), "ready_endpoints", len(urls))
 	return w, nil
+}
+
+// restClient is a REST client of discovery.k8s.io/v1 alone. client-go's typed clients register
+// every API group in their scheme, which would double the size of the ubatch binary; the
+// informer needs only a client that gets EndpointSlices.
+func restClient(rc *rest.Config) (*rest.RESTClient, error) {
+	scheme := runtime.NewScheme()
+	if err := discoveryv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c := rest.CopyConfig(rc)
+	c.UserAgent = "ubatch-route"
+	c.APIPath = "/apis"
+	c.GroupVersion = &discoveryv1.SchemeGroupVersion
+	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
+	return rest.RESTClientFor(c)
 }
 
 func (w *Watcher) listOptions() metav1.ListOptions {
@@ -142,7 +161,7 @@ func (w *Watcher) listOptions() metav1.ListOptions {
 // are resumed by client-go (with backoff, logged); a deleted Service's slices go with it, and
 // the fleet is then empty.
 func (w *Watcher) Watch(ctx context.Context, set func(urls []string)) {
-	lw := cache.NewFilteredListWatchFromClient(w.client.RESTClient(), "endpointslices", w.svc.Namespace,
+	lw := cache.NewFilteredListWatchFromClient(w.client, "endpointslices", w.svc.Namespace,
 		func(o *metav1.ListOptions) { o.LabelSelector = w.listOptions().LabelSelector })
 	var store cache.Store
 	changed := func(any) { w.publish(store, set) }
