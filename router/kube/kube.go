@@ -20,6 +20,7 @@ import (
 
 	"github.com/go-logr/logr"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -128,8 +129,14 @@ func New(ctx context.Context, cfg Config) (*Watcher, error) {
 	err = client.Get().Namespace(w.svc.Namespace).Resource("endpointslices").
 		VersionedParams(&opts, metav1.ParameterCodec).Do(lctx).Into(&list)
 	if err != nil {
-		return nil, fmt.Errorf("listing the EndpointSlices of Service %s at %s (the router's ServiceAccount needs get, list and watch on endpointslices in namespace %s): %w",
-			w.svc, rc.Host, w.svc.Namespace, err)
+		hint := ""
+		switch {
+		case apierrors.IsForbidden(err):
+			hint = fmt.Sprintf(" (the router's ServiceAccount needs get, list and watch on endpointslices in namespace %s: the chart's Role)", w.svc.Namespace)
+		case apierrors.IsUnauthorized(err):
+			hint = " (the API server refused the credentials)"
+		}
+		return nil, fmt.Errorf("listing the EndpointSlices of Service %s at %s%s: %w", w.svc, rc.Host, hint, err)
 	}
 	urls, _ := NodeURLs(ptrs(list.Items), w.svc.Port)
 	log.Info("watching the Service's endpoints", "api_server", rc.Host, "slices", len(list.Items), "ready_endpoints", len(urls))

@@ -114,8 +114,18 @@ func TestWatcher(t *testing.T) {
 
 	t.Run("no permission", func(t *testing.T) {
 		_, err := New(ctx, Config{Service: Service{Namespace: denied, Name: "nodes"}, Kubeconfig: c.router})
-		if err == nil || !strings.Contains(err.Error(), "forbidden") || !strings.Contains(err.Error(), "needs get, list and watch on endpointslices") {
+		if err == nil || !strings.Contains(err.Error(), "forbidden") || !strings.Contains(err.Error(), "needs get, list and watch on endpointslices in namespace denied") {
 			t.Fatalf("New without the Role: %v", err)
+		}
+	})
+	t.Run("bad token", func(t *testing.T) {
+		bad := c.dir + "/bad.kubeconfig"
+		if err := writeKubeconfig(bad, c.url, "nobody", "not-a-token"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := New(ctx, Config{Service: Service{Namespace: ns, Name: "nodes"}, Kubeconfig: bad}); err == nil ||
+			!strings.Contains(err.Error(), "refused the credentials") {
+			t.Fatalf("New with a bad token: %v", err)
 		}
 	})
 	t.Run("bad kubeconfig", func(t *testing.T) {
