@@ -41,6 +41,7 @@ type controlPlane struct {
 	admin      string // kubeconfig of the admin
 	router     string // kubeconfig of the router's user, user "router"
 	procs      []*exec.Cmd
+	exited     chan string // a process's name when it ends
 	core       corev1client.CoreV1Interface
 	discovery  discoveryclient.DiscoveryV1Interface
 	rbac       rbacclient.RbacV1Interface
@@ -85,7 +86,7 @@ func freePort() (int, error) {
 }
 
 func startControlPlane(apiserver, etcd string) *controlPlane {
-	c := &controlPlane{}
+	c := &controlPlane{exited: make(chan string, 2)}
 	dir, err := os.MkdirTemp("", "ubatch-kube-")
 	if err != nil {
 		c.startError = err
@@ -114,7 +115,7 @@ func (c *controlPlane) start(apiserver, etcd string) error {
 		"--unsafe-no-fsync"); err != nil {
 		return err
 	}
-	if err := waitFor(30*time.Second, func() bool {
+	if err := c.waitFor(30*time.Second, func() bool {
 		resp, err := http.Get(client + "/health")
 		if err != nil {
 			return false
@@ -135,6 +136,9 @@ func (c *controlPlane) start(apiserver, etcd string) error {
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file="+filepath.Join(c.dir, "sa.pub"),
 		"--service-account-signing-key-file="+filepath.Join(c.dir, "sa.key"),
+		// The kubernetes Service's endpoints would be the advertise address, which may not be
+		// loopback: no reconciler (no pod uses that Service here).
+		"--endpoint-reconciler-type=none",
 		"--profiling=false", "--enable-priority-and-fairness=false"); err != nil {
 		return err
 	}
@@ -162,7 +166,7 @@ func (c *controlPlane) start(apiserver, etcd string) error {
 	}
 	// Ready once it serves, and once the namespace "default" exists (its bootstrap makes it).
 	var last error
-	if err := waitFor(2*time.Minute, func() bool {
+	if err := c.waitFor(2*time.Minute, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_, last = c.core.Namespaces().Get(ctx, "default", metav1.GetOptions{})
@@ -231,7 +235,7 @@ func (c *controlPlane) run(name string, args ...string) error {
 		f.Close()
 		return fmt.Errorf("starting %s: %w", name, err)
 	}
-	go func() { cmd.Wait(); f.Close() }()
+	go func() { cmd.Wait(); f.Close(); c.exited <- name }()
 	c.procs = append(c.procs, cmd)
 	return nil
 }
@@ -260,9 +264,17 @@ func (c *controlPlane) namespace(t *testing.T, name string) string {
 	return name
 }
 
-func waitFor(d time.Duration, cond func() bool) error {
+// waitFor polls cond until it holds, for at most d, or until a process of the control plane
+// ends.
+func (c *controlPlane) waitFor(d time.Duration, cond func() bool) error {
 	deadline := time.Now().Add(d)
 	for !cond() {
+		select {
+		case name := <-c.exited:
+			c.exited <- name
+			return fmt.Errorf("%s exited", name)
+		default:
+		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("not ready after %v", d)
 		}

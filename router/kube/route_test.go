@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,8 +52,9 @@ func ubatch(t *testing.T) string {
 	return ubatchBin
 }
 
-// process starts a ubatch command, its output in a log printed if the test fails.
-func process(t *testing.T, name string, args ...string) {
+// process starts a ubatch command, its output in a log printed if the test fails; it returns
+// the log's path.
+func process(t *testing.T, name string, args ...string) string {
 	t.Helper()
 	log := filepath.Join(t.TempDir(), name+".log")
 	f, err := os.Create(log)
@@ -78,6 +81,7 @@ func process(t *testing.T, name string, args ...string) {
 			t.Logf("--- %s log (its end):\n%s", name, b)
 		}
 	})
+	return log
 }
 
 // complete posts a completion to the router and returns the status, the node that served it
@@ -107,12 +111,32 @@ func gone(t *testing.T, router, node string) bool {
 	return !strings.Contains(string(b), `ubatch_route_node_healthy{node="`+node+`"}`)
 }
 
+// hostIP is an IPv4 address of this host that an EndpointSlice accepts (the API server refuses
+// loopback and link-local ones), or skips the test.
+func hostIP(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Skipf("no interface addresses (%v): the nodes need a non-loopback IPv4 address, as EndpointSlices refuse loopback ones", err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip := n.IP.To4(); ip != nil && !ip.IsLoopback() && !ip.IsLinkLocalUnicast() {
+				return ip.String()
+			}
+		}
+	}
+	t.Skip("no non-loopback IPv4 address on this host: the nodes need one, as EndpointSlices refuse loopback addresses")
+	return ""
+}
+
 // TestRouteDiscoversNodes: `ubatch route --kube-service` over real `ubatch serve` processes
 // whose endpoints the test writes into the real API server: the router finds the first two,
 // picks a third within 10 s of its slice, never picks one marked not ready or removed again,
 // and answers 503 once the Service has no slice.
 func TestRouteDiscoversNodes(t *testing.T) {
 	c := sharedControlPlane(t)
+	ip := hostIP(t)
 	ns := c.namespace(t, "route")
 	c.grantRouter(t, ns)
 	c.createService(t, ns, "ubatch-node")
@@ -123,9 +147,9 @@ func TestRouteDiscoversNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		ports[i] = p
-		process(t, fmt.Sprintf("node%d", i), "serve", "--host", "127.0.0.1", "--port", strconv.Itoa(p), "-t", "1", "-np", "2")
+		process(t, fmt.Sprintf("node%d", i), "serve", "--host", ip, "--port", strconv.Itoa(p), "-t", "1", "-np", "2")
 	}
-	node := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
+	node := func(i int) string { return net.JoinHostPort(ip, strconv.Itoa(ports[i])) }
 	for i := range ports {
 		testkit.Eventually(t, 2*time.Minute, node(i)+" up", func() bool {
 			resp, err := http.Get("http://" + node(i) + "/health")
@@ -137,15 +161,15 @@ func TestRouteDiscoversNodes(t *testing.T) {
 		})
 	}
 	// One slice per node: a slice's port is one for all its endpoints, and these differ.
-	c.createSlice(t, ns, endpointSlice("ubatch-node-0", "ubatch-node", int32(ports[0]), true, "127.0.0.1"))
-	c.createSlice(t, ns, endpointSlice("ubatch-node-1", "ubatch-node", int32(ports[1]), true, "127.0.0.1"))
+	c.createSlice(t, ns, endpointSlice("ubatch-node-0", "ubatch-node", int32(ports[0]), true, ip))
+	c.createSlice(t, ns, endpointSlice("ubatch-node-1", "ubatch-node", int32(ports[1]), true, ip))
 
 	rp, err := freePort()
 	if err != nil {
 		t.Fatal(err)
 	}
 	router := "http://127.0.0.1:" + strconv.Itoa(rp)
-	process(t, "router", "route", "--host", "127.0.0.1", "--port", strconv.Itoa(rp),
+	routerLog := process(t, "router", "route", "--host", "127.0.0.1", "--port", strconv.Itoa(rp),
 		"--kube-service", ns+"/ubatch-node:http", "--kubeconfig", c.router, "--health-interval", "200ms")
 	testkit.Eventually(t, 2*time.Minute, "the router's two nodes in rotation", func() bool {
 		resp, err := http.Get(router + "/health")
@@ -170,7 +194,7 @@ func TestRouteDiscoversNodes(t *testing.T) {
 
 	// A third endpoint: picked within 10 s, no restart.
 	added := time.Now()
-	c.createSlice(t, ns, endpointSlice("ubatch-node-2", "ubatch-node", int32(ports[2]), true, "127.0.0.1"))
+	c.createSlice(t, ns, endpointSlice("ubatch-node-2", "ubatch-node", int32(ports[2]), true, ip))
 	for i := 100; ; i++ {
 		if _, by, _ := complete(t, router, i); by == node(2) {
 			t.Logf("the third node served a request %v after its slice was created", time.Since(added).Round(time.Millisecond))
@@ -199,4 +223,16 @@ func TestRouteDiscoversNodes(t *testing.T) {
 		status, _, body := complete(t, router, 300)
 		return status == http.StatusServiceUnavailable && strings.Contains(body, "discovery lists none")
 	})
+	b, err := os.ReadFile(routerLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	for i := range ports {
+		for _, what := range []string{`msg="node joined the fleet"`, `msg="node left the fleet"`} {
+			if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, what) && strings.Contains(l, " node="+node(i)+" ") }) {
+				t.Errorf("the router's log has no %s for %s", what, node(i))
+			}
+		}
+	}
 }
