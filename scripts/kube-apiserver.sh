@@ -19,7 +19,8 @@ if ! [[ $VERSION =~ ^v1\.([0-9]+)\.([0-9]+)$ ]]; then
   echo "usage: scripts/kube-apiserver.sh [v1.MINOR.PATCH]" >&2
   exit 2
 fi
-STAGING="v0.${BASH_REMATCH[1]}.${BASH_REMATCH[2]}"
+MINOR=${BASH_REMATCH[1]}
+STAGING="v0.$MINOR.${BASH_REMATCH[2]}"
 OUT="$PWD/.ci/cache/kube/$VERSION"
 BIN="$OUT/kube-apiserver"
 if [ -x "$BIN" ]; then
@@ -51,7 +52,10 @@ LOG="$OUT/build.log"
   echo "== go.mod"; cat go.mod
   # go get resolves the rest of the graph and writes go.sum; then the build itself.
   GOFLAGS=-mod=mod go get "k8s.io/kubernetes/cmd/kube-apiserver@$VERSION"
-  CGO_ENABLED=0 nice -n "${NICE:-10}" go build -trimpath -ldflags=-s -o "$BIN.tmp" k8s.io/kubernetes/cmd/kube-apiserver
+  # The version the API server reports (/version), as a release build stamps it.
+  v="k8s.io/component-base/version"
+  ldflags="-s -X $v.gitVersion=$VERSION -X $v.gitMajor=1 -X $v.gitMinor=$MINOR"
+  CGO_ENABLED=0 nice -n "${NICE:-10}" go build -trimpath -ldflags="$ldflags" -o "$BIN.tmp" k8s.io/kubernetes/cmd/kube-apiserver
   mv "$BIN.tmp" "$BIN"
 ) >>"$LOG" 2>&1 || {
   echo "kube-apiserver $VERSION: the build failed; see $LOG" >&2
