@@ -136,7 +136,8 @@ func TestHelmTemplate(t *testing.T) {
 	for _, k := range []string{"StatefulSet/rel-ubatch-node", "StatefulSet/rel-ubatch-redis", "Deployment/rel-ubatch-router",
 		"Service/rel-ubatch-node", "Service/rel-ubatch-router", "Service/rel-ubatch-redis", "PodDisruptionBudget/rel-ubatch-node",
 		"PodDisruptionBudget/rel-ubatch-router", "NetworkPolicy/rel-ubatch-node", "NetworkPolicy/rel-ubatch-router",
-		"NetworkPolicy/rel-ubatch-redis", "ConfigMap/rel-ubatch-dashboard"} {
+		"NetworkPolicy/rel-ubatch-redis", "ConfigMap/rel-ubatch-dashboard", "ServiceAccount/rel-ubatch-router",
+		"Role/rel-ubatch-router", "RoleBinding/rel-ubatch-router"} {
 		if objs[k] == nil {
 			t.Errorf("%s not rendered; rendered: %v", k, slices.Collect(maps.Keys(objs)))
 		}
@@ -150,8 +151,7 @@ func TestHelmTemplate(t *testing.T) {
 	node := object(sts.get("spec", "template", "spec", "containers", "0").(map[string]any))
 	args := strs(node.get("args"))
 	wantArgs := []string{"serve", "--host=0.0.0.0", "--port=8080", "-m=Qwen/Qwen3-0.6B-GGUF:Q8_0", "--redis=redis://rel-ubatch-redis:6379",
-		"--node-id=$(POD_NAME)", "--advertise-url=http://$(POD_NAME).rel-ubatch-node.$(POD_NAMESPACE).svc.cluster.local:8080",
-		"--kv-disk=/data/kv", "--shutdown-timeout=60s"}
+		"--node-id=$(POD_NAME)", "--advertise-url=http://$(POD_IP):8080", "--kv-disk=/data/kv", "--shutdown-timeout=60s"}
 	if !slices.Equal(args, wantArgs) {
 		t.Errorf("node args\n%q\nwant\n%q", args, wantArgs)
 	}
@@ -309,6 +309,74 @@ func TestHelmExternalRedis(t *testing.T) {
 	}
 }
 
+// TestHelmDiscovery: by default the routers discover the nodes from the headless node
+// Service's EndpointSlices (--kube-service on its port "http") as a ServiceAccount whose Role
+// grants exactly get, list and watch on endpointslices (router/kube's tests run the router
+// with that Role against a real API server), and the nodes advertise the pod IP discovery
+// knows them by; router.kubeDiscovery=false renders none of it and mounts no token.
+func TestHelmDiscovery(t *testing.T) {
+	helm := helmBin(t)
+	tests := []struct {
+		name      string
+		args      []string
+		discovery bool
+		advertise string
+	}{
+		{name: "default", discovery: true, advertise: "--advertise-url=http://$(POD_IP):8080"},
+		{name: "off", args: []string{"--set", "router.kubeDiscovery=false"},
+			advertise: "--advertise-url=http://$(POD_NAME).rel-ubatch-node.$(POD_NAMESPACE).svc.cluster.local:8080"},
+		{name: "off, with ext_proc", args: []string{"--set", "router.kubeDiscovery=false", "--set", "router.extProc.enabled=true"},
+			advertise: "--advertise-url=http://$(POD_IP):8080"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := render(t, helm, append([]string{"--namespace", "ml"}, tc.args...)...)
+			router := objs["Deployment/rel-ubatch-router"]
+			pod := object(router.get("spec", "template", "spec").(map[string]any))
+			rargs := strs(pod.get("containers", "0", "args"))
+			nargs := strs(objs["StatefulSet/rel-ubatch-node"].get("spec", "template", "spec", "containers", "0", "args"))
+			if !slices.Contains(nargs, tc.advertise) {
+				t.Errorf("node args %q lack %s", nargs, tc.advertise)
+			}
+			if pod.str("serviceAccountName") != "rel-ubatch-router" || objs["ServiceAccount/rel-ubatch-router"] == nil {
+				t.Errorf("the routers run as %q; want the chart's ServiceAccount rel-ubatch-router", pod.str("serviceAccountName"))
+			}
+			if mount, _ := pod.get("automountServiceAccountToken").(bool); mount != tc.discovery {
+				t.Errorf("automountServiceAccountToken %v, want %v", mount, tc.discovery)
+			}
+			hasFlag := slices.Contains(rargs, "--kube-service=ml/rel-ubatch-node:http")
+			if !tc.discovery {
+				if hasFlag || objs["Role/rel-ubatch-router"] != nil || objs["RoleBinding/rel-ubatch-router"] != nil {
+					t.Errorf("discovery off, yet rendered: router args %q, a Role or a RoleBinding", rargs)
+				}
+				return
+			}
+			if !hasFlag {
+				t.Errorf("router args %q lack --kube-service=ml/rel-ubatch-node:http", rargs)
+			}
+			if p := objs["Service/rel-ubatch-node"].str("spec", "ports", "0", "name"); p != "http" {
+				t.Errorf("the node Service's port is %q, not the http --kube-service names", p)
+			}
+			role := objs["Role/rel-ubatch-router"]
+			rules, _ := role.get("rules").([]any)
+			if len(rules) != 1 {
+				t.Fatalf("Role rules %v, want one", role.get("rules"))
+			}
+			r := object(rules[0].(map[string]any))
+			if !slices.Equal(strs(r.get("apiGroups")), []string{"discovery.k8s.io"}) || !slices.Equal(strs(r.get("resources")), []string{"endpointslices"}) ||
+				!slices.Equal(strs(r.get("verbs")), []string{"get", "list", "watch"}) {
+				t.Errorf("Role rule %v, want get, list, watch on discovery.k8s.io endpointslices", r)
+			}
+			rb := objs["RoleBinding/rel-ubatch-router"]
+			if rb.str("roleRef", "kind") != "Role" || rb.str("roleRef", "name") != "rel-ubatch-router" ||
+				rb.str("subjects", "0", "kind") != "ServiceAccount" || rb.str("subjects", "0", "name") != "rel-ubatch-router" ||
+				rb.str("subjects", "0", "namespace") != "ml" {
+				t.Errorf("RoleBinding %v does not bind the Role to the routers' ServiceAccount in ml", rb)
+			}
+		})
+	}
+}
+
 // TestHelmArgsRun runs the command lines the chart renders for a node and a router, with the
 // pod's environment filled in and /data mapped to a temporary directory, against a real Redis:
 // the node serves /health and publishes itself under its pod name and its headless-Service URL,
@@ -318,7 +386,9 @@ func TestHelmArgsRun(t *testing.T) {
 	statSources("..")
 	rdb := testredis.StartTCP(t)
 	nodePort, routerPort := freePort(t), freePort(t)
-	objs := render(t, helm, "--set", "redis.enabled=false", "--set", "redis.url="+rdb.URL,
+	// Without discovery: the router's --kube-service needs an API server (router/kube's tests
+	// run it against a real one).
+	objs := render(t, helm, "--set", "redis.enabled=false", "--set", "redis.url="+rdb.URL, "--set", "router.kubeDiscovery=false",
 		"--set", "node.port="+strconv.Itoa(nodePort), "--set", "router.port="+strconv.Itoa(routerPort))
 	data := t.TempDir()
 	pod := strings.NewReplacer("$(POD_NAME)", "rel-ubatch-node-0", "$(POD_NAMESPACE)", "default", "/data", data)

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"ubatch/internal/testkit"
 )
 
 // ubatchBin is the ubatch binary TestMain builds.
@@ -50,24 +52,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// statSources stats every Go source and module file under root, so that go test's cache, which
-// records the files a test looks at, reruns this package when the code of the binary it builds
-// changes (the go build child's reads are not recorded). Only calls from tests are recorded, not
-// from TestMain.
-func statSources(root string) {
-	filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata") {
-			return filepath.SkipDir
-		}
-		if n := d.Name(); strings.HasSuffix(n, ".go") || strings.HasSuffix(n, ".s") || n == "go.mod" || n == "go.sum" {
-			os.Stat(path)
-		}
-		return nil
-	})
-}
+// statSources is testkit.StatSources: this package's tests run the binary TestMain builds.
+func statSources(root string) { testkit.StatSources(root) }
 
 // tool returns the path of an installed program or skips the (sub)test with what to install.
 func tool(t *testing.T, name, pkg string) string {

@@ -13,6 +13,7 @@ import (
 	"time"
 	_ "ubatch/model/all"
 	"ubatch/server/llamacpp"
+	"ubatch/server/openai"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -46,7 +47,7 @@ func startNode(t *testing.T, id, redisURL string) *testNode {
 		KVType: quant.F32, Threads: 1, OnBlock: tr.OnBlock})
 	eng := testmodel.Engine(t, m, lctx, engine.Config{})
 	stop := testmodel.Run(t, eng)
-	srv, err := server.New(server.Config{Model: m, Engine: eng, ModelID: "stories", Logger: quiet, Dialects: []server.Dialect{llamacpp.Routes}})
+	srv, err := server.New(server.Config{Model: m, Engine: eng, ModelID: "stories", Logger: quiet, Dialects: []server.Dialect{openai.Routes, llamacpp.Routes}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,10 @@ type node struct {
 	status   fleet.Status
 	statusAt time.Time // zero: no status from Redis
 	seen     bool      // listed in Redis at the last refresh (discovery mode)
+
+	// left is set once Config.Discovery no longer lists the node: it is out of Router.nodes,
+	// and a request's retry must not pick it from a decision made before.
+	left atomic.Bool
 }
 
 // nodeLabel is the host:port of a base URL.
@@ -132,6 +136,11 @@ func (r *Router) checkHealth(ctx context.Context) {
 		nodes = append(nodes, n)
 	}
 	r.mu.Unlock()
+	r.probeNodes(ctx, nodes)
+}
+
+// probeNodes is checkHealth over these nodes only.
+func (r *Router) probeNodes(ctx context.Context, nodes []*node) {
 	var wg sync.WaitGroup
 	for _, n := range nodes {
 		wg.Go(func() {
@@ -267,7 +276,8 @@ func (r *Router) nodeContext() int {
 	return most
 }
 
-// refresh reads the nodes' statuses from Redis. With a static fleet (--nodes) a status is
+// refresh reads the nodes' statuses from Redis. With a static fleet (--nodes, or the membership
+// of Config.Discovery) a status is
 // matched to a node by its URL and statuses naming other URLs are ignored; without one, nodes
 // are added as they appear and dropped once their status expires.
 func (r *Router) refresh(ctx context.Context) {
@@ -326,7 +336,7 @@ func (r *Router) refresh(ctx context.Context) {
 	r.mu.Unlock()
 	if changed && len(strangers) > 0 {
 		r.log.Warn("ignoring Redis entries of nodes that are not in --nodes (or have bad URLs); "+
-			"a node's --advertise-url must equal its --nodes entry", "nodes", strangers)
+			"a node's --advertise-url must equal its --nodes entry (or, discovered, its endpoint's http://IP:PORT)", "nodes", strangers)
 	}
 	r.m.unknownNodes.Set(float64(unknown))
 	for _, n := range added {

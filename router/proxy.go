@@ -102,8 +102,11 @@ func (r *Router) route(w http.ResponseWriter, req *http.Request, body []byte, p 
 			return
 		}
 		r.m.rejected.WithLabelValues("no_node").Inc()
-		writeError(w, http.StatusServiceUnavailable, "server_error", "no_healthy_node",
-			"no inference node is in rotation: check the nodes' /health and the router's log")
+		msg := "no inference node is in rotation: check the nodes' /health and the router's log"
+		if r.cfg.Discovery != nil && r.nodeCount() == 0 {
+			msg = "no inference node is in the fleet: the nodes' discovery lists none (see the router's log)"
+		}
+		writeError(w, http.StatusServiceUnavailable, "server_error", "no_healthy_node", msg)
 		return
 	}
 	best := d.order[0]
@@ -117,6 +120,10 @@ func (r *Router) route(w http.ResponseWriter, req *http.Request, body []byte, p 
 	limit := min(len(d.order), r.cfg.MaxAttempts)
 	for i := 0; i < limit; i++ {
 		c := d.order[i]
+		if i > 0 && c.n.left.Load() {
+			limit = min(limit+1, len(d.order)) // it left the fleet since the decision: not an attempt
+			continue
+		}
 		if i > 0 {
 			r.m.retries.WithLabelValues(last.reason).Inc()
 			// decide claimed the first node; a retry claims its own.

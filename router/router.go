@@ -40,9 +40,12 @@ type Config struct {
 	Prompter *Prompter
 	// Index reads the fleet from Redis; nil routes by load alone.
 	Index *fleet.Index
-	// Nodes are the nodes' base URLs. Empty: the fleet is discovered from Index. Given: only these
-	// nodes are used, and Redis entries of other nodes are ignored.
+	// Nodes are the nodes' base URLs. Empty: the fleet is discovered from Discovery, or else from
+	// Index. Given: only these nodes are used, and Redis entries of other nodes are ignored.
 	Nodes []string
+	// Discovery, when set, gives the fleet's membership as it changes (a Kubernetes Service's
+	// endpoints); Nodes must then be empty. See Discovery.
+	Discovery Discovery
 	// BlockSize is the KV block size assumed for nodes that publish none (default
 	// kvcache.DefaultBlockSize, serve's).
 	BlockSize int
@@ -134,8 +137,11 @@ func New(cfg Config) (*Router, error) {
 	if cfg.Prompter == nil {
 		return nil, errors.New("router: Config.Prompter is required")
 	}
-	if len(cfg.Nodes) == 0 && cfg.Index == nil {
-		return nil, errors.New("router: give the nodes (--nodes) or a Redis to discover them from (--redis)")
+	if len(cfg.Nodes) == 0 && cfg.Index == nil && cfg.Discovery == nil {
+		return nil, errors.New("router: give the nodes (--nodes), a Service to discover them from (--kube-service) or a Redis to discover them from (--redis)")
+	}
+	if len(cfg.Nodes) > 0 && cfg.Discovery != nil {
+		return nil, errors.New("router: give the nodes (--nodes) or a Service to discover them from (--kube-service), not both")
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
@@ -202,7 +208,7 @@ func New(cfg Config) (*Router, error) {
 	}
 	r := &Router{cfg: cfg, log: cfg.Logger.With("component", "router"), m: newMetrics(cfg.Registerer),
 		index: cfg.Index, client: &http.Client{Transport: cfg.Transport},
-		recent: newAffinity(cfg.AffinityTTL, 1<<18), static: len(cfg.Nodes) > 0, nodes: map[string]*node{},
+		recent: newAffinity(cfg.AffinityTTL, 1<<18), static: len(cfg.Nodes) > 0 || cfg.Discovery != nil, nodes: map[string]*node{},
 		budget: &byteBudget{max: cfg.ParseBudget}, qod: newQuarantine(cfg.QuarantineTTL, maxQuarantined)}
 	for _, raw := range cfg.Nodes {
 		u, err := normalizeURL(raw)
@@ -222,8 +228,12 @@ func New(cfg Config) (*Router, error) {
 }
 
 // Start reads the fleet and probes every node once, then keeps doing both in the background
-// until ctx ends.
+// until ctx ends. With Config.Discovery, its watch runs in the background too: nodes join as it
+// lists them.
 func (r *Router) Start(ctx context.Context) {
+	if d := r.cfg.Discovery; d != nil {
+		go d.Watch(ctx, func(urls []string) { r.setNodes(ctx, urls) })
+	}
 	r.refresh(ctx)
 	r.checkHealth(ctx)
 	go r.loop(ctx, r.cfg.HealthInterval, r.checkHealth)

@@ -347,6 +347,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"no nodes and no redis", Config{Prompter: p}},
 		{"bad url", Config{Prompter: p, Nodes: []string{"ftp://a"}}},
 		{"duplicate", Config{Prompter: p, Nodes: []string{"http://a:1", "http://A:1/"}}},
+		{"nodes and discovery", Config{Prompter: p, Nodes: []string{"http://a:1"}, Discovery: chanDiscovery{}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

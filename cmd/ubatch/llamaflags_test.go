@@ -209,7 +209,10 @@ func TestRangeErrorsAreOneLine(t *testing.T) {
 		{[]string{"route", "--nodes", "http://127.0.0.1:1", "--prefix-bytes", "0"}, "ubatch route: --prefix-bytes 0: must be positive"},
 		{[]string{"route", "--nodes", "http://127.0.0.1:1", "--trusted-proxies", "nope"}, `ubatch route: --trusted-proxies: "nope" is neither a CIDR prefix nor an IP address (see ubatch route --help)`},
 		{[]string{"route", "--nodes", "http://127.0.0.1:1", "--mem-limit", "lots"}, `ubatch route: --mem-limit "lots": want a positive size such as 1G or 512M (see ubatch route --help)`},
-		{[]string{"route"}, "ubatch route: no nodes: give --nodes, --redis, or both"},
+		{[]string{"route"}, "ubatch route: no nodes: give --nodes, --kube-service or --redis"},
+		{[]string{"route", "--nodes", "http://127.0.0.1:1", "--kube-service", "ml/node"}, "ubatch route: --nodes and --kube-service: give one of them"},
+		{[]string{"route", "--redis", "redis://127.0.0.1:1", "--kubeconfig", "k.yaml"}, "ubatch route: --kubeconfig without --kube-service"},
+		{[]string{"route", "--kube-service", "node"}, `ubatch route: --kube-service "node": no namespace: want NAMESPACE/NAME[:PORTNAME] (see ubatch route --help)`},
 		{[]string{"version", "extra"}, "ubatch version: unexpected arguments"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

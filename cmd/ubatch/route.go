@@ -25,19 +25,23 @@ import (
 	"ubatch/hub"
 	"ubatch/kvcache"
 	"ubatch/router"
+	"ubatch/router/kube"
 	"ubatch/server"
 )
 
 // cmdRoute serves an OpenAI-compatible front over a fleet of `ubatch serve` nodes, sending each
 // request to the node whose prefix cache holds the most of its prompt (package router).
 func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("route", "route -m MODEL (--redis URL | --nodes URL,URL,...) [--host 127.0.0.1] [--port 8000] [flags]\n\n"+
+	fs := newFlags("route", "route -m MODEL (--redis URL | --nodes URL,URL,... | --kube-service NS/NAME) [--host 127.0.0.1] [--port 8000] [flags]\n\n"+
 		"Routes the same API as serve to the nodes: each prompt is tokenized with MODEL's tokenizer (no weights are\n"+
 		"loaded) and sent to the node holding its longest cached prefix (from the nodes' entries in --redis), weighed\n"+
-		"against load. Without --nodes the nodes are discovered from Redis. GET /health and /metrics are the router's own.", stderr)
+		"against load. The nodes are --nodes, or a Kubernetes Service's ready endpoints (--kube-service), or else those\n"+
+		"publishing to --redis. GET /health and /metrics are the router's own.", stderr)
 	modelPath := fs.StringP("model", "m", "", "model whose tokenizer and chat template the nodes use: a GGUF path or hf://ORG/REPO/FILE.gguf (default: the demo model)")
 	redisURL := fs.String("redis", "", "Redis the nodes publish to (redis://HOST:PORT[/DB]); without it, routing is by load and recent affinity only")
 	nodes := fs.String("nodes", "", "comma-separated node base URLs (http://HOST:PORT); without it, every node publishing to --redis is used")
+	kubeService := fs.String("kube-service", "", "discover the nodes from this Kubernetes Service's EndpointSlices, NAMESPACE/NAME[:PORTNAME]: each ready endpoint is a node at http://IP:PORT, joining and leaving as the Service's pods do (the port named PORTNAME, default the Service's only port; nodes must --advertise-url that URL for --redis to match them). Needs list and watch on endpointslices in NAMESPACE")
+	kubeconfig := fs.String("kubeconfig", "", "with --kube-service: the kubeconfig file to reach the API server with (default: the pod's in-cluster ServiceAccount)")
 	namespace := fs.String("fleet-namespace", fleet.DefaultNamespace, "prefix of the fleet's Redis keys, as given to serve")
 	host := fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
 	port := fs.Int("port", 8000, "TCP port to listen on (0 = any free port; the log says which)")
@@ -68,9 +72,14 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	nodeList := splitList(*nodes)
+	var svc kube.Service
 	switch {
-	case len(nodeList) == 0 && *redisURL == "":
-		return flagError(fs, errors.New("no nodes: give --nodes, --redis, or both"))
+	case len(nodeList) == 0 && *redisURL == "" && *kubeService == "":
+		return flagError(fs, errors.New("no nodes: give --nodes, --kube-service or --redis (--redis with either of the others for prefix-aware routing)"))
+	case len(nodeList) > 0 && *kubeService != "":
+		return flagError(fs, errors.New("--nodes and --kube-service: give one of them"))
+	case *kubeconfig != "" && *kubeService == "":
+		return flagError(fs, errors.New("--kubeconfig without --kube-service: it says where to watch the Service's endpoints"))
 	case *port < 0 || *port > 65535:
 		return flagError(fs, fmt.Errorf("--port %d: must be in [0, 65535]", *port))
 	case *extProc < -1 || *extProc > 65535:
@@ -83,6 +92,11 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	lim, err := bf.limits()
 	if err != nil {
 		return flagError(fs, err)
+	}
+	if *kubeService != "" {
+		if svc, err = kube.ParseService(*kubeService); err != nil {
+			return flagError(fs, err)
+		}
 	}
 	level := slog.LevelInfo
 	if *verbose {
@@ -124,6 +138,13 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer rdb.Close()
 		cfg.Index = fleet.NewIndex(rdb, *namespace)
 	}
+	if *kubeService != "" {
+		w, err := kube.New(ctx, kube.Config{Service: svc, Kubeconfig: *kubeconfig, Logger: logger})
+		if err != nil {
+			return err
+		}
+		cfg.Discovery = w
+	}
 	rt, err := router.New(cfg)
 	if err != nil {
 		return err
@@ -148,7 +169,7 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer stopPicker()
 	}
 	logger.Info("routing", "url", "http://"+ln.Addr().String(), "model", path, "nodes", len(nodeList),
-		"redis", *redisURL != "", "healthy", rt.Healthy())
+		"kube_service", *kubeService, "redis", *redisURL != "", "healthy", rt.Healthy())
 	scfg := server.ServeConfig{Grace: *grace, MaxConnections: *maxConns, MaxConnsPerClient: *bf.perClient,
 		TrustedProxies: lim.proxies, Logger: logger}
 	if err := server.Serve(ctx, ln, handler, scfg); err != nil {

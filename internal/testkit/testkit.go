@@ -4,6 +4,9 @@ package testkit
 
 import (
 	"bytes"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -55,4 +58,23 @@ func CheckText(t testing.TB, what, got string, want, notWant []string) {
 			t.Errorf("%s holds %q:\n%s", what, w, got)
 		}
 	}
+}
+
+// StatSources stats every Go source and module file under root (the module's root, from the
+// test's directory), so that go test's cache, which records the files a test looks at, reruns
+// a test that builds and runs a binary of the module when that binary's code changes (the go
+// build child's reads are not recorded). Only calls from tests are recorded, not from TestMain.
+func StatSources(root string) {
+	filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata" || d.Name() == ".ci") {
+			return filepath.SkipDir
+		}
+		if n := d.Name(); strings.HasSuffix(n, ".go") || strings.HasSuffix(n, ".s") || n == "go.mod" || n == "go.sum" {
+			os.Stat(path)
+		}
+		return nil
+	})
 }

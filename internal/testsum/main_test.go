@@ -148,6 +148,10 @@ func TestClassify(t *testing.T) {
 		{"prometheus", "prometheus is not installed (Debian: apt-get install prometheus)", "prometheus is not installed", "apt-get install prometheus (Debian's package)"},
 		{"cpu", "no AVX2", "this CPU lacks the instructions or kernel path they test", "a CPU that has them (amd64 with AVX-512 VNNI runs every path; arm64 runs the NEON ones)"},
 		{"node", "npx not found: the openai Node client test needs Node.js and npm", "Node.js and npm are not installed (the official clients' tests)", "install Node.js and npm; the test installs the client packages it needs"},
+		{"kube-apiserver", "UBATCH_KUBE_APISERVER is not set: no kube-apiserver to test discovery against (scripts/kube-apiserver.sh builds one and prints its path)",
+			"kube-apiserver or etcd is missing (the router's Kubernetes discovery tests)", "apt-get install etcd-server, and export UBATCH_KUBE_APISERVER=$(scripts/kube-apiserver.sh) (it builds kube-apiserver once)"},
+		{"etcd", "etcd is not installed (Debian: apt-get install etcd-server): no control plane to test discovery against",
+			"kube-apiserver or etcd is missing (the router's Kubernetes discovery tests)", "apt-get install etcd-server, and export UBATCH_KUBE_APISERVER=$(scripts/kube-apiserver.sh) (it builds kube-apiserver once)"},
 		{"own text", "starts two servers", "starts two servers", ""},
 		{"none", "", "no reason given (t.SkipNow)", ""},
 	}

@@ -22,6 +22,24 @@ app.kubernetes.io/instance: {{ (index . 0).Release.Name }}
 app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
 
+{{/* The routers' ServiceAccount: router.serviceAccount.name, else NAME-router when the chart
+creates it, else the namespace's default. */}}
+{{- define "ubatch.routerServiceAccount" -}}
+{{- if .Values.router.serviceAccount.name -}}
+{{- .Values.router.serviceAccount.name -}}
+{{- else if .Values.router.serviceAccount.create -}}
+{{- include "ubatch.fullname" . }}-router
+{{- else -}}
+default
+{{- end -}}
+{{- end -}}
+
+{{/* Whether nodes advertise their pod IP: a gateway (ext_proc) or discovery from the
+EndpointSlices knows them by IP:port, and Redis entries are matched to that URL. */}}
+{{- define "ubatch.advertiseIP" -}}
+{{- if or .Values.router.extProc.enabled .Values.router.kubeDiscovery -}}true{{- end -}}
+{{- end -}}
+
 {{- define "ubatch.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag }}
 {{- end -}}
