@@ -8,7 +8,8 @@
 // request that fails for a reason of the node's (see retryable) before the first response byte
 // is retried on the next best; one whose node dies mid-stream ends with an error event. Fall
 // consecutive failures take a node out of rotation, Rise good health checks bring it back. Redis being away degrades routing to load and recent affinity,
-// never stops it.
+// never stops it. The fleet is Config.Nodes, or a Discovery's changing membership (router/kube:
+// a Kubernetes Service's endpoints), or else the nodes that publish to Redis.
 package router
 
 import (

@@ -152,6 +152,8 @@ func TestClassify(t *testing.T) {
 			"kube-apiserver or etcd is missing (the router's Kubernetes discovery tests)", "apt-get install etcd-server, and export UBATCH_KUBE_APISERVER=$(scripts/kube-apiserver.sh) (it builds kube-apiserver once)"},
 		{"etcd", "etcd is not installed (Debian: apt-get install etcd-server): no control plane to test discovery against",
 			"kube-apiserver or etcd is missing (the router's Kubernetes discovery tests)", "apt-get install etcd-server, and export UBATCH_KUBE_APISERVER=$(scripts/kube-apiserver.sh) (it builds kube-apiserver once)"},
+		{"host address", "no non-loopback IPv4 address on this host: the nodes need one, as EndpointSlices refuse loopback addresses",
+			"the host has no non-loopback IPv4 address (EndpointSlices refuse loopback ones)", "a network interface with an IPv4 address besides lo"},
 		{"own text", "starts two servers", "starts two servers", ""},
 		{"none", "", "no reason given (t.SkipNow)", ""},
 	}

@@ -36,6 +36,8 @@ var reasonRules = []reasonRule{
 	{regexp.MustCompile(`UBATCH_KUBE_APISERVER|etcd is not installed`),
 		"kube-apiserver or etcd is missing (the router's Kubernetes discovery tests)",
 		"apt-get install etcd-server, and export UBATCH_KUBE_APISERVER=$(scripts/kube-apiserver.sh) (it builds kube-apiserver once)"},
+	{regexp.MustCompile(`non-loopback IPv4`), "the host has no non-loopback IPv4 address (EndpointSlices refuse loopback ones)",
+		"a network interface with an IPv4 address besides lo"},
 	{regexp.MustCompile(`-trimpath`), "built with -trimpath", "run the tests without -trimpath"},
 	{regexp.MustCompile(`(?i)\bCPU\b|AVX|F16C|VNNI|FMA|assembly|kernel path|Go twin|this architecture`),
 		"this CPU lacks the instructions or kernel path they test",

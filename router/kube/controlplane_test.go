@@ -288,5 +288,8 @@ func TestMain(m *testing.M) {
 	if cp != nil && cp.dir != "" {
 		cp.stop(code != 0)
 	}
+	if ubatchBin != "" {
+		os.RemoveAll(filepath.Dir(ubatchBin))
+	}
 	os.Exit(code)
 }
