@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	_ "ubatch/model/all"
 	"ubatch/server/llamacpp"
 	"ubatch/server/openai"
 

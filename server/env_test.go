@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	_ "ubatch/model/all"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
