@@ -11,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"ubatch/server/llamacpp"
-	"ubatch/server/openai"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -27,6 +25,8 @@ import (
 	"ubatch/quant"
 	"ubatch/runner"
 	"ubatch/server"
+	"ubatch/server/llamacpp"
+	"ubatch/server/openai"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
