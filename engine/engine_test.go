@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -578,49 +577,5 @@ func TestSubmitSeveral(t *testing.T) {
 	}
 	if n := len(got[2]); n < 3 || n >= 200 || !slices.Equal(got[2], expected(ps[2], n)) || last[2].Finish != FinishStop {
 		t.Errorf("cancelled request: %d tokens, finish %s", n, last[2].Finish)
-	}
-}
-
-// recurrentFake is a decoder of a hybrid model that says it keeps a recurrent state per
-// sequence; stateFake can also clear and copy it.
-type recurrentFake struct{ *fakeDecoder }
-
-func (recurrentFake) Recurrent() bool { return true }
-
-type stateFake struct{ recurrentFake }
-
-func (stateFake) StateBytes() int                 { return 64 }
-func (stateFake) StateClear(int)                  {}
-func (stateFake) StateCopy(int, int)              {}
-func (stateFake) ReserveSnapshots(int) error      { return nil }
-func (stateFake) SnapshotSave(int, int)           {}
-func (stateFake) SnapshotLoad(int, int)           {}
-func (stateFake) SnapshotRead(int, []byte)        {}
-func (stateFake) SnapshotWrite(int, []byte) error { return nil }
-
-// TestNewRecurrent: a decoder with a recurrent state is scheduled only when the engine can
-// manage the state, and never with a context shift, which a state cannot follow.
-func TestNewRecurrent(t *testing.T) {
-	lim := Limits{NCtx: 32, NSeqMax: 2, NBatch: 8, Vocab: vocab}
-	tests := []struct {
-		name string
-		dec  Decoder
-		cfg  Config
-		want string // "" for success
-	}{
-		{name: "no state operations", dec: recurrentFake{newFake(t, 8, 4, 2)}, want: "has no StateClear"},
-		{name: "context shift", dec: stateFake{recurrentFake{newFake(t, 8, 4, 2)}}, cfg: Config{ContextShift: true}, want: "context shift is refused"},
-		{name: "hybrid", dec: stateFake{recurrentFake{newFake(t, 8, 4, 2)}}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			e, err := New(tc.dec, lim, tc.cfg)
-			switch {
-			case tc.want == "" && (err != nil || !e.Recurrent()):
-				t.Fatalf("New: %v, want a hybrid engine", err)
-			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-				t.Fatalf("New: %v, want an error saying %q", err, tc.want)
-			}
-		})
 	}
 }
