@@ -11,8 +11,8 @@ import (
 
 // aloneLogits runs one sequence's whole history through a fresh context, one batch, and returns
 // the logits at every position.
-func aloneLogits(t *testing.T, model string, kv quant.Type, toks []int32) [][]float32 {
-	c := open(t, model, runner.Options{NCtx: 256, KVType: kv, Threads: 2})
+func aloneLogits(t *testing.T, model string, kv quant.Type, tiled bool, toks []int32) [][]float32 {
+	c := open(t, model, runner.Options{NCtx: 256, KVType: kv, Threads: 2, TiledAttention: tiled})
 	return promptLogits(t, c, toks)
 }
 
@@ -25,33 +25,41 @@ func TestBatchedEqualsAlone(t *testing.T) {
 		model  string
 		kv     quant.Type
 		maxRel float64
+		tiled  bool // tiled attention where the CPU has the kernel's assembly, else exact
 	}{
-		{"stories-f32", "stories260K.gguf", quant.F32, 1e-4},
-		{"stories-f16", "stories260K.gguf", quant.F16, 1e-4},
+		{"stories-f32", "stories260K.gguf", quant.F32, 1e-4, false},
+		{"stories-f16", "stories260K.gguf", quant.F16, 1e-4, false},
 		// Quantized models re-round activations to 8 bits before every matmul: a last-ulp
 		// difference between kernel paths for different column counts can flip one rounding and
 		// move the logits by ~0.5%. The bound is well inside the Engine-core tolerance (3-5%).
-		{"synth-q4_k_m", "synth-tiny-q4_k_m.gguf", quant.F16, 1e-2},
-		{"synth-q8_0", "synth-tiny-q8_0.gguf", quant.F16, 1e-2},
+		{"synth-q4_k_m", "synth-tiny-q4_k_m.gguf", quant.F16, 1e-2, false},
+		{"synth-q8_0", "synth-tiny-q8_0.gguf", quant.F16, 1e-2, false},
 		// One model per family: biases, Q/K norms, fused matrices, sliding windows (seq 0's
 		// 30 tokens pass gemma's 16-token window) and soft-caps must all act per token and
 		// per sequence.
-		{"llama3", "arch/synth-llama3-q8_0.gguf", quant.F16, 1e-2},
-		{"qwen2", "arch/synth-qwen2-q8_0.gguf", quant.F16, 1e-2},
-		{"qwen3", "arch/synth-qwen3-q8_0.gguf", quant.F16, 1e-2},
-		{"gemma2", "arch/synth-gemma2-q8_0.gguf", quant.F16, 1e-2},
-		{"gemma3", "arch/synth-gemma3-q8_0.gguf", quant.F16, 1e-2},
-		{"phi3", "arch/synth-phi3-q8_0.gguf", quant.F16, 1e-2},
+		{"llama3", "arch/synth-llama3-q8_0.gguf", quant.F16, 1e-2, false},
+		{"qwen2", "arch/synth-qwen2-q8_0.gguf", quant.F16, 1e-2, false},
+		{"qwen3", "arch/synth-qwen3-q8_0.gguf", quant.F16, 1e-2, false},
+		{"gemma2", "arch/synth-gemma2-q8_0.gguf", quant.F16, 1e-2, false},
+		{"gemma3", "arch/synth-gemma3-q8_0.gguf", quant.F16, 1e-2, false},
+		{"phi3", "arch/synth-phi3-q8_0.gguf", quant.F16, 1e-2, false},
 		// Experts: the micro-batch's tokens are grouped by expert, so a token's expert matmuls
 		// run over other sequences' columns; its result must not depend on them.
-		{"qwen3moe", "arch/synth-qwen3moe-q8_0.gguf", quant.F16, 1e-2},
+		{"qwen3moe", "arch/synth-qwen3moe-q8_0.gguf", quant.F16, 1e-2, false},
 		// Sinks, the window on even layers and expert biases, on MXFP4 experts.
-		{"gpt-oss", "arch/synth-gpt-oss-mxfp4.gguf", quant.F16, 1e-2},
+		{"gpt-oss", "arch/synth-gpt-oss-mxfp4.gguf", quant.F16, 1e-2, false},
 		// A Q8_0 cache: the same rows are quantized alike whatever the batch.
-		{"synth-f16-q8_0kv", "synth-tiny-f16.gguf", quant.Q8_0, 1e-4},
-		{"synth-q8_0-q8_0kv", "synth-tiny-q8_0.gguf", quant.Q8_0, 1e-2},
-		{"gemma2-q8_0kv", "arch/synth-gemma2-q8_0.gguf", quant.Q8_0, 1e-2},
-		{"qwen3-q8_0kv", "arch/synth-qwen3-q8_0.gguf", quant.Q8_0, 1e-2},
+		{"synth-f16-q8_0kv", "synth-tiny-f16.gguf", quant.Q8_0, 1e-4, false},
+		{"synth-q8_0-q8_0kv", "synth-tiny-q8_0.gguf", quant.Q8_0, 1e-2, false},
+		{"gemma2-q8_0kv", "arch/synth-gemma2-q8_0.gguf", quant.Q8_0, 1e-2, false},
+		{"qwen3-q8_0kv", "arch/synth-qwen3-q8_0.gguf", quant.Q8_0, 1e-2, false},
+		// Gemma 4: per-layer head sizes, layers that read the KV other layers stored (this
+		// micro-batch's among them), per-layer inputs, a window of 8.
+		{"gemma4-dense", "synth:gemma4:dense:q8_0", quant.F16, 1e-2, false},
+		{"gemma4-moe", "synth:gemma4:moe:q8_0", quant.F16, 1e-2, false},
+		{"gemma4-e", "synth:gemma4:e:q8_0", quant.F16, 1e-2, false},
+		{"gemma4-e-tiled", "synth:gemma4:e:q8_0", quant.F16, 1e-2, true},
+		{"gemma4-e-q8_0kv", "synth:gemma4:e:q8_0", quant.Q8_0, 1e-2, false},
 	}
 	hist := [][]int32{ // each sequence's full token history
 		{1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 300, 310, 320, 330, 340, 350, 360, 370, 380, 390,
@@ -63,7 +71,7 @@ func TestBatchedEqualsAlone(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := open(t, tc.model, runner.Options{NCtx: 256, NSeqMax: 5, NUBatch: 8, KVType: tc.kv, Threads: 2})
+			c := open(t, tc.model, runner.Options{NCtx: 256, NSeqMax: 5, NUBatch: 8, KVType: tc.kv, Threads: 2, TiledAttention: tc.tiled})
 			got := make([][][]float32, len(hist))
 			for s := range hist {
 				got[s] = make([][]float32, len(hist[s]))
@@ -117,7 +125,7 @@ func TestBatchedEqualsAlone(t *testing.T) {
 			})
 			run(func() { b.Add(hist[1][7], 7, []int32{1}, true) })
 			for s, h := range hist {
-				want := aloneLogits(t, tc.model, tc.kv, h)
+				want := aloneLogits(t, tc.model, tc.kv, tc.tiled, h)
 				for p := range h {
 					if got[s][p] == nil {
 						t.Fatalf("seq %d pos %d was never decoded", s, p)

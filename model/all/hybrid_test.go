@@ -70,7 +70,7 @@ func TestHybridInterleavedEqualsAlone(t *testing.T) {
 		decodeRows(t, c, &b, got)
 	}
 	for s, h := range hybridHist {
-		want := aloneLogits(t, hybridModel, 0, h)
+		want := aloneLogits(t, hybridModel, 0, false, h)
 		for p := range h {
 			if got[s][p] == nil {
 				t.Fatalf("seq %d pos %d was never decoded", s, p)
@@ -117,7 +117,7 @@ func worstRel(a, b [][]float32) float64 {
 func TestHybridStateOps(t *testing.T) {
 	h := hybridHist[0]
 	head, tail := h[:12], h[12:]
-	want := aloneLogits(t, hybridModel, 0, h)[12:]
+	want := aloneLogits(t, hybridModel, 0, false, h)[12:]
 	opts := runner.Options{NCtx: 128, NSeqMax: 2, Threads: 2}
 
 	c := open(t, hybridModel, opts)
@@ -182,7 +182,7 @@ func TestHybridStateOps(t *testing.T) {
 	t.Run("clear-refeed", func(t *testing.T) {
 		c.KV().SeqFree(0)
 		c.Runtime().StateClear(0)
-		fresh := aloneLogits(t, hybridModel, 0, h)
+		fresh := aloneLogits(t, hybridModel, 0, false, h)
 		if e := worstRel(promptLogits(t, c, h), fresh); e > 1e-5 {
 			t.Errorf("cleared and fed again: relative RMS %.2e from a fresh context", e)
 		}
@@ -241,7 +241,7 @@ func TestHybridSharedPromptCopied(t *testing.T) {
 		got[s] = continueLogits(t, c, s, 5, tail)
 	}
 	for s, tail := range tails {
-		want := aloneLogits(t, hybridModel, 0, append(slices.Clone(prompt), tail...))[5:]
+		want := aloneLogits(t, hybridModel, 0, false, append(slices.Clone(prompt), tail...))[5:]
 		if e := worstRel(got[s], want); e > 1e-5 {
 			t.Errorf("seq %d after the shared prompt: relative RMS %.2e from alone", s, e)
 		}
@@ -287,7 +287,7 @@ func TestQwen35MTPLayersIgnored(t *testing.T) {
 	}
 	toks := hybridHist[0][:8]
 	got := promptLogits(t, testmodel.Session(t, m, runner.Options{NCtx: 64, Threads: 2}), toks)
-	if e := worstRel(got, aloneLogits(t, hybridModel, 0, toks)); e > 1e-6 {
+	if e := worstRel(got, aloneLogits(t, hybridModel, 0, false, toks)); e > 1e-6 {
 		t.Errorf("with the MTP block: relative RMS %.2e from the trunk alone", e)
 	}
 }
