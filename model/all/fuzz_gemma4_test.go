@@ -1,13 +1,10 @@
 package all_test
 
 import (
-	"encoding/binary"
-	"slices"
 	"testing"
 
 	"ubatch/gguf"
 	"ubatch/internal/testmodel"
-	"ubatch/model"
 	"ubatch/synth"
 )
 
@@ -42,20 +39,7 @@ func gemma4EFixture(tb testing.TB) *gguf.File {
 // skips packing.
 func FuzzLoadGemma4E(f *testing.F) {
 	base := gemma4EFixture(f)
-	key := func(k string) byte {
-		i := slices.IndexFunc(base.Metadata, func(kv gguf.KV) bool { return kv.Key == "gemma4."+k })
-		if i < 0 || i > 255 {
-			f.Fatalf("the fixture has no key gemma4.%s within a target byte", k)
-		}
-		return byte(i)
-	}
-	ten := func(name string) byte {
-		i := slices.IndexFunc(base.Tensors, func(t gguf.TensorInfo) bool { return t.Name == name })
-		if i < 0 || i > 255 {
-			f.Fatalf("the fixture has no tensor %s within a target byte", name)
-		}
-		return byte(i)
-	}
+	key, ten := targets(f, base, "gemma4.")
 	seeds := [][]byte{
 		nil,
 		mutation(opArray, key("attention.head_count_kv"), 2),
@@ -93,29 +77,6 @@ func FuzzLoadGemma4E(f *testing.F) {
 		f.Add(byte(0x80), s)
 	}
 	f.Fuzz(func(t *testing.T, flags byte, muts []byte) {
-		v := newVariant(base)
-		retyped := false
-		for n := 0; n < 4 && len(muts) >= mutationSize; n++ {
-			mutate(v, "gemma4", muts[0], muts[1], int32(binary.LittleEndian.Uint32(muts[2:])))
-			retyped = retyped || muts[0]%opCount == opRetype
-			muts = muts[mutationSize:]
-		}
-		img, err := v.encode()
-		if err != nil {
-			return
-		}
-		file, err := gguf.Parse(img)
-		if err != nil {
-			return
-		}
-		m, err := model.Load(file, model.LoadOptions{NoPack: flags&0x80 != 0})
-		if err != nil {
-			if err.Error() == "" {
-				t.Fatal("empty error")
-			}
-			return
-		}
-		defer m.Close()
-		decodeFew(t, m, !retyped)
+		loadMutated(t, base, "gemma4", muts, flags&0x80 != 0)
 	})
 }

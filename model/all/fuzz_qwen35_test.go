@@ -1,7 +1,6 @@
 package all_test
 
 import (
-	"slices"
 	"testing"
 
 	"ubatch/gguf"
@@ -17,12 +16,7 @@ func FuzzLoadQwen35(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	key := func(k string) byte {
-		return byte(slices.IndexFunc(base.Metadata, func(kv gguf.KV) bool { return kv.Key == "qwen35."+k }))
-	}
-	ten := func(name string) byte {
-		return byte(slices.IndexFunc(base.Tensors, func(t gguf.TensorInfo) bool { return t.Name == name }))
-	}
+	key, ten := targets(f, base, "qwen35.")
 	seeds := [][]byte{
 		nil,
 		mutation(opUint32, key("ssm.inner_size"), 256),

@@ -79,6 +79,25 @@ func FuzzLoad(f *testing.F) {
 	})
 }
 
+// targets names a fuzz seed's target bytes in base: key(k) is the index of metadata key prefix+k,
+// ten(name) that of tensor name. A name base lacks, or past the byte a mutation can name, fails
+// the seed list at once.
+func targets(tb testing.TB, base *gguf.File, prefix string) (key, ten func(string) byte) {
+	index := func(what, name string, i int) byte {
+		if i < 0 || i > 255 {
+			tb.Fatalf("the fixture has no %s %s within a target byte", what, name)
+		}
+		return byte(i)
+	}
+	key = func(k string) byte {
+		return index("key", prefix+k, slices.IndexFunc(base.Metadata, func(kv gguf.KV) bool { return kv.Key == prefix+k }))
+	}
+	ten = func(name string) byte {
+		return index("tensor", name, slices.IndexFunc(base.Tensors, func(t gguf.TensorInfo) bool { return t.Name == name }))
+	}
+	return key, ten
+}
+
 // loadMutated applies up to four mutations of muts to a variant of base (a file of arch), then
 // checks that model.Load (packing the weights unless noPack) fails with an error or gives a
 // model that decodes a few tokens: with finite logits unless a tensor was retyped.
