@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -20,13 +19,7 @@ import (
 // with n = 2, both choices the same greedy text.
 func TestHybridServes(t *testing.T) {
 	const name = "synth-qwen35-f16"
-	var ref struct {
-		Prompt     string `json:"prompt"`
-		GreedyText string `json:"greedy_text"`
-	}
-	if err := json.Unmarshal(testdata.ReadFile(t, "reference/"+name+".json"), &ref); err != nil {
-		t.Fatal(err)
-	}
+	ref := testdata.ReadReference(t, name)
 	m := testmodel.Open(t, testdata.Model(t, "arch/"+name+".gguf"))
 	lctx := testmodel.Runtime(t, m, runner.Options{NCtx: 512, NBatch: 256, NUBatch: 64, NSeqMax: 4, KVType: quant.F16, Threads: 2})
 	eng := testmodel.Engine(t, m, lctx, engine.Config{ChunkSize: 16})

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -30,13 +29,7 @@ func TestMoEGreedyMatchesReference(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var ref struct {
-				Prompt     string `json:"prompt"`
-				GreedyText string `json:"greedy_text"`
-			}
-			if err := json.Unmarshal(testdata.ReadFile(t, "reference/"+tc.name+".json"), &ref); err != nil {
-				t.Fatal(err)
-			}
+			ref := testdata.ReadReference(t, tc.name)
 			m := testmodel.Open(t, testdata.Model(t, tc.file))
 			if m.Arch != tc.arch || m.Hparams().NExperts != 8 {
 				t.Fatalf("loaded %s with %d experts, want %s with 8", m.Arch, m.Hparams().NExperts, tc.arch)
