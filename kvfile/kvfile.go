@@ -391,7 +391,15 @@ func DecodeImage(r io.Reader, want Layout, maxBlocks int) ([]Block, []State, err
 			return nil, nil, fmt.Errorf("record %d: %w", i, err)
 		}
 		if kind == kindState {
+			// A state ends one of the blocks before it, each at most once and in order: more
+			// states than blocks is corrupt before its bytes are read (and allocated).
+			if len(states) == len(blocks) {
+				return nil, nil, fmt.Errorf("record %d: %w: more recurrent states than blocks", i, ErrCorrupt)
+			}
 			st, err := decodeState(br, l)
+			if err == nil && len(states) > 0 && st.Pos <= states[len(states)-1].Pos {
+				err = fmt.Errorf("%w: a state at %d after one at %d", ErrCorrupt, st.Pos, states[len(states)-1].Pos)
+			}
 			if err != nil {
 				return nil, nil, fmt.Errorf("record %d: %w", i, err)
 			}

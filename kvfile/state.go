@@ -21,9 +21,10 @@ import (
 //	         key [32]byte | position u32 (a multiple of block size, > 0) | data [state bytes]
 //	         | crc32c u32 of the record's bytes before it, kind included
 //
-// Blocks come first, then states. A layout without states writes version 2, byte for byte as
-// before; versions 1 and 2 are still read (without states, so a hybrid's layout finds them
-// foreign), and a build that reads only up to version 2 finds a version 3 file foreign.
+// Blocks come first, then states, in increasing position and no more of them than blocks. A
+// layout without states writes version 2, byte for byte as before; versions 1 and 2 are still
+// read (without states, so a hybrid's layout finds them foreign), and a build that reads only up
+// to version 2 finds a version 3 file foreign.
 
 // VersionStates is the version of an image whose layout has states.
 const VersionStates = 3

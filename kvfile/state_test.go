@@ -80,6 +80,10 @@ func TestStates(t *testing.T) {
 		{name: "flipped state byte", data: flip(full, len(full)-10), want: l, err: ErrCorrupt},
 		{name: "flipped kind", data: flip(full, len(full)-int(stateSize(l))), want: l, err: ErrCorrupt},
 		{name: "truncated", data: full[:len(full)-1], want: l, err: ErrCorrupt},
+		// Hostile but well-formed records: states out of order, and more states than blocks
+		// (refused before the extra state's bytes are read).
+		{name: "states out of order", data: image(t, l, blocks, []State{states[1], states[0]}), want: l, err: ErrCorrupt},
+		{name: "more states than blocks", data: image(t, l, blocks[:1], states[:2]), want: l, err: ErrCorrupt},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
